@@ -1,0 +1,160 @@
+"""The finder: what each index offers for a package, and what each wheel's metadata says.
+
+It talks to a ``Fetcher`` (HTTP, or a recorded snapshot) and never to httpx directly, so the
+resolver above it can be driven by any source of pages.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Iterable, Protocol, Sequence
+
+from packaging.utils import NormalizedName, canonicalize_name
+
+from .errors import CrawlError
+from .indexes import Definitions, IndexDefinition, PageLocation, RouteContext
+from .models import IndexFile, PageResponse, ParsedPage, WheelMetadata
+from .parse import parse_metadata, parse_page
+
+log = logging.getLogger(__name__)
+
+
+class Fetcher(Protocol):
+    """The I/O edge. Implementations: ``http.HttpFetcher`` and ``snapshot.SnapshotFetcher``."""
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        """Fetch index pages (concurrently where possible).
+
+        A 404 is an answer: ``PageResponse(page=None)``. Anything else that is not a usable page
+        (unreachable, timeouts after retries, 5xx after retries, a body that is too large) raises
+        ``CrawlError`` naming the URL and the cause.
+        """
+        ...
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        """The ``*.dist-info/METADATA`` bytes of each wheel, keyed by ``file.url``.
+
+        PEP 658 sidecar when the page advertised one (digest verified), else HTTP range reads of
+        the zip's central directory and METADATA member, else (server ignores ranges) the whole
+        file, said in a warning. Raises ``CrawlError`` / ``IntegrityError``.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offer:
+    """A file some index offers for a package, with the page it came from."""
+
+    file: IndexFile
+    location: PageLocation
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageVisit:
+    """What reading one page of a package told us (for notes and the `candidates` command)."""
+
+    location: PageLocation
+    found: bool
+    files: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+class Finder:
+    """Reads pages through a fetcher, parses them, applies routing, and memoizes everything."""
+
+    def __init__(self, fetcher: Fetcher, definitions: Definitions) -> None:
+        self.fetcher = fetcher
+        self.definitions = definitions
+        self._pages: dict[str, ParsedPage | None] = {}
+        self._metadata: dict[str, WheelMetadata] = {}
+
+    # -- pages -------------------------------------------------------------------------------
+    def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
+        """Fetch the pages of several packages at once (one round of concurrent requests)."""
+        by_index: dict[str, list[str]] = {}
+        for name in names:
+            for loc in self.definitions.pages_for(name, ctx):
+                if loc.url not in self._pages:
+                    by_index.setdefault(loc.index, []).append(loc.url)
+        for index, urls in by_index.items():
+            self._read(sorted(set(urls)), self.definitions.indexes[index])
+
+    def _read(self, urls: list[str], index: IndexDefinition) -> None:
+        responses = self.fetcher.fetch_pages(urls, index=index)
+        for url in urls:
+            resp = responses.get(url)
+            if resp is None:
+                raise CrawlError(url, "the fetcher returned no answer for this page")
+            self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+
+    def page(self, location: PageLocation) -> ParsedPage | None:
+        """The parsed page, or None when the index answered 404."""
+        if location.url not in self._pages:
+            self._read([location.url], self.definitions.indexes[location.index])
+        return self._pages[location.url]
+
+    def offers(self, name: str, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
+        """Every file the owning index(es) offer for ``name``, and what each page said."""
+        wanted = canonicalize_name(name)
+        locations = self.definitions.pages_for(wanted, ctx)
+        self.prefetch([wanted], ctx)
+        offers: list[Offer] = []
+        visits: list[PageVisit] = []
+        for loc in locations:
+            parsed = self.page(loc)
+            if parsed is None:
+                visits.append(PageVisit(location=loc, found=False))
+                continue
+            index = self.definitions.indexes[loc.index]
+            warnings = list(parsed.warnings)
+            kept = 0
+            for f in parsed.files:
+                if f.name != wanted:
+                    warnings.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
+                    continue
+                if not index.allows_host(f.url):
+                    warnings.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
+                    continue
+                if loc.route.versions is not None and f.version not in loc.route.versions:
+                    continue
+                offers.append(Offer(file=replace(f, index=loc.index), location=loc))
+                kept += 1
+            visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(warnings)))
+            for w in warnings:
+                log.warning("%s: %s", loc.url, w)
+        return offers, visits
+
+    # -- metadata ----------------------------------------------------------------------------
+    def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
+        todo = [f for f in files if f.url not in self._metadata]
+        if not todo:
+            return
+        raw = self.fetcher.fetch_metadata(todo)
+        for f in todo:
+            if f.url in raw:
+                self._metadata[f.url] = self._checked(f, raw[f.url])
+
+    def metadata(self, file: IndexFile) -> WheelMetadata:
+        if file.url not in self._metadata:
+            self.prefetch_metadata([file])
+        if file.url not in self._metadata:
+            raise CrawlError(file.url, "the fetcher returned no metadata for this wheel")
+        return self._metadata[file.url]
+
+    @staticmethod
+    def _checked(file: IndexFile, raw: bytes) -> WheelMetadata:
+        meta = parse_metadata(raw, source=file.url)
+        if meta.name != file.name or meta.version != file.version:
+            raise CrawlError(
+                file.url,
+                f"METADATA says {meta.name} {meta.version} but the filename says {file.name} {file.version}",
+                hint="the index serves a mislabelled wheel; it is not used",
+            )
+        return meta
+
+
+def names_of(files: Iterable[IndexFile]) -> set[NormalizedName]:
+    return {f.name for f in files}

@@ -1,0 +1,236 @@
+"""Recorded index snapshots: record every page and metadata file a run reads, replay them offline.
+
+Layout of a snapshot directory::
+
+    manifest.json            {"schema": "resolve-gpu-stack/snapshot/v1", "indexes": {...},
+                              "pages": {KEY: {"status": 200|404, "content_type": ..., "file": ...}},
+                              "metadata": {KEY: {"file": ..., "sha256": ...}}}
+    pages/<index>/<path>     page bodies as served
+    metadata/<index>/<path>  METADATA bytes of each wheel (however they were obtained)
+    README.md                what is recorded and what is reconstructed
+
+KEY is ``<index>:<path relative to that index's base URL>`` for URLs on an index's own host
+(``pytorch:nightly/cu130/torch/``, ``pypi:../packages/ab/cd/x.whl``), else the absolute URL. Keys
+therefore survive ``--index NAME=URL``: a snapshot replays against any base URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+from urllib.parse import quote, unquote, urlsplit
+
+from .errors import IntegrityError, SnapshotMiss, UsageError
+from .finder import Fetcher
+from .indexes import IndexDefinition
+from .models import IndexFile, IndexPage, PageResponse
+
+SCHEMA = "resolve-gpu-stack/snapshot/v1"
+# Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
+PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
+
+
+def snapshot_key(url: str, bases: Mapping[str, str]) -> str:
+    """The manifest key of ``url`` given the logical indexes' base URLs."""
+    parts = urlsplit(url)
+    for name, base in bases.items():
+        if not base:
+            continue
+        b = urlsplit(base)
+        if (parts.scheme, parts.netloc) == (b.scheme, b.netloc):
+            rel = posixpath.relpath(unquote(parts.path), unquote(b.path)) if parts.path != b.path else "."
+            if parts.path.endswith("/") and not rel.endswith("/"):
+                rel += "/"
+            return f"{name}:{rel}"
+    return url.split("#", 1)[0]
+
+
+def _storage_path(kind: str, key: str) -> str:
+    """A safe relative path for a key: never escapes the snapshot directory."""
+    if ":" in key and not key.startswith(("http://", "https://")):
+        index, rel = key.split(":", 1)
+        segments = [s for s in rel.split("/") if s not in ("", ".")]
+        segments = ["_up" if s == ".." else quote(s, safe="+-_.%") for s in segments]
+        path = "/".join([kind, index, *segments])
+    else:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        tail = quote(urlsplit(key).path.rstrip("/").rsplit("/", 1)[-1] or "root", safe="+-_.%")
+        path = f"{kind}/_external/{digest}-{tail}"
+    if key.endswith("/") or kind == "pages" and not path.rsplit("/", 1)[-1].count("."):
+        path += "/index"
+    return path
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Manifest:
+    def __init__(self, root: Path, data: dict | None = None) -> None:
+        self.root = root
+        self.data = data or {"schema": SCHEMA, "indexes": {}, "pages": {}, "metadata": {}}
+
+    @classmethod
+    def load(cls, root: Path) -> "Manifest":
+        path = root / "manifest.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise UsageError(f"{root} is not a snapshot: no manifest.json", hint="record one with `resolve-gpu-stack snapshot --output DIR`") from exc
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: unreadable snapshot manifest: {exc}") from exc
+        if data.get("schema") != SCHEMA:
+            raise UsageError(f"{path}: unknown snapshot schema {data.get('schema')!r} (expected {SCHEMA})")
+        return cls(root, data)
+
+    def save(self) -> None:
+        body = json.dumps(self.data, indent=1, sort_keys=True) + "\n"
+        _atomic_write(self.root / "manifest.json", body.encode())
+
+
+class SnapshotFetcher:
+    """Replays a snapshot with no network at all. A page it lacks is an error naming the URL."""
+
+    def __init__(self, root: Path, bases: Mapping[str, str]) -> None:
+        self.root = Path(root)
+        self.manifest = Manifest.load(self.root)
+        self.bases = dict(bases)
+
+    @property
+    def recorded_indexes(self) -> dict[str, str | None]:
+        return dict(self.manifest.data.get("indexes", {}))
+
+    def _entry(self, table: str, url: str) -> dict:
+        key = snapshot_key(url, self.bases)
+        entry = self.manifest.data[table].get(key)
+        if entry is None:
+            raise SnapshotMiss(url, f"not in snapshot {self.root} (key {key})", hint="record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online")
+        return entry
+
+    def _read(self, rel: str, url: str) -> bytes:
+        path = (self.root / rel).resolve()
+        if self.root.resolve() not in path.parents:
+            raise SnapshotMiss(url, f"snapshot entry points outside the snapshot: {rel}")
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise SnapshotMiss(url, f"snapshot file {rel} unreadable: {exc}") from exc
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        out = {}
+        for url in urls:
+            entry = self._entry("pages", url)
+            if entry["status"] == 404:
+                out[url] = PageResponse(url=url, page=None)
+            else:
+                body = self._read(entry["file"], url)
+                out[url] = PageResponse(url=url, page=IndexPage(url=url, content=body, content_type=entry.get("content_type", "text/html")))
+        return out
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        out = {}
+        for f in files:
+            entry = self._entry("metadata", f.url)
+            body = self._read(entry["file"], f.url)
+            if f.metadata_sha256 and hashlib.sha256(body).hexdigest() != f.metadata_sha256:
+                raise IntegrityError(f.url + ".metadata", "recorded METADATA does not match the digest on the page")
+            out[f.url] = body
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class RecordingFetcher:
+    """Wraps a live fetcher and writes every page (404s included) and METADATA into a snapshot."""
+
+    def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",)) -> None:
+        self.inner = inner
+        self.root = Path(root)
+        self.bases = dict(bases)
+        self.relative_files = tuple(relative_files)
+        self.manifest = Manifest.load(self.root) if (self.root / "manifest.json").exists() else Manifest(self.root)
+        recorded = self.manifest.data.setdefault("indexes", {})
+        for name, base in self.bases.items():
+            # The PyPI URL is the user's configuration: it is never written into a snapshot.
+            recorded[name] = None if name in self.relative_files else base
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        out = self.inner.fetch_pages(urls, index=index)
+        for url, resp in out.items():
+            key = snapshot_key(url, self.bases)
+            if resp.page is None:
+                self.manifest.data["pages"][key] = {"status": 404}
+                continue
+            body = resp.page.content
+            if index.name in self.relative_files:
+                body = relativize_file_urls(body, resp.page.content_type, url)
+            rel = _storage_path("pages", key) + (".json" if "json" in resp.page.content_type else ".html")
+            _atomic_write(self.root / rel, body)
+            self.manifest.data["pages"][key] = {"status": 200, "content_type": resp.page.content_type, "file": rel}
+        self.manifest.save()
+        return out
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        out = self.inner.fetch_metadata(files)
+        for url, body in out.items():
+            key = snapshot_key(relativized_url(url, self.bases, self.relative_files), self.bases)
+            rel = _storage_path("metadata", key) + ".metadata"
+            _atomic_write(self.root / rel, body)
+            self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
+        self.manifest.save()
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def relativized_url(url: str, bases: Mapping[str, str], relative_files: Sequence[str]) -> str:
+    """Where a file URL points once its page was recorded with relative file URLs."""
+    for name in relative_files:
+        base = bases.get(name)
+        if not base:
+            continue
+        b, u = urlsplit(base), urlsplit(url)
+        if (u.scheme, u.netloc) != (b.scheme, b.netloc):
+            return f"{b.scheme}://{b.netloc}{u.path}"
+    return url
+
+
+def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes:
+    """Rewrite absolute file URLs on other hosts as paths relative to the page (PyPI's CDN)."""
+    page = urlsplit(page_url)
+    depth = len([s for s in page.path.split("/") if s])
+
+    def rel(url: str) -> str:
+        u = urlsplit(url)
+        if not u.scheme or u.netloc == page.netloc:
+            return url
+        out = "../" * depth + u.path.lstrip("/")
+        return out + (f"#{u.fragment}" if u.fragment else "")
+
+    if "json" in content_type:
+        data = json.loads(body)
+        for f in data.get("files", []):
+            if isinstance(f, dict) and isinstance(f.get("url"), str):
+                f["url"] = rel(f["url"])
+        return json.dumps(data, indent=None, separators=(",", ":")).encode()
+    import re
+
+    def sub(m: "re.Match[bytes]") -> bytes:
+        return b'href="' + rel(m.group(1).decode()).encode() + b'"'
+
+    return re.sub(rb'href="(https?://[^"]+)"', sub, body)
