@@ -1,0 +1,178 @@
+"""A real HTTP server on 127.0.0.1 for tests: serves a directory tree, with scripted faults.
+
+- GET/HEAD of files, ``Range: bytes=a-b`` and ``bytes=-n`` (206), ETag + Last-Modified, 304 on
+  ``If-None-Match`` / ``If-Modified-Since``.
+- A directory path ending in "/" serves its ``index.html`` (or ``index.json`` when the client
+  accepts ``application/vnd.pypi.simple.v1+json`` and that file exists).
+- ``server.script(path, [Fault, ...])``: the next requests for ``path`` get these faults in order.
+- ``server.latency`` adds a delay to every response; ``server.log`` records (method, path, headers).
+- ``server.bytes_sent`` counts body bytes served.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import http.server
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+
+
+@dataclass
+class Fault:
+    status: int = 200
+    body: bytes | None = None  # None: serve the real file
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    truncate_to: int | None = None  # send only this many body bytes but announce the full length
+    reset: bool = False  # close the connection without an answer
+    ignore_range: bool = False
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: "_Server"
+
+    def log_message(self, fmt: str, *args: object) -> None:  # quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(head=True)
+
+    def do_GET(self) -> None:
+        self._serve(head=False)
+
+    def _serve(self, head: bool) -> None:
+        owner = self.server.owner
+        path = unquote(urlsplit(self.path).path)
+        with owner.lock:
+            owner.log.append((self.command, self.path, dict(self.headers)))
+            fault = owner.faults.get(path, []).pop(0) if owner.faults.get(path) else None
+        delay = owner.latency + (fault.delay if fault else 0.0)
+        if delay:
+            time.sleep(delay)
+        if fault and fault.reset:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(2)
+            except OSError:
+                pass
+            return
+        if fault and fault.body is not None or fault and fault.status != 200:
+            body = fault.body if fault.body is not None else b""
+            self._send(fault.status, body, {"Content-Type": "text/html", **fault.headers}, head, fault)
+            return
+        target = self._resolve(path)
+        if target is None:
+            self._send(404, b"<html><body>404 Not Found</body></html>", {"Content-Type": "text/html"}, head, None)
+            return
+        data = target.read_bytes()
+        ctype = JSON_TYPE if target.suffix == ".json" else ("text/html" if target.suffix == ".html" else "application/octet-stream")
+        if target.name.endswith(".metadata"):
+            ctype = "application/octet-stream"
+        etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+        mtime = email.utils.formatdate(target.stat().st_mtime, usegmt=True)
+        headers = {"Content-Type": ctype, "ETag": etag, "Last-Modified": mtime, "Accept-Ranges": "bytes"}
+        if fault:
+            headers.update(fault.headers)
+        if self.headers.get("If-None-Match") == etag or (
+            self.headers.get("If-Modified-Since") == mtime and "If-None-Match" not in self.headers
+        ):
+            self._send(304, b"", headers, True, None)
+            return
+        rng = self.headers.get("Range")
+        if rng and not (fault and fault.ignore_range) and rng.startswith("bytes="):
+            start_s, _, end_s = rng[6:].partition("-")
+            size = len(data)
+            if start_s == "":
+                start, end = max(0, size - int(end_s)), size - 1
+            else:
+                start = int(start_s)
+                end = min(int(end_s), size - 1) if end_s else size - 1
+            if start >= size:
+                self._send(416, b"", {"Content-Range": f"bytes */{size}"}, head, None)
+                return
+            headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+            self._send(206, data[start : end + 1], headers, head, fault)
+            return
+        self._send(200, data, headers, head, fault)
+
+    def _resolve(self, path: str) -> Path | None:
+        root = self.server.owner.root
+        full = (root / path.lstrip("/")).resolve()
+        if root.resolve() not in full.parents and full != root.resolve():
+            return None
+        if path.endswith("/") or full.is_dir():
+            if JSON_TYPE in self.headers.get("Accept", "") and (full / "index.json").is_file():
+                return full / "index.json"
+            return full / "index.html" if (full / "index.html").is_file() else None
+        return full if full.is_file() else None
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str], head: bool, fault: Fault | None) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if head:
+            return
+        if fault and fault.truncate_to is not None:
+            body = body[: fault.truncate_to]
+            self.close_connection = True
+        try:
+            self.wfile.write(body)
+        except OSError:
+            return
+        with self.server.owner.lock:
+            self.server.owner.bytes_sent += len(body)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    owner: "IndexServer"
+
+
+class IndexServer:
+    """``with IndexServer(root) as srv: srv.url`` -> ``http://127.0.0.1:PORT/``."""
+
+    def __init__(self, root: Path, latency: float = 0.0) -> None:
+        self.root = Path(root)
+        self.latency = latency
+        self.faults: dict[str, list[Fault]] = {}
+        self.log: list[tuple[str, str, dict[str, str]]] = []
+        self.bytes_sent = 0
+        self.lock = threading.Lock()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/"
+
+    def script(self, path: str, faults: list[Fault]) -> None:
+        with self.lock:
+            self.faults.setdefault(path, []).extend(faults)
+
+    def requests_for(self, path: str) -> list[tuple[str, str, dict[str, str]]]:
+        return [entry for entry in self.log if urlsplit(entry[1]).path == path]
+
+    def start(self) -> "IndexServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "IndexServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
