@@ -125,8 +125,12 @@ class Violation:
         return f"{self.package}: {self.message}"
 
 
-def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version | None = None) -> list[Violation]:
-    """Every invariant a lock plan must hold. Empty list = consistent."""
+def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version | None = None, require_hashes: bool = True) -> list[Violation]:
+    """Every invariant a lock plan must hold. Empty list = consistent.
+
+    ``require_hashes=False`` for a fresh plan: PyTorch nightly rows carry no sha256 until the lock
+    step downloads them; a written lock must have one for every file.
+    """
     out: list[Violation] = []
     fi = defs.flashinfer
     seen: dict[NormalizedName, int] = {}
@@ -163,7 +167,7 @@ def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version |
             if rej is not None:
                 out.append(Violation(pkg.name, f"{pkg.version} is {rej.detail}"))
         if pkg.action.value != "keep":
-            if not pkg.sha256:
+            if require_hashes and not pkg.sha256:
                 out.append(Violation(pkg.name, "no sha256 for the file to install"))
             if pkg.url and (urlsplit(pkg.url).username or urlsplit(pkg.url).password):
                 out.append(Violation(pkg.name, "URL carries credentials"))

@@ -113,7 +113,7 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
     plan = _build_plan(result, provider, request, defs, torch, policy, notes)
-    violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed)
+    violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
@@ -343,7 +343,9 @@ def _build_plan(result, provider: StackProvider, request: ResolveRequest, defs: 
     parents: dict[str, list[str]] = {}
     for key in result.mapping:
         for child in result.graph.iter_children(key):
-            parents.setdefault(child.split("[", 1)[0], []).append(key.split("[", 1)[0])
+            child_name, parent_name = child.split("[", 1)[0], key.split("[", 1)[0]
+            if child_name != parent_name:
+                parents.setdefault(child_name, []).append(parent_name)
     fi = defs.flashinfer
     fi_version = None
     packages = []

@@ -157,8 +157,10 @@ class SnapshotFetcher:
 class RecordingFetcher:
     """Wraps a live fetcher and writes every page (404s included) and METADATA into a snapshot."""
 
-    def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",)) -> None:
+    def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None) -> None:
         self.inner = inner
+        self.exclude_newer = exclude_newer
+        self.recorded = 0
         self.root = Path(root)
         self.bases = dict(bases)
         self.relative_files = tuple(relative_files)
@@ -170,12 +172,16 @@ class RecordingFetcher:
 
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
         out = self.inner.fetch_pages(urls, index=index)
-        for url, resp in out.items():
+        for url, resp in list(out.items()):
             key = snapshot_key(url, self.bases)
+            self.recorded += 1
             if resp.page is None:
                 self.manifest.data["pages"][key] = {"status": 404}
                 continue
             body = resp.page.content
+            if self.exclude_newer and index.name in self.relative_files:
+                body = cut_newer(body, resp.page.content_type, self.exclude_newer)
+                out[url] = PageResponse(url=url, page=IndexPage(url=resp.page.url, content=body, content_type=resp.page.content_type))
             if index.name in self.relative_files:
                 body = relativize_file_urls(body, resp.page.content_type, url)
             rel = _storage_path("pages", key) + (".json" if "json" in resp.page.content_type else ".html")
@@ -191,6 +197,7 @@ class RecordingFetcher:
             rel = _storage_path("metadata", key) + ".metadata"
             _atomic_write(self.root / rel, body)
             self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
+            self.recorded += 1
         self.manifest.save()
         return out
 
@@ -234,3 +241,60 @@ def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes
         return b'href="' + rel(m.group(1).decode()).encode() + b'"'
 
     return re.sub(rb'href="(https?://[^"]+)"', sub, body)
+
+
+class FallbackFetcher:
+    """Replay what a snapshot has; fetch the rest live (to extend a snapshot)."""
+
+    def __init__(self, replay: SnapshotFetcher, live: Fetcher) -> None:
+        self.replay = replay
+        self.live = live
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        out: dict[str, PageResponse] = {}
+        missing = []
+        for url in urls:
+            try:
+                out.update(self.replay.fetch_pages([url], index=index))
+            except SnapshotMiss:
+                missing.append(url)
+        if missing:
+            out.update(self.live.fetch_pages(missing, index=index))
+        return out
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        missing = []
+        for f in files:
+            try:
+                out.update(self.replay.fetch_metadata([f]))
+            except SnapshotMiss:
+                missing.append(f)
+        if missing:
+            out.update(self.live.fetch_metadata(missing))
+        return out
+
+    def close(self) -> None:
+        self.live.close()
+
+
+def cut_newer(body: bytes, content_type: str, day: str) -> bytes:
+    """Drop files uploaded after ``day`` (YYYY-MM-DD) from a PEP 691 JSON page."""
+    if "json" not in content_type:
+        return body
+    data = json.loads(body)
+    limit = day + "T23:59:59.999999Z"
+    files = data.get("files", [])
+    data["files"] = [f for f in files if not isinstance(f, dict) or not f.get("upload-time") or f["upload-time"] <= limit]
+    kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
+    if isinstance(data.get("versions"), list):
+        from .parse import parse_filename
+
+        versions = set()
+        for name in kept:
+            try:
+                versions.add(str(parse_filename(name)[1]))
+            except ValueError:
+                continue
+        data["versions"] = [v for v in data["versions"] if v in versions]
+    return json.dumps(data, separators=(",", ":")).encode()

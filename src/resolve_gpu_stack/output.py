@@ -1,0 +1,70 @@
+"""Rendering plans for people (a rich table) and programs (one JSON object). CLI layer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from .models import LockPlan
+
+PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
+
+
+def plan_to_json(plan: LockPlan) -> dict[str, Any]:
+    return {
+        "schema": PLAN_SCHEMA,
+        "target": {"python": plan.target.python, "platform": plan.target.platform, "cuda": plan.target.cuda},
+        "flashinfer": {"version": str(plan.flashinfer_version) if plan.flashinfer_version else None, "cuda_label": plan.cuda_label},
+        "packages": [
+            {
+                "name": p.name,
+                "version": str(p.version),
+                "action": p.action.value,
+                "installed": str(p.installed_version) if p.installed_version is not None else None,
+                "index": p.index,
+                "url": p.url,
+                "sha256": p.sha256,
+                "size": p.size,
+                "coupling": p.coupling.value,
+                "reason": p.reason,
+            }
+            for p in plan.packages
+        ],
+        "notes": list(plan.notes),
+        "inputs_digest": plan.inputs_digest,
+    }
+
+
+def print_json(data: Any, out: TextIO) -> None:
+    out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+_ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta"}
+
+
+def print_plan_table(plan: LockPlan, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    t = plan.target
+    title = f"Plan for Python {t.python} on {t.platform}, CUDA {t.cuda}"
+    table = Table(title=title, title_justify="left")
+    for col in ("package", "version", "action", "index", "coupling"):
+        table.add_column(col, no_wrap=col != "package")
+    stack_first = sorted(plan.packages, key=lambda p: (p.coupling.value == "agnostic" and not p.name.startswith("flashinfer"), p.name))
+    for p in stack_first:
+        action = p.action.value
+        if p.installed_version is not None and action not in ("keep",):
+            action += f" (from {p.installed_version})"
+        style = _ACTION_STYLE.get(p.action.value, "")
+        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, p.coupling.value)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for p in plan.packages:
+        counts[p.action.value] = counts.get(p.action.value, 0) + 1
+    console.print(", ".join(f"{n} {a}" for a, n in sorted(counts.items())))
+    if plan.notes:
+        console.print("[bold]Notes[/]")
+        for note in plan.notes:
+            console.print(f"  - {note}", markup=False)
