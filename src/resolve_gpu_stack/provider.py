@@ -123,10 +123,12 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         name = canonicalize_name(identifier.split("[", 1)[0])
         extras = frozenset().union(*(r.extras for r in reqs)) if reqs else frozenset()
         pre_ok = self._prerelease_ok(name) or any(r.specifier.prereleases for r in reqs)
+        allowed = self.policy.flashinfer_versions if name == self.defs.flashinfer.python else None
         out = [
             Cand(name=c.name, version=c.version, file=c.file, extras=extras, installed=c.installed)
             for c in self.candidates(name)
             if c.version not in bad
+            and (allowed is None or c.version in allowed)
             and (pre_ok or not c.version.is_prerelease or c.installed)
             and all(self._allows(r, c) for r in reqs)
         ]
@@ -184,8 +186,6 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         if name == "torch" and self.policy.torch_candidates is not None:
             allowed = set(self.policy.torch_candidates)
             versions = [v for v in versions if v in allowed]
-        if name == self.defs.flashinfer.python and self.policy.flashinfer_versions is not None:
-            versions = [v for v in versions if v in self.policy.flashinfer_versions]
         installed = self.target.installed.get(name)
         cands = [Cand(name=name, version=v, file=best[v][1], installed=(v == installed)) for v in versions]
         if installed is not None and name not in self.policy.newest_first:
