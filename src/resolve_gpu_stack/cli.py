@@ -31,7 +31,7 @@ downgrade included), 2 usage error, 3 an index could not be reached or answered 
 """
 
 
-def _add_target_flags(p: argparse.ArgumentParser) -> None:
+def add_target_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("target (markers and tags are the target's, never this machine's)")
     g.add_argument("--python", metavar="PATH|X.Y", help="an interpreter to inspect, or a Python version to declare (default: the active virtual environment, else python3)")
     g.add_argument("--platform", metavar="PLATFORM", help="with a declared --python: x86_64-manylinux_2_28 (default) or aarch64-manylinux_2_28, ...")
@@ -40,7 +40,7 @@ def _add_target_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--change-cuda", action="store_true", help="allow --cuda to move torch to another CUDA label")
 
 
-def _add_index_flags(p: argparse.ArgumentParser) -> None:
+def add_index_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("indexes")
     g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
@@ -49,8 +49,8 @@ def _add_index_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
 
 
-def _add_resolve_flags(p: argparse.ArgumentParser) -> None:
-    _add_target_flags(p)
+def add_resolve_flags(p: argparse.ArgumentParser) -> None:
+    add_target_flags(p)
     g = p.add_argument_group("what to resolve")
     g.add_argument("--torch", default="nightly", metavar="CHANNEL|SPEC", help="nightly (default: the newest nightly with a wheel for this target), test, stable, installed (keep exactly what is installed), or a version/specifier")
     g.add_argument("--allow-downgrade", action="store_true", help="let --torch pick a torch lower than the installed one (off: such a request fails)")
@@ -58,10 +58,10 @@ def _add_resolve_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-jit-cache", action="store_true", help="leave out flashinfer-jit-cache (kernels are JIT-compiled; needs nvcc)")
     g.add_argument("--no-cubin", action="store_true", help="leave out flashinfer-cubin")
     g.add_argument("--with", dest="with_", metavar="REQ", action="append", default=[], help="add a package to the plan, e.g. --with torchvision (repeatable)")
-    _add_index_flags(p)
+    add_index_flags(p)
 
 
-def _add_output_flags(p: argparse.ArgumentParser) -> None:
+def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
     p.add_argument("-v", "--verbose", action="store_true", help="log requests and decisions to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
@@ -72,27 +72,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("resolve", help="print the plan (the default command)", description="Resolve and print the plan: per package keep / install / upgrade, from where, and why.")
-    _add_resolve_flags(p)
-    _add_output_flags(p)
-
-    p = sub.add_parser("lock", help="resolve and write pylock.<name>.toml or a constraints .txt", description="Resolve; with -o write the plan as a PEP 751 pylock.<name>.toml or a pip/uv constraints file (*.txt). Without -o it prints the plan, like `resolve`.")
-    _add_resolve_flags(p)
-    _add_output_flags(p)
-    p.add_argument("-o", "--output", type=Path, action="append", default=[], metavar="FILE", help="pylock.<name>.toml or *.txt (repeatable)")
+    add_resolve_flags(p)
+    add_output_flags(p)
 
     p = sub.add_parser("candidates", help="list what every owning index offers for a package", description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.")
     p.add_argument("package")
-    _add_target_flags(p)
+    add_target_flags(p)
     p.add_argument("--torch", default="nightly", metavar="CHANNEL", help="PyTorch channel for pytorch-index packages: nightly (default), test, stable")
     p.add_argument("--flashinfer", default="latest", metavar="CHANNEL", help="latest (stable pages) or nightly")
-    _add_index_flags(p)
-    _add_output_flags(p)
+    add_index_flags(p)
+    add_output_flags(p)
 
     p = sub.add_parser("snapshot", help="record every page and metadata file a resolve reads", description="Run the resolver and record every page and METADATA file it reads (404s included) into DIR, with a manifest. Replay with --snapshot DIR.")
-    _add_resolve_flags(p)
-    _add_output_flags(p)
+    add_resolve_flags(p)
+    add_output_flags(p)
     p.add_argument("--output", type=Path, required=True, metavar="DIR")
     p.add_argument("--exclude-newer", metavar="YYYY-MM-DD", help="cut recorded PyPI pages to files uploaded on or before this day")
+    for name in PLUGIN_COMMANDS:
+        module = _plugin(name)
+        if module is not None:
+            module.register(sub)
     return parser
 
 
@@ -113,7 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args)
     from .errors import ResolveGpuStackError
 
-    handler: Callable[[argparse.Namespace, Mapping[str, str]], int] = _HANDLERS[args.command]
+    if args.command in _HANDLERS:
+        handler: Callable[[argparse.Namespace, Mapping[str, str]], int] = _HANDLERS[args.command]
+    else:
+        handler = _plugin(args.command).run
     try:
         return handler(args, os.environ)
     except ResolveGpuStackError as err:
@@ -144,11 +146,11 @@ def _index_overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-def _definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True):
+def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True):
     from .indexes import load_definitions
     from .snapshot import PLACEHOLDER_BASE
 
-    defs = load_definitions()
+    defs = loaddefinitions()
     overrides = _index_overrides(args)
     if "pypi" not in overrides:
         if args.snapshot is not None:
@@ -160,13 +162,13 @@ def _definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi:
     return defs.with_index_urls(overrides)
 
 
-def _progress(args: argparse.Namespace) -> Callable[[str], None] | None:
+def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     if getattr(args, "quiet", False) or not sys.stderr.isatty():
         return None
     return lambda msg: print(msg, file=sys.stderr)
 
 
-def _live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
+def _livefetcher(args: argparse.Namespace, env: Mapping[str, str]):
     from .cache import HttpCache, default_cache_dir
     from .http import HttpFetcher
 
@@ -175,19 +177,19 @@ def _live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
         cache=HttpCache(cache_dir),
         timeout=args.timeout,
         allow_insecure_hosts=tuple(args.allow_insecure_host),
-        progress=_progress(args),
+        progress=progress_printer(args),
     )
 
 
-def _fetcher(args: argparse.Namespace, env: Mapping[str, str], defs):
+def fetcher(args: argparse.Namespace, env: Mapping[str, str], defs):
     if args.snapshot is not None:
         from .snapshot import SnapshotFetcher
 
         return SnapshotFetcher(args.snapshot, {n: d.url for n, d in defs.indexes.items()})
-    return _live_fetcher(args, env)
+    return _livefetcher(args, env)
 
 
-def _target(args: argparse.Namespace, env: Mapping[str, str]):
+def target_from_args(args: argparse.Namespace, env: Mapping[str, str]):
     """(Target, installed requirements by name) from --python/--platform/--installed."""
     from .errors import UsageError
     from .target import declared_target, default_interpreter, inspect_environment, parse_python_flag
@@ -197,7 +199,7 @@ def _target(args: argparse.Namespace, env: Mapping[str, str]):
     else:
         kind, value = "interpreter", default_interpreter(env)
     if kind == "version":
-        return declared_target(value, args.platform or "x86_64-manylinux_2_28", args.installed), {}
+        return declaredtarget_from_args(value, args.platform or "x86_64-manylinux_2_28", args.installed), {}
     if args.platform or args.installed:
         raise UsageError("--platform and --installed describe a declared target", hint="use them with --python X.Y, not with an interpreter path")
     environment = inspect_environment(value)
@@ -205,10 +207,10 @@ def _target(args: argparse.Namespace, env: Mapping[str, str]):
     return environment.target, requires
 
 
-def _request(args: argparse.Namespace, env: Mapping[str, str]):
+def request_from_args(args: argparse.Namespace, env: Mapping[str, str]):
     from .resolve import ResolveRequest
 
-    target, requires = _target(args, env)
+    target, requires = target_from_args(args, env)
     return ResolveRequest(
         target=target,
         torch=args.torch,
@@ -223,7 +225,7 @@ def _request(args: argparse.Namespace, env: Mapping[str, str]):
     )
 
 
-def _format(args: argparse.Namespace) -> str:
+def output_format(args: argparse.Namespace) -> str:
     return args.format or ("table" if sys.stdout.isatty() else "json")
 
 
@@ -236,23 +238,23 @@ def command_line(argv: Sequence[str]) -> str:
     return "resolve-gpu-stack " + " ".join(shlex.quote(redact_url(a) if "://" in a else a) for a in argv)
 
 
-def _run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
+def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
     from .finder import Finder
     from .resolve import resolve
 
-    defs = defs or _definitions(args, env)
-    request = _request(args, env)
-    fetcher = fetcher or _fetcher(args, env, defs)
+    defs = defs or definitions(args, env)
+    request = request_from_args(args, env)
+    fetcher = fetcher or fetcher(args, env, defs)
     try:
         return resolve(request, Finder(fetcher, defs), defs), defs
     finally:
         fetcher.close()
 
 
-def _emit_plan(args: argparse.Namespace, plan) -> None:
+def emit_plan(args: argparse.Namespace, plan) -> None:
     from .output import plan_to_json, print_json, print_plan_table
 
-    if _format(args) == "json":
+    if output_format(args) == "json":
         print_json(plan_to_json(plan), sys.stdout)
     else:
         print_plan_table(plan, sys.stdout)
@@ -261,35 +263,21 @@ def _emit_plan(args: argparse.Namespace, plan) -> None:
 # -- commands ------------------------------------------------------------------------------------
 
 def cmd_resolve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    plan, _ = _run_resolve(args, env)
-    _emit_plan(args, plan)
-    return 0
-
-
-def cmd_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    plan, _ = _run_resolve(args, env)
-    if not args.output:
-        _emit_plan(args, plan)
-        return 0
-    from .lockfile import write_lock
-
-    command = command_line(sys.argv[1:] if sys.argv[1:] else ["lock"])
-    for path in args.output:
-        written = write_lock(plan, path, command=command)
-        print(f"wrote {written}", file=sys.stderr)
+    plan, _ = run_resolve(args, env)
+    emit_plan(args, plan)
     return 0
 
 
 def cmd_snapshot(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 
-    defs = _definitions(args, env)
+    defs = definitions(args, env)
     bases = {n: d.url for n, d in defs.indexes.items()}
-    live = _live_fetcher(args, env)
+    live = _livefetcher(args, env)
     inner = FallbackFetcher(SnapshotFetcher(args.snapshot, bases), live) if args.snapshot is not None else live
     recorder = RecordingFetcher(inner, args.output, bases, exclude_newer=args.exclude_newer)
-    plan, _ = _run_resolve(args, env, fetcher=recorder, defs=defs)
-    _emit_plan(args, plan)
+    plan, _ = run_resolve(args, env, fetcher=recorder, defs=defs)
+    emit_plan(args, plan)
     print(f"recorded {recorder.recorded} pages and metadata files into {args.output}", file=sys.stderr)
     return 0
 
@@ -298,29 +286,37 @@ def cmd_candidates(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from .candidates import list_candidates, print_candidates
     from .finder import Finder
 
-    defs = _definitions(args, env)
-    target, _ = _target(args, env)
-    fetcher = _fetcher(args, env, defs)
+    defs = definitions(args, env)
+    target, _ = target_from_args(args, env)
+    fetcher = fetcher(args, env, defs)
     try:
         rows, visits = list_candidates(Finder(fetcher, defs), defs, target, args.package, torch_channel=args.torch, cuda=args.cuda, flashinfer_channel="nightly" if args.flashinfer == "nightly" else "stable")
     finally:
         fetcher.close()
-    print_candidates(rows, visits, _format(args), sys.stdout)
+    print_candidates(rows, visits, output_format(args), sys.stdout)
     return 0
-
-
-def _not_yet(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from .errors import UsageError
-
-    raise UsageError(f"`{args.command}` is not available in this build")
 
 
 _HANDLERS: dict[str, Callable[[argparse.Namespace, Mapping[str, str]], int]] = {
     "resolve": cmd_resolve,
-    "lock": cmd_lock,
     "snapshot": cmd_snapshot,
     "candidates": cmd_candidates,
 }
+
+# Commands that live in their own module ``cmd_<name>.py`` with ``register(subparsers)`` and
+# ``run(args, env) -> int``; their heavy imports stay inside ``run``.
+PLUGIN_COMMANDS = ("lock", "install", "doctor", "check")
+
+
+def _plugin(name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f".cmd_{name}", __package__)
+    except ModuleNotFoundError as exc:
+        if exc.name == f"{__package__}.cmd_{name}":
+            return None
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
