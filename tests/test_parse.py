@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -494,7 +493,7 @@ def test_unclosed_anchors_each_count() -> None:
     assert [f.filename for f in page.files] == ["a-1.0.tar.gz", "b-1.0.tar.gz"]
 
 
-# -- speed --------------------------------------------------------------------------------------
+# -- large pages (speed is measured by bench/run.py, not asserted here) --------------------------------------------------------------------------------------
 def _pytorch_page(rows: int) -> bytes:
     pys = ["cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313", "cp313-cp313t", "cp314-cp314", "cp314-cp314t"]
     plats = ["manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64"]
@@ -508,25 +507,19 @@ def _pytorch_page(rows: int) -> bytes:
     return "\n".join(lines).encode()
 
 
-def test_large_pytorch_page_parses_quickly() -> None:
+def test_large_pytorch_page_parses_every_row() -> None:
     raw = _pytorch_page(1300)
     assert len(raw) > 500_000
-    start = time.perf_counter()
     page = parse_page(IndexPage(url="https://download.pytorch.org/whl/nightly/cu130/torch/", content=raw), index="pytorch")
-    elapsed = time.perf_counter() - start
     assert len(page.files) == 1300 and page.warnings == ()
-    assert elapsed < 2.0, f"1,300 rows took {elapsed:.2f}s"
 
 
-def test_large_json_page_parses_quickly() -> None:
+def test_large_json_page_parses_every_file() -> None:
     files = [{"filename": f"pkg-1.{i}-py3-none-any.whl", "url": f"../../packages/pkg-1.{i}-py3-none-any.whl",
               "hashes": {"sha256": hashlib.sha256(str(i).encode()).hexdigest()}, "requires-python": ">=3.9",
               "size": 1000 + i, "upload-time": "2025-01-01T00:00:00Z", "yanked": False} for i in range(5000)]
-    start = time.perf_counter()
     page = json_page({"meta": {"api-version": "1.1"}, "name": "pkg", "files": files})
-    elapsed = time.perf_counter() - start
     assert len(page.files) == 5000 and page.files[-1].size == 5999
-    assert elapsed < 3.0, f"5,000 files took {elapsed:.2f}s"
 
 
 # -- filenames ----------------------------------------------------------------------------------
