@@ -7,10 +7,13 @@
 - ``server.script(path, [Fault, ...])``: the next requests for ``path`` get these faults in order.
 - ``server.latency`` adds a delay to every response; ``server.log`` records (method, path, headers).
 - ``server.bytes_sent`` counts body bytes served.
+- ``server.auth = (user, password)``: every request without that Basic authorization gets 401.
+- ``server.ignore_ranges = True``: answer every ``Range`` request with the whole file (200).
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import hashlib
 import http.server
@@ -36,6 +39,7 @@ class Fault:
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms ACK stalls
     server: "_Server"
 
     def log_message(self, fmt: str, *args: object) -> None:  # quiet
@@ -56,6 +60,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         delay = owner.latency + (fault.delay if fault else 0.0)
         if delay:
             time.sleep(delay)
+        if owner.auth is not None:
+            token = base64.b64encode(f"{owner.auth[0]}:{owner.auth[1]}".encode()).decode()
+            if self.headers.get("Authorization") != f"Basic {token}":
+                self._send(401, b"unauthorized", {"Content-Type": "text/plain", "WWW-Authenticate": 'Basic realm="test"'}, head, None)
+                return
         if fault and fault.reset:
             self.close_connection = True
             try:
@@ -86,7 +95,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(304, b"", headers, True, None)
             return
         rng = self.headers.get("Range")
-        if rng and not (fault and fault.ignore_range) and rng.startswith("bytes="):
+        if rng and not (fault and fault.ignore_range) and not owner.ignore_ranges and rng.startswith("bytes="):
             start_s, _, end_s = rng[6:].partition("-")
             size = len(data)
             if start_s == "":
@@ -134,7 +143,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # the default 5 drops bursts of connects (a 1 s SYN retry each)
     owner: "IndexServer"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):  # a client hanging up is normal
+            super().handle_error(request, client_address)
 
 
 class IndexServer:
@@ -146,10 +162,12 @@ class IndexServer:
         self.faults: dict[str, list[Fault]] = {}
         self.log: list[tuple[str, str, dict[str, str]]] = []
         self.bytes_sent = 0
+        self.auth: tuple[str, str] | None = None
+        self.ignore_ranges = False
         self.lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
