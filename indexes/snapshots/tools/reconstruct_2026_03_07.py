@@ -1114,7 +1114,8 @@ generates (download.pytorch.org, download-r2.pytorch.org, flashinfer.ai, github.
   triton 3.6.0, flashinfer-python/cubin 0.6.5) with the version and the pins set as listed below; long
   descriptions are cut to a line or two. flashinfer-jit-cache METADATA (never on PyPI) is rebuilt from
   its pyproject.toml. The `data-core-metadata` digest on a page is the sha256 of exactly the METADATA
-  this script produces for that wheel, stored or not.
+  this script produces for that wheel, stored or not. All Linux torch wheels of one nightly date share
+  one METADATA (so one digest); torchvision's and torchaudio's differ per arch when their torch pin does.
 * Which dates, Python tags and platforms exist, and every pin, are reconstructed choices documented here.
 
 ### Known limits
@@ -1189,6 +1190,8 @@ def render_readme(world: World) -> str:
               " the base of an observed date is the observed one (then version.txt held the last release);"
               " reconstructed dates assume version.txt was bumped right after each release: "
               + ", ".join(f"{b} from {d}" for d, b in reversed(NIGHTLY_BASES)) + ".",
+              "* Under PEP 440 a nightly of a released base sorts before that release: `0.6.5.dev20260304` <"
+              " `0.6.5` (as the observed `0.5.3.dev20251223` < `0.5.3`).",
               f"* The three nightly pages share their dates, except {', '.join(JIT_NIGHTLY_GAPS)}: python and cubin"
               " are there, cu130 jit-cache is not.",
               f"* METADATA stored for nightlies from {NIGHTLY_METADATA_FROM} on (python: flashinfer-python 0.6.5's"
