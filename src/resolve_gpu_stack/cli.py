@@ -150,7 +150,7 @@ def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: 
     from .indexes import load_definitions
     from .snapshot import PLACEHOLDER_BASE
 
-    defs = loaddefinitions()
+    defs = load_definitions()
     overrides = _index_overrides(args)
     if "pypi" not in overrides:
         if args.snapshot is not None:
@@ -168,7 +168,7 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     return lambda msg: print(msg, file=sys.stderr)
 
 
-def _livefetcher(args: argparse.Namespace, env: Mapping[str, str]):
+def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
     from .cache import HttpCache, default_cache_dir
     from .http import HttpFetcher
 
@@ -186,7 +186,7 @@ def fetcher(args: argparse.Namespace, env: Mapping[str, str], defs):
         from .snapshot import SnapshotFetcher
 
         return SnapshotFetcher(args.snapshot, {n: d.url for n, d in defs.indexes.items()})
-    return _livefetcher(args, env)
+    return live_fetcher(args, env)
 
 
 def target_from_args(args: argparse.Namespace, env: Mapping[str, str]):
@@ -273,7 +273,7 @@ def cmd_snapshot(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     defs = definitions(args, env)
     bases = {n: d.url for n, d in defs.indexes.items()}
-    live = _livefetcher(args, env)
+    live = live_fetcher(args, env)
     inner = FallbackFetcher(SnapshotFetcher(args.snapshot, bases), live) if args.snapshot is not None else live
     recorder = RecordingFetcher(inner, args.output, bases, exclude_newer=args.exclude_newer)
     plan, _ = run_resolve(args, env, fetcher=recorder, defs=defs)
