@@ -199,7 +199,7 @@ def target_from_args(args: argparse.Namespace, env: Mapping[str, str]):
     else:
         kind, value = "interpreter", default_interpreter(env)
     if kind == "version":
-        return declaredtarget_from_args(value, args.platform or "x86_64-manylinux_2_28", args.installed), {}
+        return declared_target(value, args.platform or "x86_64-manylinux_2_28", args.installed), {}
     if args.platform or args.installed:
         raise UsageError("--platform and --installed describe a declared target", hint="use them with --python X.Y, not with an interpreter path")
     environment = inspect_environment(value)
