@@ -54,7 +54,7 @@ def list_candidates(finder: Finder, defs: Definitions, target: Target, package: 
                 upload_time=f.upload_time,
                 yanked=f.is_yanked,
                 fits=why is None and not f.is_yanked,
-                why_not=str(why) if why else ("yanked" if f.is_yanked else None),
+                why_not=why.reason.value if why else ("yanked" if f.is_yanked else None),
             )
         )
     return rows, visits
@@ -80,14 +80,14 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=out, highlight=False)
+    console = Console(file=out, highlight=False, width=None if out.isatty() else 220)
     table = Table(title_justify="left")
-    for col in ("version", "file", "index", "sha256", "size", "fits"):
-        table.add_column(col, overflow="fold")
+    for col in ("version", "tags", "index", "sha256", "size", "fits"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("version", "sha256"))
     for r in rows:
         table.add_row(
-            r.version, r.filename, r.index,
-            r.sha256 or (f"no hash (metadata {r.metadata_sha256[:12]}…)" if r.metadata_sha256 else "no hash"),
+            r.version, r.tags, r.index,
+            r.sha256 or (f"no hash (metadata sha256 {r.metadata_sha256})" if r.metadata_sha256 else "no hash"),
             f"{r.size:,}" if r.size else "", "yes" if r.fits else f"no: {r.why_not}",
         )
     console.print(table)

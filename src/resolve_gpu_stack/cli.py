@@ -181,7 +181,7 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
     )
 
 
-def fetcher(args: argparse.Namespace, env: Mapping[str, str], defs):
+def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs):
     if args.snapshot is not None:
         from .snapshot import SnapshotFetcher
 
@@ -244,7 +244,7 @@ def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, 
 
     defs = defs or definitions(args, env)
     request = request_from_args(args, env)
-    fetcher = fetcher or fetcher(args, env, defs)
+    fetcher = fetcher or make_fetcher(args, env, defs)
     try:
         return resolve(request, Finder(fetcher, defs), defs), defs
     finally:
@@ -288,7 +288,7 @@ def cmd_candidates(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     defs = definitions(args, env)
     target, _ = target_from_args(args, env)
-    fetcher = fetcher(args, env, defs)
+    fetcher = make_fetcher(args, env, defs)
     try:
         rows, visits = list_candidates(Finder(fetcher, defs), defs, target, args.package, torch_channel=args.torch, cuda=args.cuda, flashinfer_channel="nightly" if args.flashinfer == "nightly" else "stable")
     finally:

@@ -46,7 +46,7 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=out, highlight=False, soft_wrap=False)
+    console = Console(file=out, highlight=False, soft_wrap=False, width=None if out.isatty() else 160)
     t = plan.target
     title = f"Plan for Python {t.python} on {t.platform}, CUDA {t.cuda}"
     table = Table(title=title, title_justify="left")
