@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import email.utils
 import gzip
 import hashlib
 import json
@@ -643,3 +644,43 @@ def test_stats_count_requests_and_bytes(srv: IndexServer, make_fetcher: MakeFetc
     fetcher = make_fetcher()
     _get(fetcher, srv.url + "simple/demo/")
     assert fetcher.stats.requests == 1 and fetcher.stats.bytes_received == len(PAGE) == srv.bytes_sent
+
+
+def test_ranges_after_a_redirect_go_straight_to_the_storage_host(tmp_path: Path, make_fetcher: MakeFetcher) -> None:
+    (tmp_path / "index").mkdir()
+    (tmp_path / "storage").mkdir()
+    with IndexServer(tmp_path / "index") as index, IndexServer(tmp_path / "storage") as storage:
+        files = {f"wide/module_with_a_long_name_{i:05d}.py": f"X = {i}\n".encode() for i in range(3000)}
+        wheel = build_wheel(storage.root / "assets", "wide", "1.0", files=files)
+        port = storage.url.rsplit(":", 1)[1].rstrip("/")
+        index.script("/releases/" + wheel.filename, [Fault(status=302, headers={"Location": f"http://localhost:{port}/assets/{wheel.filename}"})])
+        url = index.url + "releases/" + wheel.filename
+        assert make_fetcher().fetch_metadata([_file(url, wheel)]) == {url: wheel.metadata}
+    assert len(index.log) == 1 and len(storage.log) == 3  # one redirect, then tail, directory, member
+
+
+def test_whole_download_of_the_wrong_size(srv: IndexServer, make_fetcher: MakeFetcher) -> None:
+    wheel = build_wheel(srv.root / "files", "demo", "1.0")
+    srv.ignore_ranges = True
+    url = srv.url + "files/" + wheel.filename
+    with pytest.raises(IntegrityError, match=f"downloaded {wheel.size} bytes, the index page says {wheel.size + 1}"):
+        make_fetcher().fetch_metadata([_file(url, wheel, size=wheel.size + 1)])
+
+
+def test_open_stream_reports_offset_total_and_a_strong_validator(srv: IndexServer, make_fetcher: MakeFetcher) -> None:
+    wheel = build_wheel(srv.root / "files", "demo", "1.0", padding=10_000)
+    data = wheel.path.read_bytes()
+    url = srv.url + "files/" + wheel.filename
+    fetcher = make_fetcher()
+    with fetcher.open_stream(url) as whole:
+        assert (whole.status, whole.offset, whole.total) == (200, 0, len(data))
+        assert b"".join(whole.chunks()) == data and whole.validator and whole.validator.startswith('"')
+    with fetcher.open_stream(url, start=1000, if_range=whole.validator) as rest:
+        assert (rest.status, rest.offset, rest.total) == (206, 1000, len(data))
+        assert b"".join(rest.chunks()) == data[1000:]
+    assert srv.log[-1][2]["If-Range"] == whole.validator and srv.log[-1][2]["Range"] == "bytes=1000-"
+    with fetcher.open_stream(url, start=len(data)) as past:
+        assert (past.status, past.total) == (416, len(data))
+    srv.script("/files/" + wheel.filename, [Fault(headers={"ETag": 'W/"weak"'})])
+    with fetcher.open_stream(url) as weak:
+        assert weak.validator == email.utils.formatdate(wheel.path.stat().st_mtime, usegmt=True)

@@ -14,8 +14,10 @@ Keys never carry credentials: a page key is ``<variant> <URL without user:passwo
 #fragment>``; a metadata key is that URL plus the digests the index promised (the METADATA
 digest and the wheel's sha256, when known), so a re-published wheel gets a new entry.
 
-Pages are always revalidated before use (``If-None-Match`` / ``If-Modified-Since``); METADATA
-is served without asking (a wheel is immutable). A body that no longer matches its sha256 is
+Pages are always revalidated before use (``If-None-Match`` / ``If-Modified-Since``), so
+``no-cache`` / ``must-revalidate`` hold; ``no-store`` is not honoured (index pages are listings,
+and a page without ETag or Last-Modified is not stored at all). METADATA is served without
+asking (a wheel is immutable). A body that no longer matches its sha256 is
 deleted and treated as a miss. Writes go to a temporary file in the entry's directory and are
 renamed into place (``os.replace``), so several processes may share one cache: a reader sees a
 whole old entry or a whole new one, never a part.

@@ -1,7 +1,8 @@
 """The HTTP edge: index pages and wheel METADATA over httpx, with retries, a cache and a policy.
 
 ``HttpFetcher`` implements ``finder.Fetcher``. One shared ``httpx.Client`` (connection reuse), a
-thread pool for concurrency, redirects followed by hand so the policy below applies to every hop:
+thread pool for concurrency, redirects followed by hand so the policy (``urlpolicy``) applies
+to every hop:
 
 - plain ``http://`` only for loopback hosts and ``allow_insecure_hosts``; never https -> http;
 - credentials (``user:token@`` in a base URL, or netrc) go only to the host they belong to, and
@@ -15,13 +16,8 @@ buffered without a bound except a whole wheel, which goes to a temporary file.
 
 from __future__ import annotations
 
-import base64
-import email.utils
 import hashlib
-import ipaddress
-import json
 import logging
-import netrc
 import random
 import tempfile
 import threading
@@ -30,15 +26,25 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Sequence, TypeVar
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from . import zipmeta
-from .cache import HttpCache, cache_url
+from .cache import HttpCache
 from .errors import CrawlError, IntegrityError
 from .indexes import redact_url
 from .models import IndexFile, IndexPage, PageResponse
+from .urlpolicy import (
+    CREDENTIALS_HINT,
+    Credentials,
+    check_redirect,
+    check_url_allowed,
+    is_loopback,
+    page_content_type,
+    parse_retry_after,
+    strip_userinfo,
+)
 
 if TYPE_CHECKING:
     from .indexes import IndexDefinition
@@ -48,14 +54,9 @@ T = TypeVar("T")
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 HTML_ACCEPT = "text/html"
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.pypi.simple.v1+html"})
-JSON_TYPES = frozenset({"application/vnd.pypi.simple.v1+json", "application/json"})
-# Types a static host may give an index page; the body decides.
-SNIFFED_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream", "text/plain"})
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 10
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
-CREDENTIALS_HINT = "the index wants credentials: put them in the index URL (https://USER:TOKEN@host/...) or in ~/.netrc"
 
 
 def _version() -> str:
@@ -82,139 +83,6 @@ class FetchStats:
         with self._lock:
             for name, n in counts.items():
                 setattr(self, name, getattr(self, name) + n)
-
-
-# -- policy (pure) ---------------------------------------------------------------------------
-def is_loopback(host: str) -> bool:
-    host = host.lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def check_url_allowed(url: str, allow_insecure_hosts: Iterable[str] = ()) -> None:
-    """Refuse what we never fetch: non-HTTP schemes, and plain http to a non-loopback host."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CrawlError(redact_url(url), f"cannot fetch a {parts.scheme or 'relative'}: URL over HTTP")
-    if parts.scheme == "https" or is_loopback(parts.hostname):
-        return
-    host = parts.hostname.lower()
-    allowed = {h.lower() for h in allow_insecure_hosts}
-    if host in allowed or (parts.port and f"{host}:{parts.port}" in allowed):
-        return
-    raise CrawlError(
-        redact_url(url), "plain http is refused (no TLS)", hint=f"use https, or pass --allow-insecure-host {host}"
-    )
-
-
-def check_redirect(source: str, target: str) -> None:
-    """A redirect may change host, but never leave HTTP(S) and never drop https for http."""
-    src, dst = urlsplit(source), urlsplit(target)
-    if dst.scheme not in ("http", "https"):
-        raise CrawlError(redact_url(source), f"redirected to a non-HTTP URL {redact_url(target)}")
-    if src.scheme == "https" and dst.scheme != "https":
-        raise CrawlError(redact_url(source), f"redirected from https to plain http ({redact_url(target)}); refused")
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date); None if unusable."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None or when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def page_content_type(header: str | None, body: bytes) -> str:
-    """The content-type to hand the parser; ``ValueError`` when the body is no index page."""
-    header = (header or "").strip()
-    mime = header.split(";", 1)[0].strip().lower()
-    if mime in HTML_TYPES or mime in JSON_TYPES:
-        return header
-    if mime in SNIFFED_TYPES:
-        head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-        if head.startswith(b"<") and any(t in head for t in (b"<!doctype html", b"<html", b"<a ", b"<body", b"<head")):
-            return "text/html"
-        if head.startswith(b"{"):
-            try:
-                data = json.loads(body)
-            except ValueError:
-                data = None
-            if isinstance(data, dict) and ("files" in data or "meta" in data):
-                return "application/vnd.pypi.simple.v1+json"
-    raise ValueError(f"not an index page: content-type {header or '(none)'!r}, body is neither HTML nor JSON")
-
-
-def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def strip_userinfo(url: str) -> str:
-    return cache_url(url) + (("#" + urlsplit(url).fragment) if urlsplit(url).fragment else "")
-
-
-class Credentials:
-    """Basic-auth credentials per origin, from URLs seen and from a netrc file. Never printed."""
-
-    def __init__(self, netrc_path: Path | None) -> None:
-        self._netrc_path = netrc_path
-        self._netrc: netrc.netrc | None = None
-        self._loaded = False
-        self._by_origin: dict[tuple[str, str, int], tuple[str, str]] = {}
-        self._lock = threading.Lock()
-
-    def remember(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.username is not None:
-            with self._lock:
-                self._by_origin[_origin(url)] = (unquote(parts.username), unquote(parts.password or ""))
-
-    def header_for(self, url: str) -> str | None:
-        """The ``Authorization`` value for a request to ``url`` (its own origin only), or None."""
-        pair = self._lookup(url)
-        if pair is None:
-            return None
-        return "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode("ascii")
-
-    def _lookup(self, url: str) -> tuple[str, str] | None:
-        parts = urlsplit(url)
-        if parts.username is not None:
-            return unquote(parts.username), unquote(parts.password or "")
-        with self._lock:
-            found = self._by_origin.get(_origin(url))
-        if found:
-            return found
-        rc = self._load_netrc()
-        entry = rc.authenticators(parts.hostname or "") if rc is not None else None
-        if entry and entry[0] is not None:
-            return entry[0], entry[2] or ""
-        return None
-
-    def _load_netrc(self) -> netrc.netrc | None:
-        with self._lock:
-            if not self._loaded:
-                self._loaded = True
-                path = self._netrc_path or Path.home() / ".netrc"
-                if path.is_file():
-                    try:
-                        self._netrc = netrc.netrc(str(path))
-                    except (netrc.NetrcParseError, OSError) as exc:
-                        line = getattr(exc, "lineno", None)
-                        log.warning("cannot read netrc file %s%s; ignoring it", path, f" (line {line})" if line else "")
-            return self._netrc
 
 
 # -- retries ---------------------------------------------------------------------------------
@@ -249,6 +117,7 @@ class _Span:
     start: int
     data: bytes
     total: int  # size of the whole file
+    source: str = ""  # the URL that answered (after redirects): later ranges go straight there
 
     def slice(self, start: int, end: int) -> bytes | None:
         if self.start <= start and end <= self.start + len(self.data):
@@ -425,10 +294,10 @@ class HttpFetcher:
             cd_end = eocd.cd_offset + eocd.cd_size
             cd = tail.slice(eocd.cd_offset, cd_end)
             if cd is None:
-                got = self._need(url, eocd.cd_offset, tail.start, file)
+                got = self._need(url, tail.source, eocd.cd_offset, tail.start, file)
                 if isinstance(got, _Whole):
                     return got.metadata
-                spans.append(_Span(start=got.start, data=got.data + tail.data, total=tail.total))
+                spans.append(_Span(start=got.start, data=got.data + tail.data, total=tail.total, source=tail.source))
                 cd = spans[-1].slice(eocd.cd_offset, cd_end) or b""
             entry = zipmeta.metadata_member(zipmeta.parse_central_directory(cd, eocd))
             zipmeta.check_member_size(entry, self.max_metadata_bytes)
@@ -436,7 +305,7 @@ class HttpFetcher:
             for _ in range(2):
                 blob = next((b for s in spans if (b := s.slice(start, end)) is not None), None)
                 if blob is None:
-                    got = self._need(url, start, end, file)
+                    got = self._need(url, tail.source, start, end, file)
                     if isinstance(got, _Whole):
                         return got.metadata
                     spans.append(got)
@@ -451,14 +320,14 @@ class HttpFetcher:
         except zipmeta.ZipError as exc:
             raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {exc}") from None
 
-    def _need(self, url: str, start: int, end: int, file: IndexFile) -> _Span | _Whole:
-        return self._range(url, f"bytes={start}-{end - 1}", start, file)
+    def _need(self, url: str, source: str, start: int, end: int, file: IndexFile) -> _Span | _Whole:
+        return self._range(url, f"bytes={start}-{end - 1}", start, file, via=source)
 
-    def _range(self, url: str, spec: str, start: int | None, file: IndexFile) -> _Span | _Whole:
+    def _range(self, url: str, spec: str, start: int | None, file: IndexFile, *, via: str = "") -> _Span | _Whole:
         """One range request (``start`` None: a suffix range). A 200 means the whole file came."""
 
         def attempt() -> _Span | _Whole:
-            resp, _ = self._open(url, {"Range": spec, "Accept-Encoding": "identity"})
+            resp, final = self._open(via or url, {"Range": spec, "Accept-Encoding": "identity"})
             try:
                 if resp.status_code == 200:
                     return _Whole(self._metadata_from_whole(resp, url, file))
@@ -472,7 +341,7 @@ class HttpFetcher:
                 self._finish(resp)
             if len(data) != want:
                 raise CrawlError(redact_url(url), f"range {spec} answered {len(data)} bytes, Content-Range says {want}")
-            return _Span(start=span[0], data=data, total=span[2])
+            return _Span(start=span[0], data=data, total=span[2], source=final)
 
         return self._retrying(url, attempt)
 
@@ -498,6 +367,8 @@ class HttpFetcher:
         digest = hashlib.sha256()
         with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:
             n = self._stream_to(resp, url, tmp, digest)
+            if file.size is not None and n != file.size:
+                raise IntegrityError(redact_url(url), f"downloaded {n} bytes, the index page says {file.size}")
             if file.sha256 and digest.hexdigest() != file.sha256.lower():
                 raise IntegrityError(redact_url(url), f"sha256 {digest.hexdigest()} does not match {file.sha256} from the index page")
             tmp.seek(0)
@@ -714,7 +585,9 @@ class StreamAnswer:
         self.status = status
         self.offset = offset
         self.total = total
-        self.validator: str | None = resp.headers.get("etag") or resp.headers.get("last-modified")
+        etag = resp.headers.get("etag")
+        strong = etag if etag and not etag.startswith("W/") else None  # If-Range needs a strong validator
+        self.validator: str | None = strong or resp.headers.get("last-modified")
 
     def chunks(self) -> Iterable[bytes]:
         """The body; a reset, a timeout or a body shorter than announced is retryable."""
