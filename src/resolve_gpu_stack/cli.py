@@ -146,14 +146,15 @@ def _index_overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True):
+def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True):
+    """Index definitions with --index overrides; PyPI's URL from config unless a snapshot replays it."""
     from .indexes import load_definitions
     from .snapshot import PLACEHOLDER_BASE
 
     defs = load_definitions()
     overrides = _index_overrides(args)
     if "pypi" not in overrides:
-        if args.snapshot is not None:
+        if args.snapshot is not None and replay:
             overrides["pypi"] = PLACEHOLDER_BASE.format(name="pypi")
         elif need_pypi:
             from .userconfig import discover_pypi_url
@@ -271,7 +272,7 @@ def cmd_resolve(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def cmd_snapshot(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 
-    defs = definitions(args, env)
+    defs = definitions(args, env, replay=False)
     bases = {n: d.url for n, d in defs.indexes.items()}
     live = live_fetcher(args, env)
     inner = FallbackFetcher(SnapshotFetcher(args.snapshot, bases), live) if args.snapshot is not None else live
