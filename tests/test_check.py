@@ -1,0 +1,398 @@
+"""`lock` for every configured target and `check`: one test per invariant, on real lock files
+written by the real resolver and lock writer from a small world on a loopback server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from resolve_gpu_stack import cli
+from resolve_gpu_stack.check import build_date, check_lock, retention_findings
+from resolve_gpu_stack.indexes import load_definitions
+from resolve_gpu_stack.models import Action, Coupling, LockedPackage
+
+from lock_project import add_flashinfer, build_lock_world, config_text, record_snapshot, serve_world
+
+PYLOCK = Path("constraints/pylock.x86_64-py312.toml")
+TXT = Path("constraints/x86_64-py312.txt")
+ARM = Path("constraints/pylock.aarch64-py312.toml")
+REGENERATE = "regenerate: resolve-gpu-stack lock --target x86_64-py312"
+DEFS = load_definitions()
+
+
+def main(*argv: str) -> int:
+    return cli.main(list(argv))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The world on live loopback servers (one per index, as in real life), and a project locked
+    against it (once per module)."""
+    root = tmp_path_factory.mktemp("lockworld")
+    world = build_lock_world(root / "www")
+    with serve_world(world) as (srv, urls):
+        project = root / "project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text(config_text(urls))
+        rc = cli.main(["lock", "--config", str(project / "pyproject.toml"), "--cache-dir", str(root / "cache")])
+        assert rc == 0
+        yield srv, world, urls, project
+
+
+@pytest.fixture
+def project(served, tmp_path, monkeypatch):
+    """A fresh copy of the locked project; the current directory is its root."""
+    _, _, _, locked = served
+    copy = tmp_path / "project"
+    shutil.copytree(locked, copy)
+    monkeypatch.chdir(copy)
+    return copy
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text()
+    assert text.count(old) >= count, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new) if count == 0 else text.replace(old, new, count))
+
+
+def check_output(capsys, *argv: str) -> tuple[int, str]:
+    rc = main("check", *argv)
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+# -- lock ----------------------------------------------------------------------------------------
+
+def test_lock_writes_every_target_from_one_crawl(served):
+    srv, _, _, project = served
+    for path in (PYLOCK, TXT, ARM):
+        assert (project / path).is_file()
+    # both targets read the shared PyPI and FlashInfer pages, but each page was fetched once
+    for index, page in (("pypi", "/simple/numpy/"), ("pypi", "/simple/flashinfer-python/"), ("pypi", "/simple/flashinfer-cubin/"), ("flashinfer", "/fi/cu130/flashinfer-jit-cache/")):
+        assert len([r for r in srv[index].requests_for(page) if r[0] == "GET"]) == 1, page
+    text = (project / PYLOCK).read_text()
+    assert 'command = "resolve-gpu-stack lock --target x86_64-py312"' in text
+    assert 'installed-torch = "2.12.0.dev20260307+cu130"' in text
+    arm = (project / ARM).read_text()
+    assert 'platform = "aarch64-manylinux_2_28"' in arm and "manylinux_2_28_aarch64.whl" in arm
+
+
+def test_lock_target_selects_and_flags_override_the_config(project, capsys):
+    (project / PYLOCK).unlink()
+    (project / ARM).unlink()
+    assert main("lock", "--target", "x86_64-py312", "--no-cubin", "--flashinfer", "0.6.4") == 0
+    text = (project / PYLOCK).read_text()
+    assert "flashinfer-cubin" not in text and 'version = "0.6.4"' in text
+    assert 'command = "resolve-gpu-stack lock --target x86_64-py312 --flashinfer 0.6.4 --no-cubin"' in text
+    assert not (project / ARM).exists()
+    # the lock no longer matches the config: check says so and names the changed inputs
+    rc, out = check_output(capsys, "--target", "x86_64-py312")
+    assert rc == 1
+    assert "stale" in out and "flashinfer: 'latest' -> " not in out
+    assert "flashinfer: '0.6.4' -> 'latest'" in out
+    assert REGENERATE in out
+
+
+def test_lock_usage_errors(project, capsys):
+    assert main("lock", "-o", "pylock.x.toml", "--target", "x86_64-py312") == 2
+    assert main("lock", "--target", "nope") == 2
+    assert "no target named 'nope'" in capsys.readouterr().err
+
+
+# -- check: the good case ------------------------------------------------------------------------
+
+def test_fresh_consistent_locks_pass(project, capsys):
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 0, out
+    assert "ok: 3 lock files consistent and fresh" in out
+    # explicit files, and discovery from a subdirectory
+    (project / "sub").mkdir()
+    rc, out = check_output(capsys, str(project / PYLOCK), str(project / TXT), "--today", "2026-03-10")
+    assert rc == 0, out
+
+
+def test_check_is_offline(served, project, capsys):
+    srv = served[0]
+    before = sum(len(s.log) for s in srv.values())
+    assert main("check") == 0
+    assert sum(len(s.log) for s in srv.values()) == before
+
+
+# -- check: freshness ----------------------------------------------------------------------------
+
+def test_stale_config_fails_with_the_regenerate_command(project, capsys):
+    edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]')
+    rc, out = check_output(capsys)
+    assert rc == 1
+    for path in (PYLOCK, TXT, ARM):
+        assert f"error: {path}: stale" in out
+    assert "with: [] -> ['numpy']" in out
+    assert REGENERATE in out
+    assert "regenerate: resolve-gpu-stack lock --target aarch64-py312" in out
+    # regenerating makes it pass again
+    assert main("lock") == 0
+    assert check_output(capsys)[0] == 0
+
+
+def test_regenerate_command_says_where_to_run_it(project, capsys, monkeypatch):
+    edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]')
+    monkeypatch.chdir(project / "constraints")
+    rc, out = check_output(capsys, "--target", "x86_64-py312")
+    assert rc == 1
+    assert f"regenerate: cd {project} && resolve-gpu-stack lock --target x86_64-py312" in out
+
+
+def test_hand_edited_inputs_table_is_caught(project, capsys):
+    edit(project / PYLOCK, 'flashinfer = "latest"', 'flashinfer = "0.6.4"')
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "recorded inputs do not match the recorded inputs-digest" in out
+
+
+def test_missing_output_fails(project, capsys):
+    (project / ARM).unlink()
+    rc, out = check_output(capsys)
+    assert rc == 1
+    assert f"error: {ARM}: missing" in out and "resolve-gpu-stack lock --target aarch64-py312" in out
+
+
+# -- check: one invariant at a time --------------------------------------------------------------
+
+def test_cubin_version_edited_fails_naming_flashinfer_cubin(served, project, capsys):
+    world = served[1]
+    old = next(e.wheel for e in world.pages["simple/flashinfer-cubin/"] if e.wheel.filename.startswith("flashinfer_cubin-0.6.4"))
+    new = next(e.wheel for e in world.pages["simple/flashinfer-cubin/"] if e.wheel.filename.startswith("flashinfer_cubin-0.6.5"))
+    text = (project / PYLOCK).read_text()
+    # a consistent hand-edit: version, file and hash all point at the real 0.6.4 wheel
+    text = text.replace(new.filename, old.filename).replace(new.sha256, old.sha256).replace(f"size = {new.size}\n", f"size = {old.size}\n")
+    text = re.sub(r'(name = "flashinfer-cubin"\nversion = )"0.6.5"', r'\1"0.6.4"', text)
+    (project / PYLOCK).write_text(text)
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "error: constraints/pylock.x86_64-py312.toml: flashinfer-cubin: version 0.6.4 != flashinfer-python 0.6.5" in out
+
+
+def test_cubin_version_edited_in_one_place_only(project, capsys):
+    text = (project / PYLOCK).read_text()
+    (project / PYLOCK).write_text(text.replace('name = "flashinfer-cubin"\nversion = "0.6.5"', 'name = "flashinfer-cubin"\nversion = "0.6.4"', 1))
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "flashinfer-cubin: [[packages]] says 0.6.4, the tool table says 0.6.5" in out
+
+
+def test_constraints_pins_are_checked_for_alignment(project, capsys):
+    edit(project / TXT, "flashinfer-cubin==0.6.5", "flashinfer-cubin==0.6.4")
+    rc, out = check_output(capsys, str(TXT))
+    assert rc == 1
+    assert f"error: {TXT}: flashinfer-cubin: version 0.6.4 != flashinfer-python 0.6.5" in out
+
+
+def test_jit_cache_label_must_match_torch_cuda_major(project, capsys):
+    edit(project / TXT, "flashinfer-jit-cache==0.6.5+cu130", "flashinfer-jit-cache==0.6.5+cu129")
+    rc, out = check_output(capsys, str(TXT))
+    assert rc == 1
+    assert "flashinfer-jit-cache: CUDA label cu129 does not match torch's CUDA major (cu130)" in out
+
+
+def test_torch_abi_wheel_for_another_torch_fails(project, capsys):
+    edit(project / TXT, "flashinfer-python==0.6.5  # index=pypi action=install coupling=agnostic", "flashinfer-python==0.6.5+cu124torch2.5  # index=pypi action=install coupling=torch-abi")
+    rc, out = check_output(capsys, str(TXT))
+    assert rc == 1
+    assert "flashinfer-python: 0.6.5+cu124torch2.5 is built for torch 2.5, not a torch nightly" in out
+
+
+def test_constraints_index_lines_are_refused(project, capsys):
+    edit(project / TXT, "\napache-tvm-ffi", "\n--extra-index-url https://mirror.example/simple/\napache-tvm-ffi")
+    rc, out = check_output(capsys, str(TXT))
+    assert rc == 1
+    assert "option lines are not allowed in a constraints lock (--extra-index-url)" in out
+
+
+def test_hash_removed_fails_naming_the_package(project, capsys):
+    text = (project / PYLOCK).read_text()
+    start = text.index('name = "numpy"')
+    line = re.search(r'hashes = \{sha256 = "[0-9a-f]{64}"\}\n', text[start:])
+    (project / PYLOCK).write_text(text[:start] + text[start:].replace(line.group(0), "hashes = {md5 = \"0123\"}\n", 1))
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "numpy: no sha256 for the file to install" in out
+    # without a hashes table at all, the file does not even parse
+    text = (project / PYLOCK).read_text().replace('hashes = {md5 = "0123"}\n', "", 1)
+    (project / PYLOCK).write_text(text)
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "(numpy) wheel #1: missing 'hashes'" in out
+
+
+def test_kept_torch_below_the_installed_floor_fails(project, capsys):
+    text = (project / PYLOCK).read_text()
+    text = text.replace('torch = {version = "2.12.0.dev20260307+cu130"', 'torch = {version = "2.12.0.dev20260306+cu130"')
+    text = text.replace('name = "torch"\nversion = "2.12.0.dev20260307+cu130"', 'name = "torch"\nversion = "2.12.0.dev20260306+cu130"')
+    (project / PYLOCK).write_text(text)
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "torch: 2.12.0.dev20260306+cu130 is lower than the installed 2.12.0.dev20260307+cu130 this lock was made for" in out
+    # the constraints file records no inputs: the floor comes from the config's target
+    edit(project / TXT, "torch==2.12.0.dev20260307+cu130", "torch==2.12.0.dev20260306+cu130")
+    rc, out = check_output(capsys, str(TXT))
+    assert rc == 1 and "torch: 2.12.0.dev20260306+cu130 is lower than the installed" in out
+
+
+def test_package_from_the_wrong_index_fails(project, capsys):
+    text = (project / PYLOCK).read_text()
+    (project / PYLOCK).write_text(text.replace('name = "numpy"\nversion = "2.2.0"\naction = "install"\ncoupling = "agnostic"\nindex = "pypi"', 'name = "numpy"\nversion = "2.2.0"\naction = "install"\ncoupling = "agnostic"\nindex = "pytorch"'))
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "numpy: comes from index 'pytorch', but 'pypi' owns it" in out
+
+
+def test_packages_index_url_must_be_the_owning_index(project, served, capsys):
+    urls = served[2]
+    text = (project / PYLOCK).read_text()
+    block = text.index('name = "numpy"')
+    (project / PYLOCK).write_text(text[:block] + text[block:].replace(f'index = "{urls["pypi"]}"', f'index = "{urls["pytorch"]}"', 1))
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert f"numpy: [[packages]] index {urls['pytorch']} is not the pypi index ({urls['pypi']})" in out
+
+
+def test_credentials_in_a_url_fail_without_printing_them(project, served, capsys):
+    base = served[2]["pypi"].replace("/simple/", "/")
+    edit(project / PYLOCK, f'url = "{base}files/numpy', f'url = "{base.replace("http://", "http://alice:s3cret@")}files/numpy')
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "numpy: URL carries credentials" in out or "numpy: wheel URL carries credentials" in out
+    assert "s3cret" not in out and "alice" not in out
+
+
+def test_duplicate_entries_fail(project, capsys):
+    text = (project / PYLOCK).read_text()
+    start = text.index('[[packages]]\nname = "numpy"')
+    end = text.index("[[packages]]", start + 1)
+    (project / PYLOCK).write_text(text[:end] + text[start:end] + text[end:])
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "numpy: has 2 [[packages]] entries" in out
+    edit(project / TXT, "numpy==2.2.0", "numpy==2.2.0\nnumpy==2.2.0")
+    rc, out = check_output(capsys, str(TXT))
+    assert rc == 1 and "numpy is pinned twice" in out
+
+
+def test_wheel_file_must_be_the_locked_version(project, capsys):
+    text = (project / PYLOCK).read_text()
+    text = text.replace('name = "numpy"\nversion = "2.2.0"', 'name = "numpy"\nversion = "2.2.1"')
+    (project / PYLOCK).write_text(text)
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1
+    assert "numpy: the lock says 2.2.1, but its wheel numpy-2.2.0-py3-none-any.whl is numpy 2.2.0" in out
+
+
+def test_a_file_not_written_by_the_tool_fails(project, capsys):
+    (project / "constraints" / "other.txt").write_text("numpy==2.2.0\n")
+    rc, out = check_output(capsys, "constraints/other.txt")
+    assert rc == 1 and "not written by resolve-gpu-stack" in out
+    (project / "constraints" / "pylock.broken.toml").write_text("lock-version = [\n")
+    rc, out = check_output(capsys, "constraints/pylock.broken.toml")
+    assert rc == 1 and "not valid TOML" in out
+
+
+def test_nothing_to_check_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main("check") == 2
+    assert "nothing to check" in capsys.readouterr().err
+
+
+# -- retention -----------------------------------------------------------------------------------
+
+def test_retention_warning_for_a_nightly_to_download(served, project, capsys):
+    """A target without torch installed downloads the nightly: once it is past the PyTorch index's
+    60 days, check warns (exit 0) that its URL will stop working."""
+    edit(project / "pyproject.toml", 'name = "aarch64-py312"', 'name = "fresh"\noutput = ["constraints/fresh.txt"]\n[[tool.resolve-gpu-stack.target]]\nname = "aarch64-py312"')
+    assert main("lock", "--target", "fresh") == 0
+    assert "torch==2.12.0.dev20260307+cu130  # index=pytorch action=install" in (project / "constraints/fresh.txt").read_text()
+    rc, out = check_output(capsys, "--target", "fresh", "--today", "2026-05-06")
+    assert rc == 0 and "warning" not in out  # 60 days old: not yet
+    rc, out = check_output(capsys, "--target", "fresh", "--today", "2026-05-07")
+    assert rc == 0, out
+    assert "warning: constraints/fresh.txt: torch: 2.12.0.dev20260307+cu130 was built on 2026-03-07 (61 days ago); the pytorch index deletes nightlies after about 60 days" in out
+    assert "1 warning" in out
+    # a kept torch is never downloaded: no warning for it
+    rc, out = check_output(capsys, "--target", "x86_64-py312", "--today", "2027-01-01")
+    assert rc == 0 and "warning" not in out
+
+
+def test_retention_uses_upload_time_for_nightly_files_without_a_date_in_the_version():
+    triton = LockedPackage(
+        name="triton", version=Version("3.7.0+git9c288bc5"), action=Action.INSTALL, index="pytorch", coupling=Coupling.AGNOSTIC,
+        url="https://download.example/whl/nightly/triton-3.7.0+git9c288bc5-cp312-cp312-manylinux_2_28_x86_64.whl",
+        upload_time="2026-03-01T04:00:00Z", sha256="0" * 64,
+    )
+    stable = LockedPackage(name="torch", version=Version("2.10.0+cu130"), action=Action.INSTALL, index="pytorch", coupling=Coupling.TORCH,
+                           url="https://download.example/whl/cu130/torch-2.10.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", upload_time="2025-01-01T00:00:00Z")
+    found = retention_findings(Path("pylock.toml"), [triton, stable], DEFS, dt.date(2026, 6, 1))
+    assert [(f.package, f.level) for f in found] == [("triton", "warning")]
+    assert "built on 2026-03-01 (92 days ago)" in found[0].message
+    assert build_date(Version("2.12.0.dev20261399"), None) is None  # not a date: no guess
+
+
+# -- against the snapshot (offline) and the live index (--online) --------------------------------
+
+@pytest.fixture
+def snapshot_project(served, tmp_path, monkeypatch):
+    """The project configured to resolve from a snapshot recorded from the world."""
+    _, _, urls, _ = served
+    project = tmp_path / "snap-project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(config_text(urls))
+    record_snapshot(project, project / "snapshot")
+    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))
+    monkeypatch.chdir(project)
+    assert main("lock", "--cache-dir", str(tmp_path / "cache")) == 0
+    return project
+
+
+def test_snapshot_lock_is_fresh_and_a_changed_hash_is_caught_offline(snapshot_project, served, capsys):
+    srv = served[0]
+    before = sum(len(s.log) for s in srv.values())
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 0, out
+    text = (snapshot_project / PYLOCK).read_text()
+    start = text.index('name = "flashinfer-cubin"')
+    digest = re.search(r'sha256 = "([0-9a-f]{64})"', text[start:]).group(1)
+    forged = ("0" if digest[0] != "0" else "1") + digest[1:]
+    (snapshot_project / PYLOCK).write_text(text.replace(digest, forged))
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 1
+    assert "flashinfer-cubin: sha256 " in out and "differs from the pypi index's" in out and "(snapshot snapshot)" in out
+    assert sum(len(s.log) for s in srv.values()) == before  # all of it offline
+
+
+def test_online_reports_drift_without_writing(served, project, capsys):
+    srv, world, _, _ = served
+    before = {p: (project / p).read_bytes() for p in (PYLOCK, TXT, ARM)}
+    rc, out = check_output(capsys, "--online", "--cache-dir", str(project / ".cache"), "--today", "2026-03-10")
+    assert rc == 0, out
+    assert "drift" not in out
+    add_flashinfer(world, "0.6.6")
+    world.write(srv["flashinfer"].url)
+    try:
+        rc, out = check_output(capsys, "--online", "--cache-dir", str(project / ".cache2"), "--today", "2026-03-10")
+    finally:  # the module's world goes back to what the other tests expect
+        for page in ("simple/flashinfer-python/", "simple/flashinfer-cubin/", "fi/cu129/flashinfer-jit-cache/", "fi/cu130/flashinfer-jit-cache/"):
+            world.pages[page] = [e for e in world.pages[page] if "0.6.6" not in e.wheel.filename]
+        world.write(srv["flashinfer"].url)
+    assert rc == 0, out
+    assert "warning: constraints/pylock.x86_64-py312.toml: flashinfer-python: drift: the live index now gives 0.6.6, newer than the locked 0.6.5" in out
+    assert "flashinfer-jit-cache: drift: the live index now gives 0.6.6+cu130, newer than the locked 0.6.5+cu130" in out
+    assert {p: (project / p).read_bytes() for p in (PYLOCK, TXT, ARM)} == before
+
+
+def test_check_lock_api_on_a_good_file(project):
+    checked = check_lock(project / PYLOCK, DEFS, today=dt.date(2026, 3, 10))
+    assert checked.findings == ()
+    assert checked.plan is not None and checked.plan.package("flashinfer-python").version == Version("0.6.5")
