@@ -1,0 +1,286 @@
+"""`resolve-gpu-stack install` end to end: a loopback world of the stack, a real venv, real uv.
+
+The world is built for the interpreter running the tests (its cpXY tag and machine), so that uv
+accepts the tiny wheels for a venv made from it. Nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from resolve_gpu_stack import cli
+from resolve_gpu_stack.errors import UvError
+from resolve_gpu_stack.install import check_uv_changes, parse_uv_changes
+from resolve_gpu_stack.models import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+
+from server import IndexServer
+from stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES
+from wheels import build_wheel
+from world import World
+
+PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
+PLAT = f"manylinux_2_28_{platform.machine()}"
+NIGHTLY = "2.12.0.dev20260307+cu130"
+OLDER = "2.12.0.dev20260306+cu130"
+UV = str(Path(sys.executable).with_name("uv"))
+
+
+def _glibc_ok() -> bool:
+    libc, version = platform.libc_ver()
+    if sys.platform != "linux" or libc != "glibc":
+        return False
+    major, minor = (int(x) for x in version.split(".")[:2])
+    return (major, minor) >= (2, 28)
+
+
+needs_linux = pytest.mark.skipif(not _glibc_ok() or not Path(UV).exists(), reason="needs Linux with glibc >= 2.28 and uv next to this interpreter")
+
+
+def build_world(root: Path) -> World:
+    """Torch nightlies with their triton pin, the FlashInfer trio, and the closure on a PyPI."""
+    w = World(root)
+    for version in (OLDER, NIGHTLY):
+        w.pytorch("torch", version, tag=f"{PY}-{PY}-{PLAT}", requires=[r.format(hash="9c288bc5") for r in TORCH_REQUIRES], requires_python=">=3.10")
+    w.pytorch("triton", "3.7.0+git9c288bc5", tag=f"{PY}-{PY}-{PLAT}", at_root=True)
+    for v in ("0.6.4", "0.6.5"):
+        w.pypi("flashinfer-python", v, requires=FI_REQUIRES, requires_python=">=3.10")
+        w.pypi("flashinfer-cubin", v)
+        for label in ("cu129", "cu130"):
+            w.flashinfer("flashinfer-jit-cache", f"{v}+{label}", tag=f"{ABI3}-{PLAT}", page=f"{label}/flashinfer-jit-cache")
+    for v in ("0.1.7", "0.2.0"):
+        w.pypi("apache-tvm-ffi", v)
+    for name, v in (("numpy", "2.2.0"), ("packaging", "25.0"), ("filelock", "3.17.0"), ("typing-extensions", "4.12.2")):
+        w.pypi(name, v)
+    w.pypi("cuda-toolkit", "13.0.2", requires=["nvidia-cuda-runtime==13.0.96; extra == 'cudart'", "nvidia-cuda-nvrtc==13.0.88; extra == 'nvrtc'"])
+    w.pypi("nvidia-cuda-runtime", "13.0.96", tag=f"py3-none-{PLAT}")
+    w.pypi("nvidia-cuda-nvrtc", "13.0.88", tag=f"py3-none-{PLAT}")
+    return w
+
+
+@pytest.fixture
+def uv_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    return dict(os.environ)
+
+
+@pytest.fixture
+def stack(tmp_path: Path, uv_env):
+    world = build_world(tmp_path / "www")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield world, srv
+
+
+def make_venv(path: Path, env: dict[str, str], torch_wheel: Path | None = None) -> str:
+    subprocess.run([UV, "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env)
+    python = str(path / "bin" / "python")
+    if torch_wheel is not None:
+        subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(torch_wheel)], check=True, env=env)
+    return python
+
+
+def torch_wheel(world: World, version: str) -> Path:
+    [path] = (world.root / "whl" / "nightly" / "cu130").glob(f"torch-{version}-*.whl")
+    return path
+
+
+def installed(python: str) -> dict[str, str]:
+    """What the venv has, read by the venv's own interpreter (not by the code under test)."""
+    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout
+    return {str(canonicalize_name(k)): v for k, v in json.loads(out).items()}
+
+
+def dist_info_bytes(python: str, name: str) -> dict[str, bytes]:
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True).stdout.strip())
+    [info] = site.glob(f"{name}-*.dist-info")
+    return {str(p.relative_to(info)): p.read_bytes() for p in sorted(info.rglob("*")) if p.is_file()}
+
+
+def index_flags(srv: IndexServer) -> list[str]:
+    return ["--index", f"pytorch={srv.url}whl/", "--index", f"flashinfer={srv.url}fi/", "--index", f"pypi={srv.url}simple/"]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.slow
+@needs_linux
+def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_path, uv_env, capsys):
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+    torch_before = dist_info_bytes(python, "torch")
+    lock = tmp_path / "pylock.gpu.toml"
+    rc, out, err = run_cli(capsys, "install", "--torch", "nightly", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
+    assert rc == 0, err
+    assert dist_info_bytes(python, "torch") == torch_before
+    got = installed(python)
+    assert got["torch"] == NIGHTLY
+    assert (got["flashinfer-python"], got["flashinfer-cubin"], got["flashinfer-jit-cache"]) == ("0.6.5", "0.6.5", "0.6.5+cu130")
+    assert got["triton"] == "3.7.0+git9c288bc5" and got["apache-tvm-ffi"] == "0.1.7"
+    report = json.loads(out)
+    rows = {p["name"]: p for p in report["packages"]}
+    assert rows["torch"]["action"] == "keep" and rows["torch"]["before"] == rows["torch"]["after"] == NIGHTLY
+    assert rows["flashinfer-jit-cache"] == {"name": "flashinfer-jit-cache", "version": "0.6.5+cu130", "action": "install", "index": "flashinfer", "before": None, "after": "0.6.5+cu130"}
+    assert not any("torch" == c.split()[1].split("==")[0] for c in report["uv"])
+    # torch was never downloaded; the nightly triton (no hash on its index) was, once
+    asked = [path for method, path, _ in srv.log if method == "GET"]
+    assert not any(p.startswith("/whl/nightly/cu130/torch-") and p.endswith(".whl") for p in asked)
+    # installed like from an index: no file:// URL into our cache recorded in the environment
+    assert dist_info_bytes(python, "flashinfer_jit_cache")["INSTALLER"].strip() == b"uv"
+    assert "direct_url.json" not in dist_info_bytes(python, "flashinfer_jit_cache")
+    # the lock written on the way has a sha256 for the nightly triton it installs
+    text = lock.read_text()
+    assert "triton" in text and report["lock"] == str(lock)
+
+
+@pytest.mark.slow
+@needs_linux
+def test_tampered_wheel_is_refused_and_nothing_is_installed(stack, tmp_path, uv_env, capsys):
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+    # same name, version and METADATA (so the resolver's range reads still work), other bytes;
+    # the FlashInfer page promises a sha256 (and no size) for it
+    [jit] = (world.root / "releases" / "download" / "v0.6.5").glob("flashinfer_jit_cache-0.6.5+cu130-*.whl")
+    published = hashlib.sha256(jit.read_bytes()).hexdigest()
+    tampered = build_wheel(jit.parent, "flashinfer-jit-cache", "0.6.5+cu130", f"{ABI3}-{PLAT}", files={"flashinfer_jit_cache/__init__.py": b"import os  # not what was published\n"})
+    assert tampered.path == jit and tampered.sha256 != published
+    before = installed(python)
+    cache = tmp_path / "cache"
+    rc, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv), "--cache-dir", str(cache), "--format", "json")
+    assert rc == 3 and out == ""
+    assert "sha256 mismatch" in err and jit.name in err and published in err and tampered.sha256 in err
+    assert installed(python) == before
+    assert not [p for p in (cache / "wheels" / "sha256").rglob(jit.name)]
+    assert not [p for p in (cache / "wheels" / "partial").glob("*") if p.is_file()]
+
+
+@pytest.mark.slow
+@needs_linux
+def test_dry_run_changes_nothing_and_says_what_would(stack, tmp_path, uv_env, capsys):
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+    before = installed(python)
+    rc, out, err = run_cli(capsys, "install", "--dry-run", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    assert rc == 0, err
+    assert installed(python) == before
+    report = json.loads(out)
+    assert report["dry_run"] is True
+    assert "+ flashinfer-jit-cache==0.6.5+cu130" in report["uv"]
+    assert {p["name"]: p["after"] for p in report["packages"]}["flashinfer-python"] is None
+
+
+@pytest.mark.slow
+@needs_linux
+def test_older_nightly_is_upgraded_through_uv(stack, tmp_path, uv_env, capsys):
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, OLDER))
+    rc, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    assert rc == 0, err
+    rows = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert rows["torch"]["action"] == "upgrade" and (rows["torch"]["before"], rows["torch"]["after"]) == (OLDER, NIGHTLY)
+    assert installed(python)["torch"] == NIGHTLY
+
+
+@pytest.mark.slow
+@needs_linux
+def test_declared_python_is_a_usage_error_for_install(stack, capsys):
+    _, srv = stack
+    rc, out, err = run_cli(capsys, "install", "--python", "3.12", *index_flags(srv))
+    assert rc == 2 and "real interpreter" in err and srv.log == []
+
+
+@pytest.mark.slow
+@needs_linux
+def test_written_pylock_installs_with_plain_uv_into_a_fresh_venv(stack, tmp_path, uv_env, capsys):
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+    lock = tmp_path / "pylock.gpu.toml"
+    rc, _, err = run_cli(capsys, "lock", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "-o", str(lock))
+    assert rc == 0, err
+    fresh = make_venv(tmp_path / "fresh", uv_env)
+    subprocess.run([UV, "pip", "install", "-q", "--python", fresh, "-r", str(lock)], check=True, env=uv_env, capture_output=True)
+    got = installed(fresh)
+    assert got["triton"] == "3.7.0+git9c288bc5"  # a nightly row without an index hash: filled by the lock
+    assert (got["flashinfer-python"], got["flashinfer-jit-cache"]) == ("0.6.5", "0.6.5+cu130")
+    assert "torch" not in got  # kept torch is not listed in the pylock
+
+
+# -- uv's output against the plan (real uv output, no install) -------------------------------------
+
+def _plan(torch_action: Action) -> LockPlan:
+    def pkg(name: str, version: str, action: Action, installed: str | None = None) -> LockedPackage:
+        return LockedPackage(name=canonicalize_name(name), version=Version(version), action=action, index="pypi", coupling=Coupling.AGNOSTIC, installed_version=Version(installed) if installed else None)
+
+    return LockPlan(
+        target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"),
+        packages=(pkg("torch", NIGHTLY, torch_action, OLDER if torch_action is Action.UPGRADE else None), pkg("foo", "1.0", Action.INSTALL)),
+    )
+
+
+@pytest.mark.slow
+@needs_linux
+def test_uv_dry_run_that_would_replace_torch_is_refused(tmp_path, uv_env):
+    """Real uv output for a request that replaces torch, checked against a plan that keeps it."""
+    wheels = tmp_path / "w"
+    older = build_wheel(wheels, "torch", OLDER, f"{PY}-{PY}-{PLAT}")
+    newer = build_wheel(wheels, "torch", NIGHTLY, f"{PY}-{PY}-{PLAT}")
+    foo = build_wheel(wheels, "foo", "1.0")
+    python = make_venv(tmp_path / "venv", uv_env, older.path)
+    dry = subprocess.run([UV, "pip", "install", "--dry-run", "--python", python, "--no-deps", "--offline", str(newer.path), str(foo.path)], check=True, env=uv_env, capture_output=True, text=True)
+    changes = parse_uv_changes(dry.stderr)
+    assert {(c.op, c.name) for c in changes} >= {("-", "torch"), ("+", "torch"), ("+", "foo")}
+    have = {canonicalize_name("torch"): Version(OLDER)}
+    keep = _plan(Action.KEEP)
+    keep = LockPlan(target=keep.target, packages=(LockedPackage(name=canonicalize_name("torch"), version=Version(OLDER), action=Action.KEEP, index="installed", coupling=Coupling.TORCH), keep.packages[1]))
+    with pytest.raises(UvError) as err:
+        check_uv_changes(changes, keep, have)
+    assert f"torch=={OLDER}" in str(err.value) and "must stay" in str(err.value)
+    # the same output is fine for a plan that upgrades torch to exactly that nightly
+    check_uv_changes(changes, _plan(Action.UPGRADE), have)
+
+
+def test_uv_change_lines_are_checked_against_the_plan():
+    have = {canonicalize_name("torch"): Version(OLDER)}
+    plan = _plan(Action.UPGRADE)
+    check_uv_changes(parse_uv_changes(f" - torch=={OLDER}\n + torch=={NIGHTLY}\n + foo==1.0\n"), plan, have)
+    with pytest.raises(UvError, match="not in the plan"):
+        check_uv_changes(parse_uv_changes(" + bar==2.0\n"), plan, have)
+    with pytest.raises(UvError, match="plan says upgrade"):
+        check_uv_changes(parse_uv_changes(" + torch==2.12.0.dev20260308+cu130\n"), plan, have)
+    with pytest.raises(UvError):
+        check_uv_changes(parse_uv_changes(f" ~ torch=={NIGHTLY}\n"), plan, have)
+    assert parse_uv_changes("Resolved 2 packages in 3ms\nWould install 2 packages\n") == []
+
+
+@pytest.mark.slow
+@needs_linux
+def test_uv_failures_are_uv_errors_with_uvs_message_and_no_credentials(stack, tmp_path, uv_env, capsys):
+    from resolve_gpu_stack.install import _run_uv
+
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+    before = installed(python)
+    rc, out, err = run_cli(capsys, "install", "--uv", str(tmp_path / "no-such-uv"), "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"))
+    assert rc == 2 and "--uv" in err and "no-such-uv" in err
+    assert installed(python) == before and srv.log == []  # refused before any request
+    with pytest.raises(UvError) as failed:
+        _run_uv([UV, "pip", "install", "--dry-run", "--offline", "--no-config", "--python", python, "foo @ https://alice:s3cret@pypi.example/foo-1.0-py3-none-any.whl"], uv_env, what="uv pip install --dry-run")
+    assert "exit 1" in str(failed.value) and "pypi.example/foo-1.0-py3-none-any.whl" in str(failed.value)
+    assert "s3cret" not in str(failed.value)
