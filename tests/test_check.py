@@ -368,7 +368,7 @@ def test_snapshot_lock_is_fresh_and_a_changed_hash_is_caught_offline(snapshot_pr
     (snapshot_project / PYLOCK).write_text(text.replace(digest, forged))
     rc, out = check_output(capsys, "--today", "2026-03-10")
     assert rc == 1
-    assert "flashinfer-cubin: sha256 " in out and "differs from the pypi index's" in out and "(snapshot snapshot)" in out
+    assert "flashinfer-cubin: sha256 " in out and "differs from the pypi index's" in out and "(snapshot snapshot/)" in out
     assert sum(len(s.log) for s in srv.values()) == before  # all of it offline
 
 

@@ -137,7 +137,7 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config, res
 
     if config.snapshot is not None and not config.snapshot.is_dir():
         return [Finding(level=ERROR, path=config.path, message=f"snapshot {config.snapshot} does not exist", hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`")]
-    source = f"snapshot {config.relative(config.snapshot)}" if config.snapshot is not None else "the live index"
+    source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
     fetcher = cli.make_fetcher(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs)
     finder = Finder(fetcher, defs)
