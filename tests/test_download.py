@@ -204,3 +204,25 @@ def test_fill_hashes_downloads_only_unhashed_files_to_install(index_server, fetc
     asked = {path for method, path, _ in index_server.log}
     assert asked == {"/whl/" + triton.filename.replace("+", "%2B")}
     assert fill_hashes(filled, cache=cache, fetcher=fetcher) == filled
+
+
+def test_partial_that_already_holds_the_whole_file_is_finished_not_refetched(index_server, fetcher, cache, wheel):
+    # a run that died between the last byte and the rename: the server answers 416 to bytes=<size>-
+    url = url_of(index_server, wheel)
+    part = cache.partial_path(url)
+    part.parent.mkdir(parents=True)
+    part.write_bytes(wheel.path.read_bytes())
+    path = fetch_wheel(url, sha256=wheel.sha256, size=None, cache=cache, fetcher=fetcher)
+    assert path.read_bytes() == wheel.path.read_bytes()
+    assert [h["Range"] for h in gets(index_server, wheel)] == [f"bytes={wheel.size}-"]
+    assert index_server.bytes_sent == 0 and leftovers(cache) == [path]
+
+
+def test_partial_longer_than_the_file_starts_again(index_server, fetcher, cache, wheel):
+    url = url_of(index_server, wheel)
+    part = cache.partial_path(url)
+    part.parent.mkdir(parents=True)
+    part.write_bytes(wheel.path.read_bytes() + b"junk from another file")
+    path = fetch_wheel(url, sha256=wheel.sha256, size=None, cache=cache, fetcher=fetcher)
+    assert path.read_bytes() == wheel.path.read_bytes()
+    assert ["Range" in h for h in gets(index_server, wheel)] == [True, False]

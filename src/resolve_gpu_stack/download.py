@@ -259,6 +259,7 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
             with fetcher.open_stream(url, start=have, if_range=validator) as answer:
                 if answer.status == 416:
                     if answer.total == have and have > 0:
+                        resumed = True
                         return  # the partial file already holds the whole file
                     if restarted:
                         raise CrawlError(redact_url(url), f"416 for bytes={have}- twice; the server will not serve this file")
