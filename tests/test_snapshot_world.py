@@ -431,9 +431,9 @@ def test_generator_is_byte_identical_on_rerun_and_keeps_other_indexes(tmp_path: 
     shutil.copytree(SNAPSHOT, copy)
     data = json.loads((copy / "manifest.json").read_text())
     # what another recorder may have added: a PyPI page, and a stale entry of ours
-    (copy / "pages/pypi/numpy").mkdir(parents=True)
-    (copy / "pages/pypi/numpy/index.json").write_bytes(b'{"files":[]}')
-    data["pages"]["pypi:numpy/"] = {"status": 200, "content_type": "application/vnd.pypi.simple.v1+json", "file": "pages/pypi/numpy/index.json"}
+    (copy / "pages/pypi/zz-recorded-later").mkdir(parents=True)
+    (copy / "pages/pypi/zz-recorded-later/index.json").write_bytes(b'{"files":[]}')
+    data["pages"]["pypi:zz-recorded-later/"] = {"status": 200, "content_type": "application/vnd.pypi.simple.v1+json", "file": "pages/pypi/zz-recorded-later/index.json"}
     (copy / "pages/pytorch/stale").mkdir()
     (copy / "pages/pytorch/stale/index.html").write_bytes(b"stale")
     data["pages"]["pytorch:stale/"] = {"status": 200, "content_type": "text/html", "file": "pages/pytorch/stale/index.html"}
@@ -446,11 +446,11 @@ def test_generator_is_byte_identical_on_rerun_and_keeps_other_indexes(tmp_path: 
     assert load_generator().main(["--output", str(copy)]) == 0
 
     merged = json.loads((copy / "manifest.json").read_text())
-    assert merged["pages"]["pypi:numpy/"]["file"] == "pages/pypi/numpy/index.json"
-    assert (copy / "pages/pypi/numpy/index.json").read_bytes() == b'{"files":[]}'
+    assert merged["pages"]["pypi:zz-recorded-later/"]["file"] == "pages/pypi/zz-recorded-later/index.json"
+    assert (copy / "pages/pypi/zz-recorded-later/index.json").read_bytes() == b'{"files":[]}'
     assert "pytorch:stale/" not in merged["pages"] and not (copy / "pages/pytorch/stale").exists()
     assert not (copy / "metadata/_external/old.metadata").exists()
-    del merged["pages"]["pypi:numpy/"]
+    del merged["pages"]["pypi:zz-recorded-later/"]
     assert merged == json.loads((SNAPSHOT / "manifest.json").read_text())
     assert "## PyPI part\n\nrecorded later\n" in (copy / "README.md").read_text()
     for path in SNAPSHOT.rglob("*"):
@@ -459,8 +459,9 @@ def test_generator_is_byte_identical_on_rerun_and_keeps_other_indexes(tmp_path: 
 
 
 def test_snapshot_stays_small() -> None:
+    # ~3 MB reconstructed + ~10 MB of PyPI pages recorded as served: a guard against a runaway recording
     total = sum(p.stat().st_size for p in SNAPSHOT.rglob("*") if p.is_file())
-    assert total < 4_000_000
+    assert total < 20_000_000
 
 
 # -- through the project's own parser, when it is there ------------------------------------------

@@ -109,21 +109,26 @@ class Finder:
                 visits.append(PageVisit(location=loc, found=False))
                 continue
             index = self.definitions.indexes[loc.index]
-            warnings = list(parsed.warnings)
+            # Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged
+            # at INFO. A file that claims another package or lives on a foreign host is a warning.
+            for w in parsed.warnings:
+                log.info("%s: %s", loc.url, w)
+            refused: list[str] = []
             kept = 0
             for f in parsed.files:
                 if f.name != wanted:
-                    warnings.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
+                    if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
+                        refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
                     continue
                 if not index.allows_host(f.url):
-                    warnings.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
+                    refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
                     continue
                 if loc.route.versions is not None and f.version not in loc.route.versions:
                     continue
                 offers.append(Offer(file=replace(f, index=loc.index), location=loc))
                 kept += 1
-            visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(warnings)))
-            for w in warnings:
+            visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(parsed.warnings) + tuple(refused)))
+            for w in refused:
                 log.warning("%s: %s", loc.url, w)
         return offers, visits
 
