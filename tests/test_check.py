@@ -356,20 +356,33 @@ def snapshot_project(served, tmp_path, monkeypatch):
     return project
 
 
-def test_snapshot_lock_is_fresh_and_a_changed_hash_is_caught_offline(snapshot_project, served, capsys):
+def forge(text: str, package: str) -> str:
+    """The lock text with the sha256 of ``package``'s wheel changed (still 64 hex digits)."""
+    start = text.index(f'name = "{package}"')
+    digest = re.search(r'sha256 = "([0-9a-f]{64})"', text[start:]).group(1)
+    return text.replace(digest, ("0" if digest[0] != "0" else "1") + digest[1:])
+
+
+@pytest.mark.parametrize(("package", "index"), [("flashinfer-cubin", "pypi"), ("flashinfer-jit-cache", "flashinfer")])
+def test_a_changed_hash_is_caught_offline_against_the_snapshot(snapshot_project, served, capsys, package, index):
+    """PyPI's JSON pages and FlashInfer's HTML pages alike, read from the snapshot only."""
     srv = served[0]
     before = sum(len(s.log) for s in srv.values())
     rc, out = check_output(capsys, "--today", "2026-03-10")
     assert rc == 0, out
-    text = (snapshot_project / PYLOCK).read_text()
-    start = text.index('name = "flashinfer-cubin"')
-    digest = re.search(r'sha256 = "([0-9a-f]{64})"', text[start:]).group(1)
-    forged = ("0" if digest[0] != "0" else "1") + digest[1:]
-    (snapshot_project / PYLOCK).write_text(text.replace(digest, forged))
+    (snapshot_project / PYLOCK).write_text(forge((snapshot_project / PYLOCK).read_text(), package))
     rc, out = check_output(capsys, "--today", "2026-03-10")
     assert rc == 1
-    assert "flashinfer-cubin: sha256 " in out and "differs from the pypi index's" in out and "(snapshot snapshot/)" in out
+    assert f"{package}: sha256 " in out and f"differs from the {index} index's" in out and "(snapshot snapshot/)" in out
+    assert out.count("error:") == 1
     assert sum(len(s.log) for s in srv.values()) == before  # all of it offline
+
+
+def test_a_wheel_the_index_does_not_offer_is_caught(snapshot_project, capsys):
+    edit(snapshot_project / PYLOCK, "numpy-2.2.0-py3-none-any.whl", "numpy-2.2.0-py3-none-manylinux_2_28_x86_64.whl", count=0)
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 1
+    assert "numpy: numpy-2.2.0-py3-none-manylinux_2_28_x86_64.whl is not offered by the pypi index (snapshot snapshot/)" in out
 
 
 def test_online_reports_drift_without_writing(served, project, capsys):

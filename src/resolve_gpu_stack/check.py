@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -24,7 +24,7 @@ from .errors import LockFileError
 from .indexes import Definitions, RouteContext
 from .lockformat import canonical_inputs, strip_credentials
 from .lockread import LockedFile, Pin, plan_from_lock, read_lock
-from .models import Action, LockedPackage, LockPlan, TargetSummary
+from .models import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from .policy import owner_of, plan_violations
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
@@ -309,7 +309,81 @@ def route_context(plan: LockPlan) -> RouteContext:
     )
 
 
-def verify_files(path: Path, plan: LockPlan, finder, *, source: str) -> list[Finding]:
+Lookup = Callable[[str, RouteContext, "set[str]"], "list[IndexFile]"]
+
+
+def finder_lookup(finder) -> Lookup:
+    """Files offered for a package, through a ``Finder`` (full pages, shared with a re-resolve)."""
+    return lambda name, ctx, _filenames: [o.file for o in finder.offers(name, ctx)[0]]
+
+
+class ListedFiles:
+    """Looks a few files up on their index pages, parsing only the rows that name them.
+
+    A PyPI JSON page of a popular package lists thousands of files; parsing every one of them for
+    the two or three a lock uses would make ``check`` slow. The rows kept go through the real
+    parser (``parse.parse_page``), so hashes, URLs and hosts mean exactly what they mean to the
+    resolver.
+    """
+
+    def __init__(self, fetcher, defs: Definitions) -> None:
+        self.fetcher = fetcher
+        self.defs = defs
+        self._raw: dict[str, IndexPage | None] = {}
+        self._rows: dict[str, tuple[str, Any]] = {}
+
+    def __call__(self, name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
+        from .parse import parse_page
+
+        wanted = canonicalize_name(name)
+        out: list[IndexFile] = []
+        for loc in self.defs.pages_for(wanted, ctx):
+            page = self._page(loc.url, loc.index)
+            if page is None:
+                continue
+            index = self.defs.indexes[loc.index]
+            for f in parse_page(self._only_rows(page, filenames), index=loc.index).files:
+                if f.name == wanted and index.allows_host(f.url):
+                    out.append(replace(f, index=loc.index))
+        return out
+
+    def _page(self, url: str, index: str) -> IndexPage | None:
+        if url not in self._raw:
+            self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
+        return self._raw[url]
+
+    def _only_rows(self, page: IndexPage, filenames: set[str]) -> IndexPage:
+        """The page cut down to the rows (JSON files, HTML anchors) that name one of ``filenames``."""
+        import json
+        from urllib.parse import unquote
+
+        if page.url not in self._rows:
+            body = page.content
+            if body.lstrip()[:1] == b"{" or "json" in page.content_type:
+                try:
+                    data = json.loads(body)
+                except ValueError:
+                    data = None
+                ok = isinstance(data, dict) and isinstance(data.get("files"), list)
+                self._rows[page.url] = ("json", data) if ok else ("raw", None)
+            else:
+                text = body.decode("utf-8", errors="replace")
+                self._rows[page.url] = ("html", [(unquote(a), a) for a in _ANCHOR_RE.findall(text)])
+        kind, rows = self._rows[page.url]
+        if kind == "json":
+            files = [f for f in rows["files"] if isinstance(f, dict) and f.get("filename") in filenames]
+            return replace(page, content=json.dumps({**rows, "files": files}).encode())
+        if kind == "html":
+            kept = [a for plain, a in rows if any(n in plain for n in filenames)]
+            html = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(kept) + "\n</body></html>\n"
+            return replace(page, content=html.encode(), content_type="text/html; charset=utf-8")
+        return page  # let the parser say what is wrong with it
+
+
+_ANCHOR_RE = re.compile(r"<a\b.*?</a\s*>", re.S | re.I)
+
+
+def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:
     """Each wheel the lock downloads must still be offered, with the sha256 and size locked."""
     from .errors import CrawlError
 
@@ -319,11 +393,11 @@ def verify_files(path: Path, plan: LockPlan, finder, *, source: str) -> list[Fin
         if pkg.action is Action.KEEP or not pkg.filename:
             continue
         try:
-            offers, _ = finder.offers(pkg.name, ctx)
+            offered = lookup(pkg.name, ctx, {pkg.filename})
         except CrawlError as err:
             out.append(Finding(level=WARNING, path=path, package=pkg.name, message=f"cannot verify against {source}: {err}"))
             continue
-        match = next((o.file for o in offers if o.file.filename == pkg.filename), None)
+        match = next((f for f in offered if f.filename == pkg.filename), None)
         if match is None:
             out.append(_error(path, f"{pkg.filename} is not offered by the {pkg.index} index ({source})", package=pkg.name))
         elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():

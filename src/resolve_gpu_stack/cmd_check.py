@@ -49,9 +49,8 @@ def _day(text: str) -> dt.date:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from .check import ERROR, WARNING, check_lock, regenerate_hint
-    from .config import discover_config, effective
+    from .config import bundled_definitions, discover_config, effective
     from .errors import UsageError
-    from .indexes import load_definitions
 
     today = args.today or dt.date.today()
     config = discover_config(args.config)
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     files = _files(args, config)
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
-    defs = load_definitions()
+    defs = bundled_definitions()
     results = []
     findings = []
     for path, expected in files:
@@ -130,7 +129,7 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config, res
     online = bool(args.online)
     if not online and (config is None or config.snapshot is None or not pylocks):
         return []
-    from .check import ERROR, Finding, drift, regenerate_hint, verify_files
+    from .check import ERROR, Finding, ListedFiles, finder_lookup, verify_files
     from .config import resolve_definitions, resolve_request
     from .errors import CrawlError, ResolveGpuStackError
     from .finder import Finder
@@ -141,10 +140,12 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config, res
     defs = resolve_definitions(config, env)
     fetcher = cli.make_fetcher(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs)
     finder = Finder(fetcher, defs)
+    # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
+    lookup = finder_lookup(finder) if online else ListedFiles(fetcher, defs)
     out: list = []
     try:
         for checked, _ in pylocks:
-            out += verify_files(checked.path, checked.plan, finder, source=source)
+            out += verify_files(checked.path, checked.plan, lookup, source=source)
         if online:
             out += _drift(config, results, finder, defs, source)
     finally:

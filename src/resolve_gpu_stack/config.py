@@ -472,13 +472,23 @@ def resolve_request(target: TargetConfig):
     )
 
 
+_BUNDLED: list = []
+
+
+def bundled_definitions():
+    """The bundled index definitions, read once per process (they never change under it)."""
+    if not _BUNDLED:
+        from .indexes import load_definitions
+
+        _BUNDLED.append(load_definitions())
+    return _BUNDLED[0]
+
+
 def lock_inputs(config: ProjectConfig, target: TargetConfig) -> dict[str, object]:
     """What a target's lock records as its inputs (and digests): the resolver's inputs under the
     index URLs the config decides (``index_urls``), plus the snapshot it is resolved from (relative
     to the config's folder). Depends on the config and the bundled index definitions only."""
-    from .indexes import load_definitions
-
-    digest_defs = load_definitions().with_index_urls(index_urls(config))
+    digest_defs = bundled_definitions().with_index_urls(index_urls(config))
     inputs = dict(resolve_request(target).inputs(digest_defs))
     if config.snapshot is not None:
         inputs["snapshot"] = config.relative(config.snapshot)
