@@ -35,18 +35,33 @@ SCHEMA = "resolve-gpu-stack/snapshot/v1"
 PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
 
 
-def snapshot_key(url: str, bases: Mapping[str, str]) -> str:
-    """The manifest key of ``url`` given the logical indexes' base URLs."""
+def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None) -> str:
+    """The manifest key of ``url`` given the logical indexes' base URLs.
+
+    ``index`` names the index the URL was found through (a page's index, a file's index): on that
+    index's host the key is relative to its base, so a file outside the base (PyPI's
+    ``../packages/...``) keeps its index even when several indexes share one host. Otherwise the
+    index whose base is the longest prefix of the URL wins; else the URL itself is the key.
+    """
     parts = urlsplit(url)
-    for name, base in bases.items():
-        if not base:
-            continue
-        b = urlsplit(base)
-        if (parts.scheme, parts.netloc) == (b.scheme, b.netloc):
-            rel = posixpath.relpath(unquote(parts.path), unquote(b.path)) if parts.path != b.path else "."
-            if parts.path.endswith("/") and not rel.endswith("/"):
-                rel += "/"
-            return f"{name}:{rel}"
+    path = unquote(parts.path)
+
+    def relative(name: str) -> str:
+        b = urlsplit(bases[name])
+        rel = posixpath.relpath(path, unquote(b.path)) if parts.path != b.path else "."
+        if parts.path.endswith("/") and not rel.endswith("/"):
+            rel += "/"
+        return f"{name}:{rel}"
+
+    def same_origin(name: str) -> bool:
+        b = urlsplit(bases.get(name) or "")
+        return bool(bases.get(name)) and (parts.scheme, parts.netloc) == (b.scheme, b.netloc)
+
+    if index is not None and same_origin(index):
+        return relative(index)
+    under = [n for n in bases if same_origin(n) and path.startswith(unquote(urlsplit(bases[n]).path))]
+    if under:
+        return relative(max(under, key=lambda n: len(bases[n])))
     return url.split("#", 1)[0]
 
 
@@ -113,8 +128,8 @@ class SnapshotFetcher:
     def recorded_indexes(self) -> dict[str, str | None]:
         return dict(self.manifest.data.get("indexes", {}))
 
-    def _entry(self, table: str, url: str) -> dict:
-        key = snapshot_key(url, self.bases)
+    def _entry(self, table: str, url: str, index: str | None) -> dict:
+        key = snapshot_key(url, self.bases, index=index)
         entry = self.manifest.data[table].get(key)
         if entry is None:
             raise SnapshotMiss(url, f"not in snapshot {self.root} (key {key})", hint="record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online")
@@ -132,7 +147,7 @@ class SnapshotFetcher:
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
         out = {}
         for url in urls:
-            entry = self._entry("pages", url)
+            entry = self._entry("pages", url, index.name)
             if entry["status"] == 404:
                 out[url] = PageResponse(url=url, page=None)
             else:
@@ -143,7 +158,7 @@ class SnapshotFetcher:
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out = {}
         for f in files:
-            entry = self._entry("metadata", f.url)
+            entry = self._entry("metadata", f.url, f.index or None)
             body = self._read(entry["file"], f.url)
             if f.metadata_sha256 and hashlib.sha256(body).hexdigest() != f.metadata_sha256:
                 raise IntegrityError(f.url + ".metadata", "recorded METADATA does not match the digest on the page")
@@ -173,7 +188,7 @@ class RecordingFetcher:
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
         out = self.inner.fetch_pages(urls, index=index)
         for url, resp in list(out.items()):
-            key = snapshot_key(url, self.bases)
+            key = snapshot_key(url, self.bases, index=index.name)
             self.recorded += 1
             if resp.page is None:
                 self.manifest.data["pages"][key] = {"status": 404}
@@ -192,8 +207,14 @@ class RecordingFetcher:
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out = self.inner.fetch_metadata(files)
-        for url, body in out.items():
-            key = snapshot_key(relativized_url(url, self.bases, self.relative_files), self.bases)
+        for f in files:
+            if f.url not in out:
+                continue
+            url, body = f.url, out[f.url]
+            index = f.index or None
+            if index in self.relative_files:
+                url = relativized_url(url, self.bases, index)
+            key = snapshot_key(url, self.bases, index=index)
             rel = _storage_path("metadata", key) + ".metadata"
             _atomic_write(self.root / rel, body)
             self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
@@ -205,16 +226,14 @@ class RecordingFetcher:
         self.inner.close()
 
 
-def relativized_url(url: str, bases: Mapping[str, str], relative_files: Sequence[str]) -> str:
-    """Where a file URL points once its page was recorded with relative file URLs."""
-    for name in relative_files:
-        base = bases.get(name)
-        if not base:
-            continue
-        b, u = urlsplit(base), urlsplit(url)
-        if (u.scheme, u.netloc) != (b.scheme, b.netloc):
-            return f"{b.scheme}://{b.netloc}{u.path}"
-    return url
+def relativized_url(url: str, bases: Mapping[str, str], index: str) -> str:
+    """Where a file URL points once its page was recorded with relative file URLs: the same path
+    on the index's own host (PyPI's CDN host is never written into a snapshot)."""
+    base = bases.get(index)
+    if not base:
+        return url
+    b, u = urlsplit(base), urlsplit(url)
+    return f"{b.scheme}://{b.netloc}{u.path}"
 
 
 def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes:

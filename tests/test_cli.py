@@ -1,0 +1,178 @@
+"""The command line on the bundled snapshot and on loopback worlds: what users type, what they see."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from resolve_gpu_stack.cli import main
+
+from conftest import SNAPSHOT
+from stack_world import build_story_world
+from server import IndexServer
+
+STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
+
+
+def run(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Snapshot replays must not open a single socket to anywhere."""
+    real = socket.socket.connect
+
+    def guarded(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise AssertionError(f"network access to {address} during an offline test")
+        return real(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+def test_readme_main_command_resolves_story_1_offline(capsys):
+    code, out, err = run(capsys, [*STORY, "--format", "json"])
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["schema"] == "resolve-gpu-stack/plan/v1"
+    assert plan["target"] == {"python": "3.12", "platform": "x86_64-manylinux_2_28", "cuda": "cu130"}
+    pkgs = {p["name"]: p for p in plan["packages"]}
+    assert pkgs["torch"]["action"] == "keep" and pkgs["torch"]["version"] == "2.12.0.dev20260307+cu130"
+    assert (pkgs["flashinfer-python"]["version"], pkgs["flashinfer-cubin"]["version"], pkgs["flashinfer-jit-cache"]["version"]) == ("0.6.5", "0.6.5", "0.6.5+cu130")
+    assert pkgs["flashinfer-jit-cache"]["url"].endswith("flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl")
+    assert pkgs["flashinfer-jit-cache"]["sha256"] and pkgs["flashinfer-jit-cache"]["coupling"] == "cuda"
+    assert pkgs["triton"]["index"] == "pytorch" and pkgs["triton"]["version"].startswith("3.7.0+git")
+    assert all(p["index"] == "pypi" for n, p in pkgs.items() if n not in ("torch", "triton", "flashinfer-jit-cache"))
+    assert any("cu130/torch2.12/flashinfer-python/ answered 404" in n for n in plan["notes"])
+
+
+def test_lock_is_the_same_command(capsys):
+    _, out1, _ = run(capsys, [*STORY, "--format", "json"])
+    _, out2, _ = run(capsys, ["lock", *STORY, "--format", "json"])
+    assert json.loads(out1) == json.loads(out2)
+
+
+def test_table_output_names_actions_and_notes(capsys):
+    code, out, _ = run(capsys, [*STORY, "--format", "table"])
+    assert code == 0
+    assert "flashinfer-jit-cache" in out and "0.6.5+cu130" in out and "keep" in out and "Notes" in out
+
+
+def test_stable_over_nightly_is_a_refused_downgrade(capsys):
+    code, _, err = run(capsys, [*STORY, "--torch", "stable"])
+    assert code == 1
+    assert "would downgrade torch from 2.12.0.dev20260307+cu130 to 2.10.0+cu130" in err
+    assert "hint:" in err and "Traceback" not in err
+
+
+def test_aarch64_and_torchvision_from_the_snapshot(capsys):
+    code, out, err = run(capsys, ["--python", "3.12", "--platform", "aarch64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260306+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    assert code == 0, err
+    pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert pkgs["flashinfer-jit-cache"]["url"].endswith("aarch64.whl")
+    code, out, err = run(capsys, [*STORY, "--with", "torchvision", "--format", "json"])
+    assert code == 0, err
+    pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert pkgs["torchvision"]["version"] == "0.26.0.dev20260307+cu130" and pkgs["torchvision"]["coupling"] == "torch-abi"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--torch", "sideways"], "neither a channel nor a version"),
+        (["--cuda", "cu128"], "--change-cuda"),
+        (["--with", "not a requirement!!"], "--with"),
+        (["--index", "nonsense"], "expected NAME=URL"),
+        (["--index", "conda=https://x.example/"], "unknown index"),
+        (["--flashinfer", "newest-please"], "not a version"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(capsys, argv, message):
+    code, _, err = run(capsys, [*STORY, *argv])
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_platform_with_an_interpreter_path_is_a_usage_error(capsys):
+    import sys
+
+    code, _, err = run(capsys, ["--python", sys.executable, "--platform", "aarch64-manylinux_2_28", "--snapshot", str(SNAPSHOT)])
+    assert code == 2 and "declared target" in err
+
+
+def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
+    code, out, err = run(capsys, ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    assert code == 0, err
+    rows = json.loads(out)
+    versions = {r["version"] for r in rows}
+    assert "0.6.5+cu130" in versions and max(rows, key=lambda r: r["version"])  # newest first below
+    assert all(r["version"].endswith("+cu130") for r in rows)
+    assert all(r["sha256"] and len(r["sha256"]) == 64 for r in rows)
+    assert rows[0]["version"] == "0.6.5+cu130"
+    fits = {r["filename"]: r["fits_target"] for r in rows if r["version"] == "0.6.5+cu130"}
+    assert fits == {"flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": True, "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": False}
+
+
+def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(capsys):
+    code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"])
+    assert code == 0
+    assert "no hash (metadata sha256 " in out and "2.12.0.dev20260307+cu130" in out
+    code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    rows = json.loads(out)
+    linux = [r for r in rows if "manylinux" in r["tags"]]
+    assert linux and all(r["sha256"] is None for r in rows)
+    assert all(r["metadata_sha256"] for r in linux if r["version"] >= "2.12.0.dev20260301")
+
+
+def test_unreachable_index_exits_3(capsys, tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/"
+    code, _, err = run(capsys, ["--python", "3.12", "--cuda", "cu130", "--timeout", "1", "--cache-dir", str(tmp_path / "c"), "--index", f"pytorch={base}whl/", "--index", f"flashinfer={base}fi/", "--index", f"pypi={base}simple/"])
+    assert code == 3
+    assert f"127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_snapshot_miss_names_the_url(capsys):
+    code, _, err = run(capsys, ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--cuda", "cu128", "--snapshot", str(SNAPSHOT)])
+    assert code == 3
+    assert "https://download.pytorch.org/whl/nightly/cu128/torch/" in err and "not in snapshot" in err
+
+
+def test_snapshot_record_then_replay_with_the_network_closed(capsys, tmp_path):
+    world = build_story_world(tmp_path / "www")
+    out_dir = tmp_path / "snap"
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        urls = world.index_urls(srv.url)
+        index_flags = [f for name, url in urls.items() for f in ("--index", f"{name}={url}")]
+        target = ["--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130"]
+        code, live, err = run(capsys, ["snapshot", "--output", str(out_dir), *target, *index_flags, "--cache-dir", str(tmp_path / "c"), "--format", "json"])
+        assert code == 0, err
+        assert "recorded" in err
+    # the server is gone: replay must not need it
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    assert manifest["indexes"]["pypi"] is None  # the PyPI URL is never written into a snapshot
+    assert any(entry.get("status") == 404 for entry in manifest["pages"].values())
+    code, replayed, err = run(capsys, [*target, "--snapshot", str(out_dir), "--index", f"pytorch={urls['pytorch']}", "--index", f"flashinfer={urls['flashinfer']}", "--format", "json"])
+    assert code == 0, err
+    strip = lambda plan: {(p["name"], p["version"], p["action"]) for p in json.loads(plan)["packages"]}  # noqa: E731
+    assert strip(replayed) == strip(live)
+    for path in out_dir.rglob("*"):
+        if path.is_file():
+            assert srv.url.split("//")[1].split("/")[0].split(":")[0] + "/simple" not in path.read_text(errors="ignore")
+
+
+def test_help_explains_commands(capsys):
+    code, out, _ = run(capsys, ["--help"])
+    assert code == 0
+    for word in ("resolve", "lock", "candidates", "snapshot", "Exit codes"):
+        assert word in out
