@@ -57,9 +57,9 @@ def serve_world(world: World) -> Iterator[tuple[dict[str, IndexServer], dict[str
 
 
 def config_text(urls: dict[str, str], *, snapshot: str | None = None, x86_extra: str = "") -> str:
-    """A pyproject.toml with two targets; ``urls`` are the loopback indexes (a snapshot replays
-    against the same base URLs)."""
-    indexes = ", ".join(f'{k} = "{v}"' for k, v in urls.items())
+    """A pyproject.toml with two targets; ``urls`` are the loopback indexes. With a snapshot PyPI is
+    left out, as a user would: the snapshot replays it under its placeholder base URL."""
+    indexes = ", ".join(f'{k} = "{v}"' for k, v in urls.items() if not (snapshot and k == "pypi"))
     head = f'snapshot = "{snapshot}"\n' if snapshot else ""
     return textwrap.dedent(f"""\
         [project]
@@ -92,9 +92,7 @@ def record_snapshot(project: Path, destination: Path) -> None:
     config = load_config(project / "pyproject.toml")
     defs = resolve_definitions(config, {})
     bases = {n: d.url for n, d in defs.indexes.items()}
-    # relative_files=(): PyPI's files stay under its (loopback) base URL, which the config names;
-    # RecordingFetcher's relativizing would also re-key the other indexes' METADATA under PyPI.
-    recorder = RecordingFetcher(HttpFetcher(cache=None, timeout=10), destination, bases, relative_files=())
+    recorder = RecordingFetcher(HttpFetcher(cache=None, timeout=10), destination, bases)
     try:
         finder = Finder(recorder, defs)
         for target in config.targets:
