@@ -51,7 +51,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     if args.output and (args.config is not None or args.target):
         raise UsageError("-o writes one plan from flags; --config/--target lock the configured targets", hint="drop -o to lock the configured targets, or drop --config/--target")
-    config = None if args.output else discover_config(args.config)
+    # Flags that describe a target of their own (--python/--platform/--installed) make `lock` the
+    # resolver's twin (`lock --torch nightly ...` == `resolve-gpu-stack --torch nightly ...`) unless
+    # --config/--target ask for the configured targets.
+    own_target = bool(args.python or args.platform or args.installed) and args.config is None and not args.target
+    config = None if args.output or own_target else discover_config(args.config)
     if config is None:
         if args.target:
             raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
