@@ -9,6 +9,7 @@
 - ``server.bytes_sent`` counts body bytes served.
 - ``server.auth = (user, password)``: every request without that Basic authorization gets 401.
 - ``server.ignore_ranges = True``: answer every ``Range`` request with the whole file (200).
+- ``Fault(reset_after=n)`` / ``Fault(stall_after=n, delay=s)``: a reset / a stall after n body bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import base64
 import email.utils
 import hashlib
 import http.server
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,6 +38,8 @@ class Fault:
     truncate_to: int | None = None  # send only this many body bytes but announce the full length
     reset: bool = False  # close the connection without an answer
     ignore_range: bool = False
+    reset_after: int | None = None  # send this many body bytes, then reset the connection (RST)
+    stall_after: int | None = None  # send this many body bytes, then stall ``delay`` seconds (not before answering)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -57,7 +62,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         with owner.lock:
             owner.log.append((self.command, self.path, dict(self.headers)))
             fault = owner.faults.get(path, []).pop(0) if owner.faults.get(path) else None
-        delay = owner.latency + (fault.delay if fault else 0.0)
+        delay = owner.latency + (fault.delay if fault and fault.stall_after is None else 0.0)
         if delay:
             time.sleep(delay)
         if owner.auth is not None:
@@ -134,6 +139,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = body[: fault.truncate_to]
             self.close_connection = True
         try:
+            if fault and fault.stall_after is not None:
+                self.wfile.write(body[: fault.stall_after])
+                time.sleep(fault.delay)
+                body = body[fault.stall_after :]
+            if fault and fault.reset_after is not None:
+                self.wfile.write(body[: fault.reset_after])
+                self.close_connection = True
+                # SO_LINGER 0: close() sends RST instead of FIN, so the client sees a reset mid-body
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+                return
             self.wfile.write(body)
         except OSError:
             return

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -71,12 +71,14 @@ class IndexDefinition:
     cuda_labels: tuple[str, ...] = ()
 
     def page_url(self, path: str) -> str:
+        """The URL of a page below this index, without the base URL's ``user:token@``: page URLs
+        reach notes, logs and messages; the fetcher sends the credentials by origin."""
         if not self.url:
             raise IndexDefinitionError(
                 f"index {self.name!r} has no URL",
                 hint=f"pass --index {self.name}=URL",
             )
-        return self.url + path.lstrip("/")
+        return strip_userinfo(self.url) + path.lstrip("/")
 
     def allows_host(self, url: str) -> bool:
         """Whether a file URL found on this index may be followed (its own host always may)."""
@@ -254,6 +256,14 @@ def normalize_base_url(url: str) -> str:
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
         raise IndexDefinitionError(f"not an index URL: {redact_url(url)!r}", hint="use http(s)://host/path/")
     return url if url.endswith("/") else url + "/"
+
+
+def strip_userinfo(url: str) -> str:
+    """The URL without any ``user:password@`` (everything else kept)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def redact_url(url: str) -> str:

@@ -91,8 +91,12 @@ def canonical_inputs(inputs: Mapping[str, object]) -> dict[str, Any]:
 
 
 def inputs_digest(inputs: Mapping[str, object]) -> str:
-    """``sha256:<hex>`` of the canonical JSON of the resolver inputs (sorted keys, no whitespace)."""
-    text = json.dumps(canonical_inputs(inputs), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    """``sha256:<hex>`` of the canonical JSON of the resolver inputs (sorted keys, no whitespace).
+
+    Digested as written: without credentials (an index URL given as ``https://user:token@...``
+    is recorded, and so digested, as ``https://...``), so a lock's digest checks out on reading.
+    """
+    text = json.dumps(scrub(canonical_inputs(inputs)), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
 
 

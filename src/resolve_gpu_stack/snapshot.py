@@ -27,7 +27,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from .errors import IntegrityError, SnapshotMiss, UsageError
 from .finder import Fetcher
-from .indexes import IndexDefinition
+from .indexes import IndexDefinition, strip_userinfo
 from .models import IndexFile, IndexPage, PageResponse
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
@@ -43,6 +43,8 @@ def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None
     ``../packages/...``) keeps its index even when several indexes share one host. Otherwise the
     index whose base is the longest prefix of the URL wins; else the URL itself is the key.
     """
+    url = strip_userinfo(url)
+    bases = _without_credentials(bases)
     parts = urlsplit(url)
     path = unquote(parts.path)
 
@@ -63,6 +65,11 @@ def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None
     if under:
         return relative(max(under, key=lambda n: len(bases[n])))
     return url.split("#", 1)[0]
+
+
+def _without_credentials(bases: Mapping[str, str]) -> dict[str, str]:
+    """The base URLs without ``user:token@``: a snapshot (keys, manifest) never holds credentials."""
+    return {name: strip_userinfo(base) if base else base for name, base in bases.items()}
 
 
 def _storage_path(kind: str, key: str) -> str:
@@ -122,7 +129,7 @@ class SnapshotFetcher:
     def __init__(self, root: Path, bases: Mapping[str, str]) -> None:
         self.root = Path(root)
         self.manifest = Manifest.load(self.root)
-        self.bases = dict(bases)
+        self.bases = _without_credentials(bases)
 
     @property
     def recorded_indexes(self) -> dict[str, str | None]:
@@ -177,7 +184,7 @@ class RecordingFetcher:
         self.exclude_newer = exclude_newer
         self.recorded = 0
         self.root = Path(root)
-        self.bases = dict(bases)
+        self.bases = _without_credentials(bases)
         self.relative_files = tuple(relative_files)
         self.manifest = Manifest.load(self.root) if (self.root / "manifest.json").exists() else Manifest(self.root)
         recorded = self.manifest.data.setdefault("indexes", {})
