@@ -7,6 +7,7 @@ resolver above it can be driven by any source of pages.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Iterable, Protocol, Sequence
 
@@ -44,6 +45,11 @@ class Fetcher(Protocol):
     def close(self) -> None: ...
 
 
+# A fetcher whose class sets ``concurrent_calls = True`` may be called from several threads at
+# once; the finder then reads the pages of different indexes in one round instead of one index
+# after another. Others are only ever called from one thread.
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Offer:
     """A file some index offers for a package, with the page it came from."""
@@ -70,20 +76,38 @@ class Finder:
         self.definitions = definitions
         self._pages: dict[str, ParsedPage | None] = {}
         self._metadata: dict[str, WheelMetadata] = {}
+        self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
 
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
-        """Fetch the pages of several packages at once (one round of concurrent requests)."""
+        """Fetch the pages of several packages at once: one round of concurrent requests, every
+        index at once when the fetcher allows it (``concurrent_calls``). A page that cannot be read
+        raises ``CrawlError`` here, and again (without another attempt) when it is asked for."""
         by_index: dict[str, list[str]] = {}
         for name in names:
             for loc in self.definitions.pages_for(name, ctx):
                 if loc.url not in self._pages:
                     by_index.setdefault(loc.index, []).append(loc.url)
-        for index, urls in by_index.items():
-            self._read(sorted(set(urls)), self.definitions.indexes[index])
+        batches = [(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()]
+        if len(batches) > 1 and getattr(self.fetcher, "concurrent_calls", False):
+            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
+                futures = [pool.submit(self._read, urls, index) for urls, index in batches]
+            for future in futures:
+                future.result()
+            return
+        for urls, index in batches:
+            self._read(urls, index)
 
     def _read(self, urls: list[str], index: IndexDefinition) -> None:
-        responses = self.fetcher.fetch_pages(urls, index=index)
+        for url in urls:
+            if url in self._failed:
+                raise self._failed[url]
+        try:
+            responses = self.fetcher.fetch_pages(urls, index=index)
+        except CrawlError as exc:
+            if exc.url in urls:
+                self._failed[exc.url] = exc
+            raise
         for url in urls:
             resp = responses.get(url)
             if resp is None:
@@ -115,17 +139,22 @@ class Finder:
                 log.info("%s: %s", loc.url, w)
             refused: list[str] = []
             kept = 0
+            hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
             for f in parsed.files:
                 if f.name != wanted:
                     if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
                         refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
                     continue
-                if not index.allows_host(f.url):
+                origin = _origin(f.url)
+                allowed = hosts.get(origin)
+                if allowed is None:
+                    allowed = hosts[origin] = index.allows_host(f.url)
+                if not allowed:
                     refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
                     continue
                 if loc.route.versions is not None and f.version not in loc.route.versions:
                     continue
-                offers.append(Offer(file=replace(f, index=loc.index), location=loc))
+                offers.append(Offer(file=f if f.index == loc.index else replace(f, index=loc.index), location=loc))
                 kept += 1
             visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(parsed.warnings) + tuple(refused)))
             for w in refused:
@@ -159,6 +188,13 @@ class Finder:
                 hint="the index serves a mislabelled wheel; it is not used",
             )
         return meta
+
+
+def _origin(url: str) -> str:
+    """``scheme://netloc`` of a URL: every URL with the same origin has the same host."""
+    start = url.find("://")
+    end = url.find("/", start + 3) if start >= 0 else -1
+    return url if end < 0 else url[:end]
 
 
 def names_of(files: Iterable[IndexFile]) -> set[NormalizedName]:

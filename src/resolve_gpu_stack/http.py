@@ -133,6 +133,8 @@ class _Whole:
 class HttpFetcher:
     """Fetches index pages and wheel METADATA over HTTP(S). See the module docstring."""
 
+    concurrent_calls = True  # safe to call from several threads at once (see finder.Fetcher)
+
     def __init__(
         self,
         *,

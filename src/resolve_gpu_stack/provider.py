@@ -122,19 +122,27 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         bad = {c.version for c in incompatibilities[identifier]}
         name = canonicalize_name(identifier.split("[", 1)[0])
         extras = frozenset().union(*(r.extras for r in reqs)) if reqs else frozenset()
-        pre_ok = self._prerelease_ok(name) or any(r.specifier.prereleases for r in reqs)
-        allowed = self.policy.flashinfer_versions if name == self.defs.flashinfer.python else None
         out = [
             Cand(name=c.name, version=c.version, file=c.file, extras=extras, installed=c.installed)
+            for c in self._matching(name, reqs, bad)
+        ]
+        if out and out[0].file is not None:
+            self._warm_metadata([out[0]])
+        return out
+
+    def _matching(self, name: NormalizedName, reqs: Sequence[Req], bad: Iterable[Version] = ()) -> Iterator[Cand]:
+        """The candidates of ``name`` that every one of ``reqs`` allows, best first."""
+        bad = set(bad)
+        pre_ok = self._prerelease_ok(name) or any(r.specifier.prereleases for r in reqs)
+        allowed = self.policy.flashinfer_versions if name == self.defs.flashinfer.python else None
+        return (
+            c
             for c in self.candidates(name)
             if c.version not in bad
             and (allowed is None or c.version in allowed)
             and (pre_ok or not c.version.is_prerelease or c.installed)
             and all(self._allows(r, c) for r in reqs)
-        ]
-        if out and out[0].file is not None:
-            self._warm_metadata([out[0]])
-        return out
+        )
 
     def is_satisfied_by(self, requirement: Req, candidate: Cand) -> bool:
         return self._allows(requirement, candidate)
@@ -142,7 +150,9 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     def get_dependencies(self, candidate: Cand) -> list[Req]:
         if candidate.extras:
             base = Req(name=candidate.name, specifier=SpecifierSet(f"=={candidate.version}"), parent=str(candidate))
-            return [base, *self._requirements(candidate, candidate.extras)]
+            extra_deps = self._requirements(candidate, candidate.extras)
+            self._warm([d.name for d in extra_deps])
+            return [base, *extra_deps]
         deps = self._requirements(candidate, frozenset())
         deps += self._coupled(candidate)
         self._warm([d.name for d in deps])
@@ -273,6 +283,43 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return out
 
     # -- prefetching (concurrency for a cold cache) --------------------------------------------
+    def prefetch_closure(self, roots: Sequence[Req], *, max_rounds: int = 16) -> None:
+        """Read, one dependency level per round, the pages and METADATA the resolver will most
+        likely ask for: for each requirement its best candidate now, then that candidate's
+        requirements. Each round is two batches of concurrent requests (pages of the new names,
+        then the chosen wheels' METADATA), so the closure costs about two round trips per level
+        of depth instead of two per package. A guess that backtracking later proves wrong only
+        costs a request; errors are left for the real lookup to raise with its context.
+        """
+        seen: set[tuple[str, Version, frozenset[str]]] = set()
+        reqs = list(roots)
+        for _ in range(max_rounds):
+            if not reqs:
+                return
+            try:
+                self.finder.prefetch(sorted({r.name for r in reqs if r.name not in self._offers}), self.policy.ctx)
+            except CrawlError:
+                return
+            picks: list[tuple[Cand, frozenset[str]]] = []
+            for req in reqs:
+                try:
+                    cand = next(self._matching(req.name, [req]), None)
+                except CrawlError:
+                    continue
+                if cand is None or (cand.name, cand.version, req.extras) in seen:
+                    continue
+                seen.add((cand.name, cand.version, req.extras))
+                picks.append((cand, req.extras))
+            self._warm_metadata([c for c, _ in picks])
+            reqs = []
+            for cand, extras in picks:
+                try:
+                    reqs += self._requirements(cand, frozenset()) + self._coupled(cand)
+                    if extras:
+                        reqs += self._requirements(cand, extras)
+                except CrawlError:
+                    continue
+
     def _warm(self, names: Iterable[NormalizedName]) -> None:
         todo = [n for n in set(names) if n not in self._offers]
         if not todo:

@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 from resolvelib import BaseReporter, Resolver
 from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep
 
-from .errors import DowngradeRefused, NoPlanError, UsageError
+from .errors import CrawlError, DowngradeRefused, NoPlanError, UsageError
 from .finder import Finder
 from .indexes import Definitions, RouteContext, cuda_tuple, redact_url
 from .models import Action, LockedPackage, LockPlan, Target, TargetSummary
@@ -84,6 +84,7 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
         cuda=torch.cuda,
         flashinfer_channel="nightly" if request.flashinfer == "nightly" else "stable",
     )
+    _prefetch_roots(finder, request, torch, ctx)
     _select_torch(torch, finder, defs, target, ctx, request)
     ctx = replace(ctx, torch_series=torch_series(max(torch.allowed)))
     notes = list(torch.notes)
@@ -103,7 +104,7 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
         policy.flashinfer_versions = versions
         requirements.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
     requirements += [_parse_with(w) for w in request.with_]
-    finder.prefetch([r.name for r in requirements], ctx)
+    provider.prefetch_closure(requirements)
 
     try:
         result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
@@ -117,6 +118,23 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
+
+
+def _prefetch_roots(finder: Finder, request: ResolveRequest, torch: _Torch, ctx: RouteContext) -> None:
+    """Read the pages the first steps need (torch, the FlashInfer components, --with names) in one
+    round of concurrent requests. The legacy AOT page needs torch's series: guessed from the
+    installed torch (read later if the chosen torch has another series)."""
+    names = [TORCH, *components(request)]
+    for text in request.with_:
+        try:
+            names.append(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            pass  # _parse_with says what is wrong
+    guess = replace(ctx, torch_series=torch_series(torch.installed)) if torch.installed is not None else ctx
+    try:
+        finder.prefetch(names, guess)
+    except CrawlError:
+        pass  # remembered by the finder; raised where the page is needed
 
 
 # -- torch ---------------------------------------------------------------------------------------
