@@ -62,6 +62,8 @@ _BINARY_SIGNATURES = {
 _SCHEMES = ("http", "https", "file")
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _UNSAFE_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~%+!$&'()*,=@-]+")
+_ABSOLUTE = re.compile(r"https?://[^/?#;\\\[\]\s\x00-\x1f\x7f]+(?:/[^?#;\\\s\x00-\x1f\x7f]*)?")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*@")
 _UNTESTED = re.compile(r"\(\s*untested\s*\)", re.I)
 _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code>([^<]{0,100})</Code>)?", re.S)
@@ -160,6 +162,11 @@ class _Context:
         self.lines: list[str] = []
         self.dropped = 0
         self.specifiers: dict[str, bool] = {}  # requires-python text -> valid (rows repeat it)
+        # Rows of one page share a link directory, a name, versions and tags: each is joined or
+        # parsed once per page (see _join_redacted and _filename).
+        self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
+        self.names: dict[tuple[str, str], tuple[NormalizedName, Version]] = {}  # wheel name and version parts
+        self.tags: dict[str, frozenset[Tag]] = {}  # wheel tag part -> tags
 
     def warn(self, line: str) -> None:
         if len(self.lines) < MAX_WARNINGS:
@@ -292,11 +299,11 @@ def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None
     href = (a.attrs.get("href") or "").strip()
     if not href or href.startswith("#"):
         return None
-    joined = _join(base, href)
+    joined = _join_redacted(base, href, ctx)
     if joined is None:
         ctx.warn(f"unreadable link {_clip(redact(href))!r}; skipped")
         return None
-    link, _, fragment = redact(joined).partition("#")
+    link, _, fragment = joined.partition("#")
     path = _download_path(link)
     if path is None:
         return None  # mailto:, javascript:, ... are not downloads
@@ -335,7 +342,7 @@ def _subdir(page_url: str, link: str) -> str | None:
 
 def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Context) -> IndexFile | None:
     try:
-        name, version, tags, is_wheel = parse_filename(filename)
+        name, version, tags, is_wheel = _filename(filename, ctx)
     except ValueError as exc:
         ctx.warn(f"{exc}; skipped")
         return None
@@ -417,16 +424,16 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
         ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
         return None
-    joined = _join(ctx.url, href.strip())
+    joined = _join_redacted(ctx.url, href.strip(), ctx)
     if joined is None or _download_path(joined) is None:
         ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
         return None
     try:
-        name, version, tags, is_wheel = parse_filename(filename)
+        name, version, tags, is_wheel = _filename(filename, ctx)
     except ValueError as exc:
         ctx.warn(f"{exc}; skipped")
         return None
-    link, _, fragment = redact(joined).partition("#")
+    link, _, fragment = joined.partition("#")
     hashes = entry.get("hashes")
     digest = hashes.get("sha256") if isinstance(hashes, dict) else None
     if digest is None and fragment.lower().startswith("sha256="):
@@ -474,6 +481,74 @@ def _join(base: str, href: str) -> str | None:
         return urljoin(base, href)
     except ValueError:  # e.g. an unbalanced "[" in the host
         return None
+
+
+def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
+    """``redact(urljoin(base, href))``, or None when the href cannot be joined.
+
+    ``urljoin`` is the most expensive step of reading a row, so two common shapes skip it: an
+    absolute http(s) URL with nothing ``urljoin`` would rewrite comes back as it is (PyPI's
+    files), and a link whose last path segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its
+    directory, joined once per page, plus that segment. Anything else takes the general path.
+    """
+    pre, _, fragment = href.partition("#")
+    base_scheme = "https" if base.startswith("https://") else "http" if base.startswith("http://") else None
+    if base_scheme is None or _UNSAFE_CHARS.search(fragment):
+        joined = _join(base, href)
+        return None if joined is None else redact(joined)
+    tail = "#" + fragment if fragment else ""  # urljoin re-assembles the URL: an empty "#" goes
+    if _ABSOLUTE.fullmatch(pre) and href.isascii():
+        if not pre.startswith(base_scheme + ":"):
+            return redact(href)  # another scheme: urljoin returns the href verbatim
+        return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    slash = pre.rfind("/")
+    last = pre[slash + 1:]
+    if last not in (".", "..") and _PLAIN_SEGMENT.fullmatch(last) and _separable(pre, slash):
+        key = (base, pre[: slash + 1] or "./")
+        head = ctx.joins.get(key)
+        if head is None:
+            joined = _join(base, key[1])
+            head = ctx.joins[key] = redact(joined) if joined is not None else ""
+        if head:
+            return head + last + tail
+    joined = _join(base, href)
+    return None if joined is None else redact(joined)
+
+
+def _separable(pre: str, slash: int) -> bool:
+    """Whether ``pre[:slash + 1]`` joins on its own: a relative reference, or a network-path
+    reference (``//host/...``) whose last "/" comes after its host. No scheme, query, parameters
+    or odd bytes."""
+    if "?" in pre or ";" in pre or "\\" in pre or _UNSAFE_CHARS.search(pre):
+        return False
+    if pre.startswith("//"):
+        host_end = pre.find("/", 2)
+        return host_end != -1 and slash >= host_end
+    colon = pre.find(":")
+    first_slash = pre.find("/")
+    return colon == -1 or (first_slash != -1 and first_slash < colon)  # no scheme
+
+
+def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
+    """``parse_filename``, with a wheel's name/version and tag parts parsed once per page.
+
+    A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
+    its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) on this
+    page gives the same answer without parsing them again.
+    """
+    plain = filename.endswith(".whl") and filename.count("-") == 4 and "/" not in filename and "\\" not in filename
+    if plain and not _UNSAFE_CHARS.search(filename):
+        name_part, version_part, tag_part = filename[:-4].split("-", 2)
+        known = ctx.names.get((name_part, version_part))
+        tags = ctx.tags.get(tag_part)
+        if known is not None and tags is not None:
+            return known[0], known[1], tags, True
+    name, version, tags, is_wheel = parse_filename(filename)
+    if plain and is_wheel:
+        name_part, version_part, tag_part = filename[:-4].split("-", 2)
+        ctx.names[(name_part, version_part)] = (name, version)
+        ctx.tags[tag_part] = tags
+    return name, version, tags, is_wheel
 
 
 def _download_path(link: str) -> str | None:
