@@ -7,9 +7,10 @@ resolver above it can be driven by any source of pages.
 from __future__ import annotations
 
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from packaging.utils import NormalizedName, canonicalize_name
 
@@ -47,7 +48,9 @@ class Fetcher(Protocol):
 
 # A fetcher whose class sets ``concurrent_calls = True`` may be called from several threads at
 # once; the finder then reads the pages of different indexes in one round instead of one index
-# after another. Others are only ever called from one thread.
+# after another, and the provider may crawl a closure from several threads (the finder is safe
+# for that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are
+# only ever called from one thread.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +80,8 @@ class Finder:
         self._pages: dict[str, ParsedPage | None] = {}
         self._metadata: dict[str, WheelMetadata] = {}
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
+        self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
 
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
@@ -102,17 +107,50 @@ class Finder:
         for url in urls:
             if url in self._failed:
                 raise self._failed[url]
+        mine, others = self._claim("page ", urls, self._pages)
         try:
-            responses = self.fetcher.fetch_pages(urls, index=index)
-        except CrawlError as exc:
-            if exc.url in urls:
-                self._failed[exc.url] = exc
-            raise
-        for url in urls:
-            resp = responses.get(url)
-            if resp is None:
-                raise CrawlError(url, "the fetcher returned no answer for this page")
-            self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+            if mine:
+                try:
+                    responses = self.fetcher.fetch_pages(mine, index=index)
+                except CrawlError as exc:
+                    if exc.url in mine:
+                        self._failed[exc.url] = exc
+                    raise
+                for url in mine:
+                    resp = responses.get(url)
+                    if resp is None:
+                        raise CrawlError(url, "the fetcher returned no answer for this page")
+                    self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+        finally:
+            self._release("page ", mine)
+        for event in others:
+            event.wait()
+        missing = [url for url in urls if url not in self._pages]
+        if missing and others:  # another thread's batch failed: read them here, for the real error
+            self._read(missing, index)
+
+    def _claim(self, kind: str, keys: Iterable[str], done: Mapping[str, object]) -> tuple[list[str], list[threading.Event]]:
+        """Split ``keys`` into those this thread fetches and events of those another thread is fetching."""
+        mine: list[str] = []
+        others: list[threading.Event] = []
+        with self._lock:
+            for key in dict.fromkeys(keys):
+                if key in done:
+                    continue
+                event = self._inflight.get(kind + key)
+                if event is None:
+                    self._inflight[kind + key] = threading.Event()
+                    mine.append(key)
+                else:
+                    others.append(event)
+        return mine, others
+
+    def _release(self, kind: str, keys: Iterable[str]) -> None:
+        with self._lock:
+            for key in keys:
+                event = self._inflight.pop(kind + key, None)
+                if event is not None:
+                    event.set()
 
     def page(self, location: PageLocation) -> ParsedPage | None:
         """The parsed page, or None when the index answered 404."""
@@ -163,13 +201,23 @@ class Finder:
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
-        todo = [f for f in files if f.url not in self._metadata]
+        todo = {f.url: f for f in files if f.url not in self._metadata}
         if not todo:
             return
-        raw = self.fetcher.fetch_metadata(todo)
-        for f in todo:
-            if f.url in raw:
-                self._metadata[f.url] = self._checked(f, raw[f.url])
+        mine, others = self._claim("metadata ", todo, self._metadata)
+        try:
+            if mine:
+                raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
+                for url in mine:
+                    if url in raw:
+                        self._metadata[url] = self._checked(todo[url], raw[url])
+        finally:
+            self._release("metadata ", mine)
+        for event in others:
+            event.wait()
+        missing = [f for url, f in todo.items() if url not in self._metadata and url not in mine]
+        if missing:  # another thread's attempt failed: try here, for the real error
+            self.prefetch_metadata(missing)
 
     def metadata(self, file: IndexFile) -> WheelMetadata:
         if file.url not in self._metadata:

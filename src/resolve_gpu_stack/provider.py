@@ -6,6 +6,8 @@ It talks to a ``Finder`` (never to httpx). Policy comes from ``policy`` and ``in
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -16,7 +18,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 from resolvelib import AbstractProvider
 
-from .errors import CrawlError
+from .errors import CrawlError, ResolveGpuStackError
 from .finder import Finder, Offer
 from .indexes import Definitions, RouteContext
 from .models import Coupling, IndexFile, Target
@@ -103,6 +105,8 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         self.visits: dict[NormalizedName, list] = {}
         self._offers: dict[NormalizedName, list[Offer]] = {}
         self._candidates: dict[NormalizedName, list[Cand]] = {}
+        self._locks: dict[NormalizedName, threading.RLock] = {}  # per name, for the crawl's threads
+        self._locks_lock = threading.Lock()
 
     # -- resolvelib hooks --------------------------------------------------------------------
     def identify(self, requirement_or_candidate: Req | Cand) -> str:
@@ -161,9 +165,11 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     # -- candidates --------------------------------------------------------------------------
     def offers(self, name: NormalizedName) -> list[Offer]:
         if name not in self._offers:
-            offers, visits = self.finder.offers(name, self.policy.ctx)
-            self._offers[name] = offers
-            self.visits[name] = visits
+            with self._lock_for(name):
+                if name not in self._offers:
+                    offers, visits = self.finder.offers(name, self.policy.ctx)
+                    self.visits[name] = visits
+                    self._offers[name] = offers
         return self._offers[name]
 
     def candidates(self, name: NormalizedName) -> list[Cand]:
@@ -172,8 +178,14 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         Pre-releases are included here; ``find_matches`` drops them unless asked for.
         """
         if name not in self._candidates:
-            self._candidates[name] = self._compute_candidates(name)
+            with self._lock_for(name):  # computed once, even when the crawl's threads race
+                if name not in self._candidates:
+                    self._candidates[name] = self._compute_candidates(name)
         return self._candidates[name]
+
+    def _lock_for(self, name: NormalizedName) -> threading.RLock:
+        with self._locks_lock:
+            return self._locks.setdefault(name, threading.RLock())
 
     def _compute_candidates(self, name: NormalizedName) -> list[Cand]:
         best: dict[Version, tuple[int, IndexFile]] = {}
@@ -283,14 +295,65 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return out
 
     # -- prefetching (concurrency for a cold cache) --------------------------------------------
-    def prefetch_closure(self, roots: Sequence[Req], *, max_rounds: int = 16) -> None:
-        """Read, one dependency level per round, the pages and METADATA the resolver will most
-        likely ask for: for each requirement its best candidate now, then that candidate's
-        requirements. Each round is two batches of concurrent requests (pages of the new names,
-        then the chosen wheels' METADATA), so the closure costs about two round trips per level
-        of depth instead of two per package. A guess that backtracking later proves wrong only
-        costs a request; errors are left for the real lookup to raise with its context.
+    CRAWL_THREADS = 16
+
+    def prefetch_closure(self, roots: Sequence[Req]) -> None:
+        """Read the pages and METADATA the resolver will most likely ask for, before it asks:
+        for each requirement its best candidate now, then that candidate's requirements.
+
+        With a fetcher that may be called from several threads, every requirement is followed
+        as soon as its parent's METADATA is in (a crawl on ``CRAWL_THREADS`` threads), so the
+        closure costs about two round trips per level of depth, not two per package and no
+        waiting for the slowest of a level. Otherwise it goes level by level, each level two
+        batches (``_prefetch_levels``). A guess that backtracking later proves wrong only costs a
+        request; errors are left for the real lookup to raise with its context.
         """
+        if getattr(self.finder.fetcher, "concurrent_calls", False):
+            self._crawl(roots)
+        else:
+            self._prefetch_levels(roots)
+
+    def _crawl(self, roots: Sequence[Req]) -> None:
+        seen: set[tuple[str, Version, frozenset[str]]] = set()
+        lock = threading.Lock()
+        futures: list[Future[None]] = []
+        with ThreadPoolExecutor(max_workers=self.CRAWL_THREADS, thread_name_prefix="closure") as pool:
+
+            def submit(req: Req) -> None:
+                with lock:
+                    futures.append(pool.submit(visit, req))
+
+            def visit(req: Req) -> None:
+                try:
+                    cand = next(self._matching(req.name, [req]), None)
+                    if cand is None:
+                        return
+                    with lock:
+                        if (cand.name, cand.version, req.extras) in seen:
+                            return
+                        seen.add((cand.name, cand.version, req.extras))
+                    if cand.file is not None:
+                        self.finder.prefetch_metadata([cand.file])
+                    deps = self._requirements(cand, frozenset()) + self._coupled(cand)
+                    if req.extras:
+                        deps += self._requirements(cand, req.extras)
+                except ResolveGpuStackError:
+                    return  # the resolver's own lookup raises it, with its context
+                for dep in deps:
+                    submit(dep)
+
+            for req in roots:
+                submit(req)
+            done = 0
+            while True:  # a task queues its children before it ends: all are queued once the last ends
+                with lock:
+                    if done == len(futures):
+                        break
+                    future = futures[done]
+                future.result()
+                done += 1
+
+    def _prefetch_levels(self, roots: Sequence[Req], *, max_rounds: int = 16) -> None:
         seen: set[tuple[str, Version, frozenset[str]]] = set()
         reqs = list(roots)
         for _ in range(max_rounds):
