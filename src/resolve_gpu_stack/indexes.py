@@ -408,5 +408,6 @@ __all__ = [
     "load_definitions",
     "normalize_base_url",
     "redact_url",
+    "strip_userinfo",
 ]
 _ = field  # keep dataclasses.field importable for subclasses
