@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 
 from resolve_gpu_stack.http import HttpFetcher
 
-from faults import PATHS, StoryRun, gzipped, run_cli, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
+from faults import PATHS, StoryRun, cache_problems, gzipped, run_cli, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
 from server import Fault, IndexServer
 
 OLD = {"pylock.x.toml": b"# the lock from yesterday\n", "constraints.txt": b"# yesterday's constraints\n"}
@@ -265,3 +266,95 @@ def test_metadata_naming_another_version_than_the_filename_is_refused(tmp_path: 
         run.world.write(run.srv.url)
         rc, out, err = run.lock(capsys)
         assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.range, words=("METADATA says numpy 2.2.1 but the filename says numpy 2.2.0",))
+
+
+# -- https -> http ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A factory of loopback servers speaking TLS with a throwaway certificate the client trusts."""
+    import shutil
+    import ssl
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"openssl cannot make a test certificate: {made.stderr.decode(errors='replace')[-200:]}")
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read by httpx (trust_env) when the client is made
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def make(root: Path) -> tuple[IndexServer, str]:
+        srv = IndexServer(root)
+        srv._httpd.socket = context.wrap_socket(srv._httpd.socket, server_side=True)
+        return srv, srv.url.replace("http://", "https://")
+
+    return make
+
+
+def test_redirect_from_https_to_plain_http_is_refused(run: StoryRun, capsys, tls_server) -> None:
+    old_locks(run)
+    secure, base = tls_server(run.world.root)
+    with secure:
+        argv = [a.replace(f"pytorch={run.srv.url}", f"pytorch={base}") for a in run.argv("lock")]
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 0, err  # the https index works
+        assert secure.requests_for(PATHS.page) and not run.gets(PATHS.page)
+        old_locks(run)
+        secure.script(PATHS.page, [Fault(status=302, headers={"Location": run.srv.url + PATHS.page.lstrip("/")})] * ALWAYS)
+        rc, out, err = run_cli(capsys, *argv, "--cache-dir", str(run.root / "cold-cache"))
+        assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.page, words=(f"error: {base}whl/nightly/cu130/torch/: redirected from https to plain http", "refused"))
+        assert not run.gets(PATHS.page)  # the plain http URL was never asked
+
+
+# -- install ------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_install_resumes_a_reset_download_and_a_dead_one_changes_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`install` downloads every wheel itself: a reset mid-download is resumed (Range) and the
+    install completes; a download that never works is one clear error and the venv is untouched."""
+    import shutil
+
+    test_install = pytest.importorskip("test_install_e2e")
+    if not test_install._glibc_ok() or not Path(test_install.UV).exists():
+        pytest.skip("needs Linux with glibc >= 2.28 and uv next to this interpreter")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    env = dict(os.environ)
+    world = test_install.build_world(tmp_path / "www")
+    [jit] = (world.root / "releases" / "download" / "v0.6.5").glob(f"flashinfer_jit_cache-0.6.5+cu130-*{test_install.PLAT}.whl")
+    path = "/releases/download/v0.6.5/" + jit.name
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        torch = test_install.torch_wheel(world, test_install.NIGHTLY)
+        cache = tmp_path / "cache"
+        flags = [*test_install.index_flags(srv), "--cache-dir", str(cache), "--format", "json"]
+        python = test_install.make_venv(tmp_path / "venv", env, torch)
+        rc, _, err = run_cli(capsys, "resolve", "--python", python, *flags)  # METADATA now in the cache:
+        assert rc == 0, err  # the install's only request for the jit-cache wheel is its download
+        warm = tmp_path / "warm-cache"
+        shutil.copytree(cache, warm)
+
+        srv.script(path, [Fault(reset_after=jit.stat().st_size // 2), Fault(status=503)])
+        mark = len(srv.log)
+        rc, out, err = run_cli(capsys, "install", "--python", python, *flags)
+        assert rc == 0, err
+        assert test_install.installed(python)["flashinfer-jit-cache"] == "0.6.5+cu130"
+        asked = [h.get("Range") for m, p, h in srv.log[mark:] if unquote(urlsplit(p).path) == path]
+        assert len(asked) == 3 and asked[0] is None and asked[2] and asked[2].startswith("bytes=")  # resumed
+        assert cache_problems(cache, world.root) == []
+
+        other = test_install.make_venv(tmp_path / "other", env, torch)
+        before = test_install.installed(other)
+        srv.script(path, [Fault(status=503)] * ALWAYS)
+        rc, out, err = run_cli(capsys, "install", "--python", other, *test_install.index_flags(srv), "--cache-dir", str(warm), "--format", "json")
+        assert rc == 3 and out == "", err
+        assert f"{jit.name}: 503 Service Unavailable after 5 attempts" in err
+        assert test_install.installed(other) == before
+        assert cache_problems(warm, world.root) == []
