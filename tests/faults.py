@@ -150,8 +150,9 @@ def cache_problems(cache: Path, www: Path) -> list[str]:
     """Everything wrong with a cache dir after a run against the world served from ``www``.
 
     - no temporary file anywhere (``.tmp-*`` of the HTTP cache, ``*.tmp`` of the wheel cache);
-    - every page / metadata entry's body matches the sha256 and size in its header, and is
-      byte-for-byte a page / a METADATA the server really holds (nothing faulty got in);
+    - every HTTP-cache entry's body matches the sha256 and size in its header, and a page / a
+      METADATA entry is byte-for-byte a page / a METADATA the server really holds (nothing faulty
+      got in);
     - every wheel in ``wheels/sha256/`` hashes to its directory's digest and is the real wheel;
     - every resumable ``wheels/partial/*.part`` is a prefix of the real wheel it belongs to.
     """
@@ -165,12 +166,12 @@ def cache_problems(cache: Path, www: Path) -> list[str]:
             problems.append(f"{rel}: temporary file left behind")
             continue
         top = rel.parts[0]
-        if top in ("pages-v1", "metadata-v1"):
+        if top != "wheels":  # an HttpCache entry (pages-v1, metadata-v1, any later kind): header line + body
             head, _, body = path.read_bytes().partition(b"\n")
             header = json.loads(head)
             if header.get("sha256") != hashlib.sha256(body).hexdigest() or header.get("size") != len(body):
                 problems.append(f"{rel}: body does not match its recorded sha256/size")
-            elif body not in (pages if top == "pages-v1" else metadata):
+            elif top in ("pages-v1", "metadata-v1") and body not in (pages if top == "pages-v1" else metadata):
                 problems.append(f"{rel}: holds bytes the server never served as a {top[:-3]}")
         elif rel.parts[:2] == ("wheels", "sha256"):
             data = path.read_bytes()
