@@ -21,7 +21,7 @@ import pytest
 
 from resolve_gpu_stack.http import HttpFetcher
 
-from faults import PATHS, StoryRun, cache_problems, gzipped, run_cli, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
+from faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, run_cli, story_run
 from server import Fault, IndexServer
 
 OLD = {"pylock.x.toml": b"# the lock from yesterday\n", "constraints.txt": b"# yesterday's constraints\n"}
@@ -256,16 +256,6 @@ def test_missing_torch_page_keeps_the_installed_torch_and_says_why(run: StoryRun
     torch = next(p for p in plan["packages"] if p["name"] == "torch")
     assert (torch["action"], torch["version"]) == ("keep", "2.12.0.dev20260305+cu130")
     assert any("2.12.0.dev20260305+cu130 is kept; it is not on the index any more" in n for n in plan["notes"]), plan["notes"]
-
-
-def test_metadata_naming_another_version_than_the_filename_is_refused(tmp_path: Path, capsys) -> None:
-    with story_run(tmp_path) as run:
-        old_locks(run)
-        name = PATHS.range.rsplit("/", 1)[1]
-        replace_pypi_wheel(run.world, name, wheel_with_metadata(name, b"Metadata-Version: 2.1\nName: numpy\nVersion: 2.2.1\n"))
-        run.world.write(run.srv.url)
-        rc, out, err = run.lock(capsys)
-        assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.range, words=("METADATA says numpy 2.2.1 but the filename says numpy 2.2.0",))
 
 
 # -- https -> http ----------------------------------------------------------------------------------
