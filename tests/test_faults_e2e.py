@@ -191,7 +191,7 @@ GARBAGE = [
     ("page", "not-an-index-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"\x89PNG\r\n\x1a\n" + bytes(200), headers={"Content-Type": "image/png"})]), ("not an index page", "image/png")),
     ("page", "giant-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"<html>" + b" " * (64 * 2**20))]), ("over the 67108864-byte cap",)),
     ("page", "gzip-bomb-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=gzipped(b"<html>" + b" " * (65 * 2**20)), headers={"Content-Encoding": "gzip"})]), ("over the 67108864-byte cap; stopped reading",)),
-    ("metadata", "giant-metadata", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"Name: torch\n" + b" " * (16 * 2**20))]), ("METADATA is", "over the 16777216-byte cap")),
+    ("metadata", "giant-metadata", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"Name: torch\n" + b" " * (16 * 2**20))]), ("METADATA is", "over the 5242880-byte cap")),
     ("metadata", "digest-mismatch", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"Metadata-Version: 2.1\nName: torch\nVersion: 2.12.0.dev20260307+cu130\nRequires-Dist: evil\n")]), ("does not match", "promised by the index page", "nothing was cached")),
     ("page", "redirect-loop", _redirect_loop, ("redirect loop",)),
     ("metadata", "redirect-loop", _redirect_loop, ("redirect loop",)),

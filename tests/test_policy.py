@@ -46,7 +46,7 @@ def test_flashinfer_label_candidates_same_major_not_newer(torch_cuda, labels):
         ("flashinfer-python", RouteContext(cuda="cu130", flashinfer_channel="nightly"), [("flashinfer", "https://flashinfer.ai/whl/nightly/flashinfer-python/")]),
         ("flashinfer-cubin", RouteContext(cuda="cu130"), [("pypi", "https://pypi.example/simple/flashinfer-cubin/"), ("flashinfer", "https://flashinfer.ai/whl/flashinfer-cubin/")]),
         ("numpy", RouteContext(cuda="cu130"), [("pypi", "https://pypi.example/simple/numpy/")]),
-        ("torchtriton", RouteContext(cuda="cu130"), [("pypi", "https://pypi.example/simple/torchtriton/")]),
+        ("torchtriton", RouteContext(cuda="cu130"), [("pytorch", "https://download.pytorch.org/whl/nightly/cu130/torchtriton/")]),
     ],
 )
 def test_routing_sends_each_package_only_to_its_owner(name, ctx, expected):
