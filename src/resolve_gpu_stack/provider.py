@@ -295,7 +295,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return out
 
     # -- prefetching (concurrency for a cold cache) --------------------------------------------
-    CRAWL_THREADS = 16
+    CRAWL_THREADS = 32  # as many as HttpFetcher has connections
 
     def prefetch_closure(self, roots: Sequence[Req]) -> None:
         """Read the pages and METADATA the resolver will most likely ask for, before it asks:

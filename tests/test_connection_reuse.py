@@ -1,0 +1,36 @@
+"""The HTTP client keeps its connection across 304s and 404s (an unread body, however empty,
+would cost a new TCP and TLS handshake per page revalidation). Real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from resolve_gpu_stack.cache import HttpCache
+from resolve_gpu_stack.http import HttpFetcher
+from resolve_gpu_stack.indexes import load_definitions
+
+from server import IndexServer
+from stack_world import build_story_world
+
+
+def test_connections_survive_304_and_404(tmp_path: Path, monkeypatch):
+    world = build_story_world(tmp_path / "www")
+    connects = []
+    real = socket.create_connection
+
+    def counting(*args, **kw):
+        connects.append(args[0])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(socket, "create_connection", counting)
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        defs = load_definitions().with_index_urls(world.index_urls(srv.url))
+        pages = [srv.url + "simple/numpy/", srv.url + "simple/no-such-project/", srv.url + "simple/packaging/"]
+        with HttpFetcher(cache=HttpCache(tmp_path / "cache"), concurrency=1) as fetcher:
+            for _ in range(3):  # 200, 404, 200; then 304, 404, 304; twice
+                for url in pages:
+                    fetcher.fetch_pages([url], index=defs.indexes["pypi"])
+        assert len(srv.log) == 9
+    assert len(connects) == 1
