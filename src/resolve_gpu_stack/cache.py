@@ -4,6 +4,7 @@ Layout under the root (``default_cache_dir()``)::
 
     pages-v1/<aa>/<sha256(key)>       one entry per page and Accept variant
     metadata-v1/<aa>/<sha256(key)>    one entry per wheel (METADATA bytes)
+    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resultcache.py)
 
 ``<aa>`` is the first two hex digits of the file name. Every entry is one file: a single line of
 JSON (the header), a newline, then the body as served. The header holds the key, the body's
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 APP_NAME = "resolve-gpu-stack"
 PAGES = "pages-v1"
 METADATA = "metadata-v1"
+RESULTS = "results-v1"
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -123,6 +125,15 @@ class HttpCache:
 
     def put_metadata(self, url: str, content: bytes, *, metadata_sha256: str | None = None, sha256: str | None = None) -> None:
         self._write(METADATA, self.metadata_key(url, metadata_sha256=metadata_sha256, sha256=sha256), {}, content)
+
+    # -- results -------------------------------------------------------------------------
+    def get_result(self, key: str) -> bytes | None:
+        """A computed result stored under ``key`` (the caller's digest of its inputs), or None."""
+        found = self._read(RESULTS, key)
+        return None if found is None else found[1]
+
+    def put_result(self, key: str, content: bytes) -> None:
+        self._write(RESULTS, key, {}, content)
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, kind: str, key: str) -> Path:

@@ -6,6 +6,7 @@ resolver above it can be driven by any source of pages.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,10 @@ class Fetcher(Protocol):
 # after another, and the provider may crawl a closure from several threads (the finder is safe
 # for that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are
 # only ever called from one thread.
+#
+# A fetcher with a cache may also offer ``load_result(key) -> bytes | None`` and
+# ``save_result(key, data)``: a store for results computed from what it fetched (the resolver
+# keeps its plans there, see resultcache.py).
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +87,9 @@ class Finder:
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
+        self._unparsed: dict[str, tuple[PageResponse, str]] = {}  # read to compare, parsed when asked for
+        self.page_digests: dict[str, tuple[str, str | None]] = {}  # page URL -> (index, body sha256 | None for 404)
+        self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
 
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
@@ -91,7 +99,7 @@ class Finder:
         by_index: dict[str, list[str]] = {}
         for name in names:
             for loc in self.definitions.pages_for(name, ctx):
-                if loc.url not in self._pages:
+                if loc.url not in self._pages and loc.url not in self._unparsed:
                     by_index.setdefault(loc.index, []).append(loc.url)
         batches = [(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()]
         if len(batches) > 1 and getattr(self.fetcher, "concurrent_calls", False):
@@ -103,11 +111,11 @@ class Finder:
         for urls, index in batches:
             self._read(urls, index)
 
-    def _read(self, urls: list[str], index: IndexDefinition) -> None:
+    def _read(self, urls: list[str], index: IndexDefinition, *, parse: bool = True) -> None:
         for url in urls:
             if url in self._failed:
                 raise self._failed[url]
-        mine, others = self._claim("page ", urls, self._pages)
+        mine, others = self._claim("page ", [u for u in urls if u not in self._unparsed], self._pages)
         try:
             if mine:
                 try:
@@ -120,14 +128,19 @@ class Finder:
                     resp = responses.get(url)
                     if resp is None:
                         raise CrawlError(url, "the fetcher returned no answer for this page")
-                    self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+                    digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
+                    self.page_digests[url] = (index.name, digest)
+                    if parse:
+                        self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+                    else:
+                        self._unparsed[url] = (resp, index.name)
         finally:
             self._release("page ", mine)
         for event in others:
             event.wait()
-        missing = [url for url in urls if url not in self._pages]
+        missing = [url for url in urls if url not in self._pages and url not in self._unparsed]
         if missing and others:  # another thread's batch failed: read them here, for the real error
-            self._read(missing, index)
+            self._read(missing, index, parse=parse)
 
     def _claim(self, kind: str, keys: Iterable[str], done: Mapping[str, object]) -> tuple[list[str], list[threading.Event]]:
         """Split ``keys`` into those this thread fetches and events of those another thread is fetching."""
@@ -155,8 +168,42 @@ class Finder:
     def page(self, location: PageLocation) -> ParsedPage | None:
         """The parsed page, or None when the index answered 404."""
         if location.url not in self._pages:
-            self._read([location.url], self.definitions.indexes[location.index])
+            unparsed = self._unparsed.get(location.url)
+            if unparsed is not None:
+                resp, index = unparsed
+                self._pages[location.url] = parse_page(resp.page, index=index) if resp.page is not None else None
+                self._unparsed.pop(location.url, None)
+            else:
+                self._read([location.url], self.definitions.indexes[location.index])
         return self._pages[location.url]
+
+    def unchanged(self, pages: Iterable[tuple[str, str, str | None]], metadata: Iterable[tuple[IndexFile, str]]) -> bool:
+        """Whether every page ``(index, url, sha256 or None for 404)`` still has that body, asking
+        the index again (conditional requests, one round for all), and every wheel's METADATA
+        still has that sha256 (from the fetcher's cache, verified there). What is read here is
+        kept: parsed later if the resolver asks for it."""
+        wanted: dict[str, str | None] = {}
+        by_index: dict[str, list[str]] = {}
+        for index, url, digest in pages:
+            if index not in self.definitions.indexes:
+                return False
+            wanted[url] = digest
+            if url not in self.page_digests:
+                by_index.setdefault(index, []).append(url)
+        batches = [(urls, self.definitions.indexes[index]) for index, urls in by_index.items()]
+        if len(batches) > 1 and getattr(self.fetcher, "concurrent_calls", False):
+            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
+                futures = [pool.submit(self._read, urls, index, parse=False) for urls, index in batches]
+            for future in futures:
+                future.result()
+        else:
+            for urls, index in batches:
+                self._read(urls, index, parse=False)
+        if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
+            return False
+        files = list(metadata)
+        self.prefetch_metadata(f for f, _ in files)
+        return all(self.metadata_digests.get(f.url, (f, None))[1] == digest for f, digest in files)
 
     def offers(self, name: str, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
         """Every file the owning index(es) offer for ``name``, and what each page said."""
@@ -211,6 +258,7 @@ class Finder:
                 for url in mine:
                     if url in raw:
                         self._metadata[url] = self._checked(todo[url], raw[url])
+                        self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
         finally:
             self._release("metadata ", mine)
         for event in others:

@@ -191,6 +191,14 @@ class HttpFetcher:
             self._say(f"reading the metadata of {len(todo)} wheels")
         return self._run_all({f.url: (lambda f=f: self._fetch_metadata(f)) for f in todo})
 
+    def load_result(self, key: str) -> bytes | None:
+        """A result a resolver stored in this fetcher's cache (``finder.Fetcher``), or None."""
+        return self.cache.get_result(key) if self.cache else None
+
+    def save_result(self, key: str, data: bytes) -> None:
+        if self.cache:
+            self.cache.put_result(key, data)
+
     def close(self) -> None:
         with self._pool_lock:
             pool, self._pool = self._pool, None

@@ -77,6 +77,23 @@ class _Torch:
 
 
 def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
+    """The plan for ``request``. With a fetcher that stores results, a plan computed earlier
+    from the same inputs is returned when every page and METADATA file it came from is
+    unchanged (see resultcache.py)."""
+    from . import resultcache
+
+    key = resultcache.result_key(request, defs) if hasattr(finder.fetcher, "load_result") else None
+    if key is not None:
+        plan = resultcache.reuse(finder, key)
+        if plan is not None:
+            return plan
+    plan = _resolve(request, finder, defs)
+    if key is not None:
+        resultcache.remember(finder, key, plan)
+    return plan
+
+
+def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
     target = request.target
     torch = _torch_request(request)
     ctx = RouteContext(
