@@ -1,0 +1,378 @@
+"""The benchmark's worlds: story 1 at realistic size, served from disk by ``tests/server.py``.
+
+Built on ``tests/world.py`` (the same page dialects the resolver tests use) with real wheels for
+every row; only the padding inside the large wheels of the metadata world is a sparse hole.
+
+- ``build_story(root)``: the PyTorch nightly cu130 ``torch/`` page with 60 dates x 7 Pythons x 3
+  platforms (1,260 rows, PEP 658 sidecars), triton, FlashInfer's pages, and a PyPI (PEP 691 JSON)
+  with torch's era-3 closure and flashinfer-python 0.6.5's, several versions and many platform
+  wheels per package.
+- ``build_metadata_world(root, big=...)``: a smaller story whose torch and jit-cache wheels are
+  ``big`` bytes each (METADATA near the end) and whose torch page has no ``.metadata`` sidecar for
+  every other date (the newest included).
+- ``pytorch_page_body(rows)`` / ``pypi_json_body(files)``: page bodies for the parsing figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import sys
+import zlib
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from packaging.utils import canonicalize_name  # noqa: E402
+
+from wheels import BuiltWheel, build_wheel, metadata_text  # noqa: E402
+from world import World, _Entry, _pytorch_page  # noqa: E402
+
+CUDA = "cu130"
+TRITON = "3.7.0+git9c288bc5"
+NEWEST = date(2026, 3, 7)
+X86 = "manylinux_2_28_x86_64"
+ARM = "manylinux_2_28_aarch64"
+TORCH_PYTHONS = ("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313", "cp313-cp313t", "cp314-cp314", "cp314-cp314t")
+TORCH_PLATFORMS = (ARM, X86, "win_amd64")
+FI_VERSION = "0.6.5"
+FI_VERSIONS = ("0.5.0", "0.5.1", "0.5.2", "0.5.3", "0.6.0", "0.6.1", "0.6.2", "0.6.3", "0.6.4", "0.6.5")
+
+# torch nightly cu130, era 3 (indexes.md 1.8): cuda-toolkit metapackage + four -cu13 pins + triton
+TORCH_REQUIRES = [
+    "filelock",
+    "typing-extensions>=4.10.0",
+    "setuptools>=77.0.3",
+    "sympy>=1.13.3",
+    "networkx>=2.5.1",
+    "jinja2",
+    "fsspec>=0.8.5",
+    "cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; platform_system == \"Linux\"",
+    "cuda-bindings<14,>=13.0.3; platform_system == \"Linux\" and python_version < \"3.15\"",
+    "nvidia-cudnn-cu13==9.19.0.56; platform_system == \"Linux\"",
+    "nvidia-cusparselt-cu13==0.8.1; platform_system == \"Linux\"",
+    "nvidia-nccl-cu13==2.29.7; platform_system == \"Linux\"",
+    "nvidia-nvshmem-cu13==3.4.5; platform_system == \"Linux\"",
+    f"triton=={TRITON}; platform_system == \"Linux\"",
+    "optree>=0.13.0; extra == \"optree\"",
+    "opt-einsum>=3.3; extra == \"opt-einsum\"",
+    "pyyaml; extra == \"pyyaml\"",
+]
+# flashinfer-python 0.6.x (flashinfer.md 1b), plus cuda-python as the brief asks
+FI_REQUIRES = [
+    "apache-tvm-ffi!=0.1.8,!=0.1.8.post0,<0.2,>=0.1.6",
+    "click",
+    "cuda-python",
+    "einops",
+    "ninja",
+    "numpy",
+    "nvidia-cudnn-frontend>=1.13.0",
+    "nvidia-cutlass-dsl>=4.3.4",
+    "nvidia-ml-py",
+    "packaging>=24.2",
+    "requests",
+    "tabulate",
+    "torch",
+    "tqdm",
+]
+# cuda-toolkit 13.0.2's extras -> the nvidia runtime wheels
+TOOLKIT = {
+    "cublas": ("nvidia-cublas", "13.1.0.3"),
+    "cudart": ("nvidia-cuda-runtime", "13.0.96"),
+    "cufft": ("nvidia-cufft", "12.0.0.61"),
+    "cufile": ("nvidia-cufile", "1.15.1.6"),
+    "cupti": ("nvidia-cuda-cupti", "13.0.85"),
+    "curand": ("nvidia-curand", "10.4.0.35"),
+    "cusolver": ("nvidia-cusolver", "12.0.4.66"),
+    "cusparse": ("nvidia-cusparse", "12.6.3.3"),
+    "nvjitlink": ("nvidia-nvjitlink", "13.0.88"),
+    "nvrtc": ("nvidia-cuda-nvrtc", "13.0.88"),
+    "nvtx": ("nvidia-nvtx", "13.0.85"),
+}
+
+
+@dataclass(frozen=True)
+class Pkg:
+    """A PyPI project: newest version, how many versions, kind of wheels, and its requirements."""
+
+    name: str
+    newest: str
+    count: int = 8
+    kind: str = "pure"  # pure | binary (cp310..cp314 x many platforms) | nvidia (py3-none-<platform>)
+    requires: tuple[str, ...] = ()
+    requires_python: str | None = ">=3.9"
+    old_requires_python: str | None = None  # for versions but the two newest (networkx, numpy)
+    pinned: dict[str, tuple[str, ...]] = field(default_factory=dict)  # version -> requires
+
+
+def _pypi_packages() -> list[Pkg]:
+    win = "platform_system == \"Windows\""
+    pkgs = [
+        Pkg("filelock", "3.20.0", 12),
+        Pkg("typing-extensions", "4.15.0", 12),
+        Pkg("setuptools", "80.9.0", 14),
+        Pkg("sympy", "1.14.0", 8, requires=("mpmath<1.4,>=1.1.0",)),
+        Pkg("mpmath", "1.3.0", 6),
+        Pkg("networkx", "3.5", 10, requires_python=">=3.11", old_requires_python=">=3.10"),
+        Pkg("jinja2", "3.1.6", 10, requires=("MarkupSafe>=2.0",)),
+        Pkg("markupsafe", "3.0.3", 8, kind="binary"),
+        Pkg("fsspec", "2025.9.0", 12),
+        Pkg("cuda-bindings", "13.0.3", 8, kind="binary", requires=("cuda-pathfinder~=1.1",)),
+        Pkg("cuda-pathfinder", "1.3.0", 8),
+        Pkg("cuda-python", "13.0.3", 8, requires=("cuda-bindings~=13.0.3", "cuda-pathfinder~=1.1")),
+        Pkg("nvidia-cudnn-cu13", "9.19.0.56", 6, kind="nvidia", requires=("nvidia-cublas",)),
+        Pkg("nvidia-cusparselt-cu13", "0.8.1", 4, kind="nvidia"),
+        Pkg("nvidia-nccl-cu13", "2.29.7", 6, kind="nvidia"),
+        Pkg("nvidia-nvshmem-cu13", "3.4.5", 5, kind="nvidia"),
+        Pkg("apache-tvm-ffi", "0.1.9", 9, kind="binary", requires=("typing-extensions>=4.5",)),
+        Pkg("click", "8.3.0", 12, requires=(f"colorama; {win}",)),
+        Pkg("colorama", "0.4.6", 6),
+        Pkg("einops", "0.8.1", 8),
+        Pkg("ninja", "1.13.0", 10, kind="binary"),
+        Pkg("numpy", "2.3.4", 14, kind="binary", requires_python=">=3.11", old_requires_python=">=3.10"),
+        Pkg("nvidia-cudnn-frontend", "1.15.0", 8, kind="binary"),
+        Pkg("nvidia-cutlass-dsl", "4.3.4", 6, kind="binary", requires=("nvidia-cutlass-dsl-libs-base==4.3.4", "numpy", "typing-extensions", "cuda-python>=12.8")),
+        Pkg("nvidia-cutlass-dsl-libs-base", "4.3.4", 6, kind="binary"),
+        Pkg("nvidia-ml-py", "13.580.82", 8),
+        Pkg("packaging", "25.0", 10),
+        Pkg("requests", "2.32.5", 12, requires=("charset_normalizer<4,>=2", "idna<4,>=2.5", "urllib3<3,>=1.21.1", "certifi>=2017.4.17")),
+        Pkg("charset-normalizer", "3.4.3", 8, kind="binary"),
+        Pkg("idna", "3.10", 8),
+        Pkg("urllib3", "2.5.0", 10),
+        Pkg("certifi", "2025.8.3", 12),
+        Pkg("tabulate", "0.9.0", 5),
+        Pkg("tqdm", "4.67.1", 12, requires=(f"colorama; {win}",)),
+        Pkg("optree", "0.17.0", 6, kind="binary"),
+        Pkg("flashinfer-cubin", FI_VERSION, 0),  # versions: FI_VERSIONS
+        Pkg("flashinfer-python", FI_VERSION, 0, requires=tuple(FI_REQUIRES), requires_python=">=3.10"),
+    ]
+    toolkit_extras = tuple(f"{n}=={v}; extra == \"{e}\"" for e, (n, v) in TOOLKIT.items())
+    pkgs.append(Pkg("cuda-toolkit", "13.0.2", 6, requires=toolkit_extras))
+    deps = {"nvidia-cusolver": ("nvidia-cublas", "nvidia-nvjitlink", "nvidia-cusparse"), "nvidia-cusparse": ("nvidia-nvjitlink",), "nvidia-cufft": ("nvidia-nvjitlink",)}
+    for name, v in TOOLKIT.values():
+        pkgs.append(Pkg(name, v, 5, kind="nvidia", requires=deps.get(name, ())))
+    return pkgs
+
+
+def older_versions(newest: str, count: int) -> list[str]:
+    """``newest`` and ``count - 1`` plausible older versions (patch, then minor, counted down)."""
+    parts = [int(p) for p in newest.split(".")]
+    out = []
+    while len(out) < count:
+        out.append(".".join(map(str, parts)))
+        i = len(parts) - 1
+        while i > 0 and parts[i] == 0:
+            parts[i] = 5
+            i -= 1
+        parts[i] -= 1
+        if parts[0] < 0:
+            break
+    return out
+
+
+BINARY_PYTHONS = ("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313", "cp314-cp314")
+BINARY_PLATFORMS = ("manylinux_2_17_x86_64.manylinux2014_x86_64", "manylinux_2_17_aarch64.manylinux2014_aarch64", "musllinux_1_2_x86_64", "macosx_11_0_arm64", "win_amd64")
+NVIDIA_PLATFORMS = ("manylinux_2_27_x86_64", "manylinux_2_28_aarch64", "win_amd64")
+
+
+def _tags(kind: str) -> list[str]:
+    if kind == "binary":
+        return [f"{py}-{plat}" for py in BINARY_PYTHONS for plat in BINARY_PLATFORMS]
+    if kind == "nvidia":
+        return [f"py3-none-{plat}" for plat in NVIDIA_PLATFORMS]
+    return ["py3-none-any"]
+
+
+@dataclass
+class Story:
+    world: World
+    torch: str  # the newest nightly, installed on the target
+    pins: dict[str, str]  # the answer uv is given: torch + the FlashInfer trio
+    big: dict[str, int] = field(default_factory=dict)  # rel path -> size of the large wheels
+
+    def uv_requirements(self) -> str:
+        return "".join(f"{n}=={v}\n" for n, v in self.pins.items())
+
+
+def torch_dates(days: int) -> list[str]:
+    return [(NEWEST - timedelta(days=i)).strftime("%Y%m%d") for i in range(days)]
+
+
+def build_story(root: Path, *, days: int = 60, pythons: tuple[str, ...] = TORCH_PYTHONS, big: int = 0, half_sidecars: bool = False) -> Story:
+    """Story 1's world; see the module docstring. ``big`` > 0 makes the metadata world."""
+    w = World(root)
+    sizes: dict[str, int] = {}
+    for i, day in enumerate(torch_dates(days)):
+        v = f"2.12.0.dev{day}+{CUDA}"
+        sidecar = not (half_sidecars and i % 2 == 0)  # newest date (i == 0) has none
+        for py in pythons:
+            for plat in TORCH_PLATFORMS:
+                tag = f"{py}-{plat}"
+                large = big and py == "cp312-cp312" and plat in (X86, ARM) and i < 3
+                if large:
+                    wheel = sparse_wheel(root / f"whl/nightly/{CUDA}", "torch", v, tag, TORCH_REQUIRES, big, requires_python=">=3.10")
+                    _add_pytorch(w, wheel, f"whl/nightly/{CUDA}/", sidecar)
+                    sizes[f"whl/nightly/{CUDA}/{wheel.filename}"] = wheel.size
+                else:
+                    w.pytorch("torch", v, tag=tag, variant=CUDA, requires=TORCH_REQUIRES, requires_python=">=3.10", sidecar=sidecar)
+    for py in ("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313", "cp314-cp314"):
+        for plat in (X86, ARM):
+            w.pytorch("triton", TRITON, tag=f"{py}-{plat}", variant=CUDA, at_root=True, requires_python=">=3.10")
+
+    for pkg in _pypi_packages():
+        versions = list(FI_VERSIONS[::-1]) if pkg.name.startswith("flashinfer-") else older_versions(pkg.newest, pkg.count)
+        for j, v in enumerate(versions):
+            rp = pkg.requires_python if j < 2 or pkg.old_requires_python is None else pkg.old_requires_python
+            for tag in _tags(pkg.kind):
+                w.pypi(pkg.name, v, tag=tag, requires=list(pkg.requires), requires_python=rp, upload_time=f"2026-0{1 + j % 3}-1{j % 10}T08:00:00Z")
+    for v in FI_VERSIONS:
+        for label in ("cu128", "cu129", "cu130"):
+            for arch in (X86, ARM):
+                page = f"{label}/flashinfer-jit-cache"
+                if big and label == CUDA and v in ("0.6.4", "0.6.5"):
+                    wheel = sparse_wheel(root / f"releases/download/v{v}", "flashinfer-jit-cache", f"{v}+{label}", f"cp39-abi3-{arch}", [], big // 2, hashed=True)
+                    w._add(f"fi/{page}/", "flashinfer", _Entry(wheel, f"releases/download/v{v}/{wheel.filename}", absolute=True))
+                    sizes[f"releases/download/v{v}/{wheel.filename}"] = wheel.size
+                else:
+                    w.flashinfer("flashinfer-jit-cache", f"{v}+{label}", tag=f"cp39-abi3-{arch}", page=page)
+    pins = {"torch": f"2.12.0.dev{torch_dates(1)[0]}+{CUDA}", "flashinfer-python": FI_VERSION, "flashinfer-cubin": FI_VERSION, "flashinfer-jit-cache": f"{FI_VERSION}+{CUDA}"}
+    return Story(world=w, torch=pins["torch"], pins=pins, big=sizes)
+
+
+def _add_pytorch(w: World, wheel: BuiltWheel, wheel_dir: str, sidecar: bool) -> None:
+    if sidecar:
+        (w.root / wheel_dir / (wheel.filename + ".metadata")).write_bytes(wheel.metadata)
+    page = f"whl/nightly/{CUDA}/{canonicalize_name('torch')}/"
+    w._add(page, "pytorch", _Entry(wheel, wheel_dir + wheel.filename, sidecar=sidecar))
+
+
+# -- large wheels as sparse files ----------------------------------------------------------------
+_ZERO = bytes(16 * 2**20)
+_zero_crc: dict[int, int] = {}
+_zero_sha: dict[int, str] = {}
+
+
+def _crc_and_record_hash(size: int) -> tuple[int, str]:
+    if size not in _zero_crc:
+        crc, h = 0, hashlib.sha256()
+        left = size
+        while left:
+            chunk = _ZERO[: min(left, len(_ZERO))]
+            crc = zlib.crc32(chunk, crc)
+            h.update(chunk)
+            left -= len(chunk)
+        import base64
+
+        _zero_crc[size] = crc
+        _zero_sha[size] = "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+    return _zero_crc[size], _zero_sha[size]
+
+
+def sparse_wheel(directory: Path, name: str, version: str, tag: str, requires: list[str], size: int, *, requires_python: str | None = None, hashed: bool = False) -> BuiltWheel:
+    """A real wheel of about ``size`` bytes: a stored member of zeros (a hole on disk) first, then
+    the package, METADATA, WHEEL and RECORD, then the central directory, so METADATA sits in the
+    last few KB, as in real wheels. ``hashed``: compute the file's sha256 (FlashInfer pages show it).
+    """
+    dist = canonicalize_name(name).replace("-", "_")
+    filename = f"{dist}-{version}-{tag}.whl"
+    info = f"{dist}-{version}.dist-info"
+    meta = metadata_text(name, version, requires, requires_python)
+    pad_name = f"{dist}/_data.bin"
+    crc, pad_hash = _crc_and_record_hash(size)
+    members = {
+        f"{dist}/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        f"{info}/METADATA": meta,
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: resolve-gpu-stack-bench\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(),
+    }
+    import base64
+
+    def rec(data: bytes) -> str:
+        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+    record = f"{pad_name},{pad_hash},{size}\n" + "".join(f"{p},{rec(d)},{len(d)}\n" for p, d in members.items()) + f"{info}/RECORD,,\n"
+    members[f"{info}/RECORD"] = record.encode()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / filename
+    central = []
+    with open(path, "wb") as fh:
+        # the padding member, stored, written as a hole
+        name_b = pad_name.encode()
+        fh.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0x21, crc, size, size, len(name_b), 0) + name_b)
+        central.append((name_b, 0, 0, crc, size, size, 0))
+        fh.seek(size, os.SEEK_CUR)
+        for member, data in members.items():
+            offset = fh.tell()
+            comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+            packed = comp.compress(data) + comp.flush()
+            crc_m = zlib.crc32(data)
+            name_b = member.encode()
+            fh.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0x21, crc_m, len(packed), len(data), len(name_b), 0) + name_b + packed)
+            central.append((name_b, offset, 8, crc_m, len(packed), len(data), 0))
+        cd_start = fh.tell()
+        for name_b, offset, method, crc_m, csize, usize, _ in central:
+            fh.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21, crc_m, csize, usize, len(name_b), 0, 0, 0, 0, 0o644 << 16, offset) + name_b)
+        cd_size = fh.tell() - cd_start
+        fh.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(central), len(central), cd_size, cd_start, 0))
+        total = fh.tell()
+    sha = _file_sha256(path) if hashed else ""
+    return BuiltWheel(path=path, filename=filename, sha256=sha, size=total, metadata=meta)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(16 * 2**20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# -- page bodies for the parsing figures -----------------------------------------------------------
+def pytorch_page_body(rows: int = 1300) -> bytes:
+    """A nightly ``torch/`` page in PyTorch's template (absolute R2-style hrefs, PEP 658 twins)."""
+    entries = []
+    days = -(-rows // (len(TORCH_PYTHONS) * len(TORCH_PLATFORMS)))
+    for day in torch_dates(days):
+        v = f"2.12.0.dev{day}+{CUDA}"
+        for py in TORCH_PYTHONS:
+            for plat in TORCH_PLATFORMS:
+                fn = f"torch-{v}-{py}-{plat}.whl"
+                meta = f"{fn}\n".encode()
+                fake = BuiltWheel(path=Path(fn), filename=fn, sha256="", size=0, metadata=meta)
+                entries.append(_Entry(fake, f"whl/nightly/{CUDA}/{fn}"))
+    text = _pytorch_page("torch", entries[:rows])
+    return text.replace('href="/whl/', 'href="https://download-r2.pytorch.example/whl/').encode()
+
+
+def pypi_json_body(files: int = 5000) -> bytes:
+    """A PEP 691 project page shaped like PyPI's (hashes, requires-python, size, upload-time, yanked,
+    core-metadata), ``files`` wheels of a binary project across versions and platforms."""
+    out = []
+    tags = _tags("binary") + ["cp313-cp313t-manylinux_2_17_x86_64.manylinux2014_x86_64", "cp314-cp314t-win_amd64", "pp310-pypy310_pp73-manylinux_2_17_x86_64.manylinux2014_x86_64"]
+    need = files // len(tags) + 1
+    versions = [f"{major}.{minor}.{patch}" for major in (2, 1) for minor in range(30, -1, -1) for patch in range(9, -1, -1)][:need]
+    for v in versions:
+        for tag in tags:
+            fn = f"numpy-{v}-{tag}.whl"
+            digest = hashlib.sha256(fn.encode()).hexdigest()
+            out.append({
+                "core-metadata": {"sha256": hashlib.sha256(digest.encode()).hexdigest()},
+                "data-dist-info-metadata": {"sha256": hashlib.sha256(digest.encode()).hexdigest()},
+                "filename": fn,
+                "hashes": {"sha256": digest},
+                "provenance": None,
+                "requires-python": ">=3.10",
+                "size": 16_000_000 + len(out),
+                "upload-time": "2025-06-07T12:34:56.789012Z",
+                "url": f"https://files.pypi.example/packages/{digest[:2]}/{digest[2:4]}/{digest[4:]}/{fn}",
+                "yanked": False,
+            })
+            if len(out) == files:
+                break
+        if len(out) == files:
+            break
+    return json.dumps({"meta": {"api-version": "1.1", "_last-serial": 1}, "name": "numpy", "versions": versions, "files": out}, indent=1).encode()

@@ -1,0 +1,501 @@
+"""The benchmark (issue 6): the resolver side by side with `uv pip compile`, on loopback worlds.
+
+    python bench/run.py            full run (a few minutes on 2 cores)
+    python bench/run.py --quick    CI: every measurement once or twice, small wheels (< 1 minute)
+
+No network: it builds its worlds (benchworld.py) under a temporary directory, serves them with
+tests/server.py on 127.0.0.1, runs every measurement in a subprocess (bench/worker.py, or uv),
+prints a table of medians and writes every figure to bench/results/latest.json. Peak memory is
+each subprocess's ``ru_maxrss`` as reported by ``os.wait4``.
+
+Exit status: 0 when every measurement ran and its sanity checks held (our plan and uv's are the
+same closure; no wheel was downloaded whole); 1 otherwise. Speed targets are reported, never
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from benchworld import CUDA, Story, build_story  # noqa: E402
+from server import IndexServer  # noqa: E402
+
+PY = sys.executable
+TARGET = ("3.12", "x86_64-manylinux_2_28")
+SCALE_TARGETS = [(py, f"{arch}-manylinux_2_28") for py in ("3.10", "3.11", "3.12") for arch in ("x86_64", "aarch64")]
+
+
+@dataclass
+class Proc:
+    wall: float
+    cpu: float  # user + system seconds of the process
+    maxrss_mb: float
+    rc: int
+    out: str
+    err: str
+
+
+PROC_ENV: dict[str, str] = {}  # set in main(): where the children keep their bytecode
+
+
+def run_measured(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300) -> Proc:
+    """Run ``cmd``; its wall time and peak RSS (``ru_maxrss`` of that process, via ``wait4``)."""
+    env = {**(env if env is not None else os.environ), **PROC_ENV}
+    if "PYTHONPYCACHEPREFIX" in PROC_ENV:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
+        deadline = t + timeout
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                p.kill()
+                pid, status, usage = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.002)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        rss = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 2**20
+        cpu = usage.ru_utime + usage.ru_stime
+        return Proc(wall, cpu, rss, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+
+
+def worker(job: dict) -> tuple[dict, Proc]:
+    proc = run_measured([PY, str(HERE / "worker.py"), json.dumps(job)])
+    if proc.rc != 0:
+        raise RuntimeError(f"worker {job['job']} failed ({proc.rc}):\n{proc.err[-3000:]}")
+    return json.loads(proc.out.strip().splitlines()[-1]), proc
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
+        self.args = args
+        self.tmp = tmp
+        self.repeat = args.repeat or (2 if args.quick else 5)
+        self.results: dict = {"quick": args.quick, "repeat": self.repeat, "machine": _machine()}
+        self.failures: list[str] = []
+        self.uv = _find_uv()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def fresh(self, prefix: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp))
+
+    def ours(self, srv: IndexServer, story: Story, cache: Path, targets=None) -> dict:
+        """The command a user runs: `resolve` for one target, `lock` with a config for several."""
+        exe = cli_command()
+        indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
+        if targets is None:
+            cmd = [*exe, "resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}",
+                   *[a for n, u in indexes.items() for a in ("--index", f"{n}={u}")], "--cache-dir", str(cache), "--format", "json", "-q"]
+            work = None
+        else:
+            work = self.fresh("lock-")
+            (work / "gpu-stack.toml").write_text(lock_config(targets, story, indexes))
+            cmd = [*exe, "lock", "--config", str(work / "gpu-stack.toml"), "--cache-dir", str(cache), "-q"]
+        n0, b0 = len(srv.log), srv.bytes_sent
+        proc = run_measured(cmd, cwd=work)
+        if proc.rc != 0:
+            raise RuntimeError(f"{' '.join(cmd[1:3])} failed ({proc.rc}):\n{proc.err[-3000:]}")
+        log = srv.log[n0:]
+        if work is None:
+            plans = [{p["name"]: p["version"] for p in json.loads(proc.out)["packages"]}]
+        else:
+            plans = [read_constraints(work / f"{name}.txt") for name in target_names(targets)]
+        return {
+            "wall": proc.wall,
+            "cpu": proc.cpu,
+            "requests": len(log),
+            "bytes": srv.bytes_sent - b0,
+            "maxrss_mb": proc.maxrss_mb,
+            "not_modified_asked": sum(1 for m, path, h in log if "If-None-Match" in h),
+            "plans": plans,
+        }
+
+    def inprocess(self, srv: IndexServer, story: Story, cache: Path | None, targets=None) -> dict:
+        """bench/worker.py: resolve() in-process, for the breakdown (imports vs resolving) and the
+        bytes spent on pages vs METADATA."""
+        targets = targets or [TARGET]
+        job = {"job": "resolve", "base": srv.url, "cache": str(cache) if cache else None, "targets": [[py, plat, [f"torch=={story.torch}"]] for py, plat in targets]}
+        n0, b0 = len(srv.log), srv.bytes_sent
+        out, proc = worker(job)
+        log = srv.log[n0:]
+        return {
+            "wall": proc.wall,
+            "cpu": proc.cpu,
+            "resolve": out["resolve_seconds"],
+            "imports": out["import_seconds"],
+            "startup": proc.wall - out["resolve_seconds"],
+            "per_target": out["per_target_seconds"],
+            "requests": len(log),
+            "bytes": srv.bytes_sent - b0,
+            "maxrss_mb": proc.maxrss_mb,
+            "page_bytes": out["page_bytes"],
+            "metadata_bytes": out["metadata_bytes"],
+            "metadata_files": out["metadata_files"],
+            "cache_hits": out["cache_hits"],
+            "client_full_downloads": out["full_downloads"],
+            "server_full_downloads": sum(1 for m, path, h in log if path.split("?")[0].endswith(".whl") and "Range" not in h and "range" not in h),
+            "plans": [p["packages"] for p in out["plans"]],
+            "urls": [p["urls"] for p in out["plans"]],
+        }
+
+    def uv_compile(self, srv: IndexServer, story: Story, cache: Path) -> dict:
+        work = self.fresh("uv-")
+        (work / "requirements.in").write_text(story.uv_requirements())
+        cmd = uv_command(self.uv, srv.url, work)
+        env = dict(os.environ, UV_CACHE_DIR=str(cache), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", NO_COLOR="1")
+        n0, b0 = len(srv.log), srv.bytes_sent
+        proc = run_measured(cmd, env=env, cwd=work)
+        if proc.rc != 0:
+            raise RuntimeError(f"uv pip compile failed ({proc.rc}):\n{proc.err[-3000:]}")
+        pins = {}
+        for line in (work / "requirements.txt").read_text().splitlines():
+            if line and not line.startswith((" ", "#")) and "==" in line:
+                name, _, version = line.partition("==")
+                pins[name.strip()] = version.strip()
+        return {"wall": proc.wall, "cpu": proc.cpu, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "maxrss_mb": proc.maxrss_mb, "packages": pins}
+
+    def check_same_closure(self, ours: dict, uv: dict, where: str) -> None:
+        mine = ours["plans"][0]
+        if mine != uv["packages"]:
+            only_ours = sorted(set(mine.items()) - set(uv["packages"].items()))
+            only_uv = sorted(set(uv["packages"].items()) - set(mine.items()))
+            self.failures.append(f"{where}: our plan and uv's differ: ours only {only_ours}, uv only {only_uv}")
+
+    # -- measurements --------------------------------------------------------------------------
+    def parsing(self) -> None:
+        reps = 3 if self.args.quick else 7
+        out = {}
+        for kind, size in (("pytorch", 1300), ("json", 5000)):
+            fig, proc = worker({"job": "parse", "kind": kind, "size": size, "repeat": reps})
+            fig["maxrss_mb"] = proc.maxrss_mb
+            out[kind] = fig
+            say(f"parse {kind}: {fig['rows']} rows, {fig['bytes'] / 2**20:.2f} MB in {fig['seconds'] * 1000:.1f} ms")
+        self.results["parse"] = out
+
+    def cold_and_uv(self, srv: IndexServer, story: Story) -> None:
+        for latency in (0.0, 0.05):
+            srv.latency = latency
+            ours, uv = [], []
+            for i in range(self.repeat):
+                ours.append(self.ours(srv, story, self.fresh("cache-")))
+                uv.append(self.uv_compile(srv, story, self.fresh("uvcache-")))
+                say(f"cold {latency * 1000:.0f} ms #{i + 1}: ours {ours[-1]['wall']:.3f} s ({ours[-1]['requests']} req), uv {uv[-1]['wall']:.3f} s ({uv[-1]['requests']} req)")
+            self.check_same_closure(ours[0], uv[0], f"cold at {latency * 1000:.0f} ms")
+            inproc = self.inprocess(srv, story, self.fresh("cache-"))
+            if inproc["plans"][0] != ours[0]["plans"][0]:
+                self.failures.append(f"cold at {latency * 1000:.0f} ms: resolve() in-process and the CLI disagree")
+            key = f"cold_{int(latency * 1000)}ms"
+            self.results[key] = {"ours": _summary(ours), "uv": _summary(uv), "inprocess": _summary([inproc]), "closure": len(ours[0]["plans"][0]), "ratio_wall": med([o["wall"] for o in ours]) / med([u["wall"] for u in uv])}
+        srv.latency = 0.0
+
+    def warm(self, srv: IndexServer, story: Story) -> None:
+        for latency in (0.0, 0.05):
+            srv.latency = latency
+            cache = self.fresh("cache-")
+            first = self.ours(srv, story, cache)  # fills the cache
+            runs = [self.ours(srv, story, cache) for _ in range(self.repeat)]
+            uvcache = self.fresh("uvcache-")
+            self.uv_compile(srv, story, uvcache)
+            uv = [self.uv_compile(srv, story, uvcache) for _ in range(self.repeat)]
+            if runs[0]["plans"] != first["plans"]:
+                self.failures.append(f"warm at {latency * 1000:.0f} ms: the plan from the cache differs from the cold plan")
+            inproc = self.inprocess(srv, story, cache)
+            key = f"warm_{int(latency * 1000)}ms"
+            self.results[key] = {"ours": _summary(runs), "uv": _summary(uv), "inprocess": _summary([inproc])}
+            say(f"warm {latency * 1000:.0f} ms: ours {med([r['wall'] for r in runs]):.3f} s ({runs[0]['requests']} req, {runs[0]['not_modified_asked']} conditional), uv {med([u['wall'] for u in uv]):.3f} s")
+        srv.latency = 0.0
+        for lat in (0, 50):
+            cold = self.results.get(f"cold_{lat}ms")
+            if cold:
+                warm = self.results[f"warm_{lat}ms"]
+                warm["ratio_to_cold_wall"] = warm["ours"]["wall"] / cold["ours"]["wall"]
+                warm["ratio_to_cold_resolve"] = warm["inprocess"]["resolve"] / cold["inprocess"]["resolve"]
+
+    def scale(self, srv: IndexServer, story: Story) -> None:
+        for latency in (0.0, 0.05):
+            srv.latency = latency
+            one, six = [], []
+            for _ in range(self.repeat if latency == 0 or not self.args.quick else 1):
+                one.append(self.ours(srv, story, self.fresh("cache-"), targets=[TARGET]))
+                six.append(self.ours(srv, story, self.fresh("cache-"), targets=SCALE_TARGETS))
+            key = f"scale_{int(latency * 1000)}ms"
+            torch_versions = {p.get("torch") for p in six[0]["plans"]}
+            if len(six[0]["plans"]) != 6 or torch_versions != {story.torch}:
+                self.failures.append(f"scale: expected 6 plans keeping torch {story.torch}, got {len(six[0]['plans'])} with {torch_versions}")
+            self.results[key] = {
+                "one": _summary(one),
+                "six": _summary(six),
+                "ratio_wall": med([s["wall"] for s in six]) / med([o["wall"] for o in one]),
+                "ratio_cpu": med([s["cpu"] for s in six]) / med([o["cpu"] for o in one]),
+            }
+            say(f"scale {latency * 1000:.0f} ms: 1 target {med([o['wall'] for o in one]):.3f} s, 6 targets {med([s['wall'] for s in six]):.3f} s")
+        srv.latency = 0.0
+
+    def metadata(self) -> None:
+        big = (32 if self.args.quick else 400) * 2**20
+        root = self.tmp / "www-big"
+        t = time.perf_counter()
+        story = build_story(root, days=6, pythons=("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313"), big=big, half_sidecars=True)
+        built = time.perf_counter() - t
+        with IndexServer(root) as srv:
+            story.world.write(srv.url)
+            run = self.inprocess(srv, story, self.fresh("cache-"))
+        from urllib.parse import unquote
+
+        rels = [unquote(u[len(srv.url):]) for u in run["urls"][0]]
+        plan_bytes = sum((root / rel).stat().st_size for rel in rels)
+        big_in_plan = sorted(set(rels) & set(story.big))
+        urls = rels
+        fig = {
+            "big_wheel_bytes": big,
+            "world_build_seconds": built,
+            "plan_wheels": len(urls),
+            "plan_wheel_bytes": plan_bytes,
+            "large_wheels_in_plan": len(big_in_plan),
+            "metadata_bytes": run["metadata_bytes"],
+            "metadata_files": run["metadata_files"],
+            "page_bytes": run["page_bytes"],
+            "all_bytes": run["bytes"],
+            "metadata_ratio": run["metadata_bytes"] / plan_bytes,
+            "full_downloads_server_log": run["server_full_downloads"],
+            "full_downloads_client": run["client_full_downloads"],
+            "requests": run["requests"],
+            "wall": run["wall"],
+            "maxrss_mb": run["maxrss_mb"],
+        }
+        if fig["full_downloads_server_log"] or fig["full_downloads_client"]:
+            self.failures.append(f"metadata: {fig['full_downloads_server_log']} wheel(s) downloaded whole during resolution")
+        if len(big_in_plan) < 2:
+            self.failures.append(f"metadata: the plan should use the large torch and jit-cache wheels, it uses {big_in_plan}")
+        self.results["metadata"] = fig
+        say(f"metadata: {fig['metadata_bytes']:,} bytes for {fig['metadata_files']} wheels' metadata, plan wheels {plan_bytes / 2**20:.0f} MB -> {fig['metadata_ratio'] * 100:.4f}%")
+
+    def help_time(self) -> None:
+        exe = Path(PY).parent / "resolve-gpu-stack"
+        cmd = [str(exe), "--help"] if exe.exists() else [PY, "-m", "resolve_gpu_stack", "--help"]
+        reps = 5 if self.args.quick else 15
+        helps, passes = [], []
+        for _ in range(reps):
+            helps.append(run_measured(cmd))
+            passes.append(run_measured([PY, "-c", "pass"]))
+        if any(p.rc != 0 for p in helps):
+            self.failures.append(f"--help failed: {helps[0].err[-500:]}")
+        imported = run_measured([PY, "-X", "importtime", "-c", "import resolve_gpu_stack.cli as c; c.build_parser()"])
+        heavy = sorted({line.split("|")[-1].strip().split(".")[0] for line in imported.err.splitlines() if "|" in line} & {"httpx", "resolvelib", "rich", "bs4", "packaging", "h11", "httpcore", "anyio"})
+        self.results["help"] = {
+            "help_wall": med([h.wall for h in helps]),
+            "python_pass_wall": med([p.wall for p in passes]),
+            "help_maxrss_mb": med([h.maxrss_mb for h in helps]),
+            "heavy_imports_for_help": heavy,
+        }
+        self.results["help"]["ratio"] = self.results["help"]["help_wall"] / self.results["help"]["python_pass_wall"]
+        say(f"--help {self.results['help']['help_wall'] * 1000:.0f} ms vs python -c pass {self.results['help']['python_pass_wall'] * 1000:.0f} ms; heavy imports: {heavy or 'none'}")
+
+
+def cli_command() -> list[str]:
+    exe = Path(PY).parent / "resolve-gpu-stack"
+    return [str(exe)] if exe.exists() else [PY, "-m", "resolve_gpu_stack"]
+
+
+def target_names(targets) -> list[str]:
+    return [f"py{py.replace('.', '')}-{plat.split('-')[0]}" for py, plat in targets]
+
+
+def lock_config(targets, story: Story, indexes: dict[str, str]) -> str:
+    """A gpu-stack.toml with one target per (python, platform), each written as constraints."""
+    lines = ["indexes = { " + ", ".join(f'{n} = "{u}"' for n, u in indexes.items()) + " }", "", "[defaults]", 'torch = "nightly"', f'installed = ["torch=={story.torch}"]', ""]
+    for name, (py, plat) in zip(target_names(targets), targets):
+        lines += ["[[target]]", f'name = "{name}"', f'python = "{py}"', f'platform = "{plat}"', f'output = "{name}.txt"', ""]
+    return "\n".join(lines)
+
+
+def read_constraints(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, _, version = line.partition("==")
+            out[name.strip()] = version.split(";", 1)[0].split()[0].strip()
+    return out
+
+
+def uv_command(uv: str, base: str, work: Path) -> list[str]:
+    """`uv pip compile` of story 1 with its answer given, for Python 3.12 on x86_64 manylinux_2_28.
+
+    uv's default index strategy (first-index) with the PyTorch nightly cu130 and FlashInfer cu130
+    indexes as extra indexes (searched before PyPI, the default index), as a user would type it.
+    """
+    return [
+        uv, "pip", "compile", "requirements.in", "-o", "requirements.txt", "--quiet", "--no-header",
+        "--python", PY, "--python-version", TARGET[0], "--python-platform", TARGET[1],
+        "--index-url", base + "simple/",
+        "--extra-index-url", base + f"whl/nightly/{CUDA}/",
+        "--extra-index-url", base + f"fi/{CUDA}/",
+    ]
+
+
+def _summary(runs: list[dict]) -> dict:
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    out = {k: med([r[k] for r in runs]) for k in keys}
+    out["runs"] = [{k: r[k] for k in keys} for r in runs]
+    return out
+
+
+def _find_uv() -> str:
+    candidate = Path(PY).parent / "uv"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("uv")
+    if not found:
+        raise SystemExit("uv not found (it is a dependency of this project: pip install -e .)")
+    return found
+
+
+def _machine() -> dict:
+    out = subprocess.run([_find_uv(), "--version"], capture_output=True, text=True).stdout.strip()
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(), "uv": out}
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# -- the table -----------------------------------------------------------------------------------
+def table(r: dict) -> str:
+    rows: list[tuple[str, str, str, str]] = []
+
+    def add(what: str, value: str, target: str = "", verdict: str = "") -> None:
+        rows.append((what, value, target, verdict))
+
+    def ok(good: bool) -> str:
+        return "ok" if good else "MISSED"
+
+    if "parse" in r:
+        for kind, label in (("pytorch", "parse: PyTorch torch/ page (HTML)"), ("json", "parse: PEP 691 JSON page")):
+            p = r["parse"][kind]
+            add(label, f"{p['rows']:,} rows, {p['bytes'] / 2**20:.2f} MB: {p['seconds'] * 1000:.1f} ms = {p['rows_per_s']:,.0f} rows/s, {p['mb_per_s']:.1f} MB/s")
+    for lat, limit in ((0, 3.0), (50, 1.0)):
+        c = r.get(f"cold_{lat}ms")
+        if c:
+            o, u, i = c["ours"], c["uv"], c["inprocess"]
+            add(f"cold resolve {lat} ms: ours (CLI)", f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req, {o['bytes'] / 2**20:.2f} MB, {o['maxrss_mb']:.0f} MB RSS")
+            add(f"  of which (in-process run)", f"imports {i['imports']:.3f} s, resolve() {i['resolve']:.3f} s")
+            add(f"cold resolve {lat} ms: uv pip compile", f"{u['wall']:.3f} s wall, {u['cpu']:.2f} s CPU, {u['requests']:.0f} req, {u['bytes'] / 2**20:.2f} MB, {u['maxrss_mb']:.0f} MB RSS")
+            add(f"cold {lat} ms: ours / uv ({c['closure']} packages)", f"{c['ratio_wall']:.2f}x", f"<= {limit:.1f}x", ok(c["ratio_wall"] <= limit))
+    for lat in (0, 50):
+        w = r.get(f"warm_{lat}ms")
+        if w:
+            o, u, i = w["ours"], w["uv"], w["inprocess"]
+            add(f"warm resolve {lat} ms: ours (CLI)", f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req ({o['not_modified_asked']:.0f} conditional), {o['bytes'] / 2**10:.0f} KB; resolve() {i['resolve']:.3f} s")
+            add(f"warm resolve {lat} ms: uv (for reference)", f"{u['wall']:.3f} s wall, {u['requests']:.0f} req")
+    for lat in (0, 50):
+        w = r.get(f"warm_{lat}ms")
+        if w and "ratio_to_cold_wall" in w:
+            target = ("<= 0.25x", ok(w["ratio_to_cold_resolve"] <= 0.25)) if lat == 0 else ("", "")
+            add(f"warm / cold at {lat} ms", f"resolve() {w['ratio_to_cold_resolve']:.2f}x; CLI wall {w['ratio_to_cold_wall']:.2f}x", *target)
+    m = r.get("metadata")
+    if m:
+        add("metadata bytes / planned wheel bytes", f"{m['metadata_bytes']:,} B / {m['plan_wheel_bytes'] / 2**20:,.0f} MB = {m['metadata_ratio'] * 100:.4f}% ({m['metadata_files']} wheels)", "<= 0.1%", ok(m["metadata_ratio"] <= 0.001))
+        add("full wheel downloads while resolving", f"{m['full_downloads_server_log']} (server log), {m['full_downloads_client']} (client)", "0", ok(m["full_downloads_server_log"] == 0))
+    for lat in (0, 50):
+        s = r.get(f"scale_{lat}ms")
+        if s:
+            add(f"lock: 6 targets / 1 target at {lat} ms", f"{s['six']['wall']:.3f} s / {s['one']['wall']:.3f} s = {s['ratio_wall']:.2f}x wall ({s['ratio_cpu']:.2f}x CPU), RSS {s['six']['maxrss_mb']:.0f} MB", "<= 2x", ok(s["ratio_wall"] <= 2.0))
+    h = r.get("help")
+    if h:
+        add("resolve-gpu-stack --help vs python -c pass", f"{h['help_wall'] * 1000:.0f} ms vs {h['python_pass_wall'] * 1000:.0f} ms ({h['ratio']:.1f}x); heavy imports: {', '.join(h['heavy_imports_for_help']) or 'none'}", "lazy", ok(not h["heavy_imports_for_help"]))
+    widths = [max(len(row[i]) for row in rows + [("measurement", "figure (median)", "target", "")]) for i in range(4)]
+    head = ("measurement", "figure (median)", "target", "")
+    lines = ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(head)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    lines += ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="CI mode: fewer repetitions, smaller large wheels")
+    ap.add_argument("--repeat", type=int, help="runs per measurement (default 5, quick 2)")
+    ap.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where to write every figure")
+    ap.add_argument("--only", default="", help="comma-separated subset: parse,cold,warm,metadata,scale,help")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary worlds and caches")
+    args = ap.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    want = lambda name: not only or name in only  # noqa: E731
+    tmp = Path(tempfile.mkdtemp(prefix="rgs-bench-"))
+    # Python compiles each module it imports unless it finds bytecode; an installed package has
+    # it, so the children keep theirs under tmp (not in the checkout), compiled once up front.
+    PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    warmup = run_measured([PY, "-c", "import resolve_gpu_stack.cli, resolve_gpu_stack.resolve, resolve_gpu_stack.http, resolve_gpu_stack.cache, resolve_gpu_stack.output, resolve_gpu_stack.target, resolve_gpu_stack.cmd_lock, resolve_gpu_stack.config, resolve_gpu_stack.lockfile, resolve_gpu_stack.resultcache"])
+    if warmup.rc != 0:
+        raise SystemExit(f"cannot import the package: {warmup.err[-2000:]}")
+    bench = Bench(args, tmp)
+    t0 = time.perf_counter()
+    ran: list[str] = []
+    try:
+        if want("parse"):
+            bench.parsing()
+            ran.append("parse")
+        if want("cold") or want("warm") or want("scale"):
+            t = time.perf_counter()
+            story = build_story(tmp / "www")
+            bench.results["world_build_seconds"] = time.perf_counter() - t
+            with IndexServer(tmp / "www") as srv:
+                story.world.write(srv.url)
+                torch_rows = (tmp / "www" / f"whl/nightly/{CUDA}/torch/index.html").read_text().count("<a ")
+                bench.results["world"] = {"torch_rows": torch_rows, "pages": len(story.world.pages)}
+                say(f"world: {len(story.world.pages)} pages, torch page {torch_rows} rows, built in {bench.results['world_build_seconds']:.1f} s")
+                for name, fn in (("cold", bench.cold_and_uv), ("warm", bench.warm), ("scale", bench.scale)):
+                    if want(name):
+                        fn(srv, story)
+                        ran.append(name)
+        if want("metadata"):
+            bench.metadata()
+            ran.append("metadata")
+        if want("help"):
+            bench.help_time()
+            ran.append("help")
+    except Exception as exc:  # noqa: BLE001 - report and fail
+        bench.failures.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    bench.results["ran"] = ran
+    bench.results["failures"] = bench.failures
+    bench.results["total_seconds"] = time.perf_counter() - t0
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(bench.results, indent=1, default=str) + "\n")
+    print(table(bench.results))
+    print(f"\n{len(ran)} measurement groups ran in {bench.results['total_seconds']:.0f} s; figures in {args.json}")
+    for f in bench.failures:
+        print(f"FAILED: {f}")
+    return 1 if bench.failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
