@@ -85,6 +85,7 @@ class Finder:
         self._pages: dict[str, ParsedPage | None] = {}
         self._metadata: dict[str, WheelMetadata] = {}
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
+        self._offers: dict[tuple[NormalizedName, RouteContext], tuple[list[Offer], list[PageVisit]]] = {}
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
         self._unparsed: dict[str, tuple[PageResponse, str]] = {}  # read to compare, parsed when asked for
@@ -206,8 +207,17 @@ class Finder:
         return all(self.metadata_digests.get(f.url, (f, None))[1] == digest for f, digest in files)
 
     def offers(self, name: str, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
-        """Every file the owning index(es) offer for ``name``, and what each page said."""
+        """Every file the owning index(es) offer for ``name``, and what each page said.
+
+        Memoized per (name, context): several targets locked through one finder share it, and
+        what a page said is logged once."""
         wanted = canonicalize_name(name)
+        known = self._offers.get((wanted, ctx))
+        if known is None:
+            known = self._offers[(wanted, ctx)] = self._read_offers(wanted, ctx)
+        return list(known[0]), list(known[1])
+
+    def _read_offers(self, wanted: NormalizedName, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
         locations = self.definitions.pages_for(wanted, ctx)
         self.prefetch([wanted], ctx)
         offers: list[Offer] = []

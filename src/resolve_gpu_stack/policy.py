@@ -7,6 +7,7 @@ Stdlib + packaging only. The data (which package is coupled how, which labels ex
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 from urllib.parse import urlsplit
@@ -79,14 +80,20 @@ def fits_target(file: IndexFile, target: Target) -> Rejection | None:
     if tag_rank(file, target) is None:
         tags = ", ".join(sorted(str(t) for t in file.tags)[:3])
         return Rejection(RejectReason.TAGS, tags)
-    if file.requires_python:
-        try:
-            spec = SpecifierSet(file.requires_python)
-        except InvalidSpecifier:
-            return None  # an unparsable Requires-Python is ignored, as pip and uv do
-        if not spec.contains(target.python_full_version, prereleases=True):
-            return Rejection(RejectReason.REQUIRES_PYTHON, file.requires_python)
+    if file.requires_python and _python_excluded(file.requires_python, target.python_full_version):
+        return Rejection(RejectReason.REQUIRES_PYTHON, file.requires_python)
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _python_excluded(requires_python: str, python_full_version: str) -> bool:
+    """Whether Requires-Python excludes that Python (a page repeats a few values on every row).
+    An unparsable Requires-Python is ignored, as pip and uv do."""
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return False
+    return not spec.contains(python_full_version, prereleases=True)
 
 
 def torch_series(version: Version) -> str:

@@ -106,6 +106,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         self._offers: dict[NormalizedName, list[Offer]] = {}
         self._candidates: dict[NormalizedName, list[Cand]] = {}
         self._locks: dict[NormalizedName, threading.RLock] = {}  # per name, for the crawl's threads
+        self._contains_memo: dict[tuple[int, int], tuple[SpecifierSet, Version, bool]] = {}
         self._locks_lock = threading.Lock()
 
     # -- resolvelib hooks --------------------------------------------------------------------
@@ -225,11 +226,24 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     def _allows(self, req: Req, cand: Cand) -> bool:
         if req.name != cand.name:
             return False
-        if not req.specifier.contains(cand.version, prereleases=True):
+        if not self._contains(req.specifier, cand.version):
             return False
         if cand.file is not None and cand.file.is_yanked:
             return any(s.operator in ("==", "===") for s in req.specifier)
         return True
+
+    def _contains(self, spec: SpecifierSet, version: Version) -> bool:
+        """``spec.contains(version, prereleases=True)``, once per (specifier, version) object
+        pair: resolvelib asks again for every pinned requirement on every round."""
+        if not spec:
+            return True
+        key = (id(spec), id(version))
+        hit = self._contains_memo.get(key)
+        if hit is not None and hit[0] is spec and hit[1] is version:
+            return hit[2]
+        ok = spec.contains(version, prereleases=True)
+        self._contains_memo[key] = (spec, version, ok)  # holding both keeps their ids unique
+        return ok
 
     def _torch_version(self) -> Version | None:
         if self.policy.torch_candidates:

@@ -42,8 +42,22 @@ SCHEMA = 1
 
 def result_key(request: object, defs: Definitions) -> str:
     """The digest of everything a plan depends on besides the fetched bytes."""
-    inputs = {"schema": SCHEMA, "code": _code_identity(), "request": _canonical(request), "definitions": _canonical(defs)}
+    inputs = {"schema": SCHEMA, "code": _code_identity(), "request": _canonical(request), "definitions": _definitions_digest(defs)}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+_DEFS: dict[int, tuple[Definitions, str]] = {}
+
+
+def _definitions_digest(defs: Definitions) -> str:
+    """The digest of the (immutable) definitions, once per object: a lock shares one for all targets."""
+    known = _DEFS.get(id(defs))
+    if known is None or known[0] is not defs:
+        if len(_DEFS) > 16:
+            _DEFS.clear()
+        digest = hashlib.sha256(json.dumps(_canonical(defs), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        known = _DEFS[id(defs)] = (defs, digest)
+    return known[1]
 
 
 def reuse(finder: Finder, key: str) -> LockPlan | None:
