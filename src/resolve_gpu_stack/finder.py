@@ -84,6 +84,7 @@ class Finder:
         self.definitions = definitions
         self._pages: dict[str, ParsedPage | None] = {}
         self._metadata: dict[str, WheelMetadata] = {}
+        self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
         self._offers: dict[tuple[NormalizedName, RouteContext], tuple[list[Offer], list[PageVisit]]] = {}
         self._lock = threading.Lock()
@@ -258,17 +259,25 @@ class Finder:
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
-        todo = {f.url: f for f in files if f.url not in self._metadata}
+        todo = {f.url: f for f in files if f.url not in self._metadata and f.url not in self._metadata_errors}
         if not todo:
             return
         mine, others = self._claim("metadata ", todo, self._metadata)
         try:
             if mine:
-                raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
-                for url in mine:
-                    if url in raw:
-                        self._metadata[url] = self._checked(todo[url], raw[url])
-                        self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
+                try:
+                    raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
+                    for url in mine:
+                        if url in raw:
+                            self._metadata[url] = self._checked(todo[url], raw[url])
+                            self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
+                except CrawlError as exc:
+                    # Remember which wheel failed (its retries are spent): asking again would only
+                    # repeat them. The other wheels of the batch are tried again on their own.
+                    failed = next((url for url in mine if exc.url.startswith(url)), None)
+                    if failed is not None:
+                        self._metadata_errors[failed] = exc
+                    raise
         finally:
             self._release("metadata ", mine)
         for event in others:
@@ -278,6 +287,8 @@ class Finder:
             self.prefetch_metadata(missing)
 
     def metadata(self, file: IndexFile) -> WheelMetadata:
+        if file.url in self._metadata_errors:
+            raise self._metadata_errors[file.url]
         if file.url not in self._metadata:
             self.prefetch_metadata([file])
         if file.url not in self._metadata:
