@@ -258,7 +258,7 @@ class Bench:
         srv.latency = 0.0
 
     def metadata(self) -> None:
-        big = (32 if self.args.quick else 400) * 2**20
+        big = (256 if self.args.quick else 512) * 2**20  # torch; the jit-cache wheels are half that
         root = self.tmp / "www-big"
         t = time.perf_counter()
         story = build_story(root, days=6, pythons=("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313"), big=big, half_sidecars=True)
@@ -379,7 +379,9 @@ def _find_uv() -> str:
 
 def _machine() -> dict:
     out = subprocess.run([_find_uv(), "--version"], capture_output=True, text=True).stdout.strip()
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(), "uv": out}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(), "uv": out, "commit": commit,
+            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
 
 
 def say(msg: str) -> None:
@@ -451,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     # Python compiles each module it imports unless it finds bytecode; an installed package has
     # it, so the children keep theirs under tmp (not in the checkout), compiled once up front.
     PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    warmup = run_measured([PY, "-c", "import resolve_gpu_stack.cli, resolve_gpu_stack.resolve, resolve_gpu_stack.http, resolve_gpu_stack.cache, resolve_gpu_stack.output, resolve_gpu_stack.target, resolve_gpu_stack.cmd_lock, resolve_gpu_stack.config, resolve_gpu_stack.lockfile, resolve_gpu_stack.resultcache"])
+    warmup = run_measured([PY, "-c", "import importlib, pkgutil, resolve_gpu_stack as p\nfor m in pkgutil.iter_modules(p.__path__):\n    m.name.startswith('_') or importlib.import_module('resolve_gpu_stack.' + m.name)"])
     if warmup.rc != 0:
         raise SystemExit(f"cannot import the package: {warmup.err[-2000:]}")
     bench = Bench(args, tmp)
