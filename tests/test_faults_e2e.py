@@ -199,8 +199,6 @@ GARBAGE = [
     ("wheel", "vanished-nightly", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=404)]), ("404 Not Found: the index lists this file but the server does not have it",)),
     ("page", "401-no-credentials", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=401)]), ("401 Unauthorized", "hint: the index wants credentials")),
     ("jit_cache_page", "403-required-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=403)]), ("403 Forbidden",)),
-    # the optional legacy AOT page: a 404 there is a note, a 403 is (for now) an error like any other
-    ("legacy_page", "403-legacy-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=403)]), ("403 Forbidden",)),
     ("jit_cache_wheel", "403-release-asset", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=403)]), ("403 Forbidden",)),
 ]
 
@@ -214,6 +212,15 @@ def test_garbage_answer_is_one_clear_error(run: StoryRun, capsys, where: str, ca
     assert_clean_failure(run, rc, out, err, code=3, url_path=path, words=words)
     hops = 2 if case == "redirect-loop" else 1
     assert len(run.gets(path)) % hops == 0 and len(run.gets(path)) <= 4 * hops  # never retried within a lookup
+
+
+def test_403_on_the_optional_legacy_page_is_a_note_not_an_error(run: StoryRun, capsys) -> None:
+    """S3-style mirrors answer 403 for a missing object: on the optional AOT page that means "not
+    here" (a warning and a note); the same 403 on a required page stays an error (above)."""
+    run.srv.script(PATHS.legacy_page, [Fault(status=403)] * ALWAYS)
+    rc, out, err = run.lock(capsys)
+    assert rc == 0, err
+    assert "torch2.12/flashinfer-python/ answered 403 Forbidden (no torch-ABI-bound AOT wheels" in run.lock_path.read_text()
 
 
 def test_wheel_whose_bytes_do_not_match_the_page_sha256(tmp_path: Path, capsys) -> None:

@@ -96,8 +96,15 @@ class Finder:
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
         """Fetch the pages of several packages at once: one round of concurrent requests, every
-        index at once when the fetcher allows it (``concurrent_calls``). A page that cannot be read
-        raises ``CrawlError`` here, and again (without another attempt) when it is asked for."""
+        index at once when the fetcher allows it (``concurrent_calls``). Prefetching only warms up:
+        a page that cannot be read is remembered and raises (without another attempt) when it is
+        asked for, where the caller knows whether that page is required."""
+        try:
+            self._prefetch(names, ctx)
+        except CrawlError as exc:
+            log.debug("prefetch: %s", exc)
+
+    def _prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
         by_index: dict[str, list[str]] = {}
         for name in names:
             for loc in self.definitions.pages_for(name, ctx):
@@ -224,7 +231,16 @@ class Finder:
         offers: list[Offer] = []
         visits: list[PageVisit] = []
         for loc in locations:
-            parsed = self.page(loc)
+            try:
+                parsed = self.page(loc)
+            except CrawlError as exc:
+                # A legacy page is optional: a mirror on S3-style storage answers 403 for a missing
+                # object, so 401/403 there is "not here", said as a warning. Required pages raise.
+                if not (loc.route.legacy and exc.cause.startswith(("401", "403"))):
+                    raise
+                log.warning("%s: %s (an optional legacy page; treated as absent)", loc.url, exc.cause)
+                visits.append(PageVisit(location=loc, found=False, warnings=(f"answered {exc.cause}",)))
+                continue
             if parsed is None:
                 visits.append(PageVisit(location=loc, found=False))
                 continue

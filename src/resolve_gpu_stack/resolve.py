@@ -330,7 +330,8 @@ def _fi_hint(request: ResolveRequest) -> str:
 def _legacy_notes(provider: StackProvider, name: NormalizedName, notes: list[str]) -> None:
     for visit in provider.visits.get(name, []):
         if visit.location.route.legacy and not visit.found:
-            notes.append(f"{visit.location.url} answered 404 (no torch-ABI-bound AOT wheels for this torch; the torch-agnostic wheels are used)")
+            answer = visit.warnings[0] if visit.warnings else "answered 404"
+            notes.append(f"{visit.location.url} {answer} (no torch-ABI-bound AOT wheels for this torch; the torch-agnostic wheels are used)")
     seen = set()
     for f, why in provider.rejections.get(name, []):
         if why.reason.name == "TORCH_ABI" and f.version not in seen:
