@@ -34,7 +34,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
-from urllib.parse import urlsplit, urlunsplit
+
+from .indexes import strip_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,7 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
 
 def cache_url(url: str) -> str:
     """The URL as a cache key: no ``user:password@``, no fragment."""
-    parts = urlsplit(url)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return strip_userinfo(url).split("#", 1)[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

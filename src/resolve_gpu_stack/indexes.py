@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -258,12 +258,13 @@ def normalize_base_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*@")
+
+
 def strip_userinfo(url: str) -> str:
-    """The URL without any ``user:password@`` (everything else kept)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    """The URL without any ``user:password@`` (everything else kept). The one place that does it:
+    credentials never reach models, messages, caches or files."""
+    return _USERINFO.sub(r"\1//", url, count=1)
 
 
 def redact_url(url: str) -> str:

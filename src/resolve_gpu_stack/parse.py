@@ -41,6 +41,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from .errors import CrawlError
+from .indexes import strip_userinfo
 from .models import IndexFile, IndexPage, ParsedPage, WheelMetadata
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
@@ -64,7 +65,6 @@ _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _UNSAFE_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~%+!$&'()*,=@-]+")
 _ABSOLUTE = re.compile(r"https?://[^/?#;\\\[\]\s\x00-\x1f\x7f]+(?:/[^?#;\\\s\x00-\x1f\x7f]*)?")
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*@")
 _UNTESTED = re.compile(r"\(\s*untested\s*\)", re.I)
 _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code>([^<]{0,100})</Code>)?", re.S)
 
@@ -147,9 +147,7 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
     )
 
 
-def redact(url: str) -> str:
-    """``url`` without any ``user:password@`` part (credentials never reach models or messages)."""
-    return _USERINFO.sub(r"\1//", url, count=1)
+redact = strip_userinfo  # credentials never reach models or messages
 
 
 # -- decoding -----------------------------------------------------------------------------------

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Iterable
 from urllib.parse import unquote, urlsplit
 
-from .cache import cache_url
 from .errors import CrawlError
-from .indexes import redact_url
+from .indexes import redact_url, strip_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +110,6 @@ def origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def strip_userinfo(url: str) -> str:
-    """The URL without ``user:password@`` (the fragment is kept)."""
-    fragment = urlsplit(url).fragment
-    return cache_url(url) + (f"#{fragment}" if fragment else "")
 
 
 class Credentials:
