@@ -141,3 +141,31 @@ def test_a_page_that_fails_is_not_asked_again(story):
         assert "/simple/numpy/" in str(err.value) and "503" in str(err.value)
         # one attempt plus two retries: the prefetch's failure is the answer, not tried again
         assert len(srv.requests_for("/simple/numpy/")) == 3
+
+
+def test_second_target_follows_a_sibling_wheels_requirements_without_waiting(tmp_path: Path):
+    # numpy and its (made-up) binary dependency have one wheel per platform: for a second
+    # target, numpy's requirements are known from the first target's wheel of the same release,
+    # so its dependency's METADATA is read alongside numpy's, not after it
+    world = build_story_world(tmp_path / "www")
+    for arch in ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64"):
+        world.pypi("numpy", "2.2.9", tag=f"cp312-cp312-{arch}", requires=["npcore==1.0"])
+        world.pypi("npcore", "1.0", tag=f"cp312-cp312-{arch}", requires=["npbase==1.0"])
+        world.pypi("npbase", "1.0", tag=f"cp312-cp312-{arch}")
+    with IndexServer(world.root, latency=0.05) as srv:
+        world.write(srv.url)
+        defs = load_definitions().with_index_urls(world.index_urls(srv.url))
+        rec = Recorder(HttpFetcher(cache=None, timeout=10), True)
+        finder = Finder(rec, defs)
+        try:
+            first = resolve(story_request(), finder, defs)
+            rec.spans.clear()
+            arm = ResolveRequest(target=declared_target("3.12", "aarch64-manylinux_2_28", [f"torch=={NIGHTLY}"]))
+            second = resolve(arm, finder, defs)
+        finally:
+            rec.close()
+    assert str(first.package("npbase").version) == str(second.package("npbase").version) == "1.0"
+    assert second.package("npbase").filename.endswith("aarch64.whl")
+    # new METADATA for the aarch64 wheels of torch, numpy, npcore, npbase (+ the jit-cache):
+    # without the sibling guess that is a chain of four; with it, numpy/npcore/npbase overlap
+    assert rec.sequential_calls() <= 2, rec.spans

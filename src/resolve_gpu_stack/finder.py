@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Protocol, Sequence
 
 from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
 
 from .errors import CrawlError
 from .indexes import Definitions, IndexDefinition, PageLocation, RouteContext
@@ -92,6 +93,7 @@ class Finder:
         self._unparsed: dict[str, tuple[PageResponse, str]] = {}  # read to compare, parsed when asked for
         self.page_digests: dict[str, tuple[str, str | None]] = {}  # page URL -> (index, body sha256 | None for 404)
         self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
+        self._releases: dict[tuple[str, Version], WheelMetadata] = {}  # (name, version) -> a wheel's METADATA
 
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
@@ -285,7 +287,8 @@ class Finder:
                     raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
                     for url in mine:
                         if url in raw:
-                            self._metadata[url] = self._checked(todo[url], raw[url])
+                            meta = self._metadata[url] = self._checked(todo[url], raw[url])
+                            self._releases.setdefault((meta.name, meta.version), meta)
                             self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
                 except CrawlError as exc:
                     # Remember which wheel failed (its retries are spent): asking again would only
@@ -301,6 +304,14 @@ class Finder:
         missing = [f for url, f in todo.items() if url not in self._metadata and url not in mine]
         if missing:  # another thread's attempt failed: try here, for the real error
             self.prefetch_metadata(missing)
+
+    def has_metadata(self, file: IndexFile) -> bool:
+        return file.url in self._metadata
+
+    def release_metadata(self, name: str, version: Version) -> WheelMetadata | None:
+        """The METADATA of some wheel of this release already read (wheels of one release
+        almost always declare the same requirements): a guess for prefetching, never an answer."""
+        return self._releases.get((name, version))
 
     def metadata(self, file: IndexFile) -> WheelMetadata:
         if file.url in self._metadata_errors:

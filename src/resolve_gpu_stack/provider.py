@@ -251,8 +251,9 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return self.target.installed.get(NormalizedName("torch"))
 
     # -- dependencies ------------------------------------------------------------------------
-    def _requirements(self, cand: Cand, extras: frozenset[str]) -> list[Req]:
-        lines = self._requires_dist(cand)
+    def _requirements(self, cand: Cand, extras: frozenset[str], lines: Sequence[str] | None = None) -> list[Req]:
+        if lines is None:
+            lines = self._requires_dist(cand)
         out: list[Req] = []
         for line in lines:
             try:
@@ -347,6 +348,15 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
                             return
                         seen.add((cand.name, cand.version, req.extras))
                     if cand.file is not None:
+                        sibling = self.finder.release_metadata(cand.name, cand.version)
+                        if sibling is not None and not self.finder.has_metadata(cand.file):
+                            # Another wheel of this release was read (another target of the same
+                            # lock): follow its requirements now, while this wheel's own are read.
+                            guessed = self._requirements(cand, frozenset(), sibling.requires_dist)
+                            if req.extras:
+                                guessed += self._requirements(cand, req.extras, sibling.requires_dist)
+                            for dep in guessed:
+                                submit(dep)
                         self.finder.prefetch_metadata([cand.file])
                     deps = self._requirements(cand, frozenset()) + self._coupled(cand)
                     if req.extras:
