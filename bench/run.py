@@ -52,13 +52,31 @@ class Proc:
 
 
 PROC_ENV: dict[str, str] = {}  # set in main(): where the children keep their bytecode
+def _gnu_time() -> str | None:
+    if not Path("/usr/bin/time").is_file():
+        return None
+    said = subprocess.run(["/usr/bin/time", "--version"], capture_output=True, text=True)
+    return "/usr/bin/time" if "GNU" in said.stdout + said.stderr else None
+
+
+GNU_TIME = _gnu_time()
+RSS_METHOD = (
+    "peak RSS (ru_maxrss) of the measured process as GNU time reports it (time forks it, so it is the process's own)"
+    if GNU_TIME else
+    "ru_maxrss from wait4; without GNU time it includes the benchmark process's own RSS at the fork (Linux keeps the high-water mark across exec)"
+)
 
 
 def run_measured(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300) -> Proc:
-    """Run ``cmd``; its wall time and peak RSS (``ru_maxrss`` of that process, via ``wait4``)."""
+    """Run ``cmd``: wall time, CPU (user + system, wait4) and peak RSS (see RSS_METHOD)."""
     env = {**(env if env is not None else os.environ), **PROC_ENV}
     if "PYTHONPYCACHEPREFIX" in PROC_ENV:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+    rss_file = None
+    if GNU_TIME:
+        fd, rss_file = tempfile.mkstemp(prefix="rss-")
+        os.close(fd)
+        cmd = [GNU_TIME, "-f", "%M", "-o", rss_file, *cmd]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
@@ -77,6 +95,13 @@ def run_measured(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path
         out.seek(0)
         err.seek(0)
         rss = usage.ru_maxrss / 1024 if sys.platform != "darwin" else usage.ru_maxrss / 2**20
+        if rss_file is not None:
+            try:
+                rss = int(Path(rss_file).read_text().split()[-1]) / 1024
+            except (ValueError, IndexError, OSError):
+                rss = float("nan")
+            finally:
+                Path(rss_file).unlink(missing_ok=True)
         cpu = usage.ru_utime + usage.ru_stime
         return Proc(wall, cpu, rss, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
 
@@ -97,7 +122,7 @@ class Bench:
         self.args = args
         self.tmp = tmp
         self.repeat = args.repeat or (2 if args.quick else 5)
-        self.results: dict = {"quick": args.quick, "repeat": self.repeat, "machine": _machine()}
+        self.results: dict = {"quick": args.quick, "repeat": self.repeat, "machine": _machine(), "rss_method": RSS_METHOD}
         self.failures: list[str] = []
         self.uv = _find_uv()
 
@@ -314,6 +339,7 @@ class Bench:
             "help_wall": med([h.wall for h in helps]),
             "python_pass_wall": med([p.wall for p in passes]),
             "help_maxrss_mb": med([h.maxrss_mb for h in helps]),
+            "python_pass_maxrss_mb": med([p.maxrss_mb for p in passes]),
             "heavy_imports_for_help": heavy,
         }
         self.results["help"]["ratio"] = self.results["help"]["help_wall"] / self.results["help"]["python_pass_wall"]
@@ -403,7 +429,7 @@ def table(r: dict) -> str:
     if "parse" in r:
         for kind, label in (("pytorch", "parse: PyTorch torch/ page (HTML)"), ("json", "parse: PEP 691 JSON page")):
             p = r["parse"][kind]
-            add(label, f"{p['rows']:,} rows, {p['bytes'] / 2**20:.2f} MB: {p['seconds'] * 1000:.1f} ms = {p['rows_per_s']:,.0f} rows/s, {p['mb_per_s']:.1f} MB/s")
+            add(label, f"{p['rows']:,} rows, {p['bytes'] / 2**20:.2f} MB: {p['seconds'] * 1000:.1f} ms = {p['rows_per_s']:,.0f} rows/s, {p['mb_per_s']:.1f} MB/s; RSS {p['maxrss_mb']:.0f} MB")
     for lat, limit in ((0, 3.0), (50, 1.0)):
         c = r.get(f"cold_{lat}ms")
         if c:
@@ -425,7 +451,7 @@ def table(r: dict) -> str:
             add(f"warm / cold at {lat} ms", f"resolve() {w['ratio_to_cold_resolve']:.2f}x; CLI wall {w['ratio_to_cold_wall']:.2f}x", *target)
     m = r.get("metadata")
     if m:
-        add("metadata bytes / planned wheel bytes", f"{m['metadata_bytes']:,} B / {m['plan_wheel_bytes'] / 2**20:,.0f} MB = {m['metadata_ratio'] * 100:.4f}% ({m['metadata_files']} wheels)", "<= 0.1%", ok(m["metadata_ratio"] <= 0.001))
+        add("metadata bytes / planned wheel bytes", f"{m['metadata_bytes']:,} B / {m['plan_wheel_bytes'] / 2**20:,.0f} MB = {m['metadata_ratio'] * 100:.4f}% ({m['metadata_files']} wheels, {m['requests']} requests), RSS {m['maxrss_mb']:.0f} MB", "<= 0.1%", ok(m["metadata_ratio"] <= 0.001))
         add("full wheel downloads while resolving", f"{m['full_downloads_server_log']} (server log), {m['full_downloads_client']} (client)", "0", ok(m["full_downloads_server_log"] == 0))
     for lat in (0, 50):
         s = r.get(f"scale_{lat}ms")
@@ -433,7 +459,7 @@ def table(r: dict) -> str:
             add(f"lock: 6 targets / 1 target at {lat} ms", f"{s['six']['wall']:.3f} s / {s['one']['wall']:.3f} s = {s['ratio_wall']:.2f}x wall ({s['ratio_cpu']:.2f}x CPU), RSS {s['six']['maxrss_mb']:.0f} MB", "<= 2x", ok(s["ratio_wall"] <= 2.0))
     h = r.get("help")
     if h:
-        add("resolve-gpu-stack --help vs python -c pass", f"{h['help_wall'] * 1000:.0f} ms vs {h['python_pass_wall'] * 1000:.0f} ms ({h['ratio']:.1f}x); heavy imports: {', '.join(h['heavy_imports_for_help']) or 'none'}", "lazy", ok(not h["heavy_imports_for_help"]))
+        add("resolve-gpu-stack --help vs python -c pass", f"{h['help_wall'] * 1000:.0f} ms vs {h['python_pass_wall'] * 1000:.0f} ms ({h['ratio']:.1f}x), RSS {h['help_maxrss_mb']:.0f} vs {h.get('python_pass_maxrss_mb', float('nan')):.0f} MB; heavy imports: {', '.join(h['heavy_imports_for_help']) or 'none'}", "lazy", ok(not h["heavy_imports_for_help"]))
     widths = [max(len(row[i]) for row in rows + [("measurement", "figure (median)", "target", "")]) for i in range(4)]
     head = ("measurement", "figure (median)", "target", "")
     lines = ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(head)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
