@@ -407,7 +407,10 @@ def _find_uv() -> str:
 
 def _machine() -> dict:
     out = subprocess.run([_find_uv(), "--version"], capture_output=True, text=True).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    except OSError:
+        commit = ""
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(), "uv": out, "commit": commit,
             "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
 
