@@ -486,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     warmup = run_measured([PY, "-c", "import importlib, pkgutil, resolve_gpu_stack as p\nfor m in pkgutil.iter_modules(p.__path__):\n    m.name.startswith('_') or importlib.import_module('resolve_gpu_stack.' + m.name)"])
     if warmup.rc != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise SystemExit(f"cannot import the package: {warmup.err[-2000:]}")
     bench = Bench(args, tmp)
     t0 = time.perf_counter()
