@@ -117,3 +117,19 @@ def test_the_entry_holds_no_credentials(tmp_path: Path):
     for path in (tmp_path / "cache").rglob("*"):
         if path.is_file():
             assert b"s3cr3t-token" not in path.read_bytes(), path
+
+
+def test_a_page_that_now_fails_is_the_full_resolve_error(story):
+    from resolve_gpu_stack.errors import CrawlError
+    from server import Fault
+
+    story()
+    story.srv.script("/simple/numpy/", [Fault(status=503)] * 30)
+    fetcher = HttpFetcher(cache=HttpCache(story.cache), timeout=10, retries=1, backoff_base=0.01)
+    try:
+        with pytest.raises(CrawlError) as err:
+            resolve(request(), Finder(fetcher, story.defs), story.defs)
+    finally:
+        fetcher.close()
+    assert "/simple/numpy/" in str(err.value) and "503" in str(err.value)
+    assert len(story.srv.requests_for("/simple/numpy/")) == 1 + 2  # the cold run's, then 2 attempts once

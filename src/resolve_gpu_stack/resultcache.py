@@ -31,6 +31,7 @@ from packaging.tags import Tag
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .errors import CrawlError
 from .finder import Finder
 from .indexes import Definitions
 from .models import Action, Coupling, IndexFile, LockedPackage, LockPlan, TargetSummary
@@ -76,8 +77,11 @@ def reuse(finder: Finder, key: str) -> LockPlan | None:
     except (ValueError, KeyError, TypeError, InvalidVersion) as exc:
         log.info("ignoring an unreadable stored plan (%s)", exc)
         return None
-    if not finder.unchanged(pages, metadata):
-        return None
+    try:
+        if not finder.unchanged(pages, metadata):
+            return None
+    except CrawlError:
+        return None  # resolve in full: it raises the error if it needs what could not be read
     return plan
 
 
