@@ -45,23 +45,17 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from .indexes import INDEX_NAMES, read_toml
 
 TOOL = "resolve-gpu-stack"
 PYPROJECT = "pyproject.toml"
 GPU_STACK_TOML = "gpu-stack.toml"
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
-INDEX_NAMES = ("pytorch", "flashinfer", "pypi")
 
 # config key -> TargetConfig field, for the keys a target (or the defaults table) may set
 _SETTING_KEYS = {
@@ -155,13 +149,7 @@ def _quote(text: str) -> str:
 # -- finding the file ----------------------------------------------------------------------------
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    return read_toml(path, error=UsageError)
 
 
 def _pyproject_table(path: Path) -> dict[str, Any] | None:

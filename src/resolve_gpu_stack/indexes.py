@@ -17,7 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
-from .errors import IndexDefinitionError
+from .errors import IndexDefinitionError, UsageError
 from .models import Coupling
 
 if sys.version_info >= (3, 11):
@@ -39,14 +39,15 @@ def data_dir() -> Path:
     raise IndexDefinitionError("cannot find the index definitions (indexes/*.toml)")
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path, *, error: type[UsageError] = IndexDefinitionError) -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable or malformed file raises ``error`` naming it."""
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
-    except FileNotFoundError as exc:
-        raise IndexDefinitionError(f"{path}: missing") from exc
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise IndexDefinitionError(f"{path}: not valid TOML: {exc}") from exc
+        raise error(f"{path}: not valid TOML: {exc}") from None
 
 
 def _spec(text: str | None, where: str) -> SpecifierSet | None:
@@ -319,7 +320,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
     directory = directory or data_dir()
     indexes: dict[str, IndexDefinition] = {}
     for name in INDEX_NAMES:
-        raw = _load_toml(directory / f"{name}.toml")
+        raw = read_toml(directory / f"{name}.toml")
         try:
             url = raw.get("url", "")
             indexes[name] = IndexDefinition(
@@ -335,7 +336,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
             )
         except KeyError as exc:
             raise IndexDefinitionError(f"{directory / (name + '.toml')}: missing key {exc}") from exc
-    routing = _load_toml(directory / "routing.toml")
+    routing = read_toml(directory / "routing.toml")
     routes = []
     for i, r in enumerate(routing.get("route", [])):
         where = f"routing.toml route #{i + 1}"
@@ -351,7 +352,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
                 legacy=bool(r.get("legacy", False)),
             )
         )
-    comp = _load_toml(directory / "components.toml")
+    comp = read_toml(directory / "components.toml")
     couplings = []
     for i, c in enumerate(comp.get("coupling", [])):
         where = f"components.toml coupling #{i + 1}"
