@@ -222,6 +222,8 @@ class RecordingFetcher:
             if index in self.relative_files:
                 url = relativized_url(url, self.bases, index)
             key = snapshot_key(url, self.bases, index=index)
+            if not f.metadata_sha256:  # no digest to match on replay: keep only what resolving reads
+                body = reduce_metadata(body)
             rel = _storage_path("metadata", key) + ".metadata"
             _atomic_write(self.root / rel, body)
             self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
@@ -324,3 +326,22 @@ def cut_newer(body: bytes, content_type: str, day: str) -> bytes:
                 continue
         data["versions"] = [v for v in data["versions"] if v in versions]
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+# The METADATA fields the resolver reads (parse.parse_metadata). A recorded METADATA without a
+# digest to honour keeps only these: a package's long description is not the snapshot's business
+# (and would write its authors' links, registry hosts included, into the repository).
+RESOLVER_FIELDS = ("Metadata-Version", "Name", "Version", "Requires-Python", "Provides-Extra", "Requires-Dist")
+
+
+def reduce_metadata(raw: bytes) -> bytes:
+    """``raw`` METADATA with only ``RESOLVER_FIELDS`` (in that order, values unfolded), no body."""
+    from email.parser import BytesHeaderParser
+    from email.policy import compat32
+
+    headers = BytesHeaderParser(policy=compat32).parsebytes(raw)
+    lines = []
+    for field in RESOLVER_FIELDS:
+        for value in headers.get_all(field) or ():
+            lines.append(f"{field}: {' '.join(str(value).split())}")
+    return ("\n".join(lines) + "\n").encode()
