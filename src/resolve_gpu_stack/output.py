@@ -43,15 +43,17 @@ _ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downg
 
 
 def print_plan_table(plan: LockPlan, out: TextIO) -> None:
+    from rich import box
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
     console = Console(file=out, highlight=False, soft_wrap=False, width=None if out.isatty() else 160)
     t = plan.target
     title = f"Plan for Python {t.python} on {t.platform}, CUDA {t.cuda}"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("package", "version", "action", "index", "coupling"):
-        table.add_column(col, no_wrap=col != "package")
+        table.add_column(col, no_wrap=True)
     stack_first = sorted(plan.packages, key=lambda p: (p.coupling.value == "agnostic" and not p.name.startswith("flashinfer"), p.name))
     for p in stack_first:
         action = p.action.value
@@ -59,6 +61,11 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
             action += f" (from {p.installed_version})"
         style = _ACTION_STYLE.get(p.action.value, "")
         table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, p.coupling.value)
+    # Names and versions are never cut (a user copies them): on a narrow terminal the table keeps
+    # its width and the terminal wraps, rather than ellipsizing "flashinfer-cub…".
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    if needed > console.width:
+        console = Console(file=out, highlight=False, soft_wrap=False, width=needed)
     console.print(table)
     counts: dict[str, int] = {}
     for p in plan.packages:
