@@ -29,8 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from packaging.utils import canonicalize_name  # noqa: E402
-
-from wheels import BuiltWheel, build_wheel, metadata_text  # noqa: E402
+from wheels import BuiltWheel, metadata_text  # noqa: E402
 from world import World, _Entry, _pytorch_page  # noqa: E402
 
 CUDA = "cu130"

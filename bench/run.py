@@ -333,7 +333,7 @@ class Bench:
             passes.append(run_measured([PY, "-c", "pass"]))
         if any(p.rc != 0 for p in helps):
             self.failures.append(f"--help failed: {helps[0].err[-500:]}")
-        imported = run_measured([PY, "-X", "importtime", "-c", "import resolve_gpu_stack.cli as c; c.build_parser()"])
+        imported = run_measured([PY, "-X", "importtime", "-c", "import resolve_gpu_stack.cli.app as c; c.build_parser()"])
         heavy = sorted({line.split("|")[-1].strip().split(".")[0] for line in imported.err.splitlines() if "|" in line} & {"httpx", "resolvelib", "rich", "bs4", "packaging", "h11", "httpcore", "anyio"})
         self.results["help"] = {
             "help_wall": med([h.wall for h in helps]),
@@ -438,7 +438,7 @@ def table(r: dict) -> str:
         if c:
             o, u, i = c["ours"], c["uv"], c["inprocess"]
             add(f"cold resolve {lat} ms: ours (CLI)", f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req, {o['bytes'] / 2**20:.2f} MB, {o['maxrss_mb']:.0f} MB RSS")
-            add(f"  of which (in-process run)", f"imports {i['imports']:.3f} s, resolve() {i['resolve']:.3f} s")
+            add("  of which (in-process run)", f"imports {i['imports']:.3f} s, resolve() {i['resolve']:.3f} s")
             add(f"cold resolve {lat} ms: uv pip compile", f"{u['wall']:.3f} s wall, {u['cpu']:.2f} s CPU, {u['requests']:.0f} req, {u['bytes'] / 2**20:.2f} MB, {u['maxrss_mb']:.0f} MB RSS")
             add(f"cold {lat} ms: ours / uv ({c['closure']} packages)", f"{c['ratio_wall']:.2f}x", f"<= {limit:.1f}x", ok(c["ratio_wall"] <= limit))
     for lat in (0, 50):
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     # Python compiles each module it imports unless it finds bytecode; an installed package has
     # it, so the children keep theirs under tmp (not in the checkout), compiled once up front.
     PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    warmup = run_measured([PY, "-c", "import importlib, pkgutil, resolve_gpu_stack as p\nfor m in pkgutil.iter_modules(p.__path__):\n    m.name.startswith('_') or importlib.import_module('resolve_gpu_stack.' + m.name)"])
+    warmup = run_measured([PY, "-c", "import importlib, pkgutil, resolve_gpu_stack as p\nfor m in pkgutil.walk_packages(p.__path__, 'resolve_gpu_stack.'):\n    m.name.rsplit('.', 1)[-1].startswith('_') or importlib.import_module(m.name)"])
     if warmup.rc != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SystemExit(f"cannot import the package: {warmup.err[-2000:]}")

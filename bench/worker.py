@@ -31,8 +31,9 @@ def _median(xs: list[float]) -> float:
 def parse_job(job: dict) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from benchworld import pypi_json_body, pytorch_page_body
-    from resolve_gpu_stack.models import IndexPage
-    from resolve_gpu_stack.parse import parse_page
+
+    from resolve_gpu_stack.index.parse import parse_page
+    from resolve_gpu_stack.model import IndexPage
 
     if job["kind"] == "pytorch":
         body = pytorch_page_body(job["size"])
@@ -95,13 +96,14 @@ class MeteredFetcher:
 
 def resolve_job(job: dict) -> dict:
     t_import = time.perf_counter()
-    from resolve_gpu_stack.cache import HttpCache
-    from resolve_gpu_stack.finder import Finder
-    from resolve_gpu_stack.http import HttpFetcher
-    from resolve_gpu_stack.indexes import load_definitions
-    from resolve_gpu_stack.output import plan_to_json
-    from resolve_gpu_stack.resolve import ResolveRequest, resolve
-    from resolve_gpu_stack.target import declared_target
+    from resolve_gpu_stack.cli.render import plan_to_json
+    from resolve_gpu_stack.data.definitions import load_definitions
+    from resolve_gpu_stack.env.target import declared_target
+    from resolve_gpu_stack.index.finder import Finder
+    from resolve_gpu_stack.model.request import ResolveRequest
+    from resolve_gpu_stack.net.cache import HttpCache
+    from resolve_gpu_stack.net.http import HttpFetcher
+    from resolve_gpu_stack.resolver.resolve import resolve
 
     imported = time.perf_counter()
     base = job["base"]
@@ -114,7 +116,7 @@ def resolve_job(job: dict) -> dict:
     try:
         for python, platform, installed in job["targets"]:
             t1 = time.perf_counter()
-            plan = resolve(ResolveRequest(target=declared_target(python, platform, installed), torch=job.get("torch", "nightly")), finder, defs)
+            plan = resolve(ResolveRequest.build(target=declared_target(python, platform, installed), torch=job.get("torch", "nightly")), finder, defs)
             plans.append(plan_to_json(plan))
             json.dumps(plans[-1])
             per_target.append(time.perf_counter() - t1)
@@ -140,8 +142,8 @@ def resolve_job(job: dict) -> dict:
 
 def import_job(job: dict) -> dict:
     t = time.perf_counter()
-    import resolve_gpu_stack.resolve  # noqa: F401
-    import resolve_gpu_stack.http  # noqa: F401
+    import resolve_gpu_stack.net.http  # noqa: F401
+    import resolve_gpu_stack.resolver.resolve  # noqa: F401
 
     return {"import_seconds": time.perf_counter() - t}
 

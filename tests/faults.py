@@ -18,17 +18,17 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import unquote, urlsplit
-
-from resolve_gpu_stack import cli
 
 from server import IndexServer
 from stack_world import build_story_world
 from world import World
+
+from resolve_gpu_stack.cli import app as cli
 
 OLD_NIGHTLY = "2.12.0.dev20260305+cu130"
 NEW_NIGHTLY = "2.12.0.dev20260307+cu130"

@@ -7,18 +7,18 @@ installed, hence kept and not downloaded), so real pylock files can be written w
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
-
-from resolve_gpu_stack.config import load_config, resolve_definitions, resolve_request
-from resolve_gpu_stack.finder import Finder
-from resolve_gpu_stack.http import HttpFetcher
-from resolve_gpu_stack.resolve import resolve
-from resolve_gpu_stack.snapshot import RecordingFetcher
 
 from server import IndexServer
 from world import World
+
+from resolve_gpu_stack.cli.config import load_config, resolve_definitions, resolve_request
+from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.snapshot import RecordingFetcher
+from resolve_gpu_stack.resolver.resolve import resolve
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"

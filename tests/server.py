@@ -45,7 +45,7 @@ class Fault:
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms ACK stalls
-    server: "_Server"
+    server: _Server
 
     def log_message(self, fmt: str, *args: object) -> None:  # quiet
         pass
@@ -160,7 +160,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # the default 5 drops bursts of connects (a 1 s SYN retry each)
-    owner: "IndexServer"
+    owner: IndexServer
 
     def handle_error(self, request: object, client_address: object) -> None:
         import sys
@@ -197,7 +197,7 @@ class IndexServer:
     def requests_for(self, path: str) -> list[tuple[str, str, dict[str, str]]]:
         return [entry for entry in self.log if urlsplit(entry[1]).path == path]
 
-    def start(self) -> "IndexServer":
+    def start(self) -> IndexServer:
         self._thread.start()
         return self
 
@@ -205,7 +205,7 @@ class IndexServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "IndexServer":
+    def __enter__(self) -> IndexServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

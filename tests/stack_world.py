@@ -3,16 +3,16 @@ FlashInfer's three components across CUDA labels, a PyPI with the closure, and h
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
-
-from resolve_gpu_stack.finder import Finder
-from resolve_gpu_stack.http import HttpFetcher
-from resolve_gpu_stack.indexes import Definitions, load_definitions
 
 from server import IndexServer
 from world import World
+
+from resolve_gpu_stack.data.definitions import Definitions, load_definitions
+from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.net.http import HttpFetcher
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"

@@ -8,8 +8,9 @@ import textwrap
 import threading
 from pathlib import Path
 
-from resolve_gpu_stack.cache import HttpCache, cache_url, default_cache_dir
 from server import IndexServer
+
+from resolve_gpu_stack.net.cache import HttpCache, cache_url, default_cache_dir
 
 PAGE = b"<html><body><a href='demo-1.0-py3-none-any.whl'>demo</a></body></html>"
 
@@ -131,9 +132,9 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from resolve_gpu_stack.cache import HttpCache
-    from resolve_gpu_stack.http import HttpFetcher
-    from resolve_gpu_stack.indexes import IndexDefinition
+    from resolve_gpu_stack.net.cache import HttpCache
+    from resolve_gpu_stack.net.http import HttpFetcher
+    from resolve_gpu_stack.data.definitions import IndexDefinition
 
     base, root = sys.argv[1], Path(sys.argv[2])
     index = IndexDefinition(name="t", url=base, dialect="html", hashes="all", metadata="pep658", hosts=("*",), channels={})

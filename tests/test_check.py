@@ -9,14 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from lock_project import add_flashinfer, build_lock_world, config_text, record_snapshot, serve_world
 from packaging.version import Version
 
-from resolve_gpu_stack import cli
-from resolve_gpu_stack.check import build_date, check_lock, retention_findings
-from resolve_gpu_stack.indexes import load_definitions
-from resolve_gpu_stack.models import Action, Coupling, LockedPackage
-
-from lock_project import add_flashinfer, build_lock_world, config_text, record_snapshot, serve_world
+from resolve_gpu_stack.cli import app as cli
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.lock.check import build_date, check_lock, retention_findings
+from resolve_gpu_stack.model import Action, Coupling, LockedPackage
 
 PYLOCK = Path("constraints/pylock.x86_64-py312.toml")
 TXT = Path("constraints/x86_64-py312.txt")

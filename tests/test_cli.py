@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
-from pathlib import Path
 
 import pytest
-
-from resolve_gpu_stack.cli import main
-
 from conftest import SNAPSHOT
-from stack_world import build_story_world
 from server import IndexServer
+from stack_world import build_story_world
+
+from resolve_gpu_stack.cli.app import main
 
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
 

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from resolve_gpu_stack.config import (
+from resolve_gpu_stack.cli.config import (
     discover_config,
+    effective,
     find_config,
     index_urls,
     load_config,
     lock_inputs,
-    effective,
     with_overrides,
 )
 from resolve_gpu_stack.errors import UsageError
-from resolve_gpu_stack.lockformat import inputs_digest
+from resolve_gpu_stack.lock.format import inputs_digest
 
 FULL = """
 [project]

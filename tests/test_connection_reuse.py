@@ -6,12 +6,12 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from resolve_gpu_stack.cache import HttpCache
-from resolve_gpu_stack.http import HttpFetcher
-from resolve_gpu_stack.indexes import load_definitions
-
 from server import IndexServer
 from stack_world import build_story_world
+
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.net.cache import HttpCache
+from resolve_gpu_stack.net.http import HttpFetcher
 
 
 def test_connections_survive_304_and_404(tmp_path: Path, monkeypatch):

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from faults import TARGET, run_cli, story_run
 from server import IndexServer
 

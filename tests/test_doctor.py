@@ -13,9 +13,10 @@ import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from resolve_gpu_stack import cli
-from resolve_gpu_stack.cmd_doctor import probe_import, query_gpus
-from resolve_gpu_stack.doctor import (
+from resolve_gpu_stack.cli import app as cli
+from resolve_gpu_stack.cli.cmd_doctor import probe_import, query_gpus
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.env.doctor import (
     SCHEMA,
     Check,
     Gpu,
@@ -28,8 +29,7 @@ from resolve_gpu_stack.doctor import (
     run_checks,
     sass_covers,
 )
-from resolve_gpu_stack.indexes import load_definitions
-from resolve_gpu_stack.target import Environment, InstalledDistribution, declared_target
+from resolve_gpu_stack.env.target import Environment, InstalledDistribution, declared_target
 
 DEFS = load_definitions()
 TVM_RANGE_061 = "apache-tvm-ffi!=0.1.8,!=0.1.8.post0,<0.2,>=0.1.6"

@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from resolve_gpu_stack.download import WheelCache, fetch_wheel, fill_hashes
-from resolve_gpu_stack.errors import CrawlError, IntegrityError
-from resolve_gpu_stack.http import HttpFetcher
-from resolve_gpu_stack.models import Action, Coupling, LockedPackage, LockPlan, TargetSummary
-
 from server import Fault
 from wheels import build_wheel
+
+from resolve_gpu_stack.errors import CrawlError, IntegrityError
+from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.net.download import WheelCache, fetch_wheel, fill_hashes
+from resolve_gpu_stack.net.http import HttpFetcher
 
 PAD = 300_000  # incompressible bytes, so the wheel is big enough to cut in the middle
 CUT = 100_000

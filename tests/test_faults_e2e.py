@@ -18,11 +18,10 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 import pytest
-
-from resolve_gpu_stack.http import HttpFetcher
-
 from faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, run_cli, story_run
 from server import Fault, IndexServer
+
+from resolve_gpu_stack.net.http import HttpFetcher
 
 OLD = {"pylock.x.toml": b"# the lock from yesterday\n", "constraints.txt": b"# yesterday's constraints\n"}
 

@@ -12,16 +12,15 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from faults import PATHS, TARGET, StoryRun, index_flags, replace_pypi_wheel, run_cli, story_run, wheel_with_metadata
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from resolve_gpu_stack.download import WheelCache, wheel_filename
-from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.snapshot import _storage_path, snapshot_key
-
-from faults import PATHS, TARGET, StoryRun, index_flags, replace_pypi_wheel, run_cli, story_run, wheel_with_metadata
 from stack_world import ABI3, ARM, X86, torch_nightly
 from world import World
+
+from resolve_gpu_stack.errors import CrawlError
+from resolve_gpu_stack.net.download import WheelCache, wheel_filename
+from resolve_gpu_stack.net.snapshot import _storage_path, snapshot_key
 
 HOSTILE_NAMES = ("torch", "triton", "pytorch-triton", "torchtriton", "flashinfer-jit-cache", "flashinfer-jit-cache-sm90a", "flashinfer-jit-cache-sm100a")
 

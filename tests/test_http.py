@@ -12,16 +12,20 @@ import shutil
 import socket
 import time
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from server import Fault, IndexServer
+from wheels import BuiltWheel, build_wheel, metadata_text
 
-from resolve_gpu_stack.cache import HttpCache
+from resolve_gpu_stack.data.definitions import IndexDefinition
 from resolve_gpu_stack.errors import CrawlError, IntegrityError
-from resolve_gpu_stack.http import (
+from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.net.cache import HttpCache
+from resolve_gpu_stack.net.http import (
     JSON_ACCEPT,
     HttpFetcher,
     check_redirect,
@@ -30,10 +34,6 @@ from resolve_gpu_stack.http import (
     page_content_type,
     parse_retry_after,
 )
-from resolve_gpu_stack.indexes import IndexDefinition
-from resolve_gpu_stack.models import IndexFile
-from server import Fault, IndexServer
-from wheels import BuiltWheel, build_wheel, metadata_text
 
 PAGE = b"<!DOCTYPE html><html><body><a href='../../files/demo-1.0-py3-none-any.whl'>demo</a></body></html>"
 MakeFetcher = Callable[..., HttpFetcher]

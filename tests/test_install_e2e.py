@@ -17,16 +17,15 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from resolve_gpu_stack import cli
-from resolve_gpu_stack.errors import UvError
-from resolve_gpu_stack.install import check_uv_changes, parse_uv_changes
-from resolve_gpu_stack.models import Action, Coupling, LockedPackage, LockPlan, TargetSummary
-
 from server import IndexServer
 from stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES
 from wheels import build_wheel
 from world import World
+
+from resolve_gpu_stack.cli import app as cli
+from resolve_gpu_stack.env.install import check_uv_changes, parse_uv_changes
+from resolve_gpu_stack.errors import UvError
+from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 
 PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
 PLAT = f"manylinux_2_28_{platform.machine()}"
@@ -272,7 +271,7 @@ def test_uv_change_lines_are_checked_against_the_plan():
 @pytest.mark.slow
 @needs_linux
 def test_uv_failures_are_uv_errors_with_uvs_message_and_no_credentials(stack, tmp_path, uv_env, capsys):
-    from resolve_gpu_stack.install import _run_uv
+    from resolve_gpu_stack.env.install import _run_uv
 
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))

@@ -14,20 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from resolve_gpu_stack import lockfile
 from resolve_gpu_stack.errors import LockFileError, UsageError
-from resolve_gpu_stack.lockfile import (
-    inputs_digest,
-    plan_from_lock,
-    read_lock,
-    render_constraints,
-    render_pylock,
-    strip_credentials,
-    target_marker,
-    write_lock,
-)
-from resolve_gpu_stack.lockformat import toml_key, toml_string
-from resolve_gpu_stack.models import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.lock import write as lockfile
+from resolve_gpu_stack.lock.format import toml_key, toml_string
+from resolve_gpu_stack.lock.write import inputs_digest, plan_from_lock, read_lock, render_constraints, render_pylock, target_marker, write_lock
+from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.urls import strip_credentials
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,8 +12,8 @@ from packaging.tags import Tag
 from packaging.version import Version
 
 from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.models import IndexPage, ParsedPage
-from resolve_gpu_stack.parse import MAX_WARNINGS, PEP691_JSON, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.index.parse import MAX_WARNINGS, PEP691_JSON, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.model import IndexPage, ParsedPage
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 R2 = "https://download-r2.pytorch.org/whl"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resolve_gpu_stack.parse import _Context, _filename, _join, _join_redacted, parse_filename, redact
+from resolve_gpu_stack.index.parse import _Context, _filename, _join, _join_redacted, parse_filename, redact
 
 BASES = [
     "https://pypi.example/simple/numpy/",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from packaging.utils import parse_wheel_filename
 
 from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.models import IndexFile, IndexPage, ParsedPage, WheelMetadata
-from resolve_gpu_stack.parse import PEP691_JSON, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.index.parse import PEP691_JSON, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.model import IndexFile, IndexPage, ParsedPage, WheelMetadata
 
 FAST = settings(max_examples=100, deadline=None)
 JSON_FAST = settings(max_examples=60, deadline=None)  # the recursive strategy is slow to draw

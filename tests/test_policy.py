@@ -6,16 +6,29 @@ import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from resolve_gpu_stack.indexes import RouteContext, cuda_tuple, load_definitions
-from resolve_gpu_stack.models import Action, Coupling, LockedPackage, LockPlan, TargetSummary
-from resolve_gpu_stack.policy import is_downgrade, jit_cache_version, plan_violations, torch_abi_mismatch
+from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
+from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.model.cuda import CudaLabel
+from resolve_gpu_stack.resolver.policy import is_downgrade, jit_cache_version, plan_violations, torch_abi_mismatch
 
 DEFS = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
 
 
 @pytest.mark.parametrize("label, expected", [("cu130", (13, 0)), ("cu128", (12, 8)), ("cu129", (12, 9)), ("cu134", (13, 4)), ("cpu", None), ("cu", None), ("rocm6.4", None)])
-def test_cuda_tuple(label, expected):
-    assert cuda_tuple(label) == expected
+def test_cuda_label_parse(label, expected):
+    parsed = CudaLabel.parse(label)
+    assert (None if parsed is None else (parsed.major, parsed.minor)) == expected
+    if parsed is not None:
+        assert str(parsed) == label
+
+
+@pytest.mark.parametrize("torch, expected", [
+    ("2.12.0.dev20260307+cu130", "cu130"), ("2.9.1+cu128", "cu128"), ("2.9.1+cpu", None), ("2.9.1", None),
+    ("2.5.0+rocm6.4", None), ("0.2.5+cu124torch2.5", None),
+])
+def test_cuda_label_of_torch(torch, expected):
+    label = CudaLabel.of_torch(torch)
+    assert (None if label is None else str(label)) == expected
 
 
 @pytest.mark.parametrize(

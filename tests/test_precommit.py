@@ -24,11 +24,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from lock_project import build_lock_world, config_text, record_snapshot, serve_world
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-from lock_project import build_lock_world, config_text, record_snapshot, serve_world
 
 pytestmark = pytest.mark.slow
 

@@ -9,16 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-
-from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.finder import Finder
-from resolve_gpu_stack.http import HttpFetcher
-from resolve_gpu_stack.indexes import load_definitions
-from resolve_gpu_stack.resolve import ResolveRequest, resolve
-from resolve_gpu_stack.target import declared_target
-
 from server import Fault, IndexServer
 from stack_world import build_story_world
+
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.env.target import declared_target
+from resolve_gpu_stack.errors import CrawlError
+from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.resolver.resolve import resolve
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
@@ -31,6 +31,7 @@ class Recorder:
         self.calls: list[tuple[str, str, int]] = []
         self.spans: list[tuple[float, float]] = []  # (start, end) of each call
         self.concurrent_calls = concurrent
+        self.result_store = None
         self.overlap = 0  # calls that started while another was still running
         self._running = 0
         self._lock = threading.Lock()

@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
+from stack_world import ABI3, FI_REQUIRES, X86, build_story_world, serve
 
+from resolve_gpu_stack.env.target import declared_target
 from resolve_gpu_stack.errors import DowngradeRefused, NoPlanError, UsageError
-from resolve_gpu_stack.models import Action, Coupling
-from resolve_gpu_stack.resolve import ResolveRequest, resolve
-from resolve_gpu_stack.target import declared_target
-
-from stack_world import ABI3, ARM, FI_REQUIRES, X86, build_story_world, serve, torch_nightly
+from resolve_gpu_stack.model import Action, Coupling
+from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.resolver.resolve import resolve
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
@@ -24,7 +23,7 @@ def target(installed=(f"torch=={NIGHTLY}",), platform="x86_64-manylinux_2_28", p
 def plan_for(world, **kw):
     kw.setdefault("target", target())
     with serve(world) as (srv, defs, finder):
-        plan = resolve(ResolveRequest(**kw), finder, defs)
+        plan = resolve(ResolveRequest.build(**kw), finder, defs)
         return plan, srv
 
 

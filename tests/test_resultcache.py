@@ -6,23 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from resolve_gpu_stack import resultcache
-from resolve_gpu_stack.cache import HttpCache
-from resolve_gpu_stack.finder import Finder
-from resolve_gpu_stack.http import HttpFetcher
-from resolve_gpu_stack.indexes import load_definitions
-from resolve_gpu_stack.resolve import ResolveRequest, resolve
-from resolve_gpu_stack.target import declared_target
-
 from server import IndexServer
 from stack_world import build_story_world
+
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.env.target import declared_target
+from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.net.cache import HttpCache
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.resolver import reuse as resultcache
+from resolve_gpu_stack.resolver.resolve import resolve
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
 
 def request(**kw) -> ResolveRequest:
-    return ResolveRequest(target=declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"]), **kw)
+    return ResolveRequest.build(target=declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"]), **kw)
 
 
 class Runner:
@@ -120,8 +120,9 @@ def test_the_entry_holds_no_credentials(tmp_path: Path):
 
 
 def test_a_page_that_now_fails_is_the_full_resolve_error(story):
-    from resolve_gpu_stack.errors import CrawlError
     from server import Fault
+
+    from resolve_gpu_stack.errors import CrawlError
 
     story()
     story.srv.script("/simple/numpy/", [Fault(status=503)] * 30)

@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-
 from faults import cache_problems
 from server import IndexServer
 
@@ -82,7 +81,7 @@ def test_concurrent_runs_share_one_cache_and_a_corrupted_cache_is_fetched_again(
             start(["lock", *DECLARED, *flags, "-o", "pylock.x.toml"], env, tmp_path),
         ]
         results = [finish(p) for p in procs]
-        for rc, out, err in results:
+        for rc, _out, err in results:
             assert rc == 0, err
         plan_a, plan_b = (json.loads(results[i][1]) for i in (0, 1))
         assert plan_a == plan_b

@@ -3,10 +3,10 @@ digest keeps only what resolving reads."""
 
 from __future__ import annotations
 
-from resolve_gpu_stack.parse import parse_metadata
-from resolve_gpu_stack.snapshot import RESOLVER_FIELDS, reduce_metadata, snapshot_key
-
 from conftest import SNAPSHOT
+
+from resolve_gpu_stack.index.parse import parse_metadata
+from resolve_gpu_stack.net.snapshot import RESOLVER_FIELDS, reduce_metadata, snapshot_key
 
 RAW = b"""Metadata-Version: 2.4
 Name: numpy

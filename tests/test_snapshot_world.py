@@ -1,6 +1,6 @@
 """The bundled snapshot indexes/snapshots/2026-03-07 (user story 1's world) is whole and coherent.
 
-Everything is read back through ``resolve_gpu_stack.snapshot.SnapshotFetcher``, the code a
+Everything is read back through ``resolve_gpu_stack.net.snapshot.SnapshotFetcher``, the code a
 ``--snapshot`` run uses. The pages are checked with a small stdlib HTML reader of our own, so these
 tests do not lean on ``parse.py``; where ``parse_page`` is importable it is checked as well.
 """
@@ -25,10 +25,10 @@ from packaging.tags import Tag
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
 from resolve_gpu_stack.errors import IntegrityError, SnapshotMiss
-from resolve_gpu_stack.indexes import RouteContext, load_definitions
-from resolve_gpu_stack.models import IndexFile
-from resolve_gpu_stack.snapshot import SnapshotFetcher, snapshot_key
+from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.net.snapshot import SnapshotFetcher, snapshot_key
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-03-07"
@@ -468,7 +468,7 @@ def test_snapshot_stays_small() -> None:
 
 
 def test_parse_page_reads_every_page_without_warnings(fetcher: SnapshotFetcher, manifest: dict) -> None:
-    parse = pytest.importorskip("resolve_gpu_stack.parse")
+    parse = pytest.importorskip("resolve_gpu_stack.index.parse")
     for index, rel, entry in page_keys(manifest):
         if entry["status"] != 200:
             continue

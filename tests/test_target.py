@@ -14,10 +14,9 @@ from packaging.requirements import Requirement
 from packaging.tags import Tag, parse_tag, sys_tags
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+from wheels import build_wheel
 
-from resolve_gpu_stack.errors import UsageError
-from resolve_gpu_stack.target import (
-    cuda_from_torch,
+from resolve_gpu_stack.env.target import (
     declared_target,
     default_interpreter,
     inspect_environment,
@@ -26,7 +25,8 @@ from resolve_gpu_stack.target import (
     parse_installed,
     parse_python_flag,
 )
-from wheels import build_wheel
+from resolve_gpu_stack.errors import UsageError
+from resolve_gpu_stack.model.cuda import cuda_label_text
 
 
 def _tag(text: str) -> Tag:
@@ -234,7 +234,7 @@ def test_installed_twice_with_different_versions_is_refused() -> None:
      ("2.9.1+rocm6.4", None)],
 )
 def test_cuda_from_torch(version: str, label: str | None) -> None:
-    assert cuda_from_torch(Version(version)) == label
+    assert cuda_label_text(Version(version)) == label
 
 
 # ------------------------------------------------------------------------- choosing interpreters

@@ -9,9 +9,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+from wheels import build_wheel, metadata_text
 
-from resolve_gpu_stack import zipmeta
-from resolve_gpu_stack.zipmeta import (
+from resolve_gpu_stack.index import zipmeta
+from resolve_gpu_stack.index.zipmeta import (
     MemberTooLarge,
     NeedMoreBytes,
     ZipError,
@@ -23,7 +24,6 @@ from resolve_gpu_stack.zipmeta import (
     parse_central_directory,
     read_metadata_from_zip,
 )
-from wheels import build_wheel, metadata_text
 
 
 def _zip(members: dict[str, bytes], *, comment: bytes = b"", method: int = zipfile.ZIP_DEFLATED) -> bytes:

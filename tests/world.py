@@ -20,7 +20,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 from packaging.utils import canonicalize_name
-
 from wheels import BuiltWheel, build_wheel
 
 

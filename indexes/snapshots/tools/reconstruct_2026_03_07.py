@@ -29,7 +29,7 @@ from urllib.parse import urljoin, urlsplit
 
 from packaging.version import Version
 
-from resolve_gpu_stack.snapshot import Manifest, _storage_path, snapshot_key
+from resolve_gpu_stack.net.snapshot import Manifest, _storage_path, snapshot_key
 
 SNAPSHOT_DIR = Path(__file__).resolve().parents[1] / "2026-03-07"
 PYTORCH = "https://download.pytorch.org/whl/"
@@ -1091,7 +1091,7 @@ FlashInfer 0.6.5 (2026-03-04) is the newest release, the per-torch FlashInfer in
 exists.
 
 Use it with `resolve-gpu-stack ... --snapshot indexes/snapshots/2026-03-07`: every page and METADATA file is
-replayed from here, nothing goes to the network (`resolve_gpu_stack.snapshot.SnapshotFetcher`; a page the
+replayed from here, nothing goes to the network (`resolve_gpu_stack.net.snapshot.SnapshotFetcher`; a page the
 snapshot lacks is an error naming its URL). Keys are `<index>:<path below the index base>` or, for other
 hosts (download-r2.pytorch.org, github.com), the absolute URL, so the snapshot replays under any
 `--index NAME=URL`.

@@ -1,0 +1,186 @@
+"""`resolve-gpu-stack install`: resolve, download and verify every wheel, install it with uv.
+
+The installed torch is never reinstalled or replaced (see ``install``); ``--dry-run`` stops after
+uv's own dry run and prints what would change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import app as cli
+
+if TYPE_CHECKING:
+    from ..env.install import InstallReport
+    from ..model import LockPlan
+    from ..net.download import DownloadProgress, WheelCache
+    from ..net.http import HttpFetcher
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "install",
+        help="resolve, download and verify every wheel, and install with uv (torch is never touched)",
+        description=(
+            "Resolve for the target interpreter (--python PATH, default: the active virtual environment), "
+            "download every wheel to install into the wheel cache and check its sha256, then install them "
+            "with uv. The installed torch is never reinstalled or replaced; uv's dry run is checked first "
+            "and the install is refused if uv would touch anything the plan does not say."
+        ),
+    )
+    cli.add_resolve_flags(p)
+    cli.add_output_flags(p)
+    p.add_argument("--dry-run", action="store_true", help="stop after uv's dry run and print what would change")
+    p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
+    p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
+
+
+def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """The interpreter to install into; a declared ``--python 3.12`` is a usage error here."""
+    from ..env.target import default_interpreter, parse_python_flag
+    from ..errors import UsageError
+
+    if args.python is None:
+        return default_interpreter(env)
+    kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))
+    if kind == "version":
+        raise UsageError(
+            f"install needs a real interpreter, not a declared Python version ({args.python})",
+            hint="pass --python /path/to/venv/bin/python, or activate the virtual environment",
+        )
+    return value
+
+
+def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """``--uv PATH`` (checked now, before anything is downloaded) or the default uv."""
+    import shutil
+
+    from ..env.install import find_uv
+    from ..errors import UsageError
+
+    if args.uv is None:
+        return find_uv(env)
+    found = shutil.which(args.uv, path=env.get("PATH"))
+    if found is None:
+        raise UsageError(f"--uv {args.uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool")
+    return found
+
+
+def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> WheelCache:
+    from ..net.cache import default_cache_dir
+    from ..net.download import WheelCache
+
+    return WheelCache.under(args.cache_dir or default_cache_dir(env))
+
+
+def download_fetcher(args: argparse.Namespace, defs) -> HttpFetcher:
+    """An HTTP fetcher for wheels, knowing the credentials of the configured indexes."""
+    from ..net.http import HttpFetcher
+
+    fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
+    for definition in defs.indexes.values():
+        if definition.url:
+            fetcher.credentials.remember(definition.url)
+    return fetcher
+
+
+@contextmanager
+def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | None]:
+    """A rich progress bar on a terminal (stderr), nothing otherwise."""
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+    with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
+        tasks: dict[str, object] = {}
+        lock = threading.Lock()
+
+        def report(name: str, done: int, total: int | None) -> None:
+            with lock:
+                task = tasks.get(name)
+                if task is None:
+                    label = name if len(name) <= 48 else name[:47] + "…"
+                    task = tasks[name] = bar.add_task(label, total=total)
+            bar.update(task, completed=done, total=total)
+
+        yield report
+
+
+def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs) -> LockPlan:
+    """``download.fill_hashes`` with the cache, network and progress settings of the flags.
+
+    With ``--snapshot`` nothing is downloaded: only wheels already in the wheel cache count.
+    """
+    from ..net.download import fill_hashes
+
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+        return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=args.snapshot is not None)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..env.install import install_plan
+    from ..net.download import fill_hashes
+
+    python = interpreter_from_args(args, env)
+    args.python = python  # resolve for exactly the interpreter we install into
+    uv = uv_from_args(args, env)
+    plan, defs = cli.run_resolve(args, env)
+    cache = wheel_cache_from_args(args, env)
+    offline = args.snapshot is not None
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+        plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
+        lock_path = None
+        if args.output is not None:
+            from ..lock.write import write_lock
+
+            lock_path = str(write_lock(plan, args.output, command=cli.command_line(sys.argv[1:] or ["install"])))
+            print(f"wrote {lock_path}", file=sys.stderr)
+        report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
+    if lock_path is not None:
+        import dataclasses
+
+        report = dataclasses.replace(report, lock_path=lock_path)
+    emit_report(args, report)
+    return 0
+
+
+def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
+    from .render import print_json
+
+    if cli.output_format(args) == "json":
+        print_json(report.to_json(), sys.stdout)
+    else:
+        print_report_table(report, sys.stdout)
+
+
+_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta"}
+
+
+def print_report_table(report: InstallReport, out) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    title = f"{'Would change' if report.dry_run else 'Installed'} in {report.python}"
+    table = Table(title=title, title_justify="left")
+    for col in ("package", "action", "before", "after" if not report.dry_run else "would be", "index"):
+        table.add_column(col, no_wrap=col in ("package", "action"), overflow="fold")
+    for row in report.rows:
+        style = _STYLE.get(row.action.value, "")
+        after = str(row.after) if row.after is not None else ("-" if not report.dry_run else str(row.version))
+        table.add_row(row.name, f"[{style}]{row.action.value}[/]", str(row.before) if row.before is not None else "-", after, row.index)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for row in report.rows:
+        counts[row.action.value] = counts.get(row.action.value, 0) + 1
+    summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
+    console.print(("dry run, nothing changed: " if report.dry_run else "") + summary, markup=False)

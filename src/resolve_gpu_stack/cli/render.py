@@ -1,0 +1,119 @@
+"""Rendering plans for people (a rich table) and programs (one JSON object). CLI layer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from ..index.finder import PageVisit
+from ..model import LockPlan
+from ..resolver.candidates import CandidateRow
+
+PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
+
+
+def plan_to_json(plan: LockPlan) -> dict[str, Any]:
+    return {
+        "schema": PLAN_SCHEMA,
+        "target": {"python": plan.target.python, "platform": plan.target.platform, "cuda": plan.target.cuda},
+        "flashinfer": {"version": str(plan.flashinfer_version) if plan.flashinfer_version else None, "cuda_label": plan.cuda_label},
+        "packages": [
+            {
+                "name": p.name,
+                "version": str(p.version),
+                "action": p.action.value,
+                "installed": str(p.installed_version) if p.installed_version is not None else None,
+                "index": p.index,
+                "url": p.url,
+                "sha256": p.sha256,
+                "size": p.size,
+                "coupling": p.coupling.value,
+                "reason": p.reason,
+            }
+            for p in plan.packages
+        ],
+        "notes": list(plan.notes),
+        "inputs_digest": plan.inputs_digest,
+    }
+
+
+def print_json(data: Any, out: TextIO) -> None:
+    out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+_ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta"}
+
+
+def print_plan_table(plan: LockPlan, out: TextIO) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, soft_wrap=False, width=None if out.isatty() else 160)
+    t = plan.target
+    title = f"Plan for Python {t.python} on {t.platform}, CUDA {t.cuda}"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("package", "version", "action", "index", "coupling"):
+        table.add_column(col, no_wrap=True)
+    stack_first = sorted(plan.packages, key=lambda p: (p.coupling.value == "agnostic" and not p.name.startswith("flashinfer"), p.name))
+    for p in stack_first:
+        action = p.action.value
+        if p.installed_version is not None and action not in ("keep",):
+            action += f" (from {p.installed_version})"
+        style = _ACTION_STYLE.get(p.action.value, "")
+        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, p.coupling.value)
+    # Names and versions are never cut (a user copies them): on a narrow terminal the table keeps
+    # its width and the terminal wraps, rather than ellipsizing "flashinfer-cub…".
+    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    if needed > console.width:
+        console = Console(file=out, highlight=False, soft_wrap=False, width=needed)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for p in plan.packages:
+        counts[p.action.value] = counts.get(p.action.value, 0) + 1
+    console.print(", ".join(f"{n} {a}" for a, n in sorted(counts.items())))
+    if plan.notes:
+        console.print("[bold]Notes[/]")
+        for note in plan.notes:
+            console.print(f"  - {note}", markup=False)
+
+
+# -- candidates ------------------------------------------------------------------------------------
+
+def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
+    return [
+        {
+            "filename": r.filename, "version": r.version, "tags": r.tags, "index": r.index, "url": r.url,
+            "sha256": r.sha256, "metadata_sha256": r.metadata_sha256, "size": r.size,
+            "upload_time": r.upload_time, "yanked": r.yanked, "fits_target": r.fits, "why_not": r.why_not,
+        }
+        for r in rows
+    ]
+
+
+def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        from ..cli.render import print_json
+
+        print_json(_json(rows), out)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, width=None if out.isatty() else 220)
+    table = Table(title_justify="left")
+    for col in ("version", "tags", "index", "sha256", "size", "fits"):
+        table.add_column(col, overflow="fold", no_wrap=col in ("version", "sha256"))
+    for r in rows:
+        table.add_row(
+            r.version, r.tags, r.index,
+            r.sha256 or (f"no hash (metadata sha256 {r.metadata_sha256})" if r.metadata_sha256 else "no hash"),
+            f"{r.size:,}" if r.size else "", "yes" if r.fits else f"no: {r.why_not}",
+        )
+    console.print(table)
+    for v in visits:
+        state = f"{v.files} files" if v.found else "404 (no such page)"
+        console.print(f"{v.location.url}: {state}", markup=False)
+        for w in v.warnings:
+            console.print(f"  warning: {w}", markup=False)

@@ -1,0 +1,130 @@
+"""Reading TOML documents: one loader and one typed-getter style for every file we read.
+
+The index definitions (``indexes/*.toml``), the project config and lock files are all read through
+``load_toml`` and ``TomlReader``: every problem is an exception of the caller's error class whose
+message names the file, the table (a dotted path) and the key, and never a traceback. A document
+too deeply nested to parse, or bytes that are not UTF-8, are such problems too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import IndexDefinitionError, ResolveGpuStackError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+E = TypeVar("E", bound=enum.Enum)
+
+TOML_TYPES: dict[type, str] = {
+    str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table",
+    list: "an array", dt.datetime: "a date-time",
+}
+
+
+def type_name(value: object) -> str:
+    """How TOML calls the type of ``value`` (``a string``, ``a table``, ...)."""
+    return TOML_TYPES.get(type(value), type(value).__name__)
+
+
+def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:
+    """A TOML text as a dict; malformed or absurdly nested TOML raises ``error`` naming ``where``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{where}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise error(f"{where}: not valid TOML: nested too deeply") from None
+
+
+def load_toml(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable, non-UTF-8 or malformed file raises ``error`` naming it."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return parse_toml(text, str(path), error=error)
+
+
+class TomlReader:
+    """Typed access into parsed TOML; each error names the file, the table and the key.
+
+    ``where`` arguments are human-readable locations (``"tool.resolve-gpu-stack.target 'x'"``,
+    ``"packages #3 (numpy)"``); the message is ``<file>: <where>: <what>``.
+    """
+
+    def __init__(self, source: Path | str, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> None:
+        self.source = source
+        self.error = error
+
+    def fail(self, where: str, what: str, *, hint: str | None = None) -> ResolveGpuStackError:
+        return self.error(f"{self.source}: {where}: {what}", hint=hint)
+
+    def get(self, table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str, *, required: bool = False) -> Any:
+        """``table[key]`` checked to be of ``kind``; None when absent and not ``required``."""
+        if key not in table:
+            if required:
+                raise self.fail(where, f"missing {key!r}")
+            return None
+        value = table[key]
+        kinds = (kind,) if isinstance(kind, type) else kind
+        if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+            names = " or ".join(TOML_TYPES.get(k, k.__name__) for k in kinds)
+            raise self.fail(where, f"{key!r} must be {names}, not {type_name(value)}")
+        return value
+
+    def strings(self, table: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> tuple[str, ...] | None:
+        """An array of strings (a lone string is not accepted)."""
+        value = self.get(table, key, list, where, required=required)
+        if value is None:
+            return None
+        if not all(isinstance(v, str) for v in value):
+            raise self.fail(where, f"{key!r} must be an array of strings")
+        return tuple(value)
+
+    def tables(self, table: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+        """An array of tables (``[[key]]``); empty when absent."""
+        items = self.get(table, key, list, where) or []
+        if not all(isinstance(i, dict) for i in items):
+            raise self.fail(where, f"{key!r} must be an array of tables")
+        return items
+
+    def version(self, text: str, where: str) -> Version:
+        try:
+            return Version(text)
+        except InvalidVersion:
+            raise self.fail(where, f"{text!r} is not a version") from None
+
+    def enum(self, cls: type[E], text: str, where: str) -> E:
+        try:
+            return cls(text)
+        except ValueError:
+            allowed = ", ".join(str(m.value) for m in cls)
+            raise self.fail(where, f"{text!r} is not one of {allowed}") from None
+
+    def unknown_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...] | list[str], where: str) -> None:
+        """Refuse a key that is not in ``allowed``, suggesting the closest known one."""
+        import difflib
+
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, list(allowed), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
+                raise self.fail(where, f"unknown key {key!r}", hint=hint)
+
+
+__all__ = ["TOML_TYPES", "TomlReader", "load_toml", "parse_toml", "type_name"]

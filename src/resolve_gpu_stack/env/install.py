@@ -1,0 +1,357 @@
+"""Hand a plan to uv, and never let uv touch what the plan keeps (I/O edge: disk, subprocess).
+
+How uv is called, and why:
+
+- Every file to install is first fetched into the wheel cache and verified (``download``); uv
+  gets a temporary flat folder of links to those cache files (``--find-links``) and a
+  requirements file of ``name==version --hash=sha256:...`` lines (``--require-hashes``). uv
+  checks the hashes a second time, and the environment ends up exactly as after an index
+  install: no ``direct_url.json`` pointing into our cache, ``pip freeze`` shows ``name==version``.
+  (``name @ file:///...`` lines would record the cache path in every installed dist-info.)
+- ``--no-deps``: the plan is the full closure, uv must not resolve anything of its own.
+- ``--no-index --offline``: uv cannot go fishing on other indexes; ``--no-config`` and a scrubbed
+  environment keep a uv.toml / ``UV_OVERRIDE`` / ``UV_FIND_LINKS`` from changing the install set.
+- Kept packages (the installed torch above all) are not in the requirements, and are pinned to
+  their installed version, local label included, in a ``-c`` constraints file.
+- ``uv pip install --dry-run`` runs first with the same arguments; if uv would add, remove or
+  change anything the plan does not say (a ``- torch==...`` line while torch is kept), nothing is
+  run and ``UvError`` quotes uv's line.
+- Afterwards the environment is inspected again: every package must be at its planned version and
+  the dist-info of every kept package byte-identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import LockFileError, UsageError, UvError
+from ..model import Action, LockedPackage, LockPlan
+from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
+from ..urls import strip_credentials
+from .target import Environment, InstalledDistribution, inspect_environment
+
+if TYPE_CHECKING:
+    from ..net.http import HttpFetcher
+
+REPORT_SCHEMA = "resolve-gpu-stack/install/v1"
+TORCH = NormalizedName("torch")
+
+# Environment variables that could widen or change what uv installs; uv gets none of them.
+_SCRUBBED_ENV = (
+    "UV_OVERRIDE", "UV_CONSTRAINT", "UV_BUILD_CONSTRAINT", "UV_FIND_LINKS", "UV_INDEX", "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_PYTHON", "UV_SYSTEM_PYTHON", "UV_CONFIG_FILE",
+    "UV_REINSTALL", "UV_UPGRADE", "UV_TARGET", "UV_PREFIX", "UV_NO_BINARY", "UV_EXCLUDE_NEWER",
+)
+
+_CHANGE_RE = re.compile(
+    r"^\s*(?P<op>[-+~])\s+(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:\[[^\]]*\])?"
+    r"(?:\s*==\s*(?P<version>[^\s;]+)|\s+@\s+(?P<url>\S+))?"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UvChange:
+    """One ``+ name==version`` / ``- name==version`` / ``~ name==version`` line of uv's output."""
+
+    op: str  # "+" install, "-" remove, "~" reinstall
+    name: NormalizedName
+    version: Version | None
+    line: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallRow:
+    name: NormalizedName
+    version: Version  # what the plan says
+    action: Action
+    index: str
+    before: Version | None  # installed before the run
+    after: Version | None  # installed after the run (None in a dry run, or when absent)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallReport:
+    python: str
+    dry_run: bool
+    rows: tuple[InstallRow, ...]
+    uv_changes: tuple[str, ...] = ()  # uv's own lines (the dry run's, or the real run's)
+    lock_path: str | None = None
+
+    @property
+    def changed(self) -> tuple[InstallRow, ...]:
+        return tuple(r for r in self.rows if r.action is not Action.KEEP)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "python": self.python,
+            "dry_run": self.dry_run,
+            "lock": self.lock_path,
+            "packages": [
+                {
+                    "name": r.name,
+                    "version": str(r.version),
+                    "action": r.action.value,
+                    "index": r.index,
+                    "before": None if r.before is None else str(r.before),
+                    "after": None if r.after is None else str(r.after),
+                }
+                for r in self.rows
+            ],
+            "uv": list(self.uv_changes),
+        }
+
+
+# -- pure checks ---------------------------------------------------------------------------------
+
+
+def parse_uv_changes(output: str) -> list[UvChange]:
+    """The package lines of ``uv pip install`` output (dry run or real), in order."""
+    changes = []
+    for line in output.splitlines():
+        m = _CHANGE_RE.match(line)
+        if not m:
+            continue
+        try:
+            version = Version(m.group("version")) if m.group("version") else None
+        except InvalidVersion:
+            version = None
+        changes.append(UvChange(op=m.group("op"), name=canonicalize_name(m.group("name")), version=version, line=line.strip()))
+    return changes
+
+
+def check_uv_changes(changes: Sequence[UvChange], plan: LockPlan, installed: Mapping[NormalizedName, Version]) -> None:
+    """Refuse (``UvError``) any change of uv's that the plan does not make."""
+    for change in changes:
+        pkg = plan.package(change.name)
+        planned = pkg is not None and pkg.action is not Action.KEEP
+        if change.op == "+":
+            ok = planned and (change.version is None or change.version == pkg.version)
+        elif change.op == "-":
+            ok = planned and change.version is not None and change.version == installed.get(change.name)
+        else:  # "~" reinstall: the plan never reinstalls the same version
+            ok = False
+        if ok:
+            continue
+        what = {"+": "install", "-": "remove", "~": "reinstall"}[change.op]
+        if change.name == TORCH and TORCH in installed and (pkg is None or pkg.action is Action.KEEP):
+            message = f"uv would {what} torch, but the installed torch {installed[TORCH]} must stay as it is; uv said: {change.line!r}"
+        elif pkg is None:
+            message = f"uv would {what} {change.name}, which is not in the plan; uv said: {change.line!r}"
+        else:
+            message = f"uv would {what} {change.name}, but the plan says {pkg.action.value} {pkg.version}; uv said: {change.line!r}"
+        raise UvError(message + "; nothing was changed", hint="resolve again; if this persists, report it with the plan (--format json)")
+
+
+def check_environment(plan: LockPlan, environment: Environment) -> None:
+    """The plan must have been made for this interpreter, and the environment must not have moved."""
+    target = environment.target
+    if plan.target.python and _minor(plan.target.python) != target.python_version:
+        raise UsageError(f"the plan is for Python {plan.target.python}, but {environment.interpreter} is Python {target.python_version}", hint="resolve for this interpreter: --python " + environment.interpreter)
+    if plan.target.platform and plan.target.platform != target.platform:
+        raise UsageError(f"the plan is for {plan.target.platform}, but {environment.interpreter} is {target.platform}", hint="resolve for this interpreter: --python " + environment.interpreter)
+    for pkg in plan.packages:
+        now = target.installed.get(pkg.name)
+        expected = pkg.version if pkg.action is Action.KEEP else pkg.installed_version
+        if now != expected:
+            planned = f"keeps {pkg.name} {pkg.version}" if pkg.action is Action.KEEP else f"expects {pkg.name} {'at ' + str(expected) if expected else 'not installed'}"
+            raise LockFileError(
+                f"the environment changed since the plan was made: the plan {planned}, but {environment.interpreter} has {pkg.name} {now if now is not None else '(not installed)'}",
+                hint="resolve again for the environment as it is now",
+            )
+
+
+def _minor(python: str) -> str:
+    try:
+        release = Version(python).release
+    except InvalidVersion:
+        return python
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def requirements_text(packages: Sequence[LockedPackage]) -> str:
+    lines = []
+    for pkg in sorted(packages, key=lambda p: p.name):
+        if not pkg.sha256:
+            raise LockFileError(f"{pkg.name} {pkg.version}: no sha256 to install it with")
+        lines.append(f"{pkg.name}=={pkg.version} --hash=sha256:{pkg.sha256.lower()}")
+    return "\n".join(lines) + "\n"
+
+
+def constraints_text(plan: LockPlan, installed: Mapping[NormalizedName, Version]) -> str:
+    """``name==<installed version>`` for every kept package, and for torch whenever the plan keeps it."""
+    pins = {p.name: installed[p.name] for p in plan.packages if p.action is Action.KEEP and p.name in installed}
+    torch = plan.torch
+    if TORCH in installed and (torch is None or torch.action is Action.KEEP):
+        pins[TORCH] = installed[TORCH]
+    return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
+
+
+def uv_environment(env: Mapping[str, str]) -> dict[str, str]:
+    out = {k: v for k, v in env.items() if k not in _SCRUBBED_ENV}
+    out["UV_PYTHON_DOWNLOADS"] = "never"
+    out["UV_NO_PROGRESS"] = "1"
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def find_uv(env: Mapping[str, str]) -> str:
+    """The uv installed with this tool, else ``uv`` on PATH."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        pass
+    found = shutil.which("uv", path=env.get("PATH"))
+    if found:
+        return found
+    raise UsageError("uv not found", hint="install uv, or pass --uv /path/to/uv")
+
+
+def install_plan(
+    plan: LockPlan,
+    *,
+    python: str,
+    uv: str,
+    wheel_cache: WheelCache,
+    dry_run: bool,
+    fetcher: HttpFetcher | None = None,
+    progress: DownloadProgress | None = None,
+    offline: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> InstallReport:
+    """Install the plan into the environment of ``python`` with uv (see the module docstring)."""
+    env = dict(os.environ if env is None else env)
+    before_env = inspect_environment(python)
+    check_environment(plan, before_env)
+    before = dict(before_env.target.installed)
+    kept = {p.name: _dist_info_digest(before_env.distributions.get(p.name)) for p in plan.packages if p.action is Action.KEEP}
+    plan = fill_hashes(plan, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
+    todo = files_to_fetch(plan)
+    if not todo:
+        rows = _rows(plan, before, None if dry_run else before)
+        return InstallReport(python=python, dry_run=dry_run, rows=rows)
+    fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
+    with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
+        args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before))
+        uv_env = uv_environment(env)
+        dry = _run_uv([*args, "--dry-run"], uv_env, what="uv pip install --dry-run")
+        check_uv_changes(parse_uv_changes(dry), plan, before)
+        if dry_run:
+            return InstallReport(python=python, dry_run=True, rows=_rows(plan, before, None), uv_changes=_change_lines(dry))
+        real = _run_uv(args, uv_env, what="uv pip install")
+    after_env = inspect_environment(python)
+    after = dict(after_env.target.installed)
+    _check_after(plan, after, kept, after_env)
+    return InstallReport(python=python, dry_run=False, rows=_rows(plan, before, after), uv_changes=_change_lines(real))
+
+
+def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str) -> list[str]:
+    links = tmp / "wheels"
+    links.mkdir()
+    for pkg in todo:
+        source = fetched[pkg.name].path
+        _link(source, links / source.name)
+    (tmp / "requirements.txt").write_text(requirements_text(todo))
+    (tmp / "constraints.txt").write_text(constraints)
+    return [
+        uv, "pip", "install",
+        "--python", python,
+        "--no-config", "--no-deps", "--no-index", "--offline",
+        "--find-links", str(links),
+        "--require-hashes",
+        "-r", str(tmp / "requirements.txt"),
+        "-c", str(tmp / "constraints.txt"),
+    ]
+
+
+def _link(source: Path, link: Path) -> None:
+    try:
+        link.symlink_to(source)
+    except OSError:
+        try:
+            os.link(source, link)
+        except OSError:
+            shutil.copyfile(source, link)
+
+
+def _run_uv(args: list[str], env: Mapping[str, str], *, what: str) -> str:
+    try:
+        proc = subprocess.run(args, env=dict(env), capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise UvError(f"cannot run {args[0]}: {exc.strerror or exc}", hint="pass --uv /path/to/uv") from None
+    output = strip_credentials(proc.stderr + ("\n" + proc.stdout if proc.stdout else ""))
+    if proc.returncode != 0:
+        raise UvError(f"{what} failed (exit {proc.returncode}):\n{output.strip()}", hint="the environment is as uv left it; see uv's message above")
+    return output
+
+
+def _change_lines(output: str) -> tuple[str, ...]:
+    return tuple(c.line for c in parse_uv_changes(output))
+
+
+def _dist_info_digest(dist: InstalledDistribution | None) -> str | None:
+    """One digest over every file of a dist-info folder (names and bytes)."""
+    if dist is None or dist.dist_info is None or not dist.dist_info.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for path in sorted(p for p in dist.dist_info.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(dist.dist_info)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _check_after(plan: LockPlan, after: Mapping[NormalizedName, Version], kept: Mapping[NormalizedName, str | None], environment: Environment) -> None:
+    problems = []
+    for pkg in plan.packages:
+        now = after.get(pkg.name)
+        if now != pkg.version:
+            problems.append(f"{pkg.name} is {now if now is not None else 'not installed'}, the plan says {pkg.version}")
+        elif pkg.action is Action.KEEP and kept.get(pkg.name) != _dist_info_digest(environment.distributions.get(pkg.name)):
+            problems.append(f"the dist-info of the kept {pkg.name} {pkg.version} changed")
+    if problems:
+        raise UvError("after uv ran: " + "; ".join(problems), hint="the environment is as uv left it; resolve again and check `uv pip list`")
+
+
+def _rows(plan: LockPlan, before: Mapping[NormalizedName, Version], after: Mapping[NormalizedName, Version] | None) -> tuple[InstallRow, ...]:
+    return tuple(
+        InstallRow(
+            name=p.name,
+            version=p.version,
+            action=p.action,
+            index=p.index,
+            before=before.get(p.name),
+            after=None if after is None else after.get(p.name),
+        )
+        for p in sorted(plan.packages, key=lambda p: p.name)
+    )
+
+
+__all__ = [
+    "InstallReport",
+    "InstallRow",
+    "UvChange",
+    "check_environment",
+    "check_uv_changes",
+    "constraints_text",
+    "find_uv",
+    "install_plan",
+    "parse_uv_changes",
+    "requirements_text",
+    "uv_environment",
+]

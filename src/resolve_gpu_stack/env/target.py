@@ -1,0 +1,469 @@
+"""The target interpreter: declared on the command line, or inspected by running it.
+
+A plan is always for a *target* Python, never for the host running this tool: markers and wheel
+tags come from the declared version/platform, or from a probe script run by the real interpreter.
+The probe uses only the target's stdlib (it may not have ``packaging``); tags are computed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.tags import Tag, compatible_tags, cpython_tags, generic_tags, mac_platforms
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import UsageError
+from ..model import Target
+
+# Machines a declared target may name. x86_64/i686 accept manylinux wheels down to glibc 2.5
+# (manylinux1), every other architecture starts at 2.17 (manylinux2014), as pip and uv do.
+_MANYLINUX_FLOOR = {"x86_64": 5, "i686": 5, "aarch64": 17, "ppc64le": 17, "s390x": 17, "armv7l": 17}
+_LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+_DECLARED_MIN_GLIBC = 17
+
+_PLATFORM_RE = re.compile(r"^(?P<machine>[a-z0-9_]+)-(?:manylinux_2_(?P<minor>\d+)|(?P<linux>linux))$")
+_VERSION_RE = re.compile(r"^3\.(?P<minor>\d+)(?:\.(?P<micro>\d+))?(?P<t>t)?$")
+_ACCEPTED_PLATFORMS = (
+    "<machine>-manylinux_2_<N> with N >= 17 (e.g. x86_64-manylinux_2_28, aarch64-manylinux_2_28), "
+    "or <machine>-linux for plain linux_<machine> wheels only; machines: " + ", ".join(_MANYLINUX_FLOOR)
+)
+
+PythonFlagKind = Literal["version", "interpreter"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstalledDistribution:
+    """One distribution found in the target's environment."""
+
+    name: NormalizedName
+    display_name: str  # as spelled in its metadata
+    version: Version
+    requires_dist: tuple[str, ...] = ()
+    dist_info: Path | None = None  # the .dist-info (or .egg-info) folder
+    location: Path | None = None  # the folder that holds dist_info (site-packages)
+    installer: str | None = None  # contents of INSTALLER ("pip", "uv"), if any
+
+    @property
+    def record(self) -> Path | None:
+        """The RECORD file (list of installed files with their hashes), if this is a dist-info."""
+        return self.dist_info / "RECORD" if self.dist_info is not None else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Environment:
+    """Everything the probe learnt about a real interpreter, plus the Target derived from it."""
+
+    interpreter: str  # the path as given
+    executable: str  # the interpreter's own sys.executable
+    prefix: str
+    base_prefix: str
+    is_venv: bool
+    implementation: str  # "cpython", "pypy", ...
+    sysconfig_platform: str  # sysconfig.get_platform(), e.g. "linux-x86_64"
+    glibc: tuple[int, int] | None
+    free_threaded: bool
+    purelib: str
+    platlib: str
+    distributions: Mapping[NormalizedName, InstalledDistribution] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    target: Target
+
+
+# ---------------------------------------------------------------------------------------------
+# Declared targets
+
+
+def _parse_python(python: str) -> tuple[int, int, int | None, bool]:
+    match = _VERSION_RE.match(python.strip())
+    if match is None:
+        raise UsageError(
+            f"bad Python version {python!r}: expected 3.<minor>[.<micro>][t], e.g. 3.12, 3.12.4 or 3.13t"
+        )
+    minor = int(match["minor"])
+    micro = int(match["micro"]) if match["micro"] is not None else None
+    threaded = match["t"] is not None
+    if minor < 8:
+        raise UsageError(f"Python {python} is too old: targets must be Python 3.8 or newer")
+    if threaded and minor < 13:
+        raise UsageError(f"Python {python}: free-threaded builds exist only for Python 3.13 and newer")
+    return 3, minor, micro, threaded
+
+
+def _parse_platform(platform: str) -> tuple[str, int | None]:
+    """``x86_64-manylinux_2_28`` -> ("x86_64", 28); ``x86_64-linux`` -> ("x86_64", None)."""
+    match = _PLATFORM_RE.match(platform.strip())
+    if match is None or match["machine"] not in _MANYLINUX_FLOOR:
+        raise UsageError(f"unknown platform {platform!r}: accepted forms are {_ACCEPTED_PLATFORMS}")
+    if match["linux"]:
+        return match["machine"], None
+    minor = int(match["minor"])
+    if minor < _DECLARED_MIN_GLIBC:
+        raise UsageError(f"unknown platform {platform!r}: accepted forms are {_ACCEPTED_PLATFORMS}")
+    return match["machine"], minor
+
+
+def linux_platform_tags(arch: str, glibc: tuple[int, int] | None) -> list[str]:
+    """Platform tags for Linux on ``arch`` with that glibc, most preferred first (as pip/uv order them).
+
+    ``manylinux_2_<N>`` for N from the glibc minor down to the architecture's floor, each followed by
+    its legacy alias (manylinux2014 = 2_17, ...), then plain ``linux_<arch>``. No glibc (musl or
+    unknown): ``linux_<arch>`` only.
+    """
+    archs = ["armv8l", "armv7l"] if arch == "armv8l" else [arch]
+    tags: list[str] = []
+    if glibc is not None and glibc[0] == 2:
+        for one in archs:
+            floor = _MANYLINUX_FLOOR.get(one, 17)
+            for minor in range(glibc[1], floor - 1, -1):
+                tags.append(f"manylinux_2_{minor}_{one}")
+                if minor in _LEGACY_MANYLINUX:
+                    tags.append(f"{_LEGACY_MANYLINUX[minor]}_{one}")
+    tags += [f"linux_{one}" for one in archs]
+    return tags
+
+
+def _cpython_tag_list(major: int, minor: int, abis: Sequence[str], platforms: Sequence[str]) -> tuple[Tag, ...]:
+    version = (major, minor)
+    tags = list(cpython_tags(version, abis=list(abis), platforms=list(platforms)))
+    tags += compatible_tags(version, interpreter=f"cp{major}{minor}", platforms=list(platforms))
+    return tuple(dict.fromkeys(tags))
+
+
+def _linux_markers(machine: str, major: int, minor: int, micro: int) -> dict[str, str]:
+    full = f"{major}.{minor}.{micro}"
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": full,
+        "os_name": "posix",
+        "platform_machine": machine,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "python_full_version": full,
+        "python_version": f"{major}.{minor}",
+        "sys_platform": "linux",
+    }
+
+
+def parse_installed(specs: Iterable[str]) -> dict[NormalizedName, Version]:
+    """``["torch==2.9.1+cu130", ...]`` -> {canonical name: Version}; local labels are kept."""
+    installed: dict[NormalizedName, Version] = {}
+    for spec in specs:
+        name, sep, version = spec.partition("==")
+        name, version = name.strip(), version.strip()
+        if not sep or version.startswith("=") or not name or not version:
+            raise UsageError(f"bad --installed {spec!r}: expected NAME==VERSION, e.g. torch==2.9.1+cu130")
+        try:
+            key = canonicalize_name(name, validate=True)
+            parsed = Version(version)
+        except (ValueError, InvalidVersion) as exc:
+            raise UsageError(f"bad --installed {spec!r}: {exc}") from exc
+        if key in installed and installed[key] != parsed:
+            raise UsageError(f"--installed names {key} twice, as {installed[key]} and {parsed}")
+        installed[key] = parsed
+    return installed
+
+
+def declared_target(python: str, platform: str, installed: Sequence[str] = ()) -> Target:
+    """A target described by flags: ``declared_target("3.12", "x86_64-manylinux_2_28")``."""
+    major, minor, micro, threaded = _parse_python(python)
+    machine, glibc_minor = _parse_platform(platform)
+    glibc = (2, glibc_minor) if glibc_minor is not None else None
+    abi = f"cp{major}{minor}{'t' if threaded else ''}"
+    tags = _cpython_tag_list(major, minor, [abi], linux_platform_tags(machine, glibc))
+    markers = _linux_markers(machine, major, minor, micro or 0)
+    return Target(
+        python_version=f"{major}.{minor}",
+        python_full_version=markers["python_full_version"],
+        platform=platform.strip(),
+        tags=tags,
+        markers=markers,
+        installed=parse_installed(installed),
+        interpreter=None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the interpreter
+
+
+def default_interpreter(env: Mapping[str, str]) -> str:
+    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else ``python3`` on PATH."""
+    venv = env.get("VIRTUAL_ENV")
+    if venv:
+        candidate = Path(venv) / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        if candidate.exists():
+            return str(candidate)
+    search = env.get("PATH")
+    found = shutil.which("python3", path=search) if search else None
+    if found:
+        return found
+    raise UsageError(
+        "no target interpreter: VIRTUAL_ENV is not set (or has no bin/python) and python3 is not on PATH",
+        hint="pass --python /path/to/python, or --python 3.12 --platform x86_64-manylinux_2_28",
+    )
+
+
+def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[PythonFlagKind, str]:
+    """Decide whether ``--python VALUE`` is a version to declare or an interpreter to inspect.
+
+    The rule, in order:
+
+    1. ``3.<minor>[.<micro>][t]`` (``3.12``, ``3.12.4``, ``3.13t``) is a *version*, even if a file of
+       that name exists (write ``./3.12`` to mean the file);
+    2. anything containing a path separator is an *interpreter path* (checked when inspected);
+    3. an existing file is an *interpreter path*;
+    4. a name found on ``search_path`` (a PATH string; the process PATH when None), such as
+       ``python3.12``, is an *interpreter* and is returned as the full path found;
+    5. anything else is a UsageError.
+    """
+    text = value.strip()
+    if not text:
+        raise UsageError("--python needs a value: a version like 3.12 or a path to an interpreter")
+    if _VERSION_RE.match(text):
+        _parse_python(text)  # range checks
+        return "version", text
+    separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    if any(sep in text for sep in separators) or Path(text).is_file():
+        return "interpreter", text
+    found = shutil.which(text, path=search_path)
+    if found:
+        return "interpreter", found
+    raise UsageError(
+        f"--python {value!r} is neither a Python version (like 3.12 or 3.13t) nor an interpreter on PATH",
+        hint="give a version such as 3.12, or a path such as .venv/bin/python",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Inspecting a real interpreter
+
+_SENTINEL = "RESOLVE-GPU-STACK-PROBE:"
+
+# Runs inside the target. Old syntax on purpose (no f-strings) so that an old Python reaches the
+# version check and says so instead of failing with a SyntaxError.
+_PROBE = r"""
+import json, os, platform, re, sys, sysconfig
+out = {"ok": True}
+def emit(data):
+    sys.stdout.write("\n" + SENTINEL + json.dumps(data) + "\n")
+    sys.stdout.flush()
+if sys.version_info < (3, 8):
+    emit({"ok": False, "error": "Python %d.%d is too old: the target must be Python 3.8 or newer"
+          % tuple(sys.version_info[:2])})
+    sys.exit(0)
+from importlib import metadata
+def full_version(info):
+    text = "%d.%d.%d" % (info.major, info.minor, info.micro)
+    if info.releaselevel != "final":
+        text += info.releaselevel[0] + str(info.serial)
+    return text
+glibc = None
+try:
+    glibc = os.confstr("CS_GNU_LIBC_VERSION").split()[1]
+except (AttributeError, ValueError, IndexError, OSError):
+    lib, ver = platform.libc_ver()
+    glibc = ver if lib == "glibc" and ver else None
+out["version_info"] = list(sys.version_info[:3]) + [sys.version_info.releaselevel, sys.version_info.serial]
+out["implementation"] = sys.implementation.name
+out["executable"] = sys.executable
+out["prefix"] = sys.prefix
+out["base_prefix"] = getattr(sys, "base_prefix", sys.prefix)
+out["real_prefix"] = getattr(sys, "real_prefix", None)
+out["sysconfig_platform"] = sysconfig.get_platform()
+out["machine"] = platform.machine()
+out["maxsize_64"] = sys.maxsize > 2 ** 32
+out["glibc"] = glibc
+out["free_threaded"] = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+out["debug"] = bool(sysconfig.get_config_var("Py_DEBUG")) or hasattr(sys, "gettotalrefcount")
+out["soabi"] = sysconfig.get_config_var("SOABI")
+paths = sysconfig.get_paths()
+out["purelib"] = paths.get("purelib")
+out["platlib"] = paths.get("platlib")
+out["markers"] = {
+    "implementation_name": sys.implementation.name,
+    "implementation_version": full_version(sys.implementation.version),
+    "os_name": os.name,
+    "platform_machine": platform.machine(),
+    "platform_release": platform.release(),
+    "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "platform_python_implementation": platform.python_implementation(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
+dists, seen, problems = [], set(), []
+for dist in metadata.distributions():
+    try:
+        name = dist.metadata["Name"]
+        path = getattr(dist, "_path", None)
+        if not name:
+            problems.append("distribution without a Name at %s" % path)
+            continue
+        key = re.sub(r"[-_.]+", "-", name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        installer = dist.read_text("INSTALLER")
+        dists.append({
+            "name": name, "version": dist.version, "requires": list(dist.requires or []),
+            "path": None if path is None else str(path),
+            "location": str(dist.locate_file("")),
+            "installer": installer.strip() if installer else None,
+        })
+    except Exception as exc:
+        problems.append("unreadable distribution: %r" % (exc,))
+out["distributions"] = dists
+out["problems"] = problems
+emit(out)
+""".replace("SENTINEL", repr(_SENTINEL))
+
+
+def _run_probe(path: str | Path, timeout: float) -> dict[str, Any]:
+    where = Path(path)
+    if not where.exists():
+        raise UsageError(f"Python interpreter {path}: no such file", hint="pass --python with an existing interpreter path")
+    if where.is_dir() or not os.access(where, os.X_OK):
+        raise UsageError(f"Python interpreter {path}: not an executable file")
+    try:
+        # -I: isolated, like uv's own probe: no PYTHONPATH, no user site, no cwd on sys.path.
+        proc = subprocess.run(
+            [str(where), "-I", "-c", _PROBE], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise UsageError(f"Python interpreter {path}: did not answer within {timeout:g}s") from exc
+    except OSError as exc:
+        raise UsageError(f"Python interpreter {path}: cannot run it: {exc.strerror or exc}") from exc
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
+    if proc.returncode != 0 and "-I" in proc.stderr and "option" in proc.stderr.lower():
+        raise UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")
+    if proc.returncode != 0 or not lines:
+        detail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, no probe output"])[-1]
+        raise UsageError(f"Python interpreter {path}: not a working Python interpreter ({detail[:300]})")
+    try:
+        facts = json.loads(lines[-1][len(_SENTINEL) :])
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"Python interpreter {path}: unreadable probe output ({exc})") from exc
+    if not facts.get("ok"):
+        raise UsageError(f"Python interpreter {path}: {facts.get('error', 'probe failed')}")
+    return facts
+
+
+def _glibc(text: str | None) -> tuple[int, int] | None:
+    match = re.match(r"^(\d+)\.(\d+)", text or "")
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _normalize_platform(text: str) -> str:
+    return text.replace("-", "_").replace(".", "_").replace(" ", "_")
+
+
+def _platforms(facts: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """(Target.platform label, platform tags) from the probe's facts, the way packaging does it."""
+    plat = str(facts["sysconfig_platform"])
+    glibc = _glibc(facts.get("glibc"))
+    if plat.startswith("linux"):
+        arch = _normalize_platform(plat).split("_", 1)[1]
+        if not facts.get("maxsize_64", True):  # 32-bit interpreter on a 64-bit kernel
+            arch = {"x86_64": "i686", "aarch64": "armv8l"}.get(arch, arch)
+        label = f"{arch}-manylinux_{glibc[0]}_{glibc[1]}" if glibc else f"{arch}-linux"
+        return label, linux_platform_tags(arch, glibc)
+    machine = str(facts.get("machine") or "unknown")
+    match = re.match(r"^macosx-(\d+)\.(\d+)-(.+)$", plat)
+    if match:
+        version = (int(match[1]), int(match[2]))
+        arch = machine if match[3].startswith(("universal", "fat", "intel")) else match[3]
+        return f"{machine}-{_normalize_platform(plat)}", list(mac_platforms(version, arch))
+    return f"{machine}-{_normalize_platform(plat)}", [_normalize_platform(plat)]
+
+
+def _tags(facts: Mapping[str, Any], platforms: list[str]) -> tuple[Tag, ...]:
+    major, minor = int(facts["version_info"][0]), int(facts["version_info"][1])
+    if facts["implementation"] == "cpython":
+        threading = "t" if facts.get("free_threaded") else ""
+        abis = [f"cp{major}{minor}{threading}"]
+        if facts.get("debug"):
+            abis.insert(0, f"cp{major}{minor}{threading}d")
+        return _cpython_tag_list(major, minor, abis, platforms)
+    short = {"pypy": "pp", "ironpython": "ip", "jython": "jy"}.get(facts["implementation"], facts["implementation"])
+    soabi = facts.get("soabi") or ""
+    abis = ["_".join(soabi.split("-")[:2]).replace(".", "_")] if soabi else []
+    interpreter = f"{short}{major}{minor}"
+    tags = list(generic_tags(interpreter, abis, platforms))
+    tags += compatible_tags((major, minor), interpreter=interpreter, platforms=platforms)
+    return tuple(dict.fromkeys(tags))
+
+
+def _distributions(facts: Mapping[str, Any]) -> tuple[dict[NormalizedName, InstalledDistribution], list[str]]:
+    found: dict[NormalizedName, InstalledDistribution] = {}
+    warnings = [str(p) for p in facts.get("problems", [])]
+    for raw in facts.get("distributions", []):
+        try:
+            version = Version(raw["version"])
+            name = canonicalize_name(raw["name"], validate=True)
+        except (InvalidVersion, ValueError, TypeError) as exc:
+            warnings.append(f"skipped installed {raw.get('name')!r} {raw.get('version')!r}: {exc}")
+            continue
+        found.setdefault(
+            name,
+            InstalledDistribution(
+                name=name,
+                display_name=raw["name"],
+                version=version,
+                requires_dist=tuple(raw.get("requires") or ()),
+                dist_info=Path(raw["path"]) if raw.get("path") else None,
+                location=Path(raw["location"]) if raw.get("location") else None,
+                installer=raw.get("installer"),
+            ),
+        )
+    return found, warnings
+
+
+def inspect_environment(path: str | Path, *, timeout: float = 60) -> Environment:
+    """Run ``path`` and describe it: its Target, its installed distributions, its prefix."""
+    facts = _run_probe(path, timeout)
+    label, platforms = _platforms(facts)
+    distributions, warnings = _distributions(facts)
+    info = facts["version_info"]
+    target = Target(
+        python_version=f"{info[0]}.{info[1]}",
+        python_full_version=str(facts["markers"]["python_full_version"]),
+        platform=label,
+        tags=_tags(facts, platforms),
+        markers=dict(facts["markers"]),
+        installed={name: dist.version for name, dist in distributions.items()},
+        interpreter=str(path),
+    )
+    prefix, base = str(facts["prefix"]), str(facts["base_prefix"])
+    return Environment(
+        interpreter=str(path),
+        executable=str(facts.get("executable") or path),
+        prefix=prefix,
+        base_prefix=base,
+        is_venv=prefix != base or bool(facts.get("real_prefix")),
+        implementation=str(facts["implementation"]),
+        sysconfig_platform=str(facts["sysconfig_platform"]),
+        glibc=_glibc(facts.get("glibc")),
+        free_threaded=bool(facts.get("free_threaded")),
+        purelib=str(facts.get("purelib") or ""),
+        platlib=str(facts.get("platlib") or ""),
+        distributions=distributions,
+        warnings=tuple(warnings),
+        target=target,
+    )
+
+
+def inspect_interpreter(path: str | Path, *, timeout: float = 60) -> Target:
+    """The Target of a real interpreter (runs it once; see ``inspect_environment``)."""
+    return inspect_environment(path, timeout=timeout).target

@@ -1,0 +1,358 @@
+"""The finder: what each index offers for a package, and what each wheel's metadata says.
+
+It talks to a ``Fetcher`` (HTTP, or a recorded snapshot) and never to httpx directly, so the
+resolver above it can be driven by any source of pages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
+
+from ..data.definitions import Definitions, IndexDefinition, PageLocation, RouteContext
+from ..errors import CrawlError
+from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
+from .parse import parse_metadata, parse_page
+
+log = logging.getLogger(__name__)
+
+
+class ResultStore(Protocol):
+    """Where a resolver keeps results computed from what a fetcher read (see resolver/reuse.py)."""
+
+    def get_result(self, key: str) -> bytes | None: ...
+
+    def put_result(self, key: str, content: bytes) -> None: ...
+
+
+class Fetcher(Protocol):
+    """The I/O edge. Implementations: ``net.http.HttpFetcher`` and ``net.snapshot.SnapshotFetcher``.
+
+    ``concurrent_calls``: whether its methods may be called from several threads at once.
+    ``result_store``: a store for results computed from what it fetched, or None.
+    """
+
+    concurrent_calls: bool
+    result_store: ResultStore | None
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        """Fetch index pages (concurrently where possible).
+
+        A 404 is an answer: ``PageResponse(page=None)``. Anything else that is not a usable page
+        (unreachable, timeouts after retries, 5xx after retries, a body that is too large) raises
+        ``CrawlError`` naming the URL and the cause.
+        """
+        ...
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        """The ``*.dist-info/METADATA`` bytes of each wheel, keyed by ``file.url``.
+
+        PEP 658 sidecar when the page advertised one (digest verified), else HTTP range reads of
+        the zip's central directory and METADATA member, else (server ignores ranges) the whole
+        file, said in a warning. Raises ``CrawlError`` / ``IntegrityError``.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+# A fetcher whose class sets ``concurrent_calls = True`` may be called from several threads at
+# once; the finder then reads the pages of different indexes in one round instead of one index
+# after another, and the provider may crawl a closure from several threads (the finder is safe
+# for that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are
+# only ever called from one thread.
+#
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offer:
+    """A file some index offers for a package, with the page it came from."""
+
+    file: IndexFile
+    location: PageLocation
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageVisit:
+    """What reading one page of a package told us (for notes and the `candidates` command)."""
+
+    location: PageLocation
+    found: bool
+    files: int = 0
+    warnings: tuple[str, ...] = ()
+
+
+class Finder:
+    """Reads pages through a fetcher, parses them, applies routing, and memoizes everything."""
+
+    def __init__(self, fetcher: Fetcher, definitions: Definitions) -> None:
+        self.fetcher = fetcher
+        self.definitions = definitions
+        self._pages: dict[str, ParsedPage | None] = {}
+        self._metadata: dict[str, WheelMetadata] = {}
+        self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
+        self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
+        self._offers: dict[tuple[NormalizedName, RouteContext], tuple[list[Offer], list[PageVisit]]] = {}
+        self._lock = threading.Lock()
+        self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
+        self._unparsed: dict[str, tuple[PageResponse, str]] = {}  # read to compare, parsed when asked for
+        self.page_digests: dict[str, tuple[str, str | None]] = {}  # page URL -> (index, body sha256 | None for 404)
+        self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
+        self._releases: dict[tuple[str, Version], WheelMetadata] = {}  # (name, version) -> a wheel's METADATA
+
+    # -- pages -------------------------------------------------------------------------------
+    def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
+        """Fetch the pages of several packages at once: one round of concurrent requests, every
+        index at once when the fetcher allows it (``concurrent_calls``). Prefetching only warms up:
+        a page that cannot be read is remembered and raises (without another attempt) when it is
+        asked for, where the caller knows whether that page is required."""
+        try:
+            self._prefetch(names, ctx)
+        except CrawlError as exc:
+            log.debug("prefetch: %s", exc)
+
+    def _prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
+        by_index: dict[str, list[str]] = {}
+        for name in names:
+            for loc in self.definitions.pages_for(name, ctx):
+                if loc.url not in self._pages and loc.url not in self._unparsed:
+                    by_index.setdefault(loc.index, []).append(loc.url)
+        batches = [(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()]
+        if len(batches) > 1 and self.fetcher.concurrent_calls:
+            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
+                futures = [pool.submit(self._read, urls, index) for urls, index in batches]
+            for future in futures:
+                future.result()
+            return
+        for urls, index in batches:
+            self._read(urls, index)
+
+    def _read(self, urls: list[str], index: IndexDefinition, *, parse: bool = True) -> None:
+        for url in urls:
+            if url in self._failed:
+                raise self._failed[url]
+        mine, others = self._claim("page ", [u for u in urls if u not in self._unparsed], self._pages)
+        try:
+            if mine:
+                try:
+                    responses = self.fetcher.fetch_pages(mine, index=index)
+                except CrawlError as exc:
+                    if exc.url in mine:
+                        self._failed[exc.url] = exc
+                    raise
+                for url in mine:
+                    resp = responses.get(url)
+                    if resp is None:
+                        raise CrawlError(url, "the fetcher returned no answer for this page")
+                    digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
+                    self.page_digests[url] = (index.name, digest)
+                    if parse:
+                        self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+                    else:
+                        self._unparsed[url] = (resp, index.name)
+        finally:
+            self._release("page ", mine)
+        for event in others:
+            event.wait()
+        missing = [url for url in urls if url not in self._pages and url not in self._unparsed]
+        if missing and others:  # another thread's batch failed: read them here, for the real error
+            self._read(missing, index, parse=parse)
+
+    def _claim(self, kind: str, keys: Iterable[str], done: Mapping[str, object]) -> tuple[list[str], list[threading.Event]]:
+        """Split ``keys`` into those this thread fetches and events of those another thread is fetching."""
+        mine: list[str] = []
+        others: list[threading.Event] = []
+        with self._lock:
+            for key in dict.fromkeys(keys):
+                if key in done:
+                    continue
+                event = self._inflight.get(kind + key)
+                if event is None:
+                    self._inflight[kind + key] = threading.Event()
+                    mine.append(key)
+                else:
+                    others.append(event)
+        return mine, others
+
+    def _release(self, kind: str, keys: Iterable[str]) -> None:
+        with self._lock:
+            for key in keys:
+                event = self._inflight.pop(kind + key, None)
+                if event is not None:
+                    event.set()
+
+    def page(self, location: PageLocation) -> ParsedPage | None:
+        """The parsed page, or None when the index answered 404."""
+        if location.url not in self._pages:
+            unparsed = self._unparsed.get(location.url)
+            if unparsed is not None:
+                resp, index = unparsed
+                self._pages[location.url] = parse_page(resp.page, index=index) if resp.page is not None else None
+                self._unparsed.pop(location.url, None)
+            else:
+                self._read([location.url], self.definitions.indexes[location.index])
+        return self._pages[location.url]
+
+    def unchanged(self, pages: Iterable[tuple[str, str, str | None]], metadata: Iterable[tuple[IndexFile, str]]) -> bool:
+        """Whether every page ``(index, url, sha256 or None for 404)`` still has that body, asking
+        the index again (conditional requests, one round for all), and every wheel's METADATA
+        still has that sha256 (from the fetcher's cache, verified there). What is read here is
+        kept: parsed later if the resolver asks for it."""
+        wanted: dict[str, str | None] = {}
+        by_index: dict[str, list[str]] = {}
+        for index, url, digest in pages:
+            if index not in self.definitions.indexes:
+                return False
+            wanted[url] = digest
+            if url not in self.page_digests:
+                by_index.setdefault(index, []).append(url)
+        batches = [(urls, self.definitions.indexes[index]) for index, urls in by_index.items()]
+        if len(batches) > 1 and self.fetcher.concurrent_calls:
+            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
+                futures = [pool.submit(self._read, urls, index, parse=False) for urls, index in batches]
+            for future in futures:
+                future.result()
+        else:
+            for urls, index in batches:
+                self._read(urls, index, parse=False)
+        if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
+            return False
+        files = list(metadata)
+        self.prefetch_metadata(f for f, _ in files)
+        return all(self.metadata_digests.get(f.url, (f, None))[1] == digest for f, digest in files)
+
+    def offers(self, name: str, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
+        """Every file the owning index(es) offer for ``name``, and what each page said.
+
+        Memoized per (name, context): several targets locked through one finder share it, and
+        what a page said is logged once."""
+        wanted = canonicalize_name(name)
+        known = self._offers.get((wanted, ctx))
+        if known is None:
+            known = self._offers[(wanted, ctx)] = self._read_offers(wanted, ctx)
+        return list(known[0]), list(known[1])
+
+    def _read_offers(self, wanted: NormalizedName, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
+        locations = self.definitions.pages_for(wanted, ctx)
+        self.prefetch([wanted], ctx)
+        offers: list[Offer] = []
+        visits: list[PageVisit] = []
+        for loc in locations:
+            try:
+                parsed = self.page(loc)
+            except CrawlError as exc:
+                # A legacy page is optional: a mirror on S3-style storage answers 403 for a missing
+                # object, so 401/403 there is "not here", said as a warning. Required pages raise.
+                if not (loc.route.legacy and exc.cause.startswith(("401", "403"))):
+                    raise
+                log.warning("%s: %s (an optional legacy page; treated as absent)", loc.url, exc.cause)
+                visits.append(PageVisit(location=loc, found=False, warnings=(f"answered {exc.cause}",)))
+                continue
+            if parsed is None:
+                visits.append(PageVisit(location=loc, found=False))
+                continue
+            index = self.definitions.indexes[loc.index]
+            # Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged
+            # at INFO. A file that claims another package or lives on a foreign host is a warning.
+            for w in parsed.warnings:
+                log.info("%s: %s", loc.url, w)
+            refused: list[str] = []
+            kept = 0
+            hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
+            for f in parsed.files:
+                if f.name != wanted:
+                    if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
+                        refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
+                    continue
+                origin = _origin(f.url)
+                allowed = hosts.get(origin)
+                if allowed is None:
+                    allowed = hosts[origin] = index.allows_host(f.url)
+                if not allowed:
+                    refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
+                    continue
+                if loc.route.versions is not None and f.version not in loc.route.versions:
+                    continue
+                offers.append(Offer(file=f if f.index == loc.index else replace(f, index=loc.index), location=loc))
+                kept += 1
+            visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(parsed.warnings) + tuple(refused)))
+            for w in refused:
+                log.warning("%s: %s", loc.url, w)
+        return offers, visits
+
+    # -- metadata ----------------------------------------------------------------------------
+    def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
+        todo = {f.url: f for f in files if f.url not in self._metadata and f.url not in self._metadata_errors}
+        if not todo:
+            return
+        mine, others = self._claim("metadata ", todo, self._metadata)
+        try:
+            if mine:
+                try:
+                    raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
+                    for url in mine:
+                        if url in raw:
+                            meta = self._metadata[url] = self._checked(todo[url], raw[url])
+                            self._releases.setdefault((meta.name, meta.version), meta)
+                            self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
+                except CrawlError as exc:
+                    # Remember which wheel failed (its retries are spent): asking again would only
+                    # repeat them. The other wheels of the batch are tried again on their own.
+                    failed = next((url for url in mine if exc.url.startswith(url)), None)
+                    if failed is not None:
+                        self._metadata_errors[failed] = exc
+                    raise
+        finally:
+            self._release("metadata ", mine)
+        for event in others:
+            event.wait()
+        missing = [f for url, f in todo.items() if url not in self._metadata and url not in mine]
+        if missing:  # another thread's attempt failed: try here, for the real error
+            self.prefetch_metadata(missing)
+
+    def has_metadata(self, file: IndexFile) -> bool:
+        return file.url in self._metadata
+
+    def release_metadata(self, name: str, version: Version) -> WheelMetadata | None:
+        """The METADATA of some wheel of this release already read (wheels of one release
+        almost always declare the same requirements): a guess for prefetching, never an answer."""
+        return self._releases.get((name, version))
+
+    def metadata(self, file: IndexFile) -> WheelMetadata:
+        if file.url in self._metadata_errors:
+            raise self._metadata_errors[file.url]
+        if file.url not in self._metadata:
+            self.prefetch_metadata([file])
+        if file.url not in self._metadata:
+            raise CrawlError(file.url, "the fetcher returned no metadata for this wheel")
+        return self._metadata[file.url]
+
+    @staticmethod
+    def _checked(file: IndexFile, raw: bytes) -> WheelMetadata:
+        meta = parse_metadata(raw, source=file.url)
+        if meta.name != file.name or meta.version != file.version:
+            raise CrawlError(
+                file.url,
+                f"METADATA says {meta.name} {meta.version} but the filename says {file.name} {file.version}",
+                hint="the index serves a mislabelled wheel; it is not used",
+            )
+        return meta
+
+
+def _origin(url: str) -> str:
+    """``scheme://netloc`` of a URL: every URL with the same origin has the same host."""
+    start = url.find("://")
+    end = url.find("/", start + 3) if start >= 0 else -1
+    return url if end < 0 else url[:end]
+
+
+def names_of(files: Iterable[IndexFile]) -> set[NormalizedName]:
+    return {f.name for f in files}

@@ -1,0 +1,603 @@
+"""Pure parsers: index pages (PEP 503 HTML, PEP 691 JSON, PyTorch's and FlashInfer's dialects),
+wheel/sdist filenames, and core metadata. No I/O, no global caches.
+
+Error contract (the same for every call):
+
+* ``parse_page`` returns a ``ParsedPage`` for anything that is, or could be, an HTML index page,
+  however broken: rows it cannot use (bad filename, not a distribution, bad digest, unsafe path,
+  ...) are skipped with a line in ``ParsedPage.warnings``, and undecodable bytes are replaced
+  (with a warning). It raises ``CrawlError(page.url, cause)`` only for bodies that are clearly not
+  an index page: binary content (NUL bytes; PDF, zip, gzip or PNG signatures), an XML error
+  document (S3's ``<Error>``), and JSON (declared or sniffed) that does not parse, is not an
+  object with a ``files`` (or ``projects``) list, or declares an API major version other than 1.
+* ``parse_metadata`` raises ``CrawlError(source, cause)`` for anything it cannot use.
+* ``parse_filename`` raises ``ValueError`` naming the filename and what is wrong with it.
+
+No other exception escapes. URLs in results and messages never carry ``user:password@``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from dataclasses import dataclass, field
+from email.errors import MessageError
+from html.parser import HTMLParser
+from urllib.parse import unquote, urljoin
+
+from packaging.metadata import parse_email
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag
+from packaging.utils import (
+    InvalidName,
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from ..errors import CrawlError
+from ..model import IndexFile, IndexPage, ParsedPage, WheelMetadata
+from ..urls import strip_userinfo
+
+PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+MAX_METADATA_BYTES = 5 * 1024 * 1024
+MAX_WARNINGS = 50  # per page; the rest are counted in one last line
+
+_DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# Files that are not distributions we install: a link to one is skipped with a warning.
+_OTHER_FILE_SUFFIXES = (
+    ".metadata", ".egg", ".exe", ".msi", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".rpm", ".deb",
+    ".dmg", ".asc", ".sig", ".html", ".htm", ".json", ".txt",
+)
+_BINARY_SIGNATURES = {
+    b"%PDF-": "a PDF document",
+    b"PK\x03\x04": "a zip archive",
+    b"\x1f\x8b": "gzip-compressed data",
+    b"\x89PNG": "a PNG image",
+}
+_SCHEMES = ("http", "https", "file")
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+_UNSAFE_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~%+!$&'()*,=@-]+")
+_ABSOLUTE = re.compile(r"https?://[^/?#;\\\[\]\s\x00-\x1f\x7f]+(?:/[^?#;\\\s\x00-\x1f\x7f]*)?")
+_UNTESTED = re.compile(r"\(\s*untested\s*\)", re.I)
+_XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code>([^<]{0,100})</Code>)?", re.S)
+
+
+# -- public API ---------------------------------------------------------------------------------
+def parse_page(page: IndexPage | None, *, index: str) -> ParsedPage:
+    """Parse one index page into the files it offers and the sub-directories it lists.
+
+    ``page is None`` (the index answered 404) gives an empty page with ``url == ""``. The body
+    is read as PEP 691 JSON when the content type mentions ``json`` or the body starts with
+    ``{``; a body declared as JSON that starts with ``<`` is read as HTML. Every href is resolved
+    with ``urljoin(page.url, href)`` and keeps the server's spelling (``%2B`` or ``+``); the
+    ``#sha256=`` fragment moves to ``IndexFile.sha256``. ``subdirs`` are directory links below the
+    page, relative to it (``urljoin(page.url, subdir)`` gives the directory's URL); ``../`` and
+    hidden entries such as ``.git/`` are left out. See the module docstring for errors.
+    """
+    if page is None:
+        return ParsedPage(url="")
+    ctx = _Context(redact(page.url), index)
+    text = _decode(page, ctx)
+    head = text.lstrip("\ufeff \t\r\n")[:1]
+    mime = page.content_type.partition(";")[0].strip().lower()
+    if head == "{" or ("json" in mime and head != "<"):
+        return _parse_json(text, ctx)
+    return _parse_html(text, ctx)
+
+
+def parse_filename(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
+    """``(name, version, tags, is_wheel)`` of a wheel (``.whl``) or sdist (``.tar.gz``/``.zip``).
+
+    Tags are empty for an sdist. Raises ``ValueError`` naming the file and the problem.
+    """
+    if "/" in filename or "\\" in filename or filename in (".", ".."):
+        raise ValueError(f"{_clip(filename)!r} is a path, not a file name (path traversal refused)")
+    if _UNSAFE_CHARS.search(filename):
+        raise ValueError(f"{_clip(filename)!r} contains whitespace or control characters")
+    try:
+        if filename.endswith(".whl"):
+            name, version, _build, tags = parse_wheel_filename(filename)
+            return name, version, tags, True
+        if filename.endswith(_DIST_SUFFIXES):
+            name, version = parse_sdist_filename(filename)
+            canonicalize_name(filename.rpartition("-")[0], validate=True)  # packaging lets "caf\u00e9" pass
+            return name, version, frozenset(), False
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion, InvalidName, ValueError) as exc:
+        raise ValueError(f"{_clip(filename)!r} is not a valid distribution filename: {exc}") from None
+    raise ValueError(f"{_clip(filename)!r} is not a wheel or sdist (expected .whl, .tar.gz or .zip)")
+
+
+def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
+    """Read a METADATA / PKG-INFO file (email-header format) into ``WheelMetadata``.
+
+    ``requires_dist`` and ``provides_extra`` are kept as written. Raises ``CrawlError(source, ...)``
+    for a file over 5 MB, unreadable headers, or a missing, repeated or invalid Name or Version.
+    """
+    where = redact(source)
+    if len(raw) > MAX_METADATA_BYTES:
+        raise CrawlError(where, f"METADATA is {len(raw):,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit")
+    try:
+        fields, unparsed = parse_email(raw)
+    except (MessageError, ValueError, LookupError, TypeError, AssertionError) as exc:
+        raise CrawlError(where, f"METADATA headers cannot be read: {_clip(str(exc))}") from None
+    name = _single_field(fields, unparsed, "name", "Name", where)
+    version_text = _single_field(fields, unparsed, "version", "Version", where)
+    try:
+        normalized = canonicalize_name(name, validate=True)
+    except InvalidName:
+        raise CrawlError(where, f"METADATA Name {_clip(name)!r} is not a valid project name") from None
+    try:
+        version = Version(version_text)
+    except InvalidVersion:
+        raise CrawlError(where, f"METADATA Version {_clip(version_text)!r} is not a valid version") from None
+    requires_python = fields.get("requires_python", "").strip()
+    return WheelMetadata(
+        name=normalized,
+        version=version,
+        requires_dist=tuple(r.strip() for r in fields.get("requires_dist", ()) if r.strip()),
+        requires_python=requires_python or None,
+        provides_extra=tuple(e.strip() for e in fields.get("provides_extra", ()) if e.strip()),
+    )
+
+
+redact = strip_userinfo  # credentials never reach models or messages
+
+
+# -- decoding -----------------------------------------------------------------------------------
+class _Context:
+    """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), a memo."""
+
+    def __init__(self, url: str, index: str) -> None:
+        self.url = url
+        self.index = index
+        self.lines: list[str] = []
+        self.dropped = 0
+        self.specifiers: dict[str, bool] = {}  # requires-python text -> valid (rows repeat it)
+        # Rows of one page share a link directory, a name, versions and tags: each is joined or
+        # parsed once per page (see _join_redacted and _filename).
+        self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
+        self.names: dict[tuple[str, str], tuple[NormalizedName, Version]] = {}  # wheel name and version parts
+        self.tags: dict[str, frozenset[Tag]] = {}  # wheel tag part -> tags
+
+    def warn(self, line: str) -> None:
+        if len(self.lines) < MAX_WARNINGS:
+            self.lines.append(line)
+        else:
+            self.dropped += 1
+
+    def warnings(self) -> tuple[str, ...]:
+        more = (f"... and {self.dropped} more warnings like these",) if self.dropped else ()
+        return tuple(self.lines) + more
+
+
+def _decode(page: IndexPage, ctx: _Context) -> str:
+    raw = page.content
+    for signature, what in _BINARY_SIGNATURES.items():
+        if raw.startswith(signature):
+            raise CrawlError(ctx.url, f"the server answered {what}, not an index page")
+    charset = _charset(page.content_type, raw)
+    try:
+        text = raw.decode(charset)
+    except (UnicodeError, LookupError):
+        text = raw.decode("utf-8", "replace")
+        ctx.warn(f"the page is not valid {_clip(charset, 40)}; undecodable bytes were replaced")
+    if "\x00" in text:
+        raise CrawlError(ctx.url, "the server answered binary content (NUL bytes), not an index page")
+    return text
+
+
+def _charset(content_type: str, raw: bytes) -> str:
+    if raw.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    for param in content_type.split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip(" \"'"):
+            return value.strip(" \"'")
+    return "utf-8"
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Anchor:
+    attrs: dict[str, str | None]
+    text: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)  # text between </a> and the next tag
+
+
+class _AnchorCollector(HTMLParser):
+    """Collects ``<a>`` tags (attributes, text, the text right after them), title, h1, base, meta."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.anchors: list[_Anchor] = []
+        self.headings: dict[str, list[str]] = {}
+        self.base: str | None = None
+        self.api_version: str | None = None
+        self._open: _Anchor | None = None
+        self._after: _Anchor | None = None
+        self._heading: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._after = None
+        if tag == "a":
+            self._open = _Anchor(dict(attrs))
+            self.anchors.append(self._open)
+        elif tag in ("title", "h1") and tag not in self.headings:
+            self._heading = tag
+            self.headings[tag] = []
+        elif tag == "base" and self.base is None:
+            self.base = dict(attrs).get("href")
+        elif tag == "meta":
+            values = dict(attrs)
+            if values.get("name") == "pypi:repository-version":
+                self.api_version = values.get("content")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._open is not None:
+            self._after, self._open = self._open, None
+        elif tag == self._heading:
+            self._heading = None
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._open.text.append(data)
+        elif self._after is not None:
+            self._after.tail.append(data)
+        if self._heading is not None:
+            self.headings[self._heading].append(data)
+
+
+def _parse_html(text: str, ctx: _Context) -> ParsedPage:
+    error = _XML_ERROR.match(text)
+    if error:
+        code = f" ({error.group(1).strip()})" if error.group(1) else ""
+        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
+                         hint="index URLs end with a slash; check the URL")
+    collector = _AnchorCollector()
+    try:
+        collector.feed(text)
+        collector.close()
+    except Exception as exc:  # noqa: BLE001 - html.parser raises AssertionError & co. on some soup
+        ctx.warn(f"the HTML could not be read to the end ({type(exc).__name__}); later links are missing")
+    _check_api_version(collector.api_version, ctx.url)
+    if text.strip() and "<" not in text:
+        ctx.warn("the page has no HTML markup; no links found")
+    base = ctx.url
+    if collector.base:
+        base = redact(_join(ctx.url, collector.base) or ctx.url)
+    files: list[IndexFile] = []
+    subdirs: list[str] = []
+    for anchor in collector.anchors:
+        found = _read_anchor(anchor, base, ctx)
+        if isinstance(found, IndexFile):
+            files.append(found)
+        elif found is not None:
+            subdirs.append(found)
+    title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
+    return ParsedPage(
+        url=ctx.url,
+        files=tuple(dict.fromkeys(files)),
+        subdirs=tuple(dict.fromkeys(subdirs)),
+        warnings=ctx.warnings(),
+        title=" ".join("".join(title_parts).split()) or None,
+    )
+
+
+def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None:
+    """An ``IndexFile``, a sub-directory, or None (not a link we use; warned when worth it)."""
+    href = (a.attrs.get("href") or "").strip()
+    if not href or href.startswith("#"):
+        return None
+    joined = _join_redacted(base, href, ctx)
+    if joined is None:
+        ctx.warn(f"unreadable link {_clip(redact(href))!r}; skipped")
+        return None
+    link, _, fragment = joined.partition("#")
+    path = _download_path(link)
+    if path is None:
+        return None  # mailto:, javascript:, ... are not downloads
+    last = path.rpartition("/")[2]
+    if not last:
+        return _subdir(ctx.url, link.partition("?")[0])
+    filename = unquote(last)
+    kind = _file_kind(filename)
+    if kind is None:
+        text = "".join(a.text).strip()
+        if _file_kind(text) != "dist":
+            return _subdir(ctx.url, link.partition("?")[0])  # slash-less directory ("torch2.5")
+        filename, kind = text, "dist"  # e.g. /download?id=3 with the filename as the link text
+    if kind != "dist":
+        ctx.warn(f"{_clip(filename)}: not a wheel or sdist; skipped")
+        return None
+    return _html_file(a, filename, link, fragment, ctx)
+
+
+def _file_kind(name: str) -> str | None:
+    """"dist" (wheel/sdist suffix), "other" (a file we do not install), or None (not a file name)."""
+    lower = name.lower()
+    if lower.endswith(_DIST_SUFFIXES):
+        return "dist"
+    return "other" if lower.endswith(_OTHER_FILE_SUFFIXES) else None
+
+
+def _subdir(page_url: str, link: str) -> str | None:
+    """``link`` relative to the page's directory, when it is below it and not hidden (``.git/``)."""
+    here = page_url.partition("#")[0].partition("?")[0].rpartition("/")[0] + "/"
+    if not link.startswith(here) or link == here:
+        return None  # "../", another site, the page itself
+    rel = link[len(here):]
+    return None if rel.startswith(".") else rel
+
+
+def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Context) -> IndexFile | None:
+    try:
+        name, version, tags, is_wheel = _filename(filename, ctx)
+    except ValueError as exc:
+        ctx.warn(f"{exc}; skipped")
+        return None
+    attrs = a.attrs
+    algo, _, digest = fragment.partition("=")
+    has_metadata, metadata_sha256 = _html_metadata(attrs, filename, ctx)
+    return IndexFile(
+        filename=filename,
+        url=link,
+        name=name,
+        version=version,
+        tags=tags,
+        is_wheel=is_wheel,
+        index=ctx.index,
+        sha256=_sha256(digest, filename, "sha256", ctx) if algo.lower() == "sha256" else None,
+        requires_python=_requires_python(attrs.get("data-requires-python"), filename, ctx),
+        yanked=(attrs["data-yanked"] or "") if "data-yanked" in attrs else None,
+        metadata_sha256=metadata_sha256,
+        has_metadata=has_metadata,
+        upload_time=(attrs.get("data-upload-time") or "").strip() or None,
+        untested=_is_untested(attrs, a.tail),
+    )
+
+
+def _html_metadata(attrs: dict[str, str | None], filename: str, ctx: _Context) -> tuple[bool, str | None]:
+    """PEP 658/714: ``data-core-metadata`` wins over the legacy ``data-dist-info-metadata``."""
+    for key in ("data-core-metadata", "data-dist-info-metadata"):
+        if key in attrs:
+            value = (attrs[key] or "true").strip()
+            if value.lower() == "false":
+                return False, None
+            algo, sep, digest = value.partition("=")
+            if sep and algo.lower() == "sha256":
+                return True, _sha256(digest, filename, f"{key} sha256", ctx)
+            return True, None
+    return False, None
+
+
+def _is_untested(attrs: dict[str, str | None], tail: list[str]) -> bool:
+    """FlashInfer nightly ``--untested`` rows: ``data-untested="true"`` and/or ``(untested)``."""
+    if "data-untested" in attrs and (attrs["data-untested"] or "true").strip().lower() != "false":
+        return True
+    return bool(tail) and _UNTESTED.search("".join(tail)) is not None
+
+
+# -- JSON (PEP 691) -----------------------------------------------------------------------------
+def _parse_json(text: str, ctx: _Context) -> ParsedPage:
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise CrawlError(ctx.url, f"the page is JSON but does not parse: {_clip(str(exc))}") from None
+    if not isinstance(data, dict):
+        raise CrawlError(ctx.url, f"the JSON is a {type(data).__name__}, not a PEP 691 object with 'files'")
+    meta = data.get("meta")
+    _check_api_version(meta.get("api-version") if isinstance(meta, dict) else None, ctx.url)
+    files, projects = data.get("files"), data.get("projects")
+    if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
+        names = (p.get("name") for p in projects if isinstance(p, dict))
+        subdirs = (canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip())
+        return ParsedPage(url=ctx.url, subdirs=tuple(dict.fromkeys(subdirs)), warnings=ctx.warnings())
+    if not isinstance(files, list):
+        raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
+                         hint="the URL may be a JSON API endpoint rather than the simple index")
+    found = (_json_file(entry, i, ctx) for i, entry in enumerate(files))
+    name = data.get("name")
+    return ParsedPage(
+        url=ctx.url,
+        files=tuple(dict.fromkeys(f for f in found if f is not None)),
+        warnings=ctx.warnings(),
+        title=(name.strip() or None) if isinstance(name, str) else None,
+    )
+
+
+def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
+    if not isinstance(entry, dict):
+        ctx.warn(f"files[{i}] is not an object; skipped")
+        return None
+    filename, href = entry.get("filename"), entry.get("url")
+    if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
+        ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
+        return None
+    joined = _join_redacted(ctx.url, href.strip(), ctx)
+    if joined is None or _download_path(joined) is None:
+        ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
+        return None
+    try:
+        name, version, tags, is_wheel = _filename(filename, ctx)
+    except ValueError as exc:
+        ctx.warn(f"{exc}; skipped")
+        return None
+    link, _, fragment = joined.partition("#")
+    hashes = entry.get("hashes")
+    digest = hashes.get("sha256") if isinstance(hashes, dict) else None
+    if digest is None and fragment.lower().startswith("sha256="):
+        digest = fragment[len("sha256="):]
+    has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
+    size, yanked = entry.get("size"), entry.get("yanked")
+    upload_time, requires_python = entry.get("upload-time"), entry.get("requires-python")
+    return IndexFile(
+        filename=filename,
+        url=link,
+        name=name,
+        version=version,
+        tags=tags,
+        is_wheel=is_wheel,
+        index=ctx.index,
+        sha256=_sha256(digest, filename, "sha256", ctx) if digest is not None else None,
+        size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
+        requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None,
+                                         filename, ctx),
+        yanked=yanked if isinstance(yanked, str) else ("" if yanked is True else None),
+        metadata_sha256=metadata_sha256,
+        has_metadata=has_metadata,
+        upload_time=(upload_time.strip() or None) if isinstance(upload_time, str) else None,
+    )
+
+
+def _json_metadata(entry: dict, filename: str, ctx: _Context) -> tuple[bool, str | None]:
+    """PEP 691/714: ``core-metadata`` (or legacy ``dist-info-metadata``) is a bool or a hash map."""
+    for key in ("core-metadata", "dist-info-metadata"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, dict):
+            digest = value.get("sha256")
+            return True, (_sha256(digest, filename, f"{key} sha256", ctx) if digest is not None else None)
+        ctx.warn(f"{_clip(filename)}: '{key}' is neither a boolean nor a hash map; ignored")
+    return False, None
+
+
+# -- shared helpers -----------------------------------------------------------------------------
+def _join(base: str, href: str) -> str | None:
+    try:
+        return urljoin(base, href)
+    except ValueError:  # e.g. an unbalanced "[" in the host
+        return None
+
+
+def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
+    """``redact(urljoin(base, href))``, or None when the href cannot be joined.
+
+    ``urljoin`` is the most expensive step of reading a row, so two common shapes skip it: an
+    absolute http(s) URL with nothing ``urljoin`` would rewrite comes back as it is (PyPI's
+    files), and a link whose last path segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its
+    directory, joined once per page, plus that segment. Anything else takes the general path.
+    """
+    pre, _, fragment = href.partition("#")
+    base_scheme = "https" if base.startswith("https://") else "http" if base.startswith("http://") else None
+    if base_scheme is None or _UNSAFE_CHARS.search(fragment):
+        joined = _join(base, href)
+        return None if joined is None else redact(joined)
+    tail = "#" + fragment if fragment else ""  # urljoin re-assembles the URL: an empty "#" goes
+    if _ABSOLUTE.fullmatch(pre) and href.isascii():
+        if not pre.startswith(base_scheme + ":"):
+            return redact(href)  # another scheme: urljoin returns the href verbatim
+        return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    slash = pre.rfind("/")
+    last = pre[slash + 1:]
+    if last not in (".", "..") and _PLAIN_SEGMENT.fullmatch(last) and _separable(pre, slash):
+        key = (base, pre[: slash + 1] or "./")
+        head = ctx.joins.get(key)
+        if head is None:
+            joined = _join(base, key[1])
+            head = ctx.joins[key] = redact(joined) if joined is not None else ""
+        if head:
+            return head + last + tail
+    joined = _join(base, href)
+    return None if joined is None else redact(joined)
+
+
+def _separable(pre: str, slash: int) -> bool:
+    """Whether ``pre[:slash + 1]`` joins on its own: a relative reference, or a network-path
+    reference (``//host/...``) whose last "/" comes after its host. No scheme, query, parameters
+    or odd bytes."""
+    if "?" in pre or ";" in pre or "\\" in pre or _UNSAFE_CHARS.search(pre):
+        return False
+    if pre.startswith("//"):
+        host_end = pre.find("/", 2)
+        return host_end != -1 and slash >= host_end
+    colon = pre.find(":")
+    first_slash = pre.find("/")
+    return colon == -1 or (first_slash != -1 and first_slash < colon)  # no scheme
+
+
+def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
+    """``parse_filename``, with a wheel's name/version and tag parts parsed once per page.
+
+    A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
+    its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) on this
+    page gives the same answer without parsing them again.
+    """
+    plain = filename.endswith(".whl") and filename.count("-") == 4 and "/" not in filename and "\\" not in filename
+    if plain and not _UNSAFE_CHARS.search(filename):
+        name_part, version_part, tag_part = filename[:-4].split("-", 2)
+        known = ctx.names.get((name_part, version_part))
+        tags = ctx.tags.get(tag_part)
+        if known is not None and tags is not None:
+            return known[0], known[1], tags, True
+    name, version, tags, is_wheel = parse_filename(filename)
+    if plain and is_wheel:
+        name_part, version_part, tag_part = filename[:-4].split("-", 2)
+        ctx.names[(name_part, version_part)] = (name, version)
+        ctx.tags[tag_part] = tags
+    return name, version, tags, is_wheel
+
+
+def _download_path(link: str) -> str | None:
+    """The path of an http(s)/file URL (no query), None for other schemes; cheaper than urlsplit."""
+    scheme, sep, rest = link.partition("://")
+    if not sep or scheme.lower() not in _SCHEMES:
+        return None
+    return rest.partition("#")[0].partition("?")[0].partition("/")[2]
+
+
+def _sha256(value: object, filename: str, what: str, ctx: _Context) -> str | None:
+    if isinstance(value, str) and _SHA256_HEX.fullmatch(value.strip()):
+        return value.strip().lower()
+    ctx.warn(f"{_clip(filename)}: {what} {_clip(str(value))!r} is not 64 hex digits; ignored")
+    return None
+
+
+def _requires_python(value: str | None, filename: str, ctx: _Context) -> str | None:
+    """The specifier as written, or None (with a warning) when it does not parse, as pip does."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    if value not in ctx.specifiers:
+        try:
+            SpecifierSet(value)
+            ctx.specifiers[value] = True
+        except InvalidSpecifier:
+            ctx.specifiers[value] = False
+    if not ctx.specifiers[value]:
+        ctx.warn(f"{_clip(filename)}: invalid requires-python {_clip(value)!r}; ignored")
+        return None
+    return value
+
+
+def _check_api_version(value: object, url: str) -> None:
+    """PEP 629: refuse a major version we do not know; anything unreadable is ignored."""
+    if not isinstance(value, str):
+        return
+    major = value.strip().partition(".")[0]
+    if major.isdigit() and major != "1":
+        raise CrawlError(url, f"the index speaks simple-API version {_clip(value, 20)}; only 1.x is supported")
+
+
+def _single_field(fields: dict, unparsed: dict, key: str, header: str, where: str) -> str:
+    value = fields.get(key)
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if key in unparsed:
+        raise CrawlError(where, f"METADATA {header} is repeated or not valid UTF-8")
+    raise CrawlError(where, f"METADATA has no {header} field; this is not a core-metadata file")
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,429 @@
+"""Checking committed lock files: do they parse, hold every invariant, match the config, and can
+their URLs still be downloaded?
+
+No network and no resolver here: every check reads the lock file, the bundled index definitions and
+(for freshness) the digest the config gives for the lock's target. ``verify_files`` and
+``drift`` take a ``Finder`` (a recorded snapshot, or the live indexes with ``check --online``).
+
+Each problem is a ``Finding`` naming the file and, where there is one, the package. Errors fail the
+check; warnings (a nightly past the index's retention, drift) do not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ..data.definitions import Definitions, RouteContext
+from ..errors import LockFileError
+from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..resolver.policy import owner_of, plan_violations
+from .format import canonical_inputs, strip_credentials
+from .read import LockedFile, Pin, plan_from_lock, read_lock
+
+ERROR, WARNING, NOTE = "error", "warning", "note"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    level: str  # error | warning | note
+    path: Path
+    message: str
+    package: str | None = None
+    hint: str | None = None
+
+    def render(self, shown: str | None = None) -> str:
+        where = shown or str(self.path)
+        what = f"{self.package}: " if self.package else ""
+        text = f"{self.level}: {where}: {what}{self.message}"
+        return text + (f"\n  {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expected:
+    """What the current config says a lock file should have been made from."""
+
+    target: str
+    inputs: Mapping[str, object]
+    digest: str
+    command: str  # regenerates the file (run in ``folder``)
+    folder: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checked:
+    """One file's result; ``plan`` is what the file says (None if it could not be read)."""
+
+    path: Path
+    findings: tuple[Finding, ...]
+    plan: LockPlan | None = None
+    locked: LockedFile | None = None
+
+
+def regenerate_hint(expected: Expected | None, cwd: Path | None = None) -> str | None:
+    if expected is None:
+        return None
+    here = (cwd or Path.cwd()).resolve()
+    prefix = "" if expected.folder.resolve() == here else f"cd {expected.folder} && "
+    return f"regenerate: {prefix}{expected.command}"
+
+
+# -- one file ------------------------------------------------------------------------------------
+
+def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = None, today: dt.date | None = None) -> Checked:
+    """Every offline check of one lock file (pylock or constraints)."""
+    today = today or dt.date.today()
+    try:
+        locked = read_lock(path)
+    except LockFileError as err:
+        return Checked(path=path, findings=(_error(path, _without_path(str(err), path), hint=regenerate_hint(expected)),))
+    if not locked.generated:
+        what = "no [tool.resolve-gpu-stack] table" if locked.format == "pylock" else "no '# inputs-digest:' header"
+        return Checked(path=path, locked=locked, findings=(_error(path, f"{what}: not written by resolve-gpu-stack, so there is nothing to check it against", hint=regenerate_hint(expected)),))
+    if locked.format == "pylock":
+        findings, plan = _pylock_findings(path, locked, defs)
+    else:
+        findings, plan = _constraints_findings(path, locked, defs)
+    if plan is not None:
+        floor = torch_floor(locked.inputs if locked.inputs else (expected.inputs if expected else {}))
+        for v in plan_violations(plan, defs, torch_floor=floor, require_hashes=locked.format == "pylock"):
+            findings.append(_error(path, v.message, package=v.package, hint=regenerate_hint(expected)))
+        findings += retention_findings(path, plan.packages, defs, today, expected)
+    findings += freshness_findings(path, locked, expected)
+    return Checked(path=path, findings=tuple(findings), plan=plan, locked=locked)
+
+
+def _error(path: Path, message: str, *, package: str | None = None, hint: str | None = None) -> Finding:
+    return Finding(level=ERROR, path=path, message=message, package=package, hint=hint)
+
+
+def _without_path(message: str, path: Path) -> str:
+    """A LockFileError message names the file; the finding names it once already."""
+    return message[len(str(path)) + 2:] if message.startswith(f"{path}: ") else message
+
+
+def torch_floor(inputs: Mapping[str, Any]) -> Version | None:
+    """The installed torch a lock was made for, unless it allowed a downgrade."""
+    text = inputs.get("installed-torch")
+    if not isinstance(text, str) or inputs.get("allow-downgrade") is True:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple[list[Finding], LockPlan | None]:
+    findings: list[Finding] = []
+    names = [e.name for e in locked.entries]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        findings.append(_error(path, f"has {names.count(name)} [[packages]] entries", package=name))
+    if not locked.inputs_match_digest:
+        findings.append(_error(path, "the recorded inputs do not match the recorded inputs-digest: the file was edited by hand"))
+    findings += credential_findings(path, locked)
+    try:
+        plan = plan_from_lock(locked)
+    except LockFileError as err:
+        text = _without_path(str(err), path)
+        name, sep, rest = text.partition(": ")
+        package = name if sep and canonicalize_name(name) == name and locked.pin(name) else None
+        findings.append(_error(path, rest if package else text, package=package))
+        return findings, None
+    entries = {e.name: e for e in locked.entries}
+    for pkg in plan.packages:
+        findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
+    return findings, plan
+
+
+def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry) -> list[Finding]:
+    """The wheel a package entry points at must be that package, from its index's base and hosts."""
+    out: list[Finding] = []
+    if pkg.filename:
+        try:
+            name, version, _, _ = parse_wheel_filename(pkg.filename)
+        except InvalidWheelFilename:
+            out.append(_error(path, f"{pkg.filename!r} is not a wheel file name", package=pkg.name))
+        else:
+            if name != pkg.name or version != pkg.version:
+                out.append(_error(path, f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}", package=pkg.name))
+    base = locked.indexes.get(pkg.index)
+    if entry is not None and base is not None and entry.index is not None and entry.index != base:
+        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from", package=pkg.name))
+    index = defs.indexes.get(pkg.index)
+    if pkg.url and index is not None and base:
+        if not replace(index, url=base).allows_host(pkg.url):
+            out.append(_error(path, f"its wheel URL is on a host the {pkg.index} index does not use: {strip_credentials(pkg.url)}", package=pkg.name))
+    return out
+
+
+def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
+    """Any URL in the file with a user:password part (the message never repeats the secret)."""
+    out: list[Finding] = []
+
+    def look(text: str | None, package: str | None, what: str) -> None:
+        if text and strip_credentials(text) != text:
+            out.append(_error(path, f"{what} carries credentials: {strip_credentials(text)}", package=package, hint="credentials never belong in a lock file; rotate them if this was committed"))
+
+    for entry in locked.entries:
+        look(entry.index, entry.name, "[[packages]] index URL")
+        for wheel in entry.wheels:
+            look(wheel.url, entry.name, "wheel URL")
+    for pin in locked.pins:
+        look(pin.wheel.url if pin.wheel else None, pin.name, "wheel URL")
+    for name, url in locked.indexes.items():
+        look(url, None, f"index {name!r}")
+    look(locked.command, None, "the recorded command")
+    for note in locked.notes:
+        look(note, None, "a note")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return out
+    if not out and strip_credentials(text) != text:
+        out.append(_error(path, "a URL in the file carries credentials", hint="credentials never belong in a lock file; rotate them if this was committed"))
+    return out
+
+
+def _constraints_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple[list[Finding], LockPlan | None]:
+    """A constraints file: its pins as a plan (couplings from the definitions, indexes from the
+    pins' comments, or the owner when a pin has none)."""
+    torch = locked.pin("torch")
+    cuda = locked.target.cuda if locked.target else None
+    if cuda is None and torch is not None and torch.version.local and torch.version.local.startswith("cu"):
+        cuda = torch.version.local
+    target = locked.target or TargetSummary(python="", platform="", cuda=cuda)
+    fi = defs.flashinfer
+    fi_pin = locked.pin(fi.python)
+    jit = locked.pin(fi.jit_cache)
+    skeleton = LockPlan(target=replace(target, cuda=cuda), packages=(), flashinfer_version=fi_pin.version if fi_pin else None,
+                        cuda_label=jit.version.local if jit is not None else None)
+    packages = tuple(_package_from_pin(p, defs, skeleton) for p in locked.pins)
+    return credential_findings(path, locked), replace(skeleton, packages=packages, inputs=dict(locked.inputs), inputs_digest=locked.inputs_digest or "")
+
+
+def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPackage:
+    coupling = pin.coupling or defs.coupling(pin.name, pin.version)[0]
+    index = pin.index or ("installed" if pin.action is Action.KEEP else owner_of(defs, pin.name, pin.version, plan) or "installed")
+    return LockedPackage(name=pin.name, version=pin.version, action=pin.action or Action.INSTALL, index=index, coupling=coupling)
+
+
+# -- freshness -----------------------------------------------------------------------------------
+
+def freshness_findings(path: Path, locked: LockedFile, expected: Expected | None) -> list[Finding]:
+    if expected is None or locked.inputs_digest == expected.digest:
+        return []
+    changed = changed_inputs(locked.inputs, expected.inputs) if locked.inputs else []
+    detail = f" ({'; '.join(changed)})" if changed else ""
+    return [_error(
+        path,
+        f"stale: the config for target {expected.target!r} changed since this lock was written{detail}",
+        hint=regenerate_hint(expected),
+    )]
+
+
+def changed_inputs(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between the inputs a lock records and the config's."""
+    old, new = canonical_inputs(recorded), canonical_inputs(current)
+    out = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            out.append(f"{key}: {_show(old.get(key))} -> {_show(new.get(key))}")
+    return out
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    return strip_credentials(repr(value))
+
+
+# -- retention -----------------------------------------------------------------------------------
+
+_DEV_DATE_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+
+
+def build_date(version: Version, upload_time: str | None) -> dt.date | None:
+    """When a nightly was built: ``devYYYYMMDD`` in its version, else its upload time."""
+    if version.dev is not None and (m := _DEV_DATE_RE.match(str(version.dev))):
+        try:
+            return dt.date(int(m[1]), int(m[2]), int(m[3]))
+        except ValueError:
+            pass
+    if upload_time:
+        try:
+            return dt.date.fromisoformat(upload_time[:10])
+        except ValueError:
+            return None
+    return None
+
+
+def _is_nightly(pkg: LockedPackage) -> bool:
+    """A dev release, or a file under a ``nightly/`` folder (triton's ``3.7.0+git...`` wheels)."""
+    from urllib.parse import urlsplit
+
+    return pkg.version.is_devrelease or (pkg.url is not None and "/nightly/" in urlsplit(pkg.url).path)
+
+
+def retention_findings(path: Path, packages: Iterable[LockedPackage], defs: Definitions, today: dt.date, expected: Expected | None = None) -> list[Finding]:
+    """A warning for each wheel to download that its index has (or soon will have) deleted."""
+    out: list[Finding] = []
+    for pkg in packages:
+        if pkg.action is Action.KEEP:
+            continue  # nothing to download
+        index = defs.indexes.get(pkg.index)
+        if index is None or index.retention_days <= 0 or not _is_nightly(pkg):
+            continue
+        built = build_date(pkg.version, pkg.upload_time)
+        if built is None:
+            continue
+        age = (today - built).days
+        if age > index.retention_days:
+            out.append(Finding(
+                level=WARNING, path=path, package=pkg.name,
+                message=f"{pkg.version} was built on {built} ({age} days ago); the {index.name} index deletes nightlies after about {index.retention_days} days, so its URL will stop working (if it has not already)",
+                hint=(regenerate_hint(expected) or "regenerate:").replace("regenerate:", "relock onto a current nightly:", 1).rstrip(":"),
+            ))
+    return out
+
+
+# -- against an index (a snapshot, or the live indexes) -------------------------------------------
+
+def route_context(plan: LockPlan) -> RouteContext:
+    """The routing a plan's packages were found under, recovered from the plan itself."""
+    torch = plan.torch
+    channel = "stable"
+    if torch is not None:
+        channel = "nightly" if torch.version.is_devrelease else ("test" if torch.version.is_prerelease else "stable")
+    fi = plan.flashinfer_version
+    return RouteContext(
+        torch_channel=channel,
+        cuda=plan.target.cuda,
+        flashinfer_channel="nightly" if fi is not None and fi.is_devrelease else "stable",
+        torch_series=f"{torch.version.major}.{torch.version.minor}" if torch is not None else None,
+    )
+
+
+Lookup = Callable[[str, RouteContext, "set[str]"], "list[IndexFile]"]
+
+
+def finder_lookup(finder) -> Lookup:
+    """Files offered for a package, through a ``Finder`` (full pages, shared with a re-resolve)."""
+    return lambda name, ctx, _filenames: [o.file for o in finder.offers(name, ctx)[0]]
+
+
+class ListedFiles:
+    """Looks a few files up on their index pages, parsing only the rows that name them.
+
+    A PyPI JSON page of a popular package lists thousands of files; parsing every one of them for
+    the two or three a lock uses would make ``check`` slow. The rows kept go through the real
+    parser (``parse.parse_page``), so hashes, URLs and hosts mean exactly what they mean to the
+    resolver.
+    """
+
+    def __init__(self, fetcher, defs: Definitions) -> None:
+        self.fetcher = fetcher
+        self.defs = defs
+        self._raw: dict[str, IndexPage | None] = {}
+        self._rows: dict[str, tuple[str, Any]] = {}
+
+    def __call__(self, name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
+        from ..index.parse import parse_page
+
+        wanted = canonicalize_name(name)
+        out: list[IndexFile] = []
+        for loc in self.defs.pages_for(wanted, ctx):
+            page = self._page(loc.url, loc.index)
+            if page is None:
+                continue
+            index = self.defs.indexes[loc.index]
+            for f in parse_page(self._only_rows(page, filenames), index=loc.index).files:
+                if f.name == wanted and index.allows_host(f.url):
+                    out.append(replace(f, index=loc.index))
+        return out
+
+    def _page(self, url: str, index: str) -> IndexPage | None:
+        if url not in self._raw:
+            self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
+        return self._raw[url]
+
+    def _only_rows(self, page: IndexPage, filenames: set[str]) -> IndexPage:
+        """The page cut down to the rows (JSON files, HTML anchors) that name one of ``filenames``."""
+        import json
+        from urllib.parse import unquote
+
+        if page.url not in self._rows:
+            body = page.content
+            if body.lstrip()[:1] == b"{" or "json" in page.content_type:
+                try:
+                    data = json.loads(body)
+                except ValueError:
+                    data = None
+                ok = isinstance(data, dict) and isinstance(data.get("files"), list)
+                self._rows[page.url] = ("json", data) if ok else ("raw", None)
+            else:
+                text = body.decode("utf-8", errors="replace")
+                self._rows[page.url] = ("html", [(unquote(a), a) for a in _ANCHOR_RE.findall(text)])
+        kind, rows = self._rows[page.url]
+        if kind == "json":
+            files = [f for f in rows["files"] if isinstance(f, dict) and f.get("filename") in filenames]
+            return replace(page, content=json.dumps({**rows, "files": files}).encode())
+        if kind == "html":
+            kept = [a for plain, a in rows if any(n in plain for n in filenames)]
+            html = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(kept) + "\n</body></html>\n"
+            return replace(page, content=html.encode(), content_type="text/html; charset=utf-8")
+        return page  # let the parser say what is wrong with it
+
+
+_ANCHOR_RE = re.compile(r"<a\b.*?</a\s*>", re.S | re.I)
+
+
+def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:
+    """Each wheel the lock downloads must still be offered, with the sha256 and size locked."""
+    from ..errors import CrawlError
+
+    out: list[Finding] = []
+    ctx = route_context(plan)
+    for pkg in plan.packages:
+        if pkg.action is Action.KEEP or not pkg.filename:
+            continue
+        try:
+            offered = lookup(pkg.name, ctx, {pkg.filename})
+        except CrawlError as err:
+            out.append(Finding(level=WARNING, path=path, package=pkg.name, message=f"cannot verify against {source}: {err}"))
+            continue
+        match = next((f for f in offered if f.filename == pkg.filename), None)
+        if match is None:
+            out.append(_error(path, f"{pkg.filename} is not offered by the {pkg.index} index ({source})", package=pkg.name))
+        elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
+            out.append(_error(path, f"sha256 {pkg.sha256[:16]}... differs from the {pkg.index} index's {match.sha256[:16]}... ({source})", package=pkg.name))
+        elif match.size is not None and pkg.size is not None and match.size != pkg.size:
+            out.append(_error(path, f"size {pkg.size} differs from the {pkg.index} index's {match.size} ({source})", package=pkg.name))
+    return out
+
+
+def drift(path: Path, locked: LockPlan, fresh: LockPlan, *, source: str, hint: str | None) -> list[Finding]:
+    """What a re-resolve picks now that the lock does not have (torch and FlashInfer first)."""
+    old = {p.name: p.version for p in locked.packages}
+    new = {p.name: p.version for p in fresh.packages}
+    first = ("torch", "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
+    names = sorted(set(old) | set(new), key=lambda n: (first.index(n) if n in first else len(first), n))
+    out = []
+    for name in names:
+        if old.get(name) == new.get(name):
+            continue
+        if name not in new:
+            what = f"locked {old[name]}, no longer part of a fresh plan"
+        elif name not in old:
+            what = f"a fresh plan adds {new[name]}"
+        else:
+            direction = "newer" if new[name] > old[name] else "different"
+            what = f"{source} now gives {new[name]}, {direction} than the locked {old[name]}"
+        out.append(Finding(level=WARNING, path=path, package=name, message=f"drift: {what}", hint=hint))
+    return out

@@ -1,0 +1,29 @@
+"""The domain values every floor above shares: pure, frozen, stdlib + packaging only.
+
+- ``index``: what an index offers (``IndexPage``, ``IndexFile``, ``ParsedPage``, ``WheelMetadata``)
+- ``target``: the interpreter a plan is for (``Target``)
+- ``cuda``: CUDA labels (``CudaLabel``), the one implementation
+- ``request``: what the user asks for (``TorchChoice``, ``FlashInferChoice``, ``ResolveRequest``)
+- ``plan``: what a plan says (``LockPlan``, ``LockedPackage``, ``Coupling``, ``Action``)
+- ``inputs``: the recorded inputs of a plan and their digest
+"""
+
+from .cuda import CudaLabel
+from .index import IndexFile, IndexPage, PageResponse, ParsedPage, WheelMetadata
+from .plan import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from .target import Target
+
+__all__ = [
+    "Action",
+    "Coupling",
+    "CudaLabel",
+    "IndexFile",
+    "IndexPage",
+    "LockPlan",
+    "LockedPackage",
+    "PageResponse",
+    "ParsedPage",
+    "Target",
+    "TargetSummary",
+    "WheelMetadata",
+]

@@ -1,0 +1,82 @@
+"""What an index offers: pages as served, the files they link, a wheel's METADATA."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.tags import Tag
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexPage:
+    """The raw bytes of one index page as served (or replayed)."""
+
+    url: str
+    content: bytes
+    content_type: str = "text/html"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexFile:
+    """One distribution file linked from an index page.
+
+    ``url`` is absolute and keeps the server's spelling (``%2B`` or ``+``); credentials are never
+    part of it. ``version`` and ``tags`` come from the filename via ``packaging.utils``.
+    """
+
+    filename: str
+    url: str
+    name: NormalizedName
+    version: Version
+    tags: frozenset[Tag] = frozenset()  # empty for sdists
+    is_wheel: bool = True
+    index: str = ""  # logical index name: pytorch | flashinfer | pypi
+    sha256: str | None = None
+    size: int | None = None
+    requires_python: str | None = None
+    yanked: str | None = None  # None = not yanked; "" = yanked without a reason
+    metadata_sha256: str | None = None  # PEP 658/714 digest of <url>.metadata
+    has_metadata: bool = False  # the page advertises a <url>.metadata sidecar
+    upload_time: str | None = None  # RFC 3339 as served
+    untested: bool = False  # FlashInfer nightly "(untested)" marker
+
+    @property
+    def is_yanked(self) -> bool:
+        return self.yanked is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WheelMetadata:
+    """The parts of a wheel's METADATA the resolver needs (requirements kept as strings)."""
+
+    name: NormalizedName
+    version: Version
+    requires_dist: tuple[str, ...] = ()
+    requires_python: str | None = None
+    provides_extra: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedPage:
+    """An index page after parsing: its files, the sub-directories it lists, and what was skipped."""
+
+    url: str
+    files: tuple[IndexFile, ...] = ()
+    subdirs: tuple[str, ...] = ()  # directory listings ("cu130/", "torch2.5")
+    warnings: tuple[str, ...] = ()
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageResponse:
+    """What a fetcher returns for a page: the page, or ``page is None`` for a 404."""
+
+    url: str
+    page: IndexPage | None
+    from_cache: bool = False
+
+    @property
+    def found(self) -> bool:
+        return self.page is not None

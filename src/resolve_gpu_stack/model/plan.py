@@ -1,0 +1,78 @@
+"""What a plan says: each package, the file that provides it, how it is coupled, and why."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+
+class Coupling(str, enum.Enum):
+    """How tightly a package is bound to the rest of the stack (see indexes/components.toml)."""
+
+    TORCH = "torch"  # torch itself
+    TORCH_ABI = "torch-abi"  # built against one torch, broken on any other
+    CUDA = "cuda"  # torch-agnostic, bound to a CUDA major (jit-cache and its providers)
+    AGNOSTIC = "agnostic"  # pure or torch-agnostic
+
+
+class Action(str, enum.Enum):
+    KEEP = "keep"  # already installed at exactly this version: nothing to do
+    INSTALL = "install"  # not installed yet
+    UPGRADE = "upgrade"  # installed at a lower version
+    DOWNGRADE = "downgrade"  # installed at a higher version (torch: only with --allow-downgrade)
+    CHANGE = "change"  # same public version, other local label (e.g. +cu128 -> +cu130)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockedPackage:
+    """One line of a plan: a package, the file that provides it, and why."""
+
+    name: NormalizedName
+    version: Version
+    action: Action
+    index: str  # pytorch | flashinfer | pypi | installed
+    coupling: Coupling
+    reason: str = ""
+    url: str | None = None  # None for a kept package (nothing to download)
+    filename: str | None = None
+    sha256: str | None = None
+    size: int | None = None
+    upload_time: str | None = None
+    requires_python: str | None = None
+    installed_version: Version | None = None
+    dependencies: tuple[NormalizedName, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetSummary:
+    python: str
+    platform: str
+    cuda: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockPlan:
+    """What a machine should end up with, from where, and why."""
+
+    target: TargetSummary
+    packages: tuple[LockedPackage, ...]
+    notes: tuple[str, ...] = ()
+    flashinfer_version: Version | None = None  # the FlashInfer group's public version, if any
+    cuda_label: str | None = None  # jit-cache label chosen for the group
+    inputs: Mapping[str, object] = field(default_factory=dict)  # the resolver inputs (for the digest)
+    inputs_digest: str = ""
+    indexes: Mapping[str, str] = field(default_factory=dict)  # logical name -> base URL (no credentials)
+
+    def package(self, name: str) -> LockedPackage | None:
+        for pkg in self.packages:
+            if pkg.name == name:
+                return pkg
+        return None
+
+    @property
+    def torch(self) -> LockedPackage | None:
+        return self.package("torch")

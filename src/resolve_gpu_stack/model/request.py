@@ -1,0 +1,211 @@
+"""What the user asks the resolver for, parsed once at the edge into frozen values.
+
+``TorchChoice`` and ``FlashInferChoice`` are built from the text of ``--torch`` /
+``--flashinfer`` (or the config's ``torch`` / ``flashinfer``) and keep that text: it is what the
+lock records as an input and what a message quotes. Nothing downstream parses it again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import NormalizedName
+from packaging.version import InvalidVersion, Version
+
+from ..errors import UsageError
+from .cuda import CudaLabel
+from .target import Target
+
+TORCH = NormalizedName("torch")
+TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
+FLASHINFER_CHOICES = ("latest", "nightly", "none")
+
+
+class TorchKind(str, enum.Enum):
+    CHANNEL = "channel"  # nightly | test | stable: the newest of that channel
+    INSTALLED = "installed"  # exactly the installed torch
+    SPECIFIER = "specifier"  # a version or a specifier
+
+
+@dataclass(frozen=True, slots=True)
+class TorchChoice:
+    """``--torch``: a channel, ``installed``, or a version / specifier."""
+
+    text: str
+    kind: TorchKind
+    channel: str = "stable"  # nightly | test | stable (for INSTALLED: decided by the installed torch)
+    specifier: SpecifierSet = field(default_factory=SpecifierSet)
+
+    @classmethod
+    def parse(cls, text: str) -> TorchChoice:
+        choice = text.strip()
+        if choice in ("nightly", "test", "stable"):
+            return cls(text=choice, kind=TorchKind.CHANNEL, channel=choice)
+        if choice == "installed":
+            return cls(text=choice, kind=TorchKind.INSTALLED)
+        try:
+            spec = SpecifierSet(f"=={choice}") if choice[:1].isdigit() else SpecifierSet(choice)
+        except InvalidSpecifier:
+            spec = None
+        if not choice or spec is None or not len(spec):
+            raise UsageError(
+                f"--torch {choice!r} is neither a channel nor a version",
+                hint=f"use one of {', '.join(TORCH_CHANNELS)}, a version like 2.12.0.dev20260307+cu130, or a specifier like '>=2.11'",
+            )
+        pinned = [v for s in spec if (v := _version(s.version.rstrip(".*"))) is not None]
+        channel = "nightly" if any(v.is_devrelease for v in pinned) else "stable"
+        if any(v.is_prerelease and not v.is_devrelease for v in pinned):
+            channel = "test"
+        return cls(text=choice, kind=TorchKind.SPECIFIER, channel=channel, specifier=spec)
+
+    def for_installed(self, installed: Version | None) -> TorchChoice:
+        """The choice with ``installed`` made concrete: that exact version, on its channel."""
+        if self.kind is not TorchKind.INSTALLED:
+            return self
+        if installed is None:
+            raise UsageError("--torch installed, but the target has no torch installed", hint="use --torch nightly|stable|VERSION, or declare --installed torch==VERSION")
+        channel = "nightly" if installed.is_devrelease else "stable"
+        return TorchChoice(text=self.text, kind=self.kind, channel=channel, specifier=SpecifierSet(f"=={installed}"))
+
+    @property
+    def newest_of_channel(self) -> bool:
+        """A bare channel: the newest build of it, no version constraint."""
+        return self.kind is TorchKind.CHANNEL
+
+    @property
+    def allows_prereleases(self) -> bool:
+        return self.channel in ("nightly", "test") or bool(self.specifier.prereleases)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class FlashInferChoice:
+    """``--flashinfer``: ``latest``, ``nightly``, ``none`` or an exact version."""
+
+    text: str
+    version: Version | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> FlashInferChoice:
+        choice = text.strip()
+        if choice in FLASHINFER_CHOICES:
+            return cls(text=choice)
+        version = _version(choice)
+        if version is None:
+            raise UsageError(f"--flashinfer {choice!r} is not a version", hint="use latest, nightly, none, or a version like 0.6.5")
+        return cls(text=choice, version=version)
+
+    @property
+    def wanted(self) -> bool:
+        return self.text != "none"
+
+    @property
+    def channel(self) -> str:
+        """The FlashInfer channel whose pages are read: ``nightly`` or ``stable``."""
+        return "nightly" if self.text == "nightly" else "stable"
+
+    @property
+    def allows_prereleases(self) -> bool:
+        return self.text == "nightly" or (self.version is not None and self.version.is_prerelease)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_cuda(text: str | None) -> CudaLabel | None:
+    """``--cuda``: None when not given, else a label (``UsageError`` for anything else)."""
+    if text is None:
+        return None
+    label = CudaLabel.parse(text)
+    if label is None:
+        raise UsageError(f"--cuda {text!r} is not a CUDA label", hint="use the form cu130, cu129, cu128")
+    return label
+
+
+def parse_with(text: str) -> Requirement:
+    """One ``--with`` requirement (``UsageError`` when it is not one, or is a direct URL)."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise UsageError(f"--with {text!r}: {exc}") from None
+    if req.url:
+        raise UsageError(f"--with {text!r}: direct URLs are not supported", hint="name a package and a version range")
+    return req
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolveRequest:
+    """Everything the resolver is asked, parsed and validated."""
+
+    target: Target
+    torch: TorchChoice = field(default_factory=lambda: TorchChoice.parse("nightly"))
+    cuda: CudaLabel | None = None
+    change_cuda: bool = False
+    flashinfer: FlashInferChoice = field(default_factory=lambda: FlashInferChoice.parse("latest"))
+    jit_cache: bool = True
+    cubin: bool = True
+    with_: tuple[str, ...] = ()  # requirement texts, each checked by ``parse_with``
+    allow_downgrade: bool = False
+    installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for text in self.with_:
+            parse_with(text)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        target: Target,
+        torch: str = "nightly",
+        cuda: str | None = None,
+        flashinfer: str = "latest",
+        **rest: object,
+    ) -> ResolveRequest:
+        """A request from the texts a user types (``--torch``, ``--cuda``, ``--flashinfer``)."""
+        return cls(target=target, torch=TorchChoice.parse(torch), cuda=parse_cuda(cuda), flashinfer=FlashInferChoice.parse(flashinfer), **rest)  # type: ignore[arg-type]
+
+    @property
+    def installed_torch(self) -> Version | None:
+        return self.target.installed.get(TORCH)
+
+    def components(self) -> list[str]:
+        """The FlashInfer components asked for, in install order."""
+        if not self.flashinfer.wanted:
+            return []
+        out = ["flashinfer-python"]
+        if self.cubin:
+            out.append("flashinfer-cubin")
+        if self.jit_cache:
+            out.append("flashinfer-jit-cache")
+        return out
+
+    def inputs(self, index_urls: Mapping[str, str | None]) -> dict[str, object]:
+        """Everything that decides the plan, for the lock's inputs digest (``index_urls``: each
+        logical index's base URL without credentials, or None)."""
+        installed = self.installed_torch
+        return {
+            "python": self.target.python_version,
+            "platform": self.target.platform,
+            "torch": self.torch.text,
+            "installed-torch": str(installed) if installed is not None else None,
+            "cuda": str(self.cuda) if self.cuda is not None else None,
+            "flashinfer": self.flashinfer.text,
+            "components": self.components(),
+            "with": sorted(self.with_),
+            "allow-downgrade": self.allow_downgrade,
+            "indexes": dict(sorted(index_urls.items())),
+        }
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None

@@ -1,0 +1,429 @@
+"""Verified wheel downloads into a content-addressed cache (I/O edge: HTTP and disk).
+
+Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
+
+    sha256/<aa>/<digest>/<filename>   verified wheels, by content (the file keeps its wheel name)
+    partial/<key>.part                bytes of an unfinished download; <key> = sha256 of the URL
+    partial/<key>.json                its validator (ETag / Last-Modified), sent back as If-Range
+    locks/<key>.lock                  one process at a time per URL (fcntl.flock)
+    urls/<key>.json                   sha256 + size learnt by downloading a wheel whose index gave
+                                      no hash (PyTorch nightlies), so a later run finds it again
+
+A download streams into ``partial/``; after an interruption the next attempt (a retry, or a later
+call) continues with ``Range: bytes=<have>-``, and restarts from zero when the server answers 200.
+The whole file is then checked (size, sha256 when known) and renamed into ``sha256/``; on any
+mismatch it is deleted and ``IntegrityError`` names the URL, the expected and the actual digest.
+Nothing unverified is ever left in ``sha256/`` or handed on. A wheel already in the cache is
+re-hashed and reused without any request. Keys and files never hold credentials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from ..errors import CrawlError, IntegrityError, LockFileError
+from ..model import Action, LockedPackage, LockPlan
+from ..urls import redact_url
+from .cache import cache_url
+
+if TYPE_CHECKING:
+    from .http import HttpFetcher
+
+log = logging.getLogger(__name__)
+
+# progress(filename, bytes so far, total bytes or None)
+DownloadProgress = Callable[[str, int, "int | None"], None]
+
+CHUNK = 1 << 20
+DEFAULT_WORKERS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedWheel:
+    path: Path  # inside the wheel cache, verified
+    sha256: str
+    size: int
+
+
+class WheelCache:
+    """The on-disk wheel cache (see the module docstring for its layout)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @classmethod
+    def under(cls, cache_dir: Path) -> WheelCache:
+        """The wheel cache inside the tool's cache directory: ``<cache_dir>/wheels``."""
+        return cls(Path(cache_dir) / "wheels")
+
+    # -- paths ----------------------------------------------------------------------------------
+    def path_for(self, sha256: str, filename: str) -> Path:
+        digest = sha256.lower()
+        return self.root / "sha256" / digest[:2] / digest / filename
+
+    @staticmethod
+    def url_key(url: str) -> str:
+        return hashlib.sha256(cache_url(url).encode()).hexdigest()
+
+    def partial_path(self, url: str) -> Path:
+        return self.root / "partial" / (self.url_key(url) + ".part")
+
+    def _partial_meta(self, url: str) -> Path:
+        return self.root / "partial" / (self.url_key(url) + ".json")
+
+    def _url_record(self, url: str) -> Path:
+        return self.root / "urls" / (self.url_key(url) + ".json")
+
+    # -- lookups --------------------------------------------------------------------------------
+    def lookup(self, sha256: str, filename: str, size: int | None = None) -> FetchedWheel | None:
+        """The cached wheel with this digest, re-verified; a damaged entry is deleted (a miss)."""
+        path = self.path_for(sha256, filename)
+        if not path.is_file():
+            return None
+        actual, n = file_sha256(path)
+        if actual != sha256.lower() or (size is not None and n != size):
+            log.warning("wheel cache entry %s is damaged (sha256 %s, %d bytes); deleting it", path, actual, n)
+            _unlink(path)
+            return None
+        return FetchedWheel(path=path, sha256=actual, size=n)
+
+    def known_digest(self, url: str) -> tuple[str, int] | None:
+        """(sha256, size) recorded for a URL downloaded before without an index hash."""
+        try:
+            data = json.loads(self._url_record(url).read_text())
+            return str(data["sha256"]), int(data["size"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def remember(self, url: str, sha256: str, size: int) -> None:
+        record = {"url": cache_url(url), "sha256": sha256, "size": size}
+        _write_json(self._url_record(url), record)
+
+    # -- partial downloads ----------------------------------------------------------------------
+    def read_validator(self, url: str) -> str | None:
+        try:
+            value = json.loads(self._partial_meta(url).read_text()).get("validator")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+
+    def write_validator(self, url: str, validator: str | None) -> None:
+        if validator:
+            _write_json(self._partial_meta(url), {"url": cache_url(url), "validator": validator})
+        else:
+            _unlink(self._partial_meta(url))
+
+    def drop_partial(self, url: str) -> None:
+        _unlink(self.partial_path(url))
+        _unlink(self._partial_meta(url))
+
+    @contextmanager
+    def locked(self, url: str) -> Iterator[None]:
+        """An exclusive lock on one URL's partial file, across processes (where fcntl exists)."""
+        lock_path = self.root / "locks" / (self.url_key(url) + ".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        with open(lock_path, "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def file_sha256(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    n = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+            n += len(block)
+    return digest.hexdigest(), n
+
+
+def wheel_filename(url: str, filename: str | None = None) -> str:
+    """The file name to keep in the cache: ``filename`` or the URL's last path segment."""
+    name = filename or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise CrawlError(redact_url(url), f"no usable file name in the URL ({name!r})")
+    return name
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _check_digest(sha256: str | None, url: str) -> str | None:
+    if sha256 is None:
+        return None
+    digest = sha256.strip().lower()
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise LockFileError(f"{redact_url(url)}: {sha256!r} is not a sha256 hex digest")
+    return digest
+
+
+# -- the download --------------------------------------------------------------------------------
+
+
+def fetch_wheel(
+    url: str,
+    *,
+    sha256: str | None,
+    size: int | None,
+    cache: WheelCache,
+    fetcher: HttpFetcher | None,
+    filename: str | None = None,
+    progress: DownloadProgress | None = None,
+    offline: bool = False,
+) -> Path:
+    """The verified wheel at ``url`` as a file in the cache (downloaded only when needed).
+
+    ``offline`` (or ``fetcher=None``) never sends a request: a wheel not in the cache is an error.
+    """
+    return fetch_verified(url, sha256=sha256, size=size, cache=cache, fetcher=fetcher, filename=filename, progress=progress, offline=offline).path
+
+
+def fetch_verified(
+    url: str,
+    *,
+    sha256: str | None,
+    size: int | None,
+    cache: WheelCache,
+    fetcher: HttpFetcher | None,
+    filename: str | None = None,
+    progress: DownloadProgress | None = None,
+    offline: bool = False,
+) -> FetchedWheel:
+    """Like ``fetch_wheel``, with the digest and size of what was verified."""
+    url = url.split("#", 1)[0]
+    name = wheel_filename(url, filename)
+    expected = _check_digest(sha256, url)
+    known = expected or (cache.known_digest(url) or (None, None))[0]
+    if known is not None:
+        hit = cache.lookup(known, name, size)
+        if hit is not None:
+            log.debug("wheel cache hit for %s", redact_url(url))
+            if progress is not None:
+                progress(name, hit.size, hit.size)
+            return hit
+    if offline or fetcher is None:
+        raise CrawlError(redact_url(url), "not in the wheel cache, and downloads are off", hint="run without --snapshot (or with network) to download it once")
+    with cache.locked(url):
+        resumed = _download(url, name, size=size, cache=cache, fetcher=fetcher, progress=progress)
+        return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed)
+
+
+def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: HttpFetcher, progress: DownloadProgress | None) -> bool:
+    """Fill ``partial/`` with the whole file; True when some of it came from a resumed range."""
+    part = cache.partial_path(url)
+    part.parent.mkdir(parents=True, exist_ok=True)
+    resumed = False
+
+    def attempt() -> None:
+        nonlocal resumed
+        restarted = False
+        while True:
+            have = part.stat().st_size if part.exists() else 0
+            if size is not None and have > size:
+                cache.drop_partial(url)
+                have = 0
+            validator = cache.read_validator(url) if have else None
+            with fetcher.open_stream(url, start=have, if_range=validator) as answer:
+                if answer.status == 416:
+                    if answer.total == have and have > 0:
+                        resumed = True
+                        return  # the partial file already holds the whole file
+                    if restarted:
+                        raise CrawlError(redact_url(url), f"416 for bytes={have}- twice; the server will not serve this file")
+                    cache.drop_partial(url)
+                    restarted = True
+                    continue
+                if answer.offset == 0 and have:
+                    log.info("%s: the server sent the whole file (no range); starting again from zero", redact_url(url))
+                resumed = resumed or answer.offset > 0
+                if answer.offset == 0:
+                    cache.write_validator(url, answer.validator)
+                got = _write_body(answer, part, url, size=size, name=name, progress=progress)
+                total = answer.total
+            if total is None or got >= total:
+                return
+            if got == answer.offset:  # a 206 with an empty body: no progress, give up
+                raise CrawlError(redact_url(url), f"the server sent no bytes after byte {got} of {total}")
+            # a shorter range than asked for: ask for the rest
+
+    try:
+        fetcher.retrying(url, attempt)
+    except IntegrityError:
+        cache.drop_partial(url)
+        raise
+    return resumed
+
+
+def _write_body(answer, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None) -> int:
+    """Write the answer's body into ``part`` from its offset; returns the file's size after."""
+    mode = "r+b" if answer.offset > 0 else "wb"
+    total = answer.total if answer.total is not None else size
+    if size is not None and answer.total is not None and answer.total != size:
+        raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, the index says {size}")
+    with open(part, mode) as fh:
+        fh.seek(answer.offset)
+        fh.truncate()
+        done = answer.offset
+        if progress is not None:
+            progress(name, done, total)
+        for chunk in answer.chunks():
+            fh.write(chunk)
+            done += len(chunk)
+            if size is not None and done > size:
+                fh.close()
+                _unlink(part)
+                raise IntegrityError(redact_url(url), f"the server sent more than the {size} bytes the index promised; stopped")
+            if progress is not None:
+                progress(name, done, total)
+    return done
+
+
+def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | None, cache: WheelCache, resumed: bool) -> FetchedWheel:
+    part = cache.partial_path(url)
+    actual, n = file_sha256(part)
+    shown = redact_url(url)
+    if size is not None and n != size:
+        cache.drop_partial(url)
+        raise IntegrityError(shown, f"size {n} bytes does not match {size} bytes promised by the index (sha256 {actual}); deleted the download")
+    if expected is not None and actual != expected:
+        cache.drop_partial(url)
+        raise IntegrityError(
+            shown,
+            f"sha256 mismatch: expected {expected}, got {actual}; deleted the download",
+            hint="the index, a mirror or a proxy served other bytes than the index page promised; nothing was installed",
+        )
+    if expected is None and resumed:
+        _check_zip(part, shown, cache, url)
+    final = cache.path_for(actual, name)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(part, final)
+    cache.drop_partial(url)
+    if expected is None:
+        cache.remember(url, actual, n)
+    log.debug("downloaded %s (%d bytes, sha256 %s)", shown, n, actual)
+    return FetchedWheel(path=final, sha256=actual, size=n)
+
+
+def _check_zip(part: Path, shown: str, cache: WheelCache, url: str) -> None:
+    """With no digest to check, a resumed download must at least be an intact zip (CRC of every member)."""
+    try:
+        with zipfile.ZipFile(part) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        bad = f"({exc})"
+    if bad is not None:
+        cache.drop_partial(url)
+        raise IntegrityError(shown, f"the resumed download is not an intact wheel (bad member {bad}); deleted it", hint="run again to download it from scratch")
+
+
+# -- plans ---------------------------------------------------------------------------------------
+
+
+def files_to_fetch(plan: LockPlan) -> list[LockedPackage]:
+    """Packages of the plan that have a file to install (every action but keep)."""
+    out = []
+    for pkg in plan.packages:
+        if pkg.action is Action.KEEP:
+            continue
+        if not pkg.url:
+            raise LockFileError(f"{pkg.name} {pkg.version} ({pkg.action.value}) has no wheel URL in the plan")
+        out.append(pkg)
+    return out
+
+
+def fetch_packages(
+    packages: Sequence[LockedPackage],
+    *,
+    cache: WheelCache,
+    fetcher: HttpFetcher | None,
+    progress: DownloadProgress | None = None,
+    offline: bool = False,
+    workers: int = DEFAULT_WORKERS,
+) -> dict[str, FetchedWheel]:
+    """Fetch and verify the wheels of these packages (a few at a time), by package name."""
+
+    def one(pkg: LockedPackage) -> FetchedWheel:
+        return fetch_verified(pkg.url or "", sha256=pkg.sha256, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline)
+
+    if len(packages) <= 1 or workers <= 1:
+        return {pkg.name: one(pkg) for pkg in packages}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve-gpu-stack-download") as pool:
+        futures = {pkg.name: pool.submit(one, pkg) for pkg in packages}
+        try:
+            return {name: future.result() for name, future in futures.items()}
+        except BaseException:
+            for future in futures.values():
+                future.cancel()
+            raise
+
+
+def fill_hashes(
+    plan: LockPlan,
+    *,
+    cache: WheelCache,
+    fetcher: HttpFetcher | None,
+    progress: DownloadProgress | None = None,
+    offline: bool = False,
+) -> LockPlan:
+    """The plan with a sha256 and size for every package to install whose index gave no hash.
+
+    Each such wheel is downloaded once into the wheel cache and hashed; kept packages are never
+    downloaded. Packages that already have a sha256 are left alone (and not downloaded).
+    """
+    missing = [pkg for pkg in files_to_fetch(plan) if not pkg.sha256]
+    if not missing:
+        return plan
+    fetched = fetch_packages(missing, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
+    packages = tuple(
+        dataclasses.replace(pkg, sha256=fetched[pkg.name].sha256, size=fetched[pkg.name].size) if pkg.name in fetched and not pkg.sha256 else pkg
+        for pkg in plan.packages
+    )
+    return dataclasses.replace(plan, packages=packages)
+
+
+__all__ = [
+    "DownloadProgress",
+    "FetchedWheel",
+    "WheelCache",
+    "fetch_packages",
+    "fetch_verified",
+    "fetch_wheel",
+    "file_sha256",
+    "files_to_fetch",
+    "fill_hashes",
+    "wheel_filename",
+]

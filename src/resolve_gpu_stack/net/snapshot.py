@@ -1,0 +1,357 @@
+"""Recorded index snapshots: record every page and metadata file a run reads, replay them offline.
+
+Layout of a snapshot directory::
+
+    manifest.json            {"schema": "resolve-gpu-stack/snapshot/v1", "indexes": {...},
+                              "pages": {KEY: {"status": 200|404, "content_type": ..., "file": ...}},
+                              "metadata": {KEY: {"file": ..., "sha256": ...}}}
+    pages/<index>/<path>     page bodies as served
+    metadata/<index>/<path>  METADATA bytes of each wheel (however they were obtained)
+    README.md                what is recorded and what is reconstructed
+
+KEY is ``<index>:<path relative to that index's base URL>`` for URLs on an index's own host
+(``pytorch:nightly/cu130/torch/``, ``pypi:../packages/ab/cd/x.whl``), else the absolute URL. Keys
+therefore survive ``--index NAME=URL``: a snapshot replays against any base URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+from ..data.definitions import IndexDefinition
+from ..errors import IntegrityError, SnapshotMiss, UsageError
+from ..index.finder import Fetcher
+from ..model import IndexFile, IndexPage, PageResponse
+from ..urls import strip_userinfo
+
+SCHEMA = "resolve-gpu-stack/snapshot/v1"
+# Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
+PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
+
+
+def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None) -> str:
+    """The manifest key of ``url`` given the logical indexes' base URLs.
+
+    ``index`` names the index the URL was found through (a page's index, a file's index): on that
+    index's host the key is relative to its base, so a file outside the base (PyPI's
+    ``../packages/...``) keeps its index even when several indexes share one host. Otherwise the
+    index whose base is the longest prefix of the URL wins; else the URL itself is the key.
+    """
+    url = strip_userinfo(url)
+    bases = _without_credentials(bases)
+    parts = urlsplit(url)
+    path = unquote(parts.path)
+
+    def relative(name: str) -> str:
+        b = urlsplit(bases[name])
+        rel = posixpath.relpath(path, unquote(b.path)) if parts.path != b.path else "."
+        if parts.path.endswith("/") and not rel.endswith("/"):
+            rel += "/"
+        return f"{name}:{rel}"
+
+    def same_origin(name: str) -> bool:
+        b = urlsplit(bases.get(name) or "")
+        return bool(bases.get(name)) and (parts.scheme, parts.netloc) == (b.scheme, b.netloc)
+
+    if index is not None and same_origin(index):
+        return relative(index)
+    under = [n for n in bases if same_origin(n) and path.startswith(unquote(urlsplit(bases[n]).path))]
+    if under:
+        return relative(max(under, key=lambda n: len(bases[n])))
+    return url.split("#", 1)[0]
+
+
+def _without_credentials(bases: Mapping[str, str]) -> dict[str, str]:
+    """The base URLs without ``user:token@``: a snapshot (keys, manifest) never holds credentials."""
+    return {name: strip_userinfo(base) if base else base for name, base in bases.items()}
+
+
+def _storage_path(kind: str, key: str) -> str:
+    """A safe relative path for a key: never escapes the snapshot directory."""
+    if ":" in key and not key.startswith(("http://", "https://")):
+        index, rel = key.split(":", 1)
+        segments = [s for s in rel.split("/") if s not in ("", ".")]
+        segments = ["_up" if s == ".." else quote(s, safe="+-_.%") for s in segments]
+        path = "/".join([kind, index, *segments])
+    else:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        tail = quote(urlsplit(key).path.rstrip("/").rsplit("/", 1)[-1] or "root", safe="+-_.%")
+        path = f"{kind}/_external/{digest}-{tail}"
+    if key.endswith("/") or kind == "pages" and not path.rsplit("/", 1)[-1].count("."):
+        path += "/index"
+    return path
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Manifest:
+    def __init__(self, root: Path, data: dict | None = None) -> None:
+        self.root = root
+        self.data = data or {"schema": SCHEMA, "indexes": {}, "pages": {}, "metadata": {}}
+
+    @classmethod
+    def load(cls, root: Path) -> Manifest:
+        path = root / "manifest.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise UsageError(f"{root} is not a snapshot: no manifest.json", hint="record one with `resolve-gpu-stack snapshot --output DIR`") from exc
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: unreadable snapshot manifest: {exc}") from exc
+        if data.get("schema") != SCHEMA:
+            raise UsageError(f"{path}: unknown snapshot schema {data.get('schema')!r} (expected {SCHEMA})")
+        return cls(root, data)
+
+    def save(self) -> None:
+        body = json.dumps(self.data, indent=1, sort_keys=True) + "\n"
+        _atomic_write(self.root / "manifest.json", body.encode())
+
+
+class SnapshotFetcher:
+    """Replays a snapshot with no network at all. A page it lacks is an error naming the URL."""
+
+    concurrent_calls = False
+    result_store = None
+
+    def __init__(self, root: Path, bases: Mapping[str, str]) -> None:
+        self.root = Path(root)
+        self.manifest = Manifest.load(self.root)
+        self.bases = _without_credentials(bases)
+
+    @property
+    def recorded_indexes(self) -> dict[str, str | None]:
+        return dict(self.manifest.data.get("indexes", {}))
+
+    def _entry(self, table: str, url: str, index: str | None) -> dict:
+        key = snapshot_key(url, self.bases, index=index)
+        entry = self.manifest.data[table].get(key)
+        if entry is None:
+            raise SnapshotMiss(url, f"not in snapshot {self.root} (key {key})", hint="record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online")
+        return entry
+
+    def _read(self, rel: str, url: str) -> bytes:
+        path = (self.root / rel).resolve()
+        if self.root.resolve() not in path.parents:
+            raise SnapshotMiss(url, f"snapshot entry points outside the snapshot: {rel}")
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise SnapshotMiss(url, f"snapshot file {rel} unreadable: {exc}") from exc
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        out = {}
+        for url in urls:
+            entry = self._entry("pages", url, index.name)
+            if entry["status"] == 404:
+                out[url] = PageResponse(url=url, page=None)
+            else:
+                body = self._read(entry["file"], url)
+                out[url] = PageResponse(url=url, page=IndexPage(url=url, content=body, content_type=entry.get("content_type", "text/html")))
+        return out
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        out = {}
+        for f in files:
+            entry = self._entry("metadata", f.url, f.index or None)
+            body = self._read(entry["file"], f.url)
+            if f.metadata_sha256 and hashlib.sha256(body).hexdigest() != f.metadata_sha256:
+                raise IntegrityError(f.url + ".metadata", "recorded METADATA does not match the digest on the page")
+            out[f.url] = body
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+class RecordingFetcher:
+    """Wraps a live fetcher and writes every page (404s included) and METADATA into a snapshot."""
+
+    concurrent_calls = False
+    result_store = None
+
+    def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None) -> None:
+        self.inner = inner
+        self.exclude_newer = exclude_newer
+        self.recorded = 0
+        self.root = Path(root)
+        self.bases = _without_credentials(bases)
+        self.relative_files = tuple(relative_files)
+        self.manifest = Manifest.load(self.root) if (self.root / "manifest.json").exists() else Manifest(self.root)
+        recorded = self.manifest.data.setdefault("indexes", {})
+        for name, base in self.bases.items():
+            # The PyPI URL is the user's configuration: it is never written into a snapshot.
+            recorded[name] = None if name in self.relative_files else base
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        out = self.inner.fetch_pages(urls, index=index)
+        for url, resp in list(out.items()):
+            key = snapshot_key(url, self.bases, index=index.name)
+            self.recorded += 1
+            if resp.page is None:
+                self.manifest.data["pages"][key] = {"status": 404}
+                continue
+            body = resp.page.content
+            if self.exclude_newer and index.name in self.relative_files:
+                body = cut_newer(body, resp.page.content_type, self.exclude_newer)
+                out[url] = PageResponse(url=url, page=IndexPage(url=resp.page.url, content=body, content_type=resp.page.content_type))
+            if index.name in self.relative_files:
+                body = relativize_file_urls(body, resp.page.content_type, url)
+            rel = _storage_path("pages", key) + (".json" if "json" in resp.page.content_type else ".html")
+            _atomic_write(self.root / rel, body)
+            self.manifest.data["pages"][key] = {"status": 200, "content_type": resp.page.content_type, "file": rel}
+        self.manifest.save()
+        return out
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        out = self.inner.fetch_metadata(files)
+        for f in files:
+            if f.url not in out:
+                continue
+            url, body = f.url, out[f.url]
+            index = f.index or None
+            if index in self.relative_files:
+                url = relativized_url(url, self.bases, index)
+            key = snapshot_key(url, self.bases, index=index)
+            if not f.metadata_sha256:  # no digest to match on replay: keep only what resolving reads
+                body = reduce_metadata(body)
+            rel = _storage_path("metadata", key) + ".metadata"
+            _atomic_write(self.root / rel, body)
+            self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
+            self.recorded += 1
+        self.manifest.save()
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def relativized_url(url: str, bases: Mapping[str, str], index: str) -> str:
+    """Where a file URL points once its page was recorded with relative file URLs: the same path
+    on the index's own host (PyPI's CDN host is never written into a snapshot)."""
+    base = bases.get(index)
+    if not base:
+        return url
+    b, u = urlsplit(base), urlsplit(url)
+    return f"{b.scheme}://{b.netloc}{u.path}"
+
+
+def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes:
+    """Rewrite absolute file URLs on other hosts as paths relative to the page (PyPI's CDN)."""
+    page = urlsplit(page_url)
+    depth = len([s for s in page.path.split("/") if s])
+
+    def rel(url: str) -> str:
+        u = urlsplit(url)
+        if not u.scheme or u.netloc == page.netloc:
+            return url
+        out = "../" * depth + u.path.lstrip("/")
+        return out + (f"#{u.fragment}" if u.fragment else "")
+
+    if "json" in content_type:
+        data = json.loads(body)
+        for f in data.get("files", []):
+            if isinstance(f, dict) and isinstance(f.get("url"), str):
+                f["url"] = rel(f["url"])
+        return json.dumps(data, indent=None, separators=(",", ":")).encode()
+    import re
+
+    def sub(m: re.Match[bytes]) -> bytes:
+        return b'href="' + rel(m.group(1).decode()).encode() + b'"'
+
+    return re.sub(rb'href="(https?://[^"]+)"', sub, body)
+
+
+class FallbackFetcher:
+    """Replay what a snapshot has; fetch the rest live (to extend a snapshot)."""
+
+    concurrent_calls = False
+    result_store = None
+
+    def __init__(self, replay: SnapshotFetcher, live: Fetcher) -> None:
+        self.replay = replay
+        self.live = live
+
+    def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
+        out: dict[str, PageResponse] = {}
+        missing = []
+        for url in urls:
+            try:
+                out.update(self.replay.fetch_pages([url], index=index))
+            except SnapshotMiss:
+                missing.append(url)
+        if missing:
+            out.update(self.live.fetch_pages(missing, index=index))
+        return out
+
+    def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        missing = []
+        for f in files:
+            try:
+                out.update(self.replay.fetch_metadata([f]))
+            except SnapshotMiss:
+                missing.append(f)
+        if missing:
+            out.update(self.live.fetch_metadata(missing))
+        return out
+
+    def close(self) -> None:
+        self.live.close()
+
+
+def cut_newer(body: bytes, content_type: str, day: str) -> bytes:
+    """Drop files uploaded after ``day`` (YYYY-MM-DD) from a PEP 691 JSON page."""
+    if "json" not in content_type:
+        return body
+    data = json.loads(body)
+    limit = day + "T23:59:59.999999Z"
+    files = data.get("files", [])
+    data["files"] = [f for f in files if not isinstance(f, dict) or not f.get("upload-time") or f["upload-time"] <= limit]
+    kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
+    if isinstance(data.get("versions"), list):
+        from ..index.parse import parse_filename
+
+        versions = set()
+        for name in kept:
+            try:
+                versions.add(str(parse_filename(name)[1]))
+            except ValueError:
+                continue
+        data["versions"] = [v for v in data["versions"] if v in versions]
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+# The METADATA fields the resolver reads (parse.parse_metadata). A recorded METADATA without a
+# digest to honour keeps only these: a package's long description is not the snapshot's business
+# (and would write its authors' links, registry hosts included, into the repository).
+RESOLVER_FIELDS = ("Metadata-Version", "Name", "Version", "Requires-Python", "Provides-Extra", "Requires-Dist")
+
+
+def reduce_metadata(raw: bytes) -> bytes:
+    """``raw`` METADATA with only ``RESOLVER_FIELDS`` (in that order, values unfolded), no body."""
+    from email.parser import BytesHeaderParser
+    from email.policy import compat32
+
+    headers = BytesHeaderParser(policy=compat32).parsebytes(raw)
+    lines = []
+    for field in RESOLVER_FIELDS:
+        for value in headers.get_all(field) or ():
+            lines.append(f"{field}: {' '.join(str(value).split())}")
+    return ("\n".join(lines) + "\n").encode()

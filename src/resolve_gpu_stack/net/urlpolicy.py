@@ -1,0 +1,182 @@
+"""What the HTTP edge may fetch and send: URL and redirect policy, credentials, page types.
+
+Pure except for reading a netrc file. ``http.HttpFetcher`` applies these to every request and
+every redirect hop; they live here so they can be tested (and reasoned about) without a server.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import ipaddress
+import json
+import logging
+import netrc
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from ..errors import CrawlError
+from ..urls import redact_url, strip_userinfo
+
+log = logging.getLogger(__name__)
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.pypi.simple.v1+html"})
+JSON_TYPES = frozenset({"application/vnd.pypi.simple.v1+json", "application/json"})
+# Types a static host may give an index page; the body decides.
+SNIFFED_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream", "text/plain"})
+CREDENTIALS_HINT = "the index wants credentials: put them in the index URL (https://USER:TOKEN@host/...) or in ~/.netrc"
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and ``localhost`` (plain http is fine there)."""
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url_allowed(url: str, allow_insecure_hosts: Iterable[str] = ()) -> None:
+    """Refuse what we never fetch: non-HTTP schemes, and plain http to a non-loopback host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CrawlError(redact_url(url), f"cannot fetch a {parts.scheme or 'relative'}: URL over HTTP")
+    if parts.scheme == "https" or is_loopback(parts.hostname):
+        return
+    host = parts.hostname.lower()
+    allowed = {h.lower() for h in allow_insecure_hosts}
+    if host in allowed or (parts.port and f"{host}:{parts.port}" in allowed):
+        return
+    raise CrawlError(
+        redact_url(url), "plain http is refused (no TLS)", hint=f"use https, or pass --allow-insecure-host {host}"
+    )
+
+
+def check_redirect(source: str, target: str) -> None:
+    """A redirect may change host, but never leave HTTP(S) and never drop https for http."""
+    src, dst = urlsplit(source), urlsplit(target)
+    if dst.scheme not in ("http", "https"):
+        raise CrawlError(redact_url(source), f"redirected to a non-HTTP URL {redact_url(target)}")
+    if src.scheme == "https" and dst.scheme != "https":
+        raise CrawlError(redact_url(source), f"redirected from https to plain http ({redact_url(target)}); refused")
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date); None if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def page_content_type(header: str | None, body: bytes) -> str:
+    """The content-type to hand the parser; ``ValueError`` when the body is no index page.
+
+    HTML and JSON types pass as served. A generic type (octet-stream, text/plain, none) is
+    decided by the body: markup is HTML, a PEP 691 object is JSON, anything else is refused.
+    """
+    header = (header or "").strip()
+    mime = header.split(";", 1)[0].strip().lower()
+    if mime in HTML_TYPES or mime in JSON_TYPES:
+        return header
+    if mime in SNIFFED_TYPES:
+        head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+        if head.startswith(b"<") and any(t in head for t in (b"<!doctype html", b"<html", b"<a ", b"<body", b"<head")):
+            return "text/html"
+        if head.startswith(b"{"):
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and ("files" in data or "meta" in data):
+                return "application/vnd.pypi.simple.v1+json"
+    raise ValueError(f"not an index page: content-type {header or '(none)'!r}, body is neither HTML nor JSON")
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+class Credentials:
+    """Basic-auth credentials per origin, from URLs seen and from a netrc file. Never printed.
+
+    ``remember`` records the ``user:token@`` of a URL for its origin (scheme, host, port); a
+    request gets an ``Authorization`` header only for its own origin, or from the netrc entry
+    of its own host name, so a redirect to another host never carries them.
+    """
+
+    def __init__(self, netrc_path: Path | None) -> None:
+        self._netrc_path = netrc_path
+        self._netrc: netrc.netrc | None = None
+        self._loaded = False
+        self._by_origin: dict[tuple[str, str, int], tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.username is not None:
+            with self._lock:
+                self._by_origin[origin(url)] = (unquote(parts.username), unquote(parts.password or ""))
+
+    def header_for(self, url: str) -> str | None:
+        """The ``Authorization`` value for a request to ``url`` (its own origin only), or None."""
+        pair = self._lookup(url)
+        if pair is None:
+            return None
+        return "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode("ascii")
+
+    def _lookup(self, url: str) -> tuple[str, str] | None:
+        parts = urlsplit(url)
+        if parts.username is not None:
+            return unquote(parts.username), unquote(parts.password or "")
+        with self._lock:
+            found = self._by_origin.get(origin(url))
+        if found:
+            return found
+        rc = self._load_netrc()
+        entry = rc.authenticators(parts.hostname or "") if rc is not None else None
+        if entry and entry[0] is not None:
+            return entry[0], entry[2] or ""
+        return None
+
+    def _load_netrc(self) -> netrc.netrc | None:
+        with self._lock:
+            if not self._loaded:
+                self._loaded = True
+                path = self._netrc_path or Path.home() / ".netrc"
+                if path.is_file():
+                    try:
+                        self._netrc = netrc.netrc(str(path))
+                    except (netrc.NetrcParseError, OSError) as exc:
+                        # The parser's message may quote a token (a password): never show it.
+                        line = getattr(exc, "lineno", None)
+                        log.warning("cannot read netrc file %s%s; ignoring it", path, f" (line {line})" if line else "")
+            return self._netrc
+
+
+__all__ = [
+    "CREDENTIALS_HINT",
+    "Credentials",
+    "check_redirect",
+    "check_url_allowed",
+    "is_loopback",
+    "origin",
+    "page_content_type",
+    "parse_retry_after",
+    "strip_userinfo",
+]

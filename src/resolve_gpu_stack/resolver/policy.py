@@ -1,0 +1,237 @@
+"""Pure policy: which wheels fit a target, version rules, and the invariants every plan must keep.
+
+Stdlib + packaging only. The data (which package is coupled how, which labels exist) comes from
+``indexes.Definitions``; this module applies it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag
+from packaging.utils import NormalizedName
+from packaging.version import InvalidVersion, Version
+
+from ..data.definitions import Definitions
+from ..model import Coupling, IndexFile, LockPlan, Target
+from ..model.cuda import CudaLabel
+
+
+class RejectReason(str, enum.Enum):
+    NOT_A_WHEEL = "not a wheel"
+    TAGS = "built for another platform or Python"
+    REQUIRES_PYTHON = "requires another Python"
+    YANKED = "yanked"
+    PRERELEASE = "pre-release not asked for"
+    TORCH_ABI = "built for another torch"
+    SPECIFIER = "outside the requested range"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    reason: RejectReason
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+
+
+def public(version: Version) -> Version:
+    """The public part of a version (``0.6.5+cu130`` -> ``0.6.5``)."""
+    return Version(version.public)
+
+
+def tag_rank(file: IndexFile, target: Target) -> int | None:
+    """Position of the best target tag this wheel carries (lower is better); None if none fits."""
+    ranks = _tag_ranks(target.tags)
+    best = None
+    for tag in file.tags:
+        rank = ranks.get(tag)
+        if rank is not None and (best is None or rank < best):
+            best = rank
+    return best
+
+
+_RANKS: dict[int, tuple[tuple[Tag, ...], dict[Tag, int]]] = {}
+
+
+def _tag_ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
+    """{tag: position} of a target's tag list, built once per list (a target has hundreds of tags,
+    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list)."""
+    entry = _RANKS.get(id(tags))
+    if entry is None or entry[0] is not tags:
+        if len(_RANKS) > 64:
+            _RANKS.clear()
+        ranks: dict[Tag, int] = {}
+        for i, tag in enumerate(tags):
+            ranks.setdefault(tag, i)
+        entry = _RANKS[id(tags)] = (tags, ranks)
+    return entry[1]
+
+
+def fits_target(file: IndexFile, target: Target) -> Rejection | None:
+    """Whether the file can be installed on the target at all (tags, Requires-Python)."""
+    if not file.is_wheel:
+        return Rejection(RejectReason.NOT_A_WHEEL, file.filename)
+    if tag_rank(file, target) is None:
+        tags = ", ".join(sorted(str(t) for t in file.tags)[:3])
+        return Rejection(RejectReason.TAGS, tags)
+    if file.requires_python and _python_excluded(file.requires_python, target.python_full_version):
+        return Rejection(RejectReason.REQUIRES_PYTHON, file.requires_python)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _python_excluded(requires_python: str, python_full_version: str) -> bool:
+    """Whether Requires-Python excludes that Python (a page repeats a few values on every row).
+    An unparsable Requires-Python is ignored, as pip and uv do."""
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return False
+    return not spec.contains(python_full_version, prereleases=True)
+
+
+def torch_series(version: Version) -> str:
+    return f"{version.major}.{version.minor}"
+
+
+def torch_abi_mismatch(coupling: Coupling, why: str, file_version: Version, torch: Version | None) -> Rejection | None:
+    """A FlashInfer AOT wheel (``+cu124torch2.5``) only fits a torch of that exact series."""
+    if coupling is not Coupling.TORCH_ABI or not file_version.local:
+        return None
+    local = file_version.local
+    if "torch" not in local:
+        return None
+    built_for = local.split("torch", 1)[1]
+    if torch is None:
+        return Rejection(RejectReason.TORCH_ABI, f"{why}; no torch in the plan")
+    if torch.is_devrelease or torch.is_prerelease:
+        return Rejection(RejectReason.TORCH_ABI, f"built for torch {built_for}, not a torch nightly")
+    if torch_series(torch) != built_for:
+        return Rejection(RejectReason.TORCH_ABI, f"built for torch {built_for}, torch is {torch}")
+    return None
+
+
+def jit_cache_version(python_version: Version, label: str) -> Version:
+    """The exact jit-cache version aligned with a flashinfer-python version: ``<public>+<label>``."""
+    return Version(f"{python_version.public}+{label}")
+
+
+def cuda_major(label: str | None) -> int | None:
+    parsed = CudaLabel.parse(label)
+    return parsed.major if parsed else None
+
+
+def is_downgrade(old: Version, new: Version, *, public_only: bool = False) -> bool:
+    if public_only:
+        return public(new) < public(old)
+    return new < old
+
+
+def parse_version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+# -- plan invariants (shared by the resolver's self-check and `check`) -------------------------
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    package: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.package}: {self.message}"
+
+
+def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version | None = None, require_hashes: bool = True) -> list[Violation]:
+    """Every invariant a lock plan must hold. Empty list = consistent.
+
+    ``require_hashes=False`` for a fresh plan: PyTorch nightly rows carry no sha256 until the lock
+    step downloads them; a written lock must have one for every file.
+    """
+    out: list[Violation] = []
+    fi = defs.flashinfer
+    seen: dict[NormalizedName, int] = {}
+    for pkg in plan.packages:
+        seen[pkg.name] = seen.get(pkg.name, 0) + 1
+    out += [Violation(n, f"listed {c} times") for n, c in seen.items() if c > 1]
+    by_name = {p.name: p for p in plan.packages}
+    torch = by_name.get(NormalizedName("torch"))
+    torch_label = CudaLabel.of_torch(torch.version) if torch else None
+    torch_cuda = str(torch_label) if torch_label else None
+
+    python = by_name.get(fi.python)
+    if python is not None:
+        py_v = python.version
+        cubin = by_name.get(fi.cubin)
+        if cubin is not None and str(cubin.version) != str(py_v):
+            out.append(Violation(fi.cubin, f"version {cubin.version} != flashinfer-python {py_v} (must match exactly)"))
+        for pkg in plan.packages:
+            if pkg.name == fi.jit_cache or fi.is_provider(pkg.name):
+                label = pkg.version.local
+                if public(pkg.version) != public(py_v) or str(public(pkg.version)) != py_v.public:
+                    out.append(Violation(pkg.name, f"version {pkg.version} is not {py_v.public}+<cuda label> (flashinfer-python {py_v})"))
+                elif CudaLabel.parse(label) is None:
+                    out.append(Violation(pkg.name, f"version {pkg.version} has no +cuNNN label"))
+                elif torch_cuda and cuda_major(label) != cuda_major(torch_cuda):
+                    out.append(Violation(pkg.name, f"CUDA label {label} does not match torch's CUDA major ({torch_cuda})"))
+                elif torch_label and (CudaLabel.parse(label) or torch_label) > torch_label:
+                    out.append(Violation(pkg.name, f"CUDA label {label} is newer than torch's {torch_cuda}"))
+                elif plan.cuda_label and label != plan.cuda_label:
+                    out.append(Violation(pkg.name, f"CUDA label {label} differs from the group's {plan.cuda_label}"))
+    for pkg in plan.packages:
+        coupling, why = defs.coupling(pkg.name, pkg.version)
+        if coupling is Coupling.TORCH_ABI and torch is not None:
+            rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version)
+            if rej is not None:
+                out.append(Violation(pkg.name, f"{pkg.version} is {rej.detail}"))
+        if pkg.action.value != "keep":
+            if require_hashes and not pkg.sha256:
+                out.append(Violation(pkg.name, "no sha256 for the file to install"))
+            if pkg.url and (urlsplit(pkg.url).username or urlsplit(pkg.url).password):
+                out.append(Violation(pkg.name, "URL carries credentials"))
+        ctx_owner = owner_of(defs, pkg.name, pkg.version, plan)
+        if pkg.index != "installed" and ctx_owner is not None and pkg.index != ctx_owner:
+            out.append(Violation(pkg.name, f"comes from index {pkg.index!r}, but {ctx_owner!r} owns it"))
+    if torch is not None and torch_floor is not None and torch.version < torch_floor:
+        out.append(Violation("torch", f"{torch.version} is lower than the installed {torch_floor} this lock was made for"))
+    return out
+
+
+def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> str | None:
+    from ..data.definitions import RouteContext
+
+    fi_channel = "nightly" if plan.flashinfer_version is not None and plan.flashinfer_version.is_devrelease else "stable"
+    return defs.owner(name, version, RouteContext(flashinfer_channel=fi_channel, cuda=plan.target.cuda))
+
+
+def spec_allows_prerelease(specs: Iterable[SpecifierSet]) -> bool:
+    return any(s.prereleases for s in specs if len(s))
+
+
+def newest_first(versions: Iterable[Version]) -> list[Version]:
+    return sorted(set(versions), reverse=True)
+
+
+def describe_versions(versions: Iterable[Version], limit: int = 6) -> str:
+    vs = newest_first(versions)
+    if not vs:
+        return "none"
+    shown = ", ".join(str(v) for v in vs[:limit])
+    return shown + (f" (+{len(vs) - limit} more)" if len(vs) > limit else "")
+
+
+def merge_mappings(*maps: Mapping[str, object]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for m in maps:
+        out.update(m)
+    return out
