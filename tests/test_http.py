@@ -25,15 +25,9 @@ from resolve_gpu_stack.data.definitions import IndexDefinition
 from resolve_gpu_stack.errors import CrawlError, IntegrityError
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.cache import HttpCache
-from resolve_gpu_stack.net.http import (
-    JSON_ACCEPT,
-    HttpFetcher,
-    check_redirect,
-    check_url_allowed,
-    is_loopback,
-    page_content_type,
-    parse_retry_after,
-)
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.pages import JSON_ACCEPT
+from resolve_gpu_stack.net.urlpolicy import check_redirect, check_url_allowed, is_loopback, page_content_type, parse_retry_after
 
 PAGE = b"<!DOCTYPE html><html><body><a href='../../files/demo-1.0-py3-none-any.whl'>demo</a></body></html>"
 MakeFetcher = Callable[..., HttpFetcher]
