@@ -54,14 +54,10 @@ class StreamedFile(Protocol):
     size when the server says; ``validator`` what to send back as ``If-Range``.
     """
 
-    @property
-    def status(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def total(self) -> int | None: ...
-    @property
-    def validator(self) -> str | None: ...
+    status: int
+    offset: int
+    total: int | None
+    validator: str | None
 
     def chunks(self) -> Iterable[bytes]: ...
 
