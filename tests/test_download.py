@@ -15,6 +15,8 @@ from resolve_gpu_stack.errors import CrawlError, IntegrityError
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from resolve_gpu_stack.net.download import WheelCache, fetch_wheel, fill_hashes
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.stream import StreamAnswer, open_stream
+from resolve_gpu_stack.net.transport import Transport
 
 PAD = 300_000  # incompressible bytes, so the wheel is big enough to cut in the middle
 CUT = 100_000
@@ -225,3 +227,28 @@ def test_partial_longer_than_the_file_starts_again(index_server, fetcher, cache,
     path = fetch_wheel(url, sha256=wheel.sha256, size=None, cache=cache, fetcher=fetcher)
     assert path.read_bytes() == wheel.path.read_bytes()
     assert ["Range" in h for h in gets(index_server, wheel)] == [True, False]
+
+
+class TransportDownloader:
+    """A ``Downloader`` straight over a ``Transport``: downloads need no ``HttpFetcher``."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def open_stream(self, url: str, *, start: int = 0, if_range: str | None = None) -> StreamAnswer:
+        return open_stream(self.transport, url, start=start, if_range=if_range)
+
+    def retrying(self, url, attempt):
+        return self.transport.retrying(url, attempt)
+
+
+def test_a_bare_transport_downloads_and_resumes_without_an_http_fetcher(index_server, cache, wheel):
+    index_server.script(path_of(wheel), [Fault(truncate_to=CUT)])
+    transport = Transport(timeout=10, retries=2, backoff_base=0.01)
+    try:
+        path = fetch_wheel(url_of(index_server, wheel), sha256=wheel.sha256, size=wheel.size, cache=cache, fetcher=TransportDownloader(transport))
+    finally:
+        transport.close()
+    assert path.read_bytes() == wheel.path.read_bytes()
+    assert [h.get("Range") for h in gets(index_server, wheel)] == [None, f"bytes={CUT}-"]
+    assert transport.stats.retries == 1 and transport.stats.bytes_received == wheel.size

@@ -21,7 +21,7 @@ import pytest
 from faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, run_cli, story_run
 from server import Fault, IndexServer
 
-from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.transport import Transport
 
 OLD = {"pylock.x.toml": b"# the lock from yesterday\n", "constraints.txt": b"# yesterday's constraints\n"}
 
@@ -29,7 +29,7 @@ OLD = {"pylock.x.toml": b"# the lock from yesterday\n", "constraints.txt": b"# y
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without the exponential wait (Retry-After is still honoured: it does not use this)."""
-    monkeypatch.setattr(HttpFetcher, "_backoff", lambda self, attempt: 0.01)
+    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import json
 import logging
+import re
 import shutil
 import socket
 import time
@@ -25,15 +26,10 @@ from resolve_gpu_stack.data.definitions import IndexDefinition
 from resolve_gpu_stack.errors import CrawlError, IntegrityError
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.cache import HttpCache
-from resolve_gpu_stack.net.http import (
-    JSON_ACCEPT,
-    HttpFetcher,
-    check_redirect,
-    check_url_allowed,
-    is_loopback,
-    page_content_type,
-    parse_retry_after,
-)
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.pages import JSON_ACCEPT
+from resolve_gpu_stack.net.urlpolicy import Credentials, check_redirect, check_url_allowed, is_loopback, page_content_type, parse_retry_after
+from resolve_gpu_stack.urls import bare_url, origin, without_fragment
 
 PAGE = b"<!DOCTYPE html><html><body><a href='../../files/demo-1.0-py3-none-any.whl'>demo</a></body></html>"
 MakeFetcher = Callable[..., HttpFetcher]
@@ -684,3 +680,39 @@ def test_open_stream_reports_offset_total_and_a_strong_validator(srv: IndexServe
     srv.script("/files/" + wheel.filename, [Fault(headers={"ETag": 'W/"weak"'})])
     with fetcher.open_stream(url) as weak:
         assert weak.validator == email.utils.formatdate(wheel.path.stat().st_mtime, usegmt=True)
+
+
+def test_a_whole_wheel_that_cannot_be_decoded_is_a_crawl_error(srv: IndexServer, make_fetcher: MakeFetcher) -> None:
+    wheel = build_wheel(srv.root / "files", "demo", "1.0")
+    url = srv.url + "files/" + wheel.filename
+    srv.script("/files/" + wheel.filename, [Fault(body=b"not gzip at all", headers={"Content-Encoding": "gzip"})])
+    with pytest.raises(CrawlError, match="cannot decode the download"):
+        make_fetcher(retries=0).fetch_metadata([_file(url, wheel)])
+
+
+def test_unreadable_netrc_is_ignored_naming_its_line_never_its_token(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    rc = tmp_path / "netrc"
+    rc.write_text("machine idx.example login alice password s3cr3t\nmachine\n")
+    with caplog.at_level(logging.WARNING):
+        assert Credentials(rc).header_for("https://idx.example/simple/") is None
+    assert "cannot read netrc file" in caplog.text and "(line " in caplog.text and "s3cr3t" not in caplog.text
+
+
+def test_url_text_helpers_live_in_urls() -> None:
+    url = "https://alice:s3cr3t@IDX.example/simple/x/?q=1#sha256=ab"
+    assert without_fragment(url) == "https://alice:s3cr3t@IDX.example/simple/x/?q=1"
+    assert bare_url(url) == "https://IDX.example/simple/x/?q=1"
+    assert origin(url) == ("https", "idx.example", 443) and origin("http://127.0.0.1/x") == ("http", "127.0.0.1", 80)
+    assert origin("https://h.example:8443/") == ("https", "h.example", 8443)
+
+
+NET = Path(__file__).resolve().parent.parent / "src" / "resolve_gpu_stack" / "net"
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in NET.glob("*.py")))
+def test_net_declares_capabilities_and_keeps_to_public_apis(module: str) -> None:
+    """No probing for capabilities (protocols say what a collaborator offers) and no reaching
+    into another object's private members (``StreamAnswer`` uses the transport's public API)."""
+    source = (NET / module).read_text()
+    assert not re.search(r"\b(hasattr|getattr)\(", source)
+    assert not re.findall(r"(?<!\bself)(?<!\bcls)\.(_[a-z]\w*)", source)

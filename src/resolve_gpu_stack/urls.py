@@ -23,6 +23,23 @@ def strip_userinfo(url: str) -> str:
     return _USERINFO.sub(r"\1//", url, count=1)
 
 
+def without_fragment(url: str) -> str:
+    """The URL without its ``#fragment`` (a hash of a file, never sent to a server)."""
+    return url.split("#", 1)[0]
+
+
+def bare_url(url: str) -> str:
+    """The URL with no ``user:password@`` and no fragment: a key for caches and records."""
+    return without_fragment(strip_userinfo(url))
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """(scheme, lower-case host, port) of an http(s) URL, the port defaulted by scheme."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
 def strip_credentials(text: str) -> str:
     """``text`` with the userinfo (``user:pass@``) of every URL in it removed entirely."""
     return _USERINFO_IN_TEXT.sub(lambda m: m.group("scheme"), text)
@@ -56,4 +73,4 @@ def normalize_base_url(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-__all__ = ["normalize_base_url", "redact_url", "scrub", "strip_credentials", "strip_userinfo"]
+__all__ = ["bare_url", "normalize_base_url", "origin", "redact_url", "scrub", "strip_credentials", "strip_userinfo", "without_fragment"]

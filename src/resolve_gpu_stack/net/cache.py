@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..urls import strip_userinfo
+from ..urls import bare_url
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,7 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(home) / ".cache" / APP_NAME
 
 
-def cache_url(url: str) -> str:
-    """The URL as a cache key: no ``user:password@``, no fragment."""
-    return strip_userinfo(url).split("#", 1)[0]
+cache_url = bare_url  # the URL as a cache key: no ``user:password@``, no fragment (see urls.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,29 +25,58 @@ import json
 import logging
 import os
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ..errors import CrawlError, IntegrityError, LockFileError
 from ..model import Action, LockedPackage, LockPlan
-from ..urls import redact_url
-from .cache import cache_url
-
-if TYPE_CHECKING:
-    from .http import HttpFetcher
+from ..urls import bare_url, redact_url, without_fragment
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # progress(filename, bytes so far, total bytes or None)
 DownloadProgress = Callable[[str, int, "int | None"], None]
 
 CHUNK = 1 << 20
 DEFAULT_WORKERS = 4
+
+
+class StreamedFile(Protocol):
+    """An open answer for a whole file (``stream.StreamAnswer``): read ``chunks()``, then close.
+
+    ``status`` 200 / 206 / 416; ``offset`` where the body starts in the file; ``total`` the file's
+    size when the server says; ``validator`` what to send back as ``If-Range``.
+    """
+
+    status: int
+    offset: int
+    total: int | None
+    validator: str | None
+
+    def chunks(self) -> Iterable[bytes]: ...
+
+    def __enter__(self) -> StreamedFile: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class Downloader(Protocol):
+    """What a download needs from the network (``http.HttpFetcher`` is one).
+
+    ``open_stream`` GETs a whole file, from ``start`` with ``Range`` (and ``If-Range``) when
+    ``start > 0``; ``retrying`` runs an attempt with retries and backoff, turning the last
+    retryable failure into a ``CrawlError``.
+    """
+
+    def open_stream(self, url: str, *, start: int = 0, if_range: str | None = None) -> StreamedFile: ...
+
+    def retrying(self, url: str, attempt: Callable[[], T]) -> T: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +104,7 @@ class WheelCache:
 
     @staticmethod
     def url_key(url: str) -> str:
-        return hashlib.sha256(cache_url(url).encode()).hexdigest()
+        return hashlib.sha256(bare_url(url).encode()).hexdigest()
 
     def partial_path(self, url: str) -> Path:
         return self.root / "partial" / (self.url_key(url) + ".part")
@@ -108,7 +137,7 @@ class WheelCache:
             return None
 
     def remember(self, url: str, sha256: str, size: int) -> None:
-        record = {"url": cache_url(url), "sha256": sha256, "size": size}
+        record = {"url": bare_url(url), "sha256": sha256, "size": size}
         _write_json(self._url_record(url), record)
 
     # -- partial downloads ----------------------------------------------------------------------
@@ -121,7 +150,7 @@ class WheelCache:
 
     def write_validator(self, url: str, validator: str | None) -> None:
         if validator:
-            _write_json(self._partial_meta(url), {"url": cache_url(url), "validator": validator})
+            _write_json(self._partial_meta(url), {"url": bare_url(url), "validator": validator})
         else:
             _unlink(self._partial_meta(url))
 
@@ -200,7 +229,7 @@ def fetch_wheel(
     sha256: str | None,
     size: int | None,
     cache: WheelCache,
-    fetcher: HttpFetcher | None,
+    fetcher: Downloader | None,
     filename: str | None = None,
     progress: DownloadProgress | None = None,
     offline: bool = False,
@@ -218,13 +247,13 @@ def fetch_verified(
     sha256: str | None,
     size: int | None,
     cache: WheelCache,
-    fetcher: HttpFetcher | None,
+    fetcher: Downloader | None,
     filename: str | None = None,
     progress: DownloadProgress | None = None,
     offline: bool = False,
 ) -> FetchedWheel:
     """Like ``fetch_wheel``, with the digest and size of what was verified."""
-    url = url.split("#", 1)[0]
+    url = without_fragment(url)
     name = wheel_filename(url, filename)
     expected = _check_digest(sha256, url)
     known = expected or (cache.known_digest(url) or (None, None))[0]
@@ -242,7 +271,7 @@ def fetch_verified(
         return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed)
 
 
-def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: HttpFetcher, progress: DownloadProgress | None) -> bool:
+def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None) -> bool:
     """Fill ``partial/`` with the whole file; True when some of it came from a resumed range."""
     part = cache.partial_path(url)
     part.parent.mkdir(parents=True, exist_ok=True)
@@ -288,7 +317,7 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
     return resumed
 
 
-def _write_body(answer, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None) -> int:
+def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None) -> int:
     """Write the answer's body into ``part`` from its offset; returns the file's size after."""
     mode = "r+b" if answer.offset > 0 else "wb"
     total = answer.total if answer.total is not None else size
@@ -369,7 +398,7 @@ def fetch_packages(
     packages: Sequence[LockedPackage],
     *,
     cache: WheelCache,
-    fetcher: HttpFetcher | None,
+    fetcher: Downloader | None,
     progress: DownloadProgress | None = None,
     offline: bool = False,
     workers: int = DEFAULT_WORKERS,
@@ -395,7 +424,7 @@ def fill_hashes(
     plan: LockPlan,
     *,
     cache: WheelCache,
-    fetcher: HttpFetcher | None,
+    fetcher: Downloader | None,
     progress: DownloadProgress | None = None,
     offline: bool = False,
 ) -> LockPlan:
@@ -417,6 +446,8 @@ def fill_hashes(
 
 __all__ = [
     "DownloadProgress",
+    "Downloader",
+    "StreamedFile",
     "FetchedWheel",
     "WheelCache",
     "fetch_packages",

@@ -29,7 +29,7 @@ from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import Fetcher
 from ..model import IndexFile, IndexPage, PageResponse
-from ..urls import strip_userinfo
+from ..urls import strip_userinfo, without_fragment
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
 # Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
@@ -65,7 +65,7 @@ def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None
     under = [n for n in bases if same_origin(n) and path.startswith(unquote(urlsplit(bases[n]).path))]
     if under:
         return relative(max(under, key=lambda n: len(bases[n])))
-    return url.split("#", 1)[0]
+    return without_fragment(url)
 
 
 def _without_credentials(bases: Mapping[str, str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """What the HTTP edge may fetch and send: URL and redirect policy, credentials, page types.
 
-Pure except for reading a netrc file. ``http.HttpFetcher`` applies these to every request and
+Pure except for reading a netrc file. ``transport.Transport`` applies these to every request and
 every redirect hop; they live here so they can be tested (and reasoned about) without a server.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..errors import CrawlError
-from ..urls import redact_url, strip_userinfo
+from ..urls import origin, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +106,6 @@ def page_content_type(header: str | None, body: bytes) -> str:
     raise ValueError(f"not an index page: content-type {header or '(none)'!r}, body is neither HTML nor JSON")
 
 
-def origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
 class Credentials:
     """Basic-auth credentials per origin, from URLs seen and from a netrc file. Never printed.
 
@@ -164,7 +158,7 @@ class Credentials:
                         self._netrc = netrc.netrc(str(path))
                     except (netrc.NetrcParseError, OSError) as exc:
                         # The parser's message may quote a token (a password): never show it.
-                        line = getattr(exc, "lineno", None)
+                        line = exc.lineno if isinstance(exc, netrc.NetrcParseError) else None
                         log.warning("cannot read netrc file %s%s; ignoring it", path, f" (line {line})" if line else "")
             return self._netrc
 
@@ -175,8 +169,6 @@ __all__ = [
     "check_redirect",
     "check_url_allowed",
     "is_loopback",
-    "origin",
     "page_content_type",
     "parse_retry_after",
-    "strip_userinfo",
 ]

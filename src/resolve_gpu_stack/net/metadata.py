@@ -1,0 +1,198 @@
+"""Wheel METADATA over a ``Transport``: from the cache, a PEP 658 sidecar, or the zip itself.
+
+In order: the on-disk cache (a wheel is immutable: no request); the ``<wheel>.metadata`` sidecar
+when the page advertised one (its digest checked); else range reads of the remote zip (its tail,
+central directory and METADATA member, via ``index/zipmeta.py``); else, when the server ignores
+``Range``, the whole wheel streamed to a temporary file (size and sha256 checked), said in a
+warning. Nothing unverified is cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from ..errors import CrawlError, IntegrityError
+from ..index import zipmeta
+from ..model import IndexFile
+from ..urls import redact_url, without_fragment
+from .cache import HttpCache
+from .transport import Transport, content_range
+
+log = logging.getLogger(__name__)
+
+MAX_CENTRAL_DIRECTORY = 64 * 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    start: int
+    data: bytes
+    total: int  # size of the whole file
+    source: str = ""  # the URL that answered (after redirects): later ranges go straight there
+
+    def slice(self, start: int, end: int) -> bytes | None:
+        if self.start <= start and end <= self.start + len(self.data):
+            return self.data[start - self.start : end - self.start]
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Whole:
+    metadata: bytes  # read from a whole download: the server ignored Range
+
+
+class MetadataReader:
+    """Reads the METADATA of one wheel at a time (safe from several threads at once)."""
+
+    def __init__(self, transport: Transport, cache: HttpCache | None, *, max_bytes: int, say: Callable[[str], None]) -> None:
+        self._transport = transport
+        self._cache = cache
+        self._max_bytes = max_bytes
+        self._say = say  # progress and warnings a user should see
+
+    def fetch(self, file: IndexFile) -> bytes:
+        """The ``*.dist-info/METADATA`` bytes of ``file`` (see the module docstring)."""
+        url = without_fragment(file.url)
+        self._transport.check_allowed(url)
+        digest = file.metadata_sha256 if file.has_metadata else None
+        if self._cache:
+            hit = self._cache.get_metadata(url, metadata_sha256=digest, sha256=file.sha256)
+            if hit is not None:
+                self._transport.stats.add(cache_hits=1)
+                return hit
+        data = self._fetch_sidecar(url + ".metadata", digest) if file.has_metadata else None
+        if data is None:
+            data = self._range_metadata(url, file)
+        if self._cache:
+            self._cache.put_metadata(url, data, metadata_sha256=digest, sha256=file.sha256)
+        return data
+
+    # -- PEP 658 --------------------------------------------------------------------------------
+    def _fetch_sidecar(self, url: str, digest: str | None) -> bytes | None:
+        """PEP 658 ``<wheel>.metadata``, digest-checked; None when the server has none (404/410)."""
+        transport = self._transport
+
+        def attempt() -> bytes | None:
+            resp, _ = transport.open(url, {})
+            try:
+                if resp.status_code in (404, 410):
+                    log.info("%s: no metadata sidecar (%d); reading the wheel instead", redact_url(url), resp.status_code)
+                    return None
+                transport.check_status(resp, url, ok=(200, 203))
+                return transport.read_body(resp, url, self._max_bytes, "METADATA")
+            finally:
+                transport.finish(resp)
+
+        data = transport.retrying(url, attempt)
+        if data is not None and digest and hashlib.sha256(data).hexdigest() != digest.lower():
+            raise IntegrityError(
+                redact_url(url),
+                f"sha256 {hashlib.sha256(data).hexdigest()} does not match {digest} promised by the index page",
+                hint="the index or a proxy served stale or altered metadata; nothing was cached",
+            )
+        return data
+
+    # -- range reads ----------------------------------------------------------------------------
+    def _range_metadata(self, url: str, file: IndexFile) -> bytes:
+        """METADATA from the tail, central directory and member of the remote zip."""
+        tail = self._range(url, f"bytes=-{zipmeta.TAIL_BYTES}", None, file)
+        if isinstance(tail, _Whole):
+            return tail.metadata
+        try:
+            return self._from_spans(url, tail, file)
+        except zipmeta.MemberTooLarge as exc:
+            raise IntegrityError(redact_url(url), f"refusing METADATA: {exc}") from None
+        except zipmeta.ZipError as exc:
+            raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {exc}") from None
+
+    def _from_spans(self, url: str, tail: _Span, file: IndexFile) -> bytes:
+        """The member, reading more ranges when the tail does not hold the directory or member."""
+        eocd = zipmeta.find_eocd(tail.data, tail.total)
+        if eocd.cd_size > MAX_CENTRAL_DIRECTORY:
+            raise zipmeta.ZipError(f"central directory of {eocd.cd_size} bytes is over the {MAX_CENTRAL_DIRECTORY}-byte cap")
+        spans = [tail]
+        cd_end = eocd.cd_offset + eocd.cd_size
+        cd = tail.slice(eocd.cd_offset, cd_end)
+        if cd is None:
+            got = self._need(url, tail.source, eocd.cd_offset, tail.start, file)
+            if isinstance(got, _Whole):
+                return got.metadata
+            spans.append(_Span(start=got.start, data=got.data + tail.data, total=tail.total, source=tail.source))
+            cd = spans[-1].slice(eocd.cd_offset, cd_end) or b""
+        entry = zipmeta.metadata_member(zipmeta.parse_central_directory(cd, eocd))
+        zipmeta.check_member_size(entry, self._max_bytes)
+        start, end = zipmeta.member_span(entry, tail.total)
+        for _ in range(2):
+            blob = next((b for s in spans if (b := s.slice(start, end)) is not None), None)
+            if blob is None:
+                got = self._need(url, tail.source, start, end, file)
+                if isinstance(got, _Whole):
+                    return got.metadata
+                spans.append(got)
+                blob = got.data
+            try:
+                return zipmeta.inflate_member(blob, entry, max_size=self._max_bytes)
+            except zipmeta.NeedMoreBytes as more:
+                end = min(start + more.needed, tail.total)
+        raise zipmeta.ZipError(f"{entry.name}: local header larger than expected")
+
+    def _need(self, url: str, source: str, start: int, end: int, file: IndexFile) -> _Span | _Whole:
+        return self._range(url, f"bytes={start}-{end - 1}", start, file, via=source)
+
+    def _range(self, url: str, spec: str, start: int | None, file: IndexFile, *, via: str = "") -> _Span | _Whole:
+        """One range request (``start`` None: a suffix range). A 200 means the whole file came."""
+        transport = self._transport
+
+        def attempt() -> _Span | _Whole:
+            resp, final = transport.open(via or url, {"Range": spec, "Accept-Encoding": "identity"})
+            try:
+                if resp.status_code == 200:
+                    return _Whole(self._metadata_from_whole(resp, url, file))
+                if resp.status_code in (404, 410):
+                    raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this wheel but the server does not have it")
+                transport.check_status(resp, url, ok=(206,))
+                span = content_range(resp, url, spec, start)
+                want = span[1] - span[0] + 1
+                data = transport.read_body(resp, url, want, "range")
+            finally:
+                transport.finish(resp)
+            if len(data) != want:
+                raise CrawlError(redact_url(url), f"range {spec} answered {len(data)} bytes, Content-Range says {want}")
+            return _Span(start=span[0], data=data, total=span[2], source=final)
+
+        return transport.retrying(url, attempt)
+
+    # -- whole file -----------------------------------------------------------------------------
+    def _metadata_from_whole(self, resp: httpx.Response, url: str, file: IndexFile) -> bytes:
+        """The server ignored Range: stream the wheel to a temporary file and read METADATA there."""
+        size = resp.headers.get("content-length")
+        label = f"{int(size) / 2**20:.1f} MB" if size and size.isdigit() else "unknown size"
+        self._say(f"server ignored Range for {file.filename}; downloading the whole wheel ({label})")
+        digest = hashlib.sha256()
+        with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:
+            n = self._transport.stream_to(resp, url, tmp, digest)
+            if file.size is not None and n != file.size:
+                raise IntegrityError(redact_url(url), f"downloaded {n} bytes, the index page says {file.size}")
+            if file.sha256 and digest.hexdigest() != file.sha256.lower():
+                raise IntegrityError(redact_url(url), f"sha256 {digest.hexdigest()} does not match {file.sha256} from the index page")
+            tmp.seek(0)
+            try:
+                data = zipmeta.read_metadata_from_zip(tmp, max_size=self._max_bytes)
+            except zipmeta.MemberTooLarge as exc:
+                raise IntegrityError(redact_url(url), f"refusing METADATA: {exc}") from None
+            except zipmeta.ZipError as exc:
+                raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {exc}") from None
+        self._transport.stats.add(full_downloads=1)
+        message = f"server ignored Range; downloaded the whole wheel ({n / 2**20:.1f} MB) to read its metadata: {redact_url(url)}"
+        log.warning("%s", message)
+        self._say(message)
+        return data
+
+
+__all__ = ["MAX_CENTRAL_DIRECTORY", "MetadataReader"]

@@ -1,0 +1,321 @@
+"""The HTTP transport: one httpx client, every request and redirect hop under ``urlpolicy``.
+
+``Transport`` is what the page reader, the METADATA reader and wheel streaming share:
+
+- ``open``: a streamed GET, redirects followed by hand so the policy applies to every hop (plain
+  ``http://`` only for loopback hosts and ``allow_insecure_hosts``; never https -> http), and
+  credentials (``user:token@`` in a URL seen before, or netrc) sent to their own origin only;
+- ``check_status``: 429/5xx are retryable (``Retry-After`` honoured, capped), 401/403 say what to
+  do about credentials, anything else unexpected is a ``CrawlError`` naming the URL;
+- ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
+  reset, a timeout or a body shorter than announced is retryable;
+- ``finish``: release a response (a small unread body is drained to keep its connection);
+- ``retrying``: run an attempt with retries and exponential backoff (``backoff``);
+- ``stats``: counters for the run.
+
+Every URL that reaches a message or a log line has its credentials redacted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Protocol, TypeVar
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from ..errors import CrawlError
+from ..urls import bare_url, redact_url, strip_userinfo
+from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 10
+DRAIN_BYTES = 64 * 1024  # an unread body up to this size is read to keep its connection
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("resolve-gpu-stack")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return "0"
+
+
+USER_AGENT = f"resolve-gpu-stack/{_version()}"
+
+
+@dataclass
+class FetchStats:
+    """Counters for a run; safe to update from worker threads."""
+
+    requests: int = 0  # HTTP requests sent (every redirect hop and retry counts)
+    bytes_received: int = 0  # body bytes off the wire
+    cache_hits: int = 0  # pages answered 304 + METADATA served from the cache
+    retries: int = 0
+    full_downloads: int = 0  # wheels downloaded whole because the server ignored Range
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, *, requests: int = 0, bytes_received: int = 0, cache_hits: int = 0, retries: int = 0, full_downloads: int = 0) -> None:
+        with self._lock:
+            self.requests += requests
+            self.bytes_received += bytes_received
+            self.cache_hits += cache_hits
+            self.retries += retries
+            self.full_downloads += full_downloads
+
+
+class Digest(Protocol):
+    """What ``stream_to`` feeds every chunk to (a ``hashlib`` object)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
+# -- retries ---------------------------------------------------------------------------------
+class Retryable(Exception):
+    """A failure worth another attempt: 429/5xx, a reset, a timeout, a short body.
+
+    Raised inside an attempt run by ``Transport.retrying``, which turns the last one into a
+    ``CrawlError``; it never leaves ``retrying``.
+    """
+
+    def __init__(self, cause: str, *, wait: float | None = None, status: bool = False) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.wait = wait
+        self.status = status
+
+    def final(self, attempts: int) -> str:
+        if attempts == 1:
+            return self.cause
+        return f"{self.cause} after {attempts} attempts" if self.status else f"{self.cause} (tried {attempts} times)"
+
+
+def _transport_cause(exc: httpx.TransportError, timeout: float) -> str:
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"connect timed out after {timeout:g} s"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out after {timeout:g} s"
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused" if "refused" in text.lower() else f"cannot connect ({text})"
+    return f"connection reset ({text})"
+
+
+def declared_length(resp: httpx.Response) -> int | None:
+    """The Content-Length header as a number, or None."""
+    declared = resp.headers.get("content-length")
+    return int(declared) if declared and declared.isdigit() else None
+
+
+def is_identity(resp: httpx.Response) -> bool:
+    """True when the body is served as is (no Content-Encoding): Content-Length is its size."""
+    return resp.headers.get("content-encoding", "identity").lower() in ("", "identity")
+
+
+def content_range(resp: httpx.Response, url: str, spec: str, start: int | None) -> tuple[int, int, int]:
+    """(first, last, total) of a 206 answer to ``spec``, checked against what was asked.
+
+    ``start`` is the first byte asked for, or None for a suffix range (which must reach the end).
+    """
+    value = resp.headers.get("content-range", "")
+    try:
+        unit, _, rest = value.partition(" ")
+        span, _, total = rest.partition("/")
+        first, _, last = span.partition("-")
+        a, b, n = int(first), int(last), int(total)
+    except ValueError:
+        raise CrawlError(redact_url(url), f"206 answer to {spec} with a bad Content-Range {value!r}") from None
+    if unit != "bytes" or not 0 <= a <= b < n or (start is not None and a != start) or (start is None and b != n - 1):
+        raise CrawlError(redact_url(url), f"206 answer to {spec} with Content-Range {value!r}")
+    return a, b, n
+
+
+class Transport:
+    """GETs by policy over one shared ``httpx.Client``. Safe to use from several threads."""
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        max_connections: int = 32,
+        allow_insecure_hosts: Sequence[str] = (),
+        netrc_path: Path | None = None,
+        user_agent: str = USER_AGENT,
+        backoff_base: float = 0.2,
+        max_backoff: float = 10.0,
+        max_retry_after: float = 60.0,
+        trust_env: bool = True,
+    ) -> None:
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.allow_insecure_hosts = tuple(allow_insecure_hosts)
+        self.backoff_base = backoff_base
+        self.max_backoff = max_backoff
+        self.max_retry_after = max_retry_after
+        self.stats = FetchStats()
+        self.credentials = Credentials(netrc_path)
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            headers={"User-Agent": user_agent},
+            follow_redirects=False,
+            trust_env=trust_env,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def check_allowed(self, url: str) -> None:
+        """Raise ``CrawlError`` for a URL this transport would never fetch (see ``urlpolicy``)."""
+        check_url_allowed(url, self.allow_insecure_hosts)
+
+    # -- requests -------------------------------------------------------------------------------
+    def open(self, url: str, headers: dict[str, str]) -> tuple[httpx.Response, str]:
+        """GET ``url`` following redirects by policy; the open streamed response and final URL.
+
+        The final URL has no credentials. Authorization goes to each hop's own origin only. A
+        connection failure is ``Retryable``; release the response with ``finish``.
+        """
+        current = url
+        seen = [strip_userinfo(url)]
+        for _ in range(MAX_REDIRECTS + 1):
+            self.check_allowed(current)
+            hop_headers = dict(headers)
+            auth = self.credentials.header_for(current)
+            if auth:
+                hop_headers["Authorization"] = auth
+            target = bare_url(current)
+            try:
+                request = self._client.build_request("GET", target, headers=hop_headers)
+            except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+                raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
+            self.stats.add(requests=1)
+            try:
+                resp = self._client.send(request, stream=True)
+            except httpx.UnsupportedProtocol as exc:
+                raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
+            except httpx.TransportError as exc:
+                raise Retryable(_transport_cause(exc, self.timeout)) from None
+            log.debug("GET %s -> %d", target, resp.status_code)
+            location = resp.headers.get("location")
+            if resp.status_code not in REDIRECTS or not location:
+                return resp, target
+            self.finish(resp)
+            nxt = strip_userinfo(urljoin(target, location.strip()))
+            check_redirect(target, nxt)
+            if nxt in seen:
+                chain = " -> ".join(redact_url(u) for u in [*seen, nxt])
+                raise CrawlError(redact_url(url), f"redirect loop: {chain}")
+            seen.append(nxt)
+            current = nxt
+        raise CrawlError(redact_url(url), f"more than {MAX_REDIRECTS} redirects (last: {redact_url(current)})")
+
+    def check_status(self, resp: httpx.Response, url: str, *, ok: tuple[int, ...]) -> None:
+        """Return when the status is in ``ok``; else ``Retryable`` (429/5xx) or ``CrawlError``."""
+        status = resp.status_code
+        if status in ok:
+            return
+        what = f"{status} {resp.reason_phrase}".strip()
+        if status == 429 or status >= 500:
+            wait = parse_retry_after(resp.headers.get("retry-after"))
+            raise Retryable(what, wait=None if wait is None else min(wait, self.max_retry_after), status=True)
+        if status in (401, 403):
+            host = urlsplit(url).hostname or "?"
+            sent = self.credentials.header_for(url) is not None
+            hint = f"the credentials sent to {host} were refused" if sent else CREDENTIALS_HINT
+            raise CrawlError(redact_url(url), what, hint=hint)
+        raise CrawlError(redact_url(url), f"unexpected answer {what}")
+
+    # -- bodies ---------------------------------------------------------------------------------
+    def iter_body(self, resp: httpx.Response, url: str, what: str) -> Iterator[bytes]:
+        """The (decoded) body in chunks; a reset, a timeout or a short body is ``Retryable``."""
+        expected = declared_length(resp)
+        try:
+            yield from resp.iter_bytes()
+        except httpx.DecodingError as exc:
+            raise CrawlError(redact_url(url), f"cannot decode the {what}: {exc}") from None
+        except httpx.TransportError as exc:
+            self._raise_short(resp, expected, exc)
+        self._raise_short(resp, expected, None)
+
+    def read_body(self, resp: httpx.Response, url: str, cap: int, what: str) -> bytes:
+        """The whole (decoded) body, at most ``cap`` bytes; a short body is retryable."""
+        expected = declared_length(resp)
+        if is_identity(resp) and expected is not None and expected > cap:
+            raise CrawlError(redact_url(url), f"{what} is {expected} bytes, over the {cap}-byte cap")
+        chunks: list[bytes] = []
+        got = 0
+        for chunk in self.iter_body(resp, url, what):
+            got += len(chunk)
+            if got > cap:
+                raise CrawlError(redact_url(url), f"{what} is over the {cap}-byte cap; stopped reading")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def stream_to(self, resp: httpx.Response, url: str, out: IO[bytes], digest: Digest, what: str = "download") -> int:
+        """Write the body to ``out`` (and ``digest``); the number of bytes written."""
+        n = 0
+        for chunk in self.iter_body(resp, url, what):
+            out.write(chunk)
+            digest.update(chunk)
+            n += len(chunk)
+        return n
+
+    def _raise_short(self, resp: httpx.Response, expected: int | None, exc: httpx.TransportError | None) -> None:
+        raw = resp.num_bytes_downloaded
+        if expected is not None and raw < expected:
+            raise Retryable(f"body truncated: {raw} of {expected} bytes")
+        if exc is not None:
+            raise Retryable(_transport_cause(exc, self.timeout))
+
+    def finish(self, resp: httpx.Response) -> None:
+        """Release ``resp`` and count its bytes; a small unread body is drained first."""
+        if not resp.is_stream_consumed and not resp.is_closed:
+            # An unread body, however empty (a 304, a 404 page), costs the connection: read a
+            # small one so the connection goes back to the pool for the next request.
+            declared = resp.headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) <= DRAIN_BYTES:
+                try:
+                    for _ in resp.iter_raw():
+                        pass
+                except httpx.HTTPError:
+                    pass
+        resp.close()
+        self.stats.add(bytes_received=resp.num_bytes_downloaded)
+
+    # -- retries --------------------------------------------------------------------------------
+    def retrying(self, url: str, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` until it returns, retrying ``Retryable`` failures with backoff.
+
+        The last failure becomes a ``CrawlError`` naming ``url`` (redacted) and the cause.
+        """
+        attempts = self.retries + 1
+        for n in range(1, attempts + 1):
+            try:
+                return attempt()
+            except Retryable as exc:
+                if n == attempts:
+                    raise CrawlError(redact_url(url), exc.final(attempts)) from None
+                delay = exc.wait if exc.wait is not None else self.backoff(n)
+                self.stats.add(retries=1)
+                log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry ``attempt`` (1, 2, ...): exponential, capped, jittered."""
+        return min(self.max_backoff, self.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+
+
+__all__ = ["USER_AGENT", "Digest", "FetchStats", "Retryable", "Transport", "content_range", "declared_length", "is_identity"]
