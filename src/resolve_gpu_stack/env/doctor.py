@@ -32,7 +32,7 @@ from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
 from ..resolver.policy import cuda_major, public, torch_abi_mismatch
-from .target import Environment, InstalledDistribution
+from .probe import Environment, InstalledDistribution
 
 SCHEMA = "resolve-gpu-stack/doctor/v1"
 PASS, WARN, SKIP, FAIL = "pass", "warn", "skip", "fail"

@@ -40,7 +40,7 @@ from ..errors import LockFileError, UsageError, UvError
 from ..model import Action, LockedPackage, LockPlan
 from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
 from ..urls import strip_credentials
-from .target import Environment, InstalledDistribution, inspect_environment
+from .probe import Environment, InstalledDistribution, inspect_environment
 
 if TYPE_CHECKING:
     from ..net.http import HttpFetcher
