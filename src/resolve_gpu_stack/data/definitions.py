@@ -197,12 +197,7 @@ def _load_index(path: Path, expected: str) -> IndexDefinition:
     if dialect not in DIALECTS:
         raise r.fail("top level", f"'dialect' {dialect!r} is not one of {', '.join(DIALECTS)}")
     url = r.get(doc, "url", str, "top level") or ""
-    channels = r.get(doc, "channels", dict, "top level") or {}
-    for channel in channels:
-        r.get(channels, channel, str, "channels")
-    missing = [c for c in CHANNEL_TABLES.get(name, ()) if c not in channels]
-    if missing:
-        raise r.fail("channels", f"no path prefix for channel {missing[0]!r}")
+    channels = _channels(r, doc, CHANNEL_TABLES.get(name, ()))
     retention = r.get(doc, "retention-days", int, "top level") or 0
     if retention < 0:
         raise r.fail("top level", f"'retention-days' must be 0 or more, not {retention}")
@@ -211,10 +206,21 @@ def _load_index(path: Path, expected: str) -> IndexDefinition:
         url=normalize_base_url(url) if url else "",
         dialect=dialect,
         hosts=tuple(h.lower() for h in r.strings(doc, "hosts", "top level") or ()),
-        channels=dict(channels),
+        channels=channels,
         retention_days=retention,
         cuda_labels=r.strings(doc, "cuda-labels", "top level") or (),
     )
+
+
+def _channels(r: TomlReader, doc: Mapping[str, Any], required: tuple[str, ...]) -> dict[str, str]:
+    """``[channels]``: channel name -> path prefix; every channel in ``required`` must be there."""
+    channels = r.get(doc, "channels", dict, "top level") or {}
+    for channel in channels:
+        r.get(channels, channel, str, "channels")
+    missing = [c for c in required if c not in channels]
+    if missing:
+        raise r.fail("channels", f"no path prefix for channel {missing[0]!r}")
+    return dict(channels)
 
 
 def _route(r: TomlReader, raw: Mapping[str, Any], where: str, indexes: Mapping[str, IndexDefinition]) -> Route:

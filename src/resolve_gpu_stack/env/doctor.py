@@ -94,9 +94,21 @@ def _check_components(s: Stack) -> Check:
     if s.python is None:
         others = ", ".join(f"{n} {v}" for n, v in installed.items())
         return Check("flashinfer-components", FAIL, f"{others} installed without {fi.python}, which every component needs", details)
+    fails, warns = _component_problems(s, s.python)
+    present = ", ".join(f"{n} {v}" for n, v in installed.items())
+    if fails:
+        return Check("flashinfer-components", FAIL, "; ".join(fails + warns), details)
+    if warns:
+        return Check("flashinfer-components", WARN, "; ".join(warns), details)
+    return Check("flashinfer-components", PASS, present, details)
+
+
+def _component_problems(s: Stack, python: InstalledDistribution) -> tuple[list[str], list[str]]:
+    """(failures, warnings) about which FlashInfer components are installed beside ``python``."""
+    fi = s.defs.flashinfer
     fails: list[str] = []
     warns: list[str] = []
-    py_v = s.python.version
+    py_v = python.version
     if s.providers and s.shim is None:
         names = ", ".join(d.name for d in s.providers)
         fails.append(f"{names} installed without the {fi.jit_cache} shim: FlashInfer checks each provider against the "
@@ -110,12 +122,7 @@ def _check_components(s: Stack) -> Check:
         if s.shim is None and not s.providers:
             warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc "
                          "and takes minutes")
-    present = ", ".join(f"{n} {v}" for n, v in installed.items())
-    if fails:
-        return Check("flashinfer-components", FAIL, "; ".join(fails + warns), details)
-    if warns:
-        return Check("flashinfer-components", WARN, "; ".join(warns), details)
-    return Check("flashinfer-components", PASS, present, details)
+    return fails, warns
 
 
 # -- 2b. components aligned -----------------------------------------------------------------------

@@ -218,6 +218,11 @@ def _run_probe(path: str | Path, timeout: float) -> dict[str, Any]:
         raise UsageError(f"Python interpreter {path}: did not answer within {timeout:g}s") from exc
     except OSError as exc:
         raise UsageError(f"Python interpreter {path}: cannot run it: {exc.strerror or exc}") from exc
+    return _probe_facts(path, proc)
+
+
+def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The facts the probe printed after its sentinel; a UsageError saying why there are none."""
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
     if proc.returncode != 0 and "-I" in proc.stderr and "option" in proc.stderr.lower():
         raise UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")
