@@ -29,7 +29,8 @@ from resolve_gpu_stack.env.doctor import (
     run_checks,
     sass_covers,
 )
-from resolve_gpu_stack.env.target import Environment, InstalledDistribution, declared_target
+from resolve_gpu_stack.env.probe import Environment, InstalledDistribution
+from resolve_gpu_stack.model.declared import declared_target
 
 DEFS = load_definitions()
 TVM_RANGE_061 = "apache-tvm-ffi!=0.1.8,!=0.1.8.post0,<0.2,>=0.1.6"

@@ -10,8 +10,8 @@ from server import IndexServer
 from stack_world import build_story_world
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.env.target import declared_target
 from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher

@@ -193,8 +193,9 @@ def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs):
 
 def target_from_args(args: argparse.Namespace, env: Mapping[str, str]):
     """(Target, installed requirements by name) from --python/--platform/--installed."""
-    from ..env.target import declared_target, default_interpreter, inspect_environment, parse_python_flag
+    from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from ..errors import UsageError
+    from ..model.declared import declared_target
 
     if args.python is not None:
         kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))

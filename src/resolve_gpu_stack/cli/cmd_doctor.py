@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
     from ..env.doctor import needs_import, report_json, run_checks
-    from ..env.target import default_interpreter, inspect_environment, parse_python_flag
+    from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from ..errors import UsageError
     from .render import print_json
 

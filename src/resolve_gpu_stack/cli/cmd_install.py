@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """The interpreter to install into; a declared ``--python 3.12`` is a usage error here."""
-    from ..env.target import default_interpreter, parse_python_flag
+    from ..env.probe import default_interpreter, parse_python_flag
     from ..errors import UsageError
 
     if args.python is None:

@@ -104,7 +104,7 @@ def _shown(path: Path) -> str:
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The resolver settings the command line gave, as ``TargetConfig`` field names."""
-    from ..env.target import parse_python_flag
+    from ..env.probe import parse_python_flag
     from ..errors import UsageError
 
     out: dict[str, Any] = {}

@@ -265,8 +265,9 @@ def _validate_settings(w: _Where, section: str, target: TargetConfig) -> None:
     """Semantic checks with the resolver's own parsers, re-worded to name the file and the key."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from ..env.target import declared_target, parse_installed, parse_python_flag
+    from ..env.probe import parse_python_flag
     from ..model.cuda import CudaLabel
+    from ..model.declared import declared_target, parse_installed
 
     def check(key: str, call) -> None:
         try:
@@ -290,9 +291,9 @@ def _validate_settings(w: _Where, section: str, target: TargetConfig) -> None:
 
 
 def _declared_python(python: str, parse_python_flag) -> None:
-    from ..env.target import _VERSION_RE
+    from ..model.declared import PYTHON_VERSION_RE
 
-    if not _VERSION_RE.match(python.strip()):
+    if not PYTHON_VERSION_RE.match(python.strip()):
         raise UsageError(f"{python!r} is not a Python version", hint="use 3.<minor>[.<micro>][t], e.g. 3.12; a configured target is declared, never an interpreter path")
     parse_python_flag(python, search_path="")  # range checks: too old, free-threaded before 3.13
 
@@ -445,7 +446,7 @@ def resolve_definitions(config: ProjectConfig, env: Mapping[str, str]):
 
 def resolve_request(target: TargetConfig):
     """The ``ResolveRequest`` for a configured target (a declared target: no interpreter is run)."""
-    from ..env.target import declared_target
+    from ..model.declared import declared_target
     from ..model.request import ResolveRequest
 
     return ResolveRequest.build(

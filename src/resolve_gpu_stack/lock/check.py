@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
 from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..model.channel import flashinfer_channel, torch_channel
 from ..resolver.policy import owner_of, plan_violations
 from .format import canonical_inputs, strip_credentials
 from .read import LockedFile, Pin, plan_from_lock, read_lock
@@ -298,14 +299,10 @@ def retention_findings(path: Path, packages: Iterable[LockedPackage], defs: Defi
 def route_context(plan: LockPlan) -> RouteContext:
     """The routing a plan's packages were found under, recovered from the plan itself."""
     torch = plan.torch
-    channel = "stable"
-    if torch is not None:
-        channel = "nightly" if torch.version.is_devrelease else ("test" if torch.version.is_prerelease else "stable")
-    fi = plan.flashinfer_version
     return RouteContext(
-        torch_channel=channel,
+        torch_channel=torch_channel(torch.version) if torch is not None else "stable",
         cuda=plan.target.cuda,
-        flashinfer_channel="nightly" if fi is not None and fi.is_devrelease else "stable",
+        flashinfer_channel=flashinfer_channel(plan.flashinfer_version),
         torch_series=f"{torch.version.major}.{torch.version.minor}" if torch is not None else None,
     )
 

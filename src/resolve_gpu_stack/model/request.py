@@ -17,6 +17,7 @@ from packaging.utils import NormalizedName
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
+from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel
 from .target import Target
 
@@ -57,9 +58,8 @@ class TorchChoice:
                 hint=f"use one of {', '.join(TORCH_CHANNELS)}, a version like 2.12.0.dev20260307+cu130, or a specifier like '>=2.11'",
             )
         pinned = [v for s in spec if (v := _version(s.version.rstrip(".*"))) is not None]
-        channel = "nightly" if any(v.is_devrelease for v in pinned) else "stable"
-        if any(v.is_prerelease and not v.is_devrelease for v in pinned):
-            channel = "test"
+        channels = {torch_channel(v) for v in pinned}
+        channel = next((c for c in ("test", "nightly") if c in channels), "stable")
         return cls(text=choice, kind=TorchKind.SPECIFIER, channel=channel, specifier=spec)
 
     def for_installed(self, installed: Version | None) -> TorchChoice:
@@ -68,8 +68,7 @@ class TorchChoice:
             return self
         if installed is None:
             raise UsageError("--torch installed, but the target has no torch installed", hint="use --torch nightly|stable|VERSION, or declare --installed torch==VERSION")
-        channel = "nightly" if installed.is_devrelease else "stable"
-        return TorchChoice(text=self.text, kind=self.kind, channel=channel, specifier=SpecifierSet(f"=={installed}"))
+        return TorchChoice(text=self.text, kind=self.kind, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
 
     @property
     def newest_of_channel(self) -> bool:
@@ -107,8 +106,9 @@ class FlashInferChoice:
 
     @property
     def channel(self) -> str:
-        """The FlashInfer channel whose pages are read: ``nightly`` or ``stable``."""
-        return "nightly" if self.text == "nightly" else "stable"
+        """The FlashInfer channel whose pages are read: ``nightly`` or ``stable`` (an exact version:
+        the channel that publishes it)."""
+        return "nightly" if self.text == "nightly" else flashinfer_channel(self.version)
 
     @property
     def allows_prereleases(self) -> bool:

@@ -209,9 +209,9 @@ def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version |
 
 def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> str | None:
     from ..data.definitions import RouteContext
+    from ..model.channel import flashinfer_channel
 
-    fi_channel = "nightly" if plan.flashinfer_version is not None and plan.flashinfer_version.is_devrelease else "stable"
-    return defs.owner(name, version, RouteContext(flashinfer_channel=fi_channel, cuda=plan.target.cuda))
+    return defs.owner(name, version, RouteContext(flashinfer_channel=flashinfer_channel(plan.flashinfer_version), cuda=plan.target.cuda))
 
 
 def spec_allows_prerelease(specs: Iterable[SpecifierSet]) -> bool:
