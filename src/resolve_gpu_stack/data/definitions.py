@@ -135,12 +135,19 @@ class FlashInferRules:
     jit_cache_since: Version
     providers_since: Version
     arch_table: tuple[tuple[SpecifierSet, Mapping[str, tuple[str, ...]], Mapping[str, tuple[str, ...]]], ...] = ()
+    components: tuple[NormalizedName, ...] = ()  # python, cubin, jit-cache: install order
 
     def is_provider(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.providers)
 
     def members(self, name: str) -> bool:
         return name in (self.python, self.cubin, self.jit_cache) or self.is_provider(name)
+
+    def requested(self, *, cubin: bool, jit_cache: bool) -> tuple[NormalizedName, ...]:
+        """The components to install, in install order (components.toml ``components``):
+        flashinfer-python always, cubin and jit-cache when asked for."""
+        off = {n for n, on in ((self.cubin, cubin), (self.jit_cache, jit_cache)) if not on}
+        return tuple(n for n in self.components if n == self.python or n not in off)
 
     def jit_cache_archs(self, version: Version, label: str, machine: str) -> tuple[str, ...] | None:
         """The SASS targets a monolithic jit-cache build covers, or None when not in the table."""
@@ -162,6 +169,7 @@ class Definitions:
     default_index: str
     couplings: tuple[CouplingRule, ...]
     flashinfer: FlashInferRules
+    pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
     source: Path | None = None
 
     # -- routing ---------------------------------------------------------------------------
@@ -338,6 +346,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         jit_cache_since=Version(fi["jit-cache-since"]),
         providers_since=Version(fi["providers-since"]),
         arch_table=arch_table,  # type: ignore[arg-type]
+        components=_components(fi),
     )
     return Definitions(
         indexes=indexes,
@@ -345,8 +354,24 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         default_index=routing.get("default", "pypi"),
         couplings=tuple(couplings),
         flashinfer=flashinfer,
+        pytorch_family=frozenset(_patterns((comp.get("pytorch") or {}).get("family"), "components.toml [pytorch] family")),
         source=directory,
     )
+
+
+def _components(fi: Mapping[str, Any]) -> tuple[NormalizedName, ...]:
+    """components.toml ``[flashinfer] components``: each one of python / cubin / jit-cache."""
+    named = {canonicalize_name(fi[k]) for k in ("python", "cubin", "jit-cache")}
+    raw = fi.get("components")
+    if not isinstance(raw, list) or not all(isinstance(n, str) for n in raw):
+        raise IndexDefinitionError("components.toml [flashinfer]: 'components' must be a list of names")
+    out = tuple(canonicalize_name(n) for n in raw)
+    if set(out) != named or len(out) != len(named):
+        raise IndexDefinitionError(
+            "components.toml [flashinfer]: 'components' must list python, cubin and jit-cache once each",
+            hint=f"expected the names {', '.join(sorted(named))}",
+        )
+    return out
 
 
 def iter_index_names(defs: Definitions) -> Iterable[str]:
