@@ -354,7 +354,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         default_index=routing.get("default", "pypi"),
         couplings=tuple(couplings),
         flashinfer=flashinfer,
-        pytorch_family=frozenset(_patterns((comp.get("pytorch") or {}).get("family"), "components.toml [pytorch] family")),
+        pytorch_family=frozenset(canonicalize_name(n) for n in _patterns((comp.get("pytorch") or {}).get("family"), "components.toml [pytorch] family")),
         source=directory,
     )
 

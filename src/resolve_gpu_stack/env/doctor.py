@@ -298,7 +298,7 @@ def _jit_cache_problem(s: _Stack, dist: InstalledDistribution) -> str | None:
         return f"{_pkg(dist)} != the shim {_pkg(s.shim)}: FlashInfer ignores a provider whose version differs from the shim's"
     if problem is Misalignment.OTHER_MAJOR:
         major = cuda_major(label)
-        return (f"{_pkg(dist)} is built for {_cuda_text(label)} but torch {s.torch.version} runs {_cuda_text(torch_cuda)}: "  # type: ignore[union-attr]
+        return (f"{_pkg(dist)} is built for {_cuda_text(label)} but torch {s.torch.version} runs {_cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
                 f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})")
     if problem is Misalignment.NEWER_LABEL:
         return (f"{_pkg(dist)} is built for {_cuda_text(label)}, newer than torch's {_cuda_text(torch_cuda)}: "

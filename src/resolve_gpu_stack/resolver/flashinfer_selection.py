@@ -13,7 +13,7 @@ from ..errors import NoPlanError
 from ..index.finder import PageVisit
 from ..model import CudaLabel, IndexFile
 from ..model.request import ResolveRequest
-from .policy import RejectReason, Rejection, jit_cache_version
+from .policy import Rejection, RejectReason, jit_cache_version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,7 +33,7 @@ class Preference(NamedTuple):
     name: str
 
 
-class StackProvider(AbstractProvider):  # type: ignore[type-arg]
+class StackProvider(AbstractProvider):  # type: ignore[type-arg,unused-ignore]
     def __init__(self, factory: CandidateFactory, dependencies: Dependencies, prefetcher: Prefetcher, policy: Policy) -> None:
         self.factory = factory
         self.dependencies = dependencies

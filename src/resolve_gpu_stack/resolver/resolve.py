@@ -138,7 +138,7 @@ def _requirements(request: ResolveRequest, defs: Definitions) -> list[Req]:
     return out
 
 
-def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory) -> NoPlanError:  # type: ignore[type-arg]
+def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory) -> NoPlanError:  # type: ignore[type-arg,unused-ignore]
     reasons = []
     for cause in exc.causes:
         req: Req = cause.requirement
