@@ -107,14 +107,7 @@ class CandidateFactory:
         bad = set(bad)
         pre_ok = name in policy.prerelease_packages or any(r.specifier.prereleases for r in reqs)
         allowed = policy.flashinfer_versions if name == policy.flashinfer_python else None
-        return (
-            c
-            for c in self.candidates(name)
-            if c.version not in bad
-            and (allowed is None or c.version in allowed)
-            and (pre_ok or not c.version.is_prerelease or c.installed)
-            and all(r.is_satisfied_by(c) for r in reqs)
-        )
+        return (c for c in self.candidates(name) if c.version not in bad and _allows(c, reqs, allowed, pre_ok=pre_ok))
 
     def _lock_for(self, name: NormalizedName) -> threading.RLock:
         with self._locks_lock:
@@ -132,6 +125,11 @@ class CandidateFactory:
             return cands
         if name not in self.NEWEST_FIRST:
             return self._installed_first(name, installed, cands)
+        return self._installed_torch(name, installed, cands)
+
+    def _installed_torch(self, name: NormalizedName, installed: Version, cands: list[Cand]) -> list[Cand]:
+        """The installed torch, in version order, when the torch selection allows it and no
+        wheel for it is on the index any more."""
         if name == TORCH and not any(c.installed for c in cands) and installed in (self.torch_allowed or ()):
             cands.append(Cand(name=name, version=installed, file=None, installed=True))
             cands.sort(key=lambda c: c.version, reverse=True)
@@ -160,3 +158,13 @@ class CandidateFactory:
         if not any(c.installed for c in cands) and name in self.installed_requires:
             cands.insert(0, Cand(name=name, version=installed, file=None, installed=True))
         return cands
+
+
+def _allows(cand: Cand, reqs: Sequence[Req], allowed: Mapping[Version, str | None] | None, *, pre_ok: bool) -> bool:
+    """Whether ``cand`` is allowed: a FlashInfer version the selection allows, a pre-release only
+    when asked for (or installed), and every requirement satisfied."""
+    if allowed is not None and cand.version not in allowed:
+        return False
+    if cand.version.is_prerelease and not (pre_ok or cand.installed):
+        return False
+    return all(r.is_satisfied_by(cand) for r in reqs)

@@ -42,20 +42,12 @@ def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabe
     ``where`` names the target in an error ("Python 3.12 on ..."). Notes name the newer
     versions it had to skip.
     """
-    fi = defs.flashinfer
     versions = _wanted_versions(request, offer.python)
     labels = defs.flashinfer_labels(str(cuda))
     allowed: dict[Version, str | None] = {}
     skipped: list[tuple[Version, str]] = []
     for v in versions:
-        missing = []
-        if fi.cubin in components and v not in offer.cubin:
-            missing.append(f"no {fi.cubin} {v}")
-        label = None
-        if fi.jit_cache in components:
-            label = next((lab for lab in labels if jit_cache_version(v, lab) in offer.jit_cache), None)
-            if label is None:
-                missing.append(f"no {fi.jit_cache} for {cuda if not labels else '/'.join(labels)} at {v}")
+        label, missing = _components_at(v, defs, cuda, labels, components, offer)
         if missing:
             skipped.append((v, f"flashinfer {v}: {'; '.join(missing)}"))
         else:
@@ -67,6 +59,21 @@ def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabe
     newest = max(allowed)
     notes = tuple(f"{s}; newest with every component is {newest}" for v, s in skipped if v > newest)[:5]
     return FlashInferSelection(versions=allowed, notes=notes)
+
+
+def _components_at(v: Version, defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer) -> tuple[str | None, list[str]]:
+    """The jit-cache label to use at flashinfer-python ``v`` (None: no jit-cache asked for), and
+    what is missing for that version."""
+    fi = defs.flashinfer
+    missing = []
+    if fi.cubin in components and v not in offer.cubin:
+        missing.append(f"no {fi.cubin} {v}")
+    if fi.jit_cache not in components:
+        return None, missing
+    label = next((lab for lab in labels if jit_cache_version(v, lab) in offer.jit_cache), None)
+    if label is None:
+        missing.append(f"no {fi.jit_cache} for {cuda if not labels else '/'.join(labels)} at {v}")
+    return label, missing
 
 
 def _wanted_versions(request: ResolveRequest, python: Sequence[Version]) -> list[Version]:

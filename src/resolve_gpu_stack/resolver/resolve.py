@@ -60,15 +60,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=cuda)
     factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components) if request.flashinfer.wanted else None
-    fi_notes = flashinfer.notes if flashinfer is not None else ()
-
-    policy = Policy(
-        flashinfer_python=defs.flashinfer.python,
-        prerelease_packages=_prerelease_packages(request, torch, defs),
-        flashinfer_versions=flashinfer.versions if flashinfer is not None else None,
-        flashinfer_components=components,
-        installed_requires=request.installed_requires,
-    )
+    policy = _policy(request, defs, torch, flashinfer, components)
     dependencies = Dependencies(finder, request.target, defs.flashinfer, policy)
     prefetcher = Prefetcher(factory, dependencies, policy)
     provider = StackProvider(factory, dependencies, prefetcher, policy)
@@ -81,11 +73,21 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), [*torch.notes, *fi_notes])
+    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
+
+
+def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:
+    return Policy(
+        flashinfer_python=defs.flashinfer.python,
+        prerelease_packages=_prerelease_packages(request, torch, defs),
+        flashinfer_versions=flashinfer.versions if flashinfer is not None else None,
+        flashinfer_components=components,
+        installed_requires=request.installed_requires,
+    )
 
 
 def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> None:
