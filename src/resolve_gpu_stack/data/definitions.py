@@ -62,6 +62,7 @@ class Definitions:
     routes: tuple[Route, ...]
     couplings: tuple[CouplingRule, ...]
     flashinfer: FlashInferRules
+    pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
     source: Path | None = None
 
     # -- routing ---------------------------------------------------------------------------
@@ -182,6 +183,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         routes=routes,
         couplings=couplings,
         flashinfer=_flashinfer(comp, doc),
+        pytorch_family=_pytorch_family(comp, doc),
         source=directory,
     )
 
@@ -282,7 +284,22 @@ def _flashinfer(r: TomlReader, doc: Mapping[str, Any]) -> FlashInferRules:
         jit_cache_since=version("jit-cache-since"),
         providers_since=version("providers-since"),
         arch_table=tuple(_arch_row(r, row, f"jit-cache-archs #{i + 1}") for i, row in enumerate(r.tables(doc, "jit-cache-archs", "components"))),
+        components=_components(r, fi, (name("python"), name("cubin"), name("jit-cache"))),
     )
+
+
+def _components(r: TomlReader, fi: Mapping[str, Any], named: tuple[NormalizedName, ...]) -> tuple[NormalizedName, ...]:
+    """``[flashinfer] components``: python, cubin and jit-cache once each, in install order."""
+    out = tuple(canonicalize_name(n) for n in r.strings(fi, "components", "flashinfer", required=True) or ())
+    if sorted(out) != sorted(named):
+        raise r.fail("flashinfer", "'components' must list python, cubin and jit-cache once each", hint=f"expected the names {', '.join(sorted(named))}")
+    return out
+
+
+def _pytorch_family(r: TomlReader, doc: Mapping[str, Any]) -> frozenset[NormalizedName]:
+    """``[pytorch] family``: the packages built and released together with torch."""
+    table = r.get(doc, "pytorch", dict, "top level", required=True)
+    return frozenset(canonicalize_name(n) for n in _patterns(r, {"packages": table.get("family")}, "pytorch family"))
 
 
 def _arch_row(r: TomlReader, row: Mapping[str, Any], where: str) -> ArchRow:

@@ -113,12 +113,19 @@ class FlashInferRules:
     jit_cache_since: Version
     providers_since: Version
     arch_table: tuple[ArchRow, ...] = ()
+    components: tuple[NormalizedName, ...] = ()  # python, cubin, jit-cache: install order
 
     def is_provider(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.providers)
 
     def members(self, name: str) -> bool:
         return name in (self.python, self.cubin, self.jit_cache) or self.is_provider(name)
+
+    def requested(self, *, cubin: bool, jit_cache: bool) -> tuple[NormalizedName, ...]:
+        """The components to install, in install order (components.toml ``components``):
+        flashinfer-python always, cubin and jit-cache when asked for."""
+        off = {n for n, on in ((self.cubin, cubin), (self.jit_cache, jit_cache)) if not on}
+        return tuple(n for n in self.components if n == self.python or n not in off)
 
     def jit_cache_archs(self, version: Version, label: str, machine: str) -> tuple[str, ...] | None:
         """The SASS targets a monolithic jit-cache build covers, or None when not in the table."""

@@ -29,7 +29,7 @@ from packaging.utils import canonicalize_name
 from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
-from ..resolver.policy import cuda_major, public, torch_abi_mismatch
+from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
 from .doctor_stack import (
     FAIL,
     LEGACY_FLASHINFER,
@@ -131,21 +131,20 @@ def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
     py_v = s.python.version  # type: ignore[union-attr]
     v, label = dist.version, dist.version.local or ""
     want = f"{py_v.public}+cuNNN"
-    if v.public != py_v.public:
+    torch_cuda = s.torch_cuda if s.torch is not None else None
+    problem = jit_cache_misalignment(v, py_v, CudaLabel.parse(torch_cuda))
+    if problem is Misalignment.OTHER_RELEASE:
         loose = " (FlashInfer's own startswith check would accept it)" if str(v).startswith(str(py_v)) else ""
         return f"{pkg(dist)} is not {want} for flashinfer-python {py_v}: its kernels belong to another release{loose}"
-    if CudaLabel.parse(label) is None:
+    if problem is Misalignment.NO_LABEL:
         return f"{pkg(dist)} has no +cuNNN label (expected {want})"
     if s.shim is not None and dist is not s.shim and str(v) != str(s.shim.version):
         return f"{pkg(dist)} != the shim {pkg(s.shim)}: FlashInfer ignores a provider whose version differs from the shim's"
-    torch_cuda = s.torch_cuda
-    if torch_cuda is None or s.torch is None:
-        return None
-    if cuda_major(label) != cuda_major(torch_cuda):
+    if problem is Misalignment.OTHER_MAJOR:
         major = cuda_major(label)
-        return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "
+        return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
                 f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})")
-    if (CudaLabel.parse(label) or CudaLabel(0, 0)) > (CudaLabel.parse(torch_cuda) or CudaLabel(0, 0)):
+    if problem is Misalignment.NEWER_LABEL:
         return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(torch_cuda)}: "
                 f"its kernels may need a newer CUDA runtime than torch's; use a label <= {torch_cuda}")
     return None

@@ -91,11 +91,12 @@ def remember(finder: Finder, key: str, plan: LockPlan) -> None:
     store = finder.fetcher.result_store
     if store is None:
         return
+    metadata = sorted(((_file_record(f), d) for f, d in dict(finder.metadata_digests).values()), key=lambda r: str(r[0]["url"]))
     entry = {
         "schema": SCHEMA,
         "key": key,
         "pages": sorted([index, url, digest] for url, (index, digest) in dict(finder.page_digests).items()),
-        "metadata": sorted(([_file_record(f), d] for f, d in dict(finder.metadata_digests).values()), key=lambda r: r[0]["url"]),
+        "metadata": [[record, digest] for record, digest in metadata],
         "plan": plan_to_record(plan),
     }
     store.put_result(key, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode())

@@ -1,0 +1,103 @@
+"""A candidate's requirements: its METADATA's Requires-Dist for the target, plus the FlashInfer
+alignment (cubin == python, jit-cache == python's public version + label) as requirements."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from ..data.definitions import FlashInferRules
+from ..index.finder import Finder
+from ..model import Target
+from .factory import Policy
+from .policy import jit_cache_version
+from .requirement import Cand, Req
+
+log = logging.getLogger(__name__)
+
+
+class Dependencies:
+    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy) -> None:
+        self.finder = finder
+        self.target = target
+        self.flashinfer = flashinfer
+        self.policy = policy
+
+    def of(self, cand: Cand, extras: frozenset[str] = frozenset()) -> list[Req]:
+        """What ``cand`` (with ``extras``) requires: its Requires-Dist, and the FlashInfer
+        alignment for flashinfer-python."""
+        deps = self.requirements(cand, frozenset()) + self.coupled(cand)
+        if extras:
+            deps += self.requirements(cand, extras)
+        return deps
+
+    def requirements(self, cand: Cand, extras: frozenset[str], lines: Sequence[str] | None = None) -> list[Req]:
+        """The Requires-Dist lines (``lines``, or the candidate's own) that apply to the target
+        with exactly ``extras`` (none: the base requirements)."""
+        if lines is None:
+            lines = self._requires_dist(cand)
+        out: list[Req] = []
+        for line in lines:
+            req = self._parse(cand, line)
+            if req is None or not self._marker_ok(req.marker, extras):
+                continue
+            out.append(
+                Req(
+                    name=canonicalize_name(req.name),
+                    specifier=req.specifier,
+                    extras=frozenset(canonicalize_name(e) for e in req.extras),
+                    parent=f"{cand.name} {cand.version}",
+                    text=str(req).split(";", 1)[0].strip(),
+                )
+            )
+        return out
+
+    def coupled(self, cand: Cand) -> list[Req]:
+        """The FlashInfer alignment, added as requirements: cubin == python; jit-cache == V+label."""
+        fi = self.flashinfer
+        versions = self.policy.flashinfer_versions
+        if cand.name != fi.python or versions is None:
+            return []
+        parent = f"{cand.name} {cand.version} (FlashInfer alignment)"
+        out = []
+        if fi.cubin in self.policy.flashinfer_components:
+            out.append(Req(name=fi.cubin, specifier=SpecifierSet(f"=={cand.version}"), parent=parent, text=f"{fi.cubin}=={cand.version}"))
+        label = versions.get(cand.version)
+        if fi.jit_cache in self.policy.flashinfer_components and label:
+            v = jit_cache_version(cand.version, label)
+            out.append(Req(name=fi.jit_cache, specifier=SpecifierSet(f"=={v}"), parent=parent, text=f"{fi.jit_cache}=={v}"))
+        return out
+
+    @staticmethod
+    def _parse(cand: Cand, line: str) -> Requirement | None:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            log.warning("%s: ignoring unparsable requirement %r", cand, line)
+            return None
+        if req.url:
+            log.warning("%s: ignoring direct-URL requirement %r", cand, line)
+            return None
+        return req
+
+    def _requires_dist(self, cand: Cand) -> tuple[str, ...]:
+        if cand.file is None:
+            return tuple(self.policy.installed_requires.get(cand.name, ()))
+        return self.finder.metadata(cand.file).requires_dist
+
+    def _marker_ok(self, marker: Marker | None, extras: frozenset[str]) -> bool:
+        if marker is None:
+            return not extras
+        envs = [dict(self.target.markers, extra=e) for e in sorted(extras)] if extras else [dict(self.target.markers, extra="")]
+        for env in envs:
+            try:
+                if marker.evaluate(env):
+                    return True
+            except (UndefinedComparison, UndefinedEnvironmentName):
+                continue
+        return False
