@@ -43,11 +43,18 @@ def stub_libraries(directory: Path) -> Path:
 
 
 def compile_so(
-    directory: Path, name: str, libs: Path, *, links: tuple[str, ...] = (), pad: int = 0, flags: tuple[str, ...] = (), seed: int = 0
+    directory: Path, name: str, libs: Path, *, links: tuple[str, ...] = (), pad: int = 0, flags: tuple[str, ...] = (), seed: int = 0,
+    symbols: int = 0,
 ) -> bytes:
-    """A shared object that calls into each stub in ``links`` (sonames of ``STUBS``); its bytes."""
+    """A shared object that calls into each stub in ``links`` (sonames of ``STUBS``); its bytes.
+
+    ``symbols`` exported functions with long C++-like names fill the dynamic string table as a
+    kernel library's imports and exports do (GNU ld puts the needed names after them).
+    """
     calls = [STUBS[s] for s in links]
     lines = [f"int {f}(void);" for f in calls]
+    rng = random.Random(seed)
+    lines += [f"int _ZN2at6native{rng.getrandbits(64):016x}_kernel_{i}_{rng.getrandbits(32):08x}Ev(void) {{ return {i}; }}" for i in range(symbols)]
     lines.append("int entry(void) { return 0" + "".join(f" + {f}()" for f in calls) + "; }")
     if pad:
         blob = directory / f"{name}.pad"
@@ -93,9 +100,11 @@ class CountingReader:
         return out
 
 
-def synthetic_elf(*, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, vaddr: int = 0x10000) -> bytes:
-    """A minimal ELF object: header, PT_LOAD (all of it, at ``vaddr``) and PT_DYNAMIC, a string table
-    right after the headers, ``gap`` zero bytes, then the dynamic section at the very end."""
+def synthetic_elf(
+    *, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, lead: int = 0, vaddr: int = 0x10000
+) -> bytes:
+    """A minimal ELF object: header, PT_LOAD (all of it, at ``vaddr``) and PT_DYNAMIC, ``lead`` bytes
+    of binary filler, a string table, ``gap`` zero bytes, then the dynamic section at the very end."""
     e = ">" if big else "<"
     ehdr = struct.Struct(e + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
     phdr = struct.Struct(e + ("8I" if bits == 32 else "IIQQQQQQ"))
@@ -105,7 +114,7 @@ def synthetic_elf(*, bits: int, big: bool, needed: tuple[str, ...], soname: str 
     for name in (*needed, *((soname,) if soname else ())):
         offsets.append(len(strtab))
         strtab += name.encode() + b"\x00"
-    str_off = ehdr.size + 2 * phdr.size
+    str_off = ehdr.size + 2 * phdr.size + lead
     dyn_off = str_off + len(strtab) + gap
     entries = [(1, o) for o in offsets[: len(needed)]]
     if soname:
@@ -122,7 +131,7 @@ def synthetic_elf(*, bits: int, big: bool, needed: tuple[str, ...], soname: str 
         return phdr.pack(kind, flags, off, vaddr + off, vaddr + off, size, size, 0x1000)
 
     phdrs = ph(1, 4, 0, total) + ph(2, 6, dyn_off, len(dynamic))
-    return header + phdrs + bytes(strtab) + bytes(gap) + dynamic
+    return header + phdrs + b"\x01" * lead + bytes(strtab) + bytes(gap) + dynamic
 
 
 def have_cc() -> bool:

@@ -221,6 +221,30 @@ def test_cuda_only_padded_member_stops_where_its_string_table_ends(objs: dict[st
     assert reader.bytes < len(reader.data) / 20
 
 
+def test_names_cut_by_chunk_boundaries_are_still_found() -> None:
+    # 5-byte reads of a stored member: every library name straddles a boundary
+    names = ("libcudart.so.12", "libcublasLt.so.12", "libm.so.6")
+    data = synthetic_elf(bits=64, big=True, needed=names, gap=3000, lead=2000)
+    result, reader = _scan({"p/x.so": data}, zipfile.ZIP_STORED, first_chunk=5, max_chunk=5, tail_bytes=512)
+    member = result.members[0]
+    assert (result.kind, member.stop, reader.calls > 50) == ("cuda", "strtab-end", True)
+    assert member.libraries is not None and member.libraries.needed == names
+    torch = synthetic_elf(bits=32, big=False, needed=("libm.so.6", "libtorch_cuda.so", "libc10_cuda.so"), gap=3000, lead=2000)
+    result, _ = _scan({"p/x.so": torch}, zipfile.ZIP_STORED, first_chunk=5, max_chunk=5, tail_bytes=512)
+    assert result.evidence == wheelscan.Evidence("p/x.so", "libtorch_cuda.so") and result.members[0].stop == "torch"
+    assert result.members[0].inflated < 2200  # stopped at the first torch name, not at the table's end
+
+
+def test_needed_names_after_a_large_string_table(tmp_path: Path, objs: dict[str, bytes]) -> None:
+    """GNU ld writes the needed names after every symbol name: many exports push them back."""
+    libs = stub_libraries(tmp_path / "libs")
+    data = compile_so(tmp_path, "syms.so", libs, links=(CUDART,), pad=2**20, symbols=3000)
+    assert data.find(b"libcudart.so.12") > 200_000
+    result, reader = _scan({"p/syms.so": data}, first_chunk=8192)
+    assert result.kind == "cuda" and result.members[0].stop == "strtab-end" and reader.calls > 2
+    assert reader.bytes < len(reader.data) / 2
+
+
 def test_first_segment_bound_ends_a_scan_with_no_library_names() -> None:
     data = bytearray(synthetic_elf(bits=64, big=False, needed=(), gap=3 * 2**20))
     data[64 + 4 : 64 + 8] = b"\x04\x00\x00\x00"  # the first load segment is read-only and 8 KiB: a bound
@@ -296,3 +320,27 @@ def test_real_wheel_from_tests_helpers(tmp_path: Path) -> None:
     data = wheel.path.read_bytes()
     result = scan_wheel(CountingReader(data), len(data))
     assert result.kind == "agnostic" and result.members == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**31), st.binary(min_size=1, max_size=8)), min_size=1, max_size=6))
+def test_corrupted_wheels_give_a_result_or_zip_error(edits: list[tuple[int, bytes]]) -> None:
+    """Bytes overwritten anywhere (headers, directory, deflate stream): a result or ZipError, and it ends."""
+    data = bytearray(_FUZZ_WHEEL)
+    for at, junk in edits:
+        at %= len(data)
+        data[at : at + len(junk)] = junk[: len(data) - at]
+    reader = CountingReader(bytes(data))
+
+    def read(start: int, end: int) -> bytes:
+        assert reader.calls < 100, "the scan keeps asking"
+        return reader(start, end)
+
+    try:
+        result = scan_wheel(read, len(data), tail_bytes=1024, first_chunk=512)
+    except ZipError:
+        return
+    assert result.kind in ("torch-abi", "cuda", "agnostic", "unknown")
+
+
+_FUZZ_WHEEL = wheel_bytes({"p/a.so": synthetic_elf(bits=64, big=False, needed=("libc10.so", "libcudart.so.12"), gap=3000), "p/b.so": b"x" * 100})

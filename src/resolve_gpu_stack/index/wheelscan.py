@@ -246,17 +246,23 @@ class WheelScanner:
 
     def _fill(self) -> None:
         """Activate members up to ``parallel``; feed them from the held tail where it covers them."""
-        assert self._pending is not None
+        assert self._pending is not None and self._eocd is not None
         while True:
             while self._evidence is None and self._pending and len(self._active) < self.parallel:
                 entry = self._pending.pop(0)
-                self._active.append(_Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset))
-            covered = [m for m in self._active if self._held and self._held[0] <= m.next_offset < self._held[0] + len(self._held[1])]
-            if not covered:
+                member = _Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset)
+                self._active.append(member)
+                if entry.header_offset + _LOCAL.size > self._eocd.cd_offset:
+                    self._finish(member, "error", None, error=f"local header offset {entry.header_offset} is past the members' data")
+            held = self._held
+            covered = [m for m in self._active if held and held[0] <= m.next_offset < held[0] + len(held[1])]
+            if not held or not covered:
                 return
+            before = [(m, m.next_offset) for m in covered]
             for member in covered:
-                assert self._held is not None
-                self._feed_member(member, *self._held)
+                self._feed_member(member, *held)
+            if all(m in self._active and m.next_offset == at for m, at in before):
+                return  # the held bytes end too soon for them: read
 
     def _range(self, m: _Member) -> tuple[int, int]:
         if m.data_start is None:
@@ -275,6 +281,8 @@ class WheelScanner:
         piece = memoryview(data)[m.next_offset - start :]
         if m.data_start is None:
             if len(piece) < _LOCAL.size:
+                if start + len(data) >= self.file_size:
+                    self._finish(m, "error", None, error=f"local header of {m.entry.name} runs past the end of the file")
                 return
             try:
                 self._open_member(m, bytes(piece[: _LOCAL.size]))
