@@ -344,3 +344,13 @@ def test_corrupted_wheels_give_a_result_or_zip_error(edits: list[tuple[int, byte
 
 
 _FUZZ_WHEEL = wheel_bytes({"p/a.so": synthetic_elf(bits=64, big=False, needed=("libc10.so", "libcudart.so.12"), gap=3000), "p/b.so": b"x" * 100})
+
+
+def test_a_local_header_offset_past_the_data_is_a_member_error() -> None:
+    data = bytearray(wheel_bytes({"p/a.so": synthetic_elf(bits=64, big=False, needed=("libc10.so",))}))
+    cd = data.rfind(b"PK\x01\x02", 0, data.rfind(b"PK\x05\x06"))
+    while data[cd + 46 : cd + 46 + 6] != b"p/a.so":
+        cd = data.rfind(b"PK\x01\x02", 0, cd)
+    data[cd + 42 : cd + 46] = (cd - 10).to_bytes(4, "little")  # inside the central directory
+    result = scan_wheel(CountingReader(bytes(data)), len(data))
+    assert result.kind == "unknown" and "past the members' data" in (result.members[0].error or "")
