@@ -14,12 +14,15 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from . import app as cli
-
-if TYPE_CHECKING:
-    from ..env.doctor import Check, GpuQuery, ImportResult
+from ..data.definitions import load_definitions
+from ..env.doctor import DISABLE_VERSION_CHECK, Check, GpuQuery, ImportResult, doctor_ok, needs_import, parse_nvidia_smi, report_json, run_checks
+from ..env.target import default_interpreter, inspect_environment, parse_python_flag
+from ..errors import UsageError
+from . import common
+from . import settings as S
+from .render import print_json
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
 _IMPORT = f"import flashinfer, sys; sys.stdout.write('\\n{_SENTINEL}' + str(getattr(flashinfer, '__version__', '?')) + '\\n')"
@@ -38,19 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise."
         ),
     )
-    p.add_argument("--python", metavar="PATH", help="the interpreter to check (default: the active virtual environment, else python3)")
+    S.add_flags(p, ["python"], help={"python": "the interpreter to check (default: the active virtual environment, else python3)"})
     p.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="PATH", help="the nvidia-smi to run (default: the one on PATH; none: the GPU check is skipped)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)")
-    cli.add_output_flags(p)
+    common.add_output_flags(p)
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..data.definitions import load_definitions
-    from ..env.doctor import needs_import, report_json, run_checks
-    from ..env.target import default_interpreter, inspect_environment, parse_python_flag
-    from ..errors import UsageError
-    from .render import print_json
-
     if args.python is not None:
         kind, python = parse_python_flag(args.python, search_path=env.get("PATH"))
         if kind == "version":
@@ -65,7 +62,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     import_result = probe_import(python, env, args.timeout) if needs_import(environment, defs) else None
     checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env))
     report = report_json(python, checks)
-    if cli.output_format(args) == "json":
+    if common.output_format(args) == "json":
         print_json(report, sys.stdout)
     else:
         print_table(python, checks, sys.stdout)
@@ -79,8 +76,6 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
     of the environment (PYTHONPATH, user site) is kept: this imports what the user's programs would.
     The working directory is an empty folder, so a source checkout in the cwd cannot shadow the install.
     """
-    from ..env.doctor import DISABLE_VERSION_CHECK, ImportResult
-
     child_env = {k: v for k, v in env.items() if k != DISABLE_VERSION_CHECK}
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
@@ -101,8 +96,6 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
 
 def query_gpus(explicit: str | None, env: Mapping[str, str], timeout: float = 30) -> GpuQuery | None:
     """The GPUs nvidia-smi lists; None when there is no nvidia-smi (the GPU check is then skipped)."""
-    from ..env.doctor import GpuQuery, parse_nvidia_smi
-
     tool = explicit if explicit is not None else shutil.which("nvidia-smi", path=env.get("PATH"))
     if tool is None:
         return None
@@ -130,8 +123,6 @@ def print_table(python: str, checks: Sequence[Check], out: TextIO) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
-
-    from ..env.doctor import doctor_ok
 
     console = Console(file=out, highlight=False)
     table = Table(title=f"doctor: {python}", title_justify="left")
