@@ -122,21 +122,31 @@ def _expected(config: ProjectConfig, target) -> Expected:
 
 def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
-    pylocks = [(c, e) for c, e in results if c.plan is not None and c.locked is not None and c.locked.format == "pylock"]
-    online = bool(args.online)
-    if config is None or not (online or (config.snapshot is not None and pylocks)):
+    pylocks = [(c, e) for c, e in results if _is_pylock(c)]
+    if config is None or not (args.online or (config.snapshot is not None and pylocks)):
         return []  # (--online without a config was refused before)
     if config.snapshot is not None and not config.snapshot.is_dir():
         return [Finding(level=ERROR, path=config.path, message=f"snapshot {config.snapshot} does not exist", hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`")]
+    return _verify(args, env, config, results, pylocks)
+
+
+def _is_pylock(checked) -> bool:
+    return checked.plan is not None and checked.locked is not None and checked.locked.format == "pylock"
+
+
+def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
+    """Every pylock's files against the index pages; with --online, also each target's drift."""
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
     fetcher = common.make_fetcher(args, env, defs, snapshot=config.snapshot)
     finder = Finder(fetcher, defs)
     # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-    lookup = finder_lookup(finder) if online else ListedFiles(fetcher, defs)
+    lookup = finder_lookup(finder) if args.online else ListedFiles(fetcher, defs)
     try:
         out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
-        return out + (_drift(config, results, finder, defs, source) if online else [])
+        if args.online:
+            out += _drift(config, results, finder, defs, source)
+        return out
     finally:
         fetcher.close()
 

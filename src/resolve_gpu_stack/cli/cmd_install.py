@@ -95,11 +95,11 @@ def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | N
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-        tasks: dict[str, object] = {}
+        tasks: dict[str, TaskID] = {}
         lock = threading.Lock()
 
         def report(name: str, done: int, total: int | None) -> None:

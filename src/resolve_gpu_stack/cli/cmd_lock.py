@@ -53,19 +53,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    configured = args.config is not None or bool(args.target)
+    config = _config_to_lock(args)
+    return lock_targets(config, args, env) if config is not None else _run_single(args, env)
+
+
+def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
+    """The project config whose targets to lock, or None: one plan from the flags."""
+    configured = _configured(args)
     if args.output and configured:
         raise UsageError("-o writes one plan from flags; --config/--target lock the configured targets", hint="drop -o to lock the configured targets, or drop --config/--target")
     # Flags that describe a target of their own (--python/--platform/--installed) make `lock` the
     # resolver's twin (`lock --torch nightly ...` == `resolve-gpu-stack --torch nightly ...`) unless
     # --config/--target ask for the configured targets.
-    own_target = bool(args.python or args.platform or args.installed) and not configured
-    config = None if args.output or own_target else discover_config(args.config)
-    if config is not None:
-        return lock_targets(config, args, env)
-    if args.target:
+    if args.output or (_own_target(args) and not configured):
+        return None
+    config = discover_config(args.config)
+    if config is None and args.target:
         raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
-    return _run_single(args, env)
+    return config
+
+
+def _configured(args: argparse.Namespace) -> bool:
+    """--config or --target: the configured targets are asked for."""
+    return args.config is not None or bool(args.target)
+
+
+def _own_target(args: argparse.Namespace) -> bool:
+    """--python/--platform/--installed: the flags describe a target of their own."""
+    return any(getattr(args, name) for name in ("python", "platform", "installed"))
 
 
 # -- one plan from flags ---------------------------------------------------------------------------
