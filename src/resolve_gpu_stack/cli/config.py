@@ -66,7 +66,6 @@ from .userconfig import discover_pypi_url
 TOOL = "resolve-gpu-stack"
 PYPROJECT = "pyproject.toml"
 GPU_STACK_TOML = "gpu-stack.toml"
-DEFAULT_PLATFORM = S.DEFAULT_PLATFORM
 
 _TARGET_ONLY_KEYS = ("name", "output")
 _TOP_KEYS = ("snapshot", "indexes", "defaults", "target")
