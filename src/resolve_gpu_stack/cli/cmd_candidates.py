@@ -6,12 +6,8 @@ import argparse
 import sys
 from collections.abc import Mapping
 
-from ..index.finder import Finder
-from ..model.request import TORCH, FlashInferChoice, TorchChoice
-from ..resolver.candidates import list_candidates
 from . import common
 from . import settings as S
-from .render import print_candidates
 
 _HELP = {
     "torch": "PyTorch channel for pytorch-index packages: nightly (default), test, stable (installed or a version: its channel)",
@@ -28,6 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..index.finder import Finder
+    from ..model.request import TORCH, FlashInferChoice, TorchChoice
+    from ..resolver.candidates import list_candidates
+    from .render import print_candidates
+
     flashinfer = FlashInferChoice.parse(S.raw_of(args, "flashinfer"))
     torch = TorchChoice.parse(S.raw_of(args, "torch"))
     defs = common.definitions(args, env)

@@ -14,14 +14,17 @@ import datetime as dt
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
-from ..index.finder import Finder
-from ..lock.check import ERROR, WARNING, Expected, Finding, ListedFiles, check_lock, drift, finder_lookup, regenerate_hint, verify_files
-from ..lock.format import inputs_digest
-from ..model import LockPlan
 from . import common
-from .config import ProjectConfig, bundled_definitions, discover_config, effective, lock_inputs, resolve_definitions, resolve_request
+
+if TYPE_CHECKING:
+    from ..index.finder import Finder
+    from ..lock.check import Expected, Finding
+    from ..model import LockPlan
+    from .config import ProjectConfig
+
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +57,8 @@ def _day(text: str) -> dt.date:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from .config import discover_config, effective
+
     config = discover_config(args.config)
     if config is not None:
         config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
@@ -67,6 +72,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> tuple[list[Finding], list]:
     """Offline checks of each file: (findings, [(CheckedLock, Expected or None)] of those that exist)."""
+    from ..lock.check import ERROR, Finding, check_lock, regenerate_hint
+    from .config import bundled_definitions
+
     defs = bundled_definitions()
     results = []
     findings: list[Finding] = []
@@ -82,6 +90,8 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> t
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     """Print the findings and the verdict; the exit status."""
+    from ..lock.check import ERROR, WARNING
+
     for finding in findings:
         print(finding.render(common.shown(finding.path)), file=sys.stdout if finding.level == ERROR else sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
@@ -116,12 +126,18 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple
 
 
 def _expected(config: ProjectConfig, target) -> Expected:
+    from ..lock.check import Expected
+    from ..lock.format import inputs_digest
+    from .config import lock_inputs
+
     inputs = lock_inputs(config, target)
     return Expected(target=target.name, inputs=inputs, digest=inputs_digest(inputs), command=config.regenerate_command(target), folder=config.root)
 
 
 def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
+    from ..lock.check import ERROR, Finding
+
     pylocks = [(c, e) for c, e in results if _is_pylock(c)]
     if config is None or not (args.online or (config.snapshot is not None and pylocks)):
         return []  # (--online without a config was refused before)
@@ -136,6 +152,10 @@ def _is_pylock(checked) -> bool:
 
 def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
+    from ..index.finder import Finder
+    from ..lock.check import ListedFiles, finder_lookup, verify_files
+    from .config import resolve_definitions
+
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
     fetcher = common.make_fetcher(args, env, defs, snapshot=config.snapshot)
@@ -152,6 +172,8 @@ def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectCon
 
 
 def _drift(config: ProjectConfig, results, finder: Finder, defs, source: str) -> list[Finding]:
+    from ..lock.check import WARNING, Finding, drift, regenerate_hint
+
     out: list[Finding] = []
     fresh_plans: dict[str, LockPlan | None] = {}
     for checked, expected in results:
@@ -173,6 +195,7 @@ def _drift(config: ProjectConfig, results, finder: Finder, defs, source: str) ->
 def _re_resolve(config: ProjectConfig, name: str, finder: Finder, defs) -> tuple[LockPlan | None, str | None]:
     """(the fresh plan of target ``name``, None) or (None, why it failed)."""
     from ..resolver.resolve import resolve  # resolvelib: not for --help
+    from .config import resolve_request
 
     try:
         return resolve(resolve_request(config.select([name])[0]), finder, defs), None

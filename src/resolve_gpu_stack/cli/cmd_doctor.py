@@ -14,15 +14,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from ..data.definitions import load_definitions
-from ..env.doctor import DISABLE_VERSION_CHECK, Check, GpuQuery, ImportResult, doctor_ok, needs_import, parse_nvidia_smi, report_json, run_checks
-from ..env.target import default_interpreter, inspect_environment, parse_python_flag
 from ..errors import UsageError
 from . import common
 from . import settings as S
-from .render import print_json
+
+if TYPE_CHECKING:
+    from ..env.doctor import Check, GpuQuery, ImportResult
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
 _IMPORT = f"import flashinfer, sys; sys.stdout.write('\\n{_SENTINEL}' + str(getattr(flashinfer, '__version__', '?')) + '\\n')"
@@ -48,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..data.definitions import load_definitions
+    from ..env.doctor import needs_import, report_json, run_checks
+    from ..env.target import default_interpreter, inspect_environment, parse_python_flag
+    from .render import print_json
+
     if args.python is not None:
         kind, python = parse_python_flag(args.python, search_path=env.get("PATH"))
         if kind == "version":
@@ -76,6 +80,8 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
     of the environment (PYTHONPATH, user site) is kept: this imports what the user's programs would.
     The working directory is an empty folder, so a source checkout in the cwd cannot shadow the install.
     """
+    from ..env.doctor import DISABLE_VERSION_CHECK, ImportResult
+
     child_env = {k: v for k, v in env.items() if k != DISABLE_VERSION_CHECK}
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
@@ -96,6 +102,8 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
 
 def query_gpus(explicit: str | None, env: Mapping[str, str], timeout: float = 30) -> GpuQuery | None:
     """The GPUs nvidia-smi lists; None when there is no nvidia-smi (the GPU check is then skipped)."""
+    from ..env.doctor import GpuQuery, parse_nvidia_smi
+
     tool = explicit if explicit is not None else shutil.which("nvidia-smi", path=env.get("PATH"))
     if tool is None:
         return None
@@ -123,6 +131,8 @@ def print_table(python: str, checks: Sequence[Check], out: TextIO) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from ..env.doctor import doctor_ok
 
     console = Console(file=out, highlight=False)
     table = Table(title=f"doctor: {python}", title_justify="left")

@@ -16,19 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..env.install import find_uv, install_plan
-from ..env.target import default_interpreter, parse_python_flag
 from ..errors import UsageError
-from ..lock.write import write_lock
-from ..net.cache import default_cache_dir
-from ..net.download import WheelCache, fill_hashes
 from . import common
-from .render import print_json
 
 if TYPE_CHECKING:
     from ..env.install import InstallReport
     from ..model import LockPlan
-    from ..net.download import DownloadProgress
+    from ..net.download import DownloadProgress, WheelCache
     from ..net.http import HttpFetcher
 
 
@@ -52,6 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """The interpreter to install into; a declared ``--python 3.12`` is a usage error here."""
+    from ..env.target import default_interpreter, parse_python_flag
+
     if args.python is None:
         return default_interpreter(env)
     kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))
@@ -65,6 +61,8 @@ def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> s
 
 def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """``--uv PATH`` (checked now, before anything is downloaded) or the default uv."""
+    from ..env.install import find_uv
+
     if args.uv is None:
         return find_uv(env)
     found = shutil.which(args.uv, path=env.get("PATH"))
@@ -74,6 +72,9 @@ def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
 
 
 def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> WheelCache:
+    from ..net.cache import default_cache_dir
+    from ..net.download import WheelCache
+
     return WheelCache.under(args.cache_dir or default_cache_dir(env))
 
 
@@ -118,11 +119,17 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
 
     With ``--snapshot`` nothing is downloaded: only wheels already in the wheel cache count.
     """
+    from ..net.download import fill_hashes
+
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=args.snapshot is not None)
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..env.install import install_plan
+    from ..lock.write import write_lock
+    from ..net.download import fill_hashes
+
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
@@ -143,6 +150,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
+    from .render import print_json
+
     if common.output_format(args) == "json":
         print_json(report.to_json(), sys.stdout)
     else:

@@ -18,18 +18,18 @@ import argparse
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
-from ..index.finder import Finder
-from ..lock.format import inputs_digest
-from ..lock.write import write_lock
 from ..urls import redact_url
 from . import common
 from . import settings as S
-from .cmd_install import fill_plan_hashes
-from .config import ProjectConfig, discover_config, effective, lock_inputs, resolve_definitions, resolve_request, with_overrides
+
+if TYPE_CHECKING:
+    from ..index.finder import Finder
+    from .config import ProjectConfig
+
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,6 +59,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     """The project config whose targets to lock, or None: one plan from the flags."""
+    from .config import discover_config
+
     configured = _configured(args)
     if args.output and configured:
         raise UsageError("-o writes one plan from flags; --config/--target lock the configured targets", hint="drop -o to lock the configured targets, or drop --config/--target")
@@ -98,6 +100,9 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
     """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
     through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any."""
+    from ..lock.write import write_lock
+    from .cmd_install import fill_plan_hashes
+
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
     for path in paths:
@@ -121,6 +126,9 @@ def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
 
 def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
+    from ..index.finder import Finder
+    from .config import effective, resolve_definitions, with_overrides
+
     overrides = S.typed(args)  # the settings the user typed win over the config's
     config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
@@ -143,7 +151,11 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
 
 def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> bool:
     """Resolve and write one target; False (with the error printed) when it has no plan."""
+    from dataclasses import replace
+
+    from ..lock.format import inputs_digest
     from ..resolver.resolve import resolve  # resolvelib: not for --help
+    from .config import lock_inputs, resolve_request
 
     label = f"{target.name}: "
     try:

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 from . import common
 
 
@@ -20,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
+
     defs = common.definitions(args, env, replay=False)
     bases = {n: d.url for n, d in defs.indexes.items()}
     live = common.live_fetcher(args, env)

@@ -13,20 +13,16 @@ import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..data.definitions import load_definitions
-from ..env.target import declared_target, default_interpreter, inspect_environment, parse_python_flag
 from ..errors import UsageError
-from ..index.finder import Finder
-from ..model.request import ResolveRequest
-from ..model.target import Target
-from ..net.cache import HttpCache, default_cache_dir
-from ..net.snapshot import PLACEHOLDER_BASE, SnapshotFetcher
 from ..urls import redact_url
 from . import settings as S
-from .render import plan_to_json, print_json, print_plan_table
-from .userconfig import discover_pypi_url
+
+if TYPE_CHECKING:
+    from ..model.request import ResolveRequest
+    from ..model.target import Target
+
 
 # -- flags -----------------------------------------------------------------------------------------
 
@@ -71,6 +67,10 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True):
     """Index definitions with --index overrides; PyPI's URL from config unless a snapshot replays it."""
+    from ..data.definitions import load_definitions
+    from ..net.snapshot import PLACEHOLDER_BASE
+    from .userconfig import discover_pypi_url
+
     overrides = index_overrides(args)
     if "pypi" not in overrides:
         if args.snapshot is not None and replay:
@@ -87,7 +87,9 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
+    from ..net.cache import HttpCache, default_cache_dir
     from ..net.http import HttpFetcher  # httpx: not for --help
+
 
     cache_dir = args.cache_dir or default_cache_dir(env)
     return HttpFetcher(
@@ -100,6 +102,8 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
 
 def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
     """The snapshot replayer (``snapshot``, else ``--snapshot``), or the live HTTP fetcher."""
+    from ..net.snapshot import SnapshotFetcher
+
     snapshot = snapshot if snapshot is not None else args.snapshot
     if snapshot is not None:
         return SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
@@ -110,6 +114,8 @@ def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snap
 
 def target_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Target, dict[Any, tuple[str, ...]]]:
     """(Target, installed requirements by name) from --python/--platform/--installed."""
+    from ..env.target import declared_target, default_interpreter, inspect_environment, parse_python_flag
+
     if args.python is not None:
         kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))
     else:
@@ -133,7 +139,9 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Resol
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards."""
+    from ..index.finder import Finder
     from ..resolver.resolve import resolve  # resolvelib: not for --help
+
 
     defs = defs or definitions(args, env)
     request = request_from_args(args, env)
@@ -151,6 +159,8 @@ def output_format(args: argparse.Namespace) -> str:
 
 
 def emit_plan(args: argparse.Namespace, plan) -> None:
+    from .render import plan_to_json, print_json, print_plan_table
+
     if output_format(args) == "json":
         print_json(plan_to_json(plan), sys.stdout)
     else:

@@ -18,15 +18,17 @@ Adding a setting means adding one row here (and its field in ``ResolveRequest``)
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..env.target import declared_target, parse_installed, parse_python_flag
 from ..errors import UsageError
-from ..model.request import FlashInferChoice, ResolveRequest, TorchChoice, parse_cuda, parse_with
-from ..model.target import Target
+
+if TYPE_CHECKING:
+    from ..model.request import ResolveRequest
+    from ..model.target import Target
 
 Kind = Literal["str", "optional", "bool", "list"]
 
@@ -35,8 +37,12 @@ RESOLVE_GROUP = "what to resolve"
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 
 
+# The parsers import the model when called: --help builds the flags from this table and stays light.
+
 def _declared_python(text: str) -> str:
     """A declared Python version (never an interpreter path), range-checked."""
+    from ..env.target import parse_python_flag
+
     try:
         kind, value = parse_python_flag(text, search_path="")
     except UsageError:
@@ -49,23 +55,43 @@ def _declared_python(text: str) -> str:
 
 
 def _platform(text: str) -> str:
+    from ..env.target import declared_target
+
     declared_target("3.12", text)  # the platform checks of a declared target (the version is irrelevant)
     return text.strip()
 
 
 def _installed(items: Sequence[str]) -> tuple[str, ...]:
+    from ..env.target import parse_installed
+
     parse_installed(items)
     return tuple(items)
 
 
 def _requirements(items: Sequence[str]) -> tuple[str, ...]:
+    from ..model.request import parse_with
+
     for text in items:
         parse_with(text)
     return tuple(items)
 
 
-def _strip(text: str) -> str:
-    return text.strip()
+def _torch(text: str) -> Any:
+    from ..model.request import TorchChoice
+
+    return TorchChoice.parse(text)
+
+
+def _flashinfer(text: str) -> Any:
+    from ..model.request import FlashInferChoice
+
+    return FlashInferChoice.parse(text)
+
+
+def _cuda(text: str | None) -> Any:
+    from ..model.request import parse_cuda
+
+    return parse_cuda(text)
 
 
 def _same(value: Any) -> Any:
@@ -90,7 +116,7 @@ class Setting:
     @property
     def on_request(self) -> bool:
         """A field of ``ResolveRequest`` (the others describe the declared target)."""
-        return self.name in _REQUEST_FIELDS
+        return self.name in _request_fields()
 
     def words(self, raw: Any) -> list[str]:
         """The command-line words that give ``raw``."""
@@ -101,7 +127,11 @@ class Setting:
         return [self.flag, raw]
 
 
-_REQUEST_FIELDS = frozenset(f.name for f in fields(ResolveRequest))
+@functools.cache
+def _request_fields() -> frozenset[str]:
+    from ..model.request import ResolveRequest
+
+    return frozenset(f.name for f in fields(ResolveRequest))
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(name="python", kind="optional", default=None, flag="--python", key="python", group=TARGET_GROUP, parse=_declared_python, metavar="PATH|X.Y",
@@ -110,15 +140,15 @@ SETTINGS: tuple[Setting, ...] = (
             help="with a declared --python: x86_64-manylinux_2_28 (default) or aarch64-manylinux_2_28, ..."),
     Setting(name="installed", kind="list", default=(), flag="--installed", key="installed", group=TARGET_GROUP, parse=_installed, metavar="NAME==VERSION",
             help="with a declared --python: a distribution the target already has (repeatable), e.g. torch==2.12.0.dev20260307+cu130"),
-    Setting(name="cuda", kind="optional", default=None, flag="--cuda", key="cuda", group=TARGET_GROUP, parse=parse_cuda, metavar="cuNNN",
+    Setting(name="cuda", kind="optional", default=None, flag="--cuda", key="cuda", group=TARGET_GROUP, parse=_cuda, metavar="cuNNN",
             help="CUDA label; default: the installed torch's (+cu130). A different one is an error unless --change-cuda"),
     Setting(name="change_cuda", kind="bool", default=False, flag="--change-cuda", key="change-cuda", group=TARGET_GROUP,
             help="allow --cuda to move torch to another CUDA label"),
-    Setting(name="torch", kind="str", default="nightly", flag="--torch", key="torch", group=RESOLVE_GROUP, parse=TorchChoice.parse, metavar="CHANNEL|SPEC",
+    Setting(name="torch", kind="str", default="nightly", flag="--torch", key="torch", group=RESOLVE_GROUP, parse=_torch, metavar="CHANNEL|SPEC",
             help="nightly (default: the newest nightly with a wheel for this target), test, stable, installed (keep exactly what is installed), or a version/specifier"),
     Setting(name="allow_downgrade", kind="bool", default=False, flag="--allow-downgrade", key="allow-downgrade", group=RESOLVE_GROUP,
             help="let --torch pick a torch lower than the installed one (off: such a request fails)"),
-    Setting(name="flashinfer", kind="str", default="latest", flag="--flashinfer", key="flashinfer", group=RESOLVE_GROUP, parse=FlashInferChoice.parse, metavar="VERSION|latest|nightly|none",
+    Setting(name="flashinfer", kind="str", default="latest", flag="--flashinfer", key="flashinfer", group=RESOLVE_GROUP, parse=_flashinfer, metavar="VERSION|latest|nightly|none",
             help="FlashInfer version (default latest: the newest with every component for this target)"),
     Setting(name="jit_cache", kind="bool", default=True, flag="--no-jit-cache", key="jit-cache", group=RESOLVE_GROUP,
             help="leave out flashinfer-jit-cache (kernels are JIT-compiled; needs nvcc)"),
@@ -188,10 +218,14 @@ def defaults() -> dict[str, Any]:
 
 def declared(values: Mapping[str, Any]) -> Target:
     """The declared target of complete settings (``python`` a version)."""
+    from ..env.target import declared_target
+
     return declared_target(values["python"], values["platform"], values["installed"])
 
 
 def build_request(values: Mapping[str, Any], *, target: Target, installed_requires: Mapping[Any, tuple[str, ...]] | None = None) -> ResolveRequest:
     """THE builder: complete model values (``defaults`` overlaid) -> ``ResolveRequest``."""
+    from ..model.request import ResolveRequest
+
     on_request = {s.name: values[s.name] for s in SETTINGS if s.on_request}
     return ResolveRequest(target=target, installed_requires=dict(installed_requires or {}), **on_request)
