@@ -16,7 +16,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from . import app as cli
+from ..errors import UsageError
+from . import common
+from . import settings as S
 
 if TYPE_CHECKING:
     from ..env.doctor import Check, GpuQuery, ImportResult
@@ -38,17 +40,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise."
         ),
     )
-    p.add_argument("--python", metavar="PATH", help="the interpreter to check (default: the active virtual environment, else python3)")
+    S.add_flags(p, ["python"], help={"python": "the interpreter to check (default: the active virtual environment, else python3)"})
     p.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="PATH", help="the nvidia-smi to run (default: the one on PATH; none: the GPU check is skipped)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)")
-    cli.add_output_flags(p)
+    common.add_output_flags(p)
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
     from ..env.doctor import needs_import, report_json, run_checks
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
-    from ..errors import UsageError
     from .render import print_json
 
     if args.python is not None:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     import_result = probe_import(python, env, args.timeout) if needs_import(environment, defs) else None
     checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env))
     report = report_json(python, checks)
-    if cli.output_format(args) == "json":
+    if common.output_format(args) == "json":
         print_json(report, sys.stdout)
     else:
         print_table(python, checks, sys.stdout)

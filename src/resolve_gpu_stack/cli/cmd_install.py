@@ -7,6 +7,8 @@ uv's own dry run and prints what would change.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shutil
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -14,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import app as cli
+from ..errors import UsageError
+from . import common
 
 if TYPE_CHECKING:
     from ..env.install import InstallReport
@@ -34,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "and the install is refused if uv would touch anything the plan does not say."
         ),
     )
-    cli.add_resolve_flags(p)
-    cli.add_output_flags(p)
+    common.add_resolve_flags(p)
+    common.add_output_flags(p)
     p.add_argument("--dry-run", action="store_true", help="stop after uv's dry run and print what would change")
     p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
     p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
@@ -44,7 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """The interpreter to install into; a declared ``--python 3.12`` is a usage error here."""
     from ..env.probe import default_interpreter, parse_python_flag
-    from ..errors import UsageError
 
     if args.python is None:
         return default_interpreter(env)
@@ -59,10 +61,7 @@ def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> s
 
 def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """``--uv PATH`` (checked now, before anything is downloaded) or the default uv."""
-    import shutil
-
     from ..env.install import find_uv
-    from ..errors import UsageError
 
     if args.uv is None:
         return find_uv(env)
@@ -97,11 +96,11 @@ def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | N
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-        tasks: dict[str, object] = {}
+        tasks: dict[str, TaskID] = {}
         lock = threading.Lock()
 
         def report(name: str, done: int, total: int | None) -> None:
@@ -128,26 +127,23 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..env.install import install_plan
+    from ..lock.write import write_lock
     from ..net.download import fill_hashes
 
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
-    plan, defs = cli.run_resolve(args, env)
+    plan, defs = common.run_resolve(args, env)
     cache = wheel_cache_from_args(args, env)
     offline = args.snapshot is not None
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
         lock_path = None
         if args.output is not None:
-            from ..lock.write import write_lock
-
-            lock_path = str(write_lock(plan, args.output, command=cli.command_line(sys.argv[1:] or ["install"])))
+            lock_path = str(write_lock(plan, args.output, command=common.command_line(sys.argv[1:] or ["install"])))
             print(f"wrote {lock_path}", file=sys.stderr)
         report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
     if lock_path is not None:
-        import dataclasses
-
         report = dataclasses.replace(report, lock_path=lock_path)
     emit_report(args, report)
     return 0
@@ -156,7 +152,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
     from .render import print_json
 
-    if cli.output_format(args) == "json":
+    if common.output_format(args) == "json":
         print_json(report.to_json(), sys.stdout)
     else:
         print_report_table(report, sys.stdout)
