@@ -181,7 +181,8 @@ def test_cubin_version_edited_in_one_place_only(project, capsys):
     (project / PYLOCK).write_text(text.replace('name = "flashinfer-cubin"\nversion = "0.6.5"', 'name = "flashinfer-cubin"\nversion = "0.6.4"', 1))
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
-    assert "flashinfer-cubin: [[packages]] says 0.6.4, the tool table says 0.6.5" in out
+    # the [[packages]] entry now contradicts its own wheel: reading the file (PEP 751 validation) says so
+    assert "flashinfer-cubin: the lock says 0.6.4, but its wheel flashinfer_cubin-0.6.5-" in out
 
 
 def test_constraints_pins_are_checked_for_alignment(project, capsys):
@@ -215,13 +216,13 @@ def test_constraints_index_lines_are_refused(project, capsys):
 def test_hash_removed_fails_naming_the_package(project, capsys):
     text = (project / PYLOCK).read_text()
     start = text.index('name = "numpy"')
-    line = re.search(r'hashes = \{sha256 = "[0-9a-f]{64}"\}\n', text[start:])
-    (project / PYLOCK).write_text(text[:start] + text[start:].replace(line.group(0), "hashes = {md5 = \"0123\"}\n", 1))
+    line = re.search(r'\[packages\.wheels\.hashes\]\nsha256 = "[0-9a-f]{64}"\n', text[start:])
+    (project / PYLOCK).write_text(text[:start] + text[start:].replace(line.group(0), '[packages.wheels.hashes]\nmd5 = "0123"\n', 1))
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
     assert "numpy: no sha256 for the file to install" in out
     # without a hashes table at all, the file does not even parse
-    text = (project / PYLOCK).read_text().replace('hashes = {md5 = "0123"}\n', "", 1)
+    text = (project / PYLOCK).read_text().replace('[packages.wheels.hashes]\nmd5 = "0123"\n', "", 1)
     (project / PYLOCK).write_text(text)
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1

@@ -17,7 +17,7 @@ from resolve_gpu_stack.cli.config import (
     with_overrides,
 )
 from resolve_gpu_stack.errors import UsageError
-from resolve_gpu_stack.lock.format import inputs_digest
+from resolve_gpu_stack.model.inputs import inputs_digest
 
 FULL = """
 [project]

@@ -109,7 +109,7 @@ def _files(args: argparse.Namespace, config) -> list[tuple[Path, object]]:
 
 def _expected(config, target):
     from ..lock.check import Expected
-    from ..lock.format import inputs_digest
+    from ..model.inputs import inputs_digest
     from .config import lock_inputs
 
     inputs = lock_inputs(config, target)

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
         lock_path = None
         if args.output is not None:
-            from ..lock.write import write_lock
+            from ..lock.files import write_lock
 
             lock_path = str(write_lock(plan, args.output, command=cli.command_line(sys.argv[1:] or ["install"])))
             print(f"wrote {lock_path}", file=sys.stderr)

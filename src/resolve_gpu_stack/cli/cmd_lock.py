@@ -81,7 +81,7 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
     """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
     through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any."""
-    from ..lock.write import write_lock
+    from ..lock.files import write_lock
 
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         from .cmd_install import fill_plan_hashes
@@ -162,7 +162,7 @@ def lock_targets(config, args: argparse.Namespace, env: Mapping[str, str]) -> in
 
     from ..errors import CrawlError, ResolveGpuStackError
     from ..index.finder import Finder
-    from ..lock.write import inputs_digest
+    from ..model.inputs import inputs_digest
     from ..resolver.resolve import resolve
     from .config import effective, lock_inputs, resolve_definitions, resolve_request, with_overrides
 

@@ -298,7 +298,7 @@ def _declared_python(python: str, parse_python_flag) -> None:
 
 
 def _outputs(w: _Where, section: str, raw: Any, root: Path) -> tuple[Path, ...]:
-    from ..lock.write import lock_format
+    from ..lock.files import lock_format
 
     items = _string_list(w, section, "output", [raw] if isinstance(raw, str) else raw)
     if not items:

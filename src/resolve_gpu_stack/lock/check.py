@@ -24,9 +24,12 @@ from packaging.version import InvalidVersion, Version
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
 from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations
-from .format import canonical_inputs, strip_credentials
-from .read import LockedFile, Pin, plan_from_lock, read_lock
+from ..urls import strip_credentials
+from .files import read_lock
+from .locked import LockedFile, Pin
+from .pylock import plan_from_lock
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
@@ -176,7 +179,7 @@ def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
         for wheel in entry.wheels:
             look(wheel.url, entry.name, "wheel URL")
     for pin in locked.pins:
-        look(pin.wheel.url if pin.wheel else None, pin.name, "wheel URL")
+        look(pin.package.url if pin.package else None, pin.name, "wheel URL")
     for name, url in locked.indexes.items():
         look(url, None, f"index {name!r}")
     look(locked.command, None, "the recorded command")
