@@ -140,7 +140,7 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config, res
     fetcher = cli.make_fetcher(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs)
     finder = Finder(fetcher, defs)
     # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-    lookup = finder_lookup(finder) if online else ListedFiles(fetcher, defs)
+    lookup = finder_lookup(finder) if online else ListedFiles(fetcher, defs, [c.plan for c, _ in pylocks])
     out: list = []
     try:
         for checked, _ in pylocks:

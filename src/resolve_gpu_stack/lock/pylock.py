@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import tomli_w
 from packaging.pylock import Pylock, PylockValidationError
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ..data.toml import parse_toml
@@ -348,7 +348,7 @@ def _read_tool(r: LockReader, tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- back to a plan ----------------------------------------------------------------------------
-def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[str, LockedEntry]) -> LockedPackage:
+def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName, LockedEntry]) -> LockedPackage:
     """The tool table's package, with its wheel from ``[[packages]]`` unless it is kept."""
     where = f"{locked.path}: {pin.name}"
     pkg = pin.package
