@@ -409,3 +409,52 @@ def test_check_lock_api_on_a_good_file(project):
     checked = check_lock(project / PYLOCK, DEFS, today=dt.date(2026, 3, 10))
     assert checked.findings == ()
     assert checked.plan is not None and checked.plan.package("flashinfer-python").version == Version("0.6.5")
+
+
+# -- ListedFiles: the rows a lock uses, through the real parser ------------------------------------
+
+class _CountingFetcher:
+    """Serves one PEP 691 page (two wheels and a row that is not a file) for every URL; counts fetches."""
+
+    def __init__(self) -> None:
+        self.fetched: list[str] = []
+
+    def fetch_pages(self, urls, *, index):
+        import json as _json
+
+        from resolve_gpu_stack.model import IndexPage, PageResponse
+
+        files = [{"filename": f"numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl", "url": f"/p/numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl",
+                  "hashes": {"sha256": "ab" * 32}} for arch in ("x86_64", "aarch64")]
+        body = _json.dumps({"meta": {"api-version": "1.1"}, "name": "numpy", "files": [*files, 7]}).encode()
+        self.fetched += list(urls)
+        return {u: PageResponse(url=u, page=IndexPage(url=u, content=body, content_type="application/vnd.pypi.simple.v1+json")) for u in urls}
+
+
+def test_listed_files_reads_each_page_once_for_every_plan(monkeypatch):
+    from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
+    from resolve_gpu_stack.index import parse
+    from resolve_gpu_stack.lock.check import ListedFiles
+    from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+
+    def plan(arch: str) -> LockPlan:
+        wheel = f"numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl"
+        pkg = LockedPackage(name="numpy", version=Version("2.2.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC, filename=wheel)
+        return LockPlan(target=TargetSummary(python="3.12", platform=f"{arch}-manylinux_2_28", cuda=None), packages=(pkg,))
+
+    parsed: list[frozenset[str]] = []
+    real = parse.parse_page
+    monkeypatch.setattr(parse, "parse_page", lambda page, *, index, only=None: parsed.append(frozenset(only)) or real(page, index=index, only=only))
+    fetcher = _CountingFetcher()
+    defs = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
+    lookup = ListedFiles(fetcher, defs, [plan("x86_64"), plan("aarch64")])
+    ctx = RouteContext(torch_channel="stable", cuda=None, flashinfer_channel="stable", torch_series=None)
+    x86 = lookup("numpy", ctx, {"numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl"})
+    arm = lookup("numpy", ctx, {"numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"})
+    assert [f.filename for f in x86] == ["numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert [f.filename for f in arm] == ["numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"]
+    assert x86[0].sha256 == "ab" * 32 and x86[0].index == "pypi"
+    assert len(fetcher.fetched) == len(set(fetcher.fetched)) == len(parsed) >= 1  # each page fetched and parsed once
+    assert parsed[0] == {"numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"}
+    assert lookup("numpy", ctx, {"numpy-9.9-py3-none-any.whl"}) == []
+    assert len(fetcher.fetched) == len(set(fetcher.fetched))  # a file no plan named: the page is parsed again, not fetched

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
-from ..model import Action, IndexFile, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations
 from ..urls import strip_credentials
@@ -339,6 +339,7 @@ class ListedFiles:
             for pkg in plan.packages:
                 if pkg.filename:
                     self._wanted.setdefault(pkg.name, set()).add(pkg.filename)
+        self._raw: dict[str, IndexPage | None] = {}
         self._parsed: dict[tuple[str, frozenset[str]], tuple[IndexFile, ...]] = {}
 
     def __call__(self, name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
@@ -357,7 +358,9 @@ class ListedFiles:
 
         key = (url, only)
         if key not in self._parsed:
-            page = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
+            if url not in self._raw:
+                self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
+            page = self._raw[url]
             self._parsed[key] = parse_page(page, index=index, only=only).files if page is not None else ()
         return self._parsed[key]
 
