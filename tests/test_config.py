@@ -17,8 +17,8 @@ from resolve_gpu_stack.cli.config import (
     with_overrides,
 )
 from resolve_gpu_stack.errors import UsageError
-from resolve_gpu_stack.lock.format import inputs_digest
 from resolve_gpu_stack.model.cuda import CudaLabel
+from resolve_gpu_stack.model.inputs import inputs_digest
 from resolve_gpu_stack.model.request import FlashInferChoice, TorchChoice
 
 FULL = """

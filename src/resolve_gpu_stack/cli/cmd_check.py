@@ -127,7 +127,7 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple
 
 def _expected(config: ProjectConfig, target) -> Expected:
     from ..lock.check import Expected
-    from ..lock.format import inputs_digest
+    from ..model.inputs import inputs_digest
     from .config import lock_inputs
 
     inputs = lock_inputs(config, target)
@@ -161,7 +161,7 @@ def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectCon
     fetcher = common.make_fetcher(args, env, defs, snapshot=config.snapshot)
     finder = Finder(fetcher, defs)
     # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-    lookup = finder_lookup(finder) if args.online else ListedFiles(fetcher, defs)
+    lookup = finder_lookup(finder) if args.online else ListedFiles(fetcher, defs, [c.plan for c, _ in pylocks])
     try:
         out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
         if args.online:

@@ -127,7 +127,7 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..env.install import install_plan
-    from ..lock.write import write_lock
+    from ..lock.files import write_lock
     from ..net.download import fill_hashes
 
     python = interpreter_from_args(args, env)

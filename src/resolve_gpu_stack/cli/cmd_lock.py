@@ -100,7 +100,7 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
     """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
     through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any."""
-    from ..lock.write import write_lock
+    from ..lock.files import write_lock
     from .cmd_install import fill_plan_hashes
 
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
@@ -153,7 +153,7 @@ def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argpars
     """Resolve and write one target; False (with the error printed) when it has no plan."""
     from dataclasses import replace
 
-    from ..lock.format import inputs_digest
+    from ..model.inputs import inputs_digest
     from ..resolver.resolve import resolve  # resolvelib: not for --help
     from .config import lock_inputs, resolve_request
 

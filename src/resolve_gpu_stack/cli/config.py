@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 from ..data.definitions import INDEX_NAMES, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
 from ..errors import IndexDefinitionError, UsageError
-from ..lock.write import lock_format
+from ..lock.files import lock_format
 from ..model.request import ResolveRequest
 from ..net.snapshot import PLACEHOLDER_BASE
 from ..urls import normalize_base_url
