@@ -145,7 +145,7 @@ def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
         return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
                 f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})")
     if problem is Misalignment.NEWER_LABEL:
-        return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(torch_cuda)}: "
+        return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(str(torch_cuda))}: "
                 f"its kernels may need a newer CUDA runtime than torch's; use a label <= {torch_cuda}")
     return None
 

@@ -136,8 +136,8 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
         plan = plan_from_lock(locked)
     except LockFileError as err:
         text = _without_path(str(err), path)
-        name, sep, rest = text.partition(": ")
-        package = name if sep and canonicalize_name(name) == name and locked.pin(name) else None
+        head, sep, rest = text.partition(": ")
+        package = head if sep and canonicalize_name(head) == head and locked.pin(head) else None
         findings.append(_error(path, rest if package else text, package=package))
         return findings, None
     entries = {e.name: e for e in locked.entries}
