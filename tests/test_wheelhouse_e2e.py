@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 from server import IndexServer
-from stack_world import ABI3
+from stack_world import ABI3, TORCH_REQUIRES
 from static_server import nginx, nginx_available, stdlib_server
-from stack_world import TORCH_REQUIRES
 from test_install_e2e import NIGHTLY, PLAT, PY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli
 
 from resolve_gpu_stack.env.lockinstall import install_lock
@@ -176,11 +175,11 @@ def test_fleet_installs_from_the_served_wheelhouse(kind, house, tmp_path, uv_env
         c = make_venv(tmp_path / "c", uv_env, torch_wheel(world, NIGHTLY))
         subprocess.run([UV, "pip", "install", "-q", "--python", c, "--index-url", base + "simple/", "flashinfer-jit-cache==0.6.5+cu130"], check=True, env=uv_env, capture_output=True)
         assert installed(c)["flashinfer-jit-cache"] == "0.6.5+cu130"
-        subprocess.run([UV, "pip", "install", "-q", "--python", c, "pip"], check=False, env=uv_env, capture_output=True)
-        pip = subprocess.run([c, "-m", "pip", "--version"], env=uv_env, capture_output=True)
-        if pip.returncode == 0:
-            subprocess.run([c, "-m", "pip", "install", "-q", "--index-url", base + "simple/", "apache-tvm-ffi==0.1.7"], check=True, env=uv_env, capture_output=True)
-            assert installed(c)["apache-tvm-ffi"] == "0.1.7"
+        # pip (the one running these tests, pointed at the venv: pip >= 22.3)
+        pip = subprocess.run([sys.executable, "-m", "pip", "--python", c, "install", "-q", "--no-cache-dir", "--index-url", base + "simple/", "apache-tvm-ffi==0.1.7"],
+                             env=uv_env, capture_output=True, text=True)
+        assert pip.returncode == 0, pip.stderr
+        assert installed(c)["apache-tvm-ffi"] == "0.1.7" and dist_info_bytes(c, "torch") == dist_info_bytes(a, "torch")
 
 
 def LOCKS(tmp_path: Path) -> list[Path]:
