@@ -21,7 +21,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,13 +28,9 @@ from urllib.parse import quote
 
 from packaging.utils import NormalizedName
 
+from ..data.toml import parse_toml
 from ..errors import LockFileError
 from .format import toml_string
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 MANIFEST_SCHEMA = "resolve-gpu-stack/wheelhouse/v1"
 FILES = "files"
@@ -192,13 +187,13 @@ def rewrite_lock_text(text: str, where: Mapping[str, str], *, as_path: bool, sou
         if m is None:
             out.append(line)
             continue
-        old = tomllib.loads(f"v = {m.group('value')}")["v"]
+        old = parse_toml(f"v = {m.group('value')}", source, error=LockFileError)["v"]
         if old not in where:
             raise LockFileError(f"{source}: no wheelhouse file for {old}")
         key = "path" if as_path else "url"
         out.append(f"{key} = {toml_string(where[old])}\n")
         seen += 1
-    expected = sum(len(p.get("wheels", [])) for p in tomllib.loads(text).get("packages", []))
+    expected = sum(len(p.get("wheels", [])) for p in parse_toml(text, source, error=LockFileError).get("packages", []))
     if seen != expected:
         raise LockFileError(f"{source}: rewrote {seen} wheel URLs of {expected}; the lock is not laid out as resolve-gpu-stack writes it")
     return "".join(out)
