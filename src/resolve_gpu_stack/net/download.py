@@ -379,6 +379,40 @@ def _check_zip(part: Path, shown: str, cache: WheelCache, url: str) -> None:
         raise IntegrityError(shown, f"the resumed download is not an intact wheel (bad member {bad}); deleted it", hint="run again to download it from scratch")
 
 
+def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache, filename: str | None = None) -> FetchedWheel:
+    """A wheel already on disk (a ``path`` entry of a lock, a wheelhouse on a shared filesystem)
+    put into the cache after checking its size and sha256; a cache hit is reused as it is.
+
+    The file is hard-linked when it can be (no copy of a large wheel), else copied, in both cases
+    under a temporary name that is verified before it is renamed into ``sha256/``.
+    """
+    name = filename or path.name
+    expected = _check_digest(sha256, str(path))
+    assert expected is not None
+    hit = cache.lookup(expected, name, size)
+    if hit is not None:
+        return hit
+    if not path.is_file():
+        raise LockFileError(f"{path}: no such wheel file", hint="copy the whole wheelhouse directory, lock files and files/ together")
+    final = cache.path_for(expected, name)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{name}.{os.getpid()}.tmp")
+    _unlink(tmp)
+    try:
+        os.link(path, tmp)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(path, tmp)
+    actual, n = file_sha256(tmp)
+    if actual != expected or (size is not None and n != size):
+        _unlink(tmp)
+        raise IntegrityError(str(path), f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
+                             hint="the local file is not the one the lock was made with; nothing was installed")
+    os.replace(tmp, final)
+    return FetchedWheel(path=final, sha256=actual, size=n)
+
+
 # -- plans ---------------------------------------------------------------------------------------
 
 
@@ -456,5 +490,6 @@ __all__ = [
     "file_sha256",
     "files_to_fetch",
     "fill_hashes",
+    "store_local",
     "wheel_filename",
 ]
