@@ -115,7 +115,8 @@ def main() -> int:
             lock = tmp / "pylock.bench.toml"
             p, n = measured(srv, [TOOL, "install", "-q", "--python", ours_py, *flags, "--cache-dir", str(tmp / "cache-ours"), "--format", "json", "-o", str(lock)], env("ours"))
             results["ours: install (cold)"] = {"wall_s": p.wall, "net_bytes": n, "rss_mb": p.maxrss_mb}
-            from resolve_gpu_stack.lock.read import plan_from_lock, read_lock
+            from resolve_gpu_stack.lock.files import read_lock
+            from resolve_gpu_stack.lock.pylock import plan_from_lock
 
             plan = plan_from_lock(read_lock(lock))
             reqs = tmp / "pinned.txt"

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from ..errors import UsageError
-from ..lock.read import plan_from_lock, read_lock
+from ..lock.files import read_lock
+from ..lock.pylock import plan_from_lock
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..net.download import DownloadProgress, WheelCache, store_local
 from .install import InstallReport, install_plan

@@ -31,7 +31,9 @@ from urllib.parse import quote
 from packaging.utils import NormalizedName, canonicalize_name
 
 from ..errors import LockFileError, UsageError
-from ..lock.read import LockedFile, LockedWheel, plan_from_lock, read_lock
+from ..lock.files import atomic_write, read_lock
+from ..lock.locked import LockedFile, LockedWheel
+from ..lock.pylock import plan_from_lock
 from ..lock.wheelhouse import (
     FILES,
     MANIFEST,
@@ -45,7 +47,6 @@ from ..lock.wheelhouse import (
     root_html,
     root_json,
 )
-from ..lock.write import atomic_write
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
 from .lockinstall import local_wheel_path
 

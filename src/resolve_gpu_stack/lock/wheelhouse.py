@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+import tomli_w
 from packaging.utils import NormalizedName
 
 from ..data.toml import parse_toml
 from ..errors import LockFileError
-from .format import toml_string
 
 MANIFEST_SCHEMA = "resolve-gpu-stack/wheelhouse/v1"
 FILES = "files"
@@ -191,7 +191,7 @@ def rewrite_lock_text(text: str, where: Mapping[str, str], *, as_path: bool, sou
         if old not in where:
             raise LockFileError(f"{source}: no wheelhouse file for {old}")
         key = "path" if as_path else "url"
-        out.append(f"{key} = {toml_string(where[old])}\n")
+        out.append(tomli_w.dumps({key: where[old]}))
         seen += 1
     expected = sum(len(p.get("wheels", [])) for p in parse_toml(text, source, error=LockFileError).get("packages", []))
     if seen != expected:
