@@ -35,11 +35,11 @@ from packaging.version import InvalidVersion, Version
 from ..data.definitions import Definitions
 from ..errors import CrawlError
 from ..index.finder import Finder
-from ..model import Action, Coupling, IndexFile, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, Coupling, IndexFile, LockedPackage, LockPlan, Override, TargetSummary
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 def result_key(request: object, defs: Definitions) -> str:
@@ -122,6 +122,8 @@ def plan_to_record(plan: LockPlan) -> dict[str, Any]:
                 "requires_python": p.requires_python,
                 "installed_version": None if p.installed_version is None else str(p.installed_version),
                 "dependencies": list(p.dependencies),
+                "built_for": p.built_for,
+                "abi_mismatch": p.abi_mismatch,
             }
             for p in plan.packages
         ],
@@ -131,6 +133,7 @@ def plan_to_record(plan: LockPlan) -> dict[str, Any]:
         "inputs": plan.inputs,
         "inputs_digest": plan.inputs_digest,
         "indexes": dict(plan.indexes),
+        "overrides": [dataclasses.asdict(o) for o in plan.overrides],
     }
 
 
@@ -154,6 +157,8 @@ def plan_from_record(raw: Mapping[str, Any]) -> LockPlan:
             requires_python=p["requires_python"],
             installed_version=version(p["installed_version"]),
             dependencies=tuple(NormalizedName(d) for d in p["dependencies"]),
+            built_for=p["built_for"],
+            abi_mismatch=bool(p["abi_mismatch"]),
         )
         for p in raw["packages"]
     )
@@ -166,6 +171,7 @@ def plan_from_record(raw: Mapping[str, Any]) -> LockPlan:
         inputs=raw["inputs"],
         inputs_digest=raw["inputs_digest"],
         indexes=raw["indexes"],
+        overrides=tuple(Override(**o) for o in raw["overrides"]),
     )
 
 
