@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..data.definitions import Definitions
+from ..index.wheelscan import WheelScan
 from ..model import Coupling, IndexFile
 from ..model.request import TORCH
 from .requirement import Cand, Req, contains
@@ -50,6 +51,14 @@ class Found:
     evidence: str
     built_for: str | None = None
     mismatch: str | None = None  # why it cannot run with the plan's torch
+
+
+_KINDS = {"torch-abi": Coupling.TORCH_ABI, "cuda": Coupling.CUDA, "agnostic": Coupling.AGNOSTIC}
+
+
+def classification_of(scan: WheelScan) -> Classification:
+    """A ``wheelscan`` result as the resolver's ``Classification`` (``unknown``: coupling None)."""
+    return Classification(coupling=_KINDS.get(scan.kind), evidence=scan.reason)
 
 
 _LOCAL_TORCH = re.compile(r"torch(\d+(?:\.\d+)*)")
