@@ -113,17 +113,21 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Ver
         return Found(coupling=Coupling.AGNOSTIC, evidence="pure Python wheel")
     if scan is None:
         return Found(coupling=Coupling.AGNOSTIC, evidence="native wheel, not scanned")
+    return _scanned(scan, local, torch)
+
+
+def _scanned(scan: Classification, local: str | None, torch: Version | None) -> Found:
+    """A native wheel's coupling from its scan; torch-ABI with nothing saying which torch is a
+    mismatch (it cannot be shown to be built for this one)."""
     if scan.coupling is None:
         return Found(coupling=Coupling.AGNOSTIC, evidence=f"native wheel; {scan.evidence}")
     built_for = local or scan.built_for
     if scan.coupling is not Coupling.TORCH_ABI:
         return Found(coupling=scan.coupling, evidence=scan.evidence, built_for=built_for)
     if built_for is None:
-        mismatch: str | None = f"{scan.evidence}; nothing says which torch it was built for"
-    else:
-        mismatch = _local_mismatch(built_for, torch)
-        mismatch = f"{scan.evidence}; {mismatch}" if mismatch else None
-    return Found(coupling=Coupling.TORCH_ABI, evidence=scan.evidence, built_for=built_for, mismatch=mismatch)
+        return Found(coupling=Coupling.TORCH_ABI, evidence=scan.evidence, mismatch=f"{scan.evidence}; nothing says which torch it was built for")
+    other = _local_mismatch(built_for, torch)
+    return Found(coupling=Coupling.TORCH_ABI, evidence=scan.evidence, built_for=built_for, mismatch=f"{scan.evidence}; {other}" if other else None)
 
 
 def _local_torch(version: Version) -> str | None:

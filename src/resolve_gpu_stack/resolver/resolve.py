@@ -85,8 +85,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     facts = _framework_facts(request, defs, result.mapping, dependencies, overrides, factory, policy, requirements, classifier)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping))
-    ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts)
-    plan = build_plan(result, ctx, [*torch.notes, *(flashinfer.notes if flashinfer else ())])
+    plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts)
+    plan = build_plan(result, plan_ctx, [*torch.notes, *(flashinfer.notes if flashinfer else ())])
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
