@@ -127,6 +127,10 @@ class Definitions:
 
     # -- components ------------------------------------------------------------------------
     def coupling(self, name: str, version: Version) -> tuple[Coupling, str]:
+        return self.coupling_rule(name, version) or (Coupling.AGNOSTIC, "pure package")
+
+    def coupling_rule(self, name: str, version: Version) -> tuple[Coupling, str] | None:
+        """The coupling the data gives ``name`` at ``version``; None when no rule matches."""
         name = canonicalize_name(name)
         local = version.local or ""
         for rule in self.couplings:
@@ -140,7 +144,7 @@ class Definitions:
                     continue
                 return rule.coupling, rule.why.format(**m.groupdict())
             return rule.coupling, rule.why
-        return Coupling.AGNOSTIC, "pure package"
+        return None
 
     def recorded_urls(self) -> dict[str, str | None]:
         """Each logical index's base URL as a plan records it (credentials redacted), or None."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import NormalizedName
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
@@ -24,6 +24,7 @@ from .target import Target
 TORCH = NormalizedName("torch")
 TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
 FLASHINFER_CHOICES = ("latest", "nightly", "none")
+ABI_MISMATCH_CHOICES = ("error", "warn")
 
 
 class TorchKind(str, enum.Enum):
@@ -128,14 +129,15 @@ def parse_cuda(text: str | None) -> CudaLabel | None:
     return label
 
 
-def parse_with(text: str) -> Requirement:
-    """One ``--with`` requirement (``UsageError`` when it is not one, or is a direct URL)."""
+def parse_with(text: str, *, flag: str = "--with") -> Requirement:
+    """One ``--with`` (or ``--override``) requirement (``UsageError`` when it is not one, or is a
+    direct URL)."""
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise UsageError(f"--with {text!r}: {exc}") from None
+        raise UsageError(f"{flag} {text!r}: {exc}") from None
     if req.url:
-        raise UsageError(f"--with {text!r}: direct URLs are not supported", hint="name a package and a version range")
+        raise UsageError(f"{flag} {text!r}: direct URLs are not supported", hint="name a package and a version range")
     return req
 
 
@@ -153,10 +155,29 @@ class ResolveRequest:
     with_: tuple[str, ...] = ()  # requirement texts, each checked by ``parse_with``
     allow_downgrade: bool = False
     installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
+    auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
+    without: tuple[str, ...] = ()  # package names left out of the plan, with what only they need
+    abi_mismatch: str = "error"  # a torch-ABI wheel built for another torch: "error" (no plan) | "warn"
 
     def __post_init__(self) -> None:
         for text in self.with_:
             parse_with(text)
+        for text in self.overrides:
+            parse_with(text, flag="--override")
+        for name in self.without:
+            if not name.strip() or any(c in name for c in "<>=!~;[ "):
+                raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
+        if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
+            raise UsageError(f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)")
+
+    @property
+    def override_requirements(self) -> tuple[Requirement, ...]:
+        return tuple(parse_with(text, flag="--override") for text in self.overrides)
+
+    @property
+    def without_names(self) -> frozenset[NormalizedName]:
+        return frozenset(canonicalize_name(n.strip()) for n in self.without)
 
     @classmethod
     def build(
@@ -201,7 +222,22 @@ class ResolveRequest:
             "with": sorted(self.with_),
             "allow-downgrade": self.allow_downgrade,
             "indexes": dict(sorted(index_urls.items())),
+            **self._framework_inputs(),
         }
+
+    def _framework_inputs(self) -> dict[str, object]:
+        """The framework switches, only when not at their default (a lock made before they
+        existed keeps its digest)."""
+        out: dict[str, object] = {}
+        if self.overrides:
+            out["overrides"] = sorted(self.overrides)
+        if not self.auto_torch_override:
+            out["auto-torch-override"] = False
+        if self.without:
+            out["without"] = sorted(self.without_names)
+        if self.abi_mismatch != "error":
+            out["abi-mismatch"] = self.abi_mismatch
+        return out
 
 
 def _version(text: str) -> Version | None:

@@ -15,6 +15,7 @@ from ..data.definitions import FlashInferRules
 from ..index.finder import Finder
 from ..model import Target
 from .factory import Policy
+from .overrides import Overrides
 from .policy import jit_cache_version
 from .requirement import Cand, Req
 
@@ -22,19 +23,42 @@ log = logging.getLogger(__name__)
 
 
 class Dependencies:
-    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy) -> None:
+    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy, overrides: Overrides | None = None) -> None:
         self.finder = finder
         self.target = target
         self.flashinfer = flashinfer
         self.policy = policy
+        self.overrides = overrides
+        # FlashInfer extras left out because they need a torch the plan cannot have (rule 4)
+        self.dropped_extras: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def of(self, cand: Cand, extras: frozenset[str] = frozenset()) -> list[Req]:
         """What ``cand`` (with ``extras``) requires: its Requires-Dist, and the FlashInfer
-        alignment for flashinfer-python."""
-        deps = self.requirements(cand, frozenset()) + self.coupled(cand)
+        alignment for flashinfer-python, with the overrides applied."""
+        deps = self._overridden(cand, self.requirements(cand, frozenset())) + self.coupled(cand)
         if extras:
-            deps += self.requirements(cand, extras)
+            deps += self.of_extras(cand, extras)
         return deps
+
+    def of_extras(self, cand: Cand, extras: frozenset[str]) -> list[Req]:
+        """What ``cand``'s ``extras`` add, with the overrides applied. An extra of a FlashInfer
+        component that needs a torch the plan cannot have (``[b12x]``: torch>=2.12.0 against a
+        2.12 nightly) is left out, and remembered for a note."""
+        rules = self.overrides.rules if self.overrides is not None else None
+        if rules is None or cand.name not in self.flashinfer.components:
+            return self._overridden(cand, self.requirements(cand, extras))
+        out: list[Req] = []
+        for extra in sorted(extras):
+            reqs = self.requirements(cand, frozenset({extra}))
+            unmet = [str(r) for r in reqs if rules.torch_unmet(r)]
+            if unmet:
+                self.dropped_extras[(f"{cand.name} {cand.version}", extra)] = tuple(unmet)
+                continue
+            out += reqs
+        return self._overridden(cand, out)
+
+    def _overridden(self, cand: Cand, reqs: list[Req]) -> list[Req]:
+        return self.overrides.apply(cand, reqs) if self.overrides is not None else reqs
 
     def requirements(self, cand: Cand, extras: frozenset[str], lines: Sequence[str] | None = None) -> list[Req]:
         """The Requires-Dist lines (``lines``, or the candidate's own) that apply to the target

@@ -7,34 +7,42 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 from resolvelib import BaseReporter, Resolver
 from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
-from ..model import LockPlan
+from ..model import Coupling, LockPlan
 from ..model.request import TORCH, ResolveRequest, parse_with
+from . import framework
+from .coupling import WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, legacy_notes, select_flashinfer
+from .overrides import OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .policy import describe_versions, plan_violations, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import Req
+from .requirement import Cand, Key, Req
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
+WITH_PARENT = "(requested with --with)"
 
-def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
+
+def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier | None = None) -> LockPlan:
     """The plan for ``request``. With a fetcher that stores results, a plan computed earlier
     from the same inputs is returned when every page and METADATA file it came from is
-    unchanged (see reuse.py)."""
+    unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects link
+    (torch, CUDA, neither); without one, native wheels the data does not cover are not scanned."""
     from . import reuse
 
     key = reuse.result_key(request, defs) if finder.fetcher.result_store is not None else None
@@ -42,13 +50,13 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
         plan = reuse.reuse(finder, key)
         if plan is not None:
             return plan
-    plan = _resolve(request, finder, defs)
+    plan = _resolve(request, finder, defs, classifier)
     if key is not None:
         reuse.remember(finder, key, plan)
     return plan
 
 
-def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
+def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: WheelClassifier | None) -> LockPlan:
     cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
@@ -61,10 +69,11 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy)
+    overrides = Overrides(_override_rules(request, defs, torch))
+    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides)
     prefetcher = Prefetcher(factory, dependencies, policy)
     provider = StackProvider(factory, dependencies, prefetcher, policy)
-    requirements = _requirements(request, defs)
+    requirements = overrides.roots(_requirements(request, defs))
     prefetcher.closure(requirements)
     try:
         result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
@@ -73,11 +82,63 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
+    facts = _framework_facts(request, defs, result.mapping, dependencies, overrides, factory, policy, requirements, classifier)
+    if request.abi_mismatch == "error":
+        framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping))
+    plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts)
+    plan = build_plan(result, plan_ctx, [*torch.notes, *(flashinfer.notes if flashinfer else ())])
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
+
+
+def _override_rules(request: ResolveRequest, defs: Definitions, torch: TorchSelection) -> OverrideRules:
+    fi = defs.flashinfer
+    family = frozenset(defs.pytorch_family - {TORCH})
+
+    def protected(cand: Cand) -> bool:
+        """A package whose torch pin is its ABI: the torch family, or torch-ABI-bound by data."""
+        rule = defs.coupling_rule(cand.name, cand.version)
+        return cand.name in family or (rule is not None and rule[0] in (Coupling.TORCH_ABI, Coupling.TORCH))
+
+    return OverrideRules(
+        user={canonicalize_name(r.name): r for r in request.override_requirements},
+        without=request.without_names,
+        torch_allowed=torch.allowed,
+        auto_torch=request.auto_torch_override,
+        family=family,
+        flashinfer_version=request.flashinfer.version,
+        flashinfer_pinned=frozenset({fi.python, fi.cubin}),
+        protected=protected,
+        markers=request.target.markers,
+    )
+
+
+def _framework_facts(
+    request: ResolveRequest, defs: Definitions, mapping: Mapping[Key, Cand], deps: Dependencies, overrides: Overrides, factory: CandidateFactory,
+    policy: Policy, roots: Sequence[Req], classifier: WheelClassifier | None,
+) -> framework.FrameworkFacts:
+    cands = framework.packages(mapping)
+    torch = next((c for c in cands if c.name == TORCH), None)
+    found = framework.couplings(cands, deps, defs, torch.version if torch else None, classifier)
+    words, without_notes = framework.overrides_in_words(overrides, cands, request)
+    notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy))
+    return framework.FrameworkFacts(found=found, overrides=words, notes=notes)
+
+
+def _parent_names(result: Any) -> dict[str, list[str]]:
+    parents: dict[str, list[str]] = {}
+    for key, cand in result.mapping.items():
+        for child in result.graph.iter_children(key):
+            if child.name != key.name:
+                parents.setdefault(child.name, []).append(f"{cand.name} {cand.version}")
+    return parents
+
+
+def _torch_of(mapping: Mapping[Key, Cand]) -> Version | None:
+    cand = mapping.get(Key(TORCH))
+    return cand.version if cand is not None else None
 
 
 def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:
@@ -136,7 +197,7 @@ def _requirements(request: ResolveRequest, defs: Definitions) -> list[Req]:
         out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
     for text in request.with_:
         req = parse_with(text)
-        out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent="(requested with --with)", text=str(req)))
+        out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
     return out
 
 
