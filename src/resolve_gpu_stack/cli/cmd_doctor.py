@@ -8,8 +8,6 @@ Exit 0 when no check failed (warn and skip are not failures), 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
 _IMPORT = f"import flashinfer, sys; sys.stdout.write('\\n{_SENTINEL}' + str(getattr(flashinfer, '__version__', '?')) + '\\n')"
-_SMI_QUERY = ("--query-gpu=name,compute_cap", "--format=csv,noheader")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -102,26 +99,9 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
 
 def query_gpus(explicit: str | None, env: Mapping[str, str], timeout: float = 30) -> GpuQuery | None:
     """The GPUs nvidia-smi lists; None when there is no nvidia-smi (the GPU check is then skipped)."""
-    from ..env.doctor import GpuQuery, parse_nvidia_smi
+    from ..env.gpu import query_nvidia_smi
 
-    tool = explicit if explicit is not None else shutil.which("nvidia-smi", path=env.get("PATH"))
-    if tool is None:
-        return None
-    if not os.path.isfile(tool):
-        return GpuQuery(tool=tool, found=False)
-    try:
-        proc = subprocess.run([tool, *_SMI_QUERY], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return GpuQuery(tool=tool, error=f"no answer within {timeout:g}s")
-    except OSError as exc:
-        return GpuQuery(tool=tool, error=f"cannot run it: {exc.strerror or exc}")
-    if proc.returncode != 0:
-        text = (proc.stdout + "\n" + proc.stderr).strip().splitlines()
-        return GpuQuery(tool=tool, error=(text[-1] if text else f"exit status {proc.returncode}")[:300])
-    try:
-        return GpuQuery(tool=tool, gpus=parse_nvidia_smi(proc.stdout))
-    except ValueError as exc:
-        return GpuQuery(tool=tool, error=str(exc))
+    return query_nvidia_smi(explicit, env, timeout)
 
 
 _STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "bold red"}

@@ -22,7 +22,7 @@ from ..model import LockPlan
 from ..model.request import TORCH, ResolveRequest, parse_with
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
-from .flashinfer_selection import FlashInferOffer, FlashInferSelection, legacy_notes, select_flashinfer
+from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .planning import PlanContext, build_plan
 from .policy import describe_versions, plan_violations, torch_series
 from .prefetch import Prefetcher
@@ -59,12 +59,13 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=cuda)
     factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
-    flashinfer = _select_flashinfer(request, defs, torch, factory, components) if request.flashinfer.wanted else None
+    floors, floor_notes = flashinfer_floors(request) if request.flashinfer.wanted else ((), ())
+    flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy)
+    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, gpus=() if request.all_gpu_archs else request.gpus)
     prefetcher = Prefetcher(factory, dependencies, policy)
     provider = StackProvider(factory, dependencies, prefetcher, policy)
-    requirements = _requirements(request, defs)
+    requirements = _requirements(request, defs, floors)
     prefetcher.closure(requirements)
     try:
         result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
@@ -73,7 +74,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
+    notes = [*torch.notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, dependencies, factory)]
+    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), notes)
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
@@ -108,14 +110,33 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
         pass  # remembered by the finder; raised where the page is needed
 
 
-def _select_flashinfer(request: ResolveRequest, defs: Definitions, torch: TorchSelection, factory: CandidateFactory, components: Sequence[str]) -> FlashInferSelection:
+def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, dependencies: Dependencies, factory: CandidateFactory) -> list[str]:
+    """What planning only the providers the GPUs need left out, and the bytes that saves (the
+    sizes the index pages list)."""
+    shim = next((c for k, c in getattr(result, "mapping", {}).items() if k.name == defs.flashinfer.jit_cache and not k.extras), None)
+    skipped = dependencies.skipped_providers(shim) if shim is not None else ()
+    if shim is None or not skipped:
+        return []
+    sizes = [next((c.file.size for c in factory.candidates(canonicalize_name(n)) if c.version == shim.version and c.file is not None), None) for n in skipped]
+    known = [n for n in sizes if n is not None]
+    saved = f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
+    gpus = ", ".join(str(g) for g in request.gpus)
+    return [f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
+            f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"]
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
+
+
+def _select_flashinfer(request: ResolveRequest, defs: Definitions, torch: TorchSelection, factory: CandidateFactory, components: Sequence[str], floors: Sequence[Floor] = ()) -> FlashInferSelection:
     fi = defs.flashinfer
     python = tuple(c.version for c in factory.candidates(fi.python))
     notes = legacy_notes(factory.visits.get(fi.python, []), factory.rejections.get(fi.python, []))
     cubin = frozenset(c.version for c in factory.candidates(fi.cubin)) if fi.cubin in components else frozenset()
     jit = frozenset(c.version for c in factory.candidates(fi.jit_cache)) if fi.jit_cache in components else frozenset()
     offer = FlashInferOffer(python=python, cubin=cubin, jit_cache=jit)
-    selected = select_flashinfer(request, defs, torch.cuda, components, offer, where=target_words(request.target))
+    selected = select_flashinfer(request, defs, torch.cuda, components, offer, where=target_words(request.target), floors=floors)
     return FlashInferSelection(versions=selected.versions, notes=notes + selected.notes)
 
 
@@ -130,10 +151,13 @@ def _prerelease_packages(request: ResolveRequest, torch: TorchSelection, defs: D
     return frozenset(out)
 
 
-def _requirements(request: ResolveRequest, defs: Definitions) -> list[Req]:
+def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[Floor] = ()) -> list[Req]:
     out = [Req(name=TORCH, specifier=SpecifierSet(), parent="(requested)", text=f"torch ({request.torch})")]
     if request.flashinfer.wanted:
         out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
+    if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
+        top = max(floors, key=lambda f: f.version)
+        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(f">={top.version}"), parent=f"({top})", text=f"{defs.flashinfer.python}>={top.version}"))
     for text in request.with_:
         req = parse_with(text)
         out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent="(requested with --with)", text=str(req)))
