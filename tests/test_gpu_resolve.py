@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stack_world import ABI3, X86, build_story_world, serve
+from stack_world import ABI3, X86, build_story_world
 from test_resolve import plan_for, versions
 
 from resolve_gpu_stack.errors import NoPlanError
@@ -136,3 +136,12 @@ def test_request_inputs_only_when_set():
     assert "gpus" not in base
     req = ResolveRequest.build(target=target(), gpus=gpus("sm120", "12.0"), require_api=("mm_mxfp8",)).inputs({})
     assert req["gpus"] == ["sm120"] and req["require-api"] == ["mm_mxfp8"]
+
+
+def test_framework_pin_below_the_floor_names_the_floor(tmp_path: Path):
+    w = build_story_world(tmp_path / "www", hostile=False, fi_versions=FI_06)
+    w.pypi("servingfw", "1.0", requires=["flashinfer-python==0.6.3"])
+    with pytest.raises(NoPlanError) as exc:
+        plan_for(w, with_=("servingfw",), require_api=("mm_mxfp8",))
+    text = str(exc.value) + " ".join(exc.value.reasons)
+    assert "servingfw 1.0" in text and "==0.6.3" in text and "mm_mxfp8" in text and "0.6.4" in text
