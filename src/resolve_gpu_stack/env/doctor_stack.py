@@ -5,7 +5,6 @@ Pure: stdlib + packaging. The checks themselves are ``doctor.py``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 
 from ..data.definitions import Definitions
-from ..model.cuda import CudaLabel, cuda_label_text
+from ..model.cuda import CudaLabel, cuda_label_text, cuda_of_runtime_pin
 from .probe import Environment, InstalledDistribution
 
 PASS, WARN, SKIP, FAIL = "pass", "warn", "skip", "fail"
@@ -106,18 +105,15 @@ def requirements(dist: InstalledDistribution, markers: Mapping[str, str]) -> Ite
             yield req
 
 
-_RUNTIME_RE = re.compile(r"^nvidia-cuda-runtime(?:-cu\d+)?$")
-
-
 def cuda_from_requires(torch: InstalledDistribution, markers: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """A torch without +cuNNN (a PyPI build) pins its CUDA runtime: ``nvidia-cuda-runtime-cu12==12.8.90``."""
+    """A torch without +cuNNN (a PyPI build) pins its CUDA runtime: ``nvidia-cuda-runtime-cu12==12.8.90``
+    or ``cuda-toolkit[...]==13.0.2``; (label, the requirement) or (None, None)."""
     for req in requirements(torch, markers):
-        if not _RUNTIME_RE.match(canonicalize_name(req.name)):
-            continue
+        name = canonicalize_name(req.name)
         for spec in req.specifier:
-            m = re.match(r"^(\d+)\.(\d)\b", spec.version)
-            if spec.operator in ("==", "===") and m:
-                return f"cu{m[1]}{m[2]}", str(req)
+            label = cuda_of_runtime_pin(name, spec.operator, spec.version)
+            if label is not None:
+                return str(label), str(req)
     return None, None
 
 
