@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
-from ..urls import redact_url
+from ..errors import IndexDefinitionError, UsageError
+from ..urls import normalize_base_url, redact_url
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -60,8 +60,11 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
     for item in args.index:
         name, sep, url = item.partition("=")
         if not sep or not name or not url:
-            raise UsageError(f"--index {item!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
-        out[name.strip()] = url.strip()
+            raise UsageError(f"--index {redact_url(item)!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
+        try:
+            out[name.strip()] = normalize_base_url(url)
+        except IndexDefinitionError as exc:
+            raise UsageError(f"--index {name.strip()}: {exc.message}", hint=exc.hint) from None
     return out
 
 
