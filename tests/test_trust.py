@@ -56,3 +56,65 @@ def test_a_password_with_a_slash_in_a_config_is_refused_as_credentials(tmp_path:
     assert SECRET not in out + err
     assert _files_holding(tmp_path, SECRET) == [tmp_path / "pyproject.toml"]
     assert not (tmp_path / "pylock.t.toml").exists() and not (tmp_path / "t.txt").exists()
+
+
+# -- 7: a config writes only below its own folder, unless the user opts in -------------------------
+
+def _snapshot_config(outputs: list[str], *, second: list[str] | None = None) -> str:
+    text = textwrap.dedent(f"""\
+        [tool.resolve-gpu-stack]
+        snapshot = "{SNAPSHOT}"
+
+        [tool.resolve-gpu-stack.defaults]
+        python = "3.12"
+        cuda = "cu130"
+        flashinfer = "none"
+
+        [[tool.resolve-gpu-stack.target]]
+        name = "a"
+        output = {outputs!r}
+        """).replace("'", '"')
+    if second is not None:
+        text += f'\n[[tool.resolve-gpu-stack.target]]\nname = "b"\noutput = {second!r}\n'.replace("'", '"')
+    return text
+
+
+def test_config_outputs_outside_its_folder_are_refused_unless_allowed(tmp_path: Path, capsys, monkeypatch) -> None:
+    project = tmp_path / "repo" / "sub"
+    project.mkdir(parents=True)
+    outside = tmp_path / "x" / "x.txt"  # constraints: no wheel to download for a hash
+    notes = tmp_path / "abs" / "notes.txt"
+    (project / "pyproject.toml").write_text(_snapshot_config(["../../x/x.txt", str(notes)]))
+    monkeypatch.chdir(project)
+    rc, out, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
+    assert rc == 2, err
+    assert f"target 'a': output {outside} is outside the project folder" in err and "--allow-outside-project" in err
+    assert not outside.exists() and not notes.exists()
+    rc, out, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"), "--allow-outside-project")
+    assert rc == 0, err
+    assert outside.is_file() and notes.is_file()
+
+
+# -- 11: honest messages ---------------------------------------------------------------------------
+
+def test_an_output_that_is_a_directory_writes_nothing_and_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
+    (tmp_path / "pyproject.toml").write_text(_snapshot_config(["a.txt", "dir.txt"], second=["b.txt"]))
+    (tmp_path / "dir.txt").mkdir()
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
+    assert rc == 1, err
+    assert "a: cannot write dir.txt: it is a directory" in err
+    assert not (tmp_path / "a.txt").exists()  # nothing of target a was written...
+    assert "1 of 2 targets failed; their lock files were left as they were" in err  # ...as the message says
+    assert (tmp_path / "b.txt").is_file()
+
+
+def test_a_target_failing_after_writing_one_file_names_what_it_wrote(tmp_path: Path, capsys, monkeypatch) -> None:
+    (tmp_path / "pyproject.toml").write_text(_snapshot_config(["a.txt", "blocked/a.txt"]))
+    (tmp_path / "blocked").write_text("a file where a folder should be\n")
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
+    assert rc == 1, err
+    assert "a: cannot write blocked/a.txt: cannot create its folder" in err and "Traceback" not in err
+    assert "1 of 1 targets failed; a.txt was written before the failure; their other lock files were left as they were" in err
+    assert (tmp_path / "a.txt").is_file()
