@@ -489,3 +489,14 @@ def test_a_kept_torch_is_exactly_the_installed_one(project, capsys, moved):
     rc, out = check_output(capsys, str(ARM))
     assert rc == 1, out
     assert f"torch: the lock keeps torch 2.12.0.{moved}+cu130, but the installed torch it was made for is {installed}" in out
+
+
+def test_a_hash_changed_in_its_last_digit_prints_both_digests_whole(snapshot_project, capsys):
+    text = (snapshot_project / PYLOCK).read_text()
+    start = text.index('name = "flashinfer-cubin"')
+    digest = re.search(r'sha256 = "([0-9a-f]{64})"', text[start:]).group(1)
+    forged = digest[:-1] + ("0" if digest[-1] != "0" else "1")
+    (snapshot_project / PYLOCK).write_text(text.replace(digest, forged))
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 1
+    assert f"flashinfer-cubin: sha256 {forged} differs from the pypi index's {digest}" in out

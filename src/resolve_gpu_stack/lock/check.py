@@ -415,7 +415,7 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
         if match is None:
             out.append(_error(path, f"{pkg.filename} is not offered by the {pkg.index} index ({source})", package=pkg.name))
         elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
-            out.append(_error(path, f"sha256 {pkg.sha256[:16]}... differs from the {pkg.index} index's {match.sha256[:16]}... ({source})", package=pkg.name))
+            out.append(_error(path, f"sha256 {pkg.sha256} differs from the {pkg.index} index's {match.sha256} ({source})", package=pkg.name))
         elif match.size is not None and pkg.size is not None and match.size != pkg.size:
             out.append(_error(path, f"size {pkg.size} differs from the {pkg.index} index's {match.size} ({source})", package=pkg.name))
     return out
