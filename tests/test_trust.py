@@ -118,3 +118,51 @@ def test_a_target_failing_after_writing_one_file_names_what_it_wrote(tmp_path: P
     assert "a: cannot write blocked/a.txt: cannot create its folder" in err and "Traceback" not in err
     assert "1 of 1 targets failed; a.txt was written before the failure; their other lock files were left as they were" in err
     assert (tmp_path / "a.txt").is_file()
+
+
+# -- 9: hostile configs, locks and flags are errors, never tracebacks ------------------------------
+
+LONG = "1" * 5000
+
+
+@pytest.mark.parametrize("argv", [
+    ["--python", f"3.{LONG}", "--cuda", "cu130"],
+    ["--python", "3.12", "--cuda", f"cu{LONG}"],
+    ["--python", "3.12", "--cuda", "cu130", "--installed", f"torch==2.{LONG}"],
+    ["--python", "3.12", "--cuda", "cu130", "--torch", f"==2.{LONG}"],
+    ["--python", "3.12", "--cuda", "cu130", "--with", f"numpy>=2.{LONG}"],
+])
+def test_a_flag_with_an_absurdly_long_number_is_a_usage_error(capsys, argv: list[str]) -> None:
+    rc, out, err = run_cli(capsys, "resolve", *argv, "--snapshot", str(SNAPSHOT))
+    assert rc == 2, err
+    assert "a number of 50" in err and "digits; no version or number is that long" in err
+    assert len(err) < 1000  # the number is not echoed
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ("[tool.resolve-gpu-stack]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n", "not valid TOML: nested too deeply"),
+    ('[tool.resolve-gpu-stack]\nsnapshot = "\xff"\n', "not UTF-8 text"),
+    (f'[tool.resolve-gpu-stack]\n[[tool.resolve-gpu-stack.target]]\nname = "a"\npython = "3.{LONG}"\noutput = "a.txt"\n', "line 4: a number of 5000 digits"),
+    (f'[tool.resolve-gpu-stack.defaults]\ncuda = "cu{LONG}"\n', "line 2: a number of 5000 digits"),
+    (f"[tool.resolve-gpu-stack]\nx = {LONG}\n", "a number of 5000 digits"),
+])
+def test_a_hostile_config_is_a_usage_error(tmp_path: Path, capsys, monkeypatch, body: str, says: str) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(body.encode("latin-1"))
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(capsys, "lock")
+    assert rc == 2, err
+    assert says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("name", "body", "says"), [
+    ("pylock.toml", 'lock-version = "1.0"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n", "not valid TOML: nested too deeply"),
+    ("pylock.toml", f'lock-version = "1.0"\nx = {LONG}\n', "line 2: a number of 5000 digits"),
+    ("pylock.toml", f'lock-version = "1.0"\n[[packages]]\nname = "torch"\nversion = "2.{LONG}"\n', "line 4: a number of 5000 digits"),
+    ("c.txt", f"torch==2.{LONG}\n", "line 1: a number of 5000 digits"),
+])
+def test_a_hostile_lock_fails_check_with_a_message(tmp_path: Path, capsys, monkeypatch, name: str, body: str, says: str) -> None:
+    (tmp_path / name).write_text(body)
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run_cli(capsys, "check", name)
+    assert rc == 1, out + err
+    assert says in out + err and "Traceback" not in out + err

@@ -47,6 +47,15 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
 
 
+def refuse_long_numbers_in(argv: Sequence[str]) -> None:
+    """A command-line word holding an absurdly long number (``--python 3.<5000 digits>``) is a
+    usage error before anything parses it."""
+    from ..data.toml import refuse_long_numbers
+
+    for word in argv:
+        refuse_long_numbers(word, f"argument {redact_url(word)[:40]!r}...", error=UsageError)
+
+
 def configure_logging(args: argparse.Namespace) -> None:
     level = logging.DEBUG if getattr(args, "verbose", False) else (logging.ERROR if getattr(args, "quiet", False) else logging.WARNING)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
