@@ -45,9 +45,9 @@ def read_lock(path: Path) -> LockedFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LockFileError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    refuse_long_numbers(text, str(path), error=LockFileError)
     if path.name.endswith(".toml"):
-        return read_pylock(path, text)
+        return read_pylock(path, text)  # parse_toml bounds its numbers
+    refuse_long_numbers(text, str(path), error=LockFileError)
     return read_constraints(path, text)
 
 
