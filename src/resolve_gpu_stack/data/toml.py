@@ -41,7 +41,7 @@ def type_name(value: object) -> str:
 # No version, CUDA label, size or date we read has a number this long; Python refuses to turn a
 # number of over 4300 digits into an int (a traceback), and shorter absurd ones only cost time.
 MAX_DIGITS = 64
-_LONG_NUMBER = re.compile(r"\d{%d,}" % (MAX_DIGITS + 1))
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
 
 
 def refuse_long_numbers(text: str, where: str, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> None:
