@@ -16,7 +16,7 @@ from types import ModuleType
 
 from ..errors import ResolveGpuStackError
 from . import cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
-from .common import configure_logging
+from .common import configure_logging, refuse_long_numbers_in
 
 # command name -> module; the order is the order of --help
 COMMANDS: dict[str, ModuleType] = {
@@ -65,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     configure_logging(args)
     try:
+        refuse_long_numbers_in(argv)
         return COMMANDS[args.command].run(args, os.environ)
     except ResolveGpuStackError as err:
         _print_error(err)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
-from ..urls import redact_url
+from ..errors import IndexDefinitionError, UsageError
+from ..urls import normalize_base_url, redact_url
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -47,6 +47,15 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
 
 
+def refuse_long_numbers_in(argv: Sequence[str]) -> None:
+    """A command-line word holding an absurdly long number (``--python 3.<5000 digits>``) is a
+    usage error before anything parses it."""
+    from ..data.toml import refuse_long_numbers
+
+    for word in argv:
+        refuse_long_numbers(word, f"argument {redact_url(word)[:40]!r}...", error=UsageError)
+
+
 def configure_logging(args: argparse.Namespace) -> None:
     level = logging.DEBUG if getattr(args, "verbose", False) else (logging.ERROR if getattr(args, "quiet", False) else logging.WARNING)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -60,8 +69,11 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
     for item in args.index:
         name, sep, url = item.partition("=")
         if not sep or not name or not url:
-            raise UsageError(f"--index {item!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
-        out[name.strip()] = url.strip()
+            raise UsageError(f"--index {redact_url(item)!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
+        try:
+            out[name.strip()] = normalize_base_url(url)
+        except IndexDefinitionError as exc:
+            raise UsageError(f"--index {name.strip()}: {exc.message}", hint=exc.hint) from None
     return out
 
 
