@@ -259,8 +259,21 @@ def _inflate(raw: bytes, name: str, max_size: int) -> bytes:
     return out
 
 
+# What decoding hostile bytes may raise, here or in ``zipfile`` and the zlib, struct and codecs
+# under it (a bad deflate stream, a negative seek, an unknown method, an encrypted member, a name
+# that is not UTF-8, a truncated record). Callers turn these into one documented error.
+DECODE_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, ValueError, UnicodeDecodeError,
+    NotImplementedError, RuntimeError, EOFError, OverflowError, IndexError, KeyError,
+)
+
+
 def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
-    """METADATA from a whole wheel on disk (when the server would not serve ranges)."""
+    """METADATA from a whole wheel on disk (when the server would not serve ranges).
+
+    Raises ``ZipError`` (or ``MemberTooLarge``) for anything wrong with the archive, never what
+    ``zipfile`` raises underneath.
+    """
     try:
         with zipfile.ZipFile(fileobj) as zf:
             name = metadata_name(zf.namelist())
@@ -269,11 +282,29 @@ def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
                 raise MemberTooLarge(f"{name} is {max(info.file_size, info.compress_size)} bytes, over the {max_size}-byte cap")
             with zf.open(info) as member:
                 data = member.read(max_size + 1)
-    except zipfile.BadZipFile as exc:
-        raise ZipError(f"not a valid zip file: {exc}") from exc
+    except ZipError:
+        raise
+    except (*DECODE_ERRORS, OSError) as exc:
+        raise ZipError(f"not a valid zip file: {_describe(exc)}") from exc
     if len(data) > max_size:
         raise MemberTooLarge(f"{name} inflates past the {max_size}-byte cap")
     return data
+
+
+def check_crcs(fileobj: IO[bytes]) -> None:
+    """Check the CRC of every member of a whole zip; ``ZipError`` names the first bad one."""
+    try:
+        with zipfile.ZipFile(fileobj) as zf:
+            bad = zf.testzip()
+    except (*DECODE_ERRORS, OSError) as exc:
+        raise ZipError(f"not a valid zip file: {_describe(exc)}") from exc
+    if bad is not None:
+        raise ZipError(f"member {bad} fails its CRC check")
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 __all__ = [
@@ -282,6 +313,7 @@ __all__ = [
     "NeedMoreBytes",
     "TAIL_BYTES",
     "ZipEntry",
+    "DECODE_ERRORS",
     "ZipError",
     "check_member_size",
     "find_eocd",
@@ -291,4 +323,5 @@ __all__ = [
     "metadata_name",
     "parse_central_directory",
     "read_metadata_from_zip",
+    "check_crcs",
 ]

@@ -15,6 +15,11 @@ The whole file is then checked (size, sha256 when known) and renamed into ``sha2
 mismatch it is deleted and ``IntegrityError`` names the URL, the expected and the actual digest.
 Nothing unverified is ever left in ``sha256/`` or handed on. A wheel already in the cache is
 re-hashed and reused without any request. Keys and files never hold credentials.
+
+A sha256 learnt from a download (no index hash) is recorded only for a file that is the wheel its
+name says: a zip whose ``*.dist-info/METADATA`` names the same project and version, of the listed
+size (or, unlisted, under ``MAX_UNLISTED_BYTES``). A learnt entry found in the cache is checked the
+same way again before it is reused; one that fails is dropped with its ``urls/`` record.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,6 +38,8 @@ from typing import Protocol, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ..errors import CrawlError, IntegrityError, LockFileError
+from ..index import zipmeta
+from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
 from ..model import Action, LockedPackage, LockPlan
 from ..urls import bare_url, redact_url, without_fragment
 
@@ -45,6 +51,9 @@ DownloadProgress = Callable[[str, int, "int | None"], None]
 
 CHUNK = 1 << 20
 DEFAULT_WORKERS = 4
+# A download whose sha256 we learn (no index lists one) and whose size no index lists either stops
+# at this many bytes: an endless body is never written to disk, let alone pinned.
+MAX_UNLISTED_BYTES = 4 * 2**30
 
 
 class StreamedFile(Protocol):
@@ -139,6 +148,10 @@ class WheelCache:
     def remember(self, url: str, sha256: str, size: int) -> None:
         record = {"url": bare_url(url), "sha256": sha256, "size": size}
         _write_json(self._url_record(url), record)
+
+    def forget(self, url: str) -> None:
+        """Drop the learnt digest of ``url`` (its file failed a check)."""
+        _unlink(self._url_record(url))
 
     # -- partial downloads ----------------------------------------------------------------------
     def read_validator(self, url: str) -> str | None:
@@ -259,6 +272,8 @@ def fetch_verified(
     known = expected or (cache.known_digest(url) or (None, None))[0]
     if known is not None:
         hit = cache.lookup(known, name, size)
+        if hit is not None and expected is None and not _learned_hit_is_good(hit, url, name, cache):
+            hit = None
         if hit is not None:
             log.debug("wheel cache hit for %s", redact_url(url))
             if progress is not None:
@@ -266,12 +281,25 @@ def fetch_verified(
             return hit
     if offline or fetcher is None:
         raise CrawlError(redact_url(url), "not in the wheel cache, and downloads are off", hint="run without --snapshot (or with network) to download it once")
+    cap = MAX_UNLISTED_BYTES if expected is None and size is None else None
     with cache.locked(url):
-        resumed = _download(url, name, size=size, cache=cache, fetcher=fetcher, progress=progress)
+        resumed = _download(url, name, size=size, cap=cap, cache=cache, fetcher=fetcher, progress=progress)
         return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed)
 
 
-def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None) -> bool:
+def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache) -> bool:
+    """Re-check a cached file whose digest was learnt (it may predate these checks): False drops it."""
+    try:
+        check_learned(hit.path, name, redact_url(url))
+    except IntegrityError as exc:
+        log.warning("wheel cache entry %s for %s is not the wheel its name says (%s); deleting it", hit.path, redact_url(url), exc.cause)
+        _unlink(hit.path)
+        cache.forget(url)
+        return False
+    return True
+
+
+def _download(url: str, name: str, *, size: int | None, cap: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None) -> bool:
     """Fill ``partial/`` with the whole file; True when some of it came from a resumed range."""
     part = cache.partial_path(url)
     part.parent.mkdir(parents=True, exist_ok=True)
@@ -301,7 +329,7 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
                 resumed = resumed or answer.offset > 0
                 if answer.offset == 0:
                     cache.write_validator(url, answer.validator)
-                got = _write_body(answer, part, url, size=size, name=name, progress=progress)
+                got = _write_body(answer, part, url, size=size, cap=cap, name=name, progress=progress)
                 total = answer.total
             if total is None or got >= total:
                 return
@@ -317,12 +345,17 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
     return resumed
 
 
-def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None) -> int:
-    """Write the answer's body into ``part`` from its offset; returns the file's size after."""
+def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, cap: int | None, name: str, progress: DownloadProgress | None) -> int:
+    """Write the answer's body into ``part`` from its offset; returns the file's size after.
+
+    More than ``size`` (listed) or ``cap`` (unlisted) bytes is an ``IntegrityError``; ``part`` is deleted.
+    """
     mode = "r+b" if answer.offset > 0 else "wb"
     total = answer.total if answer.total is not None else size
     if size is not None and answer.total is not None and answer.total != size:
         raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, the index says {size}")
+    if cap is not None and answer.total is not None and answer.total > cap:
+        raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, over the {cap}-byte cap for a file no index lists a size or hash for")
     with open(part, mode) as fh:
         fh.seek(answer.offset)
         fh.truncate()
@@ -336,6 +369,10 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
                 fh.close()
                 _unlink(part)
                 raise IntegrityError(redact_url(url), f"the server sent more than the {size} bytes the index promised; stopped")
+            if cap is not None and done > cap:
+                fh.close()
+                _unlink(part)
+                raise IntegrityError(redact_url(url), f"the server sent more than {cap} bytes for a file no index lists a size or hash for; stopped")
             if progress is not None:
                 progress(name, done, total)
     return done
@@ -355,8 +392,13 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
             f"sha256 mismatch: expected {expected}, got {actual}; deleted the download",
             hint="the index, a mirror or a proxy served other bytes than the index page promised; nothing was installed",
         )
-    if expected is None and resumed:
-        _check_zip(part, shown, cache, url)
+    if expected is None:
+        try:
+            check_learned(part, name, shown, crcs=resumed)
+        except IntegrityError as exc:
+            cache.drop_partial(url)
+            raise IntegrityError(shown, f"{exc.cause}; deleted the download, no sha256 was recorded",
+                                 hint="the server (or a proxy in front of it) sent something else than the wheel; run again once it serves the wheel") from None
     final = cache.path_for(actual, name)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(part, final)
@@ -367,16 +409,34 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
     return FetchedWheel(path=final, sha256=actual, size=n)
 
 
-def _check_zip(part: Path, shown: str, cache: WheelCache, url: str) -> None:
-    """With no digest to check, a resumed download must at least be an intact zip (CRC of every member)."""
+def check_learned(path: Path, name: str, shown: str, *, crcs: bool = False) -> None:
+    """``IntegrityError`` unless the wheel ``path`` is what ``name`` says (before learning its sha256).
+
+    It must be a zip whose one ``*.dist-info/METADATA`` names the project and version of the file
+    name; ``crcs`` also checks every member's CRC (a download pieced together from ranges).
+    Files that are not wheels by name are not checked.
+    """
     try:
-        with zipfile.ZipFile(part) as zf:
-            bad = zf.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        bad = f"({exc})"
-    if bad is not None:
-        cache.drop_partial(url)
-        raise IntegrityError(shown, f"the resumed download is not an intact wheel (bad member {bad}); deleted it", hint="run again to download it from scratch")
+        want_name, want_version, _, is_wheel = parse_filename(name)
+    except ValueError as exc:
+        raise IntegrityError(shown, str(exc)) from None
+    if not is_wheel:
+        return
+    try:
+        with open(path, "rb") as fh:
+            raw = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
+            if crcs:
+                fh.seek(0)
+                zipmeta.check_crcs(fh)
+        meta = parse_metadata(raw, source=shown)
+    except zipmeta.ZipError as exc:
+        raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
+    except CrawlError as exc:
+        raise IntegrityError(shown, f"not a usable wheel ({exc.cause})") from None
+    except OSError as exc:
+        raise IntegrityError(shown, f"cannot read the download ({exc})") from None
+    if (meta.name, meta.version) != (want_name, want_version):
+        raise IntegrityError(shown, f"the wheel's METADATA says {meta.name} {meta.version}, its file name {want_name} {want_version}")
 
 
 # -- plans ---------------------------------------------------------------------------------------
@@ -447,11 +507,13 @@ def fill_hashes(
 __all__ = [
     "DownloadProgress",
     "Downloader",
+    "MAX_UNLISTED_BYTES",
     "StreamedFile",
     "FetchedWheel",
     "WheelCache",
     "fetch_packages",
     "fetch_verified",
+    "check_learned",
     "fetch_wheel",
     "file_sha256",
     "files_to_fetch",

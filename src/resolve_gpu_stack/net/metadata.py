@@ -27,6 +27,9 @@ from .transport import Transport, content_range
 log = logging.getLogger(__name__)
 
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
+# Answers to a ``.metadata`` sidecar that mean "read the wheel instead": gone, or refused (PyTorch's
+# R2 host answers 403 for some sidecars it lists; the wheel itself may still be served).
+SIDECAR_MISSING = frozenset({403, 404, 410})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +84,7 @@ class MetadataReader:
         def attempt() -> bytes | None:
             resp, _ = transport.open(url, {})
             try:
-                if resp.status_code in (404, 410):
+                if resp.status_code in SIDECAR_MISSING:
                     log.info("%s: no metadata sidecar (%d); reading the wheel instead", redact_url(url), resp.status_code)
                     return None
                 transport.check_status(resp, url, ok=(200, 203))
@@ -110,6 +113,8 @@ class MetadataReader:
             raise IntegrityError(redact_url(url), f"refusing METADATA: {exc}") from None
         except zipmeta.ZipError as exc:
             raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {exc}") from None
+        except zipmeta.DECODE_ERRORS as exc:  # hostile bytes past the checks above: still the documented error
+            raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {type(exc).__name__}: {exc}") from None
 
     def _from_spans(self, url: str, tail: _Span, file: IndexFile) -> bytes:
         """The member, reading more ranges when the tail does not hold the directory or member."""
@@ -195,4 +200,4 @@ class MetadataReader:
         return data
 
 
-__all__ = ["MAX_CENTRAL_DIRECTORY", "MetadataReader"]
+__all__ = ["MAX_CENTRAL_DIRECTORY", "SIDECAR_MISSING", "MetadataReader"]
