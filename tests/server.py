@@ -43,7 +43,8 @@ class Fault:
     reset_after: int | None = None  # send this many body bytes, then reset the connection (RST)
     stall_after: int | None = None  # send this many body bytes, then stall ``delay`` seconds (not before answering)
     chunked: bool = False  # no Content-Length: the body goes out in 1 KiB chunks (Transfer-Encoding: chunked)
-    trickle: float | None = None  # send the body one byte every ``trickle`` seconds
+    trickle: float | None = None  # send the body ``trickle_size`` bytes (default one) every ``trickle`` seconds
+    trickle_size: int = 1
     trickle_headers: float | None = None  # send the status line and headers one byte every ``trickle_headers`` seconds
 
 
@@ -185,8 +186,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _send_slowly(self, body: bytes, fault: Fault) -> None:
         """Chunked (1 KiB pieces) and/or trickled (one byte every ``fault.trickle`` seconds)."""
-        self.close_connection = True
-        step = 1 if fault.trickle is not None else 1024
+        step = fault.trickle_size if fault.trickle is not None else 1024
         try:
             for i in range(0, len(body), step):
                 piece = body[i : i + step]
@@ -197,7 +197,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if fault.chunked:
                 self.wfile.write(b"0\r\n\r\n")
         except OSError:
-            return
+            self.close_connection = True
 
 
 class _Server(http.server.ThreadingHTTPServer):

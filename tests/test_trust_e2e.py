@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from faults import PATHS, TORCH_FILE, NEW_NIGHTLY, StoryRun, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
+from faults import NEW_NIGHTLY, PATHS, TORCH_FILE, StoryRun, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
 from server import Fault
 from test_faults_e2e import ALWAYS, assert_clean_failure, assert_good_lock, old_locks
 

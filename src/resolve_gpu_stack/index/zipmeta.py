@@ -266,6 +266,7 @@ DECODE_ERRORS: tuple[type[Exception], ...] = (
     zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, ValueError, UnicodeDecodeError,
     NotImplementedError, RuntimeError, EOFError, OverflowError, IndexError, KeyError,
 )
+_FILE_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, OSError)  # reading a whole file as well
 
 
 def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
@@ -284,7 +285,7 @@ def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
                 data = member.read(max_size + 1)
     except ZipError:
         raise
-    except (*DECODE_ERRORS, OSError) as exc:
+    except _FILE_ERRORS as exc:
         raise ZipError(f"not a valid zip file: {_describe(exc)}") from exc
     if len(data) > max_size:
         raise MemberTooLarge(f"{name} inflates past the {max_size}-byte cap")
@@ -296,7 +297,7 @@ def check_crcs(fileobj: IO[bytes]) -> None:
     try:
         with zipfile.ZipFile(fileobj) as zf:
             bad = zf.testzip()
-    except (*DECODE_ERRORS, OSError) as exc:
+    except _FILE_ERRORS as exc:
         raise ZipError(f"not a valid zip file: {_describe(exc)}") from exc
     if bad is not None:
         raise ZipError(f"member {bad} fails its CRC check")
