@@ -220,7 +220,7 @@ class Transport:
                 return resp, target
             self.finish(resp)
             nxt = strip_userinfo(urljoin(target, location.strip()))
-            check_redirect(target, nxt)
+            check_redirect(target, nxt, first=seen[0])
             if nxt in seen:
                 chain = " -> ".join(redact_url(u) for u in [*seen, nxt])
                 raise CrawlError(redact_url(url), f"redirect loop: {chain}")
