@@ -6,7 +6,7 @@
   accepts ``application/vnd.pypi.simple.v1+json`` and that file exists).
 - ``server.script(path, [Fault, ...])``: the next requests for ``path`` get these faults in order.
 - ``server.latency`` adds a delay to every response; ``server.log`` records (method, path, headers).
-- ``server.bytes_sent`` counts body bytes served.
+- ``server.bytes_sent`` counts body bytes served (read once the answers in flight are sent).
 - ``server.auth = (user, password)``: every request without that Basic authorization gets 401.
 - ``server.ignore_ranges = True``: answer every ``Range`` request with the whole file (200).
 - ``Fault(reset_after=n)`` / ``Fault(stall_after=n, delay=s)``: a reset / a stall after n body bytes.
@@ -134,6 +134,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return full if full.is_file() else None
 
     def _send(self, status: int, body: bytes, headers: dict[str, str], head: bool, fault: Fault | None) -> None:
+        owner = self.server.owner
+        with owner.lock:
+            owner.sending += 1
+        try:
+            self._send_answer(status, body, headers, head, fault)
+        finally:
+            with owner.lock:
+                owner.sending -= 1
+
+    def _send_answer(self, status: int, body: bytes, headers: dict[str, str], head: bool, fault: Fault | None) -> None:
         if fault and fault.trickle_headers is not None:
             self._trickle_headers(status, body, headers, fault.trickle_headers)
             return
@@ -169,7 +179,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             return
         with self.server.owner.lock:
-            self.server.owner.bytes_sent += len(body)
+            self.server.owner.sent += len(body)
 
 
     def _trickle_headers(self, status: int, body: bytes, headers: dict[str, str], every: float) -> None:
@@ -220,7 +230,8 @@ class IndexServer:
         self.latency = latency
         self.faults: dict[str, list[Fault]] = {}
         self.log: list[tuple[str, str, dict[str, str]]] = []
-        self.bytes_sent = 0
+        self.sent = 0  # body bytes written so far
+        self.sending = 0  # answers being written right now
         self.auth: tuple[str, str] | None = None
         self.ignore_ranges = False
         self.lock = threading.Lock()
@@ -232,6 +243,16 @@ class IndexServer:
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/"
+
+    @property
+    def bytes_sent(self) -> int:
+        """Body bytes served, once the answers being written are done (the client may have read a
+        body before the server thread got to count it)."""
+        deadline = time.monotonic() + 2.0
+        while self.sending and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with self.lock:
+            return self.sent
 
     def script(self, path: str, faults: list[Fault]) -> None:
         with self.lock:
