@@ -1,10 +1,12 @@
 """Wheel METADATA over a ``Transport``: from the cache, a PEP 658 sidecar, or the zip itself.
 
 In order: the on-disk cache (a wheel is immutable: no request); the ``<wheel>.metadata`` sidecar
-when the page advertised one (its digest checked); else range reads of the remote zip (its tail,
+when the page advertised one (its digest checked; a 403, 404 or 410 there means: read the wheel,
+logged at INFO); else range reads of the remote zip (its tail,
 central directory and METADATA member, via ``index/zipmeta.py``); else, when the server ignores
 ``Range``, the whole wheel streamed to a temporary file (size and sha256 checked), said in a
-warning. Nothing unverified is cached.
+warning. Nothing unverified is cached. Whatever the zip bytes are, a failure to read them is a
+``CrawlError`` (or ``IntegrityError``) naming the URL, never what ``zipfile`` or zlib raised.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """What the HTTP edge may fetch and send: URL and redirect policy, credentials, page types.
 
-Pure except for reading a netrc file. ``transport.Transport`` applies these to every request and
+Redirects never lead to a cloud metadata, link-local or private address unless the request began
+on one (decided by the name and the literal address, never by resolving a name). Pure except for
+reading a netrc file. ``transport.Transport`` applies these to every request and
 every redirect hop; they live here so they can be tested (and reasoned about) without a server.
 """
 
