@@ -98,8 +98,8 @@ def resolve_job(job: dict) -> dict:
     t_import = time.perf_counter()
     from resolve_gpu_stack.cli.render import plan_to_json
     from resolve_gpu_stack.data.definitions import load_definitions
-    from resolve_gpu_stack.env.target import declared_target
     from resolve_gpu_stack.index.finder import Finder
+    from resolve_gpu_stack.model.declared import declared_target
     from resolve_gpu_stack.model.request import ResolveRequest
     from resolve_gpu_stack.net.cache import HttpCache
     from resolve_gpu_stack.net.http import HttpFetcher

@@ -137,7 +137,7 @@ CHILD = textwrap.dedent(
     from resolve_gpu_stack.data.definitions import IndexDefinition
 
     base, root = sys.argv[1], Path(sys.argv[2])
-    index = IndexDefinition(name="t", url=base, dialect="html", hashes="all", metadata="pep658", hosts=("*",), channels={})
+    index = IndexDefinition(name="t", url=base, dialect="html", hosts=("*",), channels={})
     urls = [f"{base}p{i}/" for i in range(40)]
     with HttpFetcher(cache=HttpCache(root), concurrency=8, backoff_base=0.01) as fetcher:
         for _ in range(3):

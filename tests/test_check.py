@@ -181,7 +181,8 @@ def test_cubin_version_edited_in_one_place_only(project, capsys):
     (project / PYLOCK).write_text(text.replace('name = "flashinfer-cubin"\nversion = "0.6.5"', 'name = "flashinfer-cubin"\nversion = "0.6.4"', 1))
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
-    assert "flashinfer-cubin: [[packages]] says 0.6.4, the tool table says 0.6.5" in out
+    # the [[packages]] entry now contradicts its own wheel: reading the file (PEP 751 validation) says so
+    assert "flashinfer-cubin: the lock says 0.6.4, but its wheel flashinfer_cubin-0.6.5-" in out
 
 
 def test_constraints_pins_are_checked_for_alignment(project, capsys):
@@ -215,13 +216,13 @@ def test_constraints_index_lines_are_refused(project, capsys):
 def test_hash_removed_fails_naming_the_package(project, capsys):
     text = (project / PYLOCK).read_text()
     start = text.index('name = "numpy"')
-    line = re.search(r'hashes = \{sha256 = "[0-9a-f]{64}"\}\n', text[start:])
-    (project / PYLOCK).write_text(text[:start] + text[start:].replace(line.group(0), "hashes = {md5 = \"0123\"}\n", 1))
+    line = re.search(r'\[packages\.wheels\.hashes\]\nsha256 = "[0-9a-f]{64}"\n', text[start:])
+    (project / PYLOCK).write_text(text[:start] + text[start:].replace(line.group(0), '[packages.wheels.hashes]\nmd5 = "0123"\n', 1))
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
     assert "numpy: no sha256 for the file to install" in out
     # without a hashes table at all, the file does not even parse
-    text = (project / PYLOCK).read_text().replace('hashes = {md5 = "0123"}\n', "", 1)
+    text = (project / PYLOCK).read_text().replace('[packages.wheels.hashes]\nmd5 = "0123"\n', "", 1)
     (project / PYLOCK).write_text(text)
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
@@ -408,3 +409,52 @@ def test_check_lock_api_on_a_good_file(project):
     checked = check_lock(project / PYLOCK, DEFS, today=dt.date(2026, 3, 10))
     assert checked.findings == ()
     assert checked.plan is not None and checked.plan.package("flashinfer-python").version == Version("0.6.5")
+
+
+# -- ListedFiles: the rows a lock uses, through the real parser ------------------------------------
+
+class _CountingFetcher:
+    """Serves one PEP 691 page (two wheels and a row that is not a file) for every URL; counts fetches."""
+
+    def __init__(self) -> None:
+        self.fetched: list[str] = []
+
+    def fetch_pages(self, urls, *, index):
+        import json as _json
+
+        from resolve_gpu_stack.model import IndexPage, PageResponse
+
+        files = [{"filename": f"numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl", "url": f"/p/numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl",
+                  "hashes": {"sha256": "ab" * 32}} for arch in ("x86_64", "aarch64")]
+        body = _json.dumps({"meta": {"api-version": "1.1"}, "name": "numpy", "files": [*files, 7]}).encode()
+        self.fetched += list(urls)
+        return {u: PageResponse(url=u, page=IndexPage(url=u, content=body, content_type="application/vnd.pypi.simple.v1+json")) for u in urls}
+
+
+def test_listed_files_reads_each_page_once_for_every_plan(monkeypatch):
+    from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
+    from resolve_gpu_stack.index import parse
+    from resolve_gpu_stack.lock.check import ListedFiles
+    from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+
+    def plan(arch: str) -> LockPlan:
+        wheel = f"numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl"
+        pkg = LockedPackage(name="numpy", version=Version("2.2.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC, filename=wheel)
+        return LockPlan(target=TargetSummary(python="3.12", platform=f"{arch}-manylinux_2_28", cuda=None), packages=(pkg,))
+
+    parsed: list[frozenset[str]] = []
+    real = parse.parse_page
+    monkeypatch.setattr(parse, "parse_page", lambda page, *, index, only=None: parsed.append(frozenset(only)) or real(page, index=index, only=only))
+    fetcher = _CountingFetcher()
+    defs = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
+    lookup = ListedFiles(fetcher, defs, [plan("x86_64"), plan("aarch64")])
+    ctx = RouteContext(torch_channel="stable", cuda=None, flashinfer_channel="stable", torch_series=None)
+    x86 = lookup("numpy", ctx, {"numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl"})
+    arm = lookup("numpy", ctx, {"numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"})
+    assert [f.filename for f in x86] == ["numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert [f.filename for f in arm] == ["numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"]
+    assert x86[0].sha256 == "ab" * 32 and x86[0].index == "pypi"
+    assert len(fetcher.fetched) == len(set(fetcher.fetched)) == len(parsed) >= 1  # each page fetched and parsed once
+    assert parsed[0] == {"numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"}
+    assert lookup("numpy", ctx, {"numpy-9.9-py3-none-any.whl"}) == []
+    assert len(fetcher.fetched) == len(set(fetcher.fetched))  # a file no plan named: the page is parsed again, not fetched

@@ -174,3 +174,95 @@ def test_help_explains_commands(capsys):
     assert code == 0
     for word in ("resolve", "lock", "candidates", "snapshot", "Exit codes"):
         assert word in out
+
+
+# -- the settings table: one definition of each setting --------------------------------------------
+
+def _parsed(argv):
+    from resolve_gpu_stack.cli.app import build_parser
+
+    return build_parser().parse_args(argv)
+
+
+@pytest.mark.parametrize("command", ["resolve", "lock", "install", "snapshot"])
+def test_every_setting_is_a_flag_of_the_resolving_commands(command):
+    from resolve_gpu_stack.cli import settings
+
+    extra = ["--output", "x"] if command == "snapshot" else []
+    args = _parsed([command, *extra])
+    assert settings.typed(args) == {}  # nothing typed: nothing overrides a config
+    for s in settings.SETTINGS:
+        value = ("a", "b") if s.kind == "list" else (not s.default if s.kind == "bool" else "v")
+        typed = settings.typed(_parsed([command, *extra, *s.words(value)]))
+        assert typed == {s.name: value}, s.flag
+
+
+def test_typed_settings_round_trip_through_their_words():
+    from resolve_gpu_stack.cli import settings
+
+    argv = ["lock", "--torch", "stable", "--no-jit-cache", "--with", "torchvision", "--with", "numpy<3", "--cuda", "cu129", "--change-cuda", "--python", "3.13"]
+    typed = settings.typed(_parsed(argv))
+    assert typed == {"python": "3.13", "cuda": "cu129", "change_cuda": True, "torch": "stable", "jit_cache": False, "with_": ("torchvision", "numpy<3")}
+    assert settings.typed(_parsed(["lock", *settings.words(typed)])) == typed
+    assert settings.words(typed) == ["--python", "3.13", "--cuda", "cu129", "--change-cuda", "--torch", "stable", "--no-jit-cache", "--with", "torchvision", "--with", "numpy<3"]
+
+
+def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_path):
+    from resolve_gpu_stack.cli.common import request_from_args
+    from resolve_gpu_stack.cli.config import load_config, resolve_request
+
+    path = tmp_path / "gpu-stack.toml"
+    path.write_text('[[target]]\nname = "t"\npython = "3.12"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\ncuda = "cu130"\njit-cache = false\nwith = ["torchvision"]\noutput = "t.txt"\n')
+    from_config = resolve_request(load_config(path).targets[0])
+    args = _parsed(["resolve", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--cuda", "cu130", "--no-jit-cache", "--with", "torchvision"])
+    assert request_from_args(args, {}) == from_config
+    assert from_config.inputs({}) == request_from_args(args, {}).inputs({})
+
+
+def test_a_bad_config_value_is_a_usage_error_naming_file_target_and_key(capsys, tmp_path):
+    path = tmp_path / "gpu-stack.toml"
+    path.write_text('[[target]]\nname = "t"\npython = "3.12"\ntorch = "sideways"\noutput = "t.txt"\n')
+    code, _, err = run(capsys, ["lock", "--config", str(path)])
+    assert code == 2
+    assert f"{path}: [target] 't': torch: 'sideways' is neither a channel nor a version" in err
+    assert "--torch" not in err.splitlines()[0]
+
+
+def test_a_typed_flag_overrides_the_config_and_an_untyped_one_does_not(capsys, tmp_path):
+    path = tmp_path / "gpu-stack.toml"
+    path.write_text(f'snapshot = "{SNAPSHOT}"\n[[target]]\nname = "t"\npython = "3.12"\ntorch = "stable"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\noutput = "t.txt"\n')
+    code, _, err = run(capsys, ["lock", "--config", str(path)])
+    assert code == 1 and "would downgrade torch" in err  # the config's torch = "stable"
+    assert not (tmp_path / "t.txt").exists()
+    code, _, err = run(capsys, ["lock", "--config", str(path), "--torch", "nightly"])
+    assert code == 0, err
+    text = (tmp_path / "t.txt").read_text()
+    assert "torch==2.12.0.dev20260307+cu130" in text and "--target t --torch nightly" in text
+
+
+def test_candidates_torch_installed_reads_the_installed_torch_channel(capsys):
+    argv = ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"]
+    code, nightly, _ = run(capsys, argv)
+    assert code == 0
+    code, installed, err = run(capsys, [*argv, "--torch", "installed"])
+    assert code == 0, err
+    assert json.loads(installed) == json.loads(nightly)
+
+
+def test_no_command_module_imports_the_app_back():
+    import ast
+    from pathlib import Path
+
+    import resolve_gpu_stack.cli as cli_package
+    from resolve_gpu_stack.cli.app import COMMANDS
+
+    folder = Path(cli_package.__file__).parent
+    for path in folder.glob("*.py"):
+        if path.name in ("app.py", "__init__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = {a.name for a in node.names}
+                assert node.module != "app" and not (node.module is None and "app" in names), f"{path.name} imports cli.app"
+    assert "importlib" not in (folder / "app.py").read_text()
+    assert all(callable(m.register) and callable(m.run) for m in COMMANDS.values())

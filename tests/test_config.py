@@ -17,7 +17,9 @@ from resolve_gpu_stack.cli.config import (
     with_overrides,
 )
 from resolve_gpu_stack.errors import UsageError
-from resolve_gpu_stack.lock.format import inputs_digest
+from resolve_gpu_stack.model.cuda import CudaLabel
+from resolve_gpu_stack.model.inputs import inputs_digest
+from resolve_gpu_stack.model.request import FlashInferChoice, TorchChoice
 
 FULL = """
 [project]
@@ -79,11 +81,14 @@ def test_full_pyproject_table_parses_with_defaults_merged_and_paths_resolved(tmp
     assert cfg.snapshot == tmp_path / "indexes/snapshots/2026-03-07"
     assert cfg.indexes == {"pytorch": "https://mirror.example/whl/"}  # normalized base URL
     x86, arm = cfg.targets
-    assert (x86.name, x86.python, x86.platform, x86.cuda, x86.cubin, x86.with_) == ("x86_64-py312", "3.12", "x86_64-manylinux_2_28", "cu130", True, ())
-    assert x86.installed == ("torch==2.12.0.dev20260307+cu130",)
+    s = x86.settings
+    assert (x86.name, s["python"], s["platform"], str(s["cuda"]), s["cubin"], s["with_"]) == ("x86_64-py312", "3.12", "x86_64-manylinux_2_28", "cu130", True, ())
+    assert s["installed"] == ("torch==2.12.0.dev20260307+cu130",)
+    # parsed once, into the model's values
+    assert s["torch"] == TorchChoice.parse("nightly") and s["cuda"] == CudaLabel(13, 0) and s["flashinfer"] == FlashInferChoice.parse("latest")
     assert x86.outputs == (tmp_path / "constraints/pylock.x86_64-py312.toml", tmp_path / "constraints/x86_64-py312.txt")
     # a target's own keys win over [defaults]; a string output is one file
-    assert (arm.python, arm.cubin, arm.with_, arm.cuda) == ("3.13", False, ("torchvision",), "cu130")
+    assert (arm.settings["python"], arm.settings["cubin"], arm.settings["with_"], str(arm.settings["cuda"])) == ("3.13", False, ("torchvision",), "cu130")
     assert arm.outputs == (tmp_path / "constraints/pylock.aarch64-py313.toml",)
     assert cfg.target_for_output(Path(tmp_path / "constraints" / ".." / "constraints/x86_64-py312.txt")) is x86
     assert cfg.target_for_output(tmp_path / "other.txt") is None
@@ -100,7 +105,7 @@ def test_gpu_stack_toml_uses_top_level_keys(tmp_path):
     """)
     cfg = discover_config(None, cwd=tmp_path)
     assert cfg is not None and cfg.path == path and cfg.table is None
-    assert cfg.targets[0].python == "3.11" and cfg.targets[0].outputs == (tmp_path / "locks/pylock.a.toml",)
+    assert cfg.targets[0].settings["python"] == "3.11" and cfg.targets[0].outputs == (tmp_path / "locks/pylock.a.toml",)
     assert cfg.regenerate_command(cfg.targets[0]) == "resolve-gpu-stack lock --target a"
 
 
@@ -162,9 +167,14 @@ def test_select_targets(tmp_path):
         (TARGET + 'jit-cache = "yes"\n', r"target\] 't': 'jit-cache' must be a boolean, not a string"),
         (TARGET + 'with = "torchvision"\n', r"'with' must be an array of strings, not a string"),
         (TARGET + 'installed = [1]\n', r"'installed' must be an array of strings"),
-        (TARGET + 'cuda = "13.0"\n', r"target\] 't': cuda '13.0' is not a CUDA label"),
-        (TARGET + 'with = ["torch vision >"]\n', r"target\] 't': with: 'torch vision >' is not a requirement"),
-        (TARGET + 'installed = ["torch>=2"]\n', r"target\] 't': installed: bad --installed 'torch>=2'"),
+        (TARGET + 'cuda = "13.0"\n', r"target\] 't': cuda: '13.0' is not a CUDA label"),
+        (TARGET + 'with = ["torch vision >"]\n', r"target\] 't': with: 'torch vision >': "),
+        (TARGET + 'with = ["demo @ https://x.example/demo.whl"]\n', r"target\] 't': with: 'demo @ https://x.example/demo.whl': direct URLs are not supported"),
+        (TARGET + 'installed = ["torch>=2"]\n', r"target\] 't': installed: bad 'torch>=2'"),
+        (TARGET + 'torch = "sideways"\n', r"target\] 't': torch: 'sideways' is neither a channel nor a version"),
+        (TARGET + 'flashinfer = "newest-please"\n', r"target\] 't': flashinfer: 'newest-please' is not a version"),
+        ('[tool.resolve-gpu-stack.defaults]\ntorch = ">=nope"\n' + TARGET, r"defaults\]: torch: '>=nope' is neither a channel nor a version"),
+        (TARGET + 'torch = 2.11\n', r"target\] 't': 'torch' must be a string, not a number"),
         (TARGET + 'platform = "win_amd64"\n', r"target\] 't': platform: unknown platform 'win_amd64'"),
         ('[[tool.resolve-gpu-stack.target]]\nname = "t"\npython = "/usr/bin/python3"\noutput = "pylock.t.toml"\n', r"target\] 't': python: '/usr/bin/python3' is not a Python version"),
         ('[[tool.resolve-gpu-stack.target]]\nname = "t"\npython = "2.7"\noutput = "pylock.t.toml"\n', r"target\] 't': python:"),
@@ -191,6 +201,7 @@ def test_validation_errors(tmp_path, body, expected):
         load_config(path)
     assert str(path) in str(err.value)
     assert "secret" not in str(err.value)
+    assert " --" not in str(err.value)  # a config error names the key, never a flag the user did not type
 
 
 def test_misspelled_key_suggests_the_right_one(tmp_path):
@@ -216,7 +227,7 @@ def test_command_line_overrides_win_and_change_the_inputs_digest(tmp_path):
     assert base["components"] == ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]
 
     stable = with_overrides(x86, {"torch": "stable", "cubin": False, "with_": ["torchvision"]})
-    assert (stable.torch, stable.cubin, stable.with_, stable.name, stable.outputs) == ("stable", False, ("torchvision",), x86.name, x86.outputs)
+    assert (stable.settings["torch"].text, stable.settings["cubin"], stable.settings["with_"], stable.name, stable.outputs) == ("stable", False, ("torchvision",), x86.name, x86.outputs)
     changed = lock_inputs(cfg, stable)
     assert changed["torch"] == "stable" and changed["components"] == ["flashinfer-python", "flashinfer-jit-cache"]
     assert inputs_digest(changed) != inputs_digest(base)

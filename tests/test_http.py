@@ -36,7 +36,7 @@ MakeFetcher = Callable[..., HttpFetcher]
 
 
 def _index(url: str, dialect: str = "html") -> IndexDefinition:
-    return IndexDefinition(name="test", url=url, dialect=dialect, hashes="all", metadata="pep658", hosts=("*",), channels={})
+    return IndexDefinition(name="test", url=url, dialect=dialect, hosts=("*",), channels={})
 
 
 def _file(url: str, wheel: BuiltWheel, **kw: object) -> IndexFile:

@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from resolve_gpu_stack.errors import LockFileError, UsageError
-from resolve_gpu_stack.lock import write as lockfile
-from resolve_gpu_stack.lock.format import toml_key, toml_string
-from resolve_gpu_stack.lock.write import inputs_digest, plan_from_lock, read_lock, render_constraints, render_pylock, target_marker, write_lock
+from resolve_gpu_stack.lock import files as lockfile
+from resolve_gpu_stack.lock.constraints import render_constraints
+from resolve_gpu_stack.lock.files import read_lock, write_lock
+from resolve_gpu_stack.lock.pylock import plan_from_lock, read_pylock, render_pylock, target_marker
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.model.inputs import inputs_digest
 from resolve_gpu_stack.urls import strip_credentials
 
 if sys.version_info >= (3, 11):
@@ -269,15 +271,16 @@ text_no_surrogates = st.text(alphabet=st.characters(blacklist_categories=("Cs",)
 
 
 @given(text_no_surrogates, text_no_surrogates)
-def test_toml_strings_and_keys_round_trip(key: str, value: str) -> None:
-    doc = tomllib.loads(f"{toml_key(key)} = {toml_string(value)}\n")
-    assert doc == {key: value}
+def test_any_string_survives_a_pylock_round_trip(reason: str, note: str) -> None:
+    plan = replace(with_package(make_plan(), "flashinfer-python", reason=reason), notes=(note,))
+    back = plan_from_lock(read_pylock(Path("pylock.toml"), render_pylock(plan, name=None, command=COMMAND)))
+    assert back.package("flashinfer-python").reason == reason and back.notes == (note,)
 
 
-def test_toml_string_escapes() -> None:
-    assert toml_string('a"b\\c\n\t\x00\x7f\u00e9') == '"a\\"b\\\\c\\n\\t\\u0000\\u007F\u00e9"'
+def test_a_lone_surrogate_is_an_error_not_a_broken_file() -> None:
+    plan = with_package(make_plan(), "flashinfer-python", reason="bad \ud800")
     with pytest.raises(LockFileError, match="surrogate"):
-        toml_string("bad \ud800")
+        render_pylock(plan, name=None, command=COMMAND)
 
 
 def test_hostile_strings_survive_a_pylock_round_trip(tmp_path: Path) -> None:
@@ -566,8 +569,8 @@ def test_malformed_tool_table(tmp_path: Path, old: str, new: str, message: str) 
     [
         ('name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "change"', 'name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "keep"',
          "kept package must not have a \\[\\[packages\\]\\] entry"),
-        ('[[packages]]\nname = "flashinfer-cubin"\nversion = "0.6.16"', '[[packages]]\nname = "flashinfer-cubin"\nversion = "0.6.15"',
-         "says 0.6.15, the tool table says 0.6.16"),
+        ('name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "change"', 'name = "flashinfer-cubin"\nversion = "0.6.15"\naction = "change"',
+         "\\[\\[packages\\]\\] says 0.6.16, the tool table says 0.6.15"),
         ('name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "keep"', 'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "install"',
          "torch: install package without a \\[\\[packages\\]\\] entry"),
         ('[[tool.resolve-gpu-stack.packages]]\nname = "flashinfer-cubin"', '[[tool.resolve-gpu-stack.packages]]\nname = "other"',
@@ -580,12 +583,34 @@ def test_inconsistent_pylock_cannot_become_a_plan(tmp_path: Path, old: str, new:
         plan_from_lock(read_lock(path))
 
 
+def test_an_entry_whose_wheel_is_another_version_is_refused_when_read(tmp_path: Path) -> None:
+    path = _tool_edit(tmp_path, '[[packages]]\nname = "flashinfer-cubin"\nversion = "0.6.16"', '[[packages]]\nname = "flashinfer-cubin"\nversion = "0.6.15"')
+    with pytest.raises(LockFileError, match="flashinfer-cubin: the lock says 0.6.15, but its wheel flashinfer_cubin-0.6.16-py3-none-any.whl is flashinfer-cubin 0.6.16"):
+        read_lock(path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('name = "a"', 'name = "A"'), r"PEP 751: Name 'A' is not normalized in 'packages\[0\]\.name'"),
+        (('created-by = "uv"', 'created-by = "uv"\nenvironments = ["python_version >> \'3\'"]'), r"PEP 751: .* in 'environments\[0\]'"),
+        (('name = "a"\nversion = "1.0"', 'name = "a"\nversion = "1.0"\nrequires-python = ">=three"'), r"PEP 751: .* in 'packages\[0\]\.requires-python'"),
+    ],
+)
+def test_foreign_pylock_is_validated_against_pep_751(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+    path = tmp_path / "pylock.toml"
+    path.write_text(('lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "a"\nversion = "1.0"\n' + GOOD_WHEEL).replace(*edit, 1))
+    with pytest.raises(LockFileError, match=message) as err:
+        read_lock(path)
+    assert str(path) in str(err.value)
+
+
 def test_foreign_pylock_reads_but_is_not_a_plan(tmp_path: Path) -> None:
     path = tmp_path / "pylock.toml"
-    path.write_text('lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "A_B"\nversion = "1.0"\n' + GOOD_WHEEL)
+    path.write_text('lock-version = "1.0"\ncreated-by = "uv"\n[[packages]]\nname = "a"\nversion = "1.0"\n' + GOOD_WHEEL)
     locked = read_lock(path)
     assert locked.created_by == "uv" and not locked.generated
-    assert locked.entries[0].name == "a-b"
+    assert locked.entries[0].name == "a"
     assert locked.entries[0].wheels[0].filename == "a-1.0-py3-none-any.whl"
     with pytest.raises(LockFileError, match="not written by resolve-gpu-stack"):
         plan_from_lock(locked)

@@ -19,8 +19,9 @@ from server import IndexServer
 from uv import find_uv_bin
 from wheels import BuiltWheel, build_wheel
 
-from resolve_gpu_stack.lock.write import inputs_digest, write_lock
+from resolve_gpu_stack.lock.files import write_lock
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.model.inputs import inputs_digest
 
 pytestmark = pytest.mark.slow
 

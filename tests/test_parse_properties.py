@@ -53,6 +53,16 @@ def check_page(page: IndexPage) -> None:
     for f in parsed.files:
         assert "#" not in f.url and ("/" not in f.filename and "\\" not in f.filename)
         assert f.sha256 is None or (len(f.sha256) == 64 and f.sha256 == f.sha256.lower())
+    check_only(page, parsed)
+
+
+def check_only(page: IndexPage, full: ParsedPage) -> None:
+    """``only=`` keeps exactly the full read's files that it names (and no subdirs)."""
+    names = [f.filename for f in full.files]
+    for only in ({"nothing-1.0-py3-none-any.whl"}, set(names[::2]), set(names)):
+        kept = parse_page(page, index="prop", only=only)
+        assert kept.files == tuple(f for f in full.files if f.filename in only)
+        assert kept.subdirs == ()
 
 
 @FAST

@@ -13,9 +13,9 @@ from server import Fault, IndexServer
 from stack_world import build_story_world
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.env.target import declared_target
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.resolver.resolve import resolve

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from stack_world import ABI3, FI_REQUIRES, X86, build_story_world, serve
 
-from resolve_gpu_stack.env.target import declared_target
 from resolve_gpu_stack.errors import DowngradeRefused, NoPlanError, UsageError
 from resolve_gpu_stack.model import Action, Coupling
+from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver.resolve import resolve
 

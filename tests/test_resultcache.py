@@ -3,6 +3,7 @@ Real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,9 @@ from server import IndexServer
 from stack_world import build_story_world
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.env.target import declared_target
 from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.model.codec import plan_from_dict, plan_to_dict
+from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
@@ -100,7 +102,7 @@ def test_a_damaged_entry_is_a_miss(story, caplog):
 
 def test_plan_record_round_trip(story):
     plan, _ = story(request(with_=("torchvision",)))
-    assert resultcache.plan_from_record(resultcache.plan_to_record(plan)) == plan
+    assert plan_from_dict(json.loads(json.dumps(plan_to_dict(plan)))) == plan
 
 
 def test_the_entry_holds_no_credentials(tmp_path: Path):

@@ -16,17 +16,15 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from wheels import build_wheel
 
-from resolve_gpu_stack.env.target import (
-    declared_target,
+from resolve_gpu_stack.env.probe import (
     default_interpreter,
     inspect_environment,
     inspect_interpreter,
-    linux_platform_tags,
-    parse_installed,
     parse_python_flag,
 )
 from resolve_gpu_stack.errors import UsageError
 from resolve_gpu_stack.model.cuda import cuda_label_text
+from resolve_gpu_stack.model.declared import declared_target, linux_platform_tags, parse_installed
 
 
 def _tag(text: str) -> Tag:

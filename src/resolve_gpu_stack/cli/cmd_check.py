@@ -14,8 +14,17 @@ import datetime as dt
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import app as cli
+from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from . import common
+
+if TYPE_CHECKING:
+    from ..index.finder import Finder
+    from ..lock.check import Expected, Finding
+    from ..model import LockPlan
+    from .config import ProjectConfig
+
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="check only this configured target's outputs (repeatable)")
     p.add_argument("--online", action="store_true", help="also re-resolve each target (network, or the configured snapshot) and report drift; writes nothing")
     p.add_argument("--today", type=_day, metavar="YYYY-MM-DD", help="judge nightly retention as of this day (default: today)")
-    cli.add_index_flags(p)
+    common.add_index_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
 
@@ -48,56 +57,65 @@ def _day(text: str) -> dt.date:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..errors import UsageError
-    from ..lock.check import ERROR, WARNING, check_lock, regenerate_hint
-    from .config import bundled_definitions, discover_config, effective
+    from .config import discover_config, effective
 
-    today = args.today or dt.date.today()
     config = discover_config(args.config)
     if config is not None:
-        config = effective(config, snapshot=args.snapshot, indexes=cli._index_overrides(args))
+        config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
     files = _files(args, config)
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+    findings, results = _check_files(files, args.today or dt.date.today())
+    findings += _against_index(args, env, config, results)
+    return _report(findings, len(files), quiet=args.quiet)
+
+
+def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> tuple[list[Finding], list]:
+    """Offline checks of each file: (findings, [(CheckedLock, Expected or None)] of those that exist)."""
+    from ..lock.check import ERROR, Finding, check_lock, regenerate_hint
+    from .config import bundled_definitions
+
     defs = bundled_definitions()
     results = []
-    findings = []
+    findings: list[Finding] = []
     for path, expected in files:
         if not path.is_file():
-            from ..lock.check import Finding
-
             findings.append(Finding(level=ERROR, path=path, message="missing", hint=regenerate_hint(expected) or "write it with `resolve-gpu-stack lock`"))
             continue
         checked = check_lock(path, defs, expected=expected, today=today)
         results.append((checked, expected))
         findings += checked.findings
-    findings += _against_index(args, env, config, results)
+    return findings, results
+
+
+def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
+    """Print the findings and the verdict; the exit status."""
+    from ..lock.check import ERROR, WARNING
 
     for finding in findings:
-        print(finding.render(_shown(finding.path)), file=sys.stdout if finding.level == ERROR else sys.stderr)
+        print(finding.render(common.shown(finding.path)), file=sys.stdout if finding.level == ERROR else sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
     warnings = sum(f.level == WARNING for f in findings)
     bad = len({f.path for f in findings if f.level == ERROR})
+    files = f"{count} lock file{'s' * (count != 1)}"
     if errors:
-        print(f"check failed: {errors} problem{'s' * (errors != 1)} in {bad} of {len(files)} lock file{'s' * (len(files) != 1)}", file=sys.stderr)
+        print(f"check failed: {errors} problem{'s' * (errors != 1)} in {bad} of {files}", file=sys.stderr)
         return 1
-    if not args.quiet:
+    if not quiet:
         tail = f", {warnings} warning{'s' * (warnings != 1)}" if warnings else ""
-        print(f"ok: {len(files)} lock file{'s' * (len(files) != 1)} consistent and fresh{tail}", file=sys.stderr)
+        print(f"ok: {files} consistent and fresh{tail}", file=sys.stderr)
     return 0
 
 
-def _files(args: argparse.Namespace, config) -> list[tuple[Path, object]]:
+def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Expected | None]]:
     """(path, Expected or None) for each file to check."""
-    from ..errors import UsageError
-
     if args.files:
         if args.target:
             raise UsageError("give FILES or --target, not both")
         out = []
         for path in args.files:
             target = config.target_for_output(path) if config is not None else None
-            out.append((path, _expected(config, target) if target is not None else None))
+            out.append((path, _expected(config, target) if config is not None and target is not None else None))
         return out
     if config is None:
         raise UsageError(
@@ -107,59 +125,57 @@ def _files(args: argparse.Namespace, config) -> list[tuple[Path, object]]:
     return [(out, _expected(config, t)) for t in config.select(args.target) for out in t.outputs]
 
 
-def _expected(config, target):
+def _expected(config: ProjectConfig, target) -> Expected:
     from ..lock.check import Expected
-    from ..lock.format import inputs_digest
+    from ..model.inputs import inputs_digest
     from .config import lock_inputs
 
     inputs = lock_inputs(config, target)
     return Expected(target=target.name, inputs=inputs, digest=inputs_digest(inputs), command=config.regenerate_command(target), folder=config.root)
 
 
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
-
-
-def _against_index(args: argparse.Namespace, env: Mapping[str, str], config, results) -> list:
+def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
-    pylocks = [(c, e) for c, e in results if c.plan is not None and c.locked is not None and c.locked.format == "pylock"]
-    online = bool(args.online)
-    if not online and (config is None or config.snapshot is None or not pylocks):
-        return []
-    from ..index.finder import Finder
-    from ..lock.check import ERROR, Finding, ListedFiles, finder_lookup, verify_files
-    from .config import resolve_definitions
+    from ..lock.check import ERROR, Finding
 
+    pylocks = [(c, e) for c, e in results if _is_pylock(c)]
+    if config is None or not (args.online or (config.snapshot is not None and pylocks)):
+        return []  # (--online without a config was refused before)
     if config.snapshot is not None and not config.snapshot.is_dir():
         return [Finding(level=ERROR, path=config.path, message=f"snapshot {config.snapshot} does not exist", hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`")]
+    return _verify(args, env, config, results, pylocks)
+
+
+def _is_pylock(checked) -> bool:
+    return checked.plan is not None and checked.locked is not None and checked.locked.format == "pylock"
+
+
+def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
+    """Every pylock's files against the index pages; with --online, also each target's drift."""
+    from ..index.finder import Finder
+    from ..lock.check import ListedFiles, finder_lookup, verify_files
+    from .config import resolve_definitions
+
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
-    fetcher = cli.make_fetcher(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs)
+    fetcher = common.make_fetcher(args, env, defs, snapshot=config.snapshot)
     finder = Finder(fetcher, defs)
     # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-    lookup = finder_lookup(finder) if online else ListedFiles(fetcher, defs)
-    out: list = []
+    lookup = finder_lookup(finder) if args.online else ListedFiles(fetcher, defs, [c.plan for c, _ in pylocks])
     try:
-        for checked, _ in pylocks:
-            out += verify_files(checked.path, checked.plan, lookup, source=source)
-        if online:
+        out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
+        if args.online:
             out += _drift(config, results, finder, defs, source)
+        return out
     finally:
         fetcher.close()
-    return out
 
 
-def _drift(config, results, finder, defs, source: str) -> list:
-    from ..errors import CrawlError, ResolveGpuStackError
+def _drift(config: ProjectConfig, results, finder: Finder, defs, source: str) -> list[Finding]:
     from ..lock.check import WARNING, Finding, drift, regenerate_hint
-    from ..resolver.resolve import resolve
-    from .config import resolve_request
 
-    out: list = []
-    fresh_plans: dict[str, object] = {}
+    out: list[Finding] = []
+    fresh_plans: dict[str, LockPlan | None] = {}
     for checked, expected in results:
         if checked.plan is None:
             continue
@@ -167,15 +183,23 @@ def _drift(config, results, finder, defs, source: str) -> list:
             out.append(Finding(level="note", path=checked.path, message="not an output of a configured target: drift not checked"))
             continue
         if expected.target not in fresh_plans:
-            target = config.select([expected.target])[0]
-            try:
-                fresh_plans[expected.target] = resolve(resolve_request(target), finder, defs)
-            except CrawlError:
-                raise
-            except ResolveGpuStackError as err:
-                fresh_plans[expected.target] = None
-                out.append(Finding(level=WARNING, path=checked.path, message=f"re-resolving target {expected.target!r} failed: {err}"))
+            fresh_plans[expected.target], failure = _re_resolve(config, expected.target, finder, defs)
+            if failure:
+                out.append(Finding(level=WARNING, path=checked.path, message=f"re-resolving target {expected.target!r} failed: {failure}"))
         fresh = fresh_plans[expected.target]
         if fresh is not None:
             out += drift(checked.path, checked.plan, fresh, source=source, hint=regenerate_hint(expected))
     return out
+
+
+def _re_resolve(config: ProjectConfig, name: str, finder: Finder, defs) -> tuple[LockPlan | None, str | None]:
+    """(the fresh plan of target ``name``, None) or (None, why it failed)."""
+    from ..resolver.resolve import resolve  # resolvelib: not for --help
+    from .config import resolve_request
+
+    try:
+        return resolve(resolve_request(config.select([name])[0]), finder, defs), None
+    except CrawlError:
+        raise
+    except ResolveGpuStackError as err:
+        return None, str(err)

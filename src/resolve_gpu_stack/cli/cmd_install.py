@@ -7,6 +7,8 @@ uv's own dry run and prints what would change.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shutil
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -14,7 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import app as cli
+from ..errors import UsageError
+from . import common
+from . import settings as S
 
 if TYPE_CHECKING:
     from ..env.install import InstallReport
@@ -34,17 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             "and the install is refused if uv would touch anything the plan does not say."
         ),
     )
-    cli.add_resolve_flags(p)
-    cli.add_output_flags(p)
+    common.add_resolve_flags(p)
+    common.add_output_flags(p)
     p.add_argument("--dry-run", action="store_true", help="stop after uv's dry run and print what would change")
     p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
     p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
+    add_lock_flags(p)
 
 
 def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """The interpreter to install into; a declared ``--python 3.12`` is a usage error here."""
-    from ..env.target import default_interpreter, parse_python_flag
-    from ..errors import UsageError
+    from ..env.probe import default_interpreter, parse_python_flag
 
     if args.python is None:
         return default_interpreter(env)
@@ -59,10 +63,7 @@ def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> s
 
 def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     """``--uv PATH`` (checked now, before anything is downloaded) or the default uv."""
-    import shutil
-
     from ..env.install import find_uv
-    from ..errors import UsageError
 
     if args.uv is None:
         return find_uv(env)
@@ -97,11 +98,11 @@ def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | N
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-        tasks: dict[str, object] = {}
+        tasks: dict[str, TaskID] = {}
         lock = threading.Lock()
 
         def report(name: str, done: int, total: int | None) -> None:
@@ -127,27 +128,26 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if args.lock is not None or args.force_target:
+        return run_lock(args, env)
     from ..env.install import install_plan
+    from ..lock.files import write_lock
     from ..net.download import fill_hashes
 
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
-    plan, defs = cli.run_resolve(args, env)
+    plan, defs = common.run_resolve(args, env)
     cache = wheel_cache_from_args(args, env)
     offline = args.snapshot is not None
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
         lock_path = None
         if args.output is not None:
-            from ..lock.write import write_lock
-
-            lock_path = str(write_lock(plan, args.output, command=cli.command_line(sys.argv[1:] or ["install"])))
+            lock_path = str(write_lock(plan, args.output, command=common.command_line(sys.argv[1:] or ["install"])))
             print(f"wrote {lock_path}", file=sys.stderr)
         report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
     if lock_path is not None:
-        import dataclasses
-
         report = dataclasses.replace(report, lock_path=lock_path)
     emit_report(args, report)
     return 0
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
     from .render import print_json
 
-    if cli.output_format(args) == "json":
+    if common.output_format(args) == "json":
         print_json(report.to_json(), sys.stdout)
     else:
         print_report_table(report, sys.stdout)
@@ -184,3 +184,43 @@ def print_report_table(report: InstallReport, out) -> None:
         counts[row.action.value] = counts.get(row.action.value, 0) + 1
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     console.print(("dry run, nothing changed: " if report.dry_run else "") + summary, markup=False)
+
+
+# -- install --lock FILE: exactly a lock, nothing resolved ----------------------------------------
+
+def add_lock_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
+    g.add_argument("--lock", type=Path, metavar="PYLOCK", help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
+                   "its wheels from their own URLs or paths, checked against its sha256 and sizes; nothing is resolved and no index is read")
+    g.add_argument("--force-target", action="store_true", help="with --lock: install a lock made for another Python, platform or installed torch "
+                   "(the kept packages stay as installed here)")
+
+
+def lock_conflicts(args: argparse.Namespace) -> list[str]:
+    """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
+    typed = [S.BY_NAME[name].flag for name in S.typed(args) if name != "python"]
+    other = (("--index", bool(args.index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
+    return typed + [flag for flag, given in other if given]
+
+
+def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """``install --lock PYLOCK [--force-target]``."""
+    from ..env.lockinstall import install_lock
+    from ..net.http import HttpFetcher
+
+    if args.lock is None:
+        raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")
+    conflicts = lock_conflicts(args)
+    if conflicts:
+        raise UsageError(f"install --lock installs exactly what the lock says; {', '.join(conflicts)} would change what is resolved, and nothing is",
+                         hint="leave them out, or leave out --lock to resolve and install")
+    if not args.lock.is_file():
+        raise UsageError(f"--lock {args.lock}: no such file", hint="pass a pylock.<name>.toml written by `resolve-gpu-stack lock` or `wheelhouse`")
+    python = interpreter_from_args(args, env)
+    uv = uv_from_args(args, env)
+    cache = wheel_cache_from_args(args, env)
+    with HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host)) as fetcher, download_progress(args) as progress:
+        report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, force_target=args.force_target,
+                              fetcher=fetcher, progress=progress, env=env)
+    emit_report(args, report)
+    return 0

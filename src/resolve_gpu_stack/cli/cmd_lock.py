@@ -19,9 +19,17 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from . import app as cli
+from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..urls import redact_url
+from . import common
+from . import settings as S
+
+if TYPE_CHECKING:
+    from ..index.finder import Finder
+    from .config import ProjectConfig
+
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,44 +44,55 @@ def register(sub: argparse._SubParsersAction) -> None:
             "constraints file (*.txt). Without either, print the plan like `resolve`."
         ),
     )
-    cli.add_resolve_flags(p)
-    cli.add_output_flags(p)
+    common.add_resolve_flags(p)
+    common.add_output_flags(p)
     p.add_argument("-o", "--output", type=Path, action="append", default=[], metavar="FILE", help="pylock.<name>.toml or *.txt (repeatable); the config is not read")
     g = p.add_argument_group("project config")
     g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     g.add_argument("--target", action="append", default=[], metavar="NAME", help="lock only this configured target (repeatable)")
-    # None = "not given", so that a config value is only overridden by a flag the user typed.
-    p.set_defaults(torch=None, flashinfer=None)
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..errors import UsageError
+    config = _config_to_lock(args)
+    return lock_targets(config, args, env) if config is not None else _run_single(args, env)
+
+
+def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
+    """The project config whose targets to lock, or None: one plan from the flags."""
     from .config import discover_config
 
-    if args.output and (args.config is not None or args.target):
+    configured = _configured(args)
+    if args.output and configured:
         raise UsageError("-o writes one plan from flags; --config/--target lock the configured targets", hint="drop -o to lock the configured targets, or drop --config/--target")
     # Flags that describe a target of their own (--python/--platform/--installed) make `lock` the
     # resolver's twin (`lock --torch nightly ...` == `resolve-gpu-stack --torch nightly ...`) unless
     # --config/--target ask for the configured targets.
-    own_target = bool(args.python or args.platform or args.installed) and args.config is None and not args.target
-    config = None if args.output or own_target else discover_config(args.config)
-    if config is None:
-        if args.target:
-            raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
-        return _run_single(args, env)
-    return lock_targets(config, args, env)
+    if args.output or (_own_target(args) and not configured):
+        return None
+    config = discover_config(args.config)
+    if config is None and args.target:
+        raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+    return config
+
+
+def _configured(args: argparse.Namespace) -> bool:
+    """--config or --target: the configured targets are asked for."""
+    return args.config is not None or bool(args.target)
+
+
+def _own_target(args: argparse.Namespace) -> bool:
+    """--python/--platform/--installed: the flags describe a target of their own."""
+    return any(getattr(args, name) for name in ("python", "platform", "installed"))
 
 
 # -- one plan from flags ---------------------------------------------------------------------------
 
 def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    args.torch = args.torch or "nightly"
-    args.flashinfer = args.flashinfer or "latest"
-    plan, defs = cli.run_resolve(args, env)
+    plan, defs = common.run_resolve(args, env)
     if not args.output:
-        cli.emit_plan(args, plan)
+        common.emit_plan(args, plan)
         return 0
-    command = cli.command_line(sys.argv[1:] if sys.argv[1:] else ["lock"])
+    command = common.command_line(sys.argv[1:] if sys.argv[1:] else ["lock"])
     _write_outputs(args, env, plan, defs, args.output, command=command)
     return 0
 
@@ -81,73 +100,22 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
     """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
     through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any."""
-    from ..lock.write import write_lock
+    from ..lock.files import write_lock
+    from .cmd_install import fill_plan_hashes
 
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
-        from .cmd_install import fill_plan_hashes
-
         plan = fill_plan_hashes(args, env, plan, defs)
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         written = write_lock(plan, path, command=command)
-        print(f"{label}wrote {_shown(written)}", file=sys.stderr)
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+        print(f"{label}wrote {common.shown(written)}", file=sys.stderr)
 
 
 # -- every configured target -----------------------------------------------------------------------
 
-def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The resolver settings the command line gave, as ``TargetConfig`` field names."""
-    from ..env.target import parse_python_flag
-    from ..errors import UsageError
-
-    out: dict[str, Any] = {}
-    if args.python is not None:
-        kind, _ = parse_python_flag(args.python, search_path="")
-        if kind != "version":
-            raise UsageError(f"--python {args.python!r}: configured targets are declared, so --python must be a version here", hint="e.g. --python 3.12")
-        out["python"] = args.python
-    for attr in ("platform", "cuda", "torch", "flashinfer"):
-        if getattr(args, attr) is not None:
-            out[attr] = getattr(args, attr)
-    if args.installed:
-        out["installed"] = tuple(args.installed)
-    if args.with_:
-        out["with_"] = tuple(args.with_)
-    for attr in ("change_cuda", "allow_downgrade"):
-        if getattr(args, attr):
-            out[attr] = True
-    if args.no_jit_cache:
-        out["jit_cache"] = False
-    if args.no_cubin:
-        out["cubin"] = False
-    return out
-
-
-_FLAG = {"python": "--python", "platform": "--platform", "cuda": "--cuda", "torch": "--torch", "flashinfer": "--flashinfer",
-         "installed": "--installed", "with_": "--with", "change_cuda": "--change-cuda", "allow_downgrade": "--allow-downgrade",
-         "jit_cache": "--no-jit-cache", "cubin": "--no-cubin"}
-
-
-def _override_words(overrides: Mapping[str, Any], args: argparse.Namespace, config) -> list[str]:
-    from ..urls import redact_url
-
+def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
+    """The --snapshot/--index words of the command line, as a regenerate command records them."""
     words: list[str] = []
-    for key, value in overrides.items():
-        flag = _FLAG[key]
-        if isinstance(value, bool):
-            words.append(flag)
-        elif isinstance(value, tuple):
-            for item in value:
-                words += [flag, item]
-        else:
-            words += [flag, value]
     if args.snapshot is not None:
         words += ["--snapshot", config.relative(args.snapshot.resolve())]
     for item in args.index:
@@ -156,43 +124,50 @@ def _override_words(overrides: Mapping[str, Any], args: argparse.Namespace, conf
     return words
 
 
-def lock_targets(config, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from dataclasses import replace
-
-    from ..errors import CrawlError, ResolveGpuStackError
     from ..index.finder import Finder
-    from ..lock.write import inputs_digest
-    from ..resolver.resolve import resolve
-    from .config import effective, lock_inputs, resolve_definitions, resolve_request, with_overrides
+    from .config import effective, resolve_definitions, with_overrides
 
-    overrides = overrides_from_args(args)
-    config = effective(config, snapshot=args.snapshot, indexes=cli._index_overrides(args))
+    overrides = S.typed(args)  # the settings the user typed win over the config's
+    config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
-    extra = _override_words(overrides, args, config)
+    extra = " ".join(map(shlex.quote, [*S.words(overrides), *_source_words(args, config)]))
     defs = resolve_definitions(config, env)
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
-    fetcher = cli.make_fetcher(args, env, defs)
+    fetcher = common.make_fetcher(args, env, defs)
     finder = Finder(fetcher, defs)  # one crawl for all targets: pages and metadata are memoized by URL
     failed = 0
     try:
         for target in targets:
-            label = f"{target.name}: "
-            command = " ".join([config.regenerate_command(target), *map(shlex.quote, extra)])
-            try:
-                plan = resolve(resolve_request(target), finder, defs)
-                inputs = lock_inputs(config, target)
-                plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-                _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label)
-            except CrawlError:
-                raise
-            except ResolveGpuStackError as err:
-                failed += 1
-                print(f"error: {label}{err}", file=sys.stderr)
-                if err.hint:
-                    print(f"hint: {err.hint}", file=sys.stderr)
+            command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
+            failed += not _lock_one(config, target, finder, defs, args, env, command)
     finally:
         fetcher.close()
     if failed:
         print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> bool:
+    """Resolve and write one target; False (with the error printed) when it has no plan."""
+    from dataclasses import replace
+
+    from ..model.inputs import inputs_digest
+    from ..resolver.resolve import resolve  # resolvelib: not for --help
+    from .config import lock_inputs, resolve_request
+
+    label = f"{target.name}: "
+    try:
+        plan = resolve(resolve_request(target), finder, defs)
+        inputs = lock_inputs(config, target)
+        plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
+        _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label)
+    except CrawlError:
+        raise
+    except ResolveGpuStackError as err:
+        print(f"error: {label}{err}", file=sys.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=sys.stderr)
+        return False
+    return True

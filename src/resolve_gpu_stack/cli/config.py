@@ -43,59 +43,43 @@ so a lock does not depend on the machine that wrote it. Command-line flags overr
 
 from __future__ import annotations
 
-import difflib
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
+from urllib.parse import urlsplit
 
-from ..data.definitions import INDEX_NAMES, read_toml
-from ..errors import UsageError
+from ..data.definitions import INDEX_NAMES, load_definitions
+from ..data.toml import TomlReader, load_toml, type_name
+from ..errors import IndexDefinitionError, UsageError
+from ..lock.files import lock_format
+from ..model.request import ResolveRequest
+from ..net.snapshot import PLACEHOLDER_BASE
+from ..urls import normalize_base_url
+from . import settings as S
+from .userconfig import discover_pypi_url
 
 TOOL = "resolve-gpu-stack"
 PYPROJECT = "pyproject.toml"
 GPU_STACK_TOML = "gpu-stack.toml"
-DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 
-# config key -> TargetConfig field, for the keys a target (or the defaults table) may set
-_SETTING_KEYS = {
-    "python": "python",
-    "platform": "platform",
-    "installed": "installed",
-    "torch": "torch",
-    "cuda": "cuda",
-    "change-cuda": "change_cuda",
-    "flashinfer": "flashinfer",
-    "jit-cache": "jit_cache",
-    "cubin": "cubin",
-    "with": "with_",
-    "allow-downgrade": "allow_downgrade",
-}
 _TARGET_ONLY_KEYS = ("name", "output")
 _TOP_KEYS = ("snapshot", "indexes", "defaults", "target")
-_BOOL_KEYS = ("change-cuda", "jit-cache", "cubin", "allow-downgrade")
-_LIST_KEYS = ("installed", "with")
+_SETTING_KEYS = tuple(S.BY_KEY)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-_TOML_TYPES = {str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table", list: "an array"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetConfig:
-    """One lock target: the resolver's inputs and where its lock files go."""
+    """One lock target: the resolver's settings (model values, every row of ``settings.SETTINGS``)
+    and where its lock files go."""
 
     name: str
-    python: str
-    platform: str = DEFAULT_PLATFORM
-    installed: tuple[str, ...] = ()
-    torch: str = "nightly"
-    cuda: str | None = None
-    change_cuda: bool = False
-    flashinfer: str = "latest"
-    jit_cache: bool = True
-    cubin: bool = True
-    with_: tuple[str, ...] = ()
-    allow_downgrade: bool = False
+    settings: Mapping[str, Any]  # field name -> model value (TorchChoice, CudaLabel, ...)
     outputs: tuple[Path, ...] = ()  # absolute
 
 
@@ -131,26 +115,18 @@ class ProjectConfig:
 
     def regenerate_command(self, target: TargetConfig) -> str:
         """The command, run in the config file's folder, that rewrites ``target``'s locks."""
-        config = "" if self.path.name in (PYPROJECT, GPU_STACK_TOML) else f" --config {_quote(self.path.name)}"
+        config = "" if self.path.name in (PYPROJECT, GPU_STACK_TOML) else f" --config {shlex.quote(self.path.name)}"
         return f"resolve-gpu-stack lock{config} --target {target.name}"
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the config's folder (POSIX), as recorded in lock inputs."""
-        import os
-
         return Path(os.path.relpath(path, self.root)).as_posix()
-
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 # -- finding the file ----------------------------------------------------------------------------
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    return read_toml(path, error=UsageError)
+    return load_toml(path, error=UsageError)
 
 
 def _pyproject_table(path: Path) -> dict[str, Any] | None:
@@ -205,204 +181,137 @@ def load_config(path: Path) -> ProjectConfig:
     return _parse(path, _read_toml(path), None)
 
 
-class _Where:
-    """Builds error messages that name the file, the table and the key."""
+class _Reader(TomlReader):
+    """``TomlReader`` for a config: UsageErrors naming the file, the table and the key."""
 
     def __init__(self, path: Path, table: str | None) -> None:
-        self.path = path
+        super().__init__(path, error=UsageError)
         self.table = table
 
     def section(self, sub: str | None = None) -> str:
         parts = [p for p in (self.table, sub) if p]
         return f"[{'.'.join(parts)}]" if parts else "top level"
 
-    def error(self, section: str, message: str, hint: str | None = None) -> UsageError:
-        return UsageError(f"{self.path}: {section}: {message}", hint=hint)
+    def string_list(self, value: Any, key: str, where: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(where, f"{key!r} must be an array of strings, not {type_name(value)}")
+        return tuple(value)
 
 
-def _type_name(value: Any) -> str:
-    return _TOML_TYPES.get(type(value), type(value).__name__)
+_TOML_KIND = {"str": str, "optional": str, "bool": bool}
 
 
-def _unknown_keys(w: _Where, section: str, table: Mapping[str, Any], allowed: Iterable[str]) -> None:
-    allowed = list(allowed)
-    for key in table:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
-            raise w.error(section, f"unknown key {key!r}", hint=hint)
-
-
-def _expect(w: _Where, section: str, key: str, value: Any, kind: type) -> Any:
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise w.error(section, f"{key!r} must be {_TOML_TYPES.get(kind, kind.__name__)}, not {_type_name(value)}")
-    return value
-
-
-def _string_list(w: _Where, section: str, key: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise w.error(section, f"{key!r} must be an array of strings, not {_type_name(value)}")
-    return tuple(value)
-
-
-def _settings(w: _Where, section: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The resolver settings of a target or of the defaults table, type-checked, as field names."""
+def _settings(r: _Reader, where: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolver settings of a target or of the defaults table, type-checked and parsed into
+    model values (field name -> value) by the table's parsers. An error names the KEY, never a flag."""
     out: dict[str, Any] = {}
-    for key, attr in _SETTING_KEYS.items():
+    for key, setting in S.BY_KEY.items():
         if key not in raw:
             continue
-        value = raw[key]
-        if key in _BOOL_KEYS:
-            out[attr] = _expect(w, section, key, value, bool)
-        elif key in _LIST_KEYS:
-            out[attr] = _string_list(w, section, key, value)
+        if setting.kind == "list":
+            value = r.string_list(raw[key], key, where)
         else:
-            out[attr] = _expect(w, section, key, value, str).strip()
+            value = r.get(raw, key, _TOML_KIND[setting.kind], where)
+        try:
+            out[setting.name] = setting.parse(value)
+        except UsageError as exc:
+            raise r.fail(where, f"{key}: {exc.message.replace(setting.flag + ' ', '', 1)}", hint=exc.hint) from None
     return out
 
 
-def _validate_settings(w: _Where, section: str, target: TargetConfig) -> None:
-    """Semantic checks with the resolver's own parsers, re-worded to name the file and the key."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    from ..env.target import declared_target, parse_installed, parse_python_flag
-    from ..model.cuda import CudaLabel
-
-    def check(key: str, call) -> None:
-        try:
-            call()
-        except UsageError as exc:
-            raise w.error(section, f"{key}: {exc.message}", hint=exc.hint) from None
-
-    check("python", lambda: _declared_python(target.python, parse_python_flag))
-    check("platform", lambda: declared_target(target.python, target.platform))
-    check("installed", lambda: parse_installed(target.installed))
-    if target.cuda is not None and CudaLabel.parse(target.cuda) is None:
-        raise w.error(section, f"cuda {target.cuda!r} is not a CUDA label", hint="use the form cu130, cu129, cu128")
-    for req in target.with_:
-        try:
-            Requirement(req)
-        except InvalidRequirement as exc:
-            raise w.error(section, f"with: {req!r} is not a requirement: {exc}") from None
-    for key, value in (("torch", target.torch), ("flashinfer", target.flashinfer)):
-        if not value:
-            raise w.error(section, f"{key!r} must not be empty")
-
-
-def _declared_python(python: str, parse_python_flag) -> None:
-    from ..env.target import _VERSION_RE
-
-    if not _VERSION_RE.match(python.strip()):
-        raise UsageError(f"{python!r} is not a Python version", hint="use 3.<minor>[.<micro>][t], e.g. 3.12; a configured target is declared, never an interpreter path")
-    parse_python_flag(python, search_path="")  # range checks: too old, free-threaded before 3.13
-
-
-def _outputs(w: _Where, section: str, raw: Any, root: Path) -> tuple[Path, ...]:
-    from ..lock.write import lock_format
-
-    items = _string_list(w, section, "output", [raw] if isinstance(raw, str) else raw)
+def _outputs(r: _Reader, where: str, raw: Any, root: Path) -> tuple[Path, ...]:
+    items = r.string_list([raw] if isinstance(raw, str) else raw, "output", where)
     if not items:
-        raise w.error(section, "'output' names no file", hint="e.g. output = [\"constraints/pylock.NAME.toml\"]")
+        raise r.fail(where, "'output' names no file", hint="e.g. output = [\"constraints/pylock.NAME.toml\"]")
     out: list[Path] = []
     for item in items:
         path = (root / item).resolve()
         try:
             lock_format(path)
         except UsageError as exc:
-            raise w.error(section, f"output {item!r}: {exc.message}", hint=exc.hint) from None
+            raise r.fail(where, f"output {item!r}: {exc.message}", hint=exc.hint) from None
         if path in out:
-            raise w.error(section, f"output {item!r} is listed twice")
+            raise r.fail(where, f"output {item!r} is listed twice")
         out.append(path)
     return tuple(out)
 
 
-def _indexes(w: _Where, raw: Any) -> dict[str, str]:
-    from urllib.parse import urlsplit
-
-    from ..errors import IndexDefinitionError
-    from ..urls import normalize_base_url
-
-    section = w.section()
-    table = _expect(w, section, "indexes", raw, dict)
+def _indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
+    where = r.section()
+    table = r.get(doc, "indexes", dict, where) or {}
     out = {}
-    for name, url in table.items():
+    for name in table:
         if name not in INDEX_NAMES:
-            raise w.error(section, f"indexes: unknown index {name!r}", hint=f"known indexes: {', '.join(INDEX_NAMES)}")
-        _expect(w, section, f"indexes.{name}", url, str)
+            raise r.fail(where, f"indexes: unknown index {name!r}", hint=f"known indexes: {', '.join(INDEX_NAMES)}")
+        url = r.get(table, name, str, f"{where}: indexes")
         parts = urlsplit(url.strip())
         if parts.username or parts.password:
-            raise w.error(section, f"indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
+            raise r.fail(where, f"indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
         try:
             out[name] = normalize_base_url(url)
         except IndexDefinitionError as exc:
-            raise w.error(section, f"indexes.{name}: {exc.message}", hint=exc.hint) from None
+            raise r.fail(where, f"indexes.{name}: {exc.message}", hint=exc.hint) from None
     return out
 
 
 def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConfig:
-    w = _Where(path, table)
+    r = _Reader(path, table)
     root = path.parent
-    _unknown_keys(w, w.section(), doc, _TOP_KEYS)
-    snapshot = None
-    if "snapshot" in doc:
-        snapshot = (root / _expect(w, w.section(), "snapshot", doc["snapshot"], str)).resolve()
-    indexes = _indexes(w, doc["indexes"]) if "indexes" in doc else {}
-    defaults_raw = doc.get("defaults", {})
-    dsec = w.section("defaults")
-    _expect(w, w.section(), "defaults", defaults_raw, dict)
-    _unknown_keys(w, dsec, defaults_raw, _SETTING_KEYS)
-    defaults = _settings(w, dsec, defaults_raw)
-
-    raw_targets = doc.get("target")
-    if raw_targets is None:
-        raise w.error(w.section(), "no [[target]] tables: nothing to lock", hint=f"add [[{'.'.join(p for p in (table, 'target') if p)}]] with name, python and output")
-    if not isinstance(raw_targets, list) or not all(isinstance(t, dict) for t in raw_targets):
-        raise w.error(w.section(), "'target' must be an array of tables ([[target]])")
+    r.unknown_keys(doc, _TOP_KEYS, r.section())
+    snapshot = r.get(doc, "snapshot", str, r.section())
+    defaults_raw = r.get(doc, "defaults", dict, r.section()) or {}
+    r.unknown_keys(defaults_raw, _SETTING_KEYS, r.section("defaults"))
+    defaults = {**S.defaults(), **_settings(r, r.section("defaults"), defaults_raw)}
+    defaults_given = {S.BY_KEY[k].name for k in defaults_raw}
+    indexes = _indexes(r, doc)
     targets: list[TargetConfig] = []
     owners: dict[Path, str] = {}
-    for n, raw in enumerate(raw_targets, start=1):
-        target = _parse_target(w, n, raw, defaults, root)
+    for n, raw in enumerate(_target_tables(r, doc), start=1):
+        target = _parse_target(r, n, raw, defaults, defaults_given, root)
         if any(t.name == target.name for t in targets):
-            raise w.error(w.section("target"), f"two targets are named {target.name!r}", hint="target names must be unique")
+            raise r.fail(r.section("target"), f"two targets are named {target.name!r}", hint="target names must be unique")
         for out in target.outputs:
             if out in owners:
-                raise w.error(w.section("target"), f"targets {owners[out]!r} and {target.name!r} both write {out}", hint="each lock file belongs to one target")
+                raise r.fail(r.section("target"), f"targets {owners[out]!r} and {target.name!r} both write {out}", hint="each lock file belongs to one target")
             owners[out] = target.name
         targets.append(target)
-    return ProjectConfig(path=path, table=table, snapshot=snapshot, indexes=indexes, targets=tuple(targets))
+    return ProjectConfig(path=path, table=table, snapshot=(root / snapshot).resolve() if snapshot is not None else None, indexes=indexes, targets=tuple(targets))
 
 
-def _parse_target(w: _Where, n: int, raw: Mapping[str, Any], defaults: Mapping[str, Any], root: Path) -> TargetConfig:
-    section = w.section("target") + f" #{n}"
-    name = raw.get("name")
-    if name is None:
-        raise w.error(section, "missing 'name'")
-    _expect(w, section, "name", name, str)
+def _target_tables(r: _Reader, doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    raw_targets = doc.get("target")
+    if raw_targets is None:
+        raise r.fail(r.section(), "no [[target]] tables: nothing to lock", hint=f"add [[{'.'.join(p for p in (r.table, 'target') if p)}]] with name, python and output")
+    if not isinstance(raw_targets, list) or not all(isinstance(t, dict) for t in raw_targets):
+        raise r.fail(r.section(), "'target' must be an array of tables ([[target]])")
+    return raw_targets
+
+
+def _parse_target(r: _Reader, n: int, raw: Mapping[str, Any], defaults: Mapping[str, Any], defaults_given: set[str], root: Path) -> TargetConfig:
+    where = r.section("target") + f" #{n}"
+    name = r.get(raw, "name", str, where, required=True)
     if not _NAME_RE.match(name):
-        raise w.error(section, f"name {name!r}: use letters, digits, '-' and '_' (it names pylock.<name>.toml)")
-    section = w.section("target") + f" {name!r}"
-    _unknown_keys(w, section, raw, (*_TARGET_ONLY_KEYS, *_SETTING_KEYS))
-    settings = {**defaults, **_settings(w, section, raw)}
-    if "python" not in settings:
-        raise w.error(section, "missing 'python' (here or in [defaults])", hint='e.g. python = "3.12"')
+        raise r.fail(where, f"name {name!r}: use letters, digits, '-' and '_' (it names pylock.<name>.toml)")
+    where = r.section("target") + f" {name!r}"
+    r.unknown_keys(raw, (*_TARGET_ONLY_KEYS, *_SETTING_KEYS), where)
+    own = _settings(r, where, raw)
+    if "python" not in own and "python" not in defaults_given:
+        raise r.fail(where, "missing 'python' (here or in [defaults])", hint='e.g. python = "3.12"')
     if "output" not in raw:
-        raise w.error(section, "missing 'output'", hint=f'e.g. output = ["constraints/pylock.{name}.toml"]')
-    target = TargetConfig(name=name, outputs=_outputs(w, section, raw["output"], root), **settings)
-    _validate_settings(w, section, target)
-    return target
+        raise r.fail(where, "missing 'output'", hint=f'e.g. output = ["constraints/pylock.{name}.toml"]')
+    return TargetConfig(name=name, settings=MappingProxyType({**defaults, **own}), outputs=_outputs(r, where, raw["output"], root))
 
 
 # -- overrides from the command line ---------------------------------------------------------------
 
-OVERRIDABLE = tuple(f.name for f in fields(TargetConfig) if f.name not in ("name", "outputs"))
-
-
 def with_overrides(target: TargetConfig, overrides: Mapping[str, Any]) -> TargetConfig:
-    """``target`` with the values the command line gave (field names of ``TargetConfig``)."""
-    unknown = set(overrides) - set(OVERRIDABLE)
+    """``target`` with the raw values the command line gave (field name -> text, bool or list of
+    texts), parsed by the table's parsers; an error names the flag the user typed."""
+    unknown = set(overrides) - set(S.BY_NAME)
     if unknown:
         raise ValueError(f"not overridable: {sorted(unknown)}")
-    return replace(target, **{k: (tuple(v) if isinstance(v, list) else v) for k, v in overrides.items()})
+    raw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in overrides.items()}
+    return replace(target, settings=MappingProxyType({**target.settings, **S.parse(raw)}))
 
 
 # -- what a target's lock is made from ------------------------------------------------------------
@@ -424,8 +333,6 @@ def index_urls(config: ProjectConfig) -> dict[str, str]:
     """
     urls = dict(config.indexes)
     if config.snapshot is not None and "pypi" not in urls:
-        from ..net.snapshot import PLACEHOLDER_BASE
-
         urls["pypi"] = PLACEHOLDER_BASE.format(name="pypi")
     return urls
 
@@ -433,32 +340,15 @@ def index_urls(config: ProjectConfig) -> dict[str, str]:
 def resolve_definitions(config: ProjectConfig, env: Mapping[str, str]):
     """The index definitions to resolve with: ``index_urls``, and PyPI from uv/pip configuration
     when neither the config nor a snapshot decides it."""
-    from ..data.definitions import load_definitions
-
     urls = index_urls(config)
     if "pypi" not in urls:
-        from .userconfig import discover_pypi_url
-
         urls["pypi"] = discover_pypi_url(env)
     return load_definitions().with_index_urls(urls)
 
 
-def resolve_request(target: TargetConfig):
+def resolve_request(target: TargetConfig) -> ResolveRequest:
     """The ``ResolveRequest`` for a configured target (a declared target: no interpreter is run)."""
-    from ..env.target import declared_target
-    from ..model.request import ResolveRequest
-
-    return ResolveRequest.build(
-        target=declared_target(target.python, target.platform, target.installed),
-        torch=target.torch,
-        cuda=target.cuda,
-        change_cuda=target.change_cuda,
-        flashinfer=target.flashinfer,
-        jit_cache=target.jit_cache,
-        cubin=target.cubin,
-        with_=target.with_,
-        allow_downgrade=target.allow_downgrade,
-    )
+    return S.build_request(target.settings, target=S.declared(target.settings))
 
 
 _BUNDLED: list = []
@@ -467,8 +357,6 @@ _BUNDLED: list = []
 def bundled_definitions():
     """The bundled index definitions, read once per process (they never change under it)."""
     if not _BUNDLED:
-        from ..data.definitions import load_definitions
-
         _BUNDLED.append(load_definitions())
     return _BUNDLED[0]
 

@@ -7,33 +7,29 @@ from typing import Any, TextIO
 
 from ..index.finder import PageVisit
 from ..model import LockPlan
+from ..model.codec import plan_to_dict
 from ..resolver.candidates import CandidateRow
 
 PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
 
 
+# The plan JSON's own keys for a package, from model.codec's (schema resolve-gpu-stack/plan/v1).
+_JSON_PACKAGE_KEYS = {
+    "name": "name", "version": "version", "action": "action", "installed": "installed-version", "index": "index",
+    "url": "url", "sha256": "sha256", "size": "size", "coupling": "coupling", "reason": "reason",
+}
+
+
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
+    """The plan as the ``resolve-gpu-stack/plan/v1`` object: ``model.codec``'s dict under that schema's keys."""
+    data = plan_to_dict(plan)
     return {
         "schema": PLAN_SCHEMA,
-        "target": {"python": plan.target.python, "platform": plan.target.platform, "cuda": plan.target.cuda},
-        "flashinfer": {"version": str(plan.flashinfer_version) if plan.flashinfer_version else None, "cuda_label": plan.cuda_label},
-        "packages": [
-            {
-                "name": p.name,
-                "version": str(p.version),
-                "action": p.action.value,
-                "installed": str(p.installed_version) if p.installed_version is not None else None,
-                "index": p.index,
-                "url": p.url,
-                "sha256": p.sha256,
-                "size": p.size,
-                "coupling": p.coupling.value,
-                "reason": p.reason,
-            }
-            for p in plan.packages
-        ],
-        "notes": list(plan.notes),
-        "inputs_digest": plan.inputs_digest,
+        "target": data["target"],
+        "flashinfer": {"version": data["flashinfer-version"], "cuda_label": data["cuda-label"]},
+        "packages": [{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()} for p in data["packages"]],
+        "notes": data["notes"],
+        "inputs_digest": data["inputs-digest"],
     }
 
 

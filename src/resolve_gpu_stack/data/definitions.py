@@ -1,17 +1,17 @@
 """Index definitions, the routing table and the component rules, loaded from ``indexes/*.toml``.
 
-Pure: stdlib + packaging. Which index serves what lives in the data files, not in code.
+Pure: stdlib + packaging. Which index serves what lives in the data files, not in code; the
+values they are loaded into are in ``rules.py`` (re-exported here).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -19,10 +19,23 @@ from packaging.version import Version
 
 from ..errors import IndexDefinitionError, UsageError
 from ..model import Coupling, CudaLabel
+from ..model.channel import FLASHINFER_CHANNEL_NAMES
 from ..urls import normalize_base_url, redact_url, strip_userinfo
-from .toml import load_toml
-
-INDEX_NAMES = ("pytorch", "flashinfer", "pypi")
+from .rules import (
+    CHANNEL_TABLES,
+    DIALECTS,
+    INDEX_NAMES,
+    TEMPLATE_VARIABLES,
+    ArchRow,
+    CouplingRule,
+    FlashInferRules,
+    IndexDefinition,
+    PageLocation,
+    Route,
+    RouteContext,
+    expand_page,
+)
+from .toml import TomlReader, load_toml
 
 
 def data_dir() -> Path:
@@ -41,127 +54,16 @@ def read_toml(path: Path, *, error: type[UsageError] = IndexDefinitionError) -> 
     return load_toml(path, error=error)
 
 
-def _spec(text: str | None, where: str) -> SpecifierSet | None:
-    if text is None:
-        return None
-    try:
-        return SpecifierSet(text, prereleases=True)
-    except InvalidSpecifier as exc:
-        raise IndexDefinitionError(f"{where}: bad version specifier {text!r}") from exc
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IndexDefinition:
-    name: str
-    url: str  # base URL, ends with "/"; "" when not configured yet (pypi)
-    dialect: str  # html | json-or-html
-    hashes: str  # all | except-nightly
-    metadata: str  # pep658 | none | pep658-or-range
-    hosts: tuple[str, ...]
-    channels: Mapping[str, str]
-    retention_days: int = 0
-    cuda_labels: tuple[str, ...] = ()
-
-    def page_url(self, path: str) -> str:
-        """The URL of a page below this index, without the base URL's ``user:token@``: page URLs
-        reach notes, logs and messages; the fetcher sends the credentials by origin."""
-        if not self.url:
-            raise IndexDefinitionError(
-                f"index {self.name!r} has no URL",
-                hint=f"pass --index {self.name}=URL",
-            )
-        return strip_userinfo(self.url) + path.lstrip("/")
-
-    def allows_host(self, url: str) -> bool:
-        """Whether a file URL found on this index may be followed (its own host always may)."""
-        host = (urlsplit(url).hostname or "").lower()
-        own = (urlsplit(self.url).hostname or "").lower()
-        return "*" in self.hosts or host == own or host in self.hosts
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
-    patterns: tuple[str, ...]
-    index: str
-    page: str
-    versions: SpecifierSet | None = None
-    flashinfer_channel: str | None = None  # "stable" | "nightly" | None (any)
-    legacy: bool = False
-
-    def names(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
-
-    @property
-    def is_wildcard(self) -> bool:
-        return self.patterns == ("*",)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RouteContext:
-    """The variables a page template may use (see indexes/routing.toml)."""
-
-    torch_channel: str = "nightly"  # nightly | test | stable
-    cuda: str | None = None  # torch's CUDA variant, e.g. cu130
-    flashinfer_channel: str = "stable"  # stable | nightly
-    torch_series: str | None = None  # "2.12"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PageLocation:
-    """One page to read for a package, and the route that sent us there."""
-
-    index: str
-    url: str
-    route: Route
-    cuda_label: str | None = None  # the {fi_cuda} value this page was expanded with
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CouplingRule:
-    patterns: tuple[str, ...]
-    coupling: Coupling
-    why: str
-    versions: SpecifierSet | None = None
-    local: re.Pattern[str] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FlashInferRules:
-    python: NormalizedName
-    cubin: NormalizedName
-    jit_cache: NormalizedName
-    providers: str  # fnmatch pattern
-    agnostic_since: Version
-    jit_cache_since: Version
-    providers_since: Version
-    arch_table: tuple[tuple[SpecifierSet, Mapping[str, tuple[str, ...]], Mapping[str, tuple[str, ...]]], ...] = ()
-
-    def is_provider(self, name: str) -> bool:
-        return fnmatch.fnmatchcase(name, self.providers)
-
-    def members(self, name: str) -> bool:
-        return name in (self.python, self.cubin, self.jit_cache) or self.is_provider(name)
-
-    def jit_cache_archs(self, version: Version, label: str, machine: str) -> tuple[str, ...] | None:
-        """The SASS targets a monolithic jit-cache build covers, or None when not in the table."""
-        for spec, labels, aarch64_extra in self.arch_table:
-            if version in spec and label in labels:
-                archs = tuple(labels[label])
-                if machine == "aarch64":
-                    archs += tuple(aarch64_extra.get(label, ()))
-                return archs
-        return None
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Definitions:
     """Everything under indexes/: the three logical indexes, the routes, the component rules."""
 
     indexes: Mapping[str, IndexDefinition]
     routes: tuple[Route, ...]
-    default_index: str
     couplings: tuple[CouplingRule, ...]
     flashinfer: FlashInferRules
+    pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
+    layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
 
     # -- routing ---------------------------------------------------------------------------
@@ -192,15 +94,35 @@ class Definitions:
         out: list[PageLocation] = []
         for route in self.routes_for(name, ctx):
             index = self.indexes[route.index]
+            page = route.page
+            if index.layout is not None:
+                if route.legacy:
+                    continue  # optional pages for the record: a mirror layout has none
+                page = self.layouts[index.layout]
             labels: list[str | None] = [None]
             if "{fi_cuda}" in route.page:
                 labels = list(self.flashinfer_labels(ctx.cuda))
             for label in labels:
-                path = expand_page(route.page, name=name, ctx=ctx, fi_cuda=label)
+                path = expand_page(page, self.template_values(name, ctx, fi_cuda=label))
                 if path is None:
                     continue
-                out.append(PageLocation(index=route.index, url=index.page_url(path), route=route, cuda_label=label))
+                url = index.page_url(path)
+                if any(loc.url == url and loc.route is route for loc in out):
+                    continue  # a layout without the route's folders: one page for every label
+                out.append(PageLocation(index=route.index, url=url, route=route, cuda_label=label))
         return out
+
+    def template_values(self, name: str, ctx: RouteContext, *, fi_cuda: str | None = None) -> dict[str, str | None]:
+        """The page-template variables under ``ctx``; a channel's prefix comes from its index's
+        ``[channels]`` table (None when that table does not name the channel)."""
+        return {
+            "name": name,
+            "torch_channel": self.indexes["pytorch"].channels.get(ctx.torch_channel),
+            "cuda": ctx.cuda,
+            "fi_channel": self.indexes["flashinfer"].channels.get(ctx.flashinfer_channel),
+            "fi_cuda": fi_cuda,
+            "torch_series": ctx.torch_series,
+        }
 
     def flashinfer_labels(self, cuda: str | None) -> list[str]:
         """Published labels with torch's CUDA major that are <= torch's CUDA, newest first."""
@@ -214,6 +136,10 @@ class Definitions:
 
     # -- components ------------------------------------------------------------------------
     def coupling(self, name: str, version: Version) -> tuple[Coupling, str]:
+        return self.coupling_rule(name, version) or (Coupling.AGNOSTIC, "pure package")
+
+    def coupling_rule(self, name: str, version: Version) -> tuple[Coupling, str] | None:
+        """The coupling the data gives ``name`` at ``version``; None when no rule matches."""
         name = canonicalize_name(name)
         local = version.local or ""
         for rule in self.couplings:
@@ -227,133 +153,230 @@ class Definitions:
                     continue
                 return rule.coupling, rule.why.format(**m.groupdict())
             return rule.coupling, rule.why
-        return Coupling.AGNOSTIC, "pure package"
+        return None
 
     def recorded_urls(self) -> dict[str, str | None]:
-        """Each logical index's base URL as a plan records it (credentials redacted), or None."""
-        return {n: redact_url(d.url) if d.url else None for n, d in sorted(self.indexes.items())}
+        """Each logical index's base URL as a plan records it (credentials redacted; a mirror
+        layout as its ``LAYOUT:`` prefix), or None."""
+        return {n: (f"{d.layout}:" if d.layout else "") + redact_url(d.url) if d.url else None for n, d in sorted(self.indexes.items())}
 
     def with_index_urls(self, urls: Mapping[str, str]) -> Definitions:
-        """A copy with base URLs overridden (``--index NAME=URL``); a mirror keeps the same paths."""
+        """A copy with base URLs overridden (``--index NAME=URL``): a mirror keeps the index's
+        paths, or says its layout as a prefix (``--index NAME=flat:URL``, routing.toml [layouts])."""
         indexes = dict(self.indexes)
         for name, url in urls.items():
             if name not in indexes:
                 raise IndexDefinitionError(
                     f"unknown index {name!r} in --index", hint=f"known indexes: {', '.join(indexes)}"
                 )
-            indexes[name] = replace(indexes[name], url=normalize_base_url(url))
+            layout, url = self.split_layout(url)
+            indexes[name] = replace(indexes[name], url=normalize_base_url(url), layout=layout)
         return replace(self, indexes=indexes)
 
-
-def expand_page(template: str, *, name: str, ctx: RouteContext, fi_cuda: str | None = None) -> str | None:
-    """Fill a page template; None when a variable it needs is unknown in this context."""
-    needed = set(re.findall(r"{(\w+)}", template))
-    values: dict[str, str | None] = {
-        "name": name,
-        "torch_channel": _channel_prefix(ctx.torch_channel),
-        "cuda": ctx.cuda,
-        "fi_channel": "nightly/" if ctx.flashinfer_channel == "nightly" else "",
-        "fi_cuda": fi_cuda,
-        "torch_series": ctx.torch_series,
-    }
-    if any(values.get(k) is None for k in needed):
-        return None
-    return template.format(**{k: values[k] for k in needed})
+    def split_layout(self, url: str) -> tuple[str | None, str]:
+        """``flat:https://host/simple/`` -> ("flat", "https://host/simple/"); a plain URL -> (None, url)."""
+        prefix, sep, rest = url.partition(":")
+        if sep and prefix in self.layouts:
+            if not rest:
+                raise IndexDefinitionError(f"index URL {url!r}: no URL after {prefix}:", hint=f"e.g. {prefix}:https://mirror.example/simple/")
+            return prefix, rest
+        if sep and re.fullmatch(r"[a-z][a-z0-9-]*", prefix) and re.match(r"[a-z][a-z0-9+.-]*://", rest):
+            raise IndexDefinitionError(f"index URL {url!r}: unknown layout {prefix!r}", hint=f"known layouts: {', '.join(self.layouts) or 'none'}")
+        return None, url
 
 
-def _channel_prefix(channel: str) -> str:
-    return {"nightly": "nightly/", "test": "test/"}.get(channel, "")
+# -- loading indexes/*.toml -------------------------------------------------------------------
 
-
-def _patterns(raw: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
-        raise IndexDefinitionError(f"{where}: 'packages' must be a non-empty list of names")
-    return tuple(p if "*" in p else canonicalize_name(p) for p in raw)
+INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
+ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy")
+COUPLING_KEYS = ("packages", "coupling", "why", "versions", "local")
 
 
 def load_definitions(directory: Path | None = None) -> Definitions:
+    """Everything under ``directory`` (default: the bundled ``indexes/``); any problem raises
+    ``IndexDefinitionError`` naming the file, the table and the key."""
     directory = directory or data_dir()
-    indexes: dict[str, IndexDefinition] = {}
-    for name in INDEX_NAMES:
-        raw = read_toml(directory / f"{name}.toml")
-        try:
-            url = raw.get("url", "")
-            indexes[name] = IndexDefinition(
-                name=raw["name"],
-                url=normalize_base_url(url) if url else "",
-                dialect=raw["dialect"],
-                hashes=raw["hashes"],
-                metadata=raw["metadata"],
-                hosts=tuple(h.lower() for h in raw.get("hosts", [])),
-                channels=dict(raw.get("channels", {})),
-                retention_days=int(raw.get("retention-days", 0)),
-                cuda_labels=tuple(raw.get("cuda-labels", [])),
-            )
-        except KeyError as exc:
-            raise IndexDefinitionError(f"{directory / (name + '.toml')}: missing key {exc}") from exc
-    routing = read_toml(directory / "routing.toml")
-    routes = []
-    for i, r in enumerate(routing.get("route", [])):
-        where = f"routing.toml route #{i + 1}"
-        if r.get("index") not in indexes:
-            raise IndexDefinitionError(f"{where}: unknown index {r.get('index')!r}")
-        routes.append(
-            Route(
-                patterns=_patterns(r.get("packages"), where),
-                index=r["index"],
-                page=r["page"],
-                versions=_spec(r.get("versions"), where),
-                flashinfer_channel=(r.get("when") or {}).get("flashinfer"),
-                legacy=bool(r.get("legacy", False)),
-            )
-        )
-    comp = read_toml(directory / "components.toml")
-    couplings = []
-    for i, c in enumerate(comp.get("coupling", [])):
-        where = f"components.toml coupling #{i + 1}"
-        couplings.append(
-            CouplingRule(
-                patterns=_patterns(c.get("packages"), where),
-                coupling=Coupling(c["coupling"]),
-                why=c.get("why", ""),
-                versions=_spec(c.get("versions"), where),
-                local=re.compile(c["local"]) if "local" in c else None,
-            )
-        )
-    fi = comp["flashinfer"]
-    arch_table = tuple(
-        (
-            _spec(row["versions"], "components.toml jit-cache-archs"),
-            {k: tuple(v) for k, v in row["labels"].items()},
-            {k: tuple(v) for k, v in row.get("aarch64-extra", {}).items()},
-        )
-        for row in comp.get("jit-cache-archs", [])
+    indexes = {name: _load_index(directory / f"{name}.toml", name) for name in INDEX_NAMES}
+    routing = TomlReader(directory / "routing.toml")
+    routes = tuple(
+        _route(routing, raw, f"route #{i + 1}", indexes)
+        for i, raw in enumerate(routing.tables(read_toml(directory / "routing.toml"), "route", "routing"))
     )
-    flashinfer = FlashInferRules(
-        python=canonicalize_name(fi["python"]),
-        cubin=canonicalize_name(fi["cubin"]),
-        jit_cache=canonicalize_name(fi["jit-cache"]),
-        providers=fi["providers"],
-        agnostic_since=Version(fi["agnostic-since"]),
-        jit_cache_since=Version(fi["jit-cache-since"]),
-        providers_since=Version(fi["providers-since"]),
-        arch_table=arch_table,  # type: ignore[arg-type]
-    )
+    layouts = _layouts(routing, read_toml(directory / "routing.toml"))
+    comp = TomlReader(directory / "components.toml")
+    doc = read_toml(directory / "components.toml")
+    couplings = tuple(_coupling(comp, raw, f"coupling #{i + 1}") for i, raw in enumerate(comp.tables(doc, "coupling", "components")))
     return Definitions(
         indexes=indexes,
-        routes=tuple(routes),
-        default_index=routing.get("default", "pypi"),
-        couplings=tuple(couplings),
-        flashinfer=flashinfer,
+        routes=routes,
+        couplings=couplings,
+        flashinfer=_flashinfer(comp, doc),
+        pytorch_family=_pytorch_family(comp, doc),
+        layouts=layouts,
         source=directory,
     )
 
 
-def iter_index_names(defs: Definitions) -> Iterable[str]:
-    return defs.indexes.keys()
+def _load_index(path: Path, expected: str) -> IndexDefinition:
+    r = TomlReader(path)
+    doc = read_toml(path)
+    r.unknown_keys(doc, INDEX_KEYS, "top level")
+    name = r.get(doc, "name", str, "top level", required=True)
+    if name != expected:
+        raise r.fail("top level", f"'name' is {name!r}, expected {expected!r}")
+    dialect = r.get(doc, "dialect", str, "top level", required=True)
+    if dialect not in DIALECTS:
+        raise r.fail("top level", f"'dialect' {dialect!r} is not one of {', '.join(DIALECTS)}")
+    url = r.get(doc, "url", str, "top level") or ""
+    channels = _channels(r, doc, CHANNEL_TABLES.get(name, ()))
+    retention = r.get(doc, "retention-days", int, "top level") or 0
+    if retention < 0:
+        raise r.fail("top level", f"'retention-days' must be 0 or more, not {retention}")
+    return IndexDefinition(
+        name=name,
+        url=normalize_base_url(url) if url else "",
+        dialect=dialect,
+        hosts=tuple(h.lower() for h in r.strings(doc, "hosts", "top level") or ()),
+        channels=channels,
+        retention_days=retention,
+        cuda_labels=r.strings(doc, "cuda-labels", "top level") or (),
+    )
+
+
+def _channels(r: TomlReader, doc: Mapping[str, Any], required: tuple[str, ...]) -> dict[str, str]:
+    """``[channels]``: channel name -> path prefix; every channel in ``required`` must be there."""
+    channels = r.get(doc, "channels", dict, "top level") or {}
+    for channel in channels:
+        r.get(channels, channel, str, "channels")
+    missing = [c for c in required if c not in channels]
+    if missing:
+        raise r.fail("channels", f"no path prefix for channel {missing[0]!r}")
+    return dict(channels)
+
+
+def _route(r: TomlReader, raw: Mapping[str, Any], where: str, indexes: Mapping[str, IndexDefinition]) -> Route:
+    r.unknown_keys(raw, ROUTE_KEYS, where)
+    index = r.get(raw, "index", str, where, required=True)
+    if index not in indexes:
+        raise r.fail(where, f"unknown index {index!r}", hint=f"known indexes: {', '.join(indexes)}")
+    page = r.get(raw, "page", str, where, required=True)
+    unknown = sorted(set(re.findall(r"{(\w+)}", page)) - set(TEMPLATE_VARIABLES))
+    if unknown:
+        raise r.fail(where, f"page {page!r} uses unknown variable {{{unknown[0]}}}", hint=f"known: {', '.join(TEMPLATE_VARIABLES)}")
+    when = r.get(raw, "when", dict, where) or {}
+    r.unknown_keys(when, ("flashinfer",), f"{where} when")
+    channel = r.get(when, "flashinfer", str, f"{where} when")
+    if channel is not None and channel not in FLASHINFER_CHANNEL_NAMES:
+        raise r.fail(f"{where} when", f"'flashinfer' {channel!r} is not one of {', '.join(FLASHINFER_CHANNEL_NAMES)}")
+    return Route(
+        patterns=_patterns(r, raw, where),
+        index=index,
+        page=page,
+        versions=_spec(r, raw, where),
+        flashinfer_channel=channel,
+        legacy=bool(r.get(raw, "legacy", bool, where)),
+    )
+
+
+def _layouts(r: TomlReader, doc: Mapping[str, Any]) -> dict[str, str]:
+    """``[layouts]``: mirror layout name -> the page template every route of such a mirror reads."""
+    table = r.get(doc, "layouts", dict, "top level") or {}
+    out = {}
+    for name in table:
+        page = r.get(table, name, str, "layouts", required=True)
+        unknown = sorted(set(re.findall(r"{(\w+)}", page)) - set(TEMPLATE_VARIABLES))
+        if unknown:
+            raise r.fail("layouts", f"{name}: page {page!r} uses unknown variable {{{unknown[0]}}}", hint=f"known: {', '.join(TEMPLATE_VARIABLES)}")
+        out[name] = page
+    return out
+
+
+def _coupling(r: TomlReader, raw: Mapping[str, Any], where: str) -> CouplingRule:
+    r.unknown_keys(raw, COUPLING_KEYS, where)
+    local = r.get(raw, "local", str, where)
+    try:
+        pattern = re.compile(local) if local is not None else None
+    except re.error as exc:
+        raise r.fail(where, f"'local' {local!r} is not a regular expression: {exc}") from None
+    return CouplingRule(
+        patterns=_patterns(r, raw, where),
+        coupling=r.enum(Coupling, r.get(raw, "coupling", str, where, required=True), where),
+        why=r.get(raw, "why", str, where) or "",
+        versions=_spec(r, raw, where),
+        local=pattern,
+    )
+
+
+def _flashinfer(r: TomlReader, doc: Mapping[str, Any]) -> FlashInferRules:
+    """``[flashinfer]`` and ``[[jit-cache-archs]]`` (``[flashinfer.extras]`` is not read here)."""
+    fi = r.get(doc, "flashinfer", dict, "top level", required=True)
+
+    def name(key: str) -> NormalizedName:
+        return canonicalize_name(r.get(fi, key, str, "flashinfer", required=True))
+
+    def version(key: str) -> Version:
+        return r.version(r.get(fi, key, str, "flashinfer", required=True), f"flashinfer {key!r}")
+
+    return FlashInferRules(
+        python=name("python"),
+        cubin=name("cubin"),
+        jit_cache=name("jit-cache"),
+        providers=r.get(fi, "providers", str, "flashinfer", required=True),
+        agnostic_since=version("agnostic-since"),
+        jit_cache_since=version("jit-cache-since"),
+        providers_since=version("providers-since"),
+        arch_table=tuple(_arch_row(r, row, f"jit-cache-archs #{i + 1}") for i, row in enumerate(r.tables(doc, "jit-cache-archs", "components"))),
+        components=_components(r, fi, (name("python"), name("cubin"), name("jit-cache"))),
+    )
+
+
+def _components(r: TomlReader, fi: Mapping[str, Any], named: tuple[NormalizedName, ...]) -> tuple[NormalizedName, ...]:
+    """``[flashinfer] components``: python, cubin and jit-cache once each, in install order."""
+    out = tuple(canonicalize_name(n) for n in r.strings(fi, "components", "flashinfer", required=True) or ())
+    if sorted(out) != sorted(named):
+        raise r.fail("flashinfer", "'components' must list python, cubin and jit-cache once each", hint=f"expected the names {', '.join(sorted(named))}")
+    return out
+
+
+def _pytorch_family(r: TomlReader, doc: Mapping[str, Any]) -> frozenset[NormalizedName]:
+    """``[pytorch] family``: the packages built and released together with torch."""
+    table = r.get(doc, "pytorch", dict, "top level", required=True)
+    return frozenset(canonicalize_name(n) for n in _patterns(r, {"packages": table.get("family")}, "pytorch family"))
+
+
+def _arch_row(r: TomlReader, row: Mapping[str, Any], where: str) -> ArchRow:
+    r.unknown_keys(row, ("versions", "labels", "aarch64-extra"), where)
+    spec = _spec(r, row, where)
+    if spec is None:
+        raise r.fail(where, "missing 'versions'")
+
+    def label_table(key: str) -> dict[str, tuple[str, ...]]:
+        table = r.get(row, key, dict, where, required=key == "labels") or {}
+        return {label: r.strings(table, label, f"{where} {key}", required=True) or () for label in table}
+
+    return spec, label_table("labels"), label_table("aarch64-extra")
+
+
+def _patterns(r: TomlReader, raw: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    names = r.strings(raw, "packages", where, required=True) or ()
+    if not names:
+        raise r.fail(where, "'packages' must be a non-empty array of names")
+    return tuple(p if "*" in p else canonicalize_name(p) for p in names)
+
+
+def _spec(r: TomlReader, raw: Mapping[str, Any], where: str) -> SpecifierSet | None:
+    text = r.get(raw, "versions", str, where)
+    if text is None:
+        return None
+    try:
+        return SpecifierSet(text, prereleases=True)
+    except InvalidSpecifier:
+        raise r.fail(where, f"bad version specifier {text!r}") from None
 
 
 __all__ = [
+    "INDEX_NAMES",
+    "CouplingRule",
     "Definitions",
     "FlashInferRules",
     "IndexDefinition",
@@ -362,8 +385,8 @@ __all__ = [
     "RouteContext",
     "expand_page",
     "load_definitions",
+    "read_toml",
     "normalize_base_url",
     "redact_url",
     "strip_userinfo",
 ]
-_ = field  # keep dataclasses.field importable for subclasses

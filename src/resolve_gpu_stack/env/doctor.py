@@ -1,6 +1,6 @@
 """`doctor`: verify an installed torch + FlashInfer stack past "it imports" (stories.md, story 3).
 
-Pure: stdlib + packaging. Every check reads an ``Environment`` (``target.inspect_environment``),
+Pure: stdlib + packaging. Every check reads an ``Environment`` (``probe.inspect_environment``),
 the component rules (``indexes.Definitions``) and two facts gathered at the edge by ``cmd_doctor``:
 the result of importing flashinfer in the target, and the GPUs nvidia-smi lists. A check never claims
 what it did not look at: without the fact it needs it says ``skip`` and why.
@@ -21,89 +21,38 @@ Decisions (flashinfer.md section 6):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
-from ..resolver.policy import cuda_major, public, torch_abi_mismatch
-from .target import Environment, InstalledDistribution
+from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
+from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
+from .doctor_stack import (
+    FAIL,
+    LEGACY_FLASHINFER,
+    PASS,
+    SKIP,
+    TORCH,
+    TVM_FFI,
+    WARN,
+    Check,
+    ImportResult,
+    Stack,
+    cuda_from_requires,
+    cuda_text,
+    installed_stack,
+    pkg,
+    requirements,
+)
+from .gpu import Gpu, GpuQuery, describe_gpus, gpu_groups, parse_nvidia_smi, provider_arch, sass_covers
+from .probe import Environment, InstalledDistribution
 
 SCHEMA = "resolve-gpu-stack/doctor/v1"
-PASS, WARN, SKIP, FAIL = "pass", "warn", "skip", "fail"
-STATUSES = (PASS, WARN, SKIP, FAIL)
-
-TORCH = NormalizedName("torch")
-TVM_FFI = NormalizedName("apache-tvm-ffi")
-LEGACY_FLASHINFER = NormalizedName("flashinfer")  # the pre-rename AOT package (<= 0.2.0)
 DISABLE_VERSION_CHECK = "FLASHINFER_DISABLE_VERSION_CHECK"
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One verdict: ``status`` is pass | warn | skip | fail; ``details`` is JSON-ready."""
-
-    name: str
-    status: str
-    message: str
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"check {self.name!r}: unknown status {self.status!r}")
-
-    @property
-    def failed(self) -> bool:
-        return self.status == FAIL
-
-
-@dataclass(frozen=True, slots=True)
-class ImportResult:
-    """``import flashinfer`` run by the target interpreter."""
-
-    ok: bool
-    version: str | None = None  # flashinfer.__version__ as printed
-    error: str | None = None  # the exception's last line, or why it could not run
-    env_bypass: bool = False  # FLASHINFER_DISABLE_VERSION_CHECK was set (and removed for the check)
-
-
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    name: str
-    compute_cap: tuple[int, int] | None  # None when nvidia-smi reported none (old driver: "[N/A]")
-
-    @property
-    def sm(self) -> str:
-        return f"sm_{self.compute_cap[0]}{self.compute_cap[1]}" if self.compute_cap else "sm_?"
-
-
-@dataclass(frozen=True, slots=True)
-class GpuQuery:
-    """What nvidia-smi said: the GPUs, or why it could not tell."""
-
-    tool: str  # the nvidia-smi that was run (or asked for)
-    gpus: tuple[Gpu, ...] = ()
-    error: str | None = None
-    found: bool = True  # False: an explicitly named nvidia-smi does not exist
-
-
-def parse_nvidia_smi(text: str) -> tuple[Gpu, ...]:
-    """Rows of ``nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader``."""
-    gpus = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        name, sep, cap = line.rpartition(",")
-        if not sep:
-            raise ValueError(f"unexpected nvidia-smi row {line.strip()!r} (expected 'name, compute_cap')")
-        m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", cap)
-        gpus.append(Gpu(name=name.strip(), compute_cap=(int(m[1]), int(m[2])) if m else None))
-    return tuple(gpus)
 
 
 def doctor_ok(checks: Iterable[Check]) -> bool:
@@ -111,144 +60,33 @@ def doctor_ok(checks: Iterable[Check]) -> bool:
     return not any(c.failed for c in checks)
 
 
-# -- SASS coverage ---------------------------------------------------------------------------------
-#
-# A jit-cache holds SASS only, no PTX (flashinfer.md 2b), so a GPU runs its kernels only if some
-# SASS target is binary compatible with it. CUDA C++ Programming Guide, "Binary Compatibility" and
-# "Feature Availability" (arch- and family-specific features, CUDA 12.9):
-#   plain    sm_XY   runs on compute capability X.z with z >= Y (same major only): sm_80 on 8.6/8.7/8.9
-#   arch     sm_XYa  runs on X.Y only: 9.0a covers sm_90, nothing else
-#   family   sm_XYf  runs on the family's X.z with z >= Y: 12.0f covers 12.0 and 12.1
-# Nothing runs across majors: sm_90 SASS never runs on sm_100 or sm_120.
-
-_ARCH_RE = re.compile(r"^(\d+)\.(\d+)([af]?)$")
-_PROVIDER_RE = re.compile(r"^(\d+)(\d)([af]?)$")
-
-
-def sass_covers(target: str, cap: tuple[int, int]) -> bool:
-    """Whether SASS built for ``target`` ("8.0", "9.0a", "12.0f") runs on compute capability ``cap``."""
-    m = _ARCH_RE.match(target.strip())
-    if m is None:
-        raise ValueError(f"not a SASS target: {target!r} (expected like 8.0, 9.0a or 12.0f)")
-    major, minor, suffix = int(m[1]), int(m[2]), m[3]
-    if suffix == "a":
-        return cap == (major, minor)
-    return cap[0] == major and cap[1] >= minor
-
-
-def provider_arch(name: str, pattern: str = "flashinfer-jit-cache-sm*") -> str | None:
-    """The SASS target a 0.7 provider carries, from its name (flashinfer.md 1: ``sm{NN}[a|f]``).
-
-    ``flashinfer-jit-cache-sm120f`` -> "12.0f"; ``flashinfer-jit-cache-sm90a`` -> "9.0a"; else None.
-    """
-    prefix = pattern.rstrip("*")
-    name = canonicalize_name(name)
-    if not name.startswith(prefix):
-        return None
-    m = _PROVIDER_RE.match(name[len(prefix):])
-    return f"{m[1]}.{m[2]}{m[3]}" if m else None
-
-
-# -- the stack as installed --------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class _Stack:
-    env: Environment
-    defs: Definitions
-    torch: InstalledDistribution | None
-    torch_cuda: str | None  # cuNNN from the label, or inferred from Requires-Dist
-    python: InstalledDistribution | None
-    cubin: InstalledDistribution | None
-    shim: InstalledDistribution | None
-    providers: tuple[InstalledDistribution, ...]
-
-    @property
-    def markers(self) -> dict[str, str]:
-        return {**self.env.target.markers, "extra": ""}
-
-    @property
-    def any_flashinfer(self) -> bool:
-        return any((self.python, self.cubin, self.shim, self.providers))
-
-    @property
-    def jit_cache_dists(self) -> tuple[InstalledDistribution, ...]:
-        return ((self.shim,) if self.shim else ()) + self.providers
-
-
-def _stack(env: Environment, defs: Definitions) -> _Stack:
-    dists = env.distributions
-    fi = defs.flashinfer
-    torch = dists.get(TORCH)
-    label = cuda_label_text(torch.version) if torch else None
-    if torch is not None and label is None:
-        label = _cuda_from_requires(torch, {**env.target.markers, "extra": ""})[0]
-    providers = tuple(sorted((d for n, d in dists.items() if fi.is_provider(n)), key=lambda d: d.name))
-    return _Stack(env=env, defs=defs, torch=torch, torch_cuda=label, python=dists.get(fi.python),
-                  cubin=dists.get(fi.cubin), shim=dists.get(fi.jit_cache), providers=providers)
-
-
-def _requirements(dist: InstalledDistribution, markers: Mapping[str, str]) -> Iterator[Requirement]:
-    """The dist's Requires-Dist lines that apply to this target (no extras)."""
-    for line in dist.requires_dist:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate(dict(markers)):
-            yield req
-
-
-_RUNTIME_RE = re.compile(r"^nvidia-cuda-runtime(?:-cu\d+)?$")
-
-
-def _cuda_from_requires(torch: InstalledDistribution, markers: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """A torch without +cuNNN (a PyPI build) pins its CUDA runtime: ``nvidia-cuda-runtime-cu12==12.8.90``."""
-    for req in _requirements(torch, markers):
-        if not _RUNTIME_RE.match(canonicalize_name(req.name)):
-            continue
-        for spec in req.specifier:
-            m = re.match(r"^(\d+)\.(\d)\b", spec.version)
-            if spec.operator in ("==", "===") and m:
-                return f"cu{m[1]}{m[2]}", str(req)
-    return None, None
-
-
-def _cuda_text(label: str) -> str:
-    t = CudaLabel.parse(label)
-    return f"CUDA {t.major}.{t.minor}" if t else label
-
-
-def _pkg(dist: InstalledDistribution) -> str:
-    return f"{dist.name} {dist.version}"
-
-
 # -- 1. torch -------------------------------------------------------------------------------------
 
-def _check_torch(s: _Stack) -> Check:
+def _check_torch(s: Stack) -> Check:
     t = s.torch
     if t is None:
         return Check("torch", FAIL, f"torch is not installed in {s.env.interpreter}", {})
     details: dict[str, Any] = {"version": str(t.version), "cuda": s.torch_cuda}
     label = cuda_label_text(t.version)
     if label is not None:
-        return Check("torch", PASS, f"torch {t.version} ({_cuda_text(label)})", details)
+        return Check("torch", PASS, f"torch {t.version} ({cuda_text(label)})", details)
     local = t.version.local or ""
     kind = re.match(r"^(cpu|rocm|xpu)", local)
     if kind:
         what = {"cpu": "CPU-only", "rocm": "ROCm", "xpu": "XPU"}[kind[1]]
         return Check("torch", FAIL, f"torch {t.version} is a {what} build: FlashInfer needs a CUDA build of torch (+cuNNN)", details)
-    inferred, pin = _cuda_from_requires(t, s.markers)
+    inferred, pin = cuda_from_requires(t, s.markers)
     if inferred is not None:
         details["cuda_from"] = pin
         return Check("torch", WARN, f"torch {t.version} has no +cuNNN label; its Requires-Dist pins {pin}, "
-                     f"so {_cuda_text(inferred)} ({inferred}) is assumed", details)
+                     f"so {cuda_text(inferred)} ({inferred}) is assumed", details)
     return Check("torch", WARN, f"torch {t.version} has no +cuNNN label and names no CUDA runtime: "
                  "its CUDA version is unknown, so CUDA labels are not checked against it", details)
 
 
 # -- 2. components present ----------------------------------------------------------------------
 
-def _check_components(s: _Stack) -> Check:
+def _check_components(s: Stack) -> Check:
     fi = s.defs.flashinfer
     installed = {d.name: str(d.version) for d in (s.python, s.cubin, *s.jit_cache_dists) if d is not None}
     details: dict[str, Any] = {"installed": installed}
@@ -257,22 +95,7 @@ def _check_components(s: _Stack) -> Check:
     if s.python is None:
         others = ", ".join(f"{n} {v}" for n, v in installed.items())
         return Check("flashinfer-components", FAIL, f"{others} installed without {fi.python}, which every component needs", details)
-    fails: list[str] = []
-    warns: list[str] = []
-    py_v = s.python.version
-    if s.providers and s.shim is None:
-        names = ", ".join(d.name for d in s.providers)
-        fails.append(f"{names} installed without the {fi.jit_cache} shim: FlashInfer checks each provider against the "
-                     f"shim's version, so none is used (install {fi.jit_cache}=={s.providers[0].version})")
-    if s.shim is not None and not s.providers and public(s.shim.version) >= fi.providers_since:
-        fails.append(f"{_pkg(s.shim)} is installed without any {fi.providers} provider: the shim carries no kernels")
-    if public(py_v) >= fi.jit_cache_since:  # cubin and jit-cache are published from 0.4.0 on
-        if s.cubin is None:
-            warns.append(f"{fi.cubin} is not installed: precompiled kernel binaries (cubins) are downloaded on first use, "
-                         "which needs network access")
-        if s.shim is None and not s.providers:
-            warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc "
-                         "and takes minutes")
+    fails, warns = _component_problems(s, s.python)
     present = ", ".join(f"{n} {v}" for n, v in installed.items())
     if fails:
         return Check("flashinfer-components", FAIL, "; ".join(fails + warns), details)
@@ -281,33 +104,54 @@ def _check_components(s: _Stack) -> Check:
     return Check("flashinfer-components", PASS, present, details)
 
 
+def _component_problems(s: Stack, python: InstalledDistribution) -> tuple[list[str], list[str]]:
+    """(failures, warnings) about which FlashInfer components are installed beside ``python``."""
+    fi = s.defs.flashinfer
+    fails: list[str] = []
+    warns: list[str] = []
+    py_v = python.version
+    if s.providers and s.shim is None:
+        names = ", ".join(d.name for d in s.providers)
+        fails.append(f"{names} installed without the {fi.jit_cache} shim: FlashInfer checks each provider against the "
+                     f"shim's version, so none is used (install {fi.jit_cache}=={s.providers[0].version})")
+    if s.shim is not None and not s.providers and public(s.shim.version) >= fi.providers_since:
+        fails.append(f"{pkg(s.shim)} is installed without any {fi.providers} provider: the shim carries no kernels")
+    if public(py_v) >= fi.jit_cache_since:  # cubin and jit-cache are published from 0.4.0 on
+        if s.cubin is None:
+            warns.append(f"{fi.cubin} is not installed: precompiled kernel binaries (cubins) are downloaded on first use, "
+                         "which needs network access")
+        if s.shim is None and not s.providers:
+            warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc "
+                         "and takes minutes")
+    return fails, warns
+
+
 # -- 2b. components aligned -----------------------------------------------------------------------
 
-def _jit_cache_problem(s: _Stack, dist: InstalledDistribution) -> str | None:
+def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
     py_v = s.python.version  # type: ignore[union-attr]
-    v, label = dist.version, dist.version.local
+    v, label = dist.version, dist.version.local or ""
     want = f"{py_v.public}+cuNNN"
-    if v.public != py_v.public:
+    torch_cuda = s.torch_cuda if s.torch is not None else None
+    problem = jit_cache_misalignment(v, py_v, CudaLabel.parse(torch_cuda))
+    if problem is Misalignment.OTHER_RELEASE:
         loose = " (FlashInfer's own startswith check would accept it)" if str(v).startswith(str(py_v)) else ""
-        return f"{_pkg(dist)} is not {want} for flashinfer-python {py_v}: its kernels belong to another release{loose}"
-    if CudaLabel.parse(label) is None:
-        return f"{_pkg(dist)} has no +cuNNN label (expected {want})"
+        return f"{pkg(dist)} is not {want} for flashinfer-python {py_v}: its kernels belong to another release{loose}"
+    if problem is Misalignment.NO_LABEL:
+        return f"{pkg(dist)} has no +cuNNN label (expected {want})"
     if s.shim is not None and dist is not s.shim and str(v) != str(s.shim.version):
-        return f"{_pkg(dist)} != the shim {_pkg(s.shim)}: FlashInfer ignores a provider whose version differs from the shim's"
-    torch_cuda = s.torch_cuda
-    if torch_cuda is None or s.torch is None:
-        return None
-    if cuda_major(label) != cuda_major(torch_cuda):
+        return f"{pkg(dist)} != the shim {pkg(s.shim)}: FlashInfer ignores a provider whose version differs from the shim's"
+    if problem is Misalignment.OTHER_MAJOR:
         major = cuda_major(label)
-        return (f"{_pkg(dist)} is built for {_cuda_text(label)} but torch {s.torch.version} runs {_cuda_text(torch_cuda)}: "
+        return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
                 f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})")
-    if (CudaLabel.parse(label) or CudaLabel(0, 0)) > (CudaLabel.parse(torch_cuda) or CudaLabel(0, 0)):
-        return (f"{_pkg(dist)} is built for {_cuda_text(label)}, newer than torch's {_cuda_text(torch_cuda)}: "
+    if problem is Misalignment.NEWER_LABEL:
+        return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(str(torch_cuda))}: "
                 f"its kernels may need a newer CUDA runtime than torch's; use a label <= {torch_cuda}")
     return None
 
 
-def _check_alignment(s: _Stack) -> Check:
+def _check_alignment(s: Stack) -> Check:
     name = "flashinfer-alignment"
     py = s.python
     if py is None:
@@ -326,7 +170,7 @@ def _check_alignment(s: _Stack) -> Check:
         problem = _jit_cache_problem(s, dist)
         if problem:
             problems.append(problem)
-        checked.append(_pkg(dist))
+        checked.append(pkg(dist))
     details = {"checked": checked, "torch_cuda": s.torch_cuda}
     if problems:
         return Check(name, FAIL, "; ".join(problems), details)
@@ -340,14 +184,14 @@ def _check_alignment(s: _Stack) -> Check:
 
 # -- 3. apache-tvm-ffi ----------------------------------------------------------------------------
 
-def _check_tvm_ffi(s: _Stack) -> Check:
+def _check_tvm_ffi(s: Stack) -> Check:
     name = "apache-tvm-ffi"
     py = s.python
     if py is None:
         return Check(name, SKIP, "flashinfer-python is not installed", {})
     if public(py.version) < s.defs.flashinfer.agnostic_since:
         return Check(name, SKIP, f"flashinfer-python {py.version} predates apache-tvm-ffi (binds kernels through libtorch)", {})
-    reqs = [r for r in _requirements(py, s.markers) if canonicalize_name(r.name) == TVM_FFI]
+    reqs = [r for r in requirements(py, s.markers) if canonicalize_name(r.name) == TVM_FFI]
     tvm = s.env.distributions.get(TVM_FFI)
     spec = ",".join(str(r.specifier) for r in reqs if str(r.specifier))
     details: dict[str, Any] = {"installed": str(tvm.version) if tvm else None, "required": spec or None}
@@ -364,27 +208,27 @@ def _check_tvm_ffi(s: _Stack) -> Check:
 
 # -- 4. torch-ABI-bound packages --------------------------------------------------------------------
 
-def _abi_problem(s: _Stack, dist: InstalledDistribution, why: str) -> tuple[str, str] | None:
+def _abi_problem(s: Stack, dist: InstalledDistribution, why: str) -> tuple[str, str] | None:
     """(status, message) for one torch-ABI-bound distribution, or None when it fits the torch."""
     torch_v = s.torch.version if s.torch else None
     rej = torch_abi_mismatch(Coupling.TORCH_ABI, why, dist.version, torch_v)
     if rej is not None:
-        return FAIL, f"{_pkg(dist)} is {rej.detail} ({why}); installed torch: {torch_v or 'none'}"
-    pins = [r for r in _requirements(dist, s.markers) if canonicalize_name(r.name) == TORCH and str(r.specifier)]
+        return FAIL, f"{pkg(dist)} is {rej.detail} ({why}); installed torch: {torch_v or 'none'}"
+    pins = [r for r in requirements(dist, s.markers) if canonicalize_name(r.name) == TORCH and str(r.specifier)]
     for req in pins:
         if torch_v is None:
-            return FAIL, f"{_pkg(dist)} requires {req}, and torch is not installed"
+            return FAIL, f"{pkg(dist)} requires {req}, and torch is not installed"
         if not req.specifier.contains(torch_v, prereleases=True):
-            return FAIL, f"{_pkg(dist)} requires {req}, not the installed torch {torch_v} ({why})"
+            return FAIL, f"{pkg(dist)} requires {req}, not the installed torch {torch_v} ({why})"
     if pins or dist.version.local and "torch" in dist.version.local:
         return None
     if dist.name in (s.defs.flashinfer.python, LEGACY_FLASHINFER):
-        return WARN, (f"{_pkg(dist)} builds its kernels against libtorch and pins no torch: kernels JIT-compiled "
+        return WARN, (f"{pkg(dist)} builds its kernels against libtorch and pins no torch: kernels JIT-compiled "
                       f"for an earlier torch may be stale (its cache is not keyed by version before 0.4.1)")
     return None
 
 
-def _check_torch_abi(s: _Stack) -> Check:
+def _check_torch_abi(s: Stack) -> Check:
     name = "torch-abi"
     bound = []
     for dist in s.env.distributions.values():
@@ -394,7 +238,7 @@ def _check_torch_abi(s: _Stack) -> Check:
     if not bound:
         return Check(name, PASS, "no torch-ABI-bound packages besides torch", {"packages": []})
     found = [(p, dist) for dist, why in bound if (p := _abi_problem(s, dist, why)) is not None]
-    details = {"packages": [_pkg(d) for d, _ in bound]}
+    details = {"packages": [pkg(d) for d, _ in bound]}
     fails = [msg for (status, msg), _ in found if status == FAIL]
     if fails:
         return Check(name, FAIL, "; ".join(fails), details)
@@ -406,7 +250,7 @@ def _check_torch_abi(s: _Stack) -> Check:
 
 # -- 5. import --------------------------------------------------------------------------------------
 
-def _check_import(s: _Stack, result: ImportResult | None) -> Check:
+def _check_import(s: Stack, result: ImportResult | None) -> Check:
     name = "flashinfer-import"
     if result is None:
         why = "FlashInfer is not installed" if not s.any_flashinfer else "the import was not run"
@@ -424,7 +268,7 @@ def _check_import(s: _Stack, result: ImportResult | None) -> Check:
 
 # -- 6. GPU architecture ----------------------------------------------------------------------------
 
-def _jit_cache_targets(s: _Stack) -> tuple[str, tuple[str, ...] | None]:
+def _jit_cache_targets(s: Stack) -> tuple[str, tuple[str, ...] | None]:
     """(what provides the kernels, its SASS targets); targets None when the arch table has no row."""
     fi = s.defs.flashinfer
     shim = s.shim
@@ -439,21 +283,7 @@ def _jit_cache_targets(s: _Stack) -> tuple[str, tuple[str, ...] | None]:
     return f"flashinfer-jit-cache {shim.version}", fi.jit_cache_archs(public(shim.version), label, machine)
 
 
-def _gpu_groups(gpus: Sequence[Gpu]) -> dict[tuple[int, int] | None, list[str]]:
-    groups: dict[tuple[int, int] | None, list[str]] = {}
-    for gpu in gpus:
-        groups.setdefault(gpu.compute_cap, []).append(gpu.name)
-    return groups
-
-
-def _describe(cap: tuple[int, int] | None, names: list[str]) -> str:
-    sm = Gpu("", cap).sm
-    kinds = sorted(set(names))
-    count = f"{len(names)}x " if len(names) > 1 else ""
-    return f"{sm} ({count}{', '.join(kinds)})"
-
-
-def _check_gpu(s: _Stack, query: GpuQuery | None) -> Check:
+def _check_gpu(s: Stack, query: GpuQuery | None) -> Check:
     name = "gpu-arch"
     if query is None:
         return Check(name, SKIP, "no nvidia-smi: GPU architecture not checked", {})
@@ -466,15 +296,31 @@ def _check_gpu(s: _Stack, query: GpuQuery | None) -> Check:
         return Check(name, WARN, f"{query.tool} failed ({query.error}): GPU architecture not checked", details)
     if not query.gpus:
         return Check(name, WARN, f"{query.tool} lists no GPUs: GPU architecture not checked", details)
-    groups = _gpu_groups(query.gpus)
-    seen = ", ".join(_describe(cap, names) for cap, names in groups.items())
+    groups = gpu_groups(query.gpus)
+    seen = ", ".join(describe_gpus(cap, names) for cap, names in groups.items())
+    floors = arch_floor_problems(s, visible_gpus(query))
     if s.shim is None and not s.providers:
+        if floors:
+            return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, SKIP, f"GPUs {seen}; no flashinfer-jit-cache installed, so there is no kernel coverage to check", details)
     source, targets = _jit_cache_targets(s)
     details["jit_cache"] = source
     details["sass_targets"] = list(targets) if targets is not None else None
     if targets is None:
+        if floors:
+            return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, WARN, f"arch coverage unknown for {source}: not in the arch table (GPUs {seen})", details)
+    fails, warns, oks = _coverage(groups, targets, source)
+    fails = floors + fails
+    if fails:
+        return Check(name, FAIL, "; ".join(fails + warns), details)
+    if warns:
+        return Check(name, WARN, "; ".join(warns + oks), details)
+    return Check(name, PASS, "; ".join(oks), details)
+
+
+def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Sequence[str], source: str) -> tuple[list[str], list[str], list[str]]:
+    """(failures, warnings, passes) for each group of GPUs against the jit-cache's SASS targets."""
     fails, warns, oks = [], [], []
     for cap, names in groups.items():
         if cap is None:
@@ -483,22 +329,21 @@ def _check_gpu(s: _Stack, query: GpuQuery | None) -> Check:
         hit = next((t for t in targets if sass_covers(t, cap)), None)
         if hit is None:
             have = " ".join(targets) or "none"
-            fails.append(f"no kernels for {_describe(cap, names)} in {source} (SASS for {have}); they would be "
+            fails.append(f"no kernels for {describe_gpus(cap, names)} in {source} (SASS for {have}); they would be "
                          "JIT-compiled, which needs nvcc")
         else:
-            oks.append(f"{_describe(cap, names)} covered by {source} (SASS {hit})")
-    if fails:
-        return Check(name, FAIL, "; ".join(fails + warns), details)
-    if warns:
-        return Check(name, WARN, "; ".join(warns + oks), details)
-    return Check(name, PASS, "; ".join(oks), details)
+            oks.append(f"{describe_gpus(cap, names)} covered by {source} (SASS {hit})")
+    return fails, warns, oks
 
 
 # -- all of them ------------------------------------------------------------------------------------
 
-def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None) -> list[Check]:
-    """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped."""
-    s = _stack(env, defs)
+def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
+               require_api: Sequence[str] = ()) -> list[Check]:
+    """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
+    ``require_api``, a last check that the imported module has each API (per visible GPU's floor)."""
+    s = installed_stack(env, defs)
+    api = [check_apis(s, import_result, require_api, gpus)] if require_api else []
     return [
         _check_torch(s),
         _check_components(s),
@@ -507,6 +352,7 @@ def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResu
         _check_torch_abi(s),
         _check_import(s, import_result),
         _check_gpu(s, gpus),
+        *api,
     ]
 
 

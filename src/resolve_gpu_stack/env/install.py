@@ -40,7 +40,7 @@ from ..errors import LockFileError, UsageError, UvError
 from ..model import Action, LockedPackage, LockPlan
 from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
 from ..urls import strip_credentials
-from .target import Environment, InstalledDistribution, inspect_environment
+from .probe import Environment, InstalledDistribution, inspect_environment
 
 if TYPE_CHECKING:
     from ..net.http import HttpFetcher
@@ -136,14 +136,7 @@ def check_uv_changes(changes: Sequence[UvChange], plan: LockPlan, installed: Map
     """Refuse (``UvError``) any change of uv's that the plan does not make."""
     for change in changes:
         pkg = plan.package(change.name)
-        planned = pkg is not None and pkg.action is not Action.KEEP
-        if change.op == "+":
-            ok = planned and (change.version is None or change.version == pkg.version)
-        elif change.op == "-":
-            ok = planned and change.version is not None and change.version == installed.get(change.name)
-        else:  # "~" reinstall: the plan never reinstalls the same version
-            ok = False
-        if ok:
+        if _planned(change, pkg, installed):
             continue
         what = {"+": "install", "-": "remove", "~": "reinstall"}[change.op]
         if change.name == TORCH and TORCH in installed and (pkg is None or pkg.action is Action.KEEP):
@@ -153,6 +146,17 @@ def check_uv_changes(changes: Sequence[UvChange], plan: LockPlan, installed: Map
         else:
             message = f"uv would {what} {change.name}, but the plan says {pkg.action.value} {pkg.version}; uv said: {change.line!r}"
         raise UvError(message + "; nothing was changed", hint="resolve again; if this persists, report it with the plan (--format json)")
+
+
+def _planned(change: UvChange, pkg: LockedPackage | None, installed: Mapping[NormalizedName, Version]) -> bool:
+    """Whether the plan makes this change of uv's (it never reinstalls the same version: "~")."""
+    if pkg is None or pkg.action is Action.KEEP:
+        return False
+    if change.op == "+":
+        return change.version is None or change.version == pkg.version
+    if change.op == "-":
+        return change.version is not None and change.version == installed.get(change.name)
+    return False
 
 
 def check_environment(plan: LockPlan, environment: Environment) -> None:
@@ -234,10 +238,15 @@ def install_plan(
     progress: DownloadProgress | None = None,
     offline: bool = False,
     env: Mapping[str, str] | None = None,
+    environment: Environment | None = None,
 ) -> InstallReport:
-    """Install the plan into the environment of ``python`` with uv (see the module docstring)."""
+    """Install the plan into the environment of ``python`` with uv (see the module docstring).
+
+    ``environment``: ``python``'s environment as the caller just inspected it (one probe less);
+    inspected here when None.
+    """
     env = dict(os.environ if env is None else env)
-    before_env = inspect_environment(python)
+    before_env = environment if environment is not None else inspect_environment(python)
     check_environment(plan, before_env)
     before = dict(before_env.target.installed)
     kept = {p.name: _dist_info_digest(before_env.distributions.get(p.name)) for p in plan.packages if p.action is Action.KEEP}

@@ -21,9 +21,11 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.errors import MessageError
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import unquote, urljoin
 
 from packaging.metadata import parse_email
@@ -70,7 +72,7 @@ _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code
 
 
 # -- public API ---------------------------------------------------------------------------------
-def parse_page(page: IndexPage | None, *, index: str) -> ParsedPage:
+def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | None = None) -> ParsedPage:
     """Parse one index page into the files it offers and the sub-directories it lists.
 
     ``page is None`` (the index answered 404) gives an empty page with ``url == ""``. The body
@@ -80,10 +82,15 @@ def parse_page(page: IndexPage | None, *, index: str) -> ParsedPage:
     ``#sha256=`` fragment moves to ``IndexFile.sha256``. ``subdirs`` are directory links below the
     page, relative to it (``urljoin(page.url, subdir)`` gives the directory's URL); ``../`` and
     hidden entries such as ``.git/`` are left out. See the module docstring for errors.
+
+    ``only`` (filenames): keep just the files named there, and no ``subdirs``. Every other row is
+    skipped before any per-row work (no URL join, no filename parse, no warning), so looking a
+    few files up on a page of thousands costs little more than reading the page; the rows kept
+    are read exactly as without ``only``.
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index)
+    ctx = _Context(redact(page.url), index, only)
     text = _decode(page, ctx)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     mime = page.content_type.partition(";")[0].strip().lower()
@@ -154,9 +161,10 @@ redact = strip_userinfo  # credentials never reach models or messages
 class _Context:
     """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), a memo."""
 
-    def __init__(self, url: str, index: str) -> None:
+    def __init__(self, url: str, index: str, only: Collection[str] | None = None) -> None:
         self.url = url
         self.index = index
+        self.only = None if only is None else frozenset(only)
         self.lines: list[str] = []
         self.dropped = 0
         self.specifiers: dict[str, bool] = {}  # requires-python text -> valid (rows repeat it)
@@ -276,11 +284,13 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
         base = redact(_join(ctx.url, collector.base) or ctx.url)
     files: list[IndexFile] = []
     subdirs: list[str] = []
-    for anchor in collector.anchors:
+    anchors = collector.anchors if ctx.only is None else [a for a in collector.anchors if _may_name(a, ctx.only)]
+    for anchor in anchors:
         found = _read_anchor(anchor, base, ctx)
         if isinstance(found, IndexFile):
-            files.append(found)
-        elif found is not None:
+            if ctx.only is None or found.filename in ctx.only:
+                files.append(found)
+        elif found is not None and ctx.only is None:
             subdirs.append(found)
     title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
     return ParsedPage(
@@ -290,6 +300,19 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
         warnings=ctx.warnings(),
         title=" ".join("".join(title_parts).split()) or None,
     )
+
+
+_URL_TAB_NEWLINE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
+
+
+def _may_name(a: _Anchor, only: frozenset[str]) -> bool:
+    """Whether an anchor may be a file in ``only``: its href's last segment, or its text (the
+    filename ``_read_anchor`` would take), names one. Never false for a row that does."""
+    href = (a.attrs.get("href") or "").strip().translate(_URL_TAB_NEWLINE)  # as urljoin drops them
+    path = href.partition("#")[0].partition("?")[0]
+    if not path:
+        return True  # "?query": the page's own last segment; let the full read decide
+    return unquote(path.rpartition("/")[2]) in only or "".join(a.text).strip() in only
 
 
 def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None:
@@ -400,11 +423,15 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
     if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
         names = (p.get("name") for p in projects if isinstance(p, dict))
         subdirs = (canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip())
-        return ParsedPage(url=ctx.url, subdirs=tuple(dict.fromkeys(subdirs)), warnings=ctx.warnings())
+        return ParsedPage(url=ctx.url, subdirs=tuple(dict.fromkeys(subdirs)) if ctx.only is None else (), warnings=ctx.warnings())
     if not isinstance(files, list):
         raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
                          hint="the URL may be a JSON API endpoint rather than the simple index")
-    found = (_json_file(entry, i, ctx) for i, entry in enumerate(files))
+    rows: Iterable[tuple[int, object]] = enumerate(files)
+    if ctx.only is not None:  # skip every other row before any work on it
+        wanted = ctx.only
+        rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in wanted)
+    found = (_json_file(entry, i, ctx) for i, entry in rows)
     name = data.get("name")
     return ParsedPage(
         url=ctx.url,
@@ -606,7 +633,7 @@ def _check_api_version(value: object, url: str) -> None:
         raise CrawlError(url, f"the index speaks simple-API version {_clip(value, 20)}; only 1.x is supported")
 
 
-def _single_field(fields: dict, unparsed: dict, key: str, header: str, where: str) -> str:
+def _single_field(fields: Mapping[str, Any], unparsed: Mapping[str, Any], key: str, header: str, where: str) -> str:
     value = fields.get(key)
     if isinstance(value, str) and value.strip():
         return value.strip()

@@ -24,9 +24,13 @@ from packaging.version import InvalidVersion, Version
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
 from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..model.channel import flashinfer_channel, torch_channel
+from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations
-from .format import canonical_inputs, strip_credentials
-from .read import LockedFile, Pin, plan_from_lock, read_lock
+from ..urls import strip_credentials
+from .files import read_lock
+from .locked import LockedFile, Pin
+from .pylock import plan_from_lock
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
@@ -132,8 +136,8 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
         plan = plan_from_lock(locked)
     except LockFileError as err:
         text = _without_path(str(err), path)
-        name, sep, rest = text.partition(": ")
-        package = name if sep and canonicalize_name(name) == name and locked.pin(name) else None
+        head, sep, rest = text.partition(": ")
+        package = head if sep and canonicalize_name(head) == head and locked.pin(head) else None
         findings.append(_error(path, rest if package else text, package=package))
         return findings, None
     entries = {e.name: e for e in locked.entries}
@@ -176,7 +180,7 @@ def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
         for wheel in entry.wheels:
             look(wheel.url, entry.name, "wheel URL")
     for pin in locked.pins:
-        look(pin.wheel.url if pin.wheel else None, pin.name, "wheel URL")
+        look(pin.package.url if pin.package else None, pin.name, "wheel URL")
     for name, url in locked.indexes.items():
         look(url, None, f"index {name!r}")
     look(locked.command, None, "the recorded command")
@@ -298,14 +302,10 @@ def retention_findings(path: Path, packages: Iterable[LockedPackage], defs: Defi
 def route_context(plan: LockPlan) -> RouteContext:
     """The routing a plan's packages were found under, recovered from the plan itself."""
     torch = plan.torch
-    channel = "stable"
-    if torch is not None:
-        channel = "nightly" if torch.version.is_devrelease else ("test" if torch.version.is_prerelease else "stable")
-    fi = plan.flashinfer_version
     return RouteContext(
-        torch_channel=channel,
+        torch_channel=torch_channel(torch.version) if torch is not None else "stable",
         cuda=plan.target.cuda,
-        flashinfer_channel="nightly" if fi is not None and fi.is_devrelease else "stable",
+        flashinfer_channel=flashinfer_channel(plan.flashinfer_version),
         torch_series=f"{torch.version.major}.{torch.version.minor}" if torch is not None else None,
     )
 
@@ -319,69 +319,47 @@ def finder_lookup(finder) -> Lookup:
 
 
 class ListedFiles:
-    """Looks a few files up on their index pages, parsing only the rows that name them.
+    """Looks a few files up on their index pages, reading only the rows that name them.
 
-    A PyPI JSON page of a popular package lists thousands of files; parsing every one of them for
-    the two or three a lock uses would make ``check`` slow. The rows kept go through the real
-    parser (``parse.parse_page``), so hashes, URLs and hosts mean exactly what they mean to the
-    resolver.
+    A PyPI JSON page of a popular package lists thousands of files; reading every one of them for
+    the two or three a lock uses would make ``check`` slow. ``parse_page(..., only=...)`` skips
+    the other rows before any per-row work, and reads the rows kept exactly as the resolver does
+    (hashes, URLs and hosts mean the same). Given the ``plans`` to verify, each page is read once
+    for the files all of them use (the locks of several targets share most pages).
     """
 
-    def __init__(self, fetcher, defs: Definitions) -> None:
+    def __init__(self, fetcher, defs: Definitions, plans: Iterable[LockPlan] = ()) -> None:
         self.fetcher = fetcher
         self.defs = defs
+        self._wanted: dict[str, set[str]] = {}
+        for plan in plans:
+            for pkg in plan.packages:
+                if pkg.filename:
+                    self._wanted.setdefault(pkg.name, set()).add(pkg.filename)
         self._raw: dict[str, IndexPage | None] = {}
-        self._rows: dict[str, tuple[str, Any]] = {}
+        self._parsed: dict[tuple[str, frozenset[str]], tuple[IndexFile, ...]] = {}
 
     def __call__(self, name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
-        from ..index.parse import parse_page
-
         wanted = canonicalize_name(name)
+        only = frozenset(self._wanted.get(wanted, set()) | set(filenames))
         out: list[IndexFile] = []
         for loc in self.defs.pages_for(wanted, ctx):
-            page = self._page(loc.url, loc.index)
-            if page is None:
-                continue
             index = self.defs.indexes[loc.index]
-            for f in parse_page(self._only_rows(page, filenames), index=loc.index).files:
-                if f.name == wanted and index.allows_host(f.url):
+            for f in self._files(loc.url, loc.index, only):
+                if f.filename in filenames and f.name == wanted and index.allows_host(f.url):
                     out.append(replace(f, index=loc.index))
         return out
 
-    def _page(self, url: str, index: str) -> IndexPage | None:
-        if url not in self._raw:
-            self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
-        return self._raw[url]
+    def _files(self, url: str, index: str, only: frozenset[str]) -> tuple[IndexFile, ...]:
+        from ..index.parse import parse_page
 
-    def _only_rows(self, page: IndexPage, filenames: set[str]) -> IndexPage:
-        """The page cut down to the rows (JSON files, HTML anchors) that name one of ``filenames``."""
-        import json
-        from urllib.parse import unquote
-
-        if page.url not in self._rows:
-            body = page.content
-            if body.lstrip()[:1] == b"{" or "json" in page.content_type:
-                try:
-                    data = json.loads(body)
-                except ValueError:
-                    data = None
-                ok = isinstance(data, dict) and isinstance(data.get("files"), list)
-                self._rows[page.url] = ("json", data) if ok else ("raw", None)
-            else:
-                text = body.decode("utf-8", errors="replace")
-                self._rows[page.url] = ("html", [(unquote(a), a) for a in _ANCHOR_RE.findall(text)])
-        kind, rows = self._rows[page.url]
-        if kind == "json":
-            files = [f for f in rows["files"] if isinstance(f, dict) and f.get("filename") in filenames]
-            return replace(page, content=json.dumps({**rows, "files": files}).encode())
-        if kind == "html":
-            kept = [a for plain, a in rows if any(n in plain for n in filenames)]
-            html = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(kept) + "\n</body></html>\n"
-            return replace(page, content=html.encode(), content_type="text/html; charset=utf-8")
-        return page  # let the parser say what is wrong with it
-
-
-_ANCHOR_RE = re.compile(r"<a\b.*?</a\s*>", re.S | re.I)
+        key = (url, only)
+        if key not in self._parsed:
+            if url not in self._raw:
+                self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
+            page = self._raw[url]
+            self._parsed[key] = parse_page(page, index=index, only=only).files if page is not None else ()
+        return self._parsed[key]
 
 
 def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:

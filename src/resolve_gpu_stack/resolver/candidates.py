@@ -1,4 +1,8 @@
-"""`resolve-gpu-stack candidates PACKAGE`: what every owning index offers, and what fits."""
+"""`resolve-gpu-stack candidates PACKAGE`: what every owning index offers, and what fits.
+
+"Fits" is the resolver's own judgement (``factory.Judge``): a row marked as fitting is one the
+resolver could pick for this target and torch.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
-from ..model import Target
-from .policy import fits_target
+from ..model import CudaLabel, IndexFile, Target
+from ..model.request import TORCH
+from .factory import Judge
+from .policy import Rejection, RejectReason, torch_series
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,31 +35,34 @@ class CandidateRow:
 
 
 def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: str | None = None, flashinfer_channel: str = "stable") -> tuple[list[CandidateRow], list[PageVisit]]:
-    from ..model.cuda import cuda_label_text
-
-    torch = target.installed.get(canonicalize_name("torch"))
-    cuda = cuda or cuda_label_text(torch)
-    series = f"{torch.major}.{torch.minor}" if torch is not None else None
-    ctx = RouteContext(torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer_channel, torch_series=series)
+    """Every file the owning indexes offer for ``package``, newest first, each judged as the
+    resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
+    coupling against ``cuda`` or the installed torch's label, yanked)."""
+    torch = target.installed.get(TORCH)
+    label = CudaLabel.parse(cuda) if cuda else CudaLabel.of_torch(torch)
+    series = torch_series(torch) if torch is not None else None
+    ctx = RouteContext(torch_channel=torch_channel, cuda=cuda or (str(label) if label else None), flashinfer_channel=flashinfer_channel, torch_series=series)
+    judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
+    name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
-    rows = []
-    for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
-        f = offer.file
-        why = fits_target(f, target)
-        rows.append(
-            CandidateRow(
-                filename=f.filename,
-                version=str(f.version),
-                tags=", ".join(sorted(str(t) for t in f.tags)) or "sdist",
-                index=f.index,
-                url=f.url,
-                sha256=f.sha256,
-                metadata_sha256=f.metadata_sha256,
-                size=f.size,
-                upload_time=f.upload_time,
-                yanked=f.is_yanked,
-                fits=why is None and not f.is_yanked,
-                why_not=why.reason.value if why else ("yanked" if f.is_yanked else None),
-            )
-        )
+    rows = [_row(offer.file, judge(name, offer.file)) for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True)]
     return rows, visits
+
+
+def _row(f: IndexFile, why: Rejection | None) -> CandidateRow:
+    if why is None and f.is_yanked:
+        why = Rejection(RejectReason.YANKED)
+    return CandidateRow(
+        filename=f.filename,
+        version=str(f.version),
+        tags=", ".join(sorted(str(t) for t in f.tags)) or "sdist",
+        index=f.index,
+        url=f.url,
+        sha256=f.sha256,
+        metadata_sha256=f.metadata_sha256,
+        size=f.size,
+        upload_time=f.upload_time,
+        yanked=f.is_yanked,
+        fits=why is None,
+        why_not=why.reason.value if why else None,
+    )

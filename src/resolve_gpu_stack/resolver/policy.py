@@ -18,7 +18,7 @@ from packaging.utils import NormalizedName
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions
-from ..model import Coupling, IndexFile, LockPlan, Target
+from ..model import Action, Coupling, IndexFile, LockedPackage, LockPlan, Target
 from ..model.cuda import CudaLabel
 
 
@@ -29,6 +29,7 @@ class RejectReason(str, enum.Enum):
     YANKED = "yanked"
     PRERELEASE = "pre-release not asked for"
     TORCH_ABI = "built for another torch"
+    CUDA = "built for another CUDA"
     SPECIFIER = "outside the requested range"
 
 
@@ -118,6 +119,21 @@ def torch_abi_mismatch(coupling: Coupling, why: str, file_version: Version, torc
     return None
 
 
+def cuda_mismatch(coupling: Coupling, file_version: Version, cuda: CudaLabel | None) -> Rejection | None:
+    """A torch wheel must carry exactly torch's CUDA label; a CUDA-bound wheel (jit-cache and its
+    providers) a label that torch's CUDA serves (same major, not newer). None: no CUDA to check."""
+    if cuda is None:
+        return None
+    local = file_version.local
+    if coupling is Coupling.TORCH and local != str(cuda):
+        return Rejection(RejectReason.CUDA, f"+{local or '(no label)'}, torch is built for {cuda}")
+    if coupling is Coupling.CUDA:
+        label = CudaLabel.parse(local)
+        if label is None or not label.serves(cuda):
+            return Rejection(RejectReason.CUDA, f"+{local or '(no label)'} does not run under {cuda}")
+    return None
+
+
 def jit_cache_version(python_version: Version, label: str) -> Version:
     """The exact jit-cache version aligned with a flashinfer-python version: ``<public>+<label>``."""
     return Version(f"{python_version.public}+{label}")
@@ -158,60 +174,117 @@ def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version |
     ``require_hashes=False`` for a fresh plan: PyTorch nightly rows carry no sha256 until the lock
     step downloads them; a written lock must have one for every file.
     """
-    out: list[Violation] = []
-    fi = defs.flashinfer
-    seen: dict[NormalizedName, int] = {}
+    out = _duplicates(plan) + _flashinfer_alignment(plan, defs)
+    torch = plan.torch
     for pkg in plan.packages:
-        seen[pkg.name] = seen.get(pkg.name, 0) + 1
-    out += [Violation(n, f"listed {c} times") for n, c in seen.items() if c > 1]
-    by_name = {p.name: p for p in plan.packages}
-    torch = by_name.get(NormalizedName("torch"))
-    torch_label = CudaLabel.of_torch(torch.version) if torch else None
-    torch_cuda = str(torch_label) if torch_label else None
-
-    python = by_name.get(fi.python)
-    if python is not None:
-        py_v = python.version
-        cubin = by_name.get(fi.cubin)
-        if cubin is not None and str(cubin.version) != str(py_v):
-            out.append(Violation(fi.cubin, f"version {cubin.version} != flashinfer-python {py_v} (must match exactly)"))
-        for pkg in plan.packages:
-            if pkg.name == fi.jit_cache or fi.is_provider(pkg.name):
-                label = pkg.version.local
-                if public(pkg.version) != public(py_v) or str(public(pkg.version)) != py_v.public:
-                    out.append(Violation(pkg.name, f"version {pkg.version} is not {py_v.public}+<cuda label> (flashinfer-python {py_v})"))
-                elif CudaLabel.parse(label) is None:
-                    out.append(Violation(pkg.name, f"version {pkg.version} has no +cuNNN label"))
-                elif torch_cuda and cuda_major(label) != cuda_major(torch_cuda):
-                    out.append(Violation(pkg.name, f"CUDA label {label} does not match torch's CUDA major ({torch_cuda})"))
-                elif torch_label and (CudaLabel.parse(label) or torch_label) > torch_label:
-                    out.append(Violation(pkg.name, f"CUDA label {label} is newer than torch's {torch_cuda}"))
-                elif plan.cuda_label and label != plan.cuda_label:
-                    out.append(Violation(pkg.name, f"CUDA label {label} differs from the group's {plan.cuda_label}"))
-    for pkg in plan.packages:
-        coupling, why = defs.coupling(pkg.name, pkg.version)
-        if coupling is Coupling.TORCH_ABI and torch is not None:
-            rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version)
-            if rej is not None:
-                out.append(Violation(pkg.name, f"{pkg.version} is {rej.detail}"))
-        if pkg.action.value != "keep":
-            if require_hashes and not pkg.sha256:
-                out.append(Violation(pkg.name, "no sha256 for the file to install"))
-            if pkg.url and (urlsplit(pkg.url).username or urlsplit(pkg.url).password):
-                out.append(Violation(pkg.name, "URL carries credentials"))
-        ctx_owner = owner_of(defs, pkg.name, pkg.version, plan)
-        if pkg.index != "installed" and ctx_owner is not None and pkg.index != ctx_owner:
-            out.append(Violation(pkg.name, f"comes from index {pkg.index!r}, but {ctx_owner!r} owns it"))
+        out += _torch_abi(pkg, torch, defs)
+        out += _download(pkg, require_hashes=require_hashes)
+        out += _ownership(pkg, defs, plan)
     if torch is not None and torch_floor is not None and torch.version < torch_floor:
         out.append(Violation("torch", f"{torch.version} is lower than the installed {torch_floor} this lock was made for"))
     return out
 
 
+def _duplicates(plan: LockPlan) -> list[Violation]:
+    seen: dict[NormalizedName, int] = {}
+    for pkg in plan.packages:
+        seen[pkg.name] = seen.get(pkg.name, 0) + 1
+    return [Violation(n, f"listed {c} times") for n, c in seen.items() if c > 1]
+
+
+class Misalignment(enum.Enum):
+    """Why a jit-cache (or provider) build does not belong with a flashinfer-python, first found first."""
+
+    OTHER_RELEASE = "another release"  # public version differs from flashinfer-python's
+    NO_LABEL = "no +cuNNN label"
+    OTHER_MAJOR = "another CUDA major than torch's"
+    NEWER_LABEL = "a label newer than torch's CUDA"
+
+
+def jit_cache_misalignment(version: Version, python_version: Version, torch_cuda: CudaLabel | None) -> Misalignment | None:
+    """The FlashInfer jit-cache alignment rule (components.toml [flashinfer]): ``version`` must be
+    ``<flashinfer-python public version>+<label>`` with a label torch's CUDA serves. Shared by the
+    plan invariants and ``doctor``; ``torch_cuda`` None skips the CUDA checks."""
+    if version.public != python_version.public:
+        return Misalignment.OTHER_RELEASE
+    label = CudaLabel.parse(version.local)
+    if label is None:
+        return Misalignment.NO_LABEL
+    if torch_cuda is None:
+        return None
+    if label.major != torch_cuda.major:
+        return Misalignment.OTHER_MAJOR
+    if label > torch_cuda:
+        return Misalignment.NEWER_LABEL
+    return None
+
+
+def _flashinfer_alignment(plan: LockPlan, defs: Definitions) -> list[Violation]:
+    fi = defs.flashinfer
+    python = plan.package(fi.python)
+    if python is None:
+        return []
+    py_v = python.version
+    out = []
+    cubin = plan.package(fi.cubin)
+    if cubin is not None and str(cubin.version) != str(py_v):
+        out.append(Violation(fi.cubin, f"version {cubin.version} != flashinfer-python {py_v} (must match exactly)"))
+    torch_cuda = CudaLabel.of_torch(plan.torch.version) if plan.torch else None
+    for pkg in plan.packages:
+        if pkg.name == fi.jit_cache or fi.is_provider(pkg.name):
+            message = _misalignment_message(pkg.version, py_v, torch_cuda, plan.cuda_label)
+            if message:
+                out.append(Violation(pkg.name, message))
+    return out
+
+
+def _misalignment_message(v: Version, py_v: Version, torch_cuda: CudaLabel | None, group_label: str | None) -> str | None:
+    label = v.local
+    problem = jit_cache_misalignment(v, py_v, torch_cuda)
+    if problem is Misalignment.OTHER_RELEASE:
+        return f"version {v} is not {py_v.public}+<cuda label> (flashinfer-python {py_v})"
+    if problem is Misalignment.NO_LABEL:
+        return f"version {v} has no +cuNNN label"
+    if problem is Misalignment.OTHER_MAJOR:
+        return f"CUDA label {label} does not match torch's CUDA major ({torch_cuda})"
+    if problem is Misalignment.NEWER_LABEL:
+        return f"CUDA label {label} is newer than torch's {torch_cuda}"
+    if group_label and label != group_label:
+        return f"CUDA label {label} differs from the group's {group_label}"
+    return None
+
+
+def _torch_abi(pkg: LockedPackage, torch: LockedPackage | None, defs: Definitions) -> list[Violation]:
+    coupling, why = defs.coupling(pkg.name, pkg.version)
+    if coupling is not Coupling.TORCH_ABI or torch is None:
+        return []
+    rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version)
+    return [Violation(pkg.name, f"{pkg.version} is {rej.detail}")] if rej is not None else []
+
+
+def _download(pkg: LockedPackage, *, require_hashes: bool) -> list[Violation]:
+    if pkg.action is Action.KEEP:
+        return []
+    out = []
+    if require_hashes and not pkg.sha256:
+        out.append(Violation(pkg.name, "no sha256 for the file to install"))
+    if pkg.url and (urlsplit(pkg.url).username or urlsplit(pkg.url).password):
+        out.append(Violation(pkg.name, "URL carries credentials"))
+    return out
+
+
+def _ownership(pkg: LockedPackage, defs: Definitions, plan: LockPlan) -> list[Violation]:
+    owner = owner_of(defs, pkg.name, pkg.version, plan)
+    if pkg.index != "installed" and owner is not None and pkg.index != owner:
+        return [Violation(pkg.name, f"comes from index {pkg.index!r}, but {owner!r} owns it")]
+    return []
+
+
 def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> str | None:
     from ..data.definitions import RouteContext
+    from ..model.channel import flashinfer_channel
 
-    fi_channel = "nightly" if plan.flashinfer_version is not None and plan.flashinfer_version.is_devrelease else "stable"
-    return defs.owner(name, version, RouteContext(flashinfer_channel=fi_channel, cuda=plan.target.cuda))
+    return defs.owner(name, version, RouteContext(flashinfer_channel=flashinfer_channel(plan.flashinfer_version), cuda=plan.target.cuda))
 
 
 def spec_allows_prerelease(specs: Iterable[SpecifierSet]) -> bool:

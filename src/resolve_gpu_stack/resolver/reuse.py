@@ -29,17 +29,18 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.tags import Tag
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions
 from ..errors import CrawlError
 from ..index.finder import Finder
-from ..model import Action, Coupling, IndexFile, LockedPackage, LockPlan, TargetSummary
+from ..model import IndexFile, LockPlan
+from ..model.codec import plan_from_dict, plan_to_dict
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 1
+SCHEMA = 3  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch
 
 
 def result_key(request: object, defs: Definitions) -> str:
@@ -74,7 +75,7 @@ def reuse(finder: Finder, key: str) -> LockPlan | None:
             return None
         pages = [(str(i), str(u), d if d is None else str(d)) for i, u, d in entry["pages"]]
         metadata = [(_file_from(f), str(d)) for f, d in entry["metadata"]]
-        plan = plan_from_record(entry["plan"])
+        plan = plan_from_dict(entry["plan"])
     except (ValueError, KeyError, TypeError, InvalidVersion) as exc:
         log.info("ignoring an unreadable stored plan (%s)", exc)
         return None
@@ -91,81 +92,15 @@ def remember(finder: Finder, key: str, plan: LockPlan) -> None:
     store = finder.fetcher.result_store
     if store is None:
         return
+    metadata = sorted(((_file_record(f), d) for f, d in dict(finder.metadata_digests).values()), key=lambda r: str(r[0]["url"]))
     entry = {
         "schema": SCHEMA,
         "key": key,
         "pages": sorted([index, url, digest] for url, (index, digest) in dict(finder.page_digests).items()),
-        "metadata": sorted(([_file_record(f), d] for f, d in dict(finder.metadata_digests).values()), key=lambda r: r[0]["url"]),
-        "plan": plan_to_record(plan),
+        "metadata": [[record, digest] for record, digest in metadata],
+        "plan": plan_to_dict(plan),
     }
     store.put_result(key, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode())
-
-
-# -- plans as JSON ---------------------------------------------------------------------------------
-def plan_to_record(plan: LockPlan) -> dict[str, Any]:
-    return {
-        "target": dataclasses.asdict(plan.target),
-        "packages": [
-            {
-                "name": p.name,
-                "version": str(p.version),
-                "action": p.action.value,
-                "index": p.index,
-                "coupling": p.coupling.value,
-                "reason": p.reason,
-                "url": p.url,
-                "filename": p.filename,
-                "sha256": p.sha256,
-                "size": p.size,
-                "upload_time": p.upload_time,
-                "requires_python": p.requires_python,
-                "installed_version": None if p.installed_version is None else str(p.installed_version),
-                "dependencies": list(p.dependencies),
-            }
-            for p in plan.packages
-        ],
-        "notes": list(plan.notes),
-        "flashinfer_version": None if plan.flashinfer_version is None else str(plan.flashinfer_version),
-        "cuda_label": plan.cuda_label,
-        "inputs": plan.inputs,
-        "inputs_digest": plan.inputs_digest,
-        "indexes": dict(plan.indexes),
-    }
-
-
-def plan_from_record(raw: Mapping[str, Any]) -> LockPlan:
-    def version(text: str | None) -> Version | None:
-        return None if text is None else Version(text)
-
-    packages = tuple(
-        LockedPackage(
-            name=NormalizedName(p["name"]),
-            version=Version(p["version"]),
-            action=Action(p["action"]),
-            index=p["index"],
-            coupling=Coupling(p["coupling"]),
-            reason=p["reason"],
-            url=p["url"],
-            filename=p["filename"],
-            sha256=p["sha256"],
-            size=p["size"],
-            upload_time=p["upload_time"],
-            requires_python=p["requires_python"],
-            installed_version=version(p["installed_version"]),
-            dependencies=tuple(NormalizedName(d) for d in p["dependencies"]),
-        )
-        for p in raw["packages"]
-    )
-    return LockPlan(
-        target=TargetSummary(**raw["target"]),
-        packages=packages,
-        notes=tuple(raw["notes"]),
-        flashinfer_version=version(raw["flashinfer_version"]),
-        cuda_label=raw["cuda_label"],
-        inputs=raw["inputs"],
-        inputs_digest=raw["inputs_digest"],
-        indexes=raw["indexes"],
-    )
 
 
 _FILE_FIELDS = ("filename", "url", "index", "sha256", "size", "metadata_sha256", "has_metadata")

@@ -1,8 +1,8 @@
-"""The target interpreter: declared on the command line, or inspected by running it.
+"""A real target interpreter: choosing it, and inspecting it by running a probe script in it.
 
-A plan is always for a *target* Python, never for the host running this tool: markers and wheel
-tags come from the declared version/platform, or from a probe script run by the real interpreter.
-The probe uses only the target's stdlib (it may not have ``packaging``); tags are computed here.
+A plan is always for a *target* Python, never for the host running this tool. The probe uses only
+the target's stdlib (it may not have ``packaging``); its tags are computed here from the facts it
+reports. Targets declared by flags (no interpreter) are ``model/declared.py``.
 """
 
 from __future__ import annotations
@@ -12,30 +12,18 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.tags import Tag, compatible_tags, cpython_tags, generic_tags, mac_platforms
+from packaging.tags import Tag, compatible_tags, generic_tags, mac_platforms
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
 from ..model import Target
-
-# Machines a declared target may name. x86_64/i686 accept manylinux wheels down to glibc 2.5
-# (manylinux1), every other architecture starts at 2.17 (manylinux2014), as pip and uv do.
-_MANYLINUX_FLOOR = {"x86_64": 5, "i686": 5, "aarch64": 17, "ppc64le": 17, "s390x": 17, "armv7l": 17}
-_LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
-_DECLARED_MIN_GLIBC = 17
-
-_PLATFORM_RE = re.compile(r"^(?P<machine>[a-z0-9_]+)-(?:manylinux_2_(?P<minor>\d+)|(?P<linux>linux))$")
-_VERSION_RE = re.compile(r"^3\.(?P<minor>\d+)(?:\.(?P<micro>\d+))?(?P<t>t)?$")
-_ACCEPTED_PLATFORMS = (
-    "<machine>-manylinux_2_<N> with N >= 17 (e.g. x86_64-manylinux_2_28, aarch64-manylinux_2_28), "
-    "or <machine>-linux for plain linux_<machine> wheels only; machines: " + ", ".join(_MANYLINUX_FLOOR)
-)
+from ..model.declared import PYTHON_VERSION_RE, cpython_tag_list, linux_platform_tags, parse_python_version
 
 PythonFlagKind = Literal["version", "interpreter"]
 
@@ -79,121 +67,6 @@ class Environment:
 
 
 # ---------------------------------------------------------------------------------------------
-# Declared targets
-
-
-def _parse_python(python: str) -> tuple[int, int, int | None, bool]:
-    match = _VERSION_RE.match(python.strip())
-    if match is None:
-        raise UsageError(
-            f"bad Python version {python!r}: expected 3.<minor>[.<micro>][t], e.g. 3.12, 3.12.4 or 3.13t"
-        )
-    minor = int(match["minor"])
-    micro = int(match["micro"]) if match["micro"] is not None else None
-    threaded = match["t"] is not None
-    if minor < 8:
-        raise UsageError(f"Python {python} is too old: targets must be Python 3.8 or newer")
-    if threaded and minor < 13:
-        raise UsageError(f"Python {python}: free-threaded builds exist only for Python 3.13 and newer")
-    return 3, minor, micro, threaded
-
-
-def _parse_platform(platform: str) -> tuple[str, int | None]:
-    """``x86_64-manylinux_2_28`` -> ("x86_64", 28); ``x86_64-linux`` -> ("x86_64", None)."""
-    match = _PLATFORM_RE.match(platform.strip())
-    if match is None or match["machine"] not in _MANYLINUX_FLOOR:
-        raise UsageError(f"unknown platform {platform!r}: accepted forms are {_ACCEPTED_PLATFORMS}")
-    if match["linux"]:
-        return match["machine"], None
-    minor = int(match["minor"])
-    if minor < _DECLARED_MIN_GLIBC:
-        raise UsageError(f"unknown platform {platform!r}: accepted forms are {_ACCEPTED_PLATFORMS}")
-    return match["machine"], minor
-
-
-def linux_platform_tags(arch: str, glibc: tuple[int, int] | None) -> list[str]:
-    """Platform tags for Linux on ``arch`` with that glibc, most preferred first (as pip/uv order them).
-
-    ``manylinux_2_<N>`` for N from the glibc minor down to the architecture's floor, each followed by
-    its legacy alias (manylinux2014 = 2_17, ...), then plain ``linux_<arch>``. No glibc (musl or
-    unknown): ``linux_<arch>`` only.
-    """
-    archs = ["armv8l", "armv7l"] if arch == "armv8l" else [arch]
-    tags: list[str] = []
-    if glibc is not None and glibc[0] == 2:
-        for one in archs:
-            floor = _MANYLINUX_FLOOR.get(one, 17)
-            for minor in range(glibc[1], floor - 1, -1):
-                tags.append(f"manylinux_2_{minor}_{one}")
-                if minor in _LEGACY_MANYLINUX:
-                    tags.append(f"{_LEGACY_MANYLINUX[minor]}_{one}")
-    tags += [f"linux_{one}" for one in archs]
-    return tags
-
-
-def _cpython_tag_list(major: int, minor: int, abis: Sequence[str], platforms: Sequence[str]) -> tuple[Tag, ...]:
-    version = (major, minor)
-    tags = list(cpython_tags(version, abis=list(abis), platforms=list(platforms)))
-    tags += compatible_tags(version, interpreter=f"cp{major}{minor}", platforms=list(platforms))
-    return tuple(dict.fromkeys(tags))
-
-
-def _linux_markers(machine: str, major: int, minor: int, micro: int) -> dict[str, str]:
-    full = f"{major}.{minor}.{micro}"
-    return {
-        "implementation_name": "cpython",
-        "implementation_version": full,
-        "os_name": "posix",
-        "platform_machine": machine,
-        "platform_python_implementation": "CPython",
-        "platform_release": "",
-        "platform_system": "Linux",
-        "platform_version": "",
-        "python_full_version": full,
-        "python_version": f"{major}.{minor}",
-        "sys_platform": "linux",
-    }
-
-
-def parse_installed(specs: Iterable[str]) -> dict[NormalizedName, Version]:
-    """``["torch==2.9.1+cu130", ...]`` -> {canonical name: Version}; local labels are kept."""
-    installed: dict[NormalizedName, Version] = {}
-    for spec in specs:
-        name, sep, version = spec.partition("==")
-        name, version = name.strip(), version.strip()
-        if not sep or version.startswith("=") or not name or not version:
-            raise UsageError(f"bad --installed {spec!r}: expected NAME==VERSION, e.g. torch==2.9.1+cu130")
-        try:
-            key = canonicalize_name(name, validate=True)
-            parsed = Version(version)
-        except (ValueError, InvalidVersion) as exc:
-            raise UsageError(f"bad --installed {spec!r}: {exc}") from exc
-        if key in installed and installed[key] != parsed:
-            raise UsageError(f"--installed names {key} twice, as {installed[key]} and {parsed}")
-        installed[key] = parsed
-    return installed
-
-
-def declared_target(python: str, platform: str, installed: Sequence[str] = ()) -> Target:
-    """A target described by flags: ``declared_target("3.12", "x86_64-manylinux_2_28")``."""
-    major, minor, micro, threaded = _parse_python(python)
-    machine, glibc_minor = _parse_platform(platform)
-    glibc = (2, glibc_minor) if glibc_minor is not None else None
-    abi = f"cp{major}{minor}{'t' if threaded else ''}"
-    tags = _cpython_tag_list(major, minor, [abi], linux_platform_tags(machine, glibc))
-    markers = _linux_markers(machine, major, minor, micro or 0)
-    return Target(
-        python_version=f"{major}.{minor}",
-        python_full_version=markers["python_full_version"],
-        platform=platform.strip(),
-        tags=tags,
-        markers=markers,
-        installed=parse_installed(installed),
-        interpreter=None,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # Choosing the interpreter
 
 
@@ -230,8 +103,8 @@ def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[Py
     text = value.strip()
     if not text:
         raise UsageError("--python needs a value: a version like 3.12 or a path to an interpreter")
-    if _VERSION_RE.match(text):
-        _parse_python(text)  # range checks
+    if PYTHON_VERSION_RE.match(text):
+        parse_python_version(text)  # range checks
         return "version", text
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
     if any(sep in text for sep in separators) or Path(text).is_file():
@@ -345,6 +218,11 @@ def _run_probe(path: str | Path, timeout: float) -> dict[str, Any]:
         raise UsageError(f"Python interpreter {path}: did not answer within {timeout:g}s") from exc
     except OSError as exc:
         raise UsageError(f"Python interpreter {path}: cannot run it: {exc.strerror or exc}") from exc
+    return _probe_facts(path, proc)
+
+
+def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The facts the probe printed after its sentinel; a UsageError saying why there are none."""
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
     if proc.returncode != 0 and "-I" in proc.stderr and "option" in proc.stderr.lower():
         raise UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")
@@ -395,7 +273,7 @@ def _tags(facts: Mapping[str, Any], platforms: list[str]) -> tuple[Tag, ...]:
         abis = [f"cp{major}{minor}{threading}"]
         if facts.get("debug"):
             abis.insert(0, f"cp{major}{minor}{threading}d")
-        return _cpython_tag_list(major, minor, abis, platforms)
+        return cpython_tag_list(major, minor, abis, platforms)
     short = {"pypy": "pp", "ironpython": "ip", "jython": "jy"}.get(facts["implementation"], facts["implementation"])
     soabi = facts.get("soabi") or ""
     abis = ["_".join(soabi.split("-")[:2]).replace(".", "_")] if soabi else []
@@ -467,3 +345,14 @@ def inspect_environment(path: str | Path, *, timeout: float = 60) -> Environment
 def inspect_interpreter(path: str | Path, *, timeout: float = 60) -> Target:
     """The Target of a real interpreter (runs it once; see ``inspect_environment``)."""
     return inspect_environment(path, timeout=timeout).target
+
+
+__all__ = [
+    "Environment",
+    "InstalledDistribution",
+    "PythonFlagKind",
+    "default_interpreter",
+    "inspect_environment",
+    "inspect_interpreter",
+    "parse_python_flag",
+]

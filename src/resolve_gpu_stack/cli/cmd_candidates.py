@@ -1,0 +1,43 @@
+"""`resolve-gpu-stack candidates PACKAGE`: what every owning index offers for a package."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+
+from . import common
+from . import settings as S
+
+_HELP = {
+    "torch": "PyTorch channel for pytorch-index packages: nightly (default), test, stable (installed or a version: its channel)",
+    "flashinfer": "latest (stable pages, the default) or nightly",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("candidates", help="list what every owning index offers for a package", description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.")
+    p.add_argument("package")
+    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer"], help=_HELP)
+    common.add_index_flags(p)
+    common.add_output_flags(p)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..index.finder import Finder
+    from ..model.request import TORCH, FlashInferChoice, TorchChoice
+    from ..resolver.candidates import list_candidates
+    from .render import print_candidates
+
+    flashinfer = FlashInferChoice.parse(S.raw_of(args, "flashinfer"))
+    torch = TorchChoice.parse(S.raw_of(args, "torch"))
+    defs = common.definitions(args, env)
+    target, _ = common.target_from_args(args, env)
+    torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
+    fetcher = common.make_fetcher(args, env, defs)
+    try:
+        rows, visits = list_candidates(Finder(fetcher, defs), defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel)
+    finally:
+        fetcher.close()
+    print_candidates(rows, visits, common.output_format(args), sys.stdout)
+    return 0

@@ -1,0 +1,32 @@
+"""`resolve-gpu-stack snapshot --output DIR`: record every page and metadata file a resolve reads."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from . import common
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("snapshot", help="record every page and metadata file a resolve reads", description="Run the resolver and record every page and METADATA file it reads (404s included) into DIR, with a manifest. Replay with --snapshot DIR.")
+    common.add_resolve_flags(p)
+    common.add_output_flags(p)
+    p.add_argument("--output", type=Path, required=True, metavar="DIR")
+    p.add_argument("--exclude-newer", metavar="YYYY-MM-DD", help="cut recorded PyPI pages to files uploaded on or before this day")
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
+
+    defs = common.definitions(args, env, replay=False)
+    bases = {n: d.url for n, d in defs.indexes.items()}
+    live = common.live_fetcher(args, env)
+    inner = FallbackFetcher(SnapshotFetcher(args.snapshot, bases), live) if args.snapshot is not None else live
+    recorder = RecordingFetcher(inner, args.output, bases, exclude_newer=args.exclude_newer)
+    plan, _ = common.run_resolve(args, env, fetcher=recorder, defs=defs)
+    common.emit_plan(args, plan)
+    print(f"recorded {recorder.recorded} pages and metadata files into {args.output}", file=sys.stderr)
+    return 0

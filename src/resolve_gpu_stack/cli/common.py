@@ -1,0 +1,197 @@
+"""What the commands share: the non-setting flags, index definitions, fetchers, the target and the
+request from the flags, the output format and the command line as typed.
+
+Light at import time (``--help`` imports it): the fetchers, the resolver and rich are imported by
+the functions that use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..urls import redact_url
+from . import settings as S
+
+if TYPE_CHECKING:
+    from ..model.request import ResolveRequest
+    from ..model.target import Target
+
+
+# -- flags -----------------------------------------------------------------------------------------
+
+def add_index_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("indexes")
+    g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
+    g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
+    g.add_argument("--cache-dir", metavar="DIR", type=Path, help="HTTP cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
+    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+
+
+def add_resolve_flags(p: argparse.ArgumentParser) -> None:
+    """Every resolver setting (from the settings table), then the index flags."""
+    S.add_flags(p)
+    add_index_flags(p)
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log requests and decisions to stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    level = logging.DEBUG if getattr(args, "verbose", False) else (logging.ERROR if getattr(args, "quiet", False) else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+# -- indexes and fetchers --------------------------------------------------------------------------
+
+def index_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """``--index NAME=URL`` as {name: url}."""
+    out = {}
+    for item in args.index:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise UsageError(f"--index {item!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
+        out[name.strip()] = url.strip()
+    return out
+
+
+def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True):
+    """Index definitions with --index overrides; PyPI's URL from config unless a snapshot replays it."""
+    from ..data.definitions import load_definitions
+    from ..net.snapshot import PLACEHOLDER_BASE
+    from .userconfig import discover_pypi_url
+
+    overrides = index_overrides(args)
+    if "pypi" not in overrides:
+        if args.snapshot is not None and replay:
+            overrides["pypi"] = PLACEHOLDER_BASE.format(name="pypi")
+        elif need_pypi:
+            overrides["pypi"] = discover_pypi_url(env)
+    return load_definitions().with_index_urls(overrides)
+
+
+def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        return None
+    return lambda msg: print(msg, file=sys.stderr)
+
+
+def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
+    from ..net.cache import HttpCache, default_cache_dir
+    from ..net.http import HttpFetcher  # httpx: not for --help
+
+
+    cache_dir = args.cache_dir or default_cache_dir(env)
+    return HttpFetcher(
+        cache=HttpCache(cache_dir),
+        timeout=args.timeout,
+        allow_insecure_hosts=tuple(args.allow_insecure_host),
+        progress=progress_printer(args),
+    )
+
+
+def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
+    """The snapshot replayer (``snapshot``, else ``--snapshot``), or the live HTTP fetcher."""
+    from ..net.snapshot import SnapshotFetcher
+
+    snapshot = snapshot if snapshot is not None else args.snapshot
+    if snapshot is not None:
+        return SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
+    return live_fetcher(args, env)
+
+
+# -- the target and the request --------------------------------------------------------------------
+
+def target_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Target, dict[Any, tuple[str, ...]]]:
+    """(Target, installed requirements by name) from --python/--platform/--installed."""
+    from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
+    from ..model.declared import declared_target
+
+    if args.python is not None:
+        kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))
+    else:
+        kind, value = "interpreter", default_interpreter(env)
+    if kind == "version":
+        return declared_target(value, S.raw_of(args, "platform"), S.raw_of(args, "installed")), {}
+    if args.platform or args.installed:
+        raise UsageError("--platform and --installed describe a declared target", hint="use them with --python X.Y, not with an interpreter path")
+    environment = inspect_environment(value)
+    requires = {name: tuple(d.requires_dist) for name, d in environment.distributions.items()}
+    return environment.target, requires
+
+
+def request_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ResolveRequest:
+    """The request of the flags typed, the table's defaults for the rest."""
+    typed = {name: raw for name, raw in S.typed(args).items() if S.BY_NAME[name].on_request}
+    values = {**S.defaults(), **S.parse(typed)}
+    target, requires = target_from_args(args, env)
+    if "gpus" not in typed and not is_declared(args, env):
+        values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
+    return S.build_request(values, target=target, installed_requires=requires)
+
+
+def is_declared(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
+    """Whether ``--python`` declares a version (else the target is a real interpreter, probed)."""
+    from ..env.probe import parse_python_flag
+
+    return args.python is not None and parse_python_flag(args.python, search_path=env.get("PATH"))[0] == "version"
+
+
+def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
+    """A probed target's default GPUs: the compute capabilities nvidia-smi lists (none without it)."""
+    from ..env.gpu import query_nvidia_smi, visible_archs
+
+    return visible_archs(query_nvidia_smi(None, env))
+
+
+def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
+    """(plan, definitions) for the flags; the fetcher is closed afterwards."""
+    from ..index.finder import Finder
+    from ..resolver.resolve import resolve  # resolvelib: not for --help
+
+
+    defs = defs or definitions(args, env)
+    request = request_from_args(args, env)
+    fetcher = fetcher or make_fetcher(args, env, defs)
+    try:
+        return resolve(request, Finder(fetcher, defs), defs), defs
+    finally:
+        fetcher.close()
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+def output_format(args: argparse.Namespace) -> str:
+    return args.format or ("table" if sys.stdout.isatty() else "json")
+
+
+def emit_plan(args: argparse.Namespace, plan) -> None:
+    from .render import plan_to_json, print_json, print_plan_table
+
+    if output_format(args) == "json":
+        print_json(plan_to_json(plan), sys.stdout)
+    else:
+        print_plan_table(plan, sys.stdout)
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The command as a user would retype it, with any credentials removed."""
+    return "resolve-gpu-stack " + " ".join(shlex.quote(redact_url(a) if "://" in a else a) for a in argv)
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the current directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,253 @@
+"""The resolver settings: ONE table, and everything that is derived from it.
+
+Each row is one setting: its field name (the ``ResolveRequest`` field, or a part of the declared
+target), its kind, its default, its flag, its config key, its help and the parser that turns the
+text a user wrote into the model value. From this table, and nowhere else, come
+
+* the argparse flags of ``resolve``/``lock``/``install``/``snapshot`` (and the target flags of
+  ``candidates``/``doctor``): ``add_flags``; every flag defaults to None, so "not typed" is visible;
+* the settings a user typed on the command line: ``typed``; their words in a regenerate command:
+  ``words``;
+* the config keys, their TOML types and their validation (``cli/config.py`` reads them through
+  ``SETTINGS``);
+* the one builder ``values -> ResolveRequest``: ``build_request``.
+
+Adding a setting means adding one row here (and its field in ``ResolveRequest``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..model.request import ResolveRequest
+    from ..model.target import Target
+
+Kind = Literal["str", "optional", "bool", "list"]
+
+TARGET_GROUP = "target (markers and tags are the target's, never this machine's)"
+RESOLVE_GROUP = "what to resolve"
+DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
+
+
+# The parsers import the model when called: --help builds the flags from this table and stays light.
+
+def _declared_python(text: str) -> str:
+    """A declared Python version (never an interpreter path), range-checked."""
+    from ..env.probe import parse_python_flag
+
+    try:
+        kind, value = parse_python_flag(text, search_path="")
+    except UsageError:
+        if text.strip().startswith("3."):
+            raise  # a version out of range (too old, free-threaded before 3.13)
+        kind, value = "interpreter", text
+    if kind != "version":
+        raise UsageError(f"--python {text!r} is not a Python version", hint="use 3.<minor>[.<micro>][t], e.g. 3.12; a configured target is declared, never an interpreter path")
+    return value
+
+
+def _platform(text: str) -> str:
+    from ..model.declared import declared_target
+
+    declared_target("3.12", text)  # the platform checks of a declared target (the version is irrelevant)
+    return text.strip()
+
+
+def _installed(items: Sequence[str]) -> tuple[str, ...]:
+    from ..model.declared import parse_installed
+
+    parse_installed(items)
+    return tuple(items)
+
+
+def _requirements(items: Sequence[str]) -> tuple[str, ...]:
+    from ..model.request import parse_with
+
+    for text in items:
+        parse_with(text)
+    return tuple(items)
+
+
+def _torch(text: str) -> Any:
+    from ..model.request import TorchChoice
+
+    return TorchChoice.parse(text)
+
+
+def _flashinfer(text: str) -> Any:
+    from ..model.request import FlashInferChoice
+
+    return FlashInferChoice.parse(text)
+
+
+def _cuda(text: str | None) -> Any:
+    from ..model.request import parse_cuda
+
+    return parse_cuda(text)
+
+
+def _gpus(items: Sequence[str]) -> Any:
+    from ..model.request import parse_gpu_list
+
+    return parse_gpu_list(tuple(items))
+
+
+def _apis(items: Sequence[str]) -> tuple[str, ...]:
+    from ..data.gpus import default_gpu_table
+
+    table = default_gpu_table()
+    for name in items:
+        table.api(name)  # an unknown API is a UsageError listing the known ones
+    return tuple(dict.fromkeys(items))
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    """One resolver setting. ``parse`` turns the raw value (a str, a bool or a tuple of str) into
+    the model value and raises ``UsageError`` naming ``flag`` when it cannot."""
+
+    name: str  # field name: ResolveRequest's, or python/platform/installed for the declared target
+    kind: Kind
+    default: Any
+    flag: str  # for a bool that defaults to True, the negative flag (--no-jit-cache)
+    key: str  # config key
+    help: str
+    group: str  # argparse group
+    parse: Callable[[Any], Any] = _same
+    metavar: str | None = None
+
+    @property
+    def on_request(self) -> bool:
+        """A field of ``ResolveRequest`` (the others describe the declared target)."""
+        return self.name in _request_fields()
+
+    def words(self, raw: Any) -> list[str]:
+        """The command-line words that give ``raw``."""
+        if self.kind == "bool":
+            return [self.flag] if raw != self.default else []
+        if self.kind == "list":
+            return [w for item in raw for w in (self.flag, item)]
+        return [self.flag, raw]
+
+
+@functools.cache
+def _request_fields() -> frozenset[str]:
+    from ..model.request import ResolveRequest
+
+    return frozenset(f.name for f in fields(ResolveRequest))
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(name="python", kind="optional", default=None, flag="--python", key="python", group=TARGET_GROUP, parse=_declared_python, metavar="PATH|X.Y",
+            help="an interpreter to inspect, or a Python version to declare (default: the active virtual environment, else python3)"),
+    Setting(name="platform", kind="str", default=DEFAULT_PLATFORM, flag="--platform", key="platform", group=TARGET_GROUP, parse=_platform, metavar="PLATFORM",
+            help="with a declared --python: x86_64-manylinux_2_28 (default) or aarch64-manylinux_2_28, ..."),
+    Setting(name="installed", kind="list", default=(), flag="--installed", key="installed", group=TARGET_GROUP, parse=_installed, metavar="NAME==VERSION",
+            help="with a declared --python: a distribution the target already has (repeatable), e.g. torch==2.12.0.dev20260307+cu130"),
+    Setting(name="cuda", kind="optional", default=None, flag="--cuda", key="cuda", group=TARGET_GROUP, parse=_cuda, metavar="cuNNN",
+            help="CUDA label; default: the installed torch's (+cu130). A different one is an error unless --change-cuda"),
+    Setting(name="change_cuda", kind="bool", default=False, flag="--change-cuda", key="change-cuda", group=TARGET_GROUP,
+            help="allow --cuda to move torch to another CUDA label"),
+    Setting(name="torch", kind="str", default="nightly", flag="--torch", key="torch", group=RESOLVE_GROUP, parse=_torch, metavar="CHANNEL|SPEC",
+            help="nightly (default: the newest nightly with a wheel for this target), test, stable, installed (keep exactly what is installed), or a version/specifier"),
+    Setting(name="allow_downgrade", kind="bool", default=False, flag="--allow-downgrade", key="allow-downgrade", group=RESOLVE_GROUP,
+            help="let --torch pick a torch lower than the installed one (off: such a request fails)"),
+    Setting(name="flashinfer", kind="str", default="latest", flag="--flashinfer", key="flashinfer", group=RESOLVE_GROUP, parse=_flashinfer, metavar="VERSION|latest|nightly|none",
+            help="FlashInfer version (default latest: the newest with every component for this target)"),
+    Setting(name="jit_cache", kind="bool", default=True, flag="--no-jit-cache", key="jit-cache", group=RESOLVE_GROUP,
+            help="leave out flashinfer-jit-cache (kernels are JIT-compiled; needs nvcc)"),
+    Setting(name="cubin", kind="bool", default=True, flag="--no-cubin", key="cubin", group=RESOLVE_GROUP,
+            help="leave out flashinfer-cubin"),
+    Setting(name="with_", kind="list", default=(), flag="--with", key="with", group=RESOLVE_GROUP, parse=_requirements, metavar="REQ",
+            help="add a package to the plan, e.g. --with torchvision (repeatable)"),
+    Setting(name="gpus", kind="list", default=(), flag="--gpu", key="gpus", group=RESOLVE_GROUP, parse=_gpus, metavar="SM",
+            help="a GPU the target runs, e.g. sm120, sm_90, 12.0 (repeatable or comma-separated; default: what nvidia-smi "
+                 "lists for a local interpreter, any GPU for a declared --python X.Y)"),
+    Setting(name="require_api", kind="list", default=(), flag="--require-api", key="require-api", group=RESOLVE_GROUP, parse=_apis, metavar="NAME",
+            help="a FlashInfer API the plan must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): raises FlashInfer's floor"),
+    Setting(name="all_gpu_archs", kind="bool", default=False, flag="--all-gpu-archs", key="all-gpu-archs", group=RESOLVE_GROUP,
+            help="plan every jit-cache provider the shim lists, not only those the GPUs need"),
+)
+
+BY_NAME: Mapping[str, Setting] = MappingProxyType({s.name: s for s in SETTINGS})
+BY_KEY: Mapping[str, Setting] = MappingProxyType({s.key: s for s in SETTINGS})
+TARGET_FLAGS = tuple(s.name for s in SETTINGS if s.group == TARGET_GROUP)
+
+
+# -- argparse ------------------------------------------------------------------------------------
+
+def add_flags(parser: argparse.ArgumentParser, names: Iterable[str] | None = None, *, help: Mapping[str, str] | None = None) -> None:
+    """The flags of the settings ``names`` (all when None), in their groups, in table order. Every
+    default is None: ``typed`` tells what the user typed."""
+    wanted = set(BY_NAME if names is None else names)
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for s in SETTINGS:
+        if s.name not in wanted:
+            continue
+        group = groups.get(s.group) or groups.setdefault(s.group, parser.add_argument_group(s.group))
+        text = (help or {}).get(s.name, s.help)
+        if s.kind == "bool":
+            group.add_argument(s.flag, dest=s.name, action="store_const", const=not s.default, default=None, help=text)
+        elif s.kind == "list":
+            group.add_argument(s.flag, dest=s.name, action="append", default=None, metavar=s.metavar, help=text)
+        else:
+            group.add_argument(s.flag, dest=s.name, default=None, metavar=s.metavar, help=text)
+
+
+def typed(args: argparse.Namespace) -> dict[str, Any]:
+    """The raw values of the settings the user typed (lists as tuples), by field name, in table order."""
+    out: dict[str, Any] = {}
+    for s in SETTINGS:
+        value = getattr(args, s.name, None)
+        if value is not None:
+            out[s.name] = tuple(value) if s.kind == "list" else value
+    return out
+
+
+def raw_of(args: argparse.Namespace, name: str) -> Any:
+    """The raw value of one setting: what was typed, else the table's default."""
+    value = getattr(args, name, None)
+    return BY_NAME[name].default if value is None else value
+
+
+def words(raw: Mapping[str, Any]) -> list[str]:
+    """The command-line words that give the settings ``raw`` (field name -> raw value), in table order."""
+    return [w for s in SETTINGS if s.name in raw for w in s.words(raw[s.name])]
+
+
+# -- values and the request ----------------------------------------------------------------------
+
+def parse(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Model values of the raw settings given (field name -> value)."""
+    return {name: BY_NAME[name].parse(value) for name, value in raw.items()}
+
+
+def defaults() -> dict[str, Any]:
+    """The model value of every setting's default."""
+    return {s.name: s.parse(s.default) if s.default is not None else None for s in SETTINGS}
+
+
+def declared(values: Mapping[str, Any]) -> Target:
+    """The declared target of complete settings (``python`` a version)."""
+    from ..model.declared import declared_target
+
+    return declared_target(values["python"], values["platform"], values["installed"])
+
+
+def build_request(values: Mapping[str, Any], *, target: Target, installed_requires: Mapping[Any, tuple[str, ...]] | None = None) -> ResolveRequest:
+    """THE builder: complete model values (``defaults`` overlaid) -> ``ResolveRequest``."""
+    from ..model.request import ResolveRequest
+
+    on_request = {s.name: values[s.name] for s in SETTINGS if s.on_request}
+    return ResolveRequest(target=target, installed_requires=dict(installed_requires or {}), **on_request)

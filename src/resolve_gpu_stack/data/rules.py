@@ -1,0 +1,163 @@
+"""The values ``indexes/*.toml`` is loaded into: indexes, routes, page templates, component rules.
+
+Pure: stdlib + packaging. ``definitions.py`` loads them and answers questions with them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from ..errors import IndexDefinitionError
+from ..model import Coupling
+from ..model.channel import FLASHINFER_CHANNEL_NAMES, TORCH_CHANNEL_NAMES
+from ..urls import strip_userinfo
+
+INDEX_NAMES = ("pytorch", "flashinfer", "pypi")
+DIALECTS = ("html", "json-or-html")
+# The variables a page template may use (indexes/routing.toml documents them).
+TEMPLATE_VARIABLES = ("name", "torch_channel", "cuda", "fi_channel", "fi_cuda", "torch_series")
+# Which index's [channels] table gives each channel prefix, and the channels it must name.
+CHANNEL_TABLES = {"pytorch": TORCH_CHANNEL_NAMES, "flashinfer": FLASHINFER_CHANNEL_NAMES}
+
+ArchRow = tuple[SpecifierSet, Mapping[str, tuple[str, ...]], Mapping[str, tuple[str, ...]]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IndexDefinition:
+    name: str
+    url: str  # base URL, ends with "/"; "" when not configured yet (pypi)
+    dialect: str  # html | json-or-html
+    hosts: tuple[str, ...]
+    channels: Mapping[str, str]  # channel name -> path prefix below the base URL
+    retention_days: int = 0
+    cuda_labels: tuple[str, ...] = ()
+    layout: str | None = None  # a mirror layout of routing.toml [layouts] (--index NAME=flat:URL); None: the index's own paths
+
+    def page_url(self, path: str) -> str:
+        """The URL of a page below this index, without the base URL's ``user:token@``: page URLs
+        reach notes, logs and messages; the fetcher sends the credentials by origin."""
+        if not self.url:
+            raise IndexDefinitionError(
+                f"index {self.name!r} has no URL",
+                hint=f"pass --index {self.name}=URL",
+            )
+        return strip_userinfo(self.url) + path.lstrip("/")
+
+    def allows_host(self, url: str) -> bool:
+        """Whether a file URL found on this index may be followed (its own host always may)."""
+        host = (urlsplit(url).hostname or "").lower()
+        own = (urlsplit(self.url).hostname or "").lower()
+        return "*" in self.hosts or host == own or host in self.hosts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    patterns: tuple[str, ...]
+    index: str
+    page: str
+    versions: SpecifierSet | None = None
+    flashinfer_channel: str | None = None  # "stable" | "nightly" | None (any)
+    legacy: bool = False
+
+    def names(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+
+    @property
+    def is_wildcard(self) -> bool:
+        return self.patterns == ("*",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteContext:
+    """The variables a page template may use (see indexes/routing.toml)."""
+
+    torch_channel: str = "nightly"  # nightly | test | stable
+    cuda: str | None = None  # torch's CUDA variant, e.g. cu130
+    flashinfer_channel: str = "stable"  # stable | nightly
+    torch_series: str | None = None  # "2.12"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageLocation:
+    """One page to read for a package, and the route that sent us there."""
+
+    index: str
+    url: str
+    route: Route
+    cuda_label: str | None = None  # the {fi_cuda} value this page was expanded with
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CouplingRule:
+    patterns: tuple[str, ...]
+    coupling: Coupling
+    why: str
+    versions: SpecifierSet | None = None
+    local: re.Pattern[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlashInferRules:
+    python: NormalizedName
+    cubin: NormalizedName
+    jit_cache: NormalizedName
+    providers: str  # fnmatch pattern
+    agnostic_since: Version
+    jit_cache_since: Version
+    providers_since: Version
+    arch_table: tuple[ArchRow, ...] = ()
+    components: tuple[NormalizedName, ...] = ()  # python, cubin, jit-cache: install order
+
+    def is_provider(self, name: str) -> bool:
+        return fnmatch.fnmatchcase(name, self.providers)
+
+    def members(self, name: str) -> bool:
+        return name in (self.python, self.cubin, self.jit_cache) or self.is_provider(name)
+
+    def requested(self, *, cubin: bool, jit_cache: bool) -> tuple[NormalizedName, ...]:
+        """The components to install, in install order (components.toml ``components``):
+        flashinfer-python always, cubin and jit-cache when asked for."""
+        off = {n for n, on in ((self.cubin, cubin), (self.jit_cache, jit_cache)) if not on}
+        return tuple(n for n in self.components if n == self.python or n not in off)
+
+    def jit_cache_archs(self, version: Version, label: str, machine: str) -> tuple[str, ...] | None:
+        """The SASS targets a monolithic jit-cache build covers, or None when not in the table."""
+        for spec, labels, aarch64_extra in self.arch_table:
+            if version in spec and label in labels:
+                archs = tuple(labels[label])
+                if machine == "aarch64":
+                    archs += tuple(aarch64_extra.get(label, ()))
+                return archs
+        return None
+
+
+def expand_page(template: str, values: Mapping[str, str | None]) -> str | None:
+    """Fill a page template; None when a variable it needs is unknown (None) in ``values``."""
+    needed = set(re.findall(r"{(\w+)}", template))
+    if any(values.get(k) is None for k in needed):
+        return None
+    return template.format(**{k: values[k] for k in needed})
+
+
+__all__ = [
+    "CHANNEL_TABLES",
+    "DIALECTS",
+    "INDEX_NAMES",
+    "TEMPLATE_VARIABLES",
+    "ArchRow",
+    "CouplingRule",
+    "FlashInferRules",
+    "IndexDefinition",
+    "PageLocation",
+    "Route",
+    "RouteContext",
+    "expand_page",
+]

@@ -1,0 +1,108 @@
+"""Lock files on disk: which format a file name asks for, reading one, and writing one atomically.
+
+``write_lock`` renders with ``pylock`` or ``constraints`` by the file name (``lock_format``) and
+replaces the file atomically; ``read_lock`` reads either format back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from ..errors import LockFileError, UsageError
+from ..model import LockPlan
+from .constraints import read_constraints, render_constraints
+from .locked import LockedFile
+from .pylock import LOCK_NAME_RE, read_pylock, render_pylock
+
+_PYLOCK_FILE_RE = re.compile(r"^pylock(?:\.(?P<name>[^.]*))?\.toml$")
+
+
+def lock_format(path: Path) -> tuple[str, str | None]:
+    """``("pylock", name)`` or ``("constraints", None)`` from the file name, else ``UsageError``."""
+    m = _PYLOCK_FILE_RE.match(path.name)
+    if m and (m.group("name") is None or LOCK_NAME_RE.match(m.group("name"))):
+        return "pylock", m.group("name")
+    if path.name.endswith(".txt") and len(path.name) > len(".txt") and not path.name.startswith("pylock."):
+        return "constraints", None
+    raise UsageError(
+        f"{path}: not a lock file name; accepted: pylock.toml or pylock.<name>.toml (PEP 751, <name> "
+        "non-empty and without dots), or *.txt for a constraints file",
+        hint="for example pylock.gpu.toml or constraints.txt",
+    )
+
+
+def read_lock(path: Path) -> LockedFile:
+    """Parse a pylock (``*.toml``) or constraints (anything else) file; ``LockFileError`` when malformed."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LockFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LockFileError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    if path.name.endswith(".toml"):
+        return read_pylock(path, text)
+    return read_constraints(path, text)
+
+
+def write_lock(plan: LockPlan, path: Path, *, command: str) -> Path:
+    """Render the plan in the format the file name asks for and write it atomically."""
+    kind, name = lock_format(path)
+    text = render_pylock(plan, name=name, command=command) if kind == "pylock" else render_constraints(plan, command=command)
+    return atomic_write(path, text)
+
+
+def atomic_write(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temp file in the same folder, fsync and ``os.replace``.
+
+    On any failure the old file is untouched and the temp file is gone.
+    """
+    data = text.encode("utf-8")
+    directory = path.parent
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644
+    except OSError as exc:
+        raise LockFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise LockFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise LockFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise
+    _fsync_dir(directory)
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+__all__ = ["atomic_write", "lock_format", "read_lock", "write_lock"]

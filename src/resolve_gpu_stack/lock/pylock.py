@@ -1,0 +1,398 @@
+"""The PEP 751 format: render a plan as ``pylock.toml`` for uv, and read a pylock back into a plan.
+
+Pure (no network). TOML is written with ``tomli_w`` and read with ``data.toml``; the PEP 751 part
+is validated with ``packaging.pylock`` both ways (what we write, and every pylock we read, ours or
+another tool's). Credentials (``user:pass@`` in any URL) never reach a file: every string is
+scrubbed before it is written.
+
+Layout: one ``[[packages]]`` entry per package that has a wheel to install. A *kept* package
+(already installed, e.g. a nightly torch) is not listed there, since uv would reinstall it; it is
+recorded in ``[tool.resolve-gpu-stack]`` with everything else uv does not need (couplings, the
+torch pin, the FlashInfer group, the resolver inputs and their digest). The tool table's packages
+are ``model.codec``'s package dicts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomli_w
+from packaging.pylock import Pylock, PylockValidationError
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ..data.toml import parse_toml
+from ..errors import LockFileError, UsageError
+from ..model import Action, LockedPackage, LockPlan, TargetSummary
+from ..model.codec import FILE_KEYS, CodecError, format_datetime, package_from_dict, package_to_dict, target_from_dict, target_to_dict, without_none
+from ..model.inputs import canonical_inputs, inputs_digest
+from ..urls import scrub, strip_credentials
+from .locked import LockedEntry, LockedFile, LockedWheel, LockReader, Pin, TorchPin, sorted_packages
+
+TOOL = "resolve-gpu-stack"
+SCHEMA = "resolve-gpu-stack/lock/v1"
+LOCK_VERSION = "1.0"
+LOCK_NAME_RE = re.compile(r"^[^./\\\s]+$")
+
+T = TypeVar("T")
+
+
+# -- target ------------------------------------------------------------------------------------
+def _python_minor(python: str) -> str | None:
+    if not python:
+        return None
+    try:
+        release = Version(python).release
+    except InvalidVersion as exc:
+        raise LockFileError(f"target python {python!r} is not a version") from exc
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+def target_marker(target: TargetSummary) -> str | None:
+    """The PEP 508 marker of the plan's target, e.g. ``platform_machine == 'x86_64' and ...``."""
+    clauses = []
+    machine, _, os_tag = target.platform.partition("-")
+    if machine:
+        clauses.append(f"platform_machine == '{machine}'")
+    if os_tag.startswith(("manylinux", "musllinux", "linux")):
+        clauses.append("sys_platform == 'linux'")
+    elif os_tag.startswith("macosx"):
+        clauses.append("sys_platform == 'darwin'")
+    minor = _python_minor(target.python)
+    if minor:
+        clauses.append(f"python_version == '{minor}'")
+    return " and ".join(clauses) or None
+
+
+# -- upload times ------------------------------------------------------------------------------
+_RFC3339_RE = re.compile(
+    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?"
+    r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
+)
+
+
+class _UploadTime(dt.datetime):
+    """A UTC datetime that TOML writers spell as PyPI serves it (``...T10:00:00.250000Z``)."""
+
+    def __str__(self) -> str:
+        return format_datetime(self)
+
+
+def parse_rfc3339(text: str, where: str) -> dt.datetime:
+    """RFC 3339 with a zone (any fraction length; ``fromisoformat`` on 3.10 takes only 3 or 6 digits)."""
+    m = _RFC3339_RE.match(text.strip())
+    if not m:
+        raise LockFileError(f"{where}: upload time {text!r} is not an RFC 3339 date-time with a time zone")
+    try:
+        value = dt.datetime.strptime(f"{m['date']}T{m['time']}", "%Y-%m-%dT%H:%M:%S")
+        offset = dt.timedelta(hours=int(m["oh"] or 0), minutes=int(m["om"] or 0)) * (-1 if m["sign"] == "-" else 1)
+        zone = dt.timezone(offset)
+    except ValueError as exc:
+        raise LockFileError(f"{where}: upload time {text!r}: {exc}") from exc
+    micro = int((m["frac"] or "0")[:6].ljust(6, "0"))
+    utc = value.replace(microsecond=micro, tzinfo=zone).astimezone(dt.timezone.utc)
+    return _UploadTime(utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond, tzinfo=dt.timezone.utc)
+
+
+# -- render ------------------------------------------------------------------------------------
+def _is_listed(pkg: LockedPackage) -> bool:
+    """Whether a package becomes a ``[[packages]]`` entry (something for uv to install)."""
+    return pkg.action is not Action.KEEP
+
+
+def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
+    if not pkg.url:
+        raise LockFileError(f"{pkg.name} {pkg.version} ({pkg.action.value}) has no wheel URL to lock")
+    if not pkg.sha256:
+        raise LockFileError(
+            f"{pkg.name} {pkg.version}: no sha256 for {pkg.filename or strip_credentials(pkg.url)}",
+            hint="PEP 751 requires a hash for every wheel: download the wheel to compute it, then write the lock",
+        )
+    wheel: dict[str, Any] = {"name": pkg.filename or pkg.url.rsplit("/", 1)[-1].split("#")[0], "url": pkg.url}
+    if pkg.size is not None:
+        wheel["size"] = pkg.size
+    if pkg.upload_time:
+        wheel["upload-time"] = parse_rfc3339(pkg.upload_time, f"{pkg.name} {pkg.version}")
+    wheel["hashes"] = {"sha256": pkg.sha256.lower()}
+    return wheel
+
+
+def _entry(pkg: LockedPackage, plan: LockPlan) -> dict[str, Any]:
+    """The PEP 751 ``[[packages]]`` entry of a package uv installs."""
+    entry: dict[str, Any] = {"name": pkg.name, "version": str(pkg.version)}
+    if pkg.index in plan.indexes:
+        entry["index"] = plan.indexes[pkg.index]
+    if pkg.requires_python:
+        entry["requires-python"] = pkg.requires_python
+    entry["wheels"] = [_wheel_table(pkg)]
+    return entry
+
+
+def _tool_package(pkg: LockedPackage) -> dict[str, Any]:
+    """The codec's dict, less what is unset and, for a listed package, its file (``[[packages]]`` has it)."""
+    entry = without_none(package_to_dict(pkg))
+    if not entry["dependencies"]:
+        del entry["dependencies"]
+    if _is_listed(pkg):
+        for key in FILE_KEYS:
+            entry.pop(key, None)
+    return entry
+
+
+def _flashinfer_members(packages: list[LockedPackage]) -> list[str]:
+    return [p.name for p in packages if p.name == "flashinfer" or p.name.startswith("flashinfer-")]
+
+
+def _torch_pin(torch: LockedPackage) -> dict[str, Any]:
+    pin: dict[str, Any] = {"version": str(torch.version), "action": torch.action.value}
+    if torch.version.local:
+        pin["local"] = torch.version.local
+    pin["index"] = torch.index
+    if torch.url:
+        pin["url"] = torch.url
+    return pin
+
+
+def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | None, command: str) -> dict[str, Any]:
+    tool: dict[str, Any] = {"schema": SCHEMA}
+    if name is not None:
+        tool["name"] = name
+    tool["command"] = command
+    tool["inputs-digest"] = plan.inputs_digest or inputs_digest(plan.inputs)
+    tool["target"] = without_none(target_to_dict(plan.target))
+    if plan.torch is not None:
+        tool["torch"] = _torch_pin(plan.torch)
+    if plan.cuda_label is not None:
+        tool["cuda-label"] = plan.cuda_label
+    members = _flashinfer_members(packages)
+    if plan.flashinfer_version is not None or members:
+        group: dict[str, Any] = {}
+        if plan.flashinfer_version is not None:
+            group["version"] = str(plan.flashinfer_version)
+        group["components"] = members
+        tool["flashinfer"] = group
+    tool["indexes"] = {k: plan.indexes[k] for k in sorted(plan.indexes)}
+    tool["notes"] = list(plan.notes)
+    inputs = canonical_inputs(plan.inputs)
+    tool["inputs"] = {k: inputs[k] for k in sorted(inputs)}
+    tool["packages"] = [_tool_package(p) for p in packages]
+    return tool
+
+
+def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
+    """The plan as a PEP 751 ``pylock.toml`` (deterministic: packages sorted by name)."""
+    if name is not None and not LOCK_NAME_RE.match(name):
+        raise UsageError(f"bad lock name {name!r}", hint="a pylock name is non-empty and has no dots or slashes")
+    packages = sorted_packages(plan)
+    doc: dict[str, Any] = {"lock-version": LOCK_VERSION, "created-by": TOOL}
+    minor = _python_minor(plan.target.python)
+    if minor:
+        doc["requires-python"] = f"=={minor}.*"
+    marker = target_marker(plan.target)
+    if marker:
+        doc["environments"] = [marker]
+    doc["packages"] = [scrub(_entry(p, plan)) for p in packages if _is_listed(p)]  # [] when all are kept: PEP 751 wants it
+    doc["tool"] = {TOOL: scrub(_tool_table(plan, packages, name=name, command=" ".join(command.split())))}
+    try:
+        Pylock.from_dict(doc)
+    except PylockValidationError as exc:
+        raise LockFileError(f"the plan does not make a valid PEP 751 lock: {strip_credentials(' '.join(str(exc).split()))}") from None
+    text = tomli_w.dumps(doc)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise LockFileError(f"cannot write a lone surrogate (U+{ord(exc.object[exc.start]):04X}) to a lock file") from None
+    return text
+
+
+# -- read --------------------------------------------------------------------------------------
+def _decoded(r: LockReader, decode: Callable[..., T], raw: Mapping[str, Any], where: str) -> T:
+    """``decode(raw, where)`` (a ``model.codec`` reader), its errors naming the file."""
+    try:
+        return decode(raw, where)
+    except CodecError as exc:
+        raise LockFileError(strip_credentials(f"{r.source}: {exc}")) from None
+
+
+def _upload_time_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return format_datetime(value)
+    return str(value)
+
+
+def _read_wheel(r: LockReader, raw: Mapping[str, Any], where: str) -> LockedWheel:
+    url = r.get(raw, "url", str, where) or r.get(raw, "path", str, where)
+    if not url:
+        raise r.fail(where, "a wheel needs a 'url' or a 'path'")
+    hashes = r.get(raw, "hashes", dict, where, required=True)
+    if not hashes:
+        raise r.fail(where, "'hashes' must hold at least one hash (PEP 751)")
+    sha256 = hashes.get("sha256")
+    if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha256)):
+        raise r.fail(where, f"sha256 {sha256!r} is not 64 hex digits")
+    size = r.get(raw, "size", int, where)
+    upload = r.get(raw, "upload-time", (dt.datetime, str), where)
+    filename = r.get(raw, "name", str, where) or url.rsplit("/", 1)[-1].split("#")[0]
+    return LockedWheel(filename=filename, url=url, sha256=sha256.lower() if sha256 else None, size=size,
+                       upload_time=_upload_time_text(upload))
+
+
+def _read_entry(r: LockReader, raw: Mapping[str, Any], n: int) -> LockedEntry:
+    where = f"packages #{n}"
+    name = canonicalize_name(r.get(raw, "name", str, where, required=True))
+    where = f"packages #{n} ({name})"
+    version_text = r.get(raw, "version", str, where)
+    version = r.version(version_text, where) if version_text is not None else None
+    wheels = tuple(_read_wheel(r, w, f"{where} wheel #{i + 1}") for i, w in enumerate(r.tables(raw, "wheels", where)))
+    for wheel in wheels:
+        try:
+            wheel_name, wheel_version, _, _ = parse_wheel_filename(wheel.filename)
+        except InvalidWheelFilename:
+            raise r.fail(where, f"{wheel.filename!r} is not a wheel file name") from None
+        if wheel_name != name or (version is not None and wheel_version != version):
+            raise LockFileError(strip_credentials(
+                f"{r.source}: {name}: the lock says {version or 'no version'}, but its wheel {wheel.filename} is {wheel_name} {wheel_version}"))
+    return LockedEntry(name=name, version=version, index=r.get(raw, "index", str, where),
+                       requires_python=r.get(raw, "requires-python", str, where), wheels=wheels)
+
+
+def _check_lock_version(r: LockReader, doc: Mapping[str, Any]) -> str:
+    version = r.get(doc, "lock-version", str, "top level", required=True)
+    major = version.split(".", 1)[0]
+    if major != "1":
+        raise r.fail("lock-version", f"{version!r} is not supported (this tool reads lock-version 1.x)")
+    return version
+
+
+def _validate(r: LockReader, doc: Mapping[str, Any]) -> None:
+    """What ``packaging.pylock`` finds wrong with the PEP 751 part (after our own, more specific checks)."""
+    try:
+        Pylock.from_dict(doc)
+    except PylockValidationError as exc:
+        raise r.fail("PEP 751", " ".join(str(exc).split())) from None
+
+
+def read_pylock(path: Path, text: str) -> LockedFile:
+    """A pylock (ours or another tool's), validated; our tool table when it has one."""
+    r = LockReader(path)
+    doc = parse_toml(text, str(path), error=LockFileError)
+    _check_lock_version(r, doc)
+    created_by = r.get(doc, "created-by", str, "top level", required=True)
+    if "packages" not in doc:
+        raise r.fail("top level", "missing 'packages' (PEP 751 requires the array, even if empty)")
+    entries = tuple(_read_entry(r, raw, i + 1) for i, raw in enumerate(r.tables(doc, "packages", "top level")))
+    envs = r.get(doc, "environments", list, "top level") or []
+    common: dict[str, Any] = {
+        "path": path, "format": "pylock", "entries": entries, "created_by": created_by,
+        "requires_python": r.get(doc, "requires-python", str, "top level"),
+        "environments": tuple(str(e) for e in envs),
+    }
+    tools = r.get(doc, "tool", dict, "top level") or {}
+    tool = r.get(tools, TOOL, dict, "tool")
+    ours = _read_tool(r, tool) if tool is not None else {}
+    _validate(r, doc)
+    return LockedFile(**common, **ours)
+
+
+def _read_torch(r: LockReader, raw: Mapping[str, Any], where: str) -> TorchPin:
+    return TorchPin(
+        version=r.version(r.get(raw, "version", str, where, required=True), where),
+        action=r.enum(Action, r.get(raw, "action", str, where, required=True), where),
+        local=r.get(raw, "local", str, where),
+        index=r.get(raw, "index", str, where, required=True),
+        url=r.get(raw, "url", str, where),
+    )
+
+
+def _read_tool(r: LockReader, tool: Mapping[str, Any]) -> dict[str, Any]:
+    where = f"tool.{TOOL}"
+    schema = r.get(tool, "schema", str, where, required=True)
+    if schema != SCHEMA:
+        raise r.fail(where, f"schema {schema!r} is not {SCHEMA!r}")
+    target = _decoded(r, target_from_dict, r.get(tool, "target", dict, where, required=True), f"{where}.target")
+    packages = r.tables(tool, "packages", where)
+    pins = tuple(Pin.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(packages))
+    names = [p.name for p in pins]
+    if len(set(names)) != len(names):
+        raise r.fail(where, "a package is listed twice")
+    torch_raw = r.get(tool, "torch", dict, where)
+    fi = r.get(tool, "flashinfer", dict, where) or {}
+    fi_version = r.get(fi, "version", str, f"{where}.flashinfer")
+    indexes = r.get(tool, "indexes", dict, where) or {}
+    if not all(isinstance(v, str) for v in indexes.values()):
+        raise r.fail(f"{where}.indexes", "every index must be a URL string")
+    notes = r.get(tool, "notes", list, where) or []
+    if not all(isinstance(n, str) for n in notes):
+        raise r.fail(f"{where}.notes", "must be a list of strings")
+    return {
+        "pins": pins,
+        "command": r.get(tool, "command", str, where, required=True),
+        "inputs_digest": r.get(tool, "inputs-digest", str, where, required=True),
+        "inputs": r.get(tool, "inputs", dict, where) or {},
+        "target": target,
+        "torch": _read_torch(r, torch_raw, f"{where}.torch") if torch_raw is not None else None,
+        "cuda_label": r.get(tool, "cuda-label", str, where),
+        "flashinfer_version": r.version(fi_version, f"{where}.flashinfer") if fi_version else None,
+        "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(fi, "components", f"{where}.flashinfer") or ())),
+        "indexes": dict(indexes),
+        "notes": tuple(notes),
+        "name": r.get(tool, "name", str, where),
+    }
+
+
+# -- back to a plan ----------------------------------------------------------------------------
+def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName, LockedEntry]) -> LockedPackage:
+    """The tool table's package, with its wheel from ``[[packages]]`` unless it is kept."""
+    where = f"{locked.path}: {pin.name}"
+    pkg = pin.package
+    assert pkg is not None
+    entry = entries.get(pin.name)
+    if pkg.action is Action.KEEP:
+        if entry is not None:
+            raise LockFileError(f"{where}: a kept package must not have a [[packages]] entry (uv would reinstall it)")
+        return replace(pkg, filename=pkg.url.rsplit("/", 1)[-1]) if pkg.url and not pkg.filename else pkg
+    if entry is None:
+        raise LockFileError(f"{where}: {pkg.action.value} package without a [[packages]] entry")
+    if entry.version != pkg.version:
+        raise LockFileError(f"{where}: [[packages]] says {entry.version}, the tool table says {pkg.version}")
+    if len(entry.wheels) != 1:
+        raise LockFileError(f"{where}: expected exactly one wheel, found {len(entry.wheels)}")
+    wheel = entry.wheels[0]
+    return replace(pkg, url=wheel.url, filename=wheel.filename, sha256=wheel.sha256, size=wheel.size,
+                   upload_time=wheel.upload_time, requires_python=entry.requires_python)
+
+
+def plan_from_lock(locked: LockedFile) -> LockPlan:
+    """Rebuild the plan a pylock file was written from (for ``check`` and ``install``)."""
+    if locked.format != "pylock":
+        raise LockFileError(
+            f"{locked.path}: a constraints file does not record wheels, hashes or couplings",
+            hint="use a pylock.toml written by resolve-gpu-stack",
+        )
+    if not locked.generated or locked.target is None:
+        raise LockFileError(f"{locked.path}: no [tool.{TOOL}] table: not written by resolve-gpu-stack")
+    entries = {e.name: e for e in locked.entries}
+    pinned = {p.name for p in locked.pins}
+    extra = sorted(set(entries) - pinned)
+    if extra:
+        raise LockFileError(f"{locked.path}: [[packages]] {', '.join(extra)} missing from [tool.{TOOL}.packages]")
+    return LockPlan(
+        target=locked.target,
+        packages=tuple(_package_from(locked, pin, entries) for pin in locked.pins),
+        notes=locked.notes,
+        flashinfer_version=locked.flashinfer_version,
+        cuda_label=locked.cuda_label,
+        inputs=dict(locked.inputs),
+        inputs_digest=locked.inputs_digest or "",
+        indexes=dict(locked.indexes),
+    )
+
+
+__all__ = ["LOCK_NAME_RE", "SCHEMA", "TOOL", "parse_rfc3339", "plan_from_lock", "read_pylock", "render_pylock", "target_marker"]

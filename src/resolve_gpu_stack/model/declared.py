@@ -1,0 +1,154 @@
+"""Declared targets: wheel tags and environment markers from a Python version and a platform.
+
+Pure (stdlib + packaging): a plan for ``--python 3.12 --platform x86_64-manylinux_2_28`` is
+computed, never probed. Inspecting a real interpreter is ``env/probe.py``'s job; it reuses the
+tag helpers here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import UsageError
+from .target import Target
+
+# Machines a declared target may name. x86_64/i686 accept manylinux wheels down to glibc 2.5
+# (manylinux1), every other architecture starts at 2.17 (manylinux2014), as pip and uv do.
+MANYLINUX_FLOOR = {"x86_64": 5, "i686": 5, "aarch64": 17, "ppc64le": 17, "s390x": 17, "armv7l": 17}
+_LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+_DECLARED_MIN_GLIBC = 17
+
+_PLATFORM_RE = re.compile(r"^(?P<machine>[a-z0-9_]+)-(?:manylinux_2_(?P<minor>\d+)|(?P<linux>linux))$")
+PYTHON_VERSION_RE = re.compile(r"^3\.(?P<minor>\d+)(?:\.(?P<micro>\d+))?(?P<t>t)?$")
+_ACCEPTED_PLATFORMS = (
+    "<machine>-manylinux_2_<N> with N >= 17 (e.g. x86_64-manylinux_2_28, aarch64-manylinux_2_28), "
+    "or <machine>-linux for plain linux_<machine> wheels only; machines: " + ", ".join(MANYLINUX_FLOOR)
+)
+
+
+def parse_python_version(python: str) -> tuple[int, int, int | None, bool]:
+    """``3.13t`` -> (3, 13, None, True); a malformed, too old or impossible version is a UsageError."""
+    match = PYTHON_VERSION_RE.match(python.strip())
+    if match is None:
+        raise UsageError(
+            f"bad Python version {python!r}: expected 3.<minor>[.<micro>][t], e.g. 3.12, 3.12.4 or 3.13t"
+        )
+    minor = int(match["minor"])
+    micro = int(match["micro"]) if match["micro"] is not None else None
+    threaded = match["t"] is not None
+    if minor < 8:
+        raise UsageError(f"Python {python} is too old: targets must be Python 3.8 or newer")
+    if threaded and minor < 13:
+        raise UsageError(f"Python {python}: free-threaded builds exist only for Python 3.13 and newer")
+    return 3, minor, micro, threaded
+
+
+def _parse_platform(platform: str) -> tuple[str, int | None]:
+    """``x86_64-manylinux_2_28`` -> ("x86_64", 28); ``x86_64-linux`` -> ("x86_64", None)."""
+    match = _PLATFORM_RE.match(platform.strip())
+    if match is None or match["machine"] not in MANYLINUX_FLOOR:
+        raise UsageError(f"unknown platform {platform!r}: accepted forms are {_ACCEPTED_PLATFORMS}")
+    if match["linux"]:
+        return match["machine"], None
+    minor = int(match["minor"])
+    if minor < _DECLARED_MIN_GLIBC:
+        raise UsageError(f"unknown platform {platform!r}: accepted forms are {_ACCEPTED_PLATFORMS}")
+    return match["machine"], minor
+
+
+def linux_platform_tags(arch: str, glibc: tuple[int, int] | None) -> list[str]:
+    """Platform tags for Linux on ``arch`` with that glibc, most preferred first (as pip/uv order them).
+
+    ``manylinux_2_<N>`` for N from the glibc minor down to the architecture's floor, each followed by
+    its legacy alias (manylinux2014 = 2_17, ...), then plain ``linux_<arch>``. No glibc (musl or
+    unknown): ``linux_<arch>`` only.
+    """
+    archs = ["armv8l", "armv7l"] if arch == "armv8l" else [arch]
+    tags: list[str] = []
+    if glibc is not None and glibc[0] == 2:
+        for one in archs:
+            floor = MANYLINUX_FLOOR.get(one, 17)
+            for minor in range(glibc[1], floor - 1, -1):
+                tags.append(f"manylinux_2_{minor}_{one}")
+                if minor in _LEGACY_MANYLINUX:
+                    tags.append(f"{_LEGACY_MANYLINUX[minor]}_{one}")
+    tags += [f"linux_{one}" for one in archs]
+    return tags
+
+
+def cpython_tag_list(major: int, minor: int, abis: Sequence[str], platforms: Sequence[str]) -> tuple[Tag, ...]:
+    """CPython tags for those ABIs and platforms, then the compatible ones, most preferred first."""
+    version = (major, minor)
+    tags = list(cpython_tags(version, abis=list(abis), platforms=list(platforms)))
+    tags += compatible_tags(version, interpreter=f"cp{major}{minor}", platforms=list(platforms))
+    return tuple(dict.fromkeys(tags))
+
+
+def _linux_markers(machine: str, major: int, minor: int, micro: int) -> dict[str, str]:
+    full = f"{major}.{minor}.{micro}"
+    return {
+        "implementation_name": "cpython",
+        "implementation_version": full,
+        "os_name": "posix",
+        "platform_machine": machine,
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "python_full_version": full,
+        "python_version": f"{major}.{minor}",
+        "sys_platform": "linux",
+    }
+
+
+def parse_installed(specs: Iterable[str]) -> dict[NormalizedName, Version]:
+    """``["torch==2.9.1+cu130", ...]`` -> {canonical name: Version}; local labels are kept."""
+    installed: dict[NormalizedName, Version] = {}
+    for spec in specs:
+        name, sep, version = spec.partition("==")
+        name, version = name.strip(), version.strip()
+        if not sep or version.startswith("=") or not name or not version:
+            raise UsageError(f"bad --installed {spec!r}: expected NAME==VERSION, e.g. torch==2.9.1+cu130")
+        try:
+            key = canonicalize_name(name, validate=True)
+            parsed = Version(version)
+        except (ValueError, InvalidVersion) as exc:
+            raise UsageError(f"bad --installed {spec!r}: {exc}") from exc
+        if key in installed and installed[key] != parsed:
+            raise UsageError(f"--installed names {key} twice, as {installed[key]} and {parsed}")
+        installed[key] = parsed
+    return installed
+
+
+def declared_target(python: str, platform: str, installed: Sequence[str] = ()) -> Target:
+    """A target described by flags: ``declared_target("3.12", "x86_64-manylinux_2_28")``."""
+    major, minor, micro, threaded = parse_python_version(python)
+    machine, glibc_minor = _parse_platform(platform)
+    glibc = (2, glibc_minor) if glibc_minor is not None else None
+    abi = f"cp{major}{minor}{'t' if threaded else ''}"
+    tags = cpython_tag_list(major, minor, [abi], linux_platform_tags(machine, glibc))
+    markers = _linux_markers(machine, major, minor, micro or 0)
+    return Target(
+        python_version=f"{major}.{minor}",
+        python_full_version=markers["python_full_version"],
+        platform=platform.strip(),
+        tags=tags,
+        markers=markers,
+        installed=parse_installed(installed),
+        interpreter=None,
+    )
+
+
+__all__ = [
+    "PYTHON_VERSION_RE",
+    "cpython_tag_list",
+    "declared_target",
+    "linux_platform_tags",
+    "parse_installed",
+    "parse_python_version",
+]

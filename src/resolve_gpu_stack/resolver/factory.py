@@ -1,0 +1,170 @@
+"""The candidate factory: what the finder offers, judged against the target and the policy.
+
+One place decides whether a file can be a candidate (``judge``: target fit, torch ABI, CUDA
+coupling) and which candidates a set of requirements may pick (``CandidateFactory.matches``:
+pre-releases, yanked files, the FlashInfer versions allowed, installed first). The provider and
+the ``candidates`` command both use it, so the command never shows as fitting a wheel the
+resolver would reject.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from ..data.definitions import Definitions, RouteContext
+from ..index.finder import Finder, Offer, PageVisit
+from ..model import IndexFile, Target
+from ..model.cuda import CudaLabel
+from ..model.request import TORCH
+from .policy import Rejection, cuda_mismatch, fits_target, tag_rank, torch_abi_mismatch
+from .requirement import Cand, Req
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """What the resolver inputs allow beyond plain PEP 440 ranges (built once, after the torch
+    and FlashInfer selections)."""
+
+    flashinfer_python: NormalizedName  # the package whose versions ``flashinfer_versions`` limits
+    prerelease_packages: frozenset[str] = frozenset()  # may pick pre-releases without an explicit spec
+    flashinfer_versions: Mapping[Version, str | None] | None = None  # allowed python versions -> jit-cache label
+    flashinfer_components: tuple[str, ...] = ()
+    installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Judge:
+    """Whether one offered file can be a candidate on a target."""
+
+    defs: Definitions
+    target: Target
+    torch: Version | None  # the torch the plan will have (for torch-ABI-bound wheels)
+    cuda: CudaLabel | None  # torch's CUDA (for torch and CUDA-bound wheels); None: not checked
+
+    def __call__(self, name: str, file: IndexFile) -> Rejection | None:
+        why = fits_target(file, self.target)
+        if why is not None:
+            return why
+        coupling, reason = self.defs.coupling(name, file.version)
+        return torch_abi_mismatch(coupling, reason, file.version, self.torch) or cuda_mismatch(coupling, file.version, self.cuda)
+
+
+class CandidateFactory:
+    """Candidates per package, computed once (the prefetch crawl's threads may race for one).
+
+    ``torch_allowed``: the torch versions the torch selection allows (never a downgrade).
+    """
+
+    NEWEST_FIRST = frozenset({TORCH})  # "keep installed" does not apply: the torch selection decided
+
+    def __init__(self, finder: Finder, judge: Judge, ctx: RouteContext, *, torch_allowed: tuple[Version, ...] | None = None, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None) -> None:
+        self.finder = finder
+        self.judge = judge
+        self.ctx = ctx
+        self.torch_allowed = torch_allowed
+        self.installed_requires = installed_requires or {}
+        self.rejections: dict[NormalizedName, list[tuple[IndexFile, Rejection]]] = {}
+        self.visits: dict[NormalizedName, list[PageVisit]] = {}
+        self._offers: dict[NormalizedName, list[Offer]] = {}
+        self._candidates: dict[NormalizedName, list[Cand]] = {}
+        self._locks: dict[NormalizedName, threading.RLock] = {}
+        self._locks_lock = threading.Lock()
+
+    @property
+    def target(self) -> Target:
+        return self.judge.target
+
+    def has_offers(self, name: NormalizedName) -> bool:
+        return name in self._offers
+
+    def offers(self, name: NormalizedName) -> list[Offer]:
+        if name not in self._offers:
+            with self._lock_for(name):
+                if name not in self._offers:
+                    offers, visits = self.finder.offers(name, self.ctx)
+                    self.visits[name] = visits
+                    self._offers[name] = offers
+        return self._offers[name]
+
+    def candidates(self, name: NormalizedName) -> list[Cand]:
+        """Every usable version of ``name``, best first: one wheel per version (best tag).
+
+        Pre-releases are included here; ``matches`` drops them unless asked for.
+        """
+        if name not in self._candidates:
+            with self._lock_for(name):
+                if name not in self._candidates:
+                    self._candidates[name] = self._build(name)
+        return self._candidates[name]
+
+    def matches(self, name: NormalizedName, reqs: Sequence[Req], policy: Policy, bad: Iterable[Version] = ()) -> Iterator[Cand]:
+        """The candidates of ``name`` that every one of ``reqs`` allows, best first."""
+        bad = set(bad)
+        pre_ok = name in policy.prerelease_packages or any(r.specifier.prereleases for r in reqs)
+        allowed = policy.flashinfer_versions if name == policy.flashinfer_python else None
+        return (c for c in self.candidates(name) if c.version not in bad and _allows(c, reqs, allowed, pre_ok=pre_ok))
+
+    def _lock_for(self, name: NormalizedName) -> threading.RLock:
+        with self._locks_lock:
+            return self._locks.setdefault(name, threading.RLock())
+
+    def _build(self, name: NormalizedName) -> list[Cand]:
+        best = self._best_files(name)
+        versions = sorted(best, reverse=True)
+        if name == TORCH and self.torch_allowed is not None:
+            allowed = set(self.torch_allowed)
+            versions = [v for v in versions if v in allowed]
+        installed = self.target.installed.get(name)
+        cands = [Cand(name=name, version=v, file=best[v], installed=(v == installed)) for v in versions]
+        if installed is None:
+            return cands
+        if name not in self.NEWEST_FIRST:
+            return self._installed_first(name, installed, cands)
+        return self._installed_torch(name, installed, cands)
+
+    def _installed_torch(self, name: NormalizedName, installed: Version, cands: list[Cand]) -> list[Cand]:
+        """The installed torch, in version order, when the torch selection allows it and no
+        wheel for it is on the index any more."""
+        if name == TORCH and not any(c.installed for c in cands) and installed in (self.torch_allowed or ()):
+            cands.append(Cand(name=name, version=installed, file=None, installed=True))
+            cands.sort(key=lambda c: c.version, reverse=True)
+        return cands
+
+    def _best_files(self, name: NormalizedName) -> dict[Version, IndexFile]:
+        """Per version, the accepted wheel with the best tag; the rejected files are recorded."""
+        best: dict[Version, tuple[int, IndexFile]] = {}
+        rejected: list[tuple[IndexFile, Rejection]] = []
+        for offer in self.offers(name):
+            f = offer.file
+            why = self.judge(name, f)
+            if why is not None:
+                rejected.append((f, why))
+                continue
+            rank = tag_rank(f, self.target) or 0
+            if f.version not in best or rank < best[f.version][0]:
+                best[f.version] = (rank, f)
+        self.rejections[name] = rejected
+        return {v: f for v, (_, f) in best.items()}
+
+    def _installed_first(self, name: NormalizedName, installed: Version, cands: list[Cand]) -> list[Cand]:
+        """Keep what is installed when it satisfies: first, or (no file for it any more, but its
+        requirements are declared) as a candidate of its own."""
+        cands.sort(key=lambda c: not c.installed)
+        if not any(c.installed for c in cands) and name in self.installed_requires:
+            cands.insert(0, Cand(name=name, version=installed, file=None, installed=True))
+        return cands
+
+
+def _allows(cand: Cand, reqs: Sequence[Req], allowed: Mapping[Version, str | None] | None, *, pre_ok: bool) -> bool:
+    """Whether ``cand`` is allowed: a FlashInfer version the selection allows, a pre-release only
+    when asked for (or installed), and every requirement satisfied."""
+    if allowed is not None and cand.version not in allowed:
+        return False
+    if cand.version.is_prerelease and not (pre_ok or cand.installed):
+        return False
+    return all(r.is_satisfied_by(cand) for r in reqs)

@@ -1,0 +1,191 @@
+"""Which FlashInfer versions the resolver may pick: those for which every requested component has
+a fitting wheel, each with the jit-cache CUDA label to use, at or above every floor the GPUs and
+the required APIs put on FlashInfer (``indexes/gpus.toml``). Pure: the candidates come in."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from packaging.version import Version
+
+from ..data.definitions import Definitions
+from ..data.gpus import GpuTable, default_gpu_table
+from ..errors import NoPlanError, UsageError
+from ..index.finder import PageVisit
+from ..model import CudaLabel, IndexFile
+from ..model.request import ResolveRequest
+from .policy import Rejection, RejectReason, jit_cache_version
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlashInferOffer:
+    """The usable versions of each FlashInfer component for the target (from the factory)."""
+
+    python: tuple[Version, ...]  # best first
+    cubin: frozenset[Version] = frozenset()
+    jit_cache: frozenset[Version] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """A lower bound on FlashInfer: ``what`` needs ``version`` or newer (and, for a GPU, a build for
+    ``cuda`` or newer), per ``source``."""
+
+    what: str  # "GPU sm120", "--require-api mm_mxfp8 on sm120"
+    version: Version
+    source: str
+    cuda: CudaLabel | None = None
+
+    def __str__(self) -> str:
+        built = f", built for {self.cuda} or newer" if self.cuda is not None else ""
+        return f"{self.what} needs FlashInfer >= {self.version}{built}"
+
+
+def flashinfer_floors(request: ResolveRequest, table: GpuTable | None = None) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+    """(the floors of ``request``'s GPUs and required APIs, notes). An API asked for on a GPU it has
+    no kernels for raises ``NoPlanError``; a GPU the table does not know puts no floor (a note says so)."""
+    table = table if table is not None else default_gpu_table()
+    floors: list[Floor] = []
+    notes: list[str] = []
+    for gpu in request.gpus:
+        try:
+            arch = table.floor_for_arch(gpu)
+        except UsageError:
+            notes.append(f"GPU {gpu} is not in indexes/gpus.toml: no FlashInfer floor is known for it")
+            continue
+        floors.append(Floor(f"GPU {gpu}", arch.version, arch.source, arch.cuda))
+    for name in request.require_api:
+        if not request.gpus:
+            api = table.floor_for_api(name)
+            floors.append(Floor(f"--require-api {name}", api.version, api.source))
+        for gpu in request.gpus:
+            api = table.floor_for_api(name, gpu)
+            floors.append(Floor(f"--require-api {name} on {gpu}", api.version, api.source))
+    return tuple(floors), tuple(notes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlashInferSelection:
+    """Allowed flashinfer-python versions -> the jit-cache label (None: no jit-cache), and notes."""
+
+    versions: Mapping[Version, str | None] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def label(self, version: Version | None) -> str | None:
+        return None if version is None else self.versions.get(version)
+
+
+def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], offer: FlashInferOffer, *, where: str, floors: Sequence[Floor] = ()) -> FlashInferSelection:
+    """The flashinfer-python versions for which every one of ``components`` has a wheel, at or
+    above every one of ``floors``.
+
+    ``where`` names the target in an error ("Python 3.12 on ..."). Notes name the newer
+    versions it had to skip. A floor no version meets raises ``NoPlanError`` naming the floor and
+    what stood in the way.
+    """
+    wanted = _wanted_versions(request, offer.python)
+    min_cuda = _cuda_floor(floors, cuda)
+    versions = [v for v in wanted if all(v >= f.version for f in floors)]
+    if floors and wanted and not versions:
+        raise _floor_error(request, floors, wanted, where)
+    labels = [lab for lab in defs.flashinfer_labels(str(cuda)) if min_cuda is None or (CudaLabel.parse(lab) or cuda) >= min_cuda]
+    allowed: dict[Version, str | None] = {}
+    skipped: list[tuple[Version, str]] = []
+    for v in versions:
+        label, missing = _components_at(v, defs, cuda, labels, components, offer)
+        if missing:
+            skipped.append((v, f"flashinfer {v}: {'; '.join(missing)}"))
+        else:
+            allowed[v] = label
+    if not allowed:
+        exact = request.flashinfer.version
+        why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
+        if min_cuda is not None and defs.flashinfer.jit_cache in components:
+            why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
+        raise NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request))
+    newest = max(allowed)
+    notes = tuple(f"{s}; newest with every component is {newest}" for v, s in skipped if v > newest)[:5]
+    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted))
+
+
+def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
+    """The highest CUDA label the GPUs need; torch's CUDA below it raises ``NoPlanError``."""
+    needed = [f for f in floors if f.cuda is not None]
+    if not needed:
+        return None
+    top = max(needed, key=lambda f: f.cuda)  # type: ignore[arg-type,return-value]
+    if top.cuda is not None and cuda < top.cuda:
+        raise NoPlanError(
+            f"{top.what} needs FlashInfer built for {top.cuda} or newer, but torch runs {cuda}",
+            reasons=[f"{top}: {top.source}", f"the CUDA label {cuda} has no FlashInfer build whose kernels run on {top.what.split()[-1]}"],
+            hint=f"use a torch built for {top.cuda} or newer (--cuda {top.cuda} --change-cuda)")
+    return top.cuda
+
+
+def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Sequence[Version], where: str) -> NoPlanError:
+    """No wanted version meets every floor: name the highest floor, and what stood in the way."""
+    top = max(floors, key=lambda f: f.version)
+    pin = request.flashinfer.version
+    if pin is not None:
+        blocker = f"--flashinfer {request.flashinfer} pins {pin}, below it"
+        hint = f"drop --flashinfer {request.flashinfer} or pin {top.version} or newer"
+    else:
+        blocker = f"the newest FlashInfer with a wheel for {where} is {max(wanted)}"
+        hint = "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
+    return NoPlanError(f"{top} (floor {top.version}); {blocker}", reasons=[f"{f}: {f.source}" for f in floors if f.version > min(wanted)][:6], hint=hint)
+
+
+def _floor_notes(floors: Sequence[Floor], wanted: Sequence[Version]) -> tuple[str, ...]:
+    """A note for each floor that left out a version the selection would otherwise consider."""
+    return tuple(f"{f}: older FlashInfer versions left out ({f.source})" for f in floors if any(v < f.version for v in wanted))
+
+
+def _components_at(v: Version, defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer) -> tuple[str | None, list[str]]:
+    """The jit-cache label to use at flashinfer-python ``v`` (None: no jit-cache asked for), and
+    what is missing for that version."""
+    fi = defs.flashinfer
+    missing = []
+    if fi.cubin in components and v not in offer.cubin:
+        missing.append(f"no {fi.cubin} {v}")
+    if fi.jit_cache not in components:
+        return None, missing
+    label = next((lab for lab in labels if jit_cache_version(v, lab) in offer.jit_cache), None)
+    if label is None:
+        missing.append(f"no {fi.jit_cache} for {cuda if not labels else '/'.join(labels)} at {v}")
+    return label, missing
+
+
+def _wanted_versions(request: ResolveRequest, python: Sequence[Version]) -> list[Version]:
+    choice = request.flashinfer
+    versions = [v for v in python if choice.allows_prereleases or not v.is_prerelease]
+    if choice.channel == "nightly":
+        versions = [v for v in versions if v.is_devrelease]
+    if choice.version is not None:
+        versions = [v for v in versions if v == choice.version]
+    return versions
+
+
+def _hint(request: ResolveRequest) -> str:
+    hints = []
+    if request.jit_cache:
+        hints.append("--no-jit-cache")
+    if request.flashinfer.text != "latest":
+        hints.append("--flashinfer latest")
+    return "try " + " or ".join(hints) if hints else "try another --flashinfer version"
+
+
+def legacy_notes(visits: Collection[PageVisit], rejections: Sequence[tuple[IndexFile, Rejection]]) -> tuple[str, ...]:
+    """Notes on the legacy torch-ABI-bound AOT pages: which answered 404, which wheels were built
+    for another torch."""
+    notes = []
+    for visit in visits:
+        if visit.location.route.legacy and not visit.found:
+            answer = visit.warnings[0] if visit.warnings else "answered 404"
+            notes.append(f"{visit.location.url} {answer} (no torch-ABI-bound AOT wheels for this torch; the torch-agnostic wheels are used)")
+    seen = set()
+    for f, why in rejections:
+        if why.reason is RejectReason.TORCH_ABI and f.version not in seen:
+            seen.add(f.version)
+            notes.append(f"flashinfer {f.version} is {why.detail}: not used")
+    return tuple(notes)

@@ -1,0 +1,139 @@
+"""A resolvelib result -> a LockPlan: one row per package, its action, and the reason in words."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from packaging.version import Version
+
+from ..data.definitions import Definitions
+from ..model import Action, LockedPackage, LockPlan, TargetSummary
+from ..model.inputs import inputs_digest
+from ..model.request import TORCH, ResolveRequest
+from .coupling import Found
+from .flashinfer_selection import FlashInferSelection
+from .framework import FrameworkFacts
+from .policy import public
+from .requirement import Cand, Key
+from .torch_selection import TorchSelection
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanContext:
+    """What the plan's rows and reasons are worded from."""
+
+    request: ResolveRequest
+    defs: Definitions
+    torch: TorchSelection
+    flashinfer: FlashInferSelection | None
+    components: tuple[str, ...]
+    facts: FrameworkFacts | None = None  # couplings found, overrides, framework notes
+
+
+def action(version: Version, installed: Version | None) -> Action:
+    if installed is None:
+        return Action.INSTALL
+    if version == installed:
+        return Action.KEEP
+    if public(version) == public(installed):
+        return Action.CHANGE
+    return Action.UPGRADE if version > installed else Action.DOWNGRADE
+
+
+def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
+    """The plan for a resolvelib ``result`` (its ``mapping`` and ``graph``, keyed by ``Key``)."""
+    mapping: Mapping[Key, Cand] = result.mapping
+    parents = _parents(result)
+    packages = tuple(
+        _row(key, cand, parents.get(key.name, []), sorted({c.name for c in result.graph.iter_children(key)}), ctx)
+        for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0]))
+        if not key.extras
+    )
+    fi_python = next((p for p in packages if p.name == ctx.defs.flashinfer.python), None)
+    fi_version = fi_python.version if fi_python else None
+    label = ctx.flashinfer.label(fi_version) if ctx.flashinfer is not None else None
+    request, defs = ctx.request, ctx.defs
+    plan = LockPlan(
+        target=TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(ctx.torch.cuda)),
+        packages=packages,
+        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_framework_notes(packages, ctx)])),
+        flashinfer_version=fi_version,
+        cuda_label=label,
+        inputs=request.inputs(defs.recorded_urls()),
+        indexes={n: url for n, url in defs.recorded_urls().items() if url},
+        overrides=ctx.facts.overrides if ctx.facts is not None else (),
+    )
+    return replace(plan, inputs_digest=inputs_digest(plan.inputs))
+
+
+def _parents(result: Any) -> dict[str, list[str]]:
+    parents: dict[str, list[str]] = {}
+    for key in result.mapping:
+        for child in result.graph.iter_children(key):
+            if child.name != key.name:
+                parents.setdefault(child.name, []).append(key.name)
+    return parents
+
+
+def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[str], ctx: PlanContext) -> LockedPackage:
+    installed = ctx.request.target.installed.get(cand.name)
+    found = ctx.facts.found.get((cand.name, cand.version)) if ctx.facts is not None else None
+    if found is None:
+        coupling, why = ctx.defs.coupling(cand.name, cand.version)
+        found = Found(coupling=coupling, evidence=why)
+    coupling, why = found.coupling, found.evidence
+    f = cand.file
+    return LockedPackage(
+        name=cand.name,
+        version=cand.version,
+        action=action(cand.version, installed),
+        index=(f.index if f is not None else "installed"),
+        coupling=coupling,
+        reason=reason(cand, parents, why, ctx) + (f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""),
+        url=f.url if f else None,
+        filename=f.filename if f else None,
+        sha256=f.sha256 if f else None,
+        size=f.size if f else None,
+        upload_time=f.upload_time if f else None,
+        requires_python=f.requires_python if f else None,
+        installed_version=installed,
+        dependencies=tuple(dependencies),  # type: ignore[arg-type]
+        built_for=found.built_for,
+        abi_mismatch=found.mismatch is not None,
+    )
+
+
+def _framework_notes(packages: Sequence[LockedPackage], ctx: PlanContext) -> list[str]:
+    out = list(ctx.facts.notes) if ctx.facts is not None else []
+    out += [f"{p.name} {p.version} is built against another torch and planned anyway (--abi-mismatch warn): expect an import error" for p in packages if p.abi_mismatch]
+    return out
+
+
+def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest) -> list[str]:
+    kept = next((p for p in packages if p.name == TORCH and p.action is Action.KEEP), None)
+    if kept is not None and kept.url is None and not request.installed_requires.get(TORCH):
+        return [f"torch {kept.version} is kept; it is not on the index any more, so its own dependencies were not re-checked"]
+    return []
+
+
+def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> str:
+    """Why this package is in the plan at this version, in a sentence."""
+    fi = ctx.defs.flashinfer
+    torch = ctx.torch
+    if cand.name == TORCH:
+        if cand.installed:
+            return f"installed {torch.channel} build kept ({why})"
+        if torch.channel == "nightly" and not len(torch.choice.specifier):
+            return "newest nightly with a wheel for this target"
+        return f"newest torch matching --torch {ctx.request.torch}"
+    if cand.name == fi.python:
+        return f"newest FlashInfer with {', '.join(ctx.components)} for {torch.cuda}; {why}"
+    if cand.name == fi.cubin:
+        return "== flashinfer-python (exact match required at import)"
+    if cand.name == fi.jit_cache or fi.is_provider(cand.name):
+        return f"== flashinfer-python public version + CUDA label; {why}"
+    via = ", ".join(sorted(set(parents))) or "--with"
+    prefix = "installed version kept; " if cand.installed else ""
+    return f"{prefix}required by {via}" + (f"; {why}" if ctx.facts is not None else "")

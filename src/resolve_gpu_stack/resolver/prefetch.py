@@ -1,0 +1,157 @@
+"""Prefetching: read the pages and METADATA the resolver will most likely ask for, before it asks.
+
+Concurrency for a cold cache only: a guess that backtracking later proves wrong costs a request,
+and errors are left for the resolver's own lookup to raise with its context.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from ..errors import CrawlError, ResolveGpuStackError
+from .dependencies import Dependencies
+from .factory import CandidateFactory, Policy
+from .requirement import Cand, Req
+
+CRAWL_THREADS = 32  # as many as HttpFetcher has connections
+
+_Seen = set[tuple[str, Version, frozenset[str]]]
+
+
+class Prefetcher:
+    def __init__(self, factory: CandidateFactory, deps: Dependencies, policy: Policy) -> None:
+        self.factory = factory
+        self.finder = factory.finder
+        self.deps = deps
+        self.policy = policy
+
+    def closure(self, roots: Sequence[Req]) -> None:
+        """For each requirement its best candidate now, then that candidate's requirements.
+
+        With a fetcher that may be called from several threads, every requirement is followed
+        as soon as its parent's METADATA is in (a crawl on ``CRAWL_THREADS`` threads), so the
+        closure costs about two round trips per level of depth, not two per package and no
+        waiting for the slowest of a level. Otherwise it goes level by level, each level two
+        batches (``levels``).
+        """
+        if self.finder.fetcher.concurrent_calls:
+            self.crawl(roots)
+        else:
+            self.levels(roots)
+
+    def _best(self, req: Req) -> Cand | None:
+        return next(self.factory.matches(req.name, [req], self.policy), None)
+
+    def crawl(self, roots: Sequence[Req]) -> None:
+        seen: _Seen = set()
+        lock = threading.Lock()
+        futures: list[Future[None]] = []
+        with ThreadPoolExecutor(max_workers=CRAWL_THREADS, thread_name_prefix="closure") as pool:
+
+            def submit(req: Req) -> None:
+                with lock:
+                    futures.append(pool.submit(visit, req))
+
+            def visit(req: Req) -> None:
+                try:
+                    cand = self._best(req)
+                    if cand is None:
+                        return
+                    with lock:
+                        if (cand.name, cand.version, req.extras) in seen:
+                            return
+                        seen.add((cand.name, cand.version, req.extras))
+                    for dep in self._guess(cand, req.extras):
+                        submit(dep)
+                    if cand.file is not None:
+                        self.finder.prefetch_metadata([cand.file])
+                    deps = self.deps.of(cand, req.extras)
+                except ResolveGpuStackError:
+                    return  # the resolver's own lookup raises it, with its context
+                for dep in deps:
+                    submit(dep)
+
+            for req in roots:
+                submit(req)
+            done = 0
+            while True:  # a task queues its children before it ends: all are queued once the last ends
+                with lock:
+                    if done == len(futures):
+                        break
+                    future = futures[done]
+                future.result()
+                done += 1
+
+    def _guess(self, cand: Cand, extras: frozenset[str]) -> list[Req]:
+        """When another wheel of this release was read (another target of the same lock), its
+        requirements, to follow now while this wheel's own METADATA is read."""
+        if cand.file is None:
+            return []
+        sibling = self.finder.release_metadata(cand.name, cand.version)
+        if sibling is None or self.finder.has_metadata(cand.file):
+            return []
+        guessed = self.deps.requirements(cand, frozenset(), sibling.requires_dist)
+        if extras:
+            guessed += self.deps.requirements(cand, extras, sibling.requires_dist)
+        return guessed
+
+    def levels(self, roots: Sequence[Req], *, max_rounds: int = 16) -> None:
+        seen: _Seen = set()
+        reqs = list(roots)
+        for _ in range(max_rounds):
+            if not reqs:
+                return
+            try:
+                self.finder.prefetch(sorted({r.name for r in reqs if not self.factory.has_offers(r.name)}), self.factory.ctx)
+            except CrawlError:
+                return
+            picks = self._picks(reqs, seen)
+            self.warm_metadata([c for c, _ in picks])
+            reqs = []
+            for cand, extras in picks:
+                try:
+                    reqs += self.deps.of(cand, extras)
+                except CrawlError:
+                    continue
+
+    def _picks(self, reqs: Sequence[Req], seen: _Seen) -> list[tuple[Cand, frozenset[str]]]:
+        picks: list[tuple[Cand, frozenset[str]]] = []
+        for req in reqs:
+            try:
+                cand = self._best(req)
+            except CrawlError:
+                continue
+            if cand is None or (cand.name, cand.version, req.extras) in seen:
+                continue
+            seen.add((cand.name, cand.version, req.extras))
+            picks.append((cand, req.extras))
+        return picks
+
+    def warm(self, names: Iterable[NormalizedName]) -> None:
+        """Read the pages of ``names`` not read yet, in one round, and the best candidates' METADATA."""
+        todo = [n for n in set(names) if not self.factory.has_offers(n)]
+        if not todo:
+            return
+        try:
+            self.finder.prefetch(todo, self.factory.ctx)
+            tops = []
+            for n in todo:
+                cands = self.factory.candidates(n)
+                if cands and cands[0].file is not None:
+                    tops.append(cands[0])
+            self.warm_metadata(tops)
+        except CrawlError:
+            pass  # the real lookup will raise it with full context
+
+    def warm_metadata(self, cands: Sequence[Cand]) -> None:
+        files = [c.file for c in cands if c.file is not None]
+        if files:
+            try:
+                self.finder.prefetch_metadata(files)
+            except CrawlError:
+                pass

@@ -1,0 +1,127 @@
+"""Which torch versions the resolver may pick: a pure function of the request and the offers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from ..errors import DowngradeRefused, NoPlanError, UsageError
+from ..index.finder import Offer, PageVisit
+from ..model import CudaLabel, Target
+from ..model.request import ResolveRequest, TorchChoice
+from .policy import describe_versions, fits_target, public, torch_series
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TorchSelection:
+    """The torch versions allowed (newest first), torch's CUDA label, and notes for the plan."""
+
+    choice: TorchChoice  # --torch with ``installed`` made concrete
+    cuda: CudaLabel
+    installed: Version | None
+    allowed: tuple[Version, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def channel(self) -> str:
+        return self.choice.channel
+
+    @property
+    def newest(self) -> Version:
+        return self.allowed[0]
+
+    @property
+    def series(self) -> str:
+        return torch_series(self.newest)
+
+
+def torch_cuda(request: ResolveRequest) -> CudaLabel:
+    """Torch's CUDA label: ``--cuda``, else the installed torch's (they must agree unless
+    ``--change-cuda``)."""
+    installed = request.installed_torch
+    installed_cuda = CudaLabel.of_torch(installed)
+    if request.cuda and installed_cuda and request.cuda != installed_cuda and not request.change_cuda:
+        raise UsageError(
+            f"the installed torch {installed} is built for {installed_cuda}, but --cuda {request.cuda} was given",
+            hint=f"drop --cuda to keep {installed_cuda}, or add --change-cuda to move torch to {request.cuda}",
+        )
+    cuda = request.cuda or installed_cuda
+    if cuda is None:
+        raise UsageError(
+            "no CUDA label: the target has no torch with a +cuNNN label and --cuda was not given",
+            hint="pass --cuda cu130 (or --installed torch==VERSION+cuNNN)",
+        )
+    return cuda
+
+
+def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit]) -> TorchSelection:
+    """Torch versions fitting the target, the request and ``cuda``, never lower than the
+    installed torch (unless ``--allow-downgrade``); the newest first."""
+    choice = request.torch.for_installed(request.installed_torch)
+    installed = request.installed_torch
+    everything = {o.file.version for o in offers}
+    fitting = _fitting(choice, cuda, request.target, offers)
+    if _keeps_installed(choice, cuda, installed):
+        fitting.add(installed)  # type: ignore[arg-type]
+    if not fitting:
+        pages = ", ".join(v.location.url for v in visits) or "(no page)"
+        raise NoPlanError(
+            f"no torch wheel for {target_words(request.target)} and {cuda} matches --torch {request.torch}",
+            reasons=[f"looked at {pages}", f"versions there: {describe_versions(everything)}"],
+            hint="check --python/--platform and --cuda, or pick another --torch channel",
+        )
+    notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
+    if installed is not None and not request.allow_downgrade:
+        fitting = _not_lower(fitting, installed, request)
+    return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def _fitting(choice: TorchChoice, cuda: CudaLabel, target: Target, offers: Iterable[Offer]) -> set[Version]:
+    out: set[Version] = set()
+    for offer in offers:
+        v = offer.file.version
+        if v.local != str(cuda) or fits_target(offer.file, target) is not None:
+            continue
+        if v.is_prerelease and not choice.allows_prereleases:
+            continue
+        if choice.specifier.contains(v, prereleases=True):
+            out.add(v)
+    return out
+
+
+def _keeps_installed(choice: TorchChoice, cuda: CudaLabel, installed: Version | None) -> bool:
+    """Whether the installed torch is a choice even without a wheel on the index."""
+    if installed is None or installed.local != str(cuda) or not choice.specifier.contains(installed, prereleases=True):
+        return False
+    return choice.channel != "stable" or not installed.is_prerelease or bool(choice.specifier.prereleases)
+
+
+def _newer_without_wheel(choice: TorchChoice, cuda: CudaLabel, target: Target, everything: set[Version], best: Version) -> tuple[str, ...]:
+    """A note when a bare ``nightly`` had to skip newer nightlies that have no wheel for the target."""
+    same_kind = (v for v in everything if v.local == str(cuda) and v.is_prerelease == best.is_prerelease)
+    newest = max(same_kind, default=None)
+    if newest is not None and newest > best and choice.channel == "nightly" and not len(choice.specifier):
+        return (f"torch {newest} has no wheel for {target_words(target)}; the newest nightly that does is {best}",)
+    return ()
+
+
+def _not_lower(fitting: set[Version], installed: Version, request: ResolveRequest) -> set[Version]:
+    floor_ok = {v for v in fitting if not _lower(v, installed, public_only=request.change_cuda)}
+    if not floor_ok:
+        best = max(fitting)
+        raise DowngradeRefused(
+            f"--torch {request.torch} would downgrade torch from {installed} to {best}",
+            reasons=[f"torch is never taken backwards (PEP 440: {best} < {installed})"],
+            hint="keep it with --torch installed, ask for a newer channel (--torch nightly), or pass --allow-downgrade if you really mean it",
+        )
+    return floor_ok
+
+
+def _lower(v: Version, installed: Version, *, public_only: bool) -> bool:
+    return public(v) < public(installed) if public_only else v < installed
+
+
+def target_words(target: Target) -> str:
+    return f"Python {target.python_version} on {target.platform}"

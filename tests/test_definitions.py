@@ -1,0 +1,90 @@
+"""indexes/*.toml through TomlReader: the [channels] data drives the page templates, and every
+problem in a definition file names the file, the table and the key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from resolve_gpu_stack.data.definitions import RouteContext, data_dir, load_definitions
+from resolve_gpu_stack.errors import IndexDefinitionError
+
+
+@pytest.fixture
+def indexes(tmp_path: Path) -> Path:
+    out = tmp_path / "indexes"
+    out.mkdir()
+    for f in data_dir().glob("*.toml"):
+        shutil.copy(f, out / f.name)
+    return out
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def _urls(directory: Path, name: str, ctx: RouteContext) -> list[str]:
+    return [p.url for p in load_definitions(directory).pages_for(name, ctx)]
+
+
+def test_channel_prefixes_come_from_the_channels_tables(indexes: Path) -> None:
+    _edit(indexes / "pytorch.toml", 'test = "test/"', 'test = "rc/"')
+    _edit(indexes / "flashinfer.toml", 'nightly = "nightly/"', 'nightly = "dev/"')
+    assert _urls(indexes, "torch", RouteContext(torch_channel="test", cuda="cu130")) == ["https://download.pytorch.org/whl/rc/cu130/torch/"]
+    assert _urls(indexes, "flashinfer-jit-cache", RouteContext(cuda="cu130", flashinfer_channel="nightly")) == ["https://flashinfer.ai/whl/dev/cu130/flashinfer-jit-cache/"]
+
+
+def test_an_unknown_channel_has_no_page() -> None:
+    assert load_definitions().pages_for("torch", RouteContext(torch_channel="weekly", cuda="cu130")) == []
+
+
+def test_a_channel_the_routes_need_must_have_a_prefix(indexes: Path) -> None:
+    _edit(indexes / "pytorch.toml", 'test = "test/"\n', "")
+    with pytest.raises(IndexDefinitionError, match=r"pytorch\.toml: channels: no path prefix for channel 'test'"):
+        load_definitions(indexes)
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "message"),
+    [
+        ("pytorch.toml", 'dialect = "html"', "dialect = 1", r"pytorch\.toml: top level: 'dialect' must be a string, not an integer"),
+        ("pytorch.toml", 'dialect = "html"', 'dialect = "xml"', r"pytorch\.toml: top level: 'dialect' 'xml' is not one of html, json-or-html"),
+        ("pytorch.toml", 'dialect = "html"', 'dialect = "html"\nhashes = "all"', r"pytorch\.toml: top level: unknown key 'hashes'"),
+        ("pytorch.toml", "retention-days = 60", 'retention-days = "60"', r"'retention-days' must be an integer, not a string"),
+        ("flashinfer.toml", 'name = "flashinfer"', 'name = "pypi"', r"flashinfer\.toml: top level: 'name' is 'pypi', expected 'flashinfer'"),
+        ("routing.toml", 'page = "{torch_channel}{cuda}/{name}/"', 'page = "{channel}{cuda}/{name}/"', r"routing\.toml: route #1: page .* uses unknown variable \{channel\}"),
+        ("routing.toml", 'index = "pytorch"', 'index = "conda"', r"routing\.toml: route #1: unknown index 'conda'"),
+        ("routing.toml", 'when = { flashinfer = "stable" }', 'when = { flashinfer = "weekly" }', r"routing\.toml: route #3 when: 'flashinfer' 'weekly' is not one of"),
+        ("routing.toml", 'when = { flashinfer = "stable" }', 'wehn = { flashinfer = "stable" }', r"routing\.toml: route #3: unknown key 'wehn'"),
+        ("routing.toml", 'versions = "<=0.6.13"', 'versions = "<=0.6.13!"', r"routing\.toml: route #6: bad version specifier"),
+        ("components.toml", 'coupling = "torch-abi"', 'coupling = "abi"', r"components\.toml: coupling #2: 'abi' is not one of"),
+        ("components.toml", 'packages = ["torch"]', "packages = []", r"components\.toml: coupling #1: 'packages' must be a non-empty array"),
+        ("components.toml", 'agnostic-since = "0.4.0rc4"', 'agnostic-since = "soon"', r"components\.toml: flashinfer 'agnostic-since': 'soon' is not a version"),
+        ("components.toml", 'providers = "flashinfer-jit-cache-sm*"\n', "", r"components\.toml: flashinfer: missing 'providers'"),
+        ("components.toml", 'versions = ">=0.4.0,<0.5.3"', "", r"components\.toml: jit-cache-archs #1: missing 'versions'"),
+    ],
+)
+def test_a_bad_definition_names_file_table_and_key(indexes: Path, file: str, old: str, new: str, message: str) -> None:
+    _edit(indexes / file, old, new)
+    with pytest.raises(IndexDefinitionError, match=message):
+        load_definitions(indexes)
+
+
+def test_flashinfer_extras_are_not_loaded(indexes: Path) -> None:
+    # [flashinfer.extras] is data for another reader: its shape is not checked here.
+    _edit(indexes / "components.toml", 'cu13 = { when-cuda-major = 13, since = "0.6.8rc1" }', 'anything = "goes"')
+    assert load_definitions(indexes).flashinfer.python == "flashinfer-python"
+
+
+def test_the_bundled_definitions_load() -> None:
+    defs = load_definitions()
+    assert dict(defs.indexes["pytorch"].channels) == {"nightly": "nightly/", "test": "test/", "stable": ""}
+    assert defs.indexes["flashinfer"].cuda_labels == ("cu128", "cu129", "cu130", "cu134")
+    from packaging.version import Version
+
+    assert defs.flashinfer.jit_cache_archs(Version("0.6.12"), "cu130", "aarch64") == ("7.5", "8.0", "8.9", "9.0a", "10.0a", "10.3a", "12.0f", "11.0a")
+    assert defs.flashinfer.jit_cache_archs(Version("0.7.0"), "cu130", "x86_64") is None
