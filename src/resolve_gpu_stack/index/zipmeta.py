@@ -286,7 +286,7 @@ def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
     except ZipError:
         raise
     except _FILE_ERRORS as exc:
-        raise ZipError(f"not a valid zip file: {_describe(exc)}") from exc
+        raise ZipError(f"not a valid zip file: {describe(exc)}") from exc
     if len(data) > max_size:
         raise MemberTooLarge(f"{name} inflates past the {max_size}-byte cap")
     return data
@@ -298,14 +298,17 @@ def check_crcs(fileobj: IO[bytes]) -> None:
         with zipfile.ZipFile(fileobj) as zf:
             bad = zf.testzip()
     except _FILE_ERRORS as exc:
-        raise ZipError(f"not a valid zip file: {_describe(exc)}") from exc
+        raise ZipError(f"not a valid zip file: {describe(exc)}") from exc
     if bad is not None:
         raise ZipError(f"member {bad} fails its CRC check")
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """``zlib.error: Error -3 ...``, ``NotImplementedError: ...``: the kind of failure and its text."""
+    kind = type(exc)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
     text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return f"{name}: {text}" if text else name
 
 
 __all__ = [
@@ -317,6 +320,7 @@ __all__ = [
     "DECODE_ERRORS",
     "ZipError",
     "check_member_size",
+    "describe",
     "find_eocd",
     "inflate_member",
     "member_span",

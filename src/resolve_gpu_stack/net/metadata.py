@@ -116,7 +116,7 @@ class MetadataReader:
         except zipmeta.ZipError as exc:
             raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {exc}") from None
         except zipmeta.DECODE_ERRORS as exc:  # hostile bytes past the checks above: still the documented error
-            raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {type(exc).__name__}: {exc}") from None
+            raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {zipmeta.describe(exc)}") from None
 
     def _from_spans(self, url: str, tail: _Span, file: IndexFile) -> bytes:
         """The member, reading more ranges when the tail does not hold the directory or member."""
