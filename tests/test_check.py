@@ -458,3 +458,45 @@ def test_listed_files_reads_each_page_once_for_every_plan(monkeypatch):
     assert parsed[0] == {"numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"}
     assert lookup("numpy", ctx, {"numpy-9.9-py3-none-any.whl"}) == []
     assert len(fetcher.fetched) == len(set(fetcher.fetched))  # a file no plan named: the page is parsed again, not fetched
+
+
+# -- lock writes all outputs or none (issue 13, item 6) -------------------------------------------
+
+def test_lock_writes_every_output_or_none(project, capsys):
+    (project / "ro").write_text("a file where a folder should be\n")  # fails as root too
+    rc = main("lock", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", *_index_flags(project),
+              "-o", "a.txt", "-o", "ro/pylock.x.toml")
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "cannot write" in err and "ro/pylock.x.toml" in err and "nothing was written" in err
+    assert not (project / "a.txt").exists()
+    assert not [p.name for p in project.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_configured_lock_writes_every_target_or_none(project, capsys, monkeypatch):
+    from resolve_gpu_stack.lock import files
+
+    before = {p: (project / p).read_bytes() for p in (PYLOCK, TXT, ARM)}
+    edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nflashinfer = "0.6.4"')
+    real = files.os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith(ARM.name):  # the last file: the others were already renamed into place
+            raise OSError(30, "Read-only file system")
+        return real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    rc = main("lock")
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "Read-only file system" in err and "wrote" not in err
+    assert {p: (project / p).read_bytes() for p in (PYLOCK, TXT, ARM)} == before
+    assert not [p for p in (project / "constraints").iterdir() if p.name.endswith(".tmp")]
+
+
+def _index_flags(project: Path) -> list[str]:
+    """--index flags for the loopback world the project was locked against."""
+    from resolve_gpu_stack.cli.config import load_config
+
+    config = load_config(project / "pyproject.toml")
+    return [w for name, url in config.indexes.items() for w in ("--index", f"{name}={url}")]

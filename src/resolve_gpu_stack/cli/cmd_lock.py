@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..errors import CrawlError, ResolveGpuStackError, UsageError, WriteError
 from ..urls import redact_url
 from . import common
 from . import settings as S
@@ -98,17 +98,38 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
-    """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
-    through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any."""
-    from ..lock.files import write_lock
+    """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
+    from ..lock.files import write_texts
+
+    written = write_texts(_rendered(args, env, plan, defs, paths, command=command))
+    _say_written(written, label)
+
+
+def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
+    """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
+    is the snapshot the plan was resolved from, if any."""
+    from ..lock.files import render_lock
     from .cmd_install import fill_plan_hashes
 
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
-    for path in paths:
+    texts = [(path, render_lock(plan, path, command=command)) for path in paths]
+    for path, _ in texts:
+        _make_folder(path)
+    return texts
+
+
+def _make_folder(path: Path) -> None:
+
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        written = write_lock(plan, path, command=command)
-        print(f"{label}wrote {common.shown(written)}", file=sys.stderr)
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was written; make the folder writable (or pick another output path)") from exc
+
+
+def _say_written(paths: Sequence[Path], label: str = "") -> None:
+    for path in paths:
+        print(f"{label}wrote {common.shown(path)}", file=sys.stderr)
 
 
 # -- every configured target -----------------------------------------------------------------------
@@ -138,19 +159,33 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     fetcher = common.make_fetcher(args, env, defs)
     finder = Finder(fetcher, defs)  # one crawl for all targets: pages and metadata are memoized by URL
     failed = 0
+    staged: list[tuple[str, list[tuple[Path, str]]]] = []
     try:
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            failed += not _lock_one(config, target, finder, defs, args, env, command)
+            texts = _lock_one(config, target, finder, defs, args, env, command)
+            failed += texts is None
+            if texts is not None:
+                staged.append((f"{target.name}: ", texts))
     finally:
         fetcher.close()
+    _write_staged(staged)
     if failed:
         print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> bool:
-    """Resolve and write one target; False (with the error printed) when it has no plan."""
+def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]]) -> None:
+    """Every output of every target that has a plan, in one all-or-nothing write."""
+    from ..lock.files import write_texts
+
+    write_texts([item for _, texts in staged for item in texts])
+    for label, texts in staged:
+        _say_written([path for path, _ in texts], label)
+
+
+def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:
+    """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
 
     from ..model.inputs import inputs_digest
@@ -162,12 +197,11 @@ def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argpars
         plan = resolve(resolve_request(target), finder, defs)
         inputs = lock_inputs(config, target)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label)
-    except CrawlError:
+        return _rendered(args, env, plan, defs, target.outputs, command=command)
+    except (CrawlError, WriteError):
         raise
     except ResolveGpuStackError as err:
         print(f"error: {label}{err}", file=sys.stderr)
         if err.hint:
             print(f"hint: {err.hint}", file=sys.stderr)
-        return False
-    return True
+        return None
