@@ -89,12 +89,20 @@ def test_lock_target_selects_and_flags_override_the_config(project, capsys):
     assert "flashinfer-cubin" not in text and 'version = "0.6.4"' in text
     assert 'command = "resolve-gpu-stack lock --target x86_64-py312 --flashinfer 0.6.4 --no-cubin"' in text
     assert not (project / ARM).exists()
-    # the lock no longer matches the config: check says so and names the changed inputs
+    # the flags are inputs of that lock: the next check agrees with it (issue 13, item 7)
+    rc, out = check_output(capsys, "--target", "x86_64-py312")
+    assert rc == 0, out
+    # a change to the config that the flags do not override makes it stale; regenerating keeps the flags
+    edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]')
     rc, out = check_output(capsys, "--target", "x86_64-py312")
     assert rc == 1
-    assert "stale" in out and "flashinfer: 'latest' -> " not in out
-    assert "flashinfer: '0.6.4' -> 'latest'" in out
-    assert REGENERATE in out
+    assert "stale" in out and "with: [] -> ['numpy']" in out and "flashinfer:" not in out
+    assert "regenerate: resolve-gpu-stack lock --target x86_64-py312 --flashinfer 0.6.4 --no-cubin" in out
+    # the flags are not applied to another target's lock, nor to a lock whose command names none
+    edit(project / "pyproject.toml", 'cuda = "cu130"\nwith = ["numpy"]', 'cuda = "cu130"')
+    edit(project / PYLOCK, "--flashinfer 0.6.4 --no-cubin", "")
+    rc, out = check_output(capsys, "--target", "x86_64-py312")
+    assert rc == 1 and "flashinfer: '0.6.4' -> 'latest'" in out
 
 
 def test_lock_usage_errors(project, capsys):

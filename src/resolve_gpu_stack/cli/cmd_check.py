@@ -115,23 +115,43 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple
         out = []
         for path in args.files:
             target = config.target_for_output(path) if config is not None else None
-            out.append((path, _expected(config, target) if config is not None and target is not None else None))
+            out.append((path, _expected(config, target, path) if config is not None and target is not None else None))
         return out
     if config is None:
         raise UsageError(
             "nothing to check: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
-    return [(out, _expected(config, t)) for t in config.select(args.target) for out in t.outputs]
+    return [(out, _expected(config, t, out)) for t in config.select(args.target) for out in t.outputs]
 
 
-def _expected(config: ProjectConfig, target) -> Expected:
+def _expected(config: ProjectConfig, target, path: Path) -> Expected:
+    """What the config says ``path`` should be made from: the target's settings, with the flags its
+    lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
     from ..lock.check import Expected
     from ..model.inputs import inputs_digest
-    from .config import lock_inputs
+    from .config import lock_inputs, recorded_overrides
 
+    name, command = target.name, config.regenerate_command(target)
+    recorded = recorded_overrides(config, target, _recorded_command(path))
+    if recorded is not None:
+        config, target = recorded
+        command = _recorded_command(path) or command
     inputs = lock_inputs(config, target)
-    return Expected(target=target.name, inputs=inputs, digest=inputs_digest(inputs), command=config.regenerate_command(target), folder=config.root)
+    return Expected(target=name, inputs=inputs, digest=inputs_digest(inputs), command=command, folder=config.root)
+
+
+def _recorded_command(path: Path) -> str | None:
+    """The command a lock file records (None when it cannot be read: the check says why)."""
+    from ..errors import LockFileError
+    from ..lock.files import read_lock
+
+    if not path.is_file():
+        return None
+    try:
+        return read_lock(path).command
+    except LockFileError:
+        return None
 
 
 def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:
