@@ -508,3 +508,25 @@ def _index_flags(project: Path) -> list[str]:
 
     config = load_config(project / "pyproject.toml")
     return [w for name, url in config.indexes.items() for w in ("--index", f"{name}={url}")]
+
+
+# -- a constraints file is checked against the pylock written with it (issue 13, item 5) ----------
+
+@pytest.mark.parametrize("files", [(), (str(TXT),)])
+def test_hand_edited_constraints_pin_fails(project, capsys, files):
+    text = (project / TXT).read_text()
+    pin = re.search(r"^numpy==(\S+)", text, re.M)
+    assert pin is not None
+    edit(project / TXT, f"numpy=={pin[1]}", "numpy==1.0")
+    rc, out = check_output(capsys, *files)
+    assert rc == 1, out
+    assert f"numpy: pinned at 1.0, but {PYLOCK.name} (written with it) locks {pin[1]}" in out
+
+
+def test_constraints_missing_or_extra_pins_fail(project, capsys):
+    text = (project / TXT).read_text()
+    line = next(x for x in text.splitlines() if x.startswith("numpy=="))
+    (project / TXT).write_text(text.replace(line + "\n", "") + "six==1.0\n")
+    rc, out = check_output(capsys)
+    assert rc == 1, out
+    assert "numpy: missing:" in out and "six: pinned at 1.0" in out

@@ -218,6 +218,32 @@ def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPack
     return LockedPackage(name=pin.name, version=pin.version, action=pin.action or Action.INSTALL, index=index, coupling=coupling)
 
 
+# -- a constraints file against its sibling pylock -------------------------------------------------
+
+def sibling_findings(path: Path, locked: LockedFile, sibling: Checked) -> list[Finding]:
+    """A constraints file's pins against the pylock written with it (the same inputs digest and
+    target): every pin must be that lock's package, version and action. The pylock carries hashes
+    and is verified against the index, so a hand edit of the ``.txt`` shows up here."""
+    other, source = sibling.plan, sibling.locked
+    if other is None or source is None or source.inputs_digest != locked.inputs_digest or (locked.target and locked.target != other.target):
+        return []
+    shown = sibling.path.name
+    pinned = {p.name: p for p in locked.pins}
+    expected = {p.name: p for p in other.packages}
+    out: list[Finding] = []
+    for name in sorted(set(pinned) | set(expected)):
+        pin, pkg = pinned.get(name), expected.get(name)
+        if pkg is None:
+            out.append(_error(path, f"pinned at {pin.version if pin else '?'}, but {shown} (written with it) has no such package: the file was edited by hand", package=name))
+        elif pin is None:
+            out.append(_error(path, f"missing: {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
+        elif pin.version != pkg.version:
+            out.append(_error(path, f"pinned at {pin.version}, but {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
+        elif pin.action is not None and pin.action is not pkg.action:
+            out.append(_error(path, f"action {pin.action.value}, but {shown} (written with it) says {pkg.action.value}", package=name))
+    return out
+
+
 # -- freshness -----------------------------------------------------------------------------------
 
 def freshness_findings(path: Path, locked: LockedFile, expected: Expected | None) -> list[Finding]:
