@@ -266,3 +266,22 @@ def test_no_command_module_imports_the_app_back():
                 assert node.module != "app" and not (node.module is None and "app" in names), f"{path.name} imports cli.app"
     assert "importlib" not in (folder / "app.py").read_text()
     assert all(callable(m.register) and callable(m.run) for m in COMMANDS.values())
+
+
+def _pylock(tmp_path, capsys, *extra: str) -> dict:
+    from resolve_gpu_stack.data.toml import load_toml
+
+    path = tmp_path / "pylock.x.toml"
+    code, _, err = run(capsys, ["lock", *STORY, *extra, "-o", str(path)])
+    assert code == 0, err
+    return load_toml(path, error=AssertionError)
+
+
+def test_pylock_index_is_the_simple_base_the_file_was_found_under(tmp_path, capsys):
+    """PEP 751 tools fall back to packages.index when a URL dies: it must be a simple-API base that
+    lists the file, not the logical index (issue 13, item 4)."""
+    doc = _pylock(tmp_path, capsys, "--installed", "triton==3.7.0+git9c288bc5")
+    index = {p["name"]: p.get("index") for p in doc["packages"]}
+    assert index["flashinfer-jit-cache"] == "https://flashinfer.ai/whl/cu130/"
+    assert index["numpy"].endswith("/simple/") and index["flashinfer-python"] == index["numpy"]
+    assert doc["tool"]["resolve-gpu-stack"]["indexes"]["flashinfer"] == "https://flashinfer.ai/whl/"

@@ -29,7 +29,7 @@ def test_plan_round_trips_through_json() -> None:
 def test_package_dict_has_every_field_in_one_order() -> None:
     torch = make_plan().packages[0]
     assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
-                                            "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python"]
+                                            "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index"]
     assert package_from_dict(package_to_dict(torch), "x") == torch
 
 

@@ -158,13 +158,18 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
             if name != pkg.name or version != pkg.version:
                 out.append(_error(path, f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}", package=pkg.name))
     base = locked.indexes.get(pkg.index)
-    if entry is not None and base is not None and entry.index is not None and entry.index != base:
-        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from", package=pkg.name))
+    if entry is not None and base is not None and entry.index is not None and not _below(entry.index, base):
+        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it", package=pkg.name))
     index = defs.indexes.get(pkg.index)
     if pkg.url and index is not None and base:
         if not replace(index, url=base).allows_host(pkg.url):
             out.append(_error(path, f"its wheel URL is on a host the {pkg.index} index does not use: {strip_credentials(pkg.url)}", package=pkg.name))
     return out
+
+
+def _below(url: str, base: str) -> bool:
+    """``url`` is ``base`` or a folder under it (a simple-API base below the logical index)."""
+    return url == base or (url.startswith(base.rstrip("/") + "/") and "?" not in url and "#" not in url)
 
 
 def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:

@@ -125,7 +125,9 @@ def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
 def _entry(pkg: LockedPackage, plan: LockPlan) -> dict[str, Any]:
     """The PEP 751 ``[[packages]]`` entry of a package uv installs."""
     entry: dict[str, Any] = {"name": pkg.name, "version": str(pkg.version)}
-    if pkg.index in plan.indexes:
+    if pkg.simple_index:  # the simple-API base the file was found under (PEP 751), e.g. .../whl/nightly/cu130/
+        entry["index"] = pkg.simple_index
+    elif pkg.index in plan.indexes:
         entry["index"] = plan.indexes[pkg.index]
     if pkg.requires_python:
         entry["requires-python"] = pkg.requires_python
@@ -365,8 +367,9 @@ def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName,
     if len(entry.wheels) != 1:
         raise LockFileError(f"{where}: expected exactly one wheel, found {len(entry.wheels)}")
     wheel = entry.wheels[0]
+    simple = entry.index if entry.index != locked.indexes.get(pkg.index) else None  # the logical base: not recorded
     return replace(pkg, url=wheel.url, filename=wheel.filename, sha256=wheel.sha256, size=wheel.size,
-                   upload_time=wheel.upload_time, requires_python=entry.requires_python)
+                   upload_time=wheel.upload_time, requires_python=entry.requires_python, simple_index=simple)
 
 
 def plan_from_lock(locked: LockedFile) -> LockPlan:

@@ -26,7 +26,7 @@ from .plan import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 E = TypeVar("E", bound=enum.Enum)
 
 #: The fields of a package that describe its wheel (a kept package's stay in the tool table).
-FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python")
+FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index")
 
 _TYPE_NAMES: dict[type, str] = {
     str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table",
@@ -56,6 +56,7 @@ def package_to_dict(pkg: LockedPackage) -> dict[str, Any]:
         "size": pkg.size,
         "upload-time": pkg.upload_time,
         "requires-python": pkg.requires_python,
+        "simple-index": pkg.simple_index,
     }
 
 
@@ -169,6 +170,7 @@ def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
         size=f.get("size", int),
         upload_time=f.time("upload-time"),
         requires_python=f.get("requires-python", str),
+        simple_index=f.get("simple-index", str),
     )
 
 

@@ -73,7 +73,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
+    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, offers=factory.offers), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
