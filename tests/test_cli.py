@@ -285,3 +285,29 @@ def test_pylock_index_is_the_simple_base_the_file_was_found_under(tmp_path, caps
     assert index["flashinfer-jit-cache"] == "https://flashinfer.ai/whl/cu130/"
     assert index["numpy"].endswith("/simple/") and index["flashinfer-python"] == index["numpy"]
     assert doc["tool"]["resolve-gpu-stack"]["indexes"]["flashinfer"] == "https://flashinfer.ai/whl/"
+
+
+def test_readme_story_1_lock_works_offline_as_written(tmp_path, capsys):
+    """The kept nightly torch's exact pin (triton) came with it: kept, nothing to download, said in a
+    note, so the README's lock command needs no network and no extra --installed (issue 13, item 1)."""
+    doc = _pylock(tmp_path, capsys)
+    tool = doc["tool"]["resolve-gpu-stack"]
+    triton = next(p for p in tool["packages"] if p["name"] == "triton")
+    assert triton["action"] == "keep" and triton["version"] == "3.7.0+git9c288bc5"
+    note = next(n for n in tool["notes"] if n.startswith("taken as installed (kept) with torch 2.12.0.dev20260307+cu130, which pins them exactly: "))
+    assert "triton 3.7.0+git9c288bc5" in note and "nvidia-nccl-cu13 2.29.7" in note
+    # the pin is the installed torch's: naming triton installed at another version keeps the user's
+    code, out, err = run(capsys, [*STORY, "--installed", "triton==3.6.0", "--format", "json"])
+    assert code == 0, err
+    pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert pkgs["triton"]["action"] == "upgrade" and pkgs["triton"]["version"] == "3.7.0+git9c288bc5"
+
+
+def test_exact_pins_read_only_exact_pins_for_the_target():
+    from resolve_gpu_stack.model.declared import declared_target
+    from resolve_gpu_stack.resolver.torch_pins import exact_pins
+
+    target = declared_target("3.12", "x86_64-manylinux_2_28")
+    pins = exact_pins(("triton==3.7.0+git9c288bc5; platform_system == 'Linux'", "filelock", "sympy>=1.13.3", "nvidia-nccl==2.1.*",
+                       "a==1.0; platform_machine == 'aarch64'", "b==2.0; extra == 'opt'", "c==3,<4"), target)
+    assert {str(k): str(v) for k, v in pins.items()} == {"triton": "3.7.0+git9c288bc5"}

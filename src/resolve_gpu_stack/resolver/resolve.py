@@ -49,12 +49,15 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
+    from .torch_pins import with_torch_pins
+
     cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     _prefetch_roots(finder, request, components, ctx)
     torch = select_torch(request, cuda, *finder.offers(TORCH, ctx))
+    request, pin_notes = with_torch_pins(request, finder, ctx)  # a declared torch's exact pins came with it
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=cuda)
@@ -73,7 +76,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, offers=factory.offers), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
+    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, offers=factory.offers), [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ())])
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
