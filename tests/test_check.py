@@ -239,8 +239,8 @@ def test_hash_removed_fails_naming_the_package(project, capsys):
 
 def test_kept_torch_below_the_installed_floor_fails(project, capsys):
     text = (project / PYLOCK).read_text()
-    text = text.replace('torch = {version = "2.12.0.dev20260307+cu130"', 'torch = {version = "2.12.0.dev20260306+cu130"')
-    text = text.replace('name = "torch"\nversion = "2.12.0.dev20260307+cu130"', 'name = "torch"\nversion = "2.12.0.dev20260306+cu130"')
+    # the kept torch is listed in [[packages]] too (with its wheel): move every mention but the recorded input
+    text = text.replace("dev20260307", "dev20260306").replace('installed-torch = "2.12.0.dev20260306+cu130"', 'installed-torch = "2.12.0.dev20260307+cu130"')
     (project / PYLOCK).write_text(text)
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
@@ -530,3 +530,29 @@ def test_constraints_missing_or_extra_pins_fail(project, capsys):
     rc, out = check_output(capsys)
     assert rc == 1, out
     assert "numpy: missing:" in out and "six: pinned at 1.0" in out
+
+
+# -- kept packages in the pylock (issue 13, item 3) -----------------------------------------------
+
+def test_a_kept_nightly_torch_is_listed_with_the_hash_learned_once(served, project, capsys):
+    """The PyTorch page gives no sha256 (as the real nightly pages): `lock` learned it through the
+    wheel cache, so the kept torch is listed at its installed version and hash, and `check` agrees."""
+    _, world, _, _ = served
+    wheel = next(e.wheel for e in world.pages["whl/nightly/cu130/torch/"] if "dev20260307" in e.wheel.filename and "x86_64" in e.wheel.filename)
+    text = (project / PYLOCK).read_text()
+    head = text.split("[tool.resolve-gpu-stack]")[0]
+    assert 'name = "torch"\nversion = "2.12.0.dev20260307+cu130"' in head and wheel.sha256 in head
+    assert "kept-unlisted" not in text
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 0 and "warning" not in out, out
+
+
+def test_a_kept_package_the_lock_cannot_list_is_a_warning(project, capsys):
+    text = (project / PYLOCK).read_text()
+    start = text.index('[[packages]]\nname = "torch"')
+    end = text.index("[[packages]]", start + 1) if "[[packages]]" in text[start + 1:] else text.index("[tool.resolve-gpu-stack]")
+    (project / PYLOCK).write_text(text[:start] + text[end:])
+    rc, out = check_output(capsys, str(PYLOCK), "--today", "2026-03-10")
+    assert rc == 0, out
+    assert "warning: constraints/pylock.x86_64-py312.toml: torch: kept but not listed in [[packages]]" in out
+    assert "`uv pip sync` of this lock would uninstall it" in out and "uv pip install -r" in out

@@ -311,3 +311,17 @@ def test_exact_pins_read_only_exact_pins_for_the_target():
     pins = exact_pins(("triton==3.7.0+git9c288bc5; platform_system == 'Linux'", "filelock", "sympy>=1.13.3", "nvidia-nccl==2.1.*",
                        "a==1.0; platform_machine == 'aarch64'", "b==2.0; extra == 'opt'", "c==3,<4"), target)
     assert {str(k): str(v) for k, v in pins.items()} == {"triton": "3.7.0+git9c288bc5"}
+
+
+def test_offline_lock_names_the_kept_packages_it_cannot_list(tmp_path, capsys):
+    """With --snapshot nothing is downloaded: a kept nightly whose row has no sha256 (and is not in
+    the wheel cache) cannot be listed; the tool table says so, and `check` warns (issue 13, item 3)."""
+    doc = _pylock(tmp_path, capsys, "--cache-dir", str(tmp_path / "cache"))
+    listed = {p["name"] for p in doc["packages"]}
+    unlisted = doc["tool"]["resolve-gpu-stack"]["kept-unlisted"]
+    assert unlisted["packages"] == ["torch", "triton"] and "uv pip sync" in unlisted["why"]
+    assert not listed & {"torch", "triton"}
+    assert {"nvidia-nccl-cu13", "cuda-toolkit"} <= listed  # kept too, but their PyPI rows carry a sha256
+    code, _, err = run(capsys, ["check", str(tmp_path / "pylock.x.toml"), "--today", "2026-03-08"])
+    assert code == 0, err
+    assert "torch: kept but not listed in [[packages]]" in err and "triton: kept but not listed" in err

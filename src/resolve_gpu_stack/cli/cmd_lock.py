@@ -113,10 +113,40 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
 
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
+        plan = _learn_kept_hashes(args, env, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
     for path, _ in texts:
         _make_folder(path)
     return texts
+
+
+def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
+    """The plan with a sha256 for each kept package whose index row has none (a nightly torch or
+    triton), learned once through the wheel cache (downloaded when online; with --snapshot only a
+    cached wheel counts). Listed at its installed version and hash, uv finds a kept package
+    satisfied and ``uv pip sync`` keeps it. One that cannot be hashed stays unlisted (the pylock
+    names it under ``kept-unlisted``, and ``check`` warns)."""
+    from dataclasses import replace
+
+    from ..model import Action
+    from ..net.download import fetch_verified
+    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+
+    missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
+    if not missing:
+        return plan
+    offline = args.snapshot is not None
+    cache = wheel_cache_from_args(args, env)
+    learned = {}
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+        for pkg in missing:
+            try:
+                learned[pkg.name] = fetch_verified(pkg.url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline)
+            except ResolveGpuStackError as err:
+                if not getattr(args, "quiet", False):
+                    print(f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err})", file=sys.stderr)
+    return replace(plan, packages=tuple(
+        replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages))
 
 
 def _make_folder(path: Path) -> None:

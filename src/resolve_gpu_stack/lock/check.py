@@ -143,7 +143,21 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
     entries = {e.name: e for e in locked.entries}
     for pkg in plan.packages:
         findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
+    findings += kept_unlisted_findings(path, plan, entries)
     return findings, plan
+
+
+def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[str, Any]) -> list[Finding]:
+    """A warning for each kept package the pylock could not list (no wheel with a sha256): ``uv pip
+    sync`` of the lock would uninstall it."""
+    names = sorted(p.name for p in plan.packages if p.action is Action.KEEP and p.name not in entries)
+    if not names:
+        return []
+    return [Finding(
+        level=WARNING, path=path, package=name,
+        message="kept but not listed in [[packages]] (no wheel with a sha256 is known for it, or it is gone from the index): `uv pip sync` of this lock would uninstall it",
+        hint="apply this lock with `uv pip install -r`, or relock online (or with the wheel in the wheel cache) so that it is listed",
+    ) for name in names]
 
 
 def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry) -> list[Finding]:
@@ -400,8 +414,8 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:
-        if pkg.action is Action.KEEP or not pkg.filename:
-            continue
+        if (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename:
+            continue  # a kept package the lock does not list: nothing to verify
         try:
             offered = lookup(pkg.name, ctx, {pkg.filename})
         except CrawlError as err:
