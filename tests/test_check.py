@@ -556,3 +556,25 @@ def test_a_kept_package_the_lock_cannot_list_is_a_warning(project, capsys):
     assert rc == 0, out
     assert "warning: constraints/pylock.x86_64-py312.toml: torch: kept but not listed in [[packages]]" in out
     assert "`uv pip sync` of this lock would uninstall it" in out and "uv pip install -r" in out
+
+
+# -- a configured snapshot replays PyPI under the user's PyPI (issue 13, item 2) ------------------
+
+def test_configured_snapshot_lock_uses_the_users_pypi_and_stays_fresh_elsewhere(served, tmp_path, monkeypatch, capsys):
+    _, _, urls, _ = served
+    project = tmp_path / "snap-project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(config_text(urls))
+    record_snapshot(project, project / "snapshot")
+    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # no pypi: the user's is used
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PIP_INDEX_URL", urls["pypi"])
+    assert main("lock", "--cache-dir", str(tmp_path / "cache")) == 0
+    text = (project / PYLOCK).read_text()
+    assert f'index = "{urls["pypi"]}"' in text and "snapshot.invalid" not in text.split("[tool.resolve-gpu-stack]")[0]
+    numpy = re.search(r'url = "([^"]*numpy[^"]*\.whl)"', text)
+    assert numpy is not None and numpy[1].startswith(urls["pypi"].split("/simple/")[0])
+    # the machine's PyPI is not an input: on a machine with another PyPI the lock is still fresh
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple/")
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 0, out

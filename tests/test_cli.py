@@ -325,3 +325,37 @@ def test_offline_lock_names_the_kept_packages_it_cannot_list(tmp_path, capsys):
     code, _, err = run(capsys, ["check", str(tmp_path / "pylock.x.toml"), "--today", "2026-03-08"])
     assert code == 0, err
     assert "torch: kept but not listed in [[packages]]" in err and "triton: kept but not listed" in err
+
+
+MIRROR = "https://mirror.example/simple/"
+
+
+def test_snapshot_pypi_files_get_the_users_pypi(tmp_path, capsys, monkeypatch):
+    """Replaying the bundled snapshot, PyPI files are on the PyPI the user's configuration names,
+    so the lock installs; not on the snapshot's placeholder host (issue 13, item 2)."""
+    monkeypatch.setenv("PIP_INDEX_URL", MIRROR)
+    doc = _pylock(tmp_path, capsys)
+    numpy = next(p for p in doc["packages"] if p["name"] == "numpy")
+    assert numpy["index"] == MIRROR and numpy["wheels"][0]["url"].startswith("https://mirror.example/")
+    assert doc["tool"]["resolve-gpu-stack"]["indexes"]["pypi"] == MIRROR
+    assert "snapshot.invalid" not in (tmp_path / "pylock.x.toml").read_text()
+
+
+def test_snapshot_placeholder_only_when_asked_for_or_no_pypi_at_all(tmp_path, capsys, monkeypatch):
+    from resolve_gpu_stack.cli import userconfig
+    from resolve_gpu_stack.errors import UsageError
+
+    monkeypatch.setenv("PIP_INDEX_URL", MIRROR)
+    placeholder = "https://pypi.snapshot.invalid/simple/"
+    doc = _pylock(tmp_path, capsys, "--index", f"pypi={placeholder}")
+    assert next(p for p in doc["packages"] if p["name"] == "numpy")["index"] == placeholder
+
+    def nothing(env, **kw):
+        raise UsageError("cannot tell which PyPI index to use")
+
+    monkeypatch.setattr(userconfig, "discover_pypi_url", nothing)
+    path = tmp_path / "pylock.y.toml"
+    code, _, err = run(capsys, ["lock", *STORY, "-o", str(path)])
+    assert code == 0, err
+    assert f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}" in err
+    assert f'index = "{placeholder}"' in path.read_text()

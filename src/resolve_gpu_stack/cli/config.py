@@ -374,11 +374,15 @@ def index_urls(config: ProjectConfig) -> dict[str, str]:
 
 
 def resolve_definitions(config: ProjectConfig, env: Mapping[str, str]):
-    """The index definitions to resolve with: ``index_urls``, and PyPI from uv/pip configuration
-    when neither the config nor a snapshot decides it."""
-    urls = index_urls(config)
+    """The index definitions to resolve with: the config's ``indexes``, and PyPI from uv/pip
+    configuration when the config does not name one (a snapshot's PyPI pages are replayed under
+    it, so that the lock's PyPI URLs install; the placeholder only when the config asks for it or
+    no PyPI is configured at all). ``index_urls`` (the digest's) does not depend on this."""
+    from .common import replay_pypi_url
+
+    urls = dict(config.indexes)
     if "pypi" not in urls:
-        urls["pypi"] = discover_pypi_url(env)
+        urls["pypi"] = replay_pypi_url(env) if config.snapshot is not None else discover_pypi_url(env)
     return load_definitions().with_index_urls(urls)
 
 
