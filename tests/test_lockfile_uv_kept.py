@@ -5,11 +5,12 @@ the rest and leaves them untouched, with ``uv pip install -r`` and ``uv pip sync
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
-from test_lockfile_uv import UV, clean_env, demo_plan, installed, ok, repo, run, uv_venv  # noqa: F401 (repo is a fixture)
+from test_lockfile_uv import UV, clean_env, demo_plan, installed, ok, run, uv_venv
+from test_lockfile_uv import repo as repo  # a fixture
 
 from resolve_gpu_stack.lock.files import read_lock, write_lock
 from resolve_gpu_stack.lock.pylock import plan_from_lock
@@ -34,7 +35,7 @@ def test_uv_leaves_a_listed_kept_package_untouched(tmp_path: Path, repo, command
     ok(run([UV, "pip", "install", "--python", str(python), "--no-index", "--find-links", str(files), "demo-c==1.0"], env, tmp_path))
     before = _dist_info(python, "demo-c")
     plan = demo_plan(srv, built)
-    plan = type(plan)(**{**{f: getattr(plan, f) for f in plan.__slots__}, "packages": tuple(p for p in plan.packages if p.name != "torch")})
+    plan = replace(plan, packages=tuple(p for p in plan.packages if p.name != "torch"))  # this venv has no torch
     lock = write_lock(plan, tmp_path / "pylock.demo.toml", command="resolve-gpu-stack lock")
     text = lock.read_text()
     assert 'name = "demo-c"' in text.split("[tool.resolve-gpu-stack]")[0]  # listed in [[packages]], with its hash
@@ -46,8 +47,6 @@ def test_uv_leaves_a_listed_kept_package_untouched(tmp_path: Path, repo, command
 
     have = installed(python, env)
     assert {k: have.get(k) for k in ("demo-a", "demo-b", "demo-c")} == {"demo-a": "1.0", "demo-b": "2.0", "demo-c": "1.0"}
-    assert "demo-c" not in proc.stderr.replace("demo-c==1.0", "") or "+ demo-c" not in proc.stderr
-    assert "- demo-c" not in proc.stderr and "+ demo-c" not in proc.stderr
+    assert "- demo-c" not in proc.stderr and "+ demo-c" not in proc.stderr  # neither uninstalled nor reinstalled
     assert _dist_info(python, "demo-c") == before
     assert not srv.requests_for(f"/files/{built['demo-c', '1.0'].filename}")
-    assert Version(have["demo-a"]) == Version("1.0")

@@ -346,7 +346,7 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
 class _ArgumentParser(argparse.ArgumentParser):
     """An argparse parser that raises instead of exiting (a recorded command is data, not a command line)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         raise ValueError(message)
 
 

@@ -147,7 +147,7 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
     return findings, plan
 
 
-def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[str, Any]) -> list[Finding]:
+def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any]) -> list[Finding]:
     """A warning for each kept package the pylock could not list (no wheel with a sha256): ``uv pip
     sync`` of the lock would uninstall it."""
     names = sorted(p.name for p in plan.packages if p.action is Action.KEEP and p.name not in entries)

@@ -11,8 +11,7 @@ from packaging.version import Version
 
 from ..data.definitions import Definitions
 from ..index.finder import Offer
-from ..model import IndexFile
-from ..model import Action, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, IndexFile, LockedPackage, LockPlan, TargetSummary
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
 from .flashinfer_selection import FlashInferSelection
