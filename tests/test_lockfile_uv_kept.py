@@ -50,3 +50,17 @@ def test_uv_leaves_a_listed_kept_package_untouched(tmp_path: Path, repo, command
     assert "- demo-c" not in proc.stderr and "+ demo-c" not in proc.stderr  # neither uninstalled nor reinstalled
     assert _dist_info(python, "demo-c") == before
     assert not srv.requests_for(f"/files/{built['demo-c', '1.0'].filename}")
+
+
+def test_uv_sync_uninstalls_a_kept_package_the_lock_cannot_list(tmp_path: Path, repo) -> None:
+    """The control, and why ``kept-unlisted`` warns: without an entry, ``uv pip sync`` removes it."""
+    srv, files, built = repo
+    env = clean_env(tmp_path)
+    python = uv_venv(tmp_path / "venv", env)
+    ok(run([UV, "pip", "install", "--python", str(python), "--no-index", "--find-links", str(files), "demo-c==1.0"], env, tmp_path))
+    plan = demo_plan(srv, built)
+    plan = replace(plan, packages=tuple(replace(p, sha256=None) if p.name == "demo-c" else p for p in plan.packages if p.name != "torch"))
+    lock = write_lock(plan, tmp_path / "pylock.demo.toml", command="resolve-gpu-stack lock")
+    assert "[tool.resolve-gpu-stack.kept-unlisted]\npackages = [\n    \"demo-c\",\n]" in lock.read_text()
+    ok(run([UV, "pip", "sync", "--python", str(python), str(lock)], env, tmp_path))
+    assert "demo-c" not in installed(python, env)
