@@ -57,18 +57,14 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     _prefetch_roots(finder, request, components, ctx)
     torch = select_torch(request, cuda, *finder.offers(TORCH, ctx))
-    request, pin_notes = with_torch_pins(request, finder, ctx)  # a declared torch's exact pins came with it
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
-    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=cuda)
-    factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
-    flashinfer = _select_flashinfer(request, defs, torch, factory, components) if request.flashinfer.wanted else None
-    policy = _policy(request, defs, torch, flashinfer, components)
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy)
-    prefetcher = Prefetcher(factory, dependencies, policy)
-    provider = StackProvider(factory, dependencies, prefetcher, policy)
     requirements = _requirements(request, defs)
-    prefetcher.closure(requirements)
+    factory, flashinfer, provider = _wire(request, defs, finder, torch, ctx, components, crawl=requirements)
+    pinned, pin_notes = with_torch_pins(request, finder, ctx)  # after the crawl: the torch METADATA is in
+    if pinned is not request:  # a declared torch's exact pins came with it: the same pages, candidates rebuilt
+        request = pinned
+        factory, flashinfer, provider = _wire(request, defs, finder, torch, ctx, components, crawl=requirements)  # all in memory now
     try:
         result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
@@ -81,6 +77,21 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
+
+
+def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: TorchSelection, ctx: RouteContext, components: tuple[str, ...], *,
+          crawl: Sequence[Req] = ()) -> tuple[CandidateFactory, FlashInferSelection | None, StackProvider]:
+    """The candidate factory, the FlashInfer selection and the provider for ``request``; the
+    closure of ``crawl`` prefetched."""
+    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda)
+    factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
+    flashinfer = _select_flashinfer(request, defs, torch, factory, components) if request.flashinfer.wanted else None
+    policy = _policy(request, defs, torch, flashinfer, components)
+    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy)
+    prefetcher = Prefetcher(factory, dependencies, policy)
+    if crawl:
+        prefetcher.closure(crawl)
+    return factory, flashinfer, StackProvider(factory, dependencies, prefetcher, policy)
 
 
 def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:
