@@ -673,3 +673,28 @@ def test_lock_json_inputs_match_the_digest_after_reading(tmp_path: Path) -> None
     assert locked.inputs == {"a": [1, 2], "v": "1.0"}
     assert locked.inputs_digest == inputs_digest(plan.inputs) == inputs_digest(locked.inputs)
     assert json.loads(json.dumps(locked.inputs)) == locked.inputs
+
+
+def test_write_locks_writes_every_file_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13, item 6: the second rename fails; the first file is put back as it was."""
+    from resolve_gpu_stack.errors import WriteError
+    from resolve_gpu_stack.lock.files import write_locks
+
+    first = _install_old(tmp_path, "constraints.txt")
+    second = tmp_path / "pylock.x.toml"
+    real = lockfile.os.replace
+
+    def replace_file(src: str, dst: object) -> None:
+        if str(dst) == str(second):
+            raise OSError(30, "Read-only file system")
+        real(src, dst)
+
+    monkeypatch.setattr(lockfile.os, "replace", replace_file)
+    with pytest.raises(WriteError, match="pylock.x.toml: Read-only file system") as err:
+        write_locks(make_plan(), [first, second], command=COMMAND)
+    assert err.value.exit_code == 4
+    assert first.read_text() == "old content\n" and not second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["constraints.txt"]
+    monkeypatch.setattr(lockfile.os, "replace", real)
+    assert write_locks(make_plan(), [first, second], command=COMMAND) == [first, second]
+    assert first.read_text().startswith("# This file was generated") and second.read_text().startswith('lock-version = "1.0"')

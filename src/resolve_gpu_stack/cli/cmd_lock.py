@@ -150,7 +150,6 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
 
 
 def _make_folder(path: Path) -> None:
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
