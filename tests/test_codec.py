@@ -14,7 +14,7 @@ from test_lockfile import COMMAND, make_plan, with_package
 
 from resolve_gpu_stack.cli.render import PLAN_SCHEMA, plan_to_json
 from resolve_gpu_stack.lock.pylock import plan_from_lock, read_pylock, render_pylock
-from resolve_gpu_stack.model.codec import CodecError, format_datetime, package_from_dict, package_to_dict, plan_from_dict, plan_to_dict
+from resolve_gpu_stack.model.codec import FILE_KEYS, CodecError, format_datetime, package_from_dict, package_to_dict, plan_from_dict, plan_to_dict
 from resolve_gpu_stack.model.plan import Override
 
 if sys.version_info >= (3, 11):
@@ -32,7 +32,7 @@ def test_package_dict_has_every_field_in_one_order() -> None:
     torch = make_plan().packages[0]
     assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
                                             "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python",
-                                            "built-for", "abi-mismatch"]
+                                            "built-for", "abi-mismatch", "simple-index"]
     assert package_from_dict(package_to_dict(torch), "x") == torch
 
 
@@ -88,8 +88,8 @@ def test_the_tool_table_packages_are_the_codecs_dicts_less_what_is_unset() -> No
     plan = make_plan()
     doc = tomllib.loads(render_pylock(plan, name=None, command=COMMAND))
     tool = {p["name"]: p for p in doc["tool"]["resolve-gpu-stack"]["packages"]}
-    kept = package_to_dict(plan.package("torch"))
-    assert tool["torch"] == {k: v for k, v in kept.items() if v is not None and v != []}
+    kept = package_to_dict(plan.package("torch"))  # listed in [[packages]] (its hash is known): its file is there
+    assert tool["torch"] == {k: v for k, v in kept.items() if v is not None and v != [] and k not in FILE_KEYS}
     listed = package_to_dict(plan.package("flashinfer-jit-cache"))
     assert list(tool["flashinfer-jit-cache"]) == ["name", "version", "action", "coupling", "index", "reason"]
     assert all(tool["flashinfer-jit-cache"][k] == listed[k] for k in tool["flashinfer-jit-cache"])

@@ -218,7 +218,11 @@ def test_written_pylock_installs_with_plain_uv_into_a_fresh_venv(stack, tmp_path
     got = installed(fresh)
     assert got["triton"] == "3.7.0+git9c288bc5"  # a nightly row without an index hash: filled by the lock
     assert (got["flashinfer-python"], got["flashinfer-jit-cache"]) == ("0.6.5", "0.6.5+cu130")
-    assert "torch" not in got  # kept torch is not listed in the pylock
+    assert got["torch"] == NIGHTLY  # the kept torch is listed at its version and hash: a fresh venv gets exactly it
+    # where it is installed, `uv pip sync` of the lock leaves it alone (issue 13, item 3)
+    before = installed(python)["torch"]
+    proc = subprocess.run([UV, "pip", "sync", "--python", python, str(lock)], check=True, env=uv_env, capture_output=True, text=True)
+    assert "torch" not in proc.stderr and installed(python)["torch"] == before == NIGHTLY
 
 
 # -- uv's output against the plan (real uv output, no install) -------------------------------------

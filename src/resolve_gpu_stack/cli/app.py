@@ -42,7 +42,8 @@ the PyTorch index, flashinfer-jit-cache from flashinfer.ai, the rest from PyPI).
   resolve-gpu-stack candidates flashinfer-jit-cache --cuda cu130
 
 Exit codes: 0 plan found (or check passed), 1 no plan exists / check failed (a refused torch
-downgrade included), 2 usage error, 3 an index could not be reached or answered garbage.
+downgrade included), 2 usage error, 3 an index could not be reached or answered garbage,
+4 an output file could not be written (then none of the outputs was written).
 """
 
 

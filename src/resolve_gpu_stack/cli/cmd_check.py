@@ -66,6 +66,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
     findings, results = _check_files(files, args.today or dt.date.today())
+    findings += _against_siblings(results, config, args.today or dt.date.today())
     findings += _against_index(args, env, config, results)
     return _report(findings, len(files), quiet=args.quiet)
 
@@ -86,6 +87,28 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> t
         results.append((checked, expected))
         findings += checked.findings
     return findings, results
+
+
+def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> list[Finding]:
+    """Each constraints file against the pylock of the same target written with it (checked here,
+    or read from the target's outputs when only the ``.txt`` was named)."""
+    from ..lock.check import check_lock, sibling_findings
+    from .config import bundled_definitions
+
+    out: list[Finding] = []
+    pylocks = [c for c, _ in results if _is_pylock(c)]
+    for checked, _ in results:
+        if checked.locked is None or checked.locked.format != "constraints" or not checked.locked.generated:
+            continue
+        candidates = list(pylocks)
+        target = config.target_for_output(checked.path) if config is not None else None
+        for output in target.outputs if target is not None else ():
+            if output.name.endswith(".toml") and output.is_file() and all(c.path.resolve() != output for c in candidates):
+                candidates.append(check_lock(output, bundled_definitions(), today=today))
+        sibling = next((c for c in candidates if _is_pylock(c) and c.locked.inputs_digest == checked.locked.inputs_digest), None)
+        if sibling is not None:
+            out += sibling_findings(checked.path, checked.locked, sibling)
+    return out
 
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
@@ -115,23 +138,43 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple
         out = []
         for path in args.files:
             target = config.target_for_output(path) if config is not None else None
-            out.append((path, _expected(config, target) if config is not None and target is not None else None))
+            out.append((path, _expected(config, target, path) if config is not None and target is not None else None))
         return out
     if config is None:
         raise UsageError(
             "nothing to check: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
-    return [(out, _expected(config, t)) for t in config.select(args.target) for out in t.outputs]
+    return [(out, _expected(config, t, out)) for t in config.select(args.target) for out in t.outputs]
 
 
-def _expected(config: ProjectConfig, target) -> Expected:
+def _expected(config: ProjectConfig, target, path: Path) -> Expected:
+    """What the config says ``path`` should be made from: the target's settings, with the flags its
+    lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
     from ..lock.check import Expected
     from ..model.inputs import inputs_digest
-    from .config import lock_inputs
+    from .config import lock_inputs, recorded_overrides
 
+    name, command = target.name, config.regenerate_command(target)
+    recorded = recorded_overrides(config, target, _recorded_command(path))
+    if recorded is not None:
+        config, target = recorded
+        command = _recorded_command(path) or command
     inputs = lock_inputs(config, target)
-    return Expected(target=target.name, inputs=inputs, digest=inputs_digest(inputs), command=config.regenerate_command(target), folder=config.root)
+    return Expected(target=name, inputs=inputs, digest=inputs_digest(inputs), command=command, folder=config.root)
+
+
+def _recorded_command(path: Path) -> str | None:
+    """The command a lock file records (None when it cannot be read: the check says why)."""
+    from ..errors import LockFileError
+    from ..lock.files import read_lock
+
+    if not path.is_file():
+        return None
+    try:
+        return read_lock(path).command
+    except LockFileError:
+        return None
 
 
 def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..errors import CrawlError, ResolveGpuStackError, UsageError, WriteError
 from ..urls import redact_url
 from . import common
 from . import settings as S
@@ -98,28 +98,71 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "", wrote: list[Path] | None = None) -> None:
-    """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
-    through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any; each file
-    written is appended to ``wrote``. An output that is a directory is refused before any write."""
-    from ..errors import LockFileError
-    from ..lock.files import write_lock
+def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
+    """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
+    from ..lock.files import write_texts
+
+    written = write_texts(_rendered(args, env, plan, defs, paths, command=command))
+    _say_written(written, label)
+
+
+def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
+    """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
+    is the snapshot the plan was resolved from, if any."""
+    from ..lock.files import render_lock
     from .cmd_install import fill_plan_hashes
 
     for path in paths:
         if path.is_dir():
-            raise LockFileError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
+            raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
+        plan = _learn_kept_hashes(args, env, plan, defs)
+    texts = [(path, render_lock(plan, path, command=command)) for path in paths]
+    for path, _ in texts:
+        _make_folder(path)
+    return texts
+
+
+def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
+    """The plan with a sha256 for each kept package whose index row has none (a nightly torch or
+    triton), learned once through the wheel cache (downloaded when online; with --snapshot only a
+    cached wheel counts). Listed at its installed version and hash, uv finds a kept package
+    satisfied and ``uv pip sync`` keeps it. One that cannot be hashed stays unlisted (the pylock
+    names it under ``kept-unlisted``, and ``check`` warns)."""
+    from dataclasses import replace
+
+    from ..model import Action
+    from ..net.download import fetch_verified
+    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+
+    missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
+    if not missing:
+        return plan
+    offline = args.snapshot is not None
+    cache = wheel_cache_from_args(args, env)
+    learned = {}
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+        for pkg in missing:
+            try:
+                learned[pkg.name] = fetch_verified(pkg.url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline)
+            except ResolveGpuStackError as err:
+                if not getattr(args, "quiet", False):
+                    print(f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err})", file=sys.stderr)
+    return replace(plan, packages=tuple(
+        replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages))
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})", hint="nothing was written; make the folder writable (or pick another output path)") from None
+
+
+def _say_written(paths: Sequence[Path], label: str = "") -> None:
     for path in paths:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise LockFileError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})") from None
-        written = write_lock(plan, path, command=command)
-        if wrote is not None:
-            wrote.append(written)
-        print(f"{label}wrote {common.shown(written)}", file=sys.stderr)
+        print(f"{label}wrote {common.shown(path)}", file=sys.stderr)
 
 
 # -- every configured target -----------------------------------------------------------------------
@@ -151,21 +194,19 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     fetcher = common.make_fetcher(args, env, defs)
     finder = Finder(fetcher, defs)  # one crawl for all targets: pages and metadata are memoized by URL
     failed = 0
-    partly: list[Path] = []  # written by a target that then failed
+    staged: list[tuple[str, list[tuple[Path, str]]]] = []
     try:
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            wrote: list[Path] = []
-            ok = _lock_one(config, target, finder, defs, args, env, command, wrote)
-            failed += not ok
-            partly += [] if ok else wrote
+            texts = _lock_one(config, target, finder, defs, args, env, command)
+            failed += texts is None
+            if texts is not None:
+                staged.append((f"{target.name}: ", texts))
     finally:
         fetcher.close()
+    _write_staged(staged)
     if failed:
-        kept = "their lock files were left as they were"
-        if partly:
-            kept = f"{', '.join(map(common.shown, partly))} {'was' if len(partly) == 1 else 'were'} written before the failure; their other lock files were left as they were"
-        print(f"{failed} of {len(targets)} targets failed; {kept}", file=sys.stderr)
+        print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -181,8 +222,17 @@ def _refuse_outside(config: ProjectConfig, targets) -> None:
                 )
 
 
-def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str, wrote: list[Path] | None = None) -> bool:
-    """Resolve and write one target; False (with the error printed) when it has no plan."""
+def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]]) -> None:
+    """Every output of every target that has a plan, in one all-or-nothing write."""
+    from ..lock.files import write_texts
+
+    write_texts([item for _, texts in staged for item in texts])
+    for label, texts in staged:
+        _say_written([path for path, _ in texts], label)
+
+
+def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:
+    """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
 
     from ..model.inputs import inputs_digest
@@ -194,12 +244,11 @@ def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argpars
         plan = resolve(resolve_request(target), finder, defs)
         inputs = lock_inputs(config, target)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label, wrote=wrote)
-    except CrawlError:
+        return _rendered(args, env, plan, defs, target.outputs, command=command)
+    except (CrawlError, WriteError):
         raise
     except ResolveGpuStackError as err:
         print(f"error: {label}{err}", file=sys.stderr)
         if err.hint:
             print(f"hint: {err.hint}", file=sys.stderr)
-        return False
-    return True
+        return None

@@ -81,18 +81,34 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 
 def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True):
-    """Index definitions with --index overrides; PyPI's URL from config unless a snapshot replays it."""
+    """Index definitions with --index overrides; PyPI's URL from uv/pip configuration (a snapshot
+    replays its PyPI pages under it: see ``replay_pypi_url``)."""
     from ..data.definitions import load_definitions
-    from ..net.snapshot import PLACEHOLDER_BASE
     from .userconfig import discover_pypi_url
 
     overrides = index_overrides(args)
     if "pypi" not in overrides:
         if args.snapshot is not None and replay:
-            overrides["pypi"] = PLACEHOLDER_BASE.format(name="pypi")
+            overrides["pypi"] = replay_pypi_url(env)
         elif need_pypi:
             overrides["pypi"] = discover_pypi_url(env)
     return load_definitions().with_index_urls(overrides)
+
+
+def replay_pypi_url(env: Mapping[str, str]) -> str:
+    """The PyPI base a snapshot's PyPI pages are replayed under: the user's PyPI (uv/pip
+    configuration, else uv's default), so that the recorded relative file URLs become URLs that
+    install; the snapshot's placeholder only when no PyPI can be found at all (then said on stderr)."""
+    from ..net.snapshot import PLACEHOLDER_BASE
+    from .userconfig import discover_pypi_url
+
+    try:
+        return discover_pypi_url(env)
+    except UsageError:
+        placeholder = PLACEHOLDER_BASE.format(name="pypi")
+        print(f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}, "
+              "which does not install; pass --index pypi=URL", file=sys.stderr)
+        return placeholder
 
 
 def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:

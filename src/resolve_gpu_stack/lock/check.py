@@ -160,7 +160,21 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
     entries = {e.name: e for e in locked.entries}
     for pkg in plan.packages:
         findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
+    findings += kept_unlisted_findings(path, plan, entries)
     return findings, plan
+
+
+def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any]) -> list[Finding]:
+    """A warning for each kept package the pylock could not list (no wheel with a sha256): ``uv pip
+    sync`` of the lock would uninstall it."""
+    names = sorted(p.name for p in plan.packages if p.action is Action.KEEP and p.name not in entries)
+    if not names:
+        return []
+    return [Finding(
+        level=WARNING, path=path, package=name,
+        message="kept but not listed in [[packages]] (no wheel with a sha256 is known for it, or it is gone from the index): `uv pip sync` of this lock would uninstall it",
+        hint="apply this lock with `uv pip install -r`, or relock online (or with the wheel in the wheel cache) so that it is listed",
+    ) for name in names]
 
 
 def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry) -> list[Finding]:
@@ -175,8 +189,8 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
             if name != pkg.name or version != pkg.version:
                 out.append(_error(path, f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}", package=pkg.name))
     base = locked.indexes.get(pkg.index)
-    if entry is not None and base is not None and entry.index is not None and entry.index != base:
-        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from", package=pkg.name))
+    if entry is not None and base is not None and entry.index is not None and not _below(entry.index, base):
+        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it", package=pkg.name))
     index = defs.indexes.get(pkg.index)
     if pkg.url and index is not None and base:
         problem = wheel_url_problem(pkg.url, base, index.hosts)
@@ -203,6 +217,11 @@ def wheel_url_problem(url: str, base: str, hosts: Iterable[str]) -> str | None:
     if here == own or "*" in hosts or (here[1] in hosts and parts.scheme == "https"):
         return None
     return f"is on {here[1]}:{here[2]}, which the index does not send files to"
+
+
+def _below(url: str, base: str) -> bool:
+    """``url`` is ``base`` or a folder under it (a simple-API base below the logical index)."""
+    return url == base or (url.startswith(base.rstrip("/") + "/") and "?" not in url and "#" not in url)
 
 
 def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
@@ -254,6 +273,32 @@ def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPack
     coupling = pin.coupling or defs.coupling(pin.name, pin.version)[0]
     index = pin.index or ("installed" if pin.action is Action.KEEP else owner_of(defs, pin.name, pin.version, plan) or "installed")
     return LockedPackage(name=pin.name, version=pin.version, action=pin.action or Action.INSTALL, index=index, coupling=coupling)
+
+
+# -- a constraints file against its sibling pylock -------------------------------------------------
+
+def sibling_findings(path: Path, locked: LockedFile, sibling: Checked) -> list[Finding]:
+    """A constraints file's pins against the pylock written with it (the same inputs digest and
+    target): every pin must be that lock's package, version and action. The pylock carries hashes
+    and is verified against the index, so a hand edit of the ``.txt`` shows up here."""
+    other, source = sibling.plan, sibling.locked
+    if other is None or source is None or source.inputs_digest != locked.inputs_digest or (locked.target and locked.target != other.target):
+        return []
+    shown = sibling.path.name
+    pinned = {p.name: p for p in locked.pins}
+    expected = {p.name: p for p in other.packages}
+    out: list[Finding] = []
+    for name in sorted(set(pinned) | set(expected)):
+        pin, pkg = pinned.get(name), expected.get(name)
+        if pkg is None:
+            out.append(_error(path, f"pinned at {pin.version if pin else '?'}, but {shown} (written with it) has no such package: the file was edited by hand", package=name))
+        elif pin is None:
+            out.append(_error(path, f"missing: {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
+        elif pin.version != pkg.version:
+            out.append(_error(path, f"pinned at {pin.version}, but {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
+        elif pin.action is not None and pin.action is not pkg.action:
+            out.append(_error(path, f"action {pin.action.value}, but {shown} (written with it) says {pkg.action.value}", package=name))
+    return out
 
 
 # -- freshness -----------------------------------------------------------------------------------
@@ -405,8 +450,8 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:
-        if pkg.action is Action.KEEP or not pkg.filename:
-            continue
+        if (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename:
+            continue  # a kept package the lock does not list: nothing to verify
         try:
             offered = lookup(pkg.name, ctx, {pkg.filename})
         except CrawlError as err:
