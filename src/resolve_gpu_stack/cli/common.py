@@ -141,6 +141,7 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Resol
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards."""
     from ..index.finder import Finder
+    from ..net.classify import classifier_for
     from ..resolver.resolve import resolve  # resolvelib: not for --help
 
 
@@ -148,7 +149,7 @@ def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, 
     request = request_from_args(args, env)
     fetcher = fetcher or make_fetcher(args, env, defs)
     try:
-        return resolve(request, Finder(fetcher, defs), defs), defs
+        return resolve(request, Finder(fetcher, defs), defs, classifier=classifier_for(fetcher)), defs
     finally:
         fetcher.close()
 

@@ -4,14 +4,17 @@ Layout of a snapshot directory::
 
     manifest.json            {"schema": "resolve-gpu-stack/snapshot/v1", "indexes": {...},
                               "pages": {KEY: {"status": 200|404, "content_type": ..., "file": ...}},
-                              "metadata": {KEY: {"file": ..., "sha256": ...}}}
+                              "metadata": {KEY: {"file": ..., "sha256": ...}},
+                              "scans": {SCAN-KEY: {"kind": ..., "evidence": ..., ...}}}
     pages/<index>/<path>     page bodies as served
     metadata/<index>/<path>  METADATA bytes of each wheel (however they were obtained)
     README.md                what is recorded and what is reconstructed
 
 KEY is ``<index>:<path relative to that index's base URL>`` for URLs on an index's own host
 (``pytorch:nightly/cu130/torch/``, ``pypi:../packages/ab/cd/x.whl``), else the absolute URL. Keys
-therefore survive ``--index NAME=URL``: a snapshot replays against any base URL.
+therefore survive ``--index NAME=URL``: a snapshot replays against any base URL. SCAN-KEY is a
+native wheel's ``sha256=<hex>`` (``net/classify.py``): the scan of its shared objects, recorded
+so that a replay classifies it offline.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import json
 import os
 import posixpath
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ..data.definitions import IndexDefinition
@@ -30,6 +35,9 @@ from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import Fetcher, ResultStore
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
+
+if TYPE_CHECKING:
+    from .classify import ScanRecord
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
 # Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
@@ -105,6 +113,7 @@ class Manifest:
     def __init__(self, root: Path, data: dict | None = None) -> None:
         self.root = root
         self.data = data or {"schema": SCHEMA, "indexes": {}, "pages": {}, "metadata": {}}
+        self.data.setdefault("scans", {})
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -120,7 +129,8 @@ class Manifest:
         return cls(root, data)
 
     def save(self) -> None:
-        body = json.dumps(self.data, indent=1, sort_keys=True) + "\n"
+        data = self.data if self.data.get("scans") else {k: v for k, v in self.data.items() if k != "scans"}
+        body = json.dumps(data, indent=1, sort_keys=True) + "\n"
         _atomic_write(self.root / "manifest.json", body.encode())
 
 
@@ -176,6 +186,11 @@ class SnapshotFetcher:
             out[f.url] = body
         return out
 
+    def scan_entry(self, key: str) -> Mapping[str, Any] | None:
+        """The recorded scan of a wheel (``classify.scan_key``), or None."""
+        entry = self.manifest.data["scans"].get(key)
+        return entry if isinstance(entry, dict) else None
+
     def close(self) -> None:
         pass
 
@@ -194,6 +209,7 @@ class RecordingFetcher:
         self.bases = _without_credentials(bases)
         self.relative_files = tuple(relative_files)
         self.manifest = Manifest.load(self.root) if (self.root / "manifest.json").exists() else Manifest(self.root)
+        self._lock = threading.Lock()
         recorded = self.manifest.data.setdefault("indexes", {})
         for name, base in self.bases.items():
             # The PyPI URL is the user's configuration: it is never written into a snapshot.
@@ -238,7 +254,14 @@ class RecordingFetcher:
         self.manifest.save()
         return out
 
+    def record_scan(self, key: str, record: ScanRecord) -> None:
+        """A native wheel's scan (called from the classifier's threads; saved on ``close``)."""
+        with self._lock:
+            self.manifest.data["scans"][key] = record.to_dict()
+
     def close(self) -> None:
+        with self._lock:
+            self.manifest.save()
         self.inner.close()
 
 
