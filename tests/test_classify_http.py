@@ -168,7 +168,9 @@ def test_overrides_file_joins_override_flags(capsys, world, server, tmp_path):
     file.write_text("# pins the user decides\nnumpy==2.2.0  # a comment\n\n")
     code, out, err = cli(capsys, world, server, "--with", "sglang", "--without", "sgl-kernel", "--overrides", str(file), "--format", "json")
     assert code == 0, err
-    assert any(o["replaced_by"] == "numpy==2.2.0" for o in json.loads(out)["overrides"]) or "numpy" in {p["name"] for p in json.loads(out)["packages"]}
+    plan = json.loads(out)
+    assert {"package": "sglang", "requirement": "numpy", "replaced_by": "numpy==2.2.0", "reason": "--override"} in plan["overrides"]
+    assert next(p["version"] for p in plan["packages"] if p["name"] == "numpy") == "2.2.0"
 
 
 @pytest.mark.parametrize(("argv", "message"), [
