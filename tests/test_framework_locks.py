@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import tomllib
+import sys
 
 import pytest
 from elfbuild import have_cc
@@ -20,6 +20,11 @@ from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.inputs import inputs_digest
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver.resolve import resolve
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
 
