@@ -155,9 +155,11 @@ def test_bad_framework_switches_are_usage_errors(kw):
 
 
 def test_plan_with_overrides_survives_the_result_store_record(world):
-    from resolve_gpu_stack.resolver.reuse import plan_from_record, plan_to_record
+    import json
+
+    from resolve_gpu_stack.model.codec import plan_from_dict, plan_to_dict
 
     plan, _ = run(world, with_=("sglang",), abi_mismatch="warn")
-    again = plan_from_record(plan_to_record(plan))
+    again = plan_from_dict(json.loads(json.dumps(plan_to_dict(plan))))
     assert again == plan
     assert again.package("sgl-kernel").abi_mismatch and again.overrides == plan.overrides

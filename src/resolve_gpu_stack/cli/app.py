@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import ResolveGpuStackError
-from . import cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot
+from . import cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
 from .common import configure_logging
 
 # command name -> module; the order is the order of --help
@@ -25,6 +25,7 @@ COMMANDS: dict[str, ModuleType] = {
     "snapshot": cmd_snapshot,
     "lock": cmd_lock,
     "install": cmd_install,
+    "wheelhouse": cmd_wheelhouse,
     "doctor": cmd_doctor,
     "check": cmd_check,
 }

@@ -135,7 +135,23 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Resol
     typed = {name: raw for name, raw in S.typed(args).items() if S.BY_NAME[name].on_request}
     values = {**S.defaults(), **S.parse(typed)}
     target, requires = target_from_args(args, env)
+    if "gpus" not in typed and not is_declared(args, env):
+        values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
     return S.build_request(values, target=target, installed_requires=requires)
+
+
+def is_declared(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
+    """Whether ``--python`` declares a version (else the target is a real interpreter, probed)."""
+    from ..env.probe import parse_python_flag
+
+    return args.python is not None and parse_python_flag(args.python, search_path=env.get("PATH"))[0] == "version"
+
+
+def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
+    """A probed target's default GPUs: the compute capabilities nvidia-smi lists (none without it)."""
+    from ..env.gpu import query_nvidia_smi, visible_archs
+
+    return visible_archs(query_nvidia_smi(None, env))
 
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):

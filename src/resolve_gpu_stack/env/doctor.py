@@ -31,6 +31,7 @@ from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
 from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
 from .abi_imports import ImportOutcome
+from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
 from .doctor_stack import (
     FAIL,
     LEGACY_FLASHINFER,
@@ -317,14 +318,20 @@ def _check_gpu(s: Stack, query: GpuQuery | None) -> Check:
         return Check(name, WARN, f"{query.tool} lists no GPUs: GPU architecture not checked", details)
     groups = gpu_groups(query.gpus)
     seen = ", ".join(describe_gpus(cap, names) for cap, names in groups.items())
+    floors = arch_floor_problems(s, visible_gpus(query))
     if s.shim is None and not s.providers:
+        if floors:
+            return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, SKIP, f"GPUs {seen}; no flashinfer-jit-cache installed, so there is no kernel coverage to check", details)
     source, targets = _jit_cache_targets(s)
     details["jit_cache"] = source
     details["sass_targets"] = list(targets) if targets is not None else None
     if targets is None:
+        if floors:
+            return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, WARN, f"arch coverage unknown for {source}: not in the arch table (GPUs {seen})", details)
     fails, warns, oks = _coverage(groups, targets, source)
+    fails = floors + fails
     if fails:
         return Check(name, FAIL, "; ".join(fails + warns), details)
     if warns:
@@ -353,12 +360,14 @@ def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Seque
 
 def run_checks(
     env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
-    abi_imports: Sequence[ImportOutcome] | None = None,
+    require_api: Sequence[str] = (), abi_imports: Sequence[ImportOutcome] | None = None,
 ) -> list[Check]:
-    """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped;
+    """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
+    ``require_api``, a last check that the imported module has each API (per visible GPU's floor).
     ``abi_imports`` None: the torch-ABI import check is left out (a caller that ran no imports)."""
     s = installed_stack(env, defs)
     abi = [] if abi_imports is None else [_check_abi_imports(abi_imports)]
+    api = [check_apis(s, import_result, require_api, gpus)] if require_api else []
     return [
         _check_torch(s),
         _check_components(s),
@@ -368,6 +377,7 @@ def run_checks(
         *abi,
         _check_import(s, import_result),
         _check_gpu(s, gpus),
+        *api,
     ]
 
 

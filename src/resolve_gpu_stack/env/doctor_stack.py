@@ -51,6 +51,7 @@ class ImportResult:
     version: str | None = None  # flashinfer.__version__ as printed
     error: str | None = None  # the exception's last line, or why it could not run
     env_bypass: bool = False  # FLASHINFER_DISABLE_VERSION_CHECK was set (and removed for the check)
+    apis: tuple[tuple[str, bool], ...] = ()  # each API asked about (``mm_mxfp8:cutlass``) -> found in the module
 
 
 # -- the stack as installed --------------------------------------------------------------------------

@@ -133,9 +133,11 @@ def install_lock(
         from ..net.http import HttpFetcher
 
         with HttpFetcher(cache=None) as own:
-            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env)
+            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
+                                  environment=environment)
     else:
-        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
+        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
+                              environment=environment)
     return dataclasses.replace(report, lock_path=str(path))
 
 

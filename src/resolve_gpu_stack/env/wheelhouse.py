@@ -51,6 +51,7 @@ from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, Fetche
 from .lockinstall import local_wheel_path
 
 MAX_METADATA_BYTES = 5 * 1024 * 1024
+REPORT_SCHEMA = "resolve-gpu-stack/wheelhouse-report/v1"  # `wheelhouse --format json`
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +68,7 @@ class WheelhouseReport:
         return sum(f.size for f in self.files)
 
     def to_json(self) -> dict[str, Any]:
-        return {"output": str(self.output), "files": len(self.files), "total-bytes": self.total_bytes,
+        return {"schema": REPORT_SCHEMA, "output": str(self.output), "files": len(self.files), "total-bytes": self.total_bytes,
                 "fetched": list(self.fetched), "reused": list(self.reused), "written": list(self.written), "pruned": list(self.pruned)}
 
 
@@ -308,4 +309,4 @@ def _unlink(path: Path) -> None:
         pass
 
 
-__all__ = ["WheelhouseReport", "export_wheelhouse", "wheel_metadata"]
+__all__ = ["REPORT_SCHEMA", "WheelhouseReport", "export_wheelhouse", "wheel_metadata"]

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel
+from .gpu import GpuArch, parse_gpus
 from .target import Target
 
 TORCH = NormalizedName("torch")
@@ -159,6 +160,9 @@ class ResolveRequest:
     auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
     without: tuple[str, ...] = ()  # package names left out of the plan, with what only they need
     abi_mismatch: str = "error"  # a torch-ABI wheel built for another torch: "error" (no plan) | "warn"
+    gpus: tuple[GpuArch, ...] = ()  # the GPUs the target runs on; () = any GPU
+    require_api: tuple[str, ...] = ()  # FlashInfer APIs the user needs (``mm_mxfp8``, ``mm_mxfp8:cutlass``)
+    all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
 
     def __post_init__(self) -> None:
         for text in self.with_:
@@ -223,6 +227,7 @@ class ResolveRequest:
             "allow-downgrade": self.allow_downgrade,
             "indexes": dict(sorted(index_urls.items())),
             **self._framework_inputs(),
+            **self._gpu_inputs(),
         }
 
     def _framework_inputs(self) -> dict[str, object]:
@@ -238,6 +243,25 @@ class ResolveRequest:
         if self.abi_mismatch != "error":
             out["abi-mismatch"] = self.abi_mismatch
         return out
+
+    def _gpu_inputs(self) -> dict[str, object]:
+        """The GPU settings, only where they differ from the defaults: a lock written before they
+        existed keeps its digest."""
+        out: dict[str, object] = {}
+        if self.gpus:
+            out["gpus"] = [str(g) for g in self.gpus]
+        if self.require_api:
+            out["require-api"] = sorted(self.require_api)
+        if self.all_gpu_archs:
+            out["all-gpu-archs"] = True
+        return out
+
+
+def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, ...]:
+    """``--gpu`` (repeatable, comma-separated) / config ``gpus``: () when none given."""
+    if isinstance(items, str):
+        items = [items]
+    return parse_gpus(items) if any(i.strip() for i in items) else ()
 
 
 def _version(text: str) -> Version | None:

@@ -1,5 +1,6 @@
 """A candidate's requirements: its METADATA's Requires-Dist for the target, plus the FlashInfer
-alignment (cubin == python, jit-cache == python's public version + label) as requirements."""
+alignment (cubin == python, jit-cache == python's public version + label) as requirements. With the
+target's GPUs known, a jit-cache shim requires only the providers FlashInfer would pick for them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ..data.definitions import FlashInferRules
+from ..data.gpus import default_gpu_table
 from ..index.finder import Finder
 from ..model import Target
+from ..model.gpu import GpuArch, needed_providers
 from .factory import Policy
 from .overrides import Overrides
 from .policy import jit_cache_version
@@ -23,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class Dependencies:
-    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy, overrides: Overrides | None = None) -> None:
+    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy, overrides: Overrides | None = None,
+                 gpus: tuple[GpuArch, ...] = ()) -> None:
         self.finder = finder
         self.target = target
         self.flashinfer = flashinfer
@@ -32,10 +36,14 @@ class Dependencies:
         # FlashInfer extras left out because they need a torch the plan cannot have (rule 4)
         self.dropped_extras: dict[tuple[str, str], tuple[str, ...]] = {}
 
+        self.gpus = gpus  # () = any GPU: every provider the shim lists
+
     def of(self, cand: Cand, extras: frozenset[str] = frozenset()) -> list[Req]:
-        """What ``cand`` (with ``extras``) requires: its Requires-Dist, and the FlashInfer
-        alignment for flashinfer-python, with the overrides applied."""
-        deps = self._overridden(cand, self.requirements(cand, frozenset())) + self.coupled(cand)
+        """What ``cand`` (with ``extras``) requires: its Requires-Dist (a shim's providers only for
+        the GPUs), and the FlashInfer alignment for flashinfer-python, with the overrides applied."""
+        base = self.requirements(cand, frozenset())
+        skipped = set(self.skipped_providers(cand, base))
+        deps = self._overridden(cand, [r for r in base if r.name not in skipped]) + self.coupled(cand)
         if extras:
             deps += self.of_extras(cand, extras)
         return deps
@@ -59,6 +67,16 @@ class Dependencies:
 
     def _overridden(self, cand: Cand, reqs: list[Req]) -> list[Req]:
         return self.overrides.apply(cand, reqs) if self.overrides is not None else reqs
+
+    def skipped_providers(self, cand: Cand, base: list[Req] | None = None) -> tuple[str, ...]:
+        """The providers a jit-cache shim lists that the GPUs do not need (FlashInfer's scoring:
+        the best provider per GPU), sorted; () without GPUs or for anything but the shim."""
+        if not self.gpus or cand.name != self.flashinfer.jit_cache:
+            return ()
+        reqs = base if base is not None else self.requirements(cand, frozenset())
+        listed = sorted({r.name for r in reqs if self.flashinfer.is_provider(r.name)})
+        needed = set(needed_providers(default_gpu_table().select_providers(self.gpus, listed)))
+        return tuple(n for n in listed if n not in needed)
 
     def requirements(self, cand: Cand, extras: frozenset[str], lines: Sequence[str] | None = None) -> list[Req]:
         """The Requires-Dist lines (``lines``, or the candidate's own) that apply to the target
