@@ -36,13 +36,14 @@ from .transport import Transport, content_range
 log = logging.getLogger(__name__)
 
 BUDGET_SHARE = 0.01  # of a wheel's bytes
-BUDGET_FLOOR = 256 * 2**10
+BUDGET_FLOOR = 2**20  # a small wheel may be read whole
 BUDGET_CAP = 8 * 2**20
 
 
 def budget(size: int, *, share: float = BUDGET_SHARE, floor: int = BUDGET_FLOOR, cap: int = BUDGET_CAP) -> int:
-    """The most bytes read to classify a wheel of ``size`` bytes."""
-    return max(1, min(cap, max(floor, int(size * share)), size))
+    """The most bytes read to classify a wheel of ``size`` bytes: 1% of it, at least ``floor``
+    (ranges overlap the tail already read, so a small wheel's budget is not its size), at most ``cap``."""
+    return max(1, min(cap, max(floor, int(size * share))))
 
 
 def scan_key(file: IndexFile) -> str:

@@ -23,9 +23,11 @@ import hashlib
 import json
 import os
 import posixpath
+import re
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
@@ -201,7 +203,10 @@ class RecordingFetcher:
     concurrent_calls: bool = False
     result_store: ResultStore | None = None
 
-    def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None) -> None:
+    def __init__(
+        self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None,
+        cut: FileCut | None = None,
+    ) -> None:
         self.inner = inner
         self.exclude_newer = exclude_newer
         self.recorded = 0
@@ -210,6 +215,10 @@ class RecordingFetcher:
         self.relative_files = tuple(relative_files)
         self.manifest = Manifest.load(self.root) if (self.root / "manifest.json").exists() else Manifest(self.root)
         self._lock = threading.Lock()
+        # The targets recorded so far and this one: a page is cut to the files that serve any of them.
+        self.cut = cut.merged(FileCut.from_dict(self.manifest.data.get("cut"))) if cut is not None else None
+        if self.cut is not None:
+            self.manifest.data["cut"] = self.cut.to_dict()
         recorded = self.manifest.data.setdefault("indexes", {})
         for name, base in self.bases.items():
             # The PyPI URL is the user's configuration: it is never written into a snapshot.
@@ -224,8 +233,11 @@ class RecordingFetcher:
                 self.manifest.data["pages"][key] = {"status": 404}
                 continue
             body = resp.page.content
-            if self.exclude_newer and index.name in self.relative_files:
-                body = cut_newer(body, resp.page.content_type, self.exclude_newer)
+            if index.name in self.relative_files and (self.exclude_newer or self.cut):
+                if self.exclude_newer:
+                    body = cut_newer(body, resp.page.content_type, self.exclude_newer)
+                if self.cut is not None:
+                    body = cut_to_targets(body, resp.page.content_type, self.cut)
                 out[url] = PageResponse(url=url, page=IndexPage(url=resp.page.url, content=body, content_type=resp.page.content_type))
             if index.name in self.relative_files:
                 body = relativize_file_urls(body, resp.page.content_type, url)
@@ -293,8 +305,6 @@ def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes
             if isinstance(f, dict) and isinstance(f.get("url"), str):
                 f["url"] = rel(f["url"])
         return json.dumps(data, indent=None, separators=(",", ":")).encode()
-    import re
-
     def sub(m: re.Match[bytes]) -> bytes:
         return b'href="' + rel(m.group(1).decode()).encode() + b'"'
 
@@ -341,12 +351,69 @@ class FallbackFetcher:
 
 def cut_newer(body: bytes, content_type: str, day: str) -> bytes:
     """Drop files uploaded after ``day`` (YYYY-MM-DD) from a PEP 691 JSON page."""
+    limit = day + "T23:59:59.999999Z"
+    return _keep_files(body, content_type, lambda f: not f.get("upload-time") or f["upload-time"] <= limit)
+
+
+@dataclass(frozen=True, slots=True)
+class FileCut:
+    """Which files of a recorded PyPI page could serve the recorded targets: sdists, and wheels
+    with a tag for one of ``pythons`` ("3.12") on ``any`` or a glibc Linux platform of one of
+    ``machines`` ("x86_64"). The rest (Windows, macOS, musl, other Pythons) is never read."""
+
+    pythons: frozenset[str]
+    machines: frozenset[str]
+
+    def keeps(self, filename: str) -> bool:
+        if not filename.endswith(".whl"):
+            return True
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+        try:
+            tags = parse_wheel_filename(filename)[3]
+        except InvalidWheelFilename:
+            return True
+        return any(self._python(t.interpreter, t.abi) and self._platform(t.platform) for t in tags)
+
+    def _python(self, interpreter: str, abi: str) -> bool:
+        for version in self.pythons:
+            minor = int(version.split(".")[1])
+            if interpreter in ("py3", f"cp3{minor}"):
+                return True
+            py = re.fullmatch(r"py3(\d+)", interpreter)  # py37: any Python from 3.7 on
+            cp = re.fullmatch(r"cp3(\d+)", interpreter)
+            if py and int(py.group(1)) <= minor or abi == "abi3" and cp and int(cp.group(1)) <= minor:
+                return True
+        return False
+
+    def _platform(self, platform: str) -> bool:
+        return platform == "any" or (platform.startswith(("manylinux", "linux_")) and any(platform.endswith("_" + m) for m in self.machines))
+
+    def merged(self, other: FileCut | None) -> FileCut:
+        return self if other is None else FileCut(self.pythons | other.pythons, self.machines | other.machines)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"pythons": sorted(self.pythons), "machines": sorted(self.machines)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FileCut | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(frozenset(map(str, data.get("pythons", ()))), frozenset(map(str, data.get("machines", ()))))
+
+
+def cut_to_targets(body: bytes, content_type: str, cut: FileCut) -> bytes:
+    """Keep only the files of a PEP 691 JSON page that ``cut`` keeps."""
+    return _keep_files(body, content_type, lambda f: cut.keeps(str(f.get("filename", ""))))
+
+
+def _keep_files(body: bytes, content_type: str, keep: Callable[[dict], bool]) -> bytes:
+    """A PEP 691 JSON page with the files ``keep`` says yes to (its ``versions`` cut to match)."""
     if "json" not in content_type:
         return body
     data = json.loads(body)
-    limit = day + "T23:59:59.999999Z"
     files = data.get("files", [])
-    data["files"] = [f for f in files if not isinstance(f, dict) or not f.get("upload-time") or f["upload-time"] <= limit]
+    data["files"] = [f for f in files if not isinstance(f, dict) or keep(f)]
     kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
     if isinstance(data.get("versions"), list):
         from ..index.parse import parse_filename
