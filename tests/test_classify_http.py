@@ -194,3 +194,18 @@ def test_settings_rows_build_the_request(tmp_path):
     assert req.overrides == ("numpy<3", "torchaudio==2.11.0")
     assert req.without == ("sgl-kernel",) and req.auto_torch_override is False and req.abi_mismatch == "warn"
     assert S.BY_KEY["overrides-file"].on_request and S.BY_KEY["abi-mismatch"].on_request
+
+
+def test_file_cut_keeps_what_could_serve_the_recorded_targets():
+    from resolve_gpu_stack.net.snapshot import FileCut, cut_to_targets
+
+    cut = FileCut(frozenset({"3.12"}), frozenset({"x86_64"}))
+    keep = ["x-1.0.tar.gz", "x-1.0-py3-none-any.whl", "x-1.0-py37-none-any.whl", "x-1.0-py2.py3-none-any.whl",
+            "x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "x-1.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    drop = ["x-1.0-cp312-cp312-win_amd64.whl", "x-1.0-cp312-cp312-macosx_11_0_arm64.whl", "x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl",
+            "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl", "x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", "x-1.0-py313-none-any.whl"]
+    assert [f for f in keep + drop if cut.keeps(f)] == keep
+    page = json.dumps({"files": [{"filename": f} for f in keep + drop] + [{"filename": "x-2.0-cp312-cp312-win_amd64.whl"}], "versions": ["1.0", "2.0"]})
+    cut_page = json.loads(cut_to_targets(page.encode(), "application/vnd.pypi.simple.v1+json", cut))
+    assert [f["filename"] for f in cut_page["files"]] == keep and cut_page["versions"] == ["1.0"]
+    assert cut.merged(FileCut(frozenset({"3.11"}), frozenset({"aarch64"}))).to_dict() == {"pythons": ["3.11", "3.12"], "machines": ["aarch64", "x86_64"]}
