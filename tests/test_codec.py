@@ -99,13 +99,14 @@ def test_the_plan_json_keeps_its_schema() -> None:
     plan = with_package(make_plan(), "flashinfer-python", size=None)
     data = plan_to_json(plan)
     assert data["schema"] == PLAN_SCHEMA == "resolve-gpu-stack/plan/v1"
-    assert list(data) == ["schema", "target", "flashinfer", "packages", "notes", "inputs_digest"]
+    assert list(data) == ["schema", "target", "flashinfer", "packages", "notes", "overrides", "inputs_digest"]
+    assert data["overrides"] == []
     assert data["target"] == {"python": "3.12", "platform": "x86_64-manylinux_2_28", "cuda": "cu130"}
     assert data["flashinfer"] == {"version": "0.6.16", "cuda_label": "cu130"}
     fi = next(p for p in data["packages"] if p["name"] == "flashinfer-python")
     assert fi == {"name": "flashinfer-python", "version": "0.6.16", "action": "upgrade", "installed": "0.6.10", "index": "pypi",
                   "url": "https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
-                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested"}
+                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested", "built_for": None, "abi_mismatch": False}
     assert data["notes"] == list(plan.notes) and data["inputs_digest"] == plan.inputs_digest
     assert plan_to_json(replace(plan, flashinfer_version=None, cuda_label=None))["flashinfer"] == {"version": None, "cuda_label": None}
 

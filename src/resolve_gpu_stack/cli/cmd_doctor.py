@@ -70,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
+    from ..env.abi_imports import import_packages, torch_abi_packages
     from ..env.doctor import needs_import, report_json, run_checks
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from .render import print_json
@@ -87,7 +88,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     environment = inspect_environment(python)
     defs = load_definitions()
     import_result = probe_import(python, env, args.timeout, apis) if needs_import(environment, defs) else None
-    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis)
+    abi_imports = import_packages(python, torch_abi_packages(environment, defs), env, timeout=args.timeout)
+    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis, abi_imports=abi_imports)
     report = report_json(python, checks)
     if common.output_format(args) == "json":
         print_json(report, sys.stdout)

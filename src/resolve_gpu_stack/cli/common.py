@@ -188,6 +188,7 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards."""
     from ..index.finder import Finder
+    from ..net.classify import classifier_for
     from ..resolver.resolve import resolve  # resolvelib: not for --help
 
 
@@ -195,7 +196,7 @@ def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, 
     request = request_from_args(args, env)
     fetcher = fetcher or make_fetcher(args, env, defs)
     try:
-        return resolve(request, Finder(fetcher, defs), defs), defs
+        return resolve(request, Finder(fetcher, defs), defs, classifier=classifier_for(fetcher)), defs
     finally:
         fetcher.close()
 

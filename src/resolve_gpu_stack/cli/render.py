@@ -17,7 +17,13 @@ PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
 _JSON_PACKAGE_KEYS = {
     "name": "name", "version": "version", "action": "action", "installed": "installed-version", "index": "index",
     "url": "url", "sha256": "sha256", "size": "size", "coupling": "coupling", "reason": "reason",
+    "built_for": "built-for",
 }
+_JSON_OVERRIDE_KEYS = {"package": "package", "requirement": "requirement", "replaced_by": "replaced-by", "reason": "reason"}
+
+
+def _json_package(p: dict[str, Any]) -> dict[str, Any]:
+    return {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"])}
 
 
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
@@ -27,8 +33,9 @@ def plan_to_json(plan: LockPlan) -> dict[str, Any]:
         "schema": PLAN_SCHEMA,
         "target": data["target"],
         "flashinfer": {"version": data["flashinfer-version"], "cuda_label": data["cuda-label"]},
-        "packages": [{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()} for p in data["packages"]],
+        "packages": [_json_package(p) for p in data["packages"]],
         "notes": data["notes"],
+        "overrides": [{key: o[field] for key, field in _JSON_OVERRIDE_KEYS.items()} for o in data["overrides"]],
         "inputs_digest": data["inputs-digest"],
     }
 
@@ -58,7 +65,8 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
         if p.installed_version is not None and action not in ("keep",):
             action += f" (from {p.installed_version})"
         style = _ACTION_STYLE.get(p.action.value, "")
-        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, p.coupling.value)
+        coupling = p.coupling.value + (f" (built for torch {p.built_for})" if p.built_for else "") + (" ABI MISMATCH" if p.abi_mismatch else "")
+        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, f"[bold red]{coupling}[/]" if p.abi_mismatch else coupling)
     # Names and versions are never cut (a user copies them): on a narrow terminal the table keeps
     # its width and the terminal wraps, rather than ellipsizing "flashinfer-cub…".
     needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
@@ -73,6 +81,10 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
         console.print("[bold]Notes[/]")
         for note in plan.notes:
             console.print(f"  - {note}", markup=False)
+    if plan.overrides:
+        console.print("[bold]Overrides[/]")
+        for o in plan.overrides:
+            console.print(f"  - {o.package}: {o.requirement} -> {o.replaced_by} ({o.reason})", markup=False)
 
 
 # -- candidates ------------------------------------------------------------------------------------

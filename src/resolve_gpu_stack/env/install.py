@@ -13,6 +13,11 @@ How uv is called, and why:
   environment keep a uv.toml / ``UV_OVERRIDE`` / ``UV_FIND_LINKS`` from changing the install set.
 - Kept packages (the installed torch above all) are not in the requirements, and are pinned to
   their installed version, local label included, in a ``-c`` constraints file.
+- The plan's overrides (``--override``, a framework's torchaudio pin replaced by the build for
+  the kept torch) go to uv as an ``--override`` file: each overridden package the plan installs,
+  at the plan's version with its hash (uv's ``--require-hashes`` wants one on every line). An
+  override of a kept package (a framework's torch pin replaced by the kept torch) is the
+  constraints file's pin already: a kept package has no wheel hash to give.
 - ``uv pip install --dry-run`` runs first with the same arguments; if uv would add, remove or
   change anything the plan does not say (a ``- torch==...`` line while torch is kept), nothing is
   run and ``UvError`` quotes uv's line.
@@ -203,6 +208,14 @@ def constraints_text(plan: LockPlan, installed: Mapping[NormalizedName, Version]
     return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
+def overrides_text(plan: LockPlan) -> str:
+    """``name==<planned version> --hash=...`` for every package the plan installs that an override
+    replaced a requirement on (kept ones are pinned by ``constraints_text``)."""
+    names = {canonicalize_name(re.split(r"[\s\[<>=!~;@]", o.replaced_by.strip(), maxsplit=1)[0]) for o in plan.overrides}
+    todo = [p for p in plan.packages if p.name in names and p.action is not Action.KEEP]
+    return requirements_text(todo) if todo else ""
+
+
 def uv_environment(env: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in env.items() if k not in _SCRUBBED_ENV}
     out["UV_PYTHON_DOWNLOADS"] = "never"
@@ -257,7 +270,7 @@ def install_plan(
         return InstallReport(python=python, dry_run=dry_run, rows=rows)
     fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
-        args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before))
+        args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan))
         uv_env = uv_environment(env)
         dry = _run_uv([*args, "--dry-run"], uv_env, what="uv pip install --dry-run")
         check_uv_changes(parse_uv_changes(dry), plan, before)
@@ -270,7 +283,7 @@ def install_plan(
     return InstallReport(python=python, dry_run=False, rows=_rows(plan, before, after), uv_changes=_change_lines(real))
 
 
-def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str) -> list[str]:
+def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str, overrides: str = "") -> list[str]:
     links = tmp / "wheels"
     links.mkdir()
     for pkg in todo:
@@ -286,7 +299,15 @@ def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], 
         "--require-hashes",
         "-r", str(tmp / "requirements.txt"),
         "-c", str(tmp / "constraints.txt"),
+        *_override_args(tmp, overrides),
     ]
+
+
+def _override_args(tmp: Path, overrides: str) -> list[str]:
+    if not overrides:
+        return []
+    (tmp / "overrides.txt").write_text(overrides)
+    return ["--override", str(tmp / "overrides.txt")]
 
 
 def _link(source: Path, link: Path) -> None:
@@ -360,6 +381,7 @@ __all__ = [
     "constraints_text",
     "find_uv",
     "install_plan",
+    "overrides_text",
     "parse_uv_changes",
     "requirements_text",
     "uv_environment",

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
-from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations
@@ -103,8 +103,37 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
             findings.append(_error(path, v.message, package=v.package, hint=regenerate_hint(expected)))
         findings += kept_torch_findings(path, plan, inputs, expected)
         findings += retention_findings(path, plan.packages, defs, today, expected)
+        findings += abi_findings(path, plan, locked.inputs, expected)
     findings += freshness_findings(path, locked, expected)
     return Checked(path=path, findings=tuple(findings), plan=plan, locked=locked)
+
+
+def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None = None) -> list[Finding]:
+    """A torch-ABI wheel built for another torch than the lock's is an error, unless the lock's
+    inputs record the user's word (``abi-mismatch = "warn"``): then a warning."""
+    torch = plan.torch
+    out: list[Finding] = []
+    for pkg in plan.packages:
+        if pkg.action is Action.KEEP or pkg.coupling is not Coupling.TORCH_ABI:
+            continue
+        other = pkg.built_for is not None and torch is not None and not _fits(pkg.built_for, torch.version)
+        if not (pkg.abi_mismatch or other):
+            continue
+        built = f"built for torch {pkg.built_for}" if pkg.built_for else "built for a torch nothing names"
+        message = f"torch-ABI wheel {built}, the lock's torch is {torch.version if torch else 'unknown'}: it would fail to import (undefined symbol)"
+        if inputs.get("abi-mismatch") == "warn":
+            out.append(Finding(level=WARNING, path=path, message=message + " (locked with --abi-mismatch warn)", package=pkg.name))
+        else:
+            hint = regenerate_hint(expected) or f"regenerate the lock with --without {pkg.name}, or with --abi-mismatch warn to accept it"
+            out.append(_error(path, message, package=pkg.name, hint=hint))
+    return out
+
+
+def _fits(built_for: str, torch: Version) -> bool:
+    """Whether a build for ``built_for`` (a version, or an A.B series) is for ``torch``."""
+    want = built_for.removesuffix(".*")
+    public = torch.public
+    return public == want or public.startswith(want + ".")
 
 
 def _error(path: Path, message: str, *, package: str | None = None, hint: str | None = None) -> Finding:

@@ -33,7 +33,18 @@ from packaging.version import InvalidVersion, Version
 from ..data.toml import parse_toml
 from ..errors import LockFileError, UsageError
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
-from ..model.codec import FILE_KEYS, CodecError, format_datetime, package_from_dict, package_to_dict, target_from_dict, target_to_dict, without_none
+from ..model.codec import (
+    FILE_KEYS,
+    CodecError,
+    format_datetime,
+    override_from_dict,
+    override_to_dict,
+    package_from_dict,
+    package_to_dict,
+    target_from_dict,
+    target_to_dict,
+    without_none,
+)
 from ..model.inputs import canonical_inputs, inputs_digest
 from ..urls import scrub, strip_credentials
 from .locked import LockedEntry, LockedFile, LockedWheel, LockReader, Pin, TorchPin, sorted_packages
@@ -199,6 +210,8 @@ def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | No
     if unlisted:
         tool["kept-unlisted"] = {"packages": unlisted, "why": KEPT_UNLISTED_WHY}
     tool["notes"] = list(plan.notes)
+    if plan.overrides:
+        tool["overrides"] = [override_to_dict(o) for o in plan.overrides]
     inputs = canonical_inputs(plan.inputs)
     tool["inputs"] = {k: inputs[k] for k in sorted(inputs)}
     tool["packages"] = [_tool_package(p) for p in packages]
@@ -364,6 +377,7 @@ def _read_tool(r: LockReader, tool: Mapping[str, Any]) -> dict[str, Any]:
         "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(fi, "components", f"{where}.flashinfer") or ())),
         "indexes": dict(indexes),
         "notes": tuple(notes),
+        "overrides": tuple(_decoded(r, override_from_dict, raw, f"{where}.overrides #{i + 1}") for i, raw in enumerate(r.tables(tool, "overrides", where))),
         "name": r.get(tool, "name", str, where),
     }
 
@@ -412,6 +426,7 @@ def plan_from_lock(locked: LockedFile) -> LockPlan:
         inputs=dict(locked.inputs),
         inputs_digest=locked.inputs_digest or "",
         indexes=dict(locked.indexes),
+        overrides=locked.overrides,
     )
 
 
