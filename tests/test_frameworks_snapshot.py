@@ -15,7 +15,7 @@ from resolve_gpu_stack.cli.app import main
 SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
 NIGHTLY = "2.12.0.dev20260307+cu130"
 STORY = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
-SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13", "--flashinfer", "0.6.3"]
+SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13"]  # FlashInfer follows the framework's pin (0.6.3)
 COMPANIONS = ("sgl-kernel", "torchao", "torchcodec", "torch-c-dlpack-ext")
 
 

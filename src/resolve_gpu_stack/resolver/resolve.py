@@ -32,11 +32,9 @@ from .planning import PlanContext, build_plan
 from .policy import describe_versions, plan_violations, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import Cand, Key, Req
+from .requirement import WITH_PARENT, Cand, Key, Req
 from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
-
-WITH_PARENT = "(requested with --with)"
 
 
 def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier | None = None) -> LockPlan:
