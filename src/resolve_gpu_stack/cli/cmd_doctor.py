@@ -59,6 +59,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                              hint="pass the interpreter's path, e.g. --python .venv/bin/python")
     else:
         python = default_interpreter(env)
+    # absolute now: the import check runs in an empty temporary folder, where a relative
+    # `venv/bin/python` names nothing (abspath, not resolve: a venv's python is a symlink out of it)
+    python = os.path.abspath(python)
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     environment = inspect_environment(python)

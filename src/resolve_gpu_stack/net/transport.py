@@ -30,6 +30,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from .. import __version__
 from ..errors import CrawlError
 from ..urls import bare_url, redact_url, strip_userinfo
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
@@ -42,16 +43,7 @@ MAX_REDIRECTS = 10
 DRAIN_BYTES = 64 * 1024  # an unread body up to this size is read to keep its connection
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("resolve-gpu-stack")
-    except Exception:  # noqa: BLE001 - not installed as a distribution
-        return "0"
-
-
-USER_AGENT = f"resolve-gpu-stack/{_version()}"
+USER_AGENT = f"resolve-gpu-stack/{__version__}"
 
 
 @dataclass

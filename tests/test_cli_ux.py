@@ -1,0 +1,52 @@
+"""A first hour without surprises (issue 13, items 10-18): what a newcomer types, and what they see."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+from conftest import SNAPSHOT
+
+import resolve_gpu_stack
+from resolve_gpu_stack.cli.app import main
+
+REPO = Path(__file__).resolve().parents[1]
+STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
+
+
+def run(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- 12: --version, mistyped commands and flags --------------------------------------------------------
+
+def test_version_comes_from_one_place(capsys):
+    code, out, _ = run(capsys, ["--version"])
+    assert code == 0
+    assert out.strip() == f"resolve-gpu-stack {resolve_gpu_stack.__version__}"
+    assert importlib.metadata.version("resolve-gpu-stack") == resolve_gpu_stack.__version__
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert not re.search(r'(?m)^version\s*=', pyproject), "the version lives in __init__.__version__ only"
+    assert 'dynamic = ["version"]' in pyproject
+
+
+def test_a_mistyped_command_lists_the_commands(capsys):
+    code, out, err = run(capsys, ["chek"])
+    assert code == 2 and out == ""
+    assert "unknown command 'chek'; did you mean 'check'?" in err
+    assert "commands: resolve, candidates, snapshot, lock, install, doctor, check" in err
+
+
+@pytest.mark.parametrize("argv, wrong, right", [
+    (["--pyhton", "3.12"], "--pyhton", "--python"),
+    (["lock", "--snapshto=x"], "--snapshto", "--snapshot"),
+    (["doctor", "--nvida-smi", "x"], "--nvida-smi", "--nvidia-smi"),
+])
+def test_a_mistyped_flag_gets_a_suggestion(capsys, argv, wrong, right):
+    code, out, err = run(capsys, argv)
+    assert code == 2 and out == ""
+    assert f"{wrong}: did you mean {right}?" in err
