@@ -70,13 +70,21 @@ class Environment:
 # Choosing the interpreter
 
 
-def default_interpreter(env: Mapping[str, str]) -> str:
-    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else ``python3`` on PATH."""
+def active_venv_interpreter(env: Mapping[str, str]) -> str | None:
+    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else None."""
     venv = env.get("VIRTUAL_ENV")
     if venv:
         candidate = Path(venv) / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
         if candidate.exists():
             return str(candidate)
+    return None
+
+
+def default_interpreter(env: Mapping[str, str]) -> str:
+    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else ``python3`` on PATH."""
+    venv = active_venv_interpreter(env)
+    if venv is not None:
+        return venv
     search = env.get("PATH")
     found = shutil.which("python3", path=search) if search else None
     if found:
@@ -349,6 +357,7 @@ def inspect_interpreter(path: str | Path, *, timeout: float = 60) -> Target:
 
 __all__ = [
     "Environment",
+    "active_venv_interpreter",
     "InstalledDistribution",
     "PythonFlagKind",
     "default_interpreter",
