@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import io
+import json
 import re
 from pathlib import Path
 
@@ -50,3 +52,28 @@ def test_a_mistyped_flag_gets_a_suggestion(capsys, argv, wrong, right):
     code, out, err = run(capsys, argv)
     assert code == 2 and out == ""
     assert f"{wrong}: did you mean {right}?" in err
+
+
+# -- 14: tables at 80 columns never cut a version or a name ------------------------------------------------
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_candidates_table_at_80_columns_keeps_every_version_whole(capsys, monkeypatch):
+    from resolve_gpu_stack.cli import render
+
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    data = json.loads(out)
+    versions = {f["version"] for f in data["files"]}
+    seen: list[str] = []
+    monkeypatch.setattr(render, "print_json", lambda *a: seen.append("json"))
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    assert main(["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "table"]) == 0
+    table = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())
+    cells = {cell.strip() for line in table.splitlines() if line.startswith("│") for cell in line.split("│")}
+    assert versions <= cells, sorted(versions - cells)  # each version whole, in its own cell
+    assert max(len(line) for line in table.splitlines()) <= 80  # the other columns wrapped or went

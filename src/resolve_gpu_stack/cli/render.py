@@ -92,34 +92,37 @@ class Column:
     justify: str = "left"
 
 
+_WRAPPED_MIN = 12  # the narrowest a wrapping column gets before it is dropped
+
+
 def fitted_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], **table_args: Any) -> tuple[Any, int]:
     """(a rich Table, the width to print it at) for ``console``'s width.
 
-    Never cuts a kept column: droppable columns go first; if the kept ones alone are wider than the
-    console, the table is printed at its own width and the terminal wraps the lines.
+    Never cuts a kept column: the others wrap down to a few characters, then go, highest ``drop``
+    first; if the kept ones alone are wider than the console, the table is printed at its own
+    width and the terminal wraps the lines.
     """
-    from rich.measure import Measurement
     from rich.table import Table
+    from rich.text import Text
 
+    def longest(i: int) -> int:
+        return max([len(columns[i].header), *(Text.from_markup(row[i]).cell_len for row in rows)])
+
+    widths = [longest(i) for i in range(len(columns))]
     shown = list(range(len(columns)))
 
-    def build() -> Any:
-        table = Table(**table_args)
-        for i in shown:
-            c = columns[i]
-            table.add_column(c.header, no_wrap=c.keep, overflow="ignore" if c.keep else "fold", justify=c.justify)  # type: ignore[arg-type]
-        for row in rows:
-            table.add_row(*(row[i] for i in shown))
-        return table
+    def needed() -> int:
+        return sum(widths[i] if columns[i].keep else min(widths[i], _WRAPPED_MIN) for i in shown) + 3 * len(shown) + 1
 
-    table = build()
-    while (need := Measurement.get(console, console.options.update_width(10_000), table).minimum) > console.width:
-        droppable = [i for i in shown if columns[i].drop]
-        if not droppable:
-            return table, need
-        shown.remove(max(droppable, key=lambda i: columns[i].drop))
-        table = build()
-    return table, console.width
+    while needed() > console.width and any(columns[i].drop for i in shown):
+        shown.remove(max((i for i in shown if columns[i].drop), key=lambda i: columns[i].drop))
+    table = Table(**table_args)
+    for i in shown:
+        c = columns[i]
+        table.add_column(c.header, no_wrap=c.keep, overflow="ignore" if c.keep else "fold", justify=c.justify, min_width=widths[i] if c.keep else None)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(row[i] for i in shown))
+    return table, max(console.width, needed())
 
 
 def print_fitted(console: Any, table: Any, width: int) -> None:
