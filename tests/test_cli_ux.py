@@ -77,3 +77,34 @@ def test_candidates_table_at_80_columns_keeps_every_version_whole(capsys, monkey
     cells = {cell.strip() for line in table.splitlines() if line.startswith("│") for cell in line.split("│")}
     assert versions <= cells, sorted(versions - cells)  # each version whole, in its own cell
     assert max(len(line) for line in table.splitlines()) <= 80  # the other columns wrapped or went
+
+
+# -- 13: results on stdout, diagnostics on stderr, JSON with a schema -------------------------------------
+
+@pytest.fixture
+def broken_lock(tmp_path, monkeypatch) -> Path:
+    """This repository's own x86_64 pylock with flashinfer-cubin's version hand-edited."""
+    text = (REPO / "constraints" / "pylock.x86_64-py312-cu130.toml").read_text()
+    edited = re.sub(r'(name = "flashinfer-cubin"\nversion = )"[^"]+"', r'\1"0.6.4"', text)
+    assert edited != text
+    (tmp_path / "pylock.x.toml").write_text(edited)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "pylock.x.toml"
+
+
+def test_check_prints_its_findings_on_stderr(capsys, broken_lock):
+    code, out, err = run(capsys, ["check", str(broken_lock)])
+    assert code == 1 and out == ""
+    assert "error: pylock.x.toml: flashinfer-cubin: the lock says 0.6.4" in err and "check failed: 1 problem" in err
+
+
+def test_check_json_is_one_schema_object_on_stdout(capsys, broken_lock):
+    code, out, err = run(capsys, ["check", str(broken_lock), "--format", "json"])
+    report = json.loads(out)
+    assert code == 1 and err == ""
+    assert report["schema"] == "resolve-gpu-stack/check/v1" and report["ok"] is False
+    assert (report["files"], report["errors"], report["warnings"]) == (1, 1, 0)
+    [finding] = report["findings"]
+    assert finding["level"] == "error" and finding["path"] == "pylock.x.toml" and "flashinfer-cubin: the lock says 0.6.4" in finding["message"]
+    code, out, _ = run(capsys, ["check", str(REPO / "constraints" / "pylock.x86_64-py312-cu130.toml"), "--format", "json"])
+    assert code == 0 and json.loads(out)["ok"] is True
