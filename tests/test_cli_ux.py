@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import io
 import json
@@ -108,3 +109,49 @@ def test_check_json_is_one_schema_object_on_stdout(capsys, broken_lock):
     assert finding["level"] == "error" and finding["path"] == "pylock.x.toml" and "flashinfer-cubin: the lock says 0.6.4" in finding["message"]
     code, out, _ = run(capsys, ["check", str(REPO / "constraints" / "pylock.x86_64-py312-cu130.toml"), "--format", "json"])
     assert code == 0 and json.loads(out)["ok"] is True
+
+
+# -- 15: -q is quiet, -v is readable, threads never share a line ------------------------------------------
+
+def test_quiet_lock_prints_nothing_but_errors(capsys, tmp_path):
+    code, out, err = run(capsys, ["lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-q", "-o", str(tmp_path / "gpu.txt")])
+    assert code == 0 and (tmp_path / "gpu.txt").is_file()
+    assert err == "" and out == ""
+    code, _, err = run(capsys, ["lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-o", str(tmp_path / "gpu.txt")])
+    assert code == 0 and "wrote " in err  # without -q it says so
+
+
+def test_verbose_says_skipped_links_once_per_page(capsys, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="resolve_gpu_stack.index.finder")
+    code, _, err = run(capsys, [*STORY, "--format", "json", "-v"])
+    assert code == 0, err
+    tqdm = [r.getMessage() for r in caplog.records if "/simple/tqdm/" in r.getMessage() and "skipped" in r.getMessage()]
+    assert len(tqdm) == 1 and re.search(r"\(and \d+ more links skipped\)", tqdm[0]), tqdm
+
+
+def test_progress_lines_are_written_whole_under_one_lock(monkeypatch):
+    import threading
+
+    from resolve_gpu_stack.cli import common
+
+    writes: list[str] = []
+
+    class Recorder(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+    monkeypatch.setattr("sys.stderr", Recorder())
+    printer = common.progress_printer(argparse.Namespace(quiet=False))
+    assert printer is not None
+    threads = [threading.Thread(target=lambda i=i: [printer(f"fetching {i} pages from pypi") for _ in range(50)]) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert writes and all(w.endswith("\n") and w.count("\n") == 1 and w.startswith("fetching ") for w in writes)

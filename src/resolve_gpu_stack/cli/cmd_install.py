@@ -162,7 +162,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         lock_path = None
         if args.output is not None:
             lock_path = str(write_lock(plan, args.output, command=common.command_line(sys.argv[1:] or ["install"])))
-            print(f"wrote {lock_path}", file=sys.stderr)
+            if not args.quiet:  # -q: nothing but errors
+                common.say(f"wrote {lock_path}")
         report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
     if lock_path is not None:
         report = dataclasses.replace(report, lock_path=lock_path)

@@ -108,7 +108,8 @@ def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs,
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         written = write_lock(plan, path, command=command)
-        print(f"{label}wrote {common.shown(written)}", file=sys.stderr)
+        if not getattr(args, "quiet", False):  # -q: nothing but errors
+            common.say(f"{label}wrote {common.shown(written)}")
 
 
 # -- every configured target -----------------------------------------------------------------------

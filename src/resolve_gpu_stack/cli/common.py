@@ -11,6 +11,7 @@ import argparse
 import logging
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,10 +81,20 @@ def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: 
     return load_definitions().with_index_urls(overrides)
 
 
+_PRINT_LOCK = threading.Lock()  # progress lines from several threads never share a line
+
+
+def say(message: str) -> None:
+    """One whole line on stderr, under the one printing lock."""
+    with _PRINT_LOCK:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+
 def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     if getattr(args, "quiet", False) or not sys.stderr.isatty():
         return None
-    return lambda msg: print(msg, file=sys.stderr)
+    return say
 
 
 def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
