@@ -155,3 +155,30 @@ def test_progress_lines_are_written_whole_under_one_lock(monkeypatch):
     for t in threads:
         t.join()
     assert writes and all(w.endswith("\n") and w.count("\n") == 1 and w.startswith("fetching ") for w in writes)
+
+
+# -- 16: long waits are not silent ------------------------------------------------------------------------
+
+def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
+    from urllib.parse import urlsplit
+
+    from server import Fault, IndexServer
+    from stack_world import build_story_world
+
+    world = build_story_world(tmp_path / "www")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        urls = world.index_urls(srv.url)
+        page = urlsplit(urls["pypi"]).path + "numpy/"
+        flags = ["--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--format", "json",
+                 *[f for name, url in urls.items() for f in ("--index", f"{name}={url}")]]
+        srv.script(page, [Fault(status=503), Fault(status=503)])
+        code, _, err = run(capsys, [*flags, "--cache-dir", str(tmp_path / "c1")])
+        assert code == 0, err
+        lines = [line for line in err.splitlines() if line.startswith("retrying ")]
+        assert len(lines) == 2, err
+        assert re.fullmatch(rf"retrying {re.escape(srv.url.rstrip('/') + page)} in \d+\.\d s \(503 Service Unavailable\), attempt 2 of 5", lines[0]), lines
+        assert lines[1].endswith("attempt 3 of 5")
+        srv.script(page, [Fault(status=503)])
+        code, _, err = run(capsys, [*flags, "--cache-dir", str(tmp_path / "c2"), "-q"])
+        assert code == 0 and "retrying" not in err

@@ -98,6 +98,7 @@ def download_fetcher(args: argparse.Namespace, defs) -> HttpFetcher:
     from ..net.http import HttpFetcher
 
     fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
+    fetcher.transport.on_retry = common.retry_printer(args)
     for definition in defs.indexes.values():
         if definition.url:
             fetcher.credentials.remember(definition.url)

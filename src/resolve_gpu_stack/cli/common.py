@@ -103,12 +103,19 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
 
 
     cache_dir = args.cache_dir or default_cache_dir(env)
-    return HttpFetcher(
+    fetcher = HttpFetcher(
         cache=HttpCache(cache_dir),
         timeout=args.timeout,
         allow_insecure_hosts=tuple(args.allow_insecure_host),
         progress=progress_printer(args),
     )
+    fetcher.transport.on_retry = retry_printer(args)
+    return fetcher
+
+
+def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Each retry as it happens, on stderr (terminal or not); nothing with -q."""
+    return None if getattr(args, "quiet", False) else say
 
 
 def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):

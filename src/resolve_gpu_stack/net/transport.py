@@ -157,6 +157,7 @@ class Transport:
         self.max_retry_after = max_retry_after
         self.stats = FetchStats()
         self.credentials = Credentials(netrc_path)
+        self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout),
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
@@ -302,6 +303,8 @@ class Transport:
                 delay = exc.wait if exc.wait is not None else self.backoff(n)
                 self.stats.add(retries=1)
                 log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)
+                if self.on_retry is not None:  # a long wait is not silent (the CLI prints it on stderr)
+                    self.on_retry(f"retrying {redact_url(url)} in {delay:.1f} s ({exc.cause}), attempt {n + 1} of {attempts}")
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
