@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    as_program = argv is None  # the console script: Ctrl-C may end the process at once
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         return _unknown_command(argv[0])
@@ -73,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     configure_logging(args)
+    if as_program and signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
+        signal.signal(signal.SIGINT, _on_interrupt)
     try:
         return COMMANDS[args.command].run(args, os.environ)
     except ResolveGpuStackError as err:
@@ -80,7 +84,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        if as_program:
+            _exit_now(130)
         return 130
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C: tell open fetchers not to wait for their workers, then unwind as usual."""
+    http = sys.modules.get("resolve_gpu_stack.net.http")  # imported only if something fetched
+    if http is not None:
+        http.INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _exit_now(code: int) -> None:
+    """End the process now, without joining worker threads.
+
+    By the time Ctrl-C reaches ``main`` the main thread has unwound (atomic writes removed their
+    temporary files; nothing was renamed into place); a worker blocked in a stalled read would
+    otherwise hold the interpreter's exit for up to the read timeout.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _unknown_command(word: str) -> int:
