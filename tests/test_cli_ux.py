@@ -182,3 +182,15 @@ def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
         srv.script(page, [Fault(status=503)])
         code, _, err = run(capsys, [*flags, "--cache-dir", str(tmp_path / "c2"), "-q"])
         assert code == 0 and "retrying" not in err
+
+
+# -- 11: lock outside a project ---------------------------------------------------------------------------
+
+def test_lock_outside_a_project_says_there_is_nothing_to_lock(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, ["lock"])
+    assert code == 2 and out == ""
+    assert "error: nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml)" in err
+    assert "-o FILE" in err
+    code, _, check_err = run(capsys, ["check"])
+    assert code == 2 and "nothing to check: no config" in check_err  # the same words as check's

@@ -9,7 +9,9 @@ Two modes:
   the targets are read once, and each target's outputs are written. Resolver flags given on the
   command line override the config's values for every selected target.
 
-Without ``-o`` and without a config it prints the plan, like ``resolve``.
+With flags of a target of its own (``--python``/``--platform``/``--installed``) and no ``-o`` it
+prints the plan, like ``resolve``; with none of these and no config there is nothing to lock (exit 2,
+as ``check`` says).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "current directory or a parent): resolve every configured target (or those named with --target), "
             "sharing one crawl, and write each target's outputs. Flags given here override the config's values. "
             "With -o: resolve one plan from the flags and write it as a PEP 751 pylock.<name>.toml or a pip/uv "
-            "constraints file (*.txt). Without either, print the plan like `resolve`."
+            "constraints file (*.txt). With --python/--platform/--installed and no -o, print the plan like `resolve`; "
+            "with none of these and no config, there is nothing to lock (exit 2)."
         ),
     )
     common.add_resolve_flags(p)
@@ -72,6 +75,11 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     config = discover_config(args.config)
     if config is None and args.target:
         raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+    if config is None:  # as `check` says it: no project, no -o, no target of its own: nothing to lock
+        raise UsageError(
+            "nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
+            hint="pass -o FILE to lock one plan from the flags, --config FILE, or print a plan with `resolve-gpu-stack resolve`",
+        )
     return config
 
 
