@@ -194,3 +194,51 @@ def test_lock_outside_a_project_says_there_is_nothing_to_lock(capsys, tmp_path, 
     assert "-o FILE" in err
     code, _, check_err = run(capsys, ["check"])
     assert code == 2 and "nothing to check: no config" in check_err  # the same words as check's
+
+
+# -- 18: hints that fit ------------------------------------------------------------------------------------
+
+def test_no_cuda_label_hint_does_not_suggest_installed_for_an_interpreter(capsys):
+    import sys
+
+    code, _, err = run(capsys, ["--python", sys.executable, "--snapshot", str(SNAPSHOT)])  # this venv: no torch
+    assert code == 2 and "no CUDA label" in err
+    hint = next(line for line in err.splitlines() if line.startswith("hint:"))
+    assert "--installed" not in hint and "--cuda cu130" in hint  # --installed is refused with an interpreter
+    code, _, err = run(capsys, ["--python", "3.12", "--snapshot", str(SNAPSHOT)])  # a declared target: it fits there
+    assert code == 2 and "--installed torch==VERSION+cuNNN" in err
+
+
+@pytest.mark.parametrize("torch, suggests_nightly", [("nightly", False), ("stable", True), ("<2.12", True)])
+def test_downgrade_hint_does_not_suggest_the_channel_that_was_asked_for(torch, suggests_nightly):
+    from packaging.version import Version
+
+    from resolve_gpu_stack.errors import DowngradeRefused
+    from resolve_gpu_stack.model.declared import declared_target
+    from resolve_gpu_stack.model.request import ResolveRequest
+    from resolve_gpu_stack.resolver.torch_selection import _not_lower
+
+    installed = "2.12.0.dev20260307+cu130"
+    request = ResolveRequest.build(target=declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={installed}"]), torch=torch)
+    with pytest.raises(DowngradeRefused) as err:
+        _not_lower({Version("2.12.0.dev20260306+cu130"), Version("2.10.0+cu130")}, Version(installed), request)
+    assert "--torch installed" in err.value.hint
+    assert ("--torch nightly" in err.value.hint) is suggests_nightly, err.value.hint
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--python", "3.99", "--cuda", "cu130"], "unknown Python version 3.99"),
+    (["--python", "/bin/ls"], "/bin/ls: not a Python interpreter"),
+])
+def test_impossible_pythons_are_refused_up_front_in_one_line(capsys, argv, message):
+    code, out, err = run(capsys, [*argv, "--snapshot", str(SNAPSHOT)])
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {message}") and len(err.splitlines()) == 2, err  # the error and its hint
+    assert "RESOLVE-GPU-STACK-PROBE" not in err and "import json" not in err
+
+
+@pytest.mark.parametrize("command", ["resolve", "lock", "candidates", "check"])
+def test_a_negative_timeout_is_refused_like_doctor_does(capsys, command):
+    argv = [command, *(["torch"] if command == "candidates" else []), "--timeout", "-1"]
+    code, out, err = run(capsys, argv)
+    assert code == 2 and "--timeout: -1: must be a positive number of seconds" in err

@@ -33,7 +33,18 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
     g.add_argument("--cache-dir", metavar="DIR", type=Path, help="HTTP cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
-    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``: a positive number of seconds (a usage error otherwise, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of seconds")
+    return value
 
 
 def add_resolve_flags(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from packaging.version import Version
 from ..errors import DowngradeRefused, NoPlanError, UsageError
 from ..index.finder import Offer, PageVisit
 from ..model import CudaLabel, Target
-from ..model.request import ResolveRequest, TorchChoice
+from ..model.request import ResolveRequest, TorchChoice, TorchKind
 from .policy import describe_versions, fits_target, public, torch_series
 
 
@@ -51,7 +51,8 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
     if cuda is None:
         raise UsageError(
             "no CUDA label: the target has no torch with a +cuNNN label and --cuda was not given",
-            hint="pass --cuda cu130 (or --installed torch==VERSION+cuNNN)",
+            # --installed declares a target's torch; it is refused with an interpreter (which has its own)
+            hint="pass --cuda cu130" + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
         )
     return cuda
 
@@ -114,7 +115,9 @@ def _not_lower(fitting: set[Version], installed: Version, request: ResolveReques
         raise DowngradeRefused(
             f"--torch {request.torch} would downgrade torch from {installed} to {best}",
             reasons=[f"torch is never taken backwards (PEP 440: {best} < {installed})"],
-            hint="keep it with --torch installed, ask for a newer channel (--torch nightly), or pass --allow-downgrade if you really mean it",
+            hint="keep it with --torch installed, "
+            + ("" if request.torch.channel == "nightly" and request.torch.kind is TorchKind.CHANNEL else "ask for a newer channel (--torch nightly), ")
+            + "or pass --allow-downgrade if you really mean it",
         )
     return floor_ok
 
