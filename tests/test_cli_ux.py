@@ -242,3 +242,12 @@ def test_a_negative_timeout_is_refused_like_doctor_does(capsys, command):
     argv = [command, *(["torch"] if command == "candidates" else []), "--timeout", "-1"]
     code, out, err = run(capsys, argv)
     assert code == 2 and "--timeout: -1: must be a positive number of seconds" in err
+
+
+def test_a_platform_below_torchs_glibc_is_explained_as_a_platform_problem(capsys):
+    argv = ["--python", "3.12", "--platform", "x86_64-manylinux_2_17", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
+    code, out, err = run(capsys, argv)
+    assert code == 1 and out == ""
+    assert "error: the installed torch 2.12.0.dev20260307+cu130 has no wheel for Python 3.12 on x86_64-manylinux_2_17" in err
+    assert "manylinux_2_28_x86_64" in err and "--platform" in err
+    assert "jit-cache" not in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import DowngradeRefused, NoPlanError, UsageError
@@ -64,6 +65,7 @@ def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offe
     installed = request.installed_torch
     everything = {o.file.version for o in offers}
     fitting = _fitting(choice, cuda, request.target, offers)
+    _check_installed_fits(request, offers)
     if _keeps_installed(choice, cuda, installed):
         fitting.add(installed)  # type: ignore[arg-type]
     if not fitting:
@@ -77,6 +79,27 @@ def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offe
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> None:
+    """A declared installed torch the index has for this machine, but with no wheel for the declared
+    target: the platform's glibc (or the Python) is wrong, and that is what to say, not a FlashInfer
+    component it misses."""
+    installed = request.installed_torch
+    if installed is None or request.target.interpreter is not None:
+        return
+    files = [o.file for o in offers if o.file.version == installed]
+    if not files or any(fits_target(f, request.target) is None for f in files):
+        return
+    platforms = sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
+    machine = request.target.platform.split("-", 1)[0]
+    if not any(p.endswith(machine) for p in platforms):
+        return  # not built for this machine (yet): that is a missing wheel, not a wrong platform
+    raise NoPlanError(
+        f"the installed torch {installed} has no wheel for {target_words(request.target)}: a target there cannot have it installed",
+        reasons=[f"torch {installed} is built for: {', '.join(platforms[:8]) or 'other targets'}"],
+        hint=f"check --platform and --python: declare a target torch {installed} has a wheel for",
+    )
 
 
 def _fitting(choice: TorchChoice, cuda: CudaLabel, target: Target, offers: Iterable[Offer]) -> set[Version]:
