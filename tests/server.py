@@ -6,7 +6,7 @@
   accepts ``application/vnd.pypi.simple.v1+json`` and that file exists).
 - ``server.script(path, [Fault, ...])``: the next requests for ``path`` get these faults in order.
 - ``server.latency`` adds a delay to every response; ``server.log`` records (method, path, headers).
-- ``server.bytes_sent`` counts body bytes served.
+- ``server.bytes_sent`` counts body bytes served; ``server.rate`` caps them (bytes/s, all connections).
 - ``server.auth = (user, password)``: every request without that Basic authorization gets 401.
 - ``server.ignore_ranges = True``: answer every ``Range`` request with the whole file (200).
 - ``Fault(reset_after=n)`` / ``Fault(stall_after=n, delay=s)``: a reset / a stall after n body bytes.
@@ -150,11 +150,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.connection.close()
                 return
-            self.wfile.write(body)
+            if self.server.owner.rate:
+                self._paced(body)
+            else:
+                self.wfile.write(body)
         except OSError:
             return
         with self.server.owner.lock:
             self.server.owner.bytes_sent += len(body)
+
+
+    def _paced(self, body: bytes) -> None:
+        """Send ``body`` within the server's bandwidth cap (all connections together)."""
+        owner = self.server.owner
+        view = memoryview(body)
+        for start in range(0, len(body), 1 << 20):
+            chunk = view[start : start + (1 << 20)]
+            with owner.lock:
+                now = time.monotonic()
+                begin = max(now, owner.next_free)
+                wake = owner.next_free = begin + len(chunk) / owner.rate
+            if wake > now:
+                time.sleep(wake - now)
+            self.wfile.write(chunk)
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -178,6 +196,8 @@ class IndexServer:
         self.faults: dict[str, list[Fault]] = {}
         self.log: list[tuple[str, str, dict[str, str]]] = []
         self.bytes_sent = 0
+        self.rate: float | None = None  # bytes per second for all bodies together (None: no cap)
+        self.next_free = 0.0
         self.auth: tuple[str, str] | None = None
         self.ignore_ranges = False
         self.lock = threading.Lock()

@@ -458,3 +458,45 @@ def test_listed_files_reads_each_page_once_for_every_plan(monkeypatch):
     assert parsed[0] == {"numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl"}
     assert lookup("numpy", ctx, {"numpy-9.9-py3-none-any.whl"}) == []
     assert len(fetcher.fetched) == len(set(fetcher.fetched))  # a file no plan named: the page is parsed again, not fetched
+
+
+# -- tampering: wheel URLs off their index, a kept torch that is not the installed one (issue 15) ----
+
+@pytest.mark.parametrize(("package", "moved", "says"), [
+    ("numpy", "file:///tmp/files/", "its wheel URL is a file URL, not https"),
+    ("numpy", "http://mirror.example/files/", "its wheel URL is plain http to a host that is not loopback"),
+    ("flashinfer-jit-cache", "http://127.0.0.1:9/releases/download/v0.6.5/", "which the index does not send files to"),
+    ("flashinfer-jit-cache", "https://evil.example/releases/download/v0.6.5/", "its wheel URL is on evil.example:443, which the index does not send files to"),
+])
+def test_a_wheel_url_moved_off_its_index_fails(project, capsys, package, moved, says):
+    text = (project / PYLOCK).read_text()
+    start = text.index(f'name = "{package}"')
+    url = re.search(r'url = "(http://[^"]+/)([^"/]+\.whl)"', text[start:])
+    (project / PYLOCK).write_text(text[:start] + text[start:].replace(url.group(1), moved, 1))
+    rc, out = check_output(capsys, str(PYLOCK))
+    assert rc == 1, out
+    assert f"{package}: " in out and says in out
+
+
+@pytest.mark.parametrize("moved", ["dev20260305", "dev20260308"])
+def test_a_kept_torch_is_exactly_the_installed_one(project, capsys, moved):
+    """The torch entry moved consistently (version, wheel, pins); the recorded installed torch kept."""
+    installed = "2.12.0.dev20260306+cu130"
+    text = (project / ARM).read_text()
+    assert f'installed-torch = "{installed}"' in text and 'action = "keep"' in text
+    text = text.replace("dev20260306", moved).replace(f'installed-torch = "2.12.0.{moved}+cu130"', f'installed-torch = "{installed}"')
+    (project / ARM).write_text(text.replace(f'installed-version = "2.12.0.{moved}+cu130"', f'installed-version = "{installed}"'))
+    rc, out = check_output(capsys, str(ARM))
+    assert rc == 1, out
+    assert f"torch: the lock keeps torch 2.12.0.{moved}+cu130, but the installed torch it was made for is {installed}" in out
+
+
+def test_a_hash_changed_in_its_last_digit_prints_both_digests_whole(snapshot_project, capsys):
+    text = (snapshot_project / PYLOCK).read_text()
+    start = text.index('name = "flashinfer-cubin"')
+    digest = re.search(r'sha256 = "([0-9a-f]{64})"', text[start:]).group(1)
+    forged = digest[:-1] + ("0" if digest[-1] != "0" else "1")
+    (snapshot_project / PYLOCK).write_text(text.replace(digest, forged))
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 1
+    assert f"flashinfer-cubin: sha256 {forged} differs from the pypi index's {digest}" in out

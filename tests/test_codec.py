@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sys
@@ -14,6 +15,7 @@ from test_lockfile import COMMAND, make_plan, with_package
 from resolve_gpu_stack.cli.render import PLAN_SCHEMA, plan_to_json
 from resolve_gpu_stack.lock.pylock import plan_from_lock, read_pylock, render_pylock
 from resolve_gpu_stack.model.codec import CodecError, format_datetime, package_from_dict, package_to_dict, plan_from_dict, plan_to_dict
+from resolve_gpu_stack.model.plan import Override
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,8 +31,21 @@ def test_plan_round_trips_through_json() -> None:
 def test_package_dict_has_every_field_in_one_order() -> None:
     torch = make_plan().packages[0]
     assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
-                                            "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python"]
+                                            "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python",
+                                            "built-for", "abi-mismatch"]
     assert package_from_dict(package_to_dict(torch), "x") == torch
+
+
+def test_framework_fields_round_trip() -> None:
+    """Overrides, built_for and a planned ABI mismatch survive the codec (stored plans, locks)."""
+    plan = make_plan()
+    kernel = dataclasses.replace(plan.packages[0], name="sgl-kernel", built_for="torch==2.9.1", abi_mismatch=True)
+    override = Override(package="sglang", requirement="torch==2.9.1", replaced_by="torch==2.12.0.dev20260307+cu130", reason="the installed torch is kept")
+    plan = dataclasses.replace(plan, packages=(*plan.packages, kernel), overrides=(override,))
+    data = json.loads(json.dumps(plan_to_dict(plan)))
+    assert data["overrides"] == [{"package": "sglang", "requirement": "torch==2.9.1", "replaced-by": "torch==2.12.0.dev20260307+cu130", "reason": "the installed torch is kept"}]
+    assert plan_from_dict(data) == plan
+    assert package_to_dict(plan.packages[0])["abi-mismatch"] is None  # written only when True
 
 
 def test_optional_keys_may_be_absent() -> None:

@@ -57,20 +57,52 @@ def scrub(value: Any) -> Any:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any user:password replaced by ``***``, for messages."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    """The URL with any user:password replaced by ``***``, for messages. Never raises.
+
+    A password holding ``/``, ``#`` or ``?`` makes a URL parser end the host early and read the
+    rest of the password as a path; so an ``@`` anywhere after ``scheme://`` counts as the end of
+    credentials, and everything before the last one is hidden.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
         return url
-    return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+
+
+def has_credentials(url: str) -> bool:
+    """Whether ``url`` carries (or may carry) ``user:password@``: an ``@`` anywhere after ``scheme://``."""
+    return "@" in url.partition("://")[2]
 
 
 def normalize_base_url(url: str) -> str:
-    """A base URL ending in ``/``; anything that is no http(s)/file URL is an ``IndexDefinitionError``."""
+    """A base URL ending in ``/``; anything that is no well-formed http(s)/file URL is an
+    ``IndexDefinitionError`` whose message never shows a password."""
     url = url.strip()
-    parts = urlsplit(url)
+    shown = redact_url(url)
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() != "file" and "@" in re.split(r"[/?#]", rest, maxsplit=1)[-1] and re.search(r"[/?#]", rest):
+        raise IndexDefinitionError(
+            f"not an index URL: {shown!r}: an '@' after the host (a password with '/', '#' or '?' in it?)",
+            hint="percent-encode those characters in a password (%2F, %23, %3F), or put the credentials in netrc",
+        )
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise IndexDefinitionError(f"not an index URL: {shown!r} ({_no_secret(str(exc), url)})", hint="use http(s)://host[:port]/path/ with a port from 1 to 65535") from None
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
-        raise IndexDefinitionError(f"not an index URL: {redact_url(url)!r}", hint="use http(s)://host/path/")
+        raise IndexDefinitionError(f"not an index URL: {shown!r}", hint="use http(s)://host/path/")
+    if port == 0:
+        raise IndexDefinitionError(f"not an index URL: {shown!r} (port 0)", hint="use a port from 1 to 65535")
     return url if url.endswith("/") else url + "/"
 
 
-__all__ = ["bare_url", "normalize_base_url", "origin", "redact_url", "scrub", "strip_credentials", "strip_userinfo", "without_fragment"]
+def _no_secret(text: str, url: str) -> str:
+    """``text`` (a parser's message about ``url``) with nothing of the URL's credentials in it."""
+    if not has_credentials(url):
+        return text
+    secret = url.partition("://")[2].rsplit("@", 1)[0]
+    return "malformed" if any(part and part in text for part in re.split(r"[:/?#]", secret)) else text
+
+
+__all__ = ["bare_url", "has_credentials", "normalize_base_url", "origin", "redact_url", "scrub", "strip_credentials", "strip_userinfo", "without_fragment"]

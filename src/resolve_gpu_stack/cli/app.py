@@ -18,8 +18,8 @@ from types import ModuleType
 
 from .. import __version__
 from ..errors import ResolveGpuStackError
-from . import cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot
-from .common import configure_logging
+from . import cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
+from .common import configure_logging, refuse_long_numbers_in
 
 # command name -> module; the order is the order of --help
 COMMANDS: dict[str, ModuleType] = {
@@ -28,6 +28,7 @@ COMMANDS: dict[str, ModuleType] = {
     "snapshot": cmd_snapshot,
     "lock": cmd_lock,
     "install": cmd_install,
+    "wheelhouse": cmd_wheelhouse,
     "doctor": cmd_doctor,
     "check": cmd_check,
 }
@@ -78,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if as_program and signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
         signal.signal(signal.SIGINT, _on_interrupt)
     try:
+        refuse_long_numbers_in(argv)
         return COMMANDS[args.command].run(args, os.environ)
     except ResolveGpuStackError as err:
         _print_error(err)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,8 +23,29 @@ if TYPE_CHECKING:
     from ..env.doctor import Check, GpuQuery, ImportResult
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
-_IMPORT = f"import flashinfer, sys; sys.stdout.write('\\n{_SENTINEL}' + str(getattr(flashinfer, '__version__', '?')) + '\\n')"
-_SMI_QUERY = ("--query-gpu=name,compute_cap", "--format=csv,noheader")
+_API_SENTINEL = "RESOLVE-GPU-STACK-DOCTOR-API:"
+_IMPORT = f"""\
+import flashinfer, sys
+sys.stdout.write('\\n{_SENTINEL}' + str(getattr(flashinfer, '__version__', '?')) + '\\n')
+if len(sys.argv) > 1:
+    import inspect, json
+    found = {{}}
+    for name, symbol, backend in json.loads(sys.argv[1]):
+        obj = getattr(flashinfer, symbol, None)
+        ok = obj is not None
+        if ok and backend:  # a backend is one of the values the function's `backend` accepts
+            try:
+                text = str(inspect.signature(obj))
+            except (TypeError, ValueError):
+                text = ''
+            try:
+                text += inspect.getsource(obj)
+            except (OSError, TypeError):
+                pass
+            ok = repr(backend) in text or ('"' + backend + '"') in text
+        found[name] = ok
+    sys.stdout.write('\\n{_API_SENTINEL}' + json.dumps(found) + '\\n')
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise."
         ),
     )
-    S.add_flags(p, ["python"], help={"python": "the interpreter to check (default: the active virtual environment, else python3)"})
+    S.add_flags(p, ["python", "require_api"], help={
+        "python": "the interpreter to check (default: the active virtual environment, else python3)",
+        "require_api": "a FlashInfer API the environment must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): "
+                       "imported and looked up in the target, and checked against each GPU's floor"})
     p.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="PATH", help="the nvidia-smi to run (default: the one on PATH; none: the GPU check is skipped)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)")
     common.add_output_flags(p)
@@ -64,10 +87,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     python = os.path.abspath(python)
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
+    apis: tuple[str, ...] = S.parse({"require_api": tuple(args.require_api or ())})["require_api"]
     environment = inspect_environment(python)
     defs = load_definitions()
-    import_result = probe_import(python, env, args.timeout) if needs_import(environment, defs) else None
-    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env))
+    import_result = probe_import(python, env, args.timeout, apis) if needs_import(environment, defs) else None
+    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis)
     report = report_json(python, checks)
     if common.output_format(args) == "json":
         print_json(report, sys.stdout)
@@ -76,8 +100,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0 if report["ok"] else 1
 
 
-def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportResult:
-    """``import flashinfer`` in the target, with FlashInfer's version checks on.
+def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = ()) -> ImportResult:
+    """``import flashinfer`` in the target, with FlashInfer's version checks on; with ``apis``, whether
+    the module has each (``mm_mxfp8``; ``mm_mxfp8:cutlass``: and its ``backend`` accepts cutlass).
 
     FLASHINFER_DISABLE_VERSION_CHECK is removed (any non-empty value disables the checks). The rest
     of the environment (PYTHONPATH, user site) is kept: this imports what the user's programs would.
@@ -89,7 +114,7 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
         try:
-            proc = subprocess.run([python, "-c", _IMPORT], capture_output=True, text=True, timeout=timeout,
+            proc = subprocess.run([python, "-c", _IMPORT, *_api_argument(apis)], capture_output=True, text=True, timeout=timeout,
                                   env=child_env, cwd=cwd, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return ImportResult(ok=False, error=f"did not finish within {timeout:g}s", env_bypass=bypass)
@@ -97,34 +122,39 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float) -> ImportR
             return ImportResult(ok=False, error=f"cannot run {python}: {exc.strerror or exc}", env_bypass=bypass)
     found = [line[len(_SENTINEL):] for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
     if proc.returncode == 0 and found:
-        return ImportResult(ok=True, version=found[-1].strip(), env_bypass=bypass)
+        return ImportResult(ok=True, version=found[-1].strip(), env_bypass=bypass, apis=_api_answer(proc.stdout, apis))
     lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
     error = lines[-1] if lines else f"exit status {proc.returncode}, no error output"
     return ImportResult(ok=False, error=error[:500], env_bypass=bypass)
 
 
+def _api_argument(apis: Sequence[str]) -> list[str]:
+    """The import script's argument: [name, symbol, backend] of each API (none: no argument)."""
+    import json
+
+    from ..data.gpus import default_gpu_table
+
+    if not apis:
+        return []
+    table = default_gpu_table()
+    return [json.dumps([[name, table.api(name).symbol, table.api(name).backend] for name in apis])]
+
+
+def _api_answer(stdout: str, apis: Sequence[str]) -> tuple[tuple[str, bool], ...]:
+    import json
+
+    lines = [line[len(_API_SENTINEL):] for line in stdout.splitlines() if line.startswith(_API_SENTINEL)]
+    if not apis or not lines:
+        return ()
+    found = json.loads(lines[-1])
+    return tuple((name, bool(found.get(name))) for name in apis)
+
+
 def query_gpus(explicit: str | None, env: Mapping[str, str], timeout: float = 30) -> GpuQuery | None:
     """The GPUs nvidia-smi lists; None when there is no nvidia-smi (the GPU check is then skipped)."""
-    from ..env.doctor import GpuQuery, parse_nvidia_smi
+    from ..env.gpu import query_nvidia_smi
 
-    tool = explicit if explicit is not None else shutil.which("nvidia-smi", path=env.get("PATH"))
-    if tool is None:
-        return None
-    if not os.path.isfile(tool):
-        return GpuQuery(tool=tool, found=False)
-    try:
-        proc = subprocess.run([tool, *_SMI_QUERY], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return GpuQuery(tool=tool, error=f"no answer within {timeout:g}s")
-    except OSError as exc:
-        return GpuQuery(tool=tool, error=f"cannot run it: {exc.strerror or exc}")
-    if proc.returncode != 0:
-        text = (proc.stdout + "\n" + proc.stderr).strip().splitlines()
-        return GpuQuery(tool=tool, error=(text[-1] if text else f"exit status {proc.returncode}")[:300])
-    try:
-        return GpuQuery(tool=tool, gpus=parse_nvidia_smi(proc.stdout))
-    except ValueError as exc:
-        return GpuQuery(tool=tool, error=str(exc))
+    return query_nvidia_smi(explicit, env, timeout)
 
 
 _STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "bold red"}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import common
+from . import settings as S
 
 if TYPE_CHECKING:
     from ..env.install import InstallReport
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--system", action="store_true", help="with no virtual environment active and no --python, install into python3 on PATH (as uv's --system)")
     p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
     p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
+    add_lock_flags(p)
 
 
 def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -142,6 +144,8 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if args.lock is not None or args.force_target:
+        return run_lock(args, env)
     from ..env.install import install_plan, preview_plan
     from ..lock.files import write_lock
     from ..net.download import fill_hashes
@@ -244,3 +248,43 @@ def download_line(report: InstallReport) -> str:
     if d.unknown_size:
         line += f"; plus {len(d.unknown_size)} of a size the index does not give ({', '.join(d.unknown_size)})"
     return line
+
+
+# -- install --lock FILE: exactly a lock, nothing resolved ----------------------------------------
+
+def add_lock_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
+    g.add_argument("--lock", type=Path, metavar="PYLOCK", help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
+                   "its wheels from their own URLs or paths, checked against its sha256 and sizes; nothing is resolved and no index is read")
+    g.add_argument("--force-target", action="store_true", help="with --lock: install a lock made for another Python, platform or installed torch "
+                   "(the kept packages stay as installed here)")
+
+
+def lock_conflicts(args: argparse.Namespace) -> list[str]:
+    """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
+    typed = [S.BY_NAME[name].flag for name in S.typed(args) if name != "python"]
+    other = (("--index", bool(args.index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
+    return typed + [flag for flag, given in other if given]
+
+
+def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """``install --lock PYLOCK [--force-target]``."""
+    from ..env.lockinstall import install_lock
+    from ..net.http import HttpFetcher
+
+    if args.lock is None:
+        raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")
+    conflicts = lock_conflicts(args)
+    if conflicts:
+        raise UsageError(f"install --lock installs exactly what the lock says; {', '.join(conflicts)} would change what is resolved, and nothing is",
+                         hint="leave them out, or leave out --lock to resolve and install")
+    if not args.lock.is_file():
+        raise UsageError(f"--lock {args.lock}: no such file", hint="pass a pylock.<name>.toml written by `resolve-gpu-stack lock` or `wheelhouse`")
+    python = interpreter_from_args(args, env)
+    uv = uv_from_args(args, env)
+    cache = wheel_cache_from_args(args, env)
+    with HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host)) as fetcher, download_progress(args) as progress:
+        report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, force_target=args.force_target,
+                              fetcher=fetcher, progress=progress, env=env)
+    emit_report(args, report)
+    return 0

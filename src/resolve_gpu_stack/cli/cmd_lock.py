@@ -53,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("project config")
     g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     g.add_argument("--target", action="append", default=[], metavar="NAME", help="lock only this configured target (repeatable)")
+    g.add_argument("--allow-outside-project", action="store_true", help="let the config write outputs outside its own folder (refused otherwise: a config from an untrusted repository must not overwrite your files)")
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -105,17 +106,27 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
+def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "", wrote: list[Path] | None = None) -> None:
     """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
-    through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any."""
+    through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any; each file
+    written is appended to ``wrote``. An output that is a directory is refused before any write."""
+    from ..errors import LockFileError
     from ..lock.files import write_lock
     from .cmd_install import fill_plan_hashes
 
+    for path in paths:
+        if path.is_dir():
+            raise LockFileError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
     for path in paths:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LockFileError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})") from None
         written = write_lock(plan, path, command=command)
+        if wrote is not None:
+            wrote.append(written)
         if not getattr(args, "quiet", False):  # -q: nothing but errors
             common.say(f"{label}wrote {common.shown(written)}")
 
@@ -141,24 +152,45 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     overrides = S.typed(args)  # the settings the user typed win over the config's
     config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
+    if not getattr(args, "allow_outside_project", False):
+        _refuse_outside(config, targets)
     extra = " ".join(map(shlex.quote, [*S.words(overrides), *_source_words(args, config)]))
     defs = resolve_definitions(config, env)
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
     fetcher = common.make_fetcher(args, env, defs)
     finder = Finder(fetcher, defs)  # one crawl for all targets: pages and metadata are memoized by URL
     failed = 0
+    partly: list[Path] = []  # written by a target that then failed
     try:
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            failed += not _lock_one(config, target, finder, defs, args, env, command)
+            wrote: list[Path] = []
+            ok = _lock_one(config, target, finder, defs, args, env, command, wrote)
+            failed += not ok
+            partly += [] if ok else wrote
     finally:
         fetcher.close()
     if failed:
-        print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
+        kept = "their lock files were left as they were"
+        if partly:
+            kept = f"{', '.join(map(common.shown, partly))} {'was' if len(partly) == 1 else 'were'} written before the failure; their other lock files were left as they were"
+        print(f"{failed} of {len(targets)} targets failed; {kept}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> bool:
+def _refuse_outside(config: ProjectConfig, targets) -> None:
+    """Every output of the selected targets lies in the config's folder (or below it)."""
+    root = config.root.resolve()
+    for target in targets:
+        for out in target.outputs:
+            if not out.resolve().is_relative_to(root):
+                raise UsageError(
+                    f"{config.where}: target {target.name!r}: output {out} is outside the project folder {root}",
+                    hint="a config writes only below its own folder; pass --allow-outside-project if you mean it",
+                )
+
+
+def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str, wrote: list[Path] | None = None) -> bool:
     """Resolve and write one target; False (with the error printed) when it has no plan."""
     from dataclasses import replace
 
@@ -171,7 +203,7 @@ def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argpars
         plan = resolve(resolve_request(target), finder, defs)
         inputs = lock_inputs(config, target)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label)
+        _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label, wrote=wrote)
     except CrawlError:
         raise
     except ResolveGpuStackError as err:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
-from ..urls import redact_url
+from ..errors import IndexDefinitionError, UsageError
+from ..urls import normalize_base_url, redact_url
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -59,6 +59,15 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
 
 
+def refuse_long_numbers_in(argv: Sequence[str]) -> None:
+    """A command-line word holding an absurdly long number (``--python 3.<5000 digits>``) is a
+    usage error before anything parses it."""
+    from ..data.toml import refuse_long_numbers
+
+    for word in argv:
+        refuse_long_numbers(word, f"argument {redact_url(word)[:40]!r}...", error=UsageError)
+
+
 def configure_logging(args: argparse.Namespace) -> None:
     level = logging.DEBUG if getattr(args, "verbose", False) else (logging.ERROR if getattr(args, "quiet", False) else logging.WARNING)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
@@ -72,8 +81,11 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
     for item in args.index:
         name, sep, url = item.partition("=")
         if not sep or not name or not url:
-            raise UsageError(f"--index {item!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
-        out[name.strip()] = url.strip()
+            raise UsageError(f"--index {redact_url(item)!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
+        try:
+            out[name.strip()] = normalize_base_url(url)
+        except IndexDefinitionError as exc:
+            raise UsageError(f"--index {name.strip()}: {exc.message}", hint=exc.hint) from None
     return out
 
 
@@ -164,7 +176,23 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> Resol
     typed = {name: raw for name, raw in S.typed(args).items() if S.BY_NAME[name].on_request}
     values = {**S.defaults(), **S.parse(typed)}
     target, requires = target_from_args(args, env)
+    if "gpus" not in typed and not is_declared(args, env):
+        values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
     return S.build_request(values, target=target, installed_requires=requires)
+
+
+def is_declared(args: argparse.Namespace, env: Mapping[str, str]) -> bool:
+    """Whether ``--python`` declares a version (else the target is a real interpreter, probed)."""
+    from ..env.probe import parse_python_flag
+
+    return args.python is not None and parse_python_flag(args.python, search_path=env.get("PATH"))[0] == "version"
+
+
+def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
+    """A probed target's default GPUs: the compute capabilities nvidia-smi lists (none without it)."""
+    from ..env.gpu import query_nvidia_smi, visible_archs
+
+    return visible_archs(query_nvidia_smi(None, env))
 
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):

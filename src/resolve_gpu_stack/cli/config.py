@@ -51,7 +51,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..data.definitions import INDEX_NAMES, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
@@ -59,7 +58,7 @@ from ..errors import IndexDefinitionError, UsageError
 from ..lock.files import lock_format
 from ..model.request import ResolveRequest
 from ..net.snapshot import PLACEHOLDER_BASE
-from ..urls import normalize_base_url
+from ..urls import has_credentials, normalize_base_url
 from . import settings as S
 from .userconfig import discover_pypi_url
 
@@ -244,8 +243,7 @@ def _indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
         if name not in INDEX_NAMES:
             raise r.fail(where, f"indexes: unknown index {name!r}", hint=f"known indexes: {', '.join(INDEX_NAMES)}")
         url = r.get(table, name, str, f"{where}: indexes")
-        parts = urlsplit(url.strip())
-        if parts.username or parts.password:
+        if has_credentials(url.strip()):
             raise r.fail(where, f"indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
         try:
             out[name] = normalize_base_url(url)

@@ -94,6 +94,21 @@ def _cuda(text: str | None) -> Any:
     return parse_cuda(text)
 
 
+def _gpus(items: Sequence[str]) -> Any:
+    from ..model.request import parse_gpu_list
+
+    return parse_gpu_list(tuple(items))
+
+
+def _apis(items: Sequence[str]) -> tuple[str, ...]:
+    from ..data.gpus import default_gpu_table
+
+    table = default_gpu_table()
+    for name in items:
+        table.api(name)  # an unknown API is a UsageError listing the known ones
+    return tuple(dict.fromkeys(items))
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -156,6 +171,13 @@ SETTINGS: tuple[Setting, ...] = (
             help="leave out flashinfer-cubin"),
     Setting(name="with_", kind="list", default=(), flag="--with", key="with", group=RESOLVE_GROUP, parse=_requirements, metavar="REQ",
             help="add a package to the plan, e.g. --with torchvision (repeatable)"),
+    Setting(name="gpus", kind="list", default=(), flag="--gpu", key="gpus", group=RESOLVE_GROUP, parse=_gpus, metavar="SM",
+            help="a GPU the target runs, e.g. sm120, sm_90, 12.0 (repeatable or comma-separated; default: what nvidia-smi "
+                 "lists for a local interpreter, any GPU for a declared --python X.Y)"),
+    Setting(name="require_api", kind="list", default=(), flag="--require-api", key="require-api", group=RESOLVE_GROUP, parse=_apis, metavar="NAME",
+            help="a FlashInfer API the plan must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): raises FlashInfer's floor"),
+    Setting(name="all_gpu_archs", kind="bool", default=False, flag="--all-gpu-archs", key="all-gpu-archs", group=RESOLVE_GROUP,
+            help="plan every jit-cache provider the shim lists, not only those the GPUs need"),
 )
 
 BY_NAME: Mapping[str, Setting] = MappingProxyType({s.name: s for s in SETTINGS})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ class Definitions:
     couplings: tuple[CouplingRule, ...]
     flashinfer: FlashInferRules
     pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
+    layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
 
     # -- routing ---------------------------------------------------------------------------
@@ -93,14 +94,22 @@ class Definitions:
         out: list[PageLocation] = []
         for route in self.routes_for(name, ctx):
             index = self.indexes[route.index]
+            page = route.page
+            if index.layout is not None:
+                if route.legacy:
+                    continue  # optional pages for the record: a mirror layout has none
+                page = self.layouts[index.layout]
             labels: list[str | None] = [None]
             if "{fi_cuda}" in route.page:
                 labels = list(self.flashinfer_labels(ctx.cuda))
             for label in labels:
-                path = expand_page(route.page, self.template_values(name, ctx, fi_cuda=label))
+                path = expand_page(page, self.template_values(name, ctx, fi_cuda=label))
                 if path is None:
                     continue
-                out.append(PageLocation(index=route.index, url=index.page_url(path), route=route, cuda_label=label))
+                url = index.page_url(path)
+                if any(loc.url == url and loc.route is route for loc in out):
+                    continue  # a layout without the route's folders: one page for every label
+                out.append(PageLocation(index=route.index, url=url, route=route, cuda_label=label))
         return out
 
     def template_values(self, name: str, ctx: RouteContext, *, fi_cuda: str | None = None) -> dict[str, str | None]:
@@ -127,6 +136,10 @@ class Definitions:
 
     # -- components ------------------------------------------------------------------------
     def coupling(self, name: str, version: Version) -> tuple[Coupling, str]:
+        return self.coupling_rule(name, version) or (Coupling.AGNOSTIC, "pure package")
+
+    def coupling_rule(self, name: str, version: Version) -> tuple[Coupling, str] | None:
+        """The coupling the data gives ``name`` at ``version``; None when no rule matches."""
         name = canonicalize_name(name)
         local = version.local or ""
         for rule in self.couplings:
@@ -140,22 +153,36 @@ class Definitions:
                     continue
                 return rule.coupling, rule.why.format(**m.groupdict())
             return rule.coupling, rule.why
-        return Coupling.AGNOSTIC, "pure package"
+        return None
 
     def recorded_urls(self) -> dict[str, str | None]:
-        """Each logical index's base URL as a plan records it (credentials redacted), or None."""
-        return {n: redact_url(d.url) if d.url else None for n, d in sorted(self.indexes.items())}
+        """Each logical index's base URL as a plan records it (credentials redacted; a mirror
+        layout as its ``LAYOUT:`` prefix), or None."""
+        return {n: (f"{d.layout}:" if d.layout else "") + redact_url(d.url) if d.url else None for n, d in sorted(self.indexes.items())}
 
     def with_index_urls(self, urls: Mapping[str, str]) -> Definitions:
-        """A copy with base URLs overridden (``--index NAME=URL``); a mirror keeps the same paths."""
+        """A copy with base URLs overridden (``--index NAME=URL``): a mirror keeps the index's
+        paths, or says its layout as a prefix (``--index NAME=flat:URL``, routing.toml [layouts])."""
         indexes = dict(self.indexes)
         for name, url in urls.items():
             if name not in indexes:
                 raise IndexDefinitionError(
                     f"unknown index {name!r} in --index", hint=f"known indexes: {', '.join(indexes)}"
                 )
-            indexes[name] = replace(indexes[name], url=normalize_base_url(url))
+            layout, url = self.split_layout(url)
+            indexes[name] = replace(indexes[name], url=normalize_base_url(url), layout=layout)
         return replace(self, indexes=indexes)
+
+    def split_layout(self, url: str) -> tuple[str | None, str]:
+        """``flat:https://host/simple/`` -> ("flat", "https://host/simple/"); a plain URL -> (None, url)."""
+        prefix, sep, rest = url.partition(":")
+        if sep and prefix in self.layouts:
+            if not rest:
+                raise IndexDefinitionError(f"index URL {url!r}: no URL after {prefix}:", hint=f"e.g. {prefix}:https://mirror.example/simple/")
+            return prefix, rest
+        if sep and re.fullmatch(r"[a-z][a-z0-9-]*", prefix) and re.match(r"[a-z][a-z0-9+.-]*://", rest):
+            raise IndexDefinitionError(f"index URL {url!r}: unknown layout {prefix!r}", hint=f"known layouts: {', '.join(self.layouts) or 'none'}")
+        return None, url
 
 
 # -- loading indexes/*.toml -------------------------------------------------------------------
@@ -175,6 +202,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         _route(routing, raw, f"route #{i + 1}", indexes)
         for i, raw in enumerate(routing.tables(read_toml(directory / "routing.toml"), "route", "routing"))
     )
+    layouts = _layouts(routing, read_toml(directory / "routing.toml"))
     comp = TomlReader(directory / "components.toml")
     doc = read_toml(directory / "components.toml")
     couplings = tuple(_coupling(comp, raw, f"coupling #{i + 1}") for i, raw in enumerate(comp.tables(doc, "coupling", "components")))
@@ -184,6 +212,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         couplings=couplings,
         flashinfer=_flashinfer(comp, doc),
         pytorch_family=_pytorch_family(comp, doc),
+        layouts=layouts,
         source=directory,
     )
 
@@ -247,6 +276,19 @@ def _route(r: TomlReader, raw: Mapping[str, Any], where: str, indexes: Mapping[s
         flashinfer_channel=channel,
         legacy=bool(r.get(raw, "legacy", bool, where)),
     )
+
+
+def _layouts(r: TomlReader, doc: Mapping[str, Any]) -> dict[str, str]:
+    """``[layouts]``: mirror layout name -> the page template every route of such a mirror reads."""
+    table = r.get(doc, "layouts", dict, "top level") or {}
+    out = {}
+    for name in table:
+        page = r.get(table, name, str, "layouts", required=True)
+        unknown = sorted(set(re.findall(r"{(\w+)}", page)) - set(TEMPLATE_VARIABLES))
+        if unknown:
+            raise r.fail("layouts", f"{name}: page {page!r} uses unknown variable {{{unknown[0]}}}", hint=f"known: {', '.join(TEMPLATE_VARIABLES)}")
+        out[name] = page
+    return out
 
 
 def _coupling(r: TomlReader, raw: Mapping[str, Any], where: str) -> CouplingRule:

@@ -39,6 +39,7 @@ class IndexDefinition:
     channels: Mapping[str, str]  # channel name -> path prefix below the base URL
     retention_days: int = 0
     cuda_labels: tuple[str, ...] = ()
+    layout: str | None = None  # a mirror layout of routing.toml [layouts] (--index NAME=flat:URL); None: the index's own paths
 
     def page_url(self, path: str) -> str:
         """The URL of a page below this index, without the base URL's ``user:token@``: page URLs

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,14 +38,35 @@ def type_name(value: object) -> str:
     return TOML_TYPES.get(type(value), type(value).__name__)
 
 
+# No version, CUDA label, size or date we read has a number this long; Python refuses to turn a
+# number of over 4300 digits into an int (a traceback), and shorter absurd ones only cost time.
+MAX_DIGITS = 64
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def refuse_long_numbers(text: str, where: str, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> None:
+    """Raise ``error`` naming ``where`` (and the line) when ``text`` holds a run of more than
+    ``MAX_DIGITS`` digits: versions, CUDA labels and numbers are bounded before anything parses them."""
+    found = _LONG_NUMBER.search(text)
+    if found is None:
+        return
+    line = text.count("\n", 0, found.start()) + 1
+    at = f"line {line}: " if "\n" in text else ""
+    raise error(f"{where}: {at}a number of {len(found.group())} digits; no version or number is that long", hint=f"numbers and versions have at most {MAX_DIGITS} digits")
+
+
 def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:
-    """A TOML text as a dict; malformed or absurdly nested TOML raises ``error`` naming ``where``."""
+    """A TOML text as a dict; malformed or absurdly nested TOML, or a number or version with an
+    absurd number of digits, raises ``error`` naming ``where``."""
+    refuse_long_numbers(text, where, error=error)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{where}: not valid TOML: {exc}") from None
     except RecursionError:
         raise error(f"{where}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:  # an int() tomllib could not make, whatever the limit
+        raise error(f"{where}: not valid TOML: {exc}") from None
 
 
 def load_toml(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:
@@ -127,4 +149,4 @@ class TomlReader:
                 raise self.fail(where, f"unknown key {key!r}", hint=hint)
 
 
-__all__ = ["TOML_TYPES", "TomlReader", "load_toml", "parse_toml", "type_name"]
+__all__ = ["MAX_DIGITS", "TOML_TYPES", "TomlReader", "load_toml", "parse_toml", "refuse_long_numbers", "type_name"]

@@ -30,6 +30,7 @@ from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
 from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
+from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
 from .doctor_stack import (
     FAIL,
     LEGACY_FLASHINFER,
@@ -145,7 +146,7 @@ def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
         return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
                 f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})")
     if problem is Misalignment.NEWER_LABEL:
-        return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(torch_cuda)}: "
+        return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(str(torch_cuda))}: "
                 f"its kernels may need a newer CUDA runtime than torch's; use a label <= {torch_cuda}")
     return None
 
@@ -297,14 +298,20 @@ def _check_gpu(s: Stack, query: GpuQuery | None) -> Check:
         return Check(name, WARN, f"{query.tool} lists no GPUs: GPU architecture not checked", details)
     groups = gpu_groups(query.gpus)
     seen = ", ".join(describe_gpus(cap, names) for cap, names in groups.items())
+    floors = arch_floor_problems(s, visible_gpus(query))
     if s.shim is None and not s.providers:
+        if floors:
+            return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, SKIP, f"GPUs {seen}; no flashinfer-jit-cache installed, so there is no kernel coverage to check", details)
     source, targets = _jit_cache_targets(s)
     details["jit_cache"] = source
     details["sass_targets"] = list(targets) if targets is not None else None
     if targets is None:
+        if floors:
+            return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, WARN, f"arch coverage unknown for {source}: not in the arch table (GPUs {seen})", details)
     fails, warns, oks = _coverage(groups, targets, source)
+    fails = floors + fails
     if fails:
         return Check(name, FAIL, "; ".join(fails + warns), details)
     if warns:
@@ -331,9 +338,12 @@ def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Seque
 
 # -- all of them ------------------------------------------------------------------------------------
 
-def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None) -> list[Check]:
-    """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped."""
+def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
+               require_api: Sequence[str] = ()) -> list[Check]:
+    """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
+    ``require_api``, a last check that the imported module has each API (per visible GPU's floor)."""
     s = installed_stack(env, defs)
+    api = [check_apis(s, import_result, require_api, gpus)] if require_api else []
     return [
         _check_torch(s),
         _check_components(s),
@@ -342,6 +352,7 @@ def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResu
         _check_torch_abi(s),
         _check_import(s, import_result),
         _check_gpu(s, gpus),
+        *api,
     ]
 
 

@@ -5,7 +5,6 @@ Pure: stdlib + packaging. The checks themselves are ``doctor.py``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 
 from ..data.definitions import Definitions
-from ..model.cuda import CudaLabel, cuda_label_text
+from ..model.cuda import CudaLabel, cuda_label_text, cuda_of_runtime_pin
 from .probe import Environment, InstalledDistribution
 
 PASS, WARN, SKIP, FAIL = "pass", "warn", "skip", "fail"
@@ -51,6 +50,7 @@ class ImportResult:
     version: str | None = None  # flashinfer.__version__ as printed
     error: str | None = None  # the exception's last line, or why it could not run
     env_bypass: bool = False  # FLASHINFER_DISABLE_VERSION_CHECK was set (and removed for the check)
+    apis: tuple[tuple[str, bool], ...] = ()  # each API asked about (``mm_mxfp8:cutlass``) -> found in the module
 
 
 # -- the stack as installed --------------------------------------------------------------------------
@@ -105,18 +105,15 @@ def requirements(dist: InstalledDistribution, markers: Mapping[str, str]) -> Ite
             yield req
 
 
-_RUNTIME_RE = re.compile(r"^nvidia-cuda-runtime(?:-cu\d+)?$")
-
-
 def cuda_from_requires(torch: InstalledDistribution, markers: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """A torch without +cuNNN (a PyPI build) pins its CUDA runtime: ``nvidia-cuda-runtime-cu12==12.8.90``."""
+    """A torch without +cuNNN (a PyPI build) pins its CUDA runtime: ``nvidia-cuda-runtime-cu12==12.8.90``
+    or ``cuda-toolkit[...]==13.0.2``; (label, the requirement) or (None, None)."""
     for req in requirements(torch, markers):
-        if not _RUNTIME_RE.match(canonicalize_name(req.name)):
-            continue
+        name = canonicalize_name(req.name)
         for spec in req.specifier:
-            m = re.match(r"^(\d+)\.(\d)\b", spec.version)
-            if spec.operator in ("==", "===") and m:
-                return f"cu{m[1]}{m[2]}", str(req)
+            label = cuda_of_runtime_pin(name, spec.operator, spec.version)
+            if label is not None:
+                return str(label), str(req)
     return None, None
 
 

@@ -1,13 +1,16 @@
 """GPU facts for `doctor`: what nvidia-smi lists, and which SASS targets run on which GPU.
 
-Pure: the nvidia-smi run itself is ``cmd_doctor``'s; this parses its output and answers coverage
-questions (flashinfer.md 2b).
+``query_nvidia_smi`` runs nvidia-smi (for ``doctor`` and for a probed target's default GPUs); the
+rest is pure: it parses its output and answers coverage questions (flashinfer.md 2b).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Sequence
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -45,6 +48,40 @@ def parse_nvidia_smi(text: str) -> tuple[Gpu, ...]:
         m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", cap)
         gpus.append(Gpu(name=name.strip(), compute_cap=(int(m[1]), int(m[2])) if m else None))
     return tuple(gpus)
+
+
+SMI_QUERY = ("--query-gpu=name,compute_cap", "--format=csv,noheader")
+
+
+def query_nvidia_smi(explicit: str | None, env: Mapping[str, str], timeout: float = 30) -> GpuQuery | None:
+    """The GPUs nvidia-smi lists (``explicit``: the nvidia-smi to run, else the one on ``env``'s
+    PATH); None when there is no nvidia-smi at all."""
+    tool = explicit if explicit is not None else shutil.which("nvidia-smi", path=env.get("PATH"))
+    if tool is None:
+        return None
+    if not os.path.isfile(tool):
+        return GpuQuery(tool=tool, found=False)
+    try:
+        proc = subprocess.run([tool, *SMI_QUERY], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return GpuQuery(tool=tool, error=f"no answer within {timeout:g}s")
+    except OSError as exc:
+        return GpuQuery(tool=tool, error=f"cannot run it: {exc.strerror or exc}")
+    if proc.returncode != 0:
+        text = (proc.stdout + "\n" + proc.stderr).strip().splitlines()
+        return GpuQuery(tool=tool, error=(text[-1] if text else f"exit status {proc.returncode}")[:300])
+    try:
+        return GpuQuery(tool=tool, gpus=parse_nvidia_smi(proc.stdout))
+    except ValueError as exc:
+        return GpuQuery(tool=tool, error=str(exc))
+
+
+def visible_archs(query: GpuQuery | None) -> tuple[str, ...]:
+    """The distinct compute capabilities (``"12.0"``) of the GPUs ``query`` lists, in order."""
+    if query is None or query.error or not query.found:
+        return ()
+    caps = dict.fromkeys(f"{g.compute_cap[0]}.{g.compute_cap[1]}" for g in query.gpus if g.compute_cap)
+    return tuple(caps)
 
 
 # -- SASS coverage ---------------------------------------------------------------------------------
@@ -101,4 +138,5 @@ def describe_gpus(cap: tuple[int, int] | None, names: list[str]) -> str:
     return f"{sm} ({count}{', '.join(kinds)})"
 
 
-__all__ = ["Gpu", "GpuQuery", "describe_gpus", "gpu_groups", "parse_nvidia_smi", "provider_arch", "sass_covers"]
+__all__ = ["Gpu", "GpuQuery", "describe_gpus", "gpu_groups", "parse_nvidia_smi", "provider_arch", "query_nvidia_smi",
+           "sass_covers", "visible_archs"]

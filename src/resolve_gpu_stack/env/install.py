@@ -286,10 +286,15 @@ def install_plan(
     progress: DownloadProgress | None = None,
     offline: bool = False,
     env: Mapping[str, str] | None = None,
+    environment: Environment | None = None,
 ) -> InstallReport:
-    """Install the plan into the environment of ``python`` with uv (see the module docstring)."""
+    """Install the plan into the environment of ``python`` with uv (see the module docstring).
+
+    ``environment``: ``python``'s environment as the caller just inspected it (one probe less);
+    inspected here when None.
+    """
     env = dict(os.environ if env is None else env)
-    before_env = inspect_environment(python)
+    before_env = environment if environment is not None else inspect_environment(python)
     check_environment(plan, before_env)
     before = dict(before_env.target.installed)
     kept = {p.name: _dist_info_digest(before_env.distributions.get(p.name)) for p in plan.packages if p.action is Action.KEEP}

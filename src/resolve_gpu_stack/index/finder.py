@@ -217,12 +217,12 @@ class Finder:
         batches = [(urls, self.definitions.indexes[index]) for index, urls in by_index.items()]
         if len(batches) > 1 and self.fetcher.concurrent_calls:
             with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
-                futures = [pool.submit(self._read, urls, index, parse=False) for urls, index in batches]
+                futures = [pool.submit(self._read, urls, definition, parse=False) for urls, definition in batches]
             for future in futures:
                 future.result()
         else:
-            for urls, index in batches:
-                self._read(urls, index, parse=False)
+            for urls, definition in batches:
+                self._read(urls, definition, parse=False)
         if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
             return False
         files = list(metadata)

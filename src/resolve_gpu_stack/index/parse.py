@@ -21,10 +21,11 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from email.errors import MessageError
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import unquote, urljoin
 
 from packaging.metadata import parse_email
@@ -616,7 +617,7 @@ def _check_api_version(value: object, url: str) -> None:
         raise CrawlError(url, f"the index speaks simple-API version {_clip(value, 20)}; only 1.x is supported")
 
 
-def _single_field(fields: dict, unparsed: dict, key: str, header: str, where: str) -> str:
+def _single_field(fields: Mapping[str, Any], unparsed: Mapping[str, Any], key: str, header: str, where: str) -> str:
     value = fields.get(key)
     if isinstance(value, str) and value.strip():
         return value.strip()

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -27,7 +29,7 @@ from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, Targe
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations
-from ..urls import strip_credentials
+from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
 from .pylock import plan_from_lock
@@ -96,9 +98,10 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
     else:
         findings, plan = _constraints_findings(path, locked, defs)
     if plan is not None:
-        floor = torch_floor(locked.inputs if locked.inputs else (expected.inputs if expected else {}))
-        for v in plan_violations(plan, defs, torch_floor=floor, require_hashes=locked.format == "pylock"):
+        inputs = locked.inputs if locked.inputs else (expected.inputs if expected else {})
+        for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock"):
             findings.append(_error(path, v.message, package=v.package, hint=regenerate_hint(expected)))
+        findings += kept_torch_findings(path, plan, inputs, expected)
         findings += retention_findings(path, plan.packages, defs, today, expected)
     findings += freshness_findings(path, locked, expected)
     return Checked(path=path, findings=tuple(findings), plan=plan, locked=locked)
@@ -124,11 +127,25 @@ def torch_floor(inputs: Mapping[str, Any]) -> Version | None:
         return None
 
 
+def kept_torch_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None) -> list[Finding]:
+    """A torch the lock keeps is exactly the installed torch the lock was made for."""
+    torch, installed = plan.torch, inputs.get("installed-torch")
+    if torch is None or torch.action is not Action.KEEP or not isinstance(installed, str):
+        return []
+    try:
+        same = Version(installed) == torch.version
+    except InvalidVersion:
+        same = False
+    if same:
+        return []
+    return [_error(path, f"the lock keeps torch {torch.version}, but the installed torch it was made for is {installed}", package="torch", hint=regenerate_hint(expected))]
+
+
 def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple[list[Finding], LockPlan | None]:
     findings: list[Finding] = []
-    names = [e.name for e in locked.entries]
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        findings.append(_error(path, f"has {names.count(name)} [[packages]] entries", package=name))
+    counts = Counter(e.name for e in locked.entries)  # one pass: a 100k-row lock is checked in linear time
+    for name in sorted(n for n, c in counts.items() if c > 1):
+        findings.append(_error(path, f"has {counts[name]} [[packages]] entries", package=name))
     if not locked.inputs_match_digest:
         findings.append(_error(path, "the recorded inputs do not match the recorded inputs-digest: the file was edited by hand"))
     findings += credential_findings(path, locked)
@@ -136,8 +153,8 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
         plan = plan_from_lock(locked)
     except LockFileError as err:
         text = _without_path(str(err), path)
-        name, sep, rest = text.partition(": ")
-        package = name if sep and canonicalize_name(name) == name and locked.pin(name) else None
+        head, sep, rest = text.partition(": ")
+        package = head if sep and canonicalize_name(head) == head and locked.pin(head) else None
         findings.append(_error(path, rest if package else text, package=package))
         return findings, None
     entries = {e.name: e for e in locked.entries}
@@ -162,9 +179,30 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
         out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from", package=pkg.name))
     index = defs.indexes.get(pkg.index)
     if pkg.url and index is not None and base:
-        if not replace(index, url=base).allows_host(pkg.url):
-            out.append(_error(path, f"its wheel URL is on a host the {pkg.index} index does not use: {strip_credentials(pkg.url)}", package=pkg.name))
+        problem = wheel_url_problem(pkg.url, base, index.hosts)
+        if problem:
+            out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name, hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}"))
     return out
+
+
+def wheel_url_problem(url: str, base: str, hosts: Iterable[str]) -> str | None:
+    """Why a locked wheel URL is not one its index (at ``base``, sending files to ``hosts``) gives,
+    or None: https on the index's own origin or a listed host; plain http only on loopback or on
+    the index's own (plain http) origin."""
+    from ..net.urlpolicy import is_loopback
+
+    try:
+        parts = urlsplit(url)
+        here, own = origin(url), origin(base)
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme not in ("http", "https"):
+        return f"is a {parts.scheme or 'relative'} URL, not https"
+    if parts.scheme == "http" and here != own and not is_loopback(here[1]):
+        return "is plain http to a host that is not loopback"
+    if here == own or "*" in hosts or (here[1] in hosts and parts.scheme == "https"):
+        return None
+    return f"is on {here[1]}:{here[2]}, which the index does not send files to"
 
 
 def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
@@ -270,8 +308,6 @@ def build_date(version: Version, upload_time: str | None) -> dt.date | None:
 
 def _is_nightly(pkg: LockedPackage) -> bool:
     """A dev release, or a file under a ``nightly/`` folder (triton's ``3.7.0+git...`` wheels)."""
-    from urllib.parse import urlsplit
-
     return pkg.version.is_devrelease or (pkg.url is not None and "/nightly/" in urlsplit(pkg.url).path)
 
 
@@ -380,7 +416,7 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
         if match is None:
             out.append(_error(path, f"{pkg.filename} is not offered by the {pkg.index} index ({source})", package=pkg.name))
         elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
-            out.append(_error(path, f"sha256 {pkg.sha256[:16]}... differs from the {pkg.index} index's {match.sha256[:16]}... ({source})", package=pkg.name))
+            out.append(_error(path, f"sha256 {pkg.sha256} differs from the {pkg.index} index's {match.sha256} ({source})", package=pkg.name))
         elif match.size is not None and pkg.size is not None and match.size != pkg.size:
             out.append(_error(path, f"size {pkg.size} differs from the {pkg.index} index's {match.size} ({source})", package=pkg.name))
     return out

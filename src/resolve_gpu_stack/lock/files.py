@@ -11,6 +11,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from ..data.toml import refuse_long_numbers
 from ..errors import LockFileError, UsageError
 from ..model import LockPlan
 from .constraints import read_constraints, render_constraints
@@ -45,7 +46,8 @@ def read_lock(path: Path) -> LockedFile:
     except UnicodeDecodeError as exc:
         raise LockFileError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     if path.name.endswith(".toml"):
-        return read_pylock(path, text)
+        return read_pylock(path, text)  # parse_toml bounds its numbers
+    refuse_long_numbers(text, str(path), error=LockFileError)
     return read_constraints(path, text)
 
 

@@ -10,7 +10,7 @@
 
 from .cuda import CudaLabel
 from .index import IndexFile, IndexPage, PageResponse, ParsedPage, WheelMetadata
-from .plan import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
 from .target import Target
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "IndexPage",
     "LockPlan",
     "LockedPackage",
+    "Override",
     "PageResponse",
     "ParsedPage",
     "Target",

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .plan import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -56,7 +56,13 @@ def package_to_dict(pkg: LockedPackage) -> dict[str, Any]:
         "size": pkg.size,
         "upload-time": pkg.upload_time,
         "requires-python": pkg.requires_python,
+        "built-for": pkg.built_for,
+        "abi-mismatch": True if pkg.abi_mismatch else None,  # written only when planned despite a mismatch
     }
+
+
+def override_to_dict(override: Override) -> dict[str, Any]:
+    return {"package": override.package, "requirement": override.requirement, "replaced-by": override.replaced_by, "reason": override.reason}
 
 
 def target_to_dict(target: TargetSummary) -> dict[str, Any]:
@@ -74,6 +80,7 @@ def plan_to_dict(plan: LockPlan) -> dict[str, Any]:
         "inputs": dict(plan.inputs),
         "inputs-digest": plan.inputs_digest,
         "indexes": dict(plan.indexes),
+        "overrides": [override_to_dict(o) for o in plan.overrides],
     }
 
 
@@ -169,7 +176,15 @@ def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
         size=f.get("size", int),
         upload_time=f.time("upload-time"),
         requires_python=f.get("requires-python", str),
+        built_for=f.get("built-for", str),
+        abi_mismatch=bool(f.get("abi-mismatch", bool)),
     )
+
+
+def override_from_dict(raw: Mapping[str, Any], where: str) -> Override:
+    f = _Fields(raw, where)
+    return Override(package=f.get("package", str, required=True), requirement=f.get("requirement", str, required=True),
+                    replaced_by=f.get("replaced-by", str) or "", reason=f.get("reason", str) or "")
 
 
 def target_from_dict(raw: Mapping[str, Any], where: str) -> TargetSummary:
@@ -194,6 +209,7 @@ def plan_from_dict(raw: Mapping[str, Any], where: str = "plan") -> LockPlan:
         inputs=dict(f.get("inputs", dict) or {}),
         inputs_digest=f.get("inputs-digest", str) or "",
         indexes=dict(indexes),
+        overrides=tuple(override_from_dict(o, f"{where}.overrides #{i + 1}") for i, o in enumerate(f.get("overrides", list) or [])),
     )
 
 
@@ -201,6 +217,8 @@ __all__ = [
     "FILE_KEYS",
     "CodecError",
     "format_datetime",
+    "override_from_dict",
+    "override_to_dict",
     "package_from_dict",
     "package_to_dict",
     "plan_from_dict",

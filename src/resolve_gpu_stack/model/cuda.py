@@ -50,6 +50,22 @@ class CudaLabel:
         return f"cu{self.major}{self.minor}"
 
 
+# Packages whose exact pin in a torch build's Requires-Dist names its CUDA runtime: a torch from
+# PyPI carries no +cuNNN label (2.9 pins nvidia-cuda-runtime-cu12==12.8.90; 2.11 pins
+# cuda-toolkit[...]==13.0.2, as seen on a real H200 machine's torch 2.11.0).
+_RUNTIME_PINS = re.compile(r"^(?:nvidia-cuda-runtime(?:-cu\d+)?|cuda-toolkit)$")
+_RUNTIME_VERSION = re.compile(r"^(\d+)\.(\d)\b")
+
+
+def cuda_of_runtime_pin(name: str, operator: str, version: str) -> CudaLabel | None:
+    """The CUDA label an exact pin on the CUDA runtime names (``nvidia-cuda-runtime-cu12==12.8.90``
+    -> cu128, ``cuda-toolkit==13.0.2`` -> cu130), or None for anything else."""
+    if operator not in ("==", "===") or not _RUNTIME_PINS.match(name):
+        return None
+    m = _RUNTIME_VERSION.match(version)
+    return CudaLabel(int(m.group(1)), int(m.group(2))) if m else None
+
+
 def cuda_label_text(version: Version | str | None) -> str | None:
     """``str(CudaLabel.of_torch(version))`` or None."""
     label = CudaLabel.of_torch(version)

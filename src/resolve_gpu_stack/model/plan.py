@@ -45,6 +45,19 @@ class LockedPackage:
     requires_python: str | None = None
     installed_version: Version | None = None
     dependencies: tuple[NormalizedName, ...] = ()
+    built_for: str | None = None  # the torch it was built for when known: "2.9.1" (a pin), "2.5" (+cu124torch2.5)
+    abi_mismatch: bool = False  # torch-ABI-bound to another torch, planned anyway (abi_mismatch="warn")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Override:
+    """A requirement of ``package`` replaced in the plan: by the selected torch, the torch-family
+    build that matches it, the user's --override, or the user's --flashinfer version."""
+
+    package: str  # whose requirement it was ("sglang")
+    requirement: str  # as the package states it ("torch==2.9.1")
+    replaced_by: str  # what the plan has instead ("torch==2.12.0.dev20260307+cu130")
+    reason: str  # in words ("the installed torch is kept")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +79,7 @@ class LockPlan:
     inputs: Mapping[str, object] = field(default_factory=dict)  # the resolver inputs (for the digest)
     inputs_digest: str = ""
     indexes: Mapping[str, str] = field(default_factory=dict)  # logical name -> base URL (no credentials)
+    overrides: tuple[Override, ...] = ()  # requirements replaced, in package order
 
     def package(self, name: str) -> LockedPackage | None:
         for pkg in self.packages:

@@ -13,17 +13,19 @@ from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import NormalizedName
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel
+from .gpu import GpuArch, parse_gpus
 from .target import Target
 
 TORCH = NormalizedName("torch")
 TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
 FLASHINFER_CHOICES = ("latest", "nightly", "none")
+ABI_MISMATCH_CHOICES = ("error", "warn")
 
 
 class TorchKind(str, enum.Enum):
@@ -128,14 +130,15 @@ def parse_cuda(text: str | None) -> CudaLabel | None:
     return label
 
 
-def parse_with(text: str) -> Requirement:
-    """One ``--with`` requirement (``UsageError`` when it is not one, or is a direct URL)."""
+def parse_with(text: str, *, flag: str = "--with") -> Requirement:
+    """One ``--with`` (or ``--override``) requirement (``UsageError`` when it is not one, or is a
+    direct URL)."""
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
-        raise UsageError(f"--with {text!r}: {exc}") from None
+        raise UsageError(f"{flag} {text!r}: {exc}") from None
     if req.url:
-        raise UsageError(f"--with {text!r}: direct URLs are not supported", hint="name a package and a version range")
+        raise UsageError(f"{flag} {text!r}: direct URLs are not supported", hint="name a package and a version range")
     return req
 
 
@@ -153,10 +156,32 @@ class ResolveRequest:
     with_: tuple[str, ...] = ()  # requirement texts, each checked by ``parse_with``
     allow_downgrade: bool = False
     installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
+    overrides: tuple[str, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
+    auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
+    without: tuple[str, ...] = ()  # package names left out of the plan, with what only they need
+    abi_mismatch: str = "error"  # a torch-ABI wheel built for another torch: "error" (no plan) | "warn"
+    gpus: tuple[GpuArch, ...] = ()  # the GPUs the target runs on; () = any GPU
+    require_api: tuple[str, ...] = ()  # FlashInfer APIs the user needs (``mm_mxfp8``, ``mm_mxfp8:cutlass``)
+    all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
 
     def __post_init__(self) -> None:
         for text in self.with_:
             parse_with(text)
+        for text in self.overrides:
+            parse_with(text, flag="--override")
+        for name in self.without:
+            if not name.strip() or any(c in name for c in "<>=!~;[ "):
+                raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
+        if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
+            raise UsageError(f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)")
+
+    @property
+    def override_requirements(self) -> tuple[Requirement, ...]:
+        return tuple(parse_with(text, flag="--override") for text in self.overrides)
+
+    @property
+    def without_names(self) -> frozenset[NormalizedName]:
+        return frozenset(canonicalize_name(n.strip()) for n in self.without)
 
     @classmethod
     def build(
@@ -201,7 +226,42 @@ class ResolveRequest:
             "with": sorted(self.with_),
             "allow-downgrade": self.allow_downgrade,
             "indexes": dict(sorted(index_urls.items())),
+            **self._framework_inputs(),
+            **self._gpu_inputs(),
         }
+
+    def _framework_inputs(self) -> dict[str, object]:
+        """The framework switches, only when not at their default (a lock made before they
+        existed keeps its digest)."""
+        out: dict[str, object] = {}
+        if self.overrides:
+            out["overrides"] = sorted(self.overrides)
+        if not self.auto_torch_override:
+            out["auto-torch-override"] = False
+        if self.without:
+            out["without"] = sorted(self.without_names)
+        if self.abi_mismatch != "error":
+            out["abi-mismatch"] = self.abi_mismatch
+        return out
+
+    def _gpu_inputs(self) -> dict[str, object]:
+        """The GPU settings, only where they differ from the defaults: a lock written before they
+        existed keeps its digest."""
+        out: dict[str, object] = {}
+        if self.gpus:
+            out["gpus"] = [str(g) for g in self.gpus]
+        if self.require_api:
+            out["require-api"] = sorted(self.require_api)
+        if self.all_gpu_archs:
+            out["all-gpu-archs"] = True
+        return out
+
+
+def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, ...]:
+    """``--gpu`` (repeatable, comma-separated) / config ``gpus``: () when none given."""
+    if isinstance(items, str):
+        items = [items]
+    return parse_gpus(items) if any(i.strip() for i in items) else ()
 
 
 def _version(text: str) -> Version | None:

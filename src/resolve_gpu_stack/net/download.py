@@ -44,7 +44,33 @@ T = TypeVar("T")
 DownloadProgress = Callable[[str, int, "int | None"], None]
 
 CHUNK = 1 << 20
-DEFAULT_WORKERS = 4
+DEFAULT_WORKERS = 8  # wheels fetched at once (uv: 50); the big ones dominate, the small ones overlap them
+
+
+class _Streamed:
+    """The sha256 of a download computed while it is written (no second read of a GB wheel).
+
+    Valid only while every byte of the file from 0 went through it: an answer that starts
+    anywhere else (a resumed range) drops it, and the file is hashed from disk instead.
+    """
+
+    def __init__(self) -> None:
+        self.digest: hashlib._Hash | None = None
+        self.size = 0
+
+    def start(self, offset: int) -> None:
+        if offset == 0:
+            self.digest, self.size = hashlib.sha256(), 0
+        elif self.digest is not None and offset != self.size:
+            self.digest = None
+
+    def update(self, chunk: bytes) -> None:
+        if self.digest is not None:
+            self.digest.update(chunk)
+            self.size += len(chunk)
+
+    def result(self) -> tuple[str, int] | None:
+        return (self.digest.hexdigest(), self.size) if self.digest is not None else None
 
 
 class StreamedFile(Protocol):
@@ -267,15 +293,19 @@ def fetch_verified(
     if offline or fetcher is None:
         raise CrawlError(redact_url(url), "not in the wheel cache, and downloads are off", hint="run without --snapshot (or with network) to download it once")
     with cache.locked(url):
-        resumed = _download(url, name, size=size, cache=cache, fetcher=fetcher, progress=progress)
-        return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed)
+        streamed = _Streamed()
+        resumed = _download(url, name, size=size, cache=cache, fetcher=fetcher, progress=progress, streamed=streamed)
+        return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed, streamed=streamed.result())
 
 
-def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None) -> bool:
-    """Fill ``partial/`` with the whole file; True when some of it came from a resumed range."""
+def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None,
+              streamed: _Streamed | None = None) -> bool:
+    """Fill ``partial/`` with the whole file; True when some of it came from a resumed range.
+    ``streamed`` hashes the bytes as they are written (see ``_Streamed``)."""
     part = cache.partial_path(url)
     part.parent.mkdir(parents=True, exist_ok=True)
     resumed = False
+    streamed = streamed or _Streamed()
 
     def attempt() -> None:
         nonlocal resumed
@@ -288,6 +318,7 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
             validator = cache.read_validator(url) if have else None
             with fetcher.open_stream(url, start=have, if_range=validator) as answer:
                 if answer.status == 416:
+                    streamed.start(-1)  # the file on disk was not hashed here
                     if answer.total == have and have > 0:
                         resumed = True
                         return  # the partial file already holds the whole file
@@ -301,7 +332,8 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
                 resumed = resumed or answer.offset > 0
                 if answer.offset == 0:
                     cache.write_validator(url, answer.validator)
-                got = _write_body(answer, part, url, size=size, name=name, progress=progress)
+                streamed.start(answer.offset)
+                got = _write_body(answer, part, url, size=size, name=name, progress=progress, streamed=streamed)
                 total = answer.total
             if total is None or got >= total:
                 return
@@ -317,7 +349,8 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
     return resumed
 
 
-def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None) -> int:
+def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None,
+                streamed: _Streamed | None = None) -> int:
     """Write the answer's body into ``part`` from its offset; returns the file's size after."""
     mode = "r+b" if answer.offset > 0 else "wb"
     total = answer.total if answer.total is not None else size
@@ -331,6 +364,8 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
             progress(name, done, total)
         for chunk in answer.chunks():
             fh.write(chunk)
+            if streamed is not None:
+                streamed.update(chunk)
             done += len(chunk)
             if size is not None and done > size:
                 fh.close()
@@ -341,9 +376,10 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
     return done
 
 
-def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | None, cache: WheelCache, resumed: bool) -> FetchedWheel:
+def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | None, cache: WheelCache, resumed: bool,
+                      streamed: tuple[str, int] | None = None) -> FetchedWheel:
     part = cache.partial_path(url)
-    actual, n = file_sha256(part)
+    actual, n = streamed if streamed is not None and not resumed else file_sha256(part)
     shown = redact_url(url)
     if size is not None and n != size:
         cache.drop_partial(url)
@@ -377,6 +413,40 @@ def _check_zip(part: Path, shown: str, cache: WheelCache, url: str) -> None:
     if bad is not None:
         cache.drop_partial(url)
         raise IntegrityError(shown, f"the resumed download is not an intact wheel (bad member {bad}); deleted it", hint="run again to download it from scratch")
+
+
+def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache, filename: str | None = None) -> FetchedWheel:
+    """A wheel already on disk (a ``path`` entry of a lock, a wheelhouse on a shared filesystem)
+    put into the cache after checking its size and sha256; a cache hit is reused as it is.
+
+    The file is hard-linked when it can be (no copy of a large wheel), else copied, in both cases
+    under a temporary name that is verified before it is renamed into ``sha256/``.
+    """
+    name = filename or path.name
+    expected = _check_digest(sha256, str(path))
+    assert expected is not None
+    hit = cache.lookup(expected, name, size)
+    if hit is not None:
+        return hit
+    if not path.is_file():
+        raise LockFileError(f"{path}: no such wheel file", hint="copy the whole wheelhouse directory, lock files and files/ together")
+    final = cache.path_for(expected, name)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{name}.{os.getpid()}.tmp")
+    _unlink(tmp)
+    try:
+        os.link(path, tmp)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(path, tmp)
+    actual, n = file_sha256(tmp)
+    if actual != expected or (size is not None and n != size):
+        _unlink(tmp)
+        raise IntegrityError(str(path), f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
+                             hint="the local file is not the one the lock was made with; nothing was installed")
+    os.replace(tmp, final)
+    return FetchedWheel(path=final, sha256=actual, size=n)
 
 
 # -- plans ---------------------------------------------------------------------------------------
@@ -456,5 +526,6 @@ __all__ = [
     "file_sha256",
     "files_to_fetch",
     "fill_hashes",
+    "store_local",
     "wheel_filename",
 ]

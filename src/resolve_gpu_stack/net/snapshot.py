@@ -27,7 +27,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
-from ..index.finder import Fetcher
+from ..index.finder import Fetcher, ResultStore
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
 
@@ -127,8 +127,8 @@ class Manifest:
 class SnapshotFetcher:
     """Replays a snapshot with no network at all. A page it lacks is an error naming the URL."""
 
-    concurrent_calls = False
-    result_store = None
+    concurrent_calls: bool = False
+    result_store: ResultStore | None = None
 
     def __init__(self, root: Path, bases: Mapping[str, str]) -> None:
         self.root = Path(root)
@@ -183,8 +183,8 @@ class SnapshotFetcher:
 class RecordingFetcher:
     """Wraps a live fetcher and writes every page (404s included) and METADATA into a snapshot."""
 
-    concurrent_calls = False
-    result_store = None
+    concurrent_calls: bool = False
+    result_store: ResultStore | None = None
 
     def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None) -> None:
         self.inner = inner
@@ -281,8 +281,8 @@ def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes
 class FallbackFetcher:
     """Replay what a snapshot has; fetch the rest live (to extend a snapshot)."""
 
-    concurrent_calls = False
-    result_store = None
+    concurrent_calls: bool = False
+    result_store: ResultStore | None = None
 
     def __init__(self, replay: SnapshotFetcher, live: Fetcher) -> None:
         self.replay = replay

@@ -1,5 +1,6 @@
 """A candidate's requirements: its METADATA's Requires-Dist for the target, plus the FlashInfer
-alignment (cubin == python, jit-cache == python's public version + label) as requirements."""
+alignment (cubin == python, jit-cache == python's public version + label) as requirements. With the
+target's GPUs known, a jit-cache shim requires only the providers FlashInfer would pick for them."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from ..data.definitions import FlashInferRules
+from ..data.gpus import default_gpu_table
 from ..index.finder import Finder
 from ..model import Target
+from ..model.gpu import GpuArch, needed_providers
 from .factory import Policy
+from .overrides import Overrides
 from .policy import jit_cache_version
 from .requirement import Cand, Req
 
@@ -22,19 +26,57 @@ log = logging.getLogger(__name__)
 
 
 class Dependencies:
-    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy) -> None:
+    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy, overrides: Overrides | None = None,
+                 gpus: tuple[GpuArch, ...] = ()) -> None:
         self.finder = finder
         self.target = target
         self.flashinfer = flashinfer
         self.policy = policy
+        self.overrides = overrides
+        # FlashInfer extras left out because they need a torch the plan cannot have (rule 4)
+        self.dropped_extras: dict[tuple[str, str], tuple[str, ...]] = {}
+
+        self.gpus = gpus  # () = any GPU: every provider the shim lists
 
     def of(self, cand: Cand, extras: frozenset[str] = frozenset()) -> list[Req]:
-        """What ``cand`` (with ``extras``) requires: its Requires-Dist, and the FlashInfer
-        alignment for flashinfer-python."""
-        deps = self.requirements(cand, frozenset()) + self.coupled(cand)
+        """What ``cand`` (with ``extras``) requires: its Requires-Dist (a shim's providers only for
+        the GPUs), and the FlashInfer alignment for flashinfer-python, with the overrides applied."""
+        base = self.requirements(cand, frozenset())
+        skipped = set(self.skipped_providers(cand, base))
+        deps = self._overridden(cand, [r for r in base if r.name not in skipped]) + self.coupled(cand)
         if extras:
-            deps += self.requirements(cand, extras)
+            deps += self.of_extras(cand, extras)
         return deps
+
+    def of_extras(self, cand: Cand, extras: frozenset[str]) -> list[Req]:
+        """What ``cand``'s ``extras`` add, with the overrides applied. An extra of a FlashInfer
+        component that needs a torch the plan cannot have (``[b12x]``: torch>=2.12.0 against a
+        2.12 nightly) is left out, and remembered for a note."""
+        rules = self.overrides.rules if self.overrides is not None else None
+        if rules is None or cand.name not in self.flashinfer.components:
+            return self._overridden(cand, self.requirements(cand, extras))
+        out: list[Req] = []
+        for extra in sorted(extras):
+            reqs = self.requirements(cand, frozenset({extra}))
+            unmet = [str(r) for r in reqs if rules.torch_unmet(r)]
+            if unmet:
+                self.dropped_extras[(f"{cand.name} {cand.version}", extra)] = tuple(unmet)
+                continue
+            out += reqs
+        return self._overridden(cand, out)
+
+    def _overridden(self, cand: Cand, reqs: list[Req]) -> list[Req]:
+        return self.overrides.apply(cand, reqs) if self.overrides is not None else reqs
+
+    def skipped_providers(self, cand: Cand, base: list[Req] | None = None) -> tuple[str, ...]:
+        """The providers a jit-cache shim lists that the GPUs do not need (FlashInfer's scoring:
+        the best provider per GPU), sorted; () without GPUs or for anything but the shim."""
+        if not self.gpus or cand.name != self.flashinfer.jit_cache:
+            return ()
+        reqs = base if base is not None else self.requirements(cand, frozenset())
+        listed = sorted({r.name for r in reqs if self.flashinfer.is_provider(r.name)})
+        needed = set(needed_providers(default_gpu_table().select_providers(self.gpus, listed)))
+        return tuple(n for n in listed if n not in needed)
 
     def requirements(self, cand: Cand, extras: frozenset[str], lines: Sequence[str] | None = None) -> list[Req]:
         """The Requires-Dist lines (``lines``, or the candidate's own) that apply to the target

@@ -1,5 +1,6 @@
 """Which FlashInfer versions the resolver may pick: those for which every requested component has
-a fitting wheel, each with the jit-cache CUDA label to use. Pure: the candidates come in."""
+a fitting wheel, each with the jit-cache CUDA label to use, at or above every floor the GPUs and
+the required APIs put on FlashInfer (``indexes/gpus.toml``). Pure: the candidates come in."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from ..data.definitions import Definitions
-from ..errors import NoPlanError
+from ..data.gpus import GpuTable, default_gpu_table
+from ..errors import NoPlanError, UsageError
 from ..index.finder import PageVisit
 from ..model import CudaLabel, IndexFile
 from ..model.request import ResolveRequest
@@ -25,6 +27,44 @@ class FlashInferOffer:
     jit_cache: frozenset[Version] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """A lower bound on FlashInfer: ``what`` needs ``version`` or newer (and, for a GPU, a build for
+    ``cuda`` or newer), per ``source``."""
+
+    what: str  # "GPU sm120", "--require-api mm_mxfp8 on sm120"
+    version: Version
+    source: str
+    cuda: CudaLabel | None = None
+
+    def __str__(self) -> str:
+        built = f", built for {self.cuda} or newer" if self.cuda is not None else ""
+        return f"{self.what} needs FlashInfer >= {self.version}{built}"
+
+
+def flashinfer_floors(request: ResolveRequest, table: GpuTable | None = None) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+    """(the floors of ``request``'s GPUs and required APIs, notes). An API asked for on a GPU it has
+    no kernels for raises ``NoPlanError``; a GPU the table does not know puts no floor (a note says so)."""
+    table = table if table is not None else default_gpu_table()
+    floors: list[Floor] = []
+    notes: list[str] = []
+    for gpu in request.gpus:
+        try:
+            arch = table.floor_for_arch(gpu)
+        except UsageError:
+            notes.append(f"GPU {gpu} is not in indexes/gpus.toml: no FlashInfer floor is known for it")
+            continue
+        floors.append(Floor(f"GPU {gpu}", arch.version, arch.source, arch.cuda))
+    for name in request.require_api:
+        if not request.gpus:
+            api = table.floor_for_api(name)
+            floors.append(Floor(f"--require-api {name}", api.version, api.source))
+        for gpu in request.gpus:
+            api = table.floor_for_api(name, gpu)
+            floors.append(Floor(f"--require-api {name} on {gpu}", api.version, api.source))
+    return tuple(floors), tuple(notes)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FlashInferSelection:
     """Allowed flashinfer-python versions -> the jit-cache label (None: no jit-cache), and notes."""
@@ -36,14 +76,20 @@ class FlashInferSelection:
         return None if version is None else self.versions.get(version)
 
 
-def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], offer: FlashInferOffer, *, where: str) -> FlashInferSelection:
-    """The flashinfer-python versions for which every one of ``components`` has a wheel.
+def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], offer: FlashInferOffer, *, where: str, floors: Sequence[Floor] = ()) -> FlashInferSelection:
+    """The flashinfer-python versions for which every one of ``components`` has a wheel, at or
+    above every one of ``floors``.
 
     ``where`` names the target in an error ("Python 3.12 on ..."). Notes name the newer
-    versions it had to skip.
+    versions it had to skip. A floor no version meets raises ``NoPlanError`` naming the floor and
+    what stood in the way.
     """
-    versions = _wanted_versions(request, offer.python)
-    labels = defs.flashinfer_labels(str(cuda))
+    wanted = _wanted_versions(request, offer.python)
+    min_cuda = _cuda_floor(floors, cuda)
+    versions = [v for v in wanted if all(v >= f.version for f in floors)]
+    if floors and wanted and not versions:
+        raise _floor_error(request, floors, wanted, where)
+    labels = [lab for lab in defs.flashinfer_labels(str(cuda)) if min_cuda is None or (CudaLabel.parse(lab) or cuda) >= min_cuda]
     allowed: dict[Version, str | None] = {}
     skipped: list[tuple[Version, str]] = []
     for v in versions:
@@ -55,10 +101,44 @@ def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabe
     if not allowed:
         exact = request.flashinfer.version
         why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
+        if min_cuda is not None and defs.flashinfer.jit_cache in components:
+            why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
         raise NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request))
     newest = max(allowed)
     notes = tuple(f"{s}; newest with every component is {newest}" for v, s in skipped if v > newest)[:5]
-    return FlashInferSelection(versions=allowed, notes=notes)
+    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted))
+
+
+def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
+    """The highest CUDA label the GPUs need; torch's CUDA below it raises ``NoPlanError``."""
+    needed = [f for f in floors if f.cuda is not None]
+    if not needed:
+        return None
+    top = max(needed, key=lambda f: f.cuda)  # type: ignore[arg-type,return-value]
+    if top.cuda is not None and cuda < top.cuda:
+        raise NoPlanError(
+            f"{top.what} needs FlashInfer built for {top.cuda} or newer, but torch runs {cuda}",
+            reasons=[f"{top}: {top.source}", f"the CUDA label {cuda} has no FlashInfer build whose kernels run on {top.what.split()[-1]}"],
+            hint=f"use a torch built for {top.cuda} or newer (--cuda {top.cuda} --change-cuda)")
+    return top.cuda
+
+
+def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Sequence[Version], where: str) -> NoPlanError:
+    """No wanted version meets every floor: name the highest floor, and what stood in the way."""
+    top = max(floors, key=lambda f: f.version)
+    pin = request.flashinfer.version
+    if pin is not None:
+        blocker = f"--flashinfer {request.flashinfer} pins {pin}, below it"
+        hint = f"drop --flashinfer {request.flashinfer} or pin {top.version} or newer"
+    else:
+        blocker = f"the newest FlashInfer with a wheel for {where} is {max(wanted)}"
+        hint = "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
+    return NoPlanError(f"{top} (floor {top.version}); {blocker}", reasons=[f"{f}: {f.source}" for f in floors if f.version > min(wanted)][:6], hint=hint)
+
+
+def _floor_notes(floors: Sequence[Floor], wanted: Sequence[Version]) -> tuple[str, ...]:
+    """A note for each floor that left out a version the selection would otherwise consider."""
+    return tuple(f"{f}: older FlashInfer versions left out ({f.source})" for f in floors if any(v < f.version for v in wanted))
 
 
 def _components_at(v: Version, defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer) -> tuple[str | None, list[str]]:

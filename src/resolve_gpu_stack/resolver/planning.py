@@ -12,7 +12,9 @@ from ..data.definitions import Definitions
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
+from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
+from .framework import FrameworkFacts
 from .policy import public
 from .requirement import Cand, Key
 from .torch_selection import TorchSelection
@@ -27,6 +29,7 @@ class PlanContext:
     torch: TorchSelection
     flashinfer: FlashInferSelection | None
     components: tuple[str, ...]
+    facts: FrameworkFacts | None = None  # couplings found, overrides, framework notes
 
 
 def action(version: Version, installed: Version | None) -> Action:
@@ -55,11 +58,12 @@ def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     plan = LockPlan(
         target=TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(ctx.torch.cuda)),
         packages=packages,
-        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request)])),
+        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_framework_notes(packages, ctx)])),
         flashinfer_version=fi_version,
         cuda_label=label,
         inputs=request.inputs(defs.recorded_urls()),
         indexes={n: url for n, url in defs.recorded_urls().items() if url},
+        overrides=ctx.facts.overrides if ctx.facts is not None else (),
     )
     return replace(plan, inputs_digest=inputs_digest(plan.inputs))
 
@@ -75,7 +79,11 @@ def _parents(result: Any) -> dict[str, list[str]]:
 
 def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[str], ctx: PlanContext) -> LockedPackage:
     installed = ctx.request.target.installed.get(cand.name)
-    coupling, why = ctx.defs.coupling(cand.name, cand.version)
+    found = ctx.facts.found.get((cand.name, cand.version)) if ctx.facts is not None else None
+    if found is None:
+        coupling, why = ctx.defs.coupling(cand.name, cand.version)
+        found = Found(coupling=coupling, evidence=why)
+    coupling, why = found.coupling, found.evidence
     f = cand.file
     return LockedPackage(
         name=cand.name,
@@ -83,7 +91,7 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
         action=action(cand.version, installed),
         index=(f.index if f is not None else "installed"),
         coupling=coupling,
-        reason=reason(cand, parents, why, ctx),
+        reason=reason(cand, parents, why, ctx) + (f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""),
         url=f.url if f else None,
         filename=f.filename if f else None,
         sha256=f.sha256 if f else None,
@@ -92,7 +100,15 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
         requires_python=f.requires_python if f else None,
         installed_version=installed,
         dependencies=tuple(dependencies),  # type: ignore[arg-type]
+        built_for=found.built_for,
+        abi_mismatch=found.mismatch is not None,
     )
+
+
+def _framework_notes(packages: Sequence[LockedPackage], ctx: PlanContext) -> list[str]:
+    out = list(ctx.facts.notes) if ctx.facts is not None else []
+    out += [f"{p.name} {p.version} is built against another torch and planned anyway (--abi-mismatch warn): expect an import error" for p in packages if p.abi_mismatch]
+    return out
 
 
 def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest) -> list[str]:
@@ -120,4 +136,4 @@ def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> st
         return f"== flashinfer-python public version + CUDA label; {why}"
     via = ", ".join(sorted(set(parents))) or "--with"
     prefix = "installed version kept; " if cand.installed else ""
-    return f"{prefix}required by {via}"
+    return f"{prefix}required by {via}" + (f"; {why}" if ctx.facts is not None else "")

@@ -63,7 +63,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg,unused-ignore]
     def get_dependencies(self, candidate: Cand) -> list[Req]:
         if candidate.extras:
             base = Req(name=candidate.name, specifier=SpecifierSet(f"=={candidate.version}"), parent=str(candidate))
-            deps = [base, *self.dependencies.requirements(candidate, candidate.extras)]
+            deps = [base, *self.dependencies.of_extras(candidate, candidate.extras)]
             self.prefetcher.warm([d.name for d in deps[1:]])
             return deps
         deps = self.dependencies.of(candidate)

@@ -7,34 +7,42 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 from resolvelib import BaseReporter, Resolver
 from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
-from ..model import LockPlan
+from ..model import Coupling, LockPlan
 from ..model.request import TORCH, ResolveRequest, parse_with
+from . import framework
+from .coupling import WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
-from .flashinfer_selection import FlashInferOffer, FlashInferSelection, legacy_notes, select_flashinfer
+from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
+from .overrides import OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .policy import describe_versions, plan_violations, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import Req
+from .requirement import Cand, Key, Req
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
+WITH_PARENT = "(requested with --with)"
 
-def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
+
+def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier | None = None) -> LockPlan:
     """The plan for ``request``. With a fetcher that stores results, a plan computed earlier
     from the same inputs is returned when every page and METADATA file it came from is
-    unchanged (see reuse.py)."""
+    unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects link
+    (torch, CUDA, neither); without one, native wheels the data does not cover are not scanned."""
     from . import reuse
 
     key = reuse.result_key(request, defs) if finder.fetcher.result_store is not None else None
@@ -42,13 +50,13 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockP
         plan = reuse.reuse(finder, key)
         if plan is not None:
             return plan
-    plan = _resolve(request, finder, defs)
+    plan = _resolve(request, finder, defs, classifier)
     if key is not None:
         reuse.remember(finder, key, plan)
     return plan
 
 
-def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> LockPlan:
+def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: WheelClassifier | None) -> LockPlan:
     cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
@@ -59,12 +67,14 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=cuda)
     factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
-    flashinfer = _select_flashinfer(request, defs, torch, factory, components) if request.flashinfer.wanted else None
+    floors, floor_notes = flashinfer_floors(request) if request.flashinfer.wanted else ((), ())
+    flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy)
+    overrides = Overrides(_override_rules(request, defs, torch))
+    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus)
     prefetcher = Prefetcher(factory, dependencies, policy)
     provider = StackProvider(factory, dependencies, prefetcher, policy)
-    requirements = _requirements(request, defs)
+    requirements = overrides.roots(_requirements(request, defs, floors))
     prefetcher.closure(requirements)
     try:
         result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
@@ -73,11 +83,64 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions) -> Lock
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    plan = build_plan(result, PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components), [*torch.notes, *(flashinfer.notes if flashinfer else ())])
+    facts = _framework_facts(request, defs, result.mapping, dependencies, overrides, factory, policy, requirements, classifier)
+    if request.abi_mismatch == "error":
+        framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping))
+    notes = [*torch.notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, dependencies, factory)]
+    plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts)
+    plan = build_plan(result, plan_ctx, notes)
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
+
+
+def _override_rules(request: ResolveRequest, defs: Definitions, torch: TorchSelection) -> OverrideRules:
+    fi = defs.flashinfer
+    family = frozenset(defs.pytorch_family - {TORCH})
+
+    def protected(cand: Cand) -> bool:
+        """A package whose torch pin is its ABI: the torch family, or torch-ABI-bound by data."""
+        rule = defs.coupling_rule(cand.name, cand.version)
+        return cand.name in family or (rule is not None and rule[0] in (Coupling.TORCH_ABI, Coupling.TORCH))
+
+    return OverrideRules(
+        user={canonicalize_name(r.name): r for r in request.override_requirements},
+        without=request.without_names,
+        torch_allowed=torch.allowed,
+        auto_torch=request.auto_torch_override,
+        family=family,
+        flashinfer_version=request.flashinfer.version,
+        flashinfer_pinned=frozenset({fi.python, fi.cubin}),
+        protected=protected,
+        markers=request.target.markers,
+    )
+
+
+def _framework_facts(
+    request: ResolveRequest, defs: Definitions, mapping: Mapping[Key, Cand], deps: Dependencies, overrides: Overrides, factory: CandidateFactory,
+    policy: Policy, roots: Sequence[Req], classifier: WheelClassifier | None,
+) -> framework.FrameworkFacts:
+    cands = framework.packages(mapping)
+    torch = next((c for c in cands if c.name == TORCH), None)
+    found = framework.couplings(cands, deps, defs, torch.version if torch else None, classifier)
+    words, without_notes = framework.overrides_in_words(overrides, cands, request)
+    notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy))
+    return framework.FrameworkFacts(found=found, overrides=words, notes=notes)
+
+
+def _parent_names(result: Any) -> dict[str, list[str]]:
+    parents: dict[str, list[str]] = {}
+    for key, cand in result.mapping.items():
+        for child in result.graph.iter_children(key):
+            if child.name != key.name:
+                parents.setdefault(child.name, []).append(f"{cand.name} {cand.version}")
+    return parents
+
+
+def _torch_of(mapping: Mapping[Key, Cand]) -> Version | None:
+    cand = mapping.get(Key(TORCH))
+    return cand.version if cand is not None else None
 
 
 def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:
@@ -108,14 +171,33 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
         pass  # remembered by the finder; raised where the page is needed
 
 
-def _select_flashinfer(request: ResolveRequest, defs: Definitions, torch: TorchSelection, factory: CandidateFactory, components: Sequence[str]) -> FlashInferSelection:
+def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, dependencies: Dependencies, factory: CandidateFactory) -> list[str]:
+    """What planning only the providers the GPUs need left out, and the bytes that saves (the
+    sizes the index pages list)."""
+    shim = next((c for k, c in getattr(result, "mapping", {}).items() if k.name == defs.flashinfer.jit_cache and not k.extras), None)
+    skipped = dependencies.skipped_providers(shim) if shim is not None else ()
+    if shim is None or not skipped:
+        return []
+    sizes = [next((c.file.size for c in factory.candidates(canonicalize_name(n)) if c.version == shim.version and c.file is not None), None) for n in skipped]
+    known = [n for n in sizes if n is not None]
+    saved = f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
+    gpus = ", ".join(str(g) for g in request.gpus)
+    return [f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
+            f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"]
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
+
+
+def _select_flashinfer(request: ResolveRequest, defs: Definitions, torch: TorchSelection, factory: CandidateFactory, components: Sequence[str], floors: Sequence[Floor] = ()) -> FlashInferSelection:
     fi = defs.flashinfer
     python = tuple(c.version for c in factory.candidates(fi.python))
     notes = legacy_notes(factory.visits.get(fi.python, []), factory.rejections.get(fi.python, []))
     cubin = frozenset(c.version for c in factory.candidates(fi.cubin)) if fi.cubin in components else frozenset()
     jit = frozenset(c.version for c in factory.candidates(fi.jit_cache)) if fi.jit_cache in components else frozenset()
     offer = FlashInferOffer(python=python, cubin=cubin, jit_cache=jit)
-    selected = select_flashinfer(request, defs, torch.cuda, components, offer, where=target_words(request.target))
+    selected = select_flashinfer(request, defs, torch.cuda, components, offer, where=target_words(request.target), floors=floors)
     return FlashInferSelection(versions=selected.versions, notes=notes + selected.notes)
 
 
@@ -130,13 +212,16 @@ def _prerelease_packages(request: ResolveRequest, torch: TorchSelection, defs: D
     return frozenset(out)
 
 
-def _requirements(request: ResolveRequest, defs: Definitions) -> list[Req]:
+def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[Floor] = ()) -> list[Req]:
     out = [Req(name=TORCH, specifier=SpecifierSet(), parent="(requested)", text=f"torch ({request.torch})")]
     if request.flashinfer.wanted:
         out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
+    if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
+        top = max(floors, key=lambda f: f.version)
+        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(f">={top.version}"), parent=f"({top})", text=f"{defs.flashinfer.python}>={top.version}"))
     for text in request.with_:
         req = parse_with(text)
-        out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent="(requested with --with)", text=str(req)))
+        out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
     return out
 
 

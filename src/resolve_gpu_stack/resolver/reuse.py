@@ -40,7 +40,7 @@ from ..model.codec import plan_from_dict, plan_to_dict
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 2  # 2: the plan in model.codec's shape
+SCHEMA = 3  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch
 
 
 def result_key(request: object, defs: Definitions) -> str:

@@ -1,0 +1,100 @@
+"""`resolve-gpu-stack wheelhouse LOCK... --output DIR`: export locks as a static wheelhouse.
+
+Every wheel the locks install is downloaded (verified, resumable, through the wheel cache) into
+``DIR/files/``, with PEP 503/691 pages under ``DIR/simple/``, each lock rewritten into ``DIR/``
+and the manifest ``DIR/wheelhouse.json`` (``env.wheelhouse``). Any static web server serves the
+folder; ``--index NAME=flat:URL/simple/`` makes it a mirror for the resolver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from ..errors import UsageError
+from . import common
+
+if TYPE_CHECKING:
+    from ..env.wheelhouse import WheelhouseReport
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "wheelhouse",
+        help="export locks as a static package index any web server serves (a fleet's mirror)",
+        description=(
+            "Download every wheel the locks install (verified against their sha256, resumable, from the wheel cache when "
+            "there) into DIR/files/, write a PEP 503/691 simple index of them under DIR/simple/, each lock rewritten into DIR/ "
+            "(its wheels under --base-url, else as paths relative to the lock) and the manifest DIR/wheelhouse.json. "
+            "A rerun only fetches and writes what changed. Nodes then run `install --lock DIR/pylock.<name>.toml`, "
+            "`uv pip install -r DIR/pylock.<name>.toml`, or resolve with --index NAME=flat:URL/simple/."
+        ),
+    )
+    p.add_argument("locks", nargs="+", type=Path, metavar="LOCK", help="pylock.<name>.toml files (several targets share one wheelhouse)")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the wheelhouse folder (created; an earlier export there is updated)")
+    p.add_argument("--base-url", metavar="URL", help="the URL DIR will be served at: the rewritten locks then name URL/files/<wheel> (default: relative paths)")
+    p.add_argument("--prune", action="store_true", help="delete wheels and pages no lock given here installs any more")
+    p.add_argument("--offline", action="store_true", help="take every wheel from the wheel cache or local files; download nothing")
+    g = p.add_argument_group("network")
+    g.add_argument("--cache-dir", metavar="DIR", type=Path, help="cache folder; the wheel cache is below it (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
+    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    common.add_output_flags(p)
+
+
+def check_base_url(url: str | None) -> str | None:
+    """``--base-url``: an http(s) URL without credentials (it is written into every lock)."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--base-url {url!r}: not an http(s) URL", hint="e.g. --base-url https://mirror.example/wheelhouse")
+    if parts.username is not None or parts.password is not None:
+        raise UsageError("--base-url must not carry credentials: it is written into every lock",
+                         hint="give the bare URL; nodes send credentials from their own netrc or keyring")
+    return url
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..env.wheelhouse import export_wheelhouse
+    from ..net.http import HttpFetcher
+    from .cmd_install import download_progress, wheel_cache_from_args
+
+    base_url = check_base_url(args.base_url)
+    missing = [str(p) for p in args.locks if not p.is_file()]
+    if missing:
+        raise UsageError(f"no such lock: {', '.join(missing)}", hint="pass pylock.<name>.toml files written by `resolve-gpu-stack lock`")
+    if any(p.resolve().parent == args.output.resolve() for p in args.locks):
+        raise UsageError(f"{args.output} holds a lock given to export; the wheelhouse rewrites its locks there",
+                         hint="export the locks CI wrote (elsewhere) into the wheelhouse folder")
+    cache = wheel_cache_from_args(args, env)
+    with HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host)) as fetcher, download_progress(args) as progress:
+        report = export_wheelhouse(args.locks, args.output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress,
+                                   offline=args.offline, prune=args.prune)
+    if not args.quiet:
+        print(summary(report), file=sys.stderr)
+    emit_report(args, report)
+    return 0
+
+
+def summary(report: WheelhouseReport) -> str:
+    mib = report.total_bytes / (1024 * 1024)
+    return (f"wheelhouse {common.shown(report.output)}: {len(report.files)} wheels ({mib:.1f} MiB), {len(report.fetched)} fetched, "
+            f"{len(report.reused)} already there, {len(report.written)} files written" + (f", {len(report.pruned)} pruned" if report.pruned else ""))
+
+
+def emit_report(args: argparse.Namespace, report: WheelhouseReport) -> None:
+    from .render import print_json
+
+    if common.output_format(args) == "json":
+        print_json(report.to_json(), sys.stdout)
+        return
+    for f in report.files:
+        state = "fetched" if f.filename in report.fetched else "kept"
+        print(f"{state:8} {f.filename}  ({', '.join(f.locks)})", file=sys.stdout)
+    for path in report.pruned:
+        print(f"pruned   {path}", file=sys.stdout)

@@ -1,0 +1,149 @@
+"""Install exactly what a pylock says (I/O edge: disk, network for the lock's own URLs, uv).
+
+``install_lock`` is the fleet's half of ``install``: CI resolves and writes a lock once, every node
+applies it. Nothing is resolved and no index is read: the lock's wheels are fetched from their own
+URLs (or taken from ``path`` entries, relative to the lock file, as a wheelhouse writes them),
+verified against the lock's sha256 and size, and handed to ``install.install_plan``, which runs
+uv's dry run first, keeps the installed torch pinned and checks its dist-info afterwards.
+
+A lock made for another target (Python minor, platform, or another installed torch / kept
+package) is refused with every difference named, unless ``force_target``: then the plan is
+re-targeted to the interpreter as it is (kept packages at their installed versions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from ..errors import UsageError
+from ..lock.files import read_lock
+from ..lock.pylock import plan_from_lock
+from ..model import Action, LockedPackage, LockPlan, TargetSummary
+from ..net.download import DownloadProgress, WheelCache, store_local
+from .install import InstallReport, install_plan
+from .probe import Environment, inspect_environment
+
+if TYPE_CHECKING:
+    from ..net.http import HttpFetcher
+
+
+def load_lock_plan(path: Path, *, wheel_cache: WheelCache) -> LockPlan:
+    """The plan of a pylock, with every local (``path`` / ``file:``) wheel verified into the cache.
+
+    Local wheels keep their place in the plan under a ``file:`` URL; the cache then answers for
+    them, so no request is ever made for a local file.
+    """
+    plan = plan_from_lock(read_lock(path))
+    packages = tuple(_localize(pkg, path.parent, wheel_cache) for pkg in plan.packages)
+    return dataclasses.replace(plan, packages=packages)
+
+
+def local_wheel_path(url: str, base: Path) -> Path | None:
+    """The file a lock's wheel location names, when it is local: a relative or absolute path
+    (relative to ``base``, the lock's folder) or a ``file:`` URL; None for http(s)."""
+    if url.startswith("file:"):
+        return Path(unquote(urlsplit(url).path))
+    if "://" in url:
+        return None
+    return (base / url).resolve()
+
+
+def _localize(pkg: LockedPackage, base: Path, cache: WheelCache) -> LockedPackage:
+    if pkg.action is Action.KEEP or not pkg.url:
+        return pkg
+    local = local_wheel_path(pkg.url, base)
+    if local is None:
+        return pkg
+    if not pkg.sha256:
+        raise UsageError(f"{pkg.name} {pkg.version}: the lock has no sha256 for {local}", hint="PEP 751 requires one; write the lock again")
+    stored = store_local(local, sha256=pkg.sha256, size=pkg.size, cache=cache, filename=pkg.filename or local.name)
+    return dataclasses.replace(pkg, url=local.as_uri(), filename=stored.path.name)
+
+
+def target_differences(plan: LockPlan, environment: Environment) -> list[str]:
+    """What differs between the target a plan was made for and this interpreter (empty: none)."""
+    target = environment.target
+    out = []
+    want = _minor(plan.target.python)
+    if want and want != target.python_version:
+        out.append(f"Python {want} in the lock, {target.python_version} here")
+    if plan.target.platform and plan.target.platform != target.platform:
+        out.append(f"platform {plan.target.platform} in the lock, {target.platform} here")
+    for pkg in plan.packages:
+        now = target.installed.get(pkg.name)
+        if pkg.action is Action.KEEP and now != pkg.version:
+            out.append(f"the lock keeps the installed {pkg.name} {pkg.version}, here {pkg.name} is {now if now is not None else 'not installed'}")
+        elif pkg.action is not Action.KEEP and now != pkg.installed_version:
+            was = f"at {pkg.installed_version}" if pkg.installed_version is not None else "not installed"
+            out.append(f"the lock expects {pkg.name} {was}, here it is {now if now is not None else 'not installed'}")
+    return out
+
+
+def retarget(plan: LockPlan, environment: Environment) -> LockPlan:
+    """The plan for this interpreter as it is (``--force-target``): its Python and platform, kept
+    packages at their installed versions, every other package's 'before' as installed now."""
+    target = environment.target
+    packages = []
+    for pkg in plan.packages:
+        now = target.installed.get(pkg.name)
+        if pkg.action is Action.KEEP:
+            if now is None:
+                raise UsageError(f"the lock keeps {pkg.name} {pkg.version}, which {environment.interpreter} does not have; even with --force-target there is nothing to keep",
+                                 hint=f"install {pkg.name} first, or lock for this interpreter")
+            packages.append(dataclasses.replace(pkg, version=now))
+        else:
+            packages.append(dataclasses.replace(pkg, installed_version=now))
+    summary = TargetSummary(python=target.python_version, platform=target.platform, cuda=plan.target.cuda)
+    return dataclasses.replace(plan, target=summary, packages=tuple(packages))
+
+
+def install_lock(
+    path: Path,
+    *,
+    python: str,
+    uv: str,
+    wheel_cache: WheelCache,
+    dry_run: bool = False,
+    force_target: bool = False,
+    fetcher: HttpFetcher | None = None,
+    progress: DownloadProgress | None = None,
+    offline: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> InstallReport:
+    """Install exactly the lock at ``path`` into ``python``'s environment (see the module docstring).
+
+    ``fetcher`` downloads the lock's http(s) wheels (one is made, and closed, when None and not
+    ``offline``); ``offline`` takes every wheel from the wheel cache or local files.
+    """
+    plan = load_lock_plan(path, wheel_cache=wheel_cache)
+    environment = inspect_environment(python)
+    differences = target_differences(plan, environment)
+    if differences and not force_target:
+        raise UsageError(
+            f"{path} was made for another target than {environment.interpreter}: " + "; ".join(differences),
+            hint="lock for this interpreter, or pass --force-target to install it anyway (kept packages stay as installed)",
+        )
+    if differences:
+        plan = retarget(plan, environment)
+    if fetcher is None and not offline:
+        from ..net.http import HttpFetcher
+
+        with HttpFetcher(cache=None) as own:
+            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
+                                  environment=environment)
+    else:
+        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
+                              environment=environment)
+    return dataclasses.replace(report, lock_path=str(path))
+
+
+def _minor(python: str) -> str:
+    parts = python.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else python
+
+
+__all__ = ["install_lock", "load_lock_plan", "local_wheel_path", "retarget", "target_differences"]

@@ -1,0 +1,129 @@
+"""After resolvelib: what a framework on a kept torch adds to the plan.
+
+Each package's coupling with its evidence (``coupling.find_coupling``), the refusal of torch-ABI
+wheels built for another torch (or, with ``abi_mismatch="warn"``, their flags), the overrides in
+the plan's words, and the notes: what ``--without`` left out, FlashInfer extras dropped for their
+torch floors, newer releases of a requested package passed over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from ..data.definitions import Definitions
+from ..errors import NoPlanError
+from ..model import Override
+from ..model.request import TORCH, ResolveRequest
+from .coupling import Classification, Found, WheelClassifier, classify_all, find_coupling, is_native, torch_pin
+from .dependencies import Dependencies
+from .factory import CandidateFactory, Policy
+from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides
+from .policy import describe_versions
+from .requirement import Cand, Key, Req
+
+Pkg = tuple[NormalizedName, Version]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameworkFacts:
+    """What the plan's rows and notes take from this step."""
+
+    found: Mapping[Pkg, Found]
+    overrides: tuple[Override, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def packages(mapping: Mapping[Key, Cand]) -> list[Cand]:
+    return [c for k, c in sorted(mapping.items(), key=lambda kv: str(kv[0])) if not k.extras]
+
+
+def couplings(cands: Sequence[Cand], deps: Dependencies, defs: Definitions, torch: Version | None, classifier: WheelClassifier | None) -> dict[Pkg, Found]:
+    """Every package's coupling; the classifier is asked only about native wheels the data and
+    the METADATA leave open."""
+    reqs = {(c.name, c.version): deps.requirements(c, frozenset()) for c in cands}
+    to_scan = [
+        c.file for c in cands
+        if c.file is not None and is_native(c.file) and defs.coupling_rule(c.name, c.version) is None and torch_pin(reqs[(c.name, c.version)]) is None
+    ]
+    scans: dict[str, Classification] = classify_all(to_scan, classifier)
+    return {
+        (c.name, c.version): find_coupling(c, reqs[(c.name, c.version)], defs, torch, scans.get(c.file.url) if c.file is not None else None)
+        for c in cands
+    }
+
+
+def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None) -> None:
+    """``NoPlanError`` naming every torch-ABI package built for another torch, why, and the ways out."""
+    bad = sorted((k, f) for k, f in found.items() if f.mismatch)
+    if not bad:
+        return
+    reasons = []
+    for (name, version), f in bad:
+        via = ", ".join(sorted(set(parents.get(name, ())))) or "the request"
+        reasons.append(f"{name} {version} (required by {via}): {f.mismatch}")
+    names = ", ".join(n for (n, _), _ in bad)
+    raise NoPlanError(
+        f"{names}: built against another torch's C++ ABI than torch {torch}; it would fail at import (undefined symbol) or crash",
+        reasons=reasons,
+        hint=(
+            "use a build for this torch where an index has one (a torch-family build from the PyTorch index, a +cuNNNtorchA.B build on a "
+            f"configured index), leave it out with --without {bad[0][0][0]} (and what only it needs), or plan it anyway with --abi-mismatch warn"
+        ),
+    )
+
+
+def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest) -> tuple[tuple[Override, ...], tuple[str, ...]]:
+    """The plan's overrides, and the --without notes, from what was replaced in the plan's packages."""
+    chosen = {c.name: c for c in cands}
+    torch = chosen.get(TORCH)
+    torch_text = f"torch=={torch.version}" if torch is not None else "torch (none)"
+    torch_why = "the installed torch is kept" if torch is not None and torch.installed else f"the selected torch (--torch {request.torch}) is kept"
+    out: list[Override] = []
+    left_out: dict[str, list[str]] = {}
+    for (name, version), records in sorted(replaced.of(cands).items()):
+        for r in records:
+            package = f"{name}"
+            if r.kind == WITHOUT:
+                left_out.setdefault(r.name, []).append(f"{name} {version}")
+            elif r.kind == TORCH_PIN:
+                out.append(Override(package=package, requirement=r.requirement, replaced_by=torch_text, reason=torch_why))
+            elif r.kind == FAMILY:
+                got = chosen.get(r.name)
+                by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
+                out.append(Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index (its own pin names that torch)"))
+            elif r.kind == USER:
+                out.append(Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason="--override"))
+            elif r.kind == FLASHINFER:
+                out.append(Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason=f"--flashinfer {request.flashinfer} is the user's word"))
+    notes = tuple(f"{n} left out (--without), with what only it needs; required by {', '.join(sorted(set(by)))}" for n, by in sorted(left_out.items()))
+    return tuple(dict.fromkeys(out)), notes
+
+
+def dropped_extra_notes(deps: Dependencies, cands: Iterable[Cand], torch: Cand | None) -> tuple[str, ...]:
+    planned = {f"{c.name} {c.version}" for c in cands}
+    torch_words = f"torch {torch.version}" if torch is not None else "the plan's torch"
+    return tuple(
+        f"{pkg}: extra [{extra}] left out: it requires {', '.join(unmet)}, which {torch_words} does not meet"
+        for (pkg, extra), unmet in sorted(deps.dropped_extras.items())
+        if pkg in planned
+    )
+
+
+def passed_over_notes(roots: Sequence[Req], mapping: Mapping[Key, Cand], factory: CandidateFactory, policy: Policy) -> tuple[str, ...]:
+    """For each requested package planned below its newest fitting release: which were passed over."""
+    notes = []
+    for req in roots:
+        cand = mapping.get(Key(req.name))
+        if cand is None or req.name == TORCH:
+            continue
+        newer = [c.version for c in factory.matches(req.name, [req], policy) if c.version > cand.version]
+        if newer:
+            notes.append(
+                f"{req.name} {cand.version} is planned; newer {describe_versions(newer)} passed over: their requirements conflict with the rest "
+                f"of the plan (ask for --with '{req.name}=={max(newer)}' to see the conflict)"
+            )
+    return tuple(notes)
