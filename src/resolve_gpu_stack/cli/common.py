@@ -82,8 +82,11 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
         name, sep, url = item.partition("=")
         if not sep or not name or not url:
             raise UsageError(f"--index {redact_url(item)!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
+        # a layout prefix (``flat:URL``) is the definitions' to check; the URL after it is checked here
+        layout, colon, rest = url.partition(":")
+        prefix = layout + colon if colon and "://" in rest and "://" not in layout and "/" not in layout else ""
         try:
-            out[name.strip()] = normalize_base_url(url)
+            out[name.strip()] = prefix + normalize_base_url(url[len(prefix):])
         except IndexDefinitionError as exc:
             raise UsageError(f"--index {name.strip()}: {exc.message}", hint=exc.hint) from None
     return out

@@ -16,10 +16,12 @@ therefore survive ``--index NAME=URL``: a snapshot replays against any base URL.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
 import posixpath
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -188,6 +190,8 @@ class RecordingFetcher:
 
     def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None) -> None:
         self.inner = inner
+        if exclude_newer:
+            day_end(exclude_newer)  # a bad day is a usage error before anything is fetched
         self.exclude_newer = exclude_newer
         self.recorded = 0
         self.root = Path(root)
@@ -316,14 +320,48 @@ class FallbackFetcher:
         self.live.close()
 
 
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)?")
+
+
+def parse_upload_time(value: object) -> dt.datetime | None:
+    """An RFC 3339 ``upload-time`` as an aware datetime (no offset: UTC); None when unusable."""
+    if not isinstance(value, str):
+        return None
+    m = _RFC3339.fullmatch(value.strip())
+    if m is None:
+        return None
+    date, clock, fraction, zone = m.groups()
+    micro = (fraction or "")[:6].ljust(6, "0")
+    offset = "+00:00" if zone is None or zone in "Zz" else zone
+    try:
+        return dt.datetime.fromisoformat(f"{date}T{clock}.{micro}{offset}")
+    except ValueError:
+        return None
+
+
+def day_end(day: str) -> dt.datetime:
+    """The first instant (UTC) after ``day`` (YYYY-MM-DD); ``UsageError`` for anything else."""
+    try:
+        start = dt.date.fromisoformat(day.strip())
+    except (ValueError, AttributeError):
+        raise UsageError(f"--exclude-newer {day!r} is not a day (YYYY-MM-DD)") from None
+    return dt.datetime(start.year, start.month, start.day, tzinfo=dt.timezone.utc) + dt.timedelta(days=1)
+
+
+def _uploaded_before(value: object, limit: dt.datetime) -> bool:
+    """True unless ``value`` is a time at or after ``limit`` (a file without a usable time stays)."""
+    when = parse_upload_time(value)
+    return when is None or when < limit
+
+
 def cut_newer(body: bytes, content_type: str, day: str) -> bytes:
     """Drop files uploaded after ``day`` (YYYY-MM-DD) from a PEP 691 JSON page."""
     if "json" not in content_type:
         return body
     data = json.loads(body)
-    limit = day + "T23:59:59.999999Z"
+    limit = day_end(day)
     files = data.get("files", [])
-    data["files"] = [f for f in files if not isinstance(f, dict) or not f.get("upload-time") or f["upload-time"] <= limit]
+    data["files"] = [f for f in files if not isinstance(f, dict) or _uploaded_before(f.get("upload-time"), limit)]
     kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
     if isinstance(data.get("versions"), list):
         from ..index.parse import parse_filename

@@ -9,6 +9,9 @@
   do about credentials, anything else unexpected is a ``CrawlError`` naming the URL;
 - ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
   reset, a timeout or a body shorter than announced is retryable;
+- a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout``, plus credit
+  for bytes received) from the first byte sent to the last byte of the body, headers included: a
+  server that trickles its answer ends in "no complete answer within N s", not retried;
 - ``finish``: release a response (a small unread body is drained to keep its connection);
 - ``retrying``: run an attempt with retries and exponential backoff (``backoff``);
 - ``stats``: counters for the run.
@@ -33,6 +36,7 @@ import httpx
 from .. import __version__
 from ..errors import CrawlError
 from ..urls import bare_url, redact_url, strip_userinfo
+from . import deadline as deadlines
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -150,6 +154,7 @@ class Transport:
         trust_env: bool = True,
     ) -> None:
         self.timeout = timeout
+        self.deadline = deadlines.REQUEST_DEADLINE_FACTOR * timeout  # seconds per request, redirects and body included
         self.retries = max(0, retries)
         self.allow_insecure_hosts = tuple(allow_insecure_hosts)
         self.backoff_base = backoff_base
@@ -160,7 +165,7 @@ class Transport:
         self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=deadlines.DeadlineTransport(max_connections=max_connections, trust_env=trust_env),
             headers={"User-Agent": user_agent},
             follow_redirects=False,
             trust_env=trust_env,
@@ -182,6 +187,7 @@ class Transport:
         """
         current = url
         seen = [strip_userinfo(url)]
+        deadlines.start(self.deadline)
         for _ in range(MAX_REDIRECTS + 1):
             self.check_allowed(current)
             hop_headers = dict(headers)
@@ -199,6 +205,7 @@ class Transport:
             except httpx.UnsupportedProtocol as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except httpx.TransportError as exc:
+                self._raise_past_deadline(current, exc)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
             log.debug("GET %s -> %d", target, resp.status_code)
             location = resp.headers.get("location")
@@ -206,7 +213,7 @@ class Transport:
                 return resp, target
             self.finish(resp)
             nxt = strip_userinfo(urljoin(target, location.strip()))
-            check_redirect(target, nxt)
+            check_redirect(target, nxt, first=seen[0])
             if nxt in seen:
                 chain = " -> ".join(redact_url(u) for u in [*seen, nxt])
                 raise CrawlError(redact_url(url), f"redirect loop: {chain}")
@@ -239,6 +246,7 @@ class Transport:
         except httpx.DecodingError as exc:
             raise CrawlError(redact_url(url), f"cannot decode the {what}: {exc}") from None
         except httpx.TransportError as exc:
+            self._raise_past_deadline(url, exc)
             self._raise_short(resp, expected, exc)
         self._raise_short(resp, expected, None)
 
@@ -264,6 +272,16 @@ class Transport:
             digest.update(chunk)
             n += len(chunk)
         return n
+
+    def _raise_past_deadline(self, url: str, exc: httpx.TransportError) -> None:
+        """A timeout because the request's deadline passed is final: a ``CrawlError`` naming it."""
+        deadline = deadlines.current()
+        if isinstance(exc, httpx.TimeoutException) and deadline is not None and deadline.expired:
+            raise CrawlError(
+                redact_url(url),
+                f"{deadline.describe()} (the deadline per request: {deadlines.REQUEST_DEADLINE_FACTOR} x --timeout {self.timeout:g} s)",
+                hint="the server answers too slowly or trickles its answer; try again later or raise --timeout",
+            ) from None
 
     def _raise_short(self, resp: httpx.Response, expected: int | None, exc: httpx.TransportError | None) -> None:
         raw = resp.num_bytes_downloaded
