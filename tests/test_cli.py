@@ -108,7 +108,10 @@ def test_platform_with_an_interpreter_path_is_a_usage_error(capsys):
 def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
     code, out, err = run(capsys, ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"])
     assert code == 0, err
-    rows = json.loads(out)
+    data = json.loads(out)
+    assert data["schema"] == "resolve-gpu-stack/candidates/v1" and data["package"] == "flashinfer-jit-cache"
+    assert any(p["found"] and p["url"].endswith("/cu130/flashinfer-jit-cache/") for p in data["pages"])
+    rows = data["files"]
     versions = {r["version"] for r in rows}
     assert "0.6.5+cu130" in versions and max(rows, key=lambda r: r["version"])  # newest first below
     assert all(r["version"].endswith("+cu130") for r in rows)
@@ -123,7 +126,7 @@ def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(caps
     assert code == 0
     assert "no hash (metadata sha256 " in out and "2.12.0.dev20260307+cu130" in out
     code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"])
-    rows = json.loads(out)
+    rows = json.loads(out)["files"]
     linux = [r for r in rows if "manylinux" in r["tags"]]
     assert linux and all(r["sha256"] is None for r in rows)
     assert all(r["metadata_sha256"] for r in linux if r["version"] >= "2.12.0.dev20260301")

@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_index_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text: findings and the verdict on stderr (default); json: one resolve-gpu-stack/check/v1 object on stdout")
 
 
 def _day(text: str) -> dt.date:
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     findings, results = _check_files(files, args.today or dt.date.today())
     findings += _against_siblings(results, config, args.today or dt.date.today())
     findings += _against_index(args, env, config, results)
+    if args.format == "json":
+        return _report_json(findings, len(files))
     return _report(findings, len(files), quiet=args.quiet)
 
 
@@ -112,11 +115,11 @@ def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> 
 
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
-    """Print the findings and the verdict; the exit status."""
+    """Print the findings and the verdict (diagnostics: stderr); the exit status."""
     from ..lock.check import ERROR, WARNING
 
     for finding in findings:
-        print(finding.render(common.shown(finding.path)), file=sys.stdout if finding.level == ERROR else sys.stderr)
+        print(finding.render(common.shown(finding.path)), file=sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
     warnings = sum(f.level == WARNING for f in findings)
     bad = len({f.path for f in findings if f.level == ERROR})
@@ -128,6 +131,29 @@ def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
         tail = f", {warnings} warning{'s' * (warnings != 1)}" if warnings else ""
         print(f"ok: {files} consistent and fresh{tail}", file=sys.stderr)
     return 0
+
+
+CHECK_SCHEMA = "resolve-gpu-stack/check/v1"
+
+
+def _report_json(findings: list[Finding], count: int) -> int:
+    """The findings and the verdict as one JSON object on stdout; the exit status."""
+    from ..lock.check import ERROR, WARNING
+    from .render import print_json
+
+    errors = sum(f.level == ERROR for f in findings)
+    print_json({
+        "schema": CHECK_SCHEMA,
+        "ok": errors == 0,
+        "files": count,
+        "errors": errors,
+        "warnings": sum(f.level == WARNING for f in findings),
+        "findings": [
+            {"level": f.level, "path": common.shown(f.path), "package": f.package, "message": f.message, "hint": f.hint}
+            for f in findings
+        ],
+    }, sys.stdout)
+    return 1 if errors else 0
 
 
 def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Expected | None]]:

@@ -8,6 +8,7 @@ Exit 0 when no check failed (warn and skip are not failures), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                              hint="pass the interpreter's path, e.g. --python .venv/bin/python")
     else:
         python = default_interpreter(env)
+    # absolute now: the import check runs in an empty temporary folder, where a relative
+    # `venv/bin/python` names nothing (abspath, not resolve: a venv's python is a symlink out of it)
+    python = os.path.abspath(python)
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     apis: tuple[str, ...] = S.parse({"require_api": tuple(args.require_api or ())})["require_api"]

@@ -9,7 +9,9 @@ Two modes:
   the targets are read once, and each target's outputs are written. Resolver flags given on the
   command line override the config's values for every selected target.
 
-Without ``-o`` and without a config it prints the plan, like ``resolve``.
+With flags of a target of its own (``--python``/``--platform``/``--installed``) and no ``-o`` it
+prints the plan, like ``resolve``; with none of these and no config there is nothing to lock (exit 2,
+as ``check`` says).
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "current directory or a parent): resolve every configured target (or those named with --target), "
             "sharing one crawl, and write each target's outputs. Flags given here override the config's values. "
             "With -o: resolve one plan from the flags and write it as a PEP 751 pylock.<name>.toml or a pip/uv "
-            "constraints file (*.txt). Without either, print the plan like `resolve`."
+            "constraints file (*.txt). With --python/--platform/--installed and no -o, print the plan like `resolve`; "
+            "with none of these and no config, there is nothing to lock (exit 2)."
         ),
     )
     common.add_resolve_flags(p)
@@ -73,6 +76,11 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     config = discover_config(args.config)
     if config is None and args.target:
         raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+    if config is None:  # as `check` says it: no project, no -o, no target of its own: nothing to lock
+        raise UsageError(
+            "nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
+            hint="pass -o FILE to lock one plan from the flags, --config FILE, or print a plan with `resolve-gpu-stack resolve`",
+        )
     return config
 
 
@@ -103,7 +111,7 @@ def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs,
     from ..lock.files import write_texts
 
     written = write_texts(_rendered(args, env, plan, defs, paths, command=command))
-    _say_written(written, label)
+    _say_written(written, label, quiet=getattr(args, "quiet", False))
 
 
 def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
@@ -160,9 +168,11 @@ def _make_folder(path: Path) -> None:
         raise WriteError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})", hint="nothing was written; make the folder writable (or pick another output path)") from None
 
 
-def _say_written(paths: Sequence[Path], label: str = "") -> None:
+def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False) -> None:
+    if quiet:  # -q: nothing but errors
+        return
     for path in paths:
-        print(f"{label}wrote {common.shown(path)}", file=sys.stderr)
+        common.say(f"{label}wrote {common.shown(path)}")
 
 
 # -- every configured target -----------------------------------------------------------------------
@@ -204,7 +214,7 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
                 staged.append((f"{target.name}: ", texts))
     finally:
         fetcher.close()
-    _write_staged(staged)
+    _write_staged(staged, quiet=getattr(args, "quiet", False))
     if failed:
         print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
     return 1 if failed else 0
@@ -222,13 +232,13 @@ def _refuse_outside(config: ProjectConfig, targets) -> None:
                 )
 
 
-def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]]) -> None:
+def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet: bool = False) -> None:
     """Every output of every target that has a plan, in one all-or-nothing write."""
     from ..lock.files import write_texts
 
     write_texts([item for _, texts in staged for item in texts])
     for label, texts in staged:
-        _say_written([path for path, _ in texts], label)
+        _say_written([path for path, _ in texts], label, quiet=quiet)
 
 
 def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:

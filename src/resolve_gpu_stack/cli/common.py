@@ -11,6 +11,7 @@ import argparse
 import logging
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,18 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
     g.add_argument("--cache-dir", metavar="DIR", type=Path, help="HTTP cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
-    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``: a positive number of seconds (a usage error otherwise, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of seconds")
+    return value
 
 
 def add_resolve_flags(p: argparse.ArgumentParser) -> None:
@@ -111,10 +123,20 @@ def replay_pypi_url(env: Mapping[str, str]) -> str:
         return placeholder
 
 
+_PRINT_LOCK = threading.Lock()  # progress lines from several threads never share a line
+
+
+def say(message: str) -> None:
+    """One whole line on stderr, under the one printing lock."""
+    with _PRINT_LOCK:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+
 def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     if getattr(args, "quiet", False) or not sys.stderr.isatty():
         return None
-    return lambda msg: print(msg, file=sys.stderr)
+    return say
 
 
 def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
@@ -123,12 +145,19 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
 
 
     cache_dir = args.cache_dir or default_cache_dir(env)
-    return HttpFetcher(
+    fetcher = HttpFetcher(
         cache=HttpCache(cache_dir),
         timeout=args.timeout,
         allow_insecure_hosts=tuple(args.allow_insecure_host),
         progress=progress_printer(args),
     )
+    fetcher.transport.on_retry = retry_printer(args)
+    return fetcher
+
+
+def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Each retry as it happens, on stderr (terminal or not); nothing with -q."""
+    return None if getattr(args, "quiet", False) else say
 
 
 def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):

@@ -84,6 +84,21 @@ class InstallRow:
     index: str
     before: Version | None  # installed before the run
     after: Version | None  # installed after the run (None in a dry run, or when absent)
+    reason: str = ""  # why the plan has this package at this version (the plan's own reason)
+    size: int | None = None  # bytes of its wheel, as the index gave it (None: kept, or not given)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownloadSummary:
+    """What an install would download: from the plan's sizes and the wheel cache, with no request."""
+
+    files: int  # wheels to install
+    cached: int  # of which already in the wheel cache
+    bytes: int  # known sizes of the wheels not cached
+    unknown_size: tuple[NormalizedName, ...] = ()  # not cached, and the index gave no size
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": self.files, "cached": self.cached, "bytes": self.bytes, "unknown_size": list(self.unknown_size)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,8 +106,9 @@ class InstallReport:
     python: str
     dry_run: bool
     rows: tuple[InstallRow, ...]
-    uv_changes: tuple[str, ...] = ()  # uv's own lines (the dry run's, or the real run's)
+    uv_changes: tuple[str, ...] = ()  # uv's own lines (the real run's)
     lock_path: str | None = None
+    download: DownloadSummary | None = None  # a dry run's preview of the downloads
 
     @property
     def changed(self) -> tuple[InstallRow, ...]:
@@ -112,9 +128,12 @@ class InstallReport:
                     "index": r.index,
                     "before": None if r.before is None else str(r.before),
                     "after": None if r.after is None else str(r.after),
+                    "size": r.size,
+                    "reason": r.reason,
                 }
                 for r in self.rows
             ],
+            "download": None if self.download is None else self.download.to_json(),
             "uv": list(self.uv_changes),
         }
 
@@ -238,6 +257,35 @@ def find_uv(env: Mapping[str, str]) -> str:
     if found:
         return found
     raise UsageError("uv not found", hint="install uv, or pass --uv /path/to/uv")
+
+
+def download_summary(plan: LockPlan, wheel_cache: WheelCache) -> DownloadSummary:
+    """The wheels an install of ``plan`` would fetch, and their bytes; reads the cache, fetches nothing.
+
+    A wheel counts as cached when the cache holds a file under its sha256 (from the index, or
+    recorded when a hashless wheel was downloaded before); it is re-verified only when installed.
+    """
+    todo = [p for p in plan.packages if p.action is not Action.KEEP]
+    cached, size, unknown = 0, 0, []
+    for pkg in todo:
+        digest = pkg.sha256 or ((wheel_cache.known_digest(pkg.url) or ("", 0))[0] if pkg.url else "")
+        filename = pkg.filename or (pkg.url.rsplit("/", 1)[-1] if pkg.url else "")
+        if digest and filename and wheel_cache.path_for(digest, filename).is_file():
+            cached += 1
+        elif pkg.size is None:
+            unknown.append(pkg.name)
+        else:
+            size += pkg.size
+    return DownloadSummary(files=len(todo), cached=cached, bytes=size, unknown_size=tuple(sorted(unknown)))
+
+
+def preview_plan(plan: LockPlan, *, python: str, wheel_cache: WheelCache) -> InstallReport:
+    """``install --dry-run``: what the plan would change in ``python``'s environment, and what it
+    would download, with no download and no uv (uv's own dry run needs the wheel files)."""
+    environment = inspect_environment(python)
+    check_environment(plan, environment)
+    rows = _rows(plan, dict(environment.target.installed), None)
+    return InstallReport(python=python, dry_run=True, rows=rows, download=download_summary(plan, wheel_cache))
 
 
 def install_plan(
@@ -367,22 +415,27 @@ def _rows(plan: LockPlan, before: Mapping[NormalizedName, Version], after: Mappi
             index=p.index,
             before=before.get(p.name),
             after=None if after is None else after.get(p.name),
+            reason=p.reason,
+            size=p.size,
         )
         for p in sorted(plan.packages, key=lambda p: p.name)
     )
 
 
 __all__ = [
+    "DownloadSummary",
     "InstallReport",
     "InstallRow",
     "UvChange",
     "check_environment",
     "check_uv_changes",
     "constraints_text",
+    "download_summary",
     "find_uv",
     "install_plan",
     "overrides_text",
     "parse_uv_changes",
+    "preview_plan",
     "requirements_text",
     "uv_environment",
 ]

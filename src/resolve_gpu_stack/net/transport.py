@@ -33,6 +33,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from .. import __version__
 from ..errors import CrawlError
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
@@ -46,16 +47,7 @@ MAX_REDIRECTS = 10
 DRAIN_BYTES = 64 * 1024  # an unread body up to this size is read to keep its connection
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("resolve-gpu-stack")
-    except Exception:  # noqa: BLE001 - not installed as a distribution
-        return "0"
-
-
-USER_AGENT = f"resolve-gpu-stack/{_version()}"
+USER_AGENT = f"resolve-gpu-stack/{__version__}"
 
 
 @dataclass
@@ -170,6 +162,7 @@ class Transport:
         self.max_retry_after = max_retry_after
         self.stats = FetchStats()
         self.credentials = Credentials(netrc_path)
+        self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout),
             transport=deadlines.DeadlineTransport(max_connections=max_connections, trust_env=trust_env),
@@ -328,6 +321,8 @@ class Transport:
                 delay = exc.wait if exc.wait is not None else self.backoff(n)
                 self.stats.add(retries=1)
                 log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)
+                if self.on_retry is not None:  # a long wait is not silent (the CLI prints it on stderr)
+                    self.on_retry(f"retrying {redact_url(url)} in {delay:.1f} s ({exc.cause}), attempt {n + 1} of {attempts}")
                 time.sleep(delay)
         raise AssertionError("unreachable")
 
