@@ -75,7 +75,7 @@ def key_path(key: str) -> str:
 def build_world(root: Path) -> dict:
     """Pages, METADATA sidecars and sparse wheels under ``root``; returns what was built."""
     manifest = json.loads((SNAPSHOT / "manifest.json").read_text())
-    wheels_by_sha: dict[str, str] = {}
+    wheels_by_sha: dict[str, tuple[str, int | None]] = {}
     for key, entry in manifest["pages"].items():
         if entry["status"] != 200:
             continue
@@ -90,28 +90,30 @@ def build_world(root: Path) -> dict:
         out = root / (unquote(key_path(key)) + ".metadata")
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(SNAPSHOT / entry["file"], out)
+    scans = {wheels_by_sha[k.removeprefix("sha256=")][0]: v for k, v in manifest["scans"].items() if k.removeprefix("sha256=") in wheels_by_sha}
+    sizes = dict(wheels_by_sha.values())
     built = 0
-    for key, scan in manifest["scans"].items():
-        path = wheels_by_sha.get(key.removeprefix("sha256="))
-        if path is not None:
-            scan_wheel(root / unquote(path), scan)
-            built += 1
+    for path in sorted(set(scans) | {key_path(k) for k in manifest["metadata"]}):
+        scan = scans.get(path) or {"kind": "none", "evidence": "", "file_size": sizes.get(path) or 2**20}
+        scan_wheel(root / unquote(path), scan)
+        built += 1
     return {"pages": sum(1 for e in manifest["pages"].values() if e["status"] == 200), "metadata": len(manifest["metadata"]),
-            "scans": len(manifest["scans"]), "wheels": built,
+            "scans": len(manifest["scans"]), "scanned_wheels": len(scans), "wheels": built,
             "recorded_scan_bytes": sum(s["bytes_read"] for s in manifest["scans"].values()),
             "recorded_scan_wheel_bytes": sum(s["file_size"] for s in manifest["scans"].values())}
 
 
-def _hashed_wheels(page: str, body: bytes, is_json: bool) -> dict[str, str]:
+def _hashed_wheels(page: str, body: bytes, is_json: bool) -> dict[str, tuple[str, int | None]]:
+    """sha256 -> (loopback path, size when the page gives it) of each wheel a page lists."""
     out = {}
     if is_json:
         for f in json.loads(body).get("files", []):
             sha = f.get("hashes", {}).get("sha256")
             if sha and f["filename"].endswith(".whl"):
-                out[sha] = _join(page, f["url"])
+                out[sha] = (_join(page, f["url"]), f.get("size"))
     else:
         for href, sha in re.findall(rb'href="([^"#]+\.whl)#sha256=([0-9a-f]{64})"', body):
-            out[sha.decode()] = _join(page, href.decode())
+            out[sha.decode()] = (_join(page, href.decode()), None)
     return out
 
 
@@ -136,11 +138,14 @@ def scan_wheel(path: Path, scan: dict) -> None:
     elif kind == "agnostic":
         m = re.match(r"(\d+) shared object", evidence)
         members += [(f"pkg/_ext{i}.so", synthetic_elf(bits=64, big=False, needed=("libc.so.6",)), False) for i in range(int(m.group(1)) if m else 0)]
-    else:  # unknown: a stored .so whose dynamic section lies past the budget
+    elif kind == "unknown":  # a stored .so whose dynamic section lies past the budget
         from resolve_gpu_stack.net.classify import budget
 
         members.append(("pkg/lib/libbig.so", synthetic_elf(bits=64, big=False, needed=("libc.so.6",), gap=budget(size) + 2**20), True))
-    members.append(("pkg-0.dist-info/METADATA", b"Metadata-Version: 2.1\nName: pkg\nVersion: 0\n\n", False))
+    dist, version = path.name.split("-")[:2]
+    sidecar = path.with_name(path.name + ".metadata")
+    meta = sidecar.read_bytes() if sidecar.is_file() else f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n\n".encode()
+    members.append((f"{dist}-{version}.dist-info/METADATA", meta, False))
     _write_sparse_zip(path, members, size)
 
 
