@@ -10,6 +10,8 @@
   ``server.rate`` caps them (bytes/s, all connections).
 - ``server.auth = (user, password)``: every request without that Basic authorization gets 401.
 - ``server.ignore_ranges = True``: answer every ``Range`` request with the whole file (200).
+- ``server.seek_ranges = True``: a ``Range`` request for a file of more than 1 MiB reads only that
+  range from disk (ETag from size and mtime): large sparse wheels stay cheap to serve.
 - ``Fault(reset_after=n)`` / ``Fault(stall_after=n, delay=s)``: a reset / a stall after n body bytes.
 - ``Fault(chunked=True)``: no Content-Length; ``Fault(trickle=s)`` / ``Fault(trickle_headers=s)``: the
   body / the headers one byte every s seconds (until the client hangs up).
@@ -92,6 +94,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if target is None:
             self._send(404, b"<html><body>404 Not Found</body></html>", {"Content-Type": "text/html"}, head, None)
             return
+        if owner.seek_ranges and fault is None and self._serve_range_from_disk(target, head):
+            return
         data = target.read_bytes()
         ctype = JSON_TYPE if target.suffix == ".json" else ("text/html" if target.suffix == ".html" else "application/octet-stream")
         if target.name.endswith(".metadata"):
@@ -122,6 +126,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(206, data[start : end + 1], headers, head, fault)
             return
         self._send(200, data, headers, head, fault)
+
+    def _serve_range_from_disk(self, target: Path, head: bool) -> bool:
+        """A ``bytes=a-b`` / ``bytes=-n`` request for a file over 1 MiB, read with a seek; False
+        when this request is not one (served the usual way)."""
+        rng = self.headers.get("Range") or ""
+        stat = target.stat()
+        size = stat.st_size
+        if size <= 2**20 or not rng.startswith("bytes=") or "," in rng or "If-None-Match" in self.headers:
+            return False
+        start_s, _, end_s = rng[6:].partition("-")
+        if start_s == "":
+            start, end = max(0, size - int(end_s)), size - 1
+        else:
+            start, end = int(start_s), min(int(end_s), size - 1) if end_s else size - 1
+        if start >= size:
+            self._send(416, b"", {"Content-Range": f"bytes */{size}"}, head, None)
+            return True
+        with open(target, "rb") as fh:
+            fh.seek(start)
+            data = fh.read(end - start + 1)
+        headers = {
+            "Content-Type": "application/octet-stream", "ETag": f'"{size:x}-{stat.st_mtime_ns:x}"',
+            "Last-Modified": email.utils.formatdate(stat.st_mtime, usegmt=True), "Accept-Ranges": "bytes",
+            "Content-Range": f"bytes {start}-{end}/{size}",
+        }
+        self._send(206, data, headers, head, None)
+        return True
 
     def _resolve(self, path: str) -> Path | None:
         root = self.server.owner.root
@@ -253,6 +284,7 @@ class IndexServer:
         self.next_free = 0.0
         self.auth: tuple[str, str] | None = None
         self.ignore_ranges = False
+        self.seek_ranges = False
         self.lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.owner = self

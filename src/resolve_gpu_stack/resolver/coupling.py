@@ -53,6 +53,8 @@ class Found:
     mismatch: str | None = None  # why it cannot run with the plan's torch
 
 
+CLASSIFY_THREADS = 32  # each scan is a few sequential round trips: as many at once as the transport has connections
+
 _KINDS = {"torch-abi": Coupling.TORCH_ABI, "cuda": Coupling.CUDA, "agnostic": Coupling.AGNOSTIC}
 
 
@@ -86,7 +88,7 @@ def classify_all(files: Sequence[IndexFile], classifier: WheelClassifier | None)
     """``classifier`` over ``files`` concurrently (each is a few range reads), by URL."""
     if classifier is None or not files:
         return {}
-    with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+    with ThreadPoolExecutor(max_workers=min(CLASSIFY_THREADS, len(files))) as pool:
         return dict(zip((f.url for f in files), pool.map(classifier, files), strict=True))
 
 
