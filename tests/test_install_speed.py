@@ -11,9 +11,9 @@ import pytest
 from wheels import build_wheel
 
 import resolve_gpu_stack.net.wheelcache as wheelcache
+from resolve_gpu_stack.env.probe import inspect_environment, start_probe
 from resolve_gpu_stack.errors import UsageError
 from resolve_gpu_stack.net.download import WheelCache, store_local
-from resolve_gpu_stack.env.probe import inspect_environment, start_probe
 
 
 @pytest.fixture
