@@ -121,13 +121,24 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.mark.slow
 @needs_linux
-def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_path, uv_env, capsys):
+def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_path, uv_env, capsys, monkeypatch):
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
     torch_before = dist_info_bytes(python, "torch")
+    from resolve_gpu_stack.env import probe as probe_module
+
+    probed: list[str] = []
+    real_init = probe_module.ProbeRun.__init__
+
+    def counted(self, path, timeout):
+        probed.append(str(path))
+        real_init(self, path, timeout)
+
+    monkeypatch.setattr(probe_module.ProbeRun, "__init__", counted)
     lock = tmp_path / "pylock.gpu.toml"
     rc, out, err = run_cli(capsys, "install", "--torch", "nightly", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
     assert rc == 0, err
+    assert probed == [python, python]  # one probe for the resolver and the install's "before", one after uv
     assert dist_info_bytes(python, "torch") == torch_before
     got = installed(python)
     assert got["torch"] == NIGHTLY

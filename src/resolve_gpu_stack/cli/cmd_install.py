@@ -147,6 +147,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.lock is not None or args.force_target:
         return run_lock(args, env)
     from ..env.install import install_plan, preview_plan
+    from ..env.probe import start_probe
     from ..lock.files import write_lock
     from ..net.download import fill_hashes
 
@@ -156,7 +157,13 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
-    plan, defs = common.run_resolve(args, env)
+    # One probe for the whole run: the resolver's target and the install's "before" are the same
+    # environment (uv's dry run and the check after the install still see the environment as it is).
+    probe = start_probe(python)
+    try:
+        plan, defs = common.run_resolve(args, env, probe=probe)
+    finally:
+        probe.close()
     cache = wheel_cache_from_args(args, env)
     if args.dry_run:
         emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
@@ -169,7 +176,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             lock_path = str(write_lock(plan, args.output, command=common.command_line(sys.argv[1:] or ["install"])))
             if not args.quiet:  # -q: nothing but errors
                 common.say(f"wrote {lock_path}")
-        report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
+        report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
+                              environment=probe.result())
     if lock_path is not None:
         report = dataclasses.replace(report, lock_path=lock_path)
     emit_report(args, report)

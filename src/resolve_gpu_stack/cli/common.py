@@ -172,8 +172,11 @@ def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snap
 
 # -- the target and the request --------------------------------------------------------------------
 
-def target_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Target, dict[Any, tuple[str, ...]]]:
-    """(Target, installed requirements by name) from --python/--platform/--installed."""
+def target_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: Any = None) -> tuple[Target, dict[Any, tuple[str, ...]]]:
+    """(Target, installed requirements by name) from --python/--platform/--installed.
+
+    ``probe``: an ``env.probe.ProbeRun`` of exactly the interpreter ``--python`` names, already
+    started by the caller (``install`` probes once, and installs against that same environment)."""
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from ..model.declared import declared_target
 
@@ -185,16 +188,16 @@ def target_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[
         return declared_target(value, S.raw_of(args, "platform"), S.raw_of(args, "installed")), {}
     if args.platform or args.installed:
         raise UsageError("--platform and --installed describe a declared target", hint="use them with --python X.Y, not with an interpreter path")
-    environment = inspect_environment(value)
+    environment = probe.result() if probe is not None else inspect_environment(value)
     requires = {name: tuple(d.requires_dist) for name, d in environment.distributions.items()}
     return environment.target, requires
 
 
-def request_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> ResolveRequest:
-    """The request of the flags typed, the table's defaults for the rest."""
+def request_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: Any = None) -> ResolveRequest:
+    """The request of the flags typed, the table's defaults for the rest (``probe``: see ``target_from_args``)."""
     typed = {name: raw for name, raw in S.typed(args).items() if S.BY_NAME[name].on_request}
     values = {**S.defaults(), **S.parse(typed)}
-    target, requires = target_from_args(args, env)
+    target, requires = target_from_args(args, env, probe)
     if "gpus" not in typed and not is_declared(args, env):
         values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
     return S.build_request(values, target=target, installed_requires=requires)
@@ -214,15 +217,15 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
     return visible_archs(query_nvidia_smi(None, env))
 
 
-def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
-    """(plan, definitions) for the flags; the fetcher is closed afterwards."""
+def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None, probe=None):
+    """(plan, definitions) for the flags; the fetcher is closed afterwards (``probe``: see ``target_from_args``)."""
     from ..index.finder import Finder
     from ..net.classify import classifier_for
     from ..resolver.resolve import resolve  # resolvelib: not for --help
 
 
     defs = defs or definitions(args, env)
-    request = request_from_args(args, env)
+    request = request_from_args(args, env, probe)
     fetcher = fetcher or make_fetcher(args, env, defs)
     try:
         return resolve(request, Finder(fetcher, defs), defs, classifier=classifier_for(fetcher)), defs

@@ -25,7 +25,7 @@ from ..lock.pylock import plan_from_lock
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..net.download import DownloadProgress, WheelCache, store_local
 from .install import InstallReport, install_plan
-from .probe import Environment, inspect_environment
+from .probe import Environment, start_probe
 
 if TYPE_CHECKING:
     from ..net.http import HttpFetcher
@@ -119,8 +119,13 @@ def install_lock(
     ``fetcher`` downloads the lock's http(s) wheels (one is made, and closed, when None and not
     ``offline``); ``offline`` takes every wheel from the wheel cache or local files.
     """
-    plan = load_lock_plan(path, wheel_cache=wheel_cache)
-    environment = inspect_environment(python)
+    probe = start_probe(python)  # runs while the lock is read and its local wheels verified
+    try:
+        plan = load_lock_plan(path, wheel_cache=wheel_cache)
+    except BaseException:
+        probe.close()
+        raise
+    environment = probe.result()
     differences = target_differences(plan, environment)
     if differences and not force_target:
         raise UsageError(

@@ -220,22 +220,57 @@ emit(out)
 """.replace("SENTINEL", repr(_SENTINEL))
 
 
-def _run_probe(path: str | Path, timeout: float) -> dict[str, Any]:
-    where = Path(path)
-    if not where.exists():
-        raise UsageError(f"Python interpreter {path}: no such file", hint="pass --python with an existing interpreter path")
-    if where.is_dir() or not os.access(where, os.X_OK):
-        raise UsageError(f"Python interpreter {path}: not an executable file")
-    try:
-        # -I: isolated, like uv's own probe: no PYTHONPATH, no user site, no cwd on sys.path.
-        proc = subprocess.run(
-            [str(where), "-I", "-c", _PROBE], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise UsageError(f"Python interpreter {path}: did not answer within {timeout:g}s") from exc
-    except OSError as exc:
-        raise UsageError(f"Python interpreter {path}: cannot run it: {exc.strerror or exc}") from exc
-    return _probe_facts(path, proc)
+class ProbeRun:
+    """A probe of an interpreter started in the background (``start_probe``): the subprocess runs
+    while the caller does other work; ``result()`` waits for it and describes the environment."""
+
+    def __init__(self, path: str | Path, timeout: float) -> None:
+        where = Path(path)
+        if not where.exists():
+            raise UsageError(f"Python interpreter {path}: no such file", hint="pass --python with an existing interpreter path")
+        if where.is_dir() or not os.access(where, os.X_OK):
+            raise UsageError(f"Python interpreter {path}: not an executable file")
+        self.path = path
+        self._timeout = timeout
+        self._result: Environment | None = None
+        try:
+            # -I: isolated, like uv's own probe: no PYTHONPATH, no user site, no cwd on sys.path.
+            self._proc: subprocess.Popen[str] | None = subprocess.Popen(
+                [str(where), "-I", "-c", _PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
+            )
+        except OSError as exc:
+            raise UsageError(f"Python interpreter {path}: cannot run it: {exc.strerror or exc}") from exc
+
+    def result(self) -> Environment:
+        """The environment as the probe found it (waits for it once; later calls answer the same)."""
+        if self._result is None:
+            self._result = _environment(self.path, self._facts())
+        return self._result
+
+    def _facts(self) -> dict[str, Any]:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            raise UsageError(f"Python interpreter {self.path}: its probe failed before")
+        try:
+            out, err = proc.communicate(timeout=self._timeout)
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.communicate()
+            raise UsageError(f"Python interpreter {self.path}: did not answer within {self._timeout:g}s") from exc
+        return _probe_facts(self.path, subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+
+    def close(self) -> None:
+        """Stop a probe whose result is no longer wanted."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        if proc is not None:
+            proc.communicate()
+
+
+def start_probe(path: str | Path, *, timeout: float = 60) -> ProbeRun:
+    """Start probing ``path`` in the background; ``.result()`` is ``inspect_environment(path)``."""
+    return ProbeRun(path, timeout)
 
 
 def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -329,7 +364,10 @@ def _distributions(facts: Mapping[str, Any]) -> tuple[dict[NormalizedName, Insta
 
 def inspect_environment(path: str | Path, *, timeout: float = 60) -> Environment:
     """Run ``path`` and describe it: its Target, its installed distributions, its prefix."""
-    facts = _run_probe(path, timeout)
+    return start_probe(path, timeout=timeout).result()
+
+
+def _environment(path: str | Path, facts: Mapping[str, Any]) -> Environment:
     label, platforms = _platforms(facts)
     distributions, warnings = _distributions(facts)
     info = facts["version_info"]
@@ -370,9 +408,11 @@ __all__ = [
     "Environment",
     "active_venv_interpreter",
     "InstalledDistribution",
+    "ProbeRun",
     "PythonFlagKind",
     "default_interpreter",
     "inspect_environment",
     "inspect_interpreter",
     "parse_python_flag",
+    "start_probe",
 ]

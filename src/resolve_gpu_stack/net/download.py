@@ -5,7 +5,8 @@ call) continues with ``Range: bytes=<have>-``, and restarts from zero when the s
 The whole file is then checked (size, sha256 when known) and renamed into ``sha256/``; on any
 mismatch it is deleted and ``IntegrityError`` names the URL, the expected and the actual digest.
 Nothing unverified is ever left in ``sha256/`` or handed on. A wheel already in the cache is
-re-hashed and reused without any request. Keys and files never hold credentials.
+reused without any request, re-hashed unless its stat is the one recorded
+when it was last hashed (``WheelCache.lookup``). Keys and files never hold credentials.
 
 A sha256 learnt from a download (no index hash) is recorded only for a file that is the wheel its
 name says (``wheelcache.check_learned``), of the listed size or, unlisted, at most
@@ -286,6 +287,7 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
     final = cache.path_for(actual, name)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(part, final)
+    cache.mark_verified(final, actual)
     cache.drop_partial(url)
     if expected is None:
         cache.remember(url, actual, n)
@@ -324,6 +326,7 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
         raise IntegrityError(str(path), f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
                              hint="the local file is not the one the lock was made with; nothing was installed")
     os.replace(tmp, final)
+    cache.mark_verified(final, actual)
     return FetchedWheel(path=final, sha256=actual, size=n)
 
 

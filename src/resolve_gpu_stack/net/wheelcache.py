@@ -8,6 +8,10 @@ Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
     locks/<key>.lock                  one process at a time per URL (fcntl.flock)
     urls/<key>.json                   sha256 + size learnt by downloading a wheel whose index gave
                                       no hash (PyTorch nightlies), so a later run finds it again
+    verified/<aa>/<digest>/<filename>.json
+                                      the stat of sha256/<aa>/<digest>/<filename> (size, mtime, ctime, inode) when it was last
+                                      hashed: a lookup whose stat still matches skips re-hashing a
+                                      GB wheel (any write, touch, link or replace changes the ctime)
 
 ``check_learned`` says whether a file is the wheel its name says (before its sha256 is learnt, and
 again before a learnt entry is reused). Keys and files never hold credentials.
@@ -72,16 +76,41 @@ class WheelCache:
 
     # -- lookups --------------------------------------------------------------------------------
     def lookup(self, sha256: str, filename: str, size: int | None = None) -> FetchedWheel | None:
-        """The cached wheel with this digest, re-verified; a damaged entry is deleted (a miss)."""
+        """The cached wheel with this digest, re-verified; a damaged entry is deleted (a miss).
+
+        The file is hashed again unless its stat is the one recorded when it was last hashed
+        (``mark_verified``): then it has not been written to since.
+        """
         path = self.path_for(sha256, filename)
+        digest = sha256.lower()
+        try:
+            st = path.stat()
+        except OSError:
+            return None
         if not path.is_file():
             return None
+        if size is not None and st.st_size != size:
+            log.warning("wheel cache entry %s is damaged (%d bytes, %d expected); deleting it", path, st.st_size, size)
+            unlink(path)
+            unlink(_stamp_path(path))
+            return None
+        if _read_stamp(path) == _stamp(digest, st):
+            return FetchedWheel(path=path, sha256=digest, size=st.st_size)
         actual, n = file_sha256(path)
-        if actual != sha256.lower() or (size is not None and n != size):
+        if actual != digest or (size is not None and n != size):
             log.warning("wheel cache entry %s is damaged (sha256 %s, %d bytes); deleting it", path, actual, n)
             unlink(path)
+            unlink(_stamp_path(path))
             return None
+        self.mark_verified(path, actual)
         return FetchedWheel(path=path, sha256=actual, size=n)
+
+    def mark_verified(self, path: Path, sha256: str) -> None:
+        """Record that ``path`` (a file in ``sha256/``) has just been hashed to ``sha256``."""
+        try:
+            _write_json(_stamp_path(path), _stamp(sha256.lower(), path.stat()))
+        except OSError as exc:  # a read-only cache still works: it hashes every time
+            log.debug("cannot record the verification of %s: %s", path, exc)
 
     def known_digest(self, url: str) -> tuple[str, int] | None:
         """(sha256, size) recorded for a URL downloaded before without an index hash."""
@@ -161,6 +190,25 @@ def unlink(path: Path) -> None:
         path.unlink()
     except FileNotFoundError:
         pass
+
+
+def _stamp_path(path: Path) -> Path:
+    """``verified/<aa>/<digest>/<filename>.json`` for ``sha256/<aa>/<digest>/<filename>``."""
+    return path.parents[3] / "verified" / path.parent.parent.name / path.parent.name / (path.name + ".json")
+
+
+def _stamp(sha256: str, st: os.stat_result) -> dict:
+    """What must not have changed since a file was hashed (the ctime changes with any write,
+    ``touch``, hard link or rename of the file, and cannot be set back by its owner)."""
+    return {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino, "dev": st.st_dev}
+
+
+def _read_stamp(path: Path) -> dict | None:
+    try:
+        data = json.loads(_stamp_path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _write_json(path: Path, data: dict) -> None:
