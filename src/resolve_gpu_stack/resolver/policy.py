@@ -59,19 +59,24 @@ def tag_rank(file: IndexFile, target: Target) -> int | None:
 
 
 _RANKS: dict[int, tuple[tuple[Tag, ...], dict[Tag, int]]] = {}
+_RANKS_KEPT = 4  # tag lists remembered: a lock of many targets resolves one target at a time
 
 
 def _tag_ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
     """{tag: position} of a target's tag list, built once per list (a target has hundreds of tags,
-    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list)."""
+    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list).
+
+    Only the last few lists are kept (the entry holds the list, thousands of ``Tag`` objects): a
+    lock of 200 targets must not keep every target's tags alive until it ends."""
     entry = _RANKS.get(id(tags))
     if entry is None or entry[0] is not tags:
-        if len(_RANKS) > 64:
-            _RANKS.clear()
         ranks: dict[Tag, int] = {}
         for i, tag in enumerate(tags):
             ranks.setdefault(tag, i)
-        entry = _RANKS[id(tags)] = (tags, ranks)
+        entry = (tags, ranks)
+        while len(_RANKS) >= _RANKS_KEPT:
+            _RANKS.pop(next(iter(_RANKS)), None)  # the oldest (dicts keep insertion order)
+        _RANKS[id(tags)] = entry
     return entry[1]
 
 

@@ -32,7 +32,7 @@ from .planning import PlanContext, build_plan
 from .policy import describe_versions, plan_violations, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import Cand, Key, Req
+from .requirement import Cand, Key, Req, forget_contains
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
 WITH_PARENT = "(requested with --with)"
@@ -50,6 +50,7 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, class
         plan = reuse.reuse(finder, key)
         if plan is not None:
             return plan
+    forget_contains()  # per-target state dies with its target; the finder (pages, metadata) is shared
     plan = _resolve(request, finder, defs, classifier)
     if key is not None:
         reuse.remember(finder, key, plan)
