@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -290,6 +291,30 @@ def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> 
     from ..model.channel import flashinfer_channel
 
     return defs.owner(name, version, RouteContext(flashinfer_channel=flashinfer_channel(plan.flashinfer_version), cuda=plan.target.cuda))
+
+
+# -- synthetic digests (the reconstructed parts of a bundled snapshot) ------------------------
+
+RECONSTRUCTED = "RECONSTRUCTED-NOT-REAL:"  # the stand-in scheme: sha256(RECONSTRUCTED + filename)
+
+
+def synthetic_rows(packages: Iterable[LockedPackage], listed: frozenset[str] = frozenset()) -> list[LockedPackage]:
+    """The rows whose sha256 is no real file's digest: listed as synthetic by the snapshot they came
+    from (its manifest's ``synthetic_sha256``), or made by the reconstruction's stand-in scheme
+    (recognised without the snapshot). Installing such a row can only fail its hash check."""
+    return [p for p in packages if p.sha256 and (p.sha256 in listed or _stand_in(p.sha256, p.filename))]
+
+
+def _stand_in(sha256: str, filename: str | None) -> bool:
+    if not filename:
+        return False
+    from urllib.parse import unquote
+
+    return any(hashlib.sha256(f"{RECONSTRUCTED}{name}".encode()).hexdigest() == sha256 for name in {filename, unquote(filename)})
+
+
+def synthetic_note(pkg: LockedPackage) -> str:
+    return f"{pkg.name} {pkg.version}: its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest (`lock` refuses to write it)"
 
 
 def spec_allows_prerelease(specs: Iterable[SpecifierSet]) -> bool:

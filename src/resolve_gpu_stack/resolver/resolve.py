@@ -8,6 +8,7 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -29,7 +30,7 @@ from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .overrides import OverrideRules, Overrides
 from .planning import PlanContext, build_plan
-from .policy import describe_versions, plan_violations, torch_series
+from .policy import describe_versions, plan_violations, synthetic_note, synthetic_rows, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import Cand, Key, Req, forget_contains
@@ -90,6 +91,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     notes = [*torch.notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, dependencies, factory)]
     plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts)
     plan = build_plan(result, plan_ctx, notes)
+    if synthetic := synthetic_rows(plan.packages):
+        plan = replace(plan, notes=(*plan.notes, *map(synthetic_note, synthetic)))
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
