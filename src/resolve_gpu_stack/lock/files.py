@@ -103,7 +103,7 @@ def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: fl
     and never a writer's that is still running. Returns what was removed."""
     now = time.time() if now is None else now
     pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.tmp$")
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(path.parent))
     except OSError:
