@@ -137,8 +137,11 @@ def _served_pages(www: Path) -> set[bytes]:
 def _served_metadata(www: Path) -> set[bytes]:
     out = {p.read_bytes() for p in www.rglob("*.whl.metadata")}  # PEP 658 sidecars
     for whl in www.rglob("*.whl"):
-        with zipfile.ZipFile(whl) as zf:
-            out.update(zf.read(n) for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+        try:
+            with zipfile.ZipFile(whl) as zf:
+                out.update(zf.read(n) for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+        except Exception:  # noqa: BLE001 - a deliberately corrupt wheel has no METADATA to serve
+            continue
     return out
 
 

@@ -6,10 +6,13 @@
   accepts ``application/vnd.pypi.simple.v1+json`` and that file exists).
 - ``server.script(path, [Fault, ...])``: the next requests for ``path`` get these faults in order.
 - ``server.latency`` adds a delay to every response; ``server.log`` records (method, path, headers).
-- ``server.bytes_sent`` counts body bytes served; ``server.rate`` caps them (bytes/s, all connections).
+- ``server.bytes_sent`` counts body bytes served (read once the answers in flight are sent);
+  ``server.rate`` caps them (bytes/s, all connections).
 - ``server.auth = (user, password)``: every request without that Basic authorization gets 401.
 - ``server.ignore_ranges = True``: answer every ``Range`` request with the whole file (200).
 - ``Fault(reset_after=n)`` / ``Fault(stall_after=n, delay=s)``: a reset / a stall after n body bytes.
+- ``Fault(chunked=True)``: no Content-Length; ``Fault(trickle=s)`` / ``Fault(trickle_headers=s)``: the
+  body / the headers one byte every s seconds (until the client hangs up).
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ class Fault:
     ignore_range: bool = False
     reset_after: int | None = None  # send this many body bytes, then reset the connection (RST)
     stall_after: int | None = None  # send this many body bytes, then stall ``delay`` seconds (not before answering)
+    chunked: bool = False  # no Content-Length: the body goes out in 1 KiB chunks (Transfer-Encoding: chunked)
+    trickle: float | None = None  # send the body ``trickle_size`` bytes (default one) every ``trickle`` seconds
+    trickle_size: int = 1
+    trickle_headers: float | None = None  # send the status line and headers one byte every ``trickle_headers`` seconds
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -128,12 +135,31 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return full if full.is_file() else None
 
     def _send(self, status: int, body: bytes, headers: dict[str, str], head: bool, fault: Fault | None) -> None:
+        owner = self.server.owner
+        with owner.lock:
+            owner.sending += 1
+        try:
+            self._send_answer(status, body, headers, head, fault)
+        finally:
+            with owner.lock:
+                owner.sending -= 1
+
+    def _send_answer(self, status: int, body: bytes, headers: dict[str, str], head: bool, fault: Fault | None) -> None:
+        if fault and fault.trickle_headers is not None:
+            self._trickle_headers(status, body, headers, fault.trickle_headers)
+            return
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+        if fault and fault.chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if head:
+            return
+        if fault and (fault.chunked or fault.trickle is not None):
+            self._send_slowly(body, fault)
             return
         if fault and fault.truncate_to is not None:
             body = body[: fault.truncate_to]
@@ -157,8 +183,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             return
         with self.server.owner.lock:
-            self.server.owner.bytes_sent += len(body)
+            self.server.owner.sent += len(body)
 
+    def _trickle_headers(self, status: int, body: bytes, headers: dict[str, str], every: float) -> None:
+        lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}"] + [f"{k}: {v}" for k, v in headers.items()]
+        raw = ("\r\n".join([*lines, f"Content-Length: {len(body)}"]) + "\r\n\r\n").encode() + body
+        self.close_connection = True
+        try:
+            for i in range(len(raw)):
+                self.wfile.write(raw[i : i + 1])
+                self.wfile.flush()
+                time.sleep(every)
+        except OSError:
+            return
+
+    def _send_slowly(self, body: bytes, fault: Fault) -> None:
+        """Chunked (1 KiB pieces) and/or trickled (one byte every ``fault.trickle`` seconds)."""
+        step = fault.trickle_size if fault.trickle is not None else 1024
+        try:
+            for i in range(0, len(body), step):
+                piece = body[i : i + step]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if fault.chunked else piece)
+                self.wfile.flush()
+                if fault.trickle is not None:
+                    time.sleep(fault.trickle)
+            if fault.chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True
 
     def _paced(self, body: bytes) -> None:
         """Send ``body`` within the server's bandwidth cap (all connections together)."""
@@ -195,7 +247,8 @@ class IndexServer:
         self.latency = latency
         self.faults: dict[str, list[Fault]] = {}
         self.log: list[tuple[str, str, dict[str, str]]] = []
-        self.bytes_sent = 0
+        self.sent = 0  # body bytes written so far
+        self.sending = 0  # answers being written right now
         self.rate: float | None = None  # bytes per second for all bodies together (None: no cap)
         self.next_free = 0.0
         self.auth: tuple[str, str] | None = None
@@ -209,6 +262,16 @@ class IndexServer:
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/"
+
+    @property
+    def bytes_sent(self) -> int:
+        """Body bytes served, once the answers being written are done (the client may have read a
+        body before the server thread got to count it)."""
+        deadline = time.monotonic() + 2.0
+        while self.sending and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with self.lock:
+            return self.sent
 
     def script(self, path: str, faults: list[Fault]) -> None:
         with self.lock:

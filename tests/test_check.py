@@ -89,12 +89,20 @@ def test_lock_target_selects_and_flags_override_the_config(project, capsys):
     assert "flashinfer-cubin" not in text and 'version = "0.6.4"' in text
     assert 'command = "resolve-gpu-stack lock --target x86_64-py312 --flashinfer 0.6.4 --no-cubin"' in text
     assert not (project / ARM).exists()
-    # the lock no longer matches the config: check says so and names the changed inputs
+    # the flags are inputs of that lock: the next check agrees with it (issue 13, item 7)
+    rc, out = check_output(capsys, "--target", "x86_64-py312")
+    assert rc == 0, out
+    # a change to the config that the flags do not override makes it stale; regenerating keeps the flags
+    edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]')
     rc, out = check_output(capsys, "--target", "x86_64-py312")
     assert rc == 1
-    assert "stale" in out and "flashinfer: 'latest' -> " not in out
-    assert "flashinfer: '0.6.4' -> 'latest'" in out
-    assert REGENERATE in out
+    assert "stale" in out and "with: [] -> ['numpy']" in out and "flashinfer:" not in out
+    assert "regenerate: resolve-gpu-stack lock --target x86_64-py312 --flashinfer 0.6.4 --no-cubin" in out
+    # the flags are not applied to another target's lock, nor to a lock whose command names none
+    edit(project / "pyproject.toml", 'cuda = "cu130"\nwith = ["numpy"]', 'cuda = "cu130"')
+    edit(project / PYLOCK, "--flashinfer 0.6.4 --no-cubin", "")
+    rc, out = check_output(capsys, "--target", "x86_64-py312")
+    assert rc == 1 and "flashinfer: '0.6.4' -> 'latest'" in out
 
 
 def test_lock_usage_errors(project, capsys):
@@ -231,8 +239,8 @@ def test_hash_removed_fails_naming_the_package(project, capsys):
 
 def test_kept_torch_below_the_installed_floor_fails(project, capsys):
     text = (project / PYLOCK).read_text()
-    text = text.replace('torch = {version = "2.12.0.dev20260307+cu130"', 'torch = {version = "2.12.0.dev20260306+cu130"')
-    text = text.replace('name = "torch"\nversion = "2.12.0.dev20260307+cu130"', 'name = "torch"\nversion = "2.12.0.dev20260306+cu130"')
+    # the kept torch is listed in [[packages]] too (with its wheel): move every mention but the recorded input
+    text = text.replace("dev20260307", "dev20260306").replace('installed-torch = "2.12.0.dev20260306+cu130"', 'installed-torch = "2.12.0.dev20260307+cu130"')
     (project / PYLOCK).write_text(text)
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
@@ -500,3 +508,115 @@ def test_a_hash_changed_in_its_last_digit_prints_both_digests_whole(snapshot_pro
     rc, out = check_output(capsys, "--today", "2026-03-10")
     assert rc == 1
     assert f"flashinfer-cubin: sha256 {forged} differs from the pypi index's {digest}" in out
+
+
+# -- lock writes all outputs or none (issue 13, item 6) -------------------------------------------
+
+def test_lock_writes_every_output_or_none(project, capsys):
+    (project / "ro").write_text("a file where a folder should be\n")  # fails as root too
+    rc = main("lock", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", *_index_flags(project),
+              "-o", "a.txt", "-o", "ro/pylock.x.toml")
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "cannot write" in err and "ro/pylock.x.toml" in err and "nothing was written" in err
+    assert not (project / "a.txt").exists()
+    assert not [p.name for p in project.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_configured_lock_writes_every_target_or_none(project, capsys, monkeypatch):
+    from resolve_gpu_stack.lock import files
+
+    before = {p: (project / p).read_bytes() for p in (PYLOCK, TXT, ARM)}
+    edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nflashinfer = "0.6.4"')
+    real = files.os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith(ARM.name):  # the last file: the others were already renamed into place
+            raise OSError(30, "Read-only file system")
+        return real(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    rc = main("lock")
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "Read-only file system" in err and "wrote" not in err
+    assert {p: (project / p).read_bytes() for p in (PYLOCK, TXT, ARM)} == before
+    assert not [p for p in (project / "constraints").iterdir() if p.name.endswith(".tmp")]
+
+
+def _index_flags(project: Path) -> list[str]:
+    """--index flags for the loopback world the project was locked against."""
+    from resolve_gpu_stack.cli.config import load_config
+
+    config = load_config(project / "pyproject.toml")
+    return [w for name, url in config.indexes.items() for w in ("--index", f"{name}={url}")]
+
+
+# -- a constraints file is checked against the pylock written with it (issue 13, item 5) ----------
+
+@pytest.mark.parametrize("files", [(), (str(TXT),)])
+def test_hand_edited_constraints_pin_fails(project, capsys, files):
+    text = (project / TXT).read_text()
+    pin = re.search(r"^numpy==(\S+)", text, re.M)
+    assert pin is not None
+    edit(project / TXT, f"numpy=={pin[1]}", "numpy==1.0")
+    rc, out = check_output(capsys, *files)
+    assert rc == 1, out
+    assert f"numpy: pinned at 1.0, but {PYLOCK.name} (written with it) locks {pin[1]}" in out
+
+
+def test_constraints_missing_or_extra_pins_fail(project, capsys):
+    text = (project / TXT).read_text()
+    line = next(x for x in text.splitlines() if x.startswith("numpy=="))
+    (project / TXT).write_text(text.replace(line + "\n", "") + "six==1.0\n")
+    rc, out = check_output(capsys)
+    assert rc == 1, out
+    assert "numpy: missing:" in out and "six: pinned at 1.0" in out
+
+
+# -- kept packages in the pylock (issue 13, item 3) -----------------------------------------------
+
+def test_a_kept_nightly_torch_is_listed_with_the_hash_learned_once(served, project, capsys):
+    """The PyTorch page gives no sha256 (as the real nightly pages): `lock` learned it through the
+    wheel cache, so the kept torch is listed at its installed version and hash, and `check` agrees."""
+    _, world, _, _ = served
+    wheel = next(e.wheel for e in world.pages["whl/nightly/cu130/torch/"] if "dev20260307" in e.wheel.filename and "x86_64" in e.wheel.filename)
+    text = (project / PYLOCK).read_text()
+    head = text.split("[tool.resolve-gpu-stack]")[0]
+    assert 'name = "torch"\nversion = "2.12.0.dev20260307+cu130"' in head and wheel.sha256 in head
+    assert "kept-unlisted" not in text
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 0 and "warning" not in out, out
+
+
+def test_a_kept_package_the_lock_cannot_list_is_a_warning(project, capsys):
+    text = (project / PYLOCK).read_text()
+    start = text.index('[[packages]]\nname = "torch"')
+    end = text.index("[[packages]]", start + 1) if "[[packages]]" in text[start + 1:] else text.index("[tool.resolve-gpu-stack]")
+    (project / PYLOCK).write_text(text[:start] + text[end:])
+    rc, out = check_output(capsys, str(PYLOCK), "--today", "2026-03-10")
+    assert rc == 0, out
+    assert "warning: constraints/pylock.x86_64-py312.toml: torch: kept but not listed in [[packages]]" in out
+    assert "`uv pip sync` of this lock would uninstall it" in out and "uv pip install -r" in out
+
+
+# -- a configured snapshot replays PyPI under the user's PyPI (issue 13, item 2) ------------------
+
+def test_configured_snapshot_lock_uses_the_users_pypi_and_stays_fresh_elsewhere(served, tmp_path, monkeypatch, capsys):
+    _, _, urls, _ = served
+    project = tmp_path / "snap-project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(config_text(urls))
+    record_snapshot(project, project / "snapshot")
+    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # no pypi: the user's is used
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("PIP_INDEX_URL", urls["pypi"])
+    assert main("lock", "--cache-dir", str(tmp_path / "cache")) == 0
+    text = (project / PYLOCK).read_text()
+    assert f'index = "{urls["pypi"]}"' in text and "snapshot.invalid" not in text.split("[tool.resolve-gpu-stack]")[0]
+    numpy = re.search(r'url = "([^"]*numpy[^"]*\.whl)"', text)
+    assert numpy is not None and numpy[1].startswith(urls["pypi"].split("/simple/")[0])
+    # the machine's PyPI is not an input: on a machine with another PyPI the lock is still fresh
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple/")
+    rc, out = check_output(capsys, "--today", "2026-03-10")
+    assert rc == 0, out

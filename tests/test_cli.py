@@ -108,7 +108,10 @@ def test_platform_with_an_interpreter_path_is_a_usage_error(capsys):
 def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
     code, out, err = run(capsys, ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"])
     assert code == 0, err
-    rows = json.loads(out)
+    data = json.loads(out)
+    assert data["schema"] == "resolve-gpu-stack/candidates/v1" and data["package"] == "flashinfer-jit-cache"
+    assert any(p["found"] and p["url"].endswith("/cu130/flashinfer-jit-cache/") for p in data["pages"])
+    rows = data["files"]
     versions = {r["version"] for r in rows}
     assert "0.6.5+cu130" in versions and max(rows, key=lambda r: r["version"])  # newest first below
     assert all(r["version"].endswith("+cu130") for r in rows)
@@ -123,7 +126,7 @@ def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(caps
     assert code == 0
     assert "no hash (metadata sha256 " in out and "2.12.0.dev20260307+cu130" in out
     code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"])
-    rows = json.loads(out)
+    rows = json.loads(out)["files"]
     linux = [r for r in rows if "manylinux" in r["tags"]]
     assert linux and all(r["sha256"] is None for r in rows)
     assert all(r["metadata_sha256"] for r in linux if r["version"] >= "2.12.0.dev20260301")
@@ -266,3 +269,96 @@ def test_no_command_module_imports_the_app_back():
                 assert node.module != "app" and not (node.module is None and "app" in names), f"{path.name} imports cli.app"
     assert "importlib" not in (folder / "app.py").read_text()
     assert all(callable(m.register) and callable(m.run) for m in COMMANDS.values())
+
+
+def _pylock(tmp_path, capsys, *extra: str) -> dict:
+    from resolve_gpu_stack.data.toml import load_toml
+
+    path = tmp_path / "pylock.x.toml"
+    code, _, err = run(capsys, ["lock", *STORY, *extra, "-o", str(path)])
+    assert code == 0, err
+    return load_toml(path, error=AssertionError)
+
+
+def test_pylock_index_is_the_simple_base_the_file_was_found_under(tmp_path, capsys):
+    """PEP 751 tools fall back to packages.index when a URL dies: it must be a simple-API base that
+    lists the file, not the logical index (issue 13, item 4)."""
+    doc = _pylock(tmp_path, capsys, "--installed", "triton==3.7.0+git9c288bc5")
+    index = {p["name"]: p.get("index") for p in doc["packages"]}
+    assert index["flashinfer-jit-cache"] == "https://flashinfer.ai/whl/cu130/"
+    assert index["numpy"].endswith("/simple/") and index["flashinfer-python"] == index["numpy"]
+    assert doc["tool"]["resolve-gpu-stack"]["indexes"]["flashinfer"] == "https://flashinfer.ai/whl/"
+
+
+def test_readme_story_1_lock_works_offline_as_written(tmp_path, capsys):
+    """The kept nightly torch's exact pin (triton) came with it: kept, nothing to download, said in a
+    note, so the README's lock command needs no network and no extra --installed (issue 13, item 1)."""
+    doc = _pylock(tmp_path, capsys)
+    tool = doc["tool"]["resolve-gpu-stack"]
+    triton = next(p for p in tool["packages"] if p["name"] == "triton")
+    assert triton["action"] == "keep" and triton["version"] == "3.7.0+git9c288bc5"
+    note = next(n for n in tool["notes"] if n.startswith("taken as installed (kept) with torch 2.12.0.dev20260307+cu130, which pins them exactly: "))
+    assert "triton 3.7.0+git9c288bc5" in note and "nvidia-nccl-cu13 2.29.7" in note
+    # the pin is the installed torch's: naming triton installed at another version keeps the user's
+    code, out, err = run(capsys, [*STORY, "--installed", "triton==3.6.0", "--format", "json"])
+    assert code == 0, err
+    pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert pkgs["triton"]["action"] == "upgrade" and pkgs["triton"]["version"] == "3.7.0+git9c288bc5"
+
+
+def test_exact_pins_read_only_exact_pins_for_the_target():
+    from resolve_gpu_stack.model.declared import declared_target
+    from resolve_gpu_stack.resolver.torch_pins import exact_pins
+
+    target = declared_target("3.12", "x86_64-manylinux_2_28")
+    pins = exact_pins(("triton==3.7.0+git9c288bc5; platform_system == 'Linux'", "filelock", "sympy>=1.13.3", "nvidia-nccl==2.1.*",
+                       "a==1.0; platform_machine == 'aarch64'", "b==2.0; extra == 'opt'", "c==3,<4"), target)
+    assert {str(k): str(v) for k, v in pins.items()} == {"triton": "3.7.0+git9c288bc5"}
+
+
+def test_offline_lock_names_the_kept_packages_it_cannot_list(tmp_path, capsys):
+    """With --snapshot nothing is downloaded: a kept nightly whose row has no sha256 (and is not in
+    the wheel cache) cannot be listed; the tool table says so, and `check` warns (issue 13, item 3)."""
+    doc = _pylock(tmp_path, capsys, "--cache-dir", str(tmp_path / "cache"))
+    listed = {p["name"] for p in doc["packages"]}
+    unlisted = doc["tool"]["resolve-gpu-stack"]["kept-unlisted"]
+    assert unlisted["packages"] == ["torch", "triton"] and "uv pip sync" in unlisted["why"]
+    assert not listed & {"torch", "triton"}
+    assert {"nvidia-nccl-cu13", "cuda-toolkit"} <= listed  # kept too, but their PyPI rows carry a sha256
+    code, _, err = run(capsys, ["check", str(tmp_path / "pylock.x.toml"), "--today", "2026-03-08"])
+    assert code == 0, err
+    assert "torch: kept but not listed in [[packages]]" in err and "triton: kept but not listed" in err
+
+
+MIRROR = "https://mirror.example/simple/"
+
+
+def test_snapshot_pypi_files_get_the_users_pypi(tmp_path, capsys, monkeypatch):
+    """Replaying the bundled snapshot, PyPI files are on the PyPI the user's configuration names,
+    so the lock installs; not on the snapshot's placeholder host (issue 13, item 2)."""
+    monkeypatch.setenv("PIP_INDEX_URL", MIRROR)
+    doc = _pylock(tmp_path, capsys)
+    numpy = next(p for p in doc["packages"] if p["name"] == "numpy")
+    assert numpy["index"] == MIRROR and numpy["wheels"][0]["url"].startswith("https://mirror.example/")
+    assert doc["tool"]["resolve-gpu-stack"]["indexes"]["pypi"] == MIRROR
+    assert "snapshot.invalid" not in (tmp_path / "pylock.x.toml").read_text()
+
+
+def test_snapshot_placeholder_only_when_asked_for_or_no_pypi_at_all(tmp_path, capsys, monkeypatch):
+    from resolve_gpu_stack.cli import userconfig
+    from resolve_gpu_stack.errors import UsageError
+
+    monkeypatch.setenv("PIP_INDEX_URL", MIRROR)
+    placeholder = "https://pypi.snapshot.invalid/simple/"
+    doc = _pylock(tmp_path, capsys, "--index", f"pypi={placeholder}")
+    assert next(p for p in doc["packages"] if p["name"] == "numpy")["index"] == placeholder
+
+    def nothing(env, **kw):
+        raise UsageError("cannot tell which PyPI index to use")
+
+    monkeypatch.setattr(userconfig, "discover_pypi_url", nothing)
+    path = tmp_path / "pylock.y.toml"
+    code, _, err = run(capsys, ["lock", *STORY, "-o", str(path)])
+    assert code == 0, err
+    assert f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}" in err
+    assert f'index = "{placeholder}"' in path.read_text()

@@ -14,7 +14,7 @@ from test_lockfile import COMMAND, make_plan, with_package
 
 from resolve_gpu_stack.cli.render import PLAN_SCHEMA, plan_to_json
 from resolve_gpu_stack.lock.pylock import plan_from_lock, read_pylock, render_pylock
-from resolve_gpu_stack.model.codec import CodecError, format_datetime, package_from_dict, package_to_dict, plan_from_dict, plan_to_dict
+from resolve_gpu_stack.model.codec import FILE_KEYS, CodecError, format_datetime, package_from_dict, package_to_dict, plan_from_dict, plan_to_dict
 from resolve_gpu_stack.model.plan import Override
 
 if sys.version_info >= (3, 11):
@@ -32,7 +32,7 @@ def test_package_dict_has_every_field_in_one_order() -> None:
     torch = make_plan().packages[0]
     assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
                                             "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python",
-                                            "built-for", "abi-mismatch"]
+                                            "built-for", "abi-mismatch", "simple-index"]
     assert package_from_dict(package_to_dict(torch), "x") == torch
 
 
@@ -88,8 +88,8 @@ def test_the_tool_table_packages_are_the_codecs_dicts_less_what_is_unset() -> No
     plan = make_plan()
     doc = tomllib.loads(render_pylock(plan, name=None, command=COMMAND))
     tool = {p["name"]: p for p in doc["tool"]["resolve-gpu-stack"]["packages"]}
-    kept = package_to_dict(plan.package("torch"))
-    assert tool["torch"] == {k: v for k, v in kept.items() if v is not None and v != []}
+    kept = package_to_dict(plan.package("torch"))  # listed in [[packages]] (its hash is known): its file is there
+    assert tool["torch"] == {k: v for k, v in kept.items() if v is not None and v != [] and k not in FILE_KEYS}
     listed = package_to_dict(plan.package("flashinfer-jit-cache"))
     assert list(tool["flashinfer-jit-cache"]) == ["name", "version", "action", "coupling", "index", "reason"]
     assert all(tool["flashinfer-jit-cache"][k] == listed[k] for k in tool["flashinfer-jit-cache"])
@@ -99,13 +99,14 @@ def test_the_plan_json_keeps_its_schema() -> None:
     plan = with_package(make_plan(), "flashinfer-python", size=None)
     data = plan_to_json(plan)
     assert data["schema"] == PLAN_SCHEMA == "resolve-gpu-stack/plan/v1"
-    assert list(data) == ["schema", "target", "flashinfer", "packages", "notes", "inputs_digest"]
+    assert list(data) == ["schema", "target", "flashinfer", "packages", "notes", "overrides", "inputs_digest"]
+    assert data["overrides"] == []
     assert data["target"] == {"python": "3.12", "platform": "x86_64-manylinux_2_28", "cuda": "cu130"}
     assert data["flashinfer"] == {"version": "0.6.16", "cuda_label": "cu130"}
     fi = next(p for p in data["packages"] if p["name"] == "flashinfer-python")
     assert fi == {"name": "flashinfer-python", "version": "0.6.16", "action": "upgrade", "installed": "0.6.10", "index": "pypi",
                   "url": "https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
-                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested"}
+                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested", "built_for": None, "abi_mismatch": False}
     assert data["notes"] == list(plan.notes) and data["inputs_digest"] == plan.inputs_digest
     assert plan_to_json(replace(plan, flashinfer_version=None, cuda_label=None))["flashinfer"] == {"version": None, "cuda_label": None}
 

@@ -505,7 +505,7 @@ def test_doctor_on_a_real_venv(tmp_path: Path, wheelhouse: dict[str, Path], caps
     assert report["python"] == str(python)
     assert {n: c["status"] for n, c in checks.items()} == {
         "torch": "pass", "flashinfer-components": "pass", "flashinfer-alignment": "pass", "apache-tvm-ffi": "pass",
-        "torch-abi": "pass", "flashinfer-import": "pass", "gpu-arch": "skip"}
+        "torch-abi": "pass", "torch-abi-import": "pass", "flashinfer-import": "pass", "gpu-arch": "skip"}
     assert checks["flashinfer-import"]["details"]["version"] == "0.6.5"
     assert "not checked" in checks["gpu-arch"]["message"]
 
@@ -543,4 +543,17 @@ def test_doctor_table_output(tmp_path: Path, wheelhouse: dict[str, Path], capsys
     out = capsys.readouterr().out
     assert code == 0
     assert "torch" in out and "2.12.0.dev20260307+cu130" in out and "FlashInfer is not installed" in out
-    assert "ok: 2 pass, 5 skip" in out
+    assert "ok: 3 pass, 5 skip" in out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX venv layout")
+def test_doctor_takes_a_relative_interpreter_path(tmp_path: Path, wheelhouse: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`doctor --python venv/bin/python`, as its own hint writes it: the import check (run in an empty
+    temporary folder) must find the same interpreter, not report a false import failure."""
+    _venv_with(tmp_path, [wheelhouse[k] for k in ("torch", "python", "cubin", "jit", "tvm")])
+    monkeypatch.chdir(tmp_path)
+    code, checks, report = _doctor(capsys, "--python", "venv/bin/python", "--nvidia-smi", str(tmp_path / "none"))
+    assert checks["flashinfer-import"]["status"] == "pass", checks["flashinfer-import"]
+    assert code == 0 and report["python"] == str(tmp_path / "venv" / "bin" / "python")

@@ -136,7 +136,8 @@ def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_pat
     report = json.loads(out)
     rows = {p["name"]: p for p in report["packages"]}
     assert rows["torch"]["action"] == "keep" and rows["torch"]["before"] == rows["torch"]["after"] == NIGHTLY
-    assert rows["flashinfer-jit-cache"] == {"name": "flashinfer-jit-cache", "version": "0.6.5+cu130", "action": "install", "index": "flashinfer", "before": None, "after": "0.6.5+cu130"}
+    assert rows["flashinfer-jit-cache"] == {"name": "flashinfer-jit-cache", "version": "0.6.5+cu130", "action": "install", "index": "flashinfer", "before": None, "after": "0.6.5+cu130",
+                                           "size": None, "reason": "== flashinfer-python public version + CUDA label; SASS for one CUDA major: needs libcudart.so.<major> from torch's runtime"}
     assert not any("torch" == c.split()[1].split("==")[0] for c in report["uv"])
     # torch was never downloaded; the nightly triton (no hash on its index) was, once
     asked = [path for method, path, _ in srv.log if method == "GET"]
@@ -181,8 +182,14 @@ def test_dry_run_changes_nothing_and_says_what_would(stack, tmp_path, uv_env, ca
     assert installed(python) == before
     report = json.loads(out)
     assert report["dry_run"] is True
-    assert "+ flashinfer-jit-cache==0.6.5+cu130" in report["uv"]
-    assert {p["name"]: p["after"] for p in report["packages"]}["flashinfer-python"] is None
+    rows = {p["name"]: p for p in report["packages"]}
+    assert (rows["flashinfer-jit-cache"]["action"], rows["flashinfer-jit-cache"]["version"]) == ("install", "0.6.5+cu130")
+    assert rows["flashinfer-python"]["after"] is None and rows["torch"]["action"] == "keep"
+    # a dry run downloads nothing: no whole wheel was requested (resolving may range-read one), none is cached
+    downloads = [path for method, path, headers in srv.log if path.split("?")[0].endswith(".whl") and method == "GET" and "range" not in {h.lower() for h in headers}]
+    assert downloads == []
+    assert not [p for p in (tmp_path / "cache" / "wheels").rglob("*.whl")]
+    assert report["download"]["files"] == sum(1 for p in report["packages"] if p["action"] != "keep") and report["download"]["cached"] == 0
 
 
 @pytest.mark.slow
@@ -195,6 +202,22 @@ def test_older_nightly_is_upgraded_through_uv(stack, tmp_path, uv_env, capsys):
     rows = {p["name"]: p for p in json.loads(out)["packages"]}
     assert rows["torch"]["action"] == "upgrade" and (rows["torch"]["before"], rows["torch"]["after"]) == (OLDER, NIGHTLY)
     assert installed(python)["torch"] == NIGHTLY
+
+
+@pytest.mark.slow
+@needs_linux
+def test_install_refuses_the_system_python_unless_told(stack, tmp_path, uv_env, capsys, monkeypatch):
+    """Like uv: with no virtual environment active and no --python, install refuses; --system installs
+    into python3 on PATH (here a venv's python3 standing in for the system's), with the real uv."""
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+    monkeypatch.setenv("PATH", f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}")
+    rc, out, err = run_cli(capsys, "install", *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    assert rc == 2 and "no virtual environment is active" in err and "--system" in err
+    assert srv.log == [] and "flashinfer-python" not in installed(python)
+    rc, out, err = run_cli(capsys, "install", "--system", *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    assert rc == 0, err
+    assert installed(python)["flashinfer-python"] == "0.6.5" and installed(python)["torch"] == NIGHTLY
 
 
 @pytest.mark.slow
@@ -218,7 +241,11 @@ def test_written_pylock_installs_with_plain_uv_into_a_fresh_venv(stack, tmp_path
     got = installed(fresh)
     assert got["triton"] == "3.7.0+git9c288bc5"  # a nightly row without an index hash: filled by the lock
     assert (got["flashinfer-python"], got["flashinfer-jit-cache"]) == ("0.6.5", "0.6.5+cu130")
-    assert "torch" not in got  # kept torch is not listed in the pylock
+    assert got["torch"] == NIGHTLY  # the kept torch is listed at its version and hash: a fresh venv gets exactly it
+    # where it is installed, `uv pip sync` of the lock leaves it alone (issue 13, item 3)
+    before = installed(python)["torch"]
+    proc = subprocess.run([UV, "pip", "sync", "--python", python, str(lock)], check=True, env=uv_env, capture_output=True, text=True)
+    assert "torch" not in proc.stderr and installed(python)["torch"] == before == NIGHTLY
 
 
 # -- uv's output against the plan (real uv output, no install) -------------------------------------

@@ -129,10 +129,14 @@ def test_pylock_top_level_follows_pep_751() -> None:
     ]
 
 
-def test_pylock_lists_wheels_sorted_with_hashes_and_not_the_kept_torch() -> None:
+def test_pylock_lists_wheels_sorted_with_hashes_and_the_kept_torch_at_its_hash() -> None:
     doc = tomllib.loads(render_pylock(make_plan(), name=None, command=COMMAND))
     names = [p["name"] for p in doc["packages"]]
-    assert names == ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python"]
+    assert names == ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python", "torch"]
+    # kept, listed at its installed version and hash so that `uv pip sync` finds it satisfied (issue 13, item 3)
+    torch = doc["packages"][3]
+    assert torch["version"] == TORCH and torch["wheels"][0]["hashes"] == {"sha256": SHA["torch"]}
+    assert "kept-unlisted" not in doc["tool"]["resolve-gpu-stack"]
     fi = doc["packages"][2]
     assert fi["version"] == "0.6.16"
     assert fi["index"] == "https://pypi.example/simple/"
@@ -146,6 +150,14 @@ def test_pylock_lists_wheels_sorted_with_hashes_and_not_the_kept_torch() -> None
     jit = doc["packages"][1]
     assert jit["index"] == "https://flashinfer.ai/whl/"
     assert "size" not in jit["wheels"][0] and "upload-time" not in jit["wheels"][0]
+
+
+def test_a_kept_package_without_a_hash_is_named_unlisted_in_the_tool_table() -> None:
+    plan = with_package(make_plan(), "torch", sha256=None)
+    doc = tomllib.loads(render_pylock(plan, name=None, command=COMMAND))
+    assert "torch" not in [p["name"] for p in doc["packages"]]
+    unlisted = doc["tool"]["resolve-gpu-stack"]["kept-unlisted"]
+    assert unlisted["packages"] == ["torch"] and "uv pip sync" in unlisted["why"]
 
 
 def test_pylock_tool_table_records_torch_pin_group_and_couplings() -> None:
@@ -202,7 +214,7 @@ def test_kept_package_needs_no_hash() -> None:
 
 
 def test_pylock_with_only_kept_packages_still_has_a_packages_array() -> None:
-    plan = replace(make_plan(), packages=(pkg(make_plan(), "torch"),), flashinfer_version=None)
+    plan = replace(make_plan(), packages=(replace(pkg(make_plan(), "torch"), sha256=None),), flashinfer_version=None)
     doc = tomllib.loads(render_pylock(plan, name=None, command=COMMAND))
     assert doc["packages"] == []
     assert "flashinfer" not in doc["tool"]["resolve-gpu-stack"]
@@ -289,7 +301,7 @@ def test_hostile_strings_survive_a_pylock_round_trip(tmp_path: Path) -> None:
     plan = replace(plan, notes=(reason,), inputs={"weird key = [x]": reason, "n": [1, 2.5, {"k": reason}]})
     path = write_lock(plan, tmp_path / "pylock.toml", command=COMMAND)
     locked = read_lock(path)
-    assert [e.name for e in locked.entries] == ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python"]
+    assert [e.name for e in locked.entries] == ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python", "torch"]
     back = plan_from_lock(locked)
     assert pkg(back, "flashinfer-python").reason == reason
     assert back.notes == (reason,)
@@ -540,8 +552,8 @@ def test_malformed_pylock(tmp_path: Path, text: str, message: str) -> None:
     assert str(path) in str(err.value)
 
 
-def _tool_edit(tmp_path: Path, old: str, new: str) -> Path:
-    path = write_lock(make_plan(), tmp_path / "pylock.toml", command=COMMAND)
+def _tool_edit(tmp_path: Path, old: str, new: str, plan: LockPlan | None = None) -> Path:
+    path = write_lock(plan or make_plan(), tmp_path / "pylock.toml", command=COMMAND)
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))
@@ -567,12 +579,8 @@ def test_malformed_tool_table(tmp_path: Path, old: str, new: str, message: str) 
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ('name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "change"', 'name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "keep"',
-         "kept package must not have a \\[\\[packages\\]\\] entry"),
         ('name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "change"', 'name = "flashinfer-cubin"\nversion = "0.6.15"\naction = "change"',
          "\\[\\[packages\\]\\] says 0.6.16, the tool table says 0.6.15"),
-        ('name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "keep"', 'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "install"',
-         "torch: install package without a \\[\\[packages\\]\\] entry"),
         ('[[tool.resolve-gpu-stack.packages]]\nname = "flashinfer-cubin"', '[[tool.resolve-gpu-stack.packages]]\nname = "other"',
          "flashinfer-cubin missing from"),
     ],
@@ -581,6 +589,21 @@ def test_inconsistent_pylock_cannot_become_a_plan(tmp_path: Path, old: str, new:
     path = _tool_edit(tmp_path, old, new)
     with pytest.raises(LockFileError, match=message):
         plan_from_lock(read_lock(path))
+
+
+def test_an_unlisted_package_to_install_cannot_become_a_plan(tmp_path: Path) -> None:
+    unlisted = with_package(make_plan(), "torch", sha256=None)  # kept without a hash: not in [[packages]]
+    path = _tool_edit(tmp_path, 'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "keep"',
+                      'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "install"', unlisted)
+    with pytest.raises(LockFileError, match="torch: install package without a \\[\\[packages\\]\\] entry"):
+        plan_from_lock(read_lock(path))
+
+
+def test_a_listed_kept_package_reads_back_kept_with_its_wheel(tmp_path: Path) -> None:
+    plan = make_plan()
+    back = plan_from_lock(read_lock(write_lock(plan, tmp_path / "pylock.toml", command=COMMAND)))
+    torch = pkg(back, "torch")
+    assert torch.action is Action.KEEP and torch.sha256 == SHA["torch"] and torch.url == pkg(plan, "torch").url
 
 
 def test_an_entry_whose_wheel_is_another_version_is_refused_when_read(tmp_path: Path) -> None:
@@ -650,3 +673,28 @@ def test_lock_json_inputs_match_the_digest_after_reading(tmp_path: Path) -> None
     assert locked.inputs == {"a": [1, 2], "v": "1.0"}
     assert locked.inputs_digest == inputs_digest(plan.inputs) == inputs_digest(locked.inputs)
     assert json.loads(json.dumps(locked.inputs)) == locked.inputs
+
+
+def test_write_locks_writes_every_file_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13, item 6: the second rename fails; the first file is put back as it was."""
+    from resolve_gpu_stack.errors import WriteError
+    from resolve_gpu_stack.lock.files import write_locks
+
+    first = _install_old(tmp_path, "constraints.txt")
+    second = tmp_path / "pylock.x.toml"
+    real = lockfile.os.replace
+
+    def replace_file(src: str, dst: object) -> None:
+        if str(dst) == str(second):
+            raise OSError(30, "Read-only file system")
+        real(src, dst)
+
+    monkeypatch.setattr(lockfile.os, "replace", replace_file)
+    with pytest.raises(WriteError, match="pylock.x.toml: Read-only file system") as err:
+        write_locks(make_plan(), [first, second], command=COMMAND)
+    assert err.value.exit_code == 4
+    assert first.read_text() == "old content\n" and not second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["constraints.txt"]
+    monkeypatch.setattr(lockfile.os, "replace", real)
+    assert write_locks(make_plan(), [first, second], command=COMMAND) == [first, second]
+    assert first.read_text().startswith("# This file was generated") and second.read_text().startswith('lock-version = "1.0"')

@@ -105,7 +105,7 @@ def demo_plan(srv: IndexServer, built: dict, *, python: str = PY) -> LockPlan:
         packages=(
             locked(built["demo-a", "1.0"], srv, "demo-a", "1.0", Action.INSTALL),
             locked(built["demo-b", "2.0"], srv, "demo-b", "2.0", Action.INSTALL),
-            # Kept: already installed; a plan may still know its file, but the pylock must not list it.
+            # Kept: already installed; listed at its version and hash, so uv finds it satisfied (see test_lockfile_uv_kept.py).
             locked(built["demo-c", "1.0"], srv, "demo-c", "1.0", Action.KEEP),
             LockedPackage(name="torch", version=Version("2.12.0.dev20260307+cu130"), action=Action.KEEP,
                           index="installed", coupling=Coupling.TORCH),

@@ -309,6 +309,27 @@ def test_json_yanked_and_core_metadata_forms() -> None:
     assert page.files[0].is_yanked and not page.files[2].is_yanked
 
 
+def test_json_yanked_empty_string_is_not_yanked() -> None:
+    """PEP 691: yanked when truthy. pip and unearth agree: ``"yanked": ""`` is not yanked."""
+    files = [{"filename": "demo-1.0.tar.gz", "yanked": ""}, {"filename": "demo-1.1.tar.gz", "yanked": "reason"},
+             {"filename": "demo-1.2.tar.gz", "yanked": True}, {"filename": "demo-1.3.tar.gz", "yanked": 0}]
+    page = json_page({"files": [{**f, "url": f["filename"], "hashes": {}} for f in files]})
+    assert [(f.yanked, f.is_yanked) for f in page.files] == [(None, False), ("reason", True), ("", True), (None, False)]
+
+
+def test_hash_fragment_with_other_parameters_keeps_the_hash() -> None:
+    """``#sha256=<hex>&subdirectory=x`` and the reverse order keep the hash, as pip does."""
+    digest = "ab" * 32
+    page = html(f'<a href="a-1.0.tar.gz#sha256={digest}&amp;subdirectory=x">a</a>'
+                f'<a href="a-1.1.tar.gz#subdirectory=x&amp;sha256={digest.upper()}">a</a>'
+                f'<a href="a-1.2.tar.gz#subdirectory=x">a</a>')
+    assert [(f.url.rsplit("/", 1)[-1], f.sha256) for f in page.files] == [
+        ("a-1.0.tar.gz", digest), ("a-1.1.tar.gz", digest), ("a-1.2.tar.gz", None)]
+    assert not page.warnings
+    jpage = json_page({"files": [{"filename": "demo-1.0.tar.gz", "url": f"demo-1.0.tar.gz#subdirectory=x&sha256={digest}"}]})
+    assert jpage.files[0].sha256 == digest and jpage.files[0].url.endswith("demo-1.0.tar.gz")
+
+
 def test_json_bad_rows_are_skipped_with_warnings() -> None:
     page = json_page({"files": [
         "not an object",

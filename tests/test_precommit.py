@@ -1,7 +1,7 @@
 """The published pre-commit hook, end to end, with the real pre-commit framework and real commits.
 
 A temporary project (config, locks, and a snapshot recorded from a loopback world) uses this
-repository as a hook repository, in the form users write: ``repo: <git repo>``, ``rev: <commit>``,
+repository as a hook repository, in the form users write: ``repo: <git repo>``, ``rev: v0.1.0`` (a tag),
 ``id: resolve-gpu-stack-check``. The hook repository is a git copy of this working tree; pre-commit
 clones it and ``pip install``s it into its own virtualenv. That install runs with no index at all
 (``PIP_NO_INDEX``): its wheels come from a wheelhouse repacked from this test's own environment,
@@ -28,6 +28,8 @@ from lock_project import build_lock_world, config_text, record_snapshot, serve_w
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+import resolve_gpu_stack
 
 pytestmark = pytest.mark.slow
 
@@ -115,7 +117,8 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
 
 
 def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
-    """A git copy of this working tree (what a user's pre-commit would clone); returns its HEAD."""
+    """A git copy of this working tree (what a user's pre-commit would clone), tagged as a release
+    is: ``v`` + the package version (the one in ``__init__.__version__``); returns the tag."""
     for rel in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
         if (REPO / rel).exists():
             dest.joinpath(rel).parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +130,9 @@ def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
     git(dest, "init", "-q", "-b", "main", env=env)
     git(dest, "add", "-A", env=env)
     git(dest, "commit", "-q", "-m", "hook repo", env=env)
-    return git(dest, "rev-parse", "HEAD", env=env).stdout.strip()
+    tag = f"v{resolve_gpu_stack.__version__}"
+    git(dest, "tag", tag, env=env)
+    return tag
 
 
 def commit(project: Path, env: dict[str, str], message: str, *paths: str) -> tuple[int, str]:
@@ -164,6 +169,7 @@ def test_precommit_hook_on_real_commits(tmp_path):
     (tmp_path / "home").mkdir()
     build_wheelhouse(tmp_path / "wheelhouse")
     rev = make_hook_repo(tmp_path / "hook-repo", env)
+    assert rev == "v0.1.0"  # the README's snippet says `rev: v0.1.0`: the release tag of this version
 
     # the user's project: config, a snapshot of the world, and locks made from it offline
     project = tmp_path / "project"

@@ -49,3 +49,32 @@ def test_keys_follow_the_index_a_url_came_through_when_indexes_share_a_host():
     assert snapshot_key("http://h:1/files/numpy-2.whl", bases, index="pypi") == "pypi:../files/numpy-2.whl"
     assert snapshot_key("http://h:1/fi/cu130/flashinfer-jit-cache/", bases) == "flashinfer:cu130/flashinfer-jit-cache/"
     assert snapshot_key("https://other.example/x.whl#sha256=ab", bases) == "https://other.example/x.whl"
+
+
+def _cut(times: list[object], day: str = "2026-03-07") -> list[str]:
+    import json
+
+    from resolve_gpu_stack.net.snapshot import cut_newer
+
+    files = [{"filename": f"demo-1.{i}-py3-none-any.whl", "url": "x", "upload-time": t} for i, t in enumerate(times)]
+    body = json.dumps({"meta": {"api-version": "1.1"}, "files": files}).encode()
+    kept = json.loads(cut_newer(body, "application/vnd.pypi.simple.v1+json", day))["files"]
+    return [f["upload-time"] for f in kept]
+
+
+def test_exclude_newer_compares_times_not_strings():
+    """`...59Z` and `...59.5Z` are both on the day (as strings, "Z" sorts after "." and was cut)."""
+    on_day = ["2026-03-07T23:59:59Z", "2026-03-07T23:59:59.5Z", "2026-03-07T00:00:00Z", "2026-03-08T00:30:00+01:00",
+              "2026-03-07T23:59:59.999999999Z", "2026-03-06T12:00:00"]
+    after = ["2026-03-08T00:00:00Z", "2026-03-07T23:30:00-01:00", "2026-03-08T00:00:00.000001Z"]
+    assert _cut(on_day + after) == on_day
+    assert _cut([None, "", "not a time", 5]) == [None, "", "not a time", 5]  # no usable time: kept, as before
+
+
+def test_exclude_newer_refuses_a_bad_day():
+    import pytest
+
+    from resolve_gpu_stack.errors import UsageError
+
+    with pytest.raises(UsageError, match="not a day"):
+        _cut(["2026-03-07T23:59:59Z"], day="2026-13-01")

@@ -98,26 +98,26 @@ def test_config_outputs_outside_its_folder_are_refused_unless_allowed(tmp_path: 
 # -- 11: honest messages ---------------------------------------------------------------------------
 
 def test_an_output_that_is_a_directory_writes_nothing_and_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
+    """A write failure is exit 4 (not "no plan"), and a lock writes every output of every target or
+    none: the other target's file is not written either (issue 13 item 6)."""
     (tmp_path / "pyproject.toml").write_text(_snapshot_config(["a.txt", "dir.txt"], second=["b.txt"]))
     (tmp_path / "dir.txt").mkdir()
     monkeypatch.chdir(tmp_path)
     rc, out, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
-    assert rc == 1, err
-    assert "a: cannot write dir.txt: it is a directory" in err
-    assert not (tmp_path / "a.txt").exists()  # nothing of target a was written...
-    assert "1 of 2 targets failed; their lock files were left as they were" in err  # ...as the message says
-    assert (tmp_path / "b.txt").is_file()
+    assert rc == 4, err
+    assert "cannot write dir.txt: it is a directory" in err and "Traceback" not in err
+    assert not (tmp_path / "a.txt").exists() and not (tmp_path / "b.txt").exists()
+    assert "wrote" not in err
 
 
-def test_a_target_failing_after_writing_one_file_names_what_it_wrote(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_an_output_folder_that_cannot_be_made_writes_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
     (tmp_path / "pyproject.toml").write_text(_snapshot_config(["a.txt", "blocked/a.txt"]))
     (tmp_path / "blocked").write_text("a file where a folder should be\n")
     monkeypatch.chdir(tmp_path)
     rc, out, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
-    assert rc == 1, err
-    assert "a: cannot write blocked/a.txt: cannot create its folder" in err and "Traceback" not in err
-    assert "1 of 1 targets failed; a.txt was written before the failure; their other lock files were left as they were" in err
-    assert (tmp_path / "a.txt").is_file()
+    assert rc == 4, err
+    assert "cannot write blocked/a.txt" in err and "nothing was written" in err and "Traceback" not in err
+    assert not (tmp_path / "a.txt").exists()
 
 
 # -- 9: hostile configs, locks and flags are errors, never tracebacks ------------------------------

@@ -1,7 +1,8 @@
 """One root exception with a hint the user can act on, and an exit code per kind of failure.
 
 Exit codes (documented in the README): 0 plan found / check passed, 1 no plan exists or a check
-failed, 2 usage error, 3 an index could not be reached or answered garbage.
+failed, 2 usage error, 3 an index could not be reached or answered garbage, 4 an output file could
+not be written (nothing was written then).
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ class DowngradeRefused(NoPlanError):
 
 class LockFileError(ResolveGpuStackError):
     """A lock or constraints file is malformed or inconsistent."""
+
+
+class WriteError(LockFileError):
+    """An output file could not be written (a read-only folder, a full disk). Not "no plan": exit 4."""
+
+    exit_code = 4
 
 
 class UvError(ResolveGpuStackError):

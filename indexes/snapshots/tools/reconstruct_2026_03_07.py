@@ -725,8 +725,11 @@ METADATA_DATES = 14  # METADATA files stored for the 14 newest dates of each nig
 TRITON_3_6 = "3.6.0+git9844da95"  # pinned by torch 2.11.0.dev20260115 (indexes.md 1.7)
 TRITON_3_7 = "3.7.0+git9c288bc5"  # pinned by torch 2.12.0.dev20260407 (indexes.md 1.7)
 PYTORCH_TRITON_OLD = ("3.5.0+git7416ffcb", "3.6.0+git5261b273")  # 2025 builds (indexes.md 1.7)
-# One torchvision wheel was rebuilt later on 2026-03-07 against that day's torch.
+# One torchvision wheel was rebuilt later on 2026-03-07 against that day's torch; so was one
+# torchaudio wheel (the build a serving framework's torchaudio pin is replaced by, issue 11).
 TORCHVISION_RERUN = ("20260307", "cp312-cp312", "x86_64")
+TORCHAUDIO_RERUN = ("20260307", "cp312-cp312", "x86_64")
+RERUNS = {"torchvision": TORCHVISION_RERUN, "torchaudio": TORCHAUDIO_RERUN}
 TORCHVISION_GAPS = ("20260110",)
 TORCHAUDIO_GAPS = ("20260118", "20260301")
 
@@ -818,7 +821,7 @@ def build_domain(world: World, name: str, version_of, gaps: tuple[str, ...], met
             key = f"whl/nightly/cu130/{name}-{version_of(d)}+cu130-{tag}-{plat}.whl"
             meta = None
             if arch is not None:
-                rerun = name == "torchvision" and (d, tag, arch) == TORCHVISION_RERUN
+                rerun = (d, tag, arch) == RERUNS.get(name)
                 pin = torch_pin_for(d, arch, same_day=rerun)
                 meta = metadata_of(f"{version_of(d)}+cu130", pin)
                 if d in stored:
@@ -1185,7 +1188,9 @@ def render_readme(world: World) -> str:
               "* Their METADATA pins `torch==<public version>` of the newest torch build for the same arch before"
               " their own date (usually the previous day). Exception: the torchvision wheel"
               f" `{TORCHVISION_RERUN[0]} {TORCHVISION_RERUN[1]} {TORCHVISION_RERUN[2]}` is a re-run built later that"
-              " day and pins `torch==2.12.0.dev20260307`: it is the only build pinning that torch.",
+              " day and pins `torch==2.12.0.dev20260307`: it is the only torchvision build pinning that torch; the"
+              f" torchaudio wheel `{TORCHAUDIO_RERUN[0]} {TORCHAUDIO_RERUN[1]} {TORCHAUDIO_RERUN[2]}` likewise (the"
+              " build a serving framework's torchaudio pin is replaced by on the story-1 target).",
               "* Pins of the stored torchvision METADATA:"]
     for pin, files in sorted(f["torchvision_pins"].items()):
         lines.append(f"  * `torch=={pin}`: {len(files)} wheel(s)" + (f" ({', '.join(files)})" if len(files) == 1 else ""))

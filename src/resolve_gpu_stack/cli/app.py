@@ -9,11 +9,14 @@ Each command lives in its own module with ``register(subparsers)`` and ``run(arg
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from .. import __version__
 from ..errors import ResolveGpuStackError
 from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
 from .common import configure_logging, refuse_long_numbers_in
@@ -43,12 +46,17 @@ the PyTorch index, flashinfer-jit-cache from flashinfer.ai, the rest from PyPI).
   resolve-gpu-stack candidates flashinfer-jit-cache --cuda cu130
 
 Exit codes: 0 plan found (or check passed), 1 no plan exists / check failed (a refused torch
-downgrade included), 2 usage error, 3 an index could not be reached or answered garbage.
+downgrade included), 2 usage error, 3 an index could not be reached or answered garbage,
+4 an output file could not be written (then none of the outputs was written).
 """
+
+
+_TOP_LEVEL = ("-h", "--help", "--version")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="resolve-gpu-stack", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"resolve-gpu-stack {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         module.register(sub)
@@ -56,15 +64,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    as_program = argv is None  # the console script: Ctrl-C may end the process at once
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        return _unknown_command(argv[0])
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in _TOP_LEVEL):
         argv = ["resolve", *argv]
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            _subparser(parser, args.command).error(unrecognized_message(unknown, _subparser(parser, args.command)))
     except SystemExit as exc:
         return int(exc.code or 0)
     configure_logging(args)
+    if as_program and signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
+        signal.signal(signal.SIGINT, _on_interrupt)
     try:
         refuse_long_numbers_in(argv)
         return COMMANDS[args.command].run(args, os.environ)
@@ -73,7 +88,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        if as_program:
+            _exit_now(130)
         return 130
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C: tell open fetchers not to wait for their workers, then unwind as usual."""
+    http = sys.modules.get("resolve_gpu_stack.net.http")  # imported only if something fetched
+    if http is not None:
+        http.INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _exit_now(code: int) -> None:
+    """End the process now, without joining worker threads.
+
+    By the time Ctrl-C reaches ``main`` the main thread has unwound (atomic writes removed their
+    temporary files; nothing was renamed into place); a worker blocked in a stalled read would
+    otherwise hold the interpreter's exit for up to the read timeout.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _unknown_command(word: str) -> int:
+    """A first word that is no command (``chek``): say so, suggest the nearest, list them all."""
+    close = difflib.get_close_matches(word, list(COMMANDS), n=1)
+    print(f"resolve-gpu-stack: error: unknown command {word!r}" + (f"; did you mean {close[0]!r}?" if close else ""), file=sys.stderr)
+    print(f"commands: {', '.join(COMMANDS)} (no command: resolve); see resolve-gpu-stack --help", file=sys.stderr)
+    return 2
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
+def unrecognized_message(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's "unrecognized arguments", with the nearest real flag for each mistyped one."""
+    flags = [opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")]
+    hints = []
+    for arg in unknown:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], flags, n=1)
+            if close:
+                hints.append(f"{arg.split('=', 1)[0]}: did you mean {close[0]}?")
+    return f"unrecognized arguments: {' '.join(unknown)}" + ("; " + "; ".join(hints) if hints else "")
 
 
 def _print_error(err: ResolveGpuStackError) -> None:

@@ -39,5 +39,5 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         rows, visits = list_candidates(Finder(fetcher, defs), defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel)
     finally:
         fetcher.close()
-    print_candidates(rows, visits, common.output_format(args), sys.stdout)
+    print_candidates(rows, visits, common.output_format(args), sys.stdout, package=args.package)
     return 0

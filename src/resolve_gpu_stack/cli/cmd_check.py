@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_index_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text: findings and the verdict on stderr (default); json: one resolve-gpu-stack/check/v1 object on stdout")
 
 
 def _day(text: str) -> dt.date:
@@ -66,7 +67,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
     findings, results = _check_files(files, args.today or dt.date.today())
+    findings += _against_siblings(results, config, args.today or dt.date.today())
     findings += _against_index(args, env, config, results)
+    if args.format == "json":
+        return _report_json(findings, len(files))
     return _report(findings, len(files), quiet=args.quiet)
 
 
@@ -88,12 +92,34 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> t
     return findings, results
 
 
+def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> list[Finding]:
+    """Each constraints file against the pylock of the same target written with it (checked here,
+    or read from the target's outputs when only the ``.txt`` was named)."""
+    from ..lock.check import check_lock, sibling_findings
+    from .config import bundled_definitions
+
+    out: list[Finding] = []
+    pylocks = [c for c, _ in results if _is_pylock(c)]
+    for checked, _ in results:
+        if checked.locked is None or checked.locked.format != "constraints" or not checked.locked.generated:
+            continue
+        candidates = list(pylocks)
+        target = config.target_for_output(checked.path) if config is not None else None
+        for output in target.outputs if target is not None else ():
+            if output.name.endswith(".toml") and output.is_file() and all(c.path.resolve() != output for c in candidates):
+                candidates.append(check_lock(output, bundled_definitions(), today=today))
+        sibling = next((c for c in candidates if _is_pylock(c) and c.locked.inputs_digest == checked.locked.inputs_digest), None)
+        if sibling is not None:
+            out += sibling_findings(checked.path, checked.locked, sibling)
+    return out
+
+
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
-    """Print the findings and the verdict; the exit status."""
+    """Print the findings and the verdict (diagnostics: stderr); the exit status."""
     from ..lock.check import ERROR, WARNING
 
     for finding in findings:
-        print(finding.render(common.shown(finding.path)), file=sys.stdout if finding.level == ERROR else sys.stderr)
+        print(finding.render(common.shown(finding.path)), file=sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
     warnings = sum(f.level == WARNING for f in findings)
     bad = len({f.path for f in findings if f.level == ERROR})
@@ -107,6 +133,29 @@ def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     return 0
 
 
+CHECK_SCHEMA = "resolve-gpu-stack/check/v1"
+
+
+def _report_json(findings: list[Finding], count: int) -> int:
+    """The findings and the verdict as one JSON object on stdout; the exit status."""
+    from ..lock.check import ERROR, WARNING
+    from .render import print_json
+
+    errors = sum(f.level == ERROR for f in findings)
+    print_json({
+        "schema": CHECK_SCHEMA,
+        "ok": errors == 0,
+        "files": count,
+        "errors": errors,
+        "warnings": sum(f.level == WARNING for f in findings),
+        "findings": [
+            {"level": f.level, "path": common.shown(f.path), "package": f.package, "message": f.message, "hint": f.hint}
+            for f in findings
+        ],
+    }, sys.stdout)
+    return 1 if errors else 0
+
+
 def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Expected | None]]:
     """(path, Expected or None) for each file to check."""
     if args.files:
@@ -115,23 +164,43 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple
         out = []
         for path in args.files:
             target = config.target_for_output(path) if config is not None else None
-            out.append((path, _expected(config, target) if config is not None and target is not None else None))
+            out.append((path, _expected(config, target, path) if config is not None and target is not None else None))
         return out
     if config is None:
         raise UsageError(
             "nothing to check: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
-    return [(out, _expected(config, t)) for t in config.select(args.target) for out in t.outputs]
+    return [(out, _expected(config, t, out)) for t in config.select(args.target) for out in t.outputs]
 
 
-def _expected(config: ProjectConfig, target) -> Expected:
+def _expected(config: ProjectConfig, target, path: Path) -> Expected:
+    """What the config says ``path`` should be made from: the target's settings, with the flags its
+    lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
     from ..lock.check import Expected
     from ..model.inputs import inputs_digest
-    from .config import lock_inputs
+    from .config import lock_inputs, recorded_overrides
 
+    name, command = target.name, config.regenerate_command(target)
+    recorded = recorded_overrides(config, target, _recorded_command(path))
+    if recorded is not None:
+        config, target = recorded
+        command = _recorded_command(path) or command
     inputs = lock_inputs(config, target)
-    return Expected(target=target.name, inputs=inputs, digest=inputs_digest(inputs), command=config.regenerate_command(target), folder=config.root)
+    return Expected(target=name, inputs=inputs, digest=inputs_digest(inputs), command=command, folder=config.root)
+
+
+def _recorded_command(path: Path) -> str | None:
+    """The command a lock file records (None when it cannot be read: the check says why)."""
+    from ..errors import LockFileError
+    from ..lock.files import read_lock
+
+    if not path.is_file():
+        return None
+    try:
+        return read_lock(path).command
+    except LockFileError:
+        return None
 
 
 def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:

@@ -8,6 +8,7 @@ Exit 0 when no check failed (warn and skip are not failures), 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
+    from ..env.abi_imports import import_packages, torch_abi_packages
     from ..env.doctor import needs_import, report_json, run_checks
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from .render import print_json
@@ -81,13 +83,17 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                              hint="pass the interpreter's path, e.g. --python .venv/bin/python")
     else:
         python = default_interpreter(env)
+    # absolute now: the import check runs in an empty temporary folder, where a relative
+    # `venv/bin/python` names nothing (abspath, not resolve: a venv's python is a symlink out of it)
+    python = os.path.abspath(python)
     if args.timeout <= 0:
         raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
     apis: tuple[str, ...] = S.parse({"require_api": tuple(args.require_api or ())})["require_api"]
     environment = inspect_environment(python)
     defs = load_definitions()
     import_result = probe_import(python, env, args.timeout, apis) if needs_import(environment, defs) else None
-    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis)
+    abi_imports = import_packages(python, torch_abi_packages(environment, defs), env, timeout=args.timeout)
+    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis, abi_imports=abi_imports)
     report = report_json(python, checks)
     if common.output_format(args) == "json":
         print_json(report, sys.stdout)

@@ -1,7 +1,8 @@
 """`resolve-gpu-stack install`: resolve, download and verify every wheel, install it with uv.
 
-The installed torch is never reinstalled or replaced (see ``install``); ``--dry-run`` stops after
-uv's own dry run and prints what would change.
+The installed torch is never reinstalled or replaced (see ``install``); ``--dry-run`` downloads
+nothing and runs no uv: it compares the plan with the environment and prints, per package,
+installed -> planned, why, and the bytes an install would download.
 """
 
 from __future__ import annotations
@@ -32,25 +33,39 @@ def register(sub: argparse._SubParsersAction) -> None:
         "install",
         help="resolve, download and verify every wheel, and install with uv (torch is never touched)",
         description=(
-            "Resolve for the target interpreter (--python PATH, default: the active virtual environment), "
-            "download every wheel to install into the wheel cache and check its sha256, then install them "
-            "with uv. The installed torch is never reinstalled or replaced; uv's dry run is checked first "
-            "and the install is refused if uv would touch anything the plan does not say."
+            "Resolve for the target interpreter (--python PATH, default: the active virtual environment; "
+            "with none active, --system installs into python3 on PATH), download every wheel to install "
+            "into the wheel cache and check its sha256, then install them with uv. The installed torch is "
+            "never reinstalled or replaced; uv's dry run is checked first and the install is refused if uv "
+            "would touch anything the plan does not say."
         ),
     )
     common.add_resolve_flags(p)
     common.add_output_flags(p)
-    p.add_argument("--dry-run", action="store_true", help="stop after uv's dry run and print what would change")
+    p.add_argument("--dry-run", action="store_true", help="download nothing: print per package installed -> planned, why, and the bytes an install would download")
+    p.add_argument("--system", action="store_true", help="with no virtual environment active and no --python, install into python3 on PATH (as uv's --system)")
     p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
     p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
     add_lock_flags(p)
 
 
 def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    """The interpreter to install into; a declared ``--python 3.12`` is a usage error here."""
-    from ..env.probe import default_interpreter, parse_python_flag
+    """The interpreter to install into; a declared ``--python 3.12`` is a usage error here.
+
+    Like uv: with no ``--python``, the active virtual environment, and never the system's
+    interpreter unless ``--system`` says so.
+    """
+    from ..env.probe import active_venv_interpreter, default_interpreter, parse_python_flag
 
     if args.python is None:
+        venv = active_venv_interpreter(env)
+        if venv is not None:
+            return venv
+        if not getattr(args, "system", False):
+            raise UsageError(
+                "no virtual environment is active, and install does not touch the system Python unless told to",
+                hint="activate one (uv venv && . .venv/bin/activate), pass --python .venv/bin/python, or pass --system",
+            )
         return default_interpreter(env)
     kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))
     if kind == "version":
@@ -85,6 +100,7 @@ def download_fetcher(args: argparse.Namespace, defs) -> HttpFetcher:
     from ..net.http import HttpFetcher
 
     fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
+    fetcher.transport.on_retry = common.retry_printer(args)
     for definition in defs.indexes.values():
         if definition.url:
             fetcher.credentials.remember(definition.url)
@@ -130,22 +146,29 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.lock is not None or args.force_target:
         return run_lock(args, env)
-    from ..env.install import install_plan
+    from ..env.install import install_plan, preview_plan
     from ..lock.files import write_lock
     from ..net.download import fill_hashes
 
+    if args.dry_run and args.output is not None:
+        raise UsageError("--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
+                         hint="write the lock with `resolve-gpu-stack lock -o FILE`")
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
     plan, defs = common.run_resolve(args, env)
     cache = wheel_cache_from_args(args, env)
+    if args.dry_run:
+        emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
+        return 0
     offline = args.snapshot is not None
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
         lock_path = None
         if args.output is not None:
             lock_path = str(write_lock(plan, args.output, command=common.command_line(sys.argv[1:] or ["install"])))
-            print(f"wrote {lock_path}", file=sys.stderr)
+            if not args.quiet:  # -q: nothing but errors
+                common.say(f"wrote {lock_path}")
         report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env)
     if lock_path is not None:
         report = dataclasses.replace(report, lock_path=lock_path)
@@ -166,24 +189,65 @@ _STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": 
 
 
 def print_report_table(report: InstallReport, out) -> None:
+    """The install report; for a dry run also each wheel's size, why each FlashInfer component (and
+    torch) moves, and the download total.
+
+    Names and versions are never cut: at a narrow width the index and size columns wrap or go.
+    """
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
+
+    from .render import Column, fitted_table, print_fitted
 
     console = Console(file=out, highlight=False, soft_wrap=False)
     title = f"{'Would change' if report.dry_run else 'Installed'} in {report.python}"
-    table = Table(title=title, title_justify="left")
-    for col in ("package", "action", "before", "after" if not report.dry_run else "would be", "index"):
-        table.add_column(col, no_wrap=col in ("package", "action"), overflow="fold")
+    columns = [Column("package", keep=True), Column("action", keep=True), Column("installed", keep=True),
+               Column("planned" if report.dry_run else "after", keep=True), Column("index", drop=3)]
+    if report.dry_run:
+        columns += [Column("size", drop=2, justify="right")]
+    cells = []
     for row in report.rows:
         style = _STYLE.get(row.action.value, "")
-        after = str(row.after) if row.after is not None else ("-" if not report.dry_run else str(row.version))
-        table.add_row(row.name, f"[{style}]{row.action.value}[/]", str(row.before) if row.before is not None else "-", after, row.index)
-    console.print(table)
+        after = str(row.version) if report.dry_run else (str(row.after) if row.after is not None else "-")
+        cell = [escape(row.name), f"[{style}]{row.action.value}[/]", str(row.before) if row.before is not None else "-", after, row.index]
+        if report.dry_run:
+            cell += ["" if row.action.value == "keep" else _size(row.size)]
+        cells.append(cell)
+    table, width = fitted_table(console, columns, cells, title=title, title_justify="left")
+    print_fitted(console, table, width)
     counts: dict[str, int] = {}
     for row in report.rows:
         counts[row.action.value] = counts.get(row.action.value, 0) + 1
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
-    console.print(("dry run, nothing changed: " if report.dry_run else "") + summary, markup=False)
+    console.print(("dry run, nothing changed: " if report.dry_run else "") + summary, markup=False, soft_wrap=True)
+    if report.dry_run:
+        for row in report.rows:
+            if row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch"):
+                move = f"{row.before} -> {row.version}" if row.before is not None else f"{row.version}"
+                console.print(f"  {row.name} {row.action.value} {move}: {row.reason}", markup=False, soft_wrap=True)
+    if report.download is not None:
+        console.print(download_line(report), markup=False, soft_wrap=True)
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def download_line(report: InstallReport) -> str:
+    d = report.download
+    assert d is not None
+    to_fetch = d.files - d.cached
+    line = f"would download {to_fetch} of {d.files} wheels: {_size(d.bytes)}" + (f" ({d.bytes:,} bytes)" if d.bytes >= 1000 else "")
+    if d.cached:
+        line += f"; {d.cached} already in the wheel cache"
+    if d.unknown_size:
+        line += f"; plus {len(d.unknown_size)} of a size the index does not give ({', '.join(d.unknown_size)})"
+    return line
 
 
 # -- install --lock FILE: exactly a lock, nothing resolved ----------------------------------------

@@ -9,7 +9,9 @@ Two modes:
   the targets are read once, and each target's outputs are written. Resolver flags given on the
   command line override the config's values for every selected target.
 
-Without ``-o`` and without a config it prints the plan, like ``resolve``.
+With flags of a target of its own (``--python``/``--platform``/``--installed``) and no ``-o`` it
+prints the plan, like ``resolve``; with none of these and no config there is nothing to lock (exit 2,
+as ``check`` says).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..errors import CrawlError, ResolveGpuStackError, UsageError, WriteError
 from ..urls import redact_url
 from . import common
 from . import settings as S
@@ -41,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "current directory or a parent): resolve every configured target (or those named with --target), "
             "sharing one crawl, and write each target's outputs. Flags given here override the config's values. "
             "With -o: resolve one plan from the flags and write it as a PEP 751 pylock.<name>.toml or a pip/uv "
-            "constraints file (*.txt). Without either, print the plan like `resolve`."
+            "constraints file (*.txt). With --python/--platform/--installed and no -o, print the plan like `resolve`; "
+            "with none of these and no config, there is nothing to lock (exit 2)."
         ),
     )
     common.add_resolve_flags(p)
@@ -74,6 +77,11 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     config = discover_config(args.config)
     if config is None and args.target:
         raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+    if config is None:  # as `check` says it: no project, no -o, no target of its own: nothing to lock
+        raise UsageError(
+            "nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
+            hint="pass -o FILE to lock one plan from the flags, --config FILE, or print a plan with `resolve-gpu-stack resolve`",
+        )
     return config
 
 
@@ -99,30 +107,75 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "", wrote: list[Path] | None = None) -> None:
-    """Write one plan to each of ``paths`` (the format follows each file name). Both modes write
-    through here. ``args.snapshot`` is the snapshot the plan was resolved from, if any; each file
-    written is appended to ``wrote``. An output that is a directory is refused before any write."""
-    from ..errors import LockFileError
-    from ..lock.files import write_lock
+def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
+    """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
+    from ..lock.files import write_texts
+
+    written = write_texts(_rendered(args, env, plan, defs, paths, command=command))
+    _say_written(written, label, quiet=getattr(args, "quiet", False))
+
+
+def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
+    """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
+    is the snapshot the plan was resolved from, if any."""
+    from ..lock.files import render_lock
     from .cmd_install import fill_plan_hashes
 
     for path in paths:
         if path.is_dir():
-            raise LockFileError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
+            raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
         if not getattr(args, "allow_synthetic", False):
             _refuse_synthetic(plan, args.snapshot)
+        plan = _learn_kept_hashes(args, env, plan, defs)
+    texts = [(path, render_lock(plan, path, command=command)) for path in paths]
+    for path, _ in texts:
+        _make_folder(path)
+    return texts
+
+
+def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
+    """The plan with a sha256 for each kept package whose index row has none (a nightly torch or
+    triton), learned once through the wheel cache (downloaded when online; with --snapshot only a
+    cached wheel counts). Listed at its installed version and hash, uv finds a kept package
+    satisfied and ``uv pip sync`` keeps it. One that cannot be hashed stays unlisted (the pylock
+    names it under ``kept-unlisted``, and ``check`` warns)."""
+    from dataclasses import replace
+
+    from ..model import Action
+    from ..net.download import fetch_verified
+    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+
+    missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
+    if not missing:
+        return plan
+    offline = args.snapshot is not None
+    cache = wheel_cache_from_args(args, env)
+    learned = {}
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+        for pkg in missing:
+            try:
+                learned[pkg.name] = fetch_verified(pkg.url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline)
+            except ResolveGpuStackError as err:
+                if not getattr(args, "quiet", False):
+                    print(f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err})", file=sys.stderr)
+    return replace(plan, packages=tuple(
+        replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages))
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})", hint="nothing was written; make the folder writable (or pick another output path)") from None
+
+
+def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False) -> None:
+    if quiet:  # -q: nothing but errors
+        return
     for path in paths:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise LockFileError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})") from None
-        written = write_lock(plan, path, command=command)
-        if wrote is not None:
-            wrote.append(written)
-        print(f"{label}wrote {common.shown(written)}", file=sys.stderr)
+        common.say(f"{label}wrote {common.shown(path)}")
 
 
 def _refuse_synthetic(plan, snapshot: Path | None) -> None:
@@ -170,21 +223,19 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     fetcher = common.make_fetcher(args, env, defs)
     finder = Finder(fetcher, defs)  # one crawl for all targets: pages and metadata are memoized by URL
     failed = 0
-    partly: list[Path] = []  # written by a target that then failed
+    staged: list[tuple[str, list[tuple[Path, str]]]] = []
     try:
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            wrote: list[Path] = []
-            ok = _lock_one(config, target, finder, defs, args, env, command, wrote)
-            failed += not ok
-            partly += [] if ok else wrote
+            texts = _lock_one(config, target, finder, defs, args, env, command)
+            failed += texts is None
+            if texts is not None:
+                staged.append((f"{target.name}: ", texts))
     finally:
         fetcher.close()
+    _write_staged(staged, quiet=getattr(args, "quiet", False))
     if failed:
-        kept = "their lock files were left as they were"
-        if partly:
-            kept = f"{', '.join(map(common.shown, partly))} {'was' if len(partly) == 1 else 'were'} written before the failure; their other lock files were left as they were"
-        print(f"{failed} of {len(targets)} targets failed; {kept}", file=sys.stderr)
+        print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -200,8 +251,17 @@ def _refuse_outside(config: ProjectConfig, targets) -> None:
                 )
 
 
-def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str, wrote: list[Path] | None = None) -> bool:
-    """Resolve and write one target; False (with the error printed) when it has no plan."""
+def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet: bool = False) -> None:
+    """Every output of every target that has a plan, in one all-or-nothing write."""
+    from ..lock.files import write_texts
+
+    write_texts([item for _, texts in staged for item in texts])
+    for label, texts in staged:
+        _say_written([path for path, _ in texts], label, quiet=quiet)
+
+
+def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:
+    """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
 
     from ..model.inputs import inputs_digest
@@ -213,12 +273,11 @@ def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argpars
         plan = resolve(resolve_request(target), finder, defs)
         inputs = lock_inputs(config, target)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        _write_outputs(args, env, plan, defs, target.outputs, command=command, label=label, wrote=wrote)
-    except CrawlError:
+        return _rendered(args, env, plan, defs, target.outputs, command=command)
+    except (CrawlError, WriteError):
         raise
     except ResolveGpuStackError as err:
         print(f"error: {label}{err}", file=sys.stderr)
         if err.hint:
             print(f"hint: {err.hint}", file=sys.stderr)
-        return False
-    return True
+        return None

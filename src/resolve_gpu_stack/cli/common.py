@@ -11,6 +11,7 @@ import argparse
 import logging
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,18 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
     g.add_argument("--cache-dir", metavar="DIR", type=Path, help="HTTP cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
-    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``: a positive number of seconds (a usage error otherwise, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of seconds")
+    return value
 
 
 def add_resolve_flags(p: argparse.ArgumentParser) -> None:
@@ -70,32 +82,61 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
         name, sep, url = item.partition("=")
         if not sep or not name or not url:
             raise UsageError(f"--index {redact_url(item)!r}: expected NAME=URL", hint="e.g. --index pypi=https://mirror.example/simple/")
+        # a layout prefix (``flat:URL``) is the definitions' to check; the URL after it is checked here
+        layout, colon, rest = url.partition(":")
+        prefix = layout + colon if colon and "://" in rest and "://" not in layout and "/" not in layout else ""
         try:
-            out[name.strip()] = normalize_base_url(url)
+            out[name.strip()] = prefix + normalize_base_url(url[len(prefix):])
         except IndexDefinitionError as exc:
             raise UsageError(f"--index {name.strip()}: {exc.message}", hint=exc.hint) from None
     return out
 
 
 def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True):
-    """Index definitions with --index overrides; PyPI's URL from config unless a snapshot replays it."""
+    """Index definitions with --index overrides; PyPI's URL from uv/pip configuration (a snapshot
+    replays its PyPI pages under it: see ``replay_pypi_url``)."""
     from ..data.definitions import load_definitions
-    from ..net.snapshot import PLACEHOLDER_BASE
     from .userconfig import discover_pypi_url
 
     overrides = index_overrides(args)
     if "pypi" not in overrides:
         if args.snapshot is not None and replay:
-            overrides["pypi"] = PLACEHOLDER_BASE.format(name="pypi")
+            overrides["pypi"] = replay_pypi_url(env)
         elif need_pypi:
             overrides["pypi"] = discover_pypi_url(env)
     return load_definitions().with_index_urls(overrides)
 
 
+def replay_pypi_url(env: Mapping[str, str]) -> str:
+    """The PyPI base a snapshot's PyPI pages are replayed under: the user's PyPI (uv/pip
+    configuration, else uv's default), so that the recorded relative file URLs become URLs that
+    install; the snapshot's placeholder only when no PyPI can be found at all (then said on stderr)."""
+    from ..net.snapshot import PLACEHOLDER_BASE
+    from .userconfig import discover_pypi_url
+
+    try:
+        return discover_pypi_url(env)
+    except UsageError:
+        placeholder = PLACEHOLDER_BASE.format(name="pypi")
+        print(f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}, "
+              "which does not install; pass --index pypi=URL", file=sys.stderr)
+        return placeholder
+
+
+_PRINT_LOCK = threading.Lock()  # progress lines from several threads never share a line
+
+
+def say(message: str) -> None:
+    """One whole line on stderr, under the one printing lock."""
+    with _PRINT_LOCK:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+
 def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     if getattr(args, "quiet", False) or not sys.stderr.isatty():
         return None
-    return lambda msg: print(msg, file=sys.stderr)
+    return say
 
 
 def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
@@ -104,12 +145,19 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
 
 
     cache_dir = args.cache_dir or default_cache_dir(env)
-    return HttpFetcher(
+    fetcher = HttpFetcher(
         cache=HttpCache(cache_dir),
         timeout=args.timeout,
         allow_insecure_hosts=tuple(args.allow_insecure_host),
         progress=progress_printer(args),
     )
+    fetcher.transport.on_retry = retry_printer(args)
+    return fetcher
+
+
+def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Each retry as it happens, on stderr (terminal or not); nothing with -q."""
+    return None if getattr(args, "quiet", False) else say
 
 
 def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
@@ -169,6 +217,7 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards."""
     from ..index.finder import Finder
+    from ..net.classify import classifier_for
     from ..resolver.resolve import resolve  # resolvelib: not for --help
 
 
@@ -176,7 +225,7 @@ def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, 
     request = request_from_args(args, env)
     fetcher = fetcher or make_fetcher(args, env, defs)
     try:
-        return resolve(request, Finder(fetcher, defs), defs), defs
+        return resolve(request, Finder(fetcher, defs), defs, classifier=classifier_for(fetcher)), defs
     finally:
         fetcher.close()
 

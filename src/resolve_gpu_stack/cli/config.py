@@ -43,6 +43,7 @@ so a lock does not depend on the machine that wrote it. Command-line flags overr
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shlex
@@ -312,6 +313,41 @@ def with_overrides(target: TargetConfig, overrides: Mapping[str, Any]) -> Target
     return replace(target, settings=MappingProxyType({**target.settings, **S.parse(raw)}))
 
 
+def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str | None) -> tuple[ProjectConfig, TargetConfig] | None:
+    """The config and target a lock was written from, when its recorded ``command`` is the target's
+    regenerate command followed by flags (``lock --target x --no-cubin``): the resolver settings and
+    ``--snapshot``/``--index`` given there, applied as ``lock`` applied them. None when the command
+    is not that (a lock written with ``-o``, by hand, or by another version) or adds no flags."""
+    prefix = config.regenerate_command(target)
+    if not command or not command.startswith(prefix):
+        return None
+    try:
+        words = shlex.split(command[len(prefix):])
+    except ValueError:
+        return None
+    if not words:
+        return None
+    parser = _ArgumentParser(add_help=False)
+    S.add_flags(parser)
+    parser.add_argument("--snapshot")
+    parser.add_argument("--index", action="append", default=[])
+    try:
+        args = parser.parse_args(words)
+        indexes = dict(item.split("=", 1) for item in args.index)
+        target = with_overrides(target, S.typed(args))
+    except (UsageError, ValueError):
+        return None
+    snapshot = (config.root / args.snapshot) if args.snapshot is not None else None
+    return effective(config, snapshot=snapshot, indexes=indexes), target
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser that raises instead of exiting (a recorded command is data, not a command line)."""
+
+    def error(self, message: str):
+        raise ValueError(message)
+
+
 # -- what a target's lock is made from ------------------------------------------------------------
 
 def effective(config: ProjectConfig, *, snapshot: Path | None = None, indexes: Mapping[str, str] | None = None) -> ProjectConfig:
@@ -336,11 +372,15 @@ def index_urls(config: ProjectConfig) -> dict[str, str]:
 
 
 def resolve_definitions(config: ProjectConfig, env: Mapping[str, str]):
-    """The index definitions to resolve with: ``index_urls``, and PyPI from uv/pip configuration
-    when neither the config nor a snapshot decides it."""
-    urls = index_urls(config)
+    """The index definitions to resolve with: the config's ``indexes``, and PyPI from uv/pip
+    configuration when the config does not name one (a snapshot's PyPI pages are replayed under
+    it, so that the lock's PyPI URLs install; the placeholder only when the config asks for it or
+    no PyPI is configured at all). ``index_urls`` (the digest's) does not depend on this."""
+    from .common import replay_pypi_url
+
+    urls = dict(config.indexes)
     if "pypi" not in urls:
-        urls["pypi"] = discover_pypi_url(env)
+        urls["pypi"] = replay_pypi_url(env) if config.snapshot is not None else discover_pypi_url(env)
     return load_definitions().with_index_urls(urls)
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ..index.finder import PageVisit
 from ..model import LockPlan
 from ..model.codec import plan_to_dict
 from ..resolver.candidates import CandidateRow
+from ..urls import redact_url
 
 PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
 
@@ -17,7 +20,13 @@ PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
 _JSON_PACKAGE_KEYS = {
     "name": "name", "version": "version", "action": "action", "installed": "installed-version", "index": "index",
     "url": "url", "sha256": "sha256", "size": "size", "coupling": "coupling", "reason": "reason",
+    "built_for": "built-for",
 }
+_JSON_OVERRIDE_KEYS = {"package": "package", "requirement": "requirement", "replaced_by": "replaced-by", "reason": "reason"}
+
+
+def _json_package(p: dict[str, Any]) -> dict[str, Any]:
+    return {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"])}
 
 
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
@@ -27,8 +36,9 @@ def plan_to_json(plan: LockPlan) -> dict[str, Any]:
         "schema": PLAN_SCHEMA,
         "target": data["target"],
         "flashinfer": {"version": data["flashinfer-version"], "cuda_label": data["cuda-label"]},
-        "packages": [{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()} for p in data["packages"]],
+        "packages": [_json_package(p) for p in data["packages"]],
         "notes": data["notes"],
+        "overrides": [{key: o[field] for key, field in _JSON_OVERRIDE_KEYS.items()} for o in data["overrides"]],
         "inputs_digest": data["inputs-digest"],
     }
 
@@ -58,7 +68,8 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
         if p.installed_version is not None and action not in ("keep",):
             action += f" (from {p.installed_version})"
         style = _ACTION_STYLE.get(p.action.value, "")
-        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, p.coupling.value)
+        coupling = p.coupling.value + (f" (built for torch {p.built_for})" if p.built_for else "") + (" ABI MISMATCH" if p.abi_mismatch else "")
+        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, f"[bold red]{coupling}[/]" if p.abi_mismatch else coupling)
     # Names and versions are never cut (a user copies them): on a narrow terminal the table keeps
     # its width and the terminal wraps, rather than ellipsizing "flashinfer-cub…".
     needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
@@ -73,6 +84,66 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
         console.print("[bold]Notes[/]")
         for note in plan.notes:
             console.print(f"  - {note}", markup=False)
+    if plan.overrides:
+        console.print("[bold]Overrides[/]")
+        for o in plan.overrides:
+            console.print(f"  - {o.package}: {o.requirement} -> {o.replaced_by} ({o.reason})", markup=False)
+
+
+# -- tables that fit -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a fitted table. ``keep`` columns (names, versions) are never cut nor wrapped;
+    the others wrap (``fold``) and, from the highest ``drop`` rank down, are left out when even
+    wrapped they do not fit."""
+
+    header: str
+    keep: bool = False
+    drop: int = 0  # 0: never dropped; higher: dropped first
+    justify: str = "left"
+
+
+_WRAPPED_MIN = 12  # the narrowest a wrapping column gets before it is dropped
+
+
+def fitted_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], **table_args: Any) -> tuple[Any, int]:
+    """(a rich Table, the width to print it at) for ``console``'s width.
+
+    Never cuts a kept column: the others wrap down to a few characters, then go, highest ``drop``
+    first; if the kept ones alone are wider than the console, the table is printed at its own
+    width and the terminal wraps the lines.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    def longest(i: int) -> int:
+        return max([len(columns[i].header), *(Text.from_markup(row[i]).cell_len for row in rows)])
+
+    widths = [longest(i) for i in range(len(columns))]
+    shown = list(range(len(columns)))
+
+    def needed() -> int:
+        return sum(widths[i] if columns[i].keep else min(widths[i], _WRAPPED_MIN) for i in shown) + 3 * len(shown) + 1
+
+    while needed() > console.width and any(columns[i].drop for i in shown):
+        shown.remove(max((i for i in shown if columns[i].drop), key=lambda i: columns[i].drop))
+    table = Table(**table_args)
+    for i in shown:
+        c = columns[i]
+        table.add_column(c.header, no_wrap=c.keep, overflow="ignore" if c.keep else "fold", justify=c.justify, min_width=widths[i] if c.keep else None)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*(row[i] for i in shown))
+    return table, max(console.width, needed())
+
+
+def print_fitted(console: Any, table: Any, width: int) -> None:
+    """Print at ``width``; wider than the console means a console of that width (the terminal wraps)."""
+    from rich.console import Console
+
+    if width > console.width:
+        console = Console(file=console.file, highlight=False, soft_wrap=False, width=width, color_system=console.color_system)
+    console.print(table)
 
 
 # -- candidates ------------------------------------------------------------------------------------
@@ -88,26 +159,41 @@ def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
     ]
 
 
-def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str, out: TextIO) -> None:
-    if fmt == "json":
-        from ..cli.render import print_json
+CANDIDATES_SCHEMA = "resolve-gpu-stack/candidates/v1"
 
-        print_json(_json(rows), out)
+# version is never cut; the rest wrap, and at a narrow width size, then index, then tags go
+_CANDIDATE_COLUMNS = (
+    Column("version", keep=True), Column("tags", drop=2), Column("index", drop=3), Column("sha256"),
+    Column("size", drop=4, justify="right"), Column("fits"),
+)
+
+
+def candidates_to_json(package: str, rows: list[CandidateRow], visits: list[PageVisit]) -> dict[str, Any]:
+    return {
+        "schema": CANDIDATES_SCHEMA,
+        "package": package,
+        "files": _json(rows),
+        "pages": [{"url": redact_url(v.location.url), "found": v.found, "files": v.files, "warnings": list(v.warnings)} for v in visits],
+    }
+
+
+def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str, out: TextIO, *, package: str = "") -> None:
+    if fmt == "json":
+        print_json(candidates_to_json(package, rows, visits), out)
         return
     from rich.console import Console
-    from rich.table import Table
 
     console = Console(file=out, highlight=False, width=None if out.isatty() else 220)
-    table = Table(title_justify="left")
-    for col in ("version", "tags", "index", "sha256", "size", "fits"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("version", "sha256"))
-    for r in rows:
-        table.add_row(
+    cells = [
+        (
             r.version, r.tags, r.index,
             r.sha256 or (f"no hash (metadata sha256 {r.metadata_sha256})" if r.metadata_sha256 else "no hash"),
             f"{r.size:,}" if r.size else "", "yes" if r.fits else f"no: {r.why_not}",
         )
-    console.print(table)
+        for r in rows
+    ]
+    table, width = fitted_table(console, _CANDIDATE_COLUMNS, cells, title_justify="left")
+    print_fitted(console, table, width)
     for v in visits:
         state = f"{v.files} files" if v.found else "404 (no such page)"
         console.print(f"{v.location.url}: {state}", markup=False)

@@ -94,6 +94,39 @@ def _cuda(text: str | None) -> Any:
     return parse_cuda(text)
 
 
+def _overrides(items: Sequence[str]) -> tuple[str, ...]:
+    from ..model.request import parse_with
+
+    for text in items:
+        parse_with(text, flag="--override")
+    return tuple(items)
+
+
+def _overrides_file(text: str) -> tuple[str, ...]:
+    """The requirements of a requirements-style file: one a line, ``#`` comments and blank lines skipped."""
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"--overrides {text!r}: cannot read it: {exc.strerror or exc}", hint="name a file with one requirement a line, e.g. torch==2.12.0") from None
+    items = tuple(t for line in lines if (t := line.split(" #", 1)[0].strip()) and not t.startswith("#"))
+    for item in items:
+        if item.startswith("-"):
+            raise UsageError(f"--overrides {text!r}: {item!r} is an option; only requirements are read", hint="one requirement a line, e.g. torch==2.12.0")
+    return _overrides(items)
+
+
+def _abi_mismatch(text: str) -> str:
+    from ..model.request import ABI_MISMATCH_CHOICES
+
+    value = text.strip()
+    if value not in ABI_MISMATCH_CHOICES:
+        raise UsageError(f"--abi-mismatch {text!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="error (default: no plan) or warn (plan it, flagged)")
+    return value
+
+
 def _gpus(items: Sequence[str]) -> Any:
     from ..model.request import parse_gpu_list
 
@@ -127,11 +160,12 @@ class Setting:
     group: str  # argparse group
     parse: Callable[[Any], Any] = _same
     metavar: str | None = None
+    joins: str | None = None  # a list setting whose field this one's parsed items are added to (--overrides FILE)
 
     @property
     def on_request(self) -> bool:
-        """A field of ``ResolveRequest`` (the others describe the declared target)."""
-        return self.name in _request_fields()
+        """A field of ``ResolveRequest``, or added to one (the others describe the declared target)."""
+        return (self.joins or self.name) in _request_fields()
 
     def words(self, raw: Any) -> list[str]:
         """The command-line words that give ``raw``."""
@@ -171,6 +205,16 @@ SETTINGS: tuple[Setting, ...] = (
             help="leave out flashinfer-cubin"),
     Setting(name="with_", kind="list", default=(), flag="--with", key="with", group=RESOLVE_GROUP, parse=_requirements, metavar="REQ",
             help="add a package to the plan, e.g. --with torchvision (repeatable)"),
+    Setting(name="overrides", kind="list", default=(), flag="--override", key="overrides", group=RESOLVE_GROUP, parse=_overrides, metavar="REQ",
+            help="replace every requirement on that package by REQ, as uv's --override (repeatable), e.g. --override 'torch==2.12.0.dev20260307+cu130'"),
+    Setting(name="overrides_file", kind="optional", default=None, flag="--overrides", key="overrides-file", group=RESOLVE_GROUP, parse=_overrides_file,
+            metavar="FILE", joins="overrides", help="a file of overrides, one requirement a line (as --override)"),
+    Setting(name="auto_torch_override", kind="bool", default=True, flag="--no-auto-torch-override", key="auto-torch-override", group=RESOLVE_GROUP,
+            help="do not override a package's torch pin (or torch-family pin) by the selected torch: such a package is walked back or fails"),
+    Setting(name="without", kind="list", default=(), flag="--without", key="without", group=RESOLVE_GROUP, metavar="NAME",
+            help="leave a package out of the plan, with what only it needs (repeatable), e.g. --without sgl-kernel"),
+    Setting(name="abi_mismatch", kind="str", default="error", flag="--abi-mismatch", key="abi-mismatch", group=RESOLVE_GROUP, parse=_abi_mismatch,
+            metavar="{error,warn}", help="a torch-ABI wheel built for another torch: error (default: no plan) or warn (plan it, flagged)"),
     Setting(name="gpus", kind="list", default=(), flag="--gpu", key="gpus", group=RESOLVE_GROUP, parse=_gpus, metavar="SM",
             help="a GPU the target runs, e.g. sm120, sm_90, 12.0 (repeatable or comma-separated; default: what nvidia-smi "
                  "lists for a local interpreter, any GPU for a declared --python X.Y)"),
@@ -249,5 +293,8 @@ def build_request(values: Mapping[str, Any], *, target: Target, installed_requir
     """THE builder: complete model values (``defaults`` overlaid) -> ``ResolveRequest``."""
     from ..model.request import ResolveRequest
 
-    on_request = {s.name: values[s.name] for s in SETTINGS if s.on_request}
+    on_request = {s.name: values[s.name] for s in SETTINGS if s.on_request and s.joins is None}
+    for s in SETTINGS:
+        if s.joins is not None and values.get(s.name):
+            on_request[s.joins] = (*on_request[s.joins], *values[s.name])
     return ResolveRequest(target=target, installed_requires=dict(installed_requires or {}), **on_request)

@@ -30,6 +30,7 @@ from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
 from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
+from .abi_imports import ImportOutcome
 from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
 from .doctor_stack import (
     FAIL,
@@ -248,6 +249,25 @@ def _check_torch_abi(s: Stack) -> Check:
     return Check(name, PASS, f"{', '.join(details['packages'])} fit torch {torch_v}", details)
 
 
+# -- 4b. torch-ABI-bound packages import --------------------------------------------------------------
+
+def _check_abi_imports(outcomes: Sequence[ImportOutcome]) -> Check:
+    """Each installed torch-ABI-bound package imported in the target (``env/abi_imports.py``)."""
+    name = "torch-abi-import"
+    if not outcomes:
+        return Check(name, PASS, "no torch-ABI-bound packages to import besides torch", {"imports": []})
+    details = {"imports": [{"package": o.package, "module": o.module, "error": o.error} for o in outcomes]}
+    fails = []
+    for o in outcomes:
+        if o.undefined_symbol:
+            fails.append(f"{o.package} is built for another torch: import {o.module} failed with an undefined symbol ({o.error})")
+        elif o.error is not None:
+            fails.append(f"{o.package}: import {o.module} failed: {o.error}")
+    if fails:
+        return Check(name, FAIL, "; ".join(fails), details)
+    return Check(name, PASS, f"imported {', '.join(sorted({o.package for o in outcomes}))}", details)
+
+
 # -- 5. import --------------------------------------------------------------------------------------
 
 def _check_import(s: Stack, result: ImportResult | None) -> Check:
@@ -338,11 +358,15 @@ def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Seque
 
 # -- all of them ------------------------------------------------------------------------------------
 
-def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
-               require_api: Sequence[str] = ()) -> list[Check]:
+def run_checks(
+    env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
+    require_api: Sequence[str] = (), abi_imports: Sequence[ImportOutcome] | None = None,
+) -> list[Check]:
     """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
-    ``require_api``, a last check that the imported module has each API (per visible GPU's floor)."""
+    ``require_api``, a last check that the imported module has each API (per visible GPU's floor).
+    ``abi_imports`` None: the torch-ABI import check is left out (a caller that ran no imports)."""
     s = installed_stack(env, defs)
+    abi = [] if abi_imports is None else [_check_abi_imports(abi_imports)]
     api = [check_apis(s, import_result, require_api, gpus)] if require_api else []
     return [
         _check_torch(s),
@@ -350,6 +374,7 @@ def run_checks(env: Environment, defs: Definitions, *, import_result: ImportResu
         _check_alignment(s),
         _check_tvm_ffi(s),
         _check_torch_abi(s),
+        *abi,
         _check_import(s, import_result),
         _check_gpu(s, gpus),
         *api,

@@ -13,6 +13,11 @@ How uv is called, and why:
   environment keep a uv.toml / ``UV_OVERRIDE`` / ``UV_FIND_LINKS`` from changing the install set.
 - Kept packages (the installed torch above all) are not in the requirements, and are pinned to
   their installed version, local label included, in a ``-c`` constraints file.
+- The plan's overrides (``--override``, a framework's torchaudio pin replaced by the build for
+  the kept torch) go to uv as an ``--override`` file: each overridden package the plan installs,
+  at the plan's version with its hash (uv's ``--require-hashes`` wants one on every line). An
+  override of a kept package (a framework's torch pin replaced by the kept torch) is the
+  constraints file's pin already: a kept package has no wheel hash to give.
 - ``uv pip install --dry-run`` runs first with the same arguments; if uv would add, remove or
   change anything the plan does not say (a ``- torch==...`` line while torch is kept), nothing is
   run and ``UvError`` quotes uv's line.
@@ -79,6 +84,21 @@ class InstallRow:
     index: str
     before: Version | None  # installed before the run
     after: Version | None  # installed after the run (None in a dry run, or when absent)
+    reason: str = ""  # why the plan has this package at this version (the plan's own reason)
+    size: int | None = None  # bytes of its wheel, as the index gave it (None: kept, or not given)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DownloadSummary:
+    """What an install would download: from the plan's sizes and the wheel cache, with no request."""
+
+    files: int  # wheels to install
+    cached: int  # of which already in the wheel cache
+    bytes: int  # known sizes of the wheels not cached
+    unknown_size: tuple[NormalizedName, ...] = ()  # not cached, and the index gave no size
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": self.files, "cached": self.cached, "bytes": self.bytes, "unknown_size": list(self.unknown_size)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,8 +106,9 @@ class InstallReport:
     python: str
     dry_run: bool
     rows: tuple[InstallRow, ...]
-    uv_changes: tuple[str, ...] = ()  # uv's own lines (the dry run's, or the real run's)
+    uv_changes: tuple[str, ...] = ()  # uv's own lines (the real run's)
     lock_path: str | None = None
+    download: DownloadSummary | None = None  # a dry run's preview of the downloads
 
     @property
     def changed(self) -> tuple[InstallRow, ...]:
@@ -107,9 +128,12 @@ class InstallReport:
                     "index": r.index,
                     "before": None if r.before is None else str(r.before),
                     "after": None if r.after is None else str(r.after),
+                    "size": r.size,
+                    "reason": r.reason,
                 }
                 for r in self.rows
             ],
+            "download": None if self.download is None else self.download.to_json(),
             "uv": list(self.uv_changes),
         }
 
@@ -203,6 +227,14 @@ def constraints_text(plan: LockPlan, installed: Mapping[NormalizedName, Version]
     return "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
+def overrides_text(plan: LockPlan) -> str:
+    """``name==<planned version> --hash=...`` for every package the plan installs that an override
+    replaced a requirement on (kept ones are pinned by ``constraints_text``)."""
+    names = {canonicalize_name(re.split(r"[\s\[<>=!~;@]", o.replaced_by.strip(), maxsplit=1)[0]) for o in plan.overrides}
+    todo = [p for p in plan.packages if p.name in names and p.action is not Action.KEEP]
+    return requirements_text(todo) if todo else ""
+
+
 def uv_environment(env: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in env.items() if k not in _SCRUBBED_ENV}
     out["UV_PYTHON_DOWNLOADS"] = "never"
@@ -225,6 +257,35 @@ def find_uv(env: Mapping[str, str]) -> str:
     if found:
         return found
     raise UsageError("uv not found", hint="install uv, or pass --uv /path/to/uv")
+
+
+def download_summary(plan: LockPlan, wheel_cache: WheelCache) -> DownloadSummary:
+    """The wheels an install of ``plan`` would fetch, and their bytes; reads the cache, fetches nothing.
+
+    A wheel counts as cached when the cache holds a file under its sha256 (from the index, or
+    recorded when a hashless wheel was downloaded before); it is re-verified only when installed.
+    """
+    todo = [p for p in plan.packages if p.action is not Action.KEEP]
+    cached, size, unknown = 0, 0, []
+    for pkg in todo:
+        digest = pkg.sha256 or ((wheel_cache.known_digest(pkg.url) or ("", 0))[0] if pkg.url else "")
+        filename = pkg.filename or (pkg.url.rsplit("/", 1)[-1] if pkg.url else "")
+        if digest and filename and wheel_cache.path_for(digest, filename).is_file():
+            cached += 1
+        elif pkg.size is None:
+            unknown.append(pkg.name)
+        else:
+            size += pkg.size
+    return DownloadSummary(files=len(todo), cached=cached, bytes=size, unknown_size=tuple(sorted(unknown)))
+
+
+def preview_plan(plan: LockPlan, *, python: str, wheel_cache: WheelCache) -> InstallReport:
+    """``install --dry-run``: what the plan would change in ``python``'s environment, and what it
+    would download, with no download and no uv (uv's own dry run needs the wheel files)."""
+    environment = inspect_environment(python)
+    check_environment(plan, environment)
+    rows = _rows(plan, dict(environment.target.installed), None)
+    return InstallReport(python=python, dry_run=True, rows=rows, download=download_summary(plan, wheel_cache))
 
 
 def install_plan(
@@ -257,7 +318,7 @@ def install_plan(
         return InstallReport(python=python, dry_run=dry_run, rows=rows)
     fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
-        args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before))
+        args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan))
         uv_env = uv_environment(env)
         dry = _run_uv([*args, "--dry-run"], uv_env, what="uv pip install --dry-run")
         check_uv_changes(parse_uv_changes(dry), plan, before)
@@ -270,7 +331,7 @@ def install_plan(
     return InstallReport(python=python, dry_run=False, rows=_rows(plan, before, after), uv_changes=_change_lines(real))
 
 
-def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str) -> list[str]:
+def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str, overrides: str = "") -> list[str]:
     links = tmp / "wheels"
     links.mkdir()
     for pkg in todo:
@@ -286,7 +347,15 @@ def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], 
         "--require-hashes",
         "-r", str(tmp / "requirements.txt"),
         "-c", str(tmp / "constraints.txt"),
+        *_override_args(tmp, overrides),
     ]
+
+
+def _override_args(tmp: Path, overrides: str) -> list[str]:
+    if not overrides:
+        return []
+    (tmp / "overrides.txt").write_text(overrides)
+    return ["--override", str(tmp / "overrides.txt")]
 
 
 def _link(source: Path, link: Path) -> None:
@@ -346,21 +415,27 @@ def _rows(plan: LockPlan, before: Mapping[NormalizedName, Version], after: Mappi
             index=p.index,
             before=before.get(p.name),
             after=None if after is None else after.get(p.name),
+            reason=p.reason,
+            size=p.size,
         )
         for p in sorted(plan.packages, key=lambda p: p.name)
     )
 
 
 __all__ = [
+    "DownloadSummary",
     "InstallReport",
     "InstallRow",
     "UvChange",
     "check_environment",
     "check_uv_changes",
     "constraints_text",
+    "download_summary",
     "find_uv",
     "install_plan",
+    "overrides_text",
     "parse_uv_changes",
+    "preview_plan",
     "requirements_text",
     "uv_environment",
 ]

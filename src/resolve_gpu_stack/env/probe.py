@@ -27,6 +27,10 @@ from ..model.declared import PYTHON_VERSION_RE, cpython_tag_list, linux_platform
 
 PythonFlagKind = Literal["version", "interpreter"]
 
+# The newest CPython minor version there is (3.15 is in development in 2026): a declared target
+# above it is a typo, not a Python any index has wheels for.
+NEWEST_KNOWN_MINOR = 15
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InstalledDistribution:
@@ -70,13 +74,21 @@ class Environment:
 # Choosing the interpreter
 
 
-def default_interpreter(env: Mapping[str, str]) -> str:
-    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else ``python3`` on PATH."""
+def active_venv_interpreter(env: Mapping[str, str]) -> str | None:
+    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else None."""
     venv = env.get("VIRTUAL_ENV")
     if venv:
         candidate = Path(venv) / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
         if candidate.exists():
             return str(candidate)
+    return None
+
+
+def default_interpreter(env: Mapping[str, str]) -> str:
+    """``$VIRTUAL_ENV/bin/python`` when VIRTUAL_ENV names an existing venv, else ``python3`` on PATH."""
+    venv = active_venv_interpreter(env)
+    if venv is not None:
+        return venv
     search = env.get("PATH")
     found = shutil.which("python3", path=search) if search else None
     if found:
@@ -104,7 +116,12 @@ def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[Py
     if not text:
         raise UsageError("--python needs a value: a version like 3.12 or a path to an interpreter")
     if PYTHON_VERSION_RE.match(text):
-        parse_python_version(text)  # range checks
+        _, minor, _, _ = parse_python_version(text)  # range checks
+        if minor > NEWEST_KNOWN_MINOR:  # refused up front, not after a crawl that finds no wheel for it
+            raise UsageError(
+                f"unknown Python version {text}: the newest CPython there is (or is in development) is 3.{NEWEST_KNOWN_MINOR}",
+                hint="give the target's version, e.g. --python 3.12, or the path of its interpreter",
+            )
         return "version", text
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
     if any(sep in text for sep in separators) or Path(text).is_file():
@@ -228,6 +245,8 @@ def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> di
         raise UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")
     if proc.returncode != 0 or not lines:
         detail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, no probe output"])[-1]
+        if _SENTINEL in proc.stderr or "import json, os" in proc.stderr:  # it echoed the probe back (`ls -I ...`): no Python
+            raise UsageError(f"{path}: not a Python interpreter", hint="pass --python with a Python interpreter, e.g. .venv/bin/python, or a version such as 3.12")
         raise UsageError(f"Python interpreter {path}: not a working Python interpreter ({detail[:300]})")
     try:
         facts = json.loads(lines[-1][len(_SENTINEL) :])
@@ -349,6 +368,7 @@ def inspect_interpreter(path: str | Path, *, timeout: float = 60) -> Target:
 
 __all__ = [
     "Environment",
+    "active_venv_interpreter",
     "InstalledDistribution",
     "PythonFlagKind",
     "default_interpreter",

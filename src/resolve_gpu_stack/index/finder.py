@@ -262,8 +262,9 @@ class Finder:
             index = self.definitions.indexes[loc.index]
             # Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged
             # at INFO. A file that claims another package or lives on a foreign host is a warning.
-            for w in parsed.warnings:
-                log.info("%s: %s", loc.url, w)
+            if parsed.warnings:  # once per page, with a count: an old PyPI page has hundreds
+                more = len(parsed.warnings) - 1
+                log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")
             refused: list[str] = []
             kept = 0
             hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)

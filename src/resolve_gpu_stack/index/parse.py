@@ -368,7 +368,7 @@ def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Contex
         ctx.warn(f"{exc}; skipped")
         return None
     attrs = a.attrs
-    algo, _, digest = fragment.partition("=")
+    digest = _fragment_sha256(fragment)
     has_metadata, metadata_sha256 = _html_metadata(attrs, filename, ctx)
     return IndexFile(
         filename=filename,
@@ -378,7 +378,7 @@ def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Contex
         tags=tags,
         is_wheel=is_wheel,
         index=ctx.index,
-        sha256=_sha256(digest, filename, "sha256", ctx) if algo.lower() == "sha256" else None,
+        sha256=_sha256(digest, filename, "sha256", ctx) if digest is not None else None,
         requires_python=_requires_python(attrs.get("data-requires-python"), filename, ctx),
         yanked=(attrs["data-yanked"] or "") if "data-yanked" in attrs else None,
         metadata_sha256=metadata_sha256,
@@ -461,8 +461,8 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     link, _, fragment = joined.partition("#")
     hashes = entry.get("hashes")
     digest = hashes.get("sha256") if isinstance(hashes, dict) else None
-    if digest is None and fragment.lower().startswith("sha256="):
-        digest = fragment[len("sha256="):]
+    if digest is None:
+        digest = _fragment_sha256(fragment)
     has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
     size, yanked = entry.get("size"), entry.get("yanked")
     upload_time, requires_python = entry.get("upload-time"), entry.get("requires-python")
@@ -478,11 +478,18 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
         requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None,
                                          filename, ctx),
-        yanked=yanked if isinstance(yanked, str) else ("" if yanked is True else None),
+        yanked=_json_yanked(yanked),
         metadata_sha256=metadata_sha256,
         has_metadata=has_metadata,
         upload_time=(upload_time.strip() or None) if isinstance(upload_time, str) else None,
     )
+
+
+def _json_yanked(value: object) -> str | None:
+    """PEP 691: a yanked file has a truthy ``yanked`` (``true`` or a reason); ``""`` is not yanked."""
+    if isinstance(value, str):
+        return value or None
+    return "" if value is True else None
 
 
 def _json_metadata(entry: dict, filename: str, ctx: _Context) -> tuple[bool, str | None]:
@@ -582,6 +589,15 @@ def _download_path(link: str) -> str | None:
     if not sep or scheme.lower() not in _SCHEMES:
         return None
     return rest.partition("#")[0].partition("?")[0].partition("/")[2]
+
+
+def _fragment_sha256(fragment: str) -> str | None:
+    """The ``sha256=<hex>`` parameter of a URL fragment, among others (``&subdirectory=x``), or None."""
+    for param in fragment.split("&"):
+        algo, sep, digest = param.partition("=")
+        if sep and algo.strip().lower() == "sha256":
+            return digest
+    return None
 
 
 def _sha256(value: object, filename: str, what: str, ctx: _Context) -> str | None:

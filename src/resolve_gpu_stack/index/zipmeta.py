@@ -259,8 +259,22 @@ def _inflate(raw: bytes, name: str, max_size: int) -> bytes:
     return out
 
 
+# What decoding hostile bytes may raise, here or in ``zipfile`` and the zlib, struct and codecs
+# under it (a bad deflate stream, a negative seek, an unknown method, an encrypted member, a name
+# that is not UTF-8, a truncated record). Callers turn these into one documented error.
+DECODE_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, ValueError, UnicodeDecodeError,
+    NotImplementedError, RuntimeError, EOFError, OverflowError, IndexError, KeyError,
+)
+_FILE_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, OSError)  # reading a whole file as well
+
+
 def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
-    """METADATA from a whole wheel on disk (when the server would not serve ranges)."""
+    """METADATA from a whole wheel on disk (when the server would not serve ranges).
+
+    Raises ``ZipError`` (or ``MemberTooLarge``) for anything wrong with the archive, never what
+    ``zipfile`` raises underneath.
+    """
     try:
         with zipfile.ZipFile(fileobj) as zf:
             name = metadata_name(zf.namelist())
@@ -269,11 +283,32 @@ def read_metadata_from_zip(fileobj: IO[bytes], *, max_size: int) -> bytes:
                 raise MemberTooLarge(f"{name} is {max(info.file_size, info.compress_size)} bytes, over the {max_size}-byte cap")
             with zf.open(info) as member:
                 data = member.read(max_size + 1)
-    except zipfile.BadZipFile as exc:
-        raise ZipError(f"not a valid zip file: {exc}") from exc
+    except ZipError:
+        raise
+    except _FILE_ERRORS as exc:
+        raise ZipError(f"not a valid zip file: {describe(exc)}") from exc
     if len(data) > max_size:
         raise MemberTooLarge(f"{name} inflates past the {max_size}-byte cap")
     return data
+
+
+def check_crcs(fileobj: IO[bytes]) -> None:
+    """Check the CRC of every member of a whole zip; ``ZipError`` names the first bad one."""
+    try:
+        with zipfile.ZipFile(fileobj) as zf:
+            bad = zf.testzip()
+    except _FILE_ERRORS as exc:
+        raise ZipError(f"not a valid zip file: {describe(exc)}") from exc
+    if bad is not None:
+        raise ZipError(f"member {bad} fails its CRC check")
+
+
+def describe(exc: BaseException) -> str:
+    """``zlib.error: Error -3 ...``, ``NotImplementedError: ...``: the kind of failure and its text."""
+    kind = type(exc)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    text = str(exc)
+    return f"{name}: {text}" if text else name
 
 
 __all__ = [
@@ -282,8 +317,10 @@ __all__ = [
     "NeedMoreBytes",
     "TAIL_BYTES",
     "ZipEntry",
+    "DECODE_ERRORS",
     "ZipError",
     "check_member_size",
+    "describe",
     "find_eocd",
     "inflate_member",
     "member_span",
@@ -291,4 +328,5 @@ __all__ = [
     "metadata_name",
     "parse_central_directory",
     "read_metadata_from_zip",
+    "check_crcs",
 ]

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
-from ..model import Action, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations, synthetic_rows
@@ -104,8 +104,37 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
         findings += kept_torch_findings(path, plan, inputs, expected)
         findings += [_error(path, "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail", package=p.name, hint=regenerate_hint(expected)) for p in synthetic_rows(plan.packages)]
         findings += retention_findings(path, plan.packages, defs, today, expected)
+        findings += abi_findings(path, plan, locked.inputs, expected)
     findings += freshness_findings(path, locked, expected)
     return Checked(path=path, findings=tuple(findings), plan=plan, locked=locked)
+
+
+def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None = None) -> list[Finding]:
+    """A torch-ABI wheel built for another torch than the lock's is an error, unless the lock's
+    inputs record the user's word (``abi-mismatch = "warn"``): then a warning."""
+    torch = plan.torch
+    out: list[Finding] = []
+    for pkg in plan.packages:
+        if pkg.action is Action.KEEP or pkg.coupling is not Coupling.TORCH_ABI:
+            continue
+        other = pkg.built_for is not None and torch is not None and not _fits(pkg.built_for, torch.version)
+        if not (pkg.abi_mismatch or other):
+            continue
+        built = f"built for torch {pkg.built_for}" if pkg.built_for else "built for a torch nothing names"
+        message = f"torch-ABI wheel {built}, the lock's torch is {torch.version if torch else 'unknown'}: it would fail to import (undefined symbol)"
+        if inputs.get("abi-mismatch") == "warn":
+            out.append(Finding(level=WARNING, path=path, message=message + " (locked with --abi-mismatch warn)", package=pkg.name))
+        else:
+            hint = regenerate_hint(expected) or f"regenerate the lock with --without {pkg.name}, or with --abi-mismatch warn to accept it"
+            out.append(_error(path, message, package=pkg.name, hint=hint))
+    return out
+
+
+def _fits(built_for: str, torch: Version) -> bool:
+    """Whether a build for ``built_for`` (a version, or an A.B series) is for ``torch``."""
+    want = built_for.removesuffix(".*")
+    public = torch.public
+    return public == want or public.startswith(want + ".")
 
 
 def _error(path: Path, message: str, *, package: str | None = None, hint: str | None = None) -> Finding:
@@ -161,7 +190,21 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
     entries = {e.name: e for e in locked.entries}
     for pkg in plan.packages:
         findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
+    findings += kept_unlisted_findings(path, plan, entries)
     return findings, plan
+
+
+def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any]) -> list[Finding]:
+    """A warning for each kept package the pylock could not list (no wheel with a sha256): ``uv pip
+    sync`` of the lock would uninstall it."""
+    names = sorted(p.name for p in plan.packages if p.action is Action.KEEP and p.name not in entries)
+    if not names:
+        return []
+    return [Finding(
+        level=WARNING, path=path, package=name,
+        message="kept but not listed in [[packages]] (no wheel with a sha256 is known for it, or it is gone from the index): `uv pip sync` of this lock would uninstall it",
+        hint="apply this lock with `uv pip install -r`, or relock online (or with the wheel in the wheel cache) so that it is listed",
+    ) for name in names]
 
 
 def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry) -> list[Finding]:
@@ -176,8 +219,8 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
             if name != pkg.name or version != pkg.version:
                 out.append(_error(path, f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}", package=pkg.name))
     base = locked.indexes.get(pkg.index)
-    if entry is not None and base is not None and entry.index is not None and entry.index != base:
-        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from", package=pkg.name))
+    if entry is not None and base is not None and entry.index is not None and not _below(entry.index, base):
+        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it", package=pkg.name))
     index = defs.indexes.get(pkg.index)
     if pkg.url and index is not None and base:
         problem = wheel_url_problem(pkg.url, base, index.hosts)
@@ -204,6 +247,11 @@ def wheel_url_problem(url: str, base: str, hosts: Iterable[str]) -> str | None:
     if here == own or "*" in hosts or (here[1] in hosts and parts.scheme == "https"):
         return None
     return f"is on {here[1]}:{here[2]}, which the index does not send files to"
+
+
+def _below(url: str, base: str) -> bool:
+    """``url`` is ``base`` or a folder under it (a simple-API base below the logical index)."""
+    return url == base or (url.startswith(base.rstrip("/") + "/") and "?" not in url and "#" not in url)
 
 
 def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
@@ -255,6 +303,32 @@ def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPack
     coupling = pin.coupling or defs.coupling(pin.name, pin.version)[0]
     index = pin.index or ("installed" if pin.action is Action.KEEP else owner_of(defs, pin.name, pin.version, plan) or "installed")
     return LockedPackage(name=pin.name, version=pin.version, action=pin.action or Action.INSTALL, index=index, coupling=coupling)
+
+
+# -- a constraints file against its sibling pylock -------------------------------------------------
+
+def sibling_findings(path: Path, locked: LockedFile, sibling: Checked) -> list[Finding]:
+    """A constraints file's pins against the pylock written with it (the same inputs digest and
+    target): every pin must be that lock's package, version and action. The pylock carries hashes
+    and is verified against the index, so a hand edit of the ``.txt`` shows up here."""
+    other, source = sibling.plan, sibling.locked
+    if other is None or source is None or source.inputs_digest != locked.inputs_digest or (locked.target and locked.target != other.target):
+        return []
+    shown = sibling.path.name
+    pinned = {p.name: p for p in locked.pins}
+    expected = {p.name: p for p in other.packages}
+    out: list[Finding] = []
+    for name in sorted(set(pinned) | set(expected)):
+        pin, pkg = pinned.get(name), expected.get(name)
+        if pkg is None:
+            out.append(_error(path, f"pinned at {pin.version if pin else '?'}, but {shown} (written with it) has no such package: the file was edited by hand", package=name))
+        elif pin is None:
+            out.append(_error(path, f"missing: {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
+        elif pin.version != pkg.version:
+            out.append(_error(path, f"pinned at {pin.version}, but {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
+        elif pin.action is not None and pin.action is not pkg.action:
+            out.append(_error(path, f"action {pin.action.value}, but {shown} (written with it) says {pkg.action.value}", package=name))
+    return out
 
 
 # -- freshness -----------------------------------------------------------------------------------
@@ -406,8 +480,8 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:
-        if pkg.action is Action.KEEP or not pkg.filename:
-            continue
+        if (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename:
+            continue  # a kept package the lock does not list: nothing to verify
         try:
             offered = lookup(pkg.name, ctx, {pkg.filename})
         except CrawlError as err:

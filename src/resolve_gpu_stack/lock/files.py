@@ -10,10 +10,11 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..data.toml import refuse_long_numbers
-from ..errors import LockFileError, UsageError
+from ..errors import LockFileError, UsageError, WriteError
 from ..model import LockPlan
 from .constraints import read_constraints, render_constraints
 from .locked import LockedFile
@@ -53,11 +54,119 @@ def read_lock(path: Path) -> LockedFile:
     return read_constraints(path, text)
 
 
+def render_lock(plan: LockPlan, path: Path, *, command: str) -> str:
+    """The text of ``path`` for the plan, in the format its file name asks for."""
+    kind, name = lock_format(path)
+    return render_pylock(plan, name=name, command=command) if kind == "pylock" else render_constraints(plan, command=command)
+
+
 def write_lock(plan: LockPlan, path: Path, *, command: str) -> Path:
     """Render the plan in the format the file name asks for and write it atomically."""
-    kind, name = lock_format(path)
-    text = render_pylock(plan, name=name, command=command) if kind == "pylock" else render_constraints(plan, command=command)
-    return atomic_write(path, text)
+    return atomic_write(path, render_lock(plan, path, command=command))
+
+
+def write_locks(plan: LockPlan, paths: Sequence[Path], *, command: str) -> list[Path]:
+    """Write the plan to every path, or to none: all are rendered first, then staged as temp files
+    beside their targets, then renamed into place. On a failure the temps are removed and every old
+    file is as it was (``WriteError``, exit 4)."""
+    texts = [(path, render_lock(plan, path, command=command)) for path in paths]
+    for path, _ in texts:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _write_error(path, exc) from exc
+    return write_texts(texts)
+
+
+def write_texts(items: Sequence[tuple[Path, str]]) -> list[Path]:
+    """Write each (path, text), all or none (see ``write_locks``)."""
+    return _write_all([(path, text.encode("utf-8")) for path, text in items])
+
+
+def _write_all(items: Sequence[tuple[Path, bytes]]) -> list[Path]:
+    staged: list[tuple[Path, str]] = []
+    try:
+        for path, data in items:
+            staged.append((path, _stage(path, data)))
+        _commit(staged)
+    except BaseException:
+        for _, tmp in staged:
+            _unlink(tmp)
+        raise
+    for directory in dict.fromkeys(path.parent for path, _ in staged):
+        _fsync_dir(directory)
+    return [path for path, _ in staged]
+
+
+def _write_error(path: Path, exc: OSError) -> WriteError:
+    return WriteError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was written; make the folder writable (or pick another output path) and run it again")
+
+
+def _stage(path: Path, data: bytes) -> str:
+    """A synced temp file beside ``path`` holding ``data`` (with the old file's mode)."""
+    try:
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644
+        sweep_stale_temps(path)  # what a killed write of this file left
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _write_error(path, exc) from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            os.fsync(fh.fileno())
+    except BaseException as exc:
+        _unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from exc
+        raise
+    return tmp
+
+
+def _commit(staged: Sequence[tuple[Path, str]]) -> None:
+    """Rename every temp over its target; if one rename fails, put back the files already replaced."""
+    old: list[tuple[Path, bytes | None]] = []
+    for path, _ in staged:
+        try:
+            old.append((path, path.read_bytes()))
+        except FileNotFoundError:
+            old.append((path, None))
+        except OSError as exc:
+            raise _write_error(path, exc) from exc
+    done: list[int] = []
+    try:
+        for i, (path, tmp) in enumerate(staged):
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise _write_error(path, exc) from exc
+            done.append(i)
+    except BaseException:
+        for i in done:
+            _restore(*old[i])
+        raise
+
+
+def _restore(path: Path, data: bytes | None) -> None:
+    """Best effort: ``path`` back to ``data`` (removed when it did not exist)."""
+    try:
+        if data is None:
+            path.unlink()
+        else:
+            _write_all([(path, data)])
+    except (OSError, WriteError):
+        pass
+
+
+def _unlink(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def atomic_write(path: Path, text: str) -> Path:
@@ -65,36 +174,7 @@ def atomic_write(path: Path, text: str) -> Path:
 
     On any failure the old file is untouched and the temp file is gone.
     """
-    data = text.encode("utf-8")
-    directory = path.parent
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644
-    except OSError as exc:
-        raise LockFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    sweep_stale_temps(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise LockFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise LockFileError(f"cannot write {path}: {exc.strerror or exc}") from exc
-        raise
-    _fsync_dir(directory)
-    return path
+    return write_texts([(path, text)])[0]
 
 
 def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: float | None = None) -> list[Path]:
@@ -131,4 +211,4 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["atomic_write", "lock_format", "read_lock", "sweep_stale_temps", "write_lock"]
+__all__ = ["atomic_write", "lock_format", "read_lock", "render_lock", "sweep_stale_temps", "write_lock", "write_locks", "write_texts"]

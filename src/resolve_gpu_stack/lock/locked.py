@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from ..data.toml import TomlReader
 from ..errors import LockFileError, ResolveGpuStackError
-from ..model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
 from ..model.inputs import inputs_digest
 from ..urls import strip_credentials
 
@@ -88,6 +88,7 @@ class LockedFile:
     flashinfer_components: tuple[NormalizedName, ...] = ()
     indexes: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    overrides: tuple[Override, ...] = ()  # requirements the plan replaced (pylock tool table)
     name: str | None = None  # the <name> recorded in a pylock tool table
     created_by: str | None = None
     requires_python: str | None = None

@@ -5,11 +5,15 @@ is validated with ``packaging.pylock`` both ways (what we write, and every pyloc
 another tool's). Credentials (``user:pass@`` in any URL) never reach a file: every string is
 scrubbed before it is written.
 
-Layout: one ``[[packages]]`` entry per package that has a wheel to install. A *kept* package
-(already installed, e.g. a nightly torch) is not listed there, since uv would reinstall it; it is
-recorded in ``[tool.resolve-gpu-stack]`` with everything else uv does not need (couplings, the
-torch pin, the FlashInfer group, the resolver inputs and their digest). The tool table's packages
-are ``model.codec``'s package dicts.
+Layout: one ``[[packages]]`` entry per package that has a wheel to install, and one per *kept*
+package (already installed, e.g. a nightly torch) whose wheel and sha256 are known: listed at its
+exact installed version and hash, uv finds it satisfied and leaves it alone, with ``uv pip install
+-r`` and ``uv pip sync`` alike (``sync`` uninstalls whatever is not listed). A kept package
+without a known wheel and hash (gone from the index, or a nightly not hashed yet) cannot be listed:
+``kept-unlisted`` in the tool table names it, a note says what that means, and ``check`` warns.
+Everything else uv does not need (couplings, the torch pin, the FlashInfer group, the resolver
+inputs and their digest) is in ``[tool.resolve-gpu-stack]``; its packages are ``model.codec``'s
+package dicts.
 """
 
 from __future__ import annotations
@@ -29,7 +33,18 @@ from packaging.version import InvalidVersion, Version
 from ..data.toml import parse_toml
 from ..errors import LockFileError, UsageError
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
-from ..model.codec import FILE_KEYS, CodecError, format_datetime, package_from_dict, package_to_dict, target_from_dict, target_to_dict, without_none
+from ..model.codec import (
+    FILE_KEYS,
+    CodecError,
+    format_datetime,
+    override_from_dict,
+    override_to_dict,
+    package_from_dict,
+    package_to_dict,
+    target_from_dict,
+    target_to_dict,
+    without_none,
+)
 from ..model.inputs import canonical_inputs, inputs_digest
 from ..urls import scrub, strip_credentials
 from .locked import LockedEntry, LockedFile, LockedWheel, LockReader, Pin, TorchPin, sorted_packages
@@ -101,8 +116,20 @@ def parse_rfc3339(text: str, where: str) -> dt.datetime:
 
 # -- render ------------------------------------------------------------------------------------
 def _is_listed(pkg: LockedPackage) -> bool:
-    """Whether a package becomes a ``[[packages]]`` entry (something for uv to install)."""
-    return pkg.action is not Action.KEEP
+    """Whether a package becomes a ``[[packages]]`` entry: something for uv to install, or a kept
+    package uv can find satisfied (its wheel and sha256 known)."""
+    return pkg.action is not Action.KEEP or bool(pkg.url and pkg.sha256)
+
+
+def kept_unlisted(packages: list[LockedPackage] | tuple[LockedPackage, ...]) -> list[str]:
+    """The kept packages a pylock cannot list (no wheel URL or no sha256)."""
+    return sorted(p.name for p in packages if p.action is Action.KEEP and not _is_listed(p))
+
+
+KEPT_UNLISTED_WHY = (
+    "kept (installed) but not in [[packages]]: no wheel with a sha256 is known for them (gone from the index, or a "
+    "nightly not hashed yet), so `uv pip sync` of this lock would uninstall them; use `uv pip install -r`, or relock "
+    "online (with a snapshot: with the wheels in the wheel cache) to list them")
 
 
 def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
@@ -125,7 +152,9 @@ def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
 def _entry(pkg: LockedPackage, plan: LockPlan) -> dict[str, Any]:
     """The PEP 751 ``[[packages]]`` entry of a package uv installs."""
     entry: dict[str, Any] = {"name": pkg.name, "version": str(pkg.version)}
-    if pkg.index in plan.indexes:
+    if pkg.simple_index:  # the simple-API base the file was found under (PEP 751), e.g. .../whl/nightly/cu130/
+        entry["index"] = pkg.simple_index
+    elif pkg.index in plan.indexes:
         entry["index"] = plan.indexes[pkg.index]
     if pkg.requires_python:
         entry["requires-python"] = pkg.requires_python
@@ -177,7 +206,12 @@ def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | No
         group["components"] = members
         tool["flashinfer"] = group
     tool["indexes"] = {k: plan.indexes[k] for k in sorted(plan.indexes)}
+    unlisted = kept_unlisted(packages)
+    if unlisted:
+        tool["kept-unlisted"] = {"packages": unlisted, "why": KEPT_UNLISTED_WHY}
     tool["notes"] = list(plan.notes)
+    if plan.overrides:
+        tool["overrides"] = [override_to_dict(o) for o in plan.overrides]
     inputs = canonical_inputs(plan.inputs)
     tool["inputs"] = {k: inputs[k] for k in sorted(inputs)}
     tool["packages"] = [_tool_package(p) for p in packages]
@@ -343,6 +377,7 @@ def _read_tool(r: LockReader, tool: Mapping[str, Any]) -> dict[str, Any]:
         "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(fi, "components", f"{where}.flashinfer") or ())),
         "indexes": dict(indexes),
         "notes": tuple(notes),
+        "overrides": tuple(_decoded(r, override_from_dict, raw, f"{where}.overrides #{i + 1}") for i, raw in enumerate(r.tables(tool, "overrides", where))),
         "name": r.get(tool, "name", str, where),
     }
 
@@ -354,9 +389,7 @@ def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName,
     pkg = pin.package
     assert pkg is not None
     entry = entries.get(pin.name)
-    if pkg.action is Action.KEEP:
-        if entry is not None:
-            raise LockFileError(f"{where}: a kept package must not have a [[packages]] entry (uv would reinstall it)")
+    if pkg.action is Action.KEEP and entry is None:
         return replace(pkg, filename=pkg.url.rsplit("/", 1)[-1]) if pkg.url and not pkg.filename else pkg
     if entry is None:
         raise LockFileError(f"{where}: {pkg.action.value} package without a [[packages]] entry")
@@ -365,8 +398,9 @@ def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName,
     if len(entry.wheels) != 1:
         raise LockFileError(f"{where}: expected exactly one wheel, found {len(entry.wheels)}")
     wheel = entry.wheels[0]
+    simple = entry.index if entry.index != locked.indexes.get(pkg.index) else None  # the logical base: not recorded
     return replace(pkg, url=wheel.url, filename=wheel.filename, sha256=wheel.sha256, size=wheel.size,
-                   upload_time=wheel.upload_time, requires_python=entry.requires_python)
+                   upload_time=wheel.upload_time, requires_python=entry.requires_python, simple_index=simple)
 
 
 def plan_from_lock(locked: LockedFile) -> LockPlan:
@@ -392,7 +426,8 @@ def plan_from_lock(locked: LockedFile) -> LockPlan:
         inputs=dict(locked.inputs),
         inputs_digest=locked.inputs_digest or "",
         indexes=dict(locked.indexes),
+        overrides=locked.overrides,
     )
 
 
-__all__ = ["LOCK_NAME_RE", "SCHEMA", "TOOL", "parse_rfc3339", "plan_from_lock", "read_pylock", "render_pylock", "target_marker"]
+__all__ = ["KEPT_UNLISTED_WHY", "LOCK_NAME_RE", "kept_unlisted", "SCHEMA", "TOOL", "parse_rfc3339", "plan_from_lock", "read_pylock", "render_pylock", "target_marker"]

@@ -26,7 +26,7 @@ from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSum
 E = TypeVar("E", bound=enum.Enum)
 
 #: The fields of a package that describe its wheel (a kept package's stay in the tool table).
-FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python")
+FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index")
 
 _TYPE_NAMES: dict[type, str] = {
     str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table",
@@ -58,6 +58,7 @@ def package_to_dict(pkg: LockedPackage) -> dict[str, Any]:
         "requires-python": pkg.requires_python,
         "built-for": pkg.built_for,
         "abi-mismatch": True if pkg.abi_mismatch else None,  # written only when planned despite a mismatch
+        "simple-index": pkg.simple_index,
     }
 
 
@@ -178,6 +179,7 @@ def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
         requires_python=f.get("requires-python", str),
         built_for=f.get("built-for", str),
         abi_mismatch=bool(f.get("abi-mismatch", bool)),
+        simple_index=f.get("simple-index", str),
     )
 
 

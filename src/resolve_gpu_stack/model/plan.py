@@ -43,6 +43,7 @@ class LockedPackage:
     size: int | None = None
     upload_time: str | None = None
     requires_python: str | None = None
+    simple_index: str | None = None  # the simple-API base the file was found under (PEP 751 packages.index)
     installed_version: Version | None = None
     dependencies: tuple[NormalizedName, ...] = ()
     built_for: str | None = None  # the torch it was built for when known: "2.9.1" (a pin), "2.5" (+cu124torch2.5)

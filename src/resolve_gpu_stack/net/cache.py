@@ -5,6 +5,8 @@ Layout under the root (``default_cache_dir()``)::
     pages-v1/<aa>/<sha256(key)>       one entry per page and Accept variant
     metadata-v1/<aa>/<sha256(key)>    one entry per wheel (METADATA bytes)
     results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resultcache.py)
+    scans-v1/<aa>/<sha256(key)>       one entry per native wheel's scan (see classify.py): its
+                                      key is the wheel's sha256 (its URL and size without one)
 
 ``<aa>`` is the first two hex digits of the file name. Every entry is one file: a single line of
 JSON (the header), a newline, then the body as served. The header holds the key, the body's
@@ -44,6 +46,7 @@ APP_NAME = "resolve-gpu-stack"
 PAGES = "pages-v1"
 METADATA = "metadata-v1"
 RESULTS = "results-v1"
+SCANS = "scans-v1"
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -133,6 +136,15 @@ class HttpCache:
 
     def put_result(self, key: str, content: bytes) -> None:
         self._write(RESULTS, key, {}, content)
+
+    # -- scans ---------------------------------------------------------------------------
+    def get_scan(self, key: str) -> bytes | None:
+        """A wheel's stored scan (``classify.scan_key``), or None. A wheel is immutable: no revalidation."""
+        found = self._read(SCANS, key)
+        return None if found is None else found[1]
+
+    def put_scan(self, key: str, content: bytes) -> None:
+        self._write(SCANS, key, {}, content)
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, kind: str, key: str) -> Path:

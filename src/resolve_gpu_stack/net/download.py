@@ -1,13 +1,4 @@
-"""Verified wheel downloads into a content-addressed cache (I/O edge: HTTP and disk).
-
-Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
-
-    sha256/<aa>/<digest>/<filename>   verified wheels, by content (the file keeps its wheel name)
-    partial/<key>.part                bytes of an unfinished download; <key> = sha256 of the URL
-    partial/<key>.json                its validator (ETag / Last-Modified), sent back as If-Range
-    locks/<key>.lock                  one process at a time per URL (fcntl.flock)
-    urls/<key>.json                   sha256 + size learnt by downloading a wheel whose index gave
-                                      no hash (PyTorch nightlies), so a later run finds it again
+"""Verified wheel downloads into the wheel cache (``wheelcache.py``; I/O edge: HTTP and disk).
 
 A download streams into ``partial/``; after an interruption the next attempt (a retry, or a later
 call) continues with ``Range: bytes=<have>-``, and restarts from zero when the server answers 200.
@@ -15,27 +6,27 @@ The whole file is then checked (size, sha256 when known) and renamed into ``sha2
 mismatch it is deleted and ``IntegrityError`` names the URL, the expected and the actual digest.
 Nothing unverified is ever left in ``sha256/`` or handed on. A wheel already in the cache is
 re-hashed and reused without any request. Keys and files never hold credentials.
-"""
 
+A sha256 learnt from a download (no index hash) is recorded only for a file that is the wheel its
+name says (``wheelcache.check_learned``), of the listed size or, unlisted, at most
+``MAX_UNLISTED_BYTES``. A learnt entry found in the cache is checked the same way again before it
+is reused; one that fails is dropped with its ``urls/`` record.
+"""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
-import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
-from urllib.parse import unquote, urlsplit
 
 from ..errors import CrawlError, IntegrityError, LockFileError
 from ..model import Action, LockedPackage, LockPlan
-from ..urls import bare_url, redact_url, without_fragment
+from ..urls import redact_url, without_fragment
+from .wheelcache import FetchedWheel, WheelCache, check_learned, file_sha256, unlink, wheel_filename
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,8 +34,10 @@ T = TypeVar("T")
 # progress(filename, bytes so far, total bytes or None)
 DownloadProgress = Callable[[str, int, "int | None"], None]
 
-CHUNK = 1 << 20
 DEFAULT_WORKERS = 8  # wheels fetched at once (uv: 50); the big ones dominate, the small ones overlap them
+# A download whose sha256 we learn (no index lists one) and whose size no index lists either stops
+# at this many bytes: an endless body is never written to disk, let alone pinned.
+MAX_UNLISTED_BYTES = 4 * 2**30
 
 
 class _Streamed:
@@ -105,138 +98,6 @@ class Downloader(Protocol):
     def retrying(self, url: str, attempt: Callable[[], T]) -> T: ...
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedWheel:
-    path: Path  # inside the wheel cache, verified
-    sha256: str
-    size: int
-
-
-class WheelCache:
-    """The on-disk wheel cache (see the module docstring for its layout)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-
-    @classmethod
-    def under(cls, cache_dir: Path) -> WheelCache:
-        """The wheel cache inside the tool's cache directory: ``<cache_dir>/wheels``."""
-        return cls(Path(cache_dir) / "wheels")
-
-    # -- paths ----------------------------------------------------------------------------------
-    def path_for(self, sha256: str, filename: str) -> Path:
-        digest = sha256.lower()
-        return self.root / "sha256" / digest[:2] / digest / filename
-
-    @staticmethod
-    def url_key(url: str) -> str:
-        return hashlib.sha256(bare_url(url).encode()).hexdigest()
-
-    def partial_path(self, url: str) -> Path:
-        return self.root / "partial" / (self.url_key(url) + ".part")
-
-    def _partial_meta(self, url: str) -> Path:
-        return self.root / "partial" / (self.url_key(url) + ".json")
-
-    def _url_record(self, url: str) -> Path:
-        return self.root / "urls" / (self.url_key(url) + ".json")
-
-    # -- lookups --------------------------------------------------------------------------------
-    def lookup(self, sha256: str, filename: str, size: int | None = None) -> FetchedWheel | None:
-        """The cached wheel with this digest, re-verified; a damaged entry is deleted (a miss)."""
-        path = self.path_for(sha256, filename)
-        if not path.is_file():
-            return None
-        actual, n = file_sha256(path)
-        if actual != sha256.lower() or (size is not None and n != size):
-            log.warning("wheel cache entry %s is damaged (sha256 %s, %d bytes); deleting it", path, actual, n)
-            _unlink(path)
-            return None
-        return FetchedWheel(path=path, sha256=actual, size=n)
-
-    def known_digest(self, url: str) -> tuple[str, int] | None:
-        """(sha256, size) recorded for a URL downloaded before without an index hash."""
-        try:
-            data = json.loads(self._url_record(url).read_text())
-            return str(data["sha256"]), int(data["size"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def remember(self, url: str, sha256: str, size: int) -> None:
-        record = {"url": bare_url(url), "sha256": sha256, "size": size}
-        _write_json(self._url_record(url), record)
-
-    # -- partial downloads ----------------------------------------------------------------------
-    def read_validator(self, url: str) -> str | None:
-        try:
-            value = json.loads(self._partial_meta(url).read_text()).get("validator")
-        except (OSError, ValueError, AttributeError):
-            return None
-        return value if isinstance(value, str) else None
-
-    def write_validator(self, url: str, validator: str | None) -> None:
-        if validator:
-            _write_json(self._partial_meta(url), {"url": bare_url(url), "validator": validator})
-        else:
-            _unlink(self._partial_meta(url))
-
-    def drop_partial(self, url: str) -> None:
-        _unlink(self.partial_path(url))
-        _unlink(self._partial_meta(url))
-
-    @contextmanager
-    def locked(self, url: str) -> Iterator[None]:
-        """An exclusive lock on one URL's partial file, across processes (where fcntl exists)."""
-        lock_path = self.root / "locks" / (self.url_key(url) + ".lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
-            yield
-            return
-        with open(lock_path, "a+b") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-# -- helpers -----------------------------------------------------------------------------------
-
-
-def file_sha256(path: Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    n = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(CHUNK):
-            digest.update(block)
-            n += len(block)
-    return digest.hexdigest(), n
-
-
-def wheel_filename(url: str, filename: str | None = None) -> str:
-    """The file name to keep in the cache: ``filename`` or the URL's last path segment."""
-    name = filename or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
-        raise CrawlError(redact_url(url), f"no usable file name in the URL ({name!r})")
-    return name
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
-def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
 def _check_digest(sha256: str | None, url: str) -> str | None:
     if sha256 is None:
         return None
@@ -285,6 +146,8 @@ def fetch_verified(
     known = expected or (cache.known_digest(url) or (None, None))[0]
     if known is not None:
         hit = cache.lookup(known, name, size)
+        if hit is not None and expected is None and not _learned_hit_is_good(hit, url, name, cache):
+            hit = None
         if hit is not None:
             log.debug("wheel cache hit for %s", redact_url(url))
             if progress is not None:
@@ -292,13 +155,26 @@ def fetch_verified(
             return hit
     if offline or fetcher is None:
         raise CrawlError(redact_url(url), "not in the wheel cache, and downloads are off", hint="run without --snapshot (or with network) to download it once")
+    cap = MAX_UNLISTED_BYTES if expected is None and size is None else None
     with cache.locked(url):
         streamed = _Streamed()
-        resumed = _download(url, name, size=size, cache=cache, fetcher=fetcher, progress=progress, streamed=streamed)
+        resumed = _download(url, name, size=size, cap=cap, cache=cache, fetcher=fetcher, progress=progress, streamed=streamed)
         return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed, streamed=streamed.result())
 
 
-def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None,
+def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache) -> bool:
+    """Re-check a cached file whose digest was learnt (it may predate these checks): False drops it."""
+    try:
+        check_learned(hit.path, name, redact_url(url))
+    except IntegrityError as exc:
+        log.warning("wheel cache entry %s for %s is not the wheel its name says (%s); deleting it", hit.path, redact_url(url), exc.cause)
+        unlink(hit.path)
+        cache.forget(url)
+        return False
+    return True
+
+
+def _download(url: str, name: str, *, size: int | None, cap: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None,
               streamed: _Streamed | None = None) -> bool:
     """Fill ``partial/`` with the whole file; True when some of it came from a resumed range.
     ``streamed`` hashes the bytes as they are written (see ``_Streamed``)."""
@@ -333,7 +209,7 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
                 if answer.offset == 0:
                     cache.write_validator(url, answer.validator)
                 streamed.start(answer.offset)
-                got = _write_body(answer, part, url, size=size, name=name, progress=progress, streamed=streamed)
+                got = _write_body(answer, part, url, size=size, cap=cap, name=name, progress=progress, streamed=streamed)
                 total = answer.total
             if total is None or got >= total:
                 return
@@ -349,13 +225,18 @@ def _download(url: str, name: str, *, size: int | None, cache: WheelCache, fetch
     return resumed
 
 
-def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, name: str, progress: DownloadProgress | None,
+def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, cap: int | None, name: str, progress: DownloadProgress | None,
                 streamed: _Streamed | None = None) -> int:
-    """Write the answer's body into ``part`` from its offset; returns the file's size after."""
+    """Write the answer's body into ``part`` from its offset; returns the file's size after.
+
+    More than ``size`` (listed) or ``cap`` (unlisted) bytes is an ``IntegrityError``; ``part`` is deleted.
+    """
     mode = "r+b" if answer.offset > 0 else "wb"
     total = answer.total if answer.total is not None else size
     if size is not None and answer.total is not None and answer.total != size:
         raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, the index says {size}")
+    if cap is not None and answer.total is not None and answer.total > cap:
+        raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, over the {cap}-byte cap for a file no index lists a size or hash for")
     with open(part, mode) as fh:
         fh.seek(answer.offset)
         fh.truncate()
@@ -369,8 +250,12 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
             done += len(chunk)
             if size is not None and done > size:
                 fh.close()
-                _unlink(part)
+                unlink(part)
                 raise IntegrityError(redact_url(url), f"the server sent more than the {size} bytes the index promised; stopped")
+            if cap is not None and done > cap:
+                fh.close()
+                unlink(part)
+                raise IntegrityError(redact_url(url), f"the server sent more than {cap} bytes for a file no index lists a size or hash for; stopped")
             if progress is not None:
                 progress(name, done, total)
     return done
@@ -391,8 +276,13 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
             f"sha256 mismatch: expected {expected}, got {actual}; deleted the download",
             hint="the index, a mirror or a proxy served other bytes than the index page promised; nothing was installed",
         )
-    if expected is None and resumed:
-        _check_zip(part, shown, cache, url)
+    if expected is None:
+        try:
+            check_learned(part, name, shown, crcs=resumed)
+        except IntegrityError as exc:
+            cache.drop_partial(url)
+            raise IntegrityError(shown, f"{exc.cause}; deleted the download, no sha256 was recorded",
+                                 hint="the server (or a proxy in front of it) sent something else than the wheel; run again once it serves the wheel") from None
     final = cache.path_for(actual, name)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(part, final)
@@ -401,18 +291,6 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
         cache.remember(url, actual, n)
     log.debug("downloaded %s (%d bytes, sha256 %s)", shown, n, actual)
     return FetchedWheel(path=final, sha256=actual, size=n)
-
-
-def _check_zip(part: Path, shown: str, cache: WheelCache, url: str) -> None:
-    """With no digest to check, a resumed download must at least be an intact zip (CRC of every member)."""
-    try:
-        with zipfile.ZipFile(part) as zf:
-            bad = zf.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        bad = f"({exc})"
-    if bad is not None:
-        cache.drop_partial(url)
-        raise IntegrityError(shown, f"the resumed download is not an intact wheel (bad member {bad}); deleted it", hint="run again to download it from scratch")
 
 
 def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache, filename: str | None = None) -> FetchedWheel:
@@ -433,7 +311,7 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
     final = cache.path_for(expected, name)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{name}.{os.getpid()}.tmp")
-    _unlink(tmp)
+    unlink(tmp)
     try:
         os.link(path, tmp)
     except OSError:
@@ -442,7 +320,7 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
         shutil.copyfile(path, tmp)
     actual, n = file_sha256(tmp)
     if actual != expected or (size is not None and n != size):
-        _unlink(tmp)
+        unlink(tmp)
         raise IntegrityError(str(path), f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
                              hint="the local file is not the one the lock was made with; nothing was installed")
     os.replace(tmp, final)
@@ -517,11 +395,13 @@ def fill_hashes(
 __all__ = [
     "DownloadProgress",
     "Downloader",
+    "MAX_UNLISTED_BYTES",
     "StreamedFile",
     "FetchedWheel",
     "WheelCache",
     "fetch_packages",
     "fetch_verified",
+    "check_learned",
     "fetch_wheel",
     "file_sha256",
     "files_to_fetch",

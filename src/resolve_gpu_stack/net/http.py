@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# Set by the program's SIGINT handler: from then on ``close`` does not wait for a worker stuck in a
+# stalled read (the process is ending; the read timeout may be many seconds away).
+INTERRUPTED = threading.Event()
+
+
 class HttpFetcher:
     """Fetches index pages and wheel METADATA over HTTP(S). See the module docstring."""
 
@@ -86,6 +91,7 @@ class HttpFetcher:
         self._metadata = MetadataReader(self.transport, cache, max_bytes=max_metadata_bytes, say=self._say)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._abandoned = False
 
     @property
     def stats(self) -> FetchStats:
@@ -111,6 +117,10 @@ class HttpFetcher:
     def close(self) -> None:
         with self._pool_lock:
             pool, self._pool = self._pool, None
+        if self._abandoned or INTERRUPTED.is_set():  # Ctrl-C: leave workers in their reads (the process is ending)
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            return
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         self.transport.close()
@@ -144,9 +154,11 @@ class HttpFetcher:
         try:
             for future in as_completed(futures):
                 out[futures[future]] = future.result()
-        except BaseException:
+        except BaseException as exc:
             for future in futures:
                 future.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                self._abandoned = True  # Ctrl-C: close() must not wait for a worker stuck in a read
             raise
         return {key: out[key] for key in jobs}
 
@@ -156,4 +168,4 @@ class HttpFetcher:
             self.progress(message)
 
 
-__all__ = ["FetchStats", "HttpFetcher", "StreamAnswer"]
+__all__ = ["INTERRUPTED", "FetchStats", "HttpFetcher", "StreamAnswer"]

@@ -1,10 +1,12 @@
 """Wheel METADATA over a ``Transport``: from the cache, a PEP 658 sidecar, or the zip itself.
 
 In order: the on-disk cache (a wheel is immutable: no request); the ``<wheel>.metadata`` sidecar
-when the page advertised one (its digest checked); else range reads of the remote zip (its tail,
+when the page advertised one (its digest checked; a 403, 404 or 410 there means: read the wheel,
+logged at INFO); else range reads of the remote zip (its tail,
 central directory and METADATA member, via ``index/zipmeta.py``); else, when the server ignores
 ``Range``, the whole wheel streamed to a temporary file (size and sha256 checked), said in a
-warning. Nothing unverified is cached.
+warning. Nothing unverified is cached. Whatever the zip bytes are, a failure to read them is a
+``CrawlError`` (or ``IntegrityError``) naming the URL, never what ``zipfile`` or zlib raised.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from .transport import Transport, content_range
 log = logging.getLogger(__name__)
 
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
+# Answers to a ``.metadata`` sidecar that mean "read the wheel instead": gone, or refused (PyTorch's
+# R2 host answers 403 for some sidecars it lists; the wheel itself may still be served).
+SIDECAR_MISSING = frozenset({403, 404, 410})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +86,7 @@ class MetadataReader:
         def attempt() -> bytes | None:
             resp, _ = transport.open(url, {})
             try:
-                if resp.status_code in (404, 410):
+                if resp.status_code in SIDECAR_MISSING:
                     log.info("%s: no metadata sidecar (%d); reading the wheel instead", redact_url(url), resp.status_code)
                     return None
                 transport.check_status(resp, url, ok=(200, 203))
@@ -110,6 +115,8 @@ class MetadataReader:
             raise IntegrityError(redact_url(url), f"refusing METADATA: {exc}") from None
         except zipmeta.ZipError as exc:
             raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {exc}") from None
+        except zipmeta.DECODE_ERRORS as exc:  # hostile bytes past the checks above: still the documented error
+            raise CrawlError(redact_url(url), f"cannot read METADATA from the wheel: {zipmeta.describe(exc)}") from None
 
     def _from_spans(self, url: str, tail: _Span, file: IndexFile) -> bytes:
         """The member, reading more ranges when the tail does not hold the directory or member."""
@@ -195,4 +202,4 @@ class MetadataReader:
         return data
 
 
-__all__ = ["MAX_CENTRAL_DIRECTORY", "MetadataReader"]
+__all__ = ["MAX_CENTRAL_DIRECTORY", "SIDECAR_MISSING", "MetadataReader"]

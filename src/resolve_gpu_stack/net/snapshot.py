@@ -4,25 +4,33 @@ Layout of a snapshot directory::
 
     manifest.json            {"schema": "resolve-gpu-stack/snapshot/v1", "indexes": {...},
                               "pages": {KEY: {"status": 200|404, "content_type": ..., "file": ...}},
-                              "metadata": {KEY: {"file": ..., "sha256": ...}}}
+                              "metadata": {KEY: {"file": ..., "sha256": ...}},
+                              "scans": {SCAN-KEY: {"kind": ..., "evidence": ..., ...}}}
     pages/<index>/<path>     page bodies as served
     metadata/<index>/<path>  METADATA bytes of each wheel (however they were obtained)
     README.md                what is recorded and what is reconstructed
 
 KEY is ``<index>:<path relative to that index's base URL>`` for URLs on an index's own host
 (``pytorch:nightly/cu130/torch/``, ``pypi:../packages/ab/cd/x.whl``), else the absolute URL. Keys
-therefore survive ``--index NAME=URL``: a snapshot replays against any base URL.
+therefore survive ``--index NAME=URL``: a snapshot replays against any base URL. SCAN-KEY is a
+native wheel's ``sha256=<hex>`` (``net/classify.py``): the scan of its shared objects, recorded
+so that a replay classifies it offline.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
 import posixpath
+import re
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ..data.definitions import IndexDefinition
@@ -30,6 +38,9 @@ from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import Fetcher, ResultStore
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
+
+if TYPE_CHECKING:
+    from .classify import ScanRecord
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
 # Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
@@ -105,6 +116,7 @@ class Manifest:
     def __init__(self, root: Path, data: dict | None = None) -> None:
         self.root = root
         self.data = data or {"schema": SCHEMA, "indexes": {}, "pages": {}, "metadata": {}}
+        self.data.setdefault("scans", {})
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -120,7 +132,8 @@ class Manifest:
         return cls(root, data)
 
     def save(self) -> None:
-        body = json.dumps(self.data, indent=1, sort_keys=True) + "\n"
+        data = self.data if self.data.get("scans") else {k: v for k, v in self.data.items() if k != "scans"}
+        body = json.dumps(data, indent=1, sort_keys=True) + "\n"
         _atomic_write(self.root / "manifest.json", body.encode())
 
 
@@ -185,6 +198,11 @@ class SnapshotFetcher:
             out[f.url] = body
         return out
 
+    def scan_entry(self, key: str) -> Mapping[str, Any] | None:
+        """The recorded scan of a wheel (``classify.scan_key``), or None."""
+        entry = self.manifest.data["scans"].get(key)
+        return entry if isinstance(entry, dict) else None
+
     def close(self) -> None:
         pass
 
@@ -195,14 +213,24 @@ class RecordingFetcher:
     concurrent_calls: bool = False
     result_store: ResultStore | None = None
 
-    def __init__(self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None) -> None:
+    def __init__(
+        self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None,
+        cut: FileCut | None = None,
+    ) -> None:
         self.inner = inner
+        if exclude_newer:
+            day_end(exclude_newer)  # a bad day is a usage error before anything is fetched
         self.exclude_newer = exclude_newer
         self.recorded = 0
         self.root = Path(root)
         self.bases = _without_credentials(bases)
         self.relative_files = tuple(relative_files)
         self.manifest = Manifest.load(self.root) if (self.root / "manifest.json").exists() else Manifest(self.root)
+        self._lock = threading.Lock()
+        # The targets recorded so far and this one: a page is cut to the files that serve any of them.
+        self.cut = cut.merged(FileCut.from_dict(self.manifest.data.get("cut"))) if cut is not None else None
+        if self.cut is not None:
+            self.manifest.data["cut"] = self.cut.to_dict()
         recorded = self.manifest.data.setdefault("indexes", {})
         for name, base in self.bases.items():
             # The PyPI URL is the user's configuration: it is never written into a snapshot.
@@ -217,8 +245,11 @@ class RecordingFetcher:
                 self.manifest.data["pages"][key] = {"status": 404}
                 continue
             body = resp.page.content
-            if self.exclude_newer and index.name in self.relative_files:
-                body = cut_newer(body, resp.page.content_type, self.exclude_newer)
+            if index.name in self.relative_files and (self.exclude_newer or self.cut):
+                if self.exclude_newer:
+                    body = cut_newer(body, resp.page.content_type, self.exclude_newer)
+                if self.cut is not None:
+                    body = cut_to_targets(body, resp.page.content_type, self.cut)
                 out[url] = PageResponse(url=url, page=IndexPage(url=resp.page.url, content=body, content_type=resp.page.content_type))
             if index.name in self.relative_files:
                 body = relativize_file_urls(body, resp.page.content_type, url)
@@ -247,7 +278,14 @@ class RecordingFetcher:
         self.manifest.save()
         return out
 
+    def record_scan(self, key: str, record: ScanRecord) -> None:
+        """A native wheel's scan (called from the classifier's threads; saved on ``close``)."""
+        with self._lock:
+            self.manifest.data["scans"][key] = record.to_dict()
+
     def close(self) -> None:
+        with self._lock:
+            self.manifest.save()
         self.inner.close()
 
 
@@ -279,8 +317,6 @@ def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes
             if isinstance(f, dict) and isinstance(f.get("url"), str):
                 f["url"] = rel(f["url"])
         return json.dumps(data, indent=None, separators=(",", ":")).encode()
-    import re
-
     def sub(m: re.Match[bytes]) -> bytes:
         return b'href="' + rel(m.group(1).decode()).encode() + b'"'
 
@@ -325,14 +361,105 @@ class FallbackFetcher:
         self.live.close()
 
 
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)?")
+
+
+def parse_upload_time(value: object) -> dt.datetime | None:
+    """An RFC 3339 ``upload-time`` as an aware datetime (no offset: UTC); None when unusable."""
+    if not isinstance(value, str):
+        return None
+    m = _RFC3339.fullmatch(value.strip())
+    if m is None:
+        return None
+    date, clock, fraction, zone = m.groups()
+    micro = (fraction or "")[:6].ljust(6, "0")
+    offset = "+00:00" if zone is None or zone in "Zz" else zone
+    try:
+        return dt.datetime.fromisoformat(f"{date}T{clock}.{micro}{offset}")
+    except ValueError:
+        return None
+
+
+def day_end(day: str) -> dt.datetime:
+    """The first instant (UTC) after ``day`` (YYYY-MM-DD); ``UsageError`` for anything else."""
+    try:
+        start = dt.date.fromisoformat(day.strip())
+    except (ValueError, AttributeError):
+        raise UsageError(f"--exclude-newer {day!r} is not a day (YYYY-MM-DD)") from None
+    return dt.datetime(start.year, start.month, start.day, tzinfo=dt.timezone.utc) + dt.timedelta(days=1)
+
+
+def _uploaded_before(value: object, limit: dt.datetime) -> bool:
+    """True unless ``value`` is a time at or after ``limit`` (a file without a usable time stays)."""
+    when = parse_upload_time(value)
+    return when is None or when < limit
+
+
 def cut_newer(body: bytes, content_type: str, day: str) -> bytes:
     """Drop files uploaded after ``day`` (YYYY-MM-DD) from a PEP 691 JSON page."""
+    limit = day_end(day)
+    return _keep_files(body, content_type, lambda f: _uploaded_before(f.get("upload-time"), limit))
+
+
+@dataclass(frozen=True, slots=True)
+class FileCut:
+    """Which files of a recorded PyPI page could serve the recorded targets: sdists, and wheels
+    with a tag for one of ``pythons`` ("3.12") on ``any`` or a glibc Linux platform of one of
+    ``machines`` ("x86_64"). The rest (Windows, macOS, musl, other Pythons) is never read."""
+
+    pythons: frozenset[str]
+    machines: frozenset[str]
+
+    def keeps(self, filename: str) -> bool:
+        if not filename.endswith(".whl"):
+            return True
+        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+        try:
+            tags = parse_wheel_filename(filename)[3]
+        except InvalidWheelFilename:
+            return True
+        return any(self._python(t.interpreter, t.abi) and self._platform(t.platform) for t in tags)
+
+    def _python(self, interpreter: str, abi: str) -> bool:
+        for version in self.pythons:
+            minor = int(version.split(".")[1])
+            if interpreter in ("py3", f"cp3{minor}"):
+                return True
+            py = re.fullmatch(r"py3(\d+)", interpreter)  # py37: any Python from 3.7 on
+            cp = re.fullmatch(r"cp3(\d+)", interpreter)
+            if py and int(py.group(1)) <= minor or abi == "abi3" and cp and int(cp.group(1)) <= minor:
+                return True
+        return False
+
+    def _platform(self, platform: str) -> bool:
+        return platform == "any" or (platform.startswith(("manylinux", "linux_")) and any(platform.endswith("_" + m) for m in self.machines))
+
+    def merged(self, other: FileCut | None) -> FileCut:
+        return self if other is None else FileCut(self.pythons | other.pythons, self.machines | other.machines)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"pythons": sorted(self.pythons), "machines": sorted(self.machines)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FileCut | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(frozenset(map(str, data.get("pythons", ()))), frozenset(map(str, data.get("machines", ()))))
+
+
+def cut_to_targets(body: bytes, content_type: str, cut: FileCut) -> bytes:
+    """Keep only the files of a PEP 691 JSON page that ``cut`` keeps."""
+    return _keep_files(body, content_type, lambda f: cut.keeps(str(f.get("filename", ""))))
+
+
+def _keep_files(body: bytes, content_type: str, keep: Callable[[dict], bool]) -> bytes:
+    """A PEP 691 JSON page with the files ``keep`` says yes to (its ``versions`` cut to match)."""
     if "json" not in content_type:
         return body
     data = json.loads(body)
-    limit = day + "T23:59:59.999999Z"
     files = data.get("files", [])
-    data["files"] = [f for f in files if not isinstance(f, dict) or not f.get("upload-time") or f["upload-time"] <= limit]
+    data["files"] = [f for f in files if not isinstance(f, dict) or keep(f)]
     kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
     if isinstance(data.get("versions"), list):
         from ..index.parse import parse_filename

@@ -9,6 +9,9 @@
   do about credentials, anything else unexpected is a ``CrawlError`` naming the URL;
 - ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
   reset, a timeout or a body shorter than announced is retryable;
+- a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout``, plus credit
+  for bytes received) from the first byte sent to the last byte of the body, headers included: a
+  server that trickles its answer ends in "no complete answer within N s", not retried;
 - ``finish``: release a response (a small unread body is drained to keep its connection);
 - ``retrying``: run an attempt with retries and exponential backoff (``backoff``);
 - ``stats``: counters for the run.
@@ -30,8 +33,10 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from .. import __version__
 from ..errors import CrawlError
 from ..urls import bare_url, redact_url, strip_userinfo
+from . import deadline as deadlines
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -42,16 +47,7 @@ MAX_REDIRECTS = 10
 DRAIN_BYTES = 64 * 1024  # an unread body up to this size is read to keep its connection
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("resolve-gpu-stack")
-    except Exception:  # noqa: BLE001 - not installed as a distribution
-        return "0"
-
-
-USER_AGENT = f"resolve-gpu-stack/{_version()}"
+USER_AGENT = f"resolve-gpu-stack/{__version__}"
 
 
 @dataclass
@@ -158,6 +154,7 @@ class Transport:
         trust_env: bool = True,
     ) -> None:
         self.timeout = timeout
+        self.deadline = deadlines.REQUEST_DEADLINE_FACTOR * timeout  # seconds per request, redirects and body included
         self.retries = max(0, retries)
         self.allow_insecure_hosts = tuple(allow_insecure_hosts)
         self.backoff_base = backoff_base
@@ -165,9 +162,10 @@ class Transport:
         self.max_retry_after = max_retry_after
         self.stats = FetchStats()
         self.credentials = Credentials(netrc_path)
+        self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            transport=deadlines.DeadlineTransport(max_connections=max_connections, trust_env=trust_env),
             headers={"User-Agent": user_agent},
             follow_redirects=False,
             trust_env=trust_env,
@@ -189,6 +187,7 @@ class Transport:
         """
         current = url
         seen = [strip_userinfo(url)]
+        deadlines.start(self.deadline)
         for _ in range(MAX_REDIRECTS + 1):
             self.check_allowed(current)
             hop_headers = dict(headers)
@@ -206,6 +205,7 @@ class Transport:
             except httpx.UnsupportedProtocol as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except httpx.TransportError as exc:
+                self._raise_past_deadline(current, exc)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
             log.debug("GET %s -> %d", target, resp.status_code)
             location = resp.headers.get("location")
@@ -213,7 +213,7 @@ class Transport:
                 return resp, target
             self.finish(resp)
             nxt = strip_userinfo(urljoin(target, location.strip()))
-            check_redirect(target, nxt)
+            check_redirect(target, nxt, first=seen[0])
             if nxt in seen:
                 chain = " -> ".join(redact_url(u) for u in [*seen, nxt])
                 raise CrawlError(redact_url(url), f"redirect loop: {chain}")
@@ -246,6 +246,7 @@ class Transport:
         except httpx.DecodingError as exc:
             raise CrawlError(redact_url(url), f"cannot decode the {what}: {exc}") from None
         except httpx.TransportError as exc:
+            self._raise_past_deadline(url, exc)
             self._raise_short(resp, expected, exc)
         self._raise_short(resp, expected, None)
 
@@ -271,6 +272,16 @@ class Transport:
             digest.update(chunk)
             n += len(chunk)
         return n
+
+    def _raise_past_deadline(self, url: str, exc: httpx.TransportError) -> None:
+        """A timeout because the request's deadline passed is final: a ``CrawlError`` naming it."""
+        deadline = deadlines.current()
+        if isinstance(exc, httpx.TimeoutException) and deadline is not None and deadline.expired:
+            raise CrawlError(
+                redact_url(url),
+                f"{deadline.describe()} (the deadline per request: {deadlines.REQUEST_DEADLINE_FACTOR} x --timeout {self.timeout:g} s)",
+                hint="the server answers too slowly or trickles its answer; try again later or raise --timeout",
+            ) from None
 
     def _raise_short(self, resp: httpx.Response, expected: int | None, exc: httpx.TransportError | None) -> None:
         raw = resp.num_bytes_downloaded
@@ -310,6 +321,8 @@ class Transport:
                 delay = exc.wait if exc.wait is not None else self.backoff(n)
                 self.stats.add(retries=1)
                 log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)
+                if self.on_retry is not None:  # a long wait is not silent (the CLI prints it on stderr)
+                    self.on_retry(f"retrying {redact_url(url)} in {delay:.1f} s ({exc.cause}), attempt {n + 1} of {attempts}")
                 time.sleep(delay)
         raise AssertionError("unreachable")
 

@@ -1,6 +1,8 @@
 """What the HTTP edge may fetch and send: URL and redirect policy, credentials, page types.
 
-Pure except for reading a netrc file. ``transport.Transport`` applies these to every request and
+Redirects never lead to a cloud metadata, link-local or private address unless the request began
+on one (decided by the name and the literal address, never by resolving a name). Pure except for
+reading a netrc file. ``transport.Transport`` applies these to every request and
 every redirect hop; they live here so they can be tested (and reasoned about) without a server.
 """
 
@@ -12,6 +14,7 @@ import ipaddress
 import json
 import logging
 import netrc
+import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -57,13 +60,70 @@ def check_url_allowed(url: str, allow_insecure_hosts: Iterable[str] = ()) -> Non
     )
 
 
-def check_redirect(source: str, target: str) -> None:
-    """A redirect may change host, but never leave HTTP(S) and never drop https for http."""
+# Cloud instance-metadata endpoints (AWS, GCP, Azure, ...): credentials live there.
+METADATA_HOSTS = frozenset({"metadata.google.internal", "169.254.169.254", "fd00:ec2::254"})
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+)
+LINK_LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10"))
+
+
+def _literal_ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a host names literally, legacy IPv4 forms included ("2852039166", "0xa9.254.169.254")."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        if not host or not all(c in "0123456789abcdefx." for c in host):
+            return None
+        try:
+            ip = ipaddress.IPv4Address(socket.inet_aton(host))  # what the resolver makes of such a name
+        except OSError:
+            return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def internal_kind(host: str) -> str | None:
+    """What makes ``host`` off-limits to a redirect (metadata, link-local, private), or None.
+
+    Decided by the name and the literal address only; a host name is never resolved here.
+    """
+    name = host.lower().strip("[]").rstrip(".")
+    if name in METADATA_HOSTS:
+        return "a cloud metadata address"
+    ip = _literal_ip(name)
+    if ip is None:
+        return None
+    if str(ip) in METADATA_HOSTS:
+        return "a cloud metadata address"
+    if ip.is_unspecified:
+        return "an unspecified address"
+    if any(ip in net for net in LINK_LOCAL_NETWORKS):
+        return "a link-local address"
+    if any(ip in net for net in PRIVATE_NETWORKS):
+        return "a private-network address"
+    return None
+
+
+def check_redirect(source: str, target: str, *, first: str | None = None) -> None:
+    """A redirect may change host, but never leave HTTP(S), never drop https for http, and never
+    lead to a metadata, link-local or private address unless the request began on one (``first``,
+    the first URL of the chain: the user's own index on a private network)."""
     src, dst = urlsplit(source), urlsplit(target)
+    first = first or source
+    chain = f" (redirect chain from {redact_url(first)})" if first != source else ""
     if dst.scheme not in ("http", "https"):
-        raise CrawlError(redact_url(source), f"redirected to a non-HTTP URL {redact_url(target)}")
+        raise CrawlError(redact_url(source), f"redirected to a non-HTTP URL {redact_url(target)}{chain}")
     if src.scheme == "https" and dst.scheme != "https":
-        raise CrawlError(redact_url(source), f"redirected from https to plain http ({redact_url(target)}); refused")
+        raise CrawlError(redact_url(source), f"redirected from https to plain http ({redact_url(target)}); refused{chain}")
+    kind = internal_kind(dst.hostname or "")
+    if kind is not None and internal_kind(urlsplit(first).hostname or "") is None:
+        raise CrawlError(
+            redact_url(source),
+            f"redirected to {redact_url(target)}, {kind}; refused{chain}",
+            hint="only an index that is itself on such an address may redirect there",
+        )
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -168,6 +228,7 @@ __all__ = [
     "Credentials",
     "check_redirect",
     "check_url_allowed",
+    "internal_kind",
     "is_loopback",
     "page_content_type",
     "parse_retry_after",

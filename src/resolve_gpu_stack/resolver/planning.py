@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..data.definitions import Definitions
-from ..model import Action, LockedPackage, LockPlan, TargetSummary
+from ..index.finder import Offer
+from ..model import Action, IndexFile, LockedPackage, LockPlan, TargetSummary
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
 from .coupling import Found
@@ -30,6 +32,7 @@ class PlanContext:
     flashinfer: FlashInferSelection | None
     components: tuple[str, ...]
     facts: FrameworkFacts | None = None  # couplings found, overrides, framework notes
+    offers: Callable[[NormalizedName], Sequence[Offer]] | None = None  # what was offered, with the page each file came from
 
 
 def action(version: Version, installed: Version | None) -> Action:
@@ -98,6 +101,7 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
         size=f.size if f else None,
         upload_time=f.upload_time if f else None,
         requires_python=f.requires_python if f else None,
+        simple_index=simple_index(f, ctx),
         installed_version=installed,
         dependencies=tuple(dependencies),  # type: ignore[arg-type]
         built_for=found.built_for,
@@ -109,6 +113,18 @@ def _framework_notes(packages: Sequence[LockedPackage], ctx: PlanContext) -> lis
     out = list(ctx.facts.notes) if ctx.facts is not None else []
     out += [f"{p.name} {p.version} is built against another torch and planned anyway (--abi-mismatch warn): expect an import error" for p in packages if p.abi_mismatch]
     return out
+
+
+def simple_index(f: IndexFile | None, ctx: PlanContext) -> str | None:
+    """The simple-API base ``f`` was found under: its page's URL less the project's folder
+    (``.../whl/nightly/cu130/torch/`` -> ``.../whl/nightly/cu130/``). None when unknown."""
+    if f is None or ctx.offers is None:
+        return None
+    page = next((o.location.url for o in ctx.offers(f.name) if o.file.url == f.url), None)
+    if page is None:
+        return None
+    head, sep, _ = page.rstrip("/").rpartition("/")
+    return head + sep if sep and "://" in head else None
 
 
 def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest) -> list[str]:

@@ -16,19 +16,23 @@ from ..model.request import TORCH
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
 from .prefetch import Prefetcher
-from .requirement import Cand, Key, Req
+from .requirement import WITH_PARENT, Cand, Key, Req
 
 
 class Preference(NamedTuple):
     """The order in which resolvelib settles identifiers (smallest first).
 
     Exact pins first (nothing to choose), then torch (the anchor every torch-bound package
-    follows), then the identifier with the fewest candidates left (the most constrained: a
-    conflict shows early, before much was decided on top of it), then the name (deterministic).
+    follows), then what the user named with ``--with`` (a serving framework is settled before
+    the packages it pins, so its newest release pins them, rather than a FlashInfer chosen first
+    walking the framework back to an old release), then the identifier with the fewest
+    candidates left (the most constrained: a conflict shows early, before much was decided on top
+    of it), then the name (deterministic).
     """
 
     not_pinned: bool
     not_torch: bool
+    not_named_by_user: bool
     candidate_count: int
     name: str
 
@@ -44,9 +48,11 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg,unused-ignore]
         return requirement_or_candidate.key
 
     def get_preference(self, identifier: Key, resolutions: Mapping[Key, Cand], candidates: Mapping[Key, Iterator[Cand]], information: Mapping[Key, Iterator[Any]], backtrack_causes: Sequence[Any]) -> Preference:
-        pinned = any(info.requirement.pinned for info in information[identifier])
+        infos = list(information[identifier])
+        pinned = any(info.requirement.pinned for info in infos)
+        named = any(info.parent is None and info.requirement.parent == WITH_PARENT for info in infos)
         count = sum(1 for _ in candidates[identifier])
-        return Preference(not pinned, identifier.name != TORCH, count, str(identifier))
+        return Preference(not pinned, identifier.name != TORCH, not named, count, str(identifier))
 
     def find_matches(self, identifier: Key, requirements: Mapping[Key, Iterator[Req]], incompatibilities: Mapping[Key, Iterator[Cand]]) -> list[Cand]:
         reqs = list(requirements[identifier])

@@ -15,6 +15,8 @@ from packaging.version import Version
 
 from ..model import IndexFile
 
+WITH_PARENT = "(requested with --with)"  # the parent of a requirement the user named with --with
+
 
 class Key(NamedTuple):
     """A resolvelib identifier: a package, or the same package with extras (its own node)."""

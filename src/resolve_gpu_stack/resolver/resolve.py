@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -33,10 +33,9 @@ from .planning import PlanContext, build_plan
 from .policy import describe_versions, plan_violations, synthetic_note, synthetic_rows, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import Cand, Key, Req, forget_contains
+from .requirement import WITH_PARENT, Cand, Key, Req, forget_contains
+from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
-
-WITH_PARENT = "(requested with --with)"
 
 
 def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier | None = None) -> LockPlan:
@@ -67,17 +66,14 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     torch = select_torch(request, cuda, *finder.offers(TORCH, ctx))
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
-    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=cuda)
-    factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
     floors, floor_notes = flashinfer_floors(request) if request.flashinfer.wanted else ((), ())
-    flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
-    policy = _policy(request, defs, torch, flashinfer, components)
-    overrides = Overrides(_override_rules(request, defs, torch))
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus)
-    prefetcher = Prefetcher(factory, dependencies, policy)
-    provider = StackProvider(factory, dependencies, prefetcher, policy)
-    requirements = overrides.roots(_requirements(request, defs, floors))
-    prefetcher.closure(requirements)
+    w = _wire(request, defs, finder, torch, ctx, components, floors)
+    pinned, pin_notes = with_torch_pins(request, finder, ctx)  # after the crawl: the torch METADATA is in
+    if pinned is not request:  # a declared torch's exact pins came with it: the same pages, candidates rebuilt
+        request = pinned
+        w = _wire(request, defs, finder, torch, ctx, components, floors)  # all in memory now
+    factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
+    provider = w.provider
     try:
         result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
@@ -85,11 +81,11 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    facts = _framework_facts(request, defs, result.mapping, dependencies, overrides, factory, policy, requirements, classifier)
+    facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping))
-    notes = [*torch.notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, dependencies, factory)]
-    plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts)
+    notes = [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, w.dependencies, factory)]
+    plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts, offers=factory.offers)
     plan = build_plan(result, plan_ctx, notes)
     if synthetic := synthetic_rows(plan.packages):
         plan = replace(plan, notes=(*plan.notes, *map(synthetic_note, synthetic)))
@@ -145,6 +141,34 @@ def _parent_names(result: Any) -> dict[str, list[str]]:
 def _torch_of(mapping: Mapping[Key, Cand]) -> Version | None:
     cand = mapping.get(Key(TORCH))
     return cand.version if cand is not None else None
+
+
+class _Wiring(NamedTuple):
+    """What resolving one request is wired from (built twice when a kept torch's pins join it)."""
+
+    factory: CandidateFactory
+    flashinfer: FlashInferSelection | None
+    policy: Policy
+    overrides: Overrides
+    dependencies: Dependencies
+    provider: StackProvider
+    requirements: list[Req]
+
+
+def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: TorchSelection, ctx: RouteContext,
+          components: tuple[str, ...], floors: Sequence[Floor]) -> _Wiring:
+    """The candidate factory, the FlashInfer selection, the overrides and the provider for
+    ``request``, with the closure of its root requirements prefetched."""
+    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda)
+    factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
+    flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
+    policy = _policy(request, defs, torch, flashinfer, components)
+    overrides = Overrides(_override_rules(request, defs, torch))
+    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus)
+    prefetcher = Prefetcher(factory, dependencies, policy)
+    requirements = overrides.roots(_requirements(request, defs, floors))
+    prefetcher.closure(requirements)
+    return _Wiring(factory, flashinfer, policy, overrides, dependencies, StackProvider(factory, dependencies, prefetcher, policy), requirements)
 
 
 def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:

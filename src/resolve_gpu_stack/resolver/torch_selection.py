@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import DowngradeRefused, NoPlanError, UsageError
 from ..index.finder import Offer, PageVisit
 from ..model import CudaLabel, Target
-from ..model.request import ResolveRequest, TorchChoice
+from ..model.request import ResolveRequest, TorchChoice, TorchKind
 from .policy import describe_versions, fits_target, public, torch_series
 
 
@@ -51,7 +52,8 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
     if cuda is None:
         raise UsageError(
             "no CUDA label: the target has no torch with a +cuNNN label and --cuda was not given",
-            hint="pass --cuda cu130 (or --installed torch==VERSION+cuNNN)",
+            # --installed declares a target's torch; it is refused with an interpreter (which has its own)
+            hint="pass --cuda cu130" + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
         )
     return cuda
 
@@ -63,6 +65,7 @@ def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offe
     installed = request.installed_torch
     everything = {o.file.version for o in offers}
     fitting = _fitting(choice, cuda, request.target, offers)
+    _check_installed_fits(request, offers)
     if _keeps_installed(choice, cuda, installed):
         fitting.add(installed)  # type: ignore[arg-type]
     if not fitting:
@@ -76,6 +79,27 @@ def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offe
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> None:
+    """A declared installed torch the index has for this machine, but with no wheel for the declared
+    target: the platform's glibc (or the Python) is wrong, and that is what to say, not a FlashInfer
+    component it misses."""
+    installed = request.installed_torch
+    if installed is None or request.target.interpreter is not None:
+        return
+    files = [o.file for o in offers if o.file.version == installed]
+    if not files or any(fits_target(f, request.target) is None for f in files):
+        return
+    platforms = sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
+    machine = request.target.platform.split("-", 1)[0]
+    if not any(p.endswith(machine) for p in platforms):
+        return  # not built for this machine (yet): that is a missing wheel, not a wrong platform
+    raise NoPlanError(
+        f"the installed torch {installed} has no wheel for {target_words(request.target)}: a target there cannot have it installed",
+        reasons=[f"torch {installed} is built for: {', '.join(platforms[:8]) or 'other targets'}"],
+        hint=f"check --platform and --python: declare a target torch {installed} has a wheel for",
+    )
 
 
 def _fitting(choice: TorchChoice, cuda: CudaLabel, target: Target, offers: Iterable[Offer]) -> set[Version]:
@@ -114,7 +138,9 @@ def _not_lower(fitting: set[Version], installed: Version, request: ResolveReques
         raise DowngradeRefused(
             f"--torch {request.torch} would downgrade torch from {installed} to {best}",
             reasons=[f"torch is never taken backwards (PEP 440: {best} < {installed})"],
-            hint="keep it with --torch installed, ask for a newer channel (--torch nightly), or pass --allow-downgrade if you really mean it",
+            hint="keep it with --torch installed, "
+            + ("" if request.torch.channel == "nightly" and request.torch.kind is TorchKind.CHANNEL else "ask for a newer channel (--torch nightly), ")
+            + "or pass --allow-downgrade if you really mean it",
         )
     return floor_ok
 

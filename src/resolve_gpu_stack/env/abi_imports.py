@@ -1,0 +1,180 @@
+"""Which installed packages are bound to torch's C++ ABI, and do they import (I/O edge: disk, subprocess).
+
+A package is torch-ABI-bound when the data says so (``indexes/components.toml``), when its METADATA
+pins torch exactly and it ships shared objects, or when one of its installed shared objects needs
+``libtorch*`` / ``libc10*`` (its dynamic section read with ``index/elf.py``, from the first bytes of
+the file). Each such package's top-level modules are then imported in the target, one interpreter
+per package (a crash in one hides no other): an ``undefined symbol`` ImportError is the mark of a
+binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from ..data.definitions import Definitions
+from ..index import elf
+from ..index.wheelscan import is_shared_object
+from ..model import Coupling
+from .probe import Environment, InstalledDistribution
+
+TORCH = canonicalize_name("torch")
+READ_BYTES = 2 * 2**20  # of each shared object: its dynamic section is near the start
+_SENTINEL = "@@resolve-gpu-stack-abi-import@@"
+_SCRIPT = f"""
+import importlib, json, sys
+for module in sys.argv[1:]:
+    try:
+        importlib.import_module(module)
+        error = None
+    except BaseException as exc:
+        error = f"{{type(exc).__name__}}: {{exc}}"
+    print({_SENTINEL!r} + json.dumps({{"module": module, "error": error}}), flush=True)
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbiPackage:
+    """An installed torch-ABI-bound package: what says so, and the modules to import."""
+
+    name: str
+    version: str
+    why: str
+    modules: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportOutcome:
+    package: str  # "sgl-kernel 0.3.21"
+    module: str
+    error: str | None = None  # None: imported
+
+    @property
+    def undefined_symbol(self) -> bool:
+        return self.error is not None and "undefined symbol" in self.error
+
+
+def torch_abi_packages(env: Environment, defs: Definitions) -> list[AbiPackage]:
+    """Every installed package besides torch that is bound to torch's ABI, by name."""
+    out = []
+    for dist in sorted(env.distributions.values(), key=lambda d: d.name):
+        if dist.name == TORCH:
+            continue
+        files = installed_files(dist)
+        why = _bound(dist, files, defs)
+        if why is not None:
+            out.append(AbiPackage(name=dist.name, version=str(dist.version), why=why, modules=top_level_modules(files, dist)))
+    return out
+
+
+def _bound(dist: InstalledDistribution, files: Sequence[Path], defs: Definitions) -> str | None:
+    coupling, why = defs.coupling(dist.name, dist.version)
+    if coupling is Coupling.TORCH_ABI:
+        return why
+    objects = [f for f in files if is_shared_object(f.name)]
+    if not objects:
+        return None
+    pin = _torch_pin(dist)
+    if pin is not None:
+        return f"METADATA pins {pin} and the package ships shared objects"
+    for path in objects:
+        found = _torch_library(path)
+        if found is not None:
+            return f"{path.name} needs {found}"
+    return None
+
+
+def _torch_pin(dist: InstalledDistribution) -> str | None:
+    for text in dist.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        specs = list(req.specifier)
+        if canonicalize_name(req.name) == TORCH and not req.marker and len(specs) == 1 and specs[0].operator in ("==", "==="):
+            return str(req)
+    return None
+
+
+def _torch_library(path: Path) -> str | None:
+    """The first torch library ``path`` needs, from its first bytes; None when none (or unreadable)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            data = fh.read(READ_BYTES)
+        libs = elf.needed_libraries(data, file_size=size)
+    except (OSError, elf.ElfError):
+        return None
+    torch = elf.torch_libs(libs.needed)
+    return torch[0] if torch else None
+
+
+def installed_files(dist: InstalledDistribution) -> list[Path]:
+    """The files RECORD lists, as absolute paths (none without a RECORD)."""
+    record, base = dist.record, dist.location
+    if record is None or base is None:
+        return []
+    try:
+        lines = record.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    return [(base / line.split(",", 1)[0]).resolve() for line in lines if line.strip()]
+
+
+def top_level_modules(files: Sequence[Path], dist: InstalledDistribution) -> tuple[str, ...]:
+    """The importable top-level names: packages and modules directly under site-packages."""
+    base = dist.location.resolve() if dist.location is not None else None
+    names: set[str] = set()
+    for path in files:
+        if base is None or base not in path.parents:
+            continue
+        first = path.relative_to(base).parts[0]
+        if first.endswith((".dist-info", ".egg-info", ".data")) or first == "__pycache__" or first.startswith("."):
+            continue
+        if len(path.relative_to(base).parts) > 1:
+            if first.isidentifier():
+                names.add(first)
+        elif path.suffix == ".py" or is_shared_object(path.name):
+            stem = path.name.split(".", 1)[0]
+            if stem.isidentifier():
+                names.add(stem)
+    return tuple(sorted(names))
+
+
+def import_packages(python: str, packages: Sequence[AbiPackage], env: Mapping[str, str], *, timeout: float) -> list[ImportOutcome]:
+    """Import each package's modules in ``python`` (one interpreter per package, an empty cwd)."""
+    out: list[ImportOutcome] = []
+    with tempfile.TemporaryDirectory(prefix="rgs-doctor-abi-") as cwd:
+        for pkg in packages:
+            if pkg.modules:
+                out += _import_one(python, pkg, env, cwd, timeout)
+    return out
+
+
+def _import_one(python: str, pkg: AbiPackage, env: Mapping[str, str], cwd: str, timeout: float) -> list[ImportOutcome]:
+    label = f"{pkg.name} {pkg.version}"
+    try:
+        proc = subprocess.run([python, "-c", _SCRIPT, *pkg.modules], capture_output=True, text=True, timeout=timeout,
+                              env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return [ImportOutcome(package=label, module=m, error=f"did not finish within {timeout:g}s") for m in pkg.modules]
+    except OSError as exc:
+        return [ImportOutcome(package=label, module=m, error=f"cannot run {python}: {exc.strerror or exc}") for m in pkg.modules]
+    seen = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith(_SENTINEL):
+            data = json.loads(line[len(_SENTINEL):])
+            seen[data["module"]] = data["error"]
+    crashed = f"the interpreter exited with status {proc.returncode} ({(proc.stderr.strip().splitlines() or ['no output'])[-1][:300]})"
+    return [ImportOutcome(package=label, module=m, error=seen[m] if m in seen else crashed) for m in pkg.modules]
+
+
+__all__ = ["AbiPackage", "ImportOutcome", "import_packages", "installed_files", "top_level_modules", "torch_abi_packages"]

@@ -1,0 +1,290 @@
+"""The resolver's wheel classifier over HTTP: a native wheel's ``.so`` members read with range
+requests (``index/wheelscan.py``), never the whole wheel; the answer cached by the wheel's sha256.
+
+- ``RangeClassifier``: live. The cache (``HttpCache`` kind ``scans-v1``) first, keyed by the
+  wheel's sha256 (its URL and size when the page gave no hash); else range reads through the
+  ``Transport`` (its policy, credentials and retries), at most ``budget(size)`` bytes per wheel:
+  1% of the wheel, at least ``floor`` (the zip's tail and directory alone take tens of KB) and
+  at most ``cap``. A server that answers a range with the whole file (200) is left at once: the
+  wheel is "not scanned", never downloaded to classify it. Every finished scan goes to ``record``
+  (a snapshot being recorded).
+- ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of is "not
+  in snapshot" (coupling unknown, said once through ``say``), never an error.
+- ``classifier_for(fetcher)``: the classifier that goes with a fetcher (live, recording,
+  replaying, or a snapshot extended live).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..errors import CrawlError
+from ..index import zipmeta
+from ..index.wheelscan import FIRST_TAIL, WheelScanner
+from ..model import Coupling, IndexFile
+from ..resolver.coupling import Classification, WheelClassifier, classification_of
+from ..urls import redact_url, without_fragment
+from .cache import HttpCache, cache_url
+from .transport import Transport, content_range
+
+log = logging.getLogger(__name__)
+
+BUDGET_SHARE = 0.01  # of a wheel's bytes
+BUDGET_FLOOR = 2**20  # a small wheel may be read whole
+BUDGET_CAP = 8 * 2**20
+
+
+def budget(size: int, *, share: float = BUDGET_SHARE, floor: int = BUDGET_FLOOR, cap: int = BUDGET_CAP) -> int:
+    """The most bytes read to classify a wheel of ``size`` bytes: 1% of it, at least ``floor``
+    (ranges overlap the tail already read, so a small wheel's budget is not its size), at most ``cap``."""
+    return max(1, min(cap, max(floor, int(size * share))))
+
+
+def scan_key(file: IndexFile) -> str:
+    """The cache and snapshot key of a wheel's scan: its sha256, else its URL and size."""
+    if file.sha256:
+        return f"sha256={file.sha256.lower()}"
+    return f"url={cache_url(without_fragment(file.url))} size={file.size if file.size is not None else ''}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanRecord:
+    """One wheel's scan as stored: the resolver's answer and what it cost."""
+
+    kind: str  # torch-abi | cuda | agnostic | unknown
+    evidence: str
+    built_for: str | None = None
+    bytes_read: int = 0
+    reads: int = 0
+    file_size: int = 0
+
+    @property
+    def classification(self) -> Classification:
+        coupling = {c.value: c for c in (Coupling.TORCH_ABI, Coupling.CUDA, Coupling.AGNOSTIC)}.get(self.kind)
+        return Classification(coupling=coupling, evidence=self.evidence, built_for=self.built_for)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScanRecord | None:
+        """None when ``data`` is not a scan record (a corrupt or foreign entry: scan again)."""
+        try:
+            record = cls(
+                kind=str(data["kind"]), evidence=str(data["evidence"]),
+                built_for=None if data.get("built_for") is None else str(data["built_for"]),
+                bytes_read=int(data.get("bytes_read", 0)), reads=int(data.get("reads", 0)), file_size=int(data.get("file_size", 0)),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return record if record.kind in ("torch-abi", "cuda", "agnostic", "unknown") else None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanStats:
+    wheels: int = 0  # scanned over the network
+    cached: int = 0
+    bytes_read: int = 0
+    wheel_bytes: int = 0  # the scanned wheels' sizes, together
+    seconds: float = 0.0
+    not_scanned: int = 0  # range ignored, budget reached, unreadable
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.stats = ScanStats()
+
+    def add(self, **counts: float) -> None:
+        with self._lock:
+            now = asdict(self.stats)
+            self.stats = ScanStats(**{k: now[k] + counts.get(k, 0) for k in now})
+
+
+class _Stop(Exception):
+    """The scan ends without an answer (the reason is the message)."""
+
+
+class RangeClassifier:
+    """Classifies native wheels with range reads; see the module docstring. Thread-safe."""
+
+    def __init__(
+        self, transport: Transport, cache: HttpCache | None, *, say: Callable[[str], None] | None = None,
+        record: Callable[[str, ScanRecord], None] | None = None, budget: Callable[[int], int] = budget,
+    ) -> None:
+        self._transport = transport
+        self._cache = cache
+        self._say = say
+        self._record = record
+        self._budget = budget
+        self._tally = _Tally()
+
+    @property
+    def stats(self) -> ScanStats:
+        return self._tally.stats
+
+    def __call__(self, file: IndexFile) -> Classification:
+        return self.scan(file).classification
+
+    def scan(self, file: IndexFile) -> ScanRecord:
+        key = scan_key(file)
+        if self._cache is not None:
+            raw = self._cache.get_scan(key)
+            record = _decode(raw) if raw is not None else None
+            if record is not None:
+                self._tally.add(cached=1)
+                self._recorded(key, record)
+                return record
+        started = time.perf_counter()
+        record, final = self._scan(file)
+        self._tally.add(wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=time.perf_counter() - started, not_scanned=0 if final else 1)
+        if final:
+            if self._cache is not None:
+                self._cache.put_scan(key, json.dumps(record.to_dict(), sort_keys=True).encode())
+            self._recorded(key, record)
+        return record
+
+    def _recorded(self, key: str, record: ScanRecord) -> None:
+        if self._record is not None:
+            self._record(key, record)
+
+    def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool]:
+        """(the record, whether it is final: a refused range or a failed read is not cached)."""
+        url = without_fragment(file.url)
+        read = _Reader(self._transport, url)
+        try:
+            tail_start, tail, size = read.tail(FIRST_TAIL if not file.size else min(FIRST_TAIL, self._budget(file.size)))
+            limit = self._budget(size)
+            scanner = WheelScanner(size)
+            scanner.feed(tail_start, tail)
+            while ranges := scanner.next_ranges():
+                for start, end in ranges:
+                    if scanner.bytes_read + (end - start) > limit:
+                        why = f"not scanned past the {limit}-byte budget ({scanner.bytes_read} bytes read of {size})"
+                        return ScanRecord(kind="unknown", evidence=why, bytes_read=read.bytes, reads=read.reads, file_size=size), True
+                    scanner.feed(start, read.range(start, end))
+            result = scanner.result()
+        except _Stop as stop:
+            self._note(f"{file.filename}: {stop}")
+            return ScanRecord(kind="unknown", evidence=str(stop), bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
+        except zipmeta.ZipError as exc:
+            why = f"not scanned: not a readable zip ({exc})"
+            return ScanRecord(kind="unknown", evidence=why, bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), True
+        except CrawlError as exc:
+            self._note(f"{file.filename}: not scanned: {exc}")
+            return ScanRecord(kind="unknown", evidence=f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
+        found = classification_of(result)
+        kind = result.kind
+        return ScanRecord(kind=kind, evidence=found.evidence, built_for=found.built_for, bytes_read=read.bytes, reads=read.reads, file_size=size), True
+
+    def _note(self, message: str) -> None:
+        log.info("%s", message)
+        if self._say is not None:
+            self._say(message)
+
+
+class _Reader:
+    """Range reads of one wheel; the first answer's final URL serves the later ranges."""
+
+    def __init__(self, transport: Transport, url: str) -> None:
+        self._transport = transport
+        self._url = url
+        self._via = url
+        self.bytes = 0
+        self.reads = 0
+
+    def tail(self, n: int) -> tuple[int, bytes, int]:
+        """(start, bytes, file size) of the last ``n`` bytes."""
+        return self._get(f"bytes=-{n}", None)
+
+    def range(self, start: int, end: int) -> bytes:
+        return self._get(f"bytes={start}-{end - 1}", start)[1]
+
+    def _get(self, spec: str, start: int | None) -> tuple[int, bytes, int]:
+        transport = self._transport
+
+        def attempt() -> tuple[int, bytes, int, str]:
+            resp, final = transport.open(self._via, {"Range": spec, "Accept-Encoding": "identity"})
+            try:
+                if resp.status_code == 200:
+                    raise _Stop("not scanned: the server ignored Range (the wheel is not downloaded to classify it)")
+                if resp.status_code == 416 and start is None:
+                    raise _Stop("not scanned: the server refused the range")
+                transport.check_status(resp, self._url, ok=(206,))
+                first, last, total = content_range(resp, self._url, spec, start)
+                data = transport.read_body(resp, self._url, last - first + 1, "range")
+            finally:
+                transport.finish(resp)
+            if len(data) != last - first + 1:
+                raise CrawlError(redact_url(self._url), f"range {spec} answered {len(data)} bytes, Content-Range says {last - first + 1}")
+            return first, data, total, final
+
+        first, data, total, final = transport.retrying(self._url, attempt)
+        self._via = final
+        self.bytes += len(data)
+        self.reads += 1
+        return first, data, total
+
+
+def _decode(raw: bytes) -> ScanRecord | None:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return ScanRecord.from_dict(data) if isinstance(data, dict) else None
+
+
+class ReplayClassifier:
+    """A snapshot's recorded scans (``lookup(key)``: the stored dict or None); offline."""
+
+    def __init__(
+        self, lookup: Callable[[str], Mapping[str, Any] | None], *, say: Callable[[str], None] | None = None,
+        live: WheelClassifier | None = None, record: Callable[[str, ScanRecord], None] | None = None,
+    ) -> None:
+        self._lookup = lookup
+        self._say = say
+        self._live = live  # a snapshot being extended: scan what it lacks
+        self._record = record
+
+    def __call__(self, file: IndexFile) -> Classification:
+        key = scan_key(file)
+        raw = self._lookup(key)
+        record = ScanRecord.from_dict(raw) if raw is not None else None
+        if record is not None:
+            if self._record is not None:
+                self._record(key, record)
+            return record.classification
+        if self._live is not None:
+            return self._live(file)
+        message = f"{file.filename}: no scan in the snapshot; its coupling is not known offline"
+        log.info("%s", message)
+        if self._say is not None:
+            self._say(message)
+        return Classification(coupling=None, evidence="not in snapshot: its shared objects were not scanned when it was recorded")
+
+
+def classifier_for(fetcher: object, *, record: Callable[[str, ScanRecord], None] | None = None) -> WheelClassifier | None:
+    """The classifier for ``fetcher``: range reads for a live one, the recorded scans for a
+    snapshot (live reads for what it lacks when it is extended); each answer also goes to
+    ``record`` (a snapshot being recorded). None for a fetcher with neither (a test's world)."""
+    from .http import HttpFetcher
+    from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
+
+    if isinstance(fetcher, HttpFetcher):
+        return RangeClassifier(fetcher.transport, fetcher.cache, say=fetcher.progress, record=record)
+    if isinstance(fetcher, SnapshotFetcher):
+        return ReplayClassifier(fetcher.scan_entry, record=record)
+    if isinstance(fetcher, FallbackFetcher):
+        return ReplayClassifier(fetcher.replay.scan_entry, live=classifier_for(fetcher.live, record=record), record=record)
+    if isinstance(fetcher, RecordingFetcher):
+        return classifier_for(fetcher.inner, record=fetcher.record_scan)
+    return None
+
+
+__all__ = ["BUDGET_CAP", "BUDGET_FLOOR", "BUDGET_SHARE", "RangeClassifier", "ReplayClassifier", "ScanRecord", "ScanStats", "budget", "classifier_for", "scan_key"]

@@ -1,0 +1,203 @@
+"""The on-disk wheel cache: content-addressed wheels, resumable partials, learnt digests.
+
+Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
+
+    sha256/<aa>/<digest>/<filename>   verified wheels, by content (the file keeps its wheel name)
+    partial/<key>.part                bytes of an unfinished download; <key> = sha256 of the URL
+    partial/<key>.json                its validator (ETag / Last-Modified), sent back as If-Range
+    locks/<key>.lock                  one process at a time per URL (fcntl.flock)
+    urls/<key>.json                   sha256 + size learnt by downloading a wheel whose index gave
+                                      no hash (PyTorch nightlies), so a later run finds it again
+
+``check_learned`` says whether a file is the wheel its name says (before its sha256 is learnt, and
+again before a learnt entry is reused). Keys and files never hold credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from ..errors import CrawlError, IntegrityError
+from ..index import zipmeta
+from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
+from ..urls import bare_url, redact_url
+
+log = logging.getLogger(__name__)
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedWheel:
+    path: Path  # inside the wheel cache, verified
+    sha256: str
+    size: int
+
+
+class WheelCache:
+    """The on-disk wheel cache (see the module docstring for its layout)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @classmethod
+    def under(cls, cache_dir: Path) -> WheelCache:
+        """The wheel cache inside the tool's cache directory: ``<cache_dir>/wheels``."""
+        return cls(Path(cache_dir) / "wheels")
+
+    # -- paths ----------------------------------------------------------------------------------
+    def path_for(self, sha256: str, filename: str) -> Path:
+        digest = sha256.lower()
+        return self.root / "sha256" / digest[:2] / digest / filename
+
+    @staticmethod
+    def url_key(url: str) -> str:
+        return hashlib.sha256(bare_url(url).encode()).hexdigest()
+
+    def partial_path(self, url: str) -> Path:
+        return self.root / "partial" / (self.url_key(url) + ".part")
+
+    def _partial_meta(self, url: str) -> Path:
+        return self.root / "partial" / (self.url_key(url) + ".json")
+
+    def _url_record(self, url: str) -> Path:
+        return self.root / "urls" / (self.url_key(url) + ".json")
+
+    # -- lookups --------------------------------------------------------------------------------
+    def lookup(self, sha256: str, filename: str, size: int | None = None) -> FetchedWheel | None:
+        """The cached wheel with this digest, re-verified; a damaged entry is deleted (a miss)."""
+        path = self.path_for(sha256, filename)
+        if not path.is_file():
+            return None
+        actual, n = file_sha256(path)
+        if actual != sha256.lower() or (size is not None and n != size):
+            log.warning("wheel cache entry %s is damaged (sha256 %s, %d bytes); deleting it", path, actual, n)
+            unlink(path)
+            return None
+        return FetchedWheel(path=path, sha256=actual, size=n)
+
+    def known_digest(self, url: str) -> tuple[str, int] | None:
+        """(sha256, size) recorded for a URL downloaded before without an index hash."""
+        try:
+            data = json.loads(self._url_record(url).read_text())
+            return str(data["sha256"]), int(data["size"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def remember(self, url: str, sha256: str, size: int) -> None:
+        record = {"url": bare_url(url), "sha256": sha256, "size": size}
+        _write_json(self._url_record(url), record)
+
+    def forget(self, url: str) -> None:
+        """Drop the learnt digest of ``url`` (its file failed a check)."""
+        unlink(self._url_record(url))
+
+    # -- partial downloads ----------------------------------------------------------------------
+    def read_validator(self, url: str) -> str | None:
+        try:
+            value = json.loads(self._partial_meta(url).read_text()).get("validator")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) else None
+
+    def write_validator(self, url: str, validator: str | None) -> None:
+        if validator:
+            _write_json(self._partial_meta(url), {"url": bare_url(url), "validator": validator})
+        else:
+            unlink(self._partial_meta(url))
+
+    def drop_partial(self, url: str) -> None:
+        unlink(self.partial_path(url))
+        unlink(self._partial_meta(url))
+
+    @contextmanager
+    def locked(self, url: str) -> Iterator[None]:
+        """An exclusive lock on one URL's partial file, across processes (where fcntl exists)."""
+        lock_path = self.root / "locks" / (self.url_key(url) + ".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        with open(lock_path, "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def file_sha256(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    n = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+            n += len(block)
+    return digest.hexdigest(), n
+
+
+def wheel_filename(url: str, filename: str | None = None) -> str:
+    """The file name to keep in the cache: ``filename`` or the URL's last path segment."""
+    name = filename or unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+        raise CrawlError(redact_url(url), f"no usable file name in the URL ({name!r})")
+    return name
+
+
+def unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def check_learned(path: Path, name: str, shown: str, *, crcs: bool = False) -> None:
+    """``IntegrityError`` unless the wheel ``path`` is what ``name`` says (before learning its sha256).
+
+    It must be a zip whose one ``*.dist-info/METADATA`` names the project and version of the file
+    name; ``crcs`` also checks every member's CRC (a download pieced together from ranges).
+    Files that are not wheels by name are not checked.
+    """
+    try:
+        want_name, want_version, _, is_wheel = parse_filename(name)
+    except ValueError as exc:
+        raise IntegrityError(shown, str(exc)) from None
+    if not is_wheel:
+        return
+    try:
+        with open(path, "rb") as fh:
+            raw = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
+            if crcs:
+                fh.seek(0)
+                zipmeta.check_crcs(fh)
+        meta = parse_metadata(raw, source=shown)
+    except zipmeta.ZipError as exc:
+        raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
+    except CrawlError as exc:
+        raise IntegrityError(shown, f"not a usable wheel ({exc.cause})") from None
+    except OSError as exc:
+        raise IntegrityError(shown, f"cannot read the download ({exc})") from None
+    if (meta.name, meta.version) != (want_name, want_version):
+        raise IntegrityError(shown, f"the wheel's METADATA says {meta.name} {meta.version}, its file name {want_name} {want_version}")
+
+
+__all__ = ["FetchedWheel", "WheelCache", "check_learned", "file_sha256", "unlink", "wheel_filename"]

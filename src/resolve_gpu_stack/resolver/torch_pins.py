@@ -1,0 +1,77 @@
+"""What a declared target with an installed torch also has: the versions that torch pins exactly.
+
+An environment with a torch wheel installed has that wheel's exact ``==`` requirements installed
+with it (a nightly torch pins ``triton==3.7.0+git9c288bc5``): pip and uv install them together.
+A declared target (``--installed torch==...``, a configured target) names only torch, so these
+pins are read from the METADATA of that exact torch wheel on the index and taken as installed, as
+if the user had listed them. A name the user did list keeps the user's version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..data.definitions import RouteContext
+from ..errors import CrawlError
+from ..index.finder import Finder
+from ..model import IndexFile, Target
+from ..model.request import TORCH, ResolveRequest
+from .policy import tag_rank
+
+
+def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext) -> tuple[ResolveRequest, list[str]]:
+    """``request`` with the installed torch's exact pins added to its declared target's installed
+    set, and a note for each. Unchanged for a real interpreter (its installed set is read from it),
+    without an installed torch, or when that torch's wheel is not on the index."""
+    installed = request.installed_torch
+    target = request.target
+    if installed is None or target.interpreter is not None or request.installed_requires.get(TORCH):
+        return request, []
+    wheel = _installed_wheel(finder, ctx, target, installed)
+    if wheel is None:
+        return request, []
+    try:
+        requires = finder.metadata(wheel).requires_dist
+    except CrawlError as err:
+        return request, [f"the METADATA of the installed torch {installed} could not be read ({err.cause}): only what --installed names is taken as installed"]
+    pins = {name: version for name, version in exact_pins(requires, target).items() if name not in target.installed}
+    if not pins:
+        return request, []
+    listed = ", ".join(f"{name} {version}" for name, version in sorted(pins.items()))
+    note = f"taken as installed (kept) with torch {installed}, which pins them exactly: {listed}"
+    return replace(request, target=replace(target, installed={**target.installed, **pins})), [note]
+
+
+def _installed_wheel(finder: Finder, ctx: RouteContext, target: Target, version: Version) -> IndexFile | None:
+    """The wheel of the installed torch for this target (best tag first), if the index has it."""
+    try:
+        offers, _ = finder.offers(TORCH, ctx)
+    except CrawlError:
+        return None  # the torch selection already read these pages; it says what went wrong
+    ranked = [(rank, o.file) for o in offers if o.file.version == version and o.file.is_wheel and (rank := tag_rank(o.file, target)) is not None]
+    return min(ranked, key=lambda rf: rf[0])[1] if ranked else None
+
+
+def exact_pins(requires_dist: tuple[str, ...], target: Target) -> dict[NormalizedName, Version]:
+    """``name==version`` requirements (one exact specifier, no wildcard) whose markers hold on the target."""
+    env = {**target.markers, "extra": ""}
+    out: dict[NormalizedName, Version] = {}
+    for text in requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        specs = list(req.specifier)
+        if len(specs) != 1 or specs[0].operator != "==" or specs[0].version.endswith(".*"):
+            continue
+        try:
+            out[canonicalize_name(req.name)] = Version(specs[0].version)
+        except InvalidVersion:
+            continue
+    return out

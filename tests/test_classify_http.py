@@ -1,0 +1,211 @@
+"""The wheel classifier over HTTP (net/classify.py): range reads of real wheels with ELF members on
+a loopback server, the cache by sha256, the byte budget, a range-ignoring server, snapshot record and
+replay of scans, and the CLI path (flags, plan JSON, the table) end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from elfbuild import have_cc
+from framework_world import build_framework_world
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from server import IndexServer
+
+from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.model import Coupling, IndexFile
+from resolve_gpu_stack.net.cache import HttpCache
+from resolve_gpu_stack.net.classify import RangeClassifier, ReplayClassifier, budget, classifier_for, scan_key
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
+
+pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
+
+NIGHTLY = "2.12.0.dev20260307+cu130"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    return build_framework_world(tmp_path_factory.mktemp("fwhttp"))
+
+
+@pytest.fixture
+def server(world):
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield srv
+
+
+def wheel_file(world, srv, name: str, *, hashed: bool = True) -> IndexFile:
+    entry = next(e for e in world.pages[f"simple/{name}/"])
+    w = entry.wheel
+    return IndexFile(
+        filename=w.filename, url=srv.url + entry.rel_path, name=canonicalize_name(name), version=Version(w.filename.split("-")[1]),
+        sha256=w.sha256 if hashed else None, size=w.size, index="pypi",
+    )
+
+
+def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path):
+    fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
+    try:
+        classify = RangeClassifier(fetcher.transport, fetcher.cache)
+        kernel = wheel_file(world, server, "sgl-kernel")
+        found = classify(kernel)
+        assert found.coupling is Coupling.TORCH_ABI
+        assert "common_ops.abi3.so needs lib" in found.evidence
+        helper = classify(wheel_file(world, server, "cuda-helper"))
+        assert helper.coupling is Coupling.CUDA and "libcudart.so.12" in helper.evidence
+        stats = classify.stats
+        assert stats.wheels == 2 and stats.cached == 0 and stats.bytes_read > 0
+        # cached by sha256: a new classifier over the same cache makes no request
+        before = fetcher.stats.requests
+        again = RangeClassifier(fetcher.transport, fetcher.cache)
+        assert again(kernel) == found
+        assert fetcher.stats.requests == before and again.stats.cached == 1
+        assert (tmp_path / "cache" / "scans-v1").is_dir()
+    finally:
+        fetcher.close()
+
+
+def test_the_budget_stops_a_scan_and_says_so(world, server):
+    fetcher = HttpFetcher(cache=None, timeout=10)
+    try:
+        classify = RangeClassifier(fetcher.transport, None, budget=lambda size: 100)
+        found = classify(wheel_file(world, server, "sgl-kernel"))
+        assert found.coupling is None and "budget" in found.evidence
+    finally:
+        fetcher.close()
+
+
+def test_budget_is_a_share_of_the_wheel_with_a_floor_and_a_cap():
+    assert budget(500 * 2**20) == int(500 * 2**20 * 0.01)
+    assert budget(10 * 2**30) == 8 * 2**20
+    assert budget(1000) == 2**20 and budget(50 * 2**20) == 2**20
+
+
+def test_a_range_ignoring_server_is_not_downloaded_and_not_cached(world, server, tmp_path):
+    server.ignore_ranges = True
+    fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
+    said: list[str] = []
+    try:
+        classify = RangeClassifier(fetcher.transport, fetcher.cache, say=said.append)
+        found = classify(wheel_file(world, server, "sgl-kernel"))
+        assert found.coupling is None and "ignored Range" in found.evidence
+        assert any("ignored Range" in s for s in said)
+        assert not (tmp_path / "cache" / "scans-v1").exists()
+    finally:
+        fetcher.close()
+
+
+def test_scan_key_is_the_sha256_else_url_and_size(world, server):
+    hashed = wheel_file(world, server, "sgl-kernel")
+    assert scan_key(hashed) == f"sha256={hashed.sha256}"
+    bare = wheel_file(world, server, "sgl-kernel", hashed=False)
+    assert scan_key(bare).startswith("url=http://") and scan_key(bare).endswith(f"size={bare.size}")
+
+
+def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path):
+    bases = world.index_urls(server.url)
+    recorder = RecordingFetcher(HttpFetcher(cache=None, timeout=10), tmp_path / "snap", bases)
+    classify = classifier_for(recorder)
+    assert classify is not None
+    kernel = wheel_file(world, server, "sgl-kernel")
+    live = classify(kernel)
+    recorder.close()
+    manifest = json.loads((tmp_path / "snap" / "manifest.json").read_text())
+    assert manifest["scans"][f"sha256={kernel.sha256}"]["kind"] == "torch-abi"
+    replay = classifier_for(SnapshotFetcher(tmp_path / "snap", bases))
+    assert isinstance(replay, ReplayClassifier)
+    assert replay(kernel) == live
+    # a wheel the snapshot has no scan of: a note, not a crash
+    missing = replay(wheel_file(world, server, "cuda-helper"))
+    assert missing.coupling is None and "not in snapshot" in missing.evidence
+
+
+def cli(capsys, world, srv, *argv: str) -> tuple[int, str, str]:
+    urls = world.index_urls(srv.url)
+    code = main([
+        "resolve", "--python", "3.12", "--installed", f"torch=={NIGHTLY}", *[w for n, u in urls.items() for w in ("--index", f"{n}={u}")],
+        "--cache-dir", str(srv.root.parent / "cli-cache"), *argv,
+    ])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_live_run_scans_and_refuses_the_libtorch_companion(capsys, world, server):
+    code, _, err = cli(capsys, world, server, "--with", "sglang", "--format", "json")
+    assert code == 1
+    assert "sgl-kernel" in err and "needs lib" in err and "--without sgl-kernel" in err
+
+
+def test_cli_without_and_overrides_in_the_plan_json(capsys, world, server):
+    code, out, err = cli(capsys, world, server, "--with", "sglang", "--without", "sgl-kernel", "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["schema"] == "resolve-gpu-stack/plan/v1"
+    by_name = {p["name"]: p for p in plan["packages"]}
+    assert by_name["sglang"]["version"] == "0.5.9" and "sgl-kernel" not in by_name
+    assert {"package": "sglang", "requirement": "torch==2.9.1", "replaced_by": f"torch=={NIGHTLY}"}.items() <= next(
+        o for o in plan["overrides"] if o["requirement"] == "torch==2.9.1").items()
+    assert by_name["cuda-helper"]["coupling"] == "cuda"  # scanned over HTTP by the CLI's classifier
+    assert all("built_for" in p and p["abi_mismatch"] is False for p in plan["packages"])
+
+
+def test_cli_abi_mismatch_warn_flags_the_package_in_json_and_table(capsys, world, server):
+    code, out, err = cli(capsys, world, server, "--with", "sglang", "--abi-mismatch", "warn", "--format", "json")
+    assert code == 0, err
+    kernel = next(p for p in json.loads(out)["packages"] if p["name"] == "sgl-kernel")
+    assert kernel["abi_mismatch"] is True and kernel["coupling"] == "torch-abi"
+    code, out, _ = cli(capsys, world, server, "--with", "sglang", "--abi-mismatch", "warn", "--format", "table")
+    assert code == 0
+    assert "ABI MISMATCH" in out and "Overrides" in out and "sglang: torch==2.9.1 -> torch==" in out
+
+
+def test_overrides_file_joins_override_flags(capsys, world, server, tmp_path):
+    file = tmp_path / "overrides.txt"
+    file.write_text("# pins the user decides\nnumpy==2.2.0  # a comment\n\n")
+    code, out, err = cli(capsys, world, server, "--with", "sglang", "--without", "sgl-kernel", "--overrides", str(file), "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert {"package": "sglang", "requirement": "numpy", "replaced_by": "numpy==2.2.0", "reason": "--override"} in plan["overrides"]
+    assert next(p["version"] for p in plan["packages"] if p["name"] == "numpy") == "2.2.0"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--abi-mismatch", "maybe"], "--abi-mismatch 'maybe' is not one of error, warn"),
+    (["--override", "torch @ https://x.example/t.whl"], "direct URLs are not supported"),
+    (["--overrides", "/nonexistent/overrides.txt"], "cannot read it"),
+    (["--without", "sgl-kernel>=1"], "is not a package name"),
+])
+def test_framework_flag_usage_errors(capsys, world, server, argv, message):
+    code, _, err = cli(capsys, world, server, *argv)
+    assert code == 2 and message in err
+
+
+def test_settings_rows_build_the_request(tmp_path):
+    from resolve_gpu_stack.cli import settings as S
+    from resolve_gpu_stack.model.declared import declared_target
+
+    file = tmp_path / "o.txt"
+    file.write_text("torchaudio==2.11.0\n")
+    values = {**S.defaults(), **S.parse({"overrides": ("numpy<3",), "overrides_file": str(file), "without": ("sgl-kernel",), "auto_torch_override": False, "abi_mismatch": "warn"})}
+    req = S.build_request(values, target=declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"]))
+    assert req.overrides == ("numpy<3", "torchaudio==2.11.0")
+    assert req.without == ("sgl-kernel",) and req.auto_torch_override is False and req.abi_mismatch == "warn"
+    assert S.BY_KEY["overrides-file"].on_request and S.BY_KEY["abi-mismatch"].on_request
+
+
+def test_file_cut_keeps_what_could_serve_the_recorded_targets():
+    from resolve_gpu_stack.net.snapshot import FileCut, cut_to_targets
+
+    cut = FileCut(frozenset({"3.12"}), frozenset({"x86_64"}))
+    keep = ["x-1.0.tar.gz", "x-1.0-py3-none-any.whl", "x-1.0-py37-none-any.whl", "x-1.0-py2.py3-none-any.whl",
+            "x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "x-1.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    drop = ["x-1.0-cp312-cp312-win_amd64.whl", "x-1.0-cp312-cp312-macosx_11_0_arm64.whl", "x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl",
+            "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl", "x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", "x-1.0-py313-none-any.whl"]
+    assert [f for f in keep + drop if cut.keeps(f)] == keep
+    page = json.dumps({"files": [{"filename": f} for f in keep + drop] + [{"filename": "x-2.0-cp312-cp312-win_amd64.whl"}], "versions": ["1.0", "2.0"]})
+    cut_page = json.loads(cut_to_targets(page.encode(), "application/vnd.pypi.simple.v1+json", cut))
+    assert [f["filename"] for f in cut_page["files"]] == keep and cut_page["versions"] == ["1.0"]
+    assert cut.merged(FileCut(frozenset({"3.11"}), frozenset({"aarch64"}))).to_dict() == {"pythons": ["3.11", "3.12"], "machines": ["aarch64", "x86_64"]}

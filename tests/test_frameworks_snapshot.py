@@ -1,0 +1,79 @@
+"""Serving frameworks on the story-1 target, offline on the bundled snapshot (issue 11, "done when"):
+SGLang 0.5.9's compiled companions refused with why, planned without them on the kept torch with
+the overrides listed, vLLM's own binary named as built for another torch. The scans of the native
+wheels replay from the snapshot's manifest: no network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from resolve_gpu_stack.cli.app import main
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
+NIGHTLY = "2.12.0.dev20260307+cu130"
+STORY = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
+SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13"]  # FlashInfer follows the framework's pin (0.6.3)
+COMPANIONS = ("sgl-kernel", "torchao", "torchcodec", "torch-c-dlpack-ext")
+
+
+def run(capsys, argv: list[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_sglang_refuses_with_sgl_kernel_named_and_why(capsys):
+    code, out, err = run(capsys, [*SGLANG, "--format", "json"])
+    assert code == 1 and out == ""
+    assert "sgl-kernel 0.3.21 (required by sglang 0.5.9): sgl_kernel/flash_ops.abi3.so needs libtorch.so" in err
+    for name in COMPANIONS:
+        assert f"  - {name} " in err
+    assert "--without sgl-kernel" in err and "--abi-mismatch warn" in err
+
+
+@pytest.fixture(scope="module")
+def sglang_plan():
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([*SGLANG, *[w for n in COMPANIONS for w in ("--without", n)], "--format", "json"])
+    assert code == 0
+    return json.loads(out.getvalue())
+
+
+def test_without_the_companions_plans_the_newest_sglang_on_the_kept_torch(sglang_plan):
+    got = {p["name"]: p for p in sglang_plan["packages"]}
+    assert got["sglang"]["version"] == "0.5.9"
+    assert got["torch"]["version"] == NIGHTLY and got["torch"]["action"] == "keep"
+    assert {n: got[n]["version"] for n in ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")} == {
+        "flashinfer-python": "0.6.3", "flashinfer-cubin": "0.6.3", "flashinfer-jit-cache": "0.6.3+cu130"}
+    audio = got["torchaudio"]
+    assert audio["version"] == "2.11.0.dev20260307+cu130" and audio["index"] == "pytorch"
+    assert audio["coupling"] == "torch-abi" and audio["built_for"] == "2.12.0.dev20260307" and audio["abi_mismatch"] is False
+    assert not set(COMPANIONS) & set(got)
+    assert len(got) > 150
+
+
+def test_the_overrides_are_listed(sglang_plan):
+    overrides = {(o["package"], o["requirement"]): o for o in sglang_plan["overrides"]}
+    assert overrides[("sglang", "torch==2.9.1")]["replaced_by"] == f"torch=={NIGHTLY}"
+    assert overrides[("sglang", "torchaudio==2.9.1")]["replaced_by"] == "torchaudio==2.11.0.dev20260307+cu130"
+    assert overrides[("sglang", "cuda-python==12.9")]["reason"] == "--override"
+
+
+def test_native_wheels_are_classified_from_the_recorded_scans(sglang_plan):
+    got = {p["name"]: p for p in sglang_plan["packages"]}
+    assert got["nvidia-nccl-cu13"]["coupling"] == "cuda" and "libnccl.so.2" in got["nvidia-nccl-cu13"]["reason"]
+    assert "not in snapshot" not in json.dumps(sglang_plan["packages"])
+
+
+def test_vllm_names_its_own_binary_as_built_for_another_torch(capsys):
+    code, _, err = run(capsys, [*STORY, "--with", "vllm", "--flashinfer", "0.6.5", "--format", "json"])
+    assert code == 1
+    assert "vllm 0.11.2 (required by the request): built for torch==2.9.0, torch is 2.12.0.dev20260307+cu130" in err
+    assert "--without vllm" in err

@@ -1,0 +1,200 @@
+"""Trust nothing a server sends, end to end (issue 15, items 1, 5 and 15): `lock -o` on the story
+world while the loopback server sends a login page, another wheel, a corrupt zip or a 403 where a
+wheel or its metadata should be. Each case ends in a good lock or in one clear error naming the
+URL (exit 3), with nothing unverified pinned or left in the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import struct
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from faults import NEW_NIGHTLY, PATHS, TORCH_FILE, StoryRun, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
+from server import Fault
+from test_faults_e2e import ALWAYS, assert_clean_failure, assert_good_lock, old_locks
+
+from resolve_gpu_stack.net import download
+from resolve_gpu_stack.net.transport import Transport
+
+NUMPY_FILE = PATHS.range.rsplit("/", 1)[1]
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
+
+
+@pytest.fixture
+def run(tmp_path: Path):
+    with story_run(tmp_path) as r:
+        yield r
+
+
+def learnt_records(run: StoryRun, filename: str = TORCH_FILE) -> list[dict]:
+    """The wheel cache's learnt digests of ``filename`` (other nightlies, e.g. triton, learn theirs)."""
+    records = [json.loads(p.read_text()) for p in (run.cache / "wheels" / "urls").glob("*.json")]
+    return [r for r in records if unquote(r["url"]).endswith("/" + filename)]
+
+
+def cached_wheels(run: StoryRun, filename: str = TORCH_FILE) -> list[Path]:
+    return sorted((run.cache / "wheels" / "sha256").rglob(filename))
+
+
+# -- 1. a learnt hash pins only the wheel the file name says ----------------------------------------
+
+LOGIN_PAGE = b"<html><body><form>Sign in to the proxy</form></body></html>"
+OTHER_VERSION = wheel_with_metadata(TORCH_FILE, b"Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0\n")
+OTHER_PROJECT = wheel_with_metadata(TORCH_FILE, b"Metadata-Version: 2.1\nName: evil\nVersion: " + NEW_NIGHTLY.encode() + b"\n")
+
+NOT_THE_WHEEL = [
+    ("login-page", LOGIN_PAGE, "not an intact wheel"),
+    ("other-version", OTHER_VERSION, "METADATA says torch 2.11.0, its file name torch " + NEW_NIGHTLY),
+    ("other-project", OTHER_PROJECT, "METADATA says evil"),
+    ("no-metadata", b"PK\x05\x06" + bytes(18), "no *.dist-info/METADATA"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "words"), NOT_THE_WHEEL, ids=[c[0] for c in NOT_THE_WHEEL])
+def test_a_learnt_hash_is_never_recorded_for_what_is_not_the_wheel(run: StoryRun, capsys, case: str, body: bytes, words: str) -> None:
+    """The nightly torch has no hash on its page: the lock hashes the download, which must first be
+    the wheel its name says. Anything else is discarded, named with its URL, and pinned nowhere."""
+    old_locks(run)
+    run.srv.script(PATHS.wheel, [Fault(body=body, headers={"Content-Type": "application/octet-stream"})] * ALWAYS)
+    rc, out, err = run.lock(capsys)
+    assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.wheel, words=(words, "no sha256 was recorded"))
+    assert learnt_records(run) == [] and cached_wheels(run) == []
+    assert partial_files(run.cache) == []
+    assert len(run.gets(PATHS.wheel)) == 1  # a wrong file is not retried
+
+
+def test_an_unlisted_file_over_the_cap_is_not_written_or_pinned(run: StoryRun, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    old_locks(run)
+    monkeypatch.setattr(download, "MAX_UNLISTED_BYTES", 1000)
+    rc, out, err = run.lock(capsys)
+    assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.wheel, words=("over the 1000-byte cap",))
+    assert learnt_records(run) == [] and cached_wheels(run) == []
+
+
+def test_an_endless_unlisted_body_stops_at_the_cap(run: StoryRun, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Content-Length to refuse up front: the download stops once the cap is passed."""
+    old_locks(run)
+    monkeypatch.setattr(download, "MAX_UNLISTED_BYTES", 4096)
+    run.srv.script(PATHS.wheel, [Fault(body=b"\0" * 200_000, chunked=True)] * ALWAYS)
+    rc, out, err = run.lock(capsys)
+    assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.wheel, words=("more than 4096 bytes", "stopped"))
+    assert learnt_records(run) == [] and partial_files(run.cache) == []
+
+
+def test_a_bad_file_learnt_before_does_not_poison_later_runs(run: StoryRun, capsys, caplog) -> None:
+    """A cache written before these checks holds a login page under a learnt digest: the next run
+    re-checks it, drops it and its record, downloads the real wheel and pins that."""
+    rc, _, err = run.lock(capsys)
+    assert_good_lock(run, rc, err)
+    [record] = learnt_records(run)
+    cache = download.WheelCache.under(run.cache)
+    bad_sha = hashlib.sha256(LOGIN_PAGE).hexdigest()
+    poisoned = cache.path_for(bad_sha, TORCH_FILE)
+    poisoned.parent.mkdir(parents=True)
+    poisoned.write_bytes(LOGIN_PAGE)
+    cache.remember(record["url"], bad_sha, len(LOGIN_PAGE))
+    for p in (run.cache / "wheels" / "sha256").rglob(TORCH_FILE):
+        if p != poisoned:
+            p.unlink()
+    before = len(run.gets(PATHS.wheel))
+    rc, _, err = run.lock(capsys)
+    assert_good_lock(run, rc, err)
+    assert bad_sha not in run.lock_path.read_text() and not poisoned.exists()
+    assert len(run.gets(PATHS.wheel)) == before + 1  # downloaded again
+    [record] = learnt_records(run)
+    assert record["sha256"] == hashlib.sha256(run.served(PATHS.wheel)).hexdigest()
+    assert any("is not the wheel its name says" in r.getMessage() for r in caplog.records)
+
+
+# -- 5. every failure while reading a wheel is the documented error ---------------------------------
+
+def _cd_entry(data: bytes, name: bytes) -> int:
+    """Offset of the central-directory entry for member ``name``."""
+    end = data.rfind(b"PK\x05\x06")
+    p = struct.unpack_from("<L", data, end + 16)[0]
+    while data[p : p + 4] == b"PK\x01\x02":
+        n, e, c = struct.unpack_from("<3H", data, p + 28)
+        if data[p + 46 : p + 46 + n] == name:
+            return p
+        p += 46 + n + e + c
+    raise KeyError(name)
+
+
+def corrupt_wheel(data: bytes, how: str) -> bytes:
+    """``data`` (a wheel) with its METADATA member (or another member's name) broken ``how``."""
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    info = next(i for i in zf.infolist() if i.filename.endswith(".dist-info/METADATA"))
+    name = info.filename.encode()
+    out = bytearray(data)
+    local, central = info.header_offset, _cd_entry(data, name)
+    if how == "bad-deflate":  # zipfile: zlib.error
+        start = local + 30 + len(name) + struct.unpack_from("<H", data, local + 28)[0]
+        out[start : start + info.compress_size] = b"\xff" * info.compress_size
+    elif how == "unknown-method":  # zipfile: NotImplementedError
+        struct.pack_into("<H", out, local + 8, 99)
+        struct.pack_into("<H", out, central + 10, 99)
+    elif how == "encrypted":  # zipfile: RuntimeError
+        struct.pack_into("<H", out, local + 6, 1)
+        struct.pack_into("<H", out, central + 8, 1)
+    elif how == "non-utf8-name":  # zipfile: UnicodeDecodeError (another member's name)
+        other = next(i for i in zf.infolist() if i.filename != info.filename)
+        p = _cd_entry(data, other.filename.encode())
+        struct.pack_into("<H", out, p + 8, 0x800)
+        out[p + 46] = 0xFF
+    else:
+        raise ValueError(how)
+    return bytes(out)
+
+
+CORRUPTIONS = ("bad-deflate", "unknown-method", "encrypted", "non-utf8-name")
+
+
+@pytest.mark.parametrize("ranges", [False, True], ids=["server-ignores-range", "range-reads"])
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_a_corrupt_wheel_is_one_clear_error_naming_its_url(tmp_path: Path, capsys, how: str, ranges: bool) -> None:
+    """numpy (hash listed, so the bytes are what the index promised) has a broken METADATA member:
+    read by ranges or whole, it is exit 3 naming the wheel, never a traceback."""
+    def build(world) -> None:
+        real = (world.root / PATHS.range.lstrip("/")).read_bytes()
+        replace_pypi_wheel(world, NUMPY_FILE, corrupt_wheel(real, how))
+
+    with story_run(tmp_path, build=build) as run:
+        old_locks(run)
+        run.srv.ignore_ranges = not ranges
+        rc, out, err = run.lock(capsys)
+        if ranges and how == "non-utf8-name":  # range reads decode names leniently and read METADATA fine
+            assert rc == 0, err
+            return
+        assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.range, words=("cannot read METADATA from the wheel",))
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_a_corrupt_download_is_one_clear_error_naming_its_url(run: StoryRun, capsys, how: str) -> None:
+    """The nightly torch (no hash: its sha256 is learnt) downloads as a corrupt zip."""
+    old_locks(run)
+    run.srv.script(PATHS.wheel, [Fault(body=corrupt_wheel(run.served(PATHS.wheel), how), headers={"Content-Type": "application/octet-stream"})] * ALWAYS)
+    rc, out, err = run.lock(capsys)
+    assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.wheel, words=("not an intact wheel", "no sha256 was recorded"))
+    assert learnt_records(run) == []
+
+
+# -- 15. a 403 on a .metadata sidecar falls back to the range read -----------------------------------
+
+def test_403_on_a_metadata_sidecar_falls_back_to_range_reads(run: StoryRun, capsys, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="resolve_gpu_stack.net.metadata")
+    run.srv.script(PATHS.metadata, [Fault(status=403)] * ALWAYS)
+    rc, _, err = run.lock(capsys)
+    assert_good_lock(run, rc, err)
+    assert len(run.gets(PATHS.metadata)) == 1  # not retried
+    assert any(h.get("Range") for h in run.gets(PATHS.wheel)), "METADATA read from the wheel by ranges"
+    assert any("no metadata sidecar (403); reading the wheel instead" in r.getMessage() and r.levelname == "INFO" for r in caplog.records)
