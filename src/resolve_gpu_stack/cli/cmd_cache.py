@@ -1,10 +1,10 @@
 """`resolve-gpu-stack cache [info|prune|clean]`: where the cache is, how big, and tidying it.
 
-``info`` (the default) lists files and bytes per kind: pages, metadata, results, wheels, partial
-downloads, wheel records, temp files. ``prune [--older-than DAYS]`` removes what can be fetched or
+``info`` (the default) lists files and bytes per kind: pages, metadata, results, scans (wheel
+ABI classifications), wheels, partial downloads, wheel records, temp files. ``prune [--older-than DAYS]`` removes what can be fetched or
 computed again and was not used for DAYS (default 7): abandoned temp files, partial downloads and
-stored results by age, wheels by last access; pages and METADATA stay (small, and pages are
-revalidated on every use). ``clean`` removes every entry. ``--format json`` prints
+stored results by age, wheels by last access; pages, METADATA and scans stay (small, and pages
+are revalidated on every use). ``clean`` removes every entry. ``--format json`` prints
 ``{"schema": "resolve-gpu-stack/cache/v1", "cache_dir", "action", "kinds": [{"kind", "files",
 "bytes"}], "total_bytes"}``: for ``info`` what is there, for ``prune``/``clean`` what was removed.
 """
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "info (default): the cache directory and its files and bytes per kind. prune: remove abandoned temp files, "
             "partial downloads and stored results older than --older-than days and wheels not used for as long "
-            "(pages and METADATA stay). clean: remove every entry."
+            "(pages, METADATA and scans stay). clean: remove every entry."
         ),
     )
     p.add_argument("action", nargs="?", choices=("info", "prune", "clean"), default="info")

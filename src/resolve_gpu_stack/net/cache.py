@@ -213,7 +213,7 @@ WHEELS = "wheels"
 TEMP_MAX_AGE_S = 10 * 60
 PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a week
 CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
-_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
+_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,8 +316,8 @@ def sweep_stale(root: Path, *, now: float | None = None) -> None:
 def prune(root: Path, *, older_than_days: float, now: float | None = None) -> tuple[Usage, ...]:
     """Remove what can be fetched or computed again and was not used for ``older_than_days``:
     temp files (older than ``TEMP_MAX_AGE_S``, whatever the days), partial downloads and stored
-    results by mtime, wheels by last access (atime, else mtime). Pages and METADATA stay (small,
-    and pages are revalidated anyway)."""
+    results by mtime, wheels by last access (atime, else mtime). Pages, METADATA and scans stay
+    (small; pages are revalidated anyway, METADATA and scans are keyed by immutable digests)."""
     now = time.time() if now is None else now
     age = older_than_days * 86400
     results = Usage("results")
@@ -345,7 +345,7 @@ def clean(root: Path) -> tuple[Usage, ...]:
 
 
 def _drop_empty_dirs(root: Path) -> None:
-    for top in (PAGES, METADATA, RESULTS, WHEELS):
+    for top in (PAGES, METADATA, RESULTS, SCANS, WHEELS):
         for dirpath, _, _ in sorted(os.walk(root / top), key=lambda w: -len(w[0])):
             try:
                 os.rmdir(dirpath)  # only succeeds when empty
