@@ -53,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("project config")
     g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     g.add_argument("--target", action="append", default=[], metavar="NAME", help="lock only this configured target (repeatable)")
+    g.add_argument("--allow-synthetic", action="store_true", help="write pylock rows whose sha256 is a stand-in of a reconstructed snapshot (refused otherwise: such a lock cannot install; for tests and demos)")
     g.add_argument("--allow-outside-project", action="store_true", help="let the config write outputs outside its own folder (refused otherwise: a config from an untrusted repository must not overwrite your files)")
 
 
@@ -125,6 +126,8 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
             raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
+        if not getattr(args, "allow_synthetic", False):
+            _refuse_synthetic(plan, args.snapshot)
         plan = _learn_kept_hashes(args, env, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
     for path, _ in texts:
@@ -173,6 +176,22 @@ def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False)
         return
     for path in paths:
         common.say(f"{label}wrote {common.shown(path)}")
+
+
+def _refuse_synthetic(plan, snapshot: Path | None) -> None:
+    """A pylock must not pin a stand-in digest of a reconstructed snapshot (its wheel can never
+    match it); exit 1 naming the rows, before anything is written."""
+    from ..errors import LockFileError
+    from ..net.snapshot import synthetic_digests
+    from ..resolver.policy import synthetic_rows
+
+    rows = synthetic_rows(plan.packages, synthetic_digests(snapshot))
+    if rows:
+        names = ", ".join(f"{p.name} {p.version}" for p in rows)
+        raise LockFileError(
+            f"refusing to lock {names}: the sha256 comes from the reconstructed (synthetic) part of the snapshot, not from the real file",
+            hint="pick a version whose rows were recorded for real (e.g. --flashinfer 0.6.5), resolve online without --snapshot, or pass --allow-synthetic for a test or demo lock",
+        )
 
 
 # -- every configured target -----------------------------------------------------------------------

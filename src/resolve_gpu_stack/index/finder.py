@@ -138,7 +138,7 @@ class Finder:
     def _read(self, urls: list[str], index: IndexDefinition, *, parse: bool = True) -> None:
         for url in urls:
             if url in self._failed:
-                raise self._failed[url]
+                raise self._failed[url].with_traceback(None)  # an old traceback holds an earlier target's frames
         mine, others = self._claim("page ", [u for u in urls if u not in self._unparsed], self._pages)
         try:
             if mine:
@@ -329,7 +329,7 @@ class Finder:
 
     def metadata(self, file: IndexFile) -> WheelMetadata:
         if file.url in self._metadata_errors:
-            raise self._metadata_errors[file.url]
+            raise self._metadata_errors[file.url].with_traceback(None)  # an old traceback holds an earlier target's frames
         if file.url not in self._metadata:
             self.prefetch_metadata([file])
         if file.url not in self._metadata:

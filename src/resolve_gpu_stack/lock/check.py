@@ -28,7 +28,7 @@ from ..errors import LockFileError
 from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
-from ..resolver.policy import owner_of, plan_violations
+from ..resolver.policy import owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
@@ -102,6 +102,7 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
         for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock"):
             findings.append(_error(path, v.message, package=v.package, hint=regenerate_hint(expected)))
         findings += kept_torch_findings(path, plan, inputs, expected)
+        findings += [_error(path, "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail", package=p.name, hint=regenerate_hint(expected)) for p in synthetic_rows(plan.packages)]
         findings += retention_findings(path, plan.packages, defs, today, expected)
         findings += abi_findings(path, plan, locked.inputs, expected)
     findings += freshness_findings(path, locked, expected)

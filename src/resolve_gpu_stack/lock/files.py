@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from .locked import LockedFile
 from .pylock import LOCK_NAME_RE, read_pylock, render_pylock
 
 _PYLOCK_FILE_RE = re.compile(r"^pylock(?:\.(?P<name>[^.]*))?\.toml$")
+STALE_TEMP_S = 10 * 60  # a temp file this old is no running writer's: it renames within seconds
 
 
 def lock_format(path: Path) -> tuple[str, str | None]:
@@ -107,6 +109,7 @@ def _stage(path: Path, data: bytes) -> str:
             mode = path.stat().st_mode & 0o777
         except FileNotFoundError:
             mode = 0o644
+        sweep_stale_temps(path)  # what a killed write of this file left
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise _write_error(path, exc) from exc
@@ -174,6 +177,27 @@ def atomic_write(path: Path, text: str) -> Path:
     return write_texts([(path, text)])[0]
 
 
+def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: float | None = None) -> list[Path]:
+    """Remove the temp files a killed ``atomic_write`` of ``path`` left beside it
+    (``.<name>.<8 random characters>.tmp``, older than ``older_than_s`` by mtime); nothing else,
+    and never a writer's that is still running. Returns what was removed."""
+    now = time.time() if now is None else now
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.tmp$")
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if pattern.match(entry.name) and entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -187,4 +211,4 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["atomic_write", "lock_format", "read_lock", "render_lock", "write_lock", "write_locks", "write_texts"]
+__all__ = ["atomic_write", "lock_format", "read_lock", "render_lock", "sweep_stale_temps", "write_lock", "write_locks", "write_texts"]

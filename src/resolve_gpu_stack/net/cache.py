@@ -33,7 +33,8 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +78,7 @@ class HttpCache:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        sweep_stale(self.root)  # killed runs' temp files, week-old partial downloads
 
     # -- pages ---------------------------------------------------------------------------
     def get_page(self, url: str, *, variant: str = "html") -> CachedPage | None:
@@ -199,4 +201,156 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-__all__ = ["CachedPage", "HttpCache", "atomic_write", "cache_url", "default_cache_dir"]
+# -- keeping the cache directory tidy (the `cache` command, and a sweep at start) -------------------
+#
+# The cache directory holds this module's entries (pages, metadata, results) and the wheel cache
+# under ``wheels/`` (its layout: net/download.py). Only names this tool writes are ever removed:
+# ``.tmp-*`` (``atomic_write`` above), ``*.<pid>.tmp`` (the wheel cache's small JSON records) and
+# ``wheels/partial/*``. A temp file is stale once it is older than ``TEMP_MAX_AGE_S`` by mtime: a
+# writer still running renames it within seconds, so other processes sharing the cache are safe.
+
+WHEELS = "wheels"
+TEMP_MAX_AGE_S = 10 * 60
+PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a week
+CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
+_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """How many files of one kind, and their bytes."""
+
+    kind: str
+    files: int = 0
+    bytes: int = 0
+
+    def add(self, size: int) -> Usage:
+        return Usage(self.kind, self.files + 1, self.bytes + size)
+
+
+def is_temp_name(name: str) -> bool:
+    """A temporary file this tool writes (and renames into place when it finishes)."""
+    if name.startswith(".tmp-"):
+        return True
+    stem, dot, ext = name.rpartition(".")
+    return ext == "tmp" and bool(dot) and stem.rpartition(".")[2].isdigit()
+
+
+def _files(directory: Path, wanted: Callable[[str], bool] = lambda name: True) -> list[tuple[Path, os.stat_result]]:
+    """Every regular file below ``directory`` whose name is ``wanted`` (only those are stat'ed;
+    symlinks are neither followed nor counted)."""
+    out: list[tuple[Path, os.stat_result]] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return out
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                out += _files(Path(entry.path), wanted)
+            elif wanted(entry.name) and entry.is_file(follow_symlinks=False):
+                out.append((Path(entry.path), entry.stat(follow_symlinks=False)))
+        except OSError:
+            continue
+    return out
+
+
+def cache_usage(root: Path) -> tuple[Usage, ...]:
+    """Files and bytes per kind; temp files (finished or abandoned writes) are their own kind."""
+    out = []
+    temp = Usage("temp files")
+    for kind, parts in _KINDS:
+        usage = Usage(kind)
+        for path, st in _files(Path(root).joinpath(*parts)):
+            if is_temp_name(path.name):
+                temp = temp.add(st.st_size)
+            else:
+                usage = usage.add(st.st_size)
+        out.append(usage)
+    return (*out, temp)
+
+
+def _remove(path: Path, st: os.stat_result, usage: Usage) -> Usage:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return usage
+    except OSError as exc:
+        log.warning("cannot remove %s: %s", path, exc.strerror or exc)
+        return usage
+    return usage.add(st.st_size)
+
+
+def sweep_temp_files(root: Path, *, older_than_s: float = TEMP_MAX_AGE_S, now: float | None = None) -> Usage:
+    """Remove this tool's temp files older than ``older_than_s`` (by mtime) anywhere in the cache."""
+    now = time.time() if now is None else now
+    removed = Usage("temp files")
+    for _, parts in _KINDS:
+        for path, st in _files(Path(root).joinpath(*parts), is_temp_name):
+            if now - st.st_mtime > older_than_s:
+                removed = _remove(path, st, removed)
+    return removed
+
+
+def expire_partials(root: Path, *, older_than_s: float = PARTIAL_MAX_AGE_S, now: float | None = None) -> Usage:
+    """Remove unfinished downloads (and their validators) untouched for ``older_than_s``: a nightly
+    never fetched again would stay forever. One being written is fresh by mtime."""
+    now = time.time() if now is None else now
+    removed = Usage("partial downloads")
+    for path, st in _files(Path(root) / WHEELS / "partial"):
+        if now - st.st_mtime > older_than_s and not is_temp_name(path.name):
+            removed = _remove(path, st, removed)
+    return removed
+
+
+def sweep_stale(root: Path, *, now: float | None = None) -> None:
+    """At start: stale temp files and expired partial downloads go. Cheap (one directory scan;
+    only temp-named files and partial downloads are stat'ed) and never fails the run."""
+    try:
+        sweep_temp_files(root, now=now)
+        expire_partials(root, now=now)
+    except OSError as exc:  # pragma: no cover - _files and _remove already absorb them
+        log.warning("cannot sweep the cache %s: %s", root, exc)
+
+
+def prune(root: Path, *, older_than_days: float, now: float | None = None) -> tuple[Usage, ...]:
+    """Remove what can be fetched or computed again and was not used for ``older_than_days``:
+    temp files (older than ``TEMP_MAX_AGE_S``, whatever the days), partial downloads and stored
+    results by mtime, wheels by last access (atime, else mtime). Pages, METADATA and scans stay
+    (small; pages are revalidated anyway, METADATA and scans are keyed by immutable digests)."""
+    now = time.time() if now is None else now
+    age = older_than_days * 86400
+    results = Usage("results")
+    for path, st in _files(Path(root) / RESULTS):
+        if not is_temp_name(path.name) and now - st.st_mtime > age:
+            results = _remove(path, st, results)
+    wheels = Usage("wheels")
+    for path, st in _files(Path(root) / WHEELS / "sha256"):
+        if not is_temp_name(path.name) and now - max(st.st_atime, st.st_mtime) > age:
+            wheels = _remove(path, st, wheels)
+    _drop_empty_dirs(Path(root))
+    return (sweep_temp_files(root, now=now), expire_partials(root, older_than_s=age, now=now), results, wheels)
+
+
+def clean(root: Path) -> tuple[Usage, ...]:
+    """Remove every entry of every kind (only this tool's folders; the directory itself stays)."""
+    removed = []
+    for kind, parts in _KINDS:
+        usage = Usage(kind)
+        for path, st in _files(Path(root).joinpath(*parts)):
+            usage = _remove(path, st, usage)
+        removed.append(usage)
+    _drop_empty_dirs(Path(root))
+    return tuple(removed)
+
+
+def _drop_empty_dirs(root: Path) -> None:
+    for top in (PAGES, METADATA, RESULTS, SCANS, WHEELS):
+        for dirpath, _, _ in sorted(os.walk(root / top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(dirpath)  # only succeeds when empty
+            except OSError:
+                pass
+
+
+__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]

@@ -137,6 +137,15 @@ class Manifest:
         _atomic_write(self.root / "manifest.json", body.encode())
 
 
+def synthetic_digests(root: Path | None) -> frozenset[str]:
+    """The sha256 digests a snapshot lists as stand-ins (``synthetic_sha256`` in its manifest,
+    written by the generator of its reconstructed part): no real file has them."""
+    if root is None:
+        return frozenset()
+    listed = Manifest.load(Path(root)).data.get("synthetic_sha256", [])
+    return frozenset(d for d in listed if isinstance(d, str)) if isinstance(listed, list) else frozenset()
+
+
 class SnapshotFetcher:
     """Replays a snapshot with no network at all. A page it lacks is an error naming the URL."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -59,19 +60,24 @@ def tag_rank(file: IndexFile, target: Target) -> int | None:
 
 
 _RANKS: dict[int, tuple[tuple[Tag, ...], dict[Tag, int]]] = {}
+_RANKS_KEPT = 4  # tag lists remembered: a lock of many targets resolves one target at a time
 
 
 def _tag_ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
     """{tag: position} of a target's tag list, built once per list (a target has hundreds of tags,
-    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list)."""
+    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list).
+
+    Only the last few lists are kept (the entry holds the list, thousands of ``Tag`` objects): a
+    lock of 200 targets must not keep every target's tags alive until it ends."""
     entry = _RANKS.get(id(tags))
     if entry is None or entry[0] is not tags:
-        if len(_RANKS) > 64:
-            _RANKS.clear()
         ranks: dict[Tag, int] = {}
         for i, tag in enumerate(tags):
             ranks.setdefault(tag, i)
-        entry = _RANKS[id(tags)] = (tags, ranks)
+        entry = (tags, ranks)
+        while len(_RANKS) >= _RANKS_KEPT:
+            _RANKS.pop(next(iter(_RANKS)), None)  # the oldest (dicts keep insertion order)
+        _RANKS[id(tags)] = entry
     return entry[1]
 
 
@@ -285,6 +291,30 @@ def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> 
     from ..model.channel import flashinfer_channel
 
     return defs.owner(name, version, RouteContext(flashinfer_channel=flashinfer_channel(plan.flashinfer_version), cuda=plan.target.cuda))
+
+
+# -- synthetic digests (the reconstructed parts of a bundled snapshot) ------------------------
+
+RECONSTRUCTED = "RECONSTRUCTED-NOT-REAL:"  # the stand-in scheme: sha256(RECONSTRUCTED + filename)
+
+
+def synthetic_rows(packages: Iterable[LockedPackage], listed: frozenset[str] = frozenset()) -> list[LockedPackage]:
+    """The rows whose sha256 is no real file's digest: listed as synthetic by the snapshot they came
+    from (its manifest's ``synthetic_sha256``), or made by the reconstruction's stand-in scheme
+    (recognised without the snapshot). Installing such a row can only fail its hash check."""
+    return [p for p in packages if p.sha256 and (p.sha256 in listed or _stand_in(p.sha256, p.filename))]
+
+
+def _stand_in(sha256: str, filename: str | None) -> bool:
+    if not filename:
+        return False
+    from urllib.parse import unquote
+
+    return any(hashlib.sha256(f"{RECONSTRUCTED}{name}".encode()).hexdigest() == sha256 for name in {filename, unquote(filename)})
+
+
+def synthetic_note(pkg: LockedPackage) -> str:
+    return f"{pkg.name} {pkg.version}: its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest (`lock` refuses to write it)"
 
 
 def spec_allows_prerelease(specs: Iterable[SpecifierSet]) -> bool:

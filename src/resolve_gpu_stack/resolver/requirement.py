@@ -84,6 +84,13 @@ class Req:
 _CONTAINS: dict[tuple[int, int], tuple[SpecifierSet, Version, bool]] = {}
 
 
+def forget_contains() -> None:
+    """Drop the ``contains`` memo: a resolve starts with it empty, so the specifiers and versions
+    of the targets resolved before it (a lock of many targets) are not kept alive."""
+    _CONTAINS.clear()
+
+
+
 def contains(spec: SpecifierSet, version: Version) -> bool:
     """``spec.contains(version, prereleases=True)``, once per (specifier, version) object pair:
     resolvelib asks again for every pinned requirement on every round."""

@@ -8,6 +8,7 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -29,10 +30,10 @@ from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .overrides import OverrideRules, Overrides
 from .planning import PlanContext, build_plan
-from .policy import describe_versions, plan_violations, torch_series
+from .policy import describe_versions, plan_violations, synthetic_note, synthetic_rows, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import WITH_PARENT, Cand, Key, Req
+from .requirement import WITH_PARENT, Cand, Key, Req, forget_contains
 from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
@@ -49,6 +50,7 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, class
         plan = reuse.reuse(finder, key)
         if plan is not None:
             return plan
+    forget_contains()  # per-target state dies with its target; the finder (pages, metadata) is shared
     plan = _resolve(request, finder, defs, classifier)
     if key is not None:
         reuse.remember(finder, key, plan)
@@ -85,6 +87,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     notes = [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, w.dependencies, factory)]
     plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts, offers=factory.offers)
     plan = build_plan(result, plan_ctx, notes)
+    if synthetic := synthetic_rows(plan.packages):
+        plan = replace(plan, notes=(*plan.notes, *map(synthetic_note, synthetic)))
     violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])

@@ -1,0 +1,103 @@
+"""`resolve-gpu-stack cache [info|prune|clean]`: where the cache is, how big, and tidying it.
+
+``info`` (the default) lists files and bytes per kind: pages, metadata, results, scans (wheel
+ABI classifications), wheels, partial downloads, wheel records, temp files. ``prune [--older-than DAYS]`` removes what can be fetched or
+computed again and was not used for DAYS (default 7): abandoned temp files, partial downloads and
+stored results by age, wheels by last access; pages, METADATA and scans stay (small, and pages
+are revalidated on every use). ``clean`` removes every entry. ``--format json`` prints
+``{"schema": "resolve-gpu-stack/cache/v1", "cache_dir", "action", "kinds": [{"kind", "files",
+"bytes"}], "total_bytes"}``: for ``info`` what is there, for ``prune``/``clean`` what was removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from . import common
+
+if TYPE_CHECKING:
+    from ..net.cache import Usage
+
+DEFAULT_DAYS = 7.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "cache",
+        help="show the cache's size per kind, prune what was not used lately, or clean it",
+        description=(
+            "info (default): the cache directory and its files and bytes per kind. prune: remove abandoned temp files, "
+            "partial downloads and stored results older than --older-than days and wheels not used for as long "
+            "(pages, METADATA and scans stay). clean: remove every entry."
+        ),
+    )
+    p.add_argument("action", nargs="?", choices=("info", "prune", "clean"), default="info")
+    p.add_argument("--older-than", type=_days, default=DEFAULT_DAYS, metavar="DAYS", help=f"prune: what was not used for this many days (default {DEFAULT_DAYS:g})")
+    p.add_argument("--cache-dir", metavar="DIR", type=Path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of days") from None
+    if not math.isfinite(days) or days < 0 or days > 100_000:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a number of days between 0 and 100000")
+    return days
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..net import cache
+
+    root = args.cache_dir or cache.default_cache_dir(env)
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} is not a directory", hint="pass --cache-dir DIR")
+    if args.action == "prune":
+        kinds = cache.prune(root, older_than_days=args.older_than)
+    elif args.action == "clean":
+        kinds = cache.clean(root)
+    else:
+        kinds = cache.cache_usage(root)
+    if common.output_format(args) == "json":
+        from .render import print_json
+
+        print_json(cache_json(root, args.action, kinds), sys.stdout)
+    else:
+        _print_table(root, args.action, kinds)
+    return 0
+
+
+def cache_json(root: Path, action: str, kinds: Sequence[Usage]) -> dict:
+    from ..net.cache import CACHE_SCHEMA
+
+    return {
+        "schema": CACHE_SCHEMA,
+        "cache_dir": str(root),
+        "action": action,
+        "kinds": [{"kind": k.kind, "files": k.files, "bytes": k.bytes} for k in kinds],
+        "total_bytes": sum(k.bytes for k in kinds),
+    }
+
+
+def _print_table(root: Path, action: str, kinds: Sequence[Usage]) -> None:
+    verb = {"info": "", "prune": "removed ", "clean": "removed "}[action]
+    print(f"cache: {root}")
+    for k in kinds:
+        print(f"  {verb}{k.kind:<18} {k.files:>8} files  {_size(k.bytes):>10}")
+    print(f"  {verb}{'total':<18} {sum(k.files for k in kinds):>8} files  {_size(sum(k.bytes for k in kinds)):>10}")
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
