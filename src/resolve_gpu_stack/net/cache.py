@@ -188,7 +188,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
 
     No ``fsync``: a cache entry is checked on every read (its size and sha256, see
-    ``HttpCache._read``), so one torn by a crash is a miss, and ``os.replace`` keeps readers
+    ``HttpCache.get_*``), so one torn by a crash is a miss, and ``os.replace`` keeps readers
     atomic. (Lock files, which nothing re-checks, are synced: ``lock/files.py``.) The entry's
     directory is made only when the first try finds it missing, not before every write.
     """
