@@ -170,3 +170,43 @@ def test_two_processes_share_one_cache_dir(tmp_path: Path) -> None:
     for i in range(40):
         hit = cache.get_page(f"{srv.url}p{i}/")
         assert hit is not None and hit.content.startswith(f"<html><body>page {i} ".encode())
+
+
+def test_entries_are_written_without_fsync_and_directories_made_once(tmp_path: Path, monkeypatch) -> None:
+    # A cache entry is checked (size, sha256) on every read, so a write need not wait for the disk.
+    import os as os_module
+
+    from resolve_gpu_stack.net import cache as cache_module
+
+    def no_fsync(fd: int) -> None:
+        raise AssertionError("a cache entry was fsynced")
+
+    made: list[Path] = []
+    real_mkdir = Path.mkdir
+
+    def counting_mkdir(self: Path, *args, **kwargs) -> None:
+        made.append(self)
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(cache_module.os, "fsync", no_fsync)
+    monkeypatch.setattr(os_module, "fsync", no_fsync)
+    monkeypatch.setattr(Path, "mkdir", counting_mkdir)
+    cache = HttpCache(tmp_path)
+    key = "https://f.example/a.whl"
+    cache.put_metadata(key, b"Name: a\n")
+    first = len(made)
+    assert first >= 1  # the entry's directory (and its parents) on the first write
+    cache.put_metadata(key, b"Name: a\nVersion: 1\n")
+    assert len(made) == first  # the directory is there: no mkdir before the second write
+    assert cache.get_metadata(key) == b"Name: a\nVersion: 1\n"
+
+
+def test_an_entry_directory_removed_between_writes_is_made_again(tmp_path: Path) -> None:
+    import shutil
+
+    cache = HttpCache(tmp_path)
+    cache.put_metadata("https://f.example/a.whl", b"Name: a\n")
+    shutil.rmtree(tmp_path / "metadata-v1")  # another process cleared the cache
+    cache.put_metadata("https://f.example/a.whl", b"Name: a\n")
+    assert cache.get_metadata("https://f.example/a.whl") == b"Name: a\n"
+    assert [p.name for p in _entries(tmp_path) if p.name.startswith(".tmp-")] == []

@@ -83,3 +83,53 @@ def test_filename_memo_equals_parse_filename(rows):
     for name, version, tag, suffix in rows:
         filename = f"{name}-{version}-{tag}{suffix}" if suffix != ".tar.gz" else f"{name}-{version}{suffix}"
         assert _outcome(_filename, filename, ctx) == _outcome(parse_filename, filename)
+
+
+# -- plain HTML: htmlfast.tokens read into the collector == html.parser ------------------------------
+from resolve_gpu_stack.index import htmlfast  # noqa: E402
+from resolve_gpu_stack.index.parse import _AnchorCollector, _collect  # noqa: E402
+
+HTML_PIECES = [
+    "<a href=\"/whl/torch-2.12.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl#sha256=" + "a" * 64 + "\">torch.whl</a>",
+    "<a href=\"x.whl\" data-core-metadata=\"sha256=" + "b" * 64 + "\" data-requires-python=\"&gt;=3.10\">x.whl</a>",
+    "<a href=\"y.whl\" data-yanked>y</a>", "<a HREF=\"Z.whl\" Data-Yanked=\"\">z</a>", "<a href='q.whl'>q</a>",
+    "<a href=unquoted.whl>u</a>", "<a href=\"s.whl\"/>", "<a href=\"t.whl\" >t</a >", "<A href=\"u.whl\">U</A>",
+    "<br/>", "<br />", "<br>", "</br>", "<p>", "</p>", "<h1>Links for x</h1>", "<title>Links</title>", "<title>a<b>c</b></title>",
+    "<base href=\"https://cdn.example/files/\">", "<meta name=\"pypi:repository-version\" content=\"1.1\">",
+    "<!DOCTYPE html>", "<!doctype html public>", "<!--SERIAL 123-->", "<!-- a -- b -->", "<!-->", "<?xml version=\"1.0\"?>",
+    "<script>var a = '<a href=\"no.whl\">';</script>", "<style>a{}</style>", "<textarea><a href=\"t.whl\"></textarea>",
+    "<![CDATA[<a href=\"c.whl\">]]>", "(untested)", " (untested) ", "\n    ", "text", "a < b", "a > b", "&amp;", "&",
+    "<a href=\"n.whl\"><b>bold</b></a>", "<a href=\"m.whl\">", "</a>", "<", "<>", "</>", "<a\nhref=\"nl.whl\"\n>nl</a>",
+    "<a href=\"x.whl\"data-x=\"1\">", "é", "\x00", "<html>", "<body>", "</body></html>",
+]
+
+
+def _by_html_parser(text: str) -> _AnchorCollector:
+    collector = _AnchorCollector()
+    try:
+        collector.feed(text)
+        collector.close()
+    except Exception:  # noqa: BLE001 - as _collect: soup may stop html.parser
+        pass
+    return collector
+
+
+def _view(c: _AnchorCollector):
+    anchors = [(a.attrs, "".join(a.text), "".join(a.tail)) for a in c.anchors]
+    return anchors, {k: "".join(v) for k, v in c.headings.items()}, c.base, c.api_version
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(HTML_PIECES), max_size=12))
+def test_plain_html_reads_as_html_parser_reads_it(pieces):
+    text = "".join(pieces)
+    assert _view(_collect(text, _Context("https://idx.example/simple/x/", "pypi"))) == _view(_by_html_parser(text)), text
+
+
+def test_plain_pages_take_the_fast_path_and_others_do_not():
+    row = "<a href=\"/x/a-1.0-py3-none-any.whl#sha256=" + "c" * 64 + "\" data-core-metadata=\"sha256=" + "d" * 64 + "\">a-1.0-py3-none-any.whl</a><br/>\n"
+    page = "<!DOCTYPE html>\n<html><head><title>Links for a</title></head><body><h1>Links for a</h1>\n" + row * 3 + "</body></html>\n"
+    assert htmlfast.tokens(page) is not None
+    assert htmlfast.tokens("<!--SERIAL 7-->\n" + page) is not None
+    for odd in ("&amp;", "<a href=x>", "<script>x</script>", "<!-- a-b -->", "<?php ?>", "a < b", "<title>a<b>c</b></title>"):
+        assert htmlfast.tokens(page + odd) is None, odd

@@ -45,6 +45,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import CrawlError
 from ..model import IndexFile, IndexPage, ParsedPage, WheelMetadata
 from ..urls import strip_userinfo
+from . import htmlfast
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 MAX_METADATA_BYTES = 5 * 1024 * 1024
@@ -264,18 +265,35 @@ class _AnchorCollector(HTMLParser):
             self.headings[self._heading].append(data)
 
 
+def _collect(text: str, ctx: _Context) -> _AnchorCollector:
+    """The page's anchors, headings, base and meta: plain HTML read by ``htmlfast``, the rest by
+    ``html.parser`` (the same handler calls either way)."""
+    collector = _AnchorCollector()
+    plain = htmlfast.tokens(text)
+    if plain is not None:
+        for kind, value, attrs in plain:
+            if kind == "data":
+                collector.handle_data(value)
+            elif kind == "start":
+                collector.handle_starttag(value, attrs or [])
+            else:
+                collector.handle_endtag(value)
+        return collector
+    try:
+        collector.feed(text)
+        collector.close()
+    except Exception as exc:  # noqa: BLE001 - html.parser raises AssertionError & co. on some soup
+        ctx.warn(f"the HTML could not be read to the end ({type(exc).__name__}); later links are missing")
+    return collector
+
+
 def _parse_html(text: str, ctx: _Context) -> ParsedPage:
     error = _XML_ERROR.match(text)
     if error:
         code = f" ({error.group(1).strip()})" if error.group(1) else ""
         raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
                          hint="index URLs end with a slash; check the URL")
-    collector = _AnchorCollector()
-    try:
-        collector.feed(text)
-        collector.close()
-    except Exception as exc:  # noqa: BLE001 - html.parser raises AssertionError & co. on some soup
-        ctx.warn(f"the HTML could not be read to the end ({type(exc).__name__}); later links are missing")
+    collector = _collect(text, ctx)
     _check_api_version(collector.api_version, ctx.url)
     if text.strip() and "<" not in text:
         ctx.warn("the page has no HTML markup; no links found")

@@ -187,14 +187,21 @@ class HttpCache:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
+
+    No ``fsync``: a cache entry is checked on every read (its size and sha256, see
+    ``HttpCache.get_*``), so one torn by a crash is a miss, and ``os.replace`` keeps readers
+    atomic. (Lock files, which nothing re-checks, are synced: ``lock/files.py``.) The entry's
+    directory is made only when the first try finds it missing, not before every write.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

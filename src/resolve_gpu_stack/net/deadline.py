@@ -9,7 +9,8 @@ answer within N s".
 
 The deadline is per thread: ``Transport.open`` starts one, and the body is read in the same
 thread. ``DeadlineTransport`` is the httpx transport whose connection pool uses this backend
-(httpx has no hook for a network backend). The same backend connects ``*.localhost`` names to
+(httpx has no hook for a network backend); its TLS context loads the trust store at the first
+https handshake (``tls.py``), not when the client is made. The same backend connects ``*.localhost`` names to
 127.0.0.1 instead of asking DNS.
 """
 
@@ -25,6 +26,8 @@ from typing import Any, Protocol, cast
 
 import httpcore
 import httpx
+
+from .tls import LazyTrustContext
 
 REQUEST_DEADLINE_FACTOR = 4  # the deadline is this many times --timeout (30 s: 120 s)
 MIN_TRANSFER_RATE = 16 * 1024  # bytes per second: each such many bytes received earn a second more
@@ -184,7 +187,7 @@ class DeadlineTransport(httpx.BaseTransport):
 
     def __init__(self, *, max_connections: int, trust_env: bool = True, keepalive_expiry: float = 5.0) -> None:
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=trust_env),
+            ssl_context=LazyTrustContext(trust_env=trust_env),  # certificates loaded at the first https handshake
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
             keepalive_expiry=keepalive_expiry,
