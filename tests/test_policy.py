@@ -180,3 +180,18 @@ def test_plan_invariants(packages, problem):
 def test_torch_floor_invariant():
     found = plan_violations(_plan(*GOOD), DEFS, torch_floor=Version("2.12.0.dev20260308+cu130"))
     assert any("lower than the installed" in str(v) for v in found)
+
+
+def test_unlabelled_cuda_libraries_are_left_to_the_requirements():
+    """NVIDIA's CUDA libraries are CUDA-bound by data (components.toml) but carry no +cuNNN label:
+    torch pins them exactly, so the label check does not refuse them; FlashInfer's CUDA builds
+    always carry one, and one without it is refused."""
+    from resolve_gpu_stack.model import Coupling
+    from resolve_gpu_stack.resolver.policy import RejectReason, cuda_mismatch
+
+    assert DEFS.coupling("nvidia-nccl-cu13", Version("2.29.7"))[0] is Coupling.CUDA
+    assert DEFS.coupling("cuda-bindings", Version("13.0.3"))[0] is Coupling.CUDA
+    assert cuda_mismatch(Coupling.CUDA, Version("2.29.7"), CudaLabel(13, 0)) is None
+    refused = cuda_mismatch(Coupling.CUDA, Version("0.6.5"), CudaLabel(13, 0), label_required=True)
+    assert refused is not None and refused.reason is RejectReason.CUDA
+    assert cuda_mismatch(Coupling.CUDA, Version("0.6.5+cu129"), CudaLabel(13, 0)).reason is RejectReason.CUDA

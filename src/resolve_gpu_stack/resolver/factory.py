@@ -51,7 +51,9 @@ class Judge:
         if why is not None:
             return why
         coupling, reason = self.defs.coupling(name, file.version)
-        return torch_abi_mismatch(coupling, reason, file.version, self.torch) or cuda_mismatch(coupling, file.version, self.cuda)
+        fi = self.defs.flashinfer
+        labelled = name == fi.jit_cache or fi.is_provider(name)  # FlashInfer's CUDA builds carry +cuNNN
+        return torch_abi_mismatch(coupling, reason, file.version, self.torch) or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled)
 
 
 class CandidateFactory:

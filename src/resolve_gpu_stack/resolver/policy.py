@@ -125,15 +125,18 @@ def torch_abi_mismatch(coupling: Coupling, why: str, file_version: Version, torc
     return None
 
 
-def cuda_mismatch(coupling: Coupling, file_version: Version, cuda: CudaLabel | None) -> Rejection | None:
-    """A torch wheel must carry exactly torch's CUDA label; a CUDA-bound wheel (jit-cache and its
-    providers) a label that torch's CUDA serves (same major, not newer). None: no CUDA to check."""
+def cuda_mismatch(coupling: Coupling, file_version: Version, cuda: CudaLabel | None, *, label_required: bool = False) -> Rejection | None:
+    """A torch wheel must carry exactly torch's CUDA label; a CUDA-bound wheel with a local label
+    (jit-cache and its providers: ``+cu130``) a label that torch's CUDA serves (same major, not
+    newer), and one whose builds always carry a label (``label_required``) must have one. A
+    CUDA-bound wheel without a label (NVIDIA's libraries: the major is in the name, and torch pins
+    them exactly) is left to the requirements. None: nothing to refuse."""
     if cuda is None:
         return None
     local = file_version.local
     if coupling is Coupling.TORCH and local != str(cuda):
         return Rejection(RejectReason.CUDA, f"+{local or '(no label)'}, torch is built for {cuda}")
-    if coupling is Coupling.CUDA:
+    if coupling is Coupling.CUDA and (local or label_required):
         label = CudaLabel.parse(local)
         if label is None or not label.serves(cuda):
             return Rejection(RejectReason.CUDA, f"+{local or '(no label)'} does not run under {cuda}")
