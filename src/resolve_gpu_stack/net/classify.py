@@ -7,7 +7,12 @@ requests (``index/wheelscan.py``), never the whole wheel; the answer cached by t
   1% of the wheel, at least ``floor`` (the zip's tail and directory alone take tens of KB) and
   at most ``cap``. A server that answers a range with the whole file (200) is left at once: the
   wheel is "not scanned", never downloaded to classify it. Every finished scan goes to ``record``
-  (a snapshot being recorded).
+  (a snapshot being recorded). A scan reads several ``.so`` members at once (``WheelScanner``'s
+  ``parallel``, up to ``MAX_PARALLEL``): each round's ranges are requested concurrently, so a wheel
+  of 40 members costs a few round trips, not 40. A round takes the first member's range, then the
+  others' while together they take at most ``ROUND_SHARE`` of the budget left (``within_budget``:
+  the largest member, the likeliest to link torch, keeps room to be read on). At most
+  ``connections`` range requests of this classifier are in flight together (the transport's).
 - ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of is "not
   in snapshot" (coupling unknown, said once through ``say``), never an error.
 - ``classifier_for(fetcher)``: the classifier that goes with a fetcher (live, recording,
@@ -20,7 +25,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +44,8 @@ log = logging.getLogger(__name__)
 BUDGET_SHARE = 0.01  # of a wheel's bytes
 BUDGET_FLOOR = 2**20  # a small wheel may be read whole
 BUDGET_CAP = 8 * 2**20
+MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
+ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round
 
 
 def budget(size: int, *, share: float = BUDGET_SHARE, floor: int = BUDGET_FLOOR, cap: int = BUDGET_CAP) -> int:
@@ -116,7 +124,7 @@ class RangeClassifier:
 
     def __init__(
         self, transport: Transport, cache: HttpCache | None, *, say: Callable[[str], None] | None = None,
-        record: Callable[[str, ScanRecord], None] | None = None, budget: Callable[[int], int] = budget,
+        record: Callable[[str, ScanRecord], None] | None = None, budget: Callable[[int], int] = budget, connections: int = 32,
     ) -> None:
         self._transport = transport
         self._cache = cache
@@ -124,6 +132,8 @@ class RangeClassifier:
         self._record = record
         self._budget = budget
         self._tally = _Tally()
+        self._connections = max(1, connections)
+        self._slots = threading.BoundedSemaphore(self._connections)  # range requests in flight, all scans together
 
     @property
     def stats(self) -> ScanStats:
@@ -161,14 +171,15 @@ class RangeClassifier:
         try:
             tail_start, tail, size = read.tail(FIRST_TAIL if not file.size else min(FIRST_TAIL, self._budget(file.size)))
             limit = self._budget(size)
-            scanner = WheelScanner(size)
+            scanner = WheelScanner(size, parallel=MAX_PARALLEL)
             scanner.feed(tail_start, tail)
             while ranges := scanner.next_ranges():
-                for start, end in ranges:
-                    if scanner.bytes_read + (end - start) > limit:
-                        why = f"not scanned past the {limit}-byte budget ({scanner.bytes_read} bytes read of {size})"
-                        return ScanRecord(kind="unknown", evidence=why, bytes_read=read.bytes, reads=read.reads, file_size=size), True
-                    scanner.feed(start, read.range(start, end))
+                batch = within_budget(ranges, limit - scanner.bytes_read)
+                if not batch:
+                    why = f"not scanned past the {limit}-byte budget ({scanner.bytes_read} bytes read of {size})"
+                    return ScanRecord(kind="unknown", evidence=why, bytes_read=read.bytes, reads=read.reads, file_size=size), True
+                for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
+                    scanner.feed(start, data)
             result = scanner.result()
         except _Stop as stop:
             self._note(f"{file.filename}: {stop}")
@@ -183,19 +194,48 @@ class RangeClassifier:
         kind = result.kind
         return ScanRecord(kind=kind, evidence=found.evidence, built_for=found.built_for, bytes_read=read.bytes, reads=read.reads, file_size=size), True
 
+    def _read_all(self, read: _Reader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of ``ranges``, requested concurrently (one connection slot each)."""
+
+        def one(span: tuple[int, int]) -> bytes:
+            with self._slots:
+                return read.range(*span)
+
+        if len(ranges) == 1:
+            return [one(ranges[0])]
+        with ThreadPoolExecutor(max_workers=min(len(ranges), self._connections), thread_name_prefix="classify-range") as pool:
+            return list(pool.map(one, ranges))
+
     def _note(self, message: str) -> None:
         log.info("%s", message)
         if self._say is not None:
             self._say(message)
 
 
+def within_budget(ranges: Sequence[tuple[int, int]], left: int) -> list[tuple[int, int]]:
+    """The ranges of a round to read now, in the scanner's order (largest member first): the first
+    when it fits in ``left`` (none: the budget is reached), then the next ones while together they
+    take at most ``ROUND_SHARE`` of ``left`` (the rest are asked again in the next round)."""
+    if not ranges or ranges[0][1] - ranges[0][0] > left:
+        return []
+    out = [ranges[0]]
+    room = int(left * ROUND_SHARE)
+    for start, end in ranges[1:]:
+        if end - start > room:
+            break
+        room -= end - start
+        out.append((start, end))
+    return out
+
+
 class _Reader:
-    """Range reads of one wheel; the first answer's final URL serves the later ranges."""
+    """Range reads of one wheel (from several threads); the first answer's final URL serves the later ranges."""
 
     def __init__(self, transport: Transport, url: str) -> None:
         self._transport = transport
         self._url = url
         self._via = url
+        self._lock = threading.Lock()
         self.bytes = 0
         self.reads = 0
 
@@ -226,9 +266,10 @@ class _Reader:
             return first, data, total, final
 
         first, data, total, final = transport.retrying(self._url, attempt)
-        self._via = final
-        self.bytes += len(data)
-        self.reads += 1
+        with self._lock:
+            self._via = final
+            self.bytes += len(data)
+            self.reads += 1
         return first, data, total
 
 
@@ -277,7 +318,7 @@ def classifier_for(fetcher: object, *, record: Callable[[str, ScanRecord], None]
     from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 
     if isinstance(fetcher, HttpFetcher):
-        return RangeClassifier(fetcher.transport, fetcher.cache, say=fetcher.progress, record=record)
+        return RangeClassifier(fetcher.transport, fetcher.cache, say=fetcher.progress, record=record, connections=fetcher.concurrency)
     if isinstance(fetcher, SnapshotFetcher):
         return ReplayClassifier(fetcher.scan_entry, record=record)
     if isinstance(fetcher, FallbackFetcher):
@@ -287,4 +328,7 @@ def classifier_for(fetcher: object, *, record: Callable[[str, ScanRecord], None]
     return None
 
 
-__all__ = ["BUDGET_CAP", "BUDGET_FLOOR", "BUDGET_SHARE", "RangeClassifier", "ReplayClassifier", "ScanRecord", "ScanStats", "budget", "classifier_for", "scan_key"]
+__all__ = [
+    "BUDGET_CAP", "BUDGET_FLOOR", "BUDGET_SHARE", "MAX_PARALLEL", "RangeClassifier", "ReplayClassifier", "ScanRecord", "ScanStats", "budget",
+    "classifier_for", "scan_key", "within_budget",
+]

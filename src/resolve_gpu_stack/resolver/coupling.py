@@ -13,8 +13,9 @@ scan that found libtorch with nothing saying which torch) is a *mismatch*: no pl
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -90,6 +91,58 @@ def classify_all(files: Sequence[IndexFile], classifier: WheelClassifier | None)
         return {}
     with ThreadPoolExecutor(max_workers=min(CLASSIFY_THREADS, len(files))) as pool:
         return dict(zip((f.url for f in files), pool.map(classifier, files), strict=True))
+
+
+class ScanAhead:
+    """Scans started before the plan is known: the closure crawl ``start``s each likely native
+    wheel's scan as it meets it (``framework.scan_early``); called as a ``WheelClassifier`` it
+    answers a started scan when it ends, any other wheel by scanning it then. Each wheel is scanned
+    at most once. ``close`` drops the scans not begun and waits for the ones running."""
+
+    def __init__(self, classifier: WheelClassifier, *, threads: int = CLASSIFY_THREADS) -> None:
+        self._classifier = classifier
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="scan-ahead")
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future[Classification]] = {}
+        self._closed = False
+
+    @property
+    def stats(self) -> object:
+        """The wrapped classifier's ``stats`` (None when it keeps none)."""
+        return getattr(self._classifier, "stats", None)
+
+    @property
+    def started(self) -> int:
+        """How many scans were started ahead."""
+        with self._lock:
+            return len(self._futures)
+
+    def start(self, file: IndexFile) -> None:
+        with self._lock:
+            if not self._closed and file.url not in self._futures:
+                self._futures[file.url] = self._pool.submit(self._classifier, file)
+
+    def __call__(self, file: IndexFile) -> Classification:
+        with self._lock:
+            future = self._futures.get(file.url)
+        return future.result() if future is not None else self._classifier(file)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> ScanAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wants_scan(cand: Cand, reqs: Sequence[Req], defs: Definitions) -> bool:
+    """Whether ``cand``'s coupling is left to a scan of its wheel: a native wheel the data does not
+    cover, whose METADATA does not pin torch."""
+    return cand.file is not None and is_native(cand.file) and defs.coupling_rule(cand.name, cand.version) is None and torch_pin(reqs) is None
 
 
 def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Version | None, scan: Classification | None) -> Found:

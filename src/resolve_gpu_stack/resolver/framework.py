@@ -8,7 +8,7 @@ torch floors, newer releases of a requested package passed over.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import NormalizedName
@@ -18,7 +18,7 @@ from ..data.definitions import Definitions
 from ..errors import NoPlanError
 from ..model import Override
 from ..model.request import TORCH, ResolveRequest
-from .coupling import Classification, Found, WheelClassifier, classify_all, find_coupling, is_native, torch_pin
+from .coupling import Classification, Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
 from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides
@@ -45,15 +45,23 @@ def couplings(cands: Sequence[Cand], deps: Dependencies, defs: Definitions, torc
     """Every package's coupling; the classifier is asked only about native wheels the data and
     the METADATA leave open."""
     reqs = {(c.name, c.version): deps.requirements(c, frozenset()) for c in cands}
-    to_scan = [
-        c.file for c in cands
-        if c.file is not None and is_native(c.file) and defs.coupling_rule(c.name, c.version) is None and torch_pin(reqs[(c.name, c.version)]) is None
-    ]
+    to_scan = [c.file for c in cands if c.file is not None and wants_scan(c, reqs[(c.name, c.version)], defs)]
     scans: dict[str, Classification] = classify_all(to_scan, classifier)
     return {
         (c.name, c.version): find_coupling(c, reqs[(c.name, c.version)], defs, torch, scans.get(c.file.url) if c.file is not None else None)
         for c in cands
     }
+
+
+def scan_early(ahead: ScanAhead, deps: Dependencies, defs: Definitions) -> Callable[[Cand], None]:
+    """The closure crawl's hook: start the scan of a candidate ``couplings`` would ask about (its
+    METADATA is in when the crawl calls it), so the scans overlap the crawl and the resolution."""
+
+    def offer(cand: Cand) -> None:
+        if cand.file is not None and is_native(cand.file) and wants_scan(cand, deps.requirements(cand, frozenset()), defs):
+            ahead.start(cand.file)
+
+    return offer
 
 
 def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None) -> None:

@@ -7,7 +7,7 @@ and errors are left for the resolver's own lookup to raise with its context.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from packaging.utils import NormalizedName
@@ -24,11 +24,15 @@ _Seen = set[tuple[str, Version, frozenset[str]]]
 
 
 class Prefetcher:
-    def __init__(self, factory: CandidateFactory, deps: Dependencies, policy: Policy) -> None:
+    """``on_candidate``: told each candidate the crawl follows, once its METADATA is in (the
+    framework step starts its wheel's scan then, ``framework.scan_early``)."""
+
+    def __init__(self, factory: CandidateFactory, deps: Dependencies, policy: Policy, *, on_candidate: Callable[[Cand], None] | None = None) -> None:
         self.factory = factory
         self.finder = factory.finder
         self.deps = deps
         self.policy = policy
+        self.on_candidate = on_candidate
 
     def closure(self, roots: Sequence[Req]) -> None:
         """For each requirement its best candidate now, then that candidate's requirements.
@@ -71,6 +75,8 @@ class Prefetcher:
                     if cand.file is not None:
                         self.finder.prefetch_metadata([cand.file])
                     deps = self.deps.of(cand, req.extras)
+                    if self.on_candidate is not None:
+                        self.on_candidate(cand)
                 except ResolveGpuStackError:
                     return  # the resolver's own lookup raises it, with its context
                 for dep in deps:

@@ -24,7 +24,7 @@ from ..index.finder import Finder
 from ..model import Coupling, LockPlan
 from ..model.request import TORCH, ResolveRequest, parse_with
 from . import framework
-from .coupling import WheelClassifier
+from .coupling import ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
@@ -51,13 +51,17 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, class
         if plan is not None:
             return plan
     forget_contains()  # per-target state dies with its target; the finder (pages, metadata) is shared
-    plan = _resolve(request, finder, defs, classifier)
+    if classifier is None:
+        plan = _resolve(request, finder, defs, None)
+    else:
+        with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
+            plan = _resolve(request, finder, defs, ahead)
     if key is not None:
         reuse.remember(finder, key, plan)
     return plan
 
 
-def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: WheelClassifier | None) -> LockPlan:
+def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead | None) -> LockPlan:
     cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
@@ -67,11 +71,11 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
     floors, floor_notes = flashinfer_floors(request) if request.flashinfer.wanted else ((), ())
-    w = _wire(request, defs, finder, torch, ctx, components, floors)
+    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier)
     pinned, pin_notes = with_torch_pins(request, finder, ctx)  # after the crawl: the torch METADATA is in
     if pinned is not request:  # a declared torch's exact pins came with it: the same pages, candidates rebuilt
         request = pinned
-        w = _wire(request, defs, finder, torch, ctx, components, floors)  # all in memory now
+        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier)  # all in memory now
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     provider = w.provider
     try:
@@ -156,16 +160,18 @@ class _Wiring(NamedTuple):
 
 
 def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: TorchSelection, ctx: RouteContext,
-          components: tuple[str, ...], floors: Sequence[Floor]) -> _Wiring:
+          components: tuple[str, ...], floors: Sequence[Floor], ahead: ScanAhead | None = None) -> _Wiring:
     """The candidate factory, the FlashInfer selection, the overrides and the provider for
-    ``request``, with the closure of its root requirements prefetched."""
+    ``request``, with the closure of its root requirements prefetched (and, with ``ahead``, the
+    scans of the native wheels it meets started)."""
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda)
     factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
     overrides = Overrides(_override_rules(request, defs, torch))
     dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus)
-    prefetcher = Prefetcher(factory, dependencies, policy)
+    hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
+    prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
     requirements = overrides.roots(_requirements(request, defs, floors))
     prefetcher.closure(requirements)
     return _Wiring(factory, flashinfer, policy, overrides, dependencies, StackProvider(factory, dependencies, prefetcher, policy), requirements)

@@ -1,0 +1,81 @@
+"""Native wheels' scans start while the closure is crawled (issue 11 item 7), and the framework
+step collects them instead of scanning again; the plan is the same as with scans after resolution."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from elfbuild import have_cc
+from framework_world import FileClassifier, build_framework_world
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from stack_world import serve
+
+from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.model.declared import declared_target
+from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.resolver import framework
+from resolve_gpu_stack.resolver.coupling import Classification, ScanAhead, classify_all
+from resolve_gpu_stack.resolver.resolve import resolve
+
+pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
+
+TARGET = declared_target("3.12", "x86_64-manylinux_2_28", ["torch==2.12.0.dev20260307+cu130"])
+
+
+class ThreadNoting(FileClassifier):
+    def __init__(self, root) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(root)
+        self.threads: list[str] = []
+
+    def __call__(self, file: IndexFile) -> Classification:
+        self.threads.append(threading.current_thread().name)
+        return super().__call__(file)
+
+
+def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypatch):
+    world = build_framework_world(tmp_path / "fw")
+    seen_at_collect: list[int] = []
+    original = framework.classify_all
+
+    def collect(files, classifier):  # type: ignore[no-untyped-def]
+        seen_at_collect.append(classifier.started)  # the ScanAhead resolve wrapped the classifier in
+        return original(files, classifier)
+
+    monkeypatch.setattr(framework, "classify_all", collect)
+    noting = ThreadNoting(world.root)
+    with serve(world) as (_, defs, finder):
+        plan = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)), finder, defs, classifier=noting)
+    assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
+    assert any(t.startswith("scan-ahead") for t in noting.threads)
+    assert len(noting.asked) == len(set(noting.asked))  # never scanned twice
+    assert any(a.startswith("cuda_helper-") for a in noting.asked)
+    helper = plan.package("cuda-helper")
+    assert "libcudart.so.12" in helper.reason
+
+
+def test_scan_ahead_answers_a_started_scan_and_scans_the_rest_when_asked():
+    calls: list[str] = []
+    gate = threading.Event()
+
+    def classifier(file: IndexFile) -> Classification:
+        calls.append(file.filename)
+        if file.filename.startswith("early"):
+            gate.wait(5)
+        return Classification(coupling=None, evidence=file.filename)
+
+    def wheel(name: str) -> IndexFile:
+        fn = f"{name}-1.0-cp312-cp312-linux_x86_64.whl"
+        return IndexFile(filename=fn, url=f"http://x/{fn}", name=canonicalize_name(name), version=Version("1.0"))
+
+    with ScanAhead(classifier) as ahead:
+        ahead.start(wheel("early"))
+        ahead.start(wheel("early"))  # once per URL
+        gate.set()
+        got = classify_all([wheel("early"), wheel("late")], ahead)
+        assert ahead.started == 1
+    assert sorted(calls) == sorted(["early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"])
+    assert {c.evidence for c in got.values()} == {"early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"}
+    ahead.start(wheel("after"))  # closed: nothing more starts
+    assert ahead.started == 1
