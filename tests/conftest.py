@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,3 +22,15 @@ def index_server(tmp_path: Path):
     root.mkdir()
     with IndexServer(root) as srv:
         yield srv
+
+
+@pytest.fixture
+def uv_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The environment real uv and pip run in: a private uv cache, no Python downloads, and none of
+    this machine's index configuration (every install must come from the test's own servers)."""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("VIRTUAL_ENV", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
+        monkeypatch.delenv(var, raising=False)
+    return dict(os.environ)

@@ -20,18 +20,6 @@ from test_install_e2e import NIGHTLY, UV, build_world, dist_info_bytes, index_fl
 STACK = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "triton", "apache-tvm-ffi", "numpy")
 
 
-@pytest.fixture
-def uv_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    import os
-
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("VIRTUAL_ENV", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-    return dict(os.environ)
-
-
 def _flat(base: str) -> list[str]:
     return [flag for name in ("pytorch", "flashinfer", "pypi") for flag in ("--index", f"{name}=flat:{base}simple/")]
 

@@ -67,14 +67,6 @@ def build_world(root: Path) -> World:
 
 
 @pytest.fixture
-def uv_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
-    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    return dict(os.environ)
-
-
-@pytest.fixture
 def stack(tmp_path: Path, uv_env):
     world = build_world(tmp_path / "www")
     with IndexServer(world.root) as srv:

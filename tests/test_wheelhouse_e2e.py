@@ -46,22 +46,6 @@ def _fleet_world(root: Path):
 
 
 @pytest.fixture
-def uv_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
-    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    for var in ("VIRTUAL_ENV", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
-        monkeypatch.delenv(var, raising=False)
-    return dict(os_environ())
-
-
-def os_environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
-
-
-@pytest.fixture
 def house(tmp_path: Path, uv_env, capsys):
     """Two locks (this machine, and a declared aarch64 target), exported into one wheelhouse,
     then the original indexes shut down. Yields (world, wheelhouse dir, node venv python)."""

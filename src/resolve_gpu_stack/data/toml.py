@@ -69,17 +69,21 @@ def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = Ind
         raise error(f"{where}: not valid TOML: {exc}") from None
 
 
-def load_toml(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:
-    """A TOML file as a dict; a missing, unreadable, non-UTF-8 or malformed file raises ``error`` naming it."""
+def read_text(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> str:
+    """A file's text; a missing, unreadable or non-UTF-8 file raises ``error`` naming it."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    return parse_toml(text, str(path), error=error)
+
+
+def load_toml(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:
+    """A TOML file as a dict; a missing, unreadable, non-UTF-8 or malformed file raises ``error`` naming it."""
+    return parse_toml(read_text(path, error=error), str(path), error=error)
 
 
 class TomlReader:
@@ -149,4 +153,4 @@ class TomlReader:
                 raise self.fail(where, f"unknown key {key!r}", hint=hint)
 
 
-__all__ = ["MAX_DIGITS", "TOML_TYPES", "TomlReader", "load_toml", "parse_toml", "refuse_long_numbers", "type_name"]
+__all__ = ["MAX_DIGITS", "TOML_TYPES", "TomlReader", "load_toml", "parse_toml", "read_text", "refuse_long_numbers", "type_name"]

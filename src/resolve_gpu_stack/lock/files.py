@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..data.toml import refuse_long_numbers
+from ..data.toml import read_text, refuse_long_numbers
 from ..errors import LockFileError, UsageError, WriteError
 from ..model import LockPlan
 from .constraints import read_constraints, render_constraints
@@ -40,14 +40,7 @@ def lock_format(path: Path) -> tuple[str, str | None]:
 
 def read_lock(path: Path) -> LockedFile:
     """Parse a pylock (``*.toml``) or constraints (anything else) file; ``LockFileError`` when malformed."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise LockFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise LockFileError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    text = read_text(path, error=LockFileError)
     if path.name.endswith(".toml"):
         return read_pylock(path, text)  # parse_toml bounds its numbers
     refuse_long_numbers(text, str(path), error=LockFileError)
