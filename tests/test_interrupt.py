@@ -103,3 +103,58 @@ def test_ctrl_c_during_a_stalled_read_acts_within_a_second(tmp_path: Path) -> No
     finally:
         server.close()
         os.close(fd)
+
+
+def test_ctrl_c_during_stalled_wheel_downloads_acts_within_a_second(tmp_path: Path) -> None:
+    """The same for `install --lock`: several wheels downloading at once from a server that never
+    answers (the download pool must not wait for its stalled workers)."""
+    from packaging.version import Version
+
+    from resolve_gpu_stack.lock.files import write_lock
+    from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+
+    server = Silent()
+    work = tmp_path / "work"
+    work.mkdir()
+    wheels = tuple(
+        LockedPackage(name=name, version=Version("1.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC,
+                      url=f"{server.url}files/{name}-1.0-py3-none-any.whl", filename=f"{name}-1.0-py3-none-any.whl",
+                      sha256="0" * 64, size=100_000)
+        for name in ("alpha", "beta", "gamma")
+    )
+    plan = LockPlan(target=TargetSummary(python=f"{sys.version_info[0]}.{sys.version_info[1]}", platform="x86_64-manylinux_2_28", cuda=None),
+                    packages=wheels, indexes={"pypi": f"{server.url}simple/"})
+    lock = write_lock(plan, tmp_path / "pylock.x.toml", command="resolve-gpu-stack lock -o pylock.x.toml")
+    argv = [str(TOOL), "install", "--lock", str(lock), "--force-target", "--python", sys.executable,
+            "--cache-dir", str(tmp_path / "cache"), "--timeout", "20"]
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_proxy", "_PROXY"))}
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(work)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.execve(argv[0], argv, env)
+    try:
+        assert server.accepted.wait(30), "the CLI never connected"
+        time.sleep(0.5)
+        os.write(fd, b"\x03")
+        sent = time.monotonic()
+        output = b""
+        status = None
+        done = 0
+        while time.monotonic() - sent < 5:
+            output += _read_all(fd, time.monotonic() + 0.05)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+        elapsed = time.monotonic() - sent
+        if not done:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"still running {elapsed:.1f} s after ^C; output: {output!r}")
+        assert elapsed < 1.0, f"took {elapsed:.2f} s to act on ^C"
+        assert os.waitstatus_to_exitcode(status) == 130, output
+        assert b"interrupted" in output
+        assert list(work.iterdir()) == []
+    finally:
+        server.close()
+        os.close(fd)

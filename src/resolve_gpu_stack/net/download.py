@@ -361,14 +361,20 @@ def fetch_packages(
 
     if len(packages) <= 1 or workers <= 1:
         return {pkg.name: one(pkg) for pkg in packages}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve-gpu-stack-download") as pool:
-        futures = {pkg.name: pool.submit(one, pkg) for pkg in packages}
-        try:
-            return {name: future.result() for name, future in futures.items()}
-        except BaseException:
-            for future in futures.values():
-                future.cancel()
-            raise
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve-gpu-stack-download")
+    futures = {pkg.name: pool.submit(one, pkg) for pkg in packages}
+    try:
+        done = {name: future.result() for name, future in futures.items()}
+    except KeyboardInterrupt:
+        # Ctrl-C: do not wait for a worker stuck in a stalled read (the read timeout may be many
+        # seconds away); the process is ending, and a part already downloaded resumes next time.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return done
 
 
 def fill_hashes(
