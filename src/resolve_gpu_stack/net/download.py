@@ -364,7 +364,7 @@ def fetch_packages(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve-gpu-stack-download")
     futures = {pkg.name: pool.submit(one, pkg) for pkg in packages}
     try:
-        done = {name: future.result() for name, future in futures.items()}
+        done: dict[str, FetchedWheel] = {name: future.result() for name, future in futures.items()}
     except KeyboardInterrupt:
         # Ctrl-C: do not wait for a worker stuck in a stalled read (the read timeout may be many
         # seconds away); the process is ending, and a part already downloaded resumes next time.
