@@ -89,24 +89,41 @@ def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabe
     versions = [v for v in wanted if all(v >= f.version for f in floors)]
     if floors and wanted and not versions:
         raise _floor_error(request, floors, wanted, where)
-    labels = [lab for lab in defs.flashinfer_labels(str(cuda)) if min_cuda is None or (CudaLabel.parse(lab) or cuda) >= min_cuda]
+    labels = _labels_at_or_above(defs, cuda, min_cuda)
+    allowed, skipped = _complete_versions(versions, defs, cuda, labels, components, offer)
+    if not allowed:
+        raise _no_complete_version(request, defs, cuda, components, floors, min_cuda, skipped, where)
+    newest = max(allowed)
+    notes = tuple(f"{s}; newest with every component is {newest}" for v, s in skipped if v > newest)[:5]
+    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted))
+
+
+def _labels_at_or_above(defs: Definitions, cuda: CudaLabel, min_cuda: CudaLabel | None) -> list[str]:
+    """The jit-cache labels torch's CUDA can run, at or above the GPUs' CUDA floor (if any)."""
+    return [lab for lab in defs.flashinfer_labels(str(cuda)) if min_cuda is None or (CudaLabel.parse(lab) or cuda) >= min_cuda]
+
+
+def _complete_versions(versions: Sequence[Version], defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str],
+                       offer: FlashInferOffer) -> tuple[dict[Version, str | None], list[tuple[Version, str]]]:
+    """({version: jit-cache label} of the versions with every component, [(version, why not)])."""
     allowed: dict[Version, str | None] = {}
     skipped: list[tuple[Version, str]] = []
     for v in versions:
-        label, missing = _components_at(v, defs, cuda, labels, components, offer)
+        label, missing = _components_at(v, defs, cuda, list(labels), components, offer)
         if missing:
             skipped.append((v, f"flashinfer {v}: {'; '.join(missing)}"))
         else:
             allowed[v] = label
-    if not allowed:
-        exact = request.flashinfer.version
-        why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
-        if min_cuda is not None and defs.flashinfer.jit_cache in components:
-            why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
-        raise NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request))
-    newest = max(allowed)
-    notes = tuple(f"{s}; newest with every component is {newest}" for v, s in skipped if v > newest)[:5]
-    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted))
+    return allowed, skipped
+
+
+def _no_complete_version(request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], floors: Sequence[Floor],
+                         min_cuda: CudaLabel | None, skipped: Sequence[tuple[Version, str]], where: str) -> NoPlanError:
+    exact = request.flashinfer.version
+    why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
+    if min_cuda is not None and defs.flashinfer.jit_cache in components:
+        why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
+    return NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request))
 
 
 def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
