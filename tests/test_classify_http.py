@@ -18,7 +18,9 @@ from resolve_gpu_stack.model import Coupling, IndexFile
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.classify import RangeClassifier, ReplayClassifier, budget, classifier_for, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.metadata import TailMemo
 from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
+from resolve_gpu_stack.urls import without_fragment
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
 
@@ -66,6 +68,37 @@ def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path)
         assert (tmp_path / "cache" / "scans-v1").is_dir()
     finally:
         fetcher.close()
+
+
+def test_a_scan_starts_from_the_tail_read_for_metadata(world, server):
+    """The METADATA range read's tail is the scan's first read: no second tail request, same answer."""
+    fetcher = HttpFetcher(cache=None, timeout=10)
+    try:
+        kernel = wheel_file(world, server, "sgl-kernel")
+        fetcher.fetch_metadata([kernel])
+        asked = len(server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))))
+        found = classifier_for(fetcher)(kernel)
+        tails = [h for _, _, h in server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))) if h.get("Range", "").startswith("bytes=-")]
+        assert len(tails) == 1, "the scan asked for the tail again"
+        fresh = HttpFetcher(cache=None, timeout=10)
+        try:
+            assert RangeClassifier(fresh.transport, None)(kernel) == found
+        finally:
+            fresh.close()
+        assert found.coupling is Coupling.TORCH_ABI and asked >= 1
+        assert fetcher.tails.get(without_fragment(kernel.url)) is not None
+    finally:
+        fetcher.close()
+
+
+def test_tail_memo_keeps_the_newest_tails_within_its_bytes():
+    memo = TailMemo(max_bytes=10)
+    memo.put("a", 0, b"1234", 4)
+    memo.put("b", 0, b"5678", 4)
+    memo.put("c", 0, b"9999", 4)
+    assert memo.get("a") is None and memo.get("b") == (0, b"5678", 4) and memo.get("c") == (0, b"9999", 4)
+    memo.put("huge", 0, b"x" * 11, 11)
+    assert memo.get("huge") is None and memo.get("c") is not None
 
 
 def test_the_budget_stops_a_scan_and_says_so(world, server):

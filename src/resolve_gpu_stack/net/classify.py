@@ -37,6 +37,7 @@ from ..model import Coupling, IndexFile
 from ..resolver.coupling import Classification, WheelClassifier, classification_of
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache, cache_url
+from .metadata import TailMemo
 from .transport import Transport, content_range
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,10 @@ class RangeClassifier:
     def __init__(
         self, transport: Transport, cache: HttpCache | None, *, say: Callable[[str], None] | None = None,
         record: Callable[[str, ScanRecord], None] | None = None, budget: Callable[[int], int] = budget, connections: int = 32,
+        tails: TailMemo | None = None,
     ) -> None:
         self._transport = transport
+        self._tails = tails  # tails already read for METADATA: a scan starts from one without a request
         self._cache = cache
         self._say = say
         self._record = record
@@ -169,7 +172,8 @@ class RangeClassifier:
         url = without_fragment(file.url)
         read = _Reader(self._transport, url)
         try:
-            tail_start, tail, size = read.tail(FIRST_TAIL if not file.size else min(FIRST_TAIL, self._budget(file.size)))
+            held = self._tails.get(url) if self._tails is not None else None
+            tail_start, tail, size = held or read.tail(FIRST_TAIL if not file.size else min(FIRST_TAIL, self._budget(file.size)))
             limit = self._budget(size)
             scanner = WheelScanner(size, parallel=MAX_PARALLEL)
             scanner.feed(tail_start, tail)
@@ -318,7 +322,9 @@ def classifier_for(fetcher: object, *, record: Callable[[str, ScanRecord], None]
     from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 
     if isinstance(fetcher, HttpFetcher):
-        return RangeClassifier(fetcher.transport, fetcher.cache, say=fetcher.progress, record=record, connections=fetcher.concurrency)
+        return RangeClassifier(
+            fetcher.transport, fetcher.cache, say=fetcher.progress, record=record, connections=fetcher.concurrency, tails=fetcher.tails,
+        )
     if isinstance(fetcher, SnapshotFetcher):
         return ReplayClassifier(fetcher.scan_entry, record=record)
     if isinstance(fetcher, FallbackFetcher):

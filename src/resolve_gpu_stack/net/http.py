@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ..index.parse import MAX_METADATA_BYTES
 from ..model import IndexFile, PageResponse
 from .cache import HttpCache
-from .metadata import MetadataReader
+from .metadata import MetadataReader, TailMemo
 from .pages import PageReader
 from .stream import StreamAnswer, open_stream
 from .transport import USER_AGENT, FetchStats, Transport
@@ -88,7 +88,8 @@ class HttpFetcher:
             trust_env=trust_env,
         )
         self._pages = PageReader(self.transport, cache, max_bytes=max_page_bytes)
-        self._metadata = MetadataReader(self.transport, cache, max_bytes=max_metadata_bytes, say=self._say)
+        self.tails = TailMemo()  # zip tails of native wheels read for METADATA: the classifier starts from them
+        self._metadata = MetadataReader(self.transport, cache, max_bytes=max_metadata_bytes, say=self._say, tails=self.tails)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._abandoned = False

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,14 +54,53 @@ class _Whole:
     metadata: bytes  # read from a whole download: the server ignored Range
 
 
+class TailMemo:
+    """The zip tails METADATA range reads received, by wheel URL (without fragment), kept in
+    memory for the classifier (``net/classify.py``): a native wheel's scan starts from the same
+    tail, so it need not ask for it again. Bounded: the oldest tails go past ``max_bytes``.
+    Thread-safe."""
+
+    def __init__(self, max_bytes: int = 16 * 2**20) -> None:
+        self._max_bytes = max_bytes
+        self._held = 0
+        self._tails: OrderedDict[str, tuple[int, bytes, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, url: str, start: int, data: bytes, total: int) -> None:
+        if len(data) > self._max_bytes:
+            return
+        with self._lock:
+            old = self._tails.pop(url, None)
+            if old is not None:
+                self._held -= len(old[1])
+            self._tails[url] = (start, data, total)
+            self._held += len(data)
+            while self._held > self._max_bytes:
+                _, (_, dropped, _) = self._tails.popitem(last=False)
+                self._held -= len(dropped)
+
+    def get(self, url: str) -> tuple[int, bytes, int] | None:
+        """(start, bytes, file size) of the tail read from ``url``, or None."""
+        with self._lock:
+            return self._tails.get(url)
+
+
+def _keeps_tail(file: IndexFile) -> bool:
+    """Whether the classifier may scan ``file``: not a pure-Python (``none-any``) wheel."""
+    return not file.filename.endswith("-none-any.whl")
+
+
 class MetadataReader:
     """Reads the METADATA of one wheel at a time (safe from several threads at once)."""
 
-    def __init__(self, transport: Transport, cache: HttpCache | None, *, max_bytes: int, say: Callable[[str], None]) -> None:
+    def __init__(
+        self, transport: Transport, cache: HttpCache | None, *, max_bytes: int, say: Callable[[str], None], tails: TailMemo | None = None,
+    ) -> None:
         self._transport = transport
         self._cache = cache
         self._max_bytes = max_bytes
         self._say = say  # progress and warnings a user should see
+        self._tails = tails  # native wheels' tails, for the classifier
 
     def fetch(self, file: IndexFile) -> bytes:
         """The ``*.dist-info/METADATA`` bytes of ``file`` (see the module docstring)."""
@@ -109,6 +150,8 @@ class MetadataReader:
         tail = self._range(url, f"bytes=-{zipmeta.TAIL_BYTES}", None, file)
         if isinstance(tail, _Whole):
             return tail.metadata
+        if self._tails is not None and _keeps_tail(file):
+            self._tails.put(url, tail.start, tail.data, tail.total)
         try:
             return self._from_spans(url, tail, file)
         except zipmeta.MemberTooLarge as exc:
@@ -202,4 +245,4 @@ class MetadataReader:
         return data
 
 
-__all__ = ["MAX_CENTRAL_DIRECTORY", "SIDECAR_MISSING", "MetadataReader"]
+__all__ = ["MAX_CENTRAL_DIRECTORY", "SIDECAR_MISSING", "MetadataReader", "TailMemo"]
