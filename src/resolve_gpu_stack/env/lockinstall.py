@@ -1,14 +1,28 @@
-"""Install exactly what a pylock says (I/O edge: disk, network for the lock's own URLs, uv).
+"""Install exactly what a pylock says (I/O edge: disk, uv; the network only through uv, or for
+``--force-target``).
 
 ``install_lock`` is the fleet's half of ``install``: CI resolves and writes a lock once, every node
-applies it. Nothing is resolved and no index is read: the lock's wheels are fetched from their own
-URLs (or taken from ``path`` entries, relative to the lock file, as a wheelhouse writes them),
-verified against the lock's sha256 and size, and handed to ``install.install_plan``, which runs
-uv's dry run first, keeps the installed torch pinned and checks its dist-info afterwards.
+applies it. Nothing is resolved and no index is read. The lock itself goes to uv (``uv pip
+install -r PYLOCK``), which downloads each wheel from the lock's own URL (or takes its ``path``,
+relative to the lock file, as a wheelhouse writes them), checks its size and sha256 against the
+lock, and installs, overlapping all three: as fast as plain uv. Around it, what makes ours safe:
 
-A lock made for another target (Python minor, platform, or another installed torch / kept
-package) is refused with every difference named, unless ``force_target``: then the plan is
-re-targeted to the interpreter as it is (kept packages at their installed versions).
+- a lock made for another target (Python minor, platform, or another installed torch / kept
+  package, listed or ``kept-unlisted``) is refused with every difference named, before uv runs;
+- uv's dry run on the lock comes first (it downloads no wheel) and any change the lock does not
+  make (torch above all) is refused with nothing changed (``install.run_uv_checked``);
+- afterwards every package is at its locked version and every kept dist-info byte-identical;
+- a wheel that is not the one the lock names (size or sha256) is refused by uv before it installs
+  anything, as a ``UvError`` with a hint;
+- http(s) URLs pass our URL policy first (plain http only for loopback or
+  ``--allow-insecure-host``); credentials come from ~/.netrc, which uv reads as we do (a lock
+  never holds any).
+
+Two cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
+``install.install_plan``): ``force_target`` with a difference (the plan is re-targeted to the
+interpreter as it is, kept packages at their installed versions: a plan uv's reading of the lock
+would not match), and ``offline`` with wheels that are not local files (only our wheel cache can
+answer for them).
 """
 
 from __future__ import annotations
