@@ -110,3 +110,38 @@ def test_wheelhouse_cli_errors(tmp_path: Path, capsys):
     assert rc == 2 and "no such lock" in err
     rc, _, err = run_cli(capsys, "wheelhouse", str(lock), "--output", str(tmp_path))
     assert rc == 2 and "rewrites its locks there" in err
+
+
+@pytest.mark.slow
+@needs_linux
+def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_path: Path, uv_env, capsys):
+    world = build_world(tmp_path / "www")
+    ci = make_venv(tmp_path / "ci", uv_env, torch_wheel(world, NIGHTLY))
+    lock = tmp_path / "pylock.x.toml"
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        rc, _, err = run_cli(capsys, "lock", "--python", ci, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
+        assert rc == 0, err
+        node = make_venv(tmp_path / "node", uv_env, torch_wheel(world, NIGHTLY))
+        torch_before, before = dist_info_bytes(node, "torch"), installed(node)
+        # the dry run (uv's own, on the lock) downloads no wheel and changes nothing
+        seen = len(srv.log)
+        rc, out, err = run_cli(capsys, "install", "--lock", str(lock), "--dry-run", "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json")
+        assert rc == 0, err
+        preview = json.loads(out)
+        assert preview["dry_run"] is True and any(line.startswith("+ flashinfer-jit-cache==0.6.5+cu130") for line in preview["uv"])
+        assert preview["download"]["files"] == len([p for p in preview["packages"] if p["action"] != "keep"])
+        assert [p for m, p, _ in srv.log[seen:] if p.endswith(".whl")] == [] and installed(node) == before
+        # the real run: every wheel of the lock once (uv downloads and checks it while installing), torch never
+        seen = len(srv.log)
+        rc, out, err = run_cli(capsys, "install", "--lock", str(lock), "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json")
+        assert rc == 0, err
+        wheels = [p for m, p, _ in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
+    rows = {r["name"]: r for r in json.loads(out)["packages"]}
+    want = {r["name"] for r in rows.values() if r["action"] != "keep"}
+    assert len(wheels) == len(set(wheels)) == len(want) and not any("/torch-" in p for p in wheels)
+    assert {n for n in want if any(p.rsplit("/", 1)[-1].startswith(n.replace("-", "_") + "-") for p in wheels)} == want
+    assert rows["torch"]["action"] == "keep" and dist_info_bytes(node, "torch") == torch_before
+    assert all(installed(node)[n] == r["version"] for n, r in rows.items())
+    # nothing went through our own wheel cache: uv fetched the wheels itself
+    assert not [p for p in (tmp_path / "node-cache").rglob("*.whl")]

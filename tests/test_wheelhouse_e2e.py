@@ -179,7 +179,7 @@ def _stack(got: dict[str, str]) -> dict[str, str]:
 def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_env):
     world, out, _, _ = house
     venv = make_venv(tmp_path / "v", uv_env, torch_wheel(world, NIGHTLY))
-    before = installed(venv)
+    before, torch_before = installed(venv), dist_info_bytes(venv, "torch")
     with pytest.raises(UsageError) as refused:
         install_lock(out / "pylock.arm.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), env=uv_env)
     assert "aarch64-manylinux_2_28 in the lock" in str(refused.value) and "--force-target" in (refused.value.hint or "")
@@ -187,13 +187,20 @@ def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_e
     bare = make_venv(tmp_path / "bare", uv_env)  # no torch: the lock keeps one
     with pytest.raises(UsageError, match="keeps the installed torch"):
         install_lock(out / "pylock.x86.toml", python=bare, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), env=uv_env)
-    # a wheel that is not the one the lock names is refused before uv runs
+    # a wheel that is not the one the lock names is refused by uv, with nothing installed: one of
+    # another size, and one of the same size with other bytes (uv's hash check)
+    from resolve_gpu_stack.errors import UvError
+
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     victim = next((copy / "files").glob("flashinfer_python-*.whl"))
-    victim.write_bytes(victim.read_bytes() + b"\0")
-    from resolve_gpu_stack.errors import IntegrityError
-
-    with pytest.raises(IntegrityError):
+    good = victim.read_bytes()
+    victim.write_bytes(good + b"\0")
+    with pytest.raises(UvError, match="has size"):
         install_lock(copy / "pylock.x86.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c4"), env=uv_env)
     assert installed(venv) == before
+    victim.write_bytes(good[:10] + bytes([good[10] ^ 1]) + good[11:])  # the first entry's modification time: a valid zip
+    with pytest.raises(UvError, match="(?i)hash mismatch") as mismatch:
+        install_lock(copy / "pylock.x86.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c4"), env=uv_env)
+    assert "sha256 differs" in (mismatch.value.hint or "") and "nothing was installed" in (mismatch.value.hint or "")
+    assert installed(venv) == before and dist_info_bytes(venv, "torch") == torch_before

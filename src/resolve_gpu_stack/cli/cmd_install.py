@@ -263,7 +263,7 @@ def download_line(report: InstallReport) -> str:
 def add_lock_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
     g.add_argument("--lock", type=Path, metavar="PYLOCK", help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
-                   "its wheels from their own URLs or paths, checked against its sha256 and sizes; nothing is resolved and no index is read")
+                   "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read")
     g.add_argument("--force-target", action="store_true", help="with --lock: install a lock made for another Python, platform or installed torch "
                    "(the kept packages stay as installed here)")
 

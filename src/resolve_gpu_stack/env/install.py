@@ -310,7 +310,6 @@ def install_plan(
     before_env = environment if environment is not None else inspect_environment(python)
     check_environment(plan, before_env)
     before = dict(before_env.target.installed)
-    kept = {p.name: _dist_info_digest(before_env.distributions.get(p.name)) for p in plan.packages if p.action is Action.KEEP}
     plan = fill_hashes(plan, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
     todo = files_to_fetch(plan)
     if not todo:
@@ -319,12 +318,25 @@ def install_plan(
     fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
         args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan))
-        uv_env = uv_environment(env)
-        dry = _run_uv([*args, "--dry-run"], uv_env, what="uv pip install --dry-run")
-        check_uv_changes(parse_uv_changes(dry), plan, before)
-        if dry_run:
-            return InstallReport(python=python, dry_run=True, rows=_rows(plan, before, None), uv_changes=_change_lines(dry))
-        real = _run_uv(args, uv_env, what="uv pip install")
+        return run_uv_checked(plan, args, python=python, env=uv_environment(env), before_env=before_env, dry_run=dry_run)
+
+
+def run_uv_checked(plan: LockPlan, args: Sequence[str], *, python: str, env: Mapping[str, str], before_env: Environment, dry_run: bool,
+                   download: DownloadSummary | None = None) -> InstallReport:
+    """Run ``args`` (a ``uv pip install`` of ``plan`` into ``python``) as the module docstring says:
+    uv's dry run first, any change the plan does not make refused; then (unless ``dry_run``) the
+    real run, and every package checked at its planned version, kept dist-info byte-identical.
+
+    ``before_env``: the environment as inspected before (``check_environment`` passed on it);
+    ``env``: uv's environment, scrubbed (``uv_environment``).
+    """
+    before = dict(before_env.target.installed)
+    kept = {p.name: _dist_info_digest(before_env.distributions.get(p.name)) for p in plan.packages if p.action is Action.KEEP}
+    dry = _run_uv([*args, "--dry-run"], env, what="uv pip install --dry-run")
+    check_uv_changes(parse_uv_changes(dry), plan, before)
+    if dry_run:
+        return InstallReport(python=python, dry_run=True, rows=_rows(plan, before, None), uv_changes=_change_lines(dry), download=download)
+    real = _run_uv(list(args), env, what="uv pip install")
     after_env = inspect_environment(python)
     after = dict(after_env.target.installed)
     _check_after(plan, after, kept, after_env)
@@ -375,8 +387,15 @@ def _run_uv(args: list[str], env: Mapping[str, str], *, what: str) -> str:
         raise UvError(f"cannot run {args[0]}: {exc.strerror or exc}", hint="pass --uv /path/to/uv") from None
     output = strip_credentials(proc.stderr + ("\n" + proc.stdout if proc.stdout else ""))
     if proc.returncode != 0:
-        raise UvError(f"{what} failed (exit {proc.returncode}):\n{output.strip()}", hint="the environment is as uv left it; see uv's message above")
+        raise UvError(f"{what} failed (exit {proc.returncode}):\n{output.strip()}", hint=_uv_hint(output))
     return output
+
+
+def _uv_hint(output: str) -> str:
+    if "hash mismatch" in output.lower():
+        return ("a wheel is not the file the lock names (its sha256 differs): the wheelhouse or the server changed it; uv checks every "
+                "wheel before it installs any, so nothing was installed: export the wheelhouse again, or lock again")
+    return "the environment is as uv left it; see uv's message above"
 
 
 def _change_lines(output: str) -> tuple[str, ...]:
@@ -437,5 +456,6 @@ __all__ = [
     "parse_uv_changes",
     "preview_plan",
     "requirements_text",
+    "run_uv_checked",
     "uv_environment",
 ]

@@ -1,19 +1,34 @@
-"""Install exactly what a pylock says (I/O edge: disk, network for the lock's own URLs, uv).
+"""Install exactly what a pylock says (I/O edge: disk, uv; the network only through uv, or for
+``--force-target``).
 
 ``install_lock`` is the fleet's half of ``install``: CI resolves and writes a lock once, every node
-applies it. Nothing is resolved and no index is read: the lock's wheels are fetched from their own
-URLs (or taken from ``path`` entries, relative to the lock file, as a wheelhouse writes them),
-verified against the lock's sha256 and size, and handed to ``install.install_plan``, which runs
-uv's dry run first, keeps the installed torch pinned and checks its dist-info afterwards.
+applies it. Nothing is resolved and no index is read. The lock itself goes to uv (``uv pip
+install -r PYLOCK``), which downloads each wheel from the lock's own URL (or takes its ``path``,
+relative to the lock file, as a wheelhouse writes them), checks its size and sha256 against the
+lock, and installs, overlapping all three: as fast as plain uv. Around it, what makes ours safe:
 
-A lock made for another target (Python minor, platform, or another installed torch / kept
-package) is refused with every difference named, unless ``force_target``: then the plan is
-re-targeted to the interpreter as it is (kept packages at their installed versions).
+- a lock made for another target (Python minor, platform, or another installed torch / kept
+  package, listed or ``kept-unlisted``) is refused with every difference named, before uv runs;
+- uv's dry run on the lock comes first (it downloads no wheel) and any change the lock does not
+  make (torch above all) is refused with nothing changed (``install.run_uv_checked``);
+- afterwards every package is at its locked version and every kept dist-info byte-identical;
+- a wheel that is not the one the lock names (size or sha256) is refused by uv before it installs
+  anything, as a ``UvError`` with a hint;
+- http(s) URLs pass our URL policy first (plain http only for loopback or
+  ``--allow-insecure-host``); credentials come from ~/.netrc, which uv reads as we do (a lock
+  never holds any).
+
+Two cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
+``install.install_plan``): ``force_target`` with a difference (the plan is re-targeted to the
+interpreter as it is, kept packages at their installed versions: a plan uv's reading of the lock
+would not match), and ``offline`` with wheels that are not local files (only our wheel cache can
+answer for them).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,7 +39,8 @@ from ..lock.files import read_lock
 from ..lock.pylock import plan_from_lock
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..net.download import DownloadProgress, WheelCache, store_local
-from .install import InstallReport, install_plan
+from ..net.urlpolicy import check_url_allowed
+from .install import InstallReport, download_summary, install_plan, run_uv_checked, uv_environment
 from .probe import Environment, start_probe
 
 if TYPE_CHECKING:
@@ -116,12 +132,13 @@ def install_lock(
 ) -> InstallReport:
     """Install exactly the lock at ``path`` into ``python``'s environment (see the module docstring).
 
-    ``fetcher`` downloads the lock's http(s) wheels (one is made, and closed, when None and not
-    ``offline``); ``offline`` takes every wheel from the wheel cache or local files.
+    ``fetcher`` downloads the lock's http(s) wheels when they are not handed to uv (one is made,
+    and closed, when None and not ``offline``); ``offline`` takes every wheel from the wheel cache
+    or local files.
     """
-    probe = start_probe(python)  # runs while the lock is read and its local wheels verified
+    probe = start_probe(python)  # runs while the lock is read
     try:
-        plan = load_lock_plan(path, wheel_cache=wheel_cache)
+        plan = plan_from_lock(read_lock(path))
     except BaseException:
         probe.close()
         raise
@@ -132,6 +149,13 @@ def install_lock(
             f"{path} was made for another target than {environment.interpreter}: " + "; ".join(differences),
             hint="lock for this interpreter, or pass --force-target to install it anyway (kept packages stay as installed)",
         )
+    local = _all_local(plan, path.parent)
+    if not differences and (local or not offline):
+        insecure = fetcher.transport.allow_insecure_hosts if fetcher is not None else ()
+        report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local, insecure=insecure,
+                                  wheel_cache=wheel_cache, env=env)
+        return dataclasses.replace(report, lock_path=str(path))
+    plan = load_lock_plan(path, wheel_cache=wheel_cache)  # the wheels through our wheel cache
     if differences:
         plan = retarget(plan, environment)
     if fetcher is None and not offline:
@@ -146,9 +170,35 @@ def install_lock(
     return dataclasses.replace(report, lock_path=str(path))
 
 
+def uv_lock_args(path: Path, *, uv: str, python: str, local: bool) -> list[str]:
+    """``uv pip install -r PYLOCK``: uv downloads each wheel from the lock's own URL (or takes its
+    path), checks it against the lock's sha256 and installs it, all overlapped; ``--no-config``
+    (with ``uv_environment``'s scrubbing) so no uv.toml or ``UV_*`` variable changes what is
+    installed; ``--offline`` when every wheel is a local file."""
+    return [uv, "pip", "install", "--python", python, "--no-config", *(["--offline"] if local else []), "-r", str(path)]
+
+
+def _install_with_uv(path: Path, plan: LockPlan, *, python: str, uv: str, environment: Environment, dry_run: bool, local: bool,
+                     insecure: tuple[str, ...], wheel_cache: WheelCache, env: Mapping[str, str] | None) -> InstallReport:
+    """The lock as it is, to uv (the target checked already; kept-unlisted packages are installed
+    at their kept versions, or ``target_differences`` said so)."""
+    for pkg in plan.packages:
+        if pkg.action is not Action.KEEP and pkg.url and local_wheel_path(pkg.url, path.parent) is None:
+            check_url_allowed(pkg.url, insecure)  # uv would fetch plain http from anywhere
+    uv_env = uv_environment(dict(os.environ if env is None else env))
+    download = download_summary(plan, wheel_cache) if dry_run else None
+    return run_uv_checked(plan, uv_lock_args(path, uv=uv, python=python, local=local), python=python, env=uv_env, before_env=environment,
+                          dry_run=dry_run, download=download)
+
+
+def _all_local(plan: LockPlan, base: Path) -> bool:
+    """Whether every wheel the lock installs is a local file (uv may then run ``--offline``)."""
+    return all(local_wheel_path(p.url, base) is not None for p in plan.packages if p.action is not Action.KEEP and p.url)
+
+
 def _minor(python: str) -> str:
     parts = python.split(".")
     return ".".join(parts[:2]) if len(parts) >= 2 else python
 
 
-__all__ = ["install_lock", "load_lock_plan", "local_wheel_path", "retarget", "target_differences"]
+__all__ = ["install_lock", "load_lock_plan", "local_wheel_path", "retarget", "target_differences", "uv_lock_args"]
