@@ -22,10 +22,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import posixpath
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import Fetcher, ResultStore
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
+from .cache import atomic_write
 
 if TYPE_CHECKING:
     from .classify import ScanRecord
@@ -100,18 +99,6 @@ def _storage_path(kind: str, key: str) -> str:
     return path
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class Manifest:
     def __init__(self, root: Path, data: dict | None = None) -> None:
         self.root = root
@@ -134,7 +121,7 @@ class Manifest:
     def save(self) -> None:
         data = self.data if self.data.get("scans") else {k: v for k, v in self.data.items() if k != "scans"}
         body = json.dumps(data, indent=1, sort_keys=True) + "\n"
-        _atomic_write(self.root / "manifest.json", body.encode())
+        atomic_write(self.root / "manifest.json", body.encode())
 
 
 def synthetic_digests(root: Path | None) -> frozenset[str]:
@@ -254,7 +241,7 @@ class RecordingFetcher:
             if index.name in self.relative_files:
                 body = relativize_file_urls(body, resp.page.content_type, url)
             rel = _storage_path("pages", key) + (".json" if "json" in resp.page.content_type else ".html")
-            _atomic_write(self.root / rel, body)
+            atomic_write(self.root / rel, body)
             self.manifest.data["pages"][key] = {"status": 200, "content_type": resp.page.content_type, "file": rel}
         self.manifest.save()
         return out
@@ -272,7 +259,7 @@ class RecordingFetcher:
             if not f.metadata_sha256:  # no digest to match on replay: keep only what resolving reads
                 body = reduce_metadata(body)
             rel = _storage_path("metadata", key) + ".metadata"
-            _atomic_write(self.root / rel, body)
+            atomic_write(self.root / rel, body)
             self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
             self.recorded += 1
         self.manifest.save()
