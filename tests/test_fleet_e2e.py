@@ -145,3 +145,33 @@ def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_pat
     assert all(installed(node)[n] == r["version"] for n, r in rows.items())
     # nothing went through our own wheel cache: uv fetched the wheels itself
     assert not [p for p in (tmp_path / "node-cache").rglob("*.whl")]
+
+
+@pytest.mark.slow
+@needs_linux
+def test_cold_install_hands_a_fully_hashed_plan_to_uv(tmp_path: Path, uv_env, capsys):
+    """`install` (resolving): when every wheel to install has its index's sha256, the plan goes to
+    uv as a temporary pylock, as `install --lock` does: each wheel downloaded once, by uv, while it
+    installs; torch untouched."""
+    world = build_world(tmp_path / "www")
+    node = make_venv(tmp_path / "node", uv_env, torch_wheel(world, NIGHTLY))
+    torch_before = dist_info_bytes(node, "torch")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        # a nightly torch comes with its triton pin installed; the index lists triton without a
+        # sha256, so a plan that installs it must download it to hash it (our own path)
+        triton = next((world.root / "whl" / "nightly").glob("triton-*.whl"))
+        subprocess.run([UV, "pip", "install", "-q", "--python", node, "--no-deps", "--offline", str(triton)], check=True, env=uv_env)
+        seen = len(srv.log)
+        rc, out, err = run_cli(capsys, "install", "--python", node, *index_flags(srv), "--uv", UV, "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+        assert rc == 0, err
+        # whole-file GETs (the resolve itself reads METADATA with Range requests), and who sent them
+        whole = [(p, h) for m, p, h in srv.log[seen:] if m == "GET" and p.endswith(".whl") and not any(k.lower() == "range" for k in h)]
+        wheels = [p for p, _ in whole]
+        agents = {next((v for k, v in h.items() if k.lower() == "user-agent"), "").split("/", 1)[0] for _, h in whole}
+    assert agents == {"uv"}, agents  # uv downloaded them while installing, not our downloader before it
+    rows = {r["name"]: r for r in json.loads(out)["packages"]}
+    want = {r["name"] for r in rows.values() if r["action"] != "keep"}
+    assert want and len(wheels) == len(set(wheels)) == len(want) and not any("/torch-" in p for p in wheels)
+    assert rows["torch"]["action"] == "keep" and dist_info_bytes(node, "torch") == torch_before
+    assert all(installed(node)[n] == r["version"] for n, r in rows.items())

@@ -169,6 +169,16 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
         return 0
     offline = args.snapshot is not None
+    if not offline and args.output is None and _all_hashed(plan) and not _credentials_in(defs):
+        # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
+        # (a temporary pylock, as `install --lock` does), after its dry run is checked. (Credentials
+        # given in an --index URL are ours to send: such installs keep our own downloads.)
+        from ..env.lockinstall import install_plan_via_uv
+
+        report = install_plan_via_uv(plan, python=python, uv=uv, environment=probe.result(), wheel_cache=cache,
+                                     insecure=tuple(args.allow_insecure_host), env=env, command=common.command_line(sys.argv[1:] or ["install"]))
+        emit_report(args, report)
+        return 0
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
         lock_path = None
@@ -182,6 +192,19 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         report = dataclasses.replace(report, lock_path=lock_path)
     emit_report(args, report)
     return 0
+
+
+def _all_hashed(plan: LockPlan) -> bool:
+    """Whether every wheel the plan installs has a sha256 from its index (no download needed to learn one)."""
+    from ..model import Action
+
+    return all(p.sha256 for p in plan.packages if p.action is not Action.KEEP)
+
+
+def _credentials_in(defs) -> bool:
+    from ..urls import has_credentials
+
+    return any(has_credentials(d.url) for d in defs.indexes.values() if d.url)
 
 
 def emit_report(args: argparse.Namespace, report: InstallReport) -> None:

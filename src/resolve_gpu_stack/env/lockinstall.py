@@ -170,6 +170,21 @@ def install_lock(
     return dataclasses.replace(report, lock_path=str(path))
 
 
+def install_plan_via_uv(plan: LockPlan, *, python: str, uv: str, environment: Environment, wheel_cache: WheelCache,
+                        insecure: tuple[str, ...] = (), env: Mapping[str, str] | None = None, command: str = "resolve-gpu-stack install") -> InstallReport:
+    """A freshly resolved ``plan`` (every wheel to install with its index's sha256) installed the
+    way ``install_lock`` installs a lock: written as a temporary pylock and handed to uv, which
+    downloads, checks and installs overlapped; uv's dry run checked first, everything checked after."""
+    import tempfile
+
+    from ..lock.files import write_lock
+
+    with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
+        path = write_lock(plan, Path(tmp) / "pylock.install.toml", command=command)
+        return _install_with_uv(path, plan_from_lock(read_lock(path)), python=python, uv=uv, environment=environment, dry_run=False,
+                                local=False, insecure=insecure, wheel_cache=wheel_cache, env=env)
+
+
 def uv_lock_args(path: Path, *, uv: str, python: str, local: bool) -> list[str]:
     """``uv pip install -r PYLOCK``: uv downloads each wheel from the lock's own URL (or takes its
     path), checks it against the lock's sha256 and installs it, all overlapped; ``--no-config``
