@@ -124,6 +124,8 @@ class Prefetcher:
                     reqs += self.deps.of(cand, extras)
                 except CrawlError:
                     continue
+                if self.on_candidate is not None:
+                    self.on_candidate(cand)
 
     def _picks(self, reqs: Sequence[Req], seen: _Seen) -> list[tuple[Cand, frozenset[str]]]:
         picks: list[tuple[Cand, frozenset[str]]] = []
