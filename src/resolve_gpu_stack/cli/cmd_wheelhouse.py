@@ -39,10 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-url", metavar="URL", help="the URL DIR will be served at: the rewritten locks then name URL/files/<wheel> (default: relative paths)")
     p.add_argument("--prune", action="store_true", help="delete wheels and pages no lock given here installs any more")
     p.add_argument("--offline", action="store_true", help="take every wheel from the wheel cache or local files; download nothing")
-    g = p.add_argument_group("network")
-    g.add_argument("--cache-dir", metavar="DIR", type=Path, help="cache folder; the wheel cache is below it (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
-    g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
-    g.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    common.add_network_flags(p.add_argument_group("network"))
     common.add_output_flags(p)
 
 

@@ -31,7 +31,12 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("indexes")
     g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
-    g.add_argument("--cache-dir", metavar="DIR", type=Path, help="HTTP cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    add_network_flags(g)
+
+
+def add_network_flags(g: argparse._ArgumentGroup) -> None:
+    """The cache and HTTP flags every command that downloads shares."""
+    g.add_argument("--cache-dir", metavar="DIR", type=Path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
 
