@@ -65,6 +65,9 @@ class Definitions:
     pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
     layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
+    # name -> the coupling rules whose patterns name it, worked out once per name (every file on a
+    # page asks; the rules do not change): a memo, not part of the value
+    _rules_by_name: dict[str, tuple[CouplingRule, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     # -- routing ---------------------------------------------------------------------------
     def routes_for(self, name: str, ctx: RouteContext) -> list[Route]:
@@ -140,11 +143,15 @@ class Definitions:
 
     def coupling_rule(self, name: str, version: Version) -> tuple[Coupling, str] | None:
         """The coupling the data gives ``name`` at ``version``; None when no rule matches."""
-        name = canonicalize_name(name)
+        rules = self._rules_by_name.get(name)
+        if rules is None:
+            key = canonicalize_name(name)
+            rules = tuple(r for r in self.couplings if any(fnmatch.fnmatchcase(key, p) for p in r.patterns))
+            self._rules_by_name[name] = rules
+        if not rules:
+            return None
         local = version.local or ""
-        for rule in self.couplings:
-            if not any(fnmatch.fnmatchcase(name, p) for p in rule.patterns):
-                continue
+        for rule in rules:
             if rule.versions is not None and version not in rule.versions:
                 continue
             if rule.local is not None:

@@ -8,9 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 
 from ..data.definitions import FlashInferRules
 from ..data.gpus import default_gpu_table
@@ -20,7 +18,7 @@ from ..model.gpu import GpuArch, needed_providers
 from .factory import Policy
 from .overrides import Overrides
 from .policy import jit_cache_version
-from .requirement import Cand, Req
+from .requirement import Cand, Req, RequiresDist, parse_requires_dist
 
 log = logging.getLogger(__name__)
 
@@ -84,19 +82,12 @@ class Dependencies:
         if lines is None:
             lines = self._requires_dist(cand)
         out: list[Req] = []
+        parent = f"{cand.name} {cand.version}"
         for line in lines:
             req = self._parse(cand, line)
             if req is None or not self._marker_ok(req.marker, extras):
                 continue
-            out.append(
-                Req(
-                    name=canonicalize_name(req.name),
-                    specifier=req.specifier,
-                    extras=frozenset(canonicalize_name(e) for e in req.extras),
-                    parent=f"{cand.name} {cand.version}",
-                    text=str(req).split(";", 1)[0].strip(),
-                )
-            )
+            out.append(Req(name=req.name, specifier=req.specifier, extras=req.extras, parent=parent, text=req.text))
         return out
 
     def coupled(self, cand: Cand) -> list[Req]:
@@ -116,10 +107,9 @@ class Dependencies:
         return out
 
     @staticmethod
-    def _parse(cand: Cand, line: str) -> Requirement | None:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
+    def _parse(cand: Cand, line: str) -> RequiresDist | None:
+        req = parse_requires_dist(line)
+        if req is None:
             log.warning("%s: ignoring unparsable requirement %r", cand, line)
             return None
         if req.url:

@@ -50,22 +50,29 @@ def public(version: Version) -> Version:
 
 def tag_rank(file: IndexFile, target: Target) -> int | None:
     """Position of the best target tag this wheel carries (lower is better); None if none fits."""
-    ranks = _tag_ranks(target.tags)
+    ranks, best_of = _tag_ranks(target.tags)
+    tags = file.tags
+    try:
+        return best_of[tags]
+    except KeyError:
+        pass
     best = None
-    for tag in file.tags:
+    for tag in tags:
         rank = ranks.get(tag)
         if rank is not None and (best is None or rank < best):
             best = rank
+    best_of[tags] = best
     return best
 
 
-_RANKS: dict[int, tuple[tuple[Tag, ...], dict[Tag, int]]] = {}
+_RANKS: dict[int, tuple[tuple[Tag, ...], dict[Tag, int], dict[frozenset[Tag], int | None]]] = {}
 _RANKS_KEPT = 4  # tag lists remembered: a lock of many targets resolves one target at a time
 
 
-def _tag_ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
+def _tag_ranks(tags: tuple[Tag, ...]) -> tuple[dict[Tag, int], dict[frozenset[Tag], int | None]]:
     """{tag: position} of a target's tag list, built once per list (a target has hundreds of tags,
-    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list).
+    a wheel one to three: looking the wheel's tags up is ~100x cheaper than scanning the list),
+    and the best position per set of wheel tags seen (a page repeats a few sets on every row).
 
     Only the last few lists are kept (the entry holds the list, thousands of ``Tag`` objects): a
     lock of 200 targets must not keep every target's tags alive until it ends."""
@@ -74,11 +81,11 @@ def _tag_ranks(tags: tuple[Tag, ...]) -> dict[Tag, int]:
         ranks: dict[Tag, int] = {}
         for i, tag in enumerate(tags):
             ranks.setdefault(tag, i)
-        entry = (tags, ranks)
+        entry = (tags, ranks, {})
         while len(_RANKS) >= _RANKS_KEPT:
             _RANKS.pop(next(iter(_RANKS)), None)  # the oldest (dicts keep insertion order)
         _RANKS[id(tags)] = entry
-    return entry[1]
+    return entry[1], entry[2]
 
 
 def fits_target(file: IndexFile, target: Target) -> Rejection | None:
@@ -86,11 +93,17 @@ def fits_target(file: IndexFile, target: Target) -> Rejection | None:
     if not file.is_wheel:
         return Rejection(RejectReason.NOT_A_WHEEL, file.filename)
     if tag_rank(file, target) is None:
-        tags = ", ".join(sorted(str(t) for t in file.tags)[:3])
-        return Rejection(RejectReason.TAGS, tags)
+        return _tags_rejection(file.tags)
     if file.requires_python and _python_excluded(file.requires_python, target.python_full_version):
         return Rejection(RejectReason.REQUIRES_PYTHON, file.requires_python)
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _tags_rejection(tags: frozenset[Tag]) -> Rejection:
+    """The rejection of a wheel whose tags fit nowhere on the target, naming three of them (most
+    files of a page are refused for their tags, and a page repeats a few sets on every row)."""
+    return Rejection(RejectReason.TAGS, ", ".join(sorted(str(t) for t in tags)[:3]))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -6,16 +6,49 @@ split; a ``Req`` decides which ``Cand`` satisfies it and says itself in an error
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import NormalizedName
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ..model import IndexFile
 
 WITH_PARENT = "(requested with --with)"  # the parent of a requirement the user named with --with
+
+
+@dataclass(frozen=True, slots=True)
+class RequiresDist:
+    """One Requires-Dist line, parsed."""
+
+    name: NormalizedName
+    specifier: SpecifierSet
+    extras: frozenset[str]
+    marker: Marker | None
+    url: str | None
+    text: str  # the requirement without its marker: ``torch==2.9.0``
+
+
+@functools.lru_cache(maxsize=16384)
+def parse_requires_dist(line: str) -> RequiresDist | None:
+    """A Requires-Dist line, parsed once per process (the same lines come back for every extra,
+    every wiring and every target); None when it does not parse."""
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    return RequiresDist(
+        name=canonicalize_name(req.name),
+        specifier=req.specifier,
+        extras=frozenset(canonicalize_name(e) for e in req.extras),
+        marker=req.marker,
+        url=req.url,
+        text=str(req).split(";", 1)[0].strip(),
+    )
 
 
 class Key(NamedTuple):

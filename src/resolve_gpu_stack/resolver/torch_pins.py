@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import NormalizedName
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import RouteContext
@@ -21,6 +20,7 @@ from ..index.finder import Finder
 from ..model import IndexFile, Target
 from ..model.request import TORCH, ResolveRequest
 from .policy import tag_rank
+from .requirement import parse_requires_dist
 
 
 def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext) -> tuple[ResolveRequest, list[str]]:
@@ -61,9 +61,8 @@ def exact_pins(requires_dist: tuple[str, ...], target: Target) -> dict[Normalize
     env = {**target.markers, "extra": ""}
     out: dict[NormalizedName, Version] = {}
     for text in requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
+        req = parse_requires_dist(text)
+        if req is None:
             continue
         if req.marker is not None and not req.marker.evaluate(env):
             continue
@@ -71,7 +70,7 @@ def exact_pins(requires_dist: tuple[str, ...], target: Target) -> dict[Normalize
         if len(specs) != 1 or specs[0].operator != "==" or specs[0].version.endswith(".*"):
             continue
         try:
-            out[canonicalize_name(req.name)] = Version(specs[0].version)
+            out[req.name] = Version(specs[0].version)
         except InvalidVersion:
             continue
     return out
