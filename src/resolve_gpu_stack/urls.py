@@ -20,6 +20,8 @@ _USERINFO_IN_TEXT = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\
 
 def strip_userinfo(url: str) -> str:
     """The URL without any ``user:password@`` (everything else kept)."""
+    if "@" not in url:  # most URLs (every file row of every page): no work
+        return url
     return _USERINFO.sub(r"\1//", url, count=1)
 
 
