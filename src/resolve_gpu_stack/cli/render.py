@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..index.finder import PageVisit
 from ..model import LockPlan
 from ..model.codec import plan_to_dict
-from ..resolver.candidates import CandidateRow
 from ..urls import redact_url
+
+if TYPE_CHECKING:
+    from ..resolver.candidates import CandidateRow  # a type only: resolving does not load the candidates command
 
 PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
 

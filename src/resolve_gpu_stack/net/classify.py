@@ -32,7 +32,6 @@ from typing import Any
 
 from ..errors import CrawlError
 from ..index import zipmeta
-from ..index.wheelscan import FIRST_TAIL, WheelScanner
 from ..model import Coupling, IndexFile
 from ..resolver.coupling import Classification, WheelClassifier, classification_of
 from ..urls import redact_url, without_fragment
@@ -169,6 +168,8 @@ class RangeClassifier:
 
     def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool]:
         """(the record, whether it is final: a refused range or a failed read is not cached)."""
+        from ..index.wheelscan import FIRST_TAIL, WheelScanner  # loaded with the first scan, not at start-up
+
         url = without_fragment(file.url)
         read = _Reader(self._transport, url)
         try:
@@ -319,12 +320,13 @@ def classifier_for(fetcher: object, *, record: Callable[[str, ScanRecord], None]
     snapshot (live reads for what it lacks when it is extended); each answer also goes to
     ``record`` (a snapshot being recorded). None for a fetcher with neither (a test's world)."""
     from .http import HttpFetcher
-    from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 
     if isinstance(fetcher, HttpFetcher):
         return RangeClassifier(
             fetcher.transport, fetcher.cache, say=fetcher.progress, record=record, connections=fetcher.concurrency, tails=fetcher.tails,
         )
+    from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # only when a snapshot is in use
+
     if isinstance(fetcher, SnapshotFetcher):
         return ReplayClassifier(fetcher.scan_entry, record=record)
     if isinstance(fetcher, FallbackFetcher):

@@ -17,16 +17,18 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..data.definitions import Definitions
-from ..index.wheelscan import WheelScan
 from ..model import Coupling, IndexFile
 from ..model.request import TORCH
 from .requirement import Cand, Req, contains
+
+if TYPE_CHECKING:
+    from ..index.wheelscan import WheelScan  # a scan is made (and its module loaded) only when a wheel is scanned
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,6 @@ from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentN
 from packaging.specifiers import SpecifierSet
 
 from ..data.definitions import FlashInferRules
-from ..data.gpus import default_gpu_table
 from ..index.finder import Finder
 from ..model import Target
 from ..model.gpu import GpuArch, needed_providers
@@ -71,6 +70,8 @@ class Dependencies:
         the best provider per GPU), sorted; () without GPUs or for anything but the shim."""
         if not self.gpus or cand.name != self.flashinfer.jit_cache:
             return ()
+        from ..data.gpus import default_gpu_table  # only with GPUs and a shim: not at start-up
+
         reqs = base if base is not None else self.requirements(cand, frozenset())
         listed = sorted({r.name for r in reqs if self.flashinfer.is_provider(r.name)})
         needed = set(needed_providers(default_gpu_table().select_providers(self.gpus, listed)))

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from ..data.definitions import Definitions
-from ..data.gpus import GpuTable, default_gpu_table
 from ..errors import NoPlanError, UsageError
 from ..index.finder import PageVisit
 from ..model import CudaLabel, IndexFile
 from ..model.request import ResolveRequest
+
+if TYPE_CHECKING:
+    from ..data.gpus import GpuTable
 from .policy import Rejection, RejectReason, jit_cache_version
 
 
@@ -45,7 +48,12 @@ class Floor:
 def flashinfer_floors(request: ResolveRequest, table: GpuTable | None = None) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     """(the floors of ``request``'s GPUs and required APIs, notes). An API asked for on a GPU it has
     no kernels for raises ``NoPlanError``; a GPU the table does not know puts no floor (a note says so)."""
-    table = table if table is not None else default_gpu_table()
+    if not request.gpus and not request.require_api:
+        return (), ()  # nothing to look up: the GPU table is not even loaded
+    if table is None:
+        from ..data.gpus import default_gpu_table  # only with --gpu / --require-api: not at start-up
+
+        table = default_gpu_table()
     floors: list[Floor] = []
     notes: list[str] = []
     for gpu in request.gpus:
