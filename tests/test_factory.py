@@ -14,14 +14,14 @@ from packaging.tags import Tag
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
-from resolve_gpu_stack.data.definitions import PageLocation, Route, load_definitions
+from resolve_gpu_stack.data.definitions import PageLocation, Route, RouteContext, load_definitions
 from resolve_gpu_stack.errors import IndexDefinitionError
 from resolve_gpu_stack.index.finder import Offer, PageVisit
 from resolve_gpu_stack.model import CudaLabel, IndexFile
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver.candidates import list_candidates
-from resolve_gpu_stack.resolver.factory import Judge
+from resolve_gpu_stack.resolver.factory import CandidateFactory, Judge
 from resolve_gpu_stack.resolver.policy import Misalignment, RejectReason, jit_cache_misalignment
 from resolve_gpu_stack.resolver.provider import Preference, StackProvider
 from resolve_gpu_stack.resolver.requirement import Cand, Key, Req
@@ -69,6 +69,40 @@ class OfferingFinder:
 
     def offers(self, name, ctx):
         return [Offer(file=f, location=self.location) for f in self.files], [PageVisit(location=self.location, found=True, files=len(self.files))]
+
+
+class CountingFinder(OfferingFinder):
+    def __init__(self, files):
+        super().__init__(files)
+        self.asked: list[str] = []
+
+    def offers(self, name, ctx):
+        self.asked.append(name)
+        return super().offers(name, ctx)
+
+
+def test_a_rebased_factory_shares_verdicts_only_when_they_cannot_differ():
+    """The second wiring (a kept torch's pins joined the target) reuses the files read and judged
+    by the first; a target with other tags is judged afresh, and what is installed still comes
+    first in the rebuilt candidate lists."""
+    files = [wheel("numpy", "2.1.0", X86), wheel("numpy", "2.0.0", X86), wheel("numpy", "2.1.0", Tag("cp312", "cp312", "win_amd64"))]
+    finder = CountingFinder(files)
+    judge = Judge(defs=DEFS, target=target(), torch=None, cuda=None)
+    first = CandidateFactory(finder, judge, RouteContext())
+    assert [str(c.version) for c in first.candidates(canonicalize_name("numpy"))] == ["2.1.0", "2.0.0"]
+    assert len(first.rejections["numpy"]) == 1
+
+    kept = replace(judge, target=replace(judge.target, installed={canonicalize_name("numpy"): Version("2.0.0")}))
+    second = first.rebased(kept)
+    cands = second.candidates(canonicalize_name("numpy"))
+    assert [(str(c.version), c.installed) for c in cands] == [("2.0.0", True), ("2.1.0", False)]  # installed first, rebuilt
+    assert finder.asked == ["numpy"]  # the offers were not asked for again
+
+    other = Judge(defs=DEFS, target=declared_target("3.12", "x86_64-manylinux_2_28", []), torch=None, cuda=None)  # its own tag list
+    third = first.rebased(other)
+    assert third.rejections == {}  # nothing shared: judged afresh
+    third.candidates(canonicalize_name("numpy"))
+    assert finder.asked == ["numpy", "numpy"]
 
 
 def test_candidates_command_uses_the_resolvers_torch_abi_and_cuda_rules():

@@ -46,6 +46,14 @@ class Judge:
     torch: Version | None  # the torch the plan will have (for torch-ABI-bound wheels)
     cuda: CudaLabel | None  # torch's CUDA (for torch and CUDA-bound wheels); None: not checked
 
+    def judges_like(self, other: Judge) -> bool:
+        """Whether ``other`` gives every file the same verdict: the same rules, torch, CUDA, tags
+        and Python (what is installed on the target plays no part in a verdict)."""
+        return (
+            self.defs is other.defs and self.torch == other.torch and self.cuda == other.cuda
+            and self.target.tags is other.target.tags and self.target.python_full_version == other.target.python_full_version
+        )
+
     def __call__(self, name: str, file: IndexFile) -> Rejection | None:
         why = fits_target(file, self.target)
         if why is not None:
@@ -73,10 +81,21 @@ class CandidateFactory:
         self.rejections: dict[NormalizedName, list[tuple[IndexFile, Rejection]]] = {}
         self.visits: dict[NormalizedName, list[PageVisit]] = {}
         self._offers: dict[NormalizedName, list[Offer]] = {}
+        self._judged: dict[NormalizedName, dict[Version, IndexFile]] = {}  # name -> the best wheel per version
         self._candidates: dict[NormalizedName, list[Cand]] = {}
         self._narrowed: dict[NormalizedName, _Narrowed] = {}
         self._locks: dict[NormalizedName, threading.RLock] = {}
         self._locks_lock = threading.Lock()
+
+    def rebased(self, judge: Judge, *, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None) -> CandidateFactory:
+        """A factory for ``judge``'s target. When ``judge`` gives the same verdicts (the target only
+        has more installed: a kept torch's exact pins joined it), the offers, the page visits and
+        the verdicts are shared, and only the candidate lists (installed first) are rebuilt;
+        otherwise a fresh factory."""
+        new = CandidateFactory(self.finder, judge, self.ctx, torch_allowed=self.torch_allowed, installed_requires=installed_requires)
+        if self.judge.judges_like(judge):
+            new._offers, new.visits, new.rejections, new._judged = self._offers, self.visits, self.rejections, self._judged
+        return new
 
     @property
     def target(self) -> Target:
@@ -162,6 +181,9 @@ class CandidateFactory:
 
     def _best_files(self, name: NormalizedName) -> dict[Version, IndexFile]:
         """Per version, the accepted wheel with the best tag; the rejected files are recorded."""
+        judged = self._judged.get(name)
+        if judged is not None:
+            return judged
         best: dict[Version, tuple[int, IndexFile]] = {}
         rejected: list[tuple[IndexFile, Rejection]] = []
         for offer in self.offers(name):
@@ -174,7 +196,8 @@ class CandidateFactory:
             if f.version not in best or rank < best[f.version][0]:
                 best[f.version] = (rank, f)
         self.rejections[name] = rejected
-        return {v: f for v, (_, f) in best.items()}
+        judged = self._judged[name] = {v: f for v, (_, f) in best.items()}
+        return judged
 
     def _installed_first(self, name: NormalizedName, installed: Version, cands: list[Cand]) -> list[Cand]:
         """Keep what is installed when it satisfies: first, or (no file for it any more, but its

@@ -75,7 +75,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     pinned, pin_notes = with_torch_pins(request, finder, ctx)  # after the crawl: the torch METADATA is in
     if pinned is not request:  # a declared torch's exact pins came with it: the same pages, candidates rebuilt
         request = pinned
-        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, rewire=True)
+        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, previous=w.factory)
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     provider = w.provider
     try:
@@ -160,13 +160,17 @@ class _Wiring(NamedTuple):
 
 
 def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: TorchSelection, ctx: RouteContext,
-          components: tuple[str, ...], floors: Sequence[Floor], ahead: ScanAhead | None = None, *, rewire: bool = False) -> _Wiring:
+          components: tuple[str, ...], floors: Sequence[Floor], ahead: ScanAhead | None = None, *, previous: CandidateFactory | None = None) -> _Wiring:
     """The candidate factory, the FlashInfer selection, the overrides and the provider for
     ``request``, with the closure of its root requirements prefetched (and, with ``ahead``, the
-    scans of the native wheels it meets started). ``rewire``: the first wiring's crawl already
-    read these pages, so this one goes level by level on one thread: threads only cost here."""
+    scans of the native wheels it meets started). ``previous``: the first wiring's factory; its
+    crawl already read these pages and judged their files, so this wiring shares its verdicts and
+    goes level by level on one thread: threads only cost here."""
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda)
-    factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
+    if previous is None:
+        factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
+    else:
+        factory = previous.rebased(judge, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
     overrides = Overrides(_override_rules(request, defs, torch))
@@ -174,7 +178,7 @@ def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: Tor
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
     requirements = overrides.roots(_requirements(request, defs, floors))
-    if rewire:
+    if previous is not None:
         prefetcher.levels(requirements)
     else:
         prefetcher.closure(requirements)
