@@ -173,7 +173,6 @@ class _Context:
         # parsed once per page (see _join_redacted and _filename).
         self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
         self.names: dict[tuple[str, str], tuple[NormalizedName, Version]] = {}  # wheel name and version parts
-        self.tags: dict[str, frozenset[Tag]] = {}  # wheel tag part -> tags
 
     def warn(self, line: str) -> None:
         if len(self.lines) < MAX_WARNINGS:
@@ -579,25 +578,35 @@ def _separable(pre: str, slash: int) -> bool:
     return colon == -1 or (first_slash != -1 and first_slash < colon)  # no scheme
 
 
+# A wheel's tag part -> its tags, shared by every page read in this process: the files of every page
+# with the same tags hold the same frozenset, so looking one up (``policy.tag_rank``'s memo) is an
+# identity check, not a comparison of tags. A few hundred distinct tag parts in practice.
+_TAG_SETS: dict[str, frozenset[Tag]] = {}
+_TAG_SETS_KEPT = 4096
+
+
 def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
-    """``parse_filename``, with a wheel's name/version and tag parts parsed once per page.
+    """``parse_filename``, with a wheel's name/version parts parsed once per page and its tag part
+    once per process (``_TAG_SETS``).
 
     A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
-    its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) on this
-    page gives the same answer without parsing them again.
+    its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) before
+    gives the same answer without parsing them again.
     """
     plain = filename.endswith(".whl") and filename.count("-") == 4 and "/" not in filename and "\\" not in filename
     if plain and not _UNSAFE_CHARS.search(filename):
         name_part, version_part, tag_part = filename[:-4].split("-", 2)
         known = ctx.names.get((name_part, version_part))
-        tags = ctx.tags.get(tag_part)
+        tags = _TAG_SETS.get(tag_part)
         if known is not None and tags is not None:
             return known[0], known[1], tags, True
     name, version, tags, is_wheel = parse_filename(filename)
     if plain and is_wheel:
         name_part, version_part, tag_part = filename[:-4].split("-", 2)
         ctx.names[(name_part, version_part)] = (name, version)
-        ctx.tags[tag_part] = tags
+        if len(_TAG_SETS) >= _TAG_SETS_KEPT:
+            _TAG_SETS.clear()
+        tags = _TAG_SETS.setdefault(tag_part, tags)
     return name, version, tags, is_wheel
 
 
