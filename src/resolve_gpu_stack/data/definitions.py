@@ -143,15 +143,8 @@ class Definitions:
 
     def coupling_rule(self, name: str, version: Version) -> tuple[Coupling, str] | None:
         """The coupling the data gives ``name`` at ``version``; None when no rule matches."""
-        rules = self._rules_by_name.get(name)
-        if rules is None:
-            key = canonicalize_name(name)
-            rules = tuple(r for r in self.couplings if any(fnmatch.fnmatchcase(key, p) for p in r.patterns))
-            self._rules_by_name[name] = rules
-        if not rules:
-            return None
         local = version.local or ""
-        for rule in rules:
+        for rule in self._rules_naming(name):
             if rule.versions is not None and version not in rule.versions:
                 continue
             if rule.local is not None:
@@ -161,6 +154,14 @@ class Definitions:
                 return rule.coupling, rule.why.format(**m.groupdict())
             return rule.coupling, rule.why
         return None
+
+    def _rules_naming(self, name: str) -> tuple[CouplingRule, ...]:
+        """The coupling rules whose patterns name ``name``, in order (worked out once per name)."""
+        rules = self._rules_by_name.get(name)
+        if rules is None:
+            key = canonicalize_name(name)
+            rules = self._rules_by_name[name] = tuple(r for r in self.couplings if any(fnmatch.fnmatchcase(key, p) for p in r.patterns))
+        return rules
 
     def recorded_urls(self) -> dict[str, str | None]:
         """Each logical index's base URL as a plan records it (credentials redacted; a mirror

@@ -602,12 +602,17 @@ def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, fr
             return known[0], known[1], tags, True
     name, version, tags, is_wheel = parse_filename(filename)
     if plain and is_wheel:
-        name_part, version_part, tag_part = filename[:-4].split("-", 2)
-        ctx.names[(name_part, version_part)] = (name, version)
-        if len(_TAG_SETS) >= _TAG_SETS_KEPT:
-            _TAG_SETS.clear()
-        tags = _TAG_SETS.setdefault(tag_part, tags)
+        tags = _remember(filename, name, version, tags, ctx)
     return name, version, tags, is_wheel
+
+
+def _remember(filename: str, name: NormalizedName, version: Version, tags: frozenset[Tag], ctx: _Context) -> frozenset[Tag]:
+    """Keep a plain wheel filename's parsed parts for the rows after it; the shared tag set."""
+    name_part, version_part, tag_part = filename[:-4].split("-", 2)
+    ctx.names[(name_part, version_part)] = (name, version)
+    if len(_TAG_SETS) >= _TAG_SETS_KEPT:
+        _TAG_SETS.clear()
+    return _TAG_SETS.setdefault(tag_part, tags)
 
 
 def _download_path(link: str) -> str | None:
