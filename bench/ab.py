@@ -1,0 +1,106 @@
+"""Two trees, the same cold (or warm) resolve, run in turns: which one is faster, on a noisy machine.
+
+    python bench/ab.py A B [--runs 25] [--latency MS] [--warm]
+
+A and B are git revisions of this repository (each checked out with ``git worktree`` under a
+temporary directory) or paths to a ``src`` directory. Both run under this interpreter, so with the
+same httpx, packaging and resolvelib, each from its own tree (``sys.path``) and its own
+``indexes/``, byte-compiled once before the first measured run. The story-1 world of ``run.py`` is
+served once; the runs alternate A, B, A, B, ..., each a fresh CLI process on an empty cache
+(``--warm``: on a cache its tree filled first), so a slow minute of the machine costs both sides.
+
+On the project's 2-core VM one run of a cold resolve varies by +-10% from minute to minute: two
+``run.py`` runs can disagree by more than a change is worth. 25 pairs in turns show a 5% change.
+Prints the median and minimum wall time and CPU (user + system) of each side and B / A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from benchworld import build_story  # noqa: E402
+from run import PROC_ENV, PY, TARGET, Proc, run_measured  # noqa: E402
+from server import IndexServer  # noqa: E402
+
+# the console script's function where the tree has one (it sets up the collector), else main()
+ENTRY = "import sys; sys.path.insert(0, {src!r}); from resolve_gpu_stack import cli; sys.exit(getattr(cli, 'run', cli.main)())"
+
+
+def source_dir(spec: str, tmp: Path) -> Path:
+    """``spec`` as a ``src`` directory: a path as given, or a revision checked out under ``tmp``."""
+    path = Path(spec)
+    if (path / "resolve_gpu_stack").is_dir():
+        return path.resolve()
+    tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
+    done = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), spec], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{spec!r} is neither a src directory nor a revision: {done.stderr.strip()}")
+    return tree / "src"
+
+
+def command(src: Path, base: str, torch: str, cache: Path) -> list[str]:
+    indexes = {"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"}
+    return [PY, "-c", ENTRY.format(src=str(src)), "resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={torch}",
+            *[a for name, url in indexes.items() for a in ("--index", f"{name}={url}")], "--cache-dir", str(cache), "--format", "json", "-q"]
+
+
+def measure(src: Path, base: str, torch: str, cache: Path, *, warm: bool) -> Proc:
+    if not warm:
+        shutil.rmtree(cache, ignore_errors=True)
+    proc = run_measured(command(src, base, torch, cache))
+    if proc.rc != 0:
+        raise SystemExit(f"{src}: exit {proc.rc}\n{proc.err[-2000:]}")
+    return proc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("a", help="a git revision or a src directory")
+    ap.add_argument("b", help="a git revision or a src directory")
+    ap.add_argument("--runs", type=int, default=25, help="measured runs of each side (default 25)")
+    ap.add_argument("--latency", type=float, default=0.0, help="milliseconds the server waits before each answer (default 0)")
+    ap.add_argument("--warm", action="store_true", help="measure on a cache each side filled first")
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="rgs-ab-"))
+    PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")  # bytecode written once, outside the trees
+    sides = {"A": source_dir(args.a, tmp), "B": source_dir(args.b, tmp)}
+    try:
+        story = build_story(tmp / "www")
+        with IndexServer(tmp / "www", latency=args.latency / 1000) as srv:
+            story.world.write(srv.url)
+            for name, src in sides.items():  # compiles each tree; fills the cache --warm measures on
+                measure(src, srv.url, story.torch, tmp / f"cache-{name}", warm=False)
+            runs: dict[str, list[Proc]] = {name: [] for name in sides}
+            for _ in range(args.runs):
+                for name, src in sides.items():
+                    runs[name].append(measure(src, srv.url, story.torch, tmp / f"cache-{name}", warm=args.warm))
+        kind = "warm" if args.warm else "cold"
+        print(f"{kind} resolve of story 1 at {args.latency:g} ms, {args.runs} runs each, in turns")
+        for name, src in sides.items():
+            spec = args.a if name == "A" else args.b
+            walls, cpus = [p.wall for p in runs[name]], [p.cpu for p in runs[name]]
+            print(f"  {name} {spec}: wall median {statistics.median(walls) * 1000:.0f} ms (min {min(walls) * 1000:.0f}), "
+                  f"CPU median {statistics.median(cpus) * 1000:.0f} ms  [{src}]")
+        ratio = statistics.median(p.wall for p in runs["B"]) / statistics.median(p.wall for p in runs["A"])
+        print(f"  B / A: {ratio:.3f} (wall medians)")
+    finally:
+        for src in sides.values():
+            if src.parent.parent == tmp:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src.parent)], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
