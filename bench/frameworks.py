@@ -222,7 +222,7 @@ def ours(srv, cache: Path, work: Path) -> dict:
 
 
 def uv_compile(srv, plan: dict, cache: Path, work: Path, uv: str) -> dict:
-    from run import PY, run_measured
+    from run import PY, compile_with_uv
 
     pins = {p["name"]: p["version"] for p in plan["packages"]}
     (work / "requirements.in").write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
@@ -231,17 +231,7 @@ def uv_compile(srv, plan: dict, cache: Path, work: Path, uv: str) -> dict:
     cmd = [uv, "pip", "compile", "requirements.in", "-o", "requirements.txt", "--override", "overrides.txt", "--quiet", "--no-header",
            "--python", PY, "--python-version", TARGET[0], "--python-platform", TARGET[1], "--index-url", srv.url + "simple/",
            "--extra-index-url", srv.url + "whl/nightly/cu130/", "--extra-index-url", srv.url + "fi/cu130/"]
-    env = dict(os.environ, UV_CACHE_DIR=str(cache), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", NO_COLOR="1")
-    n0, b0 = len(srv.log), srv.bytes_sent
-    proc = run_measured(cmd, env=env, cwd=work)
-    if proc.rc != 0:
-        raise RuntimeError(f"uv pip compile failed ({proc.rc}):\n{proc.err[-3000:]}")
-    got = {}
-    for line in (work / "requirements.txt").read_text().splitlines():
-        if line and not line.startswith((" ", "#")) and "==" in line:
-            name, _, version = line.partition("==")
-            got[name.strip()] = version.split(";")[0].strip()
-    return {"wall": proc.wall, "cpu": proc.cpu, "maxrss_mb": proc.maxrss_mb, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "packages": got}
+    return compile_with_uv(cmd, srv, cache, work)
 
 
 def main() -> int:

@@ -192,18 +192,7 @@ class Bench:
     def uv_compile(self, srv: IndexServer, story: Story, cache: Path) -> dict:
         work = self.fresh("uv-")
         (work / "requirements.in").write_text(story.uv_requirements())
-        cmd = uv_command(self.uv, srv.url, work)
-        env = dict(os.environ, UV_CACHE_DIR=str(cache), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", NO_COLOR="1")
-        n0, b0 = len(srv.log), srv.bytes_sent
-        proc = run_measured(cmd, env=env, cwd=work)
-        if proc.rc != 0:
-            raise RuntimeError(f"uv pip compile failed ({proc.rc}):\n{proc.err[-3000:]}")
-        pins = {}
-        for line in (work / "requirements.txt").read_text().splitlines():
-            if line and not line.startswith((" ", "#")) and "==" in line:
-                name, _, version = line.partition("==")
-                pins[name.strip()] = version.strip()
-        return {"wall": proc.wall, "cpu": proc.cpu, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "maxrss_mb": proc.maxrss_mb, "packages": pins}
+        return compile_with_uv(uv_command(self.uv, srv.url, work), srv, cache, work)
 
     def check_same_closure(self, ours: dict, uv: dict, where: str) -> None:
         mine = ours["plans"][0]
@@ -371,6 +360,22 @@ def read_constraints(path: Path) -> dict[str, str]:
             name, _, version = line.partition("==")
             out[name.strip()] = version.split(";", 1)[0].split()[0].strip()
     return out
+
+
+def compile_with_uv(cmd: list[str], srv: IndexServer, cache: Path, work: Path) -> dict:
+    """Run a ``uv pip compile`` command (writing ``work/requirements.txt``) on an empty ``cache``:
+    its wall, CPU, peak RSS, the requests and bytes the server saw, and the pins it wrote."""
+    env = dict(os.environ, UV_CACHE_DIR=str(cache), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", NO_COLOR="1")
+    n0, b0 = len(srv.log), srv.bytes_sent
+    proc = run_measured(cmd, env=env, cwd=work)
+    if proc.rc != 0:
+        raise RuntimeError(f"uv pip compile failed ({proc.rc}):\n{proc.err[-3000:]}")
+    pins = {}
+    for line in (work / "requirements.txt").read_text().splitlines():
+        if line and not line.startswith((" ", "#")) and "==" in line:
+            name, _, version = line.partition("==")
+            pins[name.strip()] = version.split(";")[0].strip()
+    return {"wall": proc.wall, "cpu": proc.cpu, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "maxrss_mb": proc.maxrss_mb, "packages": pins}
 
 
 def uv_command(uv: str, base: str, work: Path) -> list[str]:
