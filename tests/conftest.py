@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,3 +36,17 @@ def uv_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     for var in ("VIRTUAL_ENV", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS"):
         monkeypatch.delenv(var, raising=False)
     return dict(os.environ)
+
+
+@pytest.fixture
+def cert(tmp_path: Path) -> tuple[Path, Path]:
+    """A throwaway certificate and key for 127.0.0.1 (the openssl command makes them; skipped without it)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
+                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"openssl cannot make a test certificate: {made.stderr.decode(errors='replace')[-200:]}")
+    return cert, key

@@ -266,23 +266,14 @@ def test_missing_torch_page_keeps_the_installed_torch_and_says_why(run: StoryRun
 # -- https -> http ----------------------------------------------------------------------------------
 
 @pytest.fixture
-def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def tls_server(cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch):
     """A factory of loopback servers speaking TLS with a throwaway certificate the client trusts."""
-    import shutil
     import ssl
-    import subprocess
 
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command to make a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
-                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"openssl cannot make a test certificate: {made.stderr.decode(errors='replace')[-200:]}")
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read by httpx (trust_env) when the client is made
+    cert_file, key = cert
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert_file))  # read by httpx (trust_env) when the client is made
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+    context.load_cert_chain(cert_file, key)
 
     def make(root: Path) -> tuple[IndexServer, str]:
         srv = IndexServer(root)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import ssl
-import subprocess
 import threading
 from pathlib import Path
 
@@ -25,18 +23,6 @@ class CountingContext(LazyTrustContext):
         self.loads.append((None if cafile is None else str(cafile), None if capath is None else str(capath)))
         super().load_verify_locations(cafile, capath, cadata)
 
-
-@pytest.fixture
-def cert(tmp_path: Path) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command to make a test certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
-                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"openssl cannot make a test certificate: {made.stderr.decode(errors='replace')[-200:]}")
-    return cert, key
 
 
 def _tls_server(root: Path, cert: tuple[Path, Path]) -> tuple[IndexServer, str]:
