@@ -4,16 +4,22 @@
 - ``target``: the interpreter a plan is for (``Target``)
 - ``cuda``: CUDA labels (``CudaLabel``), the one implementation
 - ``request``: what the user asks for (``TorchChoice``, ``FlashInferChoice``, ``ResolveRequest``)
+- ``abi``: what a compiled wheel imports (``WheelAbi``) and its judgement against a torch (``AbiVerdict``)
 - ``plan``: what a plan says (``LockPlan``, ``LockedPackage``, ``Coupling``, ``Action``)
 - ``inputs``: the recorded inputs of a plan and their digest
 """
 
+from .abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .cuda import CudaLabel
 from .index import IndexFile, IndexPage, PageResponse, ParsedPage, WheelMetadata
 from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
 from .target import Target
 
 __all__ = [
+    "AbiKind",
+    "AbiVerdict",
+    "MemberAbi",
+    "WheelAbi",
     "Action",
     "Coupling",
     "CudaLabel",

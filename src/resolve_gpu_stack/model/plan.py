@@ -9,14 +9,18 @@ from dataclasses import dataclass, field
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
+from .abi import AbiVerdict
+
 
 class Coupling(str, enum.Enum):
     """How tightly a package is bound to the rest of the stack (see indexes/components.toml)."""
 
     TORCH = "torch"  # torch itself
-    TORCH_ABI = "torch-abi"  # built against one torch, broken on any other
+    TORCH_ABI = "torch-abi"  # built against one torch (its C++ ABI, or one build per torch), broken on any other
+    TORCH_STABLE = "torch-stable"  # the LibTorch stable ABI: runs on every torch at or above its floor
     CUDA = "cuda"  # torch-agnostic, bound to a CUDA major (jit-cache and its providers)
     AGNOSTIC = "agnostic"  # pure or torch-agnostic
+    UNKNOWN = "unknown"  # native code whose scan did not finish: never taken for agnostic
 
 
 class Action(str, enum.Enum):
@@ -47,7 +51,8 @@ class LockedPackage:
     installed_version: Version | None = None
     dependencies: tuple[NormalizedName, ...] = ()
     built_for: str | None = None  # the torch it was built for when known: "2.9.1" (a pin), "2.5" (+cu124torch2.5)
-    abi_mismatch: bool = False  # torch-ABI-bound to another torch, planned anyway (abi_mismatch="warn")
+    abi_mismatch: bool = False  # refused by the ABI judgement, planned anyway (abi_mismatch="warn")
+    abi: AbiVerdict | None = None  # a compiled wheel judged against the plan's torch and CUDA
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
