@@ -13,8 +13,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 
 # Bottom to top. A module may import from its own floor and from any floor below it.
-FLOORS = ["errors", "urls", "model", "data", "index", "resolver", "net", "lock", "env", "cli"]
-PURE = ["errors", "urls", "model", "data", "index", "resolver"]
+FLOORS = ["errors", "urls", "model", "data", "index", "rules", "resolver", "net", "lock", "env", "cli"]
+PURE = ["errors", "urls", "model", "data", "index", "rules", "resolver"]
 IO_MODULES = {"httpx", "subprocess", "socket", "requests", "urllib.request", "http.client"}
 
 

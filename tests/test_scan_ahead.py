@@ -16,7 +16,8 @@ from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver import framework
-from resolve_gpu_stack.resolver.coupling import Classification, ScanAhead, classify_all
+from resolve_gpu_stack.model.abi import WheelAbi
+from resolve_gpu_stack.resolver.coupling import ScanAhead, classify_all
 from resolve_gpu_stack.resolver.resolve import resolve
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
@@ -29,7 +30,7 @@ class ThreadNoting(FileClassifier):
         super().__init__(root)
         self.threads: list[str] = []
 
-    def __call__(self, file: IndexFile) -> Classification:
+    def __call__(self, file: IndexFile) -> WheelAbi:
         self.threads.append(threading.current_thread().name)
         return super().__call__(file)
 
@@ -59,11 +60,11 @@ def test_scan_ahead_answers_a_started_scan_and_scans_the_rest_when_asked():
     calls: list[str] = []
     gate = threading.Event()
 
-    def classifier(file: IndexFile) -> Classification:
+    def classifier(file: IndexFile) -> WheelAbi:
         calls.append(file.filename)
         if file.filename.startswith("early"):
             gate.wait(5)
-        return Classification(coupling=None, evidence=file.filename)
+        return WheelAbi(kind="unknown", why=file.filename)
 
     def wheel(name: str) -> IndexFile:
         fn = f"{name}-1.0-cp312-cp312-linux_x86_64.whl"
@@ -76,6 +77,6 @@ def test_scan_ahead_answers_a_started_scan_and_scans_the_rest_when_asked():
         got = classify_all([wheel("early"), wheel("late")], ahead)
         assert ahead.started == 1
     assert sorted(calls) == sorted(["early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"])
-    assert {c.evidence for c in got.values()} == {"early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"}
+    assert {c.why for c in got.values()} == {"early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"}
     ahead.start(wheel("after"))  # closed: nothing more starts
     assert ahead.started == 1

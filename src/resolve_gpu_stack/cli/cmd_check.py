@@ -20,9 +20,9 @@ from ..errors import CrawlError, ResolveGpuStackError, UsageError
 from . import common
 
 if TYPE_CHECKING:
-    from ..index.finder import Finder
     from ..lock.check import Expected, Finding
     from ..model import LockPlan
+    from .assemble import ResolveParts
     from .config import ProjectConfig
 
 
@@ -221,26 +221,22 @@ def _is_pylock(checked) -> bool:
 
 def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
-    from ..index.finder import Finder
     from ..lock.check import ListedFiles, finder_lookup, verify_files
+    from .assemble import resolve_parts
     from .config import resolve_definitions
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
-    fetcher = common.make_fetcher(args, env, defs, snapshot=config.snapshot)
-    finder = Finder(fetcher, defs)
-    # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-    lookup = finder_lookup(finder) if args.online else ListedFiles(fetcher, defs, [c.plan for c, _ in pylocks])
-    try:
+    with resolve_parts(defs, common.make_fetcher(args, env, defs, snapshot=config.snapshot)) as parts:
+        # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
+        lookup = finder_lookup(parts.finder) if args.online else ListedFiles(parts.fetcher, defs, [c.plan for c, _ in pylocks])
         out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
         if args.online:
-            out += _drift(config, results, finder, defs, source)
+            out += _drift(config, results, parts, source)
         return out
-    finally:
-        fetcher.close()
 
 
-def _drift(config: ProjectConfig, results, finder: Finder, defs, source: str) -> list[Finding]:
+def _drift(config: ProjectConfig, results, parts: ResolveParts, source: str) -> list[Finding]:
     from ..lock.check import WARNING, Finding, drift, regenerate_hint
 
     out: list[Finding] = []
@@ -252,7 +248,7 @@ def _drift(config: ProjectConfig, results, finder: Finder, defs, source: str) ->
             out.append(Finding(level="note", path=checked.path, message="not an output of a configured target: drift not checked"))
             continue
         if expected.target not in fresh_plans:
-            fresh_plans[expected.target], failure = _re_resolve(config, expected.target, finder, defs)
+            fresh_plans[expected.target], failure = _re_resolve(config, expected.target, parts)
             if failure:
                 out.append(Finding(level=WARNING, path=checked.path, message=f"re-resolving target {expected.target!r} failed: {failure}"))
         fresh = fresh_plans[expected.target]
@@ -261,13 +257,12 @@ def _drift(config: ProjectConfig, results, finder: Finder, defs, source: str) ->
     return out
 
 
-def _re_resolve(config: ProjectConfig, name: str, finder: Finder, defs) -> tuple[LockPlan | None, str | None]:
+def _re_resolve(config: ProjectConfig, name: str, parts: ResolveParts) -> tuple[LockPlan | None, str | None]:
     """(the fresh plan of target ``name``, None) or (None, why it failed)."""
-    from ..resolver.resolve import resolve  # resolvelib: not for --help
     from .config import resolve_request
 
     try:
-        return resolve(resolve_request(config.select([name])[0]), finder, defs), None
+        return parts.resolve(resolve_request(config.select([name])[0])), None
     except CrawlError:
         raise
     except ResolveGpuStackError as err:

@@ -29,7 +29,7 @@ from . import common
 from . import settings as S
 
 if TYPE_CHECKING:
-    from ..index.finder import Finder
+    from .assemble import ResolveParts
     from .config import ProjectConfig
 
 
@@ -209,7 +209,7 @@ def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
 
 def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from ..index.finder import Finder
+    from .assemble import resolve_parts
     from .config import effective, resolve_definitions, with_overrides
 
     overrides = S.typed(args)  # the settings the user typed win over the config's
@@ -220,19 +220,15 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     extra = " ".join(map(shlex.quote, [*S.words(overrides), *_source_words(args, config)]))
     defs = resolve_definitions(config, env)
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
-    fetcher = common.make_fetcher(args, env, defs)
-    finder = Finder(fetcher, defs)  # one crawl for all targets: pages and metadata are memoized by URL
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
-    try:
+    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            texts = _lock_one(config, target, finder, defs, args, env, command)
+            texts = _lock_one(config, target, parts, args, env, command)
             failed += texts is None
             if texts is not None:
                 staged.append((f"{target.name}: ", texts))
-    finally:
-        fetcher.close()
     _write_staged(staged, quiet=getattr(args, "quiet", False))
     if failed:
         print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
@@ -260,20 +256,19 @@ def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet
         _say_written([path for path, _ in texts], label, quiet=quiet)
 
 
-def _lock_one(config: ProjectConfig, target, finder: Finder, defs, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:
+def _lock_one(config: ProjectConfig, target, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
 
     from ..model.inputs import inputs_digest
-    from ..resolver.resolve import resolve  # resolvelib: not for --help
     from .config import lock_inputs, resolve_request
 
     label = f"{target.name}: "
     try:
-        plan = resolve(resolve_request(target), finder, defs)
+        plan = parts.resolve(resolve_request(target))
         inputs = lock_inputs(config, target)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        return _rendered(args, env, plan, defs, target.outputs, command=command)
+        return _rendered(args, env, plan, parts.defs, target.outputs, command=command)
     except (CrawlError, WriteError):
         raise
     except ResolveGpuStackError as err:

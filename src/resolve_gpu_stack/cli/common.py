@@ -224,18 +224,12 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None, probe=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards (``probe``: see ``target_from_args``)."""
-    from ..index.finder import Finder
-    from ..net.classify import classifier_for
-    from ..resolver.resolve import resolve  # resolvelib: not for --help
-
+    from .assemble import resolve_parts
 
     defs = defs or definitions(args, env)
     request = request_from_args(args, env, probe)
-    fetcher = fetcher or make_fetcher(args, env, defs)
-    try:
-        return resolve(request, Finder(fetcher, defs), defs, classifier=classifier_for(fetcher)), defs
-    finally:
-        fetcher.close()
+    with resolve_parts(defs, fetcher or make_fetcher(args, env, defs)) as parts:
+        return parts.resolve(request), defs
 
 
 # -- output ----------------------------------------------------------------------------------------

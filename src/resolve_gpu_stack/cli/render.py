@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..index.finder import PageVisit
-from ..model import LockPlan
+from ..model import LockedPackage, LockPlan
 from ..model.codec import plan_to_dict
 from ..urls import redact_url
 
@@ -27,8 +27,28 @@ _JSON_PACKAGE_KEYS = {
 _JSON_OVERRIDE_KEYS = {"package": "package", "requirement": "requirement", "replaced_by": "replaced-by", "reason": "reason"}
 
 
+_JSON_ABI_KEYS = {"kind": "abi", "torch": "abi-torch", "floor": "abi-floor", "cuda_majors": "cuda-majors", "builds": "abi-builds",
+                  "refusal": "abi-refusal", "note": "abi-note"}
+
+
 def _json_package(p: dict[str, Any]) -> dict[str, Any]:
-    return {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"])}
+    abi = {key: p[field] for key, field in _JSON_ABI_KEYS.items()} if p["abi"] is not None or p["cuda-majors"] else None
+    return {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"]), "abi": abi}
+
+
+def coupling_words(p: LockedPackage) -> str:
+    """The coupling column: the coupling, what the ABI verdict adds, and a mismatch planned anyway."""
+    words = p.coupling.value
+    abi = p.abi
+    if abi is not None and abi.floor:
+        words += f" (torch >= {abi.floor})"
+    elif abi is not None and abi.kind is not None and abi.kind.value in ("locked", "builds"):
+        words += f" ({abi.kind.value}" + (f" {abi.builds[0]}-{abi.builds[-1]}" if abi.builds else "") + ")"
+    elif p.built_for:
+        words += f" (built for torch {p.built_for})"
+    if abi is not None and abi.cuda_majors:
+        words += " CUDA " + "+".join(str(m) for m in abi.cuda_majors)
+    return words + (" ABI MISMATCH" if p.abi_mismatch else "")
 
 
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
@@ -70,7 +90,7 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
         if p.installed_version is not None and action not in ("keep",):
             action += f" (from {p.installed_version})"
         style = _ACTION_STYLE.get(p.action.value, "")
-        coupling = p.coupling.value + (f" (built for torch {p.built_for})" if p.built_for else "") + (" ABI MISMATCH" if p.abi_mismatch else "")
+        coupling = coupling_words(p)
         table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, f"[bold red]{coupling}[/]" if p.abi_mismatch else coupling)
     # Names and versions are never cut (a user copies them): on a narrow terminal the table keeps
     # its width and the terminal wraps, rather than ellipsizing "flashinfer-cub…".

@@ -379,6 +379,7 @@ def _environment(path: str | Path, facts: Mapping[str, Any]) -> Environment:
         markers=dict(facts["markers"]),
         installed={name: dist.version for name, dist in distributions.items()},
         interpreter=str(path),
+        installed_at={name: str(dist.location) for name, dist in distributions.items() if dist.location is not None},
     )
     prefix, base = str(facts["prefix"]), str(facts["base_prefix"])
     return Environment(

@@ -110,18 +110,31 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
 
 
 def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None = None) -> list[Finding]:
-    """A torch-ABI wheel built for another torch than the lock's is an error, unless the lock's
-    inputs record the user's word (``abi-mismatch = "warn"``): then a warning."""
+    """Every compiled wheel's recorded ABI verdict must hold for the lock's torch and CUDA
+    (``rules.abi.recorded_verdict_fails``); a lock without verdicts (written before they were
+    recorded) is held to the torch its torch-ABI rows were built for. A failure is an error, unless
+    the lock's inputs record the user's word (``abi-mismatch = "warn"``): then a warning."""
+    from ..model.cuda import CudaLabel
+    from ..rules.abi import recorded_verdict_fails
+
     torch = plan.torch
+    label = CudaLabel.of_torch(torch.version) if torch is not None else None
     out: list[Finding] = []
     for pkg in plan.packages:
-        if pkg.action is Action.KEEP or pkg.coupling is not Coupling.TORCH_ABI:
+        if pkg.action is Action.KEEP:
             continue
-        other = pkg.built_for is not None and torch is not None and not _fits(pkg.built_for, torch.version)
-        if not (pkg.abi_mismatch or other):
+        if pkg.abi is not None:
+            why = recorded_verdict_fails(pkg.abi, torch.version if torch else None, label.major if label else None)
+            message = f"cannot be shown to run with the lock's torch: {why}" if why else None
+        elif pkg.coupling is Coupling.UNKNOWN:
+            message = "compiled code whose scan did not finish: it cannot be shown to run with the lock's torch"
+        elif pkg.coupling is Coupling.TORCH_ABI and (pkg.abi_mismatch or (pkg.built_for is not None and torch is not None and not _fits(pkg.built_for, torch.version))):
+            built = f"built for torch {pkg.built_for}" if pkg.built_for else "built for a torch nothing names"
+            message = f"torch-ABI wheel {built}, the lock's torch is {torch.version if torch else 'unknown'}: it would fail to import (undefined symbol)"
+        else:
+            message = None
+        if message is None:
             continue
-        built = f"built for torch {pkg.built_for}" if pkg.built_for else "built for a torch nothing names"
-        message = f"torch-ABI wheel {built}, the lock's torch is {torch.version if torch else 'unknown'}: it would fail to import (undefined symbol)"
         if inputs.get("abi-mismatch") == "warn":
             out.append(Finding(level=WARNING, path=path, message=message + " (locked with --abi-mismatch warn)", package=pkg.name))
         else:

@@ -21,9 +21,13 @@ from typing import Any, TypeVar
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from .abi import AbiVerdict
 from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
 
 E = TypeVar("E", bound=enum.Enum)
+
+#: The keys of a package's ABI verdict (``model.abi.AbiVerdict``): what a compiled wheel was judged to be against the plan's torch.
+ABI_KEYS = ("abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds", "abi-refusal", "abi-note")
 
 #: The fields of a package that describe its wheel (a kept package's stay in the tool table).
 FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index")
@@ -59,6 +63,7 @@ def package_to_dict(pkg: LockedPackage) -> dict[str, Any]:
         "built-for": pkg.built_for,
         "abi-mismatch": True if pkg.abi_mismatch else None,  # written only when planned despite a mismatch
         "simple-index": pkg.simple_index,
+        **(pkg.abi.to_dict() if pkg.abi is not None else dict.fromkeys(ABI_KEYS)),
     }
 
 
@@ -180,7 +185,20 @@ def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
         built_for=f.get("built-for", str),
         abi_mismatch=bool(f.get("abi-mismatch", bool)),
         simple_index=f.get("simple-index", str),
+        abi=_abi(f),
     )
+
+
+def _abi(f: _Fields) -> AbiVerdict | None:
+    """The package's ABI verdict, its keys type-checked."""
+    for key in ("abi", "abi-torch", "abi-floor", "abi-refusal", "abi-note"):
+        f.get(key, str)
+    for key in ("cuda-majors", "abi-builds"):
+        f.get(key, list)
+    try:
+        return AbiVerdict.from_dict(f.raw)
+    except ValueError as exc:
+        raise f.fail(f"bad ABI verdict: {exc}") from None
 
 
 def override_from_dict(raw: Mapping[str, Any], where: str) -> Override:
@@ -216,6 +234,7 @@ def plan_from_dict(raw: Mapping[str, Any], where: str = "plan") -> LockPlan:
 
 
 __all__ = [
+    "ABI_KEYS",
     "FILE_KEYS",
     "CodecError",
     "format_datetime",

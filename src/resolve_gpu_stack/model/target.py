@@ -21,6 +21,7 @@ class Target:
     markers: Mapping[str, str]
     installed: Mapping[NormalizedName, Version] = field(default_factory=dict)
     interpreter: str | None = None  # path when the target is a real interpreter
+    installed_at: Mapping[NormalizedName, str] = field(default_factory=dict)  # probed: the folder holding each distribution
 
     @property
     def machine(self) -> str:

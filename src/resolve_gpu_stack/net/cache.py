@@ -7,6 +7,7 @@ Layout under the root (``default_cache_dir()``)::
     results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resultcache.py)
     scans-v1/<aa>/<sha256(key)>       one entry per native wheel's scan (see classify.py): its
                                       key is the wheel's sha256 (its URL and size without one)
+    exports-v1/<aa>/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
 
 ``<aa>`` is the first two hex digits of the file name. Every entry is one file: a single line of
 JSON (the header), a newline, then the body as served. The header holds the key, the body's
@@ -49,6 +50,7 @@ PAGES = "pages-v1"
 METADATA = "metadata-v1"
 RESULTS = "results-v1"
 SCANS = "scans-v1"
+EXPORTS = "exports-v1"
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -148,6 +150,14 @@ class HttpCache:
     def put_scan(self, key: str, content: bytes) -> None:
         self._write(SCANS, key, {}, content)
 
+    def get_exports(self, key: str) -> bytes | None:
+        """A torch wheel's stored exports (``exports.encode_exports``), or None."""
+        found = self._read(EXPORTS, key)
+        return None if found is None else found[1]
+
+    def put_exports(self, key: str, content: bytes) -> None:
+        self._write(EXPORTS, key, {}, content)
+
     # -- entries -------------------------------------------------------------------------
     def _path(self, kind: str, key: str) -> Path:
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
@@ -245,7 +255,7 @@ WHEELS = "wheels"
 TEMP_MAX_AGE_S = 10 * 60
 PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a week
 CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
-_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
+_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("exports", (EXPORTS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,12 @@ requests (``index/wheelscan.py``), never the whole wheel; the answer cached by t
   others' while together they take at most ``ROUND_SHARE`` of the budget left (``within_budget``:
   the largest member, the likeliest to link torch, keeps room to be read on). At most
   ``connections`` range requests of this classifier are in flight together (the transport's).
-- ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of is "not
-  in snapshot" (coupling unknown, said once through ``say``), never an error.
-- ``classifier_for(fetcher)``: the classifier that goes with a fetcher (live, recording,
-  replaying, or a snapshot extended live).
+- ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of (or a
+  scan recorded before imports were read) is ``unknown``, never agnostic, and never an error.
+
+Each fetcher supplies its own classifier (``HttpFetcher.classifier``, ``SnapshotFetcher``'s, ...):
+what a command judges with follows from where it reads. A scan answers a ``model.abi.WheelAbi``:
+what the wheel's shared objects import; ``rules/abi.py`` judges it against a torch.
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..data.definitions import Definitions
 from ..errors import CrawlError
 from ..index import zipmeta
-from ..model import Coupling, IndexFile
-from ..resolver.coupling import Classification, WheelClassifier, classification_of
+from ..model import IndexFile
+from ..model.abi import UNKNOWN, WheelAbi
+from ..resolver.coupling import WheelClassifier
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache, cache_url
 from .metadata import TailMemo
@@ -61,37 +65,38 @@ def scan_key(file: IndexFile) -> str:
     return f"url={cache_url(without_fragment(file.url))} size={file.size if file.size is not None else ''}"
 
 
+SCAN_SCHEMA = 2  # 1: a coupling kind without imports (read as not scanned); 2: the wheel's imports
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScanRecord:
-    """One wheel's scan as stored: the resolver's answer and what it cost."""
+    """One wheel's scan as stored (cache, snapshot): what its shared objects import, and what the
+    scan cost."""
 
-    kind: str  # torch-abi | cuda | agnostic | unknown
-    evidence: str
-    built_for: str | None = None
+    abi: WheelAbi
     bytes_read: int = 0
     reads: int = 0
     file_size: int = 0
 
-    @property
-    def classification(self) -> Classification:
-        coupling = {c.value: c for c in (Coupling.TORCH_ABI, Coupling.CUDA, Coupling.AGNOSTIC)}.get(self.kind)
-        return Classification(coupling=coupling, evidence=self.evidence, built_for=self.built_for)
-
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {"schema": SCAN_SCHEMA, **self.abi.to_dict(), "bytes_read": self.bytes_read, "reads": self.reads, "file_size": self.file_size}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScanRecord | None:
-        """None when ``data`` is not a scan record (a corrupt or foreign entry: scan again)."""
+        """None when ``data`` is not a scan record of this schema (a corrupt, foreign or older entry:
+        scan again, or, replaying, not known)."""
+        if not isinstance(data, Mapping) or data.get("schema") != SCAN_SCHEMA:
+            return None
         try:
-            record = cls(
-                kind=str(data["kind"]), evidence=str(data["evidence"]),
-                built_for=None if data.get("built_for") is None else str(data["built_for"]),
-                bytes_read=int(data.get("bytes_read", 0)), reads=int(data.get("reads", 0)), file_size=int(data.get("file_size", 0)),
-            )
+            return cls(abi=WheelAbi.from_dict(data), bytes_read=int(data.get("bytes_read", 0)), reads=int(data.get("reads", 0)),
+                       file_size=int(data.get("file_size", 0)))
         except (KeyError, TypeError, ValueError):
             return None
-        return record if record.kind in ("torch-abi", "cuda", "agnostic", "unknown") else None
+
+
+def not_scanned(why: str, **cost: int) -> ScanRecord:
+    """The record of a scan that did not finish: kind unknown, with why."""
+    return ScanRecord(abi=WheelAbi(kind=UNKNOWN, why=why), **cost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +128,12 @@ class RangeClassifier:
     """Classifies native wheels with range reads; see the module docstring. Thread-safe."""
 
     def __init__(
-        self, transport: Transport, cache: HttpCache | None, *, say: Callable[[str], None] | None = None,
+        self, transport: Transport, cache: HttpCache | None, defs: Definitions, *, say: Callable[[str], None] | None = None,
         record: Callable[[str, ScanRecord], None] | None = None, budget: Callable[[int], int] = budget, connections: int = 32,
         tails: TailMemo | None = None,
     ) -> None:
         self._transport = transport
+        self._defs = defs
         self._tails = tails  # tails already read for METADATA: a scan starts from one without a request
         self._cache = cache
         self._say = say
@@ -141,8 +147,8 @@ class RangeClassifier:
     def stats(self) -> ScanStats:
         return self._tally.stats
 
-    def __call__(self, file: IndexFile) -> Classification:
-        return self.scan(file).classification
+    def __call__(self, file: IndexFile) -> WheelAbi:
+        return self.scan(file).abi
 
     def scan(self, file: IndexFile) -> ScanRecord:
         key = scan_key(file)
@@ -171,7 +177,7 @@ class RangeClassifier:
         from ..index.wheelscan import FIRST_TAIL, WheelScanner  # loaded with the first scan, not at start-up
 
         url = without_fragment(file.url)
-        read = _Reader(self._transport, url)
+        read = RangeReader(self._transport, url)
         try:
             held = self._tails.get(url) if self._tails is not None else None
             tail_start, tail, size = held or read.tail(FIRST_TAIL if not file.size else min(FIRST_TAIL, self._budget(file.size)))
@@ -182,24 +188,21 @@ class RangeClassifier:
                 batch = within_budget(ranges, limit - scanner.bytes_read)
                 if not batch:
                     why = f"not scanned past the {limit}-byte budget ({scanner.bytes_read} bytes read of {size})"
-                    return ScanRecord(kind="unknown", evidence=why, bytes_read=read.bytes, reads=read.reads, file_size=size), True
+                    return not_scanned(why, bytes_read=read.bytes, reads=read.reads, file_size=size), True
                 for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
                     scanner.feed(start, data)
             result = scanner.result()
         except _Stop as stop:
             self._note(f"{file.filename}: {stop}")
-            return ScanRecord(kind="unknown", evidence=str(stop), bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
+            return not_scanned(str(stop), bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
         except zipmeta.ZipError as exc:
-            why = f"not scanned: not a readable zip ({exc})"
-            return ScanRecord(kind="unknown", evidence=why, bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), True
+            return not_scanned(f"not scanned: not a readable zip ({exc})", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), True
         except CrawlError as exc:
             self._note(f"{file.filename}: not scanned: {exc}")
-            return ScanRecord(kind="unknown", evidence=f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
-        found = classification_of(result)
-        kind = result.kind
-        return ScanRecord(kind=kind, evidence=found.evidence, built_for=found.built_for, bytes_read=read.bytes, reads=read.reads, file_size=size), True
+            return not_scanned(f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
+        return ScanRecord(abi=wheel_abi(result, self._defs), bytes_read=read.bytes, reads=read.reads, file_size=size), True
 
-    def _read_all(self, read: _Reader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges``, requested concurrently (one connection slot each)."""
 
         def one(span: tuple[int, int]) -> bytes:
@@ -233,7 +236,7 @@ def within_budget(ranges: Sequence[tuple[int, int]], left: int) -> list[tuple[in
     return out
 
 
-class _Reader:
+class RangeReader:
     """Range reads of one wheel (from several threads); the first answer's final URL serves the later ranges."""
 
     def __init__(self, transport: Transport, url: str) -> None:
@@ -287,7 +290,9 @@ def _decode(raw: bytes) -> ScanRecord | None:
 
 
 class ReplayClassifier:
-    """A snapshot's recorded scans (``lookup(key)``: the stored dict or None); offline."""
+    """A snapshot's recorded scans (``lookup(key)``: the stored dict or None); offline. A wheel it
+    has no scan of is ``unknown`` (said once through ``say``), or scanned live when the snapshot is
+    being extended (``live``)."""
 
     def __init__(
         self, lookup: Callable[[str], Mapping[str, Any] | None], *, say: Callable[[str], None] | None = None,
@@ -298,45 +303,34 @@ class ReplayClassifier:
         self._live = live  # a snapshot being extended: scan what it lacks
         self._record = record
 
-    def __call__(self, file: IndexFile) -> Classification:
+    def __call__(self, file: IndexFile) -> WheelAbi:
         key = scan_key(file)
         raw = self._lookup(key)
         record = ScanRecord.from_dict(raw) if raw is not None else None
         if record is not None:
             if self._record is not None:
                 self._record(key, record)
-            return record.classification
+            return record.abi
         if self._live is not None:
             return self._live(file)
-        message = f"{file.filename}: no scan in the snapshot; its coupling is not known offline"
-        log.info("%s", message)
+        why = ("its scan in the snapshot was recorded before imports were read: re-record it" if raw is not None
+               else "not in snapshot: its shared objects were not scanned when it was recorded")
+        log.info("%s: %s", file.filename, why)
         if self._say is not None:
-            self._say(message)
-        return Classification(coupling=None, evidence="not in snapshot: its shared objects were not scanned when it was recorded")
+            self._say(f"{file.filename}: {why}")
+        return WheelAbi(kind=UNKNOWN, why=why)
 
 
-def classifier_for(fetcher: object, *, record: Callable[[str, ScanRecord], None] | None = None) -> WheelClassifier | None:
-    """The classifier for ``fetcher``: range reads for a live one, the recorded scans for a
-    snapshot (live reads for what it lacks when it is extended); each answer also goes to
-    ``record`` (a snapshot being recorded). None for a fetcher with neither (a test's world)."""
-    from .http import HttpFetcher
-
-    if isinstance(fetcher, HttpFetcher):
-        return RangeClassifier(
-            fetcher.transport, fetcher.cache, say=fetcher.progress, record=record, connections=fetcher.concurrency, tails=fetcher.tails,
-        )
-    from .snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # only when a snapshot is in use
-
-    if isinstance(fetcher, SnapshotFetcher):
-        return ReplayClassifier(fetcher.scan_entry, record=record)
-    if isinstance(fetcher, FallbackFetcher):
-        return ReplayClassifier(fetcher.replay.scan_entry, live=classifier_for(fetcher.live, record=record), record=record)
-    if isinstance(fetcher, RecordingFetcher):
-        return classifier_for(fetcher.inner, record=fetcher.record_scan)
-    return None
+def wheel_abi(scan: Any, defs: Definitions) -> WheelAbi:
+    """A finished ``wheelscan`` result as a ``WheelAbi`` (what the shared objects import)."""
+    if scan.kind == "agnostic":
+        return WheelAbi(kind="none", why=scan.reason)
+    if scan.kind == "cuda":
+        return WheelAbi(kind="cuda", why=scan.reason, cuda_majors=scan.cuda_majors)
+    return WheelAbi(kind=UNKNOWN, why=f"{scan.reason}; its imports were not read")
 
 
 __all__ = [
-    "BUDGET_CAP", "BUDGET_FLOOR", "BUDGET_SHARE", "MAX_PARALLEL", "RangeClassifier", "ReplayClassifier", "ScanRecord", "ScanStats", "budget",
-    "classifier_for", "scan_key", "within_budget",
+    "BUDGET_CAP", "BUDGET_FLOOR", "BUDGET_SHARE", "MAX_PARALLEL", "SCAN_SCHEMA", "RangeClassifier", "ReplayClassifier", "ScanRecord", "ScanStats", "budget",
+    "not_scanned", "scan_key", "wheel_abi", "within_budget",
 ]

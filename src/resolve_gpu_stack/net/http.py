@@ -37,7 +37,9 @@ from .transport import USER_AGENT, FetchStats, Transport
 from .urlpolicy import Credentials
 
 if TYPE_CHECKING:
-    from ..data.definitions import IndexDefinition
+    from ..data.definitions import Definitions, IndexDefinition
+    from .classify import RangeClassifier, ScanRecord
+    from .exports import WheelExports
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -114,6 +116,20 @@ class HttpFetcher:
         if len(todo) > 1:
             self._say(f"reading the metadata of {len(todo)} wheels")
         return self._run_all({f.url: partial(self._metadata.fetch, f) for f in todo})
+
+    # -- what a resolve judges with (cli/assemble.py) ---------------------------------------------
+    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> RangeClassifier:
+        """The wheel classifier that reads through this fetcher (its transport, cache, connections
+        and the zip tails its METADATA reads left); each scan also goes to ``record``."""
+        from .classify import RangeClassifier
+
+        return RangeClassifier(self.transport, self.cache, defs, say=self.progress, record=record, connections=self.concurrency, tails=self.tails)
+
+    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
+        """What a torch wheel exports, by range reads through this fetcher (cached)."""
+        from .exports import WheelExports
+
+        return WheelExports(self.transport, self.cache, record=record, say=self.progress)
 
     def close(self) -> None:
         with self._pool_lock:

@@ -39,7 +39,11 @@ from ..urls import strip_userinfo, without_fragment
 from .cache import atomic_write
 
 if TYPE_CHECKING:
-    from .classify import ScanRecord
+    from ..data.definitions import Definitions
+    from ..resolver.coupling import WheelClassifier
+    from ..rules.abi import ExportsSource
+    from .classify import ReplayClassifier, ScanRecord
+    from .exports import ReplayExports
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
 # Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
@@ -104,6 +108,7 @@ class Manifest:
         self.root = root
         self.data = data or {"schema": SCHEMA, "indexes": {}, "pages": {}, "metadata": {}}
         self.data.setdefault("scans", {})
+        self.data.setdefault("exports", {})
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -119,7 +124,7 @@ class Manifest:
         return cls(root, data)
 
     def save(self) -> None:
-        data = self.data if self.data.get("scans") else {k: v for k, v in self.data.items() if k != "scans"}
+        data = {k: v for k, v in self.data.items() if k not in ("scans", "exports") or v}
         body = json.dumps(data, indent=1, sort_keys=True) + "\n"
         atomic_write(self.root / "manifest.json", body.encode())
 
@@ -189,6 +194,19 @@ class SnapshotFetcher:
         """The recorded scan of a wheel (``classify.scan_key``), or None."""
         entry = self.manifest.data["scans"].get(key)
         return entry if isinstance(entry, dict) else None
+
+    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: WheelClassifier | None = None) -> ReplayClassifier:
+        """The recorded scans (``live`` scans what the snapshot lacks, when it is extended)."""
+        from .classify import ReplayClassifier
+
+        return ReplayClassifier(self.scan_entry, live=live, record=record)
+
+    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None,
+                       live: ExportsSource | None = None) -> ReplayExports:
+        """The recorded exports of torch wheels (``live`` reads what the snapshot lacks)."""
+        from .exports import ReplayExports, recorded_exports
+
+        return ReplayExports(recorded_exports(self.manifest.data["exports"], lambda rel: self._read(rel, rel)), live=live, record=record)
 
     def close(self) -> None:
         pass
@@ -270,6 +288,23 @@ class RecordingFetcher:
         with self._lock:
             self.manifest.data["scans"][key] = record.to_dict()
 
+    def record_exports(self, key: str, symbols: frozenset[str]) -> None:
+        """A torch wheel's exports, in a file of their own (saved with the manifest on ``close``)."""
+        from .exports import encode_exports
+
+        rel = _storage_path("exports", key) + ".exports"
+        atomic_write(self.root / rel, encode_exports(symbols))
+        with self._lock:
+            self.manifest.data["exports"][key] = {"file": rel, "symbols": len(symbols)}
+
+    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> WheelClassifier:
+        """The inner fetcher's classifier, every scan recorded into this snapshot."""
+        return self.inner.classifier(defs, record=self.record_scan)  # type: ignore[attr-defined]
+
+    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
+        """The inner fetcher's exports reader, every torch wheel's exports recorded into this snapshot."""
+        return self.inner.exports_reader(defs, record=self.record_exports)  # type: ignore[attr-defined]
+
     def close(self) -> None:
         with self._lock:
             self.manifest.save()
@@ -343,6 +378,14 @@ class FallbackFetcher:
         if missing:
             out.update(self.live.fetch_metadata(missing))
         return out
+
+    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> WheelClassifier:
+        """The recorded scans; live range reads for what the snapshot lacks."""
+        return self.replay.classifier(defs, record=record, live=self.live.classifier(defs, record=record))  # type: ignore[attr-defined]
+
+    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
+        """The recorded exports; live range reads for what the snapshot lacks."""
+        return self.replay.exports_reader(defs, record=record, live=self.live.exports_reader(defs, record=record))  # type: ignore[attr-defined]
 
     def close(self) -> None:
         self.live.close()

@@ -2,12 +2,14 @@
 
 In order: the data (``indexes/components.toml``) wins; a METADATA that pins torch exactly (or to
 one minor series) makes the package torch-bound (``torch-abi`` when the wheel also ships native
-code); a native wheel (tags other than ``none-any``) the data does not cover is classified by an
+code); a native wheel (tags other than ``none-any``) the data does not cover is scanned by an
 injected ``WheelClassifier`` (the net layer reads its ``.so`` members' first bytes with range
-requests, ``index/wheelscan.py``); a pure wheel is ``agnostic``.
+requests, ``index/wheelscan.py``) and judged against the plan's torch by what its shared objects
+import (``rules/abi.py``: stable ABI, version-locked, per-torch builds, CUDA major); a pure wheel
+is ``agnostic``. A scan that did not finish is ``unknown``, never ``agnostic``.
 
-A torch-ABI-bound package built for another torch (its pin, its ``+cuNNNtorchA.B`` label, or a
-scan that found libtorch with nothing saying which torch) is a *mismatch*: no plan by default.
+A package that cannot run with the plan's torch (a pin or ``+cuNNNtorchA.B`` label naming another
+torch, a verdict's refusal) is a *mismatch*: no plan by default.
 """
 
 from __future__ import annotations
@@ -17,54 +19,39 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from ..data.definitions import Definitions
 from ..model import Coupling, IndexFile
+from ..model.abi import CUDA, UNKNOWN, AbiKind, AbiVerdict, WheelAbi
 from ..model.request import TORCH
+from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor
 from .requirement import Cand, Req, contains
-
-if TYPE_CHECKING:
-    from ..index.wheelscan import WheelScan  # a scan is made (and its module loaded) only when a wheel is scanned
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Classification:
-    """What a wheel's shared objects say: its coupling, the evidence, the torch it was built for."""
-
-    coupling: Coupling | None  # None: could not tell
-    evidence: str
-    built_for: str | None = None
 
 
 class WheelClassifier(Protocol):
-    """Classifies a native wheel from its bytes (the net layer: range reads, cached by sha256)."""
+    """Tells what a native wheel's shared objects import (the net layer: range reads, cached by
+    sha256; a snapshot's recorded scans). A scan that does not finish answers kind ``unknown``."""
 
-    def __call__(self, file: IndexFile) -> Classification: ...
+    def __call__(self, file: IndexFile) -> WheelAbi: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Found:
-    """A package's coupling with its evidence, and the ABI mismatch when there is one."""
+    """A package's coupling with its evidence, its ABI verdict, and why it cannot run with the
+    plan's torch when it cannot (``mismatch``)."""
 
     coupling: Coupling
     evidence: str
     built_for: str | None = None
     mismatch: str | None = None  # why it cannot run with the plan's torch
+    abi: AbiVerdict | None = None
 
 
 CLASSIFY_THREADS = 32  # each scan is a few sequential round trips: as many at once as the transport has connections
-
-_KINDS = {"torch-abi": Coupling.TORCH_ABI, "cuda": Coupling.CUDA, "agnostic": Coupling.AGNOSTIC}
-
-
-def classification_of(scan: WheelScan) -> Classification:
-    """A ``wheelscan`` result as the resolver's ``Classification`` (``unknown``: coupling None)."""
-    return Classification(coupling=_KINDS.get(scan.kind), evidence=scan.reason)
-
 
 _LOCAL_TORCH = re.compile(r"torch(\d+(?:\.\d+)*)")
 
@@ -87,9 +74,9 @@ def _pins_one(spec: SpecifierSet) -> bool:
     return len(specs) == 1 and specs[0].operator in ("==", "===")
 
 
-def classify_all(files: Sequence[IndexFile], classifier: WheelClassifier | None) -> dict[str, Classification]:
+def classify_all(files: Sequence[IndexFile], classifier: WheelClassifier) -> dict[str, WheelAbi]:
     """``classifier`` over ``files`` concurrently (each is a few range reads), by URL."""
-    if classifier is None or not files:
+    if not files:
         return {}
     with ThreadPoolExecutor(max_workers=min(CLASSIFY_THREADS, len(files))) as pool:
         return dict(zip((f.url for f in files), pool.map(classifier, files), strict=True))
@@ -105,7 +92,7 @@ class ScanAhead:
         self._classifier = classifier
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="scan-ahead")
         self._lock = threading.Lock()
-        self._futures: dict[str, Future[Classification]] = {}
+        self._futures: dict[str, Future[WheelAbi]] = {}
         self._closed = False
 
     @property
@@ -124,7 +111,7 @@ class ScanAhead:
             if not self._closed and file.url not in self._futures:
                 self._futures[file.url] = self._pool.submit(self._classifier, file)
 
-    def __call__(self, file: IndexFile) -> Classification:
+    def __call__(self, file: IndexFile) -> WheelAbi:
         with self._lock:
             future = self._futures.get(file.url)
         return future.result() if future is not None else self._classifier(file)
@@ -141,21 +128,28 @@ class ScanAhead:
         self.close()
 
 
+def abi_policy(defs: Definitions) -> AbiPolicy:
+    """The data's part of the ABI judgement (``indexes/components.toml`` ``[abi]``)."""
+    return AbiPolicy(stable_since="2.10")
+
+
 def wants_scan(cand: Cand, reqs: Sequence[Req], defs: Definitions) -> bool:
     """Whether ``cand``'s coupling is left to a scan of its wheel: a native wheel the data does not
     cover, whose METADATA does not pin torch."""
     return cand.file is not None and is_native(cand.file) and defs.coupling_rule(cand.name, cand.version) is None and torch_pin(reqs) is None
 
 
-def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Version | None, scan: Classification | None) -> Found:
-    """The coupling of ``cand`` (``reqs``: its own base requirements, before any override)."""
+def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: AbiTorch | None, scan: WheelAbi | None, policy: AbiPolicy) -> Found:
+    """The coupling of ``cand`` (``reqs``: its own base requirements, before any override) and,
+    for a scanned native wheel, its ABI verdict against ``torch`` (``rules/abi.py``)."""
+    version = torch.version if torch is not None else None
     pin = torch_pin(reqs)
     local = _local_torch(cand.version)
     built_for = local or (_pin_text(pin) if pin is not None else None)
     data = defs.coupling_rule(cand.name, cand.version)
     if data is not None:
         coupling, why = data
-        mismatch = _pin_mismatch(pin, torch) if coupling is Coupling.TORCH_ABI else None
+        mismatch = _pin_mismatch(pin, version) if coupling is Coupling.TORCH_ABI else None
         return Found(coupling=coupling, evidence=why, built_for=built_for, mismatch=mismatch)
     f = cand.file
     native = f is not None and is_native(f)
@@ -163,28 +157,41 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Ver
         if not native:
             return Found(coupling=Coupling.AGNOSTIC, evidence=f"METADATA pins torch{pin}, but the wheel is pure Python (no torch ABI)", built_for=built_for)
         why = f"METADATA pins torch{pin} and the wheel ships native code"
-        return Found(coupling=Coupling.TORCH_ABI, evidence=why, built_for=built_for, mismatch=_local_mismatch(local, torch) or _pin_mismatch(pin, torch))
+        return Found(coupling=Coupling.TORCH_ABI, evidence=why, built_for=built_for, mismatch=_local_mismatch(local, version) or _pin_mismatch(pin, version))
     if f is None:
         return Found(coupling=Coupling.AGNOSTIC, evidence="installed; its files were not read")
     if not native:
         return Found(coupling=Coupling.AGNOSTIC, evidence="pure Python wheel")
     if scan is None:
-        return Found(coupling=Coupling.AGNOSTIC, evidence="native wheel, not scanned")
-    return _scanned(scan, local, torch)
+        scan = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")
+    verdict = judge(cand.name, scan, torch, policy, requires_floor=_requires_floor(reqs), declared_series=local)
+    return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=verdict)
 
 
-def _scanned(scan: Classification, local: str | None, torch: Version | None) -> Found:
-    """A native wheel's coupling from its scan; torch-ABI with nothing saying which torch is a
-    mismatch (it cannot be shown to be built for this one)."""
-    if scan.coupling is None:
-        return Found(coupling=Coupling.AGNOSTIC, evidence=f"native wheel; {scan.evidence}")
-    built_for = local or scan.built_for
-    if scan.coupling is not Coupling.TORCH_ABI:
-        return Found(coupling=scan.coupling, evidence=scan.evidence, built_for=built_for)
-    if built_for is None:
-        return Found(coupling=Coupling.TORCH_ABI, evidence=scan.evidence, mismatch=f"{scan.evidence}; nothing says which torch it was built for")
-    other = _local_mismatch(built_for, torch)
-    return Found(coupling=Coupling.TORCH_ABI, evidence=scan.evidence, built_for=built_for, mismatch=f"{scan.evidence}; {other}" if other else None)
+_COUPLING = {AbiKind.STABLE: Coupling.TORCH_STABLE, AbiKind.LOCKED: Coupling.TORCH_ABI, AbiKind.BUILDS: Coupling.TORCH_ABI, AbiKind.UNKNOWN: Coupling.UNKNOWN}
+
+
+def _coupling(scan: WheelAbi, verdict: AbiVerdict) -> Coupling:
+    if verdict.kind is None:
+        return Coupling.CUDA if scan.kind == CUDA else Coupling.AGNOSTIC
+    return _COUPLING[verdict.kind]
+
+
+def _evidence(scan: WheelAbi, verdict: AbiVerdict) -> str:
+    """The coupling's reason in words: what the shared objects import, and the verdict's note."""
+    words = scan.why
+    if verdict.kind is AbiKind.STABLE:
+        words = f"LibTorch stable ABI (C-shim imports only), torch >= {verdict.floor}; {scan.why}"
+    elif verdict.kind is AbiKind.LOCKED:
+        words = f"version-locked: imports {len(scan.cxx)} C++ symbols of torch; {scan.why}"
+    elif verdict.kind is AbiKind.BUILDS:
+        words = f"one build per torch ({', '.join(verdict.builds)}); {scan.why}"
+    return words
+
+
+def _requires_floor(reqs: Sequence[Req]) -> str | None:
+    """The lowest torch the wheel's own (unconditional) torch requirement admits."""
+    return requires_floor((s.operator, s.version) for r in reqs if r.name == TORCH for s in r.specifier)
 
 
 def _local_torch(version: Version) -> str | None:

@@ -1,8 +1,8 @@
 """After resolvelib: what a framework on a kept torch adds to the plan.
 
-Each package's coupling with its evidence (``coupling.find_coupling``), the refusal of torch-ABI
-wheels built for another torch (or, with ``abi_mismatch="warn"``, their flags), the overrides in
-the plan's words, and the notes: what ``--without`` left out, FlashInfer extras dropped for their
+Each package's coupling with its evidence and ABI verdict (``coupling.find_coupling``), the
+refusal of compiled wheels that cannot run with the plan's torch (or, with ``abi_mismatch="warn"``,
+their flags), the overrides in the plan's words, and the notes: what ``--without`` left out, FlashInfer extras dropped for their
 torch floors, newer releases of a requested package passed over.
 """
 
@@ -17,8 +17,10 @@ from packaging.version import Version
 from ..data.definitions import Definitions
 from ..errors import NoPlanError
 from ..model import Override
+from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
-from .coupling import Classification, Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
+from ..rules.abi import AbiPolicy, AbiTorch
+from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
 from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides
@@ -41,14 +43,14 @@ def packages(mapping: Mapping[Key, Cand]) -> list[Cand]:
     return [c for k, c in sorted(mapping.items(), key=lambda kv: str(kv[0])) if not k.extras]
 
 
-def couplings(cands: Sequence[Cand], deps: Dependencies, defs: Definitions, torch: Version | None, classifier: WheelClassifier | None) -> dict[Pkg, Found]:
-    """Every package's coupling; the classifier is asked only about native wheels the data and
-    the METADATA leave open."""
+def couplings(cands: Sequence[Cand], deps: Dependencies, defs: Definitions, torch: AbiTorch | None, classifier: WheelClassifier, policy: AbiPolicy) -> dict[Pkg, Found]:
+    """Every package's coupling and verdict; the classifier is asked only about native wheels the
+    data and the METADATA leave open."""
     reqs = {(c.name, c.version): deps.requirements(c, frozenset()) for c in cands}
     to_scan = [c.file for c in cands if c.file is not None and wants_scan(c, reqs[(c.name, c.version)], defs)]
-    scans: dict[str, Classification] = classify_all(to_scan, classifier)
+    scans: dict[str, WheelAbi] = classify_all(to_scan, classifier)
     return {
-        (c.name, c.version): find_coupling(c, reqs[(c.name, c.version)], defs, torch, scans.get(c.file.url) if c.file is not None else None)
+        (c.name, c.version): find_coupling(c, reqs[(c.name, c.version)], defs, torch, scans.get(c.file.url) if c.file is not None else None, policy)
         for c in cands
     }
 
@@ -65,7 +67,9 @@ def scan_early(ahead: ScanAhead, deps: Dependencies, defs: Definitions) -> Calla
 
 
 def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None) -> None:
-    """``NoPlanError`` naming every torch-ABI package built for another torch, why, and the ways out."""
+    """``NoPlanError`` naming every package that cannot be shown to run with the plan's torch:
+    built for another torch, another CUDA major, a stable-ABI floor above it, or a scan that did
+    not finish; why, and the ways out."""
     bad = sorted((k, f) for k, f in found.items() if f.mismatch)
     if not bad:
         return
@@ -74,8 +78,15 @@ def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence
         via = ", ".join(sorted(set(parents.get(name, ())))) or "the request"
         reasons.append(f"{name} {version} (required by {via}): {f.mismatch}")
     names = ", ".join(n for (n, _), _ in bad)
+    unknown = [n for (n, _), f in bad if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN]
+    if len(unknown) == len(bad):
+        headline = f"{names}: compiled code whose scan did not finish; it cannot be shown to run with torch {torch}"
+    elif not unknown:
+        headline = f"{names}: compiled for another torch or CUDA than torch {torch}; it would fail at import (undefined symbol) or crash"
+    else:
+        headline = f"{names}: compiled code that cannot be shown to run with torch {torch} (built for another torch or CUDA, or not scanned)"
     raise NoPlanError(
-        f"{names}: built against another torch's C++ ABI than torch {torch}; it would fail at import (undefined symbol) or crash",
+        headline,
         reasons=reasons,
         hint=(
             "use a build for this torch where an index has one (a torch-family build from the PyTorch index, a +cuNNNtorchA.B build on a "

@@ -106,12 +106,15 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
         dependencies=tuple(dependencies),  # type: ignore[arg-type]
         built_for=found.built_for,
         abi_mismatch=found.mismatch is not None,
+        abi=found.abi,
     )
 
 
 def _framework_notes(packages: Sequence[LockedPackage], ctx: PlanContext) -> list[str]:
     out = list(ctx.facts.notes) if ctx.facts is not None else []
-    out += [f"{p.name} {p.version} is built against another torch and planned anyway (--abi-mismatch warn): expect an import error" for p in packages if p.abi_mismatch]
+    out += [f"{p.name} {p.version}: {p.abi.note}" for p in packages if p.abi is not None and p.abi.note and not p.abi_mismatch]
+    out += [f"{p.name} {p.version} cannot be shown to run with the plan's torch and is planned anyway (--abi-mismatch warn): expect an import error or a crash"
+            for p in packages if p.abi_mismatch]
     return out
 
 

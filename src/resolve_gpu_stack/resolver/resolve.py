@@ -7,6 +7,7 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -22,9 +23,11 @@ from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
 from ..model import Coupling, LockPlan
+from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest, parse_with
+from ..rules.abi import AbiTorch, ExportsSource
 from . import framework
-from .coupling import ScanAhead, WheelClassifier
+from .coupling import ScanAhead, WheelClassifier, abi_policy
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
@@ -38,11 +41,12 @@ from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
 
-def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier | None = None) -> LockPlan:
+def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource) -> LockPlan:
     """The plan for ``request``. With a fetcher that stores results, a plan computed earlier
     from the same inputs is returned when every page and METADATA file it came from is
-    unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects link
-    (torch, CUDA, neither); without one, native wheels the data does not cover are not scanned."""
+    unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects import;
+    ``exports`` what the plan's torch exports (read only when a version-locked wheel asks). Every
+    compiled wheel the data does not cover is judged by them (``rules/abi.py``)."""
     from . import reuse
 
     key = reuse.result_key(request, defs) if finder.fetcher.result_store is not None else None
@@ -51,17 +55,14 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, class
         if plan is not None:
             return plan
     forget_contains()  # per-target state dies with its target; the finder (pages, metadata) is shared
-    if classifier is None:
-        plan = _resolve(request, finder, defs, None)
-    else:
-        with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
-            plan = _resolve(request, finder, defs, ahead)
+    with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
+        plan = _resolve(request, finder, defs, ahead, exports)
     if key is not None:
         reuse.remember(finder, key, plan)
     return plan
 
 
-def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead | None) -> LockPlan:
+def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
     cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
@@ -85,7 +86,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     except ResolutionTooDeep as exc:
         raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
 
-    facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier)
+    abi_torch = _abi_torch(result.mapping, torch, exports)
+    facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping))
     notes = [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, w.dependencies, factory)]
@@ -123,14 +125,23 @@ def _override_rules(request: ResolveRequest, defs: Definitions, torch: TorchSele
 
 def _framework_facts(
     request: ResolveRequest, defs: Definitions, mapping: Mapping[Key, Cand], deps: Dependencies, overrides: Overrides, factory: CandidateFactory,
-    policy: Policy, roots: Sequence[Req], classifier: WheelClassifier | None,
+    policy: Policy, roots: Sequence[Req], classifier: WheelClassifier, abi_torch: AbiTorch | None,
 ) -> framework.FrameworkFacts:
     cands = framework.packages(mapping)
     torch = next((c for c in cands if c.name == TORCH), None)
-    found = framework.couplings(cands, deps, defs, torch.version if torch else None, classifier)
+    found = framework.couplings(cands, deps, defs, abi_torch, classifier, abi_policy(defs))
     words, without_notes = framework.overrides_in_words(overrides, cands, request)
     notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy))
     return framework.FrameworkFacts(found=found, overrides=words, notes=notes)
+
+
+def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource) -> AbiTorch | None:
+    """The plan's torch as the ABI judgement sees it; its exports read once, on first use."""
+    cand = mapping.get(Key(TORCH))
+    if cand is None:
+        return None
+    label = CudaLabel.of_torch(cand.version) or torch.cuda
+    return AbiTorch(version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, cand.file)))
 
 
 def _parent_names(result: Any) -> dict[str, list[str]]:

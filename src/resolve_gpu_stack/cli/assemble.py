@@ -1,0 +1,84 @@
+"""One place that assembles a resolve's parts: the fetcher, the finder, the wheel classifier and
+the source of the kept torch's exports. Every command that resolves (``resolve``, ``lock`` with
+flags or a config, ``check --online``, ``install`` and its dry run, ``snapshot``) and every one that
+judges a compiled wheel (``candidates``, ``inspect``) gets them from here, so they all judge the
+same: a resolve cannot be made without a classifier, and the classifier is the one its fetcher
+supplies (live range reads, a snapshot's recorded scans, or both when a snapshot is extended).
+
+The torch exports a version-locked wheel is checked against come from the installed torch's
+libraries on disk when the target is a probed interpreter that has that torch, else from the
+fetcher (the torch wheel by range reads, or a snapshot's record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..data.definitions import Definitions
+    from ..index.finder import Finder
+    from ..model import IndexFile, LockPlan, Target
+    from ..model.request import ResolveRequest
+    from ..resolver.coupling import WheelClassifier
+    from ..rules.abi import ExportsSource, TorchExports
+
+
+@dataclass
+class ResolveParts:
+    """The parts every resolve of one command shares (one crawl, one classifier, one exports
+    reader); ``close`` when done (``with`` works)."""
+
+    defs: Definitions
+    fetcher: Any  # index.finder.Fetcher with classifier() and exports_reader() (net/)
+    finder: Finder
+    classifier: WheelClassifier
+    exports: ExportsSource
+    _disk: dict[str, TorchExports] = field(default_factory=dict)
+
+    def resolve(self, request: ResolveRequest) -> LockPlan:
+        from ..resolver.resolve import resolve  # resolvelib: not for --help
+
+        return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target))
+
+    def exports_for(self, target: Target) -> ExportsSource:
+        """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
+        interpreter), else through the fetcher."""
+        from packaging.utils import canonicalize_name
+
+        from ..env.exports import installed_torch_exports
+
+        torch = canonicalize_name("torch")
+        where = target.installed_at.get(torch)
+        installed = target.installed.get(torch)
+
+        def source(version: Any, file: IndexFile | None) -> TorchExports:
+            if where is not None and installed == version:
+                key = f"{where}:{version}"
+                if key not in self._disk:
+                    self._disk[key] = installed_torch_exports(Path(where), str(version))
+                return self._disk[key]
+            return self.exports(version, file)
+
+        return source
+
+    def close(self) -> None:
+        self.fetcher.close()
+
+    def __enter__(self) -> ResolveParts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def resolve_parts(defs: Definitions, fetcher: Any, *, say: Callable[[str], None] | None = None) -> ResolveParts:
+    """The parts around ``fetcher`` (live, recording, a snapshot, or a snapshot extended live)."""
+    from ..index.finder import Finder
+
+    return ResolveParts(defs=defs, fetcher=fetcher, finder=Finder(fetcher, defs), classifier=fetcher.classifier(defs), exports=fetcher.exports_reader(defs))
+
+
+__all__ = ["ResolveParts", "resolve_parts"]

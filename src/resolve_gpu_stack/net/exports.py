@@ -1,0 +1,199 @@
+"""What a torch exports, read from its wheel by range requests (a declared target has no torch on
+disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / ``libc10*.so``.
+
+A library's ``.dynsym`` and ``.dynstr`` come first in the file, so each member is inflated from its
+start only until its symbol table ends, within ``budget`` compressed bytes for the whole wheel (the
+symbol tables of a CUDA torch take tens of MB inflated). The answer is cached by the wheel's
+sha256 (its URL and size without one) and, while a snapshot is recorded, recorded in it; a snapshot
+replays it offline. A wheel that cannot be read answers ``symbols=None`` with why, never a guess.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import CrawlError
+from ..index import elf, zipmeta
+from ..model import IndexFile
+from ..rules.abi import TorchExports
+from ..urls import without_fragment
+from .cache import HttpCache
+from .classify import RangeReader, scan_key
+from .transport import Transport
+
+log = logging.getLogger(__name__)
+
+EXPORTS_BUDGET = 128 * 2**20  # compressed bytes read from one torch wheel
+INFLATED_CAP = 256 * 2**20  # inflated bytes of one library kept in memory
+FIRST_CHUNK = 2**20
+MAX_CHUNK = 16 * 2**20
+TORCH_LIB_DIR = "torch/lib/"
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def encode_exports(symbols: frozenset[str]) -> bytes:
+    """The stored form: sorted names, one a line, deflated."""
+    return zlib.compress("\n".join(sorted(symbols)).encode("utf-8"), 6)
+
+
+def decode_exports(data: bytes, *, limit: int = 512 * 2**20) -> frozenset[str] | None:
+    """The names of ``encode_exports``; None when ``data`` is not such a record."""
+    try:
+        inflater = zlib.decompressobj()
+        text = inflater.decompress(data, limit)
+        if inflater.unconsumed_tail:
+            return None
+        return frozenset(filter(None, text.decode("utf-8").split("\n")))
+    except (zlib.error, UnicodeDecodeError):
+        return None
+
+
+class WheelExports:
+    """``ExportsSource`` over HTTP: a torch wheel's exports by range reads, cached. Thread-safe;
+    each wheel is read at most once per process."""
+
+    def __init__(self, transport: Transport, cache: HttpCache | None, *, record: Callable[[str, frozenset[str]], None] | None = None,
+                 say: Callable[[str], None] | None = None, budget: int = EXPORTS_BUDGET) -> None:
+        self._transport = transport
+        self._cache = cache
+        self._record = record
+        self._say = say
+        self._budget = budget
+        self._lock = threading.Lock()
+        self._memo: dict[str, TorchExports] = {}
+
+    def __call__(self, version: Any, file: IndexFile | None) -> TorchExports:
+        if file is None:
+            return TorchExports(version=str(version), symbols=None, source=f"no wheel of torch {version} on its index to read them from")
+        key = scan_key(file)
+        with self._lock:
+            if key not in self._memo:
+                self._memo[key] = self._read(str(version), file, key)
+            return self._memo[key]
+
+    def _read(self, version: str, file: IndexFile, key: str) -> TorchExports:
+        if self._cache is not None:
+            raw = self._cache.get_exports(key)
+            symbols = decode_exports(raw) if raw is not None else None
+            if symbols is not None:
+                self._recorded(key, symbols)
+                return TorchExports(version=version, symbols=symbols, source=f"{file.filename} (cached)")
+        if self._say is not None:
+            self._say(f"reading the exports of {file.filename} (its libraries' symbol tables, by range requests)")
+        try:
+            symbols, read = self._read_wheel(file)
+        except _OverBudget:
+            return TorchExports(version=version, symbols=None, source=f"{file.filename}: its symbol tables are past the {self._budget}-byte budget")
+        except (zipmeta.ZipError, elf.ElfError) as exc:
+            return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
+        except CrawlError as exc:
+            return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc.message}")
+        if self._cache is not None:
+            self._cache.put_exports(key, encode_exports(symbols))
+        self._recorded(key, symbols)
+        log.info("%s: %d exports, %d bytes read", file.filename, len(symbols), read)
+        return TorchExports(version=version, symbols=symbols, source=f"{file.filename} ({read} bytes read)")
+
+    def _recorded(self, key: str, symbols: frozenset[str]) -> None:
+        if self._record is not None:
+            self._record(key, symbols)
+
+    def _read_wheel(self, file: IndexFile) -> tuple[frozenset[str], int]:
+        read = RangeReader(self._transport, without_fragment(file.url))
+        start, tail, size = read.tail(min(zipmeta.TAIL_BYTES, file.size) if file.size else zipmeta.TAIL_BYTES)
+        eocd = zipmeta.find_eocd(tail, size)
+        if eocd.cd_offset >= start:
+            directory = tail[eocd.cd_offset - start : eocd.cd_offset - start + eocd.cd_size]
+        else:
+            directory = read.range(eocd.cd_offset, eocd.cd_offset + eocd.cd_size)
+        entries = zipmeta.parse_central_directory(directory, eocd)
+        libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR):]])]
+        if not libraries:
+            raise zipmeta.ZipError("no torch/lib/libtorch*.so or libc10*.so in the wheel")
+        symbols: set[str] = set()
+        for entry in libraries:
+            symbols |= set(self._member_exports(read, entry, eocd.cd_offset))
+        return frozenset(symbols), read.bytes
+
+    def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
+        """Inflate ``entry`` from its start until its dynamic symbol table is complete."""
+        head = read.range(entry.header_offset, min(entry.header_offset + 30 + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
+        if head[:4] != zipmeta.LOCAL_SIG:
+            raise zipmeta.ZipError(f"no local file header for {entry.name}")
+        name_len, extra_len = int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
+        at = entry.header_offset + 30 + name_len + extra_len
+        end = at + entry.compressed_size
+        inflater = zlib.decompressobj(-15) if entry.method == zipmeta.DEFLATED else None
+        if entry.method not in (zipmeta.STORED, zipmeta.DEFLATED):
+            raise zipmeta.ZipError(f"{entry.name}: compression method {entry.method} is not supported")
+        buf = bytearray()
+        chunk = FIRST_CHUNK
+        while at < end:
+            if read.bytes + chunk > self._budget:
+                raise _OverBudget
+            data = read.range(at, min(at + chunk, end))
+            at += len(data)
+            chunk = min(chunk * 2, MAX_CHUNK)
+            buf += inflater.decompress(data, INFLATED_CAP - len(buf)) if inflater is not None else data
+            if len(buf) >= INFLATED_CAP:
+                raise _OverBudget
+            try:
+                found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
+            except elf.ElfTruncated:
+                continue
+            if found.complete:
+                return found.exports
+        found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
+        if not found.complete:
+            raise elf.ElfError(f"{entry.name}: its dynamic symbol table could not be read to the end")
+        return found.exports
+
+
+class ReplayExports:
+    """A snapshot's recorded exports (``lookup(key)``: the stored bytes or None); offline, or live
+    for what it lacks while it is extended."""
+
+    def __init__(self, lookup: Callable[[str], bytes | None], *, live: Callable[[Any, IndexFile | None], TorchExports] | None = None,
+                 record: Callable[[str, frozenset[str]], None] | None = None) -> None:
+        self._lookup = lookup
+        self._live = live
+        self._record = record
+
+    def __call__(self, version: Any, file: IndexFile | None) -> TorchExports:
+        if file is not None:
+            key = scan_key(file)
+            raw = self._lookup(key)
+            symbols = decode_exports(raw) if raw is not None else None
+            if symbols is not None:
+                if self._record is not None:
+                    self._record(key, symbols)
+                return TorchExports(version=str(version), symbols=symbols, source=f"{file.filename} (recorded in the snapshot)")
+        if self._live is not None:
+            return self._live(version, file)
+        what = file.filename if file is not None else f"torch {version}"
+        return TorchExports(version=str(version), symbols=None, source=f"the exports of {what} are not in the snapshot")
+
+
+def recorded_exports(table: Mapping[str, Any], read: Callable[[str], bytes]) -> Callable[[str], bytes | None]:
+    """A ``lookup`` over a snapshot manifest's ``exports`` table (key -> {"file": rel})."""
+
+    def lookup(key: str) -> bytes | None:
+        entry = table.get(key)
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            return None
+        try:
+            return read(entry["file"])
+        except (OSError, CrawlError):
+            return None
+
+    return lookup
+
+
+__all__ = ["EXPORTS_BUDGET", "ReplayExports", "WheelExports", "decode_exports", "encode_exports", "recorded_exports"]

@@ -1,0 +1,221 @@
+"""Can this compiled wheel run on this torch? A wheel's imports (``model.abi.WheelAbi``) judged
+against one torch: its version, its CUDA major, and (for version-locked wheels) what its
+libraries export. Pure; the same judgement for ``resolve``, ``lock``, ``check``, ``inspect`` and
+``doctor``.
+
+- **stable** (only C-shim imports): runs when torch >= its floor (the wheel's own ``torch>=``
+  requirement, at least the release that brought the stable ABI) and its CUDA majors are torch's.
+- **locked** (C++ imports of torch's namespaces): each import must be exported by the torch's
+  libraries; a missing one is a refusal naming up to three of them, demangled. All present: it
+  runs, with a note that layouts are not checked (``doctor`` imports it). Exports unknown:
+  refused, never guessed.
+- **builds** (members named for one torch each): the member for the torch's series decides; with
+  none for it the wheel loads none of them: a note naming the builds it has, not a refusal.
+- a CUDA major other than torch's: refused naming both.
+- **unknown** (the scan did not finish): refused with why.
+
+The refusal is the verdict's ``refusal``; whether a refusal blocks the plan is the caller's
+(``--abi-mismatch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from packaging.version import InvalidVersion, Version
+
+from ..model import IndexFile
+from ..model.abi import CUDA, NONE, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
+
+SHOWN = 3  # symbols named in a refusal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TorchExports:
+    """The dynamic symbols a torch's libraries define (what an extension may import from it).
+
+    ``symbols`` None: not known, ``source`` says why; else ``source`` says where they were read.
+    """
+
+    version: str
+    symbols: frozenset[str] | None
+    source: str
+
+    def missing(self, names: Iterable[str]) -> tuple[str, ...]:
+        """The names among ``names`` that this torch does not export (all of them when unknown)."""
+        if self.symbols is None:
+            return tuple(names)
+        return tuple(n for n in names if n not in self.symbols)
+
+
+class ExportsSource(Protocol):
+    """What the torch of ``version`` (whose wheel is ``file``, when it has one) exports: read from
+    the installed torch's libraries on disk, from its wheel by range reads, or from a snapshot."""
+
+    def __call__(self, version: Version, file: IndexFile | None) -> TorchExports: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbiTorch:
+    """The torch a verdict is made against: its version, its CUDA major (None: a CPU build or not
+    known) and, read only when a version-locked wheel asks, its exports."""
+
+    version: Version
+    cuda_major: int | None
+    exports: Callable[[], TorchExports] | None = None
+
+    @property
+    def series(self) -> str:
+        return ".".join(str(p) for p in (self.version.release + (0,))[:2])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbiPolicy:
+    """What the data says beyond a wheel's own symbols (``indexes/components.toml`` ``[abi]``)."""
+
+    stable_since: str  # the torch release that brought the LibTorch stable ABI
+    loads_none: Callable[[str], tuple[str, str] | None] = lambda name: None  # name -> (from torch, why)
+    demangle: Callable[[str], str] = str  # for messages
+
+
+def judge(name: str, abi: WheelAbi, torch: AbiTorch | None, policy: AbiPolicy, *, requires_floor: str | None = None,
+          declared_series: str | None = None) -> AbiVerdict:
+    """The verdict on wheel ``name`` whose scan is ``abi``, against ``torch`` (None: no torch in the
+    plan). ``requires_floor``: the lowest torch its own ``torch>=`` requirement admits;
+    ``declared_series``: the torch series its version label names (``+cu130torch2.12``)."""
+    against = None if torch is None else str(torch.version)
+    if abi.kind == NONE:
+        return AbiVerdict(kind=None, against=against)
+    if abi.kind == CUDA:
+        return AbiVerdict(kind=None, against=against, cuda_majors=abi.cuda_majors, refusal=_cuda_refusal(abi.cuda_majors, torch))
+    if abi.kind != TORCH:
+        return AbiVerdict(kind=AbiKind.UNKNOWN, against=against, refusal=f"its shared objects could not be judged: {abi.why}")
+    if torch is None:
+        return AbiVerdict(kind=_kind(abi.members), refusal="it links torch, and the plan has no torch")
+    builds = abi.builds
+    if builds:
+        return _judge_builds(name, abi, torch, policy, builds, requires_floor)
+    return _judge_members(abi.members, torch, policy, requires_floor, declared_series)
+
+
+def _kind(members: Sequence[MemberAbi]) -> AbiKind:
+    linked = [m for m in members if m.links_torch]
+    return AbiKind.LOCKED if any(m.cxx for m in linked) else AbiKind.STABLE
+
+
+def _judge_members(members: Sequence[MemberAbi], torch: AbiTorch, policy: AbiPolicy, requires_floor: str | None,
+                   declared_series: str | None, *, builds: tuple[str, ...] = ()) -> AbiVerdict:
+    kind = AbiKind.BUILDS if builds else _kind(members)
+    majors = tuple(sorted({v for m in members for v in m.cuda_majors}))
+    base = AbiVerdict(kind=kind, against=str(torch.version), cuda_majors=majors, builds=builds)
+    cuda = _cuda_refusal(majors, torch)
+    if cuda is not None:
+        return _with(base, refusal=cuda)
+    cxx = tuple(sorted({s for m in members if m.links_torch for s in m.cxx}))
+    if not cxx:
+        floor = _higher(policy.stable_since, requires_floor)
+        if _release(torch.version) < _release_of(floor):
+            return _with(base, floor=floor, refusal=f"uses the LibTorch stable ABI from torch {floor} on; torch is {torch.version}")
+        return _with(base, floor=floor)
+    if declared_series is not None and declared_series != torch.series:
+        return _with(base, refusal=f"built for torch {declared_series} (its C++ ABI); torch is {torch.version}")
+    return _with(base, **_locked(cxx, torch, policy))
+
+
+def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[str, str]:
+    exports = torch.exports() if torch.exports is not None else None
+    example = policy.demangle(cxx[0])
+    if exports is None or exports.symbols is None:
+        why = exports.source if exports is not None else "no source of them for this target"
+        return {"refusal": f"imports {len(cxx)} C++ symbol{'s' * (len(cxx) != 1)} of torch (e.g. `{example}`), and torch {torch.version}'s exports "
+                           f"could not be read ({why}): it cannot be shown to run"}
+    missing = exports.missing(cxx)
+    if missing:
+        shown = ", ".join(f"`{policy.demangle(s)}`" for s in missing[:SHOWN])
+        more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+        return {"refusal": f"needs {shown}{more}, which torch {torch.version} does not export (built for another torch)"}
+    return {"note": f"its {len(cxx)} C++ import{'s' * (len(cxx) != 1)} of torch are all exported by torch {torch.version}; their layouts are not "
+                    "checked (`resolve-gpu-stack doctor` imports it)"}
+
+
+def _judge_builds(name: str, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None) -> AbiVerdict:
+    """A wheel of per-torch builds: the members for this torch's series (and the members that are
+    no build) decide; with none for it, a note naming the builds."""
+    series = torch.series
+    chosen = [m for m in abi.members if m.build == series or (m.build is None and m.links_torch)]
+    if any(m.build == series for m in chosen):
+        return _judge_members(chosen, torch, policy, requires_floor, None, builds=builds)
+    rest = [m for m in chosen if m.build is None]
+    if rest:  # members that are no build still run with this torch, or not
+        verdict = _judge_members(rest, torch, policy, requires_floor, None, builds=builds)
+        if verdict.refusal is not None:
+            return verdict
+    return AbiVerdict(kind=AbiKind.BUILDS, against=str(torch.version), builds=builds, note=_no_build_note(name, builds, torch, policy))
+
+
+def _no_build_note(name: str, builds: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> str:
+    span = builds[0] if len(builds) == 1 else f"{builds[0]} to {builds[-1]}"
+    note = f"has builds for torch {span}, none for {torch.series}: none of its shared objects is loaded with torch {torch.version}"
+    row = policy.loads_none(name)
+    if row is not None and _release(torch.version) >= _release_of(row[0]):
+        note += f"; from torch {row[0]} on that is expected ({row[1]})"
+    return note
+
+
+def _cuda_refusal(majors: tuple[int, ...], torch: AbiTorch | None) -> str | None:
+    if torch is None or torch.cuda_major is None or not majors or majors == (torch.cuda_major,):
+        return None
+    other = [m for m in majors if m != torch.cuda_major] or list(majors)
+    needs = " and ".join(f"CUDA {m}" for m in majors)
+    return f"needs {needs} (libcudart.so.{other[0]} and its kin), torch {torch.version} is built for CUDA {torch.cuda_major}"
+
+
+def _with(verdict: AbiVerdict, **changes: object) -> AbiVerdict:
+    return replace(verdict, **changes)  # type: ignore[arg-type]
+
+
+def _higher(a: str, b: str | None) -> str:
+    return a if b is None or _release_of(b) <= _release_of(a) else b
+
+
+def _release(version: Version) -> tuple[int, ...]:
+    return (version.release + (0, 0))[:2]
+
+
+def _release_of(text: str) -> tuple[int, ...]:
+    try:
+        return _release(Version(text))
+    except InvalidVersion:
+        return (0, 0)
+
+
+def recorded_verdict_fails(verdict: AbiVerdict, torch: Version | None, cuda_major: int | None) -> str | None:
+    """Why a verdict recorded in a lock does not hold for the lock's own torch (None: it holds):
+    it was made against another torch, its stable-ABI floor is above that torch, its CUDA majors
+    are not torch's, or it was a refusal (unknown included) planned anyway."""
+    if torch is None:
+        return "the lock has no torch to hold its ABI verdict against"
+    if verdict.against is not None and verdict.against != str(torch):
+        return f"its ABI verdict was made against torch {verdict.against}, the lock's torch is {torch}"
+    if verdict.refusal is not None:
+        return verdict.refusal
+    if verdict.floor is not None and _release(torch) < _release_of(verdict.floor):
+        return f"uses the LibTorch stable ABI from torch {verdict.floor} on; the lock's torch is {torch}"
+    if verdict.kind is AbiKind.UNKNOWN:
+        return "its shared objects could not be judged"
+    return _cuda_refusal(verdict.cuda_majors, AbiTorch(version=torch, cuda_major=cuda_major))
+
+
+def requires_floor(specifiers: Iterable[tuple[str, str]]) -> str | None:
+    """The lowest torch a wheel's own torch requirement admits, from its ``(operator, version)``
+    pairs: the highest ``>=``/``>``/``~=``/``==`` bound (``torch>=2.10`` -> "2.10"); None when it
+    sets none."""
+    floors = [v for op, v in specifiers if op in (">=", ">", "~=", "==", "===")]
+    if not floors:
+        return None
+    return max(floors, key=_release_of).removesuffix(".*")
+
+
+__all__ = ["SHOWN", "AbiPolicy", "AbiTorch", "ExportsSource", "TorchExports", "judge", "recorded_verdict_fails", "requires_floor"]
