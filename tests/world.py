@@ -44,10 +44,10 @@ class World:
         self.root.mkdir(parents=True, exist_ok=True)
 
     # -- adding wheels -------------------------------------------------------------------------
-    def pytorch(self, name: str, version: str, *, tag: str, requires: list[str] | tuple[str, ...] = (), channel: str = "nightly", variant: str = "cu130", at_root: bool = False, sidecar: bool = True, requires_python: str | None = None, padding: int = 0) -> BuiltWheel:
+    def pytorch(self, name: str, version: str, *, tag: str, requires: list[str] | tuple[str, ...] = (), channel: str = "nightly", variant: str = "cu130", at_root: bool = False, sidecar: bool = True, requires_python: str | None = None, padding: int = 0, files: dict[str, bytes] | None = None) -> BuiltWheel:
         prefix = f"whl/{channel}/" if channel != "stable" else "whl/"
         wheel_dir = prefix if at_root else f"{prefix}{variant}/"
-        w = build_wheel(self.root / wheel_dir, name, version, tag, requires, requires_python=requires_python, padding=padding)
+        w = build_wheel(self.root / wheel_dir, name, version, tag, requires, requires_python=requires_python, padding=padding, files=files)
         if sidecar:
             (self.root / wheel_dir / (w.filename + ".metadata")).write_bytes(w.metadata)
         page = f"{prefix}{variant}/{canonicalize_name(name)}/"
