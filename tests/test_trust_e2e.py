@@ -102,7 +102,7 @@ def test_a_bad_file_learnt_before_does_not_poison_later_runs(run: StoryRun, caps
     poisoned = cache.path_for(bad_sha, TORCH_FILE)
     poisoned.parent.mkdir(parents=True)
     poisoned.write_bytes(LOGIN_PAGE)
-    cache.remember(record["url"], bad_sha, len(LOGIN_PAGE))
+    write_old_record(cache, record["url"], bad_sha, len(LOGIN_PAGE))
     for p in (run.cache / "wheels" / "sha256").rglob(TORCH_FILE):
         if p != poisoned:
             p.unlink()
@@ -114,6 +114,12 @@ def test_a_bad_file_learnt_before_does_not_poison_later_runs(run: StoryRun, caps
     [record] = learnt_records(run)
     assert record["sha256"] == hashlib.sha256(run.served(PATHS.wheel)).hexdigest()
     assert any("is not the wheel its name says" in r.getMessage() for r in caplog.records)
+
+
+def write_old_record(cache: download.WheelCache, url: str, sha256: str, size: int) -> None:
+    """A learnt digest as an older version recorded it: without saying how its file was checked."""
+    path = cache.root / "urls" / (cache.url_key(url) + ".json")
+    path.write_text(json.dumps({"url": url, "sha256": sha256, "size": size}))
 
 
 # -- 5. every failure while reading a wheel is the documented error ---------------------------------

@@ -220,6 +220,13 @@ def atomic_write(path: Path, data: bytes) -> None:
 _TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
 
 
+def exclusive_temp(directory: Path) -> tuple[int, str]:
+    """A new temporary file in ``directory`` (which must exist), open for writing, and its name:
+    created with ``O_EXCL`` (never a file or link already there; ``is_temp_name`` knows the name,
+    so a killed writer's is swept once stale)."""
+    return _create(directory)
+
+
 def _create(directory: Path) -> tuple[int, str]:
     """A new temporary file in ``directory`` and its name (``O_EXCL``: never a file another process
     has; a name already taken, by a process in another pid namespace sharing this cache, gets a
@@ -385,4 +392,5 @@ def _drop_empty_dirs(root: Path) -> None:
                 pass
 
 
-__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]
+__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "clean", "default_cache_dir", "exclusive_temp", "expire_partials",
+           "is_temp_name", "prune", "sweep_stale", "sweep_temp_files"]
