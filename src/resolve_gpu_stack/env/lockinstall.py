@@ -163,18 +163,19 @@ def install_lock(
         report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local, insecure=insecure,
                                   wheel_cache=wheel_cache, env=env)
         return dataclasses.replace(report, lock_path=str(path))
-    plan = _localized(plan, path.parent, wheel_cache)  # the wheels through our wheel cache
-    if misfit:
-        plan = retarget(plan, environment)
-    if fetcher is None and not offline:
-        from ..net.http import HttpFetcher
+    with wheel_cache.in_use():
+        plan = _localized(plan, path.parent, wheel_cache)  # the wheels through our wheel cache
+        if misfit:
+            plan = retarget(plan, environment)
+        if fetcher is None and not offline:
+            from ..net.http import HttpFetcher
 
-        with HttpFetcher(cache=None) as own:
-            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
+            with HttpFetcher(cache=None) as own:
+                report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
+                                      environment=environment)
+        else:
+            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
                                   environment=environment)
-    else:
-        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                              environment=environment)
     return dataclasses.replace(report, lock_path=str(path))
 
 

@@ -406,7 +406,8 @@ def fill_hashes(
     missing = [pkg for pkg in files_to_fetch(plan) if not pkg.sha256]
     if not missing:
         return plan
-    fetched = fetch_packages(missing, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
+    with cache.in_use():
+        fetched = fetch_packages(missing, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
     packages = tuple(
         dataclasses.replace(pkg, sha256=fetched[pkg.name].sha256, size=fetched[pkg.name].size) if pkg.name in fetched and not pkg.sha256 else pkg
         for pkg in plan.packages

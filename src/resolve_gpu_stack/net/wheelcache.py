@@ -6,6 +6,8 @@ Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
     partial/<key>.part                bytes of an unfinished download; <key> = sha256 of the URL
     partial/<key>.json                its validator (ETag / Last-Modified), sent back as If-Range
     locks/<key>.lock                  one process at a time per URL (fcntl.flock)
+    in-use.lock                       held (shared) by every command using the cache's files; prune
+                                      and clean touch wheels only when they hold it exclusively
     urls/<key>.json                   sha256 + size learnt by downloading a wheel whose index gave
                                       no hash (PyTorch nightlies), so a later run finds it again;
                                       ``checked``: how the file was checked before (``INTACT``)
@@ -35,7 +37,7 @@ from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
 from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
 from ..urls import bare_url, redact_url
-from .cache import atomic_write
+from .cache import atomic_write, wheels_in_use
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
@@ -161,6 +163,13 @@ class WheelCache:
         unlink(self._partial_meta(url))
 
     @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Held (shared) by whoever uses files of this cache: ``cache prune`` and ``clean`` leave
+        its wheels and partial downloads alone meanwhile (``cache.wheels_in_use``)."""
+        with wheels_in_use(self.root):
+            yield
+
+    @contextmanager
     def locked(self, url: str) -> Iterator[None]:
         """An exclusive lock on one URL's partial file, across processes (where fcntl exists)."""
         lock_path = self.root / "locks" / (self.url_key(url) + ".lock")
@@ -244,23 +253,38 @@ def _write_json(path: Path, data: dict) -> None:
 
 def check_learned(path: Path, name: str, shown: str) -> None:
     """``IntegrityError`` unless the wheel ``path`` is intact and what ``name`` says (before
-    learning its sha256, and before reusing a learnt entry no such check is recorded for).
+    learning its sha256, and before reusing a learnt entry no such check is recorded for):
+    ``wheel_metadata``, and every member must pass its CRC check (a valid zip with the right
+    METADATA and one corrupt member is not pinned). Files that are not wheels by name are not
+    checked."""
+    try:
+        if not parse_filename(name)[3]:
+            return
+    except ValueError as exc:
+        raise IntegrityError(shown, str(exc)) from None
+    wheel_metadata(path, name, shown)
+    try:
+        with open(path, "rb") as fh:
+            zipmeta.check_crcs(fh)
+    except zipmeta.ZipError as exc:
+        raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
+    except OSError as exc:
+        raise IntegrityError(shown, f"cannot read the download ({exc})") from None
 
-    It must be a zip whose one ``*.dist-info/METADATA`` names the project and version of the file
-    name, and every member must pass its CRC check (a valid zip with the right METADATA and one
-    corrupt member is not pinned). Files that are not wheels by name are not checked.
-    """
+
+def wheel_metadata(path: Path, name: str, shown: str) -> bytes:
+    """The METADATA bytes of the wheel ``path``, whose file name is ``name``: ``IntegrityError``
+    unless it is a zip whose one ``*.dist-info/METADATA`` (under the size cap) names the project
+    and version of the file name."""
     try:
         want_name, want_version, _, is_wheel = parse_filename(name)
     except ValueError as exc:
         raise IntegrityError(shown, str(exc)) from None
     if not is_wheel:
-        return
+        raise IntegrityError(shown, f"{name} is not a wheel file name")
     try:
         with open(path, "rb") as fh:
             raw = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
-            fh.seek(0)
-            zipmeta.check_crcs(fh)
         meta = parse_metadata(raw, source=shown)
     except zipmeta.ZipError as exc:
         raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
@@ -270,6 +294,7 @@ def check_learned(path: Path, name: str, shown: str) -> None:
         raise IntegrityError(shown, f"cannot read the download ({exc})") from None
     if (meta.name, meta.version) != (want_name, want_version):
         raise IntegrityError(shown, f"the wheel's METADATA says {meta.name} {meta.version}, its file name {want_name} {want_version}")
+    return raw
 
 
-__all__ = ["FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename"]
+__all__ = ["FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
