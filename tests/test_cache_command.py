@@ -112,3 +112,65 @@ def test_cache_table_and_bad_days(tmp_path, capsys):
     out = capsys.readouterr().out
     assert str(tmp_path) in out and "partial downloads" in out
     assert cli.main(["cache", "prune", "--older-than", "nan", "--cache-dir", str(tmp_path)]) == 2
+
+
+# -- issue 22, item 5: the cache commands delete nothing that is not ours --------------------------------
+
+@pytest.mark.parametrize("kind", ["results-v1", "wheels/partial", "wheels", "pages-v1"])
+@pytest.mark.parametrize("action", ["clean", "prune", "info"])
+def test_a_symlinked_kind_folder_is_refused_and_nothing_outside_is_touched(tmp_path, capsys, kind, action):
+    """A kind folder (or the wheels folder above some) that is a link to somewhere else: before,
+    `cache clean`/`prune` deleted what it pointed at. Refused (exit 2), nothing counted or deleted."""
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    precious = [aged(outside / "ab" / ("a" * 64), 40 * DAY), aged(outside / "k.part", 40 * DAY), aged(outside / ".tmp-9-9-9", 3600)]
+    aged(cache / "metadata-v1" / "cd" / ("c" * 64), 40 * DAY)
+    link = cache / kind
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside, target_is_directory=True)
+    argv = ["cache", action, "--cache-dir", str(cache)] + (["--older-than", "0"] if action == "prune" else [])
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{link} is a symbolic link" in err and "Traceback" not in err
+    assert all(p.exists() for p in precious) and (cache / "metadata-v1" / "cd" / ("c" * 64)).exists()
+
+
+def test_clean_removes_every_kind_and_info_counts_them(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    made = {
+        "wheels": aged(cache / "wheels" / "sha256" / "ab" / ("ab" * 32) / "x-1-py3-none-any.whl", 1),
+        "wheel checks": aged(cache / "wheels" / "verified" / "ab" / ("ab" * 32) / "x-1-py3-none-any.whl.json", 1),
+        "download locks": aged(cache / "wheels" / "locks" / ("d" * 64 + ".lock"), 1, b""),
+        "wheel records": aged(cache / "wheels" / "urls" / ("e" * 64 + ".json"), 1),
+        "partial downloads": aged(cache / "wheels" / "partial" / ("f" * 64 + ".part"), 1),
+    }
+    now = info(cache, capsys)
+    for kind in made:
+        assert now[kind][0] == 1, kind
+    info(cache, capsys, "clean")
+    assert all(files == 0 for files, _ in info(cache, capsys).values())
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.name != "in-use.lock"]
+
+
+def test_prune_and_clean_leave_the_wheels_a_running_command_uses(tmp_path, capsys):
+    """`install`, `install --lock` and `wheelhouse` hold the wheel cache while they use its files:
+    a concurrent `cache prune --older-than 0` (or `clean`) leaves wheels and partial downloads alone
+    and says so; once the command is done they go."""
+    from resolve_gpu_stack.net.download import WheelCache
+
+    cache = tmp_path / "cache"
+    wheel = aged(cache / "wheels" / "sha256" / "ab" / ("ab" * 32) / "x-1-py3-none-any.whl", 40 * DAY)
+    part = aged(cache / "wheels" / "partial" / ("f" * 64 + ".part"), 40 * DAY)
+    result = aged(cache / "results-v1" / "ee" / ("e" * 64), 40 * DAY)
+    with WheelCache.under(cache).in_use():  # a running command
+        capsys.readouterr()
+        assert cli.main(["cache", "prune", "--older-than", "0", "--cache-dir", str(cache), "--format", "json"]) == 0
+        kinds = {k["kind"]: k for k in json.loads(capsys.readouterr().out)["kinds"]}
+        assert kinds["wheels"]["in_use"] and kinds["partial downloads"]["in_use"] and kinds["results"]["files"] == 1
+        assert wheel.exists() and part.exists() and not result.exists()
+        assert cli.main(["cache", "clean", "--cache-dir", str(cache), "--format", "table"]) == 0
+        assert "in use by a running command" in capsys.readouterr().out
+        assert wheel.exists() and part.exists()
+    removed = info(cache, capsys, "prune", "--older-than", "0")
+    assert removed["wheels"] == (1, 10) and removed["partial downloads"] == (1, 10)
+    assert not wheel.exists() and not part.exists()

@@ -208,7 +208,7 @@ def test_overrides_file_joins_override_flags(capsys, world, server, tmp_path):
 @pytest.mark.parametrize(("argv", "message"), [
     (["--abi-mismatch", "maybe"], "--abi-mismatch 'maybe' is not one of error, warn"),
     (["--override", "torch @ https://x.example/t.whl"], "direct URLs are not supported"),
-    (["--overrides", "/nonexistent/overrides.txt"], "cannot read it"),
+    (["--overrides", "/nonexistent/overrides.txt"], "cannot read /nonexistent/overrides.txt"),
     (["--without", "sgl-kernel>=1"], "is not a package name"),
 ])
 def test_framework_flag_usage_errors(capsys, world, server, argv, message):

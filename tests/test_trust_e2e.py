@@ -102,7 +102,7 @@ def test_a_bad_file_learnt_before_does_not_poison_later_runs(run: StoryRun, caps
     poisoned = cache.path_for(bad_sha, TORCH_FILE)
     poisoned.parent.mkdir(parents=True)
     poisoned.write_bytes(LOGIN_PAGE)
-    cache.remember(record["url"], bad_sha, len(LOGIN_PAGE))
+    write_old_record(cache, record["url"], bad_sha, len(LOGIN_PAGE))
     for p in (run.cache / "wheels" / "sha256").rglob(TORCH_FILE):
         if p != poisoned:
             p.unlink()
@@ -114,6 +114,12 @@ def test_a_bad_file_learnt_before_does_not_poison_later_runs(run: StoryRun, caps
     [record] = learnt_records(run)
     assert record["sha256"] == hashlib.sha256(run.served(PATHS.wheel)).hexdigest()
     assert any("is not the wheel its name says" in r.getMessage() for r in caplog.records)
+
+
+def write_old_record(cache: download.WheelCache, url: str, sha256: str, size: int) -> None:
+    """A learnt digest as an older version recorded it: without saying how its file was checked."""
+    path = cache.root / "urls" / (cache.url_key(url) + ".json")
+    path.write_text(json.dumps({"url": url, "sha256": sha256, "size": size}))
 
 
 # -- 5. every failure while reading a wheel is the documented error ---------------------------------
@@ -198,3 +204,63 @@ def test_403_on_a_metadata_sidecar_falls_back_to_range_reads(run: StoryRun, caps
     assert len(run.gets(PATHS.metadata)) == 1  # not retried
     assert any(h.get("Range") for h in run.gets(PATHS.wheel)), "METADATA read from the wheel by ranges"
     assert any("no metadata sidecar (403); reading the wheel instead" in r.getMessage() and r.levelname == "INFO" for r in caplog.records)
+
+
+# -- issue 22, item 4: a learnt hash only for an intact wheel (every member's CRC) --------------------
+
+def with_a_corrupt_member(data: bytes) -> bytes:
+    """The wheel ``data`` plus a stored member whose bytes no longer match its CRC: still a valid
+    zip with the right METADATA (what the older checks looked at), but not an intact wheel."""
+    src = zipfile.ZipFile(io.BytesIO(data))
+    buf = io.BytesIO()
+    payload = b"\x7fELF" + bytes(range(256)) * 8
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as out:
+        out.writestr(zipfile.ZipInfo("torch/lib/libtorch_stub.so"), payload, compress_type=zipfile.ZIP_STORED)
+        for info in src.infolist():
+            out.writestr(info, src.read(info))
+    broken = bytearray(buf.getvalue())
+    at = bytes(broken).index(payload) + 100
+    broken[at] ^= 0xFF
+    return bytes(broken)
+
+
+def test_a_wheel_with_one_corrupt_member_is_never_pinned(run: StoryRun, capsys) -> None:
+    """The nightly torch (no index hash) arrives as a valid zip whose METADATA is right and one of
+    whose members fails its CRC: no sha256 is learnt or cached (before: pinned, and every later
+    run reused the bad file); once the server sends the real wheel, the next lock pins that."""
+    old_locks(run)
+    run.srv.script(PATHS.wheel, [Fault(body=with_a_corrupt_member(run.served(PATHS.wheel)), headers={"Content-Type": "application/octet-stream"})])
+    rc, out, err = run.lock(capsys)
+    assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.wheel, words=("torch/lib/libtorch_stub.so fails its CRC check", "no sha256 was recorded"))
+    assert learnt_records(run) == [] and cached_wheels(run) == []
+    assert run.srv.faults.get(PATHS.wheel) == []  # sent once, not retried; from here on the server sends the real wheel
+    rc, _, err = run.lock(capsys)
+    assert_good_lock(run, rc, err)
+    [record] = learnt_records(run)
+    assert record["sha256"] == hashlib.sha256(run.served(PATHS.wheel)).hexdigest() and record["checked"] == "metadata+crc"
+
+
+def test_a_cached_wheel_with_a_corrupt_member_is_dropped_and_fetched_again(run: StoryRun, capsys, caplog) -> None:
+    """A cache an older version filled holds, under a learnt digest, a wheel with one corrupt
+    member (it passed the older METADATA-only check): the next run checks every CRC, drops it and
+    its record, downloads the real wheel and pins that; a record written after the full check is
+    trusted without reading the file again."""
+    rc, _, err = run.lock(capsys)
+    assert_good_lock(run, rc, err)
+    [record] = learnt_records(run)
+    cache = download.WheelCache.under(run.cache)
+    bad = with_a_corrupt_member(run.served(PATHS.wheel))
+    bad_sha = hashlib.sha256(bad).hexdigest()
+    poisoned = cache.path_for(bad_sha, TORCH_FILE)
+    poisoned.parent.mkdir(parents=True)
+    poisoned.write_bytes(bad)
+    write_old_record(cache, record["url"], bad_sha, len(bad))
+    before = len(run.gets(PATHS.wheel))
+    rc, _, err = run.lock(capsys)
+    assert_good_lock(run, rc, err)
+    assert bad_sha not in run.lock_path.read_text() and not poisoned.exists()
+    assert len(run.gets(PATHS.wheel)) == before + 1
+    assert any("fails its CRC check" in r.getMessage() for r in caplog.records)
+    rc, _, err = run.lock(capsys)  # the new record says the file was checked whole: reused as it is
+    assert_good_lock(run, rc, err)
+    assert len(run.gets(PATHS.wheel)) == before + 1

@@ -1,22 +1,18 @@
-"""The wheelhouse's pure parts: pages, manifest, lock rewriting; install_lock's target check."""
+"""The wheelhouse's pure parts: pages, manifest, lock rewriting."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
-from packaging.utils import NormalizedName, canonicalize_name
-from packaging.version import Version
+from packaging.utils import NormalizedName
 
-from resolve_gpu_stack.env.lockinstall import local_wheel_path, retarget, target_differences
-from resolve_gpu_stack.env.probe import Environment
-from resolve_gpu_stack.errors import LockFileError, UsageError
+from resolve_gpu_stack.env.lockinstall import local_wheel_path
+from resolve_gpu_stack.errors import LockFileError
 from resolve_gpu_stack.index.parse import parse_page
 from resolve_gpu_stack.lock.wheelhouse import HouseFile, manifest_json, project_html, project_json, read_manifest, rewrite_lock_text, root_json
-from resolve_gpu_stack.model import Action, Coupling, IndexPage, LockedPackage, LockPlan, TargetSummary
+from resolve_gpu_stack.model import IndexPage
 
 SHA = "a" * 64
 META = "b" * 64
@@ -78,30 +74,3 @@ def test_local_wheel_paths_are_relative_to_the_lock(tmp_path: Path):
     assert local_wheel_path("files/a.whl", tmp_path) == (tmp_path / "files" / "a.whl").resolve()
     assert local_wheel_path("file:///srv/house/a%2Bb.whl", tmp_path) == Path("/srv/house/a+b.whl")
     assert local_wheel_path("https://m.example/a.whl", tmp_path) is None
-
-
-def _env(python: str, platform: str, installed: dict[str, str]) -> Environment:
-    """What target_differences and retarget read of an Environment: the interpreter and its target."""
-    target = SimpleNamespace(python_version=python, platform=platform, installed={canonicalize_name(k): Version(v) for k, v in installed.items()})
-    return cast(Environment, SimpleNamespace(interpreter="/venv/bin/python", target=target))
-
-
-def _plan() -> LockPlan:
-    torch = LockedPackage(name=NormalizedName("torch"), version=Version("2.12.0.dev20260307+cu130"), action=Action.KEEP, index="installed", coupling=Coupling.TORCH)
-    foo = LockedPackage(name=NormalizedName("foo"), version=Version("1.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC)
-    return LockPlan(target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"), packages=(torch, foo))
-
-
-def test_target_differences_name_python_platform_and_torch():
-    same = _env("3.12", "x86_64-manylinux_2_28", {"torch": "2.12.0.dev20260307+cu130"})
-    assert target_differences(_plan(), same) == []
-    other = _env("3.11", "aarch64-manylinux_2_28", {"torch": "2.12.0.dev20260306+cu130", "foo": "0.9"})
-    said = target_differences(_plan(), other)
-    assert said[0] == "Python 3.12 in the lock, 3.11 here"
-    assert "aarch64-manylinux_2_28 here" in said[1] and "torch 2.12.0.dev20260307+cu130" in said[2] and "2.12.0.dev20260306+cu130" in said[2]
-    assert "foo not installed, here it is 0.9" in said[3]
-    forced = retarget(_plan(), other)
-    assert target_differences(forced, other) == []
-    assert forced.package("torch").version == Version("2.12.0.dev20260306+cu130")
-    with pytest.raises(UsageError, match="nothing to keep"):
-        retarget(_plan(), _env("3.12", "x86_64-manylinux_2_28", {}))

@@ -1,12 +1,15 @@
 """`resolve-gpu-stack cache [info|prune|clean]`: where the cache is, how big, and tidying it.
 
 ``info`` (the default) lists files and bytes per kind: pages, metadata, results, scans (wheel
-ABI classifications), wheels, partial downloads, wheel records, temp files. ``prune [--older-than DAYS]`` removes what can be fetched or
+ABI classifications), wheels, partial downloads, wheel records, wheel checks, download locks, temp
+files. ``prune [--older-than DAYS]`` removes what can be fetched or
 computed again and was not used for DAYS (default 7): abandoned temp files, partial downloads and
 stored results by age, wheels by last access; pages, METADATA and scans stay (small, and pages
-are revalidated on every use). ``clean`` removes every entry. ``--format json`` prints
+are revalidated on every use). ``clean`` removes every entry. Wheels and partial downloads a
+running command uses are left alone (``in_use``). A kind folder that is a symbolic link is refused
+(exit 2): nothing is counted or deleted through it. ``--format json`` prints
 ``{"schema": "resolve-gpu-stack/cache/v1", "cache_dir", "action", "kinds": [{"kind", "files",
-"bytes"}], "total_bytes"}``: for ``info`` what is there, for ``prune``/``clean`` what was removed.
+"bytes", "in_use"}], "total_bytes"}``: for ``info`` what is there, for ``prune``/``clean`` what was removed.
 """
 
 from __future__ import annotations
@@ -34,12 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "info (default): the cache directory and its files and bytes per kind. prune: remove abandoned temp files, "
             "partial downloads and stored results older than --older-than days and wheels not used for as long "
-            "(pages, METADATA and scans stay). clean: remove every entry."
+            "(pages, METADATA and scans stay). clean: remove every entry. Wheels a running command uses are left alone; "
+            "a cache folder that is a symbolic link is refused."
         ),
     )
     p.add_argument("action", nargs="?", choices=("info", "prune", "clean"), default="info")
     p.add_argument("--older-than", type=_days, default=DEFAULT_DAYS, metavar="DAYS", help=f"prune: what was not used for this many days (default {DEFAULT_DAYS:g})")
-    p.add_argument("--cache-dir", metavar="DIR", type=Path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    p.add_argument("--cache-dir", metavar="DIR", type=common.absolute_path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
 
 
@@ -81,7 +85,7 @@ def cache_json(root: Path, action: str, kinds: Sequence[Usage]) -> dict:
         "schema": CACHE_SCHEMA,
         "cache_dir": str(root),
         "action": action,
-        "kinds": [{"kind": k.kind, "files": k.files, "bytes": k.bytes} for k in kinds],
+        "kinds": [{"kind": k.kind, "files": k.files, "bytes": k.bytes, "in_use": k.in_use} for k in kinds],
         "total_bytes": sum(k.bytes for k in kinds),
     }
 
@@ -90,7 +94,8 @@ def _print_table(root: Path, action: str, kinds: Sequence[Usage]) -> None:
     verb = {"info": "", "prune": "removed ", "clean": "removed "}[action]
     print(f"cache: {root}")
     for k in kinds:
-        print(f"  {verb}{k.kind:<18} {k.files:>8} files  {_size(k.bytes):>10}")
+        left = "  (in use by a running command: left alone)" if k.in_use else ""
+        print(f"  {verb}{k.kind:<18} {k.files:>8} files  {_size(k.bytes):>10}{left}")
     print(f"  {verb}{'total':<18} {sum(k.files for k in kinds):>8} files  {_size(sum(k.bytes for k in kinds)):>10}")
 
 

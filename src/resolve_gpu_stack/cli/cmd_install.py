@@ -95,13 +95,14 @@ def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> W
     return WheelCache.under(args.cache_dir or default_cache_dir(env))
 
 
-def download_fetcher(args: argparse.Namespace, defs) -> HttpFetcher:
-    """An HTTP fetcher for wheels, knowing the credentials of the configured indexes."""
+def download_fetcher(args: argparse.Namespace, defs=None) -> HttpFetcher:
+    """THE HTTP fetcher for wheels (install, install --lock, wheelhouse): the network flags, retries
+    reported as they happen, and the credentials of the configured indexes (``defs``) when given."""
     from ..net.http import HttpFetcher
 
     fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
     fetcher.transport.on_retry = common.retry_printer(args)
-    for definition in defs.indexes.values():
+    for definition in (defs.indexes.values() if defs is not None else ()):
         if definition.url:
             fetcher.credentials.remember(definition.url)
     return fetcher
@@ -287,8 +288,8 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
     g.add_argument("--lock", type=Path, metavar="PYLOCK", help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
                    "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read")
-    g.add_argument("--force-target", action="store_true", help="with --lock: install a lock made for another Python, platform or installed torch "
-                   "(the kept packages stay as installed here)")
+    g.add_argument("--force-target", action="store_true", help="with --lock: install a lock whose wheels or Python do not fit this interpreter "
+                   "(Python and platform only: the packages a lock keeps, torch above all, must be installed here exactly as locked, forced or not)")
 
 
 def lock_conflicts(args: argparse.Namespace) -> list[str]:
@@ -301,7 +302,7 @@ def lock_conflicts(args: argparse.Namespace) -> list[str]:
 def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """``install --lock PYLOCK [--force-target]``."""
     from ..env.lockinstall import install_lock
-    from ..net.http import HttpFetcher
+    from .config import bundled_definitions
 
     if args.lock is None:
         raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")
@@ -314,8 +315,9 @@ def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     python = interpreter_from_args(args, env)
     uv = uv_from_args(args, env)
     cache = wheel_cache_from_args(args, env)
-    with HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host)) as fetcher, download_progress(args) as progress:
-        report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, force_target=args.force_target,
+    defs = bundled_definitions()
+    with download_fetcher(args) as fetcher, download_progress(args) as progress:
+        report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, defs=defs, dry_run=args.dry_run, force_target=args.force_target,
                               fetcher=fetcher, progress=progress, env=env)
     emit_report(args, report)
     return 0

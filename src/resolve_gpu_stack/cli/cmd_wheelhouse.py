@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..errors import UsageError
+from ..urls import has_credentials, redact_url
 from . import common
 
 if TYPE_CHECKING:
@@ -36,42 +37,64 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("locks", nargs="+", type=Path, metavar="LOCK", help="pylock.<name>.toml files (several targets share one wheelhouse)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the wheelhouse folder (created; an earlier export there is updated)")
-    p.add_argument("--base-url", metavar="URL", help="the URL DIR will be served at: the rewritten locks then name URL/files/<wheel> (default: relative paths)")
-    p.add_argument("--prune", action="store_true", help="delete wheels and pages no lock given here installs any more")
+    p.add_argument("--base-url", metavar="URL", help="the URL DIR will be served at (https, or http on loopback; no query or fragment): "
+                   "the rewritten locks then name URL/files/<wheel> (default: relative paths)")
+    p.add_argument("--prune", action="store_true", help="delete wheels and pages no lock given here installs any more (only in a folder an export made: "
+                   "never through a link, never outside DIR)")
     p.add_argument("--offline", action="store_true", help="take every wheel from the wheel cache or local files; download nothing")
     common.add_network_flags(p.add_argument_group("network"))
     common.add_output_flags(p)
 
 
 def check_base_url(url: str | None) -> str | None:
-    """``--base-url``: an http(s) URL without credentials (it is written into every lock)."""
+    """``--base-url``: written into every lock, so an https URL (or plain http to loopback) with a
+    host, no credentials, no query or fragment (they would swallow every wheel path after them),
+    no whitespace or control characters. Never shown back with a password in it."""
+    from ..net.urlpolicy import is_loopback
+
     if url is None:
         return None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--base-url {url!r}: not an http(s) URL", hint="e.g. --base-url https://mirror.example/wheelhouse")
-    if parts.username is not None or parts.password is not None:
+    shown = redact_url(url)
+    example = "e.g. --base-url https://mirror.example/wheelhouse"
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise UsageError(f"--base-url {shown!r}: whitespace or a control character in a URL", hint=example)
+    if has_credentials(url):
         raise UsageError("--base-url must not carry credentials: it is written into every lock",
                          hint="give the bare URL; nodes send credentials from their own netrc or keyring")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
+    except ValueError as exc:
+        raise UsageError(f"--base-url {shown!r}: not a URL ({exc})", hint=example) from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise UsageError(f"--base-url {shown!r}: not an http(s) URL", hint=example)
+    if parts.scheme == "http" and not is_loopback(host):
+        raise UsageError(f"--base-url {shown!r}: plain http to a host that is not loopback; nodes would fetch every wheel unencrypted",
+                         hint="serve the wheelhouse over https (plain http only on 127.0.0.1 / localhost)")
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise UsageError(f"--base-url {shown!r}: a query or fragment would swallow every wheel path after it", hint=example)
     return url
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..env.wheelhouse import export_wheelhouse
-    from ..net.http import HttpFetcher
-    from .cmd_install import download_progress, wheel_cache_from_args
+    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
 
     base_url = check_base_url(args.base_url)
+    output = args.output.absolute()
     missing = [str(p) for p in args.locks if not p.is_file()]
     if missing:
         raise UsageError(f"no such lock: {', '.join(missing)}", hint="pass pylock.<name>.toml files written by `resolve-gpu-stack lock`")
-    if any(p.resolve().parent == args.output.resolve() for p in args.locks):
+    if any(p.resolve().parent == output.resolve() for p in args.locks):
         raise UsageError(f"{args.output} holds a lock given to export; the wheelhouse rewrites its locks there",
                          hint="export the locks CI wrote (elsewhere) into the wheelhouse folder")
     cache = wheel_cache_from_args(args, env)
-    with HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host)) as fetcher, download_progress(args) as progress:
-        report = export_wheelhouse(args.locks, args.output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress,
+    with download_fetcher(args) as fetcher, download_progress(args) as progress:
+        report = export_wheelhouse(args.locks, output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress,
                                    offline=args.offline, prune=args.prune)
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if not args.quiet:
         print(summary(report), file=sys.stderr)
     emit_report(args, report)

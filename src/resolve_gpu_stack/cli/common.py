@@ -36,9 +36,15 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
 
 def add_network_flags(g: argparse._ArgumentGroup) -> None:
     """The cache and HTTP flags every command that downloads shares."""
-    g.add_argument("--cache-dir", metavar="DIR", type=Path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    g.add_argument("--cache-dir", metavar="DIR", type=absolute_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+
+
+def absolute_path(text: str) -> Path:
+    """A path flag, made absolute once, here: every path handed on (to uv above all, which runs
+    elsewhere and follows links from a temporary folder) names the same file from anywhere."""
+    return Path(text).expanduser().absolute()
 
 
 def positive_seconds(text: str) -> float:

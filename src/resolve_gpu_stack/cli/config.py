@@ -208,15 +208,29 @@ def _settings(r: _Reader, where: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     for key, setting in S.BY_KEY.items():
         if key not in raw:
             continue
+        value: Any
         if setting.kind == "list":
             value = r.string_list(raw[key], key, where)
         else:
             value = r.get(raw, key, _TOML_KIND[setting.kind], where)
+        if setting.names_file:
+            value = str(_inside(r, where, key, value))
         try:
             out[setting.name] = setting.parse(value)
         except UsageError as exc:
             raise r.fail(where, f"{key}: {exc.message.replace(setting.flag + ' ', '', 1)}", hint=exc.hint) from None
     return out
+
+
+def _inside(r: _Reader, where: str, key: str, value: str) -> Path:
+    """A file a config names to be read (``overrides-file``): relative to the config's folder and,
+    links resolved, inside it (a config from an untrusted repository must not read ``~/.netrc``;
+    ``~`` is not expanded). Reading it then takes a regular file of bounded size only."""
+    root = Path(r.source).parent.resolve()
+    path = (root / value).resolve()
+    if not path.is_relative_to(root):
+        raise r.fail(where, f"{key} {value!r} is outside the project folder {root}", hint="a config reads files only below its own folder")
+    return path
 
 
 def _outputs(r: _Reader, where: str, raw: Any, root: Path) -> tuple[Path, ...]:

@@ -102,20 +102,39 @@ def _overrides(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
+MAX_OVERRIDES_BYTES = 1 << 20
+
+
 def _overrides_file(text: str) -> tuple[str, ...]:
-    """The requirements of a requirements-style file: one a line, ``#`` comments and blank lines skipped."""
+    """The requirements of a requirements-style file: one a line, ``#`` comments and blank lines
+    skipped. A regular file of at most ``MAX_OVERRIDES_BYTES``; an error names the file and the
+    line number and never quotes the line (a file named by mistake may hold a secret)."""
     from pathlib import Path
 
+    from ..data.toml import read_text
+    from ..model.request import parse_with
+
     path = Path(text).expanduser()
+    hint = "name a file with one requirement a line, e.g. torch==2.12.0 (the line is not shown: the file might hold a secret)"
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"--overrides {text!r}: cannot read it: {exc.strerror or exc}", hint="name a file with one requirement a line, e.g. torch==2.12.0") from None
-    items = tuple(t for line in lines if (t := line.split(" #", 1)[0].strip()) and not t.startswith("#"))
-    for item in items:
-        if item.startswith("-"):
-            raise UsageError(f"--overrides {text!r}: {item!r} is an option; only requirements are read", hint="one requirement a line, e.g. torch==2.12.0")
-    return _overrides(items)
+        lines = read_text(path, error=UsageError, max_bytes=MAX_OVERRIDES_BYTES).splitlines()
+    except UsageError as exc:
+        raise UsageError(f"--overrides {exc.message}", hint=hint) from None
+    items = []
+    for n, line in enumerate(lines, start=1):
+        item = line.split(" #", 1)[0].strip()
+        if not item or item.startswith("#"):
+            continue
+        what = "an option; only requirements are read" if item.startswith("-") else None
+        if what is None:
+            try:
+                parse_with(item, flag="--override")
+            except UsageError:
+                what = "not a requirement"
+        if what is not None:
+            raise UsageError(f"--overrides {path}: line {n}: {what}", hint=hint)
+        items.append(item)
+    return tuple(items)
 
 
 def _abi_mismatch(text: str) -> str:
@@ -161,6 +180,7 @@ class Setting:
     parse: Callable[[Any], Any] = _same
     metavar: str | None = None
     joins: str | None = None  # a list setting whose field this one's parsed items are added to (--overrides FILE)
+    names_file: bool = False  # the value is a file to read: a config's is relative to its folder and must lie inside it
 
     @property
     def on_request(self) -> bool:
@@ -208,7 +228,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(name="overrides", kind="list", default=(), flag="--override", key="overrides", group=RESOLVE_GROUP, parse=_overrides, metavar="REQ",
             help="replace every requirement on that package by REQ, as uv's --override (repeatable), e.g. --override 'torch==2.12.0.dev20260307+cu130'"),
     Setting(name="overrides_file", kind="optional", default=None, flag="--overrides", key="overrides-file", group=RESOLVE_GROUP, parse=_overrides_file,
-            metavar="FILE", joins="overrides", help="a file of overrides, one requirement a line (as --override)"),
+            metavar="FILE", joins="overrides", names_file=True, help="a file of overrides, one requirement a line (as --override)"),
     Setting(name="auto_torch_override", kind="bool", default=True, flag="--no-auto-torch-override", key="auto-torch-override", group=RESOLVE_GROUP,
             help="do not override a package's torch pin (or torch-family pin) by the selected torch: such a package is walked back or fails"),
     Setting(name="without", kind="list", default=(), flag="--without", key="without", group=RESOLVE_GROUP, metavar="NAME",

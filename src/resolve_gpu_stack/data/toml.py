@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import os
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,12 +71,29 @@ def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = Ind
         raise error(f"{where}: not valid TOML: {exc}") from None
 
 
-def read_text(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> str:
-    """A file's text; a missing, unreadable or non-UTF-8 file raises ``error`` naming it."""
+MAX_TEXT_BYTES = 1 << 30  # no lock, config or index file we read is near this; /dev/zero would be endless
+
+
+def read_text(path: Path, *, error: type[ResolveGpuStackError] = IndexDefinitionError, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """A file's text; a missing, unreadable or non-UTF-8 file raises ``error`` naming it, and so
+    does anything but a regular file (a device, a FIFO, ``/dev/stdin``: opened without waiting,
+    never read) and a file over ``max_bytes``. A message never quotes the file's content."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise error(f"{path}: not a regular file", hint="name a text file")
+            if st.st_size > max_bytes:
+                raise error(f"{path}: {st.st_size} bytes, over the {max_bytes}-byte limit for this file")
+            data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise error(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise error(f"{path}: over the {max_bytes}-byte limit for this file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

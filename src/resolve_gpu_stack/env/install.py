@@ -310,15 +310,16 @@ def install_plan(
     before_env = environment if environment is not None else inspect_environment(python)
     check_environment(plan, before_env)
     before = dict(before_env.target.installed)
-    plan = fill_hashes(plan, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
-    todo = files_to_fetch(plan)
-    if not todo:
-        rows = _rows(plan, before, None if dry_run else before)
-        return InstallReport(python=python, dry_run=dry_run, rows=rows)
-    fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
-    with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
-        args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan))
-        return run_uv_checked(plan, args, python=python, env=uv_environment(env), before_env=before_env, dry_run=dry_run)
+    with wheel_cache.in_use():  # the files handed to uv stay until it is done (cache prune waits)
+        plan = fill_hashes(plan, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
+        todo = files_to_fetch(plan)
+        if not todo:
+            rows = _rows(plan, before, None if dry_run else before)
+            return InstallReport(python=python, dry_run=dry_run, rows=rows)
+        fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
+        with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
+            args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan))
+            return run_uv_checked(plan, args, python=python, env=uv_environment(env), before_env=before_env, dry_run=dry_run)
 
 
 def run_uv_checked(plan: LockPlan, args: Sequence[str], *, python: str, env: Mapping[str, str], before_env: Environment, dry_run: bool,

@@ -7,22 +7,29 @@ install -r PYLOCK``), which downloads each wheel from the lock's own URL (or tak
 relative to the lock file, as a wheelhouse writes them), checks its size and sha256 against the
 lock, and installs, overlapping all three: as fast as plain uv. Around it, what makes ours safe:
 
-- a lock made for another target (Python minor, platform, or another installed torch / kept
-  package, listed or ``kept-unlisted``) is refused with every difference named, before uv runs;
+- before uv runs, the lock passes every offline rule ``check`` applies (``lock.check.check_lock``,
+  the very function: torch never lowered or moved unless its inputs say so, kept packages exact,
+  FlashInfer aligned, every file hashed, wheels only), judged for this interpreter: what uv would
+  install here (markers, ``requires-python``, ``environments``, each wheel's tags against the
+  interpreter's own tag list: a ``manylinux_2_28`` wheel fits a glibc 2.36 host), every kept
+  package installed here at exactly its locked version, and a torch the lock moves still the one
+  it was made for. Any failure refuses the lock with nothing touched; ``--force-target`` relaxes
+  only the Python and platform fit, never the installed packages;
 - uv's dry run on the lock comes first (it downloads no wheel) and any change the lock does not
-  make (torch above all) is refused with nothing changed (``install.run_uv_checked``);
+  make (torch above all) is refused with nothing changed (``install.run_uv_checked``); uv always
+  runs with ``--no-build``;
 - afterwards every package is at its locked version and every kept dist-info byte-identical;
 - a wheel that is not the one the lock names (size or sha256) is refused by uv before it installs
   anything, as a ``UvError`` with a hint;
 - http(s) URLs pass our URL policy first (plain http only for loopback or
   ``--allow-insecure-host``); credentials come from ~/.netrc, which uv reads as we do (a lock
-  never holds any).
+  never holds any). Where a wheel is fetched from is not ``check``'s business here: a wheelhouse
+  moves every wheel, and its sha256 still decides.
 
 Two cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
-``install.install_plan``): ``force_target`` with a difference (the plan is re-targeted to the
-interpreter as it is, kept packages at their installed versions: a plan uv's reading of the lock
-would not match), and ``offline`` with wheels that are not local files (only our wheel cache can
-answer for them).
+``install.install_plan``): ``force_target`` with a Python or platform misfit (the plan is
+re-targeted to the interpreter as it is: uv's reading of the lock would refuse it), and
+``offline`` with wheels that are not local files (only our wheel cache can answer for them).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from ..errors import UsageError
+from ..errors import LockFileError, UsageError
+from ..lock.check import ERROR, INSTALLED, LOCATION, TARGET, Checked, Finding, check_lock
 from ..lock.files import read_lock
 from ..lock.pylock import plan_from_lock
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
@@ -44,18 +52,8 @@ from .install import InstallReport, download_summary, install_plan, run_uv_check
 from .probe import Environment, start_probe
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..net.http import HttpFetcher
-
-
-def load_lock_plan(path: Path, *, wheel_cache: WheelCache) -> LockPlan:
-    """The plan of a pylock, with every local (``path`` / ``file:``) wheel verified into the cache.
-
-    Local wheels keep their place in the plan under a ``file:`` URL; the cache then answers for
-    them, so no request is ever made for a local file.
-    """
-    plan = plan_from_lock(read_lock(path))
-    packages = tuple(_localize(pkg, path.parent, wheel_cache) for pkg in plan.packages)
-    return dataclasses.replace(plan, packages=packages)
 
 
 def local_wheel_path(url: str, base: Path) -> Path | None:
@@ -66,6 +64,12 @@ def local_wheel_path(url: str, base: Path) -> Path | None:
     if "://" in url:
         return None
     return (base / url).resolve()
+
+
+def _localized(plan: LockPlan, base: Path, cache: WheelCache) -> LockPlan:
+    """The plan with every local (``path`` / ``file:``) wheel verified into the cache: it keeps
+    its place under a ``file:`` URL, and the cache answers for it (no request for a local file)."""
+    return dataclasses.replace(plan, packages=tuple(_localize(pkg, base, cache) for pkg in plan.packages))
 
 
 def _localize(pkg: LockedPackage, base: Path, cache: WheelCache) -> LockedPackage:
@@ -80,41 +84,46 @@ def _localize(pkg: LockedPackage, base: Path, cache: WheelCache) -> LockedPackag
     return dataclasses.replace(pkg, url=local.as_uri(), filename=stored.path.name)
 
 
-def target_differences(plan: LockPlan, environment: Environment) -> list[str]:
-    """What differs between the target a plan was made for and this interpreter (empty: none)."""
-    target = environment.target
-    out = []
-    want = _minor(plan.target.python)
-    if want and want != target.python_version:
-        out.append(f"Python {want} in the lock, {target.python_version} here")
-    if plan.target.platform and plan.target.platform != target.platform:
-        out.append(f"platform {plan.target.platform} in the lock, {target.platform} here")
-    for pkg in plan.packages:
-        now = target.installed.get(pkg.name)
-        if pkg.action is Action.KEEP and now != pkg.version:
-            out.append(f"the lock keeps the installed {pkg.name} {pkg.version}, here {pkg.name} is {now if now is not None else 'not installed'}")
-        elif pkg.action is not Action.KEEP and now != pkg.installed_version:
-            was = f"at {pkg.installed_version}" if pkg.installed_version is not None else "not installed"
-            out.append(f"the lock expects {pkg.name} {was}, here it is {now if now is not None else 'not installed'}")
-    return out
+def installable(path: Path, checked: Checked, environment: Environment, *, force_target: bool = False) -> tuple[LockPlan, bool]:
+    """(the lock's plan, whether it misfits the interpreter's Python or platform) when ``checked``
+    (``check_lock`` for ``environment``'s target) allows installing it, else the refusal:
+    ``LockFileError`` (exit 1) when the lock breaks its own promises, ``UsageError`` (exit 2) when
+    it was made for another target (a Python or platform misfit passes with ``force_target``;
+    what is installed never does)."""
+    errors = [f for f in checked.findings if f.level == ERROR and f.rule != LOCATION]
+    own = [f for f in errors if f.rule not in (TARGET, INSTALLED)]
+    if own or checked.plan is None or checked.locked is None:
+        raise LockFileError(f"{path}: refused before anything was installed: " + _listed(own or errors),
+                            hint=f"`resolve-gpu-stack check {path}` lists every problem; lock again to fix them")
+    if checked.locked.format != "pylock":
+        raise LockFileError(f"{path}: a constraints file does not record wheels or hashes", hint="install a pylock.<name>.toml written by resolve-gpu-stack")
+    misfits = [f for f in errors if f.rule == TARGET]
+    held = [f for f in errors if f.rule == INSTALLED] + ([] if force_target else misfits)
+    if held:
+        relaxable = not any(f.rule == INSTALLED for f in held)
+        hint = ("lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)" if relaxable else
+                "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)")
+        held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))  # what is installed, then the whole lock, then each wheel
+        raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
+    return checked.plan, bool(misfits)
+
+
+def _said(finding: Finding) -> str:
+    return f"{finding.package}: {finding.message}" if finding.package else finding.message
+
+
+def _listed(findings: list[Finding], most: int = 4) -> str:
+    shown = "; ".join(_said(f) for f in findings[:most])
+    return shown + (f"; and {len(findings) - most} more" if len(findings) > most else "")
 
 
 def retarget(plan: LockPlan, environment: Environment) -> LockPlan:
-    """The plan for this interpreter as it is (``--force-target``): its Python and platform, kept
-    packages at their installed versions, every other package's 'before' as installed now."""
+    """The plan for this interpreter's Python and platform (``--force-target``), every package's
+    'before' as installed now. Kept packages are what the lock keeps (``installable`` said so)."""
     target = environment.target
-    packages = []
-    for pkg in plan.packages:
-        now = target.installed.get(pkg.name)
-        if pkg.action is Action.KEEP:
-            if now is None:
-                raise UsageError(f"the lock keeps {pkg.name} {pkg.version}, which {environment.interpreter} does not have; even with --force-target there is nothing to keep",
-                                 hint=f"install {pkg.name} first, or lock for this interpreter")
-            packages.append(dataclasses.replace(pkg, version=now))
-        else:
-            packages.append(dataclasses.replace(pkg, installed_version=now))
+    packages = tuple(pkg if pkg.action is Action.KEEP else dataclasses.replace(pkg, installed_version=target.installed.get(pkg.name)) for pkg in plan.packages)
     summary = TargetSummary(python=target.python_version, platform=target.platform, cuda=plan.target.cuda)
-    return dataclasses.replace(plan, target=summary, packages=tuple(packages))
+    return dataclasses.replace(plan, target=summary, packages=packages)
 
 
 def install_lock(
@@ -123,6 +132,7 @@ def install_lock(
     python: str,
     uv: str,
     wheel_cache: WheelCache,
+    defs: Definitions | None = None,
     dry_run: bool = False,
     force_target: bool = False,
     fetcher: HttpFetcher | None = None,
@@ -132,41 +142,40 @@ def install_lock(
 ) -> InstallReport:
     """Install exactly the lock at ``path`` into ``python``'s environment (see the module docstring).
 
+    ``defs``: the index definitions the lock is checked with (default: the bundled ones).
     ``fetcher`` downloads the lock's http(s) wheels when they are not handed to uv (one is made,
     and closed, when None and not ``offline``); ``offline`` takes every wheel from the wheel cache
     or local files.
     """
-    probe = start_probe(python)  # runs while the lock is read
+    if defs is None:
+        from ..data.definitions import load_definitions
+
+        defs = load_definitions()
+    probe = start_probe(python)
     try:
-        plan = plan_from_lock(read_lock(path))
-    except BaseException:
+        environment = probe.result()
+    finally:
         probe.close()
-        raise
-    environment = probe.result()
-    differences = target_differences(plan, environment)
-    if differences and not force_target:
-        raise UsageError(
-            f"{path} was made for another target than {environment.interpreter}: " + "; ".join(differences),
-            hint="lock for this interpreter, or pass --force-target to install it anyway (kept packages stay as installed)",
-        )
+    plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
-    if not differences and (local or not offline):
+    if not misfit and (local or not offline):
         insecure = fetcher.transport.allow_insecure_hosts if fetcher is not None else ()
         report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local, insecure=insecure,
                                   wheel_cache=wheel_cache, env=env)
         return dataclasses.replace(report, lock_path=str(path))
-    plan = load_lock_plan(path, wheel_cache=wheel_cache)  # the wheels through our wheel cache
-    if differences:
-        plan = retarget(plan, environment)
-    if fetcher is None and not offline:
-        from ..net.http import HttpFetcher
+    with wheel_cache.in_use():
+        plan = _localized(plan, path.parent, wheel_cache)  # the wheels through our wheel cache
+        if misfit:
+            plan = retarget(plan, environment)
+        if fetcher is None and not offline:
+            from ..net.http import HttpFetcher
 
-        with HttpFetcher(cache=None) as own:
-            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
+            with HttpFetcher(cache=None) as own:
+                report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
+                                      environment=environment)
+        else:
+            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
                                   environment=environment)
-    else:
-        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                              environment=environment)
     return dataclasses.replace(report, lock_path=str(path))
 
 
@@ -189,14 +198,15 @@ def uv_lock_args(path: Path, *, uv: str, python: str, local: bool) -> list[str]:
     """``uv pip install -r PYLOCK``: uv downloads each wheel from the lock's own URL (or takes its
     path), checks it against the lock's sha256 and installs it, all overlapped; ``--no-config``
     (with ``uv_environment``'s scrubbing) so no uv.toml or ``UV_*`` variable changes what is
-    installed; ``--offline`` when every wheel is a local file."""
-    return [uv, "pip", "install", "--python", python, "--no-config", *(["--offline"] if local else []), "-r", str(path)]
+    installed; ``--no-build``: nothing is ever built (a lock we install has wheels only);
+    ``--offline`` when every wheel is a local file."""
+    return [uv, "pip", "install", "--python", python, "--no-config", "--no-build", *(["--offline"] if local else []), "-r", str(path)]
 
 
 def _install_with_uv(path: Path, plan: LockPlan, *, python: str, uv: str, environment: Environment, dry_run: bool, local: bool,
                      insecure: tuple[str, ...], wheel_cache: WheelCache, env: Mapping[str, str] | None) -> InstallReport:
-    """The lock as it is, to uv (the target checked already; kept-unlisted packages are installed
-    at their kept versions, or ``target_differences`` said so)."""
+    """The lock as it is, to uv (``installable`` said so: kept packages, listed or not, are
+    installed here at their kept versions)."""
     for pkg in plan.packages:
         if pkg.action is not Action.KEEP and pkg.url and local_wheel_path(pkg.url, path.parent) is None:
             check_url_allowed(pkg.url, insecure)  # uv would fetch plain http from anywhere
@@ -211,9 +221,4 @@ def _all_local(plan: LockPlan, base: Path) -> bool:
     return all(local_wheel_path(p.url, base) is not None for p in plan.packages if p.action is not Action.KEEP and p.url)
 
 
-def _minor(python: str) -> str:
-    parts = python.split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 else python
-
-
-__all__ = ["install_lock", "load_lock_plan", "local_wheel_path", "retarget", "target_differences", "uv_lock_args"]
+__all__ = ["install_lock", "installable", "local_wheel_path", "retarget", "uv_lock_args"]

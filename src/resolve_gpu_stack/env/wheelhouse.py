@@ -9,18 +9,27 @@ rewritten to point at the wheelhouse, and a manifest (layout: ``lock.wheelhouse`
 - A rerun is incremental: a file the previous manifest lists with the same sha256 and size is
   reused without a request (a second run downloads nothing), and a page, lock or manifest is
   only rewritten when its text changes.
-- Every write is atomic (temp file + rename) and the manifest is written last; files no longer in
-  any lock stay until ``prune``, so a failed or partial run leaves the previous wheelhouse, its
-  pages and its locks usable.
+- Every write is atomic (a temp file created exclusively, never through a link, then renamed) and
+  the manifest is written last; files no longer in any lock stay until ``prune``, so a failed or
+  partial run leaves the previous wheelhouse, its pages and its locks usable. Temp files a killed
+  run left are swept once stale.
+- A wheel's METADATA is read and checked (the project and version its file name says) before the
+  wheel is placed in ``files/``; a wheel is copied or hard-linked only from the wheel cache, whose
+  files are ours (a local ``path`` source is copied into it, never linked).
+- Writes and deletions stay inside: ``files/`` or ``simple/`` being a symbolic link is refused,
+  ``prune`` deletes only regular files and real folders there, and only in a folder that is a
+  wheelhouse already (it holds our manifest) or was empty.
+- No credential reaches a published lock: a URL's ``user:password@`` is removed (with a warning).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
-import zipfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.parser import BytesHeaderParser
@@ -28,15 +37,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import NormalizedName
 
-from ..errors import LockFileError, UsageError
+from ..errors import LockFileError, UsageError, WriteError
 from ..lock.files import atomic_write, read_lock
 from ..lock.locked import LockedFile, LockedWheel
 from ..lock.pylock import plan_from_lock
 from ..lock.wheelhouse import (
     FILES,
     MANIFEST,
+    MANIFEST_SCHEMA,
     SIMPLE,
     HouseFile,
     manifest_json,
@@ -47,10 +57,12 @@ from ..lock.wheelhouse import (
     root_html,
     root_json,
 )
+from ..net.cache import TEMP_MAX_AGE_S, exclusive_temp, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
+from ..net.wheelcache import wheel_metadata
+from ..urls import strip_credentials
 from .lockinstall import local_wheel_path
 
-MAX_METADATA_BYTES = 5 * 1024 * 1024
 REPORT_SCHEMA = "resolve-gpu-stack/wheelhouse-report/v1"  # `wheelhouse --format json`
 
 
@@ -62,6 +74,7 @@ class WheelhouseReport:
     reused: tuple[str, ...]  # wheels already there (previous manifest, same sha256 and size)
     written: tuple[str, ...]  # pages, locks and the manifest rewritten (paths relative to output)
     pruned: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -106,8 +119,7 @@ def export_wheelhouse(
         raise UsageError("no lock to export", hint="pass one or more pylock.<name>.toml files")
     read = _read_locks(locks)
     wanted = _wanted(read)
-    output.mkdir(parents=True, exist_ok=True)
-    (output / FILES).mkdir(exist_ok=True)
+    was_ours = _prepare(output, prune=prune)
     previous = _previous(output)
     reused = {n: previous[n] for n, w in wanted.items() if _still_there(output, previous.get(n), w)}
     todo = [w for n, w in wanted.items() if n not in reused]
@@ -116,19 +128,74 @@ def export_wheelhouse(
         fetched = _fetch(w, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
         return _place(w, fetched, output)
 
-    if len(todo) > 1 and workers > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve-gpu-stack-wheelhouse") as pool:
-            placed = list(pool.map(one, todo))
-    else:
-        placed = [one(w) for w in todo]
+    with wheel_cache.in_use():  # cache prune leaves the cache's files alone until they are placed
+        if len(todo) > 1 and workers > 1:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="resolve-gpu-stack-wheelhouse") as pool:
+                placed = list(pool.map(one, todo))
+        else:
+            placed = [one(w) for w in todo]
     files = [_with_locks(reused[n], wanted[n]) for n in reused] + [_with_locks(f, wanted[f.filename]) for f in placed]
     written = _write_pages(output, files)
-    written += _write_locks(output, read, base_url)
+    lock_names, warnings = _write_locks(output, read, base_url)
+    written += lock_names
     if _write_if_changed(output / MANIFEST, manifest_json(files, [p.name for p, _ in read])):
         written.append(MANIFEST)
-    pruned = _prune(output, files) if prune else []
+    pruned = _prune(output, files) if prune and was_ours else []
     return WheelhouseReport(output=output, files=tuple(sorted(files, key=lambda f: f.filename)), fetched=tuple(sorted(f.filename for f in placed)),
-                            reused=tuple(sorted(reused)), written=tuple(written), pruned=tuple(pruned))
+                            reused=tuple(sorted(reused)), written=tuple(written), pruned=tuple(pruned), warnings=tuple(warnings))
+
+
+def _prepare(output: Path, *, prune: bool) -> bool:
+    """Make ``output`` a place to export into; whether ``prune`` may delete there (it holds our
+    manifest, or nothing at all). ``UsageError`` for a file, for ``files/`` or ``simple/`` being a
+    link (writes would land in whatever it points at), and for ``prune`` in a folder that is not a
+    wheelhouse; ``WriteError`` when the folders cannot be made. Stale temp files a killed run left
+    are swept."""
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"--output {output}: a file is there, not a folder", hint="name a folder for the wheelhouse (it is created)")
+    for sub in (FILES, SIMPLE):
+        if (output / sub).is_symlink():
+            raise UsageError(f"{output / sub} is a symbolic link; a wheelhouse writes and deletes only in its own folders",
+                             hint="replace the link by a real folder, or export into another folder")
+    try:
+        empty = not output.exists() or not any(output.iterdir())
+    except OSError as exc:
+        raise WriteError(f"cannot read {output}: {exc.strerror or exc}") from None
+    ours = empty or bool(_previous(output)) or _is_manifest(output / MANIFEST)
+    if prune and not ours:
+        raise UsageError(f"--prune: {output} is not a wheelhouse (no {MANIFEST} of ours in it); nothing there is deleted",
+                         hint="export into a new or empty folder (or one an earlier export made), or leave out --prune")
+    try:
+        (output / FILES).mkdir(parents=True, exist_ok=True)
+        (output / SIMPLE).mkdir(exist_ok=True)
+    except OSError as exc:
+        raise WriteError(f"cannot create the wheelhouse folders in {output}: {exc.strerror or exc}",
+                         hint="nothing was written; make the folder writable, or pick another --output") from None
+    _sweep_temps(output)
+    return ours
+
+
+def _is_manifest(path: Path) -> bool:
+    """A manifest of ours, even one that lists no file (a wheelhouse of locks that install nothing)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("schema") == MANIFEST_SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _sweep_temps(output: Path, *, now: float | None = None) -> None:
+    """Temp files a killed export left in ``files/`` (older than ``TEMP_MAX_AGE_S``; never a running one's)."""
+    now = time.time() if now is None else now
+    try:
+        entries = list(os.scandir(output / FILES))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > TEMP_MAX_AGE_S:
+                os.unlink(entry.path)
+        except OSError:
+            continue
 
 
 # -- what the locks install ------------------------------------------------------------------------
@@ -203,36 +270,41 @@ def _fetch(w: _Wanted, *, cache: WheelCache, fetcher: Downloader | None, progres
 
 
 def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
-    """Link (or copy) the verified wheel into ``files/`` and write its ``.metadata`` beside it."""
+    """Check the verified wheel's METADATA, then link (or copy) it from the wheel cache into
+    ``files/`` and write its ``.metadata`` beside it: nothing that is not the wheel its name says
+    is ever placed."""
+    metadata = wheel_metadata(fetched.path, w.wheel.filename, w.wheel.filename)
     target = output / FILES / w.wheel.filename
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    _unlink(tmp)
-    try:
-        os.link(fetched.path, tmp)
-    except OSError:
-        shutil.copyfile(fetched.path, tmp)
-    os.replace(tmp, target)
-    metadata = wheel_metadata(target, w.name)
-    atomic_write_bytes(target.with_name(target.name + ".metadata"), metadata)
+    _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
+    _replace_exclusively(target.with_name(target.name + ".metadata"), lambda tmp: Path(tmp).write_bytes(metadata))
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
     return HouseFile(filename=w.wheel.filename, name=w.name, version=w.version, sha256=fetched.sha256, size=fetched.size,
                      metadata_sha256=hashlib.sha256(metadata).hexdigest(), requires_python=str(requires_python).strip() if requires_python else None)
 
 
-def wheel_metadata(path: Path, name: str) -> bytes:
-    """The bytes of ``<dist>-<version>.dist-info/METADATA`` inside a wheel."""
-    key = canonicalize_name(name)
+def _replace_exclusively(target: Path, fill: Callable[[str], object]) -> None:
+    """``target`` replaced atomically by what ``fill(tmp)`` writes into a temp file created
+    exclusively beside it (never a name planted there, never through a link)."""
+    fd, tmp = exclusive_temp(target.parent)
+    os.close(fd)
     try:
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                folder, _, leaf = info.filename.partition("/")
-                if leaf == "METADATA" and folder.endswith(".dist-info") and canonicalize_name(folder[: -len(".dist-info")].rsplit("-", 1)[0]) == key:
-                    if info.file_size > MAX_METADATA_BYTES:
-                        break
-                    return zf.read(info)
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise LockFileError(f"{path}: not a readable wheel ({exc})") from exc
-    raise LockFileError(f"{path}: no {key} .dist-info/METADATA (or one over {MAX_METADATA_BYTES} bytes) in the wheel")
+        fill(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink(Path(tmp))
+        raise
+
+
+def _link_or_copy(source: Path, tmp: str) -> None:
+    """The wheel cache's file at ``tmp`` (an empty temp file of ours): a hard link where the cache
+    and the wheelhouse share a file system, else a copy."""
+    os.unlink(tmp)
+    try:
+        os.link(source, tmp)  # fails on an existing name: nothing planted meanwhile is written through
+    except OSError:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
 
 
 # -- pages, locks, manifest ------------------------------------------------------------------------
@@ -253,8 +325,10 @@ def _write_pages(output: Path, files: Sequence[HouseFile]) -> list[str]:
     return written
 
 
-def _write_locks(output: Path, read: Sequence[tuple[Path, LockedFile]], base_url: str | None) -> list[str]:
-    written = []
+def _write_locks(output: Path, read: Sequence[tuple[Path, LockedFile]], base_url: str | None) -> tuple[list[str], list[str]]:
+    """Each lock rewritten into ``output`` (what was written), with no credential in any URL
+    (a warning for each lock that held one)."""
+    written, warnings = [], []
     for path, locked in read:
         where: Mapping[str, str] = {
             w.url: (f"{base_url.rstrip('/')}/{FILES}/{quote(w.filename)}" if base_url else f"{FILES}/{w.filename}")
@@ -264,9 +338,14 @@ def _write_locks(output: Path, read: Sequence[tuple[Path, LockedFile]], base_url
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise LockFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        if _write_if_changed(output / path.name, rewrite_lock_text(text, where, as_path=base_url is None, source=str(path))):
+        rewritten = rewrite_lock_text(text, where, as_path=base_url is None, source=str(path))
+        published = strip_credentials(rewritten)
+        if published != rewritten:
+            warnings.append(f"{path}: a URL in it carried credentials; the published {path.name} has them removed "
+                            "(nodes send their own, from netrc or a keyring; rotate them if the lock was shared)")
+        if _write_if_changed(output / path.name, published):
             written.append(path.name)
-    return written
+    return written, warnings
 
 
 def _write_if_changed(path: Path, text: str) -> bool:
@@ -281,24 +360,21 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _prune(output: Path, files: Sequence[HouseFile]) -> list[str]:
+    """Delete what no lock installs any more: regular files in ``files/`` and real folders in
+    ``simple/`` (never a link, nor what it points at; ``_prepare`` refused a linked ``files/`` or
+    ``simple/``), and temp files only when stale."""
     keep = {f.filename for f in files} | {f.filename + ".metadata" for f in files}
     names = {f.name for f in files}
     pruned = []
-    for p in sorted((output / FILES).iterdir()):
-        if p.is_file() and p.name not in keep:
-            p.unlink()
-            pruned.append(f"{FILES}/{p.name}")
-    for d in sorted((output / SIMPLE).iterdir()):
-        if d.is_dir() and d.name not in names:
-            shutil.rmtree(d)
-            pruned.append(f"{SIMPLE}/{d.name}/")
+    for entry in sorted(os.scandir(output / FILES), key=lambda e: e.name):
+        if entry.is_file(follow_symlinks=False) and entry.name not in keep and not is_temp_name(entry.name):
+            os.unlink(entry.path)
+            pruned.append(f"{FILES}/{entry.name}")
+    for entry in sorted(os.scandir(output / SIMPLE), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False) and entry.name not in names:
+            shutil.rmtree(entry.path)  # rmtree never follows a link inside
+            pruned.append(f"{SIMPLE}/{entry.name}/")
     return pruned
 
 
@@ -309,4 +385,4 @@ def _unlink(path: Path) -> None:
         pass
 
 
-__all__ = ["REPORT_SCHEMA", "WheelhouseReport", "export_wheelhouse", "wheel_metadata"]
+__all__ = ["REPORT_SCHEMA", "WheelhouseReport", "export_wheelhouse"]

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError
-from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, Target, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
 from ..resolver.policy import owner_of, plan_violations, synthetic_rows
@@ -33,8 +33,14 @@ from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
 from .pylock import plan_from_lock
+from .select import select
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
+
+# What a finding is about, where ``install --lock`` treats it apart (None: the lock's own promises).
+TARGET = "target"  # the target's Python or platform is not the lock's: ``--force-target`` relaxes it
+INSTALLED = "installed"  # what the target has installed is not what the lock keeps or moves from
+LOCATION = "location"  # where a wheel is fetched from (a wheelhouse moves every wheel; the sha256 holds)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +50,7 @@ class Finding:
     message: str
     package: str | None = None
     hint: str | None = None
+    rule: str | None = None  # TARGET, INSTALLED, LOCATION or None
 
     def render(self, shown: str | None = None) -> str:
         where = shown or str(self.path)
@@ -83,8 +90,13 @@ def regenerate_hint(expected: Expected | None, cwd: Path | None = None) -> str |
 
 # -- one file ------------------------------------------------------------------------------------
 
-def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = None, today: dt.date | None = None) -> Checked:
-    """Every offline check of one lock file (pylock or constraints)."""
+def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = None, today: dt.date | None = None, target: Target | None = None) -> Checked:
+    """Every offline check of one lock file (pylock or constraints).
+
+    ``target``: the interpreter the lock is about to be installed into (``install --lock``); its
+    markers, tags and Python decide what the lock installs (``select``), and what it has installed
+    must be what the lock keeps and moves from. Without one, the lock's own declared target decides.
+    """
     today = today or dt.date.today()
     try:
         locked = read_lock(path)
@@ -102,6 +114,11 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
         for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock"):
             findings.append(_error(path, v.message, package=v.package, hint=regenerate_hint(expected)))
         findings += kept_torch_findings(path, plan, inputs, expected)
+        findings += torch_move_findings(path, plan, inputs, expected)
+        if locked.format == "pylock":
+            findings += target_findings(path, locked, plan, target)
+        if target is not None:
+            findings += installed_findings(path, plan, target)
         findings += [_error(path, "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail", package=p.name, hint=regenerate_hint(expected)) for p in synthetic_rows(plan.packages)]
         findings += retention_findings(path, plan.packages, defs, today, expected)
         findings += abi_findings(path, plan, locked.inputs, expected)
@@ -150,8 +167,8 @@ def _fits(built_for: str, torch: Version) -> bool:
     return public == want or public.startswith(want + ".")
 
 
-def _error(path: Path, message: str, *, package: str | None = None, hint: str | None = None) -> Finding:
-    return Finding(level=ERROR, path=path, message=message, package=package, hint=hint)
+def _error(path: Path, message: str, *, package: str | None = None, hint: str | None = None, rule: str | None = None) -> Finding:
+    return Finding(level=ERROR, path=path, message=message, package=package, hint=hint, rule=rule)
 
 
 def _without_path(message: str, path: Path) -> str:
@@ -173,15 +190,82 @@ def torch_floor(inputs: Mapping[str, Any]) -> Version | None:
 def kept_torch_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None) -> list[Finding]:
     """A torch the lock keeps is exactly the installed torch the lock was made for."""
     torch, installed = plan.torch, inputs.get("installed-torch")
-    if torch is None or torch.action is not Action.KEEP or not isinstance(installed, str):
-        return []
-    try:
-        same = Version(installed) == torch.version
-    except InvalidVersion:
-        same = False
-    if same:
+    if torch is None or torch.action is not Action.KEEP or not isinstance(installed, str) or _same_version(installed, torch.version):
         return []
     return [_error(path, f"the lock keeps torch {torch.version}, but the installed torch it was made for is {installed}", package="torch", hint=regenerate_hint(expected))]
+
+
+def _same_version(text: str, version: Version | None) -> bool:
+    try:
+        return version is not None and Version(text) == version
+    except InvalidVersion:
+        return False
+
+
+def torch_move_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None) -> list[Finding]:
+    """A torch the lock moves (upgrade, change, downgrade) is moved from the installed torch the
+    lock was made for, and only as far as its inputs allow: lowered only with ``allow-downgrade``,
+    moved to another CUDA build only when its ``cuda`` input asks for that label."""
+    torch, installed = plan.torch, inputs.get("installed-torch")
+    if torch is None or torch.action in (Action.KEEP, Action.INSTALL):
+        return []
+    hint = regenerate_hint(expected)
+    out = []
+    if isinstance(installed, str) and not _same_version(installed, torch.installed_version):
+        out.append(_error(path, f"the lock moves torch from {torch.installed_version or 'nothing'}, but the installed torch it was made for is {installed}", package="torch", hint=hint))
+    if torch.action is Action.DOWNGRADE and inputs.get("allow-downgrade") is not True:
+        out.append(_error(path, f"the lock lowers torch to {torch.version}, and its inputs do not allow a downgrade", package="torch", hint=hint))
+    if torch.action is Action.CHANGE and inputs.get("cuda") != torch.version.local:
+        out.append(_error(path, f"the lock changes torch to the {torch.version.local or 'unlabelled'} build, and its inputs ask for no such CUDA label", package="torch", hint=hint))
+    return out
+
+
+def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Target | None) -> list[Finding]:
+    """What the lock installs on ``target`` (default: the lock's own declared target), as uv
+    would see it (``select``): the target's Python and platform fit (``TARGET``), and every package
+    of the lock's plan that has a ``[[packages]]`` entry is one that applies there."""
+    if target is None:
+        target = _declared(plan.target)
+        if target is None:
+            return [Finding(level=WARNING, path=path, message=f"the lock's target ({plan.target.python}, {plan.target.platform}) is not one this tool can describe: its markers and wheel tags were not checked", rule=TARGET)]
+    chosen = select(locked, target)
+    hint = f"lock for {target.describe()}, or install it on the target the lock was made for"
+    out = [_error(path, p.message, package=p.package, hint=hint, rule=TARGET) for p in chosen.misfits]
+    out += [_error(path, p.message, package=p.package) for p in chosen.errors]
+    entries = {e.name: e for e in locked.entries}
+    for pkg in plan.packages:
+        if pkg.name in chosen.skipped and pkg.name not in chosen.wheels:
+            marker = entries[pkg.name].marker
+            out.append(_error(path, f"its [[packages]] marker ({marker}) excludes {target.describe()}, so uv would skip it; the lock's plan has it ({pkg.action.value} {pkg.version})", package=pkg.name))
+    return out
+
+
+def _declared(summary: TargetSummary) -> Target | None:
+    """The target a lock records, as a declared target (None when it is not one we can declare)."""
+    from ..errors import UsageError
+    from ..model.declared import declared_target
+
+    try:
+        return declared_target(summary.python, summary.platform)
+    except UsageError:
+        return None
+
+
+def installed_findings(path: Path, plan: LockPlan, target: Target) -> list[Finding]:
+    """What ``target`` has installed against what the lock keeps and moves from (``INSTALLED``):
+    every kept package exactly at its locked version, and a torch the lock moves still the one it
+    was made for (the lock's no-downgrade promise is about that torch). Nothing relaxes these."""
+    out = []
+    hint = "lock for this interpreter as it is (a lock never changes the torch it was not made for)"
+    for pkg in plan.packages:
+        now = target.installed.get(pkg.name)
+        shown = now if now is not None else "not installed"
+        if pkg.action is Action.KEEP and now != pkg.version:
+            out.append(_error(path, f"the lock keeps the installed {pkg.name} {pkg.version}; here {pkg.name} is {shown}", package=pkg.name, hint=hint, rule=INSTALLED))
+        elif pkg.action is not Action.KEEP and pkg.name == "torch" and now not in (pkg.installed_version, pkg.version):
+            was = pkg.installed_version or "nothing"
+            out.append(_error(path, f"the lock moves torch from {was} to {pkg.version}; here torch is {shown}", package=pkg.name, hint=hint, rule=INSTALLED))
+    return out
 
 
 def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple[list[Finding], LockPlan | None]:
@@ -238,7 +322,8 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
     if pkg.url and index is not None and base:
         problem = wheel_url_problem(pkg.url, base, index.hosts)
         if problem:
-            out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name, hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}"))
+            out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name, hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}",
+                              rule=LOCATION))
     return out
 
 

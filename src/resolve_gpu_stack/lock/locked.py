@@ -39,6 +39,7 @@ class LockedEntry:
     index: str | None  # base URL
     requires_python: str | None = None
     wheels: tuple[LockedWheel, ...] = ()
+    marker: str | None = None  # PEP 751 ``packages.marker``: when the entry applies (None: always)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

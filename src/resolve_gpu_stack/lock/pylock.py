@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import tomli_w
+from packaging.markers import InvalidMarker, Marker
 from packaging.pylock import Pylock, PylockValidationError
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -274,14 +275,33 @@ def _read_wheel(r: LockReader, raw: Mapping[str, Any], where: str) -> LockedWhee
     size = r.get(raw, "size", int, where)
     upload = r.get(raw, "upload-time", (dt.datetime, str), where)
     filename = r.get(raw, "name", str, where) or url.rsplit("/", 1)[-1].split("#")[0]
+    if len(filename.encode("utf-8", "surrogatepass")) > MAX_WHEEL_NAME:
+        raise r.fail(where, f"a wheel file name of {len(filename)} characters; no file system keeps one that long beside its .metadata ({MAX_WHEEL_NAME} bytes at most)")
     return LockedWheel(filename=filename, url=url, sha256=sha256.lower() if sha256 else None, size=size,
                        upload_time=_upload_time_text(upload))
+
+
+# PEP 751 sources other than wheels: installing any of them builds (runs the package's code) or
+# takes whatever a folder or a repository holds at install time. A lock we install has wheels only.
+SOURCE_KEYS = {"sdist": "an sdist (a build would run its code)", "vcs": "a version-control source (a build would run its code)",
+               "directory": "a local directory (a build would run its code)", "archive": "an archive (a build would run its code)"}
+MAX_WHEEL_NAME = 255 - len(".metadata")  # a wheelhouse keeps <wheel>.metadata beside each wheel, in one file name
 
 
 def _read_entry(r: LockReader, raw: Mapping[str, Any], n: int) -> LockedEntry:
     where = f"packages #{n}"
     name = canonicalize_name(r.get(raw, "name", str, where, required=True))
     where = f"packages #{n} ({name})"
+    sources = [what for key, what in SOURCE_KEYS.items() if key in raw]
+    if sources:
+        raise r.fail(where, f"installs from {' and '.join(sources)}; resolve-gpu-stack installs wheels only",
+                     hint="lock it again with resolve-gpu-stack (its locks name a hashed wheel for every package); a lock with sources is never installed or passed")
+    marker = r.get(raw, "marker", str, where)
+    if marker is not None:
+        try:
+            Marker(marker)
+        except InvalidMarker:
+            raise r.fail(where, "'marker' is not a PEP 508 environment marker") from None
     version_text = r.get(raw, "version", str, where)
     version = r.version(version_text, where) if version_text is not None else None
     wheels = tuple(_read_wheel(r, w, f"{where} wheel #{i + 1}") for i, w in enumerate(r.tables(raw, "wheels", where)))
@@ -294,7 +314,7 @@ def _read_entry(r: LockReader, raw: Mapping[str, Any], n: int) -> LockedEntry:
             raise LockFileError(strip_credentials(
                 f"{r.source}: {name}: the lock says {version or 'no version'}, but its wheel {wheel.filename} is {wheel_name} {wheel_version}"))
     return LockedEntry(name=name, version=version, index=r.get(raw, "index", str, where),
-                       requires_python=r.get(raw, "requires-python", str, where), wheels=wheels)
+                       requires_python=r.get(raw, "requires-python", str, where), wheels=wheels, marker=marker)
 
 
 def _check_lock_version(r: LockReader, doc: Mapping[str, Any]) -> str:

@@ -35,12 +35,14 @@ import itertools
 import json
 import logging
 import os
+import stat
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageError
 from ..urls import bare_url
 
 log = logging.getLogger(__name__)
@@ -230,6 +232,13 @@ def atomic_write(path: Path, data: bytes) -> None:
 _TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
 
 
+def exclusive_temp(directory: Path) -> tuple[int, str]:
+    """A new temporary file in ``directory`` (which must exist), open for writing, and its name:
+    created with ``O_EXCL`` (never a file or link already there; ``is_temp_name`` knows the name,
+    so a killed writer's is swept once stale)."""
+    return _create(directory)
+
+
 def _create(directory: Path) -> tuple[int, str]:
     """A new temporary file in ``directory`` and its name (``O_EXCL``: never a file another process
     has; a name already taken, by a process in another pid namespace sharing this cache, gets a
@@ -246,28 +255,46 @@ def _create(directory: Path) -> tuple[int, str]:
 # -- keeping the cache directory tidy (the `cache` command, and a sweep at start) -------------------
 #
 # The cache directory holds this module's entries (pages, metadata, results) and the wheel cache
-# under ``wheels/`` (its layout: net/download.py). Only names this tool writes are ever removed:
-# ``.tmp-*`` (``atomic_write`` above), ``*.<pid>.tmp`` (the wheel cache's small JSON records) and
+# under ``wheels/`` (its layout: net/wheelcache.py). Only names this tool writes are ever removed:
+# ``.tmp-*`` (``atomic_write`` above), ``*.<pid>.tmp`` (records written by older versions) and
 # ``wheels/partial/*``. A temp file is stale once it is older than ``TEMP_MAX_AGE_S`` by mtime: a
 # writer still running renames it within seconds, so other processes sharing the cache are safe.
+#
+# Nothing here follows a symbolic link: every folder from the cache directory down to a kind's
+# folder is ``lstat``-ed first, and a kind folder that is (or lies under) a link is refused
+# (``CacheLayoutError``) by the ``cache`` command and skipped by the sweep at start; below a kind
+# folder, links are neither followed nor removed. A command that uses files of the wheel cache
+# (``install``, ``install --lock``, ``wheelhouse``, a download) holds a shared lock on
+# ``wheels/in-use.lock`` while it does (``wheels_in_use``); ``prune`` and ``clean`` remove wheel
+# files only when they get that lock exclusively, and otherwise leave them (``Usage.in_use``).
 
 WHEELS = "wheels"
+IN_USE = "in-use.lock"
 TEMP_MAX_AGE_S = 10 * 60
 PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a week
 CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
-_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("exports", (EXPORTS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
+_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("exports", (EXPORTS,)), ("wheels", (WHEELS, "sha256")),
+          ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")), ("wheel checks", (WHEELS, "verified")),
+          ("download locks", (WHEELS, "locks")))
+_TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS, WHEELS)
+
+
+class CacheLayoutError(UsageError):
+    """A folder of the cache is a symbolic link: the cache commands never follow one."""
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """How many files of one kind, and their bytes."""
+    """How many files of one kind, and their bytes; ``in_use``: a running command held the wheel
+    cache, so prune or clean left this kind alone."""
 
     kind: str
     files: int = 0
     bytes: int = 0
+    in_use: bool = False
 
     def add(self, size: int) -> Usage:
-        return Usage(self.kind, self.files + 1, self.bytes + size)
+        return Usage(self.kind, self.files + 1, self.bytes + size, self.in_use)
 
 
 def is_temp_name(name: str) -> bool:
@@ -278,32 +305,65 @@ def is_temp_name(name: str) -> bool:
     return ext == "tmp" and bool(dot) and stem.rpartition(".")[2].isdigit()
 
 
+def kind_folder(root: Path, parts: tuple[str, ...]) -> Path:
+    """``root/<parts>``, each folder below ``root`` ``lstat``-ed: ``CacheLayoutError`` when one is a
+    symbolic link (``root`` itself, the user's ``--cache-dir``, may be one)."""
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        try:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                raise CacheLayoutError(f"{path} is a symbolic link; the cache commands never follow one (it would count or delete what it points at)",
+                                       hint="remove the link (the cache makes a real folder again), or pass --cache-dir DIR")
+        except FileNotFoundError:
+            break
+    return Path(root).joinpath(*parts)
+
+
+def check_layout(root: Path) -> None:
+    """``CacheLayoutError`` when any kind's folder is, or lies under, a symbolic link."""
+    for _, parts in _KINDS:
+        kind_folder(root, parts)
+
+
 def _files(directory: Path, wanted: Callable[[str], bool] = lambda name: True) -> list[tuple[Path, os.stat_result]]:
     """Every regular file below ``directory`` whose name is ``wanted`` (only those are stat'ed;
-    symlinks are neither followed nor counted)."""
+    symlinks are neither followed nor counted). ``directory`` itself must not be a link
+    (``kind_folder``); it is opened with ``O_NOFOLLOW`` all the same."""
     out: list[tuple[Path, os.stat_result]] = []
     try:
-        entries = list(os.scandir(directory))
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return out
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                out += _files(Path(entry.path), wanted)
-            elif wanted(entry.name) and entry.is_file(follow_symlinks=False):
-                out.append((Path(entry.path), entry.stat(follow_symlinks=False)))
-        except OSError:
-            continue
+    try:
+        for entry in os.scandir(fd):
+            path = Path(directory) / entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    out += _files(path, wanted)
+                elif wanted(entry.name) and entry.is_file(follow_symlinks=False):
+                    out.append((path, entry.stat(follow_symlinks=False)))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
     return out
+
+
+def _kind_files(root: Path, parts: tuple[str, ...], wanted: Callable[[str], bool] = lambda name: True) -> list[tuple[Path, os.stat_result]]:
+    return _files(kind_folder(root, parts), wanted)
 
 
 def cache_usage(root: Path) -> tuple[Usage, ...]:
     """Files and bytes per kind; temp files (finished or abandoned writes) are their own kind."""
+    check_layout(root)
     out = []
     temp = Usage("temp files")
     for kind, parts in _KINDS:
         usage = Usage(kind)
-        for path, st in _files(Path(root).joinpath(*parts)):
+        for path, st in _kind_files(root, parts):
             if is_temp_name(path.name):
                 temp = temp.add(st.st_size)
             else:
@@ -323,12 +383,44 @@ def _remove(path: Path, st: os.stat_result, usage: Usage) -> Usage:
     return usage.add(st.st_size)
 
 
+@contextlib.contextmanager
+def wheels_in_use(wheels: Path, *, exclusive: bool = False) -> Iterator[bool]:
+    """Hold the wheel cache at ``wheels`` (``<cache>/wheels``): shared by a command that uses its
+    files (waits while a prune holds it), exclusive for prune and clean (never waits: yields False
+    when a running command holds it). Yields True when held; where there is no ``fcntl`` (or the
+    folder cannot hold the lock file) it yields True without a lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield True
+        return
+    if exclusive and not Path(wheels).is_dir():
+        yield True  # no wheel cache yet: nothing to protect, and nothing is made
+        return
+    try:
+        Path(wheels).mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(Path(wheels) / IN_USE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        log.debug("cannot open the wheel cache's in-use lock in %s: %s", wheels, exc)
+        yield True
+        return
+    try:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_EX | fcntl.LOCK_NB) if exclusive else fcntl.LOCK_SH)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def sweep_temp_files(root: Path, *, older_than_s: float = TEMP_MAX_AGE_S, now: float | None = None) -> Usage:
     """Remove this tool's temp files older than ``older_than_s`` (by mtime) anywhere in the cache."""
     now = time.time() if now is None else now
     removed = Usage("temp files")
     for _, parts in _KINDS:
-        for path, st in _files(Path(root).joinpath(*parts), is_temp_name):
+        for path, st in _kind_files(root, parts, is_temp_name):
             if now - st.st_mtime > older_than_s:
                 removed = _remove(path, st, removed)
     return removed
@@ -339,7 +431,7 @@ def expire_partials(root: Path, *, older_than_s: float = PARTIAL_MAX_AGE_S, now:
     never fetched again would stay forever. One being written is fresh by mtime."""
     now = time.time() if now is None else now
     removed = Usage("partial downloads")
-    for path, st in _files(Path(root) / WHEELS / "partial"):
+    for path, st in _kind_files(root, (WHEELS, "partial")):
         if now - st.st_mtime > older_than_s and not is_temp_name(path.name):
             removed = _remove(path, st, removed)
     return removed
@@ -347,10 +439,13 @@ def expire_partials(root: Path, *, older_than_s: float = PARTIAL_MAX_AGE_S, now:
 
 def sweep_stale(root: Path, *, now: float | None = None) -> None:
     """At start: stale temp files and expired partial downloads go. Cheap (one directory scan;
-    only temp-named files and partial downloads are stat'ed) and never fails the run."""
+    only temp-named files and partial downloads are stat'ed) and never fails the run (a kind
+    folder that is a link is left alone, with a warning)."""
     try:
         sweep_temp_files(root, now=now)
         expire_partials(root, now=now)
+    except CacheLayoutError as exc:
+        log.warning("not sweeping the cache: %s", exc.message)
     except OSError as exc:  # pragma: no cover - _files and _remove already absorb them
         log.warning("cannot sweep the cache %s: %s", root, exc)
 
@@ -359,35 +454,51 @@ def prune(root: Path, *, older_than_days: float, now: float | None = None) -> tu
     """Remove what can be fetched or computed again and was not used for ``older_than_days``:
     temp files (older than ``TEMP_MAX_AGE_S``, whatever the days), partial downloads and stored
     results by mtime, wheels by last access (atime, else mtime). Pages, METADATA and scans stay
-    (small; pages are revalidated anyway, METADATA and scans are keyed by immutable digests)."""
+    (small; pages are revalidated anyway, METADATA and scans are keyed by immutable digests).
+    Wheels and partial downloads stay while a running command uses the wheel cache."""
+    check_layout(root)
     now = time.time() if now is None else now
     age = older_than_days * 86400
     results = Usage("results")
-    for path, st in _files(Path(root) / RESULTS):
+    for path, st in _kind_files(root, (RESULTS,)):
         if not is_temp_name(path.name) and now - st.st_mtime > age:
             results = _remove(path, st, results)
-    wheels = Usage("wheels")
-    for path, st in _files(Path(root) / WHEELS / "sha256"):
-        if not is_temp_name(path.name) and now - max(st.st_atime, st.st_mtime) > age:
-            wheels = _remove(path, st, wheels)
-    _drop_empty_dirs(Path(root))
-    return (sweep_temp_files(root, now=now), expire_partials(root, older_than_s=age, now=now), results, wheels)
+    with wheels_in_use(Path(root) / WHEELS, exclusive=True) as free:
+        if not free:
+            _drop_empty_dirs(Path(root), (PAGES, METADATA, RESULTS, SCANS))
+            return (sweep_temp_files(root, now=now), Usage("partial downloads", in_use=True), results, Usage("wheels", in_use=True))
+        wheels = Usage("wheels")
+        for path, st in _kind_files(root, (WHEELS, "sha256")):
+            if not is_temp_name(path.name) and now - max(st.st_atime, st.st_mtime) > age:
+                wheels = _remove(path, st, wheels)
+        partials = expire_partials(root, older_than_s=age, now=now)
+        _drop_empty_dirs(Path(root))
+    return (sweep_temp_files(root, now=now), partials, results, wheels)
 
 
 def clean(root: Path) -> tuple[Usage, ...]:
-    """Remove every entry of every kind (only this tool's folders; the directory itself stays)."""
+    """Remove every entry of every kind (only this tool's folders; the directory itself stays);
+    the wheel cache's kinds only when no running command uses it."""
+    check_layout(root)
     removed = []
-    for kind, parts in _KINDS:
-        usage = Usage(kind)
-        for path, st in _files(Path(root).joinpath(*parts)):
-            usage = _remove(path, st, usage)
-        removed.append(usage)
-    _drop_empty_dirs(Path(root))
+    with wheels_in_use(Path(root) / WHEELS, exclusive=True) as free:
+        for kind, parts in _KINDS:
+            if parts[0] == WHEELS and not free:
+                removed.append(Usage(kind, in_use=True))
+                continue
+            usage = Usage(kind)
+            for path, st in _kind_files(root, parts):
+                usage = _remove(path, st, usage)
+            removed.append(usage)
+        _drop_empty_dirs(Path(root), _TOPS if free else (PAGES, METADATA, RESULTS, SCANS))
     return tuple(removed)
 
 
-def _drop_empty_dirs(root: Path) -> None:
-    for top in (PAGES, METADATA, RESULTS, SCANS, WHEELS):
+def _drop_empty_dirs(root: Path, tops: tuple[str, ...] = _TOPS) -> None:
+    """Empty folders below ``tops`` (never through a link; the wheel cache's only while held)."""
+    for top in tops:
+        if os.path.islink(root / top):
+            continue
         for dirpath, _, _ in sorted(os.walk(root / top), key=lambda w: -len(w[0])):
             try:
                 os.rmdir(dirpath)  # only succeeds when empty
@@ -395,4 +506,5 @@ def _drop_empty_dirs(root: Path) -> None:
                 pass
 
 
-__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]
+__all__ = ["CACHE_SCHEMA", "CacheLayoutError", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "check_layout", "clean", "default_cache_dir",
+           "exclusive_temp", "expire_partials", "is_temp_name", "kind_folder", "prune", "sweep_stale", "sweep_temp_files", "wheels_in_use"]

@@ -8,10 +8,12 @@ Nothing unverified is ever left in ``sha256/`` or handed on. A wheel already in 
 reused without any request, re-hashed unless its stat is the one recorded
 when it was last hashed (``WheelCache.lookup``). Keys and files never hold credentials.
 
-A sha256 learnt from a download (no index hash) is recorded only for a file that is the wheel its
-name says (``wheelcache.check_learned``), of the listed size or, unlisted, at most
-``MAX_UNLISTED_BYTES``. A learnt entry found in the cache is checked the same way again before it
-is reused; one that fails is dropped with its ``urls/`` record.
+A sha256 learnt from a download (no index hash) is recorded only for an intact file that is the
+wheel its name says (``wheelcache.check_learned``: its METADATA names that project and version,
+and every member passes its CRC check), of the listed size or, unlisted, at most
+``MAX_UNLISTED_BYTES``. A learnt entry found in the cache whose record does not say it was checked
+so (one written by an older version) is checked the same way before it is reused; one that fails
+is dropped with its ``urls/`` record and downloaded again.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from typing import Protocol, TypeVar
 from ..errors import CrawlError, IntegrityError, LockFileError
 from ..model import Action, LockedPackage, LockPlan
 from ..urls import redact_url, without_fragment
-from .wheelcache import FetchedWheel, WheelCache, check_learned, file_sha256, unlink, wheel_filename
+from .cache import exclusive_temp
+from .wheelcache import FetchedWheel, WheelCache, check_learned, copy_hashed, file_sha256, unlink, wheel_filename
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -164,7 +167,11 @@ def fetch_verified(
 
 
 def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache) -> bool:
-    """Re-check a cached file whose digest was learnt (it may predate these checks): False drops it."""
+    """Whether a cached file whose digest was learnt may be reused: its record says it was checked
+    whole (its bytes are those, ``lookup`` re-verified the sha256), or it passes the check now
+    (then the record says so). False drops it, with its record."""
+    if cache.learned_intact(url):
+        return True
     try:
         check_learned(hit.path, name, redact_url(url))
     except IntegrityError as exc:
@@ -172,6 +179,7 @@ def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCac
         unlink(hit.path)
         cache.forget(url)
         return False
+    cache.remember(url, hit.sha256, hit.size)
     return True
 
 
@@ -232,13 +240,12 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
 
     More than ``size`` (listed) or ``cap`` (unlisted) bytes is an ``IntegrityError``; ``part`` is deleted.
     """
-    mode = "r+b" if answer.offset > 0 else "wb"
     total = answer.total if answer.total is not None else size
     if size is not None and answer.total is not None and answer.total != size:
         raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, the index says {size}")
     if cap is not None and answer.total is not None and answer.total > cap:
         raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, over the {cap}-byte cap for a file no index lists a size or hash for")
-    with open(part, mode) as fh:
+    with _open_partial(part, create=answer.offset == 0) as fh:
         fh.seek(answer.offset)
         fh.truncate()
         done = answer.offset
@@ -262,6 +269,13 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
     return done
 
 
+def _open_partial(part: Path, *, create: bool):
+    """The partial download for writing, never through a link planted at its (predictable) name;
+    created when starting from zero, else it must be there (a resumed range goes on from its end)."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    return os.fdopen(os.open(part, flags, 0o600), "r+b")
+
+
 def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | None, cache: WheelCache, resumed: bool,
                       streamed: tuple[str, int] | None = None) -> FetchedWheel:
     part = cache.partial_path(url)
@@ -279,7 +293,7 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
         )
     if expected is None:
         try:
-            check_learned(part, name, shown, crcs=resumed)
+            check_learned(part, name, shown)
         except IntegrityError as exc:
             cache.drop_partial(url)
             raise IntegrityError(shown, f"{exc.cause}; deleted the download, no sha256 was recorded",
@@ -299,8 +313,9 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
     """A wheel already on disk (a ``path`` entry of a lock, a wheelhouse on a shared filesystem)
     put into the cache after checking its size and sha256; a cache hit is reused as it is.
 
-    The file is hard-linked when it can be (no copy of a large wheel), else copied, in both cases
-    under a temporary name that is verified before it is renamed into ``sha256/``.
+    The file is copied (never hard-linked: the cache, and a wheelhouse made from it, must not
+    share its bytes with a file someone else may change) into a temporary file created
+    exclusively, hashed while it is copied, and renamed into ``sha256/`` once verified.
     """
     name = filename or path.name
     expected = _check_digest(sha256, str(path))
@@ -312,15 +327,13 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
         raise LockFileError(f"{path}: no such wheel file", hint="copy the whole wheelhouse directory, lock files and files/ together")
     final = cache.path_for(expected, name)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{name}.{os.getpid()}.tmp")
-    unlink(tmp)
+    fd, name_tmp = exclusive_temp(final.parent)
+    tmp = Path(name_tmp)
     try:
-        os.link(path, tmp)
-    except OSError:
-        import shutil
-
-        shutil.copyfile(path, tmp)
-    actual, n = file_sha256(tmp)
+        actual, n = copy_hashed(path, os.fdopen(fd, "wb"))
+    except BaseException:
+        unlink(tmp)
+        raise
     if actual != expected or (size is not None and n != size):
         unlink(tmp)
         raise IntegrityError(str(path), f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
@@ -393,7 +406,8 @@ def fill_hashes(
     missing = [pkg for pkg in files_to_fetch(plan) if not pkg.sha256]
     if not missing:
         return plan
-    fetched = fetch_packages(missing, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
+    with cache.in_use():
+        fetched = fetch_packages(missing, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
     packages = tuple(
         dataclasses.replace(pkg, sha256=fetched[pkg.name].sha256, size=fetched[pkg.name].size) if pkg.name in fetched and not pkg.sha256 else pkg
         for pkg in plan.packages

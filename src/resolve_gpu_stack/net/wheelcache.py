@@ -6,8 +6,11 @@ Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
     partial/<key>.part                bytes of an unfinished download; <key> = sha256 of the URL
     partial/<key>.json                its validator (ETag / Last-Modified), sent back as If-Range
     locks/<key>.lock                  one process at a time per URL (fcntl.flock)
+    in-use.lock                       held (shared) by every command using the cache's files; prune
+                                      and clean touch wheels only when they hold it exclusively
     urls/<key>.json                   sha256 + size learnt by downloading a wheel whose index gave
-                                      no hash (PyTorch nightlies), so a later run finds it again
+                                      no hash (PyTorch nightlies), so a later run finds it again;
+                                      ``checked``: how the file was checked before (``INTACT``)
     verified/<aa>/<digest>/<filename>.json
                                       the stat of sha256/<aa>/<digest>/<filename> (size, mtime, ctime, inode) when it was last
                                       hashed: a lookup whose stat still matches skips re-hashing a
@@ -27,15 +30,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
 from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
 from ..urls import bare_url, redact_url
+from .cache import atomic_write, wheels_in_use
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
+INTACT = "metadata+crc"  # a learnt digest's record: the file was checked this way before it was recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +127,18 @@ class WheelCache:
             return None
 
     def remember(self, url: str, sha256: str, size: int) -> None:
-        record = {"url": bare_url(url), "sha256": sha256, "size": size}
+        """Record the digest learnt for ``url``: only ever for a file ``check_learned`` passed whole
+        (METADATA and every member's CRC), which the record says (``learned_intact``)."""
+        record = {"url": bare_url(url), "sha256": sha256, "size": size, "checked": INTACT}
         _write_json(self._url_record(url), record)
+
+    def learned_intact(self, url: str) -> bool:
+        """Whether the digest recorded for ``url`` was learnt from a file checked whole (records
+        written by older versions were not: their file is checked before it is reused)."""
+        try:
+            return json.loads(self._url_record(url).read_text()).get("checked") == INTACT
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def forget(self, url: str) -> None:
         """Drop the learnt digest of ``url`` (its file failed a check)."""
@@ -145,6 +161,13 @@ class WheelCache:
     def drop_partial(self, url: str) -> None:
         unlink(self.partial_path(url))
         unlink(self._partial_meta(url))
+
+    @contextmanager
+    def in_use(self) -> Iterator[None]:
+        """Held (shared) by whoever uses files of this cache: ``cache prune`` and ``clean`` leave
+        its wheels and partial downloads alone meanwhile (``cache.wheels_in_use``)."""
+        with wheels_in_use(self.root):
+            yield
 
     @contextmanager
     def locked(self, url: str) -> Iterator[None]:
@@ -172,6 +195,18 @@ def file_sha256(path: Path) -> tuple[str, int]:
     n = 0
     with open(path, "rb") as fh:
         while block := fh.read(CHUNK):
+            digest.update(block)
+            n += len(block)
+    return digest.hexdigest(), n
+
+
+def copy_hashed(source: Path, out: BinaryIO) -> tuple[str, int]:
+    """Copy ``source`` into ``out`` (closed afterwards); the sha256 and size of what was copied."""
+    digest = hashlib.sha256()
+    n = 0
+    with out, open(source, "rb") as fh:
+        while block := fh.read(CHUNK):
+            out.write(block)
             digest.update(block)
             n += len(block)
     return digest.hexdigest(), n
@@ -212,31 +247,44 @@ def _read_stamp(path: Path) -> dict | None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    """Through a temporary file created exclusively (never one planted, never through a link)."""
+    atomic_write(path, json.dumps(data).encode("utf-8"))
 
 
-def check_learned(path: Path, name: str, shown: str, *, crcs: bool = False) -> None:
-    """``IntegrityError`` unless the wheel ``path`` is what ``name`` says (before learning its sha256).
+def check_learned(path: Path, name: str, shown: str) -> None:
+    """``IntegrityError`` unless the wheel ``path`` is intact and what ``name`` says (before
+    learning its sha256, and before reusing a learnt entry no such check is recorded for):
+    ``wheel_metadata``, and every member must pass its CRC check (a valid zip with the right
+    METADATA and one corrupt member is not pinned). Files that are not wheels by name are not
+    checked."""
+    try:
+        if not parse_filename(name)[3]:
+            return
+    except ValueError as exc:
+        raise IntegrityError(shown, str(exc)) from None
+    wheel_metadata(path, name, shown)
+    try:
+        with open(path, "rb") as fh:
+            zipmeta.check_crcs(fh)
+    except zipmeta.ZipError as exc:
+        raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
+    except OSError as exc:
+        raise IntegrityError(shown, f"cannot read the download ({exc})") from None
 
-    It must be a zip whose one ``*.dist-info/METADATA`` names the project and version of the file
-    name; ``crcs`` also checks every member's CRC (a download pieced together from ranges).
-    Files that are not wheels by name are not checked.
-    """
+
+def wheel_metadata(path: Path, name: str, shown: str) -> bytes:
+    """The METADATA bytes of the wheel ``path``, whose file name is ``name``: ``IntegrityError``
+    unless it is a zip whose one ``*.dist-info/METADATA`` (under the size cap) names the project
+    and version of the file name."""
     try:
         want_name, want_version, _, is_wheel = parse_filename(name)
     except ValueError as exc:
         raise IntegrityError(shown, str(exc)) from None
     if not is_wheel:
-        return
+        raise IntegrityError(shown, f"{name} is not a wheel file name")
     try:
         with open(path, "rb") as fh:
             raw = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
-            if crcs:
-                fh.seek(0)
-                zipmeta.check_crcs(fh)
         meta = parse_metadata(raw, source=shown)
     except zipmeta.ZipError as exc:
         raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
@@ -246,6 +294,7 @@ def check_learned(path: Path, name: str, shown: str, *, crcs: bool = False) -> N
         raise IntegrityError(shown, f"cannot read the download ({exc})") from None
     if (meta.name, meta.version) != (want_name, want_version):
         raise IntegrityError(shown, f"the wheel's METADATA says {meta.name} {meta.version}, its file name {want_name} {want_version}")
+    return raw
 
 
-__all__ = ["FetchedWheel", "WheelCache", "check_learned", "file_sha256", "unlink", "wheel_filename"]
+__all__ = ["FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
