@@ -490,7 +490,7 @@ def clean(root: Path) -> tuple[Usage, ...]:
             for path, st in _kind_files(root, parts):
                 usage = _remove(path, st, usage)
             removed.append(usage)
-        _drop_empty_dirs(Path(root), _TOPS if free else (PAGES, METADATA, RESULTS, SCANS))
+        _drop_empty_dirs(Path(root), _TOPS if free else (PAGES, METADATA, RESULTS, SCANS, EXPORTS))
     return tuple(removed)
 
 
