@@ -101,25 +101,59 @@ class CountingReader:
 
 
 def synthetic_elf(
-    *, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, lead: int = 0, vaddr: int = 0x10000
+    *, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, lead: int = 0, vaddr: int = 0x10000,
+    imports: tuple[str, ...] = (), exports: tuple[str, ...] = (), order: str = "gnu",
 ) -> bytes:
     """A minimal ELF object: header, PT_LOAD (all of it, at ``vaddr``) and PT_DYNAMIC, ``lead`` bytes
-    of binary filler, a string table, ``gap`` zero bytes, then the dynamic section at the very end."""
+    of binary filler, then (with ``imports``/``exports``) a dynamic symbol table laid out as GNU ld
+    does (``order="gnu"``: .gnu.hash, .dynsym, .dynstr) or lld (``"lld"``: .dynsym, .gnu.version,
+    .gnu.hash, .dynstr), the string table (symbol names, then library names), ``gap`` zero bytes,
+    then the dynamic section at the very end."""
     e = ">" if big else "<"
     ehdr = struct.Struct(e + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
     phdr = struct.Struct(e + ("8I" if bits == 32 else "IIQQQQQQ"))
     dyn = struct.Struct(e + ("iI" if bits == 32 else "qQ"))
+    word = 8 if bits == 64 else 4
     strtab = bytearray(b"\x00")
-    offsets = []
-    for name in (*needed, *((soname,) if soname else ())):
-        offsets.append(len(strtab))
-        strtab += name.encode() + b"\x00"
-    str_off = ehdr.size + 2 * phdr.size + lead
+
+    def add(name: str) -> int:
+        strtab.extend(name.encode() + b"\x00")
+        return len(strtab) - len(name) - 1
+
+    sym_names = [add(n) for n in (*imports, *exports)]
+    offsets = [add(name) for name in (*needed, *((soname,) if soname else ()))]
+    start = ehdr.size + 2 * phdr.size + lead
+    symbols = bool(imports or exports)
+    block = bytearray()  # from `start`: the hash table and symbol table (before the strings)
+    symtab_at = hash_at = 0
+    if symbols:
+        count = 1 + len(imports) + len(exports)
+        table = _dynsym(e, bits, imports, exports, sym_names, vaddr + start)
+        gnu_hash = _gnu_hash(e, bits, 1 + len(imports), len(exports))
+        if order == "gnu":
+            pad = -start % word
+            hash_at = start + pad
+            block += bytes(pad) + gnu_hash
+            block += bytes(-(start + len(block)) % word)
+            symtab_at = start + len(block)
+            block += table
+        else:
+            pad = -start % word
+            symtab_at = start + pad
+            block += bytes(pad) + table + struct.pack(e + f"{count}H", *([0] + [1] * (count - 1)))
+            block += bytes(-(start + len(block)) % word)
+            hash_at = start + len(block)
+            block += gnu_hash
+    str_off = start + len(block)
     dyn_off = str_off + len(strtab) + gap
+    dyn_off += -dyn_off % word
     entries = [(1, o) for o in offsets[: len(needed)]]
     if soname:
         entries.append((14, offsets[-1]))
-    entries += [(5, vaddr + str_off), (10, len(strtab)), (0, 0)]
+    entries += [(5, vaddr + str_off), (10, len(strtab))]
+    if symbols:
+        entries += [(6, vaddr + symtab_at), (11, 24 if bits == 64 else 16), (0x6FFFFEF5, vaddr + hash_at)]
+    entries.append((0, 0))
     dynamic = b"".join(dyn.pack(t, v) for t, v in entries)
     total = dyn_off + len(dynamic)
     ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 2 if big else 1, 1]) + bytes(9)
@@ -131,7 +165,28 @@ def synthetic_elf(
         return phdr.pack(kind, flags, off, vaddr + off, vaddr + off, size, size, 0x1000)
 
     phdrs = ph(1, 4, 0, total) + ph(2, 6, dyn_off, len(dynamic))
-    return header + phdrs + b"\x01" * lead + bytes(strtab) + bytes(gap) + dynamic
+    body = header + phdrs + b"\x01" * lead + bytes(block) + bytes(strtab)
+    return body + bytes(dyn_off - len(body)) + dynamic
+
+
+def _dynsym(e: str, bits: int, imports: tuple[str, ...], exports: tuple[str, ...], names: list[int], code: int) -> bytes:
+    """The null symbol, then undefined GLOBAL FUNC imports, then defined GLOBAL FUNC exports."""
+    sym = struct.Struct(e + ("IBBHQQ" if bits == 64 else "IIIBBH"))
+    out = bytes(sym.size)
+    for i, name in enumerate(names):
+        defined = i >= len(imports)
+        info, shndx, value, size = 0x12, (5 if defined else 0), (code + 16 * i if defined else 0), (16 if defined else 0)
+        out += sym.pack(name, info, 0, shndx, value, size) if bits == 64 else sym.pack(name, value, size, info, 0, shndx)
+    return out
+
+
+def _gnu_hash(e: str, bits: int, symoffset: int, hashed: int) -> bytes:
+    """A one-bucket ``.gnu.hash`` over ``hashed`` symbols from ``symoffset`` (the chain ends at the last)."""
+    bloom = b"\xff" * (8 if bits == 64 else 4)
+    chain = [2 * i for i in range(hashed)]
+    if chain:
+        chain[-1] |= 1
+    return struct.pack(e + "4I", 1, symoffset, 1, 6) + bloom + struct.pack(e + "I", symoffset if hashed else 0) + struct.pack(e + f"{hashed}I", *chain)
 
 
 def have_cc() -> bool:
