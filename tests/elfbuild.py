@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -22,7 +23,7 @@ CC = shutil.which("cc") or shutil.which("gcc")
 
 TORCH_LIBS = ("libtorch_cpu.so", "libc10.so")
 CUDART = "libcudart.so.12"
-STUBS = {"libtorch_cpu.so": "torch_cpu_stub", "libc10.so": "c10_stub", CUDART: "cudart_stub"}
+STUBS = {"libtorch_cpu.so": "stub_torch_cpu", "libc10.so": "c10_stub", CUDART: "cudart_stub"}
 
 
 def _cc(args: list[str], cwd: Path) -> None:
@@ -191,3 +192,93 @@ def _gnu_hash(e: str, bits: int, symoffset: int, hashed: int) -> bytes:
 
 def have_cc() -> bool:
     return CC is not None and os.name == "posix"
+
+
+CXX = shutil.which("c++") or shutil.which("g++")
+
+# A stub torch for the ABI scan: C++ symbols of c10::/at:: (mangled by the compiler), functions of
+# the stable C shim (extern "C" aoti_torch_*/torch_*), a THP binding; and a CUDA runtime per major.
+TORCH_CXX_SOURCE = """
+#include <string>
+namespace c10 { namespace detail {
+void torchCheckFail(const char*, const char*, unsigned, const std::string&) {}
+void torchCheckFail(const char*, const char*, unsigned, const char*) {}
+} struct Error { virtual ~Error(); }; Error::~Error() {} }
+namespace at { struct Tensor { long numel() const; }; long Tensor::numel() const { return 0; } }
+extern "C" int aoti_torch_get_device_index(void*, int* out) { *out = 0; return 0; }
+extern "C" int aoti_torch_empty_strided(long, const long*, const long*, int, int, int, void**) { return 0; }
+extern "C" int torch_call_dispatcher(const char*, const char*, void*) { return 0; }
+void* THPVariable_Wrap(const at::Tensor&) { return nullptr; }
+"""
+# What an extension may call: each name is a statement using one part of the stub torch.
+TORCH_CALLS = {
+    "cxx_check": 'c10::detail::torchCheckFail("f", "file", 1, std::string("m"));',
+    "cxx_numel": "at::Tensor t; (void)t.numel();",
+    "cxx_typeinfo": "try { throw 1; } catch (c10::Error& e) { }",
+    "shim_device": "int d; aoti_torch_get_device_index(nullptr, &d);",
+    "shim_empty": "void* out; aoti_torch_empty_strided(0, nullptr, nullptr, 0, 0, 0, &out);",
+    "shim_dispatch": 'torch_call_dispatcher("aten::mm", "", nullptr);',
+    "python": "at::Tensor t; (void)THPVariable_Wrap(t);",
+    "cudart": "(void)cudaGetDeviceCount(nullptr);",
+}
+_DECLARATIONS = """
+#include <string>
+namespace c10 { namespace detail {
+void torchCheckFail(const char*, const char*, unsigned, const std::string&);
+void torchCheckFail(const char*, const char*, unsigned, const char*);
+} struct Error { virtual ~Error(); }; }
+namespace at { struct Tensor { long numel() const; }; }
+extern "C" int aoti_torch_get_device_index(void*, int*);
+extern "C" int aoti_torch_empty_strided(long, const long*, const long*, int, int, int, void**);
+extern "C" int torch_call_dispatcher(const char*, const char*, void*);
+extern "C" int cudaGetDeviceCount(int*);
+void* THPVariable_Wrap(const at::Tensor&);
+"""
+
+
+def _cxx(args: list[str], cwd: Path) -> None:
+    assert CXX is not None
+    proc = subprocess.run([CXX, *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"c++ {' '.join(args)} failed:\n{proc.stderr}")
+
+
+def torch_stubs(directory: Path) -> Path:
+    """``libc10.so`` + ``libtorch_cpu.so`` (one C++ stub torch under both names), ``libcudart.so.12``
+    and ``libcudart.so.13`` in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "torch_stub.cpp").write_text(TORCH_CXX_SOURCE)
+    for soname in ("libc10.so", "libtorch_cpu.so"):
+        _cxx(["-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", soname, "torch_stub.cpp"], directory)
+    (directory / "cudart.c").write_text("int cudaGetDeviceCount(int* n) { if (n) *n = 0; return 0; }\n")
+    for major in (12, 13):
+        _cc(["-shared", "-fPIC", f"-Wl,-soname,libcudart.so.{major}", "-o", f"libcudart.so.{major}", "cudart.c"], directory)
+    return directory
+
+
+def compile_extension(
+    directory: Path, name: str, libs: Path, *, calls: tuple[str, ...], links: tuple[str, ...] = ("libtorch_cpu.so", "libc10.so"),
+    linker: str | None = None, pad: int = 0, seed: int = 0,
+) -> bytes:
+    """A C++ extension making ``calls`` (keys of ``TORCH_CALLS``), linked against ``links`` from
+    ``libs`` (``torch_stubs``), with ``linker`` (``lld``, ``gold``; None: the default); its bytes."""
+    body = "\n".join("{ " + TORCH_CALLS[c] + " }" for c in calls)
+    entry = re.sub(r"\W", "_", name.split(".")[0])
+    lines = [_DECLARATIONS, f'extern "C" int PyInit_{entry}() {{ {body} return 0; }}']
+    if pad:
+        blob = directory / f"{name}.pad"
+        blob.write_bytes(_random(pad, seed))
+        lines.append(f'__asm__(".section .rodata\\n.globl padding_{seed}\\npadding_{seed}:\\n.incbin \\"{blob}\\"\\n.previous");')
+    src = directory / f"{name}.cpp"
+    src.write_text("\n".join(lines) + "\n")
+    flags = [f"-fuse-ld={linker}"] if linker else []
+    _cxx(["-shared", "-fPIC", *flags, "-o", name, src.name, "-L", str(libs), "-Wl,--no-as-needed", *[f"-l:{s}" for s in links]], directory)
+    return (directory / name).read_bytes()
+
+
+def have_cxx() -> bool:
+    return CXX is not None and os.name == "posix"
+
+
+def have_lld() -> bool:
+    return shutil.which("ld.lld") is not None and have_cxx()

@@ -42,7 +42,7 @@ from typing import Literal
 from ..data.rules import AbiRules
 from ..model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
 from . import elf
-from .abi import EXAMPLES, demangle, split_imports
+from .abi import EXAMPLES, demangle, entity_identifier, split_imports
 from .elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
 from .zipmeta import (
     _LOCAL,
@@ -70,7 +70,7 @@ CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "strtab-end",
 
 DEFAULT_CAP = 4 * 2**20  # inflated bytes per member (sgl-kernel's flash_ops: its .dynstr ends at 1.6 MB)
 FIRST_TAIL = 16 * 2**10  # first tail read; TAIL_BYTES when the end record is not in it
-FIRST_CHUNK = 16 * 2**10  # compressed bytes of a member's first read; doubles per read unless its table says more
+FIRST_CHUNK = 8 * 2**10  # compressed bytes of a member's first read; doubles per read unless its table says more
 MAX_CHUNK = 2**20
 MIN_CHUNK = 4 * 2**10
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
@@ -175,7 +175,7 @@ class WheelScan:
         if self.limited or any(not m.conclusive for m in self.members) or len(described) < len(torch_members):
             return WheelAbi(kind=UNKNOWN, why=self._unknown_reason(symbols=True), members=described, cuda_majors=majors)
         if described:
-            return WheelAbi(kind=TORCH, why=_torch_why(described, len(self.members)), members=described, cuda_majors=majors)
+            return WheelAbi(kind=TORCH, why=_torch_why(described, len(self.members), rules), members=described, cuda_majors=majors)
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
         if any(m.libraries and m.libraries.cuda_libs for m in self.members):
@@ -192,7 +192,7 @@ def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
     )
 
 
-def _torch_why(members: tuple[MemberAbi, ...], total: int) -> str:
+def _torch_why(members: tuple[MemberAbi, ...], total: int, rules: AbiRules) -> str:
     """One line: how the torch-linked members bind."""
     builds = sorted({m.build for m in members if m.build}, key=lambda v: tuple(int(p) for p in v.split(".")))
     locked = [m for m in members if m.cxx]
@@ -202,7 +202,8 @@ def _torch_why(members: tuple[MemberAbi, ...], total: int) -> str:
         parts.append(f"builds for torch {', '.join(builds)}")
     if locked:
         first = locked[0]
-        parts.append(f"{first.name} imports {len(first.cxx)} C++ torch symbol(s) (e.g. {demangle(first.cxx[0])})")
+        example = next((s for s in first.cxx if entity_identifier(s) in rules.cxx_namespaces), first.cxx[0])
+        parts.append(f"{first.name} imports {len(first.cxx)} C++ torch symbol(s) (e.g. {demangle(example)})")
     stable = [m for m in members if not m.cxx]
     if stable:
         shim = sum(m.shim for m in stable)
@@ -566,6 +567,8 @@ class WheelScanner:
 
     def _limit(self, why: str) -> None:
         """The wheel's limits are reached: every member not finished stops here."""
+        if not self._active and not self._pending:
+            return  # nothing was left to read
         self._limited = self._limited or why
         for m in list(self._active):
             self._finish(m, "limit")
