@@ -17,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import zipfile
+import zlib
 from pathlib import Path
 
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -282,3 +283,41 @@ def have_cxx() -> bool:
 
 def have_lld() -> bool:
     return shutil.which("ld.lld") is not None and have_cxx()
+
+
+def hand_made_zip(members: list[tuple[str, int, bytes, int]]) -> bytes:
+    """A zip of deflated members given as (name, local header offset or -1 for "next", data, size)."""
+    out = bytearray()
+    central = bytearray()
+    for name, offset, data, size in members:
+        nb = name.encode()
+        if offset < 0:
+            offset = len(out)
+            out += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 8, 0, 0, 0, len(data), size, len(nb), 0) + nb + data
+        central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0, 0, len(data), size, len(nb), 0, 0, 0, 0, 0, offset) + nb
+    n = len(members)
+    return bytes(out + central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n & 0xFFFF, n & 0xFFFF, len(central), len(out), 0))
+
+
+def endless_elf(size: int) -> bytes:
+    """An ELF header whose first segment holds code (no bound) and whose dynamic section lies at the
+    end of ``size`` bytes of zeros, deflated: each member costs its whole cap to give up on."""
+    head = bytearray(synthetic_elf(bits=64, big=False, needed=())[:64 + 2 * 56])
+    head[64 + 4 : 64 + 8] = b"\x05\x00\x00\x00"
+    struct.pack_into("<Q", head, 64 + 32, size)  # the load segment is all of it
+    struct.pack_into("<QQQ", head, 64 + 56 + 8, size - 64, size - 64, size - 64)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return comp.compress(bytes(head) + bytes(size - len(head))) + comp.flush()
+
+
+def hostile_wheels() -> dict[str, bytes]:
+    """Zip bombs of ``.so`` members: 4,000 sharing one deflate stream (overlapping entries); 4,000
+    and 500 distinct members each inflating to 8 MB with nothing to find."""
+    stream = endless_elf(8 * 2**20)
+    return {
+        "4000 members sharing one deflate stream": hand_made_zip(
+            [("p/lib0.so", -1, stream, 8 * 2**20)] + [(f"p/lib{i}.so", 0, b"", 8 * 2**20) for i in range(1, 4000)]
+        ),
+        "4000 members, each 8 MB of nothing to find": hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(4000)]),
+        "500 members, each 8 MB of nothing to find": hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(500)]),
+    }

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import io
 import shutil
-import struct
 import time
 import zipfile
-import zlib
 
 import pytest
-from elfbuild import CountingReader, compile_extension, have_cxx, have_lld, synthetic_elf, torch_stubs, wheel_bytes
+from elfbuild import CountingReader, compile_extension, have_cxx, have_lld, hostile_wheels, synthetic_elf, torch_stubs, wheel_bytes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -221,34 +219,8 @@ _FUZZ_WHEEL = wheel_bytes({"p/a.so": _FUZZ_OBJECT, "p/libx_torch29-cpu.so": synt
 # -- the wheel's limits -------------------------------------------------------------------------
 
 
-def _hand_made_zip(members: list[tuple[str, int, bytes, int]]) -> bytes:
-    """A zip of deflated members given as (name, local header offset or -1 for "next", data, size)."""
-    out = bytearray()
-    central = bytearray()
-    for name, offset, data, size in members:
-        nb = name.encode()
-        if offset < 0:
-            offset = len(out)
-            out += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 8, 0, 0, 0, len(data), size, len(nb), 0) + nb + data
-        central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0, 0, len(data), size, len(nb), 0, 0, 0, 0, 0, offset) + nb
-    n = len(members)
-    return bytes(out + central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n & 0xFFFF, n & 0xFFFF, len(central), len(out), 0))
-
-
-def _endless_elf(size: int) -> bytes:
-    """An ELF header whose first segment holds code (no bound) and whose dynamic section lies at the
-    end of ``size`` bytes of zeros, deflated: each member costs its whole cap to give up on."""
-    head = bytearray(synthetic_elf(bits=64, big=False, needed=())[:64 + 2 * 56])
-    head[64 + 4 : 64 + 8] = b"\x05\x00\x00\x00"
-    struct.pack_into("<Q", head, 64 + 32, size)  # the load segment is all of it
-    struct.pack_into("<QQQ", head, 64 + 56 + 8, size - 64, size - 64, size - 64)
-    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
-    return comp.compress(bytes(head) + bytes(size - len(head))) + comp.flush()
-
-
 def test_a_wheel_of_4000_members_sharing_one_deflate_stream_ends_fast() -> None:
-    stream = _endless_elf(8 * 2**20)
-    data = _hand_made_zip([("p/lib0.so", -1, stream, 8 * 2**20)] + [(f"p/lib{i}.so", 0, b"", 8 * 2**20) for i in range(1, 4000)])
+    data = hostile_wheels()["4000 members sharing one deflate stream"]
     started = time.monotonic()
     with pytest.raises(ZipError, match="overlap"):
         scan_wheel(CountingReader(data), len(data), parallel=64)
@@ -256,15 +228,19 @@ def test_a_wheel_of_4000_members_sharing_one_deflate_stream_ends_fast() -> None:
 
 
 def test_a_wheel_of_4000_expensive_members_ends_within_two_seconds_as_unknown() -> None:
-    stream = _endless_elf(8 * 2**20)
-    data = _hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(4000)])
+    data = hostile_wheels()["4000 members, each 8 MB of nothing to find"]
     started = time.monotonic()
     result = scan_wheel(CountingReader(data), len(data), parallel=64)
     assert time.monotonic() - started < 2
     abi = result.abi(RULES)
     assert result.kind == "unknown" and abi.kind == UNKNOWN and result.limited is not None
     assert "not every shared object was scanned" in abi.why or "could not tell" in abi.why
-    assert len(result.members) == 4000 and sum(m.stop == "limit" for m in result.members) > 3900
+    assert len(result.members) == 4000 and all(m.stop == "limit" for m in result.members)
+    fewer = hostile_wheels()["500 members, each 8 MB of nothing to find"]
+    started = time.monotonic()
+    result = scan_wheel(CountingReader(fewer), len(fewer), parallel=64)
+    assert time.monotonic() - started < 2
+    assert result.abi(RULES).kind == UNKNOWN and "inflated" in (result.limited or "") and len(result.members) == 500
 
 
 def test_the_member_count_and_the_work_time_are_capped(built: dict[str, bytes]) -> None:

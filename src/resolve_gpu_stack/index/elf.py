@@ -372,7 +372,9 @@ class DynamicSymbols:
     count: int | None = None  # entries of .dynsym, the null entry included, when known
     table: int | None = None  # file offset of .dynsym
     strings: int | None = None  # file offset of .dynstr
-    strings_end: int = 0  # .dynstr reaches at least this far (past the furthest name start seen, or read)
+    # .dynstr reaches at least this far: past the furthest name start seen (an estimate while the
+    # table is cut: its strings taken to follow it, as GNU ld writes them)
+    strings_end: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -714,8 +716,8 @@ def _read_table(data: bytes | bytearray, t: _Table, syms: _Symbols, *, exports: 
     for i in range(1, readable):
         name, info, shndx, _value, _size = syms.fields(data, t.symtab + i * syms.size)
         bind, kind = info >> 4, info & 0xF
-        if name and t.strtab is not None:
-            reach = max(reach, t.strtab + name + 1)
+        if name:  # with no string table found yet (the table is cut), GNU ld's: right after the table
+            reach = max(reach, (table_end if t.strtab is None else t.strtab) + name + 1)
         if name == 0 or bind not in _NAMED_BINDS:
             continue
         wanted = imported if shndx == SHN_UNDEF else exported if exports and kind not in (STT_SECTION, STT_FILE) else None

@@ -77,6 +77,7 @@ MAX_CENTRAL_DIRECTORY = 64 * 2**20
 MAX_MEMBERS = 512  # shared objects scanned per wheel
 MAX_INFLATED = 48 * 2**20  # inflated bytes per wheel, every member together (also bounds the memory held)
 TIME_LIMIT = 1.5  # seconds of the scanner's own work per wheel
+STRINGS_RATIO = 0.2  # compressed over inflated bytes of symbol names (mangled C++: 0.15-0.25)
 NAMES_MARGIN = 8 * 2**10  # inflated bytes past a symbol table's last name: the library names follow them
 MERGE_GAP = 16 * 2**10  # ranges of one round closer than this are read as one
 SMALL_MEMBER = 2  # a member at most this many first chunks long is read whole at once
@@ -364,11 +365,11 @@ class WheelScanner:
         shared = [e for e in entries if is_shared_object(e.name)]
         _refuse_overlaps(shared)
         shared.sort(key=lambda e: -e.uncompressed_size)
-        self._pending = shared[: self.max_members]
-        for entry in shared[self.max_members :]:
-            self._done.append(MemberScan(name=entry.name, size=entry.uncompressed_size, stop="limit", libraries=None))
-        if len(shared) > self.max_members:
+        if len(shared) > self.max_members:  # unknown whatever the members say: none is read
+            self._done = [MemberScan(name=e.name, size=e.uncompressed_size, stop="limit", libraries=None) for e in shared]
             self._limited = f"{len(shared)} shared objects, over the {self.max_members} one scan reads"
+            shared = []
+        self._pending = shared
 
     # -- members -------------------------------------------------------------------------------
 
@@ -402,7 +403,8 @@ class WheelScanner:
             assert m.data_end is not None
             want = m.chunk
             if m.target > len(m.buf) and m.read and m.buf:  # what its symbol table says is left, at the ratio so far
-                want = min(self.max_chunk, max(MIN_CHUNK, int((m.target - len(m.buf)) * m.read / len(m.buf) * 1.1) + MIN_CHUNK))
+                ratio = min(m.read / len(m.buf), STRINGS_RATIO)  # the names left compress better than the tables read
+                want = min(self.max_chunk, max(MIN_CHUNK, int((m.target - len(m.buf)) * ratio) + MIN_CHUNK))
             room = self.cap - len(m.buf)  # deflate never needs much more input than it gives output
             end = min(m.next_offset + min(want, room + room // 1000 + 64), m.data_end)
         return m.next_offset, min(end, self.file_size)
