@@ -578,15 +578,13 @@ def _table_by_scan(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -
         return found
     tried = 0
     pos = syms.align(layout.headers_end)
-    nonzero = re.compile(rb"[^\x00]")
     while tried < MAX_CANDIDATES:
         q = data.find(syms.zero, pos, limit)
         if q < 0:
             break
-        m = nonzero.search(data, q, limit)
-        if m is None:
+        z = _first_nonzero(data, q, min(limit, len(data)))
+        if z is None:
             break  # zeros up to the end of what we have: more bytes tell
-        z = m.start()
         base = z - z % syms.word
         for p in range(base - syms.size, max(q, base - 2 * syms.size + syms.word) - 1, -syms.word):
             tried += 1
@@ -599,6 +597,21 @@ def _table_by_scan(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -
     if len(data) >= limit:
         raise ElfError(f"no dynamic symbol table found in the first {limit} bytes")
     raise ElfTruncated(f"no dynamic symbol table in the first {len(data)} bytes yet")
+
+
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+def _first_nonzero(data: bytes | bytearray, start: int, stop: int) -> int | None:
+    """The first byte in ``[start, stop)`` that is not NUL; a long run of NULs is skipped in C."""
+    near = _NONZERO.search(data, start, min(stop, start + 4096))
+    if near is not None:
+        return near.start()
+    if start + 4096 >= stop:
+        return None
+    rest = bytes(data[start + 4096 : stop])
+    skipped = len(rest) - len(rest.lstrip(b"\x00"))
+    return None if skipped == len(rest) else start + 4096 + skipped
 
 
 def _after_hash_tables(data: bytes | bytearray, pos: int, syms: _Symbols, limit: int) -> _Table | None:

@@ -70,6 +70,7 @@ CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "strtab-end",
 
 DEFAULT_CAP = 4 * 2**20  # inflated bytes per member (sgl-kernel's flash_ops: its .dynstr ends at 1.6 MB)
 FIRST_TAIL = 16 * 2**10  # first tail read; TAIL_BYTES when the end record is not in it
+WHOLE_FILE = 48 * 2**10  # a wheel this small is read whole, at once
 FIRST_CHUNK = 8 * 2**10  # compressed bytes of a member's first read; doubles per read unless its table says more
 MAX_CHUNK = 2**20
 MIN_CHUNK = 4 * 2**10
@@ -83,6 +84,12 @@ MERGE_GAP = 16 * 2**10  # ranges of one round closer than this are read as one
 SMALL_MEMBER = 2  # a member at most this many first chunks long is read whole at once
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
+
+
+def first_tail(file_size: int | None) -> int:
+    """How many bytes of a wheel's end to read first: all of a small wheel (one read, no second
+    round trip for its members), else ``FIRST_TAIL``."""
+    return file_size if file_size is not None and 0 < file_size <= WHOLE_FILE else FIRST_TAIL
 
 
 def is_shared_object(name: str) -> bool:
@@ -252,7 +259,7 @@ class WheelScanner:
 
     def __init__(
         self, file_size: int, *, cap: int = DEFAULT_CAP, first_chunk: int = FIRST_CHUNK, max_chunk: int = MAX_CHUNK,
-        parallel: int = 1, tail_bytes: int = FIRST_TAIL, max_members: int = MAX_MEMBERS, max_inflated: int = MAX_INFLATED,
+        parallel: int = 1, tail_bytes: int | None = None, max_members: int = MAX_MEMBERS, max_inflated: int = MAX_INFLATED,
         time_limit: float = TIME_LIMIT, clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if file_size <= 0 or cap <= 0 or first_chunk <= 0 or parallel <= 0 or max_members <= 0 or max_inflated <= 0:
@@ -270,7 +277,7 @@ class WheelScanner:
         self.inflated = 0  # every member together
         self.spent = 0.0  # seconds of the scanner's own work
         self._clock = clock
-        self._tail_bytes = min(tail_bytes, file_size)
+        self._tail_bytes = min(first_tail(file_size) if tail_bytes is None else tail_bytes, file_size)
         self._eocd: EndOfCentralDirectory | None = None
         self._held: tuple[int, bytes] | None = None  # the directory-phase blob (tail), reused for members
         self._pending: list[ZipEntry] | None = None
@@ -623,6 +630,7 @@ __all__ = [
     "MemberScan",
     "WheelScan",
     "WheelScanner",
+    "first_tail",
     "is_shared_object",
     "scan_wheel",
 ]
