@@ -272,3 +272,21 @@ def test_stored_and_deflated_wheels_read_the_same(built: dict[str, bytes]) -> No
 def test_a_wheel_whose_zip_is_fine_for_zipfile(built: dict[str, bytes]) -> None:
     data = wheel_bytes({"pkg/_C.so": built["stable13"]})
     assert zipfile.ZipFile(io.BytesIO(data)).read("pkg/_C.so") == built["stable13"]
+
+
+def test_the_section_headers_size_the_table_when_dynamic_does_not(built: dict[str, bytes]) -> None:
+    if "locked_lld" not in built:
+        pytest.skip("no lld")
+    data = bytearray(built["locked_lld"])  # lld: .dynstr is not next to .dynsym
+    layout = elf.read_layout(data)
+    dyn = layout.dynamic
+    assert dyn is not None
+    for pos in range(dyn.offset, dyn.end, 16):
+        if int.from_bytes(data[pos : pos + 8], "little") in (elf.DT_GNU_HASH, elf.DT_HASH):
+            data[pos : pos + 8] = (21).to_bytes(8, "little")  # DT_DEBUG: the hash tables are gone from .dynamic
+    found = dynamic_symbols(bytes(data), file_size=len(data))
+    assert found.method == "sections" and found.complete
+    assert sorted(found.imports) == sorted(dynamic_symbols(built["locked_lld"], file_size=len(data)).imports)
+    data[0x28:0x30] = bytes(8)  # e_shoff = 0: no section headers either
+    with pytest.raises(ElfError, match="cannot tell the size"):
+        dynamic_symbols(bytes(data), file_size=len(data))

@@ -502,11 +502,9 @@ def dynamic_symbols(data: bytes | bytearray, *, file_size: int | None = None, ex
         return DynamicSymbols(imports=(), complete=True, method="static", count=0)
     syms = _Symbols(layout)
     table = _table_from_dynamic(data, layout, dyn, whole, syms)
-    if table is None and whole:
-        table = _table_from_sections(data, layout)
+    if whole and (table is None or table.count is None):  # the section headers tell the size .dynamic did not
+        table = _table_from_sections(data, layout) or table
     if table is None:
-        if whole:
-            raise ElfError("no dynamic symbol table: neither the dynamic section nor the section headers name one")
         table = _table_by_scan(data, layout, syms)
     return _read_table(data, table, syms, exports=exports, whole=whole)
 
@@ -544,8 +542,6 @@ def _table_from_dynamic(data: bytes | bytearray, layout: ElfLayout, dyn: Segment
         n, _ = syms.run(data, symtab)
         if n * syms.size == strtab - symtab:  # .dynstr directly after .dynsym
             count = n
-    if count is None and whole:
-        raise ElfError("cannot tell the size of the dynamic symbol table (no usable DT_HASH/DT_GNU_HASH)")
     return _Table(symtab=symtab, strtab=strtab, count=count, strsz=tags.get(DT_STRSZ), method="dynamic")
 
 
@@ -720,7 +716,9 @@ def _read_table(data: bytes | bytearray, t: _Table, syms: _Symbols, *, exports: 
         readable = syms.run(data, t.symtab)[0] if t.symtab + syms.size <= size else 0
     else:
         readable = count if table_end <= size else max(0, (size - t.symtab) // syms.size)
-    if whole and (count is None or table_end > size):
+    if whole and count is None:
+        raise ElfError("cannot tell the size of the dynamic symbol table (no usable DT_HASH/DT_GNU_HASH, no section headers)")
+    if whole and table_end > size:
         raise ElfError(f"the dynamic symbol table at {t.symtab} runs past the end of the file ({size} bytes)")
     imported: dict[str, None] = {}
     exported: dict[str, None] = {}

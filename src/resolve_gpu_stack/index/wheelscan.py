@@ -487,8 +487,6 @@ class WheelScanner:
         except ElfTruncated as exc:
             if whole or len(m.buf) >= self.cap:
                 self._finish(m, "error", error=str(exc))
-            elif m.libraries is None:
-                self._scan_names(m)
             return
         except ElfError as exc:
             self._finish(m, "error", error=str(exc))
