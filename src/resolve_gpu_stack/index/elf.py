@@ -1,4 +1,6 @@
-"""Which libraries an ELF shared object needs, from its first bytes: pure functions over bytes.
+"""Which libraries an ELF shared object needs and which symbols it imports, from its first bytes:
+pure functions over bytes. ``dynamic_symbols`` reads ``.dynsym``/``.dynstr`` (see its docstring);
+what follows is about the needed libraries.
 
 A compiled wheel says nothing about the torch it was built for in its metadata; its ``.so``
 members do, through their dynamic section's ``DT_NEEDED`` entries (``libtorch_cpu.so``,
