@@ -77,7 +77,7 @@ MIN_CHUNK = 4 * 2**10
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
 MAX_MEMBERS = 512  # shared objects scanned per wheel
 MAX_INFLATED = 48 * 2**20  # inflated bytes per wheel, every member together (also bounds the memory held)
-TIME_LIMIT = 1.5  # seconds of the scanner's own work per wheel
+TIME_LIMIT = 1.5  # seconds of the scanner's own work per wheel (CPU time of its thread)
 STRINGS_RATIO = 0.2  # compressed over inflated bytes of symbol names (mangled C++: 0.15-0.25)
 NAMES_MARGIN = 8 * 2**10  # inflated bytes past a symbol table's last name: the library names follow them
 MERGE_GAP = 16 * 2**10  # ranges of one round closer than this are read as one
@@ -254,13 +254,14 @@ class WheelScanner:
 
     ``feed`` raises ``ZipError`` when the bytes are not a readable zip; a member that is not a
     readable ELF object makes the wheel ``unknown``, with the error in its ``MemberScan``.
-    ``clock`` (seconds, monotonic) measures the scanner's own work against ``time_limit``.
+    ``clock`` (seconds) measures the scanner's own work against ``time_limit``: by default the CPU
+    time of the calling thread, so that other work on a busy machine is not counted against it.
     """
 
     def __init__(
         self, file_size: int, *, cap: int = DEFAULT_CAP, first_chunk: int = FIRST_CHUNK, max_chunk: int = MAX_CHUNK,
         parallel: int = 1, tail_bytes: int | None = None, max_members: int = MAX_MEMBERS, max_inflated: int = MAX_INFLATED,
-        time_limit: float = TIME_LIMIT, clock: Callable[[], float] = time.monotonic,
+        time_limit: float = TIME_LIMIT, clock: Callable[[], float] = time.thread_time,
     ) -> None:
         if file_size <= 0 or cap <= 0 or first_chunk <= 0 or parallel <= 0 or max_members <= 0 or max_inflated <= 0:
             raise ValueError("file_size, cap, first_chunk, parallel, max_members and max_inflated must be positive")
@@ -410,7 +411,9 @@ class WheelScanner:
             assert m.data_end is not None
             want = m.chunk
             if m.target > len(m.buf) and m.read and m.buf:  # what its symbol table says is left, at the ratio so far
-                ratio = min(m.read / len(m.buf), STRINGS_RATIO)  # the names left compress better than the tables read
+                ratio = m.read / len(m.buf)
+                if m.inflater is not None:
+                    ratio = min(ratio, STRINGS_RATIO)  # the names left compress better than the tables read
                 want = min(self.max_chunk, max(MIN_CHUNK, int((m.target - len(m.buf)) * ratio) + MIN_CHUNK))
             room = self.cap - len(m.buf)  # deflate never needs much more input than it gives output
             end = min(m.next_offset + min(want, room + room // 1000 + 64), m.data_end)
