@@ -12,17 +12,19 @@ from __future__ import annotations
 import io
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
 import zipfile
+import zlib
 from pathlib import Path
 
 CC = shutil.which("cc") or shutil.which("gcc")
 
 TORCH_LIBS = ("libtorch_cpu.so", "libc10.so")
 CUDART = "libcudart.so.12"
-STUBS = {"libtorch_cpu.so": "torch_cpu_stub", "libc10.so": "c10_stub", CUDART: "cudart_stub"}
+STUBS = {"libtorch_cpu.so": "stub_torch_cpu", "libc10.so": "c10_stub", CUDART: "cudart_stub"}
 
 
 def _cc(args: list[str], cwd: Path) -> None:
@@ -101,25 +103,59 @@ class CountingReader:
 
 
 def synthetic_elf(
-    *, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, lead: int = 0, vaddr: int = 0x10000
+    *, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, lead: int = 0, vaddr: int = 0x10000,
+    imports: tuple[str, ...] = (), exports: tuple[str, ...] = (), order: str = "gnu",
 ) -> bytes:
     """A minimal ELF object: header, PT_LOAD (all of it, at ``vaddr``) and PT_DYNAMIC, ``lead`` bytes
-    of binary filler, a string table, ``gap`` zero bytes, then the dynamic section at the very end."""
+    of binary filler, then (with ``imports``/``exports``) a dynamic symbol table laid out as GNU ld
+    does (``order="gnu"``: .gnu.hash, .dynsym, .dynstr) or lld (``"lld"``: .dynsym, .gnu.version,
+    .gnu.hash, .dynstr), the string table (symbol names, then library names), ``gap`` zero bytes,
+    then the dynamic section at the very end."""
     e = ">" if big else "<"
     ehdr = struct.Struct(e + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
     phdr = struct.Struct(e + ("8I" if bits == 32 else "IIQQQQQQ"))
     dyn = struct.Struct(e + ("iI" if bits == 32 else "qQ"))
+    word = 8 if bits == 64 else 4
     strtab = bytearray(b"\x00")
-    offsets = []
-    for name in (*needed, *((soname,) if soname else ())):
-        offsets.append(len(strtab))
-        strtab += name.encode() + b"\x00"
-    str_off = ehdr.size + 2 * phdr.size + lead
+
+    def add(name: str) -> int:
+        strtab.extend(name.encode() + b"\x00")
+        return len(strtab) - len(name) - 1
+
+    sym_names = [add(n) for n in (*imports, *exports)]
+    offsets = [add(name) for name in (*needed, *((soname,) if soname else ()))]
+    start = ehdr.size + 2 * phdr.size + lead
+    symbols = bool(imports or exports)
+    block = bytearray()  # from `start`: the hash table and symbol table (before the strings)
+    symtab_at = hash_at = 0
+    if symbols:
+        count = 1 + len(imports) + len(exports)
+        table = _dynsym(e, bits, imports, exports, sym_names, vaddr + start)
+        gnu_hash = _gnu_hash(e, bits, 1 + len(imports), len(exports))
+        if order == "gnu":
+            pad = -start % word
+            hash_at = start + pad
+            block += bytes(pad) + gnu_hash
+            block += bytes(-(start + len(block)) % word)
+            symtab_at = start + len(block)
+            block += table
+        else:
+            pad = -start % word
+            symtab_at = start + pad
+            block += bytes(pad) + table + struct.pack(e + f"{count}H", *([0] + [1] * (count - 1)))
+            block += bytes(-(start + len(block)) % word)
+            hash_at = start + len(block)
+            block += gnu_hash
+    str_off = start + len(block)
     dyn_off = str_off + len(strtab) + gap
+    dyn_off += -dyn_off % word
     entries = [(1, o) for o in offsets[: len(needed)]]
     if soname:
         entries.append((14, offsets[-1]))
-    entries += [(5, vaddr + str_off), (10, len(strtab)), (0, 0)]
+    entries += [(5, vaddr + str_off), (10, len(strtab))]
+    if symbols:
+        entries += [(6, vaddr + symtab_at), (11, 24 if bits == 64 else 16), (0x6FFFFEF5, vaddr + hash_at)]
+    entries.append((0, 0))
     dynamic = b"".join(dyn.pack(t, v) for t, v in entries)
     total = dyn_off + len(dynamic)
     ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 2 if big else 1, 1]) + bytes(9)
@@ -131,8 +167,157 @@ def synthetic_elf(
         return phdr.pack(kind, flags, off, vaddr + off, vaddr + off, size, size, 0x1000)
 
     phdrs = ph(1, 4, 0, total) + ph(2, 6, dyn_off, len(dynamic))
-    return header + phdrs + b"\x01" * lead + bytes(strtab) + bytes(gap) + dynamic
+    body = header + phdrs + b"\x01" * lead + bytes(block) + bytes(strtab)
+    return body + bytes(dyn_off - len(body)) + dynamic
+
+
+def _dynsym(e: str, bits: int, imports: tuple[str, ...], exports: tuple[str, ...], names: list[int], code: int) -> bytes:
+    """The null symbol, then undefined GLOBAL FUNC imports, then defined GLOBAL FUNC exports."""
+    sym = struct.Struct(e + ("IBBHQQ" if bits == 64 else "IIIBBH"))
+    out = bytes(sym.size)
+    for i, name in enumerate(names):
+        defined = i >= len(imports)
+        info, shndx, value, size = 0x12, (5 if defined else 0), (code + 16 * i if defined else 0), (16 if defined else 0)
+        out += sym.pack(name, info, 0, shndx, value, size) if bits == 64 else sym.pack(name, value, size, info, 0, shndx)
+    return out
+
+
+def _gnu_hash(e: str, bits: int, symoffset: int, hashed: int) -> bytes:
+    """A one-bucket ``.gnu.hash`` over ``hashed`` symbols from ``symoffset`` (the chain ends at the last)."""
+    bloom = b"\xff" * (8 if bits == 64 else 4)
+    chain = [2 * i for i in range(hashed)]
+    if chain:
+        chain[-1] |= 1
+    return struct.pack(e + "4I", 1, symoffset, 1, 6) + bloom + struct.pack(e + "I", symoffset if hashed else 0) + struct.pack(e + f"{hashed}I", *chain)
 
 
 def have_cc() -> bool:
     return CC is not None and os.name == "posix"
+
+
+CXX = shutil.which("c++") or shutil.which("g++")
+
+# A stub torch for the ABI scan: C++ symbols of c10::/at:: (mangled by the compiler), functions of
+# the stable C shim (extern "C" aoti_torch_*/torch_*), a THP binding; and a CUDA runtime per major.
+TORCH_CXX_SOURCE = """
+#include <string>
+namespace c10 { namespace detail {
+void torchCheckFail(const char*, const char*, unsigned, const std::string&) {}
+void torchCheckFail(const char*, const char*, unsigned, const char*) {}
+} struct Error { virtual ~Error(); }; Error::~Error() {} }
+namespace at { struct Tensor { long numel() const; }; long Tensor::numel() const { return 0; } }
+extern "C" int aoti_torch_get_device_index(void*, int* out) { *out = 0; return 0; }
+extern "C" int aoti_torch_empty_strided(long, const long*, const long*, int, int, int, void**) { return 0; }
+extern "C" int torch_call_dispatcher(const char*, const char*, void*) { return 0; }
+void* THPVariable_Wrap(const at::Tensor&) { return nullptr; }
+"""
+# What an extension may call: each name is a statement using one part of the stub torch.
+TORCH_CALLS = {
+    "cxx_check": 'c10::detail::torchCheckFail("f", "file", 1, std::string("m"));',
+    "cxx_numel": "at::Tensor t; (void)t.numel();",
+    "cxx_typeinfo": "try { throw 1; } catch (c10::Error& e) { }",
+    "shim_device": "int d; aoti_torch_get_device_index(nullptr, &d);",
+    "shim_empty": "void* out; aoti_torch_empty_strided(0, nullptr, nullptr, 0, 0, 0, &out);",
+    "shim_dispatch": 'torch_call_dispatcher("aten::mm", "", nullptr);',
+    "python": "at::Tensor t; (void)THPVariable_Wrap(t);",
+    "cudart": "(void)cudaGetDeviceCount(nullptr);",
+}
+_DECLARATIONS = """
+#include <string>
+namespace c10 { namespace detail {
+void torchCheckFail(const char*, const char*, unsigned, const std::string&);
+void torchCheckFail(const char*, const char*, unsigned, const char*);
+} struct Error { virtual ~Error(); }; }
+namespace at { struct Tensor { long numel() const; }; }
+extern "C" int aoti_torch_get_device_index(void*, int*);
+extern "C" int aoti_torch_empty_strided(long, const long*, const long*, int, int, int, void**);
+extern "C" int torch_call_dispatcher(const char*, const char*, void*);
+extern "C" int cudaGetDeviceCount(int*);
+void* THPVariable_Wrap(const at::Tensor&);
+"""
+
+
+def _cxx(args: list[str], cwd: Path) -> None:
+    assert CXX is not None
+    proc = subprocess.run([CXX, *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"c++ {' '.join(args)} failed:\n{proc.stderr}")
+
+
+def torch_stubs(directory: Path) -> Path:
+    """``libc10.so`` + ``libtorch_cpu.so`` (one C++ stub torch under both names), ``libcudart.so.12``
+    and ``libcudart.so.13`` in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "torch_stub.cpp").write_text(TORCH_CXX_SOURCE)
+    for soname in ("libc10.so", "libtorch_cpu.so"):
+        _cxx(["-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", soname, "torch_stub.cpp"], directory)
+    (directory / "cudart.c").write_text("int cudaGetDeviceCount(int* n) { if (n) *n = 0; return 0; }\n")
+    for major in (12, 13):
+        _cc(["-shared", "-fPIC", f"-Wl,-soname,libcudart.so.{major}", "-o", f"libcudart.so.{major}", "cudart.c"], directory)
+    return directory
+
+
+def compile_extension(
+    directory: Path, name: str, libs: Path, *, calls: tuple[str, ...], links: tuple[str, ...] = ("libtorch_cpu.so", "libc10.so"),
+    linker: str | None = None, pad: int = 0, seed: int = 0,
+) -> bytes:
+    """A C++ extension making ``calls`` (keys of ``TORCH_CALLS``), linked against ``links`` from
+    ``libs`` (``torch_stubs``), with ``linker`` (``lld``, ``gold``; None: the default); its bytes."""
+    body = "\n".join("{ " + TORCH_CALLS[c] + " }" for c in calls)
+    entry = re.sub(r"\W", "_", name.split(".")[0])
+    lines = [_DECLARATIONS, f'extern "C" int PyInit_{entry}() {{ {body} return 0; }}']
+    if pad:
+        blob = directory / f"{name}.pad"
+        blob.write_bytes(_random(pad, seed))
+        lines.append(f'__asm__(".section .rodata\\n.globl padding_{seed}\\npadding_{seed}:\\n.incbin \\"{blob}\\"\\n.previous");')
+    src = directory / f"{name}.cpp"
+    src.write_text("\n".join(lines) + "\n")
+    flags = [f"-fuse-ld={linker}"] if linker else []
+    _cxx(["-shared", "-fPIC", *flags, "-o", name, src.name, "-L", str(libs), "-Wl,--no-as-needed", *[f"-l:{s}" for s in links]], directory)
+    return (directory / name).read_bytes()
+
+
+def have_cxx() -> bool:
+    return CXX is not None and os.name == "posix"
+
+
+def have_lld() -> bool:
+    return shutil.which("ld.lld") is not None and have_cxx()
+
+
+def hand_made_zip(members: list[tuple[str, int, bytes, int]]) -> bytes:
+    """A zip of deflated members given as (name, local header offset or -1 for "next", data, size)."""
+    out = bytearray()
+    central = bytearray()
+    for name, offset, data, size in members:
+        nb = name.encode()
+        if offset < 0:
+            offset = len(out)
+            out += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 8, 0, 0, 0, len(data), size, len(nb), 0) + nb + data
+        central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0, 0, len(data), size, len(nb), 0, 0, 0, 0, 0, offset) + nb
+    n = len(members)
+    return bytes(out + central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n & 0xFFFF, n & 0xFFFF, len(central), len(out), 0))
+
+
+def endless_elf(size: int) -> bytes:
+    """An ELF header whose first segment holds code (no bound) and whose dynamic section lies at the
+    end of ``size`` bytes of zeros, deflated: each member costs its whole cap to give up on."""
+    head = bytearray(synthetic_elf(bits=64, big=False, needed=())[:64 + 2 * 56])
+    head[64 + 4 : 64 + 8] = b"\x05\x00\x00\x00"
+    struct.pack_into("<Q", head, 64 + 32, size)  # the load segment is all of it
+    struct.pack_into("<QQQ", head, 64 + 56 + 8, size - 64, size - 64, size - 64)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return comp.compress(bytes(head) + bytes(size - len(head))) + comp.flush()
+
+
+def hostile_wheels() -> dict[str, bytes]:
+    """Zip bombs of ``.so`` members: 4,000 sharing one deflate stream (overlapping entries); 4,000
+    and 500 distinct members each inflating to 8 MB with nothing to find."""
+    stream = endless_elf(8 * 2**20)
+    return {
+        "4000 members sharing one deflate stream": hand_made_zip(
+            [("p/lib0.so", -1, stream, 8 * 2**20)] + [(f"p/lib{i}.so", 0, b"", 8 * 2**20) for i in range(1, 4000)]
+        ),
+        "4000 members, each 8 MB of nothing to find": hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(4000)]),
+        "500 members, each 8 MB of nothing to find": hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(500)]),
+    }

@@ -66,6 +66,15 @@ def test_a_channel_the_routes_need_must_have_a_prefix(indexes: Path) -> None:
         ("components.toml", 'agnostic-since = "0.4.0rc4"', 'agnostic-since = "soon"', r"components\.toml: flashinfer 'agnostic-since': 'soon' is not a version"),
         ("components.toml", 'providers = "flashinfer-jit-cache-sm*"\n', "", r"components\.toml: flashinfer: missing 'providers'"),
         ("components.toml", 'versions = ">=0.4.0,<0.5.3"', "", r"components\.toml: jit-cache-archs #1: missing 'versions'"),
+        ("components.toml", 'stable-since = "2.9"', 'stable-since = "soon"', r"components\.toml: abi 'stable-since': 'soon' is not a version"),
+        ("components.toml", 'stable-since = "2.9"\n', "", r"components\.toml: abi: missing 'stable-since'"),
+        ("components.toml", 'shim-prefixes = ["aoti_torch_", "torch_"]', 'shim-prefixes = []', r"abi: 'shim-prefixes' must be a non-empty array"),
+        ("components.toml", 'cxx-namespaces = ["c10", "at", "torch", "caffe2"]', 'cxx-namespaces = "c10"', r"abi: 'cxx-namespaces' must be an array"),
+        ("components.toml", "build-members = ['_torch(?P<major>", "build-members = ['_torch(?P<maj>", r"abi: 'build-members' .* has no groups named 'major' and 'minor'"),
+        ("components.toml", "build-members = ['_torch(?P<major>", "build-members = ['_torch((?P<major>", r"abi: 'build-members' .* is not a regular expression"),
+        ("components.toml", 'python-prefixes = ["THP"]', 'python-prefix = ["THP"]', r"components\.toml: abi: unknown key 'python-prefix'"),
+        ("components.toml", 'package = "torch-c-dlpack-ext"\ntorch = "2.10"', 'package = "torch-c-dlpack-ext"\ntorch = "2.x"', r"abi\.no-builds-from #1 'torch': '2\.x' is not a version"),
+        ("components.toml", 'package = "torch-c-dlpack-ext"\n', "", r"components\.toml: abi\.no-builds-from #1: missing 'package'"),
     ],
 )
 def test_a_bad_definition_names_file_table_and_key(indexes: Path, file: str, old: str, new: str, message: str) -> None:
@@ -88,3 +97,25 @@ def test_the_bundled_definitions_load() -> None:
 
     assert defs.flashinfer.jit_cache_archs(Version("0.6.12"), "cu130", "aarch64") == ("7.5", "8.0", "8.9", "9.0a", "10.0a", "10.3a", "12.0f", "11.0a")
     assert defs.flashinfer.jit_cache_archs(Version("0.7.0"), "cu130", "x86_64") is None
+
+
+def test_the_abi_rules_load_with_their_rows() -> None:
+    from packaging.version import Version
+
+    abi = load_definitions().abi
+    assert (abi.stable_since, abi.shim_versioned_since) == (Version("2.9"), Version("2.10"))
+    assert abi.is_shim("aoti_torch_empty_strided") and abi.is_shim("torch_call_dispatcher") and not abi.is_shim("_ZN5torch3fooEv")
+    assert abi.build_of("torch_c_dlpack_ext/libtorch_c_dlpack_addon_torch24-cpu.so") == "2.4"
+    row = abi.loads_no_builds("torch-c-dlpack-ext", Version("0.1.5"), Version("2.12.0.dev20260307+cu130"))
+    assert row is not None and row.torch == Version("2.10") and "DLPack" in row.why
+    assert abi.loads_no_builds("torch-c-dlpack-ext", Version("0.1.5"), Version("2.9.1")) is None
+    assert abi.loads_no_builds("xformers", Version("0.0.35"), Version("2.12")) is None
+
+
+def test_a_no_builds_row_may_cover_some_versions_only(indexes: Path) -> None:
+    from packaging.version import Version
+
+    _edit(indexes / "components.toml", 'torch = "2.10"\n', 'torch = "2.10"\nversions = "<0.2"\n')
+    abi = load_definitions(indexes).abi
+    assert abi.loads_no_builds("torch-c-dlpack-ext", Version("0.1.5"), Version("2.11")) is not None
+    assert abi.loads_no_builds("torch-c-dlpack-ext", Version("0.2.0"), Version("2.11")) is None

@@ -202,15 +202,19 @@ def test_wheel_kinds(objs: dict[str, bytes], method: int) -> None:
 
 def test_small_wheel_is_read_once_from_its_tail(objs: dict[str, bytes]) -> None:
     result, reader = _scan({"pkg/_C.so": objs["torch"]})
-    assert reader.calls == 1 and result.kind == "torch-abi" and result.members[0].stop in ("end", "dynamic")
-    assert result.members[0].libraries is not None and result.members[0].libraries.complete
+    member = result.members[0]
+    assert reader.calls == 1 and result.kind == "torch-abi" and member.stop == "symbols"
+    assert member.libraries is not None and member.libraries.complete
+    assert member.symbols is not None and member.symbols.complete and member.symbols.method == "dynamic"
+    assert "stub_torch_cpu" in member.symbols.imports
 
 
 def test_padded_member_is_classified_from_a_small_fraction_of_the_wheel(objs: dict[str, bytes]) -> None:
     result, reader = _scan({"pkg/kernels.so": objs["torch_padded"]})
     member = result.members[0]
-    assert result.kind == "torch-abi" and member.stop == "torch" and member.libraries is not None
+    assert result.kind == "torch-abi" and member.stop == "symbols" and member.libraries is not None
     assert member.libraries.method == "scan" and member.inflated < member.size / 20
+    assert member.symbols is not None and member.symbols.method == "scan" and {"stub_torch_cpu", "c10_stub"} <= set(member.symbols.imports)
     assert len(reader.data) > PAD and reader.bytes < len(reader.data) / 20, (reader.bytes, len(reader.data))
 
 
@@ -229,10 +233,14 @@ def test_names_cut_by_chunk_boundaries_are_still_found() -> None:
     member = result.members[0]
     assert (result.kind, member.stop, reader.calls > 50) == ("cuda", "strtab-end", True)
     assert member.libraries is not None and member.libraries.needed == names
-    torch = synthetic_elf(bits=32, big=False, needed=("libm.so.6", "libtorch_cuda.so", "libc10_cuda.so"), gap=3000, lead=2000)
+    torch = synthetic_elf(
+        bits=32, big=False, needed=("libm.so.6", "libtorch_cuda.so", "libc10_cuda.so"), gap=3000, lead=2000, imports=("aoti_torch_empty_strided",),
+    )
     result, _ = _scan({"p/x.so": torch}, zipfile.ZIP_STORED, first_chunk=5, max_chunk=5, tail_bytes=512)
-    assert result.evidence == wheelscan.Evidence("p/x.so", "libtorch_cuda.so") and result.members[0].stop == "torch"
-    assert result.members[0].inflated < 2200  # stopped at the first torch name, not at the table's end
+    member = result.members[0]
+    assert result.evidence == wheelscan.Evidence("p/x.so", "libtorch_cuda.so") and member.stop == "symbols"
+    assert member.symbols is not None and member.symbols.imports == ("aoti_torch_empty_strided",)
+    assert member.inflated < 2400  # read on to the symbol table's last name, not to the dynamic section
 
 
 def test_needed_names_after_a_large_string_table(tmp_path: Path, objs: dict[str, bytes]) -> None:
@@ -249,7 +257,7 @@ def test_first_segment_bound_ends_a_scan_with_no_library_names() -> None:
     data = bytearray(synthetic_elf(bits=64, big=False, needed=(), gap=3 * 2**20))
     data[64 + 4 : 64 + 8] = b"\x04\x00\x00\x00"  # the first load segment is read-only and 8 KiB: a bound
     data[64 + 32 : 64 + 40] = (8192).to_bytes(8, "little")
-    result, reader = _scan({"pkg/x.so": bytes(data)}, first_chunk=4096)
+    result, reader = _scan({"pkg/x.so": bytes(data)}, zipfile.ZIP_STORED, first_chunk=4096)
     assert result.kind == "agnostic" and result.members[0].stop == "segment-end"
     assert reader.bytes < 100_000
 
@@ -263,13 +271,14 @@ def test_cap_reached_without_an_answer_is_unknown() -> None:
     assert "could not tell whether pkg/x.so links torch" in result.reason
 
 
-def test_scan_stops_at_the_first_torch_linked_member(objs: dict[str, bytes]) -> None:
+def test_every_member_is_scanned_past_the_first_torch_linked_one(objs: dict[str, bytes]) -> None:
     members = {"a/comm.so": objs["cuda"], "a/kernels.so": objs["torch_padded"], "a/plain.so": objs["plain"]}
     result, reader = _scan(members)
     assert result.kind == "torch-abi" and result.evidence is not None and result.evidence.member == "a/kernels.so"
-    assert [(m.name, m.stop) for m in result.members] == [("a/kernels.so", "torch"), ("a/comm.so", "skipped"), ("a/plain.so", "skipped")]
+    assert [(m.name, m.stop) for m in result.members] == [("a/kernels.so", "symbols"), ("a/comm.so", "end"), ("a/plain.so", "end")]
     parallel, _ = _scan(members, parallel=3)
     assert parallel.kind == "torch-abi" and parallel.evidence == result.evidence
+    assert sorted((m.name, m.stop) for m in parallel.members) == sorted((m.name, m.stop) for m in result.members)
 
 
 def test_a_member_that_is_not_elf_makes_the_wheel_unknown(objs: dict[str, bytes]) -> None:

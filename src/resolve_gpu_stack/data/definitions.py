@@ -26,10 +26,12 @@ from .rules import (
     DIALECTS,
     INDEX_NAMES,
     TEMPLATE_VARIABLES,
+    AbiRules,
     ArchRow,
     CouplingRule,
     FlashInferRules,
     IndexDefinition,
+    NoBuildsFrom,
     PageLocation,
     Route,
     RouteContext,
@@ -62,6 +64,7 @@ class Definitions:
     routes: tuple[Route, ...]
     couplings: tuple[CouplingRule, ...]
     flashinfer: FlashInferRules
+    abi: AbiRules  # components.toml [abi]
     pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
     layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
@@ -198,6 +201,8 @@ class Definitions:
 INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
 ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy")
 COUPLING_KEYS = ("packages", "coupling", "why", "versions", "local")
+ABI_KEYS = ("stable-since", "shim-versioned-since", "shim-prefixes", "cxx-namespaces", "python-prefixes", "build-members", "no-builds-from")
+NO_BUILDS_KEYS = ("package", "torch", "why", "versions")
 
 
 def load_definitions(directory: Path | None = None) -> Definitions:
@@ -219,6 +224,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         routes=routes,
         couplings=couplings,
         flashinfer=_flashinfer(comp, doc),
+        abi=_abi(comp, doc),
         pytorch_family=_pytorch_family(comp, doc),
         layouts=layouts,
         source=directory,
@@ -352,6 +358,53 @@ def _pytorch_family(r: TomlReader, doc: Mapping[str, Any]) -> frozenset[Normaliz
     return frozenset(canonicalize_name(n) for n in _patterns(r, {"packages": table.get("family")}, "pytorch family"))
 
 
+def _abi(r: TomlReader, doc: Mapping[str, Any]) -> AbiRules:
+    """``[abi]``: the C-shim prefixes, the C++ namespaces, the per-torch build member patterns."""
+    table = r.get(doc, "abi", dict, "top level", required=True)
+    r.unknown_keys(table, ABI_KEYS, "abi")
+
+    def version(key: str, *, required: bool) -> Version | None:
+        text = r.get(table, key, str, "abi", required=required)
+        return None if text is None else r.version(text, f"abi {key!r}")
+
+    def prefixes(key: str) -> tuple[str, ...]:
+        values = r.strings(table, key, "abi", required=True) or ()
+        if not values or not all(values):
+            raise r.fail("abi", f"{key!r} must be a non-empty array of non-empty strings")
+        return values
+
+    patterns = []
+    for text in r.strings(table, "build-members", "abi") or ():
+        try:
+            pattern = re.compile(text)
+        except re.error as exc:
+            raise r.fail("abi", f"'build-members' {text!r} is not a regular expression: {exc}") from None
+        if not {"major", "minor"} <= set(pattern.groupindex):
+            raise r.fail("abi", f"'build-members' {text!r} has no groups named 'major' and 'minor'")
+        patterns.append(pattern)
+    stable = version("stable-since", required=True)
+    assert stable is not None
+    return AbiRules(
+        stable_since=stable,
+        shim_versioned_since=version("shim-versioned-since", required=False),
+        shim_prefixes=prefixes("shim-prefixes"),
+        cxx_namespaces=prefixes("cxx-namespaces"),
+        python_prefixes=prefixes("python-prefixes"),
+        build_members=tuple(patterns),
+        no_builds_from=tuple(_no_builds(r, row, f"abi.no-builds-from #{i + 1}") for i, row in enumerate(r.tables(table, "no-builds-from", "abi"))),
+    )
+
+
+def _no_builds(r: TomlReader, row: Mapping[str, Any], where: str) -> NoBuildsFrom:
+    r.unknown_keys(row, NO_BUILDS_KEYS, where)
+    return NoBuildsFrom(
+        package=canonicalize_name(r.get(row, "package", str, where, required=True)),
+        torch=r.version(r.get(row, "torch", str, where, required=True), f"{where} 'torch'"),
+        why=r.get(row, "why", str, where, required=True),
+        versions=_spec(r, row, where),
+    )
+
+
 def _arch_row(r: TomlReader, row: Mapping[str, Any], where: str) -> ArchRow:
     r.unknown_keys(row, ("versions", "labels", "aarch64-extra"), where)
     spec = _spec(r, row, where)
@@ -384,6 +437,7 @@ def _spec(r: TomlReader, raw: Mapping[str, Any], where: str) -> SpecifierSet | N
 
 __all__ = [
     "INDEX_NAMES",
+    "AbiRules",
     "CouplingRule",
     "Definitions",
     "FlashInferRules",

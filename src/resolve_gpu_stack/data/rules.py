@@ -139,6 +139,49 @@ class FlashInferRules:
         return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoBuildsFrom:
+    """``package`` (at ``versions``) loads none of its per-torch builds from torch ``torch`` on."""
+
+    package: NormalizedName
+    torch: Version
+    why: str
+    versions: SpecifierSet | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbiRules:
+    """components.toml ``[abi]``: how a compiled wheel's imports tell which torch it runs on."""
+
+    stable_since: Version  # the release that brought the LibTorch stable ABI: a stable wheel's lowest floor
+    shim_versioned_since: Version | None = None  # from here each shim function is versioned by its release
+    shim_prefixes: tuple[str, ...] = ()  # unmangled C-shim function names start with one of these
+    cxx_namespaces: tuple[str, ...] = ()  # mangled symbols of these namespaces lock a wheel to one torch
+    python_prefixes: tuple[str, ...] = ()  # libtorch_python's THP* bindings (mangled or not)
+    build_members: tuple[re.Pattern[str], ...] = ()  # groups major, minor: a member built for one torch
+    no_builds_from: tuple[NoBuildsFrom, ...] = ()
+
+    def is_shim(self, symbol: str) -> bool:
+        return not symbol.startswith("_Z") and symbol.startswith(self.shim_prefixes)
+
+    def build_of(self, member: str) -> str | None:
+        """The torch series a member is a build for (``"2.9"``), from its file name; None if none."""
+        base = member.rsplit("/", 1)[-1]
+        for pattern in self.build_members:
+            m = pattern.search(base)
+            if m:
+                return f"{int(m.group('major'))}.{int(m.group('minor'))}"
+        return None
+
+    def loads_no_builds(self, package: str, version: Version | None, torch: Version) -> NoBuildsFrom | None:
+        """The row saying ``package`` loads none of its builds on ``torch``, if there is one."""
+        for row in self.no_builds_from:
+            if row.package == package and torch.release >= row.torch.release:
+                if row.versions is None or (version is not None and version in row.versions):
+                    return row
+        return None
+
+
 def expand_page(template: str, values: Mapping[str, str | None]) -> str | None:
     """Fill a page template; None when a variable it needs is unknown (None) in ``values``."""
     needed = set(re.findall(r"{(\w+)}", template))
@@ -148,6 +191,7 @@ def expand_page(template: str, values: Mapping[str, str | None]) -> str | None:
 
 
 __all__ = [
+    "AbiRules",
     "CHANNEL_TABLES",
     "DIALECTS",
     "INDEX_NAMES",
@@ -156,6 +200,7 @@ __all__ = [
     "CouplingRule",
     "FlashInferRules",
     "IndexDefinition",
+    "NoBuildsFrom",
     "PageLocation",
     "Route",
     "RouteContext",

@@ -1,18 +1,24 @@
-"""Is a wheel built for one torch? Read its ``.so`` members' first bytes, never the whole wheel.
+"""Which torch and CUDA a compiled wheel's shared objects bind to: read each ``.so`` member's first
+bytes, never the whole wheel.
 
-A wheel whose shared objects need ``libtorch*.so`` / ``libc10*.so`` is bound to the C++ ABI of
-the torch it was built against (``torch-abi``); one whose objects need only CUDA libraries is
-bound to a CUDA major (``cuda``); one with no shared object, or objects that need neither, is
-``agnostic``; ``unknown`` when a member could not be told (not ELF, the cap reached first).
+A wheel whose shared objects need ``libtorch*.so`` / ``libc10*.so`` links torch (``torch-abi``);
+how it binds (the stable C shim, C++ symbols of one torch, one build per torch) is in the dynamic
+symbols those members import, which ``WheelScan.abi`` judges with ``AbiRules`` (``abi.py``). One
+whose objects need only CUDA libraries is bound to a CUDA major (``cuda``); one with no shared
+object, or objects that need neither, is ``agnostic``; ``unknown`` when a member could not be told
+(not ELF, the cap reached first, the wheel's limits reached).
 
 Pure: ``WheelScanner`` plans byte ranges and evaluates what comes back, an I/O layer does the
 reading. The reads, in order: the zip's tail (end of central directory), the central directory
-when the tail does not hold it, then for each ``.so`` member (largest first: kernel libraries are
-the ones that link torch) its local header and first compressed bytes, in growing chunks, inflated
-as they come until the member's needed libraries are known (``elf.py``: its dynamic section read,
-or the string table holding the library names ended), the member's first loadable segment is all
-in, or ``cap`` bytes are inflated. The scan stops at the first member that
-links torch.
+when the tail does not hold it, then for every ``.so`` member (largest first) its local header and
+first compressed bytes, inflated as they come, in reads sized by what the member's symbol table
+says it still needs (``elf.dynamic_symbols``' ``needed_bytes``), else growing chunks. A member that
+does not link torch stops when its needed libraries are known (``elf.py``: its dynamic section
+read, or the string table holding the library names ended, or its first loadable segment read);
+one that links torch reads on until its dynamic symbol table is complete. Any member stops at
+``cap`` inflated bytes. A wheel stops at ``MAX_MEMBERS`` members, ``MAX_INFLATED`` inflated bytes,
+``time_limit`` seconds of the scanner's own work (``clock``), or members that overlap (a zip
+bomb's layout: ``ZipError``).
 
     scanner = WheelScanner(file_size)
     scanner.feed(tail_start, tail)            # optional: bytes already read (METADATA's tail)
@@ -27,13 +33,17 @@ or ``scan_wheel(read, file_size)`` with a ``read(start, end) -> bytes`` callable
 from __future__ import annotations
 
 import re
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ..data.rules import AbiRules
+from ..model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
 from . import elf
-from .elf import ElfError, ElfLayout, ElfLibraries, ElfTruncated
+from .abi import EXAMPLES, demangle, entity_identifier, split_imports
+from .elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
 from .zipmeta import (
     _LOCAL,
     DEFLATED,
@@ -49,20 +59,37 @@ from .zipmeta import (
 )
 
 Kind = Literal["torch-abi", "cuda", "agnostic", "unknown"]
-# Why a member's scan ended. Conclusive: "dynamic" (DT_NEEDED read), "end" (whole member read),
-# "torch" (a torch library among the scanned names), "strtab-end" (the string table holding the
-# library names ended, none of them torch's), "segment-end" (the first loadable segment, which
-# holds the dynamic string table, read without a torch name). Not: "cap", "error", "skipped".
-Stop = Literal["dynamic", "end", "torch", "strtab-end", "segment-end", "cap", "error", "skipped"]
-CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "strtab-end", "segment-end"})
+# Why a member's scan ended. Its libraries known: "dynamic" (DT_NEEDED read), "end" (whole member
+# read), "torch" (a torch library among the scanned names), "strtab-end" (the string table holding
+# the library names ended, none of them torch's), "segment-end" (the first loadable segment, which
+# holds the dynamic string table, read without a torch name), "symbols" (links torch, and its
+# dynamic symbol table is read). Not: "cap", "error", "skipped", "limit" (the wheel's limits) --
+# though a member whose scanned names include a torch library links torch whatever its stop.
+Stop = Literal["dynamic", "end", "torch", "strtab-end", "segment-end", "symbols", "cap", "error", "skipped", "limit"]
+CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "strtab-end", "segment-end", "symbols"})
 
-DEFAULT_CAP = 2 * 2**20  # inflated bytes per member
+DEFAULT_CAP = 4 * 2**20  # inflated bytes per member (sgl-kernel's flash_ops: its .dynstr ends at 1.6 MB)
 FIRST_TAIL = 16 * 2**10  # first tail read; TAIL_BYTES when the end record is not in it
-FIRST_CHUNK = 64 * 2**10  # compressed bytes of a member's first read; doubles per read
+WHOLE_FILE = 48 * 2**10  # a wheel this small is read whole, at once
+FIRST_CHUNK = 8 * 2**10  # compressed bytes of a member's first read; doubles per read unless its table says more
 MAX_CHUNK = 2**20
+MIN_CHUNK = 4 * 2**10
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
+MAX_MEMBERS = 512  # shared objects scanned per wheel
+MAX_INFLATED = 48 * 2**20  # inflated bytes per wheel, every member together (also bounds the memory held)
+TIME_LIMIT = 1.5  # seconds of the scanner's own work per wheel (CPU time of its thread)
+STRINGS_RATIO = 0.2  # compressed over inflated bytes of symbol names (mangled C++: 0.15-0.25)
+NAMES_MARGIN = 8 * 2**10  # inflated bytes past a symbol table's last name: the library names follow them
+MERGE_GAP = 16 * 2**10  # ranges of one round closer than this are read as one
+SMALL_MEMBER = 2  # a member at most this many first chunks long is read whole at once
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
+
+
+def first_tail(file_size: int | None) -> int:
+    """How many bytes of a wheel's end to read first: all of a small wheel (one read, no second
+    round trip for its members), else ``FIRST_TAIL``."""
+    return file_size if file_size is not None and 0 < file_size <= WHOLE_FILE else FIRST_TAIL
 
 
 def is_shared_object(name: str) -> bool:
@@ -79,10 +106,20 @@ class MemberScan:
     inflated: int = 0
     read: int = 0  # compressed bytes of the member consumed (local header not counted)
     error: str | None = None
+    symbols: DynamicSymbols | None = None  # a torch-linked member's dynamic symbols (complete or not)
+
+    @property
+    def links_torch(self) -> bool:
+        return bool(self.libraries and self.libraries.torch_libs)
 
     @property
     def conclusive(self) -> bool:
-        return self.stop in CONCLUSIVE
+        """Whether the libraries it needs are known (enough to tell torch-linked or not)."""
+        return self.stop in CONCLUSIVE or self.links_torch
+
+    @property
+    def symbols_complete(self) -> bool:
+        return self.symbols is not None and self.symbols.complete
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +137,7 @@ class WheelScan:
     file_size: int
     evidence: Evidence | None = None  # the first torch library found (kind "torch-abi")
     cuda_majors: tuple[int, ...] = ()
+    limited: str | None = None  # why the wheel's scan stopped before every member was read (its limits)
 
     @property
     def reason(self) -> str:
@@ -109,16 +147,76 @@ class WheelScan:
         if not self.members:
             return "no shared objects in the wheel"
         if self.kind == "unknown":
-            bad = next(m for m in self.members if not m.conclusive)
-            if bad.error:
-                return f"could not tell what {bad.name} needs: {bad.error}"
-            seen = ", ".join(bad.libraries.needed) if bad.libraries and bad.libraries.needed else "no library"
-            return f"could not tell whether {bad.name} links torch: its first {bad.inflated} bytes name {seen}, and its dynamic section lies beyond them"
+            return self._unknown_reason(symbols=False)
+        return self._plain_reason()
+
+    def _plain_reason(self) -> str:
         if self.kind == "cuda":
             libs = sorted({n for m in self.members if m.libraries for n in m.libraries.cuda_libs})
             majors = ", ".join(str(v) for v in self.cuda_majors) or "unknown"
             return f"shared objects need CUDA libraries ({', '.join(libs)}; CUDA major {majors}), no torch library"
         return f"{len(self.members)} shared object(s) need neither torch nor CUDA libraries"
+
+    def _unknown_reason(self, *, symbols: bool) -> str:
+        """Why the scan could not tell (``symbols``: a torch-linked member's symbols count too)."""
+        bad = next((m for m in self.members if not m.conclusive and m.stop != "limit"), None)
+        if bad is None and symbols:
+            bad = next((m for m in self.members if m.links_torch and not m.symbols_complete and m.stop != "limit"), None)
+        if bad is None:
+            return f"not every shared object was scanned: {self.limited or 'the scan stopped early'}"
+        if bad.links_torch:
+            why = bad.error or (f"its symbol table needs more than the first {bad.inflated} bytes" if bad.stop == "cap" else f"stopped ({bad.stop})")
+            return f"could not read all the dynamic symbols of {bad.name}, which links torch: {why}"
+        if bad.error:
+            return f"could not tell what {bad.name} needs: {bad.error}"
+        seen = ", ".join(bad.libraries.needed) if bad.libraries and bad.libraries.needed else "no library"
+        return f"could not tell whether {bad.name} links torch: its first {bad.inflated} bytes name {seen}, and its dynamic section lies beyond them"
+
+    def abi(self, rules: AbiRules) -> WheelAbi:
+        """What the shared objects import, judged by ``rules`` (``model/abi.py``): ``TORCH`` (some
+        member links torch: every such member with its imports), ``CUDA``, ``NONE``, or ``UNKNOWN``
+        when a member's libraries, or a torch-linked member's symbols, could not be read (or the
+        wheel's limits stopped the scan): never a guess."""
+        majors = self.cuda_majors
+        torch_members = [m for m in self.members if m.links_torch]
+        described = tuple(_member_abi(m, rules) for m in torch_members if m.symbols_complete)
+        if self.limited or any(not m.conclusive for m in self.members) or len(described) < len(torch_members):
+            return WheelAbi(kind=UNKNOWN, why=self._unknown_reason(symbols=True), members=described, cuda_majors=majors)
+        if described:
+            return WheelAbi(kind=TORCH, why=_torch_why(described, len(self.members), rules), members=described, cuda_majors=majors)
+        if not self.members:
+            return WheelAbi(kind=NONE, why="no shared objects in the wheel")
+        if any(m.libraries and m.libraries.cuda_libs for m in self.members):
+            return WheelAbi(kind=CUDA, why=self._plain_reason(), cuda_majors=majors)
+        return WheelAbi(kind=NONE, why=self._plain_reason(), cuda_majors=majors)
+
+
+def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
+    assert m.libraries is not None and m.symbols is not None
+    split = split_imports(m.symbols.imports, rules)
+    return MemberAbi(
+        name=m.name, torch_libs=m.libraries.torch_libs, cuda_majors=m.libraries.cuda_majors, shim=len(split.shim),
+        shim_examples=split.shim[:EXAMPLES], cxx=split.locked, build=rules.build_of(m.name),
+    )
+
+
+def _torch_why(members: tuple[MemberAbi, ...], total: int, rules: AbiRules) -> str:
+    """One line: how the torch-linked members bind."""
+    builds = sorted({m.build for m in members if m.build}, key=lambda v: tuple(int(p) for p in v.split(".")))
+    locked = [m for m in members if m.cxx]
+    head = f"{len(members)} of {total} shared object(s) link torch"
+    parts = []
+    if builds:
+        parts.append(f"builds for torch {', '.join(builds)}")
+    if locked:
+        first = locked[0]
+        example = next((s for s in first.cxx if entity_identifier(s) in rules.cxx_namespaces), first.cxx[0])
+        parts.append(f"{first.name} imports {len(first.cxx)} C++ torch symbol(s) (e.g. {demangle(example)})")
+    stable = [m for m in members if not m.cxx]
+    if stable:
+        shim = sum(m.shim for m in stable)
+        parts.append(f"{len(stable)} import only the C shim ({shim} function(s), e.g. {', '.join(stable[0].shim_examples) or 'none'})")
+    return head + ": " + "; ".join(parts)
 
 
 @dataclass(eq=False)
@@ -137,10 +235,18 @@ class _Member:
     table_at: int | None = None  # where the first library name is: inside the dynamic string table
     run_checked: int = 0  # the run of strings from table_at is unbroken up to here
     read: int = 0
+    libraries: ElfLibraries | None = None  # once known
+    known_by: Stop | None = None  # how they became known
+    symbols: DynamicSymbols | None = None  # the latest read of its dynamic symbols
+    target: int = 0  # inflated bytes the member's symbol table says it needs (0: not known)
 
     @property
     def data_end(self) -> int | None:
         return None if self.data_start is None else self.data_start + self.entry.compressed_size
+
+    @property
+    def own_name(self) -> str:
+        return self.entry.name.rsplit("/", 1)[-1]
 
 
 class WheelScanner:
@@ -148,32 +254,42 @@ class WheelScanner:
 
     ``feed`` raises ``ZipError`` when the bytes are not a readable zip; a member that is not a
     readable ELF object makes the wheel ``unknown``, with the error in its ``MemberScan``.
+    ``clock`` (seconds) measures the scanner's own work against ``time_limit``: by default the CPU
+    time of the calling thread, so that other work on a busy machine is not counted against it.
     """
 
     def __init__(
         self, file_size: int, *, cap: int = DEFAULT_CAP, first_chunk: int = FIRST_CHUNK, max_chunk: int = MAX_CHUNK,
-        parallel: int = 1, tail_bytes: int = FIRST_TAIL,
+        parallel: int = 1, tail_bytes: int | None = None, max_members: int = MAX_MEMBERS, max_inflated: int = MAX_INFLATED,
+        time_limit: float = TIME_LIMIT, clock: Callable[[], float] = time.thread_time,
     ) -> None:
-        if file_size <= 0 or cap <= 0 or first_chunk <= 0 or parallel <= 0:
-            raise ValueError("file_size, cap, first_chunk and parallel must be positive")
+        if file_size <= 0 or cap <= 0 or first_chunk <= 0 or parallel <= 0 or max_members <= 0 or max_inflated <= 0:
+            raise ValueError("file_size, cap, first_chunk, parallel, max_members and max_inflated must be positive")
         self.file_size = file_size
         self.cap = cap
         self.first_chunk = first_chunk
         self.max_chunk = max(max_chunk, first_chunk)
         self.parallel = parallel
+        self.max_members = max_members
+        self.max_inflated = max_inflated
+        self.time_limit = time_limit
         self.bytes_read = 0
         self.reads = 0
-        self._tail_bytes = min(tail_bytes, file_size)
+        self.inflated = 0  # every member together
+        self.spent = 0.0  # seconds of the scanner's own work
+        self._clock = clock
+        self._tail_bytes = min(first_tail(file_size) if tail_bytes is None else tail_bytes, file_size)
         self._eocd: EndOfCentralDirectory | None = None
         self._held: tuple[int, bytes] | None = None  # the directory-phase blob (tail), reused for members
         self._pending: list[ZipEntry] | None = None
         self._active: list[_Member] = []
         self._done: list[MemberScan] = []
         self._evidence: Evidence | None = None
+        self._limited: str | None = None
 
     @property
     def done(self) -> bool:
-        return self._pending is not None and not self._active and (not self._pending or self._evidence is not None)
+        return self._pending is not None and not self._active and not self._pending
 
     def next_ranges(self) -> list[tuple[int, int]]:
         """The ``(start, end)`` ranges (end exclusive) to read next; empty when the scan is done."""
@@ -181,8 +297,12 @@ class WheelScanner:
             return [(self.file_size - self._tail_bytes, self.file_size)]
         if self._pending is None:
             return [(self._eocd.cd_offset, self._eocd.cd_offset + self._eocd.cd_size)]
-        self._fill()
-        return [self._range(m) for m in self._active]
+        started = self._clock()
+        try:
+            self._fill()
+        finally:
+            self._charge(started)
+        return _merged([self._range(m) for m in self._active])
 
     def feed(self, start: int, data: bytes) -> None:
         """Bytes ``[start, start + len(data))`` of the wheel, as asked by ``next_ranges`` or not."""
@@ -191,19 +311,30 @@ class WheelScanner:
         if self._pending is None:
             self._feed_directory(start, bytes(data))
             return
-        for member in list(self._active):
-            self._feed_member(member, start, data)
+        started = self._clock()
+        try:
+            for member in list(self._active):
+                if member in self._active:
+                    self._feed_member(member, start, data)
+                if self._limited is None and self._clock() - started + self.spent > self.time_limit:
+                    self._limit(f"its scan took over {self.time_limit:g} s of work")
+        finally:
+            self._charge(started)
+
+    def _charge(self, started: float) -> None:
+        self.spent += self._clock() - started
+        if self._limited is None and self.spent > self.time_limit:
+            self._limit(f"its scan took over {self.time_limit:g} s of work")
 
     def result(self) -> WheelScan:
         if not self.done:
             raise RuntimeError("the scan is not finished: read next_ranges() and feed them first")
-        skipped = [MemberScan(name=e.name, size=e.uncompressed_size, stop="skipped", libraries=None) for e in self._pending or ()]
-        members = tuple(self._done + skipped)
+        members = tuple(self._done)
         majors = tuple(sorted({v for m in members if m.libraries for v in m.libraries.cuda_majors}))
         kind: Kind
         if self._evidence is not None:
             kind = "torch-abi"
-        elif any(not m.conclusive for m in members):
+        elif self._limited or any(not m.conclusive for m in members):
             kind = "unknown"
         elif any(m.libraries and m.libraries.cuda_libs for m in members):
             kind = "cuda"
@@ -211,7 +342,7 @@ class WheelScanner:
             kind = "agnostic"
         return WheelScan(
             kind=kind, members=members, bytes_read=self.bytes_read, reads=self.reads, file_size=self.file_size,
-            evidence=self._evidence, cuda_majors=majors,
+            evidence=self._evidence, cuda_majors=majors, limited=self._limited,
         )
 
     # -- the zip's directory -------------------------------------------------------------------
@@ -240,7 +371,13 @@ class WheelScanner:
 
     def _start_members(self, entries: list[ZipEntry]) -> None:
         shared = [e for e in entries if is_shared_object(e.name)]
-        self._pending = sorted(shared, key=lambda e: -e.uncompressed_size)
+        _refuse_overlaps(shared)
+        shared.sort(key=lambda e: -e.uncompressed_size)
+        if len(shared) > self.max_members:  # unknown whatever the members say: none is read
+            self._done = [MemberScan(name=e.name, size=e.uncompressed_size, stop="limit", libraries=None) for e in shared]
+            self._limited = f"{len(shared)} shared objects, over the {self.max_members} one scan reads"
+            shared = []
+        self._pending = shared
 
     # -- members -------------------------------------------------------------------------------
 
@@ -248,31 +385,38 @@ class WheelScanner:
         """Activate members up to ``parallel``; feed them from the held tail where it covers them."""
         assert self._pending is not None and self._eocd is not None
         while True:
-            while self._evidence is None and self._pending and len(self._active) < self.parallel:
+            while self._pending and len(self._active) < self.parallel:
                 entry = self._pending.pop(0)
                 member = _Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset)
                 self._active.append(member)
                 if entry.header_offset + _LOCAL.size > self._eocd.cd_offset:
-                    self._finish(member, "error", None, error=f"local header offset {entry.header_offset} is past the members' data")
+                    self._finish(member, "error", error=f"local header offset {entry.header_offset} is past the members' data")
             held = self._held
             covered = [m for m in self._active if held and held[0] <= m.next_offset < held[0] + len(held[1])]
             if not held or not covered:
                 return
             before = [(m, m.next_offset) for m in covered]
             for member in covered:
-                self._feed_member(member, *held)
+                if member in self._active:
+                    self._feed_member(member, *held)
             if all(m in self._active and m.next_offset == at for m, at in before):
                 return  # the held bytes end too soon for them: read
 
     def _range(self, m: _Member) -> tuple[int, int]:
         if m.data_start is None:
-            name_len = len(m.entry.name.encode("utf-8"))
-            end = m.entry.header_offset + _LOCAL.size + name_len + m.entry.extra_length + LOCAL_EXTRA_SLACK + m.chunk
-            end = min(end, m.entry.header_offset + _LOCAL.size + name_len + m.entry.extra_length + LOCAL_EXTRA_SLACK + m.entry.compressed_size)
+            header = m.entry.header_offset + _LOCAL.size + len(m.entry.name.encode("utf-8")) + m.entry.extra_length + LOCAL_EXTRA_SLACK
+            small = m.entry.compressed_size <= SMALL_MEMBER * m.chunk  # all of it in one read: no second round trip
+            end = header + (m.entry.compressed_size if small else min(m.chunk, m.entry.compressed_size))
         else:
             assert m.data_end is not None
+            want = m.chunk
+            if m.target > len(m.buf) and m.read and m.buf:  # what its symbol table says is left, at the ratio so far
+                ratio = m.read / len(m.buf)
+                if m.inflater is not None:
+                    ratio = min(ratio, STRINGS_RATIO)  # the names left compress better than the tables read
+                want = min(self.max_chunk, max(MIN_CHUNK, int((m.target - len(m.buf)) * ratio) + MIN_CHUNK))
             room = self.cap - len(m.buf)  # deflate never needs much more input than it gives output
-            end = min(m.next_offset + min(m.chunk, room + room // 1000 + 64), m.data_end)
+            end = min(m.next_offset + min(want, room + room // 1000 + 64), m.data_end)
         return m.next_offset, min(end, self.file_size)
 
     def _feed_member(self, m: _Member, start: int, data: bytes) -> None:
@@ -282,12 +426,12 @@ class WheelScanner:
         if m.data_start is None:
             if len(piece) < _LOCAL.size:
                 if start + len(data) >= self.file_size:
-                    self._finish(m, "error", None, error=f"local header of {m.entry.name} runs past the end of the file")
+                    self._finish(m, "error", error=f"local header of {m.entry.name} runs past the end of the file")
                 return
             try:
                 self._open_member(m, bytes(piece[: _LOCAL.size]))
             except ZipError as exc:
-                self._finish(m, "error", None, error=str(exc))
+                self._finish(m, "error", error=str(exc))
                 return
             assert m.data_start is not None
             piece = piece[m.data_start - m.next_offset :] if m.data_start - m.next_offset < len(piece) else piece[:0]
@@ -313,16 +457,20 @@ class WheelScanner:
         m.inflater = zlib.decompressobj(-15) if m.entry.method == DEFLATED else None
 
     def _inflate(self, m: _Member, compressed: bytes) -> None:
-        room = self.cap - len(m.buf)
+        room = min(self.cap - len(m.buf), self.max_inflated - self.inflated + 1)
         if m.inflater is None:
             out = compressed[:room]
         else:
             try:
                 out = m.inflater.decompress(compressed, room)
             except zlib.error as exc:
-                self._finish(m, "error", None, error=f"bad deflate data: {exc}")
+                self._finish(m, "error", error=f"bad deflate data: {exc}")
                 return
         m.buf += out
+        self.inflated += len(out)
+        if self.inflated > self.max_inflated:
+            self._limit(f"over {self.max_inflated} bytes inflated")
+            return
         self._evaluate(m)
 
     def _evaluate(self, m: _Member) -> None:
@@ -331,29 +479,45 @@ class WheelScanner:
         whole = len(m.buf) >= size
         ended = (m.inflater is not None and m.inflater.eof) or m.next_offset >= (m.data_end or 0)
         if ended and not whole and len(m.buf) < self.cap:
-            self._finish(m, "error", None, error=f"member data ends after {len(m.buf)} of its {size} bytes")
+            self._finish(m, "error", error=f"member data ends after {len(m.buf)} of its {size} bytes")
             return
         try:
             if m.layout is None:
                 m.layout = elf.read_layout(m.buf)
-            if whole:
-                self._finish(m, "end", elf.needed_libraries(m.buf, file_size=len(m.buf)))
-                return
-            dyn = m.layout.dynamic
-            if dyn is not None and dyn.end <= len(m.buf):
-                libs = elf.needed_libraries(m.buf)
-                if libs.complete:
-                    self._finish(m, "dynamic", libs)
-                    return
+            if m.libraries is None:
+                self._libraries(m, whole)
+            self._symbols(m, whole)
         except ElfTruncated as exc:
             if whole or len(m.buf) >= self.cap:
-                self._finish(m, "error", None, error=str(exc))
+                self._finish(m, "error", error=str(exc))
             return
         except ElfError as exc:
-            self._finish(m, "error", None, error=str(exc))
+            self._finish(m, "error", error=str(exc))
+            return
+        if m in self._active and len(m.buf) >= self.cap:
+            self._finish(m, "cap")
+
+    def _libraries(self, m: _Member, whole: bool) -> None:
+        """Find the libraries ``m`` needs: exactly from ``.dynamic``, or from the names scanned."""
+        assert m.layout is not None
+        if whole:
+            m.libraries, m.known_by = elf.needed_libraries(m.buf, file_size=len(m.buf)), "end"
+            return
+        dyn = m.layout.dynamic
+        if dyn is not None and dyn.end <= len(m.buf):
+            libs = elf.needed_libraries(m.buf)
+            if libs.complete:
+                m.libraries, m.known_by = libs, "dynamic"
+                return
+        self._scan_names(m)
+
+    def _scan_names(self, m: _Member) -> None:
+        """The library names among the bytes inflated so far (not the member's own name)."""
+        if m.layout is None or m.libraries is not None:
             return
         for at, name in elf.find_sonames(m.buf, m.scanned - elf.MAX_NAME - 8):
-            m.names.setdefault(name, None)
+            if name != m.own_name:
+                m.names.setdefault(name, None)
             if m.table_at is None:
                 m.table_at = m.run_checked = at
         table_end = None if m.table_at is None else elf.string_table_end(m.buf, m.run_checked)
@@ -361,35 +525,96 @@ class WheelScanner:
         scanned = ElfLibraries(needed=tuple(m.names), method="scan", complete=False, table_ended=table_end is not None)
         bound = m.layout.scan_bound
         if scanned.torch_libs:
-            self._finish(m, "torch", scanned)
+            m.libraries, m.known_by = scanned, "torch"
         elif table_end is not None:
-            self._finish(m, "strtab-end", scanned)
+            m.libraries, m.known_by = scanned, "strtab-end"
         elif bound is not None and len(m.buf) >= bound:
-            self._finish(m, "segment-end", scanned)
-        elif len(m.buf) >= self.cap:
-            self._finish(m, "cap", scanned)
+            m.libraries, m.known_by = scanned, "segment-end"
 
-    def _finish(self, m: _Member, stop: Stop, libs: ElfLibraries | None, *, error: str | None = None) -> None:
+    def _symbols(self, m: _Member, whole: bool) -> None:
+        """A torch-linked member reads on until its dynamic symbol table is complete; the others
+        stop once their libraries are known. Either way the table tells how much more to read."""
+        assert m.layout is not None
+        links_torch = m.libraries is not None and bool(m.libraries.torch_libs)
+        if m.libraries is not None and not links_torch:
+            self._finish(m, m.known_by or "end")
+            return
+        if not links_torch:  # the libraries are not known yet: the table only says how far to read
+            try:
+                syms = elf.dynamic_symbols(m.buf)
+            except ElfError:
+                return
+            m.target = max(syms.needed_bytes or 0, syms.strings_end + NAMES_MARGIN)
+            return
+        syms = elf.dynamic_symbols(m.buf, file_size=len(m.buf) if whole else None)
+        m.symbols = syms
+        m.target = syms.needed_bytes or 0
+        if syms.complete:
+            self._finish(m, "symbols")
+        elif syms.needed_bytes is None:
+            self._finish(m, "error", error="its dynamic symbol table could not be bounded from its first bytes")
+        elif syms.needed_bytes > self.cap:
+            self._finish(m, "cap", error=f"its dynamic symbol table ends past the first {self.cap} bytes ({syms.needed_bytes} needed)")
+
+    def _finish(self, m: _Member, stop: Stop, *, error: str | None = None) -> None:
+        if m not in self._active:
+            return
         self._active.remove(m)
+        libs = m.libraries
+        if libs is None and stop in ("cap", "error", "limit") and m.names:
+            libs = ElfLibraries(needed=tuple(m.names), method="scan", complete=False)
+        symbols = m.symbols if libs is not None and libs.torch_libs else None
         self._done.append(
-            MemberScan(name=m.entry.name, size=m.entry.uncompressed_size, stop=stop, libraries=libs, inflated=len(m.buf), read=m.read, error=error)
+            MemberScan(
+                name=m.entry.name, size=m.entry.uncompressed_size, stop=stop, libraries=libs, inflated=len(m.buf), read=m.read, error=error,
+                symbols=symbols,
+            )
         )
         if libs is not None and libs.torch_libs and self._evidence is None:
             self._evidence = Evidence(member=m.entry.name, library=libs.torch_libs[0])
-            for other in list(self._active):
-                self._active.remove(other)
-                assert self._pending is not None
-                self._pending.insert(0, other.entry)
         m.buf = bytearray()
+        m.inflater = None
+
+    def _limit(self, why: str) -> None:
+        """The wheel's limits are reached: every member not finished stops here."""
+        if not self._active and not self._pending:
+            return  # nothing was left to read
+        self._limited = self._limited or why
+        for m in list(self._active):
+            self._finish(m, "limit")
+        for entry in self._pending or ():
+            self._done.append(MemberScan(name=entry.name, size=entry.uncompressed_size, stop="limit", libraries=None))
+        if self._pending:
+            self._pending.clear()
 
 
-def scan_wheel(read: Callable[[int, int], bytes], file_size: int, **options: int) -> WheelScan:
+def _refuse_overlaps(entries: list[ZipEntry]) -> None:
+    """Shared objects whose data overlap (several entries sharing one deflate stream: a zip bomb's
+    layout) are not a wheel: ``ZipError``."""
+    spans = sorted((e.header_offset, e.header_offset + _LOCAL.size + len(e.name.encode("utf-8")) + e.compressed_size, e.name) for e in entries)
+    for (_, end, name), (start, _, other) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            raise ZipError(f"members {name!r} and {other!r} overlap (a zip bomb's layout, not a wheel)")
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A round's ranges, as one when the bytes between them are few (one request instead of many)."""
+    if len(ranges) < 2:
+        return ranges
+    lo, hi = min(s for s, _ in ranges), max(e for _, e in ranges)
+    if hi - lo <= sum(e - s for s, e in ranges) + MERGE_GAP:
+        return [(lo, hi)]
+    return ranges
+
+
+def scan_wheel(read: Callable[[int, int], bytes], file_size: int, **options: object) -> WheelScan:
     """Classify a wheel through ``read(start, end)`` (end exclusive), e.g. HTTP range requests.
 
     ``options`` are ``WheelScanner``'s (``cap``, ``first_chunk``, ``max_chunk``, ``parallel``,
-    ``tail_bytes``). Raises ``ZipError`` when the wheel is not a readable zip.
+    ``tail_bytes``, ``max_members``, ``max_inflated``, ``time_limit``, ``clock``). Raises
+    ``ZipError`` when the wheel is not a readable zip.
     """
-    scanner = WheelScanner(file_size, **options)
+    scanner = WheelScanner(file_size, **options)  # type: ignore[arg-type]
     while ranges := scanner.next_ranges():
         for start, end in ranges:
             data = read(start, end)
@@ -406,6 +631,7 @@ __all__ = [
     "MemberScan",
     "WheelScan",
     "WheelScanner",
+    "first_tail",
     "is_shared_object",
     "scan_wheel",
 ]

@@ -174,13 +174,14 @@ class RangeClassifier:
 
     def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool]:
         """(the record, whether it is final: a refused range or a failed read is not cached)."""
-        from ..index.wheelscan import FIRST_TAIL, WheelScanner  # loaded with the first scan, not at start-up
+        from ..index.wheelscan import WheelScanner, first_tail  # loaded with the first scan, not at start-up
 
         url = without_fragment(file.url)
         read = RangeReader(self._transport, url)
         try:
             held = self._tails.get(url) if self._tails is not None else None
-            tail_start, tail, size = held or read.tail(FIRST_TAIL if not file.size else min(FIRST_TAIL, self._budget(file.size)))
+            first = first_tail(file.size)  # all of a small wheel at once
+            tail_start, tail, size = held or read.tail(min(first, self._budget(file.size)) if file.size else first)
             limit = self._budget(size)
             scanner = WheelScanner(size, parallel=MAX_PARALLEL)
             scanner.feed(tail_start, tail)
