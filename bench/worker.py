@@ -96,6 +96,7 @@ class MeteredFetcher:
 
 def resolve_job(job: dict) -> dict:
     t_import = time.perf_counter()
+    from resolve_gpu_stack.cli.assemble import parts_of
     from resolve_gpu_stack.cli.render import plan_to_json
     from resolve_gpu_stack.data.definitions import load_definitions
     from resolve_gpu_stack.index.finder import Finder
@@ -116,7 +117,7 @@ def resolve_job(job: dict) -> dict:
     try:
         for python, platform, installed in job["targets"]:
             t1 = time.perf_counter()
-            plan = resolve(ResolveRequest.build(target=declared_target(python, platform, installed), torch=job.get("torch", "nightly")), finder, defs)
+            plan = resolve(ResolveRequest.build(target=declared_target(python, platform, installed), torch=job.get("torch", "nightly")), finder, defs, **parts_of(inner, defs))
             plans.append(plan_to_json(plan))
             json.dumps(plans[-1])
             per_target.append(time.perf_counter() - t1)

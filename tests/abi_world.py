@@ -103,7 +103,7 @@ def compile_objects(folder: Path) -> dict[str, bytes]:
     out["locked_ok.so"] = _compile(folder, "locked_ok.so", _LOCKED_OK, links=("libtorch_cpu.so", "libc10.so"))
     out["locked_bad.so"] = _compile(folder, "locked_bad.so", _LOCKED_BAD, links=("libtorch_cpu.so", "libc10.so"))
     for n in ("27", "28", "29"):
-        out[f"libaddon_torch{n}.so"] = _compile(folder, f"libaddon_torch{n}.so", _BUILD % {"n": n}, links=("libtorch_cpu.so", "libc10.so"))
+        out[f"libaddon_torch{n}-cpu.so"] = _compile(folder, f"libaddon_torch{n}-cpu.so", _BUILD % {"n": n}, links=("libtorch_cpu.so", "libc10.so"))
     out["cuda_only.so"] = _compile(folder, "cuda_only.so", _CUDART.replace("cudaGetDevice", "helper") + 'extern "C" int cudaGetDevice(int*);\n'
                                    'extern "C" int use(void) { int d; return cudaGetDevice(&d); }\n', links=("libcudart.so.12",))
     return out
@@ -131,7 +131,7 @@ def build_abi_world(root: Path) -> tuple[World, dict[str, bytes]]:
     pypi_native(w, "stable-cu12", "1.0", {"stable_cu12/__init__.py": b"", "stable_cu12/_C.abi3.so": objects["stable12.so"]}, ("torch>=2.10",))
     pypi_native(w, "locked-ok", "1.0", {"locked_ok/__init__.py": b"", "locked_ok/_C.so": objects["locked_ok.so"]})
     pypi_native(w, "locked-bad", "1.0", {"locked_bad/__init__.py": b"", "locked_bad/_C.so": objects["locked_bad.so"]})
-    pypi_native(w, "builds-ext", "1.0", {"builds_ext/__init__.py": b"", **{f"builds_ext/libaddon_torch{n}.so": objects[f"libaddon_torch{n}.so"] for n in ("27", "28", "29")}})
+    pypi_native(w, "builds-ext", "1.0", {"builds_ext/__init__.py": b"", **{f"builds_ext/libaddon_torch{n}-cpu.so": objects[f"libaddon_torch{n}-cpu.so"] for n in ("27", "28", "29")}})
     pypi_native(w, "cuda-only", "1.0", {"cuda_only/__init__.py": b"", "cuda_only/_helper.so": objects["cuda_only.so"]})
     return w, objects
 

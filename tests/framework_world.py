@@ -10,14 +10,15 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from elfbuild import compile_so, stub_libraries
+from elfbuild import compile_extension, torch_stubs
 from stack_world import ABI3, ARM, FI_REQUIRES, X86, build_story_world
 from wheels import build_wheel
 from world import World, _Entry
 
+from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index.wheelscan import scan_wheel
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.resolver.coupling import Classification, classification_of
+from resolve_gpu_stack.model.abi import WheelAbi
 
 SGLANG_REQUIRES = [
     "torch==2.9.1",
@@ -58,9 +59,11 @@ def build_framework_world(root: Path) -> World:
         w.pytorch("torchaudio", f"2.11.0.dev{date}+cu130", tag=f"cp312-cp312-{X86}", requires=[f"torch==2.12.0.dev{pin}"])
 
     build = root / "elf"
-    libs = stub_libraries(build / "libs")
-    torch_so = compile_so(build, "common_ops.abi3.so", libs, links=("libtorch_cpu.so", "libc10.so"))
-    cuda_so = compile_so(build, "_helper.so", libs, links=("libcudart.so.12",), seed=1)
+    libs = torch_stubs(build / "libs")
+    # version-locked, as sgl-kernel and vLLM's _C are: C++ imports of c10:: and at:: (the story's kept
+    # torch is a stand-in without libraries, so its exports cannot be read: such a wheel is refused)
+    torch_so = compile_extension(build, "common_ops.abi3.so", libs, calls=("cxx_check", "cxx_numel"))
+    cuda_so = compile_extension(build, "_helper.so", libs, calls=("cudart",), links=("libcudart.so.13",))  # torch's CUDA major
     pypi_native(w, "sgl-kernel", "0.3.21", "cp310-abi3-manylinux2014_x86_64", {"sgl_kernel/__init__.py": b"", "sgl_kernel/common_ops.abi3.so": torch_so})
     pypi_native(w, "cuda-helper", "1.0", "cp312-cp312-manylinux_2_28_x86_64", {"cuda_helper/__init__.py": b"", "cuda_helper/_helper.so": cuda_so})
     pypi_native(w, "vllm", "0.11.1", "cp38-abi3-manylinux_2_28_x86_64", {"vllm/__init__.py": b"", "vllm/_C.abi3.so": torch_so}, requires=["torch==2.9.0", "flashinfer-python==0.6.4", "numpy"])
@@ -81,10 +84,13 @@ class FileClassifier:
         self.bytes_read = 0
         self._lock = threading.Lock()
 
-    def __call__(self, file: IndexFile) -> Classification:
+    def __call__(self, file: IndexFile) -> WheelAbi:
         data = (self.root / urlsplit(file.url).path.lstrip("/")).read_bytes()
         scan = scan_wheel(lambda start, end: data[start:end], len(data))
         with self._lock:
             self.asked.append(file.filename)
             self.bytes_read += scan.bytes_read
-        return classification_of(scan)
+        return scan.abi(_RULES)
+
+
+_RULES = load_definitions().abi

@@ -14,6 +14,7 @@ from pathlib import Path
 from server import IndexServer
 from world import World
 
+from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.cli.config import load_config, resolve_definitions, resolve_request
 from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.net.http import HttpFetcher
@@ -96,6 +97,6 @@ def record_snapshot(project: Path, destination: Path) -> None:
     try:
         finder = Finder(recorder, defs)
         for target in config.targets:
-            resolve(resolve_request(target), finder, defs)
+            resolve(resolve_request(target), finder, defs, **parts_of(finder.fetcher, defs))
     finally:
         recorder.close()

@@ -9,7 +9,7 @@ from resolve_gpu_stack.model.abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from resolve_gpu_stack.rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, recorded_verdict_fails, requires_floor
 
 NIGHTLY = Version("2.12.0.dev20260307+cu130")
-POLICY = AbiPolicy(stable_since="2.10", loads_none=lambda name: ("2.10", "torch has DLPack exchange built in") if name == "dlpack-ext" else None,
+POLICY = AbiPolicy(stable_since="2.10", loads_none=lambda name, version, torch: "torch has DLPack exchange built in" if name == "dlpack-ext" and torch.release >= (2, 10) else None,
                    demangle=lambda s: {"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": "c10::detail::torchCheckFail(...)"}.get(s, s))
 FAIL = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
 EMPTY = "_ZN2at4_ops5empty4callEv"
@@ -115,7 +115,18 @@ def test_a_wheel_of_builds_with_none_for_this_torch_is_planned_with_a_note_namin
     assert v.kind is AbiKind.BUILDS and v.runs and v.builds == ("2.4", "2.5", "2.9")
     assert "builds for torch 2.4 to 2.9, none for 2.12" in (v.note or "") and "torch has DLPack exchange built in" in (v.note or "")
     other = judge("other-ext", builds_wheel("2.8"), torch(), POLICY)
-    assert other.runs and "builds for torch 2.8, none for 2.12" in (other.note or "") and "expected" not in (other.note or "")
+    assert other.runs and "builds for torch 2.8, none for 2.12" in (other.note or "") and "DLPack" not in (other.note or "")
+
+
+def test_the_data_says_torch_c_dlpack_ext_loads_none_of_its_builds_from_torch_2_10() -> None:
+    from resolve_gpu_stack.data.definitions import load_definitions
+
+    policy = AbiPolicy.of(load_definitions().abi)
+    builds = tuple(f"2.{n}" for n in range(4, 10))
+    v = judge("torch-c-dlpack-ext", builds_wheel(*builds), torch(), policy, version=Version("0.1.5"))
+    assert v.runs and "from torch 2.10 on it loads none of them" in (v.note or "")
+    before = judge("torch-c-dlpack-ext", builds_wheel("2.4", "2.5"), torch(Version("2.6.0+cu126"), cuda=12), policy, version=Version("0.1.5"))
+    assert before.runs and "loads none of them" not in (before.note or "")
 
 
 def test_the_build_for_this_torch_decides() -> None:

@@ -14,9 +14,10 @@ from packaging.version import Version
 from server import IndexServer
 
 from resolve_gpu_stack.cli.app import main
-from resolve_gpu_stack.model import Coupling, IndexFile
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.cache import HttpCache
-from resolve_gpu_stack.net.classify import RangeClassifier, ReplayClassifier, budget, classifier_for, scan_key
+from resolve_gpu_stack.net.classify import RangeClassifier, ReplayClassifier, budget, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.metadata import TailMemo
 from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
@@ -25,6 +26,7 @@ from resolve_gpu_stack.urls import without_fragment
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
+DEFS = load_definitions()
 
 
 @pytest.fixture(scope="module")
@@ -51,18 +53,18 @@ def wheel_file(world, srv, name: str, *, hashed: bool = True) -> IndexFile:
 def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path):
     fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
     try:
-        classify = RangeClassifier(fetcher.transport, fetcher.cache)
+        classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS)
         kernel = wheel_file(world, server, "sgl-kernel")
         found = classify(kernel)
-        assert found.coupling is Coupling.TORCH_ABI
-        assert "common_ops.abi3.so needs lib" in found.evidence
+        assert found.kind == "torch" and found.members[0].name == "sgl_kernel/common_ops.abi3.so" and found.cxx  # version-locked: C++ imports
+        assert "link torch" in found.why and "C++ torch symbol" in found.why
         helper = classify(wheel_file(world, server, "cuda-helper"))
-        assert helper.coupling is Coupling.CUDA and "libcudart.so.12" in helper.evidence
+        assert helper.kind == "cuda" and helper.cuda_majors == (13,) and "libcudart.so.13" in helper.why
         stats = classify.stats
         assert stats.wheels == 2 and stats.cached == 0 and stats.bytes_read > 0
         # cached by sha256: a new classifier over the same cache makes no request
         before = fetcher.stats.requests
-        again = RangeClassifier(fetcher.transport, fetcher.cache)
+        again = RangeClassifier(fetcher.transport, fetcher.cache, DEFS)
         assert again(kernel) == found
         assert fetcher.stats.requests == before and again.stats.cached == 1
         assert (tmp_path / "cache" / "scans-v1").is_dir()
@@ -77,15 +79,15 @@ def test_a_scan_starts_from_the_tail_read_for_metadata(world, server):
         kernel = wheel_file(world, server, "sgl-kernel")
         fetcher.fetch_metadata([kernel])
         asked = len(server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))))
-        found = classifier_for(fetcher)(kernel)
+        found = fetcher.classifier(DEFS)(kernel)
         tails = [h for _, _, h in server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))) if h.get("Range", "").startswith("bytes=-")]
         assert len(tails) == 1, "the scan asked for the tail again"
         fresh = HttpFetcher(cache=None, timeout=10)
         try:
-            assert RangeClassifier(fresh.transport, None)(kernel) == found
+            assert RangeClassifier(fresh.transport, None, DEFS)(kernel) == found
         finally:
             fresh.close()
-        assert found.coupling is Coupling.TORCH_ABI and asked >= 1
+        assert found.kind == "torch" and asked >= 1
         assert fetcher.tails.get(without_fragment(kernel.url)) is not None
     finally:
         fetcher.close()
@@ -104,17 +106,17 @@ def test_tail_memo_keeps_the_newest_tails_within_its_bytes():
 def test_the_budget_stops_a_scan_and_says_so(world, server):
     fetcher = HttpFetcher(cache=None, timeout=10)
     try:
-        classify = RangeClassifier(fetcher.transport, None, budget=lambda size: 100)
+        classify = RangeClassifier(fetcher.transport, None, DEFS, budget=lambda size: 100)
         found = classify(wheel_file(world, server, "sgl-kernel"))
-        assert found.coupling is None and "budget" in found.evidence
+        assert found.kind == "unknown" and "budget" in found.why
     finally:
         fetcher.close()
 
 
 def test_budget_is_a_share_of_the_wheel_with_a_floor_and_a_cap():
-    assert budget(500 * 2**20) == int(500 * 2**20 * 0.01)
-    assert budget(10 * 2**30) == 8 * 2**20
-    assert budget(1000) == 2**20 and budget(50 * 2**20) == 2**20
+    assert budget(500 * 2**20) == int(500 * 2**20 * 0.02)
+    assert budget(10 * 2**30) == 16 * 2**20
+    assert budget(1000) == 4 * 2**20 and budget(50 * 2**20) == 4 * 2**20
 
 
 def test_a_range_ignoring_server_is_not_downloaded_and_not_cached(world, server, tmp_path):
@@ -122,9 +124,9 @@ def test_a_range_ignoring_server_is_not_downloaded_and_not_cached(world, server,
     fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
     said: list[str] = []
     try:
-        classify = RangeClassifier(fetcher.transport, fetcher.cache, say=said.append)
+        classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS, say=said.append)
         found = classify(wheel_file(world, server, "sgl-kernel"))
-        assert found.coupling is None and "ignored Range" in found.evidence
+        assert found.kind == "unknown" and "ignored Range" in found.why
         assert any("ignored Range" in s for s in said)
         assert not (tmp_path / "cache" / "scans-v1").exists()
     finally:
@@ -141,19 +143,24 @@ def test_scan_key_is_the_sha256_else_url_and_size(world, server):
 def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path):
     bases = world.index_urls(server.url)
     recorder = RecordingFetcher(HttpFetcher(cache=None, timeout=10), tmp_path / "snap", bases)
-    classify = classifier_for(recorder)
-    assert classify is not None
+    classify = recorder.classifier(DEFS)
     kernel = wheel_file(world, server, "sgl-kernel")
     live = classify(kernel)
     recorder.close()
     manifest = json.loads((tmp_path / "snap" / "manifest.json").read_text())
-    assert manifest["scans"][f"sha256={kernel.sha256}"]["kind"] == "torch-abi"
-    replay = classifier_for(SnapshotFetcher(tmp_path / "snap", bases))
+    recorded = manifest["scans"][f"sha256={kernel.sha256}"]
+    assert recorded["kind"] == "torch" and recorded["schema"] == 2 and recorded["members"][0]["cxx"]
+    replay = SnapshotFetcher(tmp_path / "snap", bases).classifier(DEFS)
     assert isinstance(replay, ReplayClassifier)
     assert replay(kernel) == live
     # a wheel the snapshot has no scan of: a note, not a crash
     missing = replay(wheel_file(world, server, "cuda-helper"))
-    assert missing.coupling is None and "not in snapshot" in missing.evidence
+    assert missing.kind == "unknown" and "not in snapshot" in missing.why
+    # a scan recorded before imports were read (schema 1) is unknown too, never agnostic
+    manifest["scans"][f"sha256={kernel.sha256}"] = {"kind": "agnostic", "evidence": "old"}
+    (tmp_path / "snap" / "manifest.json").write_text(json.dumps(manifest))
+    old = SnapshotFetcher(tmp_path / "snap", bases).classifier(DEFS)(kernel)
+    assert old.kind == "unknown" and "re-record" in old.why
 
 
 def cli(capsys, world, srv, *argv: str) -> tuple[int, str, str]:
@@ -169,7 +176,7 @@ def cli(capsys, world, srv, *argv: str) -> tuple[int, str, str]:
 def test_cli_live_run_scans_and_refuses_the_libtorch_companion(capsys, world, server):
     code, _, err = cli(capsys, world, server, "--with", "sglang", "--format", "json")
     assert code == 1
-    assert "sgl-kernel" in err and "needs lib" in err and "--without sgl-kernel" in err
+    assert "sgl-kernel" in err and "C++ symbols of torch" in err and "exports" in err and "--without sgl-kernel" in err
 
 
 def test_cli_without_and_overrides_in_the_plan_json(capsys, world, server):

@@ -16,9 +16,12 @@ from elfbuild import synthetic_elf, wheel_bytes
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from resolve_gpu_stack.model import Coupling, IndexFile
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.classify import RangeClassifier, within_budget
 from resolve_gpu_stack.net.http import HttpFetcher
+
+DEFS = load_definitions()
 
 MEMBERS = 12
 
@@ -89,9 +92,9 @@ def _file(srv: _Counting) -> IndexFile:
 
 def test_one_wheels_member_ranges_are_requested_concurrently(counting: _Counting) -> None:
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None)
+        classify = RangeClassifier(fetcher.transport, None, DEFS)
         found = classify(_file(counting))
-    assert found.coupling is Coupling.CUDA, found.evidence
+    assert found.kind == "cuda", found.why
     # the tail and directory, then all twelve members' heads in one round: not 1 + 12 sequential reads
     assert counting.most >= MEMBERS - 1, counting.most
     assert classify.stats.wheels == 1 and classify.stats.bytes_read < len(counting.body)
@@ -99,9 +102,9 @@ def test_one_wheels_member_ranges_are_requested_concurrently(counting: _Counting
 
 def test_connections_bound_the_requests_in_flight(counting: _Counting) -> None:
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, connections=3)
+        classify = RangeClassifier(fetcher.transport, None, DEFS, connections=3)
         found = classify(_file(counting))
-    assert found.coupling is Coupling.CUDA
+    assert found.kind == "cuda"
     assert 2 <= counting.most <= 3, counting.most
 
 
@@ -116,7 +119,7 @@ def test_a_round_keeps_the_budget_for_the_first_member() -> None:
 def test_a_tight_budget_reads_no_more_than_it(counting: _Counting) -> None:
     limit = 16 * 1024 + 4000  # the tail, then a member or two
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, budget=lambda size: limit)
+        classify = RangeClassifier(fetcher.transport, None, DEFS, budget=lambda size: limit)
         found = classify(_file(counting))
-    assert found.coupling is None and "budget" in found.evidence
+    assert found.kind == "unknown" and "budget" in found.why
     assert 16 * 1024 < classify.stats.bytes_read <= limit

@@ -32,8 +32,22 @@ def test_package_dict_has_every_field_in_one_order() -> None:
     torch = make_plan().packages[0]
     assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
                                             "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python",
-                                            "built-for", "abi-mismatch", "simple-index"]
+                                            "built-for", "abi-mismatch", "simple-index", "abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds",
+                                            "abi-refusal", "abi-note"]
     assert package_from_dict(package_to_dict(torch), "x") == torch
+
+
+def test_an_abi_verdict_round_trips_and_a_bad_one_names_the_package() -> None:
+    from resolve_gpu_stack.model.abi import AbiKind, AbiVerdict
+
+    plan = make_plan()
+    verdict = AbiVerdict(kind=AbiKind.STABLE, against="2.12.0.dev20260307+cu130", floor="2.10", cuda_majors=(13,))
+    ext = dataclasses.replace(plan.packages[0], name="xformers", abi=verdict)
+    assert package_from_dict(json.loads(json.dumps(package_to_dict(ext))), "x").abi == verdict
+    with pytest.raises(CodecError, match="xformers.*not a valid AbiKind|xformers.*bad ABI verdict"):
+        package_from_dict({**package_to_dict(ext), "abi": "sideways"}, "x")
+    with pytest.raises(CodecError, match="'cuda-majors' must be an array"):
+        package_from_dict({**package_to_dict(ext), "cuda-majors": "13"}, "x")
 
 
 def test_framework_fields_round_trip() -> None:
@@ -106,7 +120,8 @@ def test_the_plan_json_keeps_its_schema() -> None:
     fi = next(p for p in data["packages"] if p["name"] == "flashinfer-python")
     assert fi == {"name": "flashinfer-python", "version": "0.6.16", "action": "upgrade", "installed": "0.6.10", "index": "pypi",
                   "url": "https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
-                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested", "built_for": None, "abi_mismatch": False}
+                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested", "built_for": None, "abi_mismatch": False,
+                  "abi": None}
     assert data["notes"] == list(plan.notes) and data["inputs_digest"] == plan.inputs_digest
     assert plan_to_json(replace(plan, flashinfer_version=None, cuda_label=None))["flashinfer"] == {"version": None, "cuda_label": None}
 

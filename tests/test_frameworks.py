@@ -29,7 +29,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 def run(world, **kw):
     classifier = FileClassifier(world.root)
     with serve(world) as (_, defs, finder):
-        plan = resolve(ResolveRequest.build(target=TARGET, **kw), finder, defs, classifier=classifier)
+        plan = resolve(ResolveRequest.build(target=TARGET, **kw), finder, defs, classifier=classifier, exports=finder.fetcher.exports_reader(defs))
     return plan, classifier
 
 
@@ -45,8 +45,10 @@ def test_companion_linking_libtorch_is_refused_with_why_and_ways_out(world):
     assert "sgl-kernel" in str(e)
     why = next(r for r in e.reasons if r.startswith("sgl-kernel 0.3.21"))
     assert "required by sglang 0.5.9" in why
-    assert "common_ops.abi3.so needs libtorch_cpu.so" in why or "common_ops.abi3.so needs libc10.so" in why
-    assert "nothing says which torch" in why
+    # version-locked (C++ imports of c10::/at::), judged against the kept torch's exports: the story's
+    # stand-in torch wheel has no libraries, so they cannot be read and the wheel is not planned
+    assert "imports 2 C++ symbols of torch" in why and "c10::detail::torchCheckFail" in why
+    assert "exports could not be read" in why and "cannot be shown to run" in why
     assert "--without sgl-kernel" in text and "--abi-mismatch warn" in text
     # the CUDA-only native wheel and the pure framework are not reasons to refuse
     assert not any(r.startswith(("cuda-helper", "sglang")) for r in e.reasons)
@@ -73,7 +75,8 @@ def test_without_companion_plans_newest_framework_on_kept_torch(world):
     sglang = plan.package("sglang")
     assert sglang.coupling is Coupling.AGNOSTIC and sglang.built_for == "2.9.1" and "pure Python" in sglang.reason
     helper = plan.package("cuda-helper")
-    assert helper.coupling is Coupling.CUDA and "libcudart.so.12" in helper.reason and helper.built_for is None
+    assert helper.coupling is Coupling.CUDA and "libcudart.so.13" in helper.reason and helper.built_for is None
+    assert helper.abi is not None and helper.abi.cuda_majors == (13,) and helper.abi.runs
     assert plan.package("numpy").coupling is Coupling.AGNOSTIC
     # only native wheels the data does not cover were scanned, by range reads
     assert any(a.startswith("cuda_helper-") for a in classifier.asked)
@@ -84,8 +87,9 @@ def test_abi_mismatch_warn_plans_it_flagged(world):
     plan, _ = run(world, with_=("sglang",), abi_mismatch="warn")
     kernel = plan.package("sgl-kernel")
     assert kernel is not None and kernel.abi_mismatch and kernel.coupling is Coupling.TORCH_ABI
-    assert "ABI MISMATCH" in kernel.reason and "libtorch_cpu.so" in kernel.reason or "libc10.so" in kernel.reason
-    assert any(n.startswith("sgl-kernel 0.3.21 is built against another torch") for n in plan.notes)
+    assert "ABI MISMATCH" in kernel.reason and "C++ symbols of torch" in kernel.reason
+    assert kernel.abi is not None and kernel.abi.kind.value == "locked" and not kernel.abi.runs
+    assert any(n.startswith("sgl-kernel 0.3.21 cannot be shown to run with the plan's torch and is planned anyway") for n in plan.notes)
     assert not plan.package("sglang").abi_mismatch
     assert plan.inputs["abi-mismatch"] == "warn"
 

@@ -12,6 +12,7 @@ import pytest
 from server import Fault, IndexServer
 from stack_world import build_story_world
 
+from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.index.finder import Finder
@@ -92,7 +93,7 @@ def _resolve(world, *, concurrent: bool, latency: float = 0.0, **fetcher_kw):
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
         rec = Recorder(HttpFetcher(cache=None, timeout=10, **fetcher_kw), concurrent)
         try:
-            plan = resolve(story_request(), Finder(rec, defs), defs)
+            plan = resolve(story_request(), Finder(rec, defs), defs, **parts_of(rec.inner, defs))
         finally:
             rec.close()
         return plan, rec, srv
@@ -136,7 +137,7 @@ def test_a_page_that_fails_is_not_asked_again(story):
         fetcher = HttpFetcher(cache=None, timeout=10, retries=2, backoff_base=0.01)
         try:
             with pytest.raises(CrawlError) as err:
-                resolve(story_request(), Finder(fetcher, defs), defs)
+                resolve(story_request(), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
         finally:
             fetcher.close()
         assert "/simple/numpy/" in str(err.value) and "503" in str(err.value)
@@ -159,10 +160,10 @@ def test_second_target_follows_a_sibling_wheels_requirements_without_waiting(tmp
         rec = Recorder(HttpFetcher(cache=None, timeout=10), True)
         finder = Finder(rec, defs)
         try:
-            first = resolve(story_request(), finder, defs)
+            first = resolve(story_request(), finder, defs, **parts_of(rec.inner, defs))
             rec.spans.clear()
             arm = ResolveRequest(target=declared_target("3.12", "aarch64-manylinux_2_28", [f"torch=={NIGHTLY}"]))
-            second = resolve(arm, finder, defs)
+            second = resolve(arm, finder, defs, **parts_of(rec.inner, defs))
         finally:
             rec.close()
     assert str(first.package("npbase").version) == str(second.package("npbase").version) == "1.0"

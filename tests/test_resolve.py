@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from stack_world import ABI3, FI_REQUIRES, X86, build_story_world, serve
 
+from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.errors import DowngradeRefused, NoPlanError, UsageError
 from resolve_gpu_stack.model import Action, Coupling
 from resolve_gpu_stack.model.declared import declared_target
@@ -23,7 +24,7 @@ def target(installed=(f"torch=={NIGHTLY}",), platform="x86_64-manylinux_2_28", p
 def plan_for(world, **kw):
     kw.setdefault("target", target())
     with serve(world) as (srv, defs, finder):
-        plan = resolve(ResolveRequest.build(**kw), finder, defs)
+        plan = resolve(ResolveRequest.build(**kw), finder, defs, **parts_of(finder.fetcher, defs))
         return plan, srv
 
 

@@ -10,6 +10,7 @@ import pytest
 from server import IndexServer
 from stack_world import build_story_world
 
+from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.model.codec import plan_from_dict, plan_to_dict
@@ -36,7 +37,7 @@ class Runner:
         mark = len(self.srv.log)
         fetcher = HttpFetcher(cache=HttpCache(self.cache), timeout=10)
         try:
-            plan = resolve(req or request(), Finder(fetcher, self.defs), self.defs)
+            plan = resolve(req or request(), Finder(fetcher, self.defs), self.defs, **parts_of(fetcher, self.defs))
         finally:
             fetcher.close()
         return plan, self.srv.log[mark:]
@@ -131,7 +132,7 @@ def test_a_page_that_now_fails_is_the_full_resolve_error(story):
     fetcher = HttpFetcher(cache=HttpCache(story.cache), timeout=10, retries=1, backoff_base=0.01)
     try:
         with pytest.raises(CrawlError) as err:
-            resolve(request(), Finder(fetcher, story.defs), story.defs)
+            resolve(request(), Finder(fetcher, story.defs), story.defs, **parts_of(fetcher, story.defs))
     finally:
         fetcher.close()
     assert "/simple/numpy/" in str(err.value) and "503" in str(err.value)

@@ -13,10 +13,10 @@ from packaging.version import Version
 from stack_world import serve
 
 from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.model.abi import WheelAbi
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver import framework
-from resolve_gpu_stack.model.abi import WheelAbi
 from resolve_gpu_stack.resolver.coupling import ScanAhead, classify_all
 from resolve_gpu_stack.resolver.resolve import resolve
 
@@ -47,13 +47,13 @@ def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypat
     monkeypatch.setattr(framework, "classify_all", collect)
     noting = ThreadNoting(world.root)
     with serve(world) as (_, defs, finder):
-        plan = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)), finder, defs, classifier=noting)
+        plan = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)), finder, defs, classifier=noting, exports=finder.fetcher.exports_reader(defs))
     assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
     assert any(t.startswith("scan-ahead") for t in noting.threads)
     assert len(noting.asked) == len(set(noting.asked))  # never scanned twice
     assert any(a.startswith("cuda_helper-") for a in noting.asked)
     helper = plan.package("cuda-helper")
-    assert "libcudart.so.12" in helper.reason
+    assert "libcudart.so.13" in helper.reason
 
 
 def test_scan_ahead_answers_a_started_scan_and_scans_the_rest_when_asked():

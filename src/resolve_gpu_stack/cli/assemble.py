@@ -78,7 +78,13 @@ def resolve_parts(defs: Definitions, fetcher: Any, *, say: Callable[[str], None]
     """The parts around ``fetcher`` (live, recording, a snapshot, or a snapshot extended live)."""
     from ..index.finder import Finder
 
-    return ResolveParts(defs=defs, fetcher=fetcher, finder=Finder(fetcher, defs), classifier=fetcher.classifier(defs), exports=fetcher.exports_reader(defs))
+    return ResolveParts(defs=defs, fetcher=fetcher, finder=Finder(fetcher, defs), **parts_of(fetcher, defs))
 
 
-__all__ = ["ResolveParts", "resolve_parts"]
+def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:
+    """``resolve()``'s judging arguments for ``fetcher`` (its classifier and its exports reader),
+    for callers that hold a finder of their own."""
+    return {"classifier": fetcher.classifier(defs), "exports": fetcher.exports_reader(defs)}
+
+
+__all__ = ["ResolveParts", "parts_of", "resolve_parts"]

@@ -68,7 +68,7 @@ Kind = Literal["torch-abi", "cuda", "agnostic", "unknown"]
 Stop = Literal["dynamic", "end", "torch", "strtab-end", "segment-end", "symbols", "cap", "error", "skipped", "limit"]
 CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "strtab-end", "segment-end", "symbols"})
 
-DEFAULT_CAP = 4 * 2**20  # inflated bytes per member (sgl-kernel's flash_ops: its .dynstr ends at 1.6 MB)
+DEFAULT_CAP = 16 * 2**20  # inflated bytes per member (sgl-kernel's flash_ops: its .dynstr ends at 1.6 MB; ray's _raylet.so: past 4 MB)
 FIRST_TAIL = 16 * 2**10  # first tail read; TAIL_BYTES when the end record is not in it
 WHOLE_FILE = 48 * 2**10  # a wheel this small is read whole, at once
 FIRST_CHUNK = 8 * 2**10  # compressed bytes of a member's first read; doubles per read unless its table says more
@@ -76,7 +76,7 @@ MAX_CHUNK = 2**20
 MIN_CHUNK = 4 * 2**10
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
 MAX_MEMBERS = 512  # shared objects scanned per wheel
-MAX_INFLATED = 48 * 2**20  # inflated bytes per wheel, every member together (also bounds the memory held)
+MAX_INFLATED = 64 * 2**20  # inflated bytes per wheel, every member together (also bounds the memory held)
 TIME_LIMIT = 1.5  # seconds of the scanner's own work per wheel (CPU time of its thread)
 STRINGS_RATIO = 0.2  # compressed over inflated bytes of symbol names (mangled C++: 0.15-0.25)
 NAMES_MARGIN = 8 * 2**10  # inflated bytes past a symbol table's last name: the library names follow them

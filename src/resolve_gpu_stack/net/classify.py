@@ -4,7 +4,7 @@ requests (``index/wheelscan.py``), never the whole wheel; the answer cached by t
 - ``RangeClassifier``: live. The cache (``HttpCache`` kind ``scans-v1``) first, keyed by the
   wheel's sha256 (its URL and size when the page gave no hash); else range reads through the
   ``Transport`` (its policy, credentials and retries), at most ``budget(size)`` bytes per wheel:
-  1% of the wheel, at least ``floor`` (the zip's tail and directory alone take tens of KB) and
+  2% of the wheel, at least ``floor`` (the zip's tail and directory alone take tens of KB) and
   at most ``cap``. A server that answers a range with the whole file (200) is left at once: the
   wheel is "not scanned", never downloaded to classify it. Every finished scan goes to ``record``
   (a snapshot being recorded). A scan reads several ``.so`` members at once (``WheelScanner``'s
@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data.definitions import Definitions
 from ..errors import CrawlError
@@ -43,17 +43,20 @@ from .cache import HttpCache, cache_url
 from .metadata import TailMemo
 from .transport import Transport, content_range
 
+if TYPE_CHECKING:
+    from ..index.wheelscan import WheelScan
+
 log = logging.getLogger(__name__)
 
-BUDGET_SHARE = 0.01  # of a wheel's bytes
-BUDGET_FLOOR = 2**20  # a small wheel may be read whole
-BUDGET_CAP = 8 * 2**20
+BUDGET_SHARE = 0.02  # of a wheel's bytes
+BUDGET_FLOOR = 4 * 2**20  # a ceiling, not a charge: a wheel of many members (numpy: 22, 2.3 MB of 16.6 MB) may need it
+BUDGET_CAP = 16 * 2**20
 MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
 ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round
 
 
 def budget(size: int, *, share: float = BUDGET_SHARE, floor: int = BUDGET_FLOOR, cap: int = BUDGET_CAP) -> int:
-    """The most bytes read to classify a wheel of ``size`` bytes: 1% of it, at least ``floor``
+    """The most bytes read to classify a wheel of ``size`` bytes: 2% of it, at least ``floor``
     (ranges overlap the tail already read, so a small wheel's budget is not its size), at most ``cap``."""
     return max(1, min(cap, max(floor, int(size * share))))
 
@@ -322,13 +325,9 @@ class ReplayClassifier:
         return WheelAbi(kind=UNKNOWN, why=why)
 
 
-def wheel_abi(scan: Any, defs: Definitions) -> WheelAbi:
-    """A finished ``wheelscan`` result as a ``WheelAbi`` (what the shared objects import)."""
-    if scan.kind == "agnostic":
-        return WheelAbi(kind="none", why=scan.reason)
-    if scan.kind == "cuda":
-        return WheelAbi(kind="cuda", why=scan.reason, cuda_majors=scan.cuda_majors)
-    return WheelAbi(kind=UNKNOWN, why=f"{scan.reason}; its imports were not read")
+def wheel_abi(scan: WheelScan, defs: Definitions) -> WheelAbi:
+    """A finished ``wheelscan`` result as a ``WheelAbi`` (what the shared objects import), by the data's ``[abi]`` rules."""
+    return scan.abi(defs.abi)
 
 
 __all__ = [

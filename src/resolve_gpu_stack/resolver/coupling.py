@@ -130,7 +130,7 @@ class ScanAhead:
 
 def abi_policy(defs: Definitions) -> AbiPolicy:
     """The data's part of the ABI judgement (``indexes/components.toml`` ``[abi]``)."""
-    return AbiPolicy(stable_since="2.10")
+    return AbiPolicy.of(defs.abi)
 
 
 def wants_scan(cand: Cand, reqs: Sequence[Req], defs: Definitions) -> bool:
@@ -164,7 +164,7 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Abi
         return Found(coupling=Coupling.AGNOSTIC, evidence="pure Python wheel")
     if scan is None:
         scan = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")
-    verdict = judge(cand.name, scan, torch, policy, requires_floor=_requires_floor(reqs), declared_series=local)
+    verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
     return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=verdict)
 
 

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
+from ..data.rules import AbiRules
 from ..model import IndexFile
 from ..model.abi import CUDA, NONE, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
 
@@ -76,15 +77,26 @@ class AbiPolicy:
     """What the data says beyond a wheel's own symbols (``indexes/components.toml`` ``[abi]``)."""
 
     stable_since: str  # the torch release that brought the LibTorch stable ABI
-    loads_none: Callable[[str], tuple[str, str] | None] = lambda name: None  # name -> (from torch, why)
+    loads_none: Callable[[str, Version | None, Version], str | None] = lambda name, version, torch: None  # why a package loads no build there
     demangle: Callable[[str], str] = str  # for messages
 
+    @classmethod
+    def of(cls, rules: AbiRules) -> AbiPolicy:
+        """The policy of the data's ``[abi]`` rules, with the demangler for messages."""
+        from ..index.abi import demangle
 
-def judge(name: str, abi: WheelAbi, torch: AbiTorch | None, policy: AbiPolicy, *, requires_floor: str | None = None,
+        def loads_none(name: str, version: Version | None, torch: Version) -> str | None:
+            row = rules.loads_no_builds(name, version, torch)
+            return None if row is None else f"from torch {row.torch} on it loads none of them: {row.why}"
+
+        return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle)
+
+
+def judge(name: str, abi: WheelAbi, torch: AbiTorch | None, policy: AbiPolicy, *, version: Version | None = None, requires_floor: str | None = None,
           declared_series: str | None = None) -> AbiVerdict:
-    """The verdict on wheel ``name`` whose scan is ``abi``, against ``torch`` (None: no torch in the
-    plan). ``requires_floor``: the lowest torch its own ``torch>=`` requirement admits;
-    ``declared_series``: the torch series its version label names (``+cu130torch2.12``)."""
+    """The verdict on wheel ``name`` (at ``version``) whose scan is ``abi``, against ``torch`` (None:
+    no torch in the plan). ``requires_floor``: the lowest torch its own ``torch>=`` requirement
+    admits; ``declared_series``: the torch series its version label names (``+cu130torch2.12``)."""
     against = None if torch is None else str(torch.version)
     if abi.kind == NONE:
         return AbiVerdict(kind=None, against=against)
@@ -96,7 +108,7 @@ def judge(name: str, abi: WheelAbi, torch: AbiTorch | None, policy: AbiPolicy, *
         return AbiVerdict(kind=_kind(abi.members), refusal="it links torch, and the plan has no torch")
     builds = abi.builds
     if builds:
-        return _judge_builds(name, abi, torch, policy, builds, requires_floor)
+        return _judge_builds(name, version, abi, torch, policy, builds, requires_floor)
     return _judge_members(abi.members, torch, policy, requires_floor, declared_series)
 
 
@@ -140,7 +152,7 @@ def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[st
                     "checked (`resolve-gpu-stack doctor` imports it)"}
 
 
-def _judge_builds(name: str, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None) -> AbiVerdict:
+def _judge_builds(name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None) -> AbiVerdict:
     """A wheel of per-torch builds: the members for this torch's series (and the members that are
     no build) decide; with none for it, a note naming the builds."""
     series = torch.series
@@ -152,16 +164,14 @@ def _judge_builds(name: str, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, 
         verdict = _judge_members(rest, torch, policy, requires_floor, None, builds=builds)
         if verdict.refusal is not None:
             return verdict
-    return AbiVerdict(kind=AbiKind.BUILDS, against=str(torch.version), builds=builds, note=_no_build_note(name, builds, torch, policy))
+    return AbiVerdict(kind=AbiKind.BUILDS, against=str(torch.version), builds=builds, note=_no_build_note(name, version, builds, torch, policy))
 
 
-def _no_build_note(name: str, builds: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> str:
+def _no_build_note(name: str, version: Version | None, builds: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> str:
     span = builds[0] if len(builds) == 1 else f"{builds[0]} to {builds[-1]}"
     note = f"has builds for torch {span}, none for {torch.series}: none of its shared objects is loaded with torch {torch.version}"
-    row = policy.loads_none(name)
-    if row is not None and _release(torch.version) >= _release_of(row[0]):
-        note += f"; from torch {row[0]} on that is expected ({row[1]})"
-    return note
+    expected = policy.loads_none(name, version, torch.version)
+    return note + (f" ({expected})" if expected else "")
 
 
 def _cuda_refusal(majors: tuple[int, ...], torch: AbiTorch | None) -> str | None:
