@@ -294,7 +294,7 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
 def lock_conflicts(args: argparse.Namespace) -> list[str]:
     """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
     typed = [S.BY_NAME[name].flag for name in S.typed(args) if name != "python"]
-    other = (("--index", bool(args.index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
+    other = (("--index", bool(args.index)), ("--package-index", bool(args.package_index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
     return typed + [flag for flag, given in other if given]
 
 

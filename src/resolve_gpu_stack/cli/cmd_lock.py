@@ -201,9 +201,10 @@ def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
     words: list[str] = []
     if args.snapshot is not None:
         words += ["--snapshot", config.relative(args.snapshot.resolve())]
-    for item in args.index:
-        name, _, url = item.partition("=")
-        words += ["--index", f"{name}={redact_url(url)}"]
+    for flag, items in (("--index", args.index), ("--package-index", getattr(args, "package_index", ()))):
+        for item in items:
+            name, _, url = item.partition("=")
+            words += [flag, f"{name}={redact_url(url)}"]
     return words
 
 
@@ -213,7 +214,7 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     from .config import effective, resolve_definitions, with_overrides
 
     overrides = S.typed(args)  # the settings the user typed win over the config's
-    config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
+    config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args), package_indexes=common.package_index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
     if not getattr(args, "allow_outside_project", False):
         _refuse_outside(config, targets)

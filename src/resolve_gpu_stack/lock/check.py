@@ -93,6 +93,7 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
     if not locked.generated:
         what = "no [tool.resolve-gpu-stack] table" if locked.format == "pylock" else "no '# inputs-digest:' header"
         return Checked(path=path, locked=locked, findings=(_error(path, f"{what}: not written by resolve-gpu-stack, so there is nothing to check it against", hint=regenerate_hint(expected)),))
+    defs = defs.with_recorded_package_indexes(locked.indexes)  # the routing the lock was made with (--package-index)
     if locked.format == "pylock":
         findings, plan = _pylock_findings(path, locked, defs)
     else:

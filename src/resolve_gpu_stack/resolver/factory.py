@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from packaging.utils import NormalizedName
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ..data.definitions import Definitions, RouteContext
@@ -21,7 +21,7 @@ from ..index.finder import Finder, Offer, PageVisit
 from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH
-from .policy import Rejection, cuda_mismatch, fits_target, tag_rank, torch_abi_mismatch
+from .policy import Rejection, cuda_mismatch, family_date_mismatch, fits_target, per_torch_mismatch, tag_rank, torch_abi_mismatch
 from .requirement import Cand, Req
 
 
@@ -61,7 +61,9 @@ class Judge:
         coupling, reason = self.defs.coupling(name, file.version)
         fi = self.defs.flashinfer
         labelled = name == fi.jit_cache or fi.is_provider(name)  # FlashInfer's CUDA builds carry +cuNNN
-        return torch_abi_mismatch(coupling, reason, file.version, self.torch) or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled)
+        return (torch_abi_mismatch(coupling, reason, file.version, self.torch) or family_date_mismatch(self.defs.family_built_for.get(canonicalize_name(name)), file.version, self.torch)
+                or per_torch_mismatch(self.defs.per_torch, file.version, self.torch, self.cuda)
+                or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled))
 
 
 class CandidateFactory:

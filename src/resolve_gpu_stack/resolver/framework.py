@@ -84,8 +84,10 @@ def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence
     )
 
 
-def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest) -> tuple[tuple[Override, ...], tuple[str, ...]]:
-    """The plan's overrides, and the --without notes, from what was replaced in the plan's packages."""
+def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest,
+                       built_for: Mapping[NormalizedName, str] | None = None) -> tuple[tuple[Override, ...], tuple[str, ...]]:
+    """The plan's overrides, and the --without notes, from what was replaced in the plan's packages
+    (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch)."""
     chosen = {c.name: c for c in cands}
     torch = chosen.get(TORCH)
     torch_text = f"torch=={torch.version}" if torch is not None else "torch (none)"
@@ -102,7 +104,8 @@ def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: Reso
             elif r.kind == FAMILY:
                 got = chosen.get(r.name)
                 by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
-                out.append(Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index (its own pin names that torch)"))
+                how = "a nightly of that torch's day: it names no torch itself" if (built_for or {}).get(r.name) == "date" else "its own pin names that torch"
+                out.append(Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})"))
             elif r.kind == USER:
                 out.append(Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason="--override"))
             elif r.kind == FLASHINFER:

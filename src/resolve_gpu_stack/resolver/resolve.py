@@ -128,7 +128,7 @@ def _framework_facts(
     cands = framework.packages(mapping)
     torch = next((c for c in cands if c.name == TORCH), None)
     found = framework.couplings(cands, deps, defs, torch.version if torch else None, classifier)
-    words, without_notes = framework.overrides_in_words(overrides, cands, request)
+    words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
     notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy))
     return framework.FrameworkFacts(found=found, overrides=words, notes=notes)
 
