@@ -124,6 +124,9 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     for path in paths:
         if path.is_dir():
             raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
+    from .building import build_plan_from_args
+
+    plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
         if not getattr(args, "allow_synthetic", False):

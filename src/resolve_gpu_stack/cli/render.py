@@ -28,7 +28,11 @@ _JSON_OVERRIDE_KEYS = {"package": "package", "requirement": "requirement", "repl
 
 
 def _json_package(p: dict[str, Any]) -> dict[str, Any]:
-    return {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"])}
+    out = {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"])}
+    if p["sdist"] is not None:  # a build row (--build NAME): the sdist it is built from, and once built, how
+        out["sdist"] = p["sdist"]
+        out["built"] = p["built"]
+    return out
 
 
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
@@ -49,7 +53,7 @@ def print_json(data: Any, out: TextIO) -> None:
     out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-_ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta"}
+_ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta", "build": "bold blue"}
 
 
 def print_plan_table(plan: LockPlan, out: TextIO) -> None:

@@ -31,6 +31,9 @@ from .transport import Transport, content_range
 log = logging.getLogger(__name__)
 
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
+# An sdist's PKG-INFO is read from the whole archive (a --build package with no wheel): at most this
+# many bytes are downloaded for it (vLLM's sdist is ~10 MB, FlashAttention's ~8 MB).
+MAX_SDIST_BYTES = 512 * 2**20
 # Answers to a ``.metadata`` sidecar that mean "read the wheel instead": gone, or refused (PyTorch's
 # R2 host answers 403 for some sidecars it lists; the wheel itself may still be served).
 SIDECAR_MISSING = frozenset({403, 404, 410})
@@ -114,7 +117,7 @@ class MetadataReader:
                 return hit
         data = self._fetch_sidecar(url + ".metadata", digest) if file.has_metadata else None
         if data is None:
-            data = self._range_metadata(url, file)
+            data = self._range_metadata(url, file) if file.is_wheel else self._sdist_metadata(url, file)
         if self._cache:
             self._cache.put_metadata(url, data, metadata_sha256=digest, sha256=file.sha256)
         return data
@@ -217,6 +220,46 @@ class MetadataReader:
             return _Span(start=span[0], data=data, total=span[2], source=final)
 
         return transport.retrying(url, attempt)
+
+    # -- sdists (--build) -----------------------------------------------------------------------
+    def _sdist_metadata(self, url: str, file: IndexFile) -> bytes:
+        """An sdist's PKG-INFO: the whole archive streamed to a temporary file (size and sha256
+        checked against the page, at most ``MAX_SDIST_BYTES``), PKG-INFO read from it."""
+        from ..index.sdist import SdistError, read_pkg_info
+
+        transport = self._transport
+        cap = min(file.size, MAX_SDIST_BYTES) if file.size is not None else MAX_SDIST_BYTES
+
+        def attempt() -> bytes:
+            resp, _ = transport.open(url, {"Accept-Encoding": "identity"})
+            try:
+                if resp.status_code in (404, 410):
+                    raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this sdist but the server does not have it")
+                transport.check_status(resp, url, ok=(200,))
+                digest = hashlib.sha256()
+                with tempfile.TemporaryFile(prefix="resolve-gpu-stack-sdist-") as tmp:
+                    n = 0
+                    for chunk in transport.iter_body(resp, url, "sdist"):
+                        n += len(chunk)
+                        if n > cap:
+                            raise IntegrityError(redact_url(url), f"the sdist is over {cap} bytes (the index says {file.size}); stopped")
+                        tmp.write(chunk)
+                        digest.update(chunk)
+                    if file.size is not None and n != file.size:
+                        raise IntegrityError(redact_url(url), f"downloaded {n} bytes, the index page says {file.size}")
+                    if file.sha256 and digest.hexdigest() != file.sha256.lower():
+                        raise IntegrityError(redact_url(url), f"sha256 {digest.hexdigest()} does not match {file.sha256} from the index page")
+                    tmp.seek(0)
+                    try:
+                        return read_pkg_info(tmp, file.filename)
+                    except SdistError as exc:
+                        raise CrawlError(redact_url(url), f"cannot read PKG-INFO from the sdist: {exc}") from None
+            finally:
+                transport.finish(resp)
+
+        data = transport.retrying(url, attempt)
+        self._say(f"read the metadata of {file.filename} from the whole sdist (a --build package with no wheel for the target)")
+        return data
 
     # -- whole file -----------------------------------------------------------------------------
     def _metadata_from_whole(self, resp: httpx.Response, url: str, file: IndexFile) -> bytes:

@@ -9,15 +9,16 @@ torch floors, newer releases of a requested package passed over.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..data.definitions import Definitions
 from ..errors import NoPlanError
-from ..model import Override
+from ..model import IndexFile, Override
 from ..model.request import TORCH, ResolveRequest
+from .builds import WayFacts
 from .coupling import Classification, Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
@@ -35,6 +36,8 @@ class FrameworkFacts:
     found: Mapping[Pkg, Found]
     overrides: tuple[Override, ...] = ()
     notes: tuple[str, ...] = ()
+    builds: Mapping[Pkg, IndexFile] = field(default_factory=dict)  # --build: the packages built from their sdist (builds.plan_builds)
+    ways: Mapping[NormalizedName, WayFacts] = field(default_factory=dict)  # per mismatched package: the ways to a build for the kept torch (builds.ways_for)
 
 
 def packages(mapping: Mapping[Key, Cand]) -> list[Cand]:

@@ -95,6 +95,11 @@ def fits_target(file: IndexFile, target: Target) -> Rejection | None:
         return Rejection(RejectReason.NOT_A_WHEEL, file.filename)
     if tag_rank(file, target) is None:
         return _tags_rejection(file.tags)
+    return python_rejection(file, target)
+
+
+def python_rejection(file: IndexFile, target: Target) -> Rejection | None:
+    """The file's Requires-Python excludes the target's Python (a wheel's, or an sdist's to build)."""
     if file.requires_python and _python_excluded(file.requires_python, target.python_full_version):
         return Rejection(RejectReason.REQUIRES_PYTHON, file.requires_python)
     return None
