@@ -109,9 +109,10 @@ class Sdist:
 
 
 def extension_sdist(directory: Path, name: str = "ext-kernel", version: str = "1.0", *, requires: tuple[str, ...] = ("setuptools>=70.1", "torch"),
-                    broken: bool = False, sleep: float = 0.0, install_requires: tuple[str, ...] = ()) -> Sdist:
+                    broken: bool = False, sleep: float = 0.0, install_requires: tuple[str, ...] = (), filler: int = 0) -> Sdist:
     """``<name>-<version>.tar.gz``: setup.py imports torch and compiles ``<module>/_C`` against
-    ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first)."""
+    ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first; ``filler``:
+    that many more template instantiations to compile, for a build that takes a while)."""
     module = canonicalize_name(name).replace("-", "_")
     root = f"{module}-{version}"
     setup = SETUP_PY.format(name=name, version=version, module=module)
@@ -125,7 +126,7 @@ def extension_sdist(directory: Path, name: str = "ext-kernel", version: str = "1
         "setup.py": setup,
         "pyproject.toml": PYPROJECT.format(requires=", ".join(f'"{r}"' for r in requires)),
         f"{module}/__init__.py": "import torch  # loads libtorch.so, as a real extension does\nfrom ._C import add  # noqa: E402\n",
-        f"{module}/_C.cpp": EXT_CPP.replace("BROKEN", "this is not C++;" if broken else ""),
+        f"{module}/_C.cpp": EXT_CPP.replace("BROKEN", ("this is not C++;" if broken else "") + _filler(filler)),
     }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{module}-{version}.tar.gz"
@@ -139,6 +140,15 @@ def extension_sdist(directory: Path, name: str = "ext-kernel", version: str = "1
     path.write_bytes(buf.getvalue())
     data = path.read_bytes()
     return Sdist(path=path, filename=path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), name=name, version=version, module=module)
+
+
+def _filler(n: int) -> str:
+    """C++ that takes the compiler a while: ``n`` instantiations of a recursive template."""
+    if not n:
+        return ""
+    head = "template <int N> struct Fill { static int get(int x) { return Fill<N - 1>::get(x * 3 + N) ^ N; } };\n"
+    head += "template <> struct Fill<0> { static int get(int x) { return x; } };\n"
+    return head + "".join(f"int filler_{i}(int x) {{ return Fill<{40 + i % 60}>::get(x + {i}); }}\n" for i in range(n))
 
 
 def serve_sdist(world: World, sdist: Sdist, page: str = "simple") -> None:
