@@ -15,7 +15,8 @@ it on 127.0.0.1, and a venv holds the stand-in torch (the probed target). For ea
    cache), split into its phases: the sdist (download, sha256), the build environment (venv,
    ``.pth``, the build requirements resolved by our resolver, downloaded, verified, installed
    by uv, the torch check), the compile (``uv build``), the verification of the product
-   (``verify_built_wheel``) and storing it;
+   (``verify_built_wheel``) and storing it, and the rest ("other": reading ``[build-system]``, the
+   key and the record, removing the temporary build folder);
 3. the same again: a cache hit (no environment, no compile);
 4. the whole ``install --with EXT --build EXT`` command, cold and with the build cached.
 
@@ -169,7 +170,7 @@ def measure(root: Path, name: str, filler: int, runs: int, env: dict[str, str]) 
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         target = venv_with_torch(root / f"{name}-target", env, torch_wheel(world))
-        for i in range(runs):
+        for _ in range(runs):
             work = Path(tempfile.mkdtemp(dir=root))
             hand.append(by_hand(work, target, sdist.path, setuptools, env))
             c, h = tool_build(srv, target, name, work / "cache", env)
@@ -179,7 +180,9 @@ def measure(root: Path, name: str, filler: int, runs: int, env: dict[str, str]) 
             install_cold.append(cli_install(srv, work / "cli-a", torch_wheel(world), name, cache, env))
             install_warm.append(cli_install(srv, work / "cli-b", torch_wheel(world), name, cache, env))
             shutil.rmtree(work, ignore_errors=True)
-    tool = {k: median([c.get(k, 0.0) for c in cold]) for k in (*PHASES, "total")}
+    for c in cold:  # what no phase covers: reading [build-system], the key and the record, removing the temporary folder
+        c["other"] = c["total"] - sum(c.get(k, 0.0) for k in PHASES)
+    tool = {k: median([c.get(k, 0.0) for c in cold]) for k in (*PHASES, "other", "total")}
     return {
         "extension": name, "filler": filler, "runs": runs,
         "by_hand": {k: median([h[k] for h in hand]) for k in ("environment", "compile", "total")},
@@ -194,7 +197,7 @@ def show(r: dict) -> None:
     h, t = r["by_hand"], r["tool"]
     print(f"\n{r['extension']} (filler {r['filler']}, {r['runs']} run(s), medians in seconds)")
     print(f"  by hand:    environment {h['environment']:.3f}  compile {h['compile']:.3f}  total {h['total']:.3f}")
-    print("  the tool:   " + "  ".join(f"{k} {t[k]:.3f}" for k in (*PHASES, "total")))
+    print("  the tool:   " + "  ".join(f"{k} {t[k]:.3f}" for k in (*PHASES, "other", "total")))
     print(f"  overhead (tool total - its compile): {r['overhead']:.3f}  ({r['overhead'] / t['total']:.0%} of its build; by hand the environment took {h['environment']:.3f})")
     print(f"  cache hit: {r['cache_hit'] * 1000:.1f} ms")
     print(f"  install --with {r['extension']} --build {r['extension']}: cold {r['install_cold']:.2f}, build cached {r['install_cached']:.2f}")

@@ -223,3 +223,21 @@ def test_dry_run_shows_the_build_and_builds_nothing(built_world, tmp_path, uv_en
     row = next(p for p in json.loads(out)["packages"] if p["name"] == sdist.name)
     assert row["action"] == "build" and row["size"] == sdist.size  # what it would download: the sdist
     assert not (tmp_path / "cache" / "wheels" / "builds").exists()
+
+
+def test_an_sdist_that_is_not_the_one_its_index_lists_is_refused_before_anything_is_built(built_world, tmp_path, uv_env, capsys):
+    world, srv, sdist = built_world
+    served = world.root / "files" / sdist.filename
+    data = bytearray(served.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same name and size, other bytes
+    served.write_bytes(bytes(data))
+    venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
+    cache = tmp_path / "cache"
+    rc, out, err = run_cli(capsys, "install", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, cache))
+    assert rc == 3 and out == ""
+    assert sdist.filename in err and f"does not match {sdist.sha256} from the index page" in err
+    assert not (cache / "wheels" / "builds").exists() and not list((cache / "wheels" / "sha256").rglob("*.tar.gz"))
+    # bigger than the index says: stopped at the listed size
+    served.write_bytes(bytes(data) + b"more")
+    rc, _, err = run_cli(capsys, "install", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, cache))
+    assert rc == 3 and f"the server sent more than the {sdist.size} bytes its index page lists; stopped" in err

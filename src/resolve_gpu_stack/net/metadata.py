@@ -242,7 +242,8 @@ class MetadataReader:
                     for chunk in transport.iter_body(resp, url, "sdist"):
                         n += len(chunk)
                         if n > cap:
-                            raise IntegrityError(redact_url(url), f"the sdist is over {cap} bytes (the index says {file.size}); stopped")
+                            said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {cap}-byte cap for an sdist"
+                            raise IntegrityError(redact_url(url), f"the server sent more than {said}; stopped")
                         tmp.write(chunk)
                         digest.update(chunk)
                     if file.size is not None and n != file.size:
