@@ -24,7 +24,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
-from ..errors import LockFileError, UsageError
+from ..errors import LockFileError
 from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
@@ -238,6 +238,7 @@ def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: Locke
     provenance must hold: the sdist from the index that owns the package (https, its sha256), built
     against the lock's own torch, for the lock's Python, platform and CUDA; the wheel of that
     package and version, with a tag that fits the target."""
+    from ..errors import UsageError
     from ..model.declared import declared_target
 
     def error(message: str) -> Finding:

@@ -246,10 +246,7 @@ class MetadataReader:
                             raise IntegrityError(redact_url(url), f"the server sent more than {said}; stopped")
                         tmp.write(chunk)
                         digest.update(chunk)
-                    if file.size is not None and n != file.size:
-                        raise IntegrityError(redact_url(url), f"downloaded {n} bytes, the index page says {file.size}")
-                    if file.sha256 and digest.hexdigest() != file.sha256.lower():
-                        raise IntegrityError(redact_url(url), f"sha256 {digest.hexdigest()} does not match {file.sha256} from the index page")
+                    _check_whole(url, file, n, digest.hexdigest())
                     tmp.seek(0)
                     try:
                         return read_pkg_info(tmp, file.filename)
@@ -271,10 +268,7 @@ class MetadataReader:
         digest = hashlib.sha256()
         with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:
             n = self._transport.stream_to(resp, url, tmp, digest)
-            if file.size is not None and n != file.size:
-                raise IntegrityError(redact_url(url), f"downloaded {n} bytes, the index page says {file.size}")
-            if file.sha256 and digest.hexdigest() != file.sha256.lower():
-                raise IntegrityError(redact_url(url), f"sha256 {digest.hexdigest()} does not match {file.sha256} from the index page")
+            _check_whole(url, file, n, digest.hexdigest())
             tmp.seek(0)
             try:
                 data = zipmeta.read_metadata_from_zip(tmp, max_size=self._max_bytes)
@@ -287,6 +281,15 @@ class MetadataReader:
         log.warning("%s", message)
         self._say(message)
         return data
+
+
+def _check_whole(url: str, file: IndexFile, size: int, sha256: str) -> None:
+    """A whole file downloaded (a wheel whose server ignored Range, an sdist) is the one its index
+    page lists: its size and sha256, when the page gives them."""
+    if file.size is not None and size != file.size:
+        raise IntegrityError(redact_url(url), f"downloaded {size} bytes, the index page says {file.size}")
+    if file.sha256 and sha256 != file.sha256.lower():
+        raise IntegrityError(redact_url(url), f"sha256 {sha256} does not match {file.sha256} from the index page")
 
 
 __all__ = ["MAX_CENTRAL_DIRECTORY", "SIDECAR_MISSING", "MetadataReader", "TailMemo"]
