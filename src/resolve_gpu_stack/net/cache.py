@@ -245,8 +245,8 @@ WHEELS = "wheels"
 TEMP_MAX_AGE_S = 10 * 60
 PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a week
 CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
-_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")))
-_KINDS = (*_KINDS, ("builds", (WHEELS, "builds")))  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
+_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("wheels", (WHEELS, "sha256")), ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")),
+          ("builds", (WHEELS, "builds")))  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
 
 
 @dataclass(frozen=True, slots=True)
