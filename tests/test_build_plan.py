@@ -288,3 +288,16 @@ def test_on_the_bundled_snapshot_build_plans_the_sdist_pypi_has_and_refuses_the_
     assert main([*story, "--build", "sgl-kernel"]) == 1
     err = capsys.readouterr().err
     assert "  - sgl-kernel 0.3.21" in err and "torch-c-dlpack-ext" not in err.split("hint:")[0]  # PyPI has no sgl-kernel sdist: still refused
+
+
+def test_build_is_a_config_key_of_a_target_and_of_the_defaults(tmp_path):
+    from resolve_gpu_stack.cli.config import load_config, resolve_request
+
+    config = tmp_path / "gpu-stack.toml"
+    config.write_text('[defaults]\nbuild = ["sgl-kernel"]\n\n[[target]]\nname = "a"\npython = "3.12"\noutput = ["pylock.a.toml"]\n\n'
+                      '[[target]]\nname = "b"\npython = "3.12"\nbuild = ["vllm", "sgl-kernel"]\noutput = ["pylock.b.toml"]\n')
+    a, b = load_config(config).targets
+    assert resolve_request(a).build_names == {"sgl-kernel"} and resolve_request(b).build_names == {"vllm", "sgl-kernel"}
+    config.write_text('[[target]]\nname = "a"\npython = "3.12"\nbuild = "sgl-kernel"\noutput = ["pylock.a.toml"]\n')
+    with pytest.raises(UsageError, match="'build' must be an array of strings"):
+        load_config(config)
