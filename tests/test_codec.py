@@ -33,7 +33,7 @@ def test_package_dict_has_every_field_in_one_order() -> None:
     assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
                                             "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python",
                                             "built-for", "abi-mismatch", "simple-index", "abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds",
-                                            "abi-refusal", "abi-note"]
+                                            "abi-refusal", "abi-note", "sdist", "built"]
     assert package_from_dict(package_to_dict(torch), "x") == torch
 
 
@@ -71,7 +71,7 @@ def test_optional_keys_may_be_absent() -> None:
     ("change", "message"),
     [
         ({"name": None}, r"^p #1: missing 'name'$"),
-        ({"action": "sideways"}, r"^p #1 \(flashinfer-python\): 'sideways' is not one of keep, install, upgrade, downgrade, change$"),
+        ({"action": "sideways"}, r"^p #1 \(flashinfer-python\): 'sideways' is not one of keep, install, upgrade, downgrade, change, build$"),
         ({"version": "one"}, r"'one' is not a version"),
         ({"size": "big"}, r"'size' must be an integer, not a string"),
         ({"size": True}, r"'size' must be an integer, not a boolean"),

@@ -164,7 +164,8 @@ def test_preference_ranks_pinned_then_torch_then_fewest_candidates_then_name():
 # -- knowledge from indexes/*.toml --------------------------------------------------------------------
 
 def test_pytorch_family_and_flashinfer_components_come_from_components_toml():
-    assert DEFS.pytorch_family == {"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"}
+    assert DEFS.pytorch_family == {"torch", "torchvision", "torchaudio", "torchao", "torchcodec", "triton", "pytorch-triton"}
+    assert DEFS.family_built_for == {"torchao": "date", "torchcodec": "date"}
     assert DEFS.flashinfer.requested(cubin=True, jit_cache=True) == ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
     assert DEFS.flashinfer.requested(cubin=False, jit_cache=True) == ("flashinfer-python", "flashinfer-jit-cache")
     request = ResolveRequest.build(target=target(f"torch=={NIGHTLY}"), torch="nightly", flashinfer="nightly")

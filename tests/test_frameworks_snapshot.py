@@ -1,7 +1,8 @@
 """Serving frameworks on the story-1 target, offline on the bundled snapshot (issue 11, "done when"):
 SGLang 0.5.9's compiled companions refused with why, planned without them on the kept torch with
 the overrides listed, vLLM's own binary named as built for another torch. The scans of the native
-wheels replay from the snapshot's manifest: no network."""
+wheels replay from the snapshot's manifest: no network. Issue 21: its torchao and torchcodec pins
+are met by the torch family's nightlies of the kept torch's day (the reconstructed part)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026
 NIGHTLY = "2.12.0.dev20260307+cu130"
 STORY = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
 SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13"]  # FlashInfer follows the framework's pin (0.6.3)
-COMPANIONS = ("sgl-kernel", "torchao", "torchcodec", "torch-c-dlpack-ext")
+COMPANIONS = ("sgl-kernel", "torch-c-dlpack-ext")  # built for another torch; torchao and torchcodec come from the PyTorch index
 
 
 def run(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -31,6 +32,7 @@ def test_sglang_refuses_with_sgl_kernel_named_and_why(capsys):
     assert "sgl-kernel 0.3.21 (required by sglang 0.5.9): sgl_kernel/flash_ops.abi3.so needs libtorch.so" in err
     for name in COMPANIONS:
         assert f"  - {name} " in err
+    assert "  - torchao " not in err and "  - torchcodec " not in err  # the family's nightlies meet their pins
     assert "--without sgl-kernel" in err and "--abi-mismatch warn" in err
 
 
@@ -64,6 +66,18 @@ def test_the_overrides_are_listed(sglang_plan):
     assert overrides[("sglang", "torch==2.9.1")]["replaced_by"] == f"torch=={NIGHTLY}"
     assert overrides[("sglang", "torchaudio==2.9.1")]["replaced_by"] == "torchaudio==2.11.0.dev20260307+cu130"
     assert overrides[("sglang", "cuda-python==12.9")]["reason"] == "--override"
+
+
+def test_torchao_and_torchcodec_pins_are_met_by_the_nightlies_of_the_kept_torchs_day(sglang_plan):
+    got = {p["name"]: p for p in sglang_plan["packages"]}
+    overrides = {(o["package"], o["requirement"]): o for o in sglang_plan["overrides"]}
+    for name, pin, nightly in (("torchao", "torchao==0.9.0", "0.17.0.dev20260307+cu130"), ("torchcodec", "torchcodec==0.8.0", "0.11.0.dev20260307+cu130")):
+        row = got[name]
+        assert (row["version"], row["index"], row["coupling"], row["abi_mismatch"]) == (nightly, "pytorch", "torch-abi", False)
+        assert row["url"].startswith("https://download.pytorch.org/whl/nightly/cu130/")
+        override = overrides[("sglang", pin)]
+        assert override["replaced_by"] == f"{name}=={nightly}"
+        assert "build for the kept torch" in override["reason"] and "a nightly of that torch's day" in override["reason"]
 
 
 def test_native_wheels_are_classified_from_the_recorded_scans(sglang_plan):

@@ -82,3 +82,8 @@ class WriteError(LockFileError):
 
 class UvError(ResolveGpuStackError):
     """uv failed or would have touched what it must not."""
+
+
+class BuildError(ResolveGpuStackError):
+    """Building a package from its sdist (``--build``) failed or was refused before it started; the
+    message names the package and, when the build ran, its log."""

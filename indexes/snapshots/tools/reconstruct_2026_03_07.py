@@ -436,6 +436,49 @@ torchaudio: an audio library for PyTorch
 ========================================
 """
 
+# torchao / torchcodec: the real METADATA of torchao 0.9.0 and torchcodec 0.8.0 from PyPI (as the
+# snapshot's PyPI part stores them), version replaced. Neither requires torch: both leave it to the
+# user, so a nightly says which torch it was built against only by its date (components.toml
+# [pytorch] built-for = "date").
+TORCHAO_METADATA = """Metadata-Version: 2.2
+Name: torchao
+Version: {version}
+Provides-Extra: dev
+Requires-Dist: pytest==7.4.0; extra == "dev"
+Requires-Dist: unittest-xml-reporting; extra == "dev"
+Requires-Dist: parameterized; extra == "dev"
+Requires-Dist: packaging; extra == "dev"
+Requires-Dist: transformers; extra == "dev"
+Requires-Dist: hypothesis; extra == "dev"
+Requires-Dist: sentencepiece; extra == "dev"
+Requires-Dist: expecttest; extra == "dev"
+Requires-Dist: bitsandbytes; extra == "dev"
+Requires-Dist: matplotlib; extra == "dev"
+Requires-Dist: pandas; extra == "dev"
+Requires-Dist: fire; extra == "dev"
+Requires-Dist: tabulate; extra == "dev"
+Requires-Dist: tiktoken; extra == "dev"
+Requires-Dist: blobfile; extra == "dev"
+Requires-Dist: lm_eval; extra == "dev"
+Requires-Dist: diskcache; extra == "dev"
+Requires-Dist: pycocotools; extra == "dev"
+Requires-Dist: tqdm; extra == "dev"
+Requires-Dist: importlib_metadata; extra == "dev"
+Requires-Dist: ninja; extra == "dev"
+Requires-Dist: ruff==0.6.8; extra == "dev"
+Requires-Dist: pre-commit; extra == "dev"
+"""
+
+TORCHCODEC_METADATA = """Metadata-Version: 2.4
+Name: torchcodec
+Version: {version}
+Requires-Python: >=3.8
+Provides-Extra: dev
+Requires-Dist: numpy; extra == "dev"
+Requires-Dist: pytest; extra == "dev"
+Requires-Dist: pillow; extra == "dev"
+"""
+
 # triton / pytorch-triton: the real triton-3.6.0 METADATA (complete), name and version replaced.
 TRITON_METADATA = """Metadata-Version: 2.4
 Name: {name}
@@ -731,6 +774,16 @@ TORCHVISION_RERUN = ("20260307", "cp312-cp312", "x86_64")
 TORCHAUDIO_RERUN = ("20260307", "cp312-cp312", "x86_64")
 RERUNS = {"torchvision": TORCHVISION_RERUN, "torchaudio": TORCHAUDIO_RERUN}
 TORCHVISION_GAPS = ("20260110",)
+# torchao and torchcodec nightlies (the PyTorch nightly index publishes them with torchvision and
+# torchaudio, abi.md last section): one per date and arch that torch has a Linux build of, built
+# the same day against that day's torch. The nightly version moves to the next minor on the day of
+# a PyPI release (torchao 0.16.0: 2026-02-10; torchcodec 0.10.0: 2026-01-22, their PyPI upload dates).
+TORCHAO_017_FROM = "20260210"
+TORCHCODEC_011_FROM = "20260122"
+# Tags as their PyPI wheels of the time have them: torchao one cp310-abi3 wheel per arch; torchcodec
+# one per CPython 3.10-3.14 (no free-threaded builds), aarch64 wheels with the manylinux_2_27 alias
+# (indexes.md 1.10: torchcodec-0.16.0+cu130-cp312-cp312-manylinux_2_27_aarch64.manylinux_2_28_aarch64.whl).
+TORCHCODEC_TAGS = ("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313", "cp314-cp314")
 TORCHAUDIO_GAPS = ("20260118", "20260301")
 
 # Per-date skew of the cu130 torch builds (indexes.md 1.6: dates are per build, not per index).
@@ -750,8 +803,8 @@ VARIANT_ROOT_PACKAGES = (
     "nvidia-cuda-runtime", "nvidia-cudnn-cu13", "nvidia-cufft", "nvidia-cufile", "nvidia-curand",
     "nvidia-cusolver", "nvidia-cusparse", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13", "nvidia-nvjitlink",
     "nvidia-nvshmem-cu13", "nvidia-nvtx", "pillow", "pytorch-triton", "setuptools", "sympy", "torch",
-    "torchaudio", "torchvision", "triton", "typing-extensions",
-)
+    "torchao", "torchaudio", "torchcodec", "torchvision", "triton", "typing-extensions",
+)  # plus torchao and torchcodec, which the sample leaves out ("the real page lists more ... torchao")
 
 
 def torch_builds(date: str) -> list[tuple[str, str]]:
@@ -834,6 +887,42 @@ def build_domain(world: World, name: str, version_of, gaps: tuple[str, ...], met
                      "(torchvision/torchaudio on R2 since 2026-02-19, indexes.md 1.5); versions lag torch (1.7)")
 
 
+def torchao_version(date: str) -> str:
+    return f"{'0.17.0' if date >= TORCHAO_017_FROM else '0.16.0'}.dev{date}"
+
+
+def torchcodec_version(date: str) -> str:
+    return f"{'0.11.0' if date >= TORCHCODEC_011_FROM else '0.10.0'}.dev{date}"
+
+
+def family_files(name: str, arch: str) -> list[str]:
+    """The ``<python tag>-<abi>-<platform>`` tails of one nightly of ``name`` for ``arch``."""
+    if name == "torchao":
+        return [f"cp310-abi3-manylinux_2_24_{arch}.manylinux_2_28_{arch}"]
+    plat = "manylinux_2_28_x86_64" if arch == "x86_64" else "manylinux_2_27_aarch64.manylinux_2_28_aarch64"
+    return [f"{tag}-{plat}" for tag in TORCHCODEC_TAGS]
+
+
+def build_same_day_family(world: World, name: str, version_of, template: str) -> None:
+    """torchao / torchcodec nightlies: built on a date for each arch torch has a Linux build of
+    that day; their METADATA (no torch requirement) stored for the newest METADATA_DATES dates."""
+    dates = [d for d in NIGHTLY_DATES if any(p.startswith("manylinux") for _, p in torch_builds(d))]
+    stored = set(dates[-METADATA_DATES:])
+    rows = []
+    for d in dates:
+        version = f"{version_of(d)}+cu130"
+        meta = template.format(version=version).encode()
+        for arch in ARCHES:
+            if not any(p.endswith(arch) for _, p in torch_builds(d)):
+                continue
+            for tail in family_files(name, arch):
+                rows.append(TorchRow(f"whl/nightly/cu130/{name}-{version}-{tail}.whl", metadata=meta, store=d in stored))
+    world.facts[f"{name}_metadata_dates"] = sorted(stored)
+    add_pytorch_page(world, f"nightly/cu130/{name}/", name, rows,
+                     "reconstructed: manage_v2.py template, root-relative hrefs; one nightly per date and arch torch has a "
+                     "Linux build of, built that day (abi.md, last section); METADATA of its real PyPI wheels (no torch requirement)")
+
+
 def build_triton(world: World) -> None:
     for name, versions, path in (("triton", (TRITON_3_6, TRITON_3_7), "nightly/cu130/triton/"),
                                  ("pytorch-triton", PYTORCH_TRITON_OLD, "nightly/cu130/pytorch-triton/")):
@@ -882,6 +971,8 @@ def build_pytorch(world: World) -> None:
                  lambda v, pin: TORCHVISION_METADATA.format(version=v, torch=pin).encode())
     build_domain(world, "torchaudio", lambda d: f"2.11.0.dev{d}", TORCHAUDIO_GAPS,
                  lambda v, pin: TORCHAUDIO_METADATA.format(version=v, torch=pin).encode())
+    build_same_day_family(world, "torchao", torchao_version, TORCHAO_METADATA)
+    build_same_day_family(world, "torchcodec", torchcodec_version, TORCHCODEC_METADATA)
     build_torch_release(world, "stable", STABLE_TORCH)
     build_torch_release(world, "test", TEST_TORCH)
 
@@ -1131,8 +1222,8 @@ generates (download.pytorch.org, download-r2.pytorch.org, flashinfer.ai, github.
 * Nightly PyTorch rows carry no `#sha256` (the real index publishes none since 2025-02-20); no row has
   `data-upload-time` (added 2026-04-23); neither host publishes sizes.
 * METADATA: headers are copied from real wheels (torch 2.10.0, torchvision 0.25.0, torchaudio 2.10.0,
-  triton 3.6.0, flashinfer-python/cubin 0.6.5) with the version and the pins set as listed below; long
-  descriptions are cut to a line or two. flashinfer-jit-cache METADATA (never on PyPI) is rebuilt from
+  triton 3.6.0, flashinfer-python/cubin 0.6.5; torchao 0.9.0 and torchcodec 0.8.0 whole, as stored from
+  PyPI) with the version and the pins set as listed below; long descriptions are cut to a line or two. flashinfer-jit-cache METADATA (never on PyPI) is rebuilt from
   its pyproject.toml. The `data-core-metadata` digest on a page is the sha256 of exactly the METADATA
   this script produces for that wheel, stored or not. All Linux torch wheels of one nightly date share
   one METADATA (so one digest); torchvision's and torchaudio's differ per arch when their torch pin does.
@@ -1146,7 +1237,7 @@ generates (download.pytorch.org, download-r2.pytorch.org, flashinfer.ai, github.
   nightly rows still advertise a digest; asking for their METADATA is a snapshot miss.
 * Windows rows have no PEP 658 attributes (a choice: which Windows `.metadata` objects existed is unknown).
 * Not recorded: the dependency pages the variant roots list (cuda-toolkit/, nvidia-*/, numpy/, ...: copies
-  of PyPI pages; routing sends those names to PyPI), stable/test `triton/`, `torchvision/`, `torchaudio/`,
+  of PyPI pages; routing sends those names to PyPI), stable/test `triton/`, `torchvision/`, `torchaudio/`, `torchao/`, `torchcodec/`,
   FlashInfer `cu128/` and `cu129/` dir pages, nightly jit-cache for cu128/cu129, the per-SM provider
   dirs (they start with 0.7.0).
 * FlashInfer stable pages list every release 0.4.0 ... 0.6.5; nightly pages list only the nightly dates
@@ -1191,6 +1282,13 @@ def render_readme(world: World) -> str:
               " day and pins `torch==2.12.0.dev20260307`: it is the only torchvision build pinning that torch; the"
               f" torchaudio wheel `{TORCHAUDIO_RERUN[0]} {TORCHAUDIO_RERUN[1]} {TORCHAUDIO_RERUN[2]}` likewise (the"
               " build a serving framework's torchaudio pin is replaced by on the story-1 target).",
+              f"* torchao `0.16.0.devD`, `0.17.0.devD` from {TORCHAO_017_FROM}; torchcodec `0.10.0.devD`, `0.11.0.devD` from"
+              f" {TORCHCODEC_011_FROM} (the minor moves on the day of the PyPI release). One nightly per date and arch that"
+              " torch has a Linux build of, built that day: the date is all that says which torch it was built against (their"
+              " METADATA, copied from their real PyPI wheels, requires no torch; components.toml `[pytorch] built-for`)."
+              " torchao: `cp310-abi3-manylinux_2_24_<arch>.manylinux_2_28_<arch>`; torchcodec: cp310-cp314,"
+              " aarch64 as `manylinux_2_27_aarch64.manylinux_2_28_aarch64`. No Windows rows. METADATA stored for the dates"
+              f" {', '.join(f['torchao_metadata_dates'])}.",
               "* Pins of the stored torchvision METADATA:"]
     for pin, files in sorted(f["torchvision_pins"].items()):
         lines.append(f"  * `torch=={pin}`: {len(files)} wheel(s)" + (f" ({', '.join(files)})" if len(files) == 1 else ""))

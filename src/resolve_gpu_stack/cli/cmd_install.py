@@ -150,6 +150,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..env.install import install_plan, preview_plan
     from ..env.probe import start_probe
     from ..lock.files import write_lock
+    from ..model import Action
     from ..net.download import fill_hashes
 
     if args.dry_run and args.output is not None:
@@ -170,7 +171,12 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
         return 0
     offline = args.snapshot is not None
-    if not offline and args.output is None and _all_hashed(plan) and not _credentials_in(defs):
+    built = any(p.action is Action.BUILD for p in plan.packages)
+    if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)
+        from .building import build_plan_from_args
+
+        plan = build_plan_from_args(args, env, plan, defs, environment=probe.result())
+    if not offline and not built and args.output is None and _all_hashed(plan) and not _credentials_in(defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
         # (a temporary pylock, as `install --lock` does), after its dry run is checked. (Credentials
         # given in an --index URL are ours to send: such installs keep our own downloads.)
@@ -217,7 +223,7 @@ def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
         print_report_table(report, sys.stdout)
 
 
-_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta"}
+_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta", "build": "bold blue"}
 
 
 def print_report_table(report: InstallReport, out) -> None:
@@ -295,7 +301,7 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
 def lock_conflicts(args: argparse.Namespace) -> list[str]:
     """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
     typed = [S.BY_NAME[name].flag for name in S.typed(args) if name != "python"]
-    other = (("--index", bool(args.index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
+    other = (("--index", bool(args.index)), ("--package-index", bool(args.package_index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
     return typed + [flag for flag, given in other if given]
 
 

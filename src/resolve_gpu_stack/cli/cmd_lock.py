@@ -124,6 +124,9 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     for path in paths:
         if path.is_dir():
             raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
+    from .building import build_plan_from_args
+
+    plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         plan = fill_plan_hashes(args, env, plan, defs)
         if not getattr(args, "allow_synthetic", False):
@@ -201,9 +204,10 @@ def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
     words: list[str] = []
     if args.snapshot is not None:
         words += ["--snapshot", config.relative(args.snapshot.resolve())]
-    for item in args.index:
-        name, _, url = item.partition("=")
-        words += ["--index", f"{name}={redact_url(url)}"]
+    for flag, items in (("--index", args.index), ("--package-index", getattr(args, "package_index", ()))):
+        for item in items:
+            name, _, url = item.partition("=")
+            words += [flag, f"{name}={redact_url(url)}"]
     return words
 
 
@@ -213,7 +217,7 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     from .config import effective, resolve_definitions, with_overrides
 
     overrides = S.typed(args)  # the settings the user typed win over the config's
-    config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
+    config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args), package_indexes=common.package_index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
     if not getattr(args, "allow_outside_project", False):
         _refuse_outside(config, targets)

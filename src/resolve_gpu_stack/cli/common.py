@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 def add_index_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("indexes")
     g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
+    g.add_argument("--package-index", metavar="NAME=URL", action="append", default=[],
+                   help="an index (PEP 503/691 simple API) that alone serves package NAME, e.g. per-torch builds "
+                        "(flash-attn=https://wheels.example/simple/): builds whose local label names the kept torch "
+                        "(+cu12torch2.9cxx11abiTRUE) are chosen from it (repeatable; config package-indexes)")
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
     add_network_flags(g)
 
@@ -86,6 +90,17 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 # -- indexes and fetchers --------------------------------------------------------------------------
 
+def package_index_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """``--package-index NAME=URL`` as {package: url} (the definitions check the name and the URL)."""
+    out = {}
+    for item in getattr(args, "package_index", None) or ():
+        name, sep, url = item.partition("=")
+        if not sep or not name.strip() or not url.strip():
+            raise UsageError(f"--package-index {redact_url(item)!r}: expected NAME=URL", hint="e.g. --package-index flash-attn=https://wheels.example/simple/")
+        out[name.strip()] = url.strip()
+    return out
+
+
 def index_overrides(args: argparse.Namespace) -> dict[str, str]:
     """``--index NAME=URL`` as {name: url}."""
     out = {}
@@ -115,7 +130,7 @@ def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: 
             overrides["pypi"] = replay_pypi_url(env)
         elif need_pypi:
             overrides["pypi"] = discover_pypi_url(env)
-    return load_definitions().with_index_urls(overrides)
+    return load_definitions().with_index_urls(overrides).with_package_indexes(package_index_overrides(args))
 
 
 def replay_pypi_url(env: Mapping[str, str]) -> str:

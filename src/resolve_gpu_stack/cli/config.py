@@ -14,6 +14,8 @@ Schema (every key optional unless said otherwise)::
     snapshot = "indexes/snapshots/2026-03-07"  # resolve offline from a recorded snapshot
     indexes = { pytorch = "https://mirror.example/whl/" }  # base URL overrides: pytorch, flashinfer,
                                                # pypi; never with credentials (use netrc/keyring)
+    package-indexes = { flash-attn = "https://wheels.example/simple/" }  # an index that alone serves a
+                                               # package (per-torch builds); no credentials either
 
     [tool.resolve-gpu-stack.defaults]          # shared by all targets; a target's own keys win
     torch = "nightly"        # nightly | test | stable | installed | a version or specifier
@@ -68,7 +70,7 @@ PYPROJECT = "pyproject.toml"
 GPU_STACK_TOML = "gpu-stack.toml"
 
 _TARGET_ONLY_KEYS = ("name", "output")
-_TOP_KEYS = ("snapshot", "indexes", "defaults", "target")
+_TOP_KEYS = ("snapshot", "indexes", "package-indexes", "defaults", "target")
 _SETTING_KEYS = tuple(S.BY_KEY)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -89,6 +91,7 @@ class ProjectConfig:
     table: str | None  # "tool.resolve-gpu-stack" in a pyproject.toml, None for top-level keys
     snapshot: Path | None = None  # absolute
     indexes: Mapping[str, str] = field(default_factory=dict)
+    package_indexes: Mapping[str, str] = field(default_factory=dict)  # package -> the index that alone serves it
     targets: tuple[TargetConfig, ...] = ()
 
     @property
@@ -267,6 +270,23 @@ def _indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _package_indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
+    """``package-indexes = { NAME = URL }``: checked as ``--package-index`` is (and never with credentials)."""
+    where = r.section()
+    table = r.get(doc, "package-indexes", dict, where) or {}
+    out = {}
+    for name in table:
+        url = r.get(table, name, str, f"{where}: package-indexes")
+        if has_credentials(url.strip()):
+            raise r.fail(where, f"package-indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
+        out[name] = url.strip()
+    try:
+        bundled_definitions().with_package_indexes(out)
+    except IndexDefinitionError as exc:
+        raise r.fail(where, f"package-indexes: {exc.message.removeprefix('--package-index ')}", hint=exc.hint) from None
+    return out
+
+
 def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConfig:
     r = _Reader(path, table)
     root = path.parent
@@ -277,6 +297,7 @@ def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConf
     defaults = {**S.defaults(), **_settings(r, r.section("defaults"), defaults_raw)}
     defaults_given = {S.BY_KEY[k].name for k in defaults_raw}
     indexes = _indexes(r, doc)
+    package_indexes = _package_indexes(r, doc)
     targets: list[TargetConfig] = []
     owners: dict[Path, str] = {}
     for n, raw in enumerate(_target_tables(r, doc), start=1):
@@ -288,7 +309,8 @@ def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConf
                 raise r.fail(r.section("target"), f"targets {owners[out]!r} and {target.name!r} both write {out}", hint="each lock file belongs to one target")
             owners[out] = target.name
         targets.append(target)
-    return ProjectConfig(path=path, table=table, snapshot=(root / snapshot).resolve() if snapshot is not None else None, indexes=indexes, targets=tuple(targets))
+    return ProjectConfig(path=path, table=table, snapshot=(root / snapshot).resolve() if snapshot is not None else None, indexes=indexes,
+                         package_indexes=package_indexes, targets=tuple(targets))
 
 
 def _target_tables(r: _Reader, doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -345,14 +367,16 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
     S.add_flags(parser)
     parser.add_argument("--snapshot")
     parser.add_argument("--index", action="append", default=[])
+    parser.add_argument("--package-index", action="append", default=[])
     try:
         args = parser.parse_args(words)
         indexes = dict(item.split("=", 1) for item in args.index)
+        package_indexes = dict(item.split("=", 1) for item in args.package_index)
         target = with_overrides(target, S.typed(args))
     except (UsageError, ValueError):
         return None
     snapshot = (config.root / args.snapshot) if args.snapshot is not None else None
-    return effective(config, snapshot=snapshot, indexes=indexes), target
+    return effective(config, snapshot=snapshot, indexes=indexes, package_indexes=package_indexes), target
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -364,12 +388,14 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 # -- what a target's lock is made from ------------------------------------------------------------
 
-def effective(config: ProjectConfig, *, snapshot: Path | None = None, indexes: Mapping[str, str] | None = None) -> ProjectConfig:
-    """The config with ``--snapshot`` / ``--index`` from the command line applied over it."""
+def effective(config: ProjectConfig, *, snapshot: Path | None = None, indexes: Mapping[str, str] | None = None,
+              package_indexes: Mapping[str, str] | None = None) -> ProjectConfig:
+    """The config with ``--snapshot`` / ``--index`` / ``--package-index`` from the command line applied over it."""
     return replace(
         config,
         snapshot=snapshot.resolve() if snapshot is not None else config.snapshot,
         indexes={**config.indexes, **(indexes or {})},
+        package_indexes={**config.package_indexes, **(package_indexes or {})},
     )
 
 
@@ -395,7 +421,7 @@ def resolve_definitions(config: ProjectConfig, env: Mapping[str, str]):
     urls = dict(config.indexes)
     if "pypi" not in urls:
         urls["pypi"] = replay_pypi_url(env) if config.snapshot is not None else discover_pypi_url(env)
-    return load_definitions().with_index_urls(urls)
+    return load_definitions().with_index_urls(urls).with_package_indexes(config.package_indexes)
 
 
 def resolve_request(target: TargetConfig) -> ResolveRequest:
@@ -417,7 +443,7 @@ def lock_inputs(config: ProjectConfig, target: TargetConfig) -> dict[str, object
     """What a target's lock records as its inputs (and digests): the resolver's inputs under the
     index URLs the config decides (``index_urls``), plus the snapshot it is resolved from (relative
     to the config's folder). Depends on the config and the bundled index definitions only."""
-    digest_defs = bundled_definitions().with_index_urls(index_urls(config))
+    digest_defs = bundled_definitions().with_index_urls(index_urls(config)).with_package_indexes(config.package_indexes)
     inputs = dict(resolve_request(target).inputs(digest_defs.recorded_urls()))
     if config.snapshot is not None:
         inputs["snapshot"] = config.relative(config.snapshot)

@@ -33,7 +33,11 @@ _JSON_ABI_KEYS = {"kind": "abi", "torch": "abi-torch", "floor": "abi-floor", "cu
 
 def _json_package(p: dict[str, Any]) -> dict[str, Any]:
     abi = {key: p[field] for key, field in _JSON_ABI_KEYS.items()} if p["abi"] is not None or p["cuda-majors"] else None
-    return {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"]), "abi": abi}
+    out = {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"]), "abi": abi}
+    if p["sdist"] is not None:  # a build row (--build NAME): the sdist it is built from, and once built, how
+        out["sdist"] = p["sdist"]
+        out["built"] = p["built"]
+    return out
 
 
 def coupling_words(p: LockedPackage) -> str:
@@ -69,7 +73,7 @@ def print_json(data: Any, out: TextIO) -> None:
     out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-_ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta"}
+_ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta", "build": "bold blue"}
 
 
 def print_plan_table(plan: LockPlan, out: TextIO) -> None:

@@ -233,6 +233,9 @@ SETTINGS: tuple[Setting, ...] = (
             help="do not override a package's torch pin (or torch-family pin) by the selected torch: such a package is walked back or fails"),
     Setting(name="without", kind="list", default=(), flag="--without", key="without", group=RESOLVE_GROUP, metavar="NAME",
             help="leave a package out of the plan, with what only it needs (repeatable), e.g. --without sgl-kernel"),
+    Setting(name="build_packages", kind="list", default=(), flag="--build", key="build", group=RESOLVE_GROUP, metavar="NAME",
+            help="when no wheel of NAME runs on the kept torch, build it from its sdist against that torch (repeatable): install and "
+                 "lock build it once (the wheel cache keeps it; wheelhouse ships it), with TORCH_CUDA_ARCH_LIST from --gpu and MAX_JOBS from memory"),
     Setting(name="abi_mismatch", kind="str", default="error", flag="--abi-mismatch", key="abi-mismatch", group=RESOLVE_GROUP, parse=_abi_mismatch,
             metavar="{error,warn}", help="a torch-ABI wheel built for another torch: error (default: no plan) or warn (plan it, flagged)"),
     Setting(name="gpus", kind="list", default=(), flag="--gpu", key="gpus", group=RESOLVE_GROUP, parse=_gpus, metavar="SM",

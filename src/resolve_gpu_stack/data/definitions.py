@@ -25,6 +25,7 @@ from .rules import (
     CHANNEL_TABLES,
     DIALECTS,
     INDEX_NAMES,
+    PACKAGE_INDEX_PREFIX,
     TEMPLATE_VARIABLES,
     AbiRules,
     ArchRow,
@@ -33,9 +34,11 @@ from .rules import (
     IndexDefinition,
     NoBuildsFrom,
     PageLocation,
+    PerTorchRule,
     Route,
     RouteContext,
     expand_page,
+    package_index_name,
 )
 from .toml import TomlReader, load_toml
 
@@ -66,6 +69,8 @@ class Definitions:
     flashinfer: FlashInferRules
     abi: AbiRules  # components.toml [abi]
     pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
+    family_built_for: Mapping[NormalizedName, str] = field(default_factory=dict)  # [pytorch] built-for: member -> "date" (else "pin")
+    per_torch: PerTorchRule | None = None  # components.toml [per-torch]: builds that name their torch in the local label
     layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
     # name -> the coupling rules whose patterns name it, worked out once per name (every file on a
@@ -80,6 +85,9 @@ class Definitions:
             if r.flashinfer_channel in (None, ctx.flashinfer_channel)
         ]
         explicit = [r for r in applicable if not r.is_wildcard and r.names(name)]
+        own = [r for r in explicit if r.index.startswith(PACKAGE_INDEX_PREFIX)]
+        if own:  # an index the user configured for this package owns it alone
+            return own
         if explicit:
             return explicit
         # A name that some route claims on another channel is not handed to the wildcard.
@@ -184,6 +192,31 @@ class Definitions:
             indexes[name] = replace(indexes[name], url=normalize_base_url(url), layout=layout)
         return replace(self, indexes=indexes)
 
+    def with_package_indexes(self, urls: Mapping[str, str]) -> Definitions:
+        """A copy where each package of ``urls`` (``--package-index NAME=URL``) is owned by an index of
+        its own, ``package:NAME`` at that URL: a simple index (PEP 503 / 691) with one ``NAME/`` page
+        below the URL, whose files may live on any host (release assets). Routing stays: NAME is
+        read from that index only. torch and FlashInfer's components keep their own indexes
+        (``--index NAME=URL`` moves those)."""
+        if not urls:
+            return self
+        indexes = dict(self.indexes)
+        routes = list(self.routes)
+        for raw, url in sorted(urls.items()):
+            name = canonicalize_name(raw)
+            if name in ("torch", "torchtriton") or self.flashinfer.members(name):
+                raise IndexDefinitionError(f"--package-index {raw}: {name} keeps its own index", hint="move a whole index with --index pytorch=URL or --index flashinfer=URL")
+            index = package_index_name(name)
+            layout, url = self.split_layout(url)
+            indexes[index] = IndexDefinition(name=index, url=normalize_base_url(url), dialect="json-or-html", hosts=("*",), channels={}, layout=layout)
+            routes.insert(0, Route(patterns=(name,), index=index, page="{name}/"))
+        return replace(self, indexes=indexes, routes=tuple(routes))
+
+    def with_recorded_package_indexes(self, recorded: Mapping[str, str]) -> Definitions:
+        """A copy with the package indexes a plan or lock records in its ``indexes`` table
+        (``package:NAME`` -> URL), so that ``check`` judges its rows by the routing they were made with."""
+        return self.with_package_indexes({k[len(PACKAGE_INDEX_PREFIX):]: v for k, v in recorded.items() if k.startswith(PACKAGE_INDEX_PREFIX) and v})
+
     def split_layout(self, url: str) -> tuple[str | None, str]:
         """``flat:https://host/simple/`` -> ("flat", "https://host/simple/"); a plain URL -> (None, url)."""
         prefix, sep, rest = url.partition(":")
@@ -226,6 +259,8 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         flashinfer=_flashinfer(comp, doc),
         abi=_abi(comp, doc),
         pytorch_family=_pytorch_family(comp, doc),
+        family_built_for=_family_built_for(comp, doc),
+        per_torch=_per_torch(comp, doc),
         layouts=layouts,
         source=directory,
     )
@@ -403,6 +438,44 @@ def _no_builds(r: TomlReader, row: Mapping[str, Any], where: str) -> NoBuildsFro
         why=r.get(row, "why", str, where, required=True),
         versions=_spec(r, row, where),
     )
+
+
+def _per_torch(r: TomlReader, doc: Mapping[str, Any]) -> PerTorchRule | None:
+    """``[per-torch]``: ``local`` (a regular expression with the groups cuda and torch, optionally
+    cxx11abi) and ``cxx11-abi-since`` (a torch version)."""
+    table = r.get(doc, "per-torch", dict, "top level")
+    if table is None:
+        return None
+    r.unknown_keys(table, ("local", "cxx11-abi-since"), "per-torch")
+    text = r.get(table, "local", str, "per-torch", required=True)
+    try:
+        pattern = re.compile(text)
+    except re.error as exc:
+        raise r.fail("per-torch", f"'local' {text!r} is not a regular expression: {exc}") from None
+    if not {"cuda", "torch"} <= set(pattern.groupindex):
+        raise r.fail("per-torch", "'local' must have the named groups cuda and torch")
+    since = r.version(r.get(table, "cxx11-abi-since", str, "per-torch", required=True), "per-torch 'cxx11-abi-since'")
+    return PerTorchRule(local=pattern, cxx11_abi_since=since)
+
+
+FAMILY_BUILT_FOR = ("pin", "date")  # components.toml [pytorch] built-for: how a member's nightly names its torch
+
+
+def _family_built_for(r: TomlReader, doc: Mapping[str, Any]) -> dict[NormalizedName, str]:
+    """``[pytorch] built-for``: member -> ``date`` / ``pin``, for members of the family only."""
+    table = r.get(doc, "pytorch", dict, "top level", required=True)
+    r.unknown_keys(table, ("family", "built-for"), "pytorch")
+    raw = r.get(table, "built-for", dict, "pytorch") or {}
+    family = _pytorch_family(r, doc)
+    out: dict[NormalizedName, str] = {}
+    for member in raw:
+        rule = r.get(raw, member, str, "pytorch built-for", required=True)
+        if rule not in FAMILY_BUILT_FOR:
+            raise r.fail("pytorch built-for", f"{member}: {rule!r} is not one of {', '.join(FAMILY_BUILT_FOR)}")
+        if canonicalize_name(member) not in family:
+            raise r.fail("pytorch built-for", f"{member} is not in the family")
+        out[canonicalize_name(member)] = rule
+    return out
 
 
 def _arch_row(r: TomlReader, row: Mapping[str, Any], where: str) -> ArchRow:

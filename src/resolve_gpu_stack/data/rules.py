@@ -21,6 +21,13 @@ from ..model.channel import FLASHINFER_CHANNEL_NAMES, TORCH_CHANNEL_NAMES
 from ..urls import strip_userinfo
 
 INDEX_NAMES = ("pytorch", "flashinfer", "pypi")
+# A logical index the user adds for one package (``--package-index NAME=URL``, config
+# ``package-indexes``) is named ``package:NAME``; it alone owns NAME (see ``Definitions.routes_for``).
+PACKAGE_INDEX_PREFIX = "package:"
+
+
+def package_index_name(package: str) -> str:
+    return PACKAGE_INDEX_PREFIX + package
 DIALECTS = ("html", "json-or-html")
 # The variables a page template may use (indexes/routing.toml documents them).
 TEMPLATE_VARIABLES = ("name", "torch_channel", "cuda", "fi_channel", "fi_cuda", "torch_series")
@@ -102,6 +109,16 @@ class CouplingRule:
     why: str
     versions: SpecifierSet | None = None
     local: re.Pattern[str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerTorchRule:
+    """components.toml ``[per-torch]``: how a build says its torch in its local version label
+    (``+cu12torch2.9cxx11abiTRUE``, ``+cu130torch2.12``), and since which torch the torch wheels
+    use the C++11 ABI."""
+
+    local: re.Pattern[str]  # named groups: cuda, torch, cxx11abi (optional)
+    cxx11_abi_since: Version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -265,7 +265,7 @@ def download_summary(plan: LockPlan, wheel_cache: WheelCache) -> DownloadSummary
     A wheel counts as cached when the cache holds a file under its sha256 (from the index, or
     recorded when a hashless wheel was downloaded before); it is re-verified only when installed.
     """
-    todo = [p for p in plan.packages if p.action is not Action.KEEP]
+    todo = [_sdist_row(p) for p in plan.packages if p.action is not Action.KEEP]
     cached, size, unknown = 0, 0, []
     for pkg in todo:
         digest = pkg.sha256 or ((wheel_cache.known_digest(pkg.url) or ("", 0))[0] if pkg.url else "")
@@ -277,6 +277,13 @@ def download_summary(plan: LockPlan, wheel_cache: WheelCache) -> DownloadSummary
         else:
             size += pkg.size
     return DownloadSummary(files=len(todo), cached=cached, bytes=size, unknown_size=tuple(sorted(unknown)))
+
+
+def _sdist_row(pkg: LockedPackage) -> LockedPackage:
+    """A build row not built yet (--build) as the file it downloads first: its sdist."""
+    if pkg.action is not Action.BUILD or pkg.url or pkg.sdist is None:
+        return pkg
+    return replace(pkg, url=pkg.sdist.url, filename=pkg.sdist.filename, sha256=pkg.sdist.sha256, size=pkg.sdist.size)
 
 
 def preview_plan(plan: LockPlan, *, python: str, wheel_cache: WheelCache) -> InstallReport:
@@ -436,7 +443,7 @@ def _rows(plan: LockPlan, before: Mapping[NormalizedName, Version], after: Mappi
             before=before.get(p.name),
             after=None if after is None else after.get(p.name),
             reason=p.reason,
-            size=p.size,
+            size=_sdist_row(p).size,
         )
         for p in sorted(plan.packages, key=lambda p: p.name)
     )

@@ -105,6 +105,7 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
     if not locked.generated:
         what = "no [tool.resolve-gpu-stack] table" if locked.format == "pylock" else "no '# inputs-digest:' header"
         return Checked(path=path, locked=locked, findings=(_error(path, f"{what}: not written by resolve-gpu-stack, so there is nothing to check it against", hint=regenerate_hint(expected)),))
+    defs = defs.with_recorded_package_indexes(locked.indexes)  # the routing the lock was made with (--package-index)
     if locked.format == "pylock":
         findings, plan = _pylock_findings(path, locked, defs)
     else:
@@ -286,6 +287,9 @@ def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple
         return findings, None
     entries = {e.name: e for e in locked.entries}
     for pkg in plan.packages:
+        if pkg.action is Action.BUILD:  # built here: its provenance is checked, not an index URL
+            findings += build_findings(path, pkg, plan, locked, defs)
+            continue
         findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
     findings += kept_unlisted_findings(path, plan, entries)
     return findings, plan
@@ -324,6 +328,51 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
         if problem:
             out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name, hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}",
                               rule=LOCATION))
+    return out
+
+
+def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: LockedFile, defs: Definitions) -> list[Finding]:
+    """A wheel built from its sdist (``--build``): instead of looking it up on an index, its
+    provenance must hold: the sdist from the index that owns the package (https, its sha256), built
+    against the lock's own torch, for the lock's Python, platform and CUDA; the wheel of that
+    package and version, with a tag that fits the target."""
+    from ..errors import UsageError
+    from ..model.declared import declared_target
+
+    def error(message: str) -> Finding:
+        return _error(path, message, package=pkg.name, hint="lock it again with --build " + pkg.name)
+
+    sdist, built = pkg.sdist, pkg.provenance
+    if sdist is None or built is None:
+        return [error("a build row without its sdist and provenance ([tool.resolve-gpu-stack] packages: sdist, built)")]
+    out: list[Finding] = []
+    base, index = locked.indexes.get(pkg.index), defs.indexes.get(pkg.index)
+    problem = wheel_url_problem(sdist.url, base, index.hosts) if base and index is not None else f"comes from the {pkg.index} index, which the lock does not record"
+    if problem:
+        out.append(error(f"its sdist URL {problem}: {strip_credentials(sdist.url)}"))
+    if not (sdist.sha256 and re.fullmatch(r"[0-9a-f]{64}", sdist.sha256.lower())):
+        out.append(error(f"its sdist {sdist.filename} has no sha256: the build's input cannot be verified"))
+    torch = plan.torch
+    if torch is None or built.torch != str(torch.version):
+        out.append(error(f"built against torch {built.torch}, but the lock's torch is {torch.version if torch else 'none'}"))
+    for what, recorded, want in (("Python", built.python, plan.target.python), ("platform", built.platform, plan.target.platform), ("CUDA", built.cuda, plan.target.cuda)):
+        if recorded != want:
+            out.append(error(f"built for {what} {recorded or 'none'}, the lock's target has {want or 'none'}"))
+    if not built.command:
+        out.append(error("its provenance records no build command"))
+    if pkg.filename:
+        try:
+            name, version, _, tags = parse_wheel_filename(pkg.filename)
+        except InvalidWheelFilename:
+            return [*out, error(f"{pkg.filename!r} is not a wheel file name")]
+        if name != pkg.name or version != pkg.version:
+            out.append(error(f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}"))
+        try:
+            fits = bool(set(tags) & set(declared_target(plan.target.python, plan.target.platform).tags))
+        except (ValueError, UsageError):
+            fits = True  # a target this tool cannot declare: its tags are not judged here
+        if not fits:
+            out.append(error(f"its wheel {pkg.filename} fits no tag of Python {plan.target.python} on {plan.target.platform}"))
     return out
 
 
@@ -543,8 +592,9 @@ class ListedFiles:
         self._wanted: dict[str, set[str]] = {}
         for plan in plans:
             for pkg in plan.packages:
-                if pkg.filename:
-                    self._wanted.setdefault(pkg.name, set()).add(pkg.filename)
+                for filename in (pkg.filename, pkg.sdist.filename if pkg.sdist else None):
+                    if filename:
+                        self._wanted.setdefault(pkg.name, set()).add(filename)
         self._raw: dict[str, IndexPage | None] = {}
         self._parsed: dict[tuple[str, frozenset[str]], tuple[IndexFile, ...]] = {}
 
@@ -578,6 +628,8 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:
+        if pkg.action is Action.BUILD and pkg.sdist is not None:  # a built wheel: its sdist is what the index offers
+            pkg = replace(pkg, filename=pkg.sdist.filename, sha256=pkg.sdist.sha256, size=pkg.sdist.size)
         if (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename:
             continue  # a kept package the lock does not list: nothing to verify
         try:

@@ -141,7 +141,9 @@ def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
             f"{pkg.name} {pkg.version}: no sha256 for {pkg.filename or strip_credentials(pkg.url)}",
             hint="PEP 751 requires a hash for every wheel: download the wheel to compute it, then write the lock",
         )
-    wheel: dict[str, Any] = {"name": pkg.filename or pkg.url.rsplit("/", 1)[-1].split("#")[0], "url": pkg.url}
+    # a wheel built here (--build) is a file in the wheel cache: a path (``wheelhouse`` exports it)
+    where = "url" if "://" in pkg.url else "path"
+    wheel: dict[str, Any] = {"name": pkg.filename or pkg.url.rsplit("/", 1)[-1].split("#")[0], where: pkg.url}
     if pkg.size is not None:
         wheel["size"] = pkg.size
     if pkg.upload_time:
@@ -153,7 +155,9 @@ def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
 def _entry(pkg: LockedPackage, plan: LockPlan) -> dict[str, Any]:
     """The PEP 751 ``[[packages]]`` entry of a package uv installs."""
     entry: dict[str, Any] = {"name": pkg.name, "version": str(pkg.version)}
-    if pkg.simple_index:  # the simple-API base the file was found under (PEP 751), e.g. .../whl/nightly/cu130/
+    if pkg.action is Action.BUILD:
+        pass  # no index: a tool falling back to it would fetch the index's wheel, built for another torch
+    elif pkg.simple_index:  # the simple-API base the file was found under (PEP 751), e.g. .../whl/nightly/cu130/
         entry["index"] = pkg.simple_index
     elif pkg.index in plan.indexes:
         entry["index"] = plan.indexes[pkg.index]

@@ -12,7 +12,7 @@
 from .abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .cuda import CudaLabel
 from .index import IndexFile, IndexPage, PageResponse, ParsedPage, WheelMetadata
-from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
+from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, TargetSummary
 from .target import Target
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "MemberAbi",
     "WheelAbi",
     "Action",
+    "BuildProvenance",
     "Coupling",
     "CudaLabel",
     "IndexFile",
@@ -30,6 +31,7 @@ __all__ = [
     "Override",
     "PageResponse",
     "ParsedPage",
+    "SourceDist",
     "Target",
     "TargetSummary",
     "WheelMetadata",

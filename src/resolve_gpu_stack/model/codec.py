@@ -22,7 +22,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .abi import AbiVerdict
-from .plan import Action, Coupling, LockedPackage, LockPlan, Override, TargetSummary
+from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, TargetSummary
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -64,7 +64,20 @@ def package_to_dict(pkg: LockedPackage) -> dict[str, Any]:
         "abi-mismatch": True if pkg.abi_mismatch else None,  # written only when planned despite a mismatch
         "simple-index": pkg.simple_index,
         **(pkg.abi.to_dict() if pkg.abi is not None else dict.fromkeys(ABI_KEYS)),
+        "sdist": None if pkg.sdist is None else sdist_to_dict(pkg.sdist),
+        "built": None if pkg.provenance is None else provenance_to_dict(pkg.provenance),
     }
+
+
+def sdist_to_dict(sdist: SourceDist) -> dict[str, Any]:
+    """A build row's sdist (None values dropped: TOML has no null)."""
+    return without_none({"url": sdist.url, "filename": sdist.filename, "sha256": sdist.sha256, "size": sdist.size})
+
+
+def provenance_to_dict(built: BuildProvenance) -> dict[str, Any]:
+    """Where a built wheel came from (None values dropped)."""
+    return without_none({"torch": built.torch, "torch-sha256": built.torch_sha256, "cuda": built.cuda, "nvcc": built.nvcc,
+                         "arch-list": built.arch_list, "python": built.python, "platform": built.platform, "command": built.command})
 
 
 def override_to_dict(override: Override) -> dict[str, Any]:
@@ -186,6 +199,8 @@ def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
         abi_mismatch=bool(f.get("abi-mismatch", bool)),
         simple_index=f.get("simple-index", str),
         abi=_abi(f),
+        sdist=_sdist(f.get("sdist", dict), f"{f.where}.sdist"),
+        provenance=provenance_from_dict(f.get("built", dict), f"{f.where}.built"),
     )
 
 
@@ -199,6 +214,22 @@ def _abi(f: _Fields) -> AbiVerdict | None:
         return AbiVerdict.from_dict(f.raw)
     except ValueError as exc:
         raise f.fail(f"bad ABI verdict: {exc}") from None
+
+
+def _sdist(raw: Mapping[str, Any] | None, where: str) -> SourceDist | None:
+    if raw is None:
+        return None
+    f = _Fields(raw, where)
+    return SourceDist(url=f.get("url", str, required=True), filename=f.get("filename", str, required=True), sha256=f.get("sha256", str), size=f.get("size", int))
+
+
+def provenance_from_dict(raw: Mapping[str, Any] | None, where: str) -> BuildProvenance | None:
+    if raw is None:
+        return None
+    f = _Fields(raw, where)
+    return BuildProvenance(torch=f.get("torch", str, required=True), torch_sha256=f.get("torch-sha256", str), cuda=f.get("cuda", str), nvcc=f.get("nvcc", str),
+                           arch_list=f.get("arch-list", str) or "", python=f.get("python", str) or "", platform=f.get("platform", str) or "",
+                           command=f.get("command", str) or "")
 
 
 def override_from_dict(raw: Mapping[str, Any], where: str) -> Override:
@@ -244,6 +275,9 @@ __all__ = [
     "package_to_dict",
     "plan_from_dict",
     "plan_to_dict",
+    "provenance_from_dict",
+    "provenance_to_dict",
+    "sdist_to_dict",
     "target_from_dict",
     "target_to_dict",
     "without_none",

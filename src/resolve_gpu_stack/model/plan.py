@@ -29,6 +29,32 @@ class Action(str, enum.Enum):
     UPGRADE = "upgrade"  # installed at a lower version
     DOWNGRADE = "downgrade"  # installed at a higher version (torch: only with --allow-downgrade)
     CHANGE = "change"  # same public version, other local label (e.g. +cu128 -> +cu130)
+    BUILD = "build"  # built from its sdist against the kept torch (--build NAME): no wheel of it runs on that torch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SourceDist:
+    """The sdist a ``build`` row is built from, as its index lists it (hash-checked like a wheel)."""
+
+    url: str
+    filename: str
+    sha256: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildProvenance:
+    """Where a built wheel came from: what it was built against, and how (recorded in the lock;
+    ``check`` verifies it instead of looking the wheel up on an index)."""
+
+    torch: str  # the kept torch it was built against: "2.12.0.dev20260307+cu130"
+    torch_sha256: str | None = None  # that torch's wheel, where known
+    cuda: str | None = None  # torch's CUDA label ("cu130"); None for a CPU torch
+    nvcc: str | None = None  # the CUDA toolkit the build found ("13.0"); None: none found
+    arch_list: str = ""  # TORCH_CUDA_ARCH_LIST ("9.0;12.0"); "": torch's default
+    python: str = ""  # "3.12"
+    platform: str = ""  # "x86_64-manylinux_2_28"
+    command: str = ""  # the build command, with the environment that decides the product
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +79,8 @@ class LockedPackage:
     built_for: str | None = None  # the torch it was built for when known: "2.9.1" (a pin), "2.5" (+cu124torch2.5)
     abi_mismatch: bool = False  # refused by the ABI judgement, planned anyway (abi_mismatch="warn")
     abi: AbiVerdict | None = None  # a compiled wheel judged against the plan's torch and CUDA
+    sdist: SourceDist | None = None  # a build row: the sdist it is built from
+    provenance: BuildProvenance | None = None  # a build row once built: url/filename/sha256/size are the built wheel's
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

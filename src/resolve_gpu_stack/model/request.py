@@ -163,15 +163,17 @@ class ResolveRequest:
     gpus: tuple[GpuArch, ...] = ()  # the GPUs the target runs on; () = any GPU
     require_api: tuple[str, ...] = ()  # FlashInfer APIs the user needs (``mm_mxfp8``, ``mm_mxfp8:cutlass``)
     all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
+    build_packages: tuple[str, ...] = ()  # --build NAME: packages built from their sdist when no wheel of them runs on the kept torch
 
     def __post_init__(self) -> None:
         for text in self.with_:
             parse_with(text)
         for text in self.overrides:
             parse_with(text, flag="--override")
-        for name in self.without:
-            if not name.strip() or any(c in name for c in "<>=!~;[ "):
-                raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
+        for flag, names in (("--without", self.without), ("--build", self.build_packages)):
+            for name in names:
+                if not name.strip() or any(c in name for c in "<>=!~;[ "):
+                    raise UsageError(f"{flag} {name!r} is not a package name", hint=f"name the package only, e.g. {flag} sgl-kernel")
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
             raise UsageError(f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)")
 
@@ -182,6 +184,10 @@ class ResolveRequest:
     @property
     def without_names(self) -> frozenset[NormalizedName]:
         return frozenset(canonicalize_name(n.strip()) for n in self.without)
+
+    @property
+    def build_names(self) -> frozenset[NormalizedName]:
+        return frozenset(canonicalize_name(n.strip()) for n in self.build_packages)
 
     @classmethod
     def build(
@@ -242,6 +248,8 @@ class ResolveRequest:
             out["without"] = sorted(self.without_names)
         if self.abi_mismatch != "error":
             out["abi-mismatch"] = self.abi_mismatch
+        if self.build_packages:
+            out["build"] = sorted(self.build_names)
         return out
 
     def _gpu_inputs(self) -> dict[str, object]:

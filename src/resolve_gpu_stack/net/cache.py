@@ -275,7 +275,8 @@ PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a
 CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
 _KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("exports", (EXPORTS,)), ("wheels", (WHEELS, "sha256")),
           ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")), ("wheel checks", (WHEELS, "verified")),
-          ("download locks", (WHEELS, "locks")))
+          ("download locks", (WHEELS, "locks")),
+          ("builds", (WHEELS, "builds")))  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
 _TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS, WHEELS)
 
 

@@ -31,6 +31,9 @@ from .transport import Transport, content_range
 log = logging.getLogger(__name__)
 
 MAX_CENTRAL_DIRECTORY = 64 * 2**20
+# An sdist's PKG-INFO is read from the whole archive (a --build package with no wheel): at most this
+# many bytes are downloaded for it (vLLM's sdist is ~10 MB, FlashAttention's ~8 MB).
+MAX_SDIST_BYTES = 512 * 2**20
 # Answers to a ``.metadata`` sidecar that mean "read the wheel instead": gone, or refused (PyTorch's
 # R2 host answers 403 for some sidecars it lists; the wheel itself may still be served).
 SIDECAR_MISSING = frozenset({403, 404, 410})
@@ -114,7 +117,7 @@ class MetadataReader:
                 return hit
         data = self._fetch_sidecar(url + ".metadata", digest) if file.has_metadata else None
         if data is None:
-            data = self._range_metadata(url, file)
+            data = self._range_metadata(url, file) if file.is_wheel else self._sdist_metadata(url, file)
         if self._cache:
             self._cache.put_metadata(url, data, metadata_sha256=digest, sha256=file.sha256)
         return data
@@ -218,6 +221,44 @@ class MetadataReader:
 
         return transport.retrying(url, attempt)
 
+    # -- sdists (--build) -----------------------------------------------------------------------
+    def _sdist_metadata(self, url: str, file: IndexFile) -> bytes:
+        """An sdist's PKG-INFO: the whole archive streamed to a temporary file (size and sha256
+        checked against the page, at most ``MAX_SDIST_BYTES``), PKG-INFO read from it."""
+        from ..index.sdist import SdistError, read_pkg_info
+
+        transport = self._transport
+        cap = min(file.size, MAX_SDIST_BYTES) if file.size is not None else MAX_SDIST_BYTES
+
+        def attempt() -> bytes:
+            resp, _ = transport.open(url, {"Accept-Encoding": "identity"})
+            try:
+                if resp.status_code in (404, 410):
+                    raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this sdist but the server does not have it")
+                transport.check_status(resp, url, ok=(200,))
+                digest = hashlib.sha256()
+                with tempfile.TemporaryFile(prefix="resolve-gpu-stack-sdist-") as tmp:
+                    n = 0
+                    for chunk in transport.iter_body(resp, url, "sdist"):
+                        n += len(chunk)
+                        if n > cap:
+                            said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {cap}-byte cap for an sdist"
+                            raise IntegrityError(redact_url(url), f"the server sent more than {said}; stopped")
+                        tmp.write(chunk)
+                        digest.update(chunk)
+                    _check_whole(url, file, n, digest.hexdigest())
+                    tmp.seek(0)
+                    try:
+                        return read_pkg_info(tmp, file.filename)
+                    except SdistError as exc:
+                        raise CrawlError(redact_url(url), f"cannot read PKG-INFO from the sdist: {exc}") from None
+            finally:
+                transport.finish(resp)
+
+        data = transport.retrying(url, attempt)
+        self._say(f"read the metadata of {file.filename} from the whole sdist (a --build package with no wheel for the target)")
+        return data
+
     # -- whole file -----------------------------------------------------------------------------
     def _metadata_from_whole(self, resp: httpx.Response, url: str, file: IndexFile) -> bytes:
         """The server ignored Range: stream the wheel to a temporary file and read METADATA there."""
@@ -227,10 +268,7 @@ class MetadataReader:
         digest = hashlib.sha256()
         with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:
             n = self._transport.stream_to(resp, url, tmp, digest)
-            if file.size is not None and n != file.size:
-                raise IntegrityError(redact_url(url), f"downloaded {n} bytes, the index page says {file.size}")
-            if file.sha256 and digest.hexdigest() != file.sha256.lower():
-                raise IntegrityError(redact_url(url), f"sha256 {digest.hexdigest()} does not match {file.sha256} from the index page")
+            _check_whole(url, file, n, digest.hexdigest())
             tmp.seek(0)
             try:
                 data = zipmeta.read_metadata_from_zip(tmp, max_size=self._max_bytes)
@@ -243,6 +281,15 @@ class MetadataReader:
         log.warning("%s", message)
         self._say(message)
         return data
+
+
+def _check_whole(url: str, file: IndexFile, size: int, sha256: str) -> None:
+    """A whole file downloaded (a wheel whose server ignored Range, an sdist) is the one its index
+    page lists: its size and sha256, when the page gives them."""
+    if file.size is not None and size != file.size:
+        raise IntegrityError(redact_url(url), f"downloaded {size} bytes, the index page says {file.size}")
+    if file.sha256 and sha256 != file.sha256.lower():
+        raise IntegrityError(redact_url(url), f"sha256 {sha256} does not match {file.sha256} from the index page")
 
 
 __all__ = ["MAX_CENTRAL_DIRECTORY", "SIDECAR_MISSING", "MetadataReader", "TailMemo"]

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from packaging.utils import NormalizedName
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ..data.definitions import Definitions, RouteContext
@@ -21,7 +21,7 @@ from ..index.finder import Finder, Offer, PageVisit
 from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH
-from .policy import Rejection, cuda_mismatch, fits_target, tag_rank, torch_abi_mismatch
+from .policy import Rejection, cuda_mismatch, family_date_mismatch, fits_target, per_torch_mismatch, python_rejection, tag_rank, torch_abi_mismatch
 from .requirement import Cand, Req
 
 
@@ -61,7 +61,9 @@ class Judge:
         coupling, reason = self.defs.coupling(name, file.version)
         fi = self.defs.flashinfer
         labelled = name == fi.jit_cache or fi.is_provider(name)  # FlashInfer's CUDA builds carry +cuNNN
-        return torch_abi_mismatch(coupling, reason, file.version, self.torch) or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled)
+        return (torch_abi_mismatch(coupling, reason, file.version, self.torch) or family_date_mismatch(self.defs.family_built_for.get(canonicalize_name(name)), file.version, self.torch)
+                or per_torch_mismatch(self.defs.per_torch, file.version, self.torch, self.cuda)
+                or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled))
 
 
 class CandidateFactory:
@@ -72,12 +74,15 @@ class CandidateFactory:
 
     NEWEST_FIRST = frozenset({TORCH})  # "keep installed" does not apply: the torch selection decided
 
-    def __init__(self, finder: Finder, judge: Judge, ctx: RouteContext, *, torch_allowed: tuple[Version, ...] | None = None, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None) -> None:
+    def __init__(self, finder: Finder, judge: Judge, ctx: RouteContext, *, torch_allowed: tuple[Version, ...] | None = None, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None,
+                 build: frozenset[NormalizedName] = frozenset()) -> None:
         self.finder = finder
         self.judge = judge
         self.ctx = ctx
         self.torch_allowed = torch_allowed
         self.installed_requires = installed_requires or {}
+        self.build = build  # --build NAME: a version with no wheel for the target is a candidate through its sdist
+        self._sdists: dict[NormalizedName, dict[Version, IndexFile]] = {}  # build names: the sdist of each version
         self.rejections: dict[NormalizedName, list[tuple[IndexFile, Rejection]]] = {}
         self.visits: dict[NormalizedName, list[PageVisit]] = {}
         self._offers: dict[NormalizedName, list[Offer]] = {}
@@ -92,9 +97,9 @@ class CandidateFactory:
         has more installed: a kept torch's exact pins joined it), the offers, the page visits and
         the verdicts are shared, and only the candidate lists (installed first) are rebuilt;
         otherwise a fresh factory."""
-        new = CandidateFactory(self.finder, judge, self.ctx, torch_allowed=self.torch_allowed, installed_requires=installed_requires)
+        new = CandidateFactory(self.finder, judge, self.ctx, torch_allowed=self.torch_allowed, installed_requires=installed_requires, build=self.build)
         if self.judge.judges_like(judge):
-            new._offers, new.visits, new.rejections, new._judged = self._offers, self.visits, self.rejections, self._judged
+            new._offers, new.visits, new.rejections, new._judged, new._sdists = self._offers, self.visits, self.rejections, self._judged, self._sdists
         return new
 
     @property
@@ -179,15 +184,29 @@ class CandidateFactory:
             cands.sort(key=lambda c: c.version, reverse=True)
         return cands
 
+    def sdist(self, name: NormalizedName, version: Version) -> IndexFile | None:
+        """The sdist of ``name`` ``version`` on its index, for a ``--build`` name (None otherwise)."""
+        self._best_files(name)
+        return self._sdists.get(name, {}).get(version)
+
     def _best_files(self, name: NormalizedName) -> dict[Version, IndexFile]:
-        """Per version, the accepted wheel with the best tag; the rejected files are recorded."""
+        """Per version, the accepted wheel with the best tag; the rejected files are recorded. For a
+        ``--build`` name, a version with no wheel for the target is offered through its sdist."""
         judged = self._judged.get(name)
         if judged is not None:
             return judged
         best: dict[Version, tuple[int, IndexFile]] = {}
         rejected: list[tuple[IndexFile, Rejection]] = []
+        sdists: dict[Version, IndexFile] = {}
         for offer in self.offers(name):
             f = offer.file
+            if not f.is_wheel and name in self.build:
+                why = python_rejection(f, self.target)
+                if why is None:
+                    sdists.setdefault(f.version, f)
+                    continue
+                rejected.append((f, why))
+                continue
             why = self.judge(name, f)
             if why is not None:
                 rejected.append((f, why))
@@ -196,7 +215,9 @@ class CandidateFactory:
             if f.version not in best or rank < best[f.version][0]:
                 best[f.version] = (rank, f)
         self.rejections[name] = rejected
-        judged = self._judged[name] = {v: f for v, (_, f) in best.items()}
+        if sdists:
+            self._sdists[name] = sdists
+        judged = self._judged[name] = {v: f for v, (_, f) in best.items()} | {v: f for v, f in sdists.items() if v not in best}
         return judged
 
     def _installed_first(self, name: NormalizedName, installed: Version, cands: list[Cand]) -> list[Cand]:

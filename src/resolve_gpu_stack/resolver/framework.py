@@ -9,17 +9,18 @@ torch floors, newer releases of a requested package passed over.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..data.definitions import Definitions
 from ..errors import NoPlanError
-from ..model import Override
+from ..model import IndexFile, Override
 from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
+from .builds import WayFacts
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
@@ -37,6 +38,8 @@ class FrameworkFacts:
     found: Mapping[Pkg, Found]
     overrides: tuple[Override, ...] = ()
     notes: tuple[str, ...] = ()
+    builds: Mapping[Pkg, IndexFile] = field(default_factory=dict)  # --build: the packages built from their sdist (builds.plan_builds)
+    ways: Mapping[NormalizedName, WayFacts] = field(default_factory=dict)  # per mismatched package: the ways to a build for the kept torch (builds.ways_for)
 
 
 def packages(mapping: Mapping[Key, Cand]) -> list[Cand]:
@@ -95,8 +98,10 @@ def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence
     )
 
 
-def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest) -> tuple[tuple[Override, ...], tuple[str, ...]]:
-    """The plan's overrides, and the --without notes, from what was replaced in the plan's packages."""
+def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest,
+                       built_for: Mapping[NormalizedName, str] | None = None) -> tuple[tuple[Override, ...], tuple[str, ...]]:
+    """The plan's overrides, and the --without notes, from what was replaced in the plan's packages
+    (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch)."""
     chosen = {c.name: c for c in cands}
     torch = chosen.get(TORCH)
     torch_text = f"torch=={torch.version}" if torch is not None else "torch (none)"
@@ -113,7 +118,8 @@ def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: Reso
             elif r.kind == FAMILY:
                 got = chosen.get(r.name)
                 by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
-                out.append(Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index (its own pin names that torch)"))
+                how = "a nightly of that torch's day: it names no torch itself" if (built_for or {}).get(r.name) == "date" else "its own pin names that torch"
+                out.append(Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})"))
             elif r.kind == USER:
                 out.append(Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason="--override"))
             elif r.kind == FLASHINFER:

@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from ..data.definitions import Definitions
 from ..index.finder import Offer
-from ..model import Action, IndexFile, LockedPackage, LockPlan, TargetSummary
+from ..model import Action, IndexFile, LockedPackage, LockPlan, SourceDist, TargetSummary
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
 from .coupling import Found
@@ -88,6 +88,11 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
         found = Found(coupling=coupling, evidence=why)
     coupling, why = found.coupling, found.evidence
     f = cand.file
+    sdist = ctx.facts.builds.get((cand.name, cand.version)) if ctx.facts is not None else None
+    if sdist is not None:  # --build: no wheel yet; the build (env/build.py) fills the file fields in
+        return replace(_row(key, replace(cand, file=None), parents, dependencies, replace(ctx, facts=None)), action=Action.BUILD, index=sdist.index,
+                       coupling=coupling, reason=reason(cand, parents, why, ctx), built_for=found.built_for, simple_index=None,
+                       sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size))
     return LockedPackage(
         name=cand.name,
         version=cand.version,

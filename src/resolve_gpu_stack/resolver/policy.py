@@ -19,6 +19,7 @@ from packaging.utils import NormalizedName
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions
+from ..data.rules import PerTorchRule
 from ..model import Action, Coupling, IndexFile, LockedPackage, LockPlan, Target
 from ..model.cuda import CudaLabel
 
@@ -94,6 +95,11 @@ def fits_target(file: IndexFile, target: Target) -> Rejection | None:
         return Rejection(RejectReason.NOT_A_WHEEL, file.filename)
     if tag_rank(file, target) is None:
         return _tags_rejection(file.tags)
+    return python_rejection(file, target)
+
+
+def python_rejection(file: IndexFile, target: Target) -> Rejection | None:
+    """The file's Requires-Python excludes the target's Python (a wheel's, or an sdist's to build)."""
     if file.requires_python and _python_excluded(file.requires_python, target.python_full_version):
         return Rejection(RejectReason.REQUIRES_PYTHON, file.requires_python)
     return None
@@ -135,6 +141,52 @@ def torch_abi_mismatch(coupling: Coupling, why: str, file_version: Version, torc
         return Rejection(RejectReason.TORCH_ABI, f"built for torch {built_for}, not a torch nightly")
     if torch_series(torch) != built_for:
         return Rejection(RejectReason.TORCH_ABI, f"built for torch {built_for}, torch is {torch}")
+    return None
+
+
+def nightly_date(version: Version) -> int | None:
+    """The ``YYYYMMDD`` of a nightly's ``.devYYYYMMDD`` (None for anything else)."""
+    dev = version.dev
+    return dev if dev is not None and 19000101 <= dev <= 99991231 else None
+
+
+def family_date_mismatch(rule: str | None, file_version: Version, torch: Version | None) -> Rejection | None:
+    """A torch-family nightly that names no torch (components.toml ``[pytorch] built-for`` ``date``:
+    torchao, torchcodec) fits only the torch nightly of its own day."""
+    day = nightly_date(file_version)
+    if rule != "date" or day is None or torch is None:
+        return None
+    torch_day = nightly_date(torch)
+    if torch_day is None:
+        return Rejection(RejectReason.TORCH_ABI, f"a nightly built on {day} against that day's torch; torch is the release {torch}")
+    if torch_day != day:
+        return Rejection(RejectReason.TORCH_ABI, f"a nightly built on {day} against that day's torch; torch is the nightly of {torch_day}")
+    return None
+
+
+def per_torch_mismatch(rule: PerTorchRule | None, file_version: Version, torch: Version | None, cuda: CudaLabel | None) -> Rejection | None:
+    """A build whose local label names its torch (components.toml ``[per-torch]``:
+    ``+cu12torch2.9cxx11abiTRUE``) fits a released torch of that series, a CUDA it runs under,
+    and torch's C++11 ABI setting; None when the label names no torch, or it fits."""
+    m = rule.local.match(file_version.local or "") if rule is not None and file_version.local else None
+    if m is None or rule is None:
+        return None
+    series, built = m.group("torch"), f"+{file_version.local}"
+    if torch is None:
+        return Rejection(RejectReason.TORCH_ABI, f"{built} is built for torch {series}; no torch in the plan")
+    if torch.is_devrelease or torch.is_prerelease:
+        return Rejection(RejectReason.TORCH_ABI, f"{built} is built for the torch {series} release, torch is the pre-release {torch}")
+    if torch_series(torch) != series:
+        return Rejection(RejectReason.TORCH_ABI, f"{built} is built for torch {series}, torch is {torch}")
+    digits = m.group("cuda")
+    if cuda is not None:
+        label = CudaLabel.parse(f"cu{digits}") if len(digits) > 2 else None
+        fits = label.serves(cuda) if label is not None else int(digits) == cuda.major
+        if not fits:
+            return Rejection(RejectReason.CUDA, f"{built} is built for CUDA {digits if label is None else f'{label.major}.{label.minor}'}, torch for {cuda}")
+    abi = m.groupdict().get("cxx11abi")
+    if abi is not None and (abi == "true") != (torch >= rule.cxx11_abi_since):
+        return Rejection(RejectReason.TORCH_ABI, f"{built} uses {'the C++11' if abi == 'true' else 'the old'} C++ ABI, torch {torch} the other")
     return None
 
 
@@ -277,11 +329,15 @@ def _misalignment_message(v: Version, py_v: Version, torch_cuda: CudaLabel | Non
 
 
 def _torch_abi(pkg: LockedPackage, torch: LockedPackage | None, defs: Definitions) -> list[Violation]:
-    coupling, why = defs.coupling(pkg.name, pkg.version)
-    if coupling is not Coupling.TORCH_ABI or torch is None:
+    if torch is None or pkg.name == torch.name:
         return []
-    rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version)
-    return [Violation(pkg.name, f"{pkg.version} is {rej.detail}")] if rej is not None else []
+    coupling, why = defs.coupling(pkg.name, pkg.version)
+    if coupling is Coupling.TORCH_ABI:
+        rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version) or family_date_mismatch(defs.family_built_for.get(pkg.name), pkg.version, torch.version)
+        if rej is not None:
+            return [Violation(pkg.name, f"{pkg.version} is {rej.detail}")]
+    per_torch = per_torch_mismatch(defs.per_torch, pkg.version, torch.version, CudaLabel.of_torch(torch.version))
+    return [Violation(pkg.name, per_torch.detail)] if per_torch is not None else []
 
 
 def _download(pkg: LockedPackage, *, require_hashes: bool) -> list[Violation]:

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 from resolvelib import BaseReporter, Resolver
 from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep
@@ -26,8 +26,8 @@ from ..model import Coupling, LockPlan
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest, parse_with
 from ..rules.abi import AbiTorch, ExportsSource
-from . import framework
-from .coupling import ScanAhead, WheelClassifier, abi_policy
+from . import builds, framework
+from .coupling import Found, ScanAhead, WheelClassifier, abi_policy
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
@@ -130,9 +130,20 @@ def _framework_facts(
     cands = framework.packages(mapping)
     torch = next((c for c in cands if c.name == TORCH), None)
     found = framework.couplings(cands, deps, defs, abi_torch, classifier, abi_policy(defs))
-    words, without_notes = framework.overrides_in_words(overrides, cands, request)
-    notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy))
-    return framework.FrameworkFacts(found=found, overrides=words, notes=notes)
+    built = builds.plan_builds(cands, found, request.build_names, factory.sdist, torch.version if torch else None)
+    words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
+    notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
+             *built.notes)
+    return framework.FrameworkFacts(found=built.found, overrides=words, notes=notes, builds=built.sdists, ways=_ways(built.found, request, defs, factory))
+
+
+def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: Definitions, factory: CandidateFactory) -> dict[NormalizedName, builds.WayFacts]:
+    """For each package built for another torch: what the indexes offer towards a build for the
+    kept torch (``builds.ways_for`` words it for the refusal)."""
+    requested = {canonicalize_name(parse_with(text).name) for text in request.with_}
+    return {name: builds.way_facts(name, family=defs.pytorch_family, family_candidates=factory.candidates,
+                                   files=lambda n: [o.file for o in factory.offers(n)], requested=requested)
+            for (name, _), f in found.items() if f.mismatch is not None}
 
 
 def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource) -> AbiTorch | None:
@@ -179,7 +190,7 @@ def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: Tor
     goes level by level on one thread: threads only cost here."""
     judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda)
     if previous is None:
-        factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires)
+        factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires, build=request.build_names)
     else:
         factory = previous.rebased(judge, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None

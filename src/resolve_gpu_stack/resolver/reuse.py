@@ -40,7 +40,7 @@ from ..model.codec import plan_from_dict, plan_to_dict
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 3  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch
+SCHEMA = 4  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch; 4: with sdist / built (--build)
 
 
 def result_key(request: object, defs: Definitions) -> str:

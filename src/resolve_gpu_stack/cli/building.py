@@ -1,0 +1,103 @@
+"""``--build NAME`` from the command line: the build machine (GPUs, jobs, CUDA toolkit), the build
+environment's requirements resolved by our resolver, and the progress line, for ``install`` and
+``lock`` (the build itself: ``env/build.py``). Imported only when a plan has a build row."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from . import common
+
+if TYPE_CHECKING:
+    from ..env.build import BuildMachine, BuildRequirements
+    from ..env.probe import Environment
+    from ..model import LockPlan
+
+
+def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs, *, environment: Environment | None = None) -> LockPlan:
+    """``plan`` with its build rows built (or found in the wheel cache). ``environment``: the probed
+    target of ``install`` (its own torch is used, through a ``.pth``); None for a declared target
+    (``lock``: the kept torch's wheel is installed into the build environment)."""
+    from ..env.build import BuildContext, build_plan, pending
+    from ..model.declared import declared_target
+    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+
+    if not pending(plan):
+        return plan
+    machine = build_machine(args, env, plan)
+    tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as downloads:
+        ctx = BuildContext(
+            cache=wheel_cache_from_args(args, env), machine=machine, requirements=build_requirements(args, env, defs, plan, environment),
+            target_tags=tags, abi=defs.abi, site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
+            python=environment.executable if environment is not None else None, fetcher=fetcher, offline=args.snapshot is not None,
+            downloads=downloads, progress=ProgressLine(args), say=None if getattr(args, "quiet", False) else common.say,
+        )
+        return build_plan(plan, ctx)
+
+
+def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
+    """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
+    nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
+    from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, max_jobs
+    from ..env.install import find_uv
+    from ..model.gpu import GpuArch
+    from .cmd_install import uv_from_args
+
+    uv = uv_from_args(args, env) if getattr(args, "uv", None) else find_uv(env)
+    gpus = plan.inputs.get("gpus") or []
+    caps = [GpuArch.parse(str(g)).capability for g in gpus] if isinstance(gpus, (list, tuple)) else []
+    jobs = env.get("MAX_JOBS", "")
+    return BuildMachine(uv=uv, arch_list=arch_list(caps), max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else max_jobs(os.cpu_count() or 1, available_memory()),
+                        toolkit=find_cuda_toolkit(env), env=env)
+
+
+def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, plan: LockPlan, environment: Environment | None) -> BuildRequirements:
+    """The build environment's plan: the sdist's build requirements (torch taken out) resolved by
+    our resolver for the target, FlashInfer left out, with the kept torch: kept as installed on a
+    probed target, asked for exactly (``--torch VERSION``, from the PyTorch index: routing never
+    reads a PyPI torch) for a declared one."""
+
+    def resolve_requirements(requirements: Sequence[str]) -> LockPlan:
+        from ..model.cuda import CudaLabel
+        from ..model.declared import declared_target
+        from ..model.request import FlashInferChoice, ResolveRequest, TorchChoice
+        from .assemble import resolve_parts
+
+        torch = plan.torch
+        assert torch is not None
+        if environment is not None:
+            target, requires = environment.target, {n: tuple(d.requires_dist) for n, d in environment.distributions.items()}
+            choice = TorchChoice.parse("installed")
+        else:
+            target, requires = declared_target(plan.target.python, plan.target.platform), {}
+            choice = TorchChoice.parse(str(torch.version))
+        request = ResolveRequest(target=target, installed_requires=requires, torch=choice, cuda=CudaLabel.parse(plan.target.cuda),
+                                 flashinfer=FlashInferChoice.parse("none"), with_=tuple(requirements))
+        with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:
+            return parts.resolve(request)
+
+    return resolve_requirements
+
+
+class ProgressLine:
+    """A build's progress: one line kept in place on a terminal (elapsed time, last line of the
+    build's output), only the closing line otherwise; nothing with ``-q``."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.quiet = getattr(args, "quiet", False)
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, line: str) -> None:
+        if self.quiet:
+            return
+        final = line.endswith(("s", "done")) and (": done after " in line or ": failed after " in line)
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line[: os.get_terminal_size(sys.stderr.fileno()).columns - 1] + ("\n" if final else ""))
+            sys.stderr.flush()
+        elif final:
+            common.say(line)

@@ -1,0 +1,112 @@
+"""What a source distribution says about itself, read from the archive without unpacking it: its
+``PKG-INFO`` (the metadata the resolver needs for a ``--build`` package with no wheel) and its
+``pyproject.toml`` ``[build-system]`` (PEP 517/518: what the build needs besides the kept torch).
+
+No I/O beyond the file object handed in. An sdist is ``<name>-<version>.tar.gz`` (or ``.zip``) with
+one top-level folder; only that folder's own ``PKG-INFO`` / ``pyproject.toml`` count, only regular
+files, and at most ``MAX_MEMBER_BYTES`` each. Anything else is an ``SdistError`` naming the problem.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from typing import IO
+
+from ..errors import ResolveGpuStackError
+
+MAX_MEMBER_BYTES = 5 * 2**20
+# PEP 517: a project without [build-system] is built by setuptools' legacy backend, with at least
+# setuptools>=40.8.0 installed (setuptools >= 70.1 builds wheels without the `wheel` package).
+LEGACY_REQUIRES = ("setuptools>=40.8.0",)
+LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+
+
+class SdistError(ResolveGpuStackError):
+    """An sdist whose PKG-INFO or pyproject.toml cannot be read (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildSystem:
+    """``[build-system]`` of an sdist's pyproject.toml (PEP 518 / 517)."""
+
+    requires: tuple[str, ...]
+    backend: str
+    backend_path: tuple[str, ...] = ()
+
+
+def read_member(fileobj: IO[bytes], filename: str, leaf: str) -> bytes | None:
+    """The bytes of ``<top folder>/<leaf>`` in the sdist ``filename`` (None when it has none)."""
+    try:
+        if filename.endswith(".zip"):
+            return _zip_member(fileobj, leaf)
+        if filename.endswith((".tar.gz", ".tgz")):
+            return _tar_member(fileobj, leaf)
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise SdistError(f"not a readable sdist ({type(exc).__name__}: {exc})") from None
+    raise SdistError(f"{filename!r} is not an sdist (.tar.gz or .zip)")
+
+
+def read_pkg_info(fileobj: IO[bytes], filename: str) -> bytes:
+    data = read_member(fileobj, filename, "PKG-INFO")
+    if data is None:
+        raise SdistError("the sdist has no PKG-INFO in its top folder")
+    return data
+
+
+def read_build_system(fileobj: IO[bytes], filename: str) -> BuildSystem:
+    """The sdist's ``[build-system]``; PEP 517's legacy setuptools build when it declares none."""
+    raw = read_member(fileobj, filename, "pyproject.toml")
+    if raw is None:
+        return BuildSystem(requires=LEGACY_REQUIRES, backend=LEGACY_BACKEND)
+    from ..data.toml import parse_toml
+
+    try:
+        doc = parse_toml(raw.decode("utf-8"), "pyproject.toml", error=SdistError)
+    except UnicodeDecodeError:
+        raise SdistError("pyproject.toml is not UTF-8 text") from None
+    table = doc.get("build-system")
+    if table is None:
+        return BuildSystem(requires=LEGACY_REQUIRES, backend=LEGACY_BACKEND)
+    requires = table.get("requires") if isinstance(table, dict) else None
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise SdistError("pyproject.toml [build-system] 'requires' must be a list of requirement strings (PEP 518)")
+    backend = table.get("build-backend", LEGACY_BACKEND)
+    path = table.get("backend-path", [])
+    if not isinstance(backend, str) or not isinstance(path, list) or not all(isinstance(p, str) for p in path):
+        raise SdistError("pyproject.toml [build-system] 'build-backend' / 'backend-path' have the wrong type (PEP 517)")
+    return BuildSystem(requires=tuple(requires), backend=backend, backend_path=tuple(path))
+
+
+def _top_level(name: str, leaf: str) -> bool:
+    parts = name.strip("/").split("/")
+    return len(parts) == 2 and parts[1] == leaf and parts[0] not in ("", ".", "..")
+
+
+def _tar_member(fileobj: IO[bytes], leaf: str) -> bytes | None:
+    with tarfile.open(fileobj=fileobj, mode="r:gz") as tar:
+        for info in tar:
+            if not _top_level(info.name, leaf):
+                continue
+            if not info.isfile():
+                raise SdistError(f"{info.name} is not a regular file")
+            if info.size > MAX_MEMBER_BYTES:
+                raise SdistError(f"{info.name} is {info.size} bytes, over the {MAX_MEMBER_BYTES}-byte cap")
+            member = tar.extractfile(info)
+            return member.read() if member is not None else None
+    return None
+
+
+def _zip_member(fileobj: IO[bytes], leaf: str) -> bytes | None:
+    with zipfile.ZipFile(fileobj) as zf:
+        for info in zf.infolist():
+            if not _top_level(info.filename, leaf) or info.is_dir():
+                continue
+            if info.file_size > MAX_MEMBER_BYTES:
+                raise SdistError(f"{info.filename} is {info.file_size} bytes, over the {MAX_MEMBER_BYTES}-byte cap")
+            return zf.read(info)
+    return None
+
+
+__all__ = ["LEGACY_BACKEND", "LEGACY_REQUIRES", "MAX_MEMBER_BYTES", "BuildSystem", "SdistError", "read_build_system", "read_member", "read_pkg_info"]

@@ -1,0 +1,232 @@
+"""Real builds for ``--build`` tests and the build benchmark: a stand-in torch whose
+``torch/lib/libtorch.so`` (compiled here with g++) exports a few C++ symbols and is loaded by
+``import torch``, and sdists whose ``setup.py`` imports torch and compiles a C++ extension that
+links libtorch and calls into it (its build-system requires setuptools and torch, as real torch
+extensions do). setuptools itself is served from a wheel repacked from this test environment's
+own installed setuptools (no network, nothing large in the repository).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import io
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from wheels import BuiltWheel, build_wheel
+from world import World, _Entry
+
+PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+PLAT = f"manylinux_2_28_{platform.machine()}"
+NIGHTLY = "2.12.0.dev20260307+cu130"
+CXX = shutil.which("g++") or shutil.which("c++")
+ADD_OFFSET = 1000  # the stand-in c10::stand_in_add(a, b) returns a + b + 1000: a call that reached libtorch
+
+LIBTORCH_CPP = (
+    "namespace c10 { int stand_in_add(int a, int b) { return a + b + " + str(ADD_OFFSET) + "; } }\n"
+    "namespace at { int stand_in_version() { return 212; } }\n"
+    "namespace torch { namespace detail { int stand_in_registered = 1; } }\n"
+)
+TORCH_INIT = '''"""A stand-in torch: loads torch/lib/libtorch.so globally, as the real one does."""
+import ctypes as _ctypes
+import os as _os
+
+_lib = _ctypes.CDLL(_os.path.join(_os.path.dirname(__file__), "lib", "libtorch.so"), mode=_ctypes.RTLD_GLOBAL)
+__version__ = "{version}"
+'''
+HEADER = "namespace c10 { int stand_in_add(int a, int b); }\n"
+
+SETUP_PY = '''import os
+import torch  # the build environment's torch: the kept one
+from setuptools import Extension, setup
+
+root = os.path.dirname(torch.__file__)
+setup(
+    name="{name}",
+    version="{version}",
+    packages=["{module}"],
+    ext_modules=[Extension("{module}._C", ["{module}/_C.cpp"], include_dirs=[os.path.join(root, "include")],
+                           library_dirs=[os.path.join(root, "lib")], libraries=["torch"], language="c++")],
+)
+'''
+EXT_CPP = """#include <Python.h>
+#include "stand_in.h"
+BROKEN
+static PyObject* add(PyObject*, PyObject* args) {
+    int a, b;
+    if (!PyArg_ParseTuple(args, "ii", &a, &b)) return NULL;
+    return PyLong_FromLong(c10::stand_in_add(a, b));
+}
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "calls c10::stand_in_add in libtorch"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }
+"""
+PYPROJECT = '''[build-system]
+requires = [{requires}]
+build-backend = "setuptools.build_meta"
+'''
+
+
+def have_cxx() -> bool:
+    return CXX is not None and sys.platform == "linux"
+
+
+def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = ()) -> BuiltWheel:
+    """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++)."""
+    assert CXX is not None
+    work = directory / f"torch-src-{version}"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "lib.cpp").write_text(LIBTORCH_CPP)
+    subprocess.run([CXX, "-shared", "-fPIC", "-Wl,-soname,libtorch.so", "-o", str(work / "libtorch.so"), str(work / "lib.cpp")], check=True)
+    files = {
+        "torch/__init__.py": TORCH_INIT.format(version=version).encode(),
+        "torch/lib/libtorch.so": (work / "libtorch.so").read_bytes(),
+        "torch/include/stand_in.h": HEADER.encode(),
+    }
+    return build_wheel(directory, "torch", version, f"{PY}-{PY}-{PLAT}", list(requires), files=files)
+
+
+@dataclass(frozen=True)
+class Sdist:
+    path: Path
+    filename: str
+    sha256: str
+    size: int
+    name: str
+    version: str
+    module: str
+
+
+def extension_sdist(directory: Path, name: str = "ext-kernel", version: str = "1.0", *, requires: tuple[str, ...] = ("setuptools>=70.1", "torch"),
+                    broken: bool = False, sleep: float = 0.0, install_requires: tuple[str, ...] = (), filler: int = 0) -> Sdist:
+    """``<name>-<version>.tar.gz``: setup.py imports torch and compiles ``<module>/_C`` against
+    ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first; ``filler``:
+    that many more template instantiations to compile, for a build that takes a while)."""
+    module = canonicalize_name(name).replace("-", "_")
+    root = f"{module}-{version}"
+    setup = SETUP_PY.format(name=name, version=version, module=module)
+    if install_requires:
+        setup = setup.replace("    packages=", f"    install_requires={list(install_requires)!r},\n    packages=")
+    if sleep:
+        setup = f"import time\ntime.sleep({sleep})\n" + setup
+    pkg_info = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in install_requires) + "\n"
+    members = {
+        "PKG-INFO": pkg_info,
+        "setup.py": setup,
+        "pyproject.toml": PYPROJECT.format(requires=", ".join(f'"{r}"' for r in requires)),
+        f"{module}/__init__.py": "import torch  # loads libtorch.so, as a real extension does\nfrom ._C import add  # noqa: E402\n",
+        f"{module}/_C.cpp": EXT_CPP.replace("BROKEN", ("this is not C++;" if broken else "") + _filler(filler)),
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{module}-{version}.tar.gz"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for member, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{root}/{member}")
+            info.size, info.mtime, info.mode = len(data), 1767225600, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(buf.getvalue())
+    data = path.read_bytes()
+    return Sdist(path=path, filename=path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), name=name, version=version, module=module)
+
+
+def _filler(n: int) -> str:
+    """C++ that takes the compiler a while: ``n`` instantiations of a recursive template."""
+    if not n:
+        return ""
+    head = "template <int N> struct Fill { static int get(int x) { return Fill<N - 1>::get(x * 3 + N) ^ N; } };\n"
+    head += "template <> struct Fill<0> { static int get(int x) { return x; } };\n"
+    return head + "".join(f"int filler_{i}(int x) {{ return Fill<{40 + i % 60}>::get(x + {i}); }}\n" for i in range(n))
+
+
+def serve_sdist(world: World, sdist: Sdist, page: str = "simple") -> None:
+    """List ``sdist`` on the world's PyPI-style page ``<page>/<name>/`` (its file under ``files/``)."""
+    target = world.root / "files" / sdist.filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(sdist.path, target)
+    entry = _Entry(BuiltWheel(path=target, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size, metadata=b""), "files/" + sdist.filename,
+                   sidecar=False, upload_time="2026-01-01T00:00:00Z")
+    world._add(f"{page}/{canonicalize_name(sdist.name)}/", "pypi", entry)
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def repacked_setuptools(out: Path) -> Path:
+    """The wheel this test environment's setuptools was installed from, rebuilt from its RECORD
+    (the build backend the loopback PyPI serves: no network)."""
+    dist = importlib.metadata.distribution("setuptools")
+    info = next(f for f in dist.files or () if f.name == "WHEEL" and f.parent.name.endswith(".dist-info"))
+    dist_info = info.parent.name
+    stem = dist_info[: -len(".dist-info")]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stem}-py3-none-any.whl"
+    record = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for file in dist.files or ():
+            name = file.as_posix()
+            if name.startswith("../") or "__pycache__" in name or name.endswith(".pyc"):
+                continue
+            if file.parent.name == dist_info and file.name in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json"):
+                continue
+            data = Path(str(dist.locate_file(file))).read_bytes()
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
+            record.append(f"{name},{_record_hash(data)},{len(data)}")
+        record.append(f"{dist_info}/RECORD,,")
+        zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def serve_wheel_file(world: World, path: Path, page: str = "simple") -> BuiltWheel:
+    """List an existing wheel file on ``<page>/<name>/`` (PyPI style)."""
+    data = path.read_bytes()
+    name = canonicalize_name(path.name.split("-", 1)[0])
+    with zipfile.ZipFile(path) as zf:
+        metadata = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
+    target = world.root / "files" / path.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, target)
+    wheel = BuiltWheel(path=target, filename=path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), metadata=metadata)
+    world._add(f"{page}/{name}/", "pypi", _Entry(wheel, "files/" + path.name, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
+    return wheel
+
+
+def build_world(root: Path, *, sdists: tuple[Sdist, ...] = (), torch_version: str = NIGHTLY) -> World:
+    """The PyTorch nightly index with the stand-in torch, a PyPI with setuptools, the sdists, and a
+    PyPI torch of another version that must never be used."""
+    w = World(root / "www")
+    torch = stand_in_torch(w.root / "whl" / "nightly" / "cu130", torch_version)
+    (torch.path.parent / (torch.filename + ".metadata")).write_bytes(torch.metadata)
+    w._add("whl/nightly/cu130/torch/", "pytorch", _Entry(torch, f"whl/nightly/cu130/{torch.filename}", sidecar=True))
+    serve_wheel_file(w, repacked_setuptools(root / "setuptools"))
+    decoy = stand_in_torch(root / "decoy", "2.5.0")  # a PyPI torch: routing must never read its page
+    serve_wheel_file(w, decoy.path)
+    for sdist in sdists:
+        serve_sdist(w, sdist)
+    return w
+
+
+def index_flags(url: str) -> list[str]:
+    return ["--index", f"pytorch={url}whl/", "--index", f"flashinfer={url}fi/", "--index", f"pypi={url}simple/"]
+
+
+def torch_wheel(world: World) -> Path:
+    [path] = (world.root / "whl" / "nightly" / "cu130").glob("torch-*.whl")
+    return path
+
+
+def run_in(python: str, code: str) -> str:
+    return subprocess.run([python, "-c", textwrap.dedent(code)], check=True, capture_output=True, text=True).stdout.strip()
