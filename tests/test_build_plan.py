@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from build_world import extension_sdist, serve_sdist
 from elfbuild import compile_extension, have_cc, have_cxx, torch_stubs
 from framework_world import FileClassifier, build_framework_world
 from packaging.utils import canonicalize_name
@@ -279,8 +280,8 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
     target = declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"])
     with serve(world) as (_, defs, finder):
         with pytest.raises(NoPlanError) as refused:
-            resolve(ResolveRequest.build(target=target, with_=("sglang",)), finder, defs, classifier=FileClassifier(world.root))
-        plan = resolve(ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)), finder, defs, classifier=FileClassifier(world.root))
+            resolve(ResolveRequest.build(target=target, with_=("sglang",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs))
+        plan = resolve(ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs))
     assert "sgl-kernel 0.3.21" in str(refused.value)
     got = {p.name: p for p in plan.packages}
     kernel = got["sgl-kernel"]
@@ -296,16 +297,20 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026
 
 
 def test_on_the_bundled_snapshot_build_plans_the_sdist_pypi_has_and_refuses_the_one_it_lacks(capsys):
+    # torch-memory-saver 0.0.9's only wheel needs CUDA 12 (libcudart.so.12): refused on the cu130 nightly,
+    # but PyPI has its sdist, so --build plans a build for the kept torch and CUDA
     story = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--installed", f"torch=={NIGHTLY}", "--with", "sglang", "--override", "cuda-python>=13",
-             "--build", "torch-c-dlpack-ext", "--format", "json"]
+             "--build", "torch-memory-saver", "--format", "json"]
     assert main([*story, "--without", "sgl-kernel"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    row = next(p for p in plan["packages"] if p["name"] == "torch-c-dlpack-ext")
-    assert row["action"] == "build" and row["sdist"]["filename"] == "torch_c_dlpack_ext-0.1.5.tar.gz" and len(row["sdist"]["sha256"]) == 64
+    row = next(p for p in plan["packages"] if p["name"] == "torch-memory-saver")
+    assert row["action"] == "build" and row["sdist"]["filename"] == "torch_memory_saver-0.0.9.tar.gz" and len(row["sdist"]["sha256"]) == 64
     assert row["built"] is None and row["url"] is None
+    dlpack = next(p for p in plan["packages"] if p["name"] == "torch-c-dlpack-ext")  # builds for torch 2.4-2.9: a note, not a refusal
+    assert dlpack["action"] == "install" and dlpack["abi"]["kind"] == "builds" and "none for 2.12" in dlpack["abi"]["note"]
     assert main([*story, "--build", "sgl-kernel"]) == 1
     err = capsys.readouterr().err
-    assert "  - sgl-kernel 0.3.21" in err and "torch-c-dlpack-ext" not in err.split("hint:")[0]  # PyPI has no sgl-kernel sdist: still refused
+    assert "  - sgl-kernel 0.3.21" in err and "torch-memory-saver" not in err.split("hint:")[0]  # PyPI has no sgl-kernel sdist: still refused
 
 
 def test_build_is_a_config_key_of_a_target_and_of_the_defaults(tmp_path):

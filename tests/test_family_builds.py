@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from elfbuild import compile_so, have_cc, stub_libraries
+from elfbuild import compile_extension, have_cc, torch_stubs
 from framework_world import FileClassifier
 from packaging.version import Version
 from server import IndexServer
@@ -22,6 +22,7 @@ from wheels import build_wheel
 from world import World, _Entry
 
 from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.errors import IndexDefinitionError, NoPlanError
 from resolve_gpu_stack.index.finder import Finder
@@ -117,7 +118,7 @@ def test_a_framework_pin_on_torchao_and_torchcodec_is_met_by_the_nightly_of_the_
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs)
+            plan = resolve(ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
         asked = [path for method, path, _ in srv.log if method == "GET"]
     got = {p.name: p for p in plan.packages}
     assert str(got["torchao"].version) == "0.17.0.dev20260307+cu130" and got["torchao"].index == "pytorch"
@@ -140,7 +141,7 @@ def test_no_nightly_of_the_kept_torchs_day_is_a_clear_no_plan(tmp_path):
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)), Finder(fetcher, defs), defs)
+            resolve(ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
     assert "torchao" in str(err.value)
 
 
@@ -151,11 +152,14 @@ FA_BUILDS = ("cu12torch2.9cxx11abiTRUE", "cu12torch2.8cxx11abiTRUE", "cu12torch2
 
 def _per_torch_world(root: Path) -> World:
     w = World(root / "www")
-    w.pytorch("torch", STABLE, tag=f"cp312-cp312-{X86}", channel="stable", variant="cu128", requires=["filelock"])
+    # the kept torch's wheel carries its libraries (stubs exporting the C++ symbols the builds import):
+    # the ABI judgement confirms a per-torch build against them
+    libs = torch_stubs(root / "elf" / "libs")
+    torch_files = {"torch/__init__.py": b"", **{f"torch/lib/{lib}": (libs / lib).read_bytes() for lib in ("libtorch_cpu.so", "libc10.so")}}
+    w.pytorch("torch", STABLE, tag=f"cp312-cp312-{X86}", channel="stable", variant="cu128", requires=["filelock"], files=torch_files)
     w.pypi("filelock", "3.17.0")
     w.pypi("einops", "0.8.1")
-    libs = stub_libraries(root / "elf" / "libs")
-    so = compile_so(root / "elf", "flash_attn_2_cuda.so", libs, links=("libtorch_cpu.so", "libc10.so"))
+    so = compile_extension(root / "elf", "flash_attn_2_cuda.so", libs, calls=("cxx_check", "cxx_numel"))
     files = {"flash_attn/__init__.py": b"", "flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so": so}
     # PyPI: a build for torch 2.8 (its METADATA pins it)
     wheel = build_wheel(w.root / "files", "flash-attn", "2.8.3", f"cp312-cp312-{X86}", ["torch==2.8.0", "einops"], files=files)
@@ -177,17 +181,18 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         # PyPI's own build: for torch 2.8, refused
         with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root))
+            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(defs))
         assert "flash-attn 2.8.3 (required by the request): built for torch==2.8.0, torch is 2.9.1+cu128" in err.value.reasons
         srv.log.clear()
         # with the index of per-torch builds configured for flash-attn
         builds = defs.with_package_indexes({"flash-attn": f"{srv.url}builds/"})
         with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root))
+            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(builds))
         asked = [path for method, path, _ in srv.log if method == "GET"]
     fa = plan.package("flash-attn")
     assert str(fa.version) == "2.8.3+cu12torch2.9cxx11abitrue" and fa.index == "package:flash-attn"
     assert fa.url.startswith(srv.url + "assets/") and fa.coupling is Coupling.TORCH_ABI and fa.built_for == "2.9" and not fa.abi_mismatch
+    assert fa.abi is not None and fa.abi.kind.value == "locked" and fa.abi.runs and "all exported by torch 2.9.1+cu128" in (fa.abi.note or "")
     assert plan.indexes["package:flash-attn"] == f"{srv.url}builds/"
     assert not any(p.startswith("/simple/flash-attn") for p in asked)  # routing: only the configured index owns it
 

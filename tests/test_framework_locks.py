@@ -79,7 +79,31 @@ def test_check_fails_a_torch_abi_wheel_for_another_torch_without_the_users_word(
     checked = check_lock(write(tmp_path, bare, "pylock.bare.toml"), plans["defs"], today=TODAY)
     errors = [f for f in checked.findings if f.level == "error"]
     assert [f.package for f in errors] == ["sgl-kernel"]
-    assert "built for a torch nothing names" in errors[0].message and "--without sgl-kernel" in (errors[0].hint or "")
+    assert "cannot be shown to run with the lock's torch" in errors[0].message and "C++ symbols of torch" in errors[0].message
+    assert "--without sgl-kernel" in (errors[0].hint or "")
+
+
+def test_check_holds_each_recorded_verdict_to_the_locks_torch(plans, tmp_path):
+    """A lock edited so its torch is another than the one its verdicts were made against fails,
+    naming the package and both torches; so does a stable-ABI floor above it or another CUDA major."""
+    from resolve_gpu_stack.model.abi import AbiKind, AbiVerdict
+
+    plan = plans["warn"]
+    helper = plan.package("cuda-helper")
+    assert helper is not None and helper.abi is not None and helper.abi.cuda_majors == (13,)
+    cases = {
+        "another torch": dataclasses.replace(helper.abi, against="2.11.0+cu130"),
+        "cuda 12": dataclasses.replace(helper.abi, cuda_majors=(12,)),
+        "stable floor": AbiVerdict(kind=AbiKind.STABLE, against=str(plan.torch.version), floor="2.13"),
+    }
+    for case, verdict in cases.items():
+        edited = dataclasses.replace(plan, packages=tuple(dataclasses.replace(p, abi=verdict) if p.name == "cuda-helper" else p for p in plan.packages))
+        inputs = {k: v for k, v in plan.inputs.items() if k != "abi-mismatch"}
+        edited = dataclasses.replace(edited, inputs=inputs, inputs_digest=inputs_digest(inputs))
+        checked = check_lock(write(tmp_path, edited, f"pylock.{case.replace(' ', '-')}.toml"), plans["defs"], today=TODAY)
+        errors = [f for f in checked.findings if f.level == "error" and f.package == "cuda-helper"]
+        assert errors, case
+        assert {"another torch": "made against torch 2.11.0+cu130", "cuda 12": "CUDA 12", "stable floor": "from torch 2.13 on"}[case] in errors[0].message
 
 
 def test_check_catches_a_built_for_another_torch_even_unflagged(plans, tmp_path):

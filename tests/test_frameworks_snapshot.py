@@ -2,7 +2,9 @@
 SGLang 0.5.9's compiled companions refused with why, planned without them on the kept torch with
 the overrides listed, vLLM's own binary named as built for another torch. The scans of the native
 wheels replay from the snapshot's manifest: no network. Issue 21: its torchao and torchcodec pins
-are met by the torch family's nightlies of the kept torch's day (the reconstructed part)."""
+are met by the torch family's nightlies of the kept torch's day (the reconstructed part). Issue 19:
+each compiled wheel judged by what it imports: sgl-kernel 0.3.21 and torch-memory-saver need CUDA 12, torch-c-dlpack-ext has builds
+for torch 2.4-2.9 and none for 2.12 (a note, not a refusal)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026
 NIGHTLY = "2.12.0.dev20260307+cu130"
 STORY = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
 SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13"]  # FlashInfer follows the framework's pin (0.6.3)
-COMPANIONS = ("sgl-kernel", "torch-c-dlpack-ext")  # built for another torch; torchao and torchcodec come from the PyTorch index
+COMPANIONS = ("sgl-kernel", "torch-memory-saver")  # cannot be shown to run on the kept torch; torchao and torchcodec come from the PyTorch index
 
 
 def run(capsys, argv: list[str]) -> tuple[int, str, str]:
@@ -29,10 +31,15 @@ def run(capsys, argv: list[str]) -> tuple[int, str, str]:
 def test_sglang_refuses_with_sgl_kernel_named_and_why(capsys):
     code, out, err = run(capsys, [*SGLANG, "--format", "json"])
     assert code == 1 and out == ""
-    assert "sgl-kernel 0.3.21 (required by sglang 0.5.9): sgl_kernel/flash_ops.abi3.so needs libtorch.so" in err
+    kernel = next(line for line in err.splitlines() if line.startswith("  - sgl-kernel 0.3.21 (required by sglang 0.5.9): "))
+    assert "needs CUDA 12" in kernel and "built for CUDA 13" in kernel  # sgl-kernel 0.3.21 is a CUDA 12 build (libcudart.so.12)
+    saver = next(line for line in err.splitlines() if line.startswith("  - torch-memory-saver 0.0.9 "))
+    assert "needs CUDA 12" in saver and "built for CUDA 13" in saver
     for name in COMPANIONS:
         assert f"  - {name} " in err
-    assert "  - torchao " not in err and "  - torchcodec " not in err  # the family's nightlies meet their pins
+    # the family's nightlies meet their pins; a wheel of builds for other torches is not refused
+    assert "  - torchao " not in err and "  - torchcodec " not in err and "  - torch-c-dlpack-ext " not in err
+    assert "--build torch-memory-saver" in err  # PyPI has its sdist
     assert "--without sgl-kernel" in err and "--abi-mismatch warn" in err
 
 
@@ -84,6 +91,17 @@ def test_native_wheels_are_classified_from_the_recorded_scans(sglang_plan):
     got = {p["name"]: p for p in sglang_plan["packages"]}
     assert got["nvidia-nccl-cu13"]["coupling"] == "cuda" and "NVIDIA CUDA library" in got["nvidia-nccl-cu13"]["reason"]  # data: no scan needed
     assert "not in snapshot" not in json.dumps(sglang_plan["packages"])
+    assert not [p["name"] for p in sglang_plan["packages"] if p["coupling"] == "unknown"]  # every recorded scan finished
+    assert got["numpy"]["coupling"] == "agnostic" and got["numpy"]["abi"] == {
+        "kind": None, "torch": NIGHTLY, "floor": None, "cuda_majors": None, "builds": None, "refusal": None, "note": None} or got["numpy"]["abi"] is None
+
+
+def test_a_wheel_of_builds_for_older_torches_is_planned_with_a_note(sglang_plan):
+    dlpack = next(p for p in sglang_plan["packages"] if p["name"] == "torch-c-dlpack-ext")
+    assert dlpack["coupling"] == "torch-abi" and dlpack["abi_mismatch"] is False
+    assert dlpack["abi"]["kind"] == "builds" and dlpack["abi"]["builds"] == ["2.4", "2.5", "2.6", "2.7", "2.8", "2.9"]
+    assert "none for 2.12" in dlpack["abi"]["note"] and "from torch 2.10 on it loads none of them" in dlpack["abi"]["note"]
+    assert any(n.startswith("torch-c-dlpack-ext 0.1.5: has builds for torch 2.4 to 2.9") for n in sglang_plan["notes"])
 
 
 def test_vllm_names_its_own_binary_as_built_for_another_torch(capsys):

@@ -346,7 +346,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
         provenance = BuildProvenance(torch=inputs.torch, torch_sha256=inputs.torch_sha256, cuda=inputs.cuda, nvcc=inputs.nvcc, arch_list=inputs.arch_list,
                                      python=inputs.python, platform=inputs.platform, command=command)
         stored = _store(ctx.cache, wheels[0])
-    _write_record(ctx.cache, inputs, stored, provenance, log)
+    _write_record(ctx.cache, inputs, stored, provenance, log, check.abi)
     return dataclasses.replace(_row(pkg, stored, provenance), abi=check.abi or pkg.abi)
 
 
@@ -520,11 +520,12 @@ def _cached(cache: WheelCache, inputs: BuildInputs) -> Callable[[LockedPackage],
         wheel = record["wheel"]
         hit = cache.lookup(str(wheel["sha256"]), str(wheel["filename"]), int(wheel["size"]))
         provenance = provenance_from_dict(record["provenance"], "build record")
+        verdict = AbiVerdict.from_dict(record.get("abi") or {})
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if hit is None or provenance is None:
         return None
-    return lambda pkg: _row(pkg, hit.path, provenance)
+    return lambda pkg: dataclasses.replace(_row(pkg, hit.path, provenance), abi=verdict or pkg.abi)
 
 
 def _store(cache: WheelCache, wheel: Path) -> Path:
@@ -540,10 +541,10 @@ def _store(cache: WheelCache, wheel: Path) -> Path:
     return final
 
 
-def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenance: BuildProvenance, log: Path) -> None:
+def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenance: BuildProvenance, log: Path, verdict: AbiVerdict | None) -> None:
     record = {"schema": BUILD_SCHEMA, "key": inputs.key(), "inputs": dataclasses.asdict(inputs),
               "wheel": {"filename": wheel.name, "sha256": wheel.parent.name, "size": wheel.stat().st_size},
-              "provenance": provenance_to_dict(provenance), "log": str(log)}
+              "provenance": provenance_to_dict(provenance), "log": str(log), "abi": verdict.to_dict() if verdict is not None else None}
     path = _record_path(cache, inputs.key())
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

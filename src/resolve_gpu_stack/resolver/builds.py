@@ -93,12 +93,14 @@ def ways_for(name: str, facts: WayFacts) -> list[str]:
 
 
 def way_facts(name: NormalizedName, *, family: Collection[NormalizedName], family_candidates: Callable[[NormalizedName], Sequence[Cand]],
-              files: Callable[[NormalizedName], Sequence[IndexFile]], requested: Collection[NormalizedName]) -> WayFacts:
-    """``WayFacts`` for ``name`` from what the candidate factory knows: ``family_candidates`` (the
-    builds the judge accepted for the kept torch), ``files`` (everything its index offers)."""
+              files: Callable[[NormalizedName], Sequence[IndexFile]], requested: Collection[NormalizedName], version: Version | None = None) -> WayFacts:
+    """``WayFacts`` for ``name`` (planned at ``version``) from what the candidate factory knows:
+    ``family_candidates`` (the builds the judge accepted for the kept torch), ``files`` (everything
+    its index offers; ``--build`` builds the planned version's sdist, so only that one counts)."""
     family_build = None
     if name in family:
         accepted = [c for c in family_candidates(name) if c.file is not None]
         family_build = accepted[0].version if accepted else None
-    sdist = next((f.filename for f in sorted(files(name), key=lambda f: f.version, reverse=True) if not f.is_wheel), None)
+    sdist = next((f.filename for f in sorted(files(name), key=lambda f: f.version, reverse=True)
+                  if not f.is_wheel and (version is None or f.version.public == version.public)), None)
     return WayFacts(family_build=family_build, sdist=sdist, requested=name in requested)

@@ -20,7 +20,7 @@ from ..model import IndexFile, Override
 from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
-from .builds import WayFacts
+from .builds import WayFacts, ways_for
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
@@ -69,10 +69,12 @@ def scan_early(ahead: ScanAhead, deps: Dependencies, defs: Definitions) -> Calla
     return offer
 
 
-def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None) -> None:
+def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None,
+                      ways: Mapping[NormalizedName, WayFacts] | None = None) -> None:
     """``NoPlanError`` naming every package that cannot be shown to run with the plan's torch:
     built for another torch, another CUDA major, a stable-ABI floor above it, or a scan that did
-    not finish; why, and the ways out."""
+    not finish; why, and per package the ways out, best first (``builds.ways_for``: the torch
+    family's build, ``--build``, an index of per-torch builds, leaving it out last)."""
     bad = sorted((k, f) for k, f in found.items() if f.mismatch)
     if not bad:
         return
@@ -88,14 +90,9 @@ def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence
         headline = f"{names}: compiled for another torch or CUDA than torch {torch}; it would fail at import (undefined symbol) or crash"
     else:
         headline = f"{names}: compiled code that cannot be shown to run with torch {torch} (built for another torch or CUDA, or not scanned)"
-    raise NoPlanError(
-        headline,
-        reasons=reasons,
-        hint=(
-            "use a build for this torch where an index has one (a torch-family build from the PyTorch index, a +cuNNNtorchA.B build on a "
-            f"configured index), leave it out with --without {bad[0][0][0]} (and what only it needs), or plan it anyway with --abi-mismatch warn"
-        ),
-    )
+    known = ways or {}
+    per_package = [f"{name}: " + "; or ".join(ways_for(name, known.get(name, WayFacts()))) for name in dict.fromkeys(n for (n, _), _ in bad)]
+    raise NoPlanError(headline, reasons=reasons, hint="the ways out, best first:\n  " + "\n  ".join(per_package) + "\n  or plan them anyway, flagged, with --abi-mismatch warn")
 
 
 def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest,

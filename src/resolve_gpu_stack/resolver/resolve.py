@@ -89,7 +89,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     abi_torch = _abi_torch(result.mapping, torch, exports)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
     if request.abi_mismatch == "error":
-        framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping))
+        framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
     notes = [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, w.dependencies, factory)]
     plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts, offers=factory.offers)
     plan = build_plan(result, plan_ctx, notes)
@@ -142,8 +142,8 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
     kept torch (``builds.ways_for`` words it for the refusal)."""
     requested = {canonicalize_name(parse_with(text).name) for text in request.with_}
     return {name: builds.way_facts(name, family=defs.pytorch_family, family_candidates=factory.candidates,
-                                   files=lambda n: [o.file for o in factory.offers(n)], requested=requested)
-            for (name, _), f in found.items() if f.mismatch is not None}
+                                   files=lambda n: [o.file for o in factory.offers(n)], requested=requested, version=version)
+            for (name, version), f in found.items() if f.mismatch is not None}
 
 
 def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource) -> AbiTorch | None:

@@ -148,8 +148,8 @@ def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[st
         shown = ", ".join(f"`{policy.demangle(s)}`" for s in missing[:SHOWN])
         more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
         return {"refusal": f"needs {shown}{more}, which torch {torch.version} does not export (built for another torch)"}
-    return {"note": f"its {len(cxx)} C++ import{'s' * (len(cxx) != 1)} of torch are all exported by torch {torch.version}; their layouts are not "
-                    "checked (`resolve-gpu-stack doctor` imports it)"}
+    imports = f"its {len(cxx)} C++ imports of torch are all" if len(cxx) != 1 else "its one C++ import of torch is"
+    return {"note": f"{imports} exported by torch {torch.version}; their layouts are not checked (`resolve-gpu-stack doctor` imports it)"}
 
 
 def _judge_builds(name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None) -> AbiVerdict:
