@@ -165,7 +165,8 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Abi
     if scan is None:
         scan = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")
     verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
-    return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=verdict)
+    recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal else None  # nothing to record for a wheel needing neither
+    return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=recorded)
 
 
 _COUPLING = {AbiKind.STABLE: Coupling.TORCH_STABLE, AbiKind.LOCKED: Coupling.TORCH_ABI, AbiKind.BUILDS: Coupling.TORCH_ABI, AbiKind.UNKNOWN: Coupling.UNKNOWN}
