@@ -18,13 +18,14 @@ from types import ModuleType
 
 from .. import __version__
 from ..errors import ResolveGpuStackError
-from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
+from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_inspect, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
 from .common import configure_logging, refuse_long_numbers_in
 
 # command name -> module; the order is the order of --help
 COMMANDS: dict[str, ModuleType] = {
     "resolve": cmd_resolve,
     "candidates": cmd_candidates,
+    "inspect": cmd_inspect,
     "snapshot": cmd_snapshot,
     "lock": cmd_lock,
     "install": cmd_install,

@@ -12,15 +12,19 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from ..data.definitions import Definitions
     from ..index.finder import Finder
     from ..model import IndexFile, LockPlan, Target
+    from ..model.abi import AbiVerdict, WheelAbi
+    from ..model.cuda import CudaLabel
     from ..model.request import ResolveRequest
     from ..resolver.coupling import WheelClassifier
     from ..rules.abi import ExportsSource, TorchExports
@@ -63,6 +67,48 @@ class ResolveParts:
             return self.exports(version, file)
 
         return source
+
+    def judge(self, name: str, abi: WheelAbi, requires_dist: Sequence[str], target: Target, cuda: CudaLabel | None = None) -> AbiVerdict | None:
+        """The verdict on wheel ``name`` (what it imports: ``abi``; its ``Requires-Dist``) against
+        ``target``'s installed torch (None: the target has none): its CUDA from its label (else
+        ``cuda``), its exports from disk (a probed target) or its wheel on the PyTorch index."""
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+
+        from ..model.cuda import CudaLabel
+        from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor
+
+        torch = target.installed.get(canonicalize_name("torch"))
+        if torch is None:
+            return None
+        label = CudaLabel.of_torch(torch) or cuda
+        exports = self.exports_for(target)
+        pairs = []
+        for text in requires_dist:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(req.name) == "torch" and (req.marker is None or "extra" not in str(req.marker)):
+                pairs += [(s.operator, s.version) for s in req.specifier]
+        subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
+        return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=requires_floor(pairs))
+
+    def _torch_file(self, target: Target, torch: Version, label: CudaLabel | None) -> IndexFile | None:
+        """The installed torch's wheel on the PyTorch index (a declared target reads its exports there)."""
+        from ..data.definitions import RouteContext
+        from ..errors import ResolveGpuStackError
+        from ..model.request import TorchChoice
+        from ..resolver.policy import fits_target
+
+        if target.interpreter is not None:
+            return None
+        ctx = RouteContext(torch_channel=TorchChoice.parse("installed").for_installed(torch).channel, cuda=str(label) if label else None)
+        try:
+            offers, _ = self.finder.offers("torch", ctx)
+        except ResolveGpuStackError:
+            return None
+        return next((o.file for o in offers if o.file.version == torch and fits_target(o.file, target) is None), None)
 
     def close(self) -> None:
         self.fetcher.close()

@@ -24,9 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..index.finder import Finder
+    from ..index.parse import parse_metadata
+    from ..model import IndexFile
+    from ..model.abi import AbiVerdict
+    from ..model.cuda import CudaLabel
     from ..model.request import TORCH, FlashInferChoice, TorchChoice
     from ..resolver.candidates import list_candidates
+    from .assemble import resolve_parts
     from .render import print_candidates
 
     flashinfer = FlashInferChoice.parse(S.raw_of(args, "flashinfer"))
@@ -34,10 +38,16 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     defs = common.definitions(args, env)
     target, _ = common.target_from_args(args, env)
     torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
-    fetcher = common.make_fetcher(args, env, defs)
-    try:
-        rows, visits = list_candidates(Finder(fetcher, defs), defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel)
-    finally:
-        fetcher.close()
+    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:
+        label = CudaLabel.parse(args.cuda)
+
+        def verdict(file: IndexFile) -> AbiVerdict | None:
+            """A compiled wheel judged as the resolver judges it: what it imports, against the target's torch."""
+            metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
+            requires = parse_metadata(metadata, source=file.url).requires_dist if metadata else ()
+            return parts.judge(file.name, parts.classifier(file), requires, target, label)
+
+        rows, visits = list_candidates(parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel,
+                                       verdict=verdict)
     print_candidates(rows, visits, common.output_format(args), sys.stdout, package=args.package)
     return 0

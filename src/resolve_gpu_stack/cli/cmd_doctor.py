@@ -71,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
-    from ..env.abi_imports import import_packages, torch_abi_packages
+    from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
     from ..env.doctor import needs_import, report_json, run_checks
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from .render import print_json
@@ -92,8 +92,13 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     environment = inspect_environment(python)
     defs = load_definitions()
     import_result = probe_import(python, env, args.timeout, apis) if needs_import(environment, defs) else None
-    abi_imports = import_packages(python, torch_abi_packages(environment, defs), env, timeout=args.timeout)
-    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis, abi_imports=abi_imports)
+    # every installed compiled package against the installed torch from its symbols first: one that
+    # cannot run is not imported (importing a mismatched extension can crash the interpreter)
+    abi_symbols = static_verdicts(environment, defs)
+    refused = {v.name for v in abi_symbols if v.verdict.refusal is not None}
+    abi_imports = import_packages(python, [p for p in torch_abi_packages(environment, defs) if p.name not in refused], env, timeout=args.timeout)
+    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis, abi_imports=abi_imports,
+                        abi_symbols=abi_symbols)
     report = report_json(python, checks)
     if common.output_format(args) == "json":
         print_json(report, sys.stdout)

@@ -179,7 +179,7 @@ def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
         {
             "filename": r.filename, "version": r.version, "tags": r.tags, "index": r.index, "url": r.url,
             "sha256": r.sha256, "metadata_sha256": r.metadata_sha256, "size": r.size,
-            "upload_time": r.upload_time, "yanked": r.yanked, "fits_target": r.fits, "why_not": r.why_not,
+            "upload_time": r.upload_time, "yanked": r.yanked, "fits_target": r.fits, "why_not": r.why_not, "abi": r.abi,
         }
         for r in rows
     ]
@@ -214,7 +214,7 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
         (
             r.version, r.tags, r.index,
             r.sha256 or (f"no hash (metadata sha256 {r.metadata_sha256})" if r.metadata_sha256 else "no hash"),
-            f"{r.size:,}" if r.size else "", "yes" if r.fits else f"no: {r.why_not}",
+            f"{r.size:,}" if r.size else "", ("yes" if r.fits else f"no: {r.why_not}") + (f" ({r.abi})" if r.abi else ""),
         )
         for r in rows
     ]

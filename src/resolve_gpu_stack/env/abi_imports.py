@@ -1,4 +1,11 @@
-"""Which installed packages are bound to torch's C++ ABI, and do they import (I/O edge: disk, subprocess).
+"""Which installed packages are bound to torch's C++ ABI, do their shared objects fit the installed
+torch, and do they import (I/O edge: disk, subprocess).
+
+Statically first (``static_verdicts``): every installed ``.so`` that links torch or needs a CUDA
+runtime is read from disk (its dynamic symbols, mapped, not read whole) and judged against the
+installed torch as a wheel is before it is planned (``rules/abi.py``): its C++ imports against the
+exports of the installed torch's libraries, its CUDA majors against torch's. A package refused
+there is not imported (an import of a mismatched extension can crash the interpreter).
 
 A package is torch-ABI-bound when the data says so (``indexes/components.toml``), when its METADATA
 pins torch exactly and it ships shared objects, or when one of its installed shared objects needs
@@ -11,6 +18,7 @@ binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py
 from __future__ import annotations
 
 import json
+import mmap
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -22,8 +30,14 @@ from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions
 from ..index import elf
+from ..index.abi import split_imports
 from ..index.wheelscan import is_shared_object
 from ..model import Coupling
+from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
+from ..model.abi import TORCH as TORCH_LINKED
+from ..model.cuda import CudaLabel
+from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, requires_floor
+from .exports import installed_torch_exports
 from .probe import Environment, InstalledDistribution
 
 TORCH = canonicalize_name("torch")
@@ -49,6 +63,108 @@ class AbiPackage:
     version: str
     why: str
     modules: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StaticVerdict:
+    """An installed package's shared objects judged against the installed torch, before any import."""
+
+    package: str  # "sgl-kernel 0.3.21"
+    name: str
+    members: tuple[str, ...]  # the shared objects judged (site-packages relative)
+    verdict: AbiVerdict
+    unreadable: tuple[str, ...] = ()  # members whose symbols could not be read (why)
+
+
+def static_verdicts(env: Environment, defs: Definitions) -> list[StaticVerdict]:
+    """Every installed package besides torch whose shared objects link torch or need a CUDA
+    runtime, judged against the installed torch (its exports read once, from its libraries)."""
+    torch = env.distributions.get(TORCH)
+    if torch is None:
+        return []
+    label = CudaLabel.of_torch(torch.version)
+    exports_memo: list[TorchExports] = []
+
+    def exports() -> TorchExports:
+        if not exports_memo:
+            site = torch.location
+            exports_memo.append(installed_torch_exports(site, str(torch.version)) if site is not None else
+                                TorchExports(version=str(torch.version), symbols=None, source="torch's folder is not known"))
+        return exports_memo[0]
+
+    subject = AbiTorch(version=torch.version, cuda_major=label.major if label else None, exports=exports)
+    policy = AbiPolicy.of(defs.abi)
+    out = []
+    for dist in sorted(env.distributions.values(), key=lambda d: d.name):
+        if dist.name == TORCH:
+            continue
+        abi, names, unreadable = _installed_abi(dist, defs)
+        if abi is None:
+            continue
+        out.append(StaticVerdict(package=f"{dist.name} {dist.version}", name=dist.name, members=names, unreadable=unreadable,
+                                 verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=_torch_floor(dist))))
+    return out
+
+
+def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[WheelAbi | None, tuple[str, ...], tuple[str, ...]]:
+    """What ``dist``'s shared objects import (None: none links torch or needs CUDA)."""
+    base = dist.location.resolve() if dist.location is not None else None
+    members: list[MemberAbi] = []
+    names: list[str] = []
+    unreadable: list[str] = []
+    majors: set[int] = set()
+    for path in installed_files(dist):
+        if not is_shared_object(path.name):
+            continue
+        name = str(path.relative_to(base)) if base is not None and base in path.parents else path.name
+        try:
+            libs, symbols = _read_object(path)
+        except (OSError, elf.ElfError) as exc:
+            unreadable.append(f"{name}: {exc}")
+            continue
+        majors |= set(libs.cuda_majors)
+        if libs.torch_libs:
+            split = split_imports(symbols, defs.abi)
+            members.append(MemberAbi(name=name, torch_libs=libs.torch_libs, cuda_majors=libs.cuda_majors, shim=len(split.shim),
+                                     shim_examples=split.shim[:3], cxx=split.locked, build=defs.abi.build_of(name)))
+            names.append(name)
+        elif libs.cuda_libs:
+            names.append(name)
+    if unreadable:
+        return WheelAbi(kind=UNKNOWN, why="; ".join(unreadable)), tuple(names), tuple(unreadable)
+    if members:
+        return WheelAbi(kind=TORCH_LINKED, why=f"{len(members)} installed shared object(s) link torch", members=tuple(members),
+                        cuda_majors=tuple(sorted(majors))), tuple(names), ()
+    if majors:
+        return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", cuda_majors=tuple(sorted(majors))), tuple(names), ()
+    return None, (), ()
+
+
+def _read_object(path: Path) -> tuple[elf.ElfLibraries, tuple[str, ...]]:
+    """The libraries a shared object on disk needs and the symbols it imports (mapped, not read whole)."""
+    size = path.stat().st_size
+    if size == 0:
+        raise elf.ElfError("empty file")
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        libs = elf.needed_libraries(data, file_size=size)  # type: ignore[arg-type]
+        if not libs.torch_libs:
+            return libs, ()
+        symbols = elf.dynamic_symbols(data, file_size=size)  # type: ignore[arg-type]
+    if not symbols.complete:
+        raise elf.ElfError("its dynamic symbol table could not be read to the end")
+    return libs, symbols.imports
+
+
+def _torch_floor(dist: InstalledDistribution) -> str | None:
+    pairs = []
+    for text in dist.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == TORCH and (req.marker is None or "extra" not in str(req.marker)):
+            pairs += [(s.operator, s.version) for s in req.specifier]
+    return requires_floor(pairs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,4 +293,4 @@ def _import_one(python: str, pkg: AbiPackage, env: Mapping[str, str], cwd: str, 
     return [ImportOutcome(package=label, module=m, error=seen[m] if m in seen else crashed) for m in pkg.modules]
 
 
-__all__ = ["AbiPackage", "ImportOutcome", "import_packages", "installed_files", "top_level_modules", "torch_abi_packages"]
+__all__ = ["AbiPackage", "ImportOutcome", "StaticVerdict", "import_packages", "installed_files", "static_verdicts", "top_level_modules", "torch_abi_packages"]

@@ -30,7 +30,7 @@ from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
 from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
-from .abi_imports import ImportOutcome
+from .abi_imports import ImportOutcome, StaticVerdict
 from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
 from .doctor_stack import (
     FAIL,
@@ -249,7 +249,24 @@ def _check_torch_abi(s: Stack) -> Check:
     return Check(name, PASS, f"{', '.join(details['packages'])} fit torch {torch_v}", details)
 
 
-# -- 4b. torch-ABI-bound packages import --------------------------------------------------------------
+# -- 4b. compiled packages against the installed torch, statically ---------------------------------
+
+def _check_abi_symbols(verdicts: Sequence[StaticVerdict]) -> Check:
+    """Each installed package whose shared objects link torch or need CUDA, judged against the
+    installed torch from its symbols, before any import (``abi_imports.static_verdicts``)."""
+    name = "torch-abi-symbols"
+    details = {"packages": [{"package": v.package, "members": list(v.members), "abi": v.verdict.to_dict()} for v in verdicts]}
+    if not verdicts:
+        return Check(name, PASS, "no installed shared objects link torch or need a CUDA runtime besides torch's own", details)
+    fails = [f"{v.package}: {v.verdict.refusal}" for v in verdicts if v.verdict.refusal is not None]
+    if fails:
+        return Check(name, FAIL, "; ".join(fails) + " (not imported)", details)
+    notes = [f"{v.package}: {v.verdict.note}" for v in verdicts if v.verdict.note]
+    fit = ", ".join(v.package for v in verdicts)
+    return Check(name, WARN if notes else PASS, f"{fit} fit the installed torch" + (f"; {'; '.join(notes)}" if notes else ""), details)
+
+
+# -- 4c. torch-ABI-bound packages import --------------------------------------------------------------
 
 def _check_abi_imports(outcomes: Sequence[ImportOutcome]) -> Check:
     """Each installed torch-ABI-bound package imported in the target (``env/abi_imports.py``)."""
@@ -360,13 +377,14 @@ def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Seque
 
 def run_checks(
     env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
-    require_api: Sequence[str] = (), abi_imports: Sequence[ImportOutcome] | None = None,
+    require_api: Sequence[str] = (), abi_imports: Sequence[ImportOutcome] | None = None, abi_symbols: Sequence[StaticVerdict] | None = None,
 ) -> list[Check]:
     """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
     ``require_api``, a last check that the imported module has each API (per visible GPU's floor).
-    ``abi_imports`` None: the torch-ABI import check is left out (a caller that ran no imports)."""
+    ``abi_imports`` / ``abi_symbols`` None: the torch-ABI import / symbol check is left out (a
+    caller that ran none)."""
     s = installed_stack(env, defs)
-    abi = [] if abi_imports is None else [_check_abi_imports(abi_imports)]
+    abi = ([] if abi_symbols is None else [_check_abi_symbols(abi_symbols)]) + ([] if abi_imports is None else [_check_abi_imports(abi_imports)])
     api = [check_apis(s, import_result, require_api, gpus)] if require_api else []
     return [
         _check_torch(s),

@@ -163,7 +163,7 @@ class RangeClassifier:
                 self._recorded(key, record)
                 return record
         started = time.perf_counter()
-        record, final = self._scan(file)
+        record, final, _ = self._scan(file)
         self._tally.add(wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=time.perf_counter() - started, not_scanned=0 if final else 1)
         if final:
             if self._cache is not None:
@@ -175,8 +175,15 @@ class RangeClassifier:
         if self._record is not None:
             self._record(key, record)
 
-    def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool]:
-        """(the record, whether it is final: a refused range or a failed read is not cached)."""
+    def inspect(self, file: IndexFile) -> tuple[ScanRecord, WheelScan | None]:
+        """A fresh scan of ``file`` (no cache) with what every member needs: the record, and the
+        finished scan (None when it did not finish; the record says why). For ``inspect``."""
+        record, _, result = self._scan(file)
+        return record, result
+
+    def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool, WheelScan | None]:
+        """(the record, whether it is final: a refused range or a failed read is not cached, the
+        finished scan)."""
         from ..index.wheelscan import WheelScanner, first_tail  # loaded with the first scan, not at start-up
 
         url = without_fragment(file.url)
@@ -192,19 +199,19 @@ class RangeClassifier:
                 batch = within_budget(ranges, limit - scanner.bytes_read)
                 if not batch:
                     why = f"not scanned past the {limit}-byte budget ({scanner.bytes_read} bytes read of {size})"
-                    return not_scanned(why, bytes_read=read.bytes, reads=read.reads, file_size=size), True
+                    return not_scanned(why, bytes_read=read.bytes, reads=read.reads, file_size=size), True, None
                 for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
                     scanner.feed(start, data)
             result = scanner.result()
         except _Stop as stop:
             self._note(f"{file.filename}: {stop}")
-            return not_scanned(str(stop), bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
+            return not_scanned(str(stop), bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False, None
         except zipmeta.ZipError as exc:
-            return not_scanned(f"not scanned: not a readable zip ({exc})", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), True
+            return not_scanned(f"not scanned: not a readable zip ({exc})", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), True, None
         except CrawlError as exc:
             self._note(f"{file.filename}: not scanned: {exc}")
-            return not_scanned(f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False
-        return ScanRecord(abi=wheel_abi(result, self._defs), bytes_read=read.bytes, reads=read.reads, file_size=size), True
+            return not_scanned(f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False, None
+        return ScanRecord(abi=wheel_abi(result, self._defs), bytes_read=read.bytes, reads=read.reads, file_size=size), True, result
 
     def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges``, requested concurrently (one connection slot each)."""

@@ -6,6 +6,7 @@ resolver could pick for this target and torch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -13,7 +14,9 @@ from packaging.utils import canonicalize_name
 from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
 from ..model import CudaLabel, IndexFile, Target
+from ..model.abi import AbiVerdict
 from ..model.request import TORCH
+from .coupling import is_native
 from .factory import Judge
 from .policy import Rejection, RejectReason, torch_series
 
@@ -32,12 +35,16 @@ class CandidateRow:
     yanked: bool
     fits: bool
     why_not: str | None
+    abi: str | None = None  # a compiled wheel's ABI verdict in words (kind, and why it cannot run or what to know)
 
 
-def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: str | None = None, flashinfer_channel: str = "stable") -> tuple[list[CandidateRow], list[PageVisit]]:
+def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: str | None = None, flashinfer_channel: str = "stable",
+                    verdict: Callable[[IndexFile], AbiVerdict | None] | None = None) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
-    coupling against ``cuda`` or the installed torch's label, yanked)."""
+    coupling against ``cuda`` or the installed torch's label, yanked); a fitting compiled wheel the
+    data does not cover is also judged by what it imports (``verdict``: the resolver's ABI
+    judgement, against the target's torch) and does not fit when that refuses it."""
     torch = target.installed.get(TORCH)
     label = CudaLabel.parse(cuda) if cuda else CudaLabel.of_torch(torch)
     series = torch_series(torch) if torch is not None else None
@@ -45,13 +52,23 @@ def list_candidates(finder: Finder, defs: Definitions, target: Target, package: 
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
-    rows = [_row(offer.file, judge(name, offer.file)) for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True)]
+    rows = []
+    for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
+        why = judge(name, offer.file)
+        scanned = verdict(offer.file) if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None else None
+        rows.append(_row(offer.file, why, scanned))
     return rows, visits
 
 
-def _row(f: IndexFile, why: Rejection | None) -> CandidateRow:
+def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None) -> CandidateRow:
     if why is None and f.is_yanked:
         why = Rejection(RejectReason.YANKED)
+    abi = None
+    if verdict is not None:
+        kind = verdict.kind.value if verdict.kind is not None else "cuda" if verdict.cuda_majors else "no torch"
+        abi = kind + (f": {verdict.refusal}" if verdict.refusal else f": {verdict.note}" if verdict.note else "")
+        if why is None and verdict.refusal is not None:
+            why = Rejection(RejectReason.ABI, verdict.refusal)
     return CandidateRow(
         filename=f.filename,
         version=str(f.version),
@@ -65,4 +82,5 @@ def _row(f: IndexFile, why: Rejection | None) -> CandidateRow:
         yanked=f.is_yanked,
         fits=why is None,
         why_not=why.reason.value if why else None,
+        abi=abi,
     )

@@ -32,6 +32,7 @@ class RejectReason(str, enum.Enum):
     PRERELEASE = "pre-release not asked for"
     TORCH_ABI = "built for another torch"
     CUDA = "built for another CUDA"
+    ABI = "its shared objects cannot be shown to run with this torch"
     SPECIFIER = "outside the requested range"
 
 

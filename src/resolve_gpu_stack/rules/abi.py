@@ -121,16 +121,16 @@ def _judge_members(members: Sequence[MemberAbi], torch: AbiTorch, policy: AbiPol
                    declared_series: str | None, *, builds: tuple[str, ...] = ()) -> AbiVerdict:
     kind = AbiKind.BUILDS if builds else _kind(members)
     majors = tuple(sorted({v for m in members for v in m.cuda_majors}))
-    base = AbiVerdict(kind=kind, against=str(torch.version), cuda_majors=majors, builds=builds)
+    cxx = tuple(sorted({s for m in members if m.links_torch for s in m.cxx}))
+    floor = None if cxx else _higher(policy.stable_since, requires_floor)
+    base = AbiVerdict(kind=kind, against=str(torch.version), cuda_majors=majors, builds=builds, floor=floor)
     cuda = _cuda_refusal(majors, torch)
     if cuda is not None:
         return _with(base, refusal=cuda)
-    cxx = tuple(sorted({s for m in members if m.links_torch for s in m.cxx}))
-    if not cxx:
-        floor = _higher(policy.stable_since, requires_floor)
+    if floor is not None:
         if _release(torch.version) < _release_of(floor):
-            return _with(base, floor=floor, refusal=f"uses the LibTorch stable ABI from torch {floor} on; torch is {torch.version}")
-        return _with(base, floor=floor)
+            return _with(base, refusal=f"uses the LibTorch stable ABI from torch {floor} on; torch is {torch.version}")
+        return base
     if declared_series is not None and declared_series != torch.series:
         return _with(base, refusal=f"built for torch {declared_series} (its C++ ABI); torch is {torch.version}")
     return _with(base, **_locked(cxx, torch, policy))

@@ -1,0 +1,236 @@
+"""`resolve-gpu-stack inspect WHEEL|URL|NAME==VERSION`: can I use this compiled wheel with my torch?
+
+Per ``.so`` member: the libraries it needs, its C-shim and C++ torch imports (three examples,
+demangled), its CUDA majors, the torch a per-torch build member is for; then the wheel's verdict
+against the target's torch (``rules/abi.py``: the judgement ``resolve``, ``lock``, ``check`` and
+``doctor`` make). A local file is read from disk; a URL or ``NAME==VERSION`` (the best wheel for
+the target on the index that owns NAME) by range requests, only its first bytes. Exit 0 when it
+can run (or the target has no torch to judge against), 1 when it cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+from ..urls import redact_url
+from . import common
+from . import settings as S
+
+if TYPE_CHECKING:
+    from ..data.definitions import Definitions
+    from ..index.wheelscan import WheelScan
+    from ..model import IndexFile, Target
+    from ..model.abi import AbiVerdict, WheelAbi
+    from .assemble import ResolveParts
+
+INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
+SHOWN = 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="can this compiled wheel run on my torch? what each .so imports, and the verdict",
+        description=(
+            "Read a wheel's .so members (their first bytes only) and print, per member, the libraries it needs, its imports of the "
+            "LibTorch stable C shim and of torch's C++ namespaces (three examples, demangled), its CUDA majors and the torch a "
+            "per-torch build member is for; then the verdict against the target's torch: stable ABI (runs on every torch at or above "
+            "its floor), version-locked (runs on a torch that exports each of its C++ imports), one build per torch, or unknown. "
+            "WHEEL is a file, an http(s) URL, or NAME==VERSION (the best wheel for the target on the index that owns NAME). "
+            "Exit 0: it can run (or the target has no torch); 1: it cannot."
+        ),
+    )
+    p.add_argument("wheel", metavar="WHEEL|URL|NAME==VERSION")
+    S.add_flags(p, [*S.TARGET_FLAGS])
+    common.add_index_flags(p)
+    common.add_output_flags(p)
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..model.cuda import CudaLabel
+    from ..model.request import TORCH
+    from .assemble import resolve_parts
+
+    target, _ = common.target_from_args(args, env)
+    defs = common.definitions(args, env, need_pypi="==" in args.wheel and "://" not in args.wheel)
+    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:
+        source, scan, abi, cost, requires = _read(args.wheel, parts, target)
+        torch = target.installed.get(TORCH)
+        verdict = parts.judge(_name_of(source), abi, requires, target, CudaLabel.parse(S.raw_of(args, "cuda"))) if torch is not None else None
+    report = _report(args.wheel, source, scan, abi, cost, verdict, torch, parts.defs)
+    if common.output_format(args) == "json":
+        from .render import print_json
+
+        print_json(report, sys.stdout)
+    else:
+        _print(report, sys.stdout)
+    return 1 if verdict is not None and verdict.refusal is not None else 0
+
+
+def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+    """(where it was read, the finished scan or None, what it imports, bytes read / file size, its Requires-Dist)."""
+    path = Path(text)
+    if "://" not in text and "==" not in text:
+        if not path.is_file():
+            raise UsageError(f"{text}: no such file", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
+        return _read_local(path, parts.defs)
+    file = _remote_file(text, parts, target)
+    record, scan = parts.classifier.inspect(file)  # type: ignore[attr-defined]
+    metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
+    return file.url, scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
+
+
+def _read_local(path: Path, defs: Definitions) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+    from ..index import zipmeta
+    from ..index.parse import MAX_METADATA_BYTES
+    from ..index.wheelscan import scan_wheel
+    from ..model.abi import UNKNOWN, WheelAbi
+
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+
+        def read(start: int, end: int) -> bytes:
+            fh.seek(start)
+            return fh.read(end - start)
+
+        try:
+            scan = scan_wheel(read, size, cap=64 * 2**20, max_inflated=256 * 2**20)
+            fh.seek(0)
+            metadata = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
+        except zipmeta.ZipError as exc:
+            return str(path), None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
+    return str(path), scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, _requires_dist(metadata, str(path))
+
+
+def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
+    """The wheel a URL names, or the best wheel of NAME==VERSION for the target on its own index."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    from ..data.definitions import RouteContext
+    from ..model import IndexFile
+    from ..resolver.policy import fits_target, tag_rank
+
+    if "://" in text:
+        filename = text.split("#", 1)[0].split("?", 1)[0].rsplit("/", 1)[-1]
+        try:
+            name, version, _, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            raise UsageError(f"{redact_url(text)}: the URL does not end in a wheel file name", hint="give the wheel's own URL") from None
+        return IndexFile(filename=filename, url=text, name=name, version=version, tags=frozenset(tags))
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        raise UsageError(f"{text!r} is not NAME==VERSION: {exc}") from None
+    pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+    if len(pins) != 1 or len(req.specifier) != 1:
+        raise UsageError(f"{text!r}: name one version exactly (NAME==VERSION)")
+    name = canonicalize_name(req.name)
+    offers, _ = parts.finder.offers(name, RouteContext())
+    fitting = [o.file for o in offers if str(o.file.version) == pins[0] or o.file.version.public == pins[0]]
+    ranked = sorted((f for f in fitting if fits_target(f, target) is None), key=lambda f: tag_rank(f, target) or 0)
+    if not ranked:
+        found = ", ".join(sorted({f.filename for f in fitting})) or "none"
+        raise UsageError(f"{name} {pins[0]}: no wheel for {target.describe()} on its index (files of that version: {found})",
+                         hint="name another version, or inspect a wheel file or URL directly")
+    return ranked[0]
+
+
+def _requires_dist(metadata: bytes, source: str) -> tuple[str, ...]:
+    from ..errors import CrawlError
+    from ..index.parse import parse_metadata
+
+    if not metadata:
+        return ()
+    try:
+        return parse_metadata(metadata, source=source).requires_dist
+    except CrawlError:
+        return ()
+
+
+def _name_of(source: str) -> str:
+    """The project name in a wheel's file name (the data's rows are keyed by it)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        return str(parse_wheel_filename(source.split("#", 1)[0].rsplit("/", 1)[-1])[0])
+    except InvalidWheelFilename:
+        return ""
+
+
+def _report(asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, torch: Any,
+            defs: Definitions) -> dict[str, Any]:
+    from ..index.abi import demangle, split_imports
+
+    members = []
+    for m in scan.members if scan is not None else ():
+        split = split_imports(m.symbols.imports, defs.abi) if m.symbols is not None else None
+        members.append({
+            "name": m.name,
+            "needed": list(m.libraries.needed) if m.libraries else None,
+            "torch_libraries": list(m.libraries.torch_libs) if m.libraries else [],
+            "cuda_majors": list(m.libraries.cuda_majors) if m.libraries else [],
+            "shim_imports": len(split.shim) if split else None,
+            "shim_examples": list(split.shim[:SHOWN]) if split else [],
+            "cxx_imports": len(split.locked) if split else None,
+            "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]] if split else [],
+            "build": defs.abi.build_of(m.name),
+            "read": m.conclusive and (not m.links_torch or m.symbols_complete),
+            "error": m.error,
+        })
+    return {
+        "schema": INSPECT_SCHEMA,
+        "wheel": asked,
+        "source": redact_url(source),
+        "kind": abi.kind,
+        "why": abi.why,
+        "bytes_read": cost["bytes_read"],
+        "file_size": cost["file_size"],
+        "cuda_majors": list(abi.cuda_majors),
+        "builds": list(abi.builds),
+        "members": members,
+        "torch": None if torch is None else str(torch),
+        "verdict": None if verdict is None else {
+            "abi": verdict.kind.value if verdict.kind is not None else None, "runs": verdict.runs, "floor": verdict.floor,
+            "cuda_majors": list(verdict.cuda_majors), "builds": list(verdict.builds), "refusal": verdict.refusal, "note": verdict.note,
+        },
+    }
+
+
+def _print(report: dict[str, Any], out: Any) -> None:
+    size = report["file_size"]
+    share = f", {report['bytes_read']:,} bytes read ({100 * report['bytes_read'] / size:.1f}%)" if size else ""
+    out.write(f"{report['wheel']}: {report['kind']}{share}\n  {report['why']}\n")
+    for m in report["members"]:
+        out.write(f"  {m['name']}\n")
+        if m["error"]:
+            out.write(f"    not read: {m['error']}\n")
+        if m["needed"] is not None:
+            out.write(f"    needs: {', '.join(m['needed']) or 'nothing'}\n")
+        if m["torch_libraries"]:
+            shim = f"{m['shim_imports']} C-shim" + (f" ({', '.join(m['shim_examples'])})" if m["shim_examples"] else "")
+            cxx = f"{m['cxx_imports']} C++" + (f" ({'; '.join(m['cxx_examples'])})" if m["cxx_examples"] else "")
+            out.write(f"    torch imports: {shim}, {cxx}\n" if m["shim_imports"] is not None else "    torch imports: not read\n")
+        if m["cuda_majors"]:
+            out.write(f"    CUDA: {', '.join(str(v) for v in m['cuda_majors'])}\n")
+        if m["build"]:
+            out.write(f"    a build for torch {m['build']}\n")
+    verdict = report["verdict"]
+    if verdict is None:
+        out.write("verdict: the target has no torch to judge it against (pass --installed torch==VERSION, or --python PATH)\n")
+        return
+    kind = verdict["abi"] or "no torch linked"
+    floor = f", torch >= {verdict['floor']}" if verdict["floor"] else ""
+    head = "runs" if verdict["runs"] else "cannot run"
+    out.write(f"verdict against torch {report['torch']}: {head} ({kind}{floor})\n")
+    for line in (verdict["refusal"], verdict["note"]):
+        if line:
+            out.write(f"  {line}\n")
+
+
+__all__ = ["INSPECT_SCHEMA", "register", "run"]
