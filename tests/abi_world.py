@@ -25,7 +25,7 @@ from wheels import BuiltWheel, build_wheel
 from world import World, _Entry
 
 CXX = shutil.which("g++") or shutil.which("c++")
-TAG = "cp312-cp312-manylinux_2_28_x86_64"
+TAG = "cp310-abi3-manylinux_2_28_x86_64"  # fits the declared 3.12 target and a venv of this interpreter
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
 CHECK_FAIL = "_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"

@@ -505,7 +505,7 @@ def test_doctor_on_a_real_venv(tmp_path: Path, wheelhouse: dict[str, Path], caps
     assert report["python"] == str(python)
     assert {n: c["status"] for n, c in checks.items()} == {
         "torch": "pass", "flashinfer-components": "pass", "flashinfer-alignment": "pass", "apache-tvm-ffi": "pass",
-        "torch-abi": "pass", "torch-abi-import": "pass", "flashinfer-import": "pass", "gpu-arch": "skip"}
+        "torch-abi": "pass", "torch-abi-symbols": "pass", "torch-abi-import": "pass", "flashinfer-import": "pass", "gpu-arch": "skip"}
     assert checks["flashinfer-import"]["details"]["version"] == "0.6.5"
     assert "not checked" in checks["gpu-arch"]["message"]
 
@@ -543,7 +543,7 @@ def test_doctor_table_output(tmp_path: Path, wheelhouse: dict[str, Path], capsys
     out = capsys.readouterr().out
     assert code == 0
     assert "torch" in out and "2.12.0.dev20260307+cu130" in out and "FlashInfer is not installed" in out
-    assert "ok: 3 pass, 5 skip" in out
+    assert "ok: 4 pass, 5 skip" in out
 
 
 @pytest.mark.slow

@@ -118,6 +118,8 @@ def _pypi_html(name: str, entries: list[_Entry]) -> str:
             attrs += ' data-requires-python="' + e.requires_python.replace("<", "&lt;").replace(">", "&gt;") + '"'
         if e.yanked is not None:
             attrs += f' data-yanked="{e.yanked}"'
+        if e.sidecar:  # PEP 658/714: the METADATA file is served beside the wheel
+            attrs += f' data-core-metadata="sha256={hashlib.sha256(e.wheel.metadata).hexdigest()}"'
         rows.append(f'    <a href="../../{e.rel_path}#sha256={e.wheel.sha256}"{attrs}>{e.wheel.filename}</a><br />')
     return "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n" f"    <title>Links for {name}</title>\n  </head>\n  <body>\n    <h1>Links for {name}</h1>\n" + "\n".join(rows) + "\n  </body>\n</html>\n"
 
@@ -132,6 +134,7 @@ def _pypi_json(name: str, entries: list[_Entry]) -> str:
             "size": e.wheel.size,
             "upload-time": e.upload_time,
             "yanked": e.yanked if e.yanked else (True if e.yanked == "" else False),
+            **({"core-metadata": {"sha256": hashlib.sha256(e.wheel.metadata).hexdigest()}} if e.sidecar else {}),
         }
         for e in entries
     ]
