@@ -18,7 +18,7 @@ from types import ModuleType
 
 from .. import __version__
 from ..errors import ResolveGpuStackError
-from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
+from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_export, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
 from .common import configure_logging, refuse_long_numbers_in
 
 # command name -> module; the order is the order of --help
@@ -27,6 +27,7 @@ COMMANDS: dict[str, ModuleType] = {
     "candidates": cmd_candidates,
     "snapshot": cmd_snapshot,
     "lock": cmd_lock,
+    "export": cmd_export,
     "install": cmd_install,
     "wheelhouse": cmd_wheelhouse,
     "doctor": cmd_doctor,

@@ -196,28 +196,37 @@ def _refuse_synthetic(plan, snapshot: Path | None) -> None:
 
 # -- every configured target -----------------------------------------------------------------------
 
-def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
-    """The --snapshot/--index words of the command line, as a regenerate command records them."""
+def source_words(args: argparse.Namespace, config: ProjectConfig | None = None) -> list[str]:
+    """The --snapshot/--index words of the command line, as a regenerate command records them
+    (a snapshot relative to the config's folder, when there is a config)."""
     words: list[str] = []
     if args.snapshot is not None:
-        words += ["--snapshot", config.relative(args.snapshot.resolve())]
+        words += ["--snapshot", config.relative(args.snapshot.resolve()) if config is not None else str(args.snapshot)]
     for item in args.index:
         name, _, url = item.partition("=")
         words += ["--index", f"{name}={redact_url(url)}"]
     return words
 
 
-def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from ..index.finder import Finder
-    from .config import effective, resolve_definitions, with_overrides
+def selected_targets(config: ProjectConfig, args: argparse.Namespace) -> tuple[ProjectConfig, list, str]:
+    """(the config with --snapshot/--index applied, the targets --target selects with the typed
+    settings over theirs, the command-line words a regenerate command repeats)."""
+    from .config import effective, with_overrides
 
     overrides = S.typed(args)  # the settings the user typed win over the config's
     config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
+    return config, targets, " ".join(map(shlex.quote, [*S.words(overrides), *source_words(args, config)]))
+
+
+def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
+    from ..index.finder import Finder
+    from .config import resolve_definitions
+
+    config, targets, extra = selected_targets(config, args)
     if not getattr(args, "allow_outside_project", False):
         _refuse_outside(config, targets)
-    extra = " ".join(map(shlex.quote, [*S.words(overrides), *_source_words(args, config)]))
     defs = resolve_definitions(config, env)
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
     fetcher = common.make_fetcher(args, env, defs)

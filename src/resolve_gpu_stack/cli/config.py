@@ -68,7 +68,7 @@ PYPROJECT = "pyproject.toml"
 GPU_STACK_TOML = "gpu-stack.toml"
 
 _TARGET_ONLY_KEYS = ("name", "output")
-_TOP_KEYS = ("snapshot", "indexes", "defaults", "target")
+_TOP_KEYS = ("snapshot", "indexes", "defaults", "target", "uv-export")  # uv-export: the record `export uv` keeps (lock.uvproject)
 _SETTING_KEYS = tuple(S.BY_KEY)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -137,6 +137,8 @@ def _pyproject_table(path: Path) -> dict[str, Any] | None:
     table = tool[TOOL]
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.{TOOL}] must be a table")
+    if set(table) <= {"uv-export"}:
+        return None  # only the record of `export uv` (a project exported from flags): no config
     return table
 
 

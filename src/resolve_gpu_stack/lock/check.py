@@ -24,11 +24,11 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
-from ..errors import LockFileError
+from ..errors import LockFileError, ResolveGpuStackError
 from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
-from ..resolver.policy import owner_of, plan_violations, synthetic_rows
+from ..resolver.policy import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
@@ -515,4 +515,90 @@ def drift(path: Path, locked: LockPlan, fresh: LockPlan, *, source: str, hint: s
             direction = "newer" if new[name] > old[name] else "different"
             what = f"{source} now gives {new[name]}, {direction} than the locked {old[name]}"
         out.append(Finding(level=WARNING, path=path, package=name, message=f"drift: {what}", hint=hint))
+    return out
+
+
+# -- a uv project's uv.lock against the plan `export uv` wrote into its pyproject.toml --------------
+
+def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[Finding]:
+    """``lock`` (a ``uv.lock``) against the export record of ``pyproject``: every planned package
+    at its planned version in each target's fork, a kept package at its kept version, each sourced
+    package from the index the plan took it from, FlashInfer aligned; and the entries the export
+    wrote still in ``[tool.uv]``. Each drift is one finding naming the package."""
+    from ..data.toml import read_text
+    from .uvproject import read_export, read_uv_lock
+
+    try:
+        record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
+    except LockFileError as err:
+        return [_error(pyproject, _without_path(str(err), pyproject), hint=err.hint)]
+    if record is None:
+        return [_error(lock, f"{pyproject.name} has no [tool.resolve-gpu-stack.uv-export] table: no plan was exported into this project, so there is nothing to check uv.lock against",
+                       hint="write one with `resolve-gpu-stack export uv`")]
+    hint = f"export again ({record.command}), then `uv lock`" if record.command else "export again, then `uv lock`"
+    out = _exported_entries_findings(pyproject, record, hint)
+    if not lock.is_file():
+        return [*out, _error(lock, f"missing: {pyproject.name} holds an exported plan but there is no uv.lock", hint="run `uv lock` in the project")]
+    try:
+        packages = read_uv_lock(read_text(lock, error=LockFileError), str(lock))
+    except LockFileError as err:
+        return [*out, _error(lock, _without_path(str(err), lock), hint=err.hint)]
+    for target in record.targets:
+        out += _uv_target_findings(lock, record, target, packages, defs, several=len(record.targets) > 1)
+    return out
+
+
+def _exported_entries_findings(pyproject: Path, record, hint: str) -> list[Finding]:
+    """What the export wrote into [tool.uv] and its dependency group, still there (a hand edit of
+    pyproject.toml is drift too: `uv lock` follows it)."""
+    from .uvproject import LISTS
+
+    out: list[Finding] = []
+    for key in ("environments", *LISTS):
+        have = record.uv.get(key) or []
+        for entry in record.wrote.get(key, ()):
+            if entry not in have:
+                out.append(_error(pyproject, f"[tool.uv] {key} no longer has {entry!r}, which `export uv` wrote", hint=hint))
+    sources = record.uv.get("sources") or {}
+    for name in record.sources:
+        if name not in sources:
+            out.append(_error(pyproject, f"[tool.uv.sources] has no entry for {name} any more: uv may take it from another index", package=name, hint=hint))
+    if record.group not in record.groups:
+        out.append(_error(pyproject, f"[dependency-groups] has no {record.group!r} group any more: `uv sync` leaves the stack's roots out", hint=hint))
+    return out
+
+
+def _uv_target_findings(lock: Path, record, target, packages, defs: Definitions, *, several: bool) -> list[Finding]:
+    from ..model.declared import declared_target
+    from .uvproject import locked_for
+
+    try:
+        environment: Mapping[str, str] | None = declared_target(target.python, target.platform).markers
+    except ResolveGpuStackError:
+        environment = None  # a probed target's platform: every fork counts
+    label = f"target {target.name!r}: " if several and target.name else ""
+    relock = "run `uv lock` again (pyproject.toml still holds the plan), or export again"
+    out: list[Finding] = []
+    versions: dict[str, Version] = {}
+    for name, version in sorted(record.pins(target, environment).items()):
+        got = locked_for(packages, name, environment)
+        have = sorted({p.version for p in got if p.version is not None})
+        if not got:
+            out.append(_error(lock, f"{label}not in uv.lock; the exported plan installs {version}", package=name, hint=relock))
+            continue
+        if have != [version]:
+            shown = ", ".join(map(str, have)) or "no version"
+            if name in target.kept:
+                out.append(_error(lock, f"{label}uv.lock has {shown}, but the plan keeps the installed {version}: `uv sync` would replace it", package=name, hint=relock))
+            else:
+                out.append(_error(lock, f"{label}uv.lock has {shown}, the exported plan pins {version}", package=name, hint=relock))
+        versions[name] = have[-1] if have else version
+        source = target.sources.get(name)
+        wrong = sorted({p.registry for p in got if p.registry is not None and source is not None and p.registry.rstrip("/") != source.rstrip("/")})
+        if wrong:
+            out.append(_error(lock, f"{label}uv.lock takes it from {', '.join(map(strip_credentials, wrong))}, the plan from {source}", package=name, hint=relock))
+    found = LockPlan(target=TargetSummary(python=target.python, platform=target.platform, cuda=None), cuda_label=target.cuda_label,
+                     packages=tuple(LockedPackage(name=canonicalize_name(n), version=v, action=Action.INSTALL, index="uv.lock", coupling=Coupling.AGNOSTIC) for n, v in versions.items()))
+    for v in flashinfer_alignment(found, defs):
+        out.append(_error(lock, f"{label}in uv.lock: {v.message}", package=v.package, hint=relock))
     return out
