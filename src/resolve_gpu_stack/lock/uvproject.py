@@ -322,7 +322,6 @@ def _array(items: Sequence[Any]) -> Any:
 
 def _set(parent: Any, key: str, value: Any, *, as_table: bool = False) -> None:
     """``parent[key] = value`` unless it already holds that value; an empty value removes the key."""
-    import tomlkit
 
     if _plain(parent.get(key)) == value:
         return
@@ -330,13 +329,42 @@ def _set(parent: Any, key: str, value: Any, *, as_table: bool = False) -> None:
         if key in parent:
             del parent[key]
         return
-    if as_table:
-        table = tomlkit.table()
-        for k, v in value.items():
-            table[k] = _array(v) if isinstance(v, list) and not (v and isinstance(v[0], dict)) else v
-        parent[key] = table
+    if as_table:  # its keys set in place (a table replaced whole loses the blank line after it)
+        _update(parent[key] if isinstance(parent.get(key), dict) else _new_table(parent, key), value)
     else:
         parent[key] = _array(value) if isinstance(value, list) else value
+
+
+def _new_table(parent: Any, key: str) -> Any:
+    import tomlkit
+
+    parent[key] = tomlkit.table()
+    return parent[key]
+
+
+def _update(table: Any, value: Mapping[str, Any]) -> None:
+    """``table`` made to hold ``value``, key by key; an array of tables row by row while it has
+    as many rows (so the whitespace around it stays as it was)."""
+    import tomlkit
+
+    for k in [k for k in table if k not in value]:
+        del table[k]
+    for k, v in value.items():
+        current = table.get(k)
+        if _plain(current) == v:
+            continue
+        rows = isinstance(v, list) and bool(v) and isinstance(v[0], dict)
+        if rows and isinstance(current, list) and len(current) == len(v):
+            for row, wanted in zip(current, v):
+                _update(row, wanted)
+        elif rows:
+            aot = tomlkit.aot()
+            for wanted in v:
+                _update(row := tomlkit.table(), wanted)
+                aot.append(row)
+            table[k] = aot
+        else:
+            table[k] = _array(v) if isinstance(v, list) else v
 
 
 def _python_notes(doc: Any, tables: UvTables) -> list[str]:
@@ -389,18 +417,17 @@ def _merge_list(uv: Any, key: str, wanted: list[str], ours: list[str]) -> list[s
     if current is None:
         _set(uv, key, wanted)
         return []
-    for item in list(current):
-        if str(item) in ours and str(item) not in wanted:
+    mine = set(ours) | set(wanted)
+    theirs = [str(item) for item in current if str(item) not in mine]
+    if [str(item) for item in current] != theirs + wanted:  # theirs where they are, then ours in order
+        for item in [item for item in current if str(item) in mine]:
             current.remove(item)
-    have = [str(item) for item in current]
-    for item in wanted:
-        if item not in have:
-            current.append(item)
-    if len(current) > 1:
-        current.multiline(True)
+        current.extend(wanted)
+        if len(current) > 1:
+            current.multiline(True)
     if not len(current):
         del uv[key]
-    return _conflicts(key, [h for h in have if h not in ours and h not in wanted], wanted)
+    return _conflicts(key, theirs, wanted)
 
 
 def _conflicts(key: str, theirs: list[str], wanted: list[str]) -> list[str]:
