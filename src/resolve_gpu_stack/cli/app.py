@@ -52,12 +52,12 @@ downgrade included), 2 usage error, 3 an index could not be reached or answered 
 """
 
 
-_TOP_LEVEL = ("-h", "--help", "--version")
+_TOP_LEVEL = ("-h", "--help", "-V", "--version")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="resolve-gpu-stack", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"resolve-gpu-stack {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"resolve-gpu-stack {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         module.register(sub)

@@ -157,10 +157,11 @@ def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> 
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     """Print the findings and the verdict (diagnostics: stderr); the exit status."""
-    from ..lock.check import ERROR, WARNING
+    from ..lock.check import ERROR, NOTE, WARNING
 
     for finding in findings:
-        print(finding.render(common.shown(finding.path)), file=sys.stderr)
+        if not (quiet and finding.level == NOTE):  # -q: problems only
+            print(finding.render(common.shown(finding.path)), file=sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
     warnings = sum(f.level == WARNING for f in findings)
     bad = len({f.path for f in findings if f.level == ERROR})

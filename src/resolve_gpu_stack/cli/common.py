@@ -31,6 +31,8 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("indexes")
     g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
+    g.add_argument("--live-fallback", action="store_true",
+                   help="with --snapshot (or a config's snapshot): fetch what the snapshot lacks from the live indexes (default: a miss is an error)")
     add_network_flags(g)
 
 
@@ -166,12 +168,14 @@ def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
-    """The snapshot replayer (``snapshot``, else ``--snapshot``), or the live HTTP fetcher."""
-    from ..net.snapshot import SnapshotFetcher
+    """The snapshot replayer (``snapshot``, else ``--snapshot``), with what it lacks fetched live
+    under ``--live-fallback``; else the live HTTP fetcher."""
+    from ..net.snapshot import FallbackFetcher, SnapshotFetcher
 
     snapshot = snapshot if snapshot is not None else args.snapshot
     if snapshot is not None:
-        return SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
+        replay = SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
+        return FallbackFetcher(replay, live_fetcher(args, env)) if getattr(args, "live_fallback", False) else replay
     return live_fetcher(args, env)
 
 

@@ -473,6 +473,50 @@ class ListedFiles:
         return self._parsed[key]
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A plan whose ``index`` files were looked up on that index's own pages (their URLs there),
+    and the files that could not be placed, with why."""
+
+    plan: LockPlan
+    unplaced: tuple[tuple[LockedPackage, str], ...] = ()
+
+
+def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
+    """Each wheel of ``index`` the plan downloads, at the URL ``index``'s page gives for that file
+    name (a mirror's own layout, not the one a snapshot recorded), when the page lists it with the
+    same sha256. A page that cannot be read stops the look-ups (every file left is unplaced, with
+    that reason); a page that lists another sha256 for the file is an ``IntegrityError``."""
+    from ..errors import CrawlError, IntegrityError
+
+    ctx = route_context(plan)
+    placed: dict[str, str] = {}
+    unplaced: list[tuple[LockedPackage, str]] = []
+    failure: str | None = None
+    for pkg in plan.packages:
+        if pkg.index != index or pkg.action is Action.KEEP or not pkg.filename or not pkg.url:
+            continue
+        if failure is not None:
+            unplaced.append((pkg, failure))
+            continue
+        try:
+            offered = lookup(pkg.name, ctx, {pkg.filename})
+        except CrawlError as err:
+            failure = f"its page could not be read ({err})"
+            unplaced.append((pkg, failure))
+            continue
+        match = next((f for f in offered if f.filename == pkg.filename), None)
+        if match is None:
+            unplaced.append((pkg, f"the {index} index's page for {pkg.name} does not list {pkg.filename}"))
+        elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
+            raise IntegrityError(match.url, f"the {index} index lists sha256 {match.sha256} for {pkg.filename}, the recorded plan {pkg.sha256}",
+                                 hint="the index serves another file under this name; it is not locked")
+        else:
+            placed[pkg.name] = match.url
+    packages = tuple(replace(p, url=placed[p.name]) if p.name in placed else p for p in plan.packages)
+    return Placement(plan=replace(plan, packages=packages), unplaced=tuple(unplaced))
+
+
 def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:
     """Each wheel the lock downloads must still be offered, with the sha256 and size locked."""
     from ..errors import CrawlError
