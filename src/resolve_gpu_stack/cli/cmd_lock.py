@@ -160,13 +160,12 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
     from urllib.parse import urlsplit
 
     from ..lock.check import ListedFiles, place_files
-    from ..model import Action
     from ..net.snapshot import PLACEHOLDER_BASE
 
     pypi = defs.indexes["pypi"].url
     if not pypi or pypi == PLACEHOLDER_BASE.format(name="pypi") or urlsplit(pypi).path.rstrip("/") == "/simple":
         return plan
-    if not any(p.index == "pypi" and p.action is not Action.KEEP for p in plan.packages):
+    if not any(p.index == "pypi" and p.url for p in plan.packages):
         return plan
     fetcher = common.live_fetcher(args, env)
     try:

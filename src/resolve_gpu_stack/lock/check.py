@@ -483,7 +483,7 @@ class Placement:
 
 
 def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
-    """Each wheel of ``index`` the plan downloads, at the URL ``index``'s page gives for that file
+    """Each wheel of ``index`` the plan lists, at the URL ``index``'s page gives for that file
     name (a mirror's own layout, not the one a snapshot recorded), when the page lists it with the
     same sha256. A page that cannot be read stops the look-ups (every file left is unplaced, with
     that reason); a page that lists another sha256 for the file is an ``IntegrityError``."""
@@ -494,7 +494,7 @@ def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
     unplaced: list[tuple[LockedPackage, str]] = []
     failure: str | None = None
     for pkg in plan.packages:
-        if pkg.index != index or pkg.action is Action.KEEP or not pkg.filename or not pkg.url:
+        if pkg.index != index or (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename or not pkg.url:  # a listed kept file too
             continue
         if failure is not None:
             unplaced.append((pkg, failure))
