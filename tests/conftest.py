@@ -57,7 +57,7 @@ def cert(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture(autouse=True)
 def every_json_output_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every JSON object a command prints (``render.print_json``) matches its schema in schemas/."""
-    from schemas import validate
+    from output_schemas import validate
 
     printed = render.print_json
 

@@ -158,6 +158,24 @@ def relock(project: Path, env: dict[str, str], *targets: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def locked_project(tmp_path: Path, env: dict[str, str], pre_commit_config: str) -> Path:
+    """The user's project: config, a snapshot of the world and locks made from it offline, a git
+    repository with ``pre_commit_config`` installed as its hooks."""
+    project = tmp_path / "project"
+    project.mkdir()
+    world = build_lock_world(tmp_path / "www")
+    with serve_world(world) as (_, urls):
+        (project / "pyproject.toml").write_text(config_text(urls))
+        record_snapshot(project, project / "snapshot")
+    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # the servers are gone now
+    relock(project, env)
+    (project / ".pre-commit-config.yaml").write_text(pre_commit_config)
+    git(project, "init", "-q", "-b", "main", env=env)
+    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return project
+
+
 # -- the test ---------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
@@ -183,20 +201,8 @@ def test_precommit_hook_on_real_commits(tmp_path):
     _, remote = readme_snippets()
     assert re.search(rf"^ +rev: {re.escape(rev)}\b", remote, flags=re.M)  # the README names the tag the release process makes
 
-    # the user's project: config, a snapshot of the world, and locks made from it offline
-    project = tmp_path / "project"
-    project.mkdir()
-    world = build_lock_world(tmp_path / "www")
-    with serve_world(world) as (_, urls):
-        (project / "pyproject.toml").write_text(config_text(urls))
-        record_snapshot(project, project / "snapshot")
-    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # the servers are gone now
-    relock(project, env)
     # the README's snippet as pasted, its URL pointed at the copy (github is not reachable here)
-    (project / ".pre-commit-config.yaml").write_text(re.sub(r"(?m)^( +- repo: )\S+.*$", rf"\g<1>{tmp_path / 'hook-repo'}", remote))
-    git(project, "init", "-q", "-b", "main", env=env)
-    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    project = locked_project(tmp_path, env, re.sub(r"(?m)^( +- repo: )\S+.*$", rf"\g<1>{tmp_path / 'hook-repo'}", remote))
 
     # 1. a fresh, consistent lock: the commit goes through (the first run installs the hook repo)
     started = time.monotonic()
@@ -259,18 +265,7 @@ def test_the_local_snippet_works_as_pasted(tmp_path):
     }
     (tmp_path / "home").mkdir()
     local, _ = readme_snippets()
-    project = tmp_path / "project"
-    project.mkdir()
-    world = build_lock_world(tmp_path / "www")
-    with serve_world(world) as (_, urls):
-        (project / "pyproject.toml").write_text(config_text(urls))
-        record_snapshot(project, project / "snapshot")
-    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))
-    relock(project, env)
-    (project / ".pre-commit-config.yaml").write_text(local)
-    git(project, "init", "-q", "-b", "main", env=env)
-    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    project = locked_project(tmp_path, env, local)
     rc, out = commit(project, env, "lock the GPU stack")
     assert rc == 0, out
     assert re.search(r"resolve-gpu-stack check.*Passed", out), out

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SNAPSHOT
-from schemas import SCHEMA_ID, SCHEMAS, schema_file, validate, validator
+from output_schemas import SCHEMA_ID, SCHEMAS, schema_file, validate, validator
 
 from resolve_gpu_stack.cli.app import main
 

@@ -80,9 +80,13 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         return 0
     if applied.text != before:
         write_texts([(path, applied.text)])
-    if not quiet:
-        what = "wrote" if applied.text != before else "unchanged, already holds this plan:"
-        print(f"{what} {common.shown(path)} ([tool.uv] for {len(targets)} target{'s' * (len(targets) != 1)}); next: `uv lock` and `uv sync` in {common.shown(folder)}", file=sys.stderr)
+    if quiet:
+        return 0
+    if applied.text == before:
+        print(f"{common.shown(path)} unchanged: it already holds this plan", file=sys.stderr)
+    else:
+        print(f"wrote {common.shown(path)} ([tool.uv] for {len(targets)} target{'s' * (len(targets) != 1)}); next: `uv lock` and `uv sync` in {common.shown(folder)}",
+              file=sys.stderr)
     return 0
 
 
