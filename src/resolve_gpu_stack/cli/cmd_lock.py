@@ -141,8 +141,8 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
         if not getattr(args, "allow_synthetic", False):
             _refuse_synthetic(plan, args.snapshot)
         plan = _learn_kept_hashes(args, env, plan, defs)
-    if args.snapshot is not None:
-        plan = _placed(args, env, plan, defs)
+        if args.snapshot is not None:
+            plan = _placed(args, env, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
     for path, _ in texts:
         _make_folder(path)

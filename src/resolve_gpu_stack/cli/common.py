@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def add_index_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("indexes")
     g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
-    g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
+    g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all (unless --live-fallback)")
     g.add_argument("--live-fallback", action="store_true",
                    help="with --snapshot (or a config's snapshot): fetch what the snapshot lacks from the live indexes (default: a miss is an error)")
     add_network_flags(g)

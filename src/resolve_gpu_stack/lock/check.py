@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
 from .pylock import plan_from_lock
+from .uvproject import LISTS, RECORD, TOOL, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
@@ -570,14 +571,13 @@ def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[
     package from the index the plan took it from, FlashInfer aligned; and the entries the export
     wrote still in ``[tool.uv]``. Each drift is one finding naming the package."""
     from ..data.toml import read_text
-    from .uvproject import read_export, read_uv_lock
 
     try:
         record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
     except LockFileError as err:
         return [_error(pyproject, _without_path(str(err), pyproject), hint=err.hint)]
     if record is None:
-        return [_error(lock, f"{pyproject.name} has no [tool.resolve-gpu-stack.uv-export] table: no plan was exported into this project, so there is nothing to check uv.lock against",
+        return [_error(lock, f"{pyproject.name} has no [tool.{TOOL}.{RECORD}] table: no plan was exported into this project, so there is nothing to check uv.lock against",
                        hint="write one with `resolve-gpu-stack export uv`")]
     hint = f"export again ({record.command}), then `uv lock`" if record.command else "export again, then `uv lock`"
     out = _exported_entries_findings(pyproject, record, hint)
@@ -592,11 +592,9 @@ def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[
     return out
 
 
-def _exported_entries_findings(pyproject: Path, record, hint: str) -> list[Finding]:
+def _exported_entries_findings(pyproject: Path, record: ExportRecord, hint: str) -> list[Finding]:
     """What the export wrote into [tool.uv] and its dependency group, still there (a hand edit of
     pyproject.toml is drift too: `uv lock` follows it)."""
-    from .uvproject import LISTS
-
     out: list[Finding] = []
     for key in ("environments", *LISTS):
         have = record.uv.get(key) or []
@@ -612,9 +610,9 @@ def _exported_entries_findings(pyproject: Path, record, hint: str) -> list[Findi
     return out
 
 
-def _uv_target_findings(lock: Path, record, target, packages, defs: Definitions, *, several: bool) -> list[Finding]:
+def _uv_target_findings(lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[UvLockedPackage], defs: Definitions, *,
+                        several: bool) -> list[Finding]:
     from ..model.declared import declared_target
-    from .uvproject import locked_for
 
     try:
         environment: Mapping[str, str] | None = declared_target(target.python, target.platform).markers
