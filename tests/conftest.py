@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from server import IndexServer  # noqa: E402
 
+import resolve_gpu_stack.cli.render as render  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-03-07"
 DATA = Path(__file__).parent / "data"
@@ -50,3 +52,18 @@ def cert(tmp_path: Path) -> tuple[Path, Path]:
     if made.returncode != 0:
         pytest.skip(f"openssl cannot make a test certificate: {made.stderr.decode(errors='replace')[-200:]}")
     return cert, key
+
+
+@pytest.fixture(autouse=True)
+def every_json_output_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every JSON object a command prints (``render.print_json``) matches its schema in schemas/."""
+    from output_schemas import validate
+
+    printed = render.print_json
+
+    def checked(data, out):
+        if isinstance(data, dict) and "schema" in data:
+            validate(data)
+        printed(data, out)
+
+    monkeypatch.setattr(render, "print_json", checked)

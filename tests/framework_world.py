@@ -43,8 +43,9 @@ def pypi_native(w: World, name: str, version: str, tag: str, files: dict[str, by
     w._add(f"simple/{name}/", "pypi", _Entry(wheel, "files/" + wheel.filename, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
 
 
-def build_framework_world(root: Path) -> World:
-    w = build_story_world(root / "www", fi_versions=("0.6.3", "0.6.4"))
+def build_framework_world(root: Path, *, py: str = "cp312") -> World:
+    """``py``: the CPython tag of the compiled wheels (see ``build_story_world``)."""
+    w = build_story_world(root / "www", fi_versions=("0.6.3", "0.6.4"), py=py)
     # FlashInfer 0.6.5 with extras: cu13 adds a package, b12x a torch floor a nightly fails
     w.pypi("flashinfer-python", "0.6.5", requires=[*FI_REQUIRES, *FI_EXTRAS], requires_python=">=3.10")
     w.pypi("flashinfer-cubin", "0.6.5")
@@ -56,7 +57,7 @@ def build_framework_world(root: Path) -> World:
     w.pypi("nvidia-cutlass-dsl-libs-cu13", "4.8.0")
     # torchaudio nightlies on the PyTorch index, each pinned to one torch nightly
     for date, pin in (("20260307", "20260307"), ("20260306", "20260306")):
-        w.pytorch("torchaudio", f"2.11.0.dev{date}+cu130", tag=f"cp312-cp312-{X86}", requires=[f"torch==2.12.0.dev{pin}"])
+        w.pytorch("torchaudio", f"2.11.0.dev{date}+cu130", tag=f"{py}-{py}-{X86}", requires=[f"torch==2.12.0.dev{pin}"])
 
     build = root / "elf"
     libs = torch_stubs(build / "libs")
@@ -65,7 +66,7 @@ def build_framework_world(root: Path) -> World:
     torch_so = compile_extension(build, "common_ops.abi3.so", libs, calls=("cxx_check", "cxx_numel"))
     cuda_so = compile_extension(build, "_helper.so", libs, calls=("cudart",), links=("libcudart.so.13",))  # torch's CUDA major
     pypi_native(w, "sgl-kernel", "0.3.21", "cp310-abi3-manylinux2014_x86_64", {"sgl_kernel/__init__.py": b"", "sgl_kernel/common_ops.abi3.so": torch_so})
-    pypi_native(w, "cuda-helper", "1.0", "cp312-cp312-manylinux_2_28_x86_64", {"cuda_helper/__init__.py": b"", "cuda_helper/_helper.so": cuda_so})
+    pypi_native(w, "cuda-helper", "1.0", f"{py}-{py}-manylinux_2_28_x86_64", {"cuda_helper/__init__.py": b"", "cuda_helper/_helper.so": cuda_so})
     pypi_native(w, "vllm", "0.11.1", "cp38-abi3-manylinux_2_28_x86_64", {"vllm/__init__.py": b"", "vllm/_C.abi3.so": torch_so}, requires=["torch==2.9.0", "flashinfer-python==0.6.4", "numpy"])
 
     w.pypi("sglang", "0.5.2", requires=["numpy"])  # before the pins

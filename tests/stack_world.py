@@ -38,20 +38,22 @@ def torch_nightly(w: World, date: str, *, arch: str = X86, py: str = "cp312", cu
     w.pytorch("torch", v, tag=f"{py}-{py}-{arch}", variant=cuda, requires=[r.format(hash=triton_hash) for r in TORCH_REQUIRES], requires_python=">=3.10")
 
 
-def build_story_world(root: Path, *, cuda: str = "cu130", hostile: bool = True, fi_versions: tuple[str, ...] = ("0.6.4", "0.6.5")) -> World:
+def build_story_world(root: Path, *, cuda: str = "cu130", hostile: bool = True, fi_versions: tuple[str, ...] = ("0.6.4", "0.6.5"), py: str = "cp312") -> World:
+    """``py``: the CPython tag of the compiled wheels (cp312; the interpreter running the tests
+    for worlds a real venv installs from)."""
     w = World(root)
     for date in ("20260305", "20260306", "20260307"):
-        torch_nightly(w, date, cuda=cuda)
+        torch_nightly(w, date, cuda=cuda, py=py)
         if date != "20260307":  # date skew: no aarch64 build on the newest date
-            torch_nightly(w, date, arch=ARM, cuda=cuda)
+            torch_nightly(w, date, arch=ARM, cuda=cuda, py=py)
     for arch in (X86, ARM):
-        w.pytorch("triton", "3.7.0+git9c288bc5", tag=f"cp312-cp312-{arch}", variant=cuda, at_root=True)
+        w.pytorch("triton", "3.7.0+git9c288bc5", tag=f"{py}-{py}-{arch}", variant=cuda, at_root=True)
     # torchvision nightlies pin torch==<date> without the local label, often the previous day
-    w.pytorch("torchvision", f"0.27.0.dev20260307+{cuda}", tag=f"cp312-cp312-{X86}", variant=cuda, requires=["numpy", "torch==2.12.0.dev20260306"])
-    w.pytorch("torchvision", f"0.27.0.dev20260306+{cuda}", tag=f"cp312-cp312-{X86}", variant=cuda, requires=["numpy", "torch==2.12.0.dev20260307"])
-    w.pytorch("torchvision", f"0.27.0.dev20260305+{cuda}", tag=f"cp312-cp312-{X86}", variant=cuda, requires=["numpy", "torch==2.12.0.dev20260305"])
+    w.pytorch("torchvision", f"0.27.0.dev20260307+{cuda}", tag=f"{py}-{py}-{X86}", variant=cuda, requires=["numpy", "torch==2.12.0.dev20260306"])
+    w.pytorch("torchvision", f"0.27.0.dev20260306+{cuda}", tag=f"{py}-{py}-{X86}", variant=cuda, requires=["numpy", "torch==2.12.0.dev20260307"])
+    w.pytorch("torchvision", f"0.27.0.dev20260305+{cuda}", tag=f"{py}-{py}-{X86}", variant=cuda, requires=["numpy", "torch==2.12.0.dev20260305"])
     # stable torch, lower than any nightly
-    w.pytorch("torch", f"2.10.0+{cuda}", tag=f"cp312-cp312-{X86}", channel="stable", variant=cuda, requires=["filelock"])
+    w.pytorch("torch", f"2.10.0+{cuda}", tag=f"{py}-{py}-{X86}", channel="stable", variant=cuda, requires=["filelock"])
 
     for v in fi_versions:
         w.pypi("flashinfer-python", v, requires=FI_REQUIRES, requires_python=">=3.10")
@@ -77,9 +79,9 @@ def build_story_world(root: Path, *, cuda: str = "cu130", hostile: bool = True, 
 
     if hostile:  # a PyPI that offers higher versions of what belongs to other indexes
         for arch in (X86, ARM):
-            w.pypi("torch", "99.0.0", tag=f"cp312-cp312-{arch}")
-            w.pypi("triton", "99.0.0", tag=f"cp312-cp312-{arch}")
-            w.pypi("pytorch-triton", "99.0.0", tag=f"cp312-cp312-{arch}")
+            w.pypi("torch", "99.0.0", tag=f"{py}-{py}-{arch}")
+            w.pypi("triton", "99.0.0", tag=f"{py}-{py}-{arch}")
+            w.pypi("pytorch-triton", "99.0.0", tag=f"{py}-{py}-{arch}")
             w.pypi("flashinfer-jit-cache", "9.9.9+cu130", tag=f"{ABI3}-{arch}")
         w.pypi("torchtriton", "99.0.0")
     # the per-torch FlashInfer pages for torch 2.12 do not exist: the server answers 404

@@ -167,3 +167,16 @@ def test_plan_with_overrides_survives_the_result_store_record(world):
     again = plan_from_dict(json.loads(json.dumps(plan_to_dict(plan))))
     assert again == plan
     assert again.package("sgl-kernel").abi_mismatch and again.overrides == plan.overrides
+
+
+def test_flashinfers_reason_names_the_framework_pin_that_held_it(world):
+    """sglang pins flashinfer_python==0.6.3 while 0.6.5 has every component: the reason says so,
+    not "newest FlashInfer ..." (issue 24)."""
+    plan, _ = run(world, with_=("sglang",), without=("sgl-kernel",))
+    reason = plan.package("flashinfer-python").reason
+    assert reason.startswith("sglang 0.5.9 requires flashinfer_python==0.6.3, so 0.6.3, not the newest FlashInfer with "
+                             "flashinfer-python, flashinfer-cubin, flashinfer-jit-cache for cu130 (0.6.5)"), reason
+    plain, _ = run(world)
+    assert plain.package("flashinfer-python").reason.startswith("newest FlashInfer with flashinfer-python, flashinfer-cubin, flashinfer-jit-cache for cu130")
+    asked, _ = run(world, flashinfer="0.6.4")
+    assert asked.package("flashinfer-python").reason.startswith("--flashinfer 0.6.4 asked for it")

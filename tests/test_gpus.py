@@ -236,6 +236,12 @@ def test_provider_name_round_trips_to_its_variant(name: str, tag: str | None) ->
     ("bmm_mxfp8", None, "0.6.0"),
     ("bmm_mxfp8", "sm120", "0.6.8rc1"),
     ("mm_mxfp8:cute-dsl", None, "0.6.6"),
+    ("mm_mxfp8:cute-dsl", "sm100", "0.6.6"),
+    ("mm_mxfp8:cute-dsl", "sm107", "0.6.18rc10"),  # the first release with SM107 in its requirement (was: no kernels)
+    ("mm_mxfp8:cudnn", "sm107", "0.7.2rc3"),
+    ("mm_fp4", "sm121", "0.5.0rc2"),
+    ("mm_fp4", "sm107", "0.6.16rc1"),
+    ("bmm_fp8", "sm107", "0.6.16rc1"),
     ("mm_mxfp8:trtllm", "sm100", "0.6.7"),
     ("mm_mxfp8:cutlass", "sm120", "0.6.8rc1"),
     ("mm_mxfp8:b12x", "sm120", "0.6.18rc2"),

@@ -1,8 +1,9 @@
 """The published pre-commit hook, end to end, with the real pre-commit framework and real commits.
 
 A temporary project (config, locks, and a snapshot recorded from a loopback world) uses this
-repository as a hook repository, in the form users write: ``repo: <git repo>``, ``rev: v0.1.0`` (a tag),
-``id: resolve-gpu-stack-check``. The hook repository is a git copy of this working tree; pre-commit
+repository as a hook repository with the README's snippet as pasted (``repo:`` pointed at a copy of
+this repository, ``rev:`` the tag the release process, ``.ci/release``, made there); the README's
+``repo: local`` snippet is run verbatim too, with the installed tool. The hook repository is a git copy of this working tree; pre-commit
 clones it and ``pip install``s it into its own virtualenv. That install runs with no index at all
 (``PIP_NO_INDEX``): its wheels come from a wheelhouse repacked from this test's own environment,
 and every proxy variable points at a closed port, so any attempt to reach the network fails.
@@ -116,10 +117,18 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=check)
 
 
+def readme_snippets() -> tuple[str, str]:
+    """The README's two pre-commit snippets, as a user pastes them: (repo: local, remote)."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### pre-commit"):readme.index("## Cache")]
+    local, remote = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
+    return local, remote
+
+
 def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
-    """A git copy of this working tree (what a user's pre-commit would clone), tagged as a release
-    is: ``v`` + the package version (the one in ``__init__.__version__``); returns the tag."""
-    for rel in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+    """A git copy of this working tree (what a user's pre-commit would clone), tagged by the release
+    process (``.ci/release``: ``v`` + the package version); returns the tag it made."""
+    for rel in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", ".ci/release"):
         if (REPO / rel).exists():
             dest.joinpath(rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
@@ -130,8 +139,10 @@ def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
     git(dest, "init", "-q", "-b", "main", env=env)
     git(dest, "add", "-A", env=env)
     git(dest, "commit", "-q", "-m", "hook repo", env=env)
+    done = subprocess.run(["bash", ".ci/release"], cwd=dest, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
     tag = f"v{resolve_gpu_stack.__version__}"
-    git(dest, "tag", tag, env=env)
+    assert git(dest, "tag", "--list", tag, env=env).stdout.strip() == tag
     return tag
 
 
@@ -145,6 +156,24 @@ def relock(project: Path, env: dict[str, str], *targets: str) -> None:
     args = [str(TOOL), "lock"] + [w for t in targets for w in ("--target", t)]
     done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def locked_project(tmp_path: Path, env: dict[str, str], pre_commit_config: str) -> Path:
+    """The user's project: config, a snapshot of the world and locks made from it offline, a git
+    repository with ``pre_commit_config`` installed as its hooks."""
+    project = tmp_path / "project"
+    project.mkdir()
+    world = build_lock_world(tmp_path / "www")
+    with serve_world(world) as (_, urls):
+        (project / "pyproject.toml").write_text(config_text(urls))
+        record_snapshot(project, project / "snapshot")
+    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # the servers are gone now
+    relock(project, env)
+    (project / ".pre-commit-config.yaml").write_text(pre_commit_config)
+    git(project, "init", "-q", "-b", "main", env=env)
+    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return project
 
 
 # -- the test ---------------------------------------------------------------------------------------
@@ -169,23 +198,11 @@ def test_precommit_hook_on_real_commits(tmp_path):
     (tmp_path / "home").mkdir()
     build_wheelhouse(tmp_path / "wheelhouse")
     rev = make_hook_repo(tmp_path / "hook-repo", env)
-    assert rev == "v0.1.0"  # the README's snippet says `rev: v0.1.0`: the release tag of this version
+    _, remote = readme_snippets()
+    assert re.search(rf"^ +rev: {re.escape(rev)}\b", remote, flags=re.M)  # the README names the tag the release process makes
 
-    # the user's project: config, a snapshot of the world, and locks made from it offline
-    project = tmp_path / "project"
-    project.mkdir()
-    world = build_lock_world(tmp_path / "www")
-    with serve_world(world) as (_, urls):
-        (project / "pyproject.toml").write_text(config_text(urls))
-        record_snapshot(project, project / "snapshot")
-    (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # the servers are gone now
-    relock(project, env)
-    (project / ".pre-commit-config.yaml").write_text(
-        f"repos:\n- repo: {tmp_path / 'hook-repo'}\n  rev: {rev}\n  hooks:\n  - id: resolve-gpu-stack-check\n"
-    )
-    git(project, "init", "-q", "-b", "main", env=env)
-    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the README's snippet as pasted, its URL pointed at the copy (github is not reachable here)
+    project = locked_project(tmp_path, env, re.sub(r"(?m)^( +- repo: )\S+.*$", rf"\g<1>{tmp_path / 'hook-repo'}", remote))
 
     # 1. a fresh, consistent lock: the commit goes through (the first run installs the hook repo)
     started = time.monotonic()
@@ -235,3 +252,24 @@ def test_precommit_hook_on_real_commits(tmp_path):
     assert rc == 0, out
     assert re.search(r"resolve-gpu-stack check.*Passed", out), out
     assert git(project, "status", "--porcelain", env=env).stdout.strip() == ""
+
+
+@pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
+def test_the_local_snippet_works_as_pasted(tmp_path):
+    """The README's `repo: local` form, verbatim: pre-commit runs the installed resolve-gpu-stack."""
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1", "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    (tmp_path / "home").mkdir()
+    local, _ = readme_snippets()
+    project = locked_project(tmp_path, env, local)
+    rc, out = commit(project, env, "lock the GPU stack")
+    assert rc == 0, out
+    assert re.search(r"resolve-gpu-stack check.*Passed", out), out
+    config = project / "pyproject.toml"
+    config.write_text(config.read_text().replace('cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]'))
+    rc, out = commit(project, env, "add numpy", "pyproject.toml")
+    assert rc == 1 and "stale" in out and REGENERATE in out, out

@@ -18,7 +18,7 @@ from types import ModuleType
 
 from .. import __version__
 from ..errors import ResolveGpuStackError
-from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_inspect, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
+from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_export, cmd_inspect, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
 from .common import configure_logging, refuse_long_numbers_in
 
 # command name -> module; the order is the order of --help
@@ -28,6 +28,7 @@ COMMANDS: dict[str, ModuleType] = {
     "inspect": cmd_inspect,
     "snapshot": cmd_snapshot,
     "lock": cmd_lock,
+    "export": cmd_export,
     "install": cmd_install,
     "wheelhouse": cmd_wheelhouse,
     "doctor": cmd_doctor,
@@ -52,12 +53,12 @@ downgrade included), 2 usage error, 3 an index could not be reached or answered 
 """
 
 
-_TOP_LEVEL = ("-h", "--help", "--version")
+_TOP_LEVEL = ("-h", "--help", "-V", "--version")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="resolve-gpu-stack", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"resolve-gpu-stack {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"resolve-gpu-stack {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         module.register(sub)

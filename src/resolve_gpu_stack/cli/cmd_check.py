@@ -36,10 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "invariant (FlashInfer components aligned, jit-cache label = torch's CUDA major, no torch-ABI wheel for "
             "another torch, a sha256 for every file, each package from the index that owns it, no duplicates, no "
             "credentials), be fresh (its inputs digest equals the config's for its target) and never record a torch "
-            "below the installed one. Nightlies past the index's retention are warnings. No network unless --online."
+            "below the installed one. Nightlies past the index's retention are warnings. A uv project `export uv` wrote into "
+            "has its uv.lock checked against the exported plan: every planned package at its version, the kept torch, "
+            "each package from its index, FlashInfer aligned. No network unless --online."
         ),
     )
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="pylock*.toml or constraints *.txt files (default: the configured outputs)")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="pylock*.toml, constraints *.txt or uv.lock files (default: the configured outputs, and the uv.lock of a project `export uv` wrote into)")
     p.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="check only this configured target's outputs (repeatable)")
     p.add_argument("--online", action="store_true", help="also re-resolve each target (network, or the configured snapshot) and report drift; writes nothing")
@@ -63,15 +65,54 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     config = discover_config(args.config)
     if config is not None:
         config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
-    files = _files(args, config)
+    projects = _uv_projects(args, config)
+    files = _files(args, config, projects)
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
     findings, results = _check_files(files, args.today or dt.date.today())
     findings += _against_siblings(results, config, args.today or dt.date.today())
     findings += _against_index(args, env, config, results)
+    findings += _check_uv_projects(projects)
+    count = len(files) + len(projects)
     if args.format == "json":
-        return _report_json(findings, len(files))
-    return _report(findings, len(files), quiet=args.quiet)
+        return _report_json(findings, count)
+    return _report(findings, count, quiet=args.quiet)
+
+
+UV_LOCK = "uv.lock"
+
+
+def _uv_projects(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Path]]:
+    """(pyproject.toml, uv.lock) of each uv project to check against the plan exported into it:
+    each ``uv.lock`` named on the command line; without FILES, the project of the config's folder
+    (else of the current directory or a parent) when `export uv` wrote into it."""
+    if args.files:
+        return [(path.parent / "pyproject.toml", path) for path in args.files if path.name == UV_LOCK]
+    folders = [config.root] if config is not None else [Path.cwd().resolve(), *Path.cwd().resolve().parents]
+    for folder in folders:
+        pyproject = folder / "pyproject.toml"
+        if _has_export(pyproject):
+            return [(pyproject, folder / UV_LOCK)]
+        if pyproject.is_file():
+            break  # the nearest project decides
+    return []
+
+
+def _has_export(pyproject: Path) -> bool:
+    """Whether `export uv` wrote into this pyproject.toml (a cheap look; the check reads it properly)."""
+    from ..lock.uvproject import RECORD
+
+    try:
+        return f".{RECORD}]" in pyproject.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def _check_uv_projects(projects: list[tuple[Path, Path]]) -> list[Finding]:
+    from ..lock.check import uv_project_findings
+    from .config import bundled_definitions
+
+    return [f for pyproject, lock in projects for f in uv_project_findings(pyproject, lock, bundled_definitions())]
 
 
 def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> tuple[list[Finding], list]:
@@ -116,10 +157,11 @@ def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> 
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     """Print the findings and the verdict (diagnostics: stderr); the exit status."""
-    from ..lock.check import ERROR, WARNING
+    from ..lock.check import ERROR, NOTE, WARNING
 
     for finding in findings:
-        print(finding.render(common.shown(finding.path)), file=sys.stderr)
+        if not (quiet and finding.level == NOTE):  # -q: problems only
+            print(finding.render(common.shown(finding.path)), file=sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
     warnings = sum(f.level == WARNING for f in findings)
     bad = len({f.path for f in findings if f.level == ERROR})
@@ -156,19 +198,22 @@ def _report_json(findings: list[Finding], count: int) -> int:
     return 1 if errors else 0
 
 
-def _files(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Expected | None]]:
-    """(path, Expected or None) for each file to check."""
+def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]]) -> list[tuple[Path, Expected | None]]:
+    """(path, Expected or None) for each lock file to check (a ``uv.lock`` is a project's: see ``_uv_projects``)."""
     if args.files:
         if args.target:
             raise UsageError("give FILES or --target, not both")
         out = []
-        for path in args.files:
+        for path in (p for p in args.files if p.name != UV_LOCK):
             target = config.target_for_output(path) if config is not None else None
             out.append((path, _expected(config, target, path) if config is not None and target is not None else None))
         return out
+    if config is None and projects:
+        return []  # a uv project exported from flags: its uv.lock only
     if config is None:
         raise UsageError(
-            "nothing to check: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
+            "nothing to check: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) and no project `export uv` "
+            "wrote into, in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
     return [(out, _expected(config, t, out)) for t in config.select(args.target) for out in t.outputs]

@@ -110,27 +110,34 @@ def download_fetcher(args: argparse.Namespace, defs=None) -> HttpFetcher:
 
 @contextmanager
 def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | None]:
-    """A rich progress bar on a terminal (stderr), nothing otherwise."""
-    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+    """A rich progress bar on a terminal (stderr), nothing otherwise; none for a dry run. The
+    display starts with the first wheel reported: a run that downloads nothing shows no bar."""
+    if getattr(args, "quiet", False) or getattr(args, "dry_run", False) or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
-        tasks: dict[str, TaskID] = {}
-        lock = threading.Lock()
+    bar = Progress(*columns, console=Console(file=sys.stderr), transient=False)
+    tasks: dict[str, TaskID] = {}
+    lock = threading.Lock()
 
-        def report(name: str, done: int, total: int | None) -> None:
-            with lock:
-                task = tasks.get(name)
-                if task is None:
-                    label = name if len(name) <= 48 else name[:47] + "…"
-                    task = tasks[name] = bar.add_task(label, total=total)
-            bar.update(task, completed=done, total=total)
+    def report(name: str, done: int, total: int | None) -> None:
+        with lock:
+            if not tasks:
+                bar.start()
+            task = tasks.get(name)
+            if task is None:
+                label = name if len(name) <= 48 else name[:47] + "…"
+                task = tasks[name] = bar.add_task(label, total=total)
+        bar.update(task, completed=done, total=total)
 
+    try:
         yield report
+    finally:
+        if tasks:
+            bar.stop()
 
 
 def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs) -> LockPlan:
@@ -156,6 +163,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.dry_run and args.output is not None:
         raise UsageError("--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
                          hint="write the lock with `resolve-gpu-stack lock -o FILE`")
+    if args.output is not None:
+        from .cmd_lock import check_output_names
+
+        check_output_names([args.output])  # before the interpreter is probed or anything resolved
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
@@ -280,11 +291,14 @@ def download_line(report: InstallReport) -> str:
     d = report.download
     assert d is not None
     to_fetch = d.files - d.cached
-    line = f"would download {to_fetch} of {d.files} wheels: {_size(d.bytes)}" + (f" ({d.bytes:,} bytes)" if d.bytes >= 1000 else "")
+    sized = to_fetch - len(d.unknown_size)
+    line = f"would download {to_fetch} of {d.files} wheels"
+    if sized:  # every count adds up: sized + unknown = to download, to download + cached = wheels
+        line += f": {_size(d.bytes)}" + (f" ({d.bytes:,} bytes)" if d.bytes >= 1000 else "") + (f" for {sized} of them" if d.unknown_size else "")
+    if d.unknown_size:
+        line += f"{';' if sized else ':'} {len(d.unknown_size)} of a size the index does not give ({', '.join(d.unknown_size)})"
     if d.cached:
         line += f"; {d.cached} already in the wheel cache"
-    if d.unknown_size:
-        line += f"; plus {len(d.unknown_size)} of a size the index does not give ({', '.join(d.unknown_size)})"
     return line
 
 

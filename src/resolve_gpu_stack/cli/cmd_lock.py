@@ -98,6 +98,7 @@ def _own_target(args: argparse.Namespace) -> bool:
 # -- one plan from flags ---------------------------------------------------------------------------
 
 def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    check_output_names(args.output)  # a bad name fails before anything is resolved
     plan, defs = common.run_resolve(args, env)
     if not args.output:
         common.emit_plan(args, plan)
@@ -113,6 +114,17 @@ def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs,
 
     written = write_texts(_rendered(args, env, plan, defs, paths, command=command))
     _say_written(written, label, quiet=getattr(args, "quiet", False))
+
+
+def check_output_names(paths: Sequence[Path]) -> None:
+    """Each output is a lock file name (pylock.<name>.toml or *.txt) and not a folder: said up
+    front, as a usage error, not after a resolve."""
+    from ..lock.files import lock_format
+
+    for path in paths:
+        lock_format(path)
+        if path.is_dir():
+            raise UsageError(f"-o {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
 
 
 def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
@@ -132,10 +144,46 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
         if not getattr(args, "allow_synthetic", False):
             _refuse_synthetic(plan, args.snapshot)
         plan = _learn_kept_hashes(args, env, plan, defs)
+        if args.snapshot is not None:
+            plan = _placed(args, env, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
     for path, _ in texts:
         _make_folder(path)
     return texts
+
+
+def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
+    """A plan replayed from a snapshot names PyPI files by PyPI's own layout (``/packages/...``
+    below the host of the configured PyPI). A configured PyPI whose simple API is not at
+    ``/simple/`` (devpi's ``/root/pypi/+simple/``, Artifactory's ``/api/pypi/NAME/simple``) lays
+    files out its own way: each is looked up on its page there and takes the URL given there; one
+    that cannot be placed keeps the recorded layout, and the lock and stderr say so. Nothing to do
+    for PyPI's layout or the snapshot's placeholder PyPI."""
+    from dataclasses import replace
+    from urllib.parse import urlsplit
+
+    from ..lock.check import ListedFiles, place_files
+    from ..net.snapshot import PLACEHOLDER_BASE
+
+    pypi = defs.indexes["pypi"].url
+    if not pypi or pypi == PLACEHOLDER_BASE.format(name="pypi") or urlsplit(pypi).path.rstrip("/") == "/simple":
+        return plan
+    if not any(p.index == "pypi" and p.url for p in plan.packages):
+        return plan
+    fetcher = common.live_fetcher(args, env)
+    try:
+        placement = place_files(plan, ListedFiles(fetcher, defs, [plan]), index="pypi")
+    finally:
+        fetcher.close()
+    if not placement.unplaced:
+        return placement.plan
+    names = ", ".join(p.filename or p.name for p, _ in placement.unplaced)
+    why = placement.unplaced[0][1] if len({w for _, w in placement.unplaced}) == 1 else "see each file"
+    note = (f"{len(placement.unplaced)} PyPI file(s) could not be placed on {redact_url(pypi)} ({why}); their URLs follow PyPI's /packages/ "
+            f"layout, which a mirror may not serve: {names}")
+    if not getattr(args, "quiet", False):
+        print(f"warning: {note}", file=sys.stderr)
+    return replace(placement.plan, notes=(*placement.plan.notes, note))
 
 
 def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
@@ -199,11 +247,12 @@ def _refuse_synthetic(plan, snapshot: Path | None) -> None:
 
 # -- every configured target -----------------------------------------------------------------------
 
-def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
-    """The --snapshot/--index words of the command line, as a regenerate command records them."""
+def source_words(args: argparse.Namespace, config: ProjectConfig | None = None) -> list[str]:
+    """The --snapshot/--index words of the command line, as a regenerate command records them
+    (a snapshot relative to the config's folder, when there is a config)."""
     words: list[str] = []
     if args.snapshot is not None:
-        words += ["--snapshot", config.relative(args.snapshot.resolve())]
+        words += ["--snapshot", config.relative(args.snapshot.resolve()) if config is not None else str(args.snapshot)]
     for flag, items in (("--index", args.index), ("--package-index", getattr(args, "package_index", ()))):
         for item in items:
             name, _, url = item.partition("=")
@@ -211,17 +260,25 @@ def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
     return words
 
 
-def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from .assemble import resolve_parts
-    from .config import effective, resolve_definitions, with_overrides
+def selected_targets(config: ProjectConfig, args: argparse.Namespace) -> tuple[ProjectConfig, list, str]:
+    """(the config with --snapshot/--index applied, the targets --target selects with the typed
+    settings over theirs, the command-line words a regenerate command repeats)."""
+    from .config import effective, with_overrides
 
     overrides = S.typed(args)  # the settings the user typed win over the config's
     config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args), package_indexes=common.package_index_overrides(args))
     targets = [with_overrides(t, overrides) for t in config.select(args.target)]
+    return config, targets, " ".join(map(shlex.quote, [*S.words(overrides), *source_words(args, config)]))
+
+
+def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
+    from .assemble import resolve_parts
+    from .config import resolve_definitions
+
+    config, targets, extra = selected_targets(config, args)
     if not getattr(args, "allow_outside_project", False):
         _refuse_outside(config, targets)
-    extra = " ".join(map(shlex.quote, [*S.words(overrides), *_source_words(args, config)]))
     defs = resolve_definitions(config, env)
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
     failed = 0

@@ -34,7 +34,9 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
                    help="an index (PEP 503/691 simple API) that alone serves package NAME, e.g. per-torch builds "
                         "(flash-attn=https://wheels.example/simple/): builds whose local label names the kept torch "
                         "(+cu12torch2.9cxx11abiTRUE) are chosen from it (repeatable; config package-indexes)")
-    g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all")
+    g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all (unless --live-fallback)")
+    g.add_argument("--live-fallback", action="store_true",
+                   help="with --snapshot (or a config's snapshot): fetch what the snapshot lacks from the live indexes (default: a miss is an error)")
     add_network_flags(g)
 
 
@@ -187,12 +189,14 @@ def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 
 def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
-    """The snapshot replayer (``snapshot``, else ``--snapshot``), or the live HTTP fetcher."""
-    from ..net.snapshot import SnapshotFetcher
+    """The snapshot replayer (``snapshot``, else ``--snapshot``), with what it lacks fetched live
+    under ``--live-fallback``; else the live HTTP fetcher."""
+    from ..net.snapshot import FallbackFetcher, SnapshotFetcher
 
     snapshot = snapshot if snapshot is not None else args.snapshot
     if snapshot is not None:
-        return SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
+        replay = SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
+        return FallbackFetcher(replay, live_fetcher(args, env)) if getattr(args, "live_fallback", False) else replay
     return live_fetcher(args, env)
 
 

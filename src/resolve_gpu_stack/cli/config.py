@@ -59,6 +59,7 @@ from ..data.definitions import INDEX_NAMES, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
 from ..errors import IndexDefinitionError, UsageError
 from ..lock.files import lock_format
+from ..lock.uvproject import RECORD
 from ..model.request import ResolveRequest
 from ..net.snapshot import PLACEHOLDER_BASE
 from ..urls import has_credentials, normalize_base_url
@@ -70,7 +71,7 @@ PYPROJECT = "pyproject.toml"
 GPU_STACK_TOML = "gpu-stack.toml"
 
 _TARGET_ONLY_KEYS = ("name", "output")
-_TOP_KEYS = ("snapshot", "indexes", "package-indexes", "defaults", "target")
+_TOP_KEYS = ("snapshot", "indexes", "package-indexes", "defaults", "target", RECORD)  # RECORD: what `export uv` wrote (lock.uvproject)
 _SETTING_KEYS = tuple(S.BY_KEY)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -140,6 +141,8 @@ def _pyproject_table(path: Path) -> dict[str, Any] | None:
     table = tool[TOOL]
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.{TOOL}] must be a table")
+    if set(table) <= {RECORD}:
+        return None  # only the record of `export uv` (a project exported from flags): no config
     return table
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -77,31 +77,29 @@ _ACTION_STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downg
 
 
 def print_plan_table(plan: LockPlan, out: TextIO) -> None:
+    """The plan as a table that fits the terminal: package and version are never cut (a user copies
+    them), the action wraps, and at a narrow width the index, then the coupling go (a mismatch is in
+    the notes too); notes and overrides wrap at the terminal's width."""
     from rich import box
     from rich.console import Console
-    from rich.measure import Measurement
-    from rich.table import Table
+    from rich.markup import escape
 
     console = Console(file=out, highlight=False, soft_wrap=False, width=None if out.isatty() else 160)
     t = plan.target
     title = f"Plan for Python {t.python} on {t.platform}, CUDA {t.cuda}"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("package", "version", "action", "index", "coupling"):
-        table.add_column(col, no_wrap=True)
     stack_first = sorted(plan.packages, key=lambda p: (p.coupling.value == "agnostic" and not p.name.startswith("flashinfer"), p.name))
+    cells = []
     for p in stack_first:
         action = p.action.value
         if p.installed_version is not None and action not in ("keep",):
             action += f" (from {p.installed_version})"
         style = _ACTION_STYLE.get(p.action.value, "")
         coupling = coupling_words(p)
-        table.add_row(p.name, str(p.version), f"[{style}]{action}[/]" if style else action, p.index, f"[bold red]{coupling}[/]" if p.abi_mismatch else coupling)
-    # Names and versions are never cut (a user copies them): on a narrow terminal the table keeps
-    # its width and the terminal wraps, rather than ellipsizing "flashinfer-cub…".
-    needed = Measurement.get(console, console.options.update_width(10_000), table).maximum
-    if needed > console.width:
-        console = Console(file=out, highlight=False, soft_wrap=False, width=needed)
-    console.print(table)
+        cells.append((escape(p.name), escape(str(p.version)), f"[{style}]{escape(action)}[/]" if style else escape(action), escape(p.index),
+                      f"[bold red]{escape(coupling)}[/]" if p.abi_mismatch else escape(coupling)))
+    columns = (Column("package", keep=True), Column("version", keep=True), Column("action"), Column("index", drop=3), Column("coupling", drop=2))
+    table, width = fitted_table(console, columns, cells, title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    print_fitted(console, table, width)
     counts: dict[str, int] = {}
     for p in plan.packages:
         counts[p.action.value] = counts.get(p.action.value, 0) + 1
@@ -194,6 +192,10 @@ _CANDIDATE_COLUMNS = (
 )
 
 
+def _short_hash(digest: str) -> str:
+    return digest if len(digest) <= 13 else digest[:12] + "…"
+
+
 def candidates_to_json(package: str, rows: list[CandidateRow], visits: list[PageVisit]) -> dict[str, Any]:
     return {
         "schema": CANDIDATES_SCHEMA,
@@ -208,17 +210,24 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
         print_json(candidates_to_json(package, rows, visits), out)
         return
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(file=out, highlight=False, width=None if out.isatty() else 220)
-    cells = [
-        (
-            r.version, r.tags, r.index,
-            r.sha256 or (f"no hash (metadata sha256 {r.metadata_sha256})" if r.metadata_sha256 else "no hash"),
-            f"{r.size:,}" if r.size else "", ("yes" if r.fits else f"no: {r.why_not}") + (f" ({r.abi})" if r.abi else ""),
-        )
-        for r in rows
-    ]
-    table, width = fitted_table(console, _CANDIDATE_COLUMNS, cells, title_justify="left")
+
+    def cells(digest: Callable[[str], str]) -> list[tuple[str, ...]]:
+        return [
+            (
+                escape(r.version), escape(r.tags), r.index,
+                digest(r.sha256) if r.sha256 else (f"no hash (metadata sha256 {digest(r.metadata_sha256)})" if r.metadata_sha256 else "no hash"),
+                f"{r.size:,}" if r.size else "", ("yes" if r.fits else escape(f"no: {r.why_not}")) + (escape(f" ({r.abi})") if r.abi else ""),
+            )
+            for r in rows
+        ]
+
+    full = cells(lambda h: h)
+    wide = sum(max([len(c.header), *(len(row[i]) for row in full)]) for i, c in enumerate(_CANDIDATE_COLUMNS)) + 3 * len(_CANDIDATE_COLUMNS) + 1
+    # hashes shorten (the first 12 hex digits; --format json has them whole) before anything wraps
+    table, width = fitted_table(console, _CANDIDATE_COLUMNS, full if wide <= console.width else cells(_short_hash), title_justify="left")
     print_fitted(console, table, width)
     for v in visits:
         state = f"{v.files} files" if v.found else "404 (no such page)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,16 +24,17 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
-from ..errors import LockFileError
+from ..errors import LockFileError, ResolveGpuStackError
 from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, Target, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
-from ..resolver.policy import owner_of, plan_violations, synthetic_rows
+from ..resolver.policy import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
 from .pylock import plan_from_lock
 from .select import select
+from .uvproject import LISTS, RECORD, TOOL, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
@@ -621,6 +622,50 @@ class ListedFiles:
         return self._parsed[key]
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A plan whose ``index`` files were looked up on that index's own pages (their URLs there),
+    and the files that could not be placed, with why."""
+
+    plan: LockPlan
+    unplaced: tuple[tuple[LockedPackage, str], ...] = ()
+
+
+def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
+    """Each wheel of ``index`` the plan lists, at the URL ``index``'s page gives for that file
+    name (a mirror's own layout, not the one a snapshot recorded), when the page lists it with the
+    same sha256. A page that cannot be read stops the look-ups (every file left is unplaced, with
+    that reason); a page that lists another sha256 for the file is an ``IntegrityError``."""
+    from ..errors import CrawlError, IntegrityError
+
+    ctx = route_context(plan)
+    placed: dict[str, str] = {}
+    unplaced: list[tuple[LockedPackage, str]] = []
+    failure: str | None = None
+    for pkg in plan.packages:
+        if pkg.index != index or (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename or not pkg.url:  # a listed kept file too
+            continue
+        if failure is not None:
+            unplaced.append((pkg, failure))
+            continue
+        try:
+            offered = lookup(pkg.name, ctx, {pkg.filename})
+        except CrawlError as err:
+            failure = f"its page could not be read ({err})"
+            unplaced.append((pkg, failure))
+            continue
+        match = next((f for f in offered if f.filename == pkg.filename), None)
+        if match is None:
+            unplaced.append((pkg, f"the {index} index's page for {pkg.name} does not list {pkg.filename}"))
+        elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
+            raise IntegrityError(match.url, f"the {index} index lists sha256 {match.sha256} for {pkg.filename}, the recorded plan {pkg.sha256}",
+                                 hint="the index serves another file under this name; it is not locked")
+        else:
+            placed[pkg.name] = match.url
+    packages = tuple(replace(p, url=placed[p.name]) if p.name in placed else p for p in plan.packages)
+    return Placement(plan=replace(plan, packages=packages), unplaced=tuple(unplaced))
+
+
 def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:
     """Each wheel the lock downloads must still be offered, with the sha256 and size locked."""
     from ..errors import CrawlError
@@ -665,4 +710,87 @@ def drift(path: Path, locked: LockPlan, fresh: LockPlan, *, source: str, hint: s
             direction = "newer" if new[name] > old[name] else "different"
             what = f"{source} now gives {new[name]}, {direction} than the locked {old[name]}"
         out.append(Finding(level=WARNING, path=path, package=name, message=f"drift: {what}", hint=hint))
+    return out
+
+
+# -- a uv project's uv.lock against the plan `export uv` wrote into its pyproject.toml --------------
+
+def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[Finding]:
+    """``lock`` (a ``uv.lock``) against the export record of ``pyproject``: every planned package
+    at its planned version in each target's fork, a kept package at its kept version, each sourced
+    package from the index the plan took it from, FlashInfer aligned; and the entries the export
+    wrote still in ``[tool.uv]``. Each drift is one finding naming the package."""
+    from ..data.toml import read_text
+
+    try:
+        record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
+    except LockFileError as err:
+        return [_error(pyproject, _without_path(str(err), pyproject), hint=err.hint)]
+    if record is None:
+        return [_error(lock, f"{pyproject.name} has no [tool.{TOOL}.{RECORD}] table: no plan was exported into this project, so there is nothing to check uv.lock against",
+                       hint="write one with `resolve-gpu-stack export uv`")]
+    hint = f"export again ({record.command}), then `uv lock`" if record.command else "export again, then `uv lock`"
+    out = _exported_entries_findings(pyproject, record, hint)
+    if not lock.is_file():
+        return [*out, _error(lock, f"missing: {pyproject.name} holds an exported plan but there is no uv.lock", hint="run `uv lock` in the project")]
+    try:
+        packages = read_uv_lock(read_text(lock, error=LockFileError), str(lock))
+    except LockFileError as err:
+        return [*out, _error(lock, _without_path(str(err), lock), hint=err.hint)]
+    for target in record.targets:
+        out += _uv_target_findings(lock, record, target, packages, defs, several=len(record.targets) > 1)
+    return out
+
+
+def _exported_entries_findings(pyproject: Path, record: ExportRecord, hint: str) -> list[Finding]:
+    """What the export wrote into [tool.uv] and its dependency group, still there (a hand edit of
+    pyproject.toml is drift too: `uv lock` follows it)."""
+    out: list[Finding] = []
+    for key in ("environments", *LISTS):
+        have = record.uv.get(key) or []
+        for entry in record.wrote.get(key, ()):
+            if entry not in have:
+                out.append(_error(pyproject, f"[tool.uv] {key} no longer has {entry!r}, which `export uv` wrote", hint=hint))
+    sources = record.uv.get("sources") or {}
+    for name in record.sources:
+        if name not in sources:
+            out.append(_error(pyproject, f"[tool.uv.sources] has no entry for {name} any more: uv may take it from another index", package=name, hint=hint))
+    if record.group not in record.groups:
+        out.append(_error(pyproject, f"[dependency-groups] has no {record.group!r} group any more: `uv sync` leaves the stack's roots out", hint=hint))
+    return out
+
+
+def _uv_target_findings(lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[UvLockedPackage], defs: Definitions, *,
+                        several: bool) -> list[Finding]:
+    from ..model.declared import declared_target
+
+    try:
+        environment: Mapping[str, str] | None = declared_target(target.python, target.platform).markers
+    except ResolveGpuStackError:
+        environment = None  # a probed target's platform: every fork counts
+    label = f"target {target.name!r}: " if several and target.name else ""
+    relock = "run `uv lock` again (pyproject.toml still holds the plan), or export again"
+    out: list[Finding] = []
+    versions: dict[str, Version] = {}
+    for name, version in sorted(record.pins(target, environment).items()):
+        got = locked_for(packages, name, environment)
+        have = sorted({p.version for p in got if p.version is not None})
+        if not got:
+            out.append(_error(lock, f"{label}not in uv.lock; the exported plan installs {version}", package=name, hint=relock))
+            continue
+        if have != [version]:
+            shown = ", ".join(map(str, have)) or "no version"
+            if name in target.kept:
+                out.append(_error(lock, f"{label}uv.lock has {shown}, but the plan keeps the installed {version}: `uv sync` would replace it", package=name, hint=relock))
+            else:
+                out.append(_error(lock, f"{label}uv.lock has {shown}, the exported plan pins {version}", package=name, hint=relock))
+        versions[name] = have[-1] if have else version
+        source = target.sources.get(name)
+        wrong = sorted({p.registry for p in got if p.registry is not None and source is not None and p.registry.rstrip("/") != source.rstrip("/")})
+        if wrong:
+            out.append(_error(lock, f"{label}uv.lock takes it from {', '.join(map(strip_credentials, wrong))}, the plan from {source}", package=name, hint=relock))
+    found = LockPlan(target=TargetSummary(python=target.python, platform=target.platform, cuda=None), cuda_label=target.cuda_label,
+                     packages=tuple(LockedPackage(name=canonicalize_name(n), version=v, action=Action.INSTALL, index="uv.lock", coupling=Coupling.AGNOSTIC) for n, v in versions.items()))
+    for v in flashinfer_alignment(found, defs):
+        out.append(_error(lock, f"{label}in uv.lock: {v.message}", package=v.package, hint=relock))
     return out

@@ -157,7 +157,7 @@ class SnapshotFetcher:
         key = snapshot_key(url, self.bases, index=index)
         entry = self.manifest.data[table].get(key)
         if entry is None:
-            raise SnapshotMiss(url, f"not in snapshot {self.root} (key {key})", hint="record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online")
+            raise SnapshotMiss(url, f"not in snapshot {self.root} (key {key})", hint="add --live-fallback to fetch what the snapshot lacks, record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online")
         return entry
 
     def _read(self, rel: str, url: str) -> bytes:

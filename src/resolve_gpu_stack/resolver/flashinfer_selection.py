@@ -131,7 +131,7 @@ def _no_complete_version(request: ResolveRequest, defs: Definitions, cuda: CudaL
     why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
     if min_cuda is not None and defs.flashinfer.jit_cache in components:
         why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
-    return NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request))
+    return NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request, defs, skipped))
 
 
 def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
@@ -157,7 +157,8 @@ def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Seque
         hint = f"drop --flashinfer {request.flashinfer} or pin {top.version} or newer"
     else:
         blocker = f"the newest FlashInfer with a wheel for {where} is {max(wanted)}"
-        hint = "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
+        hint = "drop the --require-api / --gpu that raises the floor" if request.flashinfer.text == "nightly" else \
+            "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
     return NoPlanError(f"{top} (floor {top.version}); {blocker}", reasons=[f"{f}: {f.source}" for f in floors if f.version > min(wanted)][:6], hint=hint)
 
 
@@ -191,13 +192,19 @@ def _wanted_versions(request: ResolveRequest, python: Sequence[Version]) -> list
     return versions
 
 
-def _hint(request: ResolveRequest) -> str:
+def _hint(request: ResolveRequest, defs: Definitions, skipped: Sequence[tuple[Version, str]]) -> str:
+    """What would give a plan: leaving out a component only where it is all a version misses (not
+    for a version that has no flashinfer-python at all), another --flashinfer only where one was given."""
+    fi = defs.flashinfer
+    missing = [why.split(": ", 1)[1].split("; ") for _, why in skipped]
     hints = []
-    if request.jit_cache:
+    if request.jit_cache and any(all(m.startswith(f"no {fi.jit_cache} ") for m in ms) for ms in missing):
         hints.append("--no-jit-cache")
+    if request.cubin and any(all(m.startswith(f"no {fi.cubin} ") for m in ms) for ms in missing):
+        hints.append("--no-cubin")
     if request.flashinfer.text != "latest":
         hints.append("--flashinfer latest")
-    return "try " + " or ".join(hints) if hints else "try another --flashinfer version"
+    return "try " + " or ".join(hints) if hints else "check the FlashInfer index (--index flashinfer=URL) and --cuda: no version has these components"
 
 
 def legacy_notes(visits: Collection[PageVisit], rejections: Sequence[tuple[IndexFile, Rejection]]) -> tuple[str, ...]:

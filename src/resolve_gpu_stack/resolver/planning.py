@@ -18,7 +18,7 @@ from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
 from .framework import FrameworkFacts
 from .policy import public
-from .requirement import Cand, Key
+from .requirement import Cand, Key, contains
 from .torch_selection import TorchSelection
 
 
@@ -33,6 +33,7 @@ class PlanContext:
     components: tuple[str, ...]
     facts: FrameworkFacts | None = None  # couplings found, overrides, framework notes
     offers: Callable[[NormalizedName], Sequence[Offer]] | None = None  # what was offered, with the page each file came from
+    flashinfer_pins: tuple[str, ...] = ()  # requirements that held flashinfer-python below its newest complete version
 
 
 def action(version: Version, installed: Version | None) -> Action:
@@ -49,6 +50,7 @@ def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     """The plan for a resolvelib ``result`` (its ``mapping`` and ``graph``, keyed by ``Key``)."""
     mapping: Mapping[Key, Cand] = result.mapping
     parents = _parents(result)
+    ctx = replace(ctx, flashinfer_pins=_flashinfer_pins(result, ctx))
     packages = tuple(
         _row(key, cand, parents.get(key.name, []), sorted({c.name for c in result.graph.iter_children(key)}), ctx)
         for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0]))
@@ -69,6 +71,20 @@ def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
         overrides=ctx.facts.overrides if ctx.facts is not None else (),
     )
     return replace(plan, inputs_digest=inputs_digest(plan.inputs))
+
+
+def _flashinfer_pins(result: Any, ctx: PlanContext) -> tuple[str, ...]:
+    """The requirements (of a framework, of a --with) that kept flashinfer-python below the newest
+    version with every component: what decided the plan's FlashInfer, in their own words."""
+    fi = ctx.defs.flashinfer
+    chosen = next((c for k, c in result.mapping.items() if k.name == fi.python and not k.extras), None)
+    allowed = ctx.flashinfer.versions if ctx.flashinfer is not None else {}
+    newest = max(allowed, default=None)
+    if chosen is None or newest is None or chosen.version >= newest:
+        return ()
+    criterion = getattr(result, "criteria", {}).get(Key(fi.python))
+    held = [info.requirement for info in getattr(criterion, "information", ()) if not contains(info.requirement.specifier, newest)]
+    return tuple(dict.fromkeys(f"{req.parent} requires {req}" if req.parent else str(req) for req in held))
 
 
 def _parents(result: Any) -> dict[str, list[str]]:
@@ -142,6 +158,18 @@ def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest)
     return []
 
 
+def _flashinfer_choice(cand: Cand, ctx: PlanContext) -> str:
+    """Why this FlashInfer version: the newest with every component, the user's --flashinfer, or
+    the requirement (a framework's pin) that held it below the newest."""
+    complete = f"with {', '.join(ctx.components)} for {ctx.torch.cuda}"
+    if ctx.request.flashinfer.version is not None:
+        return f"--flashinfer {ctx.request.flashinfer} asked for it; {complete}"
+    if ctx.flashinfer_pins:
+        newest = max(ctx.flashinfer.versions) if ctx.flashinfer is not None else None
+        return f"{'; '.join(ctx.flashinfer_pins)}, so {cand.version}, not the newest FlashInfer {complete} ({newest})"
+    return f"newest FlashInfer {complete}"
+
+
 def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> str:
     """Why this package is in the plan at this version, in a sentence."""
     fi = ctx.defs.flashinfer
@@ -153,7 +181,7 @@ def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> st
             return "newest nightly with a wheel for this target"
         return f"newest torch matching --torch {ctx.request.torch}"
     if cand.name == fi.python:
-        return f"newest FlashInfer with {', '.join(ctx.components)} for {torch.cuda}; {why}"
+        return f"{_flashinfer_choice(cand, ctx)}; {why}"
     if cand.name == fi.cubin:
         return "== flashinfer-python (exact match required at import)"
     if cand.name == fi.jit_cache or fi.is_provider(cand.name):

@@ -249,7 +249,7 @@ def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version |
     ``require_hashes=False`` for a fresh plan: PyTorch nightly rows carry no sha256 until the lock
     step downloads them; a written lock must have one for every file.
     """
-    out = _duplicates(plan) + _flashinfer_alignment(plan, defs)
+    out = _duplicates(plan) + flashinfer_alignment(plan, defs)
     torch = plan.torch
     for pkg in plan.packages:
         out += _torch_abi(pkg, torch, defs)
@@ -294,7 +294,7 @@ def jit_cache_misalignment(version: Version, python_version: Version, torch_cuda
     return None
 
 
-def _flashinfer_alignment(plan: LockPlan, defs: Definitions) -> list[Violation]:
+def flashinfer_alignment(plan: LockPlan, defs: Definitions) -> list[Violation]:
     fi = defs.flashinfer
     python = plan.package(fi.python)
     if python is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from packaging.utils import parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from ..errors import DowngradeRefused, NoPlanError, UsageError
@@ -78,7 +78,26 @@ def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offe
     notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
+    _refuse_excluding_override(request, fitting, installed)
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def _refuse_excluding_override(request: ResolveRequest, allowed: set[Version], installed: Version | None) -> None:
+    """An ``--override`` on torch that no allowed torch meets: the conflict is the override and the
+    torch the plan must have (the kept one above all), said before anything else is looked up."""
+    for text, req in zip(request.overrides, request.override_requirements):
+        if canonicalize_name(req.name) != "torch" or (req.marker is not None and not req.marker.evaluate(dict(request.target.markers))):
+            continue
+        if any(req.specifier.contains(v, prereleases=True) for v in allowed):
+            continue
+        newest = max(allowed)
+        if installed is not None and newest == installed:
+            what = f"the installed torch {installed}, which is kept (torch is never taken backwards)"
+            hint = f"drop --override {text!r}; to move torch, say so with --torch (lower than installed also needs --allow-downgrade)"
+        else:
+            what = f"torch {newest}, the newest that --torch {request.torch} allows here" if len(allowed) == 1 else f"every torch --torch {request.torch} allows here ({describe_versions(allowed)})"
+            hint = f"drop --override {text!r}, or ask for a torch it allows with --torch"
+        raise NoPlanError(f"--override {text!r} conflicts with {what}", hint=hint)
 
 
 def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> None:

@@ -1,0 +1,139 @@
+"""`resolve-gpu-stack export uv`: write a plan into a uv project's ``pyproject.toml``.
+
+A uv project (``pyproject.toml`` + ``uv.lock``, ``uv sync``) resolves again with ``uv lock``; the
+plan survives that only as uv project configuration: explicit indexes, sources, constraints,
+overrides, environments (``lock.uvproject`` says what and why). This command resolves like
+``lock`` (one plan from the flags, or the targets of the project's config, sharing one crawl) and
+writes those tables into the project: only its own keys, the user's formatting and comments kept,
+nothing changed by a second run of the same plan. ``--dry-run`` shows the diff instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from . import common
+from . import settings as S
+
+if TYPE_CHECKING:
+    from ..lock.uvproject import ExportTarget
+    from .config import ProjectConfig
+
+PYPROJECT = "pyproject.toml"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write the plan into a uv project's pyproject.toml ([tool.uv]), so that `uv lock` and `uv sync` keep it",
+        description=(
+            "Resolve (one plan from the flags, or every configured target: --config/--target as for `lock`) and write into "
+            "the project's pyproject.toml the uv tables that make `uv lock` and `uv sync` reproduce the plan: explicit "
+            "indexes and sources (torch and its family from the PyTorch channel and CUDA folder the plan uses, "
+            "flashinfer-jit-cache from FlashInfer's index), a dependency group with the stack's roots, constraints pinning "
+            "every planned package, the overrides (a framework's torch pins), build settings for packages built against "
+            "torch, and the target environments. Only these keys change; formatting and comments stay; a second run "
+            "changes nothing. `check` then verifies uv.lock against it."
+        ),
+    )
+    p.add_argument("tool", choices=("uv",), metavar="uv", help="the project tool to export to (uv)")
+    common.add_resolve_flags(p)
+    g = p.add_argument_group("the project")
+    g.add_argument("--project", type=Path, metavar="DIR", help="the uv project's folder, with its pyproject.toml (default: the config's folder, else the current directory)")
+    g.add_argument("--dry-run", action="store_true", help="print the change to pyproject.toml as a diff; write nothing")
+    g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
+    g.add_argument("--target", action="append", default=[], metavar="NAME", help="export only this configured target (repeatable; default: all)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log requests and decisions to stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..data.toml import read_text
+    from ..lock.files import write_texts
+    from ..lock.uvproject import apply_tables, parse_project, uv_tables
+    from .config import bundled_definitions
+
+    config = _config(args)
+    folder = args.project if args.project is not None else (config.root if config is not None else Path.cwd())
+    path = folder / PYPROJECT
+    if not path.is_file():
+        raise UsageError(f"{common.shown(path)}: no such file: {common.shown(folder)} is not a uv project", hint="create the project with `uv init`, or name its folder with --project DIR")
+    before = read_text(path, error=UsageError)
+    parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
+    targets, command = _plans(config, args, env) if config is not None else _flags_plan(args, env)
+    applied = apply_tables(before, uv_tables(targets, bundled_definitions().flashinfer), command=command, where=common.shown(path))
+    quiet = getattr(args, "quiet", False)
+    if not quiet:
+        for note in applied.notes:
+            print(f"note: {note}", file=sys.stderr)
+    if args.dry_run:
+        sys.stdout.write("".join(difflib.unified_diff(before.splitlines(True), applied.text.splitlines(True), f"a/{PYPROJECT}", f"b/{PYPROJECT}")))
+        if not quiet:
+            print(f"{common.shown(path)}: {'unchanged' if applied.text == before else 'not written (--dry-run)'}", file=sys.stderr)
+        return 0
+    if applied.text != before:
+        write_texts([(path, applied.text)])
+    if quiet:
+        return 0
+    if applied.text == before:
+        print(f"{common.shown(path)} unchanged: it already holds this plan", file=sys.stderr)
+    else:
+        print(f"wrote {common.shown(path)} ([tool.uv] for {len(targets)} target{'s' * (len(targets) != 1)}); next: `uv lock` and `uv sync` in {common.shown(folder)}",
+              file=sys.stderr)
+    return 0
+
+
+def _config(args: argparse.Namespace) -> ProjectConfig | None:
+    """The config whose targets to export, or None: one plan from the flags (as ``lock`` decides)."""
+    from .config import discover_config
+
+    configured = args.config is not None or bool(args.target)
+    if any(getattr(args, n) for n in ("python", "platform", "installed")) and not configured:
+        return None
+    config = discover_config(args.config)
+    if config is None and args.target:
+        raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+    return config
+
+
+def _flags_plan(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str]:
+    from ..lock.uvproject import ExportTarget
+    from .cmd_lock import source_words
+
+    plan, _ = common.run_resolve(args, env)
+    words = [*S.words(S.typed(args)), *source_words(args)]
+    return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)])
+
+
+def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str]:
+    """Every selected target's plan through one finder; the first target without a plan fails the
+    export (nothing is written: a project's tables are all or nothing)."""
+    from ..lock.uvproject import ExportTarget
+    from .assemble import resolve_parts
+    from .cmd_lock import selected_targets
+    from .config import GPU_STACK_TOML, resolve_definitions, resolve_request
+
+    config, targets, extra = selected_targets(config, args)
+    defs = resolve_definitions(config, env)
+    out = []
+    with resolve_parts(defs, common.make_fetcher(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs)) as parts:
+        for target in targets:
+            try:
+                out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))
+            except CrawlError:
+                raise
+            except ResolveGpuStackError as err:
+                err.message = f"{target.name}: {err.message}"
+                raise
+    words = ["resolve-gpu-stack export uv"]
+    if config.path.name not in (PYPROJECT, GPU_STACK_TOML):
+        words += ["--config", shlex.quote(config.path.name)]
+    words += [f"--target {shlex.quote(n)}" for n in args.target]
+    return out, " ".join(w for w in (*words, extra) if w)
