@@ -22,11 +22,12 @@ from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver.candidates import list_candidates
 from resolve_gpu_stack.resolver.factory import CandidateFactory, Judge
-from resolve_gpu_stack.resolver.policy import Misalignment, RejectReason, jit_cache_misalignment
 from resolve_gpu_stack.resolver.provider import Preference, StackProvider
 from resolve_gpu_stack.resolver.requirement import Cand, Key, Req
 from resolve_gpu_stack.resolver.resolve import _prerelease_packages
 from resolve_gpu_stack.resolver.torch_selection import select_torch, torch_cuda
+from resolve_gpu_stack.rules.fit import RejectReason
+from resolve_gpu_stack.rules.invariants import Misalignment, jit_cache_misalignment
 
 DEFS = load_definitions()
 NIGHTLY = "2.12.0.dev20260307+cu130"

@@ -24,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..index.finder import Finder
     from ..model.request import TORCH, FlashInferChoice, TorchChoice
     from ..resolver.candidates import list_candidates
     from .render import print_candidates
@@ -34,10 +33,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     defs = common.definitions(args, env)
     target, _ = common.target_from_args(args, env)
     torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
-    fetcher = common.make_fetcher(args, env, defs)
-    try:
-        rows, visits = list_candidates(Finder(fetcher, defs), defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel)
-    finally:
-        fetcher.close()
+    with common.make_parts(args, env, defs) as parts:
+        rows, visits = list_candidates(parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel)
     print_candidates(rows, visits, common.output_format(args), sys.stdout, package=args.package)
     return 0

@@ -183,7 +183,7 @@ def _refuse_synthetic(plan, snapshot: Path | None) -> None:
     match it); exit 1 naming the rows, before anything is written."""
     from ..errors import LockFileError
     from ..net.snapshot import synthetic_digests
-    from ..resolver.policy import synthetic_rows
+    from ..rules.invariants import synthetic_rows
 
     rows = synthetic_rows(plan.packages, synthetic_digests(snapshot))
     if rows:
@@ -209,7 +209,6 @@ def _source_words(args: argparse.Namespace, config: ProjectConfig) -> list[str]:
 
 def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from .assemble import resolve_parts
     from .config import effective, resolve_definitions, with_overrides
 
     overrides = S.typed(args)  # the settings the user typed win over the config's
@@ -222,7 +221,7 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
-    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
+    with common.make_parts(args, env, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
             texts = _lock_one(config, target, parts, args, env, command)

@@ -165,14 +165,20 @@ def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     return None if getattr(args, "quiet", False) else say
 
 
-def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
-    """The snapshot replayer (``snapshot``, else ``--snapshot``), or the live HTTP fetcher."""
+def make_parts(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None, fetcher=None):
+    """A resolve's parts (``assemble.ResolveParts``) from the flags: ``fetcher`` as given, the
+    snapshot replayer (``snapshot``, else ``--snapshot``), or the live HTTP fetcher, whose cache
+    then keeps the computed plans. Close them when done (``with`` works)."""
     from ..net.snapshot import SnapshotFetcher
+    from .assemble import resolve_parts
 
     snapshot = snapshot if snapshot is not None else args.snapshot
+    if fetcher is not None:
+        return resolve_parts(defs, fetcher)
     if snapshot is not None:
-        return SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
-    return live_fetcher(args, env)
+        return resolve_parts(defs, SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()}))
+    live = live_fetcher(args, env)
+    return resolve_parts(defs, live, store=live.cache)
 
 
 # -- the target and the request --------------------------------------------------------------------
@@ -224,11 +230,9 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None, probe=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards (``probe``: see ``target_from_args``)."""
-    from .assemble import resolve_parts
-
     defs = defs or definitions(args, env)
     request = request_from_args(args, env, probe)
-    with resolve_parts(defs, fetcher or make_fetcher(args, env, defs)) as parts:
+    with make_parts(args, env, defs, fetcher=fetcher) as parts:
         return parts.resolve(request), defs
 
 

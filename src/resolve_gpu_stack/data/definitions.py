@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from ..errors import IndexDefinitionError, UsageError
 from ..model import Coupling, CudaLabel
+from ..model.canonical import digest
 from ..model.channel import FLASHINFER_CHANNEL_NAMES
 from ..urls import normalize_base_url, redact_url, strip_userinfo
 from .rules import (
@@ -35,23 +36,34 @@ from .rules import (
     RouteContext,
     expand_page,
 )
-from .toml import TomlReader, load_toml
+from .toml import TomlReader, data_dir, load_toml, parse_toml, read_text
 
+if TYPE_CHECKING:
+    from .gpus import GpuTable
 
-def data_dir() -> Path:
-    """The folder holding the index definitions: packaged copy first, then the source tree's."""
-    packaged = Path(__file__).resolve().parents[1] / "_indexes"
-    if (packaged / "routing.toml").is_file():
-        return packaged
-    source = Path(__file__).resolve().parents[3] / "indexes"
-    if (source / "routing.toml").is_file():
-        return source
-    raise IndexDefinitionError("cannot find the index definitions (indexes/*.toml)")
+GPUS_FILE = "gpus.toml"
 
 
 def read_toml(path: Path, *, error: type[UsageError] = IndexDefinitionError) -> dict[str, Any]:
     """A TOML file as a dict; a missing, unreadable or malformed file raises ``error`` naming it."""
     return load_toml(path, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSource:
+    """``gpus.toml`` as read, parsed into a ``GpuTable`` on first use (only ``--gpu``,
+    ``--require-api`` and ``doctor`` ask: a plain resolve never imports the table's code)."""
+
+    where: str  # the file, for errors
+    text: str
+    _table: list[GpuTable] = field(default_factory=list, compare=False, repr=False)  # a memo, not data
+
+    def table(self) -> GpuTable:
+        if not self._table:
+            from .gpus import read_gpu_table
+
+            self._table.append(read_gpu_table(parse_toml(self.text, self.where), self.where))
+        return self._table[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,9 +77,25 @@ class Definitions:
     pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
     layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
+    gpus: GpuSource | None = None  # gpus.toml (None: definitions without a GPU table)
     # name -> the coupling rules whose patterns name it, worked out once per name (every file on a
-    # page asks; the rules do not change): a memo, not part of the value
+    # page asks; the rules do not change), and the digest: memos, not part of the value
     _rules_by_name: dict[str, tuple[CouplingRule, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _digest: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of the definitions' data (never of a memo: asking a question of them leaves
+        it as it was), worked out once per object: a lock shares one for all targets."""
+        if not self._digest:
+            self._digest.append(digest(self))
+        return self._digest[0]
+
+    def gpu_table(self) -> GpuTable:
+        """The GPU table (``gpus.toml``) these definitions came with."""
+        if self.gpus is None:
+            raise IndexDefinitionError("these index definitions have no GPU table (gpus.toml)")
+        return self.gpus.table()
 
     # -- routing ---------------------------------------------------------------------------
     def routes_for(self, name: str, ctx: RouteContext) -> list[Route]:
@@ -222,6 +250,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         pytorch_family=_pytorch_family(comp, doc),
         layouts=layouts,
         source=directory,
+        gpus=GpuSource(str(directory / GPUS_FILE), read_text(directory / GPUS_FILE)),
     )
 
 
@@ -386,6 +415,8 @@ __all__ = [
     "INDEX_NAMES",
     "CouplingRule",
     "Definitions",
+    "GpuSource",
+    "data_dir",
     "FlashInferRules",
     "IndexDefinition",
     "PageLocation",

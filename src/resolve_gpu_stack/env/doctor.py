@@ -29,7 +29,9 @@ from packaging.utils import canonicalize_name
 from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
-from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
+from ..rules.fit import torch_abi_mismatch
+from ..rules.invariants import Misalignment, jit_cache_misalignment
+from ..rules.versions import cuda_major, public
 from .abi_imports import ImportOutcome
 from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
 from .doctor_stack import (

@@ -20,28 +20,18 @@ from packaging.version import Version
 from ..data.definitions import Definitions, IndexDefinition, PageLocation, RouteContext
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
-from .parse import parse_metadata, parse_page
+from .parse import ParseMemo, RequiresDist, parse_metadata, parse_page
 
 log = logging.getLogger(__name__)
-
-
-class ResultStore(Protocol):
-    """Where a resolver keeps results computed from what a fetcher read (see resolver/reuse.py)."""
-
-    def get_result(self, key: str) -> bytes | None: ...
-
-    def put_result(self, key: str, content: bytes) -> None: ...
 
 
 class Fetcher(Protocol):
     """The I/O edge. Implementations: ``net.http.HttpFetcher`` and ``net.snapshot.SnapshotFetcher``.
 
     ``concurrent_calls``: whether its methods may be called from several threads at once.
-    ``result_store``: a store for results computed from what it fetched, or None.
     """
 
     concurrent_calls: bool
-    result_store: ResultStore | None
 
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
         """Fetch index pages (concurrently where possible).
@@ -91,11 +81,14 @@ class PageVisit:
 
 
 class Finder:
-    """Reads pages through a fetcher, parses them, applies routing, and memoizes everything."""
+    """Reads pages through a fetcher, parses them, applies routing, and memoizes everything: what
+    it read, and what parsing it learned (``memo``: wheel tag parts, Requires-Dist lines). One per
+    command; the targets it resolves share it (and may be resolved from several threads)."""
 
     def __init__(self, fetcher: Fetcher, definitions: Definitions) -> None:
         self.fetcher = fetcher
         self.definitions = definitions
+        self.memo = ParseMemo()
         self._pages: dict[str, ParsedPage | None] = {}
         self._metadata: dict[str, WheelMetadata] = {}
         self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
@@ -155,7 +148,7 @@ class Finder:
                     digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
                     self.page_digests[url] = (index.name, digest)
                     if parse:
-                        self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
+                        self._pages[url] = parse_page(resp.page, index=index.name, memo=self.memo) if resp.page is not None else None
                     else:
                         self._unparsed[url] = (resp, index.name)
         finally:
@@ -195,7 +188,7 @@ class Finder:
             unparsed = self._unparsed.get(location.url)
             if unparsed is not None:
                 resp, index = unparsed
-                self._pages[location.url] = parse_page(resp.page, index=index) if resp.page is not None else None
+                self._pages[location.url] = parse_page(resp.page, index=index, memo=self.memo) if resp.page is not None else None
                 self._unparsed.pop(location.url, None)
             else:
                 self._read([location.url], self.definitions.indexes[location.index])
@@ -327,6 +320,10 @@ class Finder:
         almost always declare the same requirements): a guess for prefetching, never an answer."""
         return self._releases.get((name, version))
 
+    def requires_dist(self, line: str) -> RequiresDist | None:
+        """A Requires-Dist line parsed (once per finder); None when it does not parse."""
+        return self.memo.requires_dist(line)
+
     def metadata(self, file: IndexFile) -> WheelMetadata:
         if file.url in self._metadata_errors:
             raise self._metadata_errors[file.url].with_traceback(None)  # an old traceback holds an earlier target's frames
@@ -354,6 +351,3 @@ def _origin(url: str) -> str:
     end = url.find("/", start + 3) if start >= 0 else -1
     return url if end < 0 else url[:end]
 
-
-def names_of(files: Iterable[IndexFile]) -> set[NormalizedName]:
-    return {f.name for f in files}

@@ -1,5 +1,7 @@
 """Pure parsers: index pages (PEP 503 HTML, PEP 691 JSON, PyTorch's and FlashInfer's dialects),
-wheel/sdist filenames, and core metadata. No I/O, no global caches.
+wheel/sdist filenames, core metadata and its Requires-Dist lines. No I/O, no global caches: what
+is worth remembering across pages (a wheel tag part's tags, a Requires-Dist line) goes in a
+``ParseMemo`` its caller owns (the ``Finder``).
 
 Error contract (the same for every call):
 
@@ -12,6 +14,7 @@ Error contract (the same for every call):
   object with a ``files`` (or ``projects``) list, or declares an API major version other than 1.
 * ``parse_metadata`` raises ``CrawlError(source, cause)`` for anything it cannot use.
 * ``parse_filename`` raises ``ValueError`` naming the filename and what is wrong with it.
+* ``ParseMemo.requires_dist`` returns None for a line that does not parse.
 
 No other exception escapes. URLs in results and messages never carry ``user:password@``.
 """
@@ -28,7 +31,9 @@ from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote, urljoin
 
+from packaging.markers import Marker
 from packaging.metadata import parse_email
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import (
@@ -73,7 +78,7 @@ _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code
 
 
 # -- public API ---------------------------------------------------------------------------------
-def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | None = None) -> ParsedPage:
+def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | None = None, memo: ParseMemo | None = None) -> ParsedPage:
     """Parse one index page into the files it offers and the sub-directories it lists.
 
     ``page is None`` (the index answered 404) gives an empty page with ``url == ""``. The body
@@ -88,10 +93,13 @@ def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | No
     skipped before any per-row work (no URL join, no filename parse, no warning), so looking a
     few files up on a page of thousands costs little more than reading the page; the rows kept
     are read exactly as without ``only``.
+
+    ``memo``: the tags of each wheel tag part seen on earlier pages (files with the same tags then
+    hold the same frozenset: a tag fit's memo matches them by identity); without one, per page.
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index, only)
+    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {})
     text = _decode(page, ctx)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     mime = page.content_type.partition(";")[0].strip().lower()
@@ -155,15 +163,72 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RequiresDist:
+    """One Requires-Dist line, parsed."""
+
+    name: NormalizedName
+    specifier: SpecifierSet
+    extras: frozenset[str]
+    marker: Marker | None
+    url: str | None
+    text: str  # the requirement without its marker: ``torch==2.9.0``
+
+
+def parse_requires_dist(line: str) -> RequiresDist | None:
+    """A Requires-Dist line, parsed; None when it does not parse."""
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    return RequiresDist(
+        name=canonicalize_name(req.name),
+        specifier=req.specifier,
+        extras=frozenset(canonicalize_name(e) for e in req.extras),
+        marker=req.marker,
+        url=req.url,
+        text=str(req).split(";", 1)[0].strip(),
+    )
+
+
+class ParseMemo:
+    """What parsing remembers across the pages and METADATA files of one crawl (a ``Finder``'s:
+    every target of a command shares it, and it dies with the command).
+
+    ``tag_sets``: a wheel's tag part -> its tags. The files of every page with the same tags hold
+    the same frozenset, so a tag fit's memo (``rules.fit.TargetFit``) matches them by identity, not
+    by comparing tags. A few hundred distinct tag parts in practice.
+    ``requires_dist``: each Requires-Dist line parsed once (the same lines come back for every
+    extra, every wiring and every target; their specifiers are then shared objects too).
+
+    Safe to share between threads: a race computes a value twice, and both are equal.
+    """
+
+    __slots__ = ("tag_sets", "_requires")
+
+    def __init__(self) -> None:
+        self.tag_sets: dict[str, frozenset[Tag]] = {}
+        self._requires: dict[str, RequiresDist | None] = {}
+
+    def requires_dist(self, line: str) -> RequiresDist | None:
+        try:
+            return self._requires[line]
+        except KeyError:
+            parsed = self._requires[line] = parse_requires_dist(line)
+            return parsed
+
+
 redact = strip_userinfo  # credentials never reach models or messages
 
 
 # -- decoding -----------------------------------------------------------------------------------
 class _Context:
-    """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), a memo."""
+    """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), memos
+    (``tag_sets``: the caller's ``ParseMemo.tag_sets``, or this page's own)."""
 
-    def __init__(self, url: str, index: str, only: Collection[str] | None = None) -> None:
+    def __init__(self, url: str, index: str, only: Collection[str] | None = None, tag_sets: dict[str, frozenset[Tag]] | None = None) -> None:
         self.url = url
+        self.tag_sets: dict[str, frozenset[Tag]] = {} if tag_sets is None else tag_sets
         self.index = index
         self.only = None if only is None else frozenset(only)
         self.lines: list[str] = []
@@ -578,16 +643,9 @@ def _separable(pre: str, slash: int) -> bool:
     return colon == -1 or (first_slash != -1 and first_slash < colon)  # no scheme
 
 
-# A wheel's tag part -> its tags, shared by every page read in this process: the files of every page
-# with the same tags hold the same frozenset, so looking one up (``policy.tag_rank``'s memo) is an
-# identity check, not a comparison of tags. A few hundred distinct tag parts in practice.
-_TAG_SETS: dict[str, frozenset[Tag]] = {}
-_TAG_SETS_KEPT = 4096
-
-
 def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
     """``parse_filename``, with a wheel's name/version parts parsed once per page and its tag part
-    once per process (``_TAG_SETS``).
+    once per ``ParseMemo`` (``ctx.tag_sets``).
 
     A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
     its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) before
@@ -597,7 +655,7 @@ def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, fr
     if plain and not _UNSAFE_CHARS.search(filename):
         name_part, version_part, tag_part = filename[:-4].split("-", 2)
         known = ctx.names.get((name_part, version_part))
-        tags = _TAG_SETS.get(tag_part)
+        tags = ctx.tag_sets.get(tag_part)
         if known is not None and tags is not None:
             return known[0], known[1], tags, True
     name, version, tags, is_wheel = parse_filename(filename)
@@ -610,9 +668,7 @@ def _remember(filename: str, name: NormalizedName, version: Version, tags: froze
     """Keep a plain wheel filename's parsed parts for the rows after it; the shared tag set."""
     name_part, version_part, tag_part = filename[:-4].split("-", 2)
     ctx.names[(name_part, version_part)] = (name, version)
-    if len(_TAG_SETS) >= _TAG_SETS_KEPT:
-        _TAG_SETS.clear()
-    return _TAG_SETS.setdefault(tag_part, tags)
+    return ctx.tag_sets.setdefault(tag_part, tags)
 
 
 def _download_path(link: str) -> str | None:

@@ -28,7 +28,7 @@ from ..errors import LockFileError
 from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
-from ..resolver.policy import owner_of, plan_violations, synthetic_rows
+from ..rules.invariants import owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin

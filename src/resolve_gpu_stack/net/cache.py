@@ -4,7 +4,8 @@ Layout under the root (``default_cache_dir()``)::
 
     pages-v1/<aa>/<sha256(key)>       one entry per page and Accept variant
     metadata-v1/<aa>/<sha256(key)>    one entry per wheel (METADATA bytes)
-    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resultcache.py)
+    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resolver/reuse.py),
+                                      per code identity (``code_identity``)
     scans-v1/<aa>/<sha256(key)>       one entry per native wheel's scan (see classify.py): its
                                       key is the wheel's sha256 (its URL and size without one)
     exports-v1/<aa>/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
@@ -82,6 +83,7 @@ class HttpCache:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._code: str | None = None  # code_identity(), worked out on the first result asked for
         sweep_stale(self.root)  # killed runs' temp files, week-old partial downloads
 
     # -- pages ---------------------------------------------------------------------------
@@ -134,12 +136,18 @@ class HttpCache:
 
     # -- results -------------------------------------------------------------------------
     def get_result(self, key: str) -> bytes | None:
-        """A computed result stored under ``key`` (the caller's digest of its inputs), or None."""
-        found = self._read(RESULTS, key)
+        """A computed result stored under ``key`` (the caller's digest of its inputs) by this very
+        code (``code_identity``: results of an upgrade or an edited checkout are never returned), or None."""
+        found = self._read(RESULTS, self._result_key(key))
         return None if found is None else found[1]
 
     def put_result(self, key: str, content: bytes) -> None:
-        self._write(RESULTS, key, {}, content)
+        self._write(RESULTS, self._result_key(key), {}, content)
+
+    def _result_key(self, key: str) -> str:
+        if self._code is None:
+            self._code = code_identity()
+        return f"{self._code} {key}"
 
     # -- scans ---------------------------------------------------------------------------
     def get_scan(self, key: str) -> bytes | None:
@@ -225,6 +233,23 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def code_identity() -> str:
+    """This package's version and the size and mtime of each of its modules, digested: what a
+    stored result was computed by."""
+    here = Path(__file__).resolve().parents[1]
+    parts = []
+    for path in sorted(here.rglob("*.py")):
+        st = path.stat()
+        parts.append(f"{path.relative_to(here)}:{st.st_size}:{st.st_mtime_ns}")
+    try:
+        from importlib.metadata import version
+
+        parts.append(version("resolve-gpu-stack"))
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        pass
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 _TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
@@ -395,4 +420,4 @@ def _drop_empty_dirs(root: Path) -> None:
                 pass
 
 
-__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]
+__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "code_identity", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]

@@ -74,7 +74,6 @@ class HttpFetcher:
         trust_env: bool = True,
     ) -> None:
         self.cache = cache
-        self.result_store = cache  # finder.Fetcher: the resolver keeps its plans in the cache
         self.concurrency = max(1, concurrency)
         self.progress = progress
         self.transport = Transport(

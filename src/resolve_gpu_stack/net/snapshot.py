@@ -33,7 +33,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
-from ..index.finder import Fetcher, ResultStore
+from ..index.finder import Fetcher
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
 from .cache import atomic_write
@@ -142,7 +142,6 @@ class SnapshotFetcher:
     """Replays a snapshot with no network at all. A page it lacks is an error naming the URL."""
 
     concurrent_calls: bool = False
-    result_store: ResultStore | None = None
 
     def __init__(self, root: Path, bases: Mapping[str, str]) -> None:
         self.root = Path(root)
@@ -216,7 +215,6 @@ class RecordingFetcher:
     """Wraps a live fetcher and writes every page (404s included) and METADATA into a snapshot."""
 
     concurrent_calls: bool = False
-    result_store: ResultStore | None = None
 
     def __init__(
         self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None,
@@ -349,7 +347,6 @@ class FallbackFetcher:
     """Replay what a snapshot has; fetch the rest live (to extend a snapshot)."""
 
     concurrent_calls: bool = False
-    result_store: ResultStore | None = None
 
     def __init__(self, replay: SnapshotFetcher, live: Fetcher) -> None:
         self.replay = replay

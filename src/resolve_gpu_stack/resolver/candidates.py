@@ -14,8 +14,9 @@ from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
 from ..model import CudaLabel, IndexFile, Target
 from ..model.request import TORCH
+from ..rules.fit import Rejection, RejectReason
+from ..rules.versions import torch_series
 from .factory import Judge
-from .policy import Rejection, RejectReason, torch_series
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ from ..index.finder import Offer
 from ..model import Action, IndexFile, LockedPackage, LockPlan, TargetSummary
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
+from ..rules.versions import public
 from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
 from .framework import FrameworkFacts
-from .policy import public
 from .requirement import Cand, Key
 from .torch_selection import TorchSelection
 

@@ -64,7 +64,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg,unused-ignore]
         return out
 
     def is_satisfied_by(self, requirement: Req, candidate: Cand) -> bool:
-        return requirement.is_satisfied_by(candidate)
+        return requirement.is_satisfied_by(candidate, self.factory.contains)
 
     def get_dependencies(self, candidate: Cand) -> list[Req]:
         if candidate.extras:

@@ -12,7 +12,8 @@ from ..errors import DowngradeRefused, NoPlanError, UsageError
 from ..index.finder import Offer, PageVisit
 from ..model import CudaLabel, Target
 from ..model.request import ResolveRequest, TorchChoice, TorchKind
-from .policy import describe_versions, fits_target, public, torch_series
+from ..rules.fit import TargetFit
+from ..rules.versions import describe_versions, public, torch_series
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,14 +59,16 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
     return cuda
 
 
-def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit]) -> TorchSelection:
+def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit], fit: TargetFit | None = None) -> TorchSelection:
     """Torch versions fitting the target, the request and ``cuda``, never lower than the
-    installed torch (unless ``--allow-downgrade``); the newest first."""
+    installed torch (unless ``--allow-downgrade``); the newest first. ``fit``: the resolve's
+    ``TargetFit`` for ``request.target`` (a fresh one when not given)."""
     choice = request.torch.for_installed(request.installed_torch)
     installed = request.installed_torch
+    fit = fit if fit is not None else TargetFit(request.target)
     everything = {o.file.version for o in offers}
-    fitting = _fitting(choice, cuda, request.target, offers)
-    _check_installed_fits(request, offers)
+    fitting = _fitting(choice, cuda, fit, offers)
+    _check_installed_fits(request, offers, fit)
     if _keeps_installed(choice, cuda, installed):
         fitting.add(installed)  # type: ignore[arg-type]
     if not fitting:
@@ -81,7 +84,7 @@ def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offe
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
 
 
-def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> None:
+def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer], fit: TargetFit) -> None:
     """A declared installed torch the index has for this machine, but with no wheel for the declared
     target: the platform's glibc (or the Python) is wrong, and that is what to say, not a FlashInfer
     component it misses."""
@@ -89,7 +92,7 @@ def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> N
     if installed is None or request.target.interpreter is not None:
         return
     files = [o.file for o in offers if o.file.version == installed]
-    if not files or any(fits_target(f, request.target) is None for f in files):
+    if not files or any(fit(f) is None for f in files):
         return
     platforms = sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
     machine = request.target.platform.split("-", 1)[0]
@@ -102,11 +105,11 @@ def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> N
     )
 
 
-def _fitting(choice: TorchChoice, cuda: CudaLabel, target: Target, offers: Iterable[Offer]) -> set[Version]:
+def _fitting(choice: TorchChoice, cuda: CudaLabel, fit: TargetFit, offers: Iterable[Offer]) -> set[Version]:
     out: set[Version] = set()
     for offer in offers:
         v = offer.file.version
-        if v.local != str(cuda) or fits_target(offer.file, target) is not None:
+        if v.local != str(cuda) or fit(offer.file) is not None:
             continue
         if v.is_prerelease and not choice.allows_prereleases:
             continue
