@@ -53,7 +53,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..data.definitions import INDEX_NAMES, load_definitions
+from ..data.definitions import INDEX_NAMES, Definitions, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
 from ..errors import IndexDefinitionError, UsageError
 from ..lock.files import lock_format
@@ -389,21 +389,12 @@ def resolve_request(target: TargetConfig) -> ResolveRequest:
     return S.build_request(target.settings, target=S.declared(target.settings))
 
 
-_BUNDLED: list = []
-
-
-def bundled_definitions():
-    """The bundled index definitions, read once per process (they never change under it)."""
-    if not _BUNDLED:
-        _BUNDLED.append(load_definitions())
-    return _BUNDLED[0]
-
-
-def lock_inputs(config: ProjectConfig, target: TargetConfig) -> dict[str, object]:
+def lock_inputs(config: ProjectConfig, target: TargetConfig, bundled: Definitions | None = None) -> dict[str, object]:
     """What a target's lock records as its inputs (and digests): the resolver's inputs under the
     index URLs the config decides (``index_urls``), plus the snapshot it is resolved from (relative
-    to the config's folder). Depends on the config and the bundled index definitions only."""
-    digest_defs = bundled_definitions().with_index_urls(index_urls(config))
+    to the config's folder). Depends on the config and the bundled index definitions only
+    (``bundled``: read once by the command that asks for many targets; else read here)."""
+    digest_defs = (bundled if bundled is not None else load_definitions()).with_index_urls(index_urls(config))
     inputs = dict(resolve_request(target).inputs(digest_defs.recorded_urls()))
     if config.snapshot is not None:
         inputs["snapshot"] = config.relative(config.snapshot)

@@ -18,7 +18,6 @@ Adding a setting means adding one row here (and its field in ``ResolveRequest``)
 from __future__ import annotations
 
 import argparse
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import MappingProxyType
@@ -176,11 +175,10 @@ class Setting:
         return [self.flag, raw]
 
 
-@functools.cache
 def _request_fields() -> frozenset[str]:
     from ..model.request import ResolveRequest
 
-    return frozenset(f.name for f in fields(ResolveRequest))
+    return frozenset(f.name for f in fields(ResolveRequest) if f.init)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(name="python", kind="optional", default=None, flag="--python", key="python", group=TARGET_GROUP, parse=_declared_python, metavar="PATH|X.Y",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..data.gpus import GpuTable, default_gpu_table
+from ..data.gpus import GpuTable
 from ..errors import NoPlanError, UsageError
 from ..model.gpu import GpuArch
 from .doctor_stack import FAIL, PASS, Check, ImportResult, Stack
@@ -29,7 +29,7 @@ def check_apis(s: Stack, result: ImportResult | None, apis: Sequence[str], query
     """``--require-api``: each API is in the imported module, and the installed FlashInfer is at or
     above its floor on every visible GPU."""
     name = "flashinfer-api"
-    table = table if table is not None else default_gpu_table()
+    table = table if table is not None else s.defs.gpu_table()
     details: dict[str, Any] = {"required": list(apis)}
     if s.python is None:
         return Check(name, FAIL, f"{', '.join(apis)} required, but flashinfer-python is not installed", details)
@@ -73,7 +73,7 @@ def arch_floor_problems(s: Stack, gpus: Sequence[GpuArch], table: GpuTable | Non
     """Each visible GPU the installed FlashInfer is older than the first release with kernels for
     (it would fail there). Whether the installed jit-cache's SASS runs there is the coverage
     check's; the CUDA label the jit-cache was built for is judged there too."""
-    table = table if table is not None else default_gpu_table()
+    table = table if table is not None else s.defs.gpu_table()
     out = []
     for gpu in gpus:
         try:

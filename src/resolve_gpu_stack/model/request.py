@@ -73,11 +73,6 @@ class TorchChoice:
         return TorchChoice(text=self.text, kind=self.kind, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
 
     @property
-    def newest_of_channel(self) -> bool:
-        """A bare channel: the newest build of it, no version constraint."""
-        return self.kind is TorchKind.CHANNEL
-
-    @property
     def allows_prereleases(self) -> bool:
         return self.channel in ("nightly", "test") or bool(self.specifier.prereleases)
 

@@ -148,10 +148,6 @@ class SnapshotFetcher:
         self.manifest = Manifest.load(self.root)
         self.bases = _without_credentials(bases)
 
-    @property
-    def recorded_indexes(self) -> dict[str, str | None]:
-        return dict(self.manifest.data.get("indexes", {}))
-
     def _entry(self, table: str, url: str, index: str | None) -> dict:
         key = snapshot_key(url, self.bases, index=index)
         entry = self.manifest.data[table].get(key)
