@@ -120,7 +120,7 @@ def test_candidates_command_uses_the_resolvers_torch_abi_and_cuda_rules():
     assert len(visits) == 1
 
     jit = [wheel("flashinfer-jit-cache", "0.6.5+cu130", X86), wheel("flashinfer-jit-cache", "0.6.5+cu129", X86)]
-    rows, _ = list_candidates(OfferingFinder(jit), DEFS, target(), "flashinfer-jit-cache", cuda="cu130")
+    rows, _ = list_candidates(OfferingFinder(jit), DEFS, target(), "flashinfer-jit-cache", cuda=CudaLabel(13, 0))
     assert [(r.version, r.fits, r.why_not) for r in rows] == [("0.6.5+cu130", True, None), ("0.6.5+cu129", False, RejectReason.CUDA.value)]
 
 

@@ -67,12 +67,10 @@ def _installed(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _requirements(items: Sequence[str]) -> tuple[str, ...]:
-    from ..model.request import parse_with
+def _requirements(items: Sequence[str]) -> tuple[Any, ...]:
+    from ..model.request import Requested
 
-    for text in items:
-        parse_with(text)
-    return tuple(items)
+    return tuple(Requested(text) for text in items)
 
 
 def _torch(text: str) -> Any:
@@ -93,15 +91,13 @@ def _cuda(text: str | None) -> Any:
     return parse_cuda(text)
 
 
-def _overrides(items: Sequence[str]) -> tuple[str, ...]:
-    from ..model.request import parse_with
+def _overrides(items: Sequence[str]) -> tuple[Any, ...]:
+    from ..model.request import Requested
 
-    for text in items:
-        parse_with(text, flag="--override")
-    return tuple(items)
+    return tuple(Requested(text, flag="--override") for text in items)
 
 
-def _overrides_file(text: str) -> tuple[str, ...]:
+def _overrides_file(text: str) -> tuple[Any, ...]:
     """The requirements of a requirements-style file: one a line, ``#`` comments and blank lines skipped."""
     from pathlib import Path
 

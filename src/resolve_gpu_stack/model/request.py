@@ -137,6 +137,27 @@ def parse_with(text: str, *, flag: str = "--with") -> Requirement:
     return req
 
 
+class Requested(str):
+    """A requirement the user typed (``--with``, ``--override``): the text as written (what a lock
+    records and a message quotes; it is that string) with what it parses to, parsed once at the edge."""
+
+    requirement: Requirement
+
+    def __new__(cls, text: str, *, flag: str = "--with") -> Requested:
+        self = super().__new__(cls, text)
+        self.requirement = parse_with(text, flag=flag)
+        return self
+
+    @property
+    def name(self) -> NormalizedName:
+        return canonicalize_name(self.requirement.name)
+
+
+def requested(items: tuple[str, ...], flag: str) -> tuple[Requested, ...]:
+    """``items`` as ``Requested`` values: a plain text is parsed (once: a value the edge parsed is kept)."""
+    return tuple(i if isinstance(i, Requested) else Requested(i, flag=flag) for i in items)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResolveRequest:
     """Everything the resolver is asked, parsed and validated."""
@@ -148,10 +169,10 @@ class ResolveRequest:
     flashinfer: FlashInferChoice = field(default_factory=lambda: FlashInferChoice.parse("latest"))
     jit_cache: bool = True
     cubin: bool = True
-    with_: tuple[str, ...] = ()  # requirement texts, each checked by ``parse_with``
+    with_: tuple[Requested, ...] = ()  # --with (texts given here are parsed once, in __post_init__)
     allow_downgrade: bool = False
     installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
-    overrides: tuple[str, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
+    overrides: tuple[Requested, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
     auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
     without: tuple[str, ...] = ()  # package names left out of the plan, with what only they need
     abi_mismatch: str = "error"  # a torch-ABI wheel built for another torch: "error" (no plan) | "warn"
@@ -160,10 +181,8 @@ class ResolveRequest:
     all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
 
     def __post_init__(self) -> None:
-        for text in self.with_:
-            parse_with(text)
-        for text in self.overrides:
-            parse_with(text, flag="--override")
+        object.__setattr__(self, "with_", requested(self.with_, "--with"))
+        object.__setattr__(self, "overrides", requested(self.overrides, "--override"))
         for name in self.without:
             if not name.strip() or any(c in name for c in "<>=!~;[ "):
                 raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
@@ -172,7 +191,7 @@ class ResolveRequest:
 
     @property
     def override_requirements(self) -> tuple[Requirement, ...]:
-        return tuple(parse_with(text, flag="--override") for text in self.overrides)
+        return tuple(r.requirement for r in self.overrides)
 
     @property
     def without_names(self) -> frozenset[NormalizedName]:

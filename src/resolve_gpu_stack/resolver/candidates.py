@@ -35,14 +35,14 @@ class CandidateRow:
     why_not: str | None
 
 
-def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: str | None = None, flashinfer_channel: str = "stable") -> tuple[list[CandidateRow], list[PageVisit]]:
+def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: CudaLabel | None = None, flashinfer_channel: str = "stable") -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
     coupling against ``cuda`` or the installed torch's label, yanked)."""
     torch = target.installed.get(TORCH)
-    label = CudaLabel.parse(cuda) if cuda else CudaLabel.of_torch(torch)
+    label = cuda or CudaLabel.of_torch(torch)
     series = torch_series(torch) if torch is not None else None
-    ctx = RouteContext(torch_channel=torch_channel, cuda=cuda or (str(label) if label else None), flashinfer_channel=flashinfer_channel, torch_series=series)
+    ctx = RouteContext(torch_channel=torch_channel, cuda=str(label) if label else None, flashinfer_channel=flashinfer_channel, torch_series=series)
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)

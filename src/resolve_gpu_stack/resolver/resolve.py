@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -24,7 +23,7 @@ from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
 from ..model import Coupling, LockPlan
 from ..model.cuda import CudaLabel
-from ..model.request import TORCH, ResolveRequest, parse_with
+from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
@@ -226,12 +225,7 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
     """Read the pages the first steps need (torch, the FlashInfer components, --with names) in one
     round of concurrent requests. The legacy AOT page needs torch's series: guessed from the
     installed torch (read later if the chosen torch has another series)."""
-    names = [TORCH, *components]
-    for text in request.with_:
-        try:
-            names.append(canonicalize_name(Requirement(text).name))
-        except InvalidRequirement:
-            pass  # parse_with says what is wrong
+    names = [TORCH, *components, *(r.name for r in request.with_)]
     installed = request.installed_torch
     guess = ctx if installed is None else RouteContext(torch_channel=ctx.torch_channel, cuda=ctx.cuda, flashinfer_channel=ctx.flashinfer_channel, torch_series=torch_series(installed))
     try:
@@ -288,9 +282,9 @@ def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[F
     if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
         top = max(floors, key=lambda f: f.version)
         out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(f">={top.version}"), parent=f"({top})", text=f"{defs.flashinfer.python}>={top.version}"))
-    for text in request.with_:
-        req = parse_with(text)
-        out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
+    for r in request.with_:
+        req = r.requirement
+        out.append(Req(name=r.name, specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
     return out
 
 
