@@ -208,7 +208,7 @@ def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: Tor
         prefetcher.levels(requirements)
     else:
         prefetcher.closure(requirements)
-    return _Wiring(factory, flashinfer, policy, overrides, dependencies, StackProvider(factory, dependencies, prefetcher, policy), requirements)
+    return _Wiring(factory, flashinfer, policy, overrides, dependencies, StackProvider(factory, dependencies, policy, prefetcher), requirements)
 
 
 def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:
