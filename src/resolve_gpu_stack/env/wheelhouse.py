@@ -30,8 +30,9 @@ from urllib.parse import quote
 
 from packaging.utils import NormalizedName, canonicalize_name
 
+from ..atomic import atomic_write
 from ..errors import LockFileError, UsageError
-from ..lock.files import atomic_write, read_lock
+from ..lock.files import read_lock, write_texts
 from ..lock.locked import LockedFile, LockedWheel
 from ..lock.pylock import plan_from_lock
 from ..lock.wheelhouse import (
@@ -213,7 +214,7 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
         shutil.copyfile(fetched.path, tmp)
     os.replace(tmp, target)
     metadata = wheel_metadata(target, w.name)
-    atomic_write_bytes(target.with_name(target.name + ".metadata"), metadata)
+    atomic_write(target.with_name(target.name + ".metadata"), metadata)
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
     return HouseFile(filename=w.wheel.filename, name=w.name, version=w.version, sha256=fetched.sha256, size=fetched.size,
                      metadata_sha256=hashlib.sha256(metadata).hexdigest(), requires_python=str(requires_python).strip() if requires_python else None)
@@ -277,14 +278,8 @@ def _write_if_changed(path: Path, text: str) -> bool:
     except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text)
+    write_texts([(path, text)])
     return True
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _prune(output: Path, files: Sequence[HouseFile]) -> list[str]:

@@ -30,18 +30,16 @@ whole old entry or a whole new one, never a part.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import itertools
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import atomic_write, stale_temp
 from ..urls import bare_url
 
 log = logging.getLogger(__name__)
@@ -201,38 +199,11 @@ class HttpCache:
         record = {**header, "key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
         data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + body
         try:
-            atomic_write(path, data)
+            # no fsync: an entry is checked on every read (its size and sha256), so one torn by a
+            # crash is a miss; the entry's folder is made when the first try finds it missing
+            atomic_write(path, data, mode=0o600, make_parents=True)
         except OSError as exc:  # a full or read-only cache must not fail the run
             log.warning("cannot write cache entry %s: %s", path, exc.strerror or exc)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
-
-    No ``fsync``: a cache entry is checked on every read (its size and sha256, see
-    ``HttpCache.get_*``), so one torn by a crash is a miss, and ``os.replace`` keeps readers
-    atomic. (Lock files, which nothing re-checks, are synced: ``lock/files.py``.) The entry's
-    directory is made only when the first try finds it missing, not before every write. Plain
-    ``os`` calls, not ``tempfile`` and a file object: a cold resolve writes a hundred entries, and
-    each system call saved is one less hand-over of the interpreter between the crawl's threads.
-    """
-    try:
-        fd, tmp = _create(path.parent)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = _create(path.parent)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def code_identity() -> str:
@@ -252,27 +223,11 @@ def code_identity() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-_TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
-
-
-def _create(directory: Path) -> tuple[int, str]:
-    """A new temporary file in ``directory`` and its name (``O_EXCL``: never a file another process
-    has; a name already taken, by a process in another pid namespace sharing this cache, gets a
-    random suffix)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-    tmp = f"{directory}/.tmp-{os.getpid()}-{threading.get_ident()}-{next(_TEMP_NAMES)}"
-    try:
-        return os.open(tmp, flags, 0o600), tmp
-    except FileExistsError:
-        tmp += f"-{os.urandom(4).hex()}"
-        return os.open(tmp, flags, 0o600), tmp
-
-
 # -- keeping the cache directory tidy (the `cache` command, and a sweep at start) -------------------
 #
 # The cache directory holds this module's entries (pages, metadata, results) and the wheel cache
 # under ``wheels/`` (its layout: net/download.py). Only names this tool writes are ever removed:
-# ``.tmp-*`` (``atomic_write`` above), ``*.<pid>.tmp`` (the wheel cache's small JSON records) and
+# ``.<name>.<8 digits>.tmp`` (``atomic_write``), ``.tmp-*`` and ``*.<pid>.tmp`` (earlier versions') and
 # ``wheels/partial/*``. A temp file is stale once it is older than ``TEMP_MAX_AGE_S`` by mtime: a
 # writer still running renames it within seconds, so other processes sharing the cache are safe.
 
@@ -296,8 +251,9 @@ class Usage:
 
 
 def is_temp_name(name: str) -> bool:
-    """A temporary file this tool writes (and renames into place when it finishes)."""
-    if name.startswith(".tmp-"):
+    """A temporary file this tool writes (and renames into place when it finishes): ``atomic_write``'s,
+    or one an earlier version wrote (``.tmp-*``, ``*.<pid>.tmp``)."""
+    if name.startswith(".tmp-") or stale_temp(name):
         return True
     stem, dot, ext = name.rpartition(".")
     return ext == "tmp" and bool(dot) and stem.rpartition(".")[2].isdigit()
@@ -420,4 +376,4 @@ def _drop_empty_dirs(root: Path) -> None:
                 pass
 
 
-__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "code_identity", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]
+__all__ = ["CACHE_SCHEMA", "CachedPage", "HttpCache", "Usage", "cache_url", "code_identity", "cache_usage", "clean", "default_cache_dir", "expire_partials", "prune", "sweep_stale", "sweep_temp_files"]

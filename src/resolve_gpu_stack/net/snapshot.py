@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
+from ..atomic import atomic_write
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import Fetcher
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
-from .cache import atomic_write
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -126,7 +126,7 @@ class Manifest:
     def save(self) -> None:
         data = {k: v for k, v in self.data.items() if k not in ("scans", "exports") or v}
         body = json.dumps(data, indent=1, sort_keys=True) + "\n"
-        atomic_write(self.root / "manifest.json", body.encode())
+        atomic_write(self.root / "manifest.json", body.encode(), make_parents=True)
 
 
 def synthetic_digests(root: Path | None) -> frozenset[str]:
@@ -253,7 +253,7 @@ class RecordingFetcher:
             if index.name in self.relative_files:
                 body = relativize_file_urls(body, resp.page.content_type, url)
             rel = _storage_path("pages", key) + (".json" if "json" in resp.page.content_type else ".html")
-            atomic_write(self.root / rel, body)
+            atomic_write(self.root / rel, body, make_parents=True)
             self.manifest.data["pages"][key] = {"status": 200, "content_type": resp.page.content_type, "file": rel}
         self.manifest.save()
         return out
@@ -271,7 +271,7 @@ class RecordingFetcher:
             if not f.metadata_sha256:  # no digest to match on replay: keep only what resolving reads
                 body = reduce_metadata(body)
             rel = _storage_path("metadata", key) + ".metadata"
-            atomic_write(self.root / rel, body)
+            atomic_write(self.root / rel, body, make_parents=True)
             self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
             self.recorded += 1
         self.manifest.save()
@@ -287,7 +287,7 @@ class RecordingFetcher:
         from .exports import encode_exports
 
         rel = _storage_path("exports", key) + ".exports"
-        atomic_write(self.root / rel, encode_exports(symbols))
+        atomic_write(self.root / rel, encode_exports(symbols), make_parents=True)
         with self._lock:
             self.manifest.data["exports"][key] = {"file": rel, "symbols": len(symbols)}
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from ..atomic import atomic_write
 from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
 from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
@@ -212,10 +213,7 @@ def _read_stamp(path: Path) -> dict | None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data), make_parents=True)
 
 
 def check_learned(path: Path, name: str, shown: str, *, crcs: bool = False) -> None:
