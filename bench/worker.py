@@ -74,7 +74,12 @@ class MeteredFetcher:
         return getattr(self.inner, name)
 
     def fetch_pages(self, urls, *, index):
-        out = self.inner.fetch_pages(urls, index=index)
+        return self._metered(self.inner.fetch_pages(urls, index=index))
+
+    def fetch_page_round(self, batches):
+        return self._metered(self.inner.fetch_page_round(batches))
+
+    def _metered(self, out):
         got = sum(len(r.page.content) for r in out.values() if r.page is not None and not r.from_cache)
         with self._lock:
             self.page_bytes += got

@@ -53,6 +53,14 @@ class Recorder:
         finally:
             self._leave(start)
 
+    def fetch_page_round(self, batches):  # one call per index, all in flight together
+        starts = [self._enter(("pages", index.name, len(urls))) for urls, index in batches]
+        try:
+            return self.inner.fetch_page_round(batches)
+        finally:
+            for start in starts:
+                self._leave(start)
+
     def fetch_metadata(self, files):
         start = self._enter(("metadata", "", len(files)))
         try:

@@ -10,7 +10,6 @@ import hashlib
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -42,6 +41,11 @@ class Fetcher(Protocol):
         """
         ...
 
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        """The pages of several indexes ((URLs, their index) each) in one round of concurrent
+        requests, as ``fetch_pages`` answers each. Asked only of a fetcher with ``concurrent_calls``."""
+        ...
+
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         """The ``*.dist-info/METADATA`` bytes of each wheel, keyed by ``file.url``.
 
@@ -55,11 +59,15 @@ class Fetcher(Protocol):
 
 
 # A fetcher whose class sets ``concurrent_calls = True`` may be called from several threads at
-# once; the finder then reads the pages of different indexes in one round instead of one index
-# after another, and the provider may crawl a closure from several threads (the finder is safe
-# for that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are
-# only ever called from one thread.
-#
+# once, and reads the pages of several indexes in one round (``fetch_page_round``, on its own
+# connections); the provider may then crawl a closure from several threads (the finder is safe for
+# that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are only
+# ever called from one thread. The finder itself makes no thread (see the README's concurrency model).
+
+
+def index_by_index(fetcher: Fetcher, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+    """``fetch_page_round`` of a fetcher called from one thread only: one index after another."""
+    return {url: resp for urls, index in batches for url, resp in fetcher.fetch_pages(urls, index=index).items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,46 +126,67 @@ class Finder:
             for loc in self.definitions.pages_for(name, ctx):
                 if loc.url not in self._pages and loc.url not in self._unparsed:
                     by_index.setdefault(loc.index, []).append(loc.url)
-        batches = [(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()]
-        if len(batches) > 1 and self.fetcher.concurrent_calls:
-            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
-                futures = [pool.submit(self._read, urls, index) for urls, index in batches]
-            for future in futures:
-                future.result()
-            return
-        for urls, index in batches:
-            self._read(urls, index)
+        self._read_all([(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()])
 
-    def _read(self, urls: list[str], index: IndexDefinition, *, parse: bool = True) -> None:
-        for url in urls:
-            if url in self._failed:
-                raise self._failed[url].with_traceback(None)  # an old traceback holds an earlier target's frames
-        mine, others = self._claim("page ", [u for u in urls if u not in self._unparsed], self._pages)
+    def _read_all(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
+        """Read the pages of several indexes: in one round when the fetcher takes calls from several
+        threads (it runs them on its own connections: the finder makes no thread), else one index
+        after another."""
+        if len(batches) > 1 and self.fetcher.concurrent_calls:
+            self._read(batches, parse=parse)
+            return
+        for batch in batches:
+            self._read([batch], parse=parse)
+
+    def _read(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
+        """Read the pages of ``batches`` ((URLs, their index) each) not read yet; a page another
+        thread is reading is waited for, not asked again."""
+        for urls, _ in batches:
+            for url in urls:
+                if url in self._failed:
+                    raise self._failed[url].with_traceback(None)  # an old traceback holds an earlier target's frames
+        index_of = {url: index for urls, index in batches for url in urls if url not in self._unparsed}
+        mine, others = self._claim("page ", index_of, self._pages)
         try:
             if mine:
-                try:
-                    responses = self.fetcher.fetch_pages(mine, index=index)
-                except CrawlError as exc:
-                    if exc.url in mine:
-                        self._failed[exc.url] = exc
-                    raise
-                for url in mine:
-                    resp = responses.get(url)
-                    if resp is None:
-                        raise CrawlError(url, "the fetcher returned no answer for this page")
-                    digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
-                    self.page_digests[url] = (index.name, digest)
-                    if parse:
-                        self._pages[url] = parse_page(resp.page, index=index.name, memo=self.memo) if resp.page is not None else None
-                    else:
-                        self._unparsed[url] = (resp, index.name)
+                wanted = {url: index_of[url] for url in mine}
+                self._keep(self._fetch(wanted), wanted, parse=parse)
         finally:
             self._release("page ", mine)
         for event in others:
             event.wait()
-        missing = [url for url in urls if url not in self._pages and url not in self._unparsed]
-        if missing and others:  # another thread's batch failed: read them here, for the real error
-            self._read(missing, index, parse=parse)
+        missing = [(left, index) for urls, index in batches if (left := [u for u in urls if u not in self._pages and u not in self._unparsed])]
+        if missing and others:  # another thread's read failed: read them here, for the real error
+            self._read(missing, parse=parse)
+
+    def _fetch(self, wanted: Mapping[str, IndexDefinition]) -> dict[str, PageResponse]:
+        """The fetcher's answers for ``wanted`` (URL -> index): one call, or one round of several
+        indexes (``Fetcher.fetch_page_round``). A page that cannot be read is remembered."""
+        by_index: dict[str, tuple[list[str], IndexDefinition]] = {}
+        for url, index in wanted.items():
+            by_index.setdefault(index.name, ([], index))[0].append(url)
+        try:
+            if len(by_index) > 1:
+                return self.fetcher.fetch_page_round(list(by_index.values()))
+            urls, index = next(iter(by_index.values()))
+            return self.fetcher.fetch_pages(urls, index=index)
+        except CrawlError as exc:
+            if exc.url in wanted:
+                self._failed[exc.url] = exc
+            raise
+
+    def _keep(self, responses: Mapping[str, PageResponse], wanted: Mapping[str, IndexDefinition], *, parse: bool) -> None:
+        """Digest each answer; parse it now (``parse``), or keep it to compare and parse when asked for."""
+        for url, index in wanted.items():
+            resp = responses.get(url)
+            if resp is None:
+                raise CrawlError(url, "the fetcher returned no answer for this page")
+            digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
+            self.page_digests[url] = (index.name, digest)
+            if parse:
+                self._pages[url] = parse_page(resp.page, index=index.name, memo=self.memo) if resp.page is not None else None
+            else:
+                self._unparsed[url] = (resp, index.name)
 
     def _claim(self, kind: str, keys: Iterable[str], done: Mapping[str, object]) -> tuple[list[str], list[threading.Event]]:
         """Split ``keys`` into those this thread fetches and events of those another thread is fetching."""
@@ -191,7 +220,7 @@ class Finder:
                 self._pages[location.url] = parse_page(resp.page, index=index, memo=self.memo) if resp.page is not None else None
                 self._unparsed.pop(location.url, None)
             else:
-                self._read([location.url], self.definitions.indexes[location.index])
+                self._read([([location.url], self.definitions.indexes[location.index])])
         return self._pages[location.url]
 
     def unchanged(self, pages: Iterable[tuple[str, str, str | None]], metadata: Iterable[tuple[IndexFile, str]]) -> bool:
@@ -207,15 +236,7 @@ class Finder:
             wanted[url] = digest
             if url not in self.page_digests:
                 by_index.setdefault(index, []).append(url)
-        batches = [(urls, self.definitions.indexes[index]) for index, urls in by_index.items()]
-        if len(batches) > 1 and self.fetcher.concurrent_calls:
-            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
-                futures = [pool.submit(self._read, urls, definition, parse=False) for urls, definition in batches]
-            for future in futures:
-                future.result()
-        else:
-            for urls, definition in batches:
-                self._read(urls, definition, parse=False)
+        self._read_all([(urls, self.definitions.indexes[index]) for index, urls in by_index.items()], parse=False)
         if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
             return False
         files = list(metadata)

@@ -34,7 +34,7 @@ from urllib.parse import quote, unquote, urlsplit
 from ..atomic import atomic_write
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
-from ..index.finder import Fetcher
+from ..index.finder import Fetcher, index_by_index
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
 
@@ -175,6 +175,9 @@ class SnapshotFetcher:
                 out[url] = PageResponse(url=url, page=IndexPage(url=url, content=body, content_type=entry.get("content_type", "text/html")))
         return out
 
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        return index_by_index(self, batches)
+
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out = {}
         for f in files:
@@ -257,6 +260,9 @@ class RecordingFetcher:
             self.manifest.data["pages"][key] = {"status": 200, "content_type": resp.page.content_type, "file": rel}
         self.manifest.save()
         return out
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        return index_by_index(self, batches)
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out = self.inner.fetch_metadata(files)
@@ -359,6 +365,9 @@ class FallbackFetcher:
         if missing:
             out.update(self.live.fetch_pages(missing, index=index))
         return out
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        return index_by_index(self, batches)
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
