@@ -100,15 +100,12 @@ class Definitions:
     # -- routing ---------------------------------------------------------------------------
     def routes_for(self, name: str, ctx: RouteContext) -> list[Route]:
         name = canonicalize_name(name)
-        applicable = [
-            r for r in self.routes
-            if r.flashinfer_channel in (None, ctx.flashinfer_channel)
-        ]
-        explicit = [r for r in applicable if not r.is_wildcard and r.names(name)]
+        applicable = [r for r in self.routes if r.flashinfer_channel in (None, ctx.flashinfer_channel)]
+        explicit = [r for r in applicable if _claims(r, name)]
         if explicit:
             return explicit
         # A name that some route claims on another channel is not handed to the wildcard.
-        if any(not r.is_wildcard and r.names(name) for r in self.routes):
+        if any(_claims(r, name) for r in self.routes):
             return []
         return [r for r in applicable if r.is_wildcard]
 
@@ -219,6 +216,11 @@ class Definitions:
         if sep and re.fullmatch(r"[a-z][a-z0-9-]*", prefix) and re.match(r"[a-z][a-z0-9+.-]*://", rest):
             raise IndexDefinitionError(f"index URL {url!r}: unknown layout {prefix!r}", hint=f"known layouts: {', '.join(self.layouts) or 'none'}")
         return None, url
+
+
+def _claims(route: Route, name: str) -> bool:
+    """Whether ``route`` names ``name`` itself (not as the wildcard)."""
+    return not route.is_wildcard and route.names(name)
 
 
 # -- loading indexes/*.toml -------------------------------------------------------------------

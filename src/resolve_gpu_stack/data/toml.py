@@ -64,7 +64,8 @@ def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = Ind
     absurd number of digits, raises ``error`` naming ``where``."""
     refuse_long_numbers(text, where, error=error)
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{where}: not valid TOML: {exc}") from None
     except RecursionError:

@@ -141,11 +141,8 @@ class Finder:
     def _read(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
         """Read the pages of ``batches`` ((URLs, their index) each) not read yet; a page another
         thread is reading is waited for, not asked again."""
-        for urls, _ in batches:
-            for url in urls:
-                if url in self._failed:
-                    raise self._failed[url].with_traceback(None)  # an old traceback holds an earlier target's frames
         index_of = {url: index for urls, index in batches for url in urls if url not in self._unparsed}
+        self._raise_failed(index_of)
         mine, others = self._claim("page ", index_of, self._pages)
         try:
             if mine:
@@ -155,9 +152,24 @@ class Finder:
             self._release("page ", mine)
         for event in others:
             event.wait()
-        missing = [(left, index) for urls, index in batches if (left := [u for u in urls if u not in self._pages and u not in self._unparsed])]
-        if missing and others:  # another thread's read failed: read them here, for the real error
+        missing = self._unread(batches) if others else []
+        if missing:  # another thread's read failed: read them here, for the real error
             self._read(missing, parse=parse)
+
+    def _raise_failed(self, urls: Iterable[str]) -> None:
+        """The error a page of ``urls`` already ended in (its retries are spent), raised again."""
+        failed = next((self._failed[url] for url in urls if url in self._failed), None)
+        if failed is not None:
+            raise failed.with_traceback(None)  # an old traceback holds an earlier target's frames
+
+    def _unread(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> list[tuple[Sequence[str], IndexDefinition]]:
+        """``batches`` less the pages read (parsed or not)."""
+        out: list[tuple[Sequence[str], IndexDefinition]] = []
+        for urls, index in batches:
+            left = [u for u in urls if u not in self._pages and u not in self._unparsed]
+            if left:
+                out.append((left, index))
+        return out
 
     def _fetch(self, wanted: Mapping[str, IndexDefinition]) -> dict[str, PageResponse]:
         """The fetcher's answers for ``wanted`` (URL -> index): one call, or one round of several
@@ -273,65 +285,69 @@ class Finder:
             if parsed is None:
                 visits.append(PageVisit(location=loc, found=False))
                 continue
-            index = self.definitions.indexes[loc.index]
-            # Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged
-            # at INFO. A file that claims another package or lives on a foreign host is a warning.
-            if parsed.warnings:  # once per page, with a count: an old PyPI page has hundreds
-                more = len(parsed.warnings) - 1
-                log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")
-            refused: list[str] = []
-            kept = 0
-            hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
-            for f in parsed.files:
-                if f.name != wanted:
-                    if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
-                        refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
-                    continue
-                origin = _origin(f.url)
-                allowed = hosts.get(origin)
-                if allowed is None:
-                    allowed = hosts[origin] = index.allows_host(f.url)
-                if not allowed:
-                    refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
-                    continue
-                if loc.route.versions is not None and f.version not in loc.route.versions:
-                    continue
-                offers.append(Offer(file=f if f.index == loc.index else replace(f, index=loc.index), location=loc))
-                kept += 1
-            visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(parsed.warnings) + tuple(refused)))
-            for w in refused:
-                log.warning("%s: %s", loc.url, w)
+            found, refused = self._page_offers(wanted, loc, parsed)
+            offers += found
+            visits.append(PageVisit(location=loc, found=True, files=len(found), warnings=tuple(parsed.warnings) + tuple(refused)))
         return offers, visits
+
+    def _page_offers(self, wanted: NormalizedName, loc: PageLocation, parsed: ParsedPage) -> tuple[list[Offer], list[str]]:
+        """What one page offers for ``wanted`` (its route's versions, from hosts its index uses), and
+        the files refused (another package's wheel, a foreign host), each said once as a warning.
+        Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged at
+        INFO, once per page with a count (an old PyPI page has hundreds)."""
+        _log_skipped(loc, parsed)
+        index = self.definitions.indexes[loc.index]
+        versions = loc.route.versions
+        offers: list[Offer] = []
+        refused: list[str] = []
+        hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
+        for f in parsed.files:
+            if f.name != wanted:
+                if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
+                    refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
+            elif not _allowed(hosts, index, f.url):
+                refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
+            elif versions is None or f.version in versions:
+                offers.append(Offer(file=f if f.index == loc.index else replace(f, index=loc.index), location=loc))
+        for w in refused:
+            log.warning("%s: %s", loc.url, w)
+        return offers, refused
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
-        todo = {f.url: f for f in files if f.url not in self._metadata and f.url not in self._metadata_errors}
+        todo = {f.url: f for f in files if not self._metadata_known(f.url)}
         if not todo:
             return
         mine, others = self._claim("metadata ", todo, self._metadata)
         try:
             if mine:
-                try:
-                    raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
-                    for url in mine:
-                        if url in raw:
-                            meta = self._metadata[url] = self._checked(todo[url], raw[url])
-                            self._releases.setdefault((meta.name, meta.version), meta)
-                            self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
-                except CrawlError as exc:
-                    # Remember which wheel failed (its retries are spent): asking again would only
-                    # repeat them. The other wheels of the batch are tried again on their own.
-                    failed = next((url for url in mine if exc.url.startswith(url)), None)
-                    if failed is not None:
-                        self._metadata_errors[failed] = exc
-                    raise
+                self._read_metadata([todo[url] for url in mine])
         finally:
             self._release("metadata ", mine)
         for event in others:
             event.wait()
-        missing = [f for url, f in todo.items() if url not in self._metadata and url not in mine]
-        if missing:  # another thread's attempt failed: try here, for the real error
-            self.prefetch_metadata(missing)
+        if others:  # another thread's attempt failed: try here, for the real error
+            self.prefetch_metadata(_except(todo, mine))
+
+    def _metadata_known(self, url: str) -> bool:
+        """Whether the METADATA of the wheel at ``url`` was read, or its reading failed for good."""
+        return url in self._metadata or url in self._metadata_errors
+
+    def _read_metadata(self, files: list[IndexFile]) -> None:
+        try:
+            raw = self.fetcher.fetch_metadata(files)
+            for f in files:
+                if f.url in raw:
+                    meta = self._metadata[f.url] = self._checked(f, raw[f.url])
+                    self._releases.setdefault((meta.name, meta.version), meta)
+                    self.metadata_digests[f.url] = (f, hashlib.sha256(raw[f.url]).hexdigest())
+        except CrawlError as exc:
+            # Remember which wheel failed (its retries are spent): asking again would only
+            # repeat them. The other wheels of the batch are tried again on their own.
+            failed = next((f.url for f in files if exc.url.startswith(f.url)), None)
+            if failed is not None:
+                self._metadata_errors[failed] = exc
+            raise
 
     def has_metadata(self, file: IndexFile) -> bool:
         return file.url in self._metadata
@@ -364,6 +380,26 @@ class Finder:
                 hint="the index serves a mislabelled wheel; it is not used",
             )
         return meta
+
+
+def _except(files: Mapping[str, IndexFile], urls: Sequence[str]) -> list[IndexFile]:
+    left = set(files) - set(urls)
+    return [f for url, f in files.items() if url in left]
+
+
+def _log_skipped(loc: PageLocation, parsed: ParsedPage) -> None:
+    if parsed.warnings:
+        more = len(parsed.warnings) - 1
+        log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")
+
+
+def _allowed(hosts: dict[str, bool], index: IndexDefinition, url: str) -> bool:
+    """Whether ``index`` uses the host of ``url``, asked once per origin (``hosts``)."""
+    origin = _origin(url)
+    allowed = hosts.get(origin)
+    if allowed is None:
+        allowed = hosts[origin] = index.allows_host(url)
+    return allowed
 
 
 def _origin(url: str) -> str:

@@ -352,28 +352,13 @@ def _collect(text: str, ctx: _Context) -> _AnchorCollector:
 
 
 def _parse_html(text: str, ctx: _Context) -> ParsedPage:
-    error = _XML_ERROR.match(text)
-    if error:
-        code = f" ({error.group(1).strip()})" if error.group(1) else ""
-        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
-                         hint="index URLs end with a slash; check the URL")
+    _refuse_xml_error(text, ctx)
     collector = _collect(text, ctx)
     _check_api_version(collector.api_version, ctx.url)
     if text.strip() and "<" not in text:
         ctx.warn("the page has no HTML markup; no links found")
-    base = ctx.url
-    if collector.base:
-        base = redact(_join(ctx.url, collector.base) or ctx.url)
-    files: list[IndexFile] = []
-    subdirs: list[str] = []
-    anchors = collector.anchors if ctx.only is None else [a for a in collector.anchors if _may_name(a, ctx.only)]
-    for anchor in anchors:
-        found = _read_anchor(anchor, base, ctx)
-        if isinstance(found, IndexFile):
-            if ctx.only is None or found.filename in ctx.only:
-                files.append(found)
-        elif found is not None and ctx.only is None:
-            subdirs.append(found)
+    base = redact(_join(ctx.url, collector.base) or ctx.url) if collector.base else ctx.url
+    files, subdirs = _anchors_read(collector.anchors, base, ctx)
     title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
     return ParsedPage(
         url=ctx.url,
@@ -382,6 +367,34 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
         warnings=ctx.warnings(),
         title=" ".join("".join(title_parts).split()) or None,
     )
+
+
+def _refuse_xml_error(text: str, ctx: _Context) -> None:
+    """An S3-style ``<Error>`` document is an error, not an empty page."""
+    error = _XML_ERROR.match(text)
+    if error:
+        code = f" ({error.group(1).strip()})" if error.group(1) else ""
+        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
+                         hint="index URLs end with a slash; check the URL")
+
+
+def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[list[IndexFile], list[str]]:
+    """(the files, the sub-directories) the anchors link to; with ``ctx.only``, its files alone."""
+    files: list[IndexFile] = []
+    subdirs: list[str] = []
+    if ctx.only is not None:
+        only = ctx.only
+        for anchor in anchors:
+            if _may_name(anchor, only) and isinstance(found := _read_anchor(anchor, base, ctx), IndexFile) and found.filename in only:
+                files.append(found)
+        return files, subdirs
+    for anchor in anchors:
+        found = _read_anchor(anchor, base, ctx)
+        if isinstance(found, IndexFile):
+            files.append(found)
+        elif found is not None:
+            subdirs.append(found)
+    return files, subdirs
 
 
 _URL_TAB_NEWLINE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -493,6 +506,38 @@ def _is_untested(attrs: dict[str, str | None], tail: list[str]) -> bool:
 
 # -- JSON (PEP 691) -----------------------------------------------------------------------------
 def _parse_json(text: str, ctx: _Context) -> ParsedPage:
+    data = _json_object(text, ctx)
+    files, projects = data.get("files"), data.get("projects")
+    if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
+        return ParsedPage(url=ctx.url, subdirs=_json_projects(projects) if ctx.only is None else (), warnings=ctx.warnings())
+    if not isinstance(files, list):
+        raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
+                         hint="the URL may be a JSON API endpoint rather than the simple index")
+    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only))
+    return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.get("name")))
+
+
+def _json_projects(projects: list[Any]) -> tuple[str, ...]:
+    """A PEP 691 root's projects as sub-directories (``name/``)."""
+    names = (p.get("name") for p in projects if isinstance(p, dict))
+    return tuple(dict.fromkeys(canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip()))
+
+
+def _json_rows(files: list[Any], only: frozenset[str] | None) -> Iterable[tuple[int, object]]:
+    """The rows to read, numbered; with ``only``, every other row is skipped before any work on it."""
+    rows: Iterable[tuple[int, object]] = enumerate(files)
+    if only is not None:
+        rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in only)
+    return rows
+
+
+def _json_text(value: object) -> str | None:
+    """A JSON string value, stripped; None for anything else or an empty one."""
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
+def _json_object(text: str, ctx: _Context) -> dict[str, Any]:
+    """The page's JSON object, its API version checked."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -501,40 +546,14 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
         raise CrawlError(ctx.url, f"the JSON is a {type(data).__name__}, not a PEP 691 object with 'files'")
     meta = data.get("meta")
     _check_api_version(meta.get("api-version") if isinstance(meta, dict) else None, ctx.url)
-    files, projects = data.get("files"), data.get("projects")
-    if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
-        names = (p.get("name") for p in projects if isinstance(p, dict))
-        subdirs = (canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip())
-        return ParsedPage(url=ctx.url, subdirs=tuple(dict.fromkeys(subdirs)) if ctx.only is None else (), warnings=ctx.warnings())
-    if not isinstance(files, list):
-        raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
-                         hint="the URL may be a JSON API endpoint rather than the simple index")
-    rows: Iterable[tuple[int, object]] = enumerate(files)
-    if ctx.only is not None:  # skip every other row before any work on it
-        wanted = ctx.only
-        rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in wanted)
-    found = (_json_file(entry, i, ctx) for i, entry in rows)
-    name = data.get("name")
-    return ParsedPage(
-        url=ctx.url,
-        files=tuple(dict.fromkeys(f for f in found if f is not None)),
-        warnings=ctx.warnings(),
-        title=(name.strip() or None) if isinstance(name, str) else None,
-    )
+    return data
 
 
 def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
-    if not isinstance(entry, dict):
-        ctx.warn(f"files[{i}] is not an object; skipped")
+    located = _json_location(entry, i, ctx)
+    if located is None:
         return None
-    filename, href = entry.get("filename"), entry.get("url")
-    if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
-        ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
-        return None
-    joined = _join_redacted(ctx.url, href.strip(), ctx)
-    if joined is None or _download_path(joined) is None:
-        ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
-        return None
+    entry, filename, joined = located
     try:
         name, version, tags, is_wheel = _filename(filename, ctx)
     except ValueError as exc:
@@ -546,8 +565,7 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     if digest is None:
         digest = _fragment_sha256(fragment)
     has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
-    size, yanked = entry.get("size"), entry.get("yanked")
-    upload_time, requires_python = entry.get("upload-time"), entry.get("requires-python")
+    size, requires_python = entry.get("size"), entry.get("requires-python")
     return IndexFile(
         filename=filename,
         url=link,
@@ -557,14 +575,29 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         is_wheel=is_wheel,
         index=ctx.index,
         sha256=_sha256(digest, filename, "sha256", ctx) if digest is not None else None,
-        size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
-        requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None,
-                                         filename, ctx),
-        yanked=_json_yanked(yanked),
+        size=size if type(size) is int and size >= 0 else None,  # not a bool
+        requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None, filename, ctx),
+        yanked=_json_yanked(entry.get("yanked")),
         metadata_sha256=metadata_sha256,
         has_metadata=has_metadata,
-        upload_time=(upload_time.strip() or None) if isinstance(upload_time, str) else None,
+        upload_time=_json_text(entry.get("upload-time")),
     )
+
+
+def _json_location(entry: object, i: int, ctx: _Context) -> tuple[dict[str, Any], str, str] | None:
+    """(the row, its filename, its URL joined and redacted), or None (warned) for a row without them."""
+    if not isinstance(entry, dict):
+        ctx.warn(f"files[{i}] is not an object; skipped")
+        return None
+    filename, href = entry.get("filename"), entry.get("url")
+    if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
+        ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
+        return None
+    joined = _join_redacted(ctx.url, href.strip(), ctx)
+    if joined is None or _download_path(joined) is None:
+        ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
+        return None
+    return entry, filename, joined
 
 
 def _json_yanked(value: object) -> str | None:
@@ -574,7 +607,7 @@ def _json_yanked(value: object) -> str | None:
     return "" if value is True else None
 
 
-def _json_metadata(entry: dict, filename: str, ctx: _Context) -> tuple[bool, str | None]:
+def _json_metadata(entry: dict[str, Any], filename: str, ctx: _Context) -> tuple[bool, str | None]:
     """PEP 691/714: ``core-metadata`` (or legacy ``dist-info-metadata``) is a bool or a hash map."""
     for key in ("core-metadata", "dist-info-metadata"):
         value = entry.get(key)
@@ -605,28 +638,41 @@ def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
     files), and a link whose last path segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its
     directory, joined once per page, plus that segment. Anything else takes the general path.
     """
+    fast = _fast_join(base, href, ctx)
+    if fast is not None:
+        return fast
+    joined = _join(base, href)
+    return None if joined is None else redact(joined)
+
+
+def _fast_join(base: str, href: str, ctx: _Context) -> str | None:
+    """``_join_redacted``'s two shortcuts (see there); None: take the general path."""
     pre, _, fragment = href.partition("#")
     base_scheme = "https" if base.startswith("https://") else "http" if base.startswith("http://") else None
     if base_scheme is None or _UNSAFE_CHARS.search(fragment):
-        joined = _join(base, href)
-        return None if joined is None else redact(joined)
+        return None
     tail = "#" + fragment if fragment else ""  # urljoin re-assembles the URL: an empty "#" goes
     if _ABSOLUTE.fullmatch(pre) and href.isascii():
         if not pre.startswith(base_scheme + ":"):
             return redact(href)  # another scheme: urljoin returns the href verbatim
         return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    head, last = _joined_directory(base, pre, ctx)
+    return head + last + tail if head else None
+
+
+def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
+    """(the redacted join of ``pre``'s directory, its last segment) when that segment is plain and
+    the directory joins on its own (once per page and directory: ``ctx.joins``); ("", "") otherwise."""
     slash = pre.rfind("/")
     last = pre[slash + 1:]
-    if last not in (".", "..") and _PLAIN_SEGMENT.fullmatch(last) and _separable(pre, slash):
-        key = (base, pre[: slash + 1] or "./")
-        head = ctx.joins.get(key)
-        if head is None:
-            joined = _join(base, key[1])
-            head = ctx.joins[key] = redact(joined) if joined is not None else ""
-        if head:
-            return head + last + tail
-    joined = _join(base, href)
-    return None if joined is None else redact(joined)
+    if last in (".", "..") or not _PLAIN_SEGMENT.fullmatch(last) or not _separable(pre, slash):
+        return "", ""
+    key = (base, pre[: slash + 1] or "./")
+    head = ctx.joins.get(key)
+    if head is None:
+        joined = _join(base, key[1])
+        head = ctx.joins[key] = redact(joined) if joined is not None else ""
+    return head, last
 
 
 def _separable(pre: str, slash: int) -> bool:

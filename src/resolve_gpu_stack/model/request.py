@@ -50,15 +50,7 @@ class TorchChoice:
             return cls(text=choice, kind=TorchKind.CHANNEL, channel=choice)
         if choice == "installed":
             return cls(text=choice, kind=TorchKind.INSTALLED)
-        try:
-            spec = SpecifierSet(f"=={choice}") if choice[:1].isdigit() else SpecifierSet(choice)
-        except InvalidSpecifier:
-            spec = None
-        if not choice or spec is None or not len(spec):
-            raise UsageError(
-                f"--torch {choice!r} is neither a channel nor a version",
-                hint=f"use one of {', '.join(TORCH_CHANNELS)}, a version like 2.12.0.dev20260307+cu130, or a specifier like '>=2.11'",
-            )
+        spec = _torch_specifier(choice)
         pinned = [v for s in spec if (v := _version(s.version.rstrip(".*"))) is not None]
         channels = {torch_channel(v) for v in pinned}
         channel = next((c for c in ("test", "nightly") if c in channels), "stable")
@@ -276,6 +268,20 @@ def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, .
     if isinstance(items, str):
         items = [items]
     return parse_gpus(items) if any(i.strip() for i in items) else ()
+
+
+def _torch_specifier(choice: str) -> SpecifierSet:
+    """``--torch`` as a version (``2.12.0``: ``==2.12.0``) or a specifier; ``UsageError`` otherwise."""
+    try:
+        spec = SpecifierSet(f"=={choice}") if choice[:1].isdigit() else SpecifierSet(choice)
+    except InvalidSpecifier:
+        spec = None
+    if not choice or spec is None or not len(spec):
+        raise UsageError(
+            f"--torch {choice!r} is neither a channel nor a version",
+            hint=f"use one of {', '.join(TORCH_CHANNELS)}, a version like 2.12.0.dev20260307+cu130, or a specifier like '>=2.11'",
+        )
+    return spec
 
 
 def _version(text: str) -> Version | None:

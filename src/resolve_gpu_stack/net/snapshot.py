@@ -25,7 +25,7 @@ import json
 import posixpath
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,10 +90,7 @@ def _without_credentials(bases: Mapping[str, str]) -> dict[str, str]:
 def _storage_path(kind: str, key: str) -> str:
     """A safe relative path for a key: never escapes the snapshot directory."""
     if ":" in key and not key.startswith(("http://", "https://")):
-        index, rel = key.split(":", 1)
-        segments = [s for s in rel.split("/") if s not in ("", ".")]
-        segments = ["_up" if s == ".." else quote(s, safe="+-_.%") for s in segments]
-        path = "/".join([kind, index, *segments])
+        path = _indexed_path(kind, key)
     else:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         tail = quote(urlsplit(key).path.rstrip("/").rsplit("/", 1)[-1] or "root", safe="+-_.%")
@@ -101,6 +98,13 @@ def _storage_path(kind: str, key: str) -> str:
     if key.endswith("/") or kind == "pages" and not path.rsplit("/", 1)[-1].count("."):
         path += "/index"
     return path
+
+
+def _indexed_path(kind: str, key: str) -> str:
+    """``kind/<index>/<segments>`` of an ``index:relative/path`` key (``..`` kept inside as ``_up``)."""
+    index, rel = key.split(":", 1)
+    segments = ["_up" if s == ".." else quote(s, safe="+-_.%") for s in rel.split("/") if s not in ("", ".")]
+    return "/".join([kind, index, *segments])
 
 
 class Manifest:
@@ -492,18 +496,23 @@ def _keep_files(body: bytes, content_type: str, keep: Callable[[dict], bool]) ->
     data = json.loads(body)
     files = data.get("files", [])
     data["files"] = [f for f in files if not isinstance(f, dict) or keep(f)]
-    kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
     if isinstance(data.get("versions"), list):
-        from ..index.parse import parse_filename
-
-        versions = set()
-        for name in kept:
-            try:
-                versions.add(str(parse_filename(name)[1]))
-            except ValueError:
-                continue
+        versions = _versions_of(str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict))
         data["versions"] = [v for v in data["versions"] if v in versions]
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _versions_of(filenames: Iterable[str]) -> set[str]:
+    """The versions the files of a page are (a filename that does not parse names none)."""
+    from ..index.parse import parse_filename
+
+    versions = set()
+    for name in filenames:
+        try:
+            versions.add(str(parse_filename(name)[1]))
+        except ValueError:
+            continue
+    return versions
 
 
 # The METADATA fields the resolver reads (parse.parse_metadata). A recorded METADATA without a

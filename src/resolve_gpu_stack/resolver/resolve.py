@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 from resolvelib import BaseReporter, Resolver
 from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
@@ -237,16 +237,24 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
 def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, dependencies: Dependencies, factory: CandidateFactory) -> list[str]:
     """What planning only the providers the GPUs need left out, and the bytes that saves (the
     sizes the index pages list)."""
-    shim = next((c for k, c in getattr(result, "mapping", {}).items() if k.name == defs.flashinfer.jit_cache and not k.extras), None)
+    shim = getattr(result, "mapping", {}).get(Key(defs.flashinfer.jit_cache))
     skipped = dependencies.skipped_providers(shim) if shim is not None else ()
     if shim is None or not skipped:
         return []
-    sizes = [next((c.file.size for c in factory.candidates(canonicalize_name(n)) if c.version == shim.version and c.file is not None), None) for n in skipped]
-    known = [n for n in sizes if n is not None]
-    saved = f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
+    saved = _saved([_file_size(factory, canonicalize_name(n), shim.version) for n in skipped])
     gpus = ", ".join(str(g) for g in request.gpus)
     return [f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
             f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"]
+
+
+def _saved(sizes: Sequence[int | None]) -> str:
+    known = [n for n in sizes if n is not None]
+    return f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
+
+
+def _file_size(factory: CandidateFactory, name: NormalizedName, version: Version) -> int | None:
+    """The size the index page lists for the wheel of ``name`` at ``version`` (None: not listed)."""
+    return next((c.file.size for c in factory.candidates(name) if c.version == version and c.file is not None), None)
 
 
 def _size(size: int) -> str:

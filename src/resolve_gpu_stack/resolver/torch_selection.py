@@ -10,7 +10,7 @@ from packaging.version import Version
 
 from ..errors import DowngradeRefused, NoPlanError, UsageError
 from ..index.finder import Offer, PageVisit
-from ..model import CudaLabel, Target
+from ..model import CudaLabel, IndexFile, Target
 from ..model.request import ResolveRequest, TorchChoice, TorchKind
 from ..rules.fit import TargetFit
 from ..rules.versions import describe_versions, public, torch_series
@@ -94,15 +94,24 @@ def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer], fit:
     files = [o.file for o in offers if o.file.version == installed]
     if not files or any(fit(f) is None for f in files):
         return
-    platforms = sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
-    machine = request.target.platform.split("-", 1)[0]
-    if not any(p.endswith(machine) for p in platforms):
+    platforms = _platforms(files)
+    if not _built_for_machine(platforms, request.target):
         return  # not built for this machine (yet): that is a missing wheel, not a wrong platform
     raise NoPlanError(
         f"the installed torch {installed} has no wheel for {target_words(request.target)}: a target there cannot have it installed",
         reasons=[f"torch {installed} is built for: {', '.join(platforms[:8]) or 'other targets'}"],
         hint=f"check --platform and --python: declare a target torch {installed} has a wheel for",
     )
+
+
+def _built_for_machine(platforms: Iterable[str], target: Target) -> bool:
+    machine = target.platform.split("-", 1)[0]
+    return any(p.endswith(machine) for p in platforms)
+
+
+def _platforms(files: Iterable[IndexFile]) -> list[str]:
+    """The platform tags of the wheels among ``files``, sorted."""
+    return sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
 
 
 def _fitting(choice: TorchChoice, cuda: CudaLabel, fit: TargetFit, offers: Iterable[Offer]) -> set[Version]:
