@@ -126,10 +126,10 @@ def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[s
 
     def requirements(reqs):
         with HttpFetcher(cache=None, timeout=30) as fetcher:
-            return resolve(request(tuple(reqs)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
+            return resolve(request(tuple(reqs)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
 
     with HttpFetcher(cache=None, timeout=30) as fetcher:
-        plan = resolve(request((ext,), (ext,)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
+        plan = resolve(request((ext,), (ext,)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
     machine = BuildMachine(uv=UV, arch_list="", max_jobs=os.cpu_count() or 1, toolkit=None, env=env)
     with HttpFetcher(cache=None, timeout=30) as fetcher:
         ctx = BuildContext(cache=WheelCache.under(cache), machine=machine, requirements=requirements, target_tags=environment.target.tags, abi=defs.abi,

@@ -6,7 +6,7 @@ Jobs:
   {"job": "parse", "kind": "pytorch" | "json", "size": N, "repeat": R}
   {"job": "resolve", "base": URL, "cache": DIR | null, "targets": [[python, platform, installed], ...]}
       drives ``resolve()`` as the CLI does (definitions with --index URLs, an HttpFetcher with an
-      HttpCache, one Finder shared by every target, the plan rendered as JSON).
+      HttpCache, the parts of ``cli/assemble.py`` shared by every target, the plan rendered as JSON).
   {"job": "import"}: import the resolver stack and exit (start-up cost).
 """
 
@@ -74,7 +74,12 @@ class MeteredFetcher:
         return getattr(self.inner, name)
 
     def fetch_pages(self, urls, *, index):
-        out = self.inner.fetch_pages(urls, index=index)
+        return self._metered(self.inner.fetch_pages(urls, index=index))
+
+    def fetch_page_round(self, batches):
+        return self._metered(self.inner.fetch_page_round(batches))
+
+    def _metered(self, out):
         got = sum(len(r.page.content) for r in out.values() if r.page is not None and not r.from_cache)
         with self._lock:
             self.page_bytes += got
@@ -96,28 +101,26 @@ class MeteredFetcher:
 
 def resolve_job(job: dict) -> dict:
     t_import = time.perf_counter()
-    from resolve_gpu_stack.cli.assemble import parts_of
+    from resolve_gpu_stack.cli.assemble import resolve_parts
     from resolve_gpu_stack.cli.render import plan_to_json
     from resolve_gpu_stack.data.definitions import load_definitions
-    from resolve_gpu_stack.index.finder import Finder
     from resolve_gpu_stack.model.declared import declared_target
     from resolve_gpu_stack.model.request import ResolveRequest
     from resolve_gpu_stack.net.cache import HttpCache
     from resolve_gpu_stack.net.http import HttpFetcher
-    from resolve_gpu_stack.resolver.resolve import resolve
 
     imported = time.perf_counter()
     base = job["base"]
     defs = load_definitions().with_index_urls({"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"})
     inner = HttpFetcher(cache=HttpCache(Path(job["cache"])) if job.get("cache") else None, timeout=60)
     fetcher = MeteredFetcher(inner)
-    finder = Finder(fetcher, defs)
+    parts = resolve_parts(defs, fetcher, store=inner.cache)
     plans, per_target = [], []
     t = time.perf_counter()
     try:
         for python, platform, installed in job["targets"]:
             t1 = time.perf_counter()
-            plan = resolve(ResolveRequest.build(target=declared_target(python, platform, installed), torch=job.get("torch", "nightly")), finder, defs, **parts_of(inner, defs))
+            plan = parts.resolve(ResolveRequest.build(target=declared_target(python, platform, installed), torch=job.get("torch", "nightly")))
             plans.append(plan_to_json(plan))
             json.dumps(plans[-1])
             per_target.append(time.perf_counter() - t1)

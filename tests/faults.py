@@ -152,7 +152,7 @@ def _wheels_by_name(www: Path) -> dict[str, bytes]:
 def cache_problems(cache: Path, www: Path) -> list[str]:
     """Everything wrong with a cache dir after a run against the world served from ``www``.
 
-    - no temporary file anywhere (``.tmp-*`` of the HTTP cache, ``*.tmp`` of the wheel cache);
+    - no temporary file anywhere (``atomic_write``'s ``.<name>.<8 digits>.tmp``, an older ``.tmp-*``);
     - every HTTP-cache entry's body matches the sha256 and size in its header, and a page / a
       METADATA entry is byte-for-byte a page / a METADATA the server really holds (nothing faulty
       got in);

@@ -12,14 +12,13 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from server import IndexServer
+from stack_world import resolve_with
 from world import World
 
-from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.cli.config import load_config, resolve_definitions, resolve_request
 from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.snapshot import RecordingFetcher
-from resolve_gpu_stack.resolver.resolve import resolve
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"
@@ -97,6 +96,6 @@ def record_snapshot(project: Path, destination: Path) -> None:
     try:
         finder = Finder(recorder, defs)
         for target in config.targets:
-            resolve(resolve_request(target), finder, defs, **parts_of(finder.fetcher, defs))
+            resolve_with(finder, defs, resolve_request(target))
     finally:
         recorder.close()

@@ -10,8 +10,11 @@ from pathlib import Path
 from server import IndexServer
 from world import World
 
+from resolve_gpu_stack.cli.assemble import resolve_parts
 from resolve_gpu_stack.data.definitions import Definitions, load_definitions
 from resolve_gpu_stack.index.finder import Finder
+from resolve_gpu_stack.model import LockPlan
+from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
 
 X86 = "manylinux_2_28_x86_64"
@@ -86,6 +89,12 @@ def build_story_world(root: Path, *, cuda: str = "cu130", hostile: bool = True, 
         w.pypi("torchtriton", "99.0.0")
     # the per-torch FlashInfer pages for torch 2.12 do not exist: the server answers 404
     return w
+
+
+def resolve_with(finder: Finder, defs: Definitions, request: ResolveRequest, *, store=None) -> LockPlan:
+    """``request`` resolved as a command resolves it: through the one assembly of a resolve's parts
+    (``cli/assemble.py``) around ``finder`` and its fetcher, keeping plans in ``store`` when given."""
+    return resolve_parts(defs, finder.fetcher, finder=finder, store=store).resolve(request)
 
 
 @contextmanager

@@ -280,8 +280,8 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
     target = declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"])
     with serve(world) as (_, defs, finder):
         with pytest.raises(NoPlanError) as refused:
-            resolve(ResolveRequest.build(target=target, with_=("sglang",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs))
-        plan = resolve(ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs))
+            resolve(ResolveRequest.build(target=target, with_=("sglang",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs), store=None)
+        plan = resolve(ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs), store=None)
     assert "sgl-kernel 0.3.21" in str(refused.value)
     got = {p.name: p for p in plan.packages}
     kernel = got["sgl-kernel"]

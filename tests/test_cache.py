@@ -10,7 +10,7 @@ from pathlib import Path
 
 from server import IndexServer
 
-from resolve_gpu_stack.net.cache import HttpCache, cache_url, default_cache_dir
+from resolve_gpu_stack.net.cache import HttpCache, cache_url, default_cache_dir, is_temp_name
 
 PAGE = b"<html><body><a href='demo-1.0-py3-none-any.whl'>demo</a></body></html>"
 
@@ -123,7 +123,7 @@ def test_threads_writing_and_reading_one_entry_never_see_a_partial_file(tmp_path
         t.join()
     assert any(s is not None for s in seen)
     assert all(s is None or s in bodies for s in seen)
-    assert [p.name for p in _entries(tmp_path) if p.name.startswith(".tmp-")] == []
+    assert [p.name for p in _entries(tmp_path) if is_temp_name(p.name)] == []
     final = cache.get_page("https://idx.example/x/")
     assert final is not None and final.content in bodies
 
@@ -165,7 +165,7 @@ def test_two_processes_share_one_cache_dir(tmp_path: Path) -> None:
         assert out.startswith(b"ok ")
         assert int(out.split()[1]) >= 40  # later rounds were 304s served from the shared cache
     files = _entries(root)
-    assert len(files) == 40 and not [p for p in files if p.name.startswith(".tmp-")]
+    assert len(files) == 40 and not [p for p in files if is_temp_name(p.name)]
     cache = HttpCache(root)
     for i in range(40):
         hit = cache.get_page(f"{srv.url}p{i}/")
@@ -209,4 +209,4 @@ def test_an_entry_directory_removed_between_writes_is_made_again(tmp_path: Path)
     shutil.rmtree(tmp_path / "metadata-v1")  # another process cleared the cache
     cache.put_metadata("https://f.example/a.whl", b"Name: a\n")
     assert cache.get_metadata("https://f.example/a.whl") == b"Name: a\n"
-    assert [p.name for p in _entries(tmp_path) if p.name.startswith(".tmp-")] == []
+    assert [p.name for p in _entries(tmp_path) if is_temp_name(p.name)] == []

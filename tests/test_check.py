@@ -620,3 +620,22 @@ def test_configured_snapshot_lock_uses_the_users_pypi_and_stays_fresh_elsewhere(
     monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple/")
     rc, out = check_output(capsys, "--today", "2026-03-10")
     assert rc == 0, out
+
+
+# -- the routing of a lock's files: its recorded inputs -----------------------------------------------
+
+@pytest.mark.parametrize(("inputs", "torch_channel", "flashinfer_channel"), [
+    ({"torch": "test", "installed-torch": None, "flashinfer": "latest"}, "test", "stable"),  # a final release on the test channel
+    ({"torch": "installed", "installed-torch": "2.12.0.dev20260307+cu130", "flashinfer": "nightly"}, "nightly", "nightly"),
+    ({"torch": "2.11.0", "flashinfer": "0.6.5"}, "stable", "stable"),
+    ({}, "stable", "stable"),  # nothing recorded (a hand-made file): read off the versions
+    ({"torch": "weekly", "flashinfer": 7}, "stable", "stable"),  # unreadable: the same
+])
+def test_check_routes_a_locks_files_by_the_channels_its_inputs_recorded(inputs, torch_channel, flashinfer_channel):
+    from resolve_gpu_stack.lock.check import route_context
+    from resolve_gpu_stack.model import LockPlan, TargetSummary
+
+    torch = LockedPackage(name="torch", version=Version("2.11.0+cu130"), action=Action.INSTALL, index="pytorch", coupling=Coupling.TORCH)
+    plan = LockPlan(target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"), packages=(torch,), inputs=inputs)
+    ctx = route_context(plan)
+    assert (ctx.torch_channel, ctx.flashinfer_channel, ctx.torch_series) == (torch_channel, flashinfer_channel, "2.11")

@@ -121,6 +121,13 @@ def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
     assert fits == {"flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": True, "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": False}
 
 
+@pytest.mark.parametrize(("flag", "value", "says"), [("--cuda", "cuda13", "is not a CUDA label"), ("--torch", "weekly", "neither a channel nor a version"),
+                                                     ("--flashinfer", "newest", "is not a version")])
+def test_candidates_reads_its_flags_through_the_settings_table(capsys, flag, value, says):
+    code, _, err = run(capsys, ["candidates", "flashinfer-jit-cache", flag, value, "--python", "3.12", "--snapshot", str(SNAPSHOT)])
+    assert code == 2 and says in err
+
+
 def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(capsys):
     code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"])
     assert code == 0

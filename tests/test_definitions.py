@@ -119,3 +119,35 @@ def test_a_no_builds_row_may_cover_some_versions_only(indexes: Path) -> None:
     abi = load_definitions(indexes).abi
     assert abi.loads_no_builds("torch-c-dlpack-ext", Version("0.1.5"), Version("2.11")) is not None
     assert abi.loads_no_builds("torch-c-dlpack-ext", Version("0.2.0"), Version("2.11")) is None
+
+
+# -- the digest of their data (the reuse key's part) and the GPU table that comes with them ---------
+
+def test_the_digest_is_of_the_data_only_never_of_a_memo():
+    from packaging.version import Version
+
+    from resolve_gpu_stack.model.declared import declared_target
+    from resolve_gpu_stack.model.request import ResolveRequest
+    from resolve_gpu_stack.resolver.reuse import result_key
+
+    untouched, asked = load_definitions(), load_definitions()
+    assert asked.coupling_rule("flashinfer-python", Version("0.2.5+cu124torch2.5")) is not None  # fills the per-name rule memo
+    assert asked.coupling_rule("sgl-kernel", Version("0.3.21")) is None
+    assert asked.coupling("numpy", Version("2.2.0"))
+    asked.gpu_table()  # parses the GPU table
+    assert asked.digest == untouched.digest
+    request = ResolveRequest.build(target=declared_target("3.12", "x86_64-manylinux_2_28", []), cuda="cu130")
+    assert result_key(request, asked) == result_key(request, untouched)  # the next run's reuse key is the same
+    assert load_definitions().with_index_urls({"pypi": "https://mirror.example/simple/"}).digest != untouched.digest  # data counts
+
+
+def test_the_gpu_table_comes_with_the_definitions_and_is_part_of_their_data(indexes: Path):
+    from resolve_gpu_stack.data.gpus import load_gpu_table
+
+    assert load_definitions(indexes).gpu_table() == load_gpu_table(indexes / "gpus.toml")
+    before = load_definitions(indexes).digest
+    _edit(indexes / "gpus.toml", "[[gpu]]", "# a comment\n[[gpu]]")
+    assert load_definitions(indexes).digest != before  # another gpus.toml: another reuse key
+    (indexes / "gpus.toml").write_text("[[gpu]]\narch = 1\n")
+    with pytest.raises(IndexDefinitionError, match="gpus.toml"):
+        load_definitions(indexes).gpu_table()  # read with the definitions, parsed when first asked for

@@ -21,12 +21,14 @@ from resolve_gpu_stack.model import CudaLabel, IndexFile
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver.candidates import list_candidates
-from resolve_gpu_stack.resolver.factory import CandidateFactory, Judge
-from resolve_gpu_stack.resolver.policy import Misalignment, RejectReason, jit_cache_misalignment
-from resolve_gpu_stack.resolver.provider import Preference, StackProvider
+from resolve_gpu_stack.resolver.dependencies import Dependencies
+from resolve_gpu_stack.resolver.factory import CandidateFactory, Judge, Policy
+from resolve_gpu_stack.resolver.provider import Preference, StackProvider, backtrack_focus
 from resolve_gpu_stack.resolver.requirement import Cand, Key, Req
 from resolve_gpu_stack.resolver.resolve import _prerelease_packages
 from resolve_gpu_stack.resolver.torch_selection import select_torch, torch_cuda
+from resolve_gpu_stack.rules.fit import RejectReason
+from resolve_gpu_stack.rules.invariants import Misalignment, jit_cache_misalignment
 
 DEFS = load_definitions()
 NIGHTLY = "2.12.0.dev20260307+cu130"
@@ -119,7 +121,7 @@ def test_candidates_command_uses_the_resolvers_torch_abi_and_cuda_rules():
     assert len(visits) == 1
 
     jit = [wheel("flashinfer-jit-cache", "0.6.5+cu130", X86), wheel("flashinfer-jit-cache", "0.6.5+cu129", X86)]
-    rows, _ = list_candidates(OfferingFinder(jit), DEFS, target(), "flashinfer-jit-cache", cuda="cu130")
+    rows, _ = list_candidates(OfferingFinder(jit), DEFS, target(), "flashinfer-jit-cache", cuda=CudaLabel(13, 0))
     assert [(r.version, r.fits, r.why_not) for r in rows] == [("0.6.5+cu130", True, None), ("0.6.5+cu129", False, RejectReason.CUDA.value)]
 
 
@@ -149,8 +151,16 @@ def _preference(provider: StackProvider, key: Key, reqs: list[Req], count: int) 
     return provider.get_preference(key, {}, candidates, information, [])
 
 
+def _provider(files) -> StackProvider:
+    """A provider over a fixed finder, as resolve() wires one (no prefetcher: nothing to read ahead)."""
+    judge = Judge(defs=DEFS, target=target(), torch=None, cuda=None)
+    factory = CandidateFactory(OfferingFinder(files), judge, RouteContext())
+    policy = Policy(flashinfer_python=DEFS.flashinfer.python)
+    return StackProvider(factory, Dependencies(factory.finder, judge.target, DEFS.flashinfer, policy), policy)
+
+
 def test_preference_ranks_pinned_then_torch_then_fewest_candidates_then_name():
-    provider = StackProvider.__new__(StackProvider)
+    provider = _provider([])
     name = NormalizedName
     pinned = _preference(provider, Key(name("zlib")), [Req(name=name("zlib"), specifier=SpecifierSet("==1.0"))], 9)
     torch = _preference(provider, Key(name("torch")), [Req(name=name("torch"), specifier=SpecifierSet())], 40)
@@ -159,6 +169,35 @@ def test_preference_ranks_pinned_then_torch_then_fewest_candidates_then_name():
     also_many = _preference(provider, Key(name("six")), [Req(name=name("six"), specifier=SpecifierSet())], 7)
     assert sorted([also_many, many, few, torch, pinned]) == [pinned, torch, few, many, also_many]
     assert few.candidate_count == 2 and many.candidate_count == 7
+
+
+def test_the_preference_counts_what_find_matches_gave_without_counting_again():
+    provider = _provider([wheel("numpy", v, X86) for v in ("2.2.0", "2.1.0", "2.0.0", "1.26.4")])
+    key = Key(NormalizedName("numpy"))
+    req = Req(name=key.name, specifier=SpecifierSet(">=2"))
+    found = provider.find_matches(key, {key: iter([req])}, {key: iter([])})
+    assert [str(c.version) for c in found] == ["2.2.0", "2.1.0", "2.0.0"]
+
+    class Uncountable:
+        def __getitem__(self, key):
+            raise AssertionError("the candidates were counted again")
+
+    info = SimpleNamespace(requirement=req, parent=None)
+    assert provider.get_preference(key, {}, Uncountable(), {key: iter([info])}, []).candidate_count == 3
+    other = Req(name=key.name, specifier=SpecifierSet("<2"))  # asked with other requirements: counted from resolvelib's list
+    assert provider.get_preference(key, {}, {key: iter([object()])}, {key: iter([SimpleNamespace(requirement=other, parent=None)])}, []).candidate_count == 1
+
+
+def test_after_a_conflict_the_selection_narrows_to_what_it_was_about():
+    name = NormalizedName
+    keys = [Key(name("attrs")), Key(name("numpy")), Key(name("scipy")), Key(name("torch"))]
+    scipy = Cand(name=name("scipy"), version=Version("1.14.0"), file=None)
+    causes = [SimpleNamespace(requirement=Req(name=name("numpy"), specifier=SpecifierSet("<2")), parent=scipy)]
+    assert backtrack_focus(keys, causes) == [Key(name("numpy")), Key(name("scipy"))]  # the requirement's and its parent's
+    assert backtrack_focus(keys, []) == keys  # no conflict: every identifier stays
+    unrelated = [SimpleNamespace(requirement=Req(name=name("zlib"), specifier=SpecifierSet()), parent=None)]
+    assert backtrack_focus(keys, unrelated) == keys  # a conflict about what is settled already: never an empty selection
+    assert _provider([]).narrow_requirement_selection(iter(keys), {}, {}, {}, causes) == [Key(name("numpy")), Key(name("scipy"))]
 
 
 # -- knowledge from indexes/*.toml --------------------------------------------------------------------

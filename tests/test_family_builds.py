@@ -118,7 +118,7 @@ def test_a_framework_pin_on_torchao_and_torchcodec_is_met_by_the_nightly_of_the_
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
+            plan = resolve(ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
         asked = [path for method, path, _ in srv.log if method == "GET"]
     got = {p.name: p for p in plan.packages}
     assert str(got["torchao"].version) == "0.17.0.dev20260307+cu130" and got["torchao"].index == "pytorch"
@@ -141,7 +141,7 @@ def test_no_nightly_of_the_kept_torchs_day_is_a_clear_no_plan(tmp_path):
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
+            resolve(ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
     assert "torchao" in str(err.value)
 
 
@@ -181,13 +181,13 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         # PyPI's own build: for torch 2.8, refused
         with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(defs))
+            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(defs), store=None)
         assert "flash-attn 2.8.3 (required by the request): built for torch==2.8.0, torch is 2.9.1+cu128" in err.value.reasons
         srv.log.clear()
         # with the index of per-torch builds configured for flash-attn
         builds = defs.with_package_indexes({"flash-attn": f"{srv.url}builds/"})
         with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(builds))
+            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(builds), store=None)
         asked = [path for method, path, _ in srv.log if method == "GET"]
     fa = plan.package("flash-attn")
     assert str(fa.version) == "2.8.3+cu12torch2.9cxx11abitrue" and fa.index == "package:flash-attn"

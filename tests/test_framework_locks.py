@@ -39,7 +39,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
     out = {}
     with serve(world) as (_, defs, finder):
         for key, kw in {"without": {"without": ("sgl-kernel",)}, "warn": {"abi_mismatch": "warn"}}.items():
-            out[key] = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), **kw), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs))
+            out[key] = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), **kw), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs), store=None)
         out["defs"] = defs
     return out
 

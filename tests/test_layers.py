@@ -1,5 +1,6 @@
-"""The floor plan holds: every subpackage imports only from the floors below it, the pure floors
-import no I/O library, and ``--help`` stays light."""
+"""The floor plan holds: every subpackage imports only from the floors below it, no floor has an
+import circle inside it, the pure floors import no I/O library and touch no file, ``lock/`` and
+``env/`` need nothing of the resolver, and ``--help`` stays light."""
 
 from __future__ import annotations
 
@@ -13,9 +14,18 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 
 # Bottom to top. A module may import from its own floor and from any floor below it.
-FLOORS = ["errors", "urls", "model", "data", "index", "rules", "resolver", "net", "lock", "env", "cli"]
+FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "rules", "resolver", "net", "lock", "env", "cli"]
 PURE = ["errors", "urls", "model", "data", "index", "rules", "resolver"]
-IO_MODULES = {"httpx", "subprocess", "socket", "requests", "urllib.request", "http.client"}
+IO_MODULES = {"httpx", "subprocess", "socket", "requests", "urllib.request", "http.client", "shutil", "tempfile", "glob", "fcntl", "mmap"}
+# The one pure module that reads files: the knowledge files this package ships (indexes/*.toml).
+READS_BUNDLED_DATA = {"data/toml.py"}
+# Calls that touch the file system: builtin open(), the os and os.path file functions, and pathlib's
+# methods (names no other object we use has; ``.open`` and ``.resolve`` are left out: a zip member and a resolver have them too).
+OS_FILE_CALLS = {"open", "remove", "unlink", "replace", "rename", "mkdir", "makedirs", "rmdir", "removedirs", "listdir", "scandir", "walk",
+                 "stat", "lstat", "fsync", "write", "read", "chmod", "chown", "link", "symlink", "utime", "truncate", "access"}
+OS_PATH_FILE_CALLS = {"exists", "isfile", "isdir", "islink", "getsize", "getmtime", "getctime", "getatime", "realpath", "samefile"}
+PATH_FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "rmdir", "unlink", "touch", "iterdir", "rglob", "glob",
+                     "stat", "lstat", "exists", "is_file", "is_dir", "is_symlink", "samefile", "chmod", "symlink_to", "hardlink_to", "readlink"}
 
 
 def floor_of(path: Path) -> str:
@@ -64,8 +74,115 @@ def test_imports_only_from_floors_below(path: Path) -> None:
 
 @pytest.mark.parametrize("path", [p for p in modules() if floor_of(p) in PURE], ids=lambda p: str(p.relative_to(SRC)))
 def test_pure_floors_do_no_io(path: Path) -> None:
-    absolute, _ = imports(path)
+    absolute, floors = imports(path)
     assert not (absolute & IO_MODULES), f"{path.relative_to(SRC)} imports an I/O module"
+    assert "atomic" not in floors, f"{path.relative_to(SRC)} imports the ground floor's file writer"
+
+
+def file_io(path: Path) -> list[str]:
+    """The file-system calls in a module, as ``line: call``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            found.append(f"{node.lineno}: open()")
+        elif isinstance(func, ast.Attribute):
+            owner = ast.unparse(func.value)
+            if (owner == "os" and func.attr in OS_FILE_CALLS) or (owner == "os.path" and func.attr in OS_PATH_FILE_CALLS):
+                found.append(f"{node.lineno}: {owner}.{func.attr}()")
+            elif owner not in ("os", "os.path") and func.attr in PATH_FILE_METHODS:
+                found.append(f"{node.lineno}: .{func.attr}()")
+    return found
+
+
+@pytest.mark.parametrize("path", [p for p in modules() if floor_of(p) in PURE], ids=lambda p: str(p.relative_to(SRC)))
+def test_pure_floors_touch_no_file(path: Path) -> None:
+    if str(path.relative_to(SRC)) in READS_BUNDLED_DATA:
+        pytest.skip("reads the bundled knowledge files (the one reader below the I/O floors)")
+    calls = file_io(path)
+    assert not calls, f"{path.relative_to(SRC)} touches the file system: {calls}"
+
+
+def test_file_io_is_found() -> None:
+    """The check above finds what it looks for (it is not vacuous)."""
+    assert len(file_io(SRC / "data" / "toml.py")) >= 2  # read_bytes(), is_file()
+    assert any("os.replace" in c for c in file_io(SRC / "atomic.py")) and any("open()" in c for c in file_io(SRC / "net" / "download.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of this package it imports (anywhere in it, lazily too)."""
+    names = {module_name(p): p for p in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        package = list(path.relative_to(SRC).parent.parts)
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                module = [*base, *(node.module.split(".") if node.module else [])]
+            elif node.module and node.module.startswith("resolve_gpu_stack."):
+                module = node.module.split(".")[1:]
+            else:
+                continue
+            subs = {".".join([*module, a.name]) for a in node.names} & names.keys()
+            edges |= subs or ({".".join(module)} & names.keys())
+        graph[name] = edges
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles among modules of one floor (strongly connected components, Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w.split(".")[0] != v.split(".")[0]:
+                continue  # another floor: the floor rule above
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_inside_a_floor() -> None:
+    assert circles(import_graph()) == []
+    assert circles({"net.a": {"net.b"}, "net.b": {"net.a"}, "net.c": {"net.a"}}) == [["net.a", "net.b"]]  # the check finds one
+
+
+@pytest.mark.parametrize("floor", ["lock", "env"])
+def test_lock_and_env_need_nothing_of_the_resolver(floor: str) -> None:
+    """What they share with it (tag fit, version order, plan invariants) is on the rules floor."""
+    using = sorted(str(p.relative_to(SRC)) for p in modules() if floor_of(p) == floor and "resolver" in imports(p)[1])
+    assert not using, f"{floor}/ imports from resolver/: {using}"
 
 
 def test_every_module_is_on_a_floor() -> None:

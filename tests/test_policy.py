@@ -9,7 +9,10 @@ from packaging.version import Version
 from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from resolve_gpu_stack.model.cuda import CudaLabel
-from resolve_gpu_stack.resolver.policy import is_downgrade, jit_cache_version, plan_violations, torch_abi_mismatch
+from resolve_gpu_stack.resolver.torch_selection import _lower
+from resolve_gpu_stack.rules.fit import torch_abi_mismatch
+from resolve_gpu_stack.rules.invariants import plan_violations
+from resolve_gpu_stack.rules.versions import jit_cache_version
 
 DEFS = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
 
@@ -113,7 +116,8 @@ def test_jit_cache_version_is_public_plus_label(python, label, expected):
     ],
 )
 def test_never_downgrade_compares_pep440_with_local_labels(old, new, public_only, downgrade):
-    assert is_downgrade(Version(old), Version(new), public_only=public_only) is downgrade
+    # the torch selection's own rule (``--change-cuda`` compares public versions only)
+    assert _lower(Version(new), Version(old), public_only=public_only) is downgrade
 
 
 @pytest.mark.parametrize(
@@ -187,7 +191,7 @@ def test_unlabelled_cuda_libraries_are_left_to_the_requirements():
     torch pins them exactly, so the label check does not refuse them; FlashInfer's CUDA builds
     always carry one, and one without it is refused."""
     from resolve_gpu_stack.model import Coupling
-    from resolve_gpu_stack.resolver.policy import RejectReason, cuda_mismatch
+    from resolve_gpu_stack.rules.fit import RejectReason, cuda_mismatch
 
     assert DEFS.coupling("nvidia-nccl-cu13", Version("2.29.7"))[0] is Coupling.CUDA
     assert DEFS.coupling("cuda-bindings", Version("13.0.3"))[0] is Coupling.CUDA

@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pytest
 from server import Fault, IndexServer
-from stack_world import build_story_world
+from stack_world import build_story_world, resolve_with
 
-from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
-from resolve_gpu_stack.resolver.resolve import resolve
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
@@ -32,7 +30,6 @@ class Recorder:
         self.calls: list[tuple[str, str, int]] = []
         self.spans: list[tuple[float, float]] = []  # (start, end) of each call
         self.concurrent_calls = concurrent
-        self.result_store = None
         self.overlap = 0  # calls that started while another was still running
         self._running = 0
         self._lock = threading.Lock()
@@ -56,6 +53,14 @@ class Recorder:
         finally:
             self._leave(start)
 
+    def fetch_page_round(self, batches):  # one call per index, all in flight together
+        starts = [self._enter(("pages", index.name, len(urls))) for urls, index in batches]
+        try:
+            return self.inner.fetch_page_round(batches)
+        finally:
+            for start in starts:
+                self._leave(start)
+
     def fetch_metadata(self, files):
         start = self._enter(("metadata", "", len(files)))
         try:
@@ -77,6 +82,9 @@ class Recorder:
     def close(self) -> None:
         self.inner.close()
 
+    def __getattr__(self, name):  # the rest of the fetcher (its classifier, its exports reader) as it is
+        return getattr(self.inner, name)
+
 
 def story_request() -> ResolveRequest:
     return ResolveRequest(target=declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"]))
@@ -93,7 +101,7 @@ def _resolve(world, *, concurrent: bool, latency: float = 0.0, **fetcher_kw):
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
         rec = Recorder(HttpFetcher(cache=None, timeout=10, **fetcher_kw), concurrent)
         try:
-            plan = resolve(story_request(), Finder(rec, defs), defs, **parts_of(rec.inner, defs))
+            plan = resolve_with(Finder(rec, defs), defs, story_request())
         finally:
             rec.close()
         return plan, rec, srv
@@ -137,7 +145,7 @@ def test_a_page_that_fails_is_not_asked_again(story):
         fetcher = HttpFetcher(cache=None, timeout=10, retries=2, backoff_base=0.01)
         try:
             with pytest.raises(CrawlError) as err:
-                resolve(story_request(), Finder(fetcher, defs), defs, **parts_of(fetcher, defs))
+                resolve_with(Finder(fetcher, defs), defs, story_request())
         finally:
             fetcher.close()
         assert "/simple/numpy/" in str(err.value) and "503" in str(err.value)
@@ -160,10 +168,10 @@ def test_second_target_follows_a_sibling_wheels_requirements_without_waiting(tmp
         rec = Recorder(HttpFetcher(cache=None, timeout=10), True)
         finder = Finder(rec, defs)
         try:
-            first = resolve(story_request(), finder, defs, **parts_of(rec.inner, defs))
+            first = resolve_with(finder, defs, story_request())
             rec.spans.clear()
             arm = ResolveRequest(target=declared_target("3.12", "aarch64-manylinux_2_28", [f"torch=={NIGHTLY}"]))
-            second = resolve(arm, finder, defs, **parts_of(rec.inner, defs))
+            second = resolve_with(finder, defs, arm)
         finally:
             rec.close()
     assert str(first.package("npbase").version) == str(second.package("npbase").version) == "1.0"

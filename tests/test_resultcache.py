@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from server import IndexServer
-from stack_world import build_story_world
+from stack_world import build_story_world, resolve_with
 
-from resolve_gpu_stack.cli.assemble import parts_of
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.model.codec import plan_from_dict, plan_to_dict
@@ -19,7 +18,6 @@ from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.resolver import reuse as resultcache
-from resolve_gpu_stack.resolver.resolve import resolve
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
@@ -37,7 +35,7 @@ class Runner:
         mark = len(self.srv.log)
         fetcher = HttpFetcher(cache=HttpCache(self.cache), timeout=10)
         try:
-            plan = resolve(req or request(), Finder(fetcher, self.defs), self.defs, **parts_of(fetcher, self.defs))
+            plan = resolve_with(Finder(fetcher, self.defs), self.defs, req or request(), store=fetcher.cache)
         finally:
             fetcher.close()
         return plan, self.srv.log[mark:]
@@ -132,7 +130,7 @@ def test_a_page_that_now_fails_is_the_full_resolve_error(story):
     fetcher = HttpFetcher(cache=HttpCache(story.cache), timeout=10, retries=1, backoff_base=0.01)
     try:
         with pytest.raises(CrawlError) as err:
-            resolve(request(), Finder(fetcher, story.defs), story.defs, **parts_of(fetcher, story.defs))
+            resolve_with(Finder(fetcher, story.defs), story.defs, request(), store=fetcher.cache)
     finally:
         fetcher.close()
     assert "/simple/numpy/" in str(err.value) and "503" in str(err.value)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from resolve_gpu_stack.cli import app as cli
-from resolve_gpu_stack.resolver import policy, resolve
+from resolve_gpu_stack.resolver import resolve
 from resolve_gpu_stack.resolver.factory import CandidateFactory
 from resolve_gpu_stack.resolver.requirement import Req
+from resolve_gpu_stack.rules.fit import TargetFit
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
 
@@ -32,10 +33,10 @@ def _checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, withs: int) -> int:
     calls = 0
     original = Req.is_satisfied_by
 
-    def counting(self: Req, cand) -> bool:
+    def counting(self: Req, cand, *args) -> bool:
         nonlocal calls
         calls += 1
-        return original(self, cand)
+        return original(self, cand, *args)
 
     root = tmp_path / str(withs)
     root.mkdir()
@@ -57,11 +58,13 @@ def test_a_long_with_list_costs_linear_checks(tmp_path, monkeypatch):
 def test_many_targets_keep_no_state_of_earlier_targets(tmp_path, monkeypatch):
     """Each target's factory (its candidates, rejection records) and tag ranks die with it."""
     alive: list[int] = []
+    fits: list[int] = []
     original = resolve._resolve
 
     def counting(*args, **kwargs):
         gc.collect()
         alive.append(sum(isinstance(o, CandidateFactory) for o in gc.get_objects()))
+        fits.append(sum(isinstance(o, TargetFit) for o in gc.get_objects()))
         return original(*args, **kwargs)
 
     monkeypatch.setattr(resolve, "_resolve", counting)
@@ -69,4 +72,4 @@ def test_many_targets_keep_no_state_of_earlier_targets(tmp_path, monkeypatch):
     assert cli.main(["lock", "--config", str(config), "--cache-dir", str(tmp_path / "cache")]) == 0
     assert len(alive) == 6
     assert max(alive) <= 1, alive  # at most the previous target's, held by a remembered error; not one per target
-    assert len(policy._RANKS) <= policy._RANKS_KEPT
+    assert max(fits) <= 1, fits  # the same for the targets' tag ranks (TargetFit)

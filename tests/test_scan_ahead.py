@@ -47,7 +47,7 @@ def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypat
     monkeypatch.setattr(framework, "classify_all", collect)
     noting = ThreadNoting(world.root)
     with serve(world) as (_, defs, finder):
-        plan = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)), finder, defs, classifier=noting, exports=finder.fetcher.exports_reader(defs))
+        plan = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)), finder, defs, classifier=noting, exports=finder.fetcher.exports_reader(defs), store=None)
     assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
     assert any(t.startswith("scan-ahead") for t in noting.threads)
     assert len(noting.asked) == len(set(noting.asked))  # never scanned twice

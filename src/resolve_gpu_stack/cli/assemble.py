@@ -1,5 +1,6 @@
-"""One place that assembles a resolve's parts: the fetcher, the finder, the wheel classifier and
-the source of the kept torch's exports. Every command that resolves (``resolve``, ``lock`` with
+"""One place that assembles a resolve's parts: the fetcher, the finder, the wheel classifier, the
+source of the kept torch's exports and the store of computed plans (``HttpCache``; none for a
+snapshot: a replay is as fast as reusing). Every command that resolves (``resolve``, ``lock`` with
 flags or a config, ``check --online``, ``install`` and its dry run, ``snapshot``) and every one that
 judges a compiled wheel (``candidates``, ``inspect``) gets them from here, so they all judge the
 same: a resolve cannot be made without a classifier, and the classifier is the one its fetcher
@@ -12,7 +13,7 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,25 +28,28 @@ if TYPE_CHECKING:
     from ..model.cuda import CudaLabel
     from ..model.request import ResolveRequest
     from ..resolver.coupling import WheelClassifier
+    from ..resolver.reuse import ResultStore
     from ..rules.abi import ExportsSource, TorchExports
 
 
 @dataclass
 class ResolveParts:
     """The parts every resolve of one command shares (one crawl, one classifier, one exports
-    reader); ``close`` when done (``with`` works)."""
+    reader, one store); ``close`` when done (``with`` works). ``resolve`` may be called from
+    several threads at once."""
 
     defs: Definitions
     fetcher: Any  # index.finder.Fetcher with classifier() and exports_reader() (net/)
     finder: Finder
     classifier: WheelClassifier
     exports: ExportsSource
+    store: ResultStore | None = None
     _disk: dict[str, TorchExports] = field(default_factory=dict)
 
     def resolve(self, request: ResolveRequest) -> LockPlan:
         from ..resolver.resolve import resolve  # resolvelib: not for --help
 
-        return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target))
+        return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=self.store)
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
@@ -99,7 +103,7 @@ class ResolveParts:
         from ..data.definitions import RouteContext
         from ..errors import ResolveGpuStackError
         from ..model.request import TorchChoice
-        from ..resolver.policy import fits_target
+        from ..rules.fit import TargetFit
 
         if target.interpreter is not None:
             return None
@@ -108,7 +112,8 @@ class ResolveParts:
             offers, _ = self.finder.offers("torch", ctx)
         except ResolveGpuStackError:
             return None
-        return next((o.file for o in offers if o.file.version == torch and fits_target(o.file, target) is None), None)
+        fit = TargetFit(target)
+        return next((o.file for o in offers if o.file.version == torch and fit(o.file) is None), None)
 
     def close(self) -> None:
         self.fetcher.close()
@@ -120,11 +125,14 @@ class ResolveParts:
         self.close()
 
 
-def resolve_parts(defs: Definitions, fetcher: Any, *, say: Callable[[str], None] | None = None) -> ResolveParts:
-    """The parts around ``fetcher`` (live, recording, a snapshot, or a snapshot extended live)."""
+def resolve_parts(defs: Definitions, fetcher: Any, *, store: ResultStore | None = None, finder: Finder | None = None) -> ResolveParts:
+    """The parts around ``fetcher`` (live, recording, a snapshot, or a snapshot extended live),
+    keeping computed plans in ``store`` (the live fetcher's cache) when given; ``finder``: one
+    already reading through ``fetcher`` (its pages shared), else a new one."""
     from ..index.finder import Finder
 
-    return ResolveParts(defs=defs, fetcher=fetcher, finder=Finder(fetcher, defs), **parts_of(fetcher, defs))
+    finder = finder if finder is not None else Finder(fetcher, defs)
+    return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store, **parts_of(fetcher, defs))
 
 
 def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:

@@ -65,8 +65,7 @@ def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, p
     def resolve_requirements(requirements: Sequence[str]) -> LockPlan:
         from ..model.cuda import CudaLabel
         from ..model.declared import declared_target
-        from ..model.request import FlashInferChoice, ResolveRequest, TorchChoice
-        from .assemble import resolve_parts
+        from ..model.request import FlashInferChoice, ResolveRequest, TorchChoice, requested
 
         torch = plan.torch
         assert torch is not None
@@ -77,8 +76,8 @@ def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, p
             target, requires = declared_target(plan.target.python, plan.target.platform), {}
             choice = TorchChoice.parse(str(torch.version))
         request = ResolveRequest(target=target, installed_requires=requires, torch=choice, cuda=CudaLabel.parse(plan.target.cuda),
-                                 flashinfer=FlashInferChoice.parse("none"), with_=tuple(requirements))
-        with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:
+                                 flashinfer=FlashInferChoice.parse("none"), with_=requested(tuple(requirements), "--with"))
+        with common.make_parts(args, env, defs) as parts:
             return parts.resolve(request)
 
     return resolve_requirements

@@ -27,27 +27,27 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..index.parse import parse_metadata
     from ..model import IndexFile
     from ..model.abi import AbiVerdict
-    from ..model.cuda import CudaLabel
-    from ..model.request import TORCH, FlashInferChoice, TorchChoice
+    from ..model.request import TORCH
     from ..resolver.candidates import list_candidates
-    from .assemble import resolve_parts
     from .render import print_candidates
 
-    flashinfer = FlashInferChoice.parse(S.raw_of(args, "flashinfer"))
-    torch = TorchChoice.parse(S.raw_of(args, "torch"))
+    # through the settings table, as every command (a bad --cuda is a usage error); the target
+    # settings go to target_from_args, which also takes an interpreter path
+    mine = ("torch", "flashinfer", "cuda")
+    values = {**S.defaults(), **S.parse({k: v for k, v in S.typed(args).items() if k in mine})}
+    torch, flashinfer, cuda = (values[k] for k in mine)
     defs = common.definitions(args, env)
     target, _ = common.target_from_args(args, env)
     torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
-    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:
-        label = CudaLabel.parse(args.cuda)
+    with common.make_parts(args, env, defs) as parts:
 
         def verdict(file: IndexFile) -> AbiVerdict | None:
             """A compiled wheel judged as the resolver judges it: what it imports, against the target's torch."""
             metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
             requires = parse_metadata(metadata, source=file.url).requires_dist if metadata else ()
-            return parts.judge(file.name, parts.classifier(file), requires, target, label)
+            return parts.judge(file.name, parts.classifier(file), requires, target, cuda)
 
-        rows, visits = list_candidates(parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=args.cuda, flashinfer_channel=flashinfer.channel,
+        rows, visits = list_candidates(parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer.channel,
                                        verdict=verdict)
     print_candidates(rows, visits, common.output_format(args), sys.stdout, package=args.package)
     return 0

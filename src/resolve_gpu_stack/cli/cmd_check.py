@@ -20,6 +20,7 @@ from ..errors import CrawlError, ResolveGpuStackError, UsageError
 from . import common
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..lock.check import Expected, Finding
     from ..model import LockPlan
     from .assemble import ResolveParts
@@ -60,17 +61,19 @@ def _day(text: str) -> dt.date:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..data.definitions import load_definitions
     from .config import discover_config, effective
 
     config = discover_config(args.config)
     if config is not None:
         config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
+    bundled = load_definitions()  # read once: every file is checked against them
     projects = _uv_projects(args, config)
-    files = _files(args, config, projects)
+    files = _files(args, config, projects, bundled)
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
-    findings, results = _check_files(files, args.today or dt.date.today())
-    findings += _against_siblings(results, config, args.today or dt.date.today())
+    findings, results = _check_files(files, args.today or dt.date.today(), bundled)
+    findings += _against_siblings(results, config, args.today or dt.date.today(), bundled)
     findings += _against_index(args, env, config, results)
     findings += _check_uv_projects(projects)
     count = len(files) + len(projects)
@@ -109,18 +112,16 @@ def _has_export(pyproject: Path) -> bool:
 
 
 def _check_uv_projects(projects: list[tuple[Path, Path]]) -> list[Finding]:
+    from ..data.definitions import load_definitions
     from ..lock.check import uv_project_findings
-    from .config import bundled_definitions
 
-    return [f for pyproject, lock in projects for f in uv_project_findings(pyproject, lock, bundled_definitions())]
+    return [f for pyproject, lock in projects for f in uv_project_findings(pyproject, lock, load_definitions())]
 
 
-def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> tuple[list[Finding], list]:
+def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions) -> tuple[list[Finding], list]:
     """Offline checks of each file: (findings, [(CheckedLock, Expected or None)] of those that exist)."""
     from ..lock.check import ERROR, Finding, check_lock, regenerate_hint
-    from .config import bundled_definitions
 
-    defs = bundled_definitions()
     results = []
     findings: list[Finding] = []
     for path, expected in files:
@@ -133,11 +134,10 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date) -> t
     return findings, results
 
 
-def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> list[Finding]:
+def _against_siblings(results, config: ProjectConfig | None, today: dt.date, defs: Definitions) -> list[Finding]:
     """Each constraints file against the pylock of the same target written with it (checked here,
     or read from the target's outputs when only the ``.txt`` was named)."""
     from ..lock.check import check_lock, sibling_findings
-    from .config import bundled_definitions
 
     out: list[Finding] = []
     pylocks = [c for c, _ in results if _is_pylock(c)]
@@ -148,7 +148,7 @@ def _against_siblings(results, config: ProjectConfig | None, today: dt.date) -> 
         target = config.target_for_output(checked.path) if config is not None else None
         for output in target.outputs if target is not None else ():
             if output.name.endswith(".toml") and output.is_file() and all(c.path.resolve() != output for c in candidates):
-                candidates.append(check_lock(output, bundled_definitions(), today=today))
+                candidates.append(check_lock(output, defs, today=today))
         sibling = next((c for c in candidates if _is_pylock(c) and c.locked.inputs_digest == checked.locked.inputs_digest), None)
         if sibling is not None:
             out += sibling_findings(checked.path, checked.locked, sibling)
@@ -198,7 +198,7 @@ def _report_json(findings: list[Finding], count: int) -> int:
     return 1 if errors else 0
 
 
-def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]]) -> list[tuple[Path, Expected | None]]:
+def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions) -> list[tuple[Path, Expected | None]]:
     """(path, Expected or None) for each lock file to check (a ``uv.lock`` is a project's: see ``_uv_projects``)."""
     if args.files:
         if args.target:
@@ -206,7 +206,7 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: lis
         out = []
         for path in (p for p in args.files if p.name != UV_LOCK):
             target = config.target_for_output(path) if config is not None else None
-            out.append((path, _expected(config, target, path) if config is not None and target is not None else None))
+            out.append((path, _expected(config, target, path, bundled) if config is not None and target is not None else None))
         return out
     if config is None and projects:
         return []  # a uv project exported from flags: its uv.lock only
@@ -216,10 +216,10 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: lis
             "wrote into, in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
-    return [(out, _expected(config, t, out)) for t in config.select(args.target) for out in t.outputs]
+    return [(out, _expected(config, t, out, bundled)) for t in config.select(args.target) for out in t.outputs]
 
 
-def _expected(config: ProjectConfig, target, path: Path) -> Expected:
+def _expected(config: ProjectConfig, target, path: Path, bundled: Definitions) -> Expected:
     """What the config says ``path`` should be made from: the target's settings, with the flags its
     lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
     from ..lock.check import Expected
@@ -231,7 +231,7 @@ def _expected(config: ProjectConfig, target, path: Path) -> Expected:
     if recorded is not None:
         config, target = recorded
         command = _recorded_command(path) or command
-    inputs = lock_inputs(config, target)
+    inputs = lock_inputs(config, target, bundled)
     return Expected(target=name, inputs=inputs, digest=inputs_digest(inputs), command=command, folder=config.root)
 
 
@@ -267,12 +267,11 @@ def _is_pylock(checked) -> bool:
 def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
     from ..lock.check import ListedFiles, finder_lookup, verify_files
-    from .assemble import resolve_parts
     from .config import resolve_definitions
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
-    with resolve_parts(defs, common.make_fetcher(args, env, defs, snapshot=config.snapshot)) as parts:
+    with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
         lookup = finder_lookup(parts.finder) if args.online else ListedFiles(parts.fetcher, defs, [c.plan for c, _ in pylocks])
         out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]

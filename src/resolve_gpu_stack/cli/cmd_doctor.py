@@ -20,6 +20,7 @@ from . import common
 from . import settings as S
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..env.doctor import Check, GpuQuery, ImportResult
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     apis: tuple[str, ...] = S.parse({"require_api": tuple(args.require_api or ())})["require_api"]
     environment = inspect_environment(python)
     defs = load_definitions()
-    import_result = probe_import(python, env, args.timeout, apis) if needs_import(environment, defs) else None
+    import_result = probe_import(python, env, args.timeout, apis, defs) if needs_import(environment, defs) else None
     # every installed compiled package against the installed torch from its symbols first: one that
     # cannot run is not imported (importing a mismatched extension can crash the interpreter)
     abi_symbols = static_verdicts(environment, defs)
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0 if report["ok"] else 1
 
 
-def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = ()) -> ImportResult:
+def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = (), defs: Definitions | None = None) -> ImportResult:
     """``import flashinfer`` in the target, with FlashInfer's version checks on; with ``apis``, whether
     the module has each (``mm_mxfp8``; ``mm_mxfp8:cutlass``: and its ``backend`` accepts cutlass).
 
@@ -121,7 +122,7 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
         try:
-            proc = subprocess.run([python, "-c", _IMPORT, *_api_argument(apis)], capture_output=True, text=True, timeout=timeout,
+            proc = subprocess.run([python, "-c", _IMPORT, *_api_argument(apis, defs)], capture_output=True, text=True, timeout=timeout,
                                   env=child_env, cwd=cwd, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return ImportResult(ok=False, error=f"did not finish within {timeout:g}s", env_bypass=bypass)
@@ -135,15 +136,16 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
     return ImportResult(ok=False, error=error[:500], env_bypass=bypass)
 
 
-def _api_argument(apis: Sequence[str]) -> list[str]:
-    """The import script's argument: [name, symbol, backend] of each API (none: no argument)."""
+def _api_argument(apis: Sequence[str], defs: Definitions | None = None) -> list[str]:
+    """The import script's argument: [name, symbol, backend] of each API (none: no argument); the
+    APIs' rows from ``defs``' GPU table (the bundled one when not given)."""
     import json
 
     from ..data.gpus import default_gpu_table
 
     if not apis:
         return []
-    table = default_gpu_table()
+    table = defs.gpu_table() if defs is not None else default_gpu_table()
     return [json.dumps([[name, table.api(name).symbol, table.api(name).backend] for name in apis])]
 
 

@@ -55,10 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from ..data.definitions import load_definitions
     from ..data.toml import read_text
     from ..lock.files import write_texts
     from ..lock.uvproject import apply_tables, parse_project, uv_tables
-    from .config import bundled_definitions
 
     config = _config(args)
     folder = args.project if args.project is not None else (config.root if config is not None else Path.cwd())
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
     targets, command = _plans(config, args, env) if config is not None else _flags_plan(args, env)
-    applied = apply_tables(before, uv_tables(targets, bundled_definitions().flashinfer), command=command, where=common.shown(path))
+    applied = apply_tables(before, uv_tables(targets, load_definitions().flashinfer), command=command, where=common.shown(path))
     quiet = getattr(args, "quiet", False)
     if not quiet:
         for note in applied.notes:
@@ -116,14 +116,13 @@ def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, st
     """Every selected target's plan through one finder; the first target without a plan fails the
     export (nothing is written: a project's tables are all or nothing)."""
     from ..lock.uvproject import ExportTarget
-    from .assemble import resolve_parts
     from .cmd_lock import selected_targets
     from .config import GPU_STACK_TOML, resolve_definitions, resolve_request
 
     config, targets, extra = selected_targets(config, args)
     defs = resolve_definitions(config, env)
     out = []
-    with resolve_parts(defs, common.make_fetcher(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs)) as parts:
+    with common.make_parts(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs) as parts:
         for target in targets:
             try:
                 out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))

@@ -54,11 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..model.cuda import CudaLabel
     from ..model.request import TORCH
-    from .assemble import resolve_parts
 
     target, _ = common.target_from_args(args, env)
     defs = common.definitions(args, env, need_pypi="==" in args.wheel and "://" not in args.wheel)
-    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:
+    with common.make_parts(args, env, defs) as parts:
         source, scan, abi, cost, requires = _read(args.wheel, parts, target)
         torch = target.installed.get(TORCH)
         verdict = parts.judge(_name_of(source), abi, requires, target, CudaLabel.parse(S.raw_of(args, "cuda"))) if torch is not None else None
@@ -114,7 +113,7 @@ def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
 
     from ..data.definitions import RouteContext
     from ..model import IndexFile
-    from ..resolver.policy import fits_target, tag_rank
+    from ..rules.fit import TargetFit
 
     if "://" in text:
         filename = text.split("#", 1)[0].split("?", 1)[0].rsplit("/", 1)[-1]
@@ -133,7 +132,8 @@ def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     name = canonicalize_name(req.name)
     offers, _ = parts.finder.offers(name, RouteContext())
     fitting = [o.file for o in offers if str(o.file.version) == pins[0] or o.file.version.public == pins[0]]
-    ranked = sorted((f for f in fitting if fits_target(f, target) is None), key=lambda f: tag_rank(f, target) or 0)
+    fit = TargetFit(target)
+    ranked = sorted((f for f in fitting if fit(f) is None), key=lambda f: fit.tag_rank(f) or 0)
     if not ranked:
         found = ", ".join(sorted({f.filename for f in fitting})) or "none"
         raise UsageError(f"{name} {pins[0]}: no wheel for {target.describe()} on its index (files of that version: {found})",

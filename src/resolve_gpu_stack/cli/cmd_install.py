@@ -321,8 +321,8 @@ def lock_conflicts(args: argparse.Namespace) -> list[str]:
 
 def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """``install --lock PYLOCK [--force-target]``."""
+    from ..data.definitions import load_definitions
     from ..env.lockinstall import install_lock
-    from .config import bundled_definitions
 
     if args.lock is None:
         raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")
@@ -335,7 +335,7 @@ def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     python = interpreter_from_args(args, env)
     uv = uv_from_args(args, env)
     cache = wheel_cache_from_args(args, env)
-    defs = bundled_definitions()
+    defs = load_definitions()
     with download_fetcher(args) as fetcher, download_progress(args) as progress:
         report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, defs=defs, dry_run=args.dry_run, force_target=args.force_target,
                               fetcher=fetcher, progress=progress, env=env)

@@ -29,6 +29,7 @@ from . import common
 from . import settings as S
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from .assemble import ResolveParts
     from .config import ProjectConfig
 
@@ -234,7 +235,7 @@ def _refuse_synthetic(plan, snapshot: Path | None) -> None:
     match it); exit 1 naming the rows, before anything is written."""
     from ..errors import LockFileError
     from ..net.snapshot import synthetic_digests
-    from ..resolver.policy import synthetic_rows
+    from ..rules.invariants import synthetic_rows
 
     rows = synthetic_rows(plan.packages, synthetic_digests(snapshot))
     if rows:
@@ -273,7 +274,7 @@ def selected_targets(config: ProjectConfig, args: argparse.Namespace) -> tuple[P
 
 def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from .assemble import resolve_parts
+    from ..data.definitions import load_definitions
     from .config import resolve_definitions
 
     config, targets, extra = selected_targets(config, args)
@@ -283,10 +284,11 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
-    with resolve_parts(defs, common.make_fetcher(args, env, defs)) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
+    bundled = load_definitions()  # what each target's inputs digest is computed under (lock_inputs)
+    with common.make_parts(args, env, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            texts = _lock_one(config, target, parts, args, env, command)
+            texts = _lock_one(config, target, parts, args, env, command, bundled)
             failed += texts is None
             if texts is not None:
                 staged.append((f"{target.name}: ", texts))
@@ -317,7 +319,8 @@ def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet
         _say_written([path for path, _ in texts], label, quiet=quiet)
 
 
-def _lock_one(config: ProjectConfig, target, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str) -> list[tuple[Path, str]] | None:
+def _lock_one(config: ProjectConfig, target, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str,
+              bundled: Definitions) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
 
@@ -327,7 +330,7 @@ def _lock_one(config: ProjectConfig, target, parts: ResolveParts, args: argparse
     label = f"{target.name}: "
     try:
         plan = parts.resolve(resolve_request(target))
-        inputs = lock_inputs(config, target)
+        inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
         return _rendered(args, env, plan, parts.defs, target.outputs, command=command)
     except (CrawlError, WriteError):

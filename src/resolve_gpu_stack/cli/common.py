@@ -200,6 +200,20 @@ def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snap
     return live_fetcher(args, env)
 
 
+def make_parts(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None, fetcher=None):
+    """A resolve's parts (``assemble.ResolveParts``) from the flags: ``fetcher`` as given, else
+    ``make_fetcher``'s; the live HTTP fetcher's cache then keeps the computed plans (a replay is
+    as fast as reusing). Close them when done (``with`` works)."""
+    from .assemble import resolve_parts
+
+    if fetcher is not None:
+        return resolve_parts(defs, fetcher)
+    if (snapshot if snapshot is not None else args.snapshot) is not None:
+        return resolve_parts(defs, make_fetcher(args, env, defs, snapshot=snapshot))
+    live = live_fetcher(args, env)
+    return resolve_parts(defs, live, store=live.cache)
+
+
 # -- the target and the request --------------------------------------------------------------------
 
 def target_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: Any = None) -> tuple[Target, dict[Any, tuple[str, ...]]]:
@@ -249,11 +263,9 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None, probe=None):
     """(plan, definitions) for the flags; the fetcher is closed afterwards (``probe``: see ``target_from_args``)."""
-    from .assemble import resolve_parts
-
     defs = defs or definitions(args, env)
     request = request_from_args(args, env, probe)
-    with resolve_parts(defs, fetcher or make_fetcher(args, env, defs)) as parts:
+    with make_parts(args, env, defs, fetcher=fetcher) as parts:
         return parts.resolve(request), defs
 
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..data.definitions import INDEX_NAMES, load_definitions
+from ..data.definitions import INDEX_NAMES, Definitions, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
 from ..errors import IndexDefinitionError, UsageError
 from ..lock.files import lock_format
@@ -284,7 +284,7 @@ def _package_indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
             raise r.fail(where, f"package-indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
         out[name] = url.strip()
     try:
-        bundled_definitions().with_package_indexes(out)
+        load_definitions().with_package_indexes(out)
     except IndexDefinitionError as exc:
         raise r.fail(where, f"package-indexes: {exc.message.removeprefix('--package-index ')}", hint=exc.hint) from None
     return out
@@ -432,21 +432,12 @@ def resolve_request(target: TargetConfig) -> ResolveRequest:
     return S.build_request(target.settings, target=S.declared(target.settings))
 
 
-_BUNDLED: list = []
-
-
-def bundled_definitions():
-    """The bundled index definitions, read once per process (they never change under it)."""
-    if not _BUNDLED:
-        _BUNDLED.append(load_definitions())
-    return _BUNDLED[0]
-
-
-def lock_inputs(config: ProjectConfig, target: TargetConfig) -> dict[str, object]:
+def lock_inputs(config: ProjectConfig, target: TargetConfig, bundled: Definitions | None = None) -> dict[str, object]:
     """What a target's lock records as its inputs (and digests): the resolver's inputs under the
     index URLs the config decides (``index_urls``), plus the snapshot it is resolved from (relative
-    to the config's folder). Depends on the config and the bundled index definitions only."""
-    digest_defs = bundled_definitions().with_index_urls(index_urls(config)).with_package_indexes(config.package_indexes)
+    to the config's folder). Depends on the config and the bundled index definitions only
+    (``bundled``: read once by the command that asks for many targets; else read here)."""
+    digest_defs = (bundled if bundled is not None else load_definitions()).with_index_urls(index_urls(config)).with_package_indexes(config.package_indexes)
     inputs = dict(resolve_request(target).inputs(digest_defs.recorded_urls()))
     if config.snapshot is not None:
         inputs["snapshot"] = config.relative(config.snapshot)

@@ -18,7 +18,6 @@ Adding a setting means adding one row here (and its field in ``ResolveRequest``)
 from __future__ import annotations
 
 import argparse
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from types import MappingProxyType
@@ -68,12 +67,10 @@ def _installed(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _requirements(items: Sequence[str]) -> tuple[str, ...]:
-    from ..model.request import parse_with
+def _requirements(items: Sequence[str]) -> tuple[Any, ...]:
+    from ..model.request import Requested
 
-    for text in items:
-        parse_with(text)
-    return tuple(items)
+    return tuple(Requested(text) for text in items)
 
 
 def _torch(text: str) -> Any:
@@ -94,18 +91,16 @@ def _cuda(text: str | None) -> Any:
     return parse_cuda(text)
 
 
-def _overrides(items: Sequence[str]) -> tuple[str, ...]:
-    from ..model.request import parse_with
+def _overrides(items: Sequence[str]) -> tuple[Any, ...]:
+    from ..model.request import Requested
 
-    for text in items:
-        parse_with(text, flag="--override")
-    return tuple(items)
+    return tuple(Requested(text, flag="--override") for text in items)
 
 
 MAX_OVERRIDES_BYTES = 1 << 20
 
 
-def _overrides_file(text: str) -> tuple[str, ...]:
+def _overrides_file(text: str) -> tuple[Any, ...]:
     """The requirements of a requirements-style file: one a line, ``#`` comments and blank lines
     skipped. A regular file of at most ``MAX_OVERRIDES_BYTES``; an error names the file and the
     line number and never quotes the line (a file named by mistake may hold a secret)."""
@@ -196,11 +191,10 @@ class Setting:
         return [self.flag, raw]
 
 
-@functools.cache
 def _request_fields() -> frozenset[str]:
     from ..model.request import ResolveRequest
 
-    return frozenset(f.name for f in fields(ResolveRequest))
+    return frozenset(f.name for f in fields(ResolveRequest) if f.init)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(name="python", kind="optional", default=None, flag="--python", key="python", group=TARGET_GROUP, parse=_declared_python, metavar="PATH|X.Y",

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from ..errors import IndexDefinitionError, UsageError
 from ..model import Coupling, CudaLabel
+from ..model.canonical import digest
 from ..model.channel import FLASHINFER_CHANNEL_NAMES
 from ..urls import normalize_base_url, redact_url, strip_userinfo
 from .rules import (
@@ -40,23 +41,34 @@ from .rules import (
     expand_page,
     package_index_name,
 )
-from .toml import TomlReader, load_toml
+from .toml import TomlReader, data_dir, load_toml, parse_toml, read_text
 
+if TYPE_CHECKING:
+    from .gpus import GpuTable
 
-def data_dir() -> Path:
-    """The folder holding the index definitions: packaged copy first, then the source tree's."""
-    packaged = Path(__file__).resolve().parents[1] / "_indexes"
-    if (packaged / "routing.toml").is_file():
-        return packaged
-    source = Path(__file__).resolve().parents[3] / "indexes"
-    if (source / "routing.toml").is_file():
-        return source
-    raise IndexDefinitionError("cannot find the index definitions (indexes/*.toml)")
+GPUS_FILE = "gpus.toml"
 
 
 def read_toml(path: Path, *, error: type[UsageError] = IndexDefinitionError) -> dict[str, Any]:
     """A TOML file as a dict; a missing, unreadable or malformed file raises ``error`` naming it."""
     return load_toml(path, error=error)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSource:
+    """``gpus.toml`` as read, parsed into a ``GpuTable`` on first use (only ``--gpu``,
+    ``--require-api`` and ``doctor`` ask: a plain resolve never imports the table's code)."""
+
+    where: str  # the file, for errors
+    text: str
+    _table: list[GpuTable] = field(default_factory=list, compare=False, repr=False)  # a memo, not data
+
+    def table(self) -> GpuTable:
+        if not self._table:
+            from .gpus import read_gpu_table
+
+            self._table.append(read_gpu_table(parse_toml(self.text, self.where), self.where))
+        return self._table[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,25 +85,38 @@ class Definitions:
     per_torch: PerTorchRule | None = None  # components.toml [per-torch]: builds that name their torch in the local label
     layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
+    gpus: GpuSource | None = None  # gpus.toml (None: definitions without a GPU table)
     # name -> the coupling rules whose patterns name it, worked out once per name (every file on a
-    # page asks; the rules do not change): a memo, not part of the value
+    # page asks; the rules do not change), and the digest: memos, not part of the value
     _rules_by_name: dict[str, tuple[CouplingRule, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _digest: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of the definitions' data (never of a memo: asking a question of them leaves
+        it as it was), worked out once per object: a lock shares one for all targets."""
+        if not self._digest:
+            self._digest.append(digest(self))
+        return self._digest[0]
+
+    def gpu_table(self) -> GpuTable:
+        """The GPU table (``gpus.toml``) these definitions came with."""
+        if self.gpus is None:
+            raise IndexDefinitionError("these index definitions have no GPU table (gpus.toml)")
+        return self.gpus.table()
 
     # -- routing ---------------------------------------------------------------------------
     def routes_for(self, name: str, ctx: RouteContext) -> list[Route]:
         name = canonicalize_name(name)
-        applicable = [
-            r for r in self.routes
-            if r.flashinfer_channel in (None, ctx.flashinfer_channel)
-        ]
-        explicit = [r for r in applicable if not r.is_wildcard and r.names(name)]
+        applicable = [r for r in self.routes if r.flashinfer_channel in (None, ctx.flashinfer_channel)]
+        explicit = [r for r in applicable if _claims(r, name)]
         own = [r for r in explicit if r.index.startswith(PACKAGE_INDEX_PREFIX)]
         if own:  # an index the user configured for this package owns it alone
             return own
         if explicit:
             return explicit
         # A name that some route claims on another channel is not handed to the wildcard.
-        if any(not r.is_wildcard and r.names(name) for r in self.routes):
+        if any(_claims(r, name) for r in self.routes):
             return []
         return [r for r in applicable if r.is_wildcard]
 
@@ -229,6 +254,11 @@ class Definitions:
         return None, url
 
 
+def _claims(route: Route, name: str) -> bool:
+    """Whether ``route`` names ``name`` itself (not as the wildcard)."""
+    return not route.is_wildcard and route.names(name)
+
+
 # -- loading indexes/*.toml -------------------------------------------------------------------
 
 INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
@@ -263,6 +293,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         per_torch=_per_torch(comp, doc),
         layouts=layouts,
         source=directory,
+        gpus=GpuSource(str(directory / GPUS_FILE), read_text(directory / GPUS_FILE)),
     )
 
 
@@ -513,6 +544,8 @@ __all__ = [
     "AbiRules",
     "CouplingRule",
     "Definitions",
+    "GpuSource",
+    "data_dir",
     "FlashInferRules",
     "IndexDefinition",
     "PageLocation",

@@ -1,7 +1,8 @@
 """``indexes/gpus.toml``: FlashInfer's architecture variants, the GPU floors and the API floors.
 
-``load_gpu_table()`` reads the file once into a frozen ``GpuTable``; the queries the resolver and
-``doctor`` ask are its methods (and module functions over the packaged table):
+``read_gpu_table()`` turns the file into a frozen ``GpuTable``; a resolve gets the one its index
+definitions came with (``Definitions.gpu_table``). The queries the resolver and ``doctor`` ask are its
+methods (and module functions over the packaged table, read on each call):
 
 - ``floor_for_arch(gpu)`` -> ``ArchFloor(version, cuda, source)``: the first FlashInfer with kernels
   for that GPU and the lowest CUDA label whose kernels run there;
@@ -15,7 +16,6 @@ compatibility rule in ``model/gpu.py`` is refused, so table and code cannot drif
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +34,7 @@ from ..model.gpu import (
     Scoring,
     select_providers,
 )
-from .definitions import data_dir
-from .toml import TomlReader, load_toml
+from .toml import TomlReader, data_dir, load_toml
 
 FILE_NAME = "gpus.toml"
 
@@ -294,9 +293,8 @@ def load_gpu_table(path: Path | None = None) -> GpuTable:
     return read_gpu_table(load_toml(path), path)
 
 
-@functools.lru_cache(maxsize=1)
 def default_gpu_table() -> GpuTable:
-    """The packaged table, read once."""
+    """The packaged table, read now (a resolve has its own with its definitions: ``Definitions.gpu_table``)."""
     return load_gpu_table()
 
 

@@ -4,6 +4,10 @@ The index definitions (``indexes/*.toml``), the project config and lock files ar
 ``load_toml`` and ``TomlReader``: every problem is an exception of the caller's error class whose
 message names the file, the table (a dotted path) and the key, and never a traceback. A document
 too deeply nested to parse, or bytes that are not UTF-8, are such problems too.
+
+The one module below the I/O floors that touches the file system (``read_text``, ``data_dir``):
+the knowledge files this package ships are read here and nowhere else in the pure floors
+(``tests/test_layers.py`` holds every other pure module to no file I/O at all).
 """
 
 from __future__ import annotations
@@ -62,13 +66,25 @@ def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = Ind
     absurd number of digits, raises ``error`` naming ``where``."""
     refuse_long_numbers(text, where, error=error)
     try:
-        return tomllib.loads(text)
+        data: dict[str, Any] = tomllib.loads(text)
+        return data
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{where}: not valid TOML: {exc}") from None
     except RecursionError:
         raise error(f"{where}: not valid TOML: nested too deeply") from None
     except ValueError as exc:  # an int() tomllib could not make, whatever the limit
         raise error(f"{where}: not valid TOML: {exc}") from None
+
+
+def data_dir() -> Path:
+    """The folder holding the index definitions: packaged copy first, then the source tree's."""
+    packaged = Path(__file__).resolve().parents[1] / "_indexes"
+    if (packaged / "routing.toml").is_file():
+        return packaged
+    source = Path(__file__).resolve().parents[3] / "indexes"
+    if (source / "routing.toml").is_file():
+        return source
+    raise IndexDefinitionError("cannot find the index definitions (indexes/*.toml)")
 
 
 MAX_TEXT_BYTES = 1 << 30  # no lock, config or index file we read is near this; /dev/zero would be endless
@@ -172,4 +188,4 @@ class TomlReader:
                 raise self.fail(where, f"unknown key {key!r}", hint=hint)
 
 
-__all__ = ["MAX_DIGITS", "TOML_TYPES", "TomlReader", "load_toml", "parse_toml", "read_text", "refuse_long_numbers", "type_name"]
+__all__ = ["MAX_DIGITS", "TOML_TYPES", "TomlReader", "data_dir", "load_toml", "parse_toml", "read_text", "refuse_long_numbers", "type_name"]

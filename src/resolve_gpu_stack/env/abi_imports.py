@@ -248,21 +248,23 @@ def installed_files(dist: InstalledDistribution) -> list[Path]:
 def top_level_modules(files: Sequence[Path], dist: InstalledDistribution) -> tuple[str, ...]:
     """The importable top-level names: packages and modules directly under site-packages."""
     base = dist.location.resolve() if dist.location is not None else None
-    names: set[str] = set()
-    for path in files:
-        if base is None or base not in path.parents:
-            continue
-        first = path.relative_to(base).parts[0]
-        if first.endswith((".dist-info", ".egg-info", ".data")) or first == "__pycache__" or first.startswith("."):
-            continue
-        if len(path.relative_to(base).parts) > 1:
-            if first.isidentifier():
-                names.add(first)
-        elif path.suffix == ".py" or is_shared_object(path.name):
-            stem = path.name.split(".", 1)[0]
-            if stem.isidentifier():
-                names.add(stem)
+    if base is None:
+        return ()
+    names = {name for path in files if base in path.parents and (name := _top_level(path.relative_to(base).parts, path)) is not None}
     return tuple(sorted(names))
+
+
+def _top_level(parts: tuple[str, ...], path: Path) -> str | None:
+    """The importable name a file directly under site-packages (``parts``: its path there) makes."""
+    first = parts[0]
+    if first.endswith((".dist-info", ".egg-info", ".data")) or first == "__pycache__" or first.startswith("."):
+        return None
+    if len(parts) > 1:
+        return first if first.isidentifier() else None
+    if path.suffix == ".py" or is_shared_object(path.name):
+        stem = path.name.split(".", 1)[0]
+        return stem if stem.isidentifier() else None
+    return None
 
 
 def import_packages(python: str, packages: Sequence[AbiPackage], env: Mapping[str, str], *, timeout: float) -> list[ImportOutcome]:

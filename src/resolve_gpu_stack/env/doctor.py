@@ -24,12 +24,16 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from ..data.definitions import Definitions
 from ..model import Coupling
 from ..model.cuda import CudaLabel, cuda_label_text
-from ..resolver.policy import Misalignment, cuda_major, jit_cache_misalignment, public, torch_abi_mismatch
+from ..rules.fit import torch_abi_mismatch
+from ..rules.invariants import Misalignment, jit_cache_misalignment
+from ..rules.versions import cuda_major, public
 from .abi_imports import ImportOutcome, StaticVerdict
 from .doctor_gpu import arch_floor_problems, check_apis, visible_gpus
 from .doctor_stack import (
@@ -109,29 +113,35 @@ def _component_problems(s: Stack, python: InstalledDistribution) -> tuple[list[s
     """(failures, warnings) about which FlashInfer components are installed beside ``python``."""
     fi = s.defs.flashinfer
     fails: list[str] = []
-    warns: list[str] = []
-    py_v = python.version
     if s.providers and s.shim is None:
         names = ", ".join(d.name for d in s.providers)
         fails.append(f"{names} installed without the {fi.jit_cache} shim: FlashInfer checks each provider against the "
                      f"shim's version, so none is used (install {fi.jit_cache}=={s.providers[0].version})")
     if s.shim is not None and not s.providers and public(s.shim.version) >= fi.providers_since:
         fails.append(f"{pkg(s.shim)} is installed without any {fi.providers} provider: the shim carries no kernels")
-    if public(py_v) >= fi.jit_cache_since:  # cubin and jit-cache are published from 0.4.0 on
-        if s.cubin is None:
-            warns.append(f"{fi.cubin} is not installed: precompiled kernel binaries (cubins) are downloaded on first use, "
-                         "which needs network access")
-        if s.shim is None and not s.providers:
-            warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc "
-                         "and takes minutes")
-    return fails, warns
+    return fails, _missing_components(s, python)
+
+
+def _missing_components(s: Stack, python: InstalledDistribution) -> list[str]:
+    """Warnings for the components a FlashInfer that publishes them (0.4.0 on) goes without."""
+    fi = s.defs.flashinfer
+    warns: list[str] = []
+    if public(python.version) < fi.jit_cache_since:
+        return warns
+    if s.cubin is None:
+        warns.append(f"{fi.cubin} is not installed: precompiled kernel binaries (cubins) are downloaded on first use, "
+                     "which needs network access")
+    if s.shim is None and not s.providers:
+        warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc "
+                     "and takes minutes")
+    return warns
 
 
 # -- 2b. components aligned -----------------------------------------------------------------------
 
 def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
     py_v = s.python.version  # type: ignore[union-attr]
-    v, label = dist.version, dist.version.local or ""
+    v = dist.version
     want = f"{py_v.public}+cuNNN"
     torch_cuda = s.torch_cuda if s.torch is not None else None
     problem = jit_cache_misalignment(v, py_v, CudaLabel.parse(torch_cuda))
@@ -142,6 +152,13 @@ def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
         return f"{pkg(dist)} has no +cuNNN label (expected {want})"
     if s.shim is not None and dist is not s.shim and str(v) != str(s.shim.version):
         return f"{pkg(dist)} != the shim {pkg(s.shim)}: FlashInfer ignores a provider whose version differs from the shim's"
+    return _label_problem(s, dist, problem)
+
+
+def _label_problem(s: Stack, dist: InstalledDistribution, problem: Misalignment | None) -> str | None:
+    """A jit-cache build's CUDA label against torch's."""
+    label = dist.version.local or ""
+    torch_cuda = s.torch_cuda if s.torch is not None else None
     if problem is Misalignment.OTHER_MAJOR:
         major = cuda_major(label)
         return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
@@ -160,6 +177,20 @@ def _check_alignment(s: Stack) -> Check:
     if py.version.public == "0.0.0" and py.version.local == "unknown":
         return Check(name, WARN, f"flashinfer-python {py.version} is an editable or source install: FlashInfer skips its "
                      "version checks and so does this one", {})
+    problems, checked = _alignment_problems(s, py)
+    details = {"checked": checked, "torch_cuda": s.torch_cuda}
+    if problems:
+        return Check(name, FAIL, "; ".join(problems), details)
+    if s.jit_cache_dists and s.torch_cuda is None:
+        return Check(name, WARN, f"{', '.join(checked)} aligned; torch's CUDA is unknown, so the jit-cache CUDA label "
+                     "was not checked against it", details)
+    label = next((d.version.local for d in s.jit_cache_dists), None)
+    tail = f", label {label} fits torch's {s.torch_cuda}" if label else ""
+    return Check(name, PASS, f"aligned: {', '.join(checked)}{tail}", details)
+
+
+def _alignment_problems(s: Stack, py: InstalledDistribution) -> tuple[list[str], list[str]]:
+    """(what is misaligned, what was checked): the cubin and every jit-cache build against ``py``."""
     problems: list[str] = []
     checked = [f"flashinfer-python {py.version}"]
     if s.cubin is not None:
@@ -172,15 +203,7 @@ def _check_alignment(s: Stack) -> Check:
         if problem:
             problems.append(problem)
         checked.append(pkg(dist))
-    details = {"checked": checked, "torch_cuda": s.torch_cuda}
-    if problems:
-        return Check(name, FAIL, "; ".join(problems), details)
-    if s.jit_cache_dists and s.torch_cuda is None:
-        return Check(name, WARN, f"{', '.join(checked)} aligned; torch's CUDA is unknown, so the jit-cache CUDA label "
-                     "was not checked against it", details)
-    label = next((d.version.local for d in s.jit_cache_dists), None)
-    tail = f", label {label} fits torch's {s.torch_cuda}" if label else ""
-    return Check(name, PASS, f"aligned: {', '.join(checked)}{tail}", details)
+    return problems, checked
 
 
 # -- 3. apache-tvm-ffi ----------------------------------------------------------------------------
@@ -196,6 +219,11 @@ def _check_tvm_ffi(s: Stack) -> Check:
     tvm = s.env.distributions.get(TVM_FFI)
     spec = ",".join(str(r.specifier) for r in reqs if str(r.specifier))
     details: dict[str, Any] = {"installed": str(tvm.version) if tvm else None, "required": spec or None}
+    return _tvm_ffi_verdict(name, py, tvm, reqs, spec, details)
+
+
+def _tvm_ffi_verdict(name: str, py: InstalledDistribution, tvm: InstalledDistribution | None, reqs: Sequence[Requirement], spec: str,
+                     details: dict[str, Any]) -> Check:
     if not reqs:
         msg = "flashinfer-python declares no apache-tvm-ffi requirement"
         return Check(name, WARN, msg + ("" if tvm else ", and apache-tvm-ffi is not installed"), details)
@@ -215,38 +243,68 @@ def _abi_problem(s: Stack, dist: InstalledDistribution, why: str) -> tuple[str, 
     rej = torch_abi_mismatch(Coupling.TORCH_ABI, why, dist.version, torch_v)
     if rej is not None:
         return FAIL, f"{pkg(dist)} is {rej.detail} ({why}); installed torch: {torch_v or 'none'}"
-    pins = [r for r in requirements(dist, s.markers) if canonicalize_name(r.name) == TORCH and str(r.specifier)]
-    for req in pins:
-        if torch_v is None:
-            return FAIL, f"{pkg(dist)} requires {req}, and torch is not installed"
-        if not req.specifier.contains(torch_v, prereleases=True):
-            return FAIL, f"{pkg(dist)} requires {req}, not the installed torch {torch_v} ({why})"
+    pins = _torch_pins(dist, s)
+    unmet = _unmet_pin(dist, pins, torch_v, why)
+    if unmet is not None:
+        return FAIL, unmet
     if pins or dist.version.local and "torch" in dist.version.local:
         return None
+    return _stale_kernels(s, dist)
+
+
+def _torch_pins(dist: InstalledDistribution, s: Stack) -> list[Requirement]:
+    """``dist``'s requirements on torch that say a version."""
+    return [r for r in requirements(dist, s.markers) if canonicalize_name(r.name) == TORCH and str(r.specifier)]
+
+
+def _stale_kernels(s: Stack, dist: InstalledDistribution) -> tuple[str, str] | None:
+    """A FlashInfer that builds against libtorch with no torch pin: its JIT cache may be stale."""
     if dist.name in (s.defs.flashinfer.python, LEGACY_FLASHINFER):
         return WARN, (f"{pkg(dist)} builds its kernels against libtorch and pins no torch: kernels JIT-compiled "
                       f"for an earlier torch may be stale (its cache is not keyed by version before 0.4.1)")
     return None
 
 
-def _check_torch_abi(s: Stack) -> Check:
-    name = "torch-abi"
+def _unmet_pin(dist: InstalledDistribution, pins: Sequence[Requirement], torch_v: Version | None, why: str) -> str | None:
+    """Why ``dist``'s torch pin is not met by the installed torch (none installed, or another)."""
+    for req in pins:
+        if torch_v is None:
+            return f"{pkg(dist)} requires {req}, and torch is not installed"
+        if not req.specifier.contains(torch_v, prereleases=True):
+            return f"{pkg(dist)} requires {req}, not the installed torch {torch_v} ({why})"
+    return None
+
+
+def _torch_abi_bound(s: Stack) -> list[tuple[InstalledDistribution, str]]:
+    """The installed distributions the data calls torch-ABI-bound, with why."""
     bound = []
     for dist in s.env.distributions.values():
         coupling, why = s.defs.coupling(dist.name, dist.version)
         if coupling is Coupling.TORCH_ABI:
             bound.append((dist, why))
+    return bound
+
+
+def _check_torch_abi(s: Stack) -> Check:
+    name = "torch-abi"
+    bound = _torch_abi_bound(s)
     if not bound:
         return Check(name, PASS, "no torch-ABI-bound packages besides torch", {"packages": []})
-    found = [(p, dist) for dist, why in bound if (p := _abi_problem(s, dist, why)) is not None]
-    details = {"packages": [pkg(d) for d, _ in bound]}
-    fails = [msg for (status, msg), _ in found if status == FAIL]
+    found = [p for dist, why in bound if (p := _abi_problem(s, dist, why)) is not None]
+    details: dict[str, Any] = {"packages": [pkg(d) for d, _ in bound]}
+    torch_v = s.torch.version if s.torch else "none"
+    return _verdict(name, found, details, f"{', '.join(details['packages'])} fit torch {torch_v}")
+
+
+def _verdict(name: str, found: Sequence[tuple[str, str]], details: dict[str, Any], fine: str) -> Check:
+    """FAIL naming the failures among ``found`` ((status, message) each), else WARN naming the
+    warnings, else PASS saying ``fine``."""
+    fails = [msg for status, msg in found if status == FAIL]
     if fails:
         return Check(name, FAIL, "; ".join(fails), details)
     if found:
-        return Check(name, WARN, "; ".join(msg for (_, msg), _ in found), details)
-    torch_v = s.torch.version if s.torch else "none"
-    return Check(name, PASS, f"{', '.join(details['packages'])} fit torch {torch_v}", details)
+        return Check(name, WARN, "; ".join(msg for _, msg in found), details)
+    return Check(name, PASS, fine, details)
 
 
 # -- 4b. compiled packages against the installed torch, statically ---------------------------------
@@ -310,29 +368,29 @@ def _jit_cache_targets(s: Stack) -> tuple[str, tuple[str, ...] | None]:
     fi = s.defs.flashinfer
     shim = s.shim
     if s.providers or (shim is not None and public(shim.version) >= fi.providers_since):
-        archs = tuple(a for d in s.providers if (a := provider_arch(d.name, fi.providers)) is not None)
-        version = shim.version if shim else s.providers[0].version
-        names = ", ".join(d.name.rsplit("-", 1)[-1] for d in s.providers) or "none"
-        return f"flashinfer-jit-cache {version} (providers: {names})", archs
+        return _provider_targets(s)
     assert shim is not None
     label = shim.version.local or ""
     machine = s.env.target.markers.get("platform_machine", "")
     return f"flashinfer-jit-cache {shim.version}", fi.jit_cache_archs(public(shim.version), label, machine)
 
 
+def _provider_targets(s: Stack) -> tuple[str, tuple[str, ...]]:
+    """FlashInfer 0.7 on: the providers installed, each one architecture's kernels."""
+    fi = s.defs.flashinfer
+    archs = tuple(a for d in s.providers if (a := provider_arch(d.name, fi.providers)) is not None)
+    version = s.shim.version if s.shim else s.providers[0].version
+    names = ", ".join(d.name.rsplit("-", 1)[-1] for d in s.providers) or "none"
+    return f"flashinfer-jit-cache {version} (providers: {names})", archs
+
+
 def _check_gpu(s: Stack, query: GpuQuery | None) -> Check:
     name = "gpu-arch"
-    if query is None:
-        return Check(name, SKIP, "no nvidia-smi: GPU architecture not checked", {})
-    if not query.found:
-        return Check(name, SKIP, f"no nvidia-smi at {query.tool}: GPU architecture not checked", {"nvidia_smi": query.tool})
-    details: dict[str, Any] = {"nvidia_smi": query.tool,
-                               "gpus": [{"name": g.name, "compute_cap": f"{g.compute_cap[0]}.{g.compute_cap[1]}" if g.compute_cap else None}
-                                        for g in query.gpus]}
-    if query.error:
-        return Check(name, WARN, f"{query.tool} failed ({query.error}): GPU architecture not checked", details)
-    if not query.gpus:
-        return Check(name, WARN, f"{query.tool} lists no GPUs: GPU architecture not checked", details)
+    unusable = _unusable_query(name, query)
+    if unusable is not None:
+        return unusable
+    assert query is not None
+    details = _gpu_details(query)
     groups = gpu_groups(query.gpus)
     seen = ", ".join(describe_gpus(cap, names) for cap, names in groups.items())
     floors = arch_floor_problems(s, visible_gpus(query))
@@ -348,12 +406,34 @@ def _check_gpu(s: Stack, query: GpuQuery | None) -> Check:
             return Check(name, FAIL, "; ".join(floors), details)
         return Check(name, WARN, f"arch coverage unknown for {source}: not in the arch table (GPUs {seen})", details)
     fails, warns, oks = _coverage(groups, targets, source)
-    fails = floors + fails
+    return _worst(name, floors + fails, warns, oks, details)
+
+
+def _worst(name: str, fails: list[str], warns: list[str], oks: list[str], details: dict[str, Any]) -> Check:
+    """FAIL naming the failures (then the warnings), else WARN, else PASS."""
     if fails:
         return Check(name, FAIL, "; ".join(fails + warns), details)
     if warns:
         return Check(name, WARN, "; ".join(warns + oks), details)
     return Check(name, PASS, "; ".join(oks), details)
+
+
+def _unusable_query(name: str, query: GpuQuery | None) -> Check | None:
+    """The check when nvidia-smi is missing, fails or lists no GPU (nothing to check); else None."""
+    if query is None:
+        return Check(name, SKIP, "no nvidia-smi: GPU architecture not checked", {})
+    if not query.found:
+        return Check(name, SKIP, f"no nvidia-smi at {query.tool}: GPU architecture not checked", {"nvidia_smi": query.tool})
+    if query.error:
+        return Check(name, WARN, f"{query.tool} failed ({query.error}): GPU architecture not checked", _gpu_details(query))
+    if not query.gpus:
+        return Check(name, WARN, f"{query.tool} lists no GPUs: GPU architecture not checked", _gpu_details(query))
+    return None
+
+
+def _gpu_details(query: GpuQuery) -> dict[str, Any]:
+    return {"nvidia_smi": query.tool,
+            "gpus": [{"name": g.name, "compute_cap": f"{g.compute_cap[0]}.{g.compute_cap[1]}" if g.compute_cap else None} for g in query.gpus]}
 
 
 def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Sequence[str], source: str) -> tuple[list[str], list[str], list[str]]:

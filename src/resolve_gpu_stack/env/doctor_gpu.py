@@ -7,10 +7,10 @@ Pure: stdlib + packaging; the facts (the import's answer, nvidia-smi's GPUs) com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..data.gpus import GpuTable, default_gpu_table
+from ..data.gpus import GpuTable
 from ..errors import NoPlanError, UsageError
 from ..model.gpu import GpuArch
 from .doctor_stack import FAIL, PASS, Check, ImportResult, Stack
@@ -29,7 +29,7 @@ def check_apis(s: Stack, result: ImportResult | None, apis: Sequence[str], query
     """``--require-api``: each API is in the imported module, and the installed FlashInfer is at or
     above its floor on every visible GPU."""
     name = "flashinfer-api"
-    table = table if table is not None else default_gpu_table()
+    table = table if table is not None else s.defs.gpu_table()
     details: dict[str, Any] = {"required": list(apis)}
     if s.python is None:
         return Check(name, FAIL, f"{', '.join(apis)} required, but flashinfer-python is not installed", details)
@@ -37,23 +37,29 @@ def check_apis(s: Stack, result: ImportResult | None, apis: Sequence[str], query
         return Check(name, FAIL, f"{', '.join(apis)} required, but `import flashinfer` failed, so none can be used", details)
     found = dict(result.apis)
     details["found"] = found
-    version = s.python.version
-    fails, oks = [], []
+    fails, oks = _api_problems(apis, found, s.python.version, visible_gpus(query), table)
+    if fails:
+        return Check(name, FAIL, "; ".join(fails), details)
+    gpus = visible_gpus(query)
+    tail = f" (and new enough for {', '.join(map(str, gpus))})" if gpus else " (no GPUs seen: per-GPU floors not checked)"
+    return Check(name, PASS, "; ".join(oks) + tail, details)
+
+
+def _api_problems(apis: Sequence[str], found: Mapping[str, bool], version: Any, gpus: Sequence[GpuArch], table: GpuTable) -> tuple[list[str], list[str]]:
+    """(failures, passes): each API missing from the module, or below its floor on a GPU."""
+    fails: list[str] = []
+    oks: list[str] = []
     for api in apis:
         row = table.api(api)
         what = row.symbol + (f" with backend={row.backend!r}" if row.backend else "")
         if not found.get(api):
             fails.append(f"{api}: flashinfer {version} has no {what} (FlashInfer has it from {row.flashinfer}: {row.source})")
             continue
-        gpu_fails = _api_gpu_problems(api, version, visible_gpus(query), table)
+        gpu_fails = _api_gpu_problems(api, version, gpus, table)
         fails.extend(gpu_fails)
         if not gpu_fails:
             oks.append(f"{api} present in flashinfer {version}")
-    if fails:
-        return Check(name, FAIL, "; ".join(fails), details)
-    gpus = visible_gpus(query)
-    tail = f" (and new enough for {', '.join(map(str, gpus))})" if gpus else " (no GPUs seen: per-GPU floors not checked)"
-    return Check(name, PASS, "; ".join(oks) + tail, details)
+    return fails, oks
 
 
 def _api_gpu_problems(api: str, version: Any, gpus: Sequence[GpuArch], table: GpuTable) -> list[str]:
@@ -73,7 +79,7 @@ def arch_floor_problems(s: Stack, gpus: Sequence[GpuArch], table: GpuTable | Non
     """Each visible GPU the installed FlashInfer is older than the first release with kernels for
     (it would fail there). Whether the installed jit-cache's SASS runs there is the coverage
     check's; the CUDA label the jit-cache was built for is judged there too."""
-    table = table if table is not None else default_gpu_table()
+    table = table if table is not None else s.defs.gpu_table()
     out = []
     for gpu in gpus:
         try:

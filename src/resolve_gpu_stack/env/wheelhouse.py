@@ -40,7 +40,7 @@ from urllib.parse import quote
 from packaging.utils import NormalizedName
 
 from ..errors import LockFileError, UsageError, WriteError
-from ..lock.files import atomic_write, read_lock
+from ..lock.files import read_lock, write_texts
 from ..lock.locked import LockedFile, LockedWheel
 from ..lock.pylock import plan_from_lock
 from ..lock.wheelhouse import (
@@ -356,7 +356,7 @@ def _write_if_changed(path: Path, text: str) -> bool:
     except OSError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, text)
+    write_texts([(path, text)])
     return True
 
 

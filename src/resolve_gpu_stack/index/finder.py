@@ -10,7 +10,6 @@ import hashlib
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -20,28 +19,18 @@ from packaging.version import Version
 from ..data.definitions import Definitions, IndexDefinition, PageLocation, RouteContext
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
-from .parse import parse_metadata, parse_page
+from .parse import ParseMemo, RequiresDist, parse_metadata, parse_page
 
 log = logging.getLogger(__name__)
-
-
-class ResultStore(Protocol):
-    """Where a resolver keeps results computed from what a fetcher read (see resolver/reuse.py)."""
-
-    def get_result(self, key: str) -> bytes | None: ...
-
-    def put_result(self, key: str, content: bytes) -> None: ...
 
 
 class Fetcher(Protocol):
     """The I/O edge. Implementations: ``net.http.HttpFetcher`` and ``net.snapshot.SnapshotFetcher``.
 
     ``concurrent_calls``: whether its methods may be called from several threads at once.
-    ``result_store``: a store for results computed from what it fetched, or None.
     """
 
     concurrent_calls: bool
-    result_store: ResultStore | None
 
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
         """Fetch index pages (concurrently where possible).
@@ -50,6 +39,11 @@ class Fetcher(Protocol):
         (unreachable, timeouts after retries, 5xx after retries, a body that is too large) raises
         ``CrawlError`` naming the URL and the cause.
         """
+        ...
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        """The pages of several indexes ((URLs, their index) each) in one round of concurrent
+        requests, as ``fetch_pages`` answers each. Asked only of a fetcher with ``concurrent_calls``."""
         ...
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
@@ -65,11 +59,15 @@ class Fetcher(Protocol):
 
 
 # A fetcher whose class sets ``concurrent_calls = True`` may be called from several threads at
-# once; the finder then reads the pages of different indexes in one round instead of one index
-# after another, and the provider may crawl a closure from several threads (the finder is safe
-# for that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are
-# only ever called from one thread.
-#
+# once, and reads the pages of several indexes in one round (``fetch_page_round``, on its own
+# connections); the provider may then crawl a closure from several threads (the finder is safe for
+# that: a page or METADATA file asked for twice at once is fetched once). Other fetchers are only
+# ever called from one thread. The finder itself makes no thread (see the README's concurrency model).
+
+
+def index_by_index(fetcher: Fetcher, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+    """``fetch_page_round`` of a fetcher called from one thread only: one index after another."""
+    return {url: resp for urls, index in batches for url, resp in fetcher.fetch_pages(urls, index=index).items()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,11 +89,14 @@ class PageVisit:
 
 
 class Finder:
-    """Reads pages through a fetcher, parses them, applies routing, and memoizes everything."""
+    """Reads pages through a fetcher, parses them, applies routing, and memoizes everything: what
+    it read, and what parsing it learned (``memo``: wheel tag parts, Requires-Dist lines). One per
+    command; the targets it resolves share it (and may be resolved from several threads)."""
 
     def __init__(self, fetcher: Fetcher, definitions: Definitions) -> None:
         self.fetcher = fetcher
         self.definitions = definitions
+        self.memo = ParseMemo()
         self._pages: dict[str, ParsedPage | None] = {}
         self._metadata: dict[str, WheelMetadata] = {}
         self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
@@ -125,46 +126,79 @@ class Finder:
             for loc in self.definitions.pages_for(name, ctx):
                 if loc.url not in self._pages and loc.url not in self._unparsed:
                     by_index.setdefault(loc.index, []).append(loc.url)
-        batches = [(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()]
-        if len(batches) > 1 and self.fetcher.concurrent_calls:
-            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
-                futures = [pool.submit(self._read, urls, index) for urls, index in batches]
-            for future in futures:
-                future.result()
-            return
-        for urls, index in batches:
-            self._read(urls, index)
+        self._read_all([(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()])
 
-    def _read(self, urls: list[str], index: IndexDefinition, *, parse: bool = True) -> None:
-        for url in urls:
-            if url in self._failed:
-                raise self._failed[url].with_traceback(None)  # an old traceback holds an earlier target's frames
-        mine, others = self._claim("page ", [u for u in urls if u not in self._unparsed], self._pages)
+    def _read_all(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
+        """Read the pages of several indexes: in one round when the fetcher takes calls from several
+        threads (it runs them on its own connections: the finder makes no thread), else one index
+        after another."""
+        if len(batches) > 1 and self.fetcher.concurrent_calls:
+            self._read(batches, parse=parse)
+            return
+        for batch in batches:
+            self._read([batch], parse=parse)
+
+    def _read(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
+        """Read the pages of ``batches`` ((URLs, their index) each) not read yet; a page another
+        thread is reading is waited for, not asked again."""
+        index_of = {url: index for urls, index in batches for url in urls if url not in self._unparsed}
+        self._raise_failed(index_of)
+        mine, others = self._claim("page ", index_of, self._pages)
         try:
             if mine:
-                try:
-                    responses = self.fetcher.fetch_pages(mine, index=index)
-                except CrawlError as exc:
-                    if exc.url in mine:
-                        self._failed[exc.url] = exc
-                    raise
-                for url in mine:
-                    resp = responses.get(url)
-                    if resp is None:
-                        raise CrawlError(url, "the fetcher returned no answer for this page")
-                    digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
-                    self.page_digests[url] = (index.name, digest)
-                    if parse:
-                        self._pages[url] = parse_page(resp.page, index=index.name) if resp.page is not None else None
-                    else:
-                        self._unparsed[url] = (resp, index.name)
+                wanted = {url: index_of[url] for url in mine}
+                self._keep(self._fetch(wanted), wanted, parse=parse)
         finally:
             self._release("page ", mine)
         for event in others:
             event.wait()
-        missing = [url for url in urls if url not in self._pages and url not in self._unparsed]
-        if missing and others:  # another thread's batch failed: read them here, for the real error
-            self._read(missing, index, parse=parse)
+        missing = self._unread(batches) if others else []
+        if missing:  # another thread's read failed: read them here, for the real error
+            self._read(missing, parse=parse)
+
+    def _raise_failed(self, urls: Iterable[str]) -> None:
+        """The error a page of ``urls`` already ended in (its retries are spent), raised again."""
+        failed = next((self._failed[url] for url in urls if url in self._failed), None)
+        if failed is not None:
+            raise failed.with_traceback(None)  # an old traceback holds an earlier target's frames
+
+    def _unread(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> list[tuple[Sequence[str], IndexDefinition]]:
+        """``batches`` less the pages read (parsed or not)."""
+        out: list[tuple[Sequence[str], IndexDefinition]] = []
+        for urls, index in batches:
+            left = [u for u in urls if u not in self._pages and u not in self._unparsed]
+            if left:
+                out.append((left, index))
+        return out
+
+    def _fetch(self, wanted: Mapping[str, IndexDefinition]) -> dict[str, PageResponse]:
+        """The fetcher's answers for ``wanted`` (URL -> index): one call, or one round of several
+        indexes (``Fetcher.fetch_page_round``). A page that cannot be read is remembered."""
+        by_index: dict[str, tuple[list[str], IndexDefinition]] = {}
+        for url, index in wanted.items():
+            by_index.setdefault(index.name, ([], index))[0].append(url)
+        try:
+            if len(by_index) > 1:
+                return self.fetcher.fetch_page_round(list(by_index.values()))
+            urls, index = next(iter(by_index.values()))
+            return self.fetcher.fetch_pages(urls, index=index)
+        except CrawlError as exc:
+            if exc.url in wanted:
+                self._failed[exc.url] = exc
+            raise
+
+    def _keep(self, responses: Mapping[str, PageResponse], wanted: Mapping[str, IndexDefinition], *, parse: bool) -> None:
+        """Digest each answer; parse it now (``parse``), or keep it to compare and parse when asked for."""
+        for url, index in wanted.items():
+            resp = responses.get(url)
+            if resp is None:
+                raise CrawlError(url, "the fetcher returned no answer for this page")
+            digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
+            self.page_digests[url] = (index.name, digest)
+            if parse:
+                self._pages[url] = parse_page(resp.page, index=index.name, memo=self.memo) if resp.page is not None else None
+            else:
+                self._unparsed[url] = (resp, index.name)
 
     def _claim(self, kind: str, keys: Iterable[str], done: Mapping[str, object]) -> tuple[list[str], list[threading.Event]]:
         """Split ``keys`` into those this thread fetches and events of those another thread is fetching."""
@@ -195,10 +229,10 @@ class Finder:
             unparsed = self._unparsed.get(location.url)
             if unparsed is not None:
                 resp, index = unparsed
-                self._pages[location.url] = parse_page(resp.page, index=index) if resp.page is not None else None
+                self._pages[location.url] = parse_page(resp.page, index=index, memo=self.memo) if resp.page is not None else None
                 self._unparsed.pop(location.url, None)
             else:
-                self._read([location.url], self.definitions.indexes[location.index])
+                self._read([([location.url], self.definitions.indexes[location.index])])
         return self._pages[location.url]
 
     def unchanged(self, pages: Iterable[tuple[str, str, str | None]], metadata: Iterable[tuple[IndexFile, str]]) -> bool:
@@ -214,15 +248,7 @@ class Finder:
             wanted[url] = digest
             if url not in self.page_digests:
                 by_index.setdefault(index, []).append(url)
-        batches = [(urls, self.definitions.indexes[index]) for index, urls in by_index.items()]
-        if len(batches) > 1 and self.fetcher.concurrent_calls:
-            with ThreadPoolExecutor(max_workers=len(batches), thread_name_prefix="finder") as pool:
-                futures = [pool.submit(self._read, urls, definition, parse=False) for urls, definition in batches]
-            for future in futures:
-                future.result()
-        else:
-            for urls, definition in batches:
-                self._read(urls, definition, parse=False)
+        self._read_all([(urls, self.definitions.indexes[index]) for index, urls in by_index.items()], parse=False)
         if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
             return False
         files = list(metadata)
@@ -259,65 +285,69 @@ class Finder:
             if parsed is None:
                 visits.append(PageVisit(location=loc, found=False))
                 continue
-            index = self.definitions.indexes[loc.index]
-            # Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged
-            # at INFO. A file that claims another package or lives on a foreign host is a warning.
-            if parsed.warnings:  # once per page, with a count: an old PyPI page has hundreds
-                more = len(parsed.warnings) - 1
-                log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")
-            refused: list[str] = []
-            kept = 0
-            hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
-            for f in parsed.files:
-                if f.name != wanted:
-                    if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
-                        refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
-                    continue
-                origin = _origin(f.url)
-                allowed = hosts.get(origin)
-                if allowed is None:
-                    allowed = hosts[origin] = index.allows_host(f.url)
-                if not allowed:
-                    refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
-                    continue
-                if loc.route.versions is not None and f.version not in loc.route.versions:
-                    continue
-                offers.append(Offer(file=f if f.index == loc.index else replace(f, index=loc.index), location=loc))
-                kept += 1
-            visits.append(PageVisit(location=loc, found=True, files=kept, warnings=tuple(parsed.warnings) + tuple(refused)))
-            for w in refused:
-                log.warning("%s: %s", loc.url, w)
+            found, refused = self._page_offers(wanted, loc, parsed)
+            offers += found
+            visits.append(PageVisit(location=loc, found=True, files=len(found), warnings=tuple(parsed.warnings) + tuple(refused)))
         return offers, visits
+
+    def _page_offers(self, wanted: NormalizedName, loc: PageLocation, parsed: ParsedPage) -> tuple[list[Offer], list[str]]:
+        """What one page offers for ``wanted`` (its route's versions, from hosts its index uses), and
+        the files refused (another package's wheel, a foreign host), each said once as a warning.
+        Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged at
+        INFO, once per page with a count (an old PyPI page has hundreds)."""
+        _log_skipped(loc, parsed)
+        index = self.definitions.indexes[loc.index]
+        versions = loc.route.versions
+        offers: list[Offer] = []
+        refused: list[str] = []
+        hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
+        for f in parsed.files:
+            if f.name != wanted:
+                if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
+                    refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
+            elif not _allowed(hosts, index, f.url):
+                refused.append(f"{f.filename}: hosted on a host {index.name} does not use; ignored")
+            elif versions is None or f.version in versions:
+                offers.append(Offer(file=f if f.index == loc.index else replace(f, index=loc.index), location=loc))
+        for w in refused:
+            log.warning("%s: %s", loc.url, w)
+        return offers, refused
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
-        todo = {f.url: f for f in files if f.url not in self._metadata and f.url not in self._metadata_errors}
+        todo = {f.url: f for f in files if not self._metadata_known(f.url)}
         if not todo:
             return
         mine, others = self._claim("metadata ", todo, self._metadata)
         try:
             if mine:
-                try:
-                    raw = self.fetcher.fetch_metadata([todo[url] for url in mine])
-                    for url in mine:
-                        if url in raw:
-                            meta = self._metadata[url] = self._checked(todo[url], raw[url])
-                            self._releases.setdefault((meta.name, meta.version), meta)
-                            self.metadata_digests[url] = (todo[url], hashlib.sha256(raw[url]).hexdigest())
-                except CrawlError as exc:
-                    # Remember which wheel failed (its retries are spent): asking again would only
-                    # repeat them. The other wheels of the batch are tried again on their own.
-                    failed = next((url for url in mine if exc.url.startswith(url)), None)
-                    if failed is not None:
-                        self._metadata_errors[failed] = exc
-                    raise
+                self._read_metadata([todo[url] for url in mine])
         finally:
             self._release("metadata ", mine)
         for event in others:
             event.wait()
-        missing = [f for url, f in todo.items() if url not in self._metadata and url not in mine]
-        if missing:  # another thread's attempt failed: try here, for the real error
-            self.prefetch_metadata(missing)
+        if others:  # another thread's attempt failed: try here, for the real error
+            self.prefetch_metadata(_except(todo, mine))
+
+    def _metadata_known(self, url: str) -> bool:
+        """Whether the METADATA of the wheel at ``url`` was read, or its reading failed for good."""
+        return url in self._metadata or url in self._metadata_errors
+
+    def _read_metadata(self, files: list[IndexFile]) -> None:
+        try:
+            raw = self.fetcher.fetch_metadata(files)
+            for f in files:
+                if f.url in raw:
+                    meta = self._metadata[f.url] = self._checked(f, raw[f.url])
+                    self._releases.setdefault((meta.name, meta.version), meta)
+                    self.metadata_digests[f.url] = (f, hashlib.sha256(raw[f.url]).hexdigest())
+        except CrawlError as exc:
+            # Remember which wheel failed (its retries are spent): asking again would only
+            # repeat them. The other wheels of the batch are tried again on their own.
+            failed = next((f.url for f in files if exc.url.startswith(f.url)), None)
+            if failed is not None:
+                self._metadata_errors[failed] = exc
+            raise
 
     def has_metadata(self, file: IndexFile) -> bool:
         return file.url in self._metadata
@@ -326,6 +356,10 @@ class Finder:
         """The METADATA of some wheel of this release already read (wheels of one release
         almost always declare the same requirements): a guess for prefetching, never an answer."""
         return self._releases.get((name, version))
+
+    def requires_dist(self, line: str) -> RequiresDist | None:
+        """A Requires-Dist line parsed (once per finder); None when it does not parse."""
+        return self.memo.requires_dist(line)
 
     def metadata(self, file: IndexFile) -> WheelMetadata:
         if file.url in self._metadata_errors:
@@ -348,12 +382,29 @@ class Finder:
         return meta
 
 
+def _except(files: Mapping[str, IndexFile], urls: Sequence[str]) -> list[IndexFile]:
+    left = set(files) - set(urls)
+    return [f for url, f in files.items() if url in left]
+
+
+def _log_skipped(loc: PageLocation, parsed: ParsedPage) -> None:
+    if parsed.warnings:
+        more = len(parsed.warnings) - 1
+        log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")
+
+
+def _allowed(hosts: dict[str, bool], index: IndexDefinition, url: str) -> bool:
+    """Whether ``index`` uses the host of ``url``, asked once per origin (``hosts``)."""
+    origin = _origin(url)
+    allowed = hosts.get(origin)
+    if allowed is None:
+        allowed = hosts[origin] = index.allows_host(url)
+    return allowed
+
+
 def _origin(url: str) -> str:
     """``scheme://netloc`` of a URL: every URL with the same origin has the same host."""
     start = url.find("://")
     end = url.find("/", start + 3) if start >= 0 else -1
     return url if end < 0 else url[:end]
 
-
-def names_of(files: Iterable[IndexFile]) -> set[NormalizedName]:
-    return {f.name for f in files}

@@ -50,15 +50,19 @@ def tokens(text: str) -> list[Token] | None:
             tag = m.group("tag").lower()
             if tag in _RAW or (tag == "title" and not _plain_title(text, pos)):
                 return None
-            raw = m.group("attrs")
-            attrs = [(name.lower(), value if eq else None) for name, eq, value in _ATTR.findall(raw)] if raw else []
-            out.append(("start", tag, attrs))
-            if m.group("close"):
-                out.append(("end", tag, None))
+            out += _start(tag, m)
         elif kind == "end":
             out.append(("end", m.group("end").lower(), None))
         # comments and the doctype make no call the collector uses
     return out if pos == len(text) else None
+
+
+def _start(tag: str, m: re.Match[str]) -> list[Token]:
+    """A start tag's calls: its attributes as ``HTMLParser`` gives them (names lowercased; no value:
+    None), and its end when it closes itself (``<br/>``)."""
+    raw = m.group("attrs")
+    start: Token = ("start", tag, [(name.lower(), value if eq else None) for name, eq, value in _ATTR.findall(raw)] if raw else [])
+    return [start, ("end", tag, None)] if m.group("close") else [start]
 
 
 def _plain_title(text: str, pos: int) -> bool:

@@ -1,5 +1,7 @@
 """Pure parsers: index pages (PEP 503 HTML, PEP 691 JSON, PyTorch's and FlashInfer's dialects),
-wheel/sdist filenames, and core metadata. No I/O, no global caches.
+wheel/sdist filenames, core metadata and its Requires-Dist lines. No I/O, no global caches: what
+is worth remembering across pages (a wheel tag part's tags, a Requires-Dist line) goes in a
+``ParseMemo`` its caller owns (the ``Finder``).
 
 Error contract (the same for every call):
 
@@ -12,6 +14,7 @@ Error contract (the same for every call):
   object with a ``files`` (or ``projects``) list, or declares an API major version other than 1.
 * ``parse_metadata`` raises ``CrawlError(source, cause)`` for anything it cannot use.
 * ``parse_filename`` raises ``ValueError`` naming the filename and what is wrong with it.
+* ``ParseMemo.requires_dist`` returns None for a line that does not parse.
 
 No other exception escapes. URLs in results and messages never carry ``user:password@``.
 """
@@ -28,7 +31,9 @@ from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote, urljoin
 
+from packaging.markers import Marker
 from packaging.metadata import parse_email
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
 from packaging.utils import (
@@ -73,7 +78,7 @@ _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code
 
 
 # -- public API ---------------------------------------------------------------------------------
-def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | None = None) -> ParsedPage:
+def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | None = None, memo: ParseMemo | None = None) -> ParsedPage:
     """Parse one index page into the files it offers and the sub-directories it lists.
 
     ``page is None`` (the index answered 404) gives an empty page with ``url == ""``. The body
@@ -88,10 +93,13 @@ def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | No
     skipped before any per-row work (no URL join, no filename parse, no warning), so looking a
     few files up on a page of thousands costs little more than reading the page; the rows kept
     are read exactly as without ``only``.
+
+    ``memo``: the tags of each wheel tag part seen on earlier pages (files with the same tags then
+    hold the same frozenset: a tag fit's memo matches them by identity); without one, per page.
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index, only)
+    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {})
     text = _decode(page, ctx)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     mime = page.content_type.partition(";")[0].strip().lower()
@@ -155,15 +163,72 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RequiresDist:
+    """One Requires-Dist line, parsed."""
+
+    name: NormalizedName
+    specifier: SpecifierSet
+    extras: frozenset[str]
+    marker: Marker | None
+    url: str | None
+    text: str  # the requirement without its marker: ``torch==2.9.0``
+
+
+def parse_requires_dist(line: str) -> RequiresDist | None:
+    """A Requires-Dist line, parsed; None when it does not parse."""
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    return RequiresDist(
+        name=canonicalize_name(req.name),
+        specifier=req.specifier,
+        extras=frozenset(canonicalize_name(e) for e in req.extras),
+        marker=req.marker,
+        url=req.url,
+        text=str(req).split(";", 1)[0].strip(),
+    )
+
+
+class ParseMemo:
+    """What parsing remembers across the pages and METADATA files of one crawl (a ``Finder``'s:
+    every target of a command shares it, and it dies with the command).
+
+    ``tag_sets``: a wheel's tag part -> its tags. The files of every page with the same tags hold
+    the same frozenset, so a tag fit's memo (``rules.fit.TargetFit``) matches them by identity, not
+    by comparing tags. A few hundred distinct tag parts in practice.
+    ``requires_dist``: each Requires-Dist line parsed once (the same lines come back for every
+    extra, every wiring and every target; their specifiers are then shared objects too).
+
+    Safe to share between threads: a race computes a value twice, and both are equal.
+    """
+
+    __slots__ = ("tag_sets", "_requires")
+
+    def __init__(self) -> None:
+        self.tag_sets: dict[str, frozenset[Tag]] = {}
+        self._requires: dict[str, RequiresDist | None] = {}
+
+    def requires_dist(self, line: str) -> RequiresDist | None:
+        try:
+            return self._requires[line]
+        except KeyError:
+            parsed = self._requires[line] = parse_requires_dist(line)
+            return parsed
+
+
 redact = strip_userinfo  # credentials never reach models or messages
 
 
 # -- decoding -----------------------------------------------------------------------------------
 class _Context:
-    """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), a memo."""
+    """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), memos
+    (``tag_sets``: the caller's ``ParseMemo.tag_sets``, or this page's own)."""
 
-    def __init__(self, url: str, index: str, only: Collection[str] | None = None) -> None:
+    def __init__(self, url: str, index: str, only: Collection[str] | None = None, tag_sets: dict[str, frozenset[Tag]] | None = None) -> None:
         self.url = url
+        self.tag_sets: dict[str, frozenset[Tag]] = {} if tag_sets is None else tag_sets
         self.index = index
         self.only = None if only is None else frozenset(only)
         self.lines: list[str] = []
@@ -287,28 +352,13 @@ def _collect(text: str, ctx: _Context) -> _AnchorCollector:
 
 
 def _parse_html(text: str, ctx: _Context) -> ParsedPage:
-    error = _XML_ERROR.match(text)
-    if error:
-        code = f" ({error.group(1).strip()})" if error.group(1) else ""
-        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
-                         hint="index URLs end with a slash; check the URL")
+    _refuse_xml_error(text, ctx)
     collector = _collect(text, ctx)
     _check_api_version(collector.api_version, ctx.url)
     if text.strip() and "<" not in text:
         ctx.warn("the page has no HTML markup; no links found")
-    base = ctx.url
-    if collector.base:
-        base = redact(_join(ctx.url, collector.base) or ctx.url)
-    files: list[IndexFile] = []
-    subdirs: list[str] = []
-    anchors = collector.anchors if ctx.only is None else [a for a in collector.anchors if _may_name(a, ctx.only)]
-    for anchor in anchors:
-        found = _read_anchor(anchor, base, ctx)
-        if isinstance(found, IndexFile):
-            if ctx.only is None or found.filename in ctx.only:
-                files.append(found)
-        elif found is not None and ctx.only is None:
-            subdirs.append(found)
+    base = redact(_join(ctx.url, collector.base) or ctx.url) if collector.base else ctx.url
+    files, subdirs = _anchors_read(collector.anchors, base, ctx)
     title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
     return ParsedPage(
         url=ctx.url,
@@ -317,6 +367,34 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
         warnings=ctx.warnings(),
         title=" ".join("".join(title_parts).split()) or None,
     )
+
+
+def _refuse_xml_error(text: str, ctx: _Context) -> None:
+    """An S3-style ``<Error>`` document is an error, not an empty page."""
+    error = _XML_ERROR.match(text)
+    if error:
+        code = f" ({error.group(1).strip()})" if error.group(1) else ""
+        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
+                         hint="index URLs end with a slash; check the URL")
+
+
+def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[list[IndexFile], list[str]]:
+    """(the files, the sub-directories) the anchors link to; with ``ctx.only``, its files alone."""
+    files: list[IndexFile] = []
+    subdirs: list[str] = []
+    if ctx.only is not None:
+        only = ctx.only
+        for anchor in anchors:
+            if _may_name(anchor, only) and isinstance(found := _read_anchor(anchor, base, ctx), IndexFile) and found.filename in only:
+                files.append(found)
+        return files, subdirs
+    for anchor in anchors:
+        found = _read_anchor(anchor, base, ctx)
+        if isinstance(found, IndexFile):
+            files.append(found)
+        elif found is not None:
+            subdirs.append(found)
+    return files, subdirs
 
 
 _URL_TAB_NEWLINE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
@@ -428,6 +506,38 @@ def _is_untested(attrs: dict[str, str | None], tail: list[str]) -> bool:
 
 # -- JSON (PEP 691) -----------------------------------------------------------------------------
 def _parse_json(text: str, ctx: _Context) -> ParsedPage:
+    data = _json_object(text, ctx)
+    files, projects = data.get("files"), data.get("projects")
+    if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
+        return ParsedPage(url=ctx.url, subdirs=_json_projects(projects) if ctx.only is None else (), warnings=ctx.warnings())
+    if not isinstance(files, list):
+        raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
+                         hint="the URL may be a JSON API endpoint rather than the simple index")
+    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only))
+    return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.get("name")))
+
+
+def _json_projects(projects: list[Any]) -> tuple[str, ...]:
+    """A PEP 691 root's projects as sub-directories (``name/``)."""
+    names = (p.get("name") for p in projects if isinstance(p, dict))
+    return tuple(dict.fromkeys(canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip()))
+
+
+def _json_rows(files: list[Any], only: frozenset[str] | None) -> Iterable[tuple[int, object]]:
+    """The rows to read, numbered; with ``only``, every other row is skipped before any work on it."""
+    rows: Iterable[tuple[int, object]] = enumerate(files)
+    if only is not None:
+        rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in only)
+    return rows
+
+
+def _json_text(value: object) -> str | None:
+    """A JSON string value, stripped; None for anything else or an empty one."""
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
+def _json_object(text: str, ctx: _Context) -> dict[str, Any]:
+    """The page's JSON object, its API version checked."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -436,40 +546,14 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
         raise CrawlError(ctx.url, f"the JSON is a {type(data).__name__}, not a PEP 691 object with 'files'")
     meta = data.get("meta")
     _check_api_version(meta.get("api-version") if isinstance(meta, dict) else None, ctx.url)
-    files, projects = data.get("files"), data.get("projects")
-    if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
-        names = (p.get("name") for p in projects if isinstance(p, dict))
-        subdirs = (canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip())
-        return ParsedPage(url=ctx.url, subdirs=tuple(dict.fromkeys(subdirs)) if ctx.only is None else (), warnings=ctx.warnings())
-    if not isinstance(files, list):
-        raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
-                         hint="the URL may be a JSON API endpoint rather than the simple index")
-    rows: Iterable[tuple[int, object]] = enumerate(files)
-    if ctx.only is not None:  # skip every other row before any work on it
-        wanted = ctx.only
-        rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in wanted)
-    found = (_json_file(entry, i, ctx) for i, entry in rows)
-    name = data.get("name")
-    return ParsedPage(
-        url=ctx.url,
-        files=tuple(dict.fromkeys(f for f in found if f is not None)),
-        warnings=ctx.warnings(),
-        title=(name.strip() or None) if isinstance(name, str) else None,
-    )
+    return data
 
 
 def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
-    if not isinstance(entry, dict):
-        ctx.warn(f"files[{i}] is not an object; skipped")
+    located = _json_location(entry, i, ctx)
+    if located is None:
         return None
-    filename, href = entry.get("filename"), entry.get("url")
-    if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
-        ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
-        return None
-    joined = _join_redacted(ctx.url, href.strip(), ctx)
-    if joined is None or _download_path(joined) is None:
-        ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
-        return None
+    entry, filename, joined = located
     try:
         name, version, tags, is_wheel = _filename(filename, ctx)
     except ValueError as exc:
@@ -481,8 +565,7 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     if digest is None:
         digest = _fragment_sha256(fragment)
     has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
-    size, yanked = entry.get("size"), entry.get("yanked")
-    upload_time, requires_python = entry.get("upload-time"), entry.get("requires-python")
+    size, requires_python = entry.get("size"), entry.get("requires-python")
     return IndexFile(
         filename=filename,
         url=link,
@@ -492,14 +575,29 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         is_wheel=is_wheel,
         index=ctx.index,
         sha256=_sha256(digest, filename, "sha256", ctx) if digest is not None else None,
-        size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
-        requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None,
-                                         filename, ctx),
-        yanked=_json_yanked(yanked),
+        size=size if type(size) is int and size >= 0 else None,  # not a bool
+        requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None, filename, ctx),
+        yanked=_json_yanked(entry.get("yanked")),
         metadata_sha256=metadata_sha256,
         has_metadata=has_metadata,
-        upload_time=(upload_time.strip() or None) if isinstance(upload_time, str) else None,
+        upload_time=_json_text(entry.get("upload-time")),
     )
+
+
+def _json_location(entry: object, i: int, ctx: _Context) -> tuple[dict[str, Any], str, str] | None:
+    """(the row, its filename, its URL joined and redacted), or None (warned) for a row without them."""
+    if not isinstance(entry, dict):
+        ctx.warn(f"files[{i}] is not an object; skipped")
+        return None
+    filename, href = entry.get("filename"), entry.get("url")
+    if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
+        ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
+        return None
+    joined = _join_redacted(ctx.url, href.strip(), ctx)
+    if joined is None or _download_path(joined) is None:
+        ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
+        return None
+    return entry, filename, joined
 
 
 def _json_yanked(value: object) -> str | None:
@@ -509,7 +607,7 @@ def _json_yanked(value: object) -> str | None:
     return "" if value is True else None
 
 
-def _json_metadata(entry: dict, filename: str, ctx: _Context) -> tuple[bool, str | None]:
+def _json_metadata(entry: dict[str, Any], filename: str, ctx: _Context) -> tuple[bool, str | None]:
     """PEP 691/714: ``core-metadata`` (or legacy ``dist-info-metadata``) is a bool or a hash map."""
     for key in ("core-metadata", "dist-info-metadata"):
         value = entry.get(key)
@@ -540,28 +638,41 @@ def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
     files), and a link whose last path segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its
     directory, joined once per page, plus that segment. Anything else takes the general path.
     """
+    fast = _fast_join(base, href, ctx)
+    if fast is not None:
+        return fast
+    joined = _join(base, href)
+    return None if joined is None else redact(joined)
+
+
+def _fast_join(base: str, href: str, ctx: _Context) -> str | None:
+    """``_join_redacted``'s two shortcuts (see there); None: take the general path."""
     pre, _, fragment = href.partition("#")
     base_scheme = "https" if base.startswith("https://") else "http" if base.startswith("http://") else None
     if base_scheme is None or _UNSAFE_CHARS.search(fragment):
-        joined = _join(base, href)
-        return None if joined is None else redact(joined)
+        return None
     tail = "#" + fragment if fragment else ""  # urljoin re-assembles the URL: an empty "#" goes
     if _ABSOLUTE.fullmatch(pre) and href.isascii():
         if not pre.startswith(base_scheme + ":"):
             return redact(href)  # another scheme: urljoin returns the href verbatim
         return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    head, last = _joined_directory(base, pre, ctx)
+    return head + last + tail if head else None
+
+
+def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
+    """(the redacted join of ``pre``'s directory, its last segment) when that segment is plain and
+    the directory joins on its own (once per page and directory: ``ctx.joins``); ("", "") otherwise."""
     slash = pre.rfind("/")
     last = pre[slash + 1:]
-    if last not in (".", "..") and _PLAIN_SEGMENT.fullmatch(last) and _separable(pre, slash):
-        key = (base, pre[: slash + 1] or "./")
-        head = ctx.joins.get(key)
-        if head is None:
-            joined = _join(base, key[1])
-            head = ctx.joins[key] = redact(joined) if joined is not None else ""
-        if head:
-            return head + last + tail
-    joined = _join(base, href)
-    return None if joined is None else redact(joined)
+    if last in (".", "..") or not _PLAIN_SEGMENT.fullmatch(last) or not _separable(pre, slash):
+        return "", ""
+    key = (base, pre[: slash + 1] or "./")
+    head = ctx.joins.get(key)
+    if head is None:
+        joined = _join(base, key[1])
+        head = ctx.joins[key] = redact(joined) if joined is not None else ""
+    return head, last
 
 
 def _separable(pre: str, slash: int) -> bool:
@@ -578,16 +689,9 @@ def _separable(pre: str, slash: int) -> bool:
     return colon == -1 or (first_slash != -1 and first_slash < colon)  # no scheme
 
 
-# A wheel's tag part -> its tags, shared by every page read in this process: the files of every page
-# with the same tags hold the same frozenset, so looking one up (``policy.tag_rank``'s memo) is an
-# identity check, not a comparison of tags. A few hundred distinct tag parts in practice.
-_TAG_SETS: dict[str, frozenset[Tag]] = {}
-_TAG_SETS_KEPT = 4096
-
-
 def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
     """``parse_filename``, with a wheel's name/version parts parsed once per page and its tag part
-    once per process (``_TAG_SETS``).
+    once per ``ParseMemo`` (``ctx.tag_sets``).
 
     A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
     its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) before
@@ -597,7 +701,7 @@ def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, fr
     if plain and not _UNSAFE_CHARS.search(filename):
         name_part, version_part, tag_part = filename[:-4].split("-", 2)
         known = ctx.names.get((name_part, version_part))
-        tags = _TAG_SETS.get(tag_part)
+        tags = ctx.tag_sets.get(tag_part)
         if known is not None and tags is not None:
             return known[0], known[1], tags, True
     name, version, tags, is_wheel = parse_filename(filename)
@@ -610,9 +714,7 @@ def _remember(filename: str, name: NormalizedName, version: Version, tags: froze
     """Keep a plain wheel filename's parsed parts for the rows after it; the shared tag set."""
     name_part, version_part, tag_part = filename[:-4].split("-", 2)
     ctx.names[(name_part, version_part)] = (name, version)
-    if len(_TAG_SETS) >= _TAG_SETS_KEPT:
-        _TAG_SETS.clear()
-    return _TAG_SETS.setdefault(tag_part, tags)
+    return ctx.tag_sets.setdefault(tag_part, tags)
 
 
 def _download_path(link: str) -> str | None:

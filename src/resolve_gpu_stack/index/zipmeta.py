@@ -106,7 +106,7 @@ def find_eocd(tail: bytes, file_size: int) -> EndOfCentralDirectory:
     raise ZipError("not a zip file: no end of central directory record")
 
 
-def _read_end_records(tail: bytes, pos: int, fields: tuple, tail_start: int) -> EndOfCentralDirectory:
+def _read_end_records(tail: bytes, pos: int, fields: tuple[int, ...], tail_start: int) -> EndOfCentralDirectory:
     _, disk, cd_disk, _, entries, cd_size, cd_offset, comment_len = fields
     comment = tail[pos + _EOCD.size : pos + _EOCD.size + comment_len]
     if disk != 0 or cd_disk != 0:
@@ -115,14 +115,7 @@ def _read_end_records(tail: bytes, pos: int, fields: tuple, tail_start: int) -> 
     zip64 = loc_pos >= 0 and tail[loc_pos : loc_pos + 4] == ZIP64_LOCATOR_SIG
     records_start = tail_start + pos  # where the central directory should end
     if zip64:
-        _, _, z64_offset, _ = _ZIP64_LOCATOR.unpack_from(tail, loc_pos)
-        # The record sits right before the locator; a stored offset may be shifted by prepended bytes.
-        z64_pos = loc_pos - _ZIP64_EOCD.size
-        if z64_pos < 0 or tail[z64_pos : z64_pos + 4] != ZIP64_EOCD_SIG:
-            rel = z64_offset - tail_start
-            if not 0 <= rel <= len(tail) - _ZIP64_EOCD.size or tail[rel : rel + 4] != ZIP64_EOCD_SIG:
-                raise ZipError("zip64 end of central directory record not found")
-            z64_pos = rel
+        z64_pos = _zip64_record(tail, loc_pos, tail_start)
         z = _ZIP64_EOCD.unpack_from(tail, z64_pos)
         entries, cd_size, cd_offset = z[7], z[8], z[9]
         records_start = tail_start + z64_pos
@@ -134,6 +127,19 @@ def _read_end_records(tail: bytes, pos: int, fields: tuple, tail_start: int) -> 
     return EndOfCentralDirectory(
         cd_offset=cd_offset + shift, cd_size=cd_size, entries=entries, comment=comment, zip64=zip64, shift=shift
     )
+
+
+def _zip64_record(tail: bytes, loc_pos: int, tail_start: int) -> int:
+    """Where in ``tail`` the zip64 end record is: right before its locator, or where the locator
+    says (a stored offset may be shifted by prepended bytes)."""
+    _, _, z64_offset, _ = _ZIP64_LOCATOR.unpack_from(tail, loc_pos)
+    z64_pos = loc_pos - _ZIP64_EOCD.size
+    if z64_pos >= 0 and tail[z64_pos : z64_pos + 4] == ZIP64_EOCD_SIG:
+        return z64_pos
+    rel: int = z64_offset - tail_start
+    if not 0 <= rel <= len(tail) - _ZIP64_EOCD.size or tail[rel : rel + 4] != ZIP64_EOCD_SIG:
+        raise ZipError("zip64 end of central directory record not found")
+    return rel
 
 
 def parse_central_directory(data: bytes, eocd: EndOfCentralDirectory) -> list[ZipEntry]:

@@ -28,7 +28,7 @@ from ..errors import LockFileError, ResolveGpuStackError
 from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, Target, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
-from ..resolver.policy import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
+from ..rules.invariants import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
 from .locked import LockedFile, Pin
@@ -559,14 +559,38 @@ def retention_findings(path: Path, packages: Iterable[LockedPackage], defs: Defi
 # -- against an index (a snapshot, or the live indexes) -------------------------------------------
 
 def route_context(plan: LockPlan) -> RouteContext:
-    """The routing a plan's packages were found under, recovered from the plan itself."""
+    """The routing a plan's packages were found under: the channels its recorded inputs asked for
+    (``torch``, ``installed-torch``, ``flashinfer``, parsed as the command line's are); read off the
+    plan's versions only when it records no inputs."""
     torch = plan.torch
+    torch_asked, flashinfer_asked = recorded_channels(plan.inputs)
     return RouteContext(
-        torch_channel=torch_channel(torch.version) if torch is not None else "stable",
+        torch_channel=torch_asked or (torch_channel(torch.version) if torch is not None else "stable"),
         cuda=plan.target.cuda,
-        flashinfer_channel=flashinfer_channel(plan.flashinfer_version),
+        flashinfer_channel=flashinfer_asked or flashinfer_channel(plan.flashinfer_version),
         torch_series=f"{torch.version.major}.{torch.version.minor}" if torch is not None else None,
     )
+
+
+def recorded_channels(inputs: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(the torch channel, the FlashInfer channel) the recorded inputs resolved under; None for one
+    they do not say (or say in a way this version cannot read)."""
+    from ..errors import UsageError
+    from ..model.request import FlashInferChoice, TorchChoice
+
+    torch = flashinfer = None
+    try:
+        if isinstance(inputs.get("torch"), str):
+            installed = inputs.get("installed-torch")
+            torch = TorchChoice.parse(inputs["torch"]).for_installed(Version(installed) if isinstance(installed, str) else None).channel
+    except (UsageError, InvalidVersion):
+        pass
+    try:
+        if isinstance(inputs.get("flashinfer"), str):
+            flashinfer = FlashInferChoice.parse(inputs["flashinfer"]).channel
+    except UsageError:
+        pass
+    return torch, flashinfer
 
 
 Lookup = Callable[[str, RouteContext, "set[str]"], "list[IndexFile]"]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..atomic import sync_folder, write_temp
 from ..data.toml import read_text, refuse_long_numbers
 from ..errors import LockFileError, UsageError, WriteError
 from ..model import LockPlan
@@ -55,7 +55,7 @@ def render_lock(plan: LockPlan, path: Path, *, command: str) -> str:
 
 def write_lock(plan: LockPlan, path: Path, *, command: str) -> Path:
     """Render the plan in the format the file name asks for and write it atomically."""
-    return atomic_write(path, render_lock(plan, path, command=command))
+    return write_texts([(path, render_lock(plan, path, command=command))])[0]
 
 
 def write_locks(plan: LockPlan, paths: Sequence[Path], *, command: str) -> list[Path]:
@@ -87,7 +87,7 @@ def _write_all(items: Sequence[tuple[Path, bytes]]) -> list[Path]:
             _unlink(tmp)
         raise
     for directory in dict.fromkeys(path.parent for path, _ in staged):
-        _fsync_dir(directory)
+        sync_folder(directory)
     return [path for path, _ in staged]
 
 
@@ -96,28 +96,12 @@ def _write_error(path: Path, exc: OSError) -> WriteError:
 
 
 def _stage(path: Path, data: bytes) -> str:
-    """A synced temp file beside ``path`` holding ``data`` (with the old file's mode)."""
+    """A synced temp file beside ``path`` holding ``data`` (with the old file's mode: ``write_temp``)."""
     try:
-        try:
-            mode = path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            mode = 0o644
         sweep_stale_temps(path)  # what a killed write of this file left
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        return write_temp(path, data, sync=True)
     except OSError as exc:
         raise _write_error(path, exc) from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-    except BaseException as exc:
-        _unlink(tmp)
-        if isinstance(exc, OSError):
-            raise _write_error(path, exc) from exc
-        raise
-    return tmp
 
 
 def _commit(staged: Sequence[tuple[Path, str]]) -> None:
@@ -162,17 +146,9 @@ def _unlink(tmp: str) -> None:
         pass
 
 
-def atomic_write(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` via a temp file in the same folder, fsync and ``os.replace``.
-
-    On any failure the old file is untouched and the temp file is gone.
-    """
-    return write_texts([(path, text)])[0]
-
-
 def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: float | None = None) -> list[Path]:
-    """Remove the temp files a killed ``atomic_write`` of ``path`` left beside it
-    (``.<name>.<8 random characters>.tmp``, older than ``older_than_s`` by mtime); nothing else,
+    """Remove the temp files a killed write of ``path`` left beside it (``atomic.write_temp``'s
+    ``.<name>.<8 characters>.tmp``, older than ``older_than_s`` by mtime); nothing else,
     and never a writer's that is still running. Returns what was removed."""
     now = time.time() if now is None else now
     pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.tmp$")
@@ -191,17 +167,4 @@ def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: fl
     return removed
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-__all__ = ["atomic_write", "lock_format", "read_lock", "render_lock", "sweep_stale_temps", "write_lock", "write_locks", "write_texts"]
+__all__ = ["lock_format", "read_lock", "render_lock", "sweep_stale_temps", "write_lock", "write_locks", "write_texts"]

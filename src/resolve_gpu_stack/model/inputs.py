@@ -23,27 +23,12 @@ def _jsonable(value: object, where: str = "inputs") -> Any:
     """
     if isinstance(value, bool) or isinstance(value, str):
         return value
-    if isinstance(value, int):
-        if not -(2**63) <= value < 2**63:
-            raise TypeError(f"{where}: integer {value} does not fit a lock file")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise TypeError(f"{where}: {value} is not a finite number")
-        return value
+    if isinstance(value, (int, float)):
+        return _number(value, where)
     if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: key {key!r} is not a string")
-            if item is not None:
-                out[key] = _jsonable(item, f"{where}.{key}")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, (set, frozenset)):
-        items = [_jsonable(v, f"{where}[]") for v in value]
-        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+        return _mapping(value, where)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return _sequence(value, where)
     if isinstance(value, (Action, Coupling)):
         return value.value
     if isinstance(value, (Version, Path)):
@@ -51,9 +36,34 @@ def _jsonable(value: object, where: str = "inputs") -> Any:
     raise TypeError(f"{where}: cannot record a {type(value).__name__} in a lock file")
 
 
+def _number(value: int | float, where: str) -> int | float:
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise TypeError(f"{where}: integer {value} does not fit a lock file")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TypeError(f"{where}: {value} is not a finite number")
+    return value
+
+
+def _mapping(value: Mapping[Any, object], where: str) -> dict[str, Any]:
+    out = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{where}: key {key!r} is not a string")
+        if item is not None:
+            out[key] = _jsonable(item, f"{where}.{key}")
+    return out
+
+
+def _sequence(value: list[object] | tuple[object, ...] | set[object] | frozenset[object], where: str) -> list[Any]:
+    """Tuples become lists; sets sorted lists."""
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return sorted((_jsonable(v, f"{where}[]") for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+
+
 def canonical_inputs(inputs: Mapping[str, object]) -> dict[str, Any]:
     """The inputs as they are digested and written (see ``_jsonable``)."""
-    return _jsonable(inputs)
+    return _mapping(inputs, "inputs")
 
 
 def inputs_digest(inputs: Mapping[str, object]) -> str:

@@ -50,15 +50,7 @@ class TorchChoice:
             return cls(text=choice, kind=TorchKind.CHANNEL, channel=choice)
         if choice == "installed":
             return cls(text=choice, kind=TorchKind.INSTALLED)
-        try:
-            spec = SpecifierSet(f"=={choice}") if choice[:1].isdigit() else SpecifierSet(choice)
-        except InvalidSpecifier:
-            spec = None
-        if not choice or spec is None or not len(spec):
-            raise UsageError(
-                f"--torch {choice!r} is neither a channel nor a version",
-                hint=f"use one of {', '.join(TORCH_CHANNELS)}, a version like 2.12.0.dev20260307+cu130, or a specifier like '>=2.11'",
-            )
+        spec = _torch_specifier(choice)
         pinned = [v for s in spec if (v := _version(s.version.rstrip(".*"))) is not None]
         channels = {torch_channel(v) for v in pinned}
         channel = next((c for c in ("test", "nightly") if c in channels), "stable")
@@ -71,11 +63,6 @@ class TorchChoice:
         if installed is None:
             raise UsageError("--torch installed, but the target has no torch installed", hint="use --torch nightly|stable|VERSION, or declare --installed torch==VERSION")
         return TorchChoice(text=self.text, kind=self.kind, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
-
-    @property
-    def newest_of_channel(self) -> bool:
-        """A bare channel: the newest build of it, no version constraint."""
-        return self.kind is TorchKind.CHANNEL
 
     @property
     def allows_prereleases(self) -> bool:
@@ -142,6 +129,27 @@ def parse_with(text: str, *, flag: str = "--with") -> Requirement:
     return req
 
 
+class Requested(str):
+    """A requirement the user typed (``--with``, ``--override``): the text as written (what a lock
+    records and a message quotes; it is that string) with what it parses to, parsed once at the edge."""
+
+    requirement: Requirement
+
+    def __new__(cls, text: str, *, flag: str = "--with") -> Requested:
+        self = super().__new__(cls, text)
+        self.requirement = parse_with(text, flag=flag)
+        return self
+
+    @property
+    def name(self) -> NormalizedName:
+        return canonicalize_name(self.requirement.name)
+
+
+def requested(items: tuple[str, ...], flag: str) -> tuple[Requested, ...]:
+    """``items`` as ``Requested`` values: a plain text is parsed (once: a value the edge parsed is kept)."""
+    return tuple(i if isinstance(i, Requested) else Requested(i, flag=flag) for i in items)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResolveRequest:
     """Everything the resolver is asked, parsed and validated."""
@@ -153,10 +161,10 @@ class ResolveRequest:
     flashinfer: FlashInferChoice = field(default_factory=lambda: FlashInferChoice.parse("latest"))
     jit_cache: bool = True
     cubin: bool = True
-    with_: tuple[str, ...] = ()  # requirement texts, each checked by ``parse_with``
+    with_: tuple[Requested, ...] = ()  # --with (texts given here are parsed once, in __post_init__)
     allow_downgrade: bool = False
     installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
-    overrides: tuple[str, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
+    overrides: tuple[Requested, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
     auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
     without: tuple[str, ...] = ()  # package names left out of the plan, with what only they need
     abi_mismatch: str = "error"  # a torch-ABI wheel built for another torch: "error" (no plan) | "warn"
@@ -166,10 +174,8 @@ class ResolveRequest:
     build_packages: tuple[str, ...] = ()  # --build NAME: packages built from their sdist when no wheel of them runs on the kept torch
 
     def __post_init__(self) -> None:
-        for text in self.with_:
-            parse_with(text)
-        for text in self.overrides:
-            parse_with(text, flag="--override")
+        object.__setattr__(self, "with_", requested(self.with_, "--with"))
+        object.__setattr__(self, "overrides", requested(self.overrides, "--override"))
         for flag, names in (("--without", self.without), ("--build", self.build_packages)):
             for name in names:
                 if not name.strip() or any(c in name for c in "<>=!~;[ "):
@@ -179,7 +185,7 @@ class ResolveRequest:
 
     @property
     def override_requirements(self) -> tuple[Requirement, ...]:
-        return tuple(parse_with(text, flag="--override") for text in self.overrides)
+        return tuple(r.requirement for r in self.overrides)
 
     @property
     def without_names(self) -> frozenset[NormalizedName]:
@@ -270,6 +276,20 @@ def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, .
     if isinstance(items, str):
         items = [items]
     return parse_gpus(items) if any(i.strip() for i in items) else ()
+
+
+def _torch_specifier(choice: str) -> SpecifierSet:
+    """``--torch`` as a version (``2.12.0``: ``==2.12.0``) or a specifier; ``UsageError`` otherwise."""
+    try:
+        spec = SpecifierSet(f"=={choice}") if choice[:1].isdigit() else SpecifierSet(choice)
+    except InvalidSpecifier:
+        spec = None
+    if not choice or spec is None or not len(spec):
+        raise UsageError(
+            f"--torch {choice!r} is neither a channel nor a version",
+            hint=f"use one of {', '.join(TORCH_CHANNELS)}, a version like 2.12.0.dev20260307+cu130, or a specifier like '>=2.11'",
+        )
+    return spec
 
 
 def _version(text: str) -> Version | None:

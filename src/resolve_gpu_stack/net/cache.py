@@ -4,7 +4,8 @@ Layout under the root (``default_cache_dir()``)::
 
     pages-v1/<aa>/<sha256(key)>       one entry per page and Accept variant
     metadata-v1/<aa>/<sha256(key)>    one entry per wheel (METADATA bytes)
-    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resultcache.py)
+    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resolver/reuse.py),
+                                      per code identity (``code_identity``)
     scans-v1/<aa>/<sha256(key)>       one entry per native wheel's scan (see classify.py): its
                                       key is the wheel's sha256 (its URL and size without one)
     exports-v1/<aa>/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
@@ -42,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import atomic_write, stale_temp
 from ..errors import UsageError
 from ..urls import bare_url
 
@@ -84,6 +86,7 @@ class HttpCache:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._code: str | None = None  # code_identity(), worked out on the first result asked for
         sweep_stale(self.root)  # killed runs' temp files, week-old partial downloads
 
     # -- pages ---------------------------------------------------------------------------
@@ -136,12 +139,18 @@ class HttpCache:
 
     # -- results -------------------------------------------------------------------------
     def get_result(self, key: str) -> bytes | None:
-        """A computed result stored under ``key`` (the caller's digest of its inputs), or None."""
-        found = self._read(RESULTS, key)
+        """A computed result stored under ``key`` (the caller's digest of its inputs) by this very
+        code (``code_identity``: results of an upgrade or an edited checkout are never returned), or None."""
+        found = self._read(RESULTS, self._result_key(key))
         return None if found is None else found[1]
 
     def put_result(self, key: str, content: bytes) -> None:
-        self._write(RESULTS, key, {}, content)
+        self._write(RESULTS, self._result_key(key), {}, content)
+
+    def _result_key(self, key: str) -> str:
+        if self._code is None:
+            self._code = code_identity()
+        return f"{self._code} {key}"
 
     # -- scans ---------------------------------------------------------------------------
     def get_scan(self, key: str) -> bytes | None:
@@ -195,39 +204,28 @@ class HttpCache:
         record = {**header, "key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
         data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + body
         try:
-            atomic_write(path, data)
+            # no fsync: an entry is checked on every read (its size and sha256), so one torn by a
+            # crash is a miss; the entry's folder is made when the first try finds it missing
+            atomic_write(path, data, mode=0o600, make_parents=True)
         except OSError as exc:  # a full or read-only cache must not fail the run
             log.warning("cannot write cache entry %s: %s", path, exc.strerror or exc)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename.
-
-    No ``fsync``: a cache entry is checked on every read (its size and sha256, see
-    ``HttpCache.get_*``), so one torn by a crash is a miss, and ``os.replace`` keeps readers
-    atomic. (Lock files, which nothing re-checks, are synced: ``lock/files.py``.) The entry's
-    directory is made only when the first try finds it missing, not before every write. Plain
-    ``os`` calls, not ``tempfile`` and a file object: a cold resolve writes a hundred entries, and
-    each system call saved is one less hand-over of the interpreter between the crawl's threads.
-    """
+def code_identity() -> str:
+    """This package's version and the size and mtime of each of its modules, digested: what a
+    stored result was computed by."""
+    here = Path(__file__).resolve().parents[1]
+    parts = []
+    for path in sorted(here.rglob("*.py")):
+        st = path.stat()
+        parts.append(f"{path.relative_to(here)}:{st.st_size}:{st.st_mtime_ns}")
     try:
-        fd, tmp = _create(path.parent)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = _create(path.parent)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        from importlib.metadata import version
 
+        parts.append(version("resolve-gpu-stack"))
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        pass
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 _TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
 
@@ -255,8 +253,8 @@ def _create(directory: Path) -> tuple[int, str]:
 # -- keeping the cache directory tidy (the `cache` command, and a sweep at start) -------------------
 #
 # The cache directory holds this module's entries (pages, metadata, results) and the wheel cache
-# under ``wheels/`` (its layout: net/wheelcache.py). Only names this tool writes are ever removed:
-# ``.tmp-*`` (``atomic_write`` above), ``*.<pid>.tmp`` (records written by older versions) and
+# under ``wheels/`` (its layout: net/download.py). Only names this tool writes are ever removed:
+# ``.<name>.<8 digits>.tmp`` (``atomic_write``), ``.tmp-*`` and ``*.<pid>.tmp`` (earlier versions') and
 # ``wheels/partial/*``. A temp file is stale once it is older than ``TEMP_MAX_AGE_S`` by mtime: a
 # writer still running renames it within seconds, so other processes sharing the cache are safe.
 #
@@ -299,8 +297,9 @@ class Usage:
 
 
 def is_temp_name(name: str) -> bool:
-    """A temporary file this tool writes (and renames into place when it finishes)."""
-    if name.startswith(".tmp-"):
+    """A temporary file this tool writes (and renames into place when it finishes): ``atomic_write``'s,
+    or one an earlier version wrote (``.tmp-*``, ``*.<pid>.tmp``)."""
+    if name.startswith(".tmp-") or stale_temp(name):
         return True
     stem, dot, ext = name.rpartition(".")
     return ext == "tmp" and bool(dot) and stem.rpartition(".")[2].isdigit()
@@ -507,5 +506,5 @@ def _drop_empty_dirs(root: Path, tops: tuple[str, ...] = _TOPS) -> None:
                 pass
 
 
-__all__ = ["CACHE_SCHEMA", "CacheLayoutError", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "check_layout", "clean", "default_cache_dir",
+__all__ = ["CACHE_SCHEMA", "CacheLayoutError", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "code_identity", "check_layout", "clean", "default_cache_dir",
            "exclusive_temp", "expire_partials", "is_temp_name", "kind_folder", "prune", "sweep_stale", "sweep_temp_files", "wheels_in_use"]

@@ -74,7 +74,6 @@ class HttpFetcher:
         trust_env: bool = True,
     ) -> None:
         self.cache = cache
-        self.result_store = cache  # finder.Fetcher: the resolver keeps its plans in the cache
         self.concurrency = max(1, concurrency)
         self.progress = progress
         self.transport = Transport(
@@ -110,6 +109,12 @@ class HttpFetcher:
         if len(todo) > 1:
             self._say(f"fetching {len(todo)} pages from {index.name}")
         return self._run_all({u: partial(self._pages.fetch, u, index) for u in todo})
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        jobs: dict[str, Callable[[], PageResponse]] = {u: partial(self._pages.fetch, u, index) for urls, index in batches for u in urls}
+        if len(jobs) > 1:
+            self._say(f"fetching {len(jobs)} pages from {', '.join(dict.fromkeys(index.name for _, index in batches))}")
+        return self._run_all(jobs)
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         todo = list({f.url: f for f in files}.values())

@@ -25,18 +25,18 @@ import json
 import posixpath
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
+from ..atomic import atomic_write
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
-from ..index.finder import Fetcher, ResultStore
+from ..index.finder import Fetcher, index_by_index
 from ..model import IndexFile, IndexPage, PageResponse
 from ..urls import strip_userinfo, without_fragment
-from .cache import atomic_write
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -90,10 +90,7 @@ def _without_credentials(bases: Mapping[str, str]) -> dict[str, str]:
 def _storage_path(kind: str, key: str) -> str:
     """A safe relative path for a key: never escapes the snapshot directory."""
     if ":" in key and not key.startswith(("http://", "https://")):
-        index, rel = key.split(":", 1)
-        segments = [s for s in rel.split("/") if s not in ("", ".")]
-        segments = ["_up" if s == ".." else quote(s, safe="+-_.%") for s in segments]
-        path = "/".join([kind, index, *segments])
+        path = _indexed_path(kind, key)
     else:
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         tail = quote(urlsplit(key).path.rstrip("/").rsplit("/", 1)[-1] or "root", safe="+-_.%")
@@ -101,6 +98,13 @@ def _storage_path(kind: str, key: str) -> str:
     if key.endswith("/") or kind == "pages" and not path.rsplit("/", 1)[-1].count("."):
         path += "/index"
     return path
+
+
+def _indexed_path(kind: str, key: str) -> str:
+    """``kind/<index>/<segments>`` of an ``index:relative/path`` key (``..`` kept inside as ``_up``)."""
+    index, rel = key.split(":", 1)
+    segments = ["_up" if s == ".." else quote(s, safe="+-_.%") for s in rel.split("/") if s not in ("", ".")]
+    return "/".join([kind, index, *segments])
 
 
 class Manifest:
@@ -126,7 +130,7 @@ class Manifest:
     def save(self) -> None:
         data = {k: v for k, v in self.data.items() if k not in ("scans", "exports") or v}
         body = json.dumps(data, indent=1, sort_keys=True) + "\n"
-        atomic_write(self.root / "manifest.json", body.encode())
+        atomic_write(self.root / "manifest.json", body.encode(), make_parents=True)
 
 
 def synthetic_digests(root: Path | None) -> frozenset[str]:
@@ -142,16 +146,11 @@ class SnapshotFetcher:
     """Replays a snapshot with no network at all. A page it lacks is an error naming the URL."""
 
     concurrent_calls: bool = False
-    result_store: ResultStore | None = None
 
     def __init__(self, root: Path, bases: Mapping[str, str]) -> None:
         self.root = Path(root)
         self.manifest = Manifest.load(self.root)
         self.bases = _without_credentials(bases)
-
-    @property
-    def recorded_indexes(self) -> dict[str, str | None]:
-        return dict(self.manifest.data.get("indexes", {}))
 
     def _entry(self, table: str, url: str, index: str | None) -> dict:
         key = snapshot_key(url, self.bases, index=index)
@@ -179,6 +178,9 @@ class SnapshotFetcher:
                 body = self._read(entry["file"], url)
                 out[url] = PageResponse(url=url, page=IndexPage(url=url, content=body, content_type=entry.get("content_type", "text/html")))
         return out
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        return index_by_index(self, batches)
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out = {}
@@ -216,7 +218,6 @@ class RecordingFetcher:
     """Wraps a live fetcher and writes every page (404s included) and METADATA into a snapshot."""
 
     concurrent_calls: bool = False
-    result_store: ResultStore | None = None
 
     def __init__(
         self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None,
@@ -259,10 +260,13 @@ class RecordingFetcher:
             if index.name in self.relative_files:
                 body = relativize_file_urls(body, resp.page.content_type, url)
             rel = _storage_path("pages", key) + (".json" if "json" in resp.page.content_type else ".html")
-            atomic_write(self.root / rel, body)
+            atomic_write(self.root / rel, body, make_parents=True)
             self.manifest.data["pages"][key] = {"status": 200, "content_type": resp.page.content_type, "file": rel}
         self.manifest.save()
         return out
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        return index_by_index(self, batches)
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out = self.inner.fetch_metadata(files)
@@ -277,7 +281,7 @@ class RecordingFetcher:
             if not f.metadata_sha256:  # no digest to match on replay: keep only what resolving reads
                 body = reduce_metadata(body)
             rel = _storage_path("metadata", key) + ".metadata"
-            atomic_write(self.root / rel, body)
+            atomic_write(self.root / rel, body, make_parents=True)
             self.manifest.data["metadata"][key] = {"file": rel, "sha256": hashlib.sha256(body).hexdigest()}
             self.recorded += 1
         self.manifest.save()
@@ -293,7 +297,7 @@ class RecordingFetcher:
         from .exports import encode_exports
 
         rel = _storage_path("exports", key) + ".exports"
-        atomic_write(self.root / rel, encode_exports(symbols))
+        atomic_write(self.root / rel, encode_exports(symbols), make_parents=True)
         with self._lock:
             self.manifest.data["exports"][key] = {"file": rel, "symbols": len(symbols)}
 
@@ -349,7 +353,6 @@ class FallbackFetcher:
     """Replay what a snapshot has; fetch the rest live (to extend a snapshot)."""
 
     concurrent_calls: bool = False
-    result_store: ResultStore | None = None
 
     def __init__(self, replay: SnapshotFetcher, live: Fetcher) -> None:
         self.replay = replay
@@ -366,6 +369,9 @@ class FallbackFetcher:
         if missing:
             out.update(self.live.fetch_pages(missing, index=index))
         return out
+
+    def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
+        return index_by_index(self, batches)
 
     def fetch_metadata(self, files: Sequence[IndexFile]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
@@ -490,18 +496,23 @@ def _keep_files(body: bytes, content_type: str, keep: Callable[[dict], bool]) ->
     data = json.loads(body)
     files = data.get("files", [])
     data["files"] = [f for f in files if not isinstance(f, dict) or keep(f)]
-    kept = {str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict)}
     if isinstance(data.get("versions"), list):
-        from ..index.parse import parse_filename
-
-        versions = set()
-        for name in kept:
-            try:
-                versions.add(str(parse_filename(name)[1]))
-            except ValueError:
-                continue
+        versions = _versions_of(str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict))
         data["versions"] = [v for v in data["versions"] if v in versions]
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _versions_of(filenames: Iterable[str]) -> set[str]:
+    """The versions the files of a page are (a filename that does not parse names none)."""
+    from ..index.parse import parse_filename
+
+    versions = set()
+    for name in filenames:
+        try:
+            versions.add(str(parse_filename(name)[1]))
+        except ValueError:
+            continue
+    return versions
 
 
 # The METADATA fields the resolver reads (parse.parse_metadata). A recorded METADATA without a

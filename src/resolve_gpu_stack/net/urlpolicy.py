@@ -152,18 +152,25 @@ def page_content_type(header: str | None, body: bytes) -> str:
     mime = header.split(";", 1)[0].strip().lower()
     if mime in HTML_TYPES or mime in JSON_TYPES:
         return header
-    if mime in SNIFFED_TYPES:
-        head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-        if head.startswith(b"<") and any(t in head for t in (b"<!doctype html", b"<html", b"<a ", b"<body", b"<head")):
-            return "text/html"
-        if head.startswith(b"{"):
-            try:
-                data = json.loads(body)
-            except ValueError:
-                data = None
-            if isinstance(data, dict) and ("files" in data or "meta" in data):
-                return "application/vnd.pypi.simple.v1+json"
+    sniffed = _sniffed(body) if mime in SNIFFED_TYPES else None
+    if sniffed is not None:
+        return sniffed
     raise ValueError(f"not an index page: content-type {header or '(none)'!r}, body is neither HTML nor JSON")
+
+
+def _sniffed(body: bytes) -> str | None:
+    """The content-type a body served as a generic type is: markup is HTML, a PEP 691 object is JSON."""
+    head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if head.startswith(b"<") and any(t in head for t in (b"<!doctype html", b"<html", b"<a ", b"<body", b"<head")):
+        return "text/html"
+    if head.startswith(b"{"):
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        if isinstance(data, dict) and ("files" in data or "meta" in data):
+            return "application/vnd.pypi.simple.v1+json"
+    return None
 
 
 class Credentials:

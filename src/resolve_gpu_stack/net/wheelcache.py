@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from ..atomic import atomic_write
 from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
 from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
 from ..urls import bare_url, redact_url
-from .cache import atomic_write, wheels_in_use
+from .cache import wheels_in_use
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
@@ -248,7 +249,7 @@ def _read_stamp(path: Path) -> dict | None:
 
 def _write_json(path: Path, data: dict) -> None:
     """Through a temporary file created exclusively (never one planted, never through a link)."""
-    atomic_write(path, json.dumps(data).encode("utf-8"))
+    atomic_write(path, json.dumps(data), make_parents=True)
 
 
 def check_learned(path: Path, name: str, shown: str) -> None:

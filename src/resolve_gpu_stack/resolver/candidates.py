@@ -16,9 +16,10 @@ from ..index.finder import Finder, PageVisit
 from ..model import CudaLabel, IndexFile, Target
 from ..model.abi import AbiVerdict
 from ..model.request import TORCH
+from ..rules.fit import Rejection, RejectReason
+from ..rules.versions import torch_series
 from .coupling import is_native
 from .factory import Judge
-from .policy import Rejection, RejectReason, torch_series
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class CandidateRow:
     abi: str | None = None  # a compiled wheel's ABI verdict in words (kind, and why it cannot run or what to know)
 
 
-def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: str | None = None, flashinfer_channel: str = "stable",
+def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: CudaLabel | None = None, flashinfer_channel: str = "stable",
                     verdict: Callable[[IndexFile], AbiVerdict | None] | None = None) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
@@ -46,9 +47,9 @@ def list_candidates(finder: Finder, defs: Definitions, target: Target, package: 
     data does not cover is also judged by what it imports (``verdict``: the resolver's ABI
     judgement, against the target's torch) and does not fit when that refuses it."""
     torch = target.installed.get(TORCH)
-    label = CudaLabel.parse(cuda) if cuda else CudaLabel.of_torch(torch)
+    label = cuda or CudaLabel.of_torch(torch)
     series = torch_series(torch) if torch is not None else None
-    ctx = RouteContext(torch_channel=torch_channel, cuda=cuda or (str(label) if label else None), flashinfer_channel=flashinfer_channel, torch_series=series)
+    ctx = RouteContext(torch_channel=torch_channel, cuda=str(label) if label else None, flashinfer_channel=flashinfer_channel, torch_series=series)
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)

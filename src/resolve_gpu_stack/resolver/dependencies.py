@@ -5,7 +5,8 @@ target's GPUs known, a jit-cache shim requires only the providers FlashInfer wou
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from packaging.markers import Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.specifiers import SpecifierSet
@@ -14,17 +15,24 @@ from ..data.definitions import FlashInferRules
 from ..index.finder import Finder
 from ..model import Target
 from ..model.gpu import GpuArch, needed_providers
+from ..rules.versions import jit_cache_version
 from .factory import Policy
 from .overrides import Overrides
-from .policy import jit_cache_version
-from .requirement import Cand, Req, RequiresDist, parse_requires_dist
+from .requirement import Cand, Req
+
+if TYPE_CHECKING:
+    from ..data.gpus import GpuTable
+    from ..index.parse import RequiresDist
 
 log = logging.getLogger(__name__)
 
 
 class Dependencies:
+    """``gpu_table``: the definitions' (``Definitions.gpu_table``), asked only with ``gpus`` and a
+    jit-cache shim."""
+
     def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy, overrides: Overrides | None = None,
-                 gpus: tuple[GpuArch, ...] = ()) -> None:
+                 gpus: tuple[GpuArch, ...] = (), gpu_table: Callable[[], GpuTable] | None = None) -> None:
         self.finder = finder
         self.target = target
         self.flashinfer = flashinfer
@@ -34,6 +42,7 @@ class Dependencies:
         self.dropped_extras: dict[tuple[str, str], tuple[str, ...]] = {}
 
         self.gpus = gpus  # () = any GPU: every provider the shim lists
+        self.gpu_table = gpu_table
 
     def of(self, cand: Cand, extras: frozenset[str] = frozenset()) -> list[Req]:
         """What ``cand`` (with ``extras``) requires: its Requires-Dist (a shim's providers only for
@@ -68,13 +77,11 @@ class Dependencies:
     def skipped_providers(self, cand: Cand, base: list[Req] | None = None) -> tuple[str, ...]:
         """The providers a jit-cache shim lists that the GPUs do not need (FlashInfer's scoring:
         the best provider per GPU), sorted; () without GPUs or for anything but the shim."""
-        if not self.gpus or cand.name != self.flashinfer.jit_cache:
+        if not self.gpus or cand.name != self.flashinfer.jit_cache or self.gpu_table is None:
             return ()
-        from ..data.gpus import default_gpu_table  # only with GPUs and a shim: not at start-up
-
         reqs = base if base is not None else self.requirements(cand, frozenset())
         listed = sorted({r.name for r in reqs if self.flashinfer.is_provider(r.name)})
-        needed = set(needed_providers(default_gpu_table().select_providers(self.gpus, listed)))
+        needed = set(needed_providers(self.gpu_table().select_providers(self.gpus, listed)))
         return tuple(n for n in listed if n not in needed)
 
     def requirements(self, cand: Cand, extras: frozenset[str], lines: Sequence[str] | None = None) -> list[Req]:
@@ -107,9 +114,8 @@ class Dependencies:
             out.append(Req(name=fi.jit_cache, specifier=SpecifierSet(f"=={v}"), parent=parent, text=f"{fi.jit_cache}=={v}"))
         return out
 
-    @staticmethod
-    def _parse(cand: Cand, line: str) -> RequiresDist | None:
-        req = parse_requires_dist(line)
+    def _parse(self, cand: Cand, line: str) -> RequiresDist | None:
+        req = self.finder.requires_dist(line)
         if req is None:
             log.warning("%s: ignoring unparsable requirement %r", cand, line)
             return None

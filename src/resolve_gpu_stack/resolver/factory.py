@@ -21,8 +21,8 @@ from ..index.finder import Finder, Offer, PageVisit
 from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH
-from .policy import Rejection, cuda_mismatch, family_date_mismatch, fits_target, per_torch_mismatch, python_rejection, tag_rank, torch_abi_mismatch
-from .requirement import Cand, Req
+from ..rules.fit import Rejection, TargetFit, cuda_mismatch, family_date_mismatch, per_torch_mismatch, torch_abi_mismatch
+from .requirement import Cand, Containment, Req
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,12 +39,18 @@ class Policy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Judge:
-    """Whether one offered file can be a candidate on a target."""
+    """Whether one offered file can be a candidate on a target. ``fit``: the target's
+    ``TargetFit`` (its memo of tag ranks), shared with the torch selection; made when not given."""
 
     defs: Definitions
     target: Target
     torch: Version | None  # the torch the plan will have (for torch-ABI-bound wheels)
     cuda: CudaLabel | None  # torch's CUDA (for torch and CUDA-bound wheels); None: not checked
+    fit: TargetFit = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.fit is None or not self.fit.judges_like(self.target):
+            object.__setattr__(self, "fit", TargetFit(self.target))
 
     def judges_like(self, other: Judge) -> bool:
         """Whether ``other`` gives every file the same verdict: the same rules, torch, CUDA, tags
@@ -55,7 +61,7 @@ class Judge:
         )
 
     def __call__(self, name: str, file: IndexFile) -> Rejection | None:
-        why = fits_target(file, self.target)
+        why = self.fit(file)
         if why is not None:
             return why
         coupling, reason = self.defs.coupling(name, file.version)
@@ -70,6 +76,9 @@ class CandidateFactory:
     """Candidates per package, computed once (the prefetch crawl's threads may race for one).
 
     ``torch_allowed``: the torch versions the torch selection allows (never a downgrade).
+    The factory owns what one resolve remembers beyond the finder's pages: the verdicts, the
+    candidate lists, the narrowed lists per name, and ``contains`` (specifier x version); nothing
+    of it is global, so two resolves (in turn or at once) never see each other's.
     """
 
     NEWEST_FIRST = frozenset({TORCH})  # "keep installed" does not apply: the torch selection decided
@@ -91,6 +100,7 @@ class CandidateFactory:
         self._narrowed: dict[NormalizedName, _Narrowed] = {}
         self._locks: dict[NormalizedName, threading.RLock] = {}
         self._locks_lock = threading.Lock()
+        self.contains = Containment()
 
     def rebased(self, judge: Judge, *, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None) -> CandidateFactory:
         """A factory for ``judge``'s target. When ``judge`` gives the same verdicts (the target only
@@ -148,13 +158,13 @@ class CandidateFactory:
         """
         reqs = list(reqs)
         if len(reqs) < 2:
-            return _Narrowed.of(reqs, self.candidates(name))
+            return _Narrowed.of(reqs, self.candidates(name), self.contains)
         with self._lock_for(name):
             prev = self._narrowed.get(name)
             if prev is not None and len(prev.reqs) <= len(reqs) and reqs[: len(prev.reqs)] == prev.reqs:
-                narrowed = prev.extend(reqs)
+                narrowed = prev.extend(reqs, self.contains)
             else:
-                narrowed = _Narrowed.of(reqs, self.candidates(name))
+                narrowed = _Narrowed.of(reqs, self.candidates(name), self.contains)
             self._narrowed[name] = narrowed
             return narrowed
 
@@ -201,7 +211,7 @@ class CandidateFactory:
         for offer in self.offers(name):
             f = offer.file
             if not f.is_wheel and name in self.build:
-                why = python_rejection(f, self.target)
+                why = self.judge.fit.python_rejection(f)
                 if why is None:
                     sdists.setdefault(f.version, f)
                     continue
@@ -211,7 +221,7 @@ class CandidateFactory:
             if why is not None:
                 rejected.append((f, why))
                 continue
-            rank = tag_rank(f, self.target) or 0
+            rank = self.judge.fit.tag_rank(f) or 0
             if f.version not in best or rank < best[f.version][0]:
                 best[f.version] = (rank, f)
         self.rejections[name] = rejected
@@ -238,13 +248,13 @@ class _Narrowed:
     prereleases: bool  # some requirement asks for pre-releases
 
     @classmethod
-    def of(cls, reqs: list[Req], cands: Sequence[Cand]) -> _Narrowed:
-        return cls([], list(cands), False).extend(reqs)
+    def of(cls, reqs: list[Req], cands: Sequence[Cand], contains: Containment) -> _Narrowed:
+        return cls([], list(cands), False).extend(reqs, contains)
 
-    def extend(self, reqs: list[Req]) -> _Narrowed:
+    def extend(self, reqs: list[Req], contains: Containment) -> _Narrowed:
         """The same with ``reqs`` (whose first ``len(self.reqs)`` are ``self.reqs``)."""
         new = reqs[len(self.reqs):]
-        cands = [c for c in self.cands if all(r.is_satisfied_by(c) for r in new)] if new else self.cands
+        cands = [c for c in self.cands if all(r.is_satisfied_by(c, contains) for r in new)] if new else self.cands
         return _Narrowed(reqs, cands, self.prereleases or any(r.specifier.prereleases for r in new))
 
 

@@ -4,7 +4,7 @@ the required APIs put on FlashInfer (``indexes/gpus.toml``). Pure: the candidate
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -15,10 +15,11 @@ from ..errors import NoPlanError, UsageError
 from ..index.finder import PageVisit
 from ..model import CudaLabel, IndexFile
 from ..model.request import ResolveRequest
+from ..rules.fit import Rejection, RejectReason
+from ..rules.versions import jit_cache_version
 
 if TYPE_CHECKING:
     from ..data.gpus import GpuTable
-from .policy import Rejection, RejectReason, jit_cache_version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,15 +46,13 @@ class Floor:
         return f"{self.what} needs FlashInfer >= {self.version}{built}"
 
 
-def flashinfer_floors(request: ResolveRequest, table: GpuTable | None = None) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
+def flashinfer_floors(request: ResolveRequest, gpu_table: Callable[[], GpuTable]) -> tuple[tuple[Floor, ...], tuple[str, ...]]:
     """(the floors of ``request``'s GPUs and required APIs, notes). An API asked for on a GPU it has
-    no kernels for raises ``NoPlanError``; a GPU the table does not know puts no floor (a note says so)."""
+    no kernels for raises ``NoPlanError``; a GPU the table does not know puts no floor (a note says so).
+    ``gpu_table``: the definitions' (``Definitions.gpu_table``), asked only with GPUs or APIs."""
     if not request.gpus and not request.require_api:
-        return (), ()  # nothing to look up: the GPU table is not even loaded
-    if table is None:
-        from ..data.gpus import default_gpu_table  # only with --gpu / --require-api: not at start-up
-
-        table = default_gpu_table()
+        return (), ()  # nothing to look up: the GPU table is not even parsed
+    table = gpu_table()
     floors: list[Floor] = []
     notes: list[str] = []
     for gpu in request.gpus:

@@ -101,12 +101,22 @@ class Overrides:
         text = str(req)
         if req.name in rules.without:
             return None, Replaced(WITHOUT, req.name, text)
-        user = rules.user.get(req.name)
-        if user is not None:
-            if not _marker_ok(user.marker, rules.markers):
-                return None, Replaced(USER, req.name, text, f"(none: {user})")
-            new = _from_requirement(user, req.parent)
-            return new, (Replaced(USER, req.name, text, str(new)) if str(new) != text else None)
+        if req.name in rules.user:
+            return self._user(req, text)
+        return self._automatic(req, text, torch_overridden=torch_overridden)
+
+    def _user(self, req: Req, text: str) -> tuple[Req | None, Replaced | None]:
+        """``req`` replaced by the user's --override on its name (dropped when its markers do not hold)."""
+        user = self.rules.user[req.name]
+        if not _marker_ok(user.marker, self.rules.markers):
+            return None, Replaced(USER, req.name, text, f"(none: {user})")
+        new = _from_requirement(user, req.parent)
+        return new, (Replaced(USER, req.name, text, str(new)) if str(new) != text else None)
+
+    def _automatic(self, req: Req, text: str, *, torch_overridden: bool) -> tuple[Req, Replaced | None]:
+        """``req`` with the overrides the resolver makes itself: the user's --flashinfer version, the
+        selected torch over a pin it cannot meet, and the torch family along with it."""
+        rules = self.rules
         v = rules.flashinfer_version
         if v is not None and req.name in rules.flashinfer_pinned and not contains(req.specifier, v):
             new = replace(req, specifier=SpecifierSet(f"=={v}"), text=f"{_with_extras(req)}=={v}")

@@ -14,10 +14,10 @@ from ..index.finder import Offer
 from ..model import Action, IndexFile, LockedPackage, LockPlan, SourceDist, TargetSummary
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
+from ..rules.versions import public
 from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
 from .framework import FrameworkFacts
-from .policy import public
 from .requirement import Cand, Key, contains
 from .torch_selection import TorchSelection
 
@@ -48,14 +48,8 @@ def action(version: Version, installed: Version | None) -> Action:
 
 def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     """The plan for a resolvelib ``result`` (its ``mapping`` and ``graph``, keyed by ``Key``)."""
-    mapping: Mapping[Key, Cand] = result.mapping
-    parents = _parents(result)
     ctx = replace(ctx, flashinfer_pins=_flashinfer_pins(result, ctx))
-    packages = tuple(
-        _row(key, cand, parents.get(key.name, []), sorted({c.name for c in result.graph.iter_children(key)}), ctx)
-        for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0]))
-        if not key.extras
-    )
+    packages = _rows(result, ctx)
     fi_python = next((p for p in packages if p.name == ctx.defs.flashinfer.python), None)
     fi_version = fi_python.version if fi_python else None
     label = ctx.flashinfer.label(fi_version) if ctx.flashinfer is not None else None
@@ -87,6 +81,17 @@ def _flashinfer_pins(result: Any, ctx: PlanContext) -> tuple[str, ...]:
     return tuple(dict.fromkeys(f"{req.parent} requires {req}" if req.parent else str(req) for req in held))
 
 
+def _rows(result: Any, ctx: PlanContext) -> tuple[LockedPackage, ...]:
+    """A row per package (an identifier with extras is its package's), in name order."""
+    mapping: Mapping[Key, Cand] = result.mapping
+    parents = _parents(result)
+    return tuple(
+        _row(key, cand, parents.get(key.name, []), sorted({c.name for c in result.graph.iter_children(key)}), ctx)
+        for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0]))
+        if not key.extras
+    )
+
+
 def _parents(result: Any) -> dict[str, list[str]]:
     parents: dict[str, list[str]] = {}
     for key in result.mapping:
@@ -98,37 +103,44 @@ def _parents(result: Any) -> dict[str, list[str]]:
 
 def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[str], ctx: PlanContext) -> LockedPackage:
     installed = ctx.request.target.installed.get(cand.name)
-    found = ctx.facts.found.get((cand.name, cand.version)) if ctx.facts is not None else None
-    if found is None:
-        coupling, why = ctx.defs.coupling(cand.name, cand.version)
-        found = Found(coupling=coupling, evidence=why)
+    found = _found(cand, ctx)
     coupling, why = found.coupling, found.evidence
-    f = cand.file
     sdist = ctx.facts.builds.get((cand.name, cand.version)) if ctx.facts is not None else None
     if sdist is not None:  # --build: no wheel yet; the build (env/build.py) fills the file fields in
         return replace(_row(key, replace(cand, file=None), parents, dependencies, replace(ctx, facts=None)), action=Action.BUILD, index=sdist.index,
                        coupling=coupling, reason=reason(cand, parents, why, ctx), built_for=found.built_for, simple_index=None,
                        sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size))
+    mismatch = f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""
     return LockedPackage(
         name=cand.name,
         version=cand.version,
         action=action(cand.version, installed),
-        index=(f.index if f is not None else "installed"),
-        coupling=coupling,
-        reason=reason(cand, parents, why, ctx) + (f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""),
-        url=f.url if f else None,
-        filename=f.filename if f else None,
-        sha256=f.sha256 if f else None,
-        size=f.size if f else None,
-        upload_time=f.upload_time if f else None,
-        requires_python=f.requires_python if f else None,
-        simple_index=simple_index(f, ctx),
+        coupling=found.coupling,
+        reason=reason(cand, parents, found.evidence, ctx) + mismatch,
+        **_file_fields(cand.file),
+        simple_index=simple_index(cand.file, ctx),
         installed_version=installed,
         dependencies=tuple(dependencies),  # type: ignore[arg-type]
         built_for=found.built_for,
         abi_mismatch=found.mismatch is not None,
         abi=found.abi,
     )
+
+
+def _found(cand: Cand, ctx: PlanContext) -> Found:
+    """What the framework step found about ``cand``'s coupling, else what the data says."""
+    found = ctx.facts.found.get((cand.name, cand.version)) if ctx.facts is not None else None
+    if found is None:
+        coupling, why = ctx.defs.coupling(cand.name, cand.version)
+        found = Found(coupling=coupling, evidence=why)
+    return found
+
+
+def _file_fields(f: IndexFile | None) -> dict[str, Any]:
+    """A row's fields from the file to install (none: what is installed is kept)."""
+    if f is None:
+        return {"index": "installed", "url": None, "filename": None, "sha256": None, "size": None, "upload_time": None, "requires_python": None}
+    return {"index": f.index, "url": f.url, "filename": f.filename, "sha256": f.sha256, "size": f.size, "upload_time": f.upload_time, "requires_python": f.requires_python}
 
 
 def _framework_notes(packages: Sequence[LockedPackage], ctx: PlanContext) -> list[str]:
@@ -173,13 +185,8 @@ def _flashinfer_choice(cand: Cand, ctx: PlanContext) -> str:
 def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> str:
     """Why this package is in the plan at this version, in a sentence."""
     fi = ctx.defs.flashinfer
-    torch = ctx.torch
     if cand.name == TORCH:
-        if cand.installed:
-            return f"installed {torch.channel} build kept ({why})"
-        if torch.channel == "nightly" and not len(torch.choice.specifier):
-            return "newest nightly with a wheel for this target"
-        return f"newest torch matching --torch {ctx.request.torch}"
+        return _torch_reason(cand, why, ctx)
     if cand.name == fi.python:
         return f"{_flashinfer_choice(cand, ctx)}; {why}"
     if cand.name == fi.cubin:
@@ -189,3 +196,12 @@ def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> st
     via = ", ".join(sorted(set(parents))) or "--with"
     prefix = "installed version kept; " if cand.installed else ""
     return f"{prefix}required by {via}" + (f"; {why}" if ctx.facts is not None else "")
+
+
+def _torch_reason(cand: Cand, why: str, ctx: PlanContext) -> str:
+    torch = ctx.torch
+    if cand.installed:
+        return f"installed {torch.channel} build kept ({why})"
+    if torch.channel == "nightly" and not len(torch.choice.specifier):
+        return "newest nightly with a wheel for this target"
+    return f"newest torch matching --torch {ctx.request.torch}"

@@ -6,14 +6,12 @@ split; a ``Req`` decides which ``Cand`` satisfies it and says itself in an error
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from packaging.markers import Marker
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..model import IndexFile
@@ -21,34 +19,9 @@ from ..model import IndexFile
 WITH_PARENT = "(requested with --with)"  # the parent of a requirement the user named with --with
 
 
-@dataclass(frozen=True, slots=True)
-class RequiresDist:
-    """One Requires-Dist line, parsed."""
-
-    name: NormalizedName
-    specifier: SpecifierSet
-    extras: frozenset[str]
-    marker: Marker | None
-    url: str | None
-    text: str  # the requirement without its marker: ``torch==2.9.0``
-
-
-@functools.lru_cache(maxsize=16384)
-def parse_requires_dist(line: str) -> RequiresDist | None:
-    """A Requires-Dist line, parsed once per process (the same lines come back for every extra,
-    every wiring and every target); None when it does not parse."""
-    try:
-        req = Requirement(line)
-    except InvalidRequirement:
-        return None
-    return RequiresDist(
-        name=canonicalize_name(req.name),
-        specifier=req.specifier,
-        extras=frozenset(canonicalize_name(e) for e in req.extras),
-        marker=req.marker,
-        url=req.url,
-        text=str(req).split(";", 1)[0].strip(),
-    )
+def contains(spec: SpecifierSet, version: Version) -> bool:
+    """``spec.contains(version, prereleases=True)`` (pre-releases are the factory's to judge)."""
+    return not spec or spec.contains(version, prereleases=True)
 
 
 class Key(NamedTuple):
@@ -101,9 +74,9 @@ class Req:
         """An exact pin (``==V`` or ``===V``, no wildcard)."""
         return any(s.operator in ("==", "===") and "*" not in s.version for s in self.specifier)
 
-    def is_satisfied_by(self, cand: Cand) -> bool:
+    def is_satisfied_by(self, cand: Cand, contains: Callable[[SpecifierSet, Version], bool] = contains) -> bool:
         """Same package, inside the range (pre-releases judged by the factory), and a yanked
-        file only when pinned exactly (PEP 592)."""
+        file only when pinned exactly (PEP 592). ``contains``: a resolve's ``Containment`` memo."""
         if self.name != cand.name or not contains(self.specifier, cand.version):
             return False
         if cand.file is not None and cand.file.is_yanked:
@@ -114,27 +87,23 @@ class Req:
         return self.text or f"{self.key}{self.specifier}"
 
 
-_CONTAINS: dict[tuple[int, int], tuple[SpecifierSet, Version, bool]] = {}
+class Containment:
+    """``contains``, remembered per (specifier, version) object pair: resolvelib asks again for every
+    pinned requirement on every round. One per resolve (the candidate factory's): it dies with its
+    target, so the specifiers and versions of the targets resolved before it are not kept alive."""
 
+    __slots__ = ("_known",)
 
-def forget_contains() -> None:
-    """Drop the ``contains`` memo: a resolve starts with it empty, so the specifiers and versions
-    of the targets resolved before it (a lock of many targets) are not kept alive."""
-    _CONTAINS.clear()
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, int], tuple[SpecifierSet, Version, bool]] = {}
 
-
-
-def contains(spec: SpecifierSet, version: Version) -> bool:
-    """``spec.contains(version, prereleases=True)``, once per (specifier, version) object pair:
-    resolvelib asks again for every pinned requirement on every round."""
-    if not spec:
-        return True
-    key = (id(spec), id(version))
-    hit = _CONTAINS.get(key)
-    if hit is not None and hit[0] is spec and hit[1] is version:
-        return hit[2]
-    ok = spec.contains(version, prereleases=True)
-    if len(_CONTAINS) > 200_000:
-        _CONTAINS.clear()
-    _CONTAINS[key] = (spec, version, ok)  # holding both keeps their ids unique
-    return ok
+    def __call__(self, spec: SpecifierSet, version: Version) -> bool:
+        if not spec:
+            return True
+        key = (id(spec), id(version))
+        hit = self._known.get(key)
+        if hit is not None and hit[0] is spec and hit[1] is version:
+            return hit[2]
+        ok = spec.contains(version, prereleases=True)
+        self._known[key] = (spec, version, ok)  # holding both keeps their ids unique
+        return ok

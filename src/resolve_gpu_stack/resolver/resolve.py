@@ -10,22 +10,24 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 from resolvelib import BaseReporter, Resolver
-from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep
+from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
 from ..model import Coupling, LockPlan
 from ..model.cuda import CudaLabel
-from ..model.request import TORCH, ResolveRequest, parse_with
+from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiTorch, ExportsSource
+from ..rules.fit import TargetFit
+from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
+from ..rules.versions import describe_versions, torch_series
 from . import builds, framework
 from .coupling import Found, ScanAhead, WheelClassifier, abi_policy
 from .dependencies import Dependencies
@@ -33,58 +35,58 @@ from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .overrides import OverrideRules, Overrides
 from .planning import PlanContext, build_plan
-from .policy import describe_versions, plan_violations, synthetic_note, synthetic_rows, torch_series
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import WITH_PARENT, Cand, Key, Req, forget_contains
+from .requirement import WITH_PARENT, Cand, Key, Req
 from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
+if TYPE_CHECKING:
+    from .reuse import ResultStore
 
-def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource) -> LockPlan:
-    """The plan for ``request``. With a fetcher that stores results, a plan computed earlier
-    from the same inputs is returned when every page and METADATA file it came from is
+
+def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource,
+            store: ResultStore | None) -> LockPlan:
+    """The plan for ``request``. With a ``store`` (``HttpFetcher``'s cache), a plan computed
+    earlier from the same inputs is returned when every page and METADATA file it came from is
     unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects import;
     ``exports`` what the plan's torch exports (read only when a version-locked wheel asks). Every
-    compiled wheel the data does not cover is judged by them (``rules/abi.py``)."""
+    compiled wheel the data does not cover is judged by them (``rules/abi.py``).
+
+    Reentrant: what one resolve remembers lives in its own objects (the candidate factory, the
+    target's ``TargetFit``) or in the finder, which several resolves may share, in turn or at once."""
     from . import reuse
 
-    key = reuse.result_key(request, defs) if finder.fetcher.result_store is not None else None
-    if key is not None:
-        plan = reuse.reuse(finder, key)
+    key = reuse.result_key(request, defs) if store is not None else None
+    if store is not None and key is not None:
+        plan = reuse.reuse(finder, store, key)
         if plan is not None:
             return plan
-    forget_contains()  # per-target state dies with its target; the finder (pages, metadata) is shared
     with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
         plan = _resolve(request, finder, defs, ahead, exports)
-    if key is not None:
-        reuse.remember(finder, key, plan)
+    if store is not None and key is not None:
+        reuse.remember(finder, store, key, plan)
     return plan
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
     cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
+    fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     _prefetch_roots(finder, request, components, ctx)
-    torch = select_torch(request, cuda, *finder.offers(TORCH, ctx))
+    torch = select_torch(request, cuda, *finder.offers(TORCH, ctx), fit=fit)
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
-    floors, floor_notes = flashinfer_floors(request) if request.flashinfer.wanted else ((), ())
-    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier)
-    pinned, pin_notes = with_torch_pins(request, finder, ctx)  # after the crawl: the torch METADATA is in
+    floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
+    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit)
+    pinned, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in
     if pinned is not request:  # a declared torch's exact pins came with it: the same pages, candidates rebuilt
         request = pinned
-        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, previous=w.factory)
+        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, previous=w.factory)
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
-    provider = w.provider
-    try:
-        result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
-    except ResolutionImpossible as exc:
-        raise _explain_impossible(exc, factory) from None
-    except ResolutionTooDeep as exc:
-        raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
+    result = _run_resolvelib(w.provider, requirements, factory)
 
     abi_torch = _abi_torch(result.mapping, torch, exports)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
@@ -92,10 +94,23 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
     notes = [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, w.dependencies, factory)]
     plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts, offers=factory.offers)
-    plan = build_plan(result, plan_ctx, notes)
+    return _checked(build_plan(result, plan_ctx, notes), defs, None if request.allow_downgrade else torch.installed)
+
+
+def _run_resolvelib(provider: StackProvider, requirements: list[Req], factory: CandidateFactory) -> Result[Req, Cand, Key]:
+    try:
+        return Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
+    except ResolutionImpossible as exc:
+        raise _explain_impossible(exc, factory) from None
+    except ResolutionTooDeep as exc:
+        raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
+
+
+def _checked(plan: LockPlan, defs: Definitions, torch_floor: Version | None) -> LockPlan:
+    """``plan`` with a note per stand-in digest, once it keeps every invariant (else a bug: said as such)."""
     if synthetic := synthetic_rows(plan.packages):
         plan = replace(plan, notes=(*plan.notes, *map(synthetic_note, synthetic)))
-    violations = plan_violations(plan, defs, torch_floor=None if request.allow_downgrade else torch.installed, require_hashes=False)
+    violations = plan_violations(plan, defs, torch_floor=torch_floor, require_hashes=False)
     if violations:
         raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
     return plan
@@ -140,7 +155,7 @@ def _framework_facts(
 def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: Definitions, factory: CandidateFactory) -> dict[NormalizedName, builds.WayFacts]:
     """For each package built for another torch: what the indexes offer towards a build for the
     kept torch (``builds.ways_for`` words it for the refusal)."""
-    requested = {canonicalize_name(parse_with(text).name) for text in request.with_}
+    requested = {text.name for text in request.with_}
     return {name: builds.way_facts(name, family=defs.pytorch_family, family_candidates=factory.candidates,
                                    files=lambda n: [o.file for o in factory.offers(n)], requested=requested, version=version)
             for (name, version), f in found.items() if f.mismatch is not None}
@@ -182,13 +197,13 @@ class _Wiring(NamedTuple):
 
 
 def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: TorchSelection, ctx: RouteContext,
-          components: tuple[str, ...], floors: Sequence[Floor], ahead: ScanAhead | None = None, *, previous: CandidateFactory | None = None) -> _Wiring:
+          components: tuple[str, ...], floors: Sequence[Floor], ahead: ScanAhead | None = None, *, fit: TargetFit, previous: CandidateFactory | None = None) -> _Wiring:
     """The candidate factory, the FlashInfer selection, the overrides and the provider for
     ``request``, with the closure of its root requirements prefetched (and, with ``ahead``, the
     scans of the native wheels it meets started). ``previous``: the first wiring's factory; its
     crawl already read these pages and judged their files, so this wiring shares its verdicts and
     goes level by level on one thread: threads only cost here."""
-    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda)
+    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit)
     if previous is None:
         factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires, build=request.build_names)
     else:
@@ -196,7 +211,7 @@ def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: Tor
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
     overrides = Overrides(_override_rules(request, defs, torch))
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus)
+    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus, gpu_table=defs.gpu_table)
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
     requirements = overrides.roots(_requirements(request, defs, floors))
@@ -204,7 +219,7 @@ def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: Tor
         prefetcher.levels(requirements)
     else:
         prefetcher.closure(requirements)
-    return _Wiring(factory, flashinfer, policy, overrides, dependencies, StackProvider(factory, dependencies, prefetcher, policy), requirements)
+    return _Wiring(factory, flashinfer, policy, overrides, dependencies, StackProvider(factory, dependencies, policy, prefetcher), requirements)
 
 
 def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, flashinfer: FlashInferSelection | None, components: tuple[str, ...]) -> Policy:
@@ -221,12 +236,7 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
     """Read the pages the first steps need (torch, the FlashInfer components, --with names) in one
     round of concurrent requests. The legacy AOT page needs torch's series: guessed from the
     installed torch (read later if the chosen torch has another series)."""
-    names = [TORCH, *components]
-    for text in request.with_:
-        try:
-            names.append(canonicalize_name(Requirement(text).name))
-        except InvalidRequirement:
-            pass  # parse_with says what is wrong
+    names = [TORCH, *components, *(r.name for r in request.with_)]
     installed = request.installed_torch
     guess = ctx if installed is None else RouteContext(torch_channel=ctx.torch_channel, cuda=ctx.cuda, flashinfer_channel=ctx.flashinfer_channel, torch_series=torch_series(installed))
     try:
@@ -238,16 +248,24 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
 def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, dependencies: Dependencies, factory: CandidateFactory) -> list[str]:
     """What planning only the providers the GPUs need left out, and the bytes that saves (the
     sizes the index pages list)."""
-    shim = next((c for k, c in getattr(result, "mapping", {}).items() if k.name == defs.flashinfer.jit_cache and not k.extras), None)
+    shim = getattr(result, "mapping", {}).get(Key(defs.flashinfer.jit_cache))
     skipped = dependencies.skipped_providers(shim) if shim is not None else ()
     if shim is None or not skipped:
         return []
-    sizes = [next((c.file.size for c in factory.candidates(canonicalize_name(n)) if c.version == shim.version and c.file is not None), None) for n in skipped]
-    known = [n for n in sizes if n is not None]
-    saved = f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
+    saved = _saved([_file_size(factory, canonicalize_name(n), shim.version) for n in skipped])
     gpus = ", ".join(str(g) for g in request.gpus)
     return [f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
             f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"]
+
+
+def _saved(sizes: Sequence[int | None]) -> str:
+    known = [n for n in sizes if n is not None]
+    return f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
+
+
+def _file_size(factory: CandidateFactory, name: NormalizedName, version: Version) -> int | None:
+    """The size the index page lists for the wheel of ``name`` at ``version`` (None: not listed)."""
+    return next((c.file.size for c in factory.candidates(name) if c.version == version and c.file is not None), None)
 
 
 def _size(size: int) -> str:
@@ -283,9 +301,9 @@ def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[F
     if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
         top = max(floors, key=lambda f: f.version)
         out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(f">={top.version}"), parent=f"({top})", text=f"{defs.flashinfer.python}>={top.version}"))
-    for text in request.with_:
-        req = parse_with(text)
-        out.append(Req(name=canonicalize_name(req.name), specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
+    for r in request.with_:
+        req = r.requirement
+        out.append(Req(name=r.name, specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
     return out
 
 

@@ -1,11 +1,12 @@
 """Reusing a plan when nothing it was computed from has changed: the warm path of ``resolve``.
 
 A plan is a pure function of the request, the index definitions, this code, and the bytes of
-the pages and METADATA files the resolver read. After a resolve, a fetcher that can store
-results (its ``result_store``: ``HttpFetcher``'s cache) keeps one entry: the
-plan, and the sha256 of every page (or "404") and METADATA file the finder read, under a key
-digesting the request, the definitions and the code (version and the size and mtime of each
-module). A later resolve with the same key asks the indexes again for every recorded page, in
+the pages and METADATA files the resolver read. After a resolve, the ``ResultStore`` it was given
+(``HttpCache``) keeps one entry: the plan, and the sha256 of every page (or "404") and METADATA
+file the finder read, under a key digesting the request and the definitions' data
+(``Definitions.digest``). The store keeps entries per code identity (``net/cache.py``: this
+package's version and the size and mtime of each module), so code that changed never reads
+another's plans. A later resolve with the same key asks the indexes again for every recorded page, in
 one round of conditional requests (304 when unchanged), re-reads every METADATA file (from the
 cache, where it is verified), and returns the stored plan only when every digest matches.
 Otherwise it resolves in full, with what it just read already in hand.
@@ -17,18 +18,12 @@ ignored (a miss).
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import hashlib
 import json
 import logging
-import re
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from packaging.specifiers import SpecifierSet
-from packaging.tags import Tag
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -36,37 +31,32 @@ from ..data.definitions import Definitions
 from ..errors import CrawlError
 from ..index.finder import Finder
 from ..model import IndexFile, LockPlan
+from ..model.canonical import canonical
 from ..model.codec import plan_from_dict, plan_to_dict
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 4  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch; 4: with sdist / built (--build)
+SCHEMA = 4  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch; 4: with sdist / built (--build), the code is the store's
+
+
+class ResultStore(Protocol):
+    """Where a resolver keeps results computed from what a fetcher read: entries written by other
+    code are never returned (``HttpCache`` keeps them per code identity)."""
+
+    def get_result(self, key: str) -> bytes | None: ...
+
+    def put_result(self, key: str, content: bytes) -> None: ...
 
 
 def result_key(request: object, defs: Definitions) -> str:
-    """The digest of everything a plan depends on besides the fetched bytes."""
-    inputs = {"schema": SCHEMA, "code": _code_identity(), "request": _canonical(request), "definitions": _definitions_digest(defs)}
+    """The digest of everything a plan depends on besides the fetched bytes and the code."""
+    inputs = {"schema": SCHEMA, "request": canonical(request), "definitions": defs.digest}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-_DEFS: dict[int, tuple[Definitions, str]] = {}
-
-
-def _definitions_digest(defs: Definitions) -> str:
-    """The digest of the (immutable) definitions, once per object: a lock shares one for all targets."""
-    known = _DEFS.get(id(defs))
-    if known is None or known[0] is not defs:
-        if len(_DEFS) > 16:
-            _DEFS.clear()
-        digest = hashlib.sha256(json.dumps(_canonical(defs), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-        known = _DEFS[id(defs)] = (defs, digest)
-    return known[1]
-
-
-def reuse(finder: Finder, key: str) -> LockPlan | None:
+def reuse(finder: Finder, store: ResultStore, key: str) -> LockPlan | None:
     """The stored plan for ``key`` when every page and METADATA file it came from is unchanged."""
-    store = finder.fetcher.result_store
-    raw = store.get_result(key) if store is not None else None
+    raw = store.get_result(key)
     if raw is None:
         return None
     try:
@@ -87,11 +77,8 @@ def reuse(finder: Finder, key: str) -> LockPlan | None:
     return plan
 
 
-def remember(finder: Finder, key: str, plan: LockPlan) -> None:
+def remember(finder: Finder, store: ResultStore, key: str, plan: LockPlan) -> None:
     """Store ``plan`` with the digests of every page and METADATA file the finder read."""
-    store = finder.fetcher.result_store
-    if store is None:
-        return
     metadata = sorted(((_file_record(f), d) for f, d in dict(finder.metadata_digests).values()), key=lambda r: str(r[0]["url"]))
     entry = {
         "schema": SCHEMA,
@@ -123,48 +110,3 @@ def _file_from(raw: Mapping[str, Any]) -> IndexFile:
         metadata_sha256=raw["metadata_sha256"],
         has_metadata=bool(raw["has_metadata"]),
     )
-
-
-# -- the key ---------------------------------------------------------------------------------------
-def _canonical(value: Any) -> Any:
-    """A JSON-able, order-independent form of a request or definitions object."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"__type__": type(value).__name__, **{f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return sorted(([_canonical(k), _canonical(v)] for k, v in value.items()), key=lambda kv: json.dumps(kv[0], sort_keys=True))
-    if isinstance(value, (set, frozenset)):
-        return sorted((_canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
-    if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
-    if isinstance(value, (Version, SpecifierSet, Tag, Path)):
-        return str(value)
-    if isinstance(value, re.Pattern):
-        return value.pattern
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return repr(value)
-
-
-_CODE: str | None = None
-
-
-def _code_identity() -> str:
-    """This package's version and the size and mtime of each of its modules: a plan stored by
-    other code (an upgrade, an edited checkout) is never reused."""
-    global _CODE
-    if _CODE is None:
-        here = Path(__file__).resolve().parents[1]
-        parts = []
-        for path in sorted(here.rglob("*.py")):
-            st = path.stat()
-            parts.append(f"{path.relative_to(here)}:{st.st_size}:{st.st_mtime_ns}")
-        try:
-            from importlib.metadata import version
-
-            parts.append(version("resolve-gpu-stack"))
-        except Exception:  # noqa: BLE001 - not installed as a distribution
-            pass
-        _CODE = hashlib.sha256("\n".join(parts).encode()).hexdigest()
-    return _CODE

@@ -9,6 +9,7 @@ if the user had listed them. A name the user did list keeps the user's version.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from packaging.utils import NormalizedName
@@ -17,13 +18,13 @@ from packaging.version import InvalidVersion, Version
 from ..data.definitions import RouteContext
 from ..errors import CrawlError
 from ..index.finder import Finder
+from ..index.parse import RequiresDist, parse_requires_dist
 from ..model import IndexFile, Target
 from ..model.request import TORCH, ResolveRequest
-from .policy import tag_rank
-from .requirement import parse_requires_dist
+from ..rules.fit import TargetFit
 
 
-def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext) -> tuple[ResolveRequest, list[str]]:
+def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> tuple[ResolveRequest, list[str]]:
     """``request`` with the installed torch's exact pins added to its declared target's installed
     set, and a note for each. Unchanged for a real interpreter (its installed set is read from it),
     without an installed torch, or when that torch's wheel is not on the index."""
@@ -31,14 +32,14 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext) 
     target = request.target
     if installed is None or target.interpreter is not None or request.installed_requires.get(TORCH):
         return request, []
-    wheel = _installed_wheel(finder, ctx, target, installed)
+    wheel = _installed_wheel(finder, ctx, fit, installed)
     if wheel is None:
         return request, []
     try:
         requires = finder.metadata(wheel).requires_dist
     except CrawlError as err:
         return request, [f"the METADATA of the installed torch {installed} could not be read ({err.cause}): only what --installed names is taken as installed"]
-    pins = {name: version for name, version in exact_pins(requires, target).items() if name not in target.installed}
+    pins = {name: version for name, version in exact_pins(requires, target, finder.requires_dist).items() if name not in target.installed}
     if not pins:
         return request, []
     listed = ", ".join(f"{name} {version}" for name, version in sorted(pins.items()))
@@ -46,22 +47,23 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext) 
     return replace(request, target=replace(target, installed={**target.installed, **pins})), [note]
 
 
-def _installed_wheel(finder: Finder, ctx: RouteContext, target: Target, version: Version) -> IndexFile | None:
+def _installed_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version) -> IndexFile | None:
     """The wheel of the installed torch for this target (best tag first), if the index has it."""
     try:
         offers, _ = finder.offers(TORCH, ctx)
     except CrawlError:
         return None  # the torch selection already read these pages; it says what went wrong
-    ranked = [(rank, o.file) for o in offers if o.file.version == version and o.file.is_wheel and (rank := tag_rank(o.file, target)) is not None]
+    ranked = [(rank, o.file) for o in offers if o.file.version == version and o.file.is_wheel and (rank := fit.tag_rank(o.file)) is not None]
     return min(ranked, key=lambda rf: rf[0])[1] if ranked else None
 
 
-def exact_pins(requires_dist: tuple[str, ...], target: Target) -> dict[NormalizedName, Version]:
-    """``name==version`` requirements (one exact specifier, no wildcard) whose markers hold on the target."""
+def exact_pins(requires_dist: tuple[str, ...], target: Target, parse: Callable[[str], RequiresDist | None] = parse_requires_dist) -> dict[NormalizedName, Version]:
+    """``name==version`` requirements (one exact specifier, no wildcard) whose markers hold on the
+    target (``parse``: a finder's ``requires_dist``, which parses each line once)."""
     env = {**target.markers, "extra": ""}
     out: dict[NormalizedName, Version] = {}
     for text in requires_dist:
-        req = parse_requires_dist(text)
+        req = parse(text)
         if req is None:
             continue
         if req.marker is not None and not req.marker.evaluate(env):

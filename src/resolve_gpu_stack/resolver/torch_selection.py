@@ -10,9 +10,10 @@ from packaging.version import Version
 
 from ..errors import DowngradeRefused, NoPlanError, UsageError
 from ..index.finder import Offer, PageVisit
-from ..model import CudaLabel, Target
+from ..model import CudaLabel, IndexFile, Target
 from ..model.request import ResolveRequest, TorchChoice, TorchKind
-from .policy import describe_versions, fits_target, public, torch_series
+from ..rules.fit import TargetFit
+from ..rules.versions import describe_versions, public, torch_series
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,14 +59,16 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
     return cuda
 
 
-def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit]) -> TorchSelection:
+def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit], fit: TargetFit | None = None) -> TorchSelection:
     """Torch versions fitting the target, the request and ``cuda``, never lower than the
-    installed torch (unless ``--allow-downgrade``); the newest first."""
+    installed torch (unless ``--allow-downgrade``); the newest first. ``fit``: the resolve's
+    ``TargetFit`` for ``request.target`` (a fresh one when not given)."""
     choice = request.torch.for_installed(request.installed_torch)
     installed = request.installed_torch
+    fit = fit if fit is not None else TargetFit(request.target)
     everything = {o.file.version for o in offers}
-    fitting = _fitting(choice, cuda, request.target, offers)
-    _check_installed_fits(request, offers)
+    fitting = _fitting(choice, cuda, fit, offers)
+    _check_installed_fits(request, offers, fit)
     if _keeps_installed(choice, cuda, installed):
         fitting.add(installed)  # type: ignore[arg-type]
     if not fitting:
@@ -100,7 +103,7 @@ def _refuse_excluding_override(request: ResolveRequest, allowed: set[Version], i
         raise NoPlanError(f"--override {text!r} conflicts with {what}", hint=hint)
 
 
-def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> None:
+def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer], fit: TargetFit) -> None:
     """A declared installed torch the index has for this machine, but with no wheel for the declared
     target: the platform's glibc (or the Python) is wrong, and that is what to say, not a FlashInfer
     component it misses."""
@@ -108,11 +111,10 @@ def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> N
     if installed is None or request.target.interpreter is not None:
         return
     files = [o.file for o in offers if o.file.version == installed]
-    if not files or any(fits_target(f, request.target) is None for f in files):
+    if not files or any(fit(f) is None for f in files):
         return
-    platforms = sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
-    machine = request.target.platform.split("-", 1)[0]
-    if not any(p.endswith(machine) for p in platforms):
+    platforms = _platforms(files)
+    if not _built_for_machine(platforms, request.target):
         return  # not built for this machine (yet): that is a missing wheel, not a wrong platform
     raise NoPlanError(
         f"the installed torch {installed} has no wheel for {target_words(request.target)}: a target there cannot have it installed",
@@ -121,11 +123,21 @@ def _check_installed_fits(request: ResolveRequest, offers: Sequence[Offer]) -> N
     )
 
 
-def _fitting(choice: TorchChoice, cuda: CudaLabel, target: Target, offers: Iterable[Offer]) -> set[Version]:
+def _built_for_machine(platforms: Iterable[str], target: Target) -> bool:
+    machine = target.platform.split("-", 1)[0]
+    return any(p.endswith(machine) for p in platforms)
+
+
+def _platforms(files: Iterable[IndexFile]) -> list[str]:
+    """The platform tags of the wheels among ``files``, sorted."""
+    return sorted({t.platform for f in files if f.filename.endswith(".whl") for t in parse_wheel_filename(f.filename)[3]})
+
+
+def _fitting(choice: TorchChoice, cuda: CudaLabel, fit: TargetFit, offers: Iterable[Offer]) -> set[Version]:
     out: set[Version] = set()
     for offer in offers:
         v = offer.file.version
-        if v.local != str(cuda) or fits_target(offer.file, target) is not None:
+        if v.local != str(cuda) or fit(offer.file) is not None:
             continue
         if v.is_prerelease and not choice.allows_prereleases:
             continue

@@ -1,0 +1,117 @@
+"""Ground floor: a file written whole or not at all. One way for every file this package writes in
+one piece (cache entries, snapshot records, the wheel cache's records, lock files, a wheelhouse's
+pages): the bytes go to a temporary file beside the target, which is renamed over it, so a reader
+(another process sharing a cache, a tool reading a lock) sees the old file or the new one, never a
+part, and a failed write leaves the old file as it was and no temporary file behind.
+
+The temporary file is ``.<name>.<8 digits>.tmp`` in the target's folder, made with ``O_EXCL``
+(never one another process has): what ``stale_temp`` recognises, so a sweep can remove what a
+killed writer left without touching anything else.
+
+Plain ``os`` calls, not ``tempfile`` and a file object: a cold resolve writes a hundred cache
+entries from the crawl's threads, and each system call saved is one hand-over of the interpreter
+fewer. An I/O module on the ground floor: the pure floors never import it (``tests/test_layers.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+from pathlib import Path
+
+_TEMP = re.compile(r"^\.(?P<name>.+)\.[0-9]{8}\.tmp$")
+
+
+def atomic_write(path: Path, data: bytes | str, *, sync: bool = False, mode: int | None = None, make_parents: bool = False) -> Path:
+    """Write ``data`` (str: UTF-8) to ``path`` through a temporary file beside it and a rename.
+
+    ``sync``: the file and then its folder are synced before and after the rename (a lock file,
+    which nothing checks again when it is read); without it (a cache entry, whose digest is checked
+    on every read) a crash can only lose the write. ``mode``: the file's permissions (default: the
+    replaced file's, else 0o644). ``make_parents``: create the folder (0o700) when
+    the first try finds it missing. Raises ``OSError``; nothing is left behind then.
+    """
+    tmp = write_temp(path, data, sync=sync, mode=mode, make_parents=make_parents)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if sync:
+        sync_folder(path.parent)
+    return path
+
+
+def write_temp(path: Path, data: bytes | str, *, sync: bool = False, mode: int | None = None, make_parents: bool = False) -> str:
+    """The temporary file beside ``path`` holding ``data`` (synced with ``sync``), for the caller to
+    rename over ``path`` (``atomic_write``; several at once: ``lock.files.write_texts``)."""
+    body = data.encode("utf-8") if isinstance(data, str) else data
+    if mode is None:
+        mode = _mode_of(path)
+    try:
+        fd, tmp = _create(path, mode)
+    except FileNotFoundError:
+        if not make_parents:
+            raise
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = _create(path, mode)
+    try:
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def stale_temp(name: str, of: str | None = None) -> bool:
+    """Whether ``name`` is a temporary file ``atomic_write`` makes (of the file ``of``, when given)."""
+    m = _TEMP.match(name)
+    return m is not None and (of is None or m["name"] == of)
+
+
+def sync_folder(folder: Path) -> None:
+    """Best effort: the folder's entries (a rename) on disk."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _mode_of(path: Path) -> int:
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        return 0o644
+
+
+def _create(path: Path, mode: int) -> tuple[int, str]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    while True:
+        tmp = f"{path.parent}/.{path.name}.{random.randrange(10**8):08d}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:
+            continue
+        if mode != 0o600:
+            os.fchmod(fd, mode)
+        return fd, tmp
+
+
+__all__ = ["atomic_write", "stale_temp", "sync_folder", "write_temp"]
