@@ -31,8 +31,8 @@ from resolve_gpu_stack.model.cuda import CudaLabel
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
-from resolve_gpu_stack.resolver.policy import RejectReason, family_date_mismatch, per_torch_mismatch
 from resolve_gpu_stack.resolver.resolve import resolve
+from resolve_gpu_stack.rules.fit import RejectReason, family_date_mismatch, per_torch_mismatch
 
 DEFS = load_definitions()
 NIGHTLY = "2.12.0.dev20260307+cu130"

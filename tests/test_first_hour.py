@@ -122,7 +122,7 @@ def test_download_counts_add_up(files, cached, size, unknown, line):
 def test_no_progress_display_until_something_downloads_and_none_for_a_dry_run(monkeypatch):
     import argparse
 
-    from resolve_gpu_stack.cli.cmd_install import download_progress
+    from resolve_gpu_stack.cli.downloads import download_progress
 
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)

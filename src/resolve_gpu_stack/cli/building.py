@@ -24,7 +24,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
     (``lock``: the kept torch's wheel is installed into the build environment)."""
     from ..env.build import BuildContext, build_plan, pending
     from ..model.declared import declared_target
-    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
 
     if not pending(plan):
         return plan
@@ -46,7 +46,7 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
     from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, max_jobs
     from ..env.install import find_uv
     from ..model.gpu import GpuArch
-    from .cmd_install import uv_from_args
+    from .downloads import uv_from_args
 
     uv = uv_from_args(args, env) if getattr(args, "uv", None) else find_uv(env)
     gpus = plan.inputs.get("gpus") or []

@@ -9,23 +9,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shutil
 import sys
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import common
 from . import settings as S
+from .downloads import download_fetcher, download_progress, uv_from_args, wheel_cache_from_args
 
 if TYPE_CHECKING:
     from ..env.install import InstallReport
     from ..model import LockPlan
-    from ..net.download import DownloadProgress, WheelCache
-    from ..net.http import HttpFetcher
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,81 +72,6 @@ def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> s
     return value
 
 
-def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    """``--uv PATH`` (checked now, before anything is downloaded) or the default uv."""
-    from ..env.install import find_uv
-
-    if args.uv is None:
-        return find_uv(env)
-    found = shutil.which(args.uv, path=env.get("PATH"))
-    if found is None:
-        raise UsageError(f"--uv {args.uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool")
-    return found
-
-
-def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> WheelCache:
-    from ..net.cache import default_cache_dir
-    from ..net.download import WheelCache
-
-    return WheelCache.under(args.cache_dir or default_cache_dir(env))
-
-
-def download_fetcher(args: argparse.Namespace, defs=None) -> HttpFetcher:
-    """THE HTTP fetcher for wheels (install, install --lock, wheelhouse): the network flags, retries
-    reported as they happen, and the credentials of the configured indexes (``defs``) when given."""
-    from ..net.http import HttpFetcher
-
-    fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
-    fetcher.transport.on_retry = common.retry_printer(args)
-    for definition in (defs.indexes.values() if defs is not None else ()):
-        if definition.url:
-            fetcher.credentials.remember(definition.url)
-    return fetcher
-
-
-@contextmanager
-def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | None]:
-    """A rich progress bar on a terminal (stderr), nothing otherwise; none for a dry run. The
-    display starts with the first wheel reported: a run that downloads nothing shows no bar."""
-    if getattr(args, "quiet", False) or getattr(args, "dry_run", False) or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    bar = Progress(*columns, console=Console(file=sys.stderr), transient=False)
-    tasks: dict[str, TaskID] = {}
-    lock = threading.Lock()
-
-    def report(name: str, done: int, total: int | None) -> None:
-        with lock:
-            if not tasks:
-                bar.start()
-            task = tasks.get(name)
-            if task is None:
-                label = name if len(name) <= 48 else name[:47] + "…"
-                task = tasks[name] = bar.add_task(label, total=total)
-        bar.update(task, completed=done, total=total)
-
-    try:
-        yield report
-    finally:
-        if tasks:
-            bar.stop()
-
-
-def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs) -> LockPlan:
-    """``download.fill_hashes`` with the cache, network and progress settings of the flags.
-
-    With ``--snapshot`` nothing is downloaded: only wheels already in the wheel cache count.
-    """
-    from ..net.download import fill_hashes
-
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
-        return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=args.snapshot is not None)
-
-
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.lock is not None or args.force_target:
         return run_lock(args, env)
@@ -164,7 +85,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise UsageError("--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
                          hint="write the lock with `resolve-gpu-stack lock -o FILE`")
     if args.output is not None:
-        from .cmd_lock import check_output_names
+        from .downloads import check_output_names
 
         check_output_names([args.output])  # before the interpreter is probed or anything resolved
     python = interpreter_from_args(args, env)

@@ -99,6 +99,8 @@ def _own_target(args: argparse.Namespace) -> bool:
 # -- one plan from flags ---------------------------------------------------------------------------
 
 def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from .downloads import check_output_names
+
     check_output_names(args.output)  # a bad name fails before anything is resolved
     plan, defs = common.run_resolve(args, env)
     if not args.output:
@@ -117,22 +119,11 @@ def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs,
     _say_written(written, label, quiet=getattr(args, "quiet", False))
 
 
-def check_output_names(paths: Sequence[Path]) -> None:
-    """Each output is a lock file name (pylock.<name>.toml or *.txt) and not a folder: said up
-    front, as a usage error, not after a resolve."""
-    from ..lock.files import lock_format
-
-    for path in paths:
-        lock_format(path)
-        if path.is_dir():
-            raise UsageError(f"-o {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
-
-
 def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
     """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
     is the snapshot the plan was resolved from, if any."""
     from ..lock.files import render_lock
-    from .cmd_install import fill_plan_hashes
+    from .downloads import fill_plan_hashes
 
     for path in paths:
         if path.is_dir():
@@ -197,7 +188,7 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
 
     from ..model import Action
     from ..net.download import fetch_verified
-    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
 
     missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
     if not missing:

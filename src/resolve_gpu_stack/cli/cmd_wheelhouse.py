@@ -79,7 +79,7 @@ def check_base_url(url: str | None) -> str | None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from ..env.wheelhouse import export_wheelhouse
-    from .cmd_install import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
 
     base_url = check_base_url(args.base_url)
     output = args.output.absolute()

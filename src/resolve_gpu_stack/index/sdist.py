@@ -101,7 +101,7 @@ def _tar_member(fileobj: IO[bytes], leaf: str) -> bytes | None:
 def _zip_member(fileobj: IO[bytes], leaf: str) -> bytes | None:
     with zipfile.ZipFile(fileobj) as zf:
         for info in zf.infolist():
-            if not _top_level(info.filename, leaf) or info.is_dir():
+            if not _top_level(info.filename, leaf) or info.filename.endswith("/"):  # a folder entry
                 continue
             if info.file_size > MAX_MEMBER_BYTES:
                 raise SdistError(f"{info.filename} is {info.file_size} bytes, over the {MAX_MEMBER_BYTES}-byte cap")

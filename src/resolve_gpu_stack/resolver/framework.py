@@ -20,12 +20,12 @@ from ..model import IndexFile, Override
 from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
+from ..rules.versions import describe_versions
 from .builds import WayFacts, ways_for
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
 from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides
-from .policy import describe_versions
 from .requirement import Cand, Key, Req
 
 Pkg = tuple[NormalizedName, Version]
