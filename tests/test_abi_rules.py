@@ -124,7 +124,7 @@ def test_the_data_says_torch_c_dlpack_ext_loads_none_of_its_builds_from_torch_2_
     policy = AbiPolicy.of(load_definitions().abi)
     builds = tuple(f"2.{n}" for n in range(4, 10))
     v = judge("torch-c-dlpack-ext", builds_wheel(*builds), torch(), policy, version=Version("0.1.5"))
-    assert v.runs and "from torch 2.10 on it loads none of them" in (v.note or "")
+    assert v.runs and "expected from torch 2.10 on" in (v.note or "")
     before = judge("torch-c-dlpack-ext", builds_wheel("2.4", "2.5"), torch(Version("2.6.0+cu126"), cuda=12), policy, version=Version("0.1.5"))
     assert before.runs and "loads none of them" not in (before.note or "")
 

@@ -87,7 +87,7 @@ class AbiPolicy:
 
         def loads_none(name: str, version: Version | None, torch: Version) -> str | None:
             row = rules.loads_no_builds(name, version, torch)
-            return None if row is None else f"from torch {row.torch} on it loads none of them: {row.why}"
+            return None if row is None else f"expected from torch {row.torch} on: {row.why}"
 
         return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle)
 
