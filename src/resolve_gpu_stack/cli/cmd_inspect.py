@@ -99,11 +99,14 @@ def _read_local(path: Path, defs: Definitions) -> tuple[str, WheelScan | None, W
 
         try:
             scan = scan_wheel(read, size, cap=64 * 2**20, max_inflated=256 * 2**20)
-            fh.seek(0)
-            metadata = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
         except zipmeta.ZipError as exc:
             return str(path), None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
-    return str(path), scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, _requires_dist(metadata, str(path))
+        try:
+            fh.seek(0)
+            requires = _requires_dist(zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES), str(path))
+        except zipmeta.ZipError:
+            requires = ()  # no readable METADATA: no torch floor of its own
+    return str(path), scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, requires
 
 
 def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
