@@ -75,11 +75,15 @@ def _pins_one(spec: SpecifierSet) -> bool:
 
 
 def classify_all(files: Sequence[IndexFile], classifier: WheelClassifier) -> dict[str, WheelAbi]:
-    """``classifier`` over ``files`` concurrently (each is a few range reads), by URL."""
+    """``classifier`` over ``files`` concurrently (each is a few range reads), by URL: on the pool of
+    a ``ScanAhead`` (the resolve's: the scans it started are collected, not repeated), else on one
+    made for this call. No other pool scans."""
     if not files:
         return {}
-    with ThreadPoolExecutor(max_workers=min(CLASSIFY_THREADS, len(files))) as pool:
-        return dict(zip((f.url for f in files), pool.map(classifier, files), strict=True))
+    if isinstance(classifier, ScanAhead):
+        return classifier.scan_all(files)
+    with ScanAhead(classifier, threads=min(CLASSIFY_THREADS, len(files))) as pool:
+        return pool.scan_all(files)
 
 
 class ScanAhead:
@@ -115,6 +119,16 @@ class ScanAhead:
         with self._lock:
             future = self._futures.get(file.url)
         return future.result() if future is not None else self._classifier(file)
+
+    def scan_all(self, files: Sequence[IndexFile]) -> dict[str, WheelAbi]:
+        """Each file's scan, by URL, all at once on this pool: a scan started ahead is collected,
+        the others start now (after ``close``: one after another on the calling thread)."""
+        pending: dict[str, Future[WheelAbi] | IndexFile] = {}
+        with self._lock:
+            for f in files:
+                if f.url not in pending:
+                    pending[f.url] = self._futures.get(f.url) or (f if self._closed else self._pool.submit(self._classifier, f))
+        return {url: job.result() if isinstance(job, Future) else self._classifier(job) for url, job in pending.items()}
 
     def close(self) -> None:
         with self._lock:
