@@ -257,7 +257,7 @@ def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     uv = uv_from_args(args, env)
     cache = wheel_cache_from_args(args, env)
     defs = load_definitions()
-    with download_fetcher(args) as fetcher, download_progress(args) as progress:
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, defs=defs, dry_run=args.dry_run, force_target=args.force_target,
                               fetcher=fetcher, progress=progress, env=env)
     emit_report(args, report)

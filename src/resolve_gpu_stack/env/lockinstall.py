@@ -135,7 +135,7 @@ def install_lock(
     defs: Definitions | None = None,
     dry_run: bool = False,
     force_target: bool = False,
-    fetcher: HttpFetcher | None = None,
+    fetcher: HttpFetcher,
     progress: DownloadProgress | None = None,
     offline: bool = False,
     env: Mapping[str, str] | None = None,
@@ -143,9 +143,9 @@ def install_lock(
     """Install exactly the lock at ``path`` into ``python``'s environment (see the module docstring).
 
     ``defs``: the index definitions the lock is checked with (default: the bundled ones).
-    ``fetcher`` downloads the lock's http(s) wheels when they are not handed to uv (one is made,
-    and closed, when None and not ``offline``); ``offline`` takes every wheel from the wheel cache
-    or local files.
+    ``fetcher`` (the caller's: ``cli/downloads.download_fetcher`` for the command) downloads the
+    lock's http(s) wheels when they are not handed to uv, and names the hosts plain http may reach;
+    ``offline`` takes every wheel from the wheel cache or local files.
     """
     if defs is None:
         from ..data.definitions import load_definitions
@@ -159,23 +159,15 @@ def install_lock(
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
     if not misfit and (local or not offline):
-        insecure = fetcher.transport.allow_insecure_hosts if fetcher is not None else ()
-        report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local, insecure=insecure,
-                                  wheel_cache=wheel_cache, env=env)
+        report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local,
+                                  insecure=fetcher.transport.allow_insecure_hosts, wheel_cache=wheel_cache, env=env)
         return dataclasses.replace(report, lock_path=str(path))
     with wheel_cache.in_use():
         plan = _localized(plan, path.parent, wheel_cache)  # the wheels through our wheel cache
         if misfit:
             plan = retarget(plan, environment)
-        if fetcher is None and not offline:
-            from ..net.http import HttpFetcher
-
-            with HttpFetcher(cache=None) as own:
-                report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
-                                      environment=environment)
-        else:
-            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                                  environment=environment)
+        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
+                              environment=environment)
     return dataclasses.replace(report, lock_path=str(path))
 
 
