@@ -191,7 +191,7 @@ def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_e
     with pytest.raises(UsageError) as refused:
         install_lock(out / "pylock.arm.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), fetcher=fetcher, env=uv_env)
     said = str(refused.value)
-    assert "here triton is not installed" in said and "the lock's environments (platform_machine == 'aarch64'" in said and "exclude Python" in said
+    assert "here triton is not installed" in said and 'the lock\'s environments (platform_machine == "aarch64"' in said and "exclude Python" in said
     assert "no flag installs" in (refused.value.hint or "")  # the kept packages differ: --force-target would not pass it either
     assert installed(venv) == before
     bare = make_venv(tmp_path / "bare", uv_env)  # no torch: the lock keeps one

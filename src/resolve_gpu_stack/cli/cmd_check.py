@@ -266,14 +266,14 @@ def _is_pylock(checked) -> bool:
 
 def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
-    from ..lock.check import ListedFiles, finder_lookup, verify_files
+    from ..lock.check import finder_lookup, listed_lookup, verify_files
     from .config import resolve_definitions
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
     with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-        lookup = finder_lookup(parts.finder) if args.online else ListedFiles(parts.fetcher, defs, [c.plan for c, _ in pylocks])
+        lookup = finder_lookup(parts.finder) if args.online else listed_lookup(parts.finder, [c.plan for c, _ in pylocks])
         out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
         if args.online:
             out += _drift(config, results, parts, source)

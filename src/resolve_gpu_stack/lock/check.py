@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError, ResolveGpuStackError
-from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, Target, TargetSummary
+from ..model import Action, Coupling, IndexFile, LockedPackage, LockPlan, Target, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
 from ..rules.invariants import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
@@ -35,6 +35,9 @@ from .locked import LockedFile, Pin
 from .pylock import plan_from_lock
 from .select import select
 from .uvproject import LISTS, RECORD, TOOL, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
+
+if TYPE_CHECKING:
+    from ..index.finder import Finder
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
@@ -596,54 +599,28 @@ def recorded_channels(inputs: Mapping[str, Any]) -> tuple[str | None, str | None
 Lookup = Callable[[str, RouteContext, "set[str]"], "list[IndexFile]"]
 
 
-def finder_lookup(finder) -> Lookup:
+def finder_lookup(finder: Finder) -> Lookup:
     """Files offered for a package, through a ``Finder`` (full pages, shared with a re-resolve)."""
     return lambda name, ctx, _filenames: [o.file for o in finder.offers(name, ctx)[0]]
 
 
-class ListedFiles:
-    """Looks a few files up on their index pages, reading only the rows that name them.
+def listed_lookup(finder: Finder, plans: Iterable[LockPlan] = ()) -> Lookup:
+    """Files offered for a package, through a ``Finder`` reading only the rows that name them
+    (``Finder.listed``): given the ``plans`` to verify, the rows of every file they use for that
+    package, so each page is parsed once for all of them (the locks of several targets share
+    most pages)."""
+    wanted: dict[str, set[str]] = {}
+    for plan in plans:
+        for pkg in plan.packages:
+            for filename in (pkg.filename, pkg.sdist.filename if pkg.sdist else None):
+                if filename:
+                    wanted.setdefault(pkg.name, set()).add(filename)
 
-    A PyPI JSON page of a popular package lists thousands of files; reading every one of them for
-    the two or three a lock uses would make ``check`` slow. ``parse_page(..., only=...)`` skips
-    the other rows before any per-row work, and reads the rows kept exactly as the resolver does
-    (hashes, URLs and hosts mean the same). Given the ``plans`` to verify, each page is read once
-    for the files all of them use (the locks of several targets share most pages).
-    """
+    def lookup(name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
+        rows = wanted.get(canonicalize_name(name), set()) | filenames
+        return [o.file for o in finder.listed(name, ctx, rows) if o.file.filename in filenames]
 
-    def __init__(self, fetcher, defs: Definitions, plans: Iterable[LockPlan] = ()) -> None:
-        self.fetcher = fetcher
-        self.defs = defs
-        self._wanted: dict[str, set[str]] = {}
-        for plan in plans:
-            for pkg in plan.packages:
-                for filename in (pkg.filename, pkg.sdist.filename if pkg.sdist else None):
-                    if filename:
-                        self._wanted.setdefault(pkg.name, set()).add(filename)
-        self._raw: dict[str, IndexPage | None] = {}
-        self._parsed: dict[tuple[str, frozenset[str]], tuple[IndexFile, ...]] = {}
-
-    def __call__(self, name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
-        wanted = canonicalize_name(name)
-        only = frozenset(self._wanted.get(wanted, set()) | set(filenames))
-        out: list[IndexFile] = []
-        for loc in self.defs.pages_for(wanted, ctx):
-            index = self.defs.indexes[loc.index]
-            for f in self._files(loc.url, loc.index, only):
-                if f.filename in filenames and f.name == wanted and index.allows_host(f.url):
-                    out.append(replace(f, index=loc.index))
-        return out
-
-    def _files(self, url: str, index: str, only: frozenset[str]) -> tuple[IndexFile, ...]:
-        from ..index.parse import parse_page
-
-        key = (url, only)
-        if key not in self._parsed:
-            if url not in self._raw:
-                self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
-            page = self._raw[url]
-            self._parsed[key] = parse_page(page, index=index, only=only).files if page is not None else ()
-        return self._parsed[key]
+    return lookup
 
 
 @dataclass(frozen=True, slots=True)
