@@ -197,35 +197,32 @@ def _torch_pin(torch: LockedPackage) -> dict[str, Any]:
     return pin
 
 
-def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | None, command: str) -> dict[str, Any]:
-    tool: dict[str, Any] = {"schema": SCHEMA}
-    if name is not None:
-        tool["name"] = name
-    tool["command"] = command
-    tool["inputs-digest"] = plan.inputs_digest or inputs_digest(plan.inputs)
-    tool["target"] = without_none(target_to_dict(plan.target))
-    if plan.torch is not None:
-        tool["torch"] = _torch_pin(plan.torch)
-    if plan.cuda_label is not None:
-        tool["cuda-label"] = plan.cuda_label
+def _flashinfer_group(plan: LockPlan, packages: list[LockedPackage]) -> dict[str, Any] | None:
     members = _flashinfer_members(packages)
-    if plan.flashinfer_version is not None or members:
-        group: dict[str, Any] = {}
-        if plan.flashinfer_version is not None:
-            group["version"] = str(plan.flashinfer_version)
-        group["components"] = members
-        tool["flashinfer"] = group
-    tool["indexes"] = {k: plan.indexes[k] for k in sorted(plan.indexes)}
+    if plan.flashinfer_version is None and not members:
+        return None
+    return without_none({"version": str(plan.flashinfer_version) if plan.flashinfer_version is not None else None, "components": members})
+
+
+def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | None, command: str) -> dict[str, Any]:
     unlisted = kept_unlisted(packages)
-    if unlisted:
-        tool["kept-unlisted"] = {"packages": unlisted, "why": KEPT_UNLISTED_WHY}
-    tool["notes"] = list(plan.notes)
-    if plan.overrides:
-        tool["overrides"] = [override_to_dict(o) for o in plan.overrides]
     inputs = canonical_inputs(plan.inputs)
-    tool["inputs"] = {k: inputs[k] for k in sorted(inputs)}
-    tool["packages"] = [_tool_package(p) for p in packages]
-    return tool
+    return without_none({
+        "schema": SCHEMA,
+        "name": name,
+        "command": command,
+        "inputs-digest": plan.inputs_digest or inputs_digest(plan.inputs),
+        "target": without_none(target_to_dict(plan.target)),
+        "torch": _torch_pin(plan.torch) if plan.torch is not None else None,
+        "cuda-label": plan.cuda_label,
+        "flashinfer": _flashinfer_group(plan, packages),
+        "indexes": {k: plan.indexes[k] for k in sorted(plan.indexes)},
+        "kept-unlisted": {"packages": unlisted, "why": KEPT_UNLISTED_WHY} if unlisted else None,
+        "notes": list(plan.notes),
+        "overrides": [override_to_dict(o) for o in plan.overrides] or None,
+        "inputs": {k: inputs[k] for k in sorted(inputs)},
+        "packages": [_tool_package(p) for p in packages],
+    })
 
 
 def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
@@ -349,36 +346,47 @@ def _read_tool(r: LockReader, tool: Mapping[str, Any]) -> dict[str, Any]:
     schema = r.get(tool, "schema", str, where, required=True)
     if schema != SCHEMA:
         raise r.fail(where, f"schema {schema!r} is not {SCHEMA!r}")
-    target = _decoded(r, target_from_dict, r.get(tool, "target", dict, where, required=True), f"{where}.target")
-    packages = r.tables(tool, "packages", where)
-    pins = tuple(Pin.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(packages))
-    names = [p.name for p in pins]
-    if len(set(names)) != len(names):
-        raise r.fail(where, "a package is listed twice")
     torch_raw = r.get(tool, "torch", dict, where)
-    fi = r.get(tool, "flashinfer", dict, where) or {}
-    fi_version = r.get(fi, "version", str, f"{where}.flashinfer")
-    indexes = r.get(tool, "indexes", dict, where) or {}
-    if not all(isinstance(v, str) for v in indexes.values()):
-        raise r.fail(f"{where}.indexes", "every index must be a URL string")
-    notes = r.get(tool, "notes", list, where) or []
-    if not all(isinstance(n, str) for n in notes):
-        raise r.fail(f"{where}.notes", "must be a list of strings")
     return {
-        "pins": pins,
+        "pins": _read_pins(r, tool, where),
         "command": r.get(tool, "command", str, where, required=True),
         "inputs_digest": r.get(tool, "inputs-digest", str, where, required=True),
         "inputs": r.get(tool, "inputs", dict, where) or {},
-        "target": target,
+        "target": _decoded(r, target_from_dict, r.get(tool, "target", dict, where, required=True), f"{where}.target"),
         "torch": _read_torch(r, torch_raw, f"{where}.torch") if torch_raw is not None else None,
         "cuda_label": r.get(tool, "cuda-label", str, where),
-        "flashinfer_version": r.version(fi_version, f"{where}.flashinfer") if fi_version else None,
-        "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(fi, "components", f"{where}.flashinfer") or ())),
-        "indexes": dict(indexes),
-        "notes": tuple(notes),
+        **_read_flashinfer(r, r.get(tool, "flashinfer", dict, where) or {}, f"{where}.flashinfer"),
+        "indexes": _all_strings(r, r.get(tool, "indexes", dict, where) or {}, f"{where}.indexes", "every index must be a URL string"),
+        "notes": tuple(_all_strings(r, r.get(tool, "notes", list, where) or [], f"{where}.notes", "must be a list of strings")),
         "overrides": tuple(_decoded(r, override_from_dict, raw, f"{where}.overrides #{i + 1}") for i, raw in enumerate(r.tables(tool, "overrides", where))),
         "name": r.get(tool, "name", str, where),
     }
+
+
+def _read_flashinfer(r: LockReader, group: Mapping[str, Any], where: str) -> dict[str, Any]:
+    version = r.get(group, "version", str, where)
+    return {
+        "flashinfer_version": r.version(version, where) if version else None,
+        "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(group, "components", where) or ())),
+    }
+
+
+def _read_pins(r: LockReader, tool: Mapping[str, Any], where: str) -> tuple[Pin, ...]:
+    """The tool table's packages, each once."""
+    pins = tuple(Pin.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(r.tables(tool, "packages", where)))
+    if len({p.name for p in pins}) != len(pins):
+        raise r.fail(where, "a package is listed twice")
+    return pins
+
+
+C = TypeVar("C", dict[str, Any], list[Any])
+
+
+def _all_strings(r: LockReader, values: C, where: str, what: str) -> C:
+    """``values`` (a table's values, or a list) when every one is a string."""
+    if not all(isinstance(v, str) for v in (values.values() if isinstance(values, dict) else values)):
+        raise r.fail(where, what)
+    return values
 
 
 # -- back to a plan ----------------------------------------------------------------------------
