@@ -91,21 +91,33 @@ def installable(path: Path, checked: Checked, environment: Environment, *, force
     it was made for another target (a Python or platform misfit passes with ``force_target``;
     what is installed never does)."""
     errors = [f for f in checked.findings if f.level == ERROR and f.rule != LOCATION]
+    _refuse_broken(path, checked, errors)
+    assert checked.plan is not None
+    misfits = [f for f in errors if f.rule == TARGET]
+    _refuse_other_target(path, [f for f in errors if f.rule == INSTALLED] + ([] if force_target else misfits), environment)
+    return checked.plan, bool(misfits)
+
+
+def _refuse_broken(path: Path, checked: Checked, errors: list[Finding]) -> None:
+    """``LockFileError`` for a lock that breaks its own promises, or is not a pylock."""
     own = [f for f in errors if f.rule not in (TARGET, INSTALLED)]
     if own or checked.plan is None or checked.locked is None:
         raise LockFileError(f"{path}: refused before anything was installed: " + _listed(own or errors),
                             hint=f"`resolve-gpu-stack check {path}` lists every problem; lock again to fix them")
     if checked.locked.format != "pylock":
         raise LockFileError(f"{path}: a constraints file does not record wheels or hashes", hint="install a pylock.<name>.toml written by resolve-gpu-stack")
-    misfits = [f for f in errors if f.rule == TARGET]
-    held = [f for f in errors if f.rule == INSTALLED] + ([] if force_target else misfits)
-    if held:
-        relaxable = not any(f.rule == INSTALLED for f in held)
-        hint = ("lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)" if relaxable else
-                "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)")
-        held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))  # what is installed, then the whole lock, then each wheel
-        raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
-    return checked.plan, bool(misfits)
+
+
+def _refuse_other_target(path: Path, held: list[Finding], environment: Environment) -> None:
+    """``UsageError`` for a lock made for another target: what is installed (no flag relaxes it),
+    then the whole lock, then each wheel."""
+    if not held:
+        return
+    relaxable = not any(f.rule == INSTALLED for f in held)
+    hint = ("lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)" if relaxable else
+            "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)")
+    held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))
+    raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
 
 
 def _said(finding: Finding) -> str:
