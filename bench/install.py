@@ -135,7 +135,8 @@ def main() -> int:
             house_lock = world.root / "house" / lock.name
             node = fresh_venv(tmp / "node", env("node"), torch)
             install = [sys.executable, "-c", "import sys; from pathlib import Path; from resolve_gpu_stack.env.lockinstall import install_lock as i; "
-                       "from resolve_gpu_stack.net.download import WheelCache as W; i(Path(sys.argv[1]), python=sys.argv[2], uv=sys.argv[3], wheel_cache=W(Path(sys.argv[4])))",
+                       "from resolve_gpu_stack.net.download import WheelCache as W; from resolve_gpu_stack.net.http import HttpFetcher as H; "
+                       "i(Path(sys.argv[1]), python=sys.argv[2], uv=sys.argv[3], wheel_cache=W(Path(sys.argv[4])), fetcher=H(cache=None))",
                        str(house_lock), node, UV, str(tmp / "cache-node")]
             p, n = measured(srv, install, env("node"))
             results["ours: install_lock from wheelhouse"] = {"wall_s": p.wall, "net_bytes": n, "rss_mb": p.maxrss_mb}

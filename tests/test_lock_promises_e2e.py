@@ -220,7 +220,7 @@ def test_a_marker_that_excludes_the_target_is_refused_by_check_and_install_lock(
     assert rc == 0, err
     excludes = _edited(lock, tmp_path / "excludes" / "pylock.x.toml", lambda e: e.update(marker="sys_platform == 'win32'"))
     rc, _, err = run_cli(capsys, "check", str(excludes))
-    assert rc == 1 and "numpy: its [[packages]] marker (sys_platform == 'win32') excludes" in err and "uv would skip it" in err
+    assert rc == 1 and 'numpy: its [[packages]] marker (sys_platform == "win32") excludes' in err and "uv would skip it" in err
     node = _node(world, tmp_path / "node", uv_env)
     before = installed(node)
     rc, out, err = _install_lock(capsys, excludes, node, tmp_path)

@@ -80,3 +80,24 @@ def test_scan_ahead_answers_a_started_scan_and_scans_the_rest_when_asked():
     assert {c.why for c in got.values()} == {"early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"}
     ahead.start(wheel("after"))  # closed: nothing more starts
     assert ahead.started == 1
+
+
+def test_the_scans_collected_after_resolution_run_on_the_scan_ahead_pool():
+    """One pool scans (README, concurrency): the wheels ``couplings`` still asks about once the plan
+    is known start on the resolve's ``ScanAhead`` pool, not on a pool of their own."""
+    threads: dict[str, str] = {}
+
+    def classifier(file: IndexFile) -> WheelAbi:
+        threads[file.filename] = threading.current_thread().name
+        return WheelAbi(kind="unknown", why=file.filename)
+
+    files = [IndexFile(filename=f"p{i}-1.0-cp312-cp312-linux_x86_64.whl", url=f"http://x/p{i}.whl", name=canonicalize_name(f"p{i}"), version=Version("1.0"))
+             for i in range(4)]
+    with ScanAhead(classifier) as ahead:
+        ahead.start(files[0])
+        got = classify_all([*files, files[1]], ahead)
+    assert sorted(got) == sorted(f.url for f in files)
+    assert len(threads) == 4 and all(name.startswith("scan-ahead") for name in threads.values())
+    with ScanAhead(classifier) as closed:
+        pass
+    assert classify_all(files[:1], closed)[files[0].url].why == files[0].filename  # closed: scanned on the calling thread

@@ -24,6 +24,7 @@ from resolve_gpu_stack.errors import UsageError
 from resolve_gpu_stack.index.parse import parse_page
 from resolve_gpu_stack.model import IndexPage
 from resolve_gpu_stack.net.download import WheelCache
+from resolve_gpu_stack.net.http import HttpFetcher
 
 ARM = "manylinux_2_28_aarch64"
 STACK = {"flashinfer-python": "0.6.5", "flashinfer-cubin": "0.6.5", "flashinfer-jit-cache": "0.6.5+cu130", "triton": "3.7.0+git9c288bc5", "apache-tvm-ffi": "0.1.7"}
@@ -43,6 +44,13 @@ def _fleet_world(root: Path):
     w.pypi("nvidia-cuda-runtime", "13.0.96", tag=f"py3-none-{ARM}")
     w.pypi("nvidia-cuda-nvrtc", "13.0.88", tag=f"py3-none-{ARM}")
     return w
+
+
+@pytest.fixture
+def fetcher():
+    """The download fetcher ``install_lock`` is handed (the command's is ``download_fetcher``'s)."""
+    with HttpFetcher(cache=None) as f:
+        yield f
 
 
 @pytest.fixture
@@ -125,7 +133,7 @@ def test_our_parser_reads_the_wheelhouse_pages(house):
 @pytest.mark.slow
 @needs_linux
 @pytest.mark.parametrize("kind", list(_servers()))
-def test_fleet_installs_from_the_served_wheelhouse(kind, house, tmp_path, uv_env):
+def test_fleet_installs_from_the_served_wheelhouse(kind, house, tmp_path, uv_env, fetcher):
     world, out, _, _ = house
     with (nginx(out, tmp_path / "nginx") if kind == "nginx" else stdlib_server(out)) as base:
         if kind == "nginx":  # PEP 691 by content negotiation, HTML otherwise
@@ -148,7 +156,7 @@ def test_fleet_installs_from_the_served_wheelhouse(kind, house, tmp_path, uv_env
         assert f'url = "{base}files/' in served
         b = make_venv(tmp_path / "b", uv_env, torch_wheel(world, NIGHTLY))
         torch_b = dist_info_bytes(b, "torch")
-        report = install_lock(out / "pylock.x86.toml", python=b, uv=UV, wheel_cache=WheelCache(tmp_path / "c3"), env=uv_env)
+        report = install_lock(out / "pylock.x86.toml", python=b, uv=UV, wheel_cache=WheelCache(tmp_path / "c3"), fetcher=fetcher, env=uv_env)
         assert _stack(installed(b)) == STACK and dist_info_bytes(b, "torch") == torch_b
         assert {r.name: r.action.value for r in report.rows}["torch"] == "keep"
         # and plain uv from the same URL lock
@@ -176,19 +184,19 @@ def _stack(got: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.slow
 @needs_linux
-def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_env):
+def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_env, fetcher):
     world, out, _, _ = house
     venv = make_venv(tmp_path / "v", uv_env, torch_wheel(world, NIGHTLY))
     before, torch_before = installed(venv), dist_info_bytes(venv, "torch")
     with pytest.raises(UsageError) as refused:
-        install_lock(out / "pylock.arm.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), env=uv_env)
+        install_lock(out / "pylock.arm.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), fetcher=fetcher, env=uv_env)
     said = str(refused.value)
-    assert "here triton is not installed" in said and "the lock's environments (platform_machine == 'aarch64'" in said and "exclude Python" in said
+    assert "here triton is not installed" in said and 'the lock\'s environments (platform_machine == "aarch64"' in said and "exclude Python" in said
     assert "no flag installs" in (refused.value.hint or "")  # the kept packages differ: --force-target would not pass it either
     assert installed(venv) == before
     bare = make_venv(tmp_path / "bare", uv_env)  # no torch: the lock keeps one
     with pytest.raises(UsageError, match="keeps the installed torch"):
-        install_lock(out / "pylock.x86.toml", python=bare, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), env=uv_env)
+        install_lock(out / "pylock.x86.toml", python=bare, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), fetcher=fetcher, env=uv_env)
     # a wheel that is not the one the lock names is refused by uv, with nothing installed: one of
     # another size, and one of the same size with other bytes (uv's hash check)
     from resolve_gpu_stack.errors import UvError
@@ -199,10 +207,10 @@ def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_e
     good = victim.read_bytes()
     victim.write_bytes(good + b"\0")
     with pytest.raises(UvError, match="has size"):
-        install_lock(copy / "pylock.x86.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c4"), env=uv_env)
+        install_lock(copy / "pylock.x86.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c4"), fetcher=fetcher, env=uv_env)
     assert installed(venv) == before
     victim.write_bytes(good[:10] + bytes([good[10] ^ 1]) + good[11:])  # the first entry's modification time: a valid zip
     with pytest.raises(UvError, match="(?i)hash mismatch") as mismatch:
-        install_lock(copy / "pylock.x86.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c4"), env=uv_env)
+        install_lock(copy / "pylock.x86.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c4"), fetcher=fetcher, env=uv_env)
     assert "sha256 differs" in (mismatch.value.hint or "") and "nothing was installed" in (mismatch.value.hint or "")
     assert installed(venv) == before and dist_info_bytes(venv, "torch") == torch_before

@@ -70,18 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         return _unknown_command(argv[0])
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in _TOP_LEVEL):
-        argv = ["resolve", *argv]
-    parser = build_parser()
-    try:
-        args, unknown = parser.parse_known_args(argv)
-        if unknown:
-            _subparser(parser, args.command).error(unrecognized_message(unknown, _subparser(parser, args.command)))
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = _parse(argv)
+    if isinstance(args, int):
+        return args
     configure_logging(args)
-    if as_program and signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored
-        signal.signal(signal.SIGINT, _on_interrupt)
+    if as_program:
+        _catch_interrupts()
     try:
         refuse_long_numbers_in(argv)
         return COMMANDS[args.command].run(args, os.environ)
@@ -93,6 +87,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         if as_program:
             _exit_now(130)
         return 130
+
+
+def _parse(argv: list[str]) -> argparse.Namespace | int:
+    """The flags of ``argv`` (``resolve`` when no command is named), or the exit status argparse
+    ended with (``--help``, ``--version``, a usage error)."""
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in _TOP_LEVEL):
+        argv = ["resolve", *argv]
+    parser = build_parser()
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            _subparser(parser, args.command).error(unrecognized_message(unknown, _subparser(parser, args.command)))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return args
+
+
+def _catch_interrupts() -> None:
+    """Ctrl-C through ``_on_interrupt`` (not where SIGINT is ignored)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_interrupt)
 
 
 def _on_interrupt(signum: int, frame: object) -> None:

@@ -21,7 +21,7 @@ from . import common
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..lock.check import Expected, Finding
+    from ..lock.check import Checked, Expected, Finding
     from ..model import LockPlan
     from .assemble import ResolveParts
     from .config import ProjectConfig
@@ -137,42 +137,57 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs
 def _against_siblings(results, config: ProjectConfig | None, today: dt.date, defs: Definitions) -> list[Finding]:
     """Each constraints file against the pylock of the same target written with it (checked here,
     or read from the target's outputs when only the ``.txt`` was named)."""
-    from ..lock.check import check_lock, sibling_findings
+    from ..lock.check import sibling_findings
 
     out: list[Finding] = []
     pylocks = [c for c, _ in results if _is_pylock(c)]
     for checked, _ in results:
         if checked.locked is None or checked.locked.format != "constraints" or not checked.locked.generated:
             continue
-        candidates = list(pylocks)
-        target = config.target_for_output(checked.path) if config is not None else None
-        for output in target.outputs if target is not None else ():
-            if output.name.endswith(".toml") and output.is_file() and all(c.path.resolve() != output for c in candidates):
-                candidates.append(check_lock(output, defs, today=today))
-        sibling = next((c for c in candidates if _is_pylock(c) and c.locked.inputs_digest == checked.locked.inputs_digest), None)
+        sibling = _written_with(checked.locked.inputs_digest, _pylocks_of(checked.path, pylocks, config, today, defs))
         if sibling is not None:
             out += sibling_findings(checked.path, checked.locked, sibling)
     return out
 
 
+def _written_with(digest: str | None, pylocks: list) -> Checked | None:
+    """The pylock among ``pylocks`` written with the same inputs digest."""
+    return next((c for c in pylocks if _is_pylock(c) and c.locked.inputs_digest == digest), None)
+
+
+def _pylocks_of(path: Path, pylocks: list, config: ProjectConfig | None, today: dt.date, defs: Definitions) -> list:
+    """The pylocks checked here, and those of the configured target that writes ``path`` (checked now)."""
+    from ..lock.check import check_lock
+
+    target = config.target_for_output(path) if config is not None else None
+    known = {c.path.resolve() for c in pylocks}
+    more = [check_lock(o, defs, today=today) for o in (target.outputs if target is not None else ()) if o.name.endswith(".toml") and o.is_file() and o not in known]
+    return [*pylocks, *more]
+
+
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     """Print the findings and the verdict (diagnostics: stderr); the exit status."""
-    from ..lock.check import ERROR, NOTE, WARNING
+    from ..lock.check import ERROR, NOTE
 
     for finding in findings:
         if not (quiet and finding.level == NOTE):  # -q: problems only
             print(finding.render(common.shown(finding.path)), file=sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
-    warnings = sum(f.level == WARNING for f in findings)
-    bad = len({f.path for f in findings if f.level == ERROR})
+    if errors or not quiet:
+        print(_verdict(findings, count), file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _verdict(findings: list[Finding], count: int) -> str:
+    """The last line of a check: how many problems in how many files, or that every file is fine."""
+    from ..lock.check import ERROR, WARNING
+
+    errors = sum(f.level == ERROR for f in findings)
     files = f"{count} lock file{'s' * (count != 1)}"
     if errors:
-        print(f"check failed: {errors} problem{'s' * (errors != 1)} in {bad} of {files}", file=sys.stderr)
-        return 1
-    if not quiet:
-        tail = f", {warnings} warning{'s' * (warnings != 1)}" if warnings else ""
-        print(f"ok: {files} consistent and fresh{tail}", file=sys.stderr)
-    return 0
+        return f"check failed: {errors} problem{'s' * (errors != 1)} in {len({f.path for f in findings if f.level == ERROR})} of {files}"
+    warnings = sum(f.level == WARNING for f in findings)
+    return f"ok: {files} consistent and fresh" + (f", {warnings} warning{'s' * (warnings != 1)}" if warnings else "")
 
 
 CHECK_SCHEMA = "resolve-gpu-stack/check/v1"
@@ -203,11 +218,7 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: lis
     if args.files:
         if args.target:
             raise UsageError("give FILES or --target, not both")
-        out = []
-        for path in (p for p in args.files if p.name != UV_LOCK):
-            target = config.target_for_output(path) if config is not None else None
-            out.append((path, _expected(config, target, path, bundled) if config is not None and target is not None else None))
-        return out
+        return [(path, _expected_of(config, path, bundled)) for path in args.files if path.name != UV_LOCK]
     if config is None and projects:
         return []  # a uv project exported from flags: its uv.lock only
     if config is None:
@@ -217,6 +228,13 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: lis
             hint="pass lock files, or --config FILE",
         )
     return [(out, _expected(config, t, out, bundled)) for t in config.select(args.target) for out in t.outputs]
+
+
+def _expected_of(config: ProjectConfig | None, path: Path, bundled: Definitions) -> Expected | None:
+    """What the config says a lock file named on the command line should be made from (None: no
+    configured target writes it)."""
+    target = config.target_for_output(path) if config is not None else None
+    return _expected(config, target, path, bundled) if config is not None and target is not None else None
 
 
 def _expected(config: ProjectConfig, target, path: Path, bundled: Definitions) -> Expected:
@@ -266,14 +284,14 @@ def _is_pylock(checked) -> bool:
 
 def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
-    from ..lock.check import ListedFiles, finder_lookup, verify_files
+    from ..lock.check import finder_lookup, listed_lookup, verify_files
     from .config import resolve_definitions
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env)
     with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-        lookup = finder_lookup(parts.finder) if args.online else ListedFiles(parts.fetcher, defs, [c.plan for c, _ in pylocks])
+        lookup = finder_lookup(parts.finder) if args.online else listed_lookup(parts.finder, [c.plan for c, _ in pylocks])
         out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
         if args.online:
             out += _drift(config, results, parts, source)

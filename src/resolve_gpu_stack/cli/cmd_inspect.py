@@ -23,7 +23,7 @@ from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..index.wheelscan import WheelScan
+    from ..index.wheelscan import MemberScan, WheelScan
     from ..model import IndexFile, Target
     from ..model.abi import AbiVerdict, WheelAbi
     from .assemble import ResolveParts
@@ -111,20 +111,45 @@ def _read_local(path: Path, defs: Definitions) -> tuple[str, WheelScan | None, W
 
 def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     """The wheel a URL names, or the best wheel of NAME==VERSION for the target on its own index."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+    return _file_at(text) if "://" in text else _best_wheel(text, parts, target)
 
-    from ..data.definitions import RouteContext
+
+def _file_at(url: str) -> IndexFile:
+    """The wheel at ``url``, from its file name."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     from ..model import IndexFile
+
+    filename = url.split("#", 1)[0].split("?", 1)[0].rsplit("/", 1)[-1]
+    try:
+        name, version, _, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        raise UsageError(f"{redact_url(url)}: the URL does not end in a wheel file name", hint="give the wheel's own URL") from None
+    return IndexFile(filename=filename, url=url, name=name, version=version, tags=frozenset(tags))
+
+
+def _best_wheel(text: str, parts: ResolveParts, target: Target) -> IndexFile:
+    """The wheel of ``NAME==VERSION`` with the target's best tag, on the package's own index."""
+    from ..data.definitions import RouteContext
     from ..rules.fit import TargetFit
 
-    if "://" in text:
-        filename = text.split("#", 1)[0].split("?", 1)[0].rsplit("/", 1)[-1]
-        try:
-            name, version, _, tags = parse_wheel_filename(filename)
-        except InvalidWheelFilename:
-            raise UsageError(f"{redact_url(text)}: the URL does not end in a wheel file name", hint="give the wheel's own URL") from None
-        return IndexFile(filename=filename, url=text, name=name, version=version, tags=frozenset(tags))
+    name, pin = _name_and_version(text)
+    offers, _ = parts.finder.offers(name, RouteContext())
+    fitting = [o.file for o in offers if pin in (str(o.file.version), o.file.version.public)]
+    fit = TargetFit(target)
+    ranked = sorted((f for f in fitting if fit(f) is None), key=lambda f: fit.tag_rank(f) or 0)
+    if not ranked:
+        found = ", ".join(sorted({f.filename for f in fitting})) or "none"
+        raise UsageError(f"{name} {pin}: no wheel for {target.describe()} on its index (files of that version: {found})",
+                         hint="name another version, or inspect a wheel file or URL directly")
+    return ranked[0]
+
+
+def _name_and_version(text: str) -> tuple[str, str]:
+    """``NAME==VERSION`` read: (the canonical name, the version as typed)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
@@ -132,16 +157,7 @@ def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
     if len(pins) != 1 or len(req.specifier) != 1:
         raise UsageError(f"{text!r}: name one version exactly (NAME==VERSION)")
-    name = canonicalize_name(req.name)
-    offers, _ = parts.finder.offers(name, RouteContext())
-    fitting = [o.file for o in offers if str(o.file.version) == pins[0] or o.file.version.public == pins[0]]
-    fit = TargetFit(target)
-    ranked = sorted((f for f in fitting if fit(f) is None), key=lambda f: fit.tag_rank(f) or 0)
-    if not ranked:
-        found = ", ".join(sorted({f.filename for f in fitting})) or "none"
-        raise UsageError(f"{name} {pins[0]}: no wheel for {target.describe()} on its index (files of that version: {found})",
-                         hint="name another version, or inspect a wheel file or URL directly")
-    return ranked[0]
+    return canonicalize_name(req.name), pins[0]
 
 
 def _requires_dist(metadata: bytes, source: str) -> tuple[str, ...]:
@@ -168,24 +184,6 @@ def _name_of(source: str) -> str:
 
 def _report(asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, torch: Any,
             defs: Definitions) -> dict[str, Any]:
-    from ..index.abi import demangle, split_imports
-
-    members = []
-    for m in scan.members if scan is not None else ():
-        split = split_imports(m.symbols.imports, defs.abi) if m.symbols is not None else None
-        members.append({
-            "name": m.name,
-            "needed": list(m.libraries.needed) if m.libraries else None,
-            "torch_libraries": list(m.libraries.torch_libs) if m.libraries else [],
-            "cuda_majors": list(m.libraries.cuda_majors) if m.libraries else [],
-            "shim_imports": len(split.shim) if split else None,
-            "shim_examples": list(split.shim[:SHOWN]) if split else [],
-            "cxx_imports": len(split.locked) if split else None,
-            "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]] if split else [],
-            "build": defs.abi.build_of(m.name),
-            "read": m.conclusive and (not m.links_torch or m.symbols_complete),
-            "error": m.error,
-        })
     return {
         "schema": INSPECT_SCHEMA,
         "wheel": asked,
@@ -196,7 +194,7 @@ def _report(asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost
         "file_size": cost["file_size"],
         "cuda_majors": list(abi.cuda_majors),
         "builds": list(abi.builds),
-        "members": members,
+        "members": [_member_report(m, defs) for m in (scan.members if scan is not None else ())],
         "torch": None if torch is None else str(torch),
         "verdict": None if verdict is None else {
             "abi": verdict.kind.value if verdict.kind is not None else None, "runs": verdict.runs, "floor": verdict.floor,
@@ -205,35 +203,66 @@ def _report(asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost
     }
 
 
+def _member_report(m: MemberScan, defs: Definitions) -> dict[str, Any]:
+    """One shared object of the wheel: what it needs, what it imports of torch, whether it was read."""
+    from ..index.abi import demangle, split_imports
+
+    libs = m.libraries
+    split = split_imports(m.symbols.imports, defs.abi) if m.symbols is not None else None
+    return {
+        "name": m.name,
+        **({"needed": list(libs.needed), "torch_libraries": list(libs.torch_libs), "cuda_majors": list(libs.cuda_majors)} if libs
+           else {"needed": None, "torch_libraries": [], "cuda_majors": []}),
+        **({"shim_imports": len(split.shim), "shim_examples": list(split.shim[:SHOWN]), "cxx_imports": len(split.locked),
+            "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]]} if split
+           else {"shim_imports": None, "shim_examples": [], "cxx_imports": None, "cxx_examples": []}),
+        "build": defs.abi.build_of(m.name),
+        "read": m.conclusive and (not m.links_torch or m.symbols_complete),
+        "error": m.error,
+    }
+
+
 def _print(report: dict[str, Any], out: Any) -> None:
     size = report["file_size"]
     share = f", {report['bytes_read']:,} bytes read ({100 * report['bytes_read'] / size:.1f}%)" if size else ""
     out.write(f"{report['wheel']}: {report['kind']}{share}\n  {report['why']}\n")
     for m in report["members"]:
-        out.write(f"  {m['name']}\n")
-        if m["error"]:
-            out.write(f"    not read: {m['error']}\n")
-        if m["needed"] is not None:
-            out.write(f"    needs: {', '.join(m['needed']) or 'nothing'}\n")
-        if m["torch_libraries"]:
-            shim = f"{m['shim_imports']} C-shim" + (f" ({', '.join(m['shim_examples'])})" if m["shim_examples"] else "")
-            cxx = f"{m['cxx_imports']} C++" + (f" ({'; '.join(m['cxx_examples'])})" if m["cxx_examples"] else "")
-            out.write(f"    torch imports: {shim}, {cxx}\n" if m["shim_imports"] is not None else "    torch imports: not read\n")
-        if m["cuda_majors"]:
-            out.write(f"    CUDA: {', '.join(str(v) for v in m['cuda_majors'])}\n")
-        if m["build"]:
-            out.write(f"    a build for torch {m['build']}\n")
+        out.writelines(f"{line}\n" for line in _member_lines(m))
+    out.writelines(f"{line}\n" for line in _verdict_lines(report))
+
+
+def _member_lines(m: dict[str, Any]) -> list[str]:
+    """A member of the report in words: its name, then what is known of it."""
+    lines = [f"  {m['name']}"]
+    if m["error"]:
+        lines.append(f"    not read: {m['error']}")
+    if m["needed"] is not None:
+        lines.append(f"    needs: {', '.join(m['needed']) or 'nothing'}")
+    if m["torch_libraries"]:
+        lines.append(_torch_imports_line(m))
+    if m["cuda_majors"]:
+        lines.append(f"    CUDA: {', '.join(str(v) for v in m['cuda_majors'])}")
+    if m["build"]:
+        lines.append(f"    a build for torch {m['build']}")
+    return lines
+
+
+def _torch_imports_line(m: dict[str, Any]) -> str:
+    if m["shim_imports"] is None:
+        return "    torch imports: not read"
+    shim = f"{m['shim_imports']} C-shim" + (f" ({', '.join(m['shim_examples'])})" if m["shim_examples"] else "")
+    cxx = f"{m['cxx_imports']} C++" + (f" ({'; '.join(m['cxx_examples'])})" if m["cxx_examples"] else "")
+    return f"    torch imports: {shim}, {cxx}"
+
+
+def _verdict_lines(report: dict[str, Any]) -> list[str]:
     verdict = report["verdict"]
     if verdict is None:
-        out.write("verdict: the target has no torch to judge it against (pass --installed torch==VERSION, or --python PATH)\n")
-        return
+        return ["verdict: the target has no torch to judge it against (pass --installed torch==VERSION, or --python PATH)"]
     kind = verdict["abi"] or "no torch linked"
     floor = f", torch >= {verdict['floor']}" if verdict["floor"] else ""
     head = "runs" if verdict["runs"] else "cannot run"
-    out.write(f"verdict against torch {report['torch']}: {head} ({kind}{floor})\n")
-    for line in (verdict["refusal"], verdict["note"]):
-        if line:
-            out.write(f"  {line}\n")
+    return [f"verdict against torch {report['torch']}: {head} ({kind}{floor})", *(f"  {line}" for line in (verdict["refusal"], verdict["note"]) if line)]
 
 
 __all__ = ["INSPECT_SCHEMA", "register", "run"]

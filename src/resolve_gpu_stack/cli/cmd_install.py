@@ -75,19 +75,11 @@ def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> s
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.lock is not None or args.force_target:
         return run_lock(args, env)
-    from ..env.install import install_plan, preview_plan
+    from ..env.install import preview_plan
     from ..env.probe import start_probe
-    from ..lock.files import write_lock
     from ..model import Action
-    from ..net.download import fill_hashes
 
-    if args.dry_run and args.output is not None:
-        raise UsageError("--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
-                         hint="write the lock with `resolve-gpu-stack lock -o FILE`")
-    if args.output is not None:
-        from .downloads import check_output_names
-
-        check_output_names([args.output])  # before the interpreter is probed or anything resolved
+    _check_output_flag(args)
     python = interpreter_from_args(args, env)
     args.python = python  # resolve for exactly the interpreter we install into
     uv = uv_from_args(args, env)
@@ -102,35 +94,63 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.dry_run:
         emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
         return 0
-    offline = args.snapshot is not None
     built = any(p.action is Action.BUILD for p in plan.packages)
     if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)
         from .building import build_plan_from_args
 
         plan = build_plan_from_args(args, env, plan, defs, environment=probe.result())
-    if not offline and not built and args.output is None and _all_hashed(plan) and not _credentials_in(defs):
+    if not built and _uv_downloads(args, plan, defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
-        # (a temporary pylock, as `install --lock` does), after its dry run is checked. (Credentials
-        # given in an --index URL are ours to send: such installs keep our own downloads.)
+        # (a temporary pylock, as `install --lock` does), after its dry run is checked.
         from ..env.lockinstall import install_plan_via_uv
 
         report = install_plan_via_uv(plan, python=python, uv=uv, environment=probe.result(), wheel_cache=cache,
-                                     insecure=tuple(args.allow_insecure_host), env=env, command=common.command_line(sys.argv[1:] or ["install"]))
-        emit_report(args, report)
-        return 0
+                                     insecure=tuple(args.allow_insecure_host), env=env, command=_command())
+    else:
+        report = _install_downloaded(args, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
+    emit_report(args, report)
+    return 0
+
+
+def _check_output_flag(args: argparse.Namespace) -> None:
+    """``-o``: not with ``--dry-run``, and a lock file name; said before anything is probed or resolved."""
+    if args.output is None:
+        return
+    if args.dry_run:
+        raise UsageError("--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
+                         hint="write the lock with `resolve-gpu-stack lock -o FILE`")
+    from .downloads import check_output_names
+
+    check_output_names([args.output])
+
+
+def _uv_downloads(args: argparse.Namespace, plan: LockPlan, defs) -> bool:
+    """Whether uv may download the plan's wheels itself: online, no lock to write, every wheel
+    hashed by its index, and no credentials given in an --index URL (those are ours to send)."""
+    return args.snapshot is None and args.output is None and _all_hashed(plan) and not _credentials_in(defs)
+
+
+def _command() -> str:
+    return common.command_line(sys.argv[1:] or ["install"])
+
+
+def _install_downloaded(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs, *, python: str, uv: str, cache, environment) -> InstallReport:
+    """The plan's wheels downloaded and verified by us (hashes filled in, ``-o`` written), then installed."""
+    from ..env.install import install_plan
+    from ..lock.files import write_lock
+    from ..net.download import fill_hashes
+
+    offline = args.snapshot is not None
+    lock_path = None
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
-        lock_path = None
         if args.output is not None:
-            lock_path = str(write_lock(plan, args.output, command=common.command_line(sys.argv[1:] or ["install"])))
+            lock_path = str(write_lock(plan, args.output, command=_command()))
             if not args.quiet:  # -q: nothing but errors
                 common.say(f"wrote {lock_path}")
         report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                              environment=probe.result())
-    if lock_path is not None:
-        report = dataclasses.replace(report, lock_path=lock_path)
-    emit_report(args, report)
-    return 0
+                              environment=environment)
+    return dataclasses.replace(report, lock_path=lock_path) if lock_path is not None else report
 
 
 def _all_hashed(plan: LockPlan) -> bool:
@@ -165,38 +185,44 @@ def print_report_table(report: InstallReport, out) -> None:
     Names and versions are never cut: at a narrow width the index and size columns wrap or go.
     """
     from rich.console import Console
-    from rich.markup import escape
 
     from .render import Column, fitted_table, print_fitted
 
     console = Console(file=out, highlight=False, soft_wrap=False)
     title = f"{'Would change' if report.dry_run else 'Installed'} in {report.python}"
     columns = [Column("package", keep=True), Column("action", keep=True), Column("installed", keep=True),
-               Column("planned" if report.dry_run else "after", keep=True), Column("index", drop=3)]
-    if report.dry_run:
-        columns += [Column("size", drop=2, justify="right")]
-    cells = []
-    for row in report.rows:
-        style = _STYLE.get(row.action.value, "")
-        after = str(row.version) if report.dry_run else (str(row.after) if row.after is not None else "-")
-        cell = [escape(row.name), f"[{style}]{row.action.value}[/]", str(row.before) if row.before is not None else "-", after, row.index]
-        if report.dry_run:
-            cell += ["" if row.action.value == "keep" else _size(row.size)]
-        cells.append(cell)
-    table, width = fitted_table(console, columns, cells, title=title, title_justify="left")
+               Column("planned" if report.dry_run else "after", keep=True), Column("index", drop=3), Column("size", drop=2, justify="right")]
+    table, width = fitted_table(console, columns[: 6 if report.dry_run else 5], [_report_cells(row, dry_run=report.dry_run) for row in report.rows], title=title, title_justify="left")
     print_fitted(console, table, width)
-    counts: dict[str, int] = {}
-    for row in report.rows:
-        counts[row.action.value] = counts.get(row.action.value, 0) + 1
+    for line in _summary(report):
+        console.print(line, markup=False, soft_wrap=True)
+
+
+def _summary(report: InstallReport) -> list[str]:
+    """Below the table: how many packages each action touches; for a dry run why torch and each
+    FlashInfer component move; the download total."""
+    from collections import Counter
+
+    counts = Counter(row.action.value for row in report.rows)
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
-    console.print(("dry run, nothing changed: " if report.dry_run else "") + summary, markup=False, soft_wrap=True)
-    if report.dry_run:
-        for row in report.rows:
-            if row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch"):
-                move = f"{row.before} -> {row.version}" if row.before is not None else f"{row.version}"
-                console.print(f"  {row.name} {row.action.value} {move}: {row.reason}", markup=False, soft_wrap=True)
-    if report.download is not None:
-        console.print(download_line(report), markup=False, soft_wrap=True)
+    lines = [("dry run, nothing changed: " if report.dry_run else "") + summary, *(_moves(report) if report.dry_run else ())]
+    return lines + ([download_line(report)] if report.download is not None else [])
+
+
+def _report_cells(row, *, dry_run: bool) -> list[str]:
+    """One row of the install report: name, action, before, after (planned for a dry run), index, size (dry run)."""
+    from rich.markup import escape
+
+    style = _STYLE.get(row.action.value, "")
+    after = str(row.version) if dry_run else (str(row.after) if row.after is not None else "-")
+    cells = [escape(row.name), f"[{style}]{row.action.value}[/]", str(row.before) if row.before is not None else "-", after, row.index]
+    return cells + (["" if row.action.value == "keep" else _size(row.size)] if dry_run else [])
+
+
+def _moves(report: InstallReport) -> list[str]:
+    """Why torch and each FlashInfer component a dry run would change moves."""
+    return [f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None else row.version}: {row.reason}"
+            for row in report.rows if row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch")]
 
 
 def _size(size: int | None) -> str:
@@ -257,7 +283,7 @@ def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     uv = uv_from_args(args, env)
     cache = wheel_cache_from_args(args, env)
     defs = load_definitions()
-    with download_fetcher(args) as fetcher, download_progress(args) as progress:
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, defs=defs, dry_run=args.dry_run, force_target=args.force_target,
                               fetcher=fetcher, progress=progress, env=env)
     emit_report(args, report)

@@ -154,7 +154,7 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
     from dataclasses import replace
     from urllib.parse import urlsplit
 
-    from ..lock.check import ListedFiles, place_files
+    from ..lock.check import listed_lookup, place_files
     from ..net.snapshot import PLACEHOLDER_BASE
 
     pypi = defs.indexes["pypi"].url
@@ -162,11 +162,8 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
         return plan
     if not any(p.index == "pypi" and p.url for p in plan.packages):
         return plan
-    fetcher = common.live_fetcher(args, env)
-    try:
-        placement = place_files(plan, ListedFiles(fetcher, defs, [plan]), index="pypi")
-    finally:
-        fetcher.close()
+    with common.make_parts(args, env, defs, fetcher=common.live_fetcher(args, env)) as parts:
+        placement = place_files(plan, listed_lookup(parts.finder, [plan]), index="pypi")
     if not placement.unplaced:
         return placement.plan
     names = ", ".join(p.filename or p.name for p, _ in placement.unplaced)

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from ..errors import UsageError
 from ..urls import has_credentials, redact_url
@@ -55,9 +55,22 @@ def check_base_url(url: str | None) -> str | None:
     if url is None:
         return None
     shown = redact_url(url)
-    example = "e.g. --base-url https://mirror.example/wheelhouse"
+    parts, host = _base_url_parts(url)
+    if parts.scheme not in ("http", "https") or not host:
+        raise UsageError(f"--base-url {shown!r}: not an http(s) URL", hint=_EXAMPLE)
+    if parts.scheme == "http" and not is_loopback(host):
+        raise UsageError(f"--base-url {shown!r}: plain http to a host that is not loopback; nodes would fetch every wheel unencrypted",
+                         hint="serve the wheelhouse over https (plain http only on 127.0.0.1 / localhost)")
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise UsageError(f"--base-url {shown!r}: a query or fragment would swallow every wheel path after it", hint=_EXAMPLE)
+    return url
+
+
+def _base_url_parts(url: str) -> tuple[SplitResult, str | None]:
+    """``--base-url`` split (and its host), when it is one string of a URL with no credentials."""
+    shown = redact_url(url)
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
-        raise UsageError(f"--base-url {shown!r}: whitespace or a control character in a URL", hint=example)
+        raise UsageError(f"--base-url {shown!r}: whitespace or a control character in a URL", hint=_EXAMPLE)
     if has_credentials(url):
         raise UsageError("--base-url must not carry credentials: it is written into every lock",
                          hint="give the bare URL; nodes send credentials from their own netrc or keyring")
@@ -66,15 +79,11 @@ def check_base_url(url: str | None) -> str | None:
         host = parts.hostname
         parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
     except ValueError as exc:
-        raise UsageError(f"--base-url {shown!r}: not a URL ({exc})", hint=example) from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise UsageError(f"--base-url {shown!r}: not an http(s) URL", hint=example)
-    if parts.scheme == "http" and not is_loopback(host):
-        raise UsageError(f"--base-url {shown!r}: plain http to a host that is not loopback; nodes would fetch every wheel unencrypted",
-                         hint="serve the wheelhouse over https (plain http only on 127.0.0.1 / localhost)")
-    if parts.query or parts.fragment or "?" in url or "#" in url:
-        raise UsageError(f"--base-url {shown!r}: a query or fragment would swallow every wheel path after it", hint=example)
-    return url
+        raise UsageError(f"--base-url {shown!r}: not a URL ({exc})", hint=_EXAMPLE) from None
+    return parts, host
+
+
+_EXAMPLE = "e.g. --base-url https://mirror.example/wheelhouse"
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:

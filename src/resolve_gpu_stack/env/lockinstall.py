@@ -91,21 +91,33 @@ def installable(path: Path, checked: Checked, environment: Environment, *, force
     it was made for another target (a Python or platform misfit passes with ``force_target``;
     what is installed never does)."""
     errors = [f for f in checked.findings if f.level == ERROR and f.rule != LOCATION]
+    _refuse_broken(path, checked, errors)
+    assert checked.plan is not None
+    misfits = [f for f in errors if f.rule == TARGET]
+    _refuse_other_target(path, [f for f in errors if f.rule == INSTALLED] + ([] if force_target else misfits), environment)
+    return checked.plan, bool(misfits)
+
+
+def _refuse_broken(path: Path, checked: Checked, errors: list[Finding]) -> None:
+    """``LockFileError`` for a lock that breaks its own promises, or is not a pylock."""
     own = [f for f in errors if f.rule not in (TARGET, INSTALLED)]
     if own or checked.plan is None or checked.locked is None:
         raise LockFileError(f"{path}: refused before anything was installed: " + _listed(own or errors),
                             hint=f"`resolve-gpu-stack check {path}` lists every problem; lock again to fix them")
     if checked.locked.format != "pylock":
         raise LockFileError(f"{path}: a constraints file does not record wheels or hashes", hint="install a pylock.<name>.toml written by resolve-gpu-stack")
-    misfits = [f for f in errors if f.rule == TARGET]
-    held = [f for f in errors if f.rule == INSTALLED] + ([] if force_target else misfits)
-    if held:
-        relaxable = not any(f.rule == INSTALLED for f in held)
-        hint = ("lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)" if relaxable else
-                "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)")
-        held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))  # what is installed, then the whole lock, then each wheel
-        raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
-    return checked.plan, bool(misfits)
+
+
+def _refuse_other_target(path: Path, held: list[Finding], environment: Environment) -> None:
+    """``UsageError`` for a lock made for another target: what is installed (no flag relaxes it),
+    then the whole lock, then each wheel."""
+    if not held:
+        return
+    relaxable = not any(f.rule == INSTALLED for f in held)
+    hint = ("lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)" if relaxable else
+            "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)")
+    held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))
+    raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
 
 
 def _said(finding: Finding) -> str:
@@ -135,7 +147,7 @@ def install_lock(
     defs: Definitions | None = None,
     dry_run: bool = False,
     force_target: bool = False,
-    fetcher: HttpFetcher | None = None,
+    fetcher: HttpFetcher,
     progress: DownloadProgress | None = None,
     offline: bool = False,
     env: Mapping[str, str] | None = None,
@@ -143,9 +155,9 @@ def install_lock(
     """Install exactly the lock at ``path`` into ``python``'s environment (see the module docstring).
 
     ``defs``: the index definitions the lock is checked with (default: the bundled ones).
-    ``fetcher`` downloads the lock's http(s) wheels when they are not handed to uv (one is made,
-    and closed, when None and not ``offline``); ``offline`` takes every wheel from the wheel cache
-    or local files.
+    ``fetcher`` (the caller's: ``cli/downloads.download_fetcher`` for the command) downloads the
+    lock's http(s) wheels when they are not handed to uv, and names the hosts plain http may reach;
+    ``offline`` takes every wheel from the wheel cache or local files.
     """
     if defs is None:
         from ..data.definitions import load_definitions
@@ -159,23 +171,15 @@ def install_lock(
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
     if not misfit and (local or not offline):
-        insecure = fetcher.transport.allow_insecure_hosts if fetcher is not None else ()
-        report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local, insecure=insecure,
-                                  wheel_cache=wheel_cache, env=env)
+        report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local,
+                                  insecure=fetcher.transport.allow_insecure_hosts, wheel_cache=wheel_cache, env=env)
         return dataclasses.replace(report, lock_path=str(path))
     with wheel_cache.in_use():
         plan = _localized(plan, path.parent, wheel_cache)  # the wheels through our wheel cache
         if misfit:
             plan = retarget(plan, environment)
-        if fetcher is None and not offline:
-            from ..net.http import HttpFetcher
-
-            with HttpFetcher(cache=None) as own:
-                report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=own, progress=progress, offline=offline, env=env,
-                                      environment=environment)
-        else:
-            report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                                  environment=environment)
+        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
+                              environment=environment)
     return dataclasses.replace(report, lock_path=str(path))
 
 

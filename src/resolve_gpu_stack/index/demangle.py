@@ -13,6 +13,7 @@ vendor qualifiers) makes ``demangle`` give the name back unchanged; it never rai
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 MAX_INPUT = 16 * 2**10  # longer names are given back as they are
 MAX_OUTPUT = 64 * 2**10  # substitutions can make a short name expand without bound
@@ -423,32 +424,16 @@ class _Parser:
     def nested(self, *, top: bool) -> tuple[_Node, bool, bool]:
         self.expect("N")
         quals = self.cv_qualifiers()
-        ref = " &" if self.eat("R") else " &&" if self.eat("O") else ""
+        ref = self.ref_qualifier()
         prefix: _Node | None = None
         templated = ctor = False
         while not self.eat("E"):
             if self.peek() == END:
                 raise _Fail("unterminated nested name")
-            templated = ctor = False
-            if self.peek() == "S" and prefix is None and self.peek(1) != "t":
-                prefix = self.substitution()
+            if prefix is None and self.peek() == "S" and self.peek(1) != "t":
+                prefix, templated, ctor = self.substitution(), False, False
                 continue
-            if prefix is None and self.eat("St"):
-                prefix = _Name("std")
-                node, ctor = self.unqualified(prefix)
-                prefix = _Qualified(prefix, node)
-            elif self.peek() == "I":
-                if prefix is None:
-                    raise _Fail("template arguments with no name")
-                prefix = _Template(prefix, self.template_args(top=top))
-                templated = True
-            elif self.peek() == "T":
-                prefix = self.template_param()
-            elif self.peek() == "D" and self.peek(1) in "tT":
-                raise _Fail("decltype in a name")
-            else:
-                node, ctor = self.unqualified(prefix)
-                prefix = node if prefix is None else _Qualified(prefix, node)
+            prefix, templated, ctor = self.nested_part(prefix, top=top)
             self.subs.append(prefix)
         if prefix is None:
             raise _Fail("empty nested name")
@@ -456,6 +441,25 @@ class _Parser:
         if quals or ref:
             prefix.method_quals = quals + ref  # type: ignore[attr-defined]
         return prefix, templated, ctor
+
+    def nested_part(self, prefix: _Node | None, *, top: bool) -> tuple[_Node, bool, bool]:
+        """``prefix`` and the next part of a nested name: (it, whether it ends in template arguments,
+        whether it is a constructor/destructor)."""
+        if prefix is None and self.eat("St"):
+            std = _Name("std")
+            node, ctor = self.unqualified(std)
+            return _Qualified(std, node), False, ctor
+        c = self.peek()
+        if c == "I":
+            if prefix is None:
+                raise _Fail("template arguments with no name")
+            return _Template(prefix, self.template_args(top=top)), True, False
+        if c == "T":
+            return self.template_param(), False, False
+        if c == "D" and self.peek(1) in "tT":
+            raise _Fail("decltype in a name")
+        node, ctor = self.unqualified(prefix)
+        return (node if prefix is None else _Qualified(prefix, node)), False, ctor
 
     def local(self) -> tuple[_Node, bool, bool]:
         self.expect("Z")
@@ -485,21 +489,9 @@ class _Parser:
         """(an unqualified name, whether it is a constructor or destructor) in ``scope``."""
         c = self.peek()
         if c.isdigit():
-            node = self.source_name()
-            return self.abi_tags(node), False
-        if c == "C" and self.peek(1) in "12345I":
-            if scope is None:
-                raise _Fail("constructor with no class")
-            self.i += 2
-            if self.s[self.i - 1] == "I":
-                self.i += 1
-                self.type()
-            return _Name(scope.base), True
-        if c == "D" and self.peek(1) in "01245":
-            if scope is None:
-                raise _Fail("destructor with no class")
-            self.i += 2
-            return _Name("~" + scope.base), True
+            return self.abi_tags(self.source_name()), False
+        if (c == "C" and self.peek(1) in "12345I") or (c == "D" and self.peek(1) in "01245"):
+            return self.structor(scope), True
         if c == "U":
             return self.unnamed(), False
         if c == "L":
@@ -507,10 +499,27 @@ class _Parser:
             node = self.source_name()
             self.discriminator()
             return node, False
+        return self.operator_name()
+
+    def structor(self, scope: _Node | None) -> _Node:
+        """A constructor (``C1``..``C5``, ``CI1``/``CI2`` inheriting) or destructor (``D0``..``D5``) of ``scope``."""
+        constructor = self.peek() == "C"
+        if scope is None:
+            raise _Fail(f"{'constructor' if constructor else 'destructor'} with no class")
+        self.i += 2
+        if not constructor:
+            return _Name("~" + scope.base)
+        if self.s[self.i - 1] == "I":
+            self.i += 1
+            self.type()
+        return _Name(scope.base)
+
+    def operator_name(self) -> tuple[_Node, bool]:
+        """(an operator's name, whether it is a conversion: one with no return type)."""
         two = self.s[self.i : self.i + 2]
         if two == "cv":
             self.i += 2
-            return _Name("operator " + self.type().text()), True  # a conversion: no return type
+            return _Name("operator " + self.type().text()), True
         if two == "li":
             self.i += 2
             return _Name('operator"" ' + self.source_name().text()), False
@@ -635,6 +644,10 @@ class _Parser:
             self.i += 1
         return "".join(f" {w}" for w in reversed(words))
 
+    def ref_qualifier(self) -> str:
+        """A method's or function type's ``R`` (``&``) or ``O`` (``&&``), written after its parameters."""
+        return " &" if self.eat("R") else " &&" if self.eat("O") else ""
+
     def type(self) -> _Node:
         self.enter()
         try:
@@ -652,58 +665,83 @@ class _Parser:
             self.i += 2
             return _Name(_BUILTIN_D[two])
         node: _Node
-        if c in "rVK":
-            quals = self.cv_qualifiers()
-            node = _Qual(self.type(), quals)
-        elif c == "P":
-            self.i += 1
-            node = _Pointer(self.type(), "*")
-        elif c in "RO":
-            self.i += 1
-            node = _reference(self.type(), "&" if c == "R" else "&&")
-        elif c == "F":
-            self.i += 1
-            self.eat("Y")
-            ret = self.type()
-            params = []
-            while self.peek() not in ("E", "R", "O") or (self.peek() in "RO" and self.peek(1) != "E"):
-                if self.peek() == END:
-                    raise _Fail("unterminated function type")
-                params.append(self.type())
-            ref = " &" if self.eat("R") else " &&" if self.eat("O") else ""
-            self.expect("E")
-            node = _Function(ret, params, ref)
-        elif c == "A":
-            self.i += 1
-            dim = str(self.number()) if self.peek().isdigit() else ""
-            self.expect("_")
-            node = _Array(self.type(), dim)
-        elif c == "M":
-            self.i += 1
-            cls = self.type()
-            node = _MemberPointer(cls, self.type())
-        elif c == "T":
-            node = self.template_param()
-            if self.peek() == "I":
-                self.subs.append(node)
-                node = _Template(node, self.template_args())
-        elif two == "Dp":
-            self.i += 2
-            node = _Expansion(self.type())
-        elif c == "S" and self.peek(1) != "t":
+        if c == "S" and self.peek(1) != "t":
             node = self.substitution()
             if self.peek() != "I":
-                return node
+                return node  # a substitution is not a new candidate for one
             node = _Template(node, self.template_args())
-        elif c == "u":
-            self.i += 1
-            node = self.source_name()
-        elif c.isdigit() or c in "NZ" or two == "St":
-            node = self.name()[0]
         else:
-            raise _Fail(f"unknown type at {self.i}")
+            node = _TYPE_READERS.get(c, _Parser.named_type)(self)
         self.subs.append(node)
         return node
+
+    # each reads the type its first character starts (``_TYPE_READERS``)
+
+    def qualified_type(self) -> _Node:
+        quals = self.cv_qualifiers()
+        return _Qual(self.type(), quals)
+
+    def pointer_type(self) -> _Node:
+        self.i += 1
+        return _Pointer(self.type(), "*")
+
+    def reference_type(self) -> _Node:
+        sigil = "&" if self.peek() == "R" else "&&"
+        self.i += 1
+        return _reference(self.type(), sigil)
+
+    def function_type(self) -> _Node:
+        self.i += 1
+        self.eat("Y")
+        ret = self.type()
+        params = []
+        while self.peek() not in ("E", "R", "O") or (self.peek() in "RO" and self.peek(1) != "E"):
+            if self.peek() == END:
+                raise _Fail("unterminated function type")
+            params.append(self.type())
+        ref = self.ref_qualifier()
+        self.expect("E")
+        return _Function(ret, params, ref)
+
+    def array_type(self) -> _Node:
+        self.i += 1
+        dim = str(self.number()) if self.peek().isdigit() else ""
+        self.expect("_")
+        return _Array(self.type(), dim)
+
+    def member_pointer_type(self) -> _Node:
+        self.i += 1
+        cls = self.type()
+        return _MemberPointer(cls, self.type())
+
+    def template_param_type(self) -> _Node:
+        node = self.template_param()
+        if self.peek() == "I":
+            self.subs.append(node)
+            node = _Template(node, self.template_args())
+        return node
+
+    def expansion_type(self) -> _Node:
+        if not self.eat("Dp"):
+            raise _Fail(f"unknown type at {self.i}")
+        return _Expansion(self.type())
+
+    def vendor_type(self) -> _Node:
+        self.i += 1
+        return self.source_name()
+
+    def named_type(self) -> _Node:
+        c = self.peek()
+        if c.isdigit() or c in "NZ" or self.s.startswith("St", self.i):
+            return self.name()[0]
+        raise _Fail(f"unknown type at {self.i}")
+
+
+_TYPE_READERS: dict[str, Callable[[_Parser], _Node]] = {
+    **dict.fromkeys("rVK", _Parser.qualified_type), "P": _Parser.pointer_type, **dict.fromkeys("RO", _Parser.reference_type),
+    "F": _Parser.function_type, "A": _Parser.array_type, "M": _Parser.member_pointer_type, "T": _Parser.template_param_type,
+    "D": _Parser.expansion_type, "u": _Parser.vendor_type,
+}
 
 
 def demangle(name: str) -> str:

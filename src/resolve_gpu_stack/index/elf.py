@@ -172,6 +172,23 @@ def read_layout(data: bytes | bytearray) -> ElfLayout:
     Raises ``ElfError`` for bytes that are not ELF or an impossible header, and its subclass
     ``ElfTruncated`` when ``data`` ends before the program header table (give more bytes).
     """
+    bits, big = _identification(data)
+    end = ">" if big else "<"
+    header = struct.Struct(end + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
+    if len(data) < header.size:
+        raise ElfTruncated(f"truncated ELF: {len(data)} bytes, the header is {header.size}")
+    fields = header.unpack_from(data, 0)
+    phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+    phdr = struct.Struct(end + ("8I" if bits == 32 else "IIQQQQQQ"))
+    headers_end = _program_headers_end(len(data), bits, header.size, phdr.size, phoff, phentsize, phnum)
+    segments = tuple(_segment(phdr.unpack_from(data, phoff + i * phentsize), bits) for i in range(phnum))
+    return ElfLayout(
+        bits=bits, big_endian=big, segments=segments, headers_end=headers_end, shoff=fields[6], shentsize=fields[11], shnum=fields[12],
+    )
+
+
+def _identification(data: bytes | bytearray) -> tuple[int, bool]:
+    """(32 or 64 bits, big-endian) from the ELF identification."""
     if bytes(data[:4]) != ELF_MAGIC[: len(data)]:
         raise ElfError("not an ELF file: bad magic")
     if len(data) < IDENT_SIZE:
@@ -181,27 +198,21 @@ def read_layout(data: bytes | bytearray) -> ElfLayout:
         raise ElfError(f"bad ELF class {klass} (1: 32-bit, 2: 64-bit)")
     if encoding not in (1, 2):
         raise ElfError(f"bad ELF data encoding {encoding} (1: little-endian, 2: big-endian)")
-    bits, big = (32 if klass == 1 else 64), encoding == 2
-    end = ">" if big else "<"
-    header = struct.Struct(end + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
-    if len(data) < header.size:
-        raise ElfTruncated(f"truncated ELF: {len(data)} bytes, the header is {header.size}")
-    fields = header.unpack_from(data, 0)
-    phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-    phdr = struct.Struct(end + ("8I" if bits == 32 else "IIQQQQQQ"))
+    return (32 if klass == 1 else 64), encoding == 2
+
+
+def _program_headers_end(size: int, bits: int, header_size: int, entry_size: int, phoff: int, phentsize: int, phnum: int) -> int:
+    """Where the program header table ends, once it is known to be possible and inside the bytes."""
     if phnum == PN_XNUM or phnum > MAX_PHNUM:
         raise ElfError(f"unsupported program header count {phnum}")
-    if phnum and phentsize < phdr.size:
-        raise ElfError(f"program header entries of {phentsize} bytes, {phdr.size} expected for {bits}-bit ELF")
-    headers_end = phoff + phnum * phentsize
-    if phnum and phoff < header.size:
+    if phnum and phentsize < entry_size:
+        raise ElfError(f"program header entries of {phentsize} bytes, {entry_size} expected for {bits}-bit ELF")
+    if phnum and phoff < header_size:
         raise ElfError(f"program headers at offset {phoff} overlap the ELF header")
-    if len(data) < headers_end:
-        raise ElfTruncated(f"truncated ELF: program headers end at {headers_end}, {len(data)} bytes given")
-    segments = tuple(_segment(phdr.unpack_from(data, phoff + i * phentsize), bits) for i in range(phnum))
-    return ElfLayout(
-        bits=bits, big_endian=big, segments=segments, headers_end=headers_end, shoff=fields[6], shentsize=fields[11], shnum=fields[12],
-    )
+    headers_end = phoff + phnum * phentsize
+    if size < headers_end:
+        raise ElfTruncated(f"truncated ELF: program headers end at {headers_end}, {size} bytes given")
+    return headers_end
 
 
 def _segment(f: tuple[int, ...], bits: int) -> Segment:
@@ -241,23 +252,23 @@ def _scanned(data: bytes | bytearray) -> ElfLibraries:
 
 def _read_dynamic(data: bytes | bytearray, layout: ElfLayout, dyn: Segment, whole: bool) -> ElfLibraries | None:
     """Parse ``.dynamic``; ``None`` when its string table lies beyond ``data`` (scan instead)."""
-    needed: list[int] = []
-    strtab: int | None = None
-    strsz: int | None = None
-    soname: int | None = None
-    for tag, value in _dynamic_entries(data, layout, dyn):
-        if tag == DT_NEEDED:
-            needed.append(value)
-        elif tag == DT_STRTAB:
-            strtab = value
-        elif tag == DT_STRSZ:
-            strsz = value
-        elif tag == DT_SONAME:
-            soname = value
+    entries = _dynamic_entries(data, layout, dyn)
+    needed = [value for tag, value in entries if tag == DT_NEEDED]
+    tags = dict(entries)  # the last entry of a tag wins
+    strtab, strsz, soname = tags.get(DT_STRTAB), tags.get(DT_STRSZ), tags.get(DT_SONAME)
     if strtab is None or strsz is None:
         if not needed and soname is None:
             return ElfLibraries(needed=(), method="dynamic", complete=True)
         raise ElfError("dynamic section has DT_NEEDED entries but no DT_STRTAB/DT_STRSZ")
+    table = _string_table(data, layout, strtab, strsz, whole)
+    if table is None:
+        return None
+    names = tuple(_string(table, off) for off in needed)
+    return ElfLibraries(needed=names, method="dynamic", complete=True, soname=_string(table, soname) if soname is not None else None)
+
+
+def _string_table(data: bytes | bytearray, layout: ElfLayout, strtab: int, strsz: int, whole: bool) -> bytes | None:
+    """The bytes of the string table at address ``strtab``; None when they lie beyond ``data``."""
     start = layout.file_offset(strtab)
     if start is None:
         raise ElfError(f"DT_STRTAB address {strtab:#x} is in no loadable segment")
@@ -265,9 +276,7 @@ def _read_dynamic(data: bytes | bytearray, layout: ElfLayout, dyn: Segment, whol
         if whole:
             raise ElfError(f"string table ({strsz} bytes at {start}) runs past the end of the file")
         return None
-    table = bytes(data[start : start + strsz])
-    names = tuple(_string(table, off) for off in needed)
-    return ElfLibraries(needed=names, method="dynamic", complete=True, soname=_string(table, soname) if soname is not None else None)
+    return bytes(data[start : start + strsz])
 
 
 def _dynamic_entries(data: bytes | bytearray, layout: ElfLayout, dyn: Segment) -> list[tuple[int, int]]:
@@ -444,11 +453,10 @@ class _Symbols:
     def gnu_hash(self, data: bytes | bytearray, pos: int, most: int) -> tuple[int, int] | None:
         """(symbol count, end offset) told by a ``.gnu.hash`` table at ``pos``; None when the bytes
         there are not one (or it is cut)."""
-        if pos + 16 > len(data):
+        header = self._gnu_header(data, pos, most)
+        if header is None:
             return None
-        nbuckets, symoffset, bloom, shift = (self.u32.unpack_from(data, pos + 4 * i)[0] for i in range(4))
-        if not (0 < nbuckets <= 1 << 22 and 0 < symoffset <= most and 0 < bloom <= 1 << 22) or bloom & (bloom - 1) or shift >= 8 * self.word:
-            return None
+        nbuckets, symoffset, bloom = header
         buckets_at = pos + 16 + bloom * self.word
         chain_at = buckets_at + 4 * nbuckets
         if chain_at > len(data):
@@ -467,6 +475,15 @@ class _Symbols:
                 return count, at + 4
             at += 4
         return None
+
+    def _gnu_header(self, data: bytes | bytearray, pos: int, most: int) -> tuple[int, int, int] | None:
+        """(buckets, first hashed symbol, bloom words) of a ``.gnu.hash`` header at ``pos`` that can be one."""
+        if pos + 16 > len(data):
+            return None
+        nbuckets, symoffset, bloom, shift = (self.u32.unpack_from(data, pos + 4 * i)[0] for i in range(4))
+        if not (0 < nbuckets <= 1 << 22 and 0 < symoffset <= most and 0 < bloom <= 1 << 22) or bloom & (bloom - 1) or shift >= 8 * self.word:
+            return None
+        return nbuckets, symoffset, bloom
 
     def sysv_hash(self, data: bytes | bytearray, pos: int, most: int) -> tuple[int, int] | None:
         """(symbol count, end offset) told by a SysV ``.hash`` table at ``pos``; None when not one."""
@@ -521,30 +538,41 @@ def _table_from_dynamic(data: bytes | bytearray, layout: ElfLayout, dyn: Segment
         return _Table(symtab=0, strtab=None, count=0, strsz=0, method="dynamic")
     if tags.get(DT_SYMENT, syms.size) != syms.size:
         raise ElfError(f"DT_SYMENT {tags[DT_SYMENT]} is not the {syms.size}-byte symbol entry of a {layout.bits}-bit object")
-
-    def offset(tag: int, what: str) -> int:
-        at = layout.file_offset(tags[tag])
-        if at is None:
-            raise ElfError(f"{what} address {tags[tag]:#x} is in no loadable segment")
-        return at
-
-    symtab = offset(DT_SYMTAB, "DT_SYMTAB")
-    strtab = offset(DT_STRTAB, "DT_STRTAB") if DT_STRTAB in tags else None
-    if strtab is None:
+    symtab = _tag_offset(layout, tags, DT_SYMTAB, "DT_SYMTAB")
+    if DT_STRTAB not in tags:
         raise ElfError("dynamic section has DT_SYMTAB but no DT_STRTAB")
+    strtab = _tag_offset(layout, tags, DT_STRTAB, "DT_STRTAB")
     most = max(1, (len(data) - symtab) // syms.size) if whole else SEARCH_LIMIT // syms.size
-    count = None
-    if DT_GNU_HASH in tags:
-        found = syms.gnu_hash(data, offset(DT_GNU_HASH, "DT_GNU_HASH"), most)
-        count = found[0] if found else None
-    if count is None and DT_HASH in tags:
-        found = syms.sysv_hash(data, offset(DT_HASH, "DT_HASH"), most)
-        count = found[0] if found else None
-    if count is None and strtab > symtab and (strtab - symtab) % syms.size == 0 and strtab - symtab <= len(data):
-        n, _ = syms.run(data, symtab)
-        if n * syms.size == strtab - symtab:  # .dynstr directly after .dynsym
-            count = n
+    count = _count_by_hash(data, layout, tags, syms, most)
+    if count is None:
+        count = _count_by_strings(data, symtab, strtab, syms)
     return _Table(symtab=symtab, strtab=strtab, count=count, strsz=tags.get(DT_STRSZ), method="dynamic")
+
+
+def _count_by_strings(data: bytes | bytearray, symtab: int, strtab: int, syms: _Symbols) -> int | None:
+    """The symbol count when ``.dynstr`` follows ``.dynsym`` directly (the plausible entries fill the gap exactly)."""
+    gap = strtab - symtab
+    if gap <= 0 or gap % syms.size or gap > len(data):
+        return None
+    n, _ = syms.run(data, symtab)
+    return n if n * syms.size == gap else None
+
+
+def _tag_offset(layout: ElfLayout, tags: dict[int, int], tag: int, what: str) -> int:
+    """The file offset of the address a ``.dynamic`` entry gives."""
+    at = layout.file_offset(tags[tag])
+    if at is None:
+        raise ElfError(f"{what} address {tags[tag]:#x} is in no loadable segment")
+    return at
+
+
+def _count_by_hash(data: bytes | bytearray, layout: ElfLayout, tags: dict[int, int], syms: _Symbols, most: int) -> int | None:
+    """The symbol count a hash table ``.dynamic`` points to tells (``.gnu.hash`` first); None when neither does."""
+    for tag, what, read in ((DT_GNU_HASH, "DT_GNU_HASH", syms.gnu_hash), (DT_HASH, "DT_HASH", syms.sysv_hash)):
+        found = read(data, _tag_offset(layout, tags, tag, what), most) if tag in tags else None
+        if found is not None:
+            return found[0]
+    return None
 
 
 def _table_from_sections(data: bytes | bytearray, layout: ElfLayout) -> _Table | None:
@@ -571,30 +599,34 @@ def _table_by_scan(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -
     first = next((s for s in layout.loads if s.offset == 0), None)
     limit = min(SEARCH_LIMIT, first.end if first else SEARCH_LIMIT)
     start = max([layout.headers_end] + [s.end for s in layout.segments if s.type in (PT_INTERP, PT_NOTE, PT_GNU_PROPERTY) and s.end <= limit])
-    found = _after_hash_tables(data, syms.align(start), syms, limit)
+    found = _after_hash_tables(data, syms.align(start), syms, limit) or _at_a_null_entry(data, syms.align(layout.headers_end), syms, limit)
     if found is not None:
         return found
-    tried = 0
-    pos = syms.align(layout.headers_end)
-    while tried < MAX_CANDIDATES:
-        q = data.find(syms.zero, pos, limit)
-        if q < 0:
-            break
-        z = _first_nonzero(data, q, min(limit, len(data)))
-        if z is None:
-            break  # zeros up to the end of what we have: more bytes tell
-        base = z - z % syms.word
-        for p in range(base - syms.size, max(q, base - 2 * syms.size + syms.word) - 1, -syms.word):
-            tried += 1
-            if p < q or p % syms.word:
-                continue
-            table = _try_candidate(data, p, syms)
-            if table is not None:
-                return table
-        pos = syms.align(z + 1)
     if len(data) >= limit:
         raise ElfError(f"no dynamic symbol table found in the first {limit} bytes")
     raise ElfTruncated(f"no dynamic symbol table in the first {len(data)} bytes yet")
+
+
+def _at_a_null_entry(data: bytes | bytearray, pos: int, syms: _Symbols, limit: int) -> _Table | None:
+    """The first run of zeros from ``pos`` whose end may be ``.dynsym``'s null entry and is
+    (``_try_candidate``); None when none is before ``limit`` or the end of the bytes (or after
+    ``MAX_CANDIDATES`` tries)."""
+    tried = 0
+    while tried < MAX_CANDIDATES:
+        q = data.find(syms.zero, pos, limit)
+        if q < 0:
+            return None
+        z = _first_nonzero(data, q, min(limit, len(data)))
+        if z is None:
+            return None  # zeros up to the end of what we have: more bytes tell
+        base = z - z % syms.word
+        for p in range(base - syms.size, max(q, base - 2 * syms.size + syms.word) - 1, -syms.word):
+            tried += 1
+            table = _try_candidate(data, p, syms) if p >= q and not p % syms.word else None
+            if table is not None:
+                return table
+        pos = syms.align(z + 1)
+    return None
 
 
 _NONZERO = re.compile(rb"[^\x00]")
@@ -663,15 +695,19 @@ def _try_candidate(data: bytes | bytearray, p: int, syms: _Symbols) -> _Table | 
         return None
     if strings == end:  # .dynstr right after .dynsym (GNU ld, gold)
         return _Table(symtab=p, strtab=strings, count=run, strsz=None, method="scan")
+    return _Table(symtab=p, strtab=strings, count=_count_by_lld_hash(data, p, run, strings, syms), strsz=None, method="scan")
+
+
+def _count_by_lld_hash(data: bytes | bytearray, p: int, run: int, strings: int, syms: _Symbols) -> int | None:
+    """lld's order: ``.gnu.version(_r)``, ``.gnu.hash``, ``.hash``, then ``.dynstr``. The run of
+    the table at ``p`` may have taken ``.gnu.version``'s 2-byte entries (a sixth of the table at
+    most) for symbols: the count of a hash table between it and its strings bounds it."""
     most = (strings - p) // syms.size
-    # lld: .gnu.version(_r), .gnu.hash, .hash, then .dynstr. The run may have taken .gnu.version's
-    # 2-byte entries (a sixth of the table at most) for symbols: the hash table's count bounds it.
     for at in range(syms.align(p + max(2, run - run // 6 - 8) * syms.size), strings - 8, 4):
-        found = syms.gnu_hash(data, at, most) if at % syms.word == 0 else None
-        found = found or syms.sysv_hash(data, at, most)
+        found = (syms.gnu_hash(data, at, most) if at % syms.word == 0 else None) or syms.sysv_hash(data, at, most)
         if found is not None and found[0] >= 2 and p + found[0] * syms.size <= at and found[1] <= strings:
-            return _Table(symtab=p, strtab=strings, count=found[0], strsz=None, method="scan")
-    return _Table(symtab=p, strtab=strings, count=None, strsz=None, method="scan")
+            return found[0]
+    return None
 
 
 def _find_strings(data: bytes | bytearray, start: int, stop: int, names: list[int]) -> int | None:
@@ -711,54 +747,93 @@ def _strings_fit(data: bytes | bytearray, at: int, names: list[int], *, least: i
 def _read_table(data: bytes | bytearray, t: _Table, syms: _Symbols, *, exports: bool, whole: bool) -> DynamicSymbols:
     if t.count == 0:
         return DynamicSymbols(imports=(), complete=True, method=t.method, count=0, table=t.symtab, strings=t.strtab)
+    table_end, readable = _extent(data, t, syms, whole=whole)
+    names = _read_names(data, t, syms, readable, table_end, exports=exports, whole=whole)
+    complete = t.count is not None and table_end <= len(data) and not names.furthest and t.strtab is not None
+    needed = max(table_end, names.furthest, len(data) + 1) if not complete and t.count is not None else None
+    return DynamicSymbols(
+        imports=tuple(names.imported), exports=tuple(names.exported or ()), complete=complete, needed_bytes=needed, method=t.method,
+        count=t.count, table=t.symtab, strings=t.strtab, strings_end=names.reach,
+    )
+
+
+@dataclass(slots=True)
+class _Names:
+    """The names read from a symbol table: imported, exported (None: not asked for), the start of
+    the furthest name cut off by the end of the bytes, the end of the furthest name read."""
+
+    imported: dict[str, None]
+    exported: dict[str, None] | None
+    furthest: int = 0
+    reach: int = 0
+
+
+def _read_names(data: bytes | bytearray, t: _Table, syms: _Symbols, readable: int, table_end: int, *, exports: bool, whole: bool) -> _Names:
+    imported: dict[str, None] = {}
+    exported: dict[str, None] | None = {} if exports else None
+    furthest = reach = 0
+    names_at = table_end if t.strtab is None else t.strtab  # with no string table found yet (the table is cut), GNU ld's: right after the table
+    for i in range(1, readable):
+        name, info, shndx, _value, _size = syms.fields(data, t.symtab + i * syms.size)
+        if not name:
+            continue
+        reach = max(reach, names_at + name + 1)
+        wanted = _wanted(info, shndx, imported, exported)
+        if wanted is None:
+            continue
+        if t.strtab is None:
+            furthest = max(furthest, table_end)
+            continue
+        text, end = _symbol_name(data, t, i, name, whole=whole)
+        if text is None:
+            furthest = max(furthest, end)
+            continue
+        wanted.setdefault(text, None)
+        reach = max(reach, end + 1)
+    return _Names(imported=imported, exported=exported, furthest=furthest, reach=reach)
+
+
+def _extent(data: bytes | bytearray, t: _Table, syms: _Symbols, *, whole: bool) -> tuple[int, int]:
+    """(where the table ends by its count, how many of its entries ``data`` holds); a table not
+    bounded is read as far as it looks like one (never called complete). The whole file must
+    hold a bounded table."""
     size = len(data)
-    count = t.count
-    table_end = t.symtab + (count or 0) * syms.size
-    if count is None:  # not bounded: read what looks like the table, never call it complete
-        readable = syms.run(data, t.symtab)[0] if t.symtab + syms.size <= size else 0
-    else:
-        readable = count if table_end <= size else max(0, (size - t.symtab) // syms.size)
-    if whole and count is None:
+    table_end = t.symtab + (t.count or 0) * syms.size
+    if whole and t.count is None:
         raise ElfError("cannot tell the size of the dynamic symbol table (no usable DT_HASH/DT_GNU_HASH, no section headers)")
     if whole and table_end > size:
         raise ElfError(f"the dynamic symbol table at {t.symtab} runs past the end of the file ({size} bytes)")
-    imported: dict[str, None] = {}
-    exported: dict[str, None] = {}
-    furthest = 0  # the start of the furthest name cut off by the end of the bytes
-    reach = 0  # the end of the furthest name read
-    for i in range(1, readable):
-        name, info, shndx, _value, _size = syms.fields(data, t.symtab + i * syms.size)
-        bind, kind = info >> 4, info & 0xF
-        if name:  # with no string table found yet (the table is cut), GNU ld's: right after the table
-            reach = max(reach, (table_end if t.strtab is None else t.strtab) + name + 1)
-        if name == 0 or bind not in _NAMED_BINDS:
-            continue
-        wanted = imported if shndx == SHN_UNDEF else exported if exports and kind not in (STT_SECTION, STT_FILE) else None
-        if wanted is None or t.strtab is None:
-            if wanted is not None:
-                furthest = max(furthest, table_end)
-            continue
-        if t.strsz is not None and name >= t.strsz:
-            raise ElfError(f"symbol {i}'s name offset {name} is outside the {t.strsz}-byte string table")
-        pos = t.strtab + name
-        end = data.find(b"\x00", pos, min(size, pos + MAX_SYMBOL_NAME + 1)) if pos < size else -1
-        if end < 0:
-            if pos + MAX_SYMBOL_NAME < size:
-                raise ElfError(f"symbol {i}'s name at {pos} is longer than {MAX_SYMBOL_NAME} bytes")
-            if whole:
-                raise ElfError(f"symbol {i}'s name at {pos} runs past the end of the file")
-            furthest = max(furthest, pos + 2)
-            continue
-        wanted.setdefault(bytes(data[pos:end]).decode("utf-8", errors="replace"), None)
-        reach = max(reach, end + 1)
-    complete = count is not None and table_end <= size and not furthest and t.strtab is not None
-    needed = None
-    if not complete and count is not None:
-        needed = max(table_end, furthest, size + 1)
-    return DynamicSymbols(
-        imports=tuple(imported), exports=tuple(exported), complete=complete, needed_bytes=needed, method=t.method, count=count,
-        table=t.symtab, strings=t.strtab, strings_end=reach,
-    )
+    if t.count is None:
+        return table_end, syms.run(data, t.symtab)[0] if t.symtab + syms.size <= size else 0
+    return table_end, t.count if table_end <= size else max(0, (size - t.symtab) // syms.size)
+
+
+def _wanted(info: int, shndx: int, imported: dict[str, None], exported: dict[str, None] | None) -> dict[str, None] | None:
+    """Where a named symbol goes: ``imported`` when undefined, ``exported`` (when asked) when
+    defined and not a section or file symbol; None for a local one or one not asked for."""
+    if info >> 4 not in _NAMED_BINDS:
+        return None
+    if shndx == SHN_UNDEF:
+        return imported
+    return exported if exported is not None and info & 0xF not in (STT_SECTION, STT_FILE) else None
+
+
+def _symbol_name(data: bytes | bytearray, t: _Table, i: int, name: int, *, whole: bool) -> tuple[str | None, int]:
+    """(symbol ``i``'s name, where its NUL is) or, cut off by the end of the bytes, (None, how
+    many bytes at least hold it)."""
+    assert t.strtab is not None
+    if t.strsz is not None and name >= t.strsz:
+        raise ElfError(f"symbol {i}'s name offset {name} is outside the {t.strsz}-byte string table")
+    size = len(data)
+    pos = t.strtab + name
+    end = data.find(b"\x00", pos, min(size, pos + MAX_SYMBOL_NAME + 1)) if pos < size else -1
+    if end >= 0:
+        return bytes(data[pos:end]).decode("utf-8", errors="replace"), end
+    if pos + MAX_SYMBOL_NAME < size:
+        raise ElfError(f"symbol {i}'s name at {pos} is longer than {MAX_SYMBOL_NAME} bytes")
+    if whole:
+        raise ElfError(f"symbol {i}'s name at {pos} runs past the end of the file")
+    return None, pos + 2
 
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -108,6 +108,7 @@ class Finder:
         self.page_digests: dict[str, tuple[str, str | None]] = {}  # page URL -> (index, body sha256 | None for 404)
         self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
         self._releases: dict[tuple[str, Version], WheelMetadata] = {}  # (name, version) -> a wheel's METADATA
+        self._listed: dict[tuple[str, frozenset[str]], ParsedPage | None] = {}  # (page URL, file names) -> those rows of it
 
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
@@ -312,6 +313,32 @@ class Finder:
         for w in refused:
             log.warning("%s: %s", loc.url, w)
         return offers, refused
+
+    def listed(self, name: str, ctx: RouteContext, filenames: Collection[str]) -> list[Offer]:
+        """The offers among ``filenames`` only, filtered as ``offers`` filters (the package's own
+        files, from hosts its index uses, in its route's versions). A popular package's page lists
+        thousands of files and ``check`` looks a lock's two or three up on it: each page is read
+        once and only the rows naming ``filenames`` are parsed (a page parsed whole already is
+        filtered instead)."""
+        wanted = canonicalize_name(name)
+        only = frozenset(filenames)
+        out: list[Offer] = []
+        for loc in self.definitions.pages_for(wanted, ctx):
+            parsed = self._rows(loc, only)
+            if parsed is not None:
+                out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.filename in only]
+        return out
+
+    def _rows(self, loc: PageLocation, only: frozenset[str]) -> ParsedPage | None:
+        """The rows of the page at ``loc`` that ``only`` names (all of it when parsed already); None for a 404."""
+        key = (loc.url, only)
+        if loc.url not in self._pages and key not in self._listed:
+            if loc.url not in self._unparsed:
+                self._read([([loc.url], self.definitions.indexes[loc.index])], parse=False)
+            if loc.url in self._unparsed:  # (else another thread parsed it whole meanwhile)
+                resp, index = self._unparsed[loc.url]
+                self._listed[key] = parse_page(resp.page, index=index, only=only, memo=self.memo) if resp.page is not None else None
+        return self._pages[loc.url] if loc.url in self._pages else self._listed[key]
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:

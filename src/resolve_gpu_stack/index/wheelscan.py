@@ -36,7 +36,7 @@ import re
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..data.rules import AbiRules
@@ -161,16 +161,10 @@ class WheelScan:
         """Why the scan could not tell (``symbols``: a torch-linked member's symbols count too)."""
         bad = next((m for m in self.members if not m.conclusive and m.stop != "limit"), None)
         if bad is None and symbols:
-            bad = next((m for m in self.members if m.links_torch and not m.symbols_complete and m.stop != "limit"), None)
+            bad = next((m for m in self.members if _symbols_missing(m)), None)
         if bad is None:
             return f"not every shared object was scanned: {self.limited or 'the scan stopped early'}"
-        if bad.links_torch:
-            why = bad.error or (f"its symbol table needs more than the first {bad.inflated} bytes" if bad.stop == "cap" else f"stopped ({bad.stop})")
-            return f"could not read all the dynamic symbols of {bad.name}, which links torch: {why}"
-        if bad.error:
-            return f"could not tell what {bad.name} needs: {bad.error}"
-        seen = ", ".join(bad.libraries.needed) if bad.libraries and bad.libraries.needed else "no library"
-        return f"could not tell whether {bad.name} links torch: its first {bad.inflated} bytes name {seen}, and its dynamic section lies beyond them"
+        return _undecided(bad)
 
     def abi(self, rules: AbiRules) -> WheelAbi:
         """What the shared objects import, judged by ``rules`` (``model/abi.py``): ``TORCH`` (some
@@ -180,15 +174,47 @@ class WheelScan:
         majors = self.cuda_majors
         torch_members = [m for m in self.members if m.links_torch]
         described = tuple(_member_abi(m, rules) for m in torch_members if m.symbols_complete)
-        if self.limited or any(not m.conclusive for m in self.members) or len(described) < len(torch_members):
+        if not self.decided or len(described) < len(torch_members):
             return WheelAbi(kind=UNKNOWN, why=self._unknown_reason(symbols=True), members=described, cuda_majors=majors)
         if described:
             return WheelAbi(kind=TORCH, why=_torch_why(described, len(self.members), rules), members=described, cuda_majors=majors)
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
-        if any(m.libraries and m.libraries.cuda_libs for m in self.members):
-            return WheelAbi(kind=CUDA, why=self._plain_reason(), cuda_majors=majors)
-        return WheelAbi(kind=NONE, why=self._plain_reason(), cuda_majors=majors)
+        return WheelAbi(kind=CUDA if self.needs_cuda else NONE, why=self._plain_reason(), cuda_majors=majors)
+
+    @property
+    def decided(self) -> bool:
+        """Whether every member's libraries are known (and the wheel's limits did not stop the scan)."""
+        return not self.limited and all(m.conclusive for m in self.members)
+
+    @property
+    def needs_cuda(self) -> bool:
+        return any(m.libraries and m.libraries.cuda_libs for m in self.members)
+
+
+def _kind_of(scan: WheelScan) -> Kind:
+    """What a finished scan says: a torch library found, else undecided, else CUDA libraries needed, else neither."""
+    if scan.evidence is not None:
+        return "torch-abi"
+    if not scan.decided:
+        return "unknown"
+    return "cuda" if scan.needs_cuda else "agnostic"
+
+
+def _symbols_missing(m: MemberScan) -> bool:
+    """A torch-linked member whose symbols were not all read (not for the wheel's limits)."""
+    return m.links_torch and not m.symbols_complete and m.stop != "limit"
+
+
+def _undecided(bad: MemberScan) -> str:
+    """Why the scan of member ``bad`` left the wheel undecided."""
+    if bad.links_torch:
+        why = bad.error or (f"its symbol table needs more than the first {bad.inflated} bytes" if bad.stop == "cap" else f"stopped ({bad.stop})")
+        return f"could not read all the dynamic symbols of {bad.name}, which links torch: {why}"
+    if bad.error:
+        return f"could not tell what {bad.name} needs: {bad.error}"
+    seen = ", ".join(bad.libraries.needed) if bad.libraries and bad.libraries.needed else "no library"
+    return f"could not tell whether {bad.name} links torch: its first {bad.inflated} bytes name {seen}, and its dynamic section lies beyond them"
 
 
 def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
@@ -203,20 +229,27 @@ def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
 def _torch_why(members: tuple[MemberAbi, ...], total: int, rules: AbiRules) -> str:
     """One line: how the torch-linked members bind."""
     builds = sorted({m.build for m in members if m.build}, key=lambda v: tuple(int(p) for p in v.split(".")))
-    locked = [m for m in members if m.cxx]
-    head = f"{len(members)} of {total} shared object(s) link torch"
-    parts = []
-    if builds:
-        parts.append(f"builds for torch {', '.join(builds)}")
-    if locked:
-        first = locked[0]
-        example = next((s for s in first.cxx if entity_identifier(s) in rules.cxx_namespaces), first.cxx[0])
-        parts.append(f"{first.name} imports {len(first.cxx)} C++ torch symbol(s) (e.g. {demangle(example)})")
+    parts = [f"builds for torch {', '.join(builds)}"] if builds else []
+    parts += _locked_words(members, rules) + _stable_words(members)
+    return f"{len(members)} of {total} shared object(s) link torch: " + "; ".join(parts)
+
+
+def _locked_words(members: tuple[MemberAbi, ...], rules: AbiRules) -> list[str]:
+    """The first version-locked member's C++ imports, with an example (one of torch's own namespaces first)."""
+    first = next((m for m in members if m.cxx), None)
+    if first is None:
+        return []
+    example = next((s for s in first.cxx if entity_identifier(s) in rules.cxx_namespaces), first.cxx[0])
+    return [f"{first.name} imports {len(first.cxx)} C++ torch symbol(s) (e.g. {demangle(example)})"]
+
+
+def _stable_words(members: tuple[MemberAbi, ...]) -> list[str]:
+    """The members that import only the C shim, with examples."""
     stable = [m for m in members if not m.cxx]
-    if stable:
-        shim = sum(m.shim for m in stable)
-        parts.append(f"{len(stable)} import only the C shim ({shim} function(s), e.g. {', '.join(stable[0].shim_examples) or 'none'})")
-    return head + ": " + "; ".join(parts)
+    if not stable:
+        return []
+    shim = sum(m.shim for m in stable)
+    return [f"{len(stable)} import only the C shim ({shim} function(s), e.g. {', '.join(stable[0].shim_examples) or 'none'})"]
 
 
 @dataclass(eq=False)
@@ -331,19 +364,11 @@ class WheelScanner:
             raise RuntimeError("the scan is not finished: read next_ranges() and feed them first")
         members = tuple(self._done)
         majors = tuple(sorted({v for m in members if m.libraries for v in m.libraries.cuda_majors}))
-        kind: Kind
-        if self._evidence is not None:
-            kind = "torch-abi"
-        elif self._limited or any(not m.conclusive for m in members):
-            kind = "unknown"
-        elif any(m.libraries and m.libraries.cuda_libs for m in members):
-            kind = "cuda"
-        else:
-            kind = "agnostic"
-        return WheelScan(
-            kind=kind, members=members, bytes_read=self.bytes_read, reads=self.reads, file_size=self.file_size,
+        scan = WheelScan(
+            kind="unknown", members=members, bytes_read=self.bytes_read, reads=self.reads, file_size=self.file_size,
             evidence=self._evidence, cuda_majors=majors, limited=self._limited,
         )
+        return replace(scan, kind=_kind_of(scan))
 
     # -- the zip's directory -------------------------------------------------------------------
 

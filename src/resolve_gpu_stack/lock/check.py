@@ -17,24 +17,29 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import LockFileError, ResolveGpuStackError
-from ..model import Action, Coupling, IndexFile, IndexPage, LockedPackage, LockPlan, Target, TargetSummary
+from ..model import Action, BuildProvenance, Coupling, IndexFile, LockedPackage, LockPlan, SourceDist, Target, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
 from ..rules.invariants import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
-from .locked import LockedFile, Pin
+from .locked import LockedEntry, LockedFile, Pin
 from .pylock import plan_from_lock
 from .select import select
 from .uvproject import LISTS, RECORD, TOOL, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
+
+if TYPE_CHECKING:
+    from ..index.finder import Finder
+    from ..model.abi import AbiVerdict
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 
@@ -112,20 +117,28 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
     else:
         findings, plan = _constraints_findings(path, locked, defs)
     if plan is not None:
-        inputs = locked.inputs if locked.inputs else (expected.inputs if expected else {})
-        for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock"):
-            findings.append(_error(path, v.message, package=v.package, hint=regenerate_hint(expected)))
-        findings += kept_torch_findings(path, plan, inputs, expected)
-        findings += torch_move_findings(path, plan, inputs, expected)
-        if locked.format == "pylock":
-            findings += target_findings(path, locked, plan, target)
-        if target is not None:
-            findings += installed_findings(path, plan, target)
-        findings += [_error(path, "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail", package=p.name, hint=regenerate_hint(expected)) for p in synthetic_rows(plan.packages)]
-        findings += retention_findings(path, plan.packages, defs, today, expected)
-        findings += abi_findings(path, plan, locked.inputs, expected)
+        findings += plan_findings(path, locked, plan, defs, expected=expected, today=today, target=target)
     findings += freshness_findings(path, locked, expected)
     return Checked(path=path, findings=tuple(findings), plan=plan, locked=locked)
+
+
+def plan_findings(path: Path, locked: LockedFile, plan: LockPlan, defs: Definitions, *, expected: Expected | None, today: dt.date, target: Target | None) -> list[Finding]:
+    """What the plan a lock file holds must keep (``check_lock``, once the file reads as a plan)."""
+    inputs = locked.inputs if locked.inputs else (expected.inputs if expected else {})
+    hint = regenerate_hint(expected)
+    findings = [_error(path, v.message, package=v.package, hint=hint)
+                for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock")]
+    findings += kept_torch_findings(path, plan, inputs, expected)
+    findings += torch_move_findings(path, plan, inputs, expected)
+    if locked.format == "pylock":
+        findings += target_findings(path, locked, plan, target)
+    if target is not None:
+        findings += installed_findings(path, plan, target)
+    findings += [_error(path, "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail", package=p.name, hint=hint)
+                 for p in synthetic_rows(plan.packages)]
+    findings += retention_findings(path, plan.packages, defs, today, expected)
+    findings += abi_findings(path, plan, locked.inputs, expected)
+    return findings
 
 
 def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None = None) -> list[Finding]:
@@ -133,25 +146,9 @@ def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected
     (``rules.abi.recorded_verdict_fails``); a lock without verdicts (written before they were
     recorded) is held to the torch its torch-ABI rows were built for. A failure is an error, unless
     the lock's inputs record the user's word (``abi-mismatch = "warn"``): then a warning."""
-    from ..model.cuda import CudaLabel
-    from ..rules.abi import recorded_verdict_fails
-
-    torch = plan.torch
-    label = CudaLabel.of_torch(torch.version) if torch is not None else None
     out: list[Finding] = []
     for pkg in plan.packages:
-        if pkg.action is Action.KEEP:
-            continue
-        if pkg.abi is not None:
-            why = recorded_verdict_fails(pkg.abi, torch.version if torch else None, label.major if label else None)
-            message = f"cannot be shown to run with the lock's torch: {why}" if why else None
-        elif pkg.coupling is Coupling.UNKNOWN:
-            message = "compiled code whose scan did not finish: it cannot be shown to run with the lock's torch"
-        elif pkg.coupling is Coupling.TORCH_ABI and (pkg.abi_mismatch or (pkg.built_for is not None and torch is not None and not _fits(pkg.built_for, torch.version))):
-            built = f"built for torch {pkg.built_for}" if pkg.built_for else "built for a torch nothing names"
-            message = f"torch-ABI wheel {built}, the lock's torch is {torch.version if torch else 'unknown'}: it would fail to import (undefined symbol)"
-        else:
-            message = None
+        message = _abi_problem(pkg, plan.torch) if pkg.action is not Action.KEEP else None
         if message is None:
             continue
         if inputs.get("abi-mismatch") == "warn":
@@ -160,6 +157,35 @@ def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected
             hint = regenerate_hint(expected) or f"regenerate the lock with --without {pkg.name}, or with --abi-mismatch warn to accept it"
             out.append(_error(path, message, package=pkg.name, hint=hint))
     return out
+
+
+def _abi_problem(pkg: LockedPackage, torch: LockedPackage | None) -> str | None:
+    """Why ``pkg`` cannot be shown to run with the lock's ``torch``: its recorded verdict fails, its
+    scan did not finish, or (no verdict recorded) a torch-ABI wheel built for another torch."""
+    version = torch.version if torch is not None else None
+    if pkg.abi is not None:
+        return _verdict_problem(pkg.abi, version)
+    if pkg.coupling is Coupling.UNKNOWN:
+        return "compiled code whose scan did not finish: it cannot be shown to run with the lock's torch"
+    if pkg.coupling is Coupling.TORCH_ABI and (pkg.abi_mismatch or _built_for_another(pkg.built_for, version)):
+        built = f"built for torch {pkg.built_for}" if pkg.built_for else "built for a torch nothing names"
+        return f"torch-ABI wheel {built}, the lock's torch is {version or 'unknown'}: it would fail to import (undefined symbol)"
+    return None
+
+
+def _verdict_problem(abi: AbiVerdict, torch: Version | None) -> str | None:
+    """Why a recorded ABI verdict does not hold for ``torch`` (and its CUDA label's major)."""
+    from ..model.cuda import CudaLabel
+    from ..rules.abi import recorded_verdict_fails
+
+    label = CudaLabel.of_torch(torch)
+    why = recorded_verdict_fails(abi, torch, label.major if label else None)
+    return f"cannot be shown to run with the lock's torch: {why}" if why else None
+
+
+def _built_for_another(built_for: str | None, torch: Version | None) -> bool:
+    """Whether a wheel says it was built for a torch that is not ``torch``."""
+    return built_for is not None and torch is not None and not _fits(built_for, torch)
 
 
 def _fits(built_for: str, torch: Version) -> bool:
@@ -211,15 +237,15 @@ def torch_move_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], e
     torch, installed = plan.torch, inputs.get("installed-torch")
     if torch is None or torch.action in (Action.KEEP, Action.INSTALL):
         return []
-    hint = regenerate_hint(expected)
-    out = []
-    if isinstance(installed, str) and not _same_version(installed, torch.installed_version):
-        out.append(_error(path, f"the lock moves torch from {torch.installed_version or 'nothing'}, but the installed torch it was made for is {installed}", package="torch", hint=hint))
-    if torch.action is Action.DOWNGRADE and inputs.get("allow-downgrade") is not True:
-        out.append(_error(path, f"the lock lowers torch to {torch.version}, and its inputs do not allow a downgrade", package="torch", hint=hint))
-    if torch.action is Action.CHANGE and inputs.get("cuda") != torch.version.local:
-        out.append(_error(path, f"the lock changes torch to the {torch.version.local or 'unlabelled'} build, and its inputs ask for no such CUDA label", package="torch", hint=hint))
-    return out
+    broken = (
+        (isinstance(installed, str) and not _same_version(installed, torch.installed_version),
+         f"the lock moves torch from {torch.installed_version or 'nothing'}, but the installed torch it was made for is {installed}"),
+        (torch.action is Action.DOWNGRADE and inputs.get("allow-downgrade") is not True,
+         f"the lock lowers torch to {torch.version}, and its inputs do not allow a downgrade"),
+        (torch.action is Action.CHANGE and inputs.get("cuda") != torch.version.local,
+         f"the lock changes torch to the {torch.version.local or 'unlabelled'} build, and its inputs ask for no such CUDA label"),
+    )
+    return [_error(path, message, package="torch", hint=regenerate_hint(expected)) for failed, message in broken if failed]
 
 
 def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Target | None) -> list[Finding]:
@@ -271,29 +297,31 @@ def installed_findings(path: Path, plan: LockPlan, target: Target) -> list[Findi
 
 
 def _pylock_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple[list[Finding], LockPlan | None]:
-    findings: list[Finding] = []
     counts = Counter(e.name for e in locked.entries)  # one pass: a 100k-row lock is checked in linear time
-    for name in sorted(n for n, c in counts.items() if c > 1):
-        findings.append(_error(path, f"has {counts[name]} [[packages]] entries", package=name))
+    findings = [_error(path, f"has {counts[name]} [[packages]] entries", package=name) for name in sorted(n for n, c in counts.items() if c > 1)]
     if not locked.inputs_match_digest:
         findings.append(_error(path, "the recorded inputs do not match the recorded inputs-digest: the file was edited by hand"))
     findings += credential_findings(path, locked)
     try:
         plan = plan_from_lock(locked)
     except LockFileError as err:
-        text = _without_path(str(err), path)
-        head, sep, rest = text.partition(": ")
-        package = head if sep and canonicalize_name(head) == head and locked.pin(head) else None
-        findings.append(_error(path, rest if package else text, package=package))
-        return findings, None
+        return [*findings, _unplanned(path, locked, err)], None
     entries = {e.name: e for e in locked.entries}
     for pkg in plan.packages:
         if pkg.action is Action.BUILD:  # built here: its provenance is checked, not an index URL
             findings += build_findings(path, pkg, plan, locked, defs)
-            continue
-        findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
+        else:
+            findings += _file_findings(path, pkg, locked, defs, entries.get(pkg.name))
     findings += kept_unlisted_findings(path, plan, entries)
     return findings, plan
+
+
+def _unplanned(path: Path, locked: LockedFile, err: LockFileError) -> Finding:
+    """Why a pylock is not a plan, naming the package when the error starts with one of its pins."""
+    text = _without_path(str(err), path)
+    head, sep, rest = text.partition(": ")
+    package = head if sep and canonicalize_name(head) == head and locked.pin(head) else None
+    return _error(path, rest if package else text, package=package)
 
 
 def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any]) -> list[Finding]:
@@ -309,27 +337,38 @@ def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any
     ) for name in names]
 
 
-def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry) -> list[Finding]:
+def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry: LockedEntry | None) -> list[Finding]:
     """The wheel a package entry points at must be that package, from its index's base and hosts."""
-    out: list[Finding] = []
-    if pkg.filename:
-        try:
-            name, version, _, _ = parse_wheel_filename(pkg.filename)
-        except InvalidWheelFilename:
-            out.append(_error(path, f"{pkg.filename!r} is not a wheel file name", package=pkg.name))
-        else:
-            if name != pkg.name or version != pkg.version:
-                out.append(_error(path, f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}", package=pkg.name))
-    base = locked.indexes.get(pkg.index)
-    if entry is not None and base is not None and entry.index is not None and not _below(entry.index, base):
-        out.append(_error(path, f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it", package=pkg.name))
-    index = defs.indexes.get(pkg.index)
+    out = [_error(path, problem, package=pkg.name) for problem in (_wheel_problem(pkg)[0], _entry_index_problem(pkg, locked, entry)) if problem]
+    base, index = locked.indexes.get(pkg.index), defs.indexes.get(pkg.index)
     if pkg.url and index is not None and base:
         problem = wheel_url_problem(pkg.url, base, index.hosts)
         if problem:
-            out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name, hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}",
-                              rule=LOCATION))
+            out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name,
+                              hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}", rule=LOCATION))
     return out
+
+
+def _wheel_problem(pkg: LockedPackage) -> tuple[str | None, frozenset[Tag]]:
+    """(what is wrong with the name of the package's wheel file: not a wheel's, or another
+    package's or version's; its tags, none when it is not a wheel's name)."""
+    if not pkg.filename:
+        return None, frozenset()
+    try:
+        name, version, _, tags = parse_wheel_filename(pkg.filename)
+    except InvalidWheelFilename:
+        return f"{pkg.filename!r} is not a wheel file name", frozenset()
+    if name != pkg.name or version != pkg.version:
+        return f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}", tags
+    return None, tags
+
+
+def _entry_index_problem(pkg: LockedPackage, locked: LockedFile, entry: LockedEntry | None) -> str | None:
+    """A ``[[packages]]`` index that is neither the package's recorded index nor a folder below it."""
+    base = locked.indexes.get(pkg.index)
+    if entry is None or base is None or entry.index is None or _below(entry.index, base):
+        return None
+    return f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it"
 
 
 def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: LockedFile, defs: Definitions) -> list[Finding]:
@@ -337,44 +376,53 @@ def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: Locke
     provenance must hold: the sdist from the index that owns the package (https, its sha256), built
     against the lock's own torch, for the lock's Python, platform and CUDA; the wheel of that
     package and version, with a tag that fits the target."""
+    sdist, built = pkg.sdist, pkg.provenance
+    if sdist is None or built is None:
+        problems = ["a build row without its sdist and provenance ([tool.resolve-gpu-stack] packages: sdist, built)"]
+    else:
+        problems = [*_sdist_problems(pkg, sdist, locked, defs), *_provenance_problems(built, plan), *_built_wheel_problems(pkg, plan.target)]
+    return [_error(path, problem, package=pkg.name, hint="lock it again with --build " + pkg.name) for problem in problems]
+
+
+def _sdist_problems(pkg: LockedPackage, sdist: SourceDist, locked: LockedFile, defs: Definitions) -> list[str]:
+    """The sdist a wheel was built from: from its index's own places, with a sha256."""
+    base, index = locked.indexes.get(pkg.index), defs.indexes.get(pkg.index)
+    problem = wheel_url_problem(sdist.url, base, index.hosts) if base and index is not None else f"comes from the {pkg.index} index, which the lock does not record"
+    out = [f"its sdist URL {problem}: {strip_credentials(sdist.url)}"] if problem else []
+    if not (sdist.sha256 and re.fullmatch(r"[0-9a-f]{64}", sdist.sha256.lower())):
+        out.append(f"its sdist {sdist.filename} has no sha256: the build's input cannot be verified")
+    return out
+
+
+def _provenance_problems(built: BuildProvenance, plan: LockPlan) -> list[str]:
+    """A build's record against the lock: its torch, and the target's Python, platform and CUDA."""
+    torch = plan.torch
+    out = []
+    if torch is None or built.torch != str(torch.version):
+        out.append(f"built against torch {built.torch}, but the lock's torch is {torch.version if torch else 'none'}")
+    target = plan.target
+    out += [f"built for {what} {recorded or 'none'}, the lock's target has {want or 'none'}"
+            for what, recorded, want in (("Python", built.python, target.python), ("platform", built.platform, target.platform), ("CUDA", built.cuda, target.cuda))
+            if recorded != want]
+    if not built.command:
+        out.append("its provenance records no build command")
+    return out
+
+
+def _built_wheel_problems(pkg: LockedPackage, target: TargetSummary) -> list[str]:
+    """The built wheel is the package's, at its version, with a tag of the target's."""
     from ..errors import UsageError
     from ..model.declared import declared_target
 
-    def error(message: str) -> Finding:
-        return _error(path, message, package=pkg.name, hint="lock it again with --build " + pkg.name)
-
-    sdist, built = pkg.sdist, pkg.provenance
-    if sdist is None or built is None:
-        return [error("a build row without its sdist and provenance ([tool.resolve-gpu-stack] packages: sdist, built)")]
-    out: list[Finding] = []
-    base, index = locked.indexes.get(pkg.index), defs.indexes.get(pkg.index)
-    problem = wheel_url_problem(sdist.url, base, index.hosts) if base and index is not None else f"comes from the {pkg.index} index, which the lock does not record"
-    if problem:
-        out.append(error(f"its sdist URL {problem}: {strip_credentials(sdist.url)}"))
-    if not (sdist.sha256 and re.fullmatch(r"[0-9a-f]{64}", sdist.sha256.lower())):
-        out.append(error(f"its sdist {sdist.filename} has no sha256: the build's input cannot be verified"))
-    torch = plan.torch
-    if torch is None or built.torch != str(torch.version):
-        out.append(error(f"built against torch {built.torch}, but the lock's torch is {torch.version if torch else 'none'}"))
-    for what, recorded, want in (("Python", built.python, plan.target.python), ("platform", built.platform, plan.target.platform), ("CUDA", built.cuda, plan.target.cuda)):
-        if recorded != want:
-            out.append(error(f"built for {what} {recorded or 'none'}, the lock's target has {want or 'none'}"))
-    if not built.command:
-        out.append(error("its provenance records no build command"))
-    if pkg.filename:
-        try:
-            name, version, _, tags = parse_wheel_filename(pkg.filename)
-        except InvalidWheelFilename:
-            return [*out, error(f"{pkg.filename!r} is not a wheel file name")]
-        if name != pkg.name or version != pkg.version:
-            out.append(error(f"the lock says {pkg.version}, but its wheel {pkg.filename} is {name} {version}"))
-        try:
-            fits = bool(set(tags) & set(declared_target(plan.target.python, plan.target.platform).tags))
-        except (ValueError, UsageError):
-            fits = True  # a target this tool cannot declare: its tags are not judged here
-        if not fits:
-            out.append(error(f"its wheel {pkg.filename} fits no tag of Python {plan.target.python} on {plan.target.platform}"))
-    return out
+    problem, tags = _wheel_problem(pkg)
+    if not tags:  # no wheel named, or not a wheel's name
+        return [problem] if problem else []
+    try:
+        fits = bool(tags & set(declared_target(target.python, target.platform).tags))
+    except (ValueError, UsageError):
+        fits = True  # a target this tool cannot declare: its tags are not judged here
+    unfit = None if fits else f"its wheel {pkg.filename} fits no tag of Python {target.python} on {target.platform}"
+    return [p for p in (problem, unfit) if p]
 
 
 def wheel_url_problem(url: str, base: str, hosts: Iterable[str]) -> str | None:
@@ -433,10 +481,7 @@ def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
 def _constraints_findings(path: Path, locked: LockedFile, defs: Definitions) -> tuple[list[Finding], LockPlan | None]:
     """A constraints file: its pins as a plan (couplings from the definitions, indexes from the
     pins' comments, or the owner when a pin has none)."""
-    torch = locked.pin("torch")
-    cuda = locked.target.cuda if locked.target else None
-    if cuda is None and torch is not None and torch.version.local and torch.version.local.startswith("cu"):
-        cuda = torch.version.local
+    cuda = _constraints_cuda(locked)
     target = locked.target or TargetSummary(python="", platform="", cuda=cuda)
     fi = defs.flashinfer
     fi_pin = locked.pin(fi.python)
@@ -445,6 +490,15 @@ def _constraints_findings(path: Path, locked: LockedFile, defs: Definitions) -> 
                         cuda_label=jit.version.local if jit is not None else None)
     packages = tuple(_package_from_pin(p, defs, skeleton) for p in locked.pins)
     return credential_findings(path, locked), replace(skeleton, packages=packages, inputs=dict(locked.inputs), inputs_digest=locked.inputs_digest or "")
+
+
+def _constraints_cuda(locked: LockedFile) -> str | None:
+    """The CUDA label of a constraints file's target: recorded, else its torch pin's local label."""
+    torch = locked.pin("torch")
+    if locked.target is not None and locked.target.cuda is not None:
+        return locked.target.cuda
+    local = torch.version.local if torch is not None else None
+    return local if local and local.startswith("cu") else None
 
 
 def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPackage:
@@ -459,24 +513,36 @@ def sibling_findings(path: Path, locked: LockedFile, sibling: Checked) -> list[F
     """A constraints file's pins against the pylock written with it (the same inputs digest and
     target): every pin must be that lock's package, version and action. The pylock carries hashes
     and is verified against the index, so a hand edit of the ``.txt`` shows up here."""
-    other, source = sibling.plan, sibling.locked
-    if other is None or source is None or source.inputs_digest != locked.inputs_digest or (locked.target and locked.target != other.target):
+    other = sibling.plan
+    if other is None or not _written_together(locked, sibling):
         return []
     shown = sibling.path.name
     pinned = {p.name: p for p in locked.pins}
     expected = {p.name: p for p in other.packages}
-    out: list[Finding] = []
-    for name in sorted(set(pinned) | set(expected)):
-        pin, pkg = pinned.get(name), expected.get(name)
-        if pkg is None:
-            out.append(_error(path, f"pinned at {pin.version if pin else '?'}, but {shown} (written with it) has no such package: the file was edited by hand", package=name))
-        elif pin is None:
-            out.append(_error(path, f"missing: {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
-        elif pin.version != pkg.version:
-            out.append(_error(path, f"pinned at {pin.version}, but {shown} (written with it) locks {pkg.version}: the file was edited by hand", package=name))
-        elif pin.action is not None and pin.action is not pkg.action:
-            out.append(_error(path, f"action {pin.action.value}, but {shown} (written with it) says {pkg.action.value}", package=name))
-    return out
+    problems = ((name, _pin_problem(pinned.get(name), expected.get(name), shown)) for name in sorted(set(pinned) | set(expected)))
+    return [_error(path, problem, package=name) for name, problem in problems if problem]
+
+
+def _written_together(locked: LockedFile, sibling: Checked) -> bool:
+    """Whether ``sibling`` (a pylock, read) was written with the constraints file ``locked``: the
+    same inputs digest, and the same target when the constraints file records one."""
+    source, plan = sibling.locked, sibling.plan
+    if source is None or plan is None or source.inputs_digest != locked.inputs_digest:
+        return False
+    return locked.target is None or locked.target == plan.target
+
+
+def _pin_problem(pin: Pin | None, pkg: LockedPackage | None, shown: str) -> str | None:
+    """How a constraints pin differs from the package of the pylock ``shown`` written with it."""
+    if pkg is None:
+        return f"pinned at {pin.version if pin else '?'}, but {shown} (written with it) has no such package: the file was edited by hand"
+    if pin is None:
+        return f"missing: {shown} (written with it) locks {pkg.version}: the file was edited by hand"
+    if pin.version != pkg.version:
+        return f"pinned at {pin.version}, but {shown} (written with it) locks {pkg.version}: the file was edited by hand"
+    if pin.action is not None and pin.action is not pkg.action:
+        return f"action {pin.action.value}, but {shown} (written with it) says {pkg.action.value}"
+    return None
 
 
 # -- freshness -----------------------------------------------------------------------------------
@@ -596,54 +662,28 @@ def recorded_channels(inputs: Mapping[str, Any]) -> tuple[str | None, str | None
 Lookup = Callable[[str, RouteContext, "set[str]"], "list[IndexFile]"]
 
 
-def finder_lookup(finder) -> Lookup:
+def finder_lookup(finder: Finder) -> Lookup:
     """Files offered for a package, through a ``Finder`` (full pages, shared with a re-resolve)."""
     return lambda name, ctx, _filenames: [o.file for o in finder.offers(name, ctx)[0]]
 
 
-class ListedFiles:
-    """Looks a few files up on their index pages, reading only the rows that name them.
+def listed_lookup(finder: Finder, plans: Iterable[LockPlan] = ()) -> Lookup:
+    """Files offered for a package, through a ``Finder`` reading only the rows that name them
+    (``Finder.listed``): given the ``plans`` to verify, the rows of every file they use for that
+    package, so each page is parsed once for all of them (the locks of several targets share
+    most pages)."""
+    wanted: dict[str, set[str]] = {}
+    for plan in plans:
+        for pkg in plan.packages:
+            for filename in (pkg.filename, pkg.sdist.filename if pkg.sdist else None):
+                if filename:
+                    wanted.setdefault(pkg.name, set()).add(filename)
 
-    A PyPI JSON page of a popular package lists thousands of files; reading every one of them for
-    the two or three a lock uses would make ``check`` slow. ``parse_page(..., only=...)`` skips
-    the other rows before any per-row work, and reads the rows kept exactly as the resolver does
-    (hashes, URLs and hosts mean the same). Given the ``plans`` to verify, each page is read once
-    for the files all of them use (the locks of several targets share most pages).
-    """
+    def lookup(name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
+        rows = wanted.get(canonicalize_name(name), set()) | filenames
+        return [o.file for o in finder.listed(name, ctx, rows) if o.file.filename in filenames]
 
-    def __init__(self, fetcher, defs: Definitions, plans: Iterable[LockPlan] = ()) -> None:
-        self.fetcher = fetcher
-        self.defs = defs
-        self._wanted: dict[str, set[str]] = {}
-        for plan in plans:
-            for pkg in plan.packages:
-                for filename in (pkg.filename, pkg.sdist.filename if pkg.sdist else None):
-                    if filename:
-                        self._wanted.setdefault(pkg.name, set()).add(filename)
-        self._raw: dict[str, IndexPage | None] = {}
-        self._parsed: dict[tuple[str, frozenset[str]], tuple[IndexFile, ...]] = {}
-
-    def __call__(self, name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
-        wanted = canonicalize_name(name)
-        only = frozenset(self._wanted.get(wanted, set()) | set(filenames))
-        out: list[IndexFile] = []
-        for loc in self.defs.pages_for(wanted, ctx):
-            index = self.defs.indexes[loc.index]
-            for f in self._files(loc.url, loc.index, only):
-                if f.filename in filenames and f.name == wanted and index.allows_host(f.url):
-                    out.append(replace(f, index=loc.index))
-        return out
-
-    def _files(self, url: str, index: str, only: frozenset[str]) -> tuple[IndexFile, ...]:
-        from ..index.parse import parse_page
-
-        key = (url, only)
-        if key not in self._parsed:
-            if url not in self._raw:
-                self._raw[url] = self.fetcher.fetch_pages([url], index=self.defs.indexes[index])[url].page
-            page = self._raw[url]
-            self._parsed[key] = parse_page(page, index=index, only=only).files if page is not None else ()
-        return self._parsed[key]
+    return lookup
 
 
 @dataclass(frozen=True, slots=True)
@@ -666,28 +706,44 @@ def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
     placed: dict[str, str] = {}
     unplaced: list[tuple[LockedPackage, str]] = []
     failure: str | None = None
-    for pkg in plan.packages:
-        if pkg.index != index or (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename or not pkg.url:  # a listed kept file too
-            continue
-        if failure is not None:
-            unplaced.append((pkg, failure))
-            continue
+    for pkg in (p for p in plan.packages if _placeable(p, index)):
         try:
-            offered = lookup(pkg.name, ctx, {pkg.filename})
+            match = _offered(lookup, pkg, ctx) if failure is None else None
         except CrawlError as err:
             failure = f"its page could not be read ({err})"
+        if failure is not None:
             unplaced.append((pkg, failure))
-            continue
-        match = next((f for f in offered if f.filename == pkg.filename), None)
-        if match is None:
+        elif match is None:
             unplaced.append((pkg, f"the {index} index's page for {pkg.name} does not list {pkg.filename}"))
-        elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
+        elif _differs(match.sha256, pkg.sha256):
             raise IntegrityError(match.url, f"the {index} index lists sha256 {match.sha256} for {pkg.filename}, the recorded plan {pkg.sha256}",
                                  hint="the index serves another file under this name; it is not locked")
         else:
             placed[pkg.name] = match.url
-    packages = tuple(replace(p, url=placed[p.name]) if p.name in placed else p for p in plan.packages)
+    packages = tuple(replace(p, url=placed.get(p.name, p.url)) for p in plan.packages)
     return Placement(plan=replace(plan, packages=packages), unplaced=tuple(unplaced))
+
+
+def _placeable(pkg: LockedPackage, index: str) -> bool:
+    """A file of ``index`` the lock lists (a listed kept file too), with the URL it was found at."""
+    return pkg.index == index and bool(pkg.url) and _listed_file(pkg)
+
+
+def _listed_file(pkg: LockedPackage) -> bool:
+    """Whether the lock names a file for ``pkg`` to be found on its index (a kept package the
+    lock does not list has none)."""
+    return bool(pkg.filename) and not (pkg.action is Action.KEEP and not pkg.sha256)
+
+
+def _offered(lookup: Lookup, pkg: LockedPackage, ctx: RouteContext) -> IndexFile | None:
+    """The file of ``pkg``'s name among those its index offers (``CrawlError`` when its page cannot be read)."""
+    assert pkg.filename is not None
+    return next((f for f in lookup(pkg.name, ctx, {pkg.filename}) if f.filename == pkg.filename), None)
+
+
+def _differs(offered: str | None, locked: str | None) -> bool:
+    """Whether two sha256 digests are both known and differ."""
+    return bool(offered and locked and offered.lower() != locked.lower())
 
 
 def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:
@@ -699,21 +755,27 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     for pkg in plan.packages:
         if pkg.action is Action.BUILD and pkg.sdist is not None:  # a built wheel: its sdist is what the index offers
             pkg = replace(pkg, filename=pkg.sdist.filename, sha256=pkg.sdist.sha256, size=pkg.sdist.size)
-        if (pkg.action is Action.KEEP and not pkg.sha256) or not pkg.filename:
+        if not _listed_file(pkg):
             continue  # a kept package the lock does not list: nothing to verify
         try:
-            offered = lookup(pkg.name, ctx, {pkg.filename})
+            problem = _offer_problem(_offered(lookup, pkg, ctx), pkg, source)
         except CrawlError as err:
             out.append(Finding(level=WARNING, path=path, package=pkg.name, message=f"cannot verify against {source}: {err}"))
             continue
-        match = next((f for f in offered if f.filename == pkg.filename), None)
-        if match is None:
-            out.append(_error(path, f"{pkg.filename} is not offered by the {pkg.index} index ({source})", package=pkg.name))
-        elif match.sha256 and pkg.sha256 and match.sha256.lower() != pkg.sha256.lower():
-            out.append(_error(path, f"sha256 {pkg.sha256} differs from the {pkg.index} index's {match.sha256} ({source})", package=pkg.name))
-        elif match.size is not None and pkg.size is not None and match.size != pkg.size:
-            out.append(_error(path, f"size {pkg.size} differs from the {pkg.index} index's {match.size} ({source})", package=pkg.name))
+        if problem:
+            out.append(_error(path, problem, package=pkg.name))
     return out
+
+
+def _offer_problem(match: IndexFile | None, pkg: LockedPackage, source: str) -> str | None:
+    """How the file an index offers differs from the one the lock names (None: it is that file)."""
+    if match is None:
+        return f"{pkg.filename} is not offered by the {pkg.index} index ({source})"
+    if _differs(match.sha256, pkg.sha256):
+        return f"sha256 {pkg.sha256} differs from the {pkg.index} index's {match.sha256} ({source})"
+    if match.size is not None and pkg.size is not None and match.size != pkg.size:
+        return f"size {pkg.size} differs from the {pkg.index} index's {match.size} ({source})"
+    return None
 
 
 def drift(path: Path, locked: LockPlan, fresh: LockPlan, *, source: str, hint: str | None) -> list[Finding]:
@@ -797,24 +859,35 @@ def _uv_target_findings(lock: Path, record: ExportRecord, target: RecordedTarget
     out: list[Finding] = []
     versions: dict[str, Version] = {}
     for name, version in sorted(record.pins(target, environment).items()):
-        got = locked_for(packages, name, environment)
-        have = sorted({p.version for p in got if p.version is not None})
-        if not got:
-            out.append(_error(lock, f"{label}not in uv.lock; the exported plan installs {version}", package=name, hint=relock))
-            continue
-        if have != [version]:
-            shown = ", ".join(map(str, have)) or "no version"
-            if name in target.kept:
-                out.append(_error(lock, f"{label}uv.lock has {shown}, but the plan keeps the installed {version}: `uv sync` would replace it", package=name, hint=relock))
-            else:
-                out.append(_error(lock, f"{label}uv.lock has {shown}, the exported plan pins {version}", package=name, hint=relock))
-        versions[name] = have[-1] if have else version
-        source = target.sources.get(name)
-        wrong = sorted({p.registry for p in got if p.registry is not None and source is not None and p.registry.rstrip("/") != source.rstrip("/")})
-        if wrong:
-            out.append(_error(lock, f"{label}uv.lock takes it from {', '.join(map(strip_credentials, wrong))}, the plan from {source}", package=name, hint=relock))
-    found = LockPlan(target=TargetSummary(python=target.python, platform=target.platform, cuda=None), cuda_label=target.cuda_label,
-                     packages=tuple(LockedPackage(name=canonicalize_name(n), version=v, action=Action.INSTALL, index="uv.lock", coupling=Coupling.AGNOSTIC) for n, v in versions.items()))
-    for v in flashinfer_alignment(found, defs):
-        out.append(_error(lock, f"{label}in uv.lock: {v.message}", package=v.package, hint=relock))
+        problems, found = _uv_pin_problems(name, version, locked_for(packages, name, environment), target)
+        out += [_error(lock, label + problem, package=name, hint=relock) for problem in problems]
+        if found is not None:
+            versions[name] = found
+    found_plan = LockPlan(target=TargetSummary(python=target.python, platform=target.platform, cuda=None), cuda_label=target.cuda_label,
+                          packages=tuple(LockedPackage(name=canonicalize_name(n), version=v, action=Action.INSTALL, index="uv.lock", coupling=Coupling.AGNOSTIC)
+                                         for n, v in versions.items()))
+    out += [_error(lock, f"{label}in uv.lock: {v.message}", package=v.package, hint=relock) for v in flashinfer_alignment(found_plan, defs)]
     return out
+
+
+def _uv_pin_problems(name: str, version: Version, got: Sequence[UvLockedPackage], target: RecordedTarget) -> tuple[list[str], Version | None]:
+    """(how uv.lock's entries ``got`` for ``name`` differ from the exported pin ``version``, the
+    version uv.lock has: None when it has none)."""
+    if not got:
+        return [f"not in uv.lock; the exported plan installs {version}"], None
+    have = sorted({p.version for p in got if p.version is not None})
+    out = []
+    if have != [version]:
+        shown = ", ".join(map(str, have)) or "no version"
+        out.append(f"uv.lock has {shown}, but the plan keeps the installed {version}: `uv sync` would replace it" if name in target.kept
+                   else f"uv.lock has {shown}, the exported plan pins {version}")
+    registry = _registry_problem(got, target.sources.get(name))
+    return [*out, *([registry] if registry else [])], have[-1] if have else version
+
+
+def _registry_problem(got: Sequence[UvLockedPackage], source: str | None) -> str | None:
+    """uv.lock's entries of a package taken from a registry other than the plan's ``source``."""
+    if source is None:
+        return None
+    wrong = sorted({p.registry for p in got if p.registry is not None and p.registry.rstrip("/") != source.rstrip("/")})
+    return f"uv.lock takes it from {', '.join(map(strip_credentials, wrong))}, the plan from {source}" if wrong else None

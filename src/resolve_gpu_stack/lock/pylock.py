@@ -1,9 +1,11 @@
 """The PEP 751 format: render a plan as ``pylock.toml`` for uv, and read a pylock back into a plan.
 
 Pure (no network). TOML is written with ``tomli_w`` and read with ``data.toml``; the PEP 751 part
-is validated with ``packaging.pylock`` both ways (what we write, and every pylock we read, ours or
-another tool's). Credentials (``user:pass@`` in any URL) never reach a file: every string is
-scrubbed before it is written.
+goes through ``packaging.pylock``'s objects both ways (``Pylock``, ``Package``, ``PackageWheel``:
+what we write is built from them, every pylock we read, ours or another tool's, is read by them),
+which validate it; on top we refuse what we do not install (sources other than wheels) and ask
+more of a wheel (a sha256 of 64 hex digits, a file name a file system keeps). Credentials
+(``user:pass@`` in any URL) never reach a file: every string is scrubbed before it is written.
 
 Layout: one ``[[packages]]`` entry per package that has a wheel to install, and one per *kept*
 package (already installed, e.g. a nightly torch) whose wheel and sha256 are known: listed at its
@@ -26,9 +28,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import tomli_w
-from packaging.markers import InvalidMarker, Marker
-from packaging.pylock import Pylock, PylockValidationError
-from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.markers import Marker
+from packaging.pylock import Package, PackageWheel, Pylock, PylockValidationError
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..data.toml import parse_toml
@@ -42,6 +45,7 @@ from ..model.codec import (
     override_to_dict,
     package_from_dict,
     package_to_dict,
+    parse_datetime,
     target_from_dict,
     target_to_dict,
     without_none,
@@ -85,13 +89,22 @@ def target_marker(target: TargetSummary) -> str | None:
     return " and ".join(clauses) or None
 
 
+class _WrittenMarker(Marker):
+    """A marker that TOML gets as written here (single quotes, no escapes in a TOML string), not in
+    packaging's double-quoted normal form."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._text = text
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __deepcopy__(self, memo: object) -> _WrittenMarker:
+        return self  # immutable (``Pylock.to_dict`` copies every value)
+
+
 # -- upload times ------------------------------------------------------------------------------
-_RFC3339_RE = re.compile(
-    r"^(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?"
-    r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
-)
-
-
 class _UploadTime(dt.datetime):
     """A UTC datetime that TOML writers spell as PyPI serves it (``...T10:00:00.250000Z``)."""
 
@@ -99,20 +112,14 @@ class _UploadTime(dt.datetime):
         return format_datetime(self)
 
 
-def parse_rfc3339(text: str, where: str) -> dt.datetime:
-    """RFC 3339 with a zone (any fraction length; ``fromisoformat`` on 3.10 takes only 3 or 6 digits)."""
-    m = _RFC3339_RE.match(text.strip())
-    if not m:
-        raise LockFileError(f"{where}: upload time {text!r} is not an RFC 3339 date-time with a time zone")
-    try:
-        value = dt.datetime.strptime(f"{m['date']}T{m['time']}", "%Y-%m-%dT%H:%M:%S")
-        offset = dt.timedelta(hours=int(m["oh"] or 0), minutes=int(m["om"] or 0)) * (-1 if m["sign"] == "-" else 1)
-        zone = dt.timezone(offset)
-    except ValueError as exc:
-        raise LockFileError(f"{where}: upload time {text!r}: {exc}") from exc
-    micro = int((m["frac"] or "0")[:6].ljust(6, "0"))
-    utc = value.replace(microsecond=micro, tzinfo=zone).astimezone(dt.timezone.utc)
-    return _UploadTime(utc.year, utc.month, utc.day, utc.hour, utc.minute, utc.second, utc.microsecond, tzinfo=dt.timezone.utc)
+def _upload_time(pkg: LockedPackage) -> dt.datetime | None:
+    """The package's ``upload-time`` as served (RFC 3339 text) as the TOML date-time PEP 751 wants."""
+    if not pkg.upload_time:
+        return None
+    when = parse_datetime(pkg.upload_time)
+    if when is None or when.tzinfo is None:
+        raise LockFileError(f"{pkg.name} {pkg.version}: upload time {pkg.upload_time!r} is not an RFC 3339 date-time with a time zone")
+    return _UploadTime(when.year, when.month, when.day, when.hour, when.minute, when.second, when.microsecond, tzinfo=dt.timezone.utc)
 
 
 # -- render ------------------------------------------------------------------------------------
@@ -133,7 +140,7 @@ KEPT_UNLISTED_WHY = (
     "online (with a snapshot: with the wheels in the wheel cache) to list them")
 
 
-def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
+def _wheel(pkg: LockedPackage) -> PackageWheel:
     if not pkg.url:
         raise LockFileError(f"{pkg.name} {pkg.version} ({pkg.action.value}) has no wheel URL to lock")
     if not pkg.sha256:
@@ -141,30 +148,28 @@ def _wheel_table(pkg: LockedPackage) -> dict[str, Any]:
             f"{pkg.name} {pkg.version}: no sha256 for {pkg.filename or strip_credentials(pkg.url)}",
             hint="PEP 751 requires a hash for every wheel: download the wheel to compute it, then write the lock",
         )
-    # a wheel built here (--build) is a file in the wheel cache: a path (``wheelhouse`` exports it)
-    where = "url" if "://" in pkg.url else "path"
-    wheel: dict[str, Any] = {"name": pkg.filename or pkg.url.rsplit("/", 1)[-1].split("#")[0], where: pkg.url}
-    if pkg.size is not None:
-        wheel["size"] = pkg.size
-    if pkg.upload_time:
-        wheel["upload-time"] = parse_rfc3339(pkg.upload_time, f"{pkg.name} {pkg.version}")
-    wheel["hashes"] = {"sha256": pkg.sha256.lower()}
-    return wheel
+    url = strip_credentials(pkg.url)
+    remote = "://" in url  # a wheel built here (--build) is a file in the wheel cache: a path (``wheelhouse`` exports it)
+    return PackageWheel(name=pkg.filename or url.rsplit("/", 1)[-1].split("#")[0], url=url if remote else None, path=None if remote else url,
+                        size=pkg.size, upload_time=_upload_time(pkg), hashes={"sha256": pkg.sha256.lower()})
 
 
-def _entry(pkg: LockedPackage, plan: LockPlan) -> dict[str, Any]:
-    """The PEP 751 ``[[packages]]`` entry of a package uv installs."""
-    entry: dict[str, Any] = {"name": pkg.name, "version": str(pkg.version)}
+def _index_of(pkg: LockedPackage, plan: LockPlan) -> str | None:
+    """The simple-API base the file was found under (PEP 751), e.g. ``.../whl/nightly/cu130/``; none
+    for a built wheel (a tool falling back to the index would fetch its wheel, built for another torch)."""
     if pkg.action is Action.BUILD:
-        pass  # no index: a tool falling back to it would fetch the index's wheel, built for another torch
-    elif pkg.simple_index:  # the simple-API base the file was found under (PEP 751), e.g. .../whl/nightly/cu130/
-        entry["index"] = pkg.simple_index
-    elif pkg.index in plan.indexes:
-        entry["index"] = plan.indexes[pkg.index]
-    if pkg.requires_python:
-        entry["requires-python"] = pkg.requires_python
-    entry["wheels"] = [_wheel_table(pkg)]
-    return entry
+        return None
+    index = pkg.simple_index or plan.indexes.get(pkg.index)
+    return strip_credentials(index) if index else None
+
+
+def _package(pkg: LockedPackage, plan: LockPlan) -> Package:
+    """The PEP 751 ``[[packages]]`` entry of a package uv installs."""
+    try:
+        requires_python = SpecifierSet(pkg.requires_python) if pkg.requires_python else None
+    except InvalidSpecifier:
+        raise LockFileError(f"{pkg.name} {pkg.version}: requires-python {pkg.requires_python!r} is not a version specifier") from None
+    return Package(name=pkg.name, version=pkg.version, requires_python=requires_python, index=_index_of(pkg, plan), wheels=[_wheel(pkg)])
 
 
 def _tool_package(pkg: LockedPackage) -> dict[str, Any]:
@@ -192,56 +197,55 @@ def _torch_pin(torch: LockedPackage) -> dict[str, Any]:
     return pin
 
 
-def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | None, command: str) -> dict[str, Any]:
-    tool: dict[str, Any] = {"schema": SCHEMA}
-    if name is not None:
-        tool["name"] = name
-    tool["command"] = command
-    tool["inputs-digest"] = plan.inputs_digest or inputs_digest(plan.inputs)
-    tool["target"] = without_none(target_to_dict(plan.target))
-    if plan.torch is not None:
-        tool["torch"] = _torch_pin(plan.torch)
-    if plan.cuda_label is not None:
-        tool["cuda-label"] = plan.cuda_label
+def _flashinfer_group(plan: LockPlan, packages: list[LockedPackage]) -> dict[str, Any] | None:
     members = _flashinfer_members(packages)
-    if plan.flashinfer_version is not None or members:
-        group: dict[str, Any] = {}
-        if plan.flashinfer_version is not None:
-            group["version"] = str(plan.flashinfer_version)
-        group["components"] = members
-        tool["flashinfer"] = group
-    tool["indexes"] = {k: plan.indexes[k] for k in sorted(plan.indexes)}
+    if plan.flashinfer_version is None and not members:
+        return None
+    return without_none({"version": str(plan.flashinfer_version) if plan.flashinfer_version is not None else None, "components": members})
+
+
+def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | None, command: str) -> dict[str, Any]:
     unlisted = kept_unlisted(packages)
-    if unlisted:
-        tool["kept-unlisted"] = {"packages": unlisted, "why": KEPT_UNLISTED_WHY}
-    tool["notes"] = list(plan.notes)
-    if plan.overrides:
-        tool["overrides"] = [override_to_dict(o) for o in plan.overrides]
     inputs = canonical_inputs(plan.inputs)
-    tool["inputs"] = {k: inputs[k] for k in sorted(inputs)}
-    tool["packages"] = [_tool_package(p) for p in packages]
-    return tool
+    return without_none({
+        "schema": SCHEMA,
+        "name": name,
+        "command": command,
+        "inputs-digest": plan.inputs_digest or inputs_digest(plan.inputs),
+        "target": without_none(target_to_dict(plan.target)),
+        "torch": _torch_pin(plan.torch) if plan.torch is not None else None,
+        "cuda-label": plan.cuda_label,
+        "flashinfer": _flashinfer_group(plan, packages),
+        "indexes": {k: plan.indexes[k] for k in sorted(plan.indexes)},
+        "kept-unlisted": {"packages": unlisted, "why": KEPT_UNLISTED_WHY} if unlisted else None,
+        "notes": list(plan.notes),
+        "overrides": [override_to_dict(o) for o in plan.overrides] or None,
+        "inputs": {k: inputs[k] for k in sorted(inputs)},
+        "packages": [_tool_package(p) for p in packages],
+    })
 
 
 def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
-    """The plan as a PEP 751 ``pylock.toml`` (deterministic: packages sorted by name)."""
+    """The plan as a PEP 751 ``pylock.toml`` (deterministic: packages sorted by name), written
+    through ``packaging.pylock``'s objects and validated by them."""
     if name is not None and not LOCK_NAME_RE.match(name):
         raise UsageError(f"bad lock name {name!r}", hint="a pylock name is non-empty and has no dots or slashes")
     packages = sorted_packages(plan)
-    doc: dict[str, Any] = {"lock-version": LOCK_VERSION, "created-by": TOOL}
     minor = _python_minor(plan.target.python)
-    if minor:
-        doc["requires-python"] = f"=={minor}.*"
     marker = target_marker(plan.target)
-    if marker:
-        doc["environments"] = [marker]
-    doc["packages"] = [scrub(_entry(p, plan)) for p in packages if _is_listed(p)]  # [] when all are kept: PEP 751 wants it
-    doc["tool"] = {TOOL: scrub(_tool_table(plan, packages, name=name, command=" ".join(command.split())))}
+    lock = Pylock(
+        lock_version=Version(LOCK_VERSION),
+        created_by=TOOL,
+        requires_python=SpecifierSet(f"=={minor}.*") if minor else None,
+        environments=[_WrittenMarker(marker)] if marker else None,
+        packages=[_package(p, plan) for p in packages if _is_listed(p)],  # [] when all are kept: PEP 751 wants it
+        tool={TOOL: scrub(_tool_table(plan, packages, name=name, command=" ".join(command.split())))},
+    )
     try:
-        Pylock.from_dict(doc)
+        lock.validate()
     except PylockValidationError as exc:
         raise LockFileError(f"the plan does not make a valid PEP 751 lock: {strip_credentials(' '.join(str(exc).split()))}") from None
-    text = tomli_w.dumps(doc)
+    text = tomli_w.dumps(dict(lock.to_dict()))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -258,105 +262,73 @@ def _decoded(r: LockReader, decode: Callable[..., T], raw: Mapping[str, Any], wh
         raise LockFileError(strip_credentials(f"{r.source}: {exc}")) from None
 
 
-def _upload_time_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return format_datetime(value)
-    return str(value)
-
-
-def _read_wheel(r: LockReader, raw: Mapping[str, Any], where: str) -> LockedWheel:
-    url = r.get(raw, "url", str, where) or r.get(raw, "path", str, where)
-    if not url:
-        raise r.fail(where, "a wheel needs a 'url' or a 'path'")
-    hashes = r.get(raw, "hashes", dict, where, required=True)
-    if not hashes:
-        raise r.fail(where, "'hashes' must hold at least one hash (PEP 751)")
-    sha256 = hashes.get("sha256")
-    if sha256 is not None and not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", sha256)):
-        raise r.fail(where, f"sha256 {sha256!r} is not 64 hex digits")
-    size = r.get(raw, "size", int, where)
-    upload = r.get(raw, "upload-time", (dt.datetime, str), where)
-    filename = r.get(raw, "name", str, where) or url.rsplit("/", 1)[-1].split("#")[0]
-    if len(filename.encode("utf-8", "surrogatepass")) > MAX_WHEEL_NAME:
-        raise r.fail(where, f"a wheel file name of {len(filename)} characters; no file system keeps one that long beside its .metadata ({MAX_WHEEL_NAME} bytes at most)")
-    return LockedWheel(filename=filename, url=url, sha256=sha256.lower() if sha256 else None, size=size,
-                       upload_time=_upload_time_text(upload))
-
-
 # PEP 751 sources other than wheels: installing any of them builds (runs the package's code) or
 # takes whatever a folder or a repository holds at install time. A lock we install has wheels only.
 SOURCE_KEYS = {"sdist": "an sdist (a build would run its code)", "vcs": "a version-control source (a build would run its code)",
                "directory": "a local directory (a build would run its code)", "archive": "an archive (a build would run its code)"}
 MAX_WHEEL_NAME = 255 - len(".metadata")  # a wheelhouse keeps <wheel>.metadata beside each wheel, in one file name
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
 
-def _read_entry(r: LockReader, raw: Mapping[str, Any], n: int) -> LockedEntry:
-    where = f"packages #{n}"
-    name = canonicalize_name(r.get(raw, "name", str, where, required=True))
-    where = f"packages #{n} ({name})"
-    sources = [what for key, what in SOURCE_KEYS.items() if key in raw]
+def _validated(r: LockReader, doc: Mapping[str, Any]) -> Pylock:
+    """The PEP 751 part as ``packaging.pylock`` reads it (the one reader), its errors naming the
+    file and, for an entry, its package."""
+    try:
+        return Pylock.from_dict(doc)
+    except PylockValidationError as exc:
+        raise r.fail("PEP 751", " ".join(str(exc).split()) + _package_named(doc, exc.context)) from None
+
+
+def _package_named(doc: Mapping[str, Any], context: str | None) -> str:
+    """`` (NAME)`` when ``context`` (``packages[3].wheels[0]``) is inside an entry that names its package."""
+    m = re.match(r"packages\[(\d+)\]", context or "")
+    packages = doc.get("packages")
+    if m is None or not isinstance(packages, list) or int(m[1]) >= len(packages):
+        return ""
+    entry = packages[int(m[1])]
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    return f" ({name})" if isinstance(name, str) else ""
+
+
+def _wheel_of(r: LockReader, wheel: PackageWheel, where: str) -> LockedWheel:
+    """What we read of a wheel packaging validated, and what we ask beyond PEP 751."""
+    sha256 = wheel.hashes.get("sha256")
+    if sha256 is not None and not _SHA256.fullmatch(sha256):
+        raise r.fail(where, f"sha256 {sha256!r} is not 64 hex digits")
+    filename = wheel.filename
+    if len(filename.encode("utf-8", "surrogatepass")) > MAX_WHEEL_NAME:
+        raise r.fail(where, f"a wheel file name of {len(filename)} characters; no file system keeps one that long beside its .metadata ({MAX_WHEEL_NAME} bytes at most)")
+    location = wheel.url or wheel.path
+    assert location is not None  # packaging: a wheel has one or the other
+    return LockedWheel(filename=filename, url=location, sha256=sha256.lower() if sha256 else None, size=wheel.size,
+                       upload_time=format_datetime(wheel.upload_time) if wheel.upload_time else None)
+
+
+def _entry_of(r: LockReader, package: Package, n: int) -> LockedEntry:
+    """An entry packaging validated, refused when it installs anything but wheels."""
+    where = f"packages #{n} ({package.name})"
+    sources = [what for key, what in SOURCE_KEYS.items() if getattr(package, key) is not None]
     if sources:
         raise r.fail(where, f"installs from {' and '.join(sources)}; resolve-gpu-stack installs wheels only",
                      hint="lock it again with resolve-gpu-stack (its locks name a hashed wheel for every package); a lock with sources is never installed or passed")
-    marker = r.get(raw, "marker", str, where)
-    if marker is not None:
-        try:
-            Marker(marker)
-        except InvalidMarker:
-            raise r.fail(where, "'marker' is not a PEP 508 environment marker") from None
-    version_text = r.get(raw, "version", str, where)
-    version = r.version(version_text, where) if version_text is not None else None
-    wheels = tuple(_read_wheel(r, w, f"{where} wheel #{i + 1}") for i, w in enumerate(r.tables(raw, "wheels", where)))
-    for wheel in wheels:
-        try:
-            wheel_name, wheel_version, _, _ = parse_wheel_filename(wheel.filename)
-        except InvalidWheelFilename:
-            raise r.fail(where, f"{wheel.filename!r} is not a wheel file name") from None
-        if wheel_name != name or (version is not None and wheel_version != version):
-            raise LockFileError(strip_credentials(
-                f"{r.source}: {name}: the lock says {version or 'no version'}, but its wheel {wheel.filename} is {wheel_name} {wheel_version}"))
-    return LockedEntry(name=name, version=version, index=r.get(raw, "index", str, where),
-                       requires_python=r.get(raw, "requires-python", str, where), wheels=wheels, marker=marker)
-
-
-def _check_lock_version(r: LockReader, doc: Mapping[str, Any]) -> str:
-    version = r.get(doc, "lock-version", str, "top level", required=True)
-    major = version.split(".", 1)[0]
-    if major != "1":
-        raise r.fail("lock-version", f"{version!r} is not supported (this tool reads lock-version 1.x)")
-    return version
-
-
-def _validate(r: LockReader, doc: Mapping[str, Any]) -> None:
-    """What ``packaging.pylock`` finds wrong with the PEP 751 part (after our own, more specific checks)."""
-    try:
-        Pylock.from_dict(doc)
-    except PylockValidationError as exc:
-        raise r.fail("PEP 751", " ".join(str(exc).split())) from None
+    wheels = tuple(_wheel_of(r, w, f"{where} wheel #{i}") for i, w in enumerate(package.wheels or (), 1))
+    return LockedEntry(name=package.name, version=package.version, index=package.index, wheels=wheels,
+                       requires_python=str(package.requires_python) if package.requires_python is not None else None,
+                       marker=str(package.marker) if package.marker is not None else None)
 
 
 def read_pylock(path: Path, text: str) -> LockedFile:
-    """A pylock (ours or another tool's), validated; our tool table when it has one."""
+    """A pylock (ours or another tool's), read by ``packaging.pylock``; our tool table when it has one."""
     r = LockReader(path)
-    doc = parse_toml(text, str(path), error=LockFileError)
-    _check_lock_version(r, doc)
-    created_by = r.get(doc, "created-by", str, "top level", required=True)
-    if "packages" not in doc:
-        raise r.fail("top level", "missing 'packages' (PEP 751 requires the array, even if empty)")
-    entries = tuple(_read_entry(r, raw, i + 1) for i, raw in enumerate(r.tables(doc, "packages", "top level")))
-    envs = r.get(doc, "environments", list, "top level") or []
-    common: dict[str, Any] = {
-        "path": path, "format": "pylock", "entries": entries, "created_by": created_by,
-        "requires_python": r.get(doc, "requires-python", str, "top level"),
-        "environments": tuple(str(e) for e in envs),
-    }
-    tools = r.get(doc, "tool", dict, "top level") or {}
-    tool = r.get(tools, TOOL, dict, "tool")
-    ours = _read_tool(r, tool) if tool is not None else {}
-    _validate(r, doc)
-    return LockedFile(**common, **ours)
+    lock = _validated(r, parse_toml(text, str(path), error=LockFileError))
+    tool = r.get(lock.tool or {}, TOOL, dict, "tool")
+    return LockedFile(
+        path=path, format="pylock", created_by=lock.created_by,
+        entries=tuple(_entry_of(r, package, n) for n, package in enumerate(lock.packages, 1)),
+        requires_python=str(lock.requires_python) if lock.requires_python is not None else None,
+        environments=tuple(str(e) for e in lock.environments or ()),
+        **(_read_tool(r, tool) if tool is not None else {}),
+    )
 
 
 def _read_torch(r: LockReader, raw: Mapping[str, Any], where: str) -> TorchPin:
@@ -374,36 +346,47 @@ def _read_tool(r: LockReader, tool: Mapping[str, Any]) -> dict[str, Any]:
     schema = r.get(tool, "schema", str, where, required=True)
     if schema != SCHEMA:
         raise r.fail(where, f"schema {schema!r} is not {SCHEMA!r}")
-    target = _decoded(r, target_from_dict, r.get(tool, "target", dict, where, required=True), f"{where}.target")
-    packages = r.tables(tool, "packages", where)
-    pins = tuple(Pin.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(packages))
-    names = [p.name for p in pins]
-    if len(set(names)) != len(names):
-        raise r.fail(where, "a package is listed twice")
     torch_raw = r.get(tool, "torch", dict, where)
-    fi = r.get(tool, "flashinfer", dict, where) or {}
-    fi_version = r.get(fi, "version", str, f"{where}.flashinfer")
-    indexes = r.get(tool, "indexes", dict, where) or {}
-    if not all(isinstance(v, str) for v in indexes.values()):
-        raise r.fail(f"{where}.indexes", "every index must be a URL string")
-    notes = r.get(tool, "notes", list, where) or []
-    if not all(isinstance(n, str) for n in notes):
-        raise r.fail(f"{where}.notes", "must be a list of strings")
     return {
-        "pins": pins,
+        "pins": _read_pins(r, tool, where),
         "command": r.get(tool, "command", str, where, required=True),
         "inputs_digest": r.get(tool, "inputs-digest", str, where, required=True),
         "inputs": r.get(tool, "inputs", dict, where) or {},
-        "target": target,
+        "target": _decoded(r, target_from_dict, r.get(tool, "target", dict, where, required=True), f"{where}.target"),
         "torch": _read_torch(r, torch_raw, f"{where}.torch") if torch_raw is not None else None,
         "cuda_label": r.get(tool, "cuda-label", str, where),
-        "flashinfer_version": r.version(fi_version, f"{where}.flashinfer") if fi_version else None,
-        "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(fi, "components", f"{where}.flashinfer") or ())),
-        "indexes": dict(indexes),
-        "notes": tuple(notes),
+        **_read_flashinfer(r, r.get(tool, "flashinfer", dict, where) or {}, f"{where}.flashinfer"),
+        "indexes": _all_strings(r, r.get(tool, "indexes", dict, where) or {}, f"{where}.indexes", "every index must be a URL string"),
+        "notes": tuple(_all_strings(r, r.get(tool, "notes", list, where) or [], f"{where}.notes", "must be a list of strings")),
         "overrides": tuple(_decoded(r, override_from_dict, raw, f"{where}.overrides #{i + 1}") for i, raw in enumerate(r.tables(tool, "overrides", where))),
         "name": r.get(tool, "name", str, where),
     }
+
+
+def _read_flashinfer(r: LockReader, group: Mapping[str, Any], where: str) -> dict[str, Any]:
+    version = r.get(group, "version", str, where)
+    return {
+        "flashinfer_version": r.version(version, where) if version else None,
+        "flashinfer_components": tuple(canonicalize_name(c) for c in (r.strings(group, "components", where) or ())),
+    }
+
+
+def _read_pins(r: LockReader, tool: Mapping[str, Any], where: str) -> tuple[Pin, ...]:
+    """The tool table's packages, each once."""
+    pins = tuple(Pin.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(r.tables(tool, "packages", where)))
+    if len({p.name for p in pins}) != len(pins):
+        raise r.fail(where, "a package is listed twice")
+    return pins
+
+
+C = TypeVar("C", dict[str, Any], list[Any])
+
+
+def _all_strings(r: LockReader, values: C, where: str, what: str) -> C:
+    """``values`` (a table's values, or a list) when every one is a string."""
+    if not all(isinstance(v, str) for v in (values.values() if isinstance(values, dict) else values)):
+        raise r.fail(where, what)
+    return values
 
 
 # -- back to a plan ----------------------------------------------------------------------------
@@ -454,4 +437,4 @@ def plan_from_lock(locked: LockedFile) -> LockPlan:
     )
 
 
-__all__ = ["KEPT_UNLISTED_WHY", "LOCK_NAME_RE", "kept_unlisted", "SCHEMA", "TOOL", "parse_rfc3339", "plan_from_lock", "read_pylock", "render_pylock", "target_marker"]
+__all__ = ["KEPT_UNLISTED_WHY", "LOCK_NAME_RE", "kept_unlisted", "SCHEMA", "TOOL", "plan_from_lock", "read_pylock", "render_pylock", "target_marker"]

@@ -24,7 +24,7 @@ from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_fi
 from packaging.version import InvalidVersion, Version
 
 from ..model import Target
-from .locked import LockedFile, LockedWheel
+from .locked import LockedEntry, LockedFile, LockedWheel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,39 +52,51 @@ class Selection:
 
 def select(locked: LockedFile, target: Target) -> Selection:
     """The entries of ``locked`` that apply to ``target`` and the wheel each installs (module docstring)."""
-    python = target.python_full_version
-    misfits: list[Problem] = []
+    misfits = _lock_misfits(locked, target)
     errors: list[Problem] = []
-    if locked.requires_python and not _admits(locked.requires_python, python):
-        misfits.append(Problem(package=None, message=f"the lock requires Python {locked.requires_python}; {target.describe()} is Python {python}"))
-    if locked.environments and not any(_holds(m, target.markers, "requirement") for m in locked.environments):
-        shown = " or ".join(f"({m})" for m in locked.environments)
-        misfits.append(Problem(package=None, message=f"the lock's environments {shown} exclude {target.describe()}"))
     rank = {tag: i for i, tag in enumerate(target.tags)}
     lock_env: dict[str, str | frozenset[str]] = {**target.markers, "extras": frozenset(), "dependency_groups": frozenset()}
     wheels: dict[NormalizedName, LockedWheel] = {}
     skipped: list[NormalizedName] = []
     for entry in locked.entries:
-        if entry.marker:
-            applies = _holds(entry.marker, lock_env, "lock_file")
-            if applies is None:
-                errors.append(Problem(package=entry.name, message=f"its marker ({entry.marker}) cannot be evaluated for {target.describe()}"))
-                continue
-            if not applies:
-                skipped.append(entry.name)
-                continue
-        if entry.name in wheels:
+        applies = _holds(entry.marker, lock_env, "lock_file") if entry.marker else True
+        if applies is None:
+            errors.append(Problem(package=entry.name, message=f"its marker ({entry.marker}) cannot be evaluated for {target.describe()}"))
+        elif not applies:
+            skipped.append(entry.name)
+        elif entry.name in wheels:
             errors.append(Problem(package=entry.name, message="two [[packages]] entries of it apply to the same target (PEP 751: an error)"))
-            continue
-        if entry.requires_python and not _admits(entry.requires_python, python):
-            misfits.append(Problem(package=entry.name, message=f"it requires Python {entry.requires_python}; {target.describe()} is Python {python}"))
-        best = _best_wheel(entry.wheels, rank)
-        if best is None:
-            names = ", ".join(w.filename for w in entry.wheels) or "no wheel at all"
-            misfits.append(Problem(package=entry.name, message=f"no wheel of it fits {target.describe()} ({names})"))
-            continue
-        wheels[entry.name] = best
+        else:
+            best, problems = _entry_wheel(entry, target, rank)
+            misfits += problems
+            if best is not None:
+                wheels[entry.name] = best
     return Selection(wheels=wheels, skipped=tuple(skipped), misfits=tuple(misfits), errors=tuple(errors))
+
+
+def _lock_misfits(locked: LockedFile, target: Target) -> list[Problem]:
+    """The lock's own ``requires-python`` and ``environments`` against ``target``."""
+    python = target.python_full_version
+    out = []
+    if locked.requires_python and not _admits(locked.requires_python, python):
+        out.append(Problem(package=None, message=f"the lock requires Python {locked.requires_python}; {target.describe()} is Python {python}"))
+    if locked.environments and not any(_holds(m, target.markers, "requirement") for m in locked.environments):
+        shown = " or ".join(f"({m})" for m in locked.environments)
+        out.append(Problem(package=None, message=f"the lock's environments {shown} exclude {target.describe()}"))
+    return out
+
+
+def _entry_wheel(entry: LockedEntry, target: Target, rank: Mapping[Tag, int]) -> tuple[LockedWheel | None, list[Problem]]:
+    """(the wheel an entry that applies installs on ``target``: None when none fits, why it misfits)."""
+    python = target.python_full_version
+    out = []
+    if entry.requires_python and not _admits(entry.requires_python, python):
+        out.append(Problem(package=entry.name, message=f"it requires Python {entry.requires_python}; {target.describe()} is Python {python}"))
+    best = _best_wheel(entry.wheels, rank)
+    if best is None:
+        names = ", ".join(w.filename for w in entry.wheels) or "no wheel at all"
+        out.append(Problem(package=entry.name, message=f"no wheel of it fits {target.describe()} ({names})"))
+    return best, out
 
 
 def _best_wheel(wheels: tuple[LockedWheel, ...], rank: Mapping[Tag, int]) -> LockedWheel | None:

@@ -110,32 +110,45 @@ def uv_tables(targets: Sequence[ExportTarget], flashinfer: FlashInferRules) -> U
     """The ``[tool.uv]`` tables that make ``uv lock`` and ``uv sync`` reproduce ``targets``' plans."""
     if not targets:
         raise ValueError("nothing to export")
-    markers = [target_marker(t.plan.target) for t in targets]
+    marked = [(t, target_marker(t.plan.target)) for t in targets]
     names = _index_names(targets)
-    sources: dict[str, dict[str | None, str]] = {}
-    recorded = []
-    warnings: list[str] = []
-    for t, marker in zip(targets, markers):
-        for p in t.plan.packages:
-            if p.index == "installed":
-                warnings.append(f"{_label(t)}{p.name} {p.version} is kept, but no index lists it any more: `uv lock` cannot find it")
-            elif p.index != "pypi" and p.simple_index:
-                sources.setdefault(p.name, {})[marker] = names[p.simple_index]
-        recorded.append(_recorded(t, marker))
+    lists = _lists(marked)
     return UvTables(
-        group=tuple(_per_target([(m, _roots(t.plan, flashinfer)) for t, m in zip(targets, markers)])),
-        environments=tuple(dict.fromkeys(m for m in markers if m)),
-        lists={
-            "constraint-dependencies": tuple(_per_target([(m, [f"{p.name}=={p.version}" for p in t.plan.packages]) for t, m in zip(targets, markers)])),
-            "override-dependencies": tuple(_per_target([(m, _overrides(t.plan)) for t, m in zip(targets, markers)])),
-            "no-build-isolation-package": tuple(sorted({p.name for t in targets for p in built_against_torch(t.plan)})),
-        },
-        extra_build=tuple(sorted({p.name for t in targets for p in built_against_torch(t.plan)})),
+        group=tuple(_per_target([(m, _roots(t.plan, flashinfer)) for t, m in marked])),
+        environments=tuple(dict.fromkeys(m for _, m in marked if m)),
+        lists=lists,
+        extra_build=lists["no-build-isolation-package"],
         indexes=tuple(sorted((UvIndex(name, url) for url, name in names.items()), key=lambda i: i.name)),
-        sources={name: _sources(by_marker, len(targets)) for name, by_marker in sorted(sources.items())},
-        targets=tuple(recorded),
-        warnings=tuple(warnings),
+        sources=_sources_of(marked, names),
+        targets=tuple(_recorded(t, marker) for t, marker in marked),
+        warnings=_kept_unlisted(targets),
     )
+
+
+def _lists(marked: Sequence[tuple[ExportTarget, str | None]]) -> dict[str, tuple[str, ...]]:
+    """The ``[tool.uv]`` lists: every package pinned, the plans' overrides, the packages built against torch."""
+    return {
+        "constraint-dependencies": tuple(_per_target([(m, [f"{p.name}=={p.version}" for p in t.plan.packages]) for t, m in marked])),
+        "override-dependencies": tuple(_per_target([(m, _overrides(t.plan)) for t, m in marked])),
+        "no-build-isolation-package": tuple(sorted({p.name for t, _ in marked for p in built_against_torch(t.plan)})),
+    }
+
+
+def _sources_of(marked: Sequence[tuple[ExportTarget, str | None]], names: Mapping[str, str]) -> dict[str, tuple[tuple[str, str | None], ...]]:
+    """package -> the uv index (by name) of each target (by marker) that takes it from an index
+    of its own (not PyPI), folded to one index when every target takes it from the same."""
+    by_package: dict[str, dict[str | None, str]] = {}
+    for t, marker in marked:
+        for p in t.plan.packages:
+            if p.index not in ("pypi", "installed") and p.simple_index:
+                by_package.setdefault(p.name, {})[marker] = names[p.simple_index]
+    return {name: _sources(by_marker, len(marked)) for name, by_marker in sorted(by_package.items())}
+
+
+def _kept_unlisted(targets: Sequence[ExportTarget]) -> tuple[str, ...]:
+    """A warning for each kept package no index lists any more."""
+    return tuple(f"{_label(t)}{p.name} {p.version} is kept, but no index lists it any more: `uv lock` cannot find it"
+                 for t in targets for p in t.plan.packages if p.index == "installed")
 
 
 def built_against_torch(plan: LockPlan) -> list[Any]:
@@ -216,18 +229,26 @@ def _index_names(targets: Sequence[ExportTarget]) -> dict[str, str]:
     out: dict[str, str] = {}
     for t in targets:
         for p in t.plan.packages:
-            if p.index in ("pypi", "installed") or not p.simple_index or p.simple_index in out:
-                continue
-            base = (t.plan.indexes.get(p.index) or "").partition("://")
-            base_url = (base[0].rsplit(":", 1)[-1] + base[1] + base[2]) if base[1] else ""  # "flat:https://..." -> "https://..."
-            below = p.simple_index[len(base_url):] if base_url and p.simple_index.startswith(base_url) else ""
-            name = _INDEX_NAME.sub("-", "-".join([p.index, *(part for part in below.split("/") if part)])).strip("-")
-            taken = set(out.values())
-            unique, n = name, 2
-            while unique in taken:
-                unique, n = f"{name}-{n}", n + 1
-            out[p.simple_index] = unique
+            if p.index not in ("pypi", "installed") and p.simple_index and p.simple_index not in out:
+                out[p.simple_index] = _unique(_index_name(p.index, p.simple_index, t.plan.indexes.get(p.index) or ""), set(out.values()))
     return out
+
+
+def _index_name(index: str, simple: str, base: str) -> str:
+    """The uv name of the simple-API base ``simple`` of logical ``index`` (at ``base``): the index's
+    name and the folders of ``simple`` below ``base``."""
+    scheme, sep, rest = base.partition("://")
+    base_url = (scheme.rsplit(":", 1)[-1] + sep + rest) if sep else ""  # "flat:https://..." -> "https://..."
+    below = simple[len(base_url):] if base_url and simple.startswith(base_url) else ""
+    return _INDEX_NAME.sub("-", "-".join([index, *(part for part in below.split("/") if part)])).strip("-")
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... when it is taken."""
+    unique, n = name, 2
+    while unique in taken:
+        unique, n = f"{name}-{n}", n + 1
+    return unique
 
 
 def _recorded(t: ExportTarget, marker: str | None) -> RecordedTarget:
@@ -345,26 +366,30 @@ def _new_table(parent: Any, key: str) -> Any:
 def _update(table: Any, value: Mapping[str, Any]) -> None:
     """``table`` made to hold ``value``, key by key; an array of tables row by row while it has
     as many rows (so the whitespace around it stays as it was)."""
-    import tomlkit
-
     for k in [k for k in table if k not in value]:
         del table[k]
     for k, v in value.items():
         current = table.get(k)
-        if _plain(current) == v:
-            continue
-        rows = isinstance(v, list) and bool(v) and isinstance(v[0], dict)
-        if rows and isinstance(current, list) and len(current) == len(v):
-            for row, wanted in zip(current, v):
-                _update(row, wanted)
-        elif rows:
-            aot = tomlkit.aot()
-            for wanted in v:
-                _update(row := tomlkit.table(), wanted)
-                aot.append(row)
-            table[k] = aot
-        else:
-            table[k] = _array(v) if isinstance(v, list) else v
+        if _plain(current) != v:
+            _put(table, k, current, v)
+
+
+def _put(table: Any, key: str, current: Any, value: Any) -> None:
+    """``table[key]`` (now ``current``) made to hold ``value``."""
+    import tomlkit
+
+    rows = isinstance(value, list) and bool(value) and isinstance(value[0], dict)
+    if rows and isinstance(current, list) and len(current) == len(value):
+        for row, wanted in zip(current, value):
+            _update(row, wanted)
+    elif rows:
+        aot = tomlkit.aot()
+        for wanted in value:
+            _update(row := tomlkit.table(), wanted)
+            aot.append(row)
+        table[key] = aot
+    else:
+        table[key] = _array(value) if isinstance(value, list) else value
 
 
 def _python_notes(doc: Any, tables: UvTables) -> list[str]:
@@ -480,30 +505,8 @@ def _merge_indexes(uv: Any, wanted: Sequence[UvIndex], ours: list[str]) -> tuple
     entries = uv.get("index")
     if entries is None:
         entries = tomlkit.aot()
-    wanted_by_name = {i.name: i for i in wanted}
-    for entry in list(entries):
-        name = entry.get("name")
-        mine = wanted_by_name.get(name) if name in ours else None
-        if name in ours and (mine is None or _normal_url(str(entry.get("url"))) != _normal_url(mine.url)):
-            entries.remove(entry)
-    theirs = {str(e.get("name")): _normal_url(str(e.get("url"))) for e in entries if e.get("name") not in ours}
-    by_url = {url: name for name, url in theirs.items()}
-    renamed: dict[str, str] = {}
-    owned: list[str] = []
-    present = {str(e.get("name")) for e in entries}
-    for index in wanted:
-        if _normal_url(index.url) in by_url:
-            renamed[index.name] = by_url[_normal_url(index.url)]
-            continue
-        name, n = index.name, 2
-        while name in theirs:
-            name, n = f"{index.name}-{n}", n + 1
-        renamed[index.name] = name
-        owned.append(name)
-        if name not in present:
-            table = tomlkit.table()
-            table.update({"name": name, "url": index.url, "explicit": True})
-            entries.append(table)
+    _drop_stale_indexes(entries, wanted, ours)
+    renamed, owned = _add_indexes(entries, wanted, ours)
     if len(entries) and "index" not in uv:
         uv["index"] = entries
     elif not len(entries) and "index" in uv:
@@ -511,9 +514,40 @@ def _merge_indexes(uv: Any, wanted: Sequence[UvIndex], ours: list[str]) -> tuple
     return renamed, owned
 
 
-def _merge_sources(uv: Any, wanted: Mapping[str, tuple[tuple[str, str | None], ...]], renamed: Mapping[str, str], ours: list[str]) -> list[str]:
+def _drop_stale_indexes(entries: Any, wanted: Sequence[UvIndex], ours: list[str]) -> None:
+    """The previous export's indexes this one does not write again at the same URL."""
+    wanted_by_name = {i.name: i for i in wanted}
+    for entry in list(entries):
+        name = entry.get("name")
+        mine = wanted_by_name.get(name)
+        if name in ours and (mine is None or _normal_url(str(entry.get("url"))) != _normal_url(mine.url)):
+            entries.remove(entry)
+
+
+def _add_indexes(entries: Any, wanted: Sequence[UvIndex], ours: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Each wanted index: the user's of its URL when there is one, else ours (under a name the
+    user has not taken), added when missing. (our name -> the name used, the names ours)."""
     import tomlkit
 
+    theirs = {str(e.get("name")): _normal_url(str(e.get("url"))) for e in entries if e.get("name") not in ours}
+    by_url = {url: name for name, url in theirs.items()}
+    present = {str(e.get("name")) for e in entries}
+    renamed: dict[str, str] = {}
+    owned: list[str] = []
+    for index in wanted:
+        if _normal_url(index.url) in by_url:
+            renamed[index.name] = by_url[_normal_url(index.url)]
+            continue
+        name = renamed[index.name] = _unique(index.name, set(theirs))
+        owned.append(name)
+        if name not in present:
+            table = tomlkit.table()
+            table.update({"name": name, "url": index.url, "explicit": True})
+            entries.append(table)
+    return renamed, owned
+
+
+def _merge_sources(uv: Any, wanted: Mapping[str, tuple[tuple[str, str | None], ...]], renamed: Mapping[str, str], ours: list[str]) -> list[str]:
     table = uv.get("sources")
     if table is None and not wanted:
         return []
@@ -523,58 +557,53 @@ def _merge_sources(uv: Any, wanted: Mapping[str, tuple[tuple[str, str | None], .
             del table[name]
     notes = []
     for name, choices in wanted.items():
-        values = []
-        for index, marker in choices:
-            entry = tomlkit.inline_table()
-            entry["index"] = renamed.get(index, index)
-            if marker:
-                entry["marker"] = marker
-            values.append(entry)
-        value: Any = values[0] if len(values) == 1 else values
+        value = _source_value(choices, renamed)
         current = _plain(table.get(name))
         if current == _plain(value):
             continue
         if current is not None and name not in ours:
             notes.append(f"replaced your [tool.uv.sources] entry for {name} ({current}) by the plan's index")
-        table[name] = value if len(values) == 1 else _array(values)
+        table[name] = value
     if not len(table):
         del uv["sources"]
     return notes
 
 
-def _record(tables: UvTables, *, command: str, indexes: list[str]) -> dict[str, Any]:
-    """The record: what this export wrote, and per target what ``check`` compares uv.lock with."""
+def _source_value(choices: tuple[tuple[str, str | None], ...], renamed: Mapping[str, str]) -> Any:
+    """A package's ``[tool.uv.sources]`` value: ``{index = ...}``, or one per target marker."""
     import tomlkit
 
-    record: dict[str, Any] = {"command": command, "group": GROUP}
-    if tables.environments:
-        record["environments"] = list(tables.environments)
-    for key in LISTS:
-        if tables.lists.get(key):
-            record[key] = list(tables.lists[key])
-    if tables.extra_build:
-        record["extra-build-dependencies"] = list(tables.extra_build)
-    if indexes:
-        record["indexes"] = sorted(indexes)
-    if tables.sources:
-        record["sources"] = sorted(tables.sources)
-    aot = []
-    for t in tables.targets:
-        entry: dict[str, Any] = {"name": t.name, "python": t.python, "platform": t.platform}
-        if t.environment:
-            entry["environment"] = t.environment
-        entry["kept"] = list(t.kept)
-        if t.flashinfer:
-            entry["flashinfer"] = t.flashinfer
-        if t.cuda_label:
-            entry["cuda-label"] = t.cuda_label
-        if t.sources:
-            sources = tomlkit.inline_table()
-            sources.update(t.sources)
-            entry["sources"] = sources
-        aot.append({k: v for k, v in entry.items() if v or k == "kept"})
-    record["target"] = aot
-    return record
+    values = []
+    for index, marker in choices:
+        entry = tomlkit.inline_table()
+        entry["index"] = renamed.get(index, index)
+        if marker:
+            entry["marker"] = marker
+        values.append(entry)
+    return values[0] if len(values) == 1 else _array(values)
+
+
+def _record(tables: UvTables, *, command: str, indexes: list[str]) -> dict[str, Any]:
+    """The record: what this export wrote, and per target what ``check`` compares uv.lock with."""
+    record: dict[str, Any] = {
+        "command": command, "group": GROUP, "environments": list(tables.environments),
+        **{key: list(tables.lists.get(key, ())) for key in LISTS},
+        "extra-build-dependencies": list(tables.extra_build), "indexes": sorted(indexes), "sources": sorted(tables.sources),
+        "target": [_record_target(t) for t in tables.targets],
+    }
+    return {k: v for k, v in record.items() if v or k in ("command", "group", "target")}
+
+
+def _record_target(t: RecordedTarget) -> dict[str, Any]:
+    import tomlkit
+
+    sources = None
+    if t.sources:
+        sources = tomlkit.inline_table()
+        sources.update(t.sources)
+    entry = {"name": t.name, "python": t.python, "platform": t.platform, "environment": t.environment, "kept": list(t.kept),
+             "flashinfer": t.flashinfer, "cuda-label": t.cuda_label, "sources": sources}
+    return {k: v for k, v in entry.items() if v or k == "kept"}
 
 
 # -- reading them back ------------------------------------------------------------------------------
@@ -660,20 +689,21 @@ def read_uv_lock(text: str, where: str) -> tuple[UvLockedPackage, ...]:
     raw = doc.get("package", [])
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
         raise LockFileError(f"{where}: not a uv.lock: 'package' must be an array of tables", hint="run `uv lock` to write it again")
-    out = []
-    for n, p in enumerate(raw, start=1):
-        name, version, source = p.get("name"), p.get("version"), p.get("source")
-        if not isinstance(name, str):
-            raise LockFileError(f"{where}: [[package]] #{n} has no name", hint="run `uv lock` to write it again")
-        try:
-            parsed = Version(version) if isinstance(version, str) else None
-        except InvalidVersion:
-            raise LockFileError(f"{where}: {name}: version {version!r} is not a version", hint="run `uv lock` to write it again") from None
-        registry = source.get("registry") if isinstance(source, dict) else None
-        markers = p.get("resolution-markers", [])
-        out.append(UvLockedPackage(name=canonicalize_name(name), version=parsed, registry=registry if isinstance(registry, str) else None,
-                                   markers=tuple(str(m) for m in markers) if isinstance(markers, list) else ()))
-    return tuple(out)
+    return tuple(_uv_locked_package(p, n, where) for n, p in enumerate(raw, start=1))
+
+
+def _uv_locked_package(p: Mapping[str, Any], n: int, where: str) -> UvLockedPackage:
+    name, version, source = p.get("name"), p.get("version"), p.get("source")
+    if not isinstance(name, str):
+        raise LockFileError(f"{where}: [[package]] #{n} has no name", hint="run `uv lock` to write it again")
+    try:
+        parsed = Version(version) if isinstance(version, str) else None
+    except InvalidVersion:
+        raise LockFileError(f"{where}: {name}: version {version!r} is not a version", hint="run `uv lock` to write it again") from None
+    registry = source.get("registry") if isinstance(source, dict) else None
+    markers = p.get("resolution-markers", [])
+    return UvLockedPackage(name=canonicalize_name(name), version=parsed, registry=registry if isinstance(registry, str) else None,
+                           markers=tuple(str(m) for m in markers) if isinstance(markers, list) else ())
 
 
 def locked_for(packages: Sequence[UvLockedPackage], name: str, environment: Mapping[str, str] | None) -> list[UvLockedPackage]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -114,6 +115,28 @@ def format_datetime(value: dt.datetime) -> str:
         value = value.astimezone(dt.timezone.utc)
     fraction = f".{value.microsecond:06d}" if value.microsecond else ""
     return value.strftime("%Y-%m-%dT%H:%M:%S") + fraction + ("Z" if value.tzinfo is not None else "")
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)?")
+
+
+def parse_datetime(value: object) -> dt.datetime | None:
+    """An RFC 3339 date-time (an index's ``upload-time``): in UTC when it gives a zone, naive when
+    it gives none (the caller decides what that means); a fraction of any length (``fromisoformat``
+    on 3.10 takes 3 or 6 digits). None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    m = _RFC3339.fullmatch(value.strip())
+    if m is None:
+        return None
+    date, clock, fraction, zone = m.groups()
+    micro = (fraction or "")[:6].ljust(6, "0")
+    offset = "" if zone is None else "+00:00" if zone in "Zz" else zone
+    try:
+        when = dt.datetime.fromisoformat(f"{date}T{clock}.{micro}{offset}")
+    except ValueError:
+        return None
+    return when if when.tzinfo is None else when.astimezone(dt.timezone.utc)
 
 
 # -- decoding --------------------------------------------------------------------------------------
@@ -269,6 +292,7 @@ __all__ = [
     "FILE_KEYS",
     "CodecError",
     "format_datetime",
+    "parse_datetime",
     "override_from_dict",
     "override_to_dict",
     "package_from_dict",

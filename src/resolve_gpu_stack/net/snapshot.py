@@ -36,6 +36,7 @@ from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import Fetcher, index_by_index
 from ..model import IndexFile, IndexPage, PageResponse
+from ..model.codec import parse_datetime
 from ..urls import strip_userinfo, without_fragment
 
 if TYPE_CHECKING:
@@ -397,25 +398,6 @@ class FallbackFetcher:
         self.live.close()
 
 
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d)[Tt ](\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)?")
-
-
-def parse_upload_time(value: object) -> dt.datetime | None:
-    """An RFC 3339 ``upload-time`` as an aware datetime (no offset: UTC); None when unusable."""
-    if not isinstance(value, str):
-        return None
-    m = _RFC3339.fullmatch(value.strip())
-    if m is None:
-        return None
-    date, clock, fraction, zone = m.groups()
-    micro = (fraction or "")[:6].ljust(6, "0")
-    offset = "+00:00" if zone is None or zone in "Zz" else zone
-    try:
-        return dt.datetime.fromisoformat(f"{date}T{clock}.{micro}{offset}")
-    except ValueError:
-        return None
-
-
 def day_end(day: str) -> dt.datetime:
     """The first instant (UTC) after ``day`` (YYYY-MM-DD); ``UsageError`` for anything else."""
     try:
@@ -427,8 +409,8 @@ def day_end(day: str) -> dt.datetime:
 
 def _uploaded_before(value: object, limit: dt.datetime) -> bool:
     """True unless ``value`` is a time at or after ``limit`` (a file without a usable time stays)."""
-    when = parse_upload_time(value)
-    return when is None or when < limit
+    when = parse_datetime(value)
+    return when is None or (when if when.tzinfo is not None else when.replace(tzinfo=dt.timezone.utc)) < limit  # no zone: UTC
 
 
 def cut_newer(body: bytes, content_type: str, day: str) -> bytes:

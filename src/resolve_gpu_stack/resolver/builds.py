@@ -40,28 +40,28 @@ def plan_builds(cands: Sequence[Cand], found: Mapping[Pkg, Found], build: Collec
     out = dict(found)
     sdists: dict[Pkg, IndexFile] = {}
     notes: list[str] = []
-    planned = {c.name for c in cands}
-    for cand in cands:
-        if cand.name not in build:
-            continue
+    for cand in (c for c in cands if c.name in build):
         key = (cand.name, cand.version)
-        f = found.get(key)
-        if cand.file is not None and not cand.file.is_wheel:
-            sdist = cand.file
-        elif f is not None and f.mismatch is not None:
-            other = sdist_of(cand.name, cand.version)
-            if other is None:
-                notes.append(f"{cand.name} {cand.version}: --build asks to build it, but its index has no sdist of that version")
-                continue
-            sdist = other
-        else:
-            notes.append(f"{cand.name} {cand.version}: a wheel of it runs on the kept torch; nothing to build (--build {cand.name})")
+        sdist = _build_from(cand, found.get(key), sdist_of)
+        if isinstance(sdist, str):
+            notes.append(sdist)
             continue
         sdists[key] = sdist
         out[key] = Found(coupling=Coupling.TORCH_ABI, evidence=f"built from its sdist {sdist.filename} against the kept torch (--build)",
                          built_for=torch.public if torch is not None else None)
-    notes += [f"--build {name}: {name} is not in the plan" for name in sorted(set(build) - planned)]
+    notes += [f"--build {name}: {name} is not in the plan" for name in sorted(set(build) - {c.name for c in cands})]
     return Builds(found=out, sdists=sdists, notes=tuple(notes))
+
+
+def _build_from(cand: Cand, found: Found | None, sdist_of: Callable[[NormalizedName, Version], IndexFile | None]) -> IndexFile | str:
+    """The sdist a ``--build`` package is built from (the candidate itself, or the sdist of a wheel
+    that cannot run on the kept torch), or why it is not built."""
+    if cand.file is not None and not cand.file.is_wheel:
+        return cand.file
+    if found is None or found.mismatch is None:
+        return f"{cand.name} {cand.version}: a wheel of it runs on the kept torch; nothing to build (--build {cand.name})"
+    sdist = sdist_of(cand.name, cand.version)
+    return sdist if sdist is not None else f"{cand.name} {cand.version}: --build asks to build it, but its index has no sdist of that version"
 
 
 # -- the ways to a build for the kept torch (the refusal's hint) -----------------------------------

@@ -64,12 +64,8 @@ def list_candidates(finder: Finder, defs: Definitions, target: Target, package: 
 def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None) -> CandidateRow:
     if why is None and f.is_yanked:
         why = Rejection(RejectReason.YANKED)
-    abi = None
-    if verdict is not None:
-        kind = verdict.kind.value if verdict.kind is not None else "cuda" if verdict.cuda_majors else "no torch"
-        abi = kind + (f": {verdict.refusal}" if verdict.refusal else f": {verdict.note}" if verdict.note else "")
-        if why is None and verdict.refusal is not None:
-            why = Rejection(RejectReason.ABI, verdict.refusal)
+    if why is None and verdict is not None and verdict.refusal is not None:
+        why = Rejection(RejectReason.ABI, verdict.refusal)
     return CandidateRow(
         filename=f.filename,
         version=str(f.version),
@@ -83,5 +79,11 @@ def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None)
         yanked=f.is_yanked,
         fits=why is None,
         why_not=why.reason.value if why else None,
-        abi=abi,
+        abi=_abi_words(verdict) if verdict is not None else None,
     )
+
+
+def _abi_words(verdict: AbiVerdict) -> str:
+    """A wheel's ABI verdict in a few words: its kind, and its refusal or note."""
+    kind = verdict.kind.value if verdict.kind is not None else "cuda" if verdict.cuda_majors else "no torch"
+    return kind + (f": {verdict.refusal}" if verdict.refusal else f": {verdict.note}" if verdict.note else "")

@@ -75,11 +75,15 @@ def _pins_one(spec: SpecifierSet) -> bool:
 
 
 def classify_all(files: Sequence[IndexFile], classifier: WheelClassifier) -> dict[str, WheelAbi]:
-    """``classifier`` over ``files`` concurrently (each is a few range reads), by URL."""
+    """``classifier`` over ``files`` concurrently (each is a few range reads), by URL: on the pool of
+    a ``ScanAhead`` (the resolve's: the scans it started are collected, not repeated), else on one
+    made for this call. No other pool scans."""
     if not files:
         return {}
-    with ThreadPoolExecutor(max_workers=min(CLASSIFY_THREADS, len(files))) as pool:
-        return dict(zip((f.url for f in files), pool.map(classifier, files), strict=True))
+    if isinstance(classifier, ScanAhead):
+        return classifier.scan_all(files)
+    with ScanAhead(classifier, threads=min(CLASSIFY_THREADS, len(files))) as pool:
+        return pool.scan_all(files)
 
 
 class ScanAhead:
@@ -116,6 +120,16 @@ class ScanAhead:
             future = self._futures.get(file.url)
         return future.result() if future is not None else self._classifier(file)
 
+    def scan_all(self, files: Sequence[IndexFile]) -> dict[str, WheelAbi]:
+        """Each file's scan, by URL, all at once on this pool: a scan started ahead is collected,
+        the others start now (after ``close``: one after another on the calling thread)."""
+        pending: dict[str, Future[WheelAbi] | IndexFile] = {}
+        with self._lock:
+            for f in files:
+                if f.url not in pending:
+                    pending[f.url] = self._futures.get(f.url) or (f if self._closed else self._pool.submit(self._classifier, f))
+        return {url: job.result() if isinstance(job, Future) else self._classifier(job) for url, job in pending.items()}
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -149,24 +163,33 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Abi
     data = defs.coupling_rule(cand.name, cand.version)
     if data is not None:
         coupling, why = data
-        mismatch = _pin_mismatch(pin, version) if coupling is Coupling.TORCH_ABI else None
-        return Found(coupling=coupling, evidence=why, built_for=built_for, mismatch=mismatch)
-    f = cand.file
-    native = f is not None and is_native(f)
+        return Found(coupling=coupling, evidence=why, built_for=built_for, mismatch=_pin_mismatch(pin, version) if coupling is Coupling.TORCH_ABI else None)
     if pin is not None:
-        if not native:
-            return Found(coupling=Coupling.AGNOSTIC, evidence=f"METADATA pins torch{pin}, but the wheel is pure Python (no torch ABI)", built_for=built_for)
-        why = f"METADATA pins torch{pin} and the wheel ships native code"
-        return Found(coupling=Coupling.TORCH_ABI, evidence=why, built_for=built_for, mismatch=_local_mismatch(local, version) or _pin_mismatch(pin, version))
-    if f is None:
+        return _pinned(cand, pin, local, version)
+    if cand.file is None:
         return Found(coupling=Coupling.AGNOSTIC, evidence="installed; its files were not read")
-    if not native:
+    if not is_native(cand.file):
         return Found(coupling=Coupling.AGNOSTIC, evidence="pure Python wheel")
-    if scan is None:
-        scan = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")
+    return _judged(cand, reqs, torch, scan or NOT_SCANNED, policy, local=local, built_for=built_for)
+
+
+def _judged(cand: Cand, reqs: Sequence[Req], torch: AbiTorch | None, scan: WheelAbi, policy: AbiPolicy, *, local: str | None, built_for: str | None) -> Found:
+    """A native wheel the data and its METADATA leave open: its scan judged against ``torch``."""
     verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
     recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal else None  # nothing to record for a wheel needing neither
     return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=recorded)
+
+
+NOT_SCANNED = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")
+
+
+def _pinned(cand: Cand, pin: SpecifierSet, local: str | None, torch: Version | None) -> Found:
+    """A package whose METADATA pins torch: torch-bound when its wheel ships native code."""
+    built_for = local or _pin_text(pin)
+    if cand.file is None or not is_native(cand.file):
+        return Found(coupling=Coupling.AGNOSTIC, evidence=f"METADATA pins torch{pin}, but the wheel is pure Python (no torch ABI)", built_for=built_for)
+    why = f"METADATA pins torch{pin} and the wheel ships native code"
+    return Found(coupling=Coupling.TORCH_ABI, evidence=why, built_for=built_for, mismatch=_local_mismatch(local, torch) or _pin_mismatch(pin, torch))
 
 
 _COUPLING = {AbiKind.STABLE: Coupling.TORCH_STABLE, AbiKind.LOCKED: Coupling.TORCH_ABI, AbiKind.BUILDS: Coupling.TORCH_ABI, AbiKind.UNKNOWN: Coupling.UNKNOWN}

@@ -196,14 +196,16 @@ def _hint(request: ResolveRequest, defs: Definitions, skipped: Sequence[tuple[Ve
     for a version that has no flashinfer-python at all), another --flashinfer only where one was given."""
     fi = defs.flashinfer
     missing = [why.split(": ", 1)[1].split("; ") for _, why in skipped]
-    hints = []
-    if request.jit_cache and any(all(m.startswith(f"no {fi.jit_cache} ") for m in ms) for ms in missing):
-        hints.append("--no-jit-cache")
-    if request.cubin and any(all(m.startswith(f"no {fi.cubin} ") for m in ms) for ms in missing):
-        hints.append("--no-cubin")
+    components = ((request.jit_cache, fi.jit_cache, "--no-jit-cache"), (request.cubin, fi.cubin, "--no-cubin"))
+    hints = [flag for asked, component, flag in components if asked and _all_it_misses(component, missing)]
     if request.flashinfer.text != "latest":
         hints.append("--flashinfer latest")
     return "try " + " or ".join(hints) if hints else "check the FlashInfer index (--index flashinfer=URL) and --cuda: no version has these components"
+
+
+def _all_it_misses(component: str, missing: Sequence[Sequence[str]]) -> bool:
+    """Whether some version misses nothing but ``component`` (``missing``: what each version misses)."""
+    return any(all(m.startswith(f"no {component} ") for m in ms) for ms in missing)
 
 
 def legacy_notes(visits: Collection[PageVisit], rejections: Sequence[tuple[IndexFile, Rejection]]) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from .builds import WayFacts, ways_for
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
-from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides
+from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides, Replaced
 from .requirement import Cand, Key, Req
 
 Pkg = tuple[NormalizedName, Version]
@@ -78,21 +78,29 @@ def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence
     bad = sorted((k, f) for k, f in found.items() if f.mismatch)
     if not bad:
         return
-    reasons = []
-    for (name, version), f in bad:
-        via = ", ".join(sorted(set(parents.get(name, ())))) or "the request"
-        reasons.append(f"{name} {version} (required by {via}): {f.mismatch}")
-    names = ", ".join(n for (n, _), _ in bad)
-    unknown = [n for (n, _), f in bad if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN]
-    if len(unknown) == len(bad):
-        headline = f"{names}: compiled code whose scan did not finish; it cannot be shown to run with torch {torch}"
-    elif not unknown:
-        headline = f"{names}: compiled for another torch or CUDA than torch {torch}; it would fail at import (undefined symbol) or crash"
-    else:
-        headline = f"{names}: compiled code that cannot be shown to run with torch {torch} (built for another torch or CUDA, or not scanned)"
-    known = ways or {}
-    per_package = [f"{name}: " + "; or ".join(ways_for(name, known.get(name, WayFacts()))) for name in dict.fromkeys(n for (n, _), _ in bad)]
-    raise NoPlanError(headline, reasons=reasons, hint="the ways out, best first:\n  " + "\n  ".join(per_package) + "\n  or plan them anyway, flagged, with --abi-mismatch warn")
+    unknown = sum(1 for _, f in bad if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN)
+    raise NoPlanError(_mismatch_headline(", ".join(n for (n, _), _ in bad), unknown, len(bad), torch), reasons=_mismatch_reasons(bad, parents),
+                      hint=_ways_out([n for (n, _), _ in bad], ways or {}))
+
+
+def _mismatch_reasons(bad: Sequence[tuple[Pkg, Found]], parents: Mapping[str, Sequence[str]]) -> list[str]:
+    """Each mismatched package, what requires it, and why it cannot run with the plan's torch."""
+    return [f"{name} {version} (required by {', '.join(sorted(set(parents.get(name, ())))) or 'the request'}): {f.mismatch}" for (name, version), f in bad]
+
+
+def _ways_out(names: Sequence[NormalizedName], ways: Mapping[NormalizedName, WayFacts]) -> str:
+    """Per package (once each), the ways to a plan, best first."""
+    per_package = [f"{name}: " + "; or ".join(ways_for(name, ways.get(name, WayFacts()))) for name in dict.fromkeys(names)]
+    return "the ways out, best first:\n  " + "\n  ".join(per_package) + "\n  or plan them anyway, flagged, with --abi-mismatch warn"
+
+
+def _mismatch_headline(names: str, unknown: int, total: int, torch: Version | None) -> str:
+    """What ``total`` mismatched packages (``unknown`` of them not scanned to the end) have in common."""
+    if unknown == total:
+        return f"{names}: compiled code whose scan did not finish; it cannot be shown to run with torch {torch}"
+    if not unknown:
+        return f"{names}: compiled for another torch or CUDA than torch {torch}; it would fail at import (undefined symbol) or crash"
+    return f"{names}: compiled code that cannot be shown to run with torch {torch} (built for another torch or CUDA, or not scanned)"
 
 
 def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest,
@@ -100,29 +108,35 @@ def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: Reso
     """The plan's overrides, and the --without notes, from what was replaced in the plan's packages
     (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch)."""
     chosen = {c.name: c for c in cands}
-    torch = chosen.get(TORCH)
-    torch_text = f"torch=={torch.version}" if torch is not None else "torch (none)"
-    torch_why = "the installed torch is kept" if torch is not None and torch.installed else f"the selected torch (--torch {request.torch}) is kept"
     out: list[Override] = []
     left_out: dict[str, list[str]] = {}
     for (name, version), records in sorted(replaced.of(cands).items()):
         for r in records:
-            package = f"{name}"
             if r.kind == WITHOUT:
                 left_out.setdefault(r.name, []).append(f"{name} {version}")
-            elif r.kind == TORCH_PIN:
-                out.append(Override(package=package, requirement=r.requirement, replaced_by=torch_text, reason=torch_why))
-            elif r.kind == FAMILY:
-                got = chosen.get(r.name)
-                by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
-                how = "a nightly of that torch's day: it names no torch itself" if (built_for or {}).get(r.name) == "date" else "its own pin names that torch"
-                out.append(Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})"))
-            elif r.kind == USER:
-                out.append(Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason="--override"))
-            elif r.kind == FLASHINFER:
-                out.append(Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason=f"--flashinfer {request.flashinfer} is the user's word"))
+                continue
+            override = _override(name, r, chosen, request, built_for or {})
+            if override is not None:
+                out.append(override)
     notes = tuple(f"{n} left out (--without), with what only it needs; required by {', '.join(sorted(set(by)))}" for n, by in sorted(left_out.items()))
     return tuple(dict.fromkeys(out)), notes
+
+
+def _override(package: str, r: Replaced, chosen: Mapping[NormalizedName, Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str]) -> Override | None:
+    """A requirement of ``package`` the plan replaced, in the plan's words: by what, and why."""
+    if r.kind == TORCH_PIN:
+        torch = chosen.get(TORCH)
+        if torch is None:
+            return Override(package=package, requirement=r.requirement, replaced_by="torch (none)", reason=f"the selected torch (--torch {request.torch}) is kept")
+        why = "the installed torch is kept" if torch.installed else f"the selected torch (--torch {request.torch}) is kept"
+        return Override(package=package, requirement=r.requirement, replaced_by=f"torch=={torch.version}", reason=why)
+    if r.kind == FAMILY:
+        got = chosen.get(r.name)
+        by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
+        how = "a nightly of that torch's day: it names no torch itself" if built_for.get(r.name) == "date" else "its own pin names that torch"
+        return Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})")
+    reason = {USER: "--override", FLASHINFER: f"--flashinfer {request.flashinfer} is the user's word"}.get(r.kind)
+    return Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason=reason) if reason else None
 
 
 def dropped_extra_notes(deps: Dependencies, cands: Iterable[Cand], torch: Cand | None) -> tuple[str, ...]:

@@ -76,7 +76,12 @@ def _flashinfer_pins(result: Any, ctx: PlanContext) -> tuple[str, ...]:
     newest = max(allowed, default=None)
     if chosen is None or newest is None or chosen.version >= newest:
         return ()
-    criterion = getattr(result, "criteria", {}).get(Key(fi.python))
+    return _held_below(result, Key(fi.python), newest)
+
+
+def _held_below(result: Any, key: Key, newest: Version) -> tuple[str, ...]:
+    """The requirements on ``key`` in resolvelib's result that exclude ``newest``, in their own words."""
+    criterion = getattr(result, "criteria", {}).get(key)
     held = [info.requirement for info in getattr(criterion, "information", ()) if not contains(info.requirement.specifier, newest)]
     return tuple(dict.fromkeys(f"{req.parent} requires {req}" if req.parent else str(req) for req in held))
 

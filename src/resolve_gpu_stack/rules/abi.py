@@ -119,21 +119,34 @@ def _kind(members: Sequence[MemberAbi]) -> AbiKind:
 
 def _judge_members(members: Sequence[MemberAbi], torch: AbiTorch, policy: AbiPolicy, requires_floor: str | None,
                    declared_series: str | None, *, builds: tuple[str, ...] = ()) -> AbiVerdict:
-    kind = AbiKind.BUILDS if builds else _kind(members)
+    majors, cxx = _imports(members)
+    floor = None if cxx else _higher(policy.stable_since, requires_floor)
+    base = AbiVerdict(kind=AbiKind.BUILDS if builds else _kind(members), against=str(torch.version), cuda_majors=majors, builds=builds, floor=floor)
+    refusal = _cuda_refusal(majors, torch) or (_floor_refusal(floor, torch) if floor is not None else _series_refusal(declared_series, torch))
+    if refusal is not None:
+        return _with(base, refusal=refusal)
+    return base if floor is not None else _with(base, **_locked(cxx, torch, policy))
+
+
+def _imports(members: Sequence[MemberAbi]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(the CUDA majors the members need, the C++ torch symbols the torch-linked ones import), sorted."""
     majors = tuple(sorted({v for m in members for v in m.cuda_majors}))
     cxx = tuple(sorted({s for m in members if m.links_torch for s in m.cxx}))
-    floor = None if cxx else _higher(policy.stable_since, requires_floor)
-    base = AbiVerdict(kind=kind, against=str(torch.version), cuda_majors=majors, builds=builds, floor=floor)
-    cuda = _cuda_refusal(majors, torch)
-    if cuda is not None:
-        return _with(base, refusal=cuda)
-    if floor is not None:
-        if _release(torch.version) < _release_of(floor):
-            return _with(base, refusal=f"uses the LibTorch stable ABI from torch {floor} on; torch is {torch.version}")
-        return base
+    return majors, cxx
+
+
+def _floor_refusal(floor: str, torch: AbiTorch) -> str | None:
+    """A stable-ABI wheel needs a torch at or above its floor."""
+    if _release(torch.version) < _release_of(floor):
+        return f"uses the LibTorch stable ABI from torch {floor} on; torch is {torch.version}"
+    return None
+
+
+def _series_refusal(declared_series: str | None, torch: AbiTorch) -> str | None:
+    """A wheel whose version names its torch series (``+cu128torch2.9``) needs that series' C++ ABI."""
     if declared_series is not None and declared_series != torch.series:
-        return _with(base, refusal=f"built for torch {declared_series} (its C++ ABI); torch is {torch.version}")
-    return _with(base, **_locked(cxx, torch, policy))
+        return f"built for torch {declared_series} (its C++ ABI); torch is {torch.version}"
+    return None
 
 
 def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[str, str]:
@@ -155,11 +168,10 @@ def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[st
 def _judge_builds(name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None) -> AbiVerdict:
     """A wheel of per-torch builds: the members for this torch's series (and the members that are
     no build) decide; with none for it, a note naming the builds."""
-    series = torch.series
-    chosen = [m for m in abi.members if m.build == series or (m.build is None and m.links_torch)]
-    if any(m.build == series for m in chosen):
-        return _judge_members(chosen, torch, policy, requires_floor, None, builds=builds)
-    rest = [m for m in chosen if m.build is None]
+    own = [m for m in abi.members if m.build == torch.series]
+    rest = [m for m in abi.members if m.build is None and m.links_torch]
+    if own:
+        return _judge_members(own + rest, torch, policy, requires_floor, None, builds=builds)
     if rest:  # members that are no build still run with this torch, or not
         verdict = _judge_members(rest, torch, policy, requires_floor, None, builds=builds)
         if verdict.refusal is not None:

@@ -159,23 +159,38 @@ def per_torch_mismatch(rule: PerTorchRule | None, file_version: Version, torch: 
     m = rule.local.match(file_version.local or "") if rule is not None and file_version.local else None
     if m is None or rule is None:
         return None
-    series, built = m.group("torch"), f"+{file_version.local}"
+    built = f"+{file_version.local}"
+    return (_series_mismatch(built, m.group("torch"), torch) or _build_cuda_mismatch(built, m.group("cuda"), cuda)
+            or _cxx11_mismatch(built, m.groupdict().get("cxx11abi"), torch, rule))
+
+
+def _series_mismatch(built: str, series: str, torch: Version | None) -> Rejection | None:
+    """A build for torch ``series`` fits a released torch of that series only."""
     if torch is None:
         return Rejection(RejectReason.TORCH_ABI, f"{built} is built for torch {series}; no torch in the plan")
     if torch.is_devrelease or torch.is_prerelease:
         return Rejection(RejectReason.TORCH_ABI, f"{built} is built for the torch {series} release, torch is the pre-release {torch}")
     if torch_series(torch) != series:
         return Rejection(RejectReason.TORCH_ABI, f"{built} is built for torch {series}, torch is {torch}")
-    digits = m.group("cuda")
-    if cuda is not None:
-        label = CudaLabel.parse(f"cu{digits}") if len(digits) > 2 else None
-        fits = label.serves(cuda) if label is not None else int(digits) == cuda.major
-        if not fits:
-            return Rejection(RejectReason.CUDA, f"{built} is built for CUDA {digits if label is None else f'{label.major}.{label.minor}'}, torch for {cuda}")
-    abi = m.groupdict().get("cxx11abi")
-    if abi is not None and (abi == "true") != (torch >= rule.cxx11_abi_since):
-        return Rejection(RejectReason.TORCH_ABI, f"{built} uses {'the C++11' if abi == 'true' else 'the old'} C++ ABI, torch {torch} the other")
     return None
+
+
+def _build_cuda_mismatch(built: str, digits: str, cuda: CudaLabel | None) -> Rejection | None:
+    """A build for CUDA ``digits`` (``12``: a major; ``128``: a label) must run under torch's ``cuda``."""
+    if cuda is None:
+        return None
+    label = CudaLabel.parse(f"cu{digits}") if len(digits) > 2 else None
+    fits = label.serves(cuda) if label is not None else int(digits) == cuda.major
+    if fits:
+        return None
+    return Rejection(RejectReason.CUDA, f"{built} is built for CUDA {digits if label is None else f'{label.major}.{label.minor}'}, torch for {cuda}")
+
+
+def _cxx11_mismatch(built: str, abi: str | None, torch: Version | None, rule: PerTorchRule) -> Rejection | None:
+    """A build's C++11 ABI setting (``cxx11abiTRUE``) must be torch's."""
+    if abi is None or torch is None or (abi == "true") == (torch >= rule.cxx11_abi_since):
+        return None
+    return Rejection(RejectReason.TORCH_ABI, f"{built} uses {'the C++11' if abi == 'true' else 'the old'} C++ ABI, torch {torch} the other")
 
 
 def cuda_mismatch(coupling: Coupling, file_version: Version, cuda: CudaLabel | None, *, label_required: bool = False) -> Rejection | None:
