@@ -2,7 +2,7 @@
 config files is this floor (``cli/``).
 
 Each command lives in its own module with ``register(subparsers)`` and ``run(args, env) -> int``;
-``COMMANDS`` is the static table of them. Their heavy imports (httpx, resolvelib, rich) stay inside
+``COMMANDS`` is the static table of them. Their heavy imports (http.client and ssl, resolvelib, rich) stay inside
 ``run``, so ``--help`` stays fast.
 """
 
