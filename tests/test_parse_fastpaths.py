@@ -87,7 +87,7 @@ def test_filename_memo_equals_parse_filename(rows):
 
 # -- plain HTML: htmlfast.tokens read into the collector == html.parser ------------------------------
 from resolve_gpu_stack.index import htmlfast  # noqa: E402
-from resolve_gpu_stack.index.parse import _AnchorCollector, _collect  # noqa: E402
+from resolve_gpu_stack.index.parse import _AnchorCollector, _collect, read_with_html_parser  # noqa: E402
 
 HTML_PIECES = [
     "<a href=\"/whl/torch-2.12.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl#sha256=" + "a" * 64 + "\">torch.whl</a>",
@@ -107,8 +107,7 @@ HTML_PIECES = [
 def _by_html_parser(text: str) -> _AnchorCollector:
     collector = _AnchorCollector()
     try:
-        collector.feed(text)
-        collector.close()
+        read_with_html_parser(collector, text)
     except Exception:  # noqa: BLE001 - as _collect: soup may stop html.parser
         pass
     return collector

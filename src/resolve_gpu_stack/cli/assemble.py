@@ -56,14 +56,14 @@ class ResolveParts:
         interpreter), else through the fetcher."""
         from packaging.utils import canonicalize_name
 
-        from ..env.exports import installed_torch_exports
-
         torch = canonicalize_name("torch")
         where = target.installed_at.get(torch)
         installed = target.installed.get(torch)
 
         def source(version: Any, file: IndexFile | None) -> TorchExports:
             if where is not None and installed == version:
+                from ..env.exports import installed_torch_exports  # the ELF reader: only when a torch on disk is read
+
                 key = f"{where}:{version}"
                 if key not in self._disk:
                     self._disk[key] = installed_torch_exports(Path(where), str(version))
