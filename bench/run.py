@@ -397,12 +397,16 @@ class Bench:
         exe = Path(PY).parent / "resolve-gpu-stack"
         cmd = [str(exe), "--help"] if exe.exists() else [PY, "-m", "resolve_gpu_stack", "--help"]
         reps = 5 if self.args.quick else 15
-        helps, passes = [], []
+        helps, passes, versions, checks = [], [], [], []
         for _ in range(reps):
             helps.append(run_measured(cmd))
             passes.append(run_measured([PY, "-c", "pass"]))
+            versions.append(run_measured([*cmd[:-1], "--version"]))
+            checks.append(run_measured([*cmd[:-1], "check", "-q"], cwd=ROOT))  # this repository's locks, offline
         if any(p.rc != 0 for p in helps):
             self.failures.append(f"--help failed: {helps[0].err[-500:]}")
+        if any(p.rc != 0 for p in checks):
+            self.failures.append(f"check failed: {checks[0].err[-500:]}")
         imported = run_measured([PY, "-X", "importtime", "-c", "import resolve_gpu_stack.cli.app as c; c.build_parser()"])
         heavy = sorted({line.split("|")[-1].strip().split(".")[0] for line in imported.err.splitlines() if "|" in line} & {"httpx", "resolvelib", "rich", "bs4", "packaging", "h11", "httpcore", "anyio"})
         self.results["help"] = {
@@ -411,9 +415,12 @@ class Bench:
             "help_maxrss_mb": med([h.maxrss_mb for h in helps]),
             "python_pass_maxrss_mb": med([p.maxrss_mb for p in passes]),
             "heavy_imports_for_help": heavy,
+            "version_wall": med([v.wall for v in versions]),
+            "check_wall": med([c.wall for c in checks]),
         }
         self.results["help"]["ratio"] = self.results["help"]["help_wall"] / self.results["help"]["python_pass_wall"]
-        say(f"--help {self.results['help']['help_wall'] * 1000:.0f} ms vs python -c pass {self.results['help']['python_pass_wall'] * 1000:.0f} ms; heavy imports: {heavy or 'none'}")
+        say(f"--help {self.results['help']['help_wall'] * 1000:.0f} ms vs python -c pass {self.results['help']['python_pass_wall'] * 1000:.0f} ms; heavy imports: {heavy or 'none'}; "
+            f"--version {self.results['help']['version_wall'] * 1000:.0f} ms; check {self.results['help']['check_wall'] * 1000:.0f} ms")
 
 
 def cli_command() -> list[str]:
@@ -564,6 +571,8 @@ def table(r: dict) -> str:
     h = r.get("help")
     if h:
         add("resolve-gpu-stack --help vs python -c pass", f"{h['help_wall'] * 1000:.0f} ms vs {h['python_pass_wall'] * 1000:.0f} ms ({h['ratio']:.1f}x), RSS {h['help_maxrss_mb']:.0f} vs {h.get('python_pass_maxrss_mb', float('nan')):.0f} MB; heavy imports: {', '.join(h['heavy_imports_for_help']) or 'none'}", "lazy", ok(not h["heavy_imports_for_help"]))
+        if "check_wall" in h:
+            add("resolve-gpu-stack check (this repository's locks, offline); --version", f"{h['check_wall'] * 1000:.0f} ms; {h['version_wall'] * 1000:.0f} ms", "<= 250 ms", ok(h["check_wall"] <= 0.25))
     widths = [max(len(row[i]) for row in rows + [("measurement", "figure (median)", "target", "")]) for i in range(4)]
     head = ("measurement", "figure (median)", "target", "")
     lines = ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(head)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]

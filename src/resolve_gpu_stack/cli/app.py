@@ -163,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         return _unknown_command(argv[0])
+    if argv in (["-V"], ["--version"]):  # what argparse's version action prints, without building every parser
+        print(f"resolve-gpu-stack {__version__}")
+        return 0
     if not argv or (argv[0] not in COMMANDS and argv[0] not in _TOP_LEVEL):
         argv = ["resolve", *argv]
     parser = build_parser(argv[0] if argv[0] in COMMANDS else None)

@@ -13,6 +13,7 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,15 +37,32 @@ if TYPE_CHECKING:
 class ResolveParts:
     """The parts every resolve of one command shares (one crawl, one classifier, one exports
     reader, one store); ``close`` when done (``with`` works). ``resolve`` may be called from
-    several threads at once."""
+    several threads at once. The classifier and the exports reader are the fetcher's, made when
+    first asked for (``check`` verifying hashes never loads the wheel scanner's modules)."""
 
     defs: Definitions
     fetcher: Any  # index.finder.Fetcher with classifier() and exports_reader() (net/)
     finder: Finder
-    classifier: WheelClassifier
-    exports: ExportsSource
     store: ResultStore | None = None
     _disk: dict[str, TorchExports] = field(default_factory=dict)
+    _made: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def classifier(self) -> WheelClassifier:
+        with self._lock:
+            if "classifier" not in self._made:
+                self._made["classifier"] = self.fetcher.classifier(self.defs)
+            made: WheelClassifier = self._made["classifier"]
+            return made
+
+    @property
+    def exports(self) -> ExportsSource:
+        with self._lock:
+            if "exports" not in self._made:
+                self._made["exports"] = self.fetcher.exports_reader(self.defs)
+            made: ExportsSource = self._made["exports"]
+            return made
 
     def resolve(self, request: ResolveRequest) -> LockPlan:
         from ..resolver.resolve import resolve  # resolvelib: not for --help
@@ -132,13 +150,7 @@ def resolve_parts(defs: Definitions, fetcher: Any, *, store: ResultStore | None 
     from ..index.finder import Finder
 
     finder = finder if finder is not None else Finder(fetcher, defs)
-    return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store, **parts_of(fetcher, defs))
+    return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store)
 
 
-def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:
-    """``resolve()``'s judging arguments for ``fetcher`` (its classifier and its exports reader),
-    for callers that hold a finder of their own."""
-    return {"classifier": fetcher.classifier(defs), "exports": fetcher.exports_reader(defs)}
-
-
-__all__ = ["ResolveParts", "parts_of", "resolve_parts"]
+__all__ = ["ResolveParts", "resolve_parts"]
