@@ -65,9 +65,16 @@ class ResolveParts:
             return made
 
     def resolve(self, request: ResolveRequest) -> LockPlan:
-        from ..resolver.resolve import resolve  # resolvelib: not for --help
+        """The plan for ``request``: the one stored for the same inputs when nothing it came from
+        changed (``resolver.reuse``), else resolved (the resolver and resolvelib load only then)."""
+        from ..resolver import reuse
 
-        return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=self.store)
+        def compute() -> LockPlan:
+            from ..resolver.resolve import resolve
+
+            return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+
+        return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
