@@ -27,6 +27,7 @@ PIECES = [
     "", "/", "//", "./", "../", ".", "..", "a", "b/", "files/", "whl/nightly/", "torch-2.12.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl",
     "x.whl", "#sha256=00ff", "#", "?q=1", ";p", "https://", "http://", "HTTPS://", "//cdn.example/", "u:p@", "h.example",
     "h.example:8", "[::1]", "[bad", "mailto:", "file:///", ":", "@", "%2B", "+", " ", "\t", "\n", "\x00", "\\", "é", "~", "=",
+    "packages/", "9d/", "a_b", "_",
 ]
 
 
@@ -53,6 +54,9 @@ def test_join_redacted_equals_urljoin(base, first, second):
     "HTTPS://files.example/x/y.whl",
     "https://files.example/x/./y.whl",
     "https://files.example/x/../y.whl",
+    "/packages/ab/cd/0123abcd/x-1.0-py3-none-any.whl#sha256=" + "b" * 64,  # root-relative, a directory per file
+    "/a//b.whl", "/a/./b.whl", "/a/../b.whl", "/a/b.whl/.", "/_ext/files.example:443/x.whl",
+    "../../packages/9d/13/4a93/regex-0.1.tar.gz", "./../a_b/c.whl", "../../a//b.whl", "../../a/./b.whl", "../x/../b.whl",  # relative, a directory per file
     "y.whl",
     "./y.whl",
     "sub/dir/",

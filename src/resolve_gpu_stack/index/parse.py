@@ -70,6 +70,10 @@ _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _UNSAFE_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~%+!$&'()*,=@-]+")
 _ABSOLUTE = re.compile(r"https?://[^/?#;\\\[\]\s\x00-\x1f\x7f]+(?:/[^?#;\\\s\x00-\x1f\x7f]*)?")
+# paths urljoin leaves as they are past their start: segments of plain characters, none empty, "." or ".."
+_SEGMENTS = r"(?!\.\.?(?:/|$))[A-Za-z0-9._~%+!$&'()*,=@:_-]+(?:/(?!\.\.?(?:/|$))[A-Za-z0-9._~%+!$&'()*,=@:_-]+)*"
+_ROOTED = re.compile("/" + _SEGMENTS)  # /packages/ab/cd/<hash>/x.whl
+_DOTTED = re.compile(r"((?:\.\.?/)+)(" + _SEGMENTS + ")")  # ../../packages/ab/cd/<hash>/x.whl
 _UNTESTED = re.compile(r"\(\s*untested\s*\)", re.I)
 _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code>([^<]{0,100})</Code>)?", re.S)
 
@@ -692,10 +696,13 @@ def _join(base: str, href: str) -> str | None:
 def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
     """``redact(urljoin(base, href))``, or None when the href cannot be joined.
 
-    ``urljoin`` is the most expensive step of reading a row, so two common shapes skip it: an
+    ``urljoin`` is the most expensive step of reading a row, so four common shapes skip it: an
     absolute http(s) URL with nothing ``urljoin`` would rewrite comes back as it is (PyPI's
-    files), and a link whose last path segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its
-    directory, joined once per page, plus that segment. Anything else takes the general path.
+    files); a path of plain segments after ``/`` or after ``../`` and ``./`` steps is that start,
+    joined once per page, plus the segments (a mirror's or a snapshot's
+    ``../../packages/ab/cd/<hash>/x.whl``: a directory per file); and a link whose last path
+    segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its directory, joined once per page,
+    plus that segment. Anything else takes the general path.
     """
     fast = _fast_join(base, href, ctx)
     if fast is not None:
@@ -715,8 +722,22 @@ def _fast_join(base: str, href: str, ctx: _Context) -> str | None:
         if not pre.startswith(base_scheme + ":"):
             return redact(href)  # another scheme: urljoin returns the href verbatim
         return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    start, rest = ("/", pre[1:]) if pre.startswith("/") and _ROOTED.fullmatch(pre) else _dotted(pre)
+    if start:
+        head = ctx.joins.get((base, start))
+        if head is None:
+            joined = _join(base, start)
+            head = ctx.joins[(base, start)] = redact(joined) if joined is not None else ""
+        return head + rest + tail if head else None
     head, last = _joined_directory(base, pre, ctx)
     return head + last + tail if head else None
+
+
+def _dotted(pre: str) -> tuple[str, str]:
+    """(its ``../`` and ``./`` steps, the plain segments after them) of a relative path of that
+    shape; ("", "") for any other."""
+    m = _DOTTED.fullmatch(pre) if pre.startswith(".") else None
+    return (m.group(1), m.group(2)) if m else ("", "")
 
 
 def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
