@@ -301,6 +301,30 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(connects: list)
     assert len(connects) == 2
 
 
+def test_an_http_1_0_server_that_closes_after_each_answer(tmp_path: Path, connects: list) -> None:
+    """http.server's own handler answers in HTTP/1.0 and closes: the body is read whole, the
+    connection is not kept."""
+    import http.server
+    from functools import partial
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    (tmp_path / "page.html").write_bytes(BODY)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = Client(timeout=5, max_connections=4, user_agent="t", environ={})
+    try:
+        for _ in range(3):
+            assert read(client, f"http://127.0.0.1:{server.server_address[1]}/page.html") == (200, BODY)
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()
+    assert len(connects) == 3
+
+
 def test_at_most_max_connections_in_flight(srv: IndexServer) -> None:
     client = Client(timeout=0.3, max_connections=1, user_agent="t", environ={})
     try:

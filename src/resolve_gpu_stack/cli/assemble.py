@@ -160,4 +160,10 @@ def resolve_parts(defs: Definitions, fetcher: Any, *, store: ResultStore | None 
     return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store)
 
 
-__all__ = ["ResolveParts", "resolve_parts"]
+def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:
+    """``resolve()``'s judging arguments for ``fetcher`` (its classifier and its exports reader),
+    for callers that hold a finder of their own."""
+    return {"classifier": fetcher.classifier(defs), "exports": fetcher.exports_reader(defs)}
+
+
+__all__ = ["ResolveParts", "parts_of", "resolve_parts"]

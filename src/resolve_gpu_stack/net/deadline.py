@@ -93,6 +93,11 @@ class _Reader(io.RawIOBase):
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         return self._owner.recv_into(buffer)
 
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._owner.reader_closed()
+
 
 class DeadlineSocket:
     """A connected socket (plain or TLS) whose every read and write waits at most ``timeout`` and
@@ -101,6 +106,8 @@ class DeadlineSocket:
     def __init__(self, sock: socket.socket, timeout: float) -> None:
         self.sock = sock
         self.timeout = timeout
+        self._readers = 0  # open makefile()s: as with a socket's own, the socket closes after the last
+        self._closing = False
 
     def recv_into(self, buffer: memoryview) -> int:
         self.sock.settimeout(clamp(self.timeout))
@@ -115,13 +122,24 @@ class DeadlineSocket:
         self.sock.sendall(data)
 
     def makefile(self, mode: str = "rb", buffering: int | None = None) -> io.BufferedReader:
+        self._readers += 1
         return io.BufferedReader(_Reader(self), 64 * 1024)
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
+    def reader_closed(self) -> None:
+        self._readers -= 1
+        if self._closing and self._readers <= 0:
+            self.sock.close()
+
     def close(self) -> None:
-        self.sock.close()
+        """Close the socket, or, while an answer is still being read from it (``http.client``
+        hands an HTTP/1.0 or ``Connection: close`` answer to its response and closes the
+        connection at once), once that answer is closed."""
+        self._closing = True
+        if self._readers <= 0:
+            self.sock.close()
 
 
 __all__ = ["MIN_TRANSFER_RATE", "REQUEST_DEADLINE_FACTOR", "Deadline", "DeadlineSocket", "clamp", "connect_host", "current", "start"]
