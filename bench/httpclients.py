@@ -37,7 +37,7 @@ CLIENTS = {  # name -> the import that brings it in
     "ours": "import resolve_gpu_stack.net.transport",
 }
 
-CHILD = r'''
+CHILD = r"""
 import json, sys, time
 client, base, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 page, meta = base + "page/", base + "wheel.whl"
@@ -80,7 +80,7 @@ else:
         assert body
 cpu, wall = run(get)
 print(json.dumps({"cpu": cpu, "wall": wall}))
-'''
+"""
 
 
 def have(client: str) -> bool:
@@ -107,7 +107,9 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="rgs-http-"))
     (tmp / "page").mkdir()
-    (tmp / "page" / "index.html").write_text("<html><body>" + "".join(f'<a href="/files/p-{i}.whl">p-{i}.whl</a><br>\n' for i in range(60)) + "</body></html>\n")
+    (tmp / "page" / "index.html").write_text(
+        "<html><body>" + "".join(f'<a href="/files/p-{i}.whl">p-{i}.whl</a><br>\n' for i in range(60)) + "</body></html>\n"
+    )
     (tmp / "wheel.whl").write_bytes(os.urandom(256 * 1024))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")

@@ -1,6 +1,6 @@
 """What a run imports (issue 23 item 1): ``-X importtime`` of one CLI run, summed per package.
 
-    python bench/imports.py [--world small|large|wide] [--runs 5] [--command resolve|check|help]
+    python bench/imports.py [--world small|large|wide] [--runs 5] [--command resolve|check|help] [--src DIR]
 
 ``resolve``: a cold resolve of one of run.py's worlds (served on loopback at 0 ms, an empty cache);
 ``check``: ``resolve-gpu-stack check`` of this repository's locks (offline); ``help``: ``--help``.
@@ -10,7 +10,8 @@ self time per top-level package (ours, httpx and its parts, packaging, the stand
 how many of our modules load, and which of the modules a plain resolve should not need did load
 (the ABI scanner, snapshots, GPU data, the install and lock floors). ``-X importtime`` itself
 adds ~20-30% to what it measures: compare runs of this script with each other, not with wall
-times elsewhere.
+times elsewhere. ``--src DIR``: another tree's ``src`` (a checkout of an older commit), first on
+``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,18 @@ NOT_FOR_A_PLAIN_RESOLVE = {
     "snapshots": ("net.snapshot",),
     "GPU data": ("data.gpus", "model.gpu", "env.gpu"),
     "the install and lock floors": ("env.install", "env.lockinstall", "env.wheelhouse", "env.build", "lock.pylock", "lock.check", "lock.uvproject"),
-    "other commands": ("cli.cmd_install", "cli.cmd_lock", "cli.cmd_check", "cli.cmd_doctor", "cli.cmd_snapshot", "cli.cmd_wheelhouse", "cli.cmd_export", "cli.cmd_cache", "cli.cmd_inspect", "cli.cmd_candidates"),
+    "other commands": (
+        "cli.cmd_install",
+        "cli.cmd_lock",
+        "cli.cmd_check",
+        "cli.cmd_doctor",
+        "cli.cmd_snapshot",
+        "cli.cmd_wheelhouse",
+        "cli.cmd_export",
+        "cli.cmd_cache",
+        "cli.cmd_inspect",
+        "cli.cmd_candidates",
+    ),
 }
 
 
@@ -50,7 +62,7 @@ def parse_importtime(text: str) -> list[tuple[str, int]]:
     out = []
     for line in text.splitlines():
         if line.startswith("import time:") and "|" in line and "self [us]" not in line:
-            self_us, _, name = line[len("import time:"):].split("|")
+            self_us, _, name = line[len("import time:") :].split("|")
             out.append((name.strip(), int(self_us)))
     return out
 
@@ -72,10 +84,13 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--command", choices=("resolve", "check", "help"), default="resolve")
     ap.add_argument("--list", action="store_true", help="print our modules that loaded")
+    ap.add_argument("--src", type=Path, help="a src directory to measure instead of the installed package")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rgs-imports-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    if args.src is not None:
+        env["PYTHONPATH"] = str(args.src.resolve())
     runs: list[list[tuple[str, int]]] = []
     story = build_named(args.world, tmp / "www") if args.command == "resolve" else None
     with IndexServer(tmp / "www") as srv:

@@ -57,13 +57,20 @@ def connects(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
 # -- proxies: which ----------------------------------------------------------------------------------
 def test_proxy_variables_lower_case_first_and_not_in_a_cgi_script() -> None:
-    assert environment_proxies({"HTTP_PROXY": "http://upper:1", "http_proxy": "http://lower:2", "HTTPS_PROXY": "http://s:3"}) == {"http": "http://lower:2", "https": "http://s:3"}
+    assert environment_proxies({"HTTP_PROXY": "http://upper:1", "http_proxy": "http://lower:2", "HTTPS_PROXY": "http://s:3"}) == {
+        "http": "http://lower:2",
+        "https": "http://s:3",
+    }
     assert environment_proxies({"HTTPS_PROXY": "http://s:3", "https_proxy": ""}) == {}  # an empty lower-case one turns it off
     assert environment_proxies({"HTTP_PROXY": "http://p:1", "REQUEST_METHOD": "GET"}) == {}
 
 
 def test_no_proxy_names_addresses_and_star() -> None:
-    env = {"http_proxy": "proxy.example:3128", "all_proxy": "http://all.example:8080", "no_proxy": "example.com, .internal.example,10.1.2.3,localhost,https://secure.example"}
+    env = {
+        "http_proxy": "proxy.example:3128",
+        "all_proxy": "http://all.example:8080",
+        "no_proxy": "example.com, .internal.example,10.1.2.3,localhost,https://secure.example",
+    }
     proxies = EnvironmentProxies(env)
     assert proxies.for_url("http", "pypi.example", 80) == "http://proxy.example:3128"  # a bare host:port is http://
     assert proxies.for_url("https", "pypi.example", 443) == "http://all.example:8080"  # no https_proxy: all_proxy
@@ -217,13 +224,16 @@ def _raw_deflate(data: bytes) -> bytes:
     return packer.compress(data) + packer.flush()
 
 
-@pytest.mark.parametrize(("encoding", "encode"), [
-    ("gzip", gzip.compress),
-    ("deflate", zlib.compress),  # zlib-wrapped, as the RFC says
-    ("deflate", _raw_deflate),  # raw, as some servers send it
-    ("deflate, gzip", lambda d: gzip.compress(zlib.compress(d))),  # applied in the order listed
-    ("br", lambda d: d),  # a coding we do not decode: passed as sent
-])
+@pytest.mark.parametrize(
+    ("encoding", "encode"),
+    [
+        ("gzip", gzip.compress),
+        ("deflate", zlib.compress),  # zlib-wrapped, as the RFC says
+        ("deflate", _raw_deflate),  # raw, as some servers send it
+        ("deflate, gzip", lambda d: gzip.compress(zlib.compress(d))),  # applied in the order listed
+        ("br", lambda d: d),  # a coding we do not decode: passed as sent
+    ],
+)
 def test_bodies_are_decoded(srv: IndexServer, encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
     sent = encode(BODY)
     srv.script("/page.html", [Fault(body=sent, headers={"Content-Encoding": encoding})])

@@ -341,7 +341,7 @@ def _decode(decoders: list[_Inflater], data: bytes) -> Iterator[bytes]:
 
 def _flush(decoders: list[_Inflater]) -> Iterator[bytes]:
     for i, d in enumerate(decoders):
-        yield from _decode(decoders[i + 1:], d.flush())
+        yield from _decode(decoders[i + 1 :], d.flush())
 
 
 class Response:
@@ -401,7 +401,13 @@ class Client:
     """GETs over a pool of kept-alive connections (see the module docstring). Thread-safe."""
 
     def __init__(
-        self, *, timeout: float, max_connections: int, user_agent: str, trust_env: bool = True, keepalive_expiry: float = 5.0,
+        self,
+        *,
+        timeout: float,
+        max_connections: int,
+        user_agent: str,
+        trust_env: bool = True,
+        keepalive_expiry: float = 5.0,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.timeout = timeout
@@ -536,6 +542,17 @@ def _closed_by_peer(conn: _Connection) -> bool:
 
 
 __all__ = [
-    "Client", "ConnectError", "ConnectTimeout", "DecodingError", "EnvironmentProxies", "Headers", "InvalidURL", "ReadError", "Response", "Timeout",
-    "TransportError", "environment_proxies", "proxy_authorization",
+    "Client",
+    "ConnectError",
+    "ConnectTimeout",
+    "DecodingError",
+    "EnvironmentProxies",
+    "Headers",
+    "InvalidURL",
+    "ReadError",
+    "Response",
+    "Timeout",
+    "TransportError",
+    "environment_proxies",
+    "proxy_authorization",
 ]
