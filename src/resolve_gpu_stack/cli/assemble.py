@@ -14,7 +14,7 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,19 +50,20 @@ class ResolveParts:
 
     @property
     def classifier(self) -> WheelClassifier:
-        with self._lock:
-            if "classifier" not in self._made:
-                self._made["classifier"] = self.fetcher.classifier(self.defs)
-            made: WheelClassifier = self._made["classifier"]
-            return made
+        made: WheelClassifier = self._once("classifier", lambda: self.fetcher.classifier(self.defs))
+        return made
 
     @property
     def exports(self) -> ExportsSource:
+        made: ExportsSource = self._once("exports", lambda: self.fetcher.exports_reader(self.defs))
+        return made
+
+    def _once(self, what: str, make: Callable[[], Any]) -> Any:
+        """``make()``, the first time ``what`` is asked for (by any thread); after that, the same."""
         with self._lock:
-            if "exports" not in self._made:
-                self._made["exports"] = self.fetcher.exports_reader(self.defs)
-            made: ExportsSource = self._made["exports"]
-            return made
+            if what not in self._made:
+                self._made[what] = make()
+            return self._made[what]
 
     def resolve(self, request: ResolveRequest) -> LockPlan:
         """The plan for ``request``: the one stored for the same inputs when nothing it came from

@@ -421,10 +421,18 @@ class Client:
         self._lock = threading.Lock()
         self._closed = False
 
+    def check(self, url: str) -> None:
+        """``InvalidURL`` for a URL no request can be made for (scheme, host, port)."""
+        self._route(url)
+
     def send(self, url: str, headers: Mapping[str, str]) -> Response:
         """GET ``url`` (no credentials in it; redirects are not followed): the answer, streamed."""
         route, target = self._route(url)
-        if not self._slots.acquire(timeout=deadlines.clamp(self.timeout)):
+        try:
+            wait = deadlines.clamp(self.timeout)
+        except TimeoutError as exc:  # the request's deadline passed before it was sent (a long redirect chain)
+            raise Timeout(str(exc)) from None
+        if not self._slots.acquire(timeout=wait):
             raise Timeout("no connection free in the pool")
         conn: _Connection | None = None
         try:

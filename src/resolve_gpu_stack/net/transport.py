@@ -197,8 +197,9 @@ class Transport:
             if auth:
                 hop_headers["Authorization"] = auth
             target = bare_url(current)
-            self.stats.add(requests=1)
             try:
+                self._client.check(target)  # an invalid URL is not a request sent
+                self.stats.add(requests=1)
                 resp = self._client.send(target, hop_headers)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
