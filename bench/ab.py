@@ -1,12 +1,12 @@
 """Two trees, the same cold (or warm) resolve, run in turns: which one is faster, on a noisy machine.
 
-    python bench/ab.py A B [--runs 25] [--latency MS] [--warm]
+    python bench/ab.py A B [--runs 25] [--latency MS] [--warm] [--world large|small|wide]
 
 A and B are git revisions of this repository (each checked out with ``git worktree`` under a
 temporary directory) or paths to a ``src`` directory. Both run under this interpreter, so with the
 same httpx, packaging and resolvelib, each from its own tree (``sys.path``) and its own
-``indexes/``, byte-compiled once before the first measured run. The story-1 world of ``run.py`` is
-served once; the runs alternate A, B, A, B, ..., each a fresh CLI process on an empty cache
+``indexes/``, byte-compiled once before the first measured run. One world of ``run.py`` (story 1
+on large pages, the default; on small pages; or the 215-package closure) is served once; the runs alternate A, B, A, B, ..., each a fresh CLI process on an empty cache
 (``--warm``: on a cache its tree filled first), so a slow minute of the machine costs both sides.
 
 On the project's 2-core VM one run of a cold resolve varies by +-10% from minute to minute: two
@@ -29,7 +29,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from benchworld import build_story  # noqa: E402
+from benchworld import WORLDS, Story, build_named  # noqa: E402
 from run import PROC_ENV, PY, TARGET, Proc, run_measured  # noqa: E402
 from server import IndexServer  # noqa: E402
 
@@ -49,16 +49,17 @@ def source_dir(spec: str, tmp: Path) -> Path:
     return tree / "src"
 
 
-def command(src: Path, base: str, torch: str, cache: Path) -> list[str]:
+def command(src: Path, base: str, story: Story, cache: Path) -> list[str]:
     indexes = {"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"}
-    return [PY, "-c", ENTRY.format(src=str(src)), "resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={torch}",
+    return [PY, "-c", ENTRY.format(src=str(src)), "resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}",
+            *[a for name in story.with_ for a in ("--with", name)],
             *[a for name, url in indexes.items() for a in ("--index", f"{name}={url}")], "--cache-dir", str(cache), "--format", "json", "-q"]
 
 
-def measure(src: Path, base: str, torch: str, cache: Path, *, warm: bool) -> Proc:
+def measure(src: Path, base: str, story: Story, cache: Path, *, warm: bool) -> Proc:
     if not warm:
         shutil.rmtree(cache, ignore_errors=True)
-    proc = run_measured(command(src, base, torch, cache))
+    proc = run_measured(command(src, base, story, cache))
     if proc.rc != 0:
         raise SystemExit(f"{src}: exit {proc.rc}\n{proc.err[-2000:]}")
     return proc
@@ -71,22 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=25, help="measured runs of each side (default 25)")
     ap.add_argument("--latency", type=float, default=0.0, help="milliseconds the server waits before each answer (default 0)")
     ap.add_argument("--warm", action="store_true", help="measure on a cache each side filled first")
+    ap.add_argument("--world", choices=WORLDS, default="large", help="story 1 on large pages (default), on small pages, or the 215-package closure")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="rgs-ab-"))
     PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")  # bytecode written once, outside the trees
     sides = {"A": source_dir(args.a, tmp), "B": source_dir(args.b, tmp)}
     try:
-        story = build_story(tmp / "www")
+        story = build_named(args.world, tmp / "www")
         with IndexServer(tmp / "www", latency=args.latency / 1000) as srv:
             story.world.write(srv.url)
             for name, src in sides.items():  # compiles each tree; fills the cache --warm measures on
-                measure(src, srv.url, story.torch, tmp / f"cache-{name}", warm=False)
+                measure(src, srv.url, story, tmp / f"cache-{name}", warm=False)
             runs: dict[str, list[Proc]] = {name: [] for name in sides}
             for _ in range(args.runs):
                 for name, src in sides.items():
-                    runs[name].append(measure(src, srv.url, story.torch, tmp / f"cache-{name}", warm=args.warm))
+                    runs[name].append(measure(src, srv.url, story, tmp / f"cache-{name}", warm=args.warm))
         kind = "warm" if args.warm else "cold"
-        print(f"{kind} resolve of story 1 at {args.latency:g} ms, {args.runs} runs each, in turns")
+        print(f"{kind} resolve, {args.world} world, at {args.latency:g} ms, {args.runs} runs each, in turns")
         for name, src in sides.items():
             spec = args.a if name == "A" else args.b
             walls, cpus = [p.wall for p in runs[name]], [p.cpu for p in runs[name]]

@@ -7,9 +7,13 @@ every row; only the padding inside the large wheels of the metadata world is a s
   platforms (1,260 rows, PEP 658 sidecars), triton, FlashInfer's pages, and a PyPI (PEP 691 JSON)
   with torch's era-3 closure and flashinfer-python 0.6.5's, several versions and many platform
   wheels per package.
-- ``build_metadata_world(root, big=...)``: a smaller story whose torch and jit-cache wheels are
-  ``big`` bytes each (METADATA near the end) and whose torch page has no ``.metadata`` sidecar for
-  every other date (the newest included).
+- ``build_story(root, big=..., half_sidecars=True)``: the metadata world, a smaller story whose torch
+  and jit-cache wheels are ``big`` bytes each (METADATA near the end) and whose torch page has no
+  ``.metadata`` sidecar for every other date (the newest included).
+- ``build_story(root, shape=SMALL)``: the same closure on small pages (a few torch nightlies, two
+  versions of each PyPI project, wheels for cp312 on Linux only), where fixed costs dominate.
+- ``build_story(root, wide=WIDE)``: story 1 plus ``servekit``, a framework whose requirements pull
+  in 165 more projects over six levels (some native, some shared with story 1): a closure of 215.
 - ``pytorch_page_body(rows)`` / ``pypi_json_body(files)``: page bodies for the parsing figures.
 """
 
@@ -158,6 +162,26 @@ def _pypi_packages() -> list[Pkg]:
     return pkgs
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How large a story world's pages are."""
+
+    days: int = 60  # torch nightlies
+    pythons: tuple[str, ...] = TORCH_PYTHONS  # torch's CPython tags
+    versions: int | None = None  # at most this many releases of each PyPI project (None: the project's own count)
+    binary_tags: tuple[str, ...] = ()  # the tags of a native PyPI project's wheels (empty: cp310..cp314 x 5 platforms)
+    nvidia_platforms: tuple[str, ...] = ()  # the platforms of NVIDIA's wheels (empty: NVIDIA_PLATFORMS)
+    fi_versions: tuple[str, ...] = ()  # FlashInfer releases (empty: FI_VERSIONS)
+
+
+LARGE = Shape()
+SMALL = Shape(days=3, pythons=("cp312-cp312",), versions=2,
+              binary_tags=("cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64", "cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64"),
+              nvidia_platforms=("manylinux_2_27_x86_64", "manylinux_2_28_aarch64"), fi_versions=("0.6.4", "0.6.5"))
+WIDE = 165  # the wide world's projects besides story 1's (with servekit itself): a closure of 215
+FRAMEWORK = "servekit"
+
+
 def older_versions(newest: str, count: int) -> list[str]:
     """``newest`` and ``count - 1`` plausible older versions (patch, then minor, counted down)."""
     parts = [int(p) for p in newest.split(".")]
@@ -179,20 +203,59 @@ BINARY_PLATFORMS = ("manylinux_2_17_x86_64.manylinux2014_x86_64", "manylinux_2_1
 NVIDIA_PLATFORMS = ("manylinux_2_27_x86_64", "manylinux_2_28_aarch64", "win_amd64")
 
 
-def _tags(kind: str) -> list[str]:
+def _tags(kind: str, shape: Shape = LARGE) -> list[str]:
     if kind == "binary":
-        return [f"{py}-{plat}" for py in BINARY_PYTHONS for plat in BINARY_PLATFORMS]
+        return list(shape.binary_tags) or [f"{py}-{plat}" for py in BINARY_PYTHONS for plat in BINARY_PLATFORMS]
     if kind == "nvidia":
-        return [f"py3-none-{plat}" for plat in NVIDIA_PLATFORMS]
+        return [f"py3-none-{plat}" for plat in shape.nvidia_platforms or NVIDIA_PLATFORMS]
     return ["py3-none-any"]
+
+
+# The wide world's framework: servekit 1.4.0 needs 24 projects, which need the next level's, six
+# levels down; a project needs one parent's worth of new ones plus, now and then, one shared with a
+# deeper level or with story 1 (numpy, requests, typing-extensions, packaging). Every requirement is
+# a lower bound the newest release meets, so any resolver picks the newest of each: ours and uv's
+# closures are the same. One project in eight is native (cp310..cp314 wheels for five platforms).
+WIDE_LEVELS = (24, 40, 40, 30, 20, 10)
+_SYLLABLES = ("ar", "bel", "cor", "dun", "ex", "fal", "gor", "hal", "ix", "jun", "kel", "lum", "mor", "nix", "ol", "pra", "quo", "ros", "sil", "tor")
+_SHARED = ("numpy>=1.26", "requests>=2.28", "typing-extensions>=4.5", "packaging>=23", "tqdm", "click>=8")
+
+
+def _wide_packages(count: int) -> list[Pkg]:
+    import random
+
+    rng = random.Random(23)
+    levels: list[list[str]] = []
+    made = 0
+    for size in WIDE_LEVELS:
+        size = min(size, count - 1 - made)
+        if size <= 0:
+            break
+        levels.append([f"svk-{_SYLLABLES[(made + i) % 20]}{_SYLLABLES[(made + i) // 20 % 20]}{made + i:03d}" for i in range(size)])
+        made += size
+    needs: dict[str, list[str]] = {name: [] for level in levels for name in level}
+    for depth in range(1, len(levels)):
+        for i, child in enumerate(levels[depth]):  # every project has a parent one level up
+            needs[levels[depth - 1][i % len(levels[depth - 1])]].append(f"{child}>=1.0")
+    for depth, level in enumerate(levels[:-1]):
+        for name in level:
+            if rng.random() < 0.3:
+                needs[name].append(f"{rng.choice(levels[rng.randrange(depth + 1, len(levels))])}>=1.0")
+            if rng.random() < 0.2:
+                needs[name].append(rng.choice(_SHARED))
+    pkgs = [Pkg(FRAMEWORK, "1.4.0", 6, requires=tuple(f"{n}>=1.0" for n in levels[0]), requires_python=">=3.10")]
+    for n, name in enumerate(needs):
+        pkgs.append(Pkg(name, f"{1 + n % 3}.{n % 7}.{n % 4}", 4, kind="binary" if n % 8 == 3 else "pure", requires=tuple(dict.fromkeys(needs[name]))))
+    return pkgs
 
 
 @dataclass
 class Story:
     world: World
     torch: str  # the newest nightly, installed on the target
-    pins: dict[str, str]  # the answer uv is given: torch + the FlashInfer trio
+    pins: dict[str, str]  # the answer uv is given: torch + the FlashInfer trio (+ servekit in the wide world)
     big: dict[str, int] = field(default_factory=dict)  # rel path -> size of the large wheels
+    with_: tuple[str, ...] = ()  # what our resolve adds (--with) for the pins beyond story 1's
 
     def uv_requirements(self) -> str:
         return "".join(f"{n}=={v}\n" for n, v in self.pins.items())
@@ -202,10 +265,15 @@ def torch_dates(days: int) -> list[str]:
     return [(NEWEST - timedelta(days=i)).strftime("%Y%m%d") for i in range(days)]
 
 
-def build_story(root: Path, *, days: int = 60, pythons: tuple[str, ...] = TORCH_PYTHONS, big: int = 0, half_sidecars: bool = False) -> Story:
-    """Story 1's world; see the module docstring. ``big`` > 0 makes the metadata world."""
+def build_story(root: Path, *, shape: Shape = LARGE, days: int | None = None, pythons: tuple[str, ...] | None = None, big: int = 0,
+                half_sidecars: bool = False, wide: int = 0) -> Story:
+    """Story 1's world; see the module docstring. ``big`` > 0 makes the metadata world; ``wide`` > 0
+    adds that many projects under ``servekit`` (``WIDE``: the 215-package closure)."""
     w = World(root)
     sizes: dict[str, int] = {}
+    days = shape.days if days is None else days
+    pythons = shape.pythons if pythons is None else pythons
+    fi_versions = shape.fi_versions or FI_VERSIONS
     for i, day in enumerate(torch_dates(days)):
         v = f"2.12.0.dev{day}+{CUDA}"
         sidecar = not (half_sidecars and i % 2 == 0)  # newest date (i == 0) has none
@@ -223,13 +291,14 @@ def build_story(root: Path, *, days: int = 60, pythons: tuple[str, ...] = TORCH_
         for plat in (X86, ARM):
             w.pytorch("triton", TRITON, tag=f"{py}-{plat}", variant=CUDA, at_root=True, requires_python=">=3.10")
 
-    for pkg in _pypi_packages():
-        versions = list(FI_VERSIONS[::-1]) if pkg.name.startswith("flashinfer-") else older_versions(pkg.newest, pkg.count)
-        for j, v in enumerate(versions):
+    pypi = _pypi_packages() + (_wide_packages(wide) if wide else [])
+    for pkg in pypi:
+        versions = list(fi_versions[::-1]) if pkg.name.startswith("flashinfer-") else older_versions(pkg.newest, pkg.count)
+        for j, v in enumerate(versions[: shape.versions]):
             rp = pkg.requires_python if j < 2 or pkg.old_requires_python is None else pkg.old_requires_python
-            for tag in _tags(pkg.kind):
+            for tag in _tags(pkg.kind, shape):
                 w.pypi(pkg.name, v, tag=tag, requires=list(pkg.requires), requires_python=rp, upload_time=f"2026-0{1 + j % 3}-1{j % 10}T08:00:00Z")
-    for v in FI_VERSIONS:
+    for v in fi_versions:
         for label in ("cu128", "cu129", "cu130"):
             for arch in (X86, ARM):
                 page = f"{label}/flashinfer-jit-cache"
@@ -240,7 +309,23 @@ def build_story(root: Path, *, days: int = 60, pythons: tuple[str, ...] = TORCH_
                 else:
                     w.flashinfer("flashinfer-jit-cache", f"{v}+{label}", tag=f"cp39-abi3-{arch}", page=page)
     pins = {"torch": f"2.12.0.dev{torch_dates(1)[0]}+{CUDA}", "flashinfer-python": FI_VERSION, "flashinfer-cubin": FI_VERSION, "flashinfer-jit-cache": f"{FI_VERSION}+{CUDA}"}
-    return Story(world=w, torch=pins["torch"], pins=pins, big=sizes)
+    if wide:
+        pins[FRAMEWORK] = "1.4.0"
+    return Story(world=w, torch=pins["torch"], pins=pins, big=sizes, with_=(FRAMEWORK,) if wide else ())
+
+
+WORLDS = ("large", "small", "wide")  # the cold-resolve worlds of run.py, ab.py and probe.py
+
+
+def build_named(name: str, root: Path) -> Story:
+    """One of ``WORLDS``: story 1 on large pages, on small pages, or with the 215-package closure."""
+    if name == "small":
+        return build_story(root, shape=SMALL)
+    if name == "wide":
+        return build_story(root, wide=WIDE)
+    if name != "large":
+        raise ValueError(f"no world {name!r}: {', '.join(WORLDS)}")
+    return build_story(root)
 
 
 def _add_pytorch(w: World, wheel: BuiltWheel, wheel_dir: str, sidecar: bool) -> None:

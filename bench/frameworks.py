@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 SNAPSHOT = ROOT / "indexes" / "snapshots" / "2026-03-07"
 NIGHTLY = "2.12.0.dev20260307+cu130"
 TARGET = ("3.12", "x86_64-manylinux_2_28")
-WITHOUT = ("sgl-kernel", "torchao", "torchcodec", "torch-c-dlpack-ext")
+WITHOUT = ("sgl-kernel", "torch-memory-saver")  # cannot be shown to run on the kept torch (CUDA 12 builds)
 PREFIX = {"pypi": "simple/", "pytorch": "whl/", "flashinfer": "fi/"}
 REWRITE = [(b"https://download.pytorch.org/whl/", b"/whl/"), (b"https://flashinfer.ai/whl/", b"/fi/")]
 _EXTERNAL = re.compile(rb"https://([a-z0-9.-]+)/")
@@ -94,7 +94,7 @@ def build_world(root: Path) -> dict:
     sizes = dict(wheels_by_sha.values())
     built = 0
     for path in sorted(set(scans) | {key_path(k) for k in manifest["metadata"]}):
-        scan = scans.get(path) or {"kind": "none", "evidence": "", "file_size": sizes.get(path) or 2**20}
+        scan = scans.get(path) or {"kind": "none", "why": "", "file_size": sizes.get(path) or 2**20}
         scan_wheel(root / unquote(path), scan)
         built += 1
     return {"pages": sum(1 for e in manifest["pages"].values() if e["status"] == 200), "metadata": len(manifest["metadata"]),
@@ -124,19 +124,22 @@ def _join(page: str, href: str) -> str:
 
 
 def scan_wheel(path: Path, scan: dict) -> None:
-    """A sparse wheel of the recorded size whose shared objects say what the recorded scan found."""
+    """A sparse wheel of the recorded size whose shared objects say what the recorded scan (schema 2)
+    found: each torch-linked member needs its torch libraries and imports its recorded C++ symbols;
+    a CUDA wheel's member needs the CUDA libraries named; the others need libc only."""
     from elfbuild import synthetic_elf
 
-    kind, evidence, size = scan["kind"], scan["evidence"], int(scan["file_size"])
+    kind, why, size = scan["kind"], scan.get("why", ""), int(scan["file_size"])
     members: list[tuple[str, bytes, bool]] = []  # (name, data, stored)
-    if kind == "torch-abi":
-        name = evidence.split(" needs ")[0]
-        members.append((name, synthetic_elf(bits=64, big=False, needed=(evidence.split(" needs ")[1].strip(), "libc.so.6")), False))
+    if kind == "torch":
+        for m in scan["members"]:
+            imports = tuple(m.get("cxx", ())) + tuple(m.get("shim-examples", ()))
+            members.append((m["name"], synthetic_elf(bits=64, big=False, needed=(*m["torch-libs"], "libc.so.6"), imports=imports), False))
     elif kind == "cuda":
-        libs = tuple(x.strip() for x in evidence.split("(", 1)[1].split(";")[0].split(","))
+        libs = tuple(x.strip() for x in why.split("(", 1)[1].split(";")[0].split(","))
         members.append(("pkg/lib/libcuda_user.so", synthetic_elf(bits=64, big=False, needed=(*libs, "libc.so.6")), False))
-    elif kind == "agnostic":
-        m = re.match(r"(\d+) shared object", evidence)
+    elif kind == "none":
+        m = re.match(r"(\d+) shared object", why)
         members += [(f"pkg/_ext{i}.so", synthetic_elf(bits=64, big=False, needed=("libc.so.6",)), False) for i in range(int(m.group(1)) if m else 0)]
     elif kind == "unknown":  # a stored .so whose dynamic section lies past the budget
         from resolve_gpu_stack.net.classify import budget

@@ -1,6 +1,6 @@
 """Profile one CLI run of the benchmark's story-1 world (a tool for finding where time goes).
 
-    python bench/probe.py resolve [--profile out.prof] [--importtime] [--log] [--repeat N]
+    python bench/probe.py resolve [--profile out.prof] [--importtime] [--log] [--repeat N] [--world large|small|wide]
     python bench/probe.py lock    [--profile out.prof] [--log]
 
 Builds the world under a temporary directory, serves it at 0 ms, runs the same command as
@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from benchworld import build_story  # noqa: E402
+from benchworld import WORLDS, build_named  # noqa: E402
 from run import SCALE_TARGETS, TARGET, cli_command, lock_config  # noqa: E402
 from server import IndexServer  # noqa: E402
 
@@ -33,7 +33,7 @@ def command(kind: str, srv: IndexServer, story, tmp: Path, n: int) -> tuple[list
     indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
     cache = tmp / f"cache-{n}"
     if kind == "resolve":
-        return ["resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}",
+        return ["resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}", *[a for n in story.with_ for a in ("--with", n)],
                 *[a for k, u in indexes.items() for a in ("--index", f"{k}={u}")], "--cache-dir", str(cache), "--format", "json", "-q"], None
     work = tmp / f"lock-{n}"
     work.mkdir()
@@ -49,10 +49,11 @@ def main() -> None:
     ap.add_argument("--importtime", action="store_true")
     ap.add_argument("--log", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--world", choices=WORLDS, default="large")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rgs-probe-"))
     try:
-        story = build_story(tmp / "www")
+        story = build_named(args.world, tmp / "www")
         with IndexServer(tmp / "www") as srv:
             story.world.write(srv.url)
             for n in range(args.repeat):

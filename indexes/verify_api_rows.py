@@ -27,11 +27,13 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from urllib.parse import urljoin
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
@@ -41,6 +43,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from resolve_gpu_stack.data.gpus import ApiRow, load_gpu_table  # noqa: E402
 from resolve_gpu_stack.index.zipmeta import TAIL_BYTES, find_eocd, inflate_member, member_span, parse_central_directory  # noqa: E402
+from resolve_gpu_stack.net.transport import Transport  # noqa: E402
 
 PACKAGE = "flashinfer-python"
 MAX_MEMBER = 8 * 1024 * 1024  # a Python module of flashinfer is well under this
@@ -217,11 +220,36 @@ class Wheel:
     size: int | None
 
 
+class Http:
+    """GETs through the resolver's own transport (its URL and redirect policy, credentials per
+    origin, retries): (status, headers, body, final URL)."""
+
+    CAP = 64 * 1024 * 1024
+
+    def __init__(self, timeout: float) -> None:
+        self.transport = Transport(timeout=timeout, retries=1)
+
+    def get(self, url: str, headers: Mapping[str, str] | None = None) -> tuple[int, Mapping[str, str], bytes, str]:
+        def attempt() -> tuple[int, Mapping[str, str], bytes, str]:
+            resp, final = self.transport.open(url, dict(headers or {}))
+            try:
+                self.transport.check_status(resp, url, ok=(200, 206))
+                got = {k: v for k in ("content-length", "content-range") if (v := resp.headers.get(k)) is not None}
+                return resp.status_code, got, self.transport.read_body(resp, url, self.CAP, "answer"), final
+            finally:
+                self.transport.finish(resp)
+
+        return self.transport.retrying(url, attempt)
+
+    def close(self) -> None:
+        self.transport.close()
+
+
 class RangeReader:
     """A wheel's members by HTTP range requests: the directory once, then each member asked for
     (once)."""
 
-    def __init__(self, client, wheel: Wheel) -> None:
+    def __init__(self, client: Http, wheel: Wheel) -> None:
         self.client = client
         self.wheel = wheel
         self.read = functools.lru_cache(maxsize=None)(self._read)
@@ -233,19 +261,19 @@ class RangeReader:
         self.entries = {e.name: e for e in parse_central_directory(directory[: eocd.cd_size], eocd)}
 
     def _size(self) -> int:
-        resp = self.client.head(self.wheel.url)
-        resp.raise_for_status()
-        return int(resp.headers["content-length"])
+        status, headers, _, _ = self.client.get(self.wheel.url, {"Range": "bytes=0-0"})
+        if status != 206:
+            raise OSError(f"{self.wheel.url}: the server ignored the Range header")
+        return int(headers.get("content-range", "").rpartition("/")[2])
 
     def _get(self, start: int, end: int) -> bytes:
-        resp = self.client.get(self.wheel.url, headers={"Range": f"bytes={start}-{end - 1}"})
-        resp.raise_for_status()
-        if resp.status_code != 206:
+        status, headers, body, _ = self.client.get(self.wheel.url, {"Range": f"bytes={start}-{end - 1}"})
+        if status != 206:
             raise OSError(f"{self.wheel.url}: the server ignored the Range header")
-        total = resp.headers.get("content-range", "").rpartition("/")[2]
+        total = headers.get("content-range", "").rpartition("/")[2]
         if total.isdigit() and int(total) != self.size:
             raise OSError(f"{self.wheel.url}: {total} bytes, but the index lists {self.size}")
-        return resp.content
+        return body
 
     def _read(self, path: str) -> str | None:
         entry = self.entries.get(path)
@@ -255,19 +283,18 @@ class RangeReader:
         return inflate_member(self._get(start, end), entry, max_size=MAX_MEMBER).decode("utf-8")
 
 
-def released_wheels(client, index: str) -> list[Wheel]:
+def released_wheels(client: Http, index: str) -> list[Wheel]:
     """flashinfer-python's py3-none-any wheels on the simple index at ``index`` (PEP 691 JSON),
     ascending, yanked ones left out."""
-    resp = client.get(f"{index.rstrip('/')}/{PACKAGE}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    resp.raise_for_status()
+    _, _, body, final = client.get(f"{index.rstrip('/')}/{PACKAGE}/", {"Accept": "application/vnd.pypi.simple.v1+json"})
     out: dict[Version, Wheel] = {}
-    for f in resp.json().get("files", []):
+    for f in json.loads(body).get("files", []):
         name = f.get("filename", "")
         if not name.endswith("-py3-none-any.whl") or f.get("yanked"):
             continue
         project, version, _, _ = parse_wheel_filename(name)
         if project == canonicalize_name(PACKAGE):
-            out[version] = Wheel(version=version, url=str(resp.url.join(f["url"])), size=f.get("size"))
+            out[version] = Wheel(version=version, url=urljoin(final, f["url"]), size=f.get("size"))
     return [out[v] for v in sorted(out)]
 
 
@@ -300,20 +327,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gpus-toml", type=Path, default=REPO / "indexes" / "gpus.toml", help="the table to verify")
     parser.add_argument("--timeout", type=float, default=30.0)
     args = parser.parse_args(argv)
-    import httpx
-
     from resolve_gpu_stack.cli.userconfig import discover_pypi_url
+    from resolve_gpu_stack.errors import CrawlError
 
     index = args.index or discover_pypi_url(os.environ)
     rows = load_gpu_table(args.gpus_toml).apis
-    with httpx.Client(timeout=args.timeout, follow_redirects=True) as client:
+    client = Http(args.timeout)
+    try:
         try:
             wheels = released_wheels(client, index)
-        except (httpx.TransportError, httpx.HTTPStatusError) as exc:
-            print(f"skipped: the index cannot be reached ({type(exc).__name__}: {exc}); nothing was verified", file=sys.stderr)
+        except CrawlError as exc:
+            print(f"skipped: the index cannot be reached ({exc}); nothing was verified", file=sys.stderr)
             return 0
         print(f"{len(wheels)} released {PACKAGE} wheels; {len(rows)} API rows of {args.gpus_toml.name}")
         problems = verify(rows, wheels, lambda w: RangeReader(client, w))
+    finally:
+        client.close()
     print(f"{len(problems)} disagreement{'s' * (len(problems) != 1)}" if problems else "every API row agrees with the released wheels")
     return 1 if problems else 0
 

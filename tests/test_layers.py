@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 # Bottom to top. A module may import from its own floor and from any floor below it.
 FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "rules", "resolver", "net", "lock", "env", "cli"]
 PURE = ["errors", "urls", "model", "data", "index", "rules", "resolver"]
-IO_MODULES = {"httpx", "subprocess", "socket", "requests", "urllib.request", "http.client", "shutil", "tempfile", "glob", "fcntl", "mmap"}
+IO_MODULES = {"httpx", "urllib3", "subprocess", "socket", "requests", "urllib.request", "http.client", "shutil", "tempfile", "glob", "fcntl", "mmap"}
 # The one pure module that reads files: the knowledge files this package ships (indexes/*.toml).
 READS_BUNDLED_DATA = {"data/toml.py"}
 # Calls that touch the file system: builtin open(), the os and os.path file functions, and pathlib's
@@ -192,6 +192,6 @@ def test_every_module_is_on_a_floor() -> None:
 
 
 def test_help_imports_nothing_heavy():
-    code = "import sys; from resolve_gpu_stack.cli import build_parser; build_parser().format_help(); print(sorted(m for m in ('httpx','resolvelib','rich','bs4') if m in sys.modules))"
+    code = "import sys; from resolve_gpu_stack.cli import build_parser; build_parser().format_help(); print(sorted(m for m in ('http.client','ssl','resolvelib','rich','packaging') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -27,6 +27,7 @@ PIECES = [
     "", "/", "//", "./", "../", ".", "..", "a", "b/", "files/", "whl/nightly/", "torch-2.12.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl",
     "x.whl", "#sha256=00ff", "#", "?q=1", ";p", "https://", "http://", "HTTPS://", "//cdn.example/", "u:p@", "h.example",
     "h.example:8", "[::1]", "[bad", "mailto:", "file:///", ":", "@", "%2B", "+", " ", "\t", "\n", "\x00", "\\", "é", "~", "=",
+    "packages/", "9d/", "a_b", "_",
 ]
 
 
@@ -53,6 +54,9 @@ def test_join_redacted_equals_urljoin(base, first, second):
     "HTTPS://files.example/x/y.whl",
     "https://files.example/x/./y.whl",
     "https://files.example/x/../y.whl",
+    "/packages/ab/cd/0123abcd/x-1.0-py3-none-any.whl#sha256=" + "b" * 64,  # root-relative, a directory per file
+    "/a//b.whl", "/a/./b.whl", "/a/../b.whl", "/a/b.whl/.", "/_ext/files.example:443/x.whl",
+    "../../packages/9d/13/4a93/regex-0.1.tar.gz", "./../a_b/c.whl", "../../a//b.whl", "../../a/./b.whl", "../x/../b.whl",  # relative, a directory per file
     "y.whl",
     "./y.whl",
     "sub/dir/",
@@ -87,7 +91,7 @@ def test_filename_memo_equals_parse_filename(rows):
 
 # -- plain HTML: htmlfast.tokens read into the collector == html.parser ------------------------------
 from resolve_gpu_stack.index import htmlfast  # noqa: E402
-from resolve_gpu_stack.index.parse import _AnchorCollector, _collect  # noqa: E402
+from resolve_gpu_stack.index.parse import _AnchorCollector, _collect, read_with_html_parser  # noqa: E402
 
 HTML_PIECES = [
     "<a href=\"/whl/torch-2.12.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl#sha256=" + "a" * 64 + "\">torch.whl</a>",
@@ -107,8 +111,7 @@ HTML_PIECES = [
 def _by_html_parser(text: str) -> _AnchorCollector:
     collector = _AnchorCollector()
     try:
-        collector.feed(text)
-        collector.close()
+        read_with_html_parser(collector, text)
     except Exception:  # noqa: BLE001 - as _collect: soup may stop html.parser
         pass
     return collector

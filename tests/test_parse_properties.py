@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from packaging.utils import parse_wheel_filename
 
 from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.index.parse import PEP691_JSON, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.index.parse import PEP691_JSON, core_metadata_fields, parse_filename, parse_metadata, parse_page
 from resolve_gpu_stack.model import IndexFile, IndexPage, ParsedPage, WheelMetadata
 
 FAST = settings(max_examples=100, deadline=None)
@@ -122,6 +122,37 @@ def test_arbitrary_metadata(raw: bytes) -> None:
         assert "secret" not in str(err) and err.url == "https://idx.example/x.metadata"
         return
     assert isinstance(meta, WheelMetadata)
+
+
+METADATA_LINES = st.lists(st.one_of(
+    st.sampled_from(["Name: demo", "name: other", "NAME:demo", "Version: 1.0", "Version: 2", "Requires-Dist: x>=1", "requires-dist: y; extra == 'a'",
+                     "Provides-Extra: a", "Requires-Python: >=3.10", "Requires-Python:", "Metadata-Version: 2.1", "From someone", "From : x",
+                     " continued", "\tmore", "", ":", ": no name", "Name : spaced", "Name: d\u00e9mo", "Requires-Dist: caf\u00e9"]),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+), max_size=10)
+ENDINGS = st.sampled_from(["\n", "\r\n", "\r"])
+
+
+def _packaging_fields(raw: bytes) -> tuple[dict[str, object], set[str]]:
+    """What ``packaging.metadata.parse_email`` makes of the fields the resolver reads."""
+    from packaging.metadata import parse_email
+
+    parsed, unparsed = parse_email(raw)
+    names = {"name": "name", "version": "version", "requires_python": "requires-python", "requires_dist": "requires-dist", "provides_extra": "provides-extra"}
+    return {names[k]: v for k, v in parsed.items() if k in names}, {k for k in unparsed if k in names.values()}
+
+
+@FAST
+@given(lines=METADATA_LINES, ending=ENDINGS, latin=st.booleans())
+def test_the_metadata_header_reader_answers_as_packaging_does(lines: list[str], ending: str, latin: bool) -> None:
+    """Our header reader (no email package) and packaging's ``parse_email`` agree on every field
+    the resolver reads: values, repeated fields, and values that are not UTF-8."""
+    text = ending.join(lines)
+    raw = text.encode("latin-1", "replace") if latin else text.encode("utf-8")
+    fields, unusable = core_metadata_fields(raw)
+    expected, expected_unusable = _packaging_fields(raw)
+    assert fields == expected
+    assert set(unusable) == expected_unusable
 
 
 # -- round trip -------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def _tls_server(root: Path, cert: tuple[Path, Path]) -> tuple[IndexServer, str]:
 
 
 def _pool_context(transport: Transport) -> ssl.SSLContext:
-    return transport._client._transport._pool._ssl_context  # type: ignore[attr-defined]
+    return transport.tls_context
 
 
 def _get(transport: Transport, url: str) -> int:

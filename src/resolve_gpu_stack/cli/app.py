@@ -2,8 +2,10 @@
 config files is this floor (``cli/``).
 
 Each command lives in its own module with ``register(subparsers)`` and ``run(args, env) -> int``;
-``COMMANDS`` is the static table of them. Their heavy imports (httpx, resolvelib, rich) stay inside
-``run``, so ``--help`` stays fast.
+``COMMANDS`` is the static table of them. A command's module is imported when that command is
+parsed or run (``Command``): a resolve does not load ``doctor``'s or ``install``'s modules, and
+the program's own ``--help`` loads them all. Their heavy imports (http.client and ssl, resolvelib,
+rich) stay inside ``run``, so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -13,27 +15,116 @@ import difflib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 
 from .. import __version__
 from ..errors import ResolveGpuStackError
-from . import cmd_cache, cmd_candidates, cmd_check, cmd_doctor, cmd_export, cmd_inspect, cmd_install, cmd_lock, cmd_resolve, cmd_snapshot, cmd_wheelhouse
 from .common import configure_logging, refuse_long_numbers_in
 
-# command name -> module; the order is the order of --help
-COMMANDS: dict[str, ModuleType] = {
-    "resolve": cmd_resolve,
-    "candidates": cmd_candidates,
-    "inspect": cmd_inspect,
-    "snapshot": cmd_snapshot,
-    "lock": cmd_lock,
-    "export": cmd_export,
-    "install": cmd_install,
-    "wheelhouse": cmd_wheelhouse,
-    "doctor": cmd_doctor,
-    "check": cmd_check,
-    "cache": cmd_cache,
+
+class Command:
+    """A command of the table: its module (``register``, ``run``), imported on first use."""
+
+    __slots__ = ("_load", "_module")
+
+    def __init__(self, load: Callable[[], ModuleType]) -> None:
+        self._load = load
+        self._module: ModuleType | None = None
+
+    @property
+    def module(self) -> ModuleType:
+        if self._module is None:
+            self._module = self._load()
+        return self._module
+
+    def register(self, sub: argparse._SubParsersAction) -> None:
+        self.module.register(sub)
+
+    def run(self, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+        code: int = self.module.run(args, env)
+        return code
+
+
+def _resolve() -> ModuleType:
+    from . import cmd_resolve
+
+    return cmd_resolve
+
+
+def _candidates() -> ModuleType:
+    from . import cmd_candidates
+
+    return cmd_candidates
+
+
+def _inspect() -> ModuleType:
+    from . import cmd_inspect
+
+    return cmd_inspect
+
+
+def _snapshot() -> ModuleType:
+    from . import cmd_snapshot
+
+    return cmd_snapshot
+
+
+def _lock() -> ModuleType:
+    from . import cmd_lock
+
+    return cmd_lock
+
+
+def _export() -> ModuleType:
+    from . import cmd_export
+
+    return cmd_export
+
+
+def _install() -> ModuleType:
+    from . import cmd_install
+
+    return cmd_install
+
+
+def _wheelhouse() -> ModuleType:
+    from . import cmd_wheelhouse
+
+    return cmd_wheelhouse
+
+
+def _doctor() -> ModuleType:
+    from . import cmd_doctor
+
+    return cmd_doctor
+
+
+def _check() -> ModuleType:
+    from . import cmd_check
+
+    return cmd_check
+
+
+def _cache() -> ModuleType:
+    from . import cmd_cache
+
+    return cmd_cache
+
+
+# command name -> its module, loaded on first use; the order is the order of --help
+COMMANDS: dict[str, Command] = {
+    "resolve": Command(_resolve),
+    "candidates": Command(_candidates),
+    "inspect": Command(_inspect),
+    "snapshot": Command(_snapshot),
+    "lock": Command(_lock),
+    "export": Command(_export),
+    "install": Command(_install),
+    "wheelhouse": Command(_wheelhouse),
+    "doctor": Command(_doctor),
+    "check": Command(_check),
+    "cache": Command(_cache),
 }
 
 DESCRIPTION = """\
@@ -56,12 +147,14 @@ downgrade included), 2 usage error, 3 an index could not be reached or answered 
 _TOP_LEVEL = ("-h", "--help", "-V", "--version")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone (what parsing its command line needs)."""
     parser = argparse.ArgumentParser(prog="resolve-gpu-stack", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-V", "--version", action="version", version=f"resolve-gpu-stack {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS.values():
-        module.register(sub)
+    for name, entry in COMMANDS.items():
+        if command is None or name == command:
+            entry.register(sub)
     return parser
 
 
@@ -91,10 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parse(argv: list[str]) -> argparse.Namespace | int:
     """The flags of ``argv`` (``resolve`` when no command is named), or the exit status argparse
-    ended with (``--help``, ``--version``, a usage error)."""
+    ended with (``--help``, ``--version``, a usage error). Only the named command's parser is built."""
+    if argv in (["-V"], ["--version"]):  # what argparse's version action prints, without building every parser
+        print(f"resolve-gpu-stack {__version__}")
+        return 0
     if not argv or (argv[0] not in COMMANDS and argv[0] not in _TOP_LEVEL):
         argv = ["resolve", *argv]
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv[0] in COMMANDS else None)
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:

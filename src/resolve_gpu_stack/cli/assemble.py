@@ -13,7 +13,8 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,27 +37,50 @@ if TYPE_CHECKING:
 class ResolveParts:
     """The parts every resolve of one command shares (one crawl, one classifier, one exports
     reader, one store); ``close`` when done (``with`` works). ``resolve`` may be called from
-    several threads at once."""
+    several threads at once. The classifier and the exports reader are the fetcher's, made when
+    first asked for (``check`` verifying hashes never loads the wheel scanner's modules)."""
 
     defs: Definitions
     fetcher: Any  # index.finder.Fetcher with classifier() and exports_reader() (net/)
     finder: Finder
-    classifier: WheelClassifier
-    exports: ExportsSource
     store: ResultStore | None = None
     _disk: dict[str, TorchExports] = field(default_factory=dict)
+    _made: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def classifier(self) -> WheelClassifier:
+        made: WheelClassifier = self._once("classifier", lambda: self.fetcher.classifier(self.defs))
+        return made
+
+    @property
+    def exports(self) -> ExportsSource:
+        made: ExportsSource = self._once("exports", lambda: self.fetcher.exports_reader(self.defs))
+        return made
+
+    def _once(self, what: str, make: Callable[[], Any]) -> Any:
+        """``make()``, the first time ``what`` is asked for (by any thread); after that, the same."""
+        with self._lock:
+            if what not in self._made:
+                self._made[what] = make()
+            return self._made[what]
 
     def resolve(self, request: ResolveRequest) -> LockPlan:
-        from ..resolver.resolve import resolve  # resolvelib: not for --help
+        """The plan for ``request``: the one stored for the same inputs when nothing it came from
+        changed (``resolver.reuse``), else resolved (the resolver and resolvelib load only then)."""
+        from ..resolver import reuse
 
-        return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=self.store)
+        def compute() -> LockPlan:
+            from ..resolver.resolve import resolve
+
+            return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+
+        return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
         interpreter), else through the fetcher."""
         from packaging.utils import canonicalize_name
-
-        from ..env.exports import installed_torch_exports
 
         torch = canonicalize_name("torch")
         where = target.installed_at.get(torch)
@@ -64,6 +88,8 @@ class ResolveParts:
 
         def source(version: Any, file: IndexFile | None) -> TorchExports:
             if where is not None and installed == version:
+                from ..env.exports import installed_torch_exports  # the ELF reader: only when a torch on disk is read
+
                 key = f"{where}:{version}"
                 if key not in self._disk:
                     self._disk[key] = installed_torch_exports(Path(where), str(version))
@@ -132,7 +158,7 @@ def resolve_parts(defs: Definitions, fetcher: Any, *, store: ResultStore | None 
     from ..index.finder import Finder
 
     finder = finder if finder is not None else Finder(fetcher, defs)
-    return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store, **parts_of(fetcher, defs))
+    return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store)
 
 
 def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:

@@ -16,12 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..errors import CrawlError, LockFileError, ResolveGpuStackError, UsageError
 from . import common
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..lock.check import Checked, Expected, Finding
+    from ..lock.locked import LockedFile
     from ..model import LockPlan
     from .assemble import ResolveParts
     from .config import ProjectConfig
@@ -68,14 +69,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if config is not None:
         config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
     bundled = load_definitions()  # read once: every file is checked against them
+    locks = Locks()  # and every lock file read once
     projects = _uv_projects(args, config)
-    files = _files(args, config, projects, bundled)
+    files = _files(args, config, projects, bundled, locks)
     if args.online and config is None:
         raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
-    findings, results = _check_files(files, args.today or dt.date.today(), bundled)
-    findings += _against_siblings(results, config, args.today or dt.date.today(), bundled)
-    findings += _against_index(args, env, config, results)
-    findings += _check_uv_projects(projects)
+    findings, results = _check_files(files, args.today or dt.date.today(), bundled, locks)
+    findings += _against_siblings(results, config, args.today or dt.date.today(), bundled, locks)
+    findings += _against_index(args, env, config, results, bundled)
+    findings += _check_uv_projects(projects, bundled)
     count = len(files) + len(projects)
     if args.format == "json":
         return _report_json(findings, count)
@@ -83,6 +85,27 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 UV_LOCK = "uv.lock"
+
+
+class Locks:
+    """``read_lock`` once per file for one check (what its command records, then its checks);
+    a file that cannot be read raises its ``LockFileError`` each time it is asked for."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, LockedFile | LockFileError] = {}
+
+    def __call__(self, path: Path) -> LockedFile:
+        from ..lock.files import read_lock
+
+        if path not in self._read:
+            try:
+                self._read[path] = read_lock(path)
+            except LockFileError as err:
+                self._read[path] = err
+        got = self._read[path]
+        if isinstance(got, LockFileError):
+            raise got
+        return got
 
 
 def _uv_projects(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Path]]:
@@ -111,14 +134,13 @@ def _has_export(pyproject: Path) -> bool:
         return False
 
 
-def _check_uv_projects(projects: list[tuple[Path, Path]]) -> list[Finding]:
-    from ..data.definitions import load_definitions
+def _check_uv_projects(projects: list[tuple[Path, Path]], bundled: Definitions) -> list[Finding]:
     from ..lock.check import uv_project_findings
 
-    return [f for pyproject, lock in projects for f in uv_project_findings(pyproject, lock, load_definitions())]
+    return [f for pyproject, lock in projects for f in uv_project_findings(pyproject, lock, bundled)]
 
 
-def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions) -> tuple[list[Finding], list]:
+def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions, locks: Locks) -> tuple[list[Finding], list]:
     """Offline checks of each file: (findings, [(CheckedLock, Expected or None)] of those that exist)."""
     from ..lock.check import ERROR, Finding, check_lock, regenerate_hint
 
@@ -128,13 +150,13 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs
         if not path.is_file():
             findings.append(Finding(level=ERROR, path=path, message="missing", hint=regenerate_hint(expected) or "write it with `resolve-gpu-stack lock`"))
             continue
-        checked = check_lock(path, defs, expected=expected, today=today)
+        checked = check_lock(path, defs, expected=expected, today=today, read=locks)
         results.append((checked, expected))
         findings += checked.findings
     return findings, results
 
 
-def _against_siblings(results, config: ProjectConfig | None, today: dt.date, defs: Definitions) -> list[Finding]:
+def _against_siblings(results, config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list[Finding]:
     """Each constraints file against the pylock of the same target written with it (checked here,
     or read from the target's outputs when only the ``.txt`` was named)."""
     from ..lock.check import sibling_findings
@@ -144,7 +166,7 @@ def _against_siblings(results, config: ProjectConfig | None, today: dt.date, def
     for checked, _ in results:
         if checked.locked is None or checked.locked.format != "constraints" or not checked.locked.generated:
             continue
-        sibling = _written_with(checked.locked.inputs_digest, _pylocks_of(checked.path, pylocks, config, today, defs))
+        sibling = _written_with(checked.locked.inputs_digest, _pylocks_of(checked.path, pylocks, config, today, defs, locks))
         if sibling is not None:
             out += sibling_findings(checked.path, checked.locked, sibling)
     return out
@@ -155,13 +177,14 @@ def _written_with(digest: str | None, pylocks: list) -> Checked | None:
     return next((c for c in pylocks if _is_pylock(c) and c.locked.inputs_digest == digest), None)
 
 
-def _pylocks_of(path: Path, pylocks: list, config: ProjectConfig | None, today: dt.date, defs: Definitions) -> list:
+def _pylocks_of(path: Path, pylocks: list, config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list:
     """The pylocks checked here, and those of the configured target that writes ``path`` (checked now)."""
     from ..lock.check import check_lock
 
     target = config.target_for_output(path) if config is not None else None
     known = {c.path.resolve() for c in pylocks}
-    more = [check_lock(o, defs, today=today) for o in (target.outputs if target is not None else ()) if o.name.endswith(".toml") and o.is_file() and o not in known]
+    more = [check_lock(o, defs, today=today, read=locks) for o in (target.outputs if target is not None else ())
+            if o.name.endswith(".toml") and o.is_file() and o not in known]
     return [*pylocks, *more]
 
 
@@ -213,12 +236,13 @@ def _report_json(findings: list[Finding], count: int) -> int:
     return 1 if errors else 0
 
 
-def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions) -> list[tuple[Path, Expected | None]]:
+def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions,
+           locks: Locks) -> list[tuple[Path, Expected | None]]:
     """(path, Expected or None) for each lock file to check (a ``uv.lock`` is a project's: see ``_uv_projects``)."""
     if args.files:
         if args.target:
             raise UsageError("give FILES or --target, not both")
-        return [(path, _expected_of(config, path, bundled)) for path in args.files if path.name != UV_LOCK]
+        return [(path, _expected_of(config, path, bundled, locks)) for path in args.files if path.name != UV_LOCK]
     if config is None and projects:
         return []  # a uv project exported from flags: its uv.lock only
     if config is None:
@@ -227,17 +251,17 @@ def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: lis
             "wrote into, in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
-    return [(out, _expected(config, t, out, bundled)) for t in config.select(args.target) for out in t.outputs]
+    return [(out, _expected(config, t, out, bundled, locks)) for t in config.select(args.target) for out in t.outputs]
 
 
-def _expected_of(config: ProjectConfig | None, path: Path, bundled: Definitions) -> Expected | None:
+def _expected_of(config: ProjectConfig | None, path: Path, bundled: Definitions, locks: Locks) -> Expected | None:
     """What the config says a lock file named on the command line should be made from (None: no
     configured target writes it)."""
     target = config.target_for_output(path) if config is not None else None
-    return _expected(config, target, path, bundled) if config is not None and target is not None else None
+    return _expected(config, target, path, bundled, locks) if config is not None and target is not None else None
 
 
-def _expected(config: ProjectConfig, target, path: Path, bundled: Definitions) -> Expected:
+def _expected(config: ProjectConfig, target, path: Path, bundled: Definitions, locks: Locks) -> Expected:
     """What the config says ``path`` should be made from: the target's settings, with the flags its
     lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
     from ..lock.check import Expected
@@ -245,28 +269,25 @@ def _expected(config: ProjectConfig, target, path: Path, bundled: Definitions) -
     from .config import lock_inputs, recorded_overrides
 
     name, command = target.name, config.regenerate_command(target)
-    recorded = recorded_overrides(config, target, _recorded_command(path))
+    recorded = recorded_overrides(config, target, _recorded_command(path, locks))
     if recorded is not None:
         config, target = recorded
-        command = _recorded_command(path) or command
+        command = _recorded_command(path, locks) or command
     inputs = lock_inputs(config, target, bundled)
     return Expected(target=name, inputs=inputs, digest=inputs_digest(inputs), command=command, folder=config.root)
 
 
-def _recorded_command(path: Path) -> str | None:
+def _recorded_command(path: Path, locks: Locks) -> str | None:
     """The command a lock file records (None when it cannot be read: the check says why)."""
-    from ..errors import LockFileError
-    from ..lock.files import read_lock
-
     if not path.is_file():
         return None
     try:
-        return read_lock(path).command
+        return locks(path).command
     except LockFileError:
         return None
 
 
-def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results) -> list[Finding]:
+def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results, bundled: Definitions) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
     from ..lock.check import ERROR, Finding
 
@@ -275,20 +296,20 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: Pro
         return []  # (--online without a config was refused before)
     if config.snapshot is not None and not config.snapshot.is_dir():
         return [Finding(level=ERROR, path=config.path, message=f"snapshot {config.snapshot} does not exist", hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`")]
-    return _verify(args, env, config, results, pylocks)
+    return _verify(args, env, config, results, pylocks, bundled)
 
 
 def _is_pylock(checked) -> bool:
     return checked.plan is not None and checked.locked is not None and checked.locked.format == "pylock"
 
 
-def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks) -> list[Finding]:
+def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks, bundled: Definitions) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
     from ..lock.check import finder_lookup, listed_lookup, verify_files
     from .config import resolve_definitions
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
-    defs = resolve_definitions(config, env)
+    defs = resolve_definitions(config, env, bundled)
     with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
         lookup = finder_lookup(parts.finder) if args.online else listed_lookup(parts.finder, [c.plan for c, _ in pylocks])

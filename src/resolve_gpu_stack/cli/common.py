@@ -169,7 +169,7 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
 
 def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
     from ..net.cache import HttpCache, default_cache_dir
-    from ..net.http import HttpFetcher  # httpx: not for --help
+    from ..net.http import HttpFetcher  # http.client and ssl: not for --help
 
 
     cache_dir = args.cache_dir or default_cache_dir(env)

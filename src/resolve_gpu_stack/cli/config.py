@@ -283,6 +283,8 @@ def _package_indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
         if has_credentials(url.strip()):
             raise r.fail(where, f"package-indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
         out[name] = url.strip()
+    if not out:
+        return out
     try:
         load_definitions().with_package_indexes(out)
     except IndexDefinitionError as exc:
@@ -414,17 +416,18 @@ def index_urls(config: ProjectConfig) -> dict[str, str]:
     return urls
 
 
-def resolve_definitions(config: ProjectConfig, env: Mapping[str, str]):
+def resolve_definitions(config: ProjectConfig, env: Mapping[str, str], bundled: Definitions | None = None):
     """The index definitions to resolve with: the config's ``indexes``, and PyPI from uv/pip
     configuration when the config does not name one (a snapshot's PyPI pages are replayed under
     it, so that the lock's PyPI URLs install; the placeholder only when the config asks for it or
-    no PyPI is configured at all). ``index_urls`` (the digest's) does not depend on this."""
+    no PyPI is configured at all). ``index_urls`` (the digest's) does not depend on this.
+    ``bundled``: the bundled definitions when the caller has read them already."""
     from .common import replay_pypi_url
 
     urls = dict(config.indexes)
     if "pypi" not in urls:
         urls["pypi"] = replay_pypi_url(env) if config.snapshot is not None else discover_pypi_url(env)
-    return load_definitions().with_index_urls(urls).with_package_indexes(config.package_indexes)
+    return (bundled if bundled is not None else load_definitions()).with_index_urls(urls).with_package_indexes(config.package_indexes)
 
 
 def resolve_request(target: TargetConfig) -> ResolveRequest:

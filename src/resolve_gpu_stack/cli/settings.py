@@ -148,6 +148,8 @@ def _gpus(items: Sequence[str]) -> Any:
 
 
 def _apis(items: Sequence[str]) -> tuple[str, ...]:
+    if not items:
+        return ()  # the GPU table (gpus.toml) is read only when an API is named
     from ..data.gpus import default_gpu_table
 
     table = default_gpu_table()

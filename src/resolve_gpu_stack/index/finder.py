@@ -1,6 +1,6 @@
 """The finder: what each index offers for a package, and what each wheel's metadata says.
 
-It talks to a ``Fetcher`` (HTTP, or a recorded snapshot) and never to httpx directly, so the
+It talks to a ``Fetcher`` (HTTP, or a recorded snapshot) and never to HTTP directly, so the
 resolver above it can be driven by any source of pages.
 """
 

@@ -26,13 +26,10 @@ import json
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from email.errors import MessageError
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote, urljoin
 
 from packaging.markers import Marker
-from packaging.metadata import parse_email
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
@@ -73,6 +70,10 @@ _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _UNSAFE_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~%+!$&'()*,=@-]+")
 _ABSOLUTE = re.compile(r"https?://[^/?#;\\\[\]\s\x00-\x1f\x7f]+(?:/[^?#;\\\s\x00-\x1f\x7f]*)?")
+# paths urljoin leaves as they are past their start: segments of plain characters, none empty, "." or ".."
+_SEGMENTS = r"(?!\.\.?(?:/|$))[A-Za-z0-9._~%+!$&'()*,=@:_-]+(?:/(?!\.\.?(?:/|$))[A-Za-z0-9._~%+!$&'()*,=@:_-]+)*"
+_ROOTED = re.compile("/" + _SEGMENTS)  # /packages/ab/cd/<hash>/x.whl
+_DOTTED = re.compile(r"((?:\.\.?/)+)(" + _SEGMENTS + ")")  # ../../packages/ab/cd/<hash>/x.whl
 _UNTESTED = re.compile(r"\(\s*untested\s*\)", re.I)
 _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code>([^<]{0,100})</Code>)?", re.S)
 
@@ -139,10 +140,7 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
     where = redact(source)
     if len(raw) > MAX_METADATA_BYTES:
         raise CrawlError(where, f"METADATA is {len(raw):,} bytes, over the {MAX_METADATA_BYTES:,}-byte limit")
-    try:
-        fields, unparsed = parse_email(raw)
-    except (MessageError, ValueError, LookupError, TypeError, AssertionError) as exc:
-        raise CrawlError(where, f"METADATA headers cannot be read: {_clip(str(exc))}") from None
+    fields, unparsed = core_metadata_fields(raw)
     name = _single_field(fields, unparsed, "name", "Name", where)
     version_text = _single_field(fields, unparsed, "version", "Version", where)
     try:
@@ -153,14 +151,67 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
         version = Version(version_text)
     except InvalidVersion:
         raise CrawlError(where, f"METADATA Version {_clip(version_text)!r} is not a valid version") from None
-    requires_python = fields.get("requires_python", "").strip()
+    requires_python = fields.get("requires-python", "")
     return WheelMetadata(
         name=normalized,
         version=version,
-        requires_dist=tuple(r.strip() for r in fields.get("requires_dist", ()) if r.strip()),
-        requires_python=requires_python or None,
-        provides_extra=tuple(e.strip() for e in fields.get("provides_extra", ()) if e.strip()),
+        requires_dist=tuple(r.strip() for r in fields.get("requires-dist", ()) if r.strip()),
+        requires_python=(requires_python.strip() if isinstance(requires_python, str) else "") or None,
+        provides_extra=tuple(e.strip() for e in fields.get("provides-extra", ()) if e.strip()),
     )
+
+
+# The header fields the resolver reads: those used once (a repeated one is unusable) and the lists.
+_SINGLE_FIELDS = frozenset({"name", "version", "requires-python"})
+_LIST_FIELDS = frozenset({"requires-dist", "provides-extra"})
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_HEADER_LINE = re.compile(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")  # the email parser's headerRE
+
+
+def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozenset[str]]:
+    """The header block of a core-metadata file, read as ``packaging.metadata.parse_email`` reads
+    it (the standard library's email parser, ``compat32``) for the fields the resolver uses:
+    (field -> its value, or its values for Requires-Dist and Provides-Extra; the fields that are
+    repeated or not valid UTF-8). Names are lower case. Without the email package: it is ~10 ms
+    of imports and ~0.2 ms a file, and this reads a header block as that parser does -- lines
+    split at CR, LF or CRLF, the block ending at the first line that is no header (a blank line
+    or not), a folded line joined to its header with its line break, ``From `` lines and lines
+    starting with ``:`` skipped, a value not valid UTF-8 unusable
+    (``tests/test_parse_properties.py`` holds the two to the same answers)."""
+    text = raw.decode("ascii", "surrogateescape")
+    headers: list[tuple[str, list[str]]] = []
+    current: list[str] | None = None  # the header a folded line continues
+    for line in _LINES.findall(text):
+        if not _HEADER_LINE.match(line):
+            break  # a blank line, or a line no header parser would take: the body begins
+        if line[0] in " \t":
+            if current is not None:
+                current.append(line)
+            continue
+        current = None
+        colon = line.find(":")
+        if colon <= 0 or line.startswith("From "):
+            continue  # a Unix "From " line (first or misplaced), or no header name
+        current = [line[colon + 1:].lstrip(" \t")]
+        headers.append((line[:colon].lower(), current))
+    values: dict[str, list[str]] = {}
+    bad: set[str] = set()
+    for name, parts in headers:
+        if name not in _SINGLE_FIELDS and name not in _LIST_FIELDS:
+            continue
+        value = "".join(parts).rstrip("\r\n")
+        if not value.isascii():  # bytes above 127: usable only as UTF-8
+            try:
+                value = value.encode("ascii", "surrogateescape").decode("utf-8")
+            except UnicodeError:
+                bad.add(name)
+        values.setdefault(name, []).append(value)
+    fields: dict[str, str | list[str]] = {}
+    for name, found in values.items():
+        if name in bad or (name in _SINGLE_FIELDS and len(found) != 1):
+            continue
+        fields[name] = found[0] if name in _SINGLE_FIELDS else found
+    return fields, frozenset(name for name in values if name not in fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,11 +337,11 @@ class _Anchor:
     tail: list[str] = field(default_factory=list)  # text between </a> and the next tag
 
 
-class _AnchorCollector(HTMLParser):
-    """Collects ``<a>`` tags (attributes, text, the text right after them), title, h1, base, meta."""
+class _AnchorCollector:
+    """Collects ``<a>`` tags (attributes, text, the text right after them), title, h1, base, meta,
+    from the handler calls of ``htmlfast`` or ``html.parser``."""
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.anchors: list[_Anchor] = []
         self.headings: dict[str, list[str]] = {}
         self.base: str | None = None
@@ -344,11 +395,23 @@ def _collect(text: str, ctx: _Context) -> _AnchorCollector:
                 collector.handle_endtag(value)
         return collector
     try:
-        collector.feed(text)
-        collector.close()
+        read_with_html_parser(collector, text)
     except Exception as exc:  # noqa: BLE001 - html.parser raises AssertionError & co. on some soup
         ctx.warn(f"the HTML could not be read to the end ({type(exc).__name__}); later links are missing")
     return collector
+
+
+def read_with_html_parser(collector: _AnchorCollector, text: str) -> None:
+    """Feed ``text`` to ``html.parser`` with ``collector``'s handlers (what ``htmlfast`` leaves:
+    imported then, not on the hot path). Soup may make it raise."""
+    from html.parser import HTMLParser
+
+    parser = HTMLParser(convert_charrefs=True)
+    parser.handle_starttag = collector.handle_starttag  # type: ignore[method-assign]
+    parser.handle_endtag = collector.handle_endtag  # type: ignore[method-assign]
+    parser.handle_data = collector.handle_data  # type: ignore[method-assign]
+    parser.feed(text)
+    parser.close()
 
 
 def _parse_html(text: str, ctx: _Context) -> ParsedPage:
@@ -633,10 +696,13 @@ def _join(base: str, href: str) -> str | None:
 def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
     """``redact(urljoin(base, href))``, or None when the href cannot be joined.
 
-    ``urljoin`` is the most expensive step of reading a row, so two common shapes skip it: an
+    ``urljoin`` is the most expensive step of reading a row, so four common shapes skip it: an
     absolute http(s) URL with nothing ``urljoin`` would rewrite comes back as it is (PyPI's
-    files), and a link whose last path segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its
-    directory, joined once per page, plus that segment. Anything else takes the general path.
+    files); a path of plain segments after ``/`` or after ``../`` and ``./`` steps is that start,
+    joined once per page, plus the segments (a mirror's or a snapshot's
+    ``../../packages/ab/cd/<hash>/x.whl``: a directory per file); and a link whose last path
+    segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its directory, joined once per page,
+    plus that segment. Anything else takes the general path.
     """
     fast = _fast_join(base, href, ctx)
     if fast is not None:
@@ -656,8 +722,22 @@ def _fast_join(base: str, href: str, ctx: _Context) -> str | None:
         if not pre.startswith(base_scheme + ":"):
             return redact(href)  # another scheme: urljoin returns the href verbatim
         return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    start, rest = ("/", pre[1:]) if pre.startswith("/") and _ROOTED.fullmatch(pre) else _dotted(pre)
+    if start:
+        head = ctx.joins.get((base, start))
+        if head is None:
+            joined = _join(base, start)
+            head = ctx.joins[(base, start)] = redact(joined) if joined is not None else ""
+        return head + rest + tail if head else None
     head, last = _joined_directory(base, pre, ctx)
     return head + last + tail if head else None
+
+
+def _dotted(pre: str) -> tuple[str, str]:
+    """(its ``../`` and ``./`` steps, the plain segments after them) of a relative path of that
+    shape; ("", "") for any other."""
+    m = _DOTTED.fullmatch(pre) if pre.startswith(".") else None
+    return (m.group(1), m.group(2)) if m else ("", "")
 
 
 def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
@@ -767,7 +847,7 @@ def _check_api_version(value: object, url: str) -> None:
         raise CrawlError(url, f"the index speaks simple-API version {_clip(value, 20)}; only 1.x is supported")
 
 
-def _single_field(fields: Mapping[str, Any], unparsed: Mapping[str, Any], key: str, header: str, where: str) -> str:
+def _single_field(fields: Mapping[str, Any], unparsed: Collection[str], key: str, header: str, where: str) -> str:
     value = fields.get(key)
     if isinstance(value, str) and value.strip():
         return value.strip()

@@ -96,16 +96,18 @@ def regenerate_hint(expected: Expected | None, cwd: Path | None = None) -> str |
 
 # -- one file ------------------------------------------------------------------------------------
 
-def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = None, today: dt.date | None = None, target: Target | None = None) -> Checked:
+def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = None, today: dt.date | None = None, target: Target | None = None,
+               read: Callable[[Path], LockedFile] = read_lock) -> Checked:
     """Every offline check of one lock file (pylock or constraints).
 
     ``target``: the interpreter the lock is about to be installed into (``install --lock``); its
     markers, tags and Python decide what the lock installs (``select``), and what it has installed
     must be what the lock keeps and moves from. Without one, the lock's own declared target decides.
+    ``read``: how the file is read (``read_lock``; a caller that read it already passes its memo).
     """
     today = today or dt.date.today()
     try:
-        locked = read_lock(path)
+        locked = read(path)
     except LockFileError as err:
         return Checked(path=path, findings=(_error(path, _without_path(str(err), path), hint=regenerate_hint(expected)),))
     if not locked.generated:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -19,8 +20,10 @@ from packaging.version import InvalidVersion, Version
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel
-from .gpu import GpuArch, parse_gpus
 from .target import Target
+
+if TYPE_CHECKING:
+    from .gpu import GpuArch  # model.gpu loads only when --gpu names GPUs
 
 TORCH = NormalizedName("torch")
 TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
@@ -275,7 +278,11 @@ def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, .
     """``--gpu`` (repeatable, comma-separated) / config ``gpus``: () when none given."""
     if isinstance(items, str):
         items = [items]
-    return parse_gpus(items) if any(i.strip() for i in items) else ()
+    if not any(i.strip() for i in items):
+        return ()
+    from .gpu import parse_gpus
+
+    return parse_gpus(items)
 
 
 def _torch_specifier(choice: str) -> SpecifierSet:

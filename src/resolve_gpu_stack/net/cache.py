@@ -219,12 +219,9 @@ def code_identity() -> str:
     for path in sorted(here.rglob("*.py")):
         st = path.stat()
         parts.append(f"{path.relative_to(here)}:{st.st_size}:{st.st_mtime_ns}")
-    try:
-        from importlib.metadata import version
+    from .. import __version__  # the one place the version lives (the distribution's is read from it)
 
-        parts.append(version("resolve-gpu-stack"))
-    except Exception:  # noqa: BLE001 - not installed as a distribution
-        pass
+    parts.append(__version__)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 _TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes

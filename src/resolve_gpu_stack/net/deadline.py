@@ -1,33 +1,25 @@
-"""An overall deadline per request, enforced at the socket under httpx; ``*.localhost`` kept local.
+"""An overall deadline per request, enforced at the socket; ``*.localhost`` kept local.
 
-httpx's timeout bounds each read, so a server that trickles a byte a second (headers or body)
-never trips it. Here every socket read, write and connect of a request waits at most until the
+A per-read timeout alone lets a server that trickles a byte a second (headers or body) hold a
+request for ever. Here every socket connect, read and write of a request waits at most until the
 request's deadline: ``REQUEST_DEADLINE_FACTOR`` times the per-read timeout, plus one second per
 ``MIN_TRANSFER_RATE`` bytes received (a large wheel on a slow but steady link still completes). A
 read past the deadline fails as a timeout, which ``transport.Transport`` reports as "no complete
 answer within N s".
 
 The deadline is per thread: ``Transport.open`` starts one, and the body is read in the same
-thread. ``DeadlineTransport`` is the httpx transport whose connection pool uses this backend
-(httpx has no hook for a network backend); its TLS context loads the trust store at the first
-https handshake (``tls.py``), not when the client is made. The same backend connects ``*.localhost`` names to
-127.0.0.1 instead of asking DNS.
+thread. ``client.py`` connects with ``clamp``-ed timeouts and wraps each connected socket (TLS
+included) in a ``DeadlineSocket``; proxied requests keep the deadline too. ``connect_host`` sends
+``*.localhost`` names to 127.0.0.1 instead of asking DNS.
 """
 
 from __future__ import annotations
 
-import ssl
+import io
+import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
-
-import httpcore
-import httpx
-
-from .tls import LazyTrustContext
 
 REQUEST_DEADLINE_FACTOR = 4  # the deadline is this many times --timeout (30 s: 120 s)
 MIN_TRANSFER_RATE = 16 * 1024  # bytes per second: each such many bytes received earn a second more
@@ -71,14 +63,16 @@ def current() -> Deadline | None:
     return _local.deadline
 
 
-def _clamp(timeout: float | None, exc: type[Exception]) -> float | None:
+def clamp(timeout: float) -> float:
+    """``timeout``, shortened to what is left of this thread's deadline; ``TimeoutError`` naming
+    the deadline when none is left."""
     deadline = current()
     if deadline is None:
         return timeout
     left = deadline.left()
     if left <= 0:
-        raise exc(deadline.describe())
-    return left if timeout is None else min(timeout, left)
+        raise TimeoutError(deadline.describe())
+    return min(timeout, left)
 
 
 def connect_host(host: str) -> str:
@@ -87,130 +81,65 @@ def connect_host(host: str) -> str:
     return "127.0.0.1" if name.endswith(".localhost") else host
 
 
-class _Stream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
+class _Reader(io.RawIOBase):
+    """The read side of a ``DeadlineSocket`` for ``http.client`` (what ``socket.makefile`` gives)."""
 
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        data = self._inner.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
+    def __init__(self, owner: DeadlineSocket) -> None:
+        self._owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        return self._owner.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            super().close()
+            self._owner.reader_closed()
+
+
+class DeadlineSocket:
+    """A connected socket (plain or TLS) whose every read and write waits at most ``timeout`` and
+    at most until this thread's deadline, and whose reads earn the deadline its transfer credit."""
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self.sock = sock
+        self.timeout = timeout
+        self._readers = 0  # open makefile()s: as with a socket's own, the socket closes after the last
+        self._closing = False
+
+    def recv_into(self, buffer: memoryview) -> int:
+        self.sock.settimeout(clamp(self.timeout))
+        n = self.sock.recv_into(buffer)
         deadline = current()
         if deadline is not None:
-            deadline.received += len(data)
-        return data
+            deadline.received += n
+        return n
 
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
+    def sendall(self, data: bytes) -> None:
+        self.sock.settimeout(clamp(self.timeout))
+        self.sock.sendall(data)
 
-    def close(self) -> None:
-        self._inner.close()
+    def makefile(self, mode: str = "rb", buffering: int | None = None) -> io.BufferedReader:
+        self._readers += 1
+        return io.BufferedReader(_Reader(self), 64 * 1024)
 
-    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None) -> httpcore.NetworkStream:
-        return _Stream(self._inner.start_tls(ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)))
+    def fileno(self) -> int:
+        return self.sock.fileno()
 
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class DeadlineBackend(httpcore.NetworkBackend):
-    """A network backend whose streams keep to this thread's deadline (see the module docstring)."""
-
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self.inner = inner
-
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        stream = self.inner.connect_tcp(connect_host(host), port, _clamp(timeout, httpcore.ConnectTimeout), local_address, socket_options)
-        return _Stream(stream)
-
-    def connect_unix_socket(self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        return _Stream(self.inner.connect_unix_socket(path, _clamp(timeout, httpcore.ConnectTimeout), socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self.inner.sleep(seconds)
-
-
-# httpcore's exceptions as httpx's (most specific first: the first class in an exception's MRO wins).
-_EXCEPTIONS: dict[type[Exception], type[httpx.TransportError]] = {
-    httpcore.ConnectTimeout: httpx.ConnectTimeout,
-    httpcore.ReadTimeout: httpx.ReadTimeout,
-    httpcore.WriteTimeout: httpx.WriteTimeout,
-    httpcore.PoolTimeout: httpx.PoolTimeout,
-    httpcore.TimeoutException: httpx.TimeoutException,
-    httpcore.ConnectError: httpx.ConnectError,
-    httpcore.ReadError: httpx.ReadError,
-    httpcore.WriteError: httpx.WriteError,
-    httpcore.NetworkError: httpx.NetworkError,
-    httpcore.ProxyError: httpx.ProxyError,
-    httpcore.UnsupportedProtocol: httpx.UnsupportedProtocol,
-    httpcore.LocalProtocolError: httpx.LocalProtocolError,
-    httpcore.RemoteProtocolError: httpx.RemoteProtocolError,
-    httpcore.ProtocolError: httpx.ProtocolError,
-}
-
-
-@contextmanager
-def _as_httpx() -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        mapped = next((_EXCEPTIONS[c] for c in type(exc).__mro__ if c in _EXCEPTIONS), None)
-        if mapped is None:
-            raise
-        raise mapped(str(exc)) from exc
-
-
-class _PoolBody(Protocol):
-    """What a connection pool answers a body with (httpcore's pool byte stream)."""
-
-    def __iter__(self) -> Iterator[bytes]: ...
-
-    def close(self) -> None: ...
-
-
-class _Body(httpx.SyncByteStream):
-    def __init__(self, inner: _PoolBody) -> None:
-        self._inner = inner
-
-    def __iter__(self) -> Iterator[bytes]:
-        with _as_httpx():
-            yield from self._inner
+    def reader_closed(self) -> None:
+        self._readers -= 1
+        if self._closing and self._readers <= 0:
+            self.sock.close()
 
     def close(self) -> None:
-        with _as_httpx():
-            self._inner.close()
+        """Close the socket, or, while an answer is still being read from it (``http.client``
+        hands an HTTP/1.0 or ``Connection: close`` answer to its response and closes the
+        connection at once), once that answer is closed."""
+        self._closing = True
+        if self._readers <= 0:
+            self.sock.close()
 
 
-class DeadlineTransport(httpx.BaseTransport):
-    """httpx's HTTP/1.1 transport over an ``httpcore.ConnectionPool`` whose connections keep this
-    thread's deadline (``DeadlineBackend``). Built from public parts only; proxies from the
-    environment are still httpx's own transports (without a deadline)."""
-
-    def __init__(self, *, max_connections: int, trust_env: bool = True, keepalive_expiry: float = 5.0) -> None:
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=LazyTrustContext(trust_env=trust_env),  # certificates loaded at the first https handshake
-            max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=keepalive_expiry,
-            network_backend=DeadlineBackend(httpcore.SyncBackend()),
-        )
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        req = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _as_httpx():
-            resp = self._pool.handle_request(req)
-        body = cast(_PoolBody, resp.stream)  # a sync pool always answers with a closable iterable
-        return httpx.Response(status_code=resp.status, headers=resp.headers, stream=_Body(body), extensions=resp.extensions)
-
-    def close(self) -> None:
-        with _as_httpx():
-            self._pool.close()
-
-
-__all__ = ["MIN_TRANSFER_RATE", "REQUEST_DEADLINE_FACTOR", "Deadline", "DeadlineBackend", "DeadlineTransport", "connect_host", "current", "start"]
+__all__ = ["MIN_TRANSFER_RATE", "REQUEST_DEADLINE_FACTOR", "Deadline", "DeadlineSocket", "clamp", "connect_host", "current", "start"]

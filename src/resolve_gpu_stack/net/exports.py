@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import CrawlError
-from ..index import elf, zipmeta
+from ..index import zipmeta
 from ..model import IndexFile
 from ..rules.abi import TorchExports
 from ..urls import without_fragment
@@ -87,6 +87,8 @@ class WheelExports:
                 return TorchExports(version=version, symbols=symbols, source=f"{file.filename} (cached)")
         if self._say is not None:
             self._say(f"reading the exports of {file.filename} (its libraries' symbol tables, by range requests)")
+        from ..index import elf  # the ELF reader loads when a torch's exports are first read, not at start-up
+
         try:
             symbols, read = self._read_wheel(file)
         except _OverBudget:
@@ -114,6 +116,8 @@ class WheelExports:
         else:
             directory = read.range(eocd.cd_offset, eocd.cd_offset + eocd.cd_size)
         entries = zipmeta.parse_central_directory(directory, eocd)
+        from ..index import elf
+
         libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR):]])]
         if not libraries:
             raise zipmeta.ZipError("no torch/lib/libtorch*.so or libc10*.so in the wheel")
@@ -124,6 +128,8 @@ class WheelExports:
 
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
         """Inflate ``entry`` from its start until its dynamic symbol table is complete."""
+        from ..index import elf
+
         head = read.range(entry.header_offset, min(entry.header_offset + 30 + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
         if head[:4] != zipmeta.LOCAL_SIG:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")

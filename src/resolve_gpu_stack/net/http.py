@@ -1,8 +1,8 @@
-"""The HTTP edge: index pages and wheel METADATA over httpx, with retries, a cache and a policy.
+"""The HTTP edge: index pages and wheel METADATA over HTTP, with retries, a cache and a policy.
 
 ``HttpFetcher`` implements ``finder.Fetcher`` as a composition:
 
-- ``transport.Transport``: one shared ``httpx.Client`` (connection reuse), redirects followed by
+- ``transport.Transport``: one shared ``client.Client`` (connection reuse), redirects followed by
   hand under ``urlpolicy`` (plain ``http://`` only for loopback hosts and
   ``allow_insecure_hosts``; never https -> http), credentials per origin, retries with backoff
   (404/410 is an answer; 429/5xx, resets, timeouts and short bodies are retried; anything else

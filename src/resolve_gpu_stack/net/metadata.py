@@ -19,13 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import httpx
-
 from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
 from ..model import IndexFile
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache
+from .client import Response
 from .transport import Transport, content_range
 
 log = logging.getLogger(__name__)
@@ -260,7 +259,7 @@ class MetadataReader:
         return data
 
     # -- whole file -----------------------------------------------------------------------------
-    def _metadata_from_whole(self, resp: httpx.Response, url: str, file: IndexFile) -> bytes:
+    def _metadata_from_whole(self, resp: Response, url: str, file: IndexFile) -> bytes:
         """The server ignored Range: stream the wheel to a temporary file and read METADATA there."""
         size = resp.headers.get("content-length")
         label = f"{int(size) / 2**20:.1f} MB" if size and size.isdigit() else "unknown size"

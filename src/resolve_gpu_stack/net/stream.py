@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
-
 from ..errors import CrawlError
 from ..urls import redact_url, without_fragment
+from .client import Response
 from .transport import Transport, content_range, declared_length, is_identity
 
 
@@ -23,7 +22,7 @@ class StreamAnswer:
     file's size when the server says; ``validator`` the ETag (or Last-Modified) for ``If-Range``.
     """
 
-    def __init__(self, transport: Transport, resp: httpx.Response, url: str, *, status: int, offset: int, total: int | None) -> None:
+    def __init__(self, transport: Transport, resp: Response, url: str, *, status: int, offset: int, total: int | None) -> None:
         self._transport = transport
         self._resp = resp
         self.url = url

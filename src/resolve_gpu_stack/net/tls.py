@@ -1,13 +1,12 @@
 """A verifying TLS context that loads its trust store at the first handshake, not when made.
 
-httpx builds its verifying context (``httpx.create_ssl_context``) when the client is made, and
-loading certifi's ~150 certificates costs ~20-40 ms of CPU: a run whose indexes are all plain
-``http://`` (a loopback mirror) or that never reaches the network pays it for nothing.
-``LazyTrustContext`` is that same context (``ssl.create_default_context`` for a server: TLS
-client, hostname checked, certificate required, ``SSLKEYLOGFILE`` honoured) whose certificates
-are loaded once, under a lock, by the first ``wrap_socket`` / ``wrap_bio``. Where they come from
-is httpx's rule: ``SSL_CERT_FILE``, else ``SSL_CERT_DIR`` (both only with ``trust_env``), else
-certifi's bundle.
+Loading certifi's ~150 certificates costs ~20-40 ms of CPU: a run whose indexes are all plain
+``http://`` (a loopback mirror) or that never reaches the network would pay it for nothing.
+``LazyTrustContext`` is the verifying context httpx made (``httpx.create_ssl_context``, itself
+``ssl.create_default_context`` for a server: TLS client, hostname checked, certificate required,
+``SSLKEYLOGFILE`` honoured) whose certificates are loaded once, under a lock, by the first
+``wrap_socket`` / ``wrap_bio``. Where they come from is the rule httpx had: ``SSL_CERT_FILE``, else
+``SSL_CERT_DIR`` (both only with ``trust_env``), else certifi's bundle.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any
 
 
 class LazyTrustContext(ssl.SSLContext):
-    """``httpx.create_ssl_context(trust_env=...)``, its certificates loaded at first use."""
+    """A verifying client context (``ssl.create_default_context``), its certificates loaded at first use."""
 
     def __new__(cls, *, trust_env: bool = True) -> LazyTrustContext:
         return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
@@ -54,7 +53,7 @@ class LazyTrustContext(ssl.SSLContext):
             elif cert_dir:
                 self.load_verify_locations(capath=cert_dir)
             else:
-                import certifi  # httpx's own dependency
+                import certifi
 
                 self.load_verify_locations(cafile=certifi.where())
             self.loaded = True

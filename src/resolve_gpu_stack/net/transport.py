@@ -1,4 +1,4 @@
-"""The HTTP transport: one httpx client, every request and redirect hop under ``urlpolicy``.
+"""The HTTP transport: one connection pool (``client.py``), every request and redirect hop under ``urlpolicy``.
 
 ``Transport`` is what the page reader, the METADATA reader and wheel streaming share:
 
@@ -31,12 +31,15 @@ from pathlib import Path
 from typing import IO, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-import httpx
-
 from .. import __version__
 from ..errors import CrawlError
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
+from .client import Client, DecodingError, InvalidURL, Response, TransportError
+from .client import ConnectError as _ConnectError
+from .client import ConnectTimeout as _ConnectTimeout
+from .client import Timeout as _Timeout
+from .tls import LazyTrustContext
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -96,29 +99,29 @@ class Retryable(Exception):
         return f"{self.cause} after {attempts} attempts" if self.status else f"{self.cause} (tried {attempts} times)"
 
 
-def _transport_cause(exc: httpx.TransportError, timeout: float) -> str:
-    if isinstance(exc, httpx.ConnectTimeout):
+def _transport_cause(exc: TransportError, timeout: float) -> str:
+    if isinstance(exc, _ConnectTimeout):
         return f"connect timed out after {timeout:g} s"
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, _Timeout):
         return f"timed out after {timeout:g} s"
     text = str(exc) or type(exc).__name__
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, _ConnectError):
         return "connection refused" if "refused" in text.lower() else f"cannot connect ({text})"
     return f"connection reset ({text})"
 
 
-def declared_length(resp: httpx.Response) -> int | None:
+def declared_length(resp: Response) -> int | None:
     """The Content-Length header as a number, or None."""
     declared = resp.headers.get("content-length")
     return int(declared) if declared and declared.isdigit() else None
 
 
-def is_identity(resp: httpx.Response) -> bool:
+def is_identity(resp: Response) -> bool:
     """True when the body is served as is (no Content-Encoding): Content-Length is its size."""
     return resp.headers.get("content-encoding", "identity").lower() in ("", "identity")
 
 
-def content_range(resp: httpx.Response, url: str, spec: str, start: int | None) -> tuple[int, int, int]:
+def content_range(resp: Response, url: str, spec: str, start: int | None) -> tuple[int, int, int]:
     """(first, last, total) of a 206 answer to ``spec``, checked against what was asked.
 
     ``start`` is the first byte asked for, or None for a suffix range (which must reach the end).
@@ -137,7 +140,7 @@ def content_range(resp: httpx.Response, url: str, spec: str, start: int | None) 
 
 
 class Transport:
-    """GETs by policy over one shared ``httpx.Client``. Safe to use from several threads."""
+    """GETs by policy over one shared ``client.Client``. Safe to use from several threads."""
 
     def __init__(
         self,
@@ -163,13 +166,12 @@ class Transport:
         self.stats = FetchStats()
         self.credentials = Credentials(netrc_path)
         self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout),
-            transport=deadlines.DeadlineTransport(max_connections=max_connections, trust_env=trust_env),
-            headers={"User-Agent": user_agent},
-            follow_redirects=False,
-            trust_env=trust_env,
-        )
+        self._client = Client(timeout=timeout, max_connections=max_connections, user_agent=user_agent, trust_env=trust_env)
+
+    @property
+    def tls_context(self) -> LazyTrustContext:
+        """The verifying TLS context every https connection uses (its trust store loaded at the first handshake)."""
+        return self._client.tls
 
     def close(self) -> None:
         self._client.close()
@@ -179,7 +181,7 @@ class Transport:
         check_url_allowed(url, self.allow_insecure_hosts)
 
     # -- requests -------------------------------------------------------------------------------
-    def open(self, url: str, headers: dict[str, str]) -> tuple[httpx.Response, str]:
+    def open(self, url: str, headers: dict[str, str]) -> tuple[Response, str]:
         """GET ``url`` following redirects by policy; the open streamed response and final URL.
 
         The final URL has no credentials. Authorization goes to each hop's own origin only. A
@@ -196,15 +198,12 @@ class Transport:
                 hop_headers["Authorization"] = auth
             target = bare_url(current)
             try:
-                request = self._client.build_request("GET", target, headers=hop_headers)
-            except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+                self._client.check(target)  # an invalid URL is not a request sent
+                self.stats.add(requests=1)
+                resp = self._client.send(target, hop_headers)
+            except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
-            self.stats.add(requests=1)
-            try:
-                resp = self._client.send(request, stream=True)
-            except httpx.UnsupportedProtocol as exc:
-                raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
-            except httpx.TransportError as exc:
+            except TransportError as exc:
                 self._raise_past_deadline(current, exc)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
             log.debug("GET %s -> %d", target, resp.status_code)
@@ -221,7 +220,7 @@ class Transport:
             current = nxt
         raise CrawlError(redact_url(url), f"more than {MAX_REDIRECTS} redirects (last: {redact_url(current)})")
 
-    def check_status(self, resp: httpx.Response, url: str, *, ok: tuple[int, ...]) -> None:
+    def check_status(self, resp: Response, url: str, *, ok: tuple[int, ...]) -> None:
         """Return when the status is in ``ok``; else ``Retryable`` (429/5xx) or ``CrawlError``."""
         status = resp.status_code
         if status in ok:
@@ -238,19 +237,19 @@ class Transport:
         raise CrawlError(redact_url(url), f"unexpected answer {what}")
 
     # -- bodies ---------------------------------------------------------------------------------
-    def iter_body(self, resp: httpx.Response, url: str, what: str) -> Iterator[bytes]:
+    def iter_body(self, resp: Response, url: str, what: str) -> Iterator[bytes]:
         """The (decoded) body in chunks; a reset, a timeout or a short body is ``Retryable``."""
         expected = declared_length(resp)
         try:
             yield from resp.iter_bytes()
-        except httpx.DecodingError as exc:
+        except DecodingError as exc:
             raise CrawlError(redact_url(url), f"cannot decode the {what}: {exc}") from None
-        except httpx.TransportError as exc:
+        except TransportError as exc:
             self._raise_past_deadline(url, exc)
             self._raise_short(resp, expected, exc)
         self._raise_short(resp, expected, None)
 
-    def read_body(self, resp: httpx.Response, url: str, cap: int, what: str) -> bytes:
+    def read_body(self, resp: Response, url: str, cap: int, what: str) -> bytes:
         """The whole (decoded) body, at most ``cap`` bytes; a short body is retryable."""
         expected = declared_length(resp)
         if is_identity(resp) and expected is not None and expected > cap:
@@ -264,7 +263,7 @@ class Transport:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def stream_to(self, resp: httpx.Response, url: str, out: IO[bytes], digest: Digest, what: str = "download") -> int:
+    def stream_to(self, resp: Response, url: str, out: IO[bytes], digest: Digest, what: str = "download") -> int:
         """Write the body to ``out`` (and ``digest``); the number of bytes written."""
         n = 0
         for chunk in self.iter_body(resp, url, what):
@@ -273,24 +272,24 @@ class Transport:
             n += len(chunk)
         return n
 
-    def _raise_past_deadline(self, url: str, exc: httpx.TransportError) -> None:
+    def _raise_past_deadline(self, url: str, exc: TransportError) -> None:
         """A timeout because the request's deadline passed is final: a ``CrawlError`` naming it."""
         deadline = deadlines.current()
-        if isinstance(exc, httpx.TimeoutException) and deadline is not None and deadline.expired:
+        if isinstance(exc, _Timeout) and deadline is not None and deadline.expired:
             raise CrawlError(
                 redact_url(url),
                 f"{deadline.describe()} (the deadline per request: {deadlines.REQUEST_DEADLINE_FACTOR} x --timeout {self.timeout:g} s)",
                 hint="the server answers too slowly or trickles its answer; try again later or raise --timeout",
             ) from None
 
-    def _raise_short(self, resp: httpx.Response, expected: int | None, exc: httpx.TransportError | None) -> None:
+    def _raise_short(self, resp: Response, expected: int | None, exc: TransportError | None) -> None:
         raw = resp.num_bytes_downloaded
         if expected is not None and raw < expected:
             raise Retryable(f"body truncated: {raw} of {expected} bytes")
         if exc is not None:
             raise Retryable(_transport_cause(exc, self.timeout))
 
-    def finish(self, resp: httpx.Response) -> None:
+    def finish(self, resp: Response) -> None:
         """Release ``resp`` and count its bytes; a small unread body is drained first."""
         if not resp.is_stream_consumed and not resp.is_closed:
             # An unread body, however empty (a 304, a 404 page), costs the connection: read a
@@ -300,7 +299,7 @@ class Transport:
                 try:
                     for _ in resp.iter_raw():
                         pass
-                except httpx.HTTPError:
+                except TransportError:
                     pass
         resp.close()
         self.stats.add(bytes_received=resp.num_bytes_downloaded)

@@ -14,7 +14,6 @@ from packaging.specifiers import SpecifierSet
 from ..data.definitions import FlashInferRules
 from ..index.finder import Finder
 from ..model import Target
-from ..model.gpu import GpuArch, needed_providers
 from ..rules.versions import jit_cache_version
 from .factory import Policy
 from .overrides import Overrides
@@ -23,6 +22,7 @@ from .requirement import Cand, Req
 if TYPE_CHECKING:
     from ..data.gpus import GpuTable
     from ..index.parse import RequiresDist
+    from ..model.gpu import GpuArch
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,8 @@ class Dependencies:
             return ()
         reqs = base if base is not None else self.requirements(cand, frozenset())
         listed = sorted({r.name for r in reqs if self.flashinfer.is_provider(r.name)})
+        from ..model.gpu import needed_providers  # with GPUs named only
+
         needed = set(needed_providers(self.gpu_table().select_providers(self.gpus, listed)))
         return tuple(n for n in listed if n not in needed)
 

@@ -1,11 +1,17 @@
 """The resolvelib provider: a thin adapter over the candidate factory and the requirements.
 
 Candidates come from ``factory`` (owning index only, target-aware, torch-safe); requirements
-from ``dependencies``; it talks to a ``Finder`` (never to httpx) only through them. It uses the
+from ``dependencies``; it talks to a ``Finder`` (never to the network) only through them. It uses the
 provider API as resolvelib (>= 1.1) intends it: typed over ``Req``, ``Cand`` and ``Key``, the
 selection narrowed to the last conflict's identifiers (``narrow_requirement_selection``, as pip
 does with backtrack causes), and the preference's candidate counts remembered from
 ``find_matches`` rather than counted again on every round.
+
+resolvelib asks, on every round, whether each pinned candidate still satisfies each of its
+requirements and what each unpinned identifier's preference is: on a closure of 200 packages
+that is ~100,000 questions about the same few hundred (requirement, candidate) pairs. Both answers
+are remembered per resolve, keyed by the objects' identities (the provider holds the objects, so
+an identity is never reused for another while it is remembered).
 """
 
 from __future__ import annotations
@@ -72,6 +78,11 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         self.policy = policy
         # (identifier, the requirements it was asked with) -> how many candidates find_matches gave
         self._counts: dict[tuple[Key, tuple[int, ...]], int] = {}
+        # the same key -> its preference (when the count came from find_matches), with the infos held
+        self._preferences: dict[tuple[Key, tuple[int, ...]], tuple[Preference, list[Information]]] = {}
+        # (id(requirement), id(candidate)) -> satisfied; ``_held`` keeps both alive (their ids unique)
+        self._satisfied: dict[tuple[int, int], bool] = {}
+        self._held: list[tuple[Req, Cand]] = []
 
     def identify(self, requirement_or_candidate: Req | Cand) -> Key:
         return requirement_or_candidate.key
@@ -83,23 +94,36 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
     def get_preference(self, identifier: Key, resolutions: Mapping[Key, Cand], candidates: Mapping[Key, Iterator[Cand]],
                        information: Mapping[Key, Iterable[Information]], backtrack_causes: Sequence[Information]) -> Preference:
         infos = list(information[identifier])
-        count = self._counts.get((identifier, tuple(id(info.requirement) for info in infos)))
+        key = (identifier, tuple(id(info.requirement) for info in infos))
+        known = self._preferences.get(key)
+        if known is not None:
+            return known[0]
+        count = self._counts.get(key)
         if count is None:  # not asked with exactly these requirements: count what resolvelib holds
-            count = sum(1 for _ in candidates[identifier])
-        return Preference.of(identifier, infos, count)
+            return Preference.of(identifier, infos, sum(1 for _ in candidates[identifier]))
+        preference = Preference.of(identifier, infos, count)
+        self._preferences[key] = (preference, infos)
+        return preference
 
     def find_matches(self, identifier: Key, requirements: Mapping[Key, Iterator[Req]], incompatibilities: Mapping[Key, Iterator[Cand]]) -> list[Cand]:
         reqs = list(requirements[identifier])
         bad = {c.version for c in incompatibilities[identifier]}
         extras = frozenset().union(*(r.extras for r in reqs)) if reqs else frozenset()
         out = [c.with_extras(extras) for c in self.factory.matches(identifier.name, reqs, self.policy, bad)]
-        self._counts[(identifier, tuple(map(id, reqs)))] = len(out)
+        key = (identifier, tuple(map(id, reqs)))
+        self._counts[key] = len(out)
+        self._preferences.pop(key, None)  # asked again (after a backtrack): the count may differ
         if out and out[0].file is not None and self.prefetcher is not None:
             self.prefetcher.warm_metadata([out[0]])
         return out
 
     def is_satisfied_by(self, requirement: Req, candidate: Cand) -> bool:
-        return requirement.is_satisfied_by(candidate, self.factory.contains)
+        key = (id(requirement), id(candidate))
+        known = self._satisfied.get(key)
+        if known is None:
+            known = self._satisfied[key] = requirement.is_satisfied_by(candidate, self.factory.contains)
+            self._held.append((requirement, candidate))
+        return known
 
     def get_dependencies(self, candidate: Cand) -> list[Req]:
         if candidate.extras:

@@ -57,16 +57,11 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, class
     target's ``TargetFit``) or in the finder, which several resolves may share, in turn or at once."""
     from . import reuse
 
-    key = reuse.result_key(request, defs) if store is not None else None
-    if store is not None and key is not None:
-        plan = reuse.reuse(finder, store, key)
-        if plan is not None:
-            return plan
-    with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
-        plan = _resolve(request, finder, defs, ahead, exports)
-    if store is not None and key is not None:
-        reuse.remember(finder, store, key, plan)
-    return plan
+    def compute() -> LockPlan:
+        with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
+            return _resolve(request, finder, defs, ahead, exports)
+
+    return reuse.reused_or(finder, store, request, defs, compute)
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from packaging.utils import canonicalize_name
@@ -74,6 +74,21 @@ def reuse(finder: Finder, store: ResultStore, key: str) -> LockPlan | None:
             return None
     except CrawlError:
         return None  # resolve in full: it raises the error if it needs what could not be read
+    return plan
+
+
+def reused_or(finder: Finder, store: ResultStore | None, request: object, defs: Definitions, compute: Callable[[], LockPlan]) -> LockPlan:
+    """The plan stored for ``request`` when every page and METADATA file it came from is
+    unchanged; else ``compute()``'s, stored for the next time. Without a store: ``compute()``.
+    (``compute`` is called only on a miss: a caller imports the resolver inside it, so a reused
+    plan costs no resolver at all.)"""
+    if store is None:
+        return compute()
+    key = result_key(request, defs)
+    plan = reuse(finder, store, key)
+    if plan is None:
+        plan = compute()
+        remember(finder, store, key, plan)
     return plan
 
 

@@ -1,0 +1,74 @@
+"""The console script keeps its bytecode where an install has none and PYTHONDONTWRITEBYTECODE=1
+forbids writing it beside the sources (issue 23 item 2): under $XDG_CACHE_HOME/resolve-gpu-stack/
+bytecode, written by the first run and read by the next; never beside the sources, and not at all
+when the user chose a PYTHONPYCACHEPREFIX or the install compiled its bytecode. Real processes
+over a copy of the package laid out as an installer without --compile-bytecode leaves it."""
+
+from __future__ import annotations
+
+import compileall
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
+TAG = sys.implementation.cache_tag
+
+
+@pytest.fixture
+def install(tmp_path: Path) -> Path:
+    """The package copied without any bytecode (as ``uv pip install`` leaves it)."""
+    site = tmp_path / "site"
+    shutil.copytree(SRC, site / "resolve_gpu_stack", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(SRC.parents[1] / "indexes", site / "resolve_gpu_stack" / "_indexes", ignore=shutil.ignore_patterns("snapshots"))
+    return site
+
+
+def run_program(site: Path, tmp_path: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPYCACHEPREFIX", "XDG_CACHE_HOME")}
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "xdg"), **env_extra)
+    code = "import sys; from resolve_gpu_stack.__main__ import run; sys.exit(run())"
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def kept(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "xdg" / "resolve-gpu-stack" / "bytecode").rglob("*.pyc"))
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+def test_an_install_without_bytecode_compiles_once_into_the_cache(install: Path, tmp_path: Path) -> None:
+    first = run_program(install, tmp_path, "--help")
+    assert first.returncode == 0, first.stderr
+    written = kept(tmp_path)
+    ours = [p for p in written if "resolve_gpu_stack" in p.parts]
+    assert any(p.name == f"app.{TAG}.pyc" for p in ours) and any(p.name == f"cmd_resolve.{TAG}.pyc" for p in ours)
+    assert any(p.name == f"argparse.{TAG}.pyc" for p in written)  # what loads after it, the standard library's too
+    assert not list(install.rglob("__pycache__")), "nothing is written beside the sources"
+    stamps = {p: p.stat().st_mtime_ns for p in written}
+    second = run_program(install, tmp_path, "--help")
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert {p: p.stat().st_mtime_ns for p in kept(tmp_path)} == stamps, "the second run reads what the first kept"
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+def test_left_alone_with_a_prefix_of_the_users_or_an_install_that_compiled(install: Path, tmp_path: Path) -> None:
+    mine = tmp_path / "my-prefix"
+    done = run_program(install, tmp_path, "--version", PYTHONPYCACHEPREFIX=str(mine))
+    assert done.returncode == 0, done.stderr
+    assert kept(tmp_path) == [] and not list(mine.rglob("*.pyc"))  # PYTHONDONTWRITEBYTECODE is theirs to set
+    assert compileall.compile_dir(str(install), quiet=1)
+    done = run_program(install, tmp_path, "--version")
+    assert done.returncode == 0 and kept(tmp_path) == []
+
+
+def test_writing_allowed_is_left_alone(install: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}
+    env.update(PYTHONPATH=str(install), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    code = "import sys; from resolve_gpu_stack.__main__ import run; sys.exit(run())"
+    done = subprocess.run([sys.executable, "-c", code, "--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert kept(tmp_path) == []
