@@ -51,9 +51,25 @@ def source_dir(spec: str, tmp: Path) -> Path:
 
 def command(src: Path, base: str, story: Story, cache: Path) -> list[str]:
     indexes = {"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"}
-    return [PY, "-c", ENTRY.format(src=str(src)), "resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}",
-            *[a for name in story.with_ for a in ("--with", name)],
-            *[a for name, url in indexes.items() for a in ("--index", f"{name}={url}")], "--cache-dir", str(cache), "--format", "json", "-q"]
+    return [
+        PY,
+        "-c",
+        ENTRY.format(src=str(src)),
+        "resolve",
+        "--python",
+        TARGET[0],
+        "--platform",
+        TARGET[1],
+        "--installed",
+        f"torch=={story.torch}",
+        *[a for name in story.with_ for a in ("--with", name)],
+        *[a for name, url in indexes.items() for a in ("--index", f"{name}={url}")],
+        "--cache-dir",
+        str(cache),
+        "--format",
+        "json",
+        "-q",
+    ]
 
 
 def measure(src: Path, base: str, story: Story, cache: Path, *, warm: bool) -> Proc:
@@ -92,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, src in sides.items():
             spec = args.a if name == "A" else args.b
             walls, cpus = [p.wall for p in runs[name]], [p.cpu for p in runs[name]]
-            print(f"  {name} {spec}: wall median {statistics.median(walls) * 1000:.0f} ms (min {min(walls) * 1000:.0f}), "
-                  f"CPU median {statistics.median(cpus) * 1000:.0f} ms  [{src}]")
+            print(
+                f"  {name} {spec}: wall median {statistics.median(walls) * 1000:.0f} ms (min {min(walls) * 1000:.0f}), "
+                f"CPU median {statistics.median(cpus) * 1000:.0f} ms  [{src}]"
+            )
         ratio = statistics.median(p.wall for p in runs["B"]) / statistics.median(p.wall for p in runs["A"])
         print(f"  B / A: {ratio:.3f} (wall medians)")
     finally:

@@ -97,9 +97,17 @@ def main(argv: list[str] | None = None) -> int:
             planned_read += record.bytes_read
             planned_size += record.file_size
     figures = {
-        "wheels": len(records), "kinds": dict(kinds), "unknown": unknown, "bytes_read": read, "wheel_bytes": size,
-        "share": round(100 * read / size, 3) if size else None, "requests": reads, "seconds": round(seconds, 1),
-        "planned_wheels": len([k for k, _ in records if k in planned]), "planned_bytes_read": planned_read, "planned_wheel_bytes": planned_size,
+        "wheels": len(records),
+        "kinds": dict(kinds),
+        "unknown": unknown,
+        "bytes_read": read,
+        "wheel_bytes": size,
+        "share": round(100 * read / size, 3) if size else None,
+        "requests": reads,
+        "seconds": round(seconds, 1),
+        "planned_wheels": len([k for k, _ in records if k in planned]),
+        "planned_bytes_read": planned_read,
+        "planned_wheel_bytes": planned_size,
         "planned_share": round(100 * planned_read / planned_size, 3) if planned_size else None,
     }
     print(f"{len(records)} native wheels of the SGLang and vLLM closures scanned live in {seconds:.1f} s ({reads} range requests)")

@@ -55,16 +55,16 @@ TORCH_REQUIRES = [
     "networkx>=2.5.1",
     "jinja2",
     "fsspec>=0.8.5",
-    "cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; platform_system == \"Linux\"",
-    "cuda-bindings<14,>=13.0.3; platform_system == \"Linux\" and python_version < \"3.15\"",
-    "nvidia-cudnn-cu13==9.19.0.56; platform_system == \"Linux\"",
-    "nvidia-cusparselt-cu13==0.8.1; platform_system == \"Linux\"",
-    "nvidia-nccl-cu13==2.29.7; platform_system == \"Linux\"",
-    "nvidia-nvshmem-cu13==3.4.5; platform_system == \"Linux\"",
-    f"triton=={TRITON}; platform_system == \"Linux\"",
-    "optree>=0.13.0; extra == \"optree\"",
-    "opt-einsum>=3.3; extra == \"opt-einsum\"",
-    "pyyaml; extra == \"pyyaml\"",
+    'cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; platform_system == "Linux"',
+    'cuda-bindings<14,>=13.0.3; platform_system == "Linux" and python_version < "3.15"',
+    'nvidia-cudnn-cu13==9.19.0.56; platform_system == "Linux"',
+    'nvidia-cusparselt-cu13==0.8.1; platform_system == "Linux"',
+    'nvidia-nccl-cu13==2.29.7; platform_system == "Linux"',
+    'nvidia-nvshmem-cu13==3.4.5; platform_system == "Linux"',
+    f'triton=={TRITON}; platform_system == "Linux"',
+    'optree>=0.13.0; extra == "optree"',
+    'opt-einsum>=3.3; extra == "opt-einsum"',
+    'pyyaml; extra == "pyyaml"',
 ]
 # flashinfer-python 0.6.x (flashinfer.md 1b), plus cuda-python as the brief asks
 FI_REQUIRES = [
@@ -114,7 +114,7 @@ class Pkg:
 
 
 def _pypi_packages() -> list[Pkg]:
-    win = "platform_system == \"Windows\""
+    win = 'platform_system == "Windows"'
     pkgs = [
         Pkg("filelock", "3.20.0", 12),
         Pkg("typing-extensions", "4.15.0", 12),
@@ -139,7 +139,9 @@ def _pypi_packages() -> list[Pkg]:
         Pkg("ninja", "1.13.0", 10, kind="binary"),
         Pkg("numpy", "2.3.4", 14, kind="binary", requires_python=">=3.11", old_requires_python=">=3.10"),
         Pkg("nvidia-cudnn-frontend", "1.15.0", 8, kind="binary"),
-        Pkg("nvidia-cutlass-dsl", "4.3.4", 6, kind="binary", requires=("nvidia-cutlass-dsl-libs-base==4.3.4", "numpy", "typing-extensions", "cuda-python>=12.8")),
+        Pkg(
+            "nvidia-cutlass-dsl", "4.3.4", 6, kind="binary", requires=("nvidia-cutlass-dsl-libs-base==4.3.4", "numpy", "typing-extensions", "cuda-python>=12.8")
+        ),
         Pkg("nvidia-cutlass-dsl-libs-base", "4.3.4", 6, kind="binary"),
         Pkg("nvidia-ml-py", "13.580.82", 8),
         Pkg("packaging", "25.0", 10),
@@ -154,9 +156,13 @@ def _pypi_packages() -> list[Pkg]:
         Pkg("flashinfer-cubin", FI_VERSION, 0),  # versions: FI_VERSIONS
         Pkg("flashinfer-python", FI_VERSION, 0, requires=tuple(FI_REQUIRES), requires_python=">=3.10"),
     ]
-    toolkit_extras = tuple(f"{n}=={v}; extra == \"{e}\"" for e, (n, v) in TOOLKIT.items())
+    toolkit_extras = tuple(f'{n}=={v}; extra == "{e}"' for e, (n, v) in TOOLKIT.items())
     pkgs.append(Pkg("cuda-toolkit", "13.0.2", 6, requires=toolkit_extras))
-    deps = {"nvidia-cusolver": ("nvidia-cublas", "nvidia-nvjitlink", "nvidia-cusparse"), "nvidia-cusparse": ("nvidia-nvjitlink",), "nvidia-cufft": ("nvidia-nvjitlink",)}
+    deps = {
+        "nvidia-cusolver": ("nvidia-cublas", "nvidia-nvjitlink", "nvidia-cusparse"),
+        "nvidia-cusparse": ("nvidia-nvjitlink",),
+        "nvidia-cufft": ("nvidia-nvjitlink",),
+    }
     for name, v in TOOLKIT.values():
         pkgs.append(Pkg(name, v, 5, kind="nvidia", requires=deps.get(name, ())))
     return pkgs
@@ -175,9 +181,14 @@ class Shape:
 
 
 LARGE = Shape()
-SMALL = Shape(days=3, pythons=("cp312-cp312",), versions=2,
-              binary_tags=("cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64", "cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64"),
-              nvidia_platforms=("manylinux_2_27_x86_64", "manylinux_2_28_aarch64"), fi_versions=("0.6.4", "0.6.5"))
+SMALL = Shape(
+    days=3,
+    pythons=("cp312-cp312",),
+    versions=2,
+    binary_tags=("cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64", "cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64"),
+    nvidia_platforms=("manylinux_2_27_x86_64", "manylinux_2_28_aarch64"),
+    fi_versions=("0.6.4", "0.6.5"),
+)
 WIDE = 165  # the wide world's projects besides story 1's (with servekit itself): a closure of 215
 FRAMEWORK = "servekit"
 
@@ -199,7 +210,13 @@ def older_versions(newest: str, count: int) -> list[str]:
 
 
 BINARY_PYTHONS = ("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313", "cp314-cp314")
-BINARY_PLATFORMS = ("manylinux_2_17_x86_64.manylinux2014_x86_64", "manylinux_2_17_aarch64.manylinux2014_aarch64", "musllinux_1_2_x86_64", "macosx_11_0_arm64", "win_amd64")
+BINARY_PLATFORMS = (
+    "manylinux_2_17_x86_64.manylinux2014_x86_64",
+    "manylinux_2_17_aarch64.manylinux2014_aarch64",
+    "musllinux_1_2_x86_64",
+    "macosx_11_0_arm64",
+    "win_amd64",
+)
 NVIDIA_PLATFORMS = ("manylinux_2_27_x86_64", "manylinux_2_28_aarch64", "win_amd64")
 
 
@@ -265,8 +282,16 @@ def torch_dates(days: int) -> list[str]:
     return [(NEWEST - timedelta(days=i)).strftime("%Y%m%d") for i in range(days)]
 
 
-def build_story(root: Path, *, shape: Shape = LARGE, days: int | None = None, pythons: tuple[str, ...] | None = None, big: int = 0,
-                half_sidecars: bool = False, wide: int = 0) -> Story:
+def build_story(
+    root: Path,
+    *,
+    shape: Shape = LARGE,
+    days: int | None = None,
+    pythons: tuple[str, ...] | None = None,
+    big: int = 0,
+    half_sidecars: bool = False,
+    wide: int = 0,
+) -> Story:
     """Story 1's world; see the module docstring. ``big`` > 0 makes the metadata world; ``wide`` > 0
     adds that many projects under ``servekit`` (``WIDE``: the 215-package closure)."""
     w = World(root)
@@ -303,12 +328,19 @@ def build_story(root: Path, *, shape: Shape = LARGE, days: int | None = None, py
             for arch in (X86, ARM):
                 page = f"{label}/flashinfer-jit-cache"
                 if big and label == CUDA and v in ("0.6.4", "0.6.5"):
-                    wheel = sparse_wheel(root / f"releases/download/v{v}", "flashinfer-jit-cache", f"{v}+{label}", f"cp39-abi3-{arch}", [], big // 2, hashed=True)
+                    wheel = sparse_wheel(
+                        root / f"releases/download/v{v}", "flashinfer-jit-cache", f"{v}+{label}", f"cp39-abi3-{arch}", [], big // 2, hashed=True
+                    )
                     w._add(f"fi/{page}/", "flashinfer", _Entry(wheel, f"releases/download/v{v}/{wheel.filename}", absolute=True))
                     sizes[f"releases/download/v{v}/{wheel.filename}"] = wheel.size
                 else:
                     w.flashinfer("flashinfer-jit-cache", f"{v}+{label}", tag=f"cp39-abi3-{arch}", page=page)
-    pins = {"torch": f"2.12.0.dev{torch_dates(1)[0]}+{CUDA}", "flashinfer-python": FI_VERSION, "flashinfer-cubin": FI_VERSION, "flashinfer-jit-cache": f"{FI_VERSION}+{CUDA}"}
+    pins = {
+        "torch": f"2.12.0.dev{torch_dates(1)[0]}+{CUDA}",
+        "flashinfer-python": FI_VERSION,
+        "flashinfer-cubin": FI_VERSION,
+        "flashinfer-jit-cache": f"{FI_VERSION}+{CUDA}",
+    }
     if wide:
         pins[FRAMEWORK] = "1.4.0"
     return Story(world=w, torch=pins["torch"], pins=pins, big=sizes, with_=(FRAMEWORK,) if wide else ())
@@ -357,7 +389,9 @@ def _crc_and_record_hash(size: int) -> tuple[int, str]:
     return _zero_crc[size], _zero_sha[size]
 
 
-def sparse_wheel(directory: Path, name: str, version: str, tag: str, requires: list[str], size: int, *, requires_python: str | None = None, hashed: bool = False) -> BuiltWheel:
+def sparse_wheel(
+    directory: Path, name: str, version: str, tag: str, requires: list[str], size: int, *, requires_python: str | None = None, hashed: bool = False
+) -> BuiltWheel:
     """A real wheel of about ``size`` bytes: a stored member of zeros (a hole on disk) first, then
     the package, METADATA, WHEEL and RECORD, then the central directory, so METADATA sits in the
     last few KB, as in real wheels. ``hashed``: compute the file's sha256 (FlashInfer pages show it).
@@ -399,7 +433,10 @@ def sparse_wheel(directory: Path, name: str, version: str, tag: str, requires: l
             central.append((name_b, offset, 8, crc_m, len(packed), len(data), 0))
         cd_start = fh.tell()
         for name_b, offset, method, crc_m, csize, usize, _ in central:
-            fh.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21, crc_m, csize, usize, len(name_b), 0, 0, 0, 0, 0o644 << 16, offset) + name_b)
+            fh.write(
+                struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21, crc_m, csize, usize, len(name_b), 0, 0, 0, 0, 0o644 << 16, offset)
+                + name_b
+            )
         cd_size = fh.tell() - cd_start
         fh.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(central), len(central), cd_size, cd_start, 0))
         total = fh.tell()
@@ -436,25 +473,31 @@ def pypi_json_body(files: int = 5000) -> bytes:
     """A PEP 691 project page shaped like PyPI's (hashes, requires-python, size, upload-time, yanked,
     core-metadata), ``files`` wheels of a binary project across versions and platforms."""
     out = []
-    tags = _tags("binary") + ["cp313-cp313t-manylinux_2_17_x86_64.manylinux2014_x86_64", "cp314-cp314t-win_amd64", "pp310-pypy310_pp73-manylinux_2_17_x86_64.manylinux2014_x86_64"]
+    tags = _tags("binary") + [
+        "cp313-cp313t-manylinux_2_17_x86_64.manylinux2014_x86_64",
+        "cp314-cp314t-win_amd64",
+        "pp310-pypy310_pp73-manylinux_2_17_x86_64.manylinux2014_x86_64",
+    ]
     need = files // len(tags) + 1
     versions = [f"{major}.{minor}.{patch}" for major in (2, 1) for minor in range(30, -1, -1) for patch in range(9, -1, -1)][:need]
     for v in versions:
         for tag in tags:
             fn = f"numpy-{v}-{tag}.whl"
             digest = hashlib.sha256(fn.encode()).hexdigest()
-            out.append({
-                "core-metadata": {"sha256": hashlib.sha256(digest.encode()).hexdigest()},
-                "data-dist-info-metadata": {"sha256": hashlib.sha256(digest.encode()).hexdigest()},
-                "filename": fn,
-                "hashes": {"sha256": digest},
-                "provenance": None,
-                "requires-python": ">=3.10",
-                "size": 16_000_000 + len(out),
-                "upload-time": "2025-06-07T12:34:56.789012Z",
-                "url": f"https://files.pypi.example/packages/{digest[:2]}/{digest[2:4]}/{digest[4:]}/{fn}",
-                "yanked": False,
-            })
+            out.append(
+                {
+                    "core-metadata": {"sha256": hashlib.sha256(digest.encode()).hexdigest()},
+                    "data-dist-info-metadata": {"sha256": hashlib.sha256(digest.encode()).hexdigest()},
+                    "filename": fn,
+                    "hashes": {"sha256": digest},
+                    "provenance": None,
+                    "requires-python": ">=3.10",
+                    "size": 16_000_000 + len(out),
+                    "upload-time": "2025-06-07T12:34:56.789012Z",
+                    "url": f"https://files.pypi.example/packages/{digest[:2]}/{digest[2:4]}/{digest[4:]}/{fn}",
+                    "yanked": False,
+                }
+            )
             if len(out) == files:
                 break
         if len(out) == files:

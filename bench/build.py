@@ -58,7 +58,9 @@ def venv_with_torch(path: Path, env: dict[str, str], torch: Path) -> str:
 
 
 def site_packages(python: str) -> str:
-    return subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def by_hand(work: Path, target: str, sdist: Path, setuptools: Path, env: dict[str, str]) -> dict[str, float]:
@@ -71,8 +73,12 @@ def by_hand(work: Path, target: str, sdist: Path, setuptools: Path, env: dict[st
     subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(setuptools)], check=True, env=env)
     times["environment"] = time.perf_counter() - t
     t = time.perf_counter()
-    subprocess.run([UV, "build", "-q", "--wheel", "--no-build-isolation", "--python", python, "--out-dir", str(work / "out"), "--no-config", "--offline", str(sdist)],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [UV, "build", "-q", "--wheel", "--no-build-isolation", "--python", python, "--out-dir", str(work / "out"), "--no-config", "--offline", str(sdist)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     times["compile"] = time.perf_counter() - t
     times["total"] = times["environment"] + times["compile"]
     return times
@@ -87,7 +93,13 @@ class Phases:
         self.build = build
         self.times: dict[str, float] = {}
         self._saved = {name: getattr(build, name) for name in ("fetch_verified", "_build_environment", "run_logged", "verify_built_wheel", "_store")}
-        for name, phase in (("fetch_verified", "sdist"), ("_build_environment", "environment"), ("run_logged", "compile"), ("verify_built_wheel", "verify"), ("_store", "store")):
+        for name, phase in (
+            ("fetch_verified", "sdist"),
+            ("_build_environment", "environment"),
+            ("run_logged", "compile"),
+            ("verify_built_wheel", "verify"),
+            ("_store", "store"),
+        ):
             setattr(build, name, self._timed(self._saved[name], phase))
 
     def _timed(self, fn: Callable, phase: str) -> Callable:
@@ -97,6 +109,7 @@ class Phases:
                 return fn(*args, **kwargs)
             finally:
                 self.times[phase] = self.times.get(phase, 0.0) + time.perf_counter() - t
+
         return wrapper
 
     def close(self) -> None:
@@ -121,8 +134,14 @@ def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[s
     requires = {n: tuple(d.requires_dist) for n, d in environment.distributions.items()}
 
     def request(with_: tuple[str, ...], build: tuple[str, ...] = ()) -> ResolveRequest:
-        return ResolveRequest(target=environment.target, installed_requires=requires, torch=TorchChoice.parse("installed"), flashinfer=FlashInferChoice.parse("none"),
-                              with_=with_, build_packages=build)
+        return ResolveRequest(
+            target=environment.target,
+            installed_requires=requires,
+            torch=TorchChoice.parse("installed"),
+            flashinfer=FlashInferChoice.parse("none"),
+            with_=with_,
+            build_packages=build,
+        )
 
     def requirements(reqs):
         with HttpFetcher(cache=None, timeout=30) as fetcher:
@@ -132,8 +151,16 @@ def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[s
         plan = resolve(request((ext,), (ext,)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
     machine = BuildMachine(uv=UV, arch_list="", max_jobs=os.cpu_count() or 1, toolkit=None, env=env)
     with HttpFetcher(cache=None, timeout=30) as fetcher:
-        ctx = BuildContext(cache=WheelCache.under(cache), machine=machine, requirements=requirements, target_tags=environment.target.tags, abi=defs.abi,
-                           site_dirs=(environment.purelib, environment.platlib), python=environment.executable, fetcher=fetcher)
+        ctx = BuildContext(
+            cache=WheelCache.under(cache),
+            machine=machine,
+            requirements=requirements,
+            target_tags=environment.target.tags,
+            abi=defs.abi,
+            site_dirs=(environment.purelib, environment.platlib),
+            python=environment.executable,
+            fetcher=fetcher,
+        )
         phases = Phases()
         try:
             t = time.perf_counter()
@@ -150,8 +177,12 @@ def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[s
 def cli_install(srv: IndexServer, work: Path, torch: Path, ext: str, cache: Path, env: dict[str, str]) -> float:
     python = venv_with_torch(work, env, torch)
     t = time.perf_counter()
-    subprocess.run([TOOL, "install", "-q", "--python", python, "--with", ext, "--build", ext, "--flashinfer", "none", *index_flags(srv.url), "--cache-dir", str(cache)],
-                   check=True, env=env, capture_output=True)
+    subprocess.run(
+        [TOOL, "install", "-q", "--python", python, "--with", ext, "--build", ext, "--flashinfer", "none", *index_flags(srv.url), "--cache-dir", str(cache)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     return time.perf_counter() - t
 
 
@@ -185,12 +216,15 @@ def measure(root: Path, name: str, filler: int, runs: int, env: dict[str, str]) 
         c["other"] = c["total"] - sum(c.get(k, 0.0) for k in PHASES)
     tool = {k: median([c.get(k, 0.0) for c in cold]) for k in (*PHASES, "other", "total")}
     return {
-        "extension": name, "filler": filler, "runs": runs,
+        "extension": name,
+        "filler": filler,
+        "runs": runs,
         "by_hand": {k: median([h[k] for h in hand]) for k in ("environment", "compile", "total")},
         "tool": tool,
         "overhead": tool["total"] - tool["compile"],
         "cache_hit": median(hit),
-        "install_cold": median(install_cold), "install_cached": median(install_warm),
+        "install_cold": median(install_cold),
+        "install_cached": median(install_warm),
     }
 
 
@@ -199,7 +233,9 @@ def show(r: dict) -> None:
     print(f"\n{r['extension']} (filler {r['filler']}, {r['runs']} run(s), medians in seconds)")
     print(f"  by hand:    environment {h['environment']:.3f}  compile {h['compile']:.3f}  total {h['total']:.3f}")
     print("  the tool:   " + "  ".join(f"{k} {t[k]:.3f}" for k in (*PHASES, "other", "total")))
-    print(f"  overhead (tool total - its compile): {r['overhead']:.3f}  ({r['overhead'] / t['total']:.0%} of its build; by hand the environment took {h['environment']:.3f})")
+    print(
+        f"  overhead (tool total - its compile): {r['overhead']:.3f}  ({r['overhead'] / t['total']:.0%} of its build; by hand the environment took {h['environment']:.3f})"
+    )
     print(f"  cache hit: {r['cache_hit'] * 1000:.1f} ms")
     print(f"  install --with {r['extension']} --build {r['extension']}: cold {r['install_cold']:.2f}, build cached {r['install_cached']:.2f}")
 

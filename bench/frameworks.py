@@ -54,8 +54,8 @@ def local_path(url: str) -> str:
     """The loopback path (no leading slash) of a recorded absolute URL."""
     for old, new in REWRITE:
         if url.startswith(old.decode()):
-            return new.decode()[1:] + url[len(old):]
-    host, _, rest = url[len("https://"):].partition("/")
+            return new.decode()[1:] + url[len(old) :]
+    host, _, rest = url[len("https://") :].partition("/")
     return f"_ext/{host}/{rest}"
 
 
@@ -97,10 +97,15 @@ def build_world(root: Path) -> dict:
         scan = scans.get(path) or {"kind": "none", "why": "", "file_size": sizes.get(path) or 2**20}
         scan_wheel(root / unquote(path), scan)
         built += 1
-    return {"pages": sum(1 for e in manifest["pages"].values() if e["status"] == 200), "metadata": len(manifest["metadata"]),
-            "scans": len(manifest["scans"]), "scanned_wheels": len(scans), "wheels": built,
-            "recorded_scan_bytes": sum(s["bytes_read"] for s in manifest["scans"].values()),
-            "recorded_scan_wheel_bytes": sum(s["file_size"] for s in manifest["scans"].values())}
+    return {
+        "pages": sum(1 for e in manifest["pages"].values() if e["status"] == 200),
+        "metadata": len(manifest["metadata"]),
+        "scans": len(manifest["scans"]),
+        "scanned_wheels": len(scans),
+        "wheels": built,
+        "recorded_scan_bytes": sum(s["bytes_read"] for s in manifest["scans"].values()),
+        "recorded_scan_wheel_bytes": sum(s["file_size"] for s in manifest["scans"].values()),
+    }
 
 
 def _hashed_wheels(page: str, body: bytes, is_json: bool) -> dict[str, tuple[str, int | None]]:
@@ -173,7 +178,9 @@ def _write_sparse_zip(path: Path, members: list[tuple[str, bytes, bool]], size: 
         central.append((nb, offset, 0, 0, pad, pad))
         cd = fh.tell()
         for nb, offset, method, crc, csize, usize in central:
-            fh.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21, crc, csize, usize, len(nb), 0, 0, 0, 0, 0o755 << 16, offset) + nb)
+            fh.write(
+                struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0x21, crc, csize, usize, len(nb), 0, 0, 0, 0, 0o755 << 16, offset) + nb
+            )
         fh.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(central), len(central), fh.tell() - cd, cd, 0))
 
 
@@ -190,8 +197,16 @@ def child(argv: list[str], stats_path: str) -> int:
         t = time.perf_counter()
         out = original(files, classifier)
         s = getattr(classifier, "stats", None)
-        spent.append({"seconds": time.perf_counter() - t, "files": len(files), "bytes_read": getattr(s, "bytes_read", 0),
-                      "wheel_bytes": getattr(s, "wheel_bytes", 0), "scanned": getattr(s, "wheels", 0), "not_scanned": getattr(s, "not_scanned", 0)})
+        spent.append(
+            {
+                "seconds": time.perf_counter() - t,
+                "files": len(files),
+                "bytes_read": getattr(s, "bytes_read", 0),
+                "wheel_bytes": getattr(s, "wheel_bytes", 0),
+                "scanned": getattr(s, "wheels", 0),
+                "not_scanned": getattr(s, "not_scanned", 0),
+            }
+        )
         return out
 
     framework.classify_all = timed  # type: ignore[assignment]
@@ -205,9 +220,26 @@ def child(argv: list[str], stats_path: str) -> int:
 def ours(srv, cache: Path, work: Path) -> dict:
     from run import PY, run_measured
 
-    argv = ["resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={NIGHTLY}", "--with", "sglang",
-            "--override", "cuda-python>=13", *[w for n in WITHOUT for w in ("--without", n)],
-            *[w for n, p in PREFIX.items() for w in ("--index", f"{n}={srv.url}{p}")], "--cache-dir", str(cache), "--format", "json", "-q"]
+    argv = [
+        "resolve",
+        "--python",
+        TARGET[0],
+        "--platform",
+        TARGET[1],
+        "--installed",
+        f"torch=={NIGHTLY}",
+        "--with",
+        "sglang",
+        "--override",
+        "cuda-python>=13",
+        *[w for n in WITHOUT for w in ("--without", n)],
+        *[w for n, p in PREFIX.items() for w in ("--index", f"{n}={srv.url}{p}")],
+        "--cache-dir",
+        str(cache),
+        "--format",
+        "json",
+        "-q",
+    ]
     stats = work / f"stats-{time.monotonic_ns()}.json"
     n0, b0 = len(srv.log), srv.bytes_sent
     proc = run_measured([PY, str(Path(__file__).resolve()), "--child", str(stats), *argv])
@@ -217,11 +249,20 @@ def ours(srv, cache: Path, work: Path) -> dict:
     child_stats = json.loads(stats.read_text())
     log = srv.log[n0:]
     classify = child_stats["classify"][0] if child_stats["classify"] else {}
-    return {"wall": proc.wall, "cpu": proc.cpu, "maxrss_mb": proc.maxrss_mb, "requests": len(log), "bytes": srv.bytes_sent - b0,
-            "range_requests": sum(1 for _, p, h in log if p.endswith(".whl") and "Range" in h),
-            "classify_seconds": classify.get("seconds", 0.0), "classify_files": classify.get("files", 0),
-            "classify_bytes": classify.get("bytes_read", 0), "classified_wheel_bytes": classify.get("wheel_bytes", 0),
-            "not_scanned": classify.get("not_scanned", 0), "plan": plan}
+    return {
+        "wall": proc.wall,
+        "cpu": proc.cpu,
+        "maxrss_mb": proc.maxrss_mb,
+        "requests": len(log),
+        "bytes": srv.bytes_sent - b0,
+        "range_requests": sum(1 for _, p, h in log if p.endswith(".whl") and "Range" in h),
+        "classify_seconds": classify.get("seconds", 0.0),
+        "classify_files": classify.get("files", 0),
+        "classify_bytes": classify.get("bytes_read", 0),
+        "classified_wheel_bytes": classify.get("wheel_bytes", 0),
+        "not_scanned": classify.get("not_scanned", 0),
+        "plan": plan,
+    }
 
 
 def uv_compile(srv, plan: dict, cache: Path, work: Path, uv: str) -> dict:
@@ -231,9 +272,30 @@ def uv_compile(srv, plan: dict, cache: Path, work: Path, uv: str) -> dict:
     (work / "requirements.in").write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
     overrides = [o["replaced_by"] for o in plan["overrides"]] + [f"{n}; sys_platform == 'never'" for n in WITHOUT]
     (work / "overrides.txt").write_text("\n".join(dict.fromkeys(overrides)) + "\n")
-    cmd = [uv, "pip", "compile", "requirements.in", "-o", "requirements.txt", "--override", "overrides.txt", "--quiet", "--no-header",
-           "--python", PY, "--python-version", TARGET[0], "--python-platform", TARGET[1], "--index-url", srv.url + "simple/",
-           "--extra-index-url", srv.url + "whl/nightly/cu130/", "--extra-index-url", srv.url + "fi/cu130/"]
+    cmd = [
+        uv,
+        "pip",
+        "compile",
+        "requirements.in",
+        "-o",
+        "requirements.txt",
+        "--override",
+        "overrides.txt",
+        "--quiet",
+        "--no-header",
+        "--python",
+        PY,
+        "--python-version",
+        TARGET[0],
+        "--python-platform",
+        TARGET[1],
+        "--index-url",
+        srv.url + "simple/",
+        "--extra-index-url",
+        srv.url + "whl/nightly/cu130/",
+        "--extra-index-url",
+        srv.url + "fi/cu130/",
+    ]
     return compile_with_uv(cmd, srv, cache, work)
 
 
@@ -270,13 +332,17 @@ def main() -> int:
                     mine.append(ours(srv, Path(tempfile.mkdtemp(dir=tmp)), tmp))
                     theirs.append(uv_compile(srv, mine[-1]["plan"], Path(tempfile.mkdtemp(dir=tmp)), Path(tempfile.mkdtemp(dir=tmp)), uv))
                     o, u = mine[-1], theirs[-1]
-                    say(f"{latency * 1000:.0f} ms #{i + 1}: ours {o['wall']:.2f} s ({o['requests']} req, {len(o['plan']['packages'])} packages), "
+                    say(
+                        f"{latency * 1000:.0f} ms #{i + 1}: ours {o['wall']:.2f} s ({o['requests']} req, {len(o['plan']['packages'])} packages), "
                         f"classify {o['classify_seconds']:.2f} s for {o['classify_files']} wheels, {o['classify_bytes']:,} of {o['classified_wheel_bytes']:,} B; "
-                        f"uv {u['wall']:.2f} s ({u['requests']} req)")
+                        f"uv {u['wall']:.2f} s ({u['requests']} req)"
+                    )
                 plan = {p["name"]: p["version"] for p in mine[0]["plan"]["packages"]}
                 if plan != theirs[0]["packages"]:
-                    failures.append(f"{latency * 1000:.0f} ms: closures differ: ours only {sorted(set(plan.items()) - set(theirs[0]['packages'].items()))}, "
-                                    f"uv only {sorted(set(theirs[0]['packages'].items()) - set(plan.items()))}")
+                    failures.append(
+                        f"{latency * 1000:.0f} ms: closures differ: ours only {sorted(set(plan.items()) - set(theirs[0]['packages'].items()))}, "
+                        f"uv only {sorted(set(theirs[0]['packages'].items()) - set(plan.items()))}"
+                    )
                 for o in mine:
                     o.pop("plan")
                 for u in theirs:
@@ -286,11 +352,15 @@ def main() -> int:
                 fig["classify_share_of_wall"] = fig["ours"]["classify_seconds"] / fig["ours"]["wall"]
                 fig["classify_share_of_bytes"] = fig["ours"]["classify_bytes"] / max(1, fig["ours"]["classified_wheel_bytes"])
                 results[f"cold_{int(latency * 1000)}ms"] = fig
-                say(f"{latency * 1000:.0f} ms: ours/uv {fig['ratio_wall']:.2f}x (target <= 1.0x); classification {fig['classify_share_of_wall'] * 100:.1f}% "
-                    f"of the wall (< 10%), {fig['classify_share_of_bytes'] * 100:.3f}% of the classified wheels' bytes (< 1%)")
+                say(
+                    f"{latency * 1000:.0f} ms: ours/uv {fig['ratio_wall']:.2f}x (target <= 1.0x); classification {fig['classify_share_of_wall'] * 100:.1f}% "
+                    f"of the wall (< 10%), {fig['classify_share_of_bytes'] * 100:.3f}% of the classified wheels' bytes (< 1%)"
+                )
     w = results["world"]
-    say(f"recorded live scans (PyPI, snapshot manifest): {w['recorded_scan_bytes']:,} of {w['recorded_scan_wheel_bytes']:,} B = "
-        f"{w['recorded_scan_bytes'] / w['recorded_scan_wheel_bytes'] * 100:.2f}%")
+    say(
+        f"recorded live scans (PyPI, snapshot manifest): {w['recorded_scan_bytes']:,} of {w['recorded_scan_wheel_bytes']:,} B = "
+        f"{w['recorded_scan_bytes'] / w['recorded_scan_wheel_bytes'] * 100:.2f}%"
+    )
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "frameworks.json").write_text(json.dumps({**results, "failures": failures}, indent=2))

@@ -60,15 +60,22 @@ def build(root: Path, scale: float) -> World:
     w.pytorch("triton", "3.7.0+git9c288bc5", tag=f"{PY}-{PY}-{PLAT}", at_root=True, padding=int(20 * MB * scale))
     w.flashinfer("flashinfer-jit-cache", "0.6.5+cu130", tag=f"{ABI3}-{PLAT}", page="cu130/flashinfer-jit-cache", padding=pad("flashinfer-jit-cache"))
     for name, version, tag, requires in (
-        ("flashinfer-python", "0.6.5", "py3-none-any", FI_REQUIRES), ("flashinfer-cubin", "0.6.5", "py3-none-any", ()),
-        ("apache-tvm-ffi", "0.1.7", "py3-none-any", ()), ("numpy", "2.2.0", "py3-none-any", ()), ("packaging", "25.0", "py3-none-any", ()),
-        ("filelock", "3.17.0", "py3-none-any", ()), ("typing-extensions", "4.12.2", "py3-none-any", ()),
+        ("flashinfer-python", "0.6.5", "py3-none-any", FI_REQUIRES),
+        ("flashinfer-cubin", "0.6.5", "py3-none-any", ()),
+        ("apache-tvm-ffi", "0.1.7", "py3-none-any", ()),
+        ("numpy", "2.2.0", "py3-none-any", ()),
+        ("packaging", "25.0", "py3-none-any", ()),
+        ("filelock", "3.17.0", "py3-none-any", ()),
+        ("typing-extensions", "4.12.2", "py3-none-any", ()),
         ("cuda-toolkit", "13.0.2", "py3-none-any", ["nvidia-cuda-runtime==13.0.96; extra == 'cudart'", "nvidia-cuda-nvrtc==13.0.88; extra == 'nvrtc'"]),
-        ("nvidia-cuda-runtime", "13.0.96", f"py3-none-{PLAT}", ()), ("nvidia-cuda-nvrtc", "13.0.88", f"py3-none-{PLAT}", ()),
+        ("nvidia-cuda-runtime", "13.0.96", f"py3-none-{PLAT}", ()),
+        ("nvidia-cuda-nvrtc", "13.0.88", f"py3-none-{PLAT}", ()),
     ):
         built = w.pypi(name, version, tag=tag, requires=requires, requires_python=">=3.10" if name == "flashinfer-python" else None)
         if pad(name):  # rebuild in place with padding (World.pypi has no padding of its own)
-            again = build_wheel(built.path.parent, name, version, tag, requires, requires_python=">=3.10" if name == "flashinfer-python" else None, padding=pad(name))
+            again = build_wheel(
+                built.path.parent, name, version, tag, requires, requires_python=">=3.10" if name == "flashinfer-python" else None, padding=pad(name)
+            )
             entry = w.pages[f"simple/{name}/"][-1]
             entry.wheel = again
     return w
@@ -113,7 +120,11 @@ def main() -> int:
             flags = ["--index", f"pytorch={srv.url}whl/", "--index", f"flashinfer={srv.url}fi/", "--index", f"pypi={srv.url}simple/"]
             ours_py = fresh_venv(tmp / "ours", env("ours"), torch)
             lock = tmp / "pylock.bench.toml"
-            p, n = measured(srv, [TOOL, "install", "-q", "--python", ours_py, *flags, "--cache-dir", str(tmp / "cache-ours"), "--format", "json", "-o", str(lock)], env("ours"))
+            p, n = measured(
+                srv,
+                [TOOL, "install", "-q", "--python", ours_py, *flags, "--cache-dir", str(tmp / "cache-ours"), "--format", "json", "-o", str(lock)],
+                env("ours"),
+            )
             results["ours: install (cold)"] = {"wall_s": p.wall, "net_bytes": n, "rss_mb": p.maxrss_mb}
             from resolve_gpu_stack.lock.files import read_lock
             from resolve_gpu_stack.lock.pylock import plan_from_lock
@@ -126,18 +137,32 @@ def main() -> int:
             results["uv: pip install pinned (cold)"] = {"wall_s": p.wall, "net_bytes": n, "rss_mb": p.maxrss_mb}
 
             # the wheelhouse, served below /house/ by the same capped server
-            export = [sys.executable, "-c", "import sys; from pathlib import Path; from resolve_gpu_stack.env.wheelhouse import export_wheelhouse as e; "
-                      "from resolve_gpu_stack.net.download import WheelCache as W; from resolve_gpu_stack.net.http import HttpFetcher as H; "
-                      "e([Path(sys.argv[1])], Path(sys.argv[2]), wheel_cache=W(Path(sys.argv[3])), fetcher=H(cache=None), base_url=sys.argv[4])",
-                      str(lock), str(world.root / "house"), str(tmp / "cache-export"), srv.url + "house"]
+            export = [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; from resolve_gpu_stack.env.wheelhouse import export_wheelhouse as e; "
+                "from resolve_gpu_stack.net.download import WheelCache as W; from resolve_gpu_stack.net.http import HttpFetcher as H; "
+                "e([Path(sys.argv[1])], Path(sys.argv[2]), wheel_cache=W(Path(sys.argv[3])), fetcher=H(cache=None), base_url=sys.argv[4])",
+                str(lock),
+                str(world.root / "house"),
+                str(tmp / "cache-export"),
+                srv.url + "house",
+            ]
             p, n = measured(srv, export, base)
             results["ours: wheelhouse export (cold cache)"] = {"wall_s": p.wall, "net_bytes": n, "rss_mb": p.maxrss_mb}
             house_lock = world.root / "house" / lock.name
             node = fresh_venv(tmp / "node", env("node"), torch)
-            install = [sys.executable, "-c", "import sys; from pathlib import Path; from resolve_gpu_stack.env.lockinstall import install_lock as i; "
-                       "from resolve_gpu_stack.net.download import WheelCache as W; from resolve_gpu_stack.net.http import HttpFetcher as H; "
-                       "i(Path(sys.argv[1]), python=sys.argv[2], uv=sys.argv[3], wheel_cache=W(Path(sys.argv[4])), fetcher=H(cache=None))",
-                       str(house_lock), node, UV, str(tmp / "cache-node")]
+            install = [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; from resolve_gpu_stack.env.lockinstall import install_lock as i; "
+                "from resolve_gpu_stack.net.download import WheelCache as W; from resolve_gpu_stack.net.http import HttpFetcher as H; "
+                "i(Path(sys.argv[1]), python=sys.argv[2], uv=sys.argv[3], wheel_cache=W(Path(sys.argv[4])), fetcher=H(cache=None))",
+                str(house_lock),
+                node,
+                UV,
+                str(tmp / "cache-node"),
+            ]
             p, n = measured(srv, install, env("node"))
             results["ours: install_lock from wheelhouse"] = {"wall_s": p.wall, "net_bytes": n, "rss_mb": p.maxrss_mb}
             plain = fresh_venv(tmp / "plain", env("plain"), torch)
@@ -154,7 +179,9 @@ def main() -> int:
     print(f"ratio cold install ours/uv: {cold:.2f} (target <= 1.15); install_lock/uv -r pylock: {fleet:.2f} (target <= 1.05)")
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    (out / ("install-quick.json" if args.quick else "install.json")).write_text(json.dumps({"results": results, "ratio_cold": cold, "ratio_fleet": fleet, "wheel_bytes": wheel_bytes}, indent=1) + "\n")
+    (out / ("install-quick.json" if args.quick else "install.json")).write_text(
+        json.dumps({"results": results, "ratio_cold": cold, "ratio_fleet": fleet, "wheel_bytes": wheel_bytes}, indent=1) + "\n"
+    )
     return 0
 
 

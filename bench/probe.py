@@ -33,8 +33,22 @@ def command(kind: str, srv: IndexServer, story, tmp: Path, n: int) -> tuple[list
     indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
     cache = tmp / f"cache-{n}"
     if kind == "resolve":
-        return ["resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}", *[a for n in story.with_ for a in ("--with", n)],
-                *[a for k, u in indexes.items() for a in ("--index", f"{k}={u}")], "--cache-dir", str(cache), "--format", "json", "-q"], None
+        return [
+            "resolve",
+            "--python",
+            TARGET[0],
+            "--platform",
+            TARGET[1],
+            "--installed",
+            f"torch=={story.torch}",
+            *[a for n in story.with_ for a in ("--with", n)],
+            *[a for k, u in indexes.items() for a in ("--index", f"{k}={u}")],
+            "--cache-dir",
+            str(cache),
+            "--format",
+            "json",
+            "-q",
+        ], None
     work = tmp / f"lock-{n}"
     work.mkdir()
     targets = SCALE_TARGETS if kind == "lock" else [TARGET]

@@ -52,6 +52,8 @@ class Proc:
 
 
 PROC_ENV: dict[str, str] = {}  # set in main(): where the children keep their bytecode
+
+
 def _gnu_time() -> str | None:
     if not Path("/usr/bin/time").is_file():
         return None
@@ -62,8 +64,8 @@ def _gnu_time() -> str | None:
 GNU_TIME = _gnu_time()
 RSS_METHOD = (
     "peak RSS (ru_maxrss) of the measured process as GNU time reports it (time forks it, so it is the process's own)"
-    if GNU_TIME else
-    "ru_maxrss from wait4; without GNU time it includes the benchmark process's own RSS at the fork (Linux keeps the high-water mark across exec)"
+    if GNU_TIME
+    else "ru_maxrss from wait4; without GNU time it includes the benchmark process's own RSS at the fork (Linux keeps the high-water mark across exec)"
 )
 
 
@@ -191,8 +193,23 @@ class Bench:
         exe = install.command() if install else cli_command()
         indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
         if targets is None:
-            cmd = [*exe, "resolve", "--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}", *[a for n in story.with_ for a in ("--with", n)],
-                   *[a for n, u in indexes.items() for a in ("--index", f"{n}={u}")], "--cache-dir", str(cache), "--format", "json", "-q"]
+            cmd = [
+                *exe,
+                "resolve",
+                "--python",
+                TARGET[0],
+                "--platform",
+                TARGET[1],
+                "--installed",
+                f"torch=={story.torch}",
+                *[a for n in story.with_ for a in ("--with", n)],
+                *[a for n, u in indexes.items() for a in ("--index", f"{n}={u}")],
+                "--cache-dir",
+                str(cache),
+                "--format",
+                "json",
+                "-q",
+            ]
             work = None
         else:
             work = self.fresh("lock-")
@@ -221,7 +238,12 @@ class Bench:
         """bench/worker.py: resolve() in-process, for the breakdown (imports vs resolving) and the
         bytes spent on pages vs METADATA."""
         targets = targets or [TARGET]
-        job = {"job": "resolve", "base": srv.url, "cache": str(cache) if cache else None, "targets": [[py, plat, [f"torch=={story.torch}"]] for py, plat in targets]}
+        job = {
+            "job": "resolve",
+            "base": srv.url,
+            "cache": str(cache) if cache else None,
+            "targets": [[py, plat, [f"torch=={story.torch}"]] for py, plat in targets],
+        }
         n0, b0 = len(srv.log), srv.bytes_sent
         out, proc = worker(job)
         log = srv.log[n0:]
@@ -286,10 +308,17 @@ class Bench:
                 for name, install in installs.items():
                     bare[name].append(self.ours(srv, story, self.fresh("cache-"), install=install))
                 extra = "".join(f", {name} {runs[-1]['wall']:.3f} s" for name, runs in bare.items())
-                say(f"{world or 'large'} cold {latency * 1000:.0f} ms #{i + 1}: ours {ours[-1]['wall']:.3f} s ({ours[-1]['requests']} req), uv {uv[-1]['wall']:.3f} s ({uv[-1]['requests']} req){extra}")
+                say(
+                    f"{world or 'large'} cold {latency * 1000:.0f} ms #{i + 1}: ours {ours[-1]['wall']:.3f} s ({ours[-1]['requests']} req), uv {uv[-1]['wall']:.3f} s ({uv[-1]['requests']} req){extra}"
+                )
             self.check_same_closure(ours[0], uv[0], f"{world or 'large'} cold at {latency * 1000:.0f} ms")
             key = f"{world + '_' if world else ''}cold_{int(latency * 1000)}ms"
-            fig = {"ours": _summary(ours), "uv": _summary(uv), "closure": len(ours[0]["plans"][0]), "ratio_wall": med([o["wall"] for o in ours]) / med([u["wall"] for u in uv])}
+            fig = {
+                "ours": _summary(ours),
+                "uv": _summary(uv),
+                "closure": len(ours[0]["plans"][0]),
+                "ratio_wall": med([o["wall"] for o in ours]) / med([u["wall"] for u in uv]),
+            }
             for name, runs in bare.items():
                 if runs[0]["plans"] != ours[0]["plans"]:
                     self.failures.append(f"{world} cold at {latency * 1000:.0f} ms: the {name} install's plan differs")
@@ -306,7 +335,10 @@ class Bench:
     def installs(self) -> dict[str, BareInstall]:
         """Two copies of the installed package: compiled (pip's default) and without bytecode."""
         if not hasattr(self, "_installs"):
-            self._installs = {"compiled": BareInstall(self.fresh("install-pyc-"), compiled=True), "no_bytecode": BareInstall(self.fresh("install-bare-"), compiled=False)}
+            self._installs = {
+                "compiled": BareInstall(self.fresh("install-pyc-"), compiled=True),
+                "no_bytecode": BareInstall(self.fresh("install-bare-"), compiled=False),
+            }
         return self._installs
 
     def warm(self, srv: IndexServer, story: Story) -> None:
@@ -325,7 +357,9 @@ class Bench:
                 self.failures.append(f"warm at {latency * 1000:.0f} ms: resolve() in-process and the CLI disagree")
             key = f"warm_{int(latency * 1000)}ms"
             self.results[key] = {"ours": _summary(runs), "uv": _summary(uv), "inprocess": _summary(inproc)}
-            say(f"warm {latency * 1000:.0f} ms: ours {med([r['wall'] for r in runs]):.3f} s ({runs[0]['requests']} req, {runs[0]['not_modified_asked']} conditional), uv {med([u['wall'] for u in uv]):.3f} s")
+            say(
+                f"warm {latency * 1000:.0f} ms: ours {med([r['wall'] for r in runs]):.3f} s ({runs[0]['requests']} req, {runs[0]['not_modified_asked']} conditional), uv {med([u['wall'] for u in uv]):.3f} s"
+            )
         srv.latency = 0.0
         for lat in (0, 50):
             cold = self.results.get(f"cold_{lat}ms")
@@ -365,7 +399,7 @@ class Bench:
             run = self.inprocess(srv, story, self.fresh("cache-"))
         from urllib.parse import unquote
 
-        rels = [unquote(u[len(srv.url):]) for u in run["urls"][0]]
+        rels = [unquote(u[len(srv.url) :]) for u in run["urls"][0]]
         plan_bytes = sum((root / rel).stat().st_size for rel in rels)
         big_in_plan = sorted(set(rels) & set(story.big))
         urls = rels
@@ -391,7 +425,9 @@ class Bench:
         if len(big_in_plan) < 2:
             self.failures.append(f"metadata: the plan should use the large torch and jit-cache wheels, it uses {big_in_plan}")
         self.results["metadata"] = fig
-        say(f"metadata: {fig['metadata_bytes']:,} bytes for {fig['metadata_files']} wheels' metadata, plan wheels {plan_bytes / 2**20:.0f} MB -> {fig['metadata_ratio'] * 100:.4f}%")
+        say(
+            f"metadata: {fig['metadata_bytes']:,} bytes for {fig['metadata_files']} wheels' metadata, plan wheels {plan_bytes / 2**20:.0f} MB -> {fig['metadata_ratio'] * 100:.4f}%"
+        )
 
     def help_time(self) -> None:
         exe = Path(PY).parent / "resolve-gpu-stack"
@@ -408,7 +444,10 @@ class Bench:
         if any(p.rc != 0 for p in checks):
             self.failures.append(f"check failed: {checks[0].err[-500:]}")
         imported = run_measured([PY, "-X", "importtime", "-c", "import resolve_gpu_stack.cli.app as c; c.build_parser()"])
-        heavy = sorted({line.split("|")[-1].strip().split(".")[0] for line in imported.err.splitlines() if "|" in line} & {"httpx", "resolvelib", "rich", "bs4", "packaging", "h11", "httpcore", "anyio"})
+        heavy = sorted(
+            {line.split("|")[-1].strip().split(".")[0] for line in imported.err.splitlines() if "|" in line}
+            & {"httpx", "resolvelib", "rich", "bs4", "packaging", "h11", "httpcore", "anyio"}
+        )
         self.results["help"] = {
             "help_wall": med([h.wall for h in helps]),
             "python_pass_wall": med([p.wall for p in passes]),
@@ -419,8 +458,10 @@ class Bench:
             "check_wall": med([c.wall for c in checks]),
         }
         self.results["help"]["ratio"] = self.results["help"]["help_wall"] / self.results["help"]["python_pass_wall"]
-        say(f"--help {self.results['help']['help_wall'] * 1000:.0f} ms vs python -c pass {self.results['help']['python_pass_wall'] * 1000:.0f} ms; heavy imports: {heavy or 'none'}; "
-            f"--version {self.results['help']['version_wall'] * 1000:.0f} ms; check {self.results['help']['check_wall'] * 1000:.0f} ms")
+        say(
+            f"--help {self.results['help']['help_wall'] * 1000:.0f} ms vs python -c pass {self.results['help']['python_pass_wall'] * 1000:.0f} ms; heavy imports: {heavy or 'none'}; "
+            f"--version {self.results['help']['version_wall'] * 1000:.0f} ms; check {self.results['help']['check_wall'] * 1000:.0f} ms"
+        )
 
 
 def cli_command() -> list[str]:
@@ -434,7 +475,14 @@ def target_names(targets) -> list[str]:
 
 def lock_config(targets, story: Story, indexes: dict[str, str]) -> str:
     """A gpu-stack.toml with one target per (python, platform), each written as constraints."""
-    lines = ["indexes = { " + ", ".join(f'{n} = "{u}"' for n, u in indexes.items()) + " }", "", "[defaults]", 'torch = "nightly"', f'installed = ["torch=={story.torch}"]', ""]
+    lines = [
+        "indexes = { " + ", ".join(f'{n} = "{u}"' for n, u in indexes.items()) + " }",
+        "",
+        "[defaults]",
+        'torch = "nightly"',
+        f'installed = ["torch=={story.torch}"]',
+        "",
+    ]
     for name, (py, plat) in zip(target_names(targets), targets):
         lines += ["[[target]]", f'name = "{name}"', f'python = "{py}"', f'platform = "{plat}"', f'output = "{name}.txt"', ""]
     return "\n".join(lines)
@@ -473,11 +521,26 @@ def uv_command(uv: str, base: str, work: Path) -> list[str]:
     indexes as extra indexes (searched before PyPI, the default index), as a user would type it.
     """
     return [
-        uv, "pip", "compile", "requirements.in", "-o", "requirements.txt", "--quiet", "--no-header",
-        "--python", PY, "--python-version", TARGET[0], "--python-platform", TARGET[1],
-        "--index-url", base + "simple/",
-        "--extra-index-url", base + f"whl/nightly/{CUDA}/",
-        "--extra-index-url", base + f"fi/{CUDA}/",
+        uv,
+        "pip",
+        "compile",
+        "requirements.in",
+        "-o",
+        "requirements.txt",
+        "--quiet",
+        "--no-header",
+        "--python",
+        PY,
+        "--python-version",
+        TARGET[0],
+        "--python-platform",
+        TARGET[1],
+        "--index-url",
+        base + "simple/",
+        "--extra-index-url",
+        base + f"whl/nightly/{CUDA}/",
+        "--extra-index-url",
+        base + f"fi/{CUDA}/",
     ]
 
 
@@ -504,8 +567,14 @@ def _machine() -> dict:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     except OSError:
         commit = ""
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(), "uv": out, "commit": commit,
-            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "uv": out,
+        "commit": commit,
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
 
 
 def say(msg: str) -> None:
@@ -525,7 +594,10 @@ def table(r: dict) -> str:
     if "parse" in r:
         for kind, label in (("pytorch", "parse: PyTorch torch/ page (HTML)"), ("json", "parse: PEP 691 JSON page")):
             p = r["parse"][kind]
-            add(label, f"{p['rows']:,} rows, {p['bytes'] / 2**20:.2f} MB: {p['seconds'] * 1000:.1f} ms = {p['rows_per_s']:,.0f} rows/s, {p['mb_per_s']:.1f} MB/s; RSS {p['maxrss_mb']:.0f} MB")
+            add(
+                label,
+                f"{p['rows']:,} rows, {p['bytes'] / 2**20:.2f} MB: {p['seconds'] * 1000:.1f} ms = {p['rows_per_s']:,.0f} rows/s, {p['mb_per_s']:.1f} MB/s; RSS {p['maxrss_mb']:.0f} MB",
+            )
     # issue 23: <= 2.0x uv at 0 ms (all CPU: fixed costs), <= 0.8x at 50 ms (what a user on a network
     # sees), the same without bytecode (and at most 50 ms slower than with it); the 215-package
     # closure <= 0.2x at 50 ms
@@ -537,23 +609,43 @@ def table(r: dict) -> str:
             if lat == 0 and f"{world}_first_run_no_bytecode" in r:
                 add(f"{label}: first run of an install without bytecode (compiles it)", f"{r[f'{world}_first_run_no_bytecode']['wall']:.3f} s wall")
             o, u = c["ours"], c["uv"]
-            add(f"{label}, cold {lat} ms: ours (CLI)", f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req, {o['bytes'] / 2**20:.2f} MB, {o['maxrss_mb']:.0f} MB RSS")
+            add(
+                f"{label}, cold {lat} ms: ours (CLI)",
+                f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req, {o['bytes'] / 2**20:.2f} MB, {o['maxrss_mb']:.0f} MB RSS",
+            )
             if "inprocess" in c:
                 add("  of which (in-process run)", f"imports {c['inprocess']['imports']:.3f} s, resolve() {c['inprocess']['resolve']:.3f} s")
-            add(f"{label}, cold {lat} ms: uv pip compile", f"{u['wall']:.3f} s wall, {u['cpu']:.2f} s CPU, {u['requests']:.0f} req, {u['bytes'] / 2**20:.2f} MB, {u['maxrss_mb']:.0f} MB RSS")
+            add(
+                f"{label}, cold {lat} ms: uv pip compile",
+                f"{u['wall']:.3f} s wall, {u['cpu']:.2f} s CPU, {u['requests']:.0f} req, {u['bytes'] / 2**20:.2f} MB, {u['maxrss_mb']:.0f} MB RSS",
+            )
             wide_target = world == "wide" and lat == 50
             target = f"<= {limit:.1f}x" if world != "wide" or wide_target else ""
-            add(f"{label}, cold {lat} ms: ours / uv ({c['closure']} packages)", f"{c['ratio_wall']:.2f}x", target, ok(c["ratio_wall"] <= limit) if target else "")
+            add(
+                f"{label}, cold {lat} ms: ours / uv ({c['closure']} packages)",
+                f"{c['ratio_wall']:.2f}x",
+                target,
+                ok(c["ratio_wall"] <= limit) if target else "",
+            )
             if "no_bytecode" in c:
                 b, n = c["compiled"], c["no_bytecode"]
-                add(f"{label}, cold {lat} ms, installed: compiled / no bytecode", f"{b['wall']:.3f} s ({c['compiled_ratio_wall']:.2f}x uv) / {n['wall']:.3f} s ({c['no_bytecode_ratio_wall']:.2f}x uv)",
-                    f"<= {limit:.1f}x", ok(c["no_bytecode_ratio_wall"] <= limit))
-                add(f"{label}, cold {lat} ms: no bytecode - compiled", f"{(n['wall'] - b['wall']) * 1000:.0f} ms", "<= 50 ms", ok(n["wall"] - b["wall"] <= 0.05))
+                add(
+                    f"{label}, cold {lat} ms, installed: compiled / no bytecode",
+                    f"{b['wall']:.3f} s ({c['compiled_ratio_wall']:.2f}x uv) / {n['wall']:.3f} s ({c['no_bytecode_ratio_wall']:.2f}x uv)",
+                    f"<= {limit:.1f}x",
+                    ok(c["no_bytecode_ratio_wall"] <= limit),
+                )
+                add(
+                    f"{label}, cold {lat} ms: no bytecode - compiled", f"{(n['wall'] - b['wall']) * 1000:.0f} ms", "<= 50 ms", ok(n["wall"] - b["wall"] <= 0.05)
+                )
     for lat in (0, 50):
         w = r.get(f"warm_{lat}ms")
         if w:
             o, u, i = w["ours"], w["uv"], w["inprocess"]
-            add(f"warm resolve {lat} ms: ours (CLI)", f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req ({o['not_modified_asked']:.0f} conditional), {o['bytes'] / 2**10:.0f} KB; resolve() {i['resolve']:.3f} s")
+            add(
+                f"warm resolve {lat} ms: ours (CLI)",
+                f"{o['wall']:.3f} s wall, {o['cpu']:.2f} s CPU, {o['requests']:.0f} req ({o['not_modified_asked']:.0f} conditional), {o['bytes'] / 2**10:.0f} KB; resolve() {i['resolve']:.3f} s",
+            )
             add(f"warm resolve {lat} ms: uv (for reference)", f"{u['wall']:.3f} s wall, {u['requests']:.0f} req")
     for lat in (0, 50):
         w = r.get(f"warm_{lat}ms")
@@ -562,17 +654,42 @@ def table(r: dict) -> str:
             add(f"warm / cold at {lat} ms", f"resolve() {w['ratio_to_cold_resolve']:.2f}x; CLI wall {w['ratio_to_cold_wall']:.2f}x", *target)
     m = r.get("metadata")
     if m:
-        add("metadata bytes / planned wheel bytes", f"{m['metadata_bytes']:,} B / {m['plan_wheel_bytes'] / 2**20:,.0f} MB = {m['metadata_ratio'] * 100:.4f}% ({m['metadata_files']} wheels, {m['requests']} requests), RSS {m['maxrss_mb']:.0f} MB", "<= 0.1%", ok(m["metadata_ratio"] <= 0.001))
-        add("full wheel downloads while resolving", f"{m['full_downloads_server_log']} (server log), {m['full_downloads_client']} (client)", "0", ok(m["full_downloads_server_log"] == 0))
+        add(
+            "metadata bytes / planned wheel bytes",
+            f"{m['metadata_bytes']:,} B / {m['plan_wheel_bytes'] / 2**20:,.0f} MB = {m['metadata_ratio'] * 100:.4f}% ({m['metadata_files']} wheels, {m['requests']} requests), RSS {m['maxrss_mb']:.0f} MB",
+            "<= 0.1%",
+            ok(m["metadata_ratio"] <= 0.001),
+        )
+        add(
+            "full wheel downloads while resolving",
+            f"{m['full_downloads_server_log']} (server log), {m['full_downloads_client']} (client)",
+            "0",
+            ok(m["full_downloads_server_log"] == 0),
+        )
     for lat in (0, 50):
         s = r.get(f"scale_{lat}ms")
         if s:
-            add(f"lock: 6 targets / 1 target at {lat} ms", f"{s['six']['wall']:.3f} s / {s['one']['wall']:.3f} s = {s['ratio_wall']:.2f}x wall ({s['ratio_cpu']:.2f}x CPU), RSS {s['six']['maxrss_mb']:.0f} MB", "<= 2x", ok(s["ratio_wall"] <= 2.0))
+            add(
+                f"lock: 6 targets / 1 target at {lat} ms",
+                f"{s['six']['wall']:.3f} s / {s['one']['wall']:.3f} s = {s['ratio_wall']:.2f}x wall ({s['ratio_cpu']:.2f}x CPU), RSS {s['six']['maxrss_mb']:.0f} MB",
+                "<= 2x",
+                ok(s["ratio_wall"] <= 2.0),
+            )
     h = r.get("help")
     if h:
-        add("resolve-gpu-stack --help vs python -c pass", f"{h['help_wall'] * 1000:.0f} ms vs {h['python_pass_wall'] * 1000:.0f} ms ({h['ratio']:.1f}x), RSS {h['help_maxrss_mb']:.0f} vs {h.get('python_pass_maxrss_mb', float('nan')):.0f} MB; heavy imports: {', '.join(h['heavy_imports_for_help']) or 'none'}", "lazy", ok(not h["heavy_imports_for_help"]))
+        add(
+            "resolve-gpu-stack --help vs python -c pass",
+            f"{h['help_wall'] * 1000:.0f} ms vs {h['python_pass_wall'] * 1000:.0f} ms ({h['ratio']:.1f}x), RSS {h['help_maxrss_mb']:.0f} vs {h.get('python_pass_maxrss_mb', float('nan')):.0f} MB; heavy imports: {', '.join(h['heavy_imports_for_help']) or 'none'}",
+            "lazy",
+            ok(not h["heavy_imports_for_help"]),
+        )
         if "check_wall" in h:
-            add("resolve-gpu-stack check (this repository's locks, offline); --version", f"{h['check_wall'] * 1000:.0f} ms; {h['version_wall'] * 1000:.0f} ms", "<= 250 ms", ok(h["check_wall"] <= 0.25))
+            add(
+                "resolve-gpu-stack check (this repository's locks, offline); --version",
+                f"{h['check_wall'] * 1000:.0f} ms; {h['version_wall'] * 1000:.0f} ms",
+                "<= 250 ms",
+                ok(h["check_wall"] <= 0.25),
+            )
     widths = [max(len(row[i]) for row in rows + [("measurement", "figure (median)", "target", "")]) for i in range(4)]
     head = ("measurement", "figure (median)", "target", "")
     lines = ["| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(head)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
@@ -594,7 +711,13 @@ def main(argv: list[str] | None = None) -> int:
     # Python compiles each module it imports unless it finds bytecode; an installed package has
     # it, so the children keep theirs under tmp (not in the checkout), compiled once up front.
     PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    warmup = run_measured([PY, "-c", "import importlib, pkgutil, resolve_gpu_stack as p\nfor m in pkgutil.walk_packages(p.__path__, 'resolve_gpu_stack.'):\n    m.name.rsplit('.', 1)[-1].startswith('_') or importlib.import_module(m.name)"])
+    warmup = run_measured(
+        [
+            PY,
+            "-c",
+            "import importlib, pkgutil, resolve_gpu_stack as p\nfor m in pkgutil.walk_packages(p.__path__, 'resolve_gpu_stack.'):\n    m.name.rsplit('.', 1)[-1].startswith('_') or importlib.import_module(m.name)",
+        ]
+    )
     if warmup.rc != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SystemExit(f"cannot import the package: {warmup.err[-2000:]}")

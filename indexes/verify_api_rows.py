@@ -51,6 +51,7 @@ MAX_MEMBER = 8 * 1024 * 1024  # a Python module of flashinfer is well under this
 
 # -- what one release says ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ApiFacts:
     """What a release's source says of one symbol: exported, its ``backend`` Literal values, and
@@ -120,7 +121,7 @@ def _requirements(tree: ast.Module, symbol: str) -> dict[str, frozenset[int]]:
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef) or not node.name.startswith("_"):
             continue
-        backend = next((node.name[1:-len(sfx)] for sfx in suffixes if node.name.endswith(sfx) and len(node.name) > len(sfx) + 1), None)
+        backend = next((node.name[1 : -len(sfx)] for sfx in suffixes if node.name.endswith(sfx) and len(node.name) > len(sfx) + 1), None)
         for deco in node.decorator_list if backend else ():
             if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "supported_compute_capability" and deco.args:
                 try:
@@ -131,6 +132,7 @@ def _requirements(tree: ast.Module, symbol: str) -> dict[str, frozenset[int]]:
 
 
 # -- the rows against the releases -----------------------------------------------------------------
+
 
 def _arch_number(arch: object) -> int:
     return int(str(arch).removeprefix("sm").rstrip("af"))
@@ -158,6 +160,7 @@ def verify_row(row: ApiRow, releases: Sequence[Version], facts: Callable[[Versio
     per_gpu = {_arch_number(a): g.flashinfer for g in row.per_gpu for a in g.archs}
     listed = {_arch_number(a) for a in row.runs_on}
     for number in sorted(listed | _supported_anywhere(row, releases, facts)):
+
         def supports(v: Version, number: int = number) -> bool | None:
             return facts(v).supports(row.backend, number) if facts(v).has(row.backend) else False
 
@@ -168,8 +171,9 @@ def verify_row(row: ApiRow, releases: Sequence[Version], facts: Callable[[Versio
         if supports(releases[-1]) is None:
             out.notes.append(f"{row.name} on sm{number}: the newest release names no requirement for it; per-GPU support not checked")
             continue
-        _check_floor(out, f"{row.name} on sm{number}", max(per_gpu.get(number, row.flashinfer), row.flashinfer), releases, supports, "supports it",
-                     since=row.flashinfer)
+        _check_floor(
+            out, f"{row.name} on sm{number}", max(per_gpu.get(number, row.flashinfer), row.flashinfer), releases, supports, "supports it", since=row.flashinfer
+        )
     return out
 
 
@@ -182,8 +186,9 @@ def _supported_anywhere(row: ApiRow, releases: Sequence[Version], facts: Callabl
     return {a for found in archs for a in found}
 
 
-def _check_floor(out: RowCheck, what: str, floor: Version, releases: Sequence[Version], holds: Callable[[Version], bool | None], words: str,
-                 *, since: Version | None = None) -> None:
+def _check_floor(
+    out: RowCheck, what: str, floor: Version, releases: Sequence[Version], holds: Callable[[Version], bool | None], words: str, *, since: Version | None = None
+) -> None:
     """The first release at or above ``floor`` ``holds``, the last one below it (and at or above
     ``since``) does not; otherwise the problem, naming the release that shows it. A release whose
     source says nothing either way (``holds`` None: no requirement list yet) is skipped, with a note."""
@@ -200,7 +205,9 @@ def _check_floor(out: RowCheck, what: str, floor: Version, releases: Sequence[Ve
         out.notes.append(f"{what}: {first} up to {known} (excluded) say nothing either way; checked from {known}")
     if not holds(known):
         found = next((v for v in later if v > known and holds(v)), None)
-        out.problems.append(f"{what}: {known} (at or above the floor {floor}) does not; " + (f"the first release that does is {found}" if found else f"no release {words}"))
+        out.problems.append(
+            f"{what}: {known} (at or above the floor {floor}) does not; " + (f"the first release that does is {found}" if found else f"no release {words}")
+        )
     below = [v for v in releases if v < floor and (since is None or v >= since)]
     if below and holds(below[-1]):
         earliest = next(v for v in releases if (since is None or v >= since) and holds(v))
@@ -212,6 +219,7 @@ def _check_floor(out: RowCheck, what: str, floor: Version, releases: Sequence[Ve
 
 
 # -- reading released wheels by ranges ---------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Wheel:
@@ -257,7 +265,7 @@ class RangeReader:
         tail = self._get(max(0, self.size - TAIL_BYTES), self.size)
         eocd = find_eocd(tail, self.size)
         start = eocd.cd_offset
-        directory = tail[start - (self.size - len(tail)):] if start >= self.size - len(tail) else self._get(start, start + eocd.cd_size)
+        directory = tail[start - (self.size - len(tail)) :] if start >= self.size - len(tail) else self._get(start, start + eocd.cd_size)
         self.entries = {e.name: e for e in parse_central_directory(directory[: eocd.cd_size], eocd)}
 
     def _size(self) -> int:
@@ -310,13 +318,17 @@ def verify(rows: Iterable[ApiRow], wheels: Sequence[Wheel], open_wheel: Callable
                     readers[version] = open_wheel(by_version[version])
                 memo[version, symbol] = api_facts(readers[version].read, symbol)
             return memo[version, symbol]
+
         return facts
 
     problems = []
     for row in rows:
         found = verify_row(row, [w.version for w in wheels], facts_for(row.symbol))
-        say(f"{'ok  ' if not found.problems else 'FAIL'} {row.name}" + "".join(f"\n     {p}" for p in found.problems)
-            + "".join(f"\n     (not checked) {n}" for n in found.notes))
+        say(
+            f"{'ok  ' if not found.problems else 'FAIL'} {row.name}"
+            + "".join(f"\n     {p}" for p in found.problems)
+            + "".join(f"\n     (not checked) {n}" for n in found.notes)
+        )
         problems += found.problems
     return problems
 

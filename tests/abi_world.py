@@ -104,15 +104,22 @@ def compile_objects(folder: Path) -> dict[str, bytes]:
     out["locked_bad.so"] = _compile(folder, "locked_bad.so", _LOCKED_BAD, links=("libtorch_cpu.so", "libc10.so"))
     for n in ("27", "28", "29"):
         out[f"libaddon_torch{n}-cpu.so"] = _compile(folder, f"libaddon_torch{n}-cpu.so", _BUILD % {"n": n}, links=("libtorch_cpu.so", "libc10.so"))
-    out["cuda_only.so"] = _compile(folder, "cuda_only.so", _CUDART.replace("cudaGetDevice", "helper") + 'extern "C" int cudaGetDevice(int*);\n'
-                                   'extern "C" int use(void) { int d; return cudaGetDevice(&d); }\n', links=("libcudart.so.12",))
+    out["cuda_only.so"] = _compile(
+        folder,
+        "cuda_only.so",
+        _CUDART.replace("cudaGetDevice", "helper") + 'extern "C" int cudaGetDevice(int*);\nextern "C" int use(void) { int d; return cudaGetDevice(&d); }\n',
+        links=("libcudart.so.12",),
+    )
     return out
 
 
 def torch_files(objects: dict[str, bytes]) -> dict[str, bytes]:
     """The kept torch's files: an importable package with its two libraries."""
-    return {"torch/__init__.py": b'__version__ = "2.12.0.dev20260307+cu130"\n', "torch/lib/libtorch_cpu.so": objects["libtorch_cpu.so"],
-            "torch/lib/libc10.so": objects["libc10.so"]}
+    return {
+        "torch/__init__.py": b'__version__ = "2.12.0.dev20260307+cu130"\n',
+        "torch/lib/libtorch_cpu.so": objects["libtorch_cpu.so"],
+        "torch/lib/libc10.so": objects["libc10.so"],
+    }
 
 
 def pypi_native(w: World, name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = ()) -> BuiltWheel:
@@ -131,7 +138,12 @@ def build_abi_world(root: Path) -> tuple[World, dict[str, bytes]]:
     pypi_native(w, "stable-cu12", "1.0", {"stable_cu12/__init__.py": b"", "stable_cu12/_C.abi3.so": objects["stable12.so"]}, ("torch>=2.10",))
     pypi_native(w, "locked-ok", "1.0", {"locked_ok/__init__.py": b"", "locked_ok/_C.so": objects["locked_ok.so"]})
     pypi_native(w, "locked-bad", "1.0", {"locked_bad/__init__.py": b"", "locked_bad/_C.so": objects["locked_bad.so"]})
-    pypi_native(w, "builds-ext", "1.0", {"builds_ext/__init__.py": b"", **{f"builds_ext/libaddon_torch{n}-cpu.so": objects[f"libaddon_torch{n}-cpu.so"] for n in ("27", "28", "29")}})
+    pypi_native(
+        w,
+        "builds-ext",
+        "1.0",
+        {"builds_ext/__init__.py": b"", **{f"builds_ext/libaddon_torch{n}-cpu.so": objects[f"libaddon_torch{n}-cpu.so"] for n in ("27", "28", "29")}},
+    )
     pypi_native(w, "cuda-only", "1.0", {"cuda_only/__init__.py": b"", "cuda_only/_helper.so": objects["cuda_only.so"]})
     return w, objects
 

@@ -47,7 +47,7 @@ __version__ = "{version}"
 '''
 HEADER = "namespace c10 { int stand_in_add(int a, int b); }\n"
 
-SETUP_PY = '''import os
+SETUP_PY = """import os
 import torch  # the build environment's torch: the kept one
 from setuptools import Extension, setup
 
@@ -59,7 +59,7 @@ setup(
     ext_modules=[Extension("{module}._C", ["{module}/_C.cpp"], include_dirs=[os.path.join(root, "include")],
                            library_dirs=[os.path.join(root, "lib")], libraries=["torch"], language="c++")],
 )
-'''
+"""
 EXT_CPP = """#include <Python.h>
 #include "stand_in.h"
 BROKEN
@@ -72,10 +72,10 @@ static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "calls c10::stand_in_
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", NULL, -1, methods};
 PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }
 """
-PYPROJECT = '''[build-system]
+PYPROJECT = """[build-system]
 requires = [{requires}]
 build-backend = "setuptools.build_meta"
-'''
+"""
 
 
 def have_cxx() -> bool:
@@ -108,8 +108,17 @@ class Sdist:
     module: str
 
 
-def extension_sdist(directory: Path, name: str = "ext-kernel", version: str = "1.0", *, requires: tuple[str, ...] = ("setuptools>=70.1", "torch"),
-                    broken: bool = False, sleep: float = 0.0, install_requires: tuple[str, ...] = (), filler: int = 0) -> Sdist:
+def extension_sdist(
+    directory: Path,
+    name: str = "ext-kernel",
+    version: str = "1.0",
+    *,
+    requires: tuple[str, ...] = ("setuptools>=70.1", "torch"),
+    broken: bool = False,
+    sleep: float = 0.0,
+    install_requires: tuple[str, ...] = (),
+    filler: int = 0,
+) -> Sdist:
     """``<name>-<version>.tar.gz``: setup.py imports torch and compiles ``<module>/_C`` against
     ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first; ``filler``:
     that many more template instantiations to compile, for a build that takes a while)."""
@@ -156,8 +165,12 @@ def serve_sdist(world: World, sdist: Sdist, page: str = "simple") -> None:
     target = world.root / "files" / sdist.filename
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(sdist.path, target)
-    entry = _Entry(BuiltWheel(path=target, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size, metadata=b""), "files/" + sdist.filename,
-                   sidecar=False, upload_time="2026-01-01T00:00:00Z")
+    entry = _Entry(
+        BuiltWheel(path=target, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size, metadata=b""),
+        "files/" + sdist.filename,
+        sidecar=False,
+        upload_time="2026-01-01T00:00:00Z",
+    )
     world._add(f"{page}/{canonicalize_name(sdist.name)}/", "pypi", entry)
 
 

@@ -47,8 +47,27 @@ def cert(tmp_path: Path) -> tuple[Path, Path]:
     if openssl is None:
         pytest.skip("needs the openssl command to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    made = subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
-                           "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], capture_output=True)
+    made = subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        capture_output=True,
+    )
     if made.returncode != 0:
         pytest.skip(f"openssl cannot make a test certificate: {made.stderr.decode(errors='replace')[-200:]}")
     return cert, key

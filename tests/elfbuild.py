@@ -45,7 +45,14 @@ def stub_libraries(directory: Path) -> Path:
 
 
 def compile_so(
-    directory: Path, name: str, libs: Path, *, links: tuple[str, ...] = (), pad: int = 0, flags: tuple[str, ...] = (), seed: int = 0,
+    directory: Path,
+    name: str,
+    libs: Path,
+    *,
+    links: tuple[str, ...] = (),
+    pad: int = 0,
+    flags: tuple[str, ...] = (),
+    seed: int = 0,
     symbols: int = 0,
 ) -> bytes:
     """A shared object that calls into each stub in ``links`` (sonames of ``STUBS``); its bytes.
@@ -61,9 +68,7 @@ def compile_so(
     if pad:
         blob = directory / f"{name}.pad"
         blob.write_bytes(_random(pad, seed))
-        lines.append(
-            f'__asm__(".section .rodata\\n.globl padding_{seed}\\npadding_{seed}:\\n.incbin \\"{blob}\\"\\n.previous");'
-        )
+        lines.append(f'__asm__(".section .rodata\\n.globl padding_{seed}\\npadding_{seed}:\\n.incbin \\"{blob}\\"\\n.previous");')
     src = directory / f"{name}.c"
     src.write_text("\n".join(lines) + "\n")
     link = [f"-l:{s}" for s in links]
@@ -103,8 +108,17 @@ class CountingReader:
 
 
 def synthetic_elf(
-    *, bits: int, big: bool, needed: tuple[str, ...], soname: str | None = None, gap: int = 0, lead: int = 0, vaddr: int = 0x10000,
-    imports: tuple[str, ...] = (), exports: tuple[str, ...] = (), order: str = "gnu",
+    *,
+    bits: int,
+    big: bool,
+    needed: tuple[str, ...],
+    soname: str | None = None,
+    gap: int = 0,
+    lead: int = 0,
+    vaddr: int = 0x10000,
+    imports: tuple[str, ...] = (),
+    exports: tuple[str, ...] = (),
+    order: str = "gnu",
 ) -> bytes:
     """A minimal ELF object: header, PT_LOAD (all of it, at ``vaddr``) and PT_DYNAMIC, ``lead`` bytes
     of binary filler, then (with ``imports``/``exports``) a dynamic symbol table laid out as GNU ld
@@ -258,8 +272,15 @@ def torch_stubs(directory: Path) -> Path:
 
 
 def compile_extension(
-    directory: Path, name: str, libs: Path, *, calls: tuple[str, ...], links: tuple[str, ...] = ("libtorch_cpu.so", "libc10.so"),
-    linker: str | None = None, pad: int = 0, seed: int = 0,
+    directory: Path,
+    name: str,
+    libs: Path,
+    *,
+    calls: tuple[str, ...],
+    links: tuple[str, ...] = ("libtorch_cpu.so", "libc10.so"),
+    linker: str | None = None,
+    pad: int = 0,
+    seed: int = 0,
 ) -> bytes:
     """A C++ extension making ``calls`` (keys of ``TORCH_CALLS``), linked against ``links`` from
     ``libs`` (``torch_stubs``), with ``linker`` (``lld``, ``gold``; None: the default); its bytes."""
@@ -302,7 +323,7 @@ def hand_made_zip(members: list[tuple[str, int, bytes, int]]) -> bytes:
 def endless_elf(size: int) -> bytes:
     """An ELF header whose first segment holds code (no bound) and whose dynamic section lies at the
     end of ``size`` bytes of zeros, deflated: each member costs its whole cap to give up on."""
-    head = bytearray(synthetic_elf(bits=64, big=False, needed=())[:64 + 2 * 56])
+    head = bytearray(synthetic_elf(bits=64, big=False, needed=())[: 64 + 2 * 56])
     head[64 + 4 : 64 + 8] = b"\x05\x00\x00\x00"
     struct.pack_into("<Q", head, 64 + 32, size)  # the load segment is all of it
     struct.pack_into("<QQQ", head, 64 + 56 + 8, size - 64, size - 64, size - 64)

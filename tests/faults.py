@@ -130,6 +130,7 @@ def story_run(tmp_path: Path, *, hostile: bool = True, build=None) -> Iterator[S
 
 # -- what a failure may leave behind ------------------------------------------------------------
 
+
 def _served_pages(www: Path) -> set[bytes]:
     return {p.read_bytes() for p in www.rglob("index.*")}
 

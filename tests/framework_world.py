@@ -67,7 +67,14 @@ def build_framework_world(root: Path, *, py: str = "cp312") -> World:
     cuda_so = compile_extension(build, "_helper.so", libs, calls=("cudart",), links=("libcudart.so.13",))  # torch's CUDA major
     pypi_native(w, "sgl-kernel", "0.3.21", "cp310-abi3-manylinux2014_x86_64", {"sgl_kernel/__init__.py": b"", "sgl_kernel/common_ops.abi3.so": torch_so})
     pypi_native(w, "cuda-helper", "1.0", f"{py}-{py}-manylinux_2_28_x86_64", {"cuda_helper/__init__.py": b"", "cuda_helper/_helper.so": cuda_so})
-    pypi_native(w, "vllm", "0.11.1", "cp38-abi3-manylinux_2_28_x86_64", {"vllm/__init__.py": b"", "vllm/_C.abi3.so": torch_so}, requires=["torch==2.9.0", "flashinfer-python==0.6.4", "numpy"])
+    pypi_native(
+        w,
+        "vllm",
+        "0.11.1",
+        "cp38-abi3-manylinux_2_28_x86_64",
+        {"vllm/__init__.py": b"", "vllm/_C.abi3.so": torch_so},
+        requires=["torch==2.9.0", "flashinfer-python==0.6.4", "numpy"],
+    )
 
     w.pypi("sglang", "0.5.2", requires=["numpy"])  # before the pins
     w.pypi("sglang", "0.5.9", requires=SGLANG_REQUIRES)

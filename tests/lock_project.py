@@ -29,7 +29,9 @@ def build_lock_world(root: Path) -> World:
     w = World(root)
     for date in ("20260306", "20260307"):
         for arch in (X86, ARM):
-            w.pytorch("torch", f"2.12.0.dev{date}+cu130", tag=f"cp312-cp312-{arch}", requires=["filelock", "typing-extensions>=4.10.0"], requires_python=">=3.10")
+            w.pytorch(
+                "torch", f"2.12.0.dev{date}+cu130", tag=f"cp312-cp312-{arch}", requires=["filelock", "typing-extensions>=4.10.0"], requires_python=">=3.10"
+            )
     for v in ("0.6.4", "0.6.5"):
         add_flashinfer(w, v)
     for name, v in (("apache-tvm-ffi", "0.1.7"), ("numpy", "2.2.0"), ("packaging", "25.0"), ("filelock", "3.17.0"), ("typing-extensions", "4.12.2")):

@@ -105,9 +105,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         headers = {"Content-Type": ctype, "ETag": etag, "Last-Modified": mtime, "Accept-Ranges": "bytes"}
         if fault:
             headers.update(fault.headers)
-        if self.headers.get("If-None-Match") == etag or (
-            self.headers.get("If-Modified-Since") == mtime and "If-None-Match" not in self.headers
-        ):
+        if self.headers.get("If-None-Match") == etag or (self.headers.get("If-Modified-Since") == mtime and "If-None-Match" not in self.headers):
             self._send(304, b"", headers, True, None)
             return
         rng = self.headers.get("Range")
@@ -147,8 +145,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             fh.seek(start)
             data = fh.read(end - start + 1)
         headers = {
-            "Content-Type": "application/octet-stream", "ETag": f'"{size:x}-{stat.st_mtime_ns:x}"',
-            "Last-Modified": email.utils.formatdate(stat.st_mtime, usegmt=True), "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+            "ETag": f'"{size:x}-{stat.st_mtime_ns:x}"',
+            "Last-Modified": email.utils.formatdate(stat.st_mtime, usegmt=True),
+            "Accept-Ranges": "bytes",
             "Content-Range": f"bytes {start}-{end}/{size}",
         }
         self._send(206, data, headers, head, None)

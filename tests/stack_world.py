@@ -69,7 +69,14 @@ def build_story_world(root: Path, *, cuda: str = "cu130", hostile: bool = True, 
 
     for v in ("0.1.6", "0.1.7", "0.1.8", "0.1.8.post0", "0.2.0"):
         w.pypi("apache-tvm-ffi", v)
-    for name, v in (("numpy", "2.2.0"), ("numpy", "2.1.0"), ("packaging", "25.0"), ("filelock", "3.17.0"), ("typing-extensions", "4.12.2"), ("optree", "0.14.0")):
+    for name, v in (
+        ("numpy", "2.2.0"),
+        ("numpy", "2.1.0"),
+        ("packaging", "25.0"),
+        ("filelock", "3.17.0"),
+        ("typing-extensions", "4.12.2"),
+        ("optree", "0.14.0"),
+    ):
         w.pypi(name, v)
     w.pypi("cuda-toolkit", "13.0.2", requires=["nvidia-cuda-runtime==13.0.96; extra == 'cudart'", "nvidia-cuda-nvrtc==13.0.88; extra == 'nvrtc'"])
     w.pypi("cuda-toolkit", "13.1.0")

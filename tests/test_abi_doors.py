@@ -40,8 +40,12 @@ pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to 
 GOOD = ("stable-ext", "locked-ok", "builds-ext")
 BAD = ("stable-cu12", "locked-bad", "cuda-only")
 EXPECTED = {  # name -> (abi kind, runs)
-    "stable-ext": ("stable", True), "locked-ok": ("locked", True), "builds-ext": ("builds", True),
-    "stable-cu12": ("stable", False), "locked-bad": ("locked", False), "cuda-only": (None, False),
+    "stable-ext": ("stable", True),
+    "locked-ok": ("locked", True),
+    "builds-ext": ("builds", True),
+    "stable-cu12": ("stable", False),
+    "locked-bad": ("locked", False),
+    "cuda-only": (None, False),
 }
 WHY = {"stable-cu12": ("CUDA 12", "CUDA 13"), "locked-bad": ("c10::detail::torchInternalAssertFail(", "does not export"), "cuda-only": ("CUDA 12",)}
 DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
@@ -86,6 +90,7 @@ def assert_refused(err: str, name: str) -> None:
 
 # -- the doors -------------------------------------------------------------------------------------
 
+
 def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys, tmp_path):
     world, srv, _ = served
     base = ["resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json"]
@@ -126,7 +131,8 @@ def test_lock_o_and_a_config_lock_record_the_same_verdicts_and_check_holds_them(
         f'[[tool.resolve-gpu-stack.target]]\nname = "good"\nplatform = "x86_64-manylinux_2_28"\ninstalled = ["torch=={NIGHTLY}"]\n'
         f'with = {json.dumps(list(GOOD))}\noutput = ["pylock.good.toml"]\n\n'
         f'[[tool.resolve-gpu-stack.target]]\nname = "bad"\nplatform = "x86_64-manylinux_2_28"\ninstalled = ["torch=={NIGHTLY}"]\n'
-        f'with = ["locked-bad"]\noutput = ["pylock.bad.toml"]\n')
+        f'with = ["locked-bad"]\noutput = ["pylock.bad.toml"]\n'
+    )
     code, _, err = cli(capsys, "lock", *cache)
     assert code == 1, err  # one target has no plan: its lock is not written, the other's is
     assert_refused(err, "locked-bad")
@@ -159,7 +165,10 @@ def test_candidates_and_inspect_judge_as_the_resolver_does(served, capsys, tmp_p
         if not runs:
             assert all(w in report["verdict"]["refusal"] for w in WHY[name])
     code, out, _ = cli(capsys, "inspect", "locked-bad==1.0", *flags, "--format", "table")
-    assert "c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)" in out
+    assert (
+        "c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)"
+        in out
+    )
     assert "cannot run (locked)" in out
 
 
@@ -223,6 +232,7 @@ def test_install_dry_run_install_and_doctor_judge_against_the_torch_on_disk(serv
 
 # -- scans that do not finish: unknown, refused, never agnostic ----------------------------------
 
+
 def _one_wheel_world(root: Path, name: str, files: dict[str, bytes], *, sidecar: bool) -> tuple[object, str]:
     from stack_world import build_story_world
 
@@ -242,11 +252,24 @@ def test_range_reads_answering_503_leave_the_wheel_unknown_and_refused(tmp_path,
     with IndexServer(world.root) as srv:  # type: ignore[attr-defined]
         world.write(srv.url)  # type: ignore[attr-defined]
         srv.script(path, [Fault(status=503, headers={"Retry-After": "0"}) for _ in range(50)])
-        code, out, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("flaky-ext"), "--format", "json")
+        code, out, err = cli(
+            capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("flaky-ext"), "--format", "json"
+        )
         assert code == 1 and out == "", err
         assert "flaky-ext 1.0" in err and "scan did not finish" in err and "503" in err
-        code, out, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("flaky-ext"),
-                             "--format", "json", "--abi-mismatch", "warn")
+        code, out, err = cli(
+            capsys,
+            "resolve",
+            *DECLARED,
+            *index_flags(world, srv),
+            "--cache-dir",
+            str(tmp_path / "c"),
+            *withs("flaky-ext"),
+            "--format",
+            "json",
+            "--abi-mismatch",
+            "warn",
+        )
     row = next(p for p in json.loads(out)["packages"] if p["name"] == "flaky-ext")
     assert row["coupling"] == "unknown" and row["abi"]["kind"] == "unknown" and row["abi_mismatch"] is True
 

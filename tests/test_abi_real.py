@@ -61,9 +61,31 @@ class SparseWheel:
             head = fx.heads[m["name"]]
             local = struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, 0, 0, m["size"], m["size"], len(name), 0) + name
             self.pieces += [(pos, local), (pos + len(local), head)]
-            central += struct.pack(
-                "<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 0, 0, 0, 0, m["size"], m["size"], len(name), 0, 0, 0, 0, 0, pos,
-            ) + name
+            central += (
+                struct.pack(
+                    "<4s4B4HL2L5H2L",
+                    b"PK\x01\x02",
+                    20,
+                    3,
+                    20,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    m["size"],
+                    m["size"],
+                    len(name),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    pos,
+                )
+                + name
+            )
             pos += len(local) + m["size"]
         end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, len(fx.members), len(fx.members), len(central), pos, 0)
         self.pieces.append((pos, bytes(central) + end))
@@ -154,9 +176,10 @@ def test_torch_c_dlpack_ext_has_twelve_builds_of_c_plus_plus_imports() -> None:
     assert sorted(m.name.rsplit("_", 1)[-1] for m in abi.members) == sorted(f"torch2{v}-{d}.so" for v in range(4, 10) for d in ("cpu", "cuda"))
     assert all(m.cxx and m.shim == 0 for m in abi.members)
     member = next(m for m in abi.members if m.name.endswith("torch29-cuda.so"))
-    split = split_imports(fixture("torch_c_dlpack_ext-0.1.5").heads and next(
-        f["undefined"] for f in fixture("torch_c_dlpack_ext-0.1.5").members if f["name"] == member.name
-    ), RULES)
+    split = split_imports(
+        fixture("torch_c_dlpack_ext-0.1.5").heads and next(f["undefined"] for f in fixture("torch_c_dlpack_ext-0.1.5").members if f["name"] == member.name),
+        RULES,
+    )
     assert (len(split.cxx), split.python, len(split.shim)) == (20, ("_Z16THPVariable_WrapRKN2at10TensorBaseE",), 0)  # abi.md: 20 c10::/at::
     assert "_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE" in member.cxx
 
@@ -174,8 +197,13 @@ def test_sgl_kernel_is_version_locked() -> None:
     assert abi.kind == TORCH and abi.cuda_majors == (12,)
     assert len(abi.members) == 6 and all(m.cxx and m.shim == 0 for m in abi.members)
     assert {m.name for m in result.members if not m.links_torch} == {
-        "lib/mscclpp.so", "lib/mscclpp.so.0", "lib/mscclpp.so.0.6.0", "lib/mscclpp_nccl.so", "lib/mscclpp_nccl.so.0",
-        "lib/mscclpp_nccl.so.0.6.0", "_mscclpp.cpython-310-x86_64-linux-gnu.so",
+        "lib/mscclpp.so",
+        "lib/mscclpp.so.0",
+        "lib/mscclpp.so.0.6.0",
+        "lib/mscclpp_nccl.so",
+        "lib/mscclpp_nccl.so.0",
+        "lib/mscclpp_nccl.so.0.6.0",
+        "_mscclpp.cpython-310-x86_64-linux-gnu.so",
     }
     assert "imports" in abi.why and "C++ torch symbol" in abi.why
     # stored members: every byte read is inflated; still a sliver of the 1.7 GB of members

@@ -9,8 +9,11 @@ from resolve_gpu_stack.model.abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from resolve_gpu_stack.rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, recorded_verdict_fails, requires_floor
 
 NIGHTLY = Version("2.12.0.dev20260307+cu130")
-POLICY = AbiPolicy(stable_since="2.10", loads_none=lambda name, version, torch: "torch has DLPack exchange built in" if name == "dlpack-ext" and torch.release >= (2, 10) else None,
-                   demangle=lambda s: {"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": "c10::detail::torchCheckFail(...)"}.get(s, s))
+POLICY = AbiPolicy(
+    stable_since="2.10",
+    loads_none=lambda name, version, torch: "torch has DLPack exchange built in" if name == "dlpack-ext" and torch.release >= (2, 10) else None,
+    demangle=lambda s: {"_ZN3c106detail14torchCheckFailEPKcS2_jRKSs": "c10::detail::torchCheckFail(...)"}.get(s, s),
+)
 FAIL = "_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"
 EMPTY = "_ZN2at4_ops5empty4callEv"
 
@@ -28,8 +31,15 @@ def torch(version: Version = NIGHTLY, cuda: int | None = 13, exports: TorchExpor
     return AbiTorch(version=version, cuda_major=cuda, exports=read)
 
 
-def member(name: str = "pkg/_C.so", *, libs: tuple[str, ...] = ("libtorch_cpu.so", "libc10.so"), cuda: tuple[int, ...] = (13,), shim: int = 0,
-           cxx: tuple[str, ...] = (), build: str | None = None) -> MemberAbi:
+def member(
+    name: str = "pkg/_C.so",
+    *,
+    libs: tuple[str, ...] = ("libtorch_cpu.so", "libc10.so"),
+    cuda: tuple[int, ...] = (13,),
+    shim: int = 0,
+    cxx: tuple[str, ...] = (),
+    build: str | None = None,
+) -> MemberAbi:
     return MemberAbi(name=name, torch_libs=libs, cuda_majors=cuda, shim=shim, cxx=cxx, build=build)
 
 
@@ -57,13 +67,16 @@ def test_a_stable_abi_wheel_runs_on_any_torch_at_or_above_its_floor_without_read
     assert asked == []  # a stable wheel never needs the torch's exports
 
 
-@pytest.mark.parametrize(("torch_version", "floor", "runs"), [
-    ("2.12.0.dev20260307+cu130", None, True),
-    ("2.10.0+cu130", None, True),
-    ("2.10.0.dev20251001+cu130", None, True),  # the 2.10 series: the floor compares releases, not dev builds
-    ("2.9.1+cu130", None, False),  # before the stable ABI: the data's floor applies even when the wheel says torch>=2.9
-    ("2.11.0+cu130", "2.12", False),  # the wheel's own torch>= is above the data's floor
-])
+@pytest.mark.parametrize(
+    ("torch_version", "floor", "runs"),
+    [
+        ("2.12.0.dev20260307+cu130", None, True),
+        ("2.10.0+cu130", None, True),
+        ("2.10.0.dev20251001+cu130", None, True),  # the 2.10 series: the floor compares releases, not dev builds
+        ("2.9.1+cu130", None, False),  # before the stable ABI: the data's floor applies even when the wheel says torch>=2.9
+        ("2.11.0+cu130", "2.12", False),  # the wheel's own torch>= is above the data's floor
+    ],
+)
 def test_the_stable_floor_is_the_higher_of_the_data_and_the_wheels_requirement(torch_version: str, floor: str | None, runs: bool) -> None:
     v = judge("p", wheel(member(shim=3)), torch(Version(torch_version)), POLICY, requires_floor=floor)
     assert v.runs is runs, v
@@ -150,14 +163,17 @@ def test_a_torch_linked_wheel_without_torch_in_the_plan_is_refused() -> None:
     assert not judge("p", wheel(member(shim=1)), None, POLICY).runs
 
 
-@pytest.mark.parametrize(("verdict", "torch_version", "cuda", "fails"), [
-    (AbiVerdict(kind=AbiKind.STABLE, against=str(NIGHTLY), floor="2.10", cuda_majors=(13,)), NIGHTLY, 13, None),
-    (AbiVerdict(kind=AbiKind.STABLE, against=str(NIGHTLY), floor="2.10", cuda_majors=(12,)), NIGHTLY, 13, "CUDA 12"),
-    (AbiVerdict(kind=AbiKind.STABLE, against="2.9.1", floor="2.10"), Version("2.9.1"), 13, "from torch 2.10 on"),
-    (AbiVerdict(kind=AbiKind.LOCKED, against="2.11.0"), NIGHTLY, 13, "made against torch 2.11.0"),
-    (AbiVerdict(kind=AbiKind.UNKNOWN, against=str(NIGHTLY), refusal="its shared objects could not be judged: budget"), NIGHTLY, 13, "budget"),
-    (AbiVerdict(kind=AbiKind.LOCKED, against=str(NIGHTLY), note="all exported"), NIGHTLY, 13, None),
-])
+@pytest.mark.parametrize(
+    ("verdict", "torch_version", "cuda", "fails"),
+    [
+        (AbiVerdict(kind=AbiKind.STABLE, against=str(NIGHTLY), floor="2.10", cuda_majors=(13,)), NIGHTLY, 13, None),
+        (AbiVerdict(kind=AbiKind.STABLE, against=str(NIGHTLY), floor="2.10", cuda_majors=(12,)), NIGHTLY, 13, "CUDA 12"),
+        (AbiVerdict(kind=AbiKind.STABLE, against="2.9.1", floor="2.10"), Version("2.9.1"), 13, "from torch 2.10 on"),
+        (AbiVerdict(kind=AbiKind.LOCKED, against="2.11.0"), NIGHTLY, 13, "made against torch 2.11.0"),
+        (AbiVerdict(kind=AbiKind.UNKNOWN, against=str(NIGHTLY), refusal="its shared objects could not be judged: budget"), NIGHTLY, 13, "budget"),
+        (AbiVerdict(kind=AbiKind.LOCKED, against=str(NIGHTLY), note="all exported"), NIGHTLY, 13, None),
+    ],
+)
 def test_a_recorded_verdict_holds_only_for_the_torch_it_was_made_against(verdict: AbiVerdict, torch_version: Version, cuda: int, fails: str | None) -> None:
     why = recorded_verdict_fails(verdict, torch_version, cuda)
     assert (why is None) is (fails is None) and (fails is None or fails in (why or "")), why
@@ -178,7 +194,9 @@ def test_wheel_abi_round_trips_and_rejects_a_foreign_kind() -> None:
         WheelAbi.from_dict({"kind": "torch-abi", "why": "old record"})
 
 
-@pytest.mark.parametrize(("pairs", "floor"), [((), None), (((">=", "2.10"),), "2.10"), (((">=", "2.9"), ("<", "3")), "2.9"), ((("==", "2.9.*"),), "2.9"),
-                                               (((">=", "2.9"), (">=", "2.11")), "2.11")])
+@pytest.mark.parametrize(
+    ("pairs", "floor"),
+    [((), None), (((">=", "2.10"),), "2.10"), (((">=", "2.9"), ("<", "3")), "2.9"), ((("==", "2.9.*"),), "2.9"), (((">=", "2.9"), (">=", "2.11")), "2.11")],
+)
 def test_requires_floor(pairs: tuple[tuple[str, str], ...], floor: str | None) -> None:
     assert requires_floor(pairs) == floor

@@ -137,7 +137,9 @@ def test_install_build_lock_wheelhouse_install_lock(built_world, tmp_path, uv_en
     monkeypatch.setenv("PATH", os.environ["PATH"])  # as set above: no compiler
     venv_b = make_venv(tmp_path / "b", uv_env, torch_wheel(world))
     torch_b = dist_info_bytes(venv_b, "torch")
-    rc, out, err = run_cli(capsys, "install", "--lock", str(house / lock.name), "--python", venv_b, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json")
+    rc, out, err = run_cli(
+        capsys, "install", "--lock", str(house / lock.name), "--python", venv_b, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json"
+    )
     assert rc == 0, err
     assert run_in(venv_b, f"import {sdist.module}; print({sdist.module}.add(40, 2))") == str(42 + ADD_OFFSET)
     assert dist_info_bytes(venv_b, "torch") == torch_b
@@ -171,8 +173,12 @@ def test_ctrl_c_stops_the_build_and_leaves_no_half_wheel(tmp_path, uv_env):
         world.write(srv.url)
         venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
         env = {**uv_env, "TMPDIR": str(scratch)}
-        proc = subprocess.Popen([str(TOOL), "install", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, cache)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [str(TOOL), "install", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, cache)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         logs = cache / "wheels" / "builds" / "logs"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not any("uv build" in p.read_text() for p in logs.glob("*.log")):
@@ -218,7 +224,9 @@ def test_a_cuda_toolkit_of_another_major_is_refused_before_the_build(tmp_path, u
 def test_dry_run_shows_the_build_and_builds_nothing(built_world, tmp_path, uv_env, capsys):
     world, srv, sdist = built_world
     venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
-    rc, out, err = run_cli(capsys, "install", "--dry-run", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, tmp_path / "cache"), "--format", "json")
+    rc, out, err = run_cli(
+        capsys, "install", "--dry-run", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, tmp_path / "cache"), "--format", "json"
+    )
     assert rc == 0, err
     row = next(p for p in json.loads(out)["packages"] if p["name"] == sdist.name)
     assert row["action"] == "build" and row["size"] == sdist.size  # what it would download: the sdist

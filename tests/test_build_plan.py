@@ -50,9 +50,17 @@ def name(text: str):
 
 # -- which packages the plan builds -----------------------------------------------------------------
 
+
 def _file(filename: str, version: str, *, wheel: bool) -> IndexFile:
-    return IndexFile(filename=filename, url=f"https://pypi.example/files/{filename}", name=name(filename.split("-")[0]), version=Version(version),
-                     is_wheel=wheel, index="pypi", sha256=SDIST_SHA)
+    return IndexFile(
+        filename=filename,
+        url=f"https://pypi.example/files/{filename}",
+        name=name(filename.split("-")[0]),
+        version=Version(version),
+        is_wheel=wheel,
+        index="pypi",
+        sha256=SDIST_SHA,
+    )
 
 
 def test_plan_builds_the_sdist_picked_or_the_sdist_of_a_mismatched_wheel_and_nothing_else():
@@ -62,10 +70,18 @@ def test_plan_builds_the_sdist_picked_or_the_sdist_of_a_mismatched_wheel_and_not
     fine = Cand(name=name("fine"), version=Version("1.0"), file=_file("fine-1.0-cp312-abi3-linux_x86_64.whl", "1.0", wheel=True))
     other = Cand(name=name("numpy"), version=Version("2.0"), file=_file("numpy-2.0-py3-none-any.whl", "2.0", wheel=True))
     bad = Found(coupling=Coupling.TORCH_ABI, evidence="x.so needs libtorch.so", mismatch="nothing says which torch")
-    found = {(c.name, c.version): (bad if c in (mismatched, no_sdist) else Found(coupling=Coupling.AGNOSTIC, evidence="pure")) for c in (sdist_only, mismatched, no_sdist, fine, other)}
+    found = {
+        (c.name, c.version): (bad if c in (mismatched, no_sdist) else Found(coupling=Coupling.AGNOSTIC, evidence="pure"))
+        for c in (sdist_only, mismatched, no_sdist, fine, other)
+    }
     kern_sdist = _file("kern-0.3.tar.gz", "0.3", wheel=False)
-    got = plan_builds([sdist_only, mismatched, no_sdist, fine, other], found, {name(n) for n in ("ext", "kern", "nosrc", "fine", "absent")},
-                      lambda n, v: kern_sdist if n == "kern" else None, Version(NIGHTLY))
+    got = plan_builds(
+        [sdist_only, mismatched, no_sdist, fine, other],
+        found,
+        {name(n) for n in ("ext", "kern", "nosrc", "fine", "absent")},
+        lambda n, v: kern_sdist if n == "kern" else None,
+        Version(NIGHTLY),
+    )
     assert set(got.sdists) == {(name("ext"), Version("1.0")), (name("kern"), Version("0.3"))}
     assert got.sdists[(name("kern"), Version("0.3"))] is kern_sdist
     built = got.found[(name("kern"), Version("0.3"))]
@@ -86,10 +102,14 @@ def test_ways_for_names_the_family_build_then_the_sdist_then_an_index_and_drops_
     assert asked[0] == "build it from its sdist (vllm-0.11.2.tar.gz) against this torch: --build vllm"
     assert asked[-1] == "leave it out with --without vllm (it drops what you asked for)"
     bare = ways_for("sgl-kernel", WayFacts())
-    assert [w.split(":")[0] for w in bare] == ["serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own", "leave it out with --without sgl-kernel (and what only it needs)"]
+    assert [w.split(":")[0] for w in bare] == [
+        "serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own",
+        "leave it out with --without sgl-kernel (and what only it needs)",
+    ]
 
 
 # -- the build machine -----------------------------------------------------------------------------
+
 
 def test_nvcc_version_arch_list_and_jobs():
     assert parse_nvcc_version("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n") == "13.0"
@@ -113,10 +133,27 @@ def test_the_toolkit_found_first_is_cuda_home_and_its_major_must_be_torchs(tmp_p
 
 
 def test_a_builds_key_changes_with_each_input_it_depends_on():
-    base = BuildInputs(sdist_sha256=SDIST_SHA, torch=NIGHTLY, torch_sha256=None, cuda="cu130", nvcc="13.0", arch_list="9.0;12.0", python="3.12", platform="x86_64-manylinux_2_28")
+    base = BuildInputs(
+        sdist_sha256=SDIST_SHA,
+        torch=NIGHTLY,
+        torch_sha256=None,
+        cuda="cu130",
+        nvcc="13.0",
+        arch_list="9.0;12.0",
+        python="3.12",
+        platform="x86_64-manylinux_2_28",
+    )
     assert base.key() == replace(base).key()
-    changed = [replace(base, sdist_sha256="cd" * 32), replace(base, torch="2.12.0.dev20260308+cu130"), replace(base, torch_sha256="ef" * 32), replace(base, cuda="cu129"),
-               replace(base, nvcc="13.1"), replace(base, arch_list="9.0"), replace(base, python="3.13"), replace(base, platform="aarch64-manylinux_2_28")]
+    changed = [
+        replace(base, sdist_sha256="cd" * 32),
+        replace(base, torch="2.12.0.dev20260308+cu130"),
+        replace(base, torch_sha256="ef" * 32),
+        replace(base, cuda="cu129"),
+        replace(base, nvcc="13.1"),
+        replace(base, arch_list="9.0"),
+        replace(base, python="3.13"),
+        replace(base, platform="aarch64-manylinux_2_28"),
+    ]
     assert len({c.key() for c in changed} | {base.key()}) == len(changed) + 1
 
 
@@ -132,8 +169,15 @@ def test_verify_built_wheel_is_the_one_seam_tags_and_the_abi_judgement(tmp_path)
     abi = load_definitions().abi
 
     def verify(path, **kw):  # type: ignore[no-untyped-def]
-        return verify_built_wheel(path, name=name("ext-kernel"), version=Version("1.0"), torch=Version(NIGHTLY), target_tags=tags, abi=abi,
-                                  **{"torch_site": site, "cuda_major": 13, **kw})
+        return verify_built_wheel(
+            path,
+            name=name("ext-kernel"),
+            version=Version("1.0"),
+            torch=Version(NIGHTLY),
+            target_tags=tags,
+            abi=abi,
+            **{"torch_site": site, "cuda_major": 13, **kw},
+        )
 
     good = build_wheel(tmp_path / "good", "ext-kernel", "1.0", "cp312-cp312-linux_x86_64", files={"ext_kernel/_C.so": so})
     check = verify(good.path)
@@ -156,6 +200,7 @@ def test_verify_built_wheel_is_the_one_seam_tags_and_the_abi_judgement(tmp_path)
 
 
 # -- an sdist's PKG-INFO and [build-system] -----------------------------------------------------------
+
 
 def _tar(members: dict[str, bytes], *, symlink: str | None = None) -> io.BytesIO:
     buf = io.BytesIO()
@@ -189,13 +234,16 @@ def test_an_sdists_pkg_info_and_build_system_are_read_from_its_top_folder(tmp_pa
     assert read_pkg_info(buf, "x-1.0.zip").startswith(b"Metadata-Version")
 
 
-@pytest.mark.parametrize(("archive", "filename", "message"), [
-    (lambda: _tar({"x-1.0/setup.py": b""}), "x-1.0.tar.gz", "no PKG-INFO"),
-    (lambda: _tar({}, symlink="x-1.0/PKG-INFO"), "x-1.0.tar.gz", "not a regular file"),
-    (lambda: _tar({"x-1.0/PKG-INFO": b"x" * (5 * 2**20 + 1)}), "x-1.0.tar.gz", "over the 5242880-byte cap"),
-    (lambda: io.BytesIO(b"not gzip at all"), "x-1.0.tar.gz", "not a readable sdist"),
-    (lambda: io.BytesIO(b""), "x-1.0.exe", "is not an sdist"),
-])
+@pytest.mark.parametrize(
+    ("archive", "filename", "message"),
+    [
+        (lambda: _tar({"x-1.0/setup.py": b""}), "x-1.0.tar.gz", "no PKG-INFO"),
+        (lambda: _tar({}, symlink="x-1.0/PKG-INFO"), "x-1.0.tar.gz", "not a regular file"),
+        (lambda: _tar({"x-1.0/PKG-INFO": b"x" * (5 * 2**20 + 1)}), "x-1.0.tar.gz", "over the 5242880-byte cap"),
+        (lambda: io.BytesIO(b"not gzip at all"), "x-1.0.tar.gz", "not a readable sdist"),
+        (lambda: io.BytesIO(b""), "x-1.0.exe", "is not an sdist"),
+    ],
+)
 def test_a_bad_sdist_is_a_clear_error(archive, filename, message):
     with pytest.raises(SdistError, match=message):
         read_pkg_info(archive(), filename)
@@ -211,16 +259,42 @@ def test_a_bad_build_system_table_is_a_clear_error():
 
 # -- plan, lock and check rows -----------------------------------------------------------------------
 
+
 def _built_plan(**provenance: str) -> LockPlan:
     target = TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130")
     torch = LockedPackage(name=name("torch"), version=Version(NIGHTLY), action=Action.KEEP, index="pytorch", coupling=Coupling.TORCH)
-    built = BuildProvenance(**{"torch": NIGHTLY, "cuda": "cu130", "nvcc": "13.0", "arch_list": "9.0", "python": "3.12", "platform": "x86_64-manylinux_2_28",
-                               "command": "TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=2 uv build --wheel --no-build-isolation ext_kernel-1.0.tar.gz", **provenance})
-    row = LockedPackage(name=name("ext-kernel"), version=Version("1.0"), action=Action.BUILD, index="pypi", coupling=Coupling.TORCH_ABI, built_for="2.12.0.dev20260307",
-                        url="/cache/wheels/sha256/12/1234/ext_kernel-1.0-cp312-cp312-linux_x86_64.whl", filename="ext_kernel-1.0-cp312-cp312-linux_x86_64.whl", sha256="12" * 32, size=4096,
-                        sdist=SourceDist(url="https://pypi.example/files/ext_kernel-1.0.tar.gz", filename="ext_kernel-1.0.tar.gz", sha256=SDIST_SHA, size=882), provenance=built)
-    return LockPlan(target=target, packages=(torch, row), indexes={"pypi": "https://pypi.example/simple/", "pytorch": "https://download.pytorch.org/whl/"},
-                    inputs={"python": "3.12"})
+    built = BuildProvenance(
+        **{
+            "torch": NIGHTLY,
+            "cuda": "cu130",
+            "nvcc": "13.0",
+            "arch_list": "9.0",
+            "python": "3.12",
+            "platform": "x86_64-manylinux_2_28",
+            "command": "TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=2 uv build --wheel --no-build-isolation ext_kernel-1.0.tar.gz",
+            **provenance,
+        }
+    )
+    row = LockedPackage(
+        name=name("ext-kernel"),
+        version=Version("1.0"),
+        action=Action.BUILD,
+        index="pypi",
+        coupling=Coupling.TORCH_ABI,
+        built_for="2.12.0.dev20260307",
+        url="/cache/wheels/sha256/12/1234/ext_kernel-1.0-cp312-cp312-linux_x86_64.whl",
+        filename="ext_kernel-1.0-cp312-cp312-linux_x86_64.whl",
+        sha256="12" * 32,
+        size=4096,
+        sdist=SourceDist(url="https://pypi.example/files/ext_kernel-1.0.tar.gz", filename="ext_kernel-1.0.tar.gz", sha256=SDIST_SHA, size=882),
+        provenance=built,
+    )
+    return LockPlan(
+        target=target,
+        packages=(torch, row),
+        indexes={"pypi": "https://pypi.example/simple/", "pytorch": "https://download.pytorch.org/whl/"},
+        inputs={"python": "3.12"},
+    )
 
 
 def test_a_built_row_round_trips_through_the_codec_and_the_pylock(tmp_path):
@@ -235,14 +309,17 @@ def test_a_built_row_round_trips_through_the_codec_and_the_pylock(tmp_path):
     assert again.package("ext-kernel") == replace(row, upload_time=None)
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({}, None),
-    ({"torch": "2.12.0.dev20260306+cu130"}, "built against torch 2.12.0.dev20260306+cu130, but the lock's torch is 2.12.0.dev20260307+cu130"),
-    ({"python": "3.11"}, "built for Python 3.11, the lock's target has 3.12"),
-    ({"platform": "aarch64-manylinux_2_28"}, "built for platform aarch64-manylinux_2_28"),
-    ({"cuda": "cu129"}, "built for CUDA cu129, the lock's target has cu130"),
-    ({"command": ""}, "records no build command"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({}, None),
+        ({"torch": "2.12.0.dev20260306+cu130"}, "built against torch 2.12.0.dev20260306+cu130, but the lock's torch is 2.12.0.dev20260307+cu130"),
+        ({"python": "3.11"}, "built for Python 3.11, the lock's target has 3.12"),
+        ({"platform": "aarch64-manylinux_2_28"}, "built for platform aarch64-manylinux_2_28"),
+        ({"cuda": "cu129"}, "built for CUDA cu129, the lock's target has cu130"),
+        ({"command": ""}, "records no build command"),
+    ],
+)
 def test_check_verifies_a_built_rows_provenance(tmp_path, change, message):
     plan = _built_plan(**change)
     locked = LockedFile(path=tmp_path / "pylock.x.toml", format="pylock", indexes=plan.indexes)
@@ -258,7 +335,9 @@ def test_check_refuses_a_build_whose_sdist_came_from_elsewhere_or_has_no_hash(tm
     got = " | ".join(f.message for f in build_findings(tmp_path / "x", foreign, plan, locked, load_definitions()))
     assert "its sdist URL is plain http to a host that is not loopback" in got and "has no sha256" in got
     armwheel = replace(row, filename="ext_kernel-1.0-cp312-cp312-linux_aarch64.whl")
-    assert "fits no tag of Python 3.12 on x86_64-manylinux_2_28" in " ".join(f.message for f in build_findings(tmp_path / "x", armwheel, plan, locked, load_definitions()))
+    assert "fits no tag of Python 3.12 on x86_64-manylinux_2_28" in " ".join(
+        f.message for f in build_findings(tmp_path / "x", armwheel, plan, locked, load_definitions())
+    )
     bare = replace(row, provenance=None)
     assert "without its sdist and provenance" in build_findings(tmp_path / "x", bare, plan, locked, load_definitions())[0].message
 
@@ -273,6 +352,7 @@ def test_build_is_a_setting_recorded_in_the_inputs_only_when_given():
 
 # -- the serving story, planned ------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
 def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_path):
     world = build_framework_world(tmp_path / "fw")
@@ -280,8 +360,22 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
     target = declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"])
     with serve(world) as (_, defs, finder):
         with pytest.raises(NoPlanError) as refused:
-            resolve(ResolveRequest.build(target=target, with_=("sglang",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs), store=None)
-        plan = resolve(ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs), store=None)
+            resolve(
+                ResolveRequest.build(target=target, with_=("sglang",)),
+                finder,
+                defs,
+                classifier=FileClassifier(world.root),
+                exports=finder.fetcher.exports_reader(defs),
+                store=None,
+            )
+        plan = resolve(
+            ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)),
+            finder,
+            defs,
+            classifier=FileClassifier(world.root),
+            exports=finder.fetcher.exports_reader(defs),
+            store=None,
+        )
     assert "sgl-kernel 0.3.21" in str(refused.value)
     got = {p.name: p for p in plan.packages}
     kernel = got["sgl-kernel"]
@@ -299,8 +393,23 @@ SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026
 def test_on_the_bundled_snapshot_build_plans_the_sdist_pypi_has_and_refuses_the_one_it_lacks(capsys):
     # torch-memory-saver 0.0.9's only wheel needs CUDA 12 (libcudart.so.12): refused on the cu130 nightly,
     # but PyPI has its sdist, so --build plans a build for the kept torch and CUDA
-    story = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--installed", f"torch=={NIGHTLY}", "--with", "sglang", "--override", "cuda-python>=13",
-             "--build", "torch-memory-saver", "--format", "json"]
+    story = [
+        "resolve",
+        "--snapshot",
+        str(SNAPSHOT),
+        "--python",
+        "3.12",
+        "--installed",
+        f"torch=={NIGHTLY}",
+        "--with",
+        "sglang",
+        "--override",
+        "cuda-python>=13",
+        "--build",
+        "torch-memory-saver",
+        "--format",
+        "json",
+    ]
     assert main([*story, "--without", "sgl-kernel"]) == 0
     plan = json.loads(capsys.readouterr().out)
     row = next(p for p in plan["packages"] if p["name"] == "torch-memory-saver")
@@ -317,8 +426,10 @@ def test_build_is_a_config_key_of_a_target_and_of_the_defaults(tmp_path):
     from resolve_gpu_stack.cli.config import load_config, resolve_request
 
     config = tmp_path / "gpu-stack.toml"
-    config.write_text('[defaults]\nbuild = ["sgl-kernel"]\n\n[[target]]\nname = "a"\npython = "3.12"\noutput = ["pylock.a.toml"]\n\n'
-                      '[[target]]\nname = "b"\npython = "3.12"\nbuild = ["vllm", "sgl-kernel"]\noutput = ["pylock.b.toml"]\n')
+    config.write_text(
+        '[defaults]\nbuild = ["sgl-kernel"]\n\n[[target]]\nname = "a"\npython = "3.12"\noutput = ["pylock.a.toml"]\n\n'
+        '[[target]]\nname = "b"\npython = "3.12"\nbuild = ["vllm", "sgl-kernel"]\noutput = ["pylock.b.toml"]\n'
+    )
     a, b = load_config(config).targets
     assert resolve_request(a).build_names == {"sgl-kernel"} and resolve_request(b).build_names == {"vllm", "sgl-kernel"}
     config.write_text('[[target]]\nname = "a"\npython = "3.12"\nbuild = "sgl-kernel"\noutput = ["pylock.a.toml"]\n')

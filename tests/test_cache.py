@@ -23,13 +23,20 @@ def test_page_round_trip_with_validators(tmp_path: Path) -> None:
     cache = HttpCache(tmp_path)
     assert cache.get_page("https://idx.example/simple/demo/") is None
     cache.put_page(
-        "https://idx.example/simple/demo/", PAGE, final_url="https://idx.example/simple/demo/",
-        content_type="text/html; charset=utf-8", etag='"abc"', last_modified="Sat, 07 Mar 2026 10:00:00 GMT",
+        "https://idx.example/simple/demo/",
+        PAGE,
+        final_url="https://idx.example/simple/demo/",
+        content_type="text/html; charset=utf-8",
+        etag='"abc"',
+        last_modified="Sat, 07 Mar 2026 10:00:00 GMT",
     )
     got = HttpCache(tmp_path).get_page("https://idx.example/simple/demo/")
     assert got is not None
     assert (got.content, got.content_type, got.etag, got.last_modified) == (
-        PAGE, "text/html; charset=utf-8", '"abc"', "Sat, 07 Mar 2026 10:00:00 GMT",
+        PAGE,
+        "text/html; charset=utf-8",
+        '"abc"',
+        "Sat, 07 Mar 2026 10:00:00 GMT",
     )
     # An HTML and a JSON answer for one URL are different entries.
     assert cache.get_page("https://idx.example/simple/demo/", variant="json") is None
@@ -39,8 +46,12 @@ def test_key_has_no_credentials_and_no_fragment(tmp_path: Path) -> None:
     assert cache_url("https://alice:s3cr3t@idx.example:8443/simple/x/?q=1#frag") == "https://idx.example:8443/simple/x/?q=1"
     cache = HttpCache(tmp_path)
     cache.put_page(
-        "https://alice:s3cr3t@idx.example/simple/demo/", PAGE, final_url="https://alice:s3cr3t@idx.example/simple/demo/",
-        content_type="text/html", etag='"1"', last_modified=None,
+        "https://alice:s3cr3t@idx.example/simple/demo/",
+        PAGE,
+        final_url="https://alice:s3cr3t@idx.example/simple/demo/",
+        content_type="text/html",
+        etag='"1"',
+        last_modified=None,
     )
     cache.put_metadata("https://alice:s3cr3t@idx.example/f/demo.whl", b"Name: demo\n", sha256="ab" * 32)
     hit = cache.get_page("https://idx.example/simple/demo/")
@@ -155,10 +166,7 @@ def test_two_processes_share_one_cache_dir(tmp_path: Path) -> None:
         (www / f"p{i}").mkdir(parents=True)
         (www / f"p{i}" / "index.html").write_text(f"<html><body>page {i} {'x' * 4000}</body></html>")
     with IndexServer(www) as srv:
-        procs = [
-            subprocess.Popen([sys.executable, "-c", CHILD, srv.url, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for _ in range(2)
-        ]
+        procs = [subprocess.Popen([sys.executable, "-c", CHILD, srv.url, str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
         outs = [p.communicate(timeout=60) for p in procs]
     for proc, (out, err) in zip(procs, outs):
         assert proc.returncode == 0, err.decode()

@@ -116,6 +116,7 @@ def test_cache_table_and_bad_days(tmp_path, capsys):
 
 # -- issue 22, item 5: the cache commands delete nothing that is not ours --------------------------------
 
+
 @pytest.mark.parametrize("kind", ["results-v1", "wheels/partial", "wheels", "pages-v1"])
 @pytest.mark.parametrize("action", ["clean", "prune", "info"])
 def test_a_symlinked_kind_folder_is_refused_and_nothing_outside_is_touched(tmp_path, capsys, kind, action):

@@ -67,12 +67,18 @@ def check_output(capsys, *argv: str) -> tuple[int, str]:
 
 # -- lock ----------------------------------------------------------------------------------------
 
+
 def test_lock_writes_every_target_from_one_crawl(served):
     srv, _, _, project = served
     for path in (PYLOCK, TXT, ARM):
         assert (project / path).is_file()
     # both targets read the shared PyPI and FlashInfer pages, but each page was fetched once
-    for index, page in (("pypi", "/simple/numpy/"), ("pypi", "/simple/flashinfer-python/"), ("pypi", "/simple/flashinfer-cubin/"), ("flashinfer", "/fi/cu130/flashinfer-jit-cache/")):
+    for index, page in (
+        ("pypi", "/simple/numpy/"),
+        ("pypi", "/simple/flashinfer-python/"),
+        ("pypi", "/simple/flashinfer-cubin/"),
+        ("flashinfer", "/fi/cu130/flashinfer-jit-cache/"),
+    ):
         assert len([r for r in srv[index].requests_for(page) if r[0] == "GET"]) == 1, page
     text = (project / PYLOCK).read_text()
     assert 'command = "resolve-gpu-stack lock --target x86_64-py312"' in text
@@ -113,6 +119,7 @@ def test_lock_usage_errors(project, capsys):
 
 # -- check: the good case ------------------------------------------------------------------------
 
+
 def test_fresh_consistent_locks_pass(project, capsys):
     rc, out = check_output(capsys, "--today", "2026-03-10")
     assert rc == 0, out
@@ -131,6 +138,7 @@ def test_check_is_offline(served, project, capsys):
 
 
 # -- check: freshness ----------------------------------------------------------------------------
+
 
 def test_stale_config_fails_with_the_regenerate_command(project, capsys):
     edit(project / "pyproject.toml", 'cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]')
@@ -170,6 +178,7 @@ def test_missing_output_fails(project, capsys):
 
 # -- check: one invariant at a time --------------------------------------------------------------
 
+
 def test_cubin_version_edited_fails_naming_flashinfer_cubin(served, project, capsys):
     world = served[1]
     old = next(e.wheel for e in world.pages["simple/flashinfer-cubin/"] if e.wheel.filename.startswith("flashinfer_cubin-0.6.4"))
@@ -190,7 +199,10 @@ def test_cubin_version_edited_in_one_place_only(project, capsys):
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
     # the [[packages]] entry now contradicts its own wheel: reading the file (PEP 751 validation) says so
-    assert re.search(r"Version in 'flashinfer_cubin-0\.6\.5-\S+' is not consistent with package version '0\.6\.4' in 'packages\[\d+\]\.wheels\[0\]' \(flashinfer-cubin\)", out)
+    assert re.search(
+        r"Version in 'flashinfer_cubin-0\.6\.5-\S+' is not consistent with package version '0\.6\.4' in 'packages\[\d+\]\.wheels\[0\]' \(flashinfer-cubin\)",
+        out,
+    )
 
 
 def test_constraints_pins_are_checked_for_alignment(project, capsys):
@@ -208,7 +220,11 @@ def test_jit_cache_label_must_match_torch_cuda_major(project, capsys):
 
 
 def test_torch_abi_wheel_for_another_torch_fails(project, capsys):
-    edit(project / TXT, "flashinfer-python==0.6.5  # index=pypi action=install coupling=agnostic", "flashinfer-python==0.6.5+cu124torch2.5  # index=pypi action=install coupling=torch-abi")
+    edit(
+        project / TXT,
+        "flashinfer-python==0.6.5  # index=pypi action=install coupling=agnostic",
+        "flashinfer-python==0.6.5+cu124torch2.5  # index=pypi action=install coupling=torch-abi",
+    )
     rc, out = check_output(capsys, str(TXT))
     assert rc == 1
     assert "flashinfer-python: 0.6.5+cu124torch2.5 is built for torch 2.5, not a torch nightly" in out
@@ -253,7 +269,12 @@ def test_kept_torch_below_the_installed_floor_fails(project, capsys):
 
 def test_package_from_the_wrong_index_fails(project, capsys):
     text = (project / PYLOCK).read_text()
-    (project / PYLOCK).write_text(text.replace('name = "numpy"\nversion = "2.2.0"\naction = "install"\ncoupling = "agnostic"\nindex = "pypi"', 'name = "numpy"\nversion = "2.2.0"\naction = "install"\ncoupling = "agnostic"\nindex = "pytorch"'))
+    (project / PYLOCK).write_text(
+        text.replace(
+            'name = "numpy"\nversion = "2.2.0"\naction = "install"\ncoupling = "agnostic"\nindex = "pypi"',
+            'name = "numpy"\nversion = "2.2.0"\naction = "install"\ncoupling = "agnostic"\nindex = "pytorch"',
+        )
+    )
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
     assert "numpy: comes from index 'pytorch', but 'pypi' owns it" in out
@@ -297,7 +318,9 @@ def test_wheel_file_must_be_the_locked_version(project, capsys):
     (project / PYLOCK).write_text(text)
     rc, out = check_output(capsys, str(PYLOCK))
     assert rc == 1
-    assert re.search(r"Version in 'numpy-2\.2\.0-py3-none-any\.whl' is not consistent with package version '2\.2\.1' in 'packages\[\d+\]\.wheels\[0\]' \(numpy\)", out)
+    assert re.search(
+        r"Version in 'numpy-2\.2\.0-py3-none-any\.whl' is not consistent with package version '2\.2\.1' in 'packages\[\d+\]\.wheels\[0\]' \(numpy\)", out
+    )
 
 
 def test_a_file_not_written_by_the_tool_fails(project, capsys):
@@ -317,17 +340,25 @@ def test_nothing_to_check_is_a_usage_error(tmp_path, monkeypatch, capsys):
 
 # -- retention -----------------------------------------------------------------------------------
 
+
 def test_retention_warning_for_a_nightly_to_download(served, project, capsys):
     """A target without torch installed downloads the nightly: once it is past the PyTorch index's
     60 days, check warns (exit 0) that its URL will stop working."""
-    edit(project / "pyproject.toml", 'name = "aarch64-py312"', 'name = "fresh"\noutput = ["constraints/fresh.txt"]\n[[tool.resolve-gpu-stack.target]]\nname = "aarch64-py312"')
+    edit(
+        project / "pyproject.toml",
+        'name = "aarch64-py312"',
+        'name = "fresh"\noutput = ["constraints/fresh.txt"]\n[[tool.resolve-gpu-stack.target]]\nname = "aarch64-py312"',
+    )
     assert main("lock", "--target", "fresh") == 0
     assert "torch==2.12.0.dev20260307+cu130  # index=pytorch action=install" in (project / "constraints/fresh.txt").read_text()
     rc, out = check_output(capsys, "--target", "fresh", "--today", "2026-05-06")
     assert rc == 0 and "warning" not in out  # 60 days old: not yet
     rc, out = check_output(capsys, "--target", "fresh", "--today", "2026-05-07")
     assert rc == 0, out
-    assert "warning: constraints/fresh.txt: torch: 2.12.0.dev20260307+cu130 was built on 2026-03-07 (61 days ago); the pytorch index deletes nightlies after about 60 days" in out
+    assert (
+        "warning: constraints/fresh.txt: torch: 2.12.0.dev20260307+cu130 was built on 2026-03-07 (61 days ago); the pytorch index deletes nightlies after about 60 days"
+        in out
+    )
     assert "1 warning" in out
     # a kept torch is never downloaded: no warning for it
     rc, out = check_output(capsys, "--target", "x86_64-py312", "--today", "2027-01-01")
@@ -336,12 +367,24 @@ def test_retention_warning_for_a_nightly_to_download(served, project, capsys):
 
 def test_retention_uses_upload_time_for_nightly_files_without_a_date_in_the_version():
     triton = LockedPackage(
-        name="triton", version=Version("3.7.0+git9c288bc5"), action=Action.INSTALL, index="pytorch", coupling=Coupling.AGNOSTIC,
+        name="triton",
+        version=Version("3.7.0+git9c288bc5"),
+        action=Action.INSTALL,
+        index="pytorch",
+        coupling=Coupling.AGNOSTIC,
         url="https://download.example/whl/nightly/triton-3.7.0+git9c288bc5-cp312-cp312-manylinux_2_28_x86_64.whl",
-        upload_time="2026-03-01T04:00:00Z", sha256="0" * 64,
+        upload_time="2026-03-01T04:00:00Z",
+        sha256="0" * 64,
     )
-    stable = LockedPackage(name="torch", version=Version("2.10.0+cu130"), action=Action.INSTALL, index="pytorch", coupling=Coupling.TORCH,
-                           url="https://download.example/whl/cu130/torch-2.10.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", upload_time="2025-01-01T00:00:00Z")
+    stable = LockedPackage(
+        name="torch",
+        version=Version("2.10.0+cu130"),
+        action=Action.INSTALL,
+        index="pytorch",
+        coupling=Coupling.TORCH,
+        url="https://download.example/whl/cu130/torch-2.10.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+        upload_time="2025-01-01T00:00:00Z",
+    )
     found = retention_findings(Path("pylock.toml"), [triton, stable], DEFS, dt.date(2026, 6, 1))
     assert [(f.package, f.level) for f in found] == [("triton", "warning")]
     assert "built on 2026-03-01 (92 days ago)" in found[0].message
@@ -349,6 +392,7 @@ def test_retention_uses_upload_time_for_nightly_files_without_a_date_in_the_vers
 
 
 # -- against the snapshot (offline) and the live index (--online) --------------------------------
+
 
 @pytest.fixture
 def snapshot_project(served, tmp_path, monkeypatch):
@@ -421,6 +465,7 @@ def test_check_lock_api_on_a_good_file(project):
 
 # -- listed_lookup: the rows a lock uses, through the finder and the real parser ------------------
 
+
 class _CountingFetcher:
     """Serves one PEP 691 page (two wheels and a row that is not a file) for every URL; counts fetches."""
 
@@ -434,8 +479,14 @@ class _CountingFetcher:
 
         from resolve_gpu_stack.model import IndexPage, PageResponse
 
-        files = [{"filename": f"numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl", "url": f"/p/numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl",
-                  "hashes": {"sha256": "ab" * 32}} for arch in ("x86_64", "aarch64")]
+        files = [
+            {
+                "filename": f"numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl",
+                "url": f"/p/numpy-2.2.0-cp312-cp312-manylinux_2_28_{arch}.whl",
+                "hashes": {"sha256": "ab" * 32},
+            }
+            for arch in ("x86_64", "aarch64")
+        ]
         body = _json.dumps({"meta": {"api-version": "1.1"}, "name": "numpy", "files": [*files, 7]}).encode()
         self.fetched += list(urls)
         return {u: PageResponse(url=u, page=IndexPage(url=u, content=body, content_type="application/vnd.pypi.simple.v1+json")) for u in urls}
@@ -455,7 +506,11 @@ def test_listed_lookup_reads_each_page_once_for_every_plan(monkeypatch):
 
     parsed: list[frozenset[str]] = []
     real = finder_module.parse_page
-    monkeypatch.setattr(finder_module, "parse_page", lambda page, *, index, only=None, memo=None: parsed.append(frozenset(only)) or real(page, index=index, only=only, memo=memo))
+    monkeypatch.setattr(
+        finder_module,
+        "parse_page",
+        lambda page, *, index, only=None, memo=None: parsed.append(frozenset(only)) or real(page, index=index, only=only, memo=memo),
+    )
     fetcher = _CountingFetcher()
     defs = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
     lookup = listed_lookup(Finder(fetcher, defs), [plan("x86_64"), plan("aarch64")])
@@ -473,12 +528,20 @@ def test_listed_lookup_reads_each_page_once_for_every_plan(monkeypatch):
 
 # -- tampering: wheel URLs off their index, a kept torch that is not the installed one (issue 15) ----
 
-@pytest.mark.parametrize(("package", "moved", "says"), [
-    ("numpy", "file:///tmp/files/", "its wheel URL is a file URL, not https"),
-    ("numpy", "http://mirror.example/files/", "its wheel URL is plain http to a host that is not loopback"),
-    ("flashinfer-jit-cache", "http://127.0.0.1:9/releases/download/v0.6.5/", "which the index does not send files to"),
-    ("flashinfer-jit-cache", "https://evil.example/releases/download/v0.6.5/", "its wheel URL is on evil.example:443, which the index does not send files to"),
-])
+
+@pytest.mark.parametrize(
+    ("package", "moved", "says"),
+    [
+        ("numpy", "file:///tmp/files/", "its wheel URL is a file URL, not https"),
+        ("numpy", "http://mirror.example/files/", "its wheel URL is plain http to a host that is not loopback"),
+        ("flashinfer-jit-cache", "http://127.0.0.1:9/releases/download/v0.6.5/", "which the index does not send files to"),
+        (
+            "flashinfer-jit-cache",
+            "https://evil.example/releases/download/v0.6.5/",
+            "its wheel URL is on evil.example:443, which the index does not send files to",
+        ),
+    ],
+)
 def test_a_wheel_url_moved_off_its_index_fails(project, capsys, package, moved, says):
     text = (project / PYLOCK).read_text()
     start = text.index(f'name = "{package}"')
@@ -515,10 +578,10 @@ def test_a_hash_changed_in_its_last_digit_prints_both_digests_whole(snapshot_pro
 
 # -- lock writes all outputs or none (issue 13, item 6) -------------------------------------------
 
+
 def test_lock_writes_every_output_or_none(project, capsys):
     (project / "ro").write_text("a file where a folder should be\n")  # fails as root too
-    rc = main("lock", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", *_index_flags(project),
-              "-o", "a.txt", "-o", "ro/pylock.x.toml")
+    rc = main("lock", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", *_index_flags(project), "-o", "a.txt", "-o", "ro/pylock.x.toml")
     err = capsys.readouterr().err
     assert rc == 4, err
     assert "cannot write" in err and "ro/pylock.x.toml" in err and "nothing was written" in err
@@ -557,6 +620,7 @@ def _index_flags(project: Path) -> list[str]:
 
 # -- a constraints file is checked against the pylock written with it (issue 13, item 5) ----------
 
+
 @pytest.mark.parametrize("files", [(), (str(TXT),)])
 def test_hand_edited_constraints_pin_fails(project, capsys, files):
     text = (project / TXT).read_text()
@@ -579,6 +643,7 @@ def test_constraints_missing_or_extra_pins_fail(project, capsys):
 
 # -- kept packages in the pylock (issue 13, item 3) -----------------------------------------------
 
+
 def test_a_kept_nightly_torch_is_listed_with_the_hash_learned_once(served, project, capsys):
     """The PyTorch page gives no sha256 (as the real nightly pages): `lock` learned it through the
     wheel cache, so the kept torch is listed at its installed version and hash, and `check` agrees."""
@@ -595,7 +660,7 @@ def test_a_kept_nightly_torch_is_listed_with_the_hash_learned_once(served, proje
 def test_a_kept_package_the_lock_cannot_list_is_a_warning(project, capsys):
     text = (project / PYLOCK).read_text()
     start = text.index('[[packages]]\nname = "torch"')
-    end = text.index("[[packages]]", start + 1) if "[[packages]]" in text[start + 1:] else text.index("[tool.resolve-gpu-stack]")
+    end = text.index("[[packages]]", start + 1) if "[[packages]]" in text[start + 1 :] else text.index("[tool.resolve-gpu-stack]")
     (project / PYLOCK).write_text(text[:start] + text[end:])
     rc, out = check_output(capsys, str(PYLOCK), "--today", "2026-03-10")
     assert rc == 0, out
@@ -604,6 +669,7 @@ def test_a_kept_package_the_lock_cannot_list_is_a_warning(project, capsys):
 
 
 # -- a configured snapshot replays PyPI under the user's PyPI (issue 13, item 2) ------------------
+
 
 def test_configured_snapshot_lock_uses_the_users_pypi_and_stays_fresh_elsewhere(served, tmp_path, monkeypatch, capsys):
     _, _, urls, _ = served
@@ -627,13 +693,17 @@ def test_configured_snapshot_lock_uses_the_users_pypi_and_stays_fresh_elsewhere(
 
 # -- the routing of a lock's files: its recorded inputs -----------------------------------------------
 
-@pytest.mark.parametrize(("inputs", "torch_channel", "flashinfer_channel"), [
-    ({"torch": "test", "installed-torch": None, "flashinfer": "latest"}, "test", "stable"),  # a final release on the test channel
-    ({"torch": "installed", "installed-torch": "2.12.0.dev20260307+cu130", "flashinfer": "nightly"}, "nightly", "nightly"),
-    ({"torch": "2.11.0", "flashinfer": "0.6.5"}, "stable", "stable"),
-    ({}, "stable", "stable"),  # nothing recorded (a hand-made file): read off the versions
-    ({"torch": "weekly", "flashinfer": 7}, "stable", "stable"),  # unreadable: the same
-])
+
+@pytest.mark.parametrize(
+    ("inputs", "torch_channel", "flashinfer_channel"),
+    [
+        ({"torch": "test", "installed-torch": None, "flashinfer": "latest"}, "test", "stable"),  # a final release on the test channel
+        ({"torch": "installed", "installed-torch": "2.12.0.dev20260307+cu130", "flashinfer": "nightly"}, "nightly", "nightly"),
+        ({"torch": "2.11.0", "flashinfer": "0.6.5"}, "stable", "stable"),
+        ({}, "stable", "stable"),  # nothing recorded (a hand-made file): read off the versions
+        ({"torch": "weekly", "flashinfer": 7}, "stable", "stable"),  # unreadable: the same
+    ],
+)
 def test_check_routes_a_locks_files_by_the_channels_its_inputs_recorded(inputs, torch_channel, flashinfer_channel):
     from resolve_gpu_stack.lock.check import route_context
     from resolve_gpu_stack.model import LockPlan, TargetSummary

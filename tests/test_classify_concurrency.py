@@ -22,7 +22,12 @@ def test_scans_run_concurrently_up_to_the_connection_count():
         return WheelAbi(kind="unknown", why=file.filename)
 
     files = [
-        IndexFile(filename=f"p{i}-1.0-cp312-cp312-linux_x86_64.whl", url=f"http://x/p{i}-1.0-cp312-cp312-linux_x86_64.whl", name=canonicalize_name(f"p{i}"), version=Version("1.0"))
+        IndexFile(
+            filename=f"p{i}-1.0-cp312-cp312-linux_x86_64.whl",
+            url=f"http://x/p{i}-1.0-cp312-cp312-linux_x86_64.whl",
+            name=canonicalize_name(f"p{i}"),
+            version=Version("1.0"),
+        )
         for i in range(64)
     ]
     got = classify_all(files, classifier)

@@ -45,8 +45,13 @@ def wheel_file(world, srv, name: str, *, hashed: bool = True) -> IndexFile:
     entry = next(e for e in world.pages[f"simple/{name}/"])
     w = entry.wheel
     return IndexFile(
-        filename=w.filename, url=srv.url + entry.rel_path, name=canonicalize_name(name), version=Version(w.filename.split("-")[1]),
-        sha256=w.sha256 if hashed else None, size=w.size, index="pypi",
+        filename=w.filename,
+        url=srv.url + entry.rel_path,
+        name=canonicalize_name(name),
+        version=Version(w.filename.split("-")[1]),
+        sha256=w.sha256 if hashed else None,
+        size=w.size,
+        index="pypi",
     )
 
 
@@ -165,10 +170,19 @@ def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path
 
 def cli(capsys, world, srv, *argv: str) -> tuple[int, str, str]:
     urls = world.index_urls(srv.url)
-    code = main([
-        "resolve", "--python", "3.12", "--installed", f"torch=={NIGHTLY}", *[w for n, u in urls.items() for w in ("--index", f"{n}={u}")],
-        "--cache-dir", str(srv.root.parent / "cli-cache"), *argv,
-    ])
+    code = main(
+        [
+            "resolve",
+            "--python",
+            "3.12",
+            "--installed",
+            f"torch=={NIGHTLY}",
+            *[w for n, u in urls.items() for w in ("--index", f"{n}={u}")],
+            "--cache-dir",
+            str(srv.root.parent / "cli-cache"),
+            *argv,
+        ]
+    )
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -187,7 +201,8 @@ def test_cli_without_and_overrides_in_the_plan_json(capsys, world, server):
     by_name = {p["name"]: p for p in plan["packages"]}
     assert by_name["sglang"]["version"] == "0.5.9" and "sgl-kernel" not in by_name
     assert {"package": "sglang", "requirement": "torch==2.9.1", "replaced_by": f"torch=={NIGHTLY}"}.items() <= next(
-        o for o in plan["overrides"] if o["requirement"] == "torch==2.9.1").items()
+        o for o in plan["overrides"] if o["requirement"] == "torch==2.9.1"
+    ).items()
     assert by_name["cuda-helper"]["coupling"] == "cuda"  # scanned over HTTP by the CLI's classifier
     assert all("built_for" in p and p["abi_mismatch"] is False for p in plan["packages"])
 
@@ -212,12 +227,15 @@ def test_overrides_file_joins_override_flags(capsys, world, server, tmp_path):
     assert next(p["version"] for p in plan["packages"] if p["name"] == "numpy") == "2.2.0"
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--abi-mismatch", "maybe"], "--abi-mismatch 'maybe' is not one of error, warn"),
-    (["--override", "torch @ https://x.example/t.whl"], "direct URLs are not supported"),
-    (["--overrides", "/nonexistent/overrides.txt"], "cannot read /nonexistent/overrides.txt"),
-    (["--without", "sgl-kernel>=1"], "is not a package name"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--abi-mismatch", "maybe"], "--abi-mismatch 'maybe' is not one of error, warn"),
+        (["--override", "torch @ https://x.example/t.whl"], "direct URLs are not supported"),
+        (["--overrides", "/nonexistent/overrides.txt"], "cannot read /nonexistent/overrides.txt"),
+        (["--without", "sgl-kernel>=1"], "is not a package name"),
+    ],
+)
 def test_framework_flag_usage_errors(capsys, world, server, argv, message):
     code, _, err = cli(capsys, world, server, *argv)
     assert code == 2 and message in err
@@ -229,7 +247,10 @@ def test_settings_rows_build_the_request(tmp_path):
 
     file = tmp_path / "o.txt"
     file.write_text("torchaudio==2.11.0\n")
-    values = {**S.defaults(), **S.parse({"overrides": ("numpy<3",), "overrides_file": str(file), "without": ("sgl-kernel",), "auto_torch_override": False, "abi_mismatch": "warn"})}
+    values = {
+        **S.defaults(),
+        **S.parse({"overrides": ("numpy<3",), "overrides_file": str(file), "without": ("sgl-kernel",), "auto_torch_override": False, "abi_mismatch": "warn"}),
+    }
     req = S.build_request(values, target=declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"]))
     assert req.overrides == ("numpy<3", "torchaudio==2.11.0")
     assert req.without == ("sgl-kernel",) and req.auto_torch_override is False and req.abi_mismatch == "warn"
@@ -240,10 +261,22 @@ def test_file_cut_keeps_what_could_serve_the_recorded_targets():
     from resolve_gpu_stack.net.snapshot import FileCut, cut_to_targets
 
     cut = FileCut(frozenset({"3.12"}), frozenset({"x86_64"}))
-    keep = ["x-1.0.tar.gz", "x-1.0-py3-none-any.whl", "x-1.0-py37-none-any.whl", "x-1.0-py2.py3-none-any.whl",
-            "x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "x-1.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
-    drop = ["x-1.0-cp312-cp312-win_amd64.whl", "x-1.0-cp312-cp312-macosx_11_0_arm64.whl", "x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl",
-            "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl", "x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", "x-1.0-py313-none-any.whl"]
+    keep = [
+        "x-1.0.tar.gz",
+        "x-1.0-py3-none-any.whl",
+        "x-1.0-py37-none-any.whl",
+        "x-1.0-py2.py3-none-any.whl",
+        "x-1.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        "x-1.0-cp39-abi3-manylinux_2_28_x86_64.whl",
+    ]
+    drop = [
+        "x-1.0-cp312-cp312-win_amd64.whl",
+        "x-1.0-cp312-cp312-macosx_11_0_arm64.whl",
+        "x-1.0-cp312-cp312-musllinux_1_2_x86_64.whl",
+        "x-1.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl",
+        "x-1.0-py313-none-any.whl",
+    ]
     assert [f for f in keep + drop if cut.keeps(f)] == keep
     page = json.dumps({"files": [{"filename": f} for f in keep + drop] + [{"filename": "x-2.0-cp312-cp312-win_amd64.whl"}], "versions": ["1.0", "2.0"]})
     cut_page = json.loads(cut_to_targets(page.encode(), "application/vnd.pypi.simple.v1+json", cut))

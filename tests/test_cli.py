@@ -43,7 +43,11 @@ def test_readme_main_command_resolves_story_1_offline(capsys):
     assert plan["target"] == {"python": "3.12", "platform": "x86_64-manylinux_2_28", "cuda": "cu130"}
     pkgs = {p["name"]: p for p in plan["packages"]}
     assert pkgs["torch"]["action"] == "keep" and pkgs["torch"]["version"] == "2.12.0.dev20260307+cu130"
-    assert (pkgs["flashinfer-python"]["version"], pkgs["flashinfer-cubin"]["version"], pkgs["flashinfer-jit-cache"]["version"]) == ("0.6.5", "0.6.5", "0.6.5+cu130")
+    assert (pkgs["flashinfer-python"]["version"], pkgs["flashinfer-cubin"]["version"], pkgs["flashinfer-jit-cache"]["version"]) == (
+        "0.6.5",
+        "0.6.5",
+        "0.6.5+cu130",
+    )
     assert pkgs["flashinfer-jit-cache"]["url"].endswith("flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl")
     assert pkgs["flashinfer-jit-cache"]["sha256"] and pkgs["flashinfer-jit-cache"]["coupling"] == "cuda"
     assert pkgs["triton"]["index"] == "pytorch" and pkgs["triton"]["version"].startswith("3.7.0+git")
@@ -71,7 +75,21 @@ def test_stable_over_nightly_is_a_refused_downgrade(capsys):
 
 
 def test_aarch64_and_torchvision_from_the_snapshot(capsys):
-    code, out, err = run(capsys, ["--python", "3.12", "--platform", "aarch64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260306+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    code, out, err = run(
+        capsys,
+        [
+            "--python",
+            "3.12",
+            "--platform",
+            "aarch64-manylinux_2_28",
+            "--installed",
+            "torch==2.12.0.dev20260306+cu130",
+            "--snapshot",
+            str(SNAPSHOT),
+            "--format",
+            "json",
+        ],
+    )
     assert code == 0, err
     pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
     assert pkgs["flashinfer-jit-cache"]["url"].endswith("aarch64.whl")
@@ -118,21 +136,30 @@ def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
     assert all(r["sha256"] and len(r["sha256"]) == 64 for r in rows)
     assert rows[0]["version"] == "0.6.5+cu130"
     fits = {r["filename"]: r["fits_target"] for r in rows if r["version"] == "0.6.5+cu130"}
-    assert fits == {"flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": True, "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": False}
+    assert fits == {
+        "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": True,
+        "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": False,
+    }
 
 
-@pytest.mark.parametrize(("flag", "value", "says"), [("--cuda", "cuda13", "is not a CUDA label"), ("--torch", "weekly", "neither a channel nor a version"),
-                                                     ("--flashinfer", "newest", "is not a version")])
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [("--cuda", "cuda13", "is not a CUDA label"), ("--torch", "weekly", "neither a channel nor a version"), ("--flashinfer", "newest", "is not a version")],
+)
 def test_candidates_reads_its_flags_through_the_settings_table(capsys, flag, value, says):
     code, _, err = run(capsys, ["candidates", "flashinfer-jit-cache", flag, value, "--python", "3.12", "--snapshot", str(SNAPSHOT)])
     assert code == 2 and says in err
 
 
 def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(capsys):
-    code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"])
+    code, out, _ = run(
+        capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"]
+    )
     assert code == 0
     assert "no hash (metadata sha256 " in out and "2.12.0.dev20260307+cu130" in out
-    code, out, _ = run(capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    code, out, _ = run(
+        capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"]
+    )
     rows = json.loads(out)["files"]
     linux = [r for r in rows if "manylinux" in r["tags"]]
     assert linux and all(r["sha256"] is None for r in rows)
@@ -144,7 +171,25 @@ def test_unreachable_index_exits_3(capsys, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}/"
-    code, _, err = run(capsys, ["--python", "3.12", "--cuda", "cu130", "--timeout", "1", "--cache-dir", str(tmp_path / "c"), "--index", f"pytorch={base}whl/", "--index", f"flashinfer={base}fi/", "--index", f"pypi={base}simple/"])
+    code, _, err = run(
+        capsys,
+        [
+            "--python",
+            "3.12",
+            "--cuda",
+            "cu130",
+            "--timeout",
+            "1",
+            "--cache-dir",
+            str(tmp_path / "c"),
+            "--index",
+            f"pytorch={base}whl/",
+            "--index",
+            f"flashinfer={base}fi/",
+            "--index",
+            f"pypi={base}simple/",
+        ],
+    )
     assert code == 3
     assert f"127.0.0.1:{port}" in err and "Traceback" not in err
 
@@ -170,7 +215,10 @@ def test_snapshot_record_then_replay_with_the_network_closed(capsys, tmp_path):
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert manifest["indexes"]["pypi"] is None  # the PyPI URL is never written into a snapshot
     assert any(entry.get("status") == 404 for entry in manifest["pages"].values())
-    code, replayed, err = run(capsys, [*target, "--snapshot", str(out_dir), "--index", f"pytorch={urls['pytorch']}", "--index", f"flashinfer={urls['flashinfer']}", "--format", "json"])
+    code, replayed, err = run(
+        capsys,
+        [*target, "--snapshot", str(out_dir), "--index", f"pytorch={urls['pytorch']}", "--index", f"flashinfer={urls['flashinfer']}", "--format", "json"],
+    )
     assert code == 0, err
     strip = lambda plan: {(p["name"], p["version"], p["action"]) for p in json.loads(plan)["packages"]}  # noqa: E731
     assert strip(replayed) == strip(live)
@@ -187,6 +235,7 @@ def test_help_explains_commands(capsys):
 
 
 # -- the settings table: one definition of each setting --------------------------------------------
+
 
 def _parsed(argv):
     from resolve_gpu_stack.cli.app import build_parser
@@ -214,7 +263,20 @@ def test_typed_settings_round_trip_through_their_words():
     typed = settings.typed(_parsed(argv))
     assert typed == {"python": "3.13", "cuda": "cu129", "change_cuda": True, "torch": "stable", "jit_cache": False, "with_": ("torchvision", "numpy<3")}
     assert settings.typed(_parsed(["lock", *settings.words(typed)])) == typed
-    assert settings.words(typed) == ["--python", "3.13", "--cuda", "cu129", "--change-cuda", "--torch", "stable", "--no-jit-cache", "--with", "torchvision", "--with", "numpy<3"]
+    assert settings.words(typed) == [
+        "--python",
+        "3.13",
+        "--cuda",
+        "cu129",
+        "--change-cuda",
+        "--torch",
+        "stable",
+        "--no-jit-cache",
+        "--with",
+        "torchvision",
+        "--with",
+        "numpy<3",
+    ]
 
 
 def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_path):
@@ -222,9 +284,13 @@ def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_pat
     from resolve_gpu_stack.cli.config import load_config, resolve_request
 
     path = tmp_path / "gpu-stack.toml"
-    path.write_text('[[target]]\nname = "t"\npython = "3.12"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\ncuda = "cu130"\njit-cache = false\nwith = ["torchvision"]\noutput = "t.txt"\n')
+    path.write_text(
+        '[[target]]\nname = "t"\npython = "3.12"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\ncuda = "cu130"\njit-cache = false\nwith = ["torchvision"]\noutput = "t.txt"\n'
+    )
     from_config = resolve_request(load_config(path).targets[0])
-    args = _parsed(["resolve", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--cuda", "cu130", "--no-jit-cache", "--with", "torchvision"])
+    args = _parsed(
+        ["resolve", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--cuda", "cu130", "--no-jit-cache", "--with", "torchvision"]
+    )
     assert request_from_args(args, {}) == from_config
     assert from_config.inputs({}) == request_from_args(args, {}).inputs({})
 
@@ -240,7 +306,9 @@ def test_a_bad_config_value_is_a_usage_error_naming_file_target_and_key(capsys, 
 
 def test_a_typed_flag_overrides_the_config_and_an_untyped_one_does_not(capsys, tmp_path):
     path = tmp_path / "gpu-stack.toml"
-    path.write_text(f'snapshot = "{SNAPSHOT}"\n[[target]]\nname = "t"\npython = "3.12"\ntorch = "stable"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\noutput = "t.txt"\n')
+    path.write_text(
+        f'snapshot = "{SNAPSHOT}"\n[[target]]\nname = "t"\npython = "3.12"\ntorch = "stable"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\noutput = "t.txt"\n'
+    )
     code, _, err = run(capsys, ["lock", "--config", str(path)])
     assert code == 1 and "would downgrade torch" in err  # the config's torch = "stable"
     assert not (tmp_path / "t.txt").exists()
@@ -318,8 +386,18 @@ def test_exact_pins_read_only_exact_pins_for_the_target():
     from resolve_gpu_stack.resolver.torch_pins import exact_pins
 
     target = declared_target("3.12", "x86_64-manylinux_2_28")
-    pins = exact_pins(("triton==3.7.0+git9c288bc5; platform_system == 'Linux'", "filelock", "sympy>=1.13.3", "nvidia-nccl==2.1.*",
-                       "a==1.0; platform_machine == 'aarch64'", "b==2.0; extra == 'opt'", "c==3,<4"), target)
+    pins = exact_pins(
+        (
+            "triton==3.7.0+git9c288bc5; platform_system == 'Linux'",
+            "filelock",
+            "sympy>=1.13.3",
+            "nvidia-nccl==2.1.*",
+            "a==1.0; platform_machine == 'aarch64'",
+            "b==2.0; extra == 'opt'",
+            "c==3,<4",
+        ),
+        target,
+    )
     assert {str(k): str(v) for k, v in pins.items()} == {"triton": "3.7.0+git9c288bc5"}
 
 

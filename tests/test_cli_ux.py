@@ -27,13 +27,14 @@ def run(capsys, argv):
 
 # -- 12: --version, mistyped commands and flags --------------------------------------------------------
 
+
 def test_version_comes_from_one_place(capsys):
     code, out, _ = run(capsys, ["--version"])
     assert code == 0
     assert out.strip() == f"resolve-gpu-stack {resolve_gpu_stack.__version__}"
     assert importlib.metadata.version("resolve-gpu-stack") == resolve_gpu_stack.__version__
     pyproject = (REPO / "pyproject.toml").read_text()
-    assert not re.search(r'(?m)^version\s*=', pyproject), "the version lives in __init__.__version__ only"
+    assert not re.search(r"(?m)^version\s*=", pyproject), "the version lives in __init__.__version__ only"
     assert 'dynamic = ["version"]' in pyproject
 
 
@@ -46,11 +47,14 @@ def test_a_mistyped_command_lists_the_commands(capsys):
     assert f"commands: {', '.join(COMMANDS)} (no command: resolve)" in err and "check" in COMMANDS
 
 
-@pytest.mark.parametrize("argv, wrong, right", [
-    (["--pyhton", "3.12"], "--pyhton", "--python"),
-    (["lock", "--snapshto=x"], "--snapshto", "--snapshot"),
-    (["doctor", "--nvida-smi", "x"], "--nvida-smi", "--nvidia-smi"),
-])
+@pytest.mark.parametrize(
+    "argv, wrong, right",
+    [
+        (["--pyhton", "3.12"], "--pyhton", "--python"),
+        (["lock", "--snapshto=x"], "--snapshto", "--snapshot"),
+        (["doctor", "--nvida-smi", "x"], "--nvida-smi", "--nvidia-smi"),
+    ],
+)
 def test_a_mistyped_flag_gets_a_suggestion(capsys, argv, wrong, right):
     code, out, err = run(capsys, argv)
     assert code == 2 and out == ""
@@ -58,6 +62,7 @@ def test_a_mistyped_flag_gets_a_suggestion(capsys, argv, wrong, right):
 
 
 # -- 14: tables at 80 columns never cut a version or a name ------------------------------------------------
+
 
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
@@ -84,6 +89,7 @@ def test_candidates_table_at_80_columns_keeps_every_version_whole(capsys, monkey
 
 # -- 13: results on stdout, diagnostics on stderr, JSON with a schema -------------------------------------
 
+
 @pytest.fixture
 def broken_lock(tmp_path, monkeypatch) -> Path:
     """This repository's own x86_64 pylock with flashinfer-cubin's version hand-edited."""
@@ -109,12 +115,18 @@ def test_check_json_is_one_schema_object_on_stdout(capsys, broken_lock):
     assert report["schema"] == "resolve-gpu-stack/check/v1" and report["ok"] is False
     assert (report["files"], report["errors"], report["warnings"]) == (1, 1, 0)
     [finding] = report["findings"]
-    assert finding["level"] == "error" and finding["path"] == "pylock.x.toml" and "package version '0.6.4'" in finding["message"] and "(flashinfer-cubin)" in finding["message"]
+    assert (
+        finding["level"] == "error"
+        and finding["path"] == "pylock.x.toml"
+        and "package version '0.6.4'" in finding["message"]
+        and "(flashinfer-cubin)" in finding["message"]
+    )
     code, out, _ = run(capsys, ["check", str(REPO / "constraints" / "pylock.x86_64-py312-cu130.toml"), "--format", "json"])
     assert code == 0 and json.loads(out)["ok"] is True
 
 
 # -- 15: -q is quiet, -v is readable, threads never share a line ------------------------------------------
+
 
 def test_quiet_lock_prints_nothing_but_errors(capsys, tmp_path):
     code, out, err = run(capsys, ["lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-q", "-o", str(tmp_path / "gpu.txt")])
@@ -162,6 +174,7 @@ def test_progress_lines_are_written_whole_under_one_lock(monkeypatch):
 
 # -- 16: long waits are not silent ------------------------------------------------------------------------
 
+
 def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
     from urllib.parse import urlsplit
 
@@ -173,8 +186,15 @@ def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
         world.write(srv.url)
         urls = world.index_urls(srv.url)
         page = urlsplit(urls["pypi"]).path + "numpy/"
-        flags = ["--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--format", "json",
-                 *[f for name, url in urls.items() for f in ("--index", f"{name}={url}")]]
+        flags = [
+            "--python",
+            "3.12",
+            "--installed",
+            "torch==2.12.0.dev20260307+cu130",
+            "--format",
+            "json",
+            *[f for name, url in urls.items() for f in ("--index", f"{name}={url}")],
+        ]
         srv.script(page, [Fault(status=503), Fault(status=503)])
         code, _, err = run(capsys, [*flags, "--cache-dir", str(tmp_path / "c1")])
         assert code == 0, err
@@ -189,6 +209,7 @@ def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
 
 # -- 11: lock outside a project ---------------------------------------------------------------------------
 
+
 def test_lock_outside_a_project_says_there_is_nothing_to_lock(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, ["lock"])
@@ -200,6 +221,7 @@ def test_lock_outside_a_project_says_there_is_nothing_to_lock(capsys, tmp_path, 
 
 
 # -- 18: hints that fit ------------------------------------------------------------------------------------
+
 
 def test_no_cuda_label_hint_does_not_suggest_installed_for_an_interpreter(capsys):
     import sys
@@ -229,10 +251,13 @@ def test_downgrade_hint_does_not_suggest_the_channel_that_was_asked_for(torch, s
     assert ("--torch nightly" in err.value.hint) is suggests_nightly, err.value.hint
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--python", "3.99", "--cuda", "cu130"], "unknown Python version 3.99"),
-    (["--python", "/bin/ls"], "/bin/ls: not a Python interpreter"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--python", "3.99", "--cuda", "cu130"], "unknown Python version 3.99"),
+        (["--python", "/bin/ls"], "/bin/ls: not a Python interpreter"),
+    ],
+)
 def test_impossible_pythons_are_refused_up_front_in_one_line(capsys, argv, message):
     code, out, err = run(capsys, [*argv, "--snapshot", str(SNAPSHOT)])
     assert code == 2 and out == ""

@@ -30,10 +30,34 @@ def test_plan_round_trips_through_json() -> None:
 
 def test_package_dict_has_every_field_in_one_order() -> None:
     torch = make_plan().packages[0]
-    assert list(package_to_dict(torch)) == ["name", "version", "action", "coupling", "index", "reason", "installed-version",
-                                            "dependencies", "url", "filename", "sha256", "size", "upload-time", "requires-python",
-                                            "built-for", "abi-mismatch", "simple-index", "abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds",
-                                            "abi-refusal", "abi-note", "sdist", "built"]
+    assert list(package_to_dict(torch)) == [
+        "name",
+        "version",
+        "action",
+        "coupling",
+        "index",
+        "reason",
+        "installed-version",
+        "dependencies",
+        "url",
+        "filename",
+        "sha256",
+        "size",
+        "upload-time",
+        "requires-python",
+        "built-for",
+        "abi-mismatch",
+        "simple-index",
+        "abi",
+        "abi-torch",
+        "abi-floor",
+        "cuda-majors",
+        "abi-builds",
+        "abi-refusal",
+        "abi-note",
+        "sdist",
+        "built",
+    ]
     assert package_from_dict(package_to_dict(torch), "x") == torch
 
 
@@ -57,7 +81,9 @@ def test_framework_fields_round_trip() -> None:
     override = Override(package="sglang", requirement="torch==2.9.1", replaced_by="torch==2.12.0.dev20260307+cu130", reason="the installed torch is kept")
     plan = dataclasses.replace(plan, packages=(*plan.packages, kernel), overrides=(override,))
     data = json.loads(json.dumps(plan_to_dict(plan)))
-    assert data["overrides"] == [{"package": "sglang", "requirement": "torch==2.9.1", "replaced-by": "torch==2.12.0.dev20260307+cu130", "reason": "the installed torch is kept"}]
+    assert data["overrides"] == [
+        {"package": "sglang", "requirement": "torch==2.9.1", "replaced-by": "torch==2.12.0.dev20260307+cu130", "reason": "the installed torch is kept"}
+    ]
     assert plan_from_dict(data) == plan
     assert package_to_dict(plan.packages[0])["abi-mismatch"] is None  # written only when True
 
@@ -118,10 +144,21 @@ def test_the_plan_json_keeps_its_schema() -> None:
     assert data["target"] == {"python": "3.12", "platform": "x86_64-manylinux_2_28", "cuda": "cu130"}
     assert data["flashinfer"] == {"version": "0.6.16", "cuda_label": "cu130"}
     fi = next(p for p in data["packages"] if p["name"] == "flashinfer-python")
-    assert fi == {"name": "flashinfer-python", "version": "0.6.16", "action": "upgrade", "installed": "0.6.10", "index": "pypi",
-                  "url": "https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
-                  "sha256": fi["sha256"], "size": None, "coupling": "agnostic", "reason": "requested", "built_for": None, "abi_mismatch": False,
-                  "abi": None}
+    assert fi == {
+        "name": "flashinfer-python",
+        "version": "0.6.16",
+        "action": "upgrade",
+        "installed": "0.6.10",
+        "index": "pypi",
+        "url": "https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
+        "sha256": fi["sha256"],
+        "size": None,
+        "coupling": "agnostic",
+        "reason": "requested",
+        "built_for": None,
+        "abi_mismatch": False,
+        "abi": None,
+    }
     assert data["notes"] == list(plan.notes) and data["inputs_digest"] == plan.inputs_digest
     assert plan_to_json(replace(plan, flashinfer_version=None, cuda_label=None))["flashinfer"] == {"version": None, "cuda_label": None}
 

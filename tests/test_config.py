@@ -75,6 +75,7 @@ output = "pylock.t.toml"
 
 # -- parsing -------------------------------------------------------------------------------------
 
+
 def test_full_pyproject_table_parses_with_defaults_merged_and_paths_resolved(tmp_path):
     cfg = load_config(write(tmp_path / "pyproject.toml", FULL))
     assert cfg.table == "tool.resolve-gpu-stack"
@@ -82,7 +83,14 @@ def test_full_pyproject_table_parses_with_defaults_merged_and_paths_resolved(tmp
     assert cfg.indexes == {"pytorch": "https://mirror.example/whl/"}  # normalized base URL
     x86, arm = cfg.targets
     s = x86.settings
-    assert (x86.name, s["python"], s["platform"], str(s["cuda"]), s["cubin"], s["with_"]) == ("x86_64-py312", "3.12", "x86_64-manylinux_2_28", "cu130", True, ())
+    assert (x86.name, s["python"], s["platform"], str(s["cuda"]), s["cubin"], s["with_"]) == (
+        "x86_64-py312",
+        "3.12",
+        "x86_64-manylinux_2_28",
+        "cu130",
+        True,
+        (),
+    )
     assert s["installed"] == ("torch==2.12.0.dev20260307+cu130",)
     # parsed once, into the model's values
     assert s["torch"] == TorchChoice.parse("nightly") and s["cuda"] == CudaLabel(13, 0) and s["flashinfer"] == FlashInferChoice.parse("latest")
@@ -96,13 +104,16 @@ def test_full_pyproject_table_parses_with_defaults_merged_and_paths_resolved(tmp
 
 def test_gpu_stack_toml_uses_top_level_keys(tmp_path):
     write(tmp_path / "pyproject.toml", "[project]\nname = 'demo'\n")  # no table: does not count
-    path = write(tmp_path / "gpu-stack.toml", """
+    path = write(
+        tmp_path / "gpu-stack.toml",
+        """
         [defaults]
         python = "3.11"
         [[target]]
         name = "a"
         output = "locks/pylock.a.toml"
-    """)
+    """,
+    )
     cfg = discover_config(None, cwd=tmp_path)
     assert cfg is not None and cfg.path == path and cfg.table is None
     assert cfg.targets[0].settings["python"] == "3.11" and cfg.targets[0].outputs == (tmp_path / "locks/pylock.a.toml",)
@@ -156,17 +167,18 @@ def test_select_targets(tmp_path):
 
 # -- validation errors name the file, the target and the key -------------------------------------
 
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ('snapshot = 3\n' + TARGET, r"\[tool.resolve-gpu-stack\]: 'snapshot' must be a string, not an integer"),
+        ("snapshot = 3\n" + TARGET, r"\[tool.resolve-gpu-stack\]: 'snapshot' must be a string, not an integer"),
         ('snapshots = "x"\n' + TARGET, r"unknown key 'snapshots'"),
         ('[tool.resolve-gpu-stack.defaults]\ntorhc = "nightly"\n' + TARGET, r"\[tool.resolve-gpu-stack.defaults\]: unknown key 'torhc'"),
         ('[tool.resolve-gpu-stack.defaults]\nname = "x"\n' + TARGET, r"defaults\]: unknown key 'name'"),
         (TARGET + 'pyhton = "3.12"\n', r"target\] 't': unknown key 'pyhton'"),
         (TARGET + 'jit-cache = "yes"\n', r"target\] 't': 'jit-cache' must be a boolean, not a string"),
         (TARGET + 'with = "torchvision"\n', r"'with' must be an array of strings, not a string"),
-        (TARGET + 'installed = [1]\n', r"'installed' must be an array of strings"),
+        (TARGET + "installed = [1]\n", r"'installed' must be an array of strings"),
         (TARGET + 'cuda = "13.0"\n', r"target\] 't': cuda: '13.0' is not a CUDA label"),
         (TARGET + 'with = ["torch vision >"]\n', r"target\] 't': with: 'torch vision >': "),
         (TARGET + 'with = ["demo @ https://x.example/demo.whl"]\n', r"target\] 't': with: 'demo @ https://x.example/demo.whl': direct URLs are not supported"),
@@ -174,9 +186,12 @@ def test_select_targets(tmp_path):
         (TARGET + 'torch = "sideways"\n', r"target\] 't': torch: 'sideways' is neither a channel nor a version"),
         (TARGET + 'flashinfer = "newest-please"\n', r"target\] 't': flashinfer: 'newest-please' is not a version"),
         ('[tool.resolve-gpu-stack.defaults]\ntorch = ">=nope"\n' + TARGET, r"defaults\]: torch: '>=nope' is neither a channel nor a version"),
-        (TARGET + 'torch = 2.11\n', r"target\] 't': 'torch' must be a string, not a number"),
+        (TARGET + "torch = 2.11\n", r"target\] 't': 'torch' must be a string, not a number"),
         (TARGET + 'platform = "win_amd64"\n', r"target\] 't': platform: unknown platform 'win_amd64'"),
-        ('[[tool.resolve-gpu-stack.target]]\nname = "t"\npython = "/usr/bin/python3"\noutput = "pylock.t.toml"\n', r"target\] 't': python: '/usr/bin/python3' is not a Python version"),
+        (
+            '[[tool.resolve-gpu-stack.target]]\nname = "t"\npython = "/usr/bin/python3"\noutput = "pylock.t.toml"\n',
+            r"target\] 't': python: '/usr/bin/python3' is not a Python version",
+        ),
         ('[[tool.resolve-gpu-stack.target]]\nname = "t"\npython = "2.7"\noutput = "pylock.t.toml"\n', r"target\] 't': python:"),
         ('[[tool.resolve-gpu-stack.target]]\nname = "t"\noutput = "pylock.t.toml"\n', r"target\] 't': missing 'python'"),
         ('[[tool.resolve-gpu-stack.target]]\nname = "t"\npython = "3.12"\n', r"target\] 't': missing 'output'"),
@@ -206,7 +221,7 @@ def test_validation_errors(tmp_path, body, expected):
 
 def test_misspelled_key_suggests_the_right_one(tmp_path):
     with pytest.raises(UsageError) as err:
-        load_config(pyproject_with(tmp_path, TARGET + 'jitcache = false\n'))
+        load_config(pyproject_with(tmp_path, TARGET + "jitcache = false\n"))
     assert err.value.hint == "did you mean 'jit-cache'?"
 
 
@@ -218,6 +233,7 @@ def test_invalid_toml_names_the_file(tmp_path):
 
 # -- overrides and the inputs a lock records -----------------------------------------------------
 
+
 def test_command_line_overrides_win_and_change_the_inputs_digest(tmp_path):
     cfg = load_config(write(tmp_path / "pyproject.toml", FULL))
     x86 = cfg.targets[0]
@@ -227,7 +243,13 @@ def test_command_line_overrides_win_and_change_the_inputs_digest(tmp_path):
     assert base["components"] == ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]
 
     stable = with_overrides(x86, {"torch": "stable", "cubin": False, "with_": ["torchvision"]})
-    assert (stable.settings["torch"].text, stable.settings["cubin"], stable.settings["with_"], stable.name, stable.outputs) == ("stable", False, ("torchvision",), x86.name, x86.outputs)
+    assert (stable.settings["torch"].text, stable.settings["cubin"], stable.settings["with_"], stable.name, stable.outputs) == (
+        "stable",
+        False,
+        ("torchvision",),
+        x86.name,
+        x86.outputs,
+    )
     changed = lock_inputs(cfg, stable)
     assert changed["torch"] == "stable" and changed["components"] == ["flashinfer-python", "flashinfer-jit-cache"]
     assert inputs_digest(changed) != inputs_digest(base)

@@ -28,7 +28,8 @@ NETRC = f"machine mirror.example\n  login alice\n  password {SECRET}\n"
 
 def project(root: Path, overrides_file: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""\
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
         [tool.resolve-gpu-stack.defaults]
         python = "3.12"
         overrides-file = {overrides_file!r}
@@ -36,7 +37,8 @@ def project(root: Path, overrides_file: str) -> Path:
         [[tool.resolve-gpu-stack.target]]
         name = "t"
         output = "pylock.t.toml"
-        """).replace("'", '"'))
+        """).replace("'", '"')
+    )
     return root
 
 
@@ -103,11 +105,20 @@ def test_a_good_overrides_file_inside_the_project_still_works(tmp_path, capsys, 
 
 def _run(argv: list[str], cwd: Path, seconds: float = 20) -> subprocess.CompletedProcess[str]:
     """The console script, with stdin an open pipe nobody writes to, under a 2 GiB memory limit."""
+
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
-    return subprocess.run([str(TOOL), *argv], cwd=cwd, stdin=subprocess.PIPE, capture_output=True, text=True, timeout=seconds, preexec_fn=limit,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    return subprocess.run(
+        [str(TOOL), *argv],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        timeout=seconds,
+        preexec_fn=limit,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
 
 
 @pytest.mark.parametrize("special", ["/dev/zero", "/dev/stdin", "fifo"])

@@ -46,7 +46,7 @@ def leaks(root: Path, *, skip: tuple[Path, ...] = ()) -> list[str]:
 def assert_no_secret(*texts: str) -> None:
     for text in texts:
         for secret in secrets() + secrets(WRONG):
-            assert secret.decode() not in text, f"secret leaked: ...{text[max(0, text.find(secret.decode()) - 80):][:200]}"
+            assert secret.decode() not in text, f"secret leaked: ...{text[max(0, text.find(secret.decode()) - 80) :][:200]}"
 
 
 def with_credentials(url: str, token: str = TOKEN) -> str:
@@ -117,7 +117,14 @@ def test_token_never_leaks_from_install_and_doctor_with_verbose_logging(tmp_path
         world.write(srv.url)
         srv.auth = (USER, TOKEN)
         python = test_install.make_venv(tmp_path / "venv", env, test_install.torch_wheel(world, test_install.NIGHTLY))
-        index = ["--index", f"pytorch={with_credentials(srv.url)}whl/", "--index", f"flashinfer={with_credentials(srv.url)}fi/", "--index", f"pypi={with_credentials(srv.url)}simple/"]
+        index = [
+            "--index",
+            f"pytorch={with_credentials(srv.url)}whl/",
+            "--index",
+            f"flashinfer={with_credentials(srv.url)}fi/",
+            "--index",
+            f"pypi={with_credentials(srv.url)}simple/",
+        ]
         common = ["--python", python, *index, "--cache-dir", str(tmp_path / "cache"), "--verbose"]
         outputs: list[str] = []
 

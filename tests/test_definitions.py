@@ -35,7 +35,9 @@ def test_channel_prefixes_come_from_the_channels_tables(indexes: Path) -> None:
     _edit(indexes / "pytorch.toml", 'test = "test/"', 'test = "rc/"')
     _edit(indexes / "flashinfer.toml", 'nightly = "nightly/"', 'nightly = "dev/"')
     assert _urls(indexes, "torch", RouteContext(torch_channel="test", cuda="cu130")) == ["https://download.pytorch.org/whl/rc/cu130/torch/"]
-    assert _urls(indexes, "flashinfer-jit-cache", RouteContext(cuda="cu130", flashinfer_channel="nightly")) == ["https://flashinfer.ai/whl/dev/cu130/flashinfer-jit-cache/"]
+    assert _urls(indexes, "flashinfer-jit-cache", RouteContext(cuda="cu130", flashinfer_channel="nightly")) == [
+        "https://flashinfer.ai/whl/dev/cu130/flashinfer-jit-cache/"
+    ]
 
 
 def test_an_unknown_channel_has_no_page() -> None:
@@ -56,24 +58,54 @@ def test_a_channel_the_routes_need_must_have_a_prefix(indexes: Path) -> None:
         ("pytorch.toml", 'dialect = "html"', 'dialect = "html"\nhashes = "all"', r"pytorch\.toml: top level: unknown key 'hashes'"),
         ("pytorch.toml", "retention-days = 60", 'retention-days = "60"', r"'retention-days' must be an integer, not a string"),
         ("flashinfer.toml", 'name = "flashinfer"', 'name = "pypi"', r"flashinfer\.toml: top level: 'name' is 'pypi', expected 'flashinfer'"),
-        ("routing.toml", 'page = "{torch_channel}{cuda}/{name}/"', 'page = "{channel}{cuda}/{name}/"', r"routing\.toml: route #1: page .* uses unknown variable \{channel\}"),
+        (
+            "routing.toml",
+            'page = "{torch_channel}{cuda}/{name}/"',
+            'page = "{channel}{cuda}/{name}/"',
+            r"routing\.toml: route #1: page .* uses unknown variable \{channel\}",
+        ),
         ("routing.toml", 'index = "pytorch"', 'index = "conda"', r"routing\.toml: route #1: unknown index 'conda'"),
-        ("routing.toml", 'when = { flashinfer = "stable" }', 'when = { flashinfer = "weekly" }', r"routing\.toml: route #3 when: 'flashinfer' 'weekly' is not one of"),
+        (
+            "routing.toml",
+            'when = { flashinfer = "stable" }',
+            'when = { flashinfer = "weekly" }',
+            r"routing\.toml: route #3 when: 'flashinfer' 'weekly' is not one of",
+        ),
         ("routing.toml", 'when = { flashinfer = "stable" }', 'wehn = { flashinfer = "stable" }', r"routing\.toml: route #3: unknown key 'wehn'"),
         ("routing.toml", 'versions = "<=0.6.13"', 'versions = "<=0.6.13!"', r"routing\.toml: route #6: bad version specifier"),
         ("components.toml", 'coupling = "torch-abi"', 'coupling = "abi"', r"components\.toml: coupling #2: 'abi' is not one of"),
         ("components.toml", 'packages = ["torch"]', "packages = []", r"components\.toml: coupling #1: 'packages' must be a non-empty array"),
-        ("components.toml", 'agnostic-since = "0.4.0rc4"', 'agnostic-since = "soon"', r"components\.toml: flashinfer 'agnostic-since': 'soon' is not a version"),
+        (
+            "components.toml",
+            'agnostic-since = "0.4.0rc4"',
+            'agnostic-since = "soon"',
+            r"components\.toml: flashinfer 'agnostic-since': 'soon' is not a version",
+        ),
         ("components.toml", 'providers = "flashinfer-jit-cache-sm*"\n', "", r"components\.toml: flashinfer: missing 'providers'"),
         ("components.toml", 'versions = ">=0.4.0,<0.5.3"', "", r"components\.toml: jit-cache-archs #1: missing 'versions'"),
         ("components.toml", 'stable-since = "2.9"', 'stable-since = "soon"', r"components\.toml: abi 'stable-since': 'soon' is not a version"),
         ("components.toml", 'stable-since = "2.9"\n', "", r"components\.toml: abi: missing 'stable-since'"),
-        ("components.toml", 'shim-prefixes = ["aoti_torch_", "torch_"]', 'shim-prefixes = []', r"abi: 'shim-prefixes' must be a non-empty array"),
+        ("components.toml", 'shim-prefixes = ["aoti_torch_", "torch_"]', "shim-prefixes = []", r"abi: 'shim-prefixes' must be a non-empty array"),
         ("components.toml", 'cxx-namespaces = ["c10", "at", "torch", "caffe2"]', 'cxx-namespaces = "c10"', r"abi: 'cxx-namespaces' must be an array"),
-        ("components.toml", "build-members = ['_torch(?P<major>", "build-members = ['_torch(?P<maj>", r"abi: 'build-members' .* has no groups named 'major' and 'minor'"),
-        ("components.toml", "build-members = ['_torch(?P<major>", "build-members = ['_torch((?P<major>", r"abi: 'build-members' .* is not a regular expression"),
+        (
+            "components.toml",
+            "build-members = ['_torch(?P<major>",
+            "build-members = ['_torch(?P<maj>",
+            r"abi: 'build-members' .* has no groups named 'major' and 'minor'",
+        ),
+        (
+            "components.toml",
+            "build-members = ['_torch(?P<major>",
+            "build-members = ['_torch((?P<major>",
+            r"abi: 'build-members' .* is not a regular expression",
+        ),
         ("components.toml", 'python-prefixes = ["THP"]', 'python-prefix = ["THP"]', r"components\.toml: abi: unknown key 'python-prefix'"),
-        ("components.toml", 'package = "torch-c-dlpack-ext"\ntorch = "2.10"', 'package = "torch-c-dlpack-ext"\ntorch = "2.x"', r"abi\.no-builds-from #1 'torch': '2\.x' is not a version"),
+        (
+            "components.toml",
+            'package = "torch-c-dlpack-ext"\ntorch = "2.10"',
+            'package = "torch-c-dlpack-ext"\ntorch = "2.x"',
+            r"abi\.no-builds-from #1 'torch': '2\.x' is not a version",
+        ),
         ("components.toml", 'package = "torch-c-dlpack-ext"\n', "", r"components\.toml: abi\.no-builds-from #1: missing 'package'"),
     ],
 )
@@ -122,6 +154,7 @@ def test_a_no_builds_row_may_cover_some_versions_only(indexes: Path) -> None:
 
 
 # -- the digest of their data (the reuse key's part) and the GPU table that comes with them ---------
+
 
 def test_the_digest_is_of_the_data_only_never_of_a_memo():
     from packaging.version import Version

@@ -67,9 +67,18 @@ def test_any_mangled_text_gives_a_string_and_never_raises(base: str, cut: int, j
 
 def test_imports_are_split_by_the_abi_rules() -> None:
     imports = [
-        "aoti_torch_get_device_index", "torch_call_dispatcher", "malloc", "_ZN3c106detail14torchCheckFailEPKcS2_j", "_ZTIN3c105ErrorE",
-        "_ZNK2at6Tensor5numelEv", "_ZN5torch8autograd4NodeD2Ev", "_ZN6caffe28TypeMeta14typeMetaDatasEv", "_Z16THPVariable_WrapRKN2at10TensorBaseE",
-        "THPVariableClass", "_ZNSt6vectorIiSaIiEE9push_backERKi", "_ZN8pybind116detail11type_casterIN2at6TensorEvE4loadENS_6handleEb",
+        "aoti_torch_get_device_index",
+        "torch_call_dispatcher",
+        "malloc",
+        "_ZN3c106detail14torchCheckFailEPKcS2_j",
+        "_ZTIN3c105ErrorE",
+        "_ZNK2at6Tensor5numelEv",
+        "_ZN5torch8autograd4NodeD2Ev",
+        "_ZN6caffe28TypeMeta14typeMetaDatasEv",
+        "_Z16THPVariable_WrapRKN2at10TensorBaseE",
+        "THPVariableClass",
+        "_ZNSt6vectorIiSaIiEE9push_backERKi",
+        "_ZN8pybind116detail11type_casterIN2at6TensorEvE4loadENS_6handleEb",
         "aoti_torch_get_device_index",
     ]
     split = split_imports(imports, RULES)

@@ -44,16 +44,32 @@ def dist(name: str, version: str, *requires: str) -> InstalledDistribution:
 def environment(*dists: InstalledDistribution, machine: str = "x86_64") -> Environment:
     target = declared_target("3.12", f"{machine}-manylinux_2_28")
     return Environment(
-        interpreter="/venv/bin/python", executable="/venv/bin/python", prefix="/venv", base_prefix="/usr",
-        is_venv=True, implementation="cpython", sysconfig_platform=f"linux-{machine}", glibc=(2, 28),
-        free_threaded=False, purelib="/venv/lib", platlib="/venv/lib",
-        distributions={d.name: d for d in dists}, target=target,
+        interpreter="/venv/bin/python",
+        executable="/venv/bin/python",
+        prefix="/venv",
+        base_prefix="/usr",
+        is_venv=True,
+        implementation="cpython",
+        sysconfig_platform=f"linux-{machine}",
+        glibc=(2, 28),
+        free_threaded=False,
+        purelib="/venv/lib",
+        platlib="/venv/lib",
+        distributions={d.name: d for d in dists},
+        target=target,
     )
 
 
-def stack(fi: str = "0.6.5", label: str = "cu130", torch: str = NIGHTLY, tvm: str | None = "0.1.9",
-          cubin: str | None = "same", jit: str | None = "same", extra: tuple[InstalledDistribution, ...] = (),
-          machine: str = "x86_64") -> Environment:
+def stack(
+    fi: str = "0.6.5",
+    label: str = "cu130",
+    torch: str = NIGHTLY,
+    tvm: str | None = "0.1.9",
+    cubin: str | None = "same",
+    jit: str | None = "same",
+    extra: tuple[InstalledDistribution, ...] = (),
+    machine: str = "x86_64",
+) -> Environment:
     """Story 1's stack, aligned unless told otherwise ("same" = aligned with flashinfer-python)."""
     dists = [dist("torch", torch), dist("flashinfer-python", fi, "torch", TVM_RANGE_061, "numpy")]
     if tvm is not None:
@@ -65,8 +81,7 @@ def stack(fi: str = "0.6.5", label: str = "cu130", torch: str = NIGHTLY, tvm: st
     return environment(*dists, *extra, machine=machine)
 
 
-def checks_of(env: Environment, *, imported: ImportResult | None = ImportResult(ok=True, version="0.6.5"),
-              gpus: GpuQuery | None = None) -> dict[str, Check]:
+def checks_of(env: Environment, *, imported: ImportResult | None = ImportResult(ok=True, version="0.6.5"), gpus: GpuQuery | None = None) -> dict[str, Check]:
     return {c.name: c for c in run_checks(env, DEFS, import_result=imported, gpus=gpus)}
 
 
@@ -81,8 +96,7 @@ RTX_PRO = ("NVIDIA RTX PRO 6000 Blackwell Server Edition", (12, 0))
 
 def test_aligned_stack_passes_every_check() -> None:
     checks = checks_of(stack(), gpus=smi(RTX_PRO, RTX_PRO))
-    assert list(checks) == ["torch", "flashinfer-components", "flashinfer-alignment", "apache-tvm-ffi",
-                            "torch-abi", "flashinfer-import", "gpu-arch"]
+    assert list(checks) == ["torch", "flashinfer-components", "flashinfer-alignment", "apache-tvm-ffi", "torch-abi", "flashinfer-import", "gpu-arch"]
     assert {n: c.status for n, c in checks.items()} == dict.fromkeys(checks, "pass")
     assert doctor_ok(checks.values())
     assert "CUDA 13.0" in checks["torch"].message
@@ -123,6 +137,7 @@ def test_no_flashinfer_at_all_skips_the_flashinfer_checks() -> None:
 
 # -- torch ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("torch", "requires", "status", "words"),
     [
@@ -130,12 +145,20 @@ def test_no_flashinfer_at_all_skips_the_flashinfer_checks() -> None:
         ("2.9.1+cu128", (), "pass", ["CUDA 12.8"]),
         ("2.9.1+cpu", (), "fail", ["CPU-only", "+cuNNN"]),
         ("2.9.1+rocm6.4", (), "fail", ["ROCm"]),
-        ("2.9.1", ('nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and platform_machine == "x86_64"',),
-         "warn", ["no +cuNNN label", "nvidia-cuda-runtime-cu12==12.8.90", "CUDA 12.8 (cu128) is assumed"]),
+        (
+            "2.9.1",
+            ('nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and platform_machine == "x86_64"',),
+            "warn",
+            ["no +cuNNN label", "nvidia-cuda-runtime-cu12==12.8.90", "CUDA 12.8 (cu128) is assumed"],
+        ),
         ("2.9.1", ('nvidia-cuda-runtime-cu12==12.8.90; platform_machine == "aarch64"',), "warn", ["unknown"]),
         # torch 2.11.0 from PyPI, as installed on a real H200 machine: no +cuNNN, cuda-toolkit pinned
-        ("2.11.0", ('cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; platform_system == "Linux"',),
-         "warn", ["no +cuNNN label", "cuda-toolkit", "==13.0.2", "CUDA 13.0 (cu130) is assumed"]),
+        (
+            "2.11.0",
+            ('cuda-toolkit[cublas,cudart,cufft,cufile,cupti,curand,cusolver,cusparse,nvjitlink,nvrtc,nvtx]==13.0.2; platform_system == "Linux"',),
+            "warn",
+            ["no +cuNNN label", "cuda-toolkit", "==13.0.2", "CUDA 13.0 (cu130) is assumed"],
+        ),
         ("2.6.0a0+ecf3bae40a.nv25.01", (), "warn", ["no +cuNNN label", "CUDA version is unknown"]),
     ],
 )
@@ -163,28 +186,52 @@ def test_cuda_inferred_from_a_pypi_torch_is_used_for_the_labels() -> None:
 
 ALIGNMENT_CASES = [
     # (id, environment, failing check, words in its message)
-    ("cubin 0.6.8.post1 vs python 0.6.10", stack(fi="0.6.10", cubin="0.6.8.post1"),
-     "flashinfer-alignment", ["flashinfer-cubin 0.6.8.post1", "flashinfer-python 0.6.10", "exact"]),
-    ("0.6.10+cu129 jit-cache for python 0.6.1", stack(fi="0.6.1", torch="2.9.1+cu129", jit="0.6.10+cu129"),
-     "flashinfer-alignment", ["flashinfer-jit-cache 0.6.10+cu129", "0.6.1+cuNNN", "startswith"]),
-    ("0.6.5.post1 jit-cache for python 0.6.5", stack(jit="0.6.5.post1+cu130"),
-     "flashinfer-alignment", ["0.6.5.post1+cu130", "0.6.5+cuNNN"]),
-    ("cu130 jit-cache with cu128 torch", stack(torch="2.9.1+cu128"),
-     "flashinfer-alignment", ["0.6.5+cu130", "CUDA 13.0", "torch 2.9.1+cu128", "libcudart.so.13", "will not be there"]),
-    ("cu129 jit-cache with cu128 torch", stack(label="cu129", torch="2.9.1+cu128"),
-     "flashinfer-alignment", ["CUDA 12.9", "newer than torch's CUDA 12.8"]),
+    (
+        "cubin 0.6.8.post1 vs python 0.6.10",
+        stack(fi="0.6.10", cubin="0.6.8.post1"),
+        "flashinfer-alignment",
+        ["flashinfer-cubin 0.6.8.post1", "flashinfer-python 0.6.10", "exact"],
+    ),
+    (
+        "0.6.10+cu129 jit-cache for python 0.6.1",
+        stack(fi="0.6.1", torch="2.9.1+cu129", jit="0.6.10+cu129"),
+        "flashinfer-alignment",
+        ["flashinfer-jit-cache 0.6.10+cu129", "0.6.1+cuNNN", "startswith"],
+    ),
+    ("0.6.5.post1 jit-cache for python 0.6.5", stack(jit="0.6.5.post1+cu130"), "flashinfer-alignment", ["0.6.5.post1+cu130", "0.6.5+cuNNN"]),
+    (
+        "cu130 jit-cache with cu128 torch",
+        stack(torch="2.9.1+cu128"),
+        "flashinfer-alignment",
+        ["0.6.5+cu130", "CUDA 13.0", "torch 2.9.1+cu128", "libcudart.so.13", "will not be there"],
+    ),
+    ("cu129 jit-cache with cu128 torch", stack(label="cu129", torch="2.9.1+cu128"), "flashinfer-alignment", ["CUDA 12.9", "newer than torch's CUDA 12.8"]),
     ("jit-cache without a CUDA label", stack(jit="0.6.5"), "flashinfer-alignment", ["no +cuNNN label"]),
-    ("nightly dates differ", stack(fi="0.6.6.dev20260301", cubin="0.6.6.dev20260302"),
-     "flashinfer-alignment", ["0.6.6.dev20260302", "0.6.6.dev20260301"]),
-    ("cubin without python",
-     environment(dist("torch", NIGHTLY), dist("flashinfer-cubin", "0.6.5")),
-     "flashinfer-components", ["flashinfer-cubin 0.6.5", "without flashinfer-python"]),
-    ("0.7 shim without providers", stack(fi="0.7.1", tvm="0.1.11"),
-     "flashinfer-components", ["flashinfer-jit-cache 0.7.1+cu130", "without any flashinfer-jit-cache-sm* provider"]),
-    ("0.7 provider without its shim", stack(fi="0.7.1", tvm="0.1.11", jit=None, extra=(dist("flashinfer-jit-cache-sm120f", "0.7.1+cu130"),)),
-     "flashinfer-components", ["flashinfer-jit-cache-sm120f", "without the flashinfer-jit-cache shim"]),
-    ("0.7 provider from another build", stack(fi="0.7.1", tvm="0.1.11", extra=(dist("flashinfer-jit-cache-sm120f", "0.7.1+cu129"),)),
-     "flashinfer-alignment", ["flashinfer-jit-cache-sm120f 0.7.1+cu129", "!= the shim flashinfer-jit-cache 0.7.1+cu130"]),
+    ("nightly dates differ", stack(fi="0.6.6.dev20260301", cubin="0.6.6.dev20260302"), "flashinfer-alignment", ["0.6.6.dev20260302", "0.6.6.dev20260301"]),
+    (
+        "cubin without python",
+        environment(dist("torch", NIGHTLY), dist("flashinfer-cubin", "0.6.5")),
+        "flashinfer-components",
+        ["flashinfer-cubin 0.6.5", "without flashinfer-python"],
+    ),
+    (
+        "0.7 shim without providers",
+        stack(fi="0.7.1", tvm="0.1.11"),
+        "flashinfer-components",
+        ["flashinfer-jit-cache 0.7.1+cu130", "without any flashinfer-jit-cache-sm* provider"],
+    ),
+    (
+        "0.7 provider without its shim",
+        stack(fi="0.7.1", tvm="0.1.11", jit=None, extra=(dist("flashinfer-jit-cache-sm120f", "0.7.1+cu130"),)),
+        "flashinfer-components",
+        ["flashinfer-jit-cache-sm120f", "without the flashinfer-jit-cache shim"],
+    ),
+    (
+        "0.7 provider from another build",
+        stack(fi="0.7.1", tvm="0.1.11", extra=(dist("flashinfer-jit-cache-sm120f", "0.7.1+cu129"),)),
+        "flashinfer-alignment",
+        ["flashinfer-jit-cache-sm120f 0.7.1+cu129", "!= the shim flashinfer-jit-cache 0.7.1+cu130"],
+    ),
 ]
 
 
@@ -234,6 +281,7 @@ def test_torch_with_unknown_cuda_cannot_confirm_the_label() -> None:
 
 # -- apache-tvm-ffi ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("fi", "tvm", "status", "words"),
     [
@@ -262,16 +310,20 @@ def test_tvm_ffi_range_comes_from_the_installed_metadata() -> None:
 
 # -- torch-ABI-bound packages ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("torch", "other", "status", "words"),
     [
-        (NIGHTLY, dist("flashinfer-python", "0.2.5+cu124torch2.5", "torch==2.5.*"), "fail",
-         ["flashinfer-python 0.2.5+cu124torch2.5", "not a torch nightly"]),
+        (NIGHTLY, dist("flashinfer-python", "0.2.5+cu124torch2.5", "torch==2.5.*"), "fail", ["flashinfer-python 0.2.5+cu124torch2.5", "not a torch nightly"]),
         ("2.6.0+cu124", dist("flashinfer-python", "0.2.5+cu124torch2.5", "torch==2.5.*"), "fail", ["built for torch 2.5", "2.6.0+cu124"]),
         ("2.5.1+cu124", dist("flashinfer-python", "0.2.5+cu124torch2.5", "torch==2.5.*"), "pass", ["fit torch 2.5.1+cu124"]),
         (NIGHTLY, dist("flashinfer", "0.1.6+cu121torch2.4"), "fail", ["flashinfer 0.1.6+cu121torch2.4"]),
-        (NIGHTLY, dist("torchvision", "0.27.0.dev20260307+cu130", "torch==2.12.0.dev20260306"), "fail",
-         ["torchvision 0.27.0.dev20260307+cu130 requires torch==2.12.0.dev20260306", NIGHTLY]),
+        (
+            NIGHTLY,
+            dist("torchvision", "0.27.0.dev20260307+cu130", "torch==2.12.0.dev20260306"),
+            "fail",
+            ["torchvision 0.27.0.dev20260307+cu130 requires torch==2.12.0.dev20260306", NIGHTLY],
+        ),
         (NIGHTLY, dist("torchvision", "0.27.0.dev20260307+cu130", "torch==2.12.0.dev20260307"), "pass", ["torchvision"]),
         (NIGHTLY, dist("torchaudio", "2.11.0+cu130", "torch==2.11.0"), "fail", ["torchaudio 2.11.0+cu130 requires torch==2.11.0"]),
         ("2.8.0+cu128", dist("flashinfer-python", "0.3.1", "torch"), "warn", ["libtorch", "stale"]),
@@ -291,6 +343,7 @@ def test_torchvision_without_torch_fails() -> None:
 
 # -- import ----------------------------------------------------------------------------------------
 
+
 def test_import_result_is_reported() -> None:
     err = "RuntimeError: flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)"
     failed = checks_of(stack(), imported=ImportResult(ok=False, error=err, env_bypass=True))["flashinfer-import"]
@@ -302,13 +355,24 @@ def test_import_result_is_reported() -> None:
 
 # -- GPU architecture -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("target", "cap", "covered"),
     [
-        ("8.0", (8, 0), True), ("8.0", (8, 6), True), ("8.0", (8, 9), True), ("8.9", (8, 6), False),
-        ("8.0", (9, 0), False), ("7.5", (7, 0), False), ("9.0a", (9, 0), True), ("9.0a", (10, 0), False),
-        ("10.0a", (10, 3), False), ("12.0a", (12, 1), False), ("12.0f", (12, 1), True), ("12.0f", (12, 0), True),
-        ("12.0f", (10, 0), False), ("10.3a", (10, 3), True),
+        ("8.0", (8, 0), True),
+        ("8.0", (8, 6), True),
+        ("8.0", (8, 9), True),
+        ("8.9", (8, 6), False),
+        ("8.0", (9, 0), False),
+        ("7.5", (7, 0), False),
+        ("9.0a", (9, 0), True),
+        ("9.0a", (10, 0), False),
+        ("10.0a", (10, 3), False),
+        ("12.0a", (12, 1), False),
+        ("12.0f", (12, 1), True),
+        ("12.0f", (12, 0), True),
+        ("12.0f", (10, 0), False),
+        ("10.3a", (10, 3), True),
     ],
 )
 def test_sass_compatibility_rule(target: str, cap: tuple[int, int], covered: bool) -> None:
@@ -329,21 +393,46 @@ GPU_CASES = [
     ("H100 on 0.6.5+cu130", stack(), ("NVIDIA H100 80GB HBM3", (9, 0)), "pass", ["sm_90", "SASS 9.0a"]),
     ("RTX PRO 6000 on 0.6.5+cu130", stack(), RTX_PRO, "pass", ["sm_120", "SASS 12.0f"]),
     ("A10 on 0.6.5+cu130", stack(), ("NVIDIA A10", (8, 6)), "pass", ["sm_86", "SASS 8.0"]),
-    ("V100 on 0.6.5+cu130", stack(), ("Tesla V100-SXM2-32GB", (7, 0)), "fail",
-     ["no kernels for sm_70", "flashinfer-jit-cache 0.6.5+cu130", "JIT-compiled, which needs nvcc"]),
+    (
+        "V100 on 0.6.5+cu130",
+        stack(),
+        ("Tesla V100-SXM2-32GB", (7, 0)),
+        "fail",
+        ["no kernels for sm_70", "flashinfer-jit-cache 0.6.5+cu130", "JIT-compiled, which needs nvcc"],
+    ),
     ("RTX PRO 6000 on 0.6.5+cu128", stack(torch="2.9.1+cu128", label="cu128"), RTX_PRO, "pass", ["SASS 12.0a"]),
-    ("GB10 on 0.6.5+cu128", stack(torch="2.9.1+cu128", label="cu128", machine="aarch64"), ("NVIDIA GB10", (12, 1)), "fail",
-     ["no kernels for sm_121", "0.6.5+cu128", "12.0a"]),
+    (
+        "GB10 on 0.6.5+cu128",
+        stack(torch="2.9.1+cu128", label="cu128", machine="aarch64"),
+        ("NVIDIA GB10", (12, 1)),
+        "fail",
+        ["no kernels for sm_121", "0.6.5+cu128", "12.0a"],
+    ),
     ("B300 on 0.6.5+cu128", stack(torch="2.9.1+cu128", label="cu128"), ("NVIDIA B300", (10, 3)), "fail", ["sm_103"]),
     ("B300 on 0.6.5+cu130", stack(), ("NVIDIA B300", (10, 3)), "pass", ["SASS 10.3a"]),
     ("Thor on 0.6.12+cu130 x86_64", stack(fi="0.6.12"), ("NVIDIA Thor", (11, 0)), "fail", ["sm_110"]),
     ("Thor on 0.6.12+cu130 aarch64", stack(fi="0.6.12", machine="aarch64"), ("NVIDIA Thor", (11, 0)), "pass", ["SASS 11.0a"]),
-    ("0.7 providers cover sm_90", stack(fi="0.7.1", tvm="0.1.11", extra=(dist("flashinfer-jit-cache-sm90a", "0.7.1+cu130"),)),
-     ("NVIDIA H200", (9, 0)), "pass", ["SASS 9.0a", "providers: sm90a"]),
-    ("0.7 providers miss sm_120", stack(fi="0.7.1", tvm="0.1.11", extra=(dist("flashinfer-jit-cache-sm90a", "0.7.1+cu130"),)),
-     RTX_PRO, "fail", ["no kernels for sm_120", "providers: sm90a"]),
-    ("version missing from the arch table", stack(fi="0.7.0rc1", tvm="0.1.11"), RTX_PRO, "warn",
-     ["arch coverage unknown for flashinfer-jit-cache 0.7.0rc1+cu130"]),
+    (
+        "0.7 providers cover sm_90",
+        stack(fi="0.7.1", tvm="0.1.11", extra=(dist("flashinfer-jit-cache-sm90a", "0.7.1+cu130"),)),
+        ("NVIDIA H200", (9, 0)),
+        "pass",
+        ["SASS 9.0a", "providers: sm90a"],
+    ),
+    (
+        "0.7 providers miss sm_120",
+        stack(fi="0.7.1", tvm="0.1.11", extra=(dist("flashinfer-jit-cache-sm90a", "0.7.1+cu130"),)),
+        RTX_PRO,
+        "fail",
+        ["no kernels for sm_120", "providers: sm90a"],
+    ),
+    (
+        "version missing from the arch table",
+        stack(fi="0.7.0rc1", tvm="0.1.11"),
+        RTX_PRO,
+        "warn",
+        ["arch coverage unknown for flashinfer-jit-cache 0.7.0rc1+cu130"],
+    ),
     ("compute capability not reported", stack(), ("Tesla K80", None), "warn", ["no compute capability for Tesla K80"]),
 ]
 
@@ -374,13 +463,16 @@ def test_nvidia_smi_failure_is_not_a_claim() -> None:
 def test_parse_nvidia_smi() -> None:
     text = "NVIDIA RTX PRO 6000 Blackwell, 12.0\nNVIDIA A100-SXM4-80GB, 8.0\n\nTesla K80, [N/A]\n"
     assert parse_nvidia_smi(text) == (
-        Gpu("NVIDIA RTX PRO 6000 Blackwell", (12, 0)), Gpu("NVIDIA A100-SXM4-80GB", (8, 0)), Gpu("Tesla K80", None),
+        Gpu("NVIDIA RTX PRO 6000 Blackwell", (12, 0)),
+        Gpu("NVIDIA A100-SXM4-80GB", (8, 0)),
+        Gpu("Tesla K80", None),
     )
     with pytest.raises(ValueError, match="unexpected nvidia-smi row 'No devices were found'"):
         parse_nvidia_smi("No devices were found\n")
 
 
 # -- the edge: nvidia-smi and the import subprocess ------------------------------------------------------
+
 
 def _script(path: Path, body: str) -> Path:
     path.write_text("#!/bin/sh\n" + body)
@@ -395,7 +487,7 @@ def test_query_gpus_runs_nvidia_smi(tmp_path: Path) -> None:
     assert query_gpus(None, {"PATH": str(tmp_path)}).gpus[0].compute_cap == (12, 0)
     assert query_gpus(None, {"PATH": str(tmp_path / "empty")}) is None
     assert query_gpus(str(tmp_path / "missing"), {}) == GpuQuery(tool=str(tmp_path / "missing"), found=False)
-    broken = _script(tmp_path / "broken", "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\"\nexit 9\n")
+    broken = _script(tmp_path / "broken", 'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver"\nexit 9\n')
     assert "couldn't communicate" in (query_gpus(str(broken), {}).error or "")
 
 
@@ -406,12 +498,15 @@ def _fake_flashinfer(root: Path, body: str) -> dict[str, str]:
 
 
 def test_probe_import_removes_the_version_check_bypass(tmp_path: Path) -> None:
-    body = ("import os\n__version__ = '0.6.5'\n"
-            "if not os.environ.get('FLASHINFER_DISABLE_VERSION_CHECK'):\n"
-            "    raise RuntimeError('flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)')\n")
+    body = (
+        "import os\n__version__ = '0.6.5'\n"
+        "if not os.environ.get('FLASHINFER_DISABLE_VERSION_CHECK'):\n"
+        "    raise RuntimeError('flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)')\n"
+    )
     env = _fake_flashinfer(tmp_path, body)
     assert probe_import(sys.executable, env, 60) == ImportResult(
-        ok=False, error="RuntimeError: flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)")
+        ok=False, error="RuntimeError: flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)"
+    )
     bypassed = probe_import(sys.executable, {**env, "FLASHINFER_DISABLE_VERSION_CHECK": "1"}, 60)
     assert not bypassed.ok and bypassed.env_bypass
 
@@ -432,7 +527,7 @@ def test_doctor_refuses_a_declared_python(capsys: pytest.CaptureFixture[str]) ->
 
 # -- real venvs, real wheels, real uv ------------------------------------------------------------------------
 
-FLASHINFER_INIT = '''\
+FLASHINFER_INIT = """\
 import os
 import torch  # noqa: F401  (FlashInfer imports torch first)
 __version__ = "{version}"
@@ -446,7 +541,7 @@ if not os.environ.get("FLASHINFER_DISABLE_VERSION_CHECK"):
             f"flashinfer-cubin version ({{flashinfer_cubin.__version__}}) does not match "
             f"flashinfer version ({{__version__}})"
         )
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -456,8 +551,13 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("wheels")
     return {
         "torch": build_wheel(d, "torch", NIGHTLY, files={"torch/__init__.py": f'__version__ = "{NIGHTLY}"\n'.encode()}).path,
-        "python": build_wheel(d, "flashinfer-python", "0.6.5", requires=["torch", TVM_RANGE_061],
-                              files={"flashinfer/__init__.py": FLASHINFER_INIT.format(version="0.6.5").encode()}).path,
+        "python": build_wheel(
+            d,
+            "flashinfer-python",
+            "0.6.5",
+            requires=["torch", TVM_RANGE_061],
+            files={"flashinfer/__init__.py": FLASHINFER_INIT.format(version="0.6.5").encode()},
+        ).path,
         "cubin": build_wheel(d, "flashinfer-cubin", "0.6.5").path,
         "cubin-old": build_wheel(d, "flashinfer-cubin", "0.6.4").path,
         "jit": build_wheel(d, "flashinfer-jit-cache", "0.6.5+cu130").path,
@@ -495,8 +595,7 @@ def _doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[s
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX venv layout and shell scripts")
-def test_doctor_on_a_real_venv(tmp_path: Path, wheelhouse: dict[str, Path], capsys: pytest.CaptureFixture[str],
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_on_a_real_venv(tmp_path: Path, wheelhouse: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     python = _venv_with(tmp_path, [wheelhouse[k] for k in ("torch", "python", "cubin", "jit", "tvm")])
     monkeypatch.setenv("FLASHINFER_DISABLE_VERSION_CHECK", "1")  # the doctor must not be fooled by it
 
@@ -504,14 +603,21 @@ def test_doctor_on_a_real_venv(tmp_path: Path, wheelhouse: dict[str, Path], caps
     assert code == 0 and report["ok"] is True, checks
     assert report["python"] == str(python)
     assert {n: c["status"] for n, c in checks.items()} == {
-        "torch": "pass", "flashinfer-components": "pass", "flashinfer-alignment": "pass", "apache-tvm-ffi": "pass",
-        "torch-abi": "pass", "torch-abi-symbols": "pass", "torch-abi-import": "pass", "flashinfer-import": "pass", "gpu-arch": "skip"}
+        "torch": "pass",
+        "flashinfer-components": "pass",
+        "flashinfer-alignment": "pass",
+        "apache-tvm-ffi": "pass",
+        "torch-abi": "pass",
+        "torch-abi-symbols": "pass",
+        "torch-abi-import": "pass",
+        "flashinfer-import": "pass",
+        "gpu-arch": "skip",
+    }
     assert checks["flashinfer-import"]["details"]["version"] == "0.6.5"
     assert "not checked" in checks["gpu-arch"]["message"]
 
     (tmp_path / "bin").mkdir()
-    smi = _script(tmp_path / "bin" / "nvidia-smi",
-                  'echo "NVIDIA RTX PRO 6000 Blackwell, 12.0"\necho "NVIDIA RTX PRO 6000 Blackwell, 12.0"\n')
+    smi = _script(tmp_path / "bin" / "nvidia-smi", 'echo "NVIDIA RTX PRO 6000 Blackwell, 12.0"\necho "NVIDIA RTX PRO 6000 Blackwell, 12.0"\n')
     monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
     code, checks, _ = _doctor(capsys, "--python", str(python))
     assert code == 0 and checks["gpu-arch"]["status"] == "pass"
@@ -530,7 +636,8 @@ def test_doctor_on_a_real_venv(tmp_path: Path, wheelhouse: dict[str, Path], caps
     assert "flashinfer-cubin 0.6.4 != flashinfer-python 0.6.5" in checks["flashinfer-alignment"]["message"]
     assert checks["flashinfer-import"]["status"] == "fail"
     assert checks["flashinfer-import"]["message"].startswith(
-        "import flashinfer failed: RuntimeError: flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)")
+        "import flashinfer failed: RuntimeError: flashinfer-cubin version (0.6.4) does not match flashinfer version (0.6.5)"
+    )
     assert "FLASHINFER_DISABLE_VERSION_CHECK is set" in checks["flashinfer-import"]["message"]
 
 
@@ -548,8 +655,9 @@ def test_doctor_table_output(tmp_path: Path, wheelhouse: dict[str, Path], capsys
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX venv layout")
-def test_doctor_takes_a_relative_interpreter_path(tmp_path: Path, wheelhouse: dict[str, Path], capsys: pytest.CaptureFixture[str],
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_doctor_takes_a_relative_interpreter_path(
+    tmp_path: Path, wheelhouse: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`doctor --python venv/bin/python`, as its own hint writes it: the import check (run in an empty
     temporary folder) must find the same interpreter, not report a false import failure."""
     _venv_with(tmp_path, [wheelhouse[k] for k in ("torch", "python", "cubin", "jit", "tvm")])

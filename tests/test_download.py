@@ -181,7 +181,16 @@ def test_progress_reports_bytes_up_to_the_total(index_server, fetcher, cache, wh
 
 
 def _pkg(name: str, version: str, action: Action, url: str | None, sha256: str | None = None) -> LockedPackage:
-    return LockedPackage(name=canonicalize_name(name), version=Version(version), action=action, index="pytorch", coupling=Coupling.AGNOSTIC, url=url, filename=url.rsplit("/", 1)[-1].replace("%2B", "+") if url else None, sha256=sha256)
+    return LockedPackage(
+        name=canonicalize_name(name),
+        version=Version(version),
+        action=action,
+        index="pytorch",
+        coupling=Coupling.AGNOSTIC,
+        url=url,
+        filename=url.rsplit("/", 1)[-1].replace("%2B", "+") if url else None,
+        sha256=sha256,
+    )
 
 
 def test_fill_hashes_downloads_only_unhashed_files_to_install(index_server, fetcher, cache):

@@ -234,7 +234,12 @@ def test_names_cut_by_chunk_boundaries_are_still_found() -> None:
     assert (result.kind, member.stop, reader.calls > 50) == ("cuda", "strtab-end", True)
     assert member.libraries is not None and member.libraries.needed == names
     torch = synthetic_elf(
-        bits=32, big=False, needed=("libm.so.6", "libtorch_cuda.so", "libc10_cuda.so"), gap=3000, lead=2000, imports=("aoti_torch_empty_strided",),
+        bits=32,
+        big=False,
+        needed=("libm.so.6", "libtorch_cuda.so", "libc10_cuda.so"),
+        gap=3000,
+        lead=2000,
+        imports=("aoti_torch_empty_strided",),
     )
     result, _ = _scan({"p/x.so": torch}, zipfile.ZIP_STORED, first_chunk=5, max_chunk=5, tail_bytes=512)
     member = result.members[0]

@@ -96,7 +96,7 @@ def test_export_uv_then_uv_lock_and_sync_reproduce_the_plan_and_keep_torch(tmp_p
         assert rc == 0, err
         written = (project / "pyproject.toml").read_text()
         assert written.startswith(PROJECT.split("[tool.ruff]")[0])  # the user's text, comments and all
-        assert 'line-length = 100  # keep: not ours' in written
+        assert "line-length = 100  # keep: not ours" in written
         rc, out, err = run_cli(capsys, "export", "uv", *flags, "--project", str(project))  # a second export
         assert rc == 0, err
         assert (project / "pyproject.toml").read_text() == written and "unchanged" in err
@@ -174,7 +174,9 @@ def test_two_targets_whose_nightlies_differ_share_one_uv_lock(tmp_path, capsys):
         project = tmp_path / "project"
         project.mkdir()
         minor = f"{sys.version_info.major}.{sys.version_info.minor}"
-        (project / "pyproject.toml").write_text(PROJECT + f"""
+        (project / "pyproject.toml").write_text(
+            PROJECT
+            + f"""
 [tool.resolve-gpu-stack]
 indexes = {{ pytorch = "{srv.url}whl/", flashinfer = "{srv.url}fi/", pypi = "{srv.url}simple/" }}
 
@@ -192,7 +194,8 @@ name = "arm"
 platform = "aarch64-manylinux_2_28"
 installed = ["torch==2.12.0.dev20260306+cu130"]
 output = "pylock.arm.toml"
-""")
+"""
+        )
         rc, _, err = run_cli(capsys, "export", "uv", "--config", str(project / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"))
         assert rc == 0, err
         uv_tool = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["uv"]

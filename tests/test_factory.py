@@ -47,6 +47,7 @@ def wheel(name: str, version: str, tag: Tag = ANY, **kw) -> IndexFile:
 
 # -- one judge -------------------------------------------------------------------------------------
 
+
 def test_judge_rejects_another_torch_abi_and_another_cuda():
     judge = Judge(defs=DEFS, target=target(f"torch=={NIGHTLY}"), torch=Version("2.11.0+cu130"), cuda=CudaLabel(13, 0))
     assert judge("flashinfer-python", wheel("flashinfer-python", "0.2.5+cu124torch2.5")).reason is RejectReason.TORCH_ABI
@@ -127,6 +128,7 @@ def test_candidates_command_uses_the_resolvers_torch_abi_and_cuda_rules():
 
 # -- identifiers, requirements, preference -----------------------------------------------------------
 
+
 def test_identifiers_are_structured_keys():
     req = Req(name=NormalizedName("cuda-toolkit"), specifier=SpecifierSet(), extras=frozenset({"nvrtc", "cudart"}))
     assert req.key == Key(NormalizedName("cuda-toolkit"), frozenset({"cudart", "nvrtc"}))
@@ -202,6 +204,7 @@ def test_after_a_conflict_the_selection_narrows_to_what_it_was_about():
 
 # -- knowledge from indexes/*.toml --------------------------------------------------------------------
 
+
 def test_pytorch_family_and_flashinfer_components_come_from_components_toml():
     assert DEFS.pytorch_family == {"torch", "torchvision", "torchaudio", "torchao", "torchcodec", "triton", "pytorch-triton"}
     assert DEFS.family_built_for == {"torchao": "date", "torchcodec": "date"}
@@ -220,12 +223,17 @@ def test_components_list_must_name_each_component_once(tmp_path: Path):
     for f in src.glob("*.toml"):
         (tmp_path / f.name).write_text(f.read_text())
     comp = tmp_path / "components.toml"
-    comp.write_text(comp.read_text().replace('components = ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]', 'components = ["flashinfer-python", "flashinfer-cubin"]'))
+    comp.write_text(
+        comp.read_text().replace(
+            'components = ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]', 'components = ["flashinfer-python", "flashinfer-cubin"]'
+        )
+    )
     with pytest.raises(IndexDefinitionError, match="components"):
         load_definitions(tmp_path)
 
 
 # -- the alignment rule shared with doctor ------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("jit", "python", "torch", "want"),

@@ -41,14 +41,18 @@ STABLE = "2.9.1+cu128"
 
 # -- the rules, as pure functions --------------------------------------------------------------------
 
-@pytest.mark.parametrize(("rule", "version", "torch", "why"), [
-    ("date", "0.17.0.dev20260307+cu130", NIGHTLY, None),
-    ("date", "0.17.0.dev20260306+cu130", NIGHTLY, "built on 20260306 against that day's torch; torch is the nightly of 20260307"),
-    ("date", "0.17.0.dev20260307+cu130", "2.10.0+cu130", "torch is the release 2.10.0+cu130"),
-    ("date", "0.16.0+cu130", NIGHTLY, None),  # a release names no day: left to the ABI judgement
-    ("pin", "0.17.0.dev20260306+cu130", NIGHTLY, None),  # a member that pins torch is judged by its pin
-    (None, "0.17.0.dev20260306", NIGHTLY, None),
-])
+
+@pytest.mark.parametrize(
+    ("rule", "version", "torch", "why"),
+    [
+        ("date", "0.17.0.dev20260307+cu130", NIGHTLY, None),
+        ("date", "0.17.0.dev20260306+cu130", NIGHTLY, "built on 20260306 against that day's torch; torch is the nightly of 20260307"),
+        ("date", "0.17.0.dev20260307+cu130", "2.10.0+cu130", "torch is the release 2.10.0+cu130"),
+        ("date", "0.16.0+cu130", NIGHTLY, None),  # a release names no day: left to the ABI judgement
+        ("pin", "0.17.0.dev20260306+cu130", NIGHTLY, None),  # a member that pins torch is judged by its pin
+        (None, "0.17.0.dev20260306", NIGHTLY, None),
+    ],
+)
 def test_a_same_day_family_nightly_fits_only_the_torch_nightly_of_its_day(rule, version, torch, why):
     got = family_date_mismatch(rule, Version(version), Version(torch))
     assert (got is None) == (why is None)
@@ -56,18 +60,21 @@ def test_a_same_day_family_nightly_fits_only_the_torch_nightly_of_its_day(rule, 
         assert got.reason is RejectReason.TORCH_ABI and why in got.detail
 
 
-@pytest.mark.parametrize(("local", "torch", "cuda", "why"), [
-    ("cu12torch2.9cxx11abiTRUE", "2.9.1+cu128", "cu128", None),
-    ("cu128torch2.9", "2.9.1+cu128", "cu128", None),
-    ("cu126torch2.9", "2.9.1+cu128", "cu128", None),  # an older CUDA 12 build runs under 12.8
-    ("cu129torch2.9", "2.9.1+cu128", "cu128", "built for CUDA 12.9, torch for cu128"),
-    ("cu12torch2.9cxx11abiTRUE", "2.9.1+cu130", "cu130", "built for CUDA 12, torch for cu130"),
-    ("cu12torch2.8cxx11abiTRUE", "2.9.1+cu128", "cu128", "built for torch 2.8, torch is 2.9.1+cu128"),
-    ("cu12torch2.9cxx11abiFALSE", "2.9.1+cu128", "cu128", "the old C++ ABI"),
-    ("cu12torch2.6cxx11abiFALSE", "2.6.0+cu126", "cu126", None),  # before 2.7 the pip wheels used the old ABI
-    ("cu130torch2.12", NIGHTLY, "cu130", "built for the torch 2.12 release, torch is the pre-release"),
-    ("cu130", "2.9.1+cu130", "cu130", None),  # a label without a torch is not a per-torch build
-])
+@pytest.mark.parametrize(
+    ("local", "torch", "cuda", "why"),
+    [
+        ("cu12torch2.9cxx11abiTRUE", "2.9.1+cu128", "cu128", None),
+        ("cu128torch2.9", "2.9.1+cu128", "cu128", None),
+        ("cu126torch2.9", "2.9.1+cu128", "cu128", None),  # an older CUDA 12 build runs under 12.8
+        ("cu129torch2.9", "2.9.1+cu128", "cu128", "built for CUDA 12.9, torch for cu128"),
+        ("cu12torch2.9cxx11abiTRUE", "2.9.1+cu130", "cu130", "built for CUDA 12, torch for cu130"),
+        ("cu12torch2.8cxx11abiTRUE", "2.9.1+cu128", "cu128", "built for torch 2.8, torch is 2.9.1+cu128"),
+        ("cu12torch2.9cxx11abiFALSE", "2.9.1+cu128", "cu128", "the old C++ ABI"),
+        ("cu12torch2.6cxx11abiFALSE", "2.6.0+cu126", "cu126", None),  # before 2.7 the pip wheels used the old ABI
+        ("cu130torch2.12", NIGHTLY, "cu130", "built for the torch 2.12 release, torch is the pre-release"),
+        ("cu130", "2.9.1+cu130", "cu130", None),  # a label without a torch is not a per-torch build
+    ],
+)
 def test_a_per_torch_build_fits_its_torch_series_cuda_and_cxx11_abi(local, torch, cuda, why):
     got = per_torch_mismatch(DEFS.per_torch, Version(f"2.8.3+{local}"), Version(torch), CudaLabel.parse(cuda))
     assert (got is None) == (why is None), got
@@ -118,7 +125,9 @@ def test_a_framework_pin_on_torchao_and_torchcodec_is_met_by_the_nightly_of_the_
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
+            plan = resolve(
+                ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None
+            )
         asked = [path for method, path, _ in srv.log if method == "GET"]
     got = {p.name: p for p in plan.packages}
     assert str(got["torchao"].version) == "0.17.0.dev20260307+cu130" and got["torchao"].index == "pytorch"
@@ -141,7 +150,13 @@ def test_no_nightly_of_the_kept_torchs_day_is_a_clear_no_plan(tmp_path):
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
+            resolve(
+                ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)),
+                Finder(fetcher, defs),
+                defs,
+                **parts_of(fetcher, defs),
+                store=None,
+            )
     assert "torchao" in str(err.value)
 
 
@@ -203,8 +218,24 @@ def test_package_index_flag_reaches_the_plan_the_lock_and_check(tmp_path, capsys
     world = _per_torch_world(tmp_path)
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        flags = ["--python", "3.12", "--installed", f"torch=={STABLE}", "--torch", "installed", "--flashinfer", "none", "--with", "flash-attn",
-                 "--index", f"pytorch={srv.url}whl/", "--index", f"pypi={srv.url}simple/", "--cache-dir", str(tmp_path / "cache")]
+        flags = [
+            "--python",
+            "3.12",
+            "--installed",
+            f"torch=={STABLE}",
+            "--torch",
+            "installed",
+            "--flashinfer",
+            "none",
+            "--with",
+            "flash-attn",
+            "--index",
+            f"pytorch={srv.url}whl/",
+            "--index",
+            f"pypi={srv.url}simple/",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ]
         lock = tmp_path / "pylock.fa.toml"
         code = main(["lock", *flags, "--package-index", f"flash-attn={srv.url}builds/", "-o", str(lock)])
         out, err = capsys.readouterr()
@@ -227,8 +258,10 @@ def test_config_package_indexes_lock_and_check_fresh(tmp_path, capsys, monkeypat
         world.write(srv.url)
         config = tmp_path / "gpu-stack.toml"
         head = f'indexes = {{ pytorch = "{srv.url}whl/", pypi = "{srv.url}simple/" }}\n'
-        target = (f'[[target]]\nname = "fa"\npython = "3.12"\ninstalled = ["torch=={STABLE}"]\ntorch = "installed"\nflashinfer = "none"\n'
-                  'with = ["flash-attn"]\noutput = ["pylock.fa.toml"]\n')
+        target = (
+            f'[[target]]\nname = "fa"\npython = "3.12"\ninstalled = ["torch=={STABLE}"]\ntorch = "installed"\nflashinfer = "none"\n'
+            'with = ["flash-attn"]\noutput = ["pylock.fa.toml"]\n'
+        )
         config.write_text(head + f'package-indexes = {{ flash-attn = "{srv.url}builds/" }}\n' + target)
         assert main(["lock", "--cache-dir", str(tmp_path / "cache")]) == 0, capsys.readouterr().err
         assert "cu12torch2.9cxx11abitrue" in (tmp_path / "pylock.fa.toml").read_text()

@@ -180,22 +180,50 @@ def test_download_reset_every_time_leaves_only_resumable_bytes_and_the_next_run_
 
 # -- garbage answers: not retried, one clear error ------------------------------------------------
 
+
 def _redirect_loop(run: StoryRun, path: str) -> None:
     """path -> path?a -> path?a: the client must see the loop, not follow it ten times."""
     run.srv.script(path, [Fault(status=302, headers={"Location": path + "?a"})] * ALWAYS)
 
 
 GARBAGE = [
-    ("page", "not-an-index-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"\x89PNG\r\n\x1a\n" + bytes(200), headers={"Content-Type": "image/png"})]), ("not an index page", "image/png")),
+    (
+        "page",
+        "not-an-index-page",
+        lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"\x89PNG\r\n\x1a\n" + bytes(200), headers={"Content-Type": "image/png"})]),
+        ("not an index page", "image/png"),
+    ),
     ("page", "giant-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"<html>" + b" " * (64 * 2**20))]), ("over the 67108864-byte cap",)),
-    ("page", "gzip-bomb-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=gzipped(b"<html>" + b" " * (65 * 2**20)), headers={"Content-Encoding": "gzip"})]), ("over the 67108864-byte cap; stopped reading",)),
-    ("metadata", "giant-metadata", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"Name: torch\n" + b" " * (16 * 2**20))]), ("METADATA is", "over the 5242880-byte cap")),
-    ("metadata", "digest-mismatch", lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"Metadata-Version: 2.1\nName: torch\nVersion: 2.12.0.dev20260307+cu130\nRequires-Dist: evil\n")]), ("does not match", "promised by the index page", "nothing was cached")),
+    (
+        "page",
+        "gzip-bomb-page",
+        lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=gzipped(b"<html>" + b" " * (65 * 2**20)), headers={"Content-Encoding": "gzip"})]),
+        ("over the 67108864-byte cap; stopped reading",),
+    ),
+    (
+        "metadata",
+        "giant-metadata",
+        lambda run, p: run.srv.script(p, ALWAYS * [Fault(body=b"Name: torch\n" + b" " * (16 * 2**20))]),
+        ("METADATA is", "over the 5242880-byte cap"),
+    ),
+    (
+        "metadata",
+        "digest-mismatch",
+        lambda run, p: run.srv.script(
+            p, ALWAYS * [Fault(body=b"Metadata-Version: 2.1\nName: torch\nVersion: 2.12.0.dev20260307+cu130\nRequires-Dist: evil\n")]
+        ),
+        ("does not match", "promised by the index page", "nothing was cached"),
+    ),
     ("page", "redirect-loop", _redirect_loop, ("redirect loop",)),
     ("metadata", "redirect-loop", _redirect_loop, ("redirect loop",)),
     ("range", "redirect-loop", _redirect_loop, ("redirect loop",)),
     ("wheel", "redirect-loop", _redirect_loop, ("redirect loop",)),
-    ("wheel", "vanished-nightly", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=404)]), ("404 Not Found: the index lists this file but the server does not have it",)),
+    (
+        "wheel",
+        "vanished-nightly",
+        lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=404)]),
+        ("404 Not Found: the index lists this file but the server does not have it",),
+    ),
     ("page", "401-no-credentials", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=401)]), ("401 Unauthorized", "hint: the index wants credentials")),
     ("jit_cache_page", "403-required-page", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=403)]), ("403 Forbidden",)),
     ("jit_cache_wheel", "403-release-asset", lambda run, p: run.srv.script(p, ALWAYS * [Fault(status=403)]), ("403 Forbidden",)),
@@ -241,14 +269,24 @@ def test_jit_cache_page_that_lists_nothing_is_no_plan_not_an_unreachable_index(r
     old_locks(run)
     run.srv.script(PATHS.jit_cache_page, [Fault(body=b"<!DOCTYPE html><html><body><form>Sign in</form></body></html>")] * ALWAYS)
     rc, out, err = run.lock(capsys)
-    assert_clean_failure(run, rc, out, err, code=1, url_path=None, words=("no FlashInfer version has every requested component", "no flashinfer-jit-cache for cu130 at 0.6.5", "hint: try --no-jit-cache"))
+    assert_clean_failure(
+        run,
+        rc,
+        out,
+        err,
+        code=1,
+        url_path=None,
+        words=("no FlashInfer version has every requested component", "no flashinfer-jit-cache for cu130 at 0.6.5", "hint: try --no-jit-cache"),
+    )
 
 
 def test_missing_jit_cache_page_is_no_plan(run: StoryRun, capsys) -> None:
     old_locks(run)
     run.srv.script(PATHS.jit_cache_page, [Fault(status=404)] * ALWAYS)
     rc, out, err = run.lock(capsys)
-    assert_clean_failure(run, rc, out, err, code=1, url_path=None, words=("no FlashInfer version has every requested component", "no flashinfer-jit-cache for cu130 at 0.6.5"))
+    assert_clean_failure(
+        run, rc, out, err, code=1, url_path=None, words=("no FlashInfer version has every requested component", "no flashinfer-jit-cache for cu130 at 0.6.5")
+    )
 
 
 def test_missing_torch_page_keeps_the_installed_torch_and_says_why(run: StoryRun, capsys) -> None:
@@ -264,6 +302,7 @@ def test_missing_torch_page_keeps_the_installed_torch_and_says_why(run: StoryRun
 
 
 # -- https -> http ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def tls_server(cert: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch):
@@ -294,11 +333,14 @@ def test_redirect_from_https_to_plain_http_is_refused(run: StoryRun, capsys, tls
         old_locks(run)
         secure.script(PATHS.page, [Fault(status=302, headers={"Location": run.srv.url + PATHS.page.lstrip("/")})] * ALWAYS)
         rc, out, err = run_cli(capsys, *argv, "--cache-dir", str(run.root / "cold-cache"))
-        assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.page, words=(f"error: {base}whl/nightly/cu130/torch/: redirected from https to plain http", "refused"))
+        assert_clean_failure(
+            run, rc, out, err, code=3, url_path=PATHS.page, words=(f"error: {base}whl/nightly/cu130/torch/: redirected from https to plain http", "refused")
+        )
         assert not run.gets(PATHS.page)  # the plain http URL was never asked
 
 
 # -- install ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_install_resumes_a_reset_download_and_a_dead_one_changes_nothing(tmp_path: Path, capsys, monkeypatch) -> None:

@@ -49,6 +49,7 @@ def closed_port() -> int:
 
 # -- the override, and hints that fit --------------------------------------------------------------
 
+
 def test_an_override_that_excludes_the_kept_torch_says_so_before_anything_else(capsys):
     code, out, err = run(capsys, *STORY, "--override", "torch<2")
     assert code == 1 and out == ""
@@ -94,10 +95,14 @@ def test_no_internal_reference_numbers_reach_a_user():
 
 # -- names checked up front, counts that add up, no empty display, quiet check ------------------------
 
-@pytest.mark.parametrize("argv", [
-    ["lock", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "-o", "plan.json"],
-    ["install", "--python", sys.executable, "-o", "lock.yaml"],
-])
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lock", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "-o", "plan.json"],
+        ["install", "--python", sys.executable, "-o", "lock.yaml"],
+    ],
+)
 def test_an_output_name_is_refused_before_anything_is_resolved(capsys, tmp_path, monkeypatch, argv):
     monkeypatch.chdir(tmp_path)
     dead = f"http://127.0.0.1:{closed_port()}/"
@@ -106,11 +111,20 @@ def test_an_output_name_is_refused_before_anything_is_resolved(capsys, tmp_path,
     assert "not a lock file name" in err and "127.0.0.1" not in err  # no index was asked
 
 
-@pytest.mark.parametrize(("files", "cached", "size", "unknown", "line"), [
-    (6, 0, 4896, ("flashinfer-jit-cache",), "would download 6 of 6 wheels: 4.9 kB (4,896 bytes) for 5 of them; 1 of a size the index does not give (flashinfer-jit-cache)"),
-    (6, 2, 4896, (), "would download 4 of 6 wheels: 4.9 kB (4,896 bytes); 2 already in the wheel cache"),
-    (2, 0, 0, ("a", "b"), "would download 2 of 2 wheels: 2 of a size the index does not give (a, b)"),
-])
+@pytest.mark.parametrize(
+    ("files", "cached", "size", "unknown", "line"),
+    [
+        (
+            6,
+            0,
+            4896,
+            ("flashinfer-jit-cache",),
+            "would download 6 of 6 wheels: 4.9 kB (4,896 bytes) for 5 of them; 1 of a size the index does not give (flashinfer-jit-cache)",
+        ),
+        (6, 2, 4896, (), "would download 4 of 6 wheels: 4.9 kB (4,896 bytes); 2 already in the wheel cache"),
+        (2, 0, 0, ("a", "b"), "would download 2 of 2 wheels: 2 of a size the index does not give (a, b)"),
+    ],
+)
 def test_download_counts_add_up(files, cached, size, unknown, line):
     from resolve_gpu_stack.cli.cmd_install import download_line
     from resolve_gpu_stack.env.install import DownloadSummary, InstallReport
@@ -140,8 +154,10 @@ def test_check_quiet_prints_problems_only(capsys):
     from resolve_gpu_stack.cli.cmd_check import _report
     from resolve_gpu_stack.lock.check import ERROR, NOTE, WARNING, Finding
 
-    findings = [Finding(level=NOTE, path=Path("a"), message="not an output of a configured target"),
-                Finding(level=WARNING, path=Path("a"), message="an old nightly")]
+    findings = [
+        Finding(level=NOTE, path=Path("a"), message="not an output of a configured target"),
+        Finding(level=WARNING, path=Path("a"), message="an old nightly"),
+    ]
     assert _report(findings, 1, quiet=True) == 0
     err = capsys.readouterr().err
     assert "an old nightly" in err and "not an output" not in err and "ok:" not in err
@@ -150,6 +166,7 @@ def test_check_quiet_prints_problems_only(capsys):
 
 
 # -- tables that fit --------------------------------------------------------------------------------
+
 
 def test_the_plan_table_fits_80_columns_and_keeps_names_and_versions_whole(capsys, monkeypatch):
     code, out, _ = run(capsys, *STORY, "--format", "json")
@@ -179,6 +196,7 @@ def test_candidates_shorten_hashes_on_a_narrow_terminal(capsys, monkeypatch):
 
 # -- -V, and the README's advice -------------------------------------------------------------------
 
+
 def test_short_version_flag(capsys):
     code, out, _ = run(capsys, "-V")
     assert code == 0 and out.strip() == f"resolve-gpu-stack {resolve_gpu_stack.__version__}"
@@ -191,6 +209,7 @@ def test_the_readme_says_how_to_install_the_tool_apart_from_the_target():
 
 
 # -- a snapshot with the rest fetched live ---------------------------------------------------------
+
 
 @pytest.fixture
 def served_snapshot(tmp_path, capsys):
@@ -225,6 +244,7 @@ def test_live_fallback_is_a_flag_of_every_command_with_a_snapshot(capsys):
 
 # -- snapshot locks on a mirror with its own layout ------------------------------------------------
 
+
 def devpi_mirror(world_root: Path, mirror: Path) -> None:
     """world_root's PyPI as devpi lays it out: pages under /root/pypi/+simple/, files under /root/pypi/+f/."""
     for page in (world_root / "simple").glob("*/index.json"):
@@ -244,7 +264,7 @@ def devpi_mirror(world_root: Path, mirror: Path) -> None:
 def test_a_snapshot_lock_places_pypi_files_on_a_mirrors_own_layout(capsys, tmp_path, served_snapshot, monkeypatch):
     srv, argv = served_snapshot
     pypi_flag = argv.index(f"pypi={srv.url}simple/")
-    argv = argv[: pypi_flag - 1] + argv[pypi_flag + 1:]  # no --index pypi=...: the user's configured PyPI
+    argv = argv[: pypi_flag - 1] + argv[pypi_flag + 1 :]  # no --index pypi=...: the user's configured PyPI
     devpi_mirror(srv.root, tmp_path / "mirror")
     with IndexServer(tmp_path / "mirror") as mirror:
         monkeypatch.setenv("PIP_INDEX_URL", f"{mirror.url}root/pypi/+simple/")  # the user's PyPI is the mirror
@@ -256,7 +276,7 @@ def test_a_snapshot_lock_places_pypi_files_on_a_mirrors_own_layout(capsys, tmp_p
         assert pypi and all(p["wheels"][0]["url"].startswith(f"{mirror.url}root/pypi/+f/") for p in pypi), (err, [p["wheels"][0]["url"] for p in pypi])
         for p in pypi:  # the mirror serves each placed URL, with the locked hash
             wheel = p["wheels"][0]
-            path = tmp_path / "mirror" / wheel["url"][len(mirror.url):]
+            path = tmp_path / "mirror" / wheel["url"][len(mirror.url) :]
             assert path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == wheel["hashes"]["sha256"]
     # the mirror is gone: the lock says which files it could not place
     code, _, err = run(capsys, "lock", *argv, "--cache-dir", str(tmp_path / "c3"), "--timeout", "1", "-o", str(lock))

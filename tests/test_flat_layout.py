@@ -55,10 +55,13 @@ def test_the_layout_is_recorded_with_the_url():
     assert urls["pypi"] == "https://mirror.example/simple/"
 
 
-@pytest.mark.parametrize(("url", "message"), [
-    ("flta:https://mirror.example/simple/", "unknown layout 'flta'"),
-    ("flat:", "no URL after flat:"),
-])
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("flta:https://mirror.example/simple/", "unknown layout 'flta'"),
+        ("flat:", "no URL after flat:"),
+    ],
+)
 def test_a_bad_layout_is_a_usage_error(url, message):
     with pytest.raises(IndexDefinitionError, match=message) as err:
         load_definitions().with_index_urls({"pytorch": url})

@@ -54,7 +54,9 @@ def test_fleet_recipe_lock_wheelhouse_and_two_nodes(tmp_path: Path, uv_env, caps
         # node 2: resolve-gpu-stack install --lock (no resolving, no index)
         b = make_venv(tmp_path / "b", uv_env, torch_wheel(world, NIGHTLY))
         torch_b = dist_info_bytes(b, "torch")
-        rc, out, err = run_cli(capsys, "install", "--lock", str(node_lock), "--python", b, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json")
+        rc, out, err = run_cli(
+            capsys, "install", "--lock", str(node_lock), "--python", b, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json"
+        )
         assert rc == 0, err
         rows = {r["name"]: r["action"] for r in json.loads(out)["packages"]}
         got_a, got_b = installed(a), installed(b)
@@ -126,7 +128,9 @@ def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_pat
         torch_before, before = dist_info_bytes(node, "torch"), installed(node)
         # the dry run (uv's own, on the lock) downloads no wheel and changes nothing
         seen = len(srv.log)
-        rc, out, err = run_cli(capsys, "install", "--lock", str(lock), "--dry-run", "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json")
+        rc, out, err = run_cli(
+            capsys, "install", "--lock", str(lock), "--dry-run", "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json"
+        )
         assert rc == 0, err
         preview = json.loads(out)
         assert preview["dry_run"] is True and any(line.startswith("+ flashinfer-jit-cache==0.6.5+cu130") for line in preview["uv"])
@@ -134,7 +138,9 @@ def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_pat
         assert [p for m, p, _ in srv.log[seen:] if p.endswith(".whl")] == [] and installed(node) == before
         # the real run: every wheel of the lock once (uv downloads and checks it while installing), torch never
         seen = len(srv.log)
-        rc, out, err = run_cli(capsys, "install", "--lock", str(lock), "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json")
+        rc, out, err = run_cli(
+            capsys, "install", "--lock", str(lock), "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json"
+        )
         assert rc == 0, err
         wheels = [p for m, p, _ in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
     rows = {r["name"]: r for r in json.loads(out)["packages"]}

@@ -20,13 +20,20 @@ from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, O
 
 def _plan(foo_sha256: str, bar_sha256: str) -> LockPlan:
     torch = LockedPackage(name=canonicalize_name("torch"), version=Version(OLDER), action=Action.KEEP, index="installed", coupling=Coupling.TORCH)
-    foo = LockedPackage(name=canonicalize_name("foo"), version=Version("1.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC, sha256=foo_sha256)
-    bar = LockedPackage(name=canonicalize_name("bar"), version=Version("2.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC, sha256=bar_sha256)
+    foo = LockedPackage(
+        name=canonicalize_name("foo"), version=Version("1.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC, sha256=foo_sha256
+    )
+    bar = LockedPackage(
+        name=canonicalize_name("bar"), version=Version("2.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC, sha256=bar_sha256
+    )
     return LockPlan(
-        target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"), packages=(torch, foo, bar),
-        overrides=(Override(package="foo", requirement="torch==2.9.1", replaced_by=f"torch=={OLDER}", reason="the installed torch is kept"),
-                   Override(package="foo", requirement="bar==1", replaced_by="bar==2.0", reason="--override"),
-                   Override(package="foo", requirement="gone==1", replaced_by="gone==2", reason="--override")),
+        target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"),
+        packages=(torch, foo, bar),
+        overrides=(
+            Override(package="foo", requirement="torch==2.9.1", replaced_by=f"torch=={OLDER}", reason="the installed torch is kept"),
+            Override(package="foo", requirement="bar==1", replaced_by="bar==2.0", reason="--override"),
+            Override(package="foo", requirement="gone==1", replaced_by="gone==2", reason="--override"),
+        ),
     )
 
 
@@ -45,9 +52,15 @@ def test_uv_installs_with_the_override_file_and_leaves_torch_alone(tmp_path, uv_
     plan = _plan(foo.sha256, bar.sha256)
     work = tmp_path / "tmp"
     work.mkdir()
-    args = _uv_args(work, uv=str(Path(sys.executable).with_name("uv")), python=python, todo=plan.packages[1:],
-                    fetched={"foo": SimpleNamespace(path=foo.path), "bar": SimpleNamespace(path=bar.path)}, constraints=constraints_text(plan, {canonicalize_name("torch"): Version(OLDER)}),
-                    overrides=overrides_text(plan))
+    args = _uv_args(
+        work,
+        uv=str(Path(sys.executable).with_name("uv")),
+        python=python,
+        todo=plan.packages[1:],
+        fetched={"foo": SimpleNamespace(path=foo.path), "bar": SimpleNamespace(path=bar.path)},
+        constraints=constraints_text(plan, {canonicalize_name("torch"): Version(OLDER)}),
+        overrides=overrides_text(plan),
+    )
     assert args[-2:] == ["--override", str(work / "overrides.txt")]
     assert (work / "overrides.txt").read_text() == f"bar==2.0 --hash=sha256:{bar.sha256}\n"
     done = subprocess.run(args, check=False, env=uv_env, capture_output=True, text=True)

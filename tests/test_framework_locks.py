@@ -39,7 +39,14 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
     out = {}
     with serve(world) as (_, defs, finder):
         for key, kw in {"without": {"without": ("sgl-kernel",)}, "warn": {"abi_mismatch": "warn"}}.items():
-            out[key] = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), **kw), finder, defs, classifier=FileClassifier(world.root), exports=finder.fetcher.exports_reader(defs), store=None)
+            out[key] = resolve(
+                ResolveRequest.build(target=TARGET, with_=("sglang",), **kw),
+                finder,
+                defs,
+                classifier=FileClassifier(world.root),
+                exports=finder.fetcher.exports_reader(defs),
+                store=None,
+            )
         out["defs"] = defs
     return out
 
@@ -57,7 +64,9 @@ def test_tool_table_records_overrides_couplings_and_built_for(plans, tmp_path):
     plan = plans["without"]
     path = write(tmp_path, plan)
     tool = tomllib.loads(path.read_text())["tool"]["resolve-gpu-stack"]
-    assert {"package": "sglang", "requirement": "torch==2.9.1", "replaced-by": f"torch=={NIGHTLY}", "reason": "the installed torch is kept"} in tool["overrides"]
+    assert {"package": "sglang", "requirement": "torch==2.9.1", "replaced-by": f"torch=={NIGHTLY}", "reason": "the installed torch is kept"} in tool[
+        "overrides"
+    ]
     audio = next(p for p in tool["packages"] if p["name"] == "torchaudio")
     assert audio["coupling"] == "torch-abi" and audio["built-for"] == "2.12.0.dev20260307"
     back = plan_from_lock(read_lock(path))

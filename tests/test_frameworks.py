@@ -174,8 +174,10 @@ def test_flashinfers_reason_names_the_framework_pin_that_held_it(world):
     not "newest FlashInfer ..." (issue 24)."""
     plan, _ = run(world, with_=("sglang",), without=("sgl-kernel",))
     reason = plan.package("flashinfer-python").reason
-    assert reason.startswith("sglang 0.5.9 requires flashinfer_python==0.6.3, so 0.6.3, not the newest FlashInfer with "
-                             "flashinfer-python, flashinfer-cubin, flashinfer-jit-cache for cu130 (0.6.5)"), reason
+    assert reason.startswith(
+        "sglang 0.5.9 requires flashinfer_python==0.6.3, so 0.6.3, not the newest FlashInfer with "
+        "flashinfer-python, flashinfer-cubin, flashinfer-jit-cache for cu130 (0.6.5)"
+    ), reason
     plain, _ = run(world)
     assert plain.package("flashinfer-python").reason.startswith("newest FlashInfer with flashinfer-python, flashinfer-cubin, flashinfer-jit-cache for cu130")
     asked, _ = run(world, flashinfer="0.6.4")

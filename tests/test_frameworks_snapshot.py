@@ -60,7 +60,10 @@ def test_without_the_companions_plans_the_newest_sglang_on_the_kept_torch(sglang
     assert got["sglang"]["version"] == "0.5.9"
     assert got["torch"]["version"] == NIGHTLY and got["torch"]["action"] == "keep"
     assert {n: got[n]["version"] for n in ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")} == {
-        "flashinfer-python": "0.6.3", "flashinfer-cubin": "0.6.3", "flashinfer-jit-cache": "0.6.3+cu130"}
+        "flashinfer-python": "0.6.3",
+        "flashinfer-cubin": "0.6.3",
+        "flashinfer-jit-cache": "0.6.3+cu130",
+    }
     audio = got["torchaudio"]
     assert audio["version"] == "2.11.0.dev20260307+cu130" and audio["index"] == "pytorch"
     assert audio["coupling"] == "torch-abi" and audio["built_for"] == "2.12.0.dev20260307" and audio["abi_mismatch"] is False
@@ -92,8 +95,11 @@ def test_native_wheels_are_classified_from_the_recorded_scans(sglang_plan):
     assert got["nvidia-nccl-cu13"]["coupling"] == "cuda" and "NVIDIA CUDA library" in got["nvidia-nccl-cu13"]["reason"]  # data: no scan needed
     assert "not in snapshot" not in json.dumps(sglang_plan["packages"])
     assert not [p["name"] for p in sglang_plan["packages"] if p["coupling"] == "unknown"]  # every recorded scan finished
-    assert got["numpy"]["coupling"] == "agnostic" and got["numpy"]["abi"] == {
-        "kind": None, "torch": NIGHTLY, "floor": None, "cuda_majors": None, "builds": None, "refusal": None, "note": None} or got["numpy"]["abi"] is None
+    assert (
+        got["numpy"]["coupling"] == "agnostic"
+        and got["numpy"]["abi"] == {"kind": None, "torch": NIGHTLY, "floor": None, "cuda_majors": None, "builds": None, "refusal": None, "note": None}
+        or got["numpy"]["abi"] is None
+    )
 
 
 def test_a_wheel_of_builds_for_older_torches_is_planned_with_a_note(sglang_plan):

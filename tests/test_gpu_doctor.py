@@ -24,16 +24,21 @@ from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.env.doctor import ImportResult
 
 RTX_PRO = ("NVIDIA RTX PRO 6000 Blackwell", (12, 0))
-MM_MXFP8 = '''
+MM_MXFP8 = """
 def mm_mxfp8(a, b, a_descale, b_descale, out=None, out_dtype=None, backend: "Literal['cutlass', 'auto']" = "auto"):
     return None
-'''
+"""
 
 
 def test_minimal_07_install_is_complete_for_its_gpus() -> None:
-    env = stack(fi="0.7.0", jit=None, extra=(dist("flashinfer-jit-cache", "0.7.0+cu130", "flashinfer-jit-cache-sm90a==0.7.0+cu130",
-                                                   "flashinfer-jit-cache-sm120a==0.7.0+cu130"),
-                                              dist("flashinfer-jit-cache-sm120a", "0.7.0+cu130")))
+    env = stack(
+        fi="0.7.0",
+        jit=None,
+        extra=(
+            dist("flashinfer-jit-cache", "0.7.0+cu130", "flashinfer-jit-cache-sm90a==0.7.0+cu130", "flashinfer-jit-cache-sm120a==0.7.0+cu130"),
+            dist("flashinfer-jit-cache-sm120a", "0.7.0+cu130"),
+        ),
+    )
     checks = checks_of(env, imported=ImportResult(ok=True, version="0.7.0"), gpus=smi(RTX_PRO, RTX_PRO))
     assert checks["flashinfer-components"].status == "pass", checks["flashinfer-components"].message
     assert checks["flashinfer-alignment"].status == "pass"
@@ -55,8 +60,9 @@ def test_api_check_is_only_there_when_asked() -> None:
     defs = load_definitions()
     plain = run_checks(stack(), defs, import_result=ImportResult(ok=True, version="0.6.5"), gpus=None)
     assert "flashinfer-api" not in {c.name for c in plain}
-    asked = run_checks(stack(), defs, import_result=ImportResult(ok=True, version="0.6.5", apis=(("mm_mxfp8", True),)),
-                       gpus=smi(RTX_PRO), require_api=("mm_mxfp8",))
+    asked = run_checks(
+        stack(), defs, import_result=ImportResult(ok=True, version="0.6.5", apis=(("mm_mxfp8", True),)), gpus=smi(RTX_PRO), require_api=("mm_mxfp8",)
+    )
     api = {c.name: c for c in asked}["flashinfer-api"]
     assert api.status == "fail" and "mm_mxfp8 on sm120 needs flashinfer >= 0.6.8rc1" in api.message
     failed_import = run_checks(stack(), defs, import_result=ImportResult(ok=False, error="boom"), gpus=None, require_api=("mm_mxfp8",))
@@ -73,23 +79,26 @@ def fake_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from wheels import build_wheel
 
     d = tmp_path_factory.mktemp("fake-fi")
-    out = {"torch": build_wheel(d, "torch", NIGHTLY, files={"torch/__init__.py": f'__version__ = "{NIGHTLY}"\n'.encode()}).path,
-           "tvm": build_wheel(d, "apache-tvm-ffi", "0.1.9").path}
+    out = {
+        "torch": build_wheel(d, "torch", NIGHTLY, files={"torch/__init__.py": f'__version__ = "{NIGHTLY}"\n'.encode()}).path,
+        "tvm": build_wheel(d, "apache-tvm-ffi", "0.1.9").path,
+    }
     for version, body in (("0.6.3", ""), ("0.6.5", MM_MXFP8)):
         init = f"import torch  # noqa: F401\n__version__ = '{version}'\n{body}"
-        out[version] = build_wheel(d, "flashinfer-python", version, requires=["torch", TVM_RANGE_061],
-                                   files={"flashinfer/__init__.py": init.encode()}).path
+        out[version] = build_wheel(d, "flashinfer-python", version, requires=["torch", TVM_RANGE_061], files={"flashinfer/__init__.py": init.encode()}).path
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX venv layout and shell scripts")
 @pytest.mark.parametrize(("version", "code"), [("0.6.3", 1), ("0.6.5", 0)])
-def test_doctor_require_api_in_a_real_venv(tmp_path: Path, fake_wheels: dict[str, Path], capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch, version: str, code: int) -> None:
+def test_doctor_require_api_in_a_real_venv(
+    tmp_path: Path, fake_wheels: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, version: str, code: int
+) -> None:
     python = _venv_with(tmp_path, [fake_wheels[k] for k in ("torch", "tvm", version)])
-    got, checks, _ = _doctor(capsys, "--python", str(python), "--require-api", "mm_mxfp8", "--require-api", "mm_mxfp8:cutlass",
-                             "--nvidia-smi", str(tmp_path / "no-nvidia-smi"))
+    got, checks, _ = _doctor(
+        capsys, "--python", str(python), "--require-api", "mm_mxfp8", "--require-api", "mm_mxfp8:cutlass", "--nvidia-smi", str(tmp_path / "no-nvidia-smi")
+    )
     api = checks["flashinfer-api"]
     assert got == code, checks
     assert checks["gpu-arch"]["status"] == "skip"

@@ -21,8 +21,13 @@ def build_07_world(root: Path) -> World:
     w = build_world(root)
     w.pypi("flashinfer-python", "0.7.0", requires=["apache-tvm-ffi<0.2,>=0.1.6", "torch"], requires_python=">=3.10")
     w.flashinfer("flashinfer-cubin", "0.7.0", page="flashinfer-cubin")
-    w.flashinfer("flashinfer-jit-cache", "0.7.0+cu130", tag=f"{ABI3}-{PLAT}", page="cu130/flashinfer-jit-cache",
-                 requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in PROVIDERS])
+    w.flashinfer(
+        "flashinfer-jit-cache",
+        "0.7.0+cu130",
+        tag=f"{ABI3}-{PLAT}",
+        page="cu130/flashinfer-jit-cache",
+        requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in PROVIDERS],
+    )
     for p in PROVIDERS:
         w.flashinfer(f"flashinfer-jit-cache-{p}", "0.7.0+cu130", tag=f"{ABI3}-{PLAT}", page=f"cu130/flashinfer-jit-cache-{p}", padding=20_000)
     return w

@@ -84,12 +84,18 @@ def test_gpu_settings_stay_out_of_the_inputs_when_default(world06):
 
 # -- 0.7: a shim over per-architecture providers ------------------------------------------------------
 
+
 def build_07_world(root: Path):
     w = build_story_world(root, hostile=False, fi_versions=())
     w.pypi("flashinfer-python", "0.7.0", requires=["apache-tvm-ffi<0.2,>=0.1.6", "torch"])
     w.flashinfer("flashinfer-cubin", "0.7.0", page="flashinfer-cubin")
-    w.flashinfer("flashinfer-jit-cache", "0.7.0+cu130", tag=f"{ABI3}-{X86}", page="cu130/flashinfer-jit-cache",
-                 requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in PROVIDERS])
+    w.flashinfer(
+        "flashinfer-jit-cache",
+        "0.7.0+cu130",
+        tag=f"{ABI3}-{X86}",
+        page="cu130/flashinfer-jit-cache",
+        requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in PROVIDERS],
+    )
     for i, p in enumerate(PROVIDERS):
         w.flashinfer(f"flashinfer-jit-cache-{p}", "0.7.0+cu130", tag=f"{ABI3}-{X86}", page=f"cu130/flashinfer-jit-cache-{p}", padding=1000 * (i + 1))
     return w

@@ -31,7 +31,13 @@ def _flashinfer_0_7(w: World) -> None:
     providers = ("sm90a", "sm100a")
     w.pypi("flashinfer-python", "0.7.0", requires=["apache-tvm-ffi<0.2,>=0.1.6", "torch"])
     w.flashinfer("flashinfer-cubin", "0.7.0", page="flashinfer-cubin")  # cubin left PyPI after 0.6.13
-    w.flashinfer("flashinfer-jit-cache", "0.7.0+cu130", tag=f"{ABI3}-{X86}", page="cu130/flashinfer-jit-cache", requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in providers])
+    w.flashinfer(
+        "flashinfer-jit-cache",
+        "0.7.0+cu130",
+        tag=f"{ABI3}-{X86}",
+        page="cu130/flashinfer-jit-cache",
+        requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in providers],
+    )
     for p in providers:
         w.flashinfer(f"flashinfer-jit-cache-{p}", "0.7.0+cu130", tag=f"{ABI3}-{X86}", page=f"cu130/flashinfer-jit-cache-{p}")
         for arch in (X86, ARM):
@@ -44,6 +50,7 @@ def _files_under(root: Path) -> set[Path]:
 
 
 # -- a hostile PyPI --------------------------------------------------------------------------------
+
 
 def test_hostile_pypi_is_never_asked_chosen_cached_or_written(tmp_path: Path, capsys) -> None:
     with story_run(tmp_path, build=_flashinfer_0_7) as run:
@@ -79,7 +86,9 @@ def test_a_wheel_claiming_another_package_on_a_flashinfer_page_is_ignored_with_a
         rc, _, err = run.lock(capsys)
         assert rc == 0, err
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-        assert any(PATHS.jit_cache_page in m and "torch-99.0.0+cu130" in m and "names package 'torch', not 'flashinfer-jit-cache'; ignored" in m for m in warned), warned
+        assert any(
+            PATHS.jit_cache_page in m and "torch-99.0.0+cu130" in m and "names package 'torch', not 'flashinfer-jit-cache'; ignored" in m for m in warned
+        ), warned
         assert "99.0.0" not in run.lock_path.read_text()
         assert not [p for _, p, _ in run.srv.log if "99.0.0" in p]
 
@@ -112,7 +121,12 @@ def _rewrite_pages(run: StoryRun) -> None:
     torch_page.write_text(torch_page.read_text().replace("  </body>", rows + "  </body>"))
     # drop the real 20260308 row: only the traversal links offer it
     text = torch_page.read_text()
-    torch_page.write_text("\n".join(line for line in text.splitlines() if not (good.replace("+", "%2B") in line and line.strip().startswith('<a href="/whl/nightly/cu130/torch-'))) + "\n")
+    torch_page.write_text(
+        "\n".join(
+            line for line in text.splitlines() if not (good.replace("+", "%2B") in line and line.strip().startswith('<a href="/whl/nightly/cu130/torch-'))
+        )
+        + "\n"
+    )
     jit_page = run.world.root / "fi/cu130/flashinfer-jit-cache/index.html"
     jit = f"flashinfer_jit_cache-0.6.6+cu130-{ABI3}-{X86}.whl"
     jit_page.write_text(
@@ -156,7 +170,18 @@ def test_traversal_in_file_names_is_refused_and_nothing_is_written_outside_the_s
         for entry in json.loads((snap / "manifest.json").read_text())["metadata"].values():
             assert (snap / entry["file"]).resolve().is_relative_to(snap.resolve())
         # and the snapshot replays to the same plan
-        replay = ["resolve", *TARGET, "--snapshot", str(snap), "--index", f"pytorch={run.srv.url}whl/", "--index", f"flashinfer={run.srv.url}fi/", "--format", "json"]
+        replay = [
+            "resolve",
+            *TARGET,
+            "--snapshot",
+            str(snap),
+            "--index",
+            f"pytorch={run.srv.url}whl/",
+            "--index",
+            f"flashinfer={run.srv.url}fi/",
+            "--format",
+            "json",
+        ]
         rc, again, err = run_cli(capsys, *replay)
         assert rc == 0, err
         versions = lambda text: {p["name"]: p["version"] for p in json.loads(text)["packages"]}  # noqa: E731
@@ -189,6 +214,7 @@ def test_wheel_cache_file_names_are_never_paths(name: str) -> None:
 
 # -- wheels that lie about themselves --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("says", ["Name: evil-numpy\nVersion: 2.2.0", "Name: numpy\nVersion: 2.2.1"], ids=["other-project", "other-version"])
 def test_range_read_metadata_naming_another_project_or_version_is_refused(tmp_path: Path, capsys, says: str) -> None:
     with story_run(tmp_path) as run:
@@ -212,7 +238,9 @@ def test_sidecar_naming_another_project_is_refused(tmp_path: Path, capsys) -> No
 
                 meta = entry.wheel.metadata.replace(b"Name: torch", b"Name: torch-evil")
                 (run.world.root / (entry.rel_path + ".metadata")).write_bytes(meta)
-                run.world.pages["whl/nightly/cu130/torch/"][run.world.pages["whl/nightly/cu130/torch/"].index(entry)] = dataclasses.replace(entry, wheel=dataclasses.replace(entry.wheel, metadata=meta))
+                run.world.pages["whl/nightly/cu130/torch/"][run.world.pages["whl/nightly/cu130/torch/"].index(entry)] = dataclasses.replace(
+                    entry, wheel=dataclasses.replace(entry.wheel, metadata=meta)
+                )
         run.world.write(run.srv.url)
         rc, out, err = run.lock(capsys)
         assert rc == 3 and out == "", err
@@ -247,6 +275,7 @@ def test_enormous_metadata_is_refused(tmp_path: Path, capsys, size: int, words: 
 
 
 # -- plain http ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def mirror_host(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -450,9 +450,7 @@ def test_central_directory_and_member_outside_the_tail(srv: IndexServer, make_fe
     assert srv.bytes_sent < wheel.size
 
 
-def test_server_ignoring_range_downloads_the_whole_wheel(
-    srv: IndexServer, make_fetcher: MakeFetcher, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_server_ignoring_range_downloads_the_whole_wheel(srv: IndexServer, make_fetcher: MakeFetcher, caplog: pytest.LogCaptureFixture) -> None:
     wheel = build_wheel(srv.root / "files", "demo", "1.0", requires=["numpy"], padding=2_000_000)
     srv.ignore_ranges = True
     url = srv.url + "files/" + wheel.filename
@@ -549,9 +547,7 @@ def _basic(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
-def test_credentials_go_only_to_their_host_and_never_leak(
-    tmp_path: Path, make_fetcher: MakeFetcher, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_credentials_go_only_to_their_host_and_never_leak(tmp_path: Path, make_fetcher: MakeFetcher, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     (tmp_path / "private").mkdir()
     (tmp_path / "storage").mkdir()
@@ -573,7 +569,9 @@ def test_credentials_go_only_to_their_host_and_never_leak(
         own = _file(private.url + "files/" + wheel.filename, wheel)
         assert fetcher.fetch_metadata([own]) == {own.url: wheel.metadata}
         # A redirect to another host (release asset -> storage) must not carry them.
-        private.script("/files/moved-1.0-py3-none-any.whl", [Fault(status=302, headers={"Location": f"http://localhost:{storage_port}/assets/{moved.filename}"})])
+        private.script(
+            "/files/moved-1.0-py3-none-any.whl", [Fault(status=302, headers={"Location": f"http://localhost:{storage_port}/assets/{moved.filename}"})]
+        )
         far = _file(private.url + "files/" + moved.filename, moved)
         assert fetcher.fetch_metadata([far]) == {far.url: moved.metadata}
         # Failures name the URL without the secret.
@@ -623,9 +621,7 @@ def test_netrc_credentials_for_their_host_only(tmp_path: Path, make_fetcher: Mak
     assert "Authorization" not in server.log[1][2]
 
 
-def test_unparsable_netrc_is_ignored_without_echoing_it(
-    tmp_path: Path, srv: IndexServer, make_fetcher: MakeFetcher, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_unparsable_netrc_is_ignored_without_echoing_it(tmp_path: Path, srv: IndexServer, make_fetcher: MakeFetcher, caplog: pytest.LogCaptureFixture) -> None:
     rc = tmp_path / "netrc"
     rc.write_text(f"machine 127.0.0.1 login bob password {SECRET}\n{SECRET} is not a netrc keyword\n")
     _page(srv.root, "simple/demo")

@@ -95,7 +95,9 @@ def installed(python: str) -> dict[str, str]:
 
 
 def dist_info_bytes(python: str, name: str) -> dict[str, bytes]:
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
+    )
     [info] = site.glob(f"{name}-*.dist-info")
     return {str(p.relative_to(info)): p.read_bytes() for p in sorted(info.rglob("*")) if p.is_file()}
 
@@ -128,7 +130,21 @@ def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_pat
 
     monkeypatch.setattr(probe_module.ProbeRun, "__init__", counted)
     lock = tmp_path / "pylock.gpu.toml"
-    rc, out, err = run_cli(capsys, "install", "--torch", "nightly", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
+    rc, out, err = run_cli(
+        capsys,
+        "install",
+        "--torch",
+        "nightly",
+        "--python",
+        python,
+        *index_flags(srv),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--format",
+        "json",
+        "-o",
+        str(lock),
+    )
     assert rc == 0, err
     assert probed == [python, python]  # one probe for the resolver and the install's "before", one after uv
     assert dist_info_bytes(python, "torch") == torch_before
@@ -139,8 +155,16 @@ def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_pat
     report = json.loads(out)
     rows = {p["name"]: p for p in report["packages"]}
     assert rows["torch"]["action"] == "keep" and rows["torch"]["before"] == rows["torch"]["after"] == NIGHTLY
-    assert rows["flashinfer-jit-cache"] == {"name": "flashinfer-jit-cache", "version": "0.6.5+cu130", "action": "install", "index": "flashinfer", "before": None, "after": "0.6.5+cu130",
-                                           "size": None, "reason": "== flashinfer-python public version + CUDA label; SASS for one CUDA major: needs libcudart.so.<major> from torch's runtime"}
+    assert rows["flashinfer-jit-cache"] == {
+        "name": "flashinfer-jit-cache",
+        "version": "0.6.5+cu130",
+        "action": "install",
+        "index": "flashinfer",
+        "before": None,
+        "after": "0.6.5+cu130",
+        "size": None,
+        "reason": "== flashinfer-python public version + CUDA label; SASS for one CUDA major: needs libcudart.so.<major> from torch's runtime",
+    }
     assert not any("torch" == c.split()[1].split("==")[0] for c in report["uv"])
     # torch was never downloaded; the nightly triton (no hash on its index) was, once
     asked = [path for method, path, _ in srv.log if method == "GET"]
@@ -162,7 +186,13 @@ def test_tampered_wheel_is_refused_and_nothing_is_installed(stack, tmp_path, uv_
     # the FlashInfer page promises a sha256 (and no size) for it
     [jit] = (world.root / "releases" / "download" / "v0.6.5").glob("flashinfer_jit_cache-0.6.5+cu130-*.whl")
     published = hashlib.sha256(jit.read_bytes()).hexdigest()
-    tampered = build_wheel(jit.parent, "flashinfer-jit-cache", "0.6.5+cu130", f"{ABI3}-{PLAT}", files={"flashinfer_jit_cache/__init__.py": b"import os  # not what was published\n"})
+    tampered = build_wheel(
+        jit.parent,
+        "flashinfer-jit-cache",
+        "0.6.5+cu130",
+        f"{ABI3}-{PLAT}",
+        files={"flashinfer_jit_cache/__init__.py": b"import os  # not what was published\n"},
+    )
     assert tampered.path == jit and tampered.sha256 != published
     before = installed(python)
     cache = tmp_path / "cache"
@@ -189,7 +219,9 @@ def test_dry_run_changes_nothing_and_says_what_would(stack, tmp_path, uv_env, ca
     assert (rows["flashinfer-jit-cache"]["action"], rows["flashinfer-jit-cache"]["version"]) == ("install", "0.6.5+cu130")
     assert rows["flashinfer-python"]["after"] is None and rows["torch"]["action"] == "keep"
     # a dry run downloads nothing: no whole wheel was requested (resolving may range-read one), none is cached
-    downloads = [path for method, path, headers in srv.log if path.split("?")[0].endswith(".whl") and method == "GET" and "range" not in {h.lower() for h in headers}]
+    downloads = [
+        path for method, path, headers in srv.log if path.split("?")[0].endswith(".whl") and method == "GET" and "range" not in {h.lower() for h in headers}
+    ]
     assert downloads == []
     assert not [p for p in (tmp_path / "cache" / "wheels").rglob("*.whl")]
     assert report["download"]["files"] == sum(1 for p in report["packages"] if p["action"] != "keep") and report["download"]["cached"] == 0
@@ -253,9 +285,17 @@ def test_written_pylock_installs_with_plain_uv_into_a_fresh_venv(stack, tmp_path
 
 # -- uv's output against the plan (real uv output, no install) -------------------------------------
 
+
 def _plan(torch_action: Action) -> LockPlan:
     def pkg(name: str, version: str, action: Action, installed: str | None = None) -> LockedPackage:
-        return LockedPackage(name=canonicalize_name(name), version=Version(version), action=action, index="pypi", coupling=Coupling.AGNOSTIC, installed_version=Version(installed) if installed else None)
+        return LockedPackage(
+            name=canonicalize_name(name),
+            version=Version(version),
+            action=action,
+            index="pypi",
+            coupling=Coupling.AGNOSTIC,
+            installed_version=Version(installed) if installed else None,
+        )
 
     return LockPlan(
         target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"),
@@ -272,12 +312,24 @@ def test_uv_dry_run_that_would_replace_torch_is_refused(tmp_path, uv_env):
     newer = build_wheel(wheels, "torch", NIGHTLY, f"{PY}-{PY}-{PLAT}")
     foo = build_wheel(wheels, "foo", "1.0")
     python = make_venv(tmp_path / "venv", uv_env, older.path)
-    dry = subprocess.run([UV, "pip", "install", "--dry-run", "--python", python, "--no-deps", "--offline", str(newer.path), str(foo.path)], check=True, env=uv_env, capture_output=True, text=True)
+    dry = subprocess.run(
+        [UV, "pip", "install", "--dry-run", "--python", python, "--no-deps", "--offline", str(newer.path), str(foo.path)],
+        check=True,
+        env=uv_env,
+        capture_output=True,
+        text=True,
+    )
     changes = parse_uv_changes(dry.stderr)
     assert {(c.op, c.name) for c in changes} >= {("-", "torch"), ("+", "torch"), ("+", "foo")}
     have = {canonicalize_name("torch"): Version(OLDER)}
     keep = _plan(Action.KEEP)
-    keep = LockPlan(target=keep.target, packages=(LockedPackage(name=canonicalize_name("torch"), version=Version(OLDER), action=Action.KEEP, index="installed", coupling=Coupling.TORCH), keep.packages[1]))
+    keep = LockPlan(
+        target=keep.target,
+        packages=(
+            LockedPackage(name=canonicalize_name("torch"), version=Version(OLDER), action=Action.KEEP, index="installed", coupling=Coupling.TORCH),
+            keep.packages[1],
+        ),
+    )
     with pytest.raises(UvError) as err:
         check_uv_changes(changes, keep, have)
     assert f"torch=={OLDER}" in str(err.value) and "must stay" in str(err.value)
@@ -306,10 +358,26 @@ def test_uv_failures_are_uv_errors_with_uvs_message_and_no_credentials(stack, tm
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
     before = installed(python)
-    rc, out, err = run_cli(capsys, "install", "--uv", str(tmp_path / "no-such-uv"), "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"))
+    rc, out, err = run_cli(
+        capsys, "install", "--uv", str(tmp_path / "no-such-uv"), "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache")
+    )
     assert rc == 2 and "--uv" in err and "no-such-uv" in err
     assert installed(python) == before and srv.log == []  # refused before any request
     with pytest.raises(UvError) as failed:
-        _run_uv([UV, "pip", "install", "--dry-run", "--offline", "--no-config", "--python", python, "foo @ https://alice:s3cret@pypi.example/foo-1.0-py3-none-any.whl"], uv_env, what="uv pip install --dry-run")
+        _run_uv(
+            [
+                UV,
+                "pip",
+                "install",
+                "--dry-run",
+                "--offline",
+                "--no-config",
+                "--python",
+                python,
+                "foo @ https://alice:s3cret@pypi.example/foo-1.0-py3-none-any.whl",
+            ],
+            uv_env,
+            what="uv pip install --dry-run",
+        )
     assert "exit 1" in str(failed.value) and "pypi.example/foo-1.0-py3-none-any.whl" in str(failed.value)
     assert "s3cret" not in str(failed.value)

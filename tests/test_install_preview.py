@@ -22,14 +22,38 @@ NIGHTLY = "2.12.0.dev20260307+cu130"
 
 def fake_python(root: Path, installed: dict[str, str]) -> Path:
     facts = {
-        "ok": True, "version_info": [3, 12, 9, "final", 0], "implementation": "cpython", "executable": str(root / "bin" / "python"),
-        "prefix": str(root), "base_prefix": "/usr", "real_prefix": None, "sysconfig_platform": "linux-x86_64", "machine": "x86_64",
-        "maxsize_64": True, "glibc": "2.28", "free_threaded": False, "debug": False, "soabi": "cpython-312-x86_64-linux-gnu",
-        "purelib": str(root / "lib"), "platlib": str(root / "lib"),
-        "markers": {"implementation_name": "cpython", "implementation_version": "3.12.9", "os_name": "posix", "platform_machine": "x86_64",
-                    "platform_release": "6.0", "platform_system": "Linux", "platform_version": "#1", "python_full_version": "3.12.9",
-                    "platform_python_implementation": "CPython", "python_version": "3.12", "sys_platform": "linux"},
-        "distributions": [{"name": n, "version": v, "requires": [], "path": None, "location": str(root / "lib"), "installer": "uv"} for n, v in installed.items()],
+        "ok": True,
+        "version_info": [3, 12, 9, "final", 0],
+        "implementation": "cpython",
+        "executable": str(root / "bin" / "python"),
+        "prefix": str(root),
+        "base_prefix": "/usr",
+        "real_prefix": None,
+        "sysconfig_platform": "linux-x86_64",
+        "machine": "x86_64",
+        "maxsize_64": True,
+        "glibc": "2.28",
+        "free_threaded": False,
+        "debug": False,
+        "soabi": "cpython-312-x86_64-linux-gnu",
+        "purelib": str(root / "lib"),
+        "platlib": str(root / "lib"),
+        "markers": {
+            "implementation_name": "cpython",
+            "implementation_version": "3.12.9",
+            "os_name": "posix",
+            "platform_machine": "x86_64",
+            "platform_release": "6.0",
+            "platform_system": "Linux",
+            "platform_version": "#1",
+            "python_full_version": "3.12.9",
+            "platform_python_implementation": "CPython",
+            "python_version": "3.12",
+            "sys_platform": "linux",
+        },
+        "distributions": [
+            {"name": n, "version": v, "requires": [], "path": None, "location": str(root / "lib"), "installer": "uv"} for n, v in installed.items()
+        ],
         "problems": [],
     }
     python = root / "bin" / "python"
@@ -49,7 +73,9 @@ def no_network(monkeypatch):
 
 def dry_run(capsys, tmp_path: Path, python: Path, *flags: str) -> tuple[int, str, str]:
     capsys.readouterr()
-    code = main(["install", "--dry-run", "--python", str(python), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "cache"), "--uv", "/bin/true", *flags])
+    code = main(
+        ["install", "--dry-run", "--python", str(python), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "cache"), "--uv", "/bin/true", *flags]
+    )
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -70,9 +70,30 @@ def test_ctrl_c_during_a_stalled_read_acts_within_a_second(tmp_path: Path) -> No
     server = Silent()
     work = tmp_path / "work"
     work.mkdir()
-    argv = [str(TOOL), "lock", "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130",
-            "--index", f"pytorch={server.url}whl/", "--index", f"flashinfer={server.url}fi/", "--index", f"pypi={server.url}simple/",
-            "--cache-dir", str(tmp_path / "cache"), "--timeout", "20", "-o", str(work / "pylock.gpu.toml"), "-o", str(work / "gpu.txt")]
+    argv = [
+        str(TOOL),
+        "lock",
+        "--python",
+        "3.12",
+        "--platform",
+        "x86_64-manylinux_2_28",
+        "--installed",
+        "torch==2.12.0.dev20260307+cu130",
+        "--index",
+        f"pytorch={server.url}whl/",
+        "--index",
+        f"flashinfer={server.url}fi/",
+        "--index",
+        f"pypi={server.url}simple/",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--timeout",
+        "20",
+        "-o",
+        str(work / "pylock.gpu.toml"),
+        "-o",
+        str(work / "gpu.txt"),
+    ]
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_proxy", "_PROXY"))}
     pid, fd = pty.fork()
     if pid == 0:  # the child: the CLI, with the pty as its controlling terminal
@@ -117,16 +138,26 @@ def test_ctrl_c_during_stalled_wheel_downloads_acts_within_a_second(tmp_path: Pa
     work = tmp_path / "work"
     work.mkdir()
     wheels = tuple(
-        LockedPackage(name=name, version=Version("1.0"), action=Action.INSTALL, index="pypi", coupling=Coupling.AGNOSTIC,
-                      url=f"{server.url}files/{name}-1.0-py3-none-any.whl", filename=f"{name}-1.0-py3-none-any.whl",
-                      sha256="0" * 64, size=100_000)
+        LockedPackage(
+            name=name,
+            version=Version("1.0"),
+            action=Action.INSTALL,
+            index="pypi",
+            coupling=Coupling.AGNOSTIC,
+            url=f"{server.url}files/{name}-1.0-py3-none-any.whl",
+            filename=f"{name}-1.0-py3-none-any.whl",
+            sha256="0" * 64,
+            size=100_000,
+        )
         for name in ("alpha", "beta", "gamma")
     )
-    plan = LockPlan(target=TargetSummary(python=f"{sys.version_info[0]}.{sys.version_info[1]}", platform="x86_64-manylinux_2_28", cuda=None),
-                    packages=wheels, indexes={"pypi": f"{server.url}simple/"})
+    plan = LockPlan(
+        target=TargetSummary(python=f"{sys.version_info[0]}.{sys.version_info[1]}", platform="x86_64-manylinux_2_28", cuda=None),
+        packages=wheels,
+        indexes={"pypi": f"{server.url}simple/"},
+    )
     lock = write_lock(plan, tmp_path / "pylock.x.toml", command="resolve-gpu-stack lock -o pylock.x.toml")
-    argv = [str(TOOL), "install", "--lock", str(lock), "--force-target", "--python", sys.executable,
-            "--cache-dir", str(tmp_path / "cache"), "--timeout", "20"]
+    argv = [str(TOOL), "install", "--lock", str(lock), "--force-target", "--python", sys.executable, "--cache-dir", str(tmp_path / "cache"), "--timeout", "20"]
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_proxy", "_PROXY"))}
     pid, fd = pty.fork()
     if pid == 0:

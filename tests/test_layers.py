@@ -21,11 +21,57 @@ IO_MODULES = {"httpx", "urllib3", "subprocess", "socket", "requests", "urllib.re
 READS_BUNDLED_DATA = {"data/toml.py"}
 # Calls that touch the file system: builtin open(), the os and os.path file functions, and pathlib's
 # methods (names no other object we use has; ``.open`` and ``.resolve`` are left out: a zip member and a resolver have them too).
-OS_FILE_CALLS = {"open", "remove", "unlink", "replace", "rename", "mkdir", "makedirs", "rmdir", "removedirs", "listdir", "scandir", "walk",
-                 "stat", "lstat", "fsync", "write", "read", "chmod", "chown", "link", "symlink", "utime", "truncate", "access"}
+OS_FILE_CALLS = {
+    "open",
+    "remove",
+    "unlink",
+    "replace",
+    "rename",
+    "mkdir",
+    "makedirs",
+    "rmdir",
+    "removedirs",
+    "listdir",
+    "scandir",
+    "walk",
+    "stat",
+    "lstat",
+    "fsync",
+    "write",
+    "read",
+    "chmod",
+    "chown",
+    "link",
+    "symlink",
+    "utime",
+    "truncate",
+    "access",
+}
 OS_PATH_FILE_CALLS = {"exists", "isfile", "isdir", "islink", "getsize", "getmtime", "getctime", "getatime", "realpath", "samefile"}
-PATH_FILE_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "mkdir", "rmdir", "unlink", "touch", "iterdir", "rglob", "glob",
-                     "stat", "lstat", "exists", "is_file", "is_dir", "is_symlink", "samefile", "chmod", "symlink_to", "hardlink_to", "readlink"}
+PATH_FILE_METHODS = {
+    "read_text",
+    "read_bytes",
+    "write_text",
+    "write_bytes",
+    "mkdir",
+    "rmdir",
+    "unlink",
+    "touch",
+    "iterdir",
+    "rglob",
+    "glob",
+    "stat",
+    "lstat",
+    "exists",
+    "is_file",
+    "is_dir",
+    "is_symlink",
+    "samefile",
+    "chmod",
+    "symlink_to",
+    "hardlink_to",
+    "readlink",
+}
 
 
 def floor_of(path: Path) -> str:

@@ -30,8 +30,15 @@ def lock(*entries: LockedEntry, requires_python: str | None = "==3.12.*", enviro
 
 
 def test_a_manylinux_2_28_wheel_fits_a_glibc_2_36_host_and_an_aarch64_one_does_not():
-    chosen = select(lock(entry("a", "a-1-cp312-cp312-manylinux_2_28_x86_64.whl"), entry("b", "b-1-cp312-cp312-manylinux_2_28_aarch64.whl"),
-                         entry("c", "c-1-py3-none-any.whl"), entry("d", "d-1-cp312-cp312-manylinux_2_39_x86_64.whl")), HOST)
+    chosen = select(
+        lock(
+            entry("a", "a-1-cp312-cp312-manylinux_2_28_x86_64.whl"),
+            entry("b", "b-1-cp312-cp312-manylinux_2_28_aarch64.whl"),
+            entry("c", "c-1-py3-none-any.whl"),
+            entry("d", "d-1-cp312-cp312-manylinux_2_39_x86_64.whl"),
+        ),
+        HOST,
+    )
     assert set(chosen.wheels) == {"a", "c"}
     assert [(p.package, "no wheel of it fits Python 3.12 on x86_64-manylinux_2_36" in p.message) for p in chosen.misfits] == [("b", True), ("d", True)]
     assert chosen.errors == () and chosen.skipped == ()
@@ -43,17 +50,28 @@ def test_the_wheel_with_the_targets_most_preferred_tag_is_chosen():
 
 
 def test_markers_are_evaluated_for_the_target_with_no_extras():
-    chosen = select(lock(entry("a", "a-1-py3-none-any.whl", marker="sys_platform == 'win32'"),
-                         entry("b", "b-1-py3-none-any.whl", marker="platform_machine == 'x86_64' and python_full_version >= '3.12'"),
-                         entry("c", "c-1-py3-none-any.whl", marker="'gpu' in extras"),
-                         entry("d", "d-1-py3-none-any.whl", marker="'dev' in dependency_groups")), HOST)
+    chosen = select(
+        lock(
+            entry("a", "a-1-py3-none-any.whl", marker="sys_platform == 'win32'"),
+            entry("b", "b-1-py3-none-any.whl", marker="platform_machine == 'x86_64' and python_full_version >= '3.12'"),
+            entry("c", "c-1-py3-none-any.whl", marker="'gpu' in extras"),
+            entry("d", "d-1-py3-none-any.whl", marker="'dev' in dependency_groups"),
+        ),
+        HOST,
+    )
     assert set(chosen.wheels) == {"b"} and chosen.skipped == ("a", "c", "d")
 
 
 def test_python_and_environments_must_admit_the_target():
     other = declared_target("3.11", "x86_64-manylinux_2_36")
-    chosen = select(lock(entry("a", "a-1-py3-none-any.whl", requires_python=">=3.12"), requires_python="==3.12.*",
-                         environments=("platform_machine == 'x86_64' and python_version == '3.12'",)), other)
+    chosen = select(
+        lock(
+            entry("a", "a-1-py3-none-any.whl", requires_python=">=3.12"),
+            requires_python="==3.12.*",
+            environments=("platform_machine == 'x86_64' and python_version == '3.12'",),
+        ),
+        other,
+    )
     said = [p.message for p in chosen.misfits]
     assert "the lock requires Python ==3.12.*; Python 3.11 on x86_64-manylinux_2_36 is Python 3.11.0" in said[0]
     assert "the lock's environments (platform_machine == 'x86_64' and python_version == '3.12') exclude Python 3.11" in said[1]
@@ -74,8 +92,14 @@ def _plan(torch: LockedPackage) -> LockPlan:
 
 
 def _torch(version: str, action: Action, installed: str | None = None) -> LockedPackage:
-    return LockedPackage(name=NormalizedName("torch"), version=Version(version), action=action, index="pytorch" if action is not Action.KEEP else "installed",
-                         coupling=Coupling.TORCH, installed_version=Version(installed) if installed else None)
+    return LockedPackage(
+        name=NormalizedName("torch"),
+        version=Version(version),
+        action=action,
+        index="pytorch" if action is not Action.KEEP else "installed",
+        coupling=Coupling.TORCH,
+        installed_version=Version(installed) if installed else None,
+    )
 
 
 def test_kept_packages_must_be_installed_exactly_and_a_moved_torch_must_be_the_one_it_was_made_for():
@@ -87,16 +111,32 @@ def test_kept_packages_must_be_installed_exactly_and_a_moved_torch_must_be_the_o
     bare = declared_target("3.12", "x86_64-manylinux_2_36", ["triton==3.7.0"])
     [moved] = installed_findings(path, _plan(_torch(NIGHTLY, Action.UPGRADE, OLDER)), bare)
     assert moved.message == f"the lock moves torch from {OLDER} to {NIGHTLY}; here torch is not installed"
-    assert installed_findings(path, _plan(_torch(NIGHTLY, Action.UPGRADE, OLDER)), declared_target("3.12", "x86_64-manylinux_2_36", [f"torch=={NIGHTLY}", "triton==3.7.0"])) == []
+    assert (
+        installed_findings(
+            path, _plan(_torch(NIGHTLY, Action.UPGRADE, OLDER)), declared_target("3.12", "x86_64-manylinux_2_36", [f"torch=={NIGHTLY}", "triton==3.7.0"])
+        )
+        == []
+    )
 
 
-@pytest.mark.parametrize(("action", "version", "inputs", "said"), [
-    (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY}, "its inputs do not allow a downgrade"),
-    (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY, "allow-downgrade": True}, None),
-    (Action.CHANGE, "2.12.0.dev20260307+cu128", {"installed-torch": NIGHTLY, "cuda": "cu130"}, "its inputs ask for no such CUDA label"),
-    (Action.CHANGE, "2.12.0.dev20260307+cu128", {"installed-torch": NIGHTLY, "cuda": "cu128"}, None),
-    (Action.UPGRADE, NIGHTLY, {"installed-torch": "2.11.0+cu130"}, f"the lock moves torch from {OLDER}, but the installed torch it was made for is 2.11.0+cu130"),
-])
+@pytest.mark.parametrize(
+    ("action", "version", "inputs", "said"),
+    [
+        (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY}, "its inputs do not allow a downgrade"),
+        (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY, "allow-downgrade": True}, None),
+        (Action.CHANGE, "2.12.0.dev20260307+cu128", {"installed-torch": NIGHTLY, "cuda": "cu130"}, "its inputs ask for no such CUDA label"),
+        (Action.CHANGE, "2.12.0.dev20260307+cu128", {"installed-torch": NIGHTLY, "cuda": "cu128"}, None),
+        (
+            Action.UPGRADE,
+            NIGHTLY,
+            {"installed-torch": "2.11.0+cu130"},
+            f"the lock moves torch from {OLDER}, but the installed torch it was made for is 2.11.0+cu130",
+        ),
+    ],
+)
 def test_torch_moves_only_as_far_as_the_locks_inputs_say(action, version, inputs, said):
-    found = [f.message for f in torch_move_findings(Path("pylock.x.toml"), _plan(_torch(version, action, OLDER if action is Action.UPGRADE else NIGHTLY)), inputs, None)]
+    found = [
+        f.message
+        for f in torch_move_findings(Path("pylock.x.toml"), _plan(_torch(version, action, OLDER if action is Action.UPGRADE else NIGHTLY)), inputs, None)
+    ]
     assert found == [] if said is None else any(said in m for m in found), found

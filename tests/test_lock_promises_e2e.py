@@ -54,8 +54,21 @@ def served(tmp_path: Path, uv_env):
 def _declared_lock(capsys, srv: IndexServer, tmp_path: Path, name: str = "x") -> Path:
     """A lock for a declared target: this Python, manylinux_2_28, the nightly torch installed."""
     lock = tmp_path / "locks" / f"pylock.{name}.toml"
-    rc, _, err = run_cli(capsys, "lock", "--python", MINOR, "--platform", OLD_GLIBC, "--installed", f"torch=={NIGHTLY}", *index_flags(srv),
-                         "--cache-dir", str(tmp_path / "cache"), "-o", str(lock))
+    rc, _, err = run_cli(
+        capsys,
+        "lock",
+        "--python",
+        MINOR,
+        "--platform",
+        OLD_GLIBC,
+        "--installed",
+        f"torch=={NIGHTLY}",
+        *index_flags(srv),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "-o",
+        str(lock),
+    )
     assert rc == 0, err
     return lock
 
@@ -70,10 +83,13 @@ def _node(world, path: Path, uv_env: dict[str, str], torch: str = NIGHTLY) -> st
 
 
 def _install_lock(capsys, lock: Path, python: str, tmp_path: Path, *flags: str) -> tuple[int, str, str]:
-    return run_cli(capsys, "install", "--lock", str(lock), "--python", python, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json", *flags)
+    return run_cli(
+        capsys, "install", "--lock", str(lock), "--python", python, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json", *flags
+    )
 
 
 # -- 1. compatibility, not equality ----------------------------------------------------------------
+
 
 def test_a_manylinux_2_28_lock_installs_on_this_newer_glibc_host_without_force_target(served, tmp_path, uv_env, capsys):
     world, srv = served
@@ -107,6 +123,7 @@ def test_force_target_never_passes_a_torch_change(served, tmp_path, uv_env, caps
 
 # -- 2. the lock's own promises before anything is touched -------------------------------------------
 
+
 def test_an_edited_torch_downgrade_lock_is_refused_with_torch_byte_identical(served, tmp_path, uv_env, capsys):
     """The lock of a node edited into a consistent torch downgrade (its inputs digest still
     matching): `check` fails it, and `install --lock` refuses it before uv runs (before: exit 0 and
@@ -118,12 +135,23 @@ def test_an_edited_torch_downgrade_lock_is_refused_with_torch_byte_identical(ser
     assert rc == 0, err
     plan = plan_from_lock(read_lock(lock))
     older = torch_wheel(world, OLDER)
-    torch = replace(plan.torch, version=Version(OLDER), action=Action.DOWNGRADE, installed_version=Version(NIGHTLY), index="pytorch",
-                    url=f"{srv.url}whl/nightly/cu130/{quote(older.name)}", filename=older.name, size=older.stat().st_size,
-                    sha256=hashlib.sha256(older.read_bytes()).hexdigest())
+    torch = replace(
+        plan.torch,
+        version=Version(OLDER),
+        action=Action.DOWNGRADE,
+        installed_version=Version(NIGHTLY),
+        index="pytorch",
+        url=f"{srv.url}whl/nightly/cu130/{quote(older.name)}",
+        filename=older.name,
+        size=older.stat().st_size,
+        sha256=hashlib.sha256(older.read_bytes()).hexdigest(),
+    )
     (tmp_path / "edited").mkdir()
-    edited = write_lock(replace(plan, packages=tuple(torch if p.name == "torch" else p for p in plan.packages)), tmp_path / "edited" / "pylock.node.toml",
-                        command="resolve-gpu-stack lock -o pylock.node.toml")
+    edited = write_lock(
+        replace(plan, packages=tuple(torch if p.name == "torch" else p for p in plan.packages)),
+        tmp_path / "edited" / "pylock.node.toml",
+        command="resolve-gpu-stack lock -o pylock.node.toml",
+    )
     rc, _, err = run_cli(capsys, "check", str(edited))
     assert rc == 1 and f"{OLDER} is lower than the installed {NIGHTLY}" in err and "inputs do not allow a downgrade" in err
     before, torch_before = installed(node), dist_info_bytes(node, "torch")
@@ -136,12 +164,15 @@ def test_an_edited_torch_downgrade_lock_is_refused_with_torch_byte_identical(ser
 
 # -- 3. only wheels, evaluated as uv would ------------------------------------------------------------
 
+
 def _sdist(root: Path, marker: Path) -> Path:
     """numpy 2.2.0 as an sdist whose in-tree build backend (no build requirements: it builds
     offline) writes ``marker`` the moment it is imported: proof that a build ran its code."""
-    backend = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('the build backend ran')\n" \
-              "def get_requires_for_build_wheel(config_settings=None):\n    return []\n" \
-              "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n    raise RuntimeError('no wheel here')\n"
+    backend = (
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('the build backend ran')\n"
+        "def get_requires_for_build_wheel(config_settings=None):\n    return []\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n    raise RuntimeError('no wheel here')\n"
+    )
     files = {
         "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n[project]\nname = "numpy"\nversion = "2.2.0"\n',
         "backend.py": backend,
@@ -177,8 +208,12 @@ def test_a_lock_with_an_sdist_is_refused_and_nothing_is_built(served, tmp_path, 
     def with_sdist(entry: dict) -> None:
         entry["wheels"][0]["name"] = "numpy-2.2.0-cp311-cp311-win_amd64.whl"
         entry["wheels"][0]["url"] = f"{srv.url}files/numpy-2.2.0-cp311-cp311-win_amd64.whl"
-        entry["sdist"] = {"name": sdist.name, "url": f"{srv.url}files/{sdist.name}", "size": sdist.stat().st_size,
-                          "hashes": {"sha256": hashlib.sha256(sdist.read_bytes()).hexdigest()}}
+        entry["sdist"] = {
+            "name": sdist.name,
+            "url": f"{srv.url}files/{sdist.name}",
+            "size": sdist.stat().st_size,
+            "hashes": {"sha256": hashlib.sha256(sdist.read_bytes()).hexdigest()},
+        }
 
     edited = _edited(lock, tmp_path / "edited" / "pylock.x.toml", with_sdist)
     rc, _, err = run_cli(capsys, "check", str(edited))
@@ -195,9 +230,11 @@ def test_a_lock_with_an_sdist_is_refused_and_nothing_is_built(served, tmp_path, 
 def test_a_lock_with_another_source_is_refused_by_check(served, tmp_path, capsys, source):
     _, srv = served
     lock = _declared_lock(capsys, srv, tmp_path)
-    table = {"vcs": {"type": "git", "url": "https://git.example/numpy.git", "commit-id": "0" * 40},
-             "directory": {"path": "numpy-src"},
-             "archive": {"url": "https://files.example/numpy.tar.gz", "hashes": {"sha256": "0" * 64}}}[source]
+    table = {
+        "vcs": {"type": "git", "url": "https://git.example/numpy.git", "commit-id": "0" * 40},
+        "directory": {"path": "numpy-src"},
+        "archive": {"url": "https://files.example/numpy.tar.gz", "hashes": {"sha256": "0" * 64}},
+    }[source]
 
     def with_source(entry: dict) -> None:
         del entry["wheels"]
@@ -232,6 +269,7 @@ def test_a_marker_that_excludes_the_target_is_refused_by_check_and_install_lock(
 
 
 # -- 7. a relative --cache-dir -----------------------------------------------------------------------
+
 
 def test_install_with_a_relative_cache_dir_hands_uv_links_that_resolve(served, tmp_path, uv_env, capsys, monkeypatch):
     """The nightly triton has no hash on its index: install downloads it into the wheel cache and

@@ -36,36 +36,67 @@ COMMAND = "resolve-gpu-stack lock --output pylock.gpu.toml"
 def make_plan(**changes: object) -> LockPlan:
     packages = (
         LockedPackage(
-            name="torch", version=Version(TORCH), action=Action.KEEP, index="installed", coupling=Coupling.TORCH,
-            reason="installed nightly, never changed", installed_version=Version(TORCH),
+            name="torch",
+            version=Version(TORCH),
+            action=Action.KEEP,
+            index="installed",
+            coupling=Coupling.TORCH,
+            reason="installed nightly, never changed",
+            installed_version=Version(TORCH),
             url="https://download.pytorch.org/whl/nightly/cu130/torch-2.12.0.dev20260307%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl",
             filename="torch-2.12.0.dev20260307+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
-            sha256=SHA["torch"], size=900_000_000, upload_time="2026-03-07T08:12:34Z",
+            sha256=SHA["torch"],
+            size=900_000_000,
+            upload_time="2026-03-07T08:12:34Z",
         ),
         LockedPackage(
-            name="flashinfer-python", version=Version("0.6.16"), action=Action.UPGRADE, index="pypi",
-            coupling=Coupling.AGNOSTIC, reason="requested", installed_version=Version("0.6.10"),
+            name="flashinfer-python",
+            version=Version("0.6.16"),
+            action=Action.UPGRADE,
+            index="pypi",
+            coupling=Coupling.AGNOSTIC,
+            reason="requested",
+            installed_version=Version("0.6.10"),
             url="https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
-            filename="flashinfer_python-0.6.16-py3-none-any.whl", sha256=SHA["fi"], size=4_000_000,
-            upload_time="2026-03-01T10:00:00.250000Z", requires_python=">=3.10",
+            filename="flashinfer_python-0.6.16-py3-none-any.whl",
+            sha256=SHA["fi"],
+            size=4_000_000,
+            upload_time="2026-03-01T10:00:00.250000Z",
+            requires_python=">=3.10",
             dependencies=("torch", "apache-tvm-ffi"),
         ),
         LockedPackage(
-            name="flashinfer-jit-cache", version=Version("0.6.16+cu130"), action=Action.INSTALL, index="flashinfer",
-            coupling=Coupling.CUDA, reason="largest label <= cu130",
+            name="flashinfer-jit-cache",
+            version=Version("0.6.16+cu130"),
+            action=Action.INSTALL,
+            index="flashinfer",
+            coupling=Coupling.CUDA,
+            reason="largest label <= cu130",
             url="https://flashinfer.ai/whl/cu130/flashinfer-jit-cache/flashinfer_jit_cache-0.6.16%2Bcu130-cp39-abi3-manylinux_2_28_x86_64.whl",
-            filename="flashinfer_jit_cache-0.6.16+cu130-cp39-abi3-manylinux_2_28_x86_64.whl", sha256=SHA["jit"],
+            filename="flashinfer_jit_cache-0.6.16+cu130-cp39-abi3-manylinux_2_28_x86_64.whl",
+            sha256=SHA["jit"],
         ),
         LockedPackage(
-            name="flashinfer-cubin", version=Version("0.6.16"), action=Action.CHANGE, index="flashinfer",
-            coupling=Coupling.AGNOSTIC, reason="must equal flashinfer-python",
+            name="flashinfer-cubin",
+            version=Version("0.6.16"),
+            action=Action.CHANGE,
+            index="flashinfer",
+            coupling=Coupling.AGNOSTIC,
+            reason="must equal flashinfer-python",
             url="https://flashinfer.ai/whl/flashinfer-cubin/flashinfer_cubin-0.6.16-py3-none-any.whl",
-            filename="flashinfer_cubin-0.6.16-py3-none-any.whl", sha256=SHA["cubin"], size=10,
+            filename="flashinfer_cubin-0.6.16-py3-none-any.whl",
+            sha256=SHA["cubin"],
+            size=10,
             installed_version=Version("0.6.16"),
         ),
     )
-    inputs = {"request": ["flashinfer-python"], "torch_channel": "nightly", "flashinfer_channel": "stable",
-              "allow_downgrade": False, "snapshot": {"date": "2026-03-07", "pages": 12}}
+    inputs = {
+        "request": ["flashinfer-python"],
+        "torch_channel": "nightly",
+        "flashinfer_channel": "stable",
+        "allow_downgrade": False,
+        "snapshot": {"date": "2026-03-07", "pages": 12},
+    }
     plan = LockPlan(
         target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"),
         packages=packages,
@@ -74,8 +105,7 @@ def make_plan(**changes: object) -> LockPlan:
         cuda_label="cu130",
         inputs=inputs,
         inputs_digest=inputs_digest(inputs),
-        indexes={"pytorch": "https://download.pytorch.org/whl/", "flashinfer": "https://flashinfer.ai/whl/",
-                 "pypi": "https://pypi.example/simple/"},
+        indexes={"pytorch": "https://download.pytorch.org/whl/", "flashinfer": "https://flashinfer.ai/whl/", "pypi": "https://pypi.example/simple/"},
     )
     return replace(plan, **changes)
 
@@ -124,9 +154,7 @@ def test_pylock_top_level_follows_pep_751() -> None:
     assert doc["lock-version"] == "1.0"
     assert doc["created-by"] == "resolve-gpu-stack"
     assert doc["requires-python"] == "==3.12.*"
-    assert doc["environments"] == [
-        "platform_machine == 'x86_64' and sys_platform == 'linux' and python_version == '3.12'"
-    ]
+    assert doc["environments"] == ["platform_machine == 'x86_64' and sys_platform == 'linux' and python_version == '3.12'"]
 
 
 def test_pylock_lists_wheels_sorted_with_hashes_and_the_kept_torch_at_its_hash() -> None:
@@ -175,7 +203,8 @@ def test_pylock_tool_table_records_torch_pin_group_and_couplings() -> None:
     assert tool["torch"]["url"].startswith("https://download.pytorch.org/whl/nightly/cu130/")
     assert tool["cuda-label"] == "cu130"
     assert tool["flashinfer"] == {
-        "version": "0.6.16", "components": ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python"],
+        "version": "0.6.16",
+        "components": ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python"],
     }
     assert tool["indexes"]["pytorch"] == "https://download.pytorch.org/whl/"
     assert tool["notes"] == ["torch kept at the installed nightly", "jit-cache: cu130"]
@@ -252,10 +281,14 @@ def test_bad_upload_time_is_an_error_naming_the_package(bad: str) -> None:
 @pytest.mark.parametrize(
     ("target", "marker"),
     [
-        (TargetSummary(python="3.13.1", platform="aarch64-manylinux_2_28", cuda=None),
-         "platform_machine == 'aarch64' and sys_platform == 'linux' and python_version == '3.13'"),
-        (TargetSummary(python="3.10", platform="arm64-macosx_14_0", cuda=None),
-         "platform_machine == 'arm64' and sys_platform == 'darwin' and python_version == '3.10'"),
+        (
+            TargetSummary(python="3.13.1", platform="aarch64-manylinux_2_28", cuda=None),
+            "platform_machine == 'aarch64' and sys_platform == 'linux' and python_version == '3.13'",
+        ),
+        (
+            TargetSummary(python="3.10", platform="arm64-macosx_14_0", cuda=None),
+            "platform_machine == 'arm64' and sys_platform == 'darwin' and python_version == '3.10'",
+        ),
         (TargetSummary(python="", platform="x86_64", cuda=None), "platform_machine == 'x86_64'"),
         (TargetSummary(python="", platform="", cuda=None), None),
     ],
@@ -329,9 +362,18 @@ def test_pylock_round_trip_gives_the_same_plan(tmp_path: Path) -> None:
 def test_pylock_round_trip_without_optional_fields(tmp_path: Path) -> None:
     plan = LockPlan(
         target=TargetSummary(python="3.11", platform="x86_64-manylinux_2_28", cuda=None),
-        packages=(LockedPackage(name="demo-a", version=Version("1.0"), action=Action.INSTALL, index="local",
-                                coupling=Coupling.AGNOSTIC, url="http://127.0.0.1:1/demo_a-1.0-py3-none-any.whl",
-                                filename="demo_a-1.0-py3-none-any.whl", sha256=SHA["fi"]),),
+        packages=(
+            LockedPackage(
+                name="demo-a",
+                version=Version("1.0"),
+                action=Action.INSTALL,
+                index="local",
+                coupling=Coupling.AGNOSTIC,
+                url="http://127.0.0.1:1/demo_a-1.0-py3-none-any.whl",
+                filename="demo_a-1.0-py3-none-any.whl",
+                sha256=SHA["fi"],
+            ),
+        ),
     )
     back = plan_from_lock(read_lock(write_lock(plan, tmp_path / "pylock.toml", command="x")))
     assert back == replace(plan, inputs_digest=inputs_digest({}))
@@ -401,8 +443,10 @@ def test_constraints_reader_accepts_plain_pins_and_comments(tmp_path: Path) -> N
     [
         ("https://user:s3cr3t@host.example/simple/", "https://host.example/simple/"),
         ("https://tok3n@host.example:8443/x", "https://host.example:8443/x"),
-        ("--index pytorch=https://u:p%40ss@h.example/whl/ --index pypi=http://a@b@c.example/",
-         "--index pytorch=https://h.example/whl/ --index pypi=http://c.example/"),
+        (
+            "--index pytorch=https://u:p%40ss@h.example/whl/ --index pypi=http://a@b@c.example/",
+            "--index pytorch=https://h.example/whl/ --index pypi=http://c.example/",
+        ),
         ("https://host.example/a@b/c", "https://host.example/a@b/c"),
         ("mail me at someone@mail.example", "mail me at someone@mail.example"),
     ],
@@ -419,8 +463,7 @@ def test_no_credentials_in_any_written_file(tmp_path: Path) -> None:
         indexes={k: v.replace("https://", f"https://{secret}") for k, v in plan.indexes.items()},
         notes=(f"mirror https://{secret}mirror.example/simple/ used",),
         inputs={"index_urls": {"pypi": f"https://{secret}pypi.example/simple/"}},
-        packages=tuple(replace(p, url=p.url.replace("https://", f"https://{secret}"), reason=f"from https://{secret}x.example/")
-                       for p in plan.packages),
+        packages=tuple(replace(p, url=p.url.replace("https://", f"https://{secret}"), reason=f"from https://{secret}x.example/") for p in plan.packages),
     )
     command = f"resolve-gpu-stack lock --index pypi=https://{secret}pypi.example/simple/ --index pytorch=https://tok@dl.example/whl/"
     for name in ("pylock.toml", "constraints.txt"):
@@ -433,8 +476,7 @@ def test_no_credentials_in_any_written_file(tmp_path: Path) -> None:
 
 
 def test_no_credentials_in_errors(tmp_path: Path) -> None:
-    plan = with_package(make_plan(), "flashinfer-python", sha256=None, filename=None,
-                        url="https://user:s3cr3t@files.pypi.example/f.whl")
+    plan = with_package(make_plan(), "flashinfer-python", sha256=None, filename=None, url="https://user:s3cr3t@files.pypi.example/f.whl")
     with pytest.raises(LockFileError) as err:
         render_pylock(plan, name=None, command=COMMAND)
     assert "https://files.pypi.example/f.whl" in str(err.value) and "s3cr3t" not in str(err.value)
@@ -448,8 +490,10 @@ def test_no_credentials_in_errors(tmp_path: Path) -> None:
 # -- writing -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "kind"), [("pylock.toml", "pylock"), ("pylock.gpu-stack_1.toml", "pylock"),
-                                            ("constraints.txt", "constraints"), ("gpu.constraints.txt", "constraints")])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("pylock.toml", "pylock"), ("pylock.gpu-stack_1.toml", "pylock"), ("constraints.txt", "constraints"), ("gpu.constraints.txt", "constraints")],
+)
 def test_write_lock_picks_the_format_from_the_name(tmp_path: Path, name: str, kind: str) -> None:
     text = write_lock(make_plan(), tmp_path / name, command=COMMAND).read_text()
     assert text.startswith('lock-version = "1.0"\n' if kind == "pylock" else "# This file was generated")
@@ -530,16 +574,23 @@ GOOD_WHEEL = f'[[packages.wheels]]\nurl = "http://h.example/a-1.0-py3-none-any.w
         ('lock-version = "1.0"\ncreated-by = "x"\npackages = [1]\n', r"Unexpected type int \(expected Mapping\) in 'packages\[0\]'"),
         ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nversion = "1.0"\n', r"Missing required value in 'packages\[0\]\.name'"),
         ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\nversion = "one"\n', r"Invalid version: 'one' in 'packages\[0\]\.version' \(a\)"),
-        ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nurl = "http://h.example/a.whl"\n',
-         r"Missing required value in 'packages\[0\]\.wheels\[0\]\.hashes' \(a\)"),
-        ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nurl = "u"\nhashes = {}\n',
-         "At least one hash must be provided"),
-        ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nurl = "http://h.example/a-1.0-py3-none-any.whl"\nhashes = {sha256 = "xyz"}\n',
-         "not 64 hex digits"),
-        ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nhashes = {md5 = "x"}\n',
-         "path or url must be provided"),
-        ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n' + GOOD_WHEEL + 'size = "big"\n',
-         r"Unexpected type str \(expected int\) in 'packages\[0\]\.wheels\[0\]\.size' \(a\)"),
+        (
+            'lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nurl = "http://h.example/a.whl"\n',
+            r"Missing required value in 'packages\[0\]\.wheels\[0\]\.hashes' \(a\)",
+        ),
+        (
+            'lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nurl = "u"\nhashes = {}\n',
+            "At least one hash must be provided",
+        ),
+        (
+            'lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nurl = "http://h.example/a-1.0-py3-none-any.whl"\nhashes = {sha256 = "xyz"}\n',
+            "not 64 hex digits",
+        ),
+        ('lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n[[packages.wheels]]\nhashes = {md5 = "x"}\n', "path or url must be provided"),
+        (
+            'lock-version = "1.0"\ncreated-by = "x"\n[[packages]]\nname = "a"\n' + GOOD_WHEEL + 'size = "big"\n',
+            r"Unexpected type str \(expected int\) in 'packages\[0\]\.wheels\[0\]\.size' \(a\)",
+        ),
         ('lock-version = "1.0"\ncreated-by = "x"\npackages = []\n[tool.resolve-gpu-stack]\nschema = "v0"\n', "schema 'v0'"),
         ('lock-version = "1.0"\ncreated-by = "x"\npackages = []\ntool = 3\n', r"Unexpected type int \(expected Mapping\) in 'tool'"),
     ],
@@ -579,10 +630,16 @@ def test_malformed_tool_table(tmp_path: Path, old: str, new: str, message: str) 
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ('name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "change"', 'name = "flashinfer-cubin"\nversion = "0.6.15"\naction = "change"',
-         "\\[\\[packages\\]\\] says 0.6.16, the tool table says 0.6.15"),
-        ('[[tool.resolve-gpu-stack.packages]]\nname = "flashinfer-cubin"', '[[tool.resolve-gpu-stack.packages]]\nname = "other"',
-         "flashinfer-cubin missing from"),
+        (
+            'name = "flashinfer-cubin"\nversion = "0.6.16"\naction = "change"',
+            'name = "flashinfer-cubin"\nversion = "0.6.15"\naction = "change"',
+            "\\[\\[packages\\]\\] says 0.6.16, the tool table says 0.6.15",
+        ),
+        (
+            '[[tool.resolve-gpu-stack.packages]]\nname = "flashinfer-cubin"',
+            '[[tool.resolve-gpu-stack.packages]]\nname = "other"',
+            "flashinfer-cubin missing from",
+        ),
     ],
 )
 def test_inconsistent_pylock_cannot_become_a_plan(tmp_path: Path, old: str, new: str, message: str) -> None:
@@ -593,8 +650,12 @@ def test_inconsistent_pylock_cannot_become_a_plan(tmp_path: Path, old: str, new:
 
 def test_an_unlisted_package_to_install_cannot_become_a_plan(tmp_path: Path) -> None:
     unlisted = with_package(make_plan(), "torch", sha256=None)  # kept without a hash: not in [[packages]]
-    path = _tool_edit(tmp_path, 'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "keep"',
-                      'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "install"', unlisted)
+    path = _tool_edit(
+        tmp_path,
+        'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "keep"',
+        'name = "torch"\nversion = "2.12.0.dev20260307+cu130"\naction = "install"',
+        unlisted,
+    )
     with pytest.raises(LockFileError, match="torch: install package without a \\[\\[packages\\]\\] entry"):
         plan_from_lock(read_lock(path))
 
@@ -608,7 +669,10 @@ def test_a_listed_kept_package_reads_back_kept_with_its_wheel(tmp_path: Path) ->
 
 def test_an_entry_whose_wheel_is_another_version_is_refused_when_read(tmp_path: Path) -> None:
     path = _tool_edit(tmp_path, '[[packages]]\nname = "flashinfer-cubin"\nversion = "0.6.16"', '[[packages]]\nname = "flashinfer-cubin"\nversion = "0.6.15"')
-    with pytest.raises(LockFileError, match=r"Version in 'flashinfer_cubin-0.6.16-py3-none-any.whl' is not consistent with package version '0.6.15' in 'packages\[0\]\.wheels\[0\]' \(flashinfer-cubin\)"):
+    with pytest.raises(
+        LockFileError,
+        match=r"Version in 'flashinfer_cubin-0.6.16-py3-none-any.whl' is not consistent with package version '0.6.15' in 'packages\[0\]\.wheels\[0\]' \(flashinfer-cubin\)",
+    ):
         read_lock(path)
 
 
@@ -662,7 +726,7 @@ def test_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(LockFileError, match="cannot read .*nope.txt"):
         read_lock(tmp_path / "nope.txt")
     binary = tmp_path / "pylock.toml"
-    binary.write_bytes(b"lock-version = \"1.0\"\n\xff\xfe")
+    binary.write_bytes(b'lock-version = "1.0"\n\xff\xfe')
     with pytest.raises(LockFileError, match="pylock.toml: not UTF-8"):
         read_lock(binary)
 

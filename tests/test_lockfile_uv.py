@@ -39,19 +39,20 @@ def _platform() -> str:
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
     """No user/global uv or pip configuration, no cache, no proxies: only what the test sets."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.upper().startswith(("UV_", "PIP_", "VIRTUAL_ENV", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "CONDA"))}
-    env.update({
-        "UV_NO_CACHE": "1",
-        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
-        "UV_NO_CONFIG": "1",
-        "UV_PYTHON_DOWNLOADS": "never",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "PIP_CONFIG_FILE": os.devnull,
-        "PIP_CONSTRAINT": "",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "PIP_NO_INPUT": "1",
-    })
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("UV_", "PIP_", "VIRTUAL_ENV", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "CONDA"))}
+    env.update(
+        {
+            "UV_NO_CACHE": "1",
+            "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+            "UV_NO_CONFIG": "1",
+            "UV_PYTHON_DOWNLOADS": "never",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_CONSTRAINT": "",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+        }
+    )
     return env
 
 
@@ -92,9 +93,17 @@ def repo(tmp_path: Path):
 
 def locked(wheel: BuiltWheel, srv: IndexServer, name: str, version: str, action: Action) -> LockedPackage:
     return LockedPackage(
-        name=name, version=Version(version), action=action, index="local", coupling=Coupling.AGNOSTIC,
-        reason="test", url=f"{srv.url}files/{wheel.filename}", filename=wheel.filename, sha256=wheel.sha256,
-        size=wheel.size, upload_time="2026-03-07T12:00:00Z",
+        name=name,
+        version=Version(version),
+        action=action,
+        index="local",
+        coupling=Coupling.AGNOSTIC,
+        reason="test",
+        url=f"{srv.url}files/{wheel.filename}",
+        filename=wheel.filename,
+        sha256=wheel.sha256,
+        size=wheel.size,
+        upload_time="2026-03-07T12:00:00Z",
     )
 
 
@@ -107,8 +116,7 @@ def demo_plan(srv: IndexServer, built: dict, *, python: str = PY) -> LockPlan:
             locked(built["demo-b", "2.0"], srv, "demo-b", "2.0", Action.INSTALL),
             # Kept: already installed; listed at its version and hash, so uv finds it satisfied (see test_lockfile_uv_kept.py).
             locked(built["demo-c", "1.0"], srv, "demo-c", "1.0", Action.KEEP),
-            LockedPackage(name="torch", version=Version("2.12.0.dev20260307+cu130"), action=Action.KEEP,
-                          index="installed", coupling=Coupling.TORCH),
+            LockedPackage(name="torch", version=Version("2.12.0.dev20260307+cu130"), action=Action.KEEP, index="installed", coupling=Coupling.TORCH),
         ),
         inputs=inputs,
         inputs_digest=inputs_digest(inputs),
@@ -140,10 +148,12 @@ def test_uv_refuses_a_pylock_whose_wheel_does_not_match(tmp_path: Path, repo, ta
     python = uv_venv(tmp_path / "venv", env)
     plan = demo_plan(srv, built)
     bad = "0" * 64 if tamper == "sha256" else None
-    plan = replace(plan, packages=tuple(
-        replace(p, **({"sha256": bad} if tamper == "sha256" else {"size": (p.size or 0) + 1})) if p.name == "demo-b" else p
-        for p in plan.packages
-    ))
+    plan = replace(
+        plan,
+        packages=tuple(
+            replace(p, **({"sha256": bad} if tamper == "sha256" else {"size": (p.size or 0) + 1})) if p.name == "demo-b" else p for p in plan.packages
+        ),
+    )
     lock = write_lock(plan, tmp_path / "pylock.toml", command="resolve-gpu-stack lock")
 
     proc = run([UV, "pip", "install", "--python", str(python), "-r", str(lock)], env, tmp_path)

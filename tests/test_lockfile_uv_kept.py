@@ -61,6 +61,6 @@ def test_uv_sync_uninstalls_a_kept_package_the_lock_cannot_list(tmp_path: Path, 
     plan = demo_plan(srv, built)
     plan = replace(plan, packages=tuple(replace(p, sha256=None) if p.name == "demo-c" else p for p in plan.packages if p.name != "torch"))
     lock = write_lock(plan, tmp_path / "pylock.demo.toml", command="resolve-gpu-stack lock")
-    assert "[tool.resolve-gpu-stack.kept-unlisted]\npackages = [\n    \"demo-c\",\n]" in lock.read_text()
+    assert '[tool.resolve-gpu-stack.kept-unlisted]\npackages = [\n    "demo-c",\n]' in lock.read_text()
     ok(run([UV, "pip", "sync", "--python", str(python), str(lock)], env, tmp_path))
     assert "demo-c" not in installed(python, env)

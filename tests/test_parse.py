@@ -31,8 +31,7 @@ def body(name: str, version: str | None = None) -> bytes:
     return raw
 
 
-def parse(name: str, url: str, *, version: str | None = None, content_type: str = "text/html",
-          index: str = "test") -> ParsedPage:
+def parse(name: str, url: str, *, version: str | None = None, content_type: str = "text/html", index: str = "test") -> ParsedPage:
     return parse_page(IndexPage(url=url, content=body(name, version), content_type=content_type), index=index)
 
 
@@ -51,8 +50,7 @@ def by_name(page: ParsedPage) -> dict:
 
 # -- PyTorch ------------------------------------------------------------------------------------
 def test_pytorch_nightly_torch_page() -> None:
-    page = parse("pytorch-nightly-cu130-torch.html", "https://download.pytorch.org/whl/nightly/cu130/torch/",
-                 index="pytorch")
+    page = parse("pytorch-nightly-cu130-torch.html", "https://download.pytorch.org/whl/nightly/cu130/torch/", index="pytorch")
     assert len(page.files) == 33
     assert page.title == "Links for torch" and page.warnings == () and page.subdirs == ()
     first = page.files[0]
@@ -89,8 +87,7 @@ def test_pytorch_nightly_triton_lives_at_the_channel_root() -> None:
     assert all(f.url.startswith(f"{R2}/nightly/triton-") for f in page.files)
     real = by_name(page)["triton-3.7.0+git9c288bc5-cp314-cp314-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"]
     assert real.metadata_sha256 == "15be25c2c8ced19d19fad33dc94ce3fab99254f0546bb0a8b4f7496ea5c091db"
-    assert real.tags == frozenset({Tag("cp314", "cp314", "manylinux_2_27_x86_64"),
-                                   Tag("cp314", "cp314", "manylinux_2_28_x86_64")})
+    assert real.tags == frozenset({Tag("cp314", "cp314", "manylinux_2_27_x86_64"), Tag("cp314", "cp314", "manylinux_2_28_x86_64")})
     assert {str(f.version) for f in page.files} == {"3.6.0+git9844da95", "3.7.0+git282c8251", "3.7.0+git9c288bc5"}
 
 
@@ -112,8 +109,7 @@ def test_pytorch_test_channel_root_relative_hrefs() -> None:
     page = parse("pytorch-test-cu130-torch.html", "https://download.pytorch.org/whl/test/cu130/torch/")
     assert len(page.files) == 4
     first = page.files[0]
-    assert first.url == ("https://download.pytorch.org/whl/test/cu130/"
-                         "torch-2.14.0%2Bcu130-cp312-cp312-manylinux_2_28_aarch64.whl")
+    assert first.url == ("https://download.pytorch.org/whl/test/cu130/torch-2.14.0%2Bcu130-cp312-cp312-manylinux_2_28_aarch64.whl")
     assert first.sha256 == "66433df745a1d036498abbc448151d2a636911dfce0ef80daf94acdf7e5264c3"
     assert first.metadata_sha256 == "bed059e18a94393c3ac6dcc43faee9dab67dbea27a7c9aace7a3a768089f2f3b"
     # the same bytes served from a local mirror resolve against the mirror
@@ -132,8 +128,7 @@ def test_pytorch_variant_root_lists_packages_as_subdirs() -> None:
 # -- FlashInfer ---------------------------------------------------------------------------------
 def test_flashinfer_root_directory_listing_drops_dot_git() -> None:
     page = parse("flashinfer-root.html", "https://flashinfer.ai/whl/")
-    assert page.subdirs == ("cu118/", "cu121/", "cu124/", "cu126/", "cu128/", "cu129/", "cu130/",
-                            "flashinfer-cubin/", "flashinfer-python/", "nightly/")
+    assert page.subdirs == ("cu118/", "cu121/", "cu124/", "cu126/", "cu128/", "cu129/", "cu130/", "flashinfer-cubin/", "flashinfer-python/", "nightly/")
     assert page.title == "Index of flashinfer-whl" and page.files == ()
 
 
@@ -170,8 +165,18 @@ def test_flashinfer_legacy_aot_page_without_html_element() -> None:
     abi3 = by_name(page)["flashinfer_python-0.2.1.post1+cu124torch2.5-cp38-abi3-linux_x86_64.whl"]
     assert abi3.tags == frozenset({Tag("cp38", "abi3", "linux_x86_64")})
     assert [f.version.public for f in page.files] == [  # order as served
-        "0.2.0.post2", "0.2.0.post2", "0.2.0.post2", "0.2.0.post2", "0.2.1.post1", "0.2.1.post2", "0.2.2",
-        "0.2.2.post1", "0.2.3", "0.2.4", "0.2.5"]
+        "0.2.0.post2",
+        "0.2.0.post2",
+        "0.2.0.post2",
+        "0.2.0.post2",
+        "0.2.1.post1",
+        "0.2.1.post2",
+        "0.2.2",
+        "0.2.2.post1",
+        "0.2.3",
+        "0.2.4",
+        "0.2.5",
+    ]
 
 
 def test_flashinfer_header_only_page_has_zero_rows() -> None:
@@ -190,19 +195,19 @@ def test_flashinfer_2024_package_was_named_flashinfer() -> None:
     assert page.files[0].sha256 == "b1ade690fb4fbbeb9ed961277ec46ec40b02f795ad936e33f61aa8be95b1bfbc"
 
 
-@pytest.mark.parametrize(("sample", "url", "rows", "name"), [
-    ("flashinfer-cu130-jit-cache.html", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache/", 28, "flashinfer-jit-cache"),
-    ("flashinfer-cu129-jit-cache.html", "https://flashinfer.ai/whl/cu129/flashinfer-jit-cache/", 12, "flashinfer-jit-cache"),
-    ("flashinfer-cu128-jit-cache.html", "https://flashinfer.ai/whl/cu128/flashinfer-jit-cache/", 14, "flashinfer-jit-cache"),
-    ("flashinfer-cu130-jit-cache-sm90a.html", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache-sm90a/", 10,
-     "flashinfer-jit-cache-sm90a"),
-    ("flashinfer-cu130-jit-cache-sm110a.html", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache-sm110a/", 5,
-     "flashinfer-jit-cache-sm110a"),
-    ("flashinfer-flashinfer-python.html", "https://flashinfer.ai/whl/flashinfer-python/", 25, "flashinfer-python"),
-    ("flashinfer-flashinfer-cubin.html", "https://flashinfer.ai/whl/flashinfer-cubin/", 17, "flashinfer-cubin"),
-    ("flashinfer-nightly-cu130-jit-cache.html", "https://flashinfer.ai/whl/nightly/cu130/flashinfer-jit-cache/", 20,
-     "flashinfer-jit-cache"),
-])
+@pytest.mark.parametrize(
+    ("sample", "url", "rows", "name"),
+    [
+        ("flashinfer-cu130-jit-cache.html", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache/", 28, "flashinfer-jit-cache"),
+        ("flashinfer-cu129-jit-cache.html", "https://flashinfer.ai/whl/cu129/flashinfer-jit-cache/", 12, "flashinfer-jit-cache"),
+        ("flashinfer-cu128-jit-cache.html", "https://flashinfer.ai/whl/cu128/flashinfer-jit-cache/", 14, "flashinfer-jit-cache"),
+        ("flashinfer-cu130-jit-cache-sm90a.html", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache-sm90a/", 10, "flashinfer-jit-cache-sm90a"),
+        ("flashinfer-cu130-jit-cache-sm110a.html", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache-sm110a/", 5, "flashinfer-jit-cache-sm110a"),
+        ("flashinfer-flashinfer-python.html", "https://flashinfer.ai/whl/flashinfer-python/", 25, "flashinfer-python"),
+        ("flashinfer-flashinfer-cubin.html", "https://flashinfer.ai/whl/flashinfer-cubin/", 17, "flashinfer-cubin"),
+        ("flashinfer-nightly-cu130-jit-cache.html", "https://flashinfer.ai/whl/nightly/cu130/flashinfer-jit-cache/", 20, "flashinfer-jit-cache"),
+    ],
+)
 def test_flashinfer_modern_package_pages(sample: str, url: str, rows: int, name: str) -> None:
     page = parse(sample, url, index="flashinfer")
     assert len(page.files) == rows and page.warnings == ()
@@ -225,16 +230,14 @@ def test_flashinfer_nightly_python_row_from_the_whl_repo() -> None:
     page = parse("flashinfer-nightly-flashinfer-python.html", "https://flashinfer.ai/whl/nightly/flashinfer-python/")
     assert len(page.files) == 10
     last = page.files[-1]
-    assert last.url == ("https://github.com/flashinfer-ai/whl/releases/download/nightly-v0.7.2-20261008/"
-                        "flashinfer_python-0.7.2.dev20261008-py3-none-any.whl")
+    assert last.url == ("https://github.com/flashinfer-ai/whl/releases/download/nightly-v0.7.2-20261008/flashinfer_python-0.7.2.dev20261008-py3-none-any.whl")
     assert last.version == Version("0.7.2.dev20261008")
     assert last.sha256 == "35b41bb54be1531de35b41a4668c97c9955fb8676eb66ac857ec44334fc60b84"
 
 
 def test_flashinfer_untested_marker() -> None:
     page = parse("flashinfer-nightly-untested-row.html", "https://flashinfer.ai/whl/nightly/flashinfer-python/")
-    assert [(str(f.version), f.untested) for f in page.files] == [("0.6.17.dev20260914", False),
-                                                                  ("0.6.18.dev20260915", True)]
+    assert [(str(f.version), f.untested) for f in page.files] == [("0.6.17.dev20260914", False), ("0.6.18.dev20260915", True)]
     assert page.files[0].sha256 == "0" * 64
     wheel = "flashinfer_python-1.0.dev1-py3-none-any.whl"
     text_only = html(f'<a href="{wheel}">{wheel}</a> (untested)<br>')
@@ -261,8 +264,7 @@ def test_pypi_html_requires_python_is_unescaped() -> None:
 
 
 def test_pypi_json_project_page() -> None:
-    page = parse("pypi-flashinfer-python-simple.json", "https://pypi.example/simple/flashinfer-python/",
-                 content_type=PEP691_JSON, index="pypi")
+    page = parse("pypi-flashinfer-python-simple.json", "https://pypi.example/simple/flashinfer-python/", content_type=PEP691_JSON, index="pypi")
     assert len(page.files) == 10 and page.warnings == () and page.title == "flashinfer-python"
     sdist = page.files[0]
     assert sdist.filename == "flashinfer_python-0.2.0.post1.tar.gz"
@@ -271,8 +273,7 @@ def test_pypi_json_project_page() -> None:
     wheel = by_name(page)["flashinfer_python-0.7.2rc3-py3-none-any.whl"]
     assert wheel.sha256 == "2d888b47db9da2c41a4c547fa0f5d16762c417e4b76f5235d575a8e7f4805d81"
     assert wheel.size == 65194234 and wheel.index == "pypi"
-    cubin = parse("pypi-flashinfer-cubin-simple.json", "https://pypi.example/simple/flashinfer-cubin/",
-                  content_type=PEP691_JSON)
+    cubin = parse("pypi-flashinfer-cubin-simple.json", "https://pypi.example/simple/flashinfer-cubin/", content_type=PEP691_JSON)
     assert len(cubin.files) == 8 and cubin.files[0].size == 90613331
 
 
@@ -285,10 +286,15 @@ def test_pypi_json_api_document_is_not_an_index_page(sample: str) -> None:
 
 
 def test_json_relative_urls_resolve_against_the_page() -> None:
-    page = json_page({"meta": {"api-version": "1.1"}, "name": "demo", "files": [
-        {"filename": "demo-1.0-py3-none-any.whl", "url": "../../packages/aa/demo-1.0-py3-none-any.whl",
-         "hashes": {"sha256": "AB" * 32}},
-    ]})
+    page = json_page(
+        {
+            "meta": {"api-version": "1.1"},
+            "name": "demo",
+            "files": [
+                {"filename": "demo-1.0-py3-none-any.whl", "url": "../../packages/aa/demo-1.0-py3-none-any.whl", "hashes": {"sha256": "AB" * 32}},
+            ],
+        }
+    )
     assert page.files[0].url == "https://pypi.example/packages/aa/demo-1.0-py3-none-any.whl"
     assert page.files[0].sha256 == "ab" * 32
 
@@ -304,15 +310,18 @@ def test_json_yanked_and_core_metadata_forms() -> None:
     ]
     page = json_page({"files": [{**base, **f, "url": f["filename"]} for f in files]})
     got = [(f.yanked, f.has_metadata, f.metadata_sha256) for f in page.files]
-    assert got == [("", True, None), ("broken build", True, "cd" * 32), (None, True, "ef" * 32),
-                   (None, False, None), (None, True, None)]
+    assert got == [("", True, None), ("broken build", True, "cd" * 32), (None, True, "ef" * 32), (None, False, None), (None, True, None)]
     assert page.files[0].is_yanked and not page.files[2].is_yanked
 
 
 def test_json_yanked_empty_string_is_not_yanked() -> None:
     """PEP 691: yanked when truthy. pip and unearth agree: ``"yanked": ""`` is not yanked."""
-    files = [{"filename": "demo-1.0.tar.gz", "yanked": ""}, {"filename": "demo-1.1.tar.gz", "yanked": "reason"},
-             {"filename": "demo-1.2.tar.gz", "yanked": True}, {"filename": "demo-1.3.tar.gz", "yanked": 0}]
+    files = [
+        {"filename": "demo-1.0.tar.gz", "yanked": ""},
+        {"filename": "demo-1.1.tar.gz", "yanked": "reason"},
+        {"filename": "demo-1.2.tar.gz", "yanked": True},
+        {"filename": "demo-1.3.tar.gz", "yanked": 0},
+    ]
     page = json_page({"files": [{**f, "url": f["filename"], "hashes": {}} for f in files]})
     assert [(f.yanked, f.is_yanked) for f in page.files] == [(None, False), ("reason", True), ("", True), (None, False)]
 
@@ -320,32 +329,50 @@ def test_json_yanked_empty_string_is_not_yanked() -> None:
 def test_hash_fragment_with_other_parameters_keeps_the_hash() -> None:
     """``#sha256=<hex>&subdirectory=x`` and the reverse order keep the hash, as pip does."""
     digest = "ab" * 32
-    page = html(f'<a href="a-1.0.tar.gz#sha256={digest}&amp;subdirectory=x">a</a>'
-                f'<a href="a-1.1.tar.gz#subdirectory=x&amp;sha256={digest.upper()}">a</a>'
-                f'<a href="a-1.2.tar.gz#subdirectory=x">a</a>')
-    assert [(f.url.rsplit("/", 1)[-1], f.sha256) for f in page.files] == [
-        ("a-1.0.tar.gz", digest), ("a-1.1.tar.gz", digest), ("a-1.2.tar.gz", None)]
+    page = html(
+        f'<a href="a-1.0.tar.gz#sha256={digest}&amp;subdirectory=x">a</a>'
+        f'<a href="a-1.1.tar.gz#subdirectory=x&amp;sha256={digest.upper()}">a</a>'
+        f'<a href="a-1.2.tar.gz#subdirectory=x">a</a>'
+    )
+    assert [(f.url.rsplit("/", 1)[-1], f.sha256) for f in page.files] == [("a-1.0.tar.gz", digest), ("a-1.1.tar.gz", digest), ("a-1.2.tar.gz", None)]
     assert not page.warnings
     jpage = json_page({"files": [{"filename": "demo-1.0.tar.gz", "url": f"demo-1.0.tar.gz#subdirectory=x&sha256={digest}"}]})
     assert jpage.files[0].sha256 == digest and jpage.files[0].url.endswith("demo-1.0.tar.gz")
 
 
 def test_json_bad_rows_are_skipped_with_warnings() -> None:
-    page = json_page({"files": [
-        "not an object",
-        {"filename": "demo-1.0-py3-none-any.whl"},
-        {"filename": "demo-1.0.egg", "url": "demo-1.0.egg"},
-        {"filename": "../../evil-1.0-py3-none-any.whl", "url": "evil"},
-        {"filename": "demo-1.0-py3-none-any.whl", "url": "javascript:alert(1)"},
-        {"filename": "demo-2.0-py3-none-any.whl", "url": "demo-2.0-py3-none-any.whl", "hashes": {"sha256": "xyz"},
-         "size": -1, "requires-python": "=>3.10", "upload-time": 5},
-    ]})
+    page = json_page(
+        {
+            "files": [
+                "not an object",
+                {"filename": "demo-1.0-py3-none-any.whl"},
+                {"filename": "demo-1.0.egg", "url": "demo-1.0.egg"},
+                {"filename": "../../evil-1.0-py3-none-any.whl", "url": "evil"},
+                {"filename": "demo-1.0-py3-none-any.whl", "url": "javascript:alert(1)"},
+                {
+                    "filename": "demo-2.0-py3-none-any.whl",
+                    "url": "demo-2.0-py3-none-any.whl",
+                    "hashes": {"sha256": "xyz"},
+                    "size": -1,
+                    "requires-python": "=>3.10",
+                    "upload-time": 5,
+                },
+            ]
+        }
+    )
     assert [f.filename for f in page.files] == ["demo-2.0-py3-none-any.whl"]
     kept = page.files[0]
     assert kept.sha256 is None and kept.size is None and kept.requires_python is None and kept.upload_time is None
     text = "\n".join(page.warnings)
-    for needle in ("files[0] is not an object", "files[1] lacks", "demo-1.0.egg", "path traversal",
-                   "unusable url", "not 64 hex digits", "invalid requires-python"):
+    for needle in (
+        "files[0] is not an object",
+        "files[1] lacks",
+        "demo-1.0.egg",
+        "path traversal",
+        "unusable url",
+        "not 64 hex digits",
+        "invalid requires-python",
+    ):
         assert needle in text
 
 
@@ -356,22 +383,25 @@ def test_json_root_index_lists_projects_as_subdirs() -> None:
 
 # -- HTML attribute details ---------------------------------------------------------------------
 def test_html_yanked_forms() -> None:
-    page = html('<a href="a-1.0.tar.gz" data-yanked="bad &amp; broken">a</a>'
-                '<a href="a-1.1.tar.gz" data-yanked>a</a>'
-                '<a href="a-1.2.tar.gz" data-yanked="">a</a>'
-                '<a href="a-1.3.tar.gz">a</a>')
+    page = html(
+        '<a href="a-1.0.tar.gz" data-yanked="bad &amp; broken">a</a>'
+        '<a href="a-1.1.tar.gz" data-yanked>a</a>'
+        '<a href="a-1.2.tar.gz" data-yanked="">a</a>'
+        '<a href="a-1.3.tar.gz">a</a>'
+    )
     assert [f.yanked for f in page.files] == ["bad & broken", "", "", None]
 
 
 def test_html_metadata_attribute_forms() -> None:
     digest = "AB" * 32
-    page = html(f'<a href="a-1.0.tar.gz" data-core-metadata="true">x</a>'
-                f'<a href="a-1.1.tar.gz" data-dist-info-metadata="sha256={digest}">x</a>'
-                f'<a href="a-1.2.tar.gz" data-core-metadata="sha256={"cd" * 32}" '
-                f'data-dist-info-metadata="sha256={"ef" * 32}">x</a>'
-                f'<a href="a-1.3.tar.gz" data-core-metadata="sha256=nothex">x</a>')
-    assert [(f.has_metadata, f.metadata_sha256) for f in page.files] == [
-        (True, None), (True, digest.lower()), (True, "cd" * 32), (True, None)]
+    page = html(
+        f'<a href="a-1.0.tar.gz" data-core-metadata="true">x</a>'
+        f'<a href="a-1.1.tar.gz" data-dist-info-metadata="sha256={digest}">x</a>'
+        f'<a href="a-1.2.tar.gz" data-core-metadata="sha256={"cd" * 32}" '
+        f'data-dist-info-metadata="sha256={"ef" * 32}">x</a>'
+        f'<a href="a-1.3.tar.gz" data-core-metadata="sha256=nothex">x</a>'
+    )
+    assert [(f.has_metadata, f.metadata_sha256) for f in page.files] == [(True, None), (True, digest.lower()), (True, "cd" * 32), (True, None)]
     assert any("nothex" in w and "not 64 hex digits" in w for w in page.warnings)
 
 
@@ -382,11 +412,13 @@ def test_html_bad_fragment_digest_is_ignored_with_a_warning() -> None:
 
 
 def test_html_non_distributions_and_bad_names_are_skipped() -> None:
-    page = html('<a href="torch-2.0-cp312-cp312-linux_x86_64.whl.metadata">m</a>'
-                '<a href="demo-1.0-py3.12.egg">egg</a><a href="demo-1.0.win32.exe">exe</a>'
-                '<a href="not_a_wheel.whl">bad</a><a href="demo-1.0-py3-none-any.whl">ok</a>'
-                '<a href="demo-1.0-py3-none-any.WHL">upper</a>'
-                '<a href="mailto:someone@example.org">mail</a><a href="#top">top</a><a>no href</a>')
+    page = html(
+        '<a href="torch-2.0-cp312-cp312-linux_x86_64.whl.metadata">m</a>'
+        '<a href="demo-1.0-py3.12.egg">egg</a><a href="demo-1.0.win32.exe">exe</a>'
+        '<a href="not_a_wheel.whl">bad</a><a href="demo-1.0-py3-none-any.whl">ok</a>'
+        '<a href="demo-1.0-py3-none-any.WHL">upper</a>'
+        '<a href="mailto:someone@example.org">mail</a><a href="#top">top</a><a>no href</a>'
+    )
     assert [f.filename for f in page.files] == ["demo-1.0-py3-none-any.whl"]
     assert page.subdirs == ()
     text = "\n".join(page.warnings)
@@ -395,21 +427,24 @@ def test_html_non_distributions_and_bad_names_are_skipped() -> None:
 
 
 def test_html_path_traversal_is_refused() -> None:
-    page = html('<a href="..%2F..%2Fevil-1.0-py3-none-any.whl">x</a>'
-                '<a href="download?id=3">../../evil-1.0-py3-none-any.whl</a>'
-                '<a href="dl?id=4">good-1.0-py3-none-any.whl</a>')
+    page = html(
+        '<a href="..%2F..%2Fevil-1.0-py3-none-any.whl">x</a>'
+        '<a href="download?id=3">../../evil-1.0-py3-none-any.whl</a>'
+        '<a href="dl?id=4">good-1.0-py3-none-any.whl</a>'
+    )
     assert [f.filename for f in page.files] == ["good-1.0-py3-none-any.whl"]
     assert page.files[0].url == "https://idx.example/simple/demo/dl?id=4"  # link text names the file
     assert sum("path traversal" in w for w in page.warnings) == 2
 
 
 def test_credentials_never_reach_models_or_warnings() -> None:
-    page = html('<a href="demo-1.0-py3-none-any.whl">ok</a><a href="https://u:hunter2@cdn.example/x/bad.egg">e</a>'
-                '<a href="https://u:hunter2@cdn.example/x/demo-2.0.tar.gz">s</a>',
-                url="https://alice:s3cret@idx.example/simple/demo/")
+    page = html(
+        '<a href="demo-1.0-py3-none-any.whl">ok</a><a href="https://u:hunter2@cdn.example/x/bad.egg">e</a>'
+        '<a href="https://u:hunter2@cdn.example/x/demo-2.0.tar.gz">s</a>',
+        url="https://alice:s3cret@idx.example/simple/demo/",
+    )
     assert page.url == "https://idx.example/simple/demo/"
-    assert [f.url for f in page.files] == ["https://idx.example/simple/demo/demo-1.0-py3-none-any.whl",
-                                           "https://cdn.example/x/demo-2.0.tar.gz"]
+    assert [f.url for f in page.files] == ["https://idx.example/simple/demo/demo-1.0-py3-none-any.whl", "https://cdn.example/x/demo-2.0.tar.gz"]
     blob = repr(page)
     assert "s3cret" not in blob and "hunter2" not in blob and "alice" not in blob
 
@@ -424,9 +459,11 @@ def test_html_base_tag_and_api_version() -> None:
 
 
 def test_html_duplicate_rows_collapse_and_subdir_rules() -> None:
-    page = html('<a href="demo-1.0.tar.gz">d</a><a href="demo-1.0.tar.gz">d</a>'
-                '<a href="../">up</a><a href=".git/">git</a><a href="https://other.example/x/">x</a>'
-                '<a href="/simple/demo/sub/">sub</a><a href="sub/">sub again</a>')
+    page = html(
+        '<a href="demo-1.0.tar.gz">d</a><a href="demo-1.0.tar.gz">d</a>'
+        '<a href="../">up</a><a href=".git/">git</a><a href="https://other.example/x/">x</a>'
+        '<a href="/simple/demo/sub/">sub</a><a href="sub/">sub again</a>'
+    )
     assert len(page.files) == 1
     assert page.subdirs == ("sub/",)
 
@@ -441,14 +478,14 @@ def test_warnings_are_capped() -> None:
 # -- content sniffing and malformed pages -------------------------------------------------------
 def test_json_served_as_html_is_sniffed() -> None:
     raw = body("pypi-flashinfer-cubin-simple.json")
-    page = parse_page(IndexPage(url="https://pypi.example/simple/flashinfer-cubin/", content=raw,
-                                content_type="text/html"), index="pypi")
+    page = parse_page(IndexPage(url="https://pypi.example/simple/flashinfer-cubin/", content=raw, content_type="text/html"), index="pypi")
     assert len(page.files) == 8
 
 
 def test_html_served_as_json_is_sniffed() -> None:
-    page = parse_page(IndexPage(url="https://flashinfer.ai/whl/cu130/", content=body("flashinfer-cu130-index.html"),
-                                content_type="application/json"), index="flashinfer")
+    page = parse_page(
+        IndexPage(url="https://flashinfer.ai/whl/cu130/", content=body("flashinfer-cu130-index.html"), content_type="application/json"), index="flashinfer"
+    )
     assert len(page.subdirs) == 9
 
 
@@ -465,26 +502,30 @@ def test_invalid_utf8_is_replaced_with_a_warning() -> None:
 
 def test_declared_charset_is_honoured() -> None:
     raw = '<h1>Caf\u00e9</h1><a href="demo-1.0.tar.gz">d</a>'.encode("latin-1")
-    page = parse_page(IndexPage(url="https://idx.example/demo/", content=raw,
-                                content_type="text/html; charset=ISO-8859-1"), index="t")
+    page = parse_page(IndexPage(url="https://idx.example/demo/", content=raw, content_type="text/html; charset=ISO-8859-1"), index="t")
     assert page.title == "Caf\u00e9" and page.warnings == ()
-    bogus = parse_page(IndexPage(url="https://idx.example/demo/", content=b"<a href='a-1.0.tar.gz'>a</a>",
-                                 content_type="text/html; charset=rot13"), index="t")
+    bogus = parse_page(IndexPage(url="https://idx.example/demo/", content=b"<a href='a-1.0.tar.gz'>a</a>", content_type="text/html; charset=rot13"), index="t")
     assert len(bogus.files) == 1 and "rot13" in bogus.warnings[0]
 
 
-@pytest.mark.parametrize(("content", "content_type", "cause"), [
-    (b"%PDF-1.7\n...", "text/html", "a PDF document"),
-    (b"\x1f\x8b\x08\x00rest", "text/html", "gzip-compressed"),
-    (b"<html>\x00\x01\x02</html>", "text/html", "NUL bytes"),
-    (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>',
-     "application/xml", "XML error document (AccessDenied)"),
-    (b'{"files": [', PEP691_JSON, "does not parse"),
-    (b"[1, 2, 3]", PEP691_JSON, "a list, not a PEP 691 object"),
-    (b'{"name": "x"}', PEP691_JSON, "no 'files' list"),
-    (b'{"meta": {"api-version": "2.0"}, "files": []}', PEP691_JSON, "simple-API version 2.0"),
-    (b"[" * 100_000, PEP691_JSON, "does not parse"),
-])
+@pytest.mark.parametrize(
+    ("content", "content_type", "cause"),
+    [
+        (b"%PDF-1.7\n...", "text/html", "a PDF document"),
+        (b"\x1f\x8b\x08\x00rest", "text/html", "gzip-compressed"),
+        (b"<html>\x00\x01\x02</html>", "text/html", "NUL bytes"),
+        (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>',
+            "application/xml",
+            "XML error document (AccessDenied)",
+        ),
+        (b'{"files": [', PEP691_JSON, "does not parse"),
+        (b"[1, 2, 3]", PEP691_JSON, "a list, not a PEP 691 object"),
+        (b'{"name": "x"}', PEP691_JSON, "no 'files' list"),
+        (b'{"meta": {"api-version": "2.0"}, "files": []}', PEP691_JSON, "simple-API version 2.0"),
+        (b"[" * 100_000, PEP691_JSON, "does not parse"),
+    ],
+)
 def test_not_an_index_page(content: bytes, content_type: str, cause: str) -> None:
     url = "https://u:pw@idx.example/simple/demo/"
     with pytest.raises(CrawlError) as err:
@@ -493,16 +534,19 @@ def test_not_an_index_page(content: bytes, content_type: str, cause: str) -> Non
     assert err.value.url == "https://idx.example/simple/demo/" and "pw" not in str(err.value)
 
 
-@pytest.mark.parametrize("soup", [
-    b"<<<a href=x-1.0.tar.gz>>>",
-    b"<![if foo]><a href='a-1.0.tar.gz'>a</a><![endif]>",
-    b"<a href='a-1.0.tar.gz'><a href='b-1.0.tar.gz'>",
-    b"</a></a><a href=\"http://[::1/x-1.0.tar.gz\">bad host</a>",
-    b"<!-- <a href='hidden-1.0.tar.gz'>x</a> -->",
-    b"<script><a href='s-1.0.tar.gz'></a></script>",
-    b"just some text",
-    b"",
-])
+@pytest.mark.parametrize(
+    "soup",
+    [
+        b"<<<a href=x-1.0.tar.gz>>>",
+        b"<![if foo]><a href='a-1.0.tar.gz'>a</a><![endif]>",
+        b"<a href='a-1.0.tar.gz'><a href='b-1.0.tar.gz'>",
+        b'</a></a><a href="http://[::1/x-1.0.tar.gz">bad host</a>',
+        b"<!-- <a href='hidden-1.0.tar.gz'>x</a> -->",
+        b"<script><a href='s-1.0.tar.gz'></a></script>",
+        b"just some text",
+        b"",
+    ],
+)
 def test_html_soup_never_crashes(soup: bytes) -> None:
     page = parse_page(IndexPage(url="https://idx.example/demo/", content=soup), index="t")
     assert isinstance(page, ParsedPage)
@@ -522,8 +566,10 @@ def _pytorch_page(rows: int) -> bytes:
     for i in range(rows):
         fn = f"torch-2.12.0.dev{20260101 + i // 21}+cu130-{pys[i % 7]}-{plats[(i // 7) % 3]}.whl"
         digest = hashlib.sha256(fn.encode()).hexdigest()
-        lines.append(f'    <a href="{R2}/nightly/cu130/{fn.replace("+", "%2B")}" data-dist-info-metadata="sha256={digest}"'
-                     f' data-core-metadata="sha256={digest}" data-upload-time="2026-03-01T08:00:00Z">{fn}</a><br/>')
+        lines.append(
+            f'    <a href="{R2}/nightly/cu130/{fn.replace("+", "%2B")}" data-dist-info-metadata="sha256={digest}"'
+            f' data-core-metadata="sha256={digest}" data-upload-time="2026-03-01T08:00:00Z">{fn}</a><br/>'
+        )
     lines += ["  </body>", "</html>", "<!--TIMESTAMP 1773342000-->"]
     return "\n".join(lines).encode()
 
@@ -536,9 +582,18 @@ def test_large_pytorch_page_parses_every_row() -> None:
 
 
 def test_large_json_page_parses_every_file() -> None:
-    files = [{"filename": f"pkg-1.{i}-py3-none-any.whl", "url": f"../../packages/pkg-1.{i}-py3-none-any.whl",
-              "hashes": {"sha256": hashlib.sha256(str(i).encode()).hexdigest()}, "requires-python": ">=3.9",
-              "size": 1000 + i, "upload-time": "2025-01-01T00:00:00Z", "yanked": False} for i in range(5000)]
+    files = [
+        {
+            "filename": f"pkg-1.{i}-py3-none-any.whl",
+            "url": f"../../packages/pkg-1.{i}-py3-none-any.whl",
+            "hashes": {"sha256": hashlib.sha256(str(i).encode()).hexdigest()},
+            "requires-python": ">=3.9",
+            "size": 1000 + i,
+            "upload-time": "2025-01-01T00:00:00Z",
+            "yanked": False,
+        }
+        for i in range(5000)
+    ]
     page = json_page({"meta": {"api-version": "1.1"}, "name": "pkg", "files": files})
     assert len(page.files) == 5000 and page.files[-1].size == 5999
 
@@ -548,24 +603,26 @@ def test_parse_filename_wheel_and_sdists() -> None:
     name, version, tags, is_wheel = parse_filename("flashinfer_jit_cache-0.7.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl")
     assert (name, version, is_wheel) == ("flashinfer-jit-cache", Version("0.7.0+cu130"), True)
     assert tags == frozenset({Tag("cp39", "abi3", "manylinux_2_28_x86_64")})
-    assert parse_filename("Flashinfer_Python-0.2.0.post1.tar.gz") == ("flashinfer-python", Version("0.2.0.post1"),
-                                                                      frozenset(), False)
+    assert parse_filename("Flashinfer_Python-0.2.0.post1.tar.gz") == ("flashinfer-python", Version("0.2.0.post1"), frozenset(), False)
     assert parse_filename("demo-1.0.zip")[1] == Version("1.0")
     assert parse_filename("demo-1.0-1build-py3-none-any.whl")[1] == Version("1.0")  # build tag accepted
 
 
-@pytest.mark.parametrize(("filename", "message"), [
-    ("demo-1.0.egg", "not a wheel or sdist"),
-    ("demo-1.0.tar.bz2", "not a wheel or sdist"),
-    ("demo-notaversion-py3-none-any.whl", "not a valid distribution filename"),
-    ("demo.whl", "not a valid distribution filename"),
-    ("demo.tar.gz", "not a valid distribution filename"),
-    ("../demo-1.0.tar.gz", "path traversal"),
-    ("..\\demo-1.0.tar.gz", "path traversal"),
-    ("..", "path traversal"),
-    ("demo-1.0 -py3-none-any.whl", "whitespace or control"),
-    ("", "not a wheel or sdist"),
-])
+@pytest.mark.parametrize(
+    ("filename", "message"),
+    [
+        ("demo-1.0.egg", "not a wheel or sdist"),
+        ("demo-1.0.tar.bz2", "not a wheel or sdist"),
+        ("demo-notaversion-py3-none-any.whl", "not a valid distribution filename"),
+        ("demo.whl", "not a valid distribution filename"),
+        ("demo.tar.gz", "not a valid distribution filename"),
+        ("../demo-1.0.tar.gz", "path traversal"),
+        ("..\\demo-1.0.tar.gz", "path traversal"),
+        ("..", "path traversal"),
+        ("demo-1.0 -py3-none-any.whl", "whitespace or control"),
+        ("", "not a wheel or sdist"),
+    ],
+)
 def test_parse_filename_rejects(filename: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_filename(filename)
@@ -591,29 +648,34 @@ def test_parse_metadata_reads_the_fields_the_resolver_needs() -> None:
     meta = parse_metadata(TORCH_METADATA, source="https://download.pytorch.org/whl/x.whl.metadata")
     assert meta.name == "torch" and meta.version == Version("2.12.0.dev20260311+cu130")
     assert meta.requires_python == ">=3.10"
-    assert meta.requires_dist == ("filelock", 'nvidia-cublas==13.1.0.3; platform_system == "Linux"',
-                                  'triton==3.7.0+git9c288bc5; platform_system == "Linux"',
-                                  'opt-einsum>=3.3; extra == "opt-einsum"')
+    assert meta.requires_dist == (
+        "filelock",
+        'nvidia-cublas==13.1.0.3; platform_system == "Linux"',
+        'triton==3.7.0+git9c288bc5; platform_system == "Linux"',
+        'opt-einsum>=3.3; extra == "opt-einsum"',
+    )
     assert meta.provides_extra == ("opt-einsum", "optree")
 
 
 def test_parse_metadata_minimal_and_crlf() -> None:
     meta = parse_metadata(b"Name: flashinfer_cubin\r\nVersion: 0.6.13\r\n\r\n", source="x")
-    assert (meta.name, meta.version, meta.requires_dist, meta.requires_python) == (
-        "flashinfer-cubin", Version("0.6.13"), (), None)
+    assert (meta.name, meta.version, meta.requires_dist, meta.requires_python) == ("flashinfer-cubin", Version("0.6.13"), (), None)
 
 
-@pytest.mark.parametrize(("raw", "cause"), [
-    (b"", "no Name field"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "no Name field"),
-    (b"Version: 1.0\n", "no Name field"),
-    (b"Name: demo\n", "no Version field"),
-    (b"Name: demo\nVersion: one point oh\n", "'one point oh' is not a valid version"),
-    (b"Name: -demo-\nVersion: 1.0\n", "not a valid project name"),
-    (b"Name: demo\nName: other\nVersion: 1.0\n", "Name is repeated"),
-    (b"Name: d\xe9mo\nVersion: 1.0\n", "Name is repeated or not valid UTF-8"),
-    (b"Name: demo\nVersion: 1.0\n" + b"X" * (5 * 1024 * 1024), "over the 5,242,880-byte limit"),
-])
+@pytest.mark.parametrize(
+    ("raw", "cause"),
+    [
+        (b"", "no Name field"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "no Name field"),
+        (b"Version: 1.0\n", "no Name field"),
+        (b"Name: demo\n", "no Version field"),
+        (b"Name: demo\nVersion: one point oh\n", "'one point oh' is not a valid version"),
+        (b"Name: -demo-\nVersion: 1.0\n", "not a valid project name"),
+        (b"Name: demo\nName: other\nVersion: 1.0\n", "Name is repeated"),
+        (b"Name: d\xe9mo\nVersion: 1.0\n", "Name is repeated or not valid UTF-8"),
+        (b"Name: demo\nVersion: 1.0\n" + b"X" * (5 * 1024 * 1024), "over the 5,242,880-byte limit"),
+    ],
+)
 def test_parse_metadata_rejects(raw: bytes, cause: str) -> None:
     with pytest.raises(CrawlError) as err:
         parse_metadata(raw, source="https://user:tok@idx.example/demo-1.0-py3-none-any.whl.metadata")

@@ -16,26 +16,91 @@ from resolve_gpu_stack.model import IndexFile, IndexPage, ParsedPage, WheelMetad
 
 FAST = settings(max_examples=100, deadline=None)
 JSON_FAST = settings(max_examples=60, deadline=None)  # the recursive strategy is slow to draw
-CONTENT_TYPES = st.sampled_from(["text/html", PEP691_JSON, "application/json", "text/html; charset=latin-1",
-                                 "application/octet-stream", "text/html; charset=nope", ""])
-PAGE_URLS = st.sampled_from(["https://idx.example/simple/demo/", "http://127.0.0.1:9/whl/cu130/torch/",
-                             "https://u:secret@idx.example/a/b", "file:///srv/index/demo/"])
+CONTENT_TYPES = st.sampled_from(
+    ["text/html", PEP691_JSON, "application/json", "text/html; charset=latin-1", "application/octet-stream", "text/html; charset=nope", ""]
+)
+PAGE_URLS = st.sampled_from(
+    ["https://idx.example/simple/demo/", "http://127.0.0.1:9/whl/cu130/torch/", "https://u:secret@idx.example/a/b", "file:///srv/index/demo/"]
+)
 
 # Text that looks like index markup often enough to reach deep into the parser.
-HTML_PIECES = st.sampled_from([
-    "<a href=", "</a>", "<a href='demo-1.0.tar.gz'>", '<a href="x-1.0-py3-none-any.whl#sha256=', "<br>", "<br/>",
-    "data-yanked", 'data-core-metadata="sha256=', "data-untested=true", " (untested)", "<!--", "-->", "<![",
-    "<!DOCTYPE html>", "<h1>", "<title>", "</title>", "<base href=", "%2B", "+cu130", "&lt;", "&#x", "/", "../",
-    "#", "=", '"', "'", ">", "<", "?", "https://", "//", "{", "[", "\\", "\x00", "\udc80", "<?xml", "<Error>",
-    '<meta name="pypi:repository-version" content="', "2.0", "1.1",
-])
+HTML_PIECES = st.sampled_from(
+    [
+        "<a href=",
+        "</a>",
+        "<a href='demo-1.0.tar.gz'>",
+        '<a href="x-1.0-py3-none-any.whl#sha256=',
+        "<br>",
+        "<br/>",
+        "data-yanked",
+        'data-core-metadata="sha256=',
+        "data-untested=true",
+        " (untested)",
+        "<!--",
+        "-->",
+        "<![",
+        "<!DOCTYPE html>",
+        "<h1>",
+        "<title>",
+        "</title>",
+        "<base href=",
+        "%2B",
+        "+cu130",
+        "&lt;",
+        "&#x",
+        "/",
+        "../",
+        "#",
+        "=",
+        '"',
+        "'",
+        ">",
+        "<",
+        "?",
+        "https://",
+        "//",
+        "{",
+        "[",
+        "\\",
+        "\x00",
+        "\udc80",
+        "<?xml",
+        "<Error>",
+        '<meta name="pypi:repository-version" content="',
+        "2.0",
+        "1.1",
+    ]
+)
 HTML_TEXT = st.lists(st.one_of(HTML_PIECES, st.text(max_size=8)), max_size=40).map("".join)
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(
-        st.sampled_from(["files", "filename", "url", "hashes", "sha256", "yanked", "core-metadata",
-                         "dist-info-metadata", "size", "requires-python", "upload-time", "meta", "api-version",
-                         "projects", "name"]) | st.text(max_size=5), inner, max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "files",
+                    "filename",
+                    "url",
+                    "hashes",
+                    "sha256",
+                    "yanked",
+                    "core-metadata",
+                    "dist-info-metadata",
+                    "size",
+                    "requires-python",
+                    "upload-time",
+                    "meta",
+                    "api-version",
+                    "projects",
+                    "name",
+                ]
+            )
+            | st.text(max_size=5),
+            inner,
+            max_size=6,
+        )
+    ),
     max_leaves=25,
 )
 
@@ -80,22 +145,21 @@ def test_arbitrary_markup(text: str, content_type: str, url: str) -> None:
 @JSON_FAST
 @given(value=JSON_VALUES, content_type=CONTENT_TYPES)
 def test_arbitrary_json(value: object, content_type: str) -> None:
-    check_page(IndexPage(url="https://u:secret@idx.example/simple/demo/", content=json.dumps(value).encode(),
-                         content_type=content_type))
+    check_page(IndexPage(url="https://u:secret@idx.example/simple/demo/", content=json.dumps(value).encode(), content_type=content_type))
 
 
 @JSON_FAST
 @given(files=st.lists(JSON_VALUES, max_size=6))
 def test_arbitrary_json_files_list_is_always_a_page(files: list) -> None:
     """An object with a 'files' list is an index page: bad rows become warnings, never an error."""
-    parsed = parse_page(IndexPage(url="https://idx.example/simple/demo/", content=json.dumps({"files": files}).encode(),
-                                  content_type=PEP691_JSON), index="prop")
+    parsed = parse_page(
+        IndexPage(url="https://idx.example/simple/demo/", content=json.dumps({"files": files}).encode(), content_type=PEP691_JSON), index="prop"
+    )
     assert len(parsed.files) + len(parsed.warnings) >= sum(1 for f in files if not isinstance(f, dict))
 
 
 @FAST
-@given(filename=st.one_of(st.text(max_size=60), HTML_TEXT.map(lambda t: t + ".whl"),
-                          st.text(max_size=30).map(lambda t: t + "-1.0.tar.gz")))
+@given(filename=st.one_of(st.text(max_size=60), HTML_TEXT.map(lambda t: t + ".whl"), st.text(max_size=30).map(lambda t: t + "-1.0.tar.gz")))
 def test_arbitrary_filenames(filename: str) -> None:
     try:
         name, version, tags, is_wheel = parse_filename(filename)
@@ -106,11 +170,28 @@ def test_arbitrary_filenames(filename: str) -> None:
     assert "/" not in filename and "\\" not in filename
 
 
-HEADER_LINES = st.lists(st.one_of(
-    st.sampled_from(["Name: demo", "Version: 1.0", "Requires-Dist: x>=1", "Provides-Extra: a", "Name:", "Version:",
-                     "Requires-Python: >=3.10", "Metadata-Version: 2.1", " continued", "", ":", "=?utf-8?q?x?="]),
-    st.text(max_size=30),
-), max_size=8).map("\n".join)
+HEADER_LINES = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "Name: demo",
+                "Version: 1.0",
+                "Requires-Dist: x>=1",
+                "Provides-Extra: a",
+                "Name:",
+                "Version:",
+                "Requires-Python: >=3.10",
+                "Metadata-Version: 2.1",
+                " continued",
+                "",
+                ":",
+                "=?utf-8?q?x?=",
+            ]
+        ),
+        st.text(max_size=30),
+    ),
+    max_size=8,
+).map("\n".join)
 
 
 @FAST
@@ -124,12 +205,37 @@ def test_arbitrary_metadata(raw: bytes) -> None:
     assert isinstance(meta, WheelMetadata)
 
 
-METADATA_LINES = st.lists(st.one_of(
-    st.sampled_from(["Name: demo", "name: other", "NAME:demo", "Version: 1.0", "Version: 2", "Requires-Dist: x>=1", "requires-dist: y; extra == 'a'",
-                     "Provides-Extra: a", "Requires-Python: >=3.10", "Requires-Python:", "Metadata-Version: 2.1", "From someone", "From : x",
-                     " continued", "\tmore", "", ":", ": no name", "Name : spaced", "Name: d\u00e9mo", "Requires-Dist: caf\u00e9"]),
-    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
-), max_size=10)
+METADATA_LINES = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "Name: demo",
+                "name: other",
+                "NAME:demo",
+                "Version: 1.0",
+                "Version: 2",
+                "Requires-Dist: x>=1",
+                "requires-dist: y; extra == 'a'",
+                "Provides-Extra: a",
+                "Requires-Python: >=3.10",
+                "Requires-Python:",
+                "Metadata-Version: 2.1",
+                "From someone",
+                "From : x",
+                " continued",
+                "\tmore",
+                "",
+                ":",
+                ": no name",
+                "Name : spaced",
+                "Name: d\u00e9mo",
+                "Requires-Dist: caf\u00e9",
+            ]
+        ),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+    ),
+    max_size=10,
+)
 ENDINGS = st.sampled_from(["\n", "\r\n", "\r"])
 
 
@@ -165,15 +271,20 @@ VERSIONS = st.builds(
     st.sampled_from(["", ".dev20260311"]),
     st.sampled_from(["", "+cu130", "+cu124torch2.5", "+git9c288bc5"]),
 )
-TAGS = st.sampled_from(["py3-none-any", "cp312-cp312-manylinux_2_28_x86_64", "cp39-abi3-manylinux_2_28_aarch64",
-                        "cp314-cp314t-win_amd64",
-                        "cp314-cp314-manylinux_2_27_x86_64.manylinux_2_28_x86_64"])
+TAGS = st.sampled_from(
+    [
+        "py3-none-any",
+        "cp312-cp312-manylinux_2_28_x86_64",
+        "cp39-abi3-manylinux_2_28_aarch64",
+        "cp314-cp314t-win_amd64",
+        "cp314-cp314-manylinux_2_27_x86_64.manylinux_2_28_x86_64",
+    ]
+)
 WHEELS = st.builds(lambda n, v, t: f"{n}-{v}-{t}.whl", NAMES, VERSIONS, TAGS)
 
 
 @JSON_FAST
-@given(filenames=st.lists(WHEELS, min_size=0, max_size=25, unique=True),
-       absolute=st.booleans(), digests=st.booleans())
+@given(filenames=st.lists(WHEELS, min_size=0, max_size=25, unique=True), absolute=st.booleans(), digests=st.booleans())
 def test_pep503_page_round_trip(filenames: list[str], absolute: bool, digests: bool) -> None:
     page_url = "https://idx.example/simple/demo/"
     prefix = "https://files.example/packages/" if absolute else ""

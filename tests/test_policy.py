@@ -17,7 +17,9 @@ from resolve_gpu_stack.rules.versions import jit_cache_version
 DEFS = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
 
 
-@pytest.mark.parametrize("label, expected", [("cu130", (13, 0)), ("cu128", (12, 8)), ("cu129", (12, 9)), ("cu134", (13, 4)), ("cpu", None), ("cu", None), ("rocm6.4", None)])
+@pytest.mark.parametrize(
+    "label, expected", [("cu130", (13, 0)), ("cu128", (12, 8)), ("cu129", (12, 9)), ("cu134", (13, 4)), ("cpu", None), ("cu", None), ("rocm6.4", None)]
+)
 def test_cuda_label_parse(label, expected):
     parsed = CudaLabel.parse(label)
     assert (None if parsed is None else (parsed.major, parsed.minor)) == expected
@@ -25,10 +27,17 @@ def test_cuda_label_parse(label, expected):
         assert str(parsed) == label
 
 
-@pytest.mark.parametrize("torch, expected", [
-    ("2.12.0.dev20260307+cu130", "cu130"), ("2.9.1+cu128", "cu128"), ("2.9.1+cpu", None), ("2.9.1", None),
-    ("2.5.0+rocm6.4", None), ("0.2.5+cu124torch2.5", None),
-])
+@pytest.mark.parametrize(
+    "torch, expected",
+    [
+        ("2.12.0.dev20260307+cu130", "cu130"),
+        ("2.9.1+cu128", "cu128"),
+        ("2.9.1+cpu", None),
+        ("2.9.1", None),
+        ("2.5.0+rocm6.4", None),
+        ("0.2.5+cu124torch2.5", None),
+    ],
+)
 def test_cuda_label_of_torch(torch, expected):
     label = CudaLabel.of_torch(torch)
     assert (None if label is None else str(label)) == expected
@@ -57,10 +66,26 @@ def test_flashinfer_label_candidates_same_major_not_newer(torch_cuda, labels):
         ("torch", RouteContext(torch_channel="test", cuda="cu128"), [("pytorch", "https://download.pytorch.org/whl/test/cu128/torch/")]),
         ("Triton", RouteContext(cuda="cu130"), [("pytorch", "https://download.pytorch.org/whl/nightly/cu130/triton/")]),
         ("flashinfer-jit-cache", RouteContext(cuda="cu130"), [("flashinfer", "https://flashinfer.ai/whl/cu130/flashinfer-jit-cache/")]),
-        ("flashinfer_jit_cache_sm90a", RouteContext(cuda="cu130", flashinfer_channel="nightly"), [("flashinfer", "https://flashinfer.ai/whl/nightly/cu130/flashinfer-jit-cache-sm90a/")]),
-        ("flashinfer-python", RouteContext(cuda="cu130", torch_series="2.12"), [("pypi", "https://pypi.example/simple/flashinfer-python/"), ("flashinfer", "https://flashinfer.ai/whl/cu130/torch2.12/flashinfer-python/")]),
-        ("flashinfer-python", RouteContext(cuda="cu130", flashinfer_channel="nightly"), [("flashinfer", "https://flashinfer.ai/whl/nightly/flashinfer-python/")]),
-        ("flashinfer-cubin", RouteContext(cuda="cu130"), [("pypi", "https://pypi.example/simple/flashinfer-cubin/"), ("flashinfer", "https://flashinfer.ai/whl/flashinfer-cubin/")]),
+        (
+            "flashinfer_jit_cache_sm90a",
+            RouteContext(cuda="cu130", flashinfer_channel="nightly"),
+            [("flashinfer", "https://flashinfer.ai/whl/nightly/cu130/flashinfer-jit-cache-sm90a/")],
+        ),
+        (
+            "flashinfer-python",
+            RouteContext(cuda="cu130", torch_series="2.12"),
+            [("pypi", "https://pypi.example/simple/flashinfer-python/"), ("flashinfer", "https://flashinfer.ai/whl/cu130/torch2.12/flashinfer-python/")],
+        ),
+        (
+            "flashinfer-python",
+            RouteContext(cuda="cu130", flashinfer_channel="nightly"),
+            [("flashinfer", "https://flashinfer.ai/whl/nightly/flashinfer-python/")],
+        ),
+        (
+            "flashinfer-cubin",
+            RouteContext(cuda="cu130"),
+            [("pypi", "https://pypi.example/simple/flashinfer-cubin/"), ("flashinfer", "https://flashinfer.ai/whl/flashinfer-cubin/")],
+        ),
         ("numpy", RouteContext(cuda="cu130"), [("pypi", "https://pypi.example/simple/numpy/")]),
         ("torchtriton", RouteContext(cuda="cu130"), [("pytorch", "https://download.pytorch.org/whl/nightly/cu130/torchtriton/")]),
     ],
@@ -71,7 +96,13 @@ def test_routing_sends_each_package_only_to_its_owner(name, ctx, expected):
 
 @pytest.mark.parametrize(
     "name, version, owner",
-    [("flashinfer-cubin", "0.6.13", "pypi"), ("flashinfer-cubin", "0.6.14", "flashinfer"), ("torch", "99.0", "pytorch"), ("flashinfer-jit-cache", "9.9.9+cu130", "flashinfer"), ("numpy", "2.0", "pypi")],
+    [
+        ("flashinfer-cubin", "0.6.13", "pypi"),
+        ("flashinfer-cubin", "0.6.14", "flashinfer"),
+        ("torch", "99.0", "pytorch"),
+        ("flashinfer-jit-cache", "9.9.9+cu130", "flashinfer"),
+        ("numpy", "2.0", "pypi"),
+    ],
 )
 def test_owner_by_version(name, version, owner):
     assert DEFS.owner(name, Version(version), RouteContext()) == owner
@@ -135,11 +166,24 @@ def test_aot_wheels_only_fit_their_torch_series(wheel, torch, rejected):
 
 
 def _pkg(name, version, index, coupling=Coupling.AGNOSTIC, action=Action.INSTALL, sha="a" * 64, url=None):
-    return LockedPackage(name=canonicalize_name(name), version=Version(version), action=action, index=index, coupling=coupling, sha256=sha, url=url or f"https://h.example/{name}.whl")
+    return LockedPackage(
+        name=canonicalize_name(name),
+        version=Version(version),
+        action=action,
+        index=index,
+        coupling=coupling,
+        sha256=sha,
+        url=url or f"https://h.example/{name}.whl",
+    )
 
 
 def _plan(*pkgs, label="cu130"):
-    return LockPlan(target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"), packages=tuple(pkgs), cuda_label=label, flashinfer_version=Version("0.6.5"))
+    return LockPlan(
+        target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"),
+        packages=tuple(pkgs),
+        cuda_label=label,
+        flashinfer_version=Version("0.6.5"),
+    )
 
 
 GOOD = [

@@ -44,6 +44,7 @@ REGENERATE = "resolve-gpu-stack lock --target x86_64-py312"
 
 # -- an offline wheelhouse from the installed distributions ---------------------------------------
 
+
 def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
@@ -60,7 +61,12 @@ def repack(dist: importlib.metadata.Distribution, out: Path) -> Path:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
         for file in dist.files:
             name = file.as_posix()
-            if "__pycache__" in name or name.endswith(".pyc") or file.parent.name == dist_info and file.name in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json"):
+            if (
+                "__pycache__" in name
+                or name.endswith(".pyc")
+                or file.parent.name == dist_info
+                and file.name in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json")
+            ):
                 continue
             if name.startswith("../"):  # console scripts and binaries installed into bin/
                 if not re.match(r"^(\.\./)+bin/", name):
@@ -107,6 +113,7 @@ def build_wheelhouse(out: Path) -> None:
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+
 def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,7 +127,7 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
 def readme_snippets() -> tuple[str, str]:
     """The README's two pre-commit snippets, as a user pastes them: (repo: local, remote)."""
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### pre-commit"):readme.index("## Cache")]
+    section = readme[readme.index("### pre-commit") : readme.index("## Cache")]
     local, remote = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
     return local, remote
 
@@ -178,6 +185,7 @@ def locked_project(tmp_path: Path, env: dict[str, str], pre_commit_config: str) 
 
 # -- the test ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
 def test_precommit_hook_on_real_commits(tmp_path):
     dead = f"http://127.0.0.1:{closed_port()}"
@@ -186,13 +194,23 @@ def test_precommit_hook_on_real_commits(tmp_path):
         "HOME": str(tmp_path / "home"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
         "GIT_CONFIG_NOSYSTEM": "1",
-        "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "wheelhouse"), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(tmp_path / "wheelhouse"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
-        "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "ALL_PROXY": dead, "http_proxy": dead, "https_proxy": dead, "all_proxy": dead,
-        "NO_PROXY": "", "no_proxy": "",
+        "HTTP_PROXY": dead,
+        "HTTPS_PROXY": dead,
+        "ALL_PROXY": dead,
+        "http_proxy": dead,
+        "https_proxy": dead,
+        "all_proxy": dead,
+        "NO_PROXY": "",
+        "no_proxy": "",
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     (tmp_path / "home").mkdir()
@@ -228,8 +246,11 @@ def test_precommit_hook_on_real_commits(tmp_path):
     # 3. a hand-edited cubin version: refused, naming the package
     lock = project / PYLOCK
     good = lock.read_text()
-    lock.write_text(good.replace('name = "flashinfer-cubin"\nversion = "0.6.5"', 'name = "flashinfer-cubin"\nversion = "0.6.4"', 2)
-                    .replace('flashinfer_cubin-0.6.5-', 'flashinfer_cubin-0.6.4-'))
+    lock.write_text(
+        good.replace('name = "flashinfer-cubin"\nversion = "0.6.5"', 'name = "flashinfer-cubin"\nversion = "0.6.4"', 2).replace(
+            "flashinfer_cubin-0.6.5-", "flashinfer_cubin-0.6.4-"
+        )
+    )
     rc, out = commit(project, env, "cubin 0.6.4", PYLOCK)
     assert rc == 1, out
     assert "flashinfer-cubin:" in out and "0.6.4" in out
@@ -259,9 +280,15 @@ def test_the_local_snippet_works_as_pasted(tmp_path):
     """The README's `repo: local` form, verbatim: pre-commit runs the installed resolve-gpu-stack."""
     env = {
         **os.environ,
-        "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-        "GIT_CONFIG_NOSYSTEM": "1", "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     (tmp_path / "home").mkdir()
     local, _ = readme_snippets()

@@ -129,6 +129,7 @@ def test_first_round_asks_every_index_at_once(story):
 def test_prefetching_does_not_change_the_plan(story):
     fast, _, _ = _resolve(story, concurrent=True)
     serial, rec, _ = _resolve(story, concurrent=False)
+
     def summary(plan):  # the two servers listen on different ports: compare all but URLs
         return [(p.name, str(p.version), p.filename, p.index, p.action, p.sha256) for p in plan.packages]
 

@@ -70,7 +70,9 @@ TARGETS = [
 
 @pytest.mark.parametrize("where", ["page", "wheel"])
 @pytest.mark.parametrize(("target", "kind"), TARGETS, ids=[t[0] for t in TARGETS])
-def test_a_redirect_to_an_internal_address_is_refused_before_any_connect(run: StoryRun, capsys, outside: list[object], target: str, kind: str, where: str) -> None:
+def test_a_redirect_to_an_internal_address_is_refused_before_any_connect(
+    run: StoryRun, capsys, outside: list[object], target: str, kind: str, where: str
+) -> None:
     old_locks(run)
     path = getattr(PATHS, where)
     run.srv.script(path, [Fault(status=302, headers={"Location": target})] * ALWAYS)
@@ -87,10 +89,18 @@ def test_the_error_names_the_hop_that_failed(run: StoryRun, capsys, outside: lis
     run.srv.script(PATHS.page, [Fault(status=302, headers={"Location": hop})] * ALWAYS)
     run.srv.script(hop, [Fault(status=307, headers={"Location": "https://169.254.169.254/latest/meta-data/"})] * ALWAYS)
     rc, out, err = run.lock(capsys)
-    assert_clean_failure(run, rc, out, err, code=3, url_path=hop, words=(
-        f"error: {run.srv.url}hop/: redirected to https://169.254.169.254/latest/meta-data/, a cloud metadata address; refused",
-        f"(redirect chain from {run.srv.url}{PATHS.page.lstrip('/')})",
-    ))
+    assert_clean_failure(
+        run,
+        rc,
+        out,
+        err,
+        code=3,
+        url_path=hop,
+        words=(
+            f"error: {run.srv.url}hop/: redirected to https://169.254.169.254/latest/meta-data/, a cloud metadata address; refused",
+            f"(redirect chain from {run.srv.url}{PATHS.page.lstrip('/')})",
+        ),
+    )
     assert outside == []
 
 

@@ -152,7 +152,13 @@ def test_flashinfer_0_7_shim_and_providers_share_one_label(tmp_path):
     w.pypi("flashinfer-cubin", "0.7.0")  # cubin left PyPI after 0.6.13: this one must be ignored
     w.flashinfer("flashinfer-cubin", "0.7.0", page="flashinfer-cubin")
     providers = ["sm90a", "sm100a", "sm120f"]
-    w.flashinfer("flashinfer-jit-cache", "0.7.0+cu130", tag=f"{ABI3}-{X86}", page="cu130/flashinfer-jit-cache", requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in providers])
+    w.flashinfer(
+        "flashinfer-jit-cache",
+        "0.7.0+cu130",
+        tag=f"{ABI3}-{X86}",
+        page="cu130/flashinfer-jit-cache",
+        requires=[f"flashinfer-jit-cache-{p}==0.7.0+cu130" for p in providers],
+    )
     for p in providers:
         w.flashinfer(f"flashinfer-jit-cache-{p}", "0.7.0+cu130", tag=f"{ABI3}-{X86}", page=f"cu130/flashinfer-jit-cache-{p}")
         w.flashinfer(f"flashinfer-jit-cache-{p}", "0.7.0+cu129", tag=f"{ABI3}-{X86}", page=f"cu129/flashinfer-jit-cache-{p}")
@@ -206,7 +212,9 @@ def test_keeps_installed_closure_package_when_it_satisfies(story):
 
 def test_aot_wheel_is_never_chosen_even_if_pinned(story, tmp_path):
     # a legacy AOT page that does exist for this torch series still offers only torch-2.5 builds
-    story.flashinfer("flashinfer-python", "0.2.5+cu130torch2.5", tag="cp38-abi3-linux_x86_64", page="cu130/torch2.12/flashinfer-python", requires=["torch==2.5.*"])
+    story.flashinfer(
+        "flashinfer-python", "0.2.5+cu130torch2.5", tag="cp38-abi3-linux_x86_64", page="cu130/torch2.12/flashinfer-python", requires=["torch==2.5.*"]
+    )
     with pytest.raises(NoPlanError):
         plan_for(story, flashinfer="0.2.5+cu130torch2.5", jit_cache=False, cubin=False)
     plan, _ = plan_for(story)

@@ -47,7 +47,14 @@ def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypat
     monkeypatch.setattr(framework, "classify_all", collect)
     noting = ThreadNoting(world.root)
     with serve(world) as (_, defs, finder):
-        plan = resolve(ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)), finder, defs, classifier=noting, exports=finder.fetcher.exports_reader(defs), store=None)
+        plan = resolve(
+            ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)),
+            finder,
+            defs,
+            classifier=noting,
+            exports=finder.fetcher.exports_reader(defs),
+            store=None,
+        )
     assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
     assert any(t.startswith("scan-ahead") for t in noting.threads)
     assert len(noting.asked) == len(set(noting.asked))  # never scanned twice
@@ -91,8 +98,10 @@ def test_the_scans_collected_after_resolution_run_on_the_scan_ahead_pool():
         threads[file.filename] = threading.current_thread().name
         return WheelAbi(kind="unknown", why=file.filename)
 
-    files = [IndexFile(filename=f"p{i}-1.0-cp312-cp312-linux_x86_64.whl", url=f"http://x/p{i}.whl", name=canonicalize_name(f"p{i}"), version=Version("1.0"))
-             for i in range(4)]
+    files = [
+        IndexFile(filename=f"p{i}-1.0-cp312-cp312-linux_x86_64.whl", url=f"http://x/p{i}.whl", name=canonicalize_name(f"p{i}"), version=Version("1.0"))
+        for i in range(4)
+    ]
     with ScanAhead(classifier) as ahead:
         ahead.start(files[0])
         got = classify_all([*files, files[1]], ahead)

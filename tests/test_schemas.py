@@ -35,8 +35,15 @@ def schema_ids_in_source() -> set[str]:
 
 def test_every_schema_the_source_names_has_a_file_and_every_file_a_schema():
     named = schema_ids_in_source()
-    assert {"resolve-gpu-stack/plan/v1", "resolve-gpu-stack/install/v1", "resolve-gpu-stack/check/v1", "resolve-gpu-stack/candidates/v1",
-            "resolve-gpu-stack/doctor/v1", "resolve-gpu-stack/cache/v1", "resolve-gpu-stack/wheelhouse-report/v1"} <= named
+    assert {
+        "resolve-gpu-stack/plan/v1",
+        "resolve-gpu-stack/install/v1",
+        "resolve-gpu-stack/check/v1",
+        "resolve-gpu-stack/candidates/v1",
+        "resolve-gpu-stack/doctor/v1",
+        "resolve-gpu-stack/cache/v1",
+        "resolve-gpu-stack/wheelhouse-report/v1",
+    } <= named
     files = {p.name for p in SCHEMAS.glob("*.json")}
     assert {schema_file(s).name for s in named} == files
     for path in SCHEMAS.glob("*.json"):
@@ -51,11 +58,16 @@ def run_json(capsys, *argv: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("argv", [
-    pytest.param([*STORY, "--format", "json"], id="plan"),
-    pytest.param(["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"], id="candidates"),
-    pytest.param(["doctor", "--python", sys.executable, "--format", "json"], id="doctor"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param([*STORY, "--format", "json"], id="plan"),
+        pytest.param(
+            ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"], id="candidates"
+        ),
+        pytest.param(["doctor", "--python", sys.executable, "--format", "json"], id="doctor"),
+    ],
+)
 def test_command_outputs_match_their_schemas(capsys, argv):
     data = run_json(capsys, *argv)
     validate(data)
@@ -77,18 +89,30 @@ def test_a_wheelhouse_manifest_and_report_match_their_schemas(tmp_path):
     from resolve_gpu_stack.env.wheelhouse import WheelhouseReport
     from resolve_gpu_stack.lock.wheelhouse import HouseFile, manifest_json
 
-    house = HouseFile(filename="demo-1.0-py3-none-any.whl", name="demo", version="1.0", sha256="a" * 64, size=10, metadata_sha256="b" * 64,
-                      requires_python=">=3.10", upload_time=None, locks=("pylock.x.toml",))
+    house = HouseFile(
+        filename="demo-1.0-py3-none-any.whl",
+        name="demo",
+        version="1.0",
+        sha256="a" * 64,
+        size=10,
+        metadata_sha256="b" * 64,
+        requires_python=">=3.10",
+        upload_time=None,
+        locks=("pylock.x.toml",),
+    )
     validate(json.loads(manifest_json([house], ["pylock.x.toml"])))
     validate(WheelhouseReport(output=tmp_path, files=(house,), fetched=(house.filename,), reused=(), written=("wheelhouse.json",)).to_json())
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda d: d["packages"][0].update(action="reinstall"), "'reinstall' is not one of"),
-    (lambda d: d["packages"][0].pop("version"), "'version' is a required property"),
-    (lambda d: d["packages"][0].update(surprise=1), "Additional properties are not allowed ('surprise' was unexpected)"),
-    (lambda d: d.update(inputs_digest="md5:0"), "does not match"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["packages"][0].update(action="reinstall"), "'reinstall' is not one of"),
+        (lambda d: d["packages"][0].pop("version"), "'version' is a required property"),
+        (lambda d: d["packages"][0].update(surprise=1), "Additional properties are not allowed ('surprise' was unexpected)"),
+        (lambda d: d.update(inputs_digest="md5:0"), "does not match"),
+    ],
+)
 def test_a_wrong_plan_fails_its_schema(capsys, edit, message):
     good = run_json(capsys, *STORY, "--format", "json")
     bad = copy.deepcopy(good)

@@ -22,7 +22,9 @@ test_install = pytest.importorskip("test_install_e2e")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not test_install._glibc_ok() or not Path(test_install.UV).exists(), reason="needs Linux with glibc >= 2.28 and uv next to this interpreter"),
+    pytest.mark.skipif(
+        not test_install._glibc_ok() or not Path(test_install.UV).exists(), reason="needs Linux with glibc >= 2.28 and uv next to this interpreter"
+    ),
 ]
 
 PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -110,7 +112,9 @@ def test_concurrent_runs_share_one_cache_and_a_corrupted_cache_is_fetched_again(
         assert gets(srv, mark, "/files/flashinfer_python-0.6.5-py3-none-any.whl")
         assert gets(srv, mark, "/whl/nightly/" + triton.name)
         assert cache_problems(cache, world.root) == []
-        assert (tmp_path / "pylock.x.toml").read_text().split("\n[tool")[0].replace("pylock.x", "pylock.y") == (tmp_path / "pylock.y.toml").read_text().split("\n[tool")[0].replace("pylock.x", "pylock.y")
+        assert (tmp_path / "pylock.x.toml").read_text().split("\n[tool")[0].replace("pylock.x", "pylock.y") == (tmp_path / "pylock.y.toml").read_text().split(
+            "\n[tool"
+        )[0].replace("pylock.x", "pylock.y")
 
 
 def test_interrupted_download_leaves_no_temp_file_and_the_next_run_finishes_it(tmp_path: Path) -> None:

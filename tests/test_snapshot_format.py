@@ -28,10 +28,21 @@ def test_reduce_metadata_keeps_exactly_what_the_resolver_reads():
     small = reduce_metadata(RAW)
     assert b"registry.example" not in small and b"Summary" not in small
     assert [line.split(":", 1)[0] for line in small.decode().splitlines()] == [
-        "Metadata-Version", "Name", "Version", "Requires-Python", "Provides-Extra", "Requires-Dist", "Requires-Dist",
+        "Metadata-Version",
+        "Name",
+        "Version",
+        "Requires-Python",
+        "Provides-Extra",
+        "Requires-Dist",
+        "Requires-Dist",
     ]
     full, reduced = parse_metadata(RAW, source="x"), parse_metadata(small, source="x")
-    assert (full.name, full.version, full.requires_python, full.provides_extra) == (reduced.name, reduced.version, reduced.requires_python, reduced.provides_extra)
+    assert (full.name, full.version, full.requires_python, full.provides_extra) == (
+        reduced.name,
+        reduced.version,
+        reduced.requires_python,
+        reduced.provides_extra,
+    )
     assert reduced.requires_dist == ('pytest; extra == "test"', 'typing-extensions>=4.10; python_version < "3.13"')
 
 
@@ -64,8 +75,14 @@ def _cut(times: list[object], day: str = "2026-03-07") -> list[str]:
 
 def test_exclude_newer_compares_times_not_strings():
     """`...59Z` and `...59.5Z` are both on the day (as strings, "Z" sorts after "." and was cut)."""
-    on_day = ["2026-03-07T23:59:59Z", "2026-03-07T23:59:59.5Z", "2026-03-07T00:00:00Z", "2026-03-08T00:30:00+01:00",
-              "2026-03-07T23:59:59.999999999Z", "2026-03-06T12:00:00"]
+    on_day = [
+        "2026-03-07T23:59:59Z",
+        "2026-03-07T23:59:59.5Z",
+        "2026-03-07T00:00:00Z",
+        "2026-03-08T00:30:00+01:00",
+        "2026-03-07T23:59:59.999999999Z",
+        "2026-03-06T12:00:00",
+    ]
     after = ["2026-03-08T00:00:00Z", "2026-03-07T23:30:00-01:00", "2026-03-08T00:00:00.000001Z"]
     assert _cut(on_day + after) == on_day
     assert _cut([None, "", "not a time", 5]) == [None, "", "not a time", 5]  # no usable time: kept, as before

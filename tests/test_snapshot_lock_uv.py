@@ -22,8 +22,14 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 pytestmark = [pytest.mark.slow, needs_linux]
 
-TARGET = ["--python", f"{sys.version_info.major}.{sys.version_info.minor}", "--platform", f"{platform.machine()}-manylinux_2_28",
-          "--installed", f"torch=={NIGHTLY}"]
+TARGET = [
+    "--python",
+    f"{sys.version_info.major}.{sys.version_info.minor}",
+    "--platform",
+    f"{platform.machine()}-manylinux_2_28",
+    "--installed",
+    f"torch=={NIGHTLY}",
+]
 
 
 def test_a_lock_from_a_snapshot_installs_from_the_users_pypi(tmp_path: Path, capsys, monkeypatch, uv_env) -> None:
@@ -34,14 +40,25 @@ def test_a_lock_from_a_snapshot_installs_from_the_users_pypi(tmp_path: Path, cap
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         torch_indexes = ["--index", f"pytorch={srv.url}whl/", "--index", f"flashinfer={srv.url}fi/"]
-        rc, _, err = run_cli(capsys, "snapshot", *TARGET, *torch_indexes, "--index", f"pypi={srv.url}simple/",
-                             "--cache-dir", str(tmp_path / "c1"), "--output", str(snapshot), "--format", "json")
+        rc, _, err = run_cli(
+            capsys,
+            "snapshot",
+            *TARGET,
+            *torch_indexes,
+            "--index",
+            f"pypi={srv.url}simple/",
+            "--cache-dir",
+            str(tmp_path / "c1"),
+            "--output",
+            str(snapshot),
+            "--format",
+            "json",
+        )
         assert rc == 0, err
         # Replay: the PyPI base comes from the user's configuration, not from the recording.
         monkeypatch.setenv("PIP_INDEX_URL", f"{srv.url}simple/")
         lock = tmp_path / "pylock.x.toml"
-        rc, _, err = run_cli(capsys, "lock", *TARGET, *torch_indexes, "--snapshot", str(snapshot),
-                             "--cache-dir", str(tmp_path / "c2"), "-o", str(lock))
+        rc, _, err = run_cli(capsys, "lock", *TARGET, *torch_indexes, "--snapshot", str(snapshot), "--cache-dir", str(tmp_path / "c2"), "-o", str(lock))
         assert rc == 0, err
         doc = tomllib.loads(lock.read_text())
         pypi = [p for p in doc["packages"] if p.get("index") == f"{srv.url}simple/"]

@@ -92,8 +92,15 @@ class Row:
 
     def index_file(self) -> IndexFile:
         name, version, _, tags = parse_wheel_filename(self.filename)
-        return IndexFile(filename=self.filename, url=self.url, name=name, version=version, tags=tags,
-                         metadata_sha256=self.metadata_digest, has_metadata=self.core is not None)
+        return IndexFile(
+            filename=self.filename,
+            url=self.url,
+            name=name,
+            version=version,
+            tags=tags,
+            metadata_sha256=self.metadata_digest,
+            has_metadata=self.core is not None,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -182,16 +189,14 @@ def test_every_recorded_page_replays_byte_for_byte(fetcher: SnapshotFetcher, man
 
 
 def test_story_404_pages_are_recorded(fetcher: SnapshotFetcher) -> None:
-    for path in ("cu130/torch2.12/flashinfer-python/", "cu130/torch2.11/flashinfer-python/",
-                 "cu130/torch2.12/", "cu130/torch2.11/"):
+    for path in ("cu130/torch2.12/flashinfer-python/", "cu130/torch2.11/flashinfer-python/", "cu130/torch2.12/", "cu130/torch2.11/"):
         assert body(fetcher, "flashinfer", path) is None, path
     assert body(fetcher, "flashinfer", "cu130/flashinfer-jit-cache/") is not None
 
 
 def test_the_snapshot_answers_every_page_story_1_routes_to(fetcher: SnapshotFetcher) -> None:
     defs = DEFS.with_index_urls({"pypi": "https://pypi.snapshot.invalid/simple/"})
-    names = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton",
-             "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
+    names = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache")
     for channel in ("stable", "nightly"):
         ctx = RouteContext(torch_channel="nightly", cuda="cu130", flashinfer_channel=channel, torch_series="2.12")
         for name in names:
@@ -438,7 +443,11 @@ def test_generator_is_byte_identical_on_rerun_and_keeps_other_indexes(tmp_path: 
     # what another recorder may have added: a PyPI page, and a stale entry of ours
     (copy / "pages/pypi/zz-recorded-later").mkdir(parents=True)
     (copy / "pages/pypi/zz-recorded-later/index.json").write_bytes(b'{"files":[]}')
-    data["pages"]["pypi:zz-recorded-later/"] = {"status": 200, "content_type": "application/vnd.pypi.simple.v1+json", "file": "pages/pypi/zz-recorded-later/index.json"}
+    data["pages"]["pypi:zz-recorded-later/"] = {
+        "status": 200,
+        "content_type": "application/vnd.pypi.simple.v1+json",
+        "file": "pages/pypi/zz-recorded-later/index.json",
+    }
     (copy / "pages/pytorch/stale").mkdir()
     (copy / "pages/pytorch/stale/index.html").write_bytes(b"stale")
     data["pages"]["pytorch:stale/"] = {"status": 200, "content_type": "text/html", "file": "pages/pytorch/stale/index.html"}

@@ -70,7 +70,7 @@ def test_no_module_level_memo_in_src():
 
 
 def test_the_lint_finds_each_kind_of_memo():
-    source = '''
+    source = """
 import functools
 TABLE = {"a": 1}
 _SEEN: dict[int, int] = {}
@@ -85,7 +85,7 @@ def remember(x):
     _SEEN[x] = x
     _LIST.append(x)
     return TABLE["a"]
-'''
+"""
     found = module_memos(source)
     assert len(found) == 4, found
     assert any("lru_cache" in f for f in found) and any("global _N" in f for f in found)
@@ -94,6 +94,7 @@ def remember(x):
 
 
 # -- two resolves at once ---------------------------------------------------------------------------
+
 
 def _requests() -> list[ResolveRequest]:
     x86 = declared_target("3.12", "x86_64-manylinux_2_28", [f"torch=={NIGHTLY}"])

@@ -99,7 +99,25 @@ def test_the_bundled_snapshot_lists_its_stand_ins_and_no_real_digest():
 
 
 def test_resolve_from_the_bundled_snapshot_notes_stand_ins(tmp_path, capsys):
-    rc = cli.main(["resolve", "--snapshot", str(BUNDLED), "--cache-dir", str(tmp_path), "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--flashinfer", "nightly", "--format", "json"])
+    rc = cli.main(
+        [
+            "resolve",
+            "--snapshot",
+            str(BUNDLED),
+            "--cache-dir",
+            str(tmp_path),
+            "--python",
+            "3.12",
+            "--platform",
+            "x86_64-manylinux_2_28",
+            "--installed",
+            "torch==2.12.0.dev20260307+cu130",
+            "--flashinfer",
+            "nightly",
+            "--format",
+            "json",
+        ]
+    )
     assert rc == 0
     plan = json.loads(capsys.readouterr().out)
     notes = [n for n in plan["notes"] if "stand-in" in n]

@@ -197,8 +197,17 @@ def test_bad_python_versions(python: str) -> None:
 
 @pytest.mark.parametrize(
     "platform",
-    ["x86_64", "manylinux_2_28", "x86_64-manylinux_2_16", "x86_64-manylinux2014", "sparc-manylinux_2_28",
-     "x86_64-musllinux_1_2", "win_amd64", "x86_64-manylinux_2_x", ""],
+    [
+        "x86_64",
+        "manylinux_2_28",
+        "x86_64-manylinux_2_16",
+        "x86_64-manylinux2014",
+        "sparc-manylinux_2_28",
+        "x86_64-musllinux_1_2",
+        "win_amd64",
+        "x86_64-manylinux_2_x",
+        "",
+    ],
 )
 def test_bad_platforms_list_the_accepted_forms(platform: str) -> None:
     with pytest.raises(UsageError) as err:
@@ -228,8 +237,7 @@ def test_installed_twice_with_different_versions_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("version", "label"),
-    [("2.12.0.dev20260307+cu130", "cu130"), ("2.9.1+cu128", "cu128"), ("2.9.1+cpu", None), ("2.9.1", None),
-     ("2.9.1+rocm6.4", None)],
+    [("2.12.0.dev20260307+cu130", "cu130"), ("2.9.1+cu128", "cu128"), ("2.9.1+cpu", None), ("2.9.1", None), ("2.9.1+rocm6.4", None)],
 )
 def test_cuda_from_torch(version: str, label: str | None) -> None:
     assert cuda_label_text(Version(version)) == label
@@ -290,9 +298,10 @@ def venv_with_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     app = build_wheel(root / "wheels", "Tiny_App", "1.2.3+local.1", requires=["tiny-dep>=1.0", 'tiny-extra; extra == "more"'], extras=("more",))
     dep = build_wheel(root / "wheels", "tiny-dep", "1.0")
     subprocess.run(
-        [find_uv_bin(), "pip", "install", "--python", str(python), "--offline", "--no-index", "--cache-dir", str(root / "cache"),
-         str(app.path), str(dep.path)],
-        check=True, capture_output=True, env={**os.environ, "UV_NO_CONFIG": "1"},
+        [find_uv_bin(), "pip", "install", "--python", str(python), "--offline", "--no-index", "--cache-dir", str(root / "cache"), str(app.path), str(dep.path)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "UV_NO_CONFIG": "1"},
     )
     return python
 

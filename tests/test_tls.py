@@ -24,7 +24,6 @@ class CountingContext(LazyTrustContext):
         super().load_verify_locations(cafile, capath, cadata)
 
 
-
 def _tls_server(root: Path, cert: tuple[Path, Path]) -> tuple[IndexServer, str]:
     (root / "page.html").write_text("<html></html>")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -21,13 +21,17 @@ def _files_holding(root: Path, text: str) -> list[Path]:
 
 # -- 3: malformed index URLs are usage errors that never show the password -------------------------
 
-@pytest.mark.parametrize("url", [
-    f"http://user:{SECRET}/x@127.0.0.1:9/simple/",
-    f"http://user:{SECRET}#x@127.0.0.1:9/simple/",
-    f"http://user:{SECRET}?x@127.0.0.1:9/simple/",
-    "http://127.0.0.1:99999/simple/",
-    f"http://user:{SECRET}@[::1/simple/",
-])
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://user:{SECRET}/x@127.0.0.1:9/simple/",
+        f"http://user:{SECRET}#x@127.0.0.1:9/simple/",
+        f"http://user:{SECRET}?x@127.0.0.1:9/simple/",
+        "http://127.0.0.1:99999/simple/",
+        f"http://user:{SECRET}@[::1/simple/",
+    ],
+)
 def test_a_malformed_index_url_is_a_usage_error_without_the_secret(tmp_path: Path, capsys, url: str) -> None:
     out_file = tmp_path / "pylock.toml"
     rc, out, err = run_cli(capsys, "lock", *DECLARED, "--index", f"pypi={url}", "--cache-dir", str(tmp_path / "c"), "-o", str(out_file))
@@ -38,7 +42,8 @@ def test_a_malformed_index_url_is_a_usage_error_without_the_secret(tmp_path: Pat
 
 
 def test_a_password_with_a_slash_in_a_config_is_refused_as_credentials(tmp_path: Path, capsys, monkeypatch) -> None:
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(f"""\
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
         [tool.resolve-gpu-stack]
         snapshot = "{SNAPSHOT}"
         indexes = {{ pypi = "http://user:{SECRET}/x@127.0.0.1:9/simple/" }}
@@ -48,7 +53,8 @@ def test_a_password_with_a_slash_in_a_config_is_refused_as_credentials(tmp_path:
         python = "3.12"
         cuda = "cu130"
         output = ["pylock.t.toml", "t.txt"]
-        """))
+        """)
+    )
     monkeypatch.chdir(tmp_path)
     rc, out, err = run_cli(capsys, "lock")
     assert rc == 2, err
@@ -59,6 +65,7 @@ def test_a_password_with_a_slash_in_a_config_is_refused_as_credentials(tmp_path:
 
 
 # -- 7: a config writes only below its own folder, unless the user opts in -------------------------
+
 
 def _snapshot_config(outputs: list[str], *, second: list[str] | None = None) -> str:
     text = textwrap.dedent(f"""\
@@ -97,6 +104,7 @@ def test_config_outputs_outside_its_folder_are_refused_unless_allowed(tmp_path: 
 
 # -- 11: honest messages ---------------------------------------------------------------------------
 
+
 def test_an_output_that_is_a_directory_writes_nothing_and_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
     """A write failure is exit 4 (not "no plan"), and a lock writes every output of every target or
     none: the other target's file is not written either (issue 13 item 6)."""
@@ -125,13 +133,16 @@ def test_an_output_folder_that_cannot_be_made_writes_nothing(tmp_path: Path, cap
 LONG = "1" * 5000
 
 
-@pytest.mark.parametrize("argv", [
-    ["--python", f"3.{LONG}", "--cuda", "cu130"],
-    ["--python", "3.12", "--cuda", f"cu{LONG}"],
-    ["--python", "3.12", "--cuda", "cu130", "--installed", f"torch==2.{LONG}"],
-    ["--python", "3.12", "--cuda", "cu130", "--torch", f"==2.{LONG}"],
-    ["--python", "3.12", "--cuda", "cu130", "--with", f"numpy>=2.{LONG}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--python", f"3.{LONG}", "--cuda", "cu130"],
+        ["--python", "3.12", "--cuda", f"cu{LONG}"],
+        ["--python", "3.12", "--cuda", "cu130", "--installed", f"torch==2.{LONG}"],
+        ["--python", "3.12", "--cuda", "cu130", "--torch", f"==2.{LONG}"],
+        ["--python", "3.12", "--cuda", "cu130", "--with", f"numpy>=2.{LONG}"],
+    ],
+)
 def test_a_flag_with_an_absurdly_long_number_is_a_usage_error(capsys, argv: list[str]) -> None:
     rc, out, err = run_cli(capsys, "resolve", *argv, "--snapshot", str(SNAPSHOT))
     assert rc == 2, err
@@ -139,13 +150,19 @@ def test_a_flag_with_an_absurdly_long_number_is_a_usage_error(capsys, argv: list
     assert len(err) < 1000  # the number is not echoed
 
 
-@pytest.mark.parametrize(("body", "says"), [
-    ("[tool.resolve-gpu-stack]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n", "not valid TOML: nested too deeply"),
-    ('[tool.resolve-gpu-stack]\nsnapshot = "\xff"\n', "not UTF-8 text"),
-    (f'[tool.resolve-gpu-stack]\n[[tool.resolve-gpu-stack.target]]\nname = "a"\npython = "3.{LONG}"\noutput = "a.txt"\n', "line 4: a number of 5000 digits"),
-    (f'[tool.resolve-gpu-stack.defaults]\ncuda = "cu{LONG}"\n', "line 2: a number of 5000 digits"),
-    (f"[tool.resolve-gpu-stack]\nx = {LONG}\n", "a number of 5000 digits"),
-])
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ("[tool.resolve-gpu-stack]\nx = " + "[" * 100_000 + "]" * 100_000 + "\n", "not valid TOML: nested too deeply"),
+        ('[tool.resolve-gpu-stack]\nsnapshot = "\xff"\n', "not UTF-8 text"),
+        (
+            f'[tool.resolve-gpu-stack]\n[[tool.resolve-gpu-stack.target]]\nname = "a"\npython = "3.{LONG}"\noutput = "a.txt"\n',
+            "line 4: a number of 5000 digits",
+        ),
+        (f'[tool.resolve-gpu-stack.defaults]\ncuda = "cu{LONG}"\n', "line 2: a number of 5000 digits"),
+        (f"[tool.resolve-gpu-stack]\nx = {LONG}\n", "a number of 5000 digits"),
+    ],
+)
 def test_a_hostile_config_is_a_usage_error(tmp_path: Path, capsys, monkeypatch, body: str, says: str) -> None:
     (tmp_path / "pyproject.toml").write_bytes(body.encode("latin-1"))
     monkeypatch.chdir(tmp_path)
@@ -154,12 +171,15 @@ def test_a_hostile_config_is_a_usage_error(tmp_path: Path, capsys, monkeypatch, 
     assert says in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("name", "body", "says"), [
-    ("pylock.toml", 'lock-version = "1.0"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n", "not valid TOML: nested too deeply"),
-    ("pylock.toml", f'lock-version = "1.0"\nx = {LONG}\n', "line 2: a number of 5000 digits"),
-    ("pylock.toml", f'lock-version = "1.0"\n[[packages]]\nname = "torch"\nversion = "2.{LONG}"\n', "line 4: a number of 5000 digits"),
-    ("c.txt", f"torch==2.{LONG}\n", "line 1: a number of 5000 digits"),
-])
+@pytest.mark.parametrize(
+    ("name", "body", "says"),
+    [
+        ("pylock.toml", 'lock-version = "1.0"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n", "not valid TOML: nested too deeply"),
+        ("pylock.toml", f'lock-version = "1.0"\nx = {LONG}\n', "line 2: a number of 5000 digits"),
+        ("pylock.toml", f'lock-version = "1.0"\n[[packages]]\nname = "torch"\nversion = "2.{LONG}"\n', "line 4: a number of 5000 digits"),
+        ("c.txt", f"torch==2.{LONG}\n", "line 1: a number of 5000 digits"),
+    ],
+)
 def test_a_hostile_lock_fails_check_with_a_message(tmp_path: Path, capsys, monkeypatch, name: str, body: str, says: str) -> None:
     (tmp_path / name).write_text(body)
     monkeypatch.chdir(tmp_path)

@@ -124,6 +124,7 @@ def write_old_record(cache: download.WheelCache, url: str, sha256: str, size: in
 
 # -- 5. every failure while reading a wheel is the documented error ---------------------------------
 
+
 def _cd_entry(data: bytes, name: bytes) -> int:
     """Offset of the central-directory entry for member ``name``."""
     end = data.rfind(b"PK\x05\x06")
@@ -170,6 +171,7 @@ CORRUPTIONS = ("bad-deflate", "unknown-method", "encrypted", "non-utf8-name")
 def test_a_corrupt_wheel_is_one_clear_error_naming_its_url(tmp_path: Path, capsys, how: str, ranges: bool) -> None:
     """numpy (hash listed, so the bytes are what the index promised) has a broken METADATA member:
     read by ranges or whole, it is exit 3 naming the wheel, never a traceback."""
+
     def build(world) -> None:
         real = (world.root / PATHS.range.lstrip("/")).read_bytes()
         replace_pypi_wheel(world, NUMPY_FILE, corrupt_wheel(real, how))
@@ -196,6 +198,7 @@ def test_a_corrupt_download_is_one_clear_error_naming_its_url(run: StoryRun, cap
 
 # -- 15. a 403 on a .metadata sidecar falls back to the range read -----------------------------------
 
+
 def test_403_on_a_metadata_sidecar_falls_back_to_range_reads(run: StoryRun, capsys, caplog) -> None:
     caplog.set_level(logging.INFO, logger="resolve_gpu_stack.net.metadata")
     run.srv.script(PATHS.metadata, [Fault(status=403)] * ALWAYS)
@@ -207,6 +210,7 @@ def test_403_on_a_metadata_sidecar_falls_back_to_range_reads(run: StoryRun, caps
 
 
 # -- issue 22, item 4: a learnt hash only for an intact wheel (every member's CRC) --------------------
+
 
 def with_a_corrupt_member(data: bytes) -> bytes:
     """The wheel ``data`` plus a stored member whose bytes no longer match its CRC: still a valid

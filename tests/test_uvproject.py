@@ -35,21 +35,29 @@ ARM = "platform_machine == 'aarch64' and sys_platform == 'linux' and python_vers
 
 
 def pkg(name: str, version: str, *, index: str = "pypi", action: Action = Action.INSTALL, simple_index: str | None = None) -> LockedPackage:
-    return LockedPackage(name=canonicalize_name(name), version=Version(version), action=action, index=index, coupling=Coupling.AGNOSTIC, simple_index=simple_index)
+    return LockedPackage(
+        name=canonicalize_name(name), version=Version(version), action=action, index=index, coupling=Coupling.AGNOSTIC, simple_index=simple_index
+    )
 
 
-def plan(*, torch: str = NIGHTLY, platform: str = "x86_64-manylinux_2_28", numpy: str = "2.2.0", inputs: dict | None = None, overrides=(), extra=()) -> LockPlan:
+def plan(
+    *, torch: str = NIGHTLY, platform: str = "x86_64-manylinux_2_28", numpy: str = "2.2.0", inputs: dict | None = None, overrides=(), extra=()
+) -> LockPlan:
     return LockPlan(
         target=TargetSummary(python="3.12", platform=platform, cuda="cu130"),
         packages=(
             pkg("torch", torch, index="pytorch", action=Action.KEEP, simple_index=TORCH_INDEX),
-            pkg("flashinfer-python", "0.6.5"), pkg("flashinfer-cubin", "0.6.5"),
+            pkg("flashinfer-python", "0.6.5"),
+            pkg("flashinfer-cubin", "0.6.5"),
             pkg("flashinfer-jit-cache", "0.6.5+cu130", index="flashinfer", simple_index=FI_INDEX),
-            pkg("numpy", numpy), *extra,
+            pkg("numpy", numpy),
+            *extra,
         ),
-        flashinfer_version=Version("0.6.5"), cuda_label="cu130",
+        flashinfer_version=Version("0.6.5"),
+        cuda_label="cu130",
         indexes={"pytorch": WHL, "flashinfer": "https://fi.example/whl/", "pypi": "https://pypi.example/simple/"},
-        inputs=inputs or {}, overrides=tuple(overrides),
+        inputs=inputs or {},
+        overrides=tuple(overrides),
     )
 
 
@@ -77,12 +85,24 @@ def apply(text: str, t: UvTables) -> str:
 
 
 def test_a_plan_in_uvs_words():
-    t = tables(plan(inputs={"with": ["sglang[all]>=0.5; python_version >= '3.10'"], "without": ["sgl-kernel"]},
-                    overrides=[Override(package="sglang", requirement="torch==2.9.1", replaced_by=f"torch=={NIGHTLY}", reason="kept"),
-                               Override(package="sglang", requirement="torchaudio==2.9.1", replaced_by="torchaudio (not in the plan)", reason="x")]))
+    t = tables(
+        plan(
+            inputs={"with": ["sglang[all]>=0.5; python_version >= '3.10'"], "without": ["sgl-kernel"]},
+            overrides=[
+                Override(package="sglang", requirement="torch==2.9.1", replaced_by=f"torch=={NIGHTLY}", reason="kept"),
+                Override(package="sglang", requirement="torchaudio==2.9.1", replaced_by="torchaudio (not in the plan)", reason="x"),
+            ],
+        )
+    )
     assert t.group == ("flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python", "sglang[all] ; python_version >= '3.10'", "torch")
     assert t.environments == (X86,)
-    assert t.lists["constraint-dependencies"] == ("flashinfer-cubin==0.6.5", "flashinfer-jit-cache==0.6.5+cu130", "flashinfer-python==0.6.5", "numpy==2.2.0", f"torch=={NIGHTLY}")
+    assert t.lists["constraint-dependencies"] == (
+        "flashinfer-cubin==0.6.5",
+        "flashinfer-jit-cache==0.6.5+cu130",
+        "flashinfer-python==0.6.5",
+        "numpy==2.2.0",
+        f"torch=={NIGHTLY}",
+    )
     assert t.lists["override-dependencies"] == (f"sgl-kernel ; {NEVER}", f"torch=={NIGHTLY}")  # what uv cannot say is left out
     assert [(i.name, i.url) for i in t.indexes] == [("flashinfer-cu130", FI_INDEX), ("pytorch-nightly-cu130", TORCH_INDEX)]
     assert t.sources == {"flashinfer-jit-cache": (("flashinfer-cu130", None),), "torch": (("pytorch-nightly-cu130", None),)}
@@ -112,7 +132,10 @@ def test_written_next_to_the_users_entries_and_idempotent():
     assert f"torch=={NIGHTLY}" in doc["tool"]["uv"]["constraint-dependencies"]
     assert doc["dependency-groups"]["gpu-stack"] == ["flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python", "torch"]
     assert doc["tool"]["uv"]["default-groups"] == ["gpu-stack"]
-    assert doc["tool"]["uv"]["index"] == [{"name": "flashinfer-cu130", "url": FI_INDEX, "explicit": True}, {"name": "pytorch-nightly-cu130", "url": TORCH_INDEX, "explicit": True}]
+    assert doc["tool"]["uv"]["index"] == [
+        {"name": "flashinfer-cu130", "url": FI_INDEX, "explicit": True},
+        {"name": "pytorch-nightly-cu130", "url": TORCH_INDEX, "explicit": True},
+    ]
     assert apply(first, tables(plan())) == first
 
 
@@ -155,12 +178,15 @@ def test_the_users_conflicting_entries_are_named():
     assert again.text == applied.text and not any("replaced" in n for n in again.notes)
 
 
-@pytest.mark.parametrize(("before", "after"), [
-    ("", ["gpu-stack"]),
-    ('default-groups = ["docs"]\n', ["docs", "gpu-stack"]),
-    ('default-groups = "all"\n', "all"),
-    ('[dependency-groups]\ndev = ["pytest"]\n', ["dev", "gpu-stack"]),
-])
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("", ["gpu-stack"]),
+        ('default-groups = ["docs"]\n', ["docs", "gpu-stack"]),
+        ('default-groups = "all"\n', "all"),
+        ('[dependency-groups]\ndev = ["pytest"]\n', ["dev", "gpu-stack"]),
+    ],
+)
 def test_default_groups_gain_the_stacks_group(before, after):
     text = PROJECT.replace("[tool.uv]\n", "[tool.uv]\n" + before) if before.startswith("default") else PROJECT + before
     assert tomllib.loads(apply(text, tables(plan())))["tool"]["uv"]["default-groups"] == after
@@ -177,10 +203,13 @@ def test_build_settings_for_packages_built_against_torch_come_and_go():
     assert "no-build-isolation-package" not in uv and "extra-build-dependencies" not in uv
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[project\nname = 'x'\n", "not valid TOML"),
-    ("[tool.uv]\nenvironments = []\n", "no [project] table"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[project\nname = 'x'\n", "not valid TOML"),
+        ("[tool.uv]\nenvironments = []\n", "no [project] table"),
+    ],
+)
 def test_a_project_that_is_not_one_is_refused(text, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         apply(text, tables(plan()))
@@ -239,14 +268,25 @@ def test_a_uv_lock_that_holds_the_plan_passes(project):
     assert [p.name for p in read_uv_lock(UV_LOCK, "uv.lock")][:2] == ["torch", "flashinfer-python"]
 
 
-@pytest.mark.parametrize(("old", "new", "expected"), [
-    (f'version = "{NIGHTLY}"', 'version = "2.10.0+cu130"', f"torch: uv.lock has 2.10.0+cu130, but the plan keeps the installed {NIGHTLY}: `uv sync` would replace it"),
-    (f'registry = "{FI_INDEX}"', 'registry = "https://pypi.example/simple/"', f"flashinfer-jit-cache: uv.lock takes it from https://pypi.example/simple/, the plan from {FI_INDEX}"),
-    ('version = "0.6.5+cu130"', 'version = "0.6.4+cu130"', "flashinfer-jit-cache: in uv.lock: version 0.6.4+cu130 is not 0.6.5+<cuda label>"),
-    ('name = "numpy"\nversion = "2.2.0"', 'name = "numpy"\nversion = "2.1.0"', "numpy: uv.lock has 2.1.0, the exported plan pins 2.2.0"),
-    ('name = "numpy"', 'name = "numpy-other"', "numpy: not in uv.lock; the exported plan installs 2.2.0"),
-    ("[[package]]", "[[package]", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (
+            f'version = "{NIGHTLY}"',
+            'version = "2.10.0+cu130"',
+            f"torch: uv.lock has 2.10.0+cu130, but the plan keeps the installed {NIGHTLY}: `uv sync` would replace it",
+        ),
+        (
+            f'registry = "{FI_INDEX}"',
+            'registry = "https://pypi.example/simple/"',
+            f"flashinfer-jit-cache: uv.lock takes it from https://pypi.example/simple/, the plan from {FI_INDEX}",
+        ),
+        ('version = "0.6.5+cu130"', 'version = "0.6.4+cu130"', "flashinfer-jit-cache: in uv.lock: version 0.6.4+cu130 is not 0.6.5+<cuda label>"),
+        ('name = "numpy"\nversion = "2.2.0"', 'name = "numpy"\nversion = "2.1.0"', "numpy: uv.lock has 2.1.0, the exported plan pins 2.2.0"),
+        ('name = "numpy"', 'name = "numpy-other"', "numpy: not in uv.lock; the exported plan installs 2.2.0"),
+        ("[[package]]", "[[package]", "not valid TOML"),
+    ],
+)
 def test_each_drift_in_uv_lock_is_named(project, old, new, expected):
     lock = project / "uv.lock"
     lock.write_text(lock.read_text().replace(old, new, 1))

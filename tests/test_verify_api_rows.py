@@ -44,7 +44,7 @@ def flashinfer_files(backends: dict[str, list[int]] | None) -> dict[str, bytes]:
     base = "def bmm_fp8(a, b):\n    pass\n"
     if backends:
         literal = ", ".join(f'"{b.replace("_", "-")}"' for b in backends)
-        base += f"\ndef mm_mxfp8(a, b, backend: Literal[{literal}, \"auto\"] = \"auto\"):\n    pass\n"
+        base += f'\ndef mm_mxfp8(a, b, backend: Literal[{literal}, "auto"] = "auto"):\n    pass\n'
         for backend, archs in backends.items():
             base += f"\n@supported_compute_capability({archs})\ndef _{backend}_gemm_mxfp8_requirement(a, b):\n    return True\n"
     files["flashinfer/gemm/gemm_base.py"] = base.encode()
@@ -112,17 +112,23 @@ def test_rows_that_agree_with_the_released_wheels_pass(pypi, tmp_path, capsys):
 
 
 def test_a_stale_row_is_named_with_the_release_that_shows_it(pypi, tmp_path, capsys):
-    stale = ROWS.replace('runs-on = ["sm100", "sm103", "sm107"]\n    source = "test"\n\n    [[api.gpu]]\n    archs = ["sm107"]\n    flashinfer = "0.6.18rc10"\n    source = "test"\n',
-                         'runs-on = ["sm100", "sm103"]\n    source = "test"\n')
+    stale = ROWS.replace(
+        'runs-on = ["sm100", "sm103", "sm107"]\n    source = "test"\n\n    [[api.gpu]]\n    archs = ["sm107"]\n    flashinfer = "0.6.18rc10"\n    source = "test"\n',
+        'runs-on = ["sm100", "sm103"]\n    source = "test"\n',
+    )
     assert stale != ROWS
-    rc, out = run(capsys, "--index", f"{pypi.url}simple/", "--gpus-toml", str(gpus_toml(tmp_path, stale.replace('flashinfer = "0.6.4"', 'flashinfer = "0.6.6"', 1))))
+    rc, out = run(
+        capsys, "--index", f"{pypi.url}simple/", "--gpus-toml", str(gpus_toml(tmp_path, stale.replace('flashinfer = "0.6.4"', 'flashinfer = "0.6.6"', 1)))
+    )
     assert rc == 1
     assert "FAIL mm_mxfp8:cute-dsl\n     mm_mxfp8:cute-dsl: sm107 is supported from 0.6.18rc10 on, but runs-on leaves it out" in out
     assert "mm_mxfp8: 0.6.4 already has it (from 0.6.4 on); the floor 0.6.6 is too high" in out
 
 
 def test_a_floor_without_the_api_is_named(pypi, tmp_path, capsys):
-    rc, out = run(capsys, "--index", f"{pypi.url}simple/", "--gpus-toml", str(gpus_toml(tmp_path, ROWS.replace('flashinfer = "0.6.18rc10"', 'flashinfer = "0.6.17"'))))
+    rc, out = run(
+        capsys, "--index", f"{pypi.url}simple/", "--gpus-toml", str(gpus_toml(tmp_path, ROWS.replace('flashinfer = "0.6.18rc10"', 'flashinfer = "0.6.17"')))
+    )
     assert rc == 1
     assert "mm_mxfp8:cute-dsl on sm107: 0.6.17 (at or above the floor 0.6.17) does not; the first release that does is 0.6.18rc10" in out
 

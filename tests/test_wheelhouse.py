@@ -16,10 +16,18 @@ from resolve_gpu_stack.model import IndexPage
 
 SHA = "a" * 64
 META = "b" * 64
-FILE = HouseFile(filename="foo-1.0+cu130-py3-none-any.whl", name=NormalizedName("foo"), version="1.0+cu130", sha256=SHA, size=10,
-                 metadata_sha256=META, requires_python=">=3.10,<4", locks=("pylock.a.toml",))
+FILE = HouseFile(
+    filename="foo-1.0+cu130-py3-none-any.whl",
+    name=NormalizedName("foo"),
+    version="1.0+cu130",
+    sha256=SHA,
+    size=10,
+    metadata_sha256=META,
+    requires_python=">=3.10,<4",
+    locks=("pylock.a.toml",),
+)
 
-LOCK = '''lock-version = "1.0"
+LOCK = """lock-version = "1.0"
 created-by = "resolve-gpu-stack"
 
 [[packages]]
@@ -33,7 +41,7 @@ hashes = { sha256 = "SHA" }
 
 [tool.resolve-gpu-stack]
 url = "http://127.0.0.1:9/keep/me"
-'''.replace("SHA", SHA)
+""".replace("SHA", SHA)
 
 
 def test_project_pages_escape_requires_python_and_carry_hashes_and_metadata():

@@ -27,7 +27,13 @@ from resolve_gpu_stack.net.download import WheelCache
 from resolve_gpu_stack.net.http import HttpFetcher
 
 ARM = "manylinux_2_28_aarch64"
-STACK = {"flashinfer-python": "0.6.5", "flashinfer-cubin": "0.6.5", "flashinfer-jit-cache": "0.6.5+cu130", "triton": "3.7.0+git9c288bc5", "apache-tvm-ffi": "0.1.7"}
+STACK = {
+    "flashinfer-python": "0.6.5",
+    "flashinfer-cubin": "0.6.5",
+    "flashinfer-jit-cache": "0.6.5+cu130",
+    "triton": "3.7.0+git9c288bc5",
+    "apache-tvm-ffi": "0.1.7",
+}
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 
 
@@ -66,11 +72,26 @@ def house(tmp_path: Path, uv_env, capsys):
         rc, _, err = run_cli(capsys, "lock", "--python", node, *common, "-o", str(locks / "pylock.x86.toml"))
         assert rc == 0, err
         minor = f"{sys.version_info.major}.{sys.version_info.minor}"
-        rc, _, err = run_cli(capsys, "lock", "--python", minor, "--platform", "aarch64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--torch", "installed",
-                             *common, "-o", str(locks / "pylock.arm.toml"))
+        rc, _, err = run_cli(
+            capsys,
+            "lock",
+            "--python",
+            minor,
+            "--platform",
+            "aarch64-manylinux_2_28",
+            "--installed",
+            f"torch=={NIGHTLY}",
+            "--torch",
+            "installed",
+            *common,
+            "-o",
+            str(locks / "pylock.arm.toml"),
+        )
         assert rc == 0, err
         seen = len(srv.log)
-        report = export_wheelhouse([locks / "pylock.x86.toml", locks / "pylock.arm.toml"], tmp_path / "house", wheel_cache=WheelCache(tmp_path / "export-cache"), fetcher=_fetcher())
+        report = export_wheelhouse(
+            [locks / "pylock.x86.toml", locks / "pylock.arm.toml"], tmp_path / "house", wheel_cache=WheelCache(tmp_path / "export-cache"), fetcher=_fetcher()
+        )
         assert report.fetched and not report.reused
         downloads = [p for m, p, _ in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
     yield world, tmp_path / "house", report, downloads
@@ -103,17 +124,32 @@ def test_wheelhouse_layout_manifest_and_idempotent_rerun(house, tmp_path):
         meta = out / "files" / (f["filename"] + ".metadata")
         assert meta.is_file() and f["metadata-sha256"] == __import__("hashlib").sha256(meta.read_bytes()).hexdigest()
     page = (out / "simple" / "flashinfer-python" / "index.html").read_text()
-    assert 'data-requires-python="&gt;=3.10"' in page and "data-core-metadata=\"sha256=" in page and "data-dist-info-metadata=\"sha256=" in page and "#sha256=" in page
+    assert (
+        'data-requires-python="&gt;=3.10"' in page
+        and 'data-core-metadata="sha256=' in page
+        and 'data-dist-info-metadata="sha256=' in page
+        and "#sha256=" in page
+    )
     # the rewritten locks: relative paths, the same hashes
     original = (tmp_path / "locks" / "pylock.x86.toml").read_text()
     rewritten = (out / "pylock.x86.toml").read_text()
     assert 'path = "files/' in rewritten and "url = " not in rewritten.split("[tool.")[0]
     assert [line for line in original.splitlines() if "sha256" in line] == [line for line in rewritten.splitlines() if "sha256" in line]
     # a rerun (the original indexes are down) downloads nothing and rewrites nothing
-    again = export_wheelhouse([tmp_path / "locks" / "pylock.x86.toml", tmp_path / "locks" / "pylock.arm.toml"], out, wheel_cache=WheelCache(tmp_path / "empty-cache"), fetcher=_fetcher())
+    again = export_wheelhouse(
+        [tmp_path / "locks" / "pylock.x86.toml", tmp_path / "locks" / "pylock.arm.toml"],
+        out,
+        wheel_cache=WheelCache(tmp_path / "empty-cache"),
+        fetcher=_fetcher(),
+    )
     assert again.fetched == () and again.written == () and len(again.reused) == len(names)
     # --base-url: URLs under it, only the locks change
-    based = export_wheelhouse([tmp_path / "locks" / "pylock.x86.toml", tmp_path / "locks" / "pylock.arm.toml"], out, wheel_cache=WheelCache(tmp_path / "empty-cache"), base_url="https://mirror.example/house")
+    based = export_wheelhouse(
+        [tmp_path / "locks" / "pylock.x86.toml", tmp_path / "locks" / "pylock.arm.toml"],
+        out,
+        wheel_cache=WheelCache(tmp_path / "empty-cache"),
+        base_url="https://mirror.example/house",
+    )
     assert sorted(based.written) == ["pylock.arm.toml", "pylock.x86.toml"] and based.fetched == ()
     assert 'url = "https://mirror.example/house/files/' in (out / "pylock.x86.toml").read_text()
 
@@ -135,7 +171,7 @@ def test_our_parser_reads_the_wheelhouse_pages(house):
 @pytest.mark.parametrize("kind", list(_servers()))
 def test_fleet_installs_from_the_served_wheelhouse(kind, house, tmp_path, uv_env, fetcher):
     world, out, _, _ = house
-    with (nginx(out, tmp_path / "nginx") if kind == "nginx" else stdlib_server(out)) as base:
+    with nginx(out, tmp_path / "nginx") if kind == "nginx" else stdlib_server(out) as base:
         if kind == "nginx":  # PEP 691 by content negotiation, HTML otherwise
             import urllib.request
 
@@ -165,11 +201,20 @@ def test_fleet_installs_from_the_served_wheelhouse(kind, house, tmp_path, uv_env
         assert _stack(installed(b2)) == STACK
         # 3. uv and pip with the wheelhouse as the index
         c = make_venv(tmp_path / "c", uv_env, torch_wheel(world, NIGHTLY))
-        subprocess.run([UV, "pip", "install", "-q", "--python", c, "--index-url", base + "simple/", "flashinfer-jit-cache==0.6.5+cu130"], check=True, env=uv_env, capture_output=True)
+        subprocess.run(
+            [UV, "pip", "install", "-q", "--python", c, "--index-url", base + "simple/", "flashinfer-jit-cache==0.6.5+cu130"],
+            check=True,
+            env=uv_env,
+            capture_output=True,
+        )
         assert installed(c)["flashinfer-jit-cache"] == "0.6.5+cu130"
         # pip (the one running these tests, pointed at the venv: pip >= 22.3)
-        pip = subprocess.run([sys.executable, "-m", "pip", "--python", c, "install", "-q", "--no-cache-dir", "--index-url", base + "simple/", "apache-tvm-ffi==0.1.7"],
-                             env=uv_env, capture_output=True, text=True)
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", c, "install", "-q", "--no-cache-dir", "--index-url", base + "simple/", "apache-tvm-ffi==0.1.7"],
+            env=uv_env,
+            capture_output=True,
+            text=True,
+        )
         assert pip.returncode == 0, pip.stderr
         assert installed(c)["apache-tvm-ffi"] == "0.1.7" and dist_info_bytes(c, "torch") == dist_info_bytes(a, "torch")
 

@@ -34,7 +34,9 @@ def exported(tmp_path: Path, capsys, monkeypatch):
     lock, house, cache = tmp_path / "locks" / "pylock.x.toml", tmp_path / "house", tmp_path / "cache"
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        rc, _, err = run_cli(capsys, "lock", "--python", MINOR, "--installed", f"torch=={NIGHTLY}", *index_flags(srv), "--cache-dir", str(cache), "-o", str(lock))
+        rc, _, err = run_cli(
+            capsys, "lock", "--python", MINOR, "--installed", f"torch=={NIGHTLY}", *index_flags(srv), "--cache-dir", str(cache), "-o", str(lock)
+        )
         assert rc == 0, err
         rc, _, err = export(capsys, lock, house, cache)
         assert rc == 0, err
@@ -69,6 +71,7 @@ def _edit_lock(lock: Path, out: Path, edit) -> Path:
 
 
 # -- 5. deletions and writes stay inside ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("linked", ["files", "simple"])
 def test_prune_through_a_symlinked_folder_deletes_nothing_outside(exported, tmp_path, capsys, linked):
@@ -134,6 +137,7 @@ def test_temp_files_are_never_written_through_a_planted_link(exported, tmp_path,
 
 # -- 7. inputs: METADATA before placing, local sources copied, credentials, --base-url ---------------------
 
+
 @pytest.mark.parametrize("how", ["not-a-zip", "bad-deflate"])
 def test_a_file_that_is_not_the_wheel_is_never_placed(exported, tmp_path, capsys, how):
     """A lock's local ``path`` names a file with the right sha256 and size that is not the wheel
@@ -192,11 +196,20 @@ def test_credentials_never_reach_a_published_lock(exported, tmp_path, capsys):
     assert "carried credentials" in err and "removed" in err and "s3cret" not in err + out
 
 
-@pytest.mark.parametrize("base", [
-    "https://mirror.example/house?token=1", "https://mirror.example/house#frag", "https://mirror.example/my house",
-    "https://mirror.example/house\r\nX-Evil: 1", "https://mirror.example/\x00house", "http://mirror.example/house",
-    "http://[::1/", "https://mirror.example:99999/house", "ftp://mirror.example/house",
-])
+@pytest.mark.parametrize(
+    "base",
+    [
+        "https://mirror.example/house?token=1",
+        "https://mirror.example/house#frag",
+        "https://mirror.example/my house",
+        "https://mirror.example/house\r\nX-Evil: 1",
+        "https://mirror.example/\x00house",
+        "http://mirror.example/house",
+        "http://[::1/",
+        "https://mirror.example:99999/house",
+        "ftp://mirror.example/house",
+    ],
+)
 def test_a_bad_base_url_is_a_usage_error(exported, capsys, base):
     lock, house, cache, _ = exported
     before = tree(house)
@@ -213,6 +226,7 @@ def test_a_loopback_http_base_url_is_fine(exported, capsys):
 
 
 # -- 8. no traceback -----------------------------------------------------------------------------------
+
 
 def test_output_naming_an_existing_file_is_a_usage_error(exported, tmp_path, capsys):
     lock, _, cache, _ = exported

@@ -117,8 +117,26 @@ def _zip64_by_hand(members: dict[str, bytes], prefix: bytes = b"") -> bytes:
         out += nb + local_extra + comp
         cd_extra = struct.pack("<2H3Q", 1, 24, len(content), len(comp), offset)
         cd += struct.pack(
-            "<4s4B4HL2L5H2L", b"PK\x01\x02", 45, 3, 45, 0, 0, 8, 0, 0x21, crc,
-            0xFFFFFFFF, 0xFFFFFFFF, len(nb), len(cd_extra), 0, 0, 0, 0, 0xFFFFFFFF,
+            "<4s4B4HL2L5H2L",
+            b"PK\x01\x02",
+            45,
+            3,
+            45,
+            0,
+            0,
+            8,
+            0,
+            0x21,
+            crc,
+            0xFFFFFFFF,
+            0xFFFFFFFF,
+            len(nb),
+            len(cd_extra),
+            0,
+            0,
+            0,
+            0,
+            0xFFFFFFFF,
         )
         cd += nb + cd_extra
     cd_offset = len(out) - len(prefix)

@@ -25,7 +25,9 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def metadata_text(name: str, version: str, requires: list[str] | tuple[str, ...] = (), requires_python: str | None = None, extras: tuple[str, ...] = ()) -> bytes:
+def metadata_text(
+    name: str, version: str, requires: list[str] | tuple[str, ...] = (), requires_python: str | None = None, extras: tuple[str, ...] = ()
+) -> bytes:
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     if requires_python:
         lines.append(f"Requires-Python: {requires_python}")

@@ -44,7 +44,21 @@ class World:
         self.root.mkdir(parents=True, exist_ok=True)
 
     # -- adding wheels -------------------------------------------------------------------------
-    def pytorch(self, name: str, version: str, *, tag: str, requires: list[str] | tuple[str, ...] = (), channel: str = "nightly", variant: str = "cu130", at_root: bool = False, sidecar: bool = True, requires_python: str | None = None, padding: int = 0, files: dict[str, bytes] | None = None) -> BuiltWheel:
+    def pytorch(
+        self,
+        name: str,
+        version: str,
+        *,
+        tag: str,
+        requires: list[str] | tuple[str, ...] = (),
+        channel: str = "nightly",
+        variant: str = "cu130",
+        at_root: bool = False,
+        sidecar: bool = True,
+        requires_python: str | None = None,
+        padding: int = 0,
+        files: dict[str, bytes] | None = None,
+    ) -> BuiltWheel:
         prefix = f"whl/{channel}/" if channel != "stable" else "whl/"
         wheel_dir = prefix if at_root else f"{prefix}{variant}/"
         w = build_wheel(self.root / wheel_dir, name, version, tag, requires, requires_python=requires_python, padding=padding, files=files)
@@ -54,16 +68,32 @@ class World:
         self._add(page, "pytorch", _Entry(w, wheel_dir + w.filename, sidecar=sidecar))
         return w
 
-    def flashinfer(self, name: str, version: str, *, page: str, tag: str = "py3-none-any", requires: list[str] | tuple[str, ...] = (), padding: int = 0) -> BuiltWheel:
+    def flashinfer(
+        self, name: str, version: str, *, page: str, tag: str = "py3-none-any", requires: list[str] | tuple[str, ...] = (), padding: int = 0
+    ) -> BuiltWheel:
         public = version.split("+", 1)[0].split(".dev", 1)[0]
         wheel_dir = f"releases/download/v{public}/"
         w = build_wheel(self.root / wheel_dir, name, version, tag, requires, padding=padding)
         self._add(f"fi/{page.strip('/')}/", "flashinfer", _Entry(w, wheel_dir + w.filename, absolute=True))
         return w
 
-    def pypi(self, name: str, version: str, *, tag: str = "py3-none-any", requires: list[str] | tuple[str, ...] = (), requires_python: str | None = None, yanked: str | None = None, upload_time: str = "2026-01-01T00:00:00Z") -> BuiltWheel:
+    def pypi(
+        self,
+        name: str,
+        version: str,
+        *,
+        tag: str = "py3-none-any",
+        requires: list[str] | tuple[str, ...] = (),
+        requires_python: str | None = None,
+        yanked: str | None = None,
+        upload_time: str = "2026-01-01T00:00:00Z",
+    ) -> BuiltWheel:
         w = build_wheel(self.root / "files", name, version, tag, requires, requires_python=requires_python)
-        self._add(f"simple/{canonicalize_name(name)}/", "pypi", _Entry(w, "files/" + w.filename, sidecar=False, yanked=yanked, requires_python=requires_python, upload_time=upload_time))
+        self._add(
+            f"simple/{canonicalize_name(name)}/",
+            "pypi",
+            _Entry(w, "files/" + w.filename, sidecar=False, yanked=yanked, requires_python=requires_python, upload_time=upload_time),
+        )
         return w
 
     def empty_page(self, page: str, dialect: str) -> None:
@@ -121,7 +151,10 @@ def _pypi_html(name: str, entries: list[_Entry]) -> str:
         if e.sidecar:  # PEP 658/714: the METADATA file is served beside the wheel
             attrs += f' data-core-metadata="sha256={hashlib.sha256(e.wheel.metadata).hexdigest()}"'
         rows.append(f'    <a href="../../{e.rel_path}#sha256={e.wheel.sha256}"{attrs}>{e.wheel.filename}</a><br />')
-    return "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n" f"    <title>Links for {name}</title>\n  </head>\n  <body>\n    <h1>Links for {name}</h1>\n" + "\n".join(rows) + "\n  </body>\n</html>\n"
+    return (
+        '<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" content="1.1">\n'
+        f"    <title>Links for {name}</title>\n  </head>\n  <body>\n    <h1>Links for {name}</h1>\n" + "\n".join(rows) + "\n  </body>\n</html>\n"
+    )
 
 
 def _pypi_json(name: str, entries: list[_Entry]) -> str:

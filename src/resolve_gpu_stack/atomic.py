@@ -62,7 +62,7 @@ def write_temp(path: Path, data: bytes | str, *, sync: bool = False, mode: int |
         try:
             view = memoryview(body)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if sync:
                 os.fsync(fd)
         finally:

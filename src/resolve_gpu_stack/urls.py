@@ -91,7 +91,9 @@ def normalize_base_url(url: str) -> str:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise IndexDefinitionError(f"not an index URL: {shown!r} ({_no_secret(str(exc), url)})", hint="use http(s)://host[:port]/path/ with a port from 1 to 65535") from None
+        raise IndexDefinitionError(
+            f"not an index URL: {shown!r} ({_no_secret(str(exc), url)})", hint="use http(s)://host[:port]/path/ with a port from 1 to 65535"
+        ) from None
     if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.hostname):
         raise IndexDefinitionError(f"not an index URL: {shown!r}", hint="use http(s)://host/path/")
     if port == 0:

@@ -107,67 +107,226 @@ REAL_FLASHINFER_SHA256 = {
     "flashinfer_cubin-0.6.3-py3-none-any.whl": ("64ecd1e3084c78bfc958e90132d5dffcaf9d2cb4d52bfecde4c1b040e5b024d6", "PyPI, uploaded 2026-02-06"),
     "flashinfer_cubin-0.6.4-py3-none-any.whl": ("6dd03b97ada344ee37b948b0f69977d4df737042a7acd1b296025341d7a7b75b", "PyPI, uploaded 2026-02-19"),
     "flashinfer_cubin-0.6.5-py3-none-any.whl": ("d6defd9f83de2f411a8490ba63b214dd41a3149299aac6dc0084b1e719dfc438", "PyPI, uploaded 2026-03-04"),
-    "flashinfer_jit_cache-0.3.1.dev20251007+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("92282dfb00a27d2d3d665b29da6c20304cb76571295648870c6e3e28c690fbba", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.3.1.dev20251007+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("1329dc5a6682a779fd278e61ba7e719a52e928e0d413c8c3db3c991b4533b164", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.0+cu128-cp39-abi3-manylinux_2_28_aarch64.whl": ("d9d4e328d058197df9102057ba3378604aa11e86a4e4cab239ab005c1343ad8e", "sample flashinfer-cu128-jit-cache"),
-    "flashinfer_jit_cache-0.4.0+cu128-cp39-abi3-manylinux_2_28_x86_64.whl": ("c8f636d6112165dd43925c1cc0f9b97cadd34d89a937aff92e90aef3915b19e4", "sample flashinfer-cu128-jit-cache"),
-    "flashinfer_jit_cache-0.4.0+cu129-cp39-abi3-manylinux_2_28_aarch64.whl": ("4cabe72c2f774b8ae08792e47da4e44263b821d0951c5e57df6adece72aba5c6", "sample flashinfer-cu129-jit-cache"),
-    "flashinfer_jit_cache-0.4.0+cu129-cp39-abi3-manylinux_2_28_x86_64.whl": ("5084547684843d3da79bcfc37b6ab04c6828a0aad4b1d01e3d3d5a147970c78d", "sample flashinfer-cu129-jit-cache"),
-    "flashinfer_jit_cache-0.4.0+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("d508f27d9fe0354a52aabd9002b21be9c3809e30cc5c2a1c86701c84d2b6780b", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("9f98fb3a009d9b3b2a4e12c576f7e5d687157c76b78aa1928412525d1b192e3c", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.0.dev20251008+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("ae77d4afb8a41b9f9ae674cad694d2ecb4bdaf0e464b73763e52377d451e0125", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.0.dev20251008+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("660a2248fe3bdebd57d9dcff4bf2ddac6d3e205b7fe11ea15d8a72630987013e", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.1.dev20251015+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("f1317fc8d543fd998971ebefaa6114a7a43788e077ed3be302f76cdaaa072b11", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.1.dev20251015+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("578070e6e6b9bae07abf8ef693b839182dd7edf4265f63ca1fb4ec686806dbc3", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.1.dev20251029+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("f3f8a1db2c0c22defeb827ef989fef38d8b2d64ad31494ebed4a85ec6df10380", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.4.1.dev20251029+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("7cc144c31d541efe3a5466b586b25059e579fdd6c933133a5aa59b0853416bf9", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.0+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("8d4a719ba3419846b9cd101882dd14221d68f3022702435cba7bd96feeaac445", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("8712ddbbbb60074cc879489dd896d07f79a48360b55e322ab25e1a679d1bc565", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.1.dev20251105+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("9d22aa7439ae52656764a0e3e14acfe6ee862df49868b81b1f3472bf7ab67b49", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.1.dev20251105+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("ff917de738be391191151e9f6450c19e4f61cfcc25b2f30e9cab67f3d12084e6", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.2.dev20251202+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("b8056aaae88aa0020aa7e69ea3aa43f1befb0d6b5983c5242a728e040c4c9976", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.2.dev20251202+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("1a5ff9fd6a28e49999301b46dabf07e0fe79ec26a0b5bcdb41182d1e0dfd512e", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.2.dev20251209+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("23ed830e47c3b6acc4f1f1d63a2b37e4c7a945fb93204c5c0e23b2d5b49e5ca7", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.2.dev20251209+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("763357c6bea7b47e8d485fec3bd872bf3fc22efe31650dca20fb0980e1d78d7a", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3+cu128-cp39-abi3-manylinux_2_28_aarch64.whl": ("5c432dfc3f30f8297a185853586dd3eaa582dd93ab2885ee686155bb402b992c", "sample flashinfer-cu128-jit-cache"),
-    "flashinfer_jit_cache-0.5.3+cu128-cp39-abi3-manylinux_2_28_x86_64.whl": ("b0c9c3791bcd46ce523bf65e83829b035081f97950c124d3f9eb8a4241f2ccf4", "sample flashinfer-cu128-jit-cache"),
-    "flashinfer_jit_cache-0.5.3+cu129-cp39-abi3-manylinux_2_28_aarch64.whl": ("9bed7cae7522ab4d709372aa784653e7d5d16cf773d68f148edef245ae2091cd", "sample flashinfer-cu129-jit-cache"),
-    "flashinfer_jit_cache-0.5.3+cu129-cp39-abi3-manylinux_2_28_x86_64.whl": ("a17ffa82ebdc19a09edc1f808ec0ec51cad75a00bfa7328b5155dff1b57aa30c", "sample flashinfer-cu129-jit-cache"),
-    "flashinfer_jit_cache-0.5.3+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("acd337556c74df97657d1556b952bdf6f521b0f084f201b8ca481c02bd625504", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("bfc896d628291c737f73f1c06c018a66b2a16dac52f5390b53c2170123bb34d9", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3.dev20251212+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("9e2be993c18608cc12a069e7db9dcb12c2d4d87a5eb5edcb7689768d2949a61f", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3.dev20251212+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("8166abe5c7e5a09431e8040da7a52e886a1cfe366e9bdd3554f47fd740a445df", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3.dev20251222+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("64657e70e0e0260dff8e7e5149951260fc0ec2e711bb0653feedd81f9ed29a32", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3.dev20251222+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("22a7f8edd1f433f6b47b530051db12cc91b0099d2e5b1175b8cac6aa2101a9f1", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3.dev20251223+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("b0e465f55c6de2c7a91d6271fbf45bde98a98e50511c3f0830e39e5fbbd76f58", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.5.3.dev20251223+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("bc9d1345bef1f6701ace5c4eebdd36ee91e7683ed558da946a4882c394e50798", "sample flashinfer-nightly-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.6.0+cu128-cp39-abi3-manylinux_2_28_aarch64.whl": ("9013bf09739f81277edeaf7816f0b6e7e7734701a2f25b156158b53acbaeb88c", "sample flashinfer-cu128-jit-cache"),
-    "flashinfer_jit_cache-0.6.0+cu128-cp39-abi3-manylinux_2_28_x86_64.whl": ("f523594229d4c51dfcd1a33e5c398983d7954c4b281336059aef6c6127f4071c", "sample flashinfer-cu128-jit-cache"),
-    "flashinfer_jit_cache-0.6.0+cu129-cp39-abi3-manylinux_2_28_aarch64.whl": ("0ce56426b63d798ef92603f5d07216e0ad137864defb1022ca42b06e71fe8962", "sample flashinfer-cu129-jit-cache"),
-    "flashinfer_jit_cache-0.6.0+cu129-cp39-abi3-manylinux_2_28_x86_64.whl": ("0147b6b2c1d6453425e7bbdee6cd40d6ae6fb104b478557c359b4d27c87818b9", "sample flashinfer-cu129-jit-cache"),
-    "flashinfer_jit_cache-0.6.0+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("6b8b50588a98a2745ed4ae3f6b2d705de75bf62d5a1c7b4d8410456c12bbb1fa", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.6.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("2eb81fb0be8ad1efaa45a63de640d2c9670854f4f620c2021e379700ded46a39", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.6.2+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("a34fb459670c859d90dc5a226463bb2f9b72ecda4e2f1184227574339649b91e", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.6.2+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("51521680ba030924202f51ec9654408b65e0ba00da42a584e3d14945dc2467e4", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": ("655714b9471714ea0f177d2b4194653c7eaf6235cb3ecd921f061c6caac5bc0d", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": ("4aa4f5eb8b06d6c4820945fd5ed047ef5f9e39856226dab3cb5193f51bb090d1", "sample flashinfer-cu130-jit-cache"),
-    "flashinfer_python-0.3.1.dev20251007-py3-none-any.whl": ("feff6d1ded0b364cb6a9c39f08c0779b6593a59114492a3926fc4b30e30bd762", "sample flashinfer-nightly-flashinfer-python"),
-    "flashinfer_python-0.4.0.dev20251008-py3-none-any.whl": ("4fed17abc6c43207accf84fc96f91ddc9f1cbf723fdce08349df9fc100aaad46", "sample flashinfer-nightly-flashinfer-python"),
+    "flashinfer_jit_cache-0.3.1.dev20251007+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "92282dfb00a27d2d3d665b29da6c20304cb76571295648870c6e3e28c690fbba",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.3.1.dev20251007+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "1329dc5a6682a779fd278e61ba7e719a52e928e0d413c8c3db3c991b4533b164",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0+cu128-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "d9d4e328d058197df9102057ba3378604aa11e86a4e4cab239ab005c1343ad8e",
+        "sample flashinfer-cu128-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0+cu128-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "c8f636d6112165dd43925c1cc0f9b97cadd34d89a937aff92e90aef3915b19e4",
+        "sample flashinfer-cu128-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0+cu129-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "4cabe72c2f774b8ae08792e47da4e44263b821d0951c5e57df6adece72aba5c6",
+        "sample flashinfer-cu129-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0+cu129-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "5084547684843d3da79bcfc37b6ab04c6828a0aad4b1d01e3d3d5a147970c78d",
+        "sample flashinfer-cu129-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "d508f27d9fe0354a52aabd9002b21be9c3809e30cc5c2a1c86701c84d2b6780b",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "9f98fb3a009d9b3b2a4e12c576f7e5d687157c76b78aa1928412525d1b192e3c",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0.dev20251008+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "ae77d4afb8a41b9f9ae674cad694d2ecb4bdaf0e464b73763e52377d451e0125",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.0.dev20251008+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "660a2248fe3bdebd57d9dcff4bf2ddac6d3e205b7fe11ea15d8a72630987013e",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.1.dev20251015+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "f1317fc8d543fd998971ebefaa6114a7a43788e077ed3be302f76cdaaa072b11",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.1.dev20251015+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "578070e6e6b9bae07abf8ef693b839182dd7edf4265f63ca1fb4ec686806dbc3",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.1.dev20251029+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "f3f8a1db2c0c22defeb827ef989fef38d8b2d64ad31494ebed4a85ec6df10380",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.4.1.dev20251029+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "7cc144c31d541efe3a5466b586b25059e579fdd6c933133a5aa59b0853416bf9",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.0+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "8d4a719ba3419846b9cd101882dd14221d68f3022702435cba7bd96feeaac445",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "8712ddbbbb60074cc879489dd896d07f79a48360b55e322ab25e1a679d1bc565",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.1.dev20251105+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "9d22aa7439ae52656764a0e3e14acfe6ee862df49868b81b1f3472bf7ab67b49",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.1.dev20251105+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "ff917de738be391191151e9f6450c19e4f61cfcc25b2f30e9cab67f3d12084e6",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.2.dev20251202+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "b8056aaae88aa0020aa7e69ea3aa43f1befb0d6b5983c5242a728e040c4c9976",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.2.dev20251202+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "1a5ff9fd6a28e49999301b46dabf07e0fe79ec26a0b5bcdb41182d1e0dfd512e",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.2.dev20251209+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "23ed830e47c3b6acc4f1f1d63a2b37e4c7a945fb93204c5c0e23b2d5b49e5ca7",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.2.dev20251209+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "763357c6bea7b47e8d485fec3bd872bf3fc22efe31650dca20fb0980e1d78d7a",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3+cu128-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "5c432dfc3f30f8297a185853586dd3eaa582dd93ab2885ee686155bb402b992c",
+        "sample flashinfer-cu128-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3+cu128-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "b0c9c3791bcd46ce523bf65e83829b035081f97950c124d3f9eb8a4241f2ccf4",
+        "sample flashinfer-cu128-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3+cu129-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "9bed7cae7522ab4d709372aa784653e7d5d16cf773d68f148edef245ae2091cd",
+        "sample flashinfer-cu129-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3+cu129-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "a17ffa82ebdc19a09edc1f808ec0ec51cad75a00bfa7328b5155dff1b57aa30c",
+        "sample flashinfer-cu129-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "acd337556c74df97657d1556b952bdf6f521b0f084f201b8ca481c02bd625504",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "bfc896d628291c737f73f1c06c018a66b2a16dac52f5390b53c2170123bb34d9",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3.dev20251212+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "9e2be993c18608cc12a069e7db9dcb12c2d4d87a5eb5edcb7689768d2949a61f",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3.dev20251212+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "8166abe5c7e5a09431e8040da7a52e886a1cfe366e9bdd3554f47fd740a445df",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3.dev20251222+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "64657e70e0e0260dff8e7e5149951260fc0ec2e711bb0653feedd81f9ed29a32",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3.dev20251222+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "22a7f8edd1f433f6b47b530051db12cc91b0099d2e5b1175b8cac6aa2101a9f1",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3.dev20251223+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "b0e465f55c6de2c7a91d6271fbf45bde98a98e50511c3f0830e39e5fbbd76f58",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.5.3.dev20251223+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "bc9d1345bef1f6701ace5c4eebdd36ee91e7683ed558da946a4882c394e50798",
+        "sample flashinfer-nightly-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.0+cu128-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "9013bf09739f81277edeaf7816f0b6e7e7734701a2f25b156158b53acbaeb88c",
+        "sample flashinfer-cu128-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.0+cu128-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "f523594229d4c51dfcd1a33e5c398983d7954c4b281336059aef6c6127f4071c",
+        "sample flashinfer-cu128-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.0+cu129-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "0ce56426b63d798ef92603f5d07216e0ad137864defb1022ca42b06e71fe8962",
+        "sample flashinfer-cu129-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.0+cu129-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "0147b6b2c1d6453425e7bbdee6cd40d6ae6fb104b478557c359b4d27c87818b9",
+        "sample flashinfer-cu129-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.0+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "6b8b50588a98a2745ed4ae3f6b2d705de75bf62d5a1c7b4d8410456c12bbb1fa",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.0+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "2eb81fb0be8ad1efaa45a63de640d2c9670854f4f620c2021e379700ded46a39",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.2+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "a34fb459670c859d90dc5a226463bb2f9b72ecda4e2f1184227574339649b91e",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.2+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "51521680ba030924202f51ec9654408b65e0ba00da42a584e3d14945dc2467e4",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_aarch64.whl": (
+        "655714b9471714ea0f177d2b4194653c7eaf6235cb3ecd921f061c6caac5bc0d",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl": (
+        "4aa4f5eb8b06d6c4820945fd5ed047ef5f9e39856226dab3cb5193f51bb090d1",
+        "sample flashinfer-cu130-jit-cache",
+    ),
+    "flashinfer_python-0.3.1.dev20251007-py3-none-any.whl": (
+        "feff6d1ded0b364cb6a9c39f08c0779b6593a59114492a3926fc4b30e30bd762",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
+    "flashinfer_python-0.4.0.dev20251008-py3-none-any.whl": (
+        "4fed17abc6c43207accf84fc96f91ddc9f1cbf723fdce08349df9fc100aaad46",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
     "flashinfer_python-0.4.1-py3-none-any.whl": ("5b44d28e485a54fa47e994358684981cf46440ec7acbed9954575157d341ff61", "sample flashinfer-flashinfer-python"),
-    "flashinfer_python-0.4.1.dev20251029-py3-none-any.whl": ("769fab91b7a58558d6759eb23233be148b658b45b2ace0037a6ac55b9415fb89", "sample flashinfer-nightly-flashinfer-python"),
+    "flashinfer_python-0.4.1.dev20251029-py3-none-any.whl": (
+        "769fab91b7a58558d6759eb23233be148b658b45b2ace0037a6ac55b9415fb89",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
     "flashinfer_python-0.5.0-py3-none-any.whl": ("f02f13c616482617e7bee0031e5777a3328989a0b1842496ce273086f6a5aeab", "sample flashinfer-flashinfer-python"),
     "flashinfer_python-0.5.0rc1-py3-none-any.whl": ("8a77fdf77622583666731dd948be0c744464f42942ac879c0f3802c321696fbb", "sample flashinfer-flashinfer-python"),
     "flashinfer_python-0.5.0rc2-py3-none-any.whl": ("20d784a0a101b8b6b2f5afc32827e0e441bd9906e3daa4231932a4eb0c3d7e7a", "PyPI, uploaded 2025-10-31"),
     "flashinfer_python-0.5.0rc3-py3-none-any.whl": ("578b4a74bc92b575136af9dddf211732fc3c077058f65b3dd8141b951115d9cc", "PyPI, uploaded 2025-11-01"),
     "flashinfer_python-0.5.1-py3-none-any.whl": ("ec8434d21e53a0ec333734a3c61946a0f7d2f972e344aefa99ba5b87e63aa76a", "PyPI, uploaded 2025-11-04"),
-    "flashinfer_python-0.5.1.dev20251105-py3-none-any.whl": ("18c25435b154ac097964203c0b4813499b91bdc526c63cc4e568e90dab05074d", "sample flashinfer-nightly-flashinfer-python"),
+    "flashinfer_python-0.5.1.dev20251105-py3-none-any.whl": (
+        "18c25435b154ac097964203c0b4813499b91bdc526c63cc4e568e90dab05074d",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
     "flashinfer_python-0.5.2-py3-none-any.whl": ("739c27d86d5ff4e3ad1ea41dcb90bda08e44c332549bf696f9c9c5c57f608e63", "PyPI, uploaded 2025-11-07"),
-    "flashinfer_python-0.5.2.dev20251122-py3-none-any.whl": ("0e7874e1123d69363ce0a0b1f92e87494bf777500b88eba856e94ef436510cbb", "sample flashinfer-nightly-flashinfer-python"),
-    "flashinfer_python-0.5.2.dev20251130-py3-none-any.whl": ("51116b3942baf135f9e13bd56b3ab423074ae9ef120f3ea3964acf8ee54ea650", "sample flashinfer-nightly-flashinfer-python"),
-    "flashinfer_python-0.5.2.dev20251209-py3-none-any.whl": ("e9b80ec4dc6e6a3da9f4472ff36411cd17fc190cde4667faafa9f5f0c5570ff7", "sample flashinfer-nightly-flashinfer-python"),
+    "flashinfer_python-0.5.2.dev20251122-py3-none-any.whl": (
+        "0e7874e1123d69363ce0a0b1f92e87494bf777500b88eba856e94ef436510cbb",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
+    "flashinfer_python-0.5.2.dev20251130-py3-none-any.whl": (
+        "51116b3942baf135f9e13bd56b3ab423074ae9ef120f3ea3964acf8ee54ea650",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
+    "flashinfer_python-0.5.2.dev20251209-py3-none-any.whl": (
+        "e9b80ec4dc6e6a3da9f4472ff36411cd17fc190cde4667faafa9f5f0c5570ff7",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
     "flashinfer_python-0.5.3-py3-none-any.whl": ("b601293b72f9138bad173edc28df84b9f239a013be974e2e79d4ba98aeb38cf5", "sample flashinfer-flashinfer-python"),
-    "flashinfer_python-0.5.3.dev20251212-py3-none-any.whl": ("73c793c1eb1fe451209cf2589b0bc4033b1b3f4d5b7f29fa9c66445f22854859", "sample flashinfer-nightly-flashinfer-python"),
-    "flashinfer_python-0.5.3.dev20251215-py3-none-any.whl": ("f806c42d9d13568bc782429e650cc2454475f636a285bfbc3f1f20b618504cd0", "sample flashinfer-nightly-flashinfer-python"),
+    "flashinfer_python-0.5.3.dev20251212-py3-none-any.whl": (
+        "73c793c1eb1fe451209cf2589b0bc4033b1b3f4d5b7f29fa9c66445f22854859",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
+    "flashinfer_python-0.5.3.dev20251215-py3-none-any.whl": (
+        "f806c42d9d13568bc782429e650cc2454475f636a285bfbc3f1f20b618504cd0",
+        "sample flashinfer-nightly-flashinfer-python",
+    ),
     "flashinfer_python-0.6.0-py3-none-any.whl": ("e8be4fd2f9229a7faef411579439eebc6c6dc54893d62bd50498f374cd04cc16", "sample flashinfer-flashinfer-python"),
     "flashinfer_python-0.6.0rc1-py3-none-any.whl": ("6a7b6a29216eace097b65b3a84aed6e0348af644327886cac883a8aaa5fc75aa", "PyPI, uploaded 2025-12-18"),
     "flashinfer_python-0.6.0rc2-py3-none-any.whl": ("fffe2a50e1d8d76bf762bb649c39670f8f3d5e87eef96c7ffbe0742edf4ca84e", "PyPI, uploaded 2025-12-20"),
@@ -287,18 +446,38 @@ def era3_cuda(nccl: str) -> tuple[str, ...]:
 def _stable_era2(cudnn: str, nccl: str, nvshmem: str, old_runtime: bool) -> tuple[str, ...]:
     if old_runtime:  # the CUDA 13.0.0 component set of autumn 2025 (torch 2.9.x)
         return (
-            "nvidia-cuda-nvrtc==13.0.48", "nvidia-cuda-runtime==13.0.48", "nvidia-cuda-cupti==13.0.48",
-            f"nvidia-cudnn-cu13=={cudnn}", "nvidia-cublas==13.0.0.19", "nvidia-cufft==12.0.0.15",
-            "nvidia-curand==10.4.0.35", "nvidia-cusolver==12.0.3.29", "nvidia-cusparse==12.6.2.49",
-            "nvidia-cusparselt-cu13==0.8.0", f"nvidia-nccl-cu13=={nccl}", f"nvidia-nvshmem-cu13=={nvshmem}",
-            "nvidia-nvtx==13.0.39", "nvidia-nvjitlink==13.0.39", "nvidia-cufile==1.15.0.42",
+            "nvidia-cuda-nvrtc==13.0.48",
+            "nvidia-cuda-runtime==13.0.48",
+            "nvidia-cuda-cupti==13.0.48",
+            f"nvidia-cudnn-cu13=={cudnn}",
+            "nvidia-cublas==13.0.0.19",
+            "nvidia-cufft==12.0.0.15",
+            "nvidia-curand==10.4.0.35",
+            "nvidia-cusolver==12.0.3.29",
+            "nvidia-cusparse==12.6.2.49",
+            "nvidia-cusparselt-cu13==0.8.0",
+            f"nvidia-nccl-cu13=={nccl}",
+            f"nvidia-nvshmem-cu13=={nvshmem}",
+            "nvidia-nvtx==13.0.39",
+            "nvidia-nvjitlink==13.0.39",
+            "nvidia-cufile==1.15.0.42",
         )
     return (
-        "cuda-bindings==13.0.3", "nvidia-cuda-nvrtc==13.0.88", "nvidia-cuda-runtime==13.0.96",
-        "nvidia-cuda-cupti==13.0.85", f"nvidia-cudnn-cu13=={cudnn}", "nvidia-cublas==13.1.0.3",
-        "nvidia-cufft==12.0.0.61", "nvidia-curand==10.4.0.35", "nvidia-cusolver==12.0.4.66",
-        "nvidia-cusparse==12.6.3.3", "nvidia-cusparselt-cu13==0.8.0", f"nvidia-nccl-cu13=={nccl}",
-        f"nvidia-nvshmem-cu13=={nvshmem}", "nvidia-nvtx==13.0.85", "nvidia-nvjitlink==13.0.88",
+        "cuda-bindings==13.0.3",
+        "nvidia-cuda-nvrtc==13.0.88",
+        "nvidia-cuda-runtime==13.0.96",
+        "nvidia-cuda-cupti==13.0.85",
+        f"nvidia-cudnn-cu13=={cudnn}",
+        "nvidia-cublas==13.1.0.3",
+        "nvidia-cufft==12.0.0.61",
+        "nvidia-curand==10.4.0.35",
+        "nvidia-cusolver==12.0.4.66",
+        "nvidia-cusparse==12.6.3.3",
+        "nvidia-cusparselt-cu13==0.8.0",
+        f"nvidia-nccl-cu13=={nccl}",
+        f"nvidia-nvshmem-cu13=={nvshmem}",
+        "nvidia-nvtx==13.0.85",
+        "nvidia-nvjitlink==13.0.88",
         "nvidia-cufile==1.15.1.6",
     )
 
@@ -798,12 +977,42 @@ TORCH_SKEW = {
 }
 # The package list of samples/pytorch-nightly-cu130-root.html (reconstructed for 2026-03-07).
 VARIANT_ROOT_PACKAGES = (
-    "cuda-bindings", "cuda-pathfinder", "cuda-toolkit", "filelock", "fsspec", "jinja2", "markupsafe",
-    "mpmath", "networkx", "numpy", "nvidia-cublas", "nvidia-cuda-cupti", "nvidia-cuda-nvrtc",
-    "nvidia-cuda-runtime", "nvidia-cudnn-cu13", "nvidia-cufft", "nvidia-cufile", "nvidia-curand",
-    "nvidia-cusolver", "nvidia-cusparse", "nvidia-cusparselt-cu13", "nvidia-nccl-cu13", "nvidia-nvjitlink",
-    "nvidia-nvshmem-cu13", "nvidia-nvtx", "pillow", "pytorch-triton", "setuptools", "sympy", "torch",
-    "torchao", "torchaudio", "torchcodec", "torchvision", "triton", "typing-extensions",
+    "cuda-bindings",
+    "cuda-pathfinder",
+    "cuda-toolkit",
+    "filelock",
+    "fsspec",
+    "jinja2",
+    "markupsafe",
+    "mpmath",
+    "networkx",
+    "numpy",
+    "nvidia-cublas",
+    "nvidia-cuda-cupti",
+    "nvidia-cuda-nvrtc",
+    "nvidia-cuda-runtime",
+    "nvidia-cudnn-cu13",
+    "nvidia-cufft",
+    "nvidia-cufile",
+    "nvidia-curand",
+    "nvidia-cusolver",
+    "nvidia-cusparse",
+    "nvidia-cusparselt-cu13",
+    "nvidia-nccl-cu13",
+    "nvidia-nvjitlink",
+    "nvidia-nvshmem-cu13",
+    "nvidia-nvtx",
+    "pillow",
+    "pytorch-triton",
+    "setuptools",
+    "sympy",
+    "torch",
+    "torchao",
+    "torchaudio",
+    "torchcodec",
+    "torchvision",
+    "triton",
+    "typing-extensions",
 )  # plus torchao and torchcodec, which the sample leaves out ("the real page lists more ... torchao")
 
 
@@ -812,12 +1021,7 @@ def torch_builds(date: str) -> list[tuple[str, str]]:
     if date == "20260125":
         return []
     arches = [] if date == "20260214" else [a for a in ARCHES if not (a == "aarch64" and date in ("20260307", "20260203"))]
-    out = [
-        (tag, f"manylinux_2_28_{arch}")
-        for tag in LINUX_TAGS
-        if not (date == "20260227" and tag == "cp314-cp314t")
-        for arch in arches
-    ]
+    out = [(tag, f"manylinux_2_28_{arch}") for tag in LINUX_TAGS if not (date == "20260227" and tag == "cp314-cp314t") for arch in arches]
     if date != "20260120":
         out += [(tag, "win_amd64") for tag in WIN_TAGS if not (date == "20260302" and tag == "cp314-cp314")]
     return out
@@ -856,9 +1060,14 @@ def build_torch_nightly(world: World) -> None:
             key = f"whl/nightly/cu130/torch-{torch_version(d)}+cu130-{tag}-{plat}.whl"
             rows.append(TorchRow(key, metadata=meta if linux else None, store=linux and d in stored))
     world.facts["torch_metadata_dates"] = sorted(stored)
-    add_pytorch_page(world, "nightly/cu130/torch/", "torch", rows,
-                     "reconstructed: template manage_v2.py (indexes.md 1.3-1.7, samples/pytorch-nightly-cu130-torch.html); "
-                     "root-relative hrefs (torch was off R2 from 2026-02-27 to 03-09, 1.5)")
+    add_pytorch_page(
+        world,
+        "nightly/cu130/torch/",
+        "torch",
+        rows,
+        "reconstructed: template manage_v2.py (indexes.md 1.3-1.7, samples/pytorch-nightly-cu130-torch.html); "
+        "root-relative hrefs (torch was off R2 from 2026-02-27 to 03-09, 1.5)",
+    )
 
 
 def build_domain(world: World, name: str, version_of, gaps: tuple[str, ...], metadata_of) -> None:
@@ -882,9 +1091,14 @@ def build_domain(world: World, name: str, version_of, gaps: tuple[str, ...], met
             rows.append(TorchRow(key, host=R2, metadata=meta, store=meta is not None and d in stored))
     world.facts[f"{name}_pins"] = pins
     world.facts[f"{name}_metadata_dates"] = sorted(stored)
-    add_pytorch_page(world, f"nightly/cu130/{name}/", name, rows,
-                     "reconstructed: manage_v2.py template, absolute download-r2.pytorch.org hrefs "
-                     "(torchvision/torchaudio on R2 since 2026-02-19, indexes.md 1.5); versions lag torch (1.7)")
+    add_pytorch_page(
+        world,
+        f"nightly/cu130/{name}/",
+        name,
+        rows,
+        "reconstructed: manage_v2.py template, absolute download-r2.pytorch.org hrefs "
+        "(torchvision/torchaudio on R2 since 2026-02-19, indexes.md 1.5); versions lag torch (1.7)",
+    )
 
 
 def torchao_version(date: str) -> str:
@@ -918,14 +1132,21 @@ def build_same_day_family(world: World, name: str, version_of, template: str) ->
             for tail in family_files(name, arch):
                 rows.append(TorchRow(f"whl/nightly/cu130/{name}-{version}-{tail}.whl", metadata=meta, store=d in stored))
     world.facts[f"{name}_metadata_dates"] = sorted(stored)
-    add_pytorch_page(world, f"nightly/cu130/{name}/", name, rows,
-                     "reconstructed: manage_v2.py template, root-relative hrefs; one nightly per date and arch torch has a "
-                     "Linux build of, built that day (abi.md, last section); METADATA of its real PyPI wheels (no torch requirement)")
+    add_pytorch_page(
+        world,
+        f"nightly/cu130/{name}/",
+        name,
+        rows,
+        "reconstructed: manage_v2.py template, root-relative hrefs; one nightly per date and arch torch has a "
+        "Linux build of, built that day (abi.md, last section); METADATA of its real PyPI wheels (no torch requirement)",
+    )
 
 
 def build_triton(world: World) -> None:
-    for name, versions, path in (("triton", (TRITON_3_6, TRITON_3_7), "nightly/cu130/triton/"),
-                                 ("pytorch-triton", PYTORCH_TRITON_OLD, "nightly/cu130/pytorch-triton/")):
+    for name, versions, path in (
+        ("triton", (TRITON_3_6, TRITON_3_7), "nightly/cu130/triton/"),
+        ("pytorch-triton", PYTORCH_TRITON_OLD, "nightly/cu130/pytorch-triton/"),
+    ):
         rows = []
         for v in versions:
             meta = TRITON_METADATA.format(name=name, version=v).encode()
@@ -933,11 +1154,15 @@ def build_triton(world: World) -> None:
                 for arch in ARCHES:
                     plat = f"manylinux_2_27_{arch}.manylinux_2_28_{arch}"
                     rows.append(TorchRow(f"whl/nightly/{name.replace('-', '_')}-{v}-{tag}-{plat}.whl", metadata=meta, store=True))
-        add_pytorch_page(world, path, name, rows,
-                         "reconstructed: wheels at the channel root listed on every variant page (indexes.md 1.2, "
-                         "samples/pytorch-nightly-cu130-triton.html); real version strings (1.7); root-relative "
-                         "hrefs (triton moved to R2 on 2026-03-10)"
-                         + ("" if name == "triton" else "; only the 2025 builds from before the rename to triton"))
+        add_pytorch_page(
+            world,
+            path,
+            name,
+            rows,
+            "reconstructed: wheels at the channel root listed on every variant page (indexes.md 1.2, "
+            "samples/pytorch-nightly-cu130-triton.html); real version strings (1.7); root-relative "
+            "hrefs (triton moved to R2 on 2026-03-10)" + ("" if name == "triton" else "; only the 2025 builds from before the rename to triton"),
+        )
 
 
 def build_torch_release(world: World, channel: str, versions: dict) -> None:
@@ -951,8 +1176,7 @@ def build_torch_release(world: World, channel: str, versions: dict) -> None:
             fn = f"torch-{v}+cu130-{tail}.whl"
             sha = REAL_TORCH_SHA256.get(fn) or synthetic_sha256(fn)
             rows.append(TorchRow(f"{prefix}/{fn}", sha256=sha, metadata=meta if linux else None, store=linux))
-    evidence = ("reconstructed: #sha256 on release rows, root-relative hrefs (torch joined R2 for prod on "
-                "2026-04-06; whl/test never), indexes.md 1.4, 1.5, 1.9")
+    evidence = "reconstructed: #sha256 on release rows, root-relative hrefs (torch joined R2 for prod on 2026-04-06; whl/test never), indexes.md 1.4, 1.5, 1.9"
     if channel == "test":
         evidence += "; release-candidate wheels carry the final version 2.11.0 (samples/pytorch-test-cu130-torch.html)"
     else:
@@ -962,15 +1186,24 @@ def build_torch_release(world: World, channel: str, versions: dict) -> None:
 
 def build_pytorch(world: World) -> None:
     for path in ("nightly/cu130/", "cu130/"):
-        world.add(Page("pytorch", path, pytorch_packages_html(list(VARIANT_ROOT_PACKAGES)),
-                       "reconstructed: to_simple_packages_html(); package set of samples/pytorch-nightly-cu130-root.html"))
+        world.add(
+            Page(
+                "pytorch",
+                path,
+                pytorch_packages_html(list(VARIANT_ROOT_PACKAGES)),
+                "reconstructed: to_simple_packages_html(); package set of samples/pytorch-nightly-cu130-root.html",
+            )
+        )
     build_torch_nightly(world)
     build_triton(world)
-    build_domain(world, "torchvision",
-                 lambda d: f"{'0.26.0' if d >= TORCHVISION_026_FROM else '0.25.0'}.dev{d}", TORCHVISION_GAPS,
-                 lambda v, pin: TORCHVISION_METADATA.format(version=v, torch=pin).encode())
-    build_domain(world, "torchaudio", lambda d: f"2.11.0.dev{d}", TORCHAUDIO_GAPS,
-                 lambda v, pin: TORCHAUDIO_METADATA.format(version=v, torch=pin).encode())
+    build_domain(
+        world,
+        "torchvision",
+        lambda d: f"{'0.26.0' if d >= TORCHVISION_026_FROM else '0.25.0'}.dev{d}",
+        TORCHVISION_GAPS,
+        lambda v, pin: TORCHVISION_METADATA.format(version=v, torch=pin).encode(),
+    )
+    build_domain(world, "torchaudio", lambda d: f"2.11.0.dev{d}", TORCHAUDIO_GAPS, lambda v, pin: TORCHAUDIO_METADATA.format(version=v, torch=pin).encode())
     build_same_day_family(world, "torchao", torchao_version, TORCHAO_METADATA)
     build_same_day_family(world, "torchcodec", torchcodec_version, TORCHCODEC_METADATA)
     build_torch_release(world, "stable", STABLE_TORCH)
@@ -983,35 +1216,123 @@ def build_pytorch(world: World) -> None:
 
 # Every release from 0.4.0 to 0.6.5 (PyPI's flashinfer-python list, rc included; 0.6.6 came
 # 2026-03-11). 0.4.0 predates the release.yml that indexes python/cubin: jit-cache only.
-FI_STABLE = ("0.4.0", "0.4.1", "0.5.0rc1", "0.5.0rc2", "0.5.0rc3", "0.5.0", "0.5.1", "0.5.2", "0.5.3",
-             "0.6.0rc1", "0.6.0rc2", "0.6.0", "0.6.1", "0.6.2", "0.6.3", "0.6.4", "0.6.5")
+FI_STABLE = (
+    "0.4.0",
+    "0.4.1",
+    "0.5.0rc1",
+    "0.5.0rc2",
+    "0.5.0rc3",
+    "0.5.0",
+    "0.5.1",
+    "0.5.2",
+    "0.5.3",
+    "0.6.0rc1",
+    "0.6.0rc2",
+    "0.6.0",
+    "0.6.1",
+    "0.6.2",
+    "0.6.3",
+    "0.6.4",
+    "0.6.5",
+)
 FI_LABELS = ("cu128", "cu129", "cu130")
 JIT_METADATA_FROM = Version("0.6.0")
 # Nightly dates seen in samples/ (rows observed there), with the base version of their tag.
 OBSERVED_NIGHTLY = {
-    "20251007": "0.3.1", "20251008": "0.4.0", "20251015": "0.4.1", "20251029": "0.4.1", "20251105": "0.5.1",
-    "20251122": "0.5.2", "20251130": "0.5.2", "20251202": "0.5.2", "20251209": "0.5.2", "20251212": "0.5.3",
-    "20251215": "0.5.3", "20251222": "0.5.3", "20251223": "0.5.3",
+    "20251007": "0.3.1",
+    "20251008": "0.4.0",
+    "20251015": "0.4.1",
+    "20251029": "0.4.1",
+    "20251105": "0.5.1",
+    "20251122": "0.5.2",
+    "20251130": "0.5.2",
+    "20251202": "0.5.2",
+    "20251209": "0.5.2",
+    "20251212": "0.5.3",
+    "20251215": "0.5.3",
+    "20251222": "0.5.3",
+    "20251223": "0.5.3",
 }
 # Reconstructed nightly dates after the observed ones: the index is only updated when the whole
 # nightly pipeline passes, so about a third of the days are missing (indexes.md 2.1).
 RECONSTRUCTED_NIGHTLY = (
-    "20251224", "20251226", "20251227", "20251230", "20251231", "20260101", "20260104", "20260105",
-    "20260107", "20260108", "20260109", "20260110", "20260111", "20260112", "20260116", "20260117",
-    "20260118", "20260119", "20260120", "20260121", "20260126", "20260127", "20260128", "20260130",
-    "20260203", "20260208", "20260209", "20260210", "20260211", "20260212", "20260213", "20260214",
-    "20260215", "20260216", "20260217", "20260218", "20260219", "20260220", "20260221", "20260222",
-    "20260223", "20260224", "20260226", "20260227", "20260301", "20260302", "20260304", "20260305",
-    "20260306", "20260307",
+    "20251224",
+    "20251226",
+    "20251227",
+    "20251230",
+    "20251231",
+    "20260101",
+    "20260104",
+    "20260105",
+    "20260107",
+    "20260108",
+    "20260109",
+    "20260110",
+    "20260111",
+    "20260112",
+    "20260116",
+    "20260117",
+    "20260118",
+    "20260119",
+    "20260120",
+    "20260121",
+    "20260126",
+    "20260127",
+    "20260128",
+    "20260130",
+    "20260203",
+    "20260208",
+    "20260209",
+    "20260210",
+    "20260211",
+    "20260212",
+    "20260213",
+    "20260214",
+    "20260215",
+    "20260216",
+    "20260217",
+    "20260218",
+    "20260219",
+    "20260220",
+    "20260221",
+    "20260222",
+    "20260223",
+    "20260224",
+    "20260226",
+    "20260227",
+    "20260301",
+    "20260302",
+    "20260304",
+    "20260305",
+    "20260306",
+    "20260307",
 )
 # version.txt on main for the reconstructed dates (bumped after each release), newest first.
-NIGHTLY_BASES = (("20260305", "0.6.6"), ("20260220", "0.6.5"), ("20260207", "0.6.4"), ("20260124", "0.6.3"),
-                 ("20260115", "0.6.2"), ("20260109", "0.6.1"), ("20251224", "0.6.0"))
+NIGHTLY_BASES = (
+    ("20260305", "0.6.6"),
+    ("20260220", "0.6.5"),
+    ("20260207", "0.6.4"),
+    ("20260124", "0.6.3"),
+    ("20260115", "0.6.2"),
+    ("20260109", "0.6.1"),
+    ("20251224", "0.6.0"),
+)
 JIT_NIGHTLY_GAPS = ("20260307",)  # python and cubin published that day, jit-cache not (yet)
 NIGHTLY_METADATA_FROM = "20260304"
 NIGHTLY_ROOT = ("cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "flashinfer-cubin")  # samples/, version A
-ROOT_DIRS = (".git", "cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "flashinfer-cubin",
-             "flashinfer-python", "nightly")  # samples/flashinfer-root.html (no cu134/ yet)
+ROOT_DIRS = (
+    ".git",
+    "cu118",
+    "cu121",
+    "cu124",
+    "cu126",
+    "cu128",
+    "cu129",
+    "cu130",
+    "flashinfer-cubin",
+    "flashinfer-python",
+    "nightly",
+)  # samples/flashinfer-root.html (no cu134/ yet)
 FI_404 = (
     ("cu130/torch2.12/", "no per-torch dirs for CUDA 13 (story 1; indexes.md 2.3)"),
     ("cu130/torch2.12/flashinfer-python/", "story 1: the per-torch index 404s"),
@@ -1027,20 +1348,50 @@ LEGACY_CU124_DIR = (
 )
 # samples/flashinfer-cu124-torch2.5-flashinfer-python.html, rows in their (release) order.
 LEGACY_CU124_TORCH25 = (
-    ("v0.2.0.post2", "flashinfer_python-0.2.0.post2+cu124torch2.5-cp310-cp310-linux_x86_64.whl", "5092c850b4005e1e8973eab28f4221756928c032f49dd4153bb9db495d84e9bb"),
-    ("v0.2.0.post2", "flashinfer_python-0.2.0.post2+cu124torch2.5-cp311-cp311-linux_x86_64.whl", "9ecac1a07ddf6b595baa2b7da336f1ea80a20c9f0a2d428f72950cc7f1ea618b"),
-    ("v0.2.0.post2", "flashinfer_python-0.2.0.post2+cu124torch2.5-cp312-cp312-linux_x86_64.whl", "a915ce1d12314e6a564a08c4d8eed93fcc05f6ef1d89241380cf0a053d1e8639"),
-    ("v0.2.0.post2", "flashinfer_python-0.2.0.post2+cu124torch2.5-cp39-cp39-linux_x86_64.whl", "eadd10ae81a928fd3ad054375c47fef19c6cd4251279fde2108931e7cbb71704"),
-    ("v0.2.1.post1", "flashinfer_python-0.2.1.post1+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "9be90730ae24b3a2575679b23eb930f78b8fb3be756db92666175fa7c730d115"),
-    ("v0.2.1.post2", "flashinfer_python-0.2.1.post2+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "f8939bfa2f770353d18231c766406540b3a2f2b925f640523df3323cf595903f"),
+    (
+        "v0.2.0.post2",
+        "flashinfer_python-0.2.0.post2+cu124torch2.5-cp310-cp310-linux_x86_64.whl",
+        "5092c850b4005e1e8973eab28f4221756928c032f49dd4153bb9db495d84e9bb",
+    ),
+    (
+        "v0.2.0.post2",
+        "flashinfer_python-0.2.0.post2+cu124torch2.5-cp311-cp311-linux_x86_64.whl",
+        "9ecac1a07ddf6b595baa2b7da336f1ea80a20c9f0a2d428f72950cc7f1ea618b",
+    ),
+    (
+        "v0.2.0.post2",
+        "flashinfer_python-0.2.0.post2+cu124torch2.5-cp312-cp312-linux_x86_64.whl",
+        "a915ce1d12314e6a564a08c4d8eed93fcc05f6ef1d89241380cf0a053d1e8639",
+    ),
+    (
+        "v0.2.0.post2",
+        "flashinfer_python-0.2.0.post2+cu124torch2.5-cp39-cp39-linux_x86_64.whl",
+        "eadd10ae81a928fd3ad054375c47fef19c6cd4251279fde2108931e7cbb71704",
+    ),
+    (
+        "v0.2.1.post1",
+        "flashinfer_python-0.2.1.post1+cu124torch2.5-cp38-abi3-linux_x86_64.whl",
+        "9be90730ae24b3a2575679b23eb930f78b8fb3be756db92666175fa7c730d115",
+    ),
+    (
+        "v0.2.1.post2",
+        "flashinfer_python-0.2.1.post2+cu124torch2.5-cp38-abi3-linux_x86_64.whl",
+        "f8939bfa2f770353d18231c766406540b3a2f2b925f640523df3323cf595903f",
+    ),
     ("v0.2.2", "flashinfer_python-0.2.2+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "675797eb02a628b41c4dd1eea9b5b19209f9071ec97404f3591dab99a4f1c2ee"),
-    ("v0.2.2.post1", "flashinfer_python-0.2.2.post1+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "9459f12f275c562844b61766be5b00eb434dc755c05034e467685700ea41ffe7"),
+    (
+        "v0.2.2.post1",
+        "flashinfer_python-0.2.2.post1+cu124torch2.5-cp38-abi3-linux_x86_64.whl",
+        "9459f12f275c562844b61766be5b00eb434dc755c05034e467685700ea41ffe7",
+    ),
     ("v0.2.3", "flashinfer_python-0.2.3+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "74fe5bf85068e12cf93100f47b932ed0c7a8547ec93905f62eab604dccbb68bd"),
     ("v0.2.4", "flashinfer_python-0.2.4+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "fff531e3ba6fd20c967806e6280be89d1eeb37260c413981a3c8fce8c00528ee"),
     ("v0.2.5", "flashinfer_python-0.2.5+cu124torch2.5-cp38-abi3-linux_x86_64.whl", "e6dd9e83ea85a1f135fe35393ae2ff2693e5d8150a3b94d5a7a26a29f73b89fa"),
 )
 LEGACY_CU126_TORCH26 = (
-    "v0.2.5", "flashinfer_python-0.2.5+cu126torch2.6-cp38-abi3-linux_x86_64.whl", "d3c1c897644850124eb45fedc1d68ac2f05175c3d330d71f0370bb231c3ef0d3",
+    "v0.2.5",
+    "flashinfer_python-0.2.5+cu126torch2.6-cp38-abi3-linux_x86_64.whl",
+    "d3c1c897644850124eb45fedc1d68ac2f05175c3d330d71f0370bb231c3ef0d3",
 )
 
 
@@ -1061,12 +1412,22 @@ def build_flashinfer_stable(world: World) -> None:
             for arch in ARCHES:
                 meta = FI_JIT_CACHE_METADATA.format(version=f"{v}+{label}").encode() if Version(v) >= JIT_METADATA_FROM else None
                 wheels.append(FiWheel(f"flashinfer_jit_cache-{v}+{label}-cp39-abi3-manylinux_2_28_{arch}.whl", f"v{v}", meta))
-        add_flashinfer_page(world, f"{label}/flashinfer-jit-cache/", "flashinfer-jit-cache", wheels,
-                            f"reconstructed: update_whl_index.py layout (indexes.md 2.2, 2.4); rows of samples/flashinfer-{label}-jit-cache.html verbatim")
+        add_flashinfer_page(
+            world,
+            f"{label}/flashinfer-jit-cache/",
+            "flashinfer-jit-cache",
+            wheels,
+            f"reconstructed: update_whl_index.py layout (indexes.md 2.2, 2.4); rows of samples/flashinfer-{label}-jit-cache.html verbatim",
+        )
     for package, prefix in (("flashinfer-python", "flashinfer_python"), ("flashinfer-cubin", "flashinfer_cubin")):
         wheels = [FiWheel(f"{prefix}-{v}-py3-none-any.whl", f"v{v}") for v in FI_STABLE[1:]]
-        add_flashinfer_page(world, f"{package}/", package, wheels,
-                            f"reconstructed: rows of samples/flashinfer-{package}.html verbatim, other digests = PyPI's for the same file")
+        add_flashinfer_page(
+            world,
+            f"{package}/",
+            package,
+            wheels,
+            f"reconstructed: rows of samples/flashinfer-{package}.html verbatim, other digests = PyPI's for the same file",
+        )
 
 
 def build_flashinfer_nightly(world: World) -> None:
@@ -1075,38 +1436,77 @@ def build_flashinfer_nightly(world: World) -> None:
     for d in dates:
         base = nightly_base(d)
         ver, tag, store = f"{base}.dev{d}", f"nightly-v{base}-{d}", d >= NIGHTLY_METADATA_FROM
-        python.append(FiWheel(f"flashinfer_python-{ver}-py3-none-any.whl", tag,
-                              FI_PYTHON_METADATA.format(version=ver).encode() if store else None))
-        cubin.append(FiWheel(f"flashinfer_cubin-{ver}-py3-none-any.whl", tag,
-                             FI_CUBIN_METADATA.format(version=ver).encode() if store else None))
+        python.append(FiWheel(f"flashinfer_python-{ver}-py3-none-any.whl", tag, FI_PYTHON_METADATA.format(version=ver).encode() if store else None))
+        cubin.append(FiWheel(f"flashinfer_cubin-{ver}-py3-none-any.whl", tag, FI_CUBIN_METADATA.format(version=ver).encode() if store else None))
         if d not in JIT_NIGHTLY_GAPS:
             for arch in ARCHES:
-                jit.append(FiWheel(f"flashinfer_jit_cache-{ver}+cu130-cp39-abi3-manylinux_2_28_{arch}.whl", tag,
-                                   FI_JIT_CACHE_METADATA.format(version=f"{ver}+cu130").encode() if store else None))
+                jit.append(
+                    FiWheel(
+                        f"flashinfer_jit_cache-{ver}+cu130-cp39-abi3-manylinux_2_28_{arch}.whl",
+                        tag,
+                        FI_JIT_CACHE_METADATA.format(version=f"{ver}+cu130").encode() if store else None,
+                    )
+                )
     world.facts["fi_nightly_dates"] = dates
     ev = "reconstructed: --nightly layout, tag nightly-v<base>-<date> (indexes.md 2.1-2.2); "
-    add_flashinfer_page(world, "nightly/flashinfer-python/", "flashinfer-python", python,
-                        ev + "rows of samples/flashinfer-nightly-flashinfer-python.html verbatim")
+    add_flashinfer_page(
+        world, "nightly/flashinfer-python/", "flashinfer-python", python, ev + "rows of samples/flashinfer-nightly-flashinfer-python.html verbatim"
+    )
     add_flashinfer_page(world, "nightly/flashinfer-cubin/", "flashinfer-cubin", cubin, ev + "no observed row")
-    add_flashinfer_page(world, "nightly/cu130/flashinfer-jit-cache/", "flashinfer-jit-cache", jit,
-                        ev + "rows of samples/flashinfer-nightly-cu130-jit-cache.html verbatim")
+    add_flashinfer_page(
+        world, "nightly/cu130/flashinfer-jit-cache/", "flashinfer-jit-cache", jit, ev + "rows of samples/flashinfer-nightly-cu130-jit-cache.html verbatim"
+    )
 
 
 def build_flashinfer(world: World) -> None:
-    world.add(Page("flashinfer", "", fi_dir_html("flashinfer-whl", list(ROOT_DIRS)),
-                   "observed: samples/flashinfer-root.html, byte-identical (generate_directory_index())"))
-    world.add(Page("flashinfer", "cu130/", fi_dir_html("cu130", ["flashinfer-jit-cache"]),
-                   "reconstructed: samples/flashinfer-cu130-index.html without the per-SM provider dirs (from 0.7.0)"))
-    world.add(Page("flashinfer", "nightly/", fi_dir_html("nightly", list(NIGHTLY_ROOT)),
-                   "observed: samples/flashinfer-nightly-index.html version A, byte-identical (no flashinfer-python/ listed)"))
+    world.add(
+        Page(
+            "flashinfer",
+            "",
+            fi_dir_html("flashinfer-whl", list(ROOT_DIRS)),
+            "observed: samples/flashinfer-root.html, byte-identical (generate_directory_index())",
+        )
+    )
+    world.add(
+        Page(
+            "flashinfer",
+            "cu130/",
+            fi_dir_html("cu130", ["flashinfer-jit-cache"]),
+            "reconstructed: samples/flashinfer-cu130-index.html without the per-SM provider dirs (from 0.7.0)",
+        )
+    )
+    world.add(
+        Page(
+            "flashinfer",
+            "nightly/",
+            fi_dir_html("nightly", list(NIGHTLY_ROOT)),
+            "observed: samples/flashinfer-nightly-index.html version A, byte-identical (no flashinfer-python/ listed)",
+        )
+    )
     world.add(Page("flashinfer", "cu124/", LEGACY_CU124_DIR, "observed: samples/flashinfer-cu124-index.html, byte-identical"))
     body = "<!DOCTYPE html>\n<h1>FlashInfer Python Wheels for CUDA 12.4 + torch 2.5.0</h1>\n"
     body += "".join(legacy_row(*r) for r in LEGACY_CU124_TORCH25)
-    world.add(Page("flashinfer", "cu124/torch2.5/flashinfer-python/", body.encode(),
-                   "observed: samples/flashinfer-cu124-torch2.5-flashinfer-python.html, byte-identical", rows=11, real_hashes=11))
+    world.add(
+        Page(
+            "flashinfer",
+            "cu124/torch2.5/flashinfer-python/",
+            body.encode(),
+            "observed: samples/flashinfer-cu124-torch2.5-flashinfer-python.html, byte-identical",
+            rows=11,
+            real_hashes=11,
+        )
+    )
     body = "<!DOCTYPE html>\n<h1>FlashInfer Python Wheels for CUDA 12.6 + torch 2.6</h1>\n\n" + legacy_row(*LEGACY_CU126_TORCH26)
-    world.add(Page("flashinfer", "cu126/torch2.6/flashinfer-python/", body.encode(),
-                   "observed: samples/flashinfer-cu126-torch2.6-flashinfer-python.html version B, byte-identical", rows=1, real_hashes=1))
+    world.add(
+        Page(
+            "flashinfer",
+            "cu126/torch2.6/flashinfer-python/",
+            body.encode(),
+            "observed: samples/flashinfer-cu126-torch2.6-flashinfer-python.html version B, byte-identical",
+            rows=1,
+            real_hashes=1,
+        )
+    )
     build_flashinfer_stable(world)
     build_flashinfer_nightly(world)
     for path, why in FI_404:
@@ -1246,8 +1646,7 @@ generates (download.pytorch.org, download-r2.pytorch.org, flashinfer.ai, github.
 
 
 def _page_table(world: World) -> list[str]:
-    out = ["| page | status | rows | `#sha256` real / synthetic | METADATA advertised / stored | evidence |",
-           "|---|---|---|---|---|---|"]
+    out = ["| page | status | rows | `#sha256` real / synthetic | METADATA advertised / stored | evidence |", "|---|---|---|---|---|---|"]
     for p in world.pages:
         status = "404" if p.body is None else "200"
         hashes = f"{p.real_hashes} / {p.synthetic_hashes}" if p.real_hashes or p.synthetic_hashes else "-"
@@ -1259,64 +1658,79 @@ def _page_table(world: World) -> list[str]:
 def render_readme(world: World) -> str:
     f = world.facts
     lines = [README_INTRO, "## Pages", ""] + _page_table(world)
-    lines += ["", "## PyTorch details", "",
-              f"* `nightly/cu130/torch/`: the 60 dates {NIGHTLY_DATES[0]} ... {NIGHTLY_DATES[-1]} (KEEP_THRESHOLD = 60 per"
-              f" package). Version `2.11.0.devD` before {TORCH_212_FROM}, `2.12.0.devD` from {TORCH_212_FROM} on (the"
-              " chosen switch date: indexes.md 1.7 has 2.11.0.dev in Jan-Feb and 2.12.0.dev in Mar-Apr 2026).",
-              "  Builds per date: cp310, cp311, cp312, cp313, cp313t, cp314, cp314t for manylinux_2_28 x86_64 and"
-              " aarch64, win_amd64 for cp310-cp314, except:"]
+    lines += [
+        "",
+        "## PyTorch details",
+        "",
+        f"* `nightly/cu130/torch/`: the 60 dates {NIGHTLY_DATES[0]} ... {NIGHTLY_DATES[-1]} (KEEP_THRESHOLD = 60 per"
+        f" package). Version `2.11.0.devD` before {TORCH_212_FROM}, `2.12.0.devD` from {TORCH_212_FROM} on (the"
+        " chosen switch date: indexes.md 1.7 has 2.11.0.dev in Jan-Feb and 2.12.0.dev in Mar-Apr 2026).",
+        "  Builds per date: cp310, cp311, cp312, cp313, cp313t, cp314, cp314t for manylinux_2_28 x86_64 and aarch64, win_amd64 for cp310-cp314, except:",
+    ]
     lines += [f"  * {d}: {why}" for d, why in sorted(TORCH_SKEW.items(), reverse=True)]
-    lines += [f"* METADATA stored for the torch dates {', '.join(f['torch_metadata_dates'])}.",
-              f"* torch Requires-Dist: era 2 (individual CUDA 13 pins, indexes.md 1.8) before {ERA3_FROM}; era 3"
-              f" (`cuda-toolkit[...]==13.0.2`) from {ERA3_FROM}; nvidia-nccl-cu13 2.29.3, 2.29.7 from {NCCL_2_29_7_FROM}."
-              f" triton pin: `triton=={TRITON_3_6}` before {TORCH_212_FROM}, `triton=={TRITON_3_7}` from then on"
-              " (both real version strings; the March pin itself is not observed).",
-              f"* `nightly/cu130/triton/`: {TRITON_3_6} and {TRITON_3_7} for the 7 Linux tags x 2 arches;"
-              f" `pytorch-triton/`: only the 2025 builds {', '.join(PYTORCH_TRITON_OLD)} (renamed to triton, 1.7).",
-              f"* torchvision: `0.25.0.devD`, `0.26.0.devD` from {TORCHVISION_026_FROM}; torchaudio `2.11.0.devD`"
-              f" throughout. No cp313t builds. Gaps: torchvision {', '.join(TORCHVISION_GAPS)}, torchaudio"
-              f" {', '.join(TORCHAUDIO_GAPS)}; on 20260214 (no Linux torch) both have Windows rows only.",
-              "* Their METADATA pins `torch==<public version>` of the newest torch build for the same arch before"
-              " their own date (usually the previous day). Exception: the torchvision wheel"
-              f" `{TORCHVISION_RERUN[0]} {TORCHVISION_RERUN[1]} {TORCHVISION_RERUN[2]}` is a re-run built later that"
-              " day and pins `torch==2.12.0.dev20260307`: it is the only torchvision build pinning that torch; the"
-              f" torchaudio wheel `{TORCHAUDIO_RERUN[0]} {TORCHAUDIO_RERUN[1]} {TORCHAUDIO_RERUN[2]}` likewise (the"
-              " build a serving framework's torchaudio pin is replaced by on the story-1 target).",
-              f"* torchao `0.16.0.devD`, `0.17.0.devD` from {TORCHAO_017_FROM}; torchcodec `0.10.0.devD`, `0.11.0.devD` from"
-              f" {TORCHCODEC_011_FROM} (the minor moves on the day of the PyPI release). One nightly per date and arch that"
-              " torch has a Linux build of, built that day: the date is all that says which torch it was built against (their"
-              " METADATA, copied from their real PyPI wheels, requires no torch; components.toml `[pytorch] built-for`)."
-              " torchao: `cp310-abi3-manylinux_2_24_<arch>.manylinux_2_28_<arch>`; torchcodec: cp310-cp314,"
-              " aarch64 as `manylinux_2_27_aarch64.manylinux_2_28_aarch64`. No Windows rows. METADATA stored for the dates"
-              f" {', '.join(f['torchao_metadata_dates'])}.",
-              "* Pins of the stored torchvision METADATA:"]
+    lines += [
+        f"* METADATA stored for the torch dates {', '.join(f['torch_metadata_dates'])}.",
+        f"* torch Requires-Dist: era 2 (individual CUDA 13 pins, indexes.md 1.8) before {ERA3_FROM}; era 3"
+        f" (`cuda-toolkit[...]==13.0.2`) from {ERA3_FROM}; nvidia-nccl-cu13 2.29.3, 2.29.7 from {NCCL_2_29_7_FROM}."
+        f" triton pin: `triton=={TRITON_3_6}` before {TORCH_212_FROM}, `triton=={TRITON_3_7}` from then on"
+        " (both real version strings; the March pin itself is not observed).",
+        f"* `nightly/cu130/triton/`: {TRITON_3_6} and {TRITON_3_7} for the 7 Linux tags x 2 arches;"
+        f" `pytorch-triton/`: only the 2025 builds {', '.join(PYTORCH_TRITON_OLD)} (renamed to triton, 1.7).",
+        f"* torchvision: `0.25.0.devD`, `0.26.0.devD` from {TORCHVISION_026_FROM}; torchaudio `2.11.0.devD`"
+        f" throughout. No cp313t builds. Gaps: torchvision {', '.join(TORCHVISION_GAPS)}, torchaudio"
+        f" {', '.join(TORCHAUDIO_GAPS)}; on 20260214 (no Linux torch) both have Windows rows only.",
+        "* Their METADATA pins `torch==<public version>` of the newest torch build for the same arch before"
+        " their own date (usually the previous day). Exception: the torchvision wheel"
+        f" `{TORCHVISION_RERUN[0]} {TORCHVISION_RERUN[1]} {TORCHVISION_RERUN[2]}` is a re-run built later that"
+        " day and pins `torch==2.12.0.dev20260307`: it is the only torchvision build pinning that torch; the"
+        f" torchaudio wheel `{TORCHAUDIO_RERUN[0]} {TORCHAUDIO_RERUN[1]} {TORCHAUDIO_RERUN[2]}` likewise (the"
+        " build a serving framework's torchaudio pin is replaced by on the story-1 target).",
+        f"* torchao `0.16.0.devD`, `0.17.0.devD` from {TORCHAO_017_FROM}; torchcodec `0.10.0.devD`, `0.11.0.devD` from"
+        f" {TORCHCODEC_011_FROM} (the minor moves on the day of the PyPI release). One nightly per date and arch that"
+        " torch has a Linux build of, built that day: the date is all that says which torch it was built against (their"
+        " METADATA, copied from their real PyPI wheels, requires no torch; components.toml `[pytorch] built-for`)."
+        " torchao: `cp310-abi3-manylinux_2_24_<arch>.manylinux_2_28_<arch>`; torchcodec: cp310-cp314,"
+        " aarch64 as `manylinux_2_27_aarch64.manylinux_2_28_aarch64`. No Windows rows. METADATA stored for the dates"
+        f" {', '.join(f['torchao_metadata_dates'])}.",
+        "* Pins of the stored torchvision METADATA:",
+    ]
     for pin, files in sorted(f["torchvision_pins"].items()):
         lines.append(f"  * `torch=={pin}`: {len(files)} wheel(s)" + (f" ({', '.join(files)})" if len(files) == 1 else ""))
-    lines += ["* Stable `cu130/torch/`: 2.9.0, 2.9.1, 2.10.0 (+cu130); test `test/cu130/torch/`: 2.11.0 (+cu130) with"
-              " era-3 pins and `triton==3.6.0`. Their CUDA pins are reconstructed from the CUDA 13.0 component sets"
-              " of their time (2.9.x: the 13.0.0 components, cuDNN 9.13.0.50, NCCL 2.27.7; 2.10.0: the 13.0.2"
-              " components, cuDNN 9.15.1.9).", "",
-              "## Pins (every exact pin in a METADATA file here) and their PyPI upload dates", "",
-              "Checked with PyPI's JSON simple API; each exists with Linux x86_64 and aarch64 wheels (py3-none or"
-              " cp310-cp314) uploaded on or before 2026-03-07. cuda-toolkit 13.0.2's extras pin the component"
-              " versions listed after it.", "", "| requirement | uploaded |", "|---|---|"]
+    lines += [
+        "* Stable `cu130/torch/`: 2.9.0, 2.9.1, 2.10.0 (+cu130); test `test/cu130/torch/`: 2.11.0 (+cu130) with"
+        " era-3 pins and `triton==3.6.0`. Their CUDA pins are reconstructed from the CUDA 13.0 component sets"
+        " of their time (2.9.x: the 13.0.0 components, cuDNN 9.13.0.50, NCCL 2.27.7; 2.10.0: the 13.0.2"
+        " components, cuDNN 9.15.1.9).",
+        "",
+        "## Pins (every exact pin in a METADATA file here) and their PyPI upload dates",
+        "",
+        "Checked with PyPI's JSON simple API; each exists with Linux x86_64 and aarch64 wheels (py3-none or"
+        " cp310-cp314) uploaded on or before 2026-03-07. cuda-toolkit 13.0.2's extras pin the component"
+        " versions listed after it.",
+        "",
+        "| requirement | uploaded |",
+        "|---|---|",
+    ]
     lines += [f"| `{req}` | {day} |" for req, day in PYPI_PINS.items()]
     nightly = f["fi_nightly_dates"]
-    lines += ["", "## FlashInfer details", "",
-              f"* Releases on the stable pages: {', '.join(FI_STABLE)} (0.4.0: jit-cache only; python/cubin pages"
-              " start at 0.4.1). jit-cache for cu128, cu129 and cu130, x86_64 and aarch64 each.",
-              f"* Nightly dates ({len(nightly)}): {', '.join(nightly)}. Observed in samples/:"
-              f" {', '.join(sorted(OBSERVED_NIGHTLY))}. Wheel version `<base>.dev<date>`, tag `nightly-v<base>-<date>`;"
-              " the base of an observed date is the observed one (then version.txt held the last release);"
-              " reconstructed dates assume version.txt was bumped right after each release: "
-              + ", ".join(f"{b} from {d}" for d, b in reversed(NIGHTLY_BASES)) + ".",
-              "* Under PEP 440 a nightly of a released base sorts before that release: `0.6.5.dev20260304` <"
-              " `0.6.5` (as the observed `0.5.3.dev20251223` < `0.5.3`).",
-              f"* The three nightly pages share their dates, except {', '.join(JIT_NIGHTLY_GAPS)}: python and cubin"
-              " are there, cu130 jit-cache is not.",
-              f"* METADATA stored for nightlies from {NIGHTLY_METADATA_FROM} on (python: flashinfer-python 0.6.5's"
-              " real Requires-Dist; cubin: no Requires-Dist; jit-cache: no Requires-Dist, Requires-Python >=3.9)"
-              " and for jit-cache releases >= 0.6.0, keyed by the GitHub release URL.", ""]
+    lines += [
+        "",
+        "## FlashInfer details",
+        "",
+        f"* Releases on the stable pages: {', '.join(FI_STABLE)} (0.4.0: jit-cache only; python/cubin pages"
+        " start at 0.4.1). jit-cache for cu128, cu129 and cu130, x86_64 and aarch64 each.",
+        f"* Nightly dates ({len(nightly)}): {', '.join(nightly)}. Observed in samples/:"
+        f" {', '.join(sorted(OBSERVED_NIGHTLY))}. Wheel version `<base>.dev<date>`, tag `nightly-v<base>-<date>`;"
+        " the base of an observed date is the observed one (then version.txt held the last release);"
+        " reconstructed dates assume version.txt was bumped right after each release: " + ", ".join(f"{b} from {d}" for d, b in reversed(NIGHTLY_BASES)) + ".",
+        "* Under PEP 440 a nightly of a released base sorts before that release: `0.6.5.dev20260304` <"
+        " `0.6.5` (as the observed `0.5.3.dev20251223` < `0.5.3`).",
+        f"* The three nightly pages share their dates, except {', '.join(JIT_NIGHTLY_GAPS)}: python and cubin are there, cu130 jit-cache is not.",
+        f"* METADATA stored for nightlies from {NIGHTLY_METADATA_FROM} on (python: flashinfer-python 0.6.5's"
+        " real Requires-Dist; cubin: no Requires-Dist; jit-cache: no Requires-Dist, Requires-Python >=3.9)"
+        " and for jit-cache releases >= 0.6.0, keyed by the GitHub release URL.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -32,10 +32,18 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
     tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
     with download_fetcher(args, defs) as fetcher, download_progress(args) as downloads:
         ctx = BuildContext(
-            cache=wheel_cache_from_args(args, env), machine=machine, requirements=build_requirements(args, env, defs, plan, environment),
-            target_tags=tags, abi=defs.abi, site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
-            python=environment.executable if environment is not None else None, fetcher=fetcher, offline=args.snapshot is not None,
-            downloads=downloads, progress=ProgressLine(args), say=None if getattr(args, "quiet", False) else common.say,
+            cache=wheel_cache_from_args(args, env),
+            machine=machine,
+            requirements=build_requirements(args, env, defs, plan, environment),
+            target_tags=tags,
+            abi=defs.abi,
+            site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
+            python=environment.executable if environment is not None else None,
+            fetcher=fetcher,
+            offline=args.snapshot is not None,
+            downloads=downloads,
+            progress=ProgressLine(args),
+            say=None if getattr(args, "quiet", False) else common.say,
         )
         return build_plan(plan, ctx)
 
@@ -52,8 +60,13 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
     gpus = plan.inputs.get("gpus") or []
     caps = [GpuArch.parse(str(g)).capability for g in gpus] if isinstance(gpus, (list, tuple)) else []
     jobs = env.get("MAX_JOBS", "")
-    return BuildMachine(uv=uv, arch_list=arch_list(caps), max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else max_jobs(os.cpu_count() or 1, available_memory()),
-                        toolkit=find_cuda_toolkit(env), env=env)
+    return BuildMachine(
+        uv=uv,
+        arch_list=arch_list(caps),
+        max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else max_jobs(os.cpu_count() or 1, available_memory()),
+        toolkit=find_cuda_toolkit(env),
+        env=env,
+    )
 
 
 def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, plan: LockPlan, environment: Environment | None) -> BuildRequirements:
@@ -75,8 +88,14 @@ def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, p
         else:
             target, requires = declared_target(plan.target.python, plan.target.platform), {}
             choice = TorchChoice.parse(str(torch.version))
-        request = ResolveRequest(target=target, installed_requires=requires, torch=choice, cuda=CudaLabel.parse(plan.target.cuda),
-                                 flashinfer=FlashInferChoice.parse("none"), with_=requested(tuple(requirements), "--with"))
+        request = ResolveRequest(
+            target=target,
+            installed_requires=requires,
+            torch=choice,
+            cuda=CudaLabel.parse(plan.target.cuda),
+            flashinfer=FlashInferChoice.parse("none"),
+            with_=requested(tuple(requirements), "--with"),
+        )
         with common.make_parts(args, env, defs) as parts:
             return parts.resolve(request)
 

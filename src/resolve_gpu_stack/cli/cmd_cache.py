@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("action", nargs="?", choices=("info", "prune", "clean"), default="info")
-    p.add_argument("--older-than", type=_days, default=DEFAULT_DAYS, metavar="DAYS", help=f"prune: what was not used for this many days (default {DEFAULT_DAYS:g})")
+    p.add_argument(
+        "--older-than", type=_days, default=DEFAULT_DAYS, metavar="DAYS", help=f"prune: what was not used for this many days (default {DEFAULT_DAYS:g})"
+    )
     p.add_argument("--cache-dir", metavar="DIR", type=common.absolute_path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
 

@@ -16,7 +16,11 @@ _HELP = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("candidates", help="list what every owning index offers for a package", description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.")
+    p = sub.add_parser(
+        "candidates",
+        help="list what every owning index offers for a package",
+        description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.",
+    )
     p.add_argument("package")
     S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer"], help=_HELP)
     common.add_index_flags(p)
@@ -47,7 +51,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             requires = parse_metadata(metadata, source=file.url).requires_dist if metadata else ()
             return parts.judge(file.name, parts.classifier(file), requires, target, cuda)
 
-        rows, visits = list_candidates(parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer.channel,
-                                       verdict=verdict)
+        rows, visits = list_candidates(
+            parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer.channel, verdict=verdict
+        )
     print_candidates(rows, visits, common.output_format(args), sys.stdout, package=args.package)
     return 0

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .config import ProjectConfig
 
 
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check",
@@ -43,7 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "each package from its index, FlashInfer aligned. No network unless --online."
         ),
     )
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help="pylock*.toml, constraints *.txt or uv.lock files (default: the configured outputs, and the uv.lock of a project `export uv` wrote into)")
+    p.add_argument(
+        "files",
+        nargs="*",
+        type=Path,
+        metavar="FILE",
+        help="pylock*.toml, constraints *.txt or uv.lock files (default: the configured outputs, and the uv.lock of a project `export uv` wrote into)",
+    )
     p.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="check only this configured target's outputs (repeatable)")
     p.add_argument("--online", action="store_true", help="also re-resolve each target (network, or the configured snapshot) and report drift; writes nothing")
@@ -51,7 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_index_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="text: findings and the verdict on stderr (default); json: one resolve-gpu-stack/check/v1 object on stdout")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: findings and the verdict on stderr (default); json: one resolve-gpu-stack/check/v1 object on stdout",
+    )
 
 
 def _day(text: str) -> dt.date:
@@ -73,7 +83,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     projects = _uv_projects(args, config)
     files = _files(args, config, projects, bundled, locks)
     if args.online and config is None:
-        raise UsageError("--online re-resolves configured targets, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+        raise UsageError(
+            "--online re-resolves configured targets, but no config was found",
+            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
+        )
     findings, results = _check_files(files, args.today or dt.date.today(), bundled, locks)
     findings += _against_siblings(results, config, args.today or dt.date.today(), bundled, locks)
     findings += _against_index(args, env, config, results, bundled)
@@ -183,8 +196,11 @@ def _pylocks_of(path: Path, pylocks: list, config: ProjectConfig | None, today: 
 
     target = config.target_for_output(path) if config is not None else None
     known = {c.path.resolve() for c in pylocks}
-    more = [check_lock(o, defs, today=today, read=locks) for o in (target.outputs if target is not None else ())
-            if o.name.endswith(".toml") and o.is_file() and o not in known]
+    more = [
+        check_lock(o, defs, today=today, read=locks)
+        for o in (target.outputs if target is not None else ())
+        if o.name.endswith(".toml") and o.is_file() and o not in known
+    ]
     return [*pylocks, *more]
 
 
@@ -222,22 +238,23 @@ def _report_json(findings: list[Finding], count: int) -> int:
     from .render import print_json
 
     errors = sum(f.level == ERROR for f in findings)
-    print_json({
-        "schema": CHECK_SCHEMA,
-        "ok": errors == 0,
-        "files": count,
-        "errors": errors,
-        "warnings": sum(f.level == WARNING for f in findings),
-        "findings": [
-            {"level": f.level, "path": common.shown(f.path), "package": f.package, "message": f.message, "hint": f.hint}
-            for f in findings
-        ],
-    }, sys.stdout)
+    print_json(
+        {
+            "schema": CHECK_SCHEMA,
+            "ok": errors == 0,
+            "files": count,
+            "errors": errors,
+            "warnings": sum(f.level == WARNING for f in findings),
+            "findings": [{"level": f.level, "path": common.shown(f.path), "package": f.package, "message": f.message, "hint": f.hint} for f in findings],
+        },
+        sys.stdout,
+    )
     return 1 if errors else 0
 
 
-def _files(args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions,
-           locks: Locks) -> list[tuple[Path, Expected | None]]:
+def _files(
+    args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions, locks: Locks
+) -> list[tuple[Path, Expected | None]]:
     """(path, Expected or None) for each lock file to check (a ``uv.lock`` is a project's: see ``_uv_projects``)."""
     if args.files:
         if args.target:
@@ -295,7 +312,14 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: Pro
     if config is None or not (args.online or (config.snapshot is not None and pylocks)):
         return []  # (--online without a config was refused before)
     if config.snapshot is not None and not config.snapshot.is_dir():
-        return [Finding(level=ERROR, path=config.path, message=f"snapshot {config.snapshot} does not exist", hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`")]
+        return [
+            Finding(
+                level=ERROR,
+                path=config.path,
+                message=f"snapshot {config.snapshot} does not exist",
+                hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`",
+            )
+        ]
     return _verify(args, env, config, results, pylocks, bundled)
 
 

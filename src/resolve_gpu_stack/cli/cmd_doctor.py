@@ -61,10 +61,15 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise."
         ),
     )
-    S.add_flags(p, ["python", "require_api"], help={
-        "python": "the interpreter to check (default: the active virtual environment, else python3)",
-        "require_api": "a FlashInfer API the environment must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): "
-                       "imported and looked up in the target, and checked against each GPU's floor"})
+    S.add_flags(
+        p,
+        ["python", "require_api"],
+        help={
+            "python": "the interpreter to check (default: the active virtual environment, else python3)",
+            "require_api": "a FlashInfer API the environment must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): "
+            "imported and looked up in the target, and checked against each GPU's floor",
+        },
+    )
     p.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="PATH", help="the nvidia-smi to run (default: the one on PATH; none: the GPU check is skipped)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)")
     common.add_output_flags(p)
@@ -80,8 +85,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.python is not None:
         kind, python = parse_python_flag(args.python, search_path=env.get("PATH"))
         if kind == "version":
-            raise UsageError(f"doctor checks a real environment; --python {args.python} is a version",
-                             hint="pass the interpreter's path, e.g. --python .venv/bin/python")
+            raise UsageError(
+                f"doctor checks a real environment; --python {args.python} is a version", hint="pass the interpreter's path, e.g. --python .venv/bin/python"
+            )
     else:
         python = default_interpreter(env)
     # absolute now: the import check runs in an empty temporary folder, where a relative
@@ -98,8 +104,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     abi_symbols = static_verdicts(environment, defs)
     refused = {v.name for v in abi_symbols if v.verdict.refusal is not None}
     abi_imports = import_packages(python, [p for p in torch_abi_packages(environment, defs) if p.name not in refused], env, timeout=args.timeout)
-    checks = run_checks(environment, defs, import_result=import_result, gpus=query_gpus(args.nvidia_smi, env), require_api=apis, abi_imports=abi_imports,
-                        abi_symbols=abi_symbols)
+    checks = run_checks(
+        environment,
+        defs,
+        import_result=import_result,
+        gpus=query_gpus(args.nvidia_smi, env),
+        require_api=apis,
+        abi_imports=abi_imports,
+        abi_symbols=abi_symbols,
+    )
     report = report_json(python, checks)
     if common.output_format(args) == "json":
         print_json(report, sys.stdout)
@@ -122,13 +135,20 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
         try:
-            proc = subprocess.run([python, "-c", _IMPORT, *_api_argument(apis, defs)], capture_output=True, text=True, timeout=timeout,
-                                  env=child_env, cwd=cwd, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [python, "-c", _IMPORT, *_api_argument(apis, defs)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=child_env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
             return ImportResult(ok=False, error=f"did not finish within {timeout:g}s", env_bypass=bypass)
         except OSError as exc:
             return ImportResult(ok=False, error=f"cannot run {python}: {exc.strerror or exc}", env_bypass=bypass)
-    found = [line[len(_SENTINEL):] for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
+    found = [line[len(_SENTINEL) :] for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
     if proc.returncode == 0 and found:
         return ImportResult(ok=True, version=found[-1].strip(), env_bypass=bypass, apis=_api_answer(proc.stdout, apis))
     lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
@@ -152,7 +172,7 @@ def _api_argument(apis: Sequence[str], defs: Definitions | None = None) -> list[
 def _api_answer(stdout: str, apis: Sequence[str]) -> tuple[tuple[str, bool], ...]:
     import json
 
-    lines = [line[len(_API_SENTINEL):] for line in stdout.splitlines() if line.startswith(_API_SENTINEL)]
+    lines = [line[len(_API_SENTINEL) :] for line in stdout.splitlines() if line.startswith(_API_SENTINEL)]
     if not apis or not lines:
         return ()
     found = json.loads(lines[-1])

@@ -46,7 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("tool", choices=("uv",), metavar="uv", help="the project tool to export to (uv)")
     common.add_resolve_flags(p)
     g = p.add_argument_group("the project")
-    g.add_argument("--project", type=Path, metavar="DIR", help="the uv project's folder, with its pyproject.toml (default: the config's folder, else the current directory)")
+    g.add_argument(
+        "--project",
+        type=Path,
+        metavar="DIR",
+        help="the uv project's folder, with its pyproject.toml (default: the config's folder, else the current directory)",
+    )
     g.add_argument("--dry-run", action="store_true", help="print the change to pyproject.toml as a diff; write nothing")
     g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     g.add_argument("--target", action="append", default=[], metavar="NAME", help="export only this configured target (repeatable; default: all)")
@@ -64,7 +69,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     folder = args.project if args.project is not None else (config.root if config is not None else Path.cwd())
     path = folder / PYPROJECT
     if not path.is_file():
-        raise UsageError(f"{common.shown(path)}: no such file: {common.shown(folder)} is not a uv project", hint="create the project with `uv init`, or name its folder with --project DIR")
+        raise UsageError(
+            f"{common.shown(path)}: no such file: {common.shown(folder)} is not a uv project",
+            hint="create the project with `uv init`, or name its folder with --project DIR",
+        )
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
     targets, command = _plans(config, args, env) if config is not None else _flags_plan(args, env)
@@ -85,8 +93,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if applied.text == before:
         print(f"{common.shown(path)} unchanged: it already holds this plan", file=sys.stderr)
     else:
-        print(f"wrote {common.shown(path)} ([tool.uv] for {len(targets)} target{'s' * (len(targets) != 1)}); next: `uv lock` and `uv sync` in {common.shown(folder)}",
-              file=sys.stderr)
+        print(
+            f"wrote {common.shown(path)} ([tool.uv] for {len(targets)} target{'s' * (len(targets) != 1)}); next: `uv lock` and `uv sync` in {common.shown(folder)}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -99,7 +109,10 @@ def _config(args: argparse.Namespace) -> ProjectConfig | None:
         return None
     config = discover_config(args.config)
     if config is None and args.target:
-        raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+        raise UsageError(
+            "--target names a configured target, but no config was found",
+            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
+        )
     return config
 
 

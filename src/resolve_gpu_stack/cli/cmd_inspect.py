@@ -140,8 +140,10 @@ def _best_wheel(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     ranked = sorted((f for f in fitting if fit(f) is None), key=lambda f: fit.tag_rank(f) or 0)
     if not ranked:
         found = ", ".join(sorted({f.filename for f in fitting})) or "none"
-        raise UsageError(f"{name} {pin}: no wheel for {target.describe()} on its index (files of that version: {found})",
-                         hint="name another version, or inspect a wheel file or URL directly")
+        raise UsageError(
+            f"{name} {pin}: no wheel for {target.describe()} on its index (files of that version: {found})",
+            hint="name another version, or inspect a wheel file or URL directly",
+        )
     return ranked[0]
 
 
@@ -182,8 +184,9 @@ def _name_of(source: str) -> str:
         return ""
 
 
-def _report(asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, torch: Any,
-            defs: Definitions) -> dict[str, Any]:
+def _report(
+    asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, torch: Any, defs: Definitions
+) -> dict[str, Any]:
     return {
         "schema": INSPECT_SCHEMA,
         "wheel": asked,
@@ -196,9 +199,16 @@ def _report(asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost
         "builds": list(abi.builds),
         "members": [_member_report(m, defs) for m in (scan.members if scan is not None else ())],
         "torch": None if torch is None else str(torch),
-        "verdict": None if verdict is None else {
-            "abi": verdict.kind.value if verdict.kind is not None else None, "runs": verdict.runs, "floor": verdict.floor,
-            "cuda_majors": list(verdict.cuda_majors), "builds": list(verdict.builds), "refusal": verdict.refusal, "note": verdict.note,
+        "verdict": None
+        if verdict is None
+        else {
+            "abi": verdict.kind.value if verdict.kind is not None else None,
+            "runs": verdict.runs,
+            "floor": verdict.floor,
+            "cuda_majors": list(verdict.cuda_majors),
+            "builds": list(verdict.builds),
+            "refusal": verdict.refusal,
+            "note": verdict.note,
         },
     }
 
@@ -211,11 +221,21 @@ def _member_report(m: MemberScan, defs: Definitions) -> dict[str, Any]:
     split = split_imports(m.symbols.imports, defs.abi) if m.symbols is not None else None
     return {
         "name": m.name,
-        **({"needed": list(libs.needed), "torch_libraries": list(libs.torch_libs), "cuda_majors": list(libs.cuda_majors)} if libs
-           else {"needed": None, "torch_libraries": [], "cuda_majors": []}),
-        **({"shim_imports": len(split.shim), "shim_examples": list(split.shim[:SHOWN]), "cxx_imports": len(split.locked),
-            "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]]} if split
-           else {"shim_imports": None, "shim_examples": [], "cxx_imports": None, "cxx_examples": []}),
+        **(
+            {"needed": list(libs.needed), "torch_libraries": list(libs.torch_libs), "cuda_majors": list(libs.cuda_majors)}
+            if libs
+            else {"needed": None, "torch_libraries": [], "cuda_majors": []}
+        ),
+        **(
+            {
+                "shim_imports": len(split.shim),
+                "shim_examples": list(split.shim[:SHOWN]),
+                "cxx_imports": len(split.locked),
+                "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]],
+            }
+            if split
+            else {"shim_imports": None, "shim_examples": [], "cxx_imports": None, "cxx_examples": []}
+        ),
         "build": defs.abi.build_of(m.name),
         "read": m.conclusive and (not m.links_torch or m.symbols_complete),
         "error": m.error,

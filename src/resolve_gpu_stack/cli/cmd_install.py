@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     common.add_resolve_flags(p)
     common.add_output_flags(p)
-    p.add_argument("--dry-run", action="store_true", help="download nothing: print per package installed -> planned, why, and the bytes an install would download")
+    p.add_argument(
+        "--dry-run", action="store_true", help="download nothing: print per package installed -> planned, why, and the bytes an install would download"
+    )
     p.add_argument("--system", action="store_true", help="with no virtual environment active and no --python, install into python3 on PATH (as uv's --system)")
     p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
     p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
@@ -104,8 +106,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         # (a temporary pylock, as `install --lock` does), after its dry run is checked.
         from ..env.lockinstall import install_plan_via_uv
 
-        report = install_plan_via_uv(plan, python=python, uv=uv, environment=probe.result(), wheel_cache=cache,
-                                     insecure=tuple(args.allow_insecure_host), env=env, command=_command())
+        report = install_plan_via_uv(
+            plan, python=python, uv=uv, environment=probe.result(), wheel_cache=cache, insecure=tuple(args.allow_insecure_host), env=env, command=_command()
+        )
     else:
         report = _install_downloaded(args, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
     emit_report(args, report)
@@ -117,8 +120,10 @@ def _check_output_flag(args: argparse.Namespace) -> None:
     if args.output is None:
         return
     if args.dry_run:
-        raise UsageError("--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
-                         hint="write the lock with `resolve-gpu-stack lock -o FILE`")
+        raise UsageError(
+            "--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
+            hint="write the lock with `resolve-gpu-stack lock -o FILE`",
+        )
     from .downloads import check_output_names
 
     check_output_names([args.output])
@@ -148,8 +153,18 @@ def _install_downloaded(args: argparse.Namespace, env: Mapping[str, str], plan: 
             lock_path = str(write_lock(plan, args.output, command=_command()))
             if not args.quiet:  # -q: nothing but errors
                 common.say(f"wrote {lock_path}")
-        report = install_plan(plan, python=python, uv=uv, wheel_cache=cache, dry_run=args.dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                              environment=environment)
+        report = install_plan(
+            plan,
+            python=python,
+            uv=uv,
+            wheel_cache=cache,
+            dry_run=args.dry_run,
+            fetcher=fetcher,
+            progress=progress,
+            offline=offline,
+            env=env,
+            environment=environment,
+        )
     return dataclasses.replace(report, lock_path=lock_path) if lock_path is not None else report
 
 
@@ -190,9 +205,17 @@ def print_report_table(report: InstallReport, out) -> None:
 
     console = Console(file=out, highlight=False, soft_wrap=False)
     title = f"{'Would change' if report.dry_run else 'Installed'} in {report.python}"
-    columns = [Column("package", keep=True), Column("action", keep=True), Column("installed", keep=True),
-               Column("planned" if report.dry_run else "after", keep=True), Column("index", drop=3), Column("size", drop=2, justify="right")]
-    table, width = fitted_table(console, columns[: 6 if report.dry_run else 5], [_report_cells(row, dry_run=report.dry_run) for row in report.rows], title=title, title_justify="left")
+    columns = [
+        Column("package", keep=True),
+        Column("action", keep=True),
+        Column("installed", keep=True),
+        Column("planned" if report.dry_run else "after", keep=True),
+        Column("index", drop=3),
+        Column("size", drop=2, justify="right"),
+    ]
+    table, width = fitted_table(
+        console, columns[: 6 if report.dry_run else 5], [_report_cells(row, dry_run=report.dry_run) for row in report.rows], title=title, title_justify="left"
+    )
     print_fitted(console, table, width)
     for line in _summary(report):
         console.print(line, markup=False, soft_wrap=True)
@@ -221,8 +244,11 @@ def _report_cells(row, *, dry_run: bool) -> list[str]:
 
 def _moves(report: InstallReport) -> list[str]:
     """Why torch and each FlashInfer component a dry run would change moves."""
-    return [f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None else row.version}: {row.reason}"
-            for row in report.rows if row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch")]
+    return [
+        f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None else row.version}: {row.reason}"
+        for row in report.rows
+        if row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch")
+    ]
 
 
 def _size(size: int | None) -> str:
@@ -251,18 +277,33 @@ def download_line(report: InstallReport) -> str:
 
 # -- install --lock FILE: exactly a lock, nothing resolved ----------------------------------------
 
+
 def add_lock_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
-    g.add_argument("--lock", type=Path, metavar="PYLOCK", help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
-                   "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read")
-    g.add_argument("--force-target", action="store_true", help="with --lock: install a lock whose wheels or Python do not fit this interpreter "
-                   "(Python and platform only: the packages a lock keeps, torch above all, must be installed here exactly as locked, forced or not)")
+    g.add_argument(
+        "--lock",
+        type=Path,
+        metavar="PYLOCK",
+        help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
+        "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read",
+    )
+    g.add_argument(
+        "--force-target",
+        action="store_true",
+        help="with --lock: install a lock whose wheels or Python do not fit this interpreter "
+        "(Python and platform only: the packages a lock keeps, torch above all, must be installed here exactly as locked, forced or not)",
+    )
 
 
 def lock_conflicts(args: argparse.Namespace) -> list[str]:
     """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
     typed = [S.BY_NAME[name].flag for name in S.typed(args) if name != "python"]
-    other = (("--index", bool(args.index)), ("--package-index", bool(args.package_index)), ("--snapshot", args.snapshot is not None), ("-o/--output", args.output is not None))
+    other = (
+        ("--index", bool(args.index)),
+        ("--package-index", bool(args.package_index)),
+        ("--snapshot", args.snapshot is not None),
+        ("-o/--output", args.output is not None),
+    )
     return typed + [flag for flag, given in other if given]
 
 
@@ -275,8 +316,10 @@ def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")
     conflicts = lock_conflicts(args)
     if conflicts:
-        raise UsageError(f"install --lock installs exactly what the lock says; {', '.join(conflicts)} would change what is resolved, and nothing is",
-                         hint="leave them out, or leave out --lock to resolve and install")
+        raise UsageError(
+            f"install --lock installs exactly what the lock says; {', '.join(conflicts)} would change what is resolved, and nothing is",
+            hint="leave them out, or leave out --lock to resolve and install",
+        )
     if not args.lock.is_file():
         raise UsageError(f"--lock {args.lock}: no such file", hint="pass a pylock.<name>.toml written by `resolve-gpu-stack lock` or `wheelhouse`")
     python = interpreter_from_args(args, env)
@@ -284,7 +327,17 @@ def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     cache = wheel_cache_from_args(args, env)
     defs = load_definitions()
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
-        report = install_lock(args.lock, python=python, uv=uv, wheel_cache=cache, defs=defs, dry_run=args.dry_run, force_target=args.force_target,
-                              fetcher=fetcher, progress=progress, env=env)
+        report = install_lock(
+            args.lock,
+            python=python,
+            uv=uv,
+            wheel_cache=cache,
+            defs=defs,
+            dry_run=args.dry_run,
+            force_target=args.force_target,
+            fetcher=fetcher,
+            progress=progress,
+            env=env,
+        )
     emit_report(args, report)
     return 0

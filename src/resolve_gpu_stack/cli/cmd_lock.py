@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from .config import ProjectConfig
 
 
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lock",
@@ -50,12 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     common.add_resolve_flags(p)
     common.add_output_flags(p)
-    p.add_argument("-o", "--output", type=Path, action="append", default=[], metavar="FILE", help="pylock.<name>.toml or *.txt (repeatable); the config is not read")
+    p.add_argument(
+        "-o", "--output", type=Path, action="append", default=[], metavar="FILE", help="pylock.<name>.toml or *.txt (repeatable); the config is not read"
+    )
     g = p.add_argument_group("project config")
     g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
     g.add_argument("--target", action="append", default=[], metavar="NAME", help="lock only this configured target (repeatable)")
-    g.add_argument("--allow-synthetic", action="store_true", help="write pylock rows whose sha256 is a stand-in of a reconstructed snapshot (refused otherwise: such a lock cannot install; for tests and demos)")
-    g.add_argument("--allow-outside-project", action="store_true", help="let the config write outputs outside its own folder (refused otherwise: a config from an untrusted repository must not overwrite your files)")
+    g.add_argument(
+        "--allow-synthetic",
+        action="store_true",
+        help="write pylock rows whose sha256 is a stand-in of a reconstructed snapshot (refused otherwise: such a lock cannot install; for tests and demos)",
+    )
+    g.add_argument(
+        "--allow-outside-project",
+        action="store_true",
+        help="let the config write outputs outside its own folder (refused otherwise: a config from an untrusted repository must not overwrite your files)",
+    )
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -69,7 +78,10 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
 
     configured = _configured(args)
     if args.output and configured:
-        raise UsageError("-o writes one plan from flags; --config/--target lock the configured targets", hint="drop -o to lock the configured targets, or drop --config/--target")
+        raise UsageError(
+            "-o writes one plan from flags; --config/--target lock the configured targets",
+            hint="drop -o to lock the configured targets, or drop --config/--target",
+        )
     # Flags that describe a target of their own (--python/--platform/--installed) make `lock` the
     # resolver's twin (`lock --torch nightly ...` == `resolve-gpu-stack --torch nightly ...`) unless
     # --config/--target ask for the configured targets.
@@ -77,7 +89,10 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
         return None
     config = discover_config(args.config)
     if config is None and args.target:
-        raise UsageError("--target names a configured target, but no config was found", hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE")
+        raise UsageError(
+            "--target names a configured target, but no config was found",
+            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
+        )
     if config is None:  # as `check` says it: no project, no -o, no target of its own: nothing to lock
         raise UsageError(
             "nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
@@ -97,6 +112,7 @@ def _own_target(args: argparse.Namespace) -> bool:
 
 
 # -- one plan from flags ---------------------------------------------------------------------------
+
 
 def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from .downloads import check_output_names
@@ -168,8 +184,10 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
         return placement.plan
     names = ", ".join(p.filename or p.name for p, _ in placement.unplaced)
     why = placement.unplaced[0][1] if len({w for _, w in placement.unplaced}) == 1 else "see each file"
-    note = (f"{len(placement.unplaced)} PyPI file(s) could not be placed on {redact_url(pypi)} ({why}); their URLs follow PyPI's /packages/ "
-            f"layout, which a mirror may not serve: {names}")
+    note = (
+        f"{len(placement.unplaced)} PyPI file(s) could not be placed on {redact_url(pypi)} ({why}); their URLs follow PyPI's /packages/ "
+        f"layout, which a mirror may not serve: {names}"
+    )
     if not getattr(args, "quiet", False):
         print(f"warning: {note}", file=sys.stderr)
     return replace(placement.plan, notes=(*placement.plan.notes, note))
@@ -196,19 +214,25 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         for pkg in missing:
             try:
-                learned[pkg.name] = fetch_verified(pkg.url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline)
+                learned[pkg.name] = fetch_verified(
+                    pkg.url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline
+                )
             except ResolveGpuStackError as err:
                 if not getattr(args, "quiet", False):
                     print(f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err})", file=sys.stderr)
-    return replace(plan, packages=tuple(
-        replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages))
+    return replace(
+        plan, packages=tuple(replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages)
+    )
 
 
 def _make_folder(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise WriteError(f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})", hint="nothing was written; make the folder writable (or pick another output path)") from None
+        raise WriteError(
+            f"cannot write {common.shown(path)}: cannot create its folder ({exc.strerror or exc})",
+            hint="nothing was written; make the folder writable (or pick another output path)",
+        ) from None
 
 
 def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False) -> None:
@@ -235,6 +259,7 @@ def _refuse_synthetic(plan, snapshot: Path | None) -> None:
 
 
 # -- every configured target -----------------------------------------------------------------------
+
 
 def source_words(args: argparse.Namespace, config: ProjectConfig | None = None) -> list[str]:
     """The --snapshot/--index words of the command line, as a regenerate command records them
@@ -307,8 +332,9 @@ def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet
         _say_written([path for path, _ in texts], label, quiet=quiet)
 
 
-def _lock_one(config: ProjectConfig, target, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str,
-              bundled: Definitions) -> list[tuple[Path, str]] | None:
+def _lock_one(
+    config: ProjectConfig, target, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str, bundled: Definitions
+) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
 

@@ -9,7 +9,11 @@ from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("resolve", help="print the plan (the default command)", description="Resolve and print the plan: per package keep / install / upgrade, from where, and why.")
+    p = sub.add_parser(
+        "resolve",
+        help="print the plan (the default command)",
+        description="Resolve and print the plan: per package keep / install / upgrade, from where, and why.",
+    )
     common.add_resolve_flags(p)
     common.add_output_flags(p)
 

@@ -11,8 +11,12 @@ from . import common
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("snapshot", help="record every page and metadata file a resolve reads", description="Run the resolver and record every page and METADATA file it reads (404s included) into DIR, with a manifest. Replay with --snapshot DIR. "
-                       "With --snapshot OLD it extends a snapshot: OLD is replayed, what it lacks is fetched live (as --live-fallback does), and both are recorded into DIR.")
+    p = sub.add_parser(
+        "snapshot",
+        help="record every page and metadata file a resolve reads",
+        description="Run the resolver and record every page and METADATA file it reads (404s included) into DIR, with a manifest. Replay with --snapshot DIR. "
+        "With --snapshot OLD it extends a snapshot: OLD is replayed, what it lacks is fetched live (as --live-fallback does), and both are recorded into DIR.",
+    )
     common.add_resolve_flags(p)
     common.add_output_flags(p)
     p.add_argument("--output", type=Path, required=True, metavar="DIR")

@@ -37,10 +37,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("locks", nargs="+", type=Path, metavar="LOCK", help="pylock.<name>.toml files (several targets share one wheelhouse)")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the wheelhouse folder (created; an earlier export there is updated)")
-    p.add_argument("--base-url", metavar="URL", help="the URL DIR will be served at (https, or http on loopback; no query or fragment): "
-                   "the rewritten locks then name URL/files/<wheel> (default: relative paths)")
-    p.add_argument("--prune", action="store_true", help="delete wheels and pages no lock given here installs any more (only in a folder an export made: "
-                   "never through a link, never outside DIR)")
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the URL DIR will be served at (https, or http on loopback; no query or fragment): "
+        "the rewritten locks then name URL/files/<wheel> (default: relative paths)",
+    )
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete wheels and pages no lock given here installs any more (only in a folder an export made: never through a link, never outside DIR)",
+    )
     p.add_argument("--offline", action="store_true", help="take every wheel from the wheel cache or local files; download nothing")
     common.add_network_flags(p.add_argument_group("network"))
     common.add_output_flags(p)
@@ -59,8 +66,10 @@ def check_base_url(url: str | None) -> str | None:
     if parts.scheme not in ("http", "https") or not host:
         raise UsageError(f"--base-url {shown!r}: not an http(s) URL", hint=_EXAMPLE)
     if parts.scheme == "http" and not is_loopback(host):
-        raise UsageError(f"--base-url {shown!r}: plain http to a host that is not loopback; nodes would fetch every wheel unencrypted",
-                         hint="serve the wheelhouse over https (plain http only on 127.0.0.1 / localhost)")
+        raise UsageError(
+            f"--base-url {shown!r}: plain http to a host that is not loopback; nodes would fetch every wheel unencrypted",
+            hint="serve the wheelhouse over https (plain http only on 127.0.0.1 / localhost)",
+        )
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise UsageError(f"--base-url {shown!r}: a query or fragment would swallow every wheel path after it", hint=_EXAMPLE)
     return url
@@ -72,8 +81,10 @@ def _base_url_parts(url: str) -> tuple[SplitResult, str | None]:
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in url):
         raise UsageError(f"--base-url {shown!r}: whitespace or a control character in a URL", hint=_EXAMPLE)
     if has_credentials(url):
-        raise UsageError("--base-url must not carry credentials: it is written into every lock",
-                         hint="give the bare URL; nodes send credentials from their own netrc or keyring")
+        raise UsageError(
+            "--base-url must not carry credentials: it is written into every lock",
+            hint="give the bare URL; nodes send credentials from their own netrc or keyring",
+        )
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -96,12 +107,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if missing:
         raise UsageError(f"no such lock: {', '.join(missing)}", hint="pass pylock.<name>.toml files written by `resolve-gpu-stack lock`")
     if any(p.resolve().parent == output.resolve() for p in args.locks):
-        raise UsageError(f"{args.output} holds a lock given to export; the wheelhouse rewrites its locks there",
-                         hint="export the locks CI wrote (elsewhere) into the wheelhouse folder")
+        raise UsageError(
+            f"{args.output} holds a lock given to export; the wheelhouse rewrites its locks there",
+            hint="export the locks CI wrote (elsewhere) into the wheelhouse folder",
+        )
     cache = wheel_cache_from_args(args, env)
     with download_fetcher(args) as fetcher, download_progress(args) as progress:
-        report = export_wheelhouse(args.locks, output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress,
-                                   offline=args.offline, prune=args.prune)
+        report = export_wheelhouse(
+            args.locks, output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress, offline=args.offline, prune=args.prune
+        )
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if not args.quiet:
@@ -112,8 +126,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def summary(report: WheelhouseReport) -> str:
     mib = report.total_bytes / (1024 * 1024)
-    return (f"wheelhouse {common.shown(report.output)}: {len(report.files)} wheels ({mib:.1f} MiB), {len(report.fetched)} fetched, "
-            f"{len(report.reused)} already there, {len(report.written)} files written" + (f", {len(report.pruned)} pruned" if report.pruned else ""))
+    return (
+        f"wheelhouse {common.shown(report.output)}: {len(report.files)} wheels ({mib:.1f} MiB), {len(report.fetched)} fetched, "
+        f"{len(report.reused)} already there, {len(report.written)} files written" + (f", {len(report.pruned)} pruned" if report.pruned else "")
+    )
 
 
 def emit_report(args: argparse.Namespace, report: WheelhouseReport) -> None:

@@ -27,16 +27,31 @@ if TYPE_CHECKING:
 
 # -- flags -----------------------------------------------------------------------------------------
 
+
 def add_index_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("indexes")
-    g.add_argument("--index", metavar="NAME=URL", action="append", default=[], help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration")
-    g.add_argument("--package-index", metavar="NAME=URL", action="append", default=[],
-                   help="an index (PEP 503/691 simple API) that alone serves package NAME, e.g. per-torch builds "
-                        "(flash-attn=https://wheels.example/simple/): builds whose local label names the kept torch "
-                        "(+cu12torch2.9cxx11abiTRUE) are chosen from it (repeatable; config package-indexes)")
+    g.add_argument(
+        "--index",
+        metavar="NAME=URL",
+        action="append",
+        default=[],
+        help="base URL of a logical index: pytorch, flashinfer or pypi (a mirror keeps the same paths). The PyPI URL otherwise comes from uv/pip configuration",
+    )
+    g.add_argument(
+        "--package-index",
+        metavar="NAME=URL",
+        action="append",
+        default=[],
+        help="an index (PEP 503/691 simple API) that alone serves package NAME, e.g. per-torch builds "
+        "(flash-attn=https://wheels.example/simple/): builds whose local label names the kept torch "
+        "(+cu12torch2.9cxx11abiTRUE) are chosen from it (repeatable; config package-indexes)",
+    )
     g.add_argument("--snapshot", metavar="DIR", type=Path, help="replay a recorded snapshot, with no network at all (unless --live-fallback)")
-    g.add_argument("--live-fallback", action="store_true",
-                   help="with --snapshot (or a config's snapshot): fetch what the snapshot lacks from the live indexes (default: a miss is an error)")
+    g.add_argument(
+        "--live-fallback",
+        action="store_true",
+        help="with --snapshot (or a config's snapshot): fetch what the snapshot lacks from the live indexes (default: a miss is an error)",
+    )
     add_network_flags(g)
 
 
@@ -92,6 +107,7 @@ def configure_logging(args: argparse.Namespace) -> None:
 
 # -- indexes and fetchers --------------------------------------------------------------------------
 
+
 def package_index_overrides(args: argparse.Namespace) -> dict[str, str]:
     """``--package-index NAME=URL`` as {package: url} (the definitions check the name and the URL)."""
     out = {}
@@ -114,7 +130,7 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
         layout, colon, rest = url.partition(":")
         prefix = layout + colon if colon and "://" in rest and "://" not in layout and "/" not in layout else ""
         try:
-            out[name.strip()] = prefix + normalize_base_url(url[len(prefix):])
+            out[name.strip()] = prefix + normalize_base_url(url[len(prefix) :])
         except IndexDefinitionError as exc:
             raise UsageError(f"--index {name.strip()}: {exc.message}", hint=exc.hint) from None
     return out
@@ -146,8 +162,11 @@ def replay_pypi_url(env: Mapping[str, str]) -> str:
         return discover_pypi_url(env)
     except UsageError:
         placeholder = PLACEHOLDER_BASE.format(name="pypi")
-        print(f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}, "
-              "which does not install; pass --index pypi=URL", file=sys.stderr)
+        print(
+            f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}, "
+            "which does not install; pass --index pypi=URL",
+            file=sys.stderr,
+        )
         return placeholder
 
 
@@ -170,7 +189,6 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
 def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
     from ..net.cache import HttpCache, default_cache_dir
     from ..net.http import HttpFetcher  # http.client and ssl: not for --help
-
 
     cache_dir = args.cache_dir or default_cache_dir(env)
     fetcher = HttpFetcher(
@@ -215,6 +233,7 @@ def make_parts(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapsh
 
 
 # -- the target and the request --------------------------------------------------------------------
+
 
 def target_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: Any = None) -> tuple[Target, dict[Any, tuple[str, ...]]]:
     """(Target, installed requirements by name) from --python/--platform/--installed.
@@ -270,6 +289,7 @@ def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, 
 
 
 # -- output ----------------------------------------------------------------------------------------
+
 
 def output_format(args: argparse.Namespace) -> str:
     return args.format or ("table" if sys.stdout.isatty() else "json")

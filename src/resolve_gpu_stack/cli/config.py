@@ -129,6 +129,7 @@ class ProjectConfig:
 
 # -- finding the file ----------------------------------------------------------------------------
 
+
 def _read_toml(path: Path) -> dict[str, Any]:
     return load_toml(path, error=UsageError)
 
@@ -175,6 +176,7 @@ def discover_config(explicit: Path | None, cwd: Path | None = None) -> ProjectCo
 
 
 # -- parsing and validation ----------------------------------------------------------------------
+
 
 def load_config(path: Path) -> ProjectConfig:
     """Parse and validate a config file; every problem is a ``UsageError`` naming file, target, key."""
@@ -242,7 +244,7 @@ def _inside(r: _Reader, where: str, key: str, value: str) -> Path:
 def _outputs(r: _Reader, where: str, raw: Any, root: Path) -> tuple[Path, ...]:
     items = r.string_list([raw] if isinstance(raw, str) else raw, "output", where)
     if not items:
-        raise r.fail(where, "'output' names no file", hint="e.g. output = [\"constraints/pylock.NAME.toml\"]")
+        raise r.fail(where, "'output' names no file", hint='e.g. output = ["constraints/pylock.NAME.toml"]')
     out: list[Path] = []
     for item in items:
         path = (root / item).resolve()
@@ -265,7 +267,11 @@ def _indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
             raise r.fail(where, f"indexes: unknown index {name!r}", hint=f"known indexes: {', '.join(INDEX_NAMES)}")
         url = r.get(table, name, str, f"{where}: indexes")
         if has_credentials(url.strip()):
-            raise r.fail(where, f"indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
+            raise r.fail(
+                where,
+                f"indexes.{name}: the URL carries credentials; a config file is committed",
+                hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config",
+            )
         try:
             out[name] = normalize_base_url(url)
         except IndexDefinitionError as exc:
@@ -281,7 +287,11 @@ def _package_indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
     for name in table:
         url = r.get(table, name, str, f"{where}: package-indexes")
         if has_credentials(url.strip()):
-            raise r.fail(where, f"package-indexes.{name}: the URL carries credentials; a config file is committed", hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config")
+            raise r.fail(
+                where,
+                f"package-indexes.{name}: the URL carries credentials; a config file is committed",
+                hint="put credentials in netrc, a keyring or UV_INDEX_* environment variables, never in the config",
+            )
         out[name] = url.strip()
     if not out:
         return out
@@ -314,14 +324,22 @@ def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConf
                 raise r.fail(r.section("target"), f"targets {owners[out]!r} and {target.name!r} both write {out}", hint="each lock file belongs to one target")
             owners[out] = target.name
         targets.append(target)
-    return ProjectConfig(path=path, table=table, snapshot=(root / snapshot).resolve() if snapshot is not None else None, indexes=indexes,
-                         package_indexes=package_indexes, targets=tuple(targets))
+    return ProjectConfig(
+        path=path,
+        table=table,
+        snapshot=(root / snapshot).resolve() if snapshot is not None else None,
+        indexes=indexes,
+        package_indexes=package_indexes,
+        targets=tuple(targets),
+    )
 
 
 def _target_tables(r: _Reader, doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     raw_targets = doc.get("target")
     if raw_targets is None:
-        raise r.fail(r.section(), "no [[target]] tables: nothing to lock", hint=f"add [[{'.'.join(p for p in (r.table, 'target') if p)}]] with name, python and output")
+        raise r.fail(
+            r.section(), "no [[target]] tables: nothing to lock", hint=f"add [[{'.'.join(p for p in (r.table, 'target') if p)}]] with name, python and output"
+        )
     if not isinstance(raw_targets, list) or not all(isinstance(t, dict) for t in raw_targets):
         raise r.fail(r.section(), "'target' must be an array of tables ([[target]])")
     return raw_targets
@@ -344,6 +362,7 @@ def _parse_target(r: _Reader, n: int, raw: Mapping[str, Any], defaults: Mapping[
 
 # -- overrides from the command line ---------------------------------------------------------------
 
+
 def with_overrides(target: TargetConfig, overrides: Mapping[str, Any]) -> TargetConfig:
     """``target`` with the raw values the command line gave (field name -> text, bool or list of
     texts), parsed by the table's parsers; an error names the flag the user typed."""
@@ -363,7 +382,7 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
     if not command or not command.startswith(prefix):
         return None
     try:
-        words = shlex.split(command[len(prefix):])
+        words = shlex.split(command[len(prefix) :])
     except ValueError:
         return None
     if not words:
@@ -393,8 +412,10 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 # -- what a target's lock is made from ------------------------------------------------------------
 
-def effective(config: ProjectConfig, *, snapshot: Path | None = None, indexes: Mapping[str, str] | None = None,
-              package_indexes: Mapping[str, str] | None = None) -> ProjectConfig:
+
+def effective(
+    config: ProjectConfig, *, snapshot: Path | None = None, indexes: Mapping[str, str] | None = None, package_indexes: Mapping[str, str] | None = None
+) -> ProjectConfig:
     """The config with ``--snapshot`` / ``--index`` / ``--package-index`` from the command line applied over it."""
     return replace(
         config,

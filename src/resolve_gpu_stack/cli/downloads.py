@@ -31,7 +31,9 @@ def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
         return find_uv(env)
     found = shutil.which(args.uv, path=env.get("PATH"))
     if found is None:
-        raise UsageError(f"--uv {args.uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool")
+        raise UsageError(
+            f"--uv {args.uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool"
+        )
     return found
 
 
@@ -49,7 +51,7 @@ def download_fetcher(args: argparse.Namespace, defs=None) -> HttpFetcher:
 
     fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
     fetcher.transport.on_retry = common.retry_printer(args)
-    for definition in (defs.indexes.values() if defs is not None else ()):
+    for definition in defs.indexes.values() if defs is not None else ():
         if definition.url:
             fetcher.credentials.remember(definition.url)
     return fetcher

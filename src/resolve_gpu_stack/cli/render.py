@@ -20,15 +20,30 @@ PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
 
 # The plan JSON's own keys for a package, from model.codec's (schema resolve-gpu-stack/plan/v1).
 _JSON_PACKAGE_KEYS = {
-    "name": "name", "version": "version", "action": "action", "installed": "installed-version", "index": "index",
-    "url": "url", "sha256": "sha256", "size": "size", "coupling": "coupling", "reason": "reason",
+    "name": "name",
+    "version": "version",
+    "action": "action",
+    "installed": "installed-version",
+    "index": "index",
+    "url": "url",
+    "sha256": "sha256",
+    "size": "size",
+    "coupling": "coupling",
+    "reason": "reason",
     "built_for": "built-for",
 }
 _JSON_OVERRIDE_KEYS = {"package": "package", "requirement": "requirement", "replaced_by": "replaced-by", "reason": "reason"}
 
 
-_JSON_ABI_KEYS = {"kind": "abi", "torch": "abi-torch", "floor": "abi-floor", "cuda_majors": "cuda-majors", "builds": "abi-builds",
-                  "refusal": "abi-refusal", "note": "abi-note"}
+_JSON_ABI_KEYS = {
+    "kind": "abi",
+    "torch": "abi-torch",
+    "floor": "abi-floor",
+    "cuda_majors": "cuda-majors",
+    "builds": "abi-builds",
+    "refusal": "abi-refusal",
+    "note": "abi-note",
+}
 
 
 def _json_package(p: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +110,15 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
             action += f" (from {p.installed_version})"
         style = _ACTION_STYLE.get(p.action.value, "")
         coupling = coupling_words(p)
-        cells.append((escape(p.name), escape(str(p.version)), f"[{style}]{escape(action)}[/]" if style else escape(action), escape(p.index),
-                      f"[bold red]{escape(coupling)}[/]" if p.abi_mismatch else escape(coupling)))
+        cells.append(
+            (
+                escape(p.name),
+                escape(str(p.version)),
+                f"[{style}]{escape(action)}[/]" if style else escape(action),
+                escape(p.index),
+                f"[bold red]{escape(coupling)}[/]" if p.abi_mismatch else escape(coupling),
+            )
+        )
     columns = (Column("package", keep=True), Column("version", keep=True), Column("action"), Column("index", drop=3), Column("coupling", drop=2))
     table, width = fitted_table(console, columns, cells, title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     print_fitted(console, table, width)
@@ -115,6 +137,7 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
 
 
 # -- tables that fit -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Column:
@@ -172,12 +195,23 @@ def print_fitted(console: Any, table: Any, width: int) -> None:
 
 # -- candidates ------------------------------------------------------------------------------------
 
+
 def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
     return [
         {
-            "filename": r.filename, "version": r.version, "tags": r.tags, "index": r.index, "url": r.url,
-            "sha256": r.sha256, "metadata_sha256": r.metadata_sha256, "size": r.size,
-            "upload_time": r.upload_time, "yanked": r.yanked, "fits_target": r.fits, "why_not": r.why_not, "abi": r.abi,
+            "filename": r.filename,
+            "version": r.version,
+            "tags": r.tags,
+            "index": r.index,
+            "url": r.url,
+            "sha256": r.sha256,
+            "metadata_sha256": r.metadata_sha256,
+            "size": r.size,
+            "upload_time": r.upload_time,
+            "yanked": r.yanked,
+            "fits_target": r.fits,
+            "why_not": r.why_not,
+            "abi": r.abi,
         }
         for r in rows
     ]
@@ -187,8 +221,12 @@ CANDIDATES_SCHEMA = "resolve-gpu-stack/candidates/v1"
 
 # version is never cut; the rest wrap, and at a narrow width size, then index, then tags go
 _CANDIDATE_COLUMNS = (
-    Column("version", keep=True), Column("tags", drop=2), Column("index", drop=3), Column("sha256"),
-    Column("size", drop=4, justify="right"), Column("fits"),
+    Column("version", keep=True),
+    Column("tags", drop=2),
+    Column("index", drop=3),
+    Column("sha256"),
+    Column("size", drop=4, justify="right"),
+    Column("fits"),
 )
 
 
@@ -217,9 +255,12 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
     def cells(digest: Callable[[str], str]) -> list[tuple[str, ...]]:
         return [
             (
-                escape(r.version), escape(r.tags), r.index,
+                escape(r.version),
+                escape(r.tags),
+                r.index,
                 digest(r.sha256) if r.sha256 else (f"no hash (metadata sha256 {digest(r.metadata_sha256)})" if r.metadata_sha256 else "no hash"),
-                f"{r.size:,}" if r.size else "", ("yes" if r.fits else escape(f"no: {r.why_not}")) + (escape(f" ({r.abi})") if r.abi else ""),
+                f"{r.size:,}" if r.size else "",
+                ("yes" if r.fits else escape(f"no: {r.why_not}")) + (escape(f" ({r.abi})") if r.abi else ""),
             )
             for r in rows
         ]

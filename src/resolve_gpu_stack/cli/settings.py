@@ -38,6 +38,7 @@ DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 
 # The parsers import the model when called: --help builds the flags from this table and stays light.
 
+
 def _declared_python(text: str) -> str:
     """A declared Python version (never an interpreter path), range-checked."""
     from ..env.probe import parse_python_flag
@@ -49,7 +50,10 @@ def _declared_python(text: str) -> str:
             raise  # a version out of range (too old, free-threaded before 3.13)
         kind, value = "interpreter", text
     if kind != "version":
-        raise UsageError(f"--python {text!r} is not a Python version", hint="use 3.<minor>[.<micro>][t], e.g. 3.12; a configured target is declared, never an interpreter path")
+        raise UsageError(
+            f"--python {text!r} is not a Python version",
+            hint="use 3.<minor>[.<micro>][t], e.g. 3.12; a configured target is declared, never an interpreter path",
+        )
     return value
 
 
@@ -198,49 +202,210 @@ def _request_fields() -> frozenset[str]:
 
     return frozenset(f.name for f in fields(ResolveRequest) if f.init)
 
+
 SETTINGS: tuple[Setting, ...] = (
-    Setting(name="python", kind="optional", default=None, flag="--python", key="python", group=TARGET_GROUP, parse=_declared_python, metavar="PATH|X.Y",
-            help="an interpreter to inspect, or a Python version to declare (default: the active virtual environment, else python3)"),
-    Setting(name="platform", kind="str", default=DEFAULT_PLATFORM, flag="--platform", key="platform", group=TARGET_GROUP, parse=_platform, metavar="PLATFORM",
-            help="with a declared --python: x86_64-manylinux_2_28 (default) or aarch64-manylinux_2_28, ..."),
-    Setting(name="installed", kind="list", default=(), flag="--installed", key="installed", group=TARGET_GROUP, parse=_installed, metavar="NAME==VERSION",
-            help="with a declared --python: a distribution the target already has (repeatable), e.g. torch==2.12.0.dev20260307+cu130"),
-    Setting(name="cuda", kind="optional", default=None, flag="--cuda", key="cuda", group=TARGET_GROUP, parse=_cuda, metavar="cuNNN",
-            help="CUDA label; default: the installed torch's (+cu130). A different one is an error unless --change-cuda"),
-    Setting(name="change_cuda", kind="bool", default=False, flag="--change-cuda", key="change-cuda", group=TARGET_GROUP,
-            help="allow --cuda to move torch to another CUDA label"),
-    Setting(name="torch", kind="str", default="nightly", flag="--torch", key="torch", group=RESOLVE_GROUP, parse=_torch, metavar="CHANNEL|SPEC",
-            help="nightly (default: the newest nightly with a wheel for this target), test, stable, installed (keep exactly what is installed), or a version/specifier"),
-    Setting(name="allow_downgrade", kind="bool", default=False, flag="--allow-downgrade", key="allow-downgrade", group=RESOLVE_GROUP,
-            help="let --torch pick a torch lower than the installed one (off: such a request fails)"),
-    Setting(name="flashinfer", kind="str", default="latest", flag="--flashinfer", key="flashinfer", group=RESOLVE_GROUP, parse=_flashinfer, metavar="VERSION|latest|nightly|none",
-            help="FlashInfer version (default latest: the newest with every component for this target)"),
-    Setting(name="jit_cache", kind="bool", default=True, flag="--no-jit-cache", key="jit-cache", group=RESOLVE_GROUP,
-            help="leave out flashinfer-jit-cache (kernels are JIT-compiled; needs nvcc)"),
-    Setting(name="cubin", kind="bool", default=True, flag="--no-cubin", key="cubin", group=RESOLVE_GROUP,
-            help="leave out flashinfer-cubin"),
-    Setting(name="with_", kind="list", default=(), flag="--with", key="with", group=RESOLVE_GROUP, parse=_requirements, metavar="REQ",
-            help="add a package to the plan, e.g. --with torchvision (repeatable)"),
-    Setting(name="overrides", kind="list", default=(), flag="--override", key="overrides", group=RESOLVE_GROUP, parse=_overrides, metavar="REQ",
-            help="replace every requirement on that package by REQ, as uv's --override (repeatable), e.g. --override 'torch==2.12.0.dev20260307+cu130'"),
-    Setting(name="overrides_file", kind="optional", default=None, flag="--overrides", key="overrides-file", group=RESOLVE_GROUP, parse=_overrides_file,
-            metavar="FILE", joins="overrides", names_file=True, help="a file of overrides, one requirement a line (as --override)"),
-    Setting(name="auto_torch_override", kind="bool", default=True, flag="--no-auto-torch-override", key="auto-torch-override", group=RESOLVE_GROUP,
-            help="do not override a package's torch pin (or torch-family pin) by the selected torch: such a package is walked back or fails"),
-    Setting(name="without", kind="list", default=(), flag="--without", key="without", group=RESOLVE_GROUP, metavar="NAME",
-            help="leave a package out of the plan, with what only it needs (repeatable), e.g. --without sgl-kernel"),
-    Setting(name="build_packages", kind="list", default=(), flag="--build", key="build", group=RESOLVE_GROUP, metavar="NAME",
-            help="when no wheel of NAME runs on the kept torch, build it from its sdist against that torch (repeatable): install and "
-                 "lock build it once (the wheel cache keeps it; wheelhouse ships it), with TORCH_CUDA_ARCH_LIST from --gpu and MAX_JOBS from memory"),
-    Setting(name="abi_mismatch", kind="str", default="error", flag="--abi-mismatch", key="abi-mismatch", group=RESOLVE_GROUP, parse=_abi_mismatch,
-            metavar="{error,warn}", help="a torch-ABI wheel built for another torch: error (default: no plan) or warn (plan it, flagged)"),
-    Setting(name="gpus", kind="list", default=(), flag="--gpu", key="gpus", group=RESOLVE_GROUP, parse=_gpus, metavar="SM",
-            help="a GPU the target runs, e.g. sm120, sm_90, 12.0 (repeatable or comma-separated; default: what nvidia-smi "
-                 "lists for a local interpreter, any GPU for a declared --python X.Y)"),
-    Setting(name="require_api", kind="list", default=(), flag="--require-api", key="require-api", group=RESOLVE_GROUP, parse=_apis, metavar="NAME",
-            help="a FlashInfer API the plan must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): raises FlashInfer's floor"),
-    Setting(name="all_gpu_archs", kind="bool", default=False, flag="--all-gpu-archs", key="all-gpu-archs", group=RESOLVE_GROUP,
-            help="plan every jit-cache provider the shim lists, not only those the GPUs need"),
+    Setting(
+        name="python",
+        kind="optional",
+        default=None,
+        flag="--python",
+        key="python",
+        group=TARGET_GROUP,
+        parse=_declared_python,
+        metavar="PATH|X.Y",
+        help="an interpreter to inspect, or a Python version to declare (default: the active virtual environment, else python3)",
+    ),
+    Setting(
+        name="platform",
+        kind="str",
+        default=DEFAULT_PLATFORM,
+        flag="--platform",
+        key="platform",
+        group=TARGET_GROUP,
+        parse=_platform,
+        metavar="PLATFORM",
+        help="with a declared --python: x86_64-manylinux_2_28 (default) or aarch64-manylinux_2_28, ...",
+    ),
+    Setting(
+        name="installed",
+        kind="list",
+        default=(),
+        flag="--installed",
+        key="installed",
+        group=TARGET_GROUP,
+        parse=_installed,
+        metavar="NAME==VERSION",
+        help="with a declared --python: a distribution the target already has (repeatable), e.g. torch==2.12.0.dev20260307+cu130",
+    ),
+    Setting(
+        name="cuda",
+        kind="optional",
+        default=None,
+        flag="--cuda",
+        key="cuda",
+        group=TARGET_GROUP,
+        parse=_cuda,
+        metavar="cuNNN",
+        help="CUDA label; default: the installed torch's (+cu130). A different one is an error unless --change-cuda",
+    ),
+    Setting(
+        name="change_cuda",
+        kind="bool",
+        default=False,
+        flag="--change-cuda",
+        key="change-cuda",
+        group=TARGET_GROUP,
+        help="allow --cuda to move torch to another CUDA label",
+    ),
+    Setting(
+        name="torch",
+        kind="str",
+        default="nightly",
+        flag="--torch",
+        key="torch",
+        group=RESOLVE_GROUP,
+        parse=_torch,
+        metavar="CHANNEL|SPEC",
+        help="nightly (default: the newest nightly with a wheel for this target), test, stable, installed (keep exactly what is installed), or a version/specifier",
+    ),
+    Setting(
+        name="allow_downgrade",
+        kind="bool",
+        default=False,
+        flag="--allow-downgrade",
+        key="allow-downgrade",
+        group=RESOLVE_GROUP,
+        help="let --torch pick a torch lower than the installed one (off: such a request fails)",
+    ),
+    Setting(
+        name="flashinfer",
+        kind="str",
+        default="latest",
+        flag="--flashinfer",
+        key="flashinfer",
+        group=RESOLVE_GROUP,
+        parse=_flashinfer,
+        metavar="VERSION|latest|nightly|none",
+        help="FlashInfer version (default latest: the newest with every component for this target)",
+    ),
+    Setting(
+        name="jit_cache",
+        kind="bool",
+        default=True,
+        flag="--no-jit-cache",
+        key="jit-cache",
+        group=RESOLVE_GROUP,
+        help="leave out flashinfer-jit-cache (kernels are JIT-compiled; needs nvcc)",
+    ),
+    Setting(name="cubin", kind="bool", default=True, flag="--no-cubin", key="cubin", group=RESOLVE_GROUP, help="leave out flashinfer-cubin"),
+    Setting(
+        name="with_",
+        kind="list",
+        default=(),
+        flag="--with",
+        key="with",
+        group=RESOLVE_GROUP,
+        parse=_requirements,
+        metavar="REQ",
+        help="add a package to the plan, e.g. --with torchvision (repeatable)",
+    ),
+    Setting(
+        name="overrides",
+        kind="list",
+        default=(),
+        flag="--override",
+        key="overrides",
+        group=RESOLVE_GROUP,
+        parse=_overrides,
+        metavar="REQ",
+        help="replace every requirement on that package by REQ, as uv's --override (repeatable), e.g. --override 'torch==2.12.0.dev20260307+cu130'",
+    ),
+    Setting(
+        name="overrides_file",
+        kind="optional",
+        default=None,
+        flag="--overrides",
+        key="overrides-file",
+        group=RESOLVE_GROUP,
+        parse=_overrides_file,
+        metavar="FILE",
+        joins="overrides",
+        names_file=True,
+        help="a file of overrides, one requirement a line (as --override)",
+    ),
+    Setting(
+        name="auto_torch_override",
+        kind="bool",
+        default=True,
+        flag="--no-auto-torch-override",
+        key="auto-torch-override",
+        group=RESOLVE_GROUP,
+        help="do not override a package's torch pin (or torch-family pin) by the selected torch: such a package is walked back or fails",
+    ),
+    Setting(
+        name="without",
+        kind="list",
+        default=(),
+        flag="--without",
+        key="without",
+        group=RESOLVE_GROUP,
+        metavar="NAME",
+        help="leave a package out of the plan, with what only it needs (repeatable), e.g. --without sgl-kernel",
+    ),
+    Setting(
+        name="build_packages",
+        kind="list",
+        default=(),
+        flag="--build",
+        key="build",
+        group=RESOLVE_GROUP,
+        metavar="NAME",
+        help="when no wheel of NAME runs on the kept torch, build it from its sdist against that torch (repeatable): install and "
+        "lock build it once (the wheel cache keeps it; wheelhouse ships it), with TORCH_CUDA_ARCH_LIST from --gpu and MAX_JOBS from memory",
+    ),
+    Setting(
+        name="abi_mismatch",
+        kind="str",
+        default="error",
+        flag="--abi-mismatch",
+        key="abi-mismatch",
+        group=RESOLVE_GROUP,
+        parse=_abi_mismatch,
+        metavar="{error,warn}",
+        help="a torch-ABI wheel built for another torch: error (default: no plan) or warn (plan it, flagged)",
+    ),
+    Setting(
+        name="gpus",
+        kind="list",
+        default=(),
+        flag="--gpu",
+        key="gpus",
+        group=RESOLVE_GROUP,
+        parse=_gpus,
+        metavar="SM",
+        help="a GPU the target runs, e.g. sm120, sm_90, 12.0 (repeatable or comma-separated; default: what nvidia-smi "
+        "lists for a local interpreter, any GPU for a declared --python X.Y)",
+    ),
+    Setting(
+        name="require_api",
+        kind="list",
+        default=(),
+        flag="--require-api",
+        key="require-api",
+        group=RESOLVE_GROUP,
+        parse=_apis,
+        metavar="NAME",
+        help="a FlashInfer API the plan must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): raises FlashInfer's floor",
+    ),
+    Setting(
+        name="all_gpu_archs",
+        kind="bool",
+        default=False,
+        flag="--all-gpu-archs",
+        key="all-gpu-archs",
+        group=RESOLVE_GROUP,
+        help="plan every jit-cache provider the shim lists, not only those the GPUs need",
+    ),
 )
 
 BY_NAME: Mapping[str, Setting] = MappingProxyType({s.name: s for s in SETTINGS})
@@ -249,6 +414,7 @@ TARGET_FLAGS = tuple(s.name for s in SETTINGS if s.group == TARGET_GROUP)
 
 
 # -- argparse ------------------------------------------------------------------------------------
+
 
 def add_flags(parser: argparse.ArgumentParser, names: Iterable[str] | None = None, *, help: Mapping[str, str] | None = None) -> None:
     """The flags of the settings ``names`` (all when None), in their groups, in table order. Every
@@ -290,6 +456,7 @@ def words(raw: Mapping[str, Any]) -> list[str]:
 
 
 # -- values and the request ----------------------------------------------------------------------
+
 
 def parse(raw: Mapping[str, Any]) -> dict[str, Any]:
     """Model values of the raw settings given (field name -> value)."""

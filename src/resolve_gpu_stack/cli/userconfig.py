@@ -57,7 +57,10 @@ def _from_uv(env: Mapping[str, str], uv: str) -> str | None:
     try:
         out = subprocess.run(
             [uv, "pip", "compile", "-", "--emit-index-url", "--no-header", "--quiet", "--python", sys.executable],
-            input="", capture_output=True, text=True, timeout=30,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=30,
             env={**env, "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"},
         )
     except (OSError, subprocess.SubprocessError):
@@ -76,4 +79,3 @@ def discover_pypi_url(env: Mapping[str, str], *, uv: str | None = None) -> str:
     if not url:
         raise UsageError("cannot tell which PyPI index to use", hint="pass --index pypi=URL (or set UV_DEFAULT_INDEX)")
     return url
-

@@ -210,9 +210,7 @@ class Definitions:
         indexes = dict(self.indexes)
         for name, url in urls.items():
             if name not in indexes:
-                raise IndexDefinitionError(
-                    f"unknown index {name!r} in --index", hint=f"known indexes: {', '.join(indexes)}"
-                )
+                raise IndexDefinitionError(f"unknown index {name!r} in --index", hint=f"known indexes: {', '.join(indexes)}")
             layout, url = self.split_layout(url)
             indexes[name] = replace(indexes[name], url=normalize_base_url(url), layout=layout)
         return replace(self, indexes=indexes)
@@ -230,7 +228,9 @@ class Definitions:
         for raw, url in sorted(urls.items()):
             name = canonicalize_name(raw)
             if name in ("torch", "torchtriton") or self.flashinfer.members(name):
-                raise IndexDefinitionError(f"--package-index {raw}: {name} keeps its own index", hint="move a whole index with --index pytorch=URL or --index flashinfer=URL")
+                raise IndexDefinitionError(
+                    f"--package-index {raw}: {name} keeps its own index", hint="move a whole index with --index pytorch=URL or --index flashinfer=URL"
+                )
             index = package_index_name(name)
             layout, url = self.split_layout(url)
             indexes[index] = IndexDefinition(name=index, url=normalize_base_url(url), dialect="json-or-html", hosts=("*",), channels={}, layout=layout)
@@ -240,7 +240,7 @@ class Definitions:
     def with_recorded_package_indexes(self, recorded: Mapping[str, str]) -> Definitions:
         """A copy with the package indexes a plan or lock records in its ``indexes`` table
         (``package:NAME`` -> URL), so that ``check`` judges its rows by the routing they were made with."""
-        return self.with_package_indexes({k[len(PACKAGE_INDEX_PREFIX):]: v for k, v in recorded.items() if k.startswith(PACKAGE_INDEX_PREFIX) and v})
+        return self.with_package_indexes({k[len(PACKAGE_INDEX_PREFIX) :]: v for k, v in recorded.items() if k.startswith(PACKAGE_INDEX_PREFIX) and v})
 
     def split_layout(self, url: str) -> tuple[str | None, str]:
         """``flat:https://host/simple/`` -> ("flat", "https://host/simple/"); a plain URL -> (None, url)."""
@@ -275,8 +275,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
     indexes = {name: _load_index(directory / f"{name}.toml", name) for name in INDEX_NAMES}
     routing = TomlReader(directory / "routing.toml")
     routes = tuple(
-        _route(routing, raw, f"route #{i + 1}", indexes)
-        for i, raw in enumerate(routing.tables(read_toml(directory / "routing.toml"), "route", "routing"))
+        _route(routing, raw, f"route #{i + 1}", indexes) for i, raw in enumerate(routing.tables(read_toml(directory / "routing.toml"), "route", "routing"))
     )
     layouts = _layouts(routing, read_toml(directory / "routing.toml"))
     comp = TomlReader(directory / "components.toml")

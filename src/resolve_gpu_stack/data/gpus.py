@@ -126,8 +126,9 @@ class GpuTable:
         for row in self.gpus:
             if row.arch == gpu:
                 return row
-        raise UsageError(f"unknown GPU architecture {gpu} (indexes/{FILE_NAME} has no row for it)",
-                         hint=f"known GPUs: {', '.join(str(r.arch) for r in self.gpus)}")
+        raise UsageError(
+            f"unknown GPU architecture {gpu} (indexes/{FILE_NAME} has no row for it)", hint=f"known GPUs: {', '.join(str(r.arch) for r in self.gpus)}"
+        )
 
     def floor_for_arch(self, arch: GpuArch | str) -> ArchFloor:
         row = self.gpu(arch)
@@ -143,7 +144,8 @@ class GpuTable:
         if row.runs_on is not None and gpu not in row.runs_on:
             raise NoPlanError(
                 f"FlashInfer's {name} has no kernels for {gpu} in any release indexes/{FILE_NAME} knows",
-                reasons=[f"{name} runs on {', '.join(str(g) for g in row.runs_on)} ({row.source})"])
+                reasons=[f"{name} runs on {', '.join(str(g) for g in row.runs_on)} ({row.source})"],
+            )
         for floor in row.per_gpu:
             if gpu in floor.archs:
                 return ApiFloor(floor.flashinfer, floor.source)
@@ -232,13 +234,10 @@ class _Reader:
         backend = self.toml.get(table, "backend", str, where)
         flashinfer = self.toml.version(self.text(table, "flashinfer", where), where)
         runs_on = self.gpus(table, "runs-on", where, required=False)
-        per_gpu = tuple(self.api_gpu(t, f"{where} gpu #{i + 1}", flashinfer, runs_on)
-                        for i, t in enumerate(self.toml.tables(table, "gpu", where)))
-        return ApiRow(name, self.text(table, "symbol", where), backend, flashinfer, runs_on, per_gpu,
-                      self.text(table, "source", where))
+        per_gpu = tuple(self.api_gpu(t, f"{where} gpu #{i + 1}", flashinfer, runs_on) for i, t in enumerate(self.toml.tables(table, "gpu", where)))
+        return ApiRow(name, self.text(table, "symbol", where), backend, flashinfer, runs_on, per_gpu, self.text(table, "source", where))
 
-    def api_gpu(self, table: Mapping[str, Any], where: str, general: Version,
-                runs_on: tuple[GpuArch, ...] | None) -> ApiGpuFloor:
+    def api_gpu(self, table: Mapping[str, Any], where: str, general: Version, runs_on: tuple[GpuArch, ...] | None) -> ApiGpuFloor:
         self.toml.unknown_keys(table, _API_GPU_KEYS, where)
         archs = self.gpus(table, "archs", where) or ()
         flashinfer = self.toml.version(self.text(table, "flashinfer", where), where)
@@ -259,8 +258,8 @@ class _Reader:
                     f"variant #{index + 1} ({row.variant})",
                     f"'serves' lists {', '.join(map(str, sorted(row.serves))) or 'nothing'} but {row.variant} "
                     f"runs on {', '.join(map(str, ruled)) or 'none of the known GPUs'}",
-                    hint="exact (a) runs on its own GPU only; family (f) and baseline on the same major, "
-                         "same or higher minor")
+                    hint="exact (a) runs on its own GPU only; family (f) and baseline on the same major, same or higher minor",
+                )
 
     def unique(self, names: list[str], what: str) -> None:
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -309,6 +308,16 @@ def floor_for_api(name: str, arch: GpuArch | str | None = None) -> ApiFloor:
 
 
 __all__ = [
-    "ApiFloor", "ApiGpuFloor", "ApiRow", "ArchFloor", "GpuRow", "GpuTable", "VariantRow", "default_gpu_table",
-    "floor_for_api", "floor_for_arch", "load_gpu_table", "read_gpu_table",
+    "ApiFloor",
+    "ApiGpuFloor",
+    "ApiRow",
+    "ArchFloor",
+    "GpuRow",
+    "GpuTable",
+    "VariantRow",
+    "default_gpu_table",
+    "floor_for_api",
+    "floor_for_arch",
+    "load_gpu_table",
+    "read_gpu_table",
 ]

@@ -28,6 +28,8 @@ PACKAGE_INDEX_PREFIX = "package:"
 
 def package_index_name(package: str) -> str:
     return PACKAGE_INDEX_PREFIX + package
+
+
 DIALECTS = ("html", "json-or-html")
 # The variables a page template may use (indexes/routing.toml documents them).
 TEMPLATE_VARIABLES = ("name", "torch_channel", "cuda", "fi_channel", "fi_cuda", "torch_series")

@@ -34,8 +34,13 @@ else:  # pragma: no cover - exercised on 3.10 only
 E = TypeVar("E", bound=enum.Enum)
 
 TOML_TYPES: dict[type, str] = {
-    str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table",
-    list: "an array", dt.datetime: "a date-time",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    dict: "a table",
+    list: "an array",
+    dt.datetime: "a date-time",
 }
 
 
@@ -58,7 +63,10 @@ def refuse_long_numbers(text: str, where: str, *, error: type[ResolveGpuStackErr
         return
     line = text.count("\n", 0, found.start()) + 1
     at = f"line {line}: " if "\n" in text else ""
-    raise error(f"{where}: {at}a number of {len(found.group())} digits; no version or number is that long", hint=f"numbers and versions have at most {MAX_DIGITS} digits")
+    raise error(
+        f"{where}: {at}a number of {len(found.group())} digits; no version or number is that long",
+        hint=f"numbers and versions have at most {MAX_DIGITS} digits",
+    )
 
 
 def parse_toml(text: str, where: str, *, error: type[ResolveGpuStackError] = IndexDefinitionError) -> dict[str, Any]:

@@ -88,8 +88,11 @@ def static_verdicts(env: Environment, defs: Definitions) -> list[StaticVerdict]:
     def exports() -> TorchExports:
         if not exports_memo:
             site = torch.location
-            exports_memo.append(installed_torch_exports(site, str(torch.version)) if site is not None else
-                                TorchExports(version=str(torch.version), symbols=None, source="torch's folder is not known"))
+            exports_memo.append(
+                installed_torch_exports(site, str(torch.version))
+                if site is not None
+                else TorchExports(version=str(torch.version), symbols=None, source="torch's folder is not known")
+            )
         return exports_memo[0]
 
     subject = AbiTorch(version=torch.version, cuda_major=label.major if label else None, exports=exports)
@@ -101,8 +104,15 @@ def static_verdicts(env: Environment, defs: Definitions) -> list[StaticVerdict]:
         abi, names, unreadable = _installed_abi(dist, defs)
         if abi is None:
             continue
-        out.append(StaticVerdict(package=f"{dist.name} {dist.version}", name=dist.name, members=names, unreadable=unreadable,
-                                 verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=_torch_floor(dist))))
+        out.append(
+            StaticVerdict(
+                package=f"{dist.name} {dist.version}",
+                name=dist.name,
+                members=names,
+                unreadable=unreadable,
+                verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=_torch_floor(dist)),
+            )
+        )
     return out
 
 
@@ -125,16 +135,28 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
         majors |= set(libs.cuda_majors)
         if libs.torch_libs:
             split = split_imports(symbols, defs.abi)
-            members.append(MemberAbi(name=name, torch_libs=libs.torch_libs, cuda_majors=libs.cuda_majors, shim=len(split.shim),
-                                     shim_examples=split.shim[:3], cxx=split.locked, build=defs.abi.build_of(name)))
+            members.append(
+                MemberAbi(
+                    name=name,
+                    torch_libs=libs.torch_libs,
+                    cuda_majors=libs.cuda_majors,
+                    shim=len(split.shim),
+                    shim_examples=split.shim[:3],
+                    cxx=split.locked,
+                    build=defs.abi.build_of(name),
+                )
+            )
             names.append(name)
         elif libs.cuda_libs:
             names.append(name)
     if unreadable:
         return WheelAbi(kind=UNKNOWN, why="; ".join(unreadable)), tuple(names), tuple(unreadable)
     if members:
-        return WheelAbi(kind=TORCH_LINKED, why=f"{len(members)} installed shared object(s) link torch", members=tuple(members),
-                        cuda_majors=tuple(sorted(majors))), tuple(names), ()
+        return (
+            WheelAbi(kind=TORCH_LINKED, why=f"{len(members)} installed shared object(s) link torch", members=tuple(members), cuda_majors=tuple(sorted(majors))),
+            tuple(names),
+            (),
+        )
     if majors:
         return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", cuda_majors=tuple(sorted(majors))), tuple(names), ()
     return None, (), ()
@@ -280,8 +302,9 @@ def import_packages(python: str, packages: Sequence[AbiPackage], env: Mapping[st
 def _import_one(python: str, pkg: AbiPackage, env: Mapping[str, str], cwd: str, timeout: float) -> list[ImportOutcome]:
     label = f"{pkg.name} {pkg.version}"
     try:
-        proc = subprocess.run([python, "-c", _SCRIPT, *pkg.modules], capture_output=True, text=True, timeout=timeout,
-                              env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [python, "-c", _SCRIPT, *pkg.modules], capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
         return [ImportOutcome(package=label, module=m, error=f"did not finish within {timeout:g}s") for m in pkg.modules]
     except OSError as exc:
@@ -289,7 +312,7 @@ def _import_one(python: str, pkg: AbiPackage, env: Mapping[str, str], cwd: str, 
     seen = {}
     for line in proc.stdout.splitlines():
         if line.startswith(_SENTINEL):
-            data = json.loads(line[len(_SENTINEL):])
+            data = json.loads(line[len(_SENTINEL) :])
             seen[data["module"]] = data["error"]
     crashed = f"the interpreter exited with status {proc.returncode} ({(proc.stderr.strip().splitlines() or ['no output'])[-1][:300]})"
     return [ImportOutcome(package=label, module=m, error=seen[m] if m in seen else crashed) for m in pkg.modules]

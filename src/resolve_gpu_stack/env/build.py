@@ -87,6 +87,7 @@ BuildRequirements = Callable[[Sequence[str]], LockPlan]
 
 # -- the machine: CUDA toolkit, GPUs, jobs -----------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CudaToolkit:
     home: Path  # CUDA_HOME
@@ -138,8 +139,10 @@ def find_cuda_toolkit(env: Mapping[str, str]) -> CudaToolkit | None:
 
 def arch_list(capabilities: Sequence[str]) -> str:
     """TORCH_CUDA_ARCH_LIST for the GPUs (``["12.0", "9.0"]`` -> ``"9.0;12.0"``); "" for any GPU."""
+
     def key(cap: str) -> tuple[int, ...]:
         return tuple(int(p) for p in re.findall(r"\d+", cap))
+
     return ";".join(sorted(dict.fromkeys(capabilities), key=key))
 
 
@@ -181,15 +184,21 @@ def check_toolkit(torch: Version, toolkit: CudaToolkit | None) -> str | None:
     if label is None:
         return None
     if toolkit is None:
-        return (f"no CUDA toolkit found (CUDA_HOME, nvcc on PATH, /usr/local/cuda) for torch {torch}: a CUDA extension "
-                f"cannot build; install the CUDA {label.major} toolkit (or NVIDIA's nvcc wheel) and set CUDA_HOME")
+        return (
+            f"no CUDA toolkit found (CUDA_HOME, nvcc on PATH, /usr/local/cuda) for torch {torch}: a CUDA extension "
+            f"cannot build; install the CUDA {label.major} toolkit (or NVIDIA's nvcc wheel) and set CUDA_HOME"
+        )
     if toolkit.major != label.major:
-        raise BuildError(f"the CUDA toolkit found is {toolkit.version} ({toolkit.nvcc}), but torch {torch} is built for CUDA {label.major}.{label.minor}: "
-                         "an extension built with it would not load", hint=f"point CUDA_HOME at a CUDA {label.major}.x toolkit; nothing was built")
+        raise BuildError(
+            f"the CUDA toolkit found is {toolkit.version} ({toolkit.nvcc}), but torch {torch} is built for CUDA {label.major}.{label.minor}: "
+            "an extension built with it would not load",
+            hint=f"point CUDA_HOME at a CUDA {label.major}.x toolkit; nothing was built",
+        )
     return None
 
 
 # -- what a build depends on: the cache key ----------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuildInputs:
@@ -219,8 +228,17 @@ class BuiltWheelCheck:
     abi: AbiVerdict | None = None  # the built wheel judged against the torch it was built for
 
 
-def verify_built_wheel(path: Path, *, name: NormalizedName, version: Version, torch: Version, target_tags: Sequence[Tag], abi: AbiRules,
-                       torch_site: Path | None, cuda_major: int | None) -> BuiltWheelCheck:
+def verify_built_wheel(
+    path: Path,
+    *,
+    name: NormalizedName,
+    version: Version,
+    torch: Version,
+    target_tags: Sequence[Tag],
+    abi: AbiRules,
+    torch_site: Path | None,
+    cuda_major: int | None,
+) -> BuiltWheelCheck:
     """THE place a built wheel is judged before it is stored (one place, for every build): it is a
     wheel of ``name`` at ``version``'s public version, one of its tags fits the target, and its
     shared objects run on ``torch``: the ABI judgement every other wheel gets (``rules/abi.py``),
@@ -242,8 +260,11 @@ def verify_built_wheel(path: Path, *, name: NormalizedName, version: Version, to
     found = scan.abi(abi)
     links = found.kind == TORCH_LINKED
     if not links:
-        return BuiltWheelCheck(problems=tuple(problems), notes=(f"{name} {got_version}: none of its shared objects links torch ({found.why}); it did not need a build for this torch",),
-                               links_torch=False)
+        return BuiltWheelCheck(
+            problems=tuple(problems),
+            notes=(f"{name} {got_version}: none of its shared objects links torch ({found.why}); it did not need a build for this torch",),
+            links_torch=False,
+        )
     exports = (lambda: installed_torch_exports(torch_site, str(torch))) if torch_site is not None else None
     verdict = judge(name, found, AbiTorch(version=torch, cuda_major=cuda_major, exports=exports), AbiPolicy.of(abi), version=got_version)
     if verdict.refusal is not None:
@@ -252,6 +273,7 @@ def verify_built_wheel(path: Path, *, name: NormalizedName, version: Version, to
 
 
 # -- the plan ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuildContext:
@@ -294,9 +316,16 @@ def build_inputs(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext, sdist_sh
     assert torch is not None
     # the torch wheel's sha256 as its index lists it (stable releases); a nightly's version names one
     # build already. A digest learnt later (a lock hashing the kept nightly) must not change the key.
-    return BuildInputs(sdist_sha256=sdist_sha256, torch=str(torch.version), torch_sha256=torch.sha256, cuda=plan.target.cuda,
-                       nvcc=ctx.machine.toolkit.version if ctx.machine.toolkit else None, arch_list=ctx.machine.arch_list,
-                       python=plan.target.python, platform=plan.target.platform)
+    return BuildInputs(
+        sdist_sha256=sdist_sha256,
+        torch=str(torch.version),
+        torch_sha256=torch.sha256,
+        cuda=plan.target.cuda,
+        nvcc=ctx.machine.toolkit.version if ctx.machine.toolkit else None,
+        arch_list=ctx.machine.arch_list,
+        python=plan.target.python,
+        platform=plan.target.platform,
+    )
 
 
 def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPackage:
@@ -304,8 +333,16 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     sdist = pkg.sdist
     if sdist is None:
         raise BuildError(f"{pkg.name} {pkg.version}: a build row without an sdist")
-    fetched = fetch_verified(sdist.url, sha256=sdist.sha256, size=sdist.size, cache=ctx.cache, fetcher=ctx.fetcher, filename=sdist.filename,
-                             progress=ctx.downloads, offline=ctx.offline)
+    fetched = fetch_verified(
+        sdist.url,
+        sha256=sdist.sha256,
+        size=sdist.size,
+        cache=ctx.cache,
+        fetcher=ctx.fetcher,
+        filename=sdist.filename,
+        progress=ctx.downloads,
+        offline=ctx.offline,
+    )
     inputs = build_inputs(pkg, plan, ctx, fetched.sha256)
     hit = _cached(ctx.cache, inputs)
     if hit is not None:
@@ -328,23 +365,53 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
         tmp = Path(tmp_name)
         python = _build_environment(tmp, plan, ctx, requirements, log)
         out = tmp / "out"
-        cmd = [ctx.machine.uv, "build", "--wheel", "--no-build-isolation", "--python", python, "--out-dir", str(out),
-               "--no-config", "--no-index", "--offline", str(fetched.path)]
+        cmd = [
+            ctx.machine.uv,
+            "build",
+            "--wheel",
+            "--no-build-isolation",
+            "--python",
+            python,
+            "--out-dir",
+            str(out),
+            "--no-config",
+            "--no-index",
+            "--offline",
+            str(fetched.path),
+        ]
         run_logged(cmd, env=_build_env(ctx.machine, tmp), log=log, label=f"building {pkg.name} {pkg.version}", progress=ctx.progress, append=True)
         wheels = sorted(out.glob("*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"building {pkg.name} {pkg.version} made {len(wheels)} wheels, not one; the build log: {log}")
         label = CudaLabel.of_torch(torch)
-        check = verify_built_wheel(wheels[0], name=pkg.name, version=pkg.version, torch=torch, target_tags=ctx.target_tags, abi=ctx.abi,
-                                   torch_site=_torch_site(python, _build_env(ctx.machine, tmp)), cuda_major=label.major if label else None)
+        check = verify_built_wheel(
+            wheels[0],
+            name=pkg.name,
+            version=pkg.version,
+            torch=torch,
+            target_tags=ctx.target_tags,
+            abi=ctx.abi,
+            torch_site=_torch_site(python, _build_env(ctx.machine, tmp)),
+            cuda_major=label.major if label else None,
+        )
         if check.problems:
-            raise BuildError(f"the wheel built from {sdist.filename} is refused: {'; '.join(check.problems)}; the build log: {log}",
-                             hint="nothing was stored; fix the build (or its inputs) and run again")
+            raise BuildError(
+                f"the wheel built from {sdist.filename} is refused: {'; '.join(check.problems)}; the build log: {log}",
+                hint="nothing was stored; fix the build (or its inputs) and run again",
+            )
         for note in check.notes:
             if ctx.say is not None:
                 ctx.say(f"note: {note}")
-        provenance = BuildProvenance(torch=inputs.torch, torch_sha256=inputs.torch_sha256, cuda=inputs.cuda, nvcc=inputs.nvcc, arch_list=inputs.arch_list,
-                                     python=inputs.python, platform=inputs.platform, command=command)
+        provenance = BuildProvenance(
+            torch=inputs.torch,
+            torch_sha256=inputs.torch_sha256,
+            cuda=inputs.cuda,
+            nvcc=inputs.nvcc,
+            arch_list=inputs.arch_list,
+            python=inputs.python,
+            platform=inputs.platform,
+            command=command,
+        )
         stored = _store(ctx.cache, wheels[0])
     _write_record(ctx.cache, inputs, stored, provenance, log, check.abi)
     return dataclasses.replace(_row(pkg, stored, provenance), abi=check.abi or pkg.abi)
@@ -392,6 +459,7 @@ def _build_env(machine: BuildMachine, tmp: Path) -> dict[str, str]:
 
 # -- the build environment -----------------------------------------------------------------------
 
+
 def _build_environment(tmp: Path, plan: LockPlan, ctx: BuildContext, requirements: Sequence[str], log: Path) -> str:
     """A venv under ``tmp`` with the kept torch and the build requirements; its interpreter."""
     venv = tmp / "env"
@@ -400,11 +468,17 @@ def _build_environment(tmp: Path, plan: LockPlan, ctx: BuildContext, requirement
     try:
         _run_uv([ctx.machine.uv, "venv", "-q", "--python", python, str(venv)], env, what=f"uv venv --python {python}")
     except ResolveGpuStackError as exc:
-        raise BuildError(f"cannot make a build environment of Python {python} on this machine: {exc.message}",
-                         hint="a build for a declared target needs an interpreter of its Python here (uv finds it); or build with install --python PATH") from None
+        raise BuildError(
+            f"cannot make a build environment of Python {python} on this machine: {exc.message}",
+            hint="a build for a declared target needs an interpreter of its Python here (uv finds it); or build with install --python PATH",
+        ) from None
     interpreter = str(venv / "bin" / "python")
     if ctx.site_dirs:
-        site = Path(subprocess.run([interpreter, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+        site = Path(
+            subprocess.run(
+                [interpreter, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        )
         (site / "_resolve_gpu_stack_target.pth").write_text("".join(f"{d}\n" for d in dict.fromkeys(ctx.site_dirs)))
     env_plan = ctx.requirements(requirements)
     env_plan = fill_hashes(env_plan, cache=ctx.cache, fetcher=ctx.fetcher, progress=ctx.downloads, offline=ctx.offline)
@@ -416,7 +490,11 @@ def _build_environment(tmp: Path, plan: LockPlan, ctx: BuildContext, requirement
         fetched = fetch_packages(todo, cache=ctx.cache, fetcher=ctx.fetcher, progress=ctx.downloads, offline=ctx.offline)
         work = tmp / "install"
         work.mkdir()
-        _run_uv(_uv_args(work, uv=ctx.machine.uv, python=interpreter, todo=todo, fetched=fetched, constraints=""), env, what="uv pip install (the build requirements)")
+        _run_uv(
+            _uv_args(work, uv=ctx.machine.uv, python=interpreter, todo=todo, fetched=fetched, constraints=""),
+            env,
+            what="uv pip install (the build requirements)",
+        )
     _check_torch(interpreter, env, plan)
     return interpreter
 
@@ -439,16 +517,22 @@ def _torch_site(interpreter: str, env: Mapping[str, str]) -> Path | None:
 def _check_torch(interpreter: str, env: Mapping[str, str], plan: LockPlan) -> None:
     """The build environment's ``import torch`` must be the kept torch (and nothing else)."""
     want = plan.torch.version if plan.torch is not None else None
-    proc = subprocess.run([interpreter, "-c", "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True, env=dict(env), check=False)
+    proc = subprocess.run(
+        [interpreter, "-c", "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True, env=dict(env), check=False
+    )
     got = proc.stdout.strip()
     if proc.returncode != 0 or want is None or Version(got) != want:
-        raise BuildError(f"the build environment's torch is {got or 'missing'}, not the kept torch {want}", hint="nothing was built; report it with the plan (--format json)")
+        raise BuildError(
+            f"the build environment's torch is {got or 'missing'}, not the kept torch {want}", hint="nothing was built; report it with the plan (--format json)"
+        )
 
 
 # -- running the build ---------------------------------------------------------------------------
 
-def run_logged(cmd: Sequence[str], *, env: Mapping[str, str], log: Path, label: str, progress: BuildProgress | None, append: bool = False,
-               every: float = 1.0) -> None:
+
+def run_logged(
+    cmd: Sequence[str], *, env: Mapping[str, str], log: Path, label: str, progress: BuildProgress | None, append: bool = False, every: float = 1.0
+) -> None:
     """Run ``cmd`` with its output (stdout and stderr) in ``log``; ``progress`` gets
     ``<label>: <elapsed> | <last line>`` about every ``every`` seconds. Ctrl-C (or any error)
     stops the whole process group; a non-zero exit is a ``BuildError`` naming the log."""
@@ -509,6 +593,7 @@ def _elapsed(seconds: float) -> str:
 
 # -- the wheel cache: built wheels and their records -----------------------------------------------
 
+
 def _record_path(cache: WheelCache, key: str) -> Path:
     return cache.root / "builds" / f"{key}.json"
 
@@ -542,9 +627,15 @@ def _store(cache: WheelCache, wheel: Path) -> Path:
 
 
 def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenance: BuildProvenance, log: Path, verdict: AbiVerdict | None) -> None:
-    record = {"schema": BUILD_SCHEMA, "key": inputs.key(), "inputs": dataclasses.asdict(inputs),
-              "wheel": {"filename": wheel.name, "sha256": wheel.parent.name, "size": wheel.stat().st_size},
-              "provenance": provenance_to_dict(provenance), "log": str(log), "abi": verdict.to_dict() if verdict is not None else None}
+    record = {
+        "schema": BUILD_SCHEMA,
+        "key": inputs.key(),
+        "inputs": dataclasses.asdict(inputs),
+        "wheel": {"filename": wheel.name, "sha256": wheel.parent.name, "size": wheel.stat().st_size},
+        "provenance": provenance_to_dict(provenance),
+        "log": str(log),
+        "abi": verdict.to_dict() if verdict is not None else None,
+    }
     path = _record_path(cache, inputs.key())
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

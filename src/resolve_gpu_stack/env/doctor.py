@@ -67,6 +67,7 @@ def doctor_ok(checks: Iterable[Check]) -> bool:
 
 # -- 1. torch -------------------------------------------------------------------------------------
 
+
 def _check_torch(s: Stack) -> Check:
     t = s.torch
     if t is None:
@@ -83,13 +84,19 @@ def _check_torch(s: Stack) -> Check:
     inferred, pin = cuda_from_requires(t, s.markers)
     if inferred is not None:
         details["cuda_from"] = pin
-        return Check("torch", WARN, f"torch {t.version} has no +cuNNN label; its Requires-Dist pins {pin}, "
-                     f"so {cuda_text(inferred)} ({inferred}) is assumed", details)
-    return Check("torch", WARN, f"torch {t.version} has no +cuNNN label and names no CUDA runtime: "
-                 "its CUDA version is unknown, so CUDA labels are not checked against it", details)
+        return Check(
+            "torch", WARN, f"torch {t.version} has no +cuNNN label; its Requires-Dist pins {pin}, so {cuda_text(inferred)} ({inferred}) is assumed", details
+        )
+    return Check(
+        "torch",
+        WARN,
+        f"torch {t.version} has no +cuNNN label and names no CUDA runtime: its CUDA version is unknown, so CUDA labels are not checked against it",
+        details,
+    )
 
 
 # -- 2. components present ----------------------------------------------------------------------
+
 
 def _check_components(s: Stack) -> Check:
     fi = s.defs.flashinfer
@@ -115,8 +122,10 @@ def _component_problems(s: Stack, python: InstalledDistribution) -> tuple[list[s
     fails: list[str] = []
     if s.providers and s.shim is None:
         names = ", ".join(d.name for d in s.providers)
-        fails.append(f"{names} installed without the {fi.jit_cache} shim: FlashInfer checks each provider against the "
-                     f"shim's version, so none is used (install {fi.jit_cache}=={s.providers[0].version})")
+        fails.append(
+            f"{names} installed without the {fi.jit_cache} shim: FlashInfer checks each provider against the "
+            f"shim's version, so none is used (install {fi.jit_cache}=={s.providers[0].version})"
+        )
     if s.shim is not None and not s.providers and public(s.shim.version) >= fi.providers_since:
         fails.append(f"{pkg(s.shim)} is installed without any {fi.providers} provider: the shim carries no kernels")
     return fails, _missing_components(s, python)
@@ -129,15 +138,14 @@ def _missing_components(s: Stack, python: InstalledDistribution) -> list[str]:
     if public(python.version) < fi.jit_cache_since:
         return warns
     if s.cubin is None:
-        warns.append(f"{fi.cubin} is not installed: precompiled kernel binaries (cubins) are downloaded on first use, "
-                     "which needs network access")
+        warns.append(f"{fi.cubin} is not installed: precompiled kernel binaries (cubins) are downloaded on first use, which needs network access")
     if s.shim is None and not s.providers:
-        warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc "
-                     "and takes minutes")
+        warns.append(f"{fi.jit_cache} is not installed: kernels are JIT-compiled on first use, which needs nvcc and takes minutes")
     return warns
 
 
 # -- 2b. components aligned -----------------------------------------------------------------------
+
 
 def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
     py_v = s.python.version  # type: ignore[union-attr]
@@ -161,11 +169,15 @@ def _label_problem(s: Stack, dist: InstalledDistribution, problem: Misalignment 
     torch_cuda = s.torch_cuda if s.torch is not None else None
     if problem is Misalignment.OTHER_MAJOR:
         major = cuda_major(label)
-        return (f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
-                f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})")
+        return (
+            f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
+            f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})"
+        )
     if problem is Misalignment.NEWER_LABEL:
-        return (f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(str(torch_cuda))}: "
-                f"its kernels may need a newer CUDA runtime than torch's; use a label <= {torch_cuda}")
+        return (
+            f"{pkg(dist)} is built for {cuda_text(label)}, newer than torch's {cuda_text(str(torch_cuda))}: "
+            f"its kernels may need a newer CUDA runtime than torch's; use a label <= {torch_cuda}"
+        )
     return None
 
 
@@ -175,15 +187,15 @@ def _check_alignment(s: Stack) -> Check:
     if py is None:
         return Check(name, SKIP, "flashinfer-python is not installed: nothing to align", {})
     if py.version.public == "0.0.0" and py.version.local == "unknown":
-        return Check(name, WARN, f"flashinfer-python {py.version} is an editable or source install: FlashInfer skips its "
-                     "version checks and so does this one", {})
+        return Check(
+            name, WARN, f"flashinfer-python {py.version} is an editable or source install: FlashInfer skips its version checks and so does this one", {}
+        )
     problems, checked = _alignment_problems(s, py)
     details = {"checked": checked, "torch_cuda": s.torch_cuda}
     if problems:
         return Check(name, FAIL, "; ".join(problems), details)
     if s.jit_cache_dists and s.torch_cuda is None:
-        return Check(name, WARN, f"{', '.join(checked)} aligned; torch's CUDA is unknown, so the jit-cache CUDA label "
-                     "was not checked against it", details)
+        return Check(name, WARN, f"{', '.join(checked)} aligned; torch's CUDA is unknown, so the jit-cache CUDA label was not checked against it", details)
     label = next((d.version.local for d in s.jit_cache_dists), None)
     tail = f", label {label} fits torch's {s.torch_cuda}" if label else ""
     return Check(name, PASS, f"aligned: {', '.join(checked)}{tail}", details)
@@ -195,8 +207,10 @@ def _alignment_problems(s: Stack, py: InstalledDistribution) -> tuple[list[str],
     checked = [f"flashinfer-python {py.version}"]
     if s.cubin is not None:
         if str(s.cubin.version) != str(py.version):
-            problems.append(f"flashinfer-cubin {s.cubin.version} != flashinfer-python {py.version}: FlashInfer requires the "
-                            "exact same version (import fails on 0.4.0-0.7.1, the cubins are ignored from 0.7.2rc3)")
+            problems.append(
+                f"flashinfer-cubin {s.cubin.version} != flashinfer-python {py.version}: FlashInfer requires the "
+                "exact same version (import fails on 0.4.0-0.7.1, the cubins are ignored from 0.7.2rc3)"
+            )
         checked.append(f"flashinfer-cubin {s.cubin.version}")
     for dist in s.jit_cache_dists:
         problem = _jit_cache_problem(s, dist)
@@ -207,6 +221,7 @@ def _alignment_problems(s: Stack, py: InstalledDistribution) -> tuple[list[str],
 
 
 # -- 3. apache-tvm-ffi ----------------------------------------------------------------------------
+
 
 def _check_tvm_ffi(s: Stack) -> Check:
     name = "apache-tvm-ffi"
@@ -222,8 +237,9 @@ def _check_tvm_ffi(s: Stack) -> Check:
     return _tvm_ffi_verdict(name, py, tvm, reqs, spec, details)
 
 
-def _tvm_ffi_verdict(name: str, py: InstalledDistribution, tvm: InstalledDistribution | None, reqs: Sequence[Requirement], spec: str,
-                     details: dict[str, Any]) -> Check:
+def _tvm_ffi_verdict(
+    name: str, py: InstalledDistribution, tvm: InstalledDistribution | None, reqs: Sequence[Requirement], spec: str, details: dict[str, Any]
+) -> Check:
     if not reqs:
         msg = "flashinfer-python declares no apache-tvm-ffi requirement"
         return Check(name, WARN, msg + ("" if tvm else ", and apache-tvm-ffi is not installed"), details)
@@ -236,6 +252,7 @@ def _tvm_ffi_verdict(name: str, py: InstalledDistribution, tvm: InstalledDistrib
 
 
 # -- 4. torch-ABI-bound packages --------------------------------------------------------------------
+
 
 def _abi_problem(s: Stack, dist: InstalledDistribution, why: str) -> tuple[str, str] | None:
     """(status, message) for one torch-ABI-bound distribution, or None when it fits the torch."""
@@ -260,8 +277,10 @@ def _torch_pins(dist: InstalledDistribution, s: Stack) -> list[Requirement]:
 def _stale_kernels(s: Stack, dist: InstalledDistribution) -> tuple[str, str] | None:
     """A FlashInfer that builds against libtorch with no torch pin: its JIT cache may be stale."""
     if dist.name in (s.defs.flashinfer.python, LEGACY_FLASHINFER):
-        return WARN, (f"{pkg(dist)} builds its kernels against libtorch and pins no torch: kernels JIT-compiled "
-                      f"for an earlier torch may be stale (its cache is not keyed by version before 0.4.1)")
+        return WARN, (
+            f"{pkg(dist)} builds its kernels against libtorch and pins no torch: kernels JIT-compiled "
+            f"for an earlier torch may be stale (its cache is not keyed by version before 0.4.1)"
+        )
     return None
 
 
@@ -309,6 +328,7 @@ def _verdict(name: str, found: Sequence[tuple[str, str]], details: dict[str, Any
 
 # -- 4b. compiled packages against the installed torch, statically ---------------------------------
 
+
 def _check_abi_symbols(verdicts: Sequence[StaticVerdict]) -> Check:
     """Each installed package whose shared objects link torch or need CUDA, judged against the
     installed torch from its symbols, before any import (``abi_imports.static_verdicts``)."""
@@ -325,6 +345,7 @@ def _check_abi_symbols(verdicts: Sequence[StaticVerdict]) -> Check:
 
 
 # -- 4c. torch-ABI-bound packages import --------------------------------------------------------------
+
 
 def _check_abi_imports(outcomes: Sequence[ImportOutcome]) -> Check:
     """Each installed torch-ABI-bound package imported in the target (``env/abi_imports.py``)."""
@@ -345,6 +366,7 @@ def _check_abi_imports(outcomes: Sequence[ImportOutcome]) -> Check:
 
 # -- 5. import --------------------------------------------------------------------------------------
 
+
 def _check_import(s: Stack, result: ImportResult | None) -> Check:
     name = "flashinfer-import"
     if result is None:
@@ -356,12 +378,17 @@ def _check_import(s: Stack, result: ImportResult | None) -> Check:
         return Check(name, FAIL, f"import flashinfer failed: {result.error or 'no error text'}{note}", details)
     installed = s.python.version if s.python else None
     if installed is not None and result.version and result.version != str(installed):
-        return Check(name, WARN, f"import flashinfer gave version {result.version}, but flashinfer-python {installed} is "
-                     f"installed: another copy shadows it{note}", details)
+        return Check(
+            name,
+            WARN,
+            f"import flashinfer gave version {result.version}, but flashinfer-python {installed} is installed: another copy shadows it{note}",
+            details,
+        )
     return Check(name, PASS, f"import flashinfer -> {result.version}{note}", details)
 
 
 # -- 6. GPU architecture ----------------------------------------------------------------------------
+
 
 def _jit_cache_targets(s: Stack) -> tuple[str, tuple[str, ...] | None]:
     """(what provides the kernels, its SASS targets); targets None when the arch table has no row."""
@@ -432,8 +459,10 @@ def _unusable_query(name: str, query: GpuQuery | None) -> Check | None:
 
 
 def _gpu_details(query: GpuQuery) -> dict[str, Any]:
-    return {"nvidia_smi": query.tool,
-            "gpus": [{"name": g.name, "compute_cap": f"{g.compute_cap[0]}.{g.compute_cap[1]}" if g.compute_cap else None} for g in query.gpus]}
+    return {
+        "nvidia_smi": query.tool,
+        "gpus": [{"name": g.name, "compute_cap": f"{g.compute_cap[0]}.{g.compute_cap[1]}" if g.compute_cap else None} for g in query.gpus],
+    }
 
 
 def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Sequence[str], source: str) -> tuple[list[str], list[str], list[str]]:
@@ -446,8 +475,7 @@ def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Seque
         hit = next((t for t in targets if sass_covers(t, cap)), None)
         if hit is None:
             have = " ".join(targets) or "none"
-            fails.append(f"no kernels for {describe_gpus(cap, names)} in {source} (SASS for {have}); they would be "
-                         "JIT-compiled, which needs nvcc")
+            fails.append(f"no kernels for {describe_gpus(cap, names)} in {source} (SASS for {have}); they would be JIT-compiled, which needs nvcc")
         else:
             oks.append(f"{describe_gpus(cap, names)} covered by {source} (SASS {hit})")
     return fails, warns, oks
@@ -455,9 +483,16 @@ def _coverage(groups: Mapping[tuple[int, int] | None, list[str]], targets: Seque
 
 # -- all of them ------------------------------------------------------------------------------------
 
+
 def run_checks(
-    env: Environment, defs: Definitions, *, import_result: ImportResult | None, gpus: GpuQuery | None,
-    require_api: Sequence[str] = (), abi_imports: Sequence[ImportOutcome] | None = None, abi_symbols: Sequence[StaticVerdict] | None = None,
+    env: Environment,
+    defs: Definitions,
+    *,
+    import_result: ImportResult | None,
+    gpus: GpuQuery | None,
+    require_api: Sequence[str] = (),
+    abi_imports: Sequence[ImportOutcome] | None = None,
+    abi_symbols: Sequence[StaticVerdict] | None = None,
 ) -> list[Check]:
     """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
     ``require_api``, a last check that the imported module has each API (per visible GPU's floor).

@@ -24,8 +24,7 @@ def visible_gpus(query: GpuQuery | None) -> tuple[GpuArch, ...]:
     return tuple(dict.fromkeys(GpuArch(*g.compute_cap) for g in query.gpus if g.compute_cap))
 
 
-def check_apis(s: Stack, result: ImportResult | None, apis: Sequence[str], query: GpuQuery | None,
-               table: GpuTable | None = None) -> Check:
+def check_apis(s: Stack, result: ImportResult | None, apis: Sequence[str], query: GpuQuery | None, table: GpuTable | None = None) -> Check:
     """``--require-api``: each API is in the imported module, and the installed FlashInfer is at or
     above its floor on every visible GPU."""
     name = "flashinfer-api"

@@ -55,6 +55,7 @@ class ImportResult:
 
 # -- the stack as installed --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class Stack:
     """The installed distributions the checks look at, found once."""
@@ -90,8 +91,16 @@ def installed_stack(env: Environment, defs: Definitions) -> Stack:
     if torch is not None and label is None:
         label = cuda_from_requires(torch, {**env.target.markers, "extra": ""})[0]
     providers = tuple(sorted((d for n, d in dists.items() if fi.is_provider(n)), key=lambda d: d.name))
-    return Stack(env=env, defs=defs, torch=torch, torch_cuda=label, python=dists.get(fi.python),
-                  cubin=dists.get(fi.cubin), shim=dists.get(fi.jit_cache), providers=providers)
+    return Stack(
+        env=env,
+        defs=defs,
+        torch=torch,
+        torch_cuda=label,
+        python=dists.get(fi.python),
+        cubin=dists.get(fi.cubin),
+        shim=dists.get(fi.jit_cache),
+        providers=providers,
+    )
 
 
 def requirements(dist: InstalledDistribution, markers: Mapping[str, str]) -> Iterator[Requirement]:

@@ -118,7 +118,7 @@ def provider_arch(name: str, pattern: str = "flashinfer-jit-cache-sm*") -> str |
     name = canonicalize_name(name)
     if not name.startswith(prefix):
         return None
-    m = _PROVIDER_RE.match(name[len(prefix):])
+    m = _PROVIDER_RE.match(name[len(prefix) :])
     return f"{m[1]}.{m[2]}{m[3]}" if m else None
 
 
@@ -138,5 +138,4 @@ def describe_gpus(cap: tuple[int, int] | None, names: list[str]) -> str:
     return f"{sm} ({count}{', '.join(kinds)})"
 
 
-__all__ = ["Gpu", "GpuQuery", "describe_gpus", "gpu_groups", "parse_nvidia_smi", "provider_arch", "query_nvidia_smi",
-           "sass_covers", "visible_archs"]
+__all__ = ["Gpu", "GpuQuery", "describe_gpus", "gpu_groups", "parse_nvidia_smi", "provider_arch", "query_nvidia_smi", "sass_covers", "visible_archs"]

@@ -55,9 +55,23 @@ TORCH = NormalizedName("torch")
 
 # Environment variables that could widen or change what uv installs; uv gets none of them.
 _SCRUBBED_ENV = (
-    "UV_OVERRIDE", "UV_CONSTRAINT", "UV_BUILD_CONSTRAINT", "UV_FIND_LINKS", "UV_INDEX", "UV_INDEX_URL",
-    "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_PYTHON", "UV_SYSTEM_PYTHON", "UV_CONFIG_FILE",
-    "UV_REINSTALL", "UV_UPGRADE", "UV_TARGET", "UV_PREFIX", "UV_NO_BINARY", "UV_EXCLUDE_NEWER",
+    "UV_OVERRIDE",
+    "UV_CONSTRAINT",
+    "UV_BUILD_CONSTRAINT",
+    "UV_FIND_LINKS",
+    "UV_INDEX",
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_PYTHON",
+    "UV_SYSTEM_PYTHON",
+    "UV_CONFIG_FILE",
+    "UV_REINSTALL",
+    "UV_UPGRADE",
+    "UV_TARGET",
+    "UV_PREFIX",
+    "UV_NO_BINARY",
+    "UV_EXCLUDE_NEWER",
 )
 
 _CHANGE_RE = re.compile(
@@ -187,14 +201,24 @@ def check_environment(plan: LockPlan, environment: Environment) -> None:
     """The plan must have been made for this interpreter, and the environment must not have moved."""
     target = environment.target
     if plan.target.python and _minor(plan.target.python) != target.python_version:
-        raise UsageError(f"the plan is for Python {plan.target.python}, but {environment.interpreter} is Python {target.python_version}", hint="resolve for this interpreter: --python " + environment.interpreter)
+        raise UsageError(
+            f"the plan is for Python {plan.target.python}, but {environment.interpreter} is Python {target.python_version}",
+            hint="resolve for this interpreter: --python " + environment.interpreter,
+        )
     if plan.target.platform and plan.target.platform != target.platform:
-        raise UsageError(f"the plan is for {plan.target.platform}, but {environment.interpreter} is {target.platform}", hint="resolve for this interpreter: --python " + environment.interpreter)
+        raise UsageError(
+            f"the plan is for {plan.target.platform}, but {environment.interpreter} is {target.platform}",
+            hint="resolve for this interpreter: --python " + environment.interpreter,
+        )
     for pkg in plan.packages:
         now = target.installed.get(pkg.name)
         expected = pkg.version if pkg.action is Action.KEEP else pkg.installed_version
         if now != expected:
-            planned = f"keeps {pkg.name} {pkg.version}" if pkg.action is Action.KEEP else f"expects {pkg.name} {'at ' + str(expected) if expected else 'not installed'}"
+            planned = (
+                f"keeps {pkg.name} {pkg.version}"
+                if pkg.action is Action.KEEP
+                else f"expects {pkg.name} {'at ' + str(expected) if expected else 'not installed'}"
+            )
             raise LockFileError(
                 f"the environment changed since the plan was made: the plan {planned}, but {environment.interpreter} has {pkg.name} {now if now is not None else '(not installed)'}",
                 hint="resolve again for the environment as it is now",
@@ -325,12 +349,15 @@ def install_plan(
             return InstallReport(python=python, dry_run=dry_run, rows=rows)
         fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
         with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
-            args = _uv_args(Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan))
+            args = _uv_args(
+                Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan)
+            )
             return run_uv_checked(plan, args, python=python, env=uv_environment(env), before_env=before_env, dry_run=dry_run)
 
 
-def run_uv_checked(plan: LockPlan, args: Sequence[str], *, python: str, env: Mapping[str, str], before_env: Environment, dry_run: bool,
-                   download: DownloadSummary | None = None) -> InstallReport:
+def run_uv_checked(
+    plan: LockPlan, args: Sequence[str], *, python: str, env: Mapping[str, str], before_env: Environment, dry_run: bool, download: DownloadSummary | None = None
+) -> InstallReport:
     """Run ``args`` (a ``uv pip install`` of ``plan`` into ``python``) as the module docstring says:
     uv's dry run first, any change the plan does not make refused; then (unless ``dry_run``) the
     real run, and every package checked at its planned version, kept dist-info byte-identical.
@@ -351,7 +378,9 @@ def run_uv_checked(plan: LockPlan, args: Sequence[str], *, python: str, env: Map
     return InstallReport(python=python, dry_run=False, rows=_rows(plan, before, after), uv_changes=_change_lines(real))
 
 
-def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str, overrides: str = "") -> list[str]:
+def _uv_args(
+    tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], fetched: Mapping[str, FetchedWheel], constraints: str, overrides: str = ""
+) -> list[str]:
     links = tmp / "wheels"
     links.mkdir()
     for pkg in todo:
@@ -360,13 +389,22 @@ def _uv_args(tmp: Path, *, uv: str, python: str, todo: Sequence[LockedPackage], 
     (tmp / "requirements.txt").write_text(requirements_text(todo))
     (tmp / "constraints.txt").write_text(constraints)
     return [
-        uv, "pip", "install",
-        "--python", python,
-        "--no-config", "--no-deps", "--no-index", "--offline",
-        "--find-links", str(links),
+        uv,
+        "pip",
+        "install",
+        "--python",
+        python,
+        "--no-config",
+        "--no-deps",
+        "--no-index",
+        "--offline",
+        "--find-links",
+        str(links),
         "--require-hashes",
-        "-r", str(tmp / "requirements.txt"),
-        "-c", str(tmp / "constraints.txt"),
+        "-r",
+        str(tmp / "requirements.txt"),
+        "-c",
+        str(tmp / "constraints.txt"),
         *_override_args(tmp, overrides),
     ]
 
@@ -401,8 +439,10 @@ def _run_uv(args: list[str], env: Mapping[str, str], *, what: str) -> str:
 
 def _uv_hint(output: str) -> str:
     if "hash mismatch" in output.lower():
-        return ("a wheel is not the file the lock names (its sha256 differs): the wheelhouse or the server changed it; uv checks every "
-                "wheel before it installs any, so nothing was installed: export the wheelhouse again, or lock again")
+        return (
+            "a wheel is not the file the lock names (its sha256 differs): the wheelhouse or the server changed it; uv checks every "
+            "wheel before it installs any, so nothing was installed: export the wheelhouse again, or lock again"
+        )
     return "the environment is as uv left it; see uv's message above"
 
 

@@ -102,8 +102,10 @@ def _refuse_broken(path: Path, checked: Checked, errors: list[Finding]) -> None:
     """``LockFileError`` for a lock that breaks its own promises, or is not a pylock."""
     own = [f for f in errors if f.rule not in (TARGET, INSTALLED)]
     if own or checked.plan is None or checked.locked is None:
-        raise LockFileError(f"{path}: refused before anything was installed: " + _listed(own or errors),
-                            hint=f"`resolve-gpu-stack check {path}` lists every problem; lock again to fix them")
+        raise LockFileError(
+            f"{path}: refused before anything was installed: " + _listed(own or errors),
+            hint=f"`resolve-gpu-stack check {path}` lists every problem; lock again to fix them",
+        )
     if checked.locked.format != "pylock":
         raise LockFileError(f"{path}: a constraints file does not record wheels or hashes", hint="install a pylock.<name>.toml written by resolve-gpu-stack")
 
@@ -114,8 +116,11 @@ def _refuse_other_target(path: Path, held: list[Finding], environment: Environme
     if not held:
         return
     relaxable = not any(f.rule == INSTALLED for f in held)
-    hint = ("lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)" if relaxable else
-            "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)")
+    hint = (
+        "lock for this interpreter, or pass --force-target to install it anyway (its Python and platform only)"
+        if relaxable
+        else "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)"
+    )
     held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))
     raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
 
@@ -171,20 +176,49 @@ def install_lock(
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
     if not misfit and (local or not offline):
-        report = _install_with_uv(path, plan, python=python, uv=uv, environment=environment, dry_run=dry_run, local=local,
-                                  insecure=fetcher.transport.allow_insecure_hosts, wheel_cache=wheel_cache, env=env)
+        report = _install_with_uv(
+            path,
+            plan,
+            python=python,
+            uv=uv,
+            environment=environment,
+            dry_run=dry_run,
+            local=local,
+            insecure=fetcher.transport.allow_insecure_hosts,
+            wheel_cache=wheel_cache,
+            env=env,
+        )
         return dataclasses.replace(report, lock_path=str(path))
     with wheel_cache.in_use():
         plan = _localized(plan, path.parent, wheel_cache)  # the wheels through our wheel cache
         if misfit:
             plan = retarget(plan, environment)
-        report = install_plan(plan, python=python, uv=uv, wheel_cache=wheel_cache, dry_run=dry_run, fetcher=fetcher, progress=progress, offline=offline, env=env,
-                              environment=environment)
+        report = install_plan(
+            plan,
+            python=python,
+            uv=uv,
+            wheel_cache=wheel_cache,
+            dry_run=dry_run,
+            fetcher=fetcher,
+            progress=progress,
+            offline=offline,
+            env=env,
+            environment=environment,
+        )
     return dataclasses.replace(report, lock_path=str(path))
 
 
-def install_plan_via_uv(plan: LockPlan, *, python: str, uv: str, environment: Environment, wheel_cache: WheelCache,
-                        insecure: tuple[str, ...] = (), env: Mapping[str, str] | None = None, command: str = "resolve-gpu-stack install") -> InstallReport:
+def install_plan_via_uv(
+    plan: LockPlan,
+    *,
+    python: str,
+    uv: str,
+    environment: Environment,
+    wheel_cache: WheelCache,
+    insecure: tuple[str, ...] = (),
+    env: Mapping[str, str] | None = None,
+    command: str = "resolve-gpu-stack install",
+) -> InstallReport:
     """A freshly resolved ``plan`` (every wheel to install with its index's sha256) installed the
     way ``install_lock`` installs a lock: written as a temporary pylock and handed to uv, which
     downloads, checks and installs overlapped; uv's dry run checked first, everything checked after."""
@@ -194,8 +228,18 @@ def install_plan_via_uv(plan: LockPlan, *, python: str, uv: str, environment: En
 
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
         path = write_lock(plan, Path(tmp) / "pylock.install.toml", command=command)
-        return _install_with_uv(path, plan_from_lock(read_lock(path)), python=python, uv=uv, environment=environment, dry_run=False,
-                                local=False, insecure=insecure, wheel_cache=wheel_cache, env=env)
+        return _install_with_uv(
+            path,
+            plan_from_lock(read_lock(path)),
+            python=python,
+            uv=uv,
+            environment=environment,
+            dry_run=False,
+            local=False,
+            insecure=insecure,
+            wheel_cache=wheel_cache,
+            env=env,
+        )
 
 
 def uv_lock_args(path: Path, *, uv: str, python: str, local: bool) -> list[str]:
@@ -207,8 +251,19 @@ def uv_lock_args(path: Path, *, uv: str, python: str, local: bool) -> list[str]:
     return [uv, "pip", "install", "--python", python, "--no-config", "--no-build", *(["--offline"] if local else []), "-r", str(path)]
 
 
-def _install_with_uv(path: Path, plan: LockPlan, *, python: str, uv: str, environment: Environment, dry_run: bool, local: bool,
-                     insecure: tuple[str, ...], wheel_cache: WheelCache, env: Mapping[str, str] | None) -> InstallReport:
+def _install_with_uv(
+    path: Path,
+    plan: LockPlan,
+    *,
+    python: str,
+    uv: str,
+    environment: Environment,
+    dry_run: bool,
+    local: bool,
+    insecure: tuple[str, ...],
+    wheel_cache: WheelCache,
+    env: Mapping[str, str] | None,
+) -> InstallReport:
     """The lock as it is, to uv (``installable`` said so: kept packages, listed or not, are
     installed here at their kept versions)."""
     for pkg in plan.packages:
@@ -216,8 +271,9 @@ def _install_with_uv(path: Path, plan: LockPlan, *, python: str, uv: str, enviro
             check_url_allowed(pkg.url, insecure)  # uv would fetch plain http from anywhere
     uv_env = uv_environment(dict(os.environ if env is None else env))
     download = download_summary(plan, wheel_cache) if dry_run else None
-    return run_uv_checked(plan, uv_lock_args(path, uv=uv, python=python, local=local), python=python, env=uv_env, before_env=environment,
-                          dry_run=dry_run, download=download)
+    return run_uv_checked(
+        plan, uv_lock_args(path, uv=uv, python=python, local=local), python=python, env=uv_env, before_env=environment, dry_run=dry_run, download=download
+    )
 
 
 def _all_local(plan: LockPlan, base: Path) -> bool:

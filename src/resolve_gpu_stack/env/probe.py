@@ -281,7 +281,9 @@ def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> di
     if proc.returncode != 0 or not lines:
         detail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, no probe output"])[-1]
         if _SENTINEL in proc.stderr or "import json, os" in proc.stderr:  # it echoed the probe back (`ls -I ...`): no Python
-            raise UsageError(f"{path}: not a Python interpreter", hint="pass --python with a Python interpreter, e.g. .venv/bin/python, or a version such as 3.12")
+            raise UsageError(
+                f"{path}: not a Python interpreter", hint="pass --python with a Python interpreter, e.g. .venv/bin/python, or a version such as 3.12"
+            )
         raise UsageError(f"Python interpreter {path}: not a working Python interpreter ({detail[:300]})")
     try:
         facts = json.loads(lines[-1][len(_SENTINEL) :])

@@ -81,8 +81,16 @@ class WheelhouseReport:
         return sum(f.size for f in self.files)
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": REPORT_SCHEMA, "output": str(self.output), "files": len(self.files), "total-bytes": self.total_bytes,
-                "fetched": list(self.fetched), "reused": list(self.reused), "written": list(self.written), "pruned": list(self.pruned)}
+        return {
+            "schema": REPORT_SCHEMA,
+            "output": str(self.output),
+            "files": len(self.files),
+            "total-bytes": self.total_bytes,
+            "fetched": list(self.fetched),
+            "reused": list(self.reused),
+            "written": list(self.written),
+            "pruned": list(self.pruned),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,8 +149,15 @@ def export_wheelhouse(
     if _write_if_changed(output / MANIFEST, manifest_json(files, [p.name for p, _ in read])):
         written.append(MANIFEST)
     pruned = _prune(output, files) if prune and was_ours else []
-    return WheelhouseReport(output=output, files=tuple(sorted(files, key=lambda f: f.filename)), fetched=tuple(sorted(f.filename for f in placed)),
-                            reused=tuple(sorted(reused)), written=tuple(written), pruned=tuple(pruned), warnings=tuple(warnings))
+    return WheelhouseReport(
+        output=output,
+        files=tuple(sorted(files, key=lambda f: f.filename)),
+        fetched=tuple(sorted(f.filename for f in placed)),
+        reused=tuple(sorted(reused)),
+        written=tuple(written),
+        pruned=tuple(pruned),
+        warnings=tuple(warnings),
+    )
 
 
 def _prepare(output: Path, *, prune: bool) -> bool:
@@ -155,22 +170,28 @@ def _prepare(output: Path, *, prune: bool) -> bool:
         raise UsageError(f"--output {output}: a file is there, not a folder", hint="name a folder for the wheelhouse (it is created)")
     for sub in (FILES, SIMPLE):
         if (output / sub).is_symlink():
-            raise UsageError(f"{output / sub} is a symbolic link; a wheelhouse writes and deletes only in its own folders",
-                             hint="replace the link by a real folder, or export into another folder")
+            raise UsageError(
+                f"{output / sub} is a symbolic link; a wheelhouse writes and deletes only in its own folders",
+                hint="replace the link by a real folder, or export into another folder",
+            )
     try:
         empty = not output.exists() or not any(output.iterdir())
     except OSError as exc:
         raise WriteError(f"cannot read {output}: {exc.strerror or exc}") from None
     ours = empty or bool(_previous(output)) or _is_manifest(output / MANIFEST)
     if prune and not ours:
-        raise UsageError(f"--prune: {output} is not a wheelhouse (no {MANIFEST} of ours in it); nothing there is deleted",
-                         hint="export into a new or empty folder (or one an earlier export made), or leave out --prune")
+        raise UsageError(
+            f"--prune: {output} is not a wheelhouse (no {MANIFEST} of ours in it); nothing there is deleted",
+            hint="export into a new or empty folder (or one an earlier export made), or leave out --prune",
+        )
     try:
         (output / FILES).mkdir(parents=True, exist_ok=True)
         (output / SIMPLE).mkdir(exist_ok=True)
     except OSError as exc:
-        raise WriteError(f"cannot create the wheelhouse folders in {output}: {exc.strerror or exc}",
-                         hint="nothing was written; make the folder writable, or pick another --output") from None
+        raise WriteError(
+            f"cannot create the wheelhouse folders in {output}: {exc.strerror or exc}",
+            hint="nothing was written; make the folder writable, or pick another --output",
+        ) from None
     _sweep_temps(output)
     return ours
 
@@ -208,8 +229,7 @@ def _read_locks(locks: Sequence[Path]) -> list[tuple[Path, LockedFile]]:
         locked = read_lock(path)
         plan_from_lock(locked)  # ours, and consistent (one wheel per package, kept packages apart)
         if path.name in names:
-            raise UsageError(f"two locks are named {path.name}; the wheelhouse keeps each under its own file name",
-                             hint="name them pylock.<target>.toml")
+            raise UsageError(f"two locks are named {path.name}; the wheelhouse keeps each under its own file name", hint="name them pylock.<target>.toml")
         names.add(path.name)
         out.append((path, locked))
     return out
@@ -227,12 +247,18 @@ def _wanted(read: Sequence[tuple[Path, LockedFile]]) -> dict[str, _Wanted]:
                 have = wanted.get(wheel.filename)
                 if have is None:
                     have = wanted[wheel.filename] = _Wanted(
-                        name=entry.name, version=str(entry.version), wheel=wheel, sha256=wheel.sha256,
-                        source=local_wheel_path(wheel.url, path.parent), requires_python=entry.requires_python,
+                        name=entry.name,
+                        version=str(entry.version),
+                        wheel=wheel,
+                        sha256=wheel.sha256,
+                        source=local_wheel_path(wheel.url, path.parent),
+                        requires_python=entry.requires_python,
                     )
                 elif have.sha256 != wheel.sha256:
-                    raise LockFileError(f"{wheel.filename}: sha256 {have.sha256} in {have.locks[0]}, {wheel.sha256} in {path.name}",
-                                        hint="two locks name different bytes under one file name; lock them again from the same index")
+                    raise LockFileError(
+                        f"{wheel.filename}: sha256 {have.sha256} in {have.locks[0]}, {wheel.sha256} in {path.name}",
+                        hint="two locks name different bytes under one file name; lock them again from the same index",
+                    )
                 if path.name not in have.locks:
                     have.locks.append(path.name)
     return wanted
@@ -255,8 +281,17 @@ def _still_there(output: Path, old: HouseFile | None, w: _Wanted) -> bool:
 
 
 def _with_locks(f: HouseFile, w: _Wanted) -> HouseFile:
-    return HouseFile(filename=f.filename, name=f.name, version=f.version, sha256=f.sha256, size=f.size, metadata_sha256=f.metadata_sha256,
-                     requires_python=f.requires_python, upload_time=f.upload_time or w.wheel.upload_time, locks=tuple(sorted(w.locks)))
+    return HouseFile(
+        filename=f.filename,
+        name=f.name,
+        version=f.version,
+        sha256=f.sha256,
+        size=f.size,
+        metadata_sha256=f.metadata_sha256,
+        requires_python=f.requires_python,
+        upload_time=f.upload_time or w.wheel.upload_time,
+        locks=tuple(sorted(w.locks)),
+    )
 
 
 # -- one wheel -------------------------------------------------------------------------------------
@@ -265,8 +300,9 @@ def _with_locks(f: HouseFile, w: _Wanted) -> HouseFile:
 def _fetch(w: _Wanted, *, cache: WheelCache, fetcher: Downloader | None, progress: DownloadProgress | None, offline: bool) -> FetchedWheel:
     if w.source is not None:
         return store_local(w.source, sha256=w.sha256, size=w.wheel.size, cache=cache, filename=w.wheel.filename)
-    return fetch_verified(w.wheel.url, sha256=w.sha256, size=w.wheel.size, cache=cache, fetcher=fetcher,
-                          filename=w.wheel.filename, progress=progress, offline=offline)
+    return fetch_verified(
+        w.wheel.url, sha256=w.sha256, size=w.wheel.size, cache=cache, fetcher=fetcher, filename=w.wheel.filename, progress=progress, offline=offline
+    )
 
 
 def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
@@ -278,8 +314,15 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
     _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
     _replace_exclusively(target.with_name(target.name + ".metadata"), lambda tmp: Path(tmp).write_bytes(metadata))
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
-    return HouseFile(filename=w.wheel.filename, name=w.name, version=w.version, sha256=fetched.sha256, size=fetched.size,
-                     metadata_sha256=hashlib.sha256(metadata).hexdigest(), requires_python=str(requires_python).strip() if requires_python else None)
+    return HouseFile(
+        filename=w.wheel.filename,
+        name=w.name,
+        version=w.version,
+        sha256=fetched.sha256,
+        size=fetched.size,
+        metadata_sha256=hashlib.sha256(metadata).hexdigest(),
+        requires_python=str(requires_python).strip() if requires_python else None,
+    )
 
 
 def _replace_exclusively(target: Path, fill: Callable[[str], object]) -> None:
@@ -331,8 +374,7 @@ def _write_locks(output: Path, read: Sequence[tuple[Path, LockedFile]], base_url
     written, warnings = [], []
     for path, locked in read:
         where: Mapping[str, str] = {
-            w.url: (f"{base_url.rstrip('/')}/{FILES}/{quote(w.filename)}" if base_url else f"{FILES}/{w.filename}")
-            for e in locked.entries for w in e.wheels
+            w.url: (f"{base_url.rstrip('/')}/{FILES}/{quote(w.filename)}" if base_url else f"{FILES}/{w.filename}") for e in locked.entries for w in e.wheels
         }
         try:
             text = path.read_text(encoding="utf-8")
@@ -341,8 +383,10 @@ def _write_locks(output: Path, read: Sequence[tuple[Path, LockedFile]], base_url
         rewritten = rewrite_lock_text(text, where, as_path=base_url is None, source=str(path))
         published = strip_credentials(rewritten)
         if published != rewritten:
-            warnings.append(f"{path}: a URL in it carried credentials; the published {path.name} has them removed "
-                            "(nodes send their own, from netrc or a keyring; rotate them if the lock was shared)")
+            warnings.append(
+                f"{path}: a URL in it carried credentials; the published {path.name} has them removed "
+                "(nodes send their own, from netrc or a keyring; rotate them if the lock was shared)"
+            )
         if _write_if_changed(output / path.name, published):
             written.append(path.name)
     return written, warnings

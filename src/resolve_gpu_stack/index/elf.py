@@ -183,7 +183,13 @@ def read_layout(data: bytes | bytearray) -> ElfLayout:
     headers_end = _program_headers_end(len(data), bits, header.size, phdr.size, phoff, phentsize, phnum)
     segments = tuple(_segment(phdr.unpack_from(data, phoff + i * phentsize), bits) for i in range(phnum))
     return ElfLayout(
-        bits=bits, big_endian=big, segments=segments, headers_end=headers_end, shoff=fields[6], shentsize=fields[11], shnum=fields[12],
+        bits=bits,
+        big_endian=big,
+        segments=segments,
+        headers_end=headers_end,
+        shoff=fields[6],
+        shentsize=fields[11],
+        shnum=fields[12],
     )
 
 
@@ -752,8 +758,15 @@ def _read_table(data: bytes | bytearray, t: _Table, syms: _Symbols, *, exports: 
     complete = t.count is not None and table_end <= len(data) and not names.furthest and t.strtab is not None
     needed = max(table_end, names.furthest, len(data) + 1) if not complete and t.count is not None else None
     return DynamicSymbols(
-        imports=tuple(names.imported), exports=tuple(names.exported or ()), complete=complete, needed_bytes=needed, method=t.method,
-        count=t.count, table=t.symtab, strings=t.strtab, strings_end=names.reach,
+        imports=tuple(names.imported),
+        exports=tuple(names.exported or ()),
+        complete=complete,
+        needed_bytes=needed,
+        method=t.method,
+        count=t.count,
+        table=t.symtab,
+        strings=t.strtab,
+        strings_end=names.reach,
     )
 
 

@@ -434,4 +434,3 @@ def _origin(url: str) -> str:
     start = url.find("://")
     end = url.find("/", start + 3) if start >= 0 else -1
     return url if end < 0 else url[:end]
-

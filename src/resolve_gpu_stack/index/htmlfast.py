@@ -68,7 +68,7 @@ def _start(tag: str, m: re.Match[str]) -> list[Token]:
 def _plain_title(text: str, pos: int) -> bool:
     """Whether the title's content from ``pos`` has no markup: the next ``<`` closes it."""
     lt = text.find("<", pos)
-    return lt >= 0 and text[lt:lt + 8].lower() == "</title>"
+    return lt >= 0 and text[lt : lt + 8].lower() == "</title>"
 
 
 __all__ = ["Token", "tokens"]

@@ -56,8 +56,23 @@ MAX_WARNINGS = 50  # per page; the rest are counted in one last line
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # Files that are not distributions we install: a link to one is skipped with a warning.
 _OTHER_FILE_SUFFIXES = (
-    ".metadata", ".egg", ".exe", ".msi", ".tar.bz2", ".tar.xz", ".tgz", ".tar", ".rpm", ".deb",
-    ".dmg", ".asc", ".sig", ".html", ".htm", ".json", ".txt",
+    ".metadata",
+    ".egg",
+    ".exe",
+    ".msi",
+    ".tar.bz2",
+    ".tar.xz",
+    ".tgz",
+    ".tar",
+    ".rpm",
+    ".deb",
+    ".dmg",
+    ".asc",
+    ".sig",
+    ".html",
+    ".htm",
+    ".json",
+    ".txt",
 )
 _BINARY_SIGNATURES = {
     b"%PDF-": "a PDF document",
@@ -192,7 +207,7 @@ def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozen
         colon = line.find(":")
         if colon <= 0 or line.startswith("From "):
             continue  # a Unix "From " line (first or misplaced), or no header name
-        current = [line[colon + 1:].lstrip(" \t")]
+        current = [line[colon + 1 :].lstrip(" \t")]
         headers.append((line[:colon].lower(), current))
     values: dict[str, list[str]] = {}
     bad: set[str] = set()
@@ -437,8 +452,7 @@ def _refuse_xml_error(text: str, ctx: _Context) -> None:
     error = _XML_ERROR.match(text)
     if error:
         code = f" ({error.group(1).strip()})" if error.group(1) else ""
-        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page",
-                         hint="index URLs end with a slash; check the URL")
+        raise CrawlError(ctx.url, f"the server answered an XML error document{code}, not an index page", hint="index URLs end with a slash; check the URL")
 
 
 def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[list[IndexFile], list[str]]:
@@ -503,7 +517,7 @@ def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None
 
 
 def _file_kind(name: str) -> str | None:
-    """"dist" (wheel/sdist suffix), "other" (a file we do not install), or None (not a file name)."""
+    """ "dist" (wheel/sdist suffix), "other" (a file we do not install), or None (not a file name)."""
     lower = name.lower()
     if lower.endswith(_DIST_SUFFIXES):
         return "dist"
@@ -515,7 +529,7 @@ def _subdir(page_url: str, link: str) -> str | None:
     here = page_url.partition("#")[0].partition("?")[0].rpartition("/")[0] + "/"
     if not link.startswith(here) or link == here:
         return None  # "../", another site, the page itself
-    rel = link[len(here):]
+    rel = link[len(here) :]
     return None if rel.startswith(".") else rel
 
 
@@ -574,8 +588,9 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
     if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
         return ParsedPage(url=ctx.url, subdirs=_json_projects(projects) if ctx.only is None else (), warnings=ctx.warnings())
     if not isinstance(files, list):
-        raise CrawlError(ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page",
-                         hint="the URL may be a JSON API endpoint rather than the simple index")
+        raise CrawlError(
+            ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page", hint="the URL may be a JSON API endpoint rather than the simple index"
+        )
     found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only))
     return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.get("name")))
 
@@ -744,7 +759,7 @@ def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
     """(the redacted join of ``pre``'s directory, its last segment) when that segment is plain and
     the directory joins on its own (once per page and directory: ``ctx.joins``); ("", "") otherwise."""
     slash = pre.rfind("/")
-    last = pre[slash + 1:]
+    last = pre[slash + 1 :]
     if last in (".", "..") or not _PLAIN_SEGMENT.fullmatch(last) or not _separable(pre, slash):
         return "", ""
     key = (base, pre[: slash + 1] or "./")

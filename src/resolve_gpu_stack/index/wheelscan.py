@@ -221,8 +221,13 @@ def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
     assert m.libraries is not None and m.symbols is not None
     split = split_imports(m.symbols.imports, rules)
     return MemberAbi(
-        name=m.name, torch_libs=m.libraries.torch_libs, cuda_majors=m.libraries.cuda_majors, shim=len(split.shim),
-        shim_examples=split.shim[:EXAMPLES], cxx=split.locked, build=rules.build_of(m.name),
+        name=m.name,
+        torch_libs=m.libraries.torch_libs,
+        cuda_majors=m.libraries.cuda_majors,
+        shim=len(split.shim),
+        shim_examples=split.shim[:EXAMPLES],
+        cxx=split.locked,
+        build=rules.build_of(m.name),
     )
 
 
@@ -292,9 +297,18 @@ class WheelScanner:
     """
 
     def __init__(
-        self, file_size: int, *, cap: int = DEFAULT_CAP, first_chunk: int = FIRST_CHUNK, max_chunk: int = MAX_CHUNK,
-        parallel: int = 1, tail_bytes: int | None = None, max_members: int = MAX_MEMBERS, max_inflated: int = MAX_INFLATED,
-        time_limit: float = TIME_LIMIT, clock: Callable[[], float] = time.thread_time,
+        self,
+        file_size: int,
+        *,
+        cap: int = DEFAULT_CAP,
+        first_chunk: int = FIRST_CHUNK,
+        max_chunk: int = MAX_CHUNK,
+        parallel: int = 1,
+        tail_bytes: int | None = None,
+        max_members: int = MAX_MEMBERS,
+        max_inflated: int = MAX_INFLATED,
+        time_limit: float = TIME_LIMIT,
+        clock: Callable[[], float] = time.thread_time,
     ) -> None:
         if file_size <= 0 or cap <= 0 or first_chunk <= 0 or parallel <= 0 or max_members <= 0 or max_inflated <= 0:
             raise ValueError("file_size, cap, first_chunk, parallel, max_members and max_inflated must be positive")
@@ -365,8 +379,14 @@ class WheelScanner:
         members = tuple(self._done)
         majors = tuple(sorted({v for m in members if m.libraries for v in m.libraries.cuda_majors}))
         scan = WheelScan(
-            kind="unknown", members=members, bytes_read=self.bytes_read, reads=self.reads, file_size=self.file_size,
-            evidence=self._evidence, cuda_majors=majors, limited=self._limited,
+            kind="unknown",
+            members=members,
+            bytes_read=self.bytes_read,
+            reads=self.reads,
+            file_size=self.file_size,
+            evidence=self._evidence,
+            cuda_majors=majors,
+            limited=self._limited,
         )
         return replace(scan, kind=_kind_of(scan))
 
@@ -591,7 +611,13 @@ class WheelScanner:
         symbols = m.symbols if libs is not None and libs.torch_libs else None
         self._done.append(
             MemberScan(
-                name=m.entry.name, size=m.entry.uncompressed_size, stop=stop, libraries=libs, inflated=len(m.buf), read=m.read, error=error,
+                name=m.entry.name,
+                size=m.entry.uncompressed_size,
+                stop=stop,
+                libraries=libs,
+                inflated=len(m.buf),
+                read=m.read,
+                error=error,
                 symbols=symbols,
             )
         )

@@ -124,9 +124,7 @@ def _read_end_records(tail: bytes, pos: int, fields: tuple[int, ...], tail_start
     shift = records_start - cd_size - cd_offset
     if shift < 0:
         raise ZipError(f"central directory ({cd_size} bytes at {cd_offset}) runs past the end records")
-    return EndOfCentralDirectory(
-        cd_offset=cd_offset + shift, cd_size=cd_size, entries=entries, comment=comment, zip64=zip64, shift=shift
-    )
+    return EndOfCentralDirectory(cd_offset=cd_offset + shift, cd_size=cd_size, entries=entries, comment=comment, zip64=zip64, shift=shift)
 
 
 def _zip64_record(tail: bytes, loc_pos: int, tail_start: int) -> int:
@@ -161,8 +159,14 @@ def parse_central_directory(data: bytes, eocd: EndOfCentralDirectory) -> list[Zi
         name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
         out.append(
             ZipEntry(
-                name=name, method=method, flags=flags, crc32=crc, compressed_size=csize, uncompressed_size=usize,
-                header_offset=offset + eocd.shift, extra_length=extra_len,
+                name=name,
+                method=method,
+                flags=flags,
+                crc32=crc,
+                compressed_size=csize,
+                uncompressed_size=usize,
+                header_offset=offset + eocd.shift,
+                extra_length=extra_len,
             )
         )
         pos = start + name_len + extra_len + comment_len
@@ -191,10 +195,7 @@ def _apply_zip64_extra(extra: bytes, usize: int, csize: int, offset: int) -> tup
 
 def metadata_name(names: Iterable[str]) -> str:
     """The one ``<top-level>.dist-info/METADATA`` among ``names``; anything else is an error."""
-    found = sorted(
-        n for n in names
-        if n.count("/") == 1 and n.endswith("/METADATA") and n.split("/", 1)[0].endswith(".dist-info")
-    )
+    found = sorted(n for n in names if n.count("/") == 1 and n.endswith("/METADATA") and n.split("/", 1)[0].endswith(".dist-info"))
     if not found:
         raise ZipError("no *.dist-info/METADATA in the wheel")
     if len(found) > 1:
@@ -217,9 +218,7 @@ def member_span(entry: ZipEntry, file_size: int) -> tuple[int, int]:
 
 def check_member_size(entry: ZipEntry, max_size: int) -> None:
     if entry.compressed_size > max_size or entry.uncompressed_size > max_size:
-        raise MemberTooLarge(
-            f"{entry.name} is {max(entry.compressed_size, entry.uncompressed_size)} bytes, over the {max_size}-byte cap"
-        )
+        raise MemberTooLarge(f"{entry.name} is {max(entry.compressed_size, entry.uncompressed_size)} bytes, over the {max_size}-byte cap")
 
 
 def inflate_member(blob: bytes, entry: ZipEntry, *, max_size: int) -> bytes:
@@ -269,8 +268,18 @@ def _inflate(raw: bytes, name: str, max_size: int) -> bytes:
 # under it (a bad deflate stream, a negative seek, an unknown method, an encrypted member, a name
 # that is not UTF-8, a truncated record). Callers turn these into one documented error.
 DECODE_ERRORS: tuple[type[Exception], ...] = (
-    zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, ValueError, UnicodeDecodeError,
-    NotImplementedError, RuntimeError, EOFError, OverflowError, IndexError, KeyError,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    struct.error,
+    ValueError,
+    UnicodeDecodeError,
+    NotImplementedError,
+    RuntimeError,
+    EOFError,
+    OverflowError,
+    IndexError,
+    KeyError,
 )
 _FILE_ERRORS: tuple[type[Exception], ...] = (*DECODE_ERRORS, OSError)  # reading a whole file as well
 

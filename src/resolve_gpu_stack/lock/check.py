@@ -96,8 +96,16 @@ def regenerate_hint(expected: Expected | None, cwd: Path | None = None) -> str |
 
 # -- one file ------------------------------------------------------------------------------------
 
-def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = None, today: dt.date | None = None, target: Target | None = None,
-               read: Callable[[Path], LockedFile] = read_lock) -> Checked:
+
+def check_lock(
+    path: Path,
+    defs: Definitions,
+    *,
+    expected: Expected | None = None,
+    today: dt.date | None = None,
+    target: Target | None = None,
+    read: Callable[[Path], LockedFile] = read_lock,
+) -> Checked:
     """Every offline check of one lock file (pylock or constraints).
 
     ``target``: the interpreter the lock is about to be installed into (``install --lock``); its
@@ -112,7 +120,11 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
         return Checked(path=path, findings=(_error(path, _without_path(str(err), path), hint=regenerate_hint(expected)),))
     if not locked.generated:
         what = "no [tool.resolve-gpu-stack] table" if locked.format == "pylock" else "no '# inputs-digest:' header"
-        return Checked(path=path, locked=locked, findings=(_error(path, f"{what}: not written by resolve-gpu-stack, so there is nothing to check it against", hint=regenerate_hint(expected)),))
+        return Checked(
+            path=path,
+            locked=locked,
+            findings=(_error(path, f"{what}: not written by resolve-gpu-stack, so there is nothing to check it against", hint=regenerate_hint(expected)),),
+        )
     defs = defs.with_recorded_package_indexes(locked.indexes)  # the routing the lock was made with (--package-index)
     if locked.format == "pylock":
         findings, plan = _pylock_findings(path, locked, defs)
@@ -124,20 +136,31 @@ def check_lock(path: Path, defs: Definitions, *, expected: Expected | None = Non
     return Checked(path=path, findings=tuple(findings), plan=plan, locked=locked)
 
 
-def plan_findings(path: Path, locked: LockedFile, plan: LockPlan, defs: Definitions, *, expected: Expected | None, today: dt.date, target: Target | None) -> list[Finding]:
+def plan_findings(
+    path: Path, locked: LockedFile, plan: LockPlan, defs: Definitions, *, expected: Expected | None, today: dt.date, target: Target | None
+) -> list[Finding]:
     """What the plan a lock file holds must keep (``check_lock``, once the file reads as a plan)."""
     inputs = locked.inputs if locked.inputs else (expected.inputs if expected else {})
     hint = regenerate_hint(expected)
-    findings = [_error(path, v.message, package=v.package, hint=hint)
-                for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock")]
+    findings = [
+        _error(path, v.message, package=v.package, hint=hint)
+        for v in plan_violations(plan, defs, torch_floor=torch_floor(inputs), require_hashes=locked.format == "pylock")
+    ]
     findings += kept_torch_findings(path, plan, inputs, expected)
     findings += torch_move_findings(path, plan, inputs, expected)
     if locked.format == "pylock":
         findings += target_findings(path, locked, plan, target)
     if target is not None:
         findings += installed_findings(path, plan, target)
-    findings += [_error(path, "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail", package=p.name, hint=hint)
-                 for p in synthetic_rows(plan.packages)]
+    findings += [
+        _error(
+            path,
+            "its sha256 is a stand-in from the reconstructed part of a snapshot, not the file's digest: installing it will fail",
+            package=p.name,
+            hint=hint,
+        )
+        for p in synthetic_rows(plan.packages)
+    ]
     findings += retention_findings(path, plan.packages, defs, today, expected)
     findings += abi_findings(path, plan, locked.inputs, expected)
     return findings
@@ -203,7 +226,7 @@ def _error(path: Path, message: str, *, package: str | None = None, hint: str | 
 
 def _without_path(message: str, path: Path) -> str:
     """A LockFileError message names the file; the finding names it once already."""
-    return message[len(str(path)) + 2:] if message.startswith(f"{path}: ") else message
+    return message[len(str(path)) + 2 :] if message.startswith(f"{path}: ") else message
 
 
 def torch_floor(inputs: Mapping[str, Any]) -> Version | None:
@@ -222,7 +245,14 @@ def kept_torch_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], e
     torch, installed = plan.torch, inputs.get("installed-torch")
     if torch is None or torch.action is not Action.KEEP or not isinstance(installed, str) or _same_version(installed, torch.version):
         return []
-    return [_error(path, f"the lock keeps torch {torch.version}, but the installed torch it was made for is {installed}", package="torch", hint=regenerate_hint(expected))]
+    return [
+        _error(
+            path,
+            f"the lock keeps torch {torch.version}, but the installed torch it was made for is {installed}",
+            package="torch",
+            hint=regenerate_hint(expected),
+        )
+    ]
 
 
 def _same_version(text: str, version: Version | None) -> bool:
@@ -240,12 +270,18 @@ def torch_move_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], e
     if torch is None or torch.action in (Action.KEEP, Action.INSTALL):
         return []
     broken = (
-        (isinstance(installed, str) and not _same_version(installed, torch.installed_version),
-         f"the lock moves torch from {torch.installed_version or 'nothing'}, but the installed torch it was made for is {installed}"),
-        (torch.action is Action.DOWNGRADE and inputs.get("allow-downgrade") is not True,
-         f"the lock lowers torch to {torch.version}, and its inputs do not allow a downgrade"),
-        (torch.action is Action.CHANGE and inputs.get("cuda") != torch.version.local,
-         f"the lock changes torch to the {torch.version.local or 'unlabelled'} build, and its inputs ask for no such CUDA label"),
+        (
+            isinstance(installed, str) and not _same_version(installed, torch.installed_version),
+            f"the lock moves torch from {torch.installed_version or 'nothing'}, but the installed torch it was made for is {installed}",
+        ),
+        (
+            torch.action is Action.DOWNGRADE and inputs.get("allow-downgrade") is not True,
+            f"the lock lowers torch to {torch.version}, and its inputs do not allow a downgrade",
+        ),
+        (
+            torch.action is Action.CHANGE and inputs.get("cuda") != torch.version.local,
+            f"the lock changes torch to the {torch.version.local or 'unlabelled'} build, and its inputs ask for no such CUDA label",
+        ),
     )
     return [_error(path, message, package="torch", hint=regenerate_hint(expected)) for failed, message in broken if failed]
 
@@ -257,7 +293,14 @@ def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Targ
     if target is None:
         target = _declared(plan.target)
         if target is None:
-            return [Finding(level=WARNING, path=path, message=f"the lock's target ({plan.target.python}, {plan.target.platform}) is not one this tool can describe: its markers and wheel tags were not checked", rule=TARGET)]
+            return [
+                Finding(
+                    level=WARNING,
+                    path=path,
+                    message=f"the lock's target ({plan.target.python}, {plan.target.platform}) is not one this tool can describe: its markers and wheel tags were not checked",
+                    rule=TARGET,
+                )
+            ]
     chosen = select(locked, target)
     hint = f"lock for {target.describe()}, or install it on the target the lock was made for"
     out = [_error(path, p.message, package=p.package, hint=hint, rule=TARGET) for p in chosen.misfits]
@@ -266,7 +309,13 @@ def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Targ
     for pkg in plan.packages:
         if pkg.name in chosen.skipped and pkg.name not in chosen.wheels:
             marker = entries[pkg.name].marker
-            out.append(_error(path, f"its [[packages]] marker ({marker}) excludes {target.describe()}, so uv would skip it; the lock's plan has it ({pkg.action.value} {pkg.version})", package=pkg.name))
+            out.append(
+                _error(
+                    path,
+                    f"its [[packages]] marker ({marker}) excludes {target.describe()}, so uv would skip it; the lock's plan has it ({pkg.action.value} {pkg.version})",
+                    package=pkg.name,
+                )
+            )
     return out
 
 
@@ -291,7 +340,9 @@ def installed_findings(path: Path, plan: LockPlan, target: Target) -> list[Findi
         now = target.installed.get(pkg.name)
         shown = now if now is not None else "not installed"
         if pkg.action is Action.KEEP and now != pkg.version:
-            out.append(_error(path, f"the lock keeps the installed {pkg.name} {pkg.version}; here {pkg.name} is {shown}", package=pkg.name, hint=hint, rule=INSTALLED))
+            out.append(
+                _error(path, f"the lock keeps the installed {pkg.name} {pkg.version}; here {pkg.name} is {shown}", package=pkg.name, hint=hint, rule=INSTALLED)
+            )
         elif pkg.action is not Action.KEEP and pkg.name == "torch" and now not in (pkg.installed_version, pkg.version):
             was = pkg.installed_version or "nothing"
             out.append(_error(path, f"the lock moves torch from {was} to {pkg.version}; here torch is {shown}", package=pkg.name, hint=hint, rule=INSTALLED))
@@ -332,11 +383,16 @@ def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any
     names = sorted(p.name for p in plan.packages if p.action is Action.KEEP and p.name not in entries)
     if not names:
         return []
-    return [Finding(
-        level=WARNING, path=path, package=name,
-        message="kept but not listed in [[packages]] (no wheel with a sha256 is known for it, or it is gone from the index): `uv pip sync` of this lock would uninstall it",
-        hint="apply this lock with `uv pip install -r`, or relock online (or with the wheel in the wheel cache) so that it is listed",
-    ) for name in names]
+    return [
+        Finding(
+            level=WARNING,
+            path=path,
+            package=name,
+            message="kept but not listed in [[packages]] (no wheel with a sha256 is known for it, or it is gone from the index): `uv pip sync` of this lock would uninstall it",
+            hint="apply this lock with `uv pip install -r`, or relock online (or with the wheel in the wheel cache) so that it is listed",
+        )
+        for name in names
+    ]
 
 
 def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Definitions, entry: LockedEntry | None) -> list[Finding]:
@@ -346,8 +402,15 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
     if pkg.url and index is not None and base:
         problem = wheel_url_problem(pkg.url, base, index.hosts)
         if problem:
-            out.append(_error(path, f"its wheel URL {problem}: {strip_credentials(pkg.url)}", package=pkg.name,
-                              hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}", rule=LOCATION))
+            out.append(
+                _error(
+                    path,
+                    f"its wheel URL {problem}: {strip_credentials(pkg.url)}",
+                    package=pkg.name,
+                    hint=f"the {pkg.index} index serves files from {base} and {', '.join(index.hosts) or 'no other host'}",
+                    rule=LOCATION,
+                )
+            )
     return out
 
 
@@ -389,7 +452,9 @@ def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: Locke
 def _sdist_problems(pkg: LockedPackage, sdist: SourceDist, locked: LockedFile, defs: Definitions) -> list[str]:
     """The sdist a wheel was built from: from its index's own places, with a sha256."""
     base, index = locked.indexes.get(pkg.index), defs.indexes.get(pkg.index)
-    problem = wheel_url_problem(sdist.url, base, index.hosts) if base and index is not None else f"comes from the {pkg.index} index, which the lock does not record"
+    problem = (
+        wheel_url_problem(sdist.url, base, index.hosts) if base and index is not None else f"comes from the {pkg.index} index, which the lock does not record"
+    )
     out = [f"its sdist URL {problem}: {strip_credentials(sdist.url)}"] if problem else []
     if not (sdist.sha256 and re.fullmatch(r"[0-9a-f]{64}", sdist.sha256.lower())):
         out.append(f"its sdist {sdist.filename} has no sha256: the build's input cannot be verified")
@@ -403,9 +468,11 @@ def _provenance_problems(built: BuildProvenance, plan: LockPlan) -> list[str]:
     if torch is None or built.torch != str(torch.version):
         out.append(f"built against torch {built.torch}, but the lock's torch is {torch.version if torch else 'none'}")
     target = plan.target
-    out += [f"built for {what} {recorded or 'none'}, the lock's target has {want or 'none'}"
-            for what, recorded, want in (("Python", built.python, target.python), ("platform", built.platform, target.platform), ("CUDA", built.cuda, target.cuda))
-            if recorded != want]
+    out += [
+        f"built for {what} {recorded or 'none'}, the lock's target has {want or 'none'}"
+        for what, recorded, want in (("Python", built.python, target.python), ("platform", built.platform, target.platform), ("CUDA", built.cuda, target.cuda))
+        if recorded != want
+    ]
     if not built.command:
         out.append("its provenance records no build command")
     return out
@@ -458,7 +525,14 @@ def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
 
     def look(text: str | None, package: str | None, what: str) -> None:
         if text and strip_credentials(text) != text:
-            out.append(_error(path, f"{what} carries credentials: {strip_credentials(text)}", package=package, hint="credentials never belong in a lock file; rotate them if this was committed"))
+            out.append(
+                _error(
+                    path,
+                    f"{what} carries credentials: {strip_credentials(text)}",
+                    package=package,
+                    hint="credentials never belong in a lock file; rotate them if this was committed",
+                )
+            )
 
     for entry in locked.entries:
         look(entry.index, entry.name, "[[packages]] index URL")
@@ -488,8 +562,12 @@ def _constraints_findings(path: Path, locked: LockedFile, defs: Definitions) -> 
     fi = defs.flashinfer
     fi_pin = locked.pin(fi.python)
     jit = locked.pin(fi.jit_cache)
-    skeleton = LockPlan(target=replace(target, cuda=cuda), packages=(), flashinfer_version=fi_pin.version if fi_pin else None,
-                        cuda_label=jit.version.local if jit is not None else None)
+    skeleton = LockPlan(
+        target=replace(target, cuda=cuda),
+        packages=(),
+        flashinfer_version=fi_pin.version if fi_pin else None,
+        cuda_label=jit.version.local if jit is not None else None,
+    )
     packages = tuple(_package_from_pin(p, defs, skeleton) for p in locked.pins)
     return credential_findings(path, locked), replace(skeleton, packages=packages, inputs=dict(locked.inputs), inputs_digest=locked.inputs_digest or "")
 
@@ -510,6 +588,7 @@ def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPack
 
 
 # -- a constraints file against its sibling pylock -------------------------------------------------
+
 
 def sibling_findings(path: Path, locked: LockedFile, sibling: Checked) -> list[Finding]:
     """A constraints file's pins against the pylock written with it (the same inputs digest and
@@ -549,16 +628,19 @@ def _pin_problem(pin: Pin | None, pkg: LockedPackage | None, shown: str) -> str 
 
 # -- freshness -----------------------------------------------------------------------------------
 
+
 def freshness_findings(path: Path, locked: LockedFile, expected: Expected | None) -> list[Finding]:
     if expected is None or locked.inputs_digest == expected.digest:
         return []
     changed = changed_inputs(locked.inputs, expected.inputs) if locked.inputs else []
     detail = f" ({'; '.join(changed)})" if changed else ""
-    return [_error(
-        path,
-        f"stale: the config for target {expected.target!r} changed since this lock was written{detail}",
-        hint=regenerate_hint(expected),
-    )]
+    return [
+        _error(
+            path,
+            f"stale: the config for target {expected.target!r} changed since this lock was written{detail}",
+            hint=regenerate_hint(expected),
+        )
+    ]
 
 
 def changed_inputs(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
@@ -616,15 +698,20 @@ def retention_findings(path: Path, packages: Iterable[LockedPackage], defs: Defi
             continue
         age = (today - built).days
         if age > index.retention_days:
-            out.append(Finding(
-                level=WARNING, path=path, package=pkg.name,
-                message=f"{pkg.version} was built on {built} ({age} days ago); the {index.name} index deletes nightlies after about {index.retention_days} days, so its URL will stop working (if it has not already)",
-                hint=(regenerate_hint(expected) or "regenerate:").replace("regenerate:", "relock onto a current nightly:", 1).rstrip(":"),
-            ))
+            out.append(
+                Finding(
+                    level=WARNING,
+                    path=path,
+                    package=pkg.name,
+                    message=f"{pkg.version} was built on {built} ({age} days ago); the {index.name} index deletes nightlies after about {index.retention_days} days, so its URL will stop working (if it has not already)",
+                    hint=(regenerate_hint(expected) or "regenerate:").replace("regenerate:", "relock onto a current nightly:", 1).rstrip(":"),
+                )
+            )
     return out
 
 
 # -- against an index (a snapshot, or the live indexes) -------------------------------------------
+
 
 def route_context(plan: LockPlan) -> RouteContext:
     """The routing a plan's packages were found under: the channels its recorded inputs asked for
@@ -718,8 +805,11 @@ def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
         elif match is None:
             unplaced.append((pkg, f"the {index} index's page for {pkg.name} does not list {pkg.filename}"))
         elif _differs(match.sha256, pkg.sha256):
-            raise IntegrityError(match.url, f"the {index} index lists sha256 {match.sha256} for {pkg.filename}, the recorded plan {pkg.sha256}",
-                                 hint="the index serves another file under this name; it is not locked")
+            raise IntegrityError(
+                match.url,
+                f"the {index} index lists sha256 {match.sha256} for {pkg.filename}, the recorded plan {pkg.sha256}",
+                hint="the index serves another file under this name; it is not locked",
+            )
         else:
             placed[pkg.name] = match.url
     packages = tuple(replace(p, url=placed.get(p.name, p.url)) for p in plan.packages)
@@ -803,6 +893,7 @@ def drift(path: Path, locked: LockPlan, fresh: LockPlan, *, source: str, hint: s
 
 # -- a uv project's uv.lock against the plan `export uv` wrote into its pyproject.toml --------------
 
+
 def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[Finding]:
     """``lock`` (a ``uv.lock``) against the export record of ``pyproject``: every planned package
     at its planned version in each target's fork, a kept package at its kept version, each sourced
@@ -815,8 +906,13 @@ def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[
     except LockFileError as err:
         return [_error(pyproject, _without_path(str(err), pyproject), hint=err.hint)]
     if record is None:
-        return [_error(lock, f"{pyproject.name} has no [tool.{TOOL}.{RECORD}] table: no plan was exported into this project, so there is nothing to check uv.lock against",
-                       hint="write one with `resolve-gpu-stack export uv`")]
+        return [
+            _error(
+                lock,
+                f"{pyproject.name} has no [tool.{TOOL}.{RECORD}] table: no plan was exported into this project, so there is nothing to check uv.lock against",
+                hint="write one with `resolve-gpu-stack export uv`",
+            )
+        ]
     hint = f"export again ({record.command}), then `uv lock`" if record.command else "export again, then `uv lock`"
     out = _exported_entries_findings(pyproject, record, hint)
     if not lock.is_file():
@@ -848,8 +944,9 @@ def _exported_entries_findings(pyproject: Path, record: ExportRecord, hint: str)
     return out
 
 
-def _uv_target_findings(lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[UvLockedPackage], defs: Definitions, *,
-                        several: bool) -> list[Finding]:
+def _uv_target_findings(
+    lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[UvLockedPackage], defs: Definitions, *, several: bool
+) -> list[Finding]:
     from ..model.declared import declared_target
 
     try:
@@ -865,9 +962,13 @@ def _uv_target_findings(lock: Path, record: ExportRecord, target: RecordedTarget
         out += [_error(lock, label + problem, package=name, hint=relock) for problem in problems]
         if found is not None:
             versions[name] = found
-    found_plan = LockPlan(target=TargetSummary(python=target.python, platform=target.platform, cuda=None), cuda_label=target.cuda_label,
-                          packages=tuple(LockedPackage(name=canonicalize_name(n), version=v, action=Action.INSTALL, index="uv.lock", coupling=Coupling.AGNOSTIC)
-                                         for n, v in versions.items()))
+    found_plan = LockPlan(
+        target=TargetSummary(python=target.python, platform=target.platform, cuda=None),
+        cuda_label=target.cuda_label,
+        packages=tuple(
+            LockedPackage(name=canonicalize_name(n), version=v, action=Action.INSTALL, index="uv.lock", coupling=Coupling.AGNOSTIC) for n, v in versions.items()
+        ),
+    )
     out += [_error(lock, f"{label}in uv.lock: {v.message}", package=v.package, hint=relock) for v in flashinfer_alignment(found_plan, defs)]
     return out
 
@@ -881,8 +982,11 @@ def _uv_pin_problems(name: str, version: Version, got: Sequence[UvLockedPackage]
     out = []
     if have != [version]:
         shown = ", ".join(map(str, have)) or "no version"
-        out.append(f"uv.lock has {shown}, but the plan keeps the installed {version}: `uv sync` would replace it" if name in target.kept
-                   else f"uv.lock has {shown}, the exported plan pins {version}")
+        out.append(
+            f"uv.lock has {shown}, but the plan keeps the installed {version}: `uv sync` would replace it"
+            if name in target.kept
+            else f"uv.lock has {shown}, the exported plan pins {version}"
+        )
     registry = _registry_problem(got, target.sources.get(name))
     return [*out, *([registry] if registry else [])], have[-1] if have else version
 

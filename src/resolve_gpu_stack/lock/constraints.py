@@ -87,7 +87,8 @@ def read_constraints(path: Path, text: str) -> LockedFile:
         inputs_digest=header.get("inputs_digest"),
         target=header.get("target"),
         torch=TorchPin(version=torch.version, action=torch.action, local=torch.version.local, index=torch.index or "")
-        if torch is not None and torch.action is not None else None,
+        if torch is not None and torch.action is not None
+        else None,
         indexes=header["indexes"],
         notes=tuple(header["notes"]),
     )
@@ -111,7 +112,7 @@ def _read_header_line(raw: str, lines: list[str], n: int, header: dict[str, Any]
         header["indexes"][key.strip()] = url.strip()
         return True
     elif raw.startswith("# note: "):
-        header["notes"].append(raw[len("# note: "):])
+        header["notes"].append(raw[len("# note: ") :])
     return False
 
 

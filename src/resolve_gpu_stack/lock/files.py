@@ -92,7 +92,9 @@ def _write_all(items: Sequence[tuple[Path, bytes]]) -> list[Path]:
 
 
 def _write_error(path: Path, exc: OSError) -> WriteError:
-    return WriteError(f"cannot write {path}: {exc.strerror or exc}", hint="nothing was written; make the folder writable (or pick another output path) and run it again")
+    return WriteError(
+        f"cannot write {path}: {exc.strerror or exc}", hint="nothing was written; make the folder writable (or pick another output path) and run it again"
+    )
 
 
 def _stage(path: Path, data: bytes) -> str:

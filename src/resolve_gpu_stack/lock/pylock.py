@@ -137,7 +137,8 @@ def kept_unlisted(packages: list[LockedPackage] | tuple[LockedPackage, ...]) -> 
 KEPT_UNLISTED_WHY = (
     "kept (installed) but not in [[packages]]: no wheel with a sha256 is known for them (gone from the index, or a "
     "nightly not hashed yet), so `uv pip sync` of this lock would uninstall them; use `uv pip install -r`, or relock "
-    "online (with a snapshot: with the wheels in the wheel cache) to list them")
+    "online (with a snapshot: with the wheels in the wheel cache) to list them"
+)
 
 
 def _wheel(pkg: LockedPackage) -> PackageWheel:
@@ -150,8 +151,14 @@ def _wheel(pkg: LockedPackage) -> PackageWheel:
         )
     url = strip_credentials(pkg.url)
     remote = "://" in url  # a wheel built here (--build) is a file in the wheel cache: a path (``wheelhouse`` exports it)
-    return PackageWheel(name=pkg.filename or url.rsplit("/", 1)[-1].split("#")[0], url=url if remote else None, path=None if remote else url,
-                        size=pkg.size, upload_time=_upload_time(pkg), hashes={"sha256": pkg.sha256.lower()})
+    return PackageWheel(
+        name=pkg.filename or url.rsplit("/", 1)[-1].split("#")[0],
+        url=url if remote else None,
+        path=None if remote else url,
+        size=pkg.size,
+        upload_time=_upload_time(pkg),
+        hashes={"sha256": pkg.sha256.lower()},
+    )
 
 
 def _index_of(pkg: LockedPackage, plan: LockPlan) -> str | None:
@@ -207,22 +214,24 @@ def _flashinfer_group(plan: LockPlan, packages: list[LockedPackage]) -> dict[str
 def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | None, command: str) -> dict[str, Any]:
     unlisted = kept_unlisted(packages)
     inputs = canonical_inputs(plan.inputs)
-    return without_none({
-        "schema": SCHEMA,
-        "name": name,
-        "command": command,
-        "inputs-digest": plan.inputs_digest or inputs_digest(plan.inputs),
-        "target": without_none(target_to_dict(plan.target)),
-        "torch": _torch_pin(plan.torch) if plan.torch is not None else None,
-        "cuda-label": plan.cuda_label,
-        "flashinfer": _flashinfer_group(plan, packages),
-        "indexes": {k: plan.indexes[k] for k in sorted(plan.indexes)},
-        "kept-unlisted": {"packages": unlisted, "why": KEPT_UNLISTED_WHY} if unlisted else None,
-        "notes": list(plan.notes),
-        "overrides": [override_to_dict(o) for o in plan.overrides] or None,
-        "inputs": {k: inputs[k] for k in sorted(inputs)},
-        "packages": [_tool_package(p) for p in packages],
-    })
+    return without_none(
+        {
+            "schema": SCHEMA,
+            "name": name,
+            "command": command,
+            "inputs-digest": plan.inputs_digest or inputs_digest(plan.inputs),
+            "target": without_none(target_to_dict(plan.target)),
+            "torch": _torch_pin(plan.torch) if plan.torch is not None else None,
+            "cuda-label": plan.cuda_label,
+            "flashinfer": _flashinfer_group(plan, packages),
+            "indexes": {k: plan.indexes[k] for k in sorted(plan.indexes)},
+            "kept-unlisted": {"packages": unlisted, "why": KEPT_UNLISTED_WHY} if unlisted else None,
+            "notes": list(plan.notes),
+            "overrides": [override_to_dict(o) for o in plan.overrides] or None,
+            "inputs": {k: inputs[k] for k in sorted(inputs)},
+            "packages": [_tool_package(p) for p in packages],
+        }
+    )
 
 
 def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
@@ -264,8 +273,12 @@ def _decoded(r: LockReader, decode: Callable[..., T], raw: Mapping[str, Any], wh
 
 # PEP 751 sources other than wheels: installing any of them builds (runs the package's code) or
 # takes whatever a folder or a repository holds at install time. A lock we install has wheels only.
-SOURCE_KEYS = {"sdist": "an sdist (a build would run its code)", "vcs": "a version-control source (a build would run its code)",
-               "directory": "a local directory (a build would run its code)", "archive": "an archive (a build would run its code)"}
+SOURCE_KEYS = {
+    "sdist": "an sdist (a build would run its code)",
+    "vcs": "a version-control source (a build would run its code)",
+    "directory": "a local directory (a build would run its code)",
+    "archive": "an archive (a build would run its code)",
+}
 MAX_WHEEL_NAME = 255 - len(".metadata")  # a wheelhouse keeps <wheel>.metadata beside each wheel, in one file name
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -297,11 +310,18 @@ def _wheel_of(r: LockReader, wheel: PackageWheel, where: str) -> LockedWheel:
         raise r.fail(where, f"sha256 {sha256!r} is not 64 hex digits")
     filename = wheel.filename
     if len(filename.encode("utf-8", "surrogatepass")) > MAX_WHEEL_NAME:
-        raise r.fail(where, f"a wheel file name of {len(filename)} characters; no file system keeps one that long beside its .metadata ({MAX_WHEEL_NAME} bytes at most)")
+        raise r.fail(
+            where, f"a wheel file name of {len(filename)} characters; no file system keeps one that long beside its .metadata ({MAX_WHEEL_NAME} bytes at most)"
+        )
     location = wheel.url or wheel.path
     assert location is not None  # packaging: a wheel has one or the other
-    return LockedWheel(filename=filename, url=location, sha256=sha256.lower() if sha256 else None, size=wheel.size,
-                       upload_time=format_datetime(wheel.upload_time) if wheel.upload_time else None)
+    return LockedWheel(
+        filename=filename,
+        url=location,
+        sha256=sha256.lower() if sha256 else None,
+        size=wheel.size,
+        upload_time=format_datetime(wheel.upload_time) if wheel.upload_time else None,
+    )
 
 
 def _entry_of(r: LockReader, package: Package, n: int) -> LockedEntry:
@@ -309,12 +329,20 @@ def _entry_of(r: LockReader, package: Package, n: int) -> LockedEntry:
     where = f"packages #{n} ({package.name})"
     sources = [what for key, what in SOURCE_KEYS.items() if getattr(package, key) is not None]
     if sources:
-        raise r.fail(where, f"installs from {' and '.join(sources)}; resolve-gpu-stack installs wheels only",
-                     hint="lock it again with resolve-gpu-stack (its locks name a hashed wheel for every package); a lock with sources is never installed or passed")
+        raise r.fail(
+            where,
+            f"installs from {' and '.join(sources)}; resolve-gpu-stack installs wheels only",
+            hint="lock it again with resolve-gpu-stack (its locks name a hashed wheel for every package); a lock with sources is never installed or passed",
+        )
     wheels = tuple(_wheel_of(r, w, f"{where} wheel #{i}") for i, w in enumerate(package.wheels or (), 1))
-    return LockedEntry(name=package.name, version=package.version, index=package.index, wheels=wheels,
-                       requires_python=str(package.requires_python) if package.requires_python is not None else None,
-                       marker=str(package.marker) if package.marker is not None else None)
+    return LockedEntry(
+        name=package.name,
+        version=package.version,
+        index=package.index,
+        wheels=wheels,
+        requires_python=str(package.requires_python) if package.requires_python is not None else None,
+        marker=str(package.marker) if package.marker is not None else None,
+    )
 
 
 def read_pylock(path: Path, text: str) -> LockedFile:
@@ -323,7 +351,9 @@ def read_pylock(path: Path, text: str) -> LockedFile:
     lock = _validated(r, parse_toml(text, str(path), error=LockFileError))
     tool = r.get(lock.tool or {}, TOOL, dict, "tool")
     return LockedFile(
-        path=path, format="pylock", created_by=lock.created_by,
+        path=path,
+        format="pylock",
+        created_by=lock.created_by,
         entries=tuple(_entry_of(r, package, n) for n, package in enumerate(lock.packages, 1)),
         requires_python=str(lock.requires_python) if lock.requires_python is not None else None,
         environments=tuple(str(e) for e in lock.environments or ()),
@@ -406,8 +436,16 @@ def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName,
         raise LockFileError(f"{where}: expected exactly one wheel, found {len(entry.wheels)}")
     wheel = entry.wheels[0]
     simple = entry.index if entry.index != locked.indexes.get(pkg.index) else None  # the logical base: not recorded
-    return replace(pkg, url=wheel.url, filename=wheel.filename, sha256=wheel.sha256, size=wheel.size,
-                   upload_time=wheel.upload_time, requires_python=entry.requires_python, simple_index=simple)
+    return replace(
+        pkg,
+        url=wheel.url,
+        filename=wheel.filename,
+        sha256=wheel.sha256,
+        size=wheel.size,
+        upload_time=wheel.upload_time,
+        requires_python=entry.requires_python,
+        simple_index=simple,
+    )
 
 
 def plan_from_lock(locked: LockedFile) -> LockPlan:

@@ -106,6 +106,7 @@ class UvTables:
 
 # -- a plan in uv's words ----------------------------------------------------------------------------
 
+
 def uv_tables(targets: Sequence[ExportTarget], flashinfer: FlashInferRules) -> UvTables:
     """The ``[tool.uv]`` tables that make ``uv lock`` and ``uv sync`` reproduce ``targets``' plans."""
     if not targets:
@@ -147,8 +148,12 @@ def _sources_of(marked: Sequence[tuple[ExportTarget, str | None]], names: Mappin
 
 def _kept_unlisted(targets: Sequence[ExportTarget]) -> tuple[str, ...]:
     """A warning for each kept package no index lists any more."""
-    return tuple(f"{_label(t)}{p.name} {p.version} is kept, but no index lists it any more: `uv lock` cannot find it"
-                 for t in targets for p in t.plan.packages if p.index == "installed")
+    return tuple(
+        f"{_label(t)}{p.name} {p.version} is kept, but no index lists it any more: `uv lock` cannot find it"
+        for t in targets
+        for p in t.plan.packages
+        if p.index == "installed"
+    )
 
 
 def built_against_torch(plan: LockPlan) -> list[Any]:
@@ -239,7 +244,7 @@ def _index_name(index: str, simple: str, base: str) -> str:
     name and the folders of ``simple`` below ``base``."""
     scheme, sep, rest = base.partition("://")
     base_url = (scheme.rsplit(":", 1)[-1] + sep + rest) if sep else ""  # "flat:https://..." -> "https://..."
-    below = simple[len(base_url):] if base_url and simple.startswith(base_url) else ""
+    below = simple[len(base_url) :] if base_url and simple.startswith(base_url) else ""
     return _INDEX_NAME.sub("-", "-".join([index, *(part for part in below.split("/") if part)])).strip("-")
 
 
@@ -261,12 +266,16 @@ def _recorded(t: ExportTarget, marker: str | None) -> RecordedTarget:
         kept=tuple(sorted(p.name for p in plan.packages if p.action is Action.KEEP)),
         flashinfer=str(plan.flashinfer_version) if plan.flashinfer_version is not None else None,
         cuda_label=plan.cuda_label,
-        sources={p.name: strip_credentials(p.simple_index) for p in sorted(plan.packages, key=lambda p: p.name)
-                 if p.index not in ("pypi", "installed") and p.simple_index},
+        sources={
+            p.name: strip_credentials(p.simple_index)
+            for p in sorted(plan.packages, key=lambda p: p.name)
+            if p.index not in ("pypi", "installed") and p.simple_index
+        },
     )
 
 
 # -- writing them into a pyproject.toml ---------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Applied:
@@ -405,7 +414,9 @@ def _python_notes(doc: Any, tables: UvTables) -> list[str]:
     for t in tables.targets:
         try:
             if Version(f"{t.python}.99" if t.python.count(".") == 1 else t.python) not in spec and Version(t.python) not in spec:
-                out.append(f"{t.name + ': ' if t.name else ''}the plan is for Python {t.python}, outside the project's requires-python {text!r}: uv will refuse the environments")
+                out.append(
+                    f"{t.name + ': ' if t.name else ''}the plan is for Python {t.python}, outside the project's requires-python {text!r}: uv will refuse the environments"
+                )
         except InvalidVersion:
             continue
     return out
@@ -586,9 +597,13 @@ def _source_value(choices: tuple[tuple[str, str | None], ...], renamed: Mapping[
 def _record(tables: UvTables, *, command: str, indexes: list[str]) -> dict[str, Any]:
     """The record: what this export wrote, and per target what ``check`` compares uv.lock with."""
     record: dict[str, Any] = {
-        "command": command, "group": GROUP, "environments": list(tables.environments),
+        "command": command,
+        "group": GROUP,
+        "environments": list(tables.environments),
         **{key: list(tables.lists.get(key, ())) for key in LISTS},
-        "extra-build-dependencies": list(tables.extra_build), "indexes": sorted(indexes), "sources": sorted(tables.sources),
+        "extra-build-dependencies": list(tables.extra_build),
+        "indexes": sorted(indexes),
+        "sources": sorted(tables.sources),
         "target": [_record_target(t) for t in tables.targets],
     }
     return {k: v for k, v in record.items() if v or k in ("command", "group", "target")}
@@ -601,12 +616,21 @@ def _record_target(t: RecordedTarget) -> dict[str, Any]:
     if t.sources:
         sources = tomlkit.inline_table()
         sources.update(t.sources)
-    entry = {"name": t.name, "python": t.python, "platform": t.platform, "environment": t.environment, "kept": list(t.kept),
-             "flashinfer": t.flashinfer, "cuda-label": t.cuda_label, "sources": sources}
+    entry = {
+        "name": t.name,
+        "python": t.python,
+        "platform": t.platform,
+        "environment": t.environment,
+        "kept": list(t.kept),
+        "flashinfer": t.flashinfer,
+        "cuda-label": t.cuda_label,
+        "sources": sources,
+    }
     return {k: v for k, v in entry.items() if v or k == "kept"}
 
 
 # -- reading them back ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExportRecord:
@@ -650,8 +674,15 @@ def read_export(text: str, where: str) -> ExportRecord | None:
         wrote = {key: tuple(str(v) for v in raw.get(key, [])) for key in ("environments", *LISTS)}
     except (TypeError, AttributeError, KeyError):
         raise LockFileError(f"{where}: [tool.{TOOL}.{RECORD}] is malformed", hint="export again: it rewrites the record") from None
-    return ExportRecord(command=str(raw.get("command", "")), wrote=wrote, sources=tuple(str(s) for s in raw.get("sources", [])),
-                        group=str(raw.get("group", GROUP)), targets=targets, uv=_dict(tool.get("uv")), groups=_dict(doc.get("dependency-groups")))
+    return ExportRecord(
+        command=str(raw.get("command", "")),
+        wrote=wrote,
+        sources=tuple(str(s) for s in raw.get("sources", [])),
+        group=str(raw.get("group", GROUP)),
+        targets=targets,
+        uv=_dict(tool.get("uv")),
+        groups=_dict(doc.get("dependency-groups")),
+    )
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -660,9 +691,13 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _read_target(raw: Mapping[str, Any]) -> RecordedTarget:
     return RecordedTarget(
-        name=str(raw.get("name", "")), python=str(raw["python"]), platform=str(raw["platform"]),
-        environment=raw.get("environment"), kept=tuple(str(k) for k in raw.get("kept", [])),
-        flashinfer=raw.get("flashinfer"), cuda_label=raw.get("cuda-label"),
+        name=str(raw.get("name", "")),
+        python=str(raw["python"]),
+        platform=str(raw["platform"]),
+        environment=raw.get("environment"),
+        kept=tuple(str(k) for k in raw.get("kept", [])),
+        flashinfer=raw.get("flashinfer"),
+        cuda_label=raw.get("cuda-label"),
         sources={str(k): str(v) for k, v in dict(raw.get("sources", {})).items()},
     )
 
@@ -702,8 +737,12 @@ def _uv_locked_package(p: Mapping[str, Any], n: int, where: str) -> UvLockedPack
         raise LockFileError(f"{where}: {name}: version {version!r} is not a version", hint="run `uv lock` to write it again") from None
     registry = source.get("registry") if isinstance(source, dict) else None
     markers = p.get("resolution-markers", [])
-    return UvLockedPackage(name=canonicalize_name(name), version=parsed, registry=registry if isinstance(registry, str) else None,
-                           markers=tuple(str(m) for m in markers) if isinstance(markers, list) else ())
+    return UvLockedPackage(
+        name=canonicalize_name(name),
+        version=parsed,
+        registry=registry if isinstance(registry, str) else None,
+        markers=tuple(str(m) for m in markers) if isinstance(markers, list) else (),
+    )
 
 
 def locked_for(packages: Sequence[UvLockedPackage], name: str, environment: Mapping[str, str] | None) -> list[UvLockedPackage]:

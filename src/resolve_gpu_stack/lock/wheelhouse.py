@@ -53,8 +53,14 @@ class HouseFile:
     locks: tuple[str, ...] = ()  # file names of the locks that install it
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"filename": self.filename, "name": self.name, "version": self.version,
-                               "sha256": self.sha256, "size": self.size, "metadata-sha256": self.metadata_sha256}
+        out: dict[str, Any] = {
+            "filename": self.filename,
+            "name": self.name,
+            "version": self.version,
+            "sha256": self.sha256,
+            "size": self.size,
+            "metadata-sha256": self.metadata_sha256,
+        }
         if self.requires_python:
             out["requires-python"] = self.requires_python
         if self.upload_time:
@@ -65,9 +71,14 @@ class HouseFile:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> HouseFile:
         return cls(
-            filename=str(data["filename"]), name=NormalizedName(str(data["name"])), version=str(data["version"]),
-            sha256=str(data["sha256"]), size=int(data["size"]), metadata_sha256=str(data["metadata-sha256"]),
-            requires_python=data.get("requires-python"), upload_time=data.get("upload-time"),
+            filename=str(data["filename"]),
+            name=NormalizedName(str(data["name"])),
+            version=str(data["version"]),
+            sha256=str(data["sha256"]),
+            size=int(data["size"]),
+            metadata_sha256=str(data["metadata-sha256"]),
+            requires_python=data.get("requires-python"),
+            upload_time=data.get("upload-time"),
             locks=tuple(str(x) for x in data.get("locks", ())),
         )
 
@@ -87,20 +98,22 @@ def project_html(name: str, files: Sequence[HouseFile]) -> str:
         attrs.append(f'data-core-metadata="sha256={f.metadata_sha256}"')
         rows.append(f"    <a {' '.join(attrs)}>{html.escape(f.filename)}</a><br/>")
     title = html.escape(f"Links for {name}")
-    return "\n".join([
-        "<!DOCTYPE html>",
-        "<html>",
-        "  <head>",
-        '    <meta name="pypi:repository-version" content="1.1">',
-        f"    <title>{title}</title>",
-        "  </head>",
-        "  <body>",
-        f"    <h1>{title}</h1>",
-        *rows,
-        "  </body>",
-        "</html>",
-        "",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            "<html>",
+            "  <head>",
+            '    <meta name="pypi:repository-version" content="1.1">',
+            f"    <title>{title}</title>",
+            "  </head>",
+            "  <body>",
+            f"    <h1>{title}</h1>",
+            *rows,
+            "  </body>",
+            "</html>",
+            "",
+        ]
+    )
 
 
 def project_json(name: str, files: Sequence[HouseFile]) -> str:
@@ -123,19 +136,21 @@ def project_json(name: str, files: Sequence[HouseFile]) -> str:
 
 def root_html(names: Iterable[str]) -> str:
     rows = [f'    <a href="{html.escape(quote(n))}/">{html.escape(n)}</a><br/>' for n in sorted(names)]
-    return "\n".join([
-        "<!DOCTYPE html>",
-        "<html>",
-        "  <head>",
-        '    <meta name="pypi:repository-version" content="1.1">',
-        "    <title>Simple index</title>",
-        "  </head>",
-        "  <body>",
-        *rows,
-        "  </body>",
-        "</html>",
-        "",
-    ])
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            "<html>",
+            "  <head>",
+            '    <meta name="pypi:repository-version" content="1.1">',
+            "    <title>Simple index</title>",
+            "  </head>",
+            "  <body>",
+            *rows,
+            "  </body>",
+            "</html>",
+            "",
+        ]
+    )
 
 
 def root_json(names: Iterable[str]) -> str:

@@ -108,8 +108,14 @@ class WheelAbi:
 
 
 def _member_to_dict(m: MemberAbi) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": m.name, "torch-libs": list(m.torch_libs), "cuda-majors": list(m.cuda_majors), "shim": m.shim,
-                           "shim-examples": list(m.shim_examples), "cxx": list(m.cxx)}
+    out: dict[str, Any] = {
+        "name": m.name,
+        "torch-libs": list(m.torch_libs),
+        "cuda-majors": list(m.cuda_majors),
+        "shim": m.shim,
+        "shim-examples": list(m.shim_examples),
+        "cxx": list(m.cxx),
+    }
     if m.build is not None:
         out["build"] = m.build
     return out

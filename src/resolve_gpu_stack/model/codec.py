@@ -34,8 +34,13 @@ ABI_KEYS = ("abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds", "abi-r
 FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index")
 
 _TYPE_NAMES: dict[type, str] = {
-    str: "a string", int: "an integer", float: "a number", bool: "a boolean", dict: "a table",
-    list: "an array", dt.datetime: "a date-time",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    dict: "a table",
+    list: "an array",
+    dt.datetime: "a date-time",
 }
 
 
@@ -77,8 +82,18 @@ def sdist_to_dict(sdist: SourceDist) -> dict[str, Any]:
 
 def provenance_to_dict(built: BuildProvenance) -> dict[str, Any]:
     """Where a built wheel came from (None values dropped)."""
-    return without_none({"torch": built.torch, "torch-sha256": built.torch_sha256, "cuda": built.cuda, "nvcc": built.nvcc,
-                         "arch-list": built.arch_list, "python": built.python, "platform": built.platform, "command": built.command})
+    return without_none(
+        {
+            "torch": built.torch,
+            "torch-sha256": built.torch_sha256,
+            "cuda": built.cuda,
+            "nvcc": built.nvcc,
+            "arch-list": built.arch_list,
+            "python": built.python,
+            "platform": built.platform,
+            "command": built.command,
+        }
+    )
 
 
 def override_to_dict(override: Override) -> dict[str, Any]:
@@ -243,28 +258,40 @@ def _sdist(raw: Mapping[str, Any] | None, where: str) -> SourceDist | None:
     if raw is None:
         return None
     f = _Fields(raw, where)
-    return SourceDist(url=f.get("url", str, required=True), filename=f.get("filename", str, required=True), sha256=f.get("sha256", str), size=f.get("size", int))
+    return SourceDist(
+        url=f.get("url", str, required=True), filename=f.get("filename", str, required=True), sha256=f.get("sha256", str), size=f.get("size", int)
+    )
 
 
 def provenance_from_dict(raw: Mapping[str, Any] | None, where: str) -> BuildProvenance | None:
     if raw is None:
         return None
     f = _Fields(raw, where)
-    return BuildProvenance(torch=f.get("torch", str, required=True), torch_sha256=f.get("torch-sha256", str), cuda=f.get("cuda", str), nvcc=f.get("nvcc", str),
-                           arch_list=f.get("arch-list", str) or "", python=f.get("python", str) or "", platform=f.get("platform", str) or "",
-                           command=f.get("command", str) or "")
+    return BuildProvenance(
+        torch=f.get("torch", str, required=True),
+        torch_sha256=f.get("torch-sha256", str),
+        cuda=f.get("cuda", str),
+        nvcc=f.get("nvcc", str),
+        arch_list=f.get("arch-list", str) or "",
+        python=f.get("python", str) or "",
+        platform=f.get("platform", str) or "",
+        command=f.get("command", str) or "",
+    )
 
 
 def override_from_dict(raw: Mapping[str, Any], where: str) -> Override:
     f = _Fields(raw, where)
-    return Override(package=f.get("package", str, required=True), requirement=f.get("requirement", str, required=True),
-                    replaced_by=f.get("replaced-by", str) or "", reason=f.get("reason", str) or "")
+    return Override(
+        package=f.get("package", str, required=True),
+        requirement=f.get("requirement", str, required=True),
+        replaced_by=f.get("replaced-by", str) or "",
+        reason=f.get("reason", str) or "",
+    )
 
 
 def target_from_dict(raw: Mapping[str, Any], where: str) -> TargetSummary:
     f = _Fields(raw, where)
-    return TargetSummary(python=f.get("python", str, required=True), platform=f.get("platform", str, required=True),
-                         cuda=f.get("cuda", str))
+    return TargetSummary(python=f.get("python", str, required=True), platform=f.get("platform", str, required=True), cuda=f.get("cuda", str))
 
 
 def plan_from_dict(raw: Mapping[str, Any], where: str = "plan") -> LockPlan:

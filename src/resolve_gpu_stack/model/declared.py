@@ -35,9 +35,7 @@ def parse_python_version(python: str) -> tuple[int, int, int | None, bool]:
     """``3.13t`` -> (3, 13, None, True); a malformed, too old or impossible version is a UsageError."""
     match = PYTHON_VERSION_RE.match(python.strip())
     if match is None:
-        raise UsageError(
-            f"bad Python version {python!r}: expected 3.<minor>[.<micro>][t], e.g. 3.12, 3.12.4 or 3.13t"
-        )
+        raise UsageError(f"bad Python version {python!r}: expected 3.<minor>[.<micro>][t], e.g. 3.12, 3.12.4 or 3.13t")
     minor = int(match["minor"])
     micro = int(match["micro"]) if match["micro"] is not None else None
     threaded = match["t"] is not None

@@ -174,7 +174,7 @@ def variant_of_provider(name: str, prefix: str = PROVIDER_PREFIX) -> ArchVariant
     base = canonicalize_name(prefix.rstrip("-_."))
     if not normalized.startswith(base + "-"):
         return None
-    m = _PROVIDER_TAG_RE.match(normalized[len(base) + 1:])
+    m = _PROVIDER_TAG_RE.match(normalized[len(base) + 1 :])
     return ArchVariant(int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
 
 
@@ -220,8 +220,9 @@ class ProviderChoice:
     kind: MatchKind | None
 
 
-def select_providers(gpus: Iterable[GpuArch], providers: Iterable[str], scoring: Scoring = Scoring(),
-                     prefix: str = PROVIDER_PREFIX) -> tuple[ProviderChoice, ...]:
+def select_providers(
+    gpus: Iterable[GpuArch], providers: Iterable[str], scoring: Scoring = Scoring(), prefix: str = PROVIDER_PREFIX
+) -> tuple[ProviderChoice, ...]:
     """For each GPU, the best-scoring provider among ``providers`` (names as a shim's Requires-Dist
     or an index lists them; names that are not providers are ignored)."""
     by_variant: dict[ArchVariant, str] = {}
@@ -245,6 +246,17 @@ def needed_providers(choices: Iterable[ProviderChoice]) -> tuple[str, ...]:
 
 
 __all__ = [
-    "PROVIDER_PREFIX", "ArchVariant", "GpuArch", "MatchKind", "ProviderChoice", "ScoredVariant", "Scoring",
-    "covers", "needed_providers", "parse_gpus", "parse_variants", "select_providers", "variant_of_provider",
+    "PROVIDER_PREFIX",
+    "ArchVariant",
+    "GpuArch",
+    "MatchKind",
+    "ProviderChoice",
+    "ScoredVariant",
+    "Scoring",
+    "covers",
+    "needed_providers",
+    "parse_gpus",
+    "parse_variants",
+    "select_providers",
+    "variant_of_provider",
 ]

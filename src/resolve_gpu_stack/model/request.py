@@ -64,7 +64,9 @@ class TorchChoice:
         if self.kind is not TorchKind.INSTALLED:
             return self
         if installed is None:
-            raise UsageError("--torch installed, but the target has no torch installed", hint="use --torch nightly|stable|VERSION, or declare --installed torch==VERSION")
+            raise UsageError(
+                "--torch installed, but the target has no torch installed", hint="use --torch nightly|stable|VERSION, or declare --installed torch==VERSION"
+            )
         return TorchChoice(text=self.text, kind=self.kind, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
 
     @property
@@ -184,7 +186,9 @@ class ResolveRequest:
                 if not name.strip() or any(c in name for c in "<>=!~;[ "):
                     raise UsageError(f"{flag} {name!r} is not a package name", hint=f"name the package only, e.g. {flag} sgl-kernel")
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
-            raise UsageError(f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)")
+            raise UsageError(
+                f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)"
+            )
 
     @property
     def override_requirements(self) -> tuple[Requirement, ...]:

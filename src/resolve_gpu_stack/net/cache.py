@@ -224,6 +224,7 @@ def code_identity() -> str:
     parts.append(__version__)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
+
 _TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
 
 
@@ -268,10 +269,19 @@ IN_USE = "in-use.lock"
 TEMP_MAX_AGE_S = 10 * 60
 PARTIAL_MAX_AGE_S = 7 * 24 * 3600  # an unfinished download nobody resumed for a week
 CACHE_SCHEMA = "resolve-gpu-stack/cache/v1"
-_KINDS = (("pages", (PAGES,)), ("metadata", (METADATA,)), ("results", (RESULTS,)), ("scans", (SCANS,)), ("exports", (EXPORTS,)), ("wheels", (WHEELS, "sha256")),
-          ("partial downloads", (WHEELS, "partial")), ("wheel records", (WHEELS, "urls")), ("wheel checks", (WHEELS, "verified")),
-          ("download locks", (WHEELS, "locks")),
-          ("builds", (WHEELS, "builds")))  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
+_KINDS = (
+    ("pages", (PAGES,)),
+    ("metadata", (METADATA,)),
+    ("results", (RESULTS,)),
+    ("scans", (SCANS,)),
+    ("exports", (EXPORTS,)),
+    ("wheels", (WHEELS, "sha256")),
+    ("partial downloads", (WHEELS, "partial")),
+    ("wheel records", (WHEELS, "urls")),
+    ("wheel checks", (WHEELS, "verified")),
+    ("download locks", (WHEELS, "locks")),
+    ("builds", (WHEELS, "builds")),
+)  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
 _TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS, WHEELS)
 
 
@@ -310,8 +320,10 @@ def kind_folder(root: Path, parts: tuple[str, ...]) -> Path:
         path = path / part
         try:
             if stat.S_ISLNK(os.lstat(path).st_mode):
-                raise CacheLayoutError(f"{path} is a symbolic link; the cache commands never follow one (it would count or delete what it points at)",
-                                       hint="remove the link (the cache makes a real folder again), or pass --cache-dir DIR")
+                raise CacheLayoutError(
+                    f"{path} is a symbolic link; the cache commands never follow one (it would count or delete what it points at)",
+                    hint="remove the link (the cache makes a real folder again), or pass --cache-dir DIR",
+                )
         except FileNotFoundError:
             break
     return Path(root).joinpath(*parts)
@@ -503,5 +515,25 @@ def _drop_empty_dirs(root: Path, tops: tuple[str, ...] = _TOPS) -> None:
                 pass
 
 
-__all__ = ["CACHE_SCHEMA", "CacheLayoutError", "CachedPage", "HttpCache", "Usage", "atomic_write", "cache_url", "cache_usage", "code_identity", "check_layout", "clean", "default_cache_dir",
-           "exclusive_temp", "expire_partials", "is_temp_name", "kind_folder", "prune", "sweep_stale", "sweep_temp_files", "wheels_in_use"]
+__all__ = [
+    "CACHE_SCHEMA",
+    "CacheLayoutError",
+    "CachedPage",
+    "HttpCache",
+    "Usage",
+    "atomic_write",
+    "cache_url",
+    "cache_usage",
+    "code_identity",
+    "check_layout",
+    "clean",
+    "default_cache_dir",
+    "exclusive_temp",
+    "expire_partials",
+    "is_temp_name",
+    "kind_folder",
+    "prune",
+    "sweep_stale",
+    "sweep_temp_files",
+    "wheels_in_use",
+]

@@ -91,8 +91,12 @@ class ScanRecord:
         if not isinstance(data, Mapping) or data.get("schema") != SCAN_SCHEMA:
             return None
         try:
-            return cls(abi=WheelAbi.from_dict(data), bytes_read=int(data.get("bytes_read", 0)), reads=int(data.get("reads", 0)),
-                       file_size=int(data.get("file_size", 0)))
+            return cls(
+                abi=WheelAbi.from_dict(data),
+                bytes_read=int(data.get("bytes_read", 0)),
+                reads=int(data.get("reads", 0)),
+                file_size=int(data.get("file_size", 0)),
+            )
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -131,8 +135,15 @@ class RangeClassifier:
     """Classifies native wheels with range reads; see the module docstring. Thread-safe."""
 
     def __init__(
-        self, transport: Transport, cache: HttpCache | None, defs: Definitions, *, say: Callable[[str], None] | None = None,
-        record: Callable[[str, ScanRecord], None] | None = None, budget: Callable[[int], int] = budget, connections: int = 32,
+        self,
+        transport: Transport,
+        cache: HttpCache | None,
+        defs: Definitions,
+        *,
+        say: Callable[[str], None] | None = None,
+        record: Callable[[str, ScanRecord], None] | None = None,
+        budget: Callable[[int], int] = budget,
+        connections: int = 32,
         tails: TailMemo | None = None,
     ) -> None:
         self._transport = transport
@@ -164,7 +175,9 @@ class RangeClassifier:
                 return record
         started = time.perf_counter()
         record, final, _ = self._scan(file)
-        self._tally.add(wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=time.perf_counter() - started, not_scanned=0 if final else 1)
+        self._tally.add(
+            wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=time.perf_counter() - started, not_scanned=0 if final else 1
+        )
         if final:
             if self._cache is not None:
                 self._cache.put_scan(key, json.dumps(record.to_dict(), sort_keys=True).encode())
@@ -306,8 +319,12 @@ class ReplayClassifier:
     being extended (``live``)."""
 
     def __init__(
-        self, lookup: Callable[[str], Mapping[str, Any] | None], *, say: Callable[[str], None] | None = None,
-        live: WheelClassifier | None = None, record: Callable[[str, ScanRecord], None] | None = None,
+        self,
+        lookup: Callable[[str], Mapping[str, Any] | None],
+        *,
+        say: Callable[[str], None] | None = None,
+        live: WheelClassifier | None = None,
+        record: Callable[[str, ScanRecord], None] | None = None,
     ) -> None:
         self._lookup = lookup
         self._say = say
@@ -324,8 +341,11 @@ class ReplayClassifier:
             return record.abi
         if self._live is not None:
             return self._live(file)
-        why = ("its scan in the snapshot was recorded before imports were read: re-record it" if raw is not None
-               else "not in snapshot: its shared objects were not scanned when it was recorded")
+        why = (
+            "its scan in the snapshot was recorded before imports were read: re-record it"
+            if raw is not None
+            else "not in snapshot: its shared objects were not scanned when it was recorded"
+        )
         log.info("%s: %s", file.filename, why)
         if self._say is not None:
             self._say(f"{file.filename}: {why}")
@@ -338,6 +358,18 @@ def wheel_abi(scan: WheelScan, defs: Definitions) -> WheelAbi:
 
 
 __all__ = [
-    "BUDGET_CAP", "BUDGET_FLOOR", "BUDGET_SHARE", "MAX_PARALLEL", "SCAN_SCHEMA", "RangeClassifier", "ReplayClassifier", "ScanRecord", "ScanStats", "budget",
-    "not_scanned", "scan_key", "wheel_abi", "within_budget",
+    "BUDGET_CAP",
+    "BUDGET_FLOOR",
+    "BUDGET_SHARE",
+    "MAX_PARALLEL",
+    "SCAN_SCHEMA",
+    "RangeClassifier",
+    "ReplayClassifier",
+    "ScanRecord",
+    "ScanStats",
+    "budget",
+    "not_scanned",
+    "scan_key",
+    "wheel_abi",
+    "within_budget",
 ]

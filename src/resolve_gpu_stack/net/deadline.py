@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 REQUEST_DEADLINE_FACTOR = 4  # the deadline is this many times --timeout (30 s: 120 s)
 MIN_TRANSFER_RATE = 16 * 1024  # bytes per second: each such many bytes received earn a second more
 
+
 class _Local(threading.local):
     deadline: Deadline | None = None
 

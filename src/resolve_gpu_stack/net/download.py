@@ -15,6 +15,7 @@ and every member passes its CRC check), of the listed size or, unlisted, at most
 so (one written by an older version) is checked the same way before it is reused; one that fails
 is dropped with its ``urls/`` record and downloaded again.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -183,8 +184,17 @@ def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCac
     return True
 
 
-def _download(url: str, name: str, *, size: int | None, cap: int | None, cache: WheelCache, fetcher: Downloader, progress: DownloadProgress | None,
-              streamed: _Streamed | None = None) -> bool:
+def _download(
+    url: str,
+    name: str,
+    *,
+    size: int | None,
+    cap: int | None,
+    cache: WheelCache,
+    fetcher: Downloader,
+    progress: DownloadProgress | None,
+    streamed: _Streamed | None = None,
+) -> bool:
     """Fill ``partial/`` with the whole file; True when some of it came from a resumed range.
     ``streamed`` hashes the bytes as they are written (see ``_Streamed``)."""
     part = cache.partial_path(url)
@@ -234,8 +244,17 @@ def _download(url: str, name: str, *, size: int | None, cap: int | None, cache: 
     return resumed
 
 
-def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None, cap: int | None, name: str, progress: DownloadProgress | None,
-                streamed: _Streamed | None = None) -> int:
+def _write_body(
+    answer: StreamedFile,
+    part: Path,
+    url: str,
+    *,
+    size: int | None,
+    cap: int | None,
+    name: str,
+    progress: DownloadProgress | None,
+    streamed: _Streamed | None = None,
+) -> int:
     """Write the answer's body into ``part`` from its offset; returns the file's size after.
 
     More than ``size`` (listed) or ``cap`` (unlisted) bytes is an ``IntegrityError``; ``part`` is deleted.
@@ -244,7 +263,9 @@ def _write_body(answer: StreamedFile, part: Path, url: str, *, size: int | None,
     if size is not None and answer.total is not None and answer.total != size:
         raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, the index says {size}")
     if cap is not None and answer.total is not None and answer.total > cap:
-        raise IntegrityError(redact_url(url), f"the server says the file is {answer.total} bytes, over the {cap}-byte cap for a file no index lists a size or hash for")
+        raise IntegrityError(
+            redact_url(url), f"the server says the file is {answer.total} bytes, over the {cap}-byte cap for a file no index lists a size or hash for"
+        )
     with _open_partial(part, create=answer.offset == 0) as fh:
         fh.seek(answer.offset)
         fh.truncate()
@@ -276,8 +297,9 @@ def _open_partial(part: Path, *, create: bool):
     return os.fdopen(os.open(part, flags, 0o600), "r+b")
 
 
-def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | None, cache: WheelCache, resumed: bool,
-                      streamed: tuple[str, int] | None = None) -> FetchedWheel:
+def _verify_and_store(
+    url: str, name: str, *, expected: str | None, size: int | None, cache: WheelCache, resumed: bool, streamed: tuple[str, int] | None = None
+) -> FetchedWheel:
     part = cache.partial_path(url)
     actual, n = streamed if streamed is not None and not resumed else file_sha256(part)
     shown = redact_url(url)
@@ -296,8 +318,11 @@ def _verify_and_store(url: str, name: str, *, expected: str | None, size: int | 
             check_learned(part, name, shown)
         except IntegrityError as exc:
             cache.drop_partial(url)
-            raise IntegrityError(shown, f"{exc.cause}; deleted the download, no sha256 was recorded",
-                                 hint="the server (or a proxy in front of it) sent something else than the wheel; run again once it serves the wheel") from None
+            raise IntegrityError(
+                shown,
+                f"{exc.cause}; deleted the download, no sha256 was recorded",
+                hint="the server (or a proxy in front of it) sent something else than the wheel; run again once it serves the wheel",
+            ) from None
     final = cache.path_for(actual, name)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(part, final)
@@ -336,8 +361,11 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
         raise
     if actual != expected or (size is not None and n != size):
         unlink(tmp)
-        raise IntegrityError(str(path), f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
-                             hint="the local file is not the one the lock was made with; nothing was installed")
+        raise IntegrityError(
+            str(path),
+            f"sha256 {actual} ({n} bytes) does not match the lock's {expected}" + (f" ({size} bytes)" if size is not None else ""),
+            hint="the local file is not the one the lock was made with; nothing was installed",
+        )
     os.replace(tmp, final)
     cache.mark_verified(final, actual)
     return FetchedWheel(path=final, sha256=actual, size=n)
@@ -370,7 +398,9 @@ def fetch_packages(
     """Fetch and verify the wheels of these packages (a few at a time), by package name."""
 
     def one(pkg: LockedPackage) -> FetchedWheel:
-        return fetch_verified(pkg.url or "", sha256=pkg.sha256, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline)
+        return fetch_verified(
+            pkg.url or "", sha256=pkg.sha256, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline
+        )
 
     if len(packages) <= 1 or workers <= 1:
         return {pkg.name: one(pkg) for pkg in packages}

@@ -59,8 +59,15 @@ class WheelExports:
     """``ExportsSource`` over HTTP: a torch wheel's exports by range reads, cached. Thread-safe;
     each wheel is read at most once per process."""
 
-    def __init__(self, transport: Transport, cache: HttpCache | None, *, record: Callable[[str, frozenset[str]], None] | None = None,
-                 say: Callable[[str], None] | None = None, budget: int = EXPORTS_BUDGET) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        cache: HttpCache | None,
+        *,
+        record: Callable[[str, frozenset[str]], None] | None = None,
+        say: Callable[[str], None] | None = None,
+        budget: int = EXPORTS_BUDGET,
+    ) -> None:
         self._transport = transport
         self._cache = cache
         self._record = record
@@ -118,7 +125,7 @@ class WheelExports:
         entries = zipmeta.parse_central_directory(directory, eocd)
         from ..index import elf
 
-        libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR):]])]
+        libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR) :]])]
         if not libraries:
             raise zipmeta.ZipError("no torch/lib/libtorch*.so or libc10*.so in the wheel")
         symbols: set[str] = set()
@@ -166,8 +173,13 @@ class ReplayExports:
     """A snapshot's recorded exports (``lookup(key)``: the stored bytes or None); offline, or live
     for what it lacks while it is extended."""
 
-    def __init__(self, lookup: Callable[[str], bytes | None], *, live: Callable[[Any, IndexFile | None], TorchExports] | None = None,
-                 record: Callable[[str, frozenset[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        lookup: Callable[[str], bytes | None],
+        *,
+        live: Callable[[Any, IndexFile | None], TorchExports] | None = None,
+        record: Callable[[str, frozenset[str]], None] | None = None,
+    ) -> None:
         self._lookup = lookup
         self._live = live
         self._record = record

@@ -96,7 +96,13 @@ class MetadataReader:
     """Reads the METADATA of one wheel at a time (safe from several threads at once)."""
 
     def __init__(
-        self, transport: Transport, cache: HttpCache | None, *, max_bytes: int, say: Callable[[str], None], tails: TailMemo | None = None,
+        self,
+        transport: Transport,
+        cache: HttpCache | None,
+        *,
+        max_bytes: int,
+        say: Callable[[str], None],
+        tails: TailMemo | None = None,
     ) -> None:
         self._transport = transport
         self._cache = cache

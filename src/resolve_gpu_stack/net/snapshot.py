@@ -157,7 +157,11 @@ class SnapshotFetcher:
         key = snapshot_key(url, self.bases, index=index)
         entry = self.manifest.data[table].get(key)
         if entry is None:
-            raise SnapshotMiss(url, f"not in snapshot {self.root} (key {key})", hint="add --live-fallback to fetch what the snapshot lacks, record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online")
+            raise SnapshotMiss(
+                url,
+                f"not in snapshot {self.root} (key {key})",
+                hint="add --live-fallback to fetch what the snapshot lacks, record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online",
+            )
         return entry
 
     def _read(self, rel: str, url: str) -> bytes:
@@ -198,14 +202,17 @@ class SnapshotFetcher:
         entry = self.manifest.data["scans"].get(key)
         return entry if isinstance(entry, dict) else None
 
-    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: WheelClassifier | None = None) -> ReplayClassifier:
+    def classifier(
+        self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: WheelClassifier | None = None
+    ) -> ReplayClassifier:
         """The recorded scans (``live`` scans what the snapshot lacks, when it is extended)."""
         from .classify import ReplayClassifier
 
         return ReplayClassifier(self.scan_entry, live=live, record=record)
 
-    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None,
-                       live: ExportsSource | None = None) -> ReplayExports:
+    def exports_reader(
+        self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None, live: ExportsSource | None = None
+    ) -> ReplayExports:
         """The recorded exports of torch wheels (``live`` reads what the snapshot lacks)."""
         from .exports import ReplayExports, recorded_exports
 
@@ -221,7 +228,13 @@ class RecordingFetcher:
     concurrent_calls: bool = False
 
     def __init__(
-        self, inner: Fetcher, root: Path, bases: Mapping[str, str], *, relative_files: Sequence[str] = ("pypi",), exclude_newer: str | None = None,
+        self,
+        inner: Fetcher,
+        root: Path,
+        bases: Mapping[str, str],
+        *,
+        relative_files: Sequence[str] = ("pypi",),
+        exclude_newer: str | None = None,
         cut: FileCut | None = None,
     ) -> None:
         self.inner = inner
@@ -344,6 +357,7 @@ def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes
             if isinstance(f, dict) and isinstance(f.get("url"), str):
                 f["url"] = rel(f["url"])
         return json.dumps(data, indent=None, separators=(",", ":")).encode()
+
     def sub(m: re.Match[bytes]) -> bytes:
         return b'href="' + rel(m.group(1).decode()).encode() + b'"'
 

@@ -54,16 +54,12 @@ def check_url_allowed(url: str, allow_insecure_hosts: Iterable[str] = ()) -> Non
     allowed = {h.lower() for h in allow_insecure_hosts}
     if host in allowed or (parts.port and f"{host}:{parts.port}" in allowed):
         return
-    raise CrawlError(
-        redact_url(url), "plain http is refused (no TLS)", hint=f"use https, or pass --allow-insecure-host {host}"
-    )
+    raise CrawlError(redact_url(url), "plain http is refused (no TLS)", hint=f"use https, or pass --allow-insecure-host {host}")
 
 
 # Cloud instance-metadata endpoints (AWS, GCP, Azure, ...): credentials live there.
 METADATA_HOSTS = frozenset({"metadata.google.internal", "169.254.169.254", "fd00:ec2::254"})
-PRIVATE_NETWORKS = tuple(
-    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
-)
+PRIVATE_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"))
 LINK_LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in ("169.254.0.0/16", "fe80::/10"))
 
 

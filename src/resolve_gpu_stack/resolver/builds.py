@@ -31,8 +31,13 @@ class Builds:
     notes: tuple[str, ...] = ()
 
 
-def plan_builds(cands: Sequence[Cand], found: Mapping[Pkg, Found], build: Collection[NormalizedName],
-                sdist_of: Callable[[NormalizedName, Version], IndexFile | None], torch: Version | None) -> Builds:
+def plan_builds(
+    cands: Sequence[Cand],
+    found: Mapping[Pkg, Found],
+    build: Collection[NormalizedName],
+    sdist_of: Callable[[NormalizedName, Version], IndexFile | None],
+    torch: Version | None,
+) -> Builds:
     """The packages of ``build`` the plan builds (see the module docstring); ``sdist_of`` gives the
     sdist of a release on its index (None: none)."""
     if not build:
@@ -47,8 +52,11 @@ def plan_builds(cands: Sequence[Cand], found: Mapping[Pkg, Found], build: Collec
             notes.append(sdist)
             continue
         sdists[key] = sdist
-        out[key] = Found(coupling=Coupling.TORCH_ABI, evidence=f"built from its sdist {sdist.filename} against the kept torch (--build)",
-                         built_for=torch.public if torch is not None else None)
+        out[key] = Found(
+            coupling=Coupling.TORCH_ABI,
+            evidence=f"built from its sdist {sdist.filename} against the kept torch (--build)",
+            built_for=torch.public if torch is not None else None,
+        )
     notes += [f"--build {name}: {name} is not in the plan" for name in sorted(set(build) - {c.name for c in cands})]
     return Builds(found=out, sdists=sdists, notes=tuple(notes))
 
@@ -65,6 +73,7 @@ def _build_from(cand: Cand, found: Found | None, sdist_of: Callable[[NormalizedN
 
 
 # -- the ways to a build for the kept torch (the refusal's hint) -----------------------------------
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WayFacts:
@@ -83,8 +92,10 @@ def ways_for(name: str, facts: WayFacts) -> list[str]:
     dropping what was asked for when the user asked for it."""
     ways: list[str] = []
     if facts.family_build is not None:
-        ways.append(f"the PyTorch index has {name} {facts.family_build} built for this torch: let the torch-family override pick it "
-                    f"(drop a --with pin or --no-auto-torch-override that excludes it)")
+        ways.append(
+            f"the PyTorch index has {name} {facts.family_build} built for this torch: let the torch-family override pick it "
+            f"(drop a --with pin or --no-auto-torch-override that excludes it)"
+        )
     if facts.sdist is not None:
         ways.append(f"build it from its sdist ({facts.sdist}) against this torch: --build {name}")
     ways.append(f"serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own: --package-index {name}=URL")
@@ -92,8 +103,15 @@ def ways_for(name: str, facts: WayFacts) -> list[str]:
     return ways
 
 
-def way_facts(name: NormalizedName, *, family: Collection[NormalizedName], family_candidates: Callable[[NormalizedName], Sequence[Cand]],
-              files: Callable[[NormalizedName], Sequence[IndexFile]], requested: Collection[NormalizedName], version: Version | None = None) -> WayFacts:
+def way_facts(
+    name: NormalizedName,
+    *,
+    family: Collection[NormalizedName],
+    family_candidates: Callable[[NormalizedName], Sequence[Cand]],
+    files: Callable[[NormalizedName], Sequence[IndexFile]],
+    requested: Collection[NormalizedName],
+    version: Version | None = None,
+) -> WayFacts:
     """``WayFacts`` for ``name`` (planned at ``version``) from what the candidate factory knows:
     ``family_candidates`` (the builds the judge accepted for the kept torch), ``files`` (everything
     its index offers; ``--build`` builds the planned version's sdist, so only that one counts)."""
@@ -101,6 +119,12 @@ def way_facts(name: NormalizedName, *, family: Collection[NormalizedName], famil
     if name in family:
         accepted = [c for c in family_candidates(name) if c.file is not None]
         family_build = accepted[0].version if accepted else None
-    sdist = next((f.filename for f in sorted(files(name), key=lambda f: f.version, reverse=True)
-                  if not f.is_wheel and (version is None or f.version.public == version.public)), None)
+    sdist = next(
+        (
+            f.filename
+            for f in sorted(files(name), key=lambda f: f.version, reverse=True)
+            if not f.is_wheel and (version is None or f.version.public == version.public)
+        ),
+        None,
+    )
     return WayFacts(family_build=family_build, sdist=sdist, requested=name in requested)

@@ -39,8 +39,17 @@ class CandidateRow:
     abi: str | None = None  # a compiled wheel's ABI verdict in words (kind, and why it cannot run or what to know)
 
 
-def list_candidates(finder: Finder, defs: Definitions, target: Target, package: str, *, torch_channel: str = "nightly", cuda: CudaLabel | None = None, flashinfer_channel: str = "stable",
-                    verdict: Callable[[IndexFile], AbiVerdict | None] | None = None) -> tuple[list[CandidateRow], list[PageVisit]]:
+def list_candidates(
+    finder: Finder,
+    defs: Definitions,
+    target: Target,
+    package: str,
+    *,
+    torch_channel: str = "nightly",
+    cuda: CudaLabel | None = None,
+    flashinfer_channel: str = "stable",
+    verdict: Callable[[IndexFile], AbiVerdict | None] | None = None,
+) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
     coupling against ``cuda`` or the installed torch's label, yanked); a fitting compiled wheel the
@@ -56,7 +65,11 @@ def list_candidates(finder: Finder, defs: Definitions, target: Target, package: 
     rows = []
     for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
         why = judge(name, offer.file)
-        scanned = verdict(offer.file) if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None else None
+        scanned = (
+            verdict(offer.file)
+            if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None
+            else None
+        )
         rows.append(_row(offer.file, why, scanned))
     return rows, visits
 

@@ -31,8 +31,16 @@ class Dependencies:
     """``gpu_table``: the definitions' (``Definitions.gpu_table``), asked only with ``gpus`` and a
     jit-cache shim."""
 
-    def __init__(self, finder: Finder, target: Target, flashinfer: FlashInferRules, policy: Policy, overrides: Overrides | None = None,
-                 gpus: tuple[GpuArch, ...] = (), gpu_table: Callable[[], GpuTable] | None = None) -> None:
+    def __init__(
+        self,
+        finder: Finder,
+        target: Target,
+        flashinfer: FlashInferRules,
+        policy: Policy,
+        overrides: Overrides | None = None,
+        gpus: tuple[GpuArch, ...] = (),
+        gpu_table: Callable[[], GpuTable] | None = None,
+    ) -> None:
         self.finder = finder
         self.target = target
         self.flashinfer = flashinfer

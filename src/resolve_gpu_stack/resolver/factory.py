@@ -56,8 +56,11 @@ class Judge:
         """Whether ``other`` gives every file the same verdict: the same rules, torch, CUDA, tags
         and Python (what is installed on the target plays no part in a verdict)."""
         return (
-            self.defs is other.defs and self.torch == other.torch and self.cuda == other.cuda
-            and self.target.tags is other.target.tags and self.target.python_full_version == other.target.python_full_version
+            self.defs is other.defs
+            and self.torch == other.torch
+            and self.cuda == other.cuda
+            and self.target.tags is other.target.tags
+            and self.target.python_full_version == other.target.python_full_version
         )
 
     def __call__(self, name: str, file: IndexFile) -> Rejection | None:
@@ -67,9 +70,12 @@ class Judge:
         coupling, reason = self.defs.coupling(name, file.version)
         fi = self.defs.flashinfer
         labelled = name == fi.jit_cache or fi.is_provider(name)  # FlashInfer's CUDA builds carry +cuNNN
-        return (torch_abi_mismatch(coupling, reason, file.version, self.torch) or family_date_mismatch(self.defs.family_built_for.get(canonicalize_name(name)), file.version, self.torch)
-                or per_torch_mismatch(self.defs.per_torch, file.version, self.torch, self.cuda)
-                or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled))
+        return (
+            torch_abi_mismatch(coupling, reason, file.version, self.torch)
+            or family_date_mismatch(self.defs.family_built_for.get(canonicalize_name(name)), file.version, self.torch)
+            or per_torch_mismatch(self.defs.per_torch, file.version, self.torch, self.cuda)
+            or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled)
+        )
 
 
 class CandidateFactory:
@@ -83,8 +89,16 @@ class CandidateFactory:
 
     NEWEST_FIRST = frozenset({TORCH})  # "keep installed" does not apply: the torch selection decided
 
-    def __init__(self, finder: Finder, judge: Judge, ctx: RouteContext, *, torch_allowed: tuple[Version, ...] | None = None, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None,
-                 build: frozenset[NormalizedName] = frozenset()) -> None:
+    def __init__(
+        self,
+        finder: Finder,
+        judge: Judge,
+        ctx: RouteContext,
+        *,
+        torch_allowed: tuple[Version, ...] | None = None,
+        installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None,
+        build: frozenset[NormalizedName] = frozenset(),
+    ) -> None:
         self.finder = finder
         self.judge = judge
         self.ctx = ctx
@@ -253,7 +267,7 @@ class _Narrowed:
 
     def extend(self, reqs: list[Req], contains: Containment) -> _Narrowed:
         """The same with ``reqs`` (whose first ``len(self.reqs)`` are ``self.reqs``)."""
-        new = reqs[len(self.reqs):]
+        new = reqs[len(self.reqs) :]
         cands = [c for c in self.cands if all(r.is_satisfied_by(c, contains) for r in new)] if new else self.cands
         return _Narrowed(reqs, cands, self.prereleases or any(r.specifier.prereleases for r in new))
 

@@ -83,7 +83,9 @@ class FlashInferSelection:
         return None if version is None else self.versions.get(version)
 
 
-def select_flashinfer(request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], offer: FlashInferOffer, *, where: str, floors: Sequence[Floor] = ()) -> FlashInferSelection:
+def select_flashinfer(
+    request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], offer: FlashInferOffer, *, where: str, floors: Sequence[Floor] = ()
+) -> FlashInferSelection:
     """The flashinfer-python versions for which every one of ``components`` has a wheel, at or
     above every one of ``floors``.
 
@@ -110,8 +112,9 @@ def _labels_at_or_above(defs: Definitions, cuda: CudaLabel, min_cuda: CudaLabel 
     return [lab for lab in defs.flashinfer_labels(str(cuda)) if min_cuda is None or (CudaLabel.parse(lab) or cuda) >= min_cuda]
 
 
-def _complete_versions(versions: Sequence[Version], defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str],
-                       offer: FlashInferOffer) -> tuple[dict[Version, str | None], list[tuple[Version, str]]]:
+def _complete_versions(
+    versions: Sequence[Version], defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer
+) -> tuple[dict[Version, str | None], list[tuple[Version, str]]]:
     """({version: jit-cache label} of the versions with every component, [(version, why not)])."""
     allowed: dict[Version, str | None] = {}
     skipped: list[tuple[Version, str]] = []
@@ -124,13 +127,23 @@ def _complete_versions(versions: Sequence[Version], defs: Definitions, cuda: Cud
     return allowed, skipped
 
 
-def _no_complete_version(request: ResolveRequest, defs: Definitions, cuda: CudaLabel, components: Sequence[str], floors: Sequence[Floor],
-                         min_cuda: CudaLabel | None, skipped: Sequence[tuple[Version, str]], where: str) -> NoPlanError:
+def _no_complete_version(
+    request: ResolveRequest,
+    defs: Definitions,
+    cuda: CudaLabel,
+    components: Sequence[str],
+    floors: Sequence[Floor],
+    min_cuda: CudaLabel | None,
+    skipped: Sequence[tuple[Version, str]],
+    where: str,
+) -> NoPlanError:
     exact = request.flashinfer.version
     why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
     if min_cuda is not None and defs.flashinfer.jit_cache in components:
         why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
-    return NoPlanError(f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request, defs, skipped))
+    return NoPlanError(
+        f"no FlashInfer version has every requested component ({', '.join(components)}) for {cuda}", reasons=why, hint=_hint(request, defs, skipped)
+    )
 
 
 def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
@@ -143,7 +156,8 @@ def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
         raise NoPlanError(
             f"{top.what} needs FlashInfer built for {top.cuda} or newer, but torch runs {cuda}",
             reasons=[f"{top}: {top.source}", f"the CUDA label {cuda} has no FlashInfer build whose kernels run on {top.what.split()[-1]}"],
-            hint=f"use a torch built for {top.cuda} or newer (--cuda {top.cuda} --change-cuda)")
+            hint=f"use a torch built for {top.cuda} or newer (--cuda {top.cuda} --change-cuda)",
+        )
     return top.cuda
 
 
@@ -156,8 +170,11 @@ def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Seque
         hint = f"drop --flashinfer {request.flashinfer} or pin {top.version} or newer"
     else:
         blocker = f"the newest FlashInfer with a wheel for {where} is {max(wanted)}"
-        hint = "drop the --require-api / --gpu that raises the floor" if request.flashinfer.text == "nightly" else \
-            "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
+        hint = (
+            "drop the --require-api / --gpu that raises the floor"
+            if request.flashinfer.text == "nightly"
+            else "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
+        )
     return NoPlanError(f"{top} (floor {top.version}); {blocker}", reasons=[f"{f}: {f.source}" for f in floors if f.version > min(wanted)][:6], hint=hint)
 
 
@@ -166,7 +183,9 @@ def _floor_notes(floors: Sequence[Floor], wanted: Sequence[Version]) -> tuple[st
     return tuple(f"{f}: older FlashInfer versions left out ({f.source})" for f in floors if any(v < f.version for v in wanted))
 
 
-def _components_at(v: Version, defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer) -> tuple[str | None, list[str]]:
+def _components_at(
+    v: Version, defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer
+) -> tuple[str | None, list[str]]:
     """The jit-cache label to use at flashinfer-python ``v`` (None: no jit-cache asked for), and
     what is missing for that version."""
     fi = defs.flashinfer

@@ -46,7 +46,9 @@ def packages(mapping: Mapping[Key, Cand]) -> list[Cand]:
     return [c for k, c in sorted(mapping.items(), key=lambda kv: str(kv[0])) if not k.extras]
 
 
-def couplings(cands: Sequence[Cand], deps: Dependencies, defs: Definitions, torch: AbiTorch | None, classifier: WheelClassifier, policy: AbiPolicy) -> dict[Pkg, Found]:
+def couplings(
+    cands: Sequence[Cand], deps: Dependencies, defs: Definitions, torch: AbiTorch | None, classifier: WheelClassifier, policy: AbiPolicy
+) -> dict[Pkg, Found]:
     """Every package's coupling and verdict; the classifier is asked only about native wheels the
     data and the METADATA leave open."""
     reqs = {(c.name, c.version): deps.requirements(c, frozenset()) for c in cands}
@@ -69,8 +71,9 @@ def scan_early(ahead: ScanAhead, deps: Dependencies, defs: Definitions) -> Calla
     return offer
 
 
-def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None,
-                      ways: Mapping[NormalizedName, WayFacts] | None = None) -> None:
+def refuse_mismatches(
+    found: Mapping[Pkg, Found], parents: Mapping[str, Sequence[str]], torch: Version | None, ways: Mapping[NormalizedName, WayFacts] | None = None
+) -> None:
     """``NoPlanError`` naming every package that cannot be shown to run with the plan's torch:
     built for another torch, another CUDA major, a stable-ABI floor above it, or a scan that did
     not finish; why, and per package the ways out, best first (``builds.ways_for``: the torch
@@ -79,8 +82,11 @@ def refuse_mismatches(found: Mapping[Pkg, Found], parents: Mapping[str, Sequence
     if not bad:
         return
     unknown = sum(1 for _, f in bad if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN)
-    raise NoPlanError(_mismatch_headline(", ".join(n for (n, _), _ in bad), unknown, len(bad), torch), reasons=_mismatch_reasons(bad, parents),
-                      hint=_ways_out([n for (n, _), _ in bad], ways or {}))
+    raise NoPlanError(
+        _mismatch_headline(", ".join(n for (n, _), _ in bad), unknown, len(bad), torch),
+        reasons=_mismatch_reasons(bad, parents),
+        hint=_ways_out([n for (n, _), _ in bad], ways or {}),
+    )
 
 
 def _mismatch_reasons(bad: Sequence[tuple[Pkg, Found]], parents: Mapping[str, Sequence[str]]) -> list[str]:
@@ -103,8 +109,9 @@ def _mismatch_headline(names: str, unknown: int, total: int, torch: Version | No
     return f"{names}: compiled code that cannot be shown to run with torch {torch} (built for another torch or CUDA, or not scanned)"
 
 
-def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest,
-                       built_for: Mapping[NormalizedName, str] | None = None) -> tuple[tuple[Override, ...], tuple[str, ...]]:
+def overrides_in_words(
+    replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str] | None = None
+) -> tuple[tuple[Override, ...], tuple[str, ...]]:
     """The plan's overrides, and the --without notes, from what was replaced in the plan's packages
     (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch)."""
     chosen = {c.name: c for c in cands}
@@ -122,12 +129,16 @@ def overrides_in_words(replaced: Overrides, cands: Sequence[Cand], request: Reso
     return tuple(dict.fromkeys(out)), notes
 
 
-def _override(package: str, r: Replaced, chosen: Mapping[NormalizedName, Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str]) -> Override | None:
+def _override(
+    package: str, r: Replaced, chosen: Mapping[NormalizedName, Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str]
+) -> Override | None:
     """A requirement of ``package`` the plan replaced, in the plan's words: by what, and why."""
     if r.kind == TORCH_PIN:
         torch = chosen.get(TORCH)
         if torch is None:
-            return Override(package=package, requirement=r.requirement, replaced_by="torch (none)", reason=f"the selected torch (--torch {request.torch}) is kept")
+            return Override(
+                package=package, requirement=r.requirement, replaced_by="torch (none)", reason=f"the selected torch (--torch {request.torch}) is kept"
+            )
         why = "the installed torch is kept" if torch.installed else f"the selected torch (--torch {request.torch}) is kept"
         return Override(package=package, requirement=r.requirement, replaced_by=f"torch=={torch.version}", reason=why)
     if r.kind == FAMILY:

@@ -112,9 +112,16 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
     coupling, why = found.coupling, found.evidence
     sdist = ctx.facts.builds.get((cand.name, cand.version)) if ctx.facts is not None else None
     if sdist is not None:  # --build: no wheel yet; the build (env/build.py) fills the file fields in
-        return replace(_row(key, replace(cand, file=None), parents, dependencies, replace(ctx, facts=None)), action=Action.BUILD, index=sdist.index,
-                       coupling=coupling, reason=reason(cand, parents, why, ctx), built_for=found.built_for, simple_index=None,
-                       sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size))
+        return replace(
+            _row(key, replace(cand, file=None), parents, dependencies, replace(ctx, facts=None)),
+            action=Action.BUILD,
+            index=sdist.index,
+            coupling=coupling,
+            reason=reason(cand, parents, why, ctx),
+            built_for=found.built_for,
+            simple_index=None,
+            sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size),
+        )
     mismatch = f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""
     return LockedPackage(
         name=cand.name,
@@ -145,14 +152,25 @@ def _file_fields(f: IndexFile | None) -> dict[str, Any]:
     """A row's fields from the file to install (none: what is installed is kept)."""
     if f is None:
         return {"index": "installed", "url": None, "filename": None, "sha256": None, "size": None, "upload_time": None, "requires_python": None}
-    return {"index": f.index, "url": f.url, "filename": f.filename, "sha256": f.sha256, "size": f.size, "upload_time": f.upload_time, "requires_python": f.requires_python}
+    return {
+        "index": f.index,
+        "url": f.url,
+        "filename": f.filename,
+        "sha256": f.sha256,
+        "size": f.size,
+        "upload_time": f.upload_time,
+        "requires_python": f.requires_python,
+    }
 
 
 def _framework_notes(packages: Sequence[LockedPackage], ctx: PlanContext) -> list[str]:
     out = list(ctx.facts.notes) if ctx.facts is not None else []
     out += [f"{p.name} {p.version}: {p.abi.note}" for p in packages if p.abi is not None and p.abi.note and not p.abi_mismatch]
-    out += [f"{p.name} {p.version} cannot be shown to run with the plan's torch and is planned anyway (--abi-mismatch warn): expect an import error or a crash"
-            for p in packages if p.abi_mismatch]
+    out += [
+        f"{p.name} {p.version} cannot be shown to run with the plan's torch and is planned anyway (--abi-mismatch warn): expect an import error or a crash"
+        for p in packages
+        if p.abi_mismatch
+    ]
     return out
 
 

@@ -87,12 +87,24 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
     def identify(self, requirement_or_candidate: Req | Cand) -> Key:
         return requirement_or_candidate.key
 
-    def narrow_requirement_selection(self, identifiers: Iterable[Key], resolutions: Mapping[Key, Cand], candidates: Mapping[Key, Iterator[Cand]],
-                                     information: Mapping[Key, Iterator[Information]], backtrack_causes: Sequence[Information]) -> Iterable[Key]:
+    def narrow_requirement_selection(
+        self,
+        identifiers: Iterable[Key],
+        resolutions: Mapping[Key, Cand],
+        candidates: Mapping[Key, Iterator[Cand]],
+        information: Mapping[Key, Iterator[Information]],
+        backtrack_causes: Sequence[Information],
+    ) -> Iterable[Key]:
         return backtrack_focus(identifiers, backtrack_causes)
 
-    def get_preference(self, identifier: Key, resolutions: Mapping[Key, Cand], candidates: Mapping[Key, Iterator[Cand]],
-                       information: Mapping[Key, Iterable[Information]], backtrack_causes: Sequence[Information]) -> Preference:
+    def get_preference(
+        self,
+        identifier: Key,
+        resolutions: Mapping[Key, Cand],
+        candidates: Mapping[Key, Iterator[Cand]],
+        information: Mapping[Key, Iterable[Information]],
+        backtrack_causes: Sequence[Information],
+    ) -> Preference:
         infos = list(information[identifier])
         key = (identifier, tuple(id(info.requirement) for info in infos))
         known = self._preferences.get(key)

@@ -45,8 +45,9 @@ if TYPE_CHECKING:
     from .reuse import ResultStore
 
 
-def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource,
-            store: ResultStore | None) -> LockPlan:
+def resolve(
+    request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource, store: ResultStore | None
+) -> LockPlan:
     """The plan for ``request``. With a ``store`` (``HttpFetcher``'s cache), a plan computed
     earlier from the same inputs is returned when every page and METADATA file it came from is
     unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects import;
@@ -87,7 +88,13 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
-    notes = [*torch.notes, *pin_notes, *(flashinfer.notes if flashinfer else ()), *floor_notes, *_provider_notes(result, request, defs, w.dependencies, factory)]
+    notes = [
+        *torch.notes,
+        *pin_notes,
+        *(flashinfer.notes if flashinfer else ()),
+        *floor_notes,
+        *_provider_notes(result, request, defs, w.dependencies, factory),
+    ]
     plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts, offers=factory.offers)
     return _checked(build_plan(result, plan_ctx, notes), defs, None if request.allow_downgrade else torch.installed)
 
@@ -98,7 +105,9 @@ def _run_resolvelib(provider: StackProvider, requirements: list[Req], factory: C
     except ResolutionImpossible as exc:
         raise _explain_impossible(exc, factory) from None
     except ResolutionTooDeep as exc:
-        raise NoPlanError(f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION") from None
+        raise NoPlanError(
+            f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION"
+        ) from None
 
 
 def _checked(plan: LockPlan, defs: Definitions, torch_floor: Version | None) -> LockPlan:
@@ -134,16 +143,28 @@ def _override_rules(request: ResolveRequest, defs: Definitions, torch: TorchSele
 
 
 def _framework_facts(
-    request: ResolveRequest, defs: Definitions, mapping: Mapping[Key, Cand], deps: Dependencies, overrides: Overrides, factory: CandidateFactory,
-    policy: Policy, roots: Sequence[Req], classifier: WheelClassifier, abi_torch: AbiTorch | None,
+    request: ResolveRequest,
+    defs: Definitions,
+    mapping: Mapping[Key, Cand],
+    deps: Dependencies,
+    overrides: Overrides,
+    factory: CandidateFactory,
+    policy: Policy,
+    roots: Sequence[Req],
+    classifier: WheelClassifier,
+    abi_torch: AbiTorch | None,
 ) -> framework.FrameworkFacts:
     cands = framework.packages(mapping)
     torch = next((c for c in cands if c.name == TORCH), None)
     found = framework.couplings(cands, deps, defs, abi_torch, classifier, abi_policy(defs))
     built = builds.plan_builds(cands, found, request.build_names, factory.sdist, torch.version if torch else None)
     words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
-    notes = (*without_notes, *framework.dropped_extra_notes(deps, cands, torch), *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
-             *built.notes)
+    notes = (
+        *without_notes,
+        *framework.dropped_extra_notes(deps, cands, torch),
+        *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
+        *built.notes,
+    )
     return framework.FrameworkFacts(found=built.found, overrides=words, notes=notes, builds=built.sdists, ways=_ways(built.found, request, defs, factory))
 
 
@@ -151,9 +172,18 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
     """For each package built for another torch: what the indexes offer towards a build for the
     kept torch (``builds.ways_for`` words it for the refusal)."""
     requested = {text.name for text in request.with_}
-    return {name: builds.way_facts(name, family=defs.pytorch_family, family_candidates=factory.candidates,
-                                   files=lambda n: [o.file for o in factory.offers(n)], requested=requested, version=version)
-            for (name, version), f in found.items() if f.mismatch is not None}
+    return {
+        name: builds.way_facts(
+            name,
+            family=defs.pytorch_family,
+            family_candidates=factory.candidates,
+            files=lambda n: [o.file for o in factory.offers(n)],
+            requested=requested,
+            version=version,
+        )
+        for (name, version), f in found.items()
+        if f.mismatch is not None
+    }
 
 
 def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource) -> AbiTorch | None:
@@ -162,7 +192,9 @@ def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: Expo
     if cand is None:
         return None
     label = CudaLabel.of_torch(cand.version) or torch.cuda
-    return AbiTorch(version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, cand.file)))
+    return AbiTorch(
+        version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, cand.file))
+    )
 
 
 def _parent_names(result: Any) -> dict[str, list[str]]:
@@ -191,8 +223,19 @@ class _Wiring(NamedTuple):
     requirements: list[Req]
 
 
-def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: TorchSelection, ctx: RouteContext,
-          components: tuple[str, ...], floors: Sequence[Floor], ahead: ScanAhead | None = None, *, fit: TargetFit, previous: CandidateFactory | None = None) -> _Wiring:
+def _wire(
+    request: ResolveRequest,
+    defs: Definitions,
+    finder: Finder,
+    torch: TorchSelection,
+    ctx: RouteContext,
+    components: tuple[str, ...],
+    floors: Sequence[Floor],
+    ahead: ScanAhead | None = None,
+    *,
+    fit: TargetFit,
+    previous: CandidateFactory | None = None,
+) -> _Wiring:
     """The candidate factory, the FlashInfer selection, the overrides and the provider for
     ``request``, with the closure of its root requirements prefetched (and, with ``ahead``, the
     scans of the native wheels it meets started). ``previous``: the first wiring's factory; its
@@ -206,7 +249,9 @@ def _wire(request: ResolveRequest, defs: Definitions, finder: Finder, torch: Tor
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
     policy = _policy(request, defs, torch, flashinfer, components)
     overrides = Overrides(_override_rules(request, defs, torch))
-    dependencies = Dependencies(finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus, gpu_table=defs.gpu_table)
+    dependencies = Dependencies(
+        finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus, gpu_table=defs.gpu_table
+    )
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
     requirements = overrides.roots(_requirements(request, defs, floors))
@@ -233,7 +278,11 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
     installed torch (read later if the chosen torch has another series)."""
     names = [TORCH, *components, *(r.name for r in request.with_)]
     installed = request.installed_torch
-    guess = ctx if installed is None else RouteContext(torch_channel=ctx.torch_channel, cuda=ctx.cuda, flashinfer_channel=ctx.flashinfer_channel, torch_series=torch_series(installed))
+    guess = (
+        ctx
+        if installed is None
+        else RouteContext(torch_channel=ctx.torch_channel, cuda=ctx.cuda, flashinfer_channel=ctx.flashinfer_channel, torch_series=torch_series(installed))
+    )
     try:
         finder.prefetch(names, guess)
     except CrawlError:
@@ -249,8 +298,10 @@ def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, 
         return []
     saved = _saved([_file_size(factory, canonicalize_name(n), shim.version) for n in skipped])
     gpus = ", ".join(str(g) for g in request.gpus)
-    return [f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
-            f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"]
+    return [
+        f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
+        f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"
+    ]
 
 
 def _saved(sizes: Sequence[int | None]) -> str:
@@ -267,7 +318,9 @@ def _size(size: int) -> str:
     return f"{size / 1e9:.1f} GB" if size >= 1e9 else f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{size} bytes"
 
 
-def _select_flashinfer(request: ResolveRequest, defs: Definitions, torch: TorchSelection, factory: CandidateFactory, components: Sequence[str], floors: Sequence[Floor] = ()) -> FlashInferSelection:
+def _select_flashinfer(
+    request: ResolveRequest, defs: Definitions, torch: TorchSelection, factory: CandidateFactory, components: Sequence[str], floors: Sequence[Floor] = ()
+) -> FlashInferSelection:
     fi = defs.flashinfer
     python = tuple(c.version for c in factory.candidates(fi.python))
     notes = legacy_notes(factory.visits.get(fi.python, []), factory.rejections.get(fi.python, []))
@@ -295,7 +348,9 @@ def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[F
         out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
     if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
         top = max(floors, key=lambda f: f.version)
-        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(f">={top.version}"), parent=f"({top})", text=f"{defs.flashinfer.python}>={top.version}"))
+        out.append(
+            Req(name=defs.flashinfer.python, specifier=SpecifierSet(f">={top.version}"), parent=f"({top})", text=f"{defs.flashinfer.python}>={top.version}")
+        )
     for r in request.with_:
         req = r.requirement
         out.append(Req(name=r.name, specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
@@ -310,4 +365,8 @@ def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory) ->
         available = [c.version for c in factory.candidates(req.name)]
         reasons.append(f"{parent} requires {req}; available for this target: {describe_versions(available)}")
     names = sorted({c.requirement.name for c in exc.causes})
-    return NoPlanError(f"no plan satisfies every requirement on {', '.join(names)}", reasons=sorted(set(reasons)), hint="relax a --with pin or pick another --flashinfer / --torch")
+    return NoPlanError(
+        f"no plan satisfies every requirement on {', '.join(names)}",
+        reasons=sorted(set(reasons)),
+        hint="relax a --with pin or pick another --flashinfer / --torch",
+    )

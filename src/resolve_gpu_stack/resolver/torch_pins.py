@@ -57,7 +57,9 @@ def _installed_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version:
     return min(ranked, key=lambda rf: rf[0])[1] if ranked else None
 
 
-def exact_pins(requires_dist: tuple[str, ...], target: Target, parse: Callable[[str], RequiresDist | None] = parse_requires_dist) -> dict[NormalizedName, Version]:
+def exact_pins(
+    requires_dist: tuple[str, ...], target: Target, parse: Callable[[str], RequiresDist | None] = parse_requires_dist
+) -> dict[NormalizedName, Version]:
     """``name==version`` requirements (one exact specifier, no wildcard) whose markers hold on the
     target (``parse``: a finder's ``requires_dist``, which parses each line once)."""
     env = {**target.markers, "extra": ""}

@@ -54,12 +54,15 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
         raise UsageError(
             "no CUDA label: the target has no torch with a +cuNNN label and --cuda was not given",
             # --installed declares a target's torch; it is refused with an interpreter (which has its own)
-            hint="pass --cuda cu130" + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
+            hint="pass --cuda cu130"
+            + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
         )
     return cuda
 
 
-def select_torch(request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit], fit: TargetFit | None = None) -> TorchSelection:
+def select_torch(
+    request: ResolveRequest, cuda: CudaLabel, offers: Sequence[Offer], visits: Sequence[PageVisit], fit: TargetFit | None = None
+) -> TorchSelection:
     """Torch versions fitting the target, the request and ``cuda``, never lower than the
     installed torch (unless ``--allow-downgrade``); the newest first. ``fit``: the resolve's
     ``TargetFit`` for ``request.target`` (a fresh one when not given)."""
@@ -98,7 +101,11 @@ def _refuse_excluding_override(request: ResolveRequest, allowed: set[Version], i
             what = f"the installed torch {installed}, which is kept (torch is never taken backwards)"
             hint = f"drop --override {text!r}; to move torch, say so with --torch (lower than installed also needs --allow-downgrade)"
         else:
-            what = f"torch {newest}, the newest that --torch {request.torch} allows here" if len(allowed) == 1 else f"every torch --torch {request.torch} allows here ({describe_versions(allowed)})"
+            what = (
+                f"torch {newest}, the newest that --torch {request.torch} allows here"
+                if len(allowed) == 1
+                else f"every torch --torch {request.torch} allows here ({describe_versions(allowed)})"
+            )
             hint = f"drop --override {text!r}, or ask for a torch it allows with --torch"
         raise NoPlanError(f"--override {text!r} conflicts with {what}", hint=hint)
 

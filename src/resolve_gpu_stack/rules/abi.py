@@ -92,8 +92,16 @@ class AbiPolicy:
         return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle)
 
 
-def judge(name: str, abi: WheelAbi, torch: AbiTorch | None, policy: AbiPolicy, *, version: Version | None = None, requires_floor: str | None = None,
-          declared_series: str | None = None) -> AbiVerdict:
+def judge(
+    name: str,
+    abi: WheelAbi,
+    torch: AbiTorch | None,
+    policy: AbiPolicy,
+    *,
+    version: Version | None = None,
+    requires_floor: str | None = None,
+    declared_series: str | None = None,
+) -> AbiVerdict:
     """The verdict on wheel ``name`` (at ``version``) whose scan is ``abi``, against ``torch`` (None:
     no torch in the plan). ``requires_floor``: the lowest torch its own ``torch>=`` requirement
     admits; ``declared_series``: the torch series its version label names (``+cu130torch2.12``)."""
@@ -117,8 +125,9 @@ def _kind(members: Sequence[MemberAbi]) -> AbiKind:
     return AbiKind.LOCKED if any(m.cxx for m in linked) else AbiKind.STABLE
 
 
-def _judge_members(members: Sequence[MemberAbi], torch: AbiTorch, policy: AbiPolicy, requires_floor: str | None,
-                   declared_series: str | None, *, builds: tuple[str, ...] = ()) -> AbiVerdict:
+def _judge_members(
+    members: Sequence[MemberAbi], torch: AbiTorch, policy: AbiPolicy, requires_floor: str | None, declared_series: str | None, *, builds: tuple[str, ...] = ()
+) -> AbiVerdict:
     majors, cxx = _imports(members)
     floor = None if cxx else _higher(policy.stable_since, requires_floor)
     base = AbiVerdict(kind=AbiKind.BUILDS if builds else _kind(members), against=str(torch.version), cuda_majors=majors, builds=builds, floor=floor)
@@ -154,8 +163,10 @@ def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[st
     example = policy.demangle(cxx[0])
     if exports is None or exports.symbols is None:
         why = exports.source if exports is not None else "no source of them for this target"
-        return {"refusal": f"imports {len(cxx)} C++ symbol{'s' * (len(cxx) != 1)} of torch (e.g. `{example}`), and torch {torch.version}'s exports "
-                           f"could not be read ({why}): it cannot be shown to run"}
+        return {
+            "refusal": f"imports {len(cxx)} C++ symbol{'s' * (len(cxx) != 1)} of torch (e.g. `{example}`), and torch {torch.version}'s exports "
+            f"could not be read ({why}): it cannot be shown to run"
+        }
     missing = exports.missing(cxx)
     if missing:
         shown = ", ".join(f"`{policy.demangle(s)}`" for s in missing[:SHOWN])
@@ -165,7 +176,9 @@ def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[st
     return {"note": f"{imports} exported by torch {torch.version}; their layouts are not checked (`resolve-gpu-stack doctor` imports it)"}
 
 
-def _judge_builds(name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None) -> AbiVerdict:
+def _judge_builds(
+    name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, builds: tuple[str, ...], requires_floor: str | None
+) -> AbiVerdict:
     """A wheel of per-torch builds: the members for this torch's series (and the members that are
     no build) decide; with none for it, a note naming the builds."""
     own = [m for m in abi.members if m.build == torch.series]

@@ -160,8 +160,11 @@ def per_torch_mismatch(rule: PerTorchRule | None, file_version: Version, torch: 
     if m is None or rule is None:
         return None
     built = f"+{file_version.local}"
-    return (_series_mismatch(built, m.group("torch"), torch) or _build_cuda_mismatch(built, m.group("cuda"), cuda)
-            or _cxx11_mismatch(built, m.groupdict().get("cxx11abi"), torch, rule))
+    return (
+        _series_mismatch(built, m.group("torch"), torch)
+        or _build_cuda_mismatch(built, m.group("cuda"), cuda)
+        or _cxx11_mismatch(built, m.groupdict().get("cxx11abi"), torch, rule)
+    )
 
 
 def _series_mismatch(built: str, series: str, torch: Version | None) -> Rejection | None:

@@ -121,7 +121,9 @@ def _torch_abi(pkg: LockedPackage, torch: LockedPackage | None, defs: Definition
         return []
     coupling, why = defs.coupling(pkg.name, pkg.version)
     if coupling is Coupling.TORCH_ABI:
-        rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version) or family_date_mismatch(defs.family_built_for.get(pkg.name), pkg.version, torch.version)
+        rej = torch_abi_mismatch(coupling, why, pkg.version, torch.version) or family_date_mismatch(
+            defs.family_built_for.get(pkg.name), pkg.version, torch.version
+        )
         if rej is not None:
             return [Violation(pkg.name, f"{pkg.version} is {rej.detail}")]
     per_torch = per_torch_mismatch(defs.per_torch, pkg.version, torch.version, CudaLabel.of_torch(torch.version))
@@ -173,5 +175,13 @@ def synthetic_note(pkg: LockedPackage) -> str:
 
 
 __all__ = [
-    "RECONSTRUCTED", "Misalignment", "Violation", "flashinfer_alignment", "jit_cache_misalignment", "owner_of", "plan_violations", "synthetic_note", "synthetic_rows",
+    "RECONSTRUCTED",
+    "Misalignment",
+    "Violation",
+    "flashinfer_alignment",
+    "jit_cache_misalignment",
+    "owner_of",
+    "plan_violations",
+    "synthetic_note",
+    "synthetic_rows",
 ]
