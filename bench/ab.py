@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
-from run import PROC_ENV, PY, TARGET, Proc, run_measured  # noqa: E402
+from run import PROC_ENV, PY, Proc, resolve_words, run_measured  # noqa: E402
 from server import IndexServer  # noqa: E402
 
 # the console script's function where the tree has one (it sets up the collector), else main()
@@ -55,20 +55,7 @@ def command(src: Path, base: str, story: Story, cache: Path) -> list[str]:
         PY,
         "-c",
         ENTRY.format(src=str(src)),
-        "resolve",
-        "--python",
-        TARGET[0],
-        "--platform",
-        TARGET[1],
-        "--installed",
-        f"torch=={story.torch}",
-        *[a for name in story.with_ for a in ("--with", name)],
-        *[a for name, url in indexes.items() for a in ("--index", f"{name}={url}")],
-        "--cache-dir",
-        str(cache),
-        "--format",
-        "json",
-        "-q",
+        *resolve_words(story, indexes, cache),
     ]
 
 

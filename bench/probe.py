@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from benchworld import WORLDS, build_named  # noqa: E402
-from run import SCALE_TARGETS, TARGET, cli_command, lock_config  # noqa: E402
+from run import SCALE_TARGETS, TARGET, cli_command, lock_config, resolve_words  # noqa: E402
 from server import IndexServer  # noqa: E402
 
 
@@ -33,22 +33,7 @@ def command(kind: str, srv: IndexServer, story, tmp: Path, n: int) -> tuple[list
     indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
     cache = tmp / f"cache-{n}"
     if kind == "resolve":
-        return [
-            "resolve",
-            "--python",
-            TARGET[0],
-            "--platform",
-            TARGET[1],
-            "--installed",
-            f"torch=={story.torch}",
-            *[a for n in story.with_ for a in ("--with", n)],
-            *[a for k, u in indexes.items() for a in ("--index", f"{k}={u}")],
-            "--cache-dir",
-            str(cache),
-            "--format",
-            "json",
-            "-q",
-        ], None
+        return resolve_words(story, indexes, cache), None
     work = tmp / f"lock-{n}"
     work.mkdir()
     targets = SCALE_TARGETS if kind == "lock" else [TARGET]

@@ -193,23 +193,7 @@ class Bench:
         exe = install.command() if install else cli_command()
         indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
         if targets is None:
-            cmd = [
-                *exe,
-                "resolve",
-                "--python",
-                TARGET[0],
-                "--platform",
-                TARGET[1],
-                "--installed",
-                f"torch=={story.torch}",
-                *[a for n in story.with_ for a in ("--with", n)],
-                *[a for n, u in indexes.items() for a in ("--index", f"{n}={u}")],
-                "--cache-dir",
-                str(cache),
-                "--format",
-                "json",
-                "-q",
-            ]
+            cmd = [*exe, *resolve_words(story, indexes, cache)]
             work = None
         else:
             work = self.fresh("lock-")
@@ -462,6 +446,14 @@ class Bench:
             f"--help {self.results['help']['help_wall'] * 1000:.0f} ms vs python -c pass {self.results['help']['python_pass_wall'] * 1000:.0f} ms; heavy imports: {heavy or 'none'}; "
             f"--version {self.results['help']['version_wall'] * 1000:.0f} ms; check {self.results['help']['check_wall'] * 1000:.0f} ms"
         )
+
+
+def resolve_words(story: Story, indexes: dict[str, str], cache: Path) -> list[str]:
+    """The resolve command line every benchmark times: the story's target and --with, its indexes, a cache, JSON."""
+    with_ = [a for n in story.with_ for a in ("--with", n)]
+    index = [a for n, u in indexes.items() for a in ("--index", f"{n}={u}")]
+    target = ["--python", TARGET[0], "--platform", TARGET[1], "--installed", f"torch=={story.torch}"]
+    return ["resolve", *target, *with_, *index, "--cache-dir", str(cache), "--format", "json", "-q"]
 
 
 def cli_command() -> list[str]:
