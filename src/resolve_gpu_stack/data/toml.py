@@ -12,7 +12,6 @@ the knowledge files this package ships are read here and nowhere else in the pur
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 import os
 import re
@@ -25,6 +24,7 @@ from typing import Any, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from ..errors import IndexDefinitionError, ResolveGpuStackError
+from ..model.codec import TYPE_NAMES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,15 +33,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 E = TypeVar("E", bound=enum.Enum)
 
-TOML_TYPES: dict[type, str] = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "a boolean",
-    dict: "a table",
-    list: "an array",
-    dt.datetime: "a date-time",
-}
+TOML_TYPES = TYPE_NAMES  # a value's type in words: one table for TOML and the plan codec
 
 
 def type_name(value: object) -> str:

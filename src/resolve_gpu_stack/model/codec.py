@@ -33,7 +33,8 @@ ABI_KEYS = ("abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds", "abi-r
 #: The fields of a package that describe its wheel (a kept package's stay in the tool table).
 FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index")
 
-_TYPE_NAMES: dict[type, str] = {
+#: A value's type in words, for messages about TOML and JSON alike (``data/toml.py`` uses it too).
+TYPE_NAMES: dict[type, str] = {
     str: "a string",
     int: "an integer",
     float: "a number",
@@ -175,7 +176,7 @@ class _Fields:
             return None
         kinds = (kind,) if isinstance(kind, type) else kind
         if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+            names = " or ".join(TYPE_NAMES.get(k, k.__name__) for k in kinds)
             raise self.fail(f"{key!r} must be {names}, not {_type_name(value)}")
         return value
 
@@ -208,7 +209,7 @@ class _Fields:
 
 
 def _type_name(value: object) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
+    return TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
@@ -316,6 +317,7 @@ def plan_from_dict(raw: Mapping[str, Any], where: str = "plan") -> LockPlan:
 
 __all__ = [
     "ABI_KEYS",
+    "TYPE_NAMES",
     "FILE_KEYS",
     "CodecError",
     "format_datetime",
