@@ -266,36 +266,13 @@ def ours(srv, cache: Path, work: Path) -> dict:
 
 
 def uv_compile(srv, plan: dict, cache: Path, work: Path, uv: str) -> dict:
-    from run import PY, compile_with_uv
+    from run import compile_with_uv, uv_command
 
     pins = {p["name"]: p["version"] for p in plan["packages"]}
     (work / "requirements.in").write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
     overrides = [o["replaced_by"] for o in plan["overrides"]] + [f"{n}; sys_platform == 'never'" for n in WITHOUT]
     (work / "overrides.txt").write_text("\n".join(dict.fromkeys(overrides)) + "\n")
-    cmd = [
-        uv,
-        "pip",
-        "compile",
-        "requirements.in",
-        "-o",
-        "requirements.txt",
-        "--override",
-        "overrides.txt",
-        "--quiet",
-        "--no-header",
-        "--python",
-        PY,
-        "--python-version",
-        TARGET[0],
-        "--python-platform",
-        TARGET[1],
-        "--index-url",
-        srv.url + "simple/",
-        "--extra-index-url",
-        srv.url + "whl/nightly/cu130/",
-        "--extra-index-url",
-        srv.url + "fi/cu130/",
-    ]
+    cmd = uv_command(uv, srv.url, work, extra=("--override", "overrides.txt"))
     return compile_with_uv(cmd, srv, cache, work)
 
 

@@ -506,11 +506,12 @@ def compile_with_uv(cmd: list[str], srv: IndexServer, cache: Path, work: Path) -
     return {"wall": proc.wall, "cpu": proc.cpu, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "maxrss_mb": proc.maxrss_mb, "packages": pins}
 
 
-def uv_command(uv: str, base: str, work: Path) -> list[str]:
+def uv_command(uv: str, base: str, work: Path, extra: tuple[str, ...] = ()) -> list[str]:
     """`uv pip compile` of story 1 with its answer given, for Python 3.12 on x86_64 manylinux_2_28.
 
     uv's default index strategy (first-index) with the PyTorch nightly cu130 and FlashInfer cu130
-    indexes as extra indexes (searched before PyPI, the default index), as a user would type it.
+    indexes as extra indexes (searched before PyPI, the default index), as a user would type it;
+    `extra` goes after the output file (frameworks.py: its overrides).
     """
     return [
         uv,
@@ -519,6 +520,7 @@ def uv_command(uv: str, base: str, work: Path) -> list[str]:
         "requirements.in",
         "-o",
         "requirements.txt",
+        *extra,
         "--quiet",
         "--no-header",
         "--python",
