@@ -208,6 +208,17 @@ def test_the_readme_says_how_to_install_the_tool_apart_from_the_target():
     assert "--python /path/to/venv/bin/python" in readme
 
 
+def test_ci_runs_the_readmes_test_command_as_written():
+    """The README's first block is two commands; the second (set up and run the tests) is the one
+    CI runs, word for word, so a reader who copies it gets what CI checked."""
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", readme, flags=re.S)
+    assert block is not None
+    commands = block.group(1).strip().splitlines()
+    assert len(commands) == 2 and "pytest" in commands[1]
+    assert commands[1] in (REPO / ".ci" / "run").read_text().splitlines()
+
+
 # -- a snapshot with the rest fetched live ---------------------------------------------------------
 
 
