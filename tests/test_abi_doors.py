@@ -5,7 +5,8 @@ One loopback world (``abi_world``: a kept torch nightly whose libraries are real
 packages) is driven through every command that reaches the judgement: ``resolve``, ``lock -o``, a
 config ``lock``, ``check`` (offline and ``--online``), ``install --dry-run`` and ``install`` into a
 real venv (exports read from the installed torch on disk), ``candidates``, ``snapshot`` and its
-replay, ``inspect``, and ``doctor``. Each must give the same verdict per package:
+replay, ``inspect``, ``doctor``, and the fleet's ``wheelhouse`` and ``install --lock``. Each must give
+the same verdict per package:
 
 - stable-ext (C-shim imports only, ``torch>=2.10``, libcudart.so.13): planned, ``torch >= 2.10``;
 - locked-ok (C++ imports the kept torch exports): planned, with the note that layouts are not checked;
@@ -199,16 +200,26 @@ def uv(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([find_uv(env), *args], capture_output=True, text=True, env=env, check=True)
 
 
-@pytest.mark.slow
-def test_install_dry_run_install_and_doctor_judge_against_the_torch_on_disk(served, capsys, tmp_path, uv_env):
-    world, srv, _ = served
-    venv = tmp_path / "venv"
+def venv_with_the_kept_torch(world, srv, venv: Path, uv_env: dict[str, str]) -> tuple[str, dict[Path, bytes]]:  # type: ignore[no-untyped-def]
+    """A real venv holding the world's torch nightly (its stub libraries); its python and those
+    libraries' bytes, to show they are never touched."""
     uv("venv", "-q", "--python", sys.executable, str(venv), env=uv_env)
     python = str(venv / "bin" / "python")
     uv("pip", "install", "-q", "--python", python, "--no-deps", "--index-url", f"{srv.url}whl/nightly/cu130/", f"torch=={NIGHTLY}", env=uv_env)
     torch_files = sorted((venv / "lib").glob("python*/site-packages/torch/lib/*.so"))
     assert [p.name for p in torch_files] == ["libc10.so", "libtorch_cpu.so"]
-    before = {p: p.read_bytes() for p in torch_files}
+    return python, {p: p.read_bytes() for p in torch_files}
+
+
+def installed_names(python: str, env: dict[str, str]) -> set[str]:
+    return {row["name"] for row in json.loads(uv("pip", "list", "--python", python, "--format", "json", env=env).stdout)}
+
+
+@pytest.mark.slow
+def test_install_dry_run_install_and_doctor_judge_against_the_torch_on_disk(served, capsys, tmp_path, uv_env):
+    world, srv, _ = served
+    python, before = venv_with_the_kept_torch(world, srv, tmp_path / "venv", uv_env)
+    torch_files = sorted(before)
     flags = ["--python", python, "--flashinfer", "none", *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
     code, out, err = cli(capsys, "install", "--dry-run", *flags, *withs(*GOOD), "--format", "json")
     assert code == 0, err
@@ -228,6 +239,36 @@ def test_install_dry_run_install_and_doctor_judge_against_the_torch_on_disk(serv
     assert judged["locked-ok 1.0"]["abi"] == "locked" and judged["stable-ext 1.0"]["abi"] == "stable"
     imported = {i["package"] for i in checks.get("torch-abi-import", {"details": {"imports": []}})["details"]["imports"]}
     assert "locked-bad 1.0" not in imported
+
+
+@pytest.mark.slow
+def test_wheelhouse_publishes_the_verdicts_and_install_lock_holds_a_node_to_them(served, capsys, tmp_path, uv_env):
+    """The fleet's doors: `wheelhouse` keeps every package's verdict in the lock it publishes, and
+    `install --lock` holds a node to the verdicts as `check` does: a lock whose verdict was made
+    against another torch is refused before anything is installed; the published lock installs the
+    runnable wheels and leaves torch's libraries byte-identical."""
+    world, srv, _ = served
+    python, before = venv_with_the_kept_torch(world, srv, tmp_path / "node", uv_env)
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    lock = tmp_path / "pylock.node.toml"
+    code, _, err = cli(capsys, "lock", "--python", python, "--flashinfer", "none", *index_flags(world, srv), *cache, *withs(*GOOD), "-o", str(lock))
+    assert code == 0, err
+    code, _, err = cli(capsys, "wheelhouse", str(lock), "--output", str(tmp_path / "house"), *cache, "--format", "json")
+    assert code == 0, err
+    published = tmp_path / "house" / lock.name
+    assert lock_verdicts(published) == lock_verdicts(lock) == {n: EXPECTED[n] for n in GOOD}
+    (tmp_path / "edited").mkdir()
+    edited = tmp_path / "edited" / lock.name
+    edited.write_text(published.read_text().replace(f'abi-torch = "{NIGHTLY}"', 'abi-torch = "2.11.0+cu130"', 1))
+    node_cache = ["--cache-dir", str(tmp_path / "node-cache")]
+    have = installed_names(python, uv_env)
+    code, out, err = cli(capsys, "install", "--lock", str(edited), "--python", python, *node_cache, "--format", "json")
+    assert code == 1 and out == "" and "made against torch 2.11.0+cu130" in err, err
+    assert installed_names(python, uv_env) == have
+    code, out, err = cli(capsys, "install", "--lock", str(published), "--python", python, *node_cache, "--format", "json")
+    assert code == 0, err
+    assert set(GOOD) <= installed_names(python, uv_env)
+    assert {p: p.read_bytes() for p in before} == before
 
 
 # -- scans that do not finish: unknown, refused, never agnostic ----------------------------------
