@@ -315,6 +315,22 @@ def test_range_reads_answering_503_leave_the_wheel_unknown_and_refused(tmp_path,
     assert row["coupling"] == "unknown" and row["abi"]["kind"] == "unknown" and row["abi_mismatch"] is True
 
 
+def test_a_torch_whose_server_ignores_range_leaves_a_locked_wheel_unshown_not_a_traceback(tmp_path, capsys):
+    """The kept torch's exports are read by range requests; a server that answers them with the
+    whole file (200) gives no exports: the version-locked wheel cannot be shown to run and is
+    refused, naming why (before: the range reader's stop escaped as a traceback)."""
+    world, _ = build_abi_world(tmp_path / "w")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        torch = next(e for e in world.pages["whl/nightly/cu130/torch/"] if NIGHTLY in e.wheel.filename)
+        srv.script("/" + torch.rel_path, [Fault(ignore_range=True) for _ in range(20)])
+        code, out, err = cli(
+            capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("locked-ok"), "--format", "json"
+        )
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert "locked-ok 1.0" in err and "exports could not be read" in err and "ignored Range" in err
+
+
 def test_a_snapshot_without_the_scan_is_unknown_and_refused(served, capsys, tmp_path):
     world, srv, _ = served
     snap = tmp_path / "snap"

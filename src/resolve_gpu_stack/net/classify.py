@@ -127,8 +127,9 @@ class _Tally:
             self.stats = ScanStats(**{k: now[k] + counts.get(k, 0) for k in now})
 
 
-class _Stop(Exception):
-    """The scan ends without an answer (the reason is the message)."""
+class RangesUnavailable(Exception):
+    """The server will not answer range reads (it ignored or refused Range): a scan, or a torch's
+    exports read, ends without an answer (the reason is the message)."""
 
 
 class RangeClassifier:
@@ -216,7 +217,7 @@ class RangeClassifier:
                 for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
                     scanner.feed(start, data)
             result = scanner.result()
-        except _Stop as stop:
+        except RangesUnavailable as stop:
             self._note(f"{file.filename}: {stop}")
             return not_scanned(str(stop), bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False, None
         except zipmeta.ZipError as exc:
@@ -285,9 +286,9 @@ class RangeReader:
             resp, final = transport.open(self._via, {"Range": spec, "Accept-Encoding": "identity"})
             try:
                 if resp.status_code == 200:
-                    raise _Stop("not scanned: the server ignored Range (the wheel is not downloaded to classify it)")
+                    raise RangesUnavailable("not scanned: the server ignored Range (the wheel is not downloaded to classify it)")
                 if resp.status_code == 416 and start is None:
-                    raise _Stop("not scanned: the server refused the range")
+                    raise RangesUnavailable("not scanned: the server refused the range")
                 transport.check_status(resp, self._url, ok=(206,))
                 first, last, total = content_range(resp, self._url, spec, start)
                 data = transport.read_body(resp, self._url, last - first + 1, "range")

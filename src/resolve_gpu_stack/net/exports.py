@@ -22,7 +22,7 @@ from ..model import IndexFile
 from ..rules.abi import TorchExports
 from ..urls import without_fragment
 from .cache import HttpCache
-from .classify import RangeReader, scan_key
+from .classify import RangeReader, RangesUnavailable, scan_key
 from .transport import Transport
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,8 @@ class WheelExports:
             return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
         except CrawlError as exc:
             return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc.message}")
+        except RangesUnavailable as exc:
+            return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
         if self._cache is not None:
             self._cache.put_exports(key, encode_exports(symbols))
         self._recorded(key, symbols)
