@@ -195,7 +195,7 @@ def test_default_groups_gain_the_stacks_group(before, after):
 def test_build_settings_for_packages_built_against_torch_come_and_go():
     """The seam for packages the plan builds against its torch (action ``build``): without build
     isolation, with the environment's torch as a build dependency; gone when the plan has none."""
-    built = replace(tables(plan()), lists={**tables(plan()).lists, "no-build-isolation-package": ("flash-attn",)}, extra_build=("flash-attn",))
+    built = replace(tables(plan()), lists={**tables(plan()).lists, "no-build-isolation-package": ("flash-attn",)})
     uv = tomllib.loads(first := apply(PROJECT, built))["tool"]["uv"]
     assert uv["no-build-isolation-package"] == ["flash-attn"]
     assert uv["extra-build-dependencies"] == {"flash-attn": [{"requirement": "torch", "match-runtime": True}]}

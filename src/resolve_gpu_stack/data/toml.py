@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from ..errors import IndexDefinitionError, ResolveGpuStackError
-from ..model.codec import TYPE_NAMES
+from ..model.codec import kinds_named, type_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,14 +32,6 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 E = TypeVar("E", bound=enum.Enum)
-
-TOML_TYPES = TYPE_NAMES  # a value's type in words: one table for TOML and the plan codec
-
-
-def type_name(value: object) -> str:
-    """How TOML calls the type of ``value`` (``a string``, ``a table``, ...)."""
-    return TOML_TYPES.get(type(value), type(value).__name__)
-
 
 # No version, CUDA label, size or date we read has a number this long; Python refuses to turn a
 # number of over 4300 digits into an int (a traceback), and shorter absurd ones only cost time.
@@ -144,8 +136,7 @@ class TomlReader:
         value = table[key]
         kinds = (kind,) if isinstance(kind, type) else kind
         if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            names = " or ".join(TOML_TYPES.get(k, k.__name__) for k in kinds)
-            raise self.fail(where, f"{key!r} must be {names}, not {type_name(value)}")
+            raise self.fail(where, f"{key!r} must be {kinds_named(kinds)}, not {type_name(value)}")
         return value
 
     def strings(self, table: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> tuple[str, ...] | None:
@@ -188,4 +179,4 @@ class TomlReader:
                 raise self.fail(where, f"unknown key {key!r}", hint=hint)
 
 
-__all__ = ["MAX_DIGITS", "TOML_TYPES", "TomlReader", "data_dir", "load_toml", "parse_toml", "read_text", "refuse_long_numbers", "type_name"]
+__all__ = ["MAX_DIGITS", "TomlReader", "data_dir", "load_toml", "parse_toml", "read_text", "refuse_long_numbers", "type_name"]

@@ -25,10 +25,11 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions, RouteContext
-from ..errors import LockFileError, ResolveGpuStackError
+from ..errors import LockFileError, UsageError
 from ..model import Action, BuildProvenance, Coupling, IndexFile, LockedPackage, LockPlan, SourceDist, Target, TargetSummary
 from ..model.channel import flashinfer_channel, torch_channel
 from ..model.inputs import canonical_inputs
+from ..rules.fit import TargetFit
 from ..rules.invariants import flashinfer_alignment, owner_of, plan_violations, synthetic_rows
 from ..urls import origin, strip_credentials
 from .files import read_lock
@@ -291,7 +292,7 @@ def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Targ
     would see it (``select``): the target's Python and platform fit (``TARGET``), and every package
     of the lock's plan that has a ``[[packages]]`` entry is one that applies there."""
     if target is None:
-        target = _declared(plan.target)
+        target = _declared(plan.target.python, plan.target.platform)
         if target is None:
             return [
                 Finding(
@@ -305,10 +306,11 @@ def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Targ
     hint = f"lock for {target.describe()}, or install it on the target the lock was made for"
     out = [_error(path, p.message, package=p.package, hint=hint, rule=TARGET) for p in chosen.misfits]
     out += [_error(path, p.message, package=p.package) for p in chosen.errors]
-    entries = {e.name: e for e in locked.entries}
+    skipped = set(chosen.skipped).difference(chosen.wheels)  # a marker skips it and no other entry of it installs a wheel
+    markers = {e.name: e.marker for e in locked.entries if e.name in skipped}
     for pkg in plan.packages:
-        if pkg.name in chosen.skipped and pkg.name not in chosen.wheels:
-            marker = entries[pkg.name].marker
+        if pkg.name in skipped:
+            marker = markers[pkg.name]
             out.append(
                 _error(
                     path,
@@ -319,14 +321,14 @@ def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Targ
     return out
 
 
-def _declared(summary: TargetSummary) -> Target | None:
-    """The target a lock records, as a declared target (None when it is not one we can declare)."""
-    from ..errors import UsageError
+def _declared(python: str, platform: str) -> Target | None:
+    """The target a lock or an export records, as a declared target (None when it is not one this
+    tool can declare: a probed target's platform, a malformed version)."""
     from ..model.declared import declared_target
 
     try:
-        return declared_target(summary.python, summary.platform)
-    except UsageError:
+        return declared_target(python, platform)
+    except (ValueError, UsageError):
         return None
 
 
@@ -480,16 +482,11 @@ def _provenance_problems(built: BuildProvenance, plan: LockPlan) -> list[str]:
 
 def _built_wheel_problems(pkg: LockedPackage, target: TargetSummary) -> list[str]:
     """The built wheel is the package's, at its version, with a tag of the target's."""
-    from ..errors import UsageError
-    from ..model.declared import declared_target
-
     problem, tags = _wheel_problem(pkg)
     if not tags:  # no wheel named, or not a wheel's name
         return [problem] if problem else []
-    try:
-        fits = bool(tags & set(declared_target(target.python, target.platform).tags))
-    except (ValueError, UsageError):
-        fits = True  # a target this tool cannot declare: its tags are not judged here
+    declared = _declared(target.python, target.platform)  # None: a target this tool cannot declare, its tags are not judged here
+    fits = declared is None or TargetFit(declared).rank_of(tags) is not None
     unfit = None if fits else f"its wheel {pkg.filename} fits no tag of Python {target.python} on {target.platform}"
     return [p for p in (problem, unfit) if p]
 
@@ -947,12 +944,8 @@ def _exported_entries_findings(pyproject: Path, record: ExportRecord, hint: str)
 def _uv_target_findings(
     lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[UvLockedPackage], defs: Definitions, *, several: bool
 ) -> list[Finding]:
-    from ..model.declared import declared_target
-
-    try:
-        environment: Mapping[str, str] | None = declared_target(target.python, target.platform).markers
-    except ResolveGpuStackError:
-        environment = None  # a probed target's platform: every fork counts
+    declared = _declared(target.python, target.platform)
+    environment = declared.markers if declared is not None else None  # None: a probed target's platform, every fork counts
     label = f"target {target.name!r}: " if several and target.name else ""
     relock = "run `uv lock` again (pyproject.toml still holds the plan), or export again"
     out: list[Finding] = []

@@ -250,11 +250,12 @@ def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
         packages=[_package(p, plan) for p in packages if _is_listed(p)],  # [] when all are kept: PEP 751 wants it
         tool={TOOL: scrub(_tool_table(plan, packages, name=name, command=" ".join(command.split())))},
     )
+    doc = dict(lock.to_dict())
     try:
-        lock.validate()
+        Pylock.from_dict(doc)  # what ``Pylock.validate`` does, on the dict we write
     except PylockValidationError as exc:
         raise LockFileError(f"the plan does not make a valid PEP 751 lock: {strip_credentials(' '.join(str(exc).split()))}") from None
-    text = tomli_w.dumps(dict(lock.to_dict()))
+    text = tomli_w.dumps(doc)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ..model import Target
+from ..rules.fit import TargetFit
 from .locked import LockedEntry, LockedFile, LockedWheel
 
 
@@ -54,7 +54,7 @@ def select(locked: LockedFile, target: Target) -> Selection:
     """The entries of ``locked`` that apply to ``target`` and the wheel each installs (module docstring)."""
     misfits = _lock_misfits(locked, target)
     errors: list[Problem] = []
-    rank = {tag: i for i, tag in enumerate(target.tags)}
+    fit = TargetFit(target)
     lock_env: dict[str, str | frozenset[str]] = {**target.markers, "extras": frozenset(), "dependency_groups": frozenset()}
     wheels: dict[NormalizedName, LockedWheel] = {}
     skipped: list[NormalizedName] = []
@@ -67,7 +67,7 @@ def select(locked: LockedFile, target: Target) -> Selection:
         elif entry.name in wheels:
             errors.append(Problem(package=entry.name, message="two [[packages]] entries of it apply to the same target (PEP 751: an error)"))
         else:
-            best, problems = _entry_wheel(entry, target, rank)
+            best, problems = _entry_wheel(entry, target, fit)
             misfits += problems
             if best is not None:
                 wheels[entry.name] = best
@@ -86,20 +86,20 @@ def _lock_misfits(locked: LockedFile, target: Target) -> list[Problem]:
     return out
 
 
-def _entry_wheel(entry: LockedEntry, target: Target, rank: Mapping[Tag, int]) -> tuple[LockedWheel | None, list[Problem]]:
+def _entry_wheel(entry: LockedEntry, target: Target, fit: TargetFit) -> tuple[LockedWheel | None, list[Problem]]:
     """(the wheel an entry that applies installs on ``target``: None when none fits, why it misfits)."""
     python = target.python_full_version
     out = []
     if entry.requires_python and not _admits(entry.requires_python, python):
         out.append(Problem(package=entry.name, message=f"it requires Python {entry.requires_python}; {target.describe()} is Python {python}"))
-    best = _best_wheel(entry.wheels, rank)
+    best = _best_wheel(entry.wheels, fit)
     if best is None:
         names = ", ".join(w.filename for w in entry.wheels) or "no wheel at all"
         out.append(Problem(package=entry.name, message=f"no wheel of it fits {target.describe()} ({names})"))
     return best, out
 
 
-def _best_wheel(wheels: tuple[LockedWheel, ...], rank: Mapping[Tag, int]) -> LockedWheel | None:
+def _best_wheel(wheels: tuple[LockedWheel, ...], fit: TargetFit) -> LockedWheel | None:
     """The wheel with the target's most preferred tag (None: no wheel has a tag the target supports)."""
     best: tuple[int, LockedWheel] | None = None
     for wheel in wheels:
@@ -107,7 +107,7 @@ def _best_wheel(wheels: tuple[LockedWheel, ...], rank: Mapping[Tag, int]) -> Loc
             tags = parse_wheel_filename(wheel.filename)[3]
         except InvalidWheelFilename:
             continue
-        score = min((rank[t] for t in tags if t in rank), default=None)
+        score = fit.rank_of(tags)
         if score is not None and (best is None or score < best[0]):
             best = (score, wheel)
     return None if best is None else best[1]

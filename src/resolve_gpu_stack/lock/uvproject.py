@@ -47,16 +47,13 @@ from packaging.version import InvalidVersion, Version
 from ..data.rules import FlashInferRules
 from ..data.toml import parse_toml
 from ..errors import LockFileError, UsageError
-from ..model import Action, LockPlan
+from ..model import Action, LockedPackage, LockPlan
 from ..urls import strip_credentials
 from .pylock import TOOL, target_marker
 
 GROUP = "gpu-stack"  # the dependency group holding the stack's roots
 RECORD = "uv-export"  # [tool.resolve-gpu-stack.uv-export]
 NEVER = "sys_platform == 'never'"  # an override with this marker drops the requirement (uv's idiom)
-# Packages built against the plan's torch (issue 21) carry this action; compared by value, so this
-# module reads plans from before and after that action exists.
-BUILD = "build"
 LISTS = ("constraint-dependencies", "override-dependencies", "no-build-isolation-package")  # [tool.uv] arrays of strings
 _INDEX_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -97,11 +94,15 @@ class UvTables:
     group: tuple[str, ...] = ()
     environments: tuple[str, ...] = ()
     lists: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # LISTS key -> entries
-    extra_build: tuple[str, ...] = ()  # packages that get torch (match-runtime) as a build dependency
     indexes: tuple[UvIndex, ...] = ()
     sources: Mapping[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)  # package -> ((index name, marker), ...)
     targets: tuple[RecordedTarget, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @property
+    def extra_build(self) -> tuple[str, ...]:
+        """The packages that get torch (match-runtime) as a build dependency: those built without isolation."""
+        return self.lists.get("no-build-isolation-package", ())
 
 
 # -- a plan in uv's words ----------------------------------------------------------------------------
@@ -113,12 +114,10 @@ def uv_tables(targets: Sequence[ExportTarget], flashinfer: FlashInferRules) -> U
         raise ValueError("nothing to export")
     marked = [(t, target_marker(t.plan.target)) for t in targets]
     names = _index_names(targets)
-    lists = _lists(marked)
     return UvTables(
         group=tuple(_per_target([(m, _roots(t.plan, flashinfer)) for t, m in marked])),
         environments=tuple(dict.fromkeys(m for _, m in marked if m)),
-        lists=lists,
-        extra_build=lists["no-build-isolation-package"],
+        lists=_lists(marked),
         indexes=tuple(sorted((UvIndex(name, url) for url, name in names.items()), key=lambda i: i.name)),
         sources=_sources_of(marked, names),
         targets=tuple(_recorded(t, marker) for t, marker in marked),
@@ -135,14 +134,20 @@ def _lists(marked: Sequence[tuple[ExportTarget, str | None]]) -> dict[str, tuple
     }
 
 
+def _own_simple_index(p: LockedPackage) -> str | None:
+    """The simple-API base of a package that comes from an index of its own (not PyPI, not kept
+    as installed), the one a uv index and source are written for; else None."""
+    return p.simple_index if p.index not in ("pypi", "installed") and p.simple_index else None
+
+
 def _sources_of(marked: Sequence[tuple[ExportTarget, str | None]], names: Mapping[str, str]) -> dict[str, tuple[tuple[str, str | None], ...]]:
     """package -> the uv index (by name) of each target (by marker) that takes it from an index
     of its own (not PyPI), folded to one index when every target takes it from the same."""
     by_package: dict[str, dict[str | None, str]] = {}
     for t, marker in marked:
         for p in t.plan.packages:
-            if p.index not in ("pypi", "installed") and p.simple_index:
-                by_package.setdefault(p.name, {})[marker] = names[p.simple_index]
+            if simple := _own_simple_index(p):
+                by_package.setdefault(p.name, {})[marker] = names[simple]
     return {name: _sources(by_marker, len(marked)) for name, by_marker in sorted(by_package.items())}
 
 
@@ -156,10 +161,10 @@ def _kept_unlisted(targets: Sequence[ExportTarget]) -> tuple[str, ...]:
     )
 
 
-def built_against_torch(plan: LockPlan) -> list[Any]:
+def built_against_torch(plan: LockPlan) -> list[LockedPackage]:
     """The plan's rows built from source against its torch (action ``build``): uv must build them
     without isolation, with the torch of the environment (``match-runtime``)."""
-    return [p for p in plan.packages if p.action.value == BUILD]
+    return [p for p in plan.packages if p.action is Action.BUILD]
 
 
 def _label(t: ExportTarget) -> str:
@@ -234,8 +239,9 @@ def _index_names(targets: Sequence[ExportTarget]) -> dict[str, str]:
     out: dict[str, str] = {}
     for t in targets:
         for p in t.plan.packages:
-            if p.index not in ("pypi", "installed") and p.simple_index and p.simple_index not in out:
-                out[p.simple_index] = _unique(_index_name(p.index, p.simple_index, t.plan.indexes.get(p.index) or ""), set(out.values()))
+            simple = _own_simple_index(p)
+            if simple and simple not in out:
+                out[simple] = _unique(_index_name(p.index, simple, t.plan.indexes.get(p.index) or ""), set(out.values()))
     return out
 
 
@@ -266,11 +272,7 @@ def _recorded(t: ExportTarget, marker: str | None) -> RecordedTarget:
         kept=tuple(sorted(p.name for p in plan.packages if p.action is Action.KEEP)),
         flashinfer=str(plan.flashinfer_version) if plan.flashinfer_version is not None else None,
         cuda_label=plan.cuda_label,
-        sources={
-            p.name: strip_credentials(p.simple_index)
-            for p in sorted(plan.packages, key=lambda p: p.name)
-            if p.index not in ("pypi", "installed") and p.simple_index
-        },
+        sources={p.name: strip_credentials(simple) for p in sorted(plan.packages, key=lambda p: p.name) if (simple := _own_simple_index(p))},
     )
 
 
@@ -752,7 +754,6 @@ def locked_for(packages: Sequence[UvLockedPackage], name: str, environment: Mapp
 
 
 __all__ = [
-    "BUILD",
     "GROUP",
     "LISTS",
     "NEVER",

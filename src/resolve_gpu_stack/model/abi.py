@@ -32,6 +32,19 @@ NONE = "none"
 UNKNOWN = "unknown"
 WHEEL_KINDS = (TORCH, CUDA, NONE, UNKNOWN)
 
+#: The keys of a package's ABI verdict (``AbiVerdict``: what a compiled wheel was judged to be
+#: against the plan's torch), in the order they are written, and the type each holds in a lock or plan.
+ABI_KEY_TYPES: Mapping[str, type] = {
+    "abi": str,
+    "abi-torch": str,
+    "abi-floor": str,
+    "cuda-majors": list,
+    "abi-builds": list,
+    "abi-refusal": str,
+    "abi-note": str,
+}
+ABI_KEYS = tuple(ABI_KEY_TYPES)
+
 
 class AbiKind(str, enum.Enum):
     """How a torch-linked wheel binds to torch (the lock's ``abi`` key)."""
@@ -162,7 +175,7 @@ class AbiVerdict:
         return self.refusal is None
 
     def to_dict(self) -> dict[str, Any]:
-        """The lock's keys (None where unset: TOML writers drop them)."""
+        """The lock's keys (``ABI_KEYS``; None where unset: TOML writers drop them)."""
         return {
             "abi": None if self.kind is None else self.kind.value,
             "abi-torch": self.against,
@@ -195,4 +208,4 @@ def _opt_str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-__all__ = ["CUDA", "NONE", "TORCH", "UNKNOWN", "WHEEL_KINDS", "AbiKind", "AbiVerdict", "MemberAbi", "WheelAbi"]
+__all__ = ["ABI_KEYS", "ABI_KEY_TYPES", "CUDA", "NONE", "TORCH", "UNKNOWN", "WHEEL_KINDS", "AbiKind", "AbiVerdict", "MemberAbi", "WheelAbi"]

@@ -16,24 +16,21 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from .abi import AbiVerdict
+from .abi import ABI_KEY_TYPES, ABI_KEYS, AbiVerdict
 from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, TargetSummary
 
 E = TypeVar("E", bound=enum.Enum)
 
-#: The keys of a package's ABI verdict (``model.abi.AbiVerdict``): what a compiled wheel was judged to be against the plan's torch.
-ABI_KEYS = ("abi", "abi-torch", "abi-floor", "cuda-majors", "abi-builds", "abi-refusal", "abi-note")
-
 #: The fields of a package that describe its wheel (a kept package's stay in the tool table).
 FILE_KEYS = ("url", "filename", "sha256", "size", "upload-time", "requires-python", "simple-index")
 
-#: A value's type in words, for messages about TOML and JSON alike (``data/toml.py`` uses it too).
+#: A value's type in words, for messages about TOML and JSON alike (``type_name``, ``kinds_named``; ``data/toml.py`` reads with them too).
 TYPE_NAMES: dict[type, str] = {
     str: "a string",
     int: "an integer",
@@ -43,6 +40,16 @@ TYPE_NAMES: dict[type, str] = {
     list: "an array",
     dt.datetime: "a date-time",
 }
+
+
+def type_name(value: object) -> str:
+    """The type of ``value`` in words (``a string``, ``a table``, ...)."""
+    return TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def kinds_named(kinds: Iterable[type]) -> str:
+    """Types in words, as a message names what a value must be (``a string or a date-time``)."""
+    return " or ".join(TYPE_NAMES.get(k, k.__name__) for k in kinds)
 
 
 class CodecError(ValueError):
@@ -161,7 +168,7 @@ class _Fields:
 
     def __init__(self, raw: Mapping[str, Any], where: str) -> None:
         if not isinstance(raw, Mapping):
-            raise CodecError(f"{where}: must be a table, not {_type_name(raw)}")
+            raise CodecError(f"{where}: must be a table, not {type_name(raw)}")
         self.raw = raw
         self.where = where
 
@@ -176,8 +183,7 @@ class _Fields:
             return None
         kinds = (kind,) if isinstance(kind, type) else kind
         if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
-            names = " or ".join(TYPE_NAMES.get(k, k.__name__) for k in kinds)
-            raise self.fail(f"{key!r} must be {names}, not {_type_name(value)}")
+            raise self.fail(f"{key!r} must be {kinds_named(kinds)}, not {type_name(value)}")
         return value
 
     def strings(self, key: str, what: str) -> tuple[str, ...]:
@@ -206,10 +212,6 @@ class _Fields:
     def time(self, key: str) -> str | None:
         value = self.get(key, (str, dt.datetime))
         return format_datetime(value) if isinstance(value, dt.datetime) else value
-
-
-def _type_name(value: object) -> str:
-    return TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
@@ -245,10 +247,8 @@ def package_from_dict(raw: Mapping[str, Any], where: str) -> LockedPackage:
 
 def _abi(f: _Fields) -> AbiVerdict | None:
     """The package's ABI verdict, its keys type-checked."""
-    for key in ("abi", "abi-torch", "abi-floor", "abi-refusal", "abi-note"):
-        f.get(key, str)
-    for key in ("cuda-majors", "abi-builds"):
-        f.get(key, list)
+    for key, kind in ABI_KEY_TYPES.items():
+        f.get(key, kind)
     try:
         return AbiVerdict.from_dict(f.raw)
     except ValueError as exc:
@@ -318,6 +318,8 @@ def plan_from_dict(raw: Mapping[str, Any], where: str = "plan") -> LockPlan:
 __all__ = [
     "ABI_KEYS",
     "TYPE_NAMES",
+    "kinds_named",
+    "type_name",
     "FILE_KEYS",
     "CodecError",
     "format_datetime",

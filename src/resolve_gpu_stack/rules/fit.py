@@ -68,7 +68,10 @@ class TargetFit:
 
     def tag_rank(self, file: IndexFile) -> int | None:
         """Position of the best target tag this wheel carries (lower is better); None if none fits."""
-        tags = file.tags
+        return self.rank_of(file.tags)
+
+    def rank_of(self, tags: frozenset[Tag]) -> int | None:
+        """Position of the best target tag among a wheel's ``tags`` (lower is better); None if none fits."""
         try:
             return self._best[tags]
         except KeyError:
