@@ -105,10 +105,7 @@ class HttpFetcher:
 
     # -- Fetcher protocol ---------------------------------------------------------------------
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
-        todo = list(dict.fromkeys(urls))
-        if len(todo) > 1:
-            self._say(f"fetching {len(todo)} pages from {index.name}")
-        return self._run_all({u: partial(self._pages.fetch, u, index) for u in todo})
+        return self.fetch_page_round([(urls, index)])
 
     def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
         jobs: dict[str, Callable[[], PageResponse]] = {u: partial(self._pages.fetch, u, index) for urls, index in batches for u in urls}
