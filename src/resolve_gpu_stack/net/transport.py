@@ -205,9 +205,9 @@ class Transport:
                 hop_headers["Authorization"] = auth
             target = bare_url(current)
             try:
-                self._client.check(target)  # an invalid URL is not a request sent
+                prepared = self._client.check(target)  # an invalid URL is not a request sent
                 self.stats.add(requests=1)
-                resp = self._client.send(target, hop_headers)
+                resp = self._client.send(prepared, hop_headers)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except TransportError as exc:
