@@ -127,7 +127,7 @@ class HttpFetcher:
 
         return RangeClassifier(self.transport, self.cache, defs, say=self.progress, record=record, connections=self.concurrency, tails=self.tails)
 
-    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
+    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
         """What a torch wheel exports, by range reads through this fetcher (cached)."""
         from .exports import WheelExports
 
