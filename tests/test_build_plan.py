@@ -365,7 +365,7 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
                 finder,
                 defs,
                 classifier=FileClassifier(world.root),
-                exports=finder.fetcher.exports_reader(defs),
+                exports=finder.fetcher.exports_reader(),
                 store=None,
             )
         plan = resolve(
@@ -373,7 +373,7 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
             finder,
             defs,
             classifier=FileClassifier(world.root),
-            exports=finder.fetcher.exports_reader(defs),
+            exports=finder.fetcher.exports_reader(),
             store=None,
         )
     assert "sgl-kernel 0.3.21" in str(refused.value)

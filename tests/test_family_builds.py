@@ -196,13 +196,13 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         # PyPI's own build: for torch 2.8, refused
         with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(defs), store=None)
+            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(), store=None)
         assert "flash-attn 2.8.3 (required by the request): built for torch==2.8.0, torch is 2.9.1+cu128" in err.value.reasons
         srv.log.clear()
         # with the index of per-torch builds configured for flash-attn
         builds = defs.with_package_indexes({"flash-attn": f"{srv.url}builds/"})
         with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(builds), store=None)
+            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(), store=None)
         asked = [path for method, path, _ in srv.log if method == "GET"]
     fa = plan.package("flash-attn")
     assert str(fa.version) == "2.8.3+cu12torch2.9cxx11abitrue" and fa.index == "package:flash-attn"

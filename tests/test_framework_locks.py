@@ -44,7 +44,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
                 finder,
                 defs,
                 classifier=FileClassifier(world.root),
-                exports=finder.fetcher.exports_reader(defs),
+                exports=finder.fetcher.exports_reader(),
                 store=None,
             )
         out["defs"] = defs

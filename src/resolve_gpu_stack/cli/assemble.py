@@ -55,7 +55,7 @@ class ResolveParts:
 
     @property
     def exports(self) -> ExportsSource:
-        made: ExportsSource = self._once("exports", lambda: self.fetcher.exports_reader(self.defs))
+        made: ExportsSource = self._once("exports", lambda: self.fetcher.exports_reader())
         return made
 
     def _once(self, what: str, make: Callable[[], Any]) -> Any:
@@ -164,7 +164,7 @@ def resolve_parts(defs: Definitions, fetcher: Any, *, store: ResultStore | None 
 def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:
     """``resolve()``'s judging arguments for ``fetcher`` (its classifier and its exports reader),
     for callers that hold a finder of their own."""
-    return {"classifier": fetcher.classifier(defs), "exports": fetcher.exports_reader(defs)}
+    return {"classifier": fetcher.classifier(defs), "exports": fetcher.exports_reader()}
 
 
 __all__ = ["ResolveParts", "parts_of", "resolve_parts"]

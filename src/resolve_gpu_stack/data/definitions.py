@@ -281,14 +281,17 @@ def load_definitions(directory: Path | None = None) -> Definitions:
     comp = TomlReader(directory / "components.toml")
     doc = read_toml(directory / "components.toml")
     couplings = tuple(_coupling(comp, raw, f"coupling #{i + 1}") for i, raw in enumerate(comp.tables(doc, "coupling", "components")))
+    flashinfer = _flashinfer(comp, doc)
+    abi = _abi(comp, doc)
+    family = _pytorch_family(comp, doc)
     return Definitions(
         indexes=indexes,
         routes=routes,
         couplings=couplings,
-        flashinfer=_flashinfer(comp, doc),
-        abi=_abi(comp, doc),
-        pytorch_family=_pytorch_family(comp, doc),
-        family_built_for=_family_built_for(comp, doc),
+        flashinfer=flashinfer,
+        abi=abi,
+        pytorch_family=family,
+        family_built_for=_family_built_for(comp, doc, family),
         per_torch=_per_torch(comp, doc),
         layouts=layouts,
         source=directory,
@@ -373,10 +376,7 @@ def _layouts(r: TomlReader, doc: Mapping[str, Any]) -> dict[str, str]:
 def _coupling(r: TomlReader, raw: Mapping[str, Any], where: str) -> CouplingRule:
     r.unknown_keys(raw, COUPLING_KEYS, where)
     local = r.get(raw, "local", str, where)
-    try:
-        pattern = re.compile(local) if local is not None else None
-    except re.error as exc:
-        raise r.fail(where, f"'local' {local!r} is not a regular expression: {exc}") from None
+    pattern = _regex(r, local, "local", where) if local is not None else None
     return CouplingRule(
         patterns=_patterns(r, raw, where),
         coupling=r.enum(Coupling, r.get(raw, "coupling", str, where, required=True), where),
@@ -438,15 +438,10 @@ def _abi(r: TomlReader, doc: Mapping[str, Any]) -> AbiRules:
             raise r.fail("abi", f"{key!r} must be a non-empty array of non-empty strings")
         return values
 
-    patterns = []
-    for text in r.strings(table, "build-members", "abi") or ():
-        try:
-            pattern = re.compile(text)
-        except re.error as exc:
-            raise r.fail("abi", f"'build-members' {text!r} is not a regular expression: {exc}") from None
-        if not {"major", "minor"} <= set(pattern.groupindex):
-            raise r.fail("abi", f"'build-members' {text!r} has no groups named 'major' and 'minor'")
-        patterns.append(pattern)
+    patterns = [
+        _regex(r, text, "build-members", "abi", groups=("major", "minor"), no_groups=f"'build-members' {text!r} has no groups named 'major' and 'minor'")
+        for text in r.strings(table, "build-members", "abi") or ()
+    ]
     stable = version("stable-since", required=True)
     assert stable is not None
     return AbiRules(
@@ -478,25 +473,31 @@ def _per_torch(r: TomlReader, doc: Mapping[str, Any]) -> PerTorchRule | None:
         return None
     r.unknown_keys(table, ("local", "cxx11-abi-since"), "per-torch")
     text = r.get(table, "local", str, "per-torch", required=True)
+    pattern = _regex(r, text, "local", "per-torch", groups=("cuda", "torch"), no_groups="'local' must have the named groups cuda and torch")
+    since = r.version(r.get(table, "cxx11-abi-since", str, "per-torch", required=True), "per-torch 'cxx11-abi-since'")
+    return PerTorchRule(local=pattern, cxx11_abi_since=since)
+
+
+def _regex(r: TomlReader, text: str, key: str, where: str, *, groups: tuple[str, ...] = (), no_groups: str = "") -> re.Pattern[str]:
+    """``key``'s regular expression ``text``, compiled; one that does not compile, or lacks any of
+    the named ``groups`` (then the error says ``no_groups``), fails naming ``where``."""
     try:
         pattern = re.compile(text)
     except re.error as exc:
-        raise r.fail("per-torch", f"'local' {text!r} is not a regular expression: {exc}") from None
-    if not {"cuda", "torch"} <= set(pattern.groupindex):
-        raise r.fail("per-torch", "'local' must have the named groups cuda and torch")
-    since = r.version(r.get(table, "cxx11-abi-since", str, "per-torch", required=True), "per-torch 'cxx11-abi-since'")
-    return PerTorchRule(local=pattern, cxx11_abi_since=since)
+        raise r.fail(where, f"{key!r} {text!r} is not a regular expression: {exc}") from None
+    if not set(groups) <= set(pattern.groupindex):
+        raise r.fail(where, no_groups)
+    return pattern
 
 
 FAMILY_BUILT_FOR = ("pin", "date")  # components.toml [pytorch] built-for: how a member's nightly names its torch
 
 
-def _family_built_for(r: TomlReader, doc: Mapping[str, Any]) -> dict[NormalizedName, str]:
-    """``[pytorch] built-for``: member -> ``date`` / ``pin``, for members of the family only."""
+def _family_built_for(r: TomlReader, doc: Mapping[str, Any], family: frozenset[NormalizedName]) -> dict[NormalizedName, str]:
+    """``[pytorch] built-for``: member -> ``date`` / ``pin``, for members of ``family`` (``[pytorch] family``) only."""
     table = r.get(doc, "pytorch", dict, "top level", required=True)
     r.unknown_keys(table, ("family", "built-for"), "pytorch")
     raw = r.get(table, "built-for", dict, "pytorch") or {}
-    family = _pytorch_family(r, doc)
     out: dict[NormalizedName, str] = {}
     for member in raw:
         rule = r.get(raw, member, str, "pytorch built-for", required=True)

@@ -739,10 +739,7 @@ def _fast_join(base: str, href: str, ctx: _Context) -> str | None:
         return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
     start, rest = ("/", pre[1:]) if pre.startswith("/") and _ROOTED.fullmatch(pre) else _dotted(pre)
     if start:
-        head = ctx.joins.get((base, start))
-        if head is None:
-            joined = _join(base, start)
-            head = ctx.joins[(base, start)] = redact(joined) if joined is not None else ""
+        head = _joined_head(base, start, ctx)
         return head + rest + tail if head else None
     head, last = _joined_directory(base, pre, ctx)
     return head + last + tail if head else None
@@ -762,12 +759,16 @@ def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
     last = pre[slash + 1 :]
     if last in (".", "..") or not _PLAIN_SEGMENT.fullmatch(last) or not _separable(pre, slash):
         return "", ""
-    key = (base, pre[: slash + 1] or "./")
-    head = ctx.joins.get(key)
+    return _joined_head(base, pre[: slash + 1] or "./", ctx), last
+
+
+def _joined_head(base: str, start: str, ctx: _Context) -> str:
+    """The redacted join of ``base`` and ``start``, once per page (``ctx.joins``); "": it does not join."""
+    head = ctx.joins.get((base, start))
     if head is None:
-        joined = _join(base, key[1])
-        head = ctx.joins[key] = redact(joined) if joined is not None else ""
-    return head, last
+        joined = _join(base, start)
+        head = ctx.joins[(base, start)] = redact(joined) if joined is not None else ""
+    return head
 
 
 def _separable(pre: str, slash: int) -> bool:

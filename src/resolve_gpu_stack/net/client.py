@@ -28,7 +28,6 @@ Failures are ``TransportError`` (``ConnectError``, ``ConnectTimeout``, ``Timeout
 
 from __future__ import annotations
 
-import base64
 import http.client
 import os
 import re
@@ -39,11 +38,12 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol, overload
+from typing import NamedTuple, Protocol, overload
 from urllib.parse import quote, unquote, urlsplit
 
 from . import deadline as deadlines
 from .tls import LazyTrustContext
+from .urlpolicy import basic_authorization
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CHUNK = 64 * 1024  # bytes asked of the socket per read of a body
@@ -180,12 +180,23 @@ class _Route:
     port: int
     proxy: str | None
 
+    @property
+    def netloc(self) -> str:
+        """``host:port``, an IPv6 host in brackets."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
     def request_target(self, path_and_query: str) -> str:
         """What the request line names: the path, or the whole URL for plain http through a proxy."""
         if self.proxy and self.scheme == "http":
-            netloc = f"[{self.host}]" if ":" in self.host else self.host
-            return f"http://{netloc}:{self.port}{path_and_query}"
+            return f"http://{self.netloc}{path_and_query}"
         return path_and_query
+
+
+class Prepared(NamedTuple):
+    """A URL a request can be made for (``Client.check``): its route, and the quoted path and query."""
+
+    route: _Route
+    target: str
 
 
 class _Connection(http.client.HTTPConnection):
@@ -233,14 +244,12 @@ def proxy_authorization(proxy: str) -> str | None:
     parts = urlsplit(proxy)
     if parts.username is None:
         return None
-    token = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-    return "Basic " + base64.b64encode(token).decode()
+    return basic_authorization(unquote(parts.username), unquote(parts.password or ""))
 
 
 def _tunnel(sock: socket.socket, route: _Route, authorization: str | None, timeout: float) -> None:
     """``CONNECT host:port`` through a proxy; returns once it said 2xx (its answer read whole)."""
-    netloc = f"[{route.host}]:{route.port}" if ":" in route.host else f"{route.host}:{route.port}"
-    lines = [f"CONNECT {netloc} HTTP/1.1", f"Host: {netloc}"] + ([f"Proxy-Authorization: {authorization}"] if authorization else [])
+    lines = [f"CONNECT {route.netloc} HTTP/1.1", f"Host: {route.netloc}"] + ([f"Proxy-Authorization: {authorization}"] if authorization else [])
     sock.settimeout(deadlines.clamp(timeout))
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
     answer = b""
@@ -421,13 +430,15 @@ class Client:
         self._lock = threading.Lock()
         self._closed = False
 
-    def check(self, url: str) -> None:
-        """``InvalidURL`` for a URL no request can be made for (scheme, host, port)."""
-        self._route(url)
+    def check(self, url: str) -> Prepared:
+        """``url`` prepared for ``send``; ``InvalidURL`` for a URL no request can be made for
+        (scheme, host, port)."""
+        return self._route(url)
 
-    def send(self, url: str, headers: Mapping[str, str]) -> Response:
-        """GET ``url`` (no credentials in it; redirects are not followed): the answer, streamed."""
-        route, target = self._route(url)
+    def send(self, url: str | Prepared, headers: Mapping[str, str]) -> Response:
+        """GET ``url`` (no credentials in it; redirects are not followed; or what ``check`` made of
+        it): the answer, streamed."""
+        route, target = url if isinstance(url, Prepared) else self._route(url)
         try:
             wait = deadlines.clamp(self.timeout)
         except TimeoutError as exc:  # the request's deadline passed before it was sent (a long redirect chain)
@@ -480,7 +491,7 @@ class Client:
             conn.close()
 
     # -- the pool -------------------------------------------------------------------------------
-    def _route(self, url: str) -> tuple[_Route, str]:
+    def _route(self, url: str) -> Prepared:
         try:
             parts = urlsplit(url)
             port = parts.port
@@ -495,7 +506,7 @@ class Client:
         port = port or DEFAULT_PORTS[scheme]
         target = quote(parts.path or "/", safe=_PATH_SAFE) + (f"?{quote(parts.query, safe=_QUERY_SAFE)}" if parts.query else "")
         proxy = self.proxies.for_url(scheme, host, port) if self.proxies else None
-        return _Route(scheme, host, port, proxy), target
+        return Prepared(_Route(scheme, host, port, proxy), target)
 
     def _checkout(self, route: _Route) -> _Connection:
         """The most recently used idle connection of ``route`` that can still be used, or a new one
@@ -557,6 +568,7 @@ __all__ = [
     "EnvironmentProxies",
     "Headers",
     "InvalidURL",
+    "Prepared",
     "ReadError",
     "Response",
     "Timeout",

@@ -105,10 +105,7 @@ class HttpFetcher:
 
     # -- Fetcher protocol ---------------------------------------------------------------------
     def fetch_pages(self, urls: Sequence[str], *, index: IndexDefinition) -> dict[str, PageResponse]:
-        todo = list(dict.fromkeys(urls))
-        if len(todo) > 1:
-            self._say(f"fetching {len(todo)} pages from {index.name}")
-        return self._run_all({u: partial(self._pages.fetch, u, index) for u in todo})
+        return self.fetch_page_round([(urls, index)])
 
     def fetch_page_round(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> dict[str, PageResponse]:
         jobs: dict[str, Callable[[], PageResponse]] = {u: partial(self._pages.fetch, u, index) for urls, index in batches for u in urls}
@@ -130,7 +127,7 @@ class HttpFetcher:
 
         return RangeClassifier(self.transport, self.cache, defs, say=self.progress, record=record, connections=self.concurrency, tails=self.tails)
 
-    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
+    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
         """What a torch wheel exports, by range reads through this fetcher (cached)."""
         from .exports import WheelExports
 

@@ -25,7 +25,7 @@ from ..model import IndexFile
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache
 from .client import Response
-from .transport import Transport, content_range
+from .transport import Transport, content_range, raise_if_gone
 
 log = logging.getLogger(__name__)
 
@@ -212,8 +212,7 @@ class MetadataReader:
             try:
                 if resp.status_code == 200:
                     return _Whole(self._metadata_from_whole(resp, url, file))
-                if resp.status_code in (404, 410):
-                    raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this wheel but the server does not have it")
+                raise_if_gone(resp, url, "wheel")
                 transport.check_status(resp, url, ok=(206,))
                 span = content_range(resp, url, spec, start)
                 want = span[1] - span[0] + 1
@@ -234,23 +233,16 @@ class MetadataReader:
 
         transport = self._transport
         cap = min(file.size, MAX_SDIST_BYTES) if file.size is not None else MAX_SDIST_BYTES
+        said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {cap}-byte cap for an sdist"
 
         def attempt() -> bytes:
             resp, _ = transport.open(url, {"Accept-Encoding": "identity"})
             try:
-                if resp.status_code in (404, 410):
-                    raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this sdist but the server does not have it")
+                raise_if_gone(resp, url, "sdist")
                 transport.check_status(resp, url, ok=(200,))
                 digest = hashlib.sha256()
                 with tempfile.TemporaryFile(prefix="resolve-gpu-stack-sdist-") as tmp:
-                    n = 0
-                    for chunk in transport.iter_body(resp, url, "sdist"):
-                        n += len(chunk)
-                        if n > cap:
-                            said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {cap}-byte cap for an sdist"
-                            raise IntegrityError(redact_url(url), f"the server sent more than {said}; stopped")
-                        tmp.write(chunk)
-                        digest.update(chunk)
+                    n = transport.stream_to(resp, url, tmp, digest, "sdist", limit=cap, over_limit=f"the server sent more than {said}; stopped")
                     _check_whole(url, file, n, digest.hexdigest())
                     tmp.seek(0)
                     try:

@@ -210,9 +210,7 @@ class SnapshotFetcher:
 
         return ReplayClassifier(self.scan_entry, live=live, record=record)
 
-    def exports_reader(
-        self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None, live: ExportsSource | None = None
-    ) -> ReplayExports:
+    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None, live: ExportsSource | None = None) -> ReplayExports:
         """The recorded exports of torch wheels (``live`` reads what the snapshot lacks)."""
         from .exports import ReplayExports, recorded_exports
 
@@ -319,9 +317,9 @@ class RecordingFetcher:
         """The inner fetcher's classifier, every scan recorded into this snapshot."""
         return self.inner.classifier(defs, record=self.record_scan)  # type: ignore[attr-defined]
 
-    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
+    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
         """The inner fetcher's exports reader, every torch wheel's exports recorded into this snapshot."""
-        return self.inner.exports_reader(defs, record=self.record_exports)  # type: ignore[attr-defined]
+        return self.inner.exports_reader(record=self.record_exports)  # type: ignore[attr-defined]
 
     def close(self) -> None:
         with self._lock:
@@ -404,9 +402,9 @@ class FallbackFetcher:
         """The recorded scans; live range reads for what the snapshot lacks."""
         return self.replay.classifier(defs, record=record, live=self.live.classifier(defs, record=record))  # type: ignore[attr-defined]
 
-    def exports_reader(self, defs: Definitions, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
+    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
         """The recorded exports; live range reads for what the snapshot lacks."""
-        return self.replay.exports_reader(defs, record=record, live=self.live.exports_reader(defs, record=record))  # type: ignore[attr-defined]
+        return self.replay.exports_reader(record=record, live=self.live.exports_reader(record=record))  # type: ignore[attr-defined]
 
     def close(self) -> None:
         self.live.close()

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..errors import CrawlError
-from ..urls import redact_url, without_fragment
+from ..urls import without_fragment
 from .client import Response
-from .transport import Transport, content_range, declared_length, is_identity
+from .transport import Transport, content_range, declared_length, is_identity, raise_if_gone
 
 
 class StreamAnswer:
@@ -63,8 +62,7 @@ def open_stream(transport: Transport, url: str, *, start: int = 0, if_range: str
     resp, _ = transport.open(url, headers)
     try:
         status = resp.status_code
-        if status in (404, 410):
-            raise CrawlError(redact_url(url), f"{status} {resp.reason_phrase}: the index lists this file but the server does not have it")
+        raise_if_gone(resp, url, "file")
         total: int | None = None
         offset = 0
         if status == 416 and start > 0:

@@ -6,7 +6,8 @@
   ``http://`` only for loopback hosts and ``allow_insecure_hosts``; never https -> http), and
   credentials (``user:token@`` in a URL seen before, or netrc) sent to their own origin only;
 - ``check_status``: 429/5xx are retryable (``Retry-After`` honoured, capped), 401/403 say what to
-  do about credentials, anything else unexpected is a ``CrawlError`` naming the URL;
+  do about credentials, anything else unexpected is a ``CrawlError`` naming the URL (``raise_if_gone``:
+  a 404/410 for a file an index lists);
 - ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
   reset, a timeout or a body shorter than announced is retryable;
 - a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout``, plus credit
@@ -32,7 +33,7 @@ from typing import IO, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from .. import __version__
-from ..errors import CrawlError
+from ..errors import CrawlError, IntegrityError
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
 from .client import Client, DecodingError, InvalidURL, Response, TransportError
@@ -97,6 +98,12 @@ class Retryable(Exception):
         if attempts == 1:
             return self.cause
         return f"{self.cause} after {attempts} attempts" if self.status else f"{self.cause} (tried {attempts} times)"
+
+
+def raise_if_gone(resp: Response, url: str, what: str) -> None:
+    """A 404 or 410 for a file an index page lists (a ``what``: "wheel", "sdist", "file") is a ``CrawlError``."""
+    if resp.status_code in (404, 410):
+        raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this {what} but the server does not have it")
 
 
 def _transport_cause(exc: TransportError, timeout: float) -> str:
@@ -198,9 +205,9 @@ class Transport:
                 hop_headers["Authorization"] = auth
             target = bare_url(current)
             try:
-                self._client.check(target)  # an invalid URL is not a request sent
+                prepared = self._client.check(target)  # an invalid URL is not a request sent
                 self.stats.add(requests=1)
-                resp = self._client.send(target, hop_headers)
+                resp = self._client.send(prepared, hop_headers)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except TransportError as exc:
@@ -263,13 +270,19 @@ class Transport:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def stream_to(self, resp: Response, url: str, out: IO[bytes], digest: Digest, what: str = "download") -> int:
-        """Write the body to ``out`` (and ``digest``); the number of bytes written."""
+    def stream_to(
+        self, resp: Response, url: str, out: IO[bytes], digest: Digest, what: str = "download", *, limit: int | None = None, over_limit: str = ""
+    ) -> int:
+        """Write the body to ``out`` (and ``digest``); the number of bytes written. A body longer
+        than ``limit`` bytes is an ``IntegrityError`` saying ``over_limit`` (the chunk that passes
+        the limit is not written)."""
         n = 0
         for chunk in self.iter_body(resp, url, what):
+            n += len(chunk)
+            if limit is not None and n > limit:
+                raise IntegrityError(redact_url(url), over_limit)
             out.write(chunk)
             digest.update(chunk)
-            n += len(chunk)
         return n
 
     def _raise_past_deadline(self, url: str, exc: TransportError) -> None:
@@ -330,4 +343,4 @@ class Transport:
         return min(self.max_backoff, self.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
-__all__ = ["USER_AGENT", "Digest", "FetchStats", "Retryable", "Transport", "content_range", "declared_length", "is_identity"]
+__all__ = ["USER_AGENT", "Digest", "FetchStats", "Retryable", "Transport", "content_range", "declared_length", "is_identity", "raise_if_gone"]

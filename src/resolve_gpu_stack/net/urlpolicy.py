@@ -170,6 +170,11 @@ def _sniffed(body: bytes) -> str | None:
     return None
 
 
+def basic_authorization(user: str, password: str) -> str:
+    """The ``Basic`` value of an ``Authorization`` (or ``Proxy-Authorization``) header."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 class Credentials:
     """Basic-auth credentials per origin, from URLs seen and from a netrc file. Never printed.
 
@@ -194,9 +199,7 @@ class Credentials:
     def header_for(self, url: str) -> str | None:
         """The ``Authorization`` value for a request to ``url`` (its own origin only), or None."""
         pair = self._lookup(url)
-        if pair is None:
-            return None
-        return "Basic " + base64.b64encode(f"{pair[0]}:{pair[1]}".encode()).decode("ascii")
+        return None if pair is None else basic_authorization(*pair)
 
     def _lookup(self, url: str) -> tuple[str, str] | None:
         parts = urlsplit(url)
@@ -230,6 +233,7 @@ class Credentials:
 __all__ = [
     "CREDENTIALS_HINT",
     "Credentials",
+    "basic_authorization",
     "check_redirect",
     "check_url_allowed",
     "internal_kind",

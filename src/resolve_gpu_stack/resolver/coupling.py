@@ -142,11 +142,6 @@ class ScanAhead:
         self.close()
 
 
-def abi_policy(defs: Definitions) -> AbiPolicy:
-    """The data's part of the ABI judgement (``indexes/components.toml`` ``[abi]``)."""
-    return AbiPolicy.of(defs.abi)
-
-
 def wants_scan(cand: Cand, reqs: Sequence[Req], defs: Definitions) -> bool:
     """Whether ``cand``'s coupling is left to a scan of its wheel: a native wheel the data does not
     cover, whose METADATA does not pin torch."""

@@ -55,13 +55,7 @@ class Judge:
     def judges_like(self, other: Judge) -> bool:
         """Whether ``other`` gives every file the same verdict: the same rules, torch, CUDA, tags
         and Python (what is installed on the target plays no part in a verdict)."""
-        return (
-            self.defs is other.defs
-            and self.torch == other.torch
-            and self.cuda == other.cuda
-            and self.target.tags is other.target.tags
-            and self.target.python_full_version == other.target.python_full_version
-        )
+        return self.defs is other.defs and self.torch == other.torch and self.cuda == other.cuda and self.fit.judges_like(other.target)
 
     def __call__(self, name: str, file: IndexFile) -> Rejection | None:
         why = self.fit(file)

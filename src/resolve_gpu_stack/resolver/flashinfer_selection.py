@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from packaging.version import Version
 
@@ -72,6 +72,14 @@ def flashinfer_floors(request: ResolveRequest, gpu_table: Callable[[], GpuTable]
     return tuple(floors), tuple(notes)
 
 
+class Skipped(NamedTuple):
+    """A flashinfer-python version left out: why (a message), and the components it misses."""
+
+    version: Version
+    why: str  # "flashinfer 0.3.1: no flashinfer-cubin 0.3.1; ..."
+    components: frozenset[str]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FlashInferSelection:
     """Allowed flashinfer-python versions -> the jit-cache label (None: no jit-cache), and notes."""
@@ -103,7 +111,7 @@ def select_flashinfer(
     if not allowed:
         raise _no_complete_version(request, defs, cuda, components, floors, min_cuda, skipped, where)
     newest = max(allowed)
-    notes = tuple(f"{s}; newest with every component is {newest}" for v, s in skipped if v > newest)[:5]
+    notes = tuple(f"{s.why}; newest with every component is {newest}" for s in skipped if s.version > newest)[:5]
     return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted))
 
 
@@ -114,14 +122,14 @@ def _labels_at_or_above(defs: Definitions, cuda: CudaLabel, min_cuda: CudaLabel 
 
 def _complete_versions(
     versions: Sequence[Version], defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer
-) -> tuple[dict[Version, str | None], list[tuple[Version, str]]]:
-    """({version: jit-cache label} of the versions with every component, [(version, why not)])."""
+) -> tuple[dict[Version, str | None], list[Skipped]]:
+    """({version: jit-cache label} of the versions with every component, the versions left out)."""
     allowed: dict[Version, str | None] = {}
-    skipped: list[tuple[Version, str]] = []
+    skipped: list[Skipped] = []
     for v in versions:
         label, missing = _components_at(v, defs, cuda, list(labels), components, offer)
         if missing:
-            skipped.append((v, f"flashinfer {v}: {'; '.join(missing)}"))
+            skipped.append(Skipped(v, f"flashinfer {v}: {'; '.join(missing.values())}", frozenset(missing)))
         else:
             allowed[v] = label
     return allowed, skipped
@@ -134,11 +142,11 @@ def _no_complete_version(
     components: Sequence[str],
     floors: Sequence[Floor],
     min_cuda: CudaLabel | None,
-    skipped: Sequence[tuple[Version, str]],
+    skipped: Sequence[Skipped],
     where: str,
 ) -> NoPlanError:
     exact = request.flashinfer.version
-    why = [s for _, s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
+    why = [s.why for s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
     if min_cuda is not None and defs.flashinfer.jit_cache in components:
         why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
     return NoPlanError(
@@ -185,18 +193,18 @@ def _floor_notes(floors: Sequence[Floor], wanted: Sequence[Version]) -> tuple[st
 
 def _components_at(
     v: Version, defs: Definitions, cuda: CudaLabel, labels: Sequence[str], components: Sequence[str], offer: FlashInferOffer
-) -> tuple[str | None, list[str]]:
+) -> tuple[str | None, dict[str, str]]:
     """The jit-cache label to use at flashinfer-python ``v`` (None: no jit-cache asked for), and
-    what is missing for that version."""
+    what is missing for that version ({component: why})."""
     fi = defs.flashinfer
-    missing = []
+    missing: dict[str, str] = {}
     if fi.cubin in components and v not in offer.cubin:
-        missing.append(f"no {fi.cubin} {v}")
+        missing[fi.cubin] = f"no {fi.cubin} {v}"
     if fi.jit_cache not in components:
         return None, missing
     label = next((lab for lab in labels if jit_cache_version(v, lab) in offer.jit_cache), None)
     if label is None:
-        missing.append(f"no {fi.jit_cache} for {cuda if not labels else '/'.join(labels)} at {v}")
+        missing[fi.jit_cache] = f"no {fi.jit_cache} for {cuda if not labels else '/'.join(labels)} at {v}"
     return label, missing
 
 
@@ -210,21 +218,15 @@ def _wanted_versions(request: ResolveRequest, python: Sequence[Version]) -> list
     return versions
 
 
-def _hint(request: ResolveRequest, defs: Definitions, skipped: Sequence[tuple[Version, str]]) -> str:
-    """What would give a plan: leaving out a component only where it is all a version misses (not
-    for a version that has no flashinfer-python at all), another --flashinfer only where one was given."""
+def _hint(request: ResolveRequest, defs: Definitions, skipped: Sequence[Skipped]) -> str:
+    """What would give a plan: leaving out a component only where it is all some version misses
+    (not for a version that has no flashinfer-python at all), another --flashinfer only where one was given."""
     fi = defs.flashinfer
-    missing = [why.split(": ", 1)[1].split("; ") for _, why in skipped]
     components = ((request.jit_cache, fi.jit_cache, "--no-jit-cache"), (request.cubin, fi.cubin, "--no-cubin"))
-    hints = [flag for asked, component, flag in components if asked and _all_it_misses(component, missing)]
+    hints = [flag for asked, component, flag in components if asked and any(s.components == {component} for s in skipped)]
     if request.flashinfer.text != "latest":
         hints.append("--flashinfer latest")
     return "try " + " or ".join(hints) if hints else "check the FlashInfer index (--index flashinfer=URL) and --cuda: no version has these components"
-
-
-def _all_it_misses(component: str, missing: Sequence[Sequence[str]]) -> bool:
-    """Whether some version misses nothing but ``component`` (``missing``: what each version misses)."""
-    return any(all(m.startswith(f"no {component} ") for m in ms) for ms in missing)
 
 
 def legacy_notes(visits: Collection[PageVisit], rejections: Sequence[tuple[IndexFile, Rejection]]) -> tuple[str, ...]:

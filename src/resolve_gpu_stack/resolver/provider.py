@@ -76,8 +76,9 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         self.dependencies = dependencies
         self.prefetcher = prefetcher
         self.policy = policy
-        # (identifier, the requirements it was asked with) -> how many candidates find_matches gave
-        self._counts: dict[tuple[Key, tuple[int, ...]], int] = {}
+        # (identifier, ids of the requirements it was asked with) -> how many candidates find_matches
+        # gave, with the requirements held
+        self._counts: dict[tuple[Key, tuple[int, ...]], tuple[int, list[Req]]] = {}
         # the same key -> its preference (when the count came from find_matches), with the infos held
         self._preferences: dict[tuple[Key, tuple[int, ...]], tuple[Preference, list[Information]]] = {}
         # (id(requirement), id(candidate)) -> satisfied; ``_held`` keeps both alive (their ids unique)
@@ -110,10 +111,10 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         known = self._preferences.get(key)
         if known is not None:
             return known[0]
-        count = self._counts.get(key)
-        if count is None:  # not asked with exactly these requirements: count what resolvelib holds
+        counted = self._counts.get(key)
+        if counted is None:  # not asked with exactly these requirements: count what resolvelib holds
             return Preference.of(identifier, infos, sum(1 for _ in candidates[identifier]))
-        preference = Preference.of(identifier, infos, count)
+        preference = Preference.of(identifier, infos, counted[0])
         self._preferences[key] = (preference, infos)
         return preference
 
@@ -123,7 +124,7 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         extras = frozenset().union(*(r.extras for r in reqs)) if reqs else frozenset()
         out = [c.with_extras(extras) for c in self.factory.matches(identifier.name, reqs, self.policy, bad)]
         key = (identifier, tuple(map(id, reqs)))
-        self._counts[key] = len(out)
+        self._counts[key] = (len(out), reqs)
         self._preferences.pop(key, None)  # asked again (after a backtrack): the count may differ
         if out and out[0].file is not None and self.prefetcher is not None:
             self.prefetcher.warm_metadata([out[0]])

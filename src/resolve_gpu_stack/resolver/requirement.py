@@ -104,6 +104,6 @@ class Containment:
         hit = self._known.get(key)
         if hit is not None and hit[0] is spec and hit[1] is version:
             return hit[2]
-        ok = spec.contains(version, prereleases=True)
+        ok = contains(spec, version)
         self._known[key] = (spec, version, ok)  # holding both keeps their ids unique
         return ok

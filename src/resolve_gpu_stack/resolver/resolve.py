@@ -24,12 +24,12 @@ from ..index.finder import Finder
 from ..model import Coupling, LockPlan
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
-from ..rules.abi import AbiTorch, ExportsSource
+from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
 from ..rules.versions import describe_versions, torch_series
 from . import builds, framework
-from .coupling import Found, ScanAhead, WheelClassifier, abi_policy
+from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
@@ -156,7 +156,7 @@ def _framework_facts(
 ) -> framework.FrameworkFacts:
     cands = framework.packages(mapping)
     torch = next((c for c in cands if c.name == TORCH), None)
-    found = framework.couplings(cands, deps, defs, abi_torch, classifier, abi_policy(defs))
+    found = framework.couplings(cands, deps, defs, abi_torch, classifier, AbiPolicy.of(defs.abi))
     built = builds.plan_builds(cands, found, request.build_names, factory.sdist, torch.version if torch else None)
     words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
     notes = (

@@ -18,7 +18,6 @@ ignored (a miss).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -31,7 +30,7 @@ from ..data.definitions import Definitions
 from ..errors import CrawlError
 from ..index.finder import Finder
 from ..model import IndexFile, LockPlan
-from ..model.canonical import canonical
+from ..model.canonical import digest
 from ..model.codec import plan_from_dict, plan_to_dict
 
 log = logging.getLogger(__name__)
@@ -50,8 +49,7 @@ class ResultStore(Protocol):
 
 def result_key(request: object, defs: Definitions) -> str:
     """The digest of everything a plan depends on besides the fetched bytes and the code."""
-    inputs = {"schema": SCHEMA, "request": canonical(request), "definitions": defs.digest}
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return digest({"schema": SCHEMA, "request": request, "definitions": defs.digest})
 
 
 def reuse(finder: Finder, store: ResultStore, key: str) -> LockPlan | None:
