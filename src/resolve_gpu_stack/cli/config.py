@@ -63,6 +63,7 @@ from ..lock.uvproject import RECORD
 from ..model.request import ResolveRequest
 from ..net.snapshot import PLACEHOLDER_BASE
 from ..urls import has_credentials, normalize_base_url
+from . import common
 from . import settings as S
 from .userconfig import discover_pypi_url
 
@@ -388,14 +389,11 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
     if not words:
         return None
     parser = _ArgumentParser(add_help=False)
-    S.add_flags(parser)
-    parser.add_argument("--snapshot")
-    parser.add_argument("--index", action="append", default=[])
-    parser.add_argument("--package-index", action="append", default=[])
+    common.add_resolve_flags(parser)
     try:
         args = parser.parse_args(words)
-        indexes = dict(item.split("=", 1) for item in args.index)
-        package_indexes = dict(item.split("=", 1) for item in args.package_index)
+        indexes = common.index_overrides(args)
+        package_indexes = common.package_index_overrides(args)
         target = with_overrides(target, S.typed(args))
     except (UsageError, ValueError):
         return None
