@@ -118,10 +118,14 @@ class ProjectConfig:
         wanted = path.resolve()
         return next((t for t in self.targets if wanted in t.outputs), None)
 
+    def config_flag(self) -> str:
+        """``--config NAME`` when a command run in the config's folder must name the file ("": the
+        search finds it: ``pyproject.toml`` or ``gpu-stack.toml``)."""
+        return "" if self.path.name in (PYPROJECT, GPU_STACK_TOML) else f"--config {shlex.quote(self.path.name)}"
+
     def regenerate_command(self, target: TargetConfig) -> str:
         """The command, run in the config file's folder, that rewrites ``target``'s locks."""
-        config = "" if self.path.name in (PYPROJECT, GPU_STACK_TOML) else f" --config {shlex.quote(self.path.name)}"
-        return f"resolve-gpu-stack lock{config} --target {target.name}"
+        return " ".join(w for w in ("resolve-gpu-stack lock", self.config_flag(), f"--target {target.name}") if w)
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the config's folder (POSIX), as recorded in lock inputs."""
