@@ -151,6 +151,11 @@ def test_candidates_reads_its_flags_through_the_settings_table(capsys, flag, val
     assert code == 2 and says in err
 
 
+def test_inspect_reads_cuda_through_the_settings_table(capsys):
+    code, _, err = run(capsys, ["inspect", "flashinfer-jit-cache==0.6.5+cu130", "--cuda", "bogus", *STORY])
+    assert code == 2 and "--cuda 'bogus' is not a CUDA label" in err
+
+
 def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(capsys):
     code, out, _ = run(
         capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"]

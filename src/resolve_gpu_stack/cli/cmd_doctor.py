@@ -123,7 +123,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = (), defs: Definitions | None = None) -> ImportResult:
     """``import flashinfer`` in the target, with FlashInfer's version checks on; with ``apis``, whether
-    the module has each (``mm_mxfp8``; ``mm_mxfp8:cutlass``: and its ``backend`` accepts cutlass).
+    the module has each (``mm_mxfp8``; ``mm_mxfp8:cutlass``: and its ``backend`` accepts cutlass),
+    looked up in the GPU table of ``defs`` (needed with ``apis``).
 
     FLASHINFER_DISABLE_VERSION_CHECK is removed (any non-empty value disables the checks). The rest
     of the environment (PYTHONPATH, user site) is kept: this imports what the user's programs would.
@@ -158,14 +159,14 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
 
 def _api_argument(apis: Sequence[str], defs: Definitions | None = None) -> list[str]:
     """The import script's argument: [name, symbol, backend] of each API (none: no argument); the
-    APIs' rows from ``defs``' GPU table (the bundled one when not given)."""
+    APIs' rows from ``defs``' GPU table."""
     import json
-
-    from ..data.gpus import default_gpu_table
 
     if not apis:
         return []
-    table = defs.gpu_table() if defs is not None else default_gpu_table()
+    if defs is None:
+        raise ValueError("the APIs' rows come from the definitions' GPU table: pass defs with apis")
+    table = defs.gpu_table()
     return [json.dumps([[name, table.api(name).symbol, table.api(name).backend] for name in apis])]
 
 

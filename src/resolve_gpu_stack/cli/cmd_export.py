@@ -23,6 +23,7 @@ from . import common
 from . import settings as S
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..lock.uvproject import ExportTarget
     from .config import ProjectConfig
 
@@ -60,7 +61,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..data.definitions import load_definitions
     from ..data.toml import read_text
     from ..lock.files import write_texts
     from ..lock.uvproject import apply_tables, parse_project, uv_tables
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         )
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
-    targets, command = _plans(config, args, env) if config is not None else _flags_plan(args, env)
-    applied = apply_tables(before, uv_tables(targets, load_definitions().flashinfer), command=command, where=common.shown(path))
+    targets, command, defs = _plans(config, args, env) if config is not None else _flags_plan(args, env)
+    applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
     quiet = getattr(args, "quiet", False)
     if not quiet:
         for note in applied.notes:
@@ -102,40 +102,35 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def _config(args: argparse.Namespace) -> ProjectConfig | None:
     """The config whose targets to export, or None: one plan from the flags (as ``lock`` decides)."""
-    from .config import discover_config
+    from .cmd_lock import asks_configured, discover_configured, own_target
 
-    configured = args.config is not None or bool(args.target)
-    if any(getattr(args, n) for n in ("python", "platform", "installed")) and not configured:
+    if own_target(args) and not asks_configured(args):
         return None
-    config = discover_config(args.config)
-    if config is None and args.target:
-        raise UsageError(
-            "--target names a configured target, but no config was found",
-            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
-        )
-    return config
+    return discover_configured(args)
 
 
-def _flags_plan(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str]:
+def _flags_plan(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+    """The plan of the flags, the command that exports it again, the definitions it was resolved with."""
     from ..lock.uvproject import ExportTarget
     from .cmd_lock import source_words
 
-    plan, _ = common.run_resolve(args, env)
+    plan, defs = common.run_resolve(args, env)
     words = [*S.words(S.typed(args)), *source_words(args)]
-    return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)])
+    return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)]), defs
 
 
-def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str]:
-    """Every selected target's plan through one finder; the first target without a plan fails the
-    export (nothing is written: a project's tables are all or nothing)."""
+def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+    """Every selected target's plan through one finder (the first target without a plan fails the
+    export: nothing is written, a project's tables are all or nothing), the command that exports
+    them again, the definitions they were resolved with."""
     from ..lock.uvproject import ExportTarget
     from .cmd_lock import selected_targets
-    from .config import GPU_STACK_TOML, resolve_definitions, resolve_request
+    from .config import resolve_definitions, resolve_request
 
     config, targets, extra = selected_targets(config, args)
     defs = resolve_definitions(config, env)
     out = []
-    with common.make_parts(argparse.Namespace(**{**vars(args), "snapshot": config.snapshot}), env, defs) as parts:
+    with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
         for target in targets:
             try:
                 out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))
@@ -144,8 +139,5 @@ def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, st
             except ResolveGpuStackError as err:
                 err.message = f"{target.name}: {err.message}"
                 raise
-    words = ["resolve-gpu-stack export uv"]
-    if config.path.name not in (PYPROJECT, GPU_STACK_TOML):
-        words += ["--config", shlex.quote(config.path.name)]
-    words += [f"--target {shlex.quote(n)}" for n in args.target]
-    return out, " ".join(w for w in (*words, extra) if w)
+    words = ["resolve-gpu-stack export uv", config.config_flag(), *(f"--target {shlex.quote(n)}" for n in args.target)]
+    return out, " ".join(w for w in (*words, extra) if w), defs

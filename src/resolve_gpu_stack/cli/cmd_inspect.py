@@ -52,15 +52,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..model.cuda import CudaLabel
     from ..model.request import TORCH
 
+    cuda = S.parse({"cuda": S.raw_of(args, "cuda")})["cuda"]  # through the settings table: a bad --cuda is a usage error
     target, _ = common.target_from_args(args, env)
     defs = common.definitions(args, env, need_pypi="==" in args.wheel and "://" not in args.wheel)
     with common.make_parts(args, env, defs) as parts:
         source, scan, abi, cost, requires = _read(args.wheel, parts, target)
         torch = target.installed.get(TORCH)
-        verdict = parts.judge(_name_of(source), abi, requires, target, CudaLabel.parse(S.raw_of(args, "cuda"))) if torch is not None else None
+        verdict = parts.judge(_name_of(source), abi, requires, target, cuda) if torch is not None else None
     report = _report(args.wheel, source, scan, abi, cost, verdict, torch, parts.defs)
     if common.output_format(args) == "json":
         from .render import print_json

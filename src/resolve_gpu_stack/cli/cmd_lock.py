@@ -74,9 +74,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     """The project config whose targets to lock, or None: one plan from the flags."""
-    from .config import discover_config
-
-    configured = _configured(args)
+    configured = asks_configured(args)
     if args.output and configured:
         raise UsageError(
             "-o writes one plan from flags; --config/--target lock the configured targets",
@@ -85,14 +83,9 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     # Flags that describe a target of their own (--python/--platform/--installed) make `lock` the
     # resolver's twin (`lock --torch nightly ...` == `resolve-gpu-stack --torch nightly ...`) unless
     # --config/--target ask for the configured targets.
-    if args.output or (_own_target(args) and not configured):
+    if args.output or (own_target(args) and not configured):
         return None
-    config = discover_config(args.config)
-    if config is None and args.target:
-        raise UsageError(
-            "--target names a configured target, but no config was found",
-            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
-        )
+    config = discover_configured(args)
     if config is None:  # as `check` says it: no project, no -o, no target of its own: nothing to lock
         raise UsageError(
             "nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
@@ -101,14 +94,28 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     return config
 
 
-def _configured(args: argparse.Namespace) -> bool:
-    """--config or --target: the configured targets are asked for."""
+def asks_configured(args: argparse.Namespace) -> bool:
+    """--config or --target: the configured targets are asked for (``lock``, ``export``)."""
     return args.config is not None or bool(args.target)
 
 
-def _own_target(args: argparse.Namespace) -> bool:
-    """--python/--platform/--installed: the flags describe a target of their own."""
+def own_target(args: argparse.Namespace) -> bool:
+    """--python/--platform/--installed: the flags describe a target of their own (``lock``, ``export``)."""
     return any(getattr(args, name) for name in ("python", "platform", "installed"))
+
+
+def discover_configured(args: argparse.Namespace) -> ProjectConfig | None:
+    """The config ``--config`` names, else the nearest one; None without one, unless ``--target``
+    names a configured target (a usage error then)."""
+    from .config import discover_config
+
+    config = discover_config(args.config)
+    if config is None and args.target:
+        raise UsageError(
+            "--target names a configured target, but no config was found",
+            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
+        )
+    return config
 
 
 # -- one plan from flags ---------------------------------------------------------------------------
@@ -293,11 +300,11 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     config, targets, extra = selected_targets(config, args)
     if not getattr(args, "allow_outside_project", False):
         _refuse_outside(config, targets)
-    defs = resolve_definitions(config, env)
+    bundled = load_definitions()  # read once: resolved with, and what each target's inputs digest is computed under (lock_inputs)
+    defs = resolve_definitions(config, env, bundled)
     args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
-    bundled = load_definitions()  # what each target's inputs digest is computed under (lock_inputs)
     with common.make_parts(args, env, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)

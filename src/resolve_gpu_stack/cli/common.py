@@ -206,30 +206,23 @@ def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     return None if getattr(args, "quiet", False) else say
 
 
-def make_fetcher(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None):
-    """The snapshot replayer (``snapshot``, else ``--snapshot``), with what it lacks fetched live
-    under ``--live-fallback``; else the live HTTP fetcher."""
-    from ..net.snapshot import FallbackFetcher, SnapshotFetcher
-
-    snapshot = snapshot if snapshot is not None else args.snapshot
-    if snapshot is not None:
-        replay = SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
-        return FallbackFetcher(replay, live_fetcher(args, env)) if getattr(args, "live_fallback", False) else replay
-    return live_fetcher(args, env)
-
-
 def make_parts(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None, fetcher=None):
-    """A resolve's parts (``assemble.ResolveParts``) from the flags: ``fetcher`` as given, else
-    ``make_fetcher``'s; the live HTTP fetcher's cache then keeps the computed plans (a replay is
-    as fast as reusing). Close them when done (``with`` works)."""
+    """A resolve's parts (``assemble.ResolveParts``) from the flags: ``fetcher`` as given; else the
+    replayer of ``snapshot`` (else ``--snapshot``), with what it lacks fetched live under
+    ``--live-fallback``; else the live HTTP fetcher, whose cache then keeps the computed plans (a
+    replay is as fast as reusing). Close them when done (``with`` works)."""
     from .assemble import resolve_parts
 
     if fetcher is not None:
         return resolve_parts(defs, fetcher)
-    if (snapshot if snapshot is not None else args.snapshot) is not None:
-        return resolve_parts(defs, make_fetcher(args, env, defs, snapshot=snapshot))
-    live = live_fetcher(args, env)
-    return resolve_parts(defs, live, store=live.cache)
+    snapshot = snapshot if snapshot is not None else args.snapshot
+    if snapshot is None:
+        live = live_fetcher(args, env)
+        return resolve_parts(defs, live, store=live.cache)
+    from ..net.snapshot import FallbackFetcher, SnapshotFetcher
+
+    replay = SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
+    return resolve_parts(defs, FallbackFetcher(replay, live_fetcher(args, env)) if getattr(args, "live_fallback", False) else replay)
 
 
 # -- the target and the request --------------------------------------------------------------------

@@ -63,6 +63,7 @@ from ..lock.uvproject import RECORD
 from ..model.request import ResolveRequest
 from ..net.snapshot import PLACEHOLDER_BASE
 from ..urls import has_credentials, normalize_base_url
+from . import common
 from . import settings as S
 from .userconfig import discover_pypi_url
 
@@ -117,10 +118,14 @@ class ProjectConfig:
         wanted = path.resolve()
         return next((t for t in self.targets if wanted in t.outputs), None)
 
+    def config_flag(self) -> str:
+        """``--config NAME`` when a command run in the config's folder must name the file ("": the
+        search finds it: ``pyproject.toml`` or ``gpu-stack.toml``)."""
+        return "" if self.path.name in (PYPROJECT, GPU_STACK_TOML) else f"--config {shlex.quote(self.path.name)}"
+
     def regenerate_command(self, target: TargetConfig) -> str:
         """The command, run in the config file's folder, that rewrites ``target``'s locks."""
-        config = "" if self.path.name in (PYPROJECT, GPU_STACK_TOML) else f" --config {shlex.quote(self.path.name)}"
-        return f"resolve-gpu-stack lock{config} --target {target.name}"
+        return " ".join(w for w in ("resolve-gpu-stack lock", self.config_flag(), f"--target {target.name}") if w)
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the config's folder (POSIX), as recorded in lock inputs."""
@@ -388,14 +393,11 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
     if not words:
         return None
     parser = _ArgumentParser(add_help=False)
-    S.add_flags(parser)
-    parser.add_argument("--snapshot")
-    parser.add_argument("--index", action="append", default=[])
-    parser.add_argument("--package-index", action="append", default=[])
+    common.add_resolve_flags(parser)
     try:
         args = parser.parse_args(words)
-        indexes = dict(item.split("=", 1) for item in args.index)
-        package_indexes = dict(item.split("=", 1) for item in args.package_index)
+        indexes = common.index_overrides(args)
+        package_indexes = common.package_index_overrides(args)
         target = with_overrides(target, S.typed(args))
     except (UsageError, ValueError):
         return None

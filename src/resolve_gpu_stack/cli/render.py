@@ -154,20 +154,26 @@ class Column:
 _WRAPPED_MIN = 12  # the narrowest a wrapping column gets before it is dropped
 
 
-def fitted_table(console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], **table_args: Any) -> tuple[Any, int]:
+def fitted_table(
+    console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, narrower: Sequence[Sequence[str]] | None = None, **table_args: Any
+) -> tuple[Any, int]:
     """(a rich Table, the width to print it at) for ``console``'s width.
 
-    Never cuts a kept column: the others wrap down to a few characters, then go, highest ``drop``
-    first; if the kept ones alone are wider than the console, the table is printed at its own
-    width and the terminal wraps the lines.
+    ``narrower``: the same rows in shorter words, shown instead when ``rows`` do not fit whole
+    (every column at its own width, nothing wrapped). Never cuts a kept column: the others wrap
+    down to a few characters, then go, highest ``drop`` first; if the kept ones alone are wider
+    than the console, the table is printed at its own width and the terminal wraps the lines.
     """
     from rich.table import Table
     from rich.text import Text
 
-    def longest(i: int) -> int:
+    def longest(rows: Sequence[Sequence[str]], i: int) -> int:
         return max([len(columns[i].header), *(Text.from_markup(row[i]).cell_len for row in rows)])
 
-    widths = [longest(i) for i in range(len(columns))]
+    widths = [longest(rows, i) for i in range(len(columns))]
+    if narrower is not None and sum(widths) + 3 * len(columns) + 1 > console.width:
+        rows = narrower
+        widths = [longest(rows, i) for i in range(len(columns))]
     shown = list(range(len(columns)))
 
     def needed() -> int:
@@ -265,10 +271,8 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
             for r in rows
         ]
 
-    full = cells(lambda h: h)
-    wide = sum(max([len(c.header), *(len(row[i]) for row in full)]) for i, c in enumerate(_CANDIDATE_COLUMNS)) + 3 * len(_CANDIDATE_COLUMNS) + 1
     # hashes shorten (the first 12 hex digits; --format json has them whole) before anything wraps
-    table, width = fitted_table(console, _CANDIDATE_COLUMNS, full if wide <= console.width else cells(_short_hash), title_justify="left")
+    table, width = fitted_table(console, _CANDIDATE_COLUMNS, cells(lambda h: h), narrower=cells(_short_hash), title_justify="left")
     print_fitted(console, table, width)
     for v in visits:
         state = f"{v.files} files" if v.found else "404 (no such page)"

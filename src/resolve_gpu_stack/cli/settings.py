@@ -72,9 +72,9 @@ def _installed(items: Sequence[str]) -> tuple[str, ...]:
 
 
 def _requirements(items: Sequence[str]) -> tuple[Any, ...]:
-    from ..model.request import Requested
+    from ..model.request import requested
 
-    return tuple(Requested(text) for text in items)
+    return requested(tuple(items), "--with")
 
 
 def _torch(text: str) -> Any:
@@ -96,22 +96,23 @@ def _cuda(text: str | None) -> Any:
 
 
 def _overrides(items: Sequence[str]) -> tuple[Any, ...]:
-    from ..model.request import Requested
+    from ..model.request import requested
 
-    return tuple(Requested(text, flag="--override") for text in items)
+    return requested(tuple(items), "--override")
 
 
 MAX_OVERRIDES_BYTES = 1 << 20
 
 
 def _overrides_file(text: str) -> tuple[Any, ...]:
-    """The requirements of a requirements-style file: one a line, ``#`` comments and blank lines
-    skipped. A regular file of at most ``MAX_OVERRIDES_BYTES``; an error names the file and the
-    line number and never quotes the line (a file named by mistake may hold a secret)."""
+    """The requirements of a requirements-style file (parsed once, here: ``Requested`` values as
+    ``--override`` gives them): one a line, ``#`` comments and blank lines skipped. A regular file
+    of at most ``MAX_OVERRIDES_BYTES``; an error names the file and the line number and never
+    quotes the line (a file named by mistake may hold a secret)."""
     from pathlib import Path
 
     from ..data.toml import read_text
-    from ..model.request import parse_with
+    from ..model.request import Requested
 
     path = Path(text).expanduser()
     hint = "name a file with one requirement a line, e.g. torch==2.12.0 (the line is not shown: the file might hold a secret)"
@@ -124,15 +125,12 @@ def _overrides_file(text: str) -> tuple[Any, ...]:
         item = line.split(" #", 1)[0].strip()
         if not item or item.startswith("#"):
             continue
-        what = "an option; only requirements are read" if item.startswith("-") else None
-        if what is None:
-            try:
-                parse_with(item, flag="--override")
-            except UsageError:
-                what = "not a requirement"
-        if what is not None:
-            raise UsageError(f"--overrides {path}: line {n}: {what}", hint=hint)
-        items.append(item)
+        if item.startswith("-"):
+            raise UsageError(f"--overrides {path}: line {n}: an option; only requirements are read", hint=hint)
+        try:
+            items.append(Requested(item, flag="--override"))
+        except UsageError:
+            raise UsageError(f"--overrides {path}: line {n}: not a requirement", hint=hint) from None
     return tuple(items)
 
 
