@@ -30,7 +30,7 @@ from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions
 from ..index import elf
-from ..index.abi import split_imports
+from ..index.abi import member_abi
 from ..index.wheelscan import is_shared_object
 from ..model import Coupling
 from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
@@ -134,18 +134,7 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
             continue
         majors |= set(libs.cuda_majors)
         if libs.torch_libs:
-            split = split_imports(symbols, defs.abi)
-            members.append(
-                MemberAbi(
-                    name=name,
-                    torch_libs=libs.torch_libs,
-                    cuda_majors=libs.cuda_majors,
-                    shim=len(split.shim),
-                    shim_examples=split.shim[:3],
-                    cxx=split.locked,
-                    build=defs.abi.build_of(name),
-                )
-            )
+            members.append(member_abi(name, libs, symbols, defs.abi))
             names.append(name)
         elif libs.cuda_libs:
             names.append(name)

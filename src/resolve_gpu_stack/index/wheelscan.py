@@ -42,7 +42,7 @@ from typing import Literal
 from ..data.rules import AbiRules
 from ..model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
 from . import elf
-from .abi import EXAMPLES, demangle, entity_identifier, split_imports
+from .abi import demangle, entity_identifier, member_abi
 from .elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
 from .zipmeta import (
     _LOCAL,
@@ -219,16 +219,7 @@ def _undecided(bad: MemberScan) -> str:
 
 def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
     assert m.libraries is not None and m.symbols is not None
-    split = split_imports(m.symbols.imports, rules)
-    return MemberAbi(
-        name=m.name,
-        torch_libs=m.libraries.torch_libs,
-        cuda_majors=m.libraries.cuda_majors,
-        shim=len(split.shim),
-        shim_examples=split.shim[:EXAMPLES],
-        cxx=split.locked,
-        build=rules.build_of(m.name),
-    )
+    return member_abi(m.name, m.libraries, m.symbols.imports, rules)
 
 
 def _torch_why(members: tuple[MemberAbi, ...], total: int, rules: AbiRules) -> str:
