@@ -36,7 +36,7 @@ from ..model import Coupling
 from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.cuda import CudaLabel
-from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, requires_floor
+from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
 from .exports import installed_torch_exports
 from .probe import Environment, InstalledDistribution
 
@@ -110,7 +110,7 @@ def static_verdicts(env: Environment, defs: Definitions) -> list[StaticVerdict]:
                 name=dist.name,
                 members=names,
                 unreadable=unreadable,
-                verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=_torch_floor(dist)),
+                verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=torch_floor(dist.requires_dist)),
             )
         )
     return out
@@ -164,18 +164,6 @@ def _read_object(path: Path) -> tuple[elf.ElfLibraries, tuple[str, ...]]:
     if not symbols.complete:
         raise elf.ElfError("its dynamic symbol table could not be read to the end")
     return libs, symbols.imports
-
-
-def _torch_floor(dist: InstalledDistribution) -> str | None:
-    pairs = []
-    for text in dist.requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(req.name) == TORCH and (req.marker is None or "extra" not in str(req.marker)):
-            pairs += [(s.operator, s.version) for s in req.specifier]
-    return requires_floor(pairs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
