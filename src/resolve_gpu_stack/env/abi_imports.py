@@ -18,7 +18,6 @@ binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py
 from __future__ import annotations
 
 import json
-import mmap
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -37,7 +36,7 @@ from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.cuda import CudaLabel
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
-from .exports import installed_torch_exports
+from .exports import installed_torch_exports, mapped_symbols
 from .probe import Environment, InstalledDistribution
 
 TORCH = canonicalize_name("torch")
@@ -128,10 +127,11 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
             continue
         name = str(path.relative_to(base)) if base is not None and base in path.parents else path.name
         try:
-            libs, symbols = _read_object(path)
+            libs, symbols = mapped_symbols(path, torch_linked=True)
         except (OSError, elf.ElfError) as exc:
             unreadable.append(f"{name}: {exc}")
             continue
+        assert libs is not None  # asked for: torch_linked
         majors |= set(libs.cuda_majors)
         if libs.torch_libs:
             members.append(member_abi(name, libs, symbols, defs.abi))
@@ -149,21 +149,6 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
     if majors:
         return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", cuda_majors=tuple(sorted(majors))), tuple(names), ()
     return None, (), ()
-
-
-def _read_object(path: Path) -> tuple[elf.ElfLibraries, tuple[str, ...]]:
-    """The libraries a shared object on disk needs and the symbols it imports (mapped, not read whole)."""
-    size = path.stat().st_size
-    if size == 0:
-        raise elf.ElfError("empty file")
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        libs = elf.needed_libraries(data, file_size=size)  # type: ignore[arg-type]
-        if not libs.torch_libs:
-            return libs, ()
-        symbols = elf.dynamic_symbols(data, file_size=size)  # type: ignore[arg-type]
-    if not symbols.complete:
-        raise elf.ElfError("its dynamic symbol table could not be read to the end")
-    return libs, symbols.imports
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
