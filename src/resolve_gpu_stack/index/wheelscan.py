@@ -45,16 +45,16 @@ from . import elf
 from .abi import demangle, entity_identifier, member_abi
 from .elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
 from .zipmeta import (
-    _LOCAL,
     DEFLATED,
     LOCAL_EXTRA_SLACK,
-    LOCAL_SIG,
+    LOCAL_HEADER_SIZE,
     STORED,
     TAIL_BYTES,
     EndOfCentralDirectory,
     ZipEntry,
     ZipError,
     find_eocd,
+    local_data_start,
     parse_central_directory,
 )
 
@@ -425,7 +425,7 @@ class WheelScanner:
                 entry = self._pending.pop(0)
                 member = _Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset)
                 self._active.append(member)
-                if entry.header_offset + _LOCAL.size > self._eocd.cd_offset:
+                if entry.header_offset + LOCAL_HEADER_SIZE > self._eocd.cd_offset:
                     self._finish(member, "error", error=f"local header offset {entry.header_offset} is past the members' data")
             held = self._held
             covered = [m for m in self._active if held and held[0] <= m.next_offset < held[0] + len(held[1])]
@@ -440,7 +440,7 @@ class WheelScanner:
 
     def _range(self, m: _Member) -> tuple[int, int]:
         if m.data_start is None:
-            header = m.entry.header_offset + _LOCAL.size + len(m.entry.name.encode("utf-8")) + m.entry.extra_length + LOCAL_EXTRA_SLACK
+            header = m.entry.header_offset + LOCAL_HEADER_SIZE + len(m.entry.name.encode("utf-8")) + m.entry.extra_length + LOCAL_EXTRA_SLACK
             small = m.entry.compressed_size <= SMALL_MEMBER * m.chunk  # all of it in one read: no second round trip
             end = header + (m.entry.compressed_size if small else min(m.chunk, m.entry.compressed_size))
         else:
@@ -460,12 +460,12 @@ class WheelScanner:
             return
         piece = memoryview(data)[m.next_offset - start :]
         if m.data_start is None:
-            if len(piece) < _LOCAL.size:
+            if len(piece) < LOCAL_HEADER_SIZE:
                 if start + len(data) >= self.file_size:
                     self._finish(m, "error", error=f"local header of {m.entry.name} runs past the end of the file")
                 return
             try:
-                self._open_member(m, bytes(piece[: _LOCAL.size]))
+                self._open_member(m, bytes(piece[:LOCAL_HEADER_SIZE]))
             except ZipError as exc:
                 self._finish(m, "error", error=str(exc))
                 return
@@ -482,14 +482,14 @@ class WheelScanner:
         self._inflate(m, compressed)
 
     def _open_member(self, m: _Member, header: bytes) -> None:
-        f = _LOCAL.unpack_from(header, 0)
-        if f[0] != LOCAL_SIG:
+        data_start = local_data_start(header)
+        if data_start is None:
             raise ZipError(f"no local file header for {m.entry.name} at offset {m.entry.header_offset}")
         if m.entry.encrypted:
             raise ZipError(f"{m.entry.name} is encrypted")
         if m.entry.method not in (STORED, DEFLATED):
             raise ZipError(f"{m.entry.name}: compression method {m.entry.method} is not supported for range reads")
-        m.data_start = m.entry.header_offset + _LOCAL.size + f[10] + f[11]  # name and extra lengths
+        m.data_start = m.entry.header_offset + data_start
         m.inflater = zlib.decompressobj(-15) if m.entry.method == DEFLATED else None
 
     def _inflate(self, m: _Member, compressed: bytes) -> None:
@@ -633,7 +633,7 @@ class WheelScanner:
 def _refuse_overlaps(entries: list[ZipEntry]) -> None:
     """Shared objects whose data overlap (several entries sharing one deflate stream: a zip bomb's
     layout) are not a wheel: ``ZipError``."""
-    spans = sorted((e.header_offset, e.header_offset + _LOCAL.size + len(e.name.encode("utf-8")) + e.compressed_size, e.name) for e in entries)
+    spans = sorted((e.header_offset, e.header_offset + LOCAL_HEADER_SIZE + len(e.name.encode("utf-8")) + e.compressed_size, e.name) for e in entries)
     for (_, end, name), (start, _, other) in zip(spans, spans[1:], strict=False):
         if start < end:
             raise ZipError(f"members {name!r} and {other!r} overlap (a zip bomb's layout, not a wheel)")
