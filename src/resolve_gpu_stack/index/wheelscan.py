@@ -177,7 +177,8 @@ class WheelScan:
         if not self.decided or len(described) < len(torch_members):
             return WheelAbi(kind=UNKNOWN, why=self._unknown_reason(symbols=True), members=described, cuda_majors=majors)
         if described:
-            return WheelAbi(kind=TORCH, why=_torch_why(described, len(self.members), rules), members=described, cuda_majors=majors)
+            linked = WheelAbi(kind=TORCH, why="", members=described, cuda_majors=majors)
+            return replace(linked, why=_torch_why(linked, len(self.members), rules))
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
         return WheelAbi(kind=CUDA if self.needs_cuda else NONE, why=self._plain_reason(), cuda_majors=majors)
@@ -222,10 +223,10 @@ def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
     return member_abi(m.name, m.libraries, m.symbols.imports, rules)
 
 
-def _torch_why(members: tuple[MemberAbi, ...], total: int, rules: AbiRules) -> str:
-    """One line: how the torch-linked members bind."""
-    builds = sorted({m.build for m in members if m.build}, key=lambda v: tuple(int(p) for p in v.split(".")))
-    parts = [f"builds for torch {', '.join(builds)}"] if builds else []
+def _torch_why(abi: WheelAbi, total: int, rules: AbiRules) -> str:
+    """One line: how the torch-linked members of ``abi`` bind."""
+    members = abi.members
+    parts = [f"builds for torch {', '.join(abi.builds)}"] if abi.builds else []
     parts += _locked_words(members, rules) + _stable_words(members)
     return f"{len(members)} of {total} shared object(s) link torch: " + "; ".join(parts)
 
