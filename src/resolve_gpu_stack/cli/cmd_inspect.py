@@ -87,18 +87,13 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, WheelSca
 def _read_local(path: Path, defs: Definitions) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
     from ..index import zipmeta
     from ..index.parse import MAX_METADATA_BYTES
-    from ..index.wheelscan import scan_wheel
+    from ..index.wheelscan import scan_file
     from ..model.abi import UNKNOWN, WheelAbi
 
     size = path.stat().st_size
     with path.open("rb") as fh:
-
-        def read(start: int, end: int) -> bytes:
-            fh.seek(start)
-            return fh.read(end - start)
-
         try:
-            scan = scan_wheel(read, size, cap=64 * 2**20, max_inflated=256 * 2**20)
+            scan = scan_file(fh, size, cap=64 * 2**20, max_inflated=256 * 2**20)
         except zipmeta.ZipError as exc:
             return str(path), None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
         try:

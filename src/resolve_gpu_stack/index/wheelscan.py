@@ -27,7 +27,8 @@ bomb's layout: ``ZipError``).
             scanner.feed(start, fetch(start, end))
     result = scanner.result()
 
-or ``scan_wheel(read, file_size)`` with a ``read(start, end) -> bytes`` callable.
+or ``scan_wheel(read, file_size)`` with a ``read(start, end) -> bytes`` callable (``scan_file`` for an
+open file).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import IO, Literal
 
 from ..data.rules import AbiRules
 from ..model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
@@ -667,6 +668,17 @@ def scan_wheel(read: Callable[[int, int], bytes], file_size: int, **options: obj
     return scanner.result()
 
 
+def scan_file(fileobj: IO[bytes], file_size: int, **options: object) -> WheelScan:
+    """Classify a whole wheel through an open binary file of ``file_size`` bytes (seek and read,
+    never all of it at once): ``scan_wheel`` with the file as its ``read``."""
+
+    def read(start: int, end: int) -> bytes:
+        fileobj.seek(start)
+        return fileobj.read(end - start)
+
+    return scan_wheel(read, file_size, **options)
+
+
 __all__ = [
     "CONCLUSIVE",
     "DEFAULT_CAP",
@@ -676,5 +688,6 @@ __all__ = [
     "WheelScanner",
     "first_tail",
     "is_shared_object",
+    "scan_file",
     "scan_wheel",
 ]
