@@ -58,9 +58,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     target, _ = common.target_from_args(args, env)
     defs = common.definitions(args, env, need_pypi="==" in args.wheel and "://" not in args.wheel)
     with common.make_parts(args, env, defs) as parts:
-        source, scan, abi, cost, requires = _read(args.wheel, parts, target)
+        source, name, scan, abi, cost, requires = _read(args.wheel, parts, target)
         torch = target.installed.get(TORCH)
-        verdict = parts.judge(_name_of(source), abi, requires, target, CudaLabel.parse(S.raw_of(args, "cuda"))) if torch is not None else None
+        verdict = parts.judge(name, abi, requires, target, CudaLabel.parse(S.raw_of(args, "cuda"))) if torch is not None else None
     report = _report(args.wheel, source, scan, abi, cost, verdict, torch, parts.defs)
     if common.output_format(args) == "json":
         from .render import print_json
@@ -71,8 +71,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 1 if verdict is not None and verdict.refusal is not None else 0
 
 
-def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
-    """(where it was read, the finished scan or None, what it imports, bytes read / file size, its Requires-Dist)."""
+def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+    """(where it was read, the project name its file name gives (the data's rows are keyed by it), the
+    finished scan or None, what it imports, bytes read / file size, its Requires-Dist)."""
     path = Path(text)
     if "://" not in text and "==" not in text:
         if not path.is_file():
@@ -81,27 +82,28 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, WheelSca
     file = _remote_file(text, parts, target)
     record, scan = parts.classifier.inspect(file)  # type: ignore[attr-defined]
     metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
-    return file.url, scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
+    return file.url, str(file.name), scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
 
 
-def _read_local(path: Path, defs: Definitions) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+def _read_local(path: Path, defs: Definitions) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
     from ..index import zipmeta
     from ..index.parse import MAX_METADATA_BYTES
     from ..index.wheelscan import scan_file
     from ..model.abi import UNKNOWN, WheelAbi
 
     size = path.stat().st_size
+    name = _name_of(path.name)
     with path.open("rb") as fh:
         try:
             scan = scan_file(fh, size, cap=64 * 2**20, max_inflated=256 * 2**20)
         except zipmeta.ZipError as exc:
-            return str(path), None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
+            return str(path), name, None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
         try:
             fh.seek(0)
             requires = _requires_dist(zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES), str(path))
         except zipmeta.ZipError:
             requires = ()  # no readable METADATA: no torch floor of its own
-    return str(path), scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, requires
+    return str(path), name, scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, requires
 
 
 def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
@@ -169,12 +171,12 @@ def _requires_dist(metadata: bytes, source: str) -> tuple[str, ...]:
         return ()
 
 
-def _name_of(source: str) -> str:
-    """The project name in a wheel's file name (the data's rows are keyed by it)."""
+def _name_of(filename: str) -> str:
+    """The project name in a local wheel's file name ("" when it is not a wheel file name)."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     try:
-        return str(parse_wheel_filename(source.split("#", 1)[0].rsplit("/", 1)[-1])[0])
+        return str(parse_wheel_filename(filename)[0])
     except InvalidWheelFilename:
         return ""
 
