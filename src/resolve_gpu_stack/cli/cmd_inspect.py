@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..index.wheelscan import MemberScan, WheelScan
     from ..model import IndexFile, Target
-    from ..model.abi import AbiVerdict, WheelAbi
+    from ..model.abi import AbiVerdict, MemberAbi, WheelAbi
     from .assemble import ResolveParts
 
 INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
@@ -194,7 +194,7 @@ def _report(
         "file_size": cost["file_size"],
         "cuda_majors": list(abi.cuda_majors),
         "builds": list(abi.builds),
-        "members": [_member_report(m, defs) for m in (scan.members if scan is not None else ())],
+        "members": _member_reports(scan, abi, defs),
         "torch": None if torch is None else str(torch),
         "verdict": None
         if verdict is None
@@ -210,12 +210,31 @@ def _report(
     }
 
 
-def _member_report(m: MemberScan, defs: Definitions) -> dict[str, Any]:
-    """One shared object of the wheel: what it needs, what it imports of torch, whether it was read."""
-    from ..index.abi import demangle, split_imports
+def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) -> list[dict[str, Any]]:
+    """Every shared object the scan considered. The imports of the torch-linked members whose
+    symbols were all read are ``abi.members`` (``scan.abi`` split them, in scan order); those of a
+    member whose symbols were read in part are split here."""
+    from ..index.abi import member_abi
+
+    if scan is None:
+        return []
+    described = iter(abi.members)
+    out = []
+    for m in scan.members:
+        if m.links_torch and m.symbols_complete:
+            member: MemberAbi | None = next(described)
+        else:
+            member = member_abi(m.name, m.libraries, m.symbols.imports, defs.abi) if m.libraries is not None and m.symbols is not None else None
+        out.append(_member_report(m, member, defs))
+    return out
+
+
+def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> dict[str, Any]:
+    """One shared object of the wheel: what it needs, what it imports of torch (``described``; None:
+    its symbols were not read), whether it was read."""
+    from ..index.abi import demangle
 
     libs = m.libraries
-    split = split_imports(m.symbols.imports, defs.abi) if m.symbols is not None else None
     return {
         "name": m.name,
         **(
@@ -225,15 +244,15 @@ def _member_report(m: MemberScan, defs: Definitions) -> dict[str, Any]:
         ),
         **(
             {
-                "shim_imports": len(split.shim),
-                "shim_examples": list(split.shim[:SHOWN]),
-                "cxx_imports": len(split.locked),
-                "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]],
+                "shim_imports": described.shim,
+                "shim_examples": list(described.shim_examples[:SHOWN]),
+                "cxx_imports": len(described.cxx),
+                "cxx_examples": [demangle(s) for s in described.cxx[:SHOWN]],
             }
-            if split
+            if described is not None
             else {"shim_imports": None, "shim_examples": [], "cxx_imports": None, "cxx_examples": []}
         ),
-        "build": defs.abi.build_of(m.name),
+        "build": described.build if described is not None else defs.abi.build_of(m.name),
         "read": m.conclusive and (not m.links_torch or m.symbols_complete),
         "error": m.error,
     }
