@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index.abi import entity_identifier, member_build, split_imports
+from resolve_gpu_stack.index.abi import entity_identifier, split_imports
 from resolve_gpu_stack.index.demangle import demangle
 
 PAIRS = [line.split("\t") for line in (Path(__file__).resolve().parent / "data" / "abi" / "demangle.tsv").read_text().splitlines()]
@@ -101,4 +101,4 @@ def test_imports_are_split_by_the_abi_rules() -> None:
     ],
 )
 def test_member_builds(member: str, build: str | None) -> None:
-    assert member_build(member, RULES) == build
+    assert RULES.build_of(member) == build

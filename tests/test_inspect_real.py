@@ -8,6 +8,7 @@ kept cu130 nightly and a cu128 release are compared with what binutils recorded 
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,23 @@ def test_inspect_agrees_with_readelf_and_nm(name: str, tmp_path: Path, capsys: p
         if got["torch_libraries"]:
             split = split_imports(fact["undefined"], RULES)  # nm -D --undefined-only
             assert (got["shim_imports"], got["cxx_imports"]) == (len(split.shim), len(split.locked)), fact["name"]
+
+
+def test_inspect_names_the_wheel_at_a_url_with_a_query_as_on_disk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The data's row for torch-c-dlpack-ext (no build loaded from torch 2.10 on) is keyed by the
+    project name: a URL whose file name is followed by a query string gets it too."""
+    from server import IndexServer
+
+    wheel = rebuilt("torch_c_dlpack_ext-0.1.5", tmp_path)
+    with zipfile.ZipFile(wheel, "a") as zf:  # a METADATA, which a wheel read by URL needs
+        zf.writestr("torch_c_dlpack_ext-0.1.5.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch-c-dlpack-ext\nVersion: 0.1.5\n")
+    flags = ["--python", "3.12", "--installed", f"torch=={TORCHES[0]}", *NO_INDEX, "--cache-dir", str(tmp_path / "c"), "--format", "json"]
+    notes = []
+    with IndexServer(tmp_path) as srv:
+        srv.seek_ranges = True
+        for where in (str(wheel), f"{srv.url}{wheel.name}?token=x"):
+            code = main(["inspect", where, *flags])
+            report = json.loads(capsys.readouterr().out)
+            assert code == 0 and report["kind"] == "torch", report
+            notes.append(report["verdict"]["note"])
+    assert "expected from torch 2.10 on" in notes[0] and notes[1] == notes[0]

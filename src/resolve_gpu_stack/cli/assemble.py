@@ -102,27 +102,18 @@ class ResolveParts:
         """The verdict on wheel ``name`` (what it imports: ``abi``; its ``Requires-Dist``) against
         ``target``'s installed torch (None: the target has none): its CUDA from its label (else
         ``cuda``), its exports from disk (a probed target) or its wheel on the PyTorch index."""
-        from packaging.requirements import InvalidRequirement, Requirement
         from packaging.utils import canonicalize_name
 
         from ..model.cuda import CudaLabel
-        from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor
+        from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
 
         torch = target.installed.get(canonicalize_name("torch"))
         if torch is None:
             return None
         label = CudaLabel.of_torch(torch) or cuda
         exports = self.exports_for(target)
-        pairs = []
-        for text in requires_dist:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if canonicalize_name(req.name) == "torch" and (req.marker is None or "extra" not in str(req.marker)):
-                pairs += [(s.operator, s.version) for s in req.specifier]
         subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
-        return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=requires_floor(pairs))
+        return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
 
     def _torch_file(self, target: Target, torch: Version, label: CudaLabel | None) -> IndexFile | None:
         """The installed torch's wheel on the PyTorch index (a declared target reads its exports there)."""

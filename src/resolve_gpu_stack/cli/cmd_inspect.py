@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..index.wheelscan import MemberScan, WheelScan
     from ..model import IndexFile, Target
-    from ..model.abi import AbiVerdict, WheelAbi
+    from ..model.abi import AbiVerdict, MemberAbi, WheelAbi
     from .assemble import ResolveParts
 
 INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
@@ -58,9 +58,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     target, _ = common.target_from_args(args, env)
     defs = common.definitions(args, env, need_pypi="==" in args.wheel and "://" not in args.wheel)
     with common.make_parts(args, env, defs) as parts:
-        source, scan, abi, cost, requires = _read(args.wheel, parts, target)
+        source, name, scan, abi, cost, requires = _read(args.wheel, parts, target)
         torch = target.installed.get(TORCH)
-        verdict = parts.judge(_name_of(source), abi, requires, target, cuda) if torch is not None else None
+        verdict = parts.judge(name, abi, requires, target, cuda) if torch is not None else None
     report = _report(args.wheel, source, scan, abi, cost, verdict, torch, parts.defs)
     if common.output_format(args) == "json":
         from .render import print_json
@@ -71,8 +71,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 1 if verdict is not None and verdict.refusal is not None else 0
 
 
-def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
-    """(where it was read, the finished scan or None, what it imports, bytes read / file size, its Requires-Dist)."""
+def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+    """(where it was read, the project name its file name gives (the data's rows are keyed by it), the
+    finished scan or None, what it imports, bytes read / file size, its Requires-Dist)."""
     path = Path(text)
     if "://" not in text and "==" not in text:
         if not path.is_file():
@@ -81,32 +82,28 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, WheelSca
     file = _remote_file(text, parts, target)
     record, scan = parts.classifier.inspect(file)  # type: ignore[attr-defined]
     metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
-    return file.url, scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
+    return file.url, str(file.name), scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
 
 
-def _read_local(path: Path, defs: Definitions) -> tuple[str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+def _read_local(path: Path, defs: Definitions) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
     from ..index import zipmeta
     from ..index.parse import MAX_METADATA_BYTES
-    from ..index.wheelscan import scan_wheel
+    from ..index.wheelscan import scan_file
     from ..model.abi import UNKNOWN, WheelAbi
 
     size = path.stat().st_size
+    name = _name_of(path.name)
     with path.open("rb") as fh:
-
-        def read(start: int, end: int) -> bytes:
-            fh.seek(start)
-            return fh.read(end - start)
-
         try:
-            scan = scan_wheel(read, size, cap=64 * 2**20, max_inflated=256 * 2**20)
+            scan = scan_file(fh, size, cap=64 * 2**20, max_inflated=256 * 2**20)
         except zipmeta.ZipError as exc:
-            return str(path), None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
+            return str(path), name, None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
         try:
             fh.seek(0)
             requires = _requires_dist(zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES), str(path))
         except zipmeta.ZipError:
             requires = ()  # no readable METADATA: no torch floor of its own
-    return str(path), scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, requires
+    return str(path), name, scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, requires
 
 
 def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
@@ -174,12 +171,12 @@ def _requires_dist(metadata: bytes, source: str) -> tuple[str, ...]:
         return ()
 
 
-def _name_of(source: str) -> str:
-    """The project name in a wheel's file name (the data's rows are keyed by it)."""
+def _name_of(filename: str) -> str:
+    """The project name in a local wheel's file name ("" when it is not a wheel file name)."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     try:
-        return str(parse_wheel_filename(source.split("#", 1)[0].rsplit("/", 1)[-1])[0])
+        return str(parse_wheel_filename(filename)[0])
     except InvalidWheelFilename:
         return ""
 
@@ -197,7 +194,7 @@ def _report(
         "file_size": cost["file_size"],
         "cuda_majors": list(abi.cuda_majors),
         "builds": list(abi.builds),
-        "members": [_member_report(m, defs) for m in (scan.members if scan is not None else ())],
+        "members": _member_reports(scan, abi, defs),
         "torch": None if torch is None else str(torch),
         "verdict": None
         if verdict is None
@@ -213,12 +210,31 @@ def _report(
     }
 
 
-def _member_report(m: MemberScan, defs: Definitions) -> dict[str, Any]:
-    """One shared object of the wheel: what it needs, what it imports of torch, whether it was read."""
-    from ..index.abi import demangle, split_imports
+def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) -> list[dict[str, Any]]:
+    """Every shared object the scan considered. The imports of the torch-linked members whose
+    symbols were all read are ``abi.members`` (``scan.abi`` split them, in scan order); those of a
+    member whose symbols were read in part are split here."""
+    from ..index.abi import member_abi
+
+    if scan is None:
+        return []
+    described = iter(abi.members)
+    out = []
+    for m in scan.members:
+        if m.links_torch and m.symbols_complete:
+            member: MemberAbi | None = next(described)
+        else:
+            member = member_abi(m.name, m.libraries, m.symbols.imports, defs.abi) if m.libraries is not None and m.symbols is not None else None
+        out.append(_member_report(m, member, defs))
+    return out
+
+
+def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> dict[str, Any]:
+    """One shared object of the wheel: what it needs, what it imports of torch (``described``; None:
+    its symbols were not read), whether it was read."""
+    from ..index.abi import demangle
 
     libs = m.libraries
-    split = split_imports(m.symbols.imports, defs.abi) if m.symbols is not None else None
     return {
         "name": m.name,
         **(
@@ -228,15 +244,15 @@ def _member_report(m: MemberScan, defs: Definitions) -> dict[str, Any]:
         ),
         **(
             {
-                "shim_imports": len(split.shim),
-                "shim_examples": list(split.shim[:SHOWN]),
-                "cxx_imports": len(split.locked),
-                "cxx_examples": [demangle(s) for s in split.locked[:SHOWN]],
+                "shim_imports": described.shim,
+                "shim_examples": list(described.shim_examples[:SHOWN]),
+                "cxx_imports": len(described.cxx),
+                "cxx_examples": [demangle(s) for s in described.cxx[:SHOWN]],
             }
-            if split
+            if described is not None
             else {"shim_imports": None, "shim_examples": [], "cxx_imports": None, "cxx_examples": []}
         ),
-        "build": defs.abi.build_of(m.name),
+        "build": described.build if described is not None else defs.abi.build_of(m.name),
         "read": m.conclusive and (not m.links_torch or m.symbols_complete),
         "error": m.error,
     }

@@ -18,7 +18,6 @@ binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py
 from __future__ import annotations
 
 import json
-import mmap
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -30,14 +29,14 @@ from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions
 from ..index import elf
-from ..index.abi import split_imports
+from ..index.abi import member_abi
 from ..index.wheelscan import is_shared_object
 from ..model import Coupling
 from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.cuda import CudaLabel
-from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, requires_floor
-from .exports import installed_torch_exports
+from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
+from .exports import installed_torch_exports, mapped_symbols
 from .probe import Environment, InstalledDistribution
 
 TORCH = canonicalize_name("torch")
@@ -110,7 +109,7 @@ def static_verdicts(env: Environment, defs: Definitions) -> list[StaticVerdict]:
                 name=dist.name,
                 members=names,
                 unreadable=unreadable,
-                verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=_torch_floor(dist)),
+                verdict=judge(dist.name, abi, subject, policy, version=dist.version, requires_floor=torch_floor(dist.requires_dist)),
             )
         )
     return out
@@ -128,24 +127,14 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
             continue
         name = str(path.relative_to(base)) if base is not None and base in path.parents else path.name
         try:
-            libs, symbols = _read_object(path)
+            libs, symbols = mapped_symbols(path, torch_linked=True)
         except (OSError, elf.ElfError) as exc:
             unreadable.append(f"{name}: {exc}")
             continue
+        assert libs is not None  # asked for: torch_linked
         majors |= set(libs.cuda_majors)
         if libs.torch_libs:
-            split = split_imports(symbols, defs.abi)
-            members.append(
-                MemberAbi(
-                    name=name,
-                    torch_libs=libs.torch_libs,
-                    cuda_majors=libs.cuda_majors,
-                    shim=len(split.shim),
-                    shim_examples=split.shim[:3],
-                    cxx=split.locked,
-                    build=defs.abi.build_of(name),
-                )
-            )
+            members.append(member_abi(name, libs, symbols, defs.abi))
             names.append(name)
         elif libs.cuda_libs:
             names.append(name)
@@ -160,33 +149,6 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
     if majors:
         return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", cuda_majors=tuple(sorted(majors))), tuple(names), ()
     return None, (), ()
-
-
-def _read_object(path: Path) -> tuple[elf.ElfLibraries, tuple[str, ...]]:
-    """The libraries a shared object on disk needs and the symbols it imports (mapped, not read whole)."""
-    size = path.stat().st_size
-    if size == 0:
-        raise elf.ElfError("empty file")
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        libs = elf.needed_libraries(data, file_size=size)  # type: ignore[arg-type]
-        if not libs.torch_libs:
-            return libs, ()
-        symbols = elf.dynamic_symbols(data, file_size=size)  # type: ignore[arg-type]
-    if not symbols.complete:
-        raise elf.ElfError("its dynamic symbol table could not be read to the end")
-    return libs, symbols.imports
-
-
-def _torch_floor(dist: InstalledDistribution) -> str | None:
-    pairs = []
-    for text in dist.requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(req.name) == TORCH and (req.marker is None or "extra" not in str(req.marker)):
-            pairs += [(s.operator, s.version) for s in req.specifier]
-    return requires_floor(pairs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

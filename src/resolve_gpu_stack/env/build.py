@@ -58,7 +58,7 @@ from packaging.version import Version
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
 from ..index.sdist import SdistError, read_build_system
-from ..index.wheelscan import scan_wheel
+from ..index.wheelscan import scan_file
 from ..index.zipmeta import ZipError
 from ..model import Action, BuildProvenance, LockedPackage, LockPlan
 from ..model.abi import TORCH as TORCH_LINKED
@@ -252,9 +252,9 @@ def verify_built_wheel(
         problems.append(f"the build made {got_name} {got_version}, not {name} {version}")
     if not set(tags) & set(target_tags):
         problems.append(f"its tags ({', '.join(sorted(str(t) for t in tags))}) fit no tag of the target")
-    data = path.read_bytes()
     try:
-        scan = scan_wheel(lambda start, end: data[start:end], len(data))
+        with path.open("rb") as fh:
+            scan = scan_file(fh, path.stat().st_size)
     except ZipError as exc:
         return BuiltWheelCheck(problems=(*problems, f"not a readable wheel ({exc})"))
     found = scan.abi(abi)

@@ -41,15 +41,27 @@ def installed_torch_exports(site: Path, version: str) -> TorchExports:
 
 def library_exports(path: Path) -> tuple[str, ...]:
     """The defined dynamic symbols of the shared object at ``path``."""
-    with path.open("rb") as fh:
-        size = path.stat().st_size
-        if size == 0:
-            raise elf.ElfError("empty file")
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            found = elf.dynamic_symbols(data, file_size=size, exports=True)  # type: ignore[arg-type]
+    return mapped_symbols(path, exports=True)[1]
+
+
+def mapped_symbols(path: Path, *, exports: bool = False, torch_linked: bool = False) -> tuple[elf.ElfLibraries | None, tuple[str, ...]]:
+    """The dynamic symbols of the shared object at ``path`` (its exports, else its imports), read to
+    the end of their table from the file mapped, not read whole. ``torch_linked``: first the
+    libraries it needs (returned), and its symbols only when one of them is torch's (``()`` when
+    none is); else no libraries (None). ``ElfError`` for an empty file or a table not read to the end."""
+    size = path.stat().st_size
+    if size == 0:
+        raise elf.ElfError("empty file")
+    libs = None
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if torch_linked:
+            libs = elf.needed_libraries(data, file_size=size)  # type: ignore[arg-type]
+            if not libs.torch_libs:
+                return libs, ()
+        found = elf.dynamic_symbols(data, file_size=size, exports=exports)  # type: ignore[arg-type]
     if not found.complete:
         raise elf.ElfError("its dynamic symbol table could not be read to the end")
-    return found.exports
+    return libs, found.exports if exports else found.imports
 
 
-__all__ = ["installed_torch_exports", "library_exports", "torch_libraries"]
+__all__ = ["installed_torch_exports", "library_exports", "mapped_symbols", "torch_libraries"]

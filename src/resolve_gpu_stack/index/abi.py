@@ -4,8 +4,8 @@
 (``indexes/components.toml [abi]``): functions of the LibTorch stable C shim (unmangled
 ``aoti_torch_*``/``torch_*``: the **stable** ABI), C++ symbols of torch's namespaces (``c10::``,
 ``at::``, ``torch::``, ``caffe2::`` and their typeinfo/vtables) and ``THP*`` Python bindings (both
-**version-locked**). ``member_build`` reads the torch series a per-torch build member is for from
-its name. ``demangle`` (``demangle.py``) writes a mangled name as ``c++filt`` does, for messages.
+**version-locked**). ``member_abi`` is one torch-linked member's ``MemberAbi``: that split, and the
+torch series a per-torch build member is for (from its name). ``demangle`` (``demangle.py``) writes a mangled name as ``c++filt`` does, for messages.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..data.rules import AbiRules
+from ..model.abi import MemberAbi
 from .demangle import demangle
+from .elf import ElfLibraries
 
 # The first identifier of a mangled name's entity: after the special-name prefix (typeinfo,
 # vtable, thunks, guard variables), a local name's function, a nested name's qualifiers.
@@ -75,10 +77,20 @@ def split_imports(imports: Iterable[str], rules: AbiRules) -> ImportSplit:
     return ImportSplit(shim=tuple(dict.fromkeys(shim)), cxx=tuple(sorted(cxx)), python=tuple(sorted(python)))
 
 
-def member_build(member_name: str, rules: AbiRules) -> str | None:
-    """The torch series a member is a build for, from its file name (``..._torch29-cuda.so`` ->
-    ``"2.9"``); None for a member whose name says none."""
-    return rules.build_of(member_name)
+def member_abi(name: str, libs: ElfLibraries, imports: Iterable[str], rules: AbiRules) -> MemberAbi:
+    """What torch-linked member ``name`` (needing ``libs``, importing ``imports``) binds to: its
+    imports split by ``rules`` (the shim counted, ``EXAMPLES`` of it kept), and the torch series it
+    is a build for, from its file name (``..._torch29-cuda.so`` -> ``"2.9"``)."""
+    split = split_imports(imports, rules)
+    return MemberAbi(
+        name=name,
+        torch_libs=libs.torch_libs,
+        cuda_majors=libs.cuda_majors,
+        shim=len(split.shim),
+        shim_examples=split.shim[:EXAMPLES],
+        cxx=split.locked,
+        build=rules.build_of(name),
+    )
 
 
-__all__ = ["EXAMPLES", "ImportSplit", "demangle", "entity_identifier", "member_build", "split_imports"]
+__all__ = ["EXAMPLES", "ImportSplit", "demangle", "entity_identifier", "member_abi", "split_imports"]

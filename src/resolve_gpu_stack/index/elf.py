@@ -275,9 +275,7 @@ def _read_dynamic(data: bytes | bytearray, layout: ElfLayout, dyn: Segment, whol
 
 def _string_table(data: bytes | bytearray, layout: ElfLayout, strtab: int, strsz: int, whole: bool) -> bytes | None:
     """The bytes of the string table at address ``strtab``; None when they lie beyond ``data``."""
-    start = layout.file_offset(strtab)
-    if start is None:
-        raise ElfError(f"DT_STRTAB address {strtab:#x} is in no loadable segment")
+    start = _address_offset(layout, strtab, "DT_STRTAB")
     if start + strsz > len(data):
         if whole:
             raise ElfError(f"string table ({strsz} bytes at {start}) runs past the end of the file")
@@ -337,7 +335,6 @@ def string_table_end(data: bytes | bytearray, pos: int) -> int | None:
 
 PT_INTERP = 3
 PT_NOTE = 4
-PT_TLS = 7
 PT_GNU_PROPERTY = 0x6474E553
 DT_HASH = 4
 DT_SYMTAB = 6
@@ -528,7 +525,7 @@ def dynamic_symbols(data: bytes | bytearray, *, file_size: int | None = None, ex
     syms = _Symbols(layout)
     table = _table_from_dynamic(data, layout, dyn, whole, syms)
     if whole and (table is None or table.count is None):  # the section headers tell the size .dynamic did not
-        table = _table_from_sections(data, layout) or table
+        table = _table_from_sections(data, layout, syms) or table
     if table is None:
         table = _table_by_scan(data, layout, syms)
     return _read_table(data, table, syms, exports=exports, whole=whole)
@@ -544,10 +541,10 @@ def _table_from_dynamic(data: bytes | bytearray, layout: ElfLayout, dyn: Segment
         return _Table(symtab=0, strtab=None, count=0, strsz=0, method="dynamic")
     if tags.get(DT_SYMENT, syms.size) != syms.size:
         raise ElfError(f"DT_SYMENT {tags[DT_SYMENT]} is not the {syms.size}-byte symbol entry of a {layout.bits}-bit object")
-    symtab = _tag_offset(layout, tags, DT_SYMTAB, "DT_SYMTAB")
+    symtab = _address_offset(layout, tags[DT_SYMTAB], "DT_SYMTAB")
     if DT_STRTAB not in tags:
         raise ElfError("dynamic section has DT_SYMTAB but no DT_STRTAB")
-    strtab = _tag_offset(layout, tags, DT_STRTAB, "DT_STRTAB")
+    strtab = _address_offset(layout, tags[DT_STRTAB], "DT_STRTAB")
     most = max(1, (len(data) - symtab) // syms.size) if whole else SEARCH_LIMIT // syms.size
     count = _count_by_hash(data, layout, tags, syms, most)
     if count is None:
@@ -564,24 +561,24 @@ def _count_by_strings(data: bytes | bytearray, symtab: int, strtab: int, syms: _
     return n if n * syms.size == gap else None
 
 
-def _tag_offset(layout: ElfLayout, tags: dict[int, int], tag: int, what: str) -> int:
-    """The file offset of the address a ``.dynamic`` entry gives."""
-    at = layout.file_offset(tags[tag])
+def _address_offset(layout: ElfLayout, address: int, what: str) -> int:
+    """The file offset of ``address``, which the ``.dynamic`` entry ``what`` gives."""
+    at = layout.file_offset(address)
     if at is None:
-        raise ElfError(f"{what} address {tags[tag]:#x} is in no loadable segment")
+        raise ElfError(f"{what} address {address:#x} is in no loadable segment")
     return at
 
 
 def _count_by_hash(data: bytes | bytearray, layout: ElfLayout, tags: dict[int, int], syms: _Symbols, most: int) -> int | None:
     """The symbol count a hash table ``.dynamic`` points to tells (``.gnu.hash`` first); None when neither does."""
     for tag, what, read in ((DT_GNU_HASH, "DT_GNU_HASH", syms.gnu_hash), (DT_HASH, "DT_HASH", syms.sysv_hash)):
-        found = read(data, _tag_offset(layout, tags, tag, what), most) if tag in tags else None
+        found = read(data, _address_offset(layout, tags[tag], what), most) if tag in tags else None
         if found is not None:
             return found[0]
     return None
 
 
-def _table_from_sections(data: bytes | bytearray, layout: ElfLayout) -> _Table | None:
+def _table_from_sections(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -> _Table | None:
     """``.dynsym`` and its string table from the section headers (the whole file is in ``data``)."""
     e = ">" if layout.big_endian else "<"
     shdr = struct.Struct(e + ("IIQQQQIIQQ" if layout.bits == 64 else "10I"))
@@ -591,7 +588,7 @@ def _table_from_sections(data: bytes | bytearray, layout: ElfLayout) -> _Table |
     for h in headers:  # name, type, flags, addr, offset, size, link, info, addralign, entsize
         if h[1] != SHT_DYNSYM:
             continue
-        if h[9] != shdr.size - (40 if layout.bits == 64 else 24) or h[6] >= len(headers):
+        if h[9] != syms.size or h[6] >= len(headers):
             raise ElfError(f"the .dynsym section header is broken (entry size {h[9]}, string table section {h[6]})")
         strings = headers[h[6]]
         if h[4] + h[5] > len(data) or strings[4] + strings[5] > len(data):

@@ -27,7 +27,8 @@ bomb's layout: ``ZipError``).
             scanner.feed(start, fetch(start, end))
     result = scanner.result()
 
-or ``scan_wheel(read, file_size)`` with a ``read(start, end) -> bytes`` callable.
+or ``scan_wheel(read, file_size)`` with a ``read(start, end) -> bytes`` callable (``scan_file`` for an
+open file).
 """
 
 from __future__ import annotations
@@ -37,24 +38,24 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import IO, Literal
 
 from ..data.rules import AbiRules
 from ..model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
 from . import elf
-from .abi import EXAMPLES, demangle, entity_identifier, split_imports
+from .abi import demangle, entity_identifier, member_abi
 from .elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
 from .zipmeta import (
-    _LOCAL,
     DEFLATED,
     LOCAL_EXTRA_SLACK,
-    LOCAL_SIG,
+    LOCAL_HEADER_SIZE,
     STORED,
     TAIL_BYTES,
     EndOfCentralDirectory,
     ZipEntry,
     ZipError,
     find_eocd,
+    local_data_start,
     parse_central_directory,
 )
 
@@ -177,7 +178,8 @@ class WheelScan:
         if not self.decided or len(described) < len(torch_members):
             return WheelAbi(kind=UNKNOWN, why=self._unknown_reason(symbols=True), members=described, cuda_majors=majors)
         if described:
-            return WheelAbi(kind=TORCH, why=_torch_why(described, len(self.members), rules), members=described, cuda_majors=majors)
+            linked = WheelAbi(kind=TORCH, why="", members=described, cuda_majors=majors)
+            return replace(linked, why=_torch_why(linked, len(self.members), rules))
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
         return WheelAbi(kind=CUDA if self.needs_cuda else NONE, why=self._plain_reason(), cuda_majors=majors)
@@ -219,22 +221,13 @@ def _undecided(bad: MemberScan) -> str:
 
 def _member_abi(m: MemberScan, rules: AbiRules) -> MemberAbi:
     assert m.libraries is not None and m.symbols is not None
-    split = split_imports(m.symbols.imports, rules)
-    return MemberAbi(
-        name=m.name,
-        torch_libs=m.libraries.torch_libs,
-        cuda_majors=m.libraries.cuda_majors,
-        shim=len(split.shim),
-        shim_examples=split.shim[:EXAMPLES],
-        cxx=split.locked,
-        build=rules.build_of(m.name),
-    )
+    return member_abi(m.name, m.libraries, m.symbols.imports, rules)
 
 
-def _torch_why(members: tuple[MemberAbi, ...], total: int, rules: AbiRules) -> str:
-    """One line: how the torch-linked members bind."""
-    builds = sorted({m.build for m in members if m.build}, key=lambda v: tuple(int(p) for p in v.split(".")))
-    parts = [f"builds for torch {', '.join(builds)}"] if builds else []
+def _torch_why(abi: WheelAbi, total: int, rules: AbiRules) -> str:
+    """One line: how the torch-linked members of ``abi`` bind."""
+    members = abi.members
+    parts = [f"builds for torch {', '.join(abi.builds)}"] if abi.builds else []
     parts += _locked_words(members, rules) + _stable_words(members)
     return f"{len(members)} of {total} shared object(s) link torch: " + "; ".join(parts)
 
@@ -434,7 +427,7 @@ class WheelScanner:
                 entry = self._pending.pop(0)
                 member = _Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset)
                 self._active.append(member)
-                if entry.header_offset + _LOCAL.size > self._eocd.cd_offset:
+                if entry.header_offset + LOCAL_HEADER_SIZE > self._eocd.cd_offset:
                     self._finish(member, "error", error=f"local header offset {entry.header_offset} is past the members' data")
             held = self._held
             covered = [m for m in self._active if held and held[0] <= m.next_offset < held[0] + len(held[1])]
@@ -449,7 +442,7 @@ class WheelScanner:
 
     def _range(self, m: _Member) -> tuple[int, int]:
         if m.data_start is None:
-            header = m.entry.header_offset + _LOCAL.size + len(m.entry.name.encode("utf-8")) + m.entry.extra_length + LOCAL_EXTRA_SLACK
+            header = m.entry.header_offset + LOCAL_HEADER_SIZE + len(m.entry.name.encode("utf-8")) + m.entry.extra_length + LOCAL_EXTRA_SLACK
             small = m.entry.compressed_size <= SMALL_MEMBER * m.chunk  # all of it in one read: no second round trip
             end = header + (m.entry.compressed_size if small else min(m.chunk, m.entry.compressed_size))
         else:
@@ -469,12 +462,12 @@ class WheelScanner:
             return
         piece = memoryview(data)[m.next_offset - start :]
         if m.data_start is None:
-            if len(piece) < _LOCAL.size:
+            if len(piece) < LOCAL_HEADER_SIZE:
                 if start + len(data) >= self.file_size:
                     self._finish(m, "error", error=f"local header of {m.entry.name} runs past the end of the file")
                 return
             try:
-                self._open_member(m, bytes(piece[: _LOCAL.size]))
+                self._open_member(m, bytes(piece[:LOCAL_HEADER_SIZE]))
             except ZipError as exc:
                 self._finish(m, "error", error=str(exc))
                 return
@@ -491,14 +484,14 @@ class WheelScanner:
         self._inflate(m, compressed)
 
     def _open_member(self, m: _Member, header: bytes) -> None:
-        f = _LOCAL.unpack_from(header, 0)
-        if f[0] != LOCAL_SIG:
+        data_start = local_data_start(header)
+        if data_start is None:
             raise ZipError(f"no local file header for {m.entry.name} at offset {m.entry.header_offset}")
         if m.entry.encrypted:
             raise ZipError(f"{m.entry.name} is encrypted")
         if m.entry.method not in (STORED, DEFLATED):
             raise ZipError(f"{m.entry.name}: compression method {m.entry.method} is not supported for range reads")
-        m.data_start = m.entry.header_offset + _LOCAL.size + f[10] + f[11]  # name and extra lengths
+        m.data_start = m.entry.header_offset + data_start
         m.inflater = zlib.decompressobj(-15) if m.entry.method == DEFLATED else None
 
     def _inflate(self, m: _Member, compressed: bytes) -> None:
@@ -642,7 +635,7 @@ class WheelScanner:
 def _refuse_overlaps(entries: list[ZipEntry]) -> None:
     """Shared objects whose data overlap (several entries sharing one deflate stream: a zip bomb's
     layout) are not a wheel: ``ZipError``."""
-    spans = sorted((e.header_offset, e.header_offset + _LOCAL.size + len(e.name.encode("utf-8")) + e.compressed_size, e.name) for e in entries)
+    spans = sorted((e.header_offset, e.header_offset + LOCAL_HEADER_SIZE + len(e.name.encode("utf-8")) + e.compressed_size, e.name) for e in entries)
     for (_, end, name), (start, _, other) in zip(spans, spans[1:], strict=False):
         if start < end:
             raise ZipError(f"members {name!r} and {other!r} overlap (a zip bomb's layout, not a wheel)")
@@ -675,6 +668,17 @@ def scan_wheel(read: Callable[[int, int], bytes], file_size: int, **options: obj
     return scanner.result()
 
 
+def scan_file(fileobj: IO[bytes], file_size: int, **options: object) -> WheelScan:
+    """Classify a whole wheel through an open binary file of ``file_size`` bytes (seek and read,
+    never all of it at once): ``scan_wheel`` with the file as its ``read``."""
+
+    def read(start: int, end: int) -> bytes:
+        fileobj.seek(start)
+        return fileobj.read(end - start)
+
+    return scan_wheel(read, file_size, **options)
+
+
 __all__ = [
     "CONCLUSIVE",
     "DEFAULT_CAP",
@@ -684,5 +688,6 @@ __all__ = [
     "WheelScanner",
     "first_tail",
     "is_shared_object",
+    "scan_file",
     "scan_wheel",
 ]

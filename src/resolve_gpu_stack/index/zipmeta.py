@@ -29,6 +29,7 @@ _ZIP64_LOCATOR = struct.Struct("<4sLQL")  # sig, disk, zip64 eocd offset, disks
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # sig, size, made by, needed, disk, cd disk, entries here, entries, cd size, cd offset
 _CD_ENTRY = struct.Struct("<4s4B4HL2L5H2L")
 _LOCAL = struct.Struct("<4s2B4HL2L2H")
+LOCAL_HEADER_SIZE = _LOCAL.size  # a local header's fixed part; its name and extra field follow
 
 MAX_COMMENT = 0xFFFF
 # Enough of the tail to hold the largest comment, the end record and both zip64 records.
@@ -209,6 +210,15 @@ def metadata_member(entries: Sequence[ZipEntry]) -> ZipEntry:
     return next(e for e in entries if e.name == name)
 
 
+def local_data_start(header: bytes) -> int | None:
+    """Where a member's data starts, counted from its local header (``header``: the bytes from that
+    header on, at least ``LOCAL_HEADER_SIZE`` of them); None when they are not a local header."""
+    if len(header) < _LOCAL.size or header[:4] != LOCAL_SIG:
+        return None
+    f = _LOCAL.unpack_from(header, 0)
+    return int(_LOCAL.size + f[10] + f[11])  # name and extra lengths
+
+
 def member_span(entry: ZipEntry, file_size: int) -> tuple[int, int]:
     """``(start, end)`` (end exclusive) very likely to hold the member's local header and data."""
     end = entry.header_offset + _LOCAL.size + len(entry.name.encode("utf-8")) + entry.extra_length
@@ -232,10 +242,9 @@ def inflate_member(blob: bytes, entry: ZipEntry, *, max_size: int) -> bytes:
         raise ZipError(f"{entry.name} is encrypted")
     if len(blob) < _LOCAL.size:
         raise NeedMoreBytes(_LOCAL.size + len(entry.name.encode()) + LOCAL_EXTRA_SLACK + entry.compressed_size)
-    f = _LOCAL.unpack_from(blob, 0)
-    if f[0] != LOCAL_SIG:
+    data_start = local_data_start(blob)
+    if data_start is None:
         raise ZipError(f"no local file header for {entry.name} at offset {entry.header_offset}")
-    data_start = _LOCAL.size + f[10] + f[11]  # name and extra lengths
     data_end = data_start + entry.compressed_size
     if len(blob) < data_end:
         raise NeedMoreBytes(data_end)
@@ -331,6 +340,7 @@ __all__ = [
     "MemberTooLarge",
     "NeedMoreBytes",
     "TAIL_BYTES",
+    "LOCAL_HEADER_SIZE",
     "ZipEntry",
     "DECODE_ERRORS",
     "ZipError",
@@ -338,6 +348,7 @@ __all__ = [
     "describe",
     "find_eocd",
     "inflate_member",
+    "local_data_start",
     "member_span",
     "metadata_member",
     "metadata_name",

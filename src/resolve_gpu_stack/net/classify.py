@@ -225,7 +225,7 @@ class RangeClassifier:
         except CrawlError as exc:
             self._note(f"{file.filename}: not scanned: {exc}")
             return not_scanned(f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False, None
-        return ScanRecord(abi=wheel_abi(result, self._defs), bytes_read=read.bytes, reads=read.reads, file_size=size), True, result
+        return ScanRecord(abi=result.abi(self._defs.abi), bytes_read=read.bytes, reads=read.reads, file_size=size), True, result
 
     def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges``, requested concurrently (one connection slot each)."""
@@ -353,11 +353,6 @@ class ReplayClassifier:
         return WheelAbi(kind=UNKNOWN, why=why)
 
 
-def wheel_abi(scan: WheelScan, defs: Definitions) -> WheelAbi:
-    """A finished ``wheelscan`` result as a ``WheelAbi`` (what the shared objects import), by the data's ``[abi]`` rules."""
-    return scan.abi(defs.abi)
-
-
 __all__ = [
     "BUDGET_CAP",
     "BUDGET_FLOOR",
@@ -371,6 +366,5 @@ __all__ = [
     "budget",
     "not_scanned",
     "scan_key",
-    "wheel_abi",
     "within_budget",
 ]

@@ -139,17 +139,18 @@ class WheelExports:
         """Inflate ``entry`` from its start until its dynamic symbol table is complete."""
         from ..index import elf
 
-        head = read.range(entry.header_offset, min(entry.header_offset + 30 + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
-        if head[:4] != zipmeta.LOCAL_SIG:
+        head = read.range(entry.header_offset, min(entry.header_offset + zipmeta.LOCAL_HEADER_SIZE + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
+        data_start = zipmeta.local_data_start(head)
+        if data_start is None:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")
-        name_len, extra_len = int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
-        at = entry.header_offset + 30 + name_len + extra_len
+        at = entry.header_offset + data_start
         end = at + entry.compressed_size
         inflater = zlib.decompressobj(-15) if entry.method == zipmeta.DEFLATED else None
         if entry.method not in (zipmeta.STORED, zipmeta.DEFLATED):
             raise zipmeta.ZipError(f"{entry.name}: compression method {entry.method} is not supported")
         buf = bytearray()
         chunk = FIRST_CHUNK
+        found: elf.DynamicSymbols | None = None  # the last read of the table, of all of ``buf``
         while at < end:
             if read.bytes + chunk > self._budget:
                 raise _OverBudget
@@ -162,10 +163,12 @@ class WheelExports:
             try:
                 found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
             except elf.ElfTruncated:
+                found = None
                 continue
             if found.complete:
                 return found.exports
-        found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
+        if found is None:  # no data, or its last read was cut short: read again, to raise why
+            found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
         if not found.complete:
             raise elf.ElfError(f"{entry.name}: its dynamic symbol table could not be read to the end")
         return found.exports

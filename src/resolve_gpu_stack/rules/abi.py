@@ -24,11 +24,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..data.rules import AbiRules
 from ..model import IndexFile
 from ..model.abi import CUDA, NONE, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
+from .versions import torch_series
 
 SHOWN = 3  # symbols named in a refusal
 
@@ -69,7 +72,7 @@ class AbiTorch:
 
     @property
     def series(self) -> str:
-        return ".".join(str(p) for p in (self.version.release + (0,))[:2])
+        return torch_series(self.version)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,4 +256,18 @@ def requires_floor(specifiers: Iterable[tuple[str, str]]) -> str | None:
     return max(floors, key=_release_of).removesuffix(".*")
 
 
-__all__ = ["SHOWN", "AbiPolicy", "AbiTorch", "ExportsSource", "TorchExports", "judge", "recorded_verdict_fails", "requires_floor"]
+def torch_floor(requires_dist: Iterable[str]) -> str | None:
+    """``requires_floor`` of a wheel's ``Requires-Dist`` lines: its torch requirements whose marker
+    names no extra (a line that is not a requirement is passed over)."""
+    pairs = []
+    for text in requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch" and (req.marker is None or "extra" not in str(req.marker)):
+            pairs += [(s.operator, s.version) for s in req.specifier]
+    return requires_floor(pairs)
+
+
+__all__ = ["SHOWN", "AbiPolicy", "AbiTorch", "ExportsSource", "TorchExports", "judge", "recorded_verdict_fails", "requires_floor", "torch_floor"]
