@@ -55,6 +55,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ..atomic import atomic_write
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
 from ..index.sdist import SdistError, read_build_system
@@ -65,8 +66,8 @@ from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
 from ..model.codec import provenance_from_dict, provenance_to_dict
 from ..model.cuda import CudaLabel
-from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages, fetch_verified, fill_hashes
-from ..net.wheelcache import file_sha256, unlink
+from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
+from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
 from .exports import installed_torch_exports
 from .install import _run_uv, _uv_args, uv_environment
@@ -614,16 +615,10 @@ def _cached(cache: WheelCache, inputs: BuildInputs) -> Callable[[LockedPackage],
 
 
 def _store(cache: WheelCache, wheel: Path) -> Path:
-    """The checked wheel into ``sha256/`` under a temporary name, then renamed (atomic)."""
-    digest, _ = file_sha256(wheel)
-    final = cache.path_for(digest, wheel.name)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{wheel.name}.{os.getpid()}.tmp")
-    unlink(tmp)
-    shutil.copyfile(wheel, tmp)
-    os.replace(tmp, final)
-    cache.mark_verified(final, digest)
-    return final
+    """The checked wheel into the wheel cache under its sha256 (``store_local``: copied into a temp
+    file created exclusively, checked, renamed into ``sha256/``)."""
+    digest, size = file_sha256(wheel)
+    return store_local(wheel, sha256=digest, size=size, cache=cache).path
 
 
 def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenance: BuildProvenance, log: Path, verdict: AbiVerdict | None) -> None:
@@ -636,11 +631,7 @@ def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenanc
         "log": str(log),
         "abi": verdict.to_dict() if verdict is not None else None,
     }
-    path = _record_path(cache, inputs.key())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    atomic_write(_record_path(cache, inputs.key()), json.dumps(record, indent=1, sort_keys=True), make_parents=True)
 
 
 __all__ = [

@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from urllib.parse import quote
 
 from packaging.utils import NormalizedName
 
+from ..atomic import atomic_write, exclusive_temp, sweep_stale
 from ..errors import LockFileError, UsageError, WriteError
 from ..lock.files import read_lock, write_texts
 from ..lock.locked import LockedFile, LockedWheel
@@ -57,7 +57,7 @@ from ..lock.wheelhouse import (
     root_html,
     root_json,
 )
-from ..net.cache import TEMP_MAX_AGE_S, exclusive_temp, is_temp_name
+from ..net.cache import TEMP_MAX_AGE_S, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
 from ..net.wheelcache import wheel_metadata
 from ..urls import strip_credentials
@@ -192,7 +192,7 @@ def _prepare(output: Path, *, prune: bool) -> bool:
             f"cannot create the wheelhouse folders in {output}: {exc.strerror or exc}",
             hint="nothing was written; make the folder writable, or pick another --output",
         ) from None
-    _sweep_temps(output)
+    sweep_stale(output / FILES, is_temp_name, TEMP_MAX_AGE_S)  # what a killed export left (never a running one's)
     return ours
 
 
@@ -202,21 +202,6 @@ def _is_manifest(path: Path) -> bool:
         return json.loads(path.read_text(encoding="utf-8")).get("schema") == MANIFEST_SCHEMA
     except (OSError, ValueError, AttributeError):
         return False
-
-
-def _sweep_temps(output: Path, *, now: float | None = None) -> None:
-    """Temp files a killed export left in ``files/`` (older than ``TEMP_MAX_AGE_S``; never a running one's)."""
-    now = time.time() if now is None else now
-    try:
-        entries = list(os.scandir(output / FILES))
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > TEMP_MAX_AGE_S:
-                os.unlink(entry.path)
-        except OSError:
-            continue
 
 
 # -- what the locks install ------------------------------------------------------------------------
@@ -312,7 +297,7 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
     metadata = wheel_metadata(fetched.path, w.wheel.filename, w.wheel.filename)
     target = output / FILES / w.wheel.filename
     _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
-    _replace_exclusively(target.with_name(target.name + ".metadata"), lambda tmp: Path(tmp).write_bytes(metadata))
+    atomic_write(target.with_name(target.name + ".metadata"), metadata, mode=0o600)
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
     return HouseFile(
         filename=w.wheel.filename,
@@ -328,7 +313,7 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
 def _replace_exclusively(target: Path, fill: Callable[[str], object]) -> None:
     """``target`` replaced atomically by what ``fill(tmp)`` writes into a temp file created
     exclusively beside it (never a name planted there, never through a link)."""
-    fd, tmp = exclusive_temp(target.parent)
+    fd, tmp = exclusive_temp(target)
     os.close(fd)
     try:
         fill(tmp)

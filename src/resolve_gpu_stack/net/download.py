@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from ..atomic import exclusive_temp
 from ..errors import CrawlError, IntegrityError, LockFileError
 from ..model import Action, LockedPackage, LockPlan
 from ..urls import redact_url, without_fragment
-from .cache import exclusive_temp
 from .wheelcache import FetchedWheel, WheelCache, check_learned, copy_hashed, file_sha256, unlink, wheel_filename
 
 log = logging.getLogger(__name__)
@@ -352,7 +352,7 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
         raise LockFileError(f"{path}: no such wheel file", hint="copy the whole wheelhouse directory, lock files and files/ together")
     final = cache.path_for(expected, name)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name_tmp = exclusive_temp(final.parent)
+    fd, name_tmp = exclusive_temp(final)
     tmp = Path(name_tmp)
     try:
         actual, n = copy_hashed(path, os.fdopen(fd, "wb"))
