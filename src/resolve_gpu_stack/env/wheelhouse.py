@@ -16,6 +16,13 @@ rewritten to point at the wheelhouse, and a manifest (layout: ``lock.wheelhouse`
 - A wheel's METADATA is read and checked (the project and version its file name says) before the
   wheel is placed in ``files/``; a wheel is copied or hard-linked only from the wheel cache, whose
   files are ours (a local ``path`` source is copied into it, never linked).
+- Everything published is readable by others (a web server may run as another user): the pages,
+  locks and manifest are 0o644 (a file already there keeps its mode), and so are ``files/``:
+  a ``.metadata`` is written 0o644, a wheel is hard-linked from the wheel cache, whose verified
+  files are 0o644 (``wheelcache.WHEEL_MODE``), and copied 0o644 instead when the cache's file is
+  not readable by others (one an earlier version kept 0o600: its mode is left alone, a chmod would
+  change it for the cache too). A wheel or ``.metadata`` an earlier run left unreadable is placed
+  again.
 - Writes and deletions stay inside: ``files/`` or ``simple/`` being a symbolic link is refused,
   ``prune`` deletes only regular files and real folders there, and only in a folder that is a
   wheelhouse already (it holds our manifest) or was empty.
@@ -28,6 +35,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -64,6 +72,7 @@ from ..urls import strip_credentials
 from .lockinstall import local_wheel_path
 
 REPORT_SCHEMA = "resolve-gpu-stack/wheelhouse-report/v1"  # `wheelhouse --format json`
+PUBLISHED_MODE = 0o644  # files/: what a web server running as another user can read (the pages': atomic_write's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,9 +269,15 @@ def _still_there(output: Path, old: HouseFile | None, w: _Wanted) -> bool:
     if old is None or old.sha256 != w.sha256 or (w.wheel.size is not None and old.size != w.wheel.size):
         return False
     try:
-        return (output / FILES / old.filename).stat().st_size == old.size and (output / FILES / (old.filename + ".metadata")).is_file()
+        wheel, metadata = (output / FILES / old.filename).stat(), (output / FILES / (old.filename + ".metadata")).stat()
     except OSError:
         return False
+    return wheel.st_size == old.size and stat.S_ISREG(metadata.st_mode) and _readable(wheel) and _readable(metadata)
+
+
+def _readable(st: os.stat_result) -> bool:
+    """Readable by group and others: what a web server running as another user needs."""
+    return st.st_mode & 0o044 == 0o044
 
 
 def _with_locks(f: HouseFile, w: _Wanted) -> HouseFile:
@@ -297,7 +312,7 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
     metadata = wheel_metadata(fetched.path, w.wheel.filename, w.wheel.filename)
     target = output / FILES / w.wheel.filename
     _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
-    atomic_write(target.with_name(target.name + ".metadata"), metadata, mode=0o600)
+    atomic_write(target.with_name(target.name + ".metadata"), metadata, mode=PUBLISHED_MODE)
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
     return HouseFile(
         filename=w.wheel.filename,
@@ -325,14 +340,19 @@ def _replace_exclusively(target: Path, fill: Callable[[str], object]) -> None:
 
 def _link_or_copy(source: Path, tmp: str) -> None:
     """The wheel cache's file at ``tmp`` (an empty temp file of ours): a hard link where the cache
-    and the wheelhouse share a file system, else a copy."""
+    and the wheelhouse share a file system and the cache's file is readable by others, else a
+    copy (``PUBLISHED_MODE``)."""
     os.unlink(tmp)
-    try:
-        os.link(source, tmp)  # fails on an existing name: nothing planted meanwhile is written through
-    except OSError:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
+    if _readable(os.stat(source)):
+        try:
+            os.link(source, tmp)  # fails on an existing name: nothing planted meanwhile is written through
+            return
+        except OSError:
+            pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PUBLISHED_MODE)
+    os.fchmod(fd, PUBLISHED_MODE)  # whatever the umask, as the pages
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+        shutil.copyfileobj(src, out, 1 << 20)
 
 
 # -- pages, locks, manifest ------------------------------------------------------------------------

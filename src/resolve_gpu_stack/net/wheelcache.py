@@ -18,6 +18,13 @@ Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
 
 ``check_learned`` says whether a file is the wheel its name says (before its sha256 is learnt, and
 again before a learnt entry is reused). Keys and files never hold credentials.
+
+A verified file in ``sha256/`` is ``WHEEL_MODE`` (0o644, whatever the umask; as wheels were before
+partial downloads were made 0o600): a wheelhouse hard-links it into its ``files/`` (one inode, one
+mode) for a web server running as another user to serve. A partial download is created 0o600 and
+made ``WHEEL_MODE`` once verified, before it is renamed into ``sha256/`` and before its stamp is
+taken (a chmod changes the ctime). The cache folder's permissions are what keeps a private
+index's wheels private.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from .cache import wheels_in_use
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
+WHEEL_MODE = 0o644  # a verified wheel's permissions (see the module docstring)
 INTACT = "metadata+crc"  # a learnt digest's record: the file was checked this way before it was recorded
 
 
@@ -298,4 +306,4 @@ def wheel_metadata(path: Path, name: str, shown: str) -> bytes:
     return raw
 
 
-__all__ = ["FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
+__all__ = ["WHEEL_MODE", "FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
