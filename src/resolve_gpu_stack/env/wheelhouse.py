@@ -136,8 +136,7 @@ def export_wheelhouse(
         raise UsageError("no lock to export", hint="pass one or more pylock.<name>.toml files")
     read = _read_locks(locks)
     wanted = _wanted(read)
-    was_ours = _prepare(output, prune=prune)
-    previous = _previous(output)
+    was_ours, previous = _prepare(output, prune=prune)
     reused = {n: previous[n] for n, w in wanted.items() if _still_there(output, previous.get(n), w)}
     todo = [w for n, w in wanted.items() if n not in reused]
 
@@ -169,12 +168,12 @@ def export_wheelhouse(
     )
 
 
-def _prepare(output: Path, *, prune: bool) -> bool:
+def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, HouseFile]]:
     """Make ``output`` a place to export into; whether ``prune`` may delete there (it holds our
-    manifest, or nothing at all). ``UsageError`` for a file, for ``files/`` or ``simple/`` being a
-    link (writes would land in whatever it points at), and for ``prune`` in a folder that is not a
-    wheelhouse; ``WriteError`` when the folders cannot be made. Stale temp files a killed run left
-    are swept."""
+    manifest, or nothing at all), and the files the previous manifest lists (its one reading).
+    ``UsageError`` for a file, for ``files/`` or ``simple/`` being a link (writes would land in
+    whatever it points at), and for ``prune`` in a folder that is not a wheelhouse; ``WriteError``
+    when the folders cannot be made. Stale temp files a killed run left are swept."""
     if output.exists() and not output.is_dir():
         raise UsageError(f"--output {output}: a file is there, not a folder", hint="name a folder for the wheelhouse (it is created)")
     for sub in (FILES, SIMPLE):
@@ -187,7 +186,11 @@ def _prepare(output: Path, *, prune: bool) -> bool:
         empty = not output.exists() or not any(output.iterdir())
     except OSError as exc:
         raise WriteError(f"cannot read {output}: {exc.strerror or exc}") from None
-    ours = empty or bool(_previous(output)) or _is_manifest(output / MANIFEST)
+    try:
+        manifest: str | None = (output / MANIFEST).read_text(encoding="utf-8")
+    except OSError:
+        manifest = None
+    ours = empty or _is_manifest(manifest)
     if prune and not ours:
         raise UsageError(
             f"--prune: {output} is not a wheelhouse (no {MANIFEST} of ours in it); nothing there is deleted",
@@ -202,14 +205,14 @@ def _prepare(output: Path, *, prune: bool) -> bool:
             hint="nothing was written; make the folder writable, or pick another --output",
         ) from None
     sweep_stale(output / FILES, is_temp_name, TEMP_MAX_AGE_S)  # what a killed export left (never a running one's)
-    return ours
+    return ours, read_manifest(manifest) if manifest is not None else {}
 
 
-def _is_manifest(path: Path) -> bool:
+def _is_manifest(text: str | None) -> bool:
     """A manifest of ours, even one that lists no file (a wheelhouse of locks that install nothing)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("schema") == MANIFEST_SCHEMA
-    except (OSError, ValueError, AttributeError):
+        return text is not None and json.loads(text).get("schema") == MANIFEST_SCHEMA
+    except (ValueError, AttributeError):
         return False
 
 
@@ -256,13 +259,6 @@ def _wanted(read: Sequence[tuple[Path, LockedFile]]) -> dict[str, _Wanted]:
                 if path.name not in have.locks:
                     have.locks.append(path.name)
     return wanted
-
-
-def _previous(output: Path) -> dict[str, HouseFile]:
-    try:
-        return read_manifest((output / MANIFEST).read_text(encoding="utf-8"))
-    except OSError:
-        return {}
 
 
 def _still_there(output: Path, old: HouseFile | None, w: _Wanted) -> bool:
