@@ -148,10 +148,11 @@ def fetch_verified(
     url = without_fragment(url)
     name = wheel_filename(url, filename)
     expected = _check_digest(sha256, url)
-    known = expected or (cache.known_digest(url) or (None, None))[0]
+    learned = cache.learned(url) if expected is None else None
+    known = expected or (learned.sha256 if learned is not None else None)
     if known is not None:
         hit = cache.lookup(known, name, size)
-        if hit is not None and expected is None and not _learned_hit_is_good(hit, url, name, cache):
+        if hit is not None and learned is not None and not _learned_hit_is_good(hit, url, name, cache, intact=learned.intact):
             hit = None
         if hit is not None:
             log.debug("wheel cache hit for %s", redact_url(url))
@@ -167,11 +168,11 @@ def fetch_verified(
         return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed, streamed=streamed.result())
 
 
-def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache) -> bool:
+def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache, *, intact: bool) -> bool:
     """Whether a cached file whose digest was learnt may be reused: its record says it was checked
-    whole (its bytes are those, ``lookup`` re-verified the sha256), or it passes the check now
-    (then the record says so). False drops it, with its record."""
-    if cache.learned_intact(url):
+    whole (``intact``: its bytes are those, ``lookup`` re-verified the sha256), or it passes the
+    check now (then the record says so). False drops it, with its record."""
+    if intact:
         return True
     try:
         check_learned(hit.path, name, redact_url(url))

@@ -60,6 +60,15 @@ class FetchedWheel:
     size: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Learned:
+    """A digest learnt by downloading a wheel whose index gave no hash (``urls/<key>.json``)."""
+
+    sha256: str
+    size: int
+    intact: bool  # learnt from a file checked whole (``INTACT``); older versions' records were not
+
+
 class WheelCache:
     """The on-disk wheel cache (see the module docstring for its layout)."""
 
@@ -127,27 +136,25 @@ class WheelCache:
         except OSError as exc:  # a read-only cache still works: it hashes every time
             log.debug("cannot record the verification of %s: %s", path, exc)
 
-    def known_digest(self, url: str) -> tuple[str, int] | None:
-        """(sha256, size) recorded for a URL downloaded before without an index hash."""
+    def learned(self, url: str) -> Learned | None:
+        """The digest recorded for a URL downloaded before without an index hash (one reading of
+        its record), or None."""
         try:
             data = json.loads(self._url_record(url).read_text())
-            return str(data["sha256"]), int(data["size"])
+            return Learned(sha256=str(data["sha256"]), size=int(data["size"]), intact=data.get("checked") == INTACT)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def known_digest(self, url: str) -> tuple[str, int] | None:
+        """(sha256, size) recorded for a URL downloaded before without an index hash."""
+        found = self.learned(url)
+        return None if found is None else (found.sha256, found.size)
+
     def remember(self, url: str, sha256: str, size: int) -> None:
         """Record the digest learnt for ``url``: only ever for a file ``check_learned`` passed whole
-        (METADATA and every member's CRC), which the record says (``learned_intact``)."""
+        (METADATA and every member's CRC), which the record says (``Learned.intact``)."""
         record = {"url": bare_url(url), "sha256": sha256, "size": size, "checked": INTACT}
         _write_json(self._url_record(url), record)
-
-    def learned_intact(self, url: str) -> bool:
-        """Whether the digest recorded for ``url`` was learnt from a file checked whole (records
-        written by older versions were not: their file is checked before it is reused)."""
-        try:
-            return json.loads(self._url_record(url).read_text()).get("checked") == INTACT
-        except (OSError, ValueError, AttributeError):
-            return False
 
     def forget(self, url: str) -> None:
         """Drop the learnt digest of ``url`` (its file failed a check)."""
@@ -306,4 +313,4 @@ def wheel_metadata(path: Path, name: str, shown: str) -> bytes:
     return raw
 
 
-__all__ = ["WHEEL_MODE", "FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
+__all__ = ["WHEEL_MODE", "FetchedWheel", "Learned", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
