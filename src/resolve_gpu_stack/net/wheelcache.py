@@ -40,6 +40,9 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
 from ..atomic import atomic_write
 from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
@@ -273,42 +276,47 @@ def check_learned(path: Path, name: str, shown: str) -> None:
     ``wheel_metadata``, and every member must pass its CRC check (a valid zip with the right
     METADATA and one corrupt member is not pinned). Files that are not wheels by name are not
     checked."""
-    try:
-        if not parse_filename(name)[3]:
-            return
-    except ValueError as exc:
-        raise IntegrityError(shown, str(exc)) from None
-    wheel_metadata(path, name, shown)
-    try:
-        with open(path, "rb") as fh:
-            zipmeta.check_crcs(fh)
-    except zipmeta.ZipError as exc:
-        raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
-    except OSError as exc:
-        raise IntegrityError(shown, f"cannot read the download ({exc})") from None
+    want_name, want_version, is_wheel = _parse_name(name, shown)
+    if is_wheel:
+        _checked_metadata(path, want_name, want_version, shown, crcs=True)
 
 
 def wheel_metadata(path: Path, name: str, shown: str) -> bytes:
     """The METADATA bytes of the wheel ``path``, whose file name is ``name``: ``IntegrityError``
     unless it is a zip whose one ``*.dist-info/METADATA`` (under the size cap) names the project
     and version of the file name."""
+    want_name, want_version, is_wheel = _parse_name(name, shown)
+    if not is_wheel:
+        raise IntegrityError(shown, f"{name} is not a wheel file name")
+    return _checked_metadata(path, want_name, want_version, shown, crcs=False)
+
+
+def _parse_name(name: str, shown: str) -> tuple[NormalizedName, Version, bool]:
+    """(project, version, is a wheel) from a file name; ``IntegrityError`` when it does not parse."""
     try:
         want_name, want_version, _, is_wheel = parse_filename(name)
     except ValueError as exc:
         raise IntegrityError(shown, str(exc)) from None
-    if not is_wheel:
-        raise IntegrityError(shown, f"{name} is not a wheel file name")
+    return want_name, want_version, is_wheel
+
+
+def _checked_metadata(path: Path, want_name: NormalizedName, want_version: Version, shown: str, *, crcs: bool) -> bytes:
+    """The METADATA of the wheel ``path``, which must name ``want_name`` ``want_version``; with
+    ``crcs`` every member's CRC is checked too (after the METADATA, on the same open file)."""
     try:
         with open(path, "rb") as fh:
             raw = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
-        meta = parse_metadata(raw, source=shown)
+            meta = parse_metadata(raw, source=shown)
+            same = (meta.name, meta.version) == (want_name, want_version)
+            if same and crcs:
+                zipmeta.check_crcs(fh)
     except zipmeta.ZipError as exc:
         raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
     except CrawlError as exc:
         raise IntegrityError(shown, f"not a usable wheel ({exc.cause})") from None
     except OSError as exc:
         raise IntegrityError(shown, f"cannot read the download ({exc})") from None
-    if (meta.name, meta.version) != (want_name, want_version):
+    if not same:
         raise IntegrityError(shown, f"the wheel's METADATA says {meta.name} {meta.version}, its file name {want_name} {want_version}")
     return raw
 
