@@ -258,7 +258,8 @@ _KINDS = (
     ("download locks", (WHEELS, "locks")),
     ("builds", (WHEELS, "builds")),
 )  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
-_TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS, WHEELS)
+_ENTRY_TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS)  # this module's folders: never the wheel cache's
+_TOPS = (*_ENTRY_TOPS, WHEELS)
 
 
 class CacheLayoutError(UsageError):
@@ -453,7 +454,7 @@ def prune(root: Path, *, older_than_days: float, now: float | None = None) -> tu
             results = _remove(path, st, results)
     with wheels_in_use(Path(root) / WHEELS, exclusive=True) as free:
         if not free:
-            _drop_empty_dirs(Path(root), (PAGES, METADATA, RESULTS, SCANS))
+            _drop_empty_dirs(Path(root), _ENTRY_TOPS)
             return (sweep_temp_files(root, now=now), Usage("partial downloads", in_use=True), results, Usage("wheels", in_use=True))
         wheels = Usage("wheels")
         for path, st in _kind_files(root, (WHEELS, "sha256")):
@@ -478,7 +479,7 @@ def clean(root: Path) -> tuple[Usage, ...]:
             for path, st in _kind_files(root, parts):
                 usage = _remove(path, st, usage)
             removed.append(usage)
-        _drop_empty_dirs(Path(root), _TOPS if free else (PAGES, METADATA, RESULTS, SCANS, EXPORTS))
+        _drop_empty_dirs(Path(root), _TOPS if free else _ENTRY_TOPS)
     return tuple(removed)
 
 
