@@ -52,11 +52,10 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
     """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
     from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, max_jobs
-    from ..env.install import find_uv
     from ..model.gpu import GpuArch
     from .downloads import uv_from_args
 
-    uv = uv_from_args(args, env) if getattr(args, "uv", None) else find_uv(env)
+    uv = uv_from_args(args, env)
     gpus = plan.inputs.get("gpus") or []
     caps = [GpuArch.parse(str(g)).capability for g in gpus] if isinstance(gpus, (list, tuple)) else []
     jobs = env.get("MAX_JOBS", "")
