@@ -117,10 +117,9 @@ class ProgressLine:
         self.quiet = getattr(args, "quiet", False)
         self.tty = sys.stderr.isatty()
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, line: str, *, final: bool = False) -> None:
         if self.quiet:
             return
-        final = line.endswith(("s", "done")) and (": done after " in line or ": failed after " in line)
         if self.tty:
             sys.stderr.write("\r\x1b[K" + line[: os.get_terminal_size(sys.stderr.fileno()).columns - 1] + ("\n" if final else ""))
             sys.stderr.flush()

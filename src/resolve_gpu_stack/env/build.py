@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
@@ -78,8 +79,14 @@ TORCH = NormalizedName("torch")
 # Variables that would put other packages (a PyPI torch in ~/.local or on PYTHONPATH) into the build.
 _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 
-# progress(line): one line of build progress (the CLI shows it in place on a terminal)
-BuildProgress = Callable[[str], None]
+
+class BuildProgress(Protocol):
+    """progress(line): one line of build progress (the CLI shows it in place on a terminal);
+    ``final``: a build's closing line (done or failed, after its elapsed time)."""
+
+    def __call__(self, line: str, *, final: bool = False) -> None: ...
+
+
 # the plan of a build environment's packages: ``requirements`` (torch taken out) resolved by our
 # resolver for the target, with the kept torch (kept as installed for a probed target; to install
 # from its index for a declared one)
@@ -535,8 +542,9 @@ def run_logged(
     cmd: Sequence[str], *, env: Mapping[str, str], log: Path, label: str, progress: BuildProgress | None, append: bool = False, every: float = 1.0
 ) -> None:
     """Run ``cmd`` with its output (stdout and stderr) in ``log``; ``progress`` gets
-    ``<label>: <elapsed> | <last line>`` about every ``every`` seconds. Ctrl-C (or any error)
-    stops the whole process group; a non-zero exit is a ``BuildError`` naming the log."""
+    ``<label>: <elapsed> | <last line>`` about every ``every`` seconds, and a closing line
+    (``final``). Ctrl-C (or any error) stops the whole process group; a non-zero exit is a
+    ``BuildError`` naming the log."""
     start = time.monotonic()
     last = [""]
     with log.open("ab" if append else "wb") as fh:
@@ -567,7 +575,7 @@ def run_logged(
             raise
         reader.join(timeout=5)
     if progress is not None:
-        progress(f"{label}: {'done' if code == 0 else 'failed'} after {_elapsed(time.monotonic() - start)}")
+        progress(f"{label}: {'done' if code == 0 else 'failed'} after {_elapsed(time.monotonic() - start)}", final=True)
     if code != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
         raise BuildError(f"{label} failed (exit {code}); the build log: {log}", hint=f"its last lines:\n{tail}")
