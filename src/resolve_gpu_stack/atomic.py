@@ -5,8 +5,10 @@ pages): the bytes go to a temporary file beside the target, which is renamed ove
 part, and a failed write leaves the old file as it was and no temporary file behind.
 
 The temporary file is ``.<name>.<8 digits>.tmp`` in the target's folder, made with ``O_EXCL``
-(never one another process has): what ``stale_temp`` recognises, so a sweep can remove what a
-killed writer left without touching anything else.
+(never one another process has, never through a link planted at its name): what ``stale_temp``
+recognises, so a sweep (``sweep_stale``) can remove what a killed writer left without touching
+anything else. ``exclusive_temp`` hands out such a file for a writer that fills it itself (a wheel
+copied and hashed into the wheel cache, a hard link into a wheelhouse).
 
 Plain ``os`` calls, not ``tempfile`` and a file object: a cold resolve writes a hundred cache
 entries from the crawl's threads, and each system call saved is one hand-over of the interpreter
@@ -19,6 +21,8 @@ import contextlib
 import os
 import random
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 _TEMP = re.compile(r"^\.(?P<name>.+)\.[0-9]{8}\.tmp$")
@@ -52,12 +56,12 @@ def write_temp(path: Path, data: bytes | str, *, sync: bool = False, mode: int |
     if mode is None:
         mode = _mode_of(path)
     try:
-        fd, tmp = _create(path, mode)
+        fd, tmp = exclusive_temp(path, mode)
     except FileNotFoundError:
         if not make_parents:
             raise
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = _create(path, mode)
+        fd, tmp = exclusive_temp(path, mode)
     try:
         try:
             view = memoryview(body)
@@ -101,7 +105,10 @@ def _mode_of(path: Path) -> int:
         return 0o644
 
 
-def _create(path: Path, mode: int) -> tuple[int, str]:
+def exclusive_temp(path: Path, mode: int = 0o600) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (whose folder must exist), open for writing, and its
+    name: ``.<name>.<8 digits>.tmp``, created with ``O_EXCL`` (never a file or link already there)
+    and given ``mode``. The caller writes and closes it, then renames it over ``path`` or removes it."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     while True:
         tmp = f"{path.parent}/.{path.name}.{random.randrange(10**8):08d}.tmp"
@@ -114,4 +121,56 @@ def _create(path: Path, mode: int) -> tuple[int, str]:
         return fd, tmp
 
 
-__all__ = ["atomic_write", "stale_temp", "sync_folder", "write_temp"]
+def sweep_stale(
+    folder: Path,
+    match: Callable[[str], bool],
+    older_than: float,
+    now: float | None = None,
+    *,
+    tree: bool = False,
+    on_error: Callable[[Path, OSError], object] | None = None,
+) -> list[tuple[Path, int]]:
+    """Remove the regular files in ``folder`` whose name ``match``es and whose mtime is more than
+    ``older_than`` seconds before ``now``: the temporary files killed writers left (a writer still
+    running renames its file within seconds, so its file is never one). ``tree``: in every folder
+    below too, and then no folder is entered through a symbolic link, ``folder`` included (a lone
+    ``folder`` may be one: the folder a lock file is in). Links among the entries are neither
+    followed nor removed. Never raises: a file that cannot be removed is left (``on_error`` is told,
+    unless another sweep removed it first). Returns what was removed, with each file's size."""
+    now = time.time() if now is None else now
+    removed: list[tuple[Path, int]] = []
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if tree else 0))
+    except OSError:
+        return removed
+    try:
+        for entry in list(os.scandir(fd)):
+            path = Path(folder) / entry.name
+            try:
+                if tree and entry.is_dir(follow_symlinks=False):
+                    removed += sweep_stale(path, match, older_than, now, tree=True, on_error=on_error)
+                    continue
+                if not (match(entry.name) and entry.is_file(follow_symlinks=False)):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if now - st.st_mtime <= older_than:
+                continue
+            try:
+                os.unlink(entry.name, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if on_error is not None:
+                    on_error(path, exc)
+                continue
+            removed.append((path, st.st_size))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return removed
+
+
+__all__ = ["atomic_write", "exclusive_temp", "stale_temp", "sweep_stale", "sync_folder", "write_temp"]

@@ -5,6 +5,7 @@ environment's requirements resolved by our resolver, and the progress line, for 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from ..env.build import BuildMachine, BuildRequirements
     from ..env.probe import Environment
     from ..model import LockPlan
+    from .assemble import ResolveParts
 
 
 def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs, *, environment: Environment | None = None) -> LockPlan:
@@ -30,11 +32,11 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
         return plan
     machine = build_machine(args, env, plan)
     tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as downloads:
+    with download_fetcher(args, defs) as fetcher, download_progress(args) as downloads, contextlib.ExitStack() as closing:
         ctx = BuildContext(
             cache=wheel_cache_from_args(args, env),
             machine=machine,
-            requirements=build_requirements(args, env, defs, plan, environment),
+            requirements=build_requirements(args, env, defs, plan, environment, closing),
             target_tags=tags,
             abi=defs.abi,
             site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
@@ -52,11 +54,10 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
     """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
     from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, max_jobs
-    from ..env.install import find_uv
     from ..model.gpu import GpuArch
     from .downloads import uv_from_args
 
-    uv = uv_from_args(args, env) if getattr(args, "uv", None) else find_uv(env)
+    uv = uv_from_args(args, env)
     gpus = plan.inputs.get("gpus") or []
     caps = [GpuArch.parse(str(g)).capability for g in gpus] if isinstance(gpus, (list, tuple)) else []
     jobs = env.get("MAX_JOBS", "")
@@ -69,11 +70,16 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
     )
 
 
-def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, plan: LockPlan, environment: Environment | None) -> BuildRequirements:
+def build_requirements(
+    args: argparse.Namespace, env: Mapping[str, str], defs, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
+) -> BuildRequirements:
     """The build environment's plan: the sdist's build requirements (torch taken out) resolved by
     our resolver for the target, FlashInfer left out, with the kept torch: kept as installed on a
     probed target, asked for exactly (``--torch VERSION``, from the PyTorch index: routing never
-    reads a PyPI torch) for a declared one."""
+    reads a PyPI torch) for a declared one. One set of resolver parts for every build of the
+    command, made when the first build needs them (a build found in the wheel cache resolves
+    nothing) and closed with ``closing``."""
+    made: list[ResolveParts] = []  # at most one
 
     def resolve_requirements(requirements: Sequence[str]) -> LockPlan:
         from ..model.cuda import CudaLabel
@@ -96,8 +102,9 @@ def build_requirements(args: argparse.Namespace, env: Mapping[str, str], defs, p
             flashinfer=FlashInferChoice.parse("none"),
             with_=requested(tuple(requirements), "--with"),
         )
-        with common.make_parts(args, env, defs) as parts:
-            return parts.resolve(request)
+        if not made:
+            made.append(closing.enter_context(common.make_parts(args, env, defs)))
+        return made[0].resolve(request)
 
     return resolve_requirements
 
@@ -110,10 +117,9 @@ class ProgressLine:
         self.quiet = getattr(args, "quiet", False)
         self.tty = sys.stderr.isatty()
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, line: str, *, final: bool = False) -> None:
         if self.quiet:
             return
-        final = line.endswith(("s", "done")) and (": done after " in line or ": failed after " in line)
         if self.tty:
             sys.stderr.write("\r\x1b[K" + line[: os.get_terminal_size(sys.stderr.fileno()).columns - 1] + ("\n" if final else ""))
             sys.stderr.flush()

@@ -158,7 +158,7 @@ def _install_downloaded(args: argparse.Namespace, env: Mapping[str, str], plan: 
             python=python,
             uv=uv,
             wheel_cache=cache,
-            dry_run=args.dry_run,
+            dry_run=False,  # run() answered --dry-run before anything was downloaded
             fetcher=fetcher,
             progress=progress,
             offline=offline,

@@ -24,16 +24,16 @@ if TYPE_CHECKING:
 
 
 def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    """``--uv PATH`` (checked now, before anything is downloaded) or the default uv."""
+    """``--uv PATH`` (checked now, before anything is downloaded) or the default uv (also for a
+    command without ``--uv``)."""
     from ..env.install import find_uv
 
-    if args.uv is None:
+    uv = getattr(args, "uv", None)
+    if uv is None:
         return find_uv(env)
-    found = shutil.which(args.uv, path=env.get("PATH"))
+    found = shutil.which(uv, path=env.get("PATH"))
     if found is None:
-        raise UsageError(
-            f"--uv {args.uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool"
-        )
+        raise UsageError(f"--uv {uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool")
     return found
 
 

@@ -49,12 +49,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ..atomic import atomic_write
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
 from ..index.sdist import SdistError, read_build_system
@@ -65,8 +67,8 @@ from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
 from ..model.codec import provenance_from_dict, provenance_to_dict
 from ..model.cuda import CudaLabel
-from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages, fetch_verified, fill_hashes
-from ..net.wheelcache import file_sha256, unlink
+from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
+from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
 from .exports import installed_torch_exports
 from .install import _run_uv, _uv_args, uv_environment
@@ -77,8 +79,14 @@ TORCH = NormalizedName("torch")
 # Variables that would put other packages (a PyPI torch in ~/.local or on PYTHONPATH) into the build.
 _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
 
-# progress(line): one line of build progress (the CLI shows it in place on a terminal)
-BuildProgress = Callable[[str], None]
+
+class BuildProgress(Protocol):
+    """progress(line): one line of build progress (the CLI shows it in place on a terminal);
+    ``final``: a build's closing line (done or failed, after its elapsed time)."""
+
+    def __call__(self, line: str, *, final: bool = False) -> None: ...
+
+
 # the plan of a build environment's packages: ``requirements`` (torch taken out) resolved by our
 # resolver for the target, with the kept torch (kept as installed for a probed target; to install
 # from its index for a declared one)
@@ -534,8 +542,9 @@ def run_logged(
     cmd: Sequence[str], *, env: Mapping[str, str], log: Path, label: str, progress: BuildProgress | None, append: bool = False, every: float = 1.0
 ) -> None:
     """Run ``cmd`` with its output (stdout and stderr) in ``log``; ``progress`` gets
-    ``<label>: <elapsed> | <last line>`` about every ``every`` seconds. Ctrl-C (or any error)
-    stops the whole process group; a non-zero exit is a ``BuildError`` naming the log."""
+    ``<label>: <elapsed> | <last line>`` about every ``every`` seconds, and a closing line
+    (``final``). Ctrl-C (or any error) stops the whole process group; a non-zero exit is a
+    ``BuildError`` naming the log."""
     start = time.monotonic()
     last = [""]
     with log.open("ab" if append else "wb") as fh:
@@ -566,7 +575,7 @@ def run_logged(
             raise
         reader.join(timeout=5)
     if progress is not None:
-        progress(f"{label}: {'done' if code == 0 else 'failed'} after {_elapsed(time.monotonic() - start)}")
+        progress(f"{label}: {'done' if code == 0 else 'failed'} after {_elapsed(time.monotonic() - start)}", final=True)
     if code != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
         raise BuildError(f"{label} failed (exit {code}); the build log: {log}", hint=f"its last lines:\n{tail}")
@@ -614,16 +623,10 @@ def _cached(cache: WheelCache, inputs: BuildInputs) -> Callable[[LockedPackage],
 
 
 def _store(cache: WheelCache, wheel: Path) -> Path:
-    """The checked wheel into ``sha256/`` under a temporary name, then renamed (atomic)."""
-    digest, _ = file_sha256(wheel)
-    final = cache.path_for(digest, wheel.name)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{wheel.name}.{os.getpid()}.tmp")
-    unlink(tmp)
-    shutil.copyfile(wheel, tmp)
-    os.replace(tmp, final)
-    cache.mark_verified(final, digest)
-    return final
+    """The checked wheel into the wheel cache under its sha256 (``store_local``: copied into a temp
+    file created exclusively, checked, renamed into ``sha256/``)."""
+    digest, size = file_sha256(wheel)
+    return store_local(wheel, sha256=digest, size=size, cache=cache).path
 
 
 def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenance: BuildProvenance, log: Path, verdict: AbiVerdict | None) -> None:
@@ -636,11 +639,7 @@ def _write_record(cache: WheelCache, inputs: BuildInputs, wheel: Path, provenanc
         "log": str(log),
         "abi": verdict.to_dict() if verdict is not None else None,
     }
-    path = _record_path(cache, inputs.key())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    atomic_write(_record_path(cache, inputs.key()), json.dumps(record, indent=1, sort_keys=True), make_parents=True)
 
 
 __all__ = [

@@ -16,6 +16,13 @@ rewritten to point at the wheelhouse, and a manifest (layout: ``lock.wheelhouse`
 - A wheel's METADATA is read and checked (the project and version its file name says) before the
   wheel is placed in ``files/``; a wheel is copied or hard-linked only from the wheel cache, whose
   files are ours (a local ``path`` source is copied into it, never linked).
+- Everything published is readable by others (a web server may run as another user): the pages,
+  locks and manifest are 0o644 (a file already there keeps its mode), and so are ``files/``:
+  a ``.metadata`` is written 0o644, a wheel is hard-linked from the wheel cache, whose verified
+  files are 0o644 (``wheelcache.WHEEL_MODE``), and copied 0o644 instead when the cache's file is
+  not readable by others (one an earlier version kept 0o600: its mode is left alone, a chmod would
+  change it for the cache too). A wheel or ``.metadata`` an earlier run left unreadable is placed
+  again.
 - Writes and deletions stay inside: ``files/`` or ``simple/`` being a symbolic link is refused,
   ``prune`` deletes only regular files and real folders there, and only in a folder that is a
   wheelhouse already (it holds our manifest) or was empty.
@@ -28,7 +35,7 @@ import hashlib
 import json
 import os
 import shutil
-import time
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +46,7 @@ from urllib.parse import quote
 
 from packaging.utils import NormalizedName
 
+from ..atomic import atomic_write, exclusive_temp, sweep_stale
 from ..errors import LockFileError, UsageError, WriteError
 from ..lock.files import read_lock, write_texts
 from ..lock.locked import LockedFile, LockedWheel
@@ -57,13 +65,14 @@ from ..lock.wheelhouse import (
     root_html,
     root_json,
 )
-from ..net.cache import TEMP_MAX_AGE_S, exclusive_temp, is_temp_name
+from ..net.cache import TEMP_MAX_AGE_S, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
 from ..net.wheelcache import wheel_metadata
 from ..urls import strip_credentials
 from .lockinstall import local_wheel_path
 
 REPORT_SCHEMA = "resolve-gpu-stack/wheelhouse-report/v1"  # `wheelhouse --format json`
+PUBLISHED_MODE = 0o644  # files/: what a web server running as another user can read (the pages': atomic_write's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,8 +136,7 @@ def export_wheelhouse(
         raise UsageError("no lock to export", hint="pass one or more pylock.<name>.toml files")
     read = _read_locks(locks)
     wanted = _wanted(read)
-    was_ours = _prepare(output, prune=prune)
-    previous = _previous(output)
+    was_ours, previous = _prepare(output, prune=prune)
     reused = {n: previous[n] for n, w in wanted.items() if _still_there(output, previous.get(n), w)}
     todo = [w for n, w in wanted.items() if n not in reused]
 
@@ -160,12 +168,12 @@ def export_wheelhouse(
     )
 
 
-def _prepare(output: Path, *, prune: bool) -> bool:
+def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, HouseFile]]:
     """Make ``output`` a place to export into; whether ``prune`` may delete there (it holds our
-    manifest, or nothing at all). ``UsageError`` for a file, for ``files/`` or ``simple/`` being a
-    link (writes would land in whatever it points at), and for ``prune`` in a folder that is not a
-    wheelhouse; ``WriteError`` when the folders cannot be made. Stale temp files a killed run left
-    are swept."""
+    manifest, or nothing at all), and the files the previous manifest lists (its one reading).
+    ``UsageError`` for a file, for ``files/`` or ``simple/`` being a link (writes would land in
+    whatever it points at), and for ``prune`` in a folder that is not a wheelhouse; ``WriteError``
+    when the folders cannot be made. Stale temp files a killed run left are swept."""
     if output.exists() and not output.is_dir():
         raise UsageError(f"--output {output}: a file is there, not a folder", hint="name a folder for the wheelhouse (it is created)")
     for sub in (FILES, SIMPLE):
@@ -178,7 +186,11 @@ def _prepare(output: Path, *, prune: bool) -> bool:
         empty = not output.exists() or not any(output.iterdir())
     except OSError as exc:
         raise WriteError(f"cannot read {output}: {exc.strerror or exc}") from None
-    ours = empty or bool(_previous(output)) or _is_manifest(output / MANIFEST)
+    try:
+        manifest: str | None = (output / MANIFEST).read_text(encoding="utf-8")
+    except OSError:
+        manifest = None
+    ours = empty or _is_manifest(manifest)
     if prune and not ours:
         raise UsageError(
             f"--prune: {output} is not a wheelhouse (no {MANIFEST} of ours in it); nothing there is deleted",
@@ -192,31 +204,16 @@ def _prepare(output: Path, *, prune: bool) -> bool:
             f"cannot create the wheelhouse folders in {output}: {exc.strerror or exc}",
             hint="nothing was written; make the folder writable, or pick another --output",
         ) from None
-    _sweep_temps(output)
-    return ours
+    sweep_stale(output / FILES, is_temp_name, TEMP_MAX_AGE_S)  # what a killed export left (never a running one's)
+    return ours, read_manifest(manifest) if manifest is not None else {}
 
 
-def _is_manifest(path: Path) -> bool:
+def _is_manifest(text: str | None) -> bool:
     """A manifest of ours, even one that lists no file (a wheelhouse of locks that install nothing)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("schema") == MANIFEST_SCHEMA
-    except (OSError, ValueError, AttributeError):
+        return text is not None and json.loads(text).get("schema") == MANIFEST_SCHEMA
+    except (ValueError, AttributeError):
         return False
-
-
-def _sweep_temps(output: Path, *, now: float | None = None) -> None:
-    """Temp files a killed export left in ``files/`` (older than ``TEMP_MAX_AGE_S``; never a running one's)."""
-    now = time.time() if now is None else now
-    try:
-        entries = list(os.scandir(output / FILES))
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > TEMP_MAX_AGE_S:
-                os.unlink(entry.path)
-        except OSError:
-            continue
 
 
 # -- what the locks install ------------------------------------------------------------------------
@@ -264,20 +261,19 @@ def _wanted(read: Sequence[tuple[Path, LockedFile]]) -> dict[str, _Wanted]:
     return wanted
 
 
-def _previous(output: Path) -> dict[str, HouseFile]:
-    try:
-        return read_manifest((output / MANIFEST).read_text(encoding="utf-8"))
-    except OSError:
-        return {}
-
-
 def _still_there(output: Path, old: HouseFile | None, w: _Wanted) -> bool:
     if old is None or old.sha256 != w.sha256 or (w.wheel.size is not None and old.size != w.wheel.size):
         return False
     try:
-        return (output / FILES / old.filename).stat().st_size == old.size and (output / FILES / (old.filename + ".metadata")).is_file()
+        wheel, metadata = (output / FILES / old.filename).stat(), (output / FILES / (old.filename + ".metadata")).stat()
     except OSError:
         return False
+    return wheel.st_size == old.size and stat.S_ISREG(metadata.st_mode) and _readable(wheel) and _readable(metadata)
+
+
+def _readable(st: os.stat_result) -> bool:
+    """Readable by group and others: what a web server running as another user needs."""
+    return st.st_mode & 0o044 == 0o044
 
 
 def _with_locks(f: HouseFile, w: _Wanted) -> HouseFile:
@@ -312,7 +308,7 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
     metadata = wheel_metadata(fetched.path, w.wheel.filename, w.wheel.filename)
     target = output / FILES / w.wheel.filename
     _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
-    _replace_exclusively(target.with_name(target.name + ".metadata"), lambda tmp: Path(tmp).write_bytes(metadata))
+    atomic_write(target.with_name(target.name + ".metadata"), metadata, mode=PUBLISHED_MODE)
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
     return HouseFile(
         filename=w.wheel.filename,
@@ -328,7 +324,7 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
 def _replace_exclusively(target: Path, fill: Callable[[str], object]) -> None:
     """``target`` replaced atomically by what ``fill(tmp)`` writes into a temp file created
     exclusively beside it (never a name planted there, never through a link)."""
-    fd, tmp = exclusive_temp(target.parent)
+    fd, tmp = exclusive_temp(target)
     os.close(fd)
     try:
         fill(tmp)
@@ -340,14 +336,19 @@ def _replace_exclusively(target: Path, fill: Callable[[str], object]) -> None:
 
 def _link_or_copy(source: Path, tmp: str) -> None:
     """The wheel cache's file at ``tmp`` (an empty temp file of ours): a hard link where the cache
-    and the wheelhouse share a file system, else a copy."""
+    and the wheelhouse share a file system and the cache's file is readable by others, else a
+    copy (``PUBLISHED_MODE``)."""
     os.unlink(tmp)
-    try:
-        os.link(source, tmp)  # fails on an existing name: nothing planted meanwhile is written through
-    except OSError:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
+    if _readable(os.stat(source)):
+        try:
+            os.link(source, tmp)  # fails on an existing name: nothing planted meanwhile is written through
+            return
+        except OSError:
+            pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PUBLISHED_MODE)
+    os.fchmod(fd, PUBLISHED_MODE)  # whatever the umask, as the pages
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
+        shutil.copyfileobj(src, out, 1 << 20)
 
 
 # -- pages, locks, manifest ------------------------------------------------------------------------

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic import sync_folder, write_temp
+from ..atomic import sweep_stale, sync_folder, write_temp
 from ..data.toml import read_text, refuse_long_numbers
 from ..errors import LockFileError, UsageError, WriteError
 from ..model import LockPlan
@@ -152,21 +151,8 @@ def sweep_stale_temps(path: Path, *, older_than_s: float = STALE_TEMP_S, now: fl
     """Remove the temp files a killed write of ``path`` left beside it (``atomic.write_temp``'s
     ``.<name>.<8 characters>.tmp``, older than ``older_than_s`` by mtime); nothing else,
     and never a writer's that is still running. Returns what was removed."""
-    now = time.time() if now is None else now
     pattern = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.tmp$")
-    removed: list[Path] = []
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return removed
-    for entry in entries:
-        try:
-            if pattern.match(entry.name) and entry.is_file(follow_symlinks=False) and now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
-        except OSError:
-            continue
-    return removed
+    return [p for p, _ in sweep_stale(path.parent, lambda name: pattern.match(name) is not None, older_than_s, now)]
 
 
 __all__ = ["lock_format", "read_lock", "render_lock", "sweep_stale_temps", "write_lock", "write_locks", "write_texts"]

@@ -32,18 +32,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import logging
 import os
 import stat
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import atomic_write, stale_temp
+from ..atomic import sweep_stale as sweep_temps_in
 from ..errors import UsageError
 from ..urls import bare_url
 
@@ -225,33 +224,10 @@ def code_identity() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-_TEMP_NAMES = itertools.count()  # with the pid and thread: unique within this machine's processes
-
-
-def exclusive_temp(directory: Path) -> tuple[int, str]:
-    """A new temporary file in ``directory`` (which must exist), open for writing, and its name:
-    created with ``O_EXCL`` (never a file or link already there; ``is_temp_name`` knows the name,
-    so a killed writer's is swept once stale)."""
-    return _create(directory)
-
-
-def _create(directory: Path) -> tuple[int, str]:
-    """A new temporary file in ``directory`` and its name (``O_EXCL``: never a file another process
-    has; a name already taken, by a process in another pid namespace sharing this cache, gets a
-    random suffix)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-    tmp = f"{directory}/.tmp-{os.getpid()}-{threading.get_ident()}-{next(_TEMP_NAMES)}"
-    try:
-        return os.open(tmp, flags, 0o600), tmp
-    except FileExistsError:
-        tmp += f"-{os.urandom(4).hex()}"
-        return os.open(tmp, flags, 0o600), tmp
-
-
 # -- keeping the cache directory tidy (the `cache` command, and a sweep at start) -------------------
 #
 # The cache directory holds this module's entries (pages, metadata, results) and the wheel cache
-# under ``wheels/`` (its layout: net/download.py). Only names this tool writes are ever removed:
+# under ``wheels/`` (its layout: net/wheelcache.py). Only names this tool writes are ever removed:
 # ``.<name>.<8 digits>.tmp`` (``atomic_write``), ``.tmp-*`` and ``*.<pid>.tmp`` (earlier versions') and
 # ``wheels/partial/*``. A temp file is stale once it is older than ``TEMP_MAX_AGE_S`` by mtime: a
 # writer still running renames it within seconds, so other processes sharing the cache are safe.
@@ -282,7 +258,8 @@ _KINDS = (
     ("download locks", (WHEELS, "locks")),
     ("builds", (WHEELS, "builds")),
 )  # --build: a record per build (its inputs; its wheel is in sha256/) and its log
-_TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS, WHEELS)
+_ENTRY_TOPS = (PAGES, METADATA, RESULTS, SCANS, EXPORTS)  # this module's folders: never the wheel cache's
+_TOPS = (*_ENTRY_TOPS, WHEELS)
 
 
 class CacheLayoutError(UsageError):
@@ -335,10 +312,10 @@ def check_layout(root: Path) -> None:
         kind_folder(root, parts)
 
 
-def _files(directory: Path, wanted: Callable[[str], bool] = lambda name: True) -> list[tuple[Path, os.stat_result]]:
-    """Every regular file below ``directory`` whose name is ``wanted`` (only those are stat'ed;
-    symlinks are neither followed nor counted). ``directory`` itself must not be a link
-    (``kind_folder``); it is opened with ``O_NOFOLLOW`` all the same."""
+def _files(directory: Path) -> list[tuple[Path, os.stat_result]]:
+    """Every regular file below ``directory`` (symlinks are neither followed nor counted).
+    ``directory`` itself must not be a link (``kind_folder``); it is opened with ``O_NOFOLLOW``
+    all the same."""
     out: list[tuple[Path, os.stat_result]] = []
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -349,8 +326,8 @@ def _files(directory: Path, wanted: Callable[[str], bool] = lambda name: True) -
             path = Path(directory) / entry.name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    out += _files(path, wanted)
-                elif wanted(entry.name) and entry.is_file(follow_symlinks=False):
+                    out += _files(path)
+                elif entry.is_file(follow_symlinks=False):
                     out.append((path, entry.stat(follow_symlinks=False)))
             except OSError:
                 continue
@@ -361,8 +338,8 @@ def _files(directory: Path, wanted: Callable[[str], bool] = lambda name: True) -
     return out
 
 
-def _kind_files(root: Path, parts: tuple[str, ...], wanted: Callable[[str], bool] = lambda name: True) -> list[tuple[Path, os.stat_result]]:
-    return _files(kind_folder(root, parts), wanted)
+def _kind_files(root: Path, parts: tuple[str, ...]) -> list[tuple[Path, os.stat_result]]:
+    return _files(kind_folder(root, parts))
 
 
 def cache_usage(root: Path) -> tuple[Usage, ...]:
@@ -387,9 +364,13 @@ def _remove(path: Path, st: os.stat_result, usage: Usage) -> Usage:
     except FileNotFoundError:
         return usage
     except OSError as exc:
-        log.warning("cannot remove %s: %s", path, exc.strerror or exc)
+        _cannot_remove(path, exc)
         return usage
     return usage.add(st.st_size)
+
+
+def _cannot_remove(path: Path, exc: OSError) -> None:
+    log.warning("cannot remove %s: %s", path, exc.strerror or exc)
 
 
 @contextlib.contextmanager
@@ -425,13 +406,12 @@ def wheels_in_use(wheels: Path, *, exclusive: bool = False) -> Iterator[bool]:
 
 
 def sweep_temp_files(root: Path, *, older_than_s: float = TEMP_MAX_AGE_S, now: float | None = None) -> Usage:
-    """Remove this tool's temp files older than ``older_than_s`` (by mtime) anywhere in the cache."""
-    now = time.time() if now is None else now
+    """Remove this tool's temp files older than ``older_than_s`` (by mtime) anywhere in the cache
+    (below each kind folder, never through a link: ``atomic.sweep_stale``)."""
     removed = Usage("temp files")
     for _, parts in _KINDS:
-        for path, st in _kind_files(root, parts, is_temp_name):
-            if now - st.st_mtime > older_than_s:
-                removed = _remove(path, st, removed)
+        for _path, size in sweep_temps_in(kind_folder(root, parts), is_temp_name, older_than_s, now, tree=True, on_error=_cannot_remove):
+            removed = removed.add(size)
     return removed
 
 
@@ -474,7 +454,7 @@ def prune(root: Path, *, older_than_days: float, now: float | None = None) -> tu
             results = _remove(path, st, results)
     with wheels_in_use(Path(root) / WHEELS, exclusive=True) as free:
         if not free:
-            _drop_empty_dirs(Path(root), (PAGES, METADATA, RESULTS, SCANS))
+            _drop_empty_dirs(Path(root), _ENTRY_TOPS)
             return (sweep_temp_files(root, now=now), Usage("partial downloads", in_use=True), results, Usage("wheels", in_use=True))
         wheels = Usage("wheels")
         for path, st in _kind_files(root, (WHEELS, "sha256")):
@@ -499,7 +479,7 @@ def clean(root: Path) -> tuple[Usage, ...]:
             for path, st in _kind_files(root, parts):
                 usage = _remove(path, st, usage)
             removed.append(usage)
-        _drop_empty_dirs(Path(root), _TOPS if free else (PAGES, METADATA, RESULTS, SCANS, EXPORTS))
+        _drop_empty_dirs(Path(root), _TOPS if free else _ENTRY_TOPS)
     return tuple(removed)
 
 
@@ -528,7 +508,6 @@ __all__ = [
     "check_layout",
     "clean",
     "default_cache_dir",
-    "exclusive_temp",
     "expire_partials",
     "is_temp_name",
     "kind_folder",

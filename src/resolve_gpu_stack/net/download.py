@@ -27,11 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from ..atomic import exclusive_temp
 from ..errors import CrawlError, IntegrityError, LockFileError
 from ..model import Action, LockedPackage, LockPlan
 from ..urls import redact_url, without_fragment
-from .cache import exclusive_temp
-from .wheelcache import FetchedWheel, WheelCache, check_learned, copy_hashed, file_sha256, unlink, wheel_filename
+from .wheelcache import WHEEL_MODE, FetchedWheel, WheelCache, check_learned, copy_hashed, file_sha256, unlink, wheel_filename
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -148,10 +148,11 @@ def fetch_verified(
     url = without_fragment(url)
     name = wheel_filename(url, filename)
     expected = _check_digest(sha256, url)
-    known = expected or (cache.known_digest(url) or (None, None))[0]
+    learned = cache.learned(url) if expected is None else None
+    known = expected or (learned.sha256 if learned is not None else None)
     if known is not None:
         hit = cache.lookup(known, name, size)
-        if hit is not None and expected is None and not _learned_hit_is_good(hit, url, name, cache):
+        if hit is not None and learned is not None and not _learned_hit_is_good(hit, url, name, cache, intact=learned.intact):
             hit = None
         if hit is not None:
             log.debug("wheel cache hit for %s", redact_url(url))
@@ -167,11 +168,11 @@ def fetch_verified(
         return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed, streamed=streamed.result())
 
 
-def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache) -> bool:
+def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache, *, intact: bool) -> bool:
     """Whether a cached file whose digest was learnt may be reused: its record says it was checked
-    whole (its bytes are those, ``lookup`` re-verified the sha256), or it passes the check now
-    (then the record says so). False drops it, with its record."""
-    if cache.learned_intact(url):
+    whole (``intact``: its bytes are those, ``lookup`` re-verified the sha256), or it passes the
+    check now (then the record says so). False drops it, with its record."""
+    if intact:
         return True
     try:
         check_learned(hit.path, name, redact_url(url))
@@ -325,6 +326,7 @@ def _verify_and_store(
             ) from None
     final = cache.path_for(actual, name)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _make_public(part)
     os.replace(part, final)
     cache.mark_verified(final, actual)
     cache.drop_partial(url)
@@ -334,13 +336,23 @@ def _verify_and_store(
     return FetchedWheel(path=final, sha256=actual, size=n)
 
 
+def _make_public(part: Path) -> None:
+    """The verified partial download (created 0o600) made ``WHEEL_MODE``, never through a link."""
+    fd = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, WHEEL_MODE)
+    finally:
+        os.close(fd)
+
+
 def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache, filename: str | None = None) -> FetchedWheel:
     """A wheel already on disk (a ``path`` entry of a lock, a wheelhouse on a shared filesystem)
     put into the cache after checking its size and sha256; a cache hit is reused as it is.
 
     The file is copied (never hard-linked: the cache, and a wheelhouse made from it, must not
     share its bytes with a file someone else may change) into a temporary file created
-    exclusively, hashed while it is copied, and renamed into ``sha256/`` once verified.
+    exclusively (``WHEEL_MODE``), hashed while it is copied, and renamed into ``sha256/`` once
+    verified.
     """
     name = filename or path.name
     expected = _check_digest(sha256, str(path))
@@ -352,7 +364,7 @@ def store_local(path: Path, *, sha256: str, size: int | None, cache: WheelCache,
         raise LockFileError(f"{path}: no such wheel file", hint="copy the whole wheelhouse directory, lock files and files/ together")
     final = cache.path_for(expected, name)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name_tmp = exclusive_temp(final.parent)
+    fd, name_tmp = exclusive_temp(final, WHEEL_MODE)
     tmp = Path(name_tmp)
     try:
         actual, n = copy_hashed(path, os.fdopen(fd, "wb"))

@@ -18,6 +18,13 @@ Layout under the wheel cache root (default ``<cache dir>/wheels/``)::
 
 ``check_learned`` says whether a file is the wheel its name says (before its sha256 is learnt, and
 again before a learnt entry is reused). Keys and files never hold credentials.
+
+A verified file in ``sha256/`` is ``WHEEL_MODE`` (0o644, whatever the umask; as wheels were before
+partial downloads were made 0o600): a wheelhouse hard-links it into its ``files/`` (one inode, one
+mode) for a web server running as another user to serve. A partial download is created 0o600 and
+made ``WHEEL_MODE`` once verified, before it is renamed into ``sha256/`` and before its stamp is
+taken (a chmod changes the ctime). The cache folder's permissions are what keeps a private
+index's wheels private.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
 from ..atomic import atomic_write
 from ..errors import CrawlError, IntegrityError
 from ..index import zipmeta
@@ -42,6 +52,7 @@ from .cache import wheels_in_use
 
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
+WHEEL_MODE = 0o644  # a verified wheel's permissions (see the module docstring)
 INTACT = "metadata+crc"  # a learnt digest's record: the file was checked this way before it was recorded
 
 
@@ -50,6 +61,15 @@ class FetchedWheel:
     path: Path  # inside the wheel cache, verified
     sha256: str
     size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Learned:
+    """A digest learnt by downloading a wheel whose index gave no hash (``urls/<key>.json``)."""
+
+    sha256: str
+    size: int
+    intact: bool  # learnt from a file checked whole (``INTACT``); older versions' records were not
 
 
 class WheelCache:
@@ -119,27 +139,25 @@ class WheelCache:
         except OSError as exc:  # a read-only cache still works: it hashes every time
             log.debug("cannot record the verification of %s: %s", path, exc)
 
-    def known_digest(self, url: str) -> tuple[str, int] | None:
-        """(sha256, size) recorded for a URL downloaded before without an index hash."""
+    def learned(self, url: str) -> Learned | None:
+        """The digest recorded for a URL downloaded before without an index hash (one reading of
+        its record), or None."""
         try:
             data = json.loads(self._url_record(url).read_text())
-            return str(data["sha256"]), int(data["size"])
+            return Learned(sha256=str(data["sha256"]), size=int(data["size"]), intact=data.get("checked") == INTACT)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def known_digest(self, url: str) -> tuple[str, int] | None:
+        """(sha256, size) recorded for a URL downloaded before without an index hash."""
+        found = self.learned(url)
+        return None if found is None else (found.sha256, found.size)
+
     def remember(self, url: str, sha256: str, size: int) -> None:
         """Record the digest learnt for ``url``: only ever for a file ``check_learned`` passed whole
-        (METADATA and every member's CRC), which the record says (``learned_intact``)."""
+        (METADATA and every member's CRC), which the record says (``Learned.intact``)."""
         record = {"url": bare_url(url), "sha256": sha256, "size": size, "checked": INTACT}
         _write_json(self._url_record(url), record)
-
-    def learned_intact(self, url: str) -> bool:
-        """Whether the digest recorded for ``url`` was learnt from a file checked whole (records
-        written by older versions were not: their file is checked before it is reused)."""
-        try:
-            return json.loads(self._url_record(url).read_text()).get("checked") == INTACT
-        except (OSError, ValueError, AttributeError):
-            return False
 
     def forget(self, url: str) -> None:
         """Drop the learnt digest of ``url`` (its file failed a check)."""
@@ -258,44 +276,49 @@ def check_learned(path: Path, name: str, shown: str) -> None:
     ``wheel_metadata``, and every member must pass its CRC check (a valid zip with the right
     METADATA and one corrupt member is not pinned). Files that are not wheels by name are not
     checked."""
-    try:
-        if not parse_filename(name)[3]:
-            return
-    except ValueError as exc:
-        raise IntegrityError(shown, str(exc)) from None
-    wheel_metadata(path, name, shown)
-    try:
-        with open(path, "rb") as fh:
-            zipmeta.check_crcs(fh)
-    except zipmeta.ZipError as exc:
-        raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
-    except OSError as exc:
-        raise IntegrityError(shown, f"cannot read the download ({exc})") from None
+    want_name, want_version, is_wheel = _parse_name(name, shown)
+    if is_wheel:
+        _checked_metadata(path, want_name, want_version, shown, crcs=True)
 
 
 def wheel_metadata(path: Path, name: str, shown: str) -> bytes:
     """The METADATA bytes of the wheel ``path``, whose file name is ``name``: ``IntegrityError``
     unless it is a zip whose one ``*.dist-info/METADATA`` (under the size cap) names the project
     and version of the file name."""
+    want_name, want_version, is_wheel = _parse_name(name, shown)
+    if not is_wheel:
+        raise IntegrityError(shown, f"{name} is not a wheel file name")
+    return _checked_metadata(path, want_name, want_version, shown, crcs=False)
+
+
+def _parse_name(name: str, shown: str) -> tuple[NormalizedName, Version, bool]:
+    """(project, version, is a wheel) from a file name; ``IntegrityError`` when it does not parse."""
     try:
         want_name, want_version, _, is_wheel = parse_filename(name)
     except ValueError as exc:
         raise IntegrityError(shown, str(exc)) from None
-    if not is_wheel:
-        raise IntegrityError(shown, f"{name} is not a wheel file name")
+    return want_name, want_version, is_wheel
+
+
+def _checked_metadata(path: Path, want_name: NormalizedName, want_version: Version, shown: str, *, crcs: bool) -> bytes:
+    """The METADATA of the wheel ``path``, which must name ``want_name`` ``want_version``; with
+    ``crcs`` every member's CRC is checked too (after the METADATA, on the same open file)."""
     try:
         with open(path, "rb") as fh:
             raw = zipmeta.read_metadata_from_zip(fh, max_size=MAX_METADATA_BYTES)
-        meta = parse_metadata(raw, source=shown)
+            meta = parse_metadata(raw, source=shown)
+            same = (meta.name, meta.version) == (want_name, want_version)
+            if same and crcs:
+                zipmeta.check_crcs(fh)
     except zipmeta.ZipError as exc:
         raise IntegrityError(shown, f"not an intact wheel ({exc})") from None
     except CrawlError as exc:
         raise IntegrityError(shown, f"not a usable wheel ({exc.cause})") from None
     except OSError as exc:
         raise IntegrityError(shown, f"cannot read the download ({exc})") from None
-    if (meta.name, meta.version) != (want_name, want_version):
+    if not same:
         raise IntegrityError(shown, f"the wheel's METADATA says {meta.name} {meta.version}, its file name {want_name} {want_version}")
     return raw
 
 
-__all__ = ["FetchedWheel", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]
+__all__ = ["WHEEL_MODE", "FetchedWheel", "Learned", "WheelCache", "check_learned", "copy_hashed", "file_sha256", "unlink", "wheel_filename", "wheel_metadata"]

@@ -110,7 +110,7 @@ def way_facts(
     family_candidates: Callable[[NormalizedName], Sequence[Cand]],
     files: Callable[[NormalizedName], Sequence[IndexFile]],
     requested: Collection[NormalizedName],
-    version: Version | None = None,
+    version: Version,
 ) -> WayFacts:
     """``WayFacts`` for ``name`` (planned at ``version``) from what the candidate factory knows:
     ``family_candidates`` (the builds the judge accepted for the kept torch), ``files`` (everything
@@ -120,11 +120,7 @@ def way_facts(
         accepted = [c for c in family_candidates(name) if c.file is not None]
         family_build = accepted[0].version if accepted else None
     sdist = next(
-        (
-            f.filename
-            for f in sorted(files(name), key=lambda f: f.version, reverse=True)
-            if not f.is_wheel and (version is None or f.version.public == version.public)
-        ),
+        (f.filename for f in sorted(files(name), key=lambda f: f.version, reverse=True) if not f.is_wheel and f.version.public == version.public),
         None,
     )
     return WayFacts(family_build=family_build, sdist=sdist, requested=name in requested)
