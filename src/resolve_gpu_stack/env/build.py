@@ -232,8 +232,12 @@ class BuiltWheelCheck:
 
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
-    links_torch: bool = False
-    abi: AbiVerdict | None = None  # the built wheel judged against the torch it was built for
+    abi: AbiVerdict | None = None  # the built wheel judged against the torch it was built for (when it links torch)
+
+    @property
+    def links_torch(self) -> bool:
+        """Whether a shared object of the wheel links torch (then it was judged: ``abi``)."""
+        return self.abi is not None
 
 
 def verify_built_wheel(
@@ -266,18 +270,16 @@ def verify_built_wheel(
     except ZipError as exc:
         return BuiltWheelCheck(problems=(*problems, f"not a readable wheel ({exc})"))
     found = scan.abi(abi)
-    links = found.kind == TORCH_LINKED
-    if not links:
+    if found.kind != TORCH_LINKED:
         return BuiltWheelCheck(
             problems=tuple(problems),
             notes=(f"{name} {got_version}: none of its shared objects links torch ({found.why}); it did not need a build for this torch",),
-            links_torch=False,
         )
     exports = (lambda: installed_torch_exports(torch_site, str(torch))) if torch_site is not None else None
     verdict = judge(name, found, AbiTorch(version=torch, cuda_major=cuda_major, exports=exports), AbiPolicy.of(abi), version=got_version)
     if verdict.refusal is not None:
         problems.append(f"it cannot run on torch {torch}: {verdict.refusal}")
-    return BuiltWheelCheck(problems=tuple(problems), notes=(f"{name} {got_version}: {verdict.note}",) if verdict.note else (), links_torch=True, abi=verdict)
+    return BuiltWheelCheck(problems=tuple(problems), notes=(f"{name} {got_version}: {verdict.note}",) if verdict.note else (), abi=verdict)
 
 
 # -- the plan ------------------------------------------------------------------------------------
