@@ -42,7 +42,12 @@ class Command:
         self.module.register(sub)
 
     def run(self, args: argparse.Namespace, env: Mapping[str, str]) -> int:
-        code: int = self.module.run(args, env)
+        """Run the command inside its session (``assemble.Session``: every part it reads the
+        network and the caches through), closed when it ends."""
+        from .common import command_session
+
+        with command_session(args, env):
+            code: int = self.module.run(args, env)
         return code
 
 

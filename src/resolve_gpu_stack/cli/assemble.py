@@ -1,6 +1,14 @@
-"""One place that assembles a resolve's parts: the fetcher, the finder, the wheel classifier, the
-source of the kept torch's exports and the store of computed plans (``HttpCache``; none for a
-snapshot: a replay is as fast as reusing). Every command that resolves (``resolve``, ``lock`` with
+"""The composition root: a command's ``Session`` and the resolve parts it hands out.
+
+A ``Session`` is made once per command from its network settings (``NetworkOptions``): it builds
+the command's one HTTP fetcher (one connection pool, one retry policy; no other place in the package
+makes one), and hands out every part a command reads the network and the caches through:
+resolve parts (live, a snapshot's replay, a snapshot extended live, a recording), the fetcher
+downloads go through, the wheel cache. It closes what it made when the command ends.
+
+``ResolveParts`` are a resolve's parts: the source (``net.source.Source``), the finder, the wheel
+classifier, the source of the kept torch's exports and the store of computed plans (``HttpCache``;
+none for a snapshot: a replay is as fast as reusing). Every command that resolves (``resolve``, ``lock`` with
 flags or a config, ``check --online``, ``install`` and its dry run, ``snapshot``) and every one that
 judges a compiled wheel (``candidates``, ``inspect``) gets them from here, so they all judge the
 same: a resolve cannot be made without a classifier, and the classifier is the one its fetcher
@@ -14,10 +22,12 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -28,34 +38,42 @@ if TYPE_CHECKING:
     from ..model.abi import AbiVerdict, WheelAbi
     from ..model.cuda import CudaLabel
     from ..model.request import ResolveRequest
-    from ..resolver.coupling import WheelClassifier
+    from ..net.classify import InspectingClassifier
+    from ..net.http import HttpFetcher
+    from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
+    from ..net.source import Source
+    from ..net.wheelcache import WheelCache
     from ..resolver.reuse import ResultStore
     from ..rules.abi import ExportsSource, TorchExports
+
+_S = TypeVar("_S", bound="Source")
 
 
 @dataclass
 class ResolveParts:
     """The parts every resolve of one command shares (one crawl, one classifier, one exports
     reader, one store); ``close`` when done (``with`` works). ``resolve`` may be called from
-    several threads at once. The classifier and the exports reader are the fetcher's, made when
-    first asked for (``check`` verifying hashes never loads the wheel scanner's modules)."""
+    several threads at once. The classifier and the exports reader are the source's, made when
+    first asked for (``check`` verifying hashes never loads the wheel scanner's modules).
+    ``owns_source``: whether ``close`` closes the source (not when a ``Session`` holds it)."""
 
     defs: Definitions
-    fetcher: Any  # index.finder.Fetcher with classifier() and exports_reader() (net/)
+    source: Source
     finder: Finder
     store: ResultStore | None = None
+    owns_source: bool = True
     _disk: dict[str, TorchExports] = field(default_factory=dict)
     _made: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def classifier(self) -> WheelClassifier:
-        made: WheelClassifier = self._once("classifier", lambda: self.fetcher.classifier(self.defs))
+    def classifier(self) -> InspectingClassifier:
+        made: InspectingClassifier = self._once("classifier", lambda: self.source.classifier(self.defs))
         return made
 
     @property
     def exports(self) -> ExportsSource:
-        made: ExportsSource = self._once("exports", lambda: self.fetcher.exports_reader())
+        made: ExportsSource = self._once("exports", lambda: self.source.exports_reader())
         return made
 
     def _once(self, what: str, make: Callable[[], Any]) -> Any:
@@ -79,7 +97,7 @@ class ResolveParts:
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
-        interpreter), else through the fetcher."""
+        interpreter), else through the source."""
         from packaging.utils import canonicalize_name
 
         torch = canonicalize_name("torch")
@@ -133,7 +151,8 @@ class ResolveParts:
         return next((o.file for o in offers if o.file.version == torch and fit(o.file) is None), None)
 
     def close(self) -> None:
-        self.fetcher.close()
+        if self.owns_source:
+            self.source.close()
 
     def __enter__(self) -> ResolveParts:
         return self
@@ -142,20 +161,158 @@ class ResolveParts:
         self.close()
 
 
-def resolve_parts(defs: Definitions, fetcher: Any, *, store: ResultStore | None = None, finder: Finder | None = None) -> ResolveParts:
-    """The parts around ``fetcher`` (live, recording, a snapshot, or a snapshot extended live),
+def resolve_parts(
+    defs: Definitions, source: Source, *, store: ResultStore | None = None, finder: Finder | None = None, owns_source: bool = True
+) -> ResolveParts:
+    """The parts around ``source`` (live, recording, a snapshot, or a snapshot extended live),
     keeping computed plans in ``store`` (the live fetcher's cache) when given; ``finder``: one
-    already reading through ``fetcher`` (its pages shared), else a new one."""
+    already reading through ``source`` (its pages shared), else a new one."""
     from ..index.finder import Finder
 
-    finder = finder if finder is not None else Finder(fetcher, defs)
-    return ResolveParts(defs=defs, fetcher=fetcher, finder=finder, store=store)
+    finder = finder if finder is not None else Finder(source, defs)
+    return ResolveParts(defs=defs, source=source, finder=finder, store=store, owns_source=owns_source)
 
 
-def parts_of(fetcher: Any, defs: Definitions) -> dict[str, Any]:
-    """``resolve()``'s judging arguments for ``fetcher`` (its classifier and its exports reader),
+def parts_of(source: Source, defs: Definitions) -> dict[str, Any]:
+    """``resolve()``'s judging arguments for ``source`` (its classifier and its exports reader),
     for callers that hold a finder of their own."""
-    return {"classifier": fetcher.classifier(defs), "exports": fetcher.exports_reader()}
+    return {"classifier": source.classifier(defs), "exports": source.exports_reader()}
 
 
-__all__ = ["ResolveParts", "parts_of", "resolve_parts"]
+# -- the session -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkOptions:
+    """A command's network settings, read once from its flags: what its one HTTP fetcher is made
+    with. ``cache_dir``: the HTTP and wheel cache; ``progress``: told what is being fetched;
+    ``on_retry``: told each retry as it is scheduled."""
+
+    cache_dir: Path
+    timeout: float = 30.0
+    allow_insecure_hosts: tuple[str, ...] = ()
+    progress: Callable[[str], None] | None = None
+    on_retry: Callable[[str], None] | None = None
+
+
+class Session:
+    """Every part one command reads indexes, wheels and caches through (see the module docstring).
+    Parts are made when first asked for (a command that reads nothing opens nothing); ``close``
+    (``with`` works) closes every one of them, last made first."""
+
+    def __init__(self, network: NetworkOptions) -> None:
+        self.network = network
+        self._live: HttpFetcher | None = None
+        self._wheel_cache: WheelCache | None = None
+        self._closing: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    # -- the one HTTP fetcher -------------------------------------------------------------------
+    def live(self) -> HttpFetcher:
+        """The command's HTTP fetcher (its one connection pool), made on first use."""
+        with self._lock:
+            if self._live is None:
+                from ..net.cache import HttpCache
+                from ..net.http import HttpFetcher  # http.client and ssl: not for --help
+
+                n = self.network
+                self._live = HttpFetcher(
+                    cache=HttpCache(n.cache_dir), timeout=n.timeout, allow_insecure_hosts=n.allow_insecure_hosts, progress=n.progress, on_retry=n.on_retry
+                )
+                self._closing.append(self._live.close)
+            return self._live
+
+    def download_fetcher(self, defs: Definitions | None = None) -> HttpFetcher:
+        """The fetcher wheels are downloaded through (the same one), knowing the credentials of
+        the configured indexes (``defs``) when given. The session closes it."""
+        fetcher = self.live()
+        for definition in defs.indexes.values() if defs is not None else ():
+            if definition.url:
+                fetcher.credentials.remember(definition.url)
+        return fetcher
+
+    def wheel_cache(self) -> WheelCache:
+        """The wheel cache under the cache folder."""
+        if self._wheel_cache is None:
+            from ..net.wheelcache import WheelCache
+
+            self._wheel_cache = WheelCache.under(self.network.cache_dir)
+        return self._wheel_cache
+
+    # -- sources and resolve parts --------------------------------------------------------------
+    def replay(self, root: Path, defs: Definitions) -> SnapshotFetcher:
+        """A replay of the snapshot at ``root`` (no network)."""
+        from ..net.snapshot import SnapshotFetcher
+
+        return self._held(SnapshotFetcher(root, {n: d.url for n, d in defs.indexes.items()}))
+
+    def recording(
+        self, defs: Definitions, output: Path, *, extend: Path | None = None, exclude_newer: str | None = None, cut: FileCut | None = None
+    ) -> RecordingFetcher:
+        """A recorder into the snapshot ``output`` of what is read live (``extend``: a snapshot
+        replayed first, only what it lacks fetched live)."""
+        from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
+
+        bases = {n: d.url for n, d in defs.indexes.items()}
+        inner: Source = FallbackFetcher(SnapshotFetcher(extend, bases), self.live()) if extend is not None else self.live()
+        return self._held(RecordingFetcher(inner, output, bases, exclude_newer=exclude_newer, cut=cut))
+
+    def resolve_parts(self, defs: Definitions, *, source: Source | None = None, snapshot: Path | None = None, live_fallback: bool = False) -> ResolveParts:
+        """A resolve's parts: over ``source`` when given; else the replay of ``snapshot``, what it
+        lacks fetched live with ``live_fallback``; else live, the HTTP cache then keeping the
+        computed plans (a replay is as fast as reusing). The session closes their source (closing
+        the parts does not)."""
+        if source is not None:
+            return resolve_parts(defs, source, owns_source=False)
+        if snapshot is None:
+            fetcher = self.live()
+            return resolve_parts(defs, fetcher, store=fetcher.cache, owns_source=False)
+        from ..net.snapshot import FallbackFetcher
+
+        replay = self.replay(snapshot, defs)
+        return resolve_parts(defs, FallbackFetcher(replay, self.live()) if live_fallback else replay, owns_source=False)
+
+    def _held(self, source: _S) -> _S:
+        with self._lock:
+            self._closing.append(source.close)
+        return source
+
+    # -- closing --------------------------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            closing, self._closing = self._closing, []
+        for close in reversed(closing):
+            close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_CURRENT: ContextVar[Session | None] = ContextVar("resolve_gpu_stack_session", default=None)
+
+
+@contextmanager
+def command_session(make: Callable[[], Session]) -> Iterator[Session]:
+    """The session of the command run inside (``cli/app.py`` opens one per command): the current
+    one when there is one, else ``make()``'s, current until the block ends, then closed."""
+    current = _CURRENT.get()
+    if current is not None:
+        yield current
+        return
+    with make() as session:
+        token = _CURRENT.set(session)
+        try:
+            yield session
+        finally:
+            _CURRENT.reset(token)
+
+
+def current_session() -> Session | None:
+    """The session of the command being run (None outside one)."""
+    return _CURRENT.get()
+
+
+__all__ = ["NetworkOptions", "ResolveParts", "Session", "command_session", "current_session", "parts_of", "resolve_parts"]

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
         def verdict(file: IndexFile) -> AbiVerdict | None:
             """A compiled wheel judged as the resolver judges it: what it imports, against the target's torch."""
-            metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
+            metadata = parts.source.fetch_metadata([file]).get(file.url, b"")
             requires = parse_metadata(metadata, source=file.url).requires_dist if metadata else ()
             return parts.judge(file.name, parts.classifier(file), requires, target, cuda)
 

@@ -80,8 +80,8 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, Whe
             raise UsageError(f"{text}: no such file", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
         return _read_local(path, parts.defs)
     file = _remote_file(text, parts, target)
-    record, scan = parts.classifier.inspect(file)  # type: ignore[attr-defined]
-    metadata = parts.fetcher.fetch_metadata([file]).get(file.url, b"")
+    record, scan = parts.classifier.inspect(file)
+    metadata = parts.source.fetch_metadata([file]).get(file.url, b"")
     return file.url, str(file.name), scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
 
 

@@ -185,7 +185,7 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
         return plan
     if not any(p.index == "pypi" and p.url for p in plan.packages):
         return plan
-    with common.make_parts(args, env, defs, fetcher=common.live_fetcher(args, env)) as parts:
+    with common.make_parts(args, env, defs, live=True) as parts:
         placement = place_files(plan, listed_lookup(parts.finder, [plan]), index="pypi")
     if not placement.unplaced:
         return placement.plan

@@ -24,16 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from ..net.snapshot import FallbackFetcher, FileCut, RecordingFetcher, SnapshotFetcher
+    from ..net.snapshot import FileCut
 
     defs = common.definitions(args, env, replay=False)
-    bases = {n: d.url for n, d in defs.indexes.items()}
-    live = common.live_fetcher(args, env)
-    inner = FallbackFetcher(SnapshotFetcher(args.snapshot, bases), live) if args.snapshot is not None else live
     target, _ = common.target_from_args(args, env)
     cut = FileCut(frozenset({target.python_version}), frozenset({target.machine}))  # PyPI pages: only files for the recorded targets
-    recorder = RecordingFetcher(inner, args.output, bases, exclude_newer=args.exclude_newer, cut=cut)
-    plan, _ = common.run_resolve(args, env, fetcher=recorder, defs=defs)
+    with common.command_session(args, env) as session:
+        recorder = session.recording(defs, args.output, extend=args.snapshot, exclude_newer=args.exclude_newer, cut=cut)
+        plan, _ = common.run_resolve(args, env, fetcher=recorder, defs=defs)
     common.emit_plan(args, plan)
     print(f"recorded {recorder.recorded} pages and metadata files into {args.output}", file=sys.stderr)
     return 0

@@ -12,7 +12,8 @@ import logging
 import shlex
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +22,11 @@ from ..urls import normalize_base_url, redact_url
 from . import settings as S
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..model.request import ResolveRequest
     from ..model.target import Target
+    from ..net.source import Source
+    from .assemble import NetworkOptions, ResolveParts, Session
 
 
 # -- flags -----------------------------------------------------------------------------------------
@@ -186,19 +190,33 @@ def progress_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     return say
 
 
-def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
-    from ..net.cache import HttpCache, default_cache_dir
-    from ..net.http import HttpFetcher  # http.client and ssl: not for --help
+def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> NetworkOptions:
+    """The network flags (``add_network_flags``) as one value; a command without them gets the defaults."""
+    from ..net.cache import default_cache_dir
+    from .assemble import NetworkOptions
 
-    cache_dir = args.cache_dir or default_cache_dir(env)
-    fetcher = HttpFetcher(
-        cache=HttpCache(cache_dir),
-        timeout=args.timeout,
-        allow_insecure_hosts=tuple(args.allow_insecure_host),
+    return NetworkOptions(
+        cache_dir=getattr(args, "cache_dir", None) or default_cache_dir(env),
+        timeout=getattr(args, "timeout", 30.0),
+        allow_insecure_hosts=tuple(getattr(args, "allow_insecure_host", None) or ()),
         progress=progress_printer(args),
+        on_retry=retry_printer(args),
     )
-    fetcher.transport.on_retry = retry_printer(args)
-    return fetcher
+
+
+def new_session(args: argparse.Namespace, env: Mapping[str, str]) -> Session:
+    """A command's session (``assemble.Session``) from its flags."""
+    from .assemble import Session
+
+    return Session(network_options(args, env))
+
+
+def command_session(args: argparse.Namespace, env: Mapping[str, str]) -> AbstractContextManager[Session]:
+    """The session of the command being run (``app.py`` opens one per command); outside a command,
+    one made from the flags for the block, closed when it ends."""
+    from .assemble import command_session as current_or
+
+    return current_or(lambda: new_session(args, env))
 
 
 def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
@@ -206,23 +224,19 @@ def retry_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
     return None if getattr(args, "quiet", False) else say
 
 
-def make_parts(args: argparse.Namespace, env: Mapping[str, str], defs, *, snapshot: Path | None = None, fetcher=None):
-    """A resolve's parts (``assemble.ResolveParts``) from the flags: ``fetcher`` as given; else the
-    replayer of ``snapshot`` (else ``--snapshot``), with what it lacks fetched live under
-    ``--live-fallback``; else the live HTTP fetcher, whose cache then keeps the computed plans (a
-    replay is as fast as reusing). Close them when done (``with`` works)."""
-    from .assemble import resolve_parts
-
-    if fetcher is not None:
-        return resolve_parts(defs, fetcher)
-    snapshot = snapshot if snapshot is not None else args.snapshot
-    if snapshot is None:
-        live = live_fetcher(args, env)
-        return resolve_parts(defs, live, store=live.cache)
-    from ..net.snapshot import FallbackFetcher, SnapshotFetcher
-
-    replay = SnapshotFetcher(snapshot, {n: d.url for n, d in defs.indexes.items()})
-    return resolve_parts(defs, FallbackFetcher(replay, live_fetcher(args, env)) if getattr(args, "live_fallback", False) else replay)
+@contextmanager
+def make_parts(
+    args: argparse.Namespace, env: Mapping[str, str], defs: Definitions, *, snapshot: Path | None = None, fetcher: Source | None = None, live: bool = False
+) -> Iterator[ResolveParts]:
+    """A resolve's parts (``assemble.ResolveParts``) from the command's session: over ``fetcher``
+    when given; live when ``live``; else the replay of ``snapshot`` (else ``--snapshot``), with what
+    it lacks fetched live under ``--live-fallback``; else live, the HTTP cache then keeping the
+    computed plans (a replay is as fast as reusing). Use it in a ``with`` block."""
+    if snapshot is None and not live:
+        snapshot = getattr(args, "snapshot", None)
+    live_fallback = getattr(args, "live_fallback", False)
+    with command_session(args, env) as session, session.resolve_parts(defs, source=fetcher, snapshot=snapshot, live_fallback=live_fallback) as parts:
+        yield parts
 
 
 # -- the target and the request --------------------------------------------------------------------
@@ -274,7 +288,8 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None, probe=None):
-    """(plan, definitions) for the flags; the fetcher is closed afterwards (``probe``: see ``target_from_args``)."""
+    """(plan, definitions) for the flags, through the command's session (``fetcher``: a source it
+    made, e.g. a recorder; ``probe``: see ``target_from_args``)."""
     defs = defs or definitions(args, env)
     request = request_from_args(args, env, probe)
     with make_parts(args, env, defs, fetcher=fetcher) as parts:

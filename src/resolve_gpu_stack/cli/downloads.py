@@ -6,6 +6,7 @@ cache, THE HTTP fetcher for wheels, the download progress bar, and filling a pla
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import threading
@@ -18,9 +19,11 @@ from ..errors import UsageError
 from . import common
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..model import LockPlan
-    from ..net.download import DownloadProgress, WheelCache
+    from ..net.download import DownloadProgress
     from ..net.http import HttpFetcher
+    from ..net.wheelcache import WheelCache
 
 
 def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
@@ -38,23 +41,19 @@ def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
 
 
 def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> WheelCache:
-    from ..net.cache import default_cache_dir
-    from ..net.download import WheelCache
+    """The wheel cache of the command's session."""
+    with common.command_session(args, env) as session:
+        return session.wheel_cache()
 
-    return WheelCache.under(args.cache_dir or default_cache_dir(env))
 
-
-def download_fetcher(args: argparse.Namespace, defs=None) -> HttpFetcher:
-    """THE HTTP fetcher for wheels (install, install --lock, wheelhouse): the network flags, retries
-    reported as they happen, and the credentials of the configured indexes (``defs``) when given."""
-    from ..net.http import HttpFetcher
-
-    fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
-    fetcher.transport.on_retry = common.retry_printer(args)
-    for definition in defs.indexes.values() if defs is not None else ():
-        if definition.url:
-            fetcher.credentials.remember(definition.url)
-    return fetcher
+@contextmanager
+def download_fetcher(args: argparse.Namespace, defs: Definitions | None = None, env: Mapping[str, str] | None = None) -> Iterator[HttpFetcher]:
+    """THE HTTP fetcher for wheels (install, install --lock, wheelhouse, --build): the session's
+    one fetcher (the network flags, retries reported as they happen), knowing the credentials of
+    the configured indexes (``defs``) when given. The session closes it, not this block (``env``:
+    for a session made outside a command, its cache folder; default: the process's)."""
+    with common.command_session(args, os.environ if env is None else env) as session:
+        yield session.download_fetcher(defs)
 
 
 @contextmanager
@@ -96,7 +95,7 @@ def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: Loc
     """
     from ..net.download import fill_hashes
 
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+    with download_fetcher(args, defs, env) as fetcher, download_progress(args) as progress:
         return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=args.snapshot is not None)
 
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..data.definitions import Definitions
 from ..errors import CrawlError
@@ -314,6 +314,15 @@ def _decode(raw: bytes) -> ScanRecord | None:
     return ScanRecord.from_dict(data) if isinstance(data, dict) else None
 
 
+class InspectingClassifier(WheelClassifier, Protocol):
+    """A wheel classifier that can also show one wheel in full (``inspect``)."""
+
+    def inspect(self, file: IndexFile) -> tuple[ScanRecord, WheelScan | None]:
+        """The scan of ``file`` (the record; the finished scan with every member, None when it
+        did not finish or only its record is known, as in a snapshot)."""
+        ...
+
+
 class ReplayClassifier:
     """A snapshot's recorded scans (``lookup(key)``: the stored dict or None); offline. A wheel it
     has no scan of is ``unknown`` (said once through ``say``), or scanned live when the snapshot is
@@ -324,7 +333,7 @@ class ReplayClassifier:
         lookup: Callable[[str], Mapping[str, Any] | None],
         *,
         say: Callable[[str], None] | None = None,
-        live: WheelClassifier | None = None,
+        live: InspectingClassifier | None = None,
         record: Callable[[str, ScanRecord], None] | None = None,
     ) -> None:
         self._lookup = lookup
@@ -342,21 +351,37 @@ class ReplayClassifier:
             return record.abi
         if self._live is not None:
             return self._live(file)
-        why = (
-            "its scan in the snapshot was recorded before imports were read: re-record it"
-            if raw is not None
-            else "not in snapshot: its shared objects were not scanned when it was recorded"
-        )
+        why = _unrecorded(raw)
         log.info("%s: %s", file.filename, why)
         if self._say is not None:
             self._say(f"{file.filename}: {why}")
         return WheelAbi(kind=UNKNOWN, why=why)
+
+    def inspect(self, file: IndexFile) -> tuple[ScanRecord, WheelScan | None]:
+        """The recorded scan of ``file`` (its members' imports as recorded; no finished scan to
+        show, the wheel is not read); what the snapshot lacks is scanned live when it is being
+        extended, else ``unknown`` saying why."""
+        raw = self._lookup(scan_key(file))
+        record = ScanRecord.from_dict(raw) if raw is not None else None
+        if record is not None:
+            return record, None
+        if self._live is not None:
+            return self._live.inspect(file)
+        return not_scanned(_unrecorded(raw), file_size=file.size or 0), None
+
+
+def _unrecorded(raw: Mapping[str, Any] | None) -> str:
+    """Why a snapshot has no usable scan of a wheel (``raw``: what it holds under its key)."""
+    if raw is not None:
+        return "its scan in the snapshot was recorded before imports were read: re-record it"
+    return "not in snapshot: its shared objects were not scanned when it was recorded"
 
 
 __all__ = [
     "BUDGET_CAP",
     "BUDGET_FLOOR",
     "BUDGET_SHARE",
+    "InspectingClassifier",
     "MAX_PARALLEL",
     "SCAN_SCHEMA",
     "RangeClassifier",

@@ -65,6 +65,7 @@ class HttpFetcher:
         allow_insecure_hosts: Sequence[str] = (),
         netrc_path: Path | None = None,
         progress: Callable[[str], None] | None = None,
+        on_retry: Callable[[str], None] | None = None,
         max_page_bytes: int = 64 * 2**20,
         max_metadata_bytes: int = MAX_METADATA_BYTES,
         user_agent: str = USER_AGENT,
@@ -88,6 +89,7 @@ class HttpFetcher:
             max_retry_after=max_retry_after,
             trust_env=trust_env,
         )
+        self.transport.on_retry = on_retry  # told each retry, as it is scheduled
         self._pages = PageReader(self.transport, cache, max_bytes=max_page_bytes)
         self.tails = TailMemo()  # zip tails of native wheels read for METADATA: the classifier starts from them
         self._metadata = MetadataReader(self.transport, cache, max_bytes=max_metadata_bytes, say=self._say, tails=self.tails)

@@ -34,17 +34,17 @@ from urllib.parse import quote, unquote, urlsplit
 from ..atomic import atomic_write
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
-from ..index.finder import Fetcher, index_by_index
+from ..index.finder import index_by_index
 from ..model import IndexFile, IndexPage, PageResponse
 from ..model.codec import parse_datetime
 from ..urls import strip_userinfo, without_fragment
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..resolver.coupling import WheelClassifier
     from ..rules.abi import ExportsSource
-    from .classify import ReplayClassifier, ScanRecord
+    from .classify import InspectingClassifier, ReplayClassifier, ScanRecord
     from .exports import ReplayExports
+    from .source import Source
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
 # Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
@@ -203,7 +203,7 @@ class SnapshotFetcher:
         return entry if isinstance(entry, dict) else None
 
     def classifier(
-        self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: WheelClassifier | None = None
+        self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: InspectingClassifier | None = None
     ) -> ReplayClassifier:
         """The recorded scans (``live`` scans what the snapshot lacks, when it is extended)."""
         from .classify import ReplayClassifier
@@ -227,7 +227,7 @@ class RecordingFetcher:
 
     def __init__(
         self,
-        inner: Fetcher,
+        inner: Source,
         root: Path,
         bases: Mapping[str, str],
         *,
@@ -313,13 +313,13 @@ class RecordingFetcher:
         with self._lock:
             self.manifest.data["exports"][key] = {"file": rel, "symbols": len(symbols)}
 
-    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> WheelClassifier:
+    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> InspectingClassifier:
         """The inner fetcher's classifier, every scan recorded into this snapshot."""
-        return self.inner.classifier(defs, record=self.record_scan)  # type: ignore[attr-defined]
+        return self.inner.classifier(defs, record=self.record_scan)
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
         """The inner fetcher's exports reader, every torch wheel's exports recorded into this snapshot."""
-        return self.inner.exports_reader(record=self.record_exports)  # type: ignore[attr-defined]
+        return self.inner.exports_reader(record=self.record_exports)
 
     def close(self) -> None:
         with self._lock:
@@ -367,7 +367,7 @@ class FallbackFetcher:
 
     concurrent_calls: bool = False
 
-    def __init__(self, replay: SnapshotFetcher, live: Fetcher) -> None:
+    def __init__(self, replay: SnapshotFetcher, live: Source) -> None:
         self.replay = replay
         self.live = live
 
@@ -398,13 +398,13 @@ class FallbackFetcher:
             out.update(self.live.fetch_metadata(missing))
         return out
 
-    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> WheelClassifier:
+    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> InspectingClassifier:
         """The recorded scans; live range reads for what the snapshot lacks."""
-        return self.replay.classifier(defs, record=record, live=self.live.classifier(defs, record=record))  # type: ignore[attr-defined]
+        return self.replay.classifier(defs, record=record, live=self.live.classifier(defs, record=record))
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
         """The recorded exports; live range reads for what the snapshot lacks."""
-        return self.replay.exports_reader(record=record, live=self.live.exports_reader(record=record))  # type: ignore[attr-defined]
+        return self.replay.exports_reader(record=record, live=self.live.exports_reader(record=record))
 
     def close(self) -> None:
         self.live.close()
