@@ -1,8 +1,8 @@
 """The published pre-commit hook, end to end, with the real pre-commit framework and real commits.
 
 A temporary project (config, locks, and a snapshot recorded from a loopback world) uses this
-repository as a hook repository with the README's snippet as pasted (``repo:`` pointed at a copy of
-this repository, ``rev:`` the tag the release process, ``.ci/release``, made there); the README's
+repository as a hook repository with the locks guide's snippet as pasted (``repo:`` pointed at a copy of
+this repository, ``rev:`` the tag the release process, ``.ci/release``, made there); its
 ``repo: local`` snippet is run verbatim too, with the installed tool. The hook repository is a git copy of this working tree; pre-commit
 clones it and ``pip install``s it into its own virtualenv. That install runs with no index at all
 (``PIP_NO_INDEX``): its wheels come from a wheelhouse repacked from this test's own environment,
@@ -125,9 +125,9 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
 
 
 def readme_snippets() -> tuple[str, str]:
-    """The README's two pre-commit snippets, as a user pastes them: (repo: local, remote)."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### pre-commit") : readme.index("## Cache")]
+    """The two pre-commit snippets of the locks guide, as a user pastes them: (repo: local, remote)."""
+    guide = (REPO / "docs" / "guides" / "locks-and-pre-commit.md").read_text()
+    section = guide[guide.index("## pre-commit") :]
     local, remote = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
     return local, remote
 
@@ -135,7 +135,7 @@ def readme_snippets() -> tuple[str, str]:
 def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
     """A git copy of this working tree (what a user's pre-commit would clone), tagged by the release
     process (``.ci/release``: ``v`` + the package version); returns the tag it made."""
-    for rel in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", ".ci/release"):
+    for rel in ("pyproject.toml", "README.md", "docs/guides/locks-and-pre-commit.md", ".pre-commit-hooks.yaml", ".ci/release"):
         if (REPO / rel).exists():
             dest.joinpath(rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
@@ -217,9 +217,9 @@ def test_precommit_hook_on_real_commits(tmp_path):
     build_wheelhouse(tmp_path / "wheelhouse")
     rev = make_hook_repo(tmp_path / "hook-repo", env)
     _, remote = readme_snippets()
-    assert re.search(rf"^ +rev: {re.escape(rev)}\b", remote, flags=re.M)  # the README names the tag the release process makes
+    assert re.search(rf"^ +rev: {re.escape(rev)}\b", remote, flags=re.M)  # the guide names the tag the release process makes
 
-    # the README's snippet as pasted, its URL pointed at the copy (github is not reachable here)
+    # the guide's snippet as pasted, its URL pointed at the copy (github is not reachable here)
     project = locked_project(tmp_path, env, re.sub(r"(?m)^( +- repo: )\S+.*$", rf"\g<1>{tmp_path / 'hook-repo'}", remote))
 
     # 1. a fresh, consistent lock: the commit goes through (the first run installs the hook repo)
@@ -277,7 +277,7 @@ def test_precommit_hook_on_real_commits(tmp_path):
 
 @pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
 def test_the_local_snippet_works_as_pasted(tmp_path):
-    """The README's `repo: local` form, verbatim: pre-commit runs the installed resolve-gpu-stack."""
+    """The guide's `repo: local` form, verbatim: pre-commit runs the installed resolve-gpu-stack."""
     env = {
         **os.environ,
         "HOME": str(tmp_path / "home"),
