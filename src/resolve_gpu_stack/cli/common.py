@@ -23,6 +23,8 @@ from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
+    from ..env.probe import ProbeRun
+    from ..model import LockPlan
     from ..model.request import ResolveRequest
     from ..model.target import Target
     from ..net.source import Source
@@ -140,7 +142,7 @@ def index_overrides(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
-def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True):
+def definitions(args: argparse.Namespace, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True) -> Definitions:
     """Index definitions with --index overrides; PyPI's URL from uv/pip configuration (a snapshot
     replays its PyPI pages under it: see ``replay_pypi_url``)."""
     from ..data.definitions import load_definitions
@@ -287,7 +289,9 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
     return visible_archs(query_nvidia_smi(None, env))
 
 
-def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, defs=None, probe=None):
+def run_resolve(
+    args: argparse.Namespace, env: Mapping[str, str], fetcher: Source | None = None, defs: Definitions | None = None, probe: ProbeRun | None = None
+) -> tuple[LockPlan, Definitions]:
     """(plan, definitions) for the flags, through the command's session (``fetcher``: a source it
     made, e.g. a recorder; ``probe``: see ``target_from_args``)."""
     defs = defs or definitions(args, env)
@@ -303,7 +307,7 @@ def output_format(args: argparse.Namespace) -> str:
     return args.format or ("table" if sys.stdout.isatty() else "json")
 
 
-def emit_plan(args: argparse.Namespace, plan) -> None:
+def emit_plan(args: argparse.Namespace, plan: LockPlan) -> None:
     from .render import plan_to_json, print_json, print_plan_table
 
     if output_format(args) == "json":

@@ -31,7 +31,7 @@ def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
     command without ``--uv``)."""
     from ..env.install import find_uv
 
-    uv = getattr(args, "uv", None)
+    uv: str | None = getattr(args, "uv", None)
     if uv is None:
         return find_uv(env)
     found = shutil.which(uv, path=env.get("PATH"))
@@ -88,7 +88,7 @@ def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | N
             bar.stop()
 
 
-def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs) -> LockPlan:
+def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
     """``download.fill_hashes`` with the cache, network and progress settings of the flags.
 
     With ``--snapshot`` nothing is downloaded: only wheels already in the wheel cache count.

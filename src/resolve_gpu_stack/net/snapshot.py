@@ -109,7 +109,7 @@ def _indexed_path(kind: str, key: str) -> str:
 
 
 class Manifest:
-    def __init__(self, root: Path, data: dict | None = None) -> None:
+    def __init__(self, root: Path, data: dict[str, Any] | None = None) -> None:
         self.root = root
         self.data = data or {"schema": SCHEMA, "indexes": {}, "pages": {}, "metadata": {}}
         self.data.setdefault("scans", {})
@@ -153,9 +153,9 @@ class SnapshotFetcher:
         self.manifest = Manifest.load(self.root)
         self.bases = _without_credentials(bases)
 
-    def _entry(self, table: str, url: str, index: str | None) -> dict:
+    def _entry(self, table: str, url: str, index: str | None) -> dict[str, Any]:
         key = snapshot_key(url, self.bases, index=index)
-        entry = self.manifest.data[table].get(key)
+        entry: dict[str, Any] | None = self.manifest.data[table].get(key)
         if entry is None:
             raise SnapshotMiss(
                 url,
@@ -483,7 +483,7 @@ def cut_to_targets(body: bytes, content_type: str, cut: FileCut) -> bytes:
     return _keep_files(body, content_type, lambda f: cut.keeps(str(f.get("filename", ""))))
 
 
-def _keep_files(body: bytes, content_type: str, keep: Callable[[dict], bool]) -> bytes:
+def _keep_files(body: bytes, content_type: str, keep: Callable[[dict[str, Any]], bool]) -> bytes:
     """A PEP 691 JSON page with the files ``keep`` says yes to (its ``versions`` cut to match)."""
     if "json" not in content_type:
         return body
