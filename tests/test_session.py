@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from abi_world import NIGHTLY, build_abi_world, have_cxx
+from output_schemas import validate
 from server import IndexServer
 
 from resolve_gpu_stack.cli.app import main
@@ -105,8 +106,12 @@ def test_the_readmes_inspect_of_a_kept_snapshot_gives_a_verdict(capsys):
     code, out, err = cli(capsys, *argv, "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(snapshot), "--format", "json")
     assert code == 1, err
     report = json.loads(out)
+    validate(report)
     assert report["kind"] == "torch" and report["bytes_read"] > 0
     assert report["verdict"]["runs"] is False and "needs CUDA 12" in report["verdict"]["refusal"]
+    # the members as the snapshot recorded them: the torch-linked ones, each with its CUDA 12 and its C++ imports
+    members = {m["name"]: m for m in report["members"]}
+    assert "sgl_kernel/flash_ops.abi3.so" in members and all(m["cuda_majors"] == [12] and m["cxx_imports"] > 0 for m in members.values())
 
 
 class CountedClient(client.Client):

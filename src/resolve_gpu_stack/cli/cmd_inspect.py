@@ -213,11 +213,12 @@ def _report(
 def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) -> list[dict[str, Any]]:
     """Every shared object the scan considered. The imports of the torch-linked members whose
     symbols were all read are ``abi.members`` (``scan.abi`` split them, in scan order); those of a
-    member whose symbols were read in part are split here."""
+    member whose symbols were read in part are split here. No scan (a snapshot's recorded one): the
+    torch-linked members as recorded."""
     from ..index.abi import member_abi
 
     if scan is None:
-        return []
+        return [_recorded_member_report(m) for m in abi.members]
     described = iter(abi.members)
     out = []
     for m in scan.members:
@@ -227,6 +228,25 @@ def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) ->
             member = member_abi(m.name, m.libraries, m.symbols.imports, defs.abi) if m.libraries is not None and m.symbols is not None else None
         out.append(_member_report(m, member, defs))
     return out
+
+
+def _recorded_member_report(m: MemberAbi) -> dict[str, Any]:
+    """A torch-linked member as a recorded scan keeps it (what it needs beyond torch and CUDA is not kept)."""
+    from ..index.abi import demangle
+
+    return {
+        "name": m.name,
+        "needed": None,
+        "torch_libraries": list(m.torch_libs),
+        "cuda_majors": list(m.cuda_majors),
+        "shim_imports": m.shim,
+        "shim_examples": list(m.shim_examples[:SHOWN]),
+        "cxx_imports": len(m.cxx),
+        "cxx_examples": [demangle(s) for s in m.cxx[:SHOWN]],
+        "build": m.build,
+        "read": True,
+        "error": None,
+    }
 
 
 def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> dict[str, Any]:
