@@ -310,9 +310,4 @@ def command_session(make: Callable[[], Session]) -> Iterator[Session]:
             _CURRENT.reset(token)
 
 
-def current_session() -> Session | None:
-    """The session of the command being run (None outside one)."""
-    return _CURRENT.get()
-
-
-__all__ = ["NetworkOptions", "ResolveParts", "Session", "command_session", "current_session", "parts_of", "resolve_parts"]
+__all__ = ["NetworkOptions", "ResolveParts", "Session", "command_session", "parts_of", "resolve_parts"]
