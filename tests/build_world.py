@@ -122,8 +122,26 @@ def extension_sdist(
     """``<name>-<version>.tar.gz``: setup.py imports torch and compiles ``<module>/_C`` against
     ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first; ``filler``:
     that many more template instantiations to compile, for a build that takes a while)."""
-    module = canonicalize_name(name).replace("-", "_")
+    module, members = _extension_members(name, version, requires=requires, broken=broken, sleep=sleep, install_requires=install_requires, filler=filler)
     root = f"{module}-{version}"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{module}-{version}.tar.gz"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for member, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{root}/{member}")
+            info.size, info.mtime, info.mode = len(data), 1767225600, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    path.write_bytes(buf.getvalue())
+    data = path.read_bytes()
+    return Sdist(path=path, filename=path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), name=name, version=version, module=module)
+
+
+def _extension_members(
+    name: str, version: str, *, requires: tuple[str, ...], broken: bool, sleep: float, install_requires: tuple[str, ...], filler: int
+) -> tuple[str, dict[str, str]]:
+    module = canonicalize_name(name).replace("-", "_")
     setup = SETUP_PY.format(name=name, version=version, module=module)
     if install_requires:
         setup = setup.replace("    packages=", f"    install_requires={list(install_requires)!r},\n    packages=")
@@ -137,18 +155,55 @@ def extension_sdist(
         f"{module}/__init__.py": "import torch  # loads libtorch.so, as a real extension does\nfrom ._C import add  # noqa: E402\n",
         f"{module}/_C.cpp": EXT_CPP.replace("BROKEN", ("this is not C++;" if broken else "") + _filler(filler)),
     }
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{module}-{version}.tar.gz"
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for member, text in members.items():
-            data = text.encode()
-            info = tarfile.TarInfo(f"{root}/{member}")
-            info.size, info.mtime, info.mode = len(data), 1767225600, 0o644
-            tar.addfile(info, io.BytesIO(data))
-    path.write_bytes(buf.getvalue())
-    data = path.read_bytes()
-    return Sdist(path=path, filename=path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), name=name, version=version, module=module)
+    return module, members
+
+
+@dataclass(frozen=True)
+class SourceRepo:
+    repo: Path  # a git repository whose ``subdirectory`` holds the project (no sdist anywhere)
+    subdirectory: str
+    tag: str
+    name: str
+    version: str
+    module: str
+
+    @property
+    def tree(self) -> Path:
+        return self.repo / self.subdirectory
+
+    def reference(self, rev: str | None = None) -> str:
+        return f"{self.name} @ git+file://{self.repo}@{rev or self.tag}#subdirectory={self.subdirectory}"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(repo),
+    }
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def extension_repo(directory: Path, name: str = "src-kernel", version: str = "1.0", *, subdirectory: str = "kernel", tag: str = "v1.0") -> SourceRepo:
+    """A git repository (``git init``, one commit, tag ``tag``) whose ``subdirectory`` is the
+    extension project of ``extension_sdist`` with static ``[project]`` metadata (PEP 621)."""
+    module, members = _extension_members(name, version, requires=("setuptools>=70.1", "torch"), broken=False, sleep=0.0, install_requires=(), filler=0)
+    del members["PKG-INFO"]
+    members["pyproject.toml"] += f'\n[project]\nname = "{name}"\nversion = "{version}"\ndependencies = []\n'
+    members["setup.py"] = members["setup.py"].replace(f'    name="{name}",\n    version="{version}",\n', "")
+    root = directory / "repo"
+    for member, text in members.items():
+        (root / subdirectory / member).parent.mkdir(parents=True, exist_ok=True)
+        (root / subdirectory / member).write_text(text)
+    (root / "README").write_text("a repository with the project in a folder\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    git(root, "tag", tag)
+    return SourceRepo(repo=root, subdirectory=subdirectory, tag=tag, name=name, version=version, module=module)
 
 
 def _filler(n: int) -> str:

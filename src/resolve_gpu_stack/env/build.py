@@ -62,12 +62,12 @@ from ..errors import BuildError, ResolveGpuStackError
 from ..index.sdist import SdistError, read_build_system
 from ..index.wheelscan import scan_file
 from ..index.zipmeta import ZipError
-from ..model import Action, BuildProvenance, LockedPackage, LockPlan
+from ..model import Action, BuildProvenance, LockedPackage, LockPlan, SourceDist
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
 from ..model.codec import provenance_from_dict, provenance_to_dict
 from ..model.cuda import CudaLabel
-from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
+from ..net.download import Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
 from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
 from .exports import installed_torch_exports
@@ -343,16 +343,18 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     sdist = pkg.sdist
     if sdist is None:
         raise BuildError(f"{pkg.name} {pkg.version}: a build row without an sdist")
-    fetched = fetch_verified(
-        sdist.url,
-        sha256=sdist.sha256,
-        size=sdist.size,
-        cache=ctx.cache,
-        fetcher=ctx.fetcher,
-        filename=sdist.filename,
-        progress=ctx.downloads,
-        offline=ctx.offline,
-    )
+    fetched = _source_archive(pkg.name, sdist, ctx) if sdist.origin is not None else None
+    if fetched is None:
+        fetched = fetch_verified(
+            sdist.url,
+            sha256=sdist.sha256,
+            size=sdist.size,
+            cache=ctx.cache,
+            fetcher=ctx.fetcher,
+            filename=sdist.filename,
+            progress=ctx.downloads,
+            offline=ctx.offline,
+        )
     inputs = build_inputs(pkg, plan, ctx, fetched.sha256)
     hit = _cached(ctx.cache, inputs)
     if hit is not None:
@@ -367,7 +369,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     except SdistError as exc:
         raise BuildError(f"{sdist.filename}: {exc.message}") from None
     requirements = _without_torch(system.requires, sdist.filename)
-    command = _command(ctx.machine, sdist.filename)
+    command = _command(ctx.machine, sdist.origin.reference if sdist.origin is not None else sdist.filename)
     logs = ctx.cache.root / "builds" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{pkg.name}-{pkg.version}-{inputs.key()[:12]}.log"
@@ -425,6 +427,31 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
         stored = _store(ctx.cache, wheels[0])
     _write_record(ctx.cache, inputs, stored, provenance, log, check.abi)
     return dataclasses.replace(_row(pkg, stored, provenance), abi=check.abi or pkg.abi)
+
+
+def _source_archive(name: NormalizedName, sdist: SourceDist, ctx: BuildContext) -> FetchedWheel:
+    """The archive of a source tree (``--build 'NAME @ URL'``): in the wheel cache since it was
+    fetched, else fetched again from its origin (git: the locked commit) and checked to be the
+    same files."""
+    assert sdist.origin is not None
+    hit = ctx.cache.lookup(sdist.sha256 or "", sdist.filename, sdist.size) if sdist.sha256 else None
+    if hit is not None:
+        return hit
+    from ..model.source import BuildSpec
+    from .sources import fetch_source
+
+    origin = sdist.origin
+    if origin.kind == "git" and origin.commit:
+        origin = dataclasses.replace(origin, rev=origin.commit)
+    tree = fetch_source(BuildSpec(name=name, source=origin), ctx.cache, ctx.machine.env)
+    if sdist.sha256 and tree.sha256 != sdist.sha256:
+        raise BuildError(
+            f"the source {sdist.origin.reference} is not the tree recorded (its files' sha256 is {tree.sha256}, the plan's {sdist.sha256})",
+            hint="the tree changed since it was locked: lock again to build the tree as it is now",
+        )
+    found = ctx.cache.lookup(tree.sha256, tree.filename, tree.size)
+    assert found is not None
+    return found
 
 
 def _row(pkg: LockedPackage, wheel: Path, provenance: BuildProvenance) -> LockedPackage:

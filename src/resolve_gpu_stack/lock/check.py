@@ -12,6 +12,7 @@ check; warnings (a nightly past the index's retention, drift) do not.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -444,11 +445,21 @@ def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: Locke
     against the lock's own torch, for the lock's Python, platform and CUDA; the wheel of that
     package and version, with a tag that fits the target."""
     sdist, built = pkg.sdist, pkg.provenance
+    warnings: list[str] = []
     if sdist is None or built is None:
         problems = ["a build row without its sdist and provenance ([tool.resolve-gpu-stack] packages: sdist, built)"]
     else:
-        problems = [*_sdist_problems(pkg, sdist, locked, defs), *_provenance_problems(built, plan), *_built_wheel_problems(pkg, plan.target)]
-    return [_error(path, problem, package=pkg.name, hint="lock it again with --build " + pkg.name) for problem in problems]
+        if sdist.origin is not None:  # a source tree (--build 'NAME @ URL'): lock/check_sources.py
+            from .check_sources import source_problems
+
+            source, warnings = source_problems(sdist, os.environ)
+        else:
+            source = _sdist_problems(pkg, sdist, locked, defs)
+        problems = [*source, *_provenance_problems(built, plan), *_built_wheel_problems(pkg, plan.target)]
+    hint = "lock it again with --build " + (f"'{pkg.name} @ {sdist.origin.reference}'" if sdist is not None and sdist.origin is not None else pkg.name)
+    return [_error(path, problem, package=pkg.name, hint=hint) for problem in problems] + [
+        Finding(level=WARNING, path=path, package=pkg.name, message=w) for w in warnings
+    ]
 
 
 def _sdist_problems(pkg: LockedPackage, sdist: SourceDist, locked: LockedFile, defs: Definitions) -> list[str]:
@@ -842,6 +853,8 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:
+        if pkg.action is Action.BUILD and pkg.sdist is not None and pkg.sdist.origin is not None:
+            continue  # built from a source tree no index offers (check_sources verifies it)
         if pkg.action is Action.BUILD and pkg.sdist is not None:  # a built wheel: its sdist is what the index offers
             pkg = replace(pkg, filename=pkg.sdist.filename, sha256=pkg.sdist.sha256, size=pkg.sdist.size)
         if not _listed_file(pkg):

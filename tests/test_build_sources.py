@@ -1,0 +1,161 @@
+"""``--build 'NAME @ URL'`` end to end (issue 30, "done when"): a package no index has, built from a
+git commit of a local repository (real git) and from a patched local tree, against the kept torch.
+
+``install --build 'NAME @ git+file://REPO@TAG#subdirectory=DIR'`` fetches the tag's commit, reads
+the metadata from the tree, builds against the venv's own torch, installs, imports; a second run
+builds nothing; ``lock`` records the URL, the commit and the folder (never the moving tag alone);
+``check`` passes, then names the lock once the tag has moved; a patched local tree
+(``NAME @ file:///path``) is another build; ``wheelhouse`` + ``install --lock`` put it on a node
+without a compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, torch_wheel
+from server import IndexServer
+from test_build_e2e import HERE, common, run_cli
+from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
+
+from resolve_gpu_stack.data.toml import load_toml
+from resolve_gpu_stack.errors import LockFileError
+
+UV = str(Path(sys.executable).with_name("uv"))
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (have_cxx() and _glibc_ok() and Path(UV).exists()), reason="needs Linux, g++ and uv")]
+
+
+def _records(cache: Path) -> list[Path]:
+    return sorted((cache / "wheels" / "builds").glob("*.json"))
+
+
+def _no_compiler(tmp: Path) -> str:
+    """PATH without a compiler, with git (a source build needs git to fetch, never to rebuild)."""
+    empty = tmp / "bin-git-only"
+    empty.mkdir(exist_ok=True)
+    if not (empty / "git").exists():
+        (empty / "git").symlink_to("/usr/bin/git")
+    return str(empty)
+
+
+def test_a_git_commit_and_a_patched_tree_build_lock_and_ship(tmp_path, uv_env, capsys, monkeypatch):
+    src = extension_repo(tmp_path / "src")
+    world = build_world(tmp_path)  # no sdist of src-kernel anywhere
+    commit = git(src.repo, "rev-parse", "v1.0^{commit}")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        cache = tmp_path / "cache"
+        venv = make_venv(tmp_path / "a", uv_env, torch_wheel(world))
+        torch_before = dist_info_bytes(venv, "torch")
+
+        # install: fetched with git at the tag's commit, built against the venv's torch, imported
+        argv = ["install", "--python", venv, "--build", src.reference(), *common(srv, cache), "--format", "json"]
+        rc, out, err = run_cli(capsys, *argv)
+        assert rc == 0, err
+        row = {p["name"]: p for p in json.loads(out)["packages"]}[src.name]
+        assert row["action"] == "build" and row["after"] == src.version
+        assert run_in(venv, f"import {src.module}; print({src.module}.add(2, 3))") == str(5 + ADD_OFFSET)
+        assert dist_info_bytes(venv, "torch") == torch_before
+        records = _records(cache)
+        assert len(records) == 1
+
+        # a second run builds nothing (no compiler on PATH; git fetches the tree again)
+        monkeypatch.setenv("PATH", _no_compiler(tmp_path))
+        rc, out, err = run_cli(capsys, *argv)
+        assert rc == 0, err
+        assert _records(cache) == records
+        monkeypatch.setenv("PATH", uv_env["PATH"])
+
+        # lock for the declared target records the URL, the commit and the folder
+        lock = tmp_path / "locks" / "pylock.node.toml"
+        declared = ["--python", PYTHON, "--platform", HERE, "--installed", f"torch=={NIGHTLY}"]
+        rc, _, err = run_cli(capsys, "lock", *declared, "--build", src.reference(), *common(srv, cache), "-o", str(lock))
+        assert rc == 0, err
+        doc = load_toml(lock, error=LockFileError)
+        built = next(p for p in doc["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == src.name)
+        origin = built["sdist"]["origin"]
+        assert origin == {"kind": "git", "url": f"file://{src.repo}", "rev": "v1.0", "commit": commit, "subdirectory": "kernel"}
+        assert built["sdist"]["url"] == f"git+file://{src.repo}@{commit}#subdirectory=kernel"
+        assert f"git+file://{src.repo}@{commit}#subdirectory=kernel" in built["built"]["command"]
+        monkeypatch.chdir(tmp_path)
+        rc, out, err = run_cli(capsys, "check", str(lock))
+        assert rc == 0, out + err
+
+        # wheelhouse ships the built wheel; install --lock on a node: no compiler, no git, nothing built
+        house = tmp_path / "house"
+        rc, _, err = run_cli(capsys, "wheelhouse", str(lock), "-o", str(house), "--cache-dir", str(cache))
+        assert rc == 0, err
+        venv_b = make_venv(tmp_path / "b", uv_env, torch_wheel(world))
+        empty = tmp_path / "nothing"
+        empty.mkdir()
+        monkeypatch.setenv("PATH", str(empty))
+        rc, out, err = run_cli(
+            capsys, "install", "--lock", str(house / lock.name), "--python", venv_b, "--cache-dir", str(tmp_path / "node"), "--format", "json"
+        )
+        monkeypatch.setenv("PATH", uv_env["PATH"])
+        assert rc == 0, err
+        assert run_in(venv_b, f"import {src.module}; print({src.module}.add(40, 2))") == str(42 + ADD_OFFSET)
+
+        # the tag moves to a new commit: check names the lock, whose commit is no longer what it names
+        (src.tree / "NEWS").write_text("a new commit\n")
+        git(src.repo, "add", "-A")
+        git(src.repo, "commit", "-q", "-m", "second")
+        git(src.repo, "tag", "-f", "v1.0")
+        rc, out, err = run_cli(capsys, "check", str(lock))
+        assert rc == 1
+        assert "v1.0" in out + err and commit[:12] in out + err and "lock it again" in out + err
+
+        # a patched local tree is another build (its files' digest is the build's input)
+        tree = f"{src.name} @ file://{src.tree}"
+        argv = ["install", "--python", venv, "--build", tree, *common(srv, cache), "--format", "json"]
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 0, err
+        after_first_tree = _records(cache)
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 0, err
+        assert _records(cache) == after_first_tree  # the same files: nothing built
+        cpp = src.tree / src.module / "_C.cpp"
+        cpp.write_text(cpp.read_text().replace("c10::stand_in_add(a, b)", "c10::stand_in_add(a, b) + 1"))
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 0, err
+        assert len(_records(cache)) == len(after_first_tree) + 1
+        assert run_in(venv, f"import {src.module}; print({src.module}.add(2, 3))") == str(5 + ADD_OFFSET + 1)
+        # a lock of the tree records it; check names it once the tree changes again
+        lock2 = tmp_path / "locks" / "pylock.tree.toml"
+        rc, _, err = run_cli(capsys, "lock", *declared, "--build", tree, *common(srv, cache), "-o", str(lock2))
+        assert rc == 0, err
+        rc, out, err = run_cli(capsys, "check", str(lock2))
+        assert rc == 0, out + err
+        (src.tree / "patch.txt").write_text("another patch\n")
+        rc, out, err = run_cli(capsys, "check", str(lock2))
+        assert rc == 1 and "changed since it was locked" in out + err
+    assert os.environ["PATH"] == uv_env["PATH"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("src-kernel @ svn+file:///x", "is git+URL or file:///path"),
+        ("src-kernel==1.0 @ git+file:///x", "not a PEP 508 direct reference"),
+        ("src-kernel @ git+file:///x#subdirectory=../up", "must be a relative folder"),
+        ("src-kernel @ git+https://user:secret@host/x.git", "credentials"),
+    ],
+)
+def test_a_bad_build_source_is_a_clear_usage_error(value, message, tmp_path, capsys):
+    rc, _, err = run_cli(capsys, "resolve", "--python", "3.12", "--build", value, *index_flags("http://127.0.0.1:9/"))
+    assert rc == 2 and message in err and "secret" not in err
+
+
+def test_a_missing_revision_names_the_repository(tmp_path, uv_env, capsys):
+    src = extension_repo(tmp_path / "src")
+    world = build_world(tmp_path)
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        rc, _, err = run_cli(
+            capsys, "lock", "--python", PYTHON, "--build", src.reference("v9.9"), *common(srv, tmp_path / "cache"), "-o", str(tmp_path / "pylock.x.toml")
+        )
+    assert rc != 0 and "has no revision 'v9.9'" in err
