@@ -44,6 +44,7 @@ import os as _os
 
 _lib = _ctypes.CDLL(_os.path.join(_os.path.dirname(__file__), "lib", "libtorch.so"), mode=_ctypes.RTLD_GLOBAL)
 __version__ = "{version}"
+from . import cuda  # noqa: E402,F401 -- as the real torch: torch.cuda.get_arch_list() after import torch
 '''
 HEADER = "namespace c10 { int stand_in_add(int a, int b); }\n"
 
@@ -82,8 +83,12 @@ def have_cxx() -> bool:
     return CXX is not None and sys.platform == "linux"
 
 
-def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = ()) -> BuiltWheel:
-    """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++)."""
+TORCH_ARCHS = ("sm_90", "sm_120", "compute_120")  # what the stand-in's torch.cuda.get_arch_list() says
+
+
+def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = (), archs: tuple[str, ...] = TORCH_ARCHS) -> BuiltWheel:
+    """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++), and
+    whose ``torch.cuda.get_arch_list()`` gives ``archs``."""
     assert CXX is not None
     work = directory / f"torch-src-{version}"
     work.mkdir(parents=True, exist_ok=True)
@@ -93,6 +98,7 @@ def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[s
         "torch/__init__.py": TORCH_INIT.format(version=version).encode(),
         "torch/lib/libtorch.so": (work / "libtorch.so").read_bytes(),
         "torch/include/stand_in.h": HEADER.encode(),
+        "torch/cuda/__init__.py": f"def get_arch_list():\n    return {list(archs)!r}\n".encode(),
     }
     return build_wheel(directory, "torch", version, f"{PY}-{PY}-{PLAT}", list(requires), files=files)
 
@@ -118,11 +124,23 @@ def extension_sdist(
     sleep: float = 0.0,
     install_requires: tuple[str, ...] = (),
     filler: int = 0,
+    prelude: str = "",
+    backend: str | None = None,
+    files: dict[str, str] | None = None,
 ) -> Sdist:
     """``<name>-<version>.tar.gz``: setup.py imports torch and compiles ``<module>/_C`` against
     ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first; ``filler``:
-    that many more template instantiations to compile, for a build that takes a while)."""
+    that many more template instantiations to compile, for a build that takes a while;
+    ``prelude``: code setup.py runs first; ``backend``: an in-tree build backend (backend-path
+    ".") among ``files``, more files of the sdist)."""
     module, members = _extension_members(name, version, requires=requires, broken=broken, sleep=sleep, install_requires=install_requires, filler=filler)
+    if prelude:
+        members["setup.py"] = prelude + "\n" + members["setup.py"]
+    if backend is not None:
+        members["pyproject.toml"] = members["pyproject.toml"].replace(
+            'build-backend = "setuptools.build_meta"', f'build-backend = "{backend}"\nbackend-path = ["."]'
+        )
+    members.update(files or {})
     root = f"{module}-{version}"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{module}-{version}.tar.gz"
@@ -146,7 +164,7 @@ def _extension_members(
     if install_requires:
         setup = setup.replace("    packages=", f"    install_requires={list(install_requires)!r},\n    packages=")
     if sleep:
-        setup = f"import time\ntime.sleep({sleep})\n" + setup
+        setup = f"import sys, time\nif 'bdist_wheel' in sys.argv:\n    time.sleep({sleep})\n" + setup  # the build itself, not the PEP 517 questions before it
     pkg_info = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in install_requires) + "\n"
     members = {
         "PKG-INFO": pkg_info,
