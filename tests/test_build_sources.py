@@ -24,9 +24,12 @@ from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
 
 from resolve_gpu_stack.data.toml import load_toml
 from resolve_gpu_stack.errors import LockFileError
+from resolve_gpu_stack.model import SourceDist, SourceOrigin
+from resolve_gpu_stack.model.codec import _sdist, sdist_to_dict
+from resolve_gpu_stack.model.source import parse_build_spec
 
 UV = str(Path(sys.executable).with_name("uv"))
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (have_cxx() and _glibc_ok() and Path(UV).exists()), reason="needs Linux, g++ and uv")]
+needs_builds = pytest.mark.skipif(not (have_cxx() and _glibc_ok() and Path(UV).exists()), reason="needs Linux, g++ and uv")
 
 
 def _records(cache: Path) -> list[Path]:
@@ -42,6 +45,8 @@ def _no_compiler(tmp: Path) -> str:
     return str(empty)
 
 
+@pytest.mark.slow
+@needs_builds
 def test_a_git_commit_and_a_patched_tree_build_lock_and_ship(tmp_path, uv_env, capsys, monkeypatch):
     src = extension_repo(tmp_path / "src")
     world = build_world(tmp_path)  # no sdist of src-kernel anywhere
@@ -150,6 +155,7 @@ def test_a_bad_build_source_is_a_clear_usage_error(value, message, tmp_path, cap
     assert rc == 2 and message in err and "secret" not in err
 
 
+@needs_builds
 def test_a_missing_revision_names_the_repository(tmp_path, uv_env, capsys):
     src = extension_repo(tmp_path / "src")
     world = build_world(tmp_path)
@@ -159,3 +165,21 @@ def test_a_missing_revision_names_the_repository(tmp_path, uv_env, capsys):
             capsys, "lock", "--python", PYTHON, "--build", src.reference("v9.9"), *common(srv, tmp_path / "cache"), "-o", str(tmp_path / "pylock.x.toml")
         )
     assert rc != 0 and "has no revision 'v9.9'" in err
+
+
+def test_build_values_parse_into_the_source_they_name():
+    assert parse_build_spec("SGL_Kernel").name == "sgl-kernel" and parse_build_spec("sgl-kernel").source is None
+    git = parse_build_spec("sgl-kernel @ git+https://example.org/sglang.git@v0.5.9#subdirectory=sgl-kernel").source
+    assert git == SourceOrigin(kind="git", url="https://example.org/sglang.git", rev="v0.5.9", subdirectory="sgl-kernel")
+    assert git.reference == "git+https://example.org/sglang.git@v0.5.9#subdirectory=sgl-kernel"
+    bare = parse_build_spec("x @ git+file:///src/repo").source
+    assert bare is not None and bare.rev is None and bare.url == "file:///src/repo"
+    tree = parse_build_spec("x @ file:///src/sglang/sgl-kernel").source
+    assert tree == SourceOrigin(kind="directory", url="/src/sglang/sgl-kernel") and tree.reference == "file:///src/sglang/sgl-kernel"
+
+
+def test_a_source_round_trips_through_the_lock_codec():
+    origin = SourceOrigin(kind="git", url="file:///r", rev="v1", commit="a" * 40, subdirectory="k")
+    sdist = SourceDist(url=origin.reference, filename="k-1.0.tar.gz", sha256="b" * 64, size=10, origin=origin)
+    assert _sdist(sdist_to_dict(sdist), "x") == sdist
+    assert sdist_to_dict(sdist)["url"] == f"git+file:///r@{'a' * 40}#subdirectory=k"
