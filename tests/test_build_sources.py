@@ -183,3 +183,28 @@ def test_a_source_round_trips_through_the_lock_codec():
     sdist = SourceDist(url=origin.reference, filename="k-1.0.tar.gz", sha256="b" * 64, size=10, origin=origin)
     assert _sdist(sdist_to_dict(sdist), "x") == sdist
     assert sdist_to_dict(sdist)["url"] == f"git+file:///r@{'a' * 40}#subdirectory=k"
+
+
+@pytest.mark.slow
+@needs_builds
+def test_the_config_key_build_takes_a_source_the_same(tmp_path, uv_env, capsys, monkeypatch):
+    src = extension_repo(tmp_path / "src")
+    world = build_world(tmp_path)
+    commit = git(src.repo, "rev-parse", "v1.0^{commit}")
+    project = tmp_path / "project"
+    project.mkdir()
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        (project / "gpu-stack.toml").write_text(
+            f'indexes = {{ pytorch = "{srv.url}whl/", flashinfer = "{srv.url}fi/", pypi = "{srv.url}simple/" }}\n\n'
+            "[defaults]\n"
+            f'python = "{PYTHON}"\nplatform = "{HERE}"\nflashinfer = "none"\nbuild = ["{src.reference()}"]\n\n'
+            "[[target]]\n"
+            f'name = "node"\ninstalled = ["torch=={NIGHTLY}"]\noutput = ["pylock.node.toml"]\n'
+        )
+        monkeypatch.chdir(project)
+        rc, _, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "cache"))
+        assert rc == 0, err
+    doc = load_toml(project / "pylock.node.toml", error=LockFileError)
+    built = next(p for p in doc["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == src.name)
+    assert built["action"] == "build" and built["sdist"]["origin"]["commit"] == commit
