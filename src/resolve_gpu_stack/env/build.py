@@ -1,31 +1,36 @@
-"""Build a package from its sdist against the kept torch (``--build NAME``; I/O edge: subprocesses,
+"""Build a package from its sdist, or from a source tree (``--build 'NAME @ URL'``: a git commit
+or a local tree, archived by ``env/sources.py``), against the kept torch (I/O edge: subprocesses,
 disk). ``build_plan`` gives every ``build`` row of a plan a wheel:
 
 1. The sdist is downloaded into the wheel cache and checked against its index's sha256 and size,
-   exactly as a wheel (``download.fetch_verified``).
+   exactly as a wheel (``download.fetch_verified``); a source tree's archive is in the cache since
+   it was fetched (else fetched again at its commit and checked to be the same files).
 2. The build's inputs (``BuildInputs``: the sdist's sha256, the kept torch's version and wheel sha256
    where known, its CUDA label, the CUDA toolkit found, TORCH_CUDA_ARCH_LIST, Python, platform) are
    the key of a record in ``<wheel cache>/builds/``. A record whose wheel is still in the cache is
    the answer: a second run builds nothing.
 3. Otherwise a build environment, a fresh venv of the target's Python in a temporary folder, holds
    - the kept torch. For a probed target (``install``): the target's own site-packages, reached
-     through a ``.pth`` file in the venv. The target is never written to, nothing GBs large is
-     copied, and the extension is compiled against the very torch files it will run with (a venv
-     made ``--system-site-packages`` would see the base interpreter's packages, not a target
-     venv's). For a declared target (``lock``): the kept torch's wheel from the PyTorch index,
-     with its own requirements, installed into the venv;
-   - the sdist's ``[build-system] requires`` with torch taken out, resolved by our resolver for
-     the target (``BuildRequirements``, given by the CLI: routing sends torch to the PyTorch index
-     only, so a PyPI torch is never a candidate) and installed from verified wheels with uv.
+     through a ``.pth`` file in the venv. The target is never written to (its site folders are
+     compared before and after: a build that wrote there is refused), nothing GBs large is copied,
+     and the extension is compiled against the very torch files it will run with. For a declared
+     target (``lock``): the kept torch's wheel from the PyTorch index, installed into the venv;
+   - the sdist's ``[build-system] requires`` with torch taken out, resolved by our resolver as if
+     nothing but the kept torch were installed (``BuildRequirements``, given by the CLI: routing
+     sends torch to the PyTorch index only), then the backend's ``get_requires_for_build_wheel``
+     (PEP 517) resolved and installed too, from verified wheels with uv;
+   - the module ``import torch`` finds must be the kept torch's own file (``_check_torch``).
    ``PYTHONNOUSERSITE`` and a scrubbed environment keep a torch in ``~/.local`` or on
    ``PYTHONPATH`` out of it.
 4. ``uv build --wheel --no-build-isolation`` runs in that environment with TORCH_CUDA_ARCH_LIST
-   (the plan's ``--gpu`` list, which defaults to what nvidia-smi lists), MAX_JOBS (cores, and the
-   memory available at ``MEMORY_PER_JOB`` a job) and the CUDA toolkit found (CUDA_HOME, nvcc on
-   PATH), whose major must be torch's: checked before anything starts. The output goes to a log
-   file; a progress line shows the elapsed time and the last line. Ctrl-C stops the build's whole
-   process group and the temporary folder goes with everything in it: the wheel reaches the cache
-   only once checked, by an atomic rename. A failed build names its log.
+   (the plan's ``--gpu`` list, which defaults to what nvidia-smi lists; with none, the archs the kept
+   torch was built for), MAX_JOBS (cores, and the memory available at ``MEMORY_PER_JOB`` a job) and
+   the CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH with a wrapper followed; its stubs
+   without a driver), whose major must be torch's: checked before anything starts. stdin is closed;
+   the output goes to a log file (0600); a progress line shows the elapsed time and the last line.
+   Ctrl-C, SIGTERM, the deadline, and (through the ``Janitor`` and a parent-death signal) SIGKILL of
+   the tool stop the build's whole process group, and the temporary folder goes with everything in
+   it: the wheel reaches the cache only once checked, by an atomic rename. A failed build names its log.
 5. ``verify_built_wheel`` judges the product (its tags fit the target; which of its shared objects
    link torch: the seam where the ABI judgement plugs in); it is stored in the wheel cache under
    its sha256, the record written, and the row becomes the built wheel with its provenance.
@@ -394,8 +399,9 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     sdist = pkg.sdist
     if sdist is None:
         raise BuildError(f"{pkg.name} {pkg.version}: a build row without an sdist")
-    fetched = _source_archive(pkg.name, sdist, ctx) if sdist.origin is not None else None
-    if fetched is None:
+    if sdist.origin is not None:  # a source tree (--build 'NAME @ URL')
+        fetched = _source_archive(pkg.name, sdist, ctx)
+    else:
         fetched = fetch_verified(
             sdist.url,
             sha256=sdist.sha256,
