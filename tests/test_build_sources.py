@@ -37,11 +37,13 @@ def _records(cache: Path) -> list[Path]:
 
 
 def _no_compiler(tmp: Path) -> str:
-    """PATH without a compiler, with git (a source build needs git to fetch, never to rebuild)."""
+    """PATH without a compiler, with git (a source build needs git to fetch, never to rebuild),
+    each git command it runs logged to ``git.log``."""
     empty = tmp / "bin-git-only"
     empty.mkdir(exist_ok=True)
-    if not (empty / "git").exists():
-        (empty / "git").symlink_to("/usr/bin/git")
+    git_wrapper = empty / "git"
+    git_wrapper.write_text(f'#!/bin/sh\necho "$1" >> {tmp / "git.log"}\nexec /usr/bin/git "$@"\n')
+    git_wrapper.chmod(0o755)
     return str(empty)
 
 
@@ -73,6 +75,7 @@ def test_a_git_commit_and_a_patched_tree_build_lock_and_ship(tmp_path, uv_env, c
         rc, out, err = run_cli(capsys, *argv)
         assert rc == 0, err
         assert _records(cache) == records
+        assert (tmp_path / "git.log").read_text().split() == ["ls-remote"]  # the commit asked; nothing cloned
         monkeypatch.setenv("PATH", uv_env["PATH"])
 
         # lock for the declared target records the URL, the commit and the folder
@@ -208,3 +211,24 @@ def test_the_config_key_build_takes_a_source_the_same(tmp_path, uv_env, capsys, 
     doc = load_toml(project / "pylock.node.toml", error=LockFileError)
     built = next(p for p in doc["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == src.name)
     assert built["action"] == "build" and built["sdist"]["origin"]["commit"] == commit
+
+
+def test_a_revision_resolves_to_its_commit_as_git_does(tmp_path):
+    from resolve_gpu_stack.errors import BuildError
+    from resolve_gpu_stack.net.gitsource import resolve_commit
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "one")
+    git(repo, "tag", "-a", "-m", "annotated", "v1")  # a tag object: its commit is what counts
+    git(repo, "tag", "light")
+    head = git(repo, "rev-parse", "HEAD")
+
+    def commit(rev):
+        return resolve_commit(SourceOrigin(kind="git", url=f"file://{repo}", rev=rev), dict(os.environ))
+
+    assert commit("v1") == commit("light") == commit("main") == commit(None) == head
+    assert commit("a" * 40) == "a" * 40
+    with pytest.raises(BuildError, match="has no revision 'v2'"):
+        commit("v2")

@@ -3,7 +3,8 @@ commit, or a local (possibly patched) checkout, made into an sdist-like archive 
 
 - git: ``git clone --no-checkout`` into a temporary folder, the revision resolved to its commit
   (``rev-parse REV^{commit}``: a lock never holds a moving branch), ``git archive`` of that commit's
-  subdirectory. A commit needs no network on a second run only when its archive is in the cache.
+  subdirectory. A second run asks ``git ls-remote`` for the revision's commit and, when that
+  commit's archive is in the cache (``<cache>/sources/`` records it), clones nothing.
 - a local tree: its regular files, less version-control and build outputs (``_SKIPPED``).
 
 The archive is deterministic (sorted members, fixed times and owners, gzip without a time): its
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import subprocess
 import tarfile
 import tempfile
@@ -26,17 +28,76 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..atomic import atomic_write
 from ..errors import BuildError
 from ..model import SourceOrigin
 from ..model.source import BuildSpec, SourceTree
 from ..net.download import WheelCache, store_local
-from ..net.gitsource import GIT_TIMEOUT, git, git_env, tree_archive
+from ..net.gitsource import GIT_TIMEOUT, git, git_env, resolve_commit, tree_archive
 
 
 def fetch_source(spec: BuildSpec, cache: WheelCache, env: Mapping[str, str]) -> SourceTree:
-    """``spec``'s tree fetched, archived into ``cache`` and read (see the module docstring)."""
+    """``spec``'s tree fetched, archived into ``cache`` and read (see the module docstring). A git
+    commit archived before is not cloned again: ``git ls-remote`` names the revision's commit, and
+    the record of that commit's tree (``<cache>/sources/``) gives its archive while it is cached."""
     origin = spec.source
     assert origin is not None
+    if origin.kind == "git":
+        known = _recorded(cache, spec, origin, env)
+        if known is not None:
+            return known
+    tree = _fetch(spec, origin, cache, env)
+    if tree.origin.kind == "git":
+        _record(cache, tree)
+    return tree
+
+
+def _record_path(cache: WheelCache, origin: SourceOrigin) -> Path:
+    key = json.dumps([origin.url, origin.commit, origin.subdirectory])
+    return cache.root / "sources" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
+def _record(cache: WheelCache, tree: SourceTree) -> None:
+    record = {
+        "name": tree.name,
+        "version": str(tree.version),
+        "filename": tree.filename,
+        "sha256": tree.sha256,
+        "size": tree.size,
+        "requires-dist": list(tree.requires_dist),
+        "requires-python": tree.requires_python,
+    }
+    atomic_write(_record_path(cache, tree.origin), json.dumps(record, sort_keys=True), make_parents=True)
+
+
+def _recorded(cache: WheelCache, spec: BuildSpec, origin: SourceOrigin, env: Mapping[str, str]) -> SourceTree | None:
+    """The tree of ``origin``'s revision as archived before (its commit asked with ``ls-remote``), or None."""
+    try:
+        commit = resolve_commit(origin, env)
+    except BuildError:
+        return None  # a short commit, or a repository ls-remote cannot read: cloned (and its error said) below
+    at = SourceOrigin(kind="git", url=origin.url, rev=origin.rev, commit=commit, subdirectory=origin.subdirectory)
+    try:
+        raw = json.loads(_record_path(cache, at).read_text())
+        hit = cache.lookup(str(raw["sha256"]), str(raw["filename"]), int(raw["size"]))
+        if hit is None or canonicalize_name(str(raw["name"])) != spec.name:
+            return None
+        return SourceTree(
+            name=spec.name,
+            version=Version(str(raw["version"])),
+            origin=at,
+            url=hit.path.as_uri(),
+            filename=hit.path.name,
+            sha256=str(raw["sha256"]),
+            size=int(raw["size"]),
+            requires_dist=tuple(str(r) for r in raw.get("requires-dist") or ()),
+            requires_python=raw.get("requires-python"),
+        )
+    except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
+        return None
+
+
+def _fetch(spec: BuildSpec, origin: SourceOrigin, cache: WheelCache, env: Mapping[str, str]) -> SourceTree:
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-source-") as tmp_name:
         tmp = Path(tmp_name)
         if origin.kind == "git":

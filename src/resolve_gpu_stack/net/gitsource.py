@@ -51,13 +51,16 @@ def resolve_commit(origin: SourceOrigin, env: Mapping[str, str]) -> str:
     rev = origin.rev or "HEAD"
     if _COMMIT.fullmatch(rev):
         return rev
-    out = git(["ls-remote", origin.url, rev, f"{rev}^{{}}", f"refs/tags/{rev}^{{}}"], env, f"{origin.url}@{rev}")
-    lines = [line.split("\t") for line in out.splitlines() if "\t" in line]
-    peeled = [sha for sha, ref in lines if ref.endswith("^{}")]  # an annotated tag: the commit it points at
-    found = peeled or [sha for sha, _ in lines]
-    if not found:
-        raise BuildError(f"{origin.url} has no revision {rev!r}", hint="name a tag, a branch or a commit that the repository has")
-    return found[0]
+    out = git(["ls-remote", origin.url, rev, f"{rev}^{{}}"], env, f"{origin.url}@{rev}")  # the second: an annotated tag peeled
+    refs: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, _, ref = line.partition("\t")
+        refs.setdefault(ref.strip(), sha.strip())
+    # as git itself resolves a name: a tag (an annotated one: the commit it points at), then a branch
+    for ref in (f"refs/tags/{rev}^{{}}", f"refs/tags/{rev}", f"refs/heads/{rev}", rev):
+        if ref in refs:
+            return refs[ref]
+    raise BuildError(f"{origin.url} has no revision {rev!r}", hint="name a tag, a branch or a full commit that the repository has")
 
 
 def _files(root: Path) -> Iterator[Path]:
