@@ -115,7 +115,8 @@ def test_a_git_commit_and_a_patched_tree_build_lock_and_ship(tmp_path, uv_env, c
         git(src.repo, "tag", "-f", "v1.0")
         rc, out, err = run_cli(capsys, "check", str(lock))
         assert rc == 1
-        assert "v1.0" in out + err and commit[:12] in out + err and "lock it again" in out + err
+        assert "v1.0" in out + err and commit[:12] in out + err
+        assert f"lock it again with --build '{src.reference()}'" in out + err  # the tag asked for, not the old commit
 
         # a patched local tree is another build (its files' digest is the build's input)
         tree = f"{src.name} @ file://{src.tree}"

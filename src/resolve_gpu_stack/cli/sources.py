@@ -25,7 +25,7 @@ def with_sources(request: ResolveRequest, args: argparse.Namespace, env: Mapping
     from ..net.cache import default_cache_dir
     from ..net.download import WheelCache
 
-    cache = WheelCache.under(args.cache_dir or default_cache_dir(env))  # as downloads.wheel_cache_from_args (which imports common)
+    cache = WheelCache.under(getattr(args, "cache_dir", None) or default_cache_dir(env))  # as downloads.wheel_cache_from_args (which imports common)
     trees = tuple(fetch_source(s, cache, env) for s in specs)
     asked = {r.name for r in request.with_}
     extra = tuple(f"{t.name}=={t.version}" for t in trees if t.name not in asked)

@@ -12,7 +12,6 @@ check; warnings (a nightly past the index's retention, drift) do not.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -446,17 +445,18 @@ def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: Locke
     package and version, with a tag that fits the target."""
     sdist, built = pkg.sdist, pkg.provenance
     warnings: list[str] = []
+    hint = "lock it again with --build " + pkg.name
     if sdist is None or built is None:
         problems = ["a build row without its sdist and provenance ([tool.resolve-gpu-stack] packages: sdist, built)"]
     else:
         if sdist.origin is not None:  # a source tree (--build 'NAME @ URL'): lock/check_sources.py
-            from .check_sources import source_problems
+            from .check_sources import relock_reference, source_problems
 
-            source, warnings = source_problems(sdist, os.environ)
+            source, warnings = source_problems(sdist)
+            hint = f"lock it again with --build '{pkg.name} @ {relock_reference(sdist)}'"
         else:
             source = _sdist_problems(pkg, sdist, locked, defs)
         problems = [*source, *_provenance_problems(built, plan), *_built_wheel_problems(pkg, plan.target)]
-    hint = "lock it again with --build " + (f"'{pkg.name} @ {sdist.origin.reference}'" if sdist is not None and sdist.origin is not None else pkg.name)
     return [_error(path, problem, package=pkg.name, hint=hint) for problem in problems] + [
         Finding(level=WARNING, path=path, package=pkg.name, message=w) for w in warnings
     ]

@@ -11,7 +11,7 @@ reach it); the build row's other checks (provenance, the wheel) are ``check.buil
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from dataclasses import replace
 
 from ..errors import ResolveGpuStackError
 from ..model import SourceDist
@@ -19,7 +19,7 @@ from ..model import SourceDist
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
-def source_problems(sdist: SourceDist, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def source_problems(sdist: SourceDist) -> tuple[list[str], list[str]]:
     """(errors, warnings) about the source tree a locked build row names."""
     from ..net.gitsource import resolve_commit, tree_digest
 
@@ -31,7 +31,7 @@ def source_problems(sdist: SourceDist, env: Mapping[str, str]) -> tuple[list[str
         if sdist.url != origin.reference:
             return [f"its sdist URL {sdist.url} is not its source's commit {origin.reference}"], []
         try:
-            now = resolve_commit(origin, env)
+            now = resolve_commit(origin)
         except ResolveGpuStackError as exc:
             return [], [f"cannot read its source {origin.url} to check commit {origin.commit[:12]}: {exc.message}"]
         if now != origin.commit:
@@ -48,4 +48,10 @@ def source_problems(sdist: SourceDist, env: Mapping[str, str]) -> tuple[list[str
     return [], []
 
 
-__all__ = ["source_problems"]
+def relock_reference(sdist: SourceDist) -> str:
+    """What to lock again with: the source at the revision asked for (not the locked commit)."""
+    assert sdist.origin is not None
+    return replace(sdist.origin, commit=None).reference
+
+
+__all__ = ["relock_reference", "source_problems"]

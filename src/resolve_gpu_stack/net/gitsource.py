@@ -27,12 +27,13 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 GIT_TIMEOUT = 600.0
 
 
-def git_env(env: Mapping[str, str]) -> dict[str, str]:
-    """git's environment: never a prompt (a build has no terminal), the user's config otherwise."""
-    return {**env, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "LC_ALL": "C"}
+def git_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """git's environment (``env``; None: this process's): never a prompt (a build has no
+    terminal), the user's config otherwise."""
+    return {**(os.environ if env is None else env), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "LC_ALL": "C"}
 
 
-def git(args: list[str], env: Mapping[str, str], what: str, cwd: Path | None = None) -> str:
+def git(args: list[str], env: Mapping[str, str] | None, what: str, cwd: Path | None = None) -> str:
     try:
         proc = subprocess.run(
             ["git", *args], cwd=cwd, env=git_env(env), capture_output=True, text=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL, check=False
@@ -46,7 +47,7 @@ def git(args: list[str], env: Mapping[str, str], what: str, cwd: Path | None = N
     return proc.stdout
 
 
-def resolve_commit(origin: SourceOrigin, env: Mapping[str, str]) -> str:
+def resolve_commit(origin: SourceOrigin, env: Mapping[str, str] | None = None) -> str:
     """The commit ``origin.rev`` names in its repository now (``git ls-remote``; a 40-hex rev is itself)."""
     rev = origin.rev or "HEAD"
     if _COMMIT.fullmatch(rev):
