@@ -44,6 +44,7 @@ import os as _os
 
 _lib = _ctypes.CDLL(_os.path.join(_os.path.dirname(__file__), "lib", "libtorch.so"), mode=_ctypes.RTLD_GLOBAL)
 __version__ = "{version}"
+from . import cuda  # noqa: E402,F401 -- as the real torch: torch.cuda.get_arch_list() after import torch
 '''
 HEADER = "namespace c10 { int stand_in_add(int a, int b); }\n"
 
@@ -82,8 +83,12 @@ def have_cxx() -> bool:
     return CXX is not None and sys.platform == "linux"
 
 
-def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = ()) -> BuiltWheel:
-    """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++)."""
+TORCH_ARCHS = ("sm_90", "sm_120", "compute_120")  # what the stand-in's torch.cuda.get_arch_list() says
+
+
+def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = (), archs: tuple[str, ...] = TORCH_ARCHS) -> BuiltWheel:
+    """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++), and
+    whose ``torch.cuda.get_arch_list()`` gives ``archs``."""
     assert CXX is not None
     work = directory / f"torch-src-{version}"
     work.mkdir(parents=True, exist_ok=True)
@@ -93,6 +98,7 @@ def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[s
         "torch/__init__.py": TORCH_INIT.format(version=version).encode(),
         "torch/lib/libtorch.so": (work / "libtorch.so").read_bytes(),
         "torch/include/stand_in.h": HEADER.encode(),
+        "torch/cuda/__init__.py": f"def get_arch_list():\n    return {list(archs)!r}\n".encode(),
     }
     return build_wheel(directory, "torch", version, f"{PY}-{PY}-{PLAT}", list(requires), files=files)
 
@@ -118,25 +124,24 @@ def extension_sdist(
     sleep: float = 0.0,
     install_requires: tuple[str, ...] = (),
     filler: int = 0,
+    prelude: str = "",
+    backend: str | None = None,
+    files: dict[str, str] | None = None,
 ) -> Sdist:
     """``<name>-<version>.tar.gz``: setup.py imports torch and compiles ``<module>/_C`` against
     ``libtorch`` (``broken``: a C++ error; ``sleep``: setup.py waits that long first; ``filler``:
-    that many more template instantiations to compile, for a build that takes a while)."""
-    module = canonicalize_name(name).replace("-", "_")
+    that many more template instantiations to compile, for a build that takes a while;
+    ``prelude``: code setup.py runs first; ``backend``: an in-tree build backend (backend-path
+    ".") among ``files``, more files of the sdist)."""
+    module, members = _extension_members(name, version, requires=requires, broken=broken, sleep=sleep, install_requires=install_requires, filler=filler)
+    if prelude:
+        members["setup.py"] = prelude + "\n" + members["setup.py"]
+    if backend is not None:
+        members["pyproject.toml"] = members["pyproject.toml"].replace(
+            'build-backend = "setuptools.build_meta"', f'build-backend = "{backend}"\nbackend-path = ["."]'
+        )
+    members.update(files or {})
     root = f"{module}-{version}"
-    setup = SETUP_PY.format(name=name, version=version, module=module)
-    if install_requires:
-        setup = setup.replace("    packages=", f"    install_requires={list(install_requires)!r},\n    packages=")
-    if sleep:
-        setup = f"import time\ntime.sleep({sleep})\n" + setup
-    pkg_info = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in install_requires) + "\n"
-    members = {
-        "PKG-INFO": pkg_info,
-        "setup.py": setup,
-        "pyproject.toml": PYPROJECT.format(requires=", ".join(f'"{r}"' for r in requires)),
-        f"{module}/__init__.py": "import torch  # loads libtorch.so, as a real extension does\nfrom ._C import add  # noqa: E402\n",
-        f"{module}/_C.cpp": EXT_CPP.replace("BROKEN", ("this is not C++;" if broken else "") + _filler(filler)),
-    }
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{module}-{version}.tar.gz"
     buf = io.BytesIO()
@@ -149,6 +154,74 @@ def extension_sdist(
     path.write_bytes(buf.getvalue())
     data = path.read_bytes()
     return Sdist(path=path, filename=path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), name=name, version=version, module=module)
+
+
+def _extension_members(
+    name: str, version: str, *, requires: tuple[str, ...], broken: bool, sleep: float, install_requires: tuple[str, ...], filler: int
+) -> tuple[str, dict[str, str]]:
+    module = canonicalize_name(name).replace("-", "_")
+    setup = SETUP_PY.format(name=name, version=version, module=module)
+    if install_requires:
+        setup = setup.replace("    packages=", f"    install_requires={list(install_requires)!r},\n    packages=")
+    if sleep:
+        setup = f"import sys, time\nif 'bdist_wheel' in sys.argv:\n    time.sleep({sleep})\n" + setup  # the build itself, not the PEP 517 questions before it
+    pkg_info = f"Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in install_requires) + "\n"
+    members = {
+        "PKG-INFO": pkg_info,
+        "setup.py": setup,
+        "pyproject.toml": PYPROJECT.format(requires=", ".join(f'"{r}"' for r in requires)),
+        f"{module}/__init__.py": "import torch  # loads libtorch.so, as a real extension does\nfrom ._C import add  # noqa: E402\n",
+        f"{module}/_C.cpp": EXT_CPP.replace("BROKEN", ("this is not C++;" if broken else "") + _filler(filler)),
+    }
+    return module, members
+
+
+@dataclass(frozen=True)
+class SourceRepo:
+    repo: Path  # a git repository whose ``subdirectory`` holds the project (no sdist anywhere)
+    subdirectory: str
+    tag: str
+    name: str
+    version: str
+    module: str
+
+    @property
+    def tree(self) -> Path:
+        return self.repo / self.subdirectory
+
+    def reference(self, rev: str | None = None) -> str:
+        return f"{self.name} @ git+file://{self.repo}@{rev or self.tag}#subdirectory={self.subdirectory}"
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(repo),
+    }
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def extension_repo(directory: Path, name: str = "src-kernel", version: str = "1.0", *, subdirectory: str = "kernel", tag: str = "v1.0") -> SourceRepo:
+    """A git repository (``git init``, one commit, tag ``tag``) whose ``subdirectory`` is the
+    extension project of ``extension_sdist`` with static ``[project]`` metadata (PEP 621)."""
+    module, members = _extension_members(name, version, requires=("setuptools>=70.1", "torch"), broken=False, sleep=0.0, install_requires=(), filler=0)
+    del members["PKG-INFO"]
+    members["pyproject.toml"] += f'\n[project]\nname = "{name}"\nversion = "{version}"\ndependencies = []\n'
+    members["setup.py"] = members["setup.py"].replace(f'    name="{name}",\n    version="{version}",\n', "")
+    root = directory / "repo"
+    for member, text in members.items():
+        (root / subdirectory / member).parent.mkdir(parents=True, exist_ok=True)
+        (root / subdirectory / member).write_text(text)
+    (root / "README").write_text("a repository with the project in a folder\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    git(root, "tag", tag)
+    return SourceRepo(repo=root, subdirectory=subdirectory, tag=tag, name=name, version=version, module=module)
 
 
 def _filler(n: int) -> str:

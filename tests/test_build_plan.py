@@ -103,6 +103,7 @@ def test_ways_for_names_the_family_build_then_the_sdist_then_an_index_and_drops_
     assert asked[-1] == "leave it out with --without vllm (it drops what you asked for)"
     bare = ways_for("sgl-kernel", WayFacts())
     assert [w.split(":")[0] for w in bare] == [
+        "build it from its source against this torch",
         "serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own",
         "leave it out with --without sgl-kernel (and what only it needs)",
     ]

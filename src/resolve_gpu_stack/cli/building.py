@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from . import common
+from . import settings as S
 
 if TYPE_CHECKING:
     from ..env.build import BuildMachine, BuildRequirements
@@ -24,7 +26,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
     """``plan`` with its build rows built (or found in the wheel cache). ``environment``: the probed
     target of ``install`` (its own torch is used, through a ``.pth``); None for a declared target
     (``lock``: the kept torch's wheel is installed into the build environment)."""
-    from ..env.build import BuildContext, build_plan, pending
+    from ..env.build import DEFAULT_DEADLINE, BuildContext, build_plan, pending
     from ..model.declared import declared_target
     from .downloads import download_fetcher, download_progress, wheel_cache_from_args
 
@@ -46,6 +48,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
             downloads=downloads,
             progress=ProgressLine(args),
             say=None if getattr(args, "quiet", False) else common.say,
+            deadline=S.parse({"build_timeout": S.raw_of(args, "build_timeout")})["build_timeout"] or DEFAULT_DEADLINE,
         )
         return build_plan(plan, ctx)
 
@@ -53,7 +56,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
 def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
     """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
-    from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, max_jobs
+    from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
     from ..model.gpu import GpuArch
     from .downloads import uv_from_args
 
@@ -67,7 +70,38 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
         max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else max_jobs(os.cpu_count() or 1, available_memory()),
         toolkit=find_cuda_toolkit(env),
         env=env,
+        driver=has_cuda_driver(),
     )
+
+
+def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> list[str]:
+    """What each build row of ``plan`` needs, in words (the dry run says it before anything is
+    built): the CUDA toolkit of torch's major (and which was found), the GPU archs, MAX_JOBS and
+    the memory those jobs take, link stubs on a machine without a driver."""
+    from ..env.build import MEMORY_PER_JOB, available_memory, pending
+    from ..model.cuda import CudaLabel
+
+    rows = pending(plan)
+    if not rows or plan.torch is None:
+        return []
+    machine = build_machine(args, env, plan)
+    label = CudaLabel.of_torch(plan.torch.version)
+    toolkit = machine.toolkit
+    if label is None:
+        cuda = "no CUDA toolkit (a CPU torch)"
+    elif toolkit is None:
+        cuda = f"the CUDA {label.major} toolkit (none found: set CUDA_HOME, or put nvcc on PATH)"
+    else:
+        state = "found" if toolkit.major == label.major else f"but {toolkit.version} was found: refused"
+        cuda = f"the CUDA {label.major} toolkit ({state}: {toolkit.version} at {toolkit.home})"
+        if machine.stubs is not None:
+            cuda += f", no driver here: libcuda from {machine.stubs}"
+    archs = machine.arch_list or "the archs the kept torch was built for (no --gpu, no GPU seen)"
+    memory = available_memory()
+    gib = 2**30
+    jobs = f"MAX_JOBS={machine.max_jobs} (about {machine.max_jobs * MEMORY_PER_JOB // gib} GiB of memory"
+    jobs += f"; {memory / gib:.0f} GiB available now)" if memory is not None else ")"
+    return [f"{p.name} {p.version}: a build needs {cuda}, TORCH_CUDA_ARCH_LIST {archs}, {jobs}" for p in rows]
 
 
 def build_requirements(
@@ -89,7 +123,13 @@ def build_requirements(
         torch = plan.torch
         assert torch is not None
         if environment is not None:
-            target, requires = environment.target, {n: tuple(d.requires_dist) for n, d in environment.distributions.items()}
+            # as a PEP 517 frontend makes it: nothing installed but the kept torch (a stock venv's
+            # setuptools 65.5 must not be kept over the index's newer one)
+            kept = {n: v for n, v in environment.target.installed.items() if n == "torch"}
+            target = dataclasses.replace(
+                environment.target, installed=kept, installed_at={n: w for n, w in environment.target.installed_at.items() if n in kept}
+            )
+            requires = {n: tuple(d.requires_dist) for n, d in environment.distributions.items() if n in kept}
             choice = TorchChoice.parse("installed")
         else:
             target, requires = declared_target(plan.target.python, plan.target.platform), {}

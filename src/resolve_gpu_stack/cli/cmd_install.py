@@ -95,6 +95,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     cache = wheel_cache_from_args(args, env)
     if args.dry_run:
         emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
+        if not getattr(args, "quiet", False) and any(p.action is Action.BUILD for p in plan.packages):
+            from .building import build_needs  # what each build needs: toolkit, archs, jobs, memory
+
+            for line in build_needs(args, env, plan):
+                common.say(line)
         return 0
     built = any(p.action is Action.BUILD for p in plan.packages)
     if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)

@@ -350,7 +350,9 @@ def _lock_one(
 
     label = f"{target.name}: "
     try:
-        plan = parts.resolve(resolve_request(target))
+        from .sources import with_sources  # build = ["NAME @ URL"]: the trees fetched
+
+        plan = parts.resolve(with_sources(resolve_request(target), args, env, common.say))
         inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
         return _rendered(args, env, plan, parts.defs, target.outputs, command=command)

@@ -272,7 +272,10 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: A
     target, requires = target_from_args(args, env, probe)
     if "gpus" not in typed and not is_declared(args, env):
         values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
-    return S.build_request(values, target=target, installed_requires=requires)
+    request = S.build_request(values, target=target, installed_requires=requires)
+    from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
+
+    return with_sources(request, args, env, say)
 
 
 def is_declared(args: argparse.Namespace, env: Mapping[str, str]) -> bool:

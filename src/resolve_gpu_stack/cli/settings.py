@@ -77,6 +77,26 @@ def _requirements(items: Sequence[str]) -> tuple[Any, ...]:
     return requested(tuple(items), "--with")
 
 
+def _build_specs(items: Sequence[str]) -> tuple[str, ...]:
+    from ..model.source import parse_build_spec
+
+    for text in items:
+        parse_build_spec(text)
+    return tuple(t.strip() for t in items)
+
+
+def _build_timeout(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise UsageError(f"--build-timeout {text!r} is not a positive number of seconds", hint="e.g. --build-timeout 7200 (two hours)")
+    return value
+
+
 def _torch(text: str) -> Any:
     from ..model.request import TorchChoice
 
@@ -357,9 +377,22 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--build",
         key="build",
         group=RESOLVE_GROUP,
-        metavar="NAME",
-        help="when no wheel of NAME runs on the kept torch, build it from its sdist against that torch (repeatable): install and "
-        "lock build it once (the wheel cache keeps it; wheelhouse ships it), with TORCH_CUDA_ARCH_LIST from --gpu and MAX_JOBS from memory",
+        parse=_build_specs,
+        metavar="NAME|'NAME @ URL'",
+        help="when no wheel of NAME runs on the kept torch, build it from its sdist against that torch (repeatable); or build it from a "
+        "source tree: 'NAME @ git+URL@REV#subdirectory=DIR' (a git commit) or 'NAME @ file:///path/to/tree' (a local, patched checkout). "
+        "install and lock build it once (the wheel cache keeps it; wheelhouse ships it), with TORCH_CUDA_ARCH_LIST from --gpu and MAX_JOBS from memory",
+    ),
+    Setting(
+        name="build_timeout",
+        kind="optional",
+        default=None,
+        flag="--build-timeout",
+        key="build-timeout",
+        group=RESOLVE_GROUP,
+        parse=_build_timeout,
+        metavar="SECONDS",
+        help="stop a --build that runs longer than this, with a clear error and nothing stored (default 21600: six hours)",
     ),
     Setting(
         name="abi_mismatch",

@@ -1,31 +1,36 @@
-"""Build a package from its sdist against the kept torch (``--build NAME``; I/O edge: subprocesses,
+"""Build a package from its sdist, or from a source tree (``--build 'NAME @ URL'``: a git commit
+or a local tree, archived by ``env/sources.py``), against the kept torch (I/O edge: subprocesses,
 disk). ``build_plan`` gives every ``build`` row of a plan a wheel:
 
 1. The sdist is downloaded into the wheel cache and checked against its index's sha256 and size,
-   exactly as a wheel (``download.fetch_verified``).
+   exactly as a wheel (``download.fetch_verified``); a source tree's archive is in the cache since
+   it was fetched (else fetched again at its commit and checked to be the same files).
 2. The build's inputs (``BuildInputs``: the sdist's sha256, the kept torch's version and wheel sha256
    where known, its CUDA label, the CUDA toolkit found, TORCH_CUDA_ARCH_LIST, Python, platform) are
    the key of a record in ``<wheel cache>/builds/``. A record whose wheel is still in the cache is
    the answer: a second run builds nothing.
 3. Otherwise a build environment, a fresh venv of the target's Python in a temporary folder, holds
    - the kept torch. For a probed target (``install``): the target's own site-packages, reached
-     through a ``.pth`` file in the venv. The target is never written to, nothing GBs large is
-     copied, and the extension is compiled against the very torch files it will run with (a venv
-     made ``--system-site-packages`` would see the base interpreter's packages, not a target
-     venv's). For a declared target (``lock``): the kept torch's wheel from the PyTorch index,
-     with its own requirements, installed into the venv;
-   - the sdist's ``[build-system] requires`` with torch taken out, resolved by our resolver for
-     the target (``BuildRequirements``, given by the CLI: routing sends torch to the PyTorch index
-     only, so a PyPI torch is never a candidate) and installed from verified wheels with uv.
+     through a ``.pth`` file in the venv. The target is never written to (its site folders are
+     compared before and after: a build that wrote there is refused), nothing GBs large is copied,
+     and the extension is compiled against the very torch files it will run with. For a declared
+     target (``lock``): the kept torch's wheel from the PyTorch index, installed into the venv;
+   - the sdist's ``[build-system] requires`` with torch taken out, resolved by our resolver as if
+     nothing but the kept torch were installed (``BuildRequirements``, given by the CLI: routing
+     sends torch to the PyTorch index only), then the backend's ``get_requires_for_build_wheel``
+     (PEP 517) resolved and installed too, from verified wheels with uv;
+   - the module ``import torch`` finds must be the kept torch's own file (``_check_torch``).
    ``PYTHONNOUSERSITE`` and a scrubbed environment keep a torch in ``~/.local`` or on
    ``PYTHONPATH`` out of it.
 4. ``uv build --wheel --no-build-isolation`` runs in that environment with TORCH_CUDA_ARCH_LIST
-   (the plan's ``--gpu`` list, which defaults to what nvidia-smi lists), MAX_JOBS (cores, and the
-   memory available at ``MEMORY_PER_JOB`` a job) and the CUDA toolkit found (CUDA_HOME, nvcc on
-   PATH), whose major must be torch's: checked before anything starts. The output goes to a log
-   file; a progress line shows the elapsed time and the last line. Ctrl-C stops the build's whole
-   process group and the temporary folder goes with everything in it: the wheel reaches the cache
-   only once checked, by an atomic rename. A failed build names its log.
+   (the plan's ``--gpu`` list, which defaults to what nvidia-smi lists; with none, the archs the kept
+   torch was built for), MAX_JOBS (cores, and the memory available at ``MEMORY_PER_JOB`` a job) and
+   the CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH with a wrapper followed; its stubs
+   without a driver), whose major must be torch's: checked before anything starts. stdin is closed;
+   the output goes to a log file (0600); a progress line shows the elapsed time and the last line.
+   Ctrl-C, SIGTERM, the deadline, and (through the ``Janitor`` and a parent-death signal) SIGKILL of
+   the tool stop the build's whole process group, and the temporary folder goes with everything in
+   it: the wheel reaches the cache only once checked, by an atomic rename. A failed build names its log.
 5. ``verify_built_wheel`` judges the product (its tags fit the target; which of its shared objects
    link torch: the seam where the ABI judgement plugs in); it is stored in the wheel cache under
    its sha256, the record written, and the row becomes the built wheel with its provenance.
@@ -33,6 +38,7 @@ disk). ``build_plan`` gives every ``build`` row of a plan a wheel:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -43,13 +49,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
@@ -59,21 +67,22 @@ from packaging.version import Version
 from ..atomic import atomic_write
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
-from ..index.sdist import SdistError, read_build_system
+from ..index.sdist import BuildSystem, SdistError, read_build_system
 from ..index.wheelscan import scan_file
 from ..index.zipmeta import ZipError
-from ..model import Action, BuildProvenance, LockedPackage, LockPlan
+from ..model import Action, BuildProvenance, LockedPackage, LockPlan, SourceDist
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
 from ..model.codec import provenance_from_dict, provenance_to_dict
 from ..model.cuda import CudaLabel
-from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
+from ..net.download import Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
 from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
 from .exports import installed_torch_exports
 from .install import _run_uv, _uv_args, uv_environment
 
 BUILD_SCHEMA = 1  # what goes into a build's key; a new schema builds again
+DEFAULT_DEADLINE = 6 * 3600.0  # a build's deadline by default: generous (a flash-attn build for many archs takes hours)
 MEMORY_PER_JOB = 4 * 2**30  # a CUDA compile job takes GBs (abi.md, last section): MAX_JOBS is memory / this, at most the cores
 TORCH = NormalizedName("torch")
 # Variables that would put other packages (a PyPI torch in ~/.local or on PYTHONPATH) into the build.
@@ -117,32 +126,69 @@ def parse_nvcc_version(output: str) -> str | None:
 
 
 def find_cuda_toolkit(env: Mapping[str, str]) -> CudaToolkit | None:
-    """The CUDA toolkit a build would use: ``$CUDA_HOME/bin/nvcc``, else ``nvcc`` on PATH (its
-    folder's parent is CUDA_HOME; a wrapper script is followed through ``nvcc --version``), else
-    ``/usr/local/cuda``. None when there is none, or it does not answer ``--version``."""
-    candidates: list[Path] = []
-    if env.get("CUDA_HOME"):
-        candidates.append(Path(env["CUDA_HOME"]) / "bin" / "nvcc")
+    """The CUDA toolkit a build would use: ``$CUDA_HOME/bin/nvcc``, then ``$CUDA_PATH/bin/nvcc``,
+    else ``nvcc`` on PATH, else ``/usr/local/cuda``. The toolkit's root (CUDA_HOME) is the one the
+    user set, else the one ``nvcc`` itself names (``nvcc -dryrun``: its ``TOP``), else the folder a
+    wrapper script execs, else the real nvcc's grandparent. None when there is none, or it does
+    not answer ``--version``."""
+    given = [Path(env[v]) for v in ("CUDA_HOME", "CUDA_PATH") if env.get(v)]
+    candidates: list[tuple[Path, Path | None]] = [(home / "bin" / "nvcc", home) for home in given]
     found = shutil.which("nvcc", path=env.get("PATH"))
     if found:
-        candidates.append(Path(found))
-    candidates.append(Path("/usr/local/cuda/bin/nvcc"))
-    for nvcc in candidates:
+        candidates.append((Path(found), None))
+    candidates.append((Path("/usr/local/cuda/bin/nvcc"), None))
+    for nvcc, home in candidates:
         if not (nvcc.is_file() and os.access(nvcc, os.X_OK)):
             continue
-        try:
-            out = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-        except (OSError, subprocess.SubprocessError):
-            continue
-        version = parse_nvcc_version(out)
+        version = parse_nvcc_version(_ask_nvcc(nvcc, ["--version"]))
         if version is None:
             continue
-        real = nvcc.resolve()
-        home = Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") and nvcc == candidates[0] else real.parent.parent
-        if not (home / "bin").is_dir():
-            home = nvcc.parent.parent
-        return CudaToolkit(home=home, nvcc=nvcc, version=version)
+        return CudaToolkit(home=home or toolkit_root(nvcc), nvcc=nvcc, version=version)
     return None
+
+
+def _ask_nvcc(nvcc: Path, args: Sequence[str]) -> str:
+    try:
+        proc = subprocess.run([str(nvcc), *args], capture_output=True, text=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout + proc.stderr
+
+
+_TOP = re.compile(r"^#\$ (?:TOP|_HERE_)=(.+)$", re.MULTILINE)
+_EXEC = re.compile(r"^\s*exec\s+(?:\S+=\S+\s+)*[\"']?(/[^\s\"']*/bin/nvcc)[\"']?", re.MULTILINE)
+
+
+def _has_toolkit(home: Path) -> bool:
+    return (home / "include" / "cuda_runtime_api.h").is_file() or (home / "targets").is_dir()
+
+
+def toolkit_root(nvcc: Path) -> Path:
+    """The root of the toolkit ``nvcc`` belongs to, a wrapper script followed: what ``nvcc
+    -dryrun`` says its ``TOP`` is, else the nvcc a script ``exec``s, else the real file's grandparent."""
+    top = _TOP.search(_ask_nvcc(nvcc, ["-dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull]))  # prints, runs nothing
+    if top is not None:
+        home = Path(os.path.normpath(top.group(1).strip()))
+        if home.name == "bin":
+            home = home.parent
+        if _has_toolkit(home):
+            return home
+    try:
+        head = nvcc.read_bytes()[:4096]
+    except OSError:
+        head = b""
+    if head.startswith(b"#!"):
+        target = _EXEC.search(head.decode("utf-8", "replace"))
+        if target is not None and Path(target.group(1)).resolve() != nvcc.resolve():
+            return toolkit_root(Path(target.group(1)))
+    return nvcc.resolve().parent.parent
+
+
+def has_cuda_driver() -> bool:
+    """Whether this machine has the NVIDIA driver's ``libcuda`` (a build machine often has none)."""
+    import ctypes.util
+
+    return Path("/proc/driver/nvidia").exists() or ctypes.util.find_library("cuda") is not None
 
 
 def arch_list(capabilities: Sequence[str]) -> str:
@@ -183,6 +229,14 @@ class BuildMachine:
     max_jobs: int
     toolkit: CudaToolkit | None
     env: Mapping[str, str]  # the environment the tool runs in (scrubbed before a build sees it)
+    driver: bool = True  # the NVIDIA driver's libcuda is here; without it a build links against the toolkit's stubs
+
+    @property
+    def stubs(self) -> Path | None:
+        """The toolkit's link stubs (``lib64/stubs/libcuda.so``) a build links against without a driver."""
+        if self.driver or self.toolkit is None:
+            return None
+        return next((d for d in (self.toolkit.home / "lib64" / "stubs", self.toolkit.home / "lib" / "stubs") if d.is_dir()), None)
 
 
 def check_toolkit(torch: Version, toolkit: CudaToolkit | None) -> str | None:
@@ -301,6 +355,7 @@ class BuildContext:
     downloads: DownloadProgress | None = None
     progress: BuildProgress | None = None
     say: Callable[[str], None] | None = None  # a note or warning for the user (stderr)
+    deadline: float | None = DEFAULT_DEADLINE  # seconds one build may run (--build-timeout); None: no deadline
 
 
 def pending(plan: LockPlan) -> list[LockedPackage]:
@@ -317,7 +372,8 @@ def build_plan(plan: LockPlan, ctx: BuildContext) -> LockPlan:
     torch = plan.torch
     if torch is None:
         raise BuildError(f"{todo[0].name}: the plan has no torch to build against")
-    built = {p.name: build_one(p, plan, ctx) for p in todo}
+    with sigterm_stops_builds():
+        built = {p.name: build_one(p, plan, ctx) for p in todo}
     return dataclasses.replace(plan, packages=tuple(built.get(p.name, p) for p in plan.packages))
 
 
@@ -343,16 +399,19 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     sdist = pkg.sdist
     if sdist is None:
         raise BuildError(f"{pkg.name} {pkg.version}: a build row without an sdist")
-    fetched = fetch_verified(
-        sdist.url,
-        sha256=sdist.sha256,
-        size=sdist.size,
-        cache=ctx.cache,
-        fetcher=ctx.fetcher,
-        filename=sdist.filename,
-        progress=ctx.downloads,
-        offline=ctx.offline,
-    )
+    if sdist.origin is not None:  # a source tree (--build 'NAME @ URL')
+        fetched = _source_archive(pkg.name, sdist, ctx)
+    else:
+        fetched = fetch_verified(
+            sdist.url,
+            sha256=sdist.sha256,
+            size=sdist.size,
+            cache=ctx.cache,
+            fetcher=ctx.fetcher,
+            filename=sdist.filename,
+            progress=ctx.downloads,
+            offline=ctx.offline,
+        )
     inputs = build_inputs(pkg, plan, ctx, fetched.sha256)
     hit = _cached(ctx.cache, inputs)
     if hit is not None:
@@ -367,13 +426,22 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     except SdistError as exc:
         raise BuildError(f"{sdist.filename}: {exc.message}") from None
     requirements = _without_torch(system.requires, sdist.filename)
-    command = _command(ctx.machine, sdist.filename)
+    command = _command(ctx.machine, sdist.origin.reference if sdist.origin is not None else sdist.filename)
     logs = ctx.cache.root / "builds" / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = logs / f"{pkg.name}-{pkg.version}-{inputs.key()[:12]}.log"
-    with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-build-") as tmp_name:
+    before = target_state(ctx.site_dirs)
+    with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-build-") as tmp_name, Janitor(Path(tmp_name)) as janitor:
         tmp = Path(tmp_name)
-        python = _build_environment(tmp, plan, ctx, requirements, log)
+        python = _build_environment(tmp, plan, ctx, requirements, log, fetched.path, system, janitor)
+        if not ctx.machine.arch_list and CudaLabel.of_torch(torch) is not None:  # no --gpu, no GPU seen: torch's own archs
+            archs = torch_arch_list(python, _build_env(ctx.machine, tmp), torch)
+            ctx = dataclasses.replace(ctx, machine=dataclasses.replace(ctx.machine, arch_list=archs))
+            command = _command(ctx.machine, sdist.origin.reference if sdist.origin is not None else sdist.filename)
+            if ctx.say is not None:
+                ctx.say(
+                    f"note: {pkg.name} {pkg.version}: no --gpu and no GPU seen: built for the archs torch {torch} was built for ({archs}); --gpu SM builds for yours only"
+                )
         out = tmp / "out"
         cmd = [
             ctx.machine.uv,
@@ -389,7 +457,22 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
             "--offline",
             str(fetched.path),
         ]
-        run_logged(cmd, env=_build_env(ctx.machine, tmp), log=log, label=f"building {pkg.name} {pkg.version}", progress=ctx.progress, append=True)
+        run_logged(
+            cmd,
+            env=_build_env(ctx.machine, tmp),
+            log=log,
+            label=f"building {pkg.name} {pkg.version}",
+            progress=ctx.progress,
+            append=True,
+            deadline=ctx.deadline,
+            janitor=janitor,
+        )
+        written = changed_paths(before, target_state(ctx.site_dirs))
+        if written:
+            raise BuildError(
+                f"building {pkg.name} {pkg.version} wrote into the target environment ({', '.join(written[:5])}): the result is refused; the build log: {log}",
+                hint="the target is never written by a build; remove what it wrote, and report the package's build script",
+            )
         wheels = sorted(out.glob("*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"building {pkg.name} {pkg.version} made {len(wheels)} wheels, not one; the build log: {log}")
@@ -417,7 +500,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
             torch_sha256=inputs.torch_sha256,
             cuda=inputs.cuda,
             nvcc=inputs.nvcc,
-            arch_list=inputs.arch_list,
+            arch_list=ctx.machine.arch_list,  # as built: torch's own archs when no --gpu and no GPU
             python=inputs.python,
             platform=inputs.platform,
             command=command,
@@ -425,6 +508,56 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
         stored = _store(ctx.cache, wheels[0])
     _write_record(ctx.cache, inputs, stored, provenance, log, check.abi)
     return dataclasses.replace(_row(pkg, stored, provenance), abi=check.abi or pkg.abi)
+
+
+def _source_archive(name: NormalizedName, sdist: SourceDist, ctx: BuildContext) -> FetchedWheel:
+    """The archive of a source tree (``--build 'NAME @ URL'``): in the wheel cache since it was
+    fetched, else fetched again from its origin (git: the locked commit) and checked to be the
+    same files."""
+    assert sdist.origin is not None
+    hit = ctx.cache.lookup(sdist.sha256 or "", sdist.filename, sdist.size) if sdist.sha256 else None
+    if hit is not None:
+        return hit
+    from ..model.source import BuildSpec
+    from .sources import fetch_source
+
+    origin = sdist.origin
+    if origin.kind == "git" and origin.commit:
+        origin = dataclasses.replace(origin, rev=origin.commit)
+    tree = fetch_source(BuildSpec(name=name, source=origin), ctx.cache, ctx.machine.env)
+    if sdist.sha256 and tree.sha256 != sdist.sha256:
+        raise BuildError(
+            f"the source {sdist.origin.reference} is not the tree recorded (its files' sha256 is {tree.sha256}, the plan's {sdist.sha256})",
+            hint="the tree changed since it was locked: lock again to build the tree as it is now",
+        )
+    found = ctx.cache.lookup(tree.sha256, tree.filename, tree.size)
+    assert found is not None
+    return found
+
+
+TargetState = dict[str, tuple[int, int]]  # path -> (mtime_ns, size)
+
+
+def target_state(site_dirs: Sequence[str]) -> TargetState:
+    """What a build must leave as it is: a probed target's site folders, each with its entries
+    (a ``.pth`` or package a build script drops there shows; the folders' own times too)."""
+    state: TargetState = {}
+    for d in dict.fromkeys(site_dirs):
+        folder = Path(d)
+        try:
+            st = folder.stat()
+            state[str(folder)] = (st.st_mtime_ns, 0)
+            for entry in os.scandir(folder):
+                est = entry.stat(follow_symlinks=False)
+                state[entry.path] = (est.st_mtime_ns, est.st_size)
+        except OSError:
+            continue
+    return state
+
+
+def changed_paths(before: TargetState, after: TargetState) -> list[str]:
+    """The paths added, removed or changed between two ``target_state``s (sorted)."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
 
 
 def _row(pkg: LockedPackage, wheel: Path, provenance: BuildProvenance) -> LockedPackage:
@@ -455,6 +588,7 @@ def _command(machine: BuildMachine, sdist: str) -> str:
 def _build_env(machine: BuildMachine, tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in uv_environment(machine.env).items() if k not in _SCRUBBED}
     env["PYTHONNOUSERSITE"] = "1"  # no torch from ~/.local
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # importing the target's torch writes no __pycache__ into the target
     env["MAX_JOBS"] = str(machine.max_jobs)
     env["UV_CACHE_DIR"] = env.get("UV_CACHE_DIR") or str(tmp / "uv-cache")
     if machine.arch_list:
@@ -463,14 +597,18 @@ def _build_env(machine: BuildMachine, tmp: Path) -> dict[str, str]:
         env.pop("TORCH_CUDA_ARCH_LIST", None)
     if machine.toolkit is not None:
         env["CUDA_HOME"] = str(machine.toolkit.home)
-        env["PATH"] = os.pathsep.join([str(machine.toolkit.nvcc.parent), env.get("PATH", "")])
+        env["PATH"] = os.pathsep.join([str(machine.toolkit.home / "bin"), str(machine.toolkit.nvcc.parent), env.get("PATH", "")])
+    if machine.stubs is not None:  # no driver (a CI build machine): -lcuda links against the toolkit's stub
+        env["LIBRARY_PATH"] = os.pathsep.join(p for p in (str(machine.stubs), env.get("LIBRARY_PATH", "")) if p)
     return env
 
 
 # -- the build environment -----------------------------------------------------------------------
 
 
-def _build_environment(tmp: Path, plan: LockPlan, ctx: BuildContext, requirements: Sequence[str], log: Path) -> str:
+def _build_environment(
+    tmp: Path, plan: LockPlan, ctx: BuildContext, requirements: Sequence[str], log: Path, archive: Path, system: BuildSystem, janitor: Janitor
+) -> str:
     """A venv under ``tmp`` with the kept torch and the build requirements; its interpreter."""
     venv = tmp / "env"
     env = _build_env(ctx.machine, tmp)
@@ -490,23 +628,126 @@ def _build_environment(tmp: Path, plan: LockPlan, ctx: BuildContext, requirement
             ).stdout.strip()
         )
         (site / "_resolve_gpu_stack_target.pth").write_text("".join(f"{d}\n" for d in dict.fromkeys(ctx.site_dirs)))
+    with open_log(log, "wb") as fh:
+        fh.write(f"# build environment: {venv}\n# kept torch from: {', '.join(ctx.site_dirs) or 'its wheel, installed below'}\n".encode())
+    installed = _install_requirements(tmp / "install", ctx, requirements, interpreter, env, log)
+    # PEP 517: then what the backend itself asks for (setuptools < 70.1: wheel), resolved and installed too
+    more = [r for r in _without_torch(_backend_requires(interpreter, env, archive, system, tmp, log, janitor), archive.name) if r not in requirements]
+    if more and any(canonicalize_name(Requirement(r).name) not in installed for r in more):
+        _install_requirements(tmp / "install-backend", ctx, [*requirements, *more], interpreter, env, log)
+    _check_torch(interpreter, env, plan, ctx.site_dirs)
+    return interpreter
+
+
+def _install_requirements(work: Path, ctx: BuildContext, requirements: Sequence[str], interpreter: str, env: Mapping[str, str], log: Path) -> set[str]:
+    """``requirements`` resolved by our resolver (with the kept torch) and installed into the build
+    environment from verified wheels; the names in its plan."""
     env_plan = ctx.requirements(requirements)
     env_plan = fill_hashes(env_plan, cache=ctx.cache, fetcher=ctx.fetcher, progress=ctx.downloads, offline=ctx.offline)
     todo = [p for p in env_plan.packages if p.action is not Action.KEEP]
-    with log.open("w", encoding="utf-8") as fh:
-        fh.write(f"# build environment: {venv}\n# kept torch from: {', '.join(ctx.site_dirs) or 'its wheel, installed below'}\n")
-        fh.write("".join(f"# {p.action.value} {p.name}=={p.version} (from {p.index})\n" for p in sorted(env_plan.packages, key=lambda p: p.name)))
+    with open_log(log, "ab") as fh:
+        fh.write("".join(f"# {p.action.value} {p.name}=={p.version} (from {p.index})\n" for p in sorted(env_plan.packages, key=lambda p: p.name)).encode())
     if todo:
         fetched = fetch_packages(todo, cache=ctx.cache, fetcher=ctx.fetcher, progress=ctx.downloads, offline=ctx.offline)
-        work = tmp / "install"
         work.mkdir()
         _run_uv(
             _uv_args(work, uv=ctx.machine.uv, python=interpreter, todo=todo, fetched=fetched, constraints=""),
             env,
             what="uv pip install (the build requirements)",
         )
-    _check_torch(interpreter, env, plan)
-    return interpreter
+    return {p.name for p in env_plan.packages}
+
+
+_BACKEND_REQUIRES = """
+import importlib, json, os, sys
+answer, backend, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+sys.path[:0] = [os.path.abspath(p) for p in paths]
+name, _, attr = backend.partition(":")
+hook = importlib.import_module(name)
+for part in filter(None, attr.split(".")):
+    hook = getattr(hook, part)
+get = getattr(hook, "get_requires_for_build_wheel", None)
+requires = list(get({})) if get is not None else []
+os.write(answer, json.dumps(requires).encode())
+"""
+
+
+def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, system: BuildSystem, tmp: Path, log: Path, janitor: Janitor) -> list[str]:
+    """The backend's ``get_requires_for_build_wheel`` (PEP 517), asked in the build environment,
+    in the sdist unpacked under ``tmp`` (its output goes to the log; the answer on a pipe of its own)."""
+    src = tmp / "requires-src"
+    src.mkdir()
+    try:
+        with tarfile.open(archive) if archive.name.endswith((".tar.gz", ".tgz")) else zipfile.ZipFile(archive) as unpacked:
+            if isinstance(unpacked, tarfile.TarFile):
+                unpacked.extractall(src, filter="data")
+            else:
+                unpacked.extractall(src)
+    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+        raise BuildError(f"{archive.name}: cannot unpack it ({exc})") from None
+    tops = [p for p in src.iterdir() if p.is_dir()]
+    root = tops[0] if len(tops) == 1 else src
+    read, write = os.pipe()
+    with open_log(log, "ab") as fh:
+        fh.write(b"$ get_requires_for_build_wheel (PEP 517)\n")
+        fh.flush()
+        proc = subprocess.Popen(
+            [interpreter, "-c", _BACKEND_REQUIRES, str(write), system.backend, *system.backend_path],
+            cwd=root,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=fh,
+            pass_fds=(write,),
+            start_new_session=True,
+        )
+        os.close(write)
+        janitor.watch(proc.pid)
+        try:
+            with os.fdopen(read, "rb") as answer:
+                data = answer.read()
+            code = proc.wait()
+        except BaseException:
+            _stop(proc)
+            raise
+    if code != 0:
+        raise BuildError(f"the build backend {system.backend} of {archive.name} failed to say what it needs (exit {code}); the build log: {log}")
+    try:
+        requires = json.loads(data)
+    except ValueError:
+        requires = None
+    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+        raise BuildError(f"the build backend {system.backend} of {archive.name} answered get_requires_for_build_wheel with no list of requirements")
+    return requires
+
+
+_SM = re.compile(r"sm_(\d+)(\d)([af]?)$")
+
+
+def arch_list_of(torch_archs: Sequence[str]) -> str:
+    """TORCH_CUDA_ARCH_LIST of ``torch.cuda.get_arch_list()`` (``["sm_90", "sm_120", "compute_120"]``
+    -> ``"9.0;12.0"``): the real GPU archs, the PTX-only entries left out."""
+    caps = [f"{m.group(1)}.{m.group(2)}{m.group(3)}" for a in torch_archs if (m := _SM.match(a.strip()))]
+    return arch_list(caps)
+
+
+def torch_arch_list(interpreter: str, env: Mapping[str, str], torch: Version) -> str:
+    """The archs the build environment's (kept) torch was built for, as TORCH_CUDA_ARCH_LIST; a
+    ``BuildError`` naming ``--gpu`` when it cannot say (torch's own default would ask for a GPU
+    and fail inside torch on a machine without one)."""
+    code = "import json, torch; print(json.dumps(list(torch.cuda.get_arch_list())))"
+    proc = subprocess.run([interpreter, "-I", "-B", "-c", code], capture_output=True, text=True, env=dict(env), check=False, stdin=subprocess.DEVNULL)
+    try:
+        archs = arch_list_of(json.loads(proc.stdout.strip().splitlines()[-1])) if proc.returncode == 0 and proc.stdout.strip() else ""
+    except (ValueError, TypeError):
+        archs = ""
+    if not archs:
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "it lists none"
+        raise BuildError(
+            f"no --gpu and no GPU on this machine, and torch {torch} cannot say which GPU archs it was built for ({why})",
+            hint="say which GPUs the build is for: --gpu sm90 (repeatable; e.g. --gpu sm90 --gpu sm120); nothing was built",
+        )
+    return archs
 
 
 def _interpreter_for(python: str) -> str:
@@ -524,35 +765,196 @@ def _torch_site(interpreter: str, env: Mapping[str, str]) -> Path | None:
     return Path(where) if proc.returncode == 0 and where else None
 
 
-def _check_torch(interpreter: str, env: Mapping[str, str], plan: LockPlan) -> None:
-    """The build environment's ``import torch`` must be the kept torch (and nothing else)."""
+_TORCH_CHECK = """
+import importlib.metadata as m, importlib.util as u, json, os
+spec = u.find_spec("torch")
+dist = m.distribution("torch")
+print(json.dumps({"version": dist.version, "module": os.path.realpath(spec.origin) if spec and spec.origin else None,
+                  "dist_module": os.path.realpath(dist.locate_file("torch/__init__.py"))}))
+"""
+
+
+def _check_torch(interpreter: str, env: Mapping[str, str], plan: LockPlan, site_dirs: Sequence[str]) -> None:
+    """The build environment's ``import torch`` must be the kept torch and nothing else: the module
+    the build imports (found as ``import`` finds it, not read from metadata) is the kept torch's
+    own file (in the target's site folders for a probed target), and its metadata is that version."""
     want = plan.torch.version if plan.torch is not None else None
-    proc = subprocess.run(
-        [interpreter, "-c", "import importlib.metadata as m; print(m.version('torch'))"], capture_output=True, text=True, env=dict(env), check=False
-    )
-    got = proc.stdout.strip()
-    if proc.returncode != 0 or want is None or Version(got) != want:
+    proc = subprocess.run([interpreter, "-I", "-B", "-c", _TORCH_CHECK], capture_output=True, text=True, env=dict(env), check=False)
+    try:
+        found = json.loads(proc.stdout) if proc.returncode == 0 else {}
+    except ValueError:
+        found = {}
+    got, module = found.get("version"), found.get("module")
+    problem = None
+    if want is None or not got or Version(got) != want:
+        problem = f"the build environment's torch is {got or 'missing'}, not the kept torch {want}"
+    elif module is None or module != found.get("dist_module"):
+        problem = f"the build environment's import torch finds {module or 'nothing'}, not the kept torch's files ({found.get('dist_module')})"
+    elif site_dirs and not any(Path(module).is_relative_to(os.path.realpath(d)) for d in site_dirs):
+        problem = f"the build environment's import torch finds {module}, outside the target's site folders ({', '.join(site_dirs)})"
+    if problem is not None:
         raise BuildError(
-            f"the build environment's torch is {got or 'missing'}, not the kept torch {want}", hint="nothing was built; report it with the plan (--format json)"
+            problem,
+            hint="nothing was built: a build requirement that ships a torch package of its own shadows the kept torch; report it with the plan (--format json)",
         )
 
 
 # -- running the build ---------------------------------------------------------------------------
 
 
+def open_log(log: Path, mode: str) -> IO[bytes]:
+    """A build log opened for writing (``"wb"``/``"ab"``), readable by its owner only (0600: a build's
+    output may hold what its environment held)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
+    fd = os.open(log, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, mode)
+
+
+# The janitor: a process of its own session that outlives the tool. It reads the process groups of
+# the builds from a pipe; when the pipe closes without "done" (the tool died, even by SIGKILL), it
+# stops those groups (SIGTERM, SIGKILL after 5 s) and removes the build's temporary folder.
+_JANITOR = r"""
+import os, shutil, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+tmp, groups, done, buf = sys.argv[1], set(), False, b""
+while True:
+    chunk = os.read(0, 4096)
+    if not chunk:
+        break
+    buf += chunk
+    *lines, buf = buf.split(b"\n")
+    for line in lines:
+        if line == b"done":
+            done = True
+        elif line.startswith(b"-"):
+            groups.discard(int(line[1:]))
+        elif line:
+            groups.add(int(line))
+if not done:
+    def alive(g):
+        try:
+            os.killpg(g, 0)
+            return True
+        except OSError:
+            return False
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for g in groups:
+            try:
+                os.killpg(g, sig)
+            except OSError:
+                pass
+        end = time.monotonic() + 5
+        while any(alive(g) for g in groups) and time.monotonic() < end:
+            time.sleep(0.05)
+    shutil.rmtree(tmp, ignore_errors=True)
+"""
+
+
+class Janitor:
+    """Keeps a build's processes and temporary folder from outliving the tool (see ``_JANITOR``)."""
+
+    def __init__(self, tmp: Path) -> None:
+        read, self._write = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-c", _JANITOR, str(tmp)],
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            os.close(read)
+
+    def watch(self, group: int) -> None:
+        os.write(self._write, f"{group}\n".encode())
+
+    def forget(self, group: int) -> None:
+        os.write(self._write, f"-{group}\n".encode())
+
+    def __enter__(self) -> Janitor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Our own exit (done or failed: the builds are stopped and the folder goes with the ``with``)."""
+        try:
+            os.write(self._write, b"done\n")
+        finally:
+            os.close(self._write)
+        self._proc.wait(timeout=10)
+
+
+class BuildStopped(BaseException):
+    """SIGTERM reached the tool during a build (``timeout``, a CI cancel, systemd)."""
+
+
+@contextlib.contextmanager
+def sigterm_stops_builds() -> Iterator[None]:
+    """While builds run, SIGTERM unwinds the tool as Ctrl-C does: each build's process group is
+    stopped and its temporary folder removed; then the tool exits (``BuildError``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise BuildStopped()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    except BuildStopped:
+        raise BuildError("stopped by SIGTERM: the build was stopped and nothing was stored", hint="run again to build") from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _die_with_parent() -> None:
+    """In the build's first process (before exec): SIGKILL when the tool dies (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def run_logged(
-    cmd: Sequence[str], *, env: Mapping[str, str], log: Path, label: str, progress: BuildProgress | None, append: bool = False, every: float = 1.0
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log: Path,
+    label: str,
+    progress: BuildProgress | None,
+    append: bool = False,
+    every: float = 1.0,
+    deadline: float | None = None,
+    janitor: Janitor | None = None,
 ) -> None:
-    """Run ``cmd`` with its output (stdout and stderr) in ``log``; ``progress`` gets
-    ``<label>: <elapsed> | <last line>`` about every ``every`` seconds, and a closing line
-    (``final``). Ctrl-C (or any error) stops the whole process group; a non-zero exit is a
-    ``BuildError`` naming the log."""
+    """Run ``cmd`` with its output (stdout and stderr) in ``log`` (0600), stdin closed, in a
+    process group of its own that dies with the tool (``janitor``; a parent-death signal);
+    ``progress`` gets ``<label>: <elapsed> | <last line>`` about every ``every`` seconds, and a
+    closing line (``final``). Ctrl-C, SIGTERM (``sigterm_stops_builds``), ``deadline`` seconds
+    passed, or any error stop the whole process group; a non-zero exit is a ``BuildError`` naming
+    the log."""
     start = time.monotonic()
     last = [""]
-    with log.open("ab" if append else "wb") as fh:
+    with open_log(log, "ab" if append else "wb") as fh:
         fh.write(f"$ {shlex.join(cmd)}\n".encode())
         fh.flush()
-        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
+        proc = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509 -- async-signal-safe: one prctl
+        )
+        if janitor is not None:
+            janitor.watch(proc.pid)
 
         def pump() -> None:
             assert proc.stdout is not None
@@ -570,11 +972,20 @@ def run_logged(
                     code = proc.wait(timeout=every)
                     break
                 except subprocess.TimeoutExpired:
+                    if deadline is not None and time.monotonic() - start > deadline:
+                        _stop(proc)
+                        raise BuildError(
+                            f"{label} ran past its deadline of {_elapsed(deadline)} and was stopped; nothing was stored; the build log: {log}",
+                            hint="give it longer with --build-timeout SECONDS (or fewer GPU archs, more memory for more MAX_JOBS)",
+                        ) from None
                     if progress is not None:
                         progress(f"{label}: {_elapsed(time.monotonic() - start)} | {last[0][-120:]}")
         except BaseException:
             _stop(proc)
             raise
+        finally:
+            if janitor is not None and proc.returncode is not None:
+                janitor.forget(proc.pid)
         reader.join(timeout=5)
     if progress is not None:
         progress(f"{label}: {'done' if code == 0 else 'failed'} after {_elapsed(time.monotonic() - start)}", final=True)

@@ -194,7 +194,7 @@ def _planned(change: UvChange, pkg: LockedPackage | None, installed: Mapping[Nor
         return change.version is None or change.version == pkg.version
     if change.op == "-":
         return change.version is not None and change.version == installed.get(change.name)
-    return False
+    return pkg.action is Action.BUILD and change.version in (None, pkg.version)  # "~": a rebuilt wheel over its version
 
 
 def check_environment(plan: LockPlan, environment: Environment) -> None:
@@ -352,6 +352,8 @@ def install_plan(
             args = _uv_args(
                 Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan)
             )
+            # a wheel built here over the same version installed (a patched tree rebuilt): uv reinstalls it
+            args += [w for p in todo if p.action is Action.BUILD and before.get(p.name) == p.version for w in ("--reinstall-package", p.name)]
             return run_uv_checked(plan, args, python=python, env=uv_environment(env), before_env=before_env, dry_run=dry_run)
 
 

@@ -109,6 +109,15 @@ class Finder:
         self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
         self._releases: dict[tuple[str, Version], WheelMetadata] = {}  # (name, version) -> a wheel's METADATA
         self._listed: dict[tuple[str, frozenset[str]], ParsedPage | None] = {}  # (page URL, file names) -> those rows of it
+        self._sources: dict[NormalizedName, IndexFile] = {}  # --build 'NAME @ URL': the tree's archive, the package's only file
+
+    def add_source(self, file: IndexFile, metadata: WheelMetadata) -> None:
+        """A source tree fetched at the edge (``--build 'NAME @ URL'``): from now on the only file
+        offered for its package, with the metadata read from the tree (no index is asked)."""
+        with self._lock:
+            self._sources[file.name] = file
+            self._metadata[file.url] = metadata
+            self._offers = {k: v for k, v in self._offers.items() if k[0] != file.name}
 
     # -- pages -------------------------------------------------------------------------------
     def prefetch(self, names: Iterable[str], ctx: RouteContext) -> None:
@@ -269,6 +278,10 @@ class Finder:
 
     def _read_offers(self, wanted: NormalizedName, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
         locations = self.definitions.pages_for(wanted, ctx)
+        source = self._sources.get(wanted)
+        if source is not None:
+            loc = replace(locations[0], index=source.index, url=source.url)
+            return [Offer(file=source, location=loc)], [PageVisit(location=loc, found=True, files=1)]
         self.prefetch([wanted], ctx)
         offers: list[Offer] = []
         visits: list[PageVisit] = []

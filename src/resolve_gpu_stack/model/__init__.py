@@ -12,7 +12,7 @@
 from .abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .cuda import CudaLabel
 from .index import IndexFile, IndexPage, PageResponse, ParsedPage, WheelMetadata
-from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, TargetSummary
+from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, SourceOrigin, TargetSummary
 from .target import Target
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "PageResponse",
     "ParsedPage",
     "SourceDist",
+    "SourceOrigin",
     "Target",
     "TargetSummary",
     "WheelMetadata",

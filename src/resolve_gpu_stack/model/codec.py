@@ -23,7 +23,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .abi import ABI_KEY_TYPES, ABI_KEYS, AbiVerdict
-from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, TargetSummary
+from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, SourceOrigin, TargetSummary
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -85,7 +85,11 @@ def package_to_dict(pkg: LockedPackage) -> dict[str, Any]:
 
 def sdist_to_dict(sdist: SourceDist) -> dict[str, Any]:
     """A build row's sdist (None values dropped: TOML has no null)."""
-    return without_none({"url": sdist.url, "filename": sdist.filename, "sha256": sdist.sha256, "size": sdist.size})
+    origin = sdist.origin
+    source = None
+    if origin is not None:
+        source = without_none({"kind": origin.kind, "url": origin.url, "rev": origin.rev, "commit": origin.commit, "subdirectory": origin.subdirectory})
+    return without_none({"url": sdist.url, "filename": sdist.filename, "sha256": sdist.sha256, "size": sdist.size, "origin": source})
 
 
 def provenance_to_dict(built: BuildProvenance) -> dict[str, Any]:
@@ -260,7 +264,23 @@ def _sdist(raw: Mapping[str, Any] | None, where: str) -> SourceDist | None:
         return None
     f = _Fields(raw, where)
     return SourceDist(
-        url=f.get("url", str, required=True), filename=f.get("filename", str, required=True), sha256=f.get("sha256", str), size=f.get("size", int)
+        url=f.get("url", str, required=True),
+        filename=f.get("filename", str, required=True),
+        sha256=f.get("sha256", str),
+        size=f.get("size", int),
+        origin=_origin(f.get("origin", dict), f"{where}.origin"),
+    )
+
+
+def _origin(raw: Mapping[str, Any] | None, where: str) -> SourceOrigin | None:
+    if raw is None:
+        return None
+    f = _Fields(raw, where)
+    kind = f.get("kind", str, required=True)
+    if kind not in ("git", "directory"):
+        raise f.fail(f"source kind {kind!r} is not git or directory")
+    return SourceOrigin(
+        kind=kind, url=f.get("url", str, required=True), rev=f.get("rev", str), commit=f.get("commit", str), subdirectory=f.get("subdirectory", str)
     )
 
 

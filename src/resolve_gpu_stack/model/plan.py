@@ -33,13 +33,37 @@ class Action(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SourceOrigin:
+    """Where a source tree built by ``--build 'NAME @ URL'`` came from (recorded in the lock):
+    a git repository at one commit (``rev`` as the user wrote it, resolved to ``commit``), or a
+    local tree. The tree's files are the build's input: their archive's sha256 is the sdist's."""
+
+    kind: str  # "git" | "directory"
+    url: str  # the repository URL (no ``git+``, no revision) or the tree's absolute path
+    rev: str | None = None  # the revision asked for ("v1.0", "main"); None: the default branch
+    commit: str | None = None  # the 40-hex commit ``rev`` named when locked (git)
+    subdirectory: str | None = None  # the project's folder inside the repository
+
+    @property
+    def reference(self) -> str:
+        """The PEP 508 direct URL of exactly this source (git: at its commit)."""
+        if self.kind == "git":
+            text = f"git+{self.url}@{self.commit or self.rev}" if (self.commit or self.rev) else f"git+{self.url}"
+        else:
+            text = "file://" + self.url
+        return text + (f"#subdirectory={self.subdirectory}" if self.subdirectory else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SourceDist:
-    """The sdist a ``build`` row is built from, as its index lists it (hash-checked like a wheel)."""
+    """The sdist a ``build`` row is built from, as its index lists it (hash-checked like a wheel),
+    or the archive of a source tree (``origin``: a git commit or a local tree, ``--build 'NAME @ URL'``)."""
 
     url: str
     filename: str
     sha256: str | None = None
     size: int | None = None
+    origin: SourceOrigin | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

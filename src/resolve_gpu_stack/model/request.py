@@ -24,6 +24,7 @@ from .target import Target
 
 if TYPE_CHECKING:
     from .gpu import GpuArch  # model.gpu loads only when --gpu names GPUs
+    from .source import BuildSpec, SourceTree
 
 TORCH = NormalizedName("torch")
 TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
@@ -176,15 +177,16 @@ class ResolveRequest:
     gpus: tuple[GpuArch, ...] = ()  # the GPUs the target runs on; () = any GPU
     require_api: tuple[str, ...] = ()  # FlashInfer APIs the user needs (``mm_mxfp8``, ``mm_mxfp8:cutlass``)
     all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
-    build_packages: tuple[str, ...] = ()  # --build NAME: packages built from their sdist when no wheel of them runs on the kept torch
+    build_packages: tuple[str, ...] = ()  # --build NAME (from its sdist) or --build 'NAME @ URL' (from a source tree)
+    build_sources: tuple[SourceTree, ...] = ()  # the --build 'NAME @ URL' trees, fetched at the edge (``env/sources.py``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "with_", requested(self.with_, "--with"))
         object.__setattr__(self, "overrides", requested(self.overrides, "--override"))
-        for flag, names in (("--without", self.without), ("--build", self.build_packages)):
-            for name in names:
-                if not name.strip() or any(c in name for c in "<>=!~;[ "):
-                    raise UsageError(f"{flag} {name!r} is not a package name", hint=f"name the package only, e.g. {flag} sgl-kernel")
+        for name in self.without:
+            if not name.strip() or any(c in name for c in "<>=!~;[ "):
+                raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
+        self.build_specs  # noqa: B018 -- every --build value parses
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
             raise UsageError(
                 f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)"
@@ -199,8 +201,14 @@ class ResolveRequest:
         return frozenset(canonicalize_name(n.strip()) for n in self.without)
 
     @property
+    def build_specs(self) -> tuple[BuildSpec, ...]:
+        from .source import parse_build_spec
+
+        return tuple(parse_build_spec(text) for text in self.build_packages)
+
+    @property
     def build_names(self) -> frozenset[NormalizedName]:
-        return frozenset(canonicalize_name(n.strip()) for n in self.build_packages)
+        return frozenset(s.name for s in self.build_specs)
 
     @classmethod
     def build(
@@ -263,6 +271,8 @@ class ResolveRequest:
             out["abi-mismatch"] = self.abi_mismatch
         if self.build_packages:
             out["build"] = sorted(self.build_names)
+        if self.build_sources:  # the tree built (its commit, its files' digest): a patch is another plan
+            out["build-sources"] = {t.name: {"source": t.origin.reference, "sha256": t.sha256} for t in sorted(self.build_sources, key=lambda t: t.name)}
         return out
 
     def _gpu_inputs(self) -> dict[str, object]:

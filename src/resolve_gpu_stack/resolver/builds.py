@@ -87,7 +87,8 @@ class WayFacts:
 
 def ways_for(name: str, facts: WayFacts) -> list[str]:
     """The ways to a plan for a package built for another torch, best first, in words: the torch
-    family's build from the PyTorch index, a build from its sdist (``--build NAME``), an index of
+    family's build from the PyTorch index, a build from its sdist (``--build NAME``; with none, from
+    its source tree: ``--build 'NAME @ URL'``), an index of
     per-torch builds (``--package-index``), and leaving it out (``--without``) last, said as
     dropping what was asked for when the user asked for it."""
     ways: list[str] = []
@@ -98,6 +99,8 @@ def ways_for(name: str, facts: WayFacts) -> list[str]:
         )
     if facts.sdist is not None:
         ways.append(f"build it from its sdist ({facts.sdist}) against this torch: --build {name}")
+    else:  # no index has its sdist: its source tree does (a checkout, patched or not)
+        ways.append(f"build it from its source against this torch: --build '{name} @ git+URL@REV#subdirectory=DIR' (or '{name} @ file:///path/to/checkout')")
     ways.append(f"serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own: --package-index {name}=URL")
     ways.append(f"leave it out with --without {name}" + (" (it drops what you asked for)" if facts.requested else " (and what only it needs)"))
     return ways

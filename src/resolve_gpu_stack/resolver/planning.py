@@ -19,6 +19,7 @@ from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
 from .framework import FrameworkFacts
 from .requirement import Cand, Key, contains
+from .sources import source_origin
 from .torch_selection import TorchSelection
 
 
@@ -120,7 +121,7 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
             reason=reason(cand, parents, why, ctx),
             built_for=found.built_for,
             simple_index=None,
-            sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size),
+            sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size, origin=source_origin(ctx.request, cand.name)),
         )
     mismatch = f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""
     return LockedPackage(

@@ -38,6 +38,7 @@ from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req
+from .sources import source_file, source_metadata
 from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
@@ -71,6 +72,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
+    for tree in request.build_sources:  # --build 'NAME @ URL': the tree's archive is the package's only file
+        finder.add_source(source_file(tree), source_metadata(tree))
     _prefetch_roots(finder, request, components, ctx)
     torch = select_torch(request, cuda, *finder.offers(TORCH, ctx), fit=fit)
 

@@ -142,6 +142,8 @@ def _download(pkg: LockedPackage, *, require_hashes: bool) -> list[Violation]:
 
 
 def _ownership(pkg: LockedPackage, defs: Definitions, plan: LockPlan) -> list[Violation]:
+    if pkg.sdist is not None and pkg.sdist.origin is not None:
+        return []  # built from a source tree the user named (--build 'NAME @ URL'): no index owns it
     owner = owner_of(defs, pkg.name, pkg.version, plan)
     if pkg.index != "installed" and owner is not None and pkg.index != owner:
         return [Violation(pkg.name, f"comes from index {pkg.index!r}, but {owner!r} owns it")]

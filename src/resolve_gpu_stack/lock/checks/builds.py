@@ -10,7 +10,8 @@ from ...model import BuildProvenance, LockedPackage, LockPlan, SourceDist, Targe
 from ...rules.fit import TargetFit
 from ...urls import strip_credentials
 from ..locked import LockedFile
-from .finding import Finding, error_at
+from .finding import WARNING, Finding, error_at
+from .sources import relock_reference, source_problems
 from .target import declared_target_of
 from .urls import wheel_problem, wheel_url_problem
 
@@ -21,11 +22,20 @@ def build_findings(path: Path, pkg: LockedPackage, plan: LockPlan, locked: Locke
     against the lock's own torch, for the lock's Python, platform and CUDA; the wheel of that
     package and version, with a tag that fits the target."""
     sdist, built = pkg.sdist, pkg.provenance
+    warnings: list[str] = []
+    hint = "lock it again with --build " + pkg.name
     if sdist is None or built is None:
         problems = ["a build row without its sdist and provenance ([tool.resolve-gpu-stack] packages: sdist, built)"]
     else:
-        problems = [*_sdist_problems(pkg, sdist, locked, defs), *_provenance_problems(built, plan), *_built_wheel_problems(pkg, plan.target)]
-    return [error_at(path, problem, package=pkg.name, hint="lock it again with --build " + pkg.name) for problem in problems]
+        if sdist.origin is not None:  # a source tree (--build 'NAME @ URL'): checks/sources.py
+            source, warnings = source_problems(sdist)
+            hint = f"lock it again with --build '{pkg.name} @ {relock_reference(sdist)}'"
+        else:
+            source = _sdist_problems(pkg, sdist, locked, defs)
+        problems = [*source, *_provenance_problems(built, plan), *_built_wheel_problems(pkg, plan.target)]
+    return [error_at(path, problem, package=pkg.name, hint=hint) for problem in problems] + [
+        Finding(level=WARNING, path=path, package=pkg.name, message=w) for w in warnings
+    ]
 
 
 def _sdist_problems(pkg: LockedPackage, sdist: SourceDist, locked: LockedFile, defs: Definitions) -> list[str]:

@@ -153,6 +153,8 @@ def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> 
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:
+        if pkg.action is Action.BUILD and pkg.sdist is not None and pkg.sdist.origin is not None:
+            continue  # built from a source tree no index offers (checks/sources.py verifies it)
         if pkg.action is Action.BUILD and pkg.sdist is not None:  # a built wheel: its sdist is what the index offers
             pkg = replace(pkg, filename=pkg.sdist.filename, sha256=pkg.sdist.sha256, size=pkg.sdist.size)
         if not _listed_file(pkg):

@@ -1,0 +1,35 @@
+"""``--build 'NAME @ URL'`` from the command line: the source trees fetched before the resolve
+(``env/sources.py``), for every command that resolves a request from the flags."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..model.request import ResolveRequest
+
+
+def with_sources(request: ResolveRequest, args: argparse.Namespace, env: Mapping[str, str], say: Callable[[str], None]) -> ResolveRequest:
+    """``request`` with its ``--build 'NAME @ URL'`` trees fetched (git, or a local folder) into
+    the wheel cache and read (``env/sources.py``), each asked for as a requirement of its own
+    (``NAME==VERSION``, as pip takes a direct reference). Unchanged without one."""
+    specs = [s for s in request.build_specs if s.source is not None]
+    if not specs:
+        return request
+    import dataclasses
+
+    from ..env.sources import fetch_source
+    from ..model.request import requested
+    from ..net.cache import default_cache_dir
+    from ..net.download import WheelCache
+
+    cache = WheelCache.under(getattr(args, "cache_dir", None) or default_cache_dir(env))  # as downloads.wheel_cache_from_args (which imports common)
+    trees = tuple(fetch_source(s, cache, env) for s in specs)
+    asked = {r.name for r in request.with_}
+    extra = tuple(f"{t.name}=={t.version}" for t in trees if t.name not in asked)
+    for t in trees:
+        if not getattr(args, "quiet", False):
+            say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
+    return dataclasses.replace(request, build_sources=trees, with_=(*request.with_, *requested(extra, "--with")))
