@@ -210,12 +210,12 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
 
     from ..model import Action
     from ..net.download import fetch_verified
-    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, downloads_off, wheel_cache_from_args
 
     missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
     if not missing:
         return plan
-    offline = args.snapshot is not None
+    offline = downloads_off(args)
     cache = wheel_cache_from_args(args, env)
     learned = {}
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:

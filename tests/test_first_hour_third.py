@@ -1,0 +1,58 @@
+"""The first hour, third pass (issue 34): each miss a new user met, through the command line they typed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from server import IndexServer
+from test_install_e2e import NIGHTLY, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+
+# -- install --snapshot: the route that installs --------------------------------------------------
+
+
+@pytest.fixture
+def snapshot_of_a_venv(tmp_path: Path, uv_env, capsys):
+    """A venv with the nightly torch, a loopback world, and a snapshot of the plan's reads."""
+    world = build_world(tmp_path / "www")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+        target = ["--python", python, *index_flags(srv)]
+        code, _, err = run_cli(capsys, "snapshot", *target, "--cache-dir", str(tmp_path / "c0"), "--output", str(tmp_path / "snap"), "--format", "json")
+        assert code == 0, err
+        yield srv, python, [*target, "--snapshot", str(tmp_path / "snap")]
+
+
+@pytest.mark.slow
+@needs_linux
+def test_install_from_a_snapshot_downloads_with_live_fallback(snapshot_of_a_venv, tmp_path, capsys):
+    srv, python, argv = snapshot_of_a_venv
+    code, out, err = run_cli(capsys, "install", *argv, "--live-fallback", "--cache-dir", str(tmp_path / "c1"), "--format", "json")
+    assert code == 0, err  # it was: "not in the wheel cache, and downloads are off"
+    assert installed(python)["flashinfer-python"] == "0.6.5"
+    assert json.loads(out)["schema"] == "resolve-gpu-stack/install/v1"
+
+
+@pytest.mark.slow
+@needs_linux
+def test_install_from_a_snapshot_without_the_wheels_names_the_routes_that_work(snapshot_of_a_venv, tmp_path, capsys):
+    srv, python, argv = snapshot_of_a_venv
+    code, out, err = run_cli(capsys, "install", *argv, "--cache-dir", str(tmp_path / "c1"), "--format", "json")
+    assert code == 3 and out == ""
+    assert "downloads are off (--snapshot)" in err
+    hint = err.split("hint: ", 1)[1]
+    assert "or with network" not in hint  # it was: the network was there, the flag kept it off
+    assert "--live-fallback" in hint and "install --lock pylock.x.toml" in hint
+    # the route the hint names works: lock the snapshot's plan, install the lock
+    lock = tmp_path / "pylock.x.toml"
+    snap = argv[argv.index("--snapshot") + 1]
+    lock_argv = ["lock", "--snapshot", snap, *argv[: argv.index("--snapshot")], "--cache-dir", str(tmp_path / "c1"), "-o", str(lock)]
+    code, _, err = run_cli(capsys, *lock_argv)
+    assert code == 3 and "triton" in err and "add --live-fallback" in err  # the nightly triton's index lists no sha256
+    code, _, err = run_cli(capsys, *lock_argv, "--live-fallback")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "install", "--lock", str(lock), "--python", python, "--cache-dir", str(tmp_path / "c1"), "--format", "json")
+    assert code == 0, err
+    assert installed(python)["flashinfer-cubin"] == "0.6.5"
