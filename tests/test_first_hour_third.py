@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import platform
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,75 @@ def test_install_from_a_snapshot_without_the_wheels_names_the_routes_that_work(s
     code, _, err = run_cli(capsys, "install", "--lock", str(lock), "--python", python, "--cache-dir", str(tmp_path / "c1"), "--format", "json")
     assert code == 0, err
     assert installed(python)["flashinfer-cubin"] == "0.6.5"
+
+
+# -- installed FlashInfer: kept with a true reason, `latest` typed means the newest, alignment goes up ---
+
+
+@pytest.fixture
+def fi_world(tmp_path: Path):
+    world = build_world(tmp_path / "www")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield srv
+
+
+def declared(srv, tmp_path: Path, *installed: str) -> list[str]:
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    flags = [w for spec in (f"torch=={NIGHTLY}", *installed) for w in ("--installed", spec)]
+    return [
+        "--python",
+        py,
+        "--platform",
+        f"{platform.machine()}-manylinux_2_28",
+        *flags,
+        *index_flags(srv),
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--format",
+        "json",
+    ]
+
+
+def flashinfer_rows(out: str) -> dict[str, dict]:
+    return {p["name"]: p for p in json.loads(out)["packages"] if p["name"].startswith("flashinfer")}
+
+
+@needs_linux
+def test_an_installed_flashinfer_is_kept_with_a_reason_that_says_so_and_names_the_newer(fi_world, tmp_path, capsys):
+    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    rows = flashinfer_rows(out)
+    assert rows["flashinfer-python"]["version"] == "0.6.4" and rows["flashinfer-python"]["action"] == "keep"
+    reason = rows["flashinfer-python"]["reason"]
+    assert "newest FlashInfer with" not in reason.split(";")[0]  # it was: "newest FlashInfer ..." for 0.6.4
+    assert reason.startswith("installed version kept") and "0.6.5" in reason and "--flashinfer latest" in reason
+
+
+@needs_linux
+def test_flashinfer_latest_typed_means_the_newest(fi_world, tmp_path, capsys):
+    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    code, out, err = run_cli(capsys, *argv, "--flashinfer", "latest")
+    assert code == 0, err
+    rows = flashinfer_rows(out)
+    assert {n: (r["version"], r["action"]) for n, r in rows.items()} == {
+        "flashinfer-python": ("0.6.5", "upgrade"),
+        "flashinfer-cubin": ("0.6.5", "upgrade"),
+        "flashinfer-jit-cache": ("0.6.5+cu130", "install"),
+    }
+    assert rows["flashinfer-python"]["reason"].startswith("newest FlashInfer with")
+
+
+@needs_linux
+def test_a_newer_cubin_beside_an_older_python_aligns_up(fi_world, tmp_path, capsys):
+    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.5")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    rows = flashinfer_rows(out)
+    assert (rows["flashinfer-python"]["version"], rows["flashinfer-python"]["action"]) == ("0.6.5", "upgrade")
+    assert (rows["flashinfer-cubin"]["version"], rows["flashinfer-cubin"]["action"]) == ("0.6.5", "keep")  # it was: downgraded to 0.6.4
+    # ... unless something pins it: a --with pin on the older version holds it there
+    code, out, err = run_cli(capsys, *argv, "--with", "flashinfer-python==0.6.4")
+    assert code == 0, err
+    assert flashinfer_rows(out)["flashinfer-cubin"]["version"] == "0.6.4"

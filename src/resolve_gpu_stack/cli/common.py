@@ -8,6 +8,7 @@ the functions that use them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import shlex
 import sys
@@ -256,7 +257,10 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: A
     target, requires = target_from_args(args, env, probe)
     if "gpus" not in typed and not is_declared(args, env):
         values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
-    return S.build_request(values, target=target, installed_requires=requires)
+    request = S.build_request(values, target=target, installed_requires=requires)
+    if "flashinfer" in typed:  # typed, `latest` means the newest, not "what is installed, if it fits"
+        request = dataclasses.replace(request, flashinfer=dataclasses.replace(request.flashinfer, typed=True))
+    return request
 
 
 def is_declared(args: argparse.Namespace, env: Mapping[str, str]) -> bool:

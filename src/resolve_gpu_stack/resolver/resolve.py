@@ -27,7 +27,7 @@ from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
-from ..rules.versions import describe_versions, torch_series
+from ..rules.versions import describe_versions, public, torch_series
 from . import builds, framework
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
@@ -269,7 +269,22 @@ def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, f
         flashinfer_versions=flashinfer.versions if flashinfer is not None else None,
         flashinfer_components=components,
         installed_requires=request.installed_requires,
+        flashinfer_first=_flashinfer_first(request, defs),
     )
+
+
+def _flashinfer_first(request: ResolveRequest, defs: Definitions) -> Version | tuple[()] | None:
+    """flashinfer-python's first candidate: with ``--flashinfer`` typed, the newest (``()``); else,
+    where an installed FlashInfer component is newer than the installed flashinfer-python, its
+    version (alignment goes up, not down); else None: the installed version, as for any package."""
+    if request.flashinfer.typed:
+        return ()
+    installed = request.target.installed
+    python = installed.get(defs.flashinfer.python)
+    if python is None:
+        return None  # nothing to keep: the newest, its components aligned to it
+    newer = max(public(v) for name in defs.flashinfer.components if (v := installed.get(canonicalize_name(name))) is not None)
+    return newer if newer > python else None
 
 
 def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> None:
