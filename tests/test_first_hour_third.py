@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import SNAPSHOT
 from server import IndexServer
 from test_install_e2e import NIGHTLY, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from test_install_preview import fake_python
 
 # -- install --snapshot: the route that installs --------------------------------------------------
 
@@ -130,3 +132,56 @@ def test_a_newer_cubin_beside_an_older_python_aligns_up(fi_world, tmp_path, caps
     code, out, err = run_cli(capsys, *argv, "--with", "flashinfer-python==0.6.4")
     assert code == 0, err
     assert flashinfer_rows(out)["flashinfer-cubin"]["version"] == "0.6.4"
+
+
+# -- messages that miss ----------------------------------------------------------------------------
+
+STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--snapshot", str(SNAPSHOT)]
+
+
+def test_an_all_keep_dry_run_says_nothing_would_change(tmp_path, capsys, monkeypatch):
+    python = fake_python(tmp_path / "venv", {"torch": NIGHTLY})
+    argv = ["install", "--dry-run", "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "cache"), "--uv", "/bin/true"]
+    code, out, err = run_cli(capsys, *argv, "--python", str(python), "--format", "json")
+    assert code == 0, err
+    everything = {p["name"]: p["version"] for p in json.loads(out)["packages"]}
+    python = fake_python(tmp_path / "all", everything)
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = run_cli(capsys, *argv, "--python", str(python), "--format", "table")
+    assert code == 0, err
+    assert "Would change" not in out and "would download 0 of 0" not in out  # it was both
+    assert "Nothing would change in" in out and "dry run: nothing would change, every package is kept (50 keep)" in out
+
+
+def test_a_cache_dir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    code, out, err = run_cli(capsys, *STORY, "--cache-dir", str(tmp_path / "file"))
+    assert code == 2 and out == ""  # it was: ignored, exit 0
+    assert "argument --cache-dir:" in err and "is a file, not a directory" in err
+
+
+def test_inspect_of_a_file_that_is_no_wheel_is_a_clear_error(tmp_path, capsys):
+    script = tmp_path / "mist.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    code, out, err = run_cli(capsys, "inspect", str(script))
+    assert code == 2 and out == ""  # it was: JSON `unknown`, no error
+    assert f"error: {script} is not a wheel" in err
+
+
+def test_install_lock_of_a_url_says_urls_are_not_accepted(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "install", "--lock", "http://127.0.0.1:9/house/pylock.x.toml", "--python", sys.executable)
+    assert code == 2 and out == ""
+    assert "http:/127" not in err  # it was: the URL mangled into a path
+    assert "http://127.0.0.1:9/house/pylock.x.toml is a URL; a local file is needed" in err
+
+
+@needs_linux
+def test_a_uv_that_says_nothing_is_not_said_to_have_said_something(tmp_path, uv_env, capsys):
+    world = build_world(tmp_path / "w2")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
+        code, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "c"), "--uv", "/bin/false")
+    assert code != 0 and "Traceback" not in err
+    assert "see uv's message above" not in err  # it was: there was none
+    assert "said nothing" in err and "--uv /path/to/uv" in err

@@ -219,7 +219,8 @@ def print_report_table(report: InstallReport, out) -> None:
     from .render import Column, fitted_table, print_fitted
 
     console = Console(file=out, highlight=False, soft_wrap=False)
-    title = f"{'Would change' if report.dry_run else 'Installed'} in {report.python}"
+    unchanged = all(row.action.value == "keep" for row in report.rows)
+    title = f"{('Nothing would change' if unchanged else 'Would change') if report.dry_run else 'Installed'} in {report.python}"
     columns = [
         Column("package", keep=True),
         Column("action", keep=True),
@@ -244,7 +245,9 @@ def _summary(report: InstallReport) -> list[str]:
     counts = Counter(row.action.value for row in report.rows)
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     lines = [("dry run, nothing changed: " if report.dry_run else "") + summary, *(_moves(report) if report.dry_run else ())]
-    return lines + ([download_line(report)] if report.download is not None else [])
+    if report.dry_run and set(counts) <= {"keep"}:
+        return [f"dry run: nothing would change, every package is kept ({summary})"]
+    return lines + ([download_line(report)] if report.download is not None and report.download.files else [])
 
 
 def _report_cells(row, *, dry_run: bool) -> list[str]:
@@ -297,7 +300,7 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
     g.add_argument(
         "--lock",
-        type=Path,
+        type=common.local_file,
         metavar="PYLOCK",
         help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
         "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read",

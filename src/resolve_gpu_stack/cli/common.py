@@ -58,7 +58,7 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
 
 def add_network_flags(g: argparse._ArgumentGroup) -> None:
     """The cache and HTTP flags every command that downloads shares."""
-    g.add_argument("--cache-dir", metavar="DIR", type=absolute_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    g.add_argument("--cache-dir", metavar="DIR", type=directory_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
 
@@ -67,6 +67,21 @@ def absolute_path(text: str) -> Path:
     """A path flag, made absolute once, here: every path handed on (to uv above all, which runs
     elsewhere and follows links from a temporary folder) names the same file from anywhere."""
     return Path(text).expanduser().absolute()
+
+
+def directory_path(text: str) -> Path:
+    """A folder flag (``--cache-dir``): absolute; an existing file there is a usage error (exit 2), never silently ignored."""
+    path = absolute_path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory (pass a folder, or a path that does not exist yet)")
+    return path
+
+
+def local_file(text: str) -> Path:
+    """A file flag that takes no URL (``install --lock``): a URL is said to be one, not read as a path."""
+    if "://" in text:
+        raise argparse.ArgumentTypeError(f"{redact_url(text)} is a URL; a local file is needed (download it first, e.g. `curl -fO URL`)")
+    return absolute_path(text)
 
 
 def positive_seconds(text: str) -> float:
