@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import SNAPSHOT
 from server import IndexServer
-from test_install_e2e import NIGHTLY, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from stack_world import ABI3, FI_REQUIRES
+from test_install_e2e import NIGHTLY, PLAT, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
 from test_install_preview import fake_python
 
 # -- install --snapshot: the route that installs --------------------------------------------------
@@ -185,3 +186,58 @@ def test_a_uv_that_says_nothing_is_not_said_to_have_said_something(tmp_path, uv_
     assert code != 0 and "Traceback" not in err
     assert "see uv's message above" not in err  # it was: there was none
     assert "said nothing" in err and "--uv /path/to/uv" in err
+
+
+@pytest.fixture
+def gap_world(tmp_path: Path):
+    """The install world, plus flashinfer-python 0.6.3 (with its jit-cache) and no flashinfer-cubin 0.6.3."""
+    world = build_world(tmp_path / "www")
+    world.pypi("flashinfer-python", "0.6.3", requires=FI_REQUIRES, requires_python=">=3.10")
+    for label in ("cu129", "cu130"):
+        world.flashinfer("flashinfer-jit-cache", f"0.6.3+{label}", tag=f"{ABI3}-{PLAT}", page=f"{label}/flashinfer-jit-cache")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield srv
+
+
+@needs_linux
+def test_a_with_of_a_package_that_does_not_exist_says_so(gap_world, tmp_path, capsys):
+    code, out, err = run_cli(capsys, *declared(gap_world, tmp_path), "--with", "sglnag")
+    assert code == 1 and out == ""
+    assert "relax a --with pin" not in err  # it was the hint
+    assert f"error: sglnag: no such package on its index ({gap_world.url}simple/sglnag/ (pypi) answered 404)" in err
+    assert "check the spelling of sglnag" in err
+
+
+@needs_linux
+def test_a_without_that_leaves_nothing_out_warns(gap_world, tmp_path, capsys):
+    code, out, err = run_cli(capsys, *declared(gap_world, tmp_path), "--without", "nonexistent")
+    assert code == 0, err
+    assert "warning: --without nonexistent: no package of the plan requires nonexistent, so nothing was left out" in err  # it was silent
+    assert any(n.startswith("--without nonexistent:") for n in json.loads(out)["notes"])
+    code, out, err = run_cli(capsys, *declared(gap_world, tmp_path), "--without", "numpy")  # one that does leave something out
+    assert code == 0 and "warning: --without" not in err and "numpy" not in {p["name"] for p in json.loads(out)["packages"]}
+
+
+@needs_linux
+def test_a_cubin_gap_is_blamed_on_the_cubin(gap_world, tmp_path, capsys):
+    code, out, err = run_cli(capsys, *declared(gap_world, tmp_path), "--with", "flashinfer-python==0.6.3")
+    assert code == 1 and out == ""
+    assert "error: (requested with --with) requires flashinfer-python==0.6.3, and flashinfer-cubin has no wheel at 0.6.3" in err
+    assert "available for this target: 0.6.5, 0.6.4, 0.6.3" not in err  # it was: flashinfer-python 0.6.3 listed as there, yet "impossible"
+    assert "--no-cubin" in err.split("hint: ", 1)[1]
+    code, _, err = run_cli(capsys, *declared(gap_world, tmp_path), "--with", "flashinfer-python==0.6.3", "--no-cubin")
+    assert code == 0, err
+
+
+@needs_linux
+def test_a_flashinfer_version_that_does_not_exist_says_so_and_names_the_newest(gap_world, tmp_path, capsys):
+    code, out, err = run_cli(capsys, *declared(gap_world, tmp_path), "--flashinfer", "9.9.9")
+    assert code == 1 and out == ""
+    assert "error: flashinfer-python 9.9.9 does not exist: its index lists no such version (the newest with a wheel for Python" in err
+    assert "is 0.6.5)" in err
+
+
+def test_on_the_bundled_snapshot_too_a_flashinfer_that_does_not_exist_says_so(capsys):
+    code, _, err = run_cli(capsys, *STORY, "--flashinfer", "9.9.9")
+    assert code == 1 and "flashinfer-python 9.9.9 does not exist" in err and "0.6.5" in err

@@ -297,7 +297,20 @@ def run_resolve(args: argparse.Namespace, env: Mapping[str, str], fetcher=None, 
     defs = defs or definitions(args, env)
     request = request_from_args(args, env, probe)
     with make_parts(args, env, defs, fetcher=fetcher) as parts:
-        return parts.resolve(request), defs
+        plan = parts.resolve(request)
+    _warn_unused_without(args, request, plan)
+    return plan, defs
+
+
+def _warn_unused_without(args: argparse.Namespace, request, plan) -> None:
+    """A ``--without`` that left nothing out is said on stderr too (a misspelt name would otherwise go unseen)."""
+    from ..resolver.resolve import unused_without_note
+
+    if getattr(args, "quiet", False):
+        return
+    for name in sorted(request.without_names):
+        if unused_without_note(name) in plan.notes:
+            say(f"warning: {unused_without_note(name)}")
 
 
 # -- output ----------------------------------------------------------------------------------------
