@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import platform
+import re
+import socket
 import sys
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from server import IndexServer
 from stack_world import ABI3, FI_REQUIRES
 from test_install_e2e import NIGHTLY, PLAT, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
 from test_install_preview import fake_python
+
+from resolve_gpu_stack.cli.app import main
 
 # -- install --snapshot: the route that installs --------------------------------------------------
 
@@ -241,3 +246,44 @@ def test_a_flashinfer_version_that_does_not_exist_says_so_and_names_the_newest(g
 def test_on_the_bundled_snapshot_too_a_flashinfer_that_does_not_exist_says_so(capsys):
     code, _, err = run_cli(capsys, *STORY, "--flashinfer", "9.9.9")
     assert code == 1 and "flashinfer-python 9.9.9 does not exist" in err and "0.6.5" in err
+
+
+def test_a_host_that_does_not_resolve_is_said_once_per_url_with_the_snapshot_hint(tmp_path, capsys, monkeypatch):
+    real = socket.getaddrinfo
+
+    def no_dns(host, *args, **kwargs):
+        if str(host).endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    indexes = [w for n in ("pypi", "pytorch", "flashinfer") for w in ("--index", f"{n}=https://{n}.invalid/simple/")]
+    target = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
+    code, out, err = run_cli(capsys, *target, *indexes, "--cache-dir", str(tmp_path / "c"))
+    assert code == 3 and out == ""
+    assert "retrying" not in err  # it was: 4 retry lines per URL, then the error
+    assert len([line for line in err.splitlines() if line.startswith("error: ")]) == 1
+    assert "cannot resolve " in err and ".invalid (Name or service not known)" in err
+    assert "--snapshot DIR" in err.split("hint: ", 1)[1]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "120"])
+def test_candidates_never_fold_a_wheels_tags(capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", columns)
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    argv = ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "table"]
+    assert main(argv) == 0
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue()).splitlines()
+    assert max(len(line) for line in lines) <= int(columns)
+    cells = [c.strip() for line in lines if line.startswith("│") for c in line.strip("│").split("│")]
+    tags = [c for c in cells if "abi3" in c or "manylinux" in c]
+    assert all(c in ("cp39-abi3-manylinux_2_28_x86_64", "cp39-abi3-manylinux_2_28_aarch64") for c in tags), (
+        tags
+    )  # it was: cp39-abi3-m / anylinux_2_2 / 8_x86_64
+    assert bool(tags) == (columns != "80")  # at 80 columns the tags go whole (--format json has them)
