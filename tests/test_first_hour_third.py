@@ -6,12 +6,13 @@ import io
 import json
 import platform
 import re
+import shutil
 import socket
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOT
+from conftest import REPO, SNAPSHOT
 from server import IndexServer
 from stack_world import ABI3, FI_REQUIRES
 from test_install_e2e import NIGHTLY, PLAT, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
@@ -287,3 +288,37 @@ def test_candidates_never_fold_a_wheels_tags(capsys, monkeypatch, columns):
         tags
     )  # it was: cp39-abi3-m / anylinux_2_2 / 8_x86_64
     assert bool(tags) == (columns != "80")  # at 80 columns the tags go whole (--format json has them)
+
+
+# -- a plain `lock` in a fresh clone rewrites nothing ----------------------------------------------
+
+
+def test_lock_in_a_fresh_clone_leaves_the_committed_locks_byte_identical(tmp_path, capsys, monkeypatch):
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    shutil.copy2(REPO / "pyproject.toml", clone / "pyproject.toml")
+    shutil.copytree(REPO / "constraints", clone / "constraints")
+    shutil.copytree(SNAPSHOT, clone / SNAPSHOT.relative_to(REPO))
+    committed = {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()}
+    monkeypatch.chdir(clone)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fresh-cache"))  # a fresh machine: nothing cached
+    code, _, err = run_cli(capsys, "lock")
+    assert code == 0, err
+    assert {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()} == committed  # it was: both pylocks rewritten, key order only
+
+
+def test_the_pylock_key_order_is_pep_751s_whatever_order_packaging_emits():
+    from resolve_gpu_stack.lock.pylock import _in_order
+
+    shuffled = {
+        "tool": {},
+        "packages": [{"wheels": [{"hashes": {}, "size": 1, "url": "u", "upload-time": "t", "name": "w"}], "index": "i", "version": "1", "name": "p"}],
+        "created-by": "x",
+        "environments": [],
+        "requires-python": "==3.12.*",
+        "lock-version": "1.0",
+    }
+    doc = _in_order(shuffled)
+    assert list(doc) == ["lock-version", "environments", "requires-python", "created-by", "packages", "tool"]
+    assert list(doc["packages"][0]) == ["name", "version", "index", "wheels"]
+    assert list(doc["packages"][0]["wheels"][0]) == ["name", "upload-time", "url", "size", "hashes"]
