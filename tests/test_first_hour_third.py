@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 from conftest import REPO, SNAPSHOT
 from server import IndexServer
 from stack_world import ABI3, FI_REQUIRES
@@ -19,6 +20,11 @@ from test_install_e2e import NIGHTLY, PLAT, build_world, index_flags, installed,
 from test_install_preview import fake_python
 
 from resolve_gpu_stack.cli.app import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 # -- install --snapshot: the route that installs --------------------------------------------------
 
@@ -322,3 +328,41 @@ def test_the_pylock_key_order_is_pep_751s_whatever_order_packaging_emits():
     assert list(doc) == ["lock-version", "environments", "requires-python", "created-by", "packages", "tool"]
     assert list(doc["packages"][0]) == ["name", "version", "index", "wheels"]
     assert list(doc["packages"][0]["wheels"][0]) == ["name", "upload-time", "url", "size", "hashes"]
+
+
+# -- the README's promises -------------------------------------------------------------------------
+
+
+def test_the_readme_installs_the_tool_from_a_checkout_not_from_pypi():
+    readme = (REPO / "README.md").read_text()
+    assert "uv tool install resolve-gpu-stack" not in readme and "pipx install resolve-gpu-stack" not in readme  # it is not on PyPI
+    assert "uv tool install .`" in readme and "uv tool install git+URL" in readme
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["resolve-gpu-stack"]  # what `uv tool install .` puts on PATH
+
+
+def test_the_readme_says_what_a_tagless_copy_puts_in_rev():
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### pre-commit") : readme.index("## Cache")]
+    assert "put one of its commits in `rev:`" in " ".join(section.split())
+
+
+def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_the_project(tmp_path, capsys, monkeypatch):
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    shutil.copy2(REPO / "pyproject.toml", clone / "pyproject.toml")
+    shutil.copytree(REPO / "constraints", clone / "constraints")
+    shutil.copytree(SNAPSHOT, clone / SNAPSHOT.relative_to(REPO))
+    committed = {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()}
+    monkeypatch.chdir(clone)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code, out, err = run_cli(capsys, "lock", *STORY[:-2], "--snapshot", str(clone / SNAPSHOT.relative_to(REPO)), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["schema"] == "resolve-gpu-stack/plan/v1" and "wrote" not in err
+    assert {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()} == committed
+    code, out, err = run_cli(capsys, "lock", "--with", "numpy")  # a resolver flag, no target of its own: the config's targets, relocked
+    assert code == 0, err
+    assert "x86_64-py312-cu130: wrote constraints/pylock.x86_64-py312-cu130.toml" in err
+    relocked = (clone / "constraints" / "pylock.x86_64-py312-cu130.toml").read_bytes()
+    assert relocked != committed["pylock.x86_64-py312-cu130.toml"] and b'"--with", "numpy"' not in relocked  # its inputs record the flag
+    assert "numpy" in tomllib.loads(relocked.decode())["tool"]["resolve-gpu-stack"]["inputs"]["with"]
