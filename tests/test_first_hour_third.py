@@ -6,6 +6,7 @@ import io
 import json
 import platform
 import re
+import shlex
 import shutil
 import socket
 import sys
@@ -366,3 +367,35 @@ def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_th
     relocked = (clone / "constraints" / "pylock.x86_64-py312-cu130.toml").read_bytes()
     assert relocked != committed["pylock.x86_64-py312-cu130.toml"] and b'"--with", "numpy"' not in relocked  # its inputs record the flag
     assert "numpy" in tomllib.loads(relocked.decode())["tool"]["resolve-gpu-stack"]["inputs"]["with"]
+
+
+# -- docs/guides/troubleshooting.md: every sh block runs --------------------------------------------
+
+
+def guide_commands() -> list[tuple[list[str], int]]:
+    text = (REPO / "docs" / "guides" / "troubleshooting.md").read_text()
+    out = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in block.strip().splitlines():
+            expected = re.search(r"#\s*exit (\d)", line)
+            words = shlex.split(line, comments=True)
+            assert words[0] == "resolve-gpu-stack", line
+            out.append((words[1:], int(expected[1]) if expected else 0))
+    return out
+
+
+def test_the_troubleshooting_guide_runs(tmp_path, capsys, monkeypatch):
+    commands = guide_commands()
+    assert len(commands) >= 7
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for argv, expected in commands:
+        argv = [str(tmp_path / w[4:]) if w.startswith("OUT/") else w for w in argv]
+        code, _, err = run_cli(capsys, *argv, *(["--format", "json"] if argv[0] != "install" else []))
+        assert code == expected, (argv, err)
+        assert "Traceback" not in err
+    assert (tmp_path / "serve.txt").is_file()
+    # the guide's claim beside the serving lock: the same as a pylock exits 3, naming the constraints route
+    argv = [w for w in commands[0][0] if not w.startswith("OUT/")]
+    code, _, err = run_cli(capsys, *argv, str(tmp_path / "pylock.serve.toml"))
+    assert code == 3 and "torchao" in err and "write a constraints file (-o NAME.txt)" in err

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CrawlError, ResolveGpuStackError, UsageError, WriteError
+from ..errors import CrawlError, ResolveGpuStackError, UsageError, WheelNotCached, WriteError
 from ..urls import redact_url
 from . import common
 from . import settings as S
@@ -155,7 +155,10 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
 
     plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
-        plan = fill_plan_hashes(args, env, plan, defs)
+        try:
+            plan = fill_plan_hashes(args, env, plan, defs)
+        except WheelNotCached as err:  # a PyTorch nightly row has no sha256 on its index: a pylock needs the wheel once
+            raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or write a constraints file (-o NAME.txt), which needs no sha256") from None
         if not getattr(args, "allow_synthetic", False):
             _refuse_synthetic(plan, args.snapshot)
         plan = _learn_kept_hashes(args, env, plan, defs)
