@@ -399,3 +399,31 @@ def test_the_troubleshooting_guide_runs(tmp_path, capsys, monkeypatch):
     argv = [w for w in commands[0][0] if not w.startswith("OUT/")]
     code, _, err = run_cli(capsys, *argv, str(tmp_path / "pylock.serve.toml"))
     assert code == 3 and "torchao" in err and "write a constraints file (-o NAME.txt)" in err
+
+
+# -- export uv: what `uv sync` would do to the kept torch beyond the plan ---------------------------
+
+UV_INIT = '[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.11"\ndependencies = []\n'
+
+
+def test_export_uv_and_check_warn_when_uv_sync_would_replace_the_environment_or_reinstall_torch(tmp_path, capsys, monkeypatch):
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / "pyproject.toml").write_text(UV_INIT)
+    (demo / ".python-version").write_text("3.11\n")  # what `uv init` writes on a 3.11 machine
+    argv = ["export", "uv", *STORY, "--project", str(demo), "--cache-dir", str(tmp_path / "c")]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert ".python-version asks for Python 3.11, the plan is for Python 3.12: `uv sync` would make a new .venv for 3.11" in err  # it was silent
+    assert "`uv python pin 3.12`" in err
+    (demo / ".python-version").write_text("3.12\n")
+    info = demo / ".venv" / "lib" / "python3.12" / "site-packages" / f"torch-{NIGHTLY}.dist-info"
+    info.mkdir(parents=True)
+    (info / "direct_url.json").write_text(json.dumps({"url": "file:///tmp/torch.whl", "archive_info": {}}))
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert ".python-version asks" not in err
+    assert f"warning: torch {NIGHTLY} in " in err and "was installed from a file (file:///tmp/torch.whl): `uv sync` reinstalls it" in err
+    monkeypatch.chdir(demo)
+    code, out, err = run_cli(capsys, "check")
+    assert f"torch {NIGHTLY} in " in out + err and "was installed from a file" in out + err  # check says it too
