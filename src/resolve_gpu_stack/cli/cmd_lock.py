@@ -229,10 +229,23 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
                 )
             except ResolveGpuStackError as err:
                 if not getattr(args, "quiet", False):
-                    print(f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err})", file=sys.stderr)
+                    print(
+                        f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err}){_unlisted_because(args, err)}",
+                        file=sys.stderr,
+                    )
     return replace(
         plan, packages=tuple(replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages)
     )
+
+
+def _unlisted_because(args: argparse.Namespace, err: ResolveGpuStackError) -> str:
+    """When a kept package cannot be listed, exactly why, and what lists it (then `uv pip sync` keeps it)."""
+    if isinstance(err, WheelNotCached):
+        return (
+            "; its index lists no sha256 and, replaying a snapshot, a kept wheel's sha256 is learnt only from the wheel cache: "
+            "add --live-fallback to download it once, then `uv pip sync` of the lock keeps it (without, it would uninstall it)"
+        )
+    return "; `uv pip sync` of this lock would uninstall it: apply it with `uv pip install -r`, or lock again where its wheel can be downloaded"
 
 
 def _make_folder(path: Path) -> None:
