@@ -109,12 +109,16 @@ def flashinfer_rows(out: str) -> dict[str, dict]:
     return {p["name"]: p for p in json.loads(out)["packages"] if p["name"].startswith("flashinfer")}
 
 
-@needs_linux
-def test_an_installed_flashinfer_is_kept_with_a_reason_that_says_so_and_names_the_newer(fi_world, tmp_path, capsys):
-    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+def planned_flashinfer(capsys, *argv: str) -> dict[str, dict]:
+    """The FlashInfer rows of the plan of ``argv`` (which must give one)."""
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
-    rows = flashinfer_rows(out)
+    return flashinfer_rows(out)
+
+
+@needs_linux
+def test_an_installed_flashinfer_is_kept_with_a_reason_that_says_so_and_names_the_newer(fi_world, tmp_path, capsys):
+    rows = planned_flashinfer(capsys, *declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"))
     assert rows["flashinfer-python"]["version"] == "0.6.4" and rows["flashinfer-python"]["action"] == "keep"
     reason = rows["flashinfer-python"]["reason"]
     assert "newest FlashInfer with" not in reason.split(";")[0]  # it was: "newest FlashInfer ..." for 0.6.4
@@ -123,10 +127,7 @@ def test_an_installed_flashinfer_is_kept_with_a_reason_that_says_so_and_names_th
 
 @needs_linux
 def test_flashinfer_latest_typed_means_the_newest(fi_world, tmp_path, capsys):
-    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
-    code, out, err = run_cli(capsys, *argv, "--flashinfer", "latest")
-    assert code == 0, err
-    rows = flashinfer_rows(out)
+    rows = planned_flashinfer(capsys, *declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"), "--flashinfer", "latest")
     assert {n: (r["version"], r["action"]) for n, r in rows.items()} == {
         "flashinfer-python": ("0.6.5", "upgrade"),
         "flashinfer-cubin": ("0.6.5", "upgrade"),
@@ -138,9 +139,7 @@ def test_flashinfer_latest_typed_means_the_newest(fi_world, tmp_path, capsys):
 @needs_linux
 def test_a_newer_cubin_beside_an_older_python_aligns_up(fi_world, tmp_path, capsys):
     argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.5")
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 0, err
-    rows = flashinfer_rows(out)
+    rows = planned_flashinfer(capsys, *argv)
     assert (rows["flashinfer-python"]["version"], rows["flashinfer-python"]["action"]) == ("0.6.5", "upgrade")
     assert (rows["flashinfer-cubin"]["version"], rows["flashinfer-cubin"]["action"]) == ("0.6.5", "keep")  # it was: downgraded to 0.6.4
     # ... unless something pins it: a --with pin on the older version holds it there
@@ -301,15 +300,22 @@ def test_candidates_never_fold_a_wheels_tags(capsys, monkeypatch, columns):
 # -- a plain `lock` in a fresh clone rewrites nothing ----------------------------------------------
 
 
-def test_lock_in_a_fresh_clone_leaves_the_committed_locks_byte_identical(tmp_path, capsys, monkeypatch):
+@pytest.fixture
+def fresh_clone(tmp_path, monkeypatch):
+    """This repository's config, committed locks and bundled snapshot in a new folder (the current
+    directory), with an empty cache: (the folder, the committed constraints/ bytes)."""
     clone = tmp_path / "clone"
     clone.mkdir()
     shutil.copy2(REPO / "pyproject.toml", clone / "pyproject.toml")
     shutil.copytree(REPO / "constraints", clone / "constraints")
     shutil.copytree(SNAPSHOT, clone / SNAPSHOT.relative_to(REPO))
-    committed = {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()}
     monkeypatch.chdir(clone)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "fresh-cache"))  # a fresh machine: nothing cached
+    return clone, {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()}
+
+
+def test_lock_in_a_fresh_clone_leaves_the_committed_locks_byte_identical(fresh_clone, capsys):
+    clone, committed = fresh_clone
     code, _, err = run_cli(capsys, "lock")
     assert code == 0, err
     assert {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()} == committed  # it was: both pylocks rewritten, key order only
@@ -352,15 +358,8 @@ def test_the_readme_says_what_a_tagless_copy_puts_in_rev():
     assert "put one of its commits in `rev:`" in " ".join(section.split())
 
 
-def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_the_project(tmp_path, capsys, monkeypatch):
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    shutil.copy2(REPO / "pyproject.toml", clone / "pyproject.toml")
-    shutil.copytree(REPO / "constraints", clone / "constraints")
-    shutil.copytree(SNAPSHOT, clone / SNAPSHOT.relative_to(REPO))
-    committed = {p.name: p.read_bytes() for p in (clone / "constraints").iterdir()}
-    monkeypatch.chdir(clone)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_the_project(fresh_clone, capsys):
+    clone, committed = fresh_clone
     code, out, err = run_cli(capsys, "lock", *STORY[:-2], "--snapshot", str(clone / SNAPSHOT.relative_to(REPO)), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["schema"] == "resolve-gpu-stack/plan/v1" and "wrote" not in err
