@@ -47,6 +47,10 @@ class SnapshotMiss(CrawlError):
     """Replaying a snapshot asked for a URL that the snapshot does not hold."""
 
 
+class WheelNotCached(CrawlError):
+    """Downloads are off (a snapshot replay) and the wheel is not in the wheel cache."""
+
+
 class IntegrityError(CrawlError):
     """Bytes did not match the sha256 / size / digest the index promised."""
 

@@ -28,7 +28,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
     (``lock``: the kept torch's wheel is installed into the build environment)."""
     from ..env.build import DEFAULT_DEADLINE, BuildContext, build_plan, pending
     from ..model.declared import declared_target
-    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, downloads_off, wheel_cache_from_args
 
     if not pending(plan):
         return plan
@@ -44,7 +44,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
             site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
             python=environment.executable if environment is not None else None,
             fetcher=fetcher,
-            offline=args.snapshot is not None,
+            offline=downloads_off(args),
             downloads=downloads,
             progress=ProgressLine(args),
             say=None if getattr(args, "quiet", False) else common.say,

@@ -150,7 +150,22 @@ def _has_export(pyproject: Path) -> bool:
 def _check_uv_projects(projects: list[tuple[Path, Path]], bundled: Definitions) -> list[Finding]:
     from ..lock.check import uv_project_findings
 
-    return [f for pyproject, lock in projects for f in uv_project_findings(pyproject, lock, bundled)]
+    return [f for pyproject, lock in projects for f in [*uv_project_findings(pyproject, lock, bundled), *_uv_sync_findings(pyproject)]]
+
+
+def _uv_sync_findings(pyproject: Path) -> list[Finding]:
+    """Warnings on what `uv sync` would do to the project's .venv beyond the plan (see ``cmd_export.uv_sync_warnings``)."""
+    from ..data.toml import read_text
+    from ..lock.check import WARNING, Finding
+    from ..lock.uvproject import read_export
+    from .cmd_export import uv_sync_warnings
+
+    try:
+        record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
+    except ResolveGpuStackError:
+        return []  # said by the uv.lock check itself
+    pythons = {t.python for t in record.targets} if record is not None else set()
+    return [Finding(level=WARNING, path=pyproject, message=w) for w in uv_sync_warnings(pyproject.parent, pythons)]
 
 
 def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions, locks: Locks) -> tuple[list[Finding], list]:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..urls import redact_url
 from . import common
 from . import settings as S
 
@@ -81,6 +83,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not quiet:
         for note in applied.notes:
             print(f"note: {note}", file=sys.stderr)
+        for warning in uv_sync_warnings(folder, {t.plan.target.python for t in targets}):
+            print(f"warning: {warning}", file=sys.stderr)
     if args.dry_run:
         sys.stdout.write("".join(difflib.unified_diff(before.splitlines(True), applied.text.splitlines(True), f"a/{PYPROJECT}", f"b/{PYPROJECT}")))
         if not quiet:
@@ -98,6 +102,37 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def uv_sync_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
+    """What `uv sync` in the project ``folder`` would do to the environment that holds the kept torch,
+    beyond the plan: a ``.python-version`` for another Python than the plan's makes it replace the
+    whole ``.venv`` (torch with it); a torch there installed from a file (``direct_url.json``) is
+    reinstalled from the index at the same version (its files change)."""
+    out = []
+    minors = {".".join(p.split(".")[:2]) for p in pythons}
+    pin = folder / ".python-version"
+    try:
+        pinned = pin.read_text().strip().splitlines()[0].strip() if pin.is_file() else ""
+    except (OSError, UnicodeDecodeError, IndexError):
+        pinned = ""
+    if pinned and minors and not any(pinned == m or pinned.startswith(m + ".") for m in minors):
+        want = sorted(minors)[0]
+        out.append(
+            f"{common.shown(pin)} asks for Python {pinned}, the plan is for Python {', '.join(sorted(minors))}: `uv sync` would make a new "
+            f".venv for {pinned}, replacing the whole environment, the kept torch with it; pin the plan's Python first: `uv python pin {want}`"
+        )
+    for record in sorted((folder / ".venv").glob("lib/python*/site-packages/torch-*.dist-info/direct_url.json")):
+        try:
+            url = json.loads(record.read_text()).get("url", "")
+        except (OSError, ValueError, AttributeError):
+            url = ""
+        version = record.parent.name.removeprefix("torch-").removesuffix(".dist-info")
+        out.append(
+            f"torch {version} in {common.shown(folder / '.venv')} was installed from a file ({redact_url(str(url)) or 'direct_url.json'}): `uv sync` "
+            "reinstalls it from the plan's index, the same version with other files; let it, or keep this environment out of `uv sync`"
+        )
+    return out
 
 
 def _config(args: argparse.Namespace) -> ProjectConfig | None:

@@ -78,6 +78,8 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, Whe
     if "://" not in text and "==" not in text:
         if not path.is_file():
             raise UsageError(f"{text}: no such file", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
+        if path.suffix != ".whl":
+            raise UsageError(f"{text} is not a wheel (a wheel's file name ends in .whl)", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
         return _read_local(path, parts.defs)
     file = _remote_file(text, parts, target)
     record, scan = parts.classifier.inspect(file)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..errors import UsageError, WheelNotCached
 from . import common
 from . import settings as S
-from .downloads import download_fetcher, download_progress, uv_from_args, wheel_cache_from_args
+from .downloads import download_fetcher, download_progress, downloads_off, uv_from_args, wheel_cache_from_args
 
 if TYPE_CHECKING:
     from ..env.install import InstallReport
@@ -115,9 +116,23 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             plan, python=python, uv=uv, environment=probe.result(), wheel_cache=cache, insecure=tuple(args.allow_insecure_host), env=env, command=_command()
         )
     else:
-        report = _install_downloaded(args, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
+        try:
+            report = _install_downloaded(args, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
+        except WheelNotCached as err:
+            raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or {_lock_route(args, python)}") from None
     emit_report(args, report)
     return 0
+
+
+def _lock_route(args: argparse.Namespace, python: str) -> str:
+    """The route from a snapshot to an install that downloads: lock the snapshot's plan (its URLs and
+    hashes), then install exactly the lock (uv downloads and verifies each wheel)."""
+    snap = shlex.quote(str(args.snapshot))
+    target = shlex.quote(python)
+    return (
+        f"lock the snapshot's plan and install the lock: `resolve-gpu-stack lock --snapshot {snap} --python {target} [the same flags] -o pylock.x.toml` "
+        f"(--live-fallback there too when an index lists no sha256 for a wheel), then `resolve-gpu-stack install --lock pylock.x.toml --python {target}`"
+    )
 
 
 def _check_output_flag(args: argparse.Namespace) -> None:
@@ -150,7 +165,7 @@ def _install_downloaded(args: argparse.Namespace, env: Mapping[str, str], plan: 
     from ..lock.files import write_lock
     from ..net.download import fill_hashes
 
-    offline = args.snapshot is not None
+    offline = downloads_off(args)
     lock_path = None
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
@@ -209,7 +224,8 @@ def print_report_table(report: InstallReport, out) -> None:
     from .render import Column, fitted_table, print_fitted
 
     console = Console(file=out, highlight=False, soft_wrap=False)
-    title = f"{'Would change' if report.dry_run else 'Installed'} in {report.python}"
+    unchanged = all(row.action.value == "keep" for row in report.rows)
+    title = f"{('Nothing would change' if unchanged else 'Would change') if report.dry_run else 'Installed'} in {report.python}"
     columns = [
         Column("package", keep=True),
         Column("action", keep=True),
@@ -234,7 +250,9 @@ def _summary(report: InstallReport) -> list[str]:
     counts = Counter(row.action.value for row in report.rows)
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     lines = [("dry run, nothing changed: " if report.dry_run else "") + summary, *(_moves(report) if report.dry_run else ())]
-    return lines + ([download_line(report)] if report.download is not None else [])
+    if report.dry_run and set(counts) <= {"keep"}:
+        return [f"dry run: nothing would change, every package is kept ({summary})"]
+    return lines + ([download_line(report)] if report.download is not None and report.download.files else [])
 
 
 def _report_cells(row, *, dry_run: bool) -> list[str]:
@@ -287,7 +305,7 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
     g.add_argument(
         "--lock",
-        type=Path,
+        type=common.local_file,
         metavar="PYLOCK",
         help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
         "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read",

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CrawlError, ResolveGpuStackError, UsageError, WriteError
+from ..errors import CrawlError, ResolveGpuStackError, UsageError, WheelNotCached, WriteError
 from ..urls import redact_url
 from . import common
 from . import settings as S
@@ -155,7 +155,10 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
 
     plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
-        plan = fill_plan_hashes(args, env, plan, defs)
+        try:
+            plan = fill_plan_hashes(args, env, plan, defs)
+        except WheelNotCached as err:  # a PyTorch nightly row has no sha256 on its index: a pylock needs the wheel once
+            raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or write a constraints file (-o NAME.txt), which needs no sha256") from None
         if not getattr(args, "allow_synthetic", False):
             _refuse_synthetic(plan, args.snapshot)
         plan = _learn_kept_hashes(args, env, plan, defs)
@@ -210,12 +213,12 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
 
     from ..model import Action
     from ..net.download import fetch_verified
-    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, downloads_off, wheel_cache_from_args
 
     missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
     if not missing:
         return plan
-    offline = args.snapshot is not None
+    offline = downloads_off(args)
     cache = wheel_cache_from_args(args, env)
     learned = {}
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
@@ -226,10 +229,23 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
                 )
             except ResolveGpuStackError as err:
                 if not getattr(args, "quiet", False):
-                    print(f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err})", file=sys.stderr)
+                    print(
+                        f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err}){_unlisted_because(args, err)}",
+                        file=sys.stderr,
+                    )
     return replace(
         plan, packages=tuple(replace(p, sha256=learned[p.name].sha256, size=learned[p.name].size) if p.name in learned else p for p in plan.packages)
     )
+
+
+def _unlisted_because(args: argparse.Namespace, err: ResolveGpuStackError) -> str:
+    """When a kept package cannot be listed, exactly why, and what lists it (then `uv pip sync` keeps it)."""
+    if isinstance(err, WheelNotCached):
+        return (
+            "; its index lists no sha256 and, replaying a snapshot, a kept wheel's sha256 is learnt only from the wheel cache: "
+            "add --live-fallback to download it once, then `uv pip sync` of the lock keeps it (without, it would uninstall it)"
+        )
+    return "; `uv pip sync` of this lock would uninstall it: apply it with `uv pip install -r`, or lock again where its wheel can be downloaded"
 
 
 def _make_folder(path: Path) -> None:

@@ -8,6 +8,7 @@ the functions that use them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import shlex
 import sys
@@ -63,7 +64,7 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
 
 def add_network_flags(g: argparse._ArgumentGroup) -> None:
     """The cache and HTTP flags every command that downloads shares."""
-    g.add_argument("--cache-dir", metavar="DIR", type=absolute_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    g.add_argument("--cache-dir", metavar="DIR", type=directory_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
 
@@ -72,6 +73,21 @@ def absolute_path(text: str) -> Path:
     """A path flag, made absolute once, here: every path handed on (to uv above all, which runs
     elsewhere and follows links from a temporary folder) names the same file from anywhere."""
     return Path(text).expanduser().absolute()
+
+
+def directory_path(text: str) -> Path:
+    """A folder flag (``--cache-dir``): absolute; an existing file there is a usage error (exit 2), never silently ignored."""
+    path = absolute_path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory (pass a folder, or a path that does not exist yet)")
+    return path
+
+
+def local_file(text: str) -> Path:
+    """A file flag that takes no URL (``install --lock``): a URL is said to be one, not read as a path."""
+    if "://" in text:
+        raise argparse.ArgumentTypeError(f"{redact_url(text)} is a URL; a local file is needed (download it first, e.g. `curl -fO URL`)")
+    return absolute_path(text)
 
 
 def positive_seconds(text: str) -> float:
@@ -273,6 +289,8 @@ def request_from_args(args: argparse.Namespace, env: Mapping[str, str], probe: A
     if "gpus" not in typed and not is_declared(args, env):
         values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
     request = S.build_request(values, target=target, installed_requires=requires)
+    if "flashinfer" in typed:  # typed, `latest` means the newest, not "what is installed, if it fits"
+        request = dataclasses.replace(request, flashinfer=dataclasses.replace(request.flashinfer, typed=True))
     from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
     return with_sources(request, args, env, say)
@@ -300,7 +318,20 @@ def run_resolve(
     defs = defs or definitions(args, env)
     request = request_from_args(args, env, probe)
     with make_parts(args, env, defs, fetcher=fetcher) as parts:
-        return parts.resolve(request), defs
+        plan = parts.resolve(request)
+    _warn_unused_without(args, request, plan)
+    return plan, defs
+
+
+def _warn_unused_without(args: argparse.Namespace, request, plan) -> None:
+    """A ``--without`` that left nothing out is said on stderr too (a misspelt name would otherwise go unseen)."""
+    from ..resolver.resolve import unused_without_note
+
+    if getattr(args, "quiet", False):
+        return
+    for name in sorted(request.without_names):
+        if unused_without_note(name) in plan.notes:
+            say(f"warning: {unused_without_note(name)}")
 
 
 # -- output ----------------------------------------------------------------------------------------

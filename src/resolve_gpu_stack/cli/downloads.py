@@ -46,6 +46,12 @@ def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> W
         return session.wheel_cache()
 
 
+def downloads_off(args: argparse.Namespace) -> bool:
+    """``--snapshot`` replays with no network: no wheel is downloaded either, unless ``--live-fallback``
+    lets what the snapshot (and the wheel cache) lacks come from the live indexes."""
+    return getattr(args, "snapshot", None) is not None and not getattr(args, "live_fallback", False)
+
+
 @contextmanager
 def download_fetcher(args: argparse.Namespace, defs: Definitions | None = None, env: Mapping[str, str] | None = None) -> Iterator[HttpFetcher]:
     """THE HTTP fetcher for wheels (install, install --lock, wheelhouse, --build): the session's
@@ -91,12 +97,12 @@ def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | N
 def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
     """``download.fill_hashes`` with the cache, network and progress settings of the flags.
 
-    With ``--snapshot`` nothing is downloaded: only wheels already in the wheel cache count.
+    With ``--snapshot`` (and no ``--live-fallback``) nothing is downloaded: only wheels already in the wheel cache count.
     """
     from ..net.download import fill_hashes
 
     with download_fetcher(args, defs, env) as fetcher, download_progress(args) as progress:
-        return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=args.snapshot is not None)
+        return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=downloads_off(args))
 
 
 def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:

@@ -149,6 +149,7 @@ class Column:
     keep: bool = False
     drop: int = 0  # 0: never dropped; higher: dropped first
     justify: str = "left"
+    whole: bool = False  # never wrapped: shown whole, or (``drop``) left out (a wheel's tags folded over three lines read as three tags)
 
 
 _WRAPPED_MIN = 12  # the narrowest a wrapping column gets before it is dropped
@@ -177,14 +178,15 @@ def fitted_table(
     shown = list(range(len(columns)))
 
     def needed() -> int:
-        return sum(widths[i] if columns[i].keep else min(widths[i], _WRAPPED_MIN) for i in shown) + 3 * len(shown) + 1
+        return sum(widths[i] if columns[i].keep or columns[i].whole else min(widths[i], _WRAPPED_MIN) for i in shown) + 3 * len(shown) + 1
 
     while needed() > console.width and any(columns[i].drop for i in shown):
         shown.remove(max((i for i in shown if columns[i].drop), key=lambda i: columns[i].drop))
     table = Table(**table_args)
     for i in shown:
         c = columns[i]
-        table.add_column(c.header, no_wrap=c.keep, overflow="ignore" if c.keep else "fold", justify=c.justify, min_width=widths[i] if c.keep else None)  # type: ignore[arg-type]
+        whole = c.keep or c.whole
+        table.add_column(c.header, no_wrap=whole, overflow="ignore" if whole else "fold", justify=c.justify, min_width=widths[i] if whole else None)  # type: ignore[arg-type]
     for row in rows:
         table.add_row(*(row[i] for i in shown))
     return table, max(console.width, needed())
@@ -225,10 +227,11 @@ def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
 
 CANDIDATES_SCHEMA = "resolve-gpu-stack/candidates/v1"
 
-# version is never cut; the rest wrap, and at a narrow width size, then index, then tags go
+# version is never cut; tags are shown whole or not at all; the rest wrap, and at a narrow width
+# size, then index, then tags go
 _CANDIDATE_COLUMNS = (
     Column("version", keep=True),
-    Column("tags", drop=2),
+    Column("tags", drop=2, whole=True),
     Column("index", drop=3),
     Column("sha256"),
     Column("size", drop=4, justify="right"),

@@ -435,11 +435,14 @@ def _run_uv(args: list[str], env: Mapping[str, str], *, what: str) -> str:
         raise UvError(f"cannot run {args[0]}: {exc.strerror or exc}", hint="pass --uv /path/to/uv") from None
     output = strip_credentials(proc.stderr + ("\n" + proc.stdout if proc.stdout else ""))
     if proc.returncode != 0:
-        raise UvError(f"{what} failed (exit {proc.returncode}):\n{output.strip()}", hint=_uv_hint(output))
+        said = f":\n{output.strip()}" if output.strip() else f", and said nothing: is {args[0]} uv?"
+        raise UvError(f"{what} failed (exit {proc.returncode}){said}", hint=_uv_hint(output))
     return output
 
 
 def _uv_hint(output: str) -> str:
+    if not output.strip():
+        return "the environment is as uv left it; pass --uv /path/to/uv (`uv --version` should answer)"
     if "hash mismatch" in output.lower():
         return (
             "a wheel is not the file the lock names (its sha256 differs): the wheelhouse or the server changed it; uv checks every "

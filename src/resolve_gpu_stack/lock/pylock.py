@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -250,7 +250,7 @@ def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
         packages=[_package(p, plan) for p in packages if _is_listed(p)],  # [] when all are kept: PEP 751 wants it
         tool={TOOL: scrub(_tool_table(plan, packages, name=name, command=" ".join(command.split())))},
     )
-    doc = dict(lock.to_dict())
+    doc = _in_order(dict(lock.to_dict()))
     try:
         Pylock.from_dict(doc)  # what ``Pylock.validate`` does, on the dict we write
     except PylockValidationError as exc:
@@ -261,6 +261,32 @@ def render_pylock(plan: LockPlan, *, name: str | None, command: str) -> str:
     except UnicodeEncodeError as exc:
         raise LockFileError(f"cannot write a lone surrogate (U+{ord(exc.object[exc.start]):04X}) to a lock file") from None
     return text
+
+
+# PEP 751's order of the keys we write (its examples' and the spec's), fixed here: the order
+# ``packaging.pylock`` emits changed between its releases, and a relock must not rewrite a
+# committed lock for key order alone. A key not named here follows, in the order it came.
+_TOP_ORDER = ("lock-version", "environments", "requires-python", "extras", "dependency-groups", "default-groups", "created-by", "packages", "tool")
+_PACKAGE_ORDER = ("name", "version", "marker", "requires-python", "dependencies", "index", "wheels", "attestation-identities", "tool")
+_WHEEL_ORDER = ("name", "upload-time", "url", "path", "size", "hashes")
+
+
+def _keys_in(order: Sequence[str], table: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: table[k] for k in order if k in table} | {k: v for k, v in table.items() if k not in order}
+
+
+def _in_order(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """``doc`` with its keys, its packages' and their wheels' in ``_TOP_ORDER`` etc."""
+    out = _keys_in(_TOP_ORDER, doc)
+    out["packages"] = [_package_in_order(p) for p in out.get("packages", [])]
+    return out
+
+
+def _package_in_order(package: Mapping[str, Any]) -> dict[str, Any]:
+    out = _keys_in(_PACKAGE_ORDER, package)
+    if "wheels" in out:
+        out["wheels"] = [_keys_in(_WHEEL_ORDER, w) for w in out["wheels"]]
+    return out
 
 
 # -- read --------------------------------------------------------------------------------------

@@ -80,10 +80,13 @@ class TorchChoice:
 
 @dataclass(frozen=True, slots=True)
 class FlashInferChoice:
-    """``--flashinfer``: ``latest``, ``nightly``, ``none`` or an exact version."""
+    """``--flashinfer``: ``latest``, ``nightly``, ``none`` or an exact version. ``typed``: given on
+    the command line (an explicit ``--flashinfer latest`` means the newest; the default keeps an
+    installed FlashInfer that satisfies the request, as uv does for a bare requirement)."""
 
     text: str
     version: Version | None = None
+    typed: bool = field(default=False, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> FlashInferChoice:

@@ -62,6 +62,10 @@ class ConnectError(TransportError):
     """No connection (refused, no such host, TLS refused, a proxy that said no)."""
 
 
+class HostNotFound(ConnectError):
+    """The host name does not resolve (DNS): no retry helps within a run."""
+
+
 class Timeout(TransportError):
     """A read or write took longer than the timeout, or the request's deadline passed."""
 
@@ -220,6 +224,8 @@ class _Connection(http.client.HTTPConnection):
             sock = socket.create_connection((deadlines.connect_host(host), port), deadlines.clamp(self.read_timeout))
         except TimeoutError as exc:
             raise ConnectTimeout(str(exc) or "connect timed out") from None
+        except socket.gaierror as exc:
+            raise HostNotFound(f"cannot resolve {host} ({exc.strerror or exc})") from None
         except OSError as exc:
             raise ConnectError(str(exc) or type(exc).__name__) from None
         try:

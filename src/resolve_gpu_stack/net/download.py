@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from ..atomic import exclusive_temp
-from ..errors import CrawlError, IntegrityError, LockFileError
+from ..errors import CrawlError, IntegrityError, LockFileError, WheelNotCached
 from ..model import Action, LockedPackage, LockPlan
 from ..urls import redact_url, without_fragment
 from .wheelcache import WHEEL_MODE, FetchedWheel, WheelCache, check_learned, copy_hashed, file_sha256, unlink, wheel_filename
@@ -160,7 +160,11 @@ def fetch_verified(
                 progress(name, hit.size, hit.size)
             return hit
     if offline or fetcher is None:
-        raise CrawlError(redact_url(url), "not in the wheel cache, and downloads are off", hint="run without --snapshot (or with network) to download it once")
+        raise WheelNotCached(
+            redact_url(url),
+            "not in the wheel cache, and downloads are off (--snapshot)",
+            hint="add --live-fallback to download what the wheel cache lacks (once: the cache keeps it), or drop --snapshot",
+        )
     cap = MAX_UNLISTED_BYTES if expected is None and size is None else None
     with cache.locked(url):
         streamed = _Streamed()

@@ -36,7 +36,7 @@ from .. import __version__
 from ..errors import CrawlError, IntegrityError
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
-from .client import Client, DecodingError, InvalidURL, Response, TransportError
+from .client import Client, DecodingError, HostNotFound, InvalidURL, Response, TransportError
 from .client import ConnectError as _ConnectError
 from .client import ConnectTimeout as _ConnectTimeout
 from .client import Timeout as _Timeout
@@ -104,6 +104,12 @@ def raise_if_gone(resp: Response, url: str, what: str) -> None:
     """A 404 or 410 for a file an index page lists (a ``what``: "wheel", "sdist", "file") is a ``CrawlError``."""
     if resp.status_code in (404, 410):
         raise CrawlError(redact_url(url), f"{resp.status_code} {resp.reason_phrase}: the index lists this {what} but the server does not have it")
+
+
+NO_NETWORK_HINT = (
+    "no network here? replay a recorded snapshot with --snapshot DIR (a checkout has one: indexes/snapshots/2026-03-07); "
+    "else check the index URL (--index NAME=URL, your uv/pip configuration) and your DNS or proxy"
+)
 
 
 def _transport_cause(exc: TransportError, timeout: float) -> str:
@@ -210,6 +216,8 @@ class Transport:
                 resp = self._client.send(prepared, hop_headers)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
+            except HostNotFound as exc:  # DNS: said once, not retried
+                raise CrawlError(redact_url(current), str(exc), hint=NO_NETWORK_HINT) from None
             except TransportError as exc:
                 self._raise_past_deadline(current, exc)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None

@@ -35,6 +35,9 @@ class Policy:
     flashinfer_versions: Mapping[Version, str | None] | None = None  # allowed python versions -> jit-cache label
     flashinfer_components: tuple[str, ...] = ()
     installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
+    # flashinfer-python's order: None keeps the installed version first (a bare request, as uv does);
+    # a version: that one first (the newer of installed FlashInfer halves: alignment goes up); () newest first
+    flashinfer_first: Version | tuple[()] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,7 +156,8 @@ class CandidateFactory:
         narrowed = self._narrow(name, reqs)
         pre_ok = name in policy.prerelease_packages or narrowed.prereleases
         allowed = policy.flashinfer_versions if name == policy.flashinfer_python else None
-        return (c for c in narrowed.cands if c.version not in bad and _allows(c, allowed, pre_ok=pre_ok))
+        cands = narrowed.cands if allowed is None or policy.flashinfer_first is None else _ordered(narrowed.cands, policy.flashinfer_first)
+        return (c for c in cands if c.version not in bad and _allows(c, allowed, pre_ok=pre_ok))
 
     def _narrow(self, name: NormalizedName, reqs: Sequence[Req]) -> _Narrowed:
         """The candidates every one of ``reqs`` allows, best first, worked out incrementally.
@@ -264,6 +268,12 @@ class _Narrowed:
         new = reqs[len(self.reqs) :]
         cands = [c for c in self.cands if all(r.is_satisfied_by(c, contains) for r in new)] if new else self.cands
         return _Narrowed(reqs, cands, self.prereleases or any(r.specifier.prereleases for r in new))
+
+
+def _ordered(cands: Sequence[Cand], first: Version | tuple[()]) -> list[Cand]:
+    """``cands`` newest first, ``first`` (when a version) ahead of the rest."""
+    newest = sorted(cands, key=lambda c: c.version, reverse=True)
+    return newest if first == () else sorted(newest, key=lambda c: c.version != first)
 
 
 def _allows(cand: Cand, allowed: Mapping[Version, str | None] | None, *, pre_ok: bool) -> bool:

@@ -29,6 +29,7 @@ class FlashInferOffer:
     python: tuple[Version, ...]  # best first
     cubin: frozenset[Version] = frozenset()
     jit_cache: frozenset[Version] = frozenset()
+    published: frozenset[Version] = frozenset()  # every flashinfer-python version its index lists, fitting or not
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ class FlashInferSelection:
 
     versions: Mapping[Version, str | None] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    left_out: Mapping[Version, Skipped] = field(default_factory=dict)  # versions a component misses, and why
 
     def label(self, version: Version | None) -> str | None:
         return None if version is None else self.versions.get(version)
@@ -109,10 +111,10 @@ def select_flashinfer(
     labels = _labels_at_or_above(defs, cuda, min_cuda)
     allowed, skipped = _complete_versions(versions, defs, cuda, labels, components, offer)
     if not allowed:
-        raise _no_complete_version(request, defs, cuda, components, floors, min_cuda, skipped, where)
+        raise _no_complete_version(request, defs, cuda, components, floors, min_cuda, skipped, where, offer)
     newest = max(allowed)
     notes = tuple(f"{s.why}; newest with every component is {newest}" for s in skipped if s.version > newest)[:5]
-    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted))
+    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted), left_out={s.version: s for s in skipped})
 
 
 def _labels_at_or_above(defs: Definitions, cuda: CudaLabel, min_cuda: CudaLabel | None) -> list[str]:
@@ -144,9 +146,18 @@ def _no_complete_version(
     min_cuda: CudaLabel | None,
     skipped: Sequence[Skipped],
     where: str,
+    offer: FlashInferOffer,
 ) -> NoPlanError:
     exact = request.flashinfer.version
     why = [s.why for s in skipped][:6] or [f"no flashinfer-python wheel fits {where}" + (f" at {exact}" if exact else "")]
+    if exact is not None and offer.published and exact not in offer.published:
+        newest = max((v for v in offer.python if not v.is_prerelease), default=None) or max(offer.published)
+        fi = defs.flashinfer.python
+        return NoPlanError(
+            f"{fi} {exact} does not exist: its index lists no such version (the newest with a wheel for {where} is {newest})",
+            reasons=why,
+            hint=f"pick a version that exists (`resolve-gpu-stack candidates {fi}` lists them), or --flashinfer latest",
+        )
     if min_cuda is not None and defs.flashinfer.jit_cache in components:
         why.insert(0, "; ".join(str(f) for f in floors if f.cuda == min_cuda))
     return NoPlanError(

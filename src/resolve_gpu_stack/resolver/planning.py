@@ -200,9 +200,12 @@ def _flashinfer_choice(cand: Cand, ctx: PlanContext) -> str:
     complete = f"with {', '.join(ctx.components)} for {ctx.torch.cuda}"
     if ctx.request.flashinfer.version is not None:
         return f"--flashinfer {ctx.request.flashinfer} asked for it; {complete}"
+    newest = max(ctx.flashinfer.versions) if ctx.flashinfer is not None and ctx.flashinfer.versions else None
     if ctx.flashinfer_pins:
-        newest = max(ctx.flashinfer.versions) if ctx.flashinfer is not None else None
         return f"{'; '.join(ctx.flashinfer_pins)}, so {cand.version}, not the newest FlashInfer {complete} ({newest})"
+    if newest is not None and cand.version < newest:  # a bare request keeps what is installed, as uv does
+        kept = "installed version kept" if cand.installed else "the installed FlashInfer's version, aligned"
+        return f"{kept} (it meets --flashinfer {ctx.request.flashinfer}); the newest FlashInfer {complete} is {newest}: `--flashinfer latest` upgrades"
     return f"newest FlashInfer {complete}"
 
 

@@ -27,17 +27,17 @@ from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
-from ..rules.versions import describe_versions, torch_series
+from ..rules.versions import describe_versions, public, torch_series
 from . import builds, framework
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
-from .overrides import OverrideRules, Overrides
+from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import WITH_PARENT, Cand, Key, Req
+from .requirement import WITH_PARENT, Cand, Key, Req, contains
 from .sources import source_file, source_metadata
 from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
@@ -85,7 +85,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         request = pinned
         w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, previous=w.factory)
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
-    result = _run_resolvelib(w.provider, requirements, factory)
+    result = _run_resolvelib(w.provider, requirements, factory, flashinfer)
 
     abi_torch = _abi_torch(result.mapping, torch, exports)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
@@ -102,11 +102,13 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     return _checked(build_plan(result, plan_ctx, notes), defs, None if request.allow_downgrade else torch.installed)
 
 
-def _run_resolvelib(provider: StackProvider, requirements: list[Req], factory: CandidateFactory) -> Result[Req, Cand, Key]:
+def _run_resolvelib(
+    provider: StackProvider, requirements: list[Req], factory: CandidateFactory, flashinfer: FlashInferSelection | None = None
+) -> Result[Req, Cand, Key]:
     try:
         return Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise _explain_impossible(exc, factory) from None
+        raise _explain_impossible(exc, factory, flashinfer) from None
     except ResolutionTooDeep as exc:
         raise NoPlanError(
             f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION"
@@ -164,11 +166,24 @@ def _framework_facts(
     words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
     notes = (
         *without_notes,
+        *_unused_without(request, overrides, cands),
         *framework.dropped_extra_notes(deps, cands, torch),
         *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
         *built.notes,
     )
     return framework.FrameworkFacts(found=built.found, overrides=words, notes=notes, builds=built.sdists, ways=_ways(built.found, request, defs, factory))
+
+
+def unused_without_note(name: str) -> str:
+    """The note of a ``--without NAME`` that left nothing out (the CLI also says it as a warning)."""
+    return f"--without {name}: no package of the plan requires {name}, so nothing was left out (is the name right?)"
+
+
+def _unused_without(request: ResolveRequest, overrides: Overrides, cands: Sequence[Cand]) -> list[str]:
+    """A note per ``--without`` name that nothing in the plan (nor a --with) required."""
+    used = {r.name for records in overrides.of(cands).values() for r in records if r.kind == WITHOUT}
+    used |= {canonicalize_name(r.name) for r in request.with_}
+    return [unused_without_note(n) for n in sorted(request.without_names - used)]
 
 
 def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: Definitions, factory: CandidateFactory) -> dict[NormalizedName, builds.WayFacts]:
@@ -272,7 +287,22 @@ def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, f
         flashinfer_versions=flashinfer.versions if flashinfer is not None else None,
         flashinfer_components=components,
         installed_requires=request.installed_requires,
+        flashinfer_first=_flashinfer_first(request, defs),
     )
+
+
+def _flashinfer_first(request: ResolveRequest, defs: Definitions) -> Version | tuple[()] | None:
+    """flashinfer-python's first candidate: with ``--flashinfer`` typed, the newest (``()``); else,
+    where an installed FlashInfer component is newer than the installed flashinfer-python, its
+    version (alignment goes up, not down); else None: the installed version, as for any package."""
+    if request.flashinfer.typed:
+        return ()
+    installed = request.target.installed
+    python = installed.get(defs.flashinfer.python)
+    if python is None:
+        return None  # nothing to keep: the newest, its components aligned to it
+    newer = max(public(v) for name in defs.flashinfer.components if (v := installed.get(canonicalize_name(name))) is not None)
+    return newer if newer > python else None
 
 
 def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> None:
@@ -329,9 +359,10 @@ def _select_flashinfer(
     notes = legacy_notes(factory.visits.get(fi.python, []), factory.rejections.get(fi.python, []))
     cubin = frozenset(c.version for c in factory.candidates(fi.cubin)) if fi.cubin in components else frozenset()
     jit = frozenset(c.version for c in factory.candidates(fi.jit_cache)) if fi.jit_cache in components else frozenset()
-    offer = FlashInferOffer(python=python, cubin=cubin, jit_cache=jit)
+    published = frozenset(o.file.version for o in factory.offers(fi.python))
+    offer = FlashInferOffer(python=python, cubin=cubin, jit_cache=jit, published=published)
     selected = select_flashinfer(request, defs, torch.cuda, components, offer, where=target_words(request.target), floors=floors)
-    return FlashInferSelection(versions=selected.versions, notes=notes + selected.notes)
+    return FlashInferSelection(versions=selected.versions, notes=notes + selected.notes, left_out=selected.left_out)
 
 
 def _prerelease_packages(request: ResolveRequest, torch: TorchSelection, defs: Definitions) -> frozenset[str]:
@@ -360,7 +391,10 @@ def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[F
     return out
 
 
-def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory) -> NoPlanError:  # type: ignore[type-arg,unused-ignore]
+def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, flashinfer: FlashInferSelection | None = None) -> NoPlanError:  # type: ignore[type-arg,unused-ignore]
+    gap = _component_gap(exc, factory, flashinfer)
+    if gap is not None:
+        return gap
     reasons = []
     for cause in exc.causes:
         req: Req = cause.requirement
@@ -368,8 +402,46 @@ def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory) ->
         available = [c.version for c in factory.candidates(req.name)]
         reasons.append(f"{parent} requires {req}; available for this target: {describe_versions(available)}")
     names = sorted({c.requirement.name for c in exc.causes})
+    missing = [n for n in names if _not_on_its_index(factory, n)]
+    if missing:
+        pages = [v.location for n in missing for v in factory.visits.get(n, ())]
+        where = ", ".join(f"{loc.url} ({loc.index})" for loc in pages) or "its index"
+        return NoPlanError(
+            f"{', '.join(missing)}: no such package on its index ({where} answered 404)",
+            reasons=sorted(set(reasons)),
+            hint=f"check the spelling of {', '.join(missing)} (in --with, or in what requires it); a package of another index needs --package-index NAME=URL",
+        )
     return NoPlanError(
         f"no plan satisfies every requirement on {', '.join(names)}",
         reasons=sorted(set(reasons)),
         hint="relax a --with pin or pick another --flashinfer / --torch",
     )
+
+
+def _component_gap(exc: ResolutionImpossible, factory: CandidateFactory, flashinfer: FlashInferSelection | None) -> NoPlanError | None:  # type: ignore[type-arg,unused-ignore]
+    """A requirement on flashinfer-python that only versions missing a component meet: blamed on that
+    component (``flashinfer-cubin`` has no 0.6.3), not on flashinfer-python, which has it."""
+    if flashinfer is None or not flashinfer.left_out:
+        return None
+    fi = factory.judge.defs.flashinfer
+    leave_out: dict[str, str] = {fi.cubin: "--no-cubin", fi.jit_cache: "--no-jit-cache"}
+    for cause in exc.causes:
+        req: Req = cause.requirement
+        gaps = [s for v, s in sorted(flashinfer.left_out.items(), reverse=True) if req.name == fi.python and contains(req.specifier, v)]
+        if not gaps or any(contains(req.specifier, v) for v in flashinfer.versions):
+            continue
+        parent = f"{cause.parent}" if cause.parent is not None else (req.parent or "the request")
+        missing = sorted({c for s in gaps for c in s.components})
+        flags = [leave_out[c] for c in missing if c in leave_out]
+        return NoPlanError(
+            f"{parent} requires {req}, and {' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no wheel at {', '.join(str(s.version) for s in gaps)}",
+            reasons=[s.why for s in gaps][:6],
+            hint=" or ".join([f"leave it out with {f}" for f in flags] + ["relax that pin"]),
+        )
+    return None
+
+
+def _not_on_its_index(factory: CandidateFactory, name: NormalizedName) -> bool:
+    """Whether every page read for ``name`` answered 404: the package does not exist there."""
+    visits = factory.visits.get(name, ())
+    return bool(visits) and not any(v.found for v in visits) and not factory.candidates(name)
