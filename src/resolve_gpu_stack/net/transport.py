@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,14 +34,13 @@ from typing import IO, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from .. import __version__
-from ..errors import CrawlError, IntegrityError
+from ..errors import CrawlError, IntegrityError, printable
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
-from .client import Client, DecodingError, InvalidURL, Response, TransportError
+from .client import Client, ConfigurationError, DecodingError, InvalidURL, Response, TransportError
 from .client import ConnectError as _ConnectError
 from .client import ConnectTimeout as _ConnectTimeout
 from .client import Timeout as _Timeout
-from .tls import LazyTrustContext
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,8 @@ def _transport_cause(exc: TransportError, timeout: float) -> str:
         return f"timed out after {timeout:g} s"
     text = str(exc) or type(exc).__name__
     if isinstance(exc, _ConnectError):
+        if text.startswith("cannot reach the proxy") or text.startswith("the proxy"):
+            return text  # the proxy is named, not the origin
         return "connection refused" if "refused" in text.lower() else f"cannot connect ({text})"
     return f"connection reset ({text})"
 
@@ -146,6 +148,10 @@ def content_range(resp: Response, url: str, spec: str, start: int | None) -> tup
     return a, b, n
 
 
+class _Attempt(threading.local):
+    fresh: bool = False
+
+
 class Transport:
     """GETs by policy over one shared ``client.Client``. Safe to use from several threads."""
 
@@ -162,6 +168,7 @@ class Transport:
         max_backoff: float = 10.0,
         max_retry_after: float = 60.0,
         trust_env: bool = True,
+        system_certs: bool = False,
     ) -> None:
         self.timeout = timeout
         self.deadline = deadlines.REQUEST_DEADLINE_FACTOR * timeout  # seconds per request, redirects and body included
@@ -173,10 +180,11 @@ class Transport:
         self.stats = FetchStats()
         self.credentials = Credentials(netrc_path)
         self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
-        self._client = Client(timeout=timeout, max_connections=max_connections, user_agent=user_agent, trust_env=trust_env)
+        self._attempt = _Attempt()  # per thread: a retry goes out on a fresh connection
+        self._client = Client(timeout=timeout, max_connections=max_connections, user_agent=user_agent, trust_env=trust_env, system_certs=system_certs)
 
     @property
-    def tls_context(self) -> LazyTrustContext:
+    def tls_context(self) -> ssl.SSLContext:
         """The verifying TLS context every https connection uses (its trust store loaded at the first handshake)."""
         return self._client.tls
 
@@ -207,9 +215,11 @@ class Transport:
             try:
                 prepared = self._client.check(target)  # an invalid URL is not a request sent
                 self.stats.add(requests=1)
-                resp = self._client.send(prepared, hop_headers)
+                resp = self._client.send(prepared, hop_headers, fresh=self._attempt.fresh)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
+            except ConfigurationError as exc:  # a setting at fault (proxy URL, trust store, certificate): never retried
+                raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:
                 self._raise_past_deadline(current, exc)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
@@ -232,7 +242,8 @@ class Transport:
         status = resp.status_code
         if status in ok:
             return
-        what = f"{status} {resp.reason_phrase}".strip()
+        resp.close(reuse=False)  # a connection that gave an answer not asked for is never reused
+        what = f"{status} {printable(resp.reason_phrase)}".strip()
         if status == 429 or status >= 500:
             wait = parse_retry_after(resp.headers.get("retry-after"))
             raise Retryable(what, wait=None if wait is None else min(wait, self.max_retry_after), status=True)
@@ -324,7 +335,9 @@ class Transport:
         The last failure becomes a ``CrawlError`` naming ``url`` (redacted) and the cause.
         """
         attempts = self.retries + 1
+        outer = self._attempt.fresh
         for n in range(1, attempts + 1):
+            self._attempt.fresh = outer or n > 1  # a retry never takes a pooled connection (it may be what broke)
             try:
                 return attempt()
             except Retryable as exc:
@@ -336,6 +349,8 @@ class Transport:
                 if self.on_retry is not None:  # a long wait is not silent (the CLI prints it on stderr)
                     self.on_retry(f"retrying {redact_url(url)} in {delay:.1f} s ({exc.cause}), attempt {n + 1} of {attempts}")
                 time.sleep(delay)
+            finally:
+                self._attempt.fresh = outer
         raise AssertionError("unreachable")
 
     def backoff(self, attempt: int) -> float:
