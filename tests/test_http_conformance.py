@@ -380,3 +380,15 @@ def test_nginx_pages_ranges_404_and_kept_connections(nginx: str) -> None:
         assert transport.stats.retries == 0
     finally:
         transport.close()
+
+
+def test_system_certs_through_the_command(tls_server: str, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    base = tls_server.rsplit("/", 1)[0] + "/"
+    argv = ["resolve", *TARGET, *index_flags(base), "--cache-dir", str(tmp_path / "c"), "--timeout", "2"]
+    rc, _, err = run_cli(capsys, *argv)
+    assert rc == 3 and "certificate verify failed for 127.0.0.1" in err and "certifi" in err and "retrying" not in err
+    rc, _, err = run_cli(capsys, *argv, "--system-certs")
+    # (the test server does TLS handshakes one at a time in its accept loop: parallel connects may wait there)
+    assert rc == 3 and "certificate verify failed for 127.0.0.1" in err and "the trust store is the system's" in err

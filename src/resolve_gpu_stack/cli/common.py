@@ -60,6 +60,11 @@ def add_network_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--cache-dir", metavar="DIR", type=absolute_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    g.add_argument(
+        "--system-certs",
+        action="store_true",
+        help="verify https against the system trust store (truststore) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
+    )
 
 
 def absolute_path(text: str) -> Path:
@@ -196,6 +201,7 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
         timeout=args.timeout,
         allow_insecure_hosts=tuple(args.allow_insecure_host),
         progress=progress_printer(args),
+        system_certs=args.system_certs,
     )
     fetcher.transport.on_retry = retry_printer(args)
     return fetcher

@@ -49,7 +49,7 @@ def download_fetcher(args: argparse.Namespace, defs=None) -> HttpFetcher:
     reported as they happen, and the credentials of the configured indexes (``defs``) when given."""
     from ..net.http import HttpFetcher
 
-    fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host))
+    fetcher = HttpFetcher(cache=None, timeout=args.timeout, allow_insecure_hosts=tuple(args.allow_insecure_host), system_certs=args.system_certs)
     fetcher.transport.on_retry = common.retry_printer(args)
     for definition in defs.indexes.values() if defs is not None else ():
         if definition.url:
