@@ -125,3 +125,74 @@ class HostileRelay:
         top, sep, body = bytes(data).partition(b"\r\n\r\n")
         kept = [h for h in top.split(b"\r\n") if not h.lower().startswith(b"connection:")]
         return b"\r\n".join(kept) + sep + body
+
+
+class TlsProxy:
+    """An ``https://`` forward proxy on 127.0.0.1 (TLS to the proxy, with ``context``): CONNECT
+    tunnels piped both ways, and absolute-form plain-http requests relayed (one a connection).
+    ``seen`` records each request line with its Proxy-Authorization."""
+
+    def __init__(self, context: object) -> None:
+        import ssl
+
+        assert isinstance(context, ssl.SSLContext)
+        self.context = context
+        self.seen: list[tuple[str, str | None]] = []
+        self._sock = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.url = f"https://127.0.0.1:{self._sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def __enter__(self) -> TlsProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        with suppress(OSError):
+            conn = self.context.wrap_socket(raw, server_side=True)  # type: ignore[attr-defined]
+            buf = bytearray()
+            head = _read_head(conn, buf)
+            if head is None:
+                return
+            line, *fields = head.decode("latin-1").split("\r\n")
+            headers = {k.strip().lower(): v.strip() for k, _, v in (f.partition(":") for f in fields)}
+            self.seen.append((line, headers.get("proxy-authorization")))
+            method, target, _ = line.split(" ", 2)
+            if method == "CONNECT":
+                host, _, port = target.rpartition(":")
+                upstream = socket.create_connection((host, int(port)))
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                if buf:
+                    upstream.sendall(bytes(buf))
+                done = threading.Event()
+
+                def pump(src: socket.socket, dst: socket.socket) -> None:
+                    with suppress(OSError):
+                        while data := src.recv(65536):
+                            dst.sendall(data)
+                    done.set()
+
+                threading.Thread(target=pump, args=(upstream, conn), daemon=True).start()
+                pump(conn, upstream)
+                done.wait(5)
+                upstream.close()
+                conn.close()
+                return
+            after = target.partition("://")[2]
+            hostport, _, path = after.partition("/")
+            host, _, port = hostport.rpartition(":")
+            kept = [f for f in fields if not f.lower().startswith(("proxy-", "connection"))]
+            with socket.create_connection((host, int(port))) as up:
+                up.sendall("\r\n".join([f"{method} /{path} HTTP/1.1", *kept, "Connection: close", "", ""]).encode("latin-1"))
+                while data := up.recv(65536):
+                    conn.sendall(data)
+            conn.close()

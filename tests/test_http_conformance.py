@@ -6,6 +6,7 @@ against nginx where it is installed. Everything on 127.0.0.1."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from faults import TARGET, StoryRun, index_flags, run_cli
-from hostile import ESC_REASON, HostileRelay
+from hostile import ESC_REASON, HostileRelay, TlsProxy
 from server import IndexServer
 from stack_world import build_story_world
 
@@ -83,10 +84,11 @@ def test_a_reason_phrase_with_escape_sequences_is_shown_escaped(tmp_path: Path, 
         assert "418 \\x1b[32mok\\x1b[0m\\x1b]0;pwned\\x07\\x00" in err
         for command in ("resolve", "candidates"):
             argv = [command, *(["torch"] if command == "candidates" else []), *TARGET, *index_flags(relay.url), "--cache-dir", str(run.cache)]
-            for fmt in ("plain", "json", "table"):
+            for fmt in ("json", "table"):
                 rc, out, err = run_cli(capsys, *argv, "--format", fmt)
-                assert rc in (2, 3), (command, fmt, err)
+                assert rc == 3, (command, fmt, err)
                 assert not any(c in out + err for c in ("\x1b", "\x07", "\x00")), (command, fmt)
+                assert "418 \\x1b[32mok" in err, (command, fmt, err)
 
 
 def test_printable_makes_every_control_visible_and_is_idempotent() -> None:
@@ -222,8 +224,8 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("scheme", ["https", "socks5"])
-def test_a_proxy_that_is_not_http_is_refused_once_naming_it(monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h", "ftp"])
+def test_a_proxy_that_is_not_http_or_https_is_refused_once_naming_it(monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
     proxy = f"{scheme}://user:secret@127.0.0.1:{closed_port()}"
     monkeypatch.setenv("https_proxy", proxy)
     transport = Transport(timeout=5, retries=4)
@@ -233,8 +235,42 @@ def test_a_proxy_that_is_not_http_is_refused_once_naming_it(monkeypatch: pytest.
     finally:
         transport.close()
     assert f"the proxy {scheme}://" in str(caught.value) and "127.0.0.1" in str(caught.value) and "secret" not in str(caught.value)
-    assert "only http:// proxies" in str(caught.value) and caught.value.hint and "no_proxy" in caught.value.hint
+    assert "only http:// and https:// proxies" in str(caught.value) and caught.value.hint and "no_proxy" in caught.value.hint
     assert transport.stats.retries == 0
+
+
+def test_an_https_proxy_carries_https_in_a_tunnel_and_plain_http(tls_server: str, tmp_path: Path, cert, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert[0]))  # the proxy's certificate and the origin's
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*cert)
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "p.html").write_bytes(b"<a>plain</a>")
+    with TlsProxy(context) as proxy, IndexServer(tmp_path / "plain") as plain:
+        authed = proxy.url.replace("https://", "https://alice:s3cret@")
+        monkeypatch.setenv("https_proxy", authed)
+        monkeypatch.setenv("http_proxy", authed)
+        transport = Transport(timeout=5, retries=0)
+        try:
+            assert get(transport, tls_server) == b"<a>ok</a>"
+            assert get(transport, tls_server) == b"<a>ok</a>"  # the tunnelled TLS-in-TLS connection is kept
+            assert get(transport, plain.url + "p.html") == b"<a>plain</a>"
+        finally:
+            transport.close()
+        port = tls_server.split(":")[2].split("/")[0]
+        lines = [line for line, _ in proxy.seen]
+        assert lines[0] == f"CONNECT 127.0.0.1:{port} HTTP/1.1" and lines.count(lines[0]) == 1
+        assert lines[1] == f"GET {plain.url}p.html HTTP/1.1" and all(auth and auth.startswith("Basic ") for _, auth in proxy.seen)
+        monkeypatch.delenv("SSL_CERT_FILE")  # the proxy's certificate is verified too (certifi has no test CA)
+        transport = Transport(timeout=5, retries=4)
+        try:
+            named = re.escape(f"certificate verify failed for the proxy https://***@127.0.0.1:{proxy.url.rsplit(':', 1)[1]}")
+            with pytest.raises(CrawlError, match=named) as caught:
+                get(transport, tls_server)
+        finally:
+            transport.close()
+        assert "s3cret" not in str(caught.value) and transport.stats.retries == 0
 
 
 def test_a_proxy_that_cannot_be_reached_is_named_not_the_origin(monkeypatch: pytest.MonkeyPatch) -> None:

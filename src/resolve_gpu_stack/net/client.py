@@ -20,9 +20,10 @@ Chosen by measurement (``bench/httpclients.py``, figures in bench/README.md): on
 - proxies from the environment with ``trust_env`` (``http_proxy``, ``https_proxy``, ``all_proxy``,
   ``no_proxy`` in either case, lower case first: ``EnvironmentProxies``, ``no_proxy`` read as curl
   reads it); plain http through the proxy, https through a ``CONNECT`` tunnel, credentials in the
-  proxy URL sent as ``Proxy-Authorization``; the proxy must be ``http://`` (an ``https://`` or
-  ``socks`` proxy is a ``ConfigurationError`` naming it); a proxy that cannot be reached or refuses
-  the tunnel is named in the error;
+  proxy URL sent as ``Proxy-Authorization``; the proxy is ``http://`` or ``https://`` (TLS to the
+  proxy; an https origin then runs TLS inside it: ``_TunnelledTLS``), any other (``socks5``) is a
+  ``ConfigurationError`` naming it; a proxy that cannot be reached, refuses the tunnel or fails its
+  certificate check is named in the error;
 - TLS with the trust store loaded at the first handshake (``tls.LazyTrustContext``), the host name
   checked; a certificate that does not verify, or a trust store setting that cannot be read, is a
   ``ConfigurationError``, never worth a retry;
@@ -47,7 +48,8 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, overload
+from functools import partial
+from typing import NamedTuple, Protocol, TypeVar, overload
 from urllib.parse import quote, unquote, urlsplit
 
 from ..errors import printable
@@ -56,6 +58,7 @@ from . import deadline as deadlines
 from .tls import TrustSettingError, trust_context, trust_hint
 from .urlpolicy import basic_authorization
 
+T = TypeVar("T")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CHUNK = 64 * 1024  # bytes asked of the socket per read of a body
 DECODE_STEP = 1 << 20  # at most this many decoded bytes from one inflate step
@@ -276,32 +279,42 @@ class _Connection(http.client.HTTPConnection):
         route = self.route
         proxy = urlsplit(route.proxy) if route.proxy else None
         named = f"the proxy {redact_url(route.proxy or '')}"
-        if proxy is not None and proxy.scheme != "http":
+        if proxy is not None and proxy.scheme not in ("http", "https"):
             raise ConfigurationError(
-                f"{named} is a {proxy.scheme or 'schemeless'} proxy: only http:// proxies are supported",
-                hint="set http_proxy / https_proxy / all_proxy to an http:// proxy URL, or list the host in no_proxy",
+                f"{named} is a {proxy.scheme or 'schemeless'} proxy: only http:// and https:// proxies are supported",
+                hint="set http_proxy / https_proxy / all_proxy to an http:// or https:// proxy URL, or list the host in no_proxy",
             )
-        host, port = (proxy.hostname or "", proxy.port or 80) if proxy is not None else (route.host, route.port)
+        default_port = DEFAULT_PORTS[proxy.scheme] if proxy is not None else route.port
+        host, port = (proxy.hostname or "", proxy.port or default_port) if proxy is not None else (route.host, route.port)
         try:
             sock = socket.create_connection((deadlines.connect_host(host), port), deadlines.clamp(self.read_timeout))
         except TimeoutError as exc:
             raise ConnectTimeout(_via(proxy, named, str(exc) or "connect timed out")) from None
         except OSError as exc:
             raise ConnectError(_via(proxy, named, str(exc) or type(exc).__name__)) from None
+        wire: _Wire = sock
+        checking = named  # whose certificate a failing handshake was checking
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if proxy is not None and proxy.scheme == "https":  # TLS to the proxy itself
+                sock.settimeout(deadlines.clamp(self.read_timeout))
+                wire = sock = self.tls.wrap_socket(sock, server_hostname=host)
+            checking = route.host
             if proxy is not None and route.scheme == "https":
                 _tunnel(sock, route, proxy_authorization(route.proxy or ""), self.read_timeout, named)
             if route.scheme == "https":
                 sock.settimeout(deadlines.clamp(self.read_timeout))
-                sock = self.tls.wrap_socket(sock, server_hostname=route.host)
+                if isinstance(sock, ssl.SSLSocket):  # TLS inside the proxy's TLS
+                    wire = _TunnelledTLS(sock, self.tls, route.host)
+                else:
+                    wire = self.tls.wrap_socket(sock, server_hostname=route.host)
         except BaseException as exc:
             sock.close()
             if isinstance(exc, TrustSettingError):
                 raise ConfigurationError(str(exc), hint=exc.hint) from None
             if isinstance(exc, ssl.SSLCertVerificationError):
                 raise ConfigurationError(
-                    f"TLS: certificate verify failed for {route.host} ({exc.verify_message or exc.reason or exc})",
+                    f"TLS: certificate verify failed for {checking} ({exc.verify_message or exc.reason or exc})",
                     hint=trust_hint(self.tls),
                 ) from None
             if isinstance(exc, TimeoutError):
@@ -309,7 +322,75 @@ class _Connection(http.client.HTTPConnection):
             if isinstance(exc, OSError):  # another ssl.SSLError (the handshake broke off, ...) included
                 raise ConnectError(str(exc) or type(exc).__name__) from None
             raise
-        self.sock = deadlines.DeadlineSocket(sock, self.read_timeout)
+        self.sock = deadlines.DeadlineSocket(wire, self.read_timeout)
+
+
+class _Wire(Protocol):
+    """What ``deadline.DeadlineSocket`` reads and writes through: a socket, or TLS in a tunnel."""
+
+    def settimeout(self, value: float | None, /) -> None: ...
+
+    def recv_into(self, buffer: memoryview, /) -> int: ...
+
+    def sendall(self, data: bytes, /) -> None: ...
+
+    def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class _TunnelledTLS:
+    """TLS to the origin carried inside the TLS connection to an ``https://`` proxy (a CONNECT
+    tunnel): ``ssl.SSLObject`` over memory buffers, its records sent through the outer socket."""
+
+    def __init__(self, outer: ssl.SSLSocket, context: ssl.SSLContext, server_hostname: str) -> None:
+        self.outer = outer
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self._in, self._out, server_hostname=server_hostname)
+        self._run(self.tls.do_handshake)
+
+    def _run(self, step: Callable[[], T]) -> T:
+        while True:
+            try:
+                result = step()
+            except ssl.SSLWantReadError:
+                self._flush()
+                data = self.outer.recv(CHUNK)
+                if data:
+                    self._in.write(data)
+                else:
+                    self._in.write_eof()
+                continue
+            self._flush()
+            return result
+
+    def _flush(self) -> None:
+        data = self._out.read()
+        if data:
+            self.outer.sendall(data)
+
+    def settimeout(self, value: float | None) -> None:
+        self.outer.settimeout(value)
+
+    def recv_into(self, buffer: memoryview) -> int:
+        try:
+            data = self._run(lambda: self.tls.read(len(buffer)))
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return 0
+        buffer[: len(data)] = data
+        return len(data)
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            sent = self._run(partial(self.tls.write, view))
+            view = view[sent:]
+
+    def fileno(self) -> int:
+        return self.outer.fileno()
+
+    def close(self) -> None:
+        self.outer.close()
 
 
 def _via(proxy: object, named: str, cause: str) -> str:

@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 REQUEST_DEADLINE_FACTOR = 4  # the deadline is this many times --timeout (30 s: 120 s)
 MIN_TRANSFER_RATE = 16 * 1024  # bytes per second: each such many bytes received earn a second more
@@ -124,7 +125,7 @@ class DeadlineSocket:
     """A connected socket (plain or TLS) whose every read and write waits at most ``timeout`` and
     at most until this thread's deadline, and whose reads earn the deadline its transfer credit."""
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
+    def __init__(self, sock: socket.socket | Any, timeout: float) -> None:  # a socket, or what reads and writes like one
         self.sock = sock
         self.timeout = timeout
         self._readers = 0  # open makefile()s: as with a socket's own, the socket closes after the last
