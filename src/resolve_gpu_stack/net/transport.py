@@ -10,11 +10,17 @@
   a 404/410 for a file an index lists);
 - ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
   reset, a timeout or a body shorter than announced is retryable;
-- a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout``, plus credit
-  for bytes received) from the first byte sent to the last byte of the body, headers included: a
-  server that trickles its answer ends in "no complete answer within N s", not retried;
+- a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout`` for the
+  headers from the first byte sent, 1xx interim answers included; as much again for the body, plus
+  credit for its bytes): a server that trickles its answer ends in "no complete answer within N
+  s", not retried;
+- a setting at fault (``client.ConfigurationError``: a proxy URL that is not http(s), a trust
+  store that cannot be loaded, a certificate that does not verify) is a ``CrawlError`` at once,
+  never retried, its hint saying what to change;
 - ``finish``: release a response (a small unread body is drained to keep its connection);
-- ``retrying``: run an attempt with retries and exponential backoff (``backoff``);
+- ``retrying``: run an attempt with retries and exponential backoff (``backoff``), each retry on a
+  fresh connection (the pooled one may be what broke); ``check_status`` closes the connection of
+  any answer it refuses;
 - ``stats``: counters for the run.
 
 Every URL that reaches a message or a log line has its credentials redacted.
