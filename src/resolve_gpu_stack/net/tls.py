@@ -9,7 +9,7 @@ Loading certifi's ~150 certificates costs ~20-40 ms of CPU: a run whose indexes 
 ``SSL_CERT_DIR`` (both only with ``trust_env``), else certifi's bundle. A variable that names a file
 or folder that cannot be read is a ``TrustSettingError`` naming the variable (never a retry).
 
-``trust_context(system=True)`` (the ``system-certs`` setting, ``--system-certs``) is the system
+``trust_context(system=True)`` (the ``--system-certs`` flag) is the system
 trust store instead, as pip's ``truststore`` feature and uv's ``--native-tls`` are: the
 ``truststore`` package's context (the platform's verifier: the OS store on macOS and Windows, the
 distribution's CA bundle on Linux), or, without that package, OpenSSL's default paths.
@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-SYSTEM_CERTS_HINT = "--system-certs (or system-certs = true) uses the system trust store"
+SYSTEM_CERTS_HINT = "--system-certs uses the system trust store"
 
 
 class TrustSettingError(ValueError):
