@@ -72,3 +72,78 @@ def test_writing_allowed_is_left_alone(install: Path, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code, "--version"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert kept(tmp_path) == []
+
+
+# -- the folder is the user's alone (issue 32, N17) ----------------------------------------------
+PLANTED = "import pathlib, os; pathlib.Path(os.environ['PLANT_MARK']).write_text('ran')\n"
+
+
+def plant(install: Path, tmp_path: Path) -> Path:
+    """Write a ``.pyc`` for ``resolve_gpu_stack/cli/__init__.py`` into the bytecode folder: an
+    unchecked-hash pyc, which Python runs without looking at the source. The marker it writes."""
+    import py_compile
+
+    source = install / "resolve_gpu_stack" / "cli" / "__init__.py"
+    folder = tmp_path / "xdg" / "resolve-gpu-stack" / "bytecode"
+    target = folder / source.parent.relative_to(source.anchor) / f"__init__.{TAG}.pyc"
+    evil = tmp_path / "evil.py"
+    evil.write_text(PLANTED)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    py_compile.compile(str(evil), cfile=str(target), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    return tmp_path / "mark"
+
+
+def test_the_bytecode_folder_is_made_0700_whatever_the_umask(install: Path, tmp_path: Path) -> None:
+    code = "import os, sys; os.umask(0o002); from resolve_gpu_stack.__main__ import run; sys.exit(run())"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPYCACHEPREFIX",)}
+    env.update(PYTHONPATH=str(install), PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    done = subprocess.run([sys.executable, "-c", code, "--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    for folder in (tmp_path / "xdg", tmp_path / "xdg" / "resolve-gpu-stack", tmp_path / "xdg" / "resolve-gpu-stack" / "bytecode"):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    assert kept(tmp_path)  # and it is used
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+def test_a_planted_pyc_runs_only_from_a_folder_of_the_users_own(install: Path, tmp_path: Path) -> None:
+    """The control: a pyc in the user's own 0700 folder is what Python runs (so the cases below show the guard)."""
+    mark = plant(install, tmp_path)
+    for folder in [tmp_path / "xdg", *(tmp_path / "xdg").rglob("*")]:
+        if folder.is_dir():
+            folder.chmod(0o700)
+    done = run_program(install, tmp_path, "--version", PLANT_MARK=str(mark))
+    assert mark.exists(), done.stderr
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="planting as another owner needs root")
+@pytest.mark.parametrize("which", ["bytecode", "resolve-gpu-stack"])
+def test_a_pyc_planted_by_another_owner_is_never_run(install: Path, tmp_path: Path, which: str) -> None:
+    import pwd
+
+    mark = plant(install, tmp_path)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    root = tmp_path / "xdg" / "resolve-gpu-stack"
+    owned = root if which == "resolve-gpu-stack" else root / "bytecode"
+    for path in [owned, *owned.rglob("*")]:
+        os.chown(path, nobody, -1)
+        if path.is_dir():
+            path.chmod(0o700)
+    done = run_program(install, tmp_path, "--version", "-v", PLANT_MARK=str(mark))
+    assert not mark.exists(), "the planted pyc ran"
+    assert done.returncode == 0, done.stderr
+    assert f"{owned} belongs to uid {nobody}" in done.stderr  # -v says why
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+@pytest.mark.parametrize("mode", [0o775, 0o777, 0o720], ids=oct)
+def test_a_pyc_in_a_folder_others_may_write_is_never_run(install: Path, tmp_path: Path, mode: int) -> None:
+    mark = plant(install, tmp_path)
+    folder = tmp_path / "xdg" / "resolve-gpu-stack" / "bytecode"
+    folder.chmod(mode)
+    done = run_program(install, tmp_path, "--version", PLANT_MARK=str(mark))
+    assert not mark.exists(), "the planted pyc ran"
+    assert done.returncode == 0 and done.stderr == ""  # without -v: quiet, from source
+    assert folder.stat().st_mode & 0o777 == mode  # the user's folder is not changed behind their back
+    loud = run_program(install, tmp_path, "--version", "--verbose", PLANT_MARK=str(mark))
+    assert not mark.exists() and f"is writable by others (mode {mode:o})" in loud.stderr

@@ -76,7 +76,8 @@ def test_no_proxy_names_addresses_and_star() -> None:
     assert proxies.for_url("https", "pypi.example", 443) == "http://all.example:8080"  # no https_proxy: all_proxy
     assert proxies.for_url("http", "example.com", 80) is None and proxies.for_url("http", "www.example.com", 80) is None
     assert proxies.for_url("http", "wwwexample.com", 80) == "http://proxy.example:3128"
-    assert proxies.for_url("http", "a.internal.example", 80) is None and proxies.for_url("http", "internal.example", 80) == "http://proxy.example:3128"
+    # as curl (and requests, through urllib) read it: a leading dot is ignored, the domain itself matches too
+    assert proxies.for_url("http", "a.internal.example", 80) is None and proxies.for_url("http", "internal.example", 80) is None
     assert proxies.for_url("http", "10.1.2.3", 80) is None and proxies.for_url("http", "localhost", 8000) is None
     assert proxies.for_url("https", "secure.example", 443) is None and proxies.for_url("http", "secure.example", 80) == "http://proxy.example:3128"
     assert not EnvironmentProxies({**env, "no_proxy": "a.example,*"})  # "*": no proxy at all

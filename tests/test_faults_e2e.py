@@ -159,8 +159,9 @@ def test_persistent_fault_is_one_clear_error(run: StoryRun, capsys, where: str, 
     run.srv.script(path, [fault] * ALWAYS)
     rc, out, err = run.lock(capsys)
     assert_clean_failure(run, rc, out, err, code=3, url_path=path, words=words)
-    # five attempts, once: a lookup whose retries are spent is not repeated by a later round
-    assert len(run.gets(path)) == 5
+    # five attempts, once: a lookup whose retries are spent is not repeated by a later round (a
+    # reset on a pooled connection is sent once more on a fresh one within its attempt: at most one more)
+    assert 5 <= len(run.gets(path)) <= (6 if fault.reset else 5)
 
 
 def test_download_reset_every_time_leaves_only_resumable_bytes_and_the_next_run_resumes(run: StoryRun, capsys) -> None:

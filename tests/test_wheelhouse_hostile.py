@@ -113,6 +113,21 @@ def test_prune_never_follows_a_link_inside_simple(exported, tmp_path, capsys):
     assert tree(outside) == before and (house / "simple" / "evil").is_symlink()
 
 
+@pytest.mark.parametrize("flags", [(), ("--prune",)], ids=["export", "prune"])
+def test_a_symlinked_project_folder_in_simple_is_never_written_through(exported, tmp_path, capsys, flags):
+    """Issue 32, N25: ``simple/<project>`` a link to another folder: its pages were written there."""
+    lock, house, cache, _ = exported
+    outside = tmp_path / "outside-project"
+    (house / "simple" / "numpy").rename(outside)
+    (outside / "index.html").write_text("another site's page")  # not the page the export writes: it would write it
+    (house / "simple" / "numpy").symlink_to(outside, target_is_directory=True)
+    before = tree(outside)
+    rc, out, err = export(capsys, lock, house, cache, *flags)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert f"{house / 'simple' / 'numpy'} is a symbolic link" in err
+    assert tree(outside) == before and (house / "simple" / "numpy").is_symlink()
+
+
 def test_temp_files_are_never_written_through_a_planted_link(exported, tmp_path, capsys):
     """The wheelhouse wrote ``files/.<wheel>.metadata.<pid>.tmp`` through whatever was there (another
     user's file was overwritten); temp files are now created exclusively under names no one can

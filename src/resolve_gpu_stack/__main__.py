@@ -8,20 +8,58 @@ it) would otherwise compile this package and its dependencies at every start: ~1
 (``~/.cache/...``), never beside the sources, exactly as ``PYTHONPYCACHEPREFIX`` would keep them;
 the first run writes them. A ``PYTHONPYCACHEPREFIX`` of the user's own, an install that compiled
 its bytecode, or writing allowed: nothing changes.
+
+The folder is the user's alone, because Python runs what it finds there (a ``.pyc``'s source hash
+says nothing about its code, and the folder also holds the standard library's bytecode, ``ssl``
+included): it is used only when it and every folder above it up to the cache root
+(``$XDG_CACHE_HOME``) are owned by the user and writable by no one else. The folders the program
+makes are made 0700 whatever the umask. Anything else (another owner, a group- or world-writable
+folder, a file in the way): the program runs from source, with no bytecode kept; ``-v`` says why.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 BYTECODE_FOLDER = "bytecode"
 
 
-def keep_bytecode(environ: Mapping[str, str]) -> str | None:
+def private_folder(base: str, parts: Sequence[str]) -> str | None:
+    """Make ``base/parts...`` (each folder made 0700) and check that it and every folder on the
+    way, ``base`` included, is a real folder owned by this user and writable by no one else; why
+    not, or None when it is the user's alone."""
+    uid = os.geteuid()
+    path = base
+    for part in ("", *parts):
+        path = os.path.join(path, part) if part else path
+        try:
+            os.mkdir(path, 0o700)
+            os.chmod(path, 0o700)  # mkdir's mode is cut by the umask; never widened by it either
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return f"cannot make {path} ({exc.strerror or exc})"
+        try:
+            info = os.stat(path) if path == base else os.lstat(path)  # the cache root may be a link; nothing below it
+        except OSError as exc:
+            return f"cannot read {path} ({exc.strerror or exc})"
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{path} is not a folder"
+        if info.st_uid != uid:
+            return f"{path} belongs to uid {info.st_uid}, not to this user (uid {uid})"
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{path} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def keep_bytecode(environ: Mapping[str, str], argv: Sequence[str] = ()) -> str | None:
     """Point ``sys.pycache_prefix`` at the program's bytecode folder when no bytecode would be
-    read or written otherwise (see the module docstring); the folder, or None when left alone."""
+    read or written otherwise and the folder is the user's alone (see the module docstring); the
+    folder, or None when left alone. With ``-v``/``--verbose`` in ``argv``, a folder not used says why
+    on stderr."""
     tag = sys.implementation.cache_tag
     if not sys.dont_write_bytecode or sys.pycache_prefix is not None or tag is None:
         return None
@@ -32,6 +70,11 @@ def keep_bytecode(environ: Mapping[str, str]) -> str | None:
     xdg = environ.get("XDG_CACHE_HOME", "")
     base = xdg if os.path.isabs(xdg) else os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
     folder = os.path.join(base, "resolve-gpu-stack", BYTECODE_FOLDER)
+    why = private_folder(base, ("resolve-gpu-stack", BYTECODE_FOLDER))
+    if why is not None:
+        if "-v" in argv or "--verbose" in argv:
+            print(f"resolve-gpu-stack: not keeping bytecode in {folder}: {why}", file=sys.stderr)
+        return None
     sys.pycache_prefix = folder
     sys.dont_write_bytecode = False  # into that folder only: a folder the user cannot write is skipped quietly
     return folder
@@ -39,7 +82,7 @@ def keep_bytecode(environ: Mapping[str, str]) -> str | None:
 
 def run() -> int:
     """The console script."""
-    keep_bytecode(os.environ)
+    keep_bytecode(os.environ, sys.argv[1:])
     from .cli import run as cli_run
 
     return cli_run()

@@ -7,16 +7,39 @@ not be written (nothing was written then).
 
 from __future__ import annotations
 
+_LINE_BREAKS = frozenset("\n\t")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with every character a terminal would act on made visible: control characters
+    (NUL, ESC, CR, DEL, the C1 range), format characters (bidi overrides) and lone surrogates are
+    written as ``\\xNN``/``\\uNNNN`` escapes; ``lines`` keeps newlines and tabs. The one escaping
+    function for text a server or a build sent (reason phrases, status lines, page text, build
+    output): applying it twice changes nothing more."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or (lines and ch in _LINE_BREAKS):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
+
 
 class ResolveGpuStackError(Exception):
-    """Base class. ``str(err)`` is the message; ``hint`` says what to do next."""
+    """Base class. ``str(err)`` is the message; ``hint`` says what to do next. Both are made
+    ``printable`` (lines kept): no error carries raw control characters to a terminal or a JSON
+    document, whatever text a server put in it."""
 
     exit_code = 1
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
+        message = printable(message, lines=True)
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = None if hint is None else printable(hint, lines=True)
 
     def __str__(self) -> str:
         return self.message
@@ -38,6 +61,7 @@ class CrawlError(ResolveGpuStackError):
     exit_code = 3
 
     def __init__(self, url: str, cause: str, *, hint: str | None = None) -> None:
+        url, cause = printable(url), printable(cause, lines=True)
         super().__init__(f"{url}: {cause}", hint=hint)
         self.url = url
         self.cause = cause

@@ -193,6 +193,7 @@ class NetworkOptions:
     allow_insecure_hosts: tuple[str, ...] = ()
     progress: Callable[[str], None] | None = None
     on_retry: Callable[[str], None] | None = None
+    system_certs: bool = False  # --system-certs: the system trust store (truststore) instead of certifi's
 
 
 class Session:
@@ -217,7 +218,12 @@ class Session:
 
                 n = self.network
                 self._live = HttpFetcher(
-                    cache=HttpCache(n.cache_dir), timeout=n.timeout, allow_insecure_hosts=n.allow_insecure_hosts, progress=n.progress, on_retry=n.on_retry
+                    cache=HttpCache(n.cache_dir),
+                    timeout=n.timeout,
+                    allow_insecure_hosts=n.allow_insecure_hosts,
+                    progress=n.progress,
+                    on_retry=n.on_retry,
+                    system_certs=n.system_certs,
                 )
                 self._closing.append(self._live.close)
             return self._live

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..errors import printable
 from . import common
 from . import settings as S
 
@@ -160,6 +161,7 @@ class ProgressLine:
     def __call__(self, line: str, *, final: bool = False) -> None:
         if self.quiet:
             return
+        line = printable(line)  # a build's output: its escape sequences never reach the terminal raw
         if self.tty:
             sys.stderr.write("\r\x1b[K" + line[: os.get_terminal_size(sys.stderr.fileno()).columns - 1] + ("\n" if final else ""))
             sys.stderr.flush()

@@ -67,6 +67,11 @@ def add_network_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--cache-dir", metavar="DIR", type=directory_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    g.add_argument(
+        "--system-certs",
+        action="store_true",
+        help="verify https against the system trust store (truststore) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
+    )
 
 
 def absolute_path(text: str) -> Path:
@@ -219,6 +224,7 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
         allow_insecure_hosts=tuple(getattr(args, "allow_insecure_host", None) or ()),
         progress=progress_printer(args),
         on_retry=retry_printer(args),
+        system_certs=getattr(args, "system_certs", False),
     )
 
 

@@ -154,7 +154,7 @@ def export_wheelhouse(
     written = _write_pages(output, files)
     lock_names, warnings = _write_locks(output, read, base_url)
     written += lock_names
-    if _write_if_changed(output / MANIFEST, manifest_json(files, [p.name for p, _ in read])):
+    if _write_if_changed(output, output / MANIFEST, manifest_json(files, [p.name for p, _ in read])):
         written.append(MANIFEST)
     pruned = _prune(output, files) if prune and was_ours else []
     return WheelhouseReport(
@@ -306,9 +306,9 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
     ``files/`` and write its ``.metadata`` beside it: nothing that is not the wheel its name says
     is ever placed."""
     metadata = wheel_metadata(fetched.path, w.wheel.filename, w.wheel.filename)
-    target = output / FILES / w.wheel.filename
+    target = inside(output, output / FILES / w.wheel.filename)
     _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
-    atomic_write(target.with_name(target.name + ".metadata"), metadata, mode=PUBLISHED_MODE)
+    atomic_write(inside(output, target.with_name(target.name + ".metadata")), metadata, mode=PUBLISHED_MODE)
     requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
     return HouseFile(
         filename=w.wheel.filename,
@@ -361,10 +361,10 @@ def _write_pages(output: Path, files: Sequence[HouseFile]) -> list[str]:
     written = []
     for name, group in sorted(by_name.items()):
         for leaf, text in (("index.html", project_html(name, group)), ("index.json", project_json(name, group))):
-            if _write_if_changed(output / SIMPLE / name / leaf, text):
+            if _write_if_changed(output, output / SIMPLE / name / leaf, text):
                 written.append(f"{SIMPLE}/{name}/{leaf}")
     for leaf, text in (("index.html", root_html(by_name)), ("index.json", root_json(by_name))):
-        if _write_if_changed(output / SIMPLE / leaf, text):
+        if _write_if_changed(output, output / SIMPLE / leaf, text):
             written.append(f"{SIMPLE}/{leaf}")
     return written
 
@@ -388,12 +388,32 @@ def _write_locks(output: Path, read: Sequence[tuple[Path, LockedFile]], base_url
                 f"{path}: a URL in it carried credentials; the published {path.name} has them removed "
                 "(nodes send their own, from netrc or a keyring; rotate them if the lock was shared)"
             )
-        if _write_if_changed(output / path.name, published):
+        if _write_if_changed(output, output / path.name, published):
             written.append(path.name)
     return written, warnings
 
 
-def _write_if_changed(path: Path, text: str) -> bool:
+def inside(output: Path, path: Path) -> Path:
+    """``path``, checked to lie inside the wheelhouse ``output``: no folder on the way from
+    ``output`` to it (nor ``path`` itself) is a link, and it resolves below ``output`` resolved.
+    ``UsageError`` naming the link otherwise (a symlinked ``simple/<project>`` included): every
+    path a wheelhouse writes or deletes goes through here."""
+    root = output.resolve()
+    current = output
+    for part in path.relative_to(output).parts:
+        current = current / part
+        if current.is_symlink():
+            raise UsageError(
+                f"{current} is a symbolic link; a wheelhouse writes and deletes only in its own folders",
+                hint="replace the link by a real folder (or remove it), or export into another folder",
+            )
+    if not (path.parent.resolve() / path.name).is_relative_to(root):
+        raise UsageError(f"{path} is outside the wheelhouse {output}; refused")
+    return path
+
+
+def _write_if_changed(output: Path, path: Path, text: str) -> bool:
+    path = inside(output, path)
     data = text.encode("utf-8")
     try:
         if path.read_bytes() == data:
@@ -414,11 +434,11 @@ def _prune(output: Path, files: Sequence[HouseFile]) -> list[str]:
     pruned = []
     for entry in sorted(os.scandir(output / FILES), key=lambda e: e.name):
         if entry.is_file(follow_symlinks=False) and entry.name not in keep and not is_temp_name(entry.name):
-            os.unlink(entry.path)
+            os.unlink(inside(output, Path(entry.path)))
             pruned.append(f"{FILES}/{entry.name}")
     for entry in sorted(os.scandir(output / SIMPLE), key=lambda e: e.name):
         if entry.is_dir(follow_symlinks=False) and entry.name not in names:
-            shutil.rmtree(entry.path)  # rmtree never follows a link inside
+            shutil.rmtree(inside(output, Path(entry.path)))  # rmtree never follows a link inside
             pruned.append(f"{SIMPLE}/{entry.name}/")
     return pruned
 

@@ -10,44 +10,59 @@ Chosen by measurement (``bench/httpclients.py``, figures in bench/README.md): on
   ``iter_raw`` as sent, ``iter_bytes`` decoded, ``num_bytes_downloaded``);
 - a pool of kept-alive connections per origin: at most ``max_connections`` requests in flight (a
   request waits for a slot up to its timeout); an idle connection is reused unless it is older than
-  ``keepalive_expiry`` or the server closed it; a connection whose answer was not read to its end
-  is closed, never reused;
+  ``keepalive_expiry`` or the server closed it; a connection whose answer was not read to its end,
+  or whose answer the caller refused (``Response.close(reuse=False)``), is closed, never reused; a
+  reused connection that breaks before its answer's status line is tried once more on a fresh one
+  (``send(fresh=True)`` never takes one from the pool);
+- ``1xx`` interim answers (``100 Continue``, ``102 Processing``, ``103 Early Hints``) skipped, never
+  taken for the answer, within the request's deadline (``deadline.py``: the headers phase earns no
+  credit, so an endless stream of them ends);
 - proxies from the environment with ``trust_env`` (``http_proxy``, ``https_proxy``, ``all_proxy``,
-  ``no_proxy`` in either case, lower case first, as httpx read them: ``EnvironmentProxies``);
-  plain http through the proxy, https through a ``CONNECT`` tunnel, credentials in the proxy URL
-  sent as ``Proxy-Authorization``;
+  ``no_proxy`` in either case, lower case first: ``EnvironmentProxies``, ``no_proxy`` read as curl
+  reads it); plain http through the proxy, https through a ``CONNECT`` tunnel, credentials in the
+  proxy URL sent as ``Proxy-Authorization``; the proxy is ``http://`` or ``https://`` (TLS to the
+  proxy; an https origin then runs TLS inside it: ``_TunnelledTLS``), any other (``socks5``) is a
+  ``ConfigurationError`` naming it; a proxy that cannot be reached, refuses the tunnel or fails its
+  certificate check is named in the error;
 - TLS with the trust store loaded at the first handshake (``tls.LazyTrustContext``), the host name
-  checked;
+  checked; a certificate that does not verify, or a trust store setting that cannot be read, is a
+  ``ConfigurationError``, never worth a retry;
 - every connect, read and write kept to this thread's deadline (``deadline.DeadlineSocket``);
 - bodies decoded (``Content-Encoding`` gzip, deflate; others passed as sent) in steps of at most
   ``DECODE_STEP`` bytes, so a compressed bomb is stopped by the reader's cap, not by memory.
 
-Failures are ``TransportError`` (``ConnectError``, ``ConnectTimeout``, ``Timeout``, ``ReadError``),
-``DecodingError`` and ``InvalidURL``.
+Failures are ``TransportError`` (``ConnectError``, ``ConnectTimeout``, ``Timeout``, ``ReadError``,
+``ConfigurationError``), ``DecodingError`` and ``InvalidURL``.
 """
 
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import os
-import re
 import select
 import socket
+import ssl
 import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, overload
+from functools import partial
+from typing import NamedTuple, Protocol, TypeVar, overload
 from urllib.parse import quote, unquote, urlsplit
 
+from ..errors import printable
+from ..urls import redact_url
 from . import deadline as deadlines
-from .tls import LazyTrustContext
+from .tls import TrustSettingError, trust_context, trust_hint
 from .urlpolicy import basic_authorization
 
+T = TypeVar("T")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CHUNK = 64 * 1024  # bytes asked of the socket per read of a body
 DECODE_STEP = 1 << 20  # at most this many decoded bytes from one inflate step
+_MAX_LINE = 65536  # the longest status line read (http.client's own limit)
 # what may stand unescaped in a request target (RFC 3986 pchar, "/" and "?"; "%" keeps escapes as they are)
 _PATH_SAFE = "/%:@!$&'()*+,;=~"
 _QUERY_SAFE = _PATH_SAFE + "?"
@@ -72,6 +87,15 @@ class Timeout(TransportError):
 
 class ConnectTimeout(Timeout, ConnectError):
     """Connecting (TCP, TLS, a proxy tunnel) took longer than the timeout."""
+
+
+class ConfigurationError(ConnectError):
+    """A setting is at fault (the proxy URL, the trust store, a certificate that does not verify):
+    another attempt would fail the same way. ``hint`` says what to change."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 class ReadError(TransportError):
@@ -105,46 +129,70 @@ def environment_proxies(environ: Mapping[str, str]) -> dict[str, str]:
     return proxies
 
 
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 @dataclass(frozen=True)
 class _Bypass:
-    """A ``no_proxy`` entry, matched as httpx matches its mount patterns."""
+    """A ``no_proxy`` entry, read as curl reads it: a name matches itself and its subdomains (a
+    leading ``.`` or ``*.`` changes nothing: ``.example.com`` matches ``example.com`` too); an
+    address or a CIDR range (``127.0.0.0/8``, ``::1``) matches the addresses in it, and an address
+    is never matched as a name (``.0.0.1`` does not match 127.0.0.1). Beyond curl: a ``:port``
+    (as requests reads it) and a ``scheme://`` (as httpx did) narrow an entry."""
 
     scheme: str  # "" for any
-    host: re.Pattern[str]
+    name: str  # lower case, no leading dot; "" for an address entry
+    network: _Network | None
     port: int | None
 
     def matches(self, scheme: str, host: str, port: int) -> bool:
-        return (not self.scheme or self.scheme == scheme) and self.host.match(host) is not None and (self.port is None or self.port == port)
+        if (self.scheme and self.scheme != scheme) or (self.port is not None and self.port != port):
+            return False
+        address = _address(host)
+        if self.network is not None:
+            return address is not None and address.version == self.network.version and address in self.network
+        return address is None and (host == self.name or host.endswith("." + self.name))
 
 
-def _bypass(entry: str) -> _Bypass:
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+
+
+def _network(text: str) -> _Network | None:
+    try:
+        return ipaddress.ip_network(text.strip("[]"), strict=False)
+    except ValueError:
+        return None
+
+
+def _bypass(entry: str) -> _Bypass | None:
     scheme, _, rest = entry.rpartition("://")
-    if scheme == "all":
-        scheme = ""
-    hostport = rest.split("/", 1)[0]
+    scheme = "" if scheme in ("", "all") else scheme.lower()
+    rest = rest.strip().rstrip("/")
     port: int | None = None
-    if hostport.startswith("["):  # an IPv6 literal, maybe with a port
-        host, _, tail = hostport[1:].partition("]")
-        port = int(tail[1:]) if tail.startswith(":") and tail[1:].isdigit() else None
-    elif hostport.count(":") == 1:
-        host, _, p = hostport.partition(":")
-        port = int(p) if p.isdigit() else None
-    else:
-        host = hostport
-    host = host.lower()
-    if host.startswith("*."):  # subdomains only
-        pattern = f"^.+\\.{re.escape(host[2:])}$"
-    elif host.startswith("*"):  # the domain and its subdomains
-        pattern = f"^(.+\\.)?{re.escape(host[1:])}$"
-    else:
-        pattern = f"^{re.escape(host)}$"
-    return _Bypass(scheme, re.compile(pattern), port)
+    network = _network(rest)
+    if network is None:
+        hostport = rest
+        if hostport.startswith("["):  # an IPv6 literal with a port, maybe a range
+            inner, _, tail = hostport[1:].partition("]")
+            hostport, port = inner, (int(tail[1:]) if tail.startswith(":") and tail[1:].isdigit() else None)
+        elif hostport.count(":") == 1:
+            hostport, _, p = hostport.partition(":")
+            port = int(p) if p.isdigit() else None
+        network = _network(hostport)
+        rest = hostport
+    if network is not None:
+        return _Bypass(scheme, "", network, port)
+    name = rest.lower().lstrip("*").lstrip(".").rstrip(".")
+    return _Bypass(scheme, name, None, port) if name else None
 
 
 class EnvironmentProxies:
-    """Which proxy a URL goes through, from the environment's variables (httpx's reading of them:
-    ``no_proxy`` ``*`` turns every proxy off; a name matches itself and its subdomains, a name
-    starting with ``.`` its subdomains only, an address or ``localhost`` itself)."""
+    """Which proxy a URL goes through, from the environment's variables: ``no_proxy`` ``*`` turns
+    every proxy off; other entries as ``_Bypass`` reads them (curl's reading)."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         found = environment_proxies(environ)
@@ -152,26 +200,17 @@ class EnvironmentProxies:
         entries = [e.strip() for e in found.get("no", "").split(",")]
         if "*" in entries:
             self.by_scheme = {}
-        self.bypass = [_bypass(e if "://" in e or e.lower() == "localhost" or _is_address(e) else f"all://*{e}") for e in entries if e]
+        self.bypass = [b for e in entries if e and (b := _bypass(e)) is not None]
 
     def __bool__(self) -> bool:
         return bool(self.by_scheme)
 
     def for_url(self, scheme: str, host: str, port: int) -> str | None:
         """The proxy URL for a request to ``scheme://host:port``, or None to go direct."""
+        host = host.lower().rstrip(".")
         if not self.by_scheme or any(b.matches(scheme, host, port) for b in self.bypass):
             return None
         return self.by_scheme.get(scheme) or self.by_scheme.get("all")
-
-
-def _is_address(text: str) -> bool:
-    import ipaddress
-
-    try:
-        ipaddress.ip_address(text.split("/", 1)[0].strip("[]"))
-    except ValueError:
-        return False
-    return True
 
 
 # -- connections -------------------------------------------------------------------------------
@@ -203,46 +242,166 @@ class Prepared(NamedTuple):
     target: str
 
 
+class _FinalResponse(http.client.HTTPResponse):
+    """``http.client``'s answer, with every ``1xx`` interim answer skipped (``http.client`` skips
+    ``100 Continue`` only: a ``102`` or ``103`` would be taken for the answer, and the real one read
+    as the answer to the next request). ``101`` (a protocol switch no request asked for) is final,
+    and refused as unexpected by the caller. The skipping reads under the request's deadline."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        """The status line ``begin()`` reads (as ``http.client`` reads it), interim ones passed over."""
+        while True:
+            line = str(self.fp.readline(_MAX_LINE + 1), "iso-8859-1")
+            if len(line) > _MAX_LINE:
+                raise http.client.LineTooLong("status line")
+            if not line:
+                raise http.client.RemoteDisconnected("Remote end closed connection without response")
+            version, _, rest = line.strip().partition(" ")
+            code, _, reason = rest.strip().partition(" ")
+            if not version.startswith("HTTP/") or not (code.isdigit() and len(code) == 3 and code.isascii()) or code[0] == "0":
+                raise http.client.BadStatusLine(line)
+            status = int(code)
+            if status >= 200 or status in (100, 101):
+                return version, status, reason.strip()  # a 100 is passed over by begin() itself
+            http.client.parse_headers(self.fp)  # an interim answer's headers (limits as for any)
+
+
 class _Connection(http.client.HTTPConnection):
     """One kept-alive connection of the pool: TCP (direct, or to a proxy, tunnelled for https),
     TLS where the route is https, every socket operation under the request's deadline."""
 
-    def __init__(self, route: _Route, timeout: float, tls: LazyTrustContext) -> None:
+    def __init__(self, route: _Route, timeout: float, tls: ssl.SSLContext) -> None:
         super().__init__(route.host, route.port, timeout=timeout)
         self.read_timeout = timeout
         self.route = route
         self.tls = tls
         self.idle_since = 0.0
 
+    response_class = _FinalResponse
+
     def connect(self) -> None:
         route = self.route
         proxy = urlsplit(route.proxy) if route.proxy else None
-        if proxy is not None and proxy.scheme != "http":
-            raise ConnectError(f"a {proxy.scheme} proxy is not supported (the proxy URL must be http://)")
-        host, port = (proxy.hostname or "", proxy.port or 80) if proxy is not None else (route.host, route.port)
+        named = f"the proxy {redact_url(route.proxy or '')}"
+        if proxy is not None and proxy.scheme not in ("http", "https"):
+            raise ConfigurationError(
+                f"{named} is a {proxy.scheme or 'schemeless'} proxy: only http:// and https:// proxies are supported",
+                hint="set http_proxy / https_proxy / all_proxy to an http:// or https:// proxy URL, or list the host in no_proxy",
+            )
+        default_port = DEFAULT_PORTS[proxy.scheme] if proxy is not None else route.port
+        host, port = (proxy.hostname or "", proxy.port or default_port) if proxy is not None else (route.host, route.port)
         try:
             sock = socket.create_connection((deadlines.connect_host(host), port), deadlines.clamp(self.read_timeout))
         except TimeoutError as exc:
-            raise ConnectTimeout(str(exc) or "connect timed out") from None
+            raise ConnectTimeout(_via(proxy, named, str(exc) or "connect timed out")) from None
         except socket.gaierror as exc:
-            raise HostNotFound(f"cannot resolve {host} ({exc.strerror or exc})") from None
+            raise HostNotFound(_via(proxy, named, f"cannot resolve {host} ({exc.strerror or exc})")) from None
         except OSError as exc:
-            raise ConnectError(str(exc) or type(exc).__name__) from None
+            raise ConnectError(_via(proxy, named, str(exc) or type(exc).__name__)) from None
+        wire: _Wire = sock
+        checking = named  # whose certificate a failing handshake was checking
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if proxy is not None and proxy.scheme == "https":  # TLS to the proxy itself
+                sock.settimeout(deadlines.clamp(self.read_timeout))
+                wire = sock = self.tls.wrap_socket(sock, server_hostname=host)
+            checking = route.host
             if proxy is not None and route.scheme == "https":
-                _tunnel(sock, route, proxy_authorization(route.proxy or ""), self.read_timeout)
+                _tunnel(sock, route, proxy_authorization(route.proxy or ""), self.read_timeout, named)
             if route.scheme == "https":
                 sock.settimeout(deadlines.clamp(self.read_timeout))
-                sock = self.tls.wrap_socket(sock, server_hostname=route.host)
+                if isinstance(sock, ssl.SSLSocket):  # TLS inside the proxy's TLS
+                    wire = _TunnelledTLS(sock, self.tls, route.host)
+                else:
+                    wire = self.tls.wrap_socket(sock, server_hostname=route.host)
         except BaseException as exc:
             sock.close()
+            if isinstance(exc, TrustSettingError):
+                raise ConfigurationError(str(exc), hint=exc.hint) from None
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                raise ConfigurationError(
+                    f"TLS: certificate verify failed for {checking} ({exc.verify_message or exc.reason or exc})",
+                    hint=trust_hint(self.tls),
+                ) from None
             if isinstance(exc, TimeoutError):
                 raise ConnectTimeout(str(exc) or "TLS handshake timed out") from None
-            if isinstance(exc, OSError):  # ssl.SSLError (a certificate not trusted, ...) included
+            if isinstance(exc, OSError):  # another ssl.SSLError (the handshake broke off, ...) included
                 raise ConnectError(str(exc) or type(exc).__name__) from None
             raise
-        self.sock = deadlines.DeadlineSocket(sock, self.read_timeout)
+        self.sock = deadlines.DeadlineSocket(wire, self.read_timeout)
+
+
+class _Wire(Protocol):
+    """What ``deadline.DeadlineSocket`` reads and writes through: a socket, or TLS in a tunnel."""
+
+    def settimeout(self, value: float | None, /) -> None: ...
+
+    def recv_into(self, buffer: memoryview, /) -> int: ...
+
+    def sendall(self, data: bytes, /) -> None: ...
+
+    def fileno(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class _TunnelledTLS:
+    """TLS to the origin carried inside the TLS connection to an ``https://`` proxy (a CONNECT
+    tunnel): ``ssl.SSLObject`` over memory buffers, its records sent through the outer socket."""
+
+    def __init__(self, outer: ssl.SSLSocket, context: ssl.SSLContext, server_hostname: str) -> None:
+        self.outer = outer
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self._in, self._out, server_hostname=server_hostname)
+        self._run(self.tls.do_handshake)
+
+    def _run(self, step: Callable[[], T]) -> T:
+        while True:
+            try:
+                result = step()
+            except ssl.SSLWantReadError:
+                self._flush()
+                data = self.outer.recv(CHUNK)
+                if data:
+                    self._in.write(data)
+                else:
+                    self._in.write_eof()
+                continue
+            self._flush()
+            return result
+
+    def _flush(self) -> None:
+        data = self._out.read()
+        if data:
+            self.outer.sendall(data)
+
+    def settimeout(self, value: float | None) -> None:
+        self.outer.settimeout(value)
+
+    def recv_into(self, buffer: memoryview) -> int:
+        try:
+            data = self._run(lambda: self.tls.read(len(buffer)))
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return 0
+        buffer[: len(data)] = data
+        return len(data)
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            sent = self._run(partial(self.tls.write, view))
+            view = view[sent:]
+
+    def fileno(self) -> int:
+        return self.outer.fileno()
+
+    def close(self) -> None:
+        self.outer.close()
+
+
+def _via(proxy: object, named: str, cause: str) -> str:
+    """A connect failure's text, naming the proxy when the connection was to one."""
+    return cause if proxy is None else f"cannot reach {named}: {cause}"
 
 
 def proxy_authorization(proxy: str) -> str | None:
@@ -253,7 +412,7 @@ def proxy_authorization(proxy: str) -> str | None:
     return basic_authorization(unquote(parts.username), unquote(parts.password or ""))
 
 
-def _tunnel(sock: socket.socket, route: _Route, authorization: str | None, timeout: float) -> None:
+def _tunnel(sock: socket.socket, route: _Route, authorization: str | None, timeout: float, named: str) -> None:
     """``CONNECT host:port`` through a proxy; returns once it said 2xx (its answer read whole)."""
     lines = [f"CONNECT {route.netloc} HTTP/1.1", f"Host: {route.netloc}"] + ([f"Proxy-Authorization: {authorization}"] if authorization else [])
     sock.settimeout(deadlines.clamp(timeout))
@@ -263,12 +422,12 @@ def _tunnel(sock: socket.socket, route: _Route, authorization: str | None, timeo
         sock.settimeout(deadlines.clamp(timeout))
         data = sock.recv(4096)
         if not data or len(answer) > 65536:
-            raise ConnectError("the proxy closed the tunnel before answering CONNECT")
+            raise ConnectError(f"{named} closed the tunnel before answering CONNECT")
         answer += data
-    status = answer.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+    status = printable(answer.split(b"\r\n", 1)[0].decode("latin-1", "replace"))
     code = status.split(" ", 2)[1] if status.count(" ") >= 1 else ""
     if not code.startswith("2"):
-        raise ConnectError(f"the proxy refused the tunnel: {status}")
+        raise ConnectError(f"{named} refused the tunnel to {route.netloc}: {status}")
 
 
 # -- answers -------------------------------------------------------------------------------------
@@ -402,14 +561,15 @@ class Response:
         except zlib.error as exc:
             raise DecodingError(str(exc)) from None
 
-    def close(self) -> None:
-        """Release the connection: back to the pool when the answer was read to its end, else closed."""
+    def close(self, *, reuse: bool = True) -> None:
+        """Release the connection: back to the pool when the answer was read to its end (and
+        ``reuse``), else closed."""
         if self.is_closed:
             return
         self.is_closed = True
         raw = self._raw
         complete = self.is_stream_consumed or (not raw.chunked and raw.length == 0)
-        self._release(complete)
+        self._release(reuse and complete)
 
 
 class Client:
@@ -422,12 +582,13 @@ class Client:
         max_connections: int,
         user_agent: str,
         trust_env: bool = True,
+        system_certs: bool = False,
         keepalive_expiry: float = 5.0,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.timeout = timeout
         self.keepalive_expiry = keepalive_expiry
-        self.tls = LazyTrustContext(trust_env=trust_env)  # certificates loaded at the first https handshake
+        self.tls = trust_context(trust_env=trust_env, system=system_certs)  # certificates loaded at the first https handshake
         self.proxies = EnvironmentProxies(os.environ if environ is None else environ) if trust_env else None
         self.default_headers = {"User-Agent": user_agent, "Accept": "*/*", "Accept-Encoding": "gzip, deflate"}
         self.max_connections = max(1, max_connections)
@@ -441,9 +602,11 @@ class Client:
         (scheme, host, port)."""
         return self._route(url)
 
-    def send(self, url: str | Prepared, headers: Mapping[str, str]) -> Response:
+    def send(self, url: str | Prepared, headers: Mapping[str, str], *, fresh: bool = False) -> Response:
         """GET ``url`` (no credentials in it; redirects are not followed; or what ``check`` made of
-        it): the answer, streamed."""
+        it): the answer, streamed. ``fresh``: on a new connection, never one from the pool (a
+        retry). A pooled connection that breaks before the status line is replaced by a fresh one
+        once (the server closed it as the request went out)."""
         route, target = url if isinstance(url, Prepared) else self._route(url)
         try:
             wait = deadlines.clamp(self.timeout)
@@ -452,19 +615,34 @@ class Client:
         if not self._slots.acquire(timeout=wait):
             raise Timeout("no connection free in the pool")
         conn: _Connection | None = None
+        merged = dict(self.default_headers)
+        if headers:
+            given = {name.lower() for name in headers}
+            merged = {k: v for k, v in merged.items() if k.lower() not in given}
+            merged.update(headers)
+        if route.proxy and route.scheme == "http":
+            auth = proxy_authorization(route.proxy)
+            if auth:
+                merged["Proxy-Authorization"] = auth
+        deadline = deadlines.current()
+        if deadline is not None:
+            deadline.headers_phase()
         try:
-            conn = self._checkout(route)
-            merged = dict(self.default_headers)
-            if headers:
-                given = {name.lower() for name in headers}
-                merged = {k: v for k, v in merged.items() if k.lower() not in given}
-                merged.update(headers)
-            if route.proxy and route.scheme == "http":
-                auth = proxy_authorization(route.proxy)
-                if auth:
-                    merged["Proxy-Authorization"] = auth
-            conn.request("GET", route.request_target(target), headers=merged)
-            raw = conn.getresponse()
+            conn = None if fresh else self._checkout(route)
+            reused = conn is not None
+            conn = conn or _Connection(route, self.timeout, self.tls)
+            try:
+                conn.request("GET", route.request_target(target), headers=merged)
+                raw = conn.getresponse()
+            except (ConnectionError, http.client.BadStatusLine):  # RemoteDisconnected is both
+                if not reused:
+                    raise
+                conn.close()  # a pooled connection broke before its answer: once more, on a new one
+                conn = _Connection(route, self.timeout, self.tls)
+                conn.request("GET", route.request_target(target), headers=merged)
+                raw = conn.getresponse()
+            if deadline is not None:
+                deadline.body_phase()
         except BaseException as exc:
             if conn is not None:
                 conn.close()
@@ -514,8 +692,8 @@ class Client:
         proxy = self.proxies.for_url(scheme, host, port) if self.proxies else None
         return Prepared(_Route(scheme, host, port, proxy), target)
 
-    def _checkout(self, route: _Route) -> _Connection:
-        """The most recently used idle connection of ``route`` that can still be used, or a new one
+    def _checkout(self, route: _Route) -> _Connection | None:
+        """The most recently used idle connection of ``route`` that can still be used, or None
         (idle connections past ``keepalive_expiry`` are closed on the way)."""
         now = time.monotonic()
         found: _Connection | None = None
@@ -532,7 +710,7 @@ class Client:
         if found is not None and _closed_by_peer(found):
             found.close()
             found = None
-        return found or _Connection(route, self.timeout, self.tls)
+        return found
 
     def _checkin(self, conn: _Connection, reusable: bool) -> None:
         """Keep ``conn`` for the next request to its route, or close it; at most as many idle
@@ -568,6 +746,7 @@ def _closed_by_peer(conn: _Connection) -> bool:
 
 __all__ = [
     "Client",
+    "ConfigurationError",
     "ConnectError",
     "ConnectTimeout",
     "DecodingError",

@@ -2,9 +2,16 @@
 
 A per-read timeout alone lets a server that trickles a byte a second (headers or body) hold a
 request for ever. Here every socket connect, read and write of a request waits at most until the
-request's deadline: ``REQUEST_DEADLINE_FACTOR`` times the per-read timeout, plus one second per
-``MIN_TRANSFER_RATE`` bytes received (a large wheel on a slow but steady link still completes). A
-read past the deadline fails as a timeout, which ``transport.Transport`` reports as "no complete
+request's deadline, counted in two phases:
+
+- the answer's status and headers (every redirect hop's, and any ``1xx`` interim answers before
+  them): ``REQUEST_DEADLINE_FACTOR`` times the per-read timeout from the first byte sent, with no
+  credit for bytes received (an endless stream of ``100 Continue`` lines earns nothing);
+- the body, from the moment its headers are read (``Deadline.body_phase``): the same number of
+  seconds again, plus one second per ``MIN_TRANSFER_RATE`` body bytes received (a large wheel on a
+  slow but steady link still completes).
+
+A read past the deadline fails as a timeout, which ``transport.Transport`` reports as "no complete
 answer within N s".
 
 The deadline is per thread: ``Transport.open`` starts one, and the body is read in the same
@@ -20,6 +27,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 REQUEST_DEADLINE_FACTOR = 4  # the deadline is this many times --timeout (30 s: 120 s)
 MIN_TRANSFER_RATE = 16 * 1024  # bytes per second: each such many bytes received earn a second more
@@ -34,15 +42,28 @@ _local = _Local()
 
 @dataclass
 class Deadline:
-    """When the current request must be done by: ``seconds`` after it began, plus transfer credit."""
+    """When the current request must be done by: its headers ``seconds`` after it began; its body
+    ``seconds`` after the body began, plus transfer credit for the body's bytes."""
 
     seconds: float
     min_rate: float = MIN_TRANSFER_RATE
     began: float = field(default_factory=time.monotonic)
-    received: int = 0
+    received: int = 0  # bytes received in the body phase
+    body_began: float | None = None  # None while the status and headers are awaited
 
     def left(self) -> float:
-        return self.began + self.seconds + self.received / self.min_rate - time.monotonic()
+        if self.body_began is None:
+            return self.began + self.seconds - time.monotonic()
+        return self.body_began + self.seconds + self.received / self.min_rate - time.monotonic()
+
+    def headers_phase(self) -> None:
+        """A request (a redirect hop) is sent: its answer's headers count against the request's start."""
+        self.body_began = None
+
+    def body_phase(self) -> None:
+        """The headers are read: the body gets its own ``seconds``, and credit for its bytes."""
+        self.body_began = time.monotonic()
+        self.received = 0
 
     @property
     def expired(self) -> bool:
@@ -104,7 +125,7 @@ class DeadlineSocket:
     """A connected socket (plain or TLS) whose every read and write waits at most ``timeout`` and
     at most until this thread's deadline, and whose reads earn the deadline its transfer credit."""
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
+    def __init__(self, sock: socket.socket | Any, timeout: float) -> None:  # a socket, or what reads and writes like one
         self.sock = sock
         self.timeout = timeout
         self._readers = 0  # open makefile()s: as with a socket's own, the socket closes after the last

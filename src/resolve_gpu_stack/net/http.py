@@ -73,6 +73,7 @@ class HttpFetcher:
         max_backoff: float = 10.0,
         max_retry_after: float = 60.0,
         trust_env: bool = True,
+        system_certs: bool = False,
     ) -> None:
         self.cache = cache
         self.concurrency = max(1, concurrency)
@@ -88,6 +89,7 @@ class HttpFetcher:
             max_backoff=max_backoff,
             max_retry_after=max_retry_after,
             trust_env=trust_env,
+            system_certs=system_certs,
         )
         self.transport.on_retry = on_retry  # told each retry, as it is scheduled
         self._pages = PageReader(self.transport, cache, max_bytes=max_page_bytes)

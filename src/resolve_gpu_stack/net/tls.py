@@ -6,7 +6,13 @@ Loading certifi's ~150 certificates costs ~20-40 ms of CPU: a run whose indexes 
 ``ssl.create_default_context`` for a server: TLS client, hostname checked, certificate required,
 ``SSLKEYLOGFILE`` honoured) whose certificates are loaded once, under a lock, by the first
 ``wrap_socket`` / ``wrap_bio``. Where they come from is the rule httpx had: ``SSL_CERT_FILE``, else
-``SSL_CERT_DIR`` (both only with ``trust_env``), else certifi's bundle.
+``SSL_CERT_DIR`` (both only with ``trust_env``), else certifi's bundle. A variable that names a file
+or folder that cannot be read is a ``TrustSettingError`` naming the variable (never a retry).
+
+``trust_context(system=True)`` (the ``--system-certs`` flag) is the system
+trust store instead, as pip's ``truststore`` feature and uv's ``--native-tls`` are: the
+``truststore`` package's context (the platform's verifier: the OS store on macOS and Windows, the
+distribution's CA bundle on Linux), or, without that package, OpenSSL's default paths.
 """
 
 from __future__ import annotations
@@ -17,16 +23,48 @@ import sys
 import threading
 from typing import Any
 
+SYSTEM_CERTS_HINT = "--system-certs uses the system trust store"
+
+
+class TrustSettingError(ValueError):
+    """A trust store setting (``SSL_CERT_FILE``, ``SSL_CERT_DIR``) names what cannot be loaded."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def trust_hint(context: ssl.SSLContext) -> str:
+    """What to do about a certificate that does not verify, by where ``context`` trusts from."""
+    if isinstance(context, LazyTrustContext) and context.trust_env and (name := context.setting()) is not None:
+        return f"the trust store is {name}={os.environ[name]}; add the server's CA there, or unset it ({SYSTEM_CERTS_HINT})"
+    if isinstance(context, LazyTrustContext) and not context.system:
+        return f"the trust store is certifi's bundle: point SSL_CERT_FILE at a bundle with the server's CA, or {SYSTEM_CERTS_HINT}"
+    return "the trust store is the system's: add the server's CA to it, or point SSL_CERT_FILE at a bundle that has it"
+
+
+def trust_context(*, trust_env: bool = True, system: bool = False) -> ssl.SSLContext:
+    """The verifying context for https: certifi's (or ``SSL_CERT_FILE``/``SSL_CERT_DIR``'s) loaded
+    at the first handshake, or with ``system`` the system trust store."""
+    if system:
+        try:
+            import truststore
+        except ImportError:
+            return LazyTrustContext(trust_env=trust_env, system=True)
+        return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return LazyTrustContext(trust_env=trust_env)
+
 
 class LazyTrustContext(ssl.SSLContext):
     """A verifying client context (``ssl.create_default_context``), its certificates loaded at first use."""
 
-    def __new__(cls, *, trust_env: bool = True) -> LazyTrustContext:
+    def __new__(cls, *, trust_env: bool = True, system: bool = False) -> LazyTrustContext:
         return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
 
-    def __init__(self, *, trust_env: bool = True) -> None:
+    def __init__(self, *, trust_env: bool = True, system: bool = False) -> None:
         super().__init__()
         self.trust_env = trust_env
+        self.system = system
         self.loaded = False
         self._load_lock = threading.Lock()
         # As ssl.create_default_context(Purpose.SERVER_AUTH): PROTOCOL_TLS_CLIENT already
@@ -46,17 +84,36 @@ class LazyTrustContext(ssl.SSLContext):
         with self._load_lock:
             if self.loaded:
                 return
-            cert_file = os.environ.get("SSL_CERT_FILE") if self.trust_env else None
-            cert_dir = os.environ.get("SSL_CERT_DIR") if self.trust_env else None
-            if cert_file:
-                self.load_verify_locations(cafile=cert_file)
-            elif cert_dir:
-                self.load_verify_locations(capath=cert_dir)
-            else:
-                import certifi
+            name = self.setting() if self.trust_env else None
+            try:
+                if name == "SSL_CERT_FILE":
+                    self.load_verify_locations(cafile=os.environ[name])
+                elif name == "SSL_CERT_DIR":
+                    if not os.path.isdir(os.environ[name]):
+                        raise FileNotFoundError(2, "No such folder")
+                    self.load_verify_locations(capath=os.environ[name])
+                elif self.system:
+                    self.set_default_verify_paths()
+                else:
+                    import certifi
 
-                self.load_verify_locations(cafile=certifi.where())
+                    self.load_verify_locations(cafile=certifi.where())
+            except (OSError, ssl.SSLError) as exc:
+                if name is None:
+                    raise
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise TrustSettingError(
+                    f"{name}={os.environ[name]} cannot be loaded as a trust store ({why})",
+                    hint=f"point {name} at a readable PEM {'bundle' if name == 'SSL_CERT_FILE' else 'folder (c_rehash layout)'}, or unset it",
+                ) from None
             self.loaded = True
+
+    def setting(self) -> str | None:
+        """The variable the certificates come from (``SSL_CERT_FILE``, else ``SSL_CERT_DIR``), or None."""
+        for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+            if os.environ.get(name):
+                return name
+        return None
 
     def wrap_socket(self, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         self.load_trust()
@@ -67,4 +124,4 @@ class LazyTrustContext(ssl.SSLContext):
         return super().wrap_bio(*args, **kwargs)
 
 
-__all__ = ["LazyTrustContext"]
+__all__ = ["SYSTEM_CERTS_HINT", "LazyTrustContext", "TrustSettingError", "trust_context", "trust_hint"]

@@ -10,11 +10,17 @@
   a 404/410 for a file an index lists);
 - ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
   reset, a timeout or a body shorter than announced is retryable;
-- a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout``, plus credit
-  for bytes received) from the first byte sent to the last byte of the body, headers included: a
-  server that trickles its answer ends in "no complete answer within N s", not retried;
+- a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout`` for the
+  headers from the first byte sent, 1xx interim answers included; as much again for the body, plus
+  credit for its bytes): a server that trickles its answer ends in "no complete answer within N
+  s", not retried;
+- a setting at fault (``client.ConfigurationError``: a proxy URL that is not http(s), a trust
+  store that cannot be loaded, a certificate that does not verify) is a ``CrawlError`` at once,
+  never retried, its hint saying what to change;
 - ``finish``: release a response (a small unread body is drained to keep its connection);
-- ``retrying``: run an attempt with retries and exponential backoff (``backoff``);
+- ``retrying``: run an attempt with retries and exponential backoff (``backoff``), each retry on a
+  fresh connection (the pooled one may be what broke); ``check_status`` closes the connection of
+  any answer it refuses;
 - ``stats``: counters for the run.
 
 Every URL that reaches a message or a log line has its credentials redacted.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,14 +40,13 @@ from typing import IO, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from .. import __version__
-from ..errors import CrawlError, IntegrityError
+from ..errors import CrawlError, IntegrityError, printable
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
-from .client import Client, DecodingError, HostNotFound, InvalidURL, Response, TransportError
+from .client import Client, ConfigurationError, DecodingError, HostNotFound, InvalidURL, Response, TransportError
 from .client import ConnectError as _ConnectError
 from .client import ConnectTimeout as _ConnectTimeout
 from .client import Timeout as _Timeout
-from .tls import LazyTrustContext
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -119,6 +125,8 @@ def _transport_cause(exc: TransportError, timeout: float) -> str:
         return f"timed out after {timeout:g} s"
     text = str(exc) or type(exc).__name__
     if isinstance(exc, _ConnectError):
+        if text.startswith("cannot reach the proxy") or text.startswith("the proxy"):
+            return text  # the proxy is named, not the origin
         return "connection refused" if "refused" in text.lower() else f"cannot connect ({text})"
     return f"connection reset ({text})"
 
@@ -152,6 +160,10 @@ def content_range(resp: Response, url: str, spec: str, start: int | None) -> tup
     return a, b, n
 
 
+class _Attempt(threading.local):
+    fresh: bool = False
+
+
 class Transport:
     """GETs by policy over one shared ``client.Client``. Safe to use from several threads."""
 
@@ -168,6 +180,7 @@ class Transport:
         max_backoff: float = 10.0,
         max_retry_after: float = 60.0,
         trust_env: bool = True,
+        system_certs: bool = False,
     ) -> None:
         self.timeout = timeout
         self.deadline = deadlines.REQUEST_DEADLINE_FACTOR * timeout  # seconds per request, redirects and body included
@@ -179,10 +192,11 @@ class Transport:
         self.stats = FetchStats()
         self.credentials = Credentials(netrc_path)
         self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
-        self._client = Client(timeout=timeout, max_connections=max_connections, user_agent=user_agent, trust_env=trust_env)
+        self._attempt = _Attempt()  # per thread: a retry goes out on a fresh connection
+        self._client = Client(timeout=timeout, max_connections=max_connections, user_agent=user_agent, trust_env=trust_env, system_certs=system_certs)
 
     @property
-    def tls_context(self) -> LazyTrustContext:
+    def tls_context(self) -> ssl.SSLContext:
         """The verifying TLS context every https connection uses (its trust store loaded at the first handshake)."""
         return self._client.tls
 
@@ -213,11 +227,13 @@ class Transport:
             try:
                 prepared = self._client.check(target)  # an invalid URL is not a request sent
                 self.stats.add(requests=1)
-                resp = self._client.send(prepared, hop_headers)
+                resp = self._client.send(prepared, hop_headers, fresh=self._attempt.fresh)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except HostNotFound as exc:  # DNS: said once, not retried
                 raise CrawlError(redact_url(current), str(exc), hint=NO_NETWORK_HINT) from None
+            except ConfigurationError as exc:  # a setting at fault (proxy URL, trust store, certificate): never retried
+                raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:
                 self._raise_past_deadline(current, exc)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
@@ -240,7 +256,8 @@ class Transport:
         status = resp.status_code
         if status in ok:
             return
-        what = f"{status} {resp.reason_phrase}".strip()
+        resp.close(reuse=False)  # a connection that gave an answer not asked for is never reused
+        what = f"{status} {printable(resp.reason_phrase)}".strip()
         if status == 429 or status >= 500:
             wait = parse_retry_after(resp.headers.get("retry-after"))
             raise Retryable(what, wait=None if wait is None else min(wait, self.max_retry_after), status=True)
@@ -332,7 +349,9 @@ class Transport:
         The last failure becomes a ``CrawlError`` naming ``url`` (redacted) and the cause.
         """
         attempts = self.retries + 1
+        outer = self._attempt.fresh
         for n in range(1, attempts + 1):
+            self._attempt.fresh = outer or n > 1  # a retry never takes a pooled connection (it may be what broke)
             try:
                 return attempt()
             except Retryable as exc:
@@ -344,6 +363,8 @@ class Transport:
                 if self.on_retry is not None:  # a long wait is not silent (the CLI prints it on stderr)
                     self.on_retry(f"retrying {redact_url(url)} in {delay:.1f} s ({exc.cause}), attempt {n + 1} of {attempts}")
                 time.sleep(delay)
+            finally:
+                self._attempt.fresh = outer
         raise AssertionError("unreachable")
 
     def backoff(self, attempt: int) -> float:
