@@ -110,7 +110,7 @@ class ResolveParts:
         torch = target.installed.get(canonicalize_name("torch"))
         if torch is None:
             return None
-        label = CudaLabel.of_torch(torch) or cuda
+        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda  # the one rule (a probed torch)
         exports = self.exports_for(target)
         subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
         return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))

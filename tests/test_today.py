@@ -1,0 +1,177 @@
+"""Issue 28: the torch users have today is a kept torch, at every door.
+
+``pip install torch`` gives PyPI's torch 2.15.0: no ``+cuNNN`` label, METADATA pinning
+``cuda-toolkit[...]==13.2.2``, ``torch/version.py`` saying CUDA 13.2. A real venv holding a stand-in
+of it (installed by pip without this machine's pip configuration, which caps torch, as a user's
+venv would not) is kept as cu132 by ``resolve``, ``lock -o``, ``check``, ``install`` (torch
+byte-identical), ``install --lock``, ``inspect``, ``doctor`` and ``export uv``; FlashInfer's
+jit-cache takes the largest label of CUDA 13 <= 13.2 (cu130).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+from abi_world import have_cxx
+from server import IndexServer
+from today_world import TORCH, build_today_world
+
+from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.model.cuda import CudaLabel, kept_torch_cuda
+
+pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
+
+TOOLKIT_PIN = "cuda-toolkit[cublas,cudart]==13.2.2; platform_system == 'Linux'"
+LINUX = {"platform_system": "Linux", "sys_platform": "linux"}
+
+
+# -- the one rule ------------------------------------------------------------------------------------
+
+
+def test_the_kept_torch_cuda_comes_from_its_label_else_its_runtime_pin_else_version_py() -> None:
+    assert kept_torch_cuda("2.12.0.dev20260307+cu130", (TOOLKIT_PIN,), LINUX, "13.2").label == CudaLabel(13, 0)  # type: ignore[union-attr]
+    pinned = kept_torch_cuda("2.15.0", (TOOLKIT_PIN,), LINUX, None)
+    assert pinned is not None and pinned.label == CudaLabel(13, 2) and pinned.source == "pin"
+    assert "cuda-toolkit[cublas,cudart]==13.2.2" in pinned.words()
+    old = kept_torch_cuda("2.9.1", ("nvidia-cuda-runtime-cu12==12.8.90",), LINUX, None)
+    assert old is not None and old.label == CudaLabel(12, 8)
+    # the pin's marker does not hold (macOS): version.py says
+    read = kept_torch_cuda("2.15.0", (TOOLKIT_PIN,), {"platform_system": "Darwin"}, "13.2")
+    assert read is not None and read.label == CudaLabel(13, 2) and read.source == "version.py"
+    assert kept_torch_cuda("2.15.0", ("cuda-toolkit>=13",), LINUX, None) is None  # a floor names no runtime
+    assert kept_torch_cuda("2.15.0+cpu", (), LINUX, None) is None
+
+
+# -- the doors ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def today(tmp_path_factory: pytest.TempPathFactory):
+    """The world served, and a venv holding PyPI's torch 2.15.0 stand-in (pip, no machine config)."""
+    root = tmp_path_factory.mktemp("today")
+    world, _ = build_today_world(root)
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        venv = root / "venv"
+        env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+        python = str(venv / "bin" / "python")
+        pip = [python, "-m", "pip", "install", "-q", "--no-deps", "--index-url", f"{srv.url}pypi-torch/", f"torch=={TORCH}"]
+        subprocess.run(pip, check=True, env=env, capture_output=True)
+        yield world, srv, python, venv
+
+
+def flags(world, srv, tmp_path: Path) -> list[str]:  # type: ignore[no-untyped-def]
+    return [*(w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c")]
+
+
+def cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def torch_bytes(venv: Path) -> dict[Path, bytes]:
+    files = sorted((venv / "lib").glob("python*/site-packages/torch/**/*"))
+    return {p: p.read_bytes() for p in files if p.is_file() and "__pycache__" not in p.parts}
+
+
+def rows(plan: dict) -> dict[str, dict]:
+    return {p["name"]: p for p in plan["packages"]}
+
+
+def assert_kept_cu132(plan: dict) -> None:
+    assert plan["target"]["cuda"] == "cu132", plan["target"]
+    got = rows(plan)
+    assert got["torch"]["version"] == TORCH and got["torch"]["action"] == "keep", got["torch"]
+    assert got["flashinfer-jit-cache"]["version"] == "0.6.5+cu130"
+
+
+@pytest.mark.parametrize("extra", [["--torch", "installed"], ["--torch", "installed", "--cuda", "cu132"], ["--torch", "stable"]])
+def test_resolve_keeps_pypis_torch_as_cu132_and_plans_jit_cache_cu130(today, capsys, tmp_path, extra) -> None:
+    """``--torch installed`` (and ``--cuda cu132`` with it, and ``--torch stable``): the kept torch is
+    PyPI's 2.15.0, never swapped for the index's labelled twin 2.15.0+cu132."""
+    world, srv, python, _ = today
+    code, out, err = cli(capsys, "resolve", "--python", python, *extra, *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert_kept_cu132(json.loads(out))
+
+
+def test_another_cuda_than_the_pins_is_refused_naming_the_pin(today, capsys, tmp_path) -> None:
+    world, srv, python, _ = today
+    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--cuda", "cu130", *flags(world, srv, tmp_path))
+    assert code == 2 and out == ""
+    assert "built for cu132" in err and "cuda-toolkit[cublas,cudart]==13.2.2" in err, err
+
+
+def test_a_declared_torch_without_label_asks_for_cuda_naming_why(today, capsys, tmp_path) -> None:
+    world, srv, _, _ = today
+    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
+    code, out, err = cli(capsys, "resolve", *declared, *flags(world, srv, tmp_path))
+    assert code == 2 and "no +cuNNN label" in err and "--cuda" in err, err
+    code, out, err = cli(capsys, "resolve", *declared, "--cuda", "cu132", "--torch", "installed", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert_kept_cu132(json.loads(out))
+
+
+def test_lock_config_lock_check_and_export_uv_keep_it(today, capsys, tmp_path, monkeypatch) -> None:
+    world, srv, python, _ = today
+    indexes = ", ".join(f'{n} = "{u}"' for n, u in world.index_urls(srv.url).items())
+    (tmp_path / "pyproject.toml").write_text(
+        f"[tool.resolve-gpu-stack]\nindexes = {{ {indexes} }}\n\n"
+        f'[[tool.resolve-gpu-stack.target]]\nname = "node"\npython = "3.11"\nplatform = "x86_64-manylinux_2_28"\n'
+        f'installed = ["torch=={TORCH}"]\ncuda = "cu132"\ntorch = "installed"\noutput = ["pylock.node.toml"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    lock = tmp_path / "pylock.toml"
+    code, _, err = cli(capsys, "lock", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "-o", str(lock))
+    assert code == 0, err
+    code, _, err = cli(capsys, "lock", *cache)
+    assert code == 0, err
+    for path in (lock, tmp_path / "pylock.node.toml"):
+        data = tomllib.loads(path.read_text())
+        assert data["tool"]["resolve-gpu-stack"]["target"]["cuda"] == "cu132"
+        assert {p["name"]: p["version"] for p in data["packages"]}["flashinfer-jit-cache"] == "0.6.5+cu130"
+    code, _, err = cli(capsys, "check", "--target", "node")
+    assert code == 0, err
+    code, _, err = cli(capsys, "check", "--target", "node", "--online", *cache)
+    assert code == 0, err
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n')
+    code, _, err = cli(capsys, "export", "uv", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "--project", str(project))
+    assert code == 0, err
+    assert f"torch=={TORCH}" in (project / "pyproject.toml").read_text()
+
+
+def test_doctor_says_cu132(today, capsys, tmp_path) -> None:
+    world, srv, python, _ = today
+    code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
+    torch = {c["name"]: c for c in json.loads(out)["checks"]}["torch"]
+    assert torch["status"] == "pass" and torch["details"]["cuda"] == "cu132", torch
+
+
+@pytest.mark.slow
+def test_install_and_install_lock_leave_torch_byte_identical(today, capsys, tmp_path, uv_env) -> None:
+    world, srv, python, venv = today
+    before = torch_bytes(venv)
+    assert any(p.name == "libtorch_cpu.so" for p in before)
+    lock = tmp_path / "pylock.toml"
+    code, _, err = cli(capsys, "lock", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "-o", str(lock))
+    assert code == 0, err
+    code, out, err = cli(capsys, "install", "--lock", str(lock), "--python", python, "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    assert code == 0, err
+    assert torch_bytes(venv) == before
+    code, out, err = cli(capsys, "install", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert torch_bytes(venv) == before
+    listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True, env=uv_env).stdout
+    have = {r["name"]: r["version"] for r in json.loads(listed)}
+    assert have["torch"] == TORCH and have["flashinfer-jit-cache"] == "0.6.5+cu130"

@@ -1,0 +1,57 @@
+"""A loopback world of today's shape (2026-12-01, ``/work/shared/reference/today.md``).
+
+- torch 2.15.0 as PyPI serves it: dist-info version ``2.15.0`` (no ``+cuNNN``), METADATA pinning
+  ``cuda-toolkit[cublas,cudart]==13.2.2``, ``torch/version.py`` saying ``cuda = '13.2'``, and real
+  stub libraries (``abi_world``) exporting the C++ symbols and C-shim functions the compiled wheels
+  below import. It is on a PyPI-style page of its own (``pypi-torch/``) for a venv to install it
+  from; the PyTorch index's ``cu132`` page has the labelled build ``2.15.0+cu132`` beside it.
+- FlashInfer 0.6.5 (python, cubin on PyPI; jit-cache for cu128, cu129, cu130 on FlashInfer's index).
+
+``build_today_world(root)`` returns the world (``serve`` it) and the compiled objects.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from abi_world import compile_objects
+from stack_world import build_story_world
+from wheels import build_wheel
+from world import World, _Entry
+
+PY = f"cp{sys.version_info.major}{sys.version_info.minor}"  # a venv of the interpreter running the tests installs these
+X86 = "manylinux_2_28_x86_64"
+TORCH = "2.15.0"
+TORCH_REQUIRES = ["cuda-toolkit[cublas,cudart]==13.2.2; platform_system == 'Linux'", "filelock", "typing-extensions>=4.13.0"]
+VERSION_PY = b"__version__ = '2.15.0+cu132'\ndebug = False\ncuda = '13.2'\ngit_version = 'd0f2af8b'\nhip = None\n"
+
+
+def torch_files(objects: dict[str, bytes]) -> dict[str, bytes]:
+    """PyPI's torch 2.15.0 in miniature: ``torch/version.py`` and two libraries of real symbols."""
+    return {
+        "torch/__init__.py": b"from .version import __version__\n",
+        "torch/version.py": VERSION_PY,
+        "torch/lib/libtorch_cpu.so": objects["libtorch_cpu.so"],
+        "torch/lib/libc10.so": objects["libc10.so"],
+    }
+
+
+def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
+    objects = compile_objects(root / "objects")
+    w = build_story_world(root / "www", hostile=False, fi_versions=("0.6.5",), py=PY)
+    files = torch_files(objects)
+    tag = f"{PY}-{PY}-{X86}"
+    # PyPI's torch, where a user's `pip install torch` gets it (the tool never installs from here)
+    wheel = build_wheel(w.root / "pypi-files", "torch", TORCH, tag, TORCH_REQUIRES, requires_python=">=3.10", files=files)
+    w._add("pypi-torch/torch/", "pypi", _Entry(wheel, "pypi-files/" + wheel.filename, sidecar=False, upload_time="2026-10-28T00:00:00Z"))
+    # the PyTorch index's stable cu132 page: the same release with its label
+    w.pytorch("torch", f"{TORCH}+cu132", tag=tag, channel="stable", variant="cu132", requires=TORCH_REQUIRES[1:], requires_python=">=3.10", files=files)
+    w.pypi("cuda-toolkit", "13.2.2", requires=["nvidia-cuda-runtime==13.2.51; extra == 'cudart'", "nvidia-cublas==13.2.0.9; extra == 'cublas'"])
+    w.pypi("nvidia-cuda-runtime", "13.2.51", tag=f"py3-none-{X86}")
+    w.pypi("nvidia-cublas", "13.2.0.9", tag=f"py3-none-{X86}")
+    w.pypi("typing-extensions", "4.13.2")
+    return w, objects
+
+
+__all__ = ["PY", "TORCH", "build_today_world", "torch_files"]
