@@ -175,3 +175,46 @@ def test_install_and_install_lock_leave_torch_byte_identical(today, capsys, tmp_
     listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True, env=uv_env).stdout
     have = {r["name"]: r["version"] for r in json.loads(listed)}
     assert have["torch"] == TORCH and have["flashinfer-jit-cache"] == "0.6.5+cu130"
+
+
+# -- binaries decide, pins do not; no silent walk-back ------------------------------------------------
+
+
+def test_with_sglang_plans_the_newest_on_the_kept_torch_its_pin_reported_as_overridden(today, capsys, tmp_path) -> None:
+    world, srv, python, _ = today
+    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert_kept_cu132(plan)
+    got = rows(plan)
+    assert got["sglang"]["version"] == "0.5.23" and got["sglang-kernel"]["version"] == "0.4.10"
+    assert "sglang pins torch==2.14.1; kept 2.15.0: its compiled parts import only symbols 2.15.0 exports" in got["sglang"]["reason"]
+    assert got["sglang-kernel"]["abi"]["kind"] == "locked" and got["sglang-kernel"]["abi"]["refusal"] is None
+    overrides = {(o["package"], o["requirement"]): o["replaced_by"] for o in plan["overrides"]}
+    assert overrides[("sglang", "torch==2.14.1")] == "torch==2.15.0"
+
+
+def test_with_vllm_plans_the_stable_abi_release_over_its_pin(today, capsys, tmp_path) -> None:
+    world, srv, python, _ = today
+    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "vllm", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    vllm = rows(plan)["vllm"]
+    assert vllm["version"] == "0.33.0" and vllm["coupling"] == "torch-stable" and vllm["abi"]["floor"] == "2.14.0"
+    assert "vllm pins torch==2.14.0; kept 2.15.0: its compiled parts import only the C shim" in vllm["reason"]
+    assert ("vllm", "torch==2.14.0") in {(o["package"], o["requirement"]) for o in plan["overrides"]}
+
+
+@pytest.mark.parametrize("command", ["resolve", "lock"])
+def test_a_newest_release_that_cannot_run_fails_naming_it_never_the_old_one_unasked(today, capsys, tmp_path, command) -> None:
+    """oldfw 2.0 imports a C++ symbol the kept torch does not export; oldfw 1.0 (pure, unpinned)
+    could run: exit 1 naming 2.0 and its blocker, and how to accept the older one."""
+    world, srv, python, _ = today
+    out_flags = ["-o", str(tmp_path / "pylock.toml")] if command == "lock" else []
+    code, out, err = cli(capsys, command, "--python", python, "--torch", "installed", "--with", "oldfw", *flags(world, srv, tmp_path), *out_flags)
+    assert code == 1 and out == "", err
+    assert "oldfw 2.0" in err and "torchInternalAssertFail" in err and "--with 'oldfw<2.0'" in err, err
+    assert not (tmp_path / "pylock.toml").exists()
+    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "oldfw<2.0", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert rows(json.loads(out))["oldfw"]["version"] == "1.0"

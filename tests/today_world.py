@@ -6,6 +6,12 @@
   below import. It is on a PyPI-style page of its own (``pypi-torch/``) for a venv to install it
   from; the PyTorch index's ``cu132`` page has the labelled build ``2.15.0+cu132`` beside it.
 - FlashInfer 0.6.5 (python, cubin on PyPI; jit-cache for cu128, cu129, cu130 on FlashInfer's index).
+- sglang 0.5.23 pinning ``torch==2.14.1`` and ``sglang-kernel==0.4.10``, both shipping a ``.so``
+  whose C++ imports the kept torch exports (version-locked, runs); sglang 0.5.2 without pins.
+- vllm 0.33.0 pinning ``torch==2.14.0``: its ``.so`` imports only the C shim (stable ABI).
+- oldfw 2.0 pinning ``torch==2.14.1`` with a ``.so`` importing a C++ symbol the kept torch does not
+  export (cannot run), and oldfw 1.0, pure Python without pins (could): a framework whose newest
+  release is refused.
 
 ``build_today_world(root)`` returns the world (``serve`` it) and the compiled objects.
 """
@@ -16,6 +22,7 @@ import sys
 from pathlib import Path
 
 from abi_world import compile_objects
+from framework_world import pypi_native
 from stack_world import build_story_world
 from wheels import build_wheel
 from world import World, _Entry
@@ -51,6 +58,15 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
     w.pypi("nvidia-cuda-runtime", "13.2.51", tag=f"py3-none-{X86}")
     w.pypi("nvidia-cublas", "13.2.0.9", tag=f"py3-none-{X86}")
     w.pypi("typing-extensions", "4.13.2")
+    native = "cp39-abi3-manylinux_2_28_x86_64"
+    pypi_native(w, "sglang-kernel", "0.4.10", native, {"sgl_kernel/__init__.py": b"", "sgl_kernel/common_ops.abi3.so": objects["locked_ok.so"]})
+    sglang = ["torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer_python==0.6.5", "numpy"]
+    pypi_native(w, "sglang", "0.5.23", native, {"sglang/__init__.py": b"", "sglang/srt/_kernels.abi3.so": objects["locked_ok.so"]}, sglang)
+    w.pypi("sglang", "0.5.2", requires=["numpy"], upload_time="2025-09-01T00:00:00Z")
+    vllm = ["torch==2.14.0", "flashinfer-python==0.6.5", "numpy"]
+    pypi_native(w, "vllm", "0.33.0", native, {"vllm/__init__.py": b"", "vllm/_C.abi3.so": objects["stable.so"]}, vllm)
+    pypi_native(w, "oldfw", "2.0", native, {"oldfw/__init__.py": b"", "oldfw/_C.abi3.so": objects["locked_bad.so"]}, ["torch==2.14.1", "numpy"])
+    w.pypi("oldfw", "1.0", requires=["numpy"], upload_time="2025-01-01T00:00:00Z")
     return w, objects
 
 

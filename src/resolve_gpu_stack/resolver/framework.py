@@ -85,7 +85,7 @@ def refuse_mismatches(
     raise NoPlanError(
         _mismatch_headline(", ".join(n for (n, _), _ in bad), unknown, len(bad), torch),
         reasons=_mismatch_reasons(bad, parents),
-        hint=_ways_out([n for (n, _), _ in bad], ways or {}),
+        hint=_ways_out([n for (n, _), _ in bad], ways or {}, asked={n: v for (n, v), _ in bad if not parents.get(n)}),
     )
 
 
@@ -94,9 +94,16 @@ def _mismatch_reasons(bad: Sequence[tuple[Pkg, Found]], parents: Mapping[str, Se
     return [f"{name} {version} (required by {', '.join(sorted(set(parents.get(name, ())))) or 'the request'}): {f.mismatch}" for (name, version), f in bad]
 
 
-def _ways_out(names: Sequence[NormalizedName], ways: Mapping[NormalizedName, WayFacts]) -> str:
-    """Per package (once each), the ways to a plan, best first."""
-    per_package = [f"{name}: " + "; or ".join(ways_for(name, ways.get(name, WayFacts()))) for name in dict.fromkeys(names)]
+def _ways_out(names: Sequence[NormalizedName], ways: Mapping[NormalizedName, WayFacts], asked: Mapping[NormalizedName, Version] | None = None) -> str:
+    """Per package (once each), the ways to a plan, best first. A package the request asked for
+    (``asked``: its newest fitting release, refused) is never walked back to an older release
+    unasked: how to accept one is the last way."""
+    older = asked or {}
+    per_package = [
+        f"{name}: "
+        + "; or ".join([*ways_for(name, ways.get(name, WayFacts())), *([f"accept an older release: --with '{name}<{older[name]}'"] if name in older else [])])
+        for name in dict.fromkeys(names)
+    ]
     return "the ways out, best first:\n  " + "\n  ".join(per_package) + "\n  or plan them anyway, flagged, with --abi-mismatch warn"
 
 
