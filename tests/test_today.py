@@ -190,6 +190,9 @@ def test_with_sglang_plans_the_newest_on_the_kept_torch_its_pin_reported_as_over
     assert got["sglang"]["version"] == "0.5.23" and got["sglang-kernel"]["version"] == "0.4.10"
     assert "sglang pins torch==2.14.1; kept 2.15.0: its compiled parts import only symbols 2.15.0 exports" in got["sglang"]["reason"]
     assert got["sglang-kernel"]["abi"]["kind"] == "locked" and got["sglang-kernel"]["abi"]["refusal"] is None
+    saver = got["torch-memory-saver"]
+    assert saver["version"] == "0.0.10" and saver["abi"]["refusal"] is None and saver["abi"]["cuda_majors"] == [13]
+    assert "the CUDA 13 ones decide, not loaded: torch_memory_saver_hook_mode_torch_cu12.abi3.so" in saver["abi"]["note"]
     overrides = {(o["package"], o["requirement"]): o["replaced_by"] for o in plan["overrides"]}
     assert overrides[("sglang", "torch==2.14.1")] == "torch==2.15.0"
 

@@ -8,6 +8,8 @@
 - FlashInfer 0.6.5 (python, cubin on PyPI; jit-cache for cu128, cu129, cu130 on FlashInfer's index).
 - sglang 0.5.23 pinning ``torch==2.14.1`` and ``sglang-kernel==0.4.10``, both shipping a ``.so``
   whose C++ imports the kept torch exports (version-locked, runs); sglang 0.5.2 without pins.
+- torch-memory-saver 0.0.10 (required by sglang): ``..._hook_mode_torch_cu12.abi3.so`` and its
+  ``_cu13`` twin (stable-ABI code needing libcudart 12 / 13): one build per CUDA major.
 - vllm 0.33.0 pinning ``torch==2.14.0``: its ``.so`` imports only the C shim (stable ABI).
 - oldfw 2.0 pinning ``torch==2.14.1`` with a ``.so`` importing a C++ symbol the kept torch does not
   export (cannot run), and oldfw 1.0, pure Python without pins (could): a framework whose newest
@@ -60,7 +62,11 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
     w.pypi("typing-extensions", "4.13.2")
     native = "cp39-abi3-manylinux_2_28_x86_64"
     pypi_native(w, "sglang-kernel", "0.4.10", native, {"sgl_kernel/__init__.py": b"", "sgl_kernel/common_ops.abi3.so": objects["locked_ok.so"]})
-    sglang = ["torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer_python==0.6.5", "numpy"]
+    twins = {"torch_memory_saver/__init__.py": b""}
+    for major, so in (("12", "stable12.so"), ("13", "stable.so")):  # the same code, one build per CUDA major
+        twins[f"torch_memory_saver_hook_mode_torch_cu{major}.abi3.so"] = objects[so]
+    pypi_native(w, "torch-memory-saver", "0.0.10", "cp39-abi3-manylinux2014_x86_64", twins)
+    sglang = ["torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer_python==0.6.5", "torch_memory_saver>=0.0.9.post1", "numpy"]
     pypi_native(w, "sglang", "0.5.23", native, {"sglang/__init__.py": b"", "sglang/srt/_kernels.abi3.so": objects["locked_ok.so"]}, sglang)
     w.pypi("sglang", "0.5.2", requires=["numpy"], upload_time="2025-09-01T00:00:00Z")
     vllm = ["torch==2.14.0", "flashinfer-python==0.6.5", "numpy"]

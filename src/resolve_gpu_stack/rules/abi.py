@@ -82,6 +82,7 @@ class AbiPolicy:
     stable_since: str  # the torch release that brought the LibTorch stable ABI
     loads_none: Callable[[str, Version | None, Version], str | None] = lambda name, version, torch: None  # why a package loads no build there
     demangle: Callable[[str], str] = str  # for messages
+    cuda_build_of: Callable[[str], int | None] = lambda member: None  # the CUDA major a member's name marks it as the build for
 
     @classmethod
     def of(cls, rules: AbiRules) -> AbiPolicy:
@@ -92,7 +93,7 @@ class AbiPolicy:
             row = rules.loads_no_builds(name, version, torch)
             return None if row is None else f"expected from torch {row.torch} on: {row.why}"
 
-        return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle)
+        return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle, cuda_build_of=rules.cuda_build_of)
 
 
 def judge(
@@ -117,10 +118,27 @@ def judge(
         return AbiVerdict(kind=AbiKind.UNKNOWN, against=against, refusal=f"its shared objects could not be judged: {abi.why}")
     if torch is None:
         return AbiVerdict(kind=_kind(abi.members), refusal="it links torch, and the plan has no torch")
+    abi, twins = _cuda_builds(abi, torch, policy)
     builds = abi.builds
     if builds:
-        return _judge_builds(name, version, abi, torch, policy, builds, requires_floor)
-    return _judge_members(abi.members, torch, policy, requires_floor, declared_series)
+        verdict = _judge_builds(name, version, abi, torch, policy, builds, requires_floor)
+    else:
+        verdict = _judge_members(abi.members, torch, policy, requires_floor, declared_series)
+    return verdict if twins is None else _with(verdict, note="; ".join(n for n in (twins, verdict.note) if n))
+
+
+def _cuda_builds(abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy) -> tuple[WheelAbi, str | None]:
+    """A wheel whose members differ only by a CUDA-major mark (``_cu12`` / ``_cu13``, components.toml
+    ``[abi] cuda-build-members``) has one build per CUDA major: the members for torch's major (and
+    the unmarked ones) decide; the others are named in a note. Unchanged without such twins."""
+    marked = {m.name: policy.cuda_build_of(m.name) for m in abi.members}
+    majors = sorted({v for v in marked.values() if v is not None})
+    if torch.cuda_major is None or len(majors) < 2 or torch.cuda_major not in majors:
+        return abi, None
+    kept = tuple(m for m in abi.members if marked[m.name] in (None, torch.cuda_major))
+    others = [m.name.rsplit("/", 1)[-1] for m in abi.members if m not in kept]
+    note = f"builds per CUDA major ({', '.join(f'CUDA {v}' for v in majors)}): the CUDA {torch.cuda_major} ones decide, not loaded: {', '.join(others)}"
+    return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), note
 
 
 def _kind(members: Sequence[MemberAbi]) -> AbiKind:
