@@ -118,6 +118,12 @@ def test_a_declared_torch_without_label_asks_for_cuda_naming_why(today, capsys, 
     code, out, err = cli(capsys, "resolve", *declared, "--cuda", "cu132", "--torch", "installed", *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     assert_kept_cu132(json.loads(out))
+    # where its METADATA can be read (PyPI's torch page as a flat mirror of the PyTorch index), it says cu132
+    urls = {**world.index_urls(srv.url), "pytorch": f"flat:{srv.url}pypi-torch/"}
+    mirror = [*(w for n, u in urls.items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c2")]
+    code, out, err = cli(capsys, "resolve", *declared, "--torch", "installed", *mirror, "--format", "json")
+    assert code == 0, err
+    assert_kept_cu132(json.loads(out))
 
 
 def test_lock_config_lock_check_and_export_uv_keep_it(today, capsys, tmp_path, monkeypatch) -> None:

@@ -38,7 +38,7 @@ from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req
-from .torch_pins import with_torch_pins
+from .torch_pins import with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
 if TYPE_CHECKING:
@@ -66,9 +66,10 @@ def resolve(
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
-    cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
+    request = with_declared_torch_cuda(request, finder, RouteContext(torch_channel=choice.channel, flashinfer_channel=request.flashinfer.channel), fit)
+    cuda = torch_cuda(request)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     _prefetch_roots(finder, request, components, ctx)

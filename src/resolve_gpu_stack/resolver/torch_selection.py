@@ -54,7 +54,8 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
     if cuda is None:
         if installed is not None and request.target.interpreter is None:
             raise UsageError(
-                f"no CUDA label: the declared torch {installed} has no +cuNNN label and its METADATA (which pins the CUDA runtime) is not at hand",
+                f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
+                "read: the PyTorch index keeps torch in one folder per CUDA label",
                 hint=f"pass --cuda (PyPI's torch 2.15.0 is cu132: its cuda-toolkit==13.2.2 pin), or declare --installed torch=={installed}+cuNNN",
             )
         raise UsageError(
