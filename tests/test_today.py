@@ -157,11 +157,21 @@ def test_lock_config_lock_check_and_export_uv_keep_it(today, capsys, tmp_path, m
     assert f"torch=={TORCH}" in (project / "pyproject.toml").read_text()
 
 
-def test_doctor_says_cu132(today, capsys, tmp_path) -> None:
+def test_doctor_inspect_and_candidates_judge_on_cu132(today, capsys, tmp_path) -> None:
     world, srv, python, _ = today
     code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
     torch = {c["name"]: c for c in json.loads(out)["checks"]}["torch"]
     assert torch["status"] == "pass" and torch["details"]["cuda"] == "cu132", torch
+    assert "cuda-toolkit[cublas,cudart]==13.2.2" in torch["message"]
+    # the CUDA 13 twin decides on the kept torch's CUDA 13.2; the C++ imports are read against its files
+    for wheel, kind in (("torch-memory-saver==0.0.10", "stable"), ("sglang-kernel==0.4.10", "locked")):
+        code, out, err = cli(capsys, "inspect", wheel, "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+        verdict = json.loads(out)["verdict"]
+        assert code == 0 and (verdict["abi"], verdict["runs"]) == (kind, True), (out, err)
+    code, out, err = cli(capsys, "candidates", "torch-memory-saver", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    [row] = json.loads(out)["files"]
+    assert row["fits_target"] is True, row
 
 
 @pytest.mark.slow
@@ -227,3 +237,17 @@ def test_a_newest_release_that_cannot_run_fails_naming_it_never_the_old_one_unas
     code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "oldfw<2.0", *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     assert rows(json.loads(out))["oldfw"]["version"] == "1.0"
+
+
+def test_a_declared_pypi_torch_reads_its_exports_from_its_labelled_twin(today, capsys, tmp_path) -> None:
+    """A declared target has no torch on disk: the C++ imports of sglang are checked against the
+    exports of the PyTorch index's 2.15.0+cu132, the same build as PyPI's 2.15.0, which stays kept."""
+    world, srv, _, _ = today
+    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}", "--cuda", "cu132", "--torch", "installed"]
+    code, out, err = cli(capsys, "resolve", *declared, "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert_kept_cu132(plan)
+    assert rows(plan)["sglang-kernel"]["abi"]["refusal"] is None and "exported by torch 2.15.0" in rows(plan)["sglang-kernel"]["abi"]["note"]
+    code, out, err = cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared[:8], *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0 and json.loads(out)["verdict"]["runs"] is True, (out, err)

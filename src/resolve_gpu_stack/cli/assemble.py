@@ -130,7 +130,15 @@ class ResolveParts:
         except ResolveGpuStackError:
             return None
         fit = TargetFit(target)
-        return next((o.file for o in offers if o.file.version == torch and fit(o.file) is None), None)
+        twin = torch.local is None and label is not None  # a torch from PyPI: its labelled twin on the index is the same build
+        return next(
+            (
+                o.file
+                for o in offers
+                if (o.file.version == torch or twin and o.file.version.public == torch.public and o.file.version.local == str(label)) and fit(o.file) is None
+            ),
+            None,
+        )
 
     def close(self) -> None:
         self.fetcher.close()

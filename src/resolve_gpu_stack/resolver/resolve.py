@@ -20,8 +20,8 @@ from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
-from ..index.finder import Finder
-from ..model import Coupling, LockPlan
+from ..index.finder import Finder, Offer
+from ..model import Coupling, IndexFile, LockPlan
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
@@ -73,7 +73,9 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     _prefetch_roots(finder, request, components, ctx)
-    torch = select_torch(request, cuda, *finder.offers(TORCH, ctx), fit=fit)
+    torch_offers, torch_visits = finder.offers(TORCH, ctx)
+    torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
+    twin = _labelled_twin(torch_offers, request.installed_torch, cuda, fit)
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
     floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
@@ -85,7 +87,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     result = _run_resolvelib(w.provider, requirements, factory)
 
-    abi_torch = _abi_torch(result.mapping, torch, exports)
+    abi_torch = _abi_torch(result.mapping, torch, exports, twin)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
@@ -187,15 +189,28 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
     }
 
 
-def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource) -> AbiTorch | None:
-    """The plan's torch as the ABI judgement sees it; its exports read once, on first use."""
+def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource, twin: IndexFile | None = None) -> AbiTorch | None:
+    """The plan's torch as the ABI judgement sees it; its exports read once, on first use (a kept
+    torch from PyPI with no wheel on the PyTorch index: from its labelled twin there, the same build)."""
     cand = mapping.get(Key(TORCH))
     if cand is None:
         return None
     label = CudaLabel.of_torch(cand.version) or torch.cuda
-    return AbiTorch(
-        version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, cand.file))
-    )
+    file = cand.file if cand.file is not None or not cand.installed else twin
+    return AbiTorch(version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, file)))
+
+
+def _labelled_twin(offers: Sequence[Offer], installed: Version | None, cuda: CudaLabel, fit: TargetFit) -> IndexFile | None:
+    """The PyTorch index's wheel of an unlabelled installed torch's release with torch's CUDA label
+    (PyPI's 2.15.0 is the index's 2.15.0+cu132), for this target; None otherwise."""
+    if installed is None or installed.local is not None:
+        return None
+    same = [
+        (rank, o.file)
+        for o in offers
+        if o.file.version.public == installed.public and o.file.version.local == str(cuda) and (rank := fit.tag_rank(o.file)) is not None
+    ]
+    return min(same, key=lambda rf: rf[0])[1] if same else None
 
 
 def _parent_names(result: Any) -> dict[str, list[str]]:

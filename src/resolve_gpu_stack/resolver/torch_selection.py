@@ -56,7 +56,7 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
             raise UsageError(
                 f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
                 "read: the PyTorch index keeps torch in one folder per CUDA label",
-                hint=f"pass --cuda (PyPI's torch 2.15.0 is cu132: its cuda-toolkit==13.2.2 pin), or declare --installed torch=={installed}+cuNNN",
+                hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
             )
         raise UsageError(
             "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
