@@ -251,3 +251,13 @@ def test_a_declared_pypi_torch_reads_its_exports_from_its_labelled_twin(today, c
     assert rows(plan)["sglang-kernel"]["abi"]["refusal"] is None and "exported by torch 2.15.0" in rows(plan)["sglang-kernel"]["abi"]["note"]
     code, out, err = cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared[:8], *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0 and json.loads(out)["verdict"]["runs"] is True, (out, err)
+
+
+def test_a_dependency_walked_back_past_a_refused_release_is_named_in_the_notes(today, capsys, tmp_path) -> None:
+    world, srv, python, _ = today
+    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "uses-dep", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert rows(plan)["kernel-dep"]["version"] == "1.0"
+    note = next(n for n in plan["notes"] if n.startswith("kernel-dep 1.0 is planned, walked back past 2.0+cu13torch2.16"))
+    assert "torch 2.16" in note and "2.15.0" in note, note

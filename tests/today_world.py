@@ -14,6 +14,8 @@
 - oldfw 2.0 pinning ``torch==2.14.1`` with a ``.so`` importing a C++ symbol the kept torch does not
   export (cannot run), and oldfw 1.0, pure Python without pins (could): a framework whose newest
   release is refused.
+- uses-dep 1.0 requiring kernel-dep, whose newest 2.0+cu13torch2.16 is a build for torch 2.16: the
+  dependency is walked back to 1.0, and the plan says past what and why.
 
 ``build_today_world(root)`` returns the world (``serve`` it) and the compiled objects.
 """
@@ -73,6 +75,10 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
     pypi_native(w, "vllm", "0.33.0", native, {"vllm/__init__.py": b"", "vllm/_C.abi3.so": objects["stable.so"]}, vllm)
     pypi_native(w, "oldfw", "2.0", native, {"oldfw/__init__.py": b"", "oldfw/_C.abi3.so": objects["locked_bad.so"]}, ["torch==2.14.1", "numpy"])
     w.pypi("oldfw", "1.0", requires=["numpy"], upload_time="2025-01-01T00:00:00Z")
+    # a dependency whose newest release is a build for another torch series (its label says so)
+    w.pypi("kernel-dep", "2.0+cu13torch2.16", tag=f"{PY}-{PY}-{X86}")
+    w.pypi("kernel-dep", "1.0")
+    w.pypi("uses-dep", "1.0", requires=["kernel-dep"])
     return w, objects
 
 

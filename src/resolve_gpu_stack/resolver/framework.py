@@ -20,6 +20,7 @@ from ..model import IndexFile, Override
 from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
+from ..rules.fit import RejectReason
 from ..rules.versions import describe_versions
 from .builds import WayFacts, ways_for
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
@@ -180,4 +181,22 @@ def passed_over_notes(roots: Sequence[Req], mapping: Mapping[Key, Cand], factory
                 f"{req.name} {cand.version} is planned; newer {describe_versions(newer)} passed over: their requirements conflict with the rest "
                 f"of the plan (ask for --with '{req.name}=={max(newer)}' to see the conflict)"
             )
+    return tuple(notes)
+
+
+JUDGED = frozenset({RejectReason.TORCH_ABI, RejectReason.CUDA, RejectReason.ABI})  # the tool's own judgement, not the target's tags
+
+
+def walked_back_notes(cands: Iterable[Cand], factory: CandidateFactory, skip: frozenset[NormalizedName]) -> tuple[str, ...]:
+    """For each planned package (but ``skip``: the torch family, whose build for the kept torch is
+    chosen among many) below a newer release the judgement refused: that release and why."""
+    notes = []
+    for cand in cands:
+        if cand.name in skip or cand.installed:
+            continue
+        public = Version(cand.version.public)  # another CUDA label of the planned release is no walk-back
+        refused = {f.version: r for f, r in factory.rejections.get(cand.name, ()) if r.reason in JUDGED and Version(f.version.public) > public}
+        if refused:
+            newest = max(refused)
+            notes.append(f"{cand.name} {cand.version} is planned, walked back past {newest}: {refused[newest].detail}")
     return tuple(notes)

@@ -166,6 +166,7 @@ def _framework_facts(
         *without_notes,
         *framework.dropped_extra_notes(deps, cands, torch),
         *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
+        *framework.walked_back_notes(cands, factory, defs.pytorch_family),
         *built.notes,
     )
     return framework.FrameworkFacts(found=built.found, overrides=words, notes=notes, builds=built.sdists, ways=_ways(built.found, request, defs, factory))
