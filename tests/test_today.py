@@ -19,11 +19,17 @@ from pathlib import Path
 import pytest
 import tomllib
 from abi_world import have_cxx
+from packaging.version import Version
 from server import IndexServer
 from today_world import TORCH, build_today_world
 
 from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.model.abi import CUDA as CUDA_KIND
+from resolve_gpu_stack.model.abi import TORCH as TORCH_KIND
+from resolve_gpu_stack.model.abi import MemberAbi, WheelAbi
 from resolve_gpu_stack.model.cuda import CudaLabel, kept_torch_cuda
+from resolve_gpu_stack.rules.abi import AbiPolicy, AbiTorch, judge
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -261,3 +267,33 @@ def test_a_dependency_walked_back_past_a_refused_release_is_named_in_the_notes(t
     assert rows(plan)["kernel-dep"]["version"] == "1.0"
     note = next(n for n in plan["notes"] if n.startswith("kernel-dep 1.0 is planned, walked back past 2.0+cu13torch2.16"))
     assert "torch 2.16" in note and "2.15.0" in note, note
+
+
+# -- builds per CUDA major (pure) ---------------------------------------------------------------------
+
+SAVER = "torch_memory_saver_hook_mode"
+
+
+def _saver_abi(kind: str) -> WheelAbi:
+    """torch-memory-saver 0.0.10 as read from PyPI's wheel: for each hook mode an unmarked member
+    (libcudart.so.12) and its _cu12 and _cu13 twins."""
+    members = tuple(
+        MemberAbi(name=f"{SAVER}_{mode}{mark}.abi3.so", cuda_majors=(major,), torch_libs=("libc10.so",) if kind == TORCH_KIND else ())
+        for mode in ("torch", "preload")
+        for mark, major in (("_cu13", 13), ("_cu12", 12), ("", 12))
+    )
+    return WheelAbi(kind=kind, why="test", members=members, cuda_majors=(12, 13))
+
+
+@pytest.mark.parametrize("kind", [CUDA_KIND, TORCH_KIND])
+def test_twins_per_cuda_major_are_builds_the_one_for_torchs_major_decides(kind: str) -> None:
+    policy = AbiPolicy.of(load_definitions().abi)
+    on13 = judge("torch-memory-saver", _saver_abi(kind), AbiTorch(version=Version(TORCH), cuda_major=13), policy)
+    assert on13.refusal is None and on13.cuda_majors == (13,), on13
+    assert on13.note is not None and "the CUDA 13 ones decide, not loaded:" in on13.note
+    assert f"{SAVER}_torch_cu12.abi3.so" in on13.note and f"{SAVER}_preload.abi3.so" in on13.note and "_cu13" not in on13.note.split("not loaded:")[1]
+    on12 = judge("torch-memory-saver", _saver_abi(kind), AbiTorch(version=Version("2.9.1"), cuda_major=12), policy)
+    assert on12.refusal is None and on12.cuda_majors == (12,)
+    # a CUDA 14 torch has no twin: every member counts, and the CUDA majors refuse it
+    on14 = judge("torch-memory-saver", _saver_abi(kind), AbiTorch(version=Version("2.16.0"), cuda_major=14), policy)
+    assert on14.refusal is not None and "CUDA 12 and CUDA 13" in on14.refusal
