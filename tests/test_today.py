@@ -297,3 +297,25 @@ def test_twins_per_cuda_major_are_builds_the_one_for_torchs_major_decides(kind: 
     # a CUDA 14 torch has no twin: every member counts, and the CUDA majors refuse it
     on14 = judge("torch-memory-saver", _saver_abi(kind), AbiTorch(version=Version("2.16.0"), cuda_major=14), policy)
     assert on14.refusal is not None and "CUDA 12 and CUDA 13" in on14.refusal
+
+
+# -- indexes/verify_today.py on the loopback world ------------------------------------------------------
+
+
+def test_verify_today_checks_each_verdict_against_the_symbols(today, capsys) -> None:
+    """The truth script on a PyPI of today's shape: the kept torch's exports are read from the
+    PyTorch index's 2.15.0+cu132, so every version-locked verdict is verified; each kind and
+    verdict agrees with what the members import, and the twins are named by the data."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("verify_today", Path(__file__).resolve().parents[1] / "indexes" / "verify_today.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["verify_today"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    world, srv, _, _ = today
+    urls = world.index_urls(srv.url)
+    assert module.main(["--pypi", urls["pypi"], "--pytorch", urls["pytorch"], "--python", f"{sys.version_info.major}.{sys.version_info.minor}"]) == 0
+    out = capsys.readouterr().out
+    assert "verdicts agreeing with the wheels' symbols: 6/6 (0 unverified)" in out, out
+    assert "agree      xformers 0.0.35: needs CUDA 12" in out

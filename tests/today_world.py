@@ -75,6 +75,11 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
     pypi_native(w, "vllm", "0.33.0", native, {"vllm/__init__.py": b"", "vllm/_C.abi3.so": objects["stable.so"]}, vllm)
     pypi_native(w, "oldfw", "2.0", native, {"oldfw/__init__.py": b"", "oldfw/_C.abi3.so": objects["locked_bad.so"]}, ["torch==2.14.1", "numpy"])
     w.pypi("oldfw", "1.0", requires=["numpy"], upload_time="2025-01-01T00:00:00Z")
+    # the rest of indexes/verify_today.py's rows: sgl-deep-ep (locked, runs), xformers (stable, CUDA 12 only)
+    pypi_native(w, "sgl-deep-ep", "0.1.2.post1", native, {"deep_ep/__init__.py": b"", "deep_ep_cpp.abi3.so": objects["locked_ok.so"]})
+    pypi_native(
+        w, "xformers", "0.0.35", "py39-none-manylinux_2_28_x86_64", {"xformers/__init__.py": b"", "xformers/_C.so": objects["stable12.so"]}, ["torch>=2.10"]
+    )
     # a dependency whose newest release is a build for another torch series (its label says so)
     w.pypi("kernel-dep", "2.0+cu13torch2.16", tag=f"{PY}-{PY}-{X86}")
     w.pypi("kernel-dep", "1.0")
