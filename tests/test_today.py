@@ -319,3 +319,17 @@ def test_verify_today_checks_each_verdict_against_the_symbols(today, capsys) -> 
     out = capsys.readouterr().out
     assert "verdicts agreeing with the wheels' symbols: 6/6 (0 unverified)" in out, out
     assert "agree      xformers 0.0.35: needs CUDA 12" in out
+
+
+def test_a_family_members_floor_is_a_floor_and_a_release_is_not_a_nightly() -> None:
+    from packaging.utils import NormalizedName
+
+    from resolve_gpu_stack.resolver.framework import _family_how
+    from resolve_gpu_stack.resolver.requirement import Cand
+
+    release = Cand(name=NormalizedName("torchvision"), version=Version("0.29.2"), file=None)
+    nightly = Cand(name=NormalizedName("torchao"), version=Version("0.17.0.dev20260307+cu130"), file=None)
+    assert _family_how(release, None, ">=2.14.0") == "its METADATA requires torch>=2.14.0, which the kept torch meets"
+    assert _family_how(release, None, "==2.15.0") == "its METADATA pins torch==2.15.0"
+    assert _family_how(nightly, "date", None) == "a nightly of that torch's day: it names no torch itself"
+    assert _family_how(Cand(name=NormalizedName("torchao"), version=Version("0.18.0"), file=None), "date", None) == "its METADATA names no torch"  # type: ignore[call-arg]

@@ -118,10 +118,16 @@ def _mismatch_headline(names: str, unknown: int, total: int, torch: Version | No
 
 
 def overrides_in_words(
-    replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str] | None = None
+    replaced: Overrides,
+    cands: Sequence[Cand],
+    request: ResolveRequest,
+    built_for: Mapping[NormalizedName, str] | None = None,
+    torch_requirement: Callable[[Cand], str | None] = lambda cand: None,
 ) -> tuple[tuple[Override, ...], tuple[str, ...]]:
     """The plan's overrides, and the --without notes, from what was replaced in the plan's packages
-    (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch)."""
+    (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch;
+    ``torch_requirement``: what a planned package's METADATA requires of torch, ``==2.14.0`` or
+    ``>=2.14.0``, None for nothing)."""
     chosen = {c.name: c for c in cands}
     out: list[Override] = []
     left_out: dict[str, list[str]] = {}
@@ -130,7 +136,7 @@ def overrides_in_words(
             if r.kind == WITHOUT:
                 left_out.setdefault(r.name, []).append(f"{name} {version}")
                 continue
-            override = _override(name, r, chosen, request, built_for or {})
+            override = _override(name, r, chosen, request, built_for or {}, torch_requirement)
             if override is not None:
                 out.append(override)
     notes = tuple(f"{n} left out (--without), with what only it needs; required by {', '.join(sorted(set(by)))}" for n, by in sorted(left_out.items()))
@@ -138,7 +144,12 @@ def overrides_in_words(
 
 
 def _override(
-    package: str, r: Replaced, chosen: Mapping[NormalizedName, Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str]
+    package: str,
+    r: Replaced,
+    chosen: Mapping[NormalizedName, Cand],
+    request: ResolveRequest,
+    built_for: Mapping[NormalizedName, str],
+    torch_requirement: Callable[[Cand], str | None] = lambda cand: None,
 ) -> Override | None:
     """A requirement of ``package`` the plan replaced, in the plan's words: by what, and why."""
     if r.kind == TORCH_PIN:
@@ -152,10 +163,22 @@ def _override(
     if r.kind == FAMILY:
         got = chosen.get(r.name)
         by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
-        how = "a nightly of that torch's day: it names no torch itself" if built_for.get(r.name) == "date" else "its own pin names that torch"
+        how = _family_how(got, built_for.get(r.name), torch_requirement(got) if got is not None else None)
         return Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})")
     reason = {USER: "--override", FLASHINFER: f"--flashinfer {request.flashinfer} is the user's word"}.get(r.kind)
     return Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason=reason) if reason else None
+
+
+def _family_how(got: Cand | None, built_for: str | None, requires: str | None) -> str:
+    """How the family member's build for the kept torch was told apart, from what its METADATA
+    says: an exact pin names that torch, a floor admits it, a nightly of the same day names none."""
+    if got is not None and built_for == "date" and got.version.is_devrelease:
+        return "a nightly of that torch's day: it names no torch itself"
+    if requires and requires.startswith(("==", "===")):
+        return f"its METADATA pins torch{requires}"
+    if requires:
+        return f"its METADATA requires torch{requires}, which the kept torch meets"
+    return "its METADATA names no torch"
 
 
 def dropped_extra_notes(deps: Dependencies, cands: Iterable[Cand], torch: Cand | None) -> tuple[str, ...]:

@@ -161,7 +161,11 @@ def _framework_facts(
     torch = next((c for c in cands if c.name == TORCH), None)
     found = framework.couplings(cands, deps, defs, abi_torch, classifier, AbiPolicy.of(defs.abi))
     built = builds.plan_builds(cands, found, request.build_names, factory.sdist, torch.version if torch else None)
-    words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
+
+    def torch_requirement(cand: Cand) -> str | None:
+        return next((str(r.specifier) or None for r in deps.requirements(cand, frozenset()) if r.name == TORCH), None)
+
+    words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for, torch_requirement)
     notes = (
         *without_notes,
         *framework.dropped_extra_notes(deps, cands, torch),
