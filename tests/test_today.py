@@ -197,6 +197,13 @@ def test_install_and_install_lock_leave_torch_byte_identical(today, capsys, tmp_
     listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True, env=uv_env).stdout
     have = {r["name"]: r["version"] for r in json.loads(listed)}
     assert have["torch"] == TORCH and have["flashinfer-jit-cache"] == "0.6.5+cu130"
+    # sglang on it: its torch==2.14.1 pin is overridden in the install too, torch untouched
+    code, out, err = cli(capsys, "install", "--python", python, "--torch", "installed", "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert torch_bytes(venv) == before
+    listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True, env=uv_env).stdout
+    have = {r["name"]: r["version"] for r in json.loads(listed)}
+    assert (have["torch"], have["sglang"], have["sglang-kernel"], have["torch-memory-saver"]) == (TORCH, "0.5.23", "0.4.10", "0.0.10")
 
 
 # -- binaries decide, pins do not; no silent walk-back ------------------------------------------------
