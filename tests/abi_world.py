@@ -8,6 +8,7 @@ functions; ``libcudart.so.12`` / ``.so.13`` stubs stand for the CUDA runtime. On
 - ``stable-cu12``: the same needing ``libcudart.so.12``;
 - ``locked-ok``: imports C++ symbols the kept torch exports;
 - ``locked-bad``: imports ``c10::detail::torchInternalAssertFail(...)``, which it does not;
+- ``pinned-ok``: pins ``torch==2.11.0`` and imports what the kept torch exports (binaries decide);
 - ``builds-ext``: one build per torch 2.7, 2.8, 2.9 (``libaddon_torch27.so`` ...), none for 2.12;
 - ``cuda-only``: links ``libcudart.so.12`` and no torch (a CUDA 12 runtime user).
 
@@ -138,6 +139,8 @@ def build_abi_world(root: Path) -> tuple[World, dict[str, bytes]]:
     pypi_native(w, "stable-cu12", "1.0", {"stable_cu12/__init__.py": b"", "stable_cu12/_C.abi3.so": objects["stable12.so"]}, ("torch>=2.10",))
     pypi_native(w, "locked-ok", "1.0", {"locked_ok/__init__.py": b"", "locked_ok/_C.so": objects["locked_ok.so"]})
     pypi_native(w, "locked-bad", "1.0", {"locked_bad/__init__.py": b"", "locked_bad/_C.so": objects["locked_bad.so"]})
+    # a framework pinning another torch whose binary runs on the kept one (sglang 0.5.23's shape, issue 28)
+    pypi_native(w, "pinned-ok", "1.0", {"pinned_ok/__init__.py": b"", "pinned_ok/_C.so": objects["locked_ok.so"]}, ("torch==2.11.0",))
     pypi_native(
         w,
         "builds-ext",

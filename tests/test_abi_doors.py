@@ -10,6 +10,7 @@ the same verdict per package:
 
 - stable-ext (C-shim imports only, ``torch>=2.10``, libcudart.so.13): planned, ``torch >= 2.10``;
 - locked-ok (C++ imports the kept torch exports): planned, with the note that layouts are not checked;
+- pinned-ok (the same, pinning torch==2.11.0): planned, its pin listed as overridden (binaries decide);
 - builds-ext (builds for torch 2.7-2.9): planned, its builds named, not "built for another torch";
 - stable-cu12: refused naming CUDA 12 and 13; cuda-only: refused naming CUDA 12;
 - locked-bad: refused naming ``c10::detail::torchInternalAssertFail(...)``.
@@ -38,11 +39,12 @@ from resolve_gpu_stack.cli.app import main
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
-GOOD = ("stable-ext", "locked-ok", "builds-ext")
+GOOD = ("stable-ext", "locked-ok", "builds-ext", "pinned-ok")
 BAD = ("stable-cu12", "locked-bad", "cuda-only")
 EXPECTED = {  # name -> (abi kind, runs)
     "stable-ext": ("stable", True),
     "locked-ok": ("locked", True),
+    "pinned-ok": ("locked", True),
     "builds-ext": ("builds", True),
     "stable-cu12": ("stable", False),
     "locked-bad": ("locked", False),
@@ -105,6 +107,9 @@ def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys
     assert "layouts are not checked" in rows["locked-ok"]["abi"]["note"]
     assert rows["builds-ext"]["abi"]["builds"] == ["2.7", "2.8", "2.9"] and "none for 2.12" in rows["builds-ext"]["abi"]["note"]
     assert rows["builds-ext"]["abi_mismatch"] is False and "built for another torch" not in rows["builds-ext"]["reason"]
+    # a pin on another torch is reported as overridden; its binary decides (issue 28)
+    assert "pinned-ok pins torch==2.11.0; kept " + NIGHTLY in rows["pinned-ok"]["reason"]
+    assert ("pinned-ok", "torch==2.11.0") in {(o["package"], o["requirement"]) for o in plan["overrides"]}
     for name in BAD:
         code, out, err = cli(capsys, *base, *withs(name))
         assert code == 1 and out == "", err

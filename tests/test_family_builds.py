@@ -194,10 +194,14 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
-        # PyPI's own build: for torch 2.8, refused
-        with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(), store=None)
-        assert "flash-attn 2.8.3 (required by the request): built for torch==2.8.0, torch is 2.9.1+cu128" in err.value.reasons
+        # PyPI's own build pins torch 2.8; binaries decide, pins do not (issue 28): its C++ imports
+        # are all exported by the kept torch, so it is planned, the pin reported as overridden
+        with HttpFetcher(cache=None, timeout=10) as fetcher:
+            pypi = resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(), store=None)
+        own = pypi.package("flash-attn")
+        assert own is not None and str(own.version) == "2.8.3" and not own.abi_mismatch
+        assert "flash-attn pins torch==2.8.0; kept 2.9.1+cu128: its compiled parts import only symbols 2.9.1+cu128 exports" in own.reason
+        assert [(o.package, o.requirement) for o in pypi.overrides] == [("flash-attn", "torch==2.8.0")]
         srv.log.clear()
         # with the index of per-torch builds configured for flash-attn
         builds = defs.with_package_indexes({"flash-attn": f"{srv.url}builds/"})

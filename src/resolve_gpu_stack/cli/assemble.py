@@ -128,7 +128,7 @@ class ResolveParts:
         torch = target.installed.get(canonicalize_name("torch"))
         if torch is None:
             return None
-        label = CudaLabel.of_torch(torch) or cuda
+        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda  # the one rule (a probed torch)
         exports = self.exports_for(target)
         subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
         return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
@@ -148,7 +148,15 @@ class ResolveParts:
         except ResolveGpuStackError:
             return None
         fit = TargetFit(target)
-        return next((o.file for o in offers if o.file.version == torch and fit(o.file) is None), None)
+        twin = torch.local is None and label is not None  # a torch from PyPI: its labelled twin on the index is the same build
+        return next(
+            (
+                o.file
+                for o in offers
+                if (o.file.version == torch or twin and o.file.version.public == torch.public and o.file.version.local == str(label)) and fit(o.file) is None
+            ),
+            None,
+        )
 
     def close(self) -> None:
         if self.owns_source:

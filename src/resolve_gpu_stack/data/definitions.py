@@ -264,7 +264,16 @@ def _claims(route: Route, name: str) -> bool:
 INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
 ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy")
 COUPLING_KEYS = ("packages", "coupling", "why", "versions", "local")
-ABI_KEYS = ("stable-since", "shim-versioned-since", "shim-prefixes", "cxx-namespaces", "python-prefixes", "build-members", "no-builds-from")
+ABI_KEYS = (
+    "stable-since",
+    "shim-versioned-since",
+    "shim-prefixes",
+    "cxx-namespaces",
+    "python-prefixes",
+    "build-members",
+    "cuda-build-members",
+    "no-builds-from",
+)
 NO_BUILDS_KEYS = ("package", "torch", "why", "versions")
 
 
@@ -442,6 +451,10 @@ def _abi(r: TomlReader, doc: Mapping[str, Any]) -> AbiRules:
         _regex(r, text, "build-members", "abi", groups=("major", "minor"), no_groups=f"'build-members' {text!r} has no groups named 'major' and 'minor'")
         for text in r.strings(table, "build-members", "abi") or ()
     ]
+    cuda_patterns = [
+        _regex(r, text, "cuda-build-members", "abi", groups=("cuda",), no_groups=f"'cuda-build-members' {text!r} has no group named 'cuda'")
+        for text in r.strings(table, "cuda-build-members", "abi") or ()
+    ]
     stable = version("stable-since", required=True)
     assert stable is not None
     return AbiRules(
@@ -451,6 +464,7 @@ def _abi(r: TomlReader, doc: Mapping[str, Any]) -> AbiRules:
         cxx_namespaces=prefixes("cxx-namespaces"),
         python_prefixes=prefixes("python-prefixes"),
         build_members=tuple(patterns),
+        cuda_build_members=tuple(cuda_patterns),
         no_builds_from=tuple(_no_builds(r, row, f"abi.no-builds-from #{i + 1}") for i, row in enumerate(r.tables(table, "no-builds-from", "abi"))),
     )
 

@@ -178,6 +178,7 @@ class AbiRules:
     cxx_namespaces: tuple[str, ...] = ()  # mangled symbols of these namespaces lock a wheel to one torch
     python_prefixes: tuple[str, ...] = ()  # libtorch_python's THP* bindings (mangled or not)
     build_members: tuple[re.Pattern[str], ...] = ()  # groups major, minor: a member built for one torch
+    cuda_build_members: tuple[re.Pattern[str], ...] = ()  # group cuda: a member built for one CUDA major
     no_builds_from: tuple[NoBuildsFrom, ...] = ()
 
     def is_shim(self, symbol: str) -> bool:
@@ -190,6 +191,15 @@ class AbiRules:
             m = pattern.search(base)
             if m:
                 return f"{int(m.group('major'))}.{int(m.group('minor'))}"
+        return None
+
+    def cuda_build_of(self, member: str) -> int | None:
+        """The CUDA major a member is the build for (``_cu13.abi3.so`` -> 13), from its file name."""
+        base = member.rsplit("/", 1)[-1]
+        for pattern in self.cuda_build_members:
+            m = pattern.search(base)
+            if m:
+                return int(m.group("cuda"))
         return None
 
     def loads_no_builds(self, package: str, version: Version | None, torch: Version) -> NoBuildsFrom | None:

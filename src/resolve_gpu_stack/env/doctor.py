@@ -47,7 +47,6 @@ from .doctor_stack import (
     Check,
     ImportResult,
     Stack,
-    cuda_from_requires,
     cuda_text,
     installed_stack,
     pkg,
@@ -81,12 +80,10 @@ def _check_torch(s: Stack) -> Check:
     if kind:
         what = {"cpu": "CPU-only", "rocm": "ROCm", "xpu": "XPU"}[kind[1]]
         return Check("torch", FAIL, f"torch {t.version} is a {what} build: FlashInfer needs a CUDA build of torch (+cuNNN)", details)
-    inferred, pin = cuda_from_requires(t, s.markers)
-    if inferred is not None:
-        details["cuda_from"] = pin
-        return Check(
-            "torch", WARN, f"torch {t.version} has no +cuNNN label; its Requires-Dist pins {pin}, so {cuda_text(inferred)} ({inferred}) is assumed", details
-        )
+    kept = s.torch_cuda_from
+    if kept is not None:  # a PyPI torch: its CUDA by the rule every command uses
+        details["cuda_from"] = kept.evidence or kept.source
+        return Check("torch", PASS, f"torch {t.version} ({cuda_text(str(kept.label))}, {kept.label}: no +cuNNN label; {kept.words()})", details)
     return Check(
         "torch",
         WARN,

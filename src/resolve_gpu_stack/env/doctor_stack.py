@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import NormalizedName
 
 from ..data.definitions import Definitions
-from ..model.cuda import CudaLabel, cuda_label_text, cuda_of_runtime_pin
+from ..model.cuda import CudaLabel, TorchCuda, kept_torch_cuda
 from .probe import Environment, InstalledDistribution
 
 PASS, WARN, SKIP, FAIL = "pass", "warn", "skip", "fail"
@@ -63,7 +63,8 @@ class Stack:
     env: Environment
     defs: Definitions
     torch: InstalledDistribution | None
-    torch_cuda: str | None  # cuNNN from the label, or inferred from Requires-Dist
+    torch_cuda: str | None  # cuNNN by the one rule (model.cuda.kept_torch_cuda): label, runtime pin, version.py
+    torch_cuda_from: TorchCuda | None
     python: InstalledDistribution | None
     cubin: InstalledDistribution | None
     shim: InstalledDistribution | None
@@ -87,15 +88,14 @@ def installed_stack(env: Environment, defs: Definitions) -> Stack:
     dists = env.distributions
     fi = defs.flashinfer
     torch = dists.get(TORCH)
-    label = cuda_label_text(torch.version) if torch else None
-    if torch is not None and label is None:
-        label = cuda_from_requires(torch, {**env.target.markers, "extra": ""})[0]
+    kept = (env.target.torch_cuda or kept_torch_cuda(torch.version, torch.requires_dist, env.target.markers)) if torch else None
     providers = tuple(sorted((d for n, d in dists.items() if fi.is_provider(n)), key=lambda d: d.name))
     return Stack(
         env=env,
         defs=defs,
         torch=torch,
-        torch_cuda=label,
+        torch_cuda=str(kept.label) if kept else None,
+        torch_cuda_from=kept,
         python=dists.get(fi.python),
         cubin=dists.get(fi.cubin),
         shim=dists.get(fi.jit_cache),
@@ -112,18 +112,6 @@ def requirements(dist: InstalledDistribution, markers: Mapping[str, str]) -> Ite
             continue
         if req.marker is None or req.marker.evaluate(dict(markers)):
             yield req
-
-
-def cuda_from_requires(torch: InstalledDistribution, markers: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """A torch without +cuNNN (a PyPI build) pins its CUDA runtime: ``nvidia-cuda-runtime-cu12==12.8.90``
-    or ``cuda-toolkit[...]==13.0.2``; (label, the requirement) or (None, None)."""
-    for req in requirements(torch, markers):
-        name = canonicalize_name(req.name)
-        for spec in req.specifier:
-            label = cuda_of_runtime_pin(name, spec.operator, spec.version)
-            if label is not None:
-                return str(label), str(req)
-    return None, None
 
 
 def cuda_text(label: str) -> str:
@@ -149,7 +137,6 @@ __all__ = [
     "Check",
     "ImportResult",
     "Stack",
-    "cuda_from_requires",
     "cuda_text",
     "installed_stack",
     "pkg",

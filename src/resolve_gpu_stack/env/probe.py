@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
 from ..model import Target
+from ..model.cuda import TorchCuda, kept_torch_cuda
 from ..model.declared import PYTHON_VERSION_RE, cpython_tag_list, linux_platform_tags, parse_python_version
 
 PythonFlagKind = Literal["version", "interpreter"]
@@ -206,6 +207,13 @@ for dist in metadata.distributions():
             continue
         seen.add(key)
         installer = dist.read_text("INSTALLER")
+        if key == "torch":  # torch.version.cuda, read from its file: torch is never imported here
+            try:
+                with open(str(dist.locate_file("torch/version.py"))) as f:
+                    found = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", f.read(), re.M)
+                out["torch_version_cuda"] = found.group(1) if found else None
+            except OSError:
+                pass
         dists.append({
             "name": name, "version": dist.version, "requires": list(dist.requires or []),
             "path": None if path is None else str(path),
@@ -364,6 +372,14 @@ def _distributions(facts: Mapping[str, Any]) -> tuple[dict[NormalizedName, Insta
     return found, warnings
 
 
+def _torch_cuda(distributions: Mapping[NormalizedName, InstalledDistribution], facts: Mapping[str, Any]) -> TorchCuda | None:
+    """The installed torch's CUDA by the one rule: its label, its runtime pin, its version.py."""
+    torch = distributions.get(canonicalize_name("torch"))
+    if torch is None:
+        return None
+    return kept_torch_cuda(torch.version, torch.requires_dist, facts["markers"], facts.get("torch_version_cuda") or None)
+
+
 def inspect_environment(path: str | Path, *, timeout: float = 60) -> Environment:
     """Run ``path`` and describe it: its Target, its installed distributions, its prefix."""
     return start_probe(path, timeout=timeout).result()
@@ -382,6 +398,7 @@ def _environment(path: str | Path, facts: Mapping[str, Any]) -> Environment:
         installed={name: dist.version for name, dist in distributions.items()},
         interpreter=str(path),
         installed_at={name: str(dist.location) for name, dist in distributions.items() if dist.location is not None},
+        torch_cuda=_torch_cuda(distributions, facts),
     )
     prefix, base = str(facts["prefix"]), str(facts["base_prefix"])
     return Environment(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 _LABEL_RE = re.compile(r"^cu(\d+)(\d)$")
@@ -64,6 +67,66 @@ def cuda_of_runtime_pin(name: str, operator: str, version: str) -> CudaLabel | N
         return None
     m = _RUNTIME_VERSION.match(version)
     return CudaLabel(int(m.group(1)), int(m.group(2))) if m else None
+
+
+def cuda_of_runtime(text: str | None) -> CudaLabel | None:
+    """``torch.version.cuda`` (``"13.2"``) as a label (cu132); None for None, ``""`` or anything else."""
+    m = _RUNTIME_VERSION.match((text or "").strip())
+    return CudaLabel(int(m.group(1)), int(m.group(2))) if m else None
+
+
+def cuda_of_requires(requires_dist: Iterable[str], markers: Mapping[str, str]) -> tuple[CudaLabel, str] | None:
+    """(label, the requirement) of the first exact runtime pin among ``requires_dist`` whose marker
+    holds on ``markers`` (``cuda-toolkit[cudart]==13.2.2`` -> cu132), or None."""
+    env = {**markers, "extra": ""}
+    for line in requires_dist:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        for spec in req.specifier:
+            label = cuda_of_runtime_pin(canonicalize_name(req.name), spec.operator, spec.version)
+            if label is not None:
+                return label, str(req)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TorchCuda:
+    """A kept torch's CUDA and where it was read: ``label`` (its ``+cuNNN``), ``pin`` (its METADATA
+    pins the CUDA runtime: ``evidence`` is that requirement), ``version.py`` (``torch.version.cuda``
+    of the installed files)."""
+
+    label: CudaLabel
+    source: str  # "label" | "pin" | "version.py"
+    evidence: str = ""
+
+    def words(self) -> str:
+        """How a message says where the CUDA came from."""
+        if self.source == "label":
+            return f"its +{self.label} label"
+        if self.source == "pin":
+            return f"its METADATA pins {self.evidence}"
+        return f"its torch/version.py says cuda = '{self.label.major}.{self.label.minor}'"
+
+
+def kept_torch_cuda(
+    version: Version | str | None, requires_dist: Iterable[str] = (), markers: Mapping[str, str] | None = None, runtime: str | None = None
+) -> TorchCuda | None:
+    """The one rule for the CUDA of a torch that is kept: its local label; else the exact pin of
+    its METADATA on the CUDA runtime (a PyPI torch: ``cuda-toolkit[...]==13.2.2`` -> cu132); else
+    ``runtime``, ``torch.version.cuda`` read from an installed torch's ``version.py``. None when
+    none of them says (a CPU build, or a declared torch whose METADATA is not at hand)."""
+    label = CudaLabel.of_torch(version)
+    if label is not None:
+        return TorchCuda(label, "label")
+    pinned = cuda_of_requires(requires_dist, markers or {})
+    if pinned is not None:
+        return TorchCuda(pinned[0], "pin", pinned[1])
+    read = cuda_of_runtime(runtime)
+    return TorchCuda(read, "version.py") if read is not None else None
 
 
 def cuda_label_text(version: Version | str | None) -> str | None:

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
-from .cuda import CudaLabel
+from .cuda import CudaLabel, TorchCuda, kept_torch_cuda
 from .target import Target
 
 if TYPE_CHECKING:
@@ -229,6 +229,15 @@ class ResolveRequest:
     @property
     def installed_torch(self) -> Version | None:
         return self.target.installed.get(TORCH)
+
+    @property
+    def installed_torch_cuda(self) -> TorchCuda | None:
+        """The kept torch's CUDA by the one rule (``model.cuda.kept_torch_cuda``): its label, its
+        runtime pin, its ``version.py``."""
+        installed = self.installed_torch
+        if installed is None:
+            return None
+        return self.target.torch_cuda or kept_torch_cuda(installed, self.installed_requires.get(TORCH, ()), self.target.markers)
 
     def components(self) -> list[str]:
         """The FlashInfer components asked for, in install order."""

@@ -9,6 +9,8 @@ from packaging.tags import Tag
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
+from .cuda import TorchCuda
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
@@ -22,6 +24,7 @@ class Target:
     installed: Mapping[NormalizedName, Version] = field(default_factory=dict)
     interpreter: str | None = None  # path when the target is a real interpreter
     installed_at: Mapping[NormalizedName, str] = field(default_factory=dict)  # probed: the folder holding each distribution
+    torch_cuda: TorchCuda | None = None  # the installed torch's CUDA by the one rule (``model.cuda.kept_torch_cuda``)
 
     @property
     def machine(self) -> str:

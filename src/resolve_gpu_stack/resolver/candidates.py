@@ -56,7 +56,7 @@ def list_candidates(
     data does not cover is also judged by what it imports (``verdict``: the resolver's ABI
     judgement, against the target's torch) and does not fit when that refuses it."""
     torch = target.installed.get(TORCH)
-    label = cuda or CudaLabel.of_torch(torch)
+    label = cuda or (target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch))  # the one rule
     series = torch_series(torch) if torch is not None else None
     ctx = RouteContext(torch_channel=torch_channel, cuda=str(label) if label else None, flashinfer_channel=flashinfer_channel, torch_series=series)
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)

@@ -29,6 +29,7 @@ from ..model import Coupling, IndexFile
 from ..model.abi import CUDA, UNKNOWN, AbiKind, AbiVerdict, WheelAbi
 from ..model.request import TORCH
 from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor
+from ..rules.versions import torch_series
 from .requirement import Cand, Req, contains
 
 
@@ -144,8 +145,8 @@ class ScanAhead:
 
 def wants_scan(cand: Cand, reqs: Sequence[Req], defs: Definitions) -> bool:
     """Whether ``cand``'s coupling is left to a scan of its wheel: a native wheel the data does not
-    cover, whose METADATA does not pin torch."""
-    return cand.file is not None and is_native(cand.file) and defs.coupling_rule(cand.name, cand.version) is None and torch_pin(reqs) is None
+    cover, whether or not its METADATA pins torch (binaries decide, pins do not)."""
+    return cand.file is not None and is_native(cand.file) and defs.coupling_rule(cand.name, cand.version) is None
 
 
 def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: AbiTorch | None, scan: WheelAbi | None, policy: AbiPolicy) -> Found:
@@ -159,7 +160,7 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Abi
     if data is not None:
         coupling, why = data
         return Found(coupling=coupling, evidence=why, built_for=built_for, mismatch=_pin_mismatch(pin, version) if coupling is Coupling.TORCH_ABI else None)
-    if pin is not None:
+    if pin is not None and (cand.file is None or not is_native(cand.file)):
         return _pinned(cand, pin, local, version)
     if cand.file is None:
         return Found(coupling=Coupling.AGNOSTIC, evidence="installed; its files were not read")
@@ -172,7 +173,29 @@ def _judged(cand: Cand, reqs: Sequence[Req], torch: AbiTorch | None, scan: Wheel
     """A native wheel the data and its METADATA leave open: its scan judged against ``torch``."""
     verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
     recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal else None  # nothing to record for a wheel needing neither
-    return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=recorded)
+    evidence, mismatch = _evidence(scan, verdict), verdict.refusal
+    pin = torch_pin(reqs)
+    if pin is not None:  # binaries decide, pins do not: the pin is reported, the verdict decides
+        version = torch.version if torch is not None else None
+        off = _local_mismatch(local, version) or _pin_mismatch(pin, version)
+        if mismatch is not None and off is not None:
+            mismatch = f"{off}; {mismatch}"
+        elif mismatch is None and off is not None and torch is not None:
+            evidence = f"{cand.name} pins torch{pin}; kept {torch.version}: {_runs_because(scan, verdict, torch.version)}; {evidence}"
+        elif mismatch is None and off is None:
+            evidence = f"METADATA pins torch{pin}; {evidence}"
+    return Found(coupling=_coupling(scan, verdict), evidence=evidence, built_for=built_for, mismatch=mismatch, abi=recorded)
+
+
+def _runs_because(scan: WheelAbi, verdict: AbiVerdict, torch: Version) -> str:
+    """Why a wheel pinning another torch runs on ``torch`` anyway, from its own symbols."""
+    if verdict.kind is AbiKind.STABLE:
+        return f"its compiled parts import only the C shim (stable ABI, torch >= {verdict.floor})"
+    if verdict.kind is AbiKind.LOCKED:
+        return f"its compiled parts import only symbols {torch} exports"
+    if verdict.kind is AbiKind.BUILDS:
+        return f"it has a build for torch {torch_series(torch)}"
+    return "its compiled parts do not link torch"
 
 
 NOT_SCANNED = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")

@@ -20,6 +20,7 @@ from ..model import IndexFile, Override
 from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
+from ..rules.fit import RejectReason
 from ..rules.versions import describe_versions
 from .builds import WayFacts, ways_for
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
@@ -85,7 +86,7 @@ def refuse_mismatches(
     raise NoPlanError(
         _mismatch_headline(", ".join(n for (n, _), _ in bad), unknown, len(bad), torch),
         reasons=_mismatch_reasons(bad, parents),
-        hint=_ways_out([n for (n, _), _ in bad], ways or {}),
+        hint=_ways_out([n for (n, _), _ in bad], ways or {}, asked={n: v for (n, v), _ in bad if not parents.get(n)}),
     )
 
 
@@ -94,9 +95,16 @@ def _mismatch_reasons(bad: Sequence[tuple[Pkg, Found]], parents: Mapping[str, Se
     return [f"{name} {version} (required by {', '.join(sorted(set(parents.get(name, ())))) or 'the request'}): {f.mismatch}" for (name, version), f in bad]
 
 
-def _ways_out(names: Sequence[NormalizedName], ways: Mapping[NormalizedName, WayFacts]) -> str:
-    """Per package (once each), the ways to a plan, best first."""
-    per_package = [f"{name}: " + "; or ".join(ways_for(name, ways.get(name, WayFacts()))) for name in dict.fromkeys(names)]
+def _ways_out(names: Sequence[NormalizedName], ways: Mapping[NormalizedName, WayFacts], asked: Mapping[NormalizedName, Version] | None = None) -> str:
+    """Per package (once each), the ways to a plan, best first. A package the request asked for
+    (``asked``: its newest fitting release, refused) is never walked back to an older release
+    unasked: how to accept one is the last way."""
+    older = asked or {}
+    per_package = [
+        f"{name}: "
+        + "; or ".join([*ways_for(name, ways.get(name, WayFacts())), *([f"accept an older release: --with '{name}<{older[name]}'"] if name in older else [])])
+        for name in dict.fromkeys(names)
+    ]
     return "the ways out, best first:\n  " + "\n  ".join(per_package) + "\n  or plan them anyway, flagged, with --abi-mismatch warn"
 
 
@@ -110,10 +118,16 @@ def _mismatch_headline(names: str, unknown: int, total: int, torch: Version | No
 
 
 def overrides_in_words(
-    replaced: Overrides, cands: Sequence[Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str] | None = None
+    replaced: Overrides,
+    cands: Sequence[Cand],
+    request: ResolveRequest,
+    built_for: Mapping[NormalizedName, str] | None = None,
+    torch_requirement: Callable[[Cand], str | None] = lambda cand: None,
 ) -> tuple[tuple[Override, ...], tuple[str, ...]]:
     """The plan's overrides, and the --without notes, from what was replaced in the plan's packages
-    (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch)."""
+    (``built_for``: components.toml ``[pytorch] built-for``, how a family member names its torch;
+    ``torch_requirement``: what a planned package's METADATA requires of torch, ``==2.14.0`` or
+    ``>=2.14.0``, None for nothing)."""
     chosen = {c.name: c for c in cands}
     out: list[Override] = []
     left_out: dict[str, list[str]] = {}
@@ -122,7 +136,7 @@ def overrides_in_words(
             if r.kind == WITHOUT:
                 left_out.setdefault(r.name, []).append(f"{name} {version}")
                 continue
-            override = _override(name, r, chosen, request, built_for or {})
+            override = _override(name, r, chosen, request, built_for or {}, torch_requirement)
             if override is not None:
                 out.append(override)
     notes = tuple(f"{n} left out (--without), with what only it needs; required by {', '.join(sorted(set(by)))}" for n, by in sorted(left_out.items()))
@@ -130,7 +144,12 @@ def overrides_in_words(
 
 
 def _override(
-    package: str, r: Replaced, chosen: Mapping[NormalizedName, Cand], request: ResolveRequest, built_for: Mapping[NormalizedName, str]
+    package: str,
+    r: Replaced,
+    chosen: Mapping[NormalizedName, Cand],
+    request: ResolveRequest,
+    built_for: Mapping[NormalizedName, str],
+    torch_requirement: Callable[[Cand], str | None] = lambda cand: None,
 ) -> Override | None:
     """A requirement of ``package`` the plan replaced, in the plan's words: by what, and why."""
     if r.kind == TORCH_PIN:
@@ -144,10 +163,22 @@ def _override(
     if r.kind == FAMILY:
         got = chosen.get(r.name)
         by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
-        how = "a nightly of that torch's day: it names no torch itself" if built_for.get(r.name) == "date" else "its own pin names that torch"
+        how = _family_how(got, built_for.get(r.name), torch_requirement(got) if got is not None else None)
         return Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})")
     reason = {USER: "--override", FLASHINFER: f"--flashinfer {request.flashinfer} is the user's word"}.get(r.kind)
     return Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason=reason) if reason else None
+
+
+def _family_how(got: Cand | None, built_for: str | None, requires: str | None) -> str:
+    """How the family member's build for the kept torch was told apart, from what its METADATA
+    says: an exact pin names that torch, a floor admits it, a nightly of the same day names none."""
+    if got is not None and built_for == "date" and got.version.is_devrelease:
+        return "a nightly of that torch's day: it names no torch itself"
+    if requires and requires.startswith(("==", "===")):
+        return f"its METADATA pins torch{requires}"
+    if requires:
+        return f"its METADATA requires torch{requires}, which the kept torch meets"
+    return "its METADATA names no torch"
 
 
 def dropped_extra_notes(deps: Dependencies, cands: Iterable[Cand], torch: Cand | None) -> tuple[str, ...]:
@@ -173,4 +204,22 @@ def passed_over_notes(roots: Sequence[Req], mapping: Mapping[Key, Cand], factory
                 f"{req.name} {cand.version} is planned; newer {describe_versions(newer)} passed over: their requirements conflict with the rest "
                 f"of the plan (ask for --with '{req.name}=={max(newer)}' to see the conflict)"
             )
+    return tuple(notes)
+
+
+JUDGED = frozenset({RejectReason.TORCH_ABI, RejectReason.CUDA, RejectReason.ABI})  # the tool's own judgement, not the target's tags
+
+
+def walked_back_notes(cands: Iterable[Cand], factory: CandidateFactory, skip: frozenset[NormalizedName]) -> tuple[str, ...]:
+    """For each planned package (but ``skip``: the torch family, whose build for the kept torch is
+    chosen among many) below a newer release the judgement refused: that release and why."""
+    notes = []
+    for cand in cands:
+        if cand.name in skip or cand.installed:
+            continue
+        public = Version(cand.version.public)  # another CUDA label of the planned release is no walk-back
+        refused = {f.version: r for f, r in factory.rejections.get(cand.name, ()) if r.reason in JUDGED and Version(f.version.public) > public}
+        if refused:
+            newest = max(refused)
+            notes.append(f"{cand.name} {cand.version} is planned, walked back past {newest}: {refused[newest].detail}")
     return tuple(notes)

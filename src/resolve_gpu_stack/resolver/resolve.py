@@ -20,8 +20,8 @@ from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
-from ..index.finder import Finder
-from ..model import Coupling, LockPlan
+from ..index.finder import Finder, Offer
+from ..model import Coupling, IndexFile, LockPlan
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
@@ -39,7 +39,7 @@ from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req, contains
 from .sources import source_file, source_metadata
-from .torch_pins import with_torch_pins
+from .torch_pins import with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
 if TYPE_CHECKING:
@@ -67,15 +67,18 @@ def resolve(
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
-    cuda = torch_cuda(request)
     choice = request.torch.for_installed(request.installed_torch)
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
+    request = with_declared_torch_cuda(request, finder, RouteContext(torch_channel=choice.channel, flashinfer_channel=request.flashinfer.channel), fit)
+    cuda = torch_cuda(request)
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     for tree in request.build_sources:  # --build 'NAME @ URL': the tree's archive is the package's only file
         finder.add_source(source_file(tree), source_metadata(tree))
     _prefetch_roots(finder, request, components, ctx)
-    torch = select_torch(request, cuda, *finder.offers(TORCH, ctx), fit=fit)
+    torch_offers, torch_visits = finder.offers(TORCH, ctx)
+    torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
+    twin = _labelled_twin(torch_offers, request.installed_torch, cuda, fit)
 
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
     floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
@@ -87,7 +90,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     result = _run_resolvelib(w.provider, requirements, factory, flashinfer)
 
-    abi_torch = _abi_torch(result.mapping, torch, exports)
+    abi_torch = _abi_torch(result.mapping, torch, exports, twin)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
@@ -163,12 +166,17 @@ def _framework_facts(
     torch = next((c for c in cands if c.name == TORCH), None)
     found = framework.couplings(cands, deps, defs, abi_torch, classifier, AbiPolicy.of(defs.abi))
     built = builds.plan_builds(cands, found, request.build_names, factory.sdist, torch.version if torch else None)
-    words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for)
+
+    def torch_requirement(cand: Cand) -> str | None:
+        return next((str(r.specifier) or None for r in deps.requirements(cand, frozenset()) if r.name == TORCH), None)
+
+    words, without_notes = framework.overrides_in_words(overrides, cands, request, defs.family_built_for, torch_requirement)
     notes = (
         *without_notes,
         *_unused_without(request, overrides, cands),
         *framework.dropped_extra_notes(deps, cands, torch),
         *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
+        *framework.walked_back_notes(cands, factory, defs.pytorch_family),
         *built.notes,
     )
     return framework.FrameworkFacts(found=built.found, overrides=words, notes=notes, builds=built.sdists, ways=_ways(built.found, request, defs, factory))
@@ -204,15 +212,28 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
     }
 
 
-def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource) -> AbiTorch | None:
-    """The plan's torch as the ABI judgement sees it; its exports read once, on first use."""
+def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource, twin: IndexFile | None = None) -> AbiTorch | None:
+    """The plan's torch as the ABI judgement sees it; its exports read once, on first use (a kept
+    torch from PyPI with no wheel on the PyTorch index: from its labelled twin there, the same build)."""
     cand = mapping.get(Key(TORCH))
     if cand is None:
         return None
     label = CudaLabel.of_torch(cand.version) or torch.cuda
-    return AbiTorch(
-        version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, cand.file))
-    )
+    file = cand.file if cand.file is not None or not cand.installed else twin
+    return AbiTorch(version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, file)))
+
+
+def _labelled_twin(offers: Sequence[Offer], installed: Version | None, cuda: CudaLabel, fit: TargetFit) -> IndexFile | None:
+    """The PyTorch index's wheel of an unlabelled installed torch's release with torch's CUDA label
+    (PyPI's 2.15.0 is the index's 2.15.0+cu132), for this target; None otherwise."""
+    if installed is None or installed.local is not None:
+        return None
+    same = [
+        (rank, o.file)
+        for o in offers
+        if o.file.version.public == installed.public and o.file.version.local == str(cuda) and (rank := fit.tag_rank(o.file)) is not None
+    ]
+    return min(same, key=lambda rf: rf[0])[1] if same else None
 
 
 def _parent_names(result: Any) -> dict[str, list[str]]:

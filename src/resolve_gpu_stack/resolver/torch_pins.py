@@ -20,6 +20,7 @@ from ..errors import CrawlError
 from ..index.finder import Finder
 from ..index.parse import RequiresDist, parse_requires_dist
 from ..model import IndexFile, Target
+from ..model.cuda import kept_torch_cuda
 from ..model.request import TORCH, ResolveRequest
 from ..rules.fit import TargetFit
 
@@ -45,6 +46,26 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, 
     listed = ", ".join(f"{name} {version}" for name, version in sorted(pins.items()))
     note = f"taken as installed (kept) with torch {installed}, which pins them exactly: {listed}"
     return replace(request, target=replace(target, installed={**target.installed, **pins})), [note]
+
+
+def with_declared_torch_cuda(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> ResolveRequest:
+    """``request`` whose declared torch without a ``+cuNNN`` label (and no ``--cuda``) has its CUDA
+    from that release's METADATA (its runtime pin, the one rule), where the torch page can be read
+    without a CUDA label (an index mirrored flat: ``--index pytorch=flat:URL``). Unchanged
+    otherwise: the torch selection then asks for ``--cuda``, saying why."""
+    installed = request.installed_torch
+    target = request.target
+    if installed is None or installed.local is not None or request.cuda is not None or target.interpreter is not None or target.torch_cuda is not None:
+        return request
+    wheel = _installed_wheel(finder, ctx, fit, installed)
+    if wheel is None:
+        return request
+    try:
+        requires = finder.metadata(wheel).requires_dist
+    except CrawlError:
+        return request
+    found = kept_torch_cuda(installed, requires, target.markers)
+    return request if found is None else replace(request, target=replace(target, torch_cuda=found))
 
 
 def _installed_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version) -> IndexFile | None:

@@ -40,19 +40,26 @@ class TorchSelection:
 
 
 def torch_cuda(request: ResolveRequest) -> CudaLabel:
-    """Torch's CUDA label: ``--cuda``, else the installed torch's (they must agree unless
-    ``--change-cuda``)."""
+    """Torch's CUDA label: ``--cuda``, else the kept torch's by the one rule (its label, its runtime
+    pin, its ``version.py``); they must agree unless ``--change-cuda``."""
     installed = request.installed_torch
-    installed_cuda = CudaLabel.of_torch(installed)
-    if request.cuda and installed_cuda and request.cuda != installed_cuda and not request.change_cuda:
+    kept = request.installed_torch_cuda
+    installed_cuda = kept.label if kept is not None else None
+    if request.cuda and kept and request.cuda != installed_cuda and not request.change_cuda:
         raise UsageError(
-            f"the installed torch {installed} is built for {installed_cuda}, but --cuda {request.cuda} was given",
+            f"the installed torch {installed} is built for {installed_cuda} ({kept.words()}), but --cuda {request.cuda} was given",
             hint=f"drop --cuda to keep {installed_cuda}, or add --change-cuda to move torch to {request.cuda}",
         )
     cuda = request.cuda or installed_cuda
     if cuda is None:
+        if installed is not None and request.target.interpreter is None:
+            raise UsageError(
+                f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
+                "read: the PyTorch index keeps torch in one folder per CUDA label",
+                hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
+            )
         raise UsageError(
-            "no CUDA label: the target has no torch with a +cuNNN label and --cuda was not given",
+            "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
             # --installed declares a target's torch; it is refused with an interpreter (which has its own)
             hint="pass --cuda cu130"
             + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
@@ -72,8 +79,12 @@ def select_torch(
     everything = {o.file.version for o in offers}
     fitting = _fitting(choice, cuda, fit, offers)
     _check_installed_fits(request, offers, fit)
-    if _keeps_installed(choice, cuda, installed):
-        fitting.add(installed)  # type: ignore[arg-type]
+    kept = request.installed_torch_cuda
+    # a torch without label that says nothing of its CUDA (a declared one): --cuda says it
+    kept_cuda = kept.label if kept else request.cuda if installed is not None and installed.local is None else None
+    if installed is not None and _keeps_installed(choice, cuda, installed, kept_cuda):
+        fitting = _same_build_kept(fitting, installed, cuda)
+        fitting.add(installed)
     if not fitting:
         pages = ", ".join(v.location.url for v in visits) or "(no page)"
         raise NoPlanError(
@@ -153,11 +164,20 @@ def _fitting(choice: TorchChoice, cuda: CudaLabel, fit: TargetFit, offers: Itera
     return out
 
 
-def _keeps_installed(choice: TorchChoice, cuda: CudaLabel, installed: Version | None) -> bool:
-    """Whether the installed torch is a choice even without a wheel on the index."""
-    if installed is None or installed.local != str(cuda) or not choice.specifier.contains(installed, prereleases=True):
+def _keeps_installed(choice: TorchChoice, cuda: CudaLabel, installed: Version, installed_cuda: CudaLabel | None) -> bool:
+    """Whether the installed torch is a choice even without a wheel on the index: its CUDA (by the
+    one rule: a PyPI torch has no label) is ``cuda``."""
+    if installed_cuda != cuda or not choice.specifier.contains(installed, prereleases=True):
         return False
     return choice.channel != "stable" or not installed.is_prerelease or bool(choice.specifier.prereleases)
+
+
+def _same_build_kept(fitting: set[Version], installed: Version, cuda: CudaLabel) -> set[Version]:
+    """``fitting`` without the index's labelled twin of an unlabelled kept torch (PyPI's 2.15.0 is
+    the PyTorch index's 2.15.0+cu132): the torch a user has is kept, not swapped for its twin."""
+    if installed.local is not None:
+        return fitting
+    return {v for v in fitting if not (v.public == installed.public and v.local == str(cuda))}
 
 
 def _newer_without_wheel(choice: TorchChoice, cuda: CudaLabel, target: Target, everything: set[Version], best: Version) -> tuple[str, ...]:

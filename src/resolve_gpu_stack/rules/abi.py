@@ -82,6 +82,7 @@ class AbiPolicy:
     stable_since: str  # the torch release that brought the LibTorch stable ABI
     loads_none: Callable[[str, Version | None, Version], str | None] = lambda name, version, torch: None  # why a package loads no build there
     demangle: Callable[[str], str] = str  # for messages
+    cuda_build_of: Callable[[str], int | None] = lambda member: None  # the CUDA major a member's name marks it as the build for
 
     @classmethod
     def of(cls, rules: AbiRules) -> AbiPolicy:
@@ -92,7 +93,7 @@ class AbiPolicy:
             row = rules.loads_no_builds(name, version, torch)
             return None if row is None else f"expected from torch {row.torch} on: {row.why}"
 
-        return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle)
+        return cls(stable_since=str(rules.stable_since), loads_none=loads_none, demangle=demangle, cuda_build_of=rules.cuda_build_of)
 
 
 def judge(
@@ -112,15 +113,44 @@ def judge(
     if abi.kind == NONE:
         return AbiVerdict(kind=None, against=against)
     if abi.kind == CUDA:
-        return AbiVerdict(kind=None, against=against, cuda_majors=abi.cuda_majors, refusal=_cuda_refusal(abi.cuda_majors, torch))
+        abi, twins = _cuda_builds(abi, torch, policy) if torch is not None else (abi, None)
+        return AbiVerdict(kind=None, against=against, cuda_majors=abi.cuda_majors, refusal=_cuda_refusal(abi.cuda_majors, torch), note=twins)
     if abi.kind != TORCH:
         return AbiVerdict(kind=AbiKind.UNKNOWN, against=against, refusal=f"its shared objects could not be judged: {abi.why}")
     if torch is None:
         return AbiVerdict(kind=_kind(abi.members), refusal="it links torch, and the plan has no torch")
+    abi, twins = _cuda_builds(abi, torch, policy)
     builds = abi.builds
     if builds:
-        return _judge_builds(name, version, abi, torch, policy, builds, requires_floor)
-    return _judge_members(abi.members, torch, policy, requires_floor, declared_series)
+        verdict = _judge_builds(name, version, abi, torch, policy, builds, requires_floor)
+    else:
+        verdict = _judge_members(abi.members, torch, policy, requires_floor, declared_series)
+    return verdict if twins is None else _with(verdict, note="; ".join(n for n in (twins, verdict.note) if n))
+
+
+def _cuda_builds(abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy) -> tuple[WheelAbi, str | None]:
+    """A wheel whose members differ only by a CUDA-major mark (``_cu12`` / ``_cu13``, components.toml
+    ``[abi] cuda-build-members``; an unmarked member of the same stem is one more build, of the
+    CUDA it links) has one build per CUDA major: the member marked for torch's major decides, with
+    the members of no such group; the others are named in a note. Unchanged without such twins,
+    or when none is marked for torch's major."""
+    groups: dict[str, dict[int | None, MemberAbi]] = {}
+    for m in abi.members:
+        base = m.name.rsplit("/", 1)[-1]
+        major = policy.cuda_build_of(base)
+        stem = base.split(".", 1)[0]
+        if major is not None:
+            stem = stem.removesuffix(f"_cu{major}")
+        groups.setdefault(stem, {})[major] = m
+    twins = {stem: g for stem, g in groups.items() if len([k for k in g if k is not None]) >= 1 and len(g) >= 2}
+    if torch.cuda_major is None or not any(torch.cuda_major in g for g in twins.values()):
+        return abi, None
+    dropped = {id(m) for g in twins.values() if torch.cuda_major in g for k, m in g.items() if k != torch.cuda_major}
+    kept = tuple(m for m in abi.members if id(m) not in dropped)
+    others = [m.name.rsplit("/", 1)[-1] for m in abi.members if id(m) in dropped]
+    majors = sorted({k for g in twins.values() for k in g if k is not None})
+    note = f"builds per CUDA major ({', '.join(f'CUDA {v}' for v in majors)}): the CUDA {torch.cuda_major} ones decide, not loaded: {', '.join(others)}"
+    return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), note
 
 
 def _kind(members: Sequence[MemberAbi]) -> AbiKind:

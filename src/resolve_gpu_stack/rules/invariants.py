@@ -91,7 +91,7 @@ def flashinfer_alignment(plan: LockPlan, defs: Definitions) -> list[Violation]:
     cubin = plan.package(fi.cubin)
     if cubin is not None and str(cubin.version) != str(py_v):
         out.append(Violation(fi.cubin, f"version {cubin.version} != flashinfer-python {py_v} (must match exactly)"))
-    torch_cuda = CudaLabel.of_torch(plan.torch.version) if plan.torch else None
+    torch_cuda = (CudaLabel.of_torch(plan.torch.version) or CudaLabel.parse(plan.target.cuda)) if plan.torch else None  # a PyPI torch: no label
     for pkg in plan.packages:
         if pkg.name == fi.jit_cache or fi.is_provider(pkg.name):
             message = _misalignment_message(pkg.version, py_v, torch_cuda, plan.cuda_label)
