@@ -23,7 +23,7 @@ from resolve_gpu_stack.cli.app import COMMANDS, build_parser, main
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
 # Pages other engineers are writing in parallel (issue 31): linked from here before they land.
-PENDING = {
+PENDING: set[str] = {
     "docs/guides/serving-frameworks.md",
     "docs/guides/building.md",
     "docs/guides/troubleshooting.md",
@@ -33,16 +33,18 @@ PENDING = {
 }
 
 
-def commands() -> list[tuple[str, str]]:
-    """(page, command line) of every ``resolve-gpu-stack`` command in a ``sh`` block (continuation
-    lines joined, the trailing comment dropped)."""
+def commands() -> list[tuple[str, str, int | None]]:
+    """(page, command line, exit code) of every ``resolve-gpu-stack`` command in a ``sh`` block
+    (continuation lines joined, a pipe's later commands and the trailing comment dropped; a comment
+    ``# exit N`` is the exit code the page promises, else none: a plan, a verdict or a check)."""
     out = []
     for page in PAGES:
         for block in re.findall(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
             for line in block.replace("\\\n", " ").splitlines():
-                words = shlex.split(line, comments=True)
+                promised = re.search(r"#\s*exit (\d)\b", line)
+                words = shlex.split(line.split(" | ", 1)[0], comments=True)
                 if words and words[0] == "resolve-gpu-stack":
-                    out.append((str(page.relative_to(REPO)), shlex.join(words)))
+                    out.append((str(page.relative_to(REPO)), shlex.join(words), int(promised.group(1)) if promised else None))
     return out
 
 
@@ -62,19 +64,26 @@ def test_every_setting_and_every_command_is_in_the_reference():
 
 
 def test_the_docs_have_command_blocks():
-    pages = {page for page, _ in COMMAND_LINES}
+    pages = {page for page, _, _ in COMMAND_LINES}
     assert "README.md" in pages and len(COMMAND_LINES) >= 20
 
 
-@pytest.mark.parametrize(("page", "line"), COMMAND_LINES, ids=[f"{p}:{i}" for i, (p, _) in enumerate(COMMAND_LINES)])
-def test_every_documented_command_parses(page: str, line: str):
+@pytest.mark.parametrize(("page", "line", "promised"), COMMAND_LINES, ids=[f"{p}:{i}" for i, (p, _, _) in enumerate(COMMAND_LINES)])
+def test_every_documented_command_parses(page: str, line: str, promised: int | None):
     argv = shlex.split(line)[1:]
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "-V", "--version")):
+    if argv and argv[0] in ("-V", "--version"):
+        assert main(argv) == 0
+        return
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["resolve", *argv]
     parser = build_parser(argv[0])
     try:
         args, unknown = parser.parse_known_args(argv)
     except SystemExit as exc:
+        if promised == 2 and exc.code == 2:
+            return  # the page shows a usage error on purpose, and says so
+        if exc.code == 0 and ("-h" in argv or "--help" in argv):
+            return
         pytest.fail(f"{page}: `{line}` does not parse (exit {exc.code})")
     assert not unknown, f"{page}: `{line}`: unknown arguments {unknown}"
     typed = S.typed(args)
@@ -83,21 +92,29 @@ def test_every_documented_command_parses(page: str, line: str):
     S.parse(typed)  # every setting's value as its parser reads it (a UsageError fails)
 
 
-OFFLINE = [(p, line) for p, line in COMMAND_LINES if "--snapshot indexes/snapshots/" in line]
+# a usage error a page shows on purpose (`# exit 2`) is held by the parse test above
+OFFLINE = [(p, line, promised) for p, line, promised in COMMAND_LINES if "--snapshot indexes/snapshots/" in line and promised != 2]
 
 
-@pytest.mark.parametrize(("page", "line"), OFFLINE, ids=[f"{p}:{i}" for i, (p, _) in enumerate(OFFLINE)])
-def test_every_offline_command_runs(page: str, line: str, tmp_path, monkeypatch, capsys):
-    """Run where a user runs it (a folder of their own, the snapshot named from the checkout)."""
+@pytest.mark.parametrize(("page", "line", "promised"), OFFLINE, ids=[f"{p}:{i}" for i, (p, _, _) in enumerate(OFFLINE)])
+def test_every_offline_command_runs(page: str, line: str, promised: int | None, tmp_path, monkeypatch, capsys):
+    """Run where a user runs it (a folder of their own, the snapshot named from the checkout); a
+    command the page says fails must fail with the exit code it names."""
     monkeypatch.chdir(tmp_path)
     argv = [w.replace("indexes/snapshots/", f"{REPO}/indexes/snapshots/") for w in shlex.split(line)[1:]]
-    code = main([*argv, "--cache-dir", str(tmp_path / "cache")])
+    if "--cache-dir" not in argv:
+        argv += ["--cache-dir", str(tmp_path / "cache")]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code if isinstance(exc.code, int) else 2
     _, err = capsys.readouterr()
-    assert code in (0, 1) and "Traceback" not in err, f"{page}: `{line}` -> {code}: {err}"
+    expected = (promised,) if promised is not None else (0, 1)
+    assert code in expected and "Traceback" not in err, f"{page}: `{line}` -> {code}: {err}"
 
 
 def test_the_offline_commands_include_the_quick_starts():
-    lines = [line for _, line in OFFLINE]
+    lines = [line for _, line, _ in OFFLINE]
     assert any(line.startswith("resolve-gpu-stack --python 3.12") for line in lines)
     assert any(line.startswith("resolve-gpu-stack inspect ") for line in lines)
 

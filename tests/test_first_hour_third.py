@@ -352,10 +352,9 @@ def test_the_readme_installs_the_tool_from_a_checkout_not_from_pypi():
     assert pyproject["project"]["scripts"]["resolve-gpu-stack"]  # what `uv tool install .` puts on PATH
 
 
-def test_the_readme_says_what_a_tagless_copy_puts_in_rev():
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### pre-commit") : readme.index("## Cache")]
-    assert "put one of its commits in `rev:`" in " ".join(section.split())
+def test_the_precommit_guide_says_what_a_tagless_copy_puts_in_rev():
+    guide = (REPO / "docs" / "guides" / "locks-and-pre-commit.md").read_text()
+    assert "put one of its commits in `rev:`" in " ".join(guide.split())
 
 
 def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_the_project(fresh_clone, capsys):
