@@ -963,6 +963,14 @@ def read_structure(
 MAX_TABLE = 1 << 31  # a string or symbol table larger than this is garbage
 
 
+def table_offsets(layout: ElfLayout, dynamic: bytes) -> tuple[int, ...]:
+    """The file offsets of the tables a ``.dynamic`` (given as its bytes) points to: string,
+    symbol and hash tables, in file order (addresses in no loadable segment left out)."""
+    tags = (DT_STRTAB, DT_SYMTAB, DT_GNU_HASH, DT_HASH)
+    found = {layout.file_offset(v) for t, v in _entries_of(dynamic, layout) if t in tags}
+    return tuple(sorted(o for o in found if o is not None))
+
+
 def _entries_of(raw: bytes, layout: ElfLayout) -> list[tuple[int, int]]:
     """``(tag, value)`` of each entry of a ``.dynamic`` given as its own bytes, up to ``DT_NULL``."""
     entry = struct.Struct((">" if layout.big_endian else "<") + ("iI" if layout.bits == 32 else "qQ"))
@@ -1040,6 +1048,7 @@ __all__ = [
     "read_layout",
     "read_structure",
     "scan_sonames",
+    "table_offsets",
     "string_table_end",
     "torch_libs",
 ]

@@ -168,10 +168,19 @@ class ElfStream:
         self._need = found
         if self._inflater is None:
             return  # a stored member: the next range read fetches it
-        if not any(w.start <= found.offset and found.end <= w.end for w in self._windows):
-            self._windows.append(_Window(found.offset, found.end + self._extra(found)))
+        self._want(found)
+        dyn = self.layout.dynamic
+        raw = self._get(dyn.offset, dyn.filesz) if dyn is not None else None
+        if raw is not None:  # every table it points to, at once: one more pass at most
+            for at in elf.table_offsets(self.layout, raw):
+                self._want(Need(at, 0))
         if found.offset < self._pos:  # behind the stream, and not kept
             self._restart_or_fail()
+
+    def _want(self, need: Need) -> None:
+        """Keep ``need`` (and the rest of its segment) when the stream passes it."""
+        if not any(w.start <= need.offset and need.end <= w.end for w in self._windows):
+            self._windows.append(_Window(need.offset, need.end + self._extra(need)))
 
     def _extra(self, need: Need) -> int:
         """Bytes to keep past a region asked for: the rest of its loadable segment, within bounds
