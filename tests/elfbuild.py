@@ -81,13 +81,14 @@ def _random(n: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def wheel_bytes(members: dict[str, bytes], *, method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    """A zip holding ``members`` plus a dist-info, compressed with ``method``."""
+def wheel_bytes(members: dict[str, bytes], *, method: int = zipfile.ZIP_DEFLATED, requires: tuple[str, ...] = ()) -> bytes:
+    """A zip holding ``members`` plus a dist-info (``requires``: its Requires-Dist), compressed with ``method``."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=method) as zf:
         for name, data in members.items():
             zf.writestr(name, data)
-        zf.writestr("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\n")
+        lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
+        zf.writestr("demo-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n{lines}\n")
         zf.writestr("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n")
     return buf.getvalue()
 

@@ -114,6 +114,23 @@ class ElfStream:
         if start != self._cpos:
             raise ValueError(f"expected the member's bytes from {self._cpos}, got {start}")
         self._cpos += len(data)
+        self._pump(data)
+
+    def resume(self, prefix: bytes, inflater: zlib._Decompress | None = None, consumed: int = 0) -> None:
+        """Go on from a reader of the member's first bytes: ``prefix`` (its first inflated bytes),
+        and for a deflated member the ``inflater`` that gave them after ``consumed`` compressed
+        bytes (its unconsumed tail is inflated first)."""
+        self._windows = [_Window(0, max(len(prefix), self._windows[0].end if self._windows else 0), bytearray(prefix))]
+        if self._inflater is not None and inflater is not None:
+            self._inflater, self._pos, self._cpos = inflater, len(prefix), consumed
+            self.consumed, self.inflated = consumed, len(prefix)
+        self._advance()
+        if self._inflater is not None and not self.done and inflater is not None and inflater.unconsumed_tail:
+            self._pump(inflater.unconsumed_tail)
+
+    def _pump(self, data: bytes) -> None:
+        """Inflate ``data`` (the next compressed bytes of the stream), keeping what is wanted."""
+        assert self._inflater is not None
         pending = data
         while pending and not self.done:
             try:
@@ -129,7 +146,7 @@ class ElfStream:
                 self._advance()
             if self._inflater is None or self._inflater.eof or self._cpos == 0:
                 break  # done, the stream ended, or it starts again (a region behind it was not kept)
-        if not self.done and self._inflater is not None and self._cpos and (self._inflater.eof or self._cpos >= self.compressed_size):
+        if not self.done and self._inflater is not None and self._cpos and (self._inflater.eof or (self._cpos >= self.compressed_size and not pending)):
             self._advance()
             if not self.done:
                 self._restart_or_fail()
