@@ -60,12 +60,32 @@ def add_network_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--cache-dir", metavar="DIR", type=absolute_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
     g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
+    g.add_argument(
+        "--scan-budget",
+        type=byte_count,
+        default=None,
+        metavar="BYTES",
+        help="most bytes read to scan one compiled wheel tied to torch, to its members' dynamic sections (default 256M; K, M, G suffixes)",
+    )
 
 
 def absolute_path(text: str) -> Path:
     """A path flag, made absolute once, here: every path handed on (to uv above all, which runs
     elsewhere and follows links from a temporary folder) names the same file from anywhere."""
     return Path(text).expanduser().absolute()
+
+
+def byte_count(text: str) -> int:
+    """``--scan-budget``: a positive number of bytes, with an optional K, M or G (binary) suffix."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    number, unit = (text[:-1], units[text[-1].upper()]) if text[-1:].upper() in units else (text, 1)
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes (e.g. 268435456 or 256M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of bytes")
+    return value
 
 
 def positive_seconds(text: str) -> float:
@@ -196,6 +216,7 @@ def live_fetcher(args: argparse.Namespace, env: Mapping[str, str]):
         timeout=args.timeout,
         allow_insecure_hosts=tuple(args.allow_insecure_host),
         progress=progress_printer(args),
+        **({"scan_budget": args.scan_budget} if getattr(args, "scan_budget", None) else {}),
     )
     fetcher.transport.on_retry = retry_printer(args)
     return fetcher

@@ -905,6 +905,8 @@ def read_structure(
         return Need(dyn.offset, dyn.filesz)
     regions = [(dyn.offset, dyn.end)]
     entries = _entries_of(raw, layout)
+    if not entries and dyn.filesz:
+        raise ElfError(f"the dynamic section ({dyn.filesz} bytes at {dyn.offset}) is empty: zeros where the loader reads its entries")
     tags: dict[int, int] = {}
     for tag, value in entries:
         tags.setdefault(tag, value)  # the first entry of a tag wins, as for the loader

@@ -390,9 +390,10 @@ class WheelScanner:
         return self._pending is not None and not self._active and not self._pending and self._metadata is None
 
     @property
-    def saw_torch(self) -> bool:
-        """Whether a member read so far names a torch library."""
-        return self._evidence is not None or any(elf.torch_libs(m.names) or (m.libraries and m.libraries.torch_libs) for m in self._active)
+    def tied(self) -> bool:
+        """Whether the wheel is known to be tied to torch (``torch_tie``, or a member links it):
+        its members are read to their dynamic sections, which may take more bytes."""
+        return self._tied and (self._metadata is None or self._evidence is not None) and self._pending is not None
 
     def stop(self, why: str) -> None:
         """End the scan here (the caller's budget is spent): every member not finished is left
