@@ -135,3 +135,58 @@ def test_a_declared_target_judges_locked_wheels_by_the_exports_of_a_rewritten_li
     assert main(["inspect", "locked-bad==1.0", *declared[:-2], *flags, *cache, "--format", "json"]) in (0, 1)
     out, err = capsys.readouterr()
     assert "does not export" in out and "could not be read" not in out, out + err
+
+
+# -- the wheel scan through resolve -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def companions(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The abi world plus: ``vision-like`` (requires torch; its one member links torch with its
+    tables in late segments, as ``torchvision/image_stable.so``); ``sci-like`` (no tie to torch; a
+    7 MB member whose first segment holds code and whose tables were moved past 7 MB of data)."""
+    from abi_world import build_abi_world, pypi_native
+    from elfbuild import compile_so, stub_libraries
+    from server import IndexServer
+
+    root = tmp_path_factory.mktemp("companions")
+    world, objects = build_abi_world(root)
+    vision = move_dynamic(objects["locked_ok.so"], pad=300_000, split=True)
+    pypi_native(world, "vision-like", "1.0", {"vision_like/__init__.py": b"", "vision_like/image.so": vision}, ("torch>=2.10",))
+    libs = stub_libraries(root / "stubs")
+    rx = compile_so(root, "sci.so", libs, links=("libcudart.so.12",), flags=("-Wl,-z,noseparate-code",))
+    pypi_native(world, "sci-like", "1.0", {"sci_like/__init__.py": b"", "sci_like/_lib.so": move_dynamic(rx, pad=7 * 2**20, seed=9)}, ("numpy",))
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield world, srv
+
+
+def _resolve(world, srv, capsys, tmp_path, *names: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    from abi_world import NIGHTLY
+
+    from resolve_gpu_stack.cli.app import main
+
+    flags = [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
+    declared = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
+    code = main(["resolve", *declared, *flags, "--cache-dir", str(tmp_path / "c"), *[w for n in names for w in ("--with", n)], "--format", "json"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_tied_wheel_whose_tables_sit_in_late_segments_is_judged_by_its_symbols(companions, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Before: the first segment ended with no library name in it, and the wheel was planned
+    agnostic (the fail-open the judgement exists to prevent); now its dynamic section is read."""
+    code, out, err = _resolve(*companions, capsys, tmp_path, "vision-like")
+    assert code == 0, err
+    row = next(p for p in json.loads(out)["packages"] if p["name"] == "vision-like")
+    assert row["coupling"] == "torch-abi" and row["abi"]["kind"] == "locked" and row["abi"]["refusal"] is None, row
+
+
+def test_an_untied_native_wheel_past_the_budget_is_planned_not_refused_with_a_build_hint(companions, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """scipy 1.18.1's case: a native wheel with no tie to torch whose member's tables lie past the
+    4 MiB budget. Before: refused as unknown ("build it from its sdist"); now planned by what its
+    members name, saying what was not read."""
+    code, out, err = _resolve(*companions, capsys, tmp_path, "sci-like")
+    assert code == 0 and "--build" not in err, err
+    row = next(p for p in json.loads(out)["packages"] if p["name"] == "sci-like")
+    assert row["coupling"] in ("agnostic", "cuda") and "nothing ties it to torch" in row["reason"], row

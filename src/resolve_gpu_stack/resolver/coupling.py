@@ -28,7 +28,7 @@ from ..data.definitions import Definitions
 from ..model import Coupling, IndexFile
 from ..model.abi import CUDA, UNKNOWN, AbiKind, AbiVerdict, WheelAbi
 from ..model.request import TORCH
-from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor
+from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor, ties_to_torch
 from .requirement import Cand, Req, contains
 
 
@@ -49,6 +49,7 @@ class Found:
     built_for: str | None = None
     mismatch: str | None = None  # why it cannot run with the plan's torch
     abi: AbiVerdict | None = None
+    torch_tie: bool = True  # its name or METADATA ties it to torch (``rules.abi.ties_to_torch``): a build from its sdist may help
 
 
 CLASSIFY_THREADS = 32  # each scan is a few sequential round trips: as many at once as the transport has connections
@@ -172,7 +173,10 @@ def _judged(cand: Cand, reqs: Sequence[Req], torch: AbiTorch | None, scan: Wheel
     """A native wheel the data and its METADATA leave open: its scan judged against ``torch``."""
     verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
     recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal else None  # nothing to record for a wheel needing neither
-    return Found(coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=recorded)
+    tie = ties_to_torch(cand.name, [r.name for r in reqs])
+    return Found(
+        coupling=_coupling(scan, verdict), evidence=_evidence(scan, verdict), built_for=built_for, mismatch=verdict.refusal, abi=recorded, torch_tie=tie
+    )
 
 
 NOT_SCANNED = WheelAbi(kind=UNKNOWN, why="its shared objects were not scanned")
