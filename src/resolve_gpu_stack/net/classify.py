@@ -302,6 +302,8 @@ class RangeReader:
 
         def attempt() -> tuple[int, bytes, int, str]:
             resp, final = transport.open(self._via, {"Range": spec, "Accept-Encoding": "identity"})
+            with self._lock:  # every byte received counts, the status line and headers too (a refused answer's as well)
+                self.bytes += resp.header_bytes
             try:
                 if resp.status_code == 200:
                     raise RangesUnavailable("not scanned: the server ignored Range (the wheel is not downloaded to classify it)")
