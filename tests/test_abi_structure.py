@@ -155,20 +155,22 @@ def companions(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unt
     pypi_native(world, "vision-like", "1.0", {"vision_like/__init__.py": b"", "vision_like/image.so": vision}, ("torch>=2.10",))
     libs = stub_libraries(root / "stubs")
     rx = compile_so(root, "sci.so", libs, links=("libcudart.so.12",), flags=("-Wl,-z,noseparate-code",))
-    pypi_native(world, "sci-like", "1.0", {"sci_like/__init__.py": b"", "sci_like/_lib.so": move_dynamic(rx, pad=7 * 2**20, seed=9)}, ("numpy",))
+    big = move_dynamic(rx, pad=7 * 2**20, seed=9)
+    pypi_native(world, "sci-like", "1.0", {"sci_like/__init__.py": b"", "sci_like/_lib.so": big}, ("numpy",))
+    pypi_native(world, "tied-big", "1.0", {"tied_big/__init__.py": b"", "tied_big/_lib.so": big}, ("torch>=2.10",))
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         yield world, srv
 
 
-def _resolve(world, srv, capsys, tmp_path, *names: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+def _resolve(world, srv, capsys, tmp_path, *names: str, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
     from abi_world import NIGHTLY
 
     from resolve_gpu_stack.cli.app import main
 
     flags = [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
     declared = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
-    code = main(["resolve", *declared, *flags, "--cache-dir", str(tmp_path / "c"), *[w for n in names for w in ("--with", n)], "--format", "json"])
+    code = main(["resolve", *declared, *flags, "--cache-dir", str(tmp_path / "c"), *extra, *[w for n in names for w in ("--with", n)], "--format", "json"])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -190,3 +192,27 @@ def test_an_untied_native_wheel_past_the_budget_is_planned_not_refused_with_a_bu
     assert code == 0 and "--build" not in err, err
     row = next(p for p in json.loads(out)["packages"] if p["name"] == "sci-like")
     assert row["coupling"] in ("agnostic", "cuda") and "nothing ties it to torch" in row["reason"], row
+
+
+def test_a_tied_wheel_past_its_scan_budget_is_unknown_naming_the_budget_and_read_with_a_larger_one(companions, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The same 7 MB member in a wheel that requires torch: with --scan-budget 1M its dynamic section
+    is not reached: unknown, naming the budget and the ways that fit (never a guess); with the
+    default budget it is read (it needs CUDA 12, which the kept CUDA 13 torch refuses, by name)."""
+    code, out, err = _resolve(*companions, capsys, tmp_path, "tied-big", extra=("--scan-budget", "1M"))
+    assert code == 1 and "tied-big 1.0" in err and "budget" in err, err
+    assert "--scan-budget" in err and "--abi-mismatch warn" in err
+    code, out, err = _resolve(*companions, capsys, tmp_path, "tied-big")
+    assert code == 1 and "tied-big 1.0" in err and "needs CUDA 12" in err and "budget" not in err, err
+
+
+def test_the_ways_out_of_an_unknown_fit_why() -> None:
+    from resolve_gpu_stack.resolver.builds import WayFacts, ways_for
+
+    budget = "its shared objects could not be judged: not scanned past the 4194304-byte budget"
+    tied = ways_for("tied-ext", WayFacts(sdist="tied_ext-1.0.tar.gz", unknown=budget, tied=True))
+    assert "--scan-budget" in tied[0] and any("--build tied-ext" in w for w in tied)
+    untied = ways_for("scipy", WayFacts(sdist="scipy-1.18.1.tar.gz", unknown="not scanned: the server ignored Range", tied=False))
+    assert "Range" in untied[0] and not any("--build" in w or "--package-index" in w for w in untied)
+    assert any("nothing ties it to torch" in w for w in untied)
+    locked = ways_for("locked-bad", WayFacts(sdist="locked_bad-1.0.tar.gz", tied=False))  # built for another torch: a build helps
+    assert any("--build locked-bad" in w for w in locked)
