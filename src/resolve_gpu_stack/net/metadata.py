@@ -269,7 +269,9 @@ class MetadataReader:
         said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {MAX_WHOLE_WHEEL}-byte cap for a whole wheel"
         digest = hashlib.sha256()
         with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:  # unlinked: nothing is left behind, whatever happens
-            n = self._transport.stream_to(resp, url, tmp, digest, "wheel", limit=cap, over_limit=f"the server ignored Range and sent more than {said}; stopped")
+            n = self._transport.stream_to(
+                resp, url, tmp, digest, "download", limit=cap, over_limit=f"the server ignored Range and sent more than {said}; stopped"
+            )
             _check_whole(url, file, n, digest.hexdigest())
             tmp.seek(0)
             try:
