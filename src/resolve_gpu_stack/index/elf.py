@@ -1,6 +1,8 @@
-"""Which libraries an ELF shared object needs and which symbols it imports, from its first bytes:
-pure functions over bytes. ``dynamic_symbols`` reads ``.dynsym``/``.dynstr`` (see its docstring);
-what follows is about the needed libraries.
+"""Which libraries an ELF shared object needs and which symbols it imports: pure functions over
+bytes. ``read_structure`` reads them as the loader does (``PT_DYNAMIC`` and the tables it points
+to, wherever they lie, asking for the regions it needs); ``dynamic_symbols`` reads
+``.dynsym``/``.dynstr`` from the first bytes (see its docstring); what follows is about the needed
+libraries from the first bytes.
 
 A compiled wheel says nothing about the torch it was built for in its metadata; its ``.so``
 members do, through their dynamic section's ``DT_NEEDED`` entries (``libtorch_cpu.so``,

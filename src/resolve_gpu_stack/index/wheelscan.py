@@ -14,9 +14,13 @@ when the tail does not hold it, then for every ``.so`` member (largest first) it
 first compressed bytes, inflated as they come, in reads sized by what the member's symbol table
 says it still needs (``elf.dynamic_symbols``' ``needed_bytes``), else growing chunks. A member that
 does not link torch stops when its needed libraries are known (``elf.py``: its dynamic section
-read, or the string table holding the library names ended, or its first loadable segment read);
-one that links torch reads on until its dynamic symbol table is complete. Any member stops at
-``cap`` inflated bytes. A wheel stops at ``MAX_MEMBERS`` members, ``MAX_INFLATED`` inflated bytes,
+read; or, a guess from the names scanned, the string table holding the library names ended or its
+first loadable segment read); one that links torch reads on until its dynamic symbol table is
+complete. The guesses and the ``cap`` (inflated bytes) are not the end for a wheel tied to torch
+(``torch_tie``: its METADATA, read first, or its name, or a member that links torch): such a
+member is read on by its structure (``elfstream.py``: ``.dynamic`` and the tables it points to,
+wherever they lie), as is a torch-linked member whose symbols the first bytes did not finish and
+a member of any wheel whose first bytes did not tell. ``stop`` ends a scan for the caller's budget. A wheel stops at ``MAX_MEMBERS`` members, ``MAX_INFLATED`` inflated bytes,
 ``time_limit`` seconds of the scanner's own work (``clock``), or members that overlap (a zip
 bomb's layout: ``ZipError``).
 
