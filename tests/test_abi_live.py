@@ -22,7 +22,15 @@ WHEELS = {"torchcodec==0.17.0": 15}  # requirement -> members linking torch (rea
 
 def _download(requirement: str, folder: Path) -> Path:
     target = ["--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--only-binary=:all:", "--no-deps"]
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", *target, requirement, "-d", str(folder)], capture_output=True, text=True, timeout=300)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--retries", "1", "--timeout", "20", *target, requirement, "-d", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot download {requirement}: {exc}")
     found = sorted(folder.glob("*.whl"))
     if proc.returncode != 0 or not found:
         pytest.skip(f"cannot download {requirement}: {proc.stderr.strip()[-200:]}")
