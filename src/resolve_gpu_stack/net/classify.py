@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 BUDGET_SHARE = 0.02  # of a wheel's bytes
 BUDGET_FLOOR = 4 * 2**20  # a ceiling, not a charge: a wheel of many members (numpy: 22, 2.3 MB of 16.6 MB) may need it
 BUDGET_CAP = 16 * 2**20
+IGNORED_RANGE = "the server ignored Range"  # in the why of a scan a server's whole-file answer ended
 SCAN_BUDGET = 256 * 2**20  # a wheel tied to torch (its METADATA, name or a member): its members are read to their dynamic sections
 MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
 ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round
@@ -306,7 +307,7 @@ class RangeReader:
                 self.bytes += resp.header_bytes
             try:
                 if resp.status_code == 200:
-                    raise RangesUnavailable("not scanned: the server ignored Range (the wheel is not downloaded to classify it)")
+                    raise RangesUnavailable(f"not scanned: {IGNORED_RANGE} (the wheel is not downloaded to classify it)")
                 if resp.status_code == 416 and start is None:
                     raise RangesUnavailable("not scanned: the server refused the range")
                 transport.check_status(resp, self._url, ok=(206,))
@@ -374,6 +375,7 @@ class ReplayClassifier:
 
 
 __all__ = [
+    "IGNORED_RANGE",
     "SCAN_BUDGET",
     "BUDGET_CAP",
     "BUDGET_FLOOR",
