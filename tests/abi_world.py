@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from stack_world import build_story_world
@@ -129,9 +130,12 @@ def pypi_native(w: World, name: str, version: str, files: dict[str, bytes], requ
     return wheel
 
 
-def build_abi_world(root: Path) -> tuple[World, dict[str, bytes]]:
-    """The story world with a kept torch whose libraries are real, and the six compiled packages."""
+def build_abi_world(root: Path, *, torch_lib: Callable[[bytes], bytes] | None = None) -> tuple[World, dict[str, bytes]]:
+    """The story world with a kept torch whose libraries are real, and the six compiled packages;
+    ``torch_lib`` rewrites the kept torch's ``libtorch_cpu.so`` (``elfbuild.move_dynamic``)."""
     objects = compile_objects(root / "objects")
+    if torch_lib is not None:
+        objects["libtorch_cpu.so"] = torch_lib(objects["libtorch_cpu.so"])
     w = build_story_world(root / "www", hostile=False)
     w.pages["whl/nightly/cu130/torch/"] = [e for e in w.pages["whl/nightly/cu130/torch/"] if NIGHTLY not in e.wheel.filename]
     w.pytorch("torch", NIGHTLY, tag=TAG, requires=["filelock"], requires_python=">=3.10", files=torch_files(objects))

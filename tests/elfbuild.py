@@ -81,13 +81,14 @@ def _random(n: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def wheel_bytes(members: dict[str, bytes], *, method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    """A zip holding ``members`` plus a dist-info, compressed with ``method``."""
+def wheel_bytes(members: dict[str, bytes], *, method: int = zipfile.ZIP_DEFLATED, requires: tuple[str, ...] = ()) -> bytes:
+    """A zip holding ``members`` plus a dist-info (``requires``: its Requires-Dist), compressed with ``method``."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=method) as zf:
         for name, data in members.items():
             zf.writestr(name, data)
-        zf.writestr("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\n")
+        lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
+        zf.writestr("demo-1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n{lines}\n")
         zf.writestr("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp312-cp312-linux_x86_64\n")
     return buf.getvalue()
 
@@ -342,3 +343,65 @@ def hostile_wheels() -> dict[str, bytes]:
         "4000 members, each 8 MB of nothing to find": hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(4000)]),
         "500 members, each 8 MB of nothing to find": hand_made_zip([(f"p/lib{i}.so", -1, stream, 8 * 2**20) for i in range(500)]),
     }
+
+
+def move_dynamic(data: bytes, *, pad: int = 0, split: bool = False, strip_sections: bool = True, seed: int = 0, zeros: bool = False) -> bytes:
+    """A 64-bit little-endian object rewritten as patchelf leaves torch's ``libtorch_cpu.so``:
+    ``.gnu.hash``, ``.dynsym``, ``.dynstr`` and ``.dynamic`` copied into a new ``PT_LOAD`` after
+    ``pad`` bytes (random, or ``zeros``) past the end of the file, the originals zeroed (a reader
+    of the first bytes finds no table), ``PT_DYNAMIC`` and the ``.dynamic`` addresses pointed at
+    the copies; ``split``: the symbol table, the string table and ``.dynamic`` in segments of their
+    own and one more empty one (8 ``PT_LOAD``s, the string table in the 6th, as in
+    ``torchvision/image_stable.so``'s 9); ``strip_sections``: no section headers."""
+    out = bytearray(data)
+    ehdr = struct.Struct("<16sHHIQQQIHHHHHH")
+    phdr = struct.Struct("<IIQQQQQQ")
+    shdr = struct.Struct("<IIQQQQIIQQ")
+    f = ehdr.unpack_from(out, 0)
+    phoff, shoff, phnum, shnum = f[5], f[6], f[10], f[12]
+    sections = [shdr.unpack_from(out, shoff + i * shdr.size) for i in range(shnum)]
+    by_type = {s[1]: s for s in sections}
+    dynsym = by_type[11]
+    tables = {"gnu_hash": by_type[0x6FFFFFF6], "dynsym": dynsym, "dynstr": sections[dynsym[6]], "dynamic": by_type[6]}
+    phdrs = [list(phdr.unpack_from(out, phoff + i * phdr.size)) for i in range(phnum)]
+    top = max(p[3] + p[6] for p in phdrs if p[0] == 1)
+    body = bytearray(_random(pad, seed) if not zeros else bytes(pad))
+    placed: dict[str, tuple[int, int]] = {}  # name -> (file offset, vaddr)
+    segments: list[tuple[int, int, int]] = []  # (offset, vaddr, size)
+    cursor = len(out) + len(body)
+    vbase = -(-top // 0x1000) * 0x1000 + 0x100000
+    for name, s in tables.items():
+        if not segments or (split and name != "dynsym"):
+            cursor = -(-cursor // 0x1000) * 0x1000
+            segments.append((cursor, vbase + cursor, 0))
+        body += bytes(cursor - len(out) - len(body))
+        placed[name] = (cursor, vbase + cursor)
+        body += out[s[4] : s[4] + s[5]]
+        cursor += s[5]
+        seg = segments[-1]
+        segments[-1] = (seg[0], seg[1], cursor - seg[0])
+    if split:
+        segments.append((cursor, vbase + cursor, 0))
+    for s in tables.values():
+        out[s[4] : s[4] + s[5]] = bytes(s[5])
+    out += body
+    dyn_at, dyn_size = placed["dynamic"][0], tables["dynamic"][5]
+    moved = {5: "dynstr", 6: "dynsym", 0x6FFFFEF5: "gnu_hash"}
+    for pos in range(dyn_at, dyn_at + dyn_size, 16):
+        tag, _ = struct.unpack_from("<qQ", out, pos)
+        if tag in moved:
+            struct.pack_into("<qQ", out, pos, tag, placed[moved[tag]][1])
+    spare = [i for i, p in enumerate(phdrs) if p[0] not in (1, 2)]
+    if len(spare) < len(segments):
+        raise ValueError(f"{len(spare)} program headers to reuse, {len(segments)} segments to add")
+    for i, (off, vaddr, size) in zip(spare, segments, strict=False):
+        phdrs[i] = [1, 4 | 2, off, vaddr, vaddr, size, size, 0x1000]
+    for p in phdrs:
+        if p[0] == 2:
+            p[2:7] = [dyn_at, placed["dynamic"][1], placed["dynamic"][1], dyn_size, dyn_size]
+    for i, p in enumerate(phdrs):
+        phdr.pack_into(out, phoff + i * phdr.size, *p)
+    if strip_sections:
+        struct.pack_into("<Q", out, 40, 0)
+        struct.pack_into("<HHH", out, 58, 0, 0, 0)
+    return bytes(out)

@@ -24,7 +24,7 @@ from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index import elf
 from resolve_gpu_stack.index.abi import split_imports
 from resolve_gpu_stack.index.wheelscan import WheelScan, scan_wheel
-from resolve_gpu_stack.model.abi import CUDA, TORCH
+from resolve_gpu_stack.model.abi import TORCH, UNKNOWN
 
 DATA = Path(__file__).resolve().parent / "data" / "abi"
 WHEELS = ["xformers-0.0.35", "vllm_gguf_plugin-0.0.5", "torch_c_dlpack_ext-0.1.5", "torch_memory_saver-0.0.9", "sgl_kernel-0.3.21"]
@@ -144,6 +144,12 @@ def test_the_scanner_agrees_with_readelf_and_nm_on_every_member(name: str) -> No
     assert sorted(m.name for m in result.members) == sorted(facts)
     for member in result.members:
         m = facts[member.name]
+        if member.stop == "error" and "is empty" in (member.error or ""):
+            # a wheel tied to torch reads this member on to its dynamic section, which the fixture
+            # (first bytes, then zeros) does not hold: unknown, never "needs nothing" from zeros
+            assert result.tie is not None and not member.links_torch and result.kind in ("unknown", "torch-abi"), member
+            assert result.abi(RULES).kind == UNKNOWN
+            continue
         assert member.conclusive and member.libraries is not None, member
         assert set(member.libraries.needed) == _expected_needed(m), member.name
         assert member.libraries.cuda_majors == elf.cuda_majors(m["needed"])
@@ -184,17 +190,24 @@ def test_torch_c_dlpack_ext_has_twelve_builds_of_c_plus_plus_imports() -> None:
     assert "_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE" in member.cxx
 
 
-def test_torch_memory_saver_needs_cuda_12_and_no_torch() -> None:
+def test_torch_memory_saver_needs_cuda_12_and_no_torch_by_its_names_but_its_dynamic_sections_tell() -> None:
+    """Its first bytes name CUDA 12 and no torch library (before: judged CUDA 12 on that); its name
+    ties it to torch, so its members are read on to their dynamic sections, which the fixture does
+    not hold: unknown offline (the live test reads the real wheel)."""
     result, _ = scanned("torch_memory_saver-0.0.9")
     abi = result.abi(RULES)
-    assert (result.kind, abi.kind, abi.cuda_majors, abi.members) == ("cuda", CUDA, (12,), ())
+    assert result.tie == "its name (torch_memory_saver) says torch" or result.tie == "its METADATA was not read"
+    assert (result.kind, abi.kind, abi.members) == ("unknown", UNKNOWN, ())
     assert not any(m.links_torch for m in result.members) and len(result.members) == 2
+    assert all(m.stop == "error" and "dynamic section" in (m.error or "") for m in result.members)
 
 
 def test_sgl_kernel_is_version_locked() -> None:
     result, read = scanned("sgl_kernel-0.3.21")
     abi = result.abi(RULES)
-    assert abi.kind == TORCH and abi.cuda_majors == (12,)
+    # its torch-linked members are read from their first bytes; the others are read on to their
+    # dynamic sections, which the fixture does not hold: the wheel is unknown offline
+    assert abi.kind == UNKNOWN and result.kind == "torch-abi" and result.cuda_majors == (12,)
     assert len(abi.members) == 6 and all(m.cxx and m.shim == 0 for m in abi.members)
     assert {m.name for m in result.members if not m.links_torch} == {
         "lib/mscclpp.so",
@@ -205,7 +218,7 @@ def test_sgl_kernel_is_version_locked() -> None:
         "lib/mscclpp_nccl.so.0.6.0",
         "_mscclpp.cpython-310-x86_64-linux-gnu.so",
     }
-    assert "imports" in abi.why and "C++ torch symbol" in abi.why
+    assert "dynamic section" in abi.why
     # stored members: every byte read is inflated; still a sliver of the 1.7 GB of members
     assert read < sum(m["size"] for m in fixture("sgl_kernel-0.3.21").members) / 100
 

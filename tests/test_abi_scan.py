@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index import elf
 from resolve_gpu_stack.index.elf import ElfError, dynamic_symbols
-from resolve_gpu_stack.index.wheelscan import WheelScan, scan_wheel
+from resolve_gpu_stack.index.wheelscan import WheelScan, WheelScanner, scan_wheel
 from resolve_gpu_stack.index.zipmeta import ZipError
 from resolve_gpu_stack.model.abi import CUDA, NONE, TORCH, UNKNOWN
 
@@ -127,23 +127,36 @@ def test_two_small_members_one_linking_torch_give_a_verdict(built: dict[str, byt
         assert result.abi(RULES).kind == TORCH
 
 
-def test_a_member_past_the_cap_makes_the_wheel_unknown(built: dict[str, bytes]) -> None:
+def test_a_member_past_the_cap_is_read_on_by_its_structure(built: dict[str, bytes]) -> None:
+    """Before, a member whose first 2048 bytes did not tell made the wheel unknown; now it is read
+    on to its dynamic section, and its symbols are judged."""
     result, _ = _scan({"pkg/_C.so": built["locked"]}, cap=2048)
     abi = result.abi(RULES)
-    assert result.kind == "unknown" and abi.kind == UNKNOWN and "could not tell whether pkg/_C.so links torch" in abi.why
+    assert result.kind == "torch-abi" and abi.kind == TORCH and result.members[0].structural
+    assert abi.members[0].cxx and CHECK_FAIL in abi.members[0].cxx
 
 
-def test_a_torch_linked_member_whose_symbols_are_not_all_read_makes_the_wheel_unknown() -> None:
+def test_a_torch_linked_member_whose_symbols_end_past_the_cap_is_read_by_structure() -> None:
     """The library names come first here (as some linkers write them): the member links torch, its
-    symbol table ends past the cap; the verdict is unknown, never a guess."""
+    symbol table ends past the cap; before, the verdict was unknown; now the table is read where
+    ``.dynamic`` says it is. Stopped by the caller's budget before that, it is unknown, never a guess."""
     names = tuple(f"_ZN3c104impl{i:04d}fEv" for i in range(400))
     data = synthetic_elf(bits=64, big=False, needed=("libc10.so",), imports=names, gap=100_000, lead=0)
     table = dynamic_symbols(data[:200_000])
     assert table.complete and table.strings is not None
-    result, _ = _scan({"pkg/_C.so": data[: table.strings] + b"\x00libc10.so\x00" + data[table.strings + 11 :]}, zipfile.ZIP_STORED, cap=table.strings + 4096)
+    member = {"pkg/_C.so": data[: table.strings] + b"\x00libc10.so\x00" + data[table.strings + 11 :]}
+    result, _ = _scan(member, zipfile.ZIP_STORED, cap=table.strings + 4096)
     abi = result.abi(RULES)
-    assert result.kind == "torch-abi" and result.members[0].links_torch  # it links torch...
-    assert abi.kind == UNKNOWN and "could not read all the dynamic symbols of pkg/_C.so" in abi.why  # ...but how is not known
+    assert result.kind == "torch-abi" and result.members[0].links_torch and result.members[0].structural
+    assert abi.kind == TORCH and len(abi.members[0].cxx) == len(names) - 1  # the first name gave its bytes to "libc10.so"
+    wheel = wheel_bytes(member, method=zipfile.ZIP_STORED)
+    scanner = WheelScanner(len(wheel), cap=table.strings + 4096)
+    for _ in range(3):
+        for start, end in scanner.next_ranges():
+            scanner.feed(start, wheel[start:end])
+    scanner.stop("not scanned past the budget")
+    stopped = scanner.result().abi(RULES)
+    assert stopped.kind == UNKNOWN and "not scanned past the budget" in stopped.why
 
 
 # -- written byte by byte -----------------------------------------------------------------------

@@ -108,6 +108,20 @@ def test_tail_memo_keeps_the_newest_tails_within_its_bytes():
     assert memo.get("huge") is None and memo.get("c") is not None
 
 
+def test_bytes_read_counts_every_byte_received_headers_included(world, server):
+    """Before: only the bodies were counted (4-48% under what crossed the wire)."""
+    fetcher = HttpFetcher(cache=None, timeout=10)
+    try:
+        classify = RangeClassifier(fetcher.transport, None, DEFS)
+        record = classify.scan(wheel_file(world, server, "sgl-kernel"))
+        body = server.bytes_sent
+        status = len("HTTP/1.1 206 Partial Content\r\n\r\n")
+        assert record.reads >= 1 and record.bytes_read >= body + record.reads * (status + len("Content-Range: bytes 0-0/0\r\n"))
+        assert classify.stats.bytes_read == record.bytes_read
+    finally:
+        fetcher.close()
+
+
 def test_the_budget_stops_a_scan_and_says_so(world, server):
     fetcher = HttpFetcher(cache=None, timeout=10)
     try:

@@ -15,6 +15,7 @@ from elfbuild import CUDART, CountingReader, compile_so, have_cc, stub_libraries
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index import elf, wheelscan
 from resolve_gpu_stack.index.elf import ElfError, ElfTruncated, needed_libraries, read_layout
 from resolve_gpu_stack.index.wheelscan import WheelScanner, scan_wheel
@@ -267,13 +268,58 @@ def test_first_segment_bound_ends_a_scan_with_no_library_names() -> None:
     assert reader.bytes < 100_000
 
 
-def test_cap_reached_without_an_answer_is_unknown() -> None:
+def test_a_member_whose_first_bytes_do_not_tell_is_read_on_by_its_structure() -> None:
+    """Its dynamic section past the cap: before, the wheel was unknown at the cap; now the member is
+    read on to its dynamic section (tied to torch or not), which tells it needs nothing."""
     data = bytearray(synthetic_elf(bits=64, big=False, needed=(), gap=3 * 2**20))
     data[64 + 4 : 64 + 8] = b"\x05\x00\x00\x00"  # executable first segment: no bound
-    result, reader = _scan({"pkg/x.so": bytes(data)}, cap=2**20)
-    member = result.members[0]
-    assert (result.kind, member.stop, member.inflated) == ("unknown", "cap", 2**20)
-    assert "could not tell whether pkg/x.so links torch" in result.reason
+    for requires in ((), ("torch>=2.10",)):
+        wheel = wheel_bytes({"pkg/x.so": bytes(data)}, requires=requires)
+        result = scan_wheel(CountingReader(wheel), len(wheel), cap=2**20)
+        member = result.members[0]
+        assert (result.kind, member.stop, member.structural) == ("agnostic", "dynamic", True), requires
+        assert result.decided and "not read" not in result.reason
+
+
+def _stopped(members: dict[str, bytes], requires: tuple[str, ...], rounds: int) -> wheelscan.WheelScan:
+    """A scan its caller stops (its budget spent) after ``rounds`` rounds of member reads."""
+    wheel = wheel_bytes(members, requires=requires)
+    scanner = WheelScanner(len(wheel), first_chunk=4096)
+    for _ in range(2 + rounds):
+        for start, end in scanner.next_ranges():
+            scanner.feed(start, wheel[start:end])
+    scanner.stop("not scanned past the 8192-byte budget")
+    return scanner.result()
+
+
+def test_a_stopped_scan_is_unknown_when_the_wheel_is_tied_to_torch_and_judged_by_names_when_not(objs: dict[str, bytes]) -> None:
+    """The rule of ``torch_tie``: scipy's case (a large native wheel, nothing of torch in its
+    METADATA, name or the members read) is planned by what its members name; a wheel that
+    requires torch stays unknown, saying why."""
+    members = {"pkg/a.so": objs["cuda_padded"], "pkg/b.so": objs["cuda_padded_rx"]}
+    untied = _stopped(members, (), 0)
+    assert untied.kind == "cuda" and "not every shared object was read (not scanned past the 8192-byte budget)" in untied.reason
+    assert "nothing ties it to torch" in untied.reason
+    tied = _stopped(members, ("torch>=2.10",), 0)
+    assert tied.kind == "unknown" and tied.tie == "its METADATA requires torch" and "budget" in tied.reason
+    torchy = _stopped({"pkg/t.so": objs["torch_padded"], **members}, (), 1)  # a member read names torch: tied by it
+    assert torchy.kind == "torch-abi" and torchy.abi(load_definitions().abi).kind == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "tie"),
+    [
+        ("Name: scipy\nRequires-Dist: numpy<2.7,>=1.25.2\nRequires-Dist: pytest; extra == 'test'\n", None),
+        ("Name: torchvision\nRequires-Dist: numpy\n", "its name (torchvision) says torch"),
+        ("Name: demo\nRequires-Dist: torch>=2.10\n", "its METADATA requires torch"),
+        ("Name: demo\nRequires-Dist: torch ; extra == 'gpu'\n", "its METADATA requires torch"),
+        ("Name: demo\nRequires-Dist: torchmetrics\n", None),
+        ("Version: 1.0\n", "its METADATA names no package"),
+        (None, "its METADATA was not read"),
+    ],
+)
+def test_torch_tie(metadata: str | None, tie: str | None) -> None:
+    assert wheelscan.torch_tie(metadata) == tie
 
 
 def test_every_member_is_scanned_past_the_first_torch_linked_one(objs: dict[str, bytes]) -> None:

@@ -464,6 +464,27 @@ def test_server_ignoring_range_downloads_the_whole_wheel(srv: IndexServer, make_
     assert fetcher.stats.full_downloads == 1 and len(srv.log) == 1
 
 
+def test_a_server_ignoring_range_and_sending_without_end_stops_at_the_declared_size(
+    srv: IndexServer, make_fetcher: MakeFetcher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the METADATA fallback had no cap (a hostile endless 200 wrote GBs to $TMPDIR). Now it
+    stops past the size the index page lists, with a clear error, and leaves nothing in $TMPDIR."""
+    import tempfile
+
+    wheel = build_wheel(srv.root / "files", "demo", "1.0", requires=["numpy"], padding=100_000)
+    endless = wheel.path.read_bytes() * 40  # 4 MB where the page says 100 kB, sent chunked (no length)
+    srv.script("/files/" + wheel.filename, [Fault(body=endless, chunked=True, ignore_range=True) for _ in range(10)])
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    url = srv.url + "files/" + wheel.filename
+    with pytest.raises(IntegrityError, match=f"ignored Range and sent more than the {wheel.size} bytes its index page lists; stopped"):
+        make_fetcher().fetch_metadata([_file(url, wheel, size=wheel.size)])
+    assert list(scratch.iterdir()) == []
+    assert srv.bytes_sent < 40 * wheel.size
+
+
 def test_whole_download_with_a_wrong_sha256(srv: IndexServer, make_fetcher: MakeFetcher) -> None:
     wheel = build_wheel(srv.root / "files", "demo", "1.0")
     srv.ignore_ranges = True

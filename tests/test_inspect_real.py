@@ -25,8 +25,11 @@ VERDICTS = {
     "xformers-0.0.35": (("stable", False), ("stable", True)),  # CUDA 12, shim only, torch>=2.10
     "vllm_gguf_plugin-0.0.5": (("stable", True), ("stable", False)),  # CUDA 13, shim only
     "torch_c_dlpack_ext-0.1.5": (("builds", True), ("builds", True)),  # builds 2.4-2.9, none for either torch
-    "torch_memory_saver-0.0.9": ((None, False), (None, True)),  # CUDA 12, no torch linked
-    "sgl_kernel-0.3.21": (("locked", False), ("locked", False)),  # CUDA 12; locked: the exports cannot be read offline
+    # Tied to torch (name, METADATA): every member is read to its dynamic section, which the sparse
+    # rebuild (first bytes, then a hole of zeros) does not have: unknown, never a guess from zeros.
+    # (Before: CUDA 12 with no torch linked, and locked.) The live tests read the real wheels.
+    "torch_memory_saver-0.0.9": (("unknown", False), ("unknown", False)),
+    "sgl_kernel-0.3.21": (("unknown", False), ("unknown", False)),
 }
 TORCHES = ("2.12.0.dev20260307+cu130", "2.10.0+cu128")
 
@@ -81,3 +84,19 @@ def test_inspect_names_the_wheel_at_a_url_with_a_query_as_on_disk(tmp_path: Path
             assert code == 0 and report["kind"] == "torch", report
             notes.append(report["verdict"]["note"])
     assert "expected from torch 2.10 on" in notes[0] and notes[1] == notes[0]
+
+
+def test_inspect_of_a_url_whose_server_ignores_range_downloads_nothing_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: the whole wheel was downloaded "to read its metadata", then the scan said it was not
+    downloaded. Now neither reads it: unknown, saying the server ignored Range."""
+    from server import IndexServer
+
+    wheel = rebuilt("torch_c_dlpack_ext-0.1.5", tmp_path)
+    flags = ["--python", "3.12", "--installed", f"torch=={TORCHES[0]}", *NO_INDEX, "--cache-dir", str(tmp_path / "c"), "--format", "json"]
+    with IndexServer(tmp_path) as srv:
+        srv.ignore_ranges = True
+        code = main(["inspect", f"{srv.url}{wheel.name}", *flags])
+        report = json.loads(capsys.readouterr().out)
+        requests = list(srv.log)
+    assert code == 1 and report["kind"] == "unknown" and "ignored Range" in json.dumps(report), report
+    assert len(requests) == 1, requests  # the scan's first range, answered whole and left; no METADATA download after it

@@ -202,6 +202,7 @@ class NetworkOptions:
     progress: Callable[[str], None] | None = None
     on_retry: Callable[[str], None] | None = None
     system_certs: bool = False  # --system-certs: the system trust store (truststore) instead of certifi's
+    scan_budget: int | None = None  # --scan-budget: most bytes read to scan one torch-tied wheel (None: the classifier's default)
 
 
 class Session:
@@ -232,6 +233,7 @@ class Session:
                     progress=n.progress,
                     on_retry=n.on_retry,
                     system_certs=n.system_certs,
+                    scan_budget=n.scan_budget,
                 )
                 self._closing.append(self._live.close)
             return self._live

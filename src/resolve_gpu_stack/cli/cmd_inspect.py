@@ -81,8 +81,12 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, Whe
         if path.suffix != ".whl":
             raise UsageError(f"{text} is not a wheel (a wheel's file name ends in .whl)", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
         return _read_local(path, parts.defs)
+    from ..net.classify import IGNORED_RANGE
+
     file = _remote_file(text, parts, target)
     record, scan = parts.classifier.inspect(file)
+    if scan is None and IGNORED_RANGE in record.abi.why:  # its METADATA would cost the whole wheel: not read (nothing downloaded)
+        return file.url, str(file.name), None, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, ()
     metadata = parts.source.fetch_metadata([file]).get(file.url, b"")
     return file.url, str(file.name), scan, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, _requires_dist(metadata, file.url)
 

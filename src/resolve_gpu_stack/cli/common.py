@@ -72,6 +72,13 @@ def add_network_flags(g: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="verify https against the system trust store (truststore) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
     )
+    g.add_argument(
+        "--scan-budget",
+        type=byte_count,
+        default=None,
+        metavar="BYTES",
+        help="most bytes read to scan one compiled wheel tied to torch, to its members' dynamic sections (default 256M; K, M, G suffixes)",
+    )
 
 
 def absolute_path(text: str) -> Path:
@@ -93,6 +100,19 @@ def local_file(text: str) -> Path:
     if "://" in text:
         raise argparse.ArgumentTypeError(f"{redact_url(text)} is a URL; a local file is needed (download it first, e.g. `curl -fO URL`)")
     return absolute_path(text)
+
+
+def byte_count(text: str) -> int:
+    """``--scan-budget``: a positive number of bytes, with an optional K, M or G (binary) suffix."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    number, unit = (text[:-1], units[text[-1].upper()]) if text[-1:].upper() in units else (text, 1)
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes (e.g. 268435456 or 256M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of bytes")
+    return value
 
 
 def positive_seconds(text: str) -> float:
@@ -225,6 +245,7 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
         progress=progress_printer(args),
         on_retry=retry_printer(args),
         system_certs=getattr(args, "system_certs", False),
+        scan_budget=getattr(args, "scan_budget", None),
     )
 
 

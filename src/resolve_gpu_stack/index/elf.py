@@ -1,6 +1,8 @@
-"""Which libraries an ELF shared object needs and which symbols it imports, from its first bytes:
-pure functions over bytes. ``dynamic_symbols`` reads ``.dynsym``/``.dynstr`` (see its docstring);
-what follows is about the needed libraries.
+"""Which libraries an ELF shared object needs and which symbols it imports: pure functions over
+bytes. ``read_structure`` reads them as the loader does (``PT_DYNAMIC`` and the tables it points
+to, wherever they lie, asking for the regions it needs); ``dynamic_symbols`` reads
+``.dynsym``/``.dynstr`` from the first bytes (see its docstring); what follows is about the needed
+libraries from the first bytes.
 
 A compiled wheel says nothing about the torch it was built for in its metadata; its ``.so``
 members do, through their dynamic section's ``DT_NEEDED`` entries (``libtorch_cpu.so``,
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -846,20 +848,211 @@ def _symbol_name(data: bytes | bytearray, t: _Table, i: int, name: int, *, whole
     return None, pos + 2
 
 
+# -- by structure: the regions the loader reads, wherever they are ------------------------------
+
+HEAD_BYTES = 4096  # the ELF header and program headers of every real object fit here
+CHAIN_STEP = 4096  # bytes of .gnu.hash chains asked for at a time
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """Bytes ``[offset, offset + size)`` of the object that the reader must have to go on."""
+
+    offset: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+
+@dataclass(frozen=True, slots=True)
+class Structure:
+    """What ``read_structure`` read: the needed libraries (always complete) and, when asked, the
+    dynamic symbols (complete); ``regions``: the file ranges it used."""
+
+    libraries: ElfLibraries
+    symbols: DynamicSymbols | None
+    regions: tuple[tuple[int, int], ...] = ()
+
+
+def read_structure(
+    layout: ElfLayout,
+    fetch: Callable[[int, int], bytes | None],
+    size: int,
+    *,
+    symbols: bool | Callable[[ElfLibraries], bool] = True,
+    exports: bool = False,
+) -> Structure | Need:
+    """The needed libraries and dynamic symbols of an object, read as the loader reads them:
+    ``PT_DYNAMIC`` from the program headers, then the string table, the hash table (its symbol
+    count) and the symbol table its entries point to, each virtual address mapped to a file
+    offset through the ``PT_LOAD`` segments. ``fetch(offset, size)`` gives those bytes of the file,
+    or None when they are not at hand: the answer is then the ``Need`` to fetch first (call again
+    with it at hand); ``size``: the object's size (a region past it is an error). ``symbols``: whether to read the symbol table (a callable decides from the
+    libraries). Raises ``ElfError`` when the structure is broken (addresses outside every
+    segment, no way to bound the table)."""
+    dyn = layout.dynamic
+    if dyn is None:
+        empty = DynamicSymbols(imports=(), complete=True, method="static", count=0)
+        return Structure(ElfLibraries(needed=(), method="dynamic", complete=True), empty)
+
+    def get(offset: int, n: int, what: str) -> bytes | None:
+        if offset + n > size:
+            raise ElfError(f"{what} ({n} bytes at {offset}) runs past the end of the {size}-byte object")
+        return fetch(offset, n)
+
+    raw = get(dyn.offset, dyn.filesz, "the dynamic section")
+    if raw is None:
+        return Need(dyn.offset, dyn.filesz)
+    regions = [(dyn.offset, dyn.end)]
+    entries = _entries_of(raw, layout)
+    if not entries and dyn.filesz:
+        raise ElfError(f"the dynamic section ({dyn.filesz} bytes at {dyn.offset}) is empty: zeros where the loader reads its entries")
+    tags: dict[int, int] = {}
+    for tag, value in entries:
+        tags.setdefault(tag, value)  # the first entry of a tag wins, as for the loader
+    needed = [v for t, v in entries if t == DT_NEEDED]
+    if DT_STRTAB not in tags or DT_STRSZ not in tags:
+        if needed or DT_SYMTAB in tags:
+            raise ElfError("dynamic section has DT_NEEDED or DT_SYMTAB entries but no DT_STRTAB/DT_STRSZ")
+        libs = ElfLibraries(needed=(), method="dynamic", complete=True)
+        return Structure(libs, DynamicSymbols(imports=(), complete=True, method="dynamic", count=0), tuple(regions))
+    str_at, strsz = _address_offset(layout, tags[DT_STRTAB], "DT_STRTAB"), tags[DT_STRSZ]
+    if strsz > MAX_TABLE:
+        raise ElfError(f"DT_STRSZ {strsz} is over the {MAX_TABLE}-byte bound")
+    table = get(str_at, strsz, "the string table")
+    if table is None:
+        return Need(str_at, strsz)
+    regions.append((str_at, str_at + strsz))
+    soname = tags.get(DT_SONAME)
+    libs = ElfLibraries(
+        needed=tuple(_string(table, o) for o in needed), method="dynamic", complete=True, soname=_string(table, soname) if soname is not None else None
+    )
+    if not (symbols(libs) if callable(symbols) else symbols):
+        return Structure(libs, None, tuple(regions))
+    if DT_SYMTAB not in tags:
+        return Structure(libs, DynamicSymbols(imports=(), complete=True, method="dynamic", count=0), tuple(regions))
+    syms = _Symbols(layout)
+    if tags.get(DT_SYMENT, syms.size) != syms.size:
+        raise ElfError(f"DT_SYMENT {tags[DT_SYMENT]} is not the {syms.size}-byte symbol entry of a {layout.bits}-bit object")
+    sym_at = _address_offset(layout, tags[DT_SYMTAB], "DT_SYMTAB")
+    count = _structure_count(layout, tags, syms, get, regions, size)
+    if isinstance(count, Need):
+        return count
+    entries_bytes = get(sym_at, count * syms.size, "the dynamic symbol table")
+    if entries_bytes is None:
+        return Need(sym_at, count * syms.size)
+    regions.append((sym_at, sym_at + count * syms.size))
+    imported: dict[str, None] = {}
+    exported: dict[str, None] | None = {} if exports else None
+    for i in range(1, count):
+        name, info, shndx, _value, _size = syms.fields(entries_bytes, i * syms.size)
+        wanted = _wanted(info, shndx, imported, exported) if name else None
+        if wanted is not None:
+            wanted.setdefault(_string(table, name), None)
+    found = DynamicSymbols(
+        imports=tuple(imported),
+        exports=tuple(exported or ()),
+        complete=True,
+        method="dynamic",
+        count=count,
+        table=sym_at,
+        strings=str_at,
+        strings_end=str_at + strsz,
+    )
+    return Structure(libs, found, tuple(regions))
+
+
+MAX_TABLE = 1 << 31  # a string or symbol table larger than this is garbage
+
+
+def table_offsets(layout: ElfLayout, dynamic: bytes) -> tuple[int, ...]:
+    """The file offsets of the tables a ``.dynamic`` (given as its bytes) points to: string,
+    symbol and hash tables, in file order (addresses in no loadable segment left out)."""
+    tags = (DT_STRTAB, DT_SYMTAB, DT_GNU_HASH, DT_HASH)
+    found = {layout.file_offset(v) for t, v in _entries_of(dynamic, layout) if t in tags}
+    return tuple(sorted(o for o in found if o is not None))
+
+
+def _entries_of(raw: bytes, layout: ElfLayout) -> list[tuple[int, int]]:
+    """``(tag, value)`` of each entry of a ``.dynamic`` given as its own bytes, up to ``DT_NULL``."""
+    entry = struct.Struct((">" if layout.big_endian else "<") + ("iI" if layout.bits == 32 else "qQ"))
+    out = []
+    for pos in range(0, len(raw) - entry.size + 1, entry.size):
+        tag, value = entry.unpack_from(raw, pos)
+        if tag == DT_NULL:
+            break
+        out.append((tag, value))
+    return out
+
+
+def _structure_count(
+    layout: ElfLayout, tags: dict[int, int], syms: _Symbols, get: Callable[[int, int, str], bytes | None], regions: list[tuple[int, int]], size: int
+) -> int | Need:
+    """The symbol count the hash table says (``.gnu.hash`` first, then ``.hash``)."""
+    if DT_GNU_HASH in tags:
+        at = _address_offset(layout, tags[DT_GNU_HASH], "DT_GNU_HASH")
+        head = get(at, 16, "the .gnu.hash header")
+        if head is None:
+            return Need(at, 16)
+        nbuckets, symoffset, bloom, _shift = struct.unpack(syms.u32.format[0] + "4I", head)
+        if not (0 < nbuckets <= 1 << 24 and bloom <= 1 << 24):
+            raise ElfError(f"the .gnu.hash header at {at} is broken ({nbuckets} buckets, {bloom} bloom words)")
+        buckets_at = at + 16 + bloom * syms.word
+        raw = get(buckets_at, 4 * nbuckets, "the .gnu.hash buckets")
+        if raw is None:
+            return Need(buckets_at, 4 * nbuckets)
+        top = max(struct.unpack(syms.u32.format[0] + f"{nbuckets}I", raw))
+        chain_at = buckets_at + 4 * nbuckets
+        if top == 0:
+            regions.append((at, chain_at))
+            return int(symoffset)
+        if top < symoffset:
+            raise ElfError(f"a .gnu.hash bucket ({top}) is below its first hashed symbol ({symoffset})")
+        pos = chain_at + 4 * (top - symoffset)
+        while True:
+            step = min(CHAIN_STEP, size - pos) // 4 * 4
+            piece = get(pos, step, "the .gnu.hash chains") if step else None
+            if not piece:
+                if not step:
+                    raise ElfError(f"the .gnu.hash chains at {chain_at} run past the end of the object")
+                return Need(pos, step)
+            for i in range(len(piece) // 4):
+                if syms.u32.unpack_from(piece, 4 * i)[0] & 1:
+                    end = pos + 4 * i + 4
+                    regions.append((at, end))
+                    return int(symoffset + (end - chain_at) // 4)
+            pos += len(piece)
+    if DT_HASH in tags:
+        at = _address_offset(layout, tags[DT_HASH], "DT_HASH")
+        head = get(at, 8, "the .hash header")
+        if head is None:
+            return Need(at, 8)
+        regions.append((at, at + 8))
+        return int(syms.u32.unpack_from(head, 4)[0])
+    raise ElfError("cannot tell the size of the dynamic symbol table (no DT_GNU_HASH or DT_HASH)")
+
+
 __all__ = [
     "DynamicSymbols",
     "ElfError",
     "ElfLayout",
     "ElfLibraries",
     "ElfTruncated",
+    "HEAD_BYTES",
+    "Need",
     "Segment",
+    "Structure",
     "cuda_libs",
     "cuda_majors",
     "dynamic_symbols",
     "find_sonames",
     "needed_libraries",
     "read_layout",
+    "read_structure",
     "scan_sonames",
+    "table_offsets",
     "string_table_end",
     "torch_libs",
 ]

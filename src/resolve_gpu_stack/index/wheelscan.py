@@ -14,9 +14,13 @@ when the tail does not hold it, then for every ``.so`` member (largest first) it
 first compressed bytes, inflated as they come, in reads sized by what the member's symbol table
 says it still needs (``elf.dynamic_symbols``' ``needed_bytes``), else growing chunks. A member that
 does not link torch stops when its needed libraries are known (``elf.py``: its dynamic section
-read, or the string table holding the library names ended, or its first loadable segment read);
-one that links torch reads on until its dynamic symbol table is complete. Any member stops at
-``cap`` inflated bytes. A wheel stops at ``MAX_MEMBERS`` members, ``MAX_INFLATED`` inflated bytes,
+read; or, a guess from the names scanned, the string table holding the library names ended or its
+first loadable segment read); one that links torch reads on until its dynamic symbol table is
+complete. The guesses and the ``cap`` (inflated bytes) are not the end for a wheel tied to torch
+(``torch_tie``: its METADATA, read first, or its name, or a member that links torch): such a
+member is read on by its structure (``elfstream.py``: ``.dynamic`` and the tables it points to,
+wherever they lie), as is a torch-linked member whose symbols the first bytes did not finish and
+a member of any wheel whose first bytes did not tell. ``stop`` ends a scan for the caller's budget. A wheel stops at ``MAX_MEMBERS`` members, ``MAX_INFLATED`` inflated bytes,
 ``time_limit`` seconds of the scanner's own work (``clock``), or members that overlap (a zip
 bomb's layout: ``ZipError``).
 
@@ -45,6 +49,7 @@ from ..model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
 from . import elf
 from .abi import demangle, entity_identifier, member_abi
 from .elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
+from .elfstream import ElfStream
 from .zipmeta import (
     DEFLATED,
     LOCAL_EXTRA_SLACK,
@@ -55,7 +60,9 @@ from .zipmeta import (
     ZipEntry,
     ZipError,
     find_eocd,
+    inflate_member,
     local_data_start,
+    member_span,
     parse_central_directory,
 )
 
@@ -67,7 +74,10 @@ Kind = Literal["torch-abi", "cuda", "agnostic", "unknown"]
 # dynamic symbol table is read). Not: "cap", "error", "skipped", "limit" (the wheel's limits) --
 # though a member whose scanned names include a torch library links torch whatever its stop.
 Stop = Literal["dynamic", "end", "torch", "strtab-end", "segment-end", "symbols", "cap", "error", "skipped", "limit"]
-CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "strtab-end", "segment-end", "symbols"})
+# "strtab-end" and "segment-end" guess from the names scanned: a wheel tied to torch (``torch_tie``)
+# reads such a member on by its structure (``elfstream``); an untied one is judged by what they name.
+CONCLUSIVE: frozenset[str] = frozenset({"dynamic", "end", "torch", "symbols"})
+_READ_ON: frozenset[str] = frozenset({"cap", "error", "strtab-end", "segment-end"})  # stops a structural read may do better
 
 DEFAULT_CAP = 16 * 2**20  # inflated bytes per member (sgl-kernel's flash_ops: its .dynstr ends at 1.6 MB; ray's _raylet.so: past 4 MB)
 FIRST_TAIL = 16 * 2**10  # first tail read; TAIL_BYTES when the end record is not in it
@@ -85,6 +95,28 @@ MERGE_GAP = 16 * 2**10  # ranges of one round closer than this are read as one
 SMALL_MEMBER = 2  # a member at most this many first chunks long is read whole at once
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")
+_METADATA = re.compile(r"^[^/]+\.dist-info/METADATA$")
+MAX_METADATA = 2**20  # bytes of METADATA read for the torch tie
+_REQUIRES_TORCH = re.compile(r"^Requires-Dist:\s*torch(?![A-Za-z0-9._-])", re.IGNORECASE | re.MULTILINE)
+_NAME = re.compile(r"^Name:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
+
+
+def torch_tie(metadata: str | None) -> str | None:
+    """Why a wheel may link torch, from its METADATA (None: nothing ties it to torch). The rule: a
+    wheel is tied to torch when its METADATA requires torch (any marker, any extra), or its name
+    contains "torch", or it has no readable METADATA. A tied wheel's members are read to their
+    dynamic sections; an untied one whose reachable members name no torch library is judged by
+    what they name (agnostic or CUDA), even where a member's dynamic section was not reached."""
+    if metadata is None:
+        return "its METADATA was not read"
+    if _REQUIRES_TORCH.search(metadata):
+        return "its METADATA requires torch"
+    name = _NAME.search(metadata)
+    if name is None:
+        return "its METADATA names no package"
+    if "torch" in name.group(1).lower():
+        return f"its name ({name.group(1)}) says torch"
+    return None
 
 
 def first_tail(file_size: int | None) -> int:
@@ -108,6 +140,7 @@ class MemberScan:
     read: int = 0  # compressed bytes of the member consumed (local header not counted)
     error: str | None = None
     symbols: DynamicSymbols | None = None  # a torch-linked member's dynamic symbols (complete or not)
+    structural: bool = False  # its libraries read from its dynamic section (not guessed from the names scanned)
 
     @property
     def links_torch(self) -> bool:
@@ -139,6 +172,15 @@ class WheelScan:
     evidence: Evidence | None = None  # the first torch library found (kind "torch-abi")
     cuda_majors: tuple[int, ...] = ()
     limited: str | None = None  # why the wheel's scan stopped before every member was read (its limits)
+    tie: str | None = "not read"  # why the wheel may link torch (``torch_tie``); None: nothing ties it
+    stopped: str | None = None  # why the caller stopped the scan before every member was read (its budget)
+
+    @property
+    def judged_by_names(self) -> bool:
+        """An undecided scan that is judged by the names its members gave (``torch_tie``): nothing
+        ties the wheel to torch, no member names a torch library, none is unreadable, and the
+        wheel's own limits (a zip bomb's defence) did not stop it."""
+        return self.tie is None and self.evidence is None and not self.limited and not any(m.stop == "error" for m in self.members)
 
     @property
     def reason(self) -> str:
@@ -152,6 +194,17 @@ class WheelScan:
         return self._plain_reason()
 
     def _plain_reason(self) -> str:
+        unread = "" if self.decided else f"; {self._unread()}, and nothing ties it to torch (its METADATA does not require torch, its name does not say torch)"
+        return self._plain_words() + unread
+
+    def _unread(self) -> str:
+        """How much of the wheel's members a partial scan left unread, in words."""
+        if self.stopped:
+            return f"not every shared object was read ({self.stopped})"
+        short = sum(1 for m in self.members if not m.conclusive)
+        return f"{short} of {len(self.members)} shared object(s) not read to their dynamic section"
+
+    def _plain_words(self) -> str:
         if self.kind == "cuda":
             libs = sorted({n for m in self.members if m.libraries for n in m.libraries.cuda_libs})
             majors = ", ".join(str(v) for v in self.cuda_majors) or "unknown"
@@ -164,7 +217,7 @@ class WheelScan:
         if bad is None and symbols:
             bad = next((m for m in self.members if _symbols_missing(m)), None)
         if bad is None:
-            return f"not every shared object was scanned: {self.limited or 'the scan stopped early'}"
+            return f"not every shared object was scanned: {self.limited or self.stopped or 'the scan stopped early'}"
         return _undecided(bad)
 
     def abi(self, rules: AbiRules) -> WheelAbi:
@@ -175,7 +228,7 @@ class WheelScan:
         majors = self.cuda_majors
         torch_members = [m for m in self.members if m.links_torch]
         described = tuple(_member_abi(m, rules) for m in torch_members if m.symbols_complete)
-        if not self.decided or len(described) < len(torch_members):
+        if (not self.decided and not self.judged_by_names) or len(described) < len(torch_members):
             return WheelAbi(kind=UNKNOWN, why=self._unknown_reason(symbols=True), members=described, cuda_majors=majors)
         if described:
             linked = WheelAbi(kind=TORCH, why="", members=described, cuda_majors=majors)
@@ -187,7 +240,7 @@ class WheelScan:
     @property
     def decided(self) -> bool:
         """Whether every member's libraries are known (and the wheel's limits did not stop the scan)."""
-        return not self.limited and all(m.conclusive for m in self.members)
+        return not self.limited and not self.stopped and all(m.conclusive for m in self.members)
 
     @property
     def needs_cuda(self) -> bool:
@@ -195,10 +248,11 @@ class WheelScan:
 
 
 def _kind_of(scan: WheelScan) -> Kind:
-    """What a finished scan says: a torch library found, else undecided, else CUDA libraries needed, else neither."""
+    """What a finished scan says: a torch library found, else undecided (for a wheel tied to torch,
+    ``torch_tie``), else CUDA libraries needed, else neither."""
     if scan.evidence is not None:
         return "torch-abi"
-    if not scan.decided:
+    if not scan.decided and not scan.judged_by_names:
         return "unknown"
     return "cuda" if scan.needs_cuda else "agnostic"
 
@@ -270,6 +324,7 @@ class _Member:
     known_by: Stop | None = None  # how they became known
     symbols: DynamicSymbols | None = None  # the latest read of its dynamic symbols
     target: int = 0  # inflated bytes the member's symbol table says it needs (0: not known)
+    stream: ElfStream | None = None  # reading by structure (``elfstream``), once the first bytes did not tell
 
     @property
     def data_end(self) -> int | None:
@@ -326,10 +381,36 @@ class WheelScanner:
         self._done: list[MemberScan] = []
         self._evidence: Evidence | None = None
         self._limited: str | None = None
+        self._metadata: ZipEntry | None = None  # the wheel's METADATA, while it is not read
+        self.tie: str | None = "its METADATA was not read"  # ``torch_tie``
+        self._stopped: str | None = None
+        self._entries: dict[str, ZipEntry] = {}
+        self._reread: set[str] = set()  # members read again by structure, from their start
+        self.streamed = 0  # compressed bytes read by structure, every member together
+        self._exempt = 0.0  # seconds inflating by structure: bounded by the bytes (the caller's budget), not by time_limit
 
     @property
     def done(self) -> bool:
-        return self._pending is not None and not self._active and not self._pending
+        return self._pending is not None and not self._active and not self._pending and self._metadata is None
+
+    @property
+    def tied(self) -> bool:
+        """Whether the wheel is known to be tied to torch (``torch_tie``, or a member links it):
+        its members are read to their dynamic sections, which may take more bytes."""
+        return self._tied and (self._metadata is None or self._evidence is not None) and self._pending is not None
+
+    def stop(self, why: str) -> None:
+        """End the scan here (the caller's budget is spent): every member not finished is left
+        unread (stop "limit"), the METADATA too; ``result`` then says what is known."""
+        self._metadata = None
+        self._stopped = self._stopped or why
+        if self._pending is None:
+            self._pending = []
+        for m in list(self._active):
+            m.stream = None
+            self._finish(m, "limit")
+        self._done += [MemberScan(name=e.name, size=e.uncompressed_size, stop="limit", libraries=None) for e in self._pending]
+        self._pending.clear()
 
     def next_ranges(self) -> list[tuple[int, int]]:
         """The ``(start, end)`` ranges (end exclusive) to read next; empty when the scan is done."""
@@ -342,7 +423,8 @@ class WheelScanner:
             self._fill()
         finally:
             self._charge(started)
-        return _merged([self._range(m) for m in self._active])
+        first = [member_span(self._metadata, self.file_size)] if self._metadata is not None else []
+        return first + _merged([self._range(m) for m in self._active])
 
     def feed(self, start: int, data: bytes) -> None:
         """Bytes ``[start, start + len(data))`` of the wheel, as asked by ``next_ranges`` or not."""
@@ -353,17 +435,18 @@ class WheelScanner:
             return
         started = self._clock()
         try:
+            self._feed_metadata(start, data)
             for member in list(self._active):
                 if member in self._active:
                     self._feed_member(member, start, data)
-                if self._limited is None and self._clock() - started + self.spent > self.time_limit:
+                if self._limited is None and self._clock() - started + self.spent - self._exempt > self.time_limit:
                     self._limit(f"its scan took over {self.time_limit:g} s of work")
         finally:
             self._charge(started)
 
     def _charge(self, started: float) -> None:
         self.spent += self._clock() - started
-        if self._limited is None and self.spent > self.time_limit:
+        if self._limited is None and self.spent - self._exempt > self.time_limit:
             self._limit(f"its scan took over {self.time_limit:g} s of work")
 
     def result(self) -> WheelScan:
@@ -380,6 +463,8 @@ class WheelScanner:
             evidence=self._evidence,
             cuda_majors=majors,
             limited=self._limited,
+            tie=self.tie,
+            stopped=self._stopped,
         )
         return replace(scan, kind=_kind_of(scan))
 
@@ -407,8 +492,30 @@ class WheelScanner:
                 self._start_members(parse_central_directory(blob[lo : lo + eocd.cd_size], eocd))
                 return
 
+    def _feed_metadata(self, start: int, data: bytes) -> None:
+        """The METADATA, when ``data`` holds it: why the wheel may link torch (``torch_tie``)."""
+        entry = self._metadata
+        if entry is None:
+            return
+        lo, hi = member_span(entry, self.file_size)
+        if not start <= lo < start + len(data):
+            return
+        self._metadata = None
+        try:
+            text = inflate_member(bytes(data[lo - start : hi - start]), entry, max_size=MAX_METADATA).decode("utf-8", errors="replace")
+        except ZipError:  # unreadable, or cut by the end of the bytes: tied, as for no METADATA
+            return
+        self.tie = torch_tie(text)
+        if self._pending is not None and self.tie is not None:
+            self._reopen()
+
     def _start_members(self, entries: list[ZipEntry]) -> None:
+        meta = [e for e in entries if _METADATA.match(e.name)]
+        self._metadata = meta[0] if len(meta) == 1 and meta[0].uncompressed_size <= MAX_METADATA else None
+        if self._held is not None and self._metadata is not None:
+            self._feed_metadata(*self._held)
         shared = [e for e in entries if is_shared_object(e.name)]
+        self._entries = {e.name: e for e in shared}
         _refuse_overlaps(shared)
         shared.sort(key=lambda e: -e.uncompressed_size)
         if len(shared) > self.max_members:  # unknown whatever the members say: none is read
@@ -441,6 +548,12 @@ class WheelScanner:
                 return  # the held bytes end too soon for them: read
 
     def _range(self, m: _Member) -> tuple[int, int]:
+        if m.stream is not None:
+            assert m.data_start is not None
+            span = m.stream.wanted()
+            assert span is not None  # a finished stream finishes its member
+            m.next_offset = m.data_start + span[0]
+            return m.next_offset, min(m.data_start + span[1], self.file_size)
         if m.data_start is None:
             header = m.entry.header_offset + LOCAL_HEADER_SIZE + len(m.entry.name.encode("utf-8")) + m.entry.extra_length + LOCAL_EXTRA_SLACK
             small = m.entry.compressed_size <= SMALL_MEMBER * m.chunk  # all of it in one read: no second round trip
@@ -460,6 +573,9 @@ class WheelScanner:
     def _feed_member(self, m: _Member, start: int, data: bytes) -> None:
         if not start <= m.next_offset < start + len(data):
             return
+        if m.stream is not None:
+            self._feed_stream(m, m.stream, start, data)
+            return
         piece = memoryview(data)[m.next_offset - start :]
         if m.data_start is None:
             if len(piece) < LOCAL_HEADER_SIZE:
@@ -474,6 +590,11 @@ class WheelScanner:
             assert m.data_start is not None
             piece = piece[m.data_start - m.next_offset :] if m.data_start - m.next_offset < len(piece) else piece[:0]
             m.next_offset = m.data_start
+            if m.entry.name in self._reread:
+                m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch), None
+                if piece:
+                    self._feed_stream(m, m.stream, m.data_start, bytes(piece))
+                return
         assert m.data_end is not None
         compressed = bytes(piece[: m.data_end - m.next_offset])
         m.next_offset += len(compressed)
@@ -594,8 +715,75 @@ class WheelScanner:
         elif syms.needed_bytes > self.cap:
             self._finish(m, "cap", error=f"its dynamic symbol table ends past the first {self.cap} bytes ({syms.needed_bytes} needed)")
 
-    def _finish(self, m: _Member, stop: Stop, *, error: str | None = None) -> None:
+    def _read_on(self, m: _Member, stop: Stop, error: str | None) -> bool:
+        """Read ``m`` by its structure instead of stopping at ``stop`` (True: it goes on): a member
+        that links torch and lacks its symbols, one whose first bytes (``cap``) did not tell, and
+        any member of a wheel tied to torch whose libraries are not read from its dynamic section."""
+        if m.stream is not None or stop not in _READ_ON or m.data_start is None or m.entry.method not in (STORED, DEFLATED):
+            return False
+        if m.entry.method == DEFLATED and m.inflater is None:
+            return False
+        if error is not None and error.startswith(("bad deflate data", "member data ends", "local header")):
+            return False
+        links = bool(m.libraries and m.libraries.torch_libs) or bool(elf.torch_libs(m.names))
+        if not links and not self._tied and stop != "cap":  # an untied wheel's member that gave its names is judged by them
+            return False
+        stream = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch)
+        started = self._clock()
+        stream.resume(bytes(m.buf), m.inflater, m.read)
+        self._exempt += self._clock() - started
+        m.stream, m.buf, m.inflater = stream, bytearray(), None
+        if stream.done:
+            self._stream_done(m, stream)
+        return True
+
+    @property
+    def _tied(self) -> bool:
+        """Whether the wheel may link torch: its METADATA or name (``torch_tie``), or a member that does."""
+        return self.tie is not None or self._evidence is not None
+
+    def _reopen(self) -> None:
+        """Once the wheel is tied to torch, the members already finished on a guess from their
+        names are read again, by their structure, from their start."""
+        again = [d for d in self._done if d.stop in _READ_ON and d.stop != "error" and not d.links_torch and d.name not in self._reread]
+        for d in again:
+            self._done.remove(d)
+            self._reread.add(d.name)
+            assert self._pending is not None
+            self._pending.append(self._entries[d.name])
+
+    def _feed_stream(self, m: _Member, stream: ElfStream, start: int, data: bytes) -> None:
+        assert m.data_start is not None
+        span = stream.wanted()
+        if span is None:
+            return
+        lo, hi = m.data_start + span[0], min(m.data_start + span[1], start + len(data))
+        if lo < start or hi <= lo:
+            return
+        piece = bytes(data[lo - start : hi - start])
+        m.read += len(piece)
+        self.streamed += len(piece)
+        started = self._clock()
+        stream.feed(span[0], piece)
+        self._exempt += self._clock() - started
+        after = stream.wanted()
+        if after is None:
+            self._stream_done(m, stream)
+        else:
+            m.next_offset = m.data_start + after[0]
+
+    def _stream_done(self, m: _Member, stream: ElfStream) -> None:
+        found = stream.structure
+        if found is None:
+            self._finish(m, "error", error=f"reading it by its structure: {stream.error}")
+            return
+        m.libraries, m.symbols = found.libraries, found.symbols
+        self._finish(m, "symbols" if found.libraries.torch_libs else "dynamic", structural=True)
+
+    def _finish(self, m: _Member, stop: Stop, *, error: str | None = None, structural: bool = False) -> None:
         if m not in self._active:
+            return
+        if self._read_on(m, stop, error):
             return
         self._active.remove(m)
         libs = m.libraries
@@ -612,12 +800,15 @@ class WheelScanner:
                 read=m.read,
                 error=error,
                 symbols=symbols,
+                structural=structural or stop in ("dynamic", "end"),
             )
         )
         if libs is not None and libs.torch_libs and self._evidence is None:
             self._evidence = Evidence(member=m.entry.name, library=libs.torch_libs[0])
+            self._reopen()
         m.buf = bytearray()
         m.inflater = None
+        m.stream = None
 
     def _limit(self, why: str) -> None:
         """The wheel's limits are reached: every member not finished stops here."""
@@ -625,11 +816,16 @@ class WheelScanner:
             return  # nothing was left to read
         self._limited = self._limited or why
         for m in list(self._active):
+            m.stream = None
             self._finish(m, "limit")
         for entry in self._pending or ():
             self._done.append(MemberScan(name=entry.name, size=entry.uncompressed_size, stop="limit", libraries=None))
         if self._pending:
             self._pending.clear()
+
+
+def _links_torch(libs: ElfLibraries) -> bool:
+    return bool(libs.torch_libs)
 
 
 def _refuse_overlaps(entries: list[ZipEntry]) -> None:

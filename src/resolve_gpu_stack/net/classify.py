@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 BUDGET_SHARE = 0.02  # of a wheel's bytes
 BUDGET_FLOOR = 4 * 2**20  # a ceiling, not a charge: a wheel of many members (numpy: 22, 2.3 MB of 16.6 MB) may need it
 BUDGET_CAP = 16 * 2**20
+IGNORED_RANGE = "the server ignored Range"  # in the why of a scan a server's whole-file answer ended
+SCAN_BUDGET = 256 * 2**20  # a wheel tied to torch (its METADATA, name or a member): its members are read to their dynamic sections
 MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
 ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round
 
@@ -146,6 +148,7 @@ class RangeClassifier:
         budget: Callable[[int], int] = budget,
         connections: int = 32,
         tails: TailMemo | None = None,
+        scan_budget: int = SCAN_BUDGET,
     ) -> None:
         self._transport = transport
         self._defs = defs
@@ -154,6 +157,7 @@ class RangeClassifier:
         self._say = say
         self._record = record
         self._budget = budget
+        self._scan_budget = scan_budget
         self._tally = _Tally()
         self._connections = max(1, connections)
         self._slots = threading.BoundedSemaphore(self._connections)  # range requests in flight, all scans together
@@ -176,8 +180,16 @@ class RangeClassifier:
                 return record
         started = time.perf_counter()
         record, final, _ = self._scan(file)
-        self._tally.add(
-            wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=time.perf_counter() - started, not_scanned=0 if final else 1
+        seconds = time.perf_counter() - started
+        self._tally.add(wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=seconds, not_scanned=0 if final else 1)
+        log.info(
+            "scanned %s: %s, %d of %d bytes read in %d requests, %.2f s",
+            file.filename,
+            record.abi.kind,
+            record.bytes_read,
+            record.file_size,
+            record.reads,
+            seconds,
         )
         if final:
             if self._cache is not None:
@@ -210,10 +222,13 @@ class RangeClassifier:
             scanner = WheelScanner(size, parallel=MAX_PARALLEL)
             scanner.feed(tail_start, tail)
             while ranges := scanner.next_ranges():
+                if scanner.tied:  # the evidence it needs: its members' dynamic sections
+                    limit = max(limit, self._scan_budget)
                 batch = within_budget(ranges, limit - scanner.bytes_read)
                 if not batch:
-                    why = f"not scanned past the {limit}-byte budget ({scanner.bytes_read} bytes read of {size})"
-                    return not_scanned(why, bytes_read=read.bytes, reads=read.reads, file_size=size), True, None
+                    grow = "--scan-budget BYTES reads further" if scanner.tied else "nothing ties it to torch"
+                    scanner.stop(f"not scanned past the {limit}-byte budget, {scanner.bytes_read} bytes read of {size}; {grow}")
+                    break
                 for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
                     scanner.feed(start, data)
             result = scanner.result()
@@ -225,7 +240,11 @@ class RangeClassifier:
         except CrawlError as exc:
             self._note(f"{file.filename}: not scanned: {exc}")
             return not_scanned(f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False, None
-        return ScanRecord(abi=result.abi(self._defs.abi), bytes_read=read.bytes, reads=read.reads, file_size=size), True, result
+        abi = result.abi(self._defs.abi)
+        if result.stopped:
+            self._note(f"{file.filename}: {result.stopped}")
+        # a scan stopped by the budget is not kept: a larger --scan-budget reads it again
+        return ScanRecord(abi=abi, bytes_read=read.bytes, reads=read.reads, file_size=size), not (result.stopped and abi.kind == UNKNOWN), result
 
     def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The bytes of ``ranges``, requested concurrently (one connection slot each)."""
@@ -284,9 +303,11 @@ class RangeReader:
 
         def attempt() -> tuple[int, bytes, int, str]:
             resp, final = transport.open(self._via, {"Range": spec, "Accept-Encoding": "identity"})
+            with self._lock:  # every byte received counts, the status line and headers too (a refused answer's as well)
+                self.bytes += resp.header_bytes
             try:
                 if resp.status_code == 200:
-                    raise RangesUnavailable("not scanned: the server ignored Range (the wheel is not downloaded to classify it)")
+                    raise RangesUnavailable(f"not scanned: {IGNORED_RANGE} (the wheel is not downloaded to classify it)")
                 if resp.status_code == 416 and start is None:
                     raise RangesUnavailable("not scanned: the server refused the range")
                 transport.check_status(resp, self._url, ok=(206,))
@@ -378,6 +399,8 @@ def _unrecorded(raw: Mapping[str, Any] | None) -> str:
 
 
 __all__ = [
+    "IGNORED_RANGE",
+    "SCAN_BUDGET",
     "BUDGET_CAP",
     "BUDGET_FLOOR",
     "BUDGET_SHARE",

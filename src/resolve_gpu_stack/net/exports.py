@@ -1,17 +1,21 @@
 """What a torch exports, read from its wheel by range requests (a declared target has no torch on
 disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / ``libc10*.so``.
 
-A library's ``.dynsym`` and ``.dynstr`` come first in the file, so each member is inflated from its
-start only until its symbol table ends, within ``budget`` compressed bytes for the whole wheel (the
-symbol tables of a CUDA torch take tens of MB inflated). The answer is cached by the wheel's
-sha256 (its URL and size without one) and, while a snapshot is recorded, recorded in it; a snapshot
-replays it offline. A wheel that cannot be read answers ``symbols=None`` with why, never a guess.
+Each library is read by its structure (``index/elfstream.py``): its dynamic section, string, hash
+and symbol tables where its program headers say they are, which in a released torch is the end of
+a 448 MB ``libtorch_cpu.so`` (patchelf moved them to a 5th loadable segment): a deflated member is
+inflated as a stream up to there, holding only those regions. The cost is what the data needs (by
+default at most the libraries' own compressed bytes, ``budget`` bounds it further), paid once per
+torch build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
+a snapshot is recorded, recorded in it; a snapshot replays it offline. A wheel that cannot be read
+answers ``symbols=None`` with why, never a guess.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,10 +31,7 @@ from .transport import Transport
 
 log = logging.getLogger(__name__)
 
-EXPORTS_BUDGET = 128 * 2**20  # compressed bytes read from one torch wheel
-INFLATED_CAP = 256 * 2**20  # inflated bytes of one library kept in memory
-FIRST_CHUNK = 2**20
-MAX_CHUNK = 16 * 2**20
+CHUNK = 8 * 2**20  # compressed bytes per range request of a deflated library
 TORCH_LIB_DIR = "torch/lib/"
 
 
@@ -66,7 +67,7 @@ class WheelExports:
         *,
         record: Callable[[str, frozenset[str]], None] | None = None,
         say: Callable[[str], None] | None = None,
-        budget: int = EXPORTS_BUDGET,
+        budget: int | None = None,
     ) -> None:
         self._transport = transport
         self._cache = cache
@@ -96,10 +97,11 @@ class WheelExports:
             self._say(f"reading the exports of {file.filename} (its libraries' symbol tables, by range requests)")
         from ..index import elf  # the ELF reader loads when a torch's exports are first read, not at start-up
 
+        started = time.perf_counter()
         try:
             symbols, read = self._read_wheel(file)
-        except _OverBudget:
-            return TorchExports(version=version, symbols=None, source=f"{file.filename}: its symbol tables are past the {self._budget}-byte budget")
+        except _OverBudget as exc:
+            return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
         except (zipmeta.ZipError, elf.ElfError) as exc:
             return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
         except CrawlError as exc:
@@ -109,8 +111,9 @@ class WheelExports:
         if self._cache is not None:
             self._cache.put_exports(key, encode_exports(symbols))
         self._recorded(key, symbols)
-        log.info("%s: %d exports, %d bytes read", file.filename, len(symbols), read)
-        return TorchExports(version=version, symbols=symbols, source=f"{file.filename} ({read} bytes read)")
+        seconds = time.perf_counter() - started
+        log.info("%s: %d exports, %d bytes read in %.1f s", file.filename, len(symbols), read, seconds)
+        return TorchExports(version=version, symbols=symbols, source=f"{file.filename} ({read} bytes read in {seconds:.1f} s)")
 
     def _recorded(self, key: str, symbols: frozenset[str]) -> None:
         if self._record is not None:
@@ -136,42 +139,23 @@ class WheelExports:
         return frozenset(symbols), read.bytes
 
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
-        """Inflate ``entry`` from its start until its dynamic symbol table is complete."""
+        """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
         from ..index import elf
+        from ..index.elfstream import ElfStream
 
         head = read.range(entry.header_offset, min(entry.header_offset + zipmeta.LOCAL_HEADER_SIZE + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
         data_start = zipmeta.local_data_start(head)
         if data_start is None:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")
         at = entry.header_offset + data_start
-        end = at + entry.compressed_size
-        inflater = zlib.decompressobj(-15) if entry.method == zipmeta.DEFLATED else None
-        if entry.method not in (zipmeta.STORED, zipmeta.DEFLATED):
-            raise zipmeta.ZipError(f"{entry.name}: compression method {entry.method} is not supported")
-        buf = bytearray()
-        chunk = FIRST_CHUNK
-        found: elf.DynamicSymbols | None = None  # the last read of the table, of all of ``buf``
-        while at < end:
-            if read.bytes + chunk > self._budget:
-                raise _OverBudget
-            data = read.range(at, min(at + chunk, end))
-            at += len(data)
-            chunk = min(chunk * 2, MAX_CHUNK)
-            buf += inflater.decompress(data, INFLATED_CAP - len(buf)) if inflater is not None else data
-            if len(buf) >= INFLATED_CAP:
-                raise _OverBudget
-            try:
-                found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
-            except elf.ElfTruncated:
-                found = None
-                continue
-            if found.complete:
-                return found.exports
-        if found is None:  # no data, or its last read was cut short: read again, to raise why
-            found = elf.dynamic_symbols(buf, file_size=entry.uncompressed_size, exports=True)
-        if not found.complete:
-            raise elf.ElfError(f"{entry.name}: its dynamic symbol table could not be read to the end")
-        return found.exports
+        stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True, chunk=CHUNK)
+        while (span := stream.wanted()) is not None:
+            if self._budget is not None and read.bytes + span[1] - span[0] > self._budget:
+                raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
+            stream.feed(span[0], read.range(at + span[0], at + span[1]))
+        if stream.structure is None or stream.structure.symbols is None:
+            raise elf.ElfError(f"{entry.name}: {stream.error or 'its dynamic symbol table could not be read'}")
+        return stream.structure.symbols.exports
 
 
 class ReplayExports:
@@ -219,4 +203,4 @@ def recorded_exports(table: Mapping[str, Any], read: Callable[[str], bytes]) -> 
     return lookup
 
 
-__all__ = ["EXPORTS_BUDGET", "ReplayExports", "WheelExports", "decode_exports", "encode_exports", "recorded_exports"]
+__all__ = ["ReplayExports", "WheelExports", "decode_exports", "encode_exports", "recorded_exports"]

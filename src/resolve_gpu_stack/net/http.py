@@ -74,8 +74,10 @@ class HttpFetcher:
         max_retry_after: float = 60.0,
         trust_env: bool = True,
         system_certs: bool = False,
+        scan_budget: int | None = None,
     ) -> None:
         self.cache = cache
+        self.scan_budget = scan_budget  # RangeClassifier's (None: its default)
         self.concurrency = max(1, concurrency)
         self.progress = progress
         self.transport = Transport(
@@ -127,9 +129,18 @@ class HttpFetcher:
     def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> RangeClassifier:
         """The wheel classifier that reads through this fetcher (its transport, cache, connections
         and the zip tails its METADATA reads left); each scan also goes to ``record``."""
-        from .classify import RangeClassifier
+        from .classify import SCAN_BUDGET, RangeClassifier
 
-        return RangeClassifier(self.transport, self.cache, defs, say=self.progress, record=record, connections=self.concurrency, tails=self.tails)
+        return RangeClassifier(
+            self.transport,
+            self.cache,
+            defs,
+            say=self.progress,
+            record=record,
+            connections=self.concurrency,
+            tails=self.tails,
+            scan_budget=self.scan_budget or SCAN_BUDGET,
+        )
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
         """What a torch wheel exports, by range reads through this fetcher (cached)."""

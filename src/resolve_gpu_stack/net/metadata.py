@@ -33,6 +33,9 @@ MAX_CENTRAL_DIRECTORY = 64 * 2**20
 # An sdist's PKG-INFO is read from the whole archive (a --build package with no wheel): at most this
 # many bytes are downloaded for it (vLLM's sdist is ~10 MB, FlashAttention's ~8 MB).
 MAX_SDIST_BYTES = 512 * 2**20
+# A wheel whose server ignores Range is downloaded whole to read METADATA: at most the size its index
+# page lists, else at most this many bytes (torch's largest wheel is ~900 MB).
+MAX_WHOLE_WHEEL = 2 * 2**30
 # Answers to a ``.metadata`` sidecar that mean "read the wheel instead": gone, or refused (PyTorch's
 # R2 host answers 403 for some sidecars it lists; the wheel itself may still be served).
 SIDECAR_MISSING = frozenset({403, 404, 410})
@@ -262,9 +265,13 @@ class MetadataReader:
         size = resp.headers.get("content-length")
         label = f"{int(size) / 2**20:.1f} MB" if size and size.isdigit() else "unknown size"
         self._say(f"server ignored Range for {file.filename}; downloading the whole wheel ({label})")
+        cap = file.size if file.size is not None else MAX_WHOLE_WHEEL
+        said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {MAX_WHOLE_WHEEL}-byte cap for a whole wheel"
         digest = hashlib.sha256()
-        with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:
-            n = self._transport.stream_to(resp, url, tmp, digest)
+        with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:  # unlinked: nothing is left behind, whatever happens
+            n = self._transport.stream_to(
+                resp, url, tmp, digest, "download", limit=cap, over_limit=f"the server ignored Range and sent more than {said}; stopped"
+            )
             _check_whole(url, file, n, digest.hexdigest())
             tmp.seek(0)
             try:

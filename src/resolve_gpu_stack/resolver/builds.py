@@ -83,6 +83,8 @@ class WayFacts:
     family_build: Version | None = None  # a torch-family build for the kept torch on the PyTorch index
     sdist: str | None = None  # an sdist of the package on its index (file name): ``--build NAME`` applies
     requested: bool = False  # the user asked for the package (--with): dropping it is never the first way
+    unknown: str | None = None  # why its scan did not finish (its refusal is "unknown")
+    tied: bool = True  # its name or METADATA ties it to torch (``rules.abi.ties_to_torch``)
 
 
 def ways_for(name: str, facts: WayFacts) -> list[str]:
@@ -90,20 +92,37 @@ def ways_for(name: str, facts: WayFacts) -> list[str]:
     family's build from the PyTorch index, a build from its sdist (``--build NAME``; with none, from
     its source tree: ``--build 'NAME @ URL'``), an index of
     per-torch builds (``--package-index``), and leaving it out (``--without``) last, said as
-    dropping what was asked for when the user asked for it."""
-    ways: list[str] = []
+    dropping what was asked for when the user asked for it. A scan that did not finish
+    (``unknown``) first gets the ways that fit why (a larger ``--scan-budget``, a server that
+    answers Range requests); and a build for this torch only when its name or METADATA ties it to
+    torch (``rules.abi.ties_to_torch``)."""
+    ways: list[str] = _unknown_ways(facts.unknown) if facts.unknown is not None else []
     if facts.family_build is not None:
         ways.append(
             f"the PyTorch index has {name} {facts.family_build} built for this torch: let the torch-family override pick it "
             f"(drop a --with pin or --no-auto-torch-override that excludes it)"
         )
-    if facts.sdist is not None:
+    fits_a_build = facts.unknown is None or facts.tied  # an unknown untied to torch needs no build for it
+    if facts.sdist is not None and fits_a_build:
         ways.append(f"build it from its sdist ({facts.sdist}) against this torch: --build {name}")
-    else:  # no index has its sdist: its source tree does (a checkout, patched or not)
+    elif facts.sdist is None and fits_a_build:  # no index has its sdist: its source tree does (a checkout, patched or not)
         ways.append(f"build it from its source against this torch: --build '{name} @ git+URL@REV#subdirectory=DIR' (or '{name} @ file:///path/to/checkout')")
-    ways.append(f"serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own: --package-index {name}=URL")
+    if fits_a_build:
+        ways.append(f"serve per-torch builds of it (+cuNNNtorchA.B) from an index of your own: --package-index {name}=URL")
+    else:
+        ways.append("nothing ties it to torch (its name, its METADATA): no build of it for this torch is needed, plan it flagged (below)")
     ways.append(f"leave it out with --without {name}" + (" (it drops what you asked for)" if facts.requested else " (and what only it needs)"))
     return ways
+
+
+def _unknown_ways(why: str) -> list[str]:
+    """The ways that fit a scan that did not finish, by why: a larger budget, a server that answers
+    Range requests."""
+    if "budget" in why:
+        return ["let the scan read further: a larger --scan-budget BYTES (its members' dynamic sections lie past the budget)"]
+    if "Range" in why or "range" in why:
+        return ["serve it from an index that answers Range requests (the scan reads parts of the wheel, never all of it)"]
+    return []
 
 
 def way_facts(
@@ -114,6 +133,8 @@ def way_facts(
     files: Callable[[NormalizedName], Sequence[IndexFile]],
     requested: Collection[NormalizedName],
     version: Version,
+    unknown: str | None = None,
+    tied: bool = True,
 ) -> WayFacts:
     """``WayFacts`` for ``name`` (planned at ``version``) from what the candidate factory knows:
     ``family_candidates`` (the builds the judge accepted for the kept torch), ``files`` (everything
@@ -126,4 +147,4 @@ def way_facts(
         (f.filename for f in sorted(files(name), key=lambda f: f.version, reverse=True) if not f.is_wheel and f.version.public == version.public),
         None,
     )
-    return WayFacts(family_build=family_build, sdist=sdist, requested=name in requested)
+    return WayFacts(family_build=family_build, sdist=sdist, requested=name in requested, unknown=unknown, tied=tied)

@@ -28,7 +28,7 @@ from ..data.definitions import Definitions
 from ..model import Coupling, IndexFile
 from ..model.abi import CUDA, UNKNOWN, AbiKind, AbiVerdict, WheelAbi
 from ..model.request import TORCH
-from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor
+from ..rules.abi import AbiPolicy, AbiTorch, judge, requires_floor, ties_to_torch
 from ..rules.versions import torch_series
 from .requirement import Cand, Req, contains
 
@@ -50,6 +50,7 @@ class Found:
     built_for: str | None = None
     mismatch: str | None = None  # why it cannot run with the plan's torch
     abi: AbiVerdict | None = None
+    torch_tie: bool = True  # its name or METADATA ties it to torch (``rules.abi.ties_to_torch``): a build from its sdist may help
 
 
 CLASSIFY_THREADS = 32  # each scan is a few sequential round trips: as many at once as the transport has connections
@@ -184,7 +185,8 @@ def _judged(cand: Cand, reqs: Sequence[Req], torch: AbiTorch | None, scan: Wheel
             evidence = f"{cand.name} pins torch{pin}; kept {torch.version}: {_runs_because(scan, verdict, torch.version)}; {evidence}"
         elif mismatch is None and off is None:
             evidence = f"METADATA pins torch{pin}; {evidence}"
-    return Found(coupling=_coupling(scan, verdict), evidence=evidence, built_for=built_for, mismatch=mismatch, abi=recorded)
+    tie = ties_to_torch(cand.name, [r.name for r in reqs])
+    return Found(coupling=_coupling(scan, verdict), evidence=evidence, built_for=built_for, mismatch=mismatch, abi=recorded, torch_tie=tie)
 
 
 def _runs_because(scan: WheelAbi, verdict: AbiVerdict, torch: Version) -> str:

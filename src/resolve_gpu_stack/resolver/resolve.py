@@ -22,6 +22,7 @@ from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder, Offer
 from ..model import Coupling, IndexFile, LockPlan
+from ..model.abi import AbiKind
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
@@ -206,6 +207,8 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
             files=lambda n: [o.file for o in factory.offers(n)],
             requested=requested,
             version=version,
+            unknown=f.mismatch if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN else None,
+            tied=f.torch_tie,
         )
         for (name, version), f in found.items()
         if f.mismatch is not None

@@ -276,6 +276,14 @@ def recorded_verdict_fails(verdict: AbiVerdict, torch: Version | None, cuda_majo
     return _cuda_refusal(verdict.cuda_majors, AbiTorch(version=torch, cuda_major=cuda_major))
 
 
+def ties_to_torch(name: str, requirement_names: Iterable[str]) -> bool:
+    """The rule for a scan that did not finish: a package is tied to torch when its name says torch
+    or its METADATA requires torch. Only a tied package's unknown is worth a build from its sdist;
+    an untied one (scipy: a large native wheel whose dynamic sections lie past the budget) is
+    judged by what its members name (``index/wheelscan.py``'s ``torch_tie``, the same rule)."""
+    return "torch" in canonicalize_name(name) or any(canonicalize_name(n) == "torch" for n in requirement_names)
+
+
 def requires_floor(specifiers: Iterable[tuple[str, str]]) -> str | None:
     """The lowest torch a wheel's own torch requirement admits, from its ``(operator, version)``
     pairs: the highest ``>=``/``>``/``~=``/``==`` bound (``torch>=2.10`` -> "2.10"); None when it
@@ -300,4 +308,15 @@ def torch_floor(requires_dist: Iterable[str]) -> str | None:
     return requires_floor(pairs)
 
 
-__all__ = ["SHOWN", "AbiPolicy", "AbiTorch", "ExportsSource", "TorchExports", "judge", "recorded_verdict_fails", "requires_floor", "torch_floor"]
+__all__ = [
+    "SHOWN",
+    "AbiPolicy",
+    "AbiTorch",
+    "ExportsSource",
+    "TorchExports",
+    "judge",
+    "recorded_verdict_fails",
+    "requires_floor",
+    "ties_to_torch",
+    "torch_floor",
+]

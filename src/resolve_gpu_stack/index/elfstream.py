@@ -1,0 +1,242 @@
+"""One zip member's ELF structure, read where the loader reads it (``elf.read_structure``), from
+the member's compressed bytes: pure, the caller does the reading.
+
+- A **stored** member is a range read per region: the header (first ``elf.HEAD_BYTES``), then
+  ``PT_DYNAMIC``, the string table, the hash table, the symbol table, wherever they lie.
+- A **deflated** member is inflated as a stream from its start (there is no other way to reach a
+  byte of it), in pieces of ``STEP`` inflated bytes, and only the regions wanted are kept: the
+  first loadable segment (where linkers put the tables; at most ``KEEP_PREFIX`` bytes of it), the
+  loadable segment holding ``PT_DYNAMIC`` (where patchelf puts the tables it rewrites; at most
+  ``KEEP_SEGMENT`` bytes), and every region the structure asks for ahead of the stream. A region
+  asked for behind the stream that was not kept costs one more pass from the start (at most
+  ``MAX_PASSES``). The stream stops where the last region ends: the cost is what the data needs,
+  the memory held is the regions.
+
+    reader = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size)
+    while (span := reader.wanted()) is not None:   # compressed offsets in the member's data
+        reader.feed(span[0], fetch(*span))
+    reader.structure or reader.error
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import elf
+from .elf import ElfError, ElfLayout, ElfLibraries, Need, Structure
+from .zipmeta import DEFLATED, STORED
+
+STEP = 4 * 2**20  # inflated bytes produced per call into zlib (bounds the memory of one piece)
+KEEP_PREFIX = 32 * 2**20  # of the first loadable segment, kept while streaming
+KEEP_SEGMENT = 64 * 2**20  # of the loadable segment holding PT_DYNAMIC, kept while streaming
+MIN_RANGE = 64 * 2**10  # a stored member's region is read with at least this many bytes
+CHUNK = 2**20  # compressed bytes of a deflated member per read
+MAX_PASSES = 3
+
+
+@dataclass(slots=True)
+class _Window:
+    start: int
+    end: int
+    buf: bytearray = field(default_factory=bytearray)
+
+    def covers(self, offset: int, size: int) -> bool:
+        return self.start <= offset and offset + size <= self.start + len(self.buf)
+
+
+class ElfStream:
+    """See the module docstring. ``symbols``: whether (or, given the libraries, whether) to read the
+    dynamic symbol table; ``exports``: keep the defined names too. ``chunk``: compressed bytes per
+    read of a deflated member."""
+
+    def __init__(
+        self,
+        method: int,
+        size: int,
+        compressed_size: int,
+        *,
+        symbols: bool | Callable[[ElfLibraries], bool] = True,
+        exports: bool = False,
+        chunk: int = CHUNK,
+    ) -> None:
+        if method not in (STORED, DEFLATED):
+            raise ElfError(f"compression method {method} is not supported for range reads")
+        self.method = method
+        self.size = size
+        self.compressed_size = compressed_size
+        self._symbols = symbols
+        self._exports = exports
+        self._chunk = chunk
+        self.layout: ElfLayout | None = None
+        self.structure: Structure | None = None
+        self.error: str | None = None
+        self.inflated = 0  # inflated bytes produced, every pass together
+        self.consumed = 0  # compressed bytes fed, every pass together
+        self.passes = 1
+        # before the layout is known, a deflated stream keeps its first bytes (the layout trims it)
+        self._windows: list[_Window] = [] if method == STORED else [_Window(0, min(size, KEEP_PREFIX))]
+        self._need: Need | None = Need(0, min(size, elf.HEAD_BYTES))
+        self._inflater = zlib.decompressobj(-15) if method == DEFLATED else None
+        self._pos = 0  # inflated offset of the stream
+        self._cpos = 0  # compressed offset of the stream
+
+    @property
+    def done(self) -> bool:
+        return self.structure is not None or self.error is not None
+
+    @property
+    def held(self) -> int:
+        """Bytes of the member kept in memory."""
+        return sum(len(w.buf) for w in self._windows)
+
+    def wanted(self) -> tuple[int, int] | None:
+        """The compressed bytes ``(start, end)`` (end exclusive, offsets in the member's data) to
+        read next; None when done."""
+        if self.done or self._need is None:
+            return None
+        if self._inflater is None:
+            need = self._need
+            end = min(self.size, max(need.end, need.offset + MIN_RANGE))
+            return need.offset, end
+        return self._cpos, min(self.compressed_size, self._cpos + self._chunk)
+
+    def feed(self, start: int, data: bytes) -> None:
+        """The member's compressed bytes ``[start, start + len(data))``, as ``wanted`` asked."""
+        if self.done:
+            return
+        self.consumed += len(data)
+        if self._inflater is None:
+            self._windows.append(_Window(start, start + len(data), bytearray(data)))
+            self._advance()
+            return
+        if start != self._cpos:
+            raise ValueError(f"expected the member's bytes from {self._cpos}, got {start}")
+        self._cpos += len(data)
+        self._pump(data)
+
+    def resume(self, prefix: bytes, inflater: zlib._Decompress | None = None, consumed: int = 0) -> None:
+        """Go on from a reader of the member's first bytes: ``prefix`` (its first inflated bytes),
+        and for a deflated member the ``inflater`` that gave them after ``consumed`` compressed
+        bytes (its unconsumed tail is inflated first)."""
+        self._windows = [_Window(0, max(len(prefix), self._windows[0].end if self._windows else 0), bytearray(prefix))]
+        if self._inflater is not None and inflater is not None:
+            self._inflater, self._pos, self._cpos = inflater, len(prefix), consumed
+            self.consumed, self.inflated = consumed, len(prefix)
+        self._advance()
+        if self._inflater is not None and not self.done and inflater is not None and inflater.unconsumed_tail:
+            self._pump(inflater.unconsumed_tail)
+
+    def _pump(self, data: bytes) -> None:
+        """Inflate ``data`` (the next compressed bytes of the stream), keeping what is wanted."""
+        assert self._inflater is not None
+        pending = data
+        while pending and not self.done:
+            try:
+                out = self._inflater.decompress(pending, STEP)
+            except zlib.error as exc:
+                self.error = f"bad deflate data: {exc}"
+                return
+            pending = self._inflater.unconsumed_tail
+            self._keep(self._pos, memoryview(out))
+            self._pos += len(out)
+            self.inflated += len(out)
+            if self._need is not None and self._pos >= self._need.end:
+                self._advance()
+            if self._inflater is None or self._inflater.eof or self._cpos == 0:
+                break  # done, the stream ended, or it starts again (a region behind it was not kept)
+        if not self.done and self._inflater is not None and self._cpos and (self._inflater.eof or (self._cpos >= self.compressed_size and not pending)):
+            self._advance()
+            if not self.done:
+                self._restart_or_fail()
+
+    def _keep(self, at: int, out: memoryview) -> None:
+        end = at + len(out)
+        for w in self._windows:
+            lo, hi = max(at, w.start + len(w.buf)), min(end, w.end)
+            if lo < hi and lo == w.start + len(w.buf):
+                w.buf += out[lo - at : hi - at]
+
+    def _get(self, offset: int, size: int) -> bytes | None:
+        for w in self._windows:
+            if w.covers(offset, size):
+                return bytes(w.buf[offset - w.start : offset - w.start + size])
+        return None
+
+    def _advance(self) -> None:
+        """Read the structure as far as the bytes at hand go; want what it needs next."""
+        try:
+            if self.layout is None:
+                head = self._get(0, min(self.size, elf.HEAD_BYTES))
+                if head is None:
+                    return
+                self.layout = elf.read_layout(head)
+                self._plan_windows(self.layout)
+            found = elf.read_structure(self.layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
+        except ElfError as exc:
+            self.error = str(exc)
+            return
+        if isinstance(found, Structure):
+            self.structure, self._need = found, None
+            self._windows = []
+            self._inflater = None
+            return
+        self._need = found
+        if self._inflater is None:
+            return  # a stored member: the next range read fetches it
+        self._want(found)
+        dyn = self.layout.dynamic
+        raw = self._get(dyn.offset, dyn.filesz) if dyn is not None else None
+        if raw is not None:  # every table it points to, at once: one more pass at most
+            for at in elf.table_offsets(self.layout, raw):
+                self._want(Need(at, 0))
+        if found.offset < self._pos:  # behind the stream, and not kept
+            self._restart_or_fail()
+
+    def _want(self, need: Need) -> None:
+        """Keep ``need`` (and the rest of its segment) when the stream passes it."""
+        if not any(w.start <= need.offset and need.end <= w.end for w in self._windows):
+            self._windows.append(_Window(need.offset, need.end + self._extra(need)))
+
+    def _extra(self, need: Need) -> int:
+        """Bytes to keep past a region asked for: the rest of its loadable segment, within bounds
+        (the tables the structure asks for next sit beside it)."""
+        if self.layout is None:
+            return 0
+        seg = next((s for s in self.layout.loads if s.offset <= need.offset < s.end), None)
+        return 0 if seg is None else max(0, min(seg.end, need.offset + KEEP_SEGMENT) - need.end)
+
+    def _plan_windows(self, layout: ElfLayout) -> None:
+        """What a deflated stream keeps before the structure says more: the first loadable
+        segment and the one holding ``PT_DYNAMIC`` (see the module docstring)."""
+        if self._inflater is None:
+            return
+        loads = layout.loads
+        first = self._windows[0]  # what is held already stays; the first segment's rest is kept
+        first.end = max(len(first.buf), min(loads[0].end if loads else 0, KEEP_PREFIX))
+        dyn = layout.dynamic
+        home = next((s for s in loads if dyn is not None and s.offset <= dyn.offset < s.end), None)
+        if dyn is not None and home is not None:
+            start = max(home.offset, dyn.offset - KEEP_SEGMENT)
+            self._windows.append(_Window(start, min(home.end, max(dyn.end, start + KEEP_SEGMENT))))
+
+    def _restart_or_fail(self) -> None:
+        """The stream ended without what the structure needs: from the start once more, keeping
+        the regions now known, or an error."""
+        need = self._need
+        if need is None or need.end > self.size:
+            self.error = f"the member ends before the {need.size if need else 0} bytes at {need.offset if need else 0} its structure points to"
+            return
+        if self.passes >= MAX_PASSES:
+            self.error = f"its structure was not read in {MAX_PASSES} passes over the member"
+            return
+        self.passes += 1
+        self._inflater = zlib.decompressobj(-15)
+        self._pos = self._cpos = 0
+        for w in self._windows:
+            if w.start >= 0 and not w.covers(w.start, w.end - w.start):
+                w.buf = bytearray()
+
+
+__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "ElfStream"]
