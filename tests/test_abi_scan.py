@@ -20,7 +20,7 @@ from resolve_gpu_stack.index import elf
 from resolve_gpu_stack.index.elf import ElfError, dynamic_symbols
 from resolve_gpu_stack.index.wheelscan import WheelScan, WheelScanner, scan_wheel
 from resolve_gpu_stack.index.zipmeta import ZipError
-from resolve_gpu_stack.model.abi import CUDA, NONE, TORCH, UNKNOWN
+from resolve_gpu_stack.model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi
 
 RULES = load_definitions().abi
 PAD = 3 * 2**20  # random bytes in .rodata: .dynamic lands past them, as in a kernel library
@@ -110,7 +110,8 @@ def test_per_torch_build_members_are_named_builds(built: dict[str, bytes]) -> No
 
 def test_cuda_only_and_plain_wheels(built: dict[str, bytes]) -> None:
     cuda = _scan({"pkg/ops.so": built["cuda_only"], "pkg/plain.so": built["plain"]})[0].abi(RULES)
-    assert (cuda.kind, cuda.cuda_majors, cuda.members) == (CUDA, (12,), ())
+    assert (cuda.kind, cuda.cuda_majors) == (CUDA, (12,))
+    assert cuda.members == (MemberAbi(name="pkg/ops.so", cuda_majors=(12,)),)  # the member that needs CUDA, for twins per CUDA major
     plain = _scan({"pkg/plain.so": built["plain"]})[0].abi(RULES)
     assert plain.kind == NONE and "neither" in plain.why
     assert _scan({"pkg/__init__.py": b""})[0].abi(RULES).kind == NONE

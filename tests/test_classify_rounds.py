@@ -121,5 +121,9 @@ def test_a_tight_budget_reads_no_more_than_it(counting: _Counting) -> None:
     with HttpFetcher(cache=None, timeout=10) as fetcher:
         classify = RangeClassifier(fetcher.transport, None, DEFS, budget=lambda size: limit)
         found = classify(_file(counting))
-    assert found.kind == "unknown" and "budget" in found.why
-    assert 16 * 1024 < classify.stats.bytes_read <= limit
+    # nothing ties this CUDA wheel to torch (its METADATA, its name): the members read decide, and
+    # the reason says the budget left some unread (a tied wheel stopped so is unknown: test_elf.py)
+    assert found.kind == "cuda" and "budget" in found.why, found
+    # the budget bounds the bytes of data asked for; bytes_read also counts each answer's status line
+    # and headers (what crossed the wire): a few hundred bytes over it, never a member more
+    assert 16 * 1024 < classify.stats.bytes_read <= limit + 1024

@@ -340,3 +340,26 @@ def test_a_family_members_floor_is_a_floor_and_a_release_is_not_a_nightly() -> N
     assert _family_how(release, None, "==2.15.0") == "its METADATA pins torch==2.15.0"
     assert _family_how(nightly, "date", None) == "a nightly of that torch's day: it names no torch itself"
     assert _family_how(Cand(name=NormalizedName("torchao"), version=Version("0.18.0"), file=None), "date", None) == "its METADATA names no torch"  # type: ignore[call-arg]
+
+
+def test_the_scan_lists_cuda_twins_that_link_no_torch_so_the_one_for_torchs_major_decides() -> None:
+    """torch-memory-saver 0.0.10 on PyPI: its ``_cu12``/``_cu13`` twins link no torch, only a CUDA
+    runtime each. The scan lists them (names and majors), so the twin for torch's CUDA major
+    decides: planned on a CUDA 13 torch, never refused as "needs CUDA 12 and CUDA 13"."""
+    from elfbuild import synthetic_elf, wheel_bytes
+
+    from resolve_gpu_stack.index.wheelscan import scan_wheel
+
+    members = {
+        f"torch_memory_saver/{SAVER}_{mode}{mark}.abi3.so": synthetic_elf(bits=64, big=False, needed=(f"libcudart.so.{major}", "libc.so.6"))
+        for mode in ("torch", "preload")
+        for mark, major in (("_cu12", 12), ("_cu13", 13))
+    }
+    data = wheel_bytes({**members, "torch_memory_saver-0.0.10.dist-info/METADATA": b"Metadata-Version: 2.1\nName: torch_memory_saver\nVersion: 0.0.10\n"})
+    defs = load_definitions()
+    abi = scan_wheel(lambda start, end: data[start:end], len(data)).abi(defs.abi)
+    assert abi.kind == CUDA_KIND and abi.cuda_majors == (12, 13)
+    assert sorted(m.name.rsplit("/", 1)[-1] for m in abi.members) == sorted(n.rsplit("/", 1)[-1] for n in members)
+    verdict = judge("torch-memory-saver", abi, AbiTorch(version=Version(TORCH), cuda_major=13), AbiPolicy.of(defs.abi))
+    assert verdict.refusal is None and verdict.cuda_majors == (13,), verdict
+    assert verdict.note is not None and f"{SAVER}_torch_cu12.abi3.so" in verdict.note

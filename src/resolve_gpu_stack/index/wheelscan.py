@@ -235,7 +235,11 @@ class WheelScan:
             return replace(linked, why=_torch_why(linked, len(self.members), rules))
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
-        return WheelAbi(kind=CUDA if self.needs_cuda else NONE, why=self._plain_reason(), cuda_majors=majors)
+        if not self.needs_cuda:
+            return WheelAbi(kind=NONE, why=self._plain_reason())
+        # each member that needs CUDA, with its majors: twins per CUDA major (rules.abi) are told apart by them
+        cuda = tuple(MemberAbi(name=m.name, cuda_majors=m.libraries.cuda_majors) for m in self.members if m.libraries and m.libraries.cuda_libs)
+        return WheelAbi(kind=CUDA, why=self._plain_reason(), members=cuda, cuda_majors=majors)
 
     @property
     def decided(self) -> bool:

@@ -76,7 +76,8 @@ class MemberAbi:
 class WheelAbi:
     """What a compiled wheel's shared objects import, torch-independent.
 
-    ``members``: the torch-linked members (all of them: a wheel of per-torch builds has several).
+    ``members``: the torch-linked members (all of them: a wheel of per-torch builds has several);
+    for a ``cuda`` wheel, the members that need CUDA, with their majors (twins per CUDA major).
     ``cuda_majors``: the CUDA majors any member needs. ``why``: the evidence in one line, or, for
     ``unknown``, why the scan did not finish.
     """
