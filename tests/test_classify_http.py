@@ -16,8 +16,9 @@ from server import IndexServer
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.model.abi import WheelAbi
 from resolve_gpu_stack.net.cache import HttpCache
-from resolve_gpu_stack.net.classify import RangeClassifier, ReplayClassifier, budget, scan_key
+from resolve_gpu_stack.net.classify import RECORDED_SCHEMAS, SCAN_SCHEMA, RangeClassifier, ReplayClassifier, ScanRecord, budget, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.metadata import TailMemo
 from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
@@ -168,7 +169,7 @@ def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path
     recorder.close()
     manifest = json.loads((tmp_path / "snap" / "manifest.json").read_text())
     recorded = manifest["scans"][f"sha256={kernel.sha256}"]
-    assert recorded["kind"] == "torch" and recorded["schema"] == 2 and recorded["members"][0]["cxx"]
+    assert recorded["kind"] == "torch" and recorded["schema"] == SCAN_SCHEMA and recorded["members"][0]["cxx"]
     replay = SnapshotFetcher(tmp_path / "snap", bases).classifier(DEFS)
     assert isinstance(replay, ReplayClassifier)
     assert replay(kernel) == live
@@ -296,3 +297,12 @@ def test_file_cut_keeps_what_could_serve_the_recorded_targets():
     cut_page = json.loads(cut_to_targets(page.encode(), "application/vnd.pypi.simple.v1+json", cut))
     assert [f["filename"] for f in cut_page["files"]] == keep and cut_page["versions"] == ["1.0"]
     assert cut.merged(FileCut(frozenset({"3.11"}), frozenset({"aarch64"}))).to_dict() == {"pythons": ["3.11", "3.12"], "machines": ["aarch64", "x86_64"]}
+
+
+def test_a_scan_made_before_the_structural_reader_is_scanned_again_but_a_snapshots_replays():
+    """The cache drops a schema-2 scan (its reader took "no torch in the first bytes" for an
+    answer: an agnostic that may be wrong); a snapshot's schema-2 records replay as recorded."""
+    old = {"schema": 2, **WheelAbi(kind="none", why="2 shared object(s) need neither torch nor CUDA libraries").to_dict()}
+    assert ScanRecord.from_dict(old) is None
+    replayed = ScanRecord.from_dict(old, RECORDED_SCHEMAS)
+    assert replayed is not None and replayed.abi.kind == "none"

@@ -70,7 +70,10 @@ def scan_key(file: IndexFile) -> str:
     return f"url={cache_url(without_fragment(file.url))} size={file.size if file.size is not None else ''}"
 
 
-SCAN_SCHEMA = 2  # 1: a coupling kind without imports (read as not scanned); 2: the wheel's imports
+SCAN_SCHEMA = 3  # 1: a coupling kind without imports (read as not scanned); 2: the wheel's imports; 3: read by structure
+# A snapshot's records of schema 2 replay as recorded (the bundled 2026-03-07 snapshot); the cache
+# scans a schema-2 entry again: the reader before structure took "no torch in the first bytes" for an answer.
+RECORDED_SCHEMAS = (2, SCAN_SCHEMA)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,10 +90,10 @@ class ScanRecord:
         return {"schema": SCAN_SCHEMA, **self.abi.to_dict(), "bytes_read": self.bytes_read, "reads": self.reads, "file_size": self.file_size}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ScanRecord | None:
-        """None when ``data`` is not a scan record of this schema (a corrupt, foreign or older entry:
-        scan again, or, replaying, not known)."""
-        if not isinstance(data, Mapping) or data.get("schema") != SCAN_SCHEMA:
+    def from_dict(cls, data: Mapping[str, Any], schemas: tuple[int, ...] = (SCAN_SCHEMA,)) -> ScanRecord | None:
+        """None when ``data`` is not a scan record of one of ``schemas`` (a corrupt, foreign or older
+        entry: scan again, or, replaying, not known)."""
+        if not isinstance(data, Mapping) or data.get("schema") not in schemas:
             return None
         try:
             return cls(
@@ -365,7 +368,7 @@ class ReplayClassifier:
     def __call__(self, file: IndexFile) -> WheelAbi:
         key = scan_key(file)
         raw = self._lookup(key)
-        record = ScanRecord.from_dict(raw) if raw is not None else None
+        record = ScanRecord.from_dict(raw, RECORDED_SCHEMAS) if raw is not None else None
         if record is not None:
             if self._record is not None:
                 self._record(key, record)
@@ -383,7 +386,7 @@ class ReplayClassifier:
         show, the wheel is not read); what the snapshot lacks is scanned live when it is being
         extended, else ``unknown`` saying why."""
         raw = self._lookup(scan_key(file))
-        record = ScanRecord.from_dict(raw) if raw is not None else None
+        record = ScanRecord.from_dict(raw, RECORDED_SCHEMAS) if raw is not None else None
         if record is not None:
             return record, None
         if self._live is not None:
@@ -406,6 +409,7 @@ __all__ = [
     "BUDGET_SHARE",
     "InspectingClassifier",
     "MAX_PARALLEL",
+    "RECORDED_SCHEMAS",
     "SCAN_SCHEMA",
     "RangeClassifier",
     "ReplayClassifier",
