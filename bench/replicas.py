@@ -132,7 +132,10 @@ def costs(seen: dict[str, list], repeat: int) -> dict[str, tuple[int, float, flo
             parse.read_with_html_parser(parse._AnchorCollector(), text)
 
     out = {
-        "METADATA": (len(seen["metadata"]), *in_turns(lambda: [parse.core_metadata_fields(r) for r in seen["metadata"]], lambda: [parse_email(r) for r in seen["metadata"]], repeat)),
+        "METADATA": (
+            len(seen["metadata"]),
+            *in_turns(lambda: [parse.core_metadata_fields(r) for r in seen["metadata"]], lambda: [parse_email(r) for r in seen["metadata"]], repeat),
+        ),
         "HTML": (len(seen["html"]), *in_turns(copy_html, library_html, repeat)),
         "hrefs": (len(seen["joins"]), *in_turns(copy_joins, library_joins, repeat)),
     }

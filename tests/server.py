@@ -155,9 +155,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return True
 
     def _resolve(self, path: str) -> Path | None:
-        root = self.server.owner.root
+        root = self.server.owner.real_root
         full = (root / path.lstrip("/")).resolve()
-        if root.resolve() not in full.parents and full != root.resolve():
+        if root not in full.parents and full != root:
             return None
         if path.endswith("/") or full.is_dir():
             if JSON_TYPE in self.headers.get("Accept", "") and (full / "index.json").is_file():
@@ -288,6 +288,7 @@ class IndexServer:
 
     def __init__(self, root: Path, latency: float = 0.0) -> None:
         self.root = Path(root)
+        self.real_root = self.root.resolve()  # once: each request's path is resolved below it
         self.latency = latency
         self.faults: dict[str, list[Fault]] = {}
         self.log: list[tuple[str, str, dict[str, str]]] = []

@@ -9,7 +9,6 @@ raises.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 from functools import cache
 
@@ -28,6 +27,8 @@ def demangle(name: str) -> str:
 @cache
 def _runtime() -> Callable[[str], str | None] | None:
     """The runtime's ``__cxa_demangle`` (and the C library's ``free``) as a function; None without one."""
+    import ctypes  # here: a resolve that names no symbol does not load it
+
     for library in RUNTIMES:
         try:
             cxa = ctypes.CDLL(library).__cxa_demangle
@@ -43,6 +44,8 @@ def _runtime() -> Callable[[str], str | None] | None:
 
 
 def _caller(cxa: Callable[..., int | None], free: Callable[[int], None]) -> Callable[[str], str | None]:
+    import ctypes
+
     def call(name: str) -> str | None:
         status = ctypes.c_int(0)
         out = cxa(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
