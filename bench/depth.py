@@ -1,6 +1,6 @@
 """The depth of a cold resolve's critical path, in round trips, against the world's floor.
 
-    python bench/depth.py [--world wide] [--repeat 3] [--latencies 100,200]
+    python bench/depth.py [--world wide] [--repeat 3] [--latencies 400,800] [--sides ours,uv]
 
 Serves one world of ``run.py`` (``tests/server.py``) at each latency and runs ours and
 ``uv pip compile`` (the answer given) in turns on empty caches. Between two latencies where the
@@ -72,9 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", choices=WORLDS, default="wide")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--latencies", default="100,200", help="two latencies in ms (default 100,200)")
+    ap.add_argument("--latencies", default="400,800", help="two latencies in ms (default 400,800: high enough to hide our CPU on a loaded 2-core machine)")
+    ap.add_argument("--sides", default="ours,uv", help="ours, uv or both (default)")
     args = ap.parse_args(argv)
     low, high = (float(x) / 1000 for x in args.latencies.split(","))
+    sides = [s.strip() for s in args.sides.split(",") if s.strip() in ("ours", "uv")]
     tmp = Path(tempfile.mkdtemp(prefix="rgs-depth-"))
     exe = _find_uv()
     try:
@@ -86,12 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             for latency in (low, high):
                 srv.latency = latency
                 for i in range(args.repeat):
-                    for side in ("ours", "uv"):
+                    for side in sides:
                         cache = tmp / f"cache-{side}-{latency}-{i}"
                         wall = ours(srv, story, cache) if side == "ours" else uv(srv, story, cache, tmp / f"uv-{latency}-{i}", exe)
                         walls.setdefault((side, latency), []).append(wall)
         print(f"{args.world} world: floor {floor} round trips ({floor // 2} levels, a page and a METADATA read each)")
-        for side in ("ours", "uv"):
+        for side in sides:
             a, b = statistics.median(walls[(side, low)]), statistics.median(walls[(side, high)])
             print(f"  {side}: {a:.3f} s at {low * 1000:.0f} ms, {b:.3f} s at {high * 1000:.0f} ms: depth {(b - a) / (high - low):.1f} round trips")
     finally:

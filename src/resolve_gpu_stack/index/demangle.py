@@ -2,15 +2,14 @@
 libstdc++ (or libc++) through ``ctypes``: ``_ZN3c106detail14torchCheckFailEPKcS2_j...`` ->
 ``c10::detail::torchCheckFail(char const*, char const*, unsigned int, ...)``.
 
-Loaded at the first name (a message naming symbols: ~7 ms, never on a resolve's hot path). Without
-a C++ runtime, or for a name it cannot read, ``demangle`` gives the name back unchanged; it never
-raises.
+Loaded for each name (a message names at most three; the first load ~7 ms, never on a resolve's hot
+path; no module-level memo: ``tests/test_state.py``). Without a C++ runtime, or for a name it cannot
+read, ``demangle`` gives the name back unchanged; it never raises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 
 MAX_INPUT = 16 * 2**10  # longer names are given back as they are
 RUNTIMES = ("libstdc++.so.6", "libc++.so.1", "libc++abi.dylib", "libc++.1.dylib")
@@ -18,13 +17,12 @@ RUNTIMES = ("libstdc++.so.6", "libc++.so.1", "libc++abi.dylib", "libc++.1.dylib"
 
 def demangle(name: str) -> str:
     """``name`` demangled, or ``name`` itself when it is not a mangled C++ name the runtime reads."""
-    runtime = _runtime()
-    if runtime is None or not name.startswith("_Z") or len(name) > MAX_INPUT or "\x00" in name:
+    if not name.startswith("_Z") or len(name) > MAX_INPUT or "\x00" in name:
         return name
-    return runtime(name) or name
+    runtime = _runtime()
+    return (runtime(name) if runtime is not None else None) or name
 
 
-@cache
 def _runtime() -> Callable[[str], str | None] | None:
     """The runtime's ``__cxa_demangle`` (and the C library's ``free``) as a function; None without one."""
     import ctypes  # here: a resolve that names no symbol does not load it
