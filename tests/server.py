@@ -1,5 +1,8 @@
 """A real HTTP server on 127.0.0.1 for tests: serves a directory tree, with scripted faults.
 
+Fair to every client, so benchmarks can time through it: a listen backlog of 1024, HTTP/1.1
+keep-alive, ``TCP_NODELAY`` on every accepted socket, and a plain answer written in one write.
+
 - GET/HEAD of files, ``Range: bytes=a-b`` and ``bytes=-n`` (206), ETag + Last-Modified, 304 on
   ``If-None-Match`` / ``If-Modified-Since``.
 - A directory path ending in "/" serves its ``index.html`` (or ``index.json`` when the client
