@@ -1,6 +1,7 @@
 """Instructions, not seconds: a cold resolve of one world counted by callgrind, ours and uv's.
 
     python bench/instructions.py [--world wide|small|large]
+    python bench/instructions.py --trees A B [--world ...]   # two trees' resolves instead (ab.py's A and B)
 
 On a shared machine wall and CPU time move with the load; the instructions a run executes move by
 about 1%. Serves the world (``tests/server.py``, 0 ms), runs ``valgrind --tool=callgrind`` on our
@@ -24,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from ab import command, source_dir  # noqa: E402
 from benchworld import WORLDS, build_named  # noqa: E402
 from run import PROC_ENV, _find_uv, cli_command, resolve_words, uv_command  # noqa: E402
 from server import IndexServer  # noqa: E402
@@ -43,6 +45,7 @@ def counted(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> int
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", choices=WORLDS, default="wide")
+    ap.add_argument("--trees", nargs=2, metavar=("A", "B"), help="count our resolve from two trees (revisions or src directories) instead of ours and uv's")
     args = ap.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed")
@@ -52,6 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, **PROC_ENV, PYTHONPYCACHEPREFIX=str(tmp / "pycache"))
         with IndexServer(tmp / "www") as srv:
             story.world.write(srv.url)
+            if args.trees:
+                counts = []
+                for i, spec in enumerate(args.trees):
+                    src = source_dir(spec, tmp)
+                    subprocess.run(command(src, srv.url, story, tmp / f"warmup-{i}"), env=env, capture_output=True, check=True)
+                    counts.append(counted(command(src, srv.url, story, tmp / f"cache-{i}"), env))
+                print(f"{args.world} world, cold, 0 ms: A {counts[0] / 1e9:.3f} G instructions, B {counts[1] / 1e9:.3f} G: B / A {counts[1] / counts[0]:.3f}")
+                return 0
             indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
             ours_cmd = [*cli_command(), *resolve_words(story, indexes, tmp / "cache-warmup")]
             subprocess.run(ours_cmd, env=env, capture_output=True, check=True)  # compiles the bytecode once
@@ -63,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             uv = counted(uv_command(_find_uv(), srv.url, work), uv_env, cwd=work)
         print(f"{args.world} world, cold, 0 ms: ours {ours / 1e9:.2f} G instructions, uv {uv / 1e9:.2f} G: {ours / uv:.2f}x")
     finally:
+        for tree in tmp.glob("tree-*"):  # revisions ab.source_dir checked out
+            subprocess.run(["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(tree)], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
