@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchworld import CUDA, Story, build_named, build_story  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
 from server import IndexServer  # noqa: E402
+from static_server import nginx_available  # noqa: E402
 
 PY = sys.executable
 TARGET = ("3.12", "x86_64-manylinux_2_28")
@@ -752,7 +753,9 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"{name} world: {len(world.world.pages)} pages, {bench.results[f'{name}_world']['rows']} rows")
                     bench.cold_and_uv(srv, world, name)
                 ran.append(name)
-        if want("nginx"):  # the 0 ms figures again, served by nginx instead of Python
+        if want("nginx") and not (nginx_available() or "nginx" in only):
+            say("nginx is not installed: the nginx group is skipped (apt-get install nginx-light)")
+        elif want("nginx"):  # the 0 ms figures again, served by nginx instead of Python
             for name in ("small", "wide"):
                 world = build_named(name, tmp / f"www-nginx-{name}")
                 with NginxServer(tmp / f"www-nginx-{name}", tmp / f"nginx-{name}") as ngx:
