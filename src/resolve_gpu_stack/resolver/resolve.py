@@ -27,7 +27,7 @@ from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
 from ..rules.versions import describe_versions, torch_series
-from . import builds, framework, rounds
+from . import builds, framework
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
@@ -100,7 +100,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
 
 def _run_resolvelib(provider: StackProvider, requirements: list[Req], factory: CandidateFactory) -> Result[Req, Cand, Key]:
     try:
-        return rounds.resolve(provider, requirements, max_rounds=5000)
+        return provider.resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
         raise _explain_impossible(exc, factory) from None
     except ResolutionTooDeep as exc:

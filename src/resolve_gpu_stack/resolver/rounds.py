@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from resolvelib import BaseReporter, Resolver
+from resolvelib import AbstractProvider, BaseReporter, Resolver
 from resolvelib.resolvers import Result
 
-from .provider import StackProvider
 from .requirement import Cand, Key, Req
+
+Provider = AbstractProvider[Req, Cand, Key]  # the StackProvider (provider.py calls this module)
 
 try:
     from resolvelib.resolvers import resolution as _resolution
@@ -31,7 +32,7 @@ except (ImportError, AttributeError):  # another resolvelib layout: its own Reso
     _BASE = None
 
 
-def resolve(provider: StackProvider, requirements: Iterable[Req], *, max_rounds: int) -> Result[Req, Cand, Key]:
+def resolve(provider: Provider, requirements: Iterable[Req], *, max_rounds: int) -> Result[Req, Cand, Key]:
     """``Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=...)``, with each
     (criterion, pin) question answered once."""
     if _BASE is None:
@@ -44,7 +45,7 @@ def resolve(provider: StackProvider, requirements: Iterable[Req], *, max_rounds:
 if _BASE is not None:
 
     class _Resolution(_BASE):  # type: ignore[misc,unused-ignore]  # a subclass of Any under --strict
-        def __init__(self, provider: StackProvider, reporter: BaseReporter[Req, Cand, Key]) -> None:
+        def __init__(self, provider: Provider, reporter: BaseReporter[Req, Cand, Key]) -> None:
             super().__init__(provider, reporter)
             self._pin_answers: dict[tuple[int, int], tuple[bool, object, object]] = {}
 
