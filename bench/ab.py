@@ -1,6 +1,6 @@
 """Two trees, the same cold (or warm) resolve, run in turns: which one is faster, on a noisy machine.
 
-    python bench/ab.py A B [--runs 25] [--latency MS] [--warm] [--world large|small|wide]
+    python bench/ab.py A B [--runs 25] [--latency MS] [--warm] [--world large|small|wide] [--nginx]
 
 A and B are git revisions of this repository (each checked out with ``git worktree`` under a
 temporary directory) or paths to a ``src`` directory. Both run under this interpreter, so with the
@@ -8,6 +8,8 @@ same httpx, packaging and resolvelib, each from its own tree (``sys.path``) and 
 ``indexes/``, byte-compiled once before the first measured run. One world of ``run.py`` (story 1
 on large pages, the default; on small pages; or the 215-package closure) is served once; the runs alternate A, B, A, B, ..., each a fresh CLI process on an empty cache
 (``--warm``: on a cache its tree filled first), so a slow minute of the machine costs both sides.
+The server is ``tests/server.py`` (backlog 1024, HTTP/1.1 keep-alive, ``TCP_NODELAY``), or with
+``--nginx`` (0 ms only) nginx serving the same world (``fairserver.py``).
 
 On the project's 2-core VM one run of a cold resolve varies by +-10% from minute to minute: two
 ``run.py`` runs can disagree by more than a change is worth. 25 pairs in turns show a 5% change.
@@ -30,6 +32,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
+from fairserver import NginxServer  # noqa: E402
 from run import PROC_ENV, PY, Proc, resolve_words, run_measured  # noqa: E402
 from server import IndexServer  # noqa: E402
 
@@ -76,13 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.0, help="milliseconds the server waits before each answer (default 0)")
     ap.add_argument("--warm", action="store_true", help="measure on a cache each side filled first")
     ap.add_argument("--world", choices=WORLDS, default="large", help="story 1 on large pages (default), on small pages, or the 215-package closure")
+    ap.add_argument("--nginx", action="store_true", help="serve the world with nginx (0 ms only) instead of tests/server.py")
     args = ap.parse_args(argv)
+    if args.nginx and args.latency:
+        ap.error("--nginx serves without added latency")
     tmp = Path(tempfile.mkdtemp(prefix="rgs-ab-"))
     PROC_ENV["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")  # bytecode written once, outside the trees
     sides = {"A": source_dir(args.a, tmp), "B": source_dir(args.b, tmp)}
     try:
         story = build_named(args.world, tmp / "www")
-        with IndexServer(tmp / "www", latency=args.latency / 1000) as srv:
+        server = NginxServer(tmp / "www", tmp / "nginx") if args.nginx else IndexServer(tmp / "www", latency=args.latency / 1000)
+        with server as srv:
             story.world.write(srv.url)
             for name, src in sides.items():  # compiles each tree; fills the cache --warm measures on
                 measure(src, srv.url, story, tmp / f"cache-{name}", warm=False)
@@ -91,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name, src in sides.items():
                     runs[name].append(measure(src, srv.url, story, tmp / f"cache-{name}", warm=args.warm))
         kind = "warm" if args.warm else "cold"
-        print(f"{kind} resolve, {args.world} world, at {args.latency:g} ms, {args.runs} runs each, in turns")
+        served = "nginx" if args.nginx else "tests/server.py"
+        print(f"{kind} resolve, {args.world} world, at {args.latency:g} ms ({served}), {args.runs} runs each, in turns")
         for name, src in sides.items():
             spec = args.a if name == "A" else args.b
             walls, cpus = [p.wall for p in runs[name]], [p.cpu for p in runs[name]]

@@ -1,5 +1,8 @@
 """A real HTTP server on 127.0.0.1 for tests: serves a directory tree, with scripted faults.
 
+Fair to every client, so benchmarks can time through it: a listen backlog of 1024, HTTP/1.1
+keep-alive, ``TCP_NODELAY`` on every accepted socket, and a plain answer written in one write.
+
 - GET/HEAD of files, ``Range: bytes=a-b`` and ``bytes=-n`` (206), ETag + Last-Modified, 304 on
   ``If-None-Match`` / ``If-Modified-Since``.
 - A directory path ending in "/" serves its ``index.html`` (or ``index.json`` when the client
@@ -52,8 +55,8 @@ class Fault:
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms ACK stalls
+    protocol_version = "HTTP/1.1"  # keep-alive
+    disable_nagle_algorithm = True  # TCP_NODELAY on every accepted socket: no 40 ms delayed-ACK stalls
     server: _Server
 
     def log_message(self, fmt: str, *args: object) -> None:  # quiet
@@ -155,9 +158,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return True
 
     def _resolve(self, path: str) -> Path | None:
-        root = self.server.owner.root
+        root = self.server.owner.real_root
         full = (root / path.lstrip("/")).resolve()
-        if root.resolve() not in full.parents and full != root.resolve():
+        if root not in full.parents and full != root:
             return None
         if path.endswith("/") or full.is_dir():
             if JSON_TYPE in self.headers.get("Accept", "") and (full / "index.json").is_file():
@@ -186,9 +189,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
         else:
             self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if head:
+        if head or (fault is None and not self.server.owner.rate):
+            self._send_at_once(b"" if head else body)
             return
+        self.end_headers()
         if fault and (fault.chunked or fault.trickle is not None):
             self._send_slowly(body, fault)
             return
@@ -211,6 +215,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._paced(body)
             else:
                 self.wfile.write(body)
+        except OSError:
+            return
+        with self.server.owner.lock:
+            self.server.owner.sent += len(body)
+
+    def _send_at_once(self, body: bytes) -> None:
+        """The status line, headers and body in one write (one send for what fits a segment)."""
+        self._headers_buffer.append(b"\r\n")
+        raw = b"".join(self._headers_buffer) + body
+        self._headers_buffer = []
+        try:
+            self.wfile.write(raw)
         except OSError:
             return
         with self.server.owner.lock:
@@ -260,7 +276,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
-    request_queue_size = 128  # the default 5 drops bursts of connects (a 1 s SYN retry each)
+    request_queue_size = 1024  # listen backlog; the default 5 drops bursts of connects (a 1-3 s SYN retry each)
     owner: IndexServer
 
     def handle_error(self, request: object, client_address: object) -> None:
@@ -275,6 +291,7 @@ class IndexServer:
 
     def __init__(self, root: Path, latency: float = 0.0) -> None:
         self.root = Path(root)
+        self.real_root = self.root.resolve()  # once: each request's path is resolved below it
         self.latency = latency
         self.faults: dict[str, list[Fault]] = {}
         self.log: list[tuple[str, str, dict[str, str]]] = []

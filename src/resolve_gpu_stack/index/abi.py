@@ -5,7 +5,7 @@
 ``aoti_torch_*``/``torch_*``: the **stable** ABI), C++ symbols of torch's namespaces (``c10::``,
 ``at::``, ``torch::``, ``caffe2::`` and their typeinfo/vtables) and ``THP*`` Python bindings (both
 **version-locked**). ``member_abi`` is one torch-linked member's ``MemberAbi``: that split, and the
-torch series a per-torch build member is for (from its name). ``demangle`` (``demangle.py``) writes a mangled name as ``c++filt`` does, for messages.
+torch series a per-torch build member is for (from its name). ``demangle`` (``demangle.py``: the C++ runtime's ``__cxa_demangle``) writes a mangled name readably, for messages.
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ from typing import NamedTuple
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName
 from resolvelib import AbstractProvider
+from resolvelib.resolvers import Result
 from resolvelib.structs import RequirementInformation
 
 from ..model.request import TORCH
+from . import rounds
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
 from .prefetch import Prefetcher
@@ -84,6 +86,11 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         # (id(requirement), id(candidate)) -> satisfied; ``_held`` keeps both alive (their ids unique)
         self._satisfied: dict[tuple[int, int], bool] = {}
         self._held: list[tuple[Req, Cand]] = []
+
+    def resolve(self, requirements: Iterable[Req], *, max_rounds: int) -> Result[Req, Cand, Key]:
+        """resolvelib over this provider, its per-round question answered once per criterion and
+        pin (``rounds``)."""
+        return rounds.resolve(self, requirements, max_rounds=max_rounds)
 
     def identify(self, requirement_or_candidate: Req | Cand) -> Key:
         return requirement_or_candidate.key

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
-from resolvelib import BaseReporter, Resolver
 from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 
 from ..data.definitions import Definitions, RouteContext
@@ -110,7 +109,7 @@ def _run_resolvelib(
     provider: StackProvider, requirements: list[Req], factory: CandidateFactory, flashinfer: FlashInferSelection | None = None
 ) -> Result[Req, Cand, Key]:
     try:
-        return Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=5000)
+        return provider.resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
         raise _explain_impossible(exc, factory, flashinfer) from None
     except ResolutionTooDeep as exc:
