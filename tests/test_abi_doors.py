@@ -36,6 +36,7 @@ from wheels import build_wheel
 from world import _Entry
 
 from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.net.classify import SCAN_SCHEMA
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -186,7 +187,7 @@ def test_a_snapshot_records_scans_and_exports_and_replays_the_same_verdicts_offl
     assert code == 0, err
     live = plan_verdicts(json.loads(out))
     manifest = json.loads((snap / "manifest.json").read_text())
-    assert manifest["exports"] and all(v["schema"] == 2 for v in manifest["scans"].values())
+    assert manifest["exports"] and all(v["schema"] == SCAN_SCHEMA for v in manifest["scans"].values())
     before = len(srv.log)
     code, out, err = cli(capsys, "resolve", "--snapshot", str(snap), *flags)
     assert code == 0, err
