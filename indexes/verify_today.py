@@ -7,10 +7,12 @@ by range requests and judges them against PyPI's torch 2.15.0 (declared: no +cuN
 13.2, ``--cuda cu132``). Each verdict is checked against the members' own symbols as the scan read
 them (stable: no member imports a C++ symbol of torch and some import the C shim; locked: some
 do; CUDA majors: the libcudart each deciding member needs), and the data rows against the newest
-releases: ``[abi] cuda-build-members`` must name torch-memory-saver's twins, and the expected kind
-(today.md) must be what the wheel's symbols say. A version-locked wheel runs only on a torch
-exporting every C++ import: where torch 2.15.0's exports cannot be read here (its wheel lives on the
-PyTorch index), its verdict is counted as unverified, not as agreeing.
+releases: ``[abi] cuda-build-members`` must name torch-memory-saver's twins, the expected kind
+(today.md) must be what the wheel's symbols say, and the torch family's PyPI releases must match no
+coupling row (they are judged by their scans: components.toml). A version-locked wheel runs only on
+a torch exporting every C++ import: torch 2.15.0's exports are read from its own wheel on PyPI
+(routing.toml ``kept``); where they cannot be read, the verdict is counted as unverified, not as
+agreeing.
 
     .venv/bin/python indexes/verify_today.py [--pypi URL] [--pytorch URL] [--json FILE]
 
@@ -35,6 +37,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from packaging.version import Version  # noqa: E402
+
 from resolve_gpu_stack.cli.app import main as cli  # noqa: E402
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.data.definitions import load_definitions  # noqa: E402
@@ -52,6 +56,7 @@ class Row:
     kind: str | None  # stable | locked | None (links no torch) | "any" (its kind is not what is checked)
     runs: bool  # on PyPI's torch 2.15.0 (CUDA 13.2), by today.md
     twins: bool = False  # members per CUDA major (cuda-build-members must name them)
+    family: bool = False  # a torch-family release on PyPI: no coupling row may claim it
 
 
 ROWS = (
@@ -61,6 +66,11 @@ ROWS = (
     Row("sgl-deep-ep", "0.1.2.post1", "locked", runs=True),  # 49 C++ imports, none missing
     Row("torch-memory-saver", "0.0.10", "any", runs=True, twins=True),  # CUDA-only twins; loads the _cu13 one
     Row("xformers", "0.0.35", "stable", runs=False),  # shim-only, CUDA 12 only
+    # the torch family's PyPI releases: C-shim only, torch>= floors (no coupling row: their scan decides)
+    Row("torchvision", "0.29.2", "stable", runs=True, family=True),
+    Row("torchaudio", "2.11.1", "stable", runs=True, family=True),
+    Row("torchcodec", "0.17.0", "stable", runs=True, family=True),
+    Row("torchao", "0.18.0", "any", runs=True, family=True),
 )
 
 
@@ -99,6 +109,8 @@ def check(row: Row, report: Mapping[str, Any], twins_named: bool) -> tuple[str, 
         return "disagree", f"verdict {verdict.get('abi')}, symbols say {said}"
     if row.twins and not twins_named:
         return "disagree", "cuda-build-members does not name its twins"
+    if row.family and (rule := load_definitions().coupling_rule(row.name, Version(row.version))) is not None:
+        return "disagree", f"a coupling row claims it ({rule[0].value}: {rule[1]}); its scan must decide"
     refusal = verdict.get("refusal") or ""
     if said == "locked" and "could not be read" in refusal:
         return "unverified", "locked: torch 2.15.0's exports could not be read here"

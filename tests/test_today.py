@@ -116,15 +116,21 @@ def test_another_cuda_than_the_pins_is_refused_naming_the_pin(today, capsys, tmp
     assert "built for cu132" in err and "cuda-toolkit[cublas,cudart]==13.2.2" in err, err
 
 
-def test_a_declared_torch_without_label_asks_for_cuda_naming_why(today, capsys, tmp_path) -> None:
+def test_a_declared_torch_without_label_is_known_from_its_release_on_pypi_else_asks_for_cuda(today, capsys, tmp_path) -> None:
+    """``--installed torch==2.15.0`` (no label, no --cuda): its CUDA comes from the METADATA of its
+    own wheel on PyPI's torch page (its cuda-toolkit==13.2.2 pin: cu132), and the kept torch is that
+    release, never the index's labelled twin. A release PyPI does not have asks for --cuda, saying why."""
     world, srv, _, _ = today
     declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
-    code, out, err = cli(capsys, "resolve", *declared, *flags(world, srv, tmp_path))
-    assert code == 2 and "no +cuNNN label" in err and "--cuda" in err, err
-    code, out, err = cli(capsys, "resolve", *declared, "--cuda", "cu132", "--torch", "installed", *flags(world, srv, tmp_path), "--format", "json")
-    assert code == 0, err
-    assert_kept_cu132(json.loads(out))
-    # where its METADATA can be read (PyPI's torch page as a flat mirror of the PyTorch index), it says cu132
+    for extra in ([], ["--torch", "installed"], ["--cuda", "cu132", "--torch", "installed"]):
+        code, out, err = cli(capsys, "resolve", *declared, *extra, *flags(world, srv, tmp_path), "--format", "json")
+        assert code == 0, (extra, err)
+        assert_kept_cu132(json.loads(out))
+    missing = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.15.1"]
+    code, out, err = cli(capsys, "resolve", *missing, *flags(world, srv, tmp_path))
+    assert code == 2 and out == ""
+    assert "no +cuNNN label" in err and "PyPI's torch page has no wheel of that release" in err and "--cuda" in err, err
+    # where the PyTorch index is mirrored flat from such a page, it says cu132 the same way
     urls = {**world.index_urls(srv.url), "pytorch": f"flat:{srv.url}pypi-torch/"}
     mirror = [*(w for n, u in urls.items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c2")]
     code, out, err = cli(capsys, "resolve", *declared, "--torch", "installed", *mirror, "--format", "json")
@@ -252,17 +258,21 @@ def test_a_newest_release_that_cannot_run_fails_naming_it_never_the_old_one_unas
     assert rows(json.loads(out))["oldfw"]["version"] == "1.0"
 
 
-def test_a_declared_pypi_torch_reads_its_exports_from_its_labelled_twin(today, capsys, tmp_path) -> None:
+@pytest.mark.parametrize("pytorch_index", ["whl/", "nowhere/"])
+def test_a_declared_pypi_torch_reads_its_exports_from_its_own_wheel(today, capsys, tmp_path, pytorch_index) -> None:
     """A declared target has no torch on disk: the C++ imports of sglang are checked against the
-    exports of the PyTorch index's 2.15.0+cu132, the same build as PyPI's 2.15.0, which stays kept."""
+    exports of PyPI's 2.15.0 wheel itself (routing.toml ``kept``), also where the PyTorch index has
+    no torch page at all (``nowhere/``: its labelled twin cannot stand in); torch stays kept."""
     world, srv, _, _ = today
-    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}", "--cuda", "cu132", "--torch", "installed"]
-    code, out, err = cli(capsys, "resolve", *declared, "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json")
+    urls = {**world.index_urls(srv.url), "pytorch": srv.url + pytorch_index}
+    index = [*(w for n, u in urls.items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c")]
+    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}", "--torch", "installed"]
+    code, out, err = cli(capsys, "resolve", *declared, "--with", "sglang", "--no-jit-cache", *index, "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
-    assert_kept_cu132(plan)
+    assert plan["target"]["cuda"] == "cu132" and rows(plan)["torch"]["action"] == "keep"
     assert rows(plan)["sglang-kernel"]["abi"]["refusal"] is None and "exported by torch 2.15.0" in rows(plan)["sglang-kernel"]["abi"]["note"]
-    code, out, err = cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared[:8], *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared[:6], *index, "--format", "json")
     assert code == 0 and json.loads(out)["verdict"]["runs"] is True, (out, err)
 
 
@@ -310,9 +320,10 @@ def test_twins_per_cuda_major_are_builds_the_one_for_torchs_major_decides(kind: 
 
 
 def test_verify_today_checks_each_verdict_against_the_symbols(today, capsys) -> None:
-    """The truth script on a PyPI of today's shape: the kept torch's exports are read from the
-    PyTorch index's 2.15.0+cu132, so every version-locked verdict is verified; each kind and
-    verdict agrees with what the members import, and the twins are named by the data."""
+    """The truth script on a PyPI of today's shape: the kept torch's exports are read from PyPI's
+    own 2.15.0 wheel, so every version-locked verdict is verified; each kind and verdict agrees
+    with what the members import, the twins are named by the data, and no coupling row claims the
+    family's PyPI releases."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("verify_today", Path(__file__).resolve().parents[1] / "indexes" / "verify_today.py")
@@ -324,7 +335,7 @@ def test_verify_today_checks_each_verdict_against_the_symbols(today, capsys) -> 
     urls = world.index_urls(srv.url)
     assert module.main(["--pypi", urls["pypi"], "--pytorch", urls["pytorch"], "--python", f"{sys.version_info.major}.{sys.version_info.minor}"]) == 0
     out = capsys.readouterr().out
-    assert "verdicts agreeing with the wheels' symbols: 6/6 (0 unverified)" in out, out
+    assert "verdicts agreeing with the wheels' symbols: 10/10 (0 unverified)" in out, out
     assert "agree      xformers 0.0.35: needs CUDA 12" in out
 
 

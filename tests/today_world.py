@@ -3,8 +3,9 @@
 - torch 2.15.0 as PyPI serves it: dist-info version ``2.15.0`` (no ``+cuNNN``), METADATA pinning
   ``cuda-toolkit[cublas,cudart]==13.2.2``, ``torch/version.py`` saying ``cuda = '13.2'``, and real
   stub libraries (``abi_world``) exporting the C++ symbols and C-shim functions the compiled wheels
-  below import. It is on a PyPI-style page of its own (``pypi-torch/``) for a venv to install it
-  from; the PyTorch index's ``cu132`` page has the labelled build ``2.15.0+cu132`` beside it.
+  below import. It is on PyPI's torch page (where a declared kept torch is known from: routing.toml
+  ``kept``) and on a page of its own (``pypi-torch/``) for a venv to install it from; the PyTorch
+  index's ``cu132`` page has the labelled build ``2.15.0+cu132`` beside it.
 - FlashInfer 0.6.5 (python, cubin on PyPI; jit-cache for cu128, cu129, cu130 on FlashInfer's index).
 - sglang 0.5.23 pinning ``torch==2.14.1`` and ``sglang-kernel==0.4.10``, both shipping a ``.so``
   whose C++ imports the kept torch exports (version-locked, runs); sglang 0.5.2 without pins.
@@ -14,6 +15,8 @@
 - oldfw 2.0 pinning ``torch==2.14.1`` with a ``.so`` importing a C++ symbol the kept torch does not
   export (cannot run), and oldfw 1.0, pure Python without pins (could): a framework whose newest
   release is refused.
+- torchvision 0.29.2, torchaudio 2.11.1, torchcodec 0.17.0, torchao 0.18.0 as PyPI has them:
+  ``py3-none`` wheels whose ``.so`` import only the C shim, with ``torch>=`` floors.
 - uses-dep 1.0 requiring kernel-dep, whose newest 2.0+cu13torch2.16 is a build for torch 2.16: the
   dependency is walked back to 1.0, and the plan says past what and why.
 
@@ -55,7 +58,8 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
     tag = f"{PY}-{PY}-{X86}"
     # PyPI's torch, where a user's `pip install torch` gets it (the tool never installs from here)
     wheel = build_wheel(w.root / "pypi-files", "torch", TORCH, tag, TORCH_REQUIRES, requires_python=">=3.10", files=files)
-    w._add("pypi-torch/torch/", "pypi", _Entry(wheel, "pypi-files/" + wheel.filename, sidecar=False, upload_time="2026-10-28T00:00:00Z"))
+    for page in ("pypi-torch/torch/", "simple/torch/"):  # (a page of its own for pip; PyPI's torch page)
+        w._add(page, "pypi", _Entry(wheel, "pypi-files/" + wheel.filename, sidecar=False, upload_time="2026-10-28T00:00:00Z"))
     # the PyTorch index's stable cu132 page: the same release with its label
     w.pytorch("torch", f"{TORCH}+cu132", tag=tag, channel="stable", variant="cu132", requires=TORCH_REQUIRES[1:], requires_python=">=3.10", files=files)
     w.pypi("cuda-toolkit", "13.2.2", requires=["nvidia-cuda-runtime==13.2.51; extra == 'cudart'", "nvidia-cublas==13.2.0.9; extra == 'cublas'"])
@@ -80,6 +84,11 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
     pypi_native(
         w, "xformers", "0.0.35", "py39-none-manylinux_2_28_x86_64", {"xformers/__init__.py": b"", "xformers/_C.so": objects["stable12.so"]}, ["torch>=2.10"]
     )
+    # the torch family's PyPI releases: C-shim only, torch>= floors (their scans judge them)
+    for name, version, floor in (("torchvision", "0.29.2", "2.14.0"), ("torchaudio", "2.11.1", "2.11"), ("torchcodec", "0.17.0", "2.9"), ("torchao", "0.18.0", "2.9")):
+        module = name.replace("-", "_")
+        files = {f"{module}/__init__.py": b"", f"{module}/_stable.so": objects["stable.so"]}
+        pypi_native(w, name, version, "py3-none-manylinux_2_28_x86_64", files, [f"torch>={floor}"])
     # a dependency whose newest release is a build for another torch series (its label says so)
     w.pypi("kernel-dep", "2.0+cu13torch2.16", tag=f"{PY}-{PY}-{X86}")
     w.pypi("kernel-dep", "1.0")

@@ -134,29 +134,16 @@ class ResolveParts:
         return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
 
     def _torch_file(self, target: Target, torch: Version, label: CudaLabel | None) -> IndexFile | None:
-        """The installed torch's wheel on the PyTorch index (a declared target reads its exports there)."""
+        """The installed torch's own wheel (a declared target reads its exports there)."""
         from ..data.definitions import RouteContext
-        from ..errors import ResolveGpuStackError
         from ..model.request import TorchChoice
+        from ..resolver.torch_pins import kept_torch_wheel
         from ..rules.fit import TargetFit
 
         if target.interpreter is not None:
             return None
         ctx = RouteContext(torch_channel=TorchChoice.parse("installed").for_installed(torch).channel, cuda=str(label) if label else None)
-        try:
-            offers, _ = self.finder.offers("torch", ctx)
-        except ResolveGpuStackError:
-            return None
-        fit = TargetFit(target)
-        twin = torch.local is None and label is not None  # a torch from PyPI: its labelled twin on the index is the same build
-        return next(
-            (
-                o.file
-                for o in offers
-                if (o.file.version == torch or twin and o.file.version.public == torch.public and o.file.version.local == str(label)) and fit(o.file) is None
-            ),
-            None,
-        )
+        return kept_torch_wheel(self.finder, ctx, TargetFit(target), torch, label)
 
     def close(self) -> None:
         if self.owns_source:

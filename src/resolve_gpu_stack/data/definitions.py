@@ -20,7 +20,7 @@ from packaging.version import Version
 from ..errors import IndexDefinitionError, UsageError
 from ..model import Coupling, CudaLabel
 from ..model.canonical import digest
-from ..model.channel import FLASHINFER_CHANNEL_NAMES
+from ..model.channel import FLASHINFER_CHANNEL_NAMES, TORCH_ORIGINS
 from ..urls import normalize_base_url, redact_url, strip_userinfo
 from .rules import (
     CHANNEL_TABLES,
@@ -106,9 +106,15 @@ class Definitions:
         return self.gpus.table()
 
     # -- routing ---------------------------------------------------------------------------
-    def routes_for(self, name: str, ctx: RouteContext) -> list[Route]:
+    def routes_for(self, name: str, ctx: RouteContext, *, kept: bool = False) -> list[Route]:
+        """The routes that own ``name`` under ``ctx`` (``kept``: instead the routes where a kept
+        release of it is read, never for a candidate: routing.toml ``kept = true``)."""
         name = canonicalize_name(name)
-        applicable = [r for r in self.routes if r.flashinfer_channel in (None, ctx.flashinfer_channel)]
+        if kept:
+            return [r for r in self.routes if r.kept and _claims(r, name)]
+        applicable = [
+            r for r in self.routes if not r.kept and r.flashinfer_channel in (None, ctx.flashinfer_channel) and r.torch_from in (None, ctx.torch_from)
+        ]
         explicit = [r for r in applicable if _claims(r, name)]
         own = [r for r in explicit if r.index.startswith(PACKAGE_INDEX_PREFIX)]
         if own:  # an index the user configured for this package owns it alone
@@ -116,7 +122,7 @@ class Definitions:
         if explicit:
             return explicit
         # A name that some route claims on another channel is not handed to the wildcard.
-        if any(_claims(r, name) for r in self.routes):
+        if any(_claims(r, name) for r in self.routes if not r.kept):
             return []
         return [r for r in applicable if r.is_wildcard]
 
@@ -127,11 +133,12 @@ class Definitions:
                 return route.index
         return None
 
-    def pages_for(self, name: str, ctx: RouteContext) -> list[PageLocation]:
-        """Every page to read for ``name`` under ``ctx``, in route order."""
+    def pages_for(self, name: str, ctx: RouteContext, *, kept: bool = False) -> list[PageLocation]:
+        """Every page to read for ``name`` under ``ctx``, in route order (``kept``: the pages of
+        its ``kept`` routes, see ``routes_for``)."""
         name = canonicalize_name(name)
         out: list[PageLocation] = []
-        for route in self.routes_for(name, ctx):
+        for route in self.routes_for(name, ctx, kept=kept):
             index = self.indexes[route.index]
             page = route.page
             if index.layout is not None:
@@ -262,7 +269,7 @@ def _claims(route: Route, name: str) -> bool:
 # -- loading indexes/*.toml -------------------------------------------------------------------
 
 INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
-ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy")
+ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy", "kept")
 COUPLING_KEYS = ("packages", "coupling", "why", "versions", "local")
 ABI_KEYS = (
     "stable-since",
@@ -355,17 +362,22 @@ def _route(r: TomlReader, raw: Mapping[str, Any], where: str, indexes: Mapping[s
     if unknown:
         raise r.fail(where, f"page {page!r} uses unknown variable {{{unknown[0]}}}", hint=f"known: {', '.join(TEMPLATE_VARIABLES)}")
     when = r.get(raw, "when", dict, where) or {}
-    r.unknown_keys(when, ("flashinfer",), f"{where} when")
+    r.unknown_keys(when, ("flashinfer", "torch"), f"{where} when")
     channel = r.get(when, "flashinfer", str, f"{where} when")
     if channel is not None and channel not in FLASHINFER_CHANNEL_NAMES:
         raise r.fail(f"{where} when", f"'flashinfer' {channel!r} is not one of {', '.join(FLASHINFER_CHANNEL_NAMES)}")
+    torch_from = r.get(when, "torch", str, f"{where} when")
+    if torch_from is not None and torch_from not in TORCH_ORIGINS:
+        raise r.fail(f"{where} when", f"'torch' {torch_from!r} is not one of {', '.join(TORCH_ORIGINS)}")
     return Route(
         patterns=_patterns(r, raw, where),
         index=index,
         page=page,
         versions=_spec(r, raw, where),
         flashinfer_channel=channel,
+        torch_from=torch_from,
         legacy=bool(r.get(raw, "legacy", bool, where)),
+        kept=bool(r.get(raw, "kept", bool, where)),
     )
 
 

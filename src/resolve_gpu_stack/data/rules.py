@@ -74,7 +74,9 @@ class Route:
     page: str
     versions: SpecifierSet | None = None
     flashinfer_channel: str | None = None  # "stable" | "nightly" | None (any)
+    torch_from: str | None = None  # "pytorch" | "pypi" | None (any): where the plan's torch was published
     legacy: bool = False
+    kept: bool = False  # read only to know a kept torch's own release (its METADATA, its exports): never a candidate
 
     def names(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
@@ -92,6 +94,7 @@ class RouteContext:
     cuda: str | None = None  # torch's CUDA variant, e.g. cu130
     flashinfer_channel: str = "stable"  # stable | nightly
     torch_series: str | None = None  # "2.12"
+    torch_from: str = "pytorch"  # where the plan's torch was published (model.channel.torch_origin)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -295,9 +295,11 @@ def _torch_abi_bound(s: Stack) -> list[tuple[InstalledDistribution, str]]:
     """The installed distributions the data calls torch-ABI-bound, with why."""
     bound = []
     for dist in s.env.distributions.values():
-        coupling, why = s.defs.coupling(dist.name, dist.version)
-        if coupling is Coupling.TORCH_ABI:
-            bound.append((dist, why))
+        rule = s.defs.coupling_rule(dist.name, dist.version)
+        if rule is not None and rule[0] is Coupling.TORCH_ABI:
+            bound.append((dist, rule[1]))
+        elif rule is None and dist.name in s.defs.pytorch_family and dist.name != TORCH:  # PyPI's releases: no label, no row
+            bound.append((dist, "a torch-family library, built with torch"))
     return bound
 
 

@@ -276,6 +276,23 @@ class Finder:
             known = self._offers[(wanted, ctx)] = self._read_offers(wanted, ctx)
         return list(known[0]), list(known[1])
 
+    def kept_release(self, name: str, version: Version, ctx: RouteContext) -> list[Offer]:
+        """The files of release ``version`` of ``name`` where its ``kept`` routes say it was
+        published (PyPI's torch, which has no +cuNNN label): read to know a kept release (its
+        METADATA, its exports), never offered as a candidate. Empty when no route says so, or when
+        the page cannot be read (said in the log: the kept release is then known only as declared)."""
+        wanted = canonicalize_name(name)
+        out: list[Offer] = []
+        for loc in self.definitions.pages_for(wanted, ctx, kept=True):
+            try:
+                parsed = self.page(loc)
+            except CrawlError as exc:
+                log.warning("%s: %s (the kept %s %s is known only as declared)", loc.url, exc.cause, wanted, version)
+                continue
+            if parsed is not None:
+                out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version]
+        return out
+
     def _read_offers(self, wanted: NormalizedName, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
         locations = self.definitions.pages_for(wanted, ctx)
         source = self._sources.get(wanted)
@@ -290,11 +307,16 @@ class Finder:
                 parsed = self.page(loc)
             except CrawlError as exc:
                 # A legacy page is optional: a mirror on S3-style storage answers 403 for a missing
-                # object, so 401/403 there is "not here", said as a warning. Required pages raise.
-                if not (loc.route.legacy and exc.cause.startswith(("401", "403"))):
+                # object, so 401/403 there is "not here"; a host that cannot be reached (or a
+                # snapshot without the page) says nothing of it either. Both are said as a warning;
+                # the plan's note names no cause that differs between a live run and its replay.
+                # Required pages raise.
+                if not loc.route.legacy:
                     raise
-                log.warning("%s: %s (an optional legacy page; treated as absent)", loc.url, exc.cause)
-                visits.append(PageVisit(location=loc, found=False, warnings=(f"answered {exc.cause}",)))
+                denied = exc.cause.startswith(("401", "403"))
+                (log.warning if denied else log.info)("%s: %s (an optional legacy page; treated as absent)", loc.url, exc.cause)
+                answer = f"answered {exc.cause}" if denied else "could not be read"
+                visits.append(PageVisit(location=loc, found=False, warnings=(answer,)))
                 continue
             if parsed is None:
                 visits.append(PageVisit(location=loc, found=False))

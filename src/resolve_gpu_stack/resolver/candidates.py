@@ -15,6 +15,7 @@ from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
 from ..model import CudaLabel, IndexFile, Target
 from ..model.abi import AbiVerdict
+from ..model.channel import torch_origin
 from ..model.request import TORCH
 from ..rules.fit import Rejection, RejectReason
 from ..rules.versions import torch_series
@@ -58,7 +59,13 @@ def list_candidates(
     torch = target.installed.get(TORCH)
     label = cuda or (target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch))  # the one rule
     series = torch_series(torch) if torch is not None else None
-    ctx = RouteContext(torch_channel=torch_channel, cuda=str(label) if label else None, flashinfer_channel=flashinfer_channel, torch_series=series)
+    ctx = RouteContext(
+        torch_channel=torch_channel,
+        cuda=str(label) if label else None,
+        flashinfer_channel=flashinfer_channel,
+        torch_series=series,
+        torch_from=torch_origin(torch),
+    )
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)

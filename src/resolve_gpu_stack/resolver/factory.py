@@ -134,10 +134,15 @@ class CandidateFactory:
         if name not in self._offers:
             with self._lock_for(name):
                 if name not in self._offers:
-                    offers, visits = self.finder.offers(name, self.ctx)
+                    offers, visits = ([], []) if self._keeps_pypis_torch(name) else self.finder.offers(name, self.ctx)
                     self.visits[name] = visits
                     self._offers[name] = offers
         return self._offers[name]
+
+    def _keeps_pypis_torch(self, name: NormalizedName) -> bool:
+        """Whether ``name`` is torch and the only torch allowed is the kept one, PyPI's build (no
+        label): no file of the PyTorch index can be that torch, so its page is not read."""
+        return name == TORCH and self.ctx.torch_from == "pypi" and tuple(self.torch_allowed or ()) == (self.target.installed.get(TORCH),)
 
     def candidates(self, name: NormalizedName) -> list[Cand]:
         """Every usable version of ``name``, best first: one wheel per version (best tag).

@@ -12,6 +12,7 @@ from packaging.version import Version
 from ..data.definitions import Definitions
 from ..index.finder import Offer
 from ..model import Action, IndexFile, LockedPackage, LockPlan, SourceDist, TargetSummary
+from ..model.channel import torch_origin
 from ..model.inputs import inputs_digest
 from ..model.request import TORCH, ResolveRequest
 from ..rules.versions import public
@@ -189,9 +190,11 @@ def simple_index(f: IndexFile | None, ctx: PlanContext) -> str | None:
 
 def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest) -> list[str]:
     kept = next((p for p in packages if p.name == TORCH and p.action is Action.KEEP), None)
-    if kept is not None and kept.url is None and not request.installed_requires.get(TORCH):
-        return [f"torch {kept.version} is kept; it is not on the index any more, so its own dependencies were not re-checked"]
-    return []
+    if kept is None or kept.url is not None or request.installed_requires.get(TORCH):
+        return []
+    if torch_origin(kept.version) == "pypi":  # a declared torch of `pip install torch` (routing.toml kept)
+        return [f"torch {kept.version} is kept: PyPI's build (no +cuNNN label), known from its own wheel on PyPI's torch page; its family comes from PyPI too"]
+    return [f"torch {kept.version} is kept; it is not on the index any more, so its own dependencies were not re-checked"]
 
 
 def _flashinfer_choice(cand: Cand, ctx: PlanContext) -> str:

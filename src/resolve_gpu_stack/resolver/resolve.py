@@ -19,11 +19,12 @@ from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
-from ..index.finder import Finder, Offer
+from ..index.finder import Finder
 from ..model import Coupling, IndexFile, LockPlan
 from ..model.abi import AbiKind
+from ..model.channel import torch_origin
 from ..model.cuda import CudaLabel
-from ..model.request import TORCH, ResolveRequest
+from ..model.request import TORCH, ResolveRequest, TorchKind
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
@@ -39,7 +40,7 @@ from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req, contains
 from .sources import source_file, source_metadata
-from .torch_pins import with_declared_torch_cuda, with_torch_pins
+from .torch_pins import kept_torch_wheel, with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
 if TYPE_CHECKING:
@@ -71,16 +72,24 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
     request = with_declared_torch_cuda(request, finder, RouteContext(torch_channel=choice.channel, flashinfer_channel=request.flashinfer.channel), fit)
     cuda = torch_cuda(request)
-    ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel)
+    kept = request.installed_torch
+    ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_from=torch_origin(kept))
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     for tree in request.build_sources:  # --build 'NAME @ URL': the tree's archive is the package's only file
         finder.add_source(source_file(tree), source_metadata(tree))
-    _prefetch_roots(finder, request, components, ctx)
-    torch_offers, torch_visits = finder.offers(TORCH, ctx)
+    # `--torch installed` keeping PyPI's torch installs no torch: the PyTorch index is not asked for
+    # one (its own release, on PyPI's page, is what the selection checks the target against)
+    pypi_kept = kept is not None and choice.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
+    _prefetch_roots(finder, request, components, ctx, torch=not pypi_kept)
+    torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
-    twin = _labelled_twin(torch_offers, request.installed_torch, cuda, fit)
+    own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
 
-    ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series)
+    # the family follows its torch (routing.toml): PyPI's for a kept release without a label
+    origin = torch_origin(kept) if kept is not None and torch.allowed[:1] == (kept,) else torch_origin(None)
+    ctx = RouteContext(
+        torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series, torch_from=origin
+    )
     floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
     w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit)
     pinned, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in
@@ -90,7 +99,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     result = _run_resolvelib(w.provider, requirements, factory, flashinfer)
 
-    abi_torch = _abi_torch(result.mapping, torch, exports, twin)
+    abi_torch = _abi_torch(result.mapping, torch, exports, own)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
@@ -214,28 +223,16 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
     }
 
 
-def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource, twin: IndexFile | None = None) -> AbiTorch | None:
+def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource, own: IndexFile | None = None) -> AbiTorch | None:
     """The plan's torch as the ABI judgement sees it; its exports read once, on first use (a kept
-    torch from PyPI with no wheel on the PyTorch index: from its labelled twin there, the same build)."""
+    torch from PyPI, with no wheel on the PyTorch index: from ``own``, its wheel where it was
+    published, else its labelled twin on the PyTorch index: ``torch_pins.kept_torch_wheel``)."""
     cand = mapping.get(Key(TORCH))
     if cand is None:
         return None
     label = CudaLabel.of_torch(cand.version) or torch.cuda
-    file = cand.file if cand.file is not None or not cand.installed else twin
+    file = cand.file if cand.file is not None or not cand.installed else own
     return AbiTorch(version=cand.version, cuda_major=label.major if label is not None else None, exports=functools.cache(lambda: exports(cand.version, file)))
-
-
-def _labelled_twin(offers: Sequence[Offer], installed: Version | None, cuda: CudaLabel, fit: TargetFit) -> IndexFile | None:
-    """The PyTorch index's wheel of an unlabelled installed torch's release with torch's CUDA label
-    (PyPI's 2.15.0 is the index's 2.15.0+cu132), for this target; None otherwise."""
-    if installed is None or installed.local is not None:
-        return None
-    same = [
-        (rank, o.file)
-        for o in offers
-        if o.file.version.public == installed.public and o.file.version.local == str(cuda) and (rank := fit.tag_rank(o.file)) is not None
-    ]
-    return min(same, key=lambda rf: rf[0])[1] if same else None
 
 
 def _parent_names(result: Any) -> dict[str, list[str]]:
@@ -328,16 +325,22 @@ def _flashinfer_first(request: ResolveRequest, defs: Definitions) -> Version | t
     return newer if newer > python else None
 
 
-def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> None:
+def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext, *, torch: bool = True) -> None:
     """Read the pages the first steps need (torch, the FlashInfer components, --with names) in one
     round of concurrent requests. The legacy AOT page needs torch's series: guessed from the
     installed torch (read later if the chosen torch has another series)."""
-    names = [TORCH, *components, *(r.name for r in request.with_)]
+    names = [*([TORCH] if torch else []), *components, *(r.name for r in request.with_)]
     installed = request.installed_torch
     guess = (
         ctx
         if installed is None
-        else RouteContext(torch_channel=ctx.torch_channel, cuda=ctx.cuda, flashinfer_channel=ctx.flashinfer_channel, torch_series=torch_series(installed))
+        else RouteContext(
+            torch_channel=ctx.torch_channel,
+            cuda=ctx.cuda,
+            flashinfer_channel=ctx.flashinfer_channel,
+            torch_series=torch_series(installed),
+            torch_from=ctx.torch_from,
+        )
     )
     try:
         finder.prefetch(names, guess)

@@ -16,11 +16,11 @@ from packaging.utils import NormalizedName
 from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import RouteContext
-from ..errors import CrawlError
+from ..errors import CrawlError, ResolveGpuStackError
 from ..index.finder import Finder
 from ..index.parse import RequiresDist, parse_requires_dist
 from ..model import IndexFile, Target
-from ..model.cuda import kept_torch_cuda
+from ..model.cuda import CudaLabel, kept_torch_cuda
 from ..model.request import TORCH, ResolveRequest
 from ..rules.fit import TargetFit
 
@@ -33,7 +33,7 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, 
     target = request.target
     if installed is None or target.interpreter is not None or request.installed_requires.get(TORCH):
         return request, []
-    wheel = _installed_wheel(finder, ctx, fit, installed)
+    wheel = kept_torch_wheel(finder, ctx, fit, installed)
     if wheel is None:
         return request, []
     try:
@@ -50,14 +50,14 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, 
 
 def with_declared_torch_cuda(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> ResolveRequest:
     """``request`` whose declared torch without a ``+cuNNN`` label (and no ``--cuda``) has its CUDA
-    from that release's METADATA (its runtime pin, the one rule), where the torch page can be read
-    without a CUDA label (an index mirrored flat: ``--index pytorch=flat:URL``). Unchanged
+    from that release's METADATA (its runtime pin, the one rule), read from its own wheel (PyPI's,
+    routing.toml ``kept``; or an index mirrored flat: ``--index pytorch=flat:URL``). Unchanged
     otherwise: the torch selection then asks for ``--cuda``, saying why."""
     installed = request.installed_torch
     target = request.target
     if installed is None or installed.local is not None or request.cuda is not None or target.interpreter is not None or target.torch_cuda is not None:
         return request
-    wheel = _installed_wheel(finder, ctx, fit, installed)
+    wheel = kept_torch_wheel(finder, ctx, fit, installed)
     if wheel is None:
         return request
     try:
@@ -68,13 +68,31 @@ def with_declared_torch_cuda(request: ResolveRequest, finder: Finder, ctx: Route
     return request if found is None else replace(request, target=replace(target, torch_cuda=found))
 
 
-def _installed_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version) -> IndexFile | None:
-    """The wheel of the installed torch for this target (best tag first), if the index has it."""
+def kept_torch_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version, label: CudaLabel | None = None) -> IndexFile | None:
+    """The wheel of the kept torch ``version`` for this target (best tag first), to know it by (its
+    METADATA, its exports). A release without a local label is PyPI's build: its own wheel where
+    its ``kept`` route says it was published, else that exact version on the PyTorch index (a flat
+    mirror), else its twin there with the CUDA ``label`` (PyPI's 2.15.0 is the index's
+    2.15.0+cu132, the same build). A labelled one: the PyTorch index's."""
+    if version.local is None:
+        try:
+            own = _best(fit, [o.file for o in finder.kept_release(TORCH, version, ctx)])
+        except ResolveGpuStackError:  # PyPI without a URL (a snapshot of other indexes only)
+            own = None
+        if own is not None:
+            return own
     try:
         offers, _ = finder.offers(TORCH, ctx)
-    except CrawlError:
-        return None  # the torch selection already read these pages; it says what went wrong
-    ranked = [(rank, o.file) for o in offers if o.file.version == version and o.file.is_wheel and (rank := fit.tag_rank(o.file)) is not None]
+    except ResolveGpuStackError:
+        return None  # the torch selection reads these pages too; it says what went wrong
+    exact = _best(fit, [o.file for o in offers if o.file.version == version])
+    if exact is not None or version.local is not None or label is None:
+        return exact
+    return _best(fit, [o.file for o in offers if o.file.version.public == version.public and o.file.version.local == str(label)])
+
+
+def _best(fit: TargetFit, files: list[IndexFile]) -> IndexFile | None:
+    ranked = [(rank, f) for f in files if f.is_wheel and (rank := fit.tag_rank(f)) is not None]
     return min(ranked, key=lambda rf: rf[0])[1] if ranked else None
 
 

@@ -55,7 +55,7 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
         if installed is not None and request.target.interpreter is None:
             raise UsageError(
                 f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
-                "read: the PyTorch index keeps torch in one folder per CUDA label",
+                "read: PyPI's torch page has no wheel of that release for this target, and the PyTorch index keeps torch in one folder per CUDA label",
                 hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
             )
         raise UsageError(

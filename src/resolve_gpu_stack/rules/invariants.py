@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..model import Action, Coupling, LockedPackage, LockPlan
-from ..model.channel import flashinfer_channel
+from ..model.channel import flashinfer_channel, torch_origin
 from ..model.cuda import CudaLabel
 from .fit import family_date_mismatch, per_torch_mismatch, torch_abi_mismatch
 
@@ -151,7 +151,13 @@ def _ownership(pkg: LockedPackage, defs: Definitions, plan: LockPlan) -> list[Vi
 
 
 def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> str | None:
-    return defs.owner(name, version, RouteContext(flashinfer_channel=flashinfer_channel(plan.flashinfer_version), cuda=plan.target.cuda))
+    torch = plan.torch
+    ctx = RouteContext(
+        flashinfer_channel=flashinfer_channel(plan.flashinfer_version),
+        cuda=plan.target.cuda,
+        torch_from=torch_origin(torch.version if torch is not None else None),
+    )
+    return defs.owner(name, version, ctx)
 
 
 # -- synthetic digests (the reconstructed parts of a bundled snapshot) ------------------------

@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 from ...data.definitions import RouteContext
 from ...errors import UsageError
 from ...model import Action, IndexFile, LockedPackage, LockPlan
-from ...model.channel import flashinfer_channel, torch_channel
+from ...model.channel import flashinfer_channel, torch_channel, torch_origin
 from .finding import WARNING, Finding, error_at
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ def route_context(plan: LockPlan) -> RouteContext:
         cuda=plan.target.cuda,
         flashinfer_channel=flashinfer_asked or flashinfer_channel(plan.flashinfer_version),
         torch_series=f"{torch.version.major}.{torch.version.minor}" if torch is not None else None,
+        torch_from=torch_origin(torch.version if torch is not None else None),
     )
 
 
