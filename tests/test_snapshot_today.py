@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import tomllib
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,6 +19,11 @@ from typing import Any
 import pytest
 
 from resolve_gpu_stack.cli.app import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-12-01"
@@ -75,7 +80,9 @@ def test_vllm_on_pypis_torch_plans_its_stable_abi_release_over_its_pin() -> None
 def test_inspect_and_lock_read_the_kept_torchs_exports_from_the_snapshot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rec = recorder()
     declared = list(rec.TARGET[:6])  # --python, --platform, --installed torch==2.15.0
-    code, out, err = cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared, "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    code, out, err = cli(
+        capsys, "inspect", "sglang-kernel==0.4.10", *declared, "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json"
+    )
     assert code == 0, err
     verdict = json.loads(out)["verdict"]
     assert verdict["runs"] is True and "122 C++ imports of torch are all exported by torch 2.15.0" in verdict["note"]

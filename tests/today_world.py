@@ -85,7 +85,12 @@ def build_today_world(root: Path) -> tuple[World, dict[str, bytes]]:
         w, "xformers", "0.0.35", "py39-none-manylinux_2_28_x86_64", {"xformers/__init__.py": b"", "xformers/_C.so": objects["stable12.so"]}, ["torch>=2.10"]
     )
     # the torch family's PyPI releases: C-shim only, torch>= floors (their scans judge them)
-    for name, version, floor in (("torchvision", "0.29.2", "2.14.0"), ("torchaudio", "2.11.1", "2.11"), ("torchcodec", "0.17.0", "2.9"), ("torchao", "0.18.0", "2.9")):
+    for name, version, floor in (
+        ("torchvision", "0.29.2", "2.14.0"),
+        ("torchaudio", "2.11.1", "2.11"),
+        ("torchcodec", "0.17.0", "2.9"),
+        ("torchao", "0.18.0", "2.9"),
+    ):
         module = name.replace("-", "_")
         files = {f"{module}/__init__.py": b"", f"{module}/_stable.so": objects["stable.so"]}
         pypi_native(w, name, version, "py3-none-manylinux_2_28_x86_64", files, [f"torch>={floor}"])

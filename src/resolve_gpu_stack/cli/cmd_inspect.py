@@ -144,7 +144,9 @@ def _best_wheel(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     torch = target.installed.get(canonicalize_name("torch"))
     label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) if torch is not None else None
     # the package's own index for this target: the torch family follows its torch (routing.toml)
-    ctx = RouteContext(torch_channel=torch_channel(torch) if torch is not None else "stable", cuda=str(label) if label else None, torch_from=torch_origin(torch))
+    ctx = RouteContext(
+        torch_channel=torch_channel(torch) if torch is not None else "stable", cuda=str(label) if label else None, torch_from=torch_origin(torch)
+    )
     offers, _ = parts.finder.offers(name, ctx)
     fitting = [o.file for o in offers if pin in (str(o.file.version), o.file.version.public)]
     fit = TargetFit(target)

@@ -1,0 +1,53 @@
+"""Live: today's SGLang and vLLM on PyPI's torch, resolved against today's PyPI (the user's uv/pip
+configuration names it). Skipped offline. The same stories, recorded, replay offline in
+``tests/test_snapshot_today.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.cli.userconfig import discover_pypi_url
+from resolve_gpu_stack.errors import ResolveGpuStackError
+
+pytestmark = pytest.mark.live
+
+TARGET = ["--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", "torch==2.15.0", "--torch", "installed", "--no-cubin", "--no-jit-cache"]
+
+
+@pytest.fixture(scope="module")
+def pypi() -> str:
+    try:
+        url = discover_pypi_url(os.environ)
+        with urllib.request.urlopen(url.rstrip("/") + "/sglang/", timeout=10):
+            pass
+    except (ResolveGpuStackError, OSError) as exc:
+        pytest.skip(f"PyPI cannot be reached: {exc}")
+    return url
+
+
+def rows(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in plan["packages"]}
+
+
+@pytest.mark.parametrize(("framework", "companions"), [("sglang", ("sglang-kernel", "torch-memory-saver")), ("vllm", ())])
+def test_today_the_framework_plans_on_pypis_torch_its_pin_overridden(
+    pypi: str, framework: str, companions: tuple[str, ...], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["resolve", *TARGET, "--with", framework, "--index", f"pypi={pypi}", "--cache-dir", str(tmp_path / "c"), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    plan = json.loads(out)
+    got = rows(plan)
+    assert plan["target"]["cuda"] == "cu132"
+    assert (got["torch"]["version"], got["torch"]["action"]) == ("2.15.0", "keep")
+    assert f"{framework} pins torch==" in got[framework]["reason"] and "kept 2.15.0" in got[framework]["reason"], got[framework]
+    for name in companions:
+        assert got[name]["abi"] is None or got[name]["abi"]["refusal"] is None, got[name]
+    assert all(r["index"] != "pytorch" for r in plan["packages"])
