@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from server import Fault, IndexServer
 
+from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.client import Client, ConnectError, EnvironmentProxies, Timeout, environment_proxies
 from resolve_gpu_stack.net.transport import Transport
 
@@ -45,13 +46,13 @@ def srv(tmp_path: Path):
 @pytest.fixture
 def connects(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     made: list[tuple[str, int]] = []
-    real = socket.create_connection
+    real = deadline.open_tcp
 
-    def counting(address, *args, **kw):  # type: ignore[no-untyped-def]
-        made.append(address)
-        return real(address, *args, **kw)
+    def counting(host: str, port: int, timeout: float) -> socket.socket:
+        made.append((host, port))
+        return real(host, port, timeout)
 
-    monkeypatch.setattr(socket, "create_connection", counting)
+    monkeypatch.setattr(deadline, "open_tcp", counting)
     return made
 
 
@@ -273,6 +274,31 @@ def test_connections_are_kept_and_an_unread_answer_costs_its_connection(srv: Ind
         assert len(connects) == 2
     finally:
         client.close()
+
+
+def test_a_burst_of_connections_to_one_host_asks_dns_once(srv: IndexServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 requests at once open up to 16 connections: the host's addresses are looked up once (a
+    resolver dropping part of a burst of lookups answers the rest after its 5 s retry)."""
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def counting(host, *args, **kw):  # type: ignore[no-untyped-def]
+        asked.append(host)
+        return real(host, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counting)
+    url = srv.url.replace("127.0.0.1", "localhost") + "page.html"
+    client = Client(timeout=5, max_connections=16, user_agent="t", environ={})
+    try:
+        threads = [threading.Thread(target=read, args=(client, url)) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert read(client, url)[0] == 200
+    finally:
+        client.close()
+    assert asked.count("localhost") == 1, asked
 
 
 def test_an_idle_connection_past_its_expiry_is_not_reused(srv: IndexServer, connects: list) -> None:

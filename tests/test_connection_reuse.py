@@ -3,13 +3,13 @@ would cost a new TCP and TLS handshake per page revalidation). Real HTTP on 127.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from server import IndexServer
 from stack_world import build_story_world
 
 from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
 
@@ -17,13 +17,13 @@ from resolve_gpu_stack.net.http import HttpFetcher
 def test_connections_survive_304_and_404(tmp_path: Path, monkeypatch):
     world = build_story_world(tmp_path / "www")
     connects = []
-    real = socket.create_connection
+    real = deadline.open_tcp
 
-    def counting(*args, **kw):
-        connects.append(args[0])
-        return real(*args, **kw)
+    def counting(host, port, timeout):
+        connects.append((host, port))
+        return real(host, port, timeout)
 
-    monkeypatch.setattr(socket, "create_connection", counting)
+    monkeypatch.setattr(deadline, "open_tcp", counting)
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))

@@ -291,7 +291,7 @@ class _Connection(http.client.HTTPConnection):
         default_port = DEFAULT_PORTS[proxy.scheme] if proxy is not None else route.port
         host, port = (proxy.hostname or "", proxy.port or default_port) if proxy is not None else (route.host, route.port)
         try:
-            sock = socket.create_connection((deadlines.connect_host(host), port), deadlines.clamp(self.read_timeout))
+            sock = deadlines.open_tcp(host, port, deadlines.clamp(self.read_timeout))
         except TimeoutError as exc:
             raise ConnectTimeout(_via(proxy, named, str(exc) or "connect timed out")) from None
         except socket.gaierror as exc:
