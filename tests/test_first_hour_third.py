@@ -352,9 +352,13 @@ def test_the_readme_installs_the_tool_from_a_checkout_not_from_pypi():
     assert pyproject["project"]["scripts"]["resolve-gpu-stack"]  # what `uv tool install .` puts on PATH
 
 
-def test_the_precommit_guide_says_what_a_tagless_copy_puts_in_rev():
+def test_no_page_gives_a_tag_as_the_pre_commit_rev():
+    """Tags do not travel with main: the remote hook's `rev:` is a commit, written by the guide's
+    block (run as written by tests/test_precommit.py); no page shows a `rev: vX.Y.Z` to paste."""
+    for page in [REPO / "README.md", *(REPO / "docs").rglob("*.md")]:
+        assert not re.search(r"(?m)^\s*rev: v\d", page.read_text()), page
     guide = (REPO / "docs" / "guides" / "locks-and-pre-commit.md").read_text()
-    assert "put one of its commits in `rev:`" in " ".join(guide.split())
+    assert 'rev: $(git ls-remote "$URL" HEAD | cut -f1)' in guide
 
 
 def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_the_project(fresh_clone, capsys):
