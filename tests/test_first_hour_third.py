@@ -275,6 +275,28 @@ def test_a_host_that_does_not_resolve_is_said_once_per_url_with_the_snapshot_hin
     assert "--snapshot DIR" in err.split("hint: ", 1)[1]
 
 
+def test_a_wheel_host_that_does_not_resolve_is_not_sent_to_a_snapshot(tmp_path, capsys, monkeypatch):
+    """The README's fleet route offline: `wheelhouse` of a lock downloads wheels, which no snapshot
+    holds; its DNS hint says so (it was: "replay a recorded snapshot with --snapshot DIR", a flag
+    `wheelhouse` does not take)."""
+    real = socket.getaddrinfo
+
+    def loopback_only(host, *args, **kwargs):
+        if str(host) not in ("127.0.0.1", "localhost", "::1"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    lock = tmp_path / "locks" / "pylock.x86.toml"
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    code, _, err = run_cli(capsys, "lock", *STORY, "--index", "pypi=https://pypi.invalid/simple/", *cache, "-o", str(lock))
+    assert code == 0, err
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
+    code, out, err = run_cli(capsys, "wheelhouse", str(lock), "-o", str(tmp_path / "house"), *cache)
+    assert code == 3 and "cannot resolve " in err, err
+    hint = err.split("hint: ", 1)[1]
+    assert "a snapshot holds pages and METADATA, never wheels" in hint and "--snapshot" not in hint
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -395,16 +417,30 @@ def test_the_troubleshooting_guide_runs(tmp_path, capsys, monkeypatch):
     assert len(commands) >= 7
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    said = {}
     for argv, expected in commands:
         argv = [str(tmp_path / w[4:]) if w.startswith("OUT/") else w for w in argv]
         code, _, err = run_cli(capsys, *argv, *(["--format", "json"] if argv[0] != "install" else []))
         assert code == expected, (argv, err)
         assert "Traceback" not in err
-    assert (tmp_path / "serve.txt").is_file()
-    # the guide's claim beside the serving lock: the same as a pylock exits 3, naming the constraints route
-    argv = [w for w in commands[0][0] if not w.startswith("OUT/")]
-    code, _, err = run_cli(capsys, *argv, str(tmp_path / "pylock.serve.toml"))
-    assert code == 3 and "torchao" in err and "write a constraints file (-o NAME.txt)" in err
+        said[shlex.join(argv)] = err
+    assert (tmp_path / "serve.txt").is_file() and not (tmp_path / "pylock.serve.toml").exists()
+    # the guide's claims beside the serving lock: as a pylock, refused before any download for the
+    # stand-in digest (it was: exit 3 for torchao, then, with --live-fallback, exit 1 for this)
+    [synthetic] = [e for a, e in said.items() if a.endswith("pylock.serve.toml") and "--flashinfer 0.6.5" not in a]
+    assert "refusing to lock flashinfer-jit-cache 0.6.3+cu130" in synthetic and "write a constraints file (-o NAME.txt" in synthetic
+    assert "torchao" not in synthetic  # nothing was asked of the wheel cache
+    # with FlashInfer 0.6.5: every wheel without a sha256 named, not only the first (it was: torchao alone)
+    [uncached] = [e for a, e in said.items() if "--flashinfer 0.6.5" in a]
+    assert "4 wheels to lock have no sha256 on their index and are not in the wheel cache" in uncached
+    assert all(
+        n in uncached
+        for n in ("torchao-0.17.0.dev20260307", "torchaudio-2.11.0.dev20260307", "torchcodec-0.11.0.dev20260307", "torchvision-0.26.0.dev20260307")
+    )
+    assert "--live-fallback" in uncached and "write a constraints file (-o NAME.txt)" in uncached
+    # another Python than the snapshot's: the scans it lacks are named once, with --live-fallback
+    [other] = [e for a, e in said.items() if "--python 3.11" in a]
+    assert "not scanned in the snapshot" in other and "add --live-fallback to scan them live" in other
 
 
 # -- export uv: what `uv sync` would do to the kept torch beyond the plan ---------------------------
@@ -433,6 +469,20 @@ def test_export_uv_and_check_warn_when_uv_sync_would_replace_the_environment_or_
     monkeypatch.chdir(demo)
     code, out, err = run_cli(capsys, "check")
     assert f"torch {NIGHTLY} in " in out + err and "was installed from a file" in out + err  # check says it too
+
+
+def test_export_uv_in_a_fresh_uv_init_project_says_how_to_make_its_venv(tmp_path, capsys, monkeypatch):
+    """docs/guides/uv-projects.md's block, as a new user types it: `uv init demo && cd demo`, then
+    export uv with --python .venv/bin/python; `uv init` makes no .venv."""
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / "pyproject.toml").write_text(UV_INIT)
+    monkeypatch.chdir(demo)
+    code, _, err = run_cli(capsys, "export", "uv", "--python", ".venv/bin/python", "--dry-run")
+    assert code == 2 and "Python interpreter .venv/bin/python: no such file" in err
+    assert "make .venv first: `uv venv`" in err  # it was: only "pass --python with an existing interpreter path"
+    guide = (REPO / "docs" / "guides" / "uv-projects.md").read_text()
+    assert "uv venv && uv pip install torch" in guide  # the block makes the .venv it names
 
 
 # -- uv pip sync of a snapshot lock keeps torch where the lock can list it --------------------------
