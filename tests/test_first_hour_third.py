@@ -374,6 +374,17 @@ def test_the_readme_installs_the_tool_from_a_checkout_not_from_pypi():
     assert pyproject["project"]["scripts"]["resolve-gpu-stack"]  # what `uv tool install .` puts on PATH
 
 
+def test_the_readmes_snapshot_path_outside_the_checkout_says_where_the_snapshot_lives(tmp_path, capsys, monkeypatch):
+    """The README's quick start after `uv tool install .`, run in a folder of one's own: the relative
+    snapshot path names nothing there (it was: "is not a snapshot: no manifest.json")."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, *STORY[:-1], "indexes/snapshots/2026-03-07")
+    assert code == 2 and "indexes/snapshots/2026-03-07: no such folder" in err
+    assert "live in a checkout of resolve-gpu-stack, not in the installed tool" in err and "CHECKOUT/indexes/snapshots/2026-03-07" in err
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "bundled with the tool" not in readme and "an installed tool does not carry it" in readme
+
+
 def test_no_page_gives_a_tag_as_the_pre_commit_rev():
     """Tags do not travel with main: the remote hook's `rev:` is a commit, written by the guide's
     block (run as written by tests/test_precommit.py); no page shows a `rev: vX.Y.Z` to paste."""
