@@ -385,6 +385,18 @@ def test_the_readmes_snapshot_path_outside_the_checkout_says_where_the_snapshot_
     assert "bundled with the tool" not in readme and "an installed tool does not carry it" in readme
 
 
+def test_the_building_guides_plan_on_the_bundled_snapshot_says_why_the_build_asked_for_did_not_happen(capsys):
+    """docs/guides/building.md's serving block, its first line on the bundled snapshot: refused, and
+    the refusal says `--build sgl-kernel` found no sdist (it was: only "compiled for another CUDA",
+    the --build asked for unmentioned)."""
+    argv = [*STORY, "--with", "sglang", "--override", "cuda-python>=13", "--build", "sgl-kernel", "--gpu", "sm90", "--gpu", "sm120"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 1
+    [reason] = [line for line in err.splitlines() if line.startswith("  - sgl-kernel 0.3.21")]
+    assert reason.endswith("; --build sgl-kernel: its index has no sdist of 0.3.21")
+    assert "--build sgl-kernel: its index has no sdist of 0.3.21" in " ".join((REPO / "docs" / "guides" / "building.md").read_text().split())
+
+
 def test_no_page_gives_a_tag_as_the_pre_commit_rev():
     """Tags do not travel with main: the remote hook's `rev:` is a commit, written by the guide's
     block (run as written by tests/test_precommit.py); no page shows a `rev: vX.Y.Z` to paste."""
