@@ -167,6 +167,20 @@ def test_an_all_keep_dry_run_says_nothing_would_change(tmp_path, capsys, monkeyp
     assert "Nothing would change in" in out and "dry run: nothing would change, every package is kept (50 keep)" in out
 
 
+def test_install_from_the_bundled_snapshot_refuses_a_stand_in_digest_before_any_download(tmp_path, capsys):
+    """`install --snapshot ... --live-fallback` (the route the docs give) of a plan with a row from the
+    snapshot's reconstructed part: refused up front (it was: the wheel downloaded, then an integrity
+    error); with `--uv /bin/false` nothing could have been installed, and no wheel is in the cache."""
+    python = fake_python(tmp_path / "venv", {"torch": NIGHTLY})
+    argv = ["install", "--python", str(python), "--snapshot", str(SNAPSHOT), "--live-fallback", "--flashinfer", "0.6.3"]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--uv", "/bin/false"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 1, err
+    assert "refusing to install flashinfer-jit-cache 0.6.3+cu130: the sha256 comes from the reconstructed (synthetic) part" in err
+    assert "--flashinfer 0.6.5" in err
+    assert not (tmp_path / "cache" / "wheels").exists() or not any((tmp_path / "cache" / "wheels").rglob("*.whl"))
+
+
 def test_a_cache_dir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     code, out, err = run_cli(capsys, *STORY, "--cache-dir", str(tmp_path / "file"))

@@ -146,7 +146,7 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
     is the snapshot the plan was resolved from, if any."""
     from ..lock.files import render_lock
-    from .downloads import fill_plan_hashes
+    from .downloads import fill_plan_hashes, refuse_synthetic
 
     for path in paths:
         if path.is_dir():
@@ -156,7 +156,7 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         if not getattr(args, "allow_synthetic", False):  # before any download: no download makes a stand-in digest real
-            _refuse_synthetic(plan, args.snapshot)
+            refuse_synthetic(plan.packages, args.snapshot, doing="lock")
         try:
             plan = fill_plan_hashes(args, env, plan, defs)
         except WheelNotCached as err:  # a PyTorch nightly row has no sha256 on its index: a pylock needs the wheel once
@@ -287,25 +287,6 @@ def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False)
         return
     for path in paths:
         common.say(f"{label}wrote {common.shown(path)}")
-
-
-def _refuse_synthetic(plan, snapshot: Path | None) -> None:
-    """A pylock must not pin a stand-in digest of a reconstructed snapshot (its wheel can never
-    match it); exit 1 naming the rows, before anything is downloaded or written."""
-    from ..errors import LockFileError
-    from ..net.snapshot import synthetic_digests
-    from ..rules.invariants import synthetic_rows
-
-    rows = synthetic_rows(plan.packages, synthetic_digests(snapshot))
-    if rows:
-        names = ", ".join(f"{p.name} {p.version}" for p in rows)
-        raise LockFileError(
-            f"refusing to lock {names}: the sha256 comes from the reconstructed (synthetic) part of the snapshot, not from the real file",
-            hint=(
-                "pick a version whose rows were recorded for real (e.g. --flashinfer 0.6.5), resolve online without --snapshot, "
-                "write a constraints file (-o NAME.txt: exact pins, no sha256), or pass --allow-synthetic for a test or demo lock"
-            ),
-        )
 
 
 # -- every configured target -----------------------------------------------------------------------
