@@ -86,7 +86,8 @@ def test_plan_builds_the_sdist_picked_or_the_sdist_of_a_mismatched_wheel_and_not
     assert got.sdists[(name("kern"), Version("0.3"))] is kern_sdist
     built = got.found[(name("kern"), Version("0.3"))]
     assert built.mismatch is None and built.coupling is Coupling.TORCH_ABI and built.built_for == "2.12.0.dev20260307"
-    assert got.found[(name("nosrc"), Version("2.0"))].mismatch == "nothing says which torch"  # still refused
+    # still refused, saying why the --build asked for did not happen
+    assert got.found[(name("nosrc"), Version("2.0"))].mismatch == "nothing says which torch; --build nosrc: its index has no sdist of 2.0"
     assert got.found[(name("numpy"), Version("2.0"))] == found[(name("numpy"), Version("2.0"))]
     notes = "\n".join(got.notes)
     assert "nosrc 2.0: --build asks to build it, but its index has no sdist of that version" in notes

@@ -167,6 +167,20 @@ def test_an_all_keep_dry_run_says_nothing_would_change(tmp_path, capsys, monkeyp
     assert "Nothing would change in" in out and "dry run: nothing would change, every package is kept (50 keep)" in out
 
 
+def test_install_from_the_bundled_snapshot_refuses_a_stand_in_digest_before_any_download(tmp_path, capsys):
+    """`install --snapshot ... --live-fallback` (the route the docs give) of a plan with a row from the
+    snapshot's reconstructed part: refused up front (it was: the wheel downloaded, then an integrity
+    error); with `--uv /bin/false` nothing could have been installed, and no wheel is in the cache."""
+    python = fake_python(tmp_path / "venv", {"torch": NIGHTLY})
+    argv = ["install", "--python", str(python), "--snapshot", str(SNAPSHOT), "--live-fallback", "--flashinfer", "0.6.3"]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--uv", "/bin/false"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 1, err
+    assert "refusing to install flashinfer-jit-cache 0.6.3+cu130: the sha256 comes from the reconstructed (synthetic) part" in err
+    assert "--flashinfer 0.6.5" in err
+    assert not (tmp_path / "cache" / "wheels").exists() or not any((tmp_path / "cache" / "wheels").rglob("*.whl"))
+
+
 def test_a_cache_dir_that_is_a_file_is_a_usage_error(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     code, out, err = run_cli(capsys, *STORY, "--cache-dir", str(tmp_path / "file"))
@@ -275,6 +289,28 @@ def test_a_host_that_does_not_resolve_is_said_once_per_url_with_the_snapshot_hin
     assert "--snapshot DIR" in err.split("hint: ", 1)[1]
 
 
+def test_a_wheel_host_that_does_not_resolve_is_not_sent_to_a_snapshot(tmp_path, capsys, monkeypatch):
+    """The README's fleet route offline: `wheelhouse` of a lock downloads wheels, which no snapshot
+    holds; its DNS hint says so (it was: "replay a recorded snapshot with --snapshot DIR", a flag
+    `wheelhouse` does not take)."""
+    real = socket.getaddrinfo
+
+    def loopback_only(host, *args, **kwargs):
+        if str(host) not in ("127.0.0.1", "localhost", "::1"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    lock = tmp_path / "locks" / "pylock.x86.toml"
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    code, _, err = run_cli(capsys, "lock", *STORY, "--index", "pypi=https://pypi.invalid/simple/", *cache, "-o", str(lock))
+    assert code == 0, err
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
+    code, out, err = run_cli(capsys, "wheelhouse", str(lock), "-o", str(tmp_path / "house"), *cache)
+    assert code == 3 and "cannot resolve " in err, err
+    hint = err.split("hint: ", 1)[1]
+    assert "a snapshot holds pages and METADATA, never wheels" in hint and "--snapshot" not in hint
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -352,9 +388,36 @@ def test_the_readme_installs_the_tool_from_a_checkout_not_from_pypi():
     assert pyproject["project"]["scripts"]["resolve-gpu-stack"]  # what `uv tool install .` puts on PATH
 
 
-def test_the_precommit_guide_says_what_a_tagless_copy_puts_in_rev():
+def test_the_readmes_snapshot_path_outside_the_checkout_says_where_the_snapshot_lives(tmp_path, capsys, monkeypatch):
+    """The README's quick start after `uv tool install .`, run in a folder of one's own: the relative
+    snapshot path names nothing there (it was: "is not a snapshot: no manifest.json")."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, *STORY[:-1], "indexes/snapshots/2026-03-07")
+    assert code == 2 and "indexes/snapshots/2026-03-07: no such folder" in err
+    assert "live in a checkout of resolve-gpu-stack, not in the installed tool" in err and "CHECKOUT/indexes/snapshots/2026-03-07" in err
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "bundled with the tool" not in readme and "an installed tool does not carry it" in readme
+
+
+def test_the_building_guides_plan_on_the_bundled_snapshot_says_why_the_build_asked_for_did_not_happen(capsys):
+    """docs/guides/building.md's serving block, its first line on the bundled snapshot: refused, and
+    the refusal says `--build sgl-kernel` found no sdist (it was: only "compiled for another CUDA",
+    the --build asked for unmentioned)."""
+    argv = [*STORY, "--with", "sglang", "--override", "cuda-python>=13", "--build", "sgl-kernel", "--gpu", "sm90", "--gpu", "sm120"]
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 1
+    [reason] = [line for line in err.splitlines() if line.startswith("  - sgl-kernel 0.3.21")]
+    assert reason.endswith("; --build sgl-kernel: its index has no sdist of 0.3.21")
+    assert "--build sgl-kernel: its index has no sdist of 0.3.21" in " ".join((REPO / "docs" / "guides" / "building.md").read_text().split())
+
+
+def test_no_page_gives_a_tag_as_the_pre_commit_rev():
+    """Tags do not travel with main: the remote hook's `rev:` is a commit, written by the guide's
+    block (run as written by tests/test_precommit.py); no page shows a `rev: vX.Y.Z` to paste."""
+    for page in [REPO / "README.md", *(REPO / "docs").rglob("*.md")]:
+        assert not re.search(r"(?m)^\s*rev: v\d", page.read_text()), page
     guide = (REPO / "docs" / "guides" / "locks-and-pre-commit.md").read_text()
-    assert "put one of its commits in `rev:`" in " ".join(guide.split())
+    assert 'rev: $(git ls-remote "$URL" HEAD | cut -f1)' in guide
 
 
 def test_lock_with_a_target_of_its_own_prints_the_plan_and_other_flags_relock_the_project(fresh_clone, capsys):
@@ -391,16 +454,30 @@ def test_the_troubleshooting_guide_runs(tmp_path, capsys, monkeypatch):
     assert len(commands) >= 7
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    said = {}
     for argv, expected in commands:
         argv = [str(tmp_path / w[4:]) if w.startswith("OUT/") else w for w in argv]
         code, _, err = run_cli(capsys, *argv, *(["--format", "json"] if argv[0] != "install" else []))
         assert code == expected, (argv, err)
         assert "Traceback" not in err
-    assert (tmp_path / "serve.txt").is_file()
-    # the guide's claim beside the serving lock: the same as a pylock exits 3, naming the constraints route
-    argv = [w for w in commands[0][0] if not w.startswith("OUT/")]
-    code, _, err = run_cli(capsys, *argv, str(tmp_path / "pylock.serve.toml"))
-    assert code == 3 and "torchao" in err and "write a constraints file (-o NAME.txt)" in err
+        said[shlex.join(argv)] = err
+    assert (tmp_path / "serve.txt").is_file() and not (tmp_path / "pylock.serve.toml").exists()
+    # the guide's claims beside the serving lock: as a pylock, refused before any download for the
+    # stand-in digest (it was: exit 3 for torchao, then, with --live-fallback, exit 1 for this)
+    [synthetic] = [e for a, e in said.items() if a.endswith("pylock.serve.toml") and "--flashinfer 0.6.5" not in a]
+    assert "refusing to lock flashinfer-jit-cache 0.6.3+cu130" in synthetic and "write a constraints file (-o NAME.txt" in synthetic
+    assert "torchao" not in synthetic  # nothing was asked of the wheel cache
+    # with FlashInfer 0.6.5: every wheel without a sha256 named, not only the first (it was: torchao alone)
+    [uncached] = [e for a, e in said.items() if "--flashinfer 0.6.5" in a]
+    assert "4 wheels to lock have no sha256 on their index and are not in the wheel cache" in uncached
+    assert all(
+        n in uncached
+        for n in ("torchao-0.17.0.dev20260307", "torchaudio-2.11.0.dev20260307", "torchcodec-0.11.0.dev20260307", "torchvision-0.26.0.dev20260307")
+    )
+    assert "--live-fallback" in uncached and "write a constraints file (-o NAME.txt)" in uncached
+    # another Python than the snapshot's: the scans it lacks are named once, with --live-fallback
+    [other] = [e for a, e in said.items() if "--python 3.11" in a]
+    assert "not scanned in the snapshot" in other and "add --live-fallback to scan them live" in other
 
 
 # -- export uv: what `uv sync` would do to the kept torch beyond the plan ---------------------------
@@ -429,6 +506,20 @@ def test_export_uv_and_check_warn_when_uv_sync_would_replace_the_environment_or_
     monkeypatch.chdir(demo)
     code, out, err = run_cli(capsys, "check")
     assert f"torch {NIGHTLY} in " in out + err and "was installed from a file" in out + err  # check says it too
+
+
+def test_export_uv_in_a_fresh_uv_init_project_says_how_to_make_its_venv(tmp_path, capsys, monkeypatch):
+    """docs/guides/uv-projects.md's block, as a new user types it: `uv init demo && cd demo`, then
+    export uv with --python .venv/bin/python; `uv init` makes no .venv."""
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / "pyproject.toml").write_text(UV_INIT)
+    monkeypatch.chdir(demo)
+    code, _, err = run_cli(capsys, "export", "uv", "--python", ".venv/bin/python", "--dry-run")
+    assert code == 2 and "Python interpreter .venv/bin/python: no such file" in err
+    assert "make .venv first: `uv venv`" in err  # it was: only "pass --python with an existing interpreter path"
+    guide = (REPO / "docs" / "guides" / "uv-projects.md").read_text()
+    assert "uv venv && uv pip install torch" in guide  # the block makes the .venv it names
 
 
 # -- uv pip sync of a snapshot lock keeps torch where the lock can list it --------------------------

@@ -1,12 +1,14 @@
 """The published pre-commit hook, end to end, with the real pre-commit framework and real commits.
 
 A temporary project (config, locks, and a snapshot recorded from a loopback world) uses this
-repository as a hook repository with the locks guide's snippet as pasted (``repo:`` pointed at a copy of
-this repository, ``rev:`` the tag the release process, ``.ci/release``, made there); its
-``repo: local`` snippet is run verbatim too, with the installed tool. The hook repository is a git copy of this working tree; pre-commit
-clones it and ``pip install``s it into its own virtualenv. That install runs with no index at all
-(``PIP_NO_INDEX``): its wheels come from a wheelhouse repacked from this test's own environment,
-and every proxy variable points at a closed port, so any attempt to reach the network fails.
+repository as a hook repository by the locks guide's route as written: its ``sh`` block (``URL=``, a
+``.pre-commit-config.yaml`` whose ``rev:`` is the commit ``git ls-remote "$URL" HEAD`` prints, then
+``pre-commit run --all-files``) is run verbatim by bash with only ``URL=`` pointed at a git copy of
+this working tree that has no tags (tags do not travel with main); its ``repo: local`` snippet is run
+verbatim too, with the installed tool. pre-commit clones the copy at that commit and ``pip install``s
+it into its own virtualenv. That install runs with no index at all (``PIP_NO_INDEX``): its wheels
+come from a wheelhouse repacked from this test's own environment, and every proxy variable points at
+a closed port, so any attempt to reach the network fails.
 """
 
 from __future__ import annotations
@@ -124,17 +126,28 @@ def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = 
     return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=check)
 
 
-def readme_snippets() -> tuple[str, str]:
-    """The two pre-commit snippets of the locks guide, as a user pastes them: (repo: local, remote)."""
+def guide_snippets() -> tuple[str, str]:
+    """The locks guide's two pre-commit blocks, as a user pastes them: (the ``repo: local`` yaml, the
+    ``sh`` block that writes the remote hook's config with a commit as ``rev:`` and runs it)."""
     guide = (REPO / "docs" / "guides" / "locks-and-pre-commit.md").read_text()
     section = guide[guide.index("## pre-commit") :]
-    local, remote = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
+    [local] = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
+    [remote] = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
     return local, remote
 
 
+def run_remote_block(project: Path, hook_repo: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The guide's remote block, run by bash in ``project`` as pasted, its ``URL=`` set to ``hook_repo``
+    (github is not reachable here)."""
+    _, remote = guide_snippets()
+    block, n = re.subn(r"(?m)^URL=\S+$", f"URL={hook_repo}", remote)
+    assert n == 1, remote
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=project, env=env, capture_output=True, text=True)
+
+
 def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
-    """A git copy of this working tree (what a user's pre-commit would clone), tagged by the release
-    process (``.ci/release``: ``v`` + the package version); returns the tag it made."""
+    """A git copy of this working tree at one commit, with no tags (what a fork or a mirror of main
+    is: tags do not travel with a branch); returns its commit."""
     for rel in ("pyproject.toml", "README.md", "docs/guides/locks-and-pre-commit.md", ".pre-commit-hooks.yaml", ".ci/release"):
         if (REPO / rel).exists():
             dest.joinpath(rel).parent.mkdir(parents=True, exist_ok=True)
@@ -146,11 +159,8 @@ def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
     git(dest, "init", "-q", "-b", "main", env=env)
     git(dest, "add", "-A", env=env)
     git(dest, "commit", "-q", "-m", "hook repo", env=env)
-    done = subprocess.run(["bash", ".ci/release"], cwd=dest, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    tag = f"v{resolve_gpu_stack.__version__}"
-    assert git(dest, "tag", "--list", tag, env=env).stdout.strip() == tag
-    return tag
+    assert git(dest, "tag", "--list", env=env).stdout == ""
+    return git(dest, "rev-parse", "HEAD", env=env).stdout.strip()
 
 
 def commit(project: Path, env: dict[str, str], message: str, *paths: str) -> tuple[int, str]:
@@ -165,9 +175,9 @@ def relock(project: Path, env: dict[str, str], *targets: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def locked_project(tmp_path: Path, env: dict[str, str], pre_commit_config: str) -> Path:
+def locked_project(tmp_path: Path, env: dict[str, str], pre_commit_config: str | None = None) -> Path:
     """The user's project: config, a snapshot of the world and locks made from it offline, a git
-    repository with ``pre_commit_config`` installed as its hooks."""
+    repository (its files added) with ``pre_commit_config``, when given, installed as its hooks."""
     project = tmp_path / "project"
     project.mkdir()
     world = build_lock_world(tmp_path / "www")
@@ -176,20 +186,22 @@ def locked_project(tmp_path: Path, env: dict[str, str], pre_commit_config: str) 
         record_snapshot(project, project / "snapshot")
     (project / "pyproject.toml").write_text(config_text(urls, snapshot="snapshot"))  # the servers are gone now
     relock(project, env)
-    (project / ".pre-commit-config.yaml").write_text(pre_commit_config)
     git(project, "init", "-q", "-b", "main", env=env)
-    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    git(project, "add", "-A", env=env)
+    if pre_commit_config is not None:
+        (project / ".pre-commit-config.yaml").write_text(pre_commit_config)
+        done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
     return project
 
 
-# -- the test ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
-def test_precommit_hook_on_real_commits(tmp_path):
+def offline_env(tmp_path: Path) -> dict[str, str]:
+    """pre-commit and git with a home of their own, pip with no index (a wheelhouse of this test's
+    environment) and every proxy a closed port: nothing reaches the network."""
     dead = f"http://127.0.0.1:{closed_port()}"
-    env = {
+    (tmp_path / "home").mkdir()
+    build_wheelhouse(tmp_path / "wheelhouse")
+    return {
         **os.environ,
         "HOME": str(tmp_path / "home"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
@@ -213,14 +225,55 @@ def test_precommit_hook_on_real_commits(tmp_path):
         "no_proxy": "",
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    (tmp_path / "home").mkdir()
-    build_wheelhouse(tmp_path / "wheelhouse")
-    rev = make_hook_repo(tmp_path / "hook-repo", env)
-    _, remote = readme_snippets()
-    assert re.search(rf"^ +rev: {re.escape(rev)}\b", remote, flags=re.M)  # the guide names the tag the release process makes
 
-    # the guide's snippet as pasted, its URL pointed at the copy (github is not reachable here)
-    project = locked_project(tmp_path, env, re.sub(r"(?m)^( +- repo: )\S+.*$", rf"\g<1>{tmp_path / 'hook-repo'}", remote))
+
+# -- the test ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
+def test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags(tmp_path):
+    """The guide's remote block as written, `URL=` a tagless copy: it writes `rev:` as that copy's
+    commit and `pre-commit run --all-files` passes on honest locks, fails on a hand-edited one;
+    `pre-commit autoupdate` moves the commit on."""
+    env = offline_env(tmp_path)
+    hook_repo = tmp_path / "hook-repo"
+    sha = make_hook_repo(hook_repo, env)
+    project = locked_project(tmp_path, env)
+    done = run_remote_block(project, hook_repo, env)
+    assert done.returncode == 0, done.stdout + done.stderr  # the block's last line: pre-commit run --all-files
+    assert re.search(r"resolve-gpu-stack check.*Passed", done.stdout), done.stdout
+    config = (project / ".pre-commit-config.yaml").read_text()
+    assert f"  - repo: {hook_repo}\n    rev: {sha}\n" in config  # a commit, no tag: what the copy has
+
+    lock = project / PYLOCK
+    good = lock.read_text()
+    lock.write_text(good.replace('name = "flashinfer-cubin"\nversion = "0.6.5"', 'name = "flashinfer-cubin"\nversion = "0.6.4"', 1))
+    done = subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Failed" in done.stdout and "'0.6.4'" in done.stdout and "(flashinfer-cubin)" in done.stdout, done.stdout
+    lock.write_text(good)
+    done = subprocess.run([str(PRE_COMMIT), "run", "--all-files"], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    # a new commit on the hook repository: `pre-commit autoupdate` writes it (no tag: the commit)
+    (hook_repo / "NEWS").write_text("a new commit\n")
+    git(hook_repo, "add", "NEWS", env=env)
+    git(hook_repo, "commit", "-q", "-m", "news", env=env)
+    newer = git(hook_repo, "rev-parse", "HEAD", env=env).stdout.strip()
+    done = subprocess.run([str(PRE_COMMIT), "autoupdate"], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"rev: {newer}" in (project / ".pre-commit-config.yaml").read_text()
+
+
+@pytest.mark.skipif(not PRE_COMMIT.exists(), reason="pre-commit is not installed in this environment")
+def test_precommit_hook_on_real_commits(tmp_path):
+    env = offline_env(tmp_path)
+    make_hook_repo(tmp_path / "hook-repo", env)
+    project = locked_project(tmp_path, env)
+    done = run_remote_block(project, tmp_path / "hook-repo", env)  # the guide's route writes the config
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run([str(PRE_COMMIT), "install"], cwd=project, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
 
     # 1. a fresh, consistent lock: the commit goes through (the first run installs the hook repo)
     started = time.monotonic()
@@ -291,7 +344,7 @@ def test_the_local_snippet_works_as_pasted(tmp_path):
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     (tmp_path / "home").mkdir()
-    local, _ = readme_snippets()
+    local, _ = guide_snippets()
     project = locked_project(tmp_path, env, local)
     rc, out = commit(project, env, "lock the GPU stack")
     assert rc == 0, out
@@ -300,3 +353,30 @@ def test_the_local_snippet_works_as_pasted(tmp_path):
     config.write_text(config.read_text().replace('cuda = "cu130"', 'cuda = "cu130"\nwith = ["numpy"]'))
     rc, out = commit(project, env, "add numpy", "pyproject.toml")
     assert rc == 1 and "stale" in out and REGENERATE in out, out
+
+
+def test_the_release_process_tags_head_and_refuses_a_dirty_tree_or_a_moved_tag(tmp_path):
+    """`.ci/release` makes the `v<version>` tag (the guide's pre-commit route does not need it)."""
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(tmp_path),
+    }
+    repo = tmp_path / "repo"
+    sha = make_hook_repo(repo, env)
+    release = ["bash", ".ci/release"]
+    (repo / "README.md").write_text("changed\n")
+    done = subprocess.run(release, cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "the working tree has changes" in done.stderr
+    git(repo, "checkout", "--", "README.md", env=env)
+    done = subprocess.run(release, cwd=repo, env=env, capture_output=True, text=True)
+    tag = f"v{resolve_gpu_stack.__version__}"
+    assert done.returncode == 0 and f"tagged HEAD as {tag}" in done.stdout, done.stderr
+    assert git(repo, "rev-parse", f"{tag}^{{commit}}", env=env).stdout.strip() == sha
+    git(repo, "commit", "-q", "--allow-empty", "-m", "later", env=env)
+    done = subprocess.run(release, cwd=repo, env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and f"{tag} already tags another commit ({sha})" in done.stderr

@@ -102,6 +102,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             for line in build_needs(args, env, plan):
                 common.say(line)
         return 0
+    if args.snapshot is not None:  # before any download: no wheel matches a stand-in digest (it was: downloaded, then an integrity error)
+        from .downloads import refuse_synthetic
+
+        refuse_synthetic([p for p in plan.packages if p.action is not Action.KEEP], args.snapshot, doing="install")
     built = any(p.action is Action.BUILD for p in plan.packages)
     if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)
         from .building import build_plan_from_args

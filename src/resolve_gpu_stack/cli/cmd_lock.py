@@ -146,7 +146,7 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
     is the snapshot the plan was resolved from, if any."""
     from ..lock.files import render_lock
-    from .downloads import fill_plan_hashes
+    from .downloads import fill_plan_hashes, refuse_synthetic
 
     for path in paths:
         if path.is_dir():
@@ -155,12 +155,12 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
 
     plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
+        if not getattr(args, "allow_synthetic", False):  # before any download: no download makes a stand-in digest real
+            refuse_synthetic(plan.packages, args.snapshot, doing="lock")
         try:
             plan = fill_plan_hashes(args, env, plan, defs)
         except WheelNotCached as err:  # a PyTorch nightly row has no sha256 on its index: a pylock needs the wheel once
-            raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or write a constraints file (-o NAME.txt), which needs no sha256") from None
-        if not getattr(args, "allow_synthetic", False):
-            _refuse_synthetic(plan, args.snapshot)
+            raise _every_uncached(args, env, plan, err) from None
         plan = _learn_kept_hashes(args, env, plan, defs)
         if args.snapshot is not None:
             plan = _placed(args, env, plan, defs)
@@ -168,6 +168,30 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     for path, _ in texts:
         _make_folder(path)
     return texts
+
+
+def _every_uncached(args: argparse.Namespace, env: Mapping[str, str], plan, err: WheelNotCached) -> WheelNotCached:
+    """The error of a pylock that needs wheels the wheel cache lacks while downloads are off (a
+    snapshot replay): every such wheel named (not only the first met), and the routes that work."""
+    from ..net.download import fetch_verified, files_to_fetch
+    from .downloads import wheel_cache_from_args
+
+    cache = wheel_cache_from_args(args, env)
+    missing = []
+    for pkg in files_to_fetch(plan):
+        if pkg.sha256:
+            continue
+        try:  # the cache alone, as the failed fill asked it: a hit returns, a miss raises
+            fetch_verified(pkg.url or "", sha256=None, size=pkg.size, cache=cache, fetcher=None, filename=pkg.filename, offline=True)
+        except WheelNotCached:
+            missing.append(pkg)
+    hint = f"{err.hint}; or write a constraints file (-o NAME.txt), which needs no sha256"
+    if len(missing) <= 1:
+        return WheelNotCached(err.url, err.cause, hint=hint)
+    names = ", ".join(p.filename or p.name for p in missing)
+    return WheelNotCached(
+        err.url, f"{err.cause}; {len(missing)} wheels to lock have no sha256 on their index and are not in the wheel cache: {names}", hint=hint
+    )
 
 
 def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
@@ -263,22 +287,6 @@ def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False)
         return
     for path in paths:
         common.say(f"{label}wrote {common.shown(path)}")
-
-
-def _refuse_synthetic(plan, snapshot: Path | None) -> None:
-    """A pylock must not pin a stand-in digest of a reconstructed snapshot (its wheel can never
-    match it); exit 1 naming the rows, before anything is written."""
-    from ..errors import LockFileError
-    from ..net.snapshot import synthetic_digests
-    from ..rules.invariants import synthetic_rows
-
-    rows = synthetic_rows(plan.packages, synthetic_digests(snapshot))
-    if rows:
-        names = ", ".join(f"{p.name} {p.version}" for p in rows)
-        raise LockFileError(
-            f"refusing to lock {names}: the sha256 comes from the reconstructed (synthetic) part of the snapshot, not from the real file",
-            hint="pick a version whose rows were recorded for real (e.g. --flashinfer 0.6.5), resolve online without --snapshot, or pass --allow-synthetic for a test or demo lock",
-        )
 
 
 # -- every configured target -----------------------------------------------------------------------

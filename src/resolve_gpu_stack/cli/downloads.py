@@ -117,3 +117,29 @@ def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
 
 
 __all__ = ["check_output_names", "download_fetcher", "download_progress", "fill_plan_hashes", "uv_from_args", "wheel_cache_from_args"]
+
+
+def refuse_synthetic(packages, snapshot: Path | None, *, doing: str) -> None:
+    """A lock must not pin, and an install must not download, a stand-in digest of a reconstructed
+    snapshot (no real wheel can match it); exit 1 naming the rows, before anything is downloaded or
+    written (``doing``: "lock" or "install")."""
+    from ..errors import LockFileError, ResolveGpuStackError
+    from ..net.snapshot import synthetic_digests
+    from ..rules.invariants import synthetic_rows
+
+    rows = synthetic_rows(packages, synthetic_digests(snapshot))
+    if not rows:
+        return
+    names = ", ".join(f"{p.name} {p.version}" for p in rows)
+    if doing == "lock":
+        raise LockFileError(
+            f"refusing to lock {names}: the sha256 comes from the reconstructed (synthetic) part of the snapshot, not from the real file",
+            hint=(
+                "pick a version whose rows were recorded for real (e.g. --flashinfer 0.6.5), resolve online without --snapshot, "
+                "write a constraints file (-o NAME.txt: exact pins, no sha256), or pass --allow-synthetic for a test or demo lock"
+            ),
+        )
+    raise ResolveGpuStackError(
+        f"refusing to install {names}: the sha256 comes from the reconstructed (synthetic) part of the snapshot, so no real wheel can match it",
+        hint="pick a version whose rows were recorded for real (e.g. --flashinfer 0.6.5), or install online without --snapshot",
+    )

@@ -235,7 +235,10 @@ class ProbeRun:
     def __init__(self, path: str | Path, timeout: float) -> None:
         where = Path(path)
         if not where.exists():
-            raise UsageError(f"Python interpreter {path}: no such file", hint="pass --python with an existing interpreter path")
+            hint = "pass --python with an existing interpreter path"
+            if where.parent.name == "bin" and where.parent.parent.name.startswith("."):  # a project's .venv not made yet
+                hint += f" (make {where.parent.parent} first: `uv venv` or `python3 -m venv {where.parent.parent}`, then install the torch you keep)"
+            raise UsageError(f"Python interpreter {path}: no such file", hint=hint)
         if where.is_dir() or not os.access(where, os.X_OK):
             raise UsageError(f"Python interpreter {path}: not an executable file")
         self.path = path

@@ -121,6 +121,17 @@ class Manifest:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
+            if not root.exists():
+                bundled = root.as_posix().startswith("indexes/snapshots/")
+                raise UsageError(
+                    f"{root}: no such folder (from {Path.cwd()})",
+                    hint=(
+                        "the bundled snapshots live in a checkout of resolve-gpu-stack, not in the installed tool: run from the checkout, "
+                        f"or pass the path there (CHECKOUT/{root.as_posix()})"
+                        if bundled
+                        else "name a folder `resolve-gpu-stack snapshot --output DIR` recorded"
+                    ),
+                ) from exc
             raise UsageError(f"{root} is not a snapshot: no manifest.json", hint="record one with `resolve-gpu-stack snapshot --output DIR`") from exc
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: unreadable snapshot manifest: {exc}") from exc

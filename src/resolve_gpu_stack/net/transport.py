@@ -113,9 +113,20 @@ def raise_if_gone(resp: Response, url: str, what: str) -> None:
 
 
 NO_NETWORK_HINT = (
-    "no network here? replay a recorded snapshot with --snapshot DIR (a checkout has one: indexes/snapshots/2026-03-07); "
-    "else check the index URL (--index NAME=URL, your uv/pip configuration) and your DNS or proxy"
+    "no network here? replay a recorded snapshot with --snapshot DIR (a checkout has one, recorded for Python 3.12 targets: "
+    "indexes/snapshots/2026-03-07); else check the index URL (--index NAME=URL, your uv/pip configuration) and your DNS or proxy"
 )
+NO_NETWORK_FILE_HINT = (
+    "downloading a file needs its host: a snapshot holds pages and METADATA, never wheels (the wheel cache reuses a wheel "
+    "downloaded once); check the URL's host, your uv/pip configuration and your DNS or proxy"
+)
+
+
+def no_network_hint(url: str) -> str:
+    """What to do when ``url``'s host does not resolve: a page can be replayed from a snapshot, a
+    file (a wheel, an sdist) cannot."""
+    path = urlsplit(url).path.lower()
+    return NO_NETWORK_FILE_HINT if path.endswith((".whl", ".tar.gz", ".zip")) else NO_NETWORK_HINT
 
 
 def _transport_cause(exc: TransportError, timeout: float) -> str:
@@ -231,7 +242,7 @@ class Transport:
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except HostNotFound as exc:  # DNS: said once, not retried
-                raise CrawlError(redact_url(current), str(exc), hint=NO_NETWORK_HINT) from None
+                raise CrawlError(redact_url(current), str(exc), hint=no_network_hint(current)) from None
             except ConfigurationError as exc:  # a setting at fault (proxy URL, trust store, certificate): never retried
                 raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:

@@ -10,7 +10,7 @@ index has the sdist of that version. A wheel that runs on the kept torch is neve
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
@@ -50,6 +50,10 @@ def plan_builds(
         sdist = _build_from(cand, found.get(key), sdist_of)
         if isinstance(sdist, str):
             notes.append(sdist)
+            refused = found.get(key)
+            if refused is not None and refused.mismatch is not None and cand.file is not None and cand.file.is_wheel:
+                # the refusal says why the --build asked for did not happen (notes are not shown with it)
+                out[key] = replace(refused, mismatch=f"{refused.mismatch}; --build {cand.name}: its index has no sdist of {cand.version}")
             continue
         sdists[key] = sdist
         out[key] = Found(

@@ -98,14 +98,25 @@ def _mismatch_reasons(bad: Sequence[tuple[Pkg, Found]], parents: Mapping[str, Se
 def _ways_out(names: Sequence[NormalizedName], ways: Mapping[NormalizedName, WayFacts], asked: Mapping[NormalizedName, Version] | None = None) -> str:
     """Per package (once each), the ways to a plan, best first. A package the request asked for
     (``asked``: its newest fitting release, refused) is never walked back to an older release
-    unasked: how to accept one is the last way."""
+    unasked: how to accept one is the last way. Packages whose scan a snapshot never recorded (it
+    scanned its own targets' wheels) get one line first, for all of them: scan live or re-record."""
     older = asked or {}
     per_package = [
         f"{name}: "
         + "; or ".join([*ways_for(name, ways.get(name, WayFacts())), *([f"accept an older release: --with '{name}<{older[name]}'"] if name in older else [])])
         for name in dict.fromkeys(names)
     ]
-    return "the ways out, best first:\n  " + "\n  ".join(per_package) + "\n  or plan them anyway, flagged, with --abi-mismatch warn"
+    unrecorded = [name for name in dict.fromkeys(names) if "snapshot" in (ways.get(name, WayFacts()).unknown or "")]
+    scan_live = (
+        [
+            f"{', '.join(unrecorded)}: not scanned in the snapshot (it scanned the wheels of the targets it was recorded for): "
+            "add --live-fallback to scan them live (range reads), or record a snapshot that scans them "
+            "(`resolve-gpu-stack snapshot --snapshot DIR --output NEW` with the same flags)"
+        ]
+        if unrecorded
+        else []
+    )
+    return "the ways out, best first:\n  " + "\n  ".join([*scan_live, *per_package]) + "\n  or plan them anyway, flagged, with --abi-mismatch warn"
 
 
 def _mismatch_headline(names: str, unknown: int, total: int, torch: Version | None) -> str:
