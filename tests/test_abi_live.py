@@ -5,6 +5,7 @@ readelf."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from resolve_gpu_stack.cli.app import main
 
 pytestmark = pytest.mark.live
 
-WHEELS = {"torchcodec==0.17.0": 15}  # requirement -> members linking torch (readelf)
+WHEELS = {"torchcodec==0.17.0": 15, "torchvision==0.29.2": 2}  # requirement -> members linking torch (readelf)
 
 
 def _download(requirement: str, folder: Path) -> Path:
@@ -28,6 +29,7 @@ def _download(requirement: str, folder: Path) -> Path:
             capture_output=True,
             text=True,
             timeout=300,
+            env={**os.environ, "PIP_CONFIG_FILE": os.devnull},  # a user's pip, not this machine's caps (torchvision<=0.29.1)
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"cannot download {requirement}: {exc}")
