@@ -92,3 +92,22 @@ def test_inspect_and_lock_read_the_kept_torchs_exports_from_the_snapshot(capsys:
     packages = {p["name"]: p for p in tomllib.loads(lock.read_text())["packages"]}
     assert packages["sglang"]["version"] == "0.5.23" and packages["sglang-kernel"]["version"] == "0.4.10"
     assert all("sha256" in w["hashes"] for p in packages.values() for w in p.get("wheels", []))
+
+
+def test_export_uv_of_the_vllm_story_takes_everything_from_pypi_and_says_nothing_false(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyPI's torch is listed on PyPI, the project's default index: no "no index lists it" warning,
+    no uv index for the PyTorch index (the family follows its torch to PyPI), torch held by override."""
+    rec = recorder()
+    project = tmp_path / "demo"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.12"\ndependencies = []\n')
+    monkeypatch.chdir(project)
+    code, out, err = cli(capsys, "export", "uv", *rec.story_argv("vllm"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"))
+    assert code == 0, err
+    assert "no index lists it" not in err, err
+    doc = tomllib.loads((project / "pyproject.toml").read_text())
+    uv = doc["tool"]["uv"]
+    assert "index" not in uv and "sources" not in uv, uv
+    assert {"torch==2.15.0", "torchvision==0.29.2", "torchaudio==2.11.1"} <= set(uv["override-dependencies"])

@@ -48,6 +48,7 @@ from ..data.rules import FlashInferRules
 from ..data.toml import parse_toml
 from ..errors import LockFileError, UsageError
 from ..model import Action, LockedPackage, LockPlan
+from ..model.channel import torch_origin
 from ..urls import strip_credentials
 from .pylock import TOOL, target_marker
 
@@ -152,12 +153,13 @@ def _sources_of(marked: Sequence[tuple[ExportTarget, str | None]], names: Mappin
 
 
 def _kept_unlisted(targets: Sequence[ExportTarget]) -> tuple[str, ...]:
-    """A warning for each kept package no index lists any more."""
+    """A warning for each kept package no index lists any more (PyPI's torch, a release without a
+    label, is listed on PyPI: the project's default index, where `uv lock` finds it)."""
     return tuple(
         f"{_label(t)}{p.name} {p.version} is kept, but no index lists it any more: `uv lock` cannot find it"
         for t in targets
         for p in t.plan.packages
-        if p.index == "installed"
+        if p.index == "installed" and not (p.name == "torch" and torch_origin(p.version) == "pypi")
     )
 
 
