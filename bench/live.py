@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             took, sizes["uv"] = uv(args.framework, pypi, uv_cache, overrides, env)
             figures["uv warm"].append(took)
             known = work / f"known{i}"
-            shutil.copytree(cold / "exports-v1", known / "exports-v1")
+            known.mkdir()
+            if (cold / "exports-v1").is_dir():  # (a closure with no version-locked wheel reads no exports)
+                shutil.copytree(cold / "exports-v1", known / "exports-v1")
             figures["ours cold, exports known"].append(ours(args.framework, pypi, known, env)[0])
             shutil.rmtree(known)
             print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in figures.items()), flush=True)
