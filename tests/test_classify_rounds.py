@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net.classify import RangeClassifier, within_budget
+from resolve_gpu_stack.net.classify import RangeClassifier, coalesced, within_budget
 from resolve_gpu_stack.net.http import HttpFetcher
 
 DEFS = load_definitions()
@@ -66,12 +66,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 srv.in_flight -= 1
 
 
-@pytest.fixture
-def counting() -> Iterator[_Counting]:
+def _serve(filler: int) -> Iterator[_Counting]:
     rng = random.Random(7)
     members: dict[str, bytes] = {}
     for i in range(MEMBERS):  # each .so apart from the others: a filler of incompressible bytes between
-        members[f"demo/filler{i}.bin"] = rng.randbytes(40_000)
+        members[f"demo/filler{i}.bin"] = rng.randbytes(filler)
         members[f"demo/_ops{i}.so"] = synthetic_elf(bits=64, big=False, needed=("libcudart.so.12", "libc.so.6"), lead=200 + i)
     srv = _Counting(("127.0.0.1", 0), _Handler)
     srv.body = wheel_bytes(members)
@@ -82,6 +81,18 @@ def counting() -> Iterator[_Counting]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.fixture
+def counting() -> Iterator[_Counting]:
+    """Twelve CUDA .so members, each 100 KB from the next: too far apart to be one request."""
+    yield from _serve(100_000)
+
+
+@pytest.fixture
+def close_members() -> Iterator[_Counting]:
+    """The same members 2 KB apart."""
+    yield from _serve(2_000)
 
 
 def _file(srv: _Counting) -> IndexFile:
@@ -98,6 +109,25 @@ def test_one_wheels_member_ranges_are_requested_concurrently(counting: _Counting
     # the tail and directory, then all twelve members' heads in one round: not 1 + 12 sequential reads
     assert counting.most >= MEMBERS - 1, counting.most
     assert classify.stats.wheels == 1 and classify.stats.bytes_read < len(counting.body)
+
+
+def test_members_close_together_are_read_in_one_request(close_members: _Counting) -> None:
+    """scipy's layout (a hundred small members, a few KB apart): one request for the round's heads,
+    not one a member; the bytes in between are counted."""
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        classify = RangeClassifier(fetcher.transport, None, DEFS)
+        found = classify(_file(close_members))
+    assert found.kind == "cuda", found.why
+    assert close_members.ranges <= 3, close_members.ranges  # the tail (and directory), the members' heads
+    assert classify.stats.bytes_read >= 12 * 2_000  # the bytes between the members crossed the wire and are counted
+
+
+def test_coalescing_joins_near_ranges_within_the_budget_left() -> None:
+    ranges = [(5000, 5100), (0, 100), (200, 300), (100_000, 100_050)]
+    assert coalesced(ranges, room=10_000, gap=1000) == [((0, 300), [1, 2]), ((5000, 5100), [0]), ((100_000, 100_050), [3])]
+    assert coalesced(ranges, room=10_000, gap=10_000) == [((0, 5100), [1, 2, 0]), ((100_000, 100_050), [3])]
+    assert coalesced(ranges, room=50, gap=10_000) == [((0, 100), [1]), ((200, 300), [2]), ((5000, 5100), [0]), ((100_000, 100_050), [3])]
+    assert coalesced(ranges, room=10_000, gap=10_000, most=200) == [((0, 100), [1]), ((200, 300), [2]), ((5000, 5100), [0]), ((100_000, 100_050), [3])]
 
 
 def test_connections_bound_the_requests_in_flight(counting: _Counting) -> None:
