@@ -17,13 +17,16 @@ from . import common
 from . import settings as S
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..env.build import BuildMachine, BuildRequirements
     from ..env.probe import Environment
     from ..model import LockPlan
     from .assemble import ResolveParts
 
 
-def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs, *, environment: Environment | None = None) -> LockPlan:
+def build_plan_from_args(
+    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, environment: Environment | None = None
+) -> LockPlan:
     """``plan`` with its build rows built (or found in the wheel cache). ``environment``: the probed
     target of ``install`` (its own torch is used, through a ``.pth``); None for a declared target
     (``lock``: the kept torch's wheel is installed into the build environment)."""
@@ -106,7 +109,7 @@ def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan
 
 
 def build_requirements(
-    args: argparse.Namespace, env: Mapping[str, str], defs, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
+    args: argparse.Namespace, env: Mapping[str, str], defs: Definitions, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
 ) -> BuildRequirements:
     """The build environment's plan: the sdist's build requirements (torch taken out) resolved by
     our resolver for the target, FlashInfer left out, with the kept torch: kept as installed on a

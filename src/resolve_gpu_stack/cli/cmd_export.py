@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 PYPROJECT = "pyproject.toml"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export",
         help="write the plan into a uv project's pyproject.toml ([tool.uv]), so that `uv lock` and `uv sync` keep it",

@@ -297,6 +297,8 @@ def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> di
         facts = json.loads(lines[-1][len(_SENTINEL) :])
     except json.JSONDecodeError as exc:
         raise UsageError(f"Python interpreter {path}: unreadable probe output ({exc})") from exc
+    if not isinstance(facts, dict):
+        raise UsageError(f"Python interpreter {path}: unreadable probe output (not a JSON object)")
     if not facts.get("ok"):
         raise UsageError(f"Python interpreter {path}: {facts.get('error', 'probe failed')}")
     return facts
