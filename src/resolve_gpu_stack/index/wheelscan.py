@@ -13,7 +13,7 @@ reading. The reads, in order: the zip's tail (end of central directory), the cen
 when the tail does not hold it, then for every ``.so`` member (largest first) its local header and
 first compressed bytes, inflated as they come, in reads sized by what the member's symbol table
 says it still needs (``elf.dynamic_symbols``' ``needed_bytes``), else growing chunks. A member that
-does not link torch stops when its needed libraries are known (``elf.py``: its dynamic section
+does not link torch stops when its needed libraries are known (``elf/``: its dynamic section
 read; or, a guess from the names scanned, the string table holding the library names ended or its
 first loadable segment read); one that links torch reads on until its dynamic symbol table is
 complete. The guesses and the ``cap`` (inflated bytes) are not the end for a wheel tied to torch
