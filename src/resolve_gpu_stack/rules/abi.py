@@ -280,7 +280,7 @@ def ties_to_torch(name: str, requirement_names: Iterable[str]) -> bool:
     """The rule for a scan that did not finish: a package is tied to torch when its name says torch
     or its METADATA requires torch. Only a tied package's unknown is worth a build from its sdist;
     an untied one (scipy: a large native wheel whose dynamic sections lie past the budget) is
-    judged by what its members name (``index/wheelscan.py``'s ``torch_tie``, the same rule)."""
+    judged by what its members name (``index/wheelscan/``'s ``torch_tie``, the same rule)."""
     return "torch" in canonicalize_name(name) or any(canonicalize_name(n) == "torch" for n in requirement_names)
 
 
