@@ -1,4 +1,4 @@
-"""The HTTP transport: one connection pool (``client.py``), every request and redirect hop under ``urlpolicy``.
+"""The HTTP transport: one connection pool (``client/``), every request and redirect hop under ``urlpolicy``.
 
 ``Transport`` is what the page reader, the METADATA reader and wheel streaming share:
 
