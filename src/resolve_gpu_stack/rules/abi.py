@@ -20,7 +20,7 @@ The refusal is the verdict's ``refusal``; whether a refusal blocks the plan is t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -134,23 +134,38 @@ def _cuda_builds(abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy) -> tuple[Whe
     CUDA it links) has one build per CUDA major: the member marked for torch's major decides, with
     the members of no such group; the others are named in a note. Unchanged without such twins,
     or when none is marked for torch's major."""
-    groups: dict[str, dict[int | None, MemberAbi]] = {}
-    for m in abi.members:
-        base = m.name.rsplit("/", 1)[-1]
-        major = policy.cuda_build_of(base)
-        stem = base.split(".", 1)[0]
-        if major is not None:
-            stem = stem.removesuffix(f"_cu{major}")
-        groups.setdefault(stem, {})[major] = m
-    twins = {stem: g for stem, g in groups.items() if len([k for k in g if k is not None]) >= 1 and len(g) >= 2}
-    if torch.cuda_major is None or not any(torch.cuda_major in g for g in twins.values()):
+    twins = _cuda_twins(abi.members, policy)
+    major = torch.cuda_major
+    if major is None or not any(major in g for g in twins.values()):
         return abi, None
-    dropped = {id(m) for g in twins.values() if torch.cuda_major in g for k, m in g.items() if k != torch.cuda_major}
+    dropped = {id(m) for g in twins.values() if major in g for k, m in g.items() if k != major}
     kept = tuple(m for m in abi.members if id(m) not in dropped)
     others = [m.name.rsplit("/", 1)[-1] for m in abi.members if id(m) in dropped]
+    return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), _builds_note(twins, major, others)
+
+
+def _builds_note(twins: Mapping[str, Mapping[int | None, MemberAbi]], major: int, others: Sequence[str]) -> str:
+    """The note naming the CUDA builds of a wheel, and the members of the other majors' builds."""
     majors = sorted({k for g in twins.values() for k in g if k is not None})
-    note = f"builds per CUDA major ({', '.join(f'CUDA {v}' for v in majors)}): the CUDA {torch.cuda_major} ones decide, not loaded: {', '.join(others)}"
-    return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), note
+    return f"builds per CUDA major ({', '.join(f'CUDA {v}' for v in majors)}): the CUDA {major} ones decide, not loaded: {', '.join(others)}"
+
+
+def _cuda_twins(members: Sequence[MemberAbi], policy: AbiPolicy) -> dict[str, dict[int | None, MemberAbi]]:
+    """The members that are builds of one object for several CUDA majors, by stem: each group's
+    members by the CUDA major marked in their name (None: unmarked); groups of one left out."""
+    groups: dict[str, dict[int | None, MemberAbi]] = {}
+    for m in members:
+        major, stem = _cuda_mark(m.name, policy)
+        groups.setdefault(stem, {})[major] = m
+    return {stem: g for stem, g in groups.items() if any(k is not None for k in g) and len(g) >= 2}
+
+
+def _cuda_mark(name: str, policy: AbiPolicy) -> tuple[int | None, str]:
+    """(the CUDA major a member's file name is marked for, or None; its stem without the mark)."""
+    base = name.rsplit("/", 1)[-1]
+    major = policy.cuda_build_of(base)
+    stem = base.split(".", 1)[0]
+    return major, stem.removesuffix(f"_cu{major}") if major is not None else stem
 
 
 def _kind(members: Sequence[MemberAbi]) -> AbiKind:
