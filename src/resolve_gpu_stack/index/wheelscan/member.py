@@ -100,17 +100,12 @@ def open_member(m: Member, header: bytes) -> None:
 def evaluate(m: Member, cap: int) -> Outcome | None:
     """Whether reading ``m`` ends here (what it needs is known, or the ``cap`` is reached): the
     outcome; None when it reads on."""
-    size = m.entry.uncompressed_size
-    whole = len(m.buf) >= size
-    ended = (m.inflater is not None and m.inflater.eof) or m.next_offset >= (m.data_end or 0)
-    if ended and not whole and len(m.buf) < cap:
-        return Outcome("error", f"member data ends after {len(m.buf)} of its {size} bytes")
+    whole = len(m.buf) >= m.entry.uncompressed_size
+    short = _cut_short(m, whole, cap)
+    if short is not None:
+        return short
     try:
-        if m.layout is None:
-            m.layout = elf.read_layout(m.buf)
-        if m.libraries is None:
-            _libraries(m, whole)
-        outcome = _symbols(m, whole, cap)
+        outcome = _what_it_tells(m, whole, cap)
     except ElfTruncated as exc:
         return Outcome("error", str(exc)) if whole or len(m.buf) >= cap else None
     except ElfError as exc:
@@ -118,6 +113,23 @@ def evaluate(m: Member, cap: int) -> Outcome | None:
     if outcome is None and len(m.buf) >= cap:
         return Outcome("cap")
     return outcome
+
+
+def _cut_short(m: Member, whole: bool, cap: int) -> Outcome | None:
+    """An error when the member's data ended before the member (and before the ``cap``)."""
+    ended = (m.inflater is not None and m.inflater.eof) or m.next_offset >= (m.data_end or 0)
+    if ended and not whole and len(m.buf) < cap:
+        return Outcome("error", f"member data ends after {len(m.buf)} of its {m.entry.uncompressed_size} bytes")
+    return None
+
+
+def _what_it_tells(m: Member, whole: bool, cap: int) -> Outcome | None:
+    """The member's layout, libraries and symbols as far as its bytes so far tell them."""
+    if m.layout is None:
+        m.layout = elf.read_layout(m.buf)
+    if m.libraries is None:
+        _libraries(m, whole)
+    return _symbols(m, whole, cap)
 
 
 def _libraries(m: Member, whole: bool) -> None:
@@ -147,13 +159,21 @@ def _scan_names(m: Member) -> None:
     table_end = None if m.table_at is None else elf.string_table_end(m.buf, m.run_checked)
     m.scanned = m.run_checked = len(m.buf)
     scanned = ElfLibraries(needed=tuple(m.names), method="scan", complete=False, table_ended=table_end is not None)
-    bound = m.layout.scan_bound
+    known_by = _known_by_names(scanned, m.layout.scan_bound, len(m.buf))
+    if known_by is not None:
+        m.libraries, m.known_by = scanned, known_by
+
+
+def _known_by_names(scanned: ElfLibraries, bound: int | None, inflated: int) -> Stop | None:
+    """Whether the names scanned tell the libraries, and how: a torch library among them, the
+    string table holding them ended, or the first loadable segment (``bound``) read; None: read on."""
     if scanned.torch_libs:
-        m.libraries, m.known_by = scanned, "torch"
-    elif table_end is not None:
-        m.libraries, m.known_by = scanned, "strtab-end"
-    elif bound is not None and len(m.buf) >= bound:
-        m.libraries, m.known_by = scanned, "segment-end"
+        return "torch"
+    if scanned.table_ended:
+        return "strtab-end"
+    if bound is not None and inflated >= bound:
+        return "segment-end"
+    return None
 
 
 def _symbols(m: Member, whole: bool, cap: int) -> Outcome | None:
@@ -164,15 +184,26 @@ def _symbols(m: Member, whole: bool, cap: int) -> Outcome | None:
     if m.libraries is not None and not links_torch:
         return Outcome(m.known_by or "end")
     if not links_torch:  # the libraries are not known yet: the table only says how far to read
-        try:
-            syms = elf.dynamic_symbols(m.buf)
-        except ElfError:
-            return None
-        m.target = max(syms.needed_bytes or 0, syms.strings_end + NAMES_MARGIN)
+        _aim(m)
         return None
     syms = elf.dynamic_symbols(m.buf, file_size=len(m.buf) if whole else None)
     m.symbols = syms
     m.target = syms.needed_bytes or 0
+    return _symbols_outcome(syms, cap)
+
+
+def _aim(m: Member) -> None:
+    """How far to read a member whose libraries are not known yet: as far as its symbol table's
+    names and the library names after them (``target``), when the table can be read."""
+    try:
+        syms = elf.dynamic_symbols(m.buf)
+    except ElfError:
+        return
+    m.target = max(syms.needed_bytes or 0, syms.strings_end + NAMES_MARGIN)
+
+
+def _symbols_outcome(syms: DynamicSymbols, cap: int) -> Outcome | None:
+    """Whether a torch-linked member's symbols end its reading: read whole, not to be bounded, or past the ``cap``."""
     if syms.complete:
         return Outcome("symbols")
     if syms.needed_bytes is None:

@@ -158,12 +158,17 @@ class WheelScan:
 
     def _unknown_reason(self, *, symbols: bool) -> str:
         """Why the scan could not tell (``symbols``: a torch-linked member's symbols count too)."""
-        bad = next((m for m in self.members if not m.conclusive and m.stop != "limit"), None)
-        if bad is None and symbols:
-            bad = next((m for m in self.members if _symbols_missing(m)), None)
+        bad = self._undecided_member(symbols=symbols)
         if bad is None:
             return f"not every shared object was scanned: {self.limited or self.stopped or 'the scan stopped early'}"
         return _undecided(bad)
+
+    def _undecided_member(self, *, symbols: bool) -> MemberScan | None:
+        """The first member whose scan did not tell (``symbols``: or whose symbols are missing)."""
+        bad = next((m for m in self.members if not m.conclusive and m.stop != "limit"), None)
+        if bad is None and symbols:
+            bad = next((m for m in self.members if _symbols_missing(m)), None)
+        return bad
 
     def abi(self, rules: AbiRules) -> WheelAbi:
         """What the shared objects import, judged by ``rules`` (``model/abi.py``): ``TORCH`` (some
@@ -178,6 +183,11 @@ class WheelScan:
         if described:
             linked = WheelAbi(kind=TORCH, why="", members=described, cuda_majors=majors)
             return replace(linked, why=_torch_why(linked, len(self.members), rules))
+        return self._abi_without_torch()
+
+    def _abi_without_torch(self) -> WheelAbi:
+        """``abi`` of a decided wheel none of whose members links torch: ``CUDA`` or ``NONE``."""
+        majors = self.cuda_majors
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
         if not self.needs_cuda:

@@ -184,26 +184,32 @@ class WheelScanner:
     # -- the zip's directory -------------------------------------------------------------------
 
     def _feed_directory(self, start: int, data: bytes) -> None:
-        end = start + len(data)
-        if self._eocd is None:
-            if end != self.file_size:
-                raise ValueError(f"expected the wheel's tail (bytes up to {self.file_size}), got {start}-{end}")
-            try:
-                self._eocd = find_eocd(data, self.file_size)
-            except ZipError:
-                if start > 0 and len(data) < TAIL_BYTES:
-                    self._tail_bytes = min(TAIL_BYTES, self.file_size)
-                    return
-                raise
-            if self._eocd.cd_size > MAX_CENTRAL_DIRECTORY:
-                raise ZipError(f"central directory of {self._eocd.cd_size} bytes is over the {MAX_CENTRAL_DIRECTORY}-byte cap")
-            self._held = (start, data)
-        eocd = self._eocd
+        eocd = self._eocd or self._feed_tail(start, data)
+        if eocd is None:
+            return
         for blob_start, blob in ((start, data), self._held or (start, data)):
             lo = eocd.cd_offset - blob_start
             if 0 <= lo and eocd.cd_offset + eocd.cd_size <= blob_start + len(blob):
                 self._start_members(parse_central_directory(blob[lo : lo + eocd.cd_size], eocd))
                 return
+
+    def _feed_tail(self, start: int, data: bytes) -> EndOfCentralDirectory | None:
+        """The end of the central directory, from the wheel's tail (the blob is held: it may hold
+        members too); None when a longer tail is to be read first."""
+        end = start + len(data)
+        if end != self.file_size:
+            raise ValueError(f"expected the wheel's tail (bytes up to {self.file_size}), got {start}-{end}")
+        try:
+            eocd = find_eocd(data, self.file_size)
+        except ZipError:
+            if start > 0 and len(data) < TAIL_BYTES:
+                self._tail_bytes = min(TAIL_BYTES, self.file_size)
+                return None
+            raise
+        if eocd.cd_size > MAX_CENTRAL_DIRECTORY:
+            raise ZipError(f"central directory of {eocd.cd_size} bytes is over the {MAX_CENTRAL_DIRECTORY}-byte cap")
+        self._eocd, self._held = eocd, (start, data)
+        return eocd
 
     def _feed_metadata(self, start: int, data: bytes) -> None:
         """The METADATA, when ``data`` holds it: why the wheel may link torch (``torch_tie``)."""
@@ -223,8 +229,7 @@ class WheelScanner:
             self._reopen()
 
     def _start_members(self, entries: list[ZipEntry]) -> None:
-        meta = [e for e in entries if METADATA_MEMBER.match(e.name)]
-        self._metadata = meta[0] if len(meta) == 1 and meta[0].uncompressed_size <= MAX_METADATA else None
+        self._metadata = _metadata_entry(entries)
         if self._held is not None and self._metadata is not None:
             self._feed_metadata(*self._held)
         shared = [e for e in entries if is_shared_object(e.name)]
@@ -243,22 +248,32 @@ class WheelScanner:
         """Activate members up to ``parallel``; feed them from the held tail where it covers them."""
         assert self._pending is not None and self._eocd is not None
         while True:
-            while self._pending and len(self._active) < self.parallel:
-                entry = self._pending.pop(0)
-                member = Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset)
-                self._active.append(member)
-                if entry.header_offset + LOCAL_HEADER_SIZE > self._eocd.cd_offset:
-                    self._finish(member, "error", error=f"local header offset {entry.header_offset} is past the members' data")
+            self._activate(self._eocd.cd_offset)
             held = self._held
             covered = [m for m in self._active if held and held[0] <= m.next_offset < held[0] + len(held[1])]
             if not held or not covered:
                 return
-            before = [(m, m.next_offset) for m in covered]
-            for member in covered:
-                if member in self._active:
-                    self._feed_member(member, *held)
-            if all(m in self._active and m.next_offset == at for m, at in before):
+            if not self._fed_from(held, covered):
                 return  # the held bytes end too soon for them: read
+
+    def _activate(self, data_end: int) -> None:
+        """Members taken from the pending ones until ``parallel`` are read at once (one whose
+        local header lies past ``data_end``, the central directory's start, is an error)."""
+        assert self._pending is not None
+        while self._pending and len(self._active) < self.parallel:
+            entry = self._pending.pop(0)
+            member = Member(entry=entry, chunk=self.first_chunk, next_offset=entry.header_offset)
+            self._active.append(member)
+            if entry.header_offset + LOCAL_HEADER_SIZE > data_end:
+                self._finish(member, "error", error=f"local header offset {entry.header_offset} is past the members' data")
+
+    def _fed_from(self, held: tuple[int, bytes], covered: list[Member]) -> bool:
+        """Feed the ``covered`` members from the ``held`` blob; whether any of them went on."""
+        before = [(m, m.next_offset) for m in covered]
+        for member in covered:
+            if member in self._active:
+                self._feed_member(member, *held)
+        return not all(m in self._active and m.next_offset == at for m, at in before)
 
     def _feed_member(self, m: Member, start: int, data: bytes) -> None:
         if not start <= m.next_offset < start + len(data):
@@ -268,23 +283,10 @@ class WheelScanner:
             return
         piece = memoryview(data)[m.next_offset - start :]
         if m.data_start is None:
-            if len(piece) < LOCAL_HEADER_SIZE:
-                if start + len(data) >= self.file_size:
-                    self._finish(m, "error", error=f"local header of {m.entry.name} runs past the end of the file")
+            opened = self._open(m, piece, at_end=start + len(data) >= self.file_size)
+            if opened is None:
                 return
-            try:
-                open_member(m, bytes(piece[:LOCAL_HEADER_SIZE]))
-            except ZipError as exc:
-                self._finish(m, "error", error=str(exc))
-                return
-            assert m.data_start is not None
-            piece = piece[m.data_start - m.next_offset :] if m.data_start - m.next_offset < len(piece) else piece[:0]
-            m.next_offset = m.data_start
-            if m.entry.name in self._reread:
-                m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch), None
-                if piece:
-                    self._feed_stream(m, m.stream, m.data_start, bytes(piece))
-                return
+            piece = opened
         assert m.data_end is not None
         compressed = bytes(piece[: m.data_end - m.next_offset])
         m.next_offset += len(compressed)
@@ -293,6 +295,29 @@ class WheelScanner:
         if not compressed:
             return
         self._inflate(m, compressed)
+
+    def _open(self, m: Member, piece: memoryview, *, at_end: bool) -> memoryview | None:
+        """``m`` opened from its local header at the start of ``piece``: the data after the header
+        in ``piece``; None when it is finished (an error), read by its structure from here, or its
+        header is not all in ``piece`` (``at_end``: and never will be)."""
+        if len(piece) < LOCAL_HEADER_SIZE:
+            if at_end:
+                self._finish(m, "error", error=f"local header of {m.entry.name} runs past the end of the file")
+            return None
+        try:
+            open_member(m, bytes(piece[:LOCAL_HEADER_SIZE]))
+        except ZipError as exc:
+            self._finish(m, "error", error=str(exc))
+            return None
+        assert m.data_start is not None
+        piece = piece[m.data_start - m.next_offset :] if m.data_start - m.next_offset < len(piece) else piece[:0]
+        m.next_offset = m.data_start
+        if m.entry.name not in self._reread:
+            return piece
+        m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch), None
+        if piece:
+            self._feed_stream(m, m.stream, m.data_start, bytes(piece))
+        return None
 
     def _inflate(self, m: Member, compressed: bytes) -> None:
         room = min(self.cap - len(m.buf), self.max_inflated - self.inflated + 1)
@@ -317,11 +342,7 @@ class WheelScanner:
         """Read ``m`` by its structure instead of stopping at ``stop`` (True: it goes on): a member
         that links torch and lacks its symbols, one whose first bytes (``cap``) did not tell, and
         any member of a wheel tied to torch whose libraries are not read from its dynamic section."""
-        if m.stream is not None or stop not in READ_ON or m.data_start is None or m.entry.method not in (STORED, DEFLATED):
-            return False
-        if m.entry.method == DEFLATED and m.inflater is None:
-            return False
-        if error is not None and error.startswith(("bad deflate data", "member data ends", "local header")):
+        if not _can_read_on(m, stop, error):
             return False
         links = bool(m.libraries and m.libraries.torch_libs) or bool(elf.torch_libs(m.names))
         if not links and not self._tied and stop != "cap":  # an untied wheel's member that gave its names is judged by them
@@ -384,23 +405,9 @@ class WheelScanner:
         if self._read_on(m, stop, error):
             return
         self._active.remove(m)
-        libs = m.libraries
-        if libs is None and stop in ("cap", "error", "limit") and m.names:
-            libs = ElfLibraries(needed=tuple(m.names), method="scan", complete=False)
-        symbols = m.symbols if libs is not None and libs.torch_libs else None
-        self._done.append(
-            MemberScan(
-                name=m.entry.name,
-                size=m.entry.uncompressed_size,
-                stop=stop,
-                libraries=libs,
-                inflated=len(m.buf),
-                read=m.read,
-                error=error,
-                symbols=symbols,
-                structural=structural or stop in ("dynamic", "end"),
-            )
-        )
+        scan = _member_scan(m, stop, error, structural=structural)
+        self._done.append(scan)
+        libs = scan.libraries
         if libs is not None and libs.torch_libs and self._evidence is None:
             self._evidence = Evidence(member=m.entry.name, library=libs.torch_libs[0])
             self._reopen()
@@ -420,6 +427,41 @@ class WheelScanner:
             self._done.append(MemberScan(name=entry.name, size=entry.uncompressed_size, stop="limit", libraries=None))
         if self._pending:
             self._pending.clear()
+
+
+def _metadata_entry(entries: list[ZipEntry]) -> ZipEntry | None:
+    """The wheel's METADATA, when there is one (and not too large to read)."""
+    meta = [e for e in entries if METADATA_MEMBER.match(e.name)]
+    return meta[0] if len(meta) == 1 and meta[0].uncompressed_size <= MAX_METADATA else None
+
+
+def _can_read_on(m: Member, stop: Stop, error: str | None) -> bool:
+    """Whether ``m`` could be read on by its structure from where it stopped: a stop a structural
+    read may do better, a stored or deflated member whose data start is known, not a broken one."""
+    if m.stream is not None or stop not in READ_ON or m.data_start is None or m.entry.method not in (STORED, DEFLATED):
+        return False
+    if m.entry.method == DEFLATED and m.inflater is None:
+        return False
+    return error is None or not error.startswith(("bad deflate data", "member data ends", "local header"))
+
+
+def _member_scan(m: Member, stop: Stop, error: str | None, *, structural: bool) -> MemberScan:
+    """What the reading of ``m`` found: its libraries (those its names gave when it stopped
+    short), its symbols when it links torch."""
+    libs = m.libraries
+    if libs is None and stop in ("cap", "error", "limit") and m.names:
+        libs = ElfLibraries(needed=tuple(m.names), method="scan", complete=False)
+    return MemberScan(
+        name=m.entry.name,
+        size=m.entry.uncompressed_size,
+        stop=stop,
+        libraries=libs,
+        inflated=len(m.buf),
+        read=m.read,
+        error=error,
+        symbols=m.symbols if libs is not None and libs.torch_libs else None,
+        structural=structural or stop in ("dynamic", "end"),
+    )
 
 
 def _links_torch(libs: ElfLibraries) -> bool:
