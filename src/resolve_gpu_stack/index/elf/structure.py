@@ -87,18 +87,10 @@ def read_structure(
     strings = _read_strings(reader, tags)
     if isinstance(strings, Need):
         return strings
-    soname = tags.get(DT_SONAME)
-    libs = ElfLibraries(
-        needed=tuple(_string(strings.table, o) for o in needed),
-        method="dynamic",
-        complete=True,
-        soname=_string(strings.table, soname) if soname is not None else None,
-    )
+    libs = _libraries(strings, needed, tags.get(DT_SONAME))
     if not (symbols(libs) if callable(symbols) else symbols):
         return reader.structure(libs, None)
-    if DT_SYMTAB not in tags:
-        return reader.structure(libs, _NO_SYMBOLS)
-    found = _read_symbols(reader, tags, strings, exports=exports)
+    found = _read_symbols(reader, tags, strings, exports=exports) if DT_SYMTAB in tags else _NO_SYMBOLS
     return found if isinstance(found, Need) else reader.structure(libs, found)
 
 
@@ -112,6 +104,16 @@ def _dynamic_tags(raw: bytes, layout: ElfLayout, dyn: Segment) -> tuple[dict[int
     for tag, value in entries:
         tags.setdefault(tag, value)
     return tags, [v for t, v in entries if t == DT_NEEDED]
+
+
+def _libraries(strings: _Strings, needed: list[int], soname: int | None) -> ElfLibraries:
+    """The needed libraries (and the soname) named at those offsets of the string table."""
+    return ElfLibraries(
+        needed=tuple(_string(strings.table, o) for o in needed),
+        method="dynamic",
+        complete=True,
+        soname=_string(strings.table, soname) if soname is not None else None,
+    )
 
 
 _NO_SYMBOLS = DynamicSymbols(imports=(), complete=True, method="dynamic", count=0)

@@ -116,6 +116,10 @@ class _Symbols:
             return False
         if name == 0 and kind != STT_SECTION:
             return False
+        return self._placed(shndx, kind, value)
+
+    def _placed(self, shndx: int, kind: int, value: int) -> bool:
+        """Whether an entry's section index and value fit the object (its segments, its sections)."""
         if shndx == SHN_UNDEF:
             return value == 0 or self.lo <= value <= self.hi
         if shndx >= SHN_LORESERVE:
@@ -258,11 +262,7 @@ def _count_by_hash(data: bytes | bytearray, layout: ElfLayout, tags: dict[int, i
 
 def _table_from_sections(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -> _Table | None:
     """``.dynsym`` and its string table from the section headers (the whole file is in ``data``)."""
-    e = ">" if layout.big_endian else "<"
-    shdr = struct.Struct(e + ("IIQQQQIIQQ" if layout.bits == 64 else "10I"))
-    if not layout.shnum or layout.shentsize < shdr.size or layout.shoff + layout.shnum * layout.shentsize > len(data):
-        return None
-    headers = [shdr.unpack_from(data, layout.shoff + i * layout.shentsize) for i in range(layout.shnum)]
+    headers = _section_headers(data, layout)
     for h in headers:  # name, type, flags, addr, offset, size, link, info, addralign, entsize
         if h[1] != SHT_DYNSYM:
             continue
@@ -273,6 +273,16 @@ def _table_from_sections(data: bytes | bytearray, layout: ElfLayout, syms: _Symb
             raise ElfError("the .dynsym section or its string table runs past the end of the file")
         return _Table(symtab=h[4], strtab=strings[4], count=h[5] // h[9], strsz=strings[5], method="sections")
     return None
+
+
+def _section_headers(data: bytes | bytearray, layout: ElfLayout) -> list[tuple[int, ...]]:
+    """The section headers (name, type, flags, addr, offset, size, link, info, addralign, entsize
+    each); none when the object has none, or they are not all in ``data``."""
+    e = ">" if layout.big_endian else "<"
+    shdr = struct.Struct(e + ("IIQQQQIIQQ" if layout.bits == 64 else "10I"))
+    if not layout.shnum or layout.shentsize < shdr.size or layout.shoff + layout.shnum * layout.shentsize > len(data):
+        return []
+    return [shdr.unpack_from(data, layout.shoff + i * layout.shentsize) for i in range(layout.shnum)]
 
 
 def _table_by_scan(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -> _Table:
