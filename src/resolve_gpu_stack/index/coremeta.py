@@ -22,7 +22,17 @@ def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozen
     or not), a folded line joined to its header with its line break, ``From `` lines and lines
     starting with ``:`` skipped, a value not valid UTF-8 unusable
     (``tests/test_parse_properties.py`` holds the two to the same answers)."""
-    text = raw.decode("ascii", "surrogateescape")
+    values, bad = _field_values(_headers(raw.decode("ascii", "surrogateescape")))
+    fields: dict[str, str | list[str]] = {}
+    for name, found in values.items():
+        if name in bad or (name in _SINGLE_FIELDS and len(found) != 1):
+            continue
+        fields[name] = found[0] if name in _SINGLE_FIELDS else found
+    return fields, frozenset(name for name in values if name not in fields)
+
+
+def _headers(text: str) -> list[tuple[str, list[str]]]:
+    """(name in lower case, its value's lines) of each header of the block, in order."""
     headers: list[tuple[str, list[str]]] = []
     current: list[str] | None = None  # the header a folded line continues
     for line in _LINES.findall(text):
@@ -38,6 +48,11 @@ def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozen
             continue  # a Unix "From " line (first or misplaced), or no header name
         current = [line[colon + 1 :].lstrip(" \t")]
         headers.append((line[:colon].lower(), current))
+    return headers
+
+
+def _field_values(headers: list[tuple[str, list[str]]]) -> tuple[dict[str, list[str]], set[str]]:
+    """(each field the resolver reads -> its values, the fields with a value not valid UTF-8)."""
     values: dict[str, list[str]] = {}
     bad: set[str] = set()
     for name, parts in headers:
@@ -50,12 +65,7 @@ def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozen
             except UnicodeError:
                 bad.add(name)
         values.setdefault(name, []).append(value)
-    fields: dict[str, str | list[str]] = {}
-    for name, found in values.items():
-        if name in bad or (name in _SINGLE_FIELDS and len(found) != 1):
-            continue
-        fields[name] = found[0] if name in _SINGLE_FIELDS else found
-    return fields, frozenset(name for name in values if name not in fields)
+    return values, bad
 
 
 __all__ = ["core_metadata_fields"]

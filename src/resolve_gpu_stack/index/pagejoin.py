@@ -58,6 +58,12 @@ def _fast_join(base: str, href: str, joins: Joins) -> str | None:
         if not pre.startswith(base_scheme + ":"):
             return redact(href)  # another scheme: urljoin returns the href verbatim
         return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
+    return _relative_join(base, pre, tail, joins)
+
+
+def _relative_join(base: str, pre: str, tail: str, joins: Joins) -> str | None:
+    """The shortcuts for a relative link ``pre`` (its fragment ``tail``): a rooted or dotted path
+    of plain segments, or a plain last segment after a directory that joins on its own."""
     start, rest = ("/", pre[1:]) if pre.startswith("/") and _ROOTED.fullmatch(pre) else _dotted(pre)
     if start:
         head = _joined_head(base, start, joins)
