@@ -201,17 +201,25 @@ def _merge_list(uv: Any, key: str, wanted: list[str], ours: list[str]) -> list[s
     if current is None:
         _set(uv, key, wanted)
         return []
-    mine = set(ours) | set(wanted)
-    theirs = [str(item) for item in current if str(item) not in mine]
-    if [str(item) for item in current] != theirs + wanted:  # theirs where they are, then ours in order
-        for item in [item for item in current if str(item) in mine]:
-            current.remove(item)
-        current.extend(wanted)
-        if len(current) > 1:
-            current.multiline(True)
+    theirs = _replace_ours(current, set(ours) | set(wanted), wanted)
     if not len(current):
         del uv[key]
     return _conflicts(key, theirs, wanted)
+
+
+def _replace_ours(current: Any, mine: set[str], wanted: list[str]) -> list[str]:
+    """The array ``current`` as the user's entries where they are, then ``wanted`` in order (the
+    entries in ``mine``, the previous export's and the wanted ones, taken out first); left as it
+    is when it is that already. The user's entries."""
+    theirs = [str(item) for item in current if str(item) not in mine]
+    if [str(item) for item in current] == theirs + wanted:
+        return theirs
+    for item in [item for item in current if str(item) in mine]:
+        current.remove(item)
+    current.extend(wanted)
+    if len(current) > 1:
+        current.multiline(True)
+    return theirs
 
 
 def _conflicts(key: str, theirs: list[str], wanted: list[str]) -> list[str]:
@@ -314,18 +322,22 @@ def _merge_sources(uv: Any, wanted: Mapping[str, tuple[tuple[str, str | None], .
     for name in ours:
         if name not in wanted and name in table:
             del table[name]
-    notes = []
-    for name, choices in wanted.items():
-        value = _source_value(choices, renamed)
-        current = _plain(table.get(name))
-        if current == _plain(value):
-            continue
-        if current is not None and name not in ours:
-            notes.append(f"replaced your [tool.uv.sources] entry for {name} ({current}) by the plan's index")
-        table[name] = value
+    notes = [note for name, choices in wanted.items() if (note := _put_source(table, name, _source_value(choices, renamed), ours)) is not None]
     if not len(table):
         del uv["sources"]
     return notes
+
+
+def _put_source(table: Any, name: str, value: Any, ours: list[str]) -> str | None:
+    """``[tool.uv.sources] name = value`` unless it is so already; a note when a source of the
+    user's is replaced."""
+    current = _plain(table.get(name))
+    if current == _plain(value):
+        return None
+    table[name] = value
+    if current is not None and name not in ours:
+        return f"replaced your [tool.uv.sources] entry for {name} ({current}) by the plan's index"
+    return None
 
 
 def _source_value(choices: tuple[tuple[str, str | None], ...], renamed: Mapping[str, str]) -> Any:
