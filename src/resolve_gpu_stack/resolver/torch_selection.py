@@ -52,19 +52,25 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
         )
     cuda = request.cuda or installed_cuda
     if cuda is None:
-        if installed is not None and request.target.interpreter is None:
-            raise UsageError(
-                f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
-                "read: the PyTorch index keeps torch in one folder per CUDA label",
-                hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
-            )
-        raise UsageError(
-            "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
-            # --installed declares a target's torch; it is refused with an interpreter (which has its own)
-            hint="pass --cuda cu130"
-            + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
-        )
+        raise _no_cuda_label(request)
     return cuda
+
+
+def _no_cuda_label(request: ResolveRequest) -> UsageError:
+    """Why there is no CUDA label, and what to pass."""
+    installed = request.installed_torch
+    if installed is not None and request.target.interpreter is None:
+        return UsageError(
+            f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
+            "read: the PyTorch index keeps torch in one folder per CUDA label",
+            hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
+        )
+    return UsageError(
+        "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
+        # --installed declares a target's torch; it is refused with an interpreter (which has its own)
+        hint="pass --cuda cu130"
+        + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
+    )
 
 
 def select_torch(
