@@ -61,19 +61,23 @@ class _FinalResponse(http.client.HTTPResponse):
     def _read_status(self) -> tuple[str, int, str]:
         """The status line ``begin()`` reads (as ``http.client`` reads it), interim ones passed over."""
         while True:
-            line = str(self.fp.readline(MAX_LINE + 1), "iso-8859-1")
-            if len(line) > MAX_LINE:
-                raise http.client.LineTooLong("status line")
-            if not line:
-                raise http.client.RemoteDisconnected("Remote end closed connection without response")
-            version, _, rest = line.strip().partition(" ")
-            code, _, reason = rest.strip().partition(" ")
-            if not version.startswith("HTTP/") or not (code.isdigit() and len(code) == 3 and code.isascii()) or code[0] == "0":
-                raise http.client.BadStatusLine(line)
-            status = int(code)
+            version, status, reason = _status_line(str(self.fp.readline(MAX_LINE + 1), "iso-8859-1"))
             if status >= 200 or status in (100, 101):
                 return version, status, reason.strip()  # a 100 is passed over by begin() itself
             http.client.parse_headers(self.fp)  # an interim answer's headers (limits as for any)
+
+
+def _status_line(line: str) -> tuple[str, int, str]:
+    """(version, status, reason) of a status line, as ``http.client`` reads it (its errors raised)."""
+    if len(line) > MAX_LINE:
+        raise http.client.LineTooLong("status line")
+    if not line:
+        raise http.client.RemoteDisconnected("Remote end closed connection without response")
+    version, _, rest = line.strip().partition(" ")
+    code, _, reason = rest.strip().partition(" ")
+    if not version.startswith("HTTP/") or not (code.isdigit() and len(code) == 3 and code.isascii()) or code[0] == "0":
+        raise http.client.BadStatusLine(line)
+    return version, int(code), reason
 
 
 class Connection(http.client.HTTPConnection):

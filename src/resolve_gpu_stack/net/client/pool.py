@@ -58,12 +58,7 @@ class Client:
         retry). A pooled connection that breaks before the status line is replaced by a fresh one
         once (the server closed it as the request went out)."""
         route, target = url if isinstance(url, Prepared) else self._route(url)
-        try:
-            wait = deadlines.clamp(self.timeout)
-        except TimeoutError as exc:  # the request's deadline passed before it was sent (a long redirect chain)
-            raise Timeout(str(exc)) from None
-        if not self._slots.acquire(timeout=wait):
-            raise Timeout("no connection free in the pool")
+        self._take_slot()
         merged = self._headers(route, headers)
         deadline = deadlines.current()
         if deadline is not None:
@@ -91,6 +86,15 @@ class Client:
                 self._slots.release()
 
         return Response(raw, release)
+
+    def _take_slot(self) -> None:
+        """One of the pool's ``max_connections`` slots, waited for within the request's deadline."""
+        try:
+            wait = deadlines.clamp(self.timeout)
+        except TimeoutError as exc:  # the request's deadline passed before it was sent (a long redirect chain)
+            raise Timeout(str(exc)) from None
+        if not self._slots.acquire(timeout=wait):
+            raise Timeout("no connection free in the pool")
 
     def _headers(self, route: Route, headers: Mapping[str, str]) -> dict[str, str]:
         """The request's headers: the client's defaults, those given in their place (in any
