@@ -119,6 +119,14 @@ def judge(
         return AbiVerdict(kind=AbiKind.UNKNOWN, against=against, refusal=f"its shared objects could not be judged: {abi.why}")
     if torch is None:
         return AbiVerdict(kind=_kind(abi.members), refusal="it links torch, and the plan has no torch")
+    return _judge_linked(name, version, abi, torch, policy, requires_floor, declared_series)
+
+
+def _judge_linked(
+    name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, requires_floor: str | None, declared_series: str | None
+) -> AbiVerdict:
+    """``judge`` of a wheel that links torch, against the plan's torch: by its per-torch builds,
+    or by its members' imports (of the build for torch's CUDA major, when it has one per major)."""
     abi, twins = _cuda_builds(abi, torch, policy)
     builds = abi.builds
     if builds:
@@ -138,10 +146,15 @@ def _cuda_builds(abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy) -> tuple[Whe
     major = torch.cuda_major
     if major is None or not any(major in g for g in twins.values()):
         return abi, None
-    dropped = {id(m) for g in twins.values() if major in g for k, m in g.items() if k != major}
-    kept = tuple(m for m in abi.members if id(m) not in dropped)
-    others = [m.name.rsplit("/", 1)[-1] for m in abi.members if id(m) in dropped]
+    kept, others = _for_major(abi.members, twins, major)
     return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), _builds_note(twins, major, others)
+
+
+def _for_major(members: Sequence[MemberAbi], twins: Mapping[str, Mapping[int | None, MemberAbi]], major: int) -> tuple[tuple[MemberAbi, ...], list[str]]:
+    """(the members torch's CUDA ``major`` loads, the file names of the other majors' builds)."""
+    dropped = {id(m) for g in twins.values() if major in g for k, m in g.items() if k != major}
+    kept = tuple(m for m in members if id(m) not in dropped)
+    return kept, [m.name.rsplit("/", 1)[-1] for m in members if id(m) in dropped]
 
 
 def _builds_note(twins: Mapping[str, Mapping[int | None, MemberAbi]], major: int, others: Sequence[str]) -> str:
