@@ -105,21 +105,27 @@ def _torch_pin(pins: list[Pin]) -> TorchPin | None:
 
 
 def _read_header_line(raw: str, lines: list[str], n: int, header: dict[str, Any], in_indexes: bool) -> bool:
+    """A comment line of the header read into ``header``; whether the index lines go on after it."""
+    if raw == INDEX_COMMENT:
+        return True
+    if in_indexes and raw.startswith("#   ") and ": " in raw:
+        key, _, url = raw[4:].partition(": ")
+        header["indexes"][key.strip()] = url.strip()
+        return True
+    _read_header_value(raw, lines, n, header)
+    return False
+
+
+def _read_header_value(raw: str, lines: list[str], n: int, header: dict[str, Any]) -> None:
+    """The command (on the line after the header's first), the inputs digest, the target or a note."""
     if raw == CONSTRAINTS_HEADER and n < len(lines) and lines[n].startswith("#    "):
         header["command"] = lines[n][5:].strip()
     elif raw.startswith("# inputs-digest: "):
         header["inputs_digest"] = raw.split(": ", 1)[1].strip()
     elif m := _TARGET_RE.match(raw):
         header["target"] = _target_summary(m)
-    elif raw == INDEX_COMMENT:
-        return True
-    elif in_indexes and raw.startswith("#   ") and ": " in raw:
-        key, _, url = raw[4:].partition(": ")
-        header["indexes"][key.strip()] = url.strip()
-        return True
     elif raw.startswith("# note: "):
         header["notes"].append(raw[len("# note: ") :])
-    return False
 
 
 def _target_summary(m: re.Match[str]) -> TargetSummary:

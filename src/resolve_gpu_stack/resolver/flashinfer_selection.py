@@ -112,9 +112,15 @@ def select_flashinfer(
     allowed, skipped = _complete_versions(versions, defs, cuda, labels, components, offer)
     if not allowed:
         raise _no_complete_version(request, defs, cuda, components, floors, min_cuda, skipped, where, offer)
+    return FlashInferSelection(
+        versions=allowed, notes=_skipped_notes(allowed, skipped) + _floor_notes(floors, wanted), left_out={s.version: s for s in skipped}
+    )
+
+
+def _skipped_notes(allowed: Collection[Version], skipped: Sequence[Skipped]) -> tuple[str, ...]:
+    """The newer versions skipped (at most five), each with why."""
     newest = max(allowed)
-    notes = tuple(f"{s.why}; newest with every component is {newest}" for s in skipped if s.version > newest)[:5]
-    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted), left_out={s.version: s for s in skipped})
+    return tuple(f"{s.why}; newest with every component is {newest}" for s in skipped if s.version > newest)[:5]
 
 
 def _labels_at_or_above(defs: Definitions, cuda: CudaLabel, min_cuda: CudaLabel | None) -> list[str]:
