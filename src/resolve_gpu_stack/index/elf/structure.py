@@ -80,9 +80,7 @@ def read_structure(
     if isinstance(raw, Need):
         return raw
     tags, needed = _dynamic_tags(raw, layout, dyn)
-    if DT_STRTAB not in tags or DT_STRSZ not in tags:
-        if needed or DT_SYMTAB in tags:
-            raise ElfError("dynamic section has DT_NEEDED or DT_SYMTAB entries but no DT_STRTAB/DT_STRSZ")
+    if _no_strings(tags, needed):
         return reader.structure(ElfLibraries(needed=(), method="dynamic", complete=True), _NO_SYMBOLS)
     strings = _read_strings(reader, tags)
     if isinstance(strings, Need):
@@ -92,6 +90,16 @@ def read_structure(
         return reader.structure(libs, None)
     found = _read_symbols(reader, tags, strings, exports=exports) if DT_SYMTAB in tags else _NO_SYMBOLS
     return found if isinstance(found, Need) else reader.structure(libs, found)
+
+
+def _no_strings(tags: dict[int, int], needed: list[int]) -> bool:
+    """Whether the dynamic section has no string table (then it may name no library and no
+    symbol table: ``ElfError``)."""
+    if DT_STRTAB in tags and DT_STRSZ in tags:
+        return False
+    if needed or DT_SYMTAB in tags:
+        raise ElfError("dynamic section has DT_NEEDED or DT_SYMTAB entries but no DT_STRTAB/DT_STRSZ")
+    return True
 
 
 def _dynamic_tags(raw: bytes, layout: ElfLayout, dyn: Segment) -> tuple[dict[int, int], list[int]]:
