@@ -92,17 +92,22 @@ def select_torch(
         fitting = _same_build_kept(fitting, installed, cuda)
         fitting.add(installed)
     if not fitting:
-        pages = ", ".join(v.location.url for v in visits) or "(no page)"
-        raise NoPlanError(
-            f"no torch wheel for {target_words(request.target)} and {cuda} matches --torch {request.torch}",
-            reasons=[f"looked at {pages}", f"versions there: {describe_versions(everything)}"],
-            hint="check --python/--platform and --cuda, or pick another --torch channel",
-        )
+        raise _no_torch(request, cuda, visits, everything)
     notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
     _refuse_excluding_override(request, fitting, installed)
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def _no_torch(request: ResolveRequest, cuda: CudaLabel, visits: Sequence[PageVisit], everything: set[Version]) -> NoPlanError:
+    """No torch wheel fits: the pages looked at and the versions on them."""
+    pages = ", ".join(v.location.url for v in visits) or "(no page)"
+    return NoPlanError(
+        f"no torch wheel for {target_words(request.target)} and {cuda} matches --torch {request.torch}",
+        reasons=[f"looked at {pages}", f"versions there: {describe_versions(everything)}"],
+        hint="check --python/--platform and --cuda, or pick another --torch channel",
+    )
 
 
 def _refuse_excluding_override(request: ResolveRequest, allowed: set[Version], installed: Version | None) -> None:
