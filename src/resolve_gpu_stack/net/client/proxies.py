@@ -46,12 +46,16 @@ class _Bypass:
     port: int | None
 
     def matches(self, scheme: str, host: str, port: int) -> bool:
-        if (self.scheme and self.scheme != scheme) or (self.port is not None and self.port != port):
+        if not self._narrowed_to(scheme, port):
             return False
         address = _address(host)
         if self.network is not None:
             return address is not None and address.version == self.network.version and address in self.network
         return address is None and (host == self.name or host.endswith("." + self.name))
+
+    def _narrowed_to(self, scheme: str, port: int) -> bool:
+        """Whether the entry's ``scheme://`` and ``:port``, when it has them, are these."""
+        return (not self.scheme or self.scheme == scheme) and (self.port is None or self.port == port)
 
 
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
