@@ -57,17 +57,22 @@ def _json_package(p: dict[str, Any]) -> dict[str, Any]:
 
 def coupling_words(p: LockedPackage) -> str:
     """The coupling column: the coupling, what the ABI verdict adds, and a mismatch planned anyway."""
-    words = p.coupling.value
+    words = p.coupling.value + _abi_words(p)
     abi = p.abi
-    if abi is not None and abi.floor:
-        words += f" (torch >= {abi.floor})"
-    elif abi is not None and abi.kind is not None and abi.kind.value in ("locked", "builds"):
-        words += f" ({abi.kind.value}" + (f" {abi.builds[0]}-{abi.builds[-1]}" if abi.builds else "") + ")"
-    elif p.built_for:
-        words += f" (built for torch {p.built_for})"
     if abi is not None and abi.cuda_majors:
         words += " CUDA " + "+".join(str(m) for m in abi.cuda_majors)
     return words + (" ABI MISMATCH" if p.abi_mismatch else "")
+
+
+def _abi_words(p: LockedPackage) -> str:
+    """What the ABI verdict adds to the coupling: a stable ABI's torch floor, a version-locked
+    wheel or per-torch builds, or the torch a build was made for."""
+    abi = p.abi
+    if abi is not None and abi.floor:
+        return f" (torch >= {abi.floor})"
+    if abi is not None and abi.kind is not None and abi.kind.value in ("locked", "builds"):
+        return f" ({abi.kind.value}" + (f" {abi.builds[0]}-{abi.builds[-1]}" if abi.builds else "") + ")"
+    return f" (built for torch {p.built_for})" if p.built_for else ""
 
 
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
