@@ -18,7 +18,8 @@ from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..env.build import BuildMachine, BuildRequirements
+    from ..env.build import BuildRequirements
+    from ..env.buildmachine import BuildMachine
     from ..env.probe import Environment
     from ..model import LockPlan
     from .assemble import ResolveParts
@@ -60,7 +61,7 @@ def build_plan_from_args(
 def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
     """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
-    from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
+    from ..env.buildmachine import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
     from ..model.gpu import GpuArch
     from .downloads import uv_from_args
 
@@ -82,7 +83,8 @@ def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan
     """What each build row of ``plan`` needs, in words (the dry run says it before anything is
     built): the CUDA toolkit of torch's major (and which was found), the GPU archs, MAX_JOBS and
     the memory those jobs take, link stubs on a machine without a driver."""
-    from ..env.build import MEMORY_PER_JOB, available_memory, pending
+    from ..env.build import pending
+    from ..env.buildmachine import MEMORY_PER_JOB, available_memory
     from ..model.cuda import CudaLabel
 
     rows = pending(plan)
