@@ -268,8 +268,9 @@ def _cuda_refusal(majors: tuple[int, ...], torch: AbiTorch | None) -> str | None
     return f"needs {needs} (libcudart.so.{other[0]} and its kin), torch {torch.version} is built for CUDA {torch.cuda_major}"
 
 
-def _with(verdict: AbiVerdict, **changes: object) -> AbiVerdict:
-    return replace(verdict, **changes)  # type: ignore[arg-type]
+def _with(verdict: AbiVerdict, *, refusal: str | None = None, note: str | None = None) -> AbiVerdict:
+    """``verdict`` with the refusal and the note given (one not given stays as it is)."""
+    return replace(verdict, refusal=verdict.refusal if refusal is None else refusal, note=verdict.note if note is None else note)
 
 
 def _higher(a: str, b: str | None) -> str:
