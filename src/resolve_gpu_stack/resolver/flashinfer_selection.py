@@ -173,17 +173,17 @@ def _no_complete_version(
 
 def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
     """The highest CUDA label the GPUs need; torch's CUDA below it raises ``NoPlanError``."""
-    needed = [f for f in floors if f.cuda is not None]
+    needed = [(f.cuda, f) for f in floors if f.cuda is not None]
     if not needed:
         return None
-    top = max(needed, key=lambda f: f.cuda)  # type: ignore[arg-type,return-value]
-    if top.cuda is not None and cuda < top.cuda:
+    top_cuda, top = max(needed, key=lambda pair: pair[0])
+    if cuda < top_cuda:
         raise NoPlanError(
             f"{top.what} needs FlashInfer built for {top.cuda} or newer, but torch runs {cuda}",
             reasons=[f"{top}: {top.source}", f"the CUDA label {cuda} has no FlashInfer build whose kernels run on {top.what.split()[-1]}"],
             hint=f"use a torch built for {top.cuda} or newer (--cuda {top.cuda} --change-cuda)",
         )
-    return top.cuda
+    return top_cuda
 
 
 def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Sequence[Version], where: str) -> NoPlanError:
