@@ -1,4 +1,4 @@
-"""The pure part of `export uv` (lock/uvproject.py) and the uv.lock check (lock/check.py): a plan in
+"""The pure part of `export uv` (lock/uvproject/) and the uv.lock check (lock/check.py): a plan in
 uv's words, written into a pyproject.toml next to the user's own entries, and read back."""
 
 from __future__ import annotations

@@ -31,27 +31,36 @@ def private_folder(base: str, parts: Sequence[str]) -> str | None:
     """Make ``base/parts...`` (each folder made 0700) and check that it and every folder on the
     way, ``base`` included, is a real folder owned by this user and writable by no one else; why
     not, or None when it is the user's alone."""
-    uid = os.geteuid()
     path = base
     for part in ("", *parts):
         path = os.path.join(path, part) if part else path
-        try:
-            os.mkdir(path, 0o700)
-            os.chmod(path, 0o700)  # mkdir's mode is cut by the umask; never widened by it either
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            return f"cannot make {path} ({exc.strerror or exc})"
-        try:
-            info = os.stat(path) if path == base else os.lstat(path)  # the cache root may be a link; nothing below it
-        except OSError as exc:
-            return f"cannot read {path} ({exc.strerror or exc})"
-        if not stat.S_ISDIR(info.st_mode):
-            return f"{path} is not a folder"
-        if info.st_uid != uid:
-            return f"{path} belongs to uid {info.st_uid}, not to this user (uid {uid})"
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return f"{path} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
+        why = _made_private(path, follow=path == base)
+        if why is not None:
+            return why
+    return None
+
+
+def _made_private(path: str, *, follow: bool) -> str | None:
+    """Make the folder ``path`` (0700) unless it is there; why it is not the user's alone, or
+    None. ``follow``: it may be a link (the cache root; nothing below it)."""
+    try:
+        os.mkdir(path, 0o700)
+        os.chmod(path, 0o700)  # mkdir's mode is cut by the umask; never widened by it either
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        return f"cannot make {path} ({exc.strerror or exc})"
+    try:
+        info = os.stat(path) if follow else os.lstat(path)
+    except OSError as exc:
+        return f"cannot read {path} ({exc.strerror or exc})"
+    uid = os.geteuid()
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{path} is not a folder"
+    if info.st_uid != uid:
+        return f"{path} belongs to uid {info.st_uid}, not to this user (uid {uid})"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} is writable by others (mode {stat.S_IMODE(info.st_mode):o})"
     return None
 
 

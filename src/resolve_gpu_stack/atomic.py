@@ -144,33 +144,65 @@ def sweep_stale(
     except OSError:
         return removed
     try:
-        for entry in list(os.scandir(fd)):
-            path = Path(folder) / entry.name
-            try:
-                if tree and entry.is_dir(follow_symlinks=False):
-                    removed += sweep_stale(path, match, older_than, now, tree=True, on_error=on_error)
-                    continue
-                if not (match(entry.name) and entry.is_file(follow_symlinks=False)):
-                    continue
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if now - st.st_mtime <= older_than:
-                continue
-            try:
-                os.unlink(entry.name, dir_fd=fd)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                if on_error is not None:
-                    on_error(path, exc)
-                continue
-            removed.append((path, st.st_size))
+        _sweep_in(fd, Path(folder), match, older_than, now, tree=tree, on_error=on_error, removed=removed)
     except OSError:
         pass
     finally:
         os.close(fd)
     return removed
+
+
+def _sweep_in(
+    fd: int,
+    folder: Path,
+    match: Callable[[str], bool],
+    older_than: float,
+    now: float,
+    *,
+    tree: bool,
+    on_error: Callable[[Path, OSError], object] | None,
+    removed: list[tuple[Path, int]],
+) -> None:
+    """``sweep_stale`` of the folder open as ``fd``: what it removes is added to ``removed``."""
+    for entry in list(os.scandir(fd)):
+        path = folder / entry.name
+        kind = _kind(entry, tree=tree)
+        if kind == "folder":
+            removed += sweep_stale(path, match, older_than, now, tree=True, on_error=on_error)
+            continue
+        if kind != "file" or not match(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if now - st.st_mtime > older_than and _unlinked(fd, entry.name, path, on_error):
+            removed.append((path, st.st_size))
+
+
+def _kind(entry: os.DirEntry[str], *, tree: bool) -> str | None:
+    """``folder`` (one to sweep, with ``tree``), ``file`` (a regular file, not a link), ``other``,
+    or None when the entry cannot be read."""
+    try:
+        if tree and entry.is_dir(follow_symlinks=False):
+            return "folder"
+        return "file" if entry.is_file(follow_symlinks=False) else "other"
+    except OSError:
+        return None
+
+
+def _unlinked(fd: int, name: str, path: Path, on_error: Callable[[Path, OSError], object] | None) -> bool:
+    """Whether the file ``name`` of the folder open as ``fd`` was removed here (not by another
+    sweep first; one that cannot be removed is told to ``on_error``)."""
+    try:
+        os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if on_error is not None:
+            on_error(path, exc)
+        return False
+    return True
 
 
 __all__ = ["atomic_write", "exclusive_temp", "stale_temp", "sweep_stale", "sync_folder", "write_temp"]

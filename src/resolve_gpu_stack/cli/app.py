@@ -38,7 +38,7 @@ class Command:
             self._module = self._load()
         return self._module
 
-    def register(self, sub: argparse._SubParsersAction) -> None:
+    def register(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         self.module.register(sub)
 
     def run(self, args: argparse.Namespace, env: Mapping[str, str]) -> int:
@@ -244,8 +244,9 @@ def _unknown_command(word: str) -> int:
 
 def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser:
     for action in parser._subparsers._group_actions if parser._subparsers else ():
-        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            return action.choices[command]
+        chosen = action.choices.get(command) if command is not None and isinstance(action, argparse._SubParsersAction) else None
+        if isinstance(chosen, argparse.ArgumentParser):
+            return chosen
     return parser
 
 

@@ -17,13 +17,17 @@ from . import common
 from . import settings as S
 
 if TYPE_CHECKING:
-    from ..env.build import BuildMachine, BuildRequirements
+    from ..data.definitions import Definitions
+    from ..env.build import BuildRequirements
+    from ..env.buildmachine import BuildMachine
     from ..env.probe import Environment
     from ..model import LockPlan
     from .assemble import ResolveParts
 
 
-def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs, *, environment: Environment | None = None) -> LockPlan:
+def build_plan_from_args(
+    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, environment: Environment | None = None
+) -> LockPlan:
     """``plan`` with its build rows built (or found in the wheel cache). ``environment``: the probed
     target of ``install`` (its own torch is used, through a ``.pth``); None for a declared target
     (``lock``: the kept torch's wheel is installed into the build environment)."""
@@ -57,7 +61,7 @@ def build_plan_from_args(args: argparse.Namespace, env: Mapping[str, str], plan:
 def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
     """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
-    from ..env.build import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
+    from ..env.buildmachine import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
     from ..model.gpu import GpuArch
     from .downloads import uv_from_args
 
@@ -79,7 +83,8 @@ def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan
     """What each build row of ``plan`` needs, in words (the dry run says it before anything is
     built): the CUDA toolkit of torch's major (and which was found), the GPU archs, MAX_JOBS and
     the memory those jobs take, link stubs on a machine without a driver."""
-    from ..env.build import MEMORY_PER_JOB, available_memory, pending
+    from ..env.build import pending
+    from ..env.buildmachine import MEMORY_PER_JOB, available_memory
     from ..model.cuda import CudaLabel
 
     rows = pending(plan)
@@ -106,7 +111,7 @@ def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan
 
 
 def build_requirements(
-    args: argparse.Namespace, env: Mapping[str, str], defs, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
+    args: argparse.Namespace, env: Mapping[str, str], defs: Definitions, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
 ) -> BuildRequirements:
     """The build environment's plan: the sdist's build requirements (torch taken out) resolved by
     our resolver for the target, FlashInfer left out, with the kept torch: kept as installed on a

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 DEFAULT_DAYS = 7.0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "cache",
         help="show the cache's size per kind, prune what was not used lately, or clean it",
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
-def cache_json(root: Path, action: str, kinds: Sequence[Usage]) -> dict:
+def cache_json(root: Path, action: str, kinds: Sequence[Usage]) -> dict[str, object]:
     from ..net.cache import CACHE_SCHEMA
 
     return {

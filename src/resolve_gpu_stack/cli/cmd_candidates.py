@@ -15,7 +15,7 @@ _HELP = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "candidates",
         help="list what every owning index offers for a package",

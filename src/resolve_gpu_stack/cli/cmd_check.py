@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from ..lock.locked import LockedFile
     from ..model import LockPlan
     from .assemble import ResolveParts
-    from .config import ProjectConfig
+    from .config import ProjectConfig, TargetConfig
+
+    Judged = tuple[Checked, Expected | None]  # a lock file checked offline, and what the config says it is made from
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "check",
         help="check lock files: invariants, hashes, freshness against the config, nightly retention",
@@ -168,11 +170,11 @@ def _uv_sync_findings(pyproject: Path) -> list[Finding]:
     return [Finding(level=WARNING, path=pyproject, message=w) for w in uv_sync_warnings(pyproject.parent, pythons)]
 
 
-def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions, locks: Locks) -> tuple[list[Finding], list]:
+def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions, locks: Locks) -> tuple[list[Finding], list[Judged]]:
     """Offline checks of each file: (findings, [(CheckedLock, Expected or None)] of those that exist)."""
     from ..lock.check import ERROR, Finding, check_lock, regenerate_hint
 
-    results = []
+    results: list[Judged] = []
     findings: list[Finding] = []
     for path, expected in files:
         if not path.is_file():
@@ -184,7 +186,7 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs
     return findings, results
 
 
-def _against_siblings(results, config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list[Finding]:
+def _against_siblings(results: Sequence[Judged], config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list[Finding]:
     """Each constraints file against the pylock of the same target written with it (checked here,
     or read from the target's outputs when only the ``.txt`` was named)."""
     from ..lock.check import sibling_findings
@@ -200,12 +202,12 @@ def _against_siblings(results, config: ProjectConfig | None, today: dt.date, def
     return out
 
 
-def _written_with(digest: str | None, pylocks: list) -> Checked | None:
+def _written_with(digest: str | None, pylocks: Sequence[Checked]) -> Checked | None:
     """The pylock among ``pylocks`` written with the same inputs digest."""
-    return next((c for c in pylocks if _is_pylock(c) and c.locked.inputs_digest == digest), None)
+    return next((c for c in pylocks if _is_pylock(c) and c.locked is not None and c.locked.inputs_digest == digest), None)
 
 
-def _pylocks_of(path: Path, pylocks: list, config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list:
+def _pylocks_of(path: Path, pylocks: Sequence[Checked], config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list[Checked]:
     """The pylocks checked here, and those of the configured target that writes ``path`` (checked now)."""
     from ..lock.check import check_lock
 
@@ -293,7 +295,7 @@ def _expected_of(config: ProjectConfig | None, path: Path, bundled: Definitions,
     return _expected(config, target, path, bundled, locks) if config is not None and target is not None else None
 
 
-def _expected(config: ProjectConfig, target, path: Path, bundled: Definitions, locks: Locks) -> Expected:
+def _expected(config: ProjectConfig, target: TargetConfig, path: Path, bundled: Definitions, locks: Locks) -> Expected:
     """What the config says ``path`` should be made from: the target's settings, with the flags its
     lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
     from ..lock.check import Expected
@@ -319,11 +321,13 @@ def _recorded_command(path: Path, locks: Locks) -> str | None:
         return None
 
 
-def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results, bundled: Definitions) -> list[Finding]:
+def _against_index(
+    args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results: Sequence[Judged], bundled: Definitions
+) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
     from ..lock.check import ERROR, Finding
 
-    pylocks = [(c, e) for c, e in results if _is_pylock(c)]
+    pylocks = [(c.path, plan) for c, _ in results if (plan := _pylock_plan(c)) is not None]
     if config is None or not (args.online or (config.snapshot is not None and pylocks)):
         return []  # (--online without a config was refused before)
     if config.snapshot is not None and not config.snapshot.is_dir():
@@ -338,11 +342,23 @@ def _against_index(args: argparse.Namespace, env: Mapping[str, str], config: Pro
     return _verify(args, env, config, results, pylocks, bundled)
 
 
-def _is_pylock(checked) -> bool:
-    return checked.plan is not None and checked.locked is not None and checked.locked.format == "pylock"
+def _is_pylock(checked: Checked) -> bool:
+    return _pylock_plan(checked) is not None
 
 
-def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig, results, pylocks, bundled: Definitions) -> list[Finding]:
+def _pylock_plan(checked: Checked) -> LockPlan | None:
+    """The plan of a pylock that could be read (None for a constraints file, or a file that could not be read)."""
+    return checked.plan if checked.locked is not None and checked.locked.format == "pylock" else None
+
+
+def _verify(
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    config: ProjectConfig,
+    results: Sequence[Judged],
+    pylocks: Sequence[tuple[Path, LockPlan]],
+    bundled: Definitions,
+) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
     from ..lock.check import finder_lookup, listed_lookup, verify_files
     from .config import resolve_definitions
@@ -351,14 +367,14 @@ def _verify(args: argparse.Namespace, env: Mapping[str, str], config: ProjectCon
     defs = resolve_definitions(config, env, bundled)
     with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-        lookup = finder_lookup(parts.finder) if args.online else listed_lookup(parts.finder, [c.plan for c, _ in pylocks])
-        out = [f for checked, _ in pylocks for f in verify_files(checked.path, checked.plan, lookup, source=source)]
+        lookup = finder_lookup(parts.finder) if args.online else listed_lookup(parts.finder, [plan for _, plan in pylocks])
+        out = [f for path, plan in pylocks for f in verify_files(path, plan, lookup, source=source)]
         if args.online:
             out += _drift(config, results, parts, source)
         return out
 
 
-def _drift(config: ProjectConfig, results, parts: ResolveParts, source: str) -> list[Finding]:
+def _drift(config: ProjectConfig, results: Sequence[Judged], parts: ResolveParts, source: str) -> list[Finding]:
     from ..lock.check import WARNING, Finding, drift, regenerate_hint
 
     out: list[Finding] = []

@@ -49,7 +49,7 @@ if len(sys.argv) > 1:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "doctor",
         help="verify the installed torch + FlashInfer stack (versions, CUDA labels, GPU kernels, import)",

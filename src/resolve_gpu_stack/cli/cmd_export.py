@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 PYPROJECT = "pyproject.toml"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "export",
         help="write the plan into a uv project's pyproject.toml ([tool.uv]), so that `uv lock` and `uv sync` keep it",
@@ -109,19 +109,7 @@ def uv_sync_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
     beyond the plan: a ``.python-version`` for another Python than the plan's makes it replace the
     whole ``.venv`` (torch with it); a torch there installed from a file (``direct_url.json``) is
     reinstalled from the index at the same version (its files change)."""
-    out = []
-    minors = {".".join(p.split(".")[:2]) for p in pythons}
-    pin = folder / ".python-version"
-    try:
-        pinned = pin.read_text().strip().splitlines()[0].strip() if pin.is_file() else ""
-    except (OSError, UnicodeDecodeError, IndexError):
-        pinned = ""
-    if pinned and minors and not any(pinned == m or pinned.startswith(m + ".") for m in minors):
-        want = sorted(minors)[0]
-        out.append(
-            f"{common.shown(pin)} asks for Python {pinned}, the plan is for Python {', '.join(sorted(minors))}: `uv sync` would make a new "
-            f".venv for {pinned}, replacing the whole environment, the kept torch with it; pin the plan's Python first: `uv python pin {want}`"
-        )
+    out = _python_pin_warnings(folder, pythons)
     for record in sorted((folder / ".venv").glob("lib/python*/site-packages/torch-*.dist-info/direct_url.json")):
         try:
             url = json.loads(record.read_text()).get("url", "")
@@ -133,6 +121,23 @@ def uv_sync_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
             "reinstalls it from the plan's index, the same version with other files; let it, or keep this environment out of `uv sync`"
         )
     return out
+
+
+def _python_pin_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
+    """A ``.python-version`` in ``folder`` for another Python than the plan's: `uv sync` would
+    replace the whole ``.venv``."""
+    minors = {".".join(p.split(".")[:2]) for p in pythons}
+    pin = folder / ".python-version"
+    try:
+        pinned = pin.read_text().strip().splitlines()[0].strip() if pin.is_file() else ""
+    except (OSError, UnicodeDecodeError, IndexError):
+        pinned = ""
+    if not pinned or not minors or any(pinned == m or pinned.startswith(m + ".") for m in minors):
+        return []
+    return [
+        f"{common.shown(pin)} asks for Python {pinned}, the plan is for Python {', '.join(sorted(minors))}: `uv sync` would make a new "
+        f".venv for {pinned}, replacing the whole environment, the kept torch with it; pin the plan's Python first: `uv python pin {sorted(minors)[0]}`"
+    ]
 
 
 def _config(args: argparse.Namespace) -> ProjectConfig | None:

@@ -32,7 +32,7 @@ INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
 SHOWN = 3
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "inspect",
         help="can this compiled wheel run on my torch? what each .so imports, and the verdict",

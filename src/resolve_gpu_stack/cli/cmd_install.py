@@ -13,7 +13,7 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import UsageError, WheelNotCached
 from . import common
@@ -21,11 +21,14 @@ from . import settings as S
 from .downloads import download_fetcher, download_progress, downloads_off, uv_from_args, wheel_cache_from_args
 
 if TYPE_CHECKING:
-    from ..env.install import InstallReport
+    from ..data.definitions import Definitions
+    from ..env.install import InstallReport, InstallRow
+    from ..env.probe import Environment
     from ..model import LockPlan
+    from ..net.wheelcache import WheelCache
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "install",
         help="resolve, download and verify every wheel, and install with uv (torch is never touched)",
@@ -153,7 +156,7 @@ def _check_output_flag(args: argparse.Namespace) -> None:
     check_output_names([args.output])
 
 
-def _uv_downloads(args: argparse.Namespace, plan: LockPlan, defs) -> bool:
+def _uv_downloads(args: argparse.Namespace, plan: LockPlan, defs: Definitions) -> bool:
     """Whether uv may download the plan's wheels itself: online, no lock to write, every wheel
     hashed by its index, and no credentials given in an --index URL (those are ours to send)."""
     return args.snapshot is None and args.output is None and _all_hashed(plan) and not _credentials_in(defs)
@@ -163,7 +166,9 @@ def _command() -> str:
     return common.command_line(sys.argv[1:] or ["install"])
 
 
-def _install_downloaded(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs, *, python: str, uv: str, cache, environment) -> InstallReport:
+def _install_downloaded(
+    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, python: str, uv: str, cache: WheelCache, environment: Environment
+) -> InstallReport:
     """The plan's wheels downloaded and verified by us (hashes filled in, ``-o`` written), then installed."""
     from ..env.install import install_plan
     from ..lock.files import write_lock
@@ -199,7 +204,7 @@ def _all_hashed(plan: LockPlan) -> bool:
     return all(p.sha256 for p in plan.packages if p.action is not Action.KEEP)
 
 
-def _credentials_in(defs) -> bool:
+def _credentials_in(defs: Definitions) -> bool:
     from ..urls import has_credentials
 
     return any(has_credentials(d.url) for d in defs.indexes.values() if d.url)
@@ -217,7 +222,7 @@ def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
 _STYLE = {"keep": "green", "install": "cyan", "upgrade": "yellow", "downgrade": "bold red", "change": "magenta", "build": "bold blue"}
 
 
-def print_report_table(report: InstallReport, out) -> None:
+def print_report_table(report: InstallReport, out: TextIO) -> None:
     """The install report; for a dry run also each wheel's size, why each FlashInfer component (and
     torch) moves, and the download total.
 
@@ -259,7 +264,7 @@ def _summary(report: InstallReport) -> list[str]:
     return lines + ([download_line(report)] if report.download is not None and report.download.files else [])
 
 
-def _report_cells(row, *, dry_run: bool) -> list[str]:
+def _report_cells(row: InstallRow, *, dry_run: bool) -> list[str]:
     """One row of the install report: name, action, before, after (planned for a dry run), index, size (dry run)."""
     from rich.markup import escape
 

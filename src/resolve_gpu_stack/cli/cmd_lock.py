@@ -30,11 +30,12 @@ from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
+    from ..model import LockPlan
     from .assemble import ResolveParts
-    from .config import ProjectConfig
+    from .config import ProjectConfig, TargetConfig
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lock",
         help="resolve and write the lock files of every configured target, or of one plan with -o",
@@ -134,7 +135,9 @@ def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
-def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str, label: str = "") -> None:
+def _write_outputs(
+    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str, label: str = ""
+) -> None:
     """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
     from ..lock.files import write_texts
 
@@ -142,7 +145,9 @@ def _write_outputs(args: argparse.Namespace, env: Mapping[str, str], plan, defs,
     _say_written(written, label, quiet=getattr(args, "quiet", False))
 
 
-def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
+def _rendered(
+    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str
+) -> list[tuple[Path, str]]:
     """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
     is the snapshot the plan was resolved from, if any."""
     from ..lock.files import render_lock
@@ -170,7 +175,7 @@ def _rendered(args: argparse.Namespace, env: Mapping[str, str], plan, defs, path
     return texts
 
 
-def _every_uncached(args: argparse.Namespace, env: Mapping[str, str], plan, err: WheelNotCached) -> WheelNotCached:
+def _every_uncached(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
     """The error of a pylock that needs wheels the wheel cache lacks while downloads are off (a
     snapshot replay): every such wheel named (not only the first met), and the routes that work."""
     from ..net.download import fetch_verified, files_to_fetch
@@ -194,7 +199,7 @@ def _every_uncached(args: argparse.Namespace, env: Mapping[str, str], plan, err:
     )
 
 
-def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
+def _placed(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
     """A plan replayed from a snapshot names PyPI files by PyPI's own layout (``/packages/...``
     below the host of the configured PyPI). A configured PyPI whose simple API is not at
     ``/simple/`` (devpi's ``/root/pypi/+simple/``, Artifactory's ``/api/pypi/NAME/simple``) lays
@@ -227,7 +232,7 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
     return replace(placement.plan, notes=(*placement.plan.notes, note))
 
 
-def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, defs):
+def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
     """The plan with a sha256 for each kept package whose index row has none (a nightly torch or
     triton), learned once through the wheel cache (downloaded when online; with --snapshot only a
     cached wheel counts). Listed at its installed version and hash, uv finds a kept package
@@ -237,19 +242,20 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan, d
 
     from ..model import Action
     from ..net.download import fetch_verified
+    from ..net.wheelcache import FetchedWheel
     from .downloads import download_fetcher, download_progress, downloads_off, wheel_cache_from_args
 
-    missing = [p for p in plan.packages if p.action is Action.KEEP and p.url and not p.sha256]
+    missing = [(p, url) for p in plan.packages if p.action is Action.KEEP and (url := p.url) and not p.sha256]
     if not missing:
         return plan
     offline = downloads_off(args)
     cache = wheel_cache_from_args(args, env)
-    learned = {}
+    learned: dict[str, FetchedWheel] = {}
     with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
-        for pkg in missing:
+        for pkg, url in missing:
             try:
                 learned[pkg.name] = fetch_verified(
-                    pkg.url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline
+                    url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline
                 )
             except ResolveGpuStackError as err:
                 if not getattr(args, "quiet", False):
@@ -305,7 +311,7 @@ def source_words(args: argparse.Namespace, config: ProjectConfig | None = None) 
     return words
 
 
-def selected_targets(config: ProjectConfig, args: argparse.Namespace) -> tuple[ProjectConfig, list, str]:
+def selected_targets(config: ProjectConfig, args: argparse.Namespace) -> tuple[ProjectConfig, list[TargetConfig], str]:
     """(the config with --snapshot/--index applied, the targets --target selects with the typed
     settings over theirs, the command-line words a regenerate command repeats)."""
     from .config import effective, with_overrides
@@ -342,7 +348,7 @@ def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[s
     return 1 if failed else 0
 
 
-def _refuse_outside(config: ProjectConfig, targets) -> None:
+def _refuse_outside(config: ProjectConfig, targets: Sequence[TargetConfig]) -> None:
     """Every output of the selected targets lies in the config's folder (or below it)."""
     root = config.root.resolve()
     for target in targets:
@@ -364,7 +370,7 @@ def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet
 
 
 def _lock_one(
-    config: ProjectConfig, target, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str, bundled: Definitions
+    config: ProjectConfig, target: TargetConfig, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str, bundled: Definitions
 ) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace

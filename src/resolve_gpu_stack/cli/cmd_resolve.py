@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from . import common
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "resolve",
         help="print the plan (the default command)",

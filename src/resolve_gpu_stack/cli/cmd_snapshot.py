@@ -10,7 +10,7 @@ from pathlib import Path
 from . import common
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "snapshot",
         help="record every page and metadata file a resolve reads",

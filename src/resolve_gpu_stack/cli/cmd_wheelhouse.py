@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..env.wheelhouse import WheelhouseReport
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "wheelhouse",
         help="export locks as a static package index any web server serves (a fleet's mirror)",

@@ -350,7 +350,7 @@ def run_resolve(
     return plan, defs
 
 
-def _warn_unused_without(args: argparse.Namespace, request, plan) -> None:
+def _warn_unused_without(args: argparse.Namespace, request: ResolveRequest, plan: LockPlan) -> None:
     """A ``--without`` that left nothing out is said on stderr too (a misspelt name would otherwise go unseen)."""
     from ..resolver.resolve import unused_without_note
 

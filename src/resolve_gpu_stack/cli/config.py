@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 from ..data.definitions import INDEX_NAMES, Definitions, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
@@ -408,7 +408,7 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
 class _ArgumentParser(argparse.ArgumentParser):
     """An argparse parser that raises instead of exiting (a recorded command is data, not a command line)."""
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise ValueError(message)
 
 
@@ -439,7 +439,7 @@ def index_urls(config: ProjectConfig) -> dict[str, str]:
     return urls
 
 
-def resolve_definitions(config: ProjectConfig, env: Mapping[str, str], bundled: Definitions | None = None):
+def resolve_definitions(config: ProjectConfig, env: Mapping[str, str], bundled: Definitions | None = None) -> Definitions:
     """The index definitions to resolve with: the config's ``indexes``, and PyPI from uv/pip
     configuration when the config does not name one (a snapshot's PyPI pages are replayed under
     it, so that the lock's PyPI URLs install; the placeholder only when the config asks for it or

@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +20,7 @@ from . import common
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..model import LockPlan
+    from ..model import LockedPackage, LockPlan
     from ..net.download import DownloadProgress
     from ..net.http import HttpFetcher
     from ..net.wheelcache import WheelCache
@@ -119,7 +119,7 @@ def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
 __all__ = ["check_output_names", "download_fetcher", "download_progress", "fill_plan_hashes", "uv_from_args", "wheel_cache_from_args"]
 
 
-def refuse_synthetic(packages, snapshot: Path | None, *, doing: str) -> None:
+def refuse_synthetic(packages: Iterable[LockedPackage], snapshot: Path | None, *, doing: str) -> None:
     """A lock must not pin, and an install must not download, a stand-in digest of a reconstructed
     snapshot (no real wheel can match it); exit 1 naming the rows, before anything is downloaded or
     written (``doing``: "lock" or "install")."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -13,6 +13,9 @@ from ..model.codec import plan_to_dict
 from ..urls import redact_url
 
 if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+    from rich.table import Table
+
     from ..resolver.candidates import CandidateRow  # a type only: resolving does not load the candidates command
 
 PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
@@ -57,17 +60,22 @@ def _json_package(p: dict[str, Any]) -> dict[str, Any]:
 
 def coupling_words(p: LockedPackage) -> str:
     """The coupling column: the coupling, what the ABI verdict adds, and a mismatch planned anyway."""
-    words = p.coupling.value
+    words = p.coupling.value + _abi_words(p)
     abi = p.abi
-    if abi is not None and abi.floor:
-        words += f" (torch >= {abi.floor})"
-    elif abi is not None and abi.kind is not None and abi.kind.value in ("locked", "builds"):
-        words += f" ({abi.kind.value}" + (f" {abi.builds[0]}-{abi.builds[-1]}" if abi.builds else "") + ")"
-    elif p.built_for:
-        words += f" (built for torch {p.built_for})"
     if abi is not None and abi.cuda_majors:
         words += " CUDA " + "+".join(str(m) for m in abi.cuda_majors)
     return words + (" ABI MISMATCH" if p.abi_mismatch else "")
+
+
+def _abi_words(p: LockedPackage) -> str:
+    """What the ABI verdict adds to the coupling: a stable ABI's torch floor, a version-locked
+    wheel or per-torch builds, or the torch a build was made for."""
+    abi = p.abi
+    if abi is not None and abi.floor:
+        return f" (torch >= {abi.floor})"
+    if abi is not None and abi.kind is not None and abi.kind.value in ("locked", "builds"):
+        return f" ({abi.kind.value}" + (f" {abi.builds[0]}-{abi.builds[-1]}" if abi.builds else "") + ")"
+    return f" (built for torch {p.built_for})" if p.built_for else ""
 
 
 def plan_to_json(plan: LockPlan) -> dict[str, Any]:
@@ -148,7 +156,7 @@ class Column:
     header: str
     keep: bool = False
     drop: int = 0  # 0: never dropped; higher: dropped first
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     whole: bool = False  # never wrapped: shown whole, or (``drop``) left out (a wheel's tags folded over three lines read as three tags)
 
 
@@ -165,7 +173,6 @@ def fitted_table(
     down to a few characters, then go, highest ``drop`` first; if the kept ones alone are wider
     than the console, the table is printed at its own width and the terminal wraps the lines.
     """
-    from rich.table import Table
     from rich.text import Text
 
     def longest(rows: Sequence[Sequence[str]], i: int) -> int:
@@ -182,14 +189,23 @@ def fitted_table(
 
     while needed() > console.width and any(columns[i].drop for i in shown):
         shown.remove(max((i for i in shown if columns[i].drop), key=lambda i: columns[i].drop))
+    return _table([columns[i] for i in shown], [widths[i] for i in shown], [[row[i] for i in shown] for row in rows], table_args), max(console.width, needed())
+
+
+def _table(columns: Sequence[Column], widths: Sequence[int], rows: Sequence[Sequence[str]], table_args: Mapping[str, Any]) -> Table:
+    """The rich Table of the columns shown, a kept or whole one at its own width, the others folding."""
+    from rich.table import Table
+
     table = Table(**table_args)
-    for i in shown:
-        c = columns[i]
+    for c, width in zip(columns, widths, strict=True):
         whole = c.keep or c.whole
-        table.add_column(c.header, no_wrap=whole, overflow="ignore" if whole else "fold", justify=c.justify, min_width=widths[i] if whole else None)  # type: ignore[arg-type]
+        if whole:
+            table.add_column(c.header, no_wrap=True, overflow="ignore", justify=c.justify, min_width=width)
+        else:
+            table.add_column(c.header, no_wrap=False, overflow="fold", justify=c.justify, min_width=None)
     for row in rows:
-        table.add_row(*(row[i] for i in shown))
-    return table, max(console.width, needed())
+        table.add_row(*row)
+    return table
 
 
 def print_fitted(console: Any, table: Any, width: int) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..model.request import ResolveRequest
+    from ..model.source import SourceTree
 
 
 def with_sources(request: ResolveRequest, args: argparse.Namespace, env: Mapping[str, str], say: Callable[[str], None]) -> ResolveRequest:
@@ -18,18 +19,24 @@ def with_sources(request: ResolveRequest, args: argparse.Namespace, env: Mapping
     specs = [s for s in request.build_specs if s.source is not None]
     if not specs:
         return request
-    import dataclasses
-
     from ..env.sources import fetch_source
-    from ..model.request import requested
     from ..net.cache import default_cache_dir
     from ..net.download import WheelCache
 
     cache = WheelCache.under(getattr(args, "cache_dir", None) or default_cache_dir(env))  # as downloads.wheel_cache_from_args (which imports common)
     trees = tuple(fetch_source(s, cache, env) for s in specs)
+    if not getattr(args, "quiet", False):
+        for t in trees:
+            say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
+    return _with_trees(request, trees)
+
+
+def _with_trees(request: ResolveRequest, trees: tuple[SourceTree, ...]) -> ResolveRequest:
+    """``request`` with the fetched ``trees``, each asked for at its version (unless asked already)."""
+    import dataclasses
+
+    from ..model.request import requested
+
     asked = {r.name for r in request.with_}
     extra = tuple(f"{t.name}=={t.version}" for t in trees if t.name not in asked)
-    for t in trees:
-        if not getattr(args, "quiet", False):
-            say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
     return dataclasses.replace(request, build_sources=trees, with_=(*request.with_, *requested(extra, "--with")))

@@ -115,10 +115,7 @@ class Definitions:
         applicable = [
             r for r in self.routes if not r.kept and r.flashinfer_channel in (None, ctx.flashinfer_channel) and r.torch_from in (None, ctx.torch_from)
         ]
-        explicit = [r for r in applicable if _claims(r, name)]
-        own = [r for r in explicit if r.index.startswith(PACKAGE_INDEX_PREFIX)]
-        if own:  # an index the user configured for this package owns it alone
-            return own
+        explicit = _explicit_routes(applicable, name)
         if explicit:
             return explicit
         # A name that some route claims on another channel is not handed to the wildcard.
@@ -259,6 +256,13 @@ class Definitions:
         if sep and re.fullmatch(r"[a-z][a-z0-9-]*", prefix) and re.match(r"[a-z][a-z0-9+.-]*://", rest):
             raise IndexDefinitionError(f"index URL {url!r}: unknown layout {prefix!r}", hint=f"known layouts: {', '.join(self.layouts) or 'none'}")
         return None, url
+
+
+def _explicit_routes(applicable: list[Route], name: str) -> list[Route]:
+    """The routes that name ``name``: an index the user configured for this package owns it alone."""
+    explicit = [r for r in applicable if _claims(r, name)]
+    own = [r for r in explicit if r.index.startswith(PACKAGE_INDEX_PREFIX)]
+    return own or explicit
 
 
 def _claims(route: Route, name: str) -> bool:

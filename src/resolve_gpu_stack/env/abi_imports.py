@@ -9,7 +9,7 @@ there is not imported (an import of a mismatched extension can crash the interpr
 
 A package is torch-ABI-bound when the data says so (``indexes/components.toml``), when its METADATA
 pins torch exactly and it ships shared objects, or when one of its installed shared objects needs
-``libtorch*`` / ``libc10*`` (its dynamic section read with ``index/elf.py``, from the first bytes of
+``libtorch*`` / ``libc10*`` (its dynamic section read with ``index/elf/``, from the first bytes of
 the file). Each such package's top-level modules are then imported in the target, one interpreter
 per package (a crash in one hides no other): an ``undefined symbol`` ImportError is the mark of a
 binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py``).

@@ -34,30 +34,27 @@ disk). ``build_plan`` gives every ``build`` row of a plan a wheel:
 5. ``verify_built_wheel`` judges the product (its tags fit the target; which of its shared objects
    link torch: the seam where the ABI judgement plugs in); it is stored in the wheel cache under
    its sha256, the record written, and the row becomes the built wheel with its provenance.
+
+The machine a build runs on is ``buildmachine.py``'s; a build's subprocess, its log and its
+janitor are ``buildrun.py``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import re
 import shlex
-import shutil
-import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
-import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag
@@ -78,185 +75,31 @@ from ..model.cuda import CudaLabel
 from ..net.download import Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
 from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
+from .buildmachine import (
+    BuildMachine,
+    CudaToolkit,
+    arch_list,
+    available_memory,
+    check_toolkit,
+    find_cuda_toolkit,
+    max_jobs,
+    parse_nvcc_version,
+)
+from .buildrun import BuildProgress, Janitor, open_log, run_logged, sigterm_stops_builds, stop_process
 from .exports import installed_torch_exports
 from .install import _run_uv, _uv_args, uv_environment
 
 BUILD_SCHEMA = 1  # what goes into a build's key; a new schema builds again
 DEFAULT_DEADLINE = 6 * 3600.0  # a build's deadline by default: generous (a flash-attn build for many archs takes hours)
-MEMORY_PER_JOB = 4 * 2**30  # a CUDA compile job takes GBs (abi.md, last section): MAX_JOBS is memory / this, at most the cores
 TORCH = NormalizedName("torch")
 # Variables that would put other packages (a PyPI torch in ~/.local or on PYTHONPATH) into the build.
 _SCRUBBED = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "VIRTUAL_ENV", "CONDA_PREFIX", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS")
-
-
-class BuildProgress(Protocol):
-    """progress(line): one line of build progress (the CLI shows it in place on a terminal);
-    ``final``: a build's closing line (done or failed, after its elapsed time)."""
-
-    def __call__(self, line: str, *, final: bool = False) -> None: ...
 
 
 # the plan of a build environment's packages: ``requirements`` (torch taken out) resolved by our
 # resolver for the target, with the kept torch (kept as installed for a probed target; to install
 # from its index for a declared one)
 BuildRequirements = Callable[[Sequence[str]], LockPlan]
-
-
-# -- the machine: CUDA toolkit, GPUs, jobs -----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CudaToolkit:
-    home: Path  # CUDA_HOME
-    nvcc: Path
-    version: str  # "13.0", from nvcc --version
-
-    @property
-    def major(self) -> int:
-        return int(self.version.split(".", 1)[0])
-
-
-_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+)")
-
-
-def parse_nvcc_version(output: str) -> str | None:
-    """``"13.0"`` from ``nvcc --version`` (``Cuda compilation tools, release 13.0, V13.0.88``)."""
-    m = _NVCC_RELEASE.search(output)
-    return f"{m.group(1)}.{m.group(2)}" if m else None
-
-
-def find_cuda_toolkit(env: Mapping[str, str]) -> CudaToolkit | None:
-    """The CUDA toolkit a build would use: ``$CUDA_HOME/bin/nvcc``, then ``$CUDA_PATH/bin/nvcc``,
-    else ``nvcc`` on PATH, else ``/usr/local/cuda``. The toolkit's root (CUDA_HOME) is the one the
-    user set, else the one ``nvcc`` itself names (``nvcc -dryrun``: its ``TOP``), else the folder a
-    wrapper script execs, else the real nvcc's grandparent. None when there is none, or it does
-    not answer ``--version``."""
-    given = [Path(env[v]) for v in ("CUDA_HOME", "CUDA_PATH") if env.get(v)]
-    candidates: list[tuple[Path, Path | None]] = [(home / "bin" / "nvcc", home) for home in given]
-    found = shutil.which("nvcc", path=env.get("PATH"))
-    if found:
-        candidates.append((Path(found), None))
-    candidates.append((Path("/usr/local/cuda/bin/nvcc"), None))
-    for nvcc, home in candidates:
-        if not (nvcc.is_file() and os.access(nvcc, os.X_OK)):
-            continue
-        version = parse_nvcc_version(_ask_nvcc(nvcc, ["--version"]))
-        if version is None:
-            continue
-        return CudaToolkit(home=home or toolkit_root(nvcc), nvcc=nvcc, version=version)
-    return None
-
-
-def _ask_nvcc(nvcc: Path, args: Sequence[str]) -> str:
-    try:
-        proc = subprocess.run([str(nvcc), *args], capture_output=True, text=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return proc.stdout + proc.stderr
-
-
-_TOP = re.compile(r"^#\$ (?:TOP|_HERE_)=(.+)$", re.MULTILINE)
-_EXEC = re.compile(r"^\s*exec\s+(?:\S+=\S+\s+)*[\"']?(/[^\s\"']*/bin/nvcc)[\"']?", re.MULTILINE)
-
-
-def _has_toolkit(home: Path) -> bool:
-    return (home / "include" / "cuda_runtime_api.h").is_file() or (home / "targets").is_dir()
-
-
-def toolkit_root(nvcc: Path) -> Path:
-    """The root of the toolkit ``nvcc`` belongs to, a wrapper script followed: what ``nvcc
-    -dryrun`` says its ``TOP`` is, else the nvcc a script ``exec``s, else the real file's grandparent."""
-    top = _TOP.search(_ask_nvcc(nvcc, ["-dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull]))  # prints, runs nothing
-    if top is not None:
-        home = Path(os.path.normpath(top.group(1).strip()))
-        if home.name == "bin":
-            home = home.parent
-        if _has_toolkit(home):
-            return home
-    try:
-        head = nvcc.read_bytes()[:4096]
-    except OSError:
-        head = b""
-    if head.startswith(b"#!"):
-        target = _EXEC.search(head.decode("utf-8", "replace"))
-        if target is not None and Path(target.group(1)).resolve() != nvcc.resolve():
-            return toolkit_root(Path(target.group(1)))
-    return nvcc.resolve().parent.parent
-
-
-def has_cuda_driver() -> bool:
-    """Whether this machine has the NVIDIA driver's ``libcuda`` (a build machine often has none)."""
-    import ctypes.util
-
-    return Path("/proc/driver/nvidia").exists() or ctypes.util.find_library("cuda") is not None
-
-
-def arch_list(capabilities: Sequence[str]) -> str:
-    """TORCH_CUDA_ARCH_LIST for the GPUs (``["12.0", "9.0"]`` -> ``"9.0;12.0"``); "" for any GPU."""
-
-    def key(cap: str) -> tuple[int, ...]:
-        return tuple(int(p) for p in re.findall(r"\d+", cap))
-
-    return ";".join(sorted(dict.fromkeys(capabilities), key=key))
-
-
-def max_jobs(cores: int, available: int | None) -> int:
-    """Parallel compile jobs: every core, but no more than the memory available holds at
-    ``MEMORY_PER_JOB`` each (a CUDA build that runs out of memory dies half-way); at least one."""
-    jobs = max(1, cores)
-    if available is not None:
-        jobs = min(jobs, max(1, available // MEMORY_PER_JOB))
-    return jobs
-
-
-def available_memory() -> int | None:
-    """MemAvailable from /proc/meminfo, in bytes (None where there is none)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BuildMachine:
-    """What this machine brings to a build, found once at the edge."""
-
-    uv: str
-    arch_list: str  # TORCH_CUDA_ARCH_LIST; "" leaves torch's default (every architecture it supports)
-    max_jobs: int
-    toolkit: CudaToolkit | None
-    env: Mapping[str, str]  # the environment the tool runs in (scrubbed before a build sees it)
-    driver: bool = True  # the NVIDIA driver's libcuda is here; without it a build links against the toolkit's stubs
-
-    @property
-    def stubs(self) -> Path | None:
-        """The toolkit's link stubs (``lib64/stubs/libcuda.so``) a build links against without a driver."""
-        if self.driver or self.toolkit is None:
-            return None
-        return next((d for d in (self.toolkit.home / "lib64" / "stubs", self.toolkit.home / "lib" / "stubs") if d.is_dir()), None)
-
-
-def check_toolkit(torch: Version, toolkit: CudaToolkit | None) -> str | None:
-    """``BuildError`` when the CUDA toolkit found is of another major than torch's CUDA (an
-    extension built by it would not load); a warning (returned) when a CUDA torch finds none."""
-    label = CudaLabel.of_torch(torch)
-    if label is None:
-        return None
-    if toolkit is None:
-        return (
-            f"no CUDA toolkit found (CUDA_HOME, nvcc on PATH, /usr/local/cuda) for torch {torch}: a CUDA extension "
-            f"cannot build; install the CUDA {label.major} toolkit (or NVIDIA's nvcc wheel) and set CUDA_HOME"
-        )
-    if toolkit.major != label.major:
-        raise BuildError(
-            f"the CUDA toolkit found is {toolkit.version} ({toolkit.nvcc}), but torch {torch} is built for CUDA {label.major}.{label.minor}: "
-            "an extension built with it would not load",
-            hint=f"point CUDA_HOME at a CUDA {label.major}.x toolkit; nothing was built",
-        )
-    return None
 
 
 # -- what a build depends on: the cache key ----------------------------------------------------------
@@ -708,7 +551,7 @@ def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, s
                 data = answer.read()
             code = proc.wait()
         except BaseException:
-            _stop(proc)
+            stop_process(proc)
             raise
     if code != 0:
         raise BuildError(f"the build backend {system.backend} of {archive.name} failed to say what it needs (exit {code}); the build log: {log}")
@@ -797,220 +640,6 @@ def _check_torch(interpreter: str, env: Mapping[str, str], plan: LockPlan, site_
             problem,
             hint="nothing was built: a build requirement that ships a torch package of its own shadows the kept torch; report it with the plan (--format json)",
         )
-
-
-# -- running the build ---------------------------------------------------------------------------
-
-
-def open_log(log: Path, mode: str) -> IO[bytes]:
-    """A build log opened for writing (``"wb"``/``"ab"``), readable by its owner only (0600: a build's
-    output may hold what its environment held)."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
-    fd = os.open(log, flags, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, mode)
-
-
-# The janitor: a process of its own session that outlives the tool. It reads the process groups of
-# the builds from a pipe; when the pipe closes without "done" (the tool died, even by SIGKILL), it
-# stops those groups (SIGTERM, SIGKILL after 5 s) and removes the build's temporary folder.
-_JANITOR = r"""
-import os, shutil, signal, sys, time
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-tmp, groups, done, buf = sys.argv[1], set(), False, b""
-while True:
-    chunk = os.read(0, 4096)
-    if not chunk:
-        break
-    buf += chunk
-    *lines, buf = buf.split(b"\n")
-    for line in lines:
-        if line == b"done":
-            done = True
-        elif line.startswith(b"-"):
-            groups.discard(int(line[1:]))
-        elif line:
-            groups.add(int(line))
-if not done:
-    def alive(g):
-        try:
-            os.killpg(g, 0)
-            return True
-        except OSError:
-            return False
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for g in groups:
-            try:
-                os.killpg(g, sig)
-            except OSError:
-                pass
-        end = time.monotonic() + 5
-        while any(alive(g) for g in groups) and time.monotonic() < end:
-            time.sleep(0.05)
-    shutil.rmtree(tmp, ignore_errors=True)
-"""
-
-
-class Janitor:
-    """Keeps a build's processes and temporary folder from outliving the tool (see ``_JANITOR``)."""
-
-    def __init__(self, tmp: Path) -> None:
-        read, self._write = os.pipe()
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", _JANITOR, str(tmp)],
-                stdin=read,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-            )
-        finally:
-            os.close(read)
-
-    def watch(self, group: int) -> None:
-        os.write(self._write, f"{group}\n".encode())
-
-    def forget(self, group: int) -> None:
-        os.write(self._write, f"-{group}\n".encode())
-
-    def __enter__(self) -> Janitor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        """Our own exit (done or failed: the builds are stopped and the folder goes with the ``with``)."""
-        try:
-            os.write(self._write, b"done\n")
-        finally:
-            os.close(self._write)
-        self._proc.wait(timeout=10)
-
-
-class BuildStopped(BaseException):
-    """SIGTERM reached the tool during a build (``timeout``, a CI cancel, systemd)."""
-
-
-@contextlib.contextmanager
-def sigterm_stops_builds() -> Iterator[None]:
-    """While builds run, SIGTERM unwinds the tool as Ctrl-C does: each build's process group is
-    stopped and its temporary folder removed; then the tool exits (``BuildError``)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise BuildStopped()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    except BuildStopped:
-        raise BuildError("stopped by SIGTERM: the build was stopped and nothing was stored", hint="run again to build") from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _die_with_parent() -> None:
-    """In the build's first process (before exec): SIGKILL when the tool dies (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def run_logged(
-    cmd: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    log: Path,
-    label: str,
-    progress: BuildProgress | None,
-    append: bool = False,
-    every: float = 1.0,
-    deadline: float | None = None,
-    janitor: Janitor | None = None,
-) -> None:
-    """Run ``cmd`` with its output (stdout and stderr) in ``log`` (0600), stdin closed, in a
-    process group of its own that dies with the tool (``janitor``; a parent-death signal);
-    ``progress`` gets ``<label>: <elapsed> | <last line>`` about every ``every`` seconds, and a
-    closing line (``final``). Ctrl-C, SIGTERM (``sigterm_stops_builds``), ``deadline`` seconds
-    passed, or any error stop the whole process group; a non-zero exit is a ``BuildError`` naming
-    the log."""
-    start = time.monotonic()
-    last = [""]
-    with open_log(log, "ab" if append else "wb") as fh:
-        fh.write(f"$ {shlex.join(cmd)}\n".encode())
-        fh.flush()
-        proc = subprocess.Popen(
-            list(cmd),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509 -- async-signal-safe: one prctl
-        )
-        if janitor is not None:
-            janitor.watch(proc.pid)
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                fh.write(line)
-                text = line.decode("utf-8", "replace").strip()
-                if text:
-                    last[0] = text
-
-        reader = threading.Thread(target=pump, name="resolve-gpu-stack-build-log", daemon=True)
-        reader.start()
-        try:
-            while True:
-                try:
-                    code = proc.wait(timeout=every)
-                    break
-                except subprocess.TimeoutExpired:
-                    if deadline is not None and time.monotonic() - start > deadline:
-                        _stop(proc)
-                        raise BuildError(
-                            f"{label} ran past its deadline of {_elapsed(deadline)} and was stopped; nothing was stored; the build log: {log}",
-                            hint="give it longer with --build-timeout SECONDS (or fewer GPU archs, more memory for more MAX_JOBS)",
-                        ) from None
-                    if progress is not None:
-                        progress(f"{label}: {_elapsed(time.monotonic() - start)} | {last[0][-120:]}")
-        except BaseException:
-            _stop(proc)
-            raise
-        finally:
-            if janitor is not None and proc.returncode is not None:
-                janitor.forget(proc.pid)
-        reader.join(timeout=5)
-    if progress is not None:
-        progress(f"{label}: {'done' if code == 0 else 'failed'} after {_elapsed(time.monotonic() - start)}", final=True)
-    if code != 0:
-        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:])
-        raise BuildError(f"{label} failed (exit {code}); the build log: {log}", hint=f"its last lines:\n{tail}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """The process and everything it started: SIGTERM to its group, SIGKILL after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
 # -- the wheel cache: built wheels and their records -----------------------------------------------

@@ -144,8 +144,9 @@ def _missing_components(s: Stack, python: InstalledDistribution) -> list[str]:
 # -- 2b. components aligned -----------------------------------------------------------------------
 
 
-def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
-    py_v = s.python.version  # type: ignore[union-attr]
+def _jit_cache_problem(s: Stack, python: InstalledDistribution, dist: InstalledDistribution) -> str | None:
+    """A jit-cache build ``dist`` against flashinfer-python (``python``), the shim and torch's CUDA."""
+    py_v = python.version
     v = dist.version
     want = f"{py_v.public}+cuNNN"
     torch_cuda = s.torch_cuda if s.torch is not None else None
@@ -163,11 +164,13 @@ def _jit_cache_problem(s: Stack, dist: InstalledDistribution) -> str | None:
 def _label_problem(s: Stack, dist: InstalledDistribution, problem: Misalignment | None) -> str | None:
     """A jit-cache build's CUDA label against torch's."""
     label = dist.version.local or ""
-    torch_cuda = s.torch_cuda if s.torch is not None else None
+    torch_cuda = s.torch_cuda
+    if s.torch is None or torch_cuda is None:  # the CUDA checks need torch's label (jit_cache_misalignment skips them)
+        return None
     if problem is Misalignment.OTHER_MAJOR:
         major = cuda_major(label)
         return (
-            f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "  # type: ignore[union-attr,arg-type]
+            f"{pkg(dist)} is built for {cuda_text(label)} but torch {s.torch.version} runs {cuda_text(torch_cuda)}: "
             f"its kernels link libcudart.so.{major}, which will not be there (torch brings libcudart.so.{cuda_major(torch_cuda)})"
         )
     if problem is Misalignment.NEWER_LABEL:
@@ -210,7 +213,7 @@ def _alignment_problems(s: Stack, py: InstalledDistribution) -> tuple[list[str],
             )
         checked.append(f"flashinfer-cubin {s.cubin.version}")
     for dist in s.jit_cache_dists:
-        problem = _jit_cache_problem(s, dist)
+        problem = _jit_cache_problem(s, py, dist)
         if problem:
             problems.append(problem)
         checked.append(pkg(dist))

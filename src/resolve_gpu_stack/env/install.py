@@ -211,18 +211,19 @@ def check_environment(plan: LockPlan, environment: Environment) -> None:
             hint="resolve for this interpreter: --python " + environment.interpreter,
         )
     for pkg in plan.packages:
-        now = target.installed.get(pkg.name)
-        expected = pkg.version if pkg.action is Action.KEEP else pkg.installed_version
-        if now != expected:
-            planned = (
-                f"keeps {pkg.name} {pkg.version}"
-                if pkg.action is Action.KEEP
-                else f"expects {pkg.name} {'at ' + str(expected) if expected else 'not installed'}"
-            )
-            raise LockFileError(
-                f"the environment changed since the plan was made: the plan {planned}, but {environment.interpreter} has {pkg.name} {now if now is not None else '(not installed)'}",
-                hint="resolve again for the environment as it is now",
-            )
+        _check_unmoved(pkg, target.installed.get(pkg.name), environment.interpreter)
+
+
+def _check_unmoved(pkg: LockedPackage, now: Version | None, interpreter: str) -> None:
+    """``pkg`` is installed at the version the plan found (``now``: the environment's now)."""
+    expected = pkg.version if pkg.action is Action.KEEP else pkg.installed_version
+    if now == expected:
+        return
+    planned = f"keeps {pkg.name} {pkg.version}" if pkg.action is Action.KEEP else f"expects {pkg.name} {'at ' + str(expected) if expected else 'not installed'}"
+    raise LockFileError(
+        f"the environment changed since the plan was made: the plan {planned}, but {interpreter} has {pkg.name} {now if now is not None else '(not installed)'}",
+        hint="resolve again for the environment as it is now",
+    )
 
 
 def _minor(python: str) -> str:

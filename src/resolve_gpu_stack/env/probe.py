@@ -287,22 +287,27 @@ def start_probe(path: str | Path, *, timeout: float = 60) -> ProbeRun:
 def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The facts the probe printed after its sentinel; a UsageError saying why there are none."""
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
-    if proc.returncode != 0 and "-I" in proc.stderr and "option" in proc.stderr.lower():
-        raise UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")
     if proc.returncode != 0 or not lines:
-        detail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, no probe output"])[-1]
-        if _SENTINEL in proc.stderr or "import json, os" in proc.stderr:  # it echoed the probe back (`ls -I ...`): no Python
-            raise UsageError(
-                f"{path}: not a Python interpreter", hint="pass --python with a Python interpreter, e.g. .venv/bin/python, or a version such as 3.12"
-            )
-        raise UsageError(f"Python interpreter {path}: not a working Python interpreter ({detail[:300]})")
+        raise _no_facts(path, proc)
     try:
         facts = json.loads(lines[-1][len(_SENTINEL) :])
     except json.JSONDecodeError as exc:
         raise UsageError(f"Python interpreter {path}: unreadable probe output ({exc})") from exc
+    if not isinstance(facts, dict):
+        raise UsageError(f"Python interpreter {path}: unreadable probe output (not a JSON object)")
     if not facts.get("ok"):
         raise UsageError(f"Python interpreter {path}: {facts.get('error', 'probe failed')}")
     return facts
+
+
+def _no_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> UsageError:
+    """Why a probe printed no facts: too old a Python, not a Python interpreter, or one that does not work."""
+    if proc.returncode != 0 and "-I" in proc.stderr and "option" in proc.stderr.lower():
+        return UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")
+    if _SENTINEL in proc.stderr or "import json, os" in proc.stderr:  # it echoed the probe back (`ls -I ...`): no Python
+        return UsageError(f"{path}: not a Python interpreter", hint="pass --python with a Python interpreter, e.g. .venv/bin/python, or a version such as 3.12")
+    detail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, no probe output"])[-1]
+    return UsageError(f"Python interpreter {path}: not a working Python interpreter ({detail[:300]})")
 
 
 def _glibc(text: str | None) -> tuple[int, int] | None:

@@ -130,6 +130,17 @@ class ElfStream:
 
     def _pump(self, data: bytes) -> None:
         """Inflate ``data`` (the next compressed bytes of the stream), keeping what is wanted."""
+        pending = self._inflate(data)
+        if pending is None:
+            return
+        if not self.done and self._inflater is not None and self._cpos and (self._inflater.eof or (self._cpos >= self.compressed_size and not pending)):
+            self._advance()
+            if not self.done:
+                self._restart_or_fail()
+
+    def _inflate(self, data: bytes) -> bytes | None:
+        """Inflate ``data`` in steps until it is used up, the stream is done or ended, or it starts
+        again; what is left of it (None: bad deflate data, ``error`` says so)."""
         assert self._inflater is not None
         pending = data
         while pending and not self.done:
@@ -137,7 +148,7 @@ class ElfStream:
                 out = self._inflater.decompress(pending, STEP)
             except zlib.error as exc:
                 self.error = f"bad deflate data: {exc}"
-                return
+                return None
             pending = self._inflater.unconsumed_tail
             self._keep(self._pos, memoryview(out))
             self._pos += len(out)
@@ -146,10 +157,7 @@ class ElfStream:
                 self._advance()
             if self._inflater is None or self._inflater.eof or self._cpos == 0:
                 break  # done, the stream ended, or it starts again (a region behind it was not kept)
-        if not self.done and self._inflater is not None and self._cpos and (self._inflater.eof or (self._cpos >= self.compressed_size and not pending)):
-            self._advance()
-            if not self.done:
-                self._restart_or_fail()
+        return pending
 
     def _keep(self, at: int, out: memoryview) -> None:
         end = at + len(out)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urljoin
+from urllib.parse import unquote
 
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -46,8 +46,10 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import CrawlError
 from ..model import IndexFile, IndexPage, ParsedPage, WheelMetadata
-from ..urls import strip_userinfo
 from . import htmlfast
+from .coremeta import core_metadata_fields
+from .pagejoin import UNSAFE_CHARS, join, redact
+from .pagejoin import join_redacted as _join_redact
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 MAX_METADATA_BYTES = 5 * 1024 * 1024
@@ -82,13 +84,6 @@ _BINARY_SIGNATURES = {
 }
 _SCHEMES = ("http", "https", "file")
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
-_UNSAFE_CHARS = re.compile(r"[\s\x00-\x1f\x7f]")
-_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~%+!$&'()*,=@-]+")
-_ABSOLUTE = re.compile(r"https?://[^/?#;\\\[\]\s\x00-\x1f\x7f]+(?:/[^?#;\\\s\x00-\x1f\x7f]*)?")
-# paths urljoin leaves as they are past their start: segments of plain characters, none empty, "." or ".."
-_SEGMENTS = r"(?!\.\.?(?:/|$))[A-Za-z0-9._~%+!$&'()*,=@:_-]+(?:/(?!\.\.?(?:/|$))[A-Za-z0-9._~%+!$&'()*,=@:_-]+)*"
-_ROOTED = re.compile("/" + _SEGMENTS)  # /packages/ab/cd/<hash>/x.whl
-_DOTTED = re.compile(r"((?:\.\.?/)+)(" + _SEGMENTS + ")")  # ../../packages/ab/cd/<hash>/x.whl
 _UNTESTED = re.compile(r"\(\s*untested\s*\)", re.I)
 _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code>([^<]{0,100})</Code>)?", re.S)
 
@@ -131,7 +126,7 @@ def parse_filename(filename: str) -> tuple[NormalizedName, Version, frozenset[Ta
     """
     if "/" in filename or "\\" in filename or filename in (".", ".."):
         raise ValueError(f"{_clip(filename)!r} is a path, not a file name (path traversal refused)")
-    if _UNSAFE_CHARS.search(filename):
+    if UNSAFE_CHARS.search(filename):
         raise ValueError(f"{_clip(filename)!r} contains whitespace or control characters")
     try:
         if filename.endswith(".whl"):
@@ -174,59 +169,6 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
         requires_python=(requires_python.strip() if isinstance(requires_python, str) else "") or None,
         provides_extra=tuple(e.strip() for e in fields.get("provides-extra", ()) if e.strip()),
     )
-
-
-# The header fields the resolver reads: those used once (a repeated one is unusable) and the lists.
-_SINGLE_FIELDS = frozenset({"name", "version", "requires-python"})
-_LIST_FIELDS = frozenset({"requires-dist", "provides-extra"})
-_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-_HEADER_LINE = re.compile(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")  # the email parser's headerRE
-
-
-def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozenset[str]]:
-    """The header block of a core-metadata file, read as ``packaging.metadata.parse_email`` reads
-    it (the standard library's email parser, ``compat32``) for the fields the resolver uses:
-    (field -> its value, or its values for Requires-Dist and Provides-Extra; the fields that are
-    repeated or not valid UTF-8). Names are lower case. Without the email package: it is ~10 ms
-    of imports and ~0.2 ms a file, and this reads a header block as that parser does -- lines
-    split at CR, LF or CRLF, the block ending at the first line that is no header (a blank line
-    or not), a folded line joined to its header with its line break, ``From `` lines and lines
-    starting with ``:`` skipped, a value not valid UTF-8 unusable
-    (``tests/test_parse_properties.py`` holds the two to the same answers)."""
-    text = raw.decode("ascii", "surrogateescape")
-    headers: list[tuple[str, list[str]]] = []
-    current: list[str] | None = None  # the header a folded line continues
-    for line in _LINES.findall(text):
-        if not _HEADER_LINE.match(line):
-            break  # a blank line, or a line no header parser would take: the body begins
-        if line[0] in " \t":
-            if current is not None:
-                current.append(line)
-            continue
-        current = None
-        colon = line.find(":")
-        if colon <= 0 or line.startswith("From "):
-            continue  # a Unix "From " line (first or misplaced), or no header name
-        current = [line[colon + 1 :].lstrip(" \t")]
-        headers.append((line[:colon].lower(), current))
-    values: dict[str, list[str]] = {}
-    bad: set[str] = set()
-    for name, parts in headers:
-        if name not in _SINGLE_FIELDS and name not in _LIST_FIELDS:
-            continue
-        value = "".join(parts).rstrip("\r\n")
-        if not value.isascii():  # bytes above 127: usable only as UTF-8
-            try:
-                value = value.encode("ascii", "surrogateescape").decode("utf-8")
-            except UnicodeError:
-                bad.add(name)
-        values.setdefault(name, []).append(value)
-    fields: dict[str, str | list[str]] = {}
-    for name, found in values.items():
-        if name in bad or (name in _SINGLE_FIELDS and len(found) != 1):
-            continue
-        fields[name] = found[0] if name in _SINGLE_FIELDS else found
-    return fields, frozenset(name for name in values if name not in fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,9 +224,6 @@ class ParseMemo:
         except KeyError:
             parsed = self._requires[line] = parse_requires_dist(line)
             return parsed
-
-
-redact = strip_userinfo  # credentials never reach models or messages
 
 
 # -- decoding -----------------------------------------------------------------------------------
@@ -435,7 +374,7 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
     _check_api_version(collector.api_version, ctx.url)
     if text.strip() and "<" not in text:
         ctx.warn("the page has no HTML markup; no links found")
-    base = redact(_join(ctx.url, collector.base) or ctx.url) if collector.base else ctx.url
+    base = redact(join(ctx.url, collector.base) or ctx.url) if collector.base else ctx.url
     files, subdirs = _anchors_read(collector.anchors, base, ctx)
     title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
     return ParsedPage(
@@ -701,88 +640,10 @@ def _json_metadata(entry: dict[str, Any], filename: str, ctx: _Context) -> tuple
 
 
 # -- shared helpers -----------------------------------------------------------------------------
-def _join(base: str, href: str) -> str | None:
-    try:
-        return urljoin(base, href)
-    except ValueError:  # e.g. an unbalanced "[" in the host
-        return None
-
-
 def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
-    """``redact(urljoin(base, href))``, or None when the href cannot be joined.
-
-    ``urljoin`` is the most expensive step of reading a row, so four common shapes skip it: an
-    absolute http(s) URL with nothing ``urljoin`` would rewrite comes back as it is (PyPI's
-    files); a path of plain segments after ``/`` or after ``../`` and ``./`` steps is that start,
-    joined once per page, plus the segments (a mirror's or a snapshot's
-    ``../../packages/ab/cd/<hash>/x.whl``: a directory per file); and a link whose last path
-    segment is plain (``torch-2.12.0%2Bcu130-...whl``) is its directory, joined once per page,
-    plus that segment. Anything else takes the general path.
-    """
-    fast = _fast_join(base, href, ctx)
-    if fast is not None:
-        return fast
-    joined = _join(base, href)
-    return None if joined is None else redact(joined)
-
-
-def _fast_join(base: str, href: str, ctx: _Context) -> str | None:
-    """``_join_redacted``'s two shortcuts (see there); None: take the general path."""
-    pre, _, fragment = href.partition("#")
-    base_scheme = "https" if base.startswith("https://") else "http" if base.startswith("http://") else None
-    if base_scheme is None or _UNSAFE_CHARS.search(fragment):
-        return None
-    tail = "#" + fragment if fragment else ""  # urljoin re-assembles the URL: an empty "#" goes
-    if _ABSOLUTE.fullmatch(pre) and href.isascii():
-        if not pre.startswith(base_scheme + ":"):
-            return redact(href)  # another scheme: urljoin returns the href verbatim
-        return redact(pre) + tail  # same scheme, with a host: urljoin only re-assembles it
-    start, rest = ("/", pre[1:]) if pre.startswith("/") and _ROOTED.fullmatch(pre) else _dotted(pre)
-    if start:
-        head = _joined_head(base, start, ctx)
-        return head + rest + tail if head else None
-    head, last = _joined_directory(base, pre, ctx)
-    return head + last + tail if head else None
-
-
-def _dotted(pre: str) -> tuple[str, str]:
-    """(its ``../`` and ``./`` steps, the plain segments after them) of a relative path of that
-    shape; ("", "") for any other."""
-    m = _DOTTED.fullmatch(pre) if pre.startswith(".") else None
-    return (m.group(1), m.group(2)) if m else ("", "")
-
-
-def _joined_directory(base: str, pre: str, ctx: _Context) -> tuple[str, str]:
-    """(the redacted join of ``pre``'s directory, its last segment) when that segment is plain and
-    the directory joins on its own (once per page and directory: ``ctx.joins``); ("", "") otherwise."""
-    slash = pre.rfind("/")
-    last = pre[slash + 1 :]
-    if last in (".", "..") or not _PLAIN_SEGMENT.fullmatch(last) or not _separable(pre, slash):
-        return "", ""
-    return _joined_head(base, pre[: slash + 1] or "./", ctx), last
-
-
-def _joined_head(base: str, start: str, ctx: _Context) -> str:
-    """The redacted join of ``base`` and ``start``, once per page (``ctx.joins``); "": it does not join."""
-    head = ctx.joins.get((base, start))
-    if head is None:
-        joined = _join(base, start)
-        head = ctx.joins[(base, start)] = redact(joined) if joined is not None else ""
-    return head
-
-
-def _separable(pre: str, slash: int) -> bool:
-    """Whether ``pre[:slash + 1]`` joins on its own: a relative reference, or a network-path
-    reference (``//host/...``) whose last "/" comes after its host. No scheme, query, parameters
-    or odd bytes."""
-    if "?" in pre or ";" in pre or "\\" in pre or _UNSAFE_CHARS.search(pre):
-        return False
-    if pre.startswith("//"):
-        host_end = pre.find("/", 2)
-        return host_end != -1 and slash >= host_end
-    colon = pre.find(":")
-    first_slash = pre.find("/")
-    return colon == -1 or (first_slash != -1 and first_slash < colon)  # no scheme
+    """``redact(urljoin(base, href))`` (``pagejoin.join_redacted``, with the page's joins), or None
+    when the href cannot be joined."""
+    return _join_redact(base, href, ctx.joins)
 
 
 def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
@@ -794,7 +655,7 @@ def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, fr
     gives the same answer without parsing them again.
     """
     plain = filename.endswith(".whl") and filename.count("-") == 4 and "/" not in filename and "\\" not in filename
-    if plain and not _UNSAFE_CHARS.search(filename):
+    if plain and not UNSAFE_CHARS.search(filename):
         name_part, version_part, tag_part = filename[:-4].split("-", 2)
         known = ctx.names.get((name_part, version_part))
         tags = ctx.tag_sets.get(tag_part)

@@ -69,8 +69,13 @@ def read_build_system(fileobj: IO[bytes], filename: str) -> BuildSystem:
     table = doc.get("build-system")
     if table is None:
         return BuildSystem(requires=LEGACY_REQUIRES, backend=LEGACY_BACKEND)
+    return _build_system(table)
+
+
+def _build_system(table: object) -> BuildSystem:
+    """A ``[build-system]`` table's values, of the types PEP 517 and 518 give them."""
     requires = table.get("requires") if isinstance(table, dict) else None
-    if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
+    if not isinstance(table, dict) or not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         raise SdistError("pyproject.toml [build-system] 'requires' must be a list of requirement strings (PEP 518)")
     backend = table.get("build-backend", LEGACY_BACKEND)
     path = table.get("backend-path", [])

@@ -73,12 +73,7 @@ def read_constraints(path: Path, text: str) -> LockedFile:
         if not line:
             continue
         pins.append(_read_pin_line(r, line, n))
-    seen: set[str] = set()
-    for pin in pins:
-        if pin.name in seen:
-            raise r.fail("constraints", f"{pin.name} is pinned twice")
-        seen.add(pin.name)
-    torch = next((p for p in pins if p.name == "torch"), None)
+    _refuse_twice(r, pins)
     return LockedFile(
         path=path,
         format="constraints",
@@ -86,34 +81,60 @@ def read_constraints(path: Path, text: str) -> LockedFile:
         command=header.get("command"),
         inputs_digest=header.get("inputs_digest"),
         target=header.get("target"),
-        torch=TorchPin(version=torch.version, action=torch.action, local=torch.version.local, index=torch.index or "")
-        if torch is not None and torch.action is not None
-        else None,
+        torch=_torch_pin(pins),
         indexes=header["indexes"],
         notes=tuple(header["notes"]),
     )
 
 
+def _refuse_twice(r: LockReader, pins: list[Pin]) -> None:
+    """A package pinned twice is no lock."""
+    seen: set[str] = set()
+    for pin in pins:
+        if pin.name in seen:
+            raise r.fail("constraints", f"{pin.name} is pinned twice")
+        seen.add(pin.name)
+
+
+def _torch_pin(pins: list[Pin]) -> TorchPin | None:
+    """The torch pin, when we wrote it (with its action)."""
+    torch = next((p for p in pins if p.name == "torch"), None)
+    if torch is None or torch.action is None:
+        return None
+    return TorchPin(version=torch.version, action=torch.action, local=torch.version.local, index=torch.index or "")
+
+
 def _read_header_line(raw: str, lines: list[str], n: int, header: dict[str, Any], in_indexes: bool) -> bool:
+    """A comment line of the header read into ``header``; whether the index lines go on after it."""
+    if raw == INDEX_COMMENT:
+        return True
+    if in_indexes and raw.startswith("#   ") and ": " in raw:
+        key, _, url = raw[4:].partition(": ")
+        header["indexes"][key.strip()] = url.strip()
+        return True
+    _read_header_value(raw, lines, n, header)
+    return False
+
+
+def _read_header_value(raw: str, lines: list[str], n: int, header: dict[str, Any]) -> None:
+    """The command (on the line after the header's first), the inputs digest, the target or a note."""
     if raw == CONSTRAINTS_HEADER and n < len(lines) and lines[n].startswith("#    "):
         header["command"] = lines[n][5:].strip()
     elif raw.startswith("# inputs-digest: "):
         header["inputs_digest"] = raw.split(": ", 1)[1].strip()
     elif m := _TARGET_RE.match(raw):
-        header["target"] = TargetSummary(
-            python="" if m["python"] == "unknown" else m["python"],
-            platform="" if m["platform"] == "unknown" else m["platform"],
-            cuda=None if m["cuda"] == "none" else m["cuda"],
-        )
-    elif raw == INDEX_COMMENT:
-        return True
-    elif in_indexes and raw.startswith("#   ") and ": " in raw:
-        key, _, url = raw[4:].partition(": ")
-        header["indexes"][key.strip()] = url.strip()
-        return True
+        header["target"] = _target_summary(m)
     elif raw.startswith("# note: "):
         header["notes"].append(raw[len("# note: ") :])
-    return False
+
+
+def _target_summary(m: re.Match[str]) -> TargetSummary:
+    """The ``# target:`` line's python, platform and CUDA (``unknown`` / ``none`` for none)."""
+    return TargetSummary(
+        python="" if m["python"] == "unknown" else m["python"],
+        platform="" if m["platform"] == "unknown" else m["platform"],
+        cuda=None if m["cuda"] == "none" else m["cuda"],
+    )
 
 
 def _read_pin_line(r: LockReader, line: str, n: int) -> Pin:

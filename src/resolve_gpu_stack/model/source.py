@@ -9,7 +9,7 @@ files (whose sha256 is the build's input: a patch gives another build) and the m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
@@ -53,26 +53,36 @@ def parse_source_url(url: str, text: str) -> SourceOrigin:
     if subdirectory is not None and (subdirectory.startswith("/") or ".." in subdirectory.split("/")):
         raise UsageError(f"--build {text!r}: subdirectory {subdirectory!r} must be a relative folder inside the repository", hint=_HINT)
     if parts.scheme.startswith("git+"):
-        scheme = parts.scheme[len("git+") :]
-        if scheme not in ("file", "https", "http", "ssh"):
-            raise UsageError(f"--build {text!r}: git over {scheme!r} is not supported", hint="use git+https://, git+ssh:// or git+file://")
-        path, rev = parts.path, None
-        if "@" in path.rsplit("/", 1)[-1]:
-            path, rev = path.rsplit("@", 1)
-        repo = f"{scheme}://{parts.netloc}{path}"
-        if parts.username or parts.password:
-            raise UsageError(
-                f"--build: a git URL with credentials in it ({scheme}://...@...)", hint="give git its credentials through its own helper, never in the URL"
-            )
-        return SourceOrigin(kind="git", url=repo, rev=rev or None, subdirectory=subdirectory)
+        return _git_source(parts, text, subdirectory)
     if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise UsageError(f"--build {text!r}: a file URL names a folder on this machine (file:///path)", hint=_HINT)
-        path = unquote(parts.path)
-        if subdirectory:
-            path = path.rstrip("/") + "/" + subdirectory
-        return SourceOrigin(kind="directory", url=path.rstrip("/") or "/")
+        return _folder_source(parts, text, subdirectory)
     raise UsageError(f"--build {text!r}: a build source is git+URL or file:///path, not {parts.scheme or 'a bare path'}", hint=_HINT)
+
+
+def _git_source(parts: SplitResult, text: str, subdirectory: str | None) -> SourceOrigin:
+    """A ``git+SCHEME://...[@REV]`` source: the repository, the revision asked for."""
+    scheme = parts.scheme[len("git+") :]
+    if scheme not in ("file", "https", "http", "ssh"):
+        raise UsageError(f"--build {text!r}: git over {scheme!r} is not supported", hint="use git+https://, git+ssh:// or git+file://")
+    path, rev = parts.path, None
+    if "@" in path.rsplit("/", 1)[-1]:
+        path, rev = path.rsplit("@", 1)
+    repo = f"{scheme}://{parts.netloc}{path}"
+    if parts.username or parts.password:
+        raise UsageError(
+            f"--build: a git URL with credentials in it ({scheme}://...@...)", hint="give git its credentials through its own helper, never in the URL"
+        )
+    return SourceOrigin(kind="git", url=repo, rev=rev or None, subdirectory=subdirectory)
+
+
+def _folder_source(parts: SplitResult, text: str, subdirectory: str | None) -> SourceOrigin:
+    """A ``file:///path`` source: a folder on this machine (and the subdirectory in it)."""
+    if parts.netloc not in ("", "localhost"):
+        raise UsageError(f"--build {text!r}: a file URL names a folder on this machine (file:///path)", hint=_HINT)
+    path = unquote(parts.path)
+    if subdirectory:
+        path = path.rstrip("/") + "/" + subdirectory
+    return SourceOrigin(kind="directory", url=path.rstrip("/") or "/")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -95,11 +95,11 @@ class HttpCache:
             return None
         header, body = found
         return CachedPage(
-            url=header.get("url") or cache_url(url),
+            url=_text(header, "url") or cache_url(url),
             content=body,
-            content_type=header.get("content_type") or "text/html",
-            etag=header.get("etag"),
-            last_modified=header.get("last_modified"),
+            content_type=_text(header, "content_type") or "text/html",
+            etag=_text(header, "etag"),
+            last_modified=_text(header, "last_modified"),
         )
 
     def put_page(
@@ -113,7 +113,7 @@ class HttpCache:
         etag: str | None,
         last_modified: str | None,
     ) -> None:
-        header = {
+        header: dict[str, object] = {
             "url": cache_url(final_url or url),
             "content_type": content_type,
             "etag": etag,
@@ -173,7 +173,7 @@ class HttpCache:
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
         return self.root / kind / digest[:2] / digest
 
-    def _read(self, kind: str, key: str) -> tuple[dict, bytes] | None:
+    def _read(self, kind: str, key: str) -> tuple[dict[str, object], bytes] | None:
         path = self._path(kind, key)
         try:
             raw = path.read_bytes()
@@ -198,7 +198,7 @@ class HttpCache:
             return None
         return header, body
 
-    def _write(self, kind: str, key: str, header: dict, body: bytes) -> None:
+    def _write(self, kind: str, key: str, header: Mapping[str, object], body: bytes) -> None:
         path = self._path(kind, key)
         record = {**header, "key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
         data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + body
@@ -413,6 +413,12 @@ def sweep_temp_files(root: Path, *, older_than_s: float = TEMP_MAX_AGE_S, now: f
         for _path, size in sweep_temps_in(kind_folder(root, parts), is_temp_name, older_than_s, now, tree=True, on_error=_cannot_remove):
             removed = removed.add(size)
     return removed
+
+
+def _text(header: Mapping[str, object], key: str) -> str | None:
+    """A header's string value (``None`` when absent, or not a string in a hand-edited entry)."""
+    value = header.get(key)
+    return value if isinstance(value, str) else None
 
 
 def expire_partials(root: Path, *, older_than_s: float = PARTIAL_MAX_AGE_S, now: float | None = None) -> Usage:

@@ -1,5 +1,5 @@
 """The resolver's wheel classifier over HTTP: a native wheel's ``.so`` members read with range
-requests (``index/wheelscan.py``), never the whole wheel; the answer cached by the wheel's sha256.
+requests (``index/wheelscan/``), never the whole wheel; the answer cached by the wheel's sha256.
 
 - ``RangeClassifier``: live. The cache (``HttpCache`` kind ``scans-v1``) first, keyed by the
   wheel's sha256 (its URL and size when the page gave no hash); else range reads through the

@@ -15,7 +15,7 @@ A read past the deadline fails as a timeout, which ``transport.Transport`` repor
 answer within N s".
 
 The deadline is per thread: ``Transport.open`` starts one, and the body is read in the same
-thread. ``client.py`` connects with ``clamp``-ed timeouts and wraps each connected socket (TLS
+thread. ``client/`` connects with ``clamp``-ed timeouts and wraps each connected socket (TLS
 included) in a ``DeadlineSocket``; proxied requests keep the deadline too. ``connect_host`` sends
 ``*.localhost`` names to 127.0.0.1 instead of asking DNS.
 """

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import BinaryIO, Protocol, TypeVar
 
 from ..atomic import exclusive_temp
 from ..errors import CrawlError, IntegrityError, LockFileError, WheelNotCached
@@ -295,7 +295,7 @@ def _write_body(
     return done
 
 
-def _open_partial(part: Path, *, create: bool):
+def _open_partial(part: Path, *, create: bool) -> BinaryIO:
     """The partial download for writing, never through a link planted at its (predictable) name;
     created when starting from zero, else it must be there (a resumed range goes on from its end)."""
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)

@@ -178,14 +178,9 @@ class MetadataReader:
         if eocd.cd_size > MAX_CENTRAL_DIRECTORY:
             raise zipmeta.ZipError(f"central directory of {eocd.cd_size} bytes is over the {MAX_CENTRAL_DIRECTORY}-byte cap")
         spans = [tail]
-        cd_end = eocd.cd_offset + eocd.cd_size
-        cd = tail.slice(eocd.cd_offset, cd_end)
-        if cd is None:
-            got = self._need(url, tail.source, eocd.cd_offset, tail.start, file)
-            if isinstance(got, _Whole):
-                return got.metadata
-            spans.append(_Span(start=got.start, data=got.data + tail.data, total=tail.total, source=tail.source))
-            cd = spans[-1].slice(eocd.cd_offset, cd_end) or b""
+        cd = self._directory(url, tail, eocd, file, spans)
+        if isinstance(cd, _Whole):
+            return cd.metadata
         entry = zipmeta.metadata_member(zipmeta.parse_central_directory(cd, eocd))
         zipmeta.check_member_size(entry, self._max_bytes)
         start, end = zipmeta.member_span(entry, tail.total)
@@ -202,6 +197,19 @@ class MetadataReader:
             except zipmeta.NeedMoreBytes as more:
                 end = min(start + more.needed, tail.total)
         raise zipmeta.ZipError(f"{entry.name}: local header larger than expected")
+
+    def _directory(self, url: str, tail: _Span, eocd: zipmeta.EndOfCentralDirectory, file: IndexFile, spans: list[_Span]) -> bytes | _Whole:
+        """The central directory's bytes: in the tail, or read before it (the span read joins
+        ``spans``); the whole file when the server sent it instead."""
+        cd_end = eocd.cd_offset + eocd.cd_size
+        cd = tail.slice(eocd.cd_offset, cd_end)
+        if cd is not None:
+            return cd
+        got = self._need(url, tail.source, eocd.cd_offset, tail.start, file)
+        if isinstance(got, _Whole):
+            return got
+        spans.append(_Span(start=got.start, data=got.data + tail.data, total=tail.total, source=tail.source))
+        return spans[-1].slice(eocd.cd_offset, cd_end) or b""
 
     def _need(self, url: str, source: str, start: int, end: int, file: IndexFile) -> _Span | _Whole:
         return self._range(url, f"bytes={start}-{end - 1}", start, file, via=source)

@@ -1,4 +1,4 @@
-"""The HTTP transport: one connection pool (``client.py``), every request and redirect hop under ``urlpolicy``.
+"""The HTTP transport: one connection pool (``client/``), every request and redirect hop under ``urlpolicy``.
 
 ``Transport`` is what the page reader, the METADATA reader and wheel streaming share:
 
@@ -380,7 +380,7 @@ class Transport:
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before retry ``attempt`` (1, 2, ...): exponential, capped, jittered."""
-        return min(self.max_backoff, self.backoff_base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+        return min(self.max_backoff, self.backoff_base * 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
 __all__ = ["USER_AGENT", "Digest", "FetchStats", "Retryable", "Transport", "content_range", "declared_length", "is_identity", "raise_if_gone"]

@@ -33,7 +33,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,13 +251,13 @@ def _stamp_path(path: Path) -> Path:
     return path.parents[3] / "verified" / path.parent.parent.name / path.parent.name / (path.name + ".json")
 
 
-def _stamp(sha256: str, st: os.stat_result) -> dict:
+def _stamp(sha256: str, st: os.stat_result) -> dict[str, object]:
     """What must not have changed since a file was hashed (the ctime changes with any write,
     ``touch``, hard link or rename of the file, and cannot be set back by its owner)."""
     return {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino, "dev": st.st_dev}
 
 
-def _read_stamp(path: Path) -> dict | None:
+def _read_stamp(path: Path) -> dict[str, object] | None:
     try:
         data = json.loads(_stamp_path(path).read_text())
     except (OSError, ValueError):
@@ -265,7 +265,7 @@ def _read_stamp(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _write_json(path: Path, data: Mapping[str, object]) -> None:
     """Through a temporary file created exclusively (never one planted, never through a link)."""
     atomic_write(path, json.dumps(data), make_parents=True)
 

@@ -112,9 +112,15 @@ def select_flashinfer(
     allowed, skipped = _complete_versions(versions, defs, cuda, labels, components, offer)
     if not allowed:
         raise _no_complete_version(request, defs, cuda, components, floors, min_cuda, skipped, where, offer)
+    return FlashInferSelection(
+        versions=allowed, notes=_skipped_notes(allowed, skipped) + _floor_notes(floors, wanted), left_out={s.version: s for s in skipped}
+    )
+
+
+def _skipped_notes(allowed: Collection[Version], skipped: Sequence[Skipped]) -> tuple[str, ...]:
+    """The newer versions skipped (at most five), each with why."""
     newest = max(allowed)
-    notes = tuple(f"{s.why}; newest with every component is {newest}" for s in skipped if s.version > newest)[:5]
-    return FlashInferSelection(versions=allowed, notes=notes + _floor_notes(floors, wanted), left_out={s.version: s for s in skipped})
+    return tuple(f"{s.why}; newest with every component is {newest}" for s in skipped if s.version > newest)[:5]
 
 
 def _labels_at_or_above(defs: Definitions, cuda: CudaLabel, min_cuda: CudaLabel | None) -> list[str]:
@@ -167,17 +173,17 @@ def _no_complete_version(
 
 def _cuda_floor(floors: Sequence[Floor], cuda: CudaLabel) -> CudaLabel | None:
     """The highest CUDA label the GPUs need; torch's CUDA below it raises ``NoPlanError``."""
-    needed = [f for f in floors if f.cuda is not None]
+    needed = [(f.cuda, f) for f in floors if f.cuda is not None]
     if not needed:
         return None
-    top = max(needed, key=lambda f: f.cuda)  # type: ignore[arg-type,return-value]
-    if top.cuda is not None and cuda < top.cuda:
+    top_cuda, top = max(needed, key=lambda pair: pair[0])
+    if cuda < top_cuda:
         raise NoPlanError(
             f"{top.what} needs FlashInfer built for {top.cuda} or newer, but torch runs {cuda}",
             reasons=[f"{top}: {top.source}", f"the CUDA label {cuda} has no FlashInfer build whose kernels run on {top.what.split()[-1]}"],
             hint=f"use a torch built for {top.cuda} or newer (--cuda {top.cuda} --change-cuda)",
         )
-    return top.cuda
+    return top_cuda
 
 
 def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Sequence[Version], where: str) -> NoPlanError:

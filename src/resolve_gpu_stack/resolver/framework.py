@@ -82,12 +82,16 @@ def refuse_mismatches(
     bad = sorted((k, f) for k, f in found.items() if f.mismatch)
     if not bad:
         return
-    unknown = sum(1 for _, f in bad if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN)
     raise NoPlanError(
-        _mismatch_headline(", ".join(n for (n, _), _ in bad), unknown, len(bad), torch),
+        _mismatch_headline(", ".join(n for (n, _), _ in bad), _unknown_count(bad), len(bad), torch),
         reasons=_mismatch_reasons(bad, parents),
         hint=_ways_out([n for (n, _), _ in bad], ways or {}, asked={n: v for (n, v), _ in bad if not parents.get(n)}),
     )
+
+
+def _unknown_count(bad: Sequence[tuple[Pkg, Found]]) -> int:
+    """How many of the packages refused have a scan that could not tell."""
+    return sum(1 for _, f in bad if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN)
 
 
 def _mismatch_reasons(bad: Sequence[tuple[Pkg, Found]], parents: Mapping[str, Sequence[str]]) -> list[str]:

@@ -52,19 +52,25 @@ def torch_cuda(request: ResolveRequest) -> CudaLabel:
         )
     cuda = request.cuda or installed_cuda
     if cuda is None:
-        if installed is not None and request.target.interpreter is None:
-            raise UsageError(
-                f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
-                "read: PyPI's torch page has no wheel of that release for this target, and the PyTorch index keeps torch in one folder per CUDA label",
-                hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
-            )
-        raise UsageError(
-            "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
-            # --installed declares a target's torch; it is refused with an interpreter (which has its own)
-            hint="pass --cuda cu130"
-            + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
-        )
+        raise _no_cuda_label(request)
     return cuda
+
+
+def _no_cuda_label(request: ResolveRequest) -> UsageError:
+    """Why there is no CUDA label, and what to pass."""
+    installed = request.installed_torch
+    if installed is not None and request.target.interpreter is None:
+        return UsageError(
+            f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
+            "read: PyPI's torch page has no wheel of that release for this target, and the PyTorch index keeps torch in one folder per CUDA label",
+            hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
+        )
+    return UsageError(
+        "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
+        # --installed declares a target's torch; it is refused with an interpreter (which has its own)
+        hint="pass --cuda cu130"
+        + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
+    )
 
 
 def select_torch(
@@ -86,17 +92,22 @@ def select_torch(
         fitting = _same_build_kept(fitting, installed, cuda)
         fitting.add(installed)
     if not fitting:
-        pages = ", ".join(v.location.url for v in visits) or "(no page)"
-        raise NoPlanError(
-            f"no torch wheel for {target_words(request.target)} and {cuda} matches --torch {request.torch}",
-            reasons=[f"looked at {pages}", f"versions there: {describe_versions(everything)}"],
-            hint="check --python/--platform and --cuda, or pick another --torch channel",
-        )
+        raise _no_torch(request, cuda, visits, everything)
     notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
     _refuse_excluding_override(request, fitting, installed)
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def _no_torch(request: ResolveRequest, cuda: CudaLabel, visits: Sequence[PageVisit], everything: set[Version]) -> NoPlanError:
+    """No torch wheel fits: the pages looked at and the versions on them."""
+    pages = ", ".join(v.location.url for v in visits) or "(no page)"
+    return NoPlanError(
+        f"no torch wheel for {target_words(request.target)} and {cuda} matches --torch {request.torch}",
+        reasons=[f"looked at {pages}", f"versions there: {describe_versions(everything)}"],
+        hint="check --python/--platform and --cuda, or pick another --torch channel",
+    )
 
 
 def _refuse_excluding_override(request: ResolveRequest, allowed: set[Version], installed: Version | None) -> None:

@@ -20,7 +20,7 @@ The refusal is the verdict's ``refusal``; whether a refusal blocks the plan is t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -119,6 +119,14 @@ def judge(
         return AbiVerdict(kind=AbiKind.UNKNOWN, against=against, refusal=f"its shared objects could not be judged: {abi.why}")
     if torch is None:
         return AbiVerdict(kind=_kind(abi.members), refusal="it links torch, and the plan has no torch")
+    return _judge_linked(name, version, abi, torch, policy, requires_floor, declared_series)
+
+
+def _judge_linked(
+    name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy, requires_floor: str | None, declared_series: str | None
+) -> AbiVerdict:
+    """``judge`` of a wheel that links torch, against the plan's torch: by its per-torch builds,
+    or by its members' imports (of the build for torch's CUDA major, when it has one per major)."""
     abi, twins = _cuda_builds(abi, torch, policy)
     builds = abi.builds
     if builds:
@@ -134,23 +142,43 @@ def _cuda_builds(abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy) -> tuple[Whe
     CUDA it links) has one build per CUDA major: the member marked for torch's major decides, with
     the members of no such group; the others are named in a note. Unchanged without such twins,
     or when none is marked for torch's major."""
-    groups: dict[str, dict[int | None, MemberAbi]] = {}
-    for m in abi.members:
-        base = m.name.rsplit("/", 1)[-1]
-        major = policy.cuda_build_of(base)
-        stem = base.split(".", 1)[0]
-        if major is not None:
-            stem = stem.removesuffix(f"_cu{major}")
-        groups.setdefault(stem, {})[major] = m
-    twins = {stem: g for stem, g in groups.items() if len([k for k in g if k is not None]) >= 1 and len(g) >= 2}
-    if torch.cuda_major is None or not any(torch.cuda_major in g for g in twins.values()):
+    twins = _cuda_twins(abi.members, policy)
+    major = torch.cuda_major
+    if major is None or not any(major in g for g in twins.values()):
         return abi, None
-    dropped = {id(m) for g in twins.values() if torch.cuda_major in g for k, m in g.items() if k != torch.cuda_major}
-    kept = tuple(m for m in abi.members if id(m) not in dropped)
-    others = [m.name.rsplit("/", 1)[-1] for m in abi.members if id(m) in dropped]
+    kept, others = _for_major(abi.members, twins, major)
+    return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), _builds_note(twins, major, others)
+
+
+def _for_major(members: Sequence[MemberAbi], twins: Mapping[str, Mapping[int | None, MemberAbi]], major: int) -> tuple[tuple[MemberAbi, ...], list[str]]:
+    """(the members torch's CUDA ``major`` loads, the file names of the other majors' builds)."""
+    dropped = {id(m) for g in twins.values() if major in g for k, m in g.items() if k != major}
+    kept = tuple(m for m in members if id(m) not in dropped)
+    return kept, [m.name.rsplit("/", 1)[-1] for m in members if id(m) in dropped]
+
+
+def _builds_note(twins: Mapping[str, Mapping[int | None, MemberAbi]], major: int, others: Sequence[str]) -> str:
+    """The note naming the CUDA builds of a wheel, and the members of the other majors' builds."""
     majors = sorted({k for g in twins.values() for k in g if k is not None})
-    note = f"builds per CUDA major ({', '.join(f'CUDA {v}' for v in majors)}): the CUDA {torch.cuda_major} ones decide, not loaded: {', '.join(others)}"
-    return replace(abi, members=kept, cuda_majors=tuple(sorted({v for m in kept for v in m.cuda_majors}))), note
+    return f"builds per CUDA major ({', '.join(f'CUDA {v}' for v in majors)}): the CUDA {major} ones decide, not loaded: {', '.join(others)}"
+
+
+def _cuda_twins(members: Sequence[MemberAbi], policy: AbiPolicy) -> dict[str, dict[int | None, MemberAbi]]:
+    """The members that are builds of one object for several CUDA majors, by stem: each group's
+    members by the CUDA major marked in their name (None: unmarked); groups of one left out."""
+    groups: dict[str, dict[int | None, MemberAbi]] = {}
+    for m in members:
+        major, stem = _cuda_mark(m.name, policy)
+        groups.setdefault(stem, {})[major] = m
+    return {stem: g for stem, g in groups.items() if any(k is not None for k in g) and len(g) >= 2}
+
+
+def _cuda_mark(name: str, policy: AbiPolicy) -> tuple[int | None, str]:
+    """(the CUDA major a member's file name is marked for, or None; its stem without the mark)."""
+    base = name.rsplit("/", 1)[-1]
+    major = policy.cuda_build_of(base)
+    stem = base.split(".", 1)[0]
+    return major, stem.removesuffix(f"_cu{major}") if major is not None else stem
 
 
 def _kind(members: Sequence[MemberAbi]) -> AbiKind:
@@ -240,8 +268,9 @@ def _cuda_refusal(majors: tuple[int, ...], torch: AbiTorch | None) -> str | None
     return f"needs {needs} (libcudart.so.{other[0]} and its kin), torch {torch.version} is built for CUDA {torch.cuda_major}"
 
 
-def _with(verdict: AbiVerdict, **changes: object) -> AbiVerdict:
-    return replace(verdict, **changes)  # type: ignore[arg-type]
+def _with(verdict: AbiVerdict, *, refusal: str | None = None, note: str | None = None) -> AbiVerdict:
+    """``verdict`` with the refusal and the note given (one not given stays as it is)."""
+    return replace(verdict, refusal=verdict.refusal if refusal is None else refusal, note=verdict.note if note is None else note)
 
 
 def _higher(a: str, b: str | None) -> str:
@@ -280,7 +309,7 @@ def ties_to_torch(name: str, requirement_names: Iterable[str]) -> bool:
     """The rule for a scan that did not finish: a package is tied to torch when its name says torch
     or its METADATA requires torch. Only a tied package's unknown is worth a build from its sdist;
     an untied one (scipy: a large native wheel whose dynamic sections lie past the budget) is
-    judged by what its members name (``index/wheelscan.py``'s ``torch_tie``, the same rule)."""
+    judged by what its members name (``index/wheelscan/``'s ``torch_tie``, the same rule)."""
     return "torch" in canonicalize_name(name) or any(canonicalize_name(n) == "torch" for n in requirement_names)
 
 

@@ -14,29 +14,39 @@ import re
 from dataclasses import replace
 
 from ...errors import ResolveGpuStackError
-from ...model import SourceDist
+from ...model import SourceDist, SourceOrigin
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def source_problems(sdist: SourceDist) -> tuple[list[str], list[str]]:
     """(errors, warnings) about the source tree a locked build row names."""
-    from ...net.gitsource import resolve_commit, tree_digest
-
     origin = sdist.origin
     assert origin is not None
-    if origin.kind == "git":
-        if not (origin.commit and _COMMIT.fullmatch(origin.commit)):
-            return [f"its source {origin.url} records no commit (a lock holds a commit, never a moving revision)"], []
-        if sdist.url != origin.reference:
-            return [f"its sdist URL {sdist.url} is not its source's commit {origin.reference}"], []
-        try:
-            now = resolve_commit(origin)
-        except ResolveGpuStackError as exc:
-            return [], [f"cannot read its source {origin.url} to check commit {origin.commit[:12]}: {exc.message}"]
-        if now != origin.commit:
-            return [f"its source revision {origin.rev or 'HEAD'} of {origin.url} now names commit {now[:12]}, the lock built {origin.commit[:12]}"], []
-        return [], []
+    return _git_problems(sdist, origin) if origin.kind == "git" else _tree_problems(sdist, origin)
+
+
+def _git_problems(sdist: SourceDist, origin: SourceOrigin) -> tuple[list[str], list[str]]:
+    """A git source: the lock holds a commit, the sdist URL is it, the revision still names it."""
+    from ...net.gitsource import resolve_commit
+
+    if not (origin.commit and _COMMIT.fullmatch(origin.commit)):
+        return [f"its source {origin.url} records no commit (a lock holds a commit, never a moving revision)"], []
+    if sdist.url != origin.reference:
+        return [f"its sdist URL {sdist.url} is not its source's commit {origin.reference}"], []
+    try:
+        now = resolve_commit(origin)
+    except ResolveGpuStackError as exc:
+        return [], [f"cannot read its source {origin.url} to check commit {origin.commit[:12]}: {exc.message}"]
+    if now != origin.commit:
+        return [f"its source revision {origin.rev or 'HEAD'} of {origin.url} now names commit {now[:12]}, the lock built {origin.commit[:12]}"], []
+    return [], []
+
+
+def _tree_problems(sdist: SourceDist, origin: SourceOrigin) -> tuple[list[str], list[str]]:
+    """A local source tree: its files' digest is still the one locked."""
+    from ...net.gitsource import tree_digest
+
     try:
         digest = tree_digest(origin, sdist.filename)
     except OSError as exc:

@@ -30,9 +30,14 @@ def wheel_url_problem(url: str, base: str, hosts: Iterable[str]) -> str | None:
         return f"is a {parts.scheme or 'relative'} URL, not https"
     if parts.scheme == "http" and here != own and not is_loopback(here[1]):
         return "is plain http to a host that is not loopback"
-    if here == own or "*" in hosts or (here[1] in hosts and parts.scheme == "https"):
+    if here == own or _sent_to(here[1], hosts, https=parts.scheme == "https"):
         return None
     return f"is on {here[1]}:{here[2]}, which the index does not send files to"
+
+
+def _sent_to(host: str, hosts: Iterable[str], *, https: bool) -> bool:
+    """Whether the index sends files to ``host`` (any host with ``*``; a listed one over https)."""
+    return "*" in hosts or (host in hosts and https)
 
 
 def is_below(url: str, base: str) -> bool:

@@ -13,7 +13,8 @@ from ...errors import LockFileError
 from ...model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from ...rules.invariants import flashinfer_alignment
 from ...urls import strip_credentials
-from ..uvproject import LISTS, RECORD, TOOL, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
+from ..pylock import TOOL
+from ..uvproject import LISTS, RECORD, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
 from .finding import Finding, error_at, without_path
 from .target import declared_target_of
 
