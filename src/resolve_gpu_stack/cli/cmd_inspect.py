@@ -136,7 +136,6 @@ def _best_wheel(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     from packaging.utils import canonicalize_name
 
     from ..data.definitions import RouteContext
-    from ..model.channel import torch_channel, torch_origin
     from ..model.cuda import CudaLabel
     from ..rules.fit import TargetFit
 
@@ -144,10 +143,7 @@ def _best_wheel(text: str, parts: ResolveParts, target: Target) -> IndexFile:
     torch = target.installed.get(canonicalize_name("torch"))
     label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) if torch is not None else None
     # the package's own index for this target: the torch family follows its torch (routing.toml)
-    ctx = RouteContext(
-        torch_channel=torch_channel(torch) if torch is not None else "stable", cuda=str(label) if label else None, torch_from=torch_origin(torch)
-    )
-    offers, _ = parts.finder.offers(name, ctx)
+    offers, _ = parts.finder.offers(name, RouteContext.of_torch(torch, str(label) if label else None))
     fitting = [o.file for o in offers if pin in (str(o.file.version), o.file.version.public)]
     fit = TargetFit(target)
     ranked = sorted((f for f in fitting if fit(f) is None), key=lambda f: fit.tag_rank(f) or 0)

@@ -112,9 +112,7 @@ class Definitions:
         name = canonicalize_name(name)
         if kept:
             return [r for r in self.routes if r.kept and _claims(r, name)]
-        applicable = [
-            r for r in self.routes if not r.kept and r.flashinfer_channel in (None, ctx.flashinfer_channel) and r.torch_from in (None, ctx.torch_from)
-        ]
+        applicable = [r for r in self.routes if _applies(r, ctx)]
         explicit = _explicit_routes(applicable, name)
         if explicit:
             return explicit
@@ -256,6 +254,12 @@ class Definitions:
         if sep and re.fullmatch(r"[a-z][a-z0-9-]*", prefix) and re.match(r"[a-z][a-z0-9+.-]*://", rest):
             raise IndexDefinitionError(f"index URL {url!r}: unknown layout {prefix!r}", hint=f"known layouts: {', '.join(self.layouts) or 'none'}")
         return None, url
+
+
+def _applies(route: Route, ctx: RouteContext) -> bool:
+    """Whether ``route`` owns packages under ``ctx``: not a ``kept`` route, of ``ctx``'s FlashInfer
+    channel and of where its torch was published (or of any)."""
+    return not route.kept and route.flashinfer_channel in (None, ctx.flashinfer_channel) and route.torch_from in (None, ctx.torch_from)
 
 
 def _explicit_routes(applicable: list[Route], name: str) -> list[Route]:

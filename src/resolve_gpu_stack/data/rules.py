@@ -17,7 +17,8 @@ from packaging.version import Version
 
 from ..errors import IndexDefinitionError
 from ..model import Coupling
-from ..model.channel import FLASHINFER_CHANNEL_NAMES, TORCH_CHANNEL_NAMES
+from ..model.channel import FLASHINFER_CHANNEL_NAMES, TORCH_CHANNEL_NAMES, torch_origin
+from ..model.channel import torch_channel as channel_of
 from ..urls import strip_userinfo
 
 INDEX_NAMES = ("pytorch", "flashinfer", "pypi")
@@ -95,6 +96,18 @@ class RouteContext:
     flashinfer_channel: str = "stable"  # stable | nightly
     torch_series: str | None = None  # "2.12"
     torch_from: str = "pytorch"  # where the plan's torch was published (model.channel.torch_origin)
+
+    @classmethod
+    def of_torch(cls, torch: Version | None, cuda: str | None, *, torch_channel: str | None = None, flashinfer_channel: str = "stable") -> RouteContext:
+        """The routing of a target whose torch is ``torch`` (None: none), of CUDA label ``cuda``:
+        its channel (unless given), its series, and where it was published (the family follows it)."""
+        return cls(
+            torch_channel=torch_channel or (channel_of(torch) if torch is not None else "stable"),
+            cuda=cuda,
+            flashinfer_channel=flashinfer_channel,
+            torch_series=f"{torch.major}.{torch.minor}" if torch is not None else None,
+            torch_from=torch_origin(torch),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,10 +15,8 @@ from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
 from ..model import CudaLabel, IndexFile, Target
 from ..model.abi import AbiVerdict
-from ..model.channel import torch_origin
 from ..model.request import TORCH
 from ..rules.fit import Rejection, RejectReason
-from ..rules.versions import torch_series
 from .coupling import is_native
 from .factory import Judge
 
@@ -58,14 +56,7 @@ def list_candidates(
     judgement, against the target's torch) and does not fit when that refuses it."""
     torch = target.installed.get(TORCH)
     label = cuda or (target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch))  # the one rule
-    series = torch_series(torch) if torch is not None else None
-    ctx = RouteContext(
-        torch_channel=torch_channel,
-        cuda=str(label) if label else None,
-        flashinfer_channel=flashinfer_channel,
-        torch_series=series,
-        torch_from=torch_origin(torch),
-    )
+    ctx = RouteContext.of_torch(torch, str(label) if label else None, torch_channel=torch_channel, flashinfer_channel=flashinfer_channel)
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)

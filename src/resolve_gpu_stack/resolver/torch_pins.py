@@ -74,13 +74,18 @@ def kept_torch_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version:
     its ``kept`` route says it was published, else that exact version on the PyTorch index (a flat
     mirror), else its twin there with the CUDA ``label`` (PyPI's 2.15.0 is the index's
     2.15.0+cu132, the same build). A labelled one: the PyTorch index's."""
-    if version.local is None:
-        try:
-            own = _best(fit, [o.file for o in finder.kept_release(TORCH, version, ctx)])
-        except ResolveGpuStackError:  # PyPI without a URL (a snapshot of other indexes only)
-            own = None
-        if own is not None:
-            return own
+    own = _published(finder, ctx, fit, version) if version.local is None else None
+    return own or _on_the_pytorch_index(finder, ctx, fit, version, label)
+
+
+def _published(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version) -> IndexFile | None:
+    try:
+        return _best(fit, [o.file for o in finder.kept_release(TORCH, version, ctx)])
+    except ResolveGpuStackError:  # PyPI without a URL (a snapshot of other indexes only)
+        return None
+
+
+def _on_the_pytorch_index(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version, label: CudaLabel | None) -> IndexFile | None:
     try:
         offers, _ = finder.offers(TORCH, ctx)
     except ResolveGpuStackError:
