@@ -134,8 +134,9 @@ COMMANDS: dict[str, Command] = {
 
 DESCRIPTION = """\
 Resolve a PyTorch + FlashInfer GPU stack that fits the torch already installed, and never
-downgrade that torch. Each package comes only from the index that owns it (torch and friends from
-the PyTorch index, flashinfer-jit-cache from flashinfer.ai, the rest from PyPI).
+downgrade that torch. Each package comes only from the index that owns it (torch from the PyTorch
+index and its family with it, or from PyPI with PyPI's torch kept; flashinfer-jit-cache from
+flashinfer.ai; the rest from PyPI).
 
   resolve-gpu-stack --torch nightly                     plan for the active environment
   resolve-gpu-stack --python 3.12 --platform x86_64-manylinux_2_28 \\
