@@ -10,9 +10,12 @@ Loading certifi's ~150 certificates costs ~20-40 ms of CPU: a run whose indexes 
 or folder that cannot be read is a ``TrustSettingError`` naming the variable (never a retry).
 
 ``trust_context(system=True)`` (the ``--system-certs`` flag) is the system
-trust store instead, as pip's ``truststore`` feature and uv's ``--native-tls`` are: the
-``truststore`` package's context (the platform's verifier: the OS store on macOS and Windows, the
-distribution's CA bundle on Linux), or, without that package, OpenSSL's default paths.
+trust store instead, as pip's ``truststore`` feature and uv's ``--native-tls`` are: on macOS and
+Windows the ``truststore`` package's context (the OS verifier); on Linux, where the platform's
+verifier is OpenSSL with the distribution's CA bundle, that bundle loaded into a context of our own
+(OpenSSL's default paths, else the first of the distributions' bundle files that exists, as
+truststore looks them up): truststore's context holds one lock through every handshake, so the
+connections of a burst would shake hands one at a time (seen: a pool's 2 s connect timeouts).
 """
 
 from __future__ import annotations
@@ -47,12 +50,40 @@ def trust_context(*, trust_env: bool = True, system: bool = False) -> ssl.SSLCon
     """The verifying context for https: certifi's (or ``SSL_CERT_FILE``/``SSL_CERT_DIR``'s) loaded
     at the first handshake, or with ``system`` the system trust store."""
     if system:
+        if sys.platform.startswith("linux"):
+            return LazyTrustContext(trust_env=trust_env, system=True)
         try:
             import truststore
         except ImportError:
             return LazyTrustContext(trust_env=trust_env, system=True)
         return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     return LazyTrustContext(trust_env=trust_env)
+
+
+# Where Linux distributions keep their CA bundle, when OpenSSL's own default paths hold none (a
+# Python built elsewhere): Alpine/Arch/Fedora/BSD, Fedora 44+/RHEL 11+, older Fedora/RHEL/CentOS,
+# Debian/Ubuntu, SUSE (the list truststore and certifi-system-store look through).
+SYSTEM_CA_FILES = (
+    "/etc/ssl/cert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/pki/tls/cert.pem",
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/ssl/ca-bundle.pem",
+)
+
+
+def _load_system_store(context: ssl.SSLContext) -> None:
+    """OpenSSL's default verify paths when they hold certificates, else the first distribution
+    bundle of ``SYSTEM_CA_FILES`` that exists."""
+    defaults = ssl.get_default_verify_paths()
+    if defaults.cafile or (defaults.capath and os.path.isdir(defaults.capath) and any(n.endswith(".0") for n in os.listdir(defaults.capath))):
+        context.set_default_verify_paths()
+        return
+    for cafile in SYSTEM_CA_FILES:
+        if os.path.isfile(cafile):
+            context.load_verify_locations(cafile=cafile)
+            return
+    context.set_default_verify_paths()
 
 
 class LazyTrustContext(ssl.SSLContext):
@@ -93,7 +124,7 @@ class LazyTrustContext(ssl.SSLContext):
                         raise FileNotFoundError(2, "No such folder")
                     self.load_verify_locations(capath=os.environ[name])
                 elif self.system:
-                    self.set_default_verify_paths()
+                    _load_system_store(self)
                 else:
                     import certifi
 
