@@ -227,7 +227,7 @@ class Session:
 
                 n = self.network
                 self._live = HttpFetcher(
-                    cache=HttpCache(n.cache_dir),
+                    cache=HttpCache(n.cache_dir, write_behind=True),  # written off the fetching threads, flushed at close
                     timeout=n.timeout,
                     allow_insecure_hosts=n.allow_insecure_hosts,
                     progress=n.progress,
