@@ -255,3 +255,23 @@ def test_write_behind_on_an_unwritable_cache_warns_and_never_fails(tmp_path: Pat
     cache.close()
     assert cache.get_metadata("https://f.example/a.whl") is None  # it could not be written
     assert "cannot write cache entry" in caplog.text
+
+
+def test_entries_lie_flat_and_an_earlier_versions_fanned_entry_is_still_read(tmp_path: Path) -> None:
+    # One folder per kind, none per entry: a cold resolve makes 4 folders, not ~320.
+    cache = HttpCache(tmp_path)
+    for i in range(40):
+        cache.put_metadata(f"https://f.example/a-{i}.whl", b"Name: a\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata-v1"]
+    assert all(p.is_file() for p in (tmp_path / "metadata-v1").iterdir())
+    # an entry an earlier version wrote under <aa>/ is read, and a dropped page goes from there too
+    url = "https://idx.example/simple/demo/"
+    cache.put_page(url, PAGE, content_type="text/html", etag='"1"', last_modified=None)
+    [flat] = (tmp_path / "pages-v1").iterdir()
+    fanned = tmp_path / "pages-v1" / flat.name[:2] / flat.name
+    fanned.parent.mkdir()
+    flat.rename(fanned)
+    page = HttpCache(tmp_path).get_page(url)
+    assert page is not None and page.etag == '"1"'
+    HttpCache(tmp_path).drop_page(url)
+    assert not fanned.exists() and HttpCache(tmp_path).get_page(url) is None

@@ -2,15 +2,19 @@
 
 Layout under the root (``default_cache_dir()``)::
 
-    pages-v1/<aa>/<sha256(key)>       one entry per page and Accept variant
-    metadata-v1/<aa>/<sha256(key)>    one entry per wheel (METADATA bytes)
-    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resolver/reuse.py),
-                                      per code identity (``code_identity``)
-    scans-v1/<aa>/<sha256(key)>       one entry per native wheel's scan (see classify.py): its
-                                      key is the wheel's sha256 (its URL and size without one)
-    exports-v1/<aa>/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
+    pages-v1/<sha256(key)>       one entry per page and Accept variant
+    metadata-v1/<sha256(key)>    one entry per wheel (METADATA bytes)
+    results-v1/<sha256(key)>     one entry per resolver input digest (see resolver/reuse.py),
+                                 per code identity (``code_identity``)
+    scans-v1/<sha256(key)>       one entry per native wheel's scan (see classify.py): its key is
+                                 the wheel's sha256 (its URL and size without one)
+    exports-v1/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
 
-``<aa>`` is the first two hex digits of the file name. Every entry is one file: a single line of
+Entries lie flat in their kind's folder: a cold resolve writes ~450 entries, and a folder per
+first two hex digits (``<kind>/<aa>/<sha256(key)>``, where versions before this one wrote them)
+made ~320 folders more, a new inode each (the costliest part of a write on a busy disk; any
+file system in use indexes a large folder's names). An entry an earlier version wrote under
+``<aa>/`` is still read, and dropped with its page. Every entry is one file: a single line of
 JSON (the header), a newline, then the body as served. The header holds the key, the body's
 sha256 and size, and for pages the final URL, content-type, ETag and Last-Modified. Nothing
 else from the response is stored (no Authorization, no Set-Cookie, no other header).
@@ -147,16 +151,16 @@ class HttpCache:
     def drop_page(self, url: str, *, variant: str = "html") -> None:
         key = f"{variant} {cache_url(url)}"
         if self._behind is not None:
-            self._behind.put((PAGES, key), partial(self._unlink, self._path(PAGES, key)), None)
+            self._behind.put((PAGES, key), partial(self._unlink, PAGES, key), None)
             return
-        self._unlink(self._path(PAGES, key))
+        self._unlink(PAGES, key)
 
-    @staticmethod
-    def _unlink(path: Path) -> None:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError as exc:
-            log.warning("cannot remove cache entry %s: %s", path, exc.strerror or exc)
+    def _unlink(self, kind: str, key: str) -> None:
+        for path in (self._path(kind, key), self._fanned_path(kind, key)):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("cannot remove cache entry %s: %s", path, exc.strerror or exc)
 
     # -- metadata ------------------------------------------------------------------------
     @staticmethod
@@ -204,6 +208,10 @@ class HttpCache:
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, kind: str, key: str) -> Path:
+        return self.root / kind / hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+    def _fanned_path(self, kind: str, key: str) -> Path:
+        """Where versions before the flat layout kept the entry: ``<kind>/<aa>/<sha256(key)>``."""
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
         return self.root / kind / digest[:2] / digest
 
@@ -214,7 +222,11 @@ class HttpCache:
                 return pending  # handed to the writer, not on disk yet (None: a drop)
         path = self._path(kind, key)
         try:
-            raw = path.read_bytes()
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                path = self._fanned_path(kind, key)  # an earlier version's entry
+                raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
