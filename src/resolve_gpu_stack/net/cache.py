@@ -101,6 +101,7 @@ class HttpCache:
 
     def __init__(self, root: Path, *, write_behind: bool = False) -> None:
         self.root = Path(root)
+        self._root = str(self.root)
         self._code: str | None = None  # code_identity(), worked out on the first result asked for
         self._behind = _WriteBehind() if write_behind else None
         sweep_stale(self.root)  # killed runs' temp files, week-old partial downloads
@@ -220,17 +221,20 @@ class HttpCache:
             held, pending = self._behind.pending((kind, key))
             if held:
                 return pending  # handed to the writer, not on disk yet (None: a drop)
-        path = self._path(kind, key)
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+        name = f"{self._root}/{kind}/{digest}"  # a string: a cold resolve misses ~450 times, twice each
         try:
             try:
-                raw = path.read_bytes()
+                with open(name, "rb") as f:
+                    raw = f.read()
             except FileNotFoundError:
-                path = self._fanned_path(kind, key)  # an earlier version's entry
-                raw = path.read_bytes()
+                name = f"{self._root}/{kind}/{digest[:2]}/{digest}"  # an earlier version's entry
+                with open(name, "rb") as f:
+                    raw = f.read()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.warning("cache entry %s unreadable (%s); ignoring it", path, exc.strerror)
+            log.warning("cache entry %s unreadable (%s); ignoring it", name, exc.strerror)
             return None
         head, sep, body = raw.partition(b"\n")
         try:
@@ -243,8 +247,8 @@ class HttpCache:
             or header.get("size") != len(body)
             or header.get("sha256") != hashlib.sha256(body).hexdigest()
         ):
-            log.warning("cache entry %s is corrupt (body does not match its sha256); discarding it", path)
-            path.unlink(missing_ok=True)
+            log.warning("cache entry %s is corrupt (body does not match its sha256); discarding it", name)
+            Path(name).unlink(missing_ok=True)
             return None
         return header, body
 
