@@ -89,9 +89,16 @@ class ResolveParts:
         from ..resolver import reuse
 
         def compute() -> LockPlan:
-            from ..resolver.resolve import resolve
+            from ..resolver.roots import read_ahead
 
-            return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
+            try:
+                from ..resolver.resolve import resolve
+
+                return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            finally:
+                if ahead is not None:
+                    ahead.join()
 
         return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
 

@@ -27,7 +27,7 @@ from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
-from ..rules.versions import describe_versions, public, torch_series
+from ..rules.versions import describe_versions, public
 from . import builds, framework
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
@@ -38,6 +38,7 @@ from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req, contains
+from .roots import first_round
 from .sources import source_file, source_metadata
 from .torch_pins import with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
@@ -332,13 +333,7 @@ def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequenc
     """Read the pages the first steps need (torch, the FlashInfer components, --with names) in one
     round of concurrent requests. The legacy AOT page needs torch's series: guessed from the
     installed torch (read later if the chosen torch has another series)."""
-    names = [TORCH, *components, *(r.name for r in request.with_)]
-    installed = request.installed_torch
-    guess = (
-        ctx
-        if installed is None
-        else RouteContext(torch_channel=ctx.torch_channel, cuda=ctx.cuda, flashinfer_channel=ctx.flashinfer_channel, torch_series=torch_series(installed))
-    )
+    names, guess = first_round(request, components, ctx)  # what the command may have started already (roots.read_ahead)
     try:
         finder.prefetch(names, guess)
     except CrawlError:
