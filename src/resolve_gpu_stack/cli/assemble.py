@@ -92,13 +92,12 @@ class ResolveParts:
             from ..resolver.roots import read_ahead
 
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
-            try:
-                from ..resolver.resolve import resolve
+            from ..resolver.resolve import resolve
 
-                return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
-            finally:
-                if ahead is not None:
-                    ahead.join()
+            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
+                ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
+            return plan
 
         return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
 
