@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         story = build_named(args.world, tmp / "www")
         env = dict(os.environ, **PROC_ENV, PYTHONPYCACHEPREFIX=str(tmp / "pycache"))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as run.py's children: the warm-up's bytecode is read, not every module compiled again
         with IndexServer(tmp / "www") as srv:
             story.world.write(srv.url)
             if args.trees:

@@ -218,3 +218,60 @@ def test_an_entry_directory_removed_between_writes_is_made_again(tmp_path: Path)
     cache.put_metadata("https://f.example/a.whl", b"Name: a\n")
     assert cache.get_metadata("https://f.example/a.whl") == b"Name: a\n"
     assert [p.name for p in _entries(tmp_path) if is_temp_name(p.name)] == []
+
+
+def test_write_behind_entries_are_read_back_at_once_and_on_disk_after_close(tmp_path: Path) -> None:
+    # The command's cache hands its entries to one writer thread: this process reads them back at
+    # once, in the order written (a page written, dropped, written again), and every one is on disk
+    # for the next process once the cache is closed.
+    cache = HttpCache(tmp_path, write_behind=True)
+    url = "https://idx.example/simple/demo/"
+    for i in range(50):
+        cache.put_metadata(f"https://f.example/a-{i}.whl", b"Name: a\nVersion: %d\n" % i)
+    cache.put_page(url, PAGE, content_type="text/html", etag='"1"', last_modified=None)
+    assert cache.get_page(url) is not None and cache.get_page(url).etag == '"1"'
+    cache.drop_page(url)
+    assert cache.get_page(url) is None
+    cache.put_page(url, PAGE + b" ", content_type="text/html", etag='"2"', last_modified=None)
+    assert cache.get_metadata("https://f.example/a-7.whl") == b"Name: a\nVersion: 7\n"
+    cache.close()
+    other = HttpCache(tmp_path)  # another process's view: what is on disk
+    assert [other.get_metadata(f"https://f.example/a-{i}.whl") for i in range(50)] == [b"Name: a\nVersion: %d\n" % i for i in range(50)]
+    page = other.get_page(url)
+    assert page is not None and (page.content, page.etag) == (PAGE + b" ", '"2"')
+    assert [p.name for p in _entries(tmp_path) if is_temp_name(p.name)] == []
+    # after close the cache still works: a later write starts the writer again
+    cache.put_metadata("https://f.example/late.whl", b"Name: late\n")
+    cache.flush()
+    assert other.get_metadata("https://f.example/late.whl") == b"Name: late\n"
+    cache.close()
+
+
+def test_write_behind_on_an_unwritable_cache_warns_and_never_fails(tmp_path: Path, caplog) -> None:
+    (tmp_path / "metadata-v1").write_text("a file where a directory should be")
+    cache = HttpCache(tmp_path, write_behind=True)
+    cache.put_metadata("https://f.example/a.whl", b"Name: a\n")
+    assert cache.get_metadata("https://f.example/a.whl") == b"Name: a\n"  # from memory until written
+    cache.close()
+    assert cache.get_metadata("https://f.example/a.whl") is None  # it could not be written
+    assert "cannot write cache entry" in caplog.text
+
+
+def test_entries_lie_flat_and_an_earlier_versions_fanned_entry_is_still_read(tmp_path: Path) -> None:
+    # One folder per kind, none per entry: a cold resolve makes 4 folders, not ~320.
+    cache = HttpCache(tmp_path)
+    for i in range(40):
+        cache.put_metadata(f"https://f.example/a-{i}.whl", b"Name: a\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metadata-v1"]
+    assert all(p.is_file() for p in (tmp_path / "metadata-v1").iterdir())
+    # an entry an earlier version wrote under <aa>/ is read, and a dropped page goes from there too
+    url = "https://idx.example/simple/demo/"
+    cache.put_page(url, PAGE, content_type="text/html", etag='"1"', last_modified=None)
+    [flat] = (tmp_path / "pages-v1").iterdir()
+    fanned = tmp_path / "pages-v1" / flat.name[:2] / flat.name
+    fanned.parent.mkdir()
+    flat.rename(fanned)
+    page = HttpCache(tmp_path).get_page(url)
+    assert page is not None and page.etag == '"1"'
+    HttpCache(tmp_path).drop_page(url)
+    assert not fanned.exists() and HttpCache(tmp_path).get_page(url) is None

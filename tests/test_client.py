@@ -396,3 +396,54 @@ def test_a_request_whose_deadline_passed_before_it_was_sent_is_a_timeout(srv: In
     finally:
         deadline.start(60)
         client.close()
+
+
+# -- headers: what http.client would make of them, without email's feed parser where it can ------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_LINE_ENDS = st.sampled_from([b"\r\n", b"\n", b"\r", b""])
+_HEADER_LINES = st.lists(
+    st.one_of(
+        st.tuples(
+            st.sampled_from([b"Content-Length", b"ETag", b"X-A", b"from", b"Connection"]),
+            st.sampled_from([b": ", b":", b":\t", b" : "]),
+            st.one_of(st.binary(max_size=12), st.sampled_from([b"a\x85b", b"a\x0cb\x0b", b"\x1c\x1d", b"a\x00", b"\xe9t\xe9"])),
+            _LINE_ENDS,
+        ).map(b"".join),
+        st.sampled_from([b" folded\r\n", b"\tfolded\r\n", b"From me\r\n", b": no name\r\n", b"no colon\r\n", b"X-Y: a\rb\r\n"]),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_HEADER_LINES, st.sampled_from([b"\r\n", b"\n", b""]))
+def test_headers_are_read_as_http_client_reads_them(lines: list[bytes], end: bytes) -> None:
+    import email.parser
+    import http.client
+    import io
+
+    from resolve_gpu_stack.net.client import parse_headers
+
+    block = b"".join(lines) + end + b"body bytes that follow"
+    ours, theirs = io.BytesIO(block), io.BytesIO(block)
+    got = parse_headers(ours)
+    want = email.parser.Parser(_class=http.client.HTTPMessage).parsestr(b"".join(http.client._read_headers(theirs)).decode("iso-8859-1"))
+    assert got.items() == want.items() and got.get_all("x-a") == want.get_all("x-a") and got.get_unixfrom() == want.get_unixfrom()
+    assert ours.tell() == theirs.tell()  # the body starts where it would
+
+
+def test_header_limits_are_http_clients() -> None:
+    import http.client
+    import io
+
+    from resolve_gpu_stack.net.client import parse_headers
+
+    with pytest.raises(http.client.LineTooLong):
+        parse_headers(io.BytesIO(b"X: " + b"a" * 70000 + b"\r\n\r\n"))
+    with pytest.raises(http.client.HTTPException, match="more than 100 headers"):
+        parse_headers(io.BytesIO(b"X: a\r\n" * 101 + b"\r\n"))
+    plain = parse_headers(io.BytesIO(b'Content-Length: 12\r\nETag:  "a b" \r\nX-Dup: 1\r\nx-dup: 2\r\n\r\n'))
+    assert plain.items() == [("Content-Length", "12"), ("ETag", '"a b" '), ("X-Dup", "1"), ("x-dup", "2")]
+    assert plain.get_all("X-DUP") == ["1", "2"] and plain["etag"] == '"a b" '

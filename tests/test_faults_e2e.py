@@ -262,7 +262,7 @@ def test_wheel_whose_bytes_do_not_match_the_page_sha256(tmp_path: Path, capsys) 
         rc, out, err = run.lock(capsys)
         published = hashlib.sha256(real).hexdigest()
         assert_clean_failure(run, rc, out, err, code=3, url_path=PATHS.range, words=("sha256", published, "from the index page"))
-        assert not [p for p in run.cache.glob("metadata-v1/*/*") if b"Name: numpy" in p.read_bytes()]
+        assert not [p for p in run.cache.rglob("metadata-v1/*") if p.is_file() and b"Name: numpy" in p.read_bytes()]
 
 
 def test_jit_cache_page_that_lists_nothing_is_no_plan_not_an_unreachable_index(run: StoryRun, capsys) -> None:

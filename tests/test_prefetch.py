@@ -180,3 +180,46 @@ def test_second_target_follows_a_sibling_wheels_requirements_without_waiting(tmp
     # new METADATA for the aarch64 wheels of torch, numpy, npcore, npbase (+ the jit-cache):
     # without the sibling guess that is a chain of four; with it, numpy/npcore/npbase overlap
     assert rec.sequential_calls() <= 2, rec.spans
+
+
+def test_the_first_pages_are_asked_for_before_the_resolver_loads_and_read_once(story):
+    # The command starts the resolve's first round (torch, the FlashInfer components, --with
+    # names) on a thread of its own before it loads the resolver; the resolver's own first round
+    # then asks for the same pages under the same context and waits for them: no page twice.
+    from resolve_gpu_stack.resolver.roots import known_first_round
+
+    calls: list[tuple[str, list[str], object]] = []
+
+    class Recording(Finder):
+        def prefetch(self, names, ctx):
+            calls.append((threading.current_thread().name, list(names), ctx))
+            super().prefetch(names, ctx)
+
+    with IndexServer(story.root, latency=0.02) as srv:
+        story.write(srv.url)
+        defs = load_definitions().with_index_urls(story.index_urls(srv.url))
+        request = story_request()
+        known = known_first_round(request, defs)
+        assert known is not None
+        fetcher = HttpFetcher(cache=None, timeout=10)
+        try:
+            plan = resolve_with(Recording(fetcher, defs), defs, request)
+        finally:
+            fetcher.close()
+        asked = [path for method, path, _ in srv.log if method == "GET"]
+    assert len(plan.packages) == 13
+    ahead = [c for c in calls if c[0] == "first-pages"]
+    assert [(names, ctx) for _, names, ctx in ahead] == [known]
+    assert (known[0], known[1]) in [(names, ctx) for thread, names, ctx in calls if thread != "first-pages"]  # the resolver's own round: the same pages
+    assert len(asked) == len(set(asked)), sorted(p for p in asked if asked.count(p) > 1)
+
+
+def test_no_read_ahead_where_an_index_decides_the_first_pages(story):
+    # a declared torch without a +cuNNN label: its CUDA comes from its METADATA, so which pages
+    # come first is the resolver's to find out
+    from resolve_gpu_stack.resolver.roots import known_first_round
+
+    defs = load_definitions()
+    unlabelled = ResolveRequest(target=declared_target("3.12", "x86_64-manylinux_2_28", ["torch==2.12.0.dev20260307"]))
+    assert known_first_round(unlabelled, defs) is None
+    assert known_first_round(story_request(), defs) is not None

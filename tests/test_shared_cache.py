@@ -52,7 +52,7 @@ def gets(srv: IndexServer, since: int, path: str) -> list[dict[str, str]]:
 
 def entry_for(cache: Path, kind: str, needle: str) -> Path:
     """The cache entry (pages-v1 / metadata-v1) whose recorded key contains ``needle``."""
-    for path in (cache / kind).glob("*/*"):
+    for path in (p for p in (cache / kind).rglob("*") if p.is_file()):
         header = json.loads(path.read_bytes().partition(b"\n")[0])
         if needle in header["key"]:
             return path

@@ -11,7 +11,6 @@ rich) stay inside ``run``, so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import signal
 import sys
@@ -237,6 +236,8 @@ def _exit_now(code: int) -> None:
 
 def _unknown_command(word: str) -> int:
     """A first word that is no command (``chek``): say so, suggest the nearest, list them all."""
+    import difflib  # only for a word that is no command
+
     close = difflib.get_close_matches(word, list(COMMANDS), n=1)
     print(f"resolve-gpu-stack: error: unknown command {word!r}" + (f"; did you mean {close[0]!r}?" if close else ""), file=sys.stderr)
     print(f"commands: {', '.join(COMMANDS)} (no command: resolve); see resolve-gpu-stack --help", file=sys.stderr)
@@ -253,6 +254,8 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse
 
 def unrecognized_message(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """argparse's "unrecognized arguments", with the nearest real flag for each mistyped one."""
+    import difflib  # only for a command line with a mistake in it
+
     flags = [opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")]
     hints = []
     for arg in unknown:

@@ -89,9 +89,15 @@ class ResolveParts:
         from ..resolver import reuse
 
         def compute() -> LockPlan:
+            from ..resolver.roots import read_ahead
+
+            ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
             from ..resolver.resolve import resolve
 
-            return resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
+                ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
+            return plan
 
         return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
 
@@ -214,7 +220,7 @@ class Session:
 
                 n = self.network
                 self._live = HttpFetcher(
-                    cache=HttpCache(n.cache_dir),
+                    cache=HttpCache(n.cache_dir, write_behind=True),  # written off the fetching threads, flushed at close
                     timeout=n.timeout,
                     allow_insecure_hosts=n.allow_insecure_hosts,
                     progress=n.progress,

@@ -7,7 +7,6 @@ which honours uv.toml and uv's own defaults). The URL is never written into the 
 
 from __future__ import annotations
 
-import configparser
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -41,6 +40,10 @@ def _pip_config_files(env: Mapping[str, str]) -> list[Path]:
 def _from_pip_config(env: Mapping[str, str]) -> str | None:
     found = None
     for path in _pip_config_files(env):
+        if not path.is_file():
+            continue  # (configparser is loaded only for a pip.conf there is)
+        import configparser
+
         parser = configparser.ConfigParser()
         try:
             parser.read(path)

@@ -170,10 +170,10 @@ class TomlReader:
 
     def unknown_keys(self, table: Mapping[str, Any], allowed: tuple[str, ...] | list[str], where: str) -> None:
         """Refuse a key that is not in ``allowed``, suggesting the closest known one."""
-        import difflib
-
         for key in table:
             if key not in allowed:
+                import difflib  # only for a key that is wrong
+
                 close = difflib.get_close_matches(key, list(allowed), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
                 raise self.fail(where, f"unknown key {key!r}", hint=hint)

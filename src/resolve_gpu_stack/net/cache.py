@@ -2,15 +2,19 @@
 
 Layout under the root (``default_cache_dir()``)::
 
-    pages-v1/<aa>/<sha256(key)>       one entry per page and Accept variant
-    metadata-v1/<aa>/<sha256(key)>    one entry per wheel (METADATA bytes)
-    results-v1/<aa>/<sha256(key)>     one entry per resolver input digest (see resolver/reuse.py),
-                                      per code identity (``code_identity``)
-    scans-v1/<aa>/<sha256(key)>       one entry per native wheel's scan (see classify.py): its
-                                      key is the wheel's sha256 (its URL and size without one)
-    exports-v1/<aa>/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
+    pages-v1/<sha256(key)>       one entry per page and Accept variant
+    metadata-v1/<sha256(key)>    one entry per wheel (METADATA bytes)
+    results-v1/<sha256(key)>     one entry per resolver input digest (see resolver/reuse.py),
+                                 per code identity (``code_identity``)
+    scans-v1/<sha256(key)>       one entry per native wheel's scan (see classify.py): its key is
+                                 the wheel's sha256 (its URL and size without one)
+    exports-v1/<sha256(key)>     one entry per torch wheel: its libraries' exports (exports.py)
 
-``<aa>`` is the first two hex digits of the file name. Every entry is one file: a single line of
+Entries lie flat in their kind's folder: a cold resolve writes ~450 entries, and a folder per
+first two hex digits (``<kind>/<aa>/<sha256(key)>``, where versions before this one wrote them)
+made ~320 folders more, a new inode each (the costliest part of a write on a busy disk; any
+file system in use indexes a large folder's names). An entry an earlier version wrote under
+``<aa>/`` is still read, and dropped with its page. Every entry is one file: a single line of
 JSON (the header), a newline, then the body as served. The header holds the key, the body's
 sha256 and size, and for pages the final URL, content-type, ETag and Last-Modified. Nothing
 else from the response is stored (no Authorization, no Set-Cookie, no other header).
@@ -26,6 +30,16 @@ asking (a wheel is immutable). A body that no longer matches its sha256 is
 deleted and treated as a miss. Writes go to a temporary file in the entry's directory and are
 renamed into place (``os.replace``), so several processes may share one cache: a reader sees a
 whole old entry or a whole new one, never a part.
+
+``write_behind`` (the command's cache, ``cli/assemble.py``): an entry is handed to one writer
+thread and kept in memory until it is on disk, so the thread that fetched it goes on at once (a
+cold resolve writes ~450 entries; each is a new file, often a new folder, and on a busy disk a
+new inode costs more than the parse of what it holds). This process reads its own entries from
+memory until they are written; other processes see them once written. ``close`` (``flush``)
+waits for every entry handed over, in the order they were handed over: the fetcher closes the
+cache when the command ends, so a later run finds everything this one read. A process killed
+first loses only entries not yet written (a miss next time; the stored plan, handed over last,
+never outlives the entries it was computed from).
 """
 
 from __future__ import annotations
@@ -36,9 +50,11 @@ import json
 import logging
 import os
 import stat
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ..atomic import atomic_write, stale_temp
@@ -83,10 +99,22 @@ class CachedPage:
 class HttpCache:
     """A directory of cache entries; safe to share between threads and processes."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, write_behind: bool = False) -> None:
         self.root = Path(root)
+        self._root = str(self.root)
         self._code: str | None = None  # code_identity(), worked out on the first result asked for
+        self._behind = _WriteBehind() if write_behind else None
         sweep_stale(self.root)  # killed runs' temp files, week-old partial downloads
+
+    def flush(self) -> None:
+        """Wait until every entry handed to the writer thread is on disk (``write_behind``)."""
+        if self._behind is not None:
+            self._behind.flush()
+
+    def close(self) -> None:
+        """``flush``; the writer thread ends (a later write starts another)."""
+        if self._behind is not None:
+            self._behind.close()
 
     # -- pages ---------------------------------------------------------------------------
     def get_page(self, url: str, *, variant: str = "html") -> CachedPage | None:
@@ -122,7 +150,18 @@ class HttpCache:
         self._write(PAGES, f"{variant} {cache_url(url)}", header, content)
 
     def drop_page(self, url: str, *, variant: str = "html") -> None:
-        self._path(PAGES, f"{variant} {cache_url(url)}").unlink(missing_ok=True)
+        key = f"{variant} {cache_url(url)}"
+        if self._behind is not None:
+            self._behind.put((PAGES, key), partial(self._unlink, PAGES, key), None)
+            return
+        self._unlink(PAGES, key)
+
+    def _unlink(self, kind: str, key: str) -> None:
+        for path in (self._path(kind, key), self._fanned_path(kind, key)):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("cannot remove cache entry %s: %s", path, exc.strerror or exc)
 
     # -- metadata ------------------------------------------------------------------------
     @staticmethod
@@ -170,17 +209,32 @@ class HttpCache:
 
     # -- entries -------------------------------------------------------------------------
     def _path(self, kind: str, key: str) -> Path:
+        return self.root / kind / hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+    def _fanned_path(self, kind: str, key: str) -> Path:
+        """Where versions before the flat layout kept the entry: ``<kind>/<aa>/<sha256(key)>``."""
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
         return self.root / kind / digest[:2] / digest
 
-    def _read(self, kind: str, key: str) -> tuple[dict[str, object], bytes] | None:
-        path = self._path(kind, key)
+    def _read(self, kind: str, key: str) -> tuple[Mapping[str, object], bytes] | None:
+        if self._behind is not None:
+            held, pending = self._behind.pending((kind, key))
+            if held:
+                return pending  # handed to the writer, not on disk yet (None: a drop)
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+        name = f"{self._root}/{kind}/{digest}"  # a string: a cold resolve misses ~450 times, twice each
         try:
-            raw = path.read_bytes()
+            try:
+                with open(name, "rb") as f:
+                    raw = f.read()
+            except FileNotFoundError:
+                name = f"{self._root}/{kind}/{digest[:2]}/{digest}"  # an earlier version's entry
+                with open(name, "rb") as f:
+                    raw = f.read()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.warning("cache entry %s unreadable (%s); ignoring it", path, exc.strerror)
+            log.warning("cache entry %s unreadable (%s); ignoring it", name, exc.strerror)
             return None
         head, sep, body = raw.partition(b"\n")
         try:
@@ -193,12 +247,18 @@ class HttpCache:
             or header.get("size") != len(body)
             or header.get("sha256") != hashlib.sha256(body).hexdigest()
         ):
-            log.warning("cache entry %s is corrupt (body does not match its sha256); discarding it", path)
-            path.unlink(missing_ok=True)
+            log.warning("cache entry %s is corrupt (body does not match its sha256); discarding it", name)
+            Path(name).unlink(missing_ok=True)
             return None
         return header, body
 
     def _write(self, kind: str, key: str, header: Mapping[str, object], body: bytes) -> None:
+        if self._behind is not None:
+            self._behind.put((kind, key), partial(self._write_now, kind, key, header, body), (header, body))
+            return
+        self._write_now(kind, key, header, body)
+
+    def _write_now(self, kind: str, key: str, header: Mapping[str, object], body: bytes) -> None:
         path = self._path(kind, key)
         record = {**header, "key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
         data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + body
@@ -208,6 +268,83 @@ class HttpCache:
             atomic_write(path, data, mode=0o600, make_parents=True)
         except OSError as exc:  # a full or read-only cache must not fail the run
             log.warning("cannot write cache entry %s: %s", path, exc.strerror or exc)
+
+
+_Entry = tuple[Mapping[str, object], bytes] | None  # what a read of a handed-over entry returns (None: dropped)
+
+
+class _WriteBehind:
+    """One writer thread and the entries handed to it: each is readable (``pending``) from the
+    moment it is handed over until it is on disk, and written in the order handed over. The thread
+    is started at the first entry and ends at ``close``, once nothing is left."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._jobs: list[tuple[tuple[str, str], Callable[[], None]]] = []
+        self._pending: dict[tuple[str, str], tuple[int, _Entry]] = {}  # entry -> (its newest job's number, what it reads as)
+        self._handed = 0  # jobs handed over so far
+        self._done = 0  # jobs finished (written, or failed with a warning), in the order handed over
+        self._thread: threading.Thread | None = None
+        self._stop = False
+
+    def pending(self, entry: tuple[str, str]) -> tuple[bool, _Entry]:
+        """Whether ``entry`` is handed over and not yet on disk, and what it reads as then."""
+        with self._lock:
+            found = self._pending.get(entry)
+        return (False, None) if found is None else (True, found[1])
+
+    def put(self, entry: tuple[str, str], job: Callable[[], None], reads_as: _Entry) -> None:
+        with self._lock:
+            self._handed += 1
+            self._pending[entry] = (self._handed, reads_as)
+            self._jobs.append((entry, job))
+            if self._thread is None:
+                self._start()
+            self._lock.notify_all()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="cache-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._jobs:
+                    if self._stop:
+                        return
+                    self._lock.wait()
+                jobs, self._jobs = self._jobs, []
+            for entry, job in jobs:
+                try:
+                    job()  # a write or an unlink: each logs its own OSError and never raises one
+                except Exception:  # a bug in one entry must not stop the others
+                    log.exception("cache writer: an entry failed")
+                with self._lock:
+                    self._done += 1
+                    newest = self._pending.get(entry)
+                    if newest is not None and newest[0] <= self._done:
+                        del self._pending[entry]  # no newer job for the entry is waiting
+            with self._lock:
+                self._lock.notify_all()
+
+    def flush(self) -> None:
+        with self._lock:
+            target = self._handed
+            while self._done < target and self._thread is not None and self._thread.is_alive():
+                self._lock.wait()
+
+    def close(self) -> None:
+        with self._lock:
+            thread = self._thread
+            self._stop = True
+            self._lock.notify_all()
+        if thread is not None:
+            thread.join()  # it ends once every job handed over is done
+        with self._lock:
+            self._stop = False
+            self._thread = None
+            if self._jobs:  # handed over while it was ending
+                self._start()
 
 
 def code_identity() -> str:

@@ -158,6 +158,8 @@ class HttpFetcher:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         self.transport.close()
+        if self.cache is not None:
+            self.cache.close()  # every entry this command read is on disk for the next one
 
     def __enter__(self) -> HttpFetcher:
         return self

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -252,6 +251,8 @@ class MetadataReader:
                 raise_if_gone(resp, url, "sdist")
                 transport.check_status(resp, url, ok=(200,))
                 digest = hashlib.sha256()
+                import tempfile  # only for an sdist, or a wheel read whole
+
                 with tempfile.TemporaryFile(prefix="resolve-gpu-stack-sdist-") as tmp:
                     n = transport.stream_to(resp, url, tmp, digest, "sdist", limit=cap, over_limit=f"the server sent more than {said}; stopped")
                     _check_whole(url, file, n, digest.hexdigest())
@@ -276,6 +277,8 @@ class MetadataReader:
         cap = file.size if file.size is not None else MAX_WHOLE_WHEEL
         said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {MAX_WHOLE_WHEEL}-byte cap for a whole wheel"
         digest = hashlib.sha256()
+        import tempfile
+
         with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:  # unlinked: nothing is left behind, whatever happens
             n = self._transport.stream_to(
                 resp, url, tmp, digest, "download", limit=cap, over_limit=f"the server ignored Range and sent more than {said}; stopped"

@@ -24,11 +24,11 @@ from ..model import Coupling, IndexFile, LockPlan
 from ..model.abi import AbiKind
 from ..model.channel import torch_origin
 from ..model.cuda import CudaLabel
-from ..model.request import TORCH, ResolveRequest, TorchKind
+from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
-from ..rules.versions import describe_versions, public, torch_series
+from ..rules.versions import describe_versions, public
 from . import builds, framework
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
@@ -39,6 +39,7 @@ from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req, contains
+from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
 from .torch_pins import kept_torch_wheel, with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
@@ -79,8 +80,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         finder.add_source(source_file(tree), source_metadata(tree))
     # `--torch installed` keeping PyPI's torch installs no torch: the PyTorch index is not asked for
     # one (its own release, on PyPI's page, is what the selection checks the target against)
-    pypi_kept = kept is not None and choice.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
-    _prefetch_roots(finder, request, components, ctx, torch=not pypi_kept)
+    pypi_kept = keeps_pypis_torch(request)
+    _prefetch_roots(finder, request, components, ctx)
     torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
     own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
@@ -325,23 +326,10 @@ def _flashinfer_first(request: ResolveRequest, defs: Definitions) -> Version | t
     return newer if newer > python else None
 
 
-def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext, *, torch: bool = True) -> None:
+def _prefetch_roots(finder: Finder, request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> None:
     """Read the pages the first steps need (torch, the FlashInfer components, --with names) in one
-    round of concurrent requests. The legacy AOT page needs torch's series: guessed from the
-    installed torch (read later if the chosen torch has another series)."""
-    names = [*([TORCH] if torch else []), *components, *(r.name for r in request.with_)]
-    installed = request.installed_torch
-    guess = (
-        ctx
-        if installed is None
-        else RouteContext(
-            torch_channel=ctx.torch_channel,
-            cuda=ctx.cuda,
-            flashinfer_channel=ctx.flashinfer_channel,
-            torch_series=torch_series(installed),
-            torch_from=ctx.torch_from,
-        )
-    )
+    round of concurrent requests (``roots.first_round``)."""
+    names, guess = first_round(request, components, ctx)  # what the command may have started already (roots.read_ahead)
     try:
         finder.prefetch(names, guess)
     except CrawlError:

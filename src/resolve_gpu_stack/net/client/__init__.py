@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from .connection import Prepared
 from .errors import ConfigurationError, ConnectError, ConnectTimeout, DecodingError, HostNotFound, InvalidURL, ReadError, Timeout, TransportError
+from .headers import parse_headers
 from .pool import Client
 from .proxies import EnvironmentProxies, environment_proxies, proxy_authorization
 from .response import Headers, Response
@@ -62,5 +63,6 @@ __all__ = [
     "Timeout",
     "TransportError",
     "environment_proxies",
+    "parse_headers",
     "proxy_authorization",
 ]

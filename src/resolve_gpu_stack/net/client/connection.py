@@ -16,12 +16,12 @@ from ...urls import redact_url
 from .. import deadline as deadlines
 from ..tls import TrustSettingError, trust_hint
 from .errors import ConfigurationError, ConnectError, ConnectTimeout, HostNotFound
+from .headers import MAX_LINE, parse_headers
 from .proxies import proxy_authorization
 
 T = TypeVar("T")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CHUNK = 64 * 1024  # bytes asked of the socket per read of a body
-MAX_LINE = 65536  # the longest status line read (http.client's own limit)
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,38 @@ class _FinalResponse(http.client.HTTPResponse):
     """``http.client``'s answer, with every ``1xx`` interim answer skipped (``http.client`` skips
     ``100 Continue`` only: a ``102`` or ``103`` would be taken for the answer, and the real one read
     as the answer to the next request). ``101`` (a protocol switch no request asked for) is final,
-    and refused as unexpected by the caller. The skipping reads under the request's deadline."""
+    and refused as unexpected by the caller. The skipping reads under the request's deadline.
+    Headers are read by ``headers.parse_headers`` (``begin`` is ``http.client``'s, with that one
+    call changed)."""
+
+    def begin(self) -> None:
+        """``http.client.HTTPResponse.begin`` (Python 3.10-3.13) reading the headers with ``parse_headers``."""
+        if self.headers is not None:
+            return
+        while True:
+            version, status, reason = self._read_status()
+            if status != http.client.CONTINUE:
+                break
+            parse_headers(self.fp)  # a 100's headers, skipped
+        self.code = self.status = status
+        self.reason = reason.strip()
+        if version in ("HTTP/1.0", "HTTP/0.9"):
+            self.version = 10
+        elif version.startswith("HTTP/1."):
+            self.version = 11
+        else:
+            raise http.client.UnknownProtocol(version)
+        self.headers = self.msg = parse_headers(self.fp)
+        transfer = self.headers.get("transfer-encoding")
+        self.chunked = bool(transfer and transfer.lower() == "chunked")
+        if self.chunked:
+            self.chunk_left = None
+        self.will_close = self._check_close()
+        self.length = _length(self.headers.get("content-length"), self.chunked)
+        if status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED) or 100 <= status < 200 or self._method == "HEAD":
+            self.length = 0
+        if not self.will_close and not self.chunked and self.length is None:
+            self.will_close = True
 
     def _read_status(self) -> tuple[str, int, str]:
         """The status line ``begin()`` reads (as ``http.client`` reads it), interim ones passed over."""
@@ -64,7 +95,19 @@ class _FinalResponse(http.client.HTTPResponse):
             version, status, reason = _status_line(str(self.fp.readline(MAX_LINE + 1), "iso-8859-1"))
             if status >= 200 or status in (100, 101):
                 return version, status, reason.strip()  # a 100 is passed over by begin() itself
-            http.client.parse_headers(self.fp)  # an interim answer's headers (limits as for any)
+            parse_headers(self.fp)  # an interim answer's headers (limits as for any)
+
+
+def _length(value: str | None, chunked: bool) -> int | None:
+    """A body's length from its Content-Length, as ``http.client`` takes it (none when chunked, not
+    a number, or negative)."""
+    if not value or chunked:
+        return None
+    try:
+        length = int(value)
+    except ValueError:
+        return None
+    return length if length >= 0 else None
 
 
 def _status_line(line: str) -> tuple[str, int, str]:
