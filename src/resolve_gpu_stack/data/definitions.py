@@ -124,10 +124,11 @@ class Definitions:
         if kept:
             return [r for r in self.routes if r.kept and _claims(r, name)]
         applicable = [r for r in self.routes if _applies(r, ctx)]
-        explicit = _explicit_routes(applicable, name)
-        if explicit:
-            return explicit
-        # A name that some route claims on another channel is not handed to the wildcard.
+        return _explicit_routes(applicable, name) or self._wildcard(applicable, name)
+
+    def _wildcard(self, applicable: list[Route], name: str) -> list[Route]:
+        """The wildcard routes for a name no applicable route claims; none for a name that some
+        route claims under another context (another channel, another torch's origin)."""
         if any(_claims(r, name) for r in self.routes if not r.kept):
             return []
         return [r for r in applicable if r.is_wildcard]

@@ -216,26 +216,34 @@ class HttpCache:
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
         return self.root / kind / digest[:2] / digest
 
-    def _read(self, kind: str, key: str) -> tuple[Mapping[str, object], bytes] | None:
-        if self._behind is not None:
-            held, pending = self._behind.pending((kind, key))
-            if held:
-                return pending  # handed to the writer, not on disk yet (None: a drop)
+    def _raw(self, kind: str, key: str) -> tuple[str, bytes] | None:
+        """(the file, its bytes) of an entry on disk, flat or where an earlier version kept it; None
+        when there is none or it cannot be read (said in the log)."""
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
         name = f"{self._root}/{kind}/{digest}"  # a string: a cold resolve misses ~450 times, twice each
         try:
             try:
                 with open(name, "rb") as f:
-                    raw = f.read()
+                    return name, f.read()
             except FileNotFoundError:
                 name = f"{self._root}/{kind}/{digest[:2]}/{digest}"  # an earlier version's entry
                 with open(name, "rb") as f:
-                    raw = f.read()
+                    return name, f.read()
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("cache entry %s unreadable (%s); ignoring it", name, exc.strerror)
             return None
+
+    def _read(self, kind: str, key: str) -> tuple[Mapping[str, object], bytes] | None:
+        if self._behind is not None:
+            held, pending = self._behind.pending((kind, key))
+            if held:
+                return pending  # handed to the writer, not on disk yet (None: a drop)
+        found = self._raw(kind, key)
+        if found is None:
+            return None
+        name, raw = found
         head, sep, body = raw.partition(b"\n")
         try:
             header = json.loads(head) if sep else None

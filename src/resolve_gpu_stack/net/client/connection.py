@@ -71,12 +71,7 @@ class _FinalResponse(http.client.HTTPResponse):
             parse_headers(self.fp)  # a 100's headers, skipped
         self.code = self.status = status
         self.reason = reason.strip()
-        if version in ("HTTP/1.0", "HTTP/0.9"):
-            self.version = 10
-        elif version.startswith("HTTP/1."):
-            self.version = 11
-        else:
-            raise http.client.UnknownProtocol(version)
+        self.version = _http_version(version)
         self.headers = self.msg = parse_headers(self.fp)
         transfer = self.headers.get("transfer-encoding")
         self.chunked = bool(transfer and transfer.lower() == "chunked")
@@ -96,6 +91,15 @@ class _FinalResponse(http.client.HTTPResponse):
             if status >= 200 or status in (100, 101):
                 return version, status, reason.strip()  # a 100 is passed over by begin() itself
             parse_headers(self.fp)  # an interim answer's headers (limits as for any)
+
+
+def _http_version(version: str) -> int:
+    """``http.client``'s number for a status line's version (10 or 11); another is refused."""
+    if version in ("HTTP/1.0", "HTTP/0.9"):
+        return 10
+    if version.startswith("HTTP/1."):
+        return 11
+    raise http.client.UnknownProtocol(version)
 
 
 def _length(value: str | None, chunked: bool) -> int | None:
