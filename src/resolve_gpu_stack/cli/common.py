@@ -70,7 +70,7 @@ def add_network_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--system-certs",
         action="store_true",
-        help="verify https against the system trust store (truststore) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
+        help="verify https against the system trust store (the distribution's CA bundle on Linux, the OS verifier elsewhere) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
     )
     g.add_argument(
         "--scan-budget",
