@@ -405,9 +405,12 @@ def _find_strings(data: bytes | bytearray, start: int, stop: int, names: list[in
     """The first offset in ``[start, stop)`` where a string table holding ``names`` can begin."""
     sample = sorted(set(names[:NAME_SAMPLE]) | {max(names)})
     least = min(len(sample), 4)
+    probe = next((n for n in sample if n), 0)  # one name's first byte, tested inline: what _strings_fit asks first
+    size = len(data)
     at = data.find(b"\x00", start, stop)
     while at >= 0:
-        if _strings_fit(data, at, sample, least=least) and _strings_fit(data, at, names):
+        q = at + probe
+        if (q >= size or 0x21 <= data[q] != 0x7F) and _strings_fit(data, at, sample, least=least) and _strings_fit(data, at, names):
             return at
         at = data.find(b"\x00", at + 1, stop)
     return None
