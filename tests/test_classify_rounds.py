@@ -17,8 +17,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.index.wheelscan.scanner import _merged
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net.classify import RangeClassifier, coalesced, within_budget
+from resolve_gpu_stack.net.classify import RangeClassifier, within_budget
 from resolve_gpu_stack.net.http import HttpFetcher
 
 DEFS = load_definitions()
@@ -122,12 +123,13 @@ def test_members_close_together_are_read_in_one_request(close_members: _Counting
     assert classify.stats.bytes_read >= 12 * 2_000  # the bytes between the members crossed the wire and are counted
 
 
-def test_coalescing_joins_near_ranges_within_the_budget_left() -> None:
-    ranges = [(5000, 5100), (0, 100), (200, 300), (100_000, 100_050)]
-    assert coalesced(ranges, room=10_000, gap=1000) == [((0, 300), [1, 2]), ((5000, 5100), [0]), ((100_000, 100_050), [3])]
-    assert coalesced(ranges, room=10_000, gap=10_000) == [((0, 5100), [1, 2, 0]), ((100_000, 100_050), [3])]
-    assert coalesced(ranges, room=50, gap=10_000) == [((0, 100), [1]), ((200, 300), [2]), ((5000, 5100), [0]), ((100_000, 100_050), [3])]
-    assert coalesced(ranges, room=10_000, gap=10_000, most=200) == [((0, 100), [1]), ((200, 300), [2]), ((5000, 5100), [0]), ((100_000, 100_050), [3])]
+def test_a_rounds_near_ranges_are_joined_largest_span_first() -> None:
+    ranges = [(5000, 5100), (0, 100), (200, 300), (200_000, 200_050)]
+    assert _merged(ranges) == [(0, 5100), (200_000, 200_050)]  # 64 KiB apart at most: joined
+    far = [(0, 100), (100_000, 100_300), (300_000, 300_050)]
+    assert _merged(far) == [(100_000, 100_300), (0, 100), (300_000, 300_050)]  # none near: the largest first
+    big = [(0, 6 * 2**20), (6 * 2**20 + 10, 12 * 2**20)]
+    assert _merged(big) == big  # a span stays at most 8 MiB
 
 
 def test_connections_bound_the_requests_in_flight(counting: _Counting) -> None:

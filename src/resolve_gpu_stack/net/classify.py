@@ -55,8 +55,6 @@ IGNORED_RANGE = "the server ignored Range"  # in the why of a scan a server's wh
 SCAN_BUDGET = 256 * 2**20  # a wheel tied to torch (its METADATA, name or a member): its members are read to their dynamic sections
 MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
 ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round
-COALESCE_GAP = 64 * 2**10  # ranges of a round at most this far apart are one request (`coalesced`)
-COALESCE_MOST = 8 * 2**20  # ... while the request stays at most this large
 
 
 def budget(size: int, *, share: float = BUDGET_SHARE, floor: int = BUDGET_FLOOR, cap: int = BUDGET_CAP) -> int:
@@ -234,8 +232,7 @@ class RangeClassifier:
                     grow = "--scan-budget BYTES reads further" if scanner.tied else "nothing ties it to torch"
                     scanner.stop(f"not scanned past the {limit}-byte budget, {scanner.bytes_read} bytes read of {size}; {grow}")
                     break
-                room = limit - max(scanner.bytes_read, read.bytes) - sum(end - start for start, end in batch)  # bytes between joined ranges count
-                for (start, _), data in zip(batch, self._read_all(read, batch, room=room), strict=True):
+                for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
                     scanner.feed(start, data)
             result = scanner.result()
         except RangesUnavailable as stop:
@@ -252,52 +249,22 @@ class RangeClassifier:
         # a scan stopped by the budget is not kept: a larger --scan-budget reads it again
         return ScanRecord(abi=abi, bytes_read=read.bytes, reads=read.reads, file_size=size), not (result.stopped and abi.kind == UNKNOWN), result
 
-    def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]], *, room: int = 0) -> list[bytes]:
-        """The bytes of ``ranges``, requested concurrently (one connection slot each); ranges close
-        to each other are asked for as one while the bytes between them fit in ``room``
-        (``coalesced``: a wheel of a hundred small members, scipy's, is a few requests, not one a
-        member)."""
+    def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The bytes of ``ranges``, requested concurrently (one connection slot each)."""
 
         def one(span: tuple[int, int]) -> bytes:
             with self._slots:
                 return read.range(*span)
 
-        spans = coalesced(ranges, room=room, gap=COALESCE_GAP, most=COALESCE_MOST)
-        if len(spans) == 1:
-            got = [one(spans[0][0])]
-        else:
-            with ThreadPoolExecutor(max_workers=min(len(spans), self._connections), thread_name_prefix="classify-range") as pool:
-                got = list(pool.map(one, [span for span, _ in spans]))
-        out: list[bytes] = [b""] * len(ranges)
-        for ((start, _), members), data in zip(spans, got, strict=True):
-            for i in members:
-                a, b = ranges[i]
-                out[i] = data[a - start : b - start]
-        return out
+        if len(ranges) == 1:
+            return [one(ranges[0])]
+        with ThreadPoolExecutor(max_workers=min(len(ranges), self._connections), thread_name_prefix="classify-range") as pool:
+            return list(pool.map(one, ranges))
 
     def _note(self, message: str) -> None:
         log.info("%s", message)
         if self._say is not None:
             self._say(message)
-
-
-def coalesced(ranges: Sequence[tuple[int, int]], *, room: int, gap: int = COALESCE_GAP, most: int = COALESCE_MOST) -> list[tuple[tuple[int, int], list[int]]]:
-    """``ranges`` as the spans to request: each span ``(start, end)`` with the indexes of the ranges
-    it holds, in file order. A range joins the span before it when the bytes between them are at
-    most ``gap``, the span stays at most ``most`` bytes, and all the bytes read in between (the
-    price of a request fewer) stay within ``room`` (what the scan's budget leaves)."""
-    spans: list[tuple[tuple[int, int], list[int]]] = []
-    for i in sorted(range(len(ranges)), key=lambda j: ranges[j]):
-        start, end = ranges[i]
-        if spans:
-            (s, e), members = spans[-1]
-            between = max(0, start - e)
-            if between <= min(gap, room) and max(e, end) - s <= most:
-                room -= between
-                spans[-1] = ((s, max(e, end)), [*members, i])
-                continue
-        spans.append(((start, end), [i]))
-    return spans
 
 
 def within_budget(ranges: Sequence[tuple[int, int]], left: int) -> list[tuple[int, int]]:

@@ -36,7 +36,8 @@ MAX_INFLATED = 64 * 2**20  # inflated bytes per wheel, every member together (al
 TIME_LIMIT = 1.5  # seconds of the scanner's own work per wheel (CPU time of its thread)
 STRINGS_RATIO = 0.2  # compressed over inflated bytes of symbol names (mangled C++: 0.15-0.25)
 NAMES_MARGIN = 8 * 2**10  # inflated bytes past a symbol table's last name: the library names follow them
-MERGE_GAP = 16 * 2**10  # ranges of one round closer than this are read as one
+MERGE_GAP = 64 * 2**10  # ranges of one round at most this far apart are read as one (``scanner._merged``)
+MERGE_MOST = 8 * 2**20  # ... while the span read stays at most this large
 SMALL_MEMBER = 2  # a member at most this many first chunks long is read whole at once
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")

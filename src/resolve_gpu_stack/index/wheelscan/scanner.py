@@ -34,6 +34,7 @@ from .result import (
     MAX_MEMBERS,
     MAX_METADATA,
     MERGE_GAP,
+    MERGE_MOST,
     METADATA_MEMBER,
     READ_ON,
     TIME_LIMIT,
@@ -478,13 +479,18 @@ def _refuse_overlaps(entries: list[ZipEntry]) -> None:
 
 
 def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """A round's ranges, as one when the bytes between them are few (one request instead of many)."""
-    if len(ranges) < 2:
-        return ranges
-    lo, hi = min(s for s, _ in ranges), max(e for _, e in ranges)
-    if hi - lo <= sum(e - s for s, e in ranges) + MERGE_GAP:
-        return [(lo, hi)]
-    return ranges
+    """A round's ranges with the near ones joined (a request fewer each): in file order, a range
+    joins the span before it when at most ``MERGE_GAP`` bytes lie between them and the span stays
+    at most ``MERGE_MOST`` bytes (a wheel of a hundred small members, scipy's, is a few requests,
+    not one a member). The bytes between are read, fed and counted like the rest (the budget sees
+    them). Largest span first, as the budget takes them."""
+    spans: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if spans and start - spans[-1][1] <= MERGE_GAP and max(end, spans[-1][1]) - spans[-1][0] <= MERGE_MOST:
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        else:
+            spans.append((start, end))
+    return sorted(spans, key=lambda span: span[0] - span[1])
 
 
 def scan_wheel(read: Callable[[int, int], bytes], file_size: int, **options: object) -> WheelScan:
