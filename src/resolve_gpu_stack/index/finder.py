@@ -102,6 +102,7 @@ class Finder:
         self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
         self._offers: dict[tuple[NormalizedName, RouteContext], tuple[list[Offer], list[PageVisit]]] = {}
+        self._kept: dict[tuple[NormalizedName, Version, RouteContext], list[Offer]] = {}  # kept_release's answers
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
         self._unparsed: dict[str, tuple[PageResponse, str]] = {}  # read to compare, parsed when asked for
@@ -282,6 +283,13 @@ class Finder:
         METADATA, its exports), never offered as a candidate. Empty when no route says so, or when
         the page cannot be read (said in the log: the kept release is then known only as declared)."""
         wanted = canonicalize_name(name)
+        key = (wanted, version, ctx)
+        known = self._kept.get(key)
+        if known is None:
+            known = self._kept[key] = self._read_kept(wanted, version, ctx)
+        return list(known)
+
+    def _read_kept(self, wanted: NormalizedName, version: Version, ctx: RouteContext) -> list[Offer]:
         out: list[Offer] = []
         for loc in self.definitions.pages_for(wanted, ctx, kept=True):
             try:
