@@ -374,3 +374,42 @@ def test_the_scan_lists_cuda_twins_that_link_no_torch_so_the_one_for_torchs_majo
     verdict = judge("torch-memory-saver", abi, AbiTorch(version=Version(TORCH), cuda_major=13), AbiPolicy.of(defs.abi))
     assert verdict.refusal is None and verdict.cuda_majors == (13,), verdict
     assert verdict.note is not None and f"{SAVER}_torch_cu12.abi3.so" in verdict.note
+
+
+def test_the_family_follows_pypis_torch_through_every_door(today, capsys, tmp_path, monkeypatch) -> None:
+    """With PyPI's torch kept, torchvision is PyPI's release (the family follows its torch) and is
+    judged by its scan, through resolve, lock -o, a config lock, check (offline and online),
+    candidates and wheelhouse; the PyTorch index's torchvision page is never read."""
+    world, srv, _, _ = today
+    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}", "--torch", "installed"]
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    code, out, err = cli(capsys, "resolve", *declared, "--with", "torchvision", "--no-jit-cache", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    row = rows(json.loads(out))["torchvision"]
+    assert (row["version"], row["index"], row["coupling"]) == ("0.29.2", "pypi", "torch-stable"), row
+    lock = tmp_path / "pylock.fam.toml"
+    code, _, err = cli(capsys, "lock", *declared, "--with", "torchvision", "--no-jit-cache", *flags(world, srv, tmp_path), "-o", str(lock))
+    assert code == 0, err
+    indexes = ", ".join(f'{n} = "{u}"' for n, u in world.index_urls(srv.url).items())
+    (tmp_path / "pyproject.toml").write_text(
+        f"[tool.resolve-gpu-stack]\nindexes = {{ {indexes} }}\n\n"
+        f'[[tool.resolve-gpu-stack.target]]\nname = "fam"\npython = "3.11"\nplatform = "x86_64-manylinux_2_28"\n'
+        f'installed = ["torch=={TORCH}"]\ntorch = "installed"\nwith = ["torchvision"]\njit-cache = false\noutput = ["pylock.fam.toml"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    before = tomllib.loads(lock.read_text())["packages"]
+    code, _, err = cli(capsys, "lock", *cache)
+    assert code == 0, err
+    assert tomllib.loads(lock.read_text())["packages"] == before  # the config lock plans the same
+    for extra in ([], ["--online", *cache]):
+        code, _, err = cli(capsys, "check", *extra)
+        assert code == 0, err
+    code, out, err = cli(capsys, "candidates", "torchvision", *declared[:6], *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0 and "0.29.2" in out, err
+    house = tmp_path / "house"
+    code, _, err = cli(capsys, "wheelhouse", str(lock), "-o", str(house), *cache)
+    assert code == 0, err
+    assert any(p.name.startswith("torchvision-0.29.2") for p in house.rglob("*.whl"))
+    read = [str(line) for line in srv.log]
+    assert any("/simple/torchvision/" in line for line in read), read[:5]
+    assert not [line for line in read if "/whl/" in line and "torchvision" in line], "the PyTorch index's torchvision page was read"
