@@ -509,7 +509,7 @@ def test_listed_lookup_reads_each_page_once_for_every_plan(monkeypatch):
     monkeypatch.setattr(
         finder_module,
         "parse_page",
-        lambda page, *, index, only=None, memo=None: parsed.append(frozenset(only)) or real(page, index=index, only=only, memo=memo),
+        lambda page, *, index, only=None, memo=None, **rows: parsed.append(frozenset(only)) or real(page, index=index, only=only, memo=memo, **rows),
     )
     fetcher = _CountingFetcher()
     defs = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})

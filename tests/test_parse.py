@@ -681,3 +681,31 @@ def test_parse_metadata_rejects(raw: bytes, cause: str) -> None:
         parse_metadata(raw, source="https://user:tok@idx.example/demo-1.0-py3-none-any.whl.metadata")
     assert cause in err.value.cause
     assert err.value.url == "https://idx.example/demo-1.0-py3-none-any.whl.metadata"
+
+
+def test_a_tag_filter_passes_over_other_platforms_wheels_unread_and_keeps_the_rest() -> None:
+    """``wheel_tags``: the wheels a target cannot install are skipped before any work (no warning:
+    a popular page has thousands); sdists, this target's wheels and broken rows it could use are
+    read as always, in the same order."""
+    from resolve_gpu_stack.index.parse import TagFilter
+
+    target = TagFilter(frozenset({Tag("cp312", "cp312", "manylinux_2_28_x86_64"), Tag("py3", "none", "any")}))
+    digest = "ab" * 32
+    rows = [
+        ("demo-2.0-cp312-cp312-win_amd64.whl", digest),
+        ("demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", digest),
+        ("demo-2.0-cp311-cp311-manylinux_2_28_x86_64.whl", "not-hex"),  # another Python: its bad digest is never read
+        ("demo-2.0.tar.gz", digest),
+        ("demo-1.0-py3-none-any.whl", "not-hex"),  # this target's: its bad digest is said
+        ("demo-1.0-1-cp312-cp312-macosx_11_0_arm64.whl", digest),  # a build tag
+    ]
+    json_page = json.dumps({"meta": {"api-version": "1.1"}, "files": [{"filename": f, "url": f, "hashes": {"sha256": d}} for f, d in rows]})
+    html_page = "".join(f'<a href="{f}#sha256={d}">{f}</a><br>' for f, d in rows)
+    for content, content_type in ((json_page.encode(), PEP691_JSON), (f"<html><body>{html_page}</body></html>".encode(), "text/html")):
+        page = IndexPage(url="https://idx.example/simple/demo/", content=content, content_type=content_type)
+        full = parse_page(page, index="test")
+        kept = parse_page(page, index="test", wheel_tags=target)
+        assert [f.filename for f in kept.files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-2.0.tar.gz", "demo-1.0-py3-none-any.whl"]
+        assert kept.files == tuple(f for f in full.files if f.filename in {k.filename for k in kept.files})
+        assert len(kept.warnings) == 1 and "demo-1.0-py3-none-any.whl" in kept.warnings[0]
+        assert len(full.warnings) == 2

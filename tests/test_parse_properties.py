@@ -8,10 +8,11 @@ from urllib.parse import quote
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.tags import parse_tag
 from packaging.utils import parse_wheel_filename
 
 from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.index.parse import PEP691_JSON, core_metadata_fields, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.index.parse import PEP691_JSON, TagFilter, core_metadata_fields, parse_filename, parse_metadata, parse_page
 from resolve_gpu_stack.model import IndexFile, IndexPage, ParsedPage, WheelMetadata
 
 FAST = settings(max_examples=100, deadline=None)
@@ -119,6 +120,16 @@ def check_page(page: IndexPage) -> None:
         assert "#" not in f.url and ("/" not in f.filename and "\\" not in f.filename)
         assert f.sha256 is None or (len(f.sha256) == 64 and f.sha256 == f.sha256.lower())
     check_only(page, parsed)
+    check_wheel_tags(page, parsed)
+
+
+def check_wheel_tags(page: IndexPage, full: ParsedPage) -> None:
+    """``wheel_tags=`` keeps exactly the full read's sdists and the wheels carrying one of its tags."""
+    every = frozenset(t for f in full.files for t in f.tags)
+    for tags in (frozenset(parse_tag("py3-none-any")), frozenset(), every):
+        kept = parse_page(page, index="prop", wheel_tags=TagFilter(tags))
+        assert kept.files == tuple(f for f in full.files if not f.is_wheel or not tags.isdisjoint(f.tags))
+        assert kept.subdirs == full.subdirs
 
 
 def check_only(page: IndexPage, full: ParsedPage) -> None:

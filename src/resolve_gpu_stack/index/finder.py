@@ -13,13 +13,14 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from packaging.tags import Tag
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import Version
 
 from ..data.definitions import Definitions, IndexDefinition, PageLocation, RouteContext
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
-from .parse import ParseMemo, RequiresDist, parse_metadata, parse_page
+from .parse import ParseMemo, RequiresDist, TagFilter, parse_metadata, parse_page
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +102,17 @@ class Finder:
         self._metadata: dict[str, WheelMetadata] = {}
         self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
-        self._offers: dict[tuple[NormalizedName, RouteContext], tuple[list[Offer], list[PageVisit]]] = {}
+        self._offers: dict[tuple[NormalizedName, RouteContext, frozenset[Tag] | None], tuple[list[Offer], list[PageVisit]]] = {}
+        self._tag_filters: dict[frozenset[Tag], TagFilter] = {}  # a target's tags -> its parse filter (no target is held)
         self._kept: dict[tuple[NormalizedName, Version, RouteContext], list[Offer]] = {}  # kept_release's answers
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
-        self._unparsed: dict[str, tuple[PageResponse, str]] = {}  # read to compare, parsed when asked for
+        self._answers: dict[str, tuple[PageResponse, str]] = {}  # every page read (and its index), parsed when asked for
         self.page_digests: dict[str, tuple[str, str | None]] = {}  # page URL -> (index, body sha256 | None for 404)
         self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
         self._releases: dict[tuple[str, Version], WheelMetadata] = {}  # (name, version) -> a wheel's METADATA
-        self._listed: dict[tuple[str, frozenset[str]], ParsedPage | None] = {}  # (page URL, file names) -> those rows of it
+        # (page URL, file names or a wheel tag filter) -> the rows of it they keep (``listed``, ``offers``)
+        self._subsets: dict[tuple[str, tuple[str, frozenset[str] | frozenset[Tag]]], ParsedPage | None] = {}
         self._sources: dict[NormalizedName, IndexFile] = {}  # --build 'NAME @ URL': the tree's archive, the package's only file
 
     def add_source(self, file: IndexFile, metadata: WheelMetadata) -> None:
@@ -135,37 +138,38 @@ class Finder:
         by_index: dict[str, list[str]] = {}
         for name in names:
             for loc in self.definitions.pages_for(name, ctx):
-                if loc.url not in self._pages and loc.url not in self._unparsed:
+                if loc.url not in self._answers:
                     by_index.setdefault(loc.index, []).append(loc.url)
         self._read_all([(sorted(set(urls)), self.definitions.indexes[index]) for index, urls in by_index.items()])
 
-    def _read_all(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
+    def _read_all(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> None:
         """Read the pages of several indexes: in one round when the fetcher takes calls from several
         threads (it runs them on its own connections: the finder makes no thread), else one index
         after another."""
         if len(batches) > 1 and self.fetcher.concurrent_calls:
-            self._read(batches, parse=parse)
+            self._read(batches)
             return
         for batch in batches:
-            self._read([batch], parse=parse)
+            self._read([batch])
 
-    def _read(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]], *, parse: bool = True) -> None:
+    def _read(self, batches: Sequence[tuple[Sequence[str], IndexDefinition]]) -> None:
         """Read the pages of ``batches`` ((URLs, their index) each) not read yet; a page another
-        thread is reading is waited for, not asked again."""
-        index_of = {url: index for urls, index in batches for url in urls if url not in self._unparsed}
+        thread is reading is waited for, not asked again. A page is kept as read and parsed when
+        asked for (``page``): then only the rows its asker can use."""
+        index_of = {url: index for urls, index in batches for url in urls if url not in self._answers}
         self._raise_failed(index_of)
-        mine, others = self._claim("page ", index_of, self._pages)
+        mine, others = self._claim("page ", index_of, self._answers)
         try:
             if mine:
                 wanted = {url: index_of[url] for url in mine}
-                self._keep(self._fetch(wanted), wanted, parse=parse)
+                self._keep(self._fetch(wanted), wanted)
         finally:
             self._release("page ", mine)
         for event in others:
             event.wait()
         missing = self._unread(batches) if others else []
         if missing:  # another thread's read failed: read them here, for the real error
-            self._read(missing, parse=parse)
+            self._read(missing)
 
     def _raise_failed(self, urls: Iterable[str]) -> None:
         """The error a page of ``urls`` already ended in (its retries are spent), raised again."""
@@ -177,7 +181,7 @@ class Finder:
         """``batches`` less the pages read (parsed or not)."""
         out: list[tuple[Sequence[str], IndexDefinition]] = []
         for urls, index in batches:
-            left = [u for u in urls if u not in self._pages and u not in self._unparsed]
+            left = [u for u in urls if u not in self._answers]
             if left:
                 out.append((left, index))
         return out
@@ -198,18 +202,15 @@ class Finder:
                 self._failed[exc.url] = exc
             raise
 
-    def _keep(self, responses: Mapping[str, PageResponse], wanted: Mapping[str, IndexDefinition], *, parse: bool) -> None:
-        """Digest each answer; parse it now (``parse``), or keep it to compare and parse when asked for."""
+    def _keep(self, responses: Mapping[str, PageResponse], wanted: Mapping[str, IndexDefinition]) -> None:
+        """Digest each answer and keep it, to compare and to parse when asked for."""
         for url, index in wanted.items():
             resp = responses.get(url)
             if resp is None:
                 raise CrawlError(url, "the fetcher returned no answer for this page")
             digest = hashlib.sha256(resp.page.content).hexdigest() if resp.page is not None else None
             self.page_digests[url] = (index.name, digest)
-            if parse:
-                self._pages[url] = parse_page(resp.page, index=index.name, memo=self.memo) if resp.page is not None else None
-            else:
-                self._unparsed[url] = (resp, index.name)
+            self._answers[url] = (resp, index.name)
 
     def _claim(self, kind: str, keys: Iterable[str], done: Mapping[str, object]) -> tuple[list[str], list[threading.Event]]:
         """Split ``keys`` into those this thread fetches and events of those another thread is fetching."""
@@ -234,17 +235,42 @@ class Finder:
                 if event is not None:
                     event.set()
 
-    def page(self, location: PageLocation) -> ParsedPage | None:
-        """The parsed page, or None when the index answered 404."""
-        if location.url not in self._pages:
-            unparsed = self._unparsed.get(location.url)
-            if unparsed is not None:
-                resp, index = unparsed
-                self._pages[location.url] = parse_page(resp.page, index=index, memo=self.memo) if resp.page is not None else None
-                self._unparsed.pop(location.url, None)
-            else:
-                self._read([([location.url], self.definitions.indexes[location.index])])
-        return self._pages[location.url]
+    def page(self, location: PageLocation, *, tags: frozenset[Tag] | None = None) -> ParsedPage | None:
+        """The parsed page, or None when the index answered 404. ``tags``: its sdists and the
+        wheels carrying one of them (``offers``), parsed once per tag set; the whole page when
+        parsed already."""
+        if tags is not None:
+            wheel_tags = self._tag_filters.get(tags) or self._tag_filters.setdefault(tags, TagFilter(tags))
+            return self._subset(location, ("tags", tags), wheel_tags=wheel_tags)
+        url = location.url
+        if url not in self._pages:
+            resp, index = self._answer(location)
+            self._pages[url] = parse_page(resp.page, index=index, memo=self.memo) if resp.page is not None else None
+        return self._pages[url]
+
+    def _answer(self, location: PageLocation) -> tuple[PageResponse, str]:
+        """The answer read for the page at ``location`` (read now if it was not), and its index."""
+        if location.url not in self._answers:
+            self._read([([location.url], self.definitions.indexes[location.index])])
+        return self._answers[location.url]
+
+    def _subset(
+        self,
+        location: PageLocation,
+        key: tuple[str, frozenset[str] | frozenset[Tag]],
+        *,
+        only: frozenset[str] | None = None,
+        wheel_tags: TagFilter | None = None,
+    ) -> ParsedPage | None:
+        """The rows of the page at ``location`` that ``only`` / ``wheel_tags`` keep (``key``: which,
+        and its value), parsed once per key; all of it when it was parsed whole. None for a 404."""
+        if location.url in self._pages:
+            return self._pages[location.url]
+        subset = (location.url, key)
+        if subset not in self._subsets:
+            resp, index = self._answer(location)
+            self._subsets[subset] = parse_page(resp.page, index=index, only=only, wheel_tags=wheel_tags, memo=self.memo) if resp.page is not None else None
+        return self._subsets[subset]
 
     def unchanged(self, pages: Iterable[tuple[str, str, str | None]], metadata: Iterable[tuple[IndexFile, str]]) -> bool:
         """Whether every page ``(index, url, sha256 or None for 404)`` still has that body, asking
@@ -259,22 +285,25 @@ class Finder:
             wanted[url] = digest
             if url not in self.page_digests:
                 by_index.setdefault(index, []).append(url)
-        self._read_all([(urls, self.definitions.indexes[index]) for index, urls in by_index.items()], parse=False)
+        self._read_all([(urls, self.definitions.indexes[index]) for index, urls in by_index.items()])
         if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
             return False
         files = list(metadata)
         self.prefetch_metadata(f for f, _ in files)
         return all(self.metadata_digests.get(f.url, (f, None))[1] == digest for f, digest in files)
 
-    def offers(self, name: str, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
-        """Every file the owning index(es) offer for ``name``, and what each page said.
+    def offers(self, name: str, ctx: RouteContext, *, tags: frozenset[Tag] | None = None) -> tuple[list[Offer], list[PageVisit]]:
+        """Every file the owning index(es) offer for ``name``, and what each page said. ``tags``
+        (a target's): wheels carrying none of them are left out unread (``parse_page``'s
+        ``wheel_tags``; a popular page's wheels are mostly for other platforms and Pythons).
 
-        Memoized per (name, context): several targets locked through one finder share it, and
-        what a page said is logged once."""
+        Memoized per (name, context, tags): several targets locked through one finder share it,
+        and what a page said is logged once."""
         wanted = canonicalize_name(name)
-        known = self._offers.get((wanted, ctx))
+        key = (wanted, ctx, tags)
+        known = self._offers.get(key)
         if known is None:
-            known = self._offers[(wanted, ctx)] = self._read_offers(wanted, ctx)
+            known = self._offers[key] = self._read_offers(wanted, ctx, tags)
         return list(known[0]), list(known[1])
 
     def kept_release(self, name: str, version: Version, ctx: RouteContext) -> list[Offer]:
@@ -301,7 +330,7 @@ class Finder:
                 out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version]
         return out
 
-    def _read_offers(self, wanted: NormalizedName, ctx: RouteContext) -> tuple[list[Offer], list[PageVisit]]:
+    def _read_offers(self, wanted: NormalizedName, ctx: RouteContext, tags: frozenset[Tag] | None) -> tuple[list[Offer], list[PageVisit]]:
         locations = self.definitions.pages_for(wanted, ctx)
         source = self._sources.get(wanted)
         if source is not None:
@@ -312,7 +341,7 @@ class Finder:
         visits: list[PageVisit] = []
         for loc in locations:
             try:
-                parsed = self.page(loc)
+                parsed = self.page(loc, tags=tags)
             except CrawlError as exc:
                 # A legacy page is optional: a mirror on S3-style storage answers 403 for a missing
                 # object, so 401/403 there is "not here"; a host that cannot be reached (or a
@@ -367,21 +396,10 @@ class Finder:
         only = frozenset(filenames)
         out: list[Offer] = []
         for loc in self.definitions.pages_for(wanted, ctx):
-            parsed = self._rows(loc, only)
+            parsed = self._subset(loc, ("only", only), only=only)
             if parsed is not None:
                 out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.filename in only]
         return out
-
-    def _rows(self, loc: PageLocation, only: frozenset[str]) -> ParsedPage | None:
-        """The rows of the page at ``loc`` that ``only`` names (all of it when parsed already); None for a 404."""
-        key = (loc.url, only)
-        if loc.url not in self._pages and key not in self._listed:
-            if loc.url not in self._unparsed:
-                self._read([([loc.url], self.definitions.indexes[loc.index])], parse=False)
-            if loc.url in self._unparsed:  # (else another thread parsed it whole meanwhile)
-                resp, index = self._unparsed[loc.url]
-                self._listed[key] = parse_page(resp.page, index=index, only=only, memo=self.memo) if resp.page is not None else None
-        return self._pages[loc.url] if loc.url in self._pages else self._listed[key]
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -32,7 +32,7 @@ from urllib.parse import unquote
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.tags import Tag
+from packaging.tags import Tag, parse_tag
 from packaging.utils import (
     InvalidName,
     InvalidSdistFilename,
@@ -89,7 +89,14 @@ _XML_ERROR = re.compile(r"\s*(?:<\?xml[^>]{0,200}>\s*)?<Error>(?:.{0,2000}?<Code
 
 
 # -- public API ---------------------------------------------------------------------------------
-def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | None = None, memo: ParseMemo | None = None) -> ParsedPage:
+def parse_page(
+    page: IndexPage | None,
+    *,
+    index: str,
+    only: Collection[str] | None = None,
+    wheel_tags: Callable[[str], bool] | None = None,
+    memo: ParseMemo | None = None,
+) -> ParsedPage:
     """Parse one index page into the files it offers and the sub-directories it lists.
 
     ``page is None`` (the index answered 404) gives an empty page with ``url == ""``. The body
@@ -105,12 +112,17 @@ def parse_page(page: IndexPage | None, *, index: str, only: Collection[str] | No
     few files up on a page of thousands costs little more than reading the page; the rows kept
     are read exactly as without ``only``.
 
+    ``wheel_tags`` (a wheel filename's tag part, ``cp312-cp312-manylinux_2_28_x86_64``, -> whether
+    the caller could use it): a wheel whose tag part it refuses is passed over the same way, before
+    any per-row work and without a warning (a popular page's wheels are mostly for other platforms
+    and Pythons). Sdists, other links and filenames without a plain tag part are read as always.
+
     ``memo``: the tags of each wheel tag part seen on earlier pages (files with the same tags then
     hold the same frozenset: a tag fit's memo matches them by identity); without one, per page.
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {})
+    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, wheel_tags)
     text = _decode(page, ctx)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     mime = page.content_type.partition(";")[0].strip().lower()
@@ -199,6 +211,29 @@ def parse_requires_dist(line: str) -> RequiresDist | None:
     )
 
 
+class TagFilter:
+    """``parse_page``'s ``wheel_tags`` for a target: whether a wheel filename's tag part
+    (``cp312-cp312-manylinux_2_28_x86_64``, compressed sets included) names one of ``tags``,
+    worked out once per part (a page repeats a few). A part that does not parse is kept: the full
+    read says what is wrong with it."""
+
+    __slots__ = ("tags", "_known")
+
+    def __init__(self, tags: frozenset[Tag]) -> None:
+        self.tags = tags
+        self._known: dict[str, bool] = {}
+
+    def __call__(self, part: str) -> bool:
+        known = self._known.get(part)
+        if known is None:
+            try:
+                known = not self.tags.isdisjoint(parse_tag(part))
+            except ValueError:
+                known = True
+            self._known[part] = known
+        return known
+
+
 class ParseMemo:
     """What parsing remembers across the pages and METADATA files of one crawl (a ``Finder``'s:
     every target of a command shares it, and it dies with the command).
@@ -231,8 +266,16 @@ class _Context:
     """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), memos
     (``tag_sets``: the caller's ``ParseMemo.tag_sets``, or this page's own)."""
 
-    def __init__(self, url: str, index: str, only: Collection[str] | None = None, tag_sets: dict[str, frozenset[Tag]] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        index: str,
+        only: Collection[str] | None = None,
+        tag_sets: dict[str, frozenset[Tag]] | None = None,
+        wheel_tags: Callable[[str], bool] | None = None,
+    ) -> None:
         self.url = url
+        self.wheel_tags = wheel_tags
         self.tag_sets: dict[str, frozenset[Tag]] = {} if tag_sets is None else tag_sets
         self.index = index
         self.only = None if only is None else frozenset(only)
@@ -404,7 +447,10 @@ def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[lis
             if _may_name(anchor, only) and isinstance(found := _read_anchor(anchor, base, ctx), IndexFile) and found.filename in only:
                 files.append(found)
         return files, subdirs
+    refused = ctx.wheel_tags
     for anchor in anchors:
+        if refused is not None and _passed_over(_href_name(anchor), refused):
+            continue
         found = _read_anchor(anchor, base, ctx)
         if isinstance(found, IndexFile):
             files.append(found)
@@ -419,11 +465,27 @@ _URL_TAB_NEWLINE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}
 def _may_name(a: _Anchor, only: frozenset[str]) -> bool:
     """Whether an anchor may be a file in ``only``: its href's last segment, or its text (the
     filename ``_read_anchor`` would take), names one. Never false for a row that does."""
+    last = _href_name(a)
+    if last is None:
+        return True  # "?query": the page's own last segment; let the full read decide
+    return last in only or "".join(a.text).strip() in only
+
+
+def _href_name(a: _Anchor) -> str | None:
+    """The last segment of an anchor's href, unquoted (the filename ``_read_anchor`` takes first);
+    None when the href has no path."""
     href = (a.attrs.get("href") or "").strip().translate(_URL_TAB_NEWLINE)  # as urljoin drops them
     path = href.partition("#")[0].partition("?")[0]
-    if not path:
-        return True  # "?query": the page's own last segment; let the full read decide
-    return unquote(path.rpartition("/")[2]) in only or "".join(a.text).strip() in only
+    return unquote(path.rpartition("/")[2]) if path else None
+
+
+def _passed_over(filename: str | None, wheel_tags: Callable[[str], bool]) -> bool:
+    """Whether ``filename`` is a wheel whose tag part ``wheel_tags`` refuses (``parse_page``'s
+    ``wheel_tags``). A name that is not ``name-version[-build]-py-abi-platform.whl`` is not."""
+    if filename is None or not filename.endswith(".whl"):
+        return False
+    parts = filename[:-4].split("-")
+    return len(parts) in (5, 6) and not wheel_tags("-".join(parts[-3:]))
 
 
 def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None:
@@ -530,7 +592,7 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
         raise CrawlError(
             ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page", hint="the URL may be a JSON API endpoint rather than the simple index"
         )
-    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only))
+    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only, ctx.wheel_tags))
     return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.get("name")))
 
 
@@ -540,12 +602,19 @@ def _json_projects(projects: list[Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip()))
 
 
-def _json_rows(files: list[Any], only: frozenset[str] | None) -> Iterable[tuple[int, object]]:
-    """The rows to read, numbered; with ``only``, every other row is skipped before any work on it."""
+def _json_rows(files: list[Any], only: frozenset[str] | None, wheel_tags: Callable[[str], bool] | None) -> Iterable[tuple[int, object]]:
+    """The rows to read, numbered; with ``only`` (or ``wheel_tags``), every other row (every wheel
+    it refuses) is skipped before any work on it."""
     rows: Iterable[tuple[int, object]] = enumerate(files)
     if only is not None:
         rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in only)
+    if wheel_tags is not None:
+        rows = ((i, e) for i, e in rows if not (isinstance(e, dict) and _passed_over(_text_or_none(e.get("filename")), wheel_tags)))
     return rows
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _json_text(value: object) -> str | None:

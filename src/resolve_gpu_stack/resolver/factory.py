@@ -134,7 +134,7 @@ class CandidateFactory:
         if name not in self._offers:
             with self._lock_for(name):
                 if name not in self._offers:
-                    offers, visits = ([], []) if self._keeps_pypis_torch(name) else self.finder.offers(name, self.ctx)
+                    offers, visits = ([], []) if self._keeps_pypis_torch(name) else self.finder.offers(name, self.ctx, tags=self.judge.fit.tag_set)
                     self.visits[name] = visits
                     self._offers[name] = offers
         return self._offers[name]

@@ -50,7 +50,7 @@ class TargetFit:
     and dies with that target, and two resolves never share one by accident.
     """
 
-    __slots__ = ("target", "_ranks", "_best", "_tag_rejections", "_python")
+    __slots__ = ("target", "tag_set", "_ranks", "_best", "_tag_rejections", "_python")
 
     def __init__(self, target: Target) -> None:
         self.target = target
@@ -58,6 +58,7 @@ class TargetFit:
         for i, tag in enumerate(target.tags):
             ranks.setdefault(tag, i)
         self._ranks = ranks
+        self.tag_set = frozenset(ranks)  # the finder's key for the wheels worth reading (``Finder.offers``)
         self._best: dict[frozenset[Tag], int | None] = {}
         self._tag_rejections: dict[frozenset[Tag], Rejection] = {}
         self._python: dict[str, bool] = {}

@@ -46,6 +46,7 @@ MAX_SYMBOL_NAME = 64 * 2**10  # longest symbol name read (mangled C++ names run 
 SEARCH_LIMIT = 64 * 2**20  # .dynsym is searched for in the first bytes only (in the first loadable segment)
 MAX_CANDIDATES = 4096  # zero runs tried as .dynsym's null entry before giving up
 NAME_SAMPLE = 16  # names checked first when a string table position is tried
+PROBES = 4  # of them, tested for every position of the window at once (``_find_strings``)
 
 SymbolMethod = Literal["dynamic", "sections", "scan", "static"]
 
@@ -402,18 +403,32 @@ def _count_by_lld_hash(data: bytes | bytearray, p: int, run: int, strings: int, 
 
 
 def _find_strings(data: bytes | bytearray, start: int, stop: int, names: list[int]) -> int | None:
-    """The first offset in ``[start, stop)`` where a string table holding ``names`` can begin."""
+    """The first offset in ``[start, stop)`` where a string table holding ``names`` can begin.
+
+    A position is tried only where a NUL is followed, at a few names' offsets on, by bytes a name
+    can start with: tested for the whole window at once (byte maps, ANDed as integers), so the
+    Python loop runs over those positions alone (lld puts ``.gnu.version`` first: mostly NULs)."""
     sample = sorted(set(names[:NAME_SAMPLE]) | {max(names)})
     least = min(len(sample), 4)
-    probe = next((n for n in sample if n), 0)  # one name's first byte, tested inline: what _strings_fit asks first
-    size = len(data)
-    at = data.find(b"\x00", start, stop)
+    stop = min(stop, len(data))
+    if stop <= start:
+        return None
+    width = stop - start
+    maybe = int.from_bytes(data[start:stop].translate(_NUL), "little")
+    for probe in [n for n in sample if n][:PROBES]:  # each a name's first byte: what _strings_fit asks of it
+        ahead = data[start + probe : stop + probe].translate(_NAME_START)
+        maybe &= int.from_bytes(ahead + b"\x01" * (width - len(ahead)), "little")  # past the end: not known yet, not refused
+    tried = maybe.to_bytes(width, "little")
+    at = tried.find(1)
     while at >= 0:
-        q = at + probe
-        if (q >= size or 0x21 <= data[q] != 0x7F) and _strings_fit(data, at, sample, least=least) and _strings_fit(data, at, names):
-            return at
-        at = data.find(b"\x00", at + 1, stop)
+        if _strings_fit(data, start + at, sample, least=least) and _strings_fit(data, start + at, names):
+            return start + at
+        at = tried.find(1, at + 1)
     return None
+
+
+_NUL = bytes([c == 0 for c in range(256)])  # 1 for a NUL byte, else 0
+_NAME_START = bytes([0x21 <= c != 0x7F for c in range(256)])  # 1 for a byte a name may start with (as _strings_fit)
 
 
 def _strings_fit(data: bytes | bytearray, at: int, names: list[int], *, least: int = 0) -> bool:
