@@ -22,7 +22,7 @@ HOST = declared_target("3.12", "x86_64-manylinux_2_36", [f"torch=={NIGHTLY}"])  
 
 def entry(name: str, *filenames: str, marker: str | None = None, requires_python: str | None = None) -> LockedEntry:
     wheels = tuple(LockedWheel(filename=f, url=f"https://files.example/{f}", sha256="0" * 64) for f in filenames)
-    return LockedEntry(name=NormalizedName(name), version=None, index=None, wheels=wheels, marker=marker, requires_python=requires_python)
+    return LockedEntry(name=NormalizedName(name), version=None, wheels=wheels, markers=(marker,) if marker else (), requires_python=requires_python)
 
 
 def lock(*entries: LockedEntry, requires_python: str | None = "==3.12.*", environments: tuple[str, ...] = ()) -> LockedFile:
