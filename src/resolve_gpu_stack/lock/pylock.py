@@ -397,7 +397,7 @@ def _read_torch(r: LockReader, raw: Mapping[str, Any], where: str) -> LockedEntr
         version=r.version(r.get(raw, "version", str, where, required=True), where),
         action=r.enum(Action, r.get(raw, "action", str, where, required=True), where),
         index=r.get(raw, "index", str, where, required=True),
-        wheels=(LockedWheel(filename=url.rsplit("/", 1)[-1], url=url, sha256=None),) if url else (),
+        wheels=(LockedWheel(filename=url.rsplit("/", 1)[-1].split("#")[0], url=url, sha256=None),) if url else (),
     )
 
 
