@@ -4,6 +4,7 @@ logic, on declared targets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ HOST = declared_target("3.12", "x86_64-manylinux_2_36", [f"torch=={NIGHTLY}"])  
 
 def entry(name: str, *filenames: str, marker: str | None = None, requires_python: str | None = None) -> LockedEntry:
     wheels = tuple(LockedWheel(filename=f, url=f"https://files.example/{f}", sha256="0" * 64) for f in filenames)
-    return LockedEntry(name=NormalizedName(name), version=None, index=None, wheels=wheels, marker=marker, requires_python=requires_python)
+    return LockedEntry(name=NormalizedName(name), version=None, wheels=wheels, markers=(marker,) if marker else (), requires_python=requires_python)
 
 
 def lock(*entries: LockedEntry, requires_python: str | None = "==3.12.*", environments: tuple[str, ...] = ()) -> LockedFile:
@@ -60,6 +61,18 @@ def test_markers_are_evaluated_for_the_target_with_no_extras():
         HOST,
     )
     assert set(chosen.wheels) == {"b"} and chosen.skipped == ("a", "c", "d")
+
+
+def test_an_entry_with_several_markers_applies_where_any_holds():
+    def of(name: str, *markers: str) -> LockedEntry:
+        return replace(entry(name, f"{name}-1-py3-none-any.whl"), markers=markers)
+
+    chosen = select(lock(of("a", "sys_platform == 'win32'", "sys_platform == 'linux'"), of("b", "sys_platform == 'win32'", "os_name == 'nt'")), HOST)
+    assert set(chosen.wheels) == {"a"} and chosen.skipped == ("b",)
+    broken = select(lock(of("c", "sys_platform == 'win32'", "python_version ~= '1'")), HOST)
+    assert [p.message for p in broken.errors] == [
+        "its marker ((sys_platform == 'win32') or (python_version ~= '1')) cannot be evaluated for Python 3.12 on x86_64-manylinux_2_36"
+    ]
 
 
 def test_python_and_environments_must_admit_the_target():

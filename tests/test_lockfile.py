@@ -352,10 +352,10 @@ def test_pylock_round_trip_gives_the_same_plan(tmp_path: Path) -> None:
     assert locked.name == "gpu"
     assert locked.command == COMMAND
     assert locked.inputs_match_digest
-    assert locked.torch is not None and locked.torch.version == Version(TORCH) and locked.torch.local == "cu130"
+    assert locked.torch is not None and locked.torch.version == Version(TORCH) and locked.torch.version.local == "cu130"
     assert locked.flashinfer_components == ("flashinfer-cubin", "flashinfer-jit-cache", "flashinfer-python")
     jit = next(e for e in locked.entries if e.name == "flashinfer-jit-cache")
-    assert jit.wheels[0].sha256 == SHA["jit"] and jit.index == "https://flashinfer.ai/whl/"
+    assert jit.wheels[0].sha256 == SHA["jit"] and jit.simple_index == "https://flashinfer.ai/whl/"
     assert plan_from_lock(locked) == sorted_plan(plan)
 
 

@@ -86,13 +86,16 @@ def test_files_written_to_disk_match_their_schemas():
 
 
 def test_a_wheelhouse_manifest_and_report_match_their_schemas(tmp_path):
-    from resolve_gpu_stack.env.wheelhouse import WheelhouseReport
-    from resolve_gpu_stack.lock.wheelhouse import HouseFile, manifest_json
+    from packaging.utils import NormalizedName
+    from packaging.version import Version
 
-    house = HouseFile(
+    from resolve_gpu_stack.env.wheelhouse import WheelhouseReport
+    from resolve_gpu_stack.lock.wheelhouse import house_file, manifest_json
+
+    house = house_file(
         filename="demo-1.0-py3-none-any.whl",
-        name="demo",
-        version="1.0",
+        name=NormalizedName("demo"),
+        version=Version("1.0"),
         sha256="a" * 64,
         size=10,
         metadata_sha256="b" * 64,
@@ -101,7 +104,7 @@ def test_a_wheelhouse_manifest_and_report_match_their_schemas(tmp_path):
         locks=("pylock.x.toml",),
     )
     validate(json.loads(manifest_json([house], ["pylock.x.toml"])))
-    validate(WheelhouseReport(output=tmp_path, files=(house,), fetched=(house.filename,), reused=(), written=("wheelhouse.json",)).to_json())
+    validate(WheelhouseReport(output=tmp_path, files=(house,), fetched=(house.wheel.filename,), reused=(), written=("wheelhouse.json",)).to_json())
 
 
 @pytest.mark.parametrize(

@@ -7,19 +7,20 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import NormalizedName
+from packaging.version import Version
 
 from resolve_gpu_stack.env.lockinstall import local_wheel_path
 from resolve_gpu_stack.errors import LockFileError
 from resolve_gpu_stack.index.parse import parse_page
-from resolve_gpu_stack.lock.wheelhouse import HouseFile, manifest_json, project_html, project_json, read_manifest, rewrite_lock_text, root_json
+from resolve_gpu_stack.lock.wheelhouse import house_file, manifest_json, project_html, project_json, read_manifest, rewrite_lock_text, root_json
 from resolve_gpu_stack.model import IndexPage
 
 SHA = "a" * 64
 META = "b" * 64
-FILE = HouseFile(
+FILE = house_file(
     filename="foo-1.0+cu130-py3-none-any.whl",
     name=NormalizedName("foo"),
-    version="1.0+cu130",
+    version=Version("1.0+cu130"),
     sha256=SHA,
     size=10,
     metadata_sha256=META,
@@ -62,7 +63,7 @@ def test_manifest_round_trips_and_foreign_json_is_ignored():
     text = manifest_json([FILE], ["pylock.a.toml"])
     doc = json.loads(text)
     assert doc["total-bytes"] == 10 and doc["files"][0]["locks"] == ["pylock.a.toml"]
-    assert read_manifest(text) == {FILE.filename: FILE}
+    assert read_manifest(text) == {FILE.wheel.filename: FILE}
     assert read_manifest("{}") == {} and read_manifest("not json") == {} and read_manifest('{"schema": "resolve-gpu-stack/wheelhouse/v1", "files": [{}]}') == {}
 
 

@@ -162,7 +162,7 @@ def test_our_parser_reads_the_wheelhouse_pages(house):
     for leaf, ctype in (("index.html", "text/html"), ("index.json", JSON_ACCEPT)):
         parsed = parse_page(IndexPage(url=url, content=(out / "simple" / "flashinfer-jit-cache" / leaf).read_bytes(), content_type=ctype), index="flashinfer")
         assert not parsed.warnings
-        assert sorted(f.filename for f in parsed.files) == sorted(f.filename for f in report.files if f.name == "flashinfer-jit-cache")
+        assert sorted(f.filename for f in parsed.files) == sorted(f.wheel.filename for f in report.files if f.name == "flashinfer-jit-cache")
         assert all(f.sha256 and f.url.startswith("http://127.0.0.1:1/files/flashinfer_jit_cache-") and f.has_metadata for f in parsed.files)
 
 

@@ -139,7 +139,7 @@ def emit_report(args: argparse.Namespace, report: WheelhouseReport) -> None:
         print_json(report.to_json(), sys.stdout)
         return
     for f in report.files:
-        state = "fetched" if f.filename in report.fetched else "kept"
-        print(f"{state:8} {f.filename}  ({', '.join(f.locks)})", file=sys.stdout)
+        state = "fetched" if f.wheel.filename in report.fetched else "kept"
+        print(f"{state:8} {f.wheel.filename}  ({', '.join(f.locks)})", file=sys.stdout)
     for path in report.pruned:
         print(f"pruned   {path}", file=sys.stdout)

@@ -38,25 +38,24 @@ import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from packaging.utils import NormalizedName
-
 from ..atomic import atomic_write, exclusive_temp, sweep_stale
 from ..errors import LockFileError, UsageError, WriteError
 from ..lock.files import read_lock, write_texts
-from ..lock.locked import LockedFile, LockedWheel
+from ..lock.locked import LockedEntry, LockedFile, LockedWheel
 from ..lock.pylock import plan_from_lock
 from ..lock.wheelhouse import (
     FILES,
     MANIFEST,
     MANIFEST_SCHEMA,
     SIMPLE,
-    HouseFile,
+    by_filename,
+    house_file,
     manifest_json,
     project_html,
     project_json,
@@ -64,6 +63,7 @@ from ..lock.wheelhouse import (
     rewrite_lock_text,
     root_html,
     root_json,
+    total_bytes,
 )
 from ..net.cache import TEMP_MAX_AGE_S, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
@@ -78,7 +78,7 @@ PUBLISHED_MODE = 0o644  # files/: what a web server running as another user can 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WheelhouseReport:
     output: Path
-    files: tuple[HouseFile, ...]
+    files: tuple[LockedEntry, ...]  # by file name, each with its one wheel (``lock.wheelhouse.house_file``)
     fetched: tuple[str, ...]  # wheels placed into files/ by this run
     reused: tuple[str, ...]  # wheels already there (previous manifest, same sha256 and size)
     written: tuple[str, ...]  # pages, locks and the manifest rewritten (paths relative to output)
@@ -87,7 +87,7 @@ class WheelhouseReport:
 
     @property
     def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        return total_bytes(self.files)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,14 +104,12 @@ class WheelhouseReport:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Wanted:
-    """One wheel to put in the wheelhouse, as the first lock that names it describes it."""
+    """One wheel to put in the wheelhouse: the entry of the first lock that names it."""
 
-    name: NormalizedName
-    version: str
-    wheel: LockedWheel
-    sha256: str
+    entry: LockedEntry
+    wheel: LockedWheel  # the one of ``entry.wheels`` wanted
+    sha256: str  # the wheel's (every wheel of a lock exported has one)
     source: Path | None  # a local file (a ``path`` entry), else download ``wheel.url``
-    requires_python: str | None
     locks: list[str] = field(default_factory=list)
 
 
@@ -140,7 +138,7 @@ def export_wheelhouse(
     reused = {n: previous[n] for n, w in wanted.items() if _still_there(output, previous.get(n), w)}
     todo = [w for n, w in wanted.items() if n not in reused]
 
-    def one(w: _Wanted) -> HouseFile:
+    def one(w: _Wanted) -> LockedEntry:
         fetched = _fetch(w, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
         return _place(w, fetched, output)
 
@@ -150,7 +148,7 @@ def export_wheelhouse(
                 placed = list(pool.map(one, todo))
         else:
             placed = [one(w) for w in todo]
-    files = [_with_locks(reused[n], wanted[n]) for n in reused] + [_with_locks(f, wanted[f.filename]) for f in placed]
+    files = [_with_locks(reused[n], wanted[n]) for n in reused] + [_with_locks(f, wanted[f.wheel.filename]) for f in placed]
     written = _write_pages(output, files)
     lock_names, warnings = _write_locks(output, read, base_url)
     written += lock_names
@@ -159,8 +157,8 @@ def export_wheelhouse(
     pruned = _prune(output, files) if prune and was_ours else []
     return WheelhouseReport(
         output=output,
-        files=tuple(sorted(files, key=lambda f: f.filename)),
-        fetched=tuple(sorted(f.filename for f in placed)),
+        files=tuple(by_filename(files)),
+        fetched=tuple(sorted(f.wheel.filename for f in placed)),
         reused=tuple(sorted(reused)),
         written=tuple(written),
         pruned=tuple(pruned),
@@ -168,7 +166,7 @@ def export_wheelhouse(
     )
 
 
-def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, HouseFile]]:
+def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, LockedEntry]]:
     """Make ``output`` a place to export into; whether ``prune`` may delete there (it holds our
     manifest, or nothing at all), and the files the previous manifest lists (its one reading).
     ``UsageError`` for a file, for ``files/`` or ``simple/`` being a link (writes would land in
@@ -243,14 +241,7 @@ def _wanted(read: Sequence[tuple[Path, LockedFile]]) -> dict[str, _Wanted]:
                     raise LockFileError(f"{path}: {entry.name}: {wheel.filename!r} is not a wheel file name")
                 have = wanted.get(wheel.filename)
                 if have is None:
-                    have = wanted[wheel.filename] = _Wanted(
-                        name=entry.name,
-                        version=str(entry.version),
-                        wheel=wheel,
-                        sha256=wheel.sha256,
-                        source=local_wheel_path(wheel.url, path.parent),
-                        requires_python=entry.requires_python,
-                    )
+                    have = wanted[wheel.filename] = _Wanted(entry=entry, wheel=wheel, sha256=wheel.sha256, source=local_wheel_path(wheel.url, path.parent))
                 elif have.sha256 != wheel.sha256:
                     raise LockFileError(
                         f"{wheel.filename}: sha256 {have.sha256} in {have.locks[0]}, {wheel.sha256} in {path.name}",
@@ -261,14 +252,14 @@ def _wanted(read: Sequence[tuple[Path, LockedFile]]) -> dict[str, _Wanted]:
     return wanted
 
 
-def _still_there(output: Path, old: HouseFile | None, w: _Wanted) -> bool:
-    if old is None or old.sha256 != w.sha256 or (w.wheel.size is not None and old.size != w.wheel.size):
+def _still_there(output: Path, old: LockedEntry | None, w: _Wanted) -> bool:
+    if old is None or old.wheel.sha256 != w.sha256 or (w.wheel.size is not None and old.wheel.size != w.wheel.size):
         return False
     try:
-        wheel, metadata = (output / FILES / old.filename).stat(), (output / FILES / (old.filename + ".metadata")).stat()
+        wheel, metadata = (output / FILES / old.wheel.filename).stat(), (output / FILES / (old.wheel.filename + ".metadata")).stat()
     except OSError:
         return False
-    return wheel.st_size == old.size and stat.S_ISREG(metadata.st_mode) and _readable(wheel) and _readable(metadata)
+    return wheel.st_size == old.wheel.size and stat.S_ISREG(metadata.st_mode) and _readable(wheel) and _readable(metadata)
 
 
 def _readable(st: os.stat_result) -> bool:
@@ -276,18 +267,8 @@ def _readable(st: os.stat_result) -> bool:
     return st.st_mode & 0o044 == 0o044
 
 
-def _with_locks(f: HouseFile, w: _Wanted) -> HouseFile:
-    return HouseFile(
-        filename=f.filename,
-        name=f.name,
-        version=f.version,
-        sha256=f.sha256,
-        size=f.size,
-        metadata_sha256=f.metadata_sha256,
-        requires_python=f.requires_python,
-        upload_time=f.upload_time or w.wheel.upload_time,
-        locks=tuple(sorted(w.locks)),
-    )
+def _with_locks(f: LockedEntry, w: _Wanted) -> LockedEntry:
+    return replace(f, wheels=(replace(f.wheel, upload_time=f.wheel.upload_time or w.wheel.upload_time),), locks=tuple(sorted(w.locks)))
 
 
 # -- one wheel -------------------------------------------------------------------------------------
@@ -301,7 +282,7 @@ def _fetch(w: _Wanted, *, cache: WheelCache, fetcher: Downloader | None, progres
     )
 
 
-def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
+def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> LockedEntry:
     """Check the verified wheel's METADATA, then link (or copy) it from the wheel cache into
     ``files/`` and write its ``.metadata`` beside it: nothing that is not the wheel its name says
     is ever placed."""
@@ -309,11 +290,11 @@ def _place(w: _Wanted, fetched: FetchedWheel, output: Path) -> HouseFile:
     target = inside(output, output / FILES / w.wheel.filename)
     _replace_exclusively(target, lambda tmp: _link_or_copy(fetched.path, tmp))
     atomic_write(inside(output, target.with_name(target.name + ".metadata")), metadata, mode=PUBLISHED_MODE)
-    requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.requires_python
-    return HouseFile(
+    requires_python = BytesHeaderParser().parsebytes(metadata).get("Requires-Python") or w.entry.requires_python
+    return house_file(
         filename=w.wheel.filename,
-        name=w.name,
-        version=w.version,
+        name=w.entry.name,
+        version=w.entry.version,
         sha256=fetched.sha256,
         size=fetched.size,
         metadata_sha256=hashlib.sha256(metadata).hexdigest(),
@@ -354,8 +335,8 @@ def _link_or_copy(source: Path, tmp: str) -> None:
 # -- pages, locks, manifest ------------------------------------------------------------------------
 
 
-def _write_pages(output: Path, files: Sequence[HouseFile]) -> list[str]:
-    by_name: dict[str, list[HouseFile]] = {}
+def _write_pages(output: Path, files: Sequence[LockedEntry]) -> list[str]:
+    by_name: dict[str, list[LockedEntry]] = {}
     for f in files:
         by_name.setdefault(f.name, []).append(f)
     written = []
@@ -425,11 +406,11 @@ def _write_if_changed(output: Path, path: Path, text: str) -> bool:
     return True
 
 
-def _prune(output: Path, files: Sequence[HouseFile]) -> list[str]:
+def _prune(output: Path, files: Sequence[LockedEntry]) -> list[str]:
     """Delete what no lock installs any more: regular files in ``files/`` and real folders in
     ``simple/`` (never a link, nor what it points at; ``_prepare`` refused a linked ``files/`` or
     ``simple/``), and temp files only when stale."""
-    keep = {f.filename for f in files} | {f.filename + ".metadata" for f in files}
+    keep = {f.wheel.filename for f in files} | {f.wheel.filename + ".metadata" for f in files}
     names = {f.name for f in files}
     pruned = []
     for entry in sorted(os.scandir(output / FILES), key=lambda e: e.name):

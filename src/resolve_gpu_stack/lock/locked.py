@@ -1,7 +1,11 @@
-"""What a lock file says, as read back: the values ``pylock``, ``constraints`` and ``check`` share.
+"""What a lock file says, as read back: the values ``pylock``, ``constraints``, ``check``,
+``install --lock``, the wheelhouse and the ``uv.lock`` check share.
 
-Pure data. ``LockedFile.pins`` is the plan as the file records it, for both formats; ``entries``
-are a pylock's PEP 751 ``[[packages]]``.
+Pure data. One model of a package read from a lock, ``LockedEntry``, whatever the lock: a pylock's
+PEP 751 ``[[packages]]`` entry (built from ``packaging.pylock``'s ``Package``) and its tool-table
+record, a constraints line, a ``uv.lock`` ``[[package]]``, a wheelhouse manifest's file. Each
+reader fills what its file says and leaves the rest unset. ``LockedFile.pins`` is the plan as the
+file records it, for both lock formats; ``entries`` are a pylock's ``[[packages]]``.
 """
 
 from __future__ import annotations
@@ -23,67 +27,75 @@ from ..urls import strip_credentials
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockedWheel:
+    """A wheel a lock names: its file name, where it is (a URL, or a path as a wheelhouse writes
+    it), its hash and size."""
+
     filename: str
     url: str
     sha256: str | None
     size: int | None = None
     upload_time: str | None = None
+    metadata_sha256: str | None = None  # a wheelhouse's ``<wheel>.metadata`` beside it (PEP 658)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockedEntry:
-    """One PEP 751 ``[[packages]]`` entry."""
+    """One package as a lock records it: a pylock's ``[[packages]]`` entry or tool-table record, a
+    constraints line, a ``uv.lock`` package, a wheelhouse's file (see the module docstring).
 
-    name: NormalizedName
-    version: Version | None
-    index: str | None  # base URL
-    requires_python: str | None = None
-    wheels: tuple[LockedWheel, ...] = ()
-    marker: str | None = None  # PEP 751 ``packages.marker``: when the entry applies (None: always)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pin:
-    """One package of the plan as the file records it (pylock tool table, or a constraints line).
-
-    ``package`` is the whole tool-table record of a pylock (a kept package's file fields
-    included); a constraints line has only the name, version and, when commented, the rest.
+    Where it comes from is ``index`` (the logical index the plan took it from, as the plan's
+    ``LockedPackage.index``) and ``simple_index`` (the base URL the file lists: PEP 751
+    ``packages.index``, ``uv.lock``'s ``source.registry``). ``markers``: it applies where any of
+    them holds, everywhere when there is none (a pylock entry's one ``marker``, a ``uv.lock``
+    package's ``resolution-markers``). ``action`` and ``coupling`` are the plan's, when the file
+    records them; ``planned`` is a pylock tool table's whole record of it (the plan's row).
     """
 
     name: NormalizedName
-    version: Version
+    version: Version | None  # None: a PEP 751 entry or a uv.lock package that has none (the project, a path)
+    index: str | None = None
+    simple_index: str | None = None
+    requires_python: str | None = None
+    markers: tuple[str, ...] = ()
+    wheels: tuple[LockedWheel, ...] = ()
     action: Action | None = None
     coupling: Coupling | None = None
-    index: str | None = None  # logical index name
-    package: LockedPackage | None = None
+    planned: LockedPackage | None = None
+    locks: tuple[str, ...] = ()  # a wheelhouse's file: the file names of the locks that install it
 
     @classmethod
-    def of(cls, pkg: LockedPackage) -> Pin:
-        return cls(name=pkg.name, version=pkg.version, action=pkg.action, coupling=pkg.coupling, index=pkg.index, package=pkg)
+    def of(cls, pkg: LockedPackage) -> LockedEntry:
+        """A plan's row as a lock's tool table records it."""
+        return cls(name=pkg.name, version=pkg.version, action=pkg.action, coupling=pkg.coupling, index=pkg.index, planned=pkg)
 
+    @property
+    def marker(self) -> str | None:
+        """``markers`` as one marker (a pylock entry's own), None when it applies everywhere."""
+        if len(self.markers) < 2:
+            return self.markers[0] if self.markers else None
+        return " or ".join(f"({m})" for m in self.markers)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TorchPin:
-    version: Version
-    action: Action
-    local: str | None
-    index: str
-    url: str | None = None
+    @property
+    def wheel(self) -> LockedWheel:
+        """The one wheel of a wheelhouse's file (or of a pylock entry ``plan_from_lock`` accepted)."""
+        (wheel,) = self.wheels
+        return wheel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LockedFile:
-    """What a lock file says. ``entries`` only for pylock; ``pins`` for both formats."""
+    """What a lock file says. ``entries`` only for pylock; ``pins`` for both formats; ``torch``:
+    the tool table's torch (a pylock), or the torch pin with its action (a constraints file we wrote)."""
 
     path: Path
     format: str  # "pylock" | "constraints"
-    pins: tuple[Pin, ...] = ()
+    pins: tuple[LockedEntry, ...] = ()
     entries: tuple[LockedEntry, ...] = ()
     command: str | None = None
     inputs_digest: str | None = None
     inputs: Mapping[str, Any] = field(default_factory=dict)
     target: TargetSummary | None = None
-    torch: TorchPin | None = None
+    torch: LockedEntry | None = None
     cuda_label: str | None = None
     flashinfer_version: Version | None = None
     flashinfer_components: tuple[NormalizedName, ...] = ()
@@ -106,7 +118,7 @@ class LockedFile:
         constraints file records the digest but not the inputs, so this is False there)."""
         return self.inputs_digest == inputs_digest(self.inputs)
 
-    def pin(self, name: str) -> Pin | None:
+    def pin(self, name: str) -> LockedEntry | None:
         key = canonicalize_name(name)
         return next((p for p in self.pins if p.name == key), None)
 
@@ -131,4 +143,4 @@ def sorted_packages(plan: LockPlan) -> list[LockedPackage]:
     return sorted(plan.packages, key=lambda p: p.name)
 
 
-__all__ = ["LockReader", "LockedEntry", "LockedFile", "LockedWheel", "Pin", "TorchPin", "sorted_packages"]
+__all__ = ["LockReader", "LockedEntry", "LockedFile", "LockedWheel", "sorted_packages"]

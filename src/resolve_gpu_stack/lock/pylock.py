@@ -52,7 +52,7 @@ from ..model.codec import (
 )
 from ..model.inputs import canonical_inputs, inputs_digest
 from ..urls import scrub, strip_credentials
-from .locked import LockedEntry, LockedFile, LockedWheel, LockReader, Pin, TorchPin, sorted_packages
+from .locked import LockedEntry, LockedFile, LockedWheel, LockReader, sorted_packages
 
 TOOL = "resolve-gpu-stack"
 SCHEMA = "resolve-gpu-stack/lock/v1"
@@ -365,10 +365,10 @@ def _entry_of(r: LockReader, package: Package, n: int) -> LockedEntry:
     return LockedEntry(
         name=package.name,
         version=package.version,
-        index=package.index,
+        simple_index=package.index,
         wheels=wheels,
         requires_python=str(package.requires_python) if package.requires_python is not None else None,
-        marker=str(package.marker) if package.marker is not None else None,
+        markers=(str(package.marker),) if package.marker is not None else (),
     )
 
 
@@ -388,13 +388,16 @@ def read_pylock(path: Path, text: str) -> LockedFile:
     )
 
 
-def _read_torch(r: LockReader, raw: Mapping[str, Any], where: str) -> TorchPin:
-    return TorchPin(
+def _read_torch(r: LockReader, raw: Mapping[str, Any], where: str) -> LockedEntry:
+    """The tool table's torch (its ``local`` is its version's local label, read to be checked)."""
+    r.get(raw, "local", str, where)
+    url = r.get(raw, "url", str, where)
+    return LockedEntry(
+        name=canonicalize_name("torch"),
         version=r.version(r.get(raw, "version", str, where, required=True), where),
         action=r.enum(Action, r.get(raw, "action", str, where, required=True), where),
-        local=r.get(raw, "local", str, where),
         index=r.get(raw, "index", str, where, required=True),
-        url=r.get(raw, "url", str, where),
+        wheels=(LockedWheel(filename=url.rsplit("/", 1)[-1].split("#")[0], url=url, sha256=None),) if url else (),
     )
 
 
@@ -428,9 +431,9 @@ def _read_flashinfer(r: LockReader, group: Mapping[str, Any], where: str) -> dic
     }
 
 
-def _read_pins(r: LockReader, tool: Mapping[str, Any], where: str) -> tuple[Pin, ...]:
+def _read_pins(r: LockReader, tool: Mapping[str, Any], where: str) -> tuple[LockedEntry, ...]:
     """The tool table's packages, each once."""
-    pins = tuple(Pin.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(r.tables(tool, "packages", where)))
+    pins = tuple(LockedEntry.of(_decoded(r, package_from_dict, raw, f"{where}.packages #{i + 1}")) for i, raw in enumerate(r.tables(tool, "packages", where)))
     if len({p.name for p in pins}) != len(pins):
         raise r.fail(where, "a package is listed twice")
     return pins
@@ -447,10 +450,10 @@ def _all_strings(r: LockReader, values: C, where: str, what: str) -> C:
 
 
 # -- back to a plan ----------------------------------------------------------------------------
-def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName, LockedEntry]) -> LockedPackage:
+def _package_from(locked: LockedFile, pin: LockedEntry, entries: Mapping[NormalizedName, LockedEntry]) -> LockedPackage:
     """The tool table's package, with its wheel from ``[[packages]]`` unless it is kept."""
     where = f"{locked.path}: {pin.name}"
-    pkg = pin.package
+    pkg = pin.planned
     assert pkg is not None
     entry = entries.get(pin.name)
     if pkg.action is Action.KEEP and entry is None:
@@ -462,7 +465,7 @@ def _package_from(locked: LockedFile, pin: Pin, entries: Mapping[NormalizedName,
     if len(entry.wheels) != 1:
         raise LockFileError(f"{where}: expected exactly one wheel, found {len(entry.wheels)}")
     wheel = entry.wheels[0]
-    simple = entry.index if entry.index != locked.indexes.get(pkg.index) else None  # the logical base: not recorded
+    simple = entry.simple_index if entry.simple_index != locked.indexes.get(pkg.index) else None  # the logical base: not recorded
     return replace(
         pkg,
         url=wheel.url,

@@ -59,7 +59,7 @@ def select(locked: LockedFile, target: Target) -> Selection:
     wheels: dict[NormalizedName, LockedWheel] = {}
     skipped: list[NormalizedName] = []
     for entry in locked.entries:
-        applies = _holds(entry.marker, lock_env, "lock_file") if entry.marker else True
+        applies = _applies(entry.markers, lock_env)
         if applies is None:
             errors.append(Problem(package=entry.name, message=f"its marker ({entry.marker}) cannot be evaluated for {target.describe()}"))
         elif not applies:
@@ -119,6 +119,15 @@ def _admits(spec: str, python: str) -> bool:
         return SpecifierSet(spec).contains(Version(python), prereleases=True)
     except (InvalidSpecifier, InvalidVersion):
         return False
+
+
+def _applies(markers: tuple[str, ...], environment: Mapping[str, str | frozenset[str]]) -> bool | None:
+    """Whether an entry applies: any of its markers holds (none: it always does); None when
+    none holds and one cannot be evaluated."""
+    values = [_holds(m, environment, "lock_file") for m in markers]
+    if not values or True in values:
+        return True
+    return None if None in values else False
 
 
 def _holds(marker: str, environment: Mapping[str, str | frozenset[str]], context: str) -> bool | None:

@@ -22,15 +22,16 @@ import html
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import tomli_w
 from packaging.utils import NormalizedName
+from packaging.version import Version
 
 from ..data.toml import parse_toml
 from ..errors import LockFileError
+from .locked import LockedEntry, LockedWheel
 
 MANIFEST_SCHEMA = "resolve-gpu-stack/wheelhouse/v1"
 FILES = "files"
@@ -38,49 +39,59 @@ SIMPLE = "simple"
 MANIFEST = "wheelhouse.json"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HouseFile:
-    """One wheel of a wheelhouse."""
+def house_file(
+    *,
+    filename: str,
+    name: NormalizedName,
+    version: Version | None,
+    sha256: str,
+    size: int,
+    metadata_sha256: str,
+    requires_python: str | None = None,
+    upload_time: str | None = None,
+    locks: tuple[str, ...] = (),
+) -> LockedEntry:
+    """One wheel of a wheelhouse, as the one model of a locked package: its package, the one wheel
+    (at ``files/<wheel>``, its ``.metadata`` beside it) and the file names of the locks that install it."""
+    wheel = LockedWheel(filename=filename, url=f"{FILES}/{filename}", sha256=sha256, size=size, upload_time=upload_time, metadata_sha256=metadata_sha256)
+    return LockedEntry(name=name, version=version, requires_python=requires_python, wheels=(wheel,), locks=locks)
 
-    filename: str
-    name: NormalizedName
-    version: str
-    sha256: str
-    size: int
-    metadata_sha256: str
-    requires_python: str | None = None
-    upload_time: str | None = None
-    locks: tuple[str, ...] = ()  # file names of the locks that install it
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "filename": self.filename,
-            "name": self.name,
-            "version": self.version,
-            "sha256": self.sha256,
-            "size": self.size,
-            "metadata-sha256": self.metadata_sha256,
-        }
-        if self.requires_python:
-            out["requires-python"] = self.requires_python
-        if self.upload_time:
-            out["upload-time"] = self.upload_time
-        out["locks"] = list(self.locks)
-        return out
+def _file_json(f: LockedEntry) -> dict[str, Any]:
+    """A wheelhouse file as the manifest lists it."""
+    out: dict[str, Any] = {
+        "filename": f.wheel.filename,
+        "name": f.name,
+        "version": str(f.version),
+        "sha256": f.wheel.sha256,
+        "size": f.wheel.size,
+        "metadata-sha256": f.wheel.metadata_sha256,
+    }
+    if f.requires_python:
+        out["requires-python"] = f.requires_python
+    if f.wheel.upload_time:
+        out["upload-time"] = f.wheel.upload_time
+    out["locks"] = list(f.locks)
+    return out
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> HouseFile:
-        return cls(
-            filename=str(data["filename"]),
-            name=NormalizedName(str(data["name"])),
-            version=str(data["version"]),
-            sha256=str(data["sha256"]),
-            size=int(data["size"]),
-            metadata_sha256=str(data["metadata-sha256"]),
-            requires_python=data.get("requires-python"),
-            upload_time=data.get("upload-time"),
-            locks=tuple(str(x) for x in data.get("locks", ())),
-        )
+
+def _file_from_json(data: Mapping[str, Any]) -> LockedEntry:
+    return house_file(
+        filename=str(data["filename"]),
+        name=NormalizedName(str(data["name"])),
+        version=Version(str(data["version"])),
+        sha256=str(data["sha256"]),
+        size=int(data["size"]),
+        metadata_sha256=str(data["metadata-sha256"]),
+        requires_python=data.get("requires-python"),
+        upload_time=data.get("upload-time"),
+        locks=tuple(str(x) for x in data.get("locks", ())),
+    )
+
+
+def by_filename(files: Iterable[LockedEntry]) -> list[LockedEntry]:
+    """Wheelhouse files in the order of their file names."""
+    return sorted(files, key=lambda f: f.wheel.filename)
 
 
 def file_href(filename: str) -> str:
@@ -88,15 +99,16 @@ def file_href(filename: str) -> str:
     return f"../../{FILES}/{quote(filename)}"
 
 
-def project_html(name: str, files: Sequence[HouseFile]) -> str:
+def project_html(name: str, files: Sequence[LockedEntry]) -> str:
     rows = []
-    for f in sorted(files, key=lambda f: f.filename):
-        attrs = [f'href="{html.escape(file_href(f.filename))}#sha256={f.sha256}"']
+    for f in by_filename(files):
+        wheel = f.wheel
+        attrs = [f'href="{html.escape(file_href(wheel.filename))}#sha256={wheel.sha256}"']
         if f.requires_python:
             attrs.append(f'data-requires-python="{html.escape(f.requires_python)}"')
-        attrs.append(f'data-dist-info-metadata="sha256={f.metadata_sha256}"')
-        attrs.append(f'data-core-metadata="sha256={f.metadata_sha256}"')
-        rows.append(f"    <a {' '.join(attrs)}>{html.escape(f.filename)}</a><br/>")
+        attrs.append(f'data-dist-info-metadata="sha256={wheel.metadata_sha256}"')
+        attrs.append(f'data-core-metadata="sha256={wheel.metadata_sha256}"')
+        rows.append(f"    <a {' '.join(attrs)}>{html.escape(wheel.filename)}</a><br/>")
     title = html.escape(f"Links for {name}")
     return "\n".join(
         [
@@ -116,20 +128,21 @@ def project_html(name: str, files: Sequence[HouseFile]) -> str:
     )
 
 
-def project_json(name: str, files: Sequence[HouseFile]) -> str:
+def project_json(name: str, files: Sequence[LockedEntry]) -> str:
     entries = []
-    for f in sorted(files, key=lambda f: f.filename):
-        entry: dict[str, Any] = {"filename": f.filename, "url": file_href(f.filename), "hashes": {"sha256": f.sha256}}
+    for f in by_filename(files):
+        wheel = f.wheel
+        entry: dict[str, Any] = {"filename": wheel.filename, "url": file_href(wheel.filename), "hashes": {"sha256": wheel.sha256}}
         if f.requires_python:
             entry["requires-python"] = f.requires_python
-        entry["core-metadata"] = {"sha256": f.metadata_sha256}
-        entry["dist-info-metadata"] = {"sha256": f.metadata_sha256}
-        entry["size"] = f.size
-        if f.upload_time:
-            entry["upload-time"] = f.upload_time
+        entry["core-metadata"] = {"sha256": wheel.metadata_sha256}
+        entry["dist-info-metadata"] = {"sha256": wheel.metadata_sha256}
+        entry["size"] = wheel.size
+        if wheel.upload_time:
+            entry["upload-time"] = wheel.upload_time
         entry["yanked"] = False
         entries.append(entry)
-    versions = sorted({f.version for f in files})
+    versions = sorted({str(f.version) for f in files})
     doc = {"meta": {"api-version": "1.1"}, "name": name, "versions": versions, "files": entries}
     return json.dumps(doc, indent=1, sort_keys=False) + "\n"
 
@@ -158,27 +171,31 @@ def root_json(names: Iterable[str]) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
-def manifest_json(files: Sequence[HouseFile], locks: Sequence[str]) -> str:
-    ordered = sorted(files, key=lambda f: f.filename)
+def manifest_json(files: Sequence[LockedEntry], locks: Sequence[str]) -> str:
+    ordered = by_filename(files)
     doc = {
         "schema": MANIFEST_SCHEMA,
         "locks": sorted(locks),
-        "files": [f.to_json() for f in ordered],
-        "total-bytes": sum(f.size for f in ordered),
+        "files": [_file_json(f) for f in ordered],
+        "total-bytes": total_bytes(ordered),
     }
     return json.dumps(doc, indent=1) + "\n"
 
 
-def read_manifest(text: str) -> dict[str, HouseFile]:
+def total_bytes(files: Iterable[LockedEntry]) -> int:
+    return sum(f.wheel.size or 0 for f in files)
+
+
+def read_manifest(text: str) -> dict[str, LockedEntry]:
     """The files of a previous manifest by file name ({} when it is not one of ours)."""
     try:
         doc = json.loads(text)
         if doc.get("schema") != MANIFEST_SCHEMA:
             return {}
-        files = [HouseFile.from_json(f) for f in doc.get("files", [])]
+        files = [_file_from_json(f) for f in doc.get("files", [])]
     except (ValueError, TypeError, KeyError, AttributeError):
         return {}
-    return {f.filename: f for f in files}
+    return {f.wheel.filename: f for f in files}
 
 
 _WHEEL_HEADER = "[[packages.wheels]]"
@@ -219,8 +236,9 @@ __all__ = [
     "MANIFEST",
     "MANIFEST_SCHEMA",
     "SIMPLE",
-    "HouseFile",
+    "by_filename",
     "file_href",
+    "house_file",
     "manifest_json",
     "project_html",
     "project_json",
@@ -228,4 +246,5 @@ __all__ = [
     "rewrite_lock_text",
     "root_html",
     "root_json",
+    "total_bytes",
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 from ...data.definitions import Definitions
 from ...model import Action, LockedPackage, LockPlan, TargetSummary
 from ...rules.invariants import owner_of
-from ..locked import LockedFile, Pin
+from ..locked import LockedEntry, LockedFile
 from .finding import Checked, Finding, error_at
 from .urls import credential_findings
 
@@ -25,7 +25,7 @@ def constraints_findings(path: Path, locked: LockedFile, defs: Definitions) -> t
         target=replace(target, cuda=cuda),
         packages=(),
         flashinfer_version=fi_pin.version if fi_pin else None,
-        cuda_label=jit.version.local if jit is not None else None,
+        cuda_label=jit.version.local if jit is not None and jit.version is not None else None,
     )
     packages = tuple(_package_from_pin(p, defs, skeleton) for p in locked.pins)
     return credential_findings(path, locked), replace(skeleton, packages=packages, inputs=dict(locked.inputs), inputs_digest=locked.inputs_digest or "")
@@ -36,11 +36,12 @@ def _constraints_cuda(locked: LockedFile) -> str | None:
     torch = locked.pin("torch")
     if locked.target is not None and locked.target.cuda is not None:
         return locked.target.cuda
-    local = torch.version.local if torch is not None else None
+    local = torch.version.local if torch is not None and torch.version is not None else None
     return local if local and local.startswith("cu") else None
 
 
-def _package_from_pin(pin: Pin, defs: Definitions, plan: LockPlan) -> LockedPackage:
+def _package_from_pin(pin: LockedEntry, defs: Definitions, plan: LockPlan) -> LockedPackage:
+    assert pin.version is not None  # a constraints line pins one
     coupling = pin.coupling or defs.coupling(pin.name, pin.version)[0]
     index = pin.index or ("installed" if pin.action is Action.KEEP else owner_of(defs, pin.name, pin.version, plan) or "installed")
     return LockedPackage(name=pin.name, version=pin.version, action=pin.action or Action.INSTALL, index=index, coupling=coupling)
@@ -69,7 +70,7 @@ def _written_together(locked: LockedFile, sibling: Checked) -> bool:
     return locked.target is None or locked.target == plan.target
 
 
-def _pin_problem(pin: Pin | None, pkg: LockedPackage | None, shown: str) -> str | None:
+def _pin_problem(pin: LockedEntry | None, pkg: LockedPackage | None, shown: str) -> str | None:
     """How a constraints pin differs from the package of the pylock ``shown`` written with it."""
     if pkg is None:
         return f"pinned at {pin.version if pin else '?'}, but {shown} (written with it) has no such package: the file was edited by hand"

@@ -88,6 +88,8 @@ def _file_findings(path: Path, pkg: LockedPackage, locked: LockedFile, defs: Def
 def _entry_index_problem(pkg: LockedPackage, locked: LockedFile, entry: LockedEntry | None) -> str | None:
     """A ``[[packages]]`` index that is neither the package's recorded index nor a folder below it."""
     base = locked.indexes.get(pkg.index)
-    if entry is None or base is None or entry.index is None or is_below(entry.index, base):
+    if entry is None or base is None or entry.simple_index is None or is_below(entry.simple_index, base):
         return None
-    return f"[[packages]] index {strip_credentials(entry.index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it"
+    return (
+        f"[[packages]] index {strip_credentials(entry.simple_index)} is not the {pkg.index} index ({base}) it is recorded as coming from, nor a folder below it"
+    )

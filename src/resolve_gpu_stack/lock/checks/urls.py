@@ -61,11 +61,11 @@ def credential_findings(path: Path, locked: LockedFile) -> list[Finding]:
             )
 
     for entry in locked.entries:
-        look(entry.index, entry.name, "[[packages]] index URL")
+        look(entry.simple_index, entry.name, "[[packages]] index URL")
         for wheel in entry.wheels:
             look(wheel.url, entry.name, "wheel URL")
     for pin in locked.pins:
-        look(pin.package.url if pin.package else None, pin.name, "wheel URL")
+        look(pin.planned.url if pin.planned else None, pin.name, "wheel URL")
     for name, url in locked.indexes.items():
         look(url, None, f"index {name!r}")
     look(locked.command, None, "the recorded command")

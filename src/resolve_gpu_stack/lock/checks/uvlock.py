@@ -13,8 +13,9 @@ from ...errors import LockFileError
 from ...model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from ...rules.invariants import flashinfer_alignment
 from ...urls import strip_credentials
+from ..locked import LockedEntry
 from ..pylock import TOOL
-from ..uvproject import LISTS, RECORD, ExportRecord, RecordedTarget, UvLockedPackage, locked_for, read_export, read_uv_lock
+from ..uvproject import LISTS, RECORD, ExportRecord, RecordedTarget, locked_for, read_export, read_uv_lock
 from .finding import Finding, error_at, without_path
 from .target import declared_target_of
 
@@ -70,7 +71,7 @@ def _exported_entries_findings(pyproject: Path, record: ExportRecord, hint: str)
 
 
 def _uv_target_findings(
-    lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[UvLockedPackage], defs: Definitions, *, several: bool
+    lock: Path, record: ExportRecord, target: RecordedTarget, packages: Sequence[LockedEntry], defs: Definitions, *, several: bool
 ) -> list[Finding]:
     declared = declared_target_of(target.python, target.platform)
     environment = declared.markers if declared is not None else None  # None: a probed target's platform, every fork counts
@@ -94,7 +95,7 @@ def _uv_target_findings(
     return out
 
 
-def _uv_pin_problems(name: str, version: Version, got: Sequence[UvLockedPackage], target: RecordedTarget) -> tuple[list[str], Version | None]:
+def _uv_pin_problems(name: str, version: Version, got: Sequence[LockedEntry], target: RecordedTarget) -> tuple[list[str], Version | None]:
     """(how uv.lock's entries ``got`` for ``name`` differ from the exported pin ``version``, the
     version uv.lock has: None when it has none)."""
     if not got:
@@ -112,9 +113,9 @@ def _uv_pin_problems(name: str, version: Version, got: Sequence[UvLockedPackage]
     return [*out, *([registry] if registry else [])], have[-1] if have else version
 
 
-def _registry_problem(got: Sequence[UvLockedPackage], source: str | None) -> str | None:
+def _registry_problem(got: Sequence[LockedEntry], source: str | None) -> str | None:
     """uv.lock's entries of a package taken from a registry other than the plan's ``source``."""
     if source is None:
         return None
-    wrong = sorted({p.registry for p in got if p.registry is not None and p.registry.rstrip("/") != source.rstrip("/")})
+    wrong = sorted({p.simple_index for p in got if p.simple_index is not None and p.simple_index.rstrip("/") != source.rstrip("/")})
     return f"uv.lock takes it from {', '.join(map(strip_credentials, wrong))}, the plan from {source}" if wrong else None

@@ -33,7 +33,7 @@ marker (``torch==2.12.0.dev20260307+cu130 ; platform_machine == 'x86_64' and ...
 
 from __future__ import annotations
 
-from .read import ExportRecord, UvLockedPackage, locked_for, marker_holds, read_export, read_uv_lock
+from .read import ExportRecord, locked_for, marker_holds, read_export, read_uv_lock
 from .tables import GROUP, LISTS, NEVER, RECORD, ExportTarget, RecordedTarget, UvIndex, UvTables, built_against_torch, uv_tables, with_marker
 from .write import Applied, apply_tables, parse_project
 
@@ -47,7 +47,6 @@ __all__ = [
     "RECORD",
     "RecordedTarget",
     "UvIndex",
-    "UvLockedPackage",
     "UvTables",
     "apply_tables",
     "built_against_torch",

@@ -13,6 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from ...data.toml import parse_toml
 from ...errors import LockFileError
+from ..locked import LockedEntry
 from ..pylock import TOOL
 from .tables import (
     GROUP,
@@ -100,16 +101,11 @@ def marker_holds(marker: Marker | str, environment: Mapping[str, str]) -> bool:
         return True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UvLockedPackage:
-    name: str
-    version: Version | None  # None: no version (the project itself, a path dependency)
-    registry: str | None  # the index it comes from, or None (a path, a URL, the project)
-    markers: tuple[str, ...] = ()  # resolution-markers: the forks it belongs to (empty: every one)
-
-
-def read_uv_lock(text: str, where: str) -> tuple[UvLockedPackage, ...]:
-    """The packages of a ``uv.lock`` (its ``[[package]]`` tables); malformed: ``LockFileError``."""
+def read_uv_lock(text: str, where: str) -> tuple[LockedEntry, ...]:
+    """The packages of a ``uv.lock`` (its ``[[package]]`` tables): each one's version (None: the
+    project itself, a path dependency), the registry it comes from as ``simple_index`` (None: a
+    path, a URL, the project) and its ``resolution-markers``, the forks it belongs to (none: every
+    one); malformed: ``LockFileError``."""
     doc = parse_toml(text, where, error=LockFileError)
     raw = doc.get("package", [])
     if not isinstance(raw, list) or not all(isinstance(p, dict) for p in raw):
@@ -117,7 +113,7 @@ def read_uv_lock(text: str, where: str) -> tuple[UvLockedPackage, ...]:
     return tuple(_uv_locked_package(p, n, where) for n, p in enumerate(raw, start=1))
 
 
-def _uv_locked_package(p: Mapping[str, Any], n: int, where: str) -> UvLockedPackage:
+def _uv_locked_package(p: Mapping[str, Any], n: int, where: str) -> LockedEntry:
     name, version, source = p.get("name"), p.get("version"), p.get("source")
     if not isinstance(name, str):
         raise LockFileError(f"{where}: [[package]] #{n} has no name", hint="run `uv lock` to write it again")
@@ -127,15 +123,15 @@ def _uv_locked_package(p: Mapping[str, Any], n: int, where: str) -> UvLockedPack
         raise LockFileError(f"{where}: {name}: version {version!r} is not a version", hint="run `uv lock` to write it again") from None
     registry = source.get("registry") if isinstance(source, dict) else None
     markers = p.get("resolution-markers", [])
-    return UvLockedPackage(
+    return LockedEntry(
         name=canonicalize_name(name),
         version=parsed,
-        registry=registry if isinstance(registry, str) else None,
+        simple_index=registry if isinstance(registry, str) else None,
         markers=tuple(str(m) for m in markers) if isinstance(markers, list) else (),
     )
 
 
-def locked_for(packages: Sequence[UvLockedPackage], name: str, environment: Mapping[str, str] | None) -> list[UvLockedPackage]:
+def locked_for(packages: Sequence[LockedEntry], name: str, environment: Mapping[str, str] | None) -> list[LockedEntry]:
     """The entries of ``name`` that the fork for ``environment`` installs (all of them when the
     environment is unknown)."""
     return [p for p in packages if p.name == name and (environment is None or not p.markers or any(marker_holds(m, environment) for m in p.markers))]
