@@ -70,7 +70,7 @@ class OfferingFinder:
         self.location = PageLocation(index="flashinfer", url="https://flashinfer.example/whl/x/", route=route)
         self.files = files
 
-    def offers(self, name, ctx, tags=None):  # the factory judges every file anyway
+    def offers(self, name, ctx, tags=None, sdists=True):  # the factory judges every file anyway
         return [Offer(file=f, location=self.location) for f in self.files], [PageVisit(location=self.location, found=True, files=len(self.files))]
 
 
@@ -79,9 +79,9 @@ class CountingFinder(OfferingFinder):
         super().__init__(files)
         self.asked: list[str] = []
 
-    def offers(self, name, ctx, tags=None):
+    def offers(self, name, ctx, tags=None, sdists=True):
         self.asked.append(name)
-        return super().offers(name, ctx, tags)
+        return super().offers(name, ctx, tags, sdists)
 
 
 def test_a_rebased_factory_shares_verdicts_only_when_they_cannot_differ():

@@ -683,13 +683,13 @@ def test_parse_metadata_rejects(raw: bytes, cause: str) -> None:
     assert err.value.url == "https://idx.example/demo-1.0-py3-none-any.whl.metadata"
 
 
-def test_a_tag_filter_passes_over_other_platforms_wheels_unread_and_keeps_the_rest() -> None:
-    """``wheel_tags``: the wheels a target cannot install are skipped before any work (no warning:
-    a popular page has thousands); sdists, this target's wheels and broken rows it could use are
-    read as always, in the same order."""
-    from resolve_gpu_stack.index.parse import TagFilter
+def test_a_row_filter_passes_over_what_the_target_cannot_use_unread_and_keeps_the_rest() -> None:
+    """``keep``: the wheels a target cannot install (and sdists, unless asked for) are skipped
+    before any work (no warning: a popular page has thousands); this target's wheels, sdists when
+    asked for, and the broken rows it could use are read as always, in the same order."""
+    from resolve_gpu_stack.index.parse import RowFilter
 
-    target = TagFilter(frozenset({Tag("cp312", "cp312", "manylinux_2_28_x86_64"), Tag("py3", "none", "any")}))
+    tags = frozenset({Tag("cp312", "cp312", "manylinux_2_28_x86_64"), Tag("py3", "none", "any")})
     digest = "ab" * 32
     rows = [
         ("demo-2.0-cp312-cp312-win_amd64.whl", digest),
@@ -698,14 +698,18 @@ def test_a_tag_filter_passes_over_other_platforms_wheels_unread_and_keeps_the_re
         ("demo-2.0.tar.gz", digest),
         ("demo-1.0-py3-none-any.whl", "not-hex"),  # this target's: its bad digest is said
         ("demo-1.0-1-cp312-cp312-macosx_11_0_arm64.whl", digest),  # a build tag
+        ("demo-0.1.win32.exe", digest),  # not a distribution: said only when sdists are read
     ]
     json_page = json.dumps({"meta": {"api-version": "1.1"}, "files": [{"filename": f, "url": f, "hashes": {"sha256": d}} for f, d in rows]})
-    html_page = "".join(f'<a href="{f}#sha256={d}">{f}</a><br>' for f, d in rows)
+    html_page = "".join(f'<a href="{f}#sha256={d}">{f}</a><br>' for f, d in rows) + '<a href="cu130/">cu130/</a>'
     for content, content_type in ((json_page.encode(), PEP691_JSON), (f"<html><body>{html_page}</body></html>".encode(), "text/html")):
         page = IndexPage(url="https://idx.example/simple/demo/", content=content, content_type=content_type)
         full = parse_page(page, index="test")
-        kept = parse_page(page, index="test", wheel_tags=target)
-        assert [f.filename for f in kept.files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-2.0.tar.gz", "demo-1.0-py3-none-any.whl"]
-        assert kept.files == tuple(f for f in full.files if f.filename in {k.filename for k in kept.files})
-        assert len(kept.warnings) == 1 and "demo-1.0-py3-none-any.whl" in kept.warnings[0]
-        assert len(full.warnings) == 2
+        with_sdists = parse_page(page, index="test", keep=RowFilter(tags))
+        wheels_only = parse_page(page, index="test", keep=RowFilter(tags, sdists=False))
+        assert [f.filename for f in with_sdists.files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-2.0.tar.gz", "demo-1.0-py3-none-any.whl"]
+        assert [f.filename for f in wheels_only.files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-1.0-py3-none-any.whl"]
+        assert with_sdists.files == tuple(f for f in full.files if f in with_sdists.files)
+        assert len(full.warnings) == 3 and len(with_sdists.warnings) == 2 and len(wheels_only.warnings) == 1
+        assert "demo-1.0-py3-none-any.whl" in wheels_only.warnings[0]
+        assert with_sdists.subdirs == wheels_only.subdirs == full.subdirs

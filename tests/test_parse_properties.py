@@ -12,7 +12,7 @@ from packaging.tags import parse_tag
 from packaging.utils import parse_wheel_filename
 
 from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.index.parse import PEP691_JSON, TagFilter, core_metadata_fields, parse_filename, parse_metadata, parse_page
+from resolve_gpu_stack.index.parse import PEP691_JSON, RowFilter, core_metadata_fields, parse_filename, parse_metadata, parse_page
 from resolve_gpu_stack.model import IndexFile, IndexPage, ParsedPage, WheelMetadata
 
 FAST = settings(max_examples=100, deadline=None)
@@ -124,12 +124,14 @@ def check_page(page: IndexPage) -> None:
 
 
 def check_wheel_tags(page: IndexPage, full: ParsedPage) -> None:
-    """``wheel_tags=`` keeps exactly the full read's sdists and the wheels carrying one of its tags."""
+    """``keep=`` keeps exactly the full read's wheels carrying one of its tags, and its sdists
+    when asked for; the directory links all the same."""
     every = frozenset(t for f in full.files for t in f.tags)
     for tags in (frozenset(parse_tag("py3-none-any")), frozenset(), every):
-        kept = parse_page(page, index="prop", wheel_tags=TagFilter(tags))
-        assert kept.files == tuple(f for f in full.files if not f.is_wheel or not tags.isdisjoint(f.tags))
-        assert kept.subdirs == full.subdirs
+        for sdists in (True, False):
+            kept = parse_page(page, index="prop", keep=RowFilter(tags, sdists=sdists))
+            assert kept.files == tuple(f for f in full.files if (not f.is_wheel and sdists) or not tags.isdisjoint(f.tags))
+            assert kept.subdirs == full.subdirs
 
 
 def check_only(page: IndexPage, full: ParsedPage) -> None:

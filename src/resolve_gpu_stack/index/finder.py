@@ -20,7 +20,7 @@ from packaging.version import Version
 from ..data.definitions import Definitions, IndexDefinition, PageLocation, RouteContext
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
-from .parse import ParseMemo, RequiresDist, TagFilter, parse_metadata, parse_page
+from .parse import ParseMemo, RequiresDist, RowFilter, parse_metadata, parse_page
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,8 @@ class Finder:
         self._metadata: dict[str, WheelMetadata] = {}
         self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
-        self._offers: dict[tuple[NormalizedName, RouteContext, frozenset[Tag] | None], tuple[list[Offer], list[PageVisit]]] = {}
-        self._tag_filters: dict[frozenset[Tag], TagFilter] = {}  # a target's tags -> its parse filter (no target is held)
+        self._offers: dict[tuple[NormalizedName, RouteContext, frozenset[Tag] | None, bool], tuple[list[Offer], list[PageVisit]]] = {}
+        self._row_filters: dict[tuple[frozenset[Tag], bool], RowFilter] = {}  # (a target's tags, sdists) -> its rows (no target is held)
         self._kept: dict[tuple[NormalizedName, Version, RouteContext], list[Offer]] = {}  # kept_release's answers
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
@@ -112,7 +112,7 @@ class Finder:
         self.metadata_digests: dict[str, tuple[IndexFile, str]] = {}  # wheel URL -> (file, METADATA sha256)
         self._releases: dict[tuple[str, Version], WheelMetadata] = {}  # (name, version) -> a wheel's METADATA
         # (page URL, file names or a wheel tag filter) -> the rows of it they keep (``listed``, ``offers``)
-        self._subsets: dict[tuple[str, tuple[str, frozenset[str] | frozenset[Tag]]], ParsedPage | None] = {}
+        self._subsets: dict[tuple[str, tuple[str, frozenset[str] | tuple[frozenset[Tag], bool]]], ParsedPage | None] = {}
         self._sources: dict[NormalizedName, IndexFile] = {}  # --build 'NAME @ URL': the tree's archive, the package's only file
 
     def add_source(self, file: IndexFile, metadata: WheelMetadata) -> None:
@@ -235,13 +235,14 @@ class Finder:
                 if event is not None:
                     event.set()
 
-    def page(self, location: PageLocation, *, tags: frozenset[Tag] | None = None) -> ParsedPage | None:
-        """The parsed page, or None when the index answered 404. ``tags``: its sdists and the
-        wheels carrying one of them (``offers``), parsed once per tag set; the whole page when
-        parsed already."""
+    def page(self, location: PageLocation, *, tags: frozenset[Tag] | None = None, sdists: bool = True) -> ParsedPage | None:
+        """The parsed page, or None when the index answered 404. ``tags``: only the wheels carrying
+        one of them, and its sdists unless not ``sdists`` (``offers``), parsed once per filter; the
+        whole page when parsed already."""
         if tags is not None:
-            wheel_tags = self._tag_filters.get(tags) or self._tag_filters.setdefault(tags, TagFilter(tags))
-            return self._subset(location, ("tags", tags), wheel_tags=wheel_tags)
+            key = (tags, sdists)
+            keep = self._row_filters.get(key) or self._row_filters.setdefault(key, RowFilter(tags, sdists=sdists))
+            return self._subset(location, ("rows", key), keep=keep)
         url = location.url
         if url not in self._pages:
             resp, index = self._answer(location)
@@ -257,19 +258,19 @@ class Finder:
     def _subset(
         self,
         location: PageLocation,
-        key: tuple[str, frozenset[str] | frozenset[Tag]],
+        key: tuple[str, frozenset[str] | tuple[frozenset[Tag], bool]],
         *,
         only: frozenset[str] | None = None,
-        wheel_tags: TagFilter | None = None,
+        keep: RowFilter | None = None,
     ) -> ParsedPage | None:
-        """The rows of the page at ``location`` that ``only`` / ``wheel_tags`` keep (``key``: which,
+        """The rows of the page at ``location`` that ``only`` / ``keep`` keep (``key``: which,
         and its value), parsed once per key; all of it when it was parsed whole. None for a 404."""
         if location.url in self._pages:
             return self._pages[location.url]
         subset = (location.url, key)
         if subset not in self._subsets:
             resp, index = self._answer(location)
-            self._subsets[subset] = parse_page(resp.page, index=index, only=only, wheel_tags=wheel_tags, memo=self.memo) if resp.page is not None else None
+            self._subsets[subset] = parse_page(resp.page, index=index, only=only, keep=keep, memo=self.memo) if resp.page is not None else None
         return self._subsets[subset]
 
     def unchanged(self, pages: Iterable[tuple[str, str, str | None]], metadata: Iterable[tuple[IndexFile, str]]) -> bool:
@@ -292,18 +293,18 @@ class Finder:
         self.prefetch_metadata(f for f, _ in files)
         return all(self.metadata_digests.get(f.url, (f, None))[1] == digest for f, digest in files)
 
-    def offers(self, name: str, ctx: RouteContext, *, tags: frozenset[Tag] | None = None) -> tuple[list[Offer], list[PageVisit]]:
+    def offers(self, name: str, ctx: RouteContext, *, tags: frozenset[Tag] | None = None, sdists: bool = True) -> tuple[list[Offer], list[PageVisit]]:
         """Every file the owning index(es) offer for ``name``, and what each page said. ``tags``
-        (a target's): wheels carrying none of them are left out unread (``parse_page``'s
-        ``wheel_tags``; a popular page's wheels are mostly for other platforms and Pythons).
+        (a target's): wheels carrying none of them, and sdists unless ``sdists``, are left out
+        unread (``parse_page``'s ``keep``: a popular page's rows are mostly of no use to one target).
 
-        Memoized per (name, context, tags): several targets locked through one finder share it,
+        Memoized per (name, context, filter): several targets locked through one finder share it,
         and what a page said is logged once."""
         wanted = canonicalize_name(name)
-        key = (wanted, ctx, tags)
+        key = (wanted, ctx, tags, sdists)
         known = self._offers.get(key)
         if known is None:
-            known = self._offers[key] = self._read_offers(wanted, ctx, tags)
+            known = self._offers[key] = self._read_offers(wanted, ctx, tags, sdists)
         return list(known[0]), list(known[1])
 
     def kept_release(self, name: str, version: Version, ctx: RouteContext) -> list[Offer]:
@@ -330,7 +331,7 @@ class Finder:
                 out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version]
         return out
 
-    def _read_offers(self, wanted: NormalizedName, ctx: RouteContext, tags: frozenset[Tag] | None) -> tuple[list[Offer], list[PageVisit]]:
+    def _read_offers(self, wanted: NormalizedName, ctx: RouteContext, tags: frozenset[Tag] | None, sdists: bool) -> tuple[list[Offer], list[PageVisit]]:
         locations = self.definitions.pages_for(wanted, ctx)
         source = self._sources.get(wanted)
         if source is not None:
@@ -341,7 +342,7 @@ class Finder:
         visits: list[PageVisit] = []
         for loc in locations:
             try:
-                parsed = self.page(loc, tags=tags)
+                parsed = self.page(loc, tags=tags, sdists=sdists)
             except CrawlError as exc:
                 # A legacy page is optional: a mirror on S3-style storage answers 403 for a missing
                 # object, so 401/403 there is "not here"; a host that cannot be reached (or a

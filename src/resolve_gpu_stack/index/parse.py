@@ -24,7 +24,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -94,7 +94,7 @@ def parse_page(
     *,
     index: str,
     only: Collection[str] | None = None,
-    wheel_tags: Callable[[str], bool] | None = None,
+    keep: RowFilter | None = None,
     memo: ParseMemo | None = None,
 ) -> ParsedPage:
     """Parse one index page into the files it offers and the sub-directories it lists.
@@ -112,17 +112,17 @@ def parse_page(
     few files up on a page of thousands costs little more than reading the page; the rows kept
     are read exactly as without ``only``.
 
-    ``wheel_tags`` (a wheel filename's tag part, ``cp312-cp312-manylinux_2_28_x86_64``, -> whether
-    the caller could use it): a wheel whose tag part it refuses is passed over the same way, before
-    any per-row work and without a warning (a popular page's wheels are mostly for other platforms
-    and Pythons). Sdists, other links and filenames without a plain tag part are read as always.
+    ``keep`` (a target's ``RowFilter``): the rows it passes over (wheels for other platforms and
+    Pythons; sdists, unless asked for) are skipped the same way, before any per-row work and
+    without a warning: a popular page's rows are mostly of no use to one target. Directory links
+    and filenames without a plain tag part are read as always.
 
     ``memo``: the tags of each wheel tag part seen on earlier pages (files with the same tags then
     hold the same frozenset: a tag fit's memo matches them by identity); without one, per page.
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, wheel_tags)
+    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, keep)
     text = _decode(page, ctx)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     mime = page.content_type.partition(";")[0].strip().lower()
@@ -211,19 +211,30 @@ def parse_requires_dist(line: str) -> RequiresDist | None:
     )
 
 
-class TagFilter:
-    """``parse_page``'s ``wheel_tags`` for a target: whether a wheel filename's tag part
-    (``cp312-cp312-manylinux_2_28_x86_64``, compressed sets included) names one of ``tags``,
-    worked out once per part (a page repeats a few). A part that does not parse is kept: the full
-    read says what is wrong with it."""
+class RowFilter:
+    """``parse_page``'s ``keep`` for a target: the rows worth reading are the wheels carrying one
+    of ``tags`` (compressed tag sets included; each filename's tag part judged once, a page repeats
+    a few) and, with ``sdists``, the other distribution files. A wheel filename whose tag part does
+    not parse is kept: the full read says what is wrong with it."""
 
-    __slots__ = ("tags", "_known")
+    __slots__ = ("tags", "sdists", "_known")
 
-    def __init__(self, tags: frozenset[Tag]) -> None:
+    def __init__(self, tags: frozenset[Tag], *, sdists: bool = True) -> None:
         self.tags = tags
+        self.sdists = sdists
         self._known: dict[str, bool] = {}
 
-    def __call__(self, part: str) -> bool:
+    def passes_over(self, filename: str | None) -> bool:
+        """Whether the row of ``filename`` (an href's last segment, a JSON row's ``filename``) is
+        skipped unread. A name that is not a file's (a directory link) never is."""
+        if filename is None:
+            return False
+        if not filename.endswith(".whl"):
+            return not self.sdists and _file_kind(filename) is not None
+        parts = filename[:-4].split("-")
+        return len(parts) in (5, 6) and not self._fits("-".join(parts[-3:]))
+
+    def _fits(self, part: str) -> bool:
         known = self._known.get(part)
         if known is None:
             try:
@@ -272,10 +283,10 @@ class _Context:
         index: str,
         only: Collection[str] | None = None,
         tag_sets: dict[str, frozenset[Tag]] | None = None,
-        wheel_tags: Callable[[str], bool] | None = None,
+        keep: RowFilter | None = None,
     ) -> None:
         self.url = url
-        self.wheel_tags = wheel_tags
+        self.keep = keep
         self.tag_sets: dict[str, frozenset[Tag]] = {} if tag_sets is None else tag_sets
         self.index = index
         self.only = None if only is None else frozenset(only)
@@ -447,9 +458,9 @@ def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[lis
             if _may_name(anchor, only) and isinstance(found := _read_anchor(anchor, base, ctx), IndexFile) and found.filename in only:
                 files.append(found)
         return files, subdirs
-    refused = ctx.wheel_tags
+    keep = ctx.keep
     for anchor in anchors:
-        if refused is not None and _passed_over(_href_name(anchor), refused):
+        if keep is not None and keep.passes_over(_href_name(anchor)):
             continue
         found = _read_anchor(anchor, base, ctx)
         if isinstance(found, IndexFile):
@@ -477,15 +488,6 @@ def _href_name(a: _Anchor) -> str | None:
     href = (a.attrs.get("href") or "").strip().translate(_URL_TAB_NEWLINE)  # as urljoin drops them
     path = href.partition("#")[0].partition("?")[0]
     return unquote(path.rpartition("/")[2]) if path else None
-
-
-def _passed_over(filename: str | None, wheel_tags: Callable[[str], bool]) -> bool:
-    """Whether ``filename`` is a wheel whose tag part ``wheel_tags`` refuses (``parse_page``'s
-    ``wheel_tags``). A name that is not ``name-version[-build]-py-abi-platform.whl`` is not."""
-    if filename is None or not filename.endswith(".whl"):
-        return False
-    parts = filename[:-4].split("-")
-    return len(parts) in (5, 6) and not wheel_tags("-".join(parts[-3:]))
 
 
 def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None:
@@ -592,7 +594,7 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
         raise CrawlError(
             ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page", hint="the URL may be a JSON API endpoint rather than the simple index"
         )
-    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only, ctx.wheel_tags))
+    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only, ctx.keep))
     return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.get("name")))
 
 
@@ -602,14 +604,14 @@ def _json_projects(projects: list[Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip()))
 
 
-def _json_rows(files: list[Any], only: frozenset[str] | None, wheel_tags: Callable[[str], bool] | None) -> Iterable[tuple[int, object]]:
-    """The rows to read, numbered; with ``only`` (or ``wheel_tags``), every other row (every wheel
-    it refuses) is skipped before any work on it."""
+def _json_rows(files: list[Any], only: frozenset[str] | None, keep: RowFilter | None) -> Iterable[tuple[int, object]]:
+    """The rows to read, numbered; with ``only`` (or ``keep``), every other row (every row it
+    passes over) is skipped before any work on it."""
     rows: Iterable[tuple[int, object]] = enumerate(files)
     if only is not None:
         rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in only)
-    if wheel_tags is not None:
-        rows = ((i, e) for i, e in rows if not (isinstance(e, dict) and _passed_over(_text_or_none(e.get("filename")), wheel_tags)))
+    if keep is not None:
+        rows = ((i, e) for i, e in rows if not (isinstance(e, dict) and keep.passes_over(_text_or_none(e.get("filename")))))
     return rows
 
 

@@ -134,10 +134,20 @@ class CandidateFactory:
         if name not in self._offers:
             with self._lock_for(name):
                 if name not in self._offers:
-                    offers, visits = ([], []) if self._keeps_pypis_torch(name) else self.finder.offers(name, self.ctx, tags=self.judge.fit.tag_set)
+                    offers, visits = (
+                        ([], [])
+                        if self._keeps_pypis_torch(name)
+                        else self.finder.offers(name, self.ctx, tags=self.judge.fit.tag_set, sdists=name in self.build)
+                    )
                     self.visits[name] = visits
                     self._offers[name] = offers
         return self._offers[name]
+
+    def listed(self, name: NormalizedName) -> list[Offer]:
+        """Every file the index lists for ``name``, for this target or not (``offers`` reads only
+        this target's wheels, and sdists for a ``--build`` name): its whole page, for what is said
+        of the other files (a refusal's build hints, FlashInfer's published versions)."""
+        return [] if self._keeps_pypis_torch(name) else self.finder.offers(name, self.ctx)[0]
 
     def _keeps_pypis_torch(self, name: NormalizedName) -> bool:
         """Whether ``name`` is torch and the only torch allowed is the kept one, PyPI's build (no

@@ -213,7 +213,7 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
             name,
             family=defs.pytorch_family,
             family_candidates=factory.candidates,
-            files=lambda n: [o.file for o in factory.offers(n)],
+            files=lambda n: [o.file for o in factory.listed(n)],
             requested=requested,
             version=version,
             unknown=f.mismatch if f.abi is not None and f.abi.kind is AbiKind.UNKNOWN else None,
@@ -373,7 +373,7 @@ def _select_flashinfer(
     notes = legacy_notes(factory.visits.get(fi.python, []), factory.rejections.get(fi.python, []))
     cubin = frozenset(c.version for c in factory.candidates(fi.cubin)) if fi.cubin in components else frozenset()
     jit = frozenset(c.version for c in factory.candidates(fi.jit_cache)) if fi.jit_cache in components else frozenset()
-    published = frozenset(o.file.version for o in factory.offers(fi.python))
+    published = frozenset(o.file.version for o in factory.listed(fi.python))
     offer = FlashInferOffer(python=python, cubin=cubin, jit_cache=jit, published=published)
     selected = select_flashinfer(request, defs, torch.cuda, components, offer, where=target_words(request.target), floors=floors)
     return FlashInferSelection(versions=selected.versions, notes=notes + selected.notes, left_out=selected.left_out)
