@@ -260,3 +260,29 @@ def test_read_metadata_from_a_whole_zip() -> None:
         read_metadata_from_zip(io.BytesIO(data), max_size=10)
     with pytest.raises(ZipError, match="not a valid zip file"):
         read_metadata_from_zip(io.BytesIO(b"garbage" * 100), max_size=2**20)
+
+
+def test_a_name_filter_steps_over_the_other_entries_and_still_checks_every_header() -> None:
+    """``names``: the entries a reader takes (METADATA, the shared objects) come out exactly as in a
+    full read; the rest are stepped over, and a broken header among them is still an error that
+    counts every entry before it."""
+    from resolve_gpu_stack.index.wheelscan.result import may_be_scanned
+
+    members = {f"demo/mod{i}.py": b"x = 1\n" for i in range(300)} | {
+        "demo/_c.cpython-312-x86_64-linux-gnu.so": b"\x7fELF",
+        "demo-1.0.dist-info/METADATA": b"Name: demo\n",
+    }
+    data = _zip(members)
+    eocd = find_eocd(data[-zipmeta.TAIL_BYTES :], len(data))
+    directory = data[eocd.cd_offset : eocd.cd_offset + eocd.cd_size]
+    full = parse_central_directory(directory, eocd)
+    assert parse_central_directory(directory, eocd, names=zipmeta.may_be_metadata) == [e for e in full if e.name.endswith("/METADATA")]
+    assert [e.name for e in parse_central_directory(directory, eocd, names=may_be_scanned)] == [
+        "demo/_c.cpython-312-x86_64-linux-gnu.so",
+        "demo-1.0.dist-info/METADATA",
+    ]
+    broken = bytearray(directory)
+    second = broken.index(b"PK\x01\x02", 4)
+    broken[second : second + 4] = b"XXXX"
+    with pytest.raises(ZipError, match="entry #2 at"):
+        parse_central_directory(bytes(broken), eocd, names=zipmeta.may_be_metadata)

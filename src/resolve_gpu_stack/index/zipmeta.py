@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
@@ -141,20 +141,25 @@ def _zip64_record(tail: bytes, loc_pos: int, tail_start: int) -> int:
     return rel
 
 
-def parse_central_directory(data: bytes, eocd: EndOfCentralDirectory) -> list[ZipEntry]:
-    """The entries of a central directory; ``data`` starts at ``eocd.cd_offset``."""
+def parse_central_directory(data: bytes, eocd: EndOfCentralDirectory, *, names: Callable[[bytes], bool] | None = None) -> list[ZipEntry]:
+    """The entries of a central directory; ``data`` starts at ``eocd.cd_offset``. ``names`` (an
+    entry's raw name -> whether it is wanted): the others are stepped over, their headers checked
+    and nothing else read (a wheel of thousands of ``.py`` files, read for one or a few members)."""
     if len(data) < eocd.cd_size:
         raise ZipError(f"central directory truncated: {len(data)} of {eocd.cd_size} bytes")
     out: list[ZipEntry] = []
     pos = 0
-    for _ in range(eocd.entries):
+    for i in range(eocd.entries):
         if pos + _CD_ENTRY.size > eocd.cd_size or data[pos : pos + 4] != CD_SIG:
-            raise ZipError(f"bad central directory entry #{len(out) + 1} at offset {eocd.cd_offset + pos}")
+            raise ZipError(f"bad central directory entry #{i + 1} at offset {eocd.cd_offset + pos}")
         f = _CD_ENTRY.unpack_from(data, pos)
         flags, method, crc = f[5], f[6], f[9]
         csize, usize, name_len, extra_len, comment_len, offset = f[10], f[11], f[12], f[13], f[14], f[18]
         start = pos + _CD_ENTRY.size
         raw_name = data[start : start + name_len]
+        if names is not None and not names(raw_name):
+            pos = start + name_len + extra_len + comment_len
+            continue
         extra = data[start + name_len : start + name_len + extra_len]
         usize, csize, offset = _apply_zip64_extra(extra, usize, csize, offset)
         name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
@@ -202,6 +207,11 @@ def metadata_name(names: Iterable[str]) -> str:
     if len(found) > 1:
         raise ZipError(f"{len(found)} dist-info directories with METADATA: {', '.join(found)}")
     return found[0]
+
+
+def may_be_metadata(raw_name: bytes) -> bool:
+    """``parse_central_directory``'s ``names`` for ``metadata_member``: every entry it could take."""
+    return raw_name.endswith(b"/METADATA")
 
 
 def metadata_member(entries: Sequence[ZipEntry]) -> ZipEntry:

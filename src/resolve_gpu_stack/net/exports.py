@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 CHUNK = 8 * 2**20  # compressed bytes per range request of a deflated library
 TORCH_LIB_DIR = "torch/lib/"
+_TORCH_LIB = TORCH_LIB_DIR.encode()  # as a central directory spells it (ASCII: the same in UTF-8 and cp437)
 
 
 class _OverBudget(Exception):
@@ -127,7 +128,7 @@ class WheelExports:
             directory = tail[eocd.cd_offset - start : eocd.cd_offset - start + eocd.cd_size]
         else:
             directory = read.range(eocd.cd_offset, eocd.cd_offset + eocd.cd_size)
-        entries = zipmeta.parse_central_directory(directory, eocd)
+        entries = zipmeta.parse_central_directory(directory, eocd, names=lambda raw: raw.startswith(_TORCH_LIB))
         from ..index import elf
 
         libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR) :]])]

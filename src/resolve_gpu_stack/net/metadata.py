@@ -180,7 +180,7 @@ class MetadataReader:
         cd = self._directory(url, tail, eocd, file, spans)
         if isinstance(cd, _Whole):
             return cd.metadata
-        entry = zipmeta.metadata_member(zipmeta.parse_central_directory(cd, eocd))
+        entry = zipmeta.metadata_member(zipmeta.parse_central_directory(cd, eocd, names=zipmeta.may_be_metadata))
         zipmeta.check_member_size(entry, self._max_bytes)
         start, end = zipmeta.member_span(entry, tail.total)
         for _ in range(2):

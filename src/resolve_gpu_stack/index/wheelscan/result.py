@@ -71,6 +71,12 @@ def first_tail(file_size: int | None) -> int:
     return file_size if file_size is not None and 0 < file_size <= WHOLE_FILE else FIRST_TAIL
 
 
+def may_be_scanned(raw_name: bytes) -> bool:
+    """``parse_central_directory``'s ``names`` for a scan: every entry that may be a shared object
+    or the METADATA (their names' ASCII parts are the same bytes in UTF-8 and cp437)."""
+    return b".so" in raw_name or raw_name.endswith(b"/METADATA")
+
+
 def is_shared_object(name: str) -> bool:
     """A zip member named like a shared object: ``*.so``, ``*.so.12``, ``*.so.1.2.3``."""
     return not name.endswith("/") and bool(_SHARED_OBJECT.search(name.rsplit("/", 1)[-1]))

@@ -45,6 +45,7 @@ from .result import (
     first_tail,
     is_shared_object,
     kind_of,
+    may_be_scanned,
     torch_tie,
 )
 
@@ -191,7 +192,7 @@ class WheelScanner:
         for blob_start, blob in ((start, data), self._held or (start, data)):
             lo = eocd.cd_offset - blob_start
             if 0 <= lo and eocd.cd_offset + eocd.cd_size <= blob_start + len(blob):
-                self._start_members(parse_central_directory(blob[lo : lo + eocd.cd_size], eocd))
+                self._start_members(parse_central_directory(blob[lo : lo + eocd.cd_size], eocd, names=may_be_scanned))
                 return
 
     def _feed_tail(self, start: int, data: bytes) -> EndOfCentralDirectory | None:
