@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..urls import redact_url
 from . import settings as S
@@ -237,14 +237,26 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
     )
 
 
-def command_fields(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
-    """The fields of ``CommandOptions`` (for a command's settings value: ``Mine(**command_fields(args, env), ...)``)."""
+class CommandFields(TypedDict):
+    """The fields of ``CommandOptions``, for a command's settings value: ``Mine(**command_fields(args, env), ...)``."""
+
+    output: OutputOptions
+    network: NetworkOptions
+
+
+class ResolveFields(CommandFields):
+    """The fields of ``ResolveOptions``."""
+
+    sources: SourceOptions
+    typed: S.TypedSettings
+
+
+def command_fields(args: argparse.Namespace, env: Mapping[str, str]) -> CommandFields:
     return {"output": output_options(args), "network": network_options(args, env)}
 
 
-def resolve_fields(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
-    """The fields of ``ResolveOptions``."""
-    return {**command_fields(args, env), "sources": source_options(args), "typed": S.typed(args)}
+def resolve_fields(args: argparse.Namespace, env: Mapping[str, str]) -> ResolveFields:
+    return {"output": output_options(args), "network": network_options(args, env), "sources": source_options(args), "typed": S.typed(args)}
 
 
 # -- printing --------------------------------------------------------------------------------------
