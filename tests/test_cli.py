@@ -297,7 +297,7 @@ def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_pat
     args = _parsed(
         ["resolve", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--cuda", "cu130", "--no-jit-cache", "--with", "torchvision"]
     )
-    options = cmd_resolve.settings(args, {})
+    options = cmd_resolve.read(args, {})
     assert request_of(options, {}) == from_config
     assert from_config.inputs({}) == request_of(options, {}).inputs({})
 
@@ -358,7 +358,7 @@ def test_each_command_reads_its_flags_once_into_one_frozen_settings_value(comman
     from resolve_gpu_stack.cli.options import CommandOptions
 
     assert set(_ONE_LINE_OF_EACH) == set(COMMANDS)
-    settings = COMMANDS[command].settings(_parsed(_ONE_LINE_OF_EACH[command]), {"HOME": str(tmp_path)})
+    settings = COMMANDS[command].read(_parsed(_ONE_LINE_OF_EACH[command]), {"HOME": str(tmp_path)})
     assert isinstance(settings, CommandOptions) and dataclasses.is_dataclass(settings)
     assert settings.network.cache_dir == tmp_path / ".cache" / "resolve-gpu-stack"
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -383,7 +383,7 @@ def test_no_command_module_imports_the_app_back():
                 names = {a.name for a in node.names}
                 assert node.module != "app" and not (node.module is None and "app" in names), f"{path.name} imports cli.app"
     assert "importlib" not in (folder / "app.py").read_text()
-    assert all(callable(m.register) and callable(m.settings) and callable(m.run) for m in COMMANDS.values())
+    assert all(callable(m.register) and callable(m.read) and callable(m.run) for m in COMMANDS.values())
 
 
 def _pylock(tmp_path, capsys, *extra: str) -> dict:

@@ -1,10 +1,10 @@
 """The command line: the parser and ``main``. The only place that reads flags, the environment and
 config files is this floor (``cli/``).
 
-Each command lives in its own module with ``register(subparsers)`` (its flags), ``settings(args,
-env)`` (the parsed flags read once into the command's frozen settings value, see ``options``: the
-only code that reads the ``argparse.Namespace``) and ``run(settings, env) -> int``; ``COMMANDS`` is
-the static table of them. A command's module is imported when that command is parsed or run
+Each command lives in its own module with ``register(subparsers)`` (its flags), ``read(args, env)``
+(the parsed flags read once into the command's frozen settings value, see ``options``: the only
+code that reads the ``argparse.Namespace``) and ``run(settings, env) -> int``; ``COMMANDS`` is the
+static table of them. A command's module is imported when that command is parsed or run
 (``Command``): a resolve does not load ``doctor``'s or ``install``'s modules, and the program's
 own ``--help`` loads them all. Their heavy imports (http.client and ssl, resolvelib,
 rich) stay inside ``run``, so ``--help`` stays fast.
@@ -46,9 +46,9 @@ class Command:
     def register(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         self.module.register(sub)
 
-    def settings(self, args: argparse.Namespace, env: Mapping[str, str]) -> CommandOptions:
+    def read(self, args: argparse.Namespace, env: Mapping[str, str]) -> CommandOptions:
         """The command's settings value: the one read of its parsed flags."""
-        settings: CommandOptions = self.module.settings(args, env)
+        settings: CommandOptions = self.module.read(args, env)
         return settings
 
     def run(self, settings: CommandOptions, env: Mapping[str, str]) -> int:
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     command = COMMANDS[args.command]
-    settings = command.settings(args, os.environ)
+    settings = command.read(args, os.environ)
     configure_logging(settings.output)
     if as_program:
         _catch_interrupts()

@@ -69,7 +69,7 @@ class CacheSettings(O.CommandOptions):
     older_than: float = DEFAULT_DAYS
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> CacheSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> CacheSettings:
     return CacheSettings(**O.command_fields(args, env), action=args.action, older_than=args.older_than)
 
 

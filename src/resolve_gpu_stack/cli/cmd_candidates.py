@@ -34,7 +34,7 @@ class CandidatesSettings(O.ResolveOptions):
     package: str
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> CandidatesSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> CandidatesSettings:
     return CandidatesSettings(**O.resolve_fields(args, env), package=args.package)
 
 

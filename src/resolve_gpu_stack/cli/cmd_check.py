@@ -86,7 +86,7 @@ class CheckSettings(O.CommandOptions):
     sources: O.SourceOptions = field(default_factory=O.SourceOptions)
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> CheckSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> CheckSettings:
     return CheckSettings(
         **O.command_fields(args, env),
         files=tuple(args.files),

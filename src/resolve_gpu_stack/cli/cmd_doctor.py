@@ -86,7 +86,7 @@ class DoctorSettings(O.CommandOptions):
     timeout: float = 120.0  # --timeout: for `import flashinfer` (not the network's: doctor reads no index)
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
     return DoctorSettings(**O.command_fields(args, env), typed=S.typed(args), nvidia_smi=args.nvidia_smi, timeout=args.import_timeout)
 
 

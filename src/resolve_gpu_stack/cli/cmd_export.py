@@ -71,7 +71,7 @@ class ExportSettings(O.ResolveOptions):
     configured: O.ConfigOptions = field(default_factory=O.ConfigOptions)
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
     return ExportSettings(**O.resolve_fields(args, env), project=args.project, dry_run=args.dry_run, configured=O.config_options(args))
 
 

@@ -58,7 +58,7 @@ class InspectSettings(O.ResolveOptions):
     wheel: str  # a file, a URL or NAME==VERSION
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> InspectSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> InspectSettings:
     return InspectSettings(**O.resolve_fields(args, env), wheel=args.wheel)
 
 

@@ -63,7 +63,7 @@ class InstallSettings(O.ResolveOptions):
     force_target: bool = False
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> InstallSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> InstallSettings:
     return InstallSettings(
         **O.resolve_fields(args, env),
         dry_run=args.dry_run,

@@ -79,7 +79,7 @@ class LockSettings(O.ResolveOptions):
     allow_outside_project: bool = False
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> LockSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> LockSettings:
     return LockSettings(
         **O.resolve_fields(args, env),
         outputs=tuple(args.output),

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     O.add_output_flags(p)
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> O.ResolveOptions:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> O.ResolveOptions:
     return O.ResolveOptions(**O.resolve_fields(args, env))
 
 

@@ -31,7 +31,7 @@ class SnapshotSettings(O.ResolveOptions):
     exclude_newer: str | None = None
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> SnapshotSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> SnapshotSettings:
     return SnapshotSettings(**O.resolve_fields(args, env), folder=args.output, exclude_newer=args.exclude_newer)
 
 

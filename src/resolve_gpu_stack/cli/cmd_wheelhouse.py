@@ -64,7 +64,7 @@ class WheelhouseSettings(O.CommandOptions):
     offline: bool = False
 
 
-def settings(args: argparse.Namespace, env: Mapping[str, str]) -> WheelhouseSettings:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> WheelhouseSettings:
     return WheelhouseSettings(
         **O.command_fields(args, env), locks=tuple(args.locks), folder=args.output, base_url=args.base_url, prune=args.prune, offline=args.offline
     )

@@ -4,7 +4,7 @@ each from the parsed command line.
 A command's flags are defined once: the resolver settings by the settings table
 (``settings.add_flags``), the groups here (``add_output_flags``, ``add_index_flags``,
 ``add_network_flags``), the rest by the command's ``register``. Right after parsing, the command's
-``settings(args, env)`` turns the ``argparse.Namespace`` into the command's one frozen settings
+``read(args, env)`` turns the ``argparse.Namespace`` into the command's one frozen settings
 value: these groups (read by ``output_options``, ``source_options``, ``config_options``,
 ``network_options`` and the table's ``settings.typed``), composed in ``CommandOptions`` /
 ``ResolveOptions``, plus the command's own fields. Nothing after that reads the Namespace: the
@@ -238,7 +238,7 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
 
 
 class CommandFields(TypedDict):
-    """The fields of ``CommandOptions``, for a command's settings value: ``Mine(**command_fields(args, env), ...)``."""
+    """The fields of ``CommandOptions``, for a command's ``read``: ``Mine(**command_fields(args, env), ...)``."""
 
     output: OutputOptions
     network: NetworkOptions
