@@ -254,20 +254,20 @@ def test_every_setting_is_a_flag_of_the_resolving_commands(command):
 
     extra = ["--output", "x"] if command == "snapshot" else []
     args = _parsed([command, *extra])
-    assert settings.typed(args) == {}  # nothing typed: nothing overrides a config
+    assert settings.typed(args).raw == {}  # nothing typed: nothing overrides a config
     for s in settings.SETTINGS:
         value = ("a", "b") if s.kind == "list" else (not s.default if s.kind == "bool" else "v")
         typed = settings.typed(_parsed([command, *extra, *s.words(value)]))
-        assert typed == {s.name: value}, s.flag
+        assert typed.raw == {s.name: value}, s.flag
 
 
 def test_typed_settings_round_trip_through_their_words():
     from resolve_gpu_stack.cli import settings
 
     argv = ["lock", "--torch", "stable", "--no-jit-cache", "--with", "torchvision", "--with", "numpy<3", "--cuda", "cu129", "--change-cuda", "--python", "3.13"]
-    typed = settings.typed(_parsed(argv))
+    typed = settings.typed(_parsed(argv)).raw
     assert typed == {"python": "3.13", "cuda": "cu129", "change_cuda": True, "torch": "stable", "jit_cache": False, "with_": ("torchvision", "numpy<3")}
-    assert settings.typed(_parsed(["lock", *settings.words(typed)])) == typed
+    assert settings.typed(_parsed(["lock", *settings.words(typed)])).raw == typed
     assert settings.words(typed) == [
         "--python",
         "3.13",
@@ -285,7 +285,8 @@ def test_typed_settings_round_trip_through_their_words():
 
 
 def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_path):
-    from resolve_gpu_stack.cli.common import request_from_args
+    from resolve_gpu_stack.cli import cmd_resolve
+    from resolve_gpu_stack.cli.common import request_of
     from resolve_gpu_stack.cli.config import load_config, resolve_request
 
     path = tmp_path / "gpu-stack.toml"
@@ -296,8 +297,9 @@ def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_pat
     args = _parsed(
         ["resolve", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--cuda", "cu130", "--no-jit-cache", "--with", "torchvision"]
     )
-    assert request_from_args(args, {}) == from_config
-    assert from_config.inputs({}) == request_from_args(args, {}).inputs({})
+    options = cmd_resolve.read(args, {})
+    assert request_of(options, {}) == from_config
+    assert from_config.inputs({}) == request_of(options, {}).inputs({})
 
 
 def test_a_bad_config_value_is_a_usage_error_naming_file_target_and_key(capsys, tmp_path):
@@ -332,6 +334,39 @@ def test_candidates_torch_installed_reads_the_installed_torch_channel(capsys):
     assert json.loads(installed) == json.loads(nightly)
 
 
+_ONE_LINE_OF_EACH = {
+    "resolve": ["resolve", "--python", "3.12", "--no-cubin", "--snapshot", "snap"],
+    "candidates": ["candidates", "torch", "--torch", "stable"],
+    "inspect": ["inspect", "x.whl", "--python", "3.12"],
+    "snapshot": ["snapshot", "--output", "snap"],
+    "lock": ["lock", "-o", "pylock.x.toml", "--target", "t"],
+    "export": ["export", "uv", "--dry-run"],
+    "install": ["install", "--uv", "uv", "-o", "pylock.x.toml"],
+    "wheelhouse": ["wheelhouse", "pylock.x.toml", "-o", "house", "--offline"],
+    "doctor": ["doctor", "--timeout", "5"],
+    "check": ["check", "--online", "--format", "json"],
+    "cache": ["cache", "prune", "--older-than", "3"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(_ONE_LINE_OF_EACH))
+def test_each_command_reads_its_flags_once_into_one_frozen_settings_value(command, tmp_path):
+    import argparse
+    import dataclasses
+
+    from resolve_gpu_stack.cli.app import COMMANDS
+    from resolve_gpu_stack.cli.options import CommandOptions
+
+    assert set(_ONE_LINE_OF_EACH) == set(COMMANDS)
+    settings = COMMANDS[command].read(_parsed(_ONE_LINE_OF_EACH[command]), {"HOME": str(tmp_path)})
+    assert isinstance(settings, CommandOptions) and dataclasses.is_dataclass(settings)
+    assert settings.network.cache_dir == tmp_path / ".cache" / "resolve-gpu-stack"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.output = settings.output
+    values = [getattr(settings, f.name) for f in dataclasses.fields(settings)]
+    assert not any(isinstance(v, argparse.Namespace) for v in values)  # nothing after the edge reads the parsed command line
+
+
 def test_no_command_module_imports_the_app_back():
     import ast
     from pathlib import Path
@@ -348,7 +383,7 @@ def test_no_command_module_imports_the_app_back():
                 names = {a.name for a in node.names}
                 assert node.module != "app" and not (node.module is None and "app" in names), f"{path.name} imports cli.app"
     assert "importlib" not in (folder / "app.py").read_text()
-    assert all(callable(m.register) and callable(m.run) for m in COMMANDS.values())
+    assert all(callable(m.register) and callable(m.read) and callable(m.run) for m in COMMANDS.values())
 
 
 def _pylock(tmp_path, capsys, *extra: str) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import io
 import json
@@ -149,8 +148,6 @@ def test_verbose_says_skipped_links_once_per_page(capsys, caplog):
 def test_progress_lines_are_written_whole_under_one_lock(monkeypatch):
     import threading
 
-    from resolve_gpu_stack.cli import common
-
     writes: list[str] = []
 
     class Recorder(io.StringIO):
@@ -162,7 +159,9 @@ def test_progress_lines_are_written_whole_under_one_lock(monkeypatch):
             return len(text)
 
     monkeypatch.setattr("sys.stderr", Recorder())
-    printer = common.progress_printer(argparse.Namespace(quiet=False))
+    from resolve_gpu_stack.cli.options import OutputOptions, progress_printer
+
+    printer = progress_printer(OutputOptions(quiet=False))
     assert printer is not None
     threads = [threading.Thread(target=lambda i=i: [printer(f"fetching {i} pages from pypi") for _ in range(50)]) for i in range(4)]
     for t in threads:

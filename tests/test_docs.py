@@ -77,7 +77,7 @@ def test_every_documented_command_parses(page: str, line: str, promised: int | N
             return
         pytest.fail(f"{page}: `{line}` does not parse (exit {exc.code})")
     assert not unknown, f"{page}: `{line}`: unknown arguments {unknown}"
-    typed = S.typed(args)
+    typed = dict(S.typed(args).raw)
     if not str(typed.get("python", "3")).startswith("3"):
         del typed["python"]  # an interpreter path: the command line's own (a config declares versions only)
     S.parse(typed)  # every setting's value as its parser reads it (a UsageError fails)

@@ -134,18 +134,17 @@ def test_download_counts_add_up(files, cached, size, unknown, line):
 
 
 def test_no_progress_display_until_something_downloads_and_none_for_a_dry_run(monkeypatch):
-    import argparse
-
     from resolve_gpu_stack.cli.downloads import download_progress
+    from resolve_gpu_stack.cli.options import OutputOptions
 
     terminal = Terminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    with download_progress(argparse.Namespace(quiet=False, dry_run=False)) as report:
+    with download_progress(OutputOptions(quiet=False)) as report:
         assert report is not None
     assert terminal.getvalue() == ""  # nothing downloaded: no (empty) bar
-    with download_progress(argparse.Namespace(quiet=False, dry_run=True)) as report:
+    with download_progress(OutputOptions(quiet=False), dry_run=True) as report:
         assert report is None
-    with download_progress(argparse.Namespace(quiet=False, dry_run=False)) as report:
+    with download_progress(OutputOptions(quiet=False)) as report:
         report("x.whl", 10, 10)
     assert "x.whl" in terminal.getvalue()
 

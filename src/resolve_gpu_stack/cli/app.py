@@ -1,10 +1,12 @@
 """The command line: the parser and ``main``. The only place that reads flags, the environment and
 config files is this floor (``cli/``).
 
-Each command lives in its own module with ``register(subparsers)`` and ``run(args, env) -> int``;
-``COMMANDS`` is the static table of them. A command's module is imported when that command is
-parsed or run (``Command``): a resolve does not load ``doctor``'s or ``install``'s modules, and
-the program's own ``--help`` loads them all. Their heavy imports (http.client and ssl, resolvelib,
+Each command lives in its own module with ``register(subparsers)`` (its flags), ``read(args, env)``
+(the parsed flags read once into the command's frozen settings value, see ``options``: the only
+code that reads the ``argparse.Namespace``) and ``run(settings, env) -> int``; ``COMMANDS`` is the
+static table of them. A command's module is imported when that command is parsed or run
+(``Command``): a resolve does not load ``doctor``'s or ``install``'s modules, and the program's
+own ``--help`` loads them all. Their heavy imports (http.client and ssl, resolvelib,
 rich) stay inside ``run``, so ``--help`` stays fast.
 """
 
@@ -16,10 +18,14 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..errors import ResolveGpuStackError
 from .common import configure_logging, refuse_long_numbers_in
+
+if TYPE_CHECKING:
+    from .options import CommandOptions
 
 
 class Command:
@@ -40,13 +46,18 @@ class Command:
     def register(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         self.module.register(sub)
 
-    def run(self, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    def read(self, args: argparse.Namespace, env: Mapping[str, str]) -> CommandOptions:
+        """The command's settings value: the one read of its parsed flags."""
+        settings: CommandOptions = self.module.read(args, env)
+        return settings
+
+    def run(self, settings: CommandOptions, env: Mapping[str, str]) -> int:
         """Run the command inside its session (``assemble.Session``: every part it reads the
-        network and the caches through), closed when it ends."""
+        network and the caches through), made with its network settings and closed when it ends."""
         from .common import command_session
 
-        with command_session(args, env):
-            code: int = self.module.run(args, env)
+        with command_session(settings.network):
+            code: int = self.module.run(settings, env)
         return code
 
 
@@ -171,12 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     if isinstance(args, int):
         return args
-    configure_logging(args)
+    command = COMMANDS[args.command]
+    settings = command.read(args, os.environ)
+    configure_logging(settings.output)
     if as_program:
         _catch_interrupts()
     try:
         refuse_long_numbers_in(argv)
-        return COMMANDS[args.command].run(args, os.environ)
+        return command.run(settings, os.environ)
     except ResolveGpuStackError as err:
         _print_error(err)
         return err.exit_code

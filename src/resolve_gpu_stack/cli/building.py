@@ -4,7 +4,6 @@ environment's requirements resolved by our resolver, and the progress line, for 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import os
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import printable
 from . import common
+from . import options as O
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -23,54 +23,56 @@ if TYPE_CHECKING:
     from ..env.probe import Environment
     from ..model import LockPlan
     from .assemble import ResolveParts
+    from .options import ResolveOptions
 
 
-def build_plan_from_args(
-    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, environment: Environment | None = None
+def build_plan_of(
+    options: ResolveOptions, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, uv: str | None = None, environment: Environment | None = None
 ) -> LockPlan:
-    """``plan`` with its build rows built (or found in the wheel cache). ``environment``: the probed
-    target of ``install`` (its own torch is used, through a ``.pth``); None for a declared target
-    (``lock``: the kept torch's wheel is installed into the build environment)."""
+    """``plan`` with its build rows built (or found in the wheel cache). ``uv``: ``--uv`` (None: the
+    default uv). ``environment``: the probed target of ``install`` (its own torch is used, through a
+    ``.pth``); None for a declared target (``lock``: the kept torch's wheel is installed into the
+    build environment)."""
     from ..env.build import DEFAULT_DEADLINE, BuildContext, build_plan, pending
     from ..model.declared import declared_target
-    from .downloads import download_fetcher, download_progress, downloads_off, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, wheel_cache
 
     if not pending(plan):
         return plan
-    machine = build_machine(args, env, plan)
+    machine = build_machine(uv, env, plan)
     tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as downloads, contextlib.ExitStack() as closing:
+    quiet = options.output.quiet
+    with download_fetcher(options.network, defs) as fetcher, download_progress(options.output) as downloads, contextlib.ExitStack() as closing:
         ctx = BuildContext(
-            cache=wheel_cache_from_args(args, env),
+            cache=wheel_cache(options.network),
             machine=machine,
-            requirements=build_requirements(args, env, defs, plan, environment, closing),
+            requirements=build_requirements(options, defs, plan, environment, closing),
             target_tags=tags,
             abi=defs.abi,
             site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
             python=environment.executable if environment is not None else None,
             fetcher=fetcher,
-            offline=downloads_off(args),
+            offline=options.sources.downloads_off,
             downloads=downloads,
-            progress=ProgressLine(args),
-            say=None if getattr(args, "quiet", False) else common.say,
-            deadline=S.parse({"build_timeout": S.raw_of(args, "build_timeout")})["build_timeout"] or DEFAULT_DEADLINE,
+            progress=ProgressLine(quiet=quiet),
+            say=None if quiet else O.say,
+            deadline=S.parse({"build_timeout": options.typed.raw_of("build_timeout")})["build_timeout"] or DEFAULT_DEADLINE,
         )
         return build_plan(plan, ctx)
 
 
-def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
-    """What this machine brings: uv, TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
+def build_machine(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
+    """What this machine brings: uv (``--uv``, else the default), TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
     from ..env.buildmachine import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
     from ..model.gpu import GpuArch
-    from .downloads import uv_from_args
+    from .downloads import find_uv
 
-    uv = uv_from_args(args, env)
     gpus = plan.inputs.get("gpus") or []
     caps = [GpuArch.parse(str(g)).capability for g in gpus] if isinstance(gpus, (list, tuple)) else []
     jobs = env.get("MAX_JOBS", "")
     return BuildMachine(
-        uv=uv,
+        uv=find_uv(uv, env),
         arch_list=arch_list(caps),
         max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else max_jobs(os.cpu_count() or 1, available_memory()),
         toolkit=find_cuda_toolkit(env),
@@ -79,7 +81,7 @@ def build_machine(args: argparse.Namespace, env: Mapping[str, str], plan: LockPl
     )
 
 
-def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan) -> list[str]:
+def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> list[str]:
     """What each build row of ``plan`` needs, in words (the dry run says it before anything is
     built): the CUDA toolkit of torch's major (and which was found), the GPU archs, MAX_JOBS and
     the memory those jobs take, link stubs on a machine without a driver."""
@@ -90,7 +92,7 @@ def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan
     rows = pending(plan)
     if not rows or plan.torch is None:
         return []
-    machine = build_machine(args, env, plan)
+    machine = build_machine(uv, env, plan)
     label = CudaLabel.of_torch(plan.torch.version)
     toolkit = machine.toolkit
     if label is None:
@@ -111,7 +113,7 @@ def build_needs(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan
 
 
 def build_requirements(
-    args: argparse.Namespace, env: Mapping[str, str], defs: Definitions, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
+    options: ResolveOptions, defs: Definitions, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
 ) -> BuildRequirements:
     """The build environment's plan: the sdist's build requirements (torch taken out) resolved by
     our resolver for the target, FlashInfer left out, with the kept torch: kept as installed on a
@@ -149,7 +151,7 @@ def build_requirements(
             with_=requested(tuple(requirements), "--with"),
         )
         if not made:
-            made.append(closing.enter_context(common.make_parts(args, env, defs)))
+            made.append(closing.enter_context(common.make_parts(options.network, options.sources, defs)))
         return made[0].resolve(request)
 
     return resolve_requirements
@@ -159,8 +161,8 @@ class ProgressLine:
     """A build's progress: one line kept in place on a terminal (elapsed time, last line of the
     build's output), only the closing line otherwise; nothing with ``-q``."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.quiet = getattr(args, "quiet", False)
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
         self.tty = sys.stderr.isatty()
 
     def __call__(self, line: str, *, final: bool = False) -> None:
@@ -171,4 +173,4 @@ class ProgressLine:
             sys.stderr.write("\r\x1b[K" + line[: os.get_terminal_size(sys.stderr.fileno()).columns - 1] + ("\n" if final else ""))
             sys.stderr.flush()
         elif final:
-            common.say(line)
+            O.say(line)

@@ -18,11 +18,13 @@ import argparse
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import common
+from . import options as O
 
 if TYPE_CHECKING:
     from ..net.cache import Usage
@@ -45,7 +47,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--older-than", type=_days, default=DEFAULT_DAYS, metavar="DAYS", help=f"prune: what was not used for this many days (default {DEFAULT_DAYS:g})"
     )
-    p.add_argument("--cache-dir", metavar="DIR", type=common.absolute_path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
+    p.add_argument("--cache-dir", metavar="DIR", type=O.absolute_path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
     p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
 
 
@@ -59,24 +61,36 @@ def _days(text: str) -> float:
     return days
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheSettings(O.CommandOptions):
+    """``network.cache_dir``: the cache (``--cache-dir``, else the default folder)."""
+
+    action: str = "info"
+    older_than: float = DEFAULT_DAYS
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> CacheSettings:
+    return CacheSettings(**O.command_fields(args, env), action=args.action, older_than=args.older_than)
+
+
+def run(settings: CacheSettings, env: Mapping[str, str]) -> int:
     from ..net import cache
 
-    root = args.cache_dir or cache.default_cache_dir(env)
+    root, action = settings.network.cache_dir, settings.action
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root} is not a directory", hint="pass --cache-dir DIR")
-    if args.action == "prune":
-        kinds = cache.prune(root, older_than_days=args.older_than)
-    elif args.action == "clean":
+    if action == "prune":
+        kinds = cache.prune(root, older_than_days=settings.older_than)
+    elif action == "clean":
         kinds = cache.clean(root)
     else:
         kinds = cache.cache_usage(root)
-    if common.output_format(args) == "json":
+    if common.output_format(settings.output) == "json":
         from .render import print_json
 
-        print_json(cache_json(root, args.action, kinds), sys.stdout)
+        print_json(cache_json(root, action, kinds), sys.stdout)
     else:
-        _print_table(root, args.action, kinds)
+        _print_table(root, action, kinds)
     return 0
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from . import common
+from . import options as O
 from . import settings as S
 
 _HELP = {
@@ -23,11 +25,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("package")
     S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer"], help=_HELP)
-    common.add_index_flags(p)
-    common.add_output_flags(p)
+    O.add_index_flags(p)
+    O.add_output_flags(p)
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidatesSettings(O.ResolveOptions):
+    package: str
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> CandidatesSettings:
+    return CandidatesSettings(**O.resolve_fields(args, env), package=args.package)
+
+
+def run(settings: CandidatesSettings, env: Mapping[str, str]) -> int:
     from ..index.parse import parse_metadata
     from ..model import IndexFile
     from ..model.abi import AbiVerdict
@@ -36,14 +47,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from .render import print_candidates
 
     # through the settings table, as every command (a bad --cuda is a usage error); the target
-    # settings go to target_from_args, which also takes an interpreter path
+    # settings go to target_of, which also takes an interpreter path
     mine = ("torch", "flashinfer", "cuda")
-    values = {**S.defaults(), **S.parse({k: v for k, v in S.typed(args).items() if k in mine})}
+    values = {**S.defaults(), **S.parse({k: v for k, v in settings.typed.raw.items() if k in mine})}
     torch, flashinfer, cuda = (values[k] for k in mine)
-    defs = common.definitions(args, env)
-    target, _ = common.target_from_args(args, env)
+    defs = common.definitions(settings.sources, env)
+    target, _ = common.target_of(settings.typed, env)
     torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
-    with common.make_parts(args, env, defs) as parts:
+    with common.make_parts(settings.network, settings.sources, defs) as parts:
 
         def verdict(file: IndexFile) -> AbiVerdict | None:
             """A compiled wheel judged as the resolver judges it: what it imports, against the target's torch."""
@@ -52,7 +63,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             return parts.judge(file.name, parts.classifier(file), requires, target, cuda)
 
         rows, visits = list_candidates(
-            parts.finder, defs, target, args.package, torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer.channel, verdict=verdict
+            parts.finder, defs, target, settings.package, torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer.channel, verdict=verdict
         )
-    print_candidates(rows, visits, common.output_format(args), sys.stdout, package=args.package)
+    print_candidates(rows, visits, common.output_format(settings.output), sys.stdout, package=settings.package)
     return 0

@@ -13,11 +13,13 @@ import argparse
 import datetime as dt
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, LockFileError, ResolveGpuStackError, UsageError
 from . import common
+from . import options as O
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -55,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--target", action="append", default=[], metavar="NAME", help="check only this configured target's outputs (repeatable)")
     p.add_argument("--online", action="store_true", help="also re-resolve each target (network, or the configured snapshot) and report drift; writes nothing")
     p.add_argument("--today", type=_day, metavar="YYYY-MM-DD", help="judge nightly retention as of this day (default: today)")
-    common.add_index_flags(p)
+    O.add_index_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.add_argument(
@@ -73,30 +75,53 @@ def _day(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckSettings(O.CommandOptions):
+    """``output.format``: text (default) or json."""
+
+    files: tuple[Path, ...] = ()
+    configured: O.ConfigOptions = field(default_factory=O.ConfigOptions)
+    online: bool = False
+    today: dt.date | None = None
+    sources: O.SourceOptions = field(default_factory=O.SourceOptions)
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> CheckSettings:
+    return CheckSettings(
+        **O.command_fields(args, env),
+        files=tuple(args.files),
+        configured=O.config_options(args),
+        online=args.online,
+        today=args.today,
+        sources=O.source_options(args),
+    )
+
+
+def run(settings: CheckSettings, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
     from .config import discover_config, effective
 
-    config = discover_config(args.config)
+    config = discover_config(settings.configured.config)
     if config is not None:
-        config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args))
+        config = effective(config, snapshot=settings.sources.snapshot, indexes=common.index_overrides(settings.sources))
     bundled = load_definitions()  # read once: every file is checked against them
     locks = Locks()  # and every lock file read once
-    projects = _uv_projects(args, config)
-    files = _files(args, config, projects, bundled, locks)
-    if args.online and config is None:
+    projects = _uv_projects(settings, config)
+    files = _files(settings, config, projects, bundled, locks)
+    if settings.online and config is None:
         raise UsageError(
             "--online re-resolves configured targets, but no config was found",
             hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
         )
-    findings, results = _check_files(files, args.today or dt.date.today(), bundled, locks)
-    findings += _against_siblings(results, config, args.today or dt.date.today(), bundled, locks)
-    findings += _against_index(args, env, config, results, bundled)
+    today = settings.today or dt.date.today()
+    findings, results = _check_files(files, today, bundled, locks)
+    findings += _against_siblings(results, config, today, bundled, locks)
+    findings += _against_index(settings, config, results, bundled, env)
     findings += _check_uv_projects(projects, bundled)
     count = len(files) + len(projects)
-    if args.format == "json":
+    if settings.output.format == "json":
         return _report_json(findings, count)
-    return _report(findings, count, quiet=args.quiet)
+    return _report(findings, count, quiet=settings.output.quiet)
 
 
 UV_LOCK = "uv.lock"
@@ -123,12 +148,12 @@ class Locks:
         return got
 
 
-def _uv_projects(args: argparse.Namespace, config: ProjectConfig | None) -> list[tuple[Path, Path]]:
+def _uv_projects(settings: CheckSettings, config: ProjectConfig | None) -> list[tuple[Path, Path]]:
     """(pyproject.toml, uv.lock) of each uv project to check against the plan exported into it:
     each ``uv.lock`` named on the command line; without FILES, the project of the config's folder
     (else of the current directory or a parent) when `export uv` wrote into it."""
-    if args.files:
-        return [(path.parent / "pyproject.toml", path) for path in args.files if path.name == UV_LOCK]
+    if settings.files:
+        return [(path.parent / "pyproject.toml", path) for path in settings.files if path.name == UV_LOCK]
     folders = [config.root] if config is not None else [Path.cwd().resolve(), *Path.cwd().resolve().parents]
     for folder in folders:
         pyproject = folder / "pyproject.toml"
@@ -270,13 +295,13 @@ def _report_json(findings: list[Finding], count: int) -> int:
 
 
 def _files(
-    args: argparse.Namespace, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions, locks: Locks
+    settings: CheckSettings, config: ProjectConfig | None, projects: list[tuple[Path, Path]], bundled: Definitions, locks: Locks
 ) -> list[tuple[Path, Expected | None]]:
     """(path, Expected or None) for each lock file to check (a ``uv.lock`` is a project's: see ``_uv_projects``)."""
-    if args.files:
-        if args.target:
+    if settings.files:
+        if settings.configured.targets:
             raise UsageError("give FILES or --target, not both")
-        return [(path, _expected_of(config, path, bundled, locks)) for path in args.files if path.name != UV_LOCK]
+        return [(path, _expected_of(config, path, bundled, locks)) for path in settings.files if path.name != UV_LOCK]
     if config is None and projects:
         return []  # a uv project exported from flags: its uv.lock only
     if config is None:
@@ -285,7 +310,7 @@ def _files(
             "wrote into, in this directory or its parents",
             hint="pass lock files, or --config FILE",
         )
-    return [(out, _expected(config, t, out, bundled, locks)) for t in config.select(args.target) for out in t.outputs]
+    return [(out, _expected(config, t, out, bundled, locks)) for t in config.select(settings.configured.targets) for out in t.outputs]
 
 
 def _expected_of(config: ProjectConfig | None, path: Path, bundled: Definitions, locks: Locks) -> Expected | None:
@@ -322,13 +347,13 @@ def _recorded_command(path: Path, locks: Locks) -> str | None:
 
 
 def _against_index(
-    args: argparse.Namespace, env: Mapping[str, str], config: ProjectConfig | None, results: Sequence[Judged], bundled: Definitions
+    settings: CheckSettings, config: ProjectConfig | None, results: Sequence[Judged], bundled: Definitions, env: Mapping[str, str]
 ) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
     from ..lock.check import ERROR, Finding
 
     pylocks = [(c.path, plan) for c, _ in results if (plan := _pylock_plan(c)) is not None]
-    if config is None or not (args.online or (config.snapshot is not None and pylocks)):
+    if config is None or not (settings.online or (config.snapshot is not None and pylocks)):
         return []  # (--online without a config was refused before)
     if config.snapshot is not None and not config.snapshot.is_dir():
         return [
@@ -339,7 +364,7 @@ def _against_index(
                 hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`",
             )
         ]
-    return _verify(args, env, config, results, pylocks, bundled)
+    return _verify(settings, env, config, results, pylocks, bundled)
 
 
 def _is_pylock(checked: Checked) -> bool:
@@ -352,7 +377,7 @@ def _pylock_plan(checked: Checked) -> LockPlan | None:
 
 
 def _verify(
-    args: argparse.Namespace,
+    settings: CheckSettings,
     env: Mapping[str, str],
     config: ProjectConfig,
     results: Sequence[Judged],
@@ -365,11 +390,11 @@ def _verify(
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env, bundled)
-    with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
+    with common.make_parts(settings.network, settings.sources, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
-        lookup = finder_lookup(parts.finder) if args.online else listed_lookup(parts.finder, [plan for _, plan in pylocks])
+        lookup = finder_lookup(parts.finder) if settings.online else listed_lookup(parts.finder, [plan for _, plan in pylocks])
         out = [f for path, plan in pylocks for f in verify_files(path, plan, lookup, source=source)]
-        if args.online:
+        if settings.online:
             out += _drift(config, results, parts, source)
         return out
 

@@ -13,10 +13,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import UsageError
 from . import common
+from . import options as O
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -71,50 +73,65 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         },
     )
     p.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="PATH", help="the nvidia-smi to run (default: the one on PATH; none: the GPU check is skipped)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)")
-    common.add_output_flags(p)
+    p.add_argument(
+        "--timeout", dest="import_timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)"
+    )
+    O.add_output_flags(p)
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoctorSettings(O.CommandOptions):
+    typed: S.TypedSettings = field(default_factory=S.TypedSettings)  # --python, --require-api
+    nvidia_smi: str | None = None
+    timeout: float = 120.0  # --timeout: for `import flashinfer` (not the network's: doctor reads no index)
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
+    return DoctorSettings(**O.command_fields(args, env), typed=S.typed(args), nvidia_smi=args.nvidia_smi, timeout=args.import_timeout)
+
+
+def run(settings: DoctorSettings, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
     from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
     from ..env.doctor import needs_import, report_json, run_checks
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from .render import print_json
 
-    if args.python is not None:
-        kind, python = parse_python_flag(args.python, search_path=env.get("PATH"))
+    flag = settings.typed.get("python")
+    if flag is not None:
+        kind, python = parse_python_flag(flag, search_path=env.get("PATH"))
         if kind == "version":
             raise UsageError(
-                f"doctor checks a real environment; --python {args.python} is a version", hint="pass the interpreter's path, e.g. --python .venv/bin/python"
+                f"doctor checks a real environment; --python {flag} is a version", hint="pass the interpreter's path, e.g. --python .venv/bin/python"
             )
     else:
         python = default_interpreter(env)
     # absolute now: the import check runs in an empty temporary folder, where a relative
     # `venv/bin/python` names nothing (abspath, not resolve: a venv's python is a symlink out of it)
     python = os.path.abspath(python)
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout {args.timeout:g}: must be a positive number of seconds")
-    apis: tuple[str, ...] = S.parse({"require_api": tuple(args.require_api or ())})["require_api"]
+    timeout = settings.timeout
+    if timeout <= 0:
+        raise UsageError(f"--timeout {timeout:g}: must be a positive number of seconds")
+    apis: tuple[str, ...] = S.parse({"require_api": settings.typed.raw_of("require_api")})["require_api"]
     environment = inspect_environment(python)
     defs = load_definitions()
-    import_result = probe_import(python, env, args.timeout, apis, defs) if needs_import(environment, defs) else None
+    import_result = probe_import(python, env, timeout, apis, defs) if needs_import(environment, defs) else None
     # every installed compiled package against the installed torch from its symbols first: one that
     # cannot run is not imported (importing a mismatched extension can crash the interpreter)
     abi_symbols = static_verdicts(environment, defs)
     refused = {v.name for v in abi_symbols if v.verdict.refusal is not None}
-    abi_imports = import_packages(python, [p for p in torch_abi_packages(environment, defs) if p.name not in refused], env, timeout=args.timeout)
+    abi_imports = import_packages(python, [p for p in torch_abi_packages(environment, defs) if p.name not in refused], env, timeout=timeout)
     checks = run_checks(
         environment,
         defs,
         import_result=import_result,
-        gpus=query_gpus(args.nvidia_smi, env),
+        gpus=query_gpus(settings.nvidia_smi, env),
         require_api=apis,
         abi_imports=abi_imports,
         abi_symbols=abi_symbols,
     )
     report = report_json(python, checks)
-    if common.output_format(args) == "json":
+    if common.output_format(settings.output) == "json":
         print_json(report, sys.stdout)
     else:
         print_table(python, checks, sys.stdout)

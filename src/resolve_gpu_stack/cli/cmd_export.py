@@ -16,12 +16,14 @@ import json
 import shlex
 import sys
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
 from ..urls import redact_url
 from . import common
+from . import options as O
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -47,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("tool", choices=("uv",), metavar="uv", help="the project tool to export to (uv)")
-    common.add_resolve_flags(p)
+    O.add_resolve_flags(p)
     g = p.add_argument_group("the project")
     g.add_argument(
         "--project",
@@ -62,13 +64,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportSettings(O.ResolveOptions):
+    project: Path | None = None  # --project DIR
+    dry_run: bool = False
+    configured: O.ConfigOptions = field(default_factory=O.ConfigOptions)
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
+    return ExportSettings(**O.resolve_fields(args, env), project=args.project, dry_run=args.dry_run, configured=O.config_options(args))
+
+
+def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
     from ..data.toml import read_text
     from ..lock.files import write_texts
     from ..lock.uvproject import apply_tables, parse_project, uv_tables
 
-    config = _config(args)
-    folder = args.project if args.project is not None else (config.root if config is not None else Path.cwd())
+    config = _config(settings)
+    folder = settings.project if settings.project is not None else (config.root if config is not None else Path.cwd())
     path = folder / PYPROJECT
     if not path.is_file():
         raise UsageError(
@@ -77,15 +90,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         )
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
-    targets, command, defs = _plans(config, args, env) if config is not None else _flags_plan(args, env)
+    targets, command, defs = _plans(config, settings, env) if config is not None else _flags_plan(settings, env)
     applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
-    quiet = getattr(args, "quiet", False)
+    quiet = settings.output.quiet
     if not quiet:
         for note in applied.notes:
             print(f"note: {note}", file=sys.stderr)
         for warning in uv_sync_warnings(folder, {t.plan.target.python for t in targets}):
             print(f"warning: {warning}", file=sys.stderr)
-    if args.dry_run:
+    if settings.dry_run:
         sys.stdout.write("".join(difflib.unified_diff(before.splitlines(True), applied.text.splitlines(True), f"a/{PYPROJECT}", f"b/{PYPROJECT}")))
         if not quiet:
             print(f"{common.shown(path)}: {'unchanged' if applied.text == before else 'not written (--dry-run)'}", file=sys.stderr)
@@ -140,26 +153,26 @@ def _python_pin_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
     ]
 
 
-def _config(args: argparse.Namespace) -> ProjectConfig | None:
+def _config(settings: ExportSettings) -> ProjectConfig | None:
     """The config whose targets to export, or None: one plan from the flags (as ``lock`` decides)."""
-    from .cmd_lock import asks_configured, discover_configured, own_target
+    from .cmd_lock import discover_configured, own_target
 
-    if own_target(args) and not asks_configured(args):
+    if own_target(settings.typed) and not settings.configured.asked:
         return None
-    return discover_configured(args)
+    return discover_configured(settings.configured)
 
 
-def _flags_plan(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+def _flags_plan(settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
     """The plan of the flags, the command that exports it again, the definitions it was resolved with."""
     from ..lock.uvproject import ExportTarget
     from .cmd_lock import source_words
 
-    plan, defs = common.run_resolve(args, env)
-    words = [*S.words(S.typed(args)), *source_words(args)]
+    plan, defs = common.run_resolve(settings, env)
+    words = [*S.words(settings.typed.raw), *source_words(settings.sources)]
     return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)]), defs
 
 
-def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
     """Every selected target's plan through one finder (the first target without a plan fails the
     export: nothing is written, a project's tables are all or nothing), the command that exports
     them again, the definitions they were resolved with."""
@@ -167,10 +180,11 @@ def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, st
     from .cmd_lock import selected_targets
     from .config import resolve_definitions, resolve_request
 
-    config, targets, extra = selected_targets(config, args)
+    names = settings.configured.targets
+    config, targets, extra = selected_targets(config, settings, names)
     defs = resolve_definitions(config, env)
     out = []
-    with common.make_parts(args, env, defs, snapshot=config.snapshot) as parts:
+    with common.make_parts(settings.network, settings.sources, defs, snapshot=config.snapshot) as parts:
         for target in targets:
             try:
                 out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))
@@ -179,5 +193,5 @@ def _plans(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, st
             except ResolveGpuStackError as err:
                 err.message = f"{target.name}: {err.message}"
                 raise
-    words = ["resolve-gpu-stack export uv", config.config_flag(), *(f"--target {shlex.quote(n)}" for n in args.target)]
+    words = ["resolve-gpu-stack export uv", config.config_flag(), *(f"--target {shlex.quote(n)}" for n in names)]
     return out, " ".join(w for w in (*words, extra) if w), defs

@@ -13,12 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..urls import redact_url
 from . import common
+from . import options as O
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -47,22 +49,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("wheel", metavar="WHEEL|URL|NAME==VERSION")
     S.add_flags(p, [*S.TARGET_FLAGS])
-    common.add_index_flags(p)
-    common.add_output_flags(p)
+    O.add_index_flags(p)
+    O.add_output_flags(p)
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InspectSettings(O.ResolveOptions):
+    wheel: str  # a file, a URL or NAME==VERSION
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> InspectSettings:
+    return InspectSettings(**O.resolve_fields(args, env), wheel=args.wheel)
+
+
+def run(settings: InspectSettings, env: Mapping[str, str]) -> int:
     from ..model.request import TORCH
 
-    cuda = S.parse({"cuda": S.raw_of(args, "cuda")})["cuda"]  # through the settings table: a bad --cuda is a usage error
-    target, _ = common.target_from_args(args, env)
-    defs = common.definitions(args, env, need_pypi="==" in args.wheel and "://" not in args.wheel)
-    with common.make_parts(args, env, defs) as parts:
-        source, name, scan, abi, cost, requires = _read(args.wheel, parts, target)
+    cuda = S.parse({"cuda": settings.typed.raw_of("cuda")})["cuda"]  # through the settings table: a bad --cuda is a usage error
+    target, _ = common.target_of(settings.typed, env)
+    wheel = settings.wheel
+    defs = common.definitions(settings.sources, env, need_pypi="==" in wheel and "://" not in wheel)
+    with common.make_parts(settings.network, settings.sources, defs) as parts:
+        source, name, scan, abi, cost, requires = _read(wheel, parts, target)
         torch = target.installed.get(TORCH)
         verdict = parts.judge(name, abi, requires, target, cuda) if torch is not None else None
-    report = _report(args.wheel, source, scan, abi, cost, verdict, torch, parts.defs)
-    if common.output_format(args) == "json":
+    report = _report(wheel, source, scan, abi, cost, verdict, torch, parts.defs)
+    if common.output_format(settings.output) == "json":
         from .render import print_json
 
         print_json(report, sys.stdout)

@@ -12,13 +12,15 @@ import dataclasses
 import shlex
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import UsageError, WheelNotCached
 from . import common
+from . import options as O
 from . import settings as S
-from .downloads import download_fetcher, download_progress, downloads_off, uv_from_args, wheel_cache_from_args
+from .downloads import download_fetcher, download_progress, find_uv, wheel_cache
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -40,8 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "would touch anything the plan does not say."
         ),
     )
-    common.add_resolve_flags(p)
-    common.add_output_flags(p)
+    O.add_resolve_flags(p)
+    O.add_output_flags(p)
     p.add_argument(
         "--dry-run", action="store_true", help="download nothing: print per package installed -> planned, why, and the bytes an install would download"
     )
@@ -51,7 +53,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_lock_flags(p)
 
 
-def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallSettings(O.ResolveOptions):
+    dry_run: bool = False
+    system: bool = False
+    uv: str | None = None  # --uv PATH (None: the default uv)
+    write_lock: Path | None = None  # -o LOCKFILE
+    lock: Path | None = None  # --lock PYLOCK: install exactly it
+    force_target: bool = False
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> InstallSettings:
+    return InstallSettings(
+        **O.resolve_fields(args, env),
+        dry_run=args.dry_run,
+        system=args.system,
+        uv=args.uv,
+        write_lock=args.output,
+        lock=args.lock,
+        force_target=args.force_target,
+    )
+
+
+def interpreter_of(settings: InstallSettings, env: Mapping[str, str]) -> str:
     """The interpreter to install into; a declared ``--python 3.12`` is a usage error here.
 
     Like uv: with no ``--python``, the active virtual environment, and never the system's
@@ -59,82 +83,91 @@ def interpreter_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> s
     """
     from ..env.probe import active_venv_interpreter, default_interpreter, parse_python_flag
 
-    if args.python is None:
+    flag = settings.typed.get("python")
+    if flag is None:
         venv = active_venv_interpreter(env)
         if venv is not None:
             return venv
-        if not getattr(args, "system", False):
+        if not settings.system:
             raise UsageError(
                 "no virtual environment is active, and install does not touch the system Python unless told to",
                 hint="activate one (uv venv && . .venv/bin/activate), pass --python .venv/bin/python, or pass --system",
             )
         return default_interpreter(env)
-    kind, value = parse_python_flag(args.python, search_path=env.get("PATH"))
+    kind, value = parse_python_flag(flag, search_path=env.get("PATH"))
     if kind == "version":
         raise UsageError(
-            f"install needs a real interpreter, not a declared Python version ({args.python})",
+            f"install needs a real interpreter, not a declared Python version ({flag})",
             hint="pass --python /path/to/venv/bin/python, or activate the virtual environment",
         )
     return value
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    if args.lock is not None or args.force_target:
-        return run_lock(args, env)
+def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
+    if settings.lock is not None or settings.force_target:
+        return run_lock(settings, env)
     from ..env.install import preview_plan
     from ..env.probe import start_probe
     from ..model import Action
 
-    _check_output_flag(args)
-    python = interpreter_from_args(args, env)
-    args.python = python  # resolve for exactly the interpreter we install into
-    uv = uv_from_args(args, env)
+    _check_output_flag(settings)
+    python = interpreter_of(settings, env)
+    settings = dataclasses.replace(settings, typed=settings.typed.replaced(python=python))  # resolve for exactly the interpreter we install into
+    uv = find_uv(settings.uv, env)
     # One probe for the whole run: the resolver's target and the install's "before" are the same
     # environment (uv's dry run and the check after the install still see the environment as it is).
     probe = start_probe(python)
     try:
-        plan, defs = common.run_resolve(args, env, probe=probe)
+        plan, defs = common.run_resolve(settings, env, probe=probe)
     finally:
         probe.close()
-    cache = wheel_cache_from_args(args, env)
-    if args.dry_run:
-        emit_report(args, preview_plan(plan, python=python, wheel_cache=cache))
-        if not getattr(args, "quiet", False) and any(p.action is Action.BUILD for p in plan.packages):
+    cache = wheel_cache(settings.network)
+    if settings.dry_run:
+        emit_report(settings.output, preview_plan(plan, python=python, wheel_cache=cache))
+        if not settings.output.quiet and any(p.action is Action.BUILD for p in plan.packages):
             from .building import build_needs  # what each build needs: toolkit, archs, jobs, memory
 
-            for line in build_needs(args, env, plan):
-                common.say(line)
+            for line in build_needs(settings.uv, env, plan):
+                O.say(line)
         return 0
-    if args.snapshot is not None:  # before any download: no wheel matches a stand-in digest (it was: downloaded, then an integrity error)
+    snapshot = settings.sources.snapshot
+    if snapshot is not None:  # before any download: no wheel matches a stand-in digest (it was: downloaded, then an integrity error)
         from .downloads import refuse_synthetic
 
-        refuse_synthetic([p for p in plan.packages if p.action is not Action.KEEP], args.snapshot, doing="install")
+        refuse_synthetic([p for p in plan.packages if p.action is not Action.KEEP], snapshot, doing="install")
     built = any(p.action is Action.BUILD for p in plan.packages)
     if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)
-        from .building import build_plan_from_args
+        from .building import build_plan_of
 
-        plan = build_plan_from_args(args, env, plan, defs, environment=probe.result())
-    if not built and _uv_downloads(args, plan, defs):
+        plan = build_plan_of(settings, env, plan, defs, uv=settings.uv, environment=probe.result())
+    if not built and _uv_downloads(settings, plan, defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
         # (a temporary pylock, as `install --lock` does), after its dry run is checked.
         from ..env.lockinstall import install_plan_via_uv
 
         report = install_plan_via_uv(
-            plan, python=python, uv=uv, environment=probe.result(), wheel_cache=cache, insecure=tuple(args.allow_insecure_host), env=env, command=_command()
+            plan,
+            python=python,
+            uv=uv,
+            environment=probe.result(),
+            wheel_cache=cache,
+            insecure=settings.network.allow_insecure_hosts,
+            env=env,
+            command=_command(),
         )
     else:
         try:
-            report = _install_downloaded(args, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
+            report = _install_downloaded(settings, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
         except WheelNotCached as err:
-            raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or {_lock_route(args, python)}") from None
-    emit_report(args, report)
+            raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or {_lock_route(snapshot, python)}") from None
+    emit_report(settings.output, report)
     return 0
 
 
-def _lock_route(args: argparse.Namespace, python: str) -> str:
+def _lock_route(snapshot: Path | None, python: str) -> str:
     """The route from a snapshot to an install that downloads: lock the snapshot's plan (its URLs and
     hashes), then install exactly the lock (uv downloads and verifies each wheel)."""
-    snap = shlex.quote(str(args.snapshot))
+    snap = shlex.quote(str(snapshot))
     target = shlex.quote(python)
     return (
         f"lock the snapshot's plan and install the lock: `resolve-gpu-stack lock --snapshot {snap} --python {target} [the same flags] -o pylock.x.toml` "
@@ -142,24 +175,24 @@ def _lock_route(args: argparse.Namespace, python: str) -> str:
     )
 
 
-def _check_output_flag(args: argparse.Namespace) -> None:
+def _check_output_flag(settings: InstallSettings) -> None:
     """``-o``: not with ``--dry-run``, and a lock file name; said before anything is probed or resolved."""
-    if args.output is None:
+    if settings.write_lock is None:
         return
-    if args.dry_run:
+    if settings.dry_run:
         raise UsageError(
             "--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
             hint="write the lock with `resolve-gpu-stack lock -o FILE`",
         )
     from .downloads import check_output_names
 
-    check_output_names([args.output])
+    check_output_names([settings.write_lock])
 
 
-def _uv_downloads(args: argparse.Namespace, plan: LockPlan, defs: Definitions) -> bool:
+def _uv_downloads(settings: InstallSettings, plan: LockPlan, defs: Definitions) -> bool:
     """Whether uv may download the plan's wheels itself: online, no lock to write, every wheel
     hashed by its index, and no credentials given in an --index URL (those are ours to send)."""
-    return args.snapshot is None and args.output is None and _all_hashed(plan) and not _credentials_in(defs)
+    return settings.sources.snapshot is None and settings.write_lock is None and _all_hashed(plan) and not _credentials_in(defs)
 
 
 def _command() -> str:
@@ -167,21 +200,21 @@ def _command() -> str:
 
 
 def _install_downloaded(
-    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, python: str, uv: str, cache: WheelCache, environment: Environment
+    settings: InstallSettings, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, python: str, uv: str, cache: WheelCache, environment: Environment
 ) -> InstallReport:
     """The plan's wheels downloaded and verified by us (hashes filled in, ``-o`` written), then installed."""
     from ..env.install import install_plan
     from ..lock.files import write_lock
     from ..net.download import fill_hashes
 
-    offline = downloads_off(args)
+    offline = settings.sources.downloads_off
     lock_path = None
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+    with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
-        if args.output is not None:
-            lock_path = str(write_lock(plan, args.output, command=_command()))
-            if not args.quiet:  # -q: nothing but errors
-                common.say(f"wrote {lock_path}")
+        if settings.write_lock is not None:
+            lock_path = str(write_lock(plan, settings.write_lock, command=_command()))
+            if not settings.output.quiet:  # -q: nothing but errors
+                O.say(f"wrote {lock_path}")
         report = install_plan(
             plan,
             python=python,
@@ -210,10 +243,10 @@ def _credentials_in(defs: Definitions) -> bool:
     return any(has_credentials(d.url) for d in defs.indexes.values() if d.url)
 
 
-def emit_report(args: argparse.Namespace, report: InstallReport) -> None:
+def emit_report(output: O.OutputOptions, report: InstallReport) -> None:
     from .render import print_json
 
-    if common.output_format(args) == "json":
+    if common.output_format(output) == "json":
         print_json(report.to_json(), sys.stdout)
     else:
         print_report_table(report, sys.stdout)
@@ -314,7 +347,7 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
     g.add_argument(
         "--lock",
-        type=common.local_file,
+        type=O.local_file,
         metavar="PYLOCK",
         help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
         "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read",
@@ -327,49 +360,51 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def lock_conflicts(args: argparse.Namespace) -> list[str]:
+def lock_conflicts(settings: InstallSettings) -> list[str]:
     """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
-    typed = [S.BY_NAME[name].flag for name in S.typed(args) if name != "python"]
+    typed = [S.BY_NAME[name].flag for name in settings.typed.raw if name != "python"]
+    sources = settings.sources
     other = (
-        ("--index", bool(args.index)),
-        ("--package-index", bool(args.package_index)),
-        ("--snapshot", args.snapshot is not None),
-        ("-o/--output", args.output is not None),
+        ("--index", bool(sources.indexes)),
+        ("--package-index", bool(sources.package_indexes)),
+        ("--snapshot", sources.snapshot is not None),
+        ("-o/--output", settings.write_lock is not None),
     )
     return typed + [flag for flag, given in other if given]
 
 
-def run_lock(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def run_lock(settings: InstallSettings, env: Mapping[str, str]) -> int:
     """``install --lock PYLOCK [--force-target]``."""
     from ..data.definitions import load_definitions
     from ..env.lockinstall import install_lock
 
-    if args.lock is None:
+    lock = settings.lock
+    if lock is None:
         raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")
-    conflicts = lock_conflicts(args)
+    conflicts = lock_conflicts(settings)
     if conflicts:
         raise UsageError(
             f"install --lock installs exactly what the lock says; {', '.join(conflicts)} would change what is resolved, and nothing is",
             hint="leave them out, or leave out --lock to resolve and install",
         )
-    if not args.lock.is_file():
-        raise UsageError(f"--lock {args.lock}: no such file", hint="pass a pylock.<name>.toml written by `resolve-gpu-stack lock` or `wheelhouse`")
-    python = interpreter_from_args(args, env)
-    uv = uv_from_args(args, env)
-    cache = wheel_cache_from_args(args, env)
+    if not lock.is_file():
+        raise UsageError(f"--lock {lock}: no such file", hint="pass a pylock.<name>.toml written by `resolve-gpu-stack lock` or `wheelhouse`")
+    python = interpreter_of(settings, env)
+    uv = find_uv(settings.uv, env)
+    cache = wheel_cache(settings.network)
     defs = load_definitions()
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+    with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output, dry_run=settings.dry_run) as progress:
         report = install_lock(
-            args.lock,
+            lock,
             python=python,
             uv=uv,
             wheel_cache=cache,
             defs=defs,
-            dry_run=args.dry_run,
-            force_target=args.force_target,
+            dry_run=settings.dry_run,
+            force_target=settings.force_target,
             fetcher=fetcher,
             progress=progress,
             env=env,
         )
-    emit_report(args, report)
+    emit_report(settings.output, report)
     return 0

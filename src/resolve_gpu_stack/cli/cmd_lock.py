@@ -17,15 +17,18 @@ as ``check`` says).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError, WheelNotCached, WriteError
 from ..urls import redact_url
 from . import common
+from . import options as O
 from . import settings as S
 
 if TYPE_CHECKING:
@@ -48,8 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "with none of these and no config, there is nothing to lock (exit 2)."
         ),
     )
-    common.add_resolve_flags(p)
-    common.add_output_flags(p)
+    O.add_resolve_flags(p)
+    O.add_output_flags(p)
     p.add_argument(
         "-o", "--output", type=Path, action="append", default=[], metavar="FILE", help="pylock.<name>.toml or *.txt (repeatable); the config is not read"
     )
@@ -68,15 +71,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    config = _config_to_lock(args)
-    return lock_targets(config, args, env) if config is not None else _run_single(args, env)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LockSettings(O.ResolveOptions):
+    outputs: tuple[Path, ...] = ()  # -o FILE...
+    configured: O.ConfigOptions = field(default_factory=O.ConfigOptions)
+    allow_synthetic: bool = False
+    allow_outside_project: bool = False
 
 
-def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> LockSettings:
+    return LockSettings(
+        **O.resolve_fields(args, env),
+        outputs=tuple(args.output),
+        configured=O.config_options(args),
+        allow_synthetic=args.allow_synthetic,
+        allow_outside_project=args.allow_outside_project,
+    )
+
+
+def run(settings: LockSettings, env: Mapping[str, str]) -> int:
+    config = _config_to_lock(settings)
+    return lock_targets(config, settings, env) if config is not None else _run_single(settings, env)
+
+
+def _config_to_lock(settings: LockSettings) -> ProjectConfig | None:
     """The project config whose targets to lock, or None: one plan from the flags."""
-    configured = asks_configured(args)
-    if args.output and configured:
+    configured = settings.configured.asked
+    if settings.outputs and configured:
         raise UsageError(
             "-o writes one plan from flags; --config/--target lock the configured targets",
             hint="drop -o to lock the configured targets, or drop --config/--target",
@@ -84,9 +105,9 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     # Flags that describe a target of their own (--python/--platform/--installed) make `lock` the
     # resolver's twin (`lock --torch nightly ...` == `resolve-gpu-stack --torch nightly ...`) unless
     # --config/--target ask for the configured targets.
-    if args.output or (own_target(args) and not configured):
+    if settings.outputs or (own_target(settings.typed) and not configured):
         return None
-    config = discover_configured(args)
+    config = discover_configured(settings.configured)
     if config is None:  # as `check` says it: no project, no -o, no target of its own: nothing to lock
         raise UsageError(
             "nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml) in this directory or its parents",
@@ -95,23 +116,18 @@ def _config_to_lock(args: argparse.Namespace) -> ProjectConfig | None:
     return config
 
 
-def asks_configured(args: argparse.Namespace) -> bool:
-    """--config or --target: the configured targets are asked for (``lock``, ``export``)."""
-    return args.config is not None or bool(args.target)
-
-
-def own_target(args: argparse.Namespace) -> bool:
+def own_target(typed: S.TypedSettings) -> bool:
     """--python/--platform/--installed: the flags describe a target of their own (``lock``, ``export``)."""
-    return any(getattr(args, name) for name in ("python", "platform", "installed"))
+    return any(typed.get(name) for name in ("python", "platform", "installed"))
 
 
-def discover_configured(args: argparse.Namespace) -> ProjectConfig | None:
+def discover_configured(configured: O.ConfigOptions) -> ProjectConfig | None:
     """The config ``--config`` names, else the nearest one; None without one, unless ``--target``
     names a configured target (a usage error then)."""
     from .config import discover_config
 
-    config = discover_config(args.config)
-    if config is None and args.target:
+    config = discover_config(configured.config)
+    if config is None and configured.targets:
         raise UsageError(
             "--target names a configured target, but no config was found",
             hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
@@ -122,33 +138,33 @@ def discover_configured(args: argparse.Namespace) -> ProjectConfig | None:
 # -- one plan from flags ---------------------------------------------------------------------------
 
 
-def _run_single(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def _run_single(settings: LockSettings, env: Mapping[str, str]) -> int:
     from .downloads import check_output_names
 
-    check_output_names(args.output)  # a bad name fails before anything is resolved
-    plan, defs = common.run_resolve(args, env)
-    if not args.output:
-        common.emit_plan(args, plan)
+    check_output_names(settings.outputs)  # a bad name fails before anything is resolved
+    plan, defs = common.run_resolve(settings, env)
+    if not settings.outputs:
+        common.emit_plan(settings.output, plan)
         return 0
     command = common.command_line(sys.argv[1:] if sys.argv[1:] else ["lock"])
-    _write_outputs(args, env, plan, defs, args.output, command=command)
+    _write_outputs(settings, env, plan, defs, settings.outputs, command=command)
     return 0
 
 
 def _write_outputs(
-    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str, label: str = ""
+    settings: LockSettings, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str, label: str = ""
 ) -> None:
     """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
     from ..lock.files import write_texts
 
-    written = write_texts(_rendered(args, env, plan, defs, paths, command=command))
-    _say_written(written, label, quiet=getattr(args, "quiet", False))
+    written = write_texts(_rendered(settings, env, plan, defs, paths, command=command))
+    _say_written(written, label, quiet=settings.output.quiet)
 
 
 def _rendered(
-    args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str
+    settings: LockSettings, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str
 ) -> list[tuple[Path, str]]:
-    """(path, text) of each output; nothing is written yet. Folders are created here. ``args.snapshot``
+    """(path, text) of each output; nothing is written yet. Folders are created here. ``settings.sources.snapshot``
     is the snapshot the plan was resolved from, if any."""
     from ..lock.files import render_lock
     from .downloads import fill_plan_hashes, refuse_synthetic
@@ -156,32 +172,32 @@ def _rendered(
     for path in paths:
         if path.is_dir():
             raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
-    from .building import build_plan_from_args
+    from .building import build_plan_of
 
-    plan = build_plan_from_args(args, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
+    plan = build_plan_of(settings, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
-        if not getattr(args, "allow_synthetic", False):  # before any download: no download makes a stand-in digest real
-            refuse_synthetic(plan.packages, args.snapshot, doing="lock")
+        if not settings.allow_synthetic:  # before any download: no download makes a stand-in digest real
+            refuse_synthetic(plan.packages, settings.sources.snapshot, doing="lock")
         try:
-            plan = fill_plan_hashes(args, env, plan, defs)
+            plan = fill_plan_hashes(settings, plan, defs)
         except WheelNotCached as err:  # a PyTorch nightly row has no sha256 on its index: a pylock needs the wheel once
-            raise _every_uncached(args, env, plan, err) from None
-        plan = _learn_kept_hashes(args, env, plan, defs)
-        if args.snapshot is not None:
-            plan = _placed(args, env, plan, defs)
+            raise _every_uncached(settings, plan, err) from None
+        plan = _learn_kept_hashes(settings, plan, defs)
+        if settings.sources.snapshot is not None:
+            plan = _placed(settings, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
     for path, _ in texts:
         _make_folder(path)
     return texts
 
 
-def _every_uncached(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
+def _every_uncached(settings: LockSettings, plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
     """The error of a pylock that needs wheels the wheel cache lacks while downloads are off (a
     snapshot replay): every such wheel named (not only the first met), and the routes that work."""
     from ..net.download import fetch_verified, files_to_fetch
-    from .downloads import wheel_cache_from_args
+    from .downloads import wheel_cache
 
-    cache = wheel_cache_from_args(args, env)
+    cache = wheel_cache(settings.network)
     missing = []
     for pkg in files_to_fetch(plan):
         if pkg.sha256:
@@ -199,7 +215,7 @@ def _every_uncached(args: argparse.Namespace, env: Mapping[str, str], plan: Lock
     )
 
 
-def _placed(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
+def _placed(settings: LockSettings, plan: LockPlan, defs: Definitions) -> LockPlan:
     """A plan replayed from a snapshot names PyPI files by PyPI's own layout (``/packages/...``
     below the host of the configured PyPI). A configured PyPI whose simple API is not at
     ``/simple/`` (devpi's ``/root/pypi/+simple/``, Artifactory's ``/api/pypi/NAME/simple``) lays
@@ -217,7 +233,7 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, de
         return plan
     if not any(p.index == "pypi" and p.url for p in plan.packages):
         return plan
-    with common.make_parts(args, env, defs, live=True) as parts:
+    with common.make_parts(settings.network, settings.sources, defs, live=True) as parts:
         placement = place_files(plan, listed_lookup(parts.finder, [plan]), index="pypi")
     if not placement.unplaced:
         return placement.plan
@@ -227,12 +243,12 @@ def _placed(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, de
         f"{len(placement.unplaced)} PyPI file(s) could not be placed on {redact_url(pypi)} ({why}); their URLs follow PyPI's /packages/ "
         f"layout, which a mirror may not serve: {names}"
     )
-    if not getattr(args, "quiet", False):
+    if not settings.output.quiet:
         print(f"warning: {note}", file=sys.stderr)
     return replace(placement.plan, notes=(*placement.plan.notes, note))
 
 
-def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
+def _learn_kept_hashes(settings: LockSettings, plan: LockPlan, defs: Definitions) -> LockPlan:
     """The plan with a sha256 for each kept package whose index row has none (a nightly torch or
     triton), learned once through the wheel cache (downloaded when online; with --snapshot only a
     cached wheel counts). Listed at its installed version and hash, uv finds a kept package
@@ -243,24 +259,24 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: L
     from ..model import Action
     from ..net.download import fetch_verified
     from ..net.wheelcache import FetchedWheel
-    from .downloads import download_fetcher, download_progress, downloads_off, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, wheel_cache
 
     missing = [(p, url) for p in plan.packages if p.action is Action.KEEP and (url := p.url) and not p.sha256]
     if not missing:
         return plan
-    offline = downloads_off(args)
-    cache = wheel_cache_from_args(args, env)
+    offline = settings.sources.downloads_off
+    cache = wheel_cache(settings.network)
     learned: dict[str, FetchedWheel] = {}
-    with download_fetcher(args, defs) as fetcher, download_progress(args) as progress:
+    with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
         for pkg, url in missing:
             try:
                 learned[pkg.name] = fetch_verified(
                     url, sha256=None, size=pkg.size, cache=cache, fetcher=fetcher, filename=pkg.filename, progress=progress, offline=offline
                 )
             except ResolveGpuStackError as err:
-                if not getattr(args, "quiet", False):
+                if not settings.output.quiet:
                     print(
-                        f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err}){_unlisted_because(args, err)}",
+                        f"note: {pkg.name} {pkg.version} is kept but not listed in the pylock (its sha256 is unknown: {err}){_unlisted_because(err)}",
                         file=sys.stderr,
                     )
     return replace(
@@ -268,7 +284,7 @@ def _learn_kept_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: L
     )
 
 
-def _unlisted_because(args: argparse.Namespace, err: ResolveGpuStackError) -> str:
+def _unlisted_because(err: ResolveGpuStackError) -> str:
     """When a kept package cannot be listed, exactly why, and what lists it (then `uv pip sync` keeps it)."""
     if isinstance(err, WheelNotCached):
         return (
@@ -292,57 +308,58 @@ def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False)
     if quiet:  # -q: nothing but errors
         return
     for path in paths:
-        common.say(f"{label}wrote {common.shown(path)}")
+        O.say(f"{label}wrote {common.shown(path)}")
 
 
 # -- every configured target -----------------------------------------------------------------------
 
 
-def source_words(args: argparse.Namespace, config: ProjectConfig | None = None) -> list[str]:
+def source_words(sources: O.SourceOptions, config: ProjectConfig | None = None) -> list[str]:
     """The --snapshot/--index words of the command line, as a regenerate command records them
     (a snapshot relative to the config's folder, when there is a config)."""
     words: list[str] = []
-    if args.snapshot is not None:
-        words += ["--snapshot", config.relative(args.snapshot.resolve()) if config is not None else str(args.snapshot)]
-    for flag, items in (("--index", args.index), ("--package-index", getattr(args, "package_index", ()))):
+    if sources.snapshot is not None:
+        words += ["--snapshot", config.relative(sources.snapshot.resolve()) if config is not None else str(sources.snapshot)]
+    for flag, items in (("--index", sources.indexes), ("--package-index", sources.package_indexes)):
         for item in items:
             name, _, url = item.partition("=")
             words += [flag, f"{name}={redact_url(url)}"]
     return words
 
 
-def selected_targets(config: ProjectConfig, args: argparse.Namespace) -> tuple[ProjectConfig, list[TargetConfig], str]:
-    """(the config with --snapshot/--index applied, the targets --target selects with the typed
-    settings over theirs, the command-line words a regenerate command repeats)."""
+def selected_targets(config: ProjectConfig, options: O.ResolveOptions, names: Sequence[str]) -> tuple[ProjectConfig, list[TargetConfig], str]:
+    """(the config with --snapshot/--index applied, the targets ``names`` (--target) select with the
+    typed settings over theirs, the command-line words a regenerate command repeats)."""
     from .config import effective, with_overrides
 
-    overrides = S.typed(args)  # the settings the user typed win over the config's
-    config = effective(config, snapshot=args.snapshot, indexes=common.index_overrides(args), package_indexes=common.package_index_overrides(args))
-    targets = [with_overrides(t, overrides) for t in config.select(args.target)]
-    return config, targets, " ".join(map(shlex.quote, [*S.words(overrides), *source_words(args, config)]))
+    overrides = options.typed.raw  # the settings the user typed win over the config's
+    sources = options.sources
+    config = effective(config, snapshot=sources.snapshot, indexes=common.index_overrides(sources), package_indexes=common.package_index_overrides(sources))
+    targets = [with_overrides(t, overrides) for t in config.select(names)]
+    return config, targets, " ".join(map(shlex.quote, [*S.words(overrides), *source_words(sources, config)]))
 
 
-def lock_targets(config: ProjectConfig, args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str, str]) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
     from ..data.definitions import load_definitions
     from .config import resolve_definitions
 
-    config, targets, extra = selected_targets(config, args)
-    if not getattr(args, "allow_outside_project", False):
+    config, targets, extra = selected_targets(config, settings, settings.configured.targets)
+    if not settings.allow_outside_project:
         _refuse_outside(config, targets)
     bundled = load_definitions()  # read once: resolved with, and what each target's inputs digest is computed under (lock_inputs)
     defs = resolve_definitions(config, env, bundled)
-    args = argparse.Namespace(**{**vars(args), "snapshot": config.snapshot})  # the config's, unless --snapshot
+    settings = dataclasses.replace(settings, sources=dataclasses.replace(settings.sources, snapshot=config.snapshot))  # the config's, unless --snapshot
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
-    with common.make_parts(args, env, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
+    with common.make_parts(settings.network, settings.sources, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            texts = _lock_one(config, target, parts, args, env, command, bundled)
+            texts = _lock_one(config, target, parts, settings, env, command, bundled)
             failed += texts is None
             if texts is not None:
                 staged.append((f"{target.name}: ", texts))
-    _write_staged(staged, quiet=getattr(args, "quiet", False))
+    _write_staged(staged, quiet=settings.output.quiet)
     if failed:
         print(f"{failed} of {len(targets)} targets failed; their lock files were left as they were", file=sys.stderr)
     return 1 if failed else 0
@@ -370,7 +387,7 @@ def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet
 
 
 def _lock_one(
-    config: ProjectConfig, target: TargetConfig, parts: ResolveParts, args: argparse.Namespace, env: Mapping[str, str], command: str, bundled: Definitions
+    config: ProjectConfig, target: TargetConfig, parts: ResolveParts, settings: LockSettings, env: Mapping[str, str], command: str, bundled: Definitions
 ) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
@@ -382,10 +399,10 @@ def _lock_one(
     try:
         from .sources import with_sources  # build = ["NAME @ URL"]: the trees fetched
 
-        plan = parts.resolve(with_sources(resolve_request(target), args, env, common.say))
+        plan = parts.resolve(with_sources(resolve_request(target), settings, env, O.say))
         inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        return _rendered(args, env, plan, parts.defs, target.outputs, command=command)
+        return _rendered(settings, env, plan, parts.defs, target.outputs, command=command)
     except (CrawlError, WriteError):
         raise
     except ResolveGpuStackError as err:

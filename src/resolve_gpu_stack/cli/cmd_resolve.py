@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Mapping
 
 from . import common
+from . import options as O
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -14,11 +15,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print the plan (the default command)",
         description="Resolve and print the plan: per package keep / install / upgrade, from where, and why.",
     )
-    common.add_resolve_flags(p)
-    common.add_output_flags(p)
+    O.add_resolve_flags(p)
+    O.add_output_flags(p)
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    plan, _ = common.run_resolve(args, env)
-    common.emit_plan(args, plan)
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> O.ResolveOptions:
+    return O.ResolveOptions(**O.resolve_fields(args, env))
+
+
+def run(settings: O.ResolveOptions, env: Mapping[str, str]) -> int:
+    plan, _ = common.run_resolve(settings, env)
+    common.emit_plan(settings.output, plan)
     return 0

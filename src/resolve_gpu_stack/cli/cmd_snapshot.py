@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import common
+from . import options as O
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,21 +19,31 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run the resolver and record every page and METADATA file it reads (404s included) into DIR, with a manifest. Replay with --snapshot DIR. "
         "With --snapshot OLD it extends a snapshot: OLD is replayed, what it lacks is fetched live (as --live-fallback does), and both are recorded into DIR.",
     )
-    common.add_resolve_flags(p)
-    common.add_output_flags(p)
+    O.add_resolve_flags(p)
+    O.add_output_flags(p)
     p.add_argument("--output", type=Path, required=True, metavar="DIR")
     p.add_argument("--exclude-newer", metavar="YYYY-MM-DD", help="cut recorded PyPI pages to files uploaded on or before this day")
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotSettings(O.ResolveOptions):
+    folder: Path  # --output DIR: the snapshot recorded (``sources.snapshot``: the one it extends)
+    exclude_newer: str | None = None
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> SnapshotSettings:
+    return SnapshotSettings(**O.resolve_fields(args, env), folder=args.output, exclude_newer=args.exclude_newer)
+
+
+def run(settings: SnapshotSettings, env: Mapping[str, str]) -> int:
     from ..net.snapshot import FileCut
 
-    defs = common.definitions(args, env, replay=False)
-    target, _ = common.target_from_args(args, env)
+    defs = common.definitions(settings.sources, env, replay=False)
+    target, _ = common.target_of(settings.typed, env)
     cut = FileCut(frozenset({target.python_version}), frozenset({target.machine}))  # PyPI pages: only files for the recorded targets
-    with common.command_session(args, env) as session:
-        recorder = session.recording(defs, args.output, extend=args.snapshot, exclude_newer=args.exclude_newer, cut=cut)
-        plan, _ = common.run_resolve(args, env, fetcher=recorder, defs=defs)
-    common.emit_plan(args, plan)
-    print(f"recorded {recorder.recorded} pages and metadata files into {args.output}", file=sys.stderr)
+    with common.command_session(settings.network) as session:
+        recorder = session.recording(defs, settings.folder, extend=settings.sources.snapshot, exclude_newer=settings.exclude_newer, cut=cut)
+        plan, _ = common.run_resolve(settings, env, fetcher=recorder, defs=defs)
+    common.emit_plan(settings.output, plan)
+    print(f"recorded {recorder.recorded} pages and metadata files into {settings.folder}", file=sys.stderr)
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urlsplit
@@ -18,6 +19,7 @@ from urllib.parse import SplitResult, urlsplit
 from ..errors import UsageError
 from ..urls import has_credentials, redact_url
 from . import common
+from . import options as O
 
 if TYPE_CHECKING:
     from ..env.wheelhouse import WheelhouseReport
@@ -49,8 +51,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="delete wheels and pages no lock given here installs any more (only in a folder an export made: never through a link, never outside DIR)",
     )
     p.add_argument("--offline", action="store_true", help="take every wheel from the wheel cache or local files; download nothing")
-    common.add_network_flags(p.add_argument_group("network"))
-    common.add_output_flags(p)
+    O.add_network_flags(p.add_argument_group("network"))
+    O.add_output_flags(p)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WheelhouseSettings(O.CommandOptions):
+    locks: tuple[Path, ...]
+    folder: Path  # -o DIR
+    base_url: str | None = None
+    prune: bool = False
+    offline: bool = False
+
+
+def read(args: argparse.Namespace, env: Mapping[str, str]) -> WheelhouseSettings:
+    return WheelhouseSettings(
+        **O.command_fields(args, env), locks=tuple(args.locks), folder=args.output, base_url=args.base_url, prune=args.prune, offline=args.offline
+    )
 
 
 def check_base_url(url: str | None) -> str | None:
@@ -97,30 +114,31 @@ def _base_url_parts(url: str) -> tuple[SplitResult, str | None]:
 _EXAMPLE = "e.g. --base-url https://mirror.example/wheelhouse"
 
 
-def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+def run(settings: WheelhouseSettings, env: Mapping[str, str]) -> int:
     from ..env.wheelhouse import export_wheelhouse
-    from .downloads import download_fetcher, download_progress, wheel_cache_from_args
+    from .downloads import download_fetcher, download_progress, wheel_cache
 
-    base_url = check_base_url(args.base_url)
-    output = args.output.absolute()
-    missing = [str(p) for p in args.locks if not p.is_file()]
+    base_url = check_base_url(settings.base_url)
+    output = settings.folder.absolute()
+    locks = list(settings.locks)
+    missing = [str(p) for p in locks if not p.is_file()]
     if missing:
         raise UsageError(f"no such lock: {', '.join(missing)}", hint="pass pylock.<name>.toml files written by `resolve-gpu-stack lock`")
-    if any(p.resolve().parent == output.resolve() for p in args.locks):
+    if any(p.resolve().parent == output.resolve() for p in locks):
         raise UsageError(
-            f"{args.output} holds a lock given to export; the wheelhouse rewrites its locks there",
+            f"{settings.folder} holds a lock given to export; the wheelhouse rewrites its locks there",
             hint="export the locks CI wrote (elsewhere) into the wheelhouse folder",
         )
-    cache = wheel_cache_from_args(args, env)
-    with download_fetcher(args) as fetcher, download_progress(args) as progress:
+    cache = wheel_cache(settings.network)
+    with download_fetcher(settings.network) as fetcher, download_progress(settings.output) as progress:
         report = export_wheelhouse(
-            args.locks, output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress, offline=args.offline, prune=args.prune
+            locks, output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress, offline=settings.offline, prune=settings.prune
         )
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    if not args.quiet:
+    if not settings.output.quiet:
         print(summary(report), file=sys.stderr)
-    emit_report(args, report)
+    emit_report(settings.output, report)
     return 0
 
 
@@ -132,10 +150,10 @@ def summary(report: WheelhouseReport) -> str:
     )
 
 
-def emit_report(args: argparse.Namespace, report: WheelhouseReport) -> None:
+def emit_report(output: O.OutputOptions, report: WheelhouseReport) -> None:
     from .render import print_json
 
-    if common.output_format(args) == "json":
+    if common.output_format(output) == "json":
         print_json(report.to_json(), sys.stdout)
         return
     for f in report.files:

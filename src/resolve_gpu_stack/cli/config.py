@@ -65,6 +65,7 @@ from ..net.snapshot import PLACEHOLDER_BASE
 from ..urls import has_credentials, normalize_base_url
 from . import common
 from . import settings as S
+from .options import add_resolve_flags, source_options
 from .userconfig import discover_pypi_url
 
 TOOL = "resolve-gpu-stack"
@@ -393,15 +394,16 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
     if not words:
         return None
     parser = _ArgumentParser(add_help=False)
-    common.add_resolve_flags(parser)
+    add_resolve_flags(parser)
     try:
         args = parser.parse_args(words)
-        indexes = common.index_overrides(args)
-        package_indexes = common.package_index_overrides(args)
-        target = with_overrides(target, S.typed(args))
+        sources = source_options(args)
+        indexes = common.index_overrides(sources)
+        package_indexes = common.package_index_overrides(sources)
+        target = with_overrides(target, S.typed(args).raw)
     except (UsageError, ValueError):
         return None
-    snapshot = (config.root / args.snapshot) if args.snapshot is not None else None
+    snapshot = (config.root / sources.snapshot) if sources.snapshot is not None else None
     return effective(config, snapshot=snapshot, indexes=indexes, package_indexes=package_indexes), target
 
 

@@ -1,12 +1,10 @@
-"""What every command that downloads or installs shares, from the flags: the uv to run, the wheel
-cache, THE HTTP fetcher for wheels, the download progress bar, and filling a plan's hashes. Used by
+"""What every command that downloads or installs shares, on its settings values: the uv to run, the
+wheel cache, THE HTTP fetcher for wheels, the download progress bar, and filling a plan's hashes. Used by
 ``install``, ``install --lock``, ``lock``, ``wheelhouse`` and ``--build``; imports no command.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 import sys
 import threading
@@ -24,49 +22,43 @@ if TYPE_CHECKING:
     from ..net.download import DownloadProgress
     from ..net.http import HttpFetcher
     from ..net.wheelcache import WheelCache
+    from .assemble import NetworkOptions
+    from .options import OutputOptions, ResolveOptions
 
 
-def uv_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> str:
-    """``--uv PATH`` (checked now, before anything is downloaded) or the default uv (also for a
-    command without ``--uv``)."""
-    from ..env.install import find_uv
+def find_uv(uv: str | None, env: Mapping[str, str]) -> str:
+    """``--uv PATH`` (checked now, before anything is downloaded), or the default uv when None (also
+    for a command without ``--uv``)."""
+    from ..env.install import find_uv as default_uv
 
-    uv: str | None = getattr(args, "uv", None)
     if uv is None:
-        return find_uv(env)
+        return default_uv(env)
     found = shutil.which(uv, path=env.get("PATH"))
     if found is None:
         raise UsageError(f"--uv {uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool")
     return found
 
 
-def wheel_cache_from_args(args: argparse.Namespace, env: Mapping[str, str]) -> WheelCache:
+def wheel_cache(network: NetworkOptions) -> WheelCache:
     """The wheel cache of the command's session."""
-    with common.command_session(args, env) as session:
+    with common.command_session(network) as session:
         return session.wheel_cache()
 
 
-def downloads_off(args: argparse.Namespace) -> bool:
-    """``--snapshot`` replays with no network: no wheel is downloaded either, unless ``--live-fallback``
-    lets what the snapshot (and the wheel cache) lacks come from the live indexes."""
-    return getattr(args, "snapshot", None) is not None and not getattr(args, "live_fallback", False)
-
-
 @contextmanager
-def download_fetcher(args: argparse.Namespace, defs: Definitions | None = None, env: Mapping[str, str] | None = None) -> Iterator[HttpFetcher]:
+def download_fetcher(network: NetworkOptions, defs: Definitions | None = None) -> Iterator[HttpFetcher]:
     """THE HTTP fetcher for wheels (install, install --lock, wheelhouse, --build): the session's
-    one fetcher (the network flags, retries reported as they happen), knowing the credentials of
-    the configured indexes (``defs``) when given. The session closes it, not this block (``env``:
-    for a session made outside a command, its cache folder; default: the process's)."""
-    with common.command_session(args, os.environ if env is None else env) as session:
+    one fetcher (the network settings, retries reported as they happen), knowing the credentials of
+    the configured indexes (``defs``) when given. The session closes it, not this block."""
+    with common.command_session(network) as session:
         yield session.download_fetcher(defs)
 
 
 @contextmanager
-def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | None]:
+def download_progress(output: OutputOptions, *, dry_run: bool = False) -> Iterator[DownloadProgress | None]:
     """A rich progress bar on a terminal (stderr), nothing otherwise; none for a dry run. The
     display starts with the first wheel reported: a run that downloads nothing shows no bar."""
-    if getattr(args, "quiet", False) or getattr(args, "dry_run", False) or not sys.stderr.isatty():
+    if output.quiet or dry_run or not sys.stderr.isatty():
         yield None
         return
     from rich.console import Console
@@ -94,15 +86,15 @@ def download_progress(args: argparse.Namespace) -> Iterator[DownloadProgress | N
             bar.stop()
 
 
-def fill_plan_hashes(args: argparse.Namespace, env: Mapping[str, str], plan: LockPlan, defs: Definitions) -> LockPlan:
-    """``download.fill_hashes`` with the cache, network and progress settings of the flags.
+def fill_plan_hashes(options: ResolveOptions, plan: LockPlan, defs: Definitions) -> LockPlan:
+    """``download.fill_hashes`` with the cache, network and progress settings of ``options``.
 
     With ``--snapshot`` (and no ``--live-fallback``) nothing is downloaded: only wheels already in the wheel cache count.
     """
     from ..net.download import fill_hashes
 
-    with download_fetcher(args, defs, env) as fetcher, download_progress(args) as progress:
-        return fill_hashes(plan, cache=wheel_cache_from_args(args, env), fetcher=fetcher, progress=progress, offline=downloads_off(args))
+    with download_fetcher(options.network, defs) as fetcher, download_progress(options.output) as progress:
+        return fill_hashes(plan, cache=wheel_cache(options.network), fetcher=fetcher, progress=progress, offline=options.sources.downloads_off)
 
 
 def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
@@ -116,7 +108,7 @@ def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
             raise UsageError(f"-o {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
 
 
-__all__ = ["check_output_names", "download_fetcher", "download_progress", "fill_plan_hashes", "uv_from_args", "wheel_cache_from_args"]
+__all__ = ["check_output_names", "download_fetcher", "download_progress", "fill_plan_hashes", "find_uv", "wheel_cache"]
 
 
 def refuse_synthetic(packages: Iterable[LockedPackage], snapshot: Path | None, *, doing: str) -> None:

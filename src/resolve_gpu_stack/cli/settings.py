@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -465,20 +465,36 @@ def add_flags(parser: argparse.ArgumentParser, names: Iterable[str] | None = Non
             group.add_argument(s.flag, dest=s.name, default=None, metavar=s.metavar, help=text)
 
 
-def typed(args: argparse.Namespace) -> dict[str, Any]:
-    """The raw values of the settings the user typed (lists as tuples), by field name, in table order."""
+@dataclass(frozen=True, slots=True)
+class TypedSettings:
+    """The settings the user typed, as raw values (lists as tuples) by field name, in table order:
+    what overrides a config's values and what a regenerate command repeats (``words``). Parsed
+    where they are used (``parse``), so a bad value is said where it always was."""
+
+    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def get(self, name: str) -> Any:
+        """What was typed for setting ``name`` (None: not typed)."""
+        return self.raw.get(name)
+
+    def raw_of(self, name: str) -> Any:
+        """The raw value of one setting: what was typed, else the table's default."""
+        value = self.raw.get(name)
+        return BY_NAME[name].default if value is None else value
+
+    def replaced(self, **raw: Any) -> TypedSettings:
+        """These settings with ``raw`` typed over them (``install``: ``--python`` the interpreter it installs into)."""
+        return TypedSettings(MappingProxyType({s.name: v for s in SETTINGS if (v := raw.get(s.name, self.raw.get(s.name))) is not None}))
+
+
+def typed(args: argparse.Namespace) -> TypedSettings:
+    """The settings the user typed on the parsed command line ``args``."""
     out: dict[str, Any] = {}
     for s in SETTINGS:
         value = getattr(args, s.name, None)
         if value is not None:
             out[s.name] = tuple(value) if s.kind == "list" else value
-    return out
-
-
-def raw_of(args: argparse.Namespace, name: str) -> Any:
-    """The raw value of one setting: what was typed, else the table's default."""
-    value = getattr(args, name, None)
-    return BY_NAME[name].default if value is None else value
+    return TypedSettings(MappingProxyType(out))
 
 
 def words(raw: Mapping[str, Any]) -> list[str]:

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..model.request import ResolveRequest
     from ..model.source import SourceTree
+    from .options import CommandOptions
 
 
-def with_sources(request: ResolveRequest, args: argparse.Namespace, env: Mapping[str, str], say: Callable[[str], None]) -> ResolveRequest:
+def with_sources(request: ResolveRequest, options: CommandOptions, env: Mapping[str, str], say: Callable[[str], None]) -> ResolveRequest:
     """``request`` with its ``--build 'NAME @ URL'`` trees fetched (git, or a local folder) into
     the wheel cache and read (``env/sources.py``), each asked for as a requirement of its own
     (``NAME==VERSION``, as pip takes a direct reference). Unchanged without one."""
@@ -20,12 +20,11 @@ def with_sources(request: ResolveRequest, args: argparse.Namespace, env: Mapping
     if not specs:
         return request
     from ..env.sources import fetch_source
-    from ..net.cache import default_cache_dir
     from ..net.download import WheelCache
 
-    cache = WheelCache.under(getattr(args, "cache_dir", None) or default_cache_dir(env))  # as downloads.wheel_cache_from_args (which imports common)
+    cache = WheelCache.under(options.network.cache_dir)  # as downloads.wheel_cache (which imports common)
     trees = tuple(fetch_source(s, cache, env) for s in specs)
-    if not getattr(args, "quiet", False):
+    if not options.output.quiet:
         for t in trees:
             say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
     return _with_trees(request, trees)
