@@ -110,3 +110,35 @@ def test_the_scans_collected_after_resolution_run_on_the_scan_ahead_pool():
     with ScanAhead(classifier) as closed:
         pass
     assert classify_all(files[:1], closed)[files[0].url].why == files[0].filename  # closed: scanned on the calling thread
+
+
+def test_the_first_scan_that_imports_torchs_cxx_symbols_starts_the_follow_up_once() -> None:
+    """``follow``: a wheel whose scan shows C++ imports of torch starts the job (the kept torch's
+    exports) on the scan pool, once however many such wheels there are; other scans start nothing."""
+    from resolve_gpu_stack.model.abi import MemberAbi
+
+    locked = WheelAbi(kind="torch", why="links libtorch", members=(MemberAbi(name="k.so", torch_libs=("libtorch.so",), cxx=("_ZN3c104warnEv",)),))
+    stable = WheelAbi(kind="torch", why="stable ABI", members=(MemberAbi(name="s.so", torch_libs=("libtorch.so",), shim=3),))
+    answers = {"k": locked, "s": stable, "n": WheelAbi(kind="none", why="pure")}
+    ran: list[str] = []
+    from resolve_gpu_stack.rules.abi import asks_for_exports
+
+    files = [
+        IndexFile(
+            filename=f"{n}-1.0-cp312-cp312-linux_x86_64.whl",
+            url=f"https://x.example/{n}.whl",
+            name=canonicalize_name(n),
+            version=Version("1.0"),
+            tags=frozenset(),
+            is_wheel=True,
+            index="pypi",
+        )
+        for n in ("n", "s", "k1", "k2", "k3")
+    ]
+    with ScanAhead(lambda f: answers[f.filename[0]]) as ahead:
+        ahead.follow(lambda abi: (lambda: ran.append("exports")) if asks_for_exports(abi) else None)
+        for f in files:
+            ahead.start(f)
+        ahead.scan_all(files)  # (what the framework step does; close then waits for the follow-up)
+    assert ran == ["exports"]
+    assert not asks_for_exports(stable) and not asks_for_exports(answers["n"])

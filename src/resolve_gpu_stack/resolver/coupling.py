@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -100,6 +100,26 @@ class ScanAhead:
         self._lock = threading.Lock()
         self._futures: dict[str, Future[WheelAbi]] = {}
         self._closed = False
+        self._watch: Callable[[WheelAbi], Callable[[], object] | None] | None = None
+        self._followed = False
+
+    def follow(self, watch: Callable[[WheelAbi], Callable[[], object] | None]) -> None:
+        """After each scan started ahead, ask ``watch`` whether its result calls for more work (the
+        kept torch's exports, when a wheel imports its C++ symbols): the first job it returns runs on
+        this pool, overlapping the crawl like the scans (``close`` waits for it)."""
+        self._watch = watch
+
+    def _scan(self, file: IndexFile) -> WheelAbi:
+        abi = self._classifier(file)
+        watch = self._watch
+        if watch is not None and not self._followed:
+            job = watch(abi)
+            if job is not None:
+                with self._lock:  # (close takes it before it shuts the pool down)
+                    if not (self._followed or self._closed):
+                        self._pool.submit(job)
+                    self._followed = True
+        return abi
 
     @property
     def stats(self) -> object:
@@ -115,7 +135,7 @@ class ScanAhead:
     def start(self, file: IndexFile) -> None:
         with self._lock:
             if not self._closed and file.url not in self._futures:
-                self._futures[file.url] = self._pool.submit(self._classifier, file)
+                self._futures[file.url] = self._pool.submit(self._scan, file)
 
     def __call__(self, file: IndexFile) -> WheelAbi:
         with self._lock:

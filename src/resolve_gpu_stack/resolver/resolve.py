@@ -25,7 +25,7 @@ from ..model.abi import AbiKind
 from ..model.channel import torch_origin
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
-from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource
+from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource, asks_for_exports
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
 from ..rules.versions import describe_versions, public
@@ -85,6 +85,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
     own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
+    if kept is not None and own is not None and torch.allowed == (kept,):  # the plan's torch: its exports read during the crawl, once a scan asks
+        classifier.follow(lambda abi: functools.partial(exports, kept, own) if asks_for_exports(abi) else None)
 
     # the family follows its torch (routing.toml): PyPI's for a kept release without a label
     origin = torch_origin(kept) if kept is not None and torch.allowed[:1] == (kept,) else torch_origin(None)

@@ -219,6 +219,12 @@ def _series_refusal(declared_series: str | None, torch: AbiTorch) -> str | None:
     return None
 
 
+def asks_for_exports(abi: WheelAbi) -> bool:
+    """Whether ``abi``'s verdict may read torch's exports: a torch-linked wheel importing torch's
+    C++ symbols (unless a stable-ABI floor, a CUDA major or a series decides first)."""
+    return abi.kind == TORCH and bool(abi.cxx)
+
+
 def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[str, str]:
     exports = torch.exports() if torch.exports is not None else None
     example = policy.demangle(cxx[0])
@@ -343,6 +349,7 @@ __all__ = [
     "AbiTorch",
     "ExportsSource",
     "TorchExports",
+    "asks_for_exports",
     "judge",
     "recorded_verdict_fails",
     "requires_floor",
