@@ -188,8 +188,7 @@ def _read_symbols(reader: _Reader, tags: dict[int, int], strings: _Strings, *, e
         return entries_bytes
     imported: dict[str, None] = {}
     exported: dict[str, None] | None = {} if exports else None
-    for i in range(1, count):
-        name, info, shndx, _value, _size = syms.fields(entries_bytes, i * syms.size)
+    for name, info, shndx in syms.rows(entries_bytes, syms.size, max(0, count - 1)):
         wanted = _wanted(info, shndx, imported, exported) if name else None
         if wanted is not None:
             wanted.setdefault(_string(strings.table, name), None)

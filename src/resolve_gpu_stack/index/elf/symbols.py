@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,6 +111,13 @@ class _Symbols:
             return f[0], f[1], f[3], f[4], f[5]
         return f[0], f[3], f[5], f[1], f[2]  # name, value, size, info, other, shndx
 
+    def rows(self, data: bytes | bytearray, pos: int, count: int) -> Iterator[tuple[int, int, int]]:
+        """(name, info, shndx) of the ``count`` entries from ``pos`` (all in ``data``), unpacked in one pass."""
+        view = memoryview(data)[pos : pos + count * self.size]
+        if self.bits == 64:  # name, info, other, shndx, value, size
+            return ((f[0], f[1], f[3]) for f in self.entry.iter_unpack(view))
+        return ((f[0], f[3], f[5]) for f in self.entry.iter_unpack(view))  # name, value, size, info, other, shndx
+
     def plausible(self, name: int, info: int, shndx: int, value: int, size: int) -> bool:
         """Whether an entry can be a real dynamic symbol (not the null entry)."""
         bind, kind = info >> 4, info & 0xF
@@ -133,12 +141,13 @@ class _Symbols:
         """(entries from ``p`` that look like a symbol table, the null entry included; whether the
         bytes ended before an implausible entry did)."""
         n = 1
-        pos = p + self.size
-        while pos + self.size <= len(data):
-            if not self.plausible(*self.fields(data, pos)):
+        view = memoryview(data)[p + self.size :]
+        view = view[: len(view) - len(view) % self.size]
+        wide = self.bits == 64
+        for f in self.entry.iter_unpack(view):
+            if not (self.plausible(f[0], f[1], f[3], f[4], f[5]) if wide else self.plausible(f[0], f[3], f[5], f[1], f[2])):
                 return n, False
             n += 1
-            pos += self.size
         return n, True
 
     def align(self, pos: int) -> int:
@@ -362,7 +371,7 @@ def _after_hash_tables(data: bytes | bytearray, pos: int, syms: _Symbols, limit:
 def _names(data: bytes | bytearray, p: int, count: int, syms: _Symbols) -> list[int]:
     """The name offsets of the entries after the null one that are in ``data``."""
     last = min(count, (len(data) - p) // syms.size)
-    return [syms.fields(data, p + i * syms.size)[0] for i in range(1, last)]
+    return [name for name, _, _ in syms.rows(data, p + syms.size, max(0, last - 1))]
 
 
 def _try_candidate(data: bytes | bytearray, p: int, syms: _Symbols) -> _Table | None:
@@ -489,8 +498,7 @@ def _read_names(data: bytes | bytearray, t: _Table, syms: _Symbols, readable: in
     exported: dict[str, None] | None = {} if exports else None
     furthest = reach = 0
     names_at = table_end if t.strtab is None else t.strtab  # with no string table found yet (the table is cut), GNU ld's: right after the table
-    for i in range(1, readable):
-        name, info, shndx, _value, _size = syms.fields(data, t.symtab + i * syms.size)
+    for i, (name, info, shndx) in enumerate(syms.rows(data, t.symtab + syms.size, max(0, readable - 1)), 1):
         if not name:
             continue
         reach = max(reach, names_at + name + 1)
