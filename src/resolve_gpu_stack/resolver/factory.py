@@ -166,26 +166,33 @@ class CandidateFactory:
         return self._candidates[name]
 
     def matches(self, name: NormalizedName, reqs: Sequence[Req], policy: Policy, bad: Iterable[Version] = ()) -> Iterator[Cand]:
-        """The candidates of ``name`` that every one of ``reqs`` allows, best first."""
+        """The candidates of ``name`` that every one of ``reqs`` allows, best first. One
+        requirement (the prefetcher's, the notes') is answered lazily: its first match is found
+        without checking the rest of a list of thousands of versions."""
         bad = set(bad)
-        narrowed = self._narrow(name, reqs)
-        pre_ok = name in policy.prerelease_packages or narrowed.prereleases
+        reqs = list(reqs)
+        cands: Iterable[Cand]
+        if len(reqs) < 2:
+            contains = self.contains
+            cands = (c for c in self.candidates(name) if all(r.is_satisfied_by(c, contains) for r in reqs))
+            prereleases = any(r.specifier.prereleases for r in reqs)
+        else:
+            narrowed = self._narrow(name, reqs)
+            cands, prereleases = narrowed.cands, narrowed.prereleases
+        pre_ok = name in policy.prerelease_packages or prereleases
         allowed = policy.flashinfer_versions if name == policy.flashinfer_python else None
-        cands = narrowed.cands if allowed is None or policy.flashinfer_first is None else _ordered(narrowed.cands, policy.flashinfer_first)
+        if allowed is not None and policy.flashinfer_first is not None:
+            cands = _ordered(list(cands), policy.flashinfer_first)
         return (c for c in cands if c.version not in bad and _allows(c, allowed, pre_ok=pre_ok))
 
-    def _narrow(self, name: NormalizedName, reqs: Sequence[Req]) -> _Narrowed:
-        """The candidates every one of ``reqs`` allows, best first, worked out incrementally.
+    def _narrow(self, name: NormalizedName, reqs: list[Req]) -> _Narrowed:
+        """The candidates every one of ``reqs`` (two or more) allows, best first, worked out incrementally.
 
         resolvelib asks again each time a requirement on ``name`` is added, with the list it asked
         with before plus the new ones (a ``with`` list of 4000 entries on one name: 4000 questions).
         When ``reqs`` extends the list of the previous question, only the new requirements are
-        checked against what the previous ones allowed: linear instead of quadratic. A single
-        requirement (the prefetcher's, the notes') is answered without touching that memory.
+        checked against what the previous ones allowed: linear instead of quadratic.
         """
-        reqs = list(reqs)
-        if len(reqs) < 2:
-            return _Narrowed.of(reqs, self.candidates(name), self.contains)
         with self._lock_for(name):
             prev = self._narrowed.get(name)
             if prev is not None and len(prev.reqs) <= len(reqs) and reqs[: len(prev.reqs)] == prev.reqs:
