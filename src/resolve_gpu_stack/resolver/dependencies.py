@@ -51,6 +51,10 @@ class Dependencies:
 
         self.gpus = gpus  # () = any GPU: every provider the shim lists
         self.gpu_table = gpu_table
+        # a marker's verdict on the target, per extras: by the parsed marker (the finder parses each
+        # Requires-Dist line once) and by its text (many releases' lines repeat one marker)
+        self._verdicts: dict[tuple[int, frozenset[str]], tuple[Marker, bool]] = {}
+        self._by_text: dict[tuple[str, frozenset[str]], bool] = {}
 
     def of(self, cand: Cand, extras: frozenset[str] = frozenset()) -> list[Req]:
         """What ``cand`` (with ``extras``) requires: its Requires-Dist (a shim's providers only for
@@ -142,6 +146,17 @@ class Dependencies:
     def _marker_ok(self, marker: Marker | None, extras: frozenset[str]) -> bool:
         if marker is None:
             return not extras
+        key = (id(marker), extras)
+        known = self._verdicts.get(key)
+        if known is None or known[0] is not marker:
+            text = (str(marker), extras)
+            verdict = self._by_text.get(text)
+            if verdict is None:
+                verdict = self._by_text[text] = self._evaluate(marker, extras)
+            known = self._verdicts[key] = (marker, verdict)
+        return known[1]
+
+    def _evaluate(self, marker: Marker, extras: frozenset[str]) -> bool:
         envs = [dict(self.target.markers, extra=e) for e in sorted(extras)] if extras else [dict(self.target.markers, extra="")]
         for env in envs:
             try:
