@@ -449,15 +449,12 @@ def _refuse_xml_error(text: str, ctx: _Context) -> None:
 
 
 def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[list[IndexFile], list[str]]:
-    """(the files, the sub-directories) the anchors link to; with ``ctx.only``, its files alone."""
+    """(the files, the sub-directories) the anchors link to; with ``ctx.only``, its files alone;
+    with ``ctx.keep``, the anchors it passes over left unread."""
+    if ctx.only is not None:
+        return _named_files(anchors, base, ctx, ctx.only), []
     files: list[IndexFile] = []
     subdirs: list[str] = []
-    if ctx.only is not None:
-        only = ctx.only
-        for anchor in anchors:
-            if _may_name(anchor, only) and isinstance(found := _read_anchor(anchor, base, ctx), IndexFile) and found.filename in only:
-                files.append(found)
-        return files, subdirs
     keep = ctx.keep
     for anchor in anchors:
         if keep is not None and keep.passes_over(_href_name(anchor)):
@@ -468,6 +465,11 @@ def _anchors_read(anchors: list[_Anchor], base: str, ctx: _Context) -> tuple[lis
         elif found is not None:
             subdirs.append(found)
     return files, subdirs
+
+
+def _named_files(anchors: list[_Anchor], base: str, ctx: _Context, only: frozenset[str]) -> list[IndexFile]:
+    """The files among ``only`` the anchors link to; the other anchors are not read."""
+    return [found for a in anchors if _may_name(a, only) and isinstance(found := _read_anchor(a, base, ctx), IndexFile) and found.filename in only]
 
 
 _URL_TAB_NEWLINE = {ord("\t"): None, ord("\r"): None, ord("\n"): None}

@@ -19,7 +19,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CrawlError
 from ..index import zipmeta
@@ -29,6 +29,9 @@ from ..urls import without_fragment
 from .cache import HttpCache
 from .classify import RangeReader, RangesUnavailable, scan_key
 from .transport import Transport
+
+if TYPE_CHECKING:
+    from ..index.elfstream import ElfStream
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +152,20 @@ class WheelExports:
         """Whether reading ``following`` too, while ``span`` is fed, stays in the budget."""
         return self._budget is None or read.bytes + (span[1] - span[0]) + (following[1] - following[0]) <= self._budget
 
+    def _feed(self, stream: ElfStream, read: RangeReader, at: int, entry: zipmeta.ZipEntry) -> None:
+        """Feed ``stream`` the member's bytes (its data at ``at`` in the wheel) as it asks for them. A
+        deflated member is read in order: the next chunk is asked for while this one inflates."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-exports-ahead") as ahead:
+            next_read: tuple[tuple[int, int], Future[bytes]] | None = None
+            while (span := stream.wanted()) is not None:
+                self._check_budget(read, span)
+                data = next_read[1].result() if next_read is not None and next_read[0] == span else read.range(at + span[0], at + span[1])
+                following = (span[1], min(entry.compressed_size, span[1] + CHUNK))
+                next_read = None
+                if entry.method == zipmeta.DEFLATED and following[0] < following[1] and self._within_budget(read, span, following):
+                    next_read = (following, ahead.submit(read.range, at + following[0], at + following[1]))
+                stream.feed(span[0], data)
+
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
         """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
         from ..index import elf
@@ -160,17 +177,7 @@ class WheelExports:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")
         at = entry.header_offset + data_start
         stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True, chunk=CHUNK)
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-exports-ahead") as ahead:
-            next_read: tuple[tuple[int, int], Future[bytes]] | None = None
-            while (span := stream.wanted()) is not None:
-                self._check_budget(read, span)
-                data = next_read[1].result() if next_read is not None and next_read[0] == span else read.range(at + span[0], at + span[1])
-                # a deflated member is read in order: the next chunk is asked for while this one inflates
-                following = (span[1], min(entry.compressed_size, span[1] + CHUNK))
-                next_read = None
-                if entry.method == zipmeta.DEFLATED and following[0] < following[1] and self._within_budget(read, span, following):
-                    next_read = (following, ahead.submit(read.range, at + following[0], at + following[1]))
-                stream.feed(span[0], data)
+        self._feed(stream, read, at, entry)
         if stream.structure is None or stream.structure.symbols is None:
             raise elf.ElfError(f"{entry.name}: {stream.error or 'its dynamic symbol table could not be read'}")
         return stream.structure.symbols.exports

@@ -170,20 +170,20 @@ class CandidateFactory:
         requirement (the prefetcher's, the notes') is answered lazily: its first match is found
         without checking the rest of a list of thousands of versions."""
         bad = set(bad)
-        reqs = list(reqs)
-        cands: Iterable[Cand]
-        if len(reqs) < 2:
-            contains = self.contains
-            cands = (c for c in self.candidates(name) if all(r.is_satisfied_by(c, contains) for r in reqs))
-            prereleases = any(r.specifier.prereleases for r in reqs)
-        else:
-            narrowed = self._narrow(name, reqs)
-            cands, prereleases = narrowed.cands, narrowed.prereleases
+        cands, prereleases = self._allowed_by(name, list(reqs))
         pre_ok = name in policy.prerelease_packages or prereleases
         allowed = policy.flashinfer_versions if name == policy.flashinfer_python else None
         if allowed is not None and policy.flashinfer_first is not None:
             cands = _ordered(list(cands), policy.flashinfer_first)
         return (c for c in cands if c.version not in bad and _allows(c, allowed, pre_ok=pre_ok))
+
+    def _allowed_by(self, name: NormalizedName, reqs: list[Req]) -> tuple[Iterable[Cand], bool]:
+        """(the candidates every one of ``reqs`` allows, best first; whether one asks for pre-releases)."""
+        if len(reqs) >= 2:
+            narrowed = self._narrow(name, reqs)
+            return narrowed.cands, narrowed.prereleases
+        contains = self.contains
+        return (c for c in self.candidates(name) if all(r.is_satisfied_by(c, contains) for r in reqs)), any(r.specifier.prereleases for r in reqs)
 
     def _narrow(self, name: NormalizedName, reqs: list[Req]) -> _Narrowed:
         """The candidates every one of ``reqs`` (two or more) allows, best first, worked out incrementally.
