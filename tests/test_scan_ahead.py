@@ -112,17 +112,22 @@ def test_the_scans_collected_after_resolution_run_on_the_scan_ahead_pool():
     assert classify_all(files[:1], closed)[files[0].url].why == files[0].filename  # closed: scanned on the calling thread
 
 
-def test_the_first_scan_that_imports_torchs_cxx_symbols_starts_the_follow_up_once() -> None:
-    """``follow``: a wheel whose scan shows C++ imports of torch starts the job (the kept torch's
-    exports) on the scan pool, once however many such wheels there are; other scans start nothing."""
+def test_the_first_scan_whose_verdict_reads_torchs_exports_starts_the_follow_up_once() -> None:
+    """``follow``: the first wheel whose verdict against the kept torch would read its exports (a
+    version-locked wheel: C++ imports of torch, no stable-ABI floor deciding first) starts the job
+    (the exports' read) on the scan pool, once however many such wheels there are; a stable-ABI
+    wheel, a per-CUDA-major twin of another major and a pure wheel start nothing."""
+    from resolve_gpu_stack.data.definitions import load_definitions
     from resolve_gpu_stack.model.abi import MemberAbi
+    from resolve_gpu_stack.rules.abi import AbiPolicy, AbiTorch, asks_for_exports
 
+    policy = AbiPolicy.of(load_definitions().abi)
+    torch = AbiTorch(version=Version("2.15.0"), cuda_major=13)
     locked = WheelAbi(kind="torch", why="links libtorch", members=(MemberAbi(name="k.so", torch_libs=("libtorch.so",), cxx=("_ZN3c104warnEv",)),))
     stable = WheelAbi(kind="torch", why="stable ABI", members=(MemberAbi(name="s.so", torch_libs=("libtorch.so",), shim=3),))
-    answers = {"k": locked, "s": stable, "n": WheelAbi(kind="none", why="pure")}
+    refused = WheelAbi(kind="torch", why="CUDA 12", members=(MemberAbi(name="r.so", torch_libs=("libtorch.so",), cuda_majors=(12,), cxx=("_ZN3c104warnEv",)),))
+    answers = {"k": locked, "s": stable, "r": refused, "n": WheelAbi(kind="none", why="pure")}
     ran: list[str] = []
-    from resolve_gpu_stack.rules.abi import asks_for_exports
-
     files = [
         IndexFile(
             filename=f"{n}-1.0-cp312-cp312-linux_x86_64.whl",
@@ -133,12 +138,12 @@ def test_the_first_scan_that_imports_torchs_cxx_symbols_starts_the_follow_up_onc
             is_wheel=True,
             index="pypi",
         )
-        for n in ("n", "s", "k1", "k2", "k3")
+        for n in ("n", "s", "r", "k1", "k2", "k3")
     ]
     with ScanAhead(lambda f: answers[f.filename[0]]) as ahead:
-        ahead.follow(lambda abi: (lambda: ran.append("exports")) if asks_for_exports(abi) else None)
+        ahead.follow(lambda f, abi: (lambda: ran.append("exports")) if asks_for_exports(f.name, f.version, abi, torch, policy) else None)
         for f in files:
             ahead.start(f)
         ahead.scan_all(files)  # (what the framework step does; close then waits for the follow-up)
     assert ran == ["exports"]
-    assert not asks_for_exports(stable) and not asks_for_exports(answers["n"])
+    assert [asks_for_exports(n, None, a, torch, policy) for n, a in answers.items()] == [True, False, False, False]

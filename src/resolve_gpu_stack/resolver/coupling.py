@@ -100,10 +100,10 @@ class ScanAhead:
         self._lock = threading.Lock()
         self._futures: dict[str, Future[WheelAbi]] = {}
         self._closed = False
-        self._watch: Callable[[WheelAbi], Callable[[], object] | None] | None = None
+        self._watch: Callable[[IndexFile, WheelAbi], Callable[[], object] | None] | None = None
         self._followed = False
 
-    def follow(self, watch: Callable[[WheelAbi], Callable[[], object] | None]) -> None:
+    def follow(self, watch: Callable[[IndexFile, WheelAbi], Callable[[], object] | None]) -> None:
         """After each scan started ahead, ask ``watch`` whether its result calls for more work (the
         kept torch's exports, when a wheel imports its C++ symbols): the first job it returns runs on
         this pool, overlapping the crawl like the scans (``close`` waits for it)."""
@@ -113,7 +113,7 @@ class ScanAhead:
         abi = self._classifier(file)
         watch = self._watch
         if watch is not None and not self._followed:
-            job = watch(abi)
+            job = watch(file, abi)
             if job is not None:
                 with self._lock:  # (close takes it before it shuts the pool down)
                     if not (self._followed or self._closed):

@@ -8,7 +8,7 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -21,7 +21,7 @@ from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
 from ..model import Coupling, IndexFile, LockPlan
-from ..model.abi import AbiKind
+from ..model.abi import AbiKind, WheelAbi
 from ..model.channel import torch_origin
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
@@ -86,7 +86,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
     own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
     if kept is not None and own is not None and torch.allowed == (kept,):  # the plan's torch: its exports read during the crawl, once a scan asks
-        classifier.follow(lambda abi: functools.partial(exports, kept, own) if asks_for_exports(abi) else None)
+        classifier.follow(_exports_ahead(kept, own, torch, exports, AbiPolicy.of(defs.abi)))
 
     # the family follows its torch (routing.toml): PyPI's for a kept release without a label
     origin = torch_origin(kept) if kept is not None and torch.allowed[:1] == (kept,) else torch_origin(None)
@@ -224,6 +224,19 @@ def _ways(found: Mapping[framework.Pkg, Found], request: ResolveRequest, defs: D
         for (name, version), f in found.items()
         if f.mismatch is not None
     }
+
+
+def _exports_ahead(
+    kept: Version, own: IndexFile, torch: TorchSelection, exports: ExportsSource, policy: AbiPolicy
+) -> Callable[[IndexFile, WheelAbi], Callable[[], object] | None]:
+    """``ScanAhead.follow``'s watch: the read of the kept torch's exports (from ``own``, its wheel),
+    once a scanned wheel's verdict against that torch would read them (a version-locked wheel)."""
+    against = AbiTorch(version=kept, cuda_major=torch.cuda.major if torch.cuda is not None else None)
+
+    def watch(file: IndexFile, abi: WheelAbi) -> Callable[[], object] | None:
+        return functools.partial(exports, kept, own) if asks_for_exports(file.name, file.version, abi, against, policy) else None
+
+    return watch
 
 
 def _abi_torch(mapping: Mapping[Key, Cand], torch: TorchSelection, exports: ExportsSource, own: IndexFile | None = None) -> AbiTorch | None:

@@ -219,10 +219,18 @@ def _series_refusal(declared_series: str | None, torch: AbiTorch) -> str | None:
     return None
 
 
-def asks_for_exports(abi: WheelAbi) -> bool:
-    """Whether ``abi``'s verdict may read torch's exports: a torch-linked wheel importing torch's
-    C++ symbols (unless a stable-ABI floor, a CUDA major or a series decides first)."""
-    return abi.kind == TORCH and bool(abi.cxx)
+def asks_for_exports(name: str, version: Version | None, abi: WheelAbi, torch: AbiTorch, policy: AbiPolicy) -> bool:
+    """Whether the verdict on wheel ``name``'s scan ``abi`` against ``torch`` reads torch's exports
+    (a version-locked wheel: not a stable-ABI floor, another CUDA major or a per-torch build that
+    decides first): the judgement itself, run with a stand-in for them."""
+    asked: list[bool] = []
+
+    def stand_in() -> TorchExports:
+        asked.append(True)
+        return TorchExports(version=str(torch.version), symbols=None, source="not read yet")
+
+    judge(name, abi, replace(torch, exports=stand_in), policy, version=version)
+    return bool(asked)
 
 
 def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[str, str]:
