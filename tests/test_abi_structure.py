@@ -71,6 +71,26 @@ def test_tables_moved_past_the_first_bytes_are_read_by_structure(ext: bytes, lay
     assert reader.held <= KEEP_PREFIX + 2**20  # never the whole member in memory
     if method == 0:
         assert reader.consumed < 400_000  # a stored member: range reads of the regions only
+    else:  # one pass: the tables after PT_DYNAMIC were kept as they went by, not read again from the start
+        assert reader.passes == 1 and reader.consumed <= len(_deflated(moved))
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_member_resumed_from_the_scanners_first_bytes_is_read_in_one_pass(ext: bytes, layout: str) -> None:
+    """The scanner inflates a member's first bytes itself and hands the stream over (``resume``):
+    the regions after that prefix (a small member whole, the segments after PT_DYNAMIC) are kept as
+    they pass, so the member is not inflated a second time from its start."""
+    moved = move_dynamic(ext, **LAYOUTS[layout])  # type: ignore[arg-type]
+    comp = _deflated(moved)
+    first = 16 * 2**10
+    inflater = zlib.decompressobj(-15)
+    prefix = inflater.decompress(comp[:first], 64 * 2**10)
+    reader = ElfStream(8, len(moved), len(comp), exports=True, chunk=256 * 2**10)
+    reader.resume(prefix, inflater, first)
+    while (span := reader.wanted()) is not None:
+        reader.feed(span[0], comp[span[0] : span[1]])
+    assert reader.error is None and reader.structure is not None and reader.structure.libraries.torch_libs
+    assert reader.passes == 1 and reader.consumed <= len(comp)
 
 
 def test_readelf_agrees_on_a_rewritten_object(ext: bytes, tmp_path: Path) -> None:

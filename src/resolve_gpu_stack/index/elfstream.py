@@ -6,8 +6,10 @@ the member's compressed bytes: pure, the caller does the reading.
 - A **deflated** member is inflated as a stream from its start (there is no other way to reach a
   byte of it), in pieces of ``STEP`` inflated bytes, and only the regions wanted are kept: the
   first loadable segment (where linkers put the tables; at most ``KEEP_PREFIX`` bytes of it), the
-  loadable segment holding ``PT_DYNAMIC`` (where patchelf puts the tables it rewrites; at most
-  ``KEEP_SEGMENT`` bytes), and every region the structure asks for ahead of the stream. A region
+  loadable segment holding ``PT_DYNAMIC`` and every loadable segment after it (where patchelf puts
+  the tables it rewrites; at most ``KEEP_SEGMENT`` bytes each), a member of at most ``KEEP_WHOLE``
+  bytes whole (one piece may inflate all of it before its structure is read), and every region the
+  structure asks for ahead of the stream. A region
   asked for behind the stream that was not kept costs one more pass from the start (at most
   ``MAX_PASSES``). The stream stops where the last region ends: the cost is what the data needs,
   the memory held is the regions.
@@ -30,7 +32,8 @@ from .zipmeta import DEFLATED, STORED
 
 STEP = 4 * 2**20  # inflated bytes produced per call into zlib (bounds the memory of one piece)
 KEEP_PREFIX = 32 * 2**20  # of the first loadable segment, kept while streaming
-KEEP_SEGMENT = 64 * 2**20  # of the loadable segment holding PT_DYNAMIC, kept while streaming
+KEEP_SEGMENT = 64 * 2**20  # of the loadable segment holding PT_DYNAMIC (and of each after it), kept while streaming
+KEEP_WHOLE = 16 * 2**20  # a member this small is kept whole while streaming
 MIN_RANGE = 64 * 2**10  # a stored member's region is read with at least this many bytes
 CHUNK = 2**20  # compressed bytes of a deflated member per read
 MAX_PASSES = 3
@@ -222,12 +225,14 @@ class ElfStream:
             return
         loads = layout.loads
         first = self._windows[0]  # what is held already stays; the first segment's rest is kept
-        first.end = max(len(first.buf), min(loads[0].end if loads else 0, KEEP_PREFIX))
+        first.end = max(len(first.buf), self.size if self.size <= KEEP_WHOLE else min(loads[0].end if loads else 0, KEEP_PREFIX))
         dyn = layout.dynamic
         home = next((s for s in loads if dyn is not None and s.offset <= dyn.offset < s.end), None)
         if dyn is not None and home is not None:
             start = max(home.offset, dyn.offset - KEEP_SEGMENT)
             self._windows.append(_Window(start, min(home.end, max(dyn.end, start + KEEP_SEGMENT))))
+            # patchelf's rewritten tables in a segment of their own after PT_DYNAMIC's: kept as they pass
+            self._windows += [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT)) for s in loads if s.offset >= home.end]
 
     def _restart_or_fail(self) -> None:
         """The stream ended without what the structure needs: from the start once more, keeping
@@ -247,4 +252,4 @@ class ElfStream:
                 w.buf = bytearray()
 
 
-__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "ElfStream"]
+__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "ElfStream"]
