@@ -220,19 +220,14 @@ class ElfStream:
 
     def _plan_windows(self, layout: ElfLayout) -> None:
         """What a deflated stream keeps before the structure says more: the first loadable
-        segment and the one holding ``PT_DYNAMIC`` (see the module docstring)."""
+        segment (a small member whole), the one holding ``PT_DYNAMIC`` and those after it (see the
+        module docstring)."""
         if self._inflater is None:
             return
         loads = layout.loads
         first = self._windows[0]  # what is held already stays; the first segment's rest is kept
         first.end = max(len(first.buf), self.size if self.size <= KEEP_WHOLE else min(loads[0].end if loads else 0, KEEP_PREFIX))
-        dyn = layout.dynamic
-        home = next((s for s in loads if dyn is not None and s.offset <= dyn.offset < s.end), None)
-        if dyn is not None and home is not None:
-            start = max(home.offset, dyn.offset - KEEP_SEGMENT)
-            self._windows.append(_Window(start, min(home.end, max(dyn.end, start + KEEP_SEGMENT))))
-            # patchelf's rewritten tables in a segment of their own after PT_DYNAMIC's: kept as they pass
-            self._windows += [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT)) for s in loads if s.offset >= home.end]
+        self._windows += _dynamic_windows(layout)
 
     def _restart_or_fail(self) -> None:
         """The stream ended without what the structure needs: from the start once more, keeping
@@ -250,6 +245,18 @@ class ElfStream:
         for w in self._windows:
             if w.start >= 0 and not w.covers(w.start, w.end - w.start):
                 w.buf = bytearray()
+
+
+def _dynamic_windows(layout: ElfLayout) -> list[_Window]:
+    """The loadable segment holding ``PT_DYNAMIC`` (around it) and every one after it, where
+    patchelf puts the tables it rewrites (at most ``KEEP_SEGMENT`` bytes each)."""
+    dyn = layout.dynamic
+    home = next((s for s in layout.loads if dyn is not None and s.offset <= dyn.offset < s.end), None)
+    if dyn is None or home is None:
+        return []
+    start = max(home.offset, dyn.offset - KEEP_SEGMENT)
+    around = _Window(start, min(home.end, max(dyn.end, start + KEEP_SEGMENT)))
+    return [around] + [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT)) for s in layout.loads if s.offset >= home.end]
 
 
 __all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "ElfStream"]
