@@ -712,3 +712,31 @@ def test_check_routes_a_locks_files_by_the_channels_its_inputs_recorded(inputs, 
     plan = LockPlan(target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"), packages=(torch,), inputs=inputs)
     ctx = route_context(plan)
     assert (ctx.torch_channel, ctx.flashinfer_channel, ctx.torch_series) == (torch_channel, flashinfer_channel, "2.11")
+
+
+def test_a_fleets_targets_read_a_json_page_in_part_once_then_whole_once(monkeypatch):
+    """The first target reads only its own rows of a JSON page; a second target with other tags has
+    the page read whole, once, and every later target shares that read (the candidate factory's
+    judge refuses what does not fit each): each is offered the wheel that fits it."""
+    from packaging.tags import Tag
+
+    from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
+    from resolve_gpu_stack.index import finder as finder_module
+    from resolve_gpu_stack.index.finder import Finder
+
+    parsed: list[str] = []
+    real = finder_module.parse_page
+    monkeypatch.setattr(finder_module, "parse_page", lambda page, **kw: parsed.append("part" if kw.get("keep") else "whole") or real(page, **kw))
+    defs = load_definitions().with_index_urls({"pypi": "https://pypi.example/simple/"})
+    finder = Finder(_CountingFetcher(), defs)
+    ctx = RouteContext(torch_channel="stable", cuda=None, flashinfer_channel="stable", torch_series=None)
+
+    def wheels(arch: str, python: str) -> list[str]:
+        tags = frozenset({Tag(python, python, f"manylinux_2_28_{arch}")})
+        return [o.file.filename for o in finder.offers("numpy", ctx, tags=tags, sdists=False)[0]]
+
+    assert wheels("x86_64", "cp312") == ["numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert parsed == ["part"]
+    assert "numpy-2.2.0-cp312-cp312-manylinux_2_28_aarch64.whl" in wheels("aarch64", "cp312")
+    assert "numpy-2.2.0-cp312-cp312-manylinux_2_28_x86_64.whl" in wheels("x86_64", "cp311")  # the whole page's
+    assert parsed == ["part", "whole"]

@@ -20,7 +20,7 @@ from packaging.version import Version
 from ..data.definitions import Definitions, IndexDefinition, PageLocation, RouteContext
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
-from .parse import ParseMemo, RequiresDist, RowFilter, parse_metadata, parse_page
+from .parse import ParseMemo, RequiresDist, RowFilter, is_json_page, parse_metadata, parse_page
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,8 @@ class Finder:
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
         self._offers: dict[tuple[NormalizedName, RouteContext, frozenset[Tag] | None, bool], tuple[list[Offer], list[PageVisit]]] = {}
         self._row_filters: dict[tuple[frozenset[Tag], bool], RowFilter] = {}  # (a target's tags, sdists) -> its rows (no target is held)
+        self._first_filter: dict[str, tuple[frozenset[Tag], bool]] = {}  # page URL -> the filter it was first read with
+        self._page_offer_memo: dict[tuple[NormalizedName, PageLocation], tuple[ParsedPage, list[Offer], list[str]]] = {}
         self._kept: dict[tuple[NormalizedName, Version, RouteContext], list[Offer]] = {}  # kept_release's answers
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
@@ -236,14 +238,19 @@ class Finder:
                     event.set()
 
     def page(self, location: PageLocation, *, tags: frozenset[Tag] | None = None, sdists: bool = True) -> ParsedPage | None:
-        """The parsed page, or None when the index answered 404. ``tags``: only the wheels carrying
-        one of them, and its sdists unless not ``sdists`` (``offers``), parsed once per filter; the
-        whole page when parsed already."""
-        if tags is not None:
-            key = (tags, sdists)
-            keep = self._row_filters.get(key) or self._row_filters.setdefault(key, RowFilter(tags, sdists=sdists))
-            return self._subset(location, ("rows", key), keep=keep)
+        """The parsed page, or None when the index answered 404. ``tags`` (``offers``): of a JSON page,
+        only the wheels carrying one of them, and its sdists unless not ``sdists`` (PyPI's pages of
+        popular packages are mostly other platforms' rows, and decoding the JSON is the cheap part).
+        The page is read whole instead, once, when it is HTML (tokenizing its markup is most of its
+        cost) or a second filter asks for it (a fleet's targets): later targets share that read and
+        its offers."""
         url = location.url
+        if tags is not None and url not in self._pages:
+            resp, _ = self._answer(location)
+            key = (tags, sdists)
+            if resp.page is not None and is_json_page(resp.page) and self._first_filter.setdefault(url, key) == key:
+                keep = self._row_filters.get(key) or self._row_filters.setdefault(key, RowFilter(tags, sdists=sdists))
+                return self._subset(location, ("rows", key), keep=keep)
         if url not in self._pages:
             resp, index = self._answer(location)
             self._pages[url] = parse_page(resp.page, index=index, memo=self.memo) if resp.page is not None else None
@@ -295,8 +302,9 @@ class Finder:
 
     def offers(self, name: str, ctx: RouteContext, *, tags: frozenset[Tag] | None = None, sdists: bool = True) -> tuple[list[Offer], list[PageVisit]]:
         """Every file the owning index(es) offer for ``name``, and what each page said. ``tags``
-        (a target's): wheels carrying none of them, and sdists unless ``sdists``, are left out
-        unread (``parse_page``'s ``keep``: a popular page's rows are mostly of no use to one target).
+        (a target's): wheels carrying none of them, and sdists unless ``sdists``, may be left out
+        unread (``page``; ``parse_page``'s ``keep``: a popular page's rows are mostly of no use to
+        one target); the caller judges every file it is given as before.
 
         Memoized per (name, context, filter): several targets locked through one finder share it,
         and what a page said is logged once."""
@@ -368,7 +376,17 @@ class Finder:
         """What one page offers for ``wanted`` (its route's versions, from hosts its index uses), and
         the files refused (another package's wheel, a foreign host), each said once as a warning.
         Unparsable legacy filenames (old PyPI uploads: .exe, py2.5 sdists) are routine: logged at
-        INFO, once per page with a count (an old PyPI page has hundreds)."""
+        INFO, once per page with a count (an old PyPI page has hundreds). Worked out once per
+        (name, page location, parsed page): the targets reading one page whole share it."""
+        key = (wanted, loc)
+        known = self._page_offer_memo.get(key)
+        if known is not None and known[0] is parsed:
+            return list(known[1]), list(known[2])
+        found, refused = self._offers_of(wanted, loc, parsed)
+        self._page_offer_memo[key] = (parsed, found, refused)
+        return list(found), list(refused)
+
+    def _offers_of(self, wanted: NormalizedName, loc: PageLocation, parsed: ParsedPage) -> tuple[list[Offer], list[str]]:
         _log_skipped(loc, parsed)
         index = self.definitions.indexes[loc.index]
         versions = loc.route.versions

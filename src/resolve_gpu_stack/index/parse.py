@@ -131,6 +131,13 @@ def parse_page(
     return _parse_html(text, ctx)
 
 
+def is_json_page(page: IndexPage) -> bool:
+    """Whether ``page`` reads as PEP 691 JSON (``parse_page``'s rule, on the raw bytes: a body that
+    starts with ``{``, or a JSON content type with a body that does not start with ``<``)."""
+    head = page.content[:64].lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    return head == b"{" or ("json" in page.content_type.partition(";")[0].lower() and head != b"<")
+
+
 def parse_filename(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
     """``(name, version, tags, is_wheel)`` of a wheel (``.whl``) or sdist (``.tar.gz``/``.zip``).
 
