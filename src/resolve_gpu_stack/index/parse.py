@@ -124,18 +124,21 @@ def parse_page(
         return ParsedPage(url="")
     ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, keep)
     text = _decode(page, ctx)
-    head = text.lstrip("\ufeff \t\r\n")[:1]
-    mime = page.content_type.partition(";")[0].strip().lower()
-    if head == "{" or ("json" in mime and head != "<"):
+    if _reads_as_json(text.lstrip("\ufeff \t\r\n")[:1], page.content_type):
         return _parse_json(text, ctx)
     return _parse_html(text, ctx)
 
 
 def is_json_page(page: IndexPage) -> bool:
-    """Whether ``page`` reads as PEP 691 JSON (``parse_page``'s rule, on the raw bytes: a body that
-    starts with ``{``, or a JSON content type with a body that does not start with ``<``)."""
-    head = page.content[:64].lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    return head == b"{" or ("json" in page.content_type.partition(";")[0].lower() and head != b"<")
+    """Whether ``page`` reads as PEP 691 JSON: ``parse_page``'s rule, on its first raw bytes."""
+    return _reads_as_json(page.content[:64].lstrip(b"\xef\xbb\xbf \t\r\n")[:1].decode("latin-1"), page.content_type)
+
+
+def _reads_as_json(head: str, content_type: str) -> bool:
+    """A body whose first character is ``head`` is JSON when that is ``{``, or when its content type
+    says JSON and it does not start with ``<``."""
+    mime = content_type.partition(";")[0].strip().lower()
+    return head == "{" or ("json" in mime and head != "<")
 
 
 def parse_filename(filename: str) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:

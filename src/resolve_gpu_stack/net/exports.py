@@ -144,13 +144,9 @@ class WheelExports:
             found = list(pool.map(lambda e: self._member_exports(read, e, eocd.cd_offset), libraries))
         return frozenset(s for names in found for s in names), read.bytes
 
-    def _check_budget(self, read: RangeReader, span: tuple[int, int]) -> None:
-        if self._budget is not None and read.bytes + span[1] - span[0] > self._budget:
-            raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
-
-    def _within_budget(self, read: RangeReader, span: tuple[int, int], following: tuple[int, int]) -> bool:
-        """Whether reading ``following`` too, while ``span`` is fed, stays in the budget."""
-        return self._budget is None or read.bytes + (span[1] - span[0]) + (following[1] - following[0]) <= self._budget
+    def _within_budget(self, read: RangeReader, more: int) -> bool:
+        """Whether reading ``more`` bytes on top of what ``read`` has read stays in the budget."""
+        return self._budget is None or read.bytes + more <= self._budget
 
     def _feed(self, stream: ElfStream, read: RangeReader, at: int, entry: zipmeta.ZipEntry) -> None:
         """Feed ``stream`` the member's bytes (its data at ``at`` in the wheel) as it asks for them. A
@@ -158,11 +154,12 @@ class WheelExports:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-exports-ahead") as ahead:
             next_read: tuple[tuple[int, int], Future[bytes]] | None = None
             while (span := stream.wanted()) is not None:
-                self._check_budget(read, span)
+                if not self._within_budget(read, span[1] - span[0]):
+                    raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
                 data = next_read[1].result() if next_read is not None and next_read[0] == span else read.range(at + span[0], at + span[1])
                 following = (span[1], min(entry.compressed_size, span[1] + CHUNK))
                 next_read = None
-                if entry.method == zipmeta.DEFLATED and following[0] < following[1] and self._within_budget(read, span, following):
+                if entry.method == zipmeta.DEFLATED and following[0] < following[1] and self._within_budget(read, following[1] - span[0]):
                     next_read = (following, ahead.submit(read.range, at + following[0], at + following[1]))
                 stream.feed(span[0], data)
 
