@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from elfbuild import compile_extension, have_cxx, move_dynamic, torch_stubs
 
-from resolve_gpu_stack.index import elf
+from resolve_gpu_stack.index import elf, inflate
 from resolve_gpu_stack.index.elfstream import KEEP_PREFIX, ElfStream
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
@@ -56,9 +56,24 @@ LAYOUTS = {
 }
 
 
+BACKENDS = ["zlib"] + (["isal"] if inflate.BACKEND == "isal" else [])
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each inflater this machine has (ISA-L where the isal wheel is installed, zlib always)."""
+    monkeypatch.setattr(inflate, "BACKEND", request.param)
+    return str(request.param)
+
+
+def test_isal_is_what_inflates_where_its_wheel_is_installed() -> None:
+    pytest.importorskip("isal")
+    assert inflate.BACKEND == "isal" and type(inflate.raw_inflater()).__module__.startswith("isal")
+
+
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("method", [0, 8], ids=["stored", "deflated"])
-def test_tables_moved_past_the_first_bytes_are_read_by_structure(ext: bytes, layout: str, method: int) -> None:
+def test_tables_moved_past_the_first_bytes_are_read_by_structure(ext: bytes, layout: str, method: int, backend: str) -> None:
     moved = move_dynamic(ext, **LAYOUTS[layout])  # type: ignore[arg-type]
     if len(moved) > elf.SEARCH_LIMIT:
         with pytest.raises(elf.ElfError, match="no dynamic symbol table"):  # what a reader of the first bytes finds
@@ -103,6 +118,15 @@ def test_readelf_agrees_on_a_rewritten_object(ext: bytes, tmp_path: Path) -> Non
     truth = tuple(line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line)
     reader, _ = _stream(moved, 8)
     assert reader.structure is not None and reader.structure.libraries.needed == truth
+
+
+def test_bad_deflate_data_is_an_error_by_either_inflater(ext: bytes, backend: str) -> None:
+    comp = bytearray(_deflated(move_dynamic(ext, pad=10_000)))
+    comp[:4096] = bytes([0xFF]) * 4096  # a reserved block type (0b11) where the stream starts
+    reader = ElfStream(8, len(ext) + 10_000 + 2**20, len(comp), exports=True, chunk=256 * 2**10)
+    while (span := reader.wanted()) is not None:
+        reader.feed(span[0], bytes(comp[span[0] : span[1]]))
+    assert reader.structure is None and (reader.error or "").startswith("bad deflate data")
 
 
 def test_a_broken_structure_is_an_error_not_a_guess(ext: bytes) -> None:

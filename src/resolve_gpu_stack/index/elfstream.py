@@ -22,15 +22,15 @@ the member's compressed bytes: pure, the caller does the reading.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import elf
 from .elf import ElfError, ElfLayout, ElfLibraries, Need, Structure
+from .inflate import INFLATE_ERRORS, Inflater, raw_inflater
 from .zipmeta import DEFLATED, STORED
 
-STEP = 4 * 2**20  # inflated bytes produced per call into zlib (bounds the memory of one piece)
+STEP = 4 * 2**20  # inflated bytes produced per call into the inflater (bounds the memory of one piece)
 KEEP_PREFIX = 32 * 2**20  # of the first loadable segment, kept while streaming
 KEEP_SEGMENT = 64 * 2**20  # of the loadable segment holding PT_DYNAMIC (and of each after it), kept while streaming
 KEEP_WHOLE = 16 * 2**20  # a member this small is kept whole while streaming
@@ -81,7 +81,7 @@ class ElfStream:
         # before the layout is known, a deflated stream keeps its first bytes (the layout trims it)
         self._windows: list[_Window] = [] if method == STORED else [_Window(0, min(size, KEEP_PREFIX))]
         self._need: Need | None = Need(0, min(size, elf.HEAD_BYTES))
-        self._inflater = zlib.decompressobj(-15) if method == DEFLATED else None
+        self._inflater = raw_inflater() if method == DEFLATED else None
         self._pos = 0  # inflated offset of the stream
         self._cpos = 0  # compressed offset of the stream
 
@@ -119,7 +119,7 @@ class ElfStream:
         self._cpos += len(data)
         self._pump(data)
 
-    def resume(self, prefix: bytes, inflater: zlib._Decompress | None = None, consumed: int = 0) -> None:
+    def resume(self, prefix: bytes, inflater: Inflater | None = None, consumed: int = 0) -> None:
         """Go on from a reader of the member's first bytes: ``prefix`` (its first inflated bytes),
         and for a deflated member the ``inflater`` that gave them after ``consumed`` compressed
         bytes (its unconsumed tail is inflated first)."""
@@ -149,7 +149,7 @@ class ElfStream:
         while pending and not self.done:
             try:
                 out = self._inflater.decompress(pending, STEP)
-            except zlib.error as exc:
+            except INFLATE_ERRORS as exc:
                 self.error = f"bad deflate data: {exc}"
                 return None
             pending = self._inflater.unconsumed_tail
@@ -240,7 +240,7 @@ class ElfStream:
             self.error = f"its structure was not read in {MAX_PASSES} passes over the member"
             return
         self.passes += 1
-        self._inflater = zlib.decompressobj(-15)
+        self._inflater = raw_inflater()
         self._pos = self._cpos = 0
         for w in self._windows:
             if w.start >= 0 and not w.covers(w.start, w.end - w.start):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 
 from .. import elf
 from ..elf import DynamicSymbols, ElfError, ElfLayout, ElfLibraries, ElfTruncated
 from ..elfstream import ElfStream
+from ..inflate import Inflater, raw_inflater
 from ..zipmeta import DEFLATED, LOCAL_EXTRA_SLACK, LOCAL_HEADER_SIZE, STORED, ZipEntry, ZipError, local_data_start
 from .result import MIN_CHUNK, NAMES_MARGIN, SMALL_MEMBER, STRINGS_RATIO, Stop
 
@@ -20,7 +20,7 @@ class Member:
     chunk: int
     next_offset: int = 0  # absolute file offset of the next byte wanted
     data_start: int | None = None  # absolute offset of the compressed data, once the local header is in
-    inflater: zlib._Decompress | None = None
+    inflater: Inflater | None = None
     buf: bytearray = field(default_factory=bytearray)
     layout: ElfLayout | None = None
     names: dict[str, None] = field(default_factory=dict)
@@ -94,7 +94,7 @@ def open_member(m: Member, header: bytes) -> None:
     if m.entry.method not in (STORED, DEFLATED):
         raise ZipError(f"{m.entry.name}: compression method {m.entry.method} is not supported for range reads")
     m.data_start = m.entry.header_offset + data_start
-    m.inflater = zlib.decompressobj(-15) if m.entry.method == DEFLATED else None
+    m.inflater = raw_inflater() if m.entry.method == DEFLATED else None
 
 
 def evaluate(m: Member, cap: int) -> Outcome | None:

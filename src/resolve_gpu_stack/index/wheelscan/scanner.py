@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import IO
@@ -11,6 +10,7 @@ from typing import IO
 from .. import elf
 from ..elf import ElfLibraries
 from ..elfstream import ElfStream
+from ..inflate import INFLATE_ERRORS
 from ..zipmeta import (
     DEFLATED,
     LOCAL_HEADER_SIZE,
@@ -328,7 +328,7 @@ class WheelScanner:
         else:
             try:
                 out = m.inflater.decompress(compressed, room)
-            except zlib.error as exc:
+            except INFLATE_ERRORS as exc:
                 self._finish(m, "error", error=f"bad deflate data: {exc}")
                 return
         m.buf += out
