@@ -42,7 +42,7 @@ INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,) if _isal is None els
 
 def raw_inflater() -> Inflater:
     """A decompressor of raw deflate data (no zlib or gzip header), as zip members hold it, by
-    ``BACKEND``."""
+    ``BACKEND`` (a test sets it to "zlib" to read the same member both ways)."""
     if BACKEND == "isal" and _isal is not None:
         inflater: Inflater = _isal.decompressobj(-zlib.MAX_WBITS)
         return inflater
