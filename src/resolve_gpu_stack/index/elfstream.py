@@ -37,6 +37,7 @@ KEEP_WHOLE = 16 * 2**20  # a member this small is kept whole while streaming
 MIN_RANGE = 64 * 2**10  # a stored member's region is read with at least this many bytes
 CHUNK = 2**20  # compressed bytes of a deflated member per read
 MAX_PASSES = 3
+READ_PAST = elf.CHAIN_STEP  # kept past a segment's end: the structure reads its hash chains a step at a time, which may run past it (else one more pass)
 
 
 @dataclass(slots=True)
@@ -94,16 +95,18 @@ class ElfStream:
         """Bytes of the member kept in memory."""
         return sum(len(w.buf) for w in self._windows)
 
-    def wanted(self) -> tuple[int, int] | None:
+    def wanted(self, reach: int | None = None) -> tuple[int, int] | None:
         """The compressed bytes ``(start, end)`` (end exclusive, offsets in the member's data) to
-        read next; None when done."""
+        read next; None when done. ``reach``: how many bytes of a deflated member to ask for at
+        once (the stream's ``chunk`` by default; a reader that streams a range and stops once
+        nothing more is wanted asks for more)."""
         if self.done or self._need is None:
             return None
         if self._inflater is None:
             need = self._need
             end = min(self.size, max(need.end, need.offset + MIN_RANGE))
             return need.offset, end
-        return self._cpos, min(self.compressed_size, self._cpos + self._chunk)
+        return self._cpos, min(self.compressed_size, self._cpos + (self._chunk if reach is None else max(1, reach)))
 
     def feed(self, start: int, data: bytes) -> None:
         """The member's compressed bytes ``[start, start + len(data))``, as ``wanted`` asked."""
@@ -216,7 +219,7 @@ class ElfStream:
         if self.layout is None:
             return 0
         seg = next((s for s in self.layout.loads if s.offset <= need.offset < s.end), None)
-        return 0 if seg is None else max(0, min(seg.end, need.offset + KEEP_SEGMENT) - need.end)
+        return 0 if seg is None else max(0, min(seg.end, need.offset + KEEP_SEGMENT) + READ_PAST - need.end)
 
     def _plan_windows(self, layout: ElfLayout) -> None:
         """What a deflated stream keeps before the structure says more: the first loadable
@@ -255,8 +258,8 @@ def _dynamic_windows(layout: ElfLayout) -> list[_Window]:
     if dyn is None or home is None:
         return []
     start = max(home.offset, dyn.offset - KEEP_SEGMENT)
-    around = _Window(start, min(home.end, max(dyn.end, start + KEEP_SEGMENT)))
-    return [around] + [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT)) for s in layout.loads if s.offset >= home.end]
+    around = _Window(start, min(home.end, max(dyn.end, start + KEEP_SEGMENT)) + READ_PAST)
+    return [around] + [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT) + READ_PAST) for s in layout.loads if s.offset >= home.end]
 
 
 __all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "ElfStream"]

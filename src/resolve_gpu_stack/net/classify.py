@@ -40,11 +40,12 @@ from ..model.abi import UNKNOWN, WheelAbi
 from ..resolver.coupling import WheelClassifier
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache, cache_url
+from .client import Response
 from .metadata import TailMemo
 from .transport import Transport, content_range
 
 if TYPE_CHECKING:
-    from ..index.wheelscan import WheelScan
+    from ..index.wheelscan import WheelScan, WheelScanner
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,8 @@ BUDGET_CAP = 16 * 2**20
 IGNORED_RANGE = "the server ignored Range"  # in the why of a scan a server's whole-file answer ended
 SCAN_BUDGET = 256 * 2**20  # a wheel tied to torch (its METADATA, name or a member): its members are read to their dynamic sections
 MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
-ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round
+ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round (and what those read by their structure ask for together)
+STREAM_PIECE = 512 * 2**10  # bytes of a streamed range fed to the scanner at a time (it is left, its connection closed, once nothing more in it is wanted)
 
 
 def budget(size: int, *, share: float = BUDGET_SHARE, floor: int = BUDGET_FLOOR, cap: int = BUDGET_CAP) -> int:
@@ -224,7 +226,7 @@ class RangeClassifier:
             limit = self._budget(size)
             scanner = WheelScanner(size, parallel=MAX_PARALLEL)
             scanner.feed(tail_start, tail)
-            while ranges := scanner.next_ranges():
+            while ranges := scanner.next_ranges(reach=int(max(0, limit - scanner.bytes_read) * ROUND_SHARE)):
                 if scanner.tied:  # the evidence it needs: its members' dynamic sections
                     limit = max(limit, self._scan_budget)
                 batch = within_budget(ranges, limit - scanner.bytes_read)
@@ -232,8 +234,7 @@ class RangeClassifier:
                     grow = "--scan-budget BYTES reads further" if scanner.tied else "nothing ties it to torch"
                     scanner.stop(f"not scanned past the {limit}-byte budget, {scanner.bytes_read} bytes read of {size}; {grow}")
                     break
-                for (start, _), data in zip(batch, self._read_all(read, batch), strict=True):
-                    scanner.feed(start, data)
+                self._read_round(read, batch, scanner)
             result = scanner.result()
         except RangesUnavailable as stop:
             self._note(f"{file.filename}: {stop}")
@@ -249,17 +250,36 @@ class RangeClassifier:
         # a scan stopped by the budget is not kept: a larger --scan-budget reads it again
         return ScanRecord(abi=abi, bytes_read=read.bytes, reads=read.reads, file_size=size), not (result.stopped and abi.kind == UNKNOWN), result
 
-    def _read_all(self, read: RangeReader, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """The bytes of ``ranges``, requested concurrently (one connection slot each)."""
+    def _read_round(self, read: RangeReader, ranges: Sequence[tuple[int, int]], scanner: WheelScanner) -> None:
+        """Read a round's ``ranges`` concurrently (one connection slot each) and feed them to
+        ``scanner``. Once its directory is read, each range is fed in pieces as it arrives and
+        left (its connection closed) as soon as nothing in the rest of it is wanted: a member
+        inflated to a dynamic section tens of MB in is one request, not one a chunk."""
+        lock = threading.Lock()
 
-        def one(span: tuple[int, int]) -> bytes:
+        def one(span: tuple[int, int]) -> None:
             with self._slots:
-                return read.range(*span)
+                if not scanner.reading_members:
+                    data = read.range(*span)
+                    with lock:
+                        scanner.feed(span[0], data)
+                    return
+                first = [True]
+
+                def take(at: int, data: bytes) -> bool:
+                    with lock:
+                        scanner.feed(at, data, continued=not first[0])
+                        first[0] = False
+                        return scanner.wanted(at + len(data), span[1])
+
+                read.stream(*span, take)
 
         if len(ranges) == 1:
-            return [one(ranges[0])]
+            one(ranges[0])
+            return
         with ThreadPoolExecutor(max_workers=min(len(ranges), self._connections), thread_name_prefix="classify-range") as pool:
-            return list(pool.map(one, ranges))
+            for done in [pool.submit(one, span) for span in ranges]:
+                done.result()
 
     def _note(self, message: str) -> None:
         log.info("%s", message)
@@ -301,20 +321,41 @@ class RangeReader:
     def range(self, start: int, end: int) -> bytes:
         return self._get(f"bytes={start}-{end - 1}", start)[1]
 
+    def stream(self, start: int, end: int, take: Callable[[int, bytes], bool], *, piece: int = STREAM_PIECE) -> None:
+        """Bytes ``[start, end)`` handed to ``take(offset, bytes)`` as they arrive, in pieces of
+        about ``piece`` bytes, until ``take`` answers False (the connection is closed there: the
+        rest is never received) or the range ends. A retried failure asks again from the first
+        byte not taken: nothing is handed twice."""
+        at = start
+
+        def attempt() -> None:
+            nonlocal at
+            spec = f"bytes={at}-{end - 1}"
+            resp, final, (first, last, _) = self._open(spec, at)
+            try:
+                held = bytearray()
+                for chunk in self._transport.iter_body(resp, self._url, "range"):
+                    self._took(len(chunk), final)  # received, whether it is taken or a reset cuts its piece
+                    held += chunk
+                    if len(held) < piece and at + len(held) <= last:
+                        continue
+                    data, held = bytes(held[: last + 1 - at]), bytearray()
+                    at += len(data)
+                    if not take(at - len(data), data) or at > last:
+                        return
+                if at <= last:
+                    raise CrawlError(redact_url(self._url), f"range {spec} ended after {at - first} of its {last - first + 1} bytes")
+            finally:
+                self._transport.finish(resp)
+
+        self._transport.retrying(self._url, attempt)
+
     def _get(self, spec: str, start: int | None) -> tuple[int, bytes, int]:
         transport = self._transport
 
         def attempt() -> tuple[int, bytes, int, str]:
-            resp, final = transport.open(self._via, {"Range": spec, "Accept-Encoding": "identity"})
-            with self._lock:  # every byte received counts, the status line and headers too (a refused answer's as well)
-                self.bytes += resp.header_bytes
+            resp, final, (first, last, total) = self._open(spec, start)
             try:
-                if resp.status_code == 200:
-                    raise RangesUnavailable(f"not scanned: {IGNORED_RANGE} (the wheel is not downloaded to classify it)")
-                if resp.status_code == 416 and start is None:
-                    raise RangesUnavailable("not scanned: the server refused the range")
-                transport.check_status(resp, self._url, ok=(206,))
-                first, last, total = content_range(resp, self._url, spec, start)
                 data = transport.read_body(resp, self._url, last - first + 1, "range")
             finally:
                 transport.finish(resp)
@@ -323,11 +364,35 @@ class RangeReader:
             return first, data, total, final
 
         first, data, total, final = transport.retrying(self._url, attempt)
+        self._took(len(data), final)
+        return first, data, total
+
+    def _open(self, spec: str, start: int | None) -> tuple[Response, str, tuple[int, int, int]]:
+        """The open 206 answer to ``spec``, its final URL and its Content-Range; release it with
+        the transport's ``finish``. A whole-file or refused answer is ``RangesUnavailable``."""
+        transport = self._transport
+        resp, final = transport.open(self._via, {"Range": spec, "Accept-Encoding": "identity"})
+        with self._lock:  # every byte received counts, the status line and headers too (a refused answer's as well)
+            self.bytes += resp.header_bytes
+        try:
+            if resp.status_code == 200:
+                raise RangesUnavailable(f"not scanned: {IGNORED_RANGE} (the wheel is not downloaded to classify it)")
+            if resp.status_code == 416 and start is None:
+                raise RangesUnavailable("not scanned: the server refused the range")
+            transport.check_status(resp, self._url, ok=(206,))
+            found = content_range(resp, self._url, spec, start)
+        except BaseException:
+            transport.finish(resp)
+            raise
+        with self._lock:
+            self.reads += 1
+        return resp, final, found
+
+    def _took(self, n: int, final: str) -> None:
+        """``n`` bytes of a body received from ``final`` (the URL later ranges go to)."""
         with self._lock:
             self._via = final
-            self.bytes += len(data)
-            self.reads += 1
-        return first, data, total
+            self.bytes += n
 
 
 def _decode(raw: bytes) -> ScanRecord | None:

@@ -51,11 +51,12 @@ class Outcome:
     error: str | None = None
 
 
-def member_range(m: Member, *, cap: int, max_chunk: int, file_size: int) -> tuple[int, int]:
-    """The ``(start, end)`` range (end exclusive) ``m`` reads next."""
+def member_range(m: Member, *, cap: int, max_chunk: int, file_size: int, reach: int | None = None) -> tuple[int, int]:
+    """The ``(start, end)`` range (end exclusive) ``m`` reads next; ``reach``: the compressed bytes
+    a deflated member read by its structure asks for at once (``ElfStream.wanted``)."""
     if m.stream is not None:
         assert m.data_start is not None
-        span = m.stream.wanted()
+        span = m.stream.wanted(reach)
         assert span is not None  # a finished stream finishes its member
         m.next_offset = m.data_start + span[0]
         return m.next_offset, min(m.data_start + span[1], file_size)

@@ -97,6 +97,7 @@ class WheelScanner:
         self._evidence: Evidence | None = None
         self._limited: str | None = None
         self._metadata: ZipEntry | None = None  # the wheel's METADATA, while it is not read
+        self._metadata_held = bytearray()  # its first bytes, while a streamed read brings the rest
         self.tie: str | None = "its METADATA was not read"  # ``torch_tie``
         self._stopped: str | None = None
         self._entries: dict[str, ZipEntry] = {}
@@ -107,6 +108,12 @@ class WheelScanner:
     @property
     def done(self) -> bool:
         return self._pending is not None and not self._active and not self._pending and self._metadata is None
+
+    @property
+    def reading_members(self) -> bool:
+        """Whether the zip's directory is read (its members are what is read now): from here a
+        range may be fed in pieces as it arrives (``feed(..., continued=True)``)."""
+        return self._pending is not None
 
     @property
     def tied(self) -> bool:
@@ -127,8 +134,12 @@ class WheelScanner:
         self._done += [MemberScan(name=e.name, size=e.uncompressed_size, stop="limit", libraries=None) for e in self._pending]
         self._pending.clear()
 
-    def next_ranges(self) -> list[tuple[int, int]]:
-        """The ``(start, end)`` ranges (end exclusive) to read next; empty when the scan is done."""
+    def next_ranges(self, *, reach: int | None = None) -> list[tuple[int, int]]:
+        """The ``(start, end)`` ranges (end exclusive) to read next; empty when the scan is done.
+
+        ``reach``: the compressed bytes the members read by their structure ask for together in
+        one round (shared among them), for a reader that streams each range and stops once
+        nothing more in it is ``wanted``; by default each asks for ``elfstream.CHUNK``."""
         if self._eocd is None:
             return [(self.file_size - self._tail_bytes, self.file_size)]
         if self._pending is None:
@@ -139,12 +150,22 @@ class WheelScanner:
         finally:
             self._charge(started)
         first = [member_span(self._metadata, self.file_size)] if self._metadata is not None else []
-        return first + _merged([member_range(m, cap=self.cap, max_chunk=self.max_chunk, file_size=self.file_size) for m in self._active])
+        streams = sum(1 for m in self._active if m.stream is not None)
+        each = None if reach is None or not streams else max(self.max_chunk, reach // streams)
+        return first + _merged([member_range(m, cap=self.cap, max_chunk=self.max_chunk, file_size=self.file_size, reach=each) for m in self._active])
 
-    def feed(self, start: int, data: bytes) -> None:
-        """Bytes ``[start, start + len(data))`` of the wheel, as asked by ``next_ranges`` or not."""
+    def wanted(self, start: int, end: int) -> bool:
+        """Whether any byte of ``[start, end)`` is still wanted: a member's next byte, or the
+        METADATA, lies there (a reader streaming a range stops once it is not)."""
+        if self._metadata is not None and start <= member_span(self._metadata, self.file_size)[0] + len(self._metadata_held) < end:
+            return True
+        return any(start <= m.next_offset < end for m in self._active)
+
+    def feed(self, start: int, data: bytes, *, continued: bool = False) -> None:
+        """Bytes ``[start, start + len(data))`` of the wheel, as asked by ``next_ranges`` or not;
+        ``continued``: they go on from the bytes fed before, in the same read (not counted as one)."""
         self.bytes_read += len(data)
-        self.reads += 1
+        self.reads += 0 if continued else 1
         if self._pending is None:
             self._feed_directory(start, bytes(data))
             return
@@ -219,11 +240,17 @@ class WheelScanner:
         if entry is None:
             return
         lo, hi = member_span(entry, self.file_size)
-        if not start <= lo < start + len(data):
+        if start <= lo < start + len(data):  # from its start
+            self._metadata_held = bytearray(data[lo - start : hi - start])
+        elif self._metadata_held and start == lo + len(self._metadata_held):  # the rest of a read that streams
+            self._metadata_held += data[: hi - start]
+        else:
             return
-        self._metadata = None
+        if lo + len(self._metadata_held) < hi and start + len(data) < self.file_size:
+            return  # the rest comes with the next bytes of the same read
+        blob, self._metadata, self._metadata_held = bytes(self._metadata_held), None, bytearray()
         try:
-            text = inflate_member(bytes(data[lo - start : hi - start]), entry, max_size=MAX_METADATA).decode("utf-8", errors="replace")
+            text = inflate_member(blob, entry, max_size=MAX_METADATA).decode("utf-8", errors="replace")
         except ZipError:  # unreadable, or cut by the end of the bytes: tied, as for no METADATA
             return
         self.tie = torch_tie(text)
@@ -375,7 +402,7 @@ class WheelScanner:
 
     def _feed_stream(self, m: Member, stream: ElfStream, start: int, data: bytes) -> None:
         assert m.data_start is not None
-        span = stream.wanted()
+        span = stream.wanted(stream.compressed_size)  # all of the data from where the stream is
         if span is None:
             return
         lo, hi = m.data_start + span[0], min(m.data_start + span[1], start + len(data))
