@@ -264,12 +264,10 @@ class RangeClassifier:
                     with lock:
                         scanner.feed(span[0], data)
                     return
-                first = [True]
 
                 def take(at: int, data: bytes) -> bool:
                     with lock:
-                        scanner.feed(at, data, continued=not first[0])
-                        first[0] = False
+                        scanner.feed(at, data, continued=at != span[0])
                         return scanner.wanted(at + len(data), span[1])
 
                 read.stream(*span, take)
