@@ -345,12 +345,14 @@ def hostile_wheels() -> dict[str, bytes]:
     }
 
 
-def move_dynamic(data: bytes, *, pad: int = 0, split: bool = False, strip_sections: bool = True, seed: int = 0, zeros: bool = False) -> bytes:
+def move_dynamic(
+    data: bytes, *, pad: int = 0, split: bool = False, strip_sections: bool = True, seed: int = 0, zeros: bool = False, filler: bytes | None = None
+) -> bytes:
     """A 64-bit little-endian object rewritten as patchelf leaves torch's ``libtorch_cpu.so``:
     ``.gnu.hash``, ``.dynsym``, ``.dynstr`` and ``.dynamic`` copied into a new ``PT_LOAD`` after
     ``pad`` bytes (random, or ``zeros``) past the end of the file, the originals zeroed (a reader
     of the first bytes finds no table), ``PT_DYNAMIC`` and the ``.dynamic`` addresses pointed at
-    the copies; ``split``: the symbol table, the string table and ``.dynamic`` in segments of their
+    the copies (``filler``: those bytes as the pad); ``split``: the symbol table, the string table and ``.dynamic`` in segments of their
     own and one more empty one (8 ``PT_LOAD``s, the string table in the 6th, as in
     ``torchvision/image_stable.so``'s 9); ``strip_sections``: no section headers."""
     out = bytearray(data)
@@ -365,7 +367,7 @@ def move_dynamic(data: bytes, *, pad: int = 0, split: bool = False, strip_sectio
     tables = {"gnu_hash": by_type[0x6FFFFFF6], "dynsym": dynsym, "dynstr": sections[dynsym[6]], "dynamic": by_type[6]}
     phdrs = [list(phdr.unpack_from(out, phoff + i * phdr.size)) for i in range(phnum)]
     top = max(p[3] + p[6] for p in phdrs if p[0] == 1)
-    body = bytearray(_random(pad, seed) if not zeros else bytes(pad))
+    body = bytearray(filler if filler is not None else _random(pad, seed) if not zeros else bytes(pad))
     placed: dict[str, tuple[int, int]] = {}  # name -> (file offset, vaddr)
     segments: list[tuple[int, int, int]] = []  # (offset, vaddr, size)
     cursor = len(out) + len(body)

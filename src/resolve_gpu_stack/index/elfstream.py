@@ -230,7 +230,7 @@ class ElfStream:
         loads = layout.loads
         first = self._windows[0]  # what is held already stays; the first segment's rest is kept
         first.end = max(len(first.buf), self.size if self.size <= KEEP_WHOLE else min(loads[0].end if loads else 0, KEEP_PREFIX))
-        self._windows += _dynamic_windows(layout)
+        self._windows += dynamic_windows(layout)
 
     def _restart_or_fail(self) -> None:
         """The stream ended without what the structure needs: from the start once more, keeping
@@ -250,7 +250,7 @@ class ElfStream:
                 w.buf = bytearray()
 
 
-def _dynamic_windows(layout: ElfLayout) -> list[_Window]:
+def dynamic_windows(layout: ElfLayout) -> list[_Window]:
     """The loadable segment holding ``PT_DYNAMIC`` (around it) and every one after it, where
     patchelf puts the tables it rewrites (at most ``KEEP_SEGMENT`` bytes each)."""
     dyn = layout.dynamic
@@ -262,4 +262,4 @@ def _dynamic_windows(layout: ElfLayout) -> list[_Window]:
     return [around] + [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT) + READ_PAST) for s in layout.loads if s.offset >= home.end]
 
 
-__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "ElfStream"]
+__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "READ_PAST", "ElfStream", "dynamic_windows"]

@@ -27,10 +27,13 @@ _isal = _load_isal()
 class Inflater(Protocol):
     """What the readers use of a ``zlib`` decompressor."""
 
-    def decompress(self, data: bytes, max_length: int = 0, /) -> bytes: ...
+    def decompress(self, data: bytes | memoryview, max_length: int = 0, /) -> bytes: ...
 
     @property
     def unconsumed_tail(self) -> bytes: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
 
     @property
     def eof(self) -> bool: ...
@@ -40,10 +43,12 @@ BACKEND = "zlib" if _isal is None else "isal"
 INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error,) if _isal is None else (zlib.error, _isal.error)
 
 
-def raw_inflater() -> Inflater:
+def raw_inflater(window: bytes | None = None) -> Inflater:
     """A decompressor of raw deflate data (no zlib or gzip header), as zip members hold it, by
-    ``BACKEND`` (a test sets it to "zlib" to read the same member both ways)."""
+    ``BACKEND`` (a test sets it to "zlib" to read the same member both ways). ``window``: the
+    output taken to precede the data (a stream entered in its middle, ``deflateseek.py``)."""
+    extra = {} if window is None else {"zdict": window}
     if BACKEND == "isal" and _isal is not None:
-        inflater: Inflater = _isal.decompressobj(-zlib.MAX_WBITS)
+        inflater: Inflater = _isal.decompressobj(-zlib.MAX_WBITS, **extra)
         return inflater
-    return zlib.decompressobj(-zlib.MAX_WBITS)
+    return zlib.decompressobj(-zlib.MAX_WBITS, **extra)

@@ -1,12 +1,16 @@
 """What a torch exports, read from its wheel by range requests (a declared target has no torch on
 disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / ``libc10*.so``.
 
-Each library is read by its structure (``index/elfstream.py``): its dynamic section, string, hash
-and symbol tables where its program headers say they are, which in a released torch is the end of
-a 448 MB ``libtorch_cpu.so`` (patchelf moved them to a 5th loadable segment): a deflated member is
-inflated as a stream up to there, holding only those regions. The cost is what the data needs (by
-default at most the libraries' own compressed bytes, ``budget`` bounds it further), paid once per
-torch build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
+Each library is read by its structure: its dynamic section, string, hash and symbol tables where
+its program headers say they are. In a released torch, ``PT_DYNAMIC`` and the string table are in
+the last fifth of a 448 MB ``libtorch_cpu.so`` (patchelf moved the strings to a 5th loadable
+segment). A large deflated library whose ``PT_DYNAMIC`` is in its second half is read from its two
+ends (``seekread.py``: its last MBs entered in the middle of the stream, its first bytes for the
+tables left there): torch 2.15.0's exports cost 63 MB of its wheel, not 510 MB. Otherwise, or when
+the data does not allow that, the member is inflated as a stream from its start up to the tables,
+holding only those regions (``index/elfstream.py``). The cost is what the data needs (by default
+at most the libraries' own compressed bytes, ``budget`` bounds it further), paid once per torch
+build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
 a snapshot is recorded, recorded in it; a snapshot replays it offline. A wheel that cannot be read
 answers ``symbols=None`` with why, never a guess.
 """
@@ -167,12 +171,16 @@ class WheelExports:
         """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
         from ..index import elf
         from ..index.elfstream import ElfStream
+        from .seekread import read_entered
 
         head = read.range(entry.header_offset, min(entry.header_offset + zipmeta.LOCAL_HEADER_SIZE + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
         data_start = zipmeta.local_data_start(head)
         if data_start is None:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")
         at = entry.header_offset + data_start
+        entered = read_entered(read, entry, at, within=lambda more: self._within_budget(read, more))
+        if entered is not None and entered.symbols is not None:
+            return entered.symbols.exports
         stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True, chunk=CHUNK)
         self._feed(stream, read, at, entry)
         if stream.structure is None or stream.structure.symbols is None:

@@ -1,0 +1,256 @@
+"""A raw deflate stream entered in its middle: a zip member's last bytes inflated without the
+bytes before them. Pure: the caller reads the compressed bytes.
+
+A deflate stream is a run of blocks, and a block's bits do not depend on the blocks before it.
+What does is its output: a back-reference copies up to 32 KiB of output from behind, the window,
+which a reader entering at a block has not got. So:
+
+- ``block_starts``: where a block may start in compressed bytes: a stored block's ``LEN``/``NLEN``
+  pair, or a dynamic Huffman header whose code-length code is complete; either must inflate a
+  first piece without an error.
+- ``enter``: the first of them from which the bytes inflate to the end of the stream, ending
+  exactly where the bytes end. Its output's length, which no window changes, places every byte of
+  it: the member's size minus what is left. A position that is not a block start fails on the way
+  (bad codes, no end, bytes after the end) and the next is tried.
+- ``exact_regions``: the regions asked for, inflated twice, once after a window of ``0x00`` bytes
+  and once after one of ``0xFF``: a byte copied, however indirectly, from the unknown window
+  differs between the two, so a byte equal in both is the member's own. Only such bytes are
+  given; a region that depends on the window has a gap there (the caller reads it another way).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .inflate import INFLATE_ERRORS, Inflater, raw_inflater
+
+WINDOW = 32 * 2**10  # the farthest a back-reference reaches
+_WINDOWS = (bytes(WINDOW), b"\xff" * WINDOW)
+TRIAL = 64 * 2**10  # compressed bytes a candidate must inflate without an error before it is followed to the end
+STEP = 4 * 2**20  # inflated bytes per call into an inflater
+BLOCK = 4096  # the unit in which the two inflations are compared: a block of them that differs is left out
+MIN_STORED = 1024  # a stored block shorter than this is not taken as a place to enter (zlib writes long ones)
+MAX_FOLLOWED = 16  # candidates followed to the end before giving up
+PIECE = 2**20  # compressed bytes handed to an inflater at a time
+SEARCH_STEP = 32 * 2**10
+_BOTH_FF = re.compile(b"(?=\\xff\\xff)")
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStart:
+    """Where a block may start: ``offset`` is the byte holding its first bit and ``bit`` that bit
+    (0: the least significant); a ``stored`` block's ``offset`` is its ``LEN`` field."""
+
+    offset: int
+    bit: int = 0
+    stored: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """``data`` (a member's last compressed bytes) entered at ``start``; its output is the
+    member's bytes from ``out_start`` to its end."""
+
+    data: bytes
+    start: BlockStart
+    out_start: int
+
+
+class _NotAStream(Exception):
+    pass
+
+
+# Empty blocks of fixed Huffman codes, in the order an inflater reads bits: a header (not final,
+# fixed codes) and the end-of-block code. One of them may hold a literal of a 9-bit code (its
+# byte is the lead's output, then dropped), so that the lead's length has any remainder mod 8.
+_EMPTY = (0, 1, 0) + (0,) * 7
+_LITERALS = (0x90, 0xFF)  # the lead's literal in the two inflations: it is window too, and differs as the windows do
+
+
+def _lead(data: bytes, start: BlockStart, literal: int) -> tuple[bytes, int, int]:
+    """Bytes to inflate before ``data[resume:]`` that bring the inflater to ``start``'s bit with
+    the data's bytes still on byte boundaries (a stored block later in the stream is aligned to
+    them): ``(lead, resume, output bytes the lead gives)``. The bits of ``start``'s byte before
+    it (the end of a block not read) are replaced by the lead's last ones."""
+    if start.stored:
+        return b"\x00", start.offset, 0  # a stored block's header: not final, stored, padding; its LEN follows
+    k = start.bit
+    if k == 0:
+        return b"", start.offset, 0
+    bits: list[int] = []
+    if k % 2:
+        code = 0x190 + literal - 144  # literals 144-255 have the 9-bit codes from 110010000, read from the top bit
+        bits += [0, 1, 0, *((code >> (8 - j)) & 1 for j in range(9)), *(0,) * 7]
+    while len(bits) % 8 != k:
+        bits += _EMPTY
+    packed = bytearray(len(bits) // 8 + 1)
+    for j, b in enumerate(bits):
+        packed[j // 8] |= b << (j % 8)
+    packed[-1] |= data[start.offset] & (0xFF << k) & 0xFF
+    return bytes(packed), start.offset + 1, k % 2
+
+
+def _outputs(data: bytes, start: BlockStart, which: int, *, end: int | None = None) -> Iterator[bytes]:
+    """The output of ``data`` (up to ``end``) inflated from ``start`` after window ``which`` (0:
+    of 0x00, 1: of 0xFF), in pieces, the lead's own bytes left out. Raises ``_NotAStream`` on bad
+    data and, without an ``end``, unless the stream ends exactly where ``data`` does."""
+    lead, resume, skip = _lead(data, start, _LITERALS[which])
+    inflater = raw_inflater(_WINDOWS[which])
+    view = memoryview(data)
+    stop = len(data) if end is None else min(end, len(data))
+    pieces: list[bytes | memoryview] = [lead, *(view[at : min(stop, at + PIECE)] for at in range(resume, stop, PIECE))]
+    for out in _inflated(inflater, pieces):
+        if skip:
+            out, skip = out[skip:], max(0, skip - len(out))
+        if out:
+            yield out
+    if end is None and (not inflater.eof or inflater.unused_data):
+        raise _NotAStream("not a stream to the end of the bytes")
+
+
+def _inflated(inflater: Inflater, pieces: Sequence[bytes | memoryview]) -> Iterator[bytes]:
+    """``pieces`` inflated in order, ``STEP`` bytes of output at most at a time."""
+    try:
+        for piece in pieces:
+            pending: bytes | memoryview = piece
+            while pending:
+                if inflater.eof:
+                    raise _NotAStream("bytes after the stream's end")
+                yield inflater.decompress(pending, STEP)
+                pending = inflater.unconsumed_tail
+    except INFLATE_ERRORS as exc:
+        raise _NotAStream(str(exc)) from exc
+
+
+def _complete_code_lengths(bits: int) -> bool:
+    """Whether a dynamic header's first bits (after its 3-bit block header) declare counts in
+    range and a complete code-length code, as an inflater requires."""
+    if bits & 31 > 29 or (bits >> 5) & 31 > 29:
+        return False
+    hclen = ((bits >> 10) & 15) + 4
+    lengths = (bits >> 14) & ((1 << (3 * hclen)) - 1)
+    return (
+        _KRAFT[lengths & 0xFFF] + _KRAFT[lengths >> 12 & 0xFFF] + _KRAFT[lengths >> 24 & 0xFFF] + _KRAFT[lengths >> 36 & 0xFFF] + _KRAFT[lengths >> 48] == 128
+    )
+
+
+# four 3-bit code lengths -> their share of a complete code, in 128ths (a length of 0: no code)
+_KRAFT = [sum(128 >> n for n in ((x >> (3 * i)) & 7 for i in range(4)) if n) for x in range(1 << 12)]
+
+
+def _trial(data: bytes, start: BlockStart) -> bool:
+    try:
+        for _ in _outputs(data, start, 0, end=start.offset + TRIAL):
+            pass
+    except _NotAStream:
+        return False
+    return True
+
+
+def _dynamic_header(k: int) -> re.Pattern[bytes]:
+    """Two bytes whose bits from ``k`` on begin a block of dynamic codes (its header's type bits,
+    read after its final bit, are 0 then 1; they are bits ``k + 1`` and ``k + 2``)."""
+    valid = [(w & 0xFF, w >> 8) for w in range(1 << 16) if (w >> k) & 6 == 4]  # the condition is one on each byte
+    first, second = sorted({f for f, _ in valid}), sorted({t for _, t in valid})
+
+    def one_of(values: list[int]) -> bytes:
+        return b"[" + b"".join(re.escape(bytes([v])) for v in values) + b"]"
+
+    return re.compile(b"(?=" + one_of(first) + one_of(second) + b")", re.DOTALL)
+
+
+_DYNAMIC_HEADERS = [_dynamic_header(k) for k in range(8)]
+
+
+def block_starts(data: bytes, *, search: int) -> Iterator[BlockStart]:
+    """Candidate block starts in the first ``search`` bytes of ``data``, in order (see the module
+    docstring); each inflates its first ``TRIAL`` bytes without an error. Looked for
+    ``SEARCH_STEP`` bytes at a time: the first start is found without looking far past it."""
+    end = max(0, min(search, len(data) - 16))
+    for lo in range(0, end, SEARCH_STEP):
+        hi = min(end, lo + SEARCH_STEP)
+        found = [BlockStart(i, stored=True) for i in _stored_lengths(data, lo, hi)]
+        for k, first in enumerate(_DYNAMIC_HEADERS):
+            for m in first.finditer(data, lo, hi):
+                i = m.start()
+                if _complete_code_lengths(int.from_bytes(data[i : i + 11], "little") >> (k + 3)):
+                    found.append(BlockStart(i, k))
+        for start in sorted(found, key=lambda b: (b.offset, b.bit)):
+            if _trial(data, start):
+                yield start
+
+
+def _stored_lengths(data: bytes, lo: int, hi: int) -> list[int]:
+    """Offsets in ``[lo, hi)`` of a ``LEN``/``NLEN`` pair (``NLEN`` the complement of ``LEN``) of
+    at least ``MIN_STORED``."""
+    n = hi - lo
+    xor = (int.from_bytes(data[lo : lo + n], "little") ^ int.from_bytes(data[lo + 2 : lo + 2 + n], "little")).to_bytes(n, "little")
+    hits = (lo + m.start() for m in _BOTH_FF.finditer(xor))
+    return [i for i in hits if data[i] | data[i + 1] << 8 >= MIN_STORED]
+
+
+def enter(data: bytes, size: int, *, search: int) -> Entry | None:
+    """``data`` (a member's last compressed bytes; ``size``: its inflated size) entered at the
+    first block start in its first ``search`` bytes from which it inflates to its end; None when
+    none does."""
+    for followed, start in enumerate(block_starts(data, search=search)):
+        try:
+            length = sum(len(out) for out in _outputs(data, start, 0))
+        except _NotAStream:
+            length = None
+        if length is not None and length <= size:
+            return Entry(data, start, size - length)
+        if followed + 1 >= MAX_FOLLOWED:
+            break
+    return None
+
+
+def exact_regions(entry: Entry, regions: Sequence[tuple[int, int]]) -> list[tuple[int, bytes]]:
+    """The bytes of ``regions`` (``(start, end)`` offsets in the member) that ``entry``'s output
+    holds and that do not depend on the window before it, as ``(offset, bytes)`` runs in order
+    (see the module docstring)."""
+    wanted = _merged(regions, entry.out_start)
+    runs: list[tuple[int, bytearray]] = []
+    pos = entry.out_start
+    try:
+        for zeros, ones in zip(_outputs(entry.data, entry.start, 0), _outputs(entry.data, entry.start, 1), strict=True):
+            if not wanted or pos >= wanted[-1][1] or len(zeros) != len(ones):
+                break
+            _keep_equal(runs, wanted, pos, zeros, ones)
+            pos += len(zeros)
+    except (_NotAStream, ValueError):
+        pass  # (enter followed it to the end once: it does not fail the same way twice)
+    return [(at, bytes(buf)) for at, buf in runs]
+
+
+def _merged(regions: Sequence[tuple[int, int]], start: int) -> list[tuple[int, int]]:
+    """``regions`` from ``start`` on, sorted, overlapping ones joined."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted((max(lo, start), hi) for lo, hi in regions if hi > max(lo, start)):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _keep_equal(runs: list[tuple[int, bytearray]], wanted: Sequence[tuple[int, int]], pos: int, a: bytes, b: bytes) -> None:
+    """Add to ``runs`` the bytes of ``a`` (output at ``pos``) within ``wanted`` that ``b`` has too,
+    compared ``BLOCK`` bytes at a time (aligned to the member's offsets)."""
+    end = pos + len(a)
+    for lo, hi in wanted:
+        at = max(lo, pos)
+        while at < min(hi, end):
+            stop = min(hi, end, (at // BLOCK + 1) * BLOCK)
+            piece = a[at - pos : stop - pos]
+            if piece == b[at - pos : stop - pos]:
+                if runs and runs[-1][0] + len(runs[-1][1]) == at:
+                    runs[-1][1].extend(piece)
+                else:
+                    runs.append((at, bytearray(piece)))
+            at = stop
+
+
+__all__ = ["BlockStart", "Entry", "block_starts", "enter", "exact_regions"]

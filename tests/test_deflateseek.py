@@ -1,0 +1,107 @@
+"""A raw deflate stream entered in its middle (index/deflateseek.py): the bytes given are the
+member's own, at the offsets the stream's length places them, and a byte copied from the unknown
+window before the entry point is a gap, never a wrong byte. Both inflaters."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from resolve_gpu_stack.index import deflateseek, inflate
+
+MB = 2**20
+
+
+@pytest.fixture(params=["isal", "zlib"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "isal" and inflate._isal is None:
+        pytest.skip("isal is not installed")
+    monkeypatch.setattr(inflate, "BACKEND", request.param)
+    return str(request.param)
+
+
+def _deflated(data: bytes, level: int = 6) -> bytes:
+    c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+def _low_entropy(n: int, seed: int) -> bytes:
+    """Random bytes of 16 values: Huffman-coded in dynamic blocks, few matches."""
+    return random.Random(seed).randbytes(n).translate(bytes(b"abcdefghijklmnop"[i % 16] for i in range(256)))
+
+
+def _object_like(n: int, seed: int) -> bytes:
+    """Text and code-like runs with repeats (back-references) between random bytes."""
+    rng = random.Random(seed)
+    words = [rng.randbytes(rng.randint(4, 40)) for _ in range(500)]
+    out = bytearray()
+    while len(out) < n:
+        out += rng.choice(words) if rng.random() < 0.8 else rng.randbytes(rng.randint(1, 300))
+    return bytes(out[:n])
+
+
+def _check(data: bytes, runs: list[tuple[int, bytes]]) -> int:
+    """Every byte given is the member's own at its offset; the count given."""
+    for at, piece in runs:
+        assert piece == data[at : at + len(piece)], f"wrong bytes at {at}"
+    return sum(len(p) for _, p in runs)
+
+
+@pytest.mark.parametrize(("make", "share"), [(_object_like, 0.5), (_low_entropy, 0.0)])
+@pytest.mark.parametrize("cut", [0.3, 0.7])
+def test_a_stream_entered_in_its_middle_gives_the_members_own_bytes_where_they_are(make, share: float, cut: float, backend: str) -> None:  # type: ignore[no-untyped-def]
+    """What is given is right; how much of it the window leaves is the data's (16 byte values
+    repeat so densely that copies of copies reach back to the entry point everywhere)."""
+    data = make(2 * MB, 1)
+    comp = _deflated(data)
+    entry = deflateseek.enter(comp[int(len(comp) * cut) :], len(data), search=MB)
+    assert entry is not None
+    assert 0 < entry.out_start < len(data) * (cut + 0.1)
+    given = _check(data, deflateseek.exact_regions(entry, [(entry.out_start, len(data))]))
+    assert given >= share * (len(data) - entry.out_start)
+
+
+def test_stored_blocks_are_entered(backend: str) -> None:
+    data = random.Random(2).randbytes(3 * MB)  # incompressible: zlib writes stored blocks
+    comp = _deflated(data)
+    entry = deflateseek.enter(comp[MB:], len(data), search=MB)
+    assert entry is not None and entry.start.stored
+    assert _check(data, deflateseek.exact_regions(entry, [(0, len(data))])) == len(data) - entry.out_start
+
+
+def test_bytes_copied_from_before_the_entry_point_are_left_out_not_guessed(backend: str) -> None:
+    rng = random.Random(3)
+    pool = rng.randbytes(4096)
+    copies = b"".join(pool[o : o + 40] for o in (rng.randrange(4056) for _ in range(40_000)))  # every byte a copy of a copy
+    literal = rng.randbytes(200_000)
+    data = copies + literal
+    comp = _deflated(data)
+    entry = deflateseek.enter(comp[len(_deflated(copies)) // 3 :], len(data), search=MB)
+    assert entry is not None and len(pool) < entry.out_start < len(copies)
+    runs = deflateseek.exact_regions(entry, [(0, len(data))])
+    given = _check(data, runs)
+    assert given < len(literal) + 64 * 2**10  # the copies are not given
+    assert any(at <= len(copies) + 8192 and at + len(p) == len(data) for at, p in runs)  # the literal end is
+
+
+def test_regions_are_given_only_where_asked(backend: str) -> None:
+    data = _object_like(4 * MB, 5)
+    comp = _deflated(data)
+    entry = deflateseek.enter(comp[len(comp) // 2 :], len(data), search=MB)
+    assert entry is not None
+    asked = [(3 * MB, 3 * MB + 100), (3 * MB + 50, 3 * MB + 5000), (4 * MB - 10, 4 * MB + 4096)]
+    runs = deflateseek.exact_regions(entry, asked)
+    _check(data, runs)
+    assert [(at, at + len(p)) for at, p in runs] == [(3 * MB, 3 * MB + 5000), (4 * MB - 10, 4 * MB)]
+    assert deflateseek.exact_regions(entry, [(0, 100)]) == []  # before the entry point: nothing
+
+
+def test_garbage_and_a_stream_that_does_not_end_are_not_entered(backend: str) -> None:
+    assert deflateseek.enter(random.Random(6).randbytes(256 * 2**10), 10 * MB, search=32 * 2**10) is None
+    data = _low_entropy(2 * MB, 7)
+    comp = _deflated(data)
+    assert deflateseek.enter(comp[len(comp) // 2 : -1000], len(data), search=256 * 2**10) is None  # cut before its end
+    assert deflateseek.enter(comp[len(comp) // 2 :] + b"\x00" * 64, len(data), search=256 * 2**10) is None  # bytes after its end
+    assert deflateseek.enter(comp[len(comp) // 2 :], 1000, search=256 * 2**10) is None  # longer than the member

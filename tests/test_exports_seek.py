@@ -1,0 +1,100 @@
+"""The kept torch's exports read from its library's two ends (net/seekread.py over
+index/deflateseek.py): a released ``libtorch_cpu.so`` has its dynamic section and string table
+in the last fifth of 448 MB, and inflating the member up to them read 510 MB of the torch wheel.
+Over a real loopback server: the same exports as the whole object gives, for a few MB of the
+member; a layout the tail does not hold is read from the start as before; the budget holds."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from elfbuild import compile_extension, have_cxx, move_dynamic, torch_stubs, wheel_bytes
+from packaging.version import Version
+from server import IndexServer
+
+from resolve_gpu_stack.index import elf, zipmeta
+from resolve_gpu_stack.index.elf.symbols import dynamic_symbols
+from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.net import seekread
+from resolve_gpu_stack.net.exports import WheelExports
+from resolve_gpu_stack.net.http import HttpFetcher
+
+MB = 2**20
+LIB = "torch/lib/libtorch_cpu.so"
+
+
+def _low_entropy(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n).translate(bytes(b"abcdefghijklmnop"[i % 16] for i in range(256)))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServer, dict[str, bytes]]]:
+    if not have_cxx():
+        pytest.skip("needs a C++ compiler to build the shared objects")
+    root = tmp_path_factory.mktemp("seek")
+    lib = compile_extension(root, "lib.so", torch_stubs(root / "libs"), calls=("cxx_check", "shim_device"))
+    objects = {
+        # incompressible pad: stored blocks before the tables
+        "stored": move_dynamic(lib, pad=24 * MB, seed=1),
+        # a pad of 16 byte values: dynamic Huffman blocks before the tables
+        "dynamic": move_dynamic(lib, filler=_low_entropy(24 * MB, 2)),
+        # the tables where the linker put them, 12 MB of data after them: not for the tail
+        "early": lib + random.Random(3).randbytes(12 * MB),
+    }
+    for name, data in objects.items():
+        (root / f"torch-{name}.whl").write_bytes(wheel_bytes({LIB: data, "torch/__init__.py": b""}))
+    with IndexServer(root) as srv:
+        yield srv, objects
+
+
+def _exports(srv: IndexServer, name: str, *, budget: int | None = None) -> tuple[frozenset[str] | None, str, int]:
+    path = Path(srv.root) / f"torch-{name}.whl"
+    file = IndexFile(filename=path.name, url=srv.url + path.name, name="torch", version=Version("2.15.0"), size=path.stat().st_size)
+    before = srv.bytes_sent
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        found = WheelExports(fetcher.transport, None, budget=budget)("2.15.0", file)
+    return found.symbols, found.source, srv.bytes_sent - before
+
+
+def _truth(data: bytes) -> frozenset[str]:
+    return frozenset(dynamic_symbols(data, exports=True).exports)
+
+
+def _compressed(srv: IndexServer, name: str) -> int:
+    data = (Path(srv.root) / f"torch-{name}.whl").read_bytes()
+    eocd = zipmeta.find_eocd(data[-zipmeta.TAIL_BYTES :], len(data))
+    entries = zipmeta.parse_central_directory(data[eocd.cd_offset : eocd.cd_offset + eocd.cd_size], eocd)
+    return next(e.compressed_size for e in entries if e.name == LIB)
+
+
+@pytest.mark.parametrize("layout", ["stored", "dynamic"])
+def test_a_library_whose_tables_are_at_its_end_is_read_from_its_two_ends(served, layout: str) -> None:  # type: ignore[no-untyped-def]
+    srv, objects = served
+    assert elf.read_layout(objects[layout][:4096]).dynamic.offset > len(objects[layout]) // 2  # type: ignore[union-attr]
+    symbols, source, sent = _exports(srv, layout)
+    assert symbols == _truth(objects[layout]) and symbols, source
+    assert sent < _compressed(srv, layout) // 3, f"{sent} bytes sent of a {_compressed(srv, layout)}-byte member"
+
+
+def test_the_same_exports_as_inflating_the_member_from_its_start(served, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    srv, _ = served
+    seeking, _, sent = _exports(srv, "dynamic")
+    monkeypatch.setattr(seekread, "SEEK_MIN", 2**40)  # no member is entered at its end
+    streamed, _, streamed_sent = _exports(srv, "dynamic")
+    assert seeking == streamed and streamed_sent > 3 * sent
+
+
+def test_tables_where_the_linker_put_them_are_read_from_the_start(served) -> None:  # type: ignore[no-untyped-def]
+    srv, objects = served
+    symbols, source, _ = _exports(srv, "early")
+    assert symbols == _truth(objects["early"]) and symbols, source
+
+
+def test_the_budget_holds_for_a_tail_read_too(served) -> None:  # type: ignore[no-untyped-def]
+    srv, _ = served
+    symbols, source, sent = _exports(srv, "dynamic", budget=MB)
+    assert symbols is None and "budget" in source, source
+    assert sent < 3 * MB
