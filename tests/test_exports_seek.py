@@ -1,4 +1,4 @@
-"""The kept torch's exports read from its library's two ends (net/seekread.py over
+"""The kept torch's exports read from its library's two ends (index/elfstream.py over
 index/deflateseek.py): a released ``libtorch_cpu.so`` has its dynamic section and string table
 in the last fifth of 448 MB, and inflating the member up to them read 510 MB of the torch wheel.
 Over a real loopback server: the same exports as the whole object gives, for a few MB of the
@@ -15,10 +15,9 @@ from elfbuild import compile_extension, have_cxx, move_dynamic, torch_stubs, whe
 from packaging.version import Version
 from server import IndexServer
 
-from resolve_gpu_stack.index import elf, zipmeta
+from resolve_gpu_stack.index import elf, elfstream, zipmeta
 from resolve_gpu_stack.index.elf.symbols import dynamic_symbols
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net import seekread
 from resolve_gpu_stack.net.exports import WheelExports
 from resolve_gpu_stack.net.http import HttpFetcher
 
@@ -82,7 +81,7 @@ def test_a_library_whose_tables_are_at_its_end_is_read_from_its_two_ends(served,
 def test_the_same_exports_as_inflating_the_member_from_its_start(served, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     srv, _ = served
     seeking, _, sent = _exports(srv, "dynamic")
-    monkeypatch.setattr(seekread, "SEEK_MIN", 2**40)  # no member is entered at its end
+    monkeypatch.setattr(elfstream, "SEEK_MIN", 2**40)  # no member is entered at its end
     streamed, _, streamed_sent = _exports(srv, "dynamic")
     assert seeking == streamed and streamed_sent > 3 * sent
 

@@ -34,7 +34,7 @@ BLOCK = 4096  # the unit in which the two inflations are compared: a block of th
 MIN_STORED = 1024  # a stored block shorter than this is not taken as a place to enter (zlib writes long ones)
 MAX_FOLLOWED = 16  # candidates followed to the end before giving up
 PIECE = 2**20  # compressed bytes handed to an inflater at a time
-SEARCH_STEP = 32 * 2**10
+SEARCH_STEP = 2 * 2**10  # (zlib writes a block every few tens of KB: the first one is found without checking much past it)
 _BOTH_FF = re.compile(b"(?=\\xff\\xff)")
 
 

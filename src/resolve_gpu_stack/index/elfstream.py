@@ -13,6 +13,14 @@ the member's compressed bytes: pure, the caller does the reading.
   asked for behind the stream that was not kept costs one more pass from the start (at most
   ``MAX_PASSES``). The stream stops where the last region ends: the cost is what the data needs,
   the memory held is the regions.
+- A deflated member of at least ``SEEK_MIN`` compressed bytes whose ``PT_DYNAMIC`` lies in its
+  second half (every object GNU ld writes has it in its last segment; patchelf puts torch's string
+  table after it) is first read from its end: its last compressed bytes, entered in the middle of
+  the stream at a block start (``deflateseek.py``), give the segment of ``PT_DYNAMIC`` and those
+  after it, where no byte depends on the window the entry point lacks. The stream from the start
+  then reads only what lies before (the tables in the first segment). When the tail does not
+  hold them (no block start inflates to the end, a byte depends on the window), the stream from
+  the start reads them as before.
 
     reader = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size)
     while (span := reader.wanted()) is not None:   # compressed offsets in the member's data
@@ -25,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import elf
+from . import deflateseek, elf
 from .elf import ElfError, ElfLayout, ElfLibraries, Need, Structure
 from .inflate import INFLATE_ERRORS, Inflater, raw_inflater
 from .zipmeta import DEFLATED, STORED
@@ -38,6 +46,11 @@ MIN_RANGE = 64 * 2**10  # a stored member's region is read with at least this ma
 CHUNK = 2**20  # compressed bytes of a deflated member per read
 MAX_PASSES = 3
 READ_PAST = elf.CHAIN_STEP  # kept past a segment's end: the structure reads its hash chains a step at a time, which may run past it (else one more pass)
+SEEK_MIN = 4 * 2**20  # compressed bytes: a smaller member is inflated from its start (it costs about what a tail does)
+TAIL_MIN = 2 * 2**20  # compressed bytes: the least tail read
+TAIL_SHARE = 0.5  # of the member's compressed bytes in proportion to the inflated bytes wanted from its end: the first tail read
+MARGIN = 2**20  # inflated bytes the entry point must lie before what is wanted of the end
+SEARCH = 256 * 2**10  # compressed bytes from a tail's start searched for a block start (zlib writes one every few tens of KB)
 
 
 @dataclass(slots=True)
@@ -48,6 +61,23 @@ class _Window:
 
     def covers(self, offset: int, size: int) -> bool:
         return self.start <= offset and offset + size <= self.start + len(self.buf)
+
+
+@dataclass(slots=True)
+class _Tail:
+    """The member's end being read: ``piece`` is its compressed bytes from ``start`` (up to
+    ``end``, where ``held``, read before, begins); an entry must begin by ``want``."""
+
+    regions: list[tuple[int, int]]
+    want: int
+    start: int
+    end: int
+    held: bytes = b""
+    piece: bytearray = field(default_factory=bytearray)
+
+    @property
+    def next(self) -> int:
+        return self.start + len(self.piece)
 
 
 class ElfStream:
@@ -85,10 +115,17 @@ class ElfStream:
         self._inflater = raw_inflater() if method == DEFLATED else None
         self._pos = 0  # inflated offset of the stream
         self._cpos = 0  # compressed offset of the stream
+        self._tail: _Tail | None = None  # the member's end being read (see the module docstring)
+        self._tail_tried = method != DEFLATED or compressed_size < SEEK_MIN
 
     @property
     def done(self) -> bool:
         return self.structure is not None or self.error is not None
+
+    @property
+    def reading_end(self) -> bool:
+        """Whether ``wanted`` asks for the member's end (all of it is used: a reader takes it at once)."""
+        return self._tail is not None
 
     @property
     def held(self) -> int:
@@ -102,6 +139,8 @@ class ElfStream:
         nothing more is wanted asks for more)."""
         if self.done or self._need is None:
             return None
+        if self._tail is not None:
+            return self._tail.next, self._tail.end
         if self._inflater is None:
             need = self._need
             end = min(self.size, max(need.end, need.offset + MIN_RANGE))
@@ -113,6 +152,13 @@ class ElfStream:
         if self.done:
             return
         self.consumed += len(data)
+        if self._tail is not None:
+            if start != self._tail.next:
+                raise ValueError(f"expected the member's bytes from {self._tail.next}, got {start}")
+            self._tail.piece += data
+            if self._tail.next >= self._tail.end:
+                self._enter_tail(self._tail)
+            return
         if self._inflater is None:
             self._windows.append(_Window(start, start + len(data), bytearray(data)))
             self._advance()
@@ -199,14 +245,49 @@ class ElfStream:
         self._need = found
         if self._inflater is None:
             return  # a stored member: the next range read fetches it
-        self._want(found)
-        dyn = self.layout.dynamic
-        raw = self._get(dyn.offset, dyn.filesz) if dyn is not None else None
-        if raw is not None:  # every table it points to, at once: one more pass at most
-            for at in elf.table_offsets(self.layout, raw):
-                self._want(Need(at, 0))
-        if found.offset < self._pos:  # behind the stream, and not kept
+        self._want_tables(self.layout, found)
+        if not self._tail_tried and found.offset >= self.size // 2:
+            self._start_tail(self.layout)
+        elif found.offset < self._pos:  # behind the stream, and not kept
             self._restart_or_fail()
+
+    def _want_tables(self, layout: ElfLayout, need: Need) -> None:
+        """Keep ``need`` and, once ``.dynamic`` is at hand, every table it points to, at once (one
+        more pass at most)."""
+        self._want(need)
+        dyn = layout.dynamic
+        raw = self._get(dyn.offset, dyn.filesz) if dyn is not None else None
+        if raw is not None:
+            for at in elf.table_offsets(layout, raw):
+                self._want(Need(at, 0))
+
+    def _start_tail(self, layout: ElfLayout) -> None:
+        """Read the member's end first: the segment of ``PT_DYNAMIC`` and those after it (see the
+        module docstring); a first guess at the compressed bytes they take."""
+        self._tail_tried = True
+        regions = [(w.start, w.end) for w in dynamic_windows(layout)]
+        if not regions or min(a for a, _ in regions) < self.size // 2:
+            return
+        want = max(0, min(a for a, _ in regions) - MARGIN)
+        take = max(TAIL_MIN, int(self.compressed_size * (self.size - want) / self.size * TAIL_SHARE))
+        self._tail = _Tail(regions, want, self.compressed_size - min(take, self.compressed_size), self.compressed_size)
+
+    def _enter_tail(self, tail: _Tail) -> None:
+        """The tail is in: enter it, keep what it holds of the regions, and go on with the stream
+        from where it is (or read twice as much of the end, while that is less than half)."""
+        data = bytes(tail.piece) + tail.held
+        found = deflateseek.enter(data, self.size, search=SEARCH)
+        if found is None or found.out_start > tail.want:
+            more = 2 * len(data)
+            if more < self.compressed_size // 2:
+                self._tail = _Tail(tail.regions, tail.want, self.compressed_size - more, tail.start, held=data)
+                return
+            self._tail = None
+            return
+        self._tail = None
+        self.inflated += 3 * (self.size - found.out_start)  # followed to the end once, then twice to compare
+        self._windows += [_Window(at, at + len(buf), bytearray(buf)) for at, buf in deflateseek.exact_regions(found, tail.regions)]
+        self._advance()
 
     def _want(self, need: Need) -> None:
         """Keep ``need`` (and the rest of its segment) when the stream passes it."""
@@ -262,4 +343,4 @@ def dynamic_windows(layout: ElfLayout) -> list[_Window]:
     return [around] + [_Window(s.offset, min(s.end, s.offset + KEEP_SEGMENT) + READ_PAST) for s in layout.loads if s.offset >= home.end]
 
 
-__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "READ_PAST", "ElfStream", "dynamic_windows"]
+__all__ = ["CHUNK", "KEEP_PREFIX", "KEEP_SEGMENT", "KEEP_WHOLE", "SEEK_MIN", "ElfStream"]

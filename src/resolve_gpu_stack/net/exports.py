@@ -1,14 +1,13 @@
 """What a torch exports, read from its wheel by range requests (a declared target has no torch on
 disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / ``libc10*.so``.
 
-Each library is read by its structure: its dynamic section, string, hash and symbol tables where
-its program headers say they are. In a released torch, ``PT_DYNAMIC`` and the string table are in
-the last fifth of a 448 MB ``libtorch_cpu.so`` (patchelf moved the strings to a 5th loadable
-segment). A large deflated library whose ``PT_DYNAMIC`` is in its second half is read from its two
-ends (``seekread.py``: its last MBs entered in the middle of the stream, its first bytes for the
-tables left there): torch 2.15.0's exports cost 63 MB of its wheel, not 510 MB. Otherwise, or when
-the data does not allow that, the member is inflated as a stream from its start up to the tables,
-holding only those regions (``index/elfstream.py``). The cost is what the data needs (by default
+Each library is read by its structure (``index/elfstream.py``): its dynamic section, string, hash
+and symbol tables where its program headers say they are. In a released torch, ``PT_DYNAMIC`` and
+the string table are in the last fifth of a 448 MB ``libtorch_cpu.so`` (patchelf moved the strings
+to a 5th loadable segment), the symbol and hash tables in its first MBs: the library is read from
+its end (entered in the middle of the deflate stream), then from its start up to those tables,
+each a streamed range: torch 2.15.0's exports cost 63 MB of its wheel, not the 510 MB of
+inflating both large libraries up to their ends. The cost is what the data needs (by default
 at most the libraries' own compressed bytes, ``budget`` bounds it further), paid once per torch
 build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
 a snapshot is recorded, recorded in it; a snapshot replays it offline. A wheel that cannot be read
@@ -22,7 +21,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CrawlError
@@ -31,7 +30,7 @@ from ..model import IndexFile
 from ..rules.abi import TorchExports
 from ..urls import without_fragment
 from .cache import HttpCache
-from .classify import RangeReader, RangesUnavailable, scan_key
+from .classify import STREAM_PIECE, RangeReader, RangesUnavailable, scan_key
 from .transport import Transport
 
 if TYPE_CHECKING:
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHUNK = 8 * 2**20  # compressed bytes per range request of a deflated library
 LIBRARY_THREADS = 4  # libraries read at once (inflating releases the GIL: the two largest take two cores)
 TORCH_LIB_DIR = "torch/lib/"
 _TORCH_LIB = TORCH_LIB_DIR.encode()  # as a central directory spells it (ASCII: the same in UTF-8 and cp437)
@@ -152,37 +150,38 @@ class WheelExports:
         """Whether reading ``more`` bytes on top of what ``read`` has read stays in the budget."""
         return self._budget is None or read.bytes + more <= self._budget
 
-    def _feed(self, stream: ElfStream, read: RangeReader, at: int, entry: zipmeta.ZipEntry) -> None:
-        """Feed ``stream`` the member's bytes (its data at ``at`` in the wheel) as it asks for them. A
-        deflated member is read in order: the next chunk is asked for while this one inflates."""
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-exports-ahead") as ahead:
-            next_read: tuple[tuple[int, int], Future[bytes]] | None = None
-            while (span := stream.wanted()) is not None:
-                if not self._within_budget(read, span[1] - span[0]):
+    def _feed(self, stream: ElfStream, read: RangeReader, at: int) -> None:
+        """Feed ``stream`` the member's bytes (its data at ``at`` in the wheel) as it asks for them:
+        its end in one read, and each span from its start as one streamed range, fed as it
+        arrives and left once the stream wants bytes elsewhere or nothing more."""
+        while (span := stream.wanted(stream.compressed_size)) is not None:
+
+            def take(offset: int, data: bytes, span: tuple[int, int] = span) -> bool:
+                if self._budget is not None and read.bytes > self._budget:
                     raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
-                data = next_read[1].result() if next_read is not None and next_read[0] == span else read.range(at + span[0], at + span[1])
-                following = (span[1], min(entry.compressed_size, span[1] + CHUNK))
-                next_read = None
-                if entry.method == zipmeta.DEFLATED and following[0] < following[1] and self._within_budget(read, following[1] - span[0]):
-                    next_read = (following, ahead.submit(read.range, at + following[0], at + following[1]))
-                stream.feed(span[0], data)
+                stream.feed(offset - at, data)
+                after = stream.wanted()
+                return after is not None and after[0] == offset - at + len(data) < span[1]
+
+            if not self._within_budget(read, span[1] - span[0] if stream.reading_end else min(span[1] - span[0], STREAM_PIECE)):
+                raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
+            if stream.reading_end:  # all of it is used, at once: one read, not pieces
+                stream.feed(span[0], read.range(at + span[0], at + span[1]))
+            else:
+                read.stream(at + span[0], at + span[1], take)
 
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
         """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
         from ..index import elf
         from ..index.elfstream import ElfStream
-        from .seekread import read_entered
 
         head = read.range(entry.header_offset, min(entry.header_offset + zipmeta.LOCAL_HEADER_SIZE + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
         data_start = zipmeta.local_data_start(head)
         if data_start is None:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")
         at = entry.header_offset + data_start
-        entered = read_entered(read, entry, at, within=lambda more: self._within_budget(read, more))
-        if entered is not None and entered.symbols is not None:
-            return entered.symbols.exports
-        stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True, chunk=CHUNK)
-        self._feed(stream, read, at, entry)
+        stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True)
+        self._feed(stream, read, at)
         if stream.structure is None or stream.structure.symbols is None:
             raise elf.ElfError(f"{entry.name}: {stream.error or 'its dynamic symbol table could not be read'}")
         return stream.structure.symbols.exports

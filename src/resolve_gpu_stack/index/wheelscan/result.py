@@ -38,6 +38,7 @@ STRINGS_RATIO = 0.2  # compressed over inflated bytes of symbol names (mangled C
 NAMES_MARGIN = 8 * 2**10  # inflated bytes past a symbol table's last name: the library names follow them
 MERGE_GAP = 64 * 2**10  # ranges of one round at most this far apart are read as one (``scanner._merged``)
 MERGE_MOST = 8 * 2**20  # ... while the span read stays at most this large
+READ_THROUGH = 2 * 2**20  # a streamed range is read on to a wanted byte at most this far ahead (a new request costs more)
 SMALL_MEMBER = 2  # a member at most this many first chunks long is read whole at once
 
 _SHARED_OBJECT = re.compile(r"\.so(?:\.[0-9]+)*$")

@@ -37,6 +37,7 @@ from .result import (
     MERGE_MOST,
     METADATA_MEMBER,
     READ_ON,
+    READ_THROUGH,
     TIME_LIMIT,
     Evidence,
     MemberScan,
@@ -155,8 +156,10 @@ class WheelScanner:
         return first + _merged([member_range(m, cap=self.cap, max_chunk=self.max_chunk, file_size=self.file_size, reach=each) for m in self._active])
 
     def wanted(self, start: int, end: int) -> bool:
-        """Whether any byte of ``[start, end)`` is still wanted: a member's next byte, or the
-        METADATA, lies there (a reader streaming a range stops once it is not)."""
+        """Whether a byte of ``[start, end)`` is still wanted soon: a member's next byte, or the
+        METADATA's, lies there within ``READ_THROUGH`` bytes (a reader streaming a range stops once
+        it is not: a member read from its end next asks for that range itself)."""
+        end = min(end, start + READ_THROUGH)
         if self._metadata is not None and start <= member_span(self._metadata, self.file_size)[0] + len(self._metadata_held) < end:
             return True
         return any(start <= m.next_offset < end for m in self._active)
