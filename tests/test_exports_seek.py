@@ -17,7 +17,9 @@ from server import IndexServer
 
 from resolve_gpu_stack.index import elf, elfstream, zipmeta
 from resolve_gpu_stack.index.elf.symbols import dynamic_symbols
+from resolve_gpu_stack.index.elfstream import ElfStream
 from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.net.classify import STREAM_PIECE
 from resolve_gpu_stack.net.exports import WheelExports
 from resolve_gpu_stack.net.http import HttpFetcher
 
@@ -97,3 +99,50 @@ def test_the_budget_holds_for_a_tail_read_too(served) -> None:  # type: ignore[n
     symbols, source, sent = _exports(srv, "dynamic", budget=MB)
     assert symbols is None and "budget" in source, source
     assert sent < 3 * MB
+
+
+def _fed(data: bytes, comp: bytes) -> ElfStream:
+    """An ``ElfStream`` of ``data`` (deflated: ``comp``) fed as a streaming reader feeds it: what
+    it asks for, in pieces of ``STREAM_PIECE`` (its end at once)."""
+    stream = ElfStream(zipmeta.DEFLATED, len(data), len(comp), exports=True)
+    while (span := stream.wanted(len(comp))) is not None:
+        end = span[1] if stream.reading_end else min(span[1], span[0] + STREAM_PIECE)
+        stream.feed(span[0], comp[span[0] : end])
+    return stream
+
+
+def test_a_corrupt_end_is_an_error_not_a_guess(served) -> None:  # type: ignore[no-untyped-def]
+    """The last MBs of a member's deflate data replaced by noise: no block start inflates to the
+    end, the stream from the start is tried, and it stops at the bad data with an error."""
+    import zlib
+
+    _, objects = served
+    data = objects["dynamic"]
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    comp = bytearray(c.compress(data) + c.flush())
+    comp[-3 * MB :] = random.Random(9).randbytes(3 * MB)
+    stream = _fed(data, bytes(comp))
+    assert stream.structure is None and "bad deflate data" in (stream.error or ""), stream.error
+
+
+def test_tables_that_copy_bytes_from_before_the_entry_point_are_read_from_the_start(served) -> None:  # type: ignore[no-untyped-def]
+    """The 64 MB before the tables are 40-byte pieces of the tables themselves: deflate writes them,
+    and the tables, as copies of copies reaching back past any entry point near the end, so every
+    byte there depends on the window the entry point lacks. None of them is used; the stream from
+    the start reads the tables, and the answer is the same."""
+    import zlib
+
+    _, objects = served
+    lib, pad = objects["early"][: -12 * MB], 64 * MB
+    region = move_dynamic(lib, pad=pad, zeros=True)[len(lib) + pad :]  # what move_dynamic puts after the pad
+    rng = random.Random(10)
+    pieces = b"".join(region[o : o + 40] for o in (rng.randrange(len(region) - 40) for _ in range(pad // 40 + 1)))
+    data = move_dynamic(lib, filler=pieces[:pad])
+    assert data[len(lib) + pad :] == region
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    comp = c.compress(data) + c.flush()
+    assert len(comp) >= elfstream.SEEK_MIN
+    stream = _fed(data, comp)
+    assert stream.structure is not None and stream.structure.symbols is not None, stream.error
+    assert frozenset(stream.structure.symbols.exports) == _truth(data)
+    assert stream.consumed > len(comp)  # the end was read, then all of it from the start

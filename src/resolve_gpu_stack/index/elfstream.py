@@ -50,7 +50,7 @@ SEEK_MIN = 4 * 2**20  # compressed bytes: a smaller member is inflated from its 
 TAIL_MIN = 2 * 2**20  # compressed bytes: the least tail read
 TAIL_SHARE = 0.5  # of the member's compressed bytes in proportion to the inflated bytes wanted from its end: the first tail read
 MARGIN = 2**20  # inflated bytes the entry point must lie before what is wanted of the end
-SEARCH = 256 * 2**10  # compressed bytes from a tail's start searched for a block start (zlib writes one every few tens of KB)
+SEARCH = 128 * 2**10  # compressed bytes from a tail's start searched for a block start (zlib writes one every few tens of KB, a stored one every 64 KB)
 
 
 @dataclass(slots=True)
@@ -277,7 +277,10 @@ class ElfStream:
         from where it is (or read twice as much of the end, while that is less than half)."""
         data = bytes(tail.piece) + tail.held
         found = deflateseek.enter(data, self.size, search=SEARCH)
-        if found is None or found.out_start > tail.want:
+        if found is None:  # no block start inflates to the end: not a deflate stream to enter (more of it will not be)
+            self._tail = None
+            return
+        if found.out_start > tail.want:
             more = 2 * len(data)
             if more < self.compressed_size // 2:
                 self._tail = _Tail(tail.regions, tail.want, self.compressed_size - more, tail.start, held=data)
