@@ -3,24 +3,23 @@ the member's compressed bytes: pure, the caller does the reading.
 
 - A **stored** member is a range read per region: the header (first ``elf.HEAD_BYTES``), then
   ``PT_DYNAMIC``, the string table, the hash table, the symbol table, wherever they lie.
-- A **deflated** member is inflated as a stream from its start (there is no other way to reach a
-  byte of it), in pieces of ``STEP`` inflated bytes, and only the regions wanted are kept: the
-  first loadable segment (where linkers put the tables; at most ``KEEP_PREFIX`` bytes of it), the
-  loadable segment holding ``PT_DYNAMIC`` and every loadable segment after it (where patchelf puts
-  the tables it rewrites; at most ``KEEP_SEGMENT`` bytes each), a member of at most ``KEEP_WHOLE``
-  bytes whole (one piece may inflate all of it before its structure is read), and every region the
-  structure asks for ahead of the stream. A region
-  asked for behind the stream that was not kept costs one more pass from the start (at most
-  ``MAX_PASSES``). The stream stops where the last region ends: the cost is what the data needs,
-  the memory held is the regions.
+- A **deflated** member is inflated as a stream from its start, in pieces of ``STEP`` inflated
+  bytes, and only the regions wanted are kept: the first loadable segment (where linkers put the
+  tables; at most ``KEEP_PREFIX`` bytes of it), the loadable segment holding ``PT_DYNAMIC`` and
+  every loadable segment after it (where patchelf puts the tables it rewrites; at most
+  ``KEEP_SEGMENT`` bytes each), a member of at most ``KEEP_WHOLE`` bytes whole (one piece may
+  inflate all of it before its structure is read), and every region the structure asks for ahead
+  of the stream. A region asked for behind the stream that was not kept costs one more pass from
+  the start (at most ``MAX_PASSES``). The stream stops where the last region ends: the cost is
+  what the data needs, the memory held is the regions.
 - A deflated member of at least ``SEEK_MIN`` compressed bytes whose ``PT_DYNAMIC`` lies in its
-  second half (every object GNU ld writes has it in its last segment; patchelf puts torch's string
-  table after it) is first read from its end: its last compressed bytes, entered in the middle of
-  the stream at a block start (``deflateseek.py``), give the segment of ``PT_DYNAMIC`` and those
-  after it, where no byte depends on the window the entry point lacks. The stream from the start
-  then reads only what lies before (the tables in the first segment). When the tail does not
-  hold them (no block start inflates to the end, a byte depends on the window), the stream from
-  the start reads them as before.
+  second half (a linker puts ``.dynamic`` in the last segment; patchelf puts torch's string table
+  after it) is read from its end first. Its last compressed bytes (at most ``MAX_TAIL``) are
+  entered in the middle of the stream at a block start (``deflateseek.py``) and give the segment
+  of ``PT_DYNAMIC`` and those after it, where no byte depends on the window the entry point
+  lacks. The stream from the start then reads only what lies before (the tables in the first
+  segment). When the tail does not hold them (no block start inflates to the end, or a byte
+  depends on the window), the stream from the start reads them as above.
 
     reader = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size)
     while (span := reader.wanted()) is not None:   # compressed offsets in the member's data
@@ -50,6 +49,7 @@ SEEK_MIN = 4 * 2**20  # compressed bytes: a smaller member is inflated from its 
 TAIL_MIN = 2 * 2**20  # compressed bytes: the least tail read
 TAIL_SHARE = 0.5  # of the member's compressed bytes in proportion to the inflated bytes wanted from its end: the first tail read
 MARGIN = 2**20  # inflated bytes the entry point must lie before what is wanted of the end
+MAX_TAIL = 64 * 2**20  # compressed bytes of a member's end read at most (they are held until entered)
 SEARCH = 128 * 2**10  # compressed bytes from a tail's start searched for a block start (zlib writes one every few tens of KB, a stored one every 64 KB)
 
 
@@ -270,24 +270,22 @@ class ElfStream:
             return
         want = max(0, min(a for a, _ in regions) - MARGIN)
         take = max(TAIL_MIN, int(self.compressed_size * (self.size - want) / self.size * TAIL_SHARE))
-        self._tail = _Tail(regions, want, self.compressed_size - min(take, self.compressed_size), self.compressed_size)
+        self._tail = _Tail(regions, want, self.compressed_size - min(take, self.compressed_size, MAX_TAIL), self.compressed_size)
 
     def _enter_tail(self, tail: _Tail) -> None:
         """The tail is in: enter it, keep what it holds of the regions, and go on with the stream
-        from where it is (or read twice as much of the end, while that is less than half)."""
+        from where it is; or read twice as much of the end, while that is less than half of the
+        member and at most ``MAX_TAIL`` (the compressed tail is held while it is read)."""
         data = bytes(tail.piece) + tail.held
         found = deflateseek.enter(data, self.size, search=SEARCH)
+        self._tail = None
         if found is None:  # no block start inflates to the end: not a deflate stream to enter (more of it will not be)
-            self._tail = None
             return
         if found.out_start > tail.want:
             more = 2 * len(data)
-            if more < self.compressed_size // 2:
+            if more < self.compressed_size // 2 and more <= MAX_TAIL:
                 self._tail = _Tail(tail.regions, tail.want, self.compressed_size - more, tail.start, held=data)
-                return
-            self._tail = None
             return
-        self._tail = None
         self.inflated += 3 * (self.size - found.out_start)  # followed to the end once, then twice to compare
         self._windows += [_Window(at, at + len(buf), bytearray(buf)) for at, buf in deflateseek.exact_regions(found, tail.regions)]
         self._advance()
