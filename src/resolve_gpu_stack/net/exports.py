@@ -4,11 +4,11 @@ disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / `
 Each library is read by its structure (``index/elfstream.py``): its dynamic section, string, hash
 and symbol tables where its program headers say they are. In a released torch, ``PT_DYNAMIC`` and
 the string table are in the last fifth of a 448 MB ``libtorch_cpu.so`` (patchelf rewrote it), its
-symbol table in its first MBs: the library is read from its end (entered in the middle of the
-deflate stream, in one read), then from its start up to that table (a streamed range): torch 2.15.0's exports cost 60 MB of its wheel, not the 510 MB of
-inflating both large libraries up to their ends. The cost is what the data needs (by default
-at most the libraries' own compressed bytes, ``budget`` bounds it further), paid once per torch
-build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
+symbol table in its first MBs. So the library is read from its end (entered in the middle of the
+deflate stream, in one read), then from its start up to that table (a streamed range): torch
+2.15.0's exports cost 60 MB of its wheel, not the 510 MB of inflating both large libraries up to
+their ends. The cost is what the data needs (by default at most the libraries' own compressed
+bytes, ``budget`` bounds it further), paid once per torch build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
 a snapshot is recorded, recorded in it; a snapshot replays it offline. A wheel that cannot be read
 answers ``symbols=None`` with why, never a guess.
 """
