@@ -265,7 +265,7 @@ class ElfStream:
         """Read the member's end first: the segment of ``PT_DYNAMIC`` and those after it (see the
         module docstring); a first guess at the compressed bytes they take."""
         self._tail_tried = True
-        regions = [(w.start, w.end) for w in dynamic_windows(layout)]
+        regions = [(w.start, w.end) for w in _dynamic_windows(layout)]
         if not regions or min(a for a, _ in regions) < self.size // 2:
             return
         want = max(0, min(a for a, _ in regions) - MARGIN)
@@ -312,7 +312,7 @@ class ElfStream:
         loads = layout.loads
         first = self._windows[0]  # what is held already stays; the first segment's rest is kept
         first.end = max(len(first.buf), self.size if self.size <= KEEP_WHOLE else min(loads[0].end if loads else 0, KEEP_PREFIX))
-        self._windows += dynamic_windows(layout)
+        self._windows += _dynamic_windows(layout)
 
     def _restart_or_fail(self) -> None:
         """The stream ended without what the structure needs: from the start once more, keeping
@@ -332,7 +332,7 @@ class ElfStream:
                 w.buf = bytearray()
 
 
-def dynamic_windows(layout: ElfLayout) -> list[_Window]:
+def _dynamic_windows(layout: ElfLayout) -> list[_Window]:
     """The loadable segment holding ``PT_DYNAMIC`` (around it) and every one after it, where
     patchelf puts the tables it rewrites (at most ``KEEP_SEGMENT`` bytes each)."""
     dyn = layout.dynamic
