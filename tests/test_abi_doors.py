@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import subprocess
 import sys
 import zipfile
@@ -31,6 +32,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from abi_world import NIGHTLY, TAG, build_abi_world, have_cxx
+from elfbuild import move_dynamic
 from server import Fault, IndexServer
 from wheels import build_wheel
 from world import _Entry
@@ -55,10 +57,16 @@ WHY = {"stable-cu12": ("CUDA 12", "CUDA 13"), "locked-bad": ("c10::detail::torch
 DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
+END_FIRST = 8 * 2**20  # incompressible bytes before the kept torch's moved tables: its libtorch_cpu.so is read from its end
+
+
+@pytest.fixture(scope="module", params=["stubs", "read from its end"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """The world, and the same world whose kept torch has patchelf's layout behind 8 MB of data:
+    every door reads that torch's exports from the library's end (``index/elfstream.py``)."""
     root = tmp_path_factory.mktemp("abidoors")
-    world, _ = build_abi_world(root)
+    torch_lib = (lambda data: move_dynamic(data, pad=END_FIRST, seed=19)) if request.param != "stubs" else None
+    world, _ = build_abi_world(root, torch_lib=torch_lib)
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         yield world, srv, root
@@ -121,6 +129,17 @@ def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys
     plan = json.loads(out)
     assert plan_verdicts(plan) == {n: EXPECTED[n] for n in BAD}
     assert all(p["abi_mismatch"] for p in plan["packages"] if p["name"] in BAD)
+
+
+def test_the_kept_torchs_exports_are_read_from_the_librarys_end_when_its_tables_are_there(served, capsys, caplog, tmp_path):
+    world, srv, _ = served
+    argv = ["resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json", *withs("locked-ok")]
+    with caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.exports"):
+        code, _, err = cli(capsys, *argv)
+    assert code == 0, err
+    read = next(int(r.args[2]) for r in caplog.records if r.name == "resolve_gpu_stack.net.exports" and "bytes read" in r.msg)
+    # the stubs are a few KB; behind 8 MB of data, a read from the start would take all of it
+    assert read < END_FIRST // 2, read
 
 
 def test_lock_o_and_a_config_lock_record_the_same_verdicts_and_check_holds_them(served, capsys, tmp_path, monkeypatch):
