@@ -266,9 +266,10 @@ class ElfStream:
         module docstring); a first guess at the compressed bytes they take."""
         self._tail_tried = True
         regions = [(w.start, w.end) for w in _dynamic_windows(layout)]
-        if not regions or min(a for a, _ in regions) < self.size // 2:
+        first = min((a for a, _ in regions), default=0)
+        if first < self.size // 2:
             return
-        want = max(0, min(a for a, _ in regions) - MARGIN)
+        want = first - MARGIN
         take = max(TAIL_MIN, int(self.compressed_size * (self.size - want) / self.size * TAIL_SHARE))
         self._tail = _Tail(regions, want, self.compressed_size - min(take, self.compressed_size, MAX_TAIL), self.compressed_size)
 

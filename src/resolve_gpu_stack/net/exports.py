@@ -145,29 +145,30 @@ class WheelExports:
             found = list(pool.map(lambda e: self._member_exports(read, e, eocd.cd_offset), libraries))
         return frozenset(s for names in found for s in names), read.bytes
 
-    def _within_budget(self, read: RangeReader, more: int) -> bool:
-        """Whether reading ``more`` bytes on top of what ``read`` has read stays in the budget."""
-        return self._budget is None or read.bytes + more <= self._budget
+    def _spend(self, read: RangeReader, more: int) -> None:
+        """Raise ``_OverBudget`` unless reading ``more`` bytes on top of what ``read`` has read stays
+        in the budget."""
+        if self._budget is not None and read.bytes + more > self._budget:
+            raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
 
     def _feed(self, stream: ElfStream, read: RangeReader, at: int) -> None:
         """Feed ``stream`` the member's bytes (its data at ``at`` in the wheel) as it asks for them:
         its end in one read, and each span from its start as one streamed range, fed as it
         arrives and left once the stream wants bytes elsewhere or nothing more."""
         while (span := stream.wanted(stream.compressed_size)) is not None:
+            if stream.reading_end:  # all of it is used, at once: one read, not pieces
+                self._spend(read, span[1] - span[0])
+                stream.feed(span[0], read.range(at + span[0], at + span[1]))
+                continue
 
             def take(offset: int, data: bytes, span: tuple[int, int] = span) -> bool:
-                if self._budget is not None and read.bytes > self._budget:
-                    raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
+                self._spend(read, 0)
                 stream.feed(offset - at, data)
                 after = stream.wanted()
                 return after is not None and after[0] == offset - at + len(data) < span[1]
 
-            if not self._within_budget(read, span[1] - span[0] if stream.reading_end else min(span[1] - span[0], STREAM_PIECE)):
-                raise _OverBudget(f"its symbol tables are past the {self._budget}-byte budget ({read.bytes} bytes read)")
-            if stream.reading_end:  # all of it is used, at once: one read, not pieces
-                stream.feed(span[0], read.range(at + span[0], at + span[1]))
-            else:
-                read.stream(at + span[0], at + span[1], take)
+            self._spend(read, min(span[1] - span[0], STREAM_PIECE))
+            read.stream(at + span[0], at + span[1], take)
 
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
         """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
