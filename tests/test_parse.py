@@ -713,3 +713,30 @@ def test_a_row_filter_passes_over_what_the_target_cannot_use_unread_and_keeps_th
         assert len(full.warnings) == 3 and len(with_sdists.warnings) == 2 and len(wheels_only.warnings) == 1
         assert "demo-1.0-py3-none-any.whl" in wheels_only.warnings[0]
         assert with_sdists.subdirs == wheels_only.subdirs == full.subdirs
+
+
+def test_a_json_page_reads_the_same_whether_its_rows_are_decoded_one_by_one_or_the_page_whole() -> None:
+    """A PEP 691 page's rows are decoded only once the row filter keeps them; a page the fast
+    decoder refuses (``NaN``, which the standard library reads) is read whole: the same files and
+    the same warnings either way, rows that are not objects or lack a string filename included."""
+    from resolve_gpu_stack.index.parse import RowFilter
+
+    tags = frozenset({Tag("cp312", "cp312", "manylinux_2_28_x86_64")})
+    digest = "cd" * 32
+    rows: list[object] = [
+        {"filename": "demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "url": "demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "hashes": {"sha256": digest}},
+        {"filename": "demo-2.0-cp312-cp312-win_amd64.whl", "url": "w.whl", "hashes": {"sha256": "bad"}},  # passed over: its bad digest is never read
+        7,  # not an object: said
+        {"filename": 12, "url": "x.whl"},  # no string filename: said
+        {"filename": "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "url": "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "size": 10},
+    ]
+    strict = json.dumps({"meta": {"api-version": "1.1"}, "files": rows})
+    lenient = strict[:-1] + ', "extra": NaN}'  # json reads it, msgspec does not
+    read = []
+    for text in (strict, lenient):
+        page = IndexPage(url="https://idx.example/simple/demo/", content=text.encode(), content_type=PEP691_JSON)
+        read.append(parse_page(page, index="test", keep=RowFilter(tags, sdists=False)))
+    assert read[0] == read[1]
+    assert [f.filename for f in read[0].files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert read[0].files[0].sha256 == digest and read[0].files[1].size == 10
+    assert len(read[0].warnings) == 2 and "files[2] is not an object" in read[0].warnings[0] and "files[3]" in read[0].warnings[1]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+import msgspec
 from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -599,15 +600,14 @@ def _is_untested(attrs: dict[str, str | None], tail: list[str]) -> bool:
 # -- JSON (PEP 691) -----------------------------------------------------------------------------
 def _parse_json(text: str, ctx: _Context) -> ParsedPage:
     data = _json_object(text, ctx)
-    files, projects = data.get("files"), data.get("projects")
-    if not isinstance(files, list) and isinstance(projects, list):  # PEP 691 root: a directory listing
-        return ParsedPage(url=ctx.url, subdirs=_json_projects(projects) if ctx.only is None else (), warnings=ctx.warnings())
-    if not isinstance(files, list):
+    if data.files is None and isinstance(data.projects, list):  # PEP 691 root: a directory listing
+        return ParsedPage(url=ctx.url, subdirs=_json_projects(data.projects) if ctx.only is None else (), warnings=ctx.warnings())
+    if data.files is None:
         raise CrawlError(
             ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page", hint="the URL may be a JSON API endpoint rather than the simple index"
         )
-    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(files, ctx.only, ctx.keep))
-    return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.get("name")))
+    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(data.files, ctx.only, ctx.keep))
+    return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.name))
 
 
 def _json_projects(projects: list[Any]) -> tuple[str, ...]:
@@ -616,15 +616,25 @@ def _json_projects(projects: list[Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip()))
 
 
-def _json_rows(files: list[Any], only: frozenset[str] | None, keep: RowFilter | None) -> Iterable[tuple[int, object]]:
-    """The rows to read, numbered; with ``only`` (or ``keep``), every other row (every row it
-    passes over) is skipped before any work on it."""
-    rows: Iterable[tuple[int, object]] = enumerate(files)
-    if only is not None:
-        rows = ((i, e) for i, e in rows if isinstance(e, dict) and e.get("filename") in only)
-    if keep is not None:
-        rows = ((i, e) for i, e in rows if not (isinstance(e, dict) and keep.passes_over(_text_or_none(e.get("filename")))))
-    return rows
+def _json_rows(files: list[Any], only: Collection[str] | None, keep: RowFilter | None) -> Iterable[tuple[int, object]]:
+    """The rows to read, numbered and decoded; with ``only`` (or ``keep``), every other row (every
+    row it passes over) is skipped on its filename alone, before it is decoded."""
+    for i, row in enumerate(files):
+        if only is not None or keep is not None:
+            filename = _row_filename(row)
+            if (only is not None and filename not in only) or (keep is not None and keep.passes_over(filename)):
+                continue
+        yield i, _ANY.decode(row) if isinstance(row, msgspec.Raw) else row
+
+
+def _row_filename(row: object) -> str | None:
+    """A row's ``filename`` when the row is an object and it a string; else None."""
+    if not isinstance(row, msgspec.Raw):
+        return _text_or_none(row.get("filename")) if isinstance(row, dict) else None
+    try:
+        return _text_or_none(_ROW_FILENAME.decode(row).filename)
+    except msgspec.ValidationError:
+        return None
 
 
 def _text_or_none(value: object) -> str | None:
@@ -636,17 +646,47 @@ def _json_text(value: object) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else None
 
 
-def _json_object(text: str, ctx: _Context) -> dict[str, Any]:
-    """The page's JSON object, its API version checked."""
+class _JsonPage(msgspec.Struct):
+    """A PEP 691 page's top level. Its rows stay undecoded (``msgspec.Raw``) until their filenames
+    are read: a popular page holds thousands, of which one target reads a few hundred."""
+
+    meta: Any = None
+    name: Any = None
+    files: list[msgspec.Raw] | None = None
+    projects: Any = None
+
+
+class _RowFilename(msgspec.Struct):
+    filename: Any = None
+
+
+_PAGE = msgspec.json.Decoder(_JsonPage)
+_ROW_FILENAME = msgspec.json.Decoder(_RowFilename)
+_ANY = msgspec.json.Decoder()
+
+
+def _json_object(text: str, ctx: _Context) -> _JsonPage:
+    """The page's JSON object, its API version checked. What the fast decoder refuses (another
+    shape, or JSON it is stricter about than the standard library: ``NaN``) is read whole by
+    ``json``, for the rules below to say what is wrong with it, as they always did."""
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise CrawlError(ctx.url, f"the page is JSON but does not parse: {_clip(str(exc))}") from None
-    if not isinstance(data, dict):
-        raise CrawlError(ctx.url, f"the JSON is a {type(data).__name__}, not a PEP 691 object with 'files'")
-    meta = data.get("meta")
+        data = _PAGE.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        data = _json_whole(text, ctx)
+    meta = data.meta
     _check_api_version(meta.get("api-version") if isinstance(meta, dict) else None, ctx.url)
     return data
+
+
+def _json_whole(text: str, ctx: _Context) -> _JsonPage:
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise CrawlError(ctx.url, f"the page is JSON but does not parse: {_clip(str(exc))}") from None
+    if not isinstance(whole, dict):
+        raise CrawlError(ctx.url, f"the JSON is a {type(whole).__name__}, not a PEP 691 object with 'files'")
+    files = whole.get("files")  # its rows decoded: _json_rows takes both
+    return _JsonPage(meta=whole.get("meta"), name=whole.get("name"), files=files if isinstance(files, list) else None, projects=whole.get("projects"))
 
 
 def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
