@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 from urllib.parse import urljoin
 
@@ -715,12 +716,16 @@ def test_a_row_filter_passes_over_what_the_target_cannot_use_unread_and_keeps_th
         assert with_sdists.subdirs == wheels_only.subdirs == full.subdirs
 
 
-def test_a_json_page_reads_the_same_whether_its_rows_are_decoded_one_by_one_or_the_page_whole() -> None:
-    """A PEP 691 page's rows are decoded only once the row filter keeps them; a page the fast
-    decoder refuses (``NaN``, which the standard library reads) is read whole: the same files and
-    the same warnings either way, rows that are not objects or lack a string filename included."""
-    from resolve_gpu_stack.index.parse import RowFilter
+def test_a_json_page_reads_the_same_whether_its_rows_are_decoded_one_by_one_or_the_page_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large PEP 691 page's rows are decoded only once the row filter keeps them (``jsonrows``,
+    imported for the first such page, never for small ones); a page that decoder refuses
+    (``NaN``, which the standard library reads) is read whole: the same files and the same warnings
+    either way, rows that are not objects or lack a string filename included."""
+    import resolve_gpu_stack.index as index_package
+    from resolve_gpu_stack.index.parse import FAST_MIN, RowFilter
 
+    monkeypatch.delitem(sys.modules, "resolve_gpu_stack.index.jsonrows", raising=False)
+    monkeypatch.delattr(index_package, "jsonrows", raising=False)
     tags = frozenset({Tag("cp312", "cp312", "manylinux_2_28_x86_64")})
     digest = "cd" * 32
     rows: list[object] = [
@@ -730,13 +735,23 @@ def test_a_json_page_reads_the_same_whether_its_rows_are_decoded_one_by_one_or_t
         {"filename": 12, "url": "x.whl"},  # no string filename: said
         {"filename": "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "url": "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "size": 10},
     ]
-    strict = json.dumps({"meta": {"api-version": "1.1"}, "files": rows})
+    old = [
+        {"filename": f"demo-0.{n}-cp312-cp312-win_amd64.whl", "url": f"demo-0.{n}-cp312-cp312-win_amd64.whl", "hashes": {"sha256": digest}} for n in range(8000)
+    ]
+
+    def read(text: str) -> ParsedPage:
+        return parse_page(
+            IndexPage(url="https://idx.example/simple/demo/", content=text.encode(), content_type=PEP691_JSON), index="test", keep=RowFilter(tags, sdists=False)
+        )
+
+    small = read(json.dumps({"meta": {"api-version": "1.1"}, "files": rows}))
+    assert "resolve_gpu_stack.index.jsonrows" not in sys.modules  # a small page: json, no msgspec import
+    strict = json.dumps({"meta": {"api-version": "1.1"}, "files": rows + old})
+    assert len(strict) >= FAST_MIN
     lenient = strict[:-1] + ', "extra": NaN}'  # json reads it, msgspec does not
-    read = []
-    for text in (strict, lenient):
-        page = IndexPage(url="https://idx.example/simple/demo/", content=text.encode(), content_type=PEP691_JSON)
-        read.append(parse_page(page, index="test", keep=RowFilter(tags, sdists=False)))
-    assert read[0] == read[1]
-    assert [f.filename for f in read[0].files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
-    assert read[0].files[0].sha256 == digest and read[0].files[1].size == 10
-    assert len(read[0].warnings) == 2 and "files[2] is not an object" in read[0].warnings[0] and "files[3]" in read[0].warnings[1]
+    fast, whole = read(strict), read(lenient)
+    assert "resolve_gpu_stack.index.jsonrows" in sys.modules
+    assert fast == whole and fast.files == small.files and fast.warnings == small.warnings
+    assert [f.filename for f in fast.files] == ["demo-2.0-cp312-cp312-manylinux_2_28_x86_64.whl", "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"]
+    assert fast.files[0].sha256 == digest and fast.files[1].size == 10
+    assert len(fast.warnings) == 2 and "files[2] is not an object" in fast.warnings[0] and "files[3]" in fast.warnings[1]
