@@ -59,7 +59,7 @@ def wheel_file(world, srv, name: str, *, hashed: bool = True) -> IndexFile:
 def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path):
     fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
     try:
-        classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS)
+        classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS.abi)
         kernel = wheel_file(world, server, "sgl-kernel")
         found = classify(kernel)
         assert found.kind == "torch" and found.members[0].name == "sgl_kernel/common_ops.abi3.so" and found.cxx  # version-locked: C++ imports
@@ -70,7 +70,7 @@ def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path)
         assert stats.wheels == 2 and stats.cached == 0 and stats.bytes_read > 0
         # cached by sha256: a new classifier over the same cache makes no request
         before = fetcher.stats.requests
-        again = RangeClassifier(fetcher.transport, fetcher.cache, DEFS)
+        again = RangeClassifier(fetcher.transport, fetcher.cache, DEFS.abi)
         assert again(kernel) == found
         assert fetcher.stats.requests == before and again.stats.cached == 1
         assert (tmp_path / "cache" / "scans-v1").is_dir()
@@ -90,7 +90,7 @@ def test_a_scan_starts_from_the_tail_read_for_metadata(world, server):
         assert len(tails) == 1, "the scan asked for the tail again"
         fresh = HttpFetcher(cache=None, timeout=10)
         try:
-            assert RangeClassifier(fresh.transport, None, DEFS)(kernel) == found
+            assert RangeClassifier(fresh.transport, None, DEFS.abi)(kernel) == found
         finally:
             fresh.close()
         assert found.kind == "torch" and asked >= 1
@@ -113,7 +113,7 @@ def test_bytes_read_counts_every_byte_received_headers_included(world, server):
     """Before: only the bodies were counted (4-48% under what crossed the wire)."""
     fetcher = HttpFetcher(cache=None, timeout=10)
     try:
-        classify = RangeClassifier(fetcher.transport, None, DEFS)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         record = classify.scan(wheel_file(world, server, "sgl-kernel"))
         body = server.bytes_sent
         status = len("HTTP/1.1 206 Partial Content\r\n\r\n")
@@ -126,7 +126,7 @@ def test_bytes_read_counts_every_byte_received_headers_included(world, server):
 def test_the_budget_stops_a_scan_and_says_so(world, server):
     fetcher = HttpFetcher(cache=None, timeout=10)
     try:
-        classify = RangeClassifier(fetcher.transport, None, DEFS, budget=lambda size: 100)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi, budget=lambda size: 100)
         found = classify(wheel_file(world, server, "sgl-kernel"))
         assert found.kind == "unknown" and "budget" in found.why
     finally:
@@ -144,7 +144,7 @@ def test_a_range_ignoring_server_is_not_downloaded_and_not_cached(world, server,
     fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
     said: list[str] = []
     try:
-        classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS, say=said.append)
+        classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS.abi, say=said.append)
         found = classify(wheel_file(world, server, "sgl-kernel"))
         assert found.kind == "unknown" and "ignored Range" in found.why
         assert any("ignored Range" in s for s in said)

@@ -104,7 +104,7 @@ def _file(srv: _Counting) -> IndexFile:
 
 def test_one_wheels_member_ranges_are_requested_concurrently(counting: _Counting) -> None:
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, DEFS)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         found = classify(_file(counting))
     assert found.kind == "cuda", found.why
     # the tail and directory, then all twelve members' heads in one round: not 1 + 12 sequential reads
@@ -116,7 +116,7 @@ def test_members_close_together_are_read_in_one_request(close_members: _Counting
     """scipy's layout (a hundred small members, a few KB apart): one request for the round's heads,
     not one a member; the bytes in between are counted."""
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, DEFS)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         found = classify(_file(close_members))
     assert found.kind == "cuda", found.why
     assert close_members.ranges <= 3, close_members.ranges  # the tail (and directory), the members' heads
@@ -134,7 +134,7 @@ def test_a_rounds_near_ranges_are_joined_largest_span_first() -> None:
 
 def test_connections_bound_the_requests_in_flight(counting: _Counting) -> None:
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, DEFS, connections=3)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi, connections=3)
         found = classify(_file(counting))
     assert found.kind == "cuda"
     assert 2 <= counting.most <= 3, counting.most
@@ -151,7 +151,7 @@ def test_a_round_keeps_the_budget_for_the_first_member() -> None:
 def test_a_tight_budget_reads_no_more_than_it(counting: _Counting) -> None:
     limit = 16 * 1024 + 4000  # the tail, then a member or two
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, DEFS, budget=lambda size: limit)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi, budget=lambda size: limit)
         found = classify(_file(counting))
     # nothing ties this CUDA wheel to torch (its METADATA, its name): the members read decide, and
     # the reason says the budget left some unread (a tied wheel stopped so is unknown: test_elf.py)

@@ -58,7 +58,7 @@ def _file(srv: IndexServer, name: str, data: bytes) -> IndexFile:
 
 def _scan(srv: IndexServer, name: str, data: bytes) -> tuple[RangeClassifier, str, str]:
     with HttpFetcher(cache=None, timeout=10) as fetcher:
-        classify = RangeClassifier(fetcher.transport, None, DEFS)
+        classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         found = classify(_file(srv, name, data))
     return classify, found.kind, found.why
 

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..data.definitions import Definitions
+from ..data.rules import AbiRules
 from ..errors import CrawlError
 from ..index import zipmeta
 from ..model import IndexFile
@@ -46,6 +46,7 @@ from .transport import Transport, content_range
 
 if TYPE_CHECKING:
     from ..index.wheelscan import WheelScan, WheelScanner
+    from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class RangeClassifier:
         self,
         transport: Transport,
         cache: HttpCache | None,
-        defs: Definitions,
+        rules: AbiRules,
         *,
         say: Callable[[str], None] | None = None,
         record: Callable[[str, ScanRecord], None] | None = None,
@@ -154,9 +155,11 @@ class RangeClassifier:
         connections: int = 32,
         tails: TailMemo | None = None,
         scan_budget: int = SCAN_BUDGET,
+        beside: RangeProcess | None = None,
     ) -> None:
         self._transport = transport
-        self._defs = defs
+        self._rules = rules
+        self._beside = beside  # scans run in this second process once it is ready (``net/rangeproc.py``)
         self._tails = tails  # tails already read for METADATA: a scan starts from one without a request
         self._cache = cache
         self._say = say
@@ -184,7 +187,7 @@ class RangeClassifier:
                 self._recorded(key, record)
                 return record
         started = time.perf_counter()
-        record, final, _ = self._scan(file)
+        record, final = self.read(file)
         seconds = time.perf_counter() - started
         self._tally.add(wheels=1, bytes_read=record.bytes_read, wheel_bytes=record.file_size, seconds=seconds, not_scanned=0 if final else 1)
         log.info(
@@ -205,6 +208,17 @@ class RangeClassifier:
     def _recorded(self, key: str, record: ScanRecord) -> None:
         if self._record is not None:
             self._record(key, record)
+
+    def read(self, file: IndexFile) -> tuple[ScanRecord, bool]:
+        """A fresh scan of ``file`` (no cache): the record, and whether it is final (kept). In the
+        second process when it is ready, else here."""
+        url = without_fragment(file.url)
+        held = self._tails.get(url) if self._tails is not None else None
+        answer = self._beside.scan(file, held, self._rules) if self._beside is not None else None
+        if answer is not None:
+            return answer
+        record, final, _ = self._scan(file)
+        return record, final
 
     def inspect(self, file: IndexFile) -> tuple[ScanRecord, WheelScan | None]:
         """A fresh scan of ``file`` (no cache) with what every member needs: the record, and the
@@ -244,7 +258,7 @@ class RangeClassifier:
         except CrawlError as exc:
             self._note(f"{file.filename}: not scanned: {exc}")
             return not_scanned(f"not scanned: {exc.message}", bytes_read=read.bytes, reads=read.reads, file_size=file.size or 0), False, None
-        abi = result.abi(self._defs.abi)
+        abi = result.abi(self._rules)
         if result.stopped:
             self._note(f"{file.filename}: {result.stopped}")
         # a scan stopped by the budget is not kept: a larger --scan-budget reads it again

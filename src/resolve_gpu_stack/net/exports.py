@@ -34,6 +34,7 @@ from .transport import Transport
 
 if TYPE_CHECKING:
     from ..index.elfstream import ElfStream
+    from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,9 @@ class WheelExports:
         record: Callable[[str, frozenset[str]], None] | None = None,
         say: Callable[[str], None] | None = None,
         budget: int | None = None,
+        beside: RangeProcess | None = None,
     ) -> None:
+        self._beside = beside  # reads run in this second process once it is ready
         self._transport = transport
         self._cache = cache
         self._record = record
@@ -102,22 +105,29 @@ class WheelExports:
                 return TorchExports(version=version, symbols=symbols, source=f"{file.filename} (cached)")
         if self._say is not None:
             self._say(f"reading the exports of {file.filename} (its libraries' symbol tables, by range requests)")
+        found = self.read(version, file)
+        if found.symbols is not None:
+            if self._cache is not None:
+                self._cache.put_exports(key, encode_exports(found.symbols))
+            self._recorded(key, found.symbols)
+        return found
+
+    def read(self, version: str, file: IndexFile) -> TorchExports:
+        """A fresh read of ``file``'s exports (no cache): in the second process when it is ready
+        (``net/rangeproc.py``), else here."""
+        answer = self._beside.exports(version, file, self._budget) if self._beside is not None else None
+        return answer if answer is not None else self._fresh(version, file)
+
+    def _fresh(self, version: str, file: IndexFile) -> TorchExports:
         from ..index import elf  # the ELF reader loads when a torch's exports are first read, not at start-up
 
         started = time.perf_counter()
         try:
             symbols, read = self._read_wheel(file)
-        except _OverBudget as exc:
-            return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
-        except (zipmeta.ZipError, elf.ElfError) as exc:
+        except (_OverBudget, zipmeta.ZipError, elf.ElfError, RangesUnavailable) as exc:
             return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
         except CrawlError as exc:
             return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc.message}")
-        except RangesUnavailable as exc:
-            return TorchExports(version=version, symbols=None, source=f"{file.filename}: {exc}")
-        if self._cache is not None:
-            self._cache.put_exports(key, encode_exports(symbols))
-        self._recorded(key, symbols)
         seconds = time.perf_counter() - started
         log.info("%s: %d exports, %d bytes read in %.1f s", file.filename, len(symbols), read, seconds)
         return TorchExports(version=version, symbols=symbols, source=f"{file.filename} ({read} bytes read in {seconds:.1f} s)")

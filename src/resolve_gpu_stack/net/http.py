@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..index.parse import MAX_METADATA_BYTES
 from ..model import IndexFile, PageResponse
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions, IndexDefinition
     from .classify import RangeClassifier, ScanRecord
     from .exports import WheelExports
+    from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,16 +76,17 @@ class HttpFetcher:
         trust_env: bool = True,
         system_certs: bool = False,
         scan_budget: int | None = None,
+        range_process: bool = True,
     ) -> None:
         self.cache = cache
         self.scan_budget = scan_budget  # RangeClassifier's (None: its default)
         self.concurrency = max(1, concurrency)
         self.progress = progress
-        self.transport = Transport(
+        transport: dict[str, Any] = dict(
             timeout=timeout,
             retries=retries,
             max_connections=self.concurrency,
-            allow_insecure_hosts=allow_insecure_hosts,
+            allow_insecure_hosts=tuple(allow_insecure_hosts),
             netrc_path=netrc_path,
             user_agent=user_agent,
             backoff_base=backoff_base,
@@ -93,6 +95,9 @@ class HttpFetcher:
             trust_env=trust_env,
             system_certs=system_certs,
         )
+        self.transport = Transport(**transport)
+        self._transport_settings = transport if range_process else None  # what a second process's transport is built from (None: no second process)
+        self._beside: RangeProcess | None = None
         self.transport.on_retry = on_retry  # told each retry, as it is scheduled
         self._pages = PageReader(self.transport, cache, max_bytes=max_page_bytes)
         self.tails = TailMemo()  # zip tails of native wheels read for METADATA: the classifier starts from them
@@ -129,28 +134,59 @@ class HttpFetcher:
     def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> RangeClassifier:
         """The wheel classifier that reads through this fetcher (its transport, cache, connections
         and the zip tails its METADATA reads left); each scan also goes to ``record``."""
-        from .classify import SCAN_BUDGET, RangeClassifier
+        from .classify import RangeClassifier
 
         return RangeClassifier(
             self.transport,
             self.cache,
-            defs,
+            defs.abi,
             say=self.progress,
             record=record,
             connections=self.concurrency,
             tails=self.tails,
-            scan_budget=self.scan_budget or SCAN_BUDGET,
+            scan_budget=self._scan_budget,
+            beside=self.range_process,
         )
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
         """What a torch wheel exports, by range reads through this fetcher (cached)."""
         from .exports import WheelExports
 
-        return WheelExports(self.transport, self.cache, record=record, say=self.progress)
+        return WheelExports(self.transport, self.cache, record=record, say=self.progress, beside=self.range_process)
+
+    @property
+    def _scan_budget(self) -> int:
+        from .classify import SCAN_BUDGET
+
+        return self.scan_budget or SCAN_BUDGET
+
+    @property
+    def range_process(self) -> RangeProcess | None:
+        """The second process scans and exports reads run in (one per fetcher, started at its
+        first job; ``net/rangeproc.py``); None when this fetcher was made without one."""
+        if self._transport_settings is None:
+            return None
+        with self._pool_lock:
+            if self._beside is None:
+                from .rangeproc import ChildSettings, RangeProcess
+
+                settings = ChildSettings(
+                    transport=self._transport_settings,
+                    connections=self.concurrency,
+                    scan_budget=self._scan_budget,
+                    log_level=logging.getLogger().getEffectiveLevel(),
+                )
+                self._beside = RangeProcess(
+                    settings, credentials=self.transport.credentials, stats=self.transport.stats, say=self.progress, on_retry=self.transport.on_retry
+                )
+            return self._beside
 
     def close(self) -> None:
         with self._pool_lock:
             pool, self._pool = self._pool, None
+            beside, self._beside = self._beside, None
+        if beside is not None:
+            beside.close()
         if self._abandoned or INTERRUPTED.is_set():  # Ctrl-C: leave workers in their reads (the process is ending)
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)

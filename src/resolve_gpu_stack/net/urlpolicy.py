@@ -175,6 +175,9 @@ def basic_authorization(user: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
 
+OriginCredentials = tuple[tuple[tuple[str, str, int], tuple[str, str]], ...]  # ((scheme, host, port), (user, password)), ...
+
+
 class Credentials:
     """Basic-auth credentials per origin, from URLs seen and from a netrc file. Never printed.
 
@@ -195,6 +198,16 @@ class Credentials:
         if parts.username is not None:
             with self._lock:
                 self._by_origin[origin(url)] = (unquote(parts.username), unquote(parts.password or ""))
+
+    def remembered(self) -> OriginCredentials:
+        """What ``remember`` recorded, by origin: for a second process's transport (``restore``)."""
+        with self._lock:
+            return tuple(self._by_origin.items())
+
+    def restore(self, pairs: OriginCredentials) -> None:
+        """Remember ``pairs`` (another ``Credentials``' ``remembered``) as if their URLs were seen here."""
+        with self._lock:
+            self._by_origin.update(pairs)
 
     def header_for(self, url: str) -> str | None:
         """The ``Authorization`` value for a request to ``url`` (its own origin only), or None."""
@@ -233,6 +246,7 @@ class Credentials:
 __all__ = [
     "CREDENTIALS_HINT",
     "Credentials",
+    "OriginCredentials",
     "basic_authorization",
     "check_redirect",
     "check_url_allowed",

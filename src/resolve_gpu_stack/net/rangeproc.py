@@ -1,0 +1,351 @@
+"""Range reads in a second process: wheel scans and a torch's exports, whose Python (zip and ELF
+structure, the HTTP client's work per range, deflate block searches) would otherwise take turns
+with the resolve's for one interpreter lock, run beside it on another core.
+
+``RangeProcess`` starts ``python -m resolve_gpu_stack.net.rangeproc`` at its first job and, until
+the child says it is ready, answers None: the caller reads in this process, so a command never
+waits for the child to start (a plan with one scan pays nothing for it). Once ready, each job goes
+to the child over a pipe (pickles framed by length; the child is our own, started from our own
+interpreter, and nothing else writes to the pipe): ``scan`` answers the scan's ``ScanRecord`` and
+whether it is final, ``exports`` a ``TorchExports``. The cache, a snapshot's record and the
+progress stay here; the child has no cache.
+
+- What the child says (a scan's notes, retries, log records at this process's level) comes back on
+  the pipe and is said, counted (its requests and bytes join this transport's ``FetchStats``) and
+  logged here.
+- The child builds its transport from this one's settings (timeouts, retries, TLS, proxies from
+  the environment, the netrc file); each job carries the credentials remembered for URLs, by
+  origin, and they only ever cross the pipe.
+- A child that cannot start, dies or answers what cannot be read answers None from then on: its
+  jobs in flight and every later one are read in this process. Never a wrong answer, at worst
+  the speed of one process.
+- The child ignores Ctrl-C (the terminal sends it to the whole group) and ends when its pipe does:
+  at ``close``, or when this process ends however it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ..data.rules import AbiRules
+from ..model import IndexFile
+from ..rules.abi import TorchExports
+from ..urls import without_fragment
+from .transport import FetchStats
+from .urlpolicy import Credentials, OriginCredentials
+
+log = logging.getLogger(__name__)
+
+_FRAME = struct.Struct("!I")
+CHILD_THREADS = 32  # jobs the child runs at once: each scan is a few round trips
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildSettings:
+    """What the child builds its transport and readers from: this process's own."""
+
+    transport: dict[str, Any]  # ``Transport``'s keyword arguments
+    connections: int
+    scan_budget: int
+    log_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class _ScanJob:
+    file: IndexFile
+    tail: tuple[int, bytes, int] | None  # the zip tail a METADATA read left, when there was one
+    rules: AbiRules
+
+
+@dataclass(frozen=True, slots=True)
+class _ExportsJob:
+    version: str
+    file: IndexFile
+    budget: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    id: int
+    work: _ScanJob | _ExportsJob
+    credentials: OriginCredentials
+
+
+def _send(stream: IO[bytes], lock: threading.Lock, message: object) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    with lock:
+        stream.write(_FRAME.pack(len(data)) + data)
+        stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> object | None:
+    """The next message, or None at the pipe's end."""
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (n,) = _FRAME.unpack(head)
+    data = stream.read(n)
+    return pickle.loads(data) if len(data) == n else None
+
+
+class RangeProcess:
+    """This process's end; see the module docstring. Thread-safe."""
+
+    def __init__(
+        self,
+        settings: ChildSettings,
+        *,
+        credentials: Credentials,
+        stats: FetchStats,
+        say: Callable[[str], None] | None = None,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._credentials = credentials
+        self._stats = stats
+        self._say = say
+        self._on_retry = on_retry
+        self._lock = threading.Lock()
+        self._pipe_lock = threading.Lock()
+        self._child: subprocess.Popen[bytes] | None = None
+        self._ready = threading.Event()
+        self._gone = False
+        self._jobs: dict[int, Future[Any]] = {}
+        self._next = 0
+        self._counted: dict[str, int] = {}
+        self._answered = 0
+
+    def scan(self, file: IndexFile, tail: tuple[int, bytes, int] | None, rules: AbiRules) -> tuple[Any, bool] | None:
+        """(the ``ScanRecord``, whether it is final) of a fresh scan of ``file`` in the child; None:
+        scan it here (the child is not ready, or gone)."""
+        answer = self._run(_ScanJob(file, tail, rules))
+        return (answer[0], answer[1]) if isinstance(answer, tuple) else None
+
+    def exports(self, version: str, file: IndexFile, budget: int | None) -> TorchExports | None:
+        """A fresh read of the exports of torch ``version``'s wheel ``file`` in the child; None: read them here."""
+        answer = self._run(_ExportsJob(version, file, budget))
+        return answer if isinstance(answer, TorchExports) else None
+
+    def start(self, *, wait: float = 0.0) -> bool:
+        """Start the child if it was not, and wait up to ``wait`` seconds for it to be ready:
+        whether it is (jobs go to it from then on)."""
+        with self._lock:
+            started = self._start() is not None
+        return started and self._ready.wait(wait)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, once started."""
+        child = self._child
+        return child.pid if child is not None else None
+
+    @property
+    def answered(self) -> int:
+        """How many jobs the child answered."""
+        return self._answered
+
+    def _run(self, work: _ScanJob | _ExportsJob) -> Any:
+        with self._lock:
+            child = self._start()
+            if child is None or not self._ready.is_set():
+                return None
+            self._next += 1
+            job = _Job(self._next, work, self._credentials.remembered())
+            future: Future[Any] = Future()
+            self._jobs[job.id] = future
+        try:
+            assert child.stdin is not None
+            _send(child.stdin, self._pipe_lock, job)
+        except (OSError, ValueError):
+            self._end()
+        try:
+            return future.result()
+        except _Gone:
+            return None
+
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        """The child, started now if it was not (under ``_lock``); None once it is gone."""
+        if self._gone:
+            return None
+        if self._child is None:
+            package_root = Path(__file__).resolve().parents[2]  # the folder holding resolve_gpu_stack: the child imports the same code
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH")]))
+            try:
+                self._child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                assert self._child.stdin is not None
+                _send(self._child.stdin, self._pipe_lock, self._settings)
+            except (OSError, ValueError) as exc:
+                log.info("range reads stay in this process: the second process did not start (%s)", exc)
+                self._gone = True
+                return None
+            threading.Thread(target=self._listen, args=(self._child,), name="range-process", daemon=True).start()
+        return self._child
+
+    def _listen(self, child: subprocess.Popen[bytes]) -> None:
+        assert child.stdout is not None
+        try:
+            while (message := _receive(child.stdout)) is not None:
+                self._take(message)
+        except Exception as exc:  # an answer that cannot be read: the child is trusted no further
+            log.info("range reads back in this process: the second process answered what cannot be read (%s)", exc)
+        self._end()
+
+    def _take(self, message: object) -> None:
+        kind, *rest = message if isinstance(message, tuple) else (None,)
+        if kind == "done":
+            job_id, answer, counts = rest
+            self._count(counts)
+            with self._lock:
+                future = self._jobs.pop(job_id, None)
+                self._answered += answer is not None
+            if future is not None:
+                future.set_result(answer)
+        elif kind == "ready":
+            self._ready.set()
+        elif kind == "say" and self._say is not None:
+            self._say(rest[0])
+        elif kind == "retry" and self._on_retry is not None:
+            self._on_retry(rest[0])
+        elif kind == "log":
+            level, name, text = rest
+            logging.getLogger(name).log(level, "%s", text)
+
+    def _count(self, counts: dict[str, int]) -> None:
+        """Add what the child's transport counted since its last answer to this process's stats."""
+        with self._lock:
+            more = {key: value - self._counted.get(key, 0) for key, value in counts.items()}
+            self._counted = counts
+        self._stats.add(**more)
+
+    def _end(self) -> None:
+        with self._lock:
+            self._gone = True
+            jobs, self._jobs = self._jobs, {}
+        for future in jobs.values():
+            future.set_exception(_Gone())
+
+    def close(self) -> None:
+        """End the child (its jobs in flight are dropped: their callers read them here)."""
+        with self._lock:
+            child, self._child = self._child, None
+            self._gone = True
+        if child is None:
+            return
+        try:
+            assert child.stdin is not None
+            child.stdin.close()  # the child ends at its pipe's end
+        except OSError:
+            pass
+        try:
+            child.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+class _Gone(Exception):
+    pass
+
+
+# -- the child -------------------------------------------------------------------------------
+
+
+class _Forward(logging.Handler):
+    """Log records sent to the parent, which logs them as its own."""
+
+    def __init__(self, send: Callable[[object], None]) -> None:
+        super().__init__()
+        self._send_message = send
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._send_message(("log", record.levelno, record.name, record.getMessage()))
+        except (OSError, ValueError):  # the parent is gone
+            pass
+
+
+def serve() -> None:
+    """The child's loop: settings, then jobs, on stdin; answers on stdout."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inbox = sys.stdin.buffer
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing printed by accident reaches the pipe
+    lock = threading.Lock()
+
+    def send(message: object) -> None:
+        _send(out, lock, message)
+
+    settings = _receive(inbox)
+    if not isinstance(settings, ChildSettings):
+        return
+    root = logging.getLogger()
+    root.addHandler(_Forward(send))
+    root.setLevel(settings.log_level)
+
+    from .classify import RangeClassifier
+    from .exports import WheelExports
+    from .metadata import TailMemo
+    from .transport import Transport
+
+    transport = Transport(**settings.transport)
+    transport.on_retry = lambda text: send(("retry", text))
+    tails = TailMemo()
+    classifiers: dict[AbiRules, RangeClassifier] = {}
+
+    def classifier(rules: AbiRules) -> RangeClassifier:
+        with lock:
+            if rules not in classifiers:
+                classifiers[rules] = RangeClassifier(
+                    transport,
+                    None,
+                    rules,
+                    say=lambda text: send(("say", text)),
+                    connections=settings.connections,
+                    tails=tails,
+                    scan_budget=settings.scan_budget,
+                )
+            return classifiers[rules]
+
+    def run(job: _Job) -> None:
+        transport.credentials.restore(job.credentials)
+        work = job.work
+        answer: object = None  # a failure of ours: the parent reads it itself (and says what fails)
+        try:
+            if isinstance(work, _ScanJob):
+                if work.tail is not None:
+                    tails.put(without_fragment(work.file.url), *work.tail)
+                answer = classifier(work.rules).read(work.file)
+            else:
+                answer = WheelExports(transport, None, budget=work.budget).read(work.version, work.file)
+        except Exception as exc:
+            log.debug("%s: read in the parent instead (%r)", work.file.filename, exc)
+        stats = transport.stats
+        counts = {"requests": stats.requests, "bytes_received": stats.bytes_received, "retries": stats.retries, "full_downloads": stats.full_downloads}
+        send(("done", job.id, answer, counts))
+
+    send(("ready",))
+    pool = ThreadPoolExecutor(max_workers=CHILD_THREADS, thread_name_prefix="range-child")
+    while isinstance(job := _receive(inbox), _Job):
+        pool.submit(run, job)
+    os._exit(0)  # the pipe ended: the parent is done with us, or gone; scans in flight are dropped
+
+
+if __name__ == "__main__":  # as a module: the classes pickled are the package's, not this script's copies
+    from resolve_gpu_stack.net import rangeproc
+
+    rangeproc.serve()

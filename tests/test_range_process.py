@@ -1,0 +1,170 @@
+"""Range reads in a second process (net/rangeproc.py): a real child process reading real wheels
+from a loopback server answers the same scans and exports as this process would, with its
+requests counted, its logs and notes passed on and the index's credentials carried; a child that
+cannot start, or dies, or is sent Ctrl-C leaves nothing wrong: its reads are made here."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+
+import pytest
+from elfbuild import compile_extension, have_cc, have_cxx, torch_stubs, wheel_bytes
+from framework_world import build_framework_world
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from server import IndexServer
+
+from resolve_gpu_stack.data.definitions import load_definitions
+from resolve_gpu_stack.index.elf.symbols import dynamic_symbols
+from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.net.classify import RangeClassifier
+from resolve_gpu_stack.net.exports import WheelExports
+from resolve_gpu_stack.net.http import HttpFetcher
+
+pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
+
+DEFS = load_definitions()
+READY = 60.0  # seconds a child may take to start on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory):
+    return build_framework_world(tmp_path_factory.mktemp("rangeproc"))
+
+
+@pytest.fixture
+def server(world):
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield srv
+
+
+def wheel_file(world, srv: IndexServer, name: str, *, base: str | None = None) -> IndexFile:
+    entry = next(e for e in world.pages[f"simple/{name}/"])
+    w = entry.wheel
+    return IndexFile(
+        filename=w.filename,
+        url=(base or srv.url) + entry.rel_path,
+        name=canonicalize_name(name),
+        version=Version(w.filename.split("-")[1]),
+        sha256=w.sha256,
+        size=w.size,
+        index="pypi",
+    )
+
+
+def here(file: IndexFile) -> object:
+    """The scan made in this process, by a fetcher with no second process."""
+    with HttpFetcher(cache=None, timeout=10, range_process=False) as fetcher:
+        assert fetcher.range_process is None
+        return fetcher.classifier(DEFS)(file)
+
+
+def test_a_scan_in_the_second_process_answers_what_this_one_would(world, server, caplog):
+    caplog.set_level(logging.DEBUG, logger="resolve_gpu_stack")
+    said: list[str] = []
+    kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
+    with HttpFetcher(cache=None, timeout=10, progress=said.append) as fetcher:
+        child = fetcher.range_process
+        assert child is not None and child.start(wait=READY), "the second process did not get ready"
+        classify = fetcher.classifier(DEFS)
+        found, found_helper = classify(kernel), classify(helper)
+        assert child.answered == 2, "the scans were not made in the second process"
+        assert child.pid is not None and child.pid != os.getpid()
+        # what the child's transport sent is counted here: the server saw it, this transport did not send it
+        kernel_path = kernel.url.removeprefix(server.url.rstrip("/"))
+        helper_path = helper.url.removeprefix(server.url.rstrip("/"))
+        assert fetcher.stats.requests == len(server.requests_for(kernel_path)) + len(server.requests_for(helper_path)) > 0
+        assert fetcher.stats.bytes_received > 0
+    assert found == here(kernel) and found.kind == "torch" and found.cxx
+    assert found_helper == here(helper) and found_helper.kind == "cuda"
+    # the child's log records are logged here, under their own loggers
+    child_logs = [r for r in caplog.records if r.name == "resolve_gpu_stack.net.transport" and kernel.filename in r.getMessage()]
+    assert child_logs, "the second process's log records did not come back"
+
+
+def test_a_scan_over_an_index_with_credentials_carries_them_to_the_second_process(world, server):
+    server.auth = ("alice", "s3cret")
+    host = server.url.split("://", 1)[1]
+    kernel = wheel_file(world, server, "sgl-kernel")
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        fetcher.credentials.remember(f"http://alice:s3cret@{host}simple/")  # as an index URL with user:token@ is
+        child = fetcher.range_process
+        assert child is not None and child.start(wait=READY)
+        found = fetcher.classifier(DEFS)(kernel)
+        assert child.answered == 1
+    assert found.kind == "torch" and found.cxx, found.why
+    statuses = [status for _, status, _ in server.requests_for(kernel.url.removeprefix(server.url.rstrip("/")))]
+    assert statuses and "401" not in statuses
+
+
+def test_a_child_that_dies_leaves_its_scans_to_this_process(world, server):
+    kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        child = fetcher.range_process
+        assert child is not None and child.start(wait=READY)
+        classify = fetcher.classifier(DEFS)
+        assert classify(helper) == here(helper) and child.answered == 1
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        # the scan sent before the death is seen and every later one: read here, with the same answers
+        assert classify(kernel) == here(kernel)
+        assert classify(helper) == here(helper)
+        assert child.answered == 1
+        assert not child.start(wait=0.1), "a dead child is not started again"
+
+
+def test_ctrl_c_sent_to_the_whole_group_does_not_end_the_child(world, server):
+    kernel = wheel_file(world, server, "sgl-kernel")
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        child = fetcher.range_process
+        assert child is not None and child.start(wait=READY) and child.pid is not None
+        os.kill(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends it
+        time.sleep(0.2)
+        assert fetcher.classifier(DEFS)(kernel) == here(kernel)
+        assert child.answered == 1, "the child ended on SIGINT: this process decides"
+        pid = child.pid
+    with pytest.raises(ProcessLookupError):  # closed with its fetcher: gone, no zombie left to signal
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+
+
+def test_a_child_that_cannot_start_leaves_every_scan_here(world, server, monkeypatch):
+    kernel = wheel_file(world, server, "sgl-kernel")
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        child = fetcher.range_process
+        assert child is not None and not child.start(wait=1.0)
+        monkeypatch.undo()
+        assert fetcher.classifier(DEFS)(kernel) == here(kernel)
+        assert child.answered == 0
+
+
+@pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
+def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path):
+    lib = compile_extension(tmp_path, "lib.so", torch_stubs(tmp_path / "libs"), calls=("cxx_check", "shim_device"))
+    wheel = tmp_path / "torch-2.15.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(wheel_bytes({"torch/lib/libtorch_cpu.so": lib, "torch/__init__.py": b""}))
+    with IndexServer(tmp_path) as srv:
+        file = IndexFile(filename=wheel.name, url=srv.url + wheel.name, name=canonicalize_name("torch"), version=Version("2.15.0"), size=wheel.stat().st_size)
+        with HttpFetcher(cache=None, timeout=10) as fetcher:
+            child = fetcher.range_process
+            assert child is not None and child.start(wait=READY)
+            found = fetcher.exports_reader()("2.15.0", file)
+            assert child.answered == 1
+        with HttpFetcher(cache=None, timeout=10, range_process=False) as fetcher:
+            alone = WheelExports(fetcher.transport, None)("2.15.0", file)
+    assert found.symbols is not None and found.symbols == frozenset(dynamic_symbols(lib, exports=True).exports) == alone.symbols
+    assert "bytes read" in found.source
+
+
+def test_a_classifier_made_without_a_second_process_scans_here(world, server):
+    kernel = wheel_file(world, server, "sgl-kernel")
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        assert RangeClassifier(fetcher.transport, None, DEFS.abi)(kernel) == here(kernel)
+        assert fetcher.range_process is not None and fetcher.range_process.pid is None, "a classifier not given it started it"
