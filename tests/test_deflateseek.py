@@ -105,3 +105,30 @@ def test_garbage_and_a_stream_that_does_not_end_are_not_entered(backend: str) ->
     assert deflateseek.enter(comp[len(comp) // 2 : -1000], len(data), search=256 * 2**10) is None  # cut before its end
     assert deflateseek.enter(comp[len(comp) // 2 :] + b"\x00" * 64, len(data), search=256 * 2**10) is None  # bytes after its end
     assert deflateseek.enter(comp[len(comp) // 2 :], 1000, search=256 * 2**10) is None  # longer than the member
+
+
+def test_once_the_two_inflations_agree_the_rest_is_inflated_once_and_given_whole(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _object_like(8 * MB, 8)
+    comp = _deflated(data)
+    entry = deflateseek.enter(comp[len(comp) // 2 :], len(data), search=MB)
+    assert entry is not None
+    produced = {0: 0, 1: 0}  # output bytes by window: 0x00 (first byte 0) or 0xFF
+
+    class Counting:
+        def __init__(self, window: bytes | None) -> None:
+            self._inner, self._which = inflate.raw_inflater(window), 1 if window and window[0] == 0xFF else 0
+
+        def decompress(self, data: bytes | memoryview, max_length: int = 0) -> bytes:
+            out = self._inner.decompress(data, max_length)
+            produced[self._which] += len(out)
+            return out
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+    monkeypatch.setattr(deflateseek, "raw_inflater", Counting)
+    tail = len(data) - entry.out_start
+    runs = deflateseek.exact_regions(entry, [(entry.out_start, len(data))])
+    assert produced[0] >= tail and produced[1] < tail // 2, produced  # (it ran until the first pieces agreed)
+    given = _check(data, runs)
+    assert runs[-1][0] + len(runs[-1][1]) == len(data) and given > tail - 2 * deflateseek.STEP

@@ -16,12 +16,14 @@ which a reader entering at a block has not got. So:
   and once after one of ``0xFF``: a byte copied, however indirectly, from the unknown window
   differs between the two, so a byte equal in both is the member's own. Only such bytes are
   given; a region that depends on the window has a gap there (the caller reads it another way).
+  Once a whole window of output is equal in both, the two inflaters differ in nothing and the
+  rest is inflated once.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 
 from .inflate import INFLATE_ERRORS, Inflater, raw_inflater
@@ -92,7 +94,7 @@ def _lead(data: bytes, start: BlockStart, literal: int) -> tuple[bytes, int, int
     return bytes(packed), start.offset + 1, k % 2
 
 
-def _outputs(data: bytes, start: BlockStart, which: int, *, end: int | None = None) -> Iterator[bytes]:
+def _outputs(data: bytes, start: BlockStart, which: int, *, end: int | None = None) -> Generator[bytes, None, None]:
     """The output of ``data`` (up to ``end``) inflated from ``start`` after window ``which`` (0:
     of 0x00, 1: of 0xFF), in pieces, the lead's own bytes left out. Raises ``_NotAStream`` on bad
     data and, without an ``end``, unless the stream ends exactly where ``data`` does."""
@@ -214,14 +216,24 @@ def exact_regions(entry: Entry, regions: Sequence[tuple[int, int]]) -> list[tupl
     wanted = _merged(regions, entry.out_start)
     runs: list[tuple[int, bytearray]] = []
     pos = entry.out_start
+    zeros_out, ones_out = _outputs(entry.data, entry.start, 0), _outputs(entry.data, entry.start, 1)
+    converged = False
     try:
-        for zeros, ones in zip(_outputs(entry.data, entry.start, 0), _outputs(entry.data, entry.start, 1), strict=True):
-            if not wanted or pos >= wanted[-1][1] or len(zeros) != len(ones):
+        for zeros in zeros_out:
+            if not wanted or pos >= wanted[-1][1]:
+                break
+            ones = zeros if converged else next(ones_out)
+            if len(zeros) != len(ones):
                 break
             _keep_equal(runs, wanted, pos, zeros, ones)
             pos += len(zeros)
-    except (_NotAStream, ValueError):
+            # once a whole window of output is the same in both, so is every byte after it (the
+            # inflaters' states differ only in their windows): the rest is inflated once
+            converged = converged or (len(zeros) >= WINDOW and zeros[-WINDOW:] == ones[-WINDOW:])
+    except (_NotAStream, ValueError, StopIteration):
         pass  # (enter followed it to the end once: it does not fail the same way twice)
+    finally:
+        ones_out.close()
     return [(at, bytes(buf)) for at, buf in runs]
 
 

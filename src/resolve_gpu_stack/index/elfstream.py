@@ -287,7 +287,7 @@ class ElfStream:
             if more < self.compressed_size // 2 and more <= MAX_TAIL:
                 self._tail = _Tail(tail.regions, tail.want, self.compressed_size - more, tail.start, held=data)
             return
-        self.inflated += 3 * (self.size - found.out_start)  # followed to the end once, then twice to compare
+        self.inflated += 2 * (self.size - found.out_start)  # followed to the end, then again to compare (twice, until the windows agree)
         self._windows += [_Window(at, at + len(buf), bytearray(buf)) for at, buf in deflateseek.exact_regions(found, tail.regions)]
         self._advance()
 
