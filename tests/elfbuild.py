@@ -407,3 +407,65 @@ def move_dynamic(
         struct.pack_into("<Q", out, 40, 0)
         struct.pack_into("<HHH", out, 58, 0, 0, 0)
     return bytes(out)
+
+
+def patchelf_layout(data: bytes, *, before: int, gap: int, seed: int = 0, stale_dynamic: bool = False) -> bytes:
+    """A 64-bit little-endian object laid out as patchelf leaves a released ``libtorch_cpu.so``:
+    ``.dynamic`` in a segment ``before`` bytes past the file's end, then ``gap`` bytes (what lies
+    between it and the new last segment: 91 MB in torch 2.15.0's), then a last ``PT_LOAD`` that
+    begins with the section header table (updated) and holds ``.gnu.hash``, ``.dynsym`` and
+    ``.dynstr``. The originals are zeroed. ``stale_dynamic``: the ``.dynamic`` section header
+    left where the section was (section headers that disagree with the program headers)."""
+    out = bytearray(data)
+    ehdr = struct.Struct("<16sHHIQQQIHHHHHH")
+    phdr = struct.Struct("<IIQQQQQQ")
+    shdr = struct.Struct("<IIQQQQIIQQ")
+    f = ehdr.unpack_from(out, 0)
+    phoff, shoff, phnum, shnum = f[5], f[6], f[10], f[12]
+    sections = [list(shdr.unpack_from(out, shoff + i * shdr.size)) for i in range(shnum)]
+    index = {s[1]: i for i, s in enumerate(sections)}
+    dynsym = index[11]
+    moved = {"dynamic": index[6], "gnu_hash": index[0x6FFFFFF6], "dynsym": dynsym, "dynstr": sections[dynsym][6]}
+    originals = {name: bytes(out[sections[i][4] : sections[i][4] + sections[i][5]]) for name, i in moved.items()}
+    phdrs = [list(phdr.unpack_from(out, phoff + i * phdr.size)) for i in range(phnum)]
+    vbase = -(-max(p[3] + p[6] for p in phdrs if p[0] == 1) // 0x1000) * 0x1000 + 0x100000
+    for i in moved.values():
+        out[sections[i][4] : sections[i][4] + sections[i][5]] = bytes(sections[i][5])
+
+    def page(n: int) -> int:
+        return -(-n // 0x1000) * 0x1000
+
+    body = bytearray(_random(before, seed))
+    placed: dict[str, int] = {}
+    dyn_at = page(len(out) + len(body))
+    body += bytes(dyn_at - len(out) - len(body)) + originals["dynamic"]
+    body += _random(gap, seed + 1)
+    last = page(len(out) + len(body))
+    body += bytes(last - len(out) - len(body)) + bytes(shnum * shdr.size)
+    placed["dynamic"] = dyn_at
+    for name in ("gnu_hash", "dynsym", "dynstr"):
+        at = -(-(len(out) + len(body)) // 8) * 8
+        body += bytes(at - len(out) - len(body)) + originals[name]
+        placed[name] = at
+    out += body
+    for name, i in moved.items():
+        if not (stale_dynamic and name == "dynamic"):
+            sections[i][3], sections[i][4] = vbase + placed[name], placed[name]
+    for i, s in enumerate(sections):
+        shdr.pack_into(out, last + i * shdr.size, *s)
+    struct.pack_into("<Q", out, 40, last)  # e_shoff
+    tags = {5: "dynstr", 6: "dynsym", 0x6FFFFEF5: "gnu_hash"}
+    for pos in range(dyn_at, dyn_at + len(originals["dynamic"]), 16):
+        tag, _ = struct.unpack_from("<qQ", out, pos)
+        if tag in tags:
+            struct.pack_into("<qQ", out, pos, tag, vbase + placed[tags[tag]])
+    spare = [i for i, p in enumerate(phdrs) if p[0] not in (1, 2)]
+    size_dyn, size_last = len(originals["dynamic"]), len(out) - last
+    for i, (off, size) in zip(spare, [(dyn_at, size_dyn), (last, size_last)], strict=False):
+        phdrs[i] = [1, 4 | 2, off, vbase + off, vbase + off, size, size, 0x1000]
+    for p in phdrs:
+        if p[0] == 2:
+            p[2:7] = [dyn_at, vbase + dyn_at, vbase + dyn_at, size_dyn, size_dyn]
+    for i, p in enumerate(phdrs):
+        phdr.pack_into(out, phoff + i * phdr.size, *p)
+    return bytes(out)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from elfbuild import compile_extension, have_cxx, move_dynamic, torch_stubs, wheel_bytes
+from elfbuild import compile_extension, have_cxx, move_dynamic, patchelf_layout, torch_stubs, wheel_bytes
 from packaging.version import Version
 from server import IndexServer
 
@@ -44,6 +44,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServ
         "dynamic": move_dynamic(lib, filler=_low_entropy(24 * MB, 2)),
         # the tables where the linker put them, 12 MB of data after them: not for the tail
         "early": lib + random.Random(3).randbytes(12 * MB),
+        # torch's own layout: .dynamic past the middle, 12 MB on, the section headers and the moved tables
+        "sections": patchelf_layout(lib, before=16 * MB, gap=12 * MB, seed=4),
+        # the same, its .dynamic section header left where the section was: they disagree with PT_DYNAMIC
+        "stale": patchelf_layout(lib, before=16 * MB, gap=12 * MB, seed=4, stale_dynamic=True),
     }
     for name, data in objects.items():
         (root / f"torch-{name}.whl").write_bytes(wheel_bytes({LIB: data, "torch/__init__.py": b""}))
@@ -88,6 +92,32 @@ def test_the_same_exports_as_inflating_the_member_from_its_start(served, monkeyp
     assert seeking == streamed and streamed_sent > 3 * sent
 
 
+def test_section_headers_beside_the_moved_tables_spare_reading_back_to_the_dynamic_section(served) -> None:  # type: ignore[no-untyped-def]
+    """torch's libraries as patchelf leaves them: the section headers at the start of the last
+    segment, with the string table; .dynamic 91 MB before it (12 MB here). Checked against the
+    program headers, they give the same exports without the bytes between; where they disagree,
+    the member is read by PT_DYNAMIC, and the answer is the same."""
+    srv, objects = served
+    layout = elf.read_layout(objects["sections"][:4096])
+    assert layout.dynamic is not None and layout.dynamic.offset > len(objects["sections"]) // 2 and layout.shoff > layout.dynamic.offset + 12 * MB
+    symbols, source, sent = _exports(srv, "sections")
+    assert symbols == _truth(objects["sections"]) and symbols, source
+    assert sent < elfstream.TAIL_MIN + MB, f"{sent} bytes sent: the 12 MB between .dynamic and the tables were read"
+    stale, stale_source, stale_sent = _exports(srv, "stale")
+    assert stale == symbols, stale_source
+    assert stale_sent > 12 * MB  # read back to PT_DYNAMIC's segment: the section headers were not trusted
+    import zlib
+
+    for name, method, passes in (("sections", "sections", 1), ("stale", "dynamic", 1)):
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        stream = _fed(objects[name], c.compress(objects[name]) + c.flush(), sections=True)
+        found = stream.structure
+        assert found is not None and found.symbols is not None, stream.error
+        assert (found.symbols.method, stream.passes) == (method, passes), name
+        assert frozenset(found.symbols.exports) == symbols
+        assert found.libraries.complete == (method == "dynamic")  # the section headers name no library: not "needs nothing"
+
+
 def test_tables_where_the_linker_put_them_are_read_from_the_start(served) -> None:  # type: ignore[no-untyped-def]
     srv, objects = served
     symbols, source, _ = _exports(srv, "early")
@@ -101,10 +131,10 @@ def test_the_budget_holds_for_a_tail_read_too(served) -> None:  # type: ignore[n
     assert sent < 3 * MB
 
 
-def _fed(data: bytes, comp: bytes) -> ElfStream:
+def _fed(data: bytes, comp: bytes, *, sections: bool = False) -> ElfStream:
     """An ``ElfStream`` of ``data`` (deflated: ``comp``) fed as a streaming reader feeds it: what
     it asks for, in pieces of ``STREAM_PIECE`` (its end at once)."""
-    stream = ElfStream(zipmeta.DEFLATED, len(data), len(comp), exports=True)
+    stream = ElfStream(zipmeta.DEFLATED, len(data), len(comp), exports=True, sections=sections)
     while (span := stream.wanted(len(comp))) is not None:
         end = span[1] if stream.reading_end else min(span[1], span[0] + STREAM_PIECE)
         stream.feed(span[0], comp[span[0] : end])

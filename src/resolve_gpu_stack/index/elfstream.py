@@ -20,6 +20,12 @@ the member's compressed bytes: pure, the caller does the reading.
   lacks. The stream from the start then reads only what lies before (the tables in the first
   segment). When the tail does not hold them (no block start inflates to the end, or a byte
   depends on the window), the stream from the start reads them as above.
+- With ``sections`` (a library's exports: torch's own), a member whose section header table lies
+  in its second half, inside a loadable segment (patchelf writes it at the start of the segment it
+  adds for the tables it moves), has its symbols read through it (``elf.read_by_sections``, which
+  checks it against the program headers): its end is read from the headers on, not from
+  ``PT_DYNAMIC``'s segment (91 MB before them in torch 2.15.0's ``libtorch_cpu.so``). Headers
+  that disagree send the member back to ``PT_DYNAMIC``, as above.
 
     reader = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size)
     while (span := reader.wanted()) is not None:   # compressed offsets in the member's data
@@ -93,6 +99,7 @@ class ElfStream:
         *,
         symbols: bool | Callable[[ElfLibraries], bool] = True,
         exports: bool = False,
+        sections: bool = False,
         chunk: int = CHUNK,
     ) -> None:
         if method not in (STORED, DEFLATED):
@@ -102,6 +109,7 @@ class ElfStream:
         self.compressed_size = compressed_size
         self._symbols = symbols
         self._exports = exports
+        self._sections = sections  # the symbols through section headers at the end, while they may be read so
         self._chunk = chunk
         self.layout: ElfLayout | None = None
         self.structure: Structure | None = None
@@ -233,7 +241,9 @@ class ElfStream:
                     return
                 self.layout = elf.read_layout(head)
                 self._plan_windows(self.layout)
-            found = elf.read_structure(self.layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
+            found = self._by_sections(self.layout) if self._sections else None
+            if found is None:
+                found = elf.read_structure(self.layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
         except ElfError as exc:
             self.error = str(exc)
             return
@@ -248,8 +258,25 @@ class ElfStream:
         self._want_tables(self.layout, found)
         if not self._tail_tried and found.offset >= self.size // 2:
             self._start_tail(self.layout)
-        elif found.offset < self._pos:  # behind the stream, and not kept
+        elif found.offset < self._pos and not self._keeping(found):  # behind the stream, and not kept
             self._restart_or_fail()
+
+    def _keeping(self, need: Need) -> bool:
+        """Whether a window will hold ``need`` once the stream reaches its end (it has kept every
+        byte up to where the stream is, or starts ahead of it)."""
+        return any(w.start <= need.offset and need.end <= w.end and (w.start >= self._pos or w.start + len(w.buf) == self._pos) for w in self._windows)
+
+    def _by_sections(self, layout: ElfLayout) -> Structure | Need | None:
+        """``elf.read_by_sections``; when it cannot (no section headers at the end, or they
+        disagree with the program headers), the member is read by ``PT_DYNAMIC`` from then on: its
+        windows kept, its end read for them if it was not."""
+        found = elf.read_by_sections(layout, self._get, self.size, exports=self._exports)
+        if found is None:
+            self._sections = False
+            if self._inflater is not None:
+                self._windows += _dynamic_windows(layout)
+                self._tail_tried = self.compressed_size < SEEK_MIN
+        return found
 
     def _want_tables(self, layout: ElfLayout, need: Need) -> None:
         """Keep ``need`` and, once ``.dynamic`` is at hand, every table it points to, at once (one
@@ -265,7 +292,7 @@ class ElfStream:
         """Read the member's end first: the segment of ``PT_DYNAMIC`` and those after it (see the
         module docstring); a first guess at the compressed bytes they take."""
         self._tail_tried = True
-        regions = [(w.start, w.end) for w in _dynamic_windows(layout)]
+        regions = [(w.start, w.end) for w in self._end_windows(layout)]
         first = min((a for a, _ in regions), default=0)
         if first < self.size // 2:
             return
@@ -311,9 +338,18 @@ class ElfStream:
         if self._inflater is None:
             return
         loads = layout.loads
+        self._sections = self._sections and elf.sections_at_end(layout, self.size)
         first = self._windows[0]  # what is held already stays; the first segment's rest is kept
         first.end = max(len(first.buf), self.size if self.size <= KEEP_WHOLE else min(loads[0].end if loads else 0, KEEP_PREFIX))
-        self._windows += _dynamic_windows(layout)
+        self._windows += self._end_windows(layout)
+
+    def _end_windows(self, layout: ElfLayout) -> list[_Window]:
+        """What is kept of the member's second half: the section headers at its end and what
+        follows them, while they may be read for the symbols (``sections``), else the segments of
+        ``PT_DYNAMIC`` and after."""
+        if self._sections:
+            return [_Window(layout.shoff, min(self.size, layout.shoff + KEEP_SEGMENT) + READ_PAST)]
+        return _dynamic_windows(layout)
 
     def _restart_or_fail(self) -> None:
         """The stream ended without what the structure needs: from the start once more, keeping

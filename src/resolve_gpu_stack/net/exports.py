@@ -2,12 +2,14 @@
 disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / ``libc10*.so``.
 
 Each library is read by its structure (``index/elfstream.py``): its dynamic section, string, hash
-and symbol tables where its program headers say they are. In a released torch, ``PT_DYNAMIC`` and
-the string table are in the last fifth of a 448 MB ``libtorch_cpu.so`` (patchelf rewrote it), its
-symbol table in its first MBs. So the library is read from its end (entered in the middle of the
-deflate stream, in one read), then from its start up to that table (a streamed range): torch
-2.15.0's exports cost 60 MB of its wheel, not the 510 MB of inflating both large libraries up to
-their ends. The cost is what the data needs (by default at most the libraries' own compressed
+and symbol tables where its program headers say they are. In a released torch, ``PT_DYNAMIC`` is
+in the last fifth of a 448 MB ``libtorch_cpu.so`` and the string table in its last 6 MB (patchelf
+rewrote it), its symbol table in its first MBs. So the library is read from its end (entered in
+the middle of the deflate stream, in one read), then from its start up to that table (a streamed
+range). Its end is read from the section header table patchelf wrote beside the string table,
+when the headers agree with the program headers (``elf.read_by_sections``), else from
+``PT_DYNAMIC``'s segment: torch 2.15.0's exports cost 17 MB of its wheel (60 MB from
+``PT_DYNAMIC``), not the 510 MB of inflating both large libraries up to their ends. The cost is what the data needs (by default at most the libraries' own compressed
 bytes, ``budget`` bounds it further), paid once per torch build: the answer is cached by the wheel's sha256 (its URL and size without one) and, while
 a snapshot is recorded, recorded in it; a snapshot replays it offline. A wheel that cannot be read
 answers ``symbols=None`` with why, never a guess.
@@ -190,7 +192,7 @@ class WheelExports:
         if data_start is None:
             raise zipmeta.ZipError(f"no local file header for {entry.name}")
         at = entry.header_offset + data_start
-        stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True)
+        stream = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size, exports=True, sections=True)
         self._feed(stream, read, at)
         if stream.structure is None or stream.structure.symbols is None:
             raise elf.ElfError(f"{entry.name}: {stream.error or 'its dynamic symbol table could not be read'}")

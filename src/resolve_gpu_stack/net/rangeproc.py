@@ -341,7 +341,10 @@ def serve() -> None:
     send(("ready",))
     pool = ThreadPoolExecutor(max_workers=CHILD_THREADS, thread_name_prefix="range-child")
     while isinstance(job := _receive(inbox), _Job):
-        pool.submit(run, job)
+        if isinstance(job.work, _ExportsJob):  # the plan waits on them: never queued behind the scans
+            threading.Thread(target=run, args=(job,), name="range-exports", daemon=True).start()
+        else:
+            pool.submit(run, job)
     os._exit(0)  # the pipe ended: the parent is done with us, or gone; scans in flight are dropped
 
 

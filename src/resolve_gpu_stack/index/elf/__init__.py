@@ -56,7 +56,7 @@ from .layout import (
     string_table_end,
     torch_libs,
 )
-from .structure import CHAIN_STEP, HEAD_BYTES, MAX_TABLE, Need, Structure, read_structure, table_offsets
+from .structure import CHAIN_STEP, HEAD_BYTES, MAX_TABLE, Need, Structure, read_by_sections, read_structure, sections_at_end, table_offsets
 from .symbols import (
     DT_GNU_HASH,
     DT_HASH,
@@ -142,9 +142,11 @@ __all__ = [
     "dynamic_symbols",
     "find_sonames",
     "needed_libraries",
+    "read_by_sections",
     "read_layout",
     "read_structure",
     "scan_sonames",
+    "sections_at_end",
     "string_table_end",
     "table_offsets",
     "torch_libs",

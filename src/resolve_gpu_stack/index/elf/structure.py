@@ -24,7 +24,10 @@ from .symbols import (
     DT_HASH,
     DT_SYMENT,
     DT_SYMTAB,
+    SHT_DYNSYM,
     DynamicSymbols,
+    SymbolMethod,
+    _section_headers,
     _Symbols,
     _wanted,
 )
@@ -186,9 +189,14 @@ def _read_symbols(reader: _Reader, tags: dict[int, int], strings: _Strings, *, e
     entries_bytes = reader.region(sym_at, count * syms.size, "the dynamic symbol table")
     if isinstance(entries_bytes, Need):
         return entries_bytes
+    return _named(syms, entries_bytes, count, sym_at, strings, exports=exports, method="dynamic")
+
+
+def _named(syms: _Symbols, entries: bytes, count: int, at: int, strings: _Strings, *, exports: bool, method: SymbolMethod) -> DynamicSymbols:
+    """The symbols of the ``count`` entries ``entries`` (the table at ``at``), named from ``strings``."""
     imported: dict[str, None] = {}
     exported: dict[str, None] | None = {} if exports else None
-    for name, info, shndx in syms.rows(entries_bytes, syms.size, max(0, count - 1)):
+    for name, info, shndx in syms.rows(entries, syms.size, max(0, count - 1)):
         wanted = _wanted(info, shndx, imported, exported) if name else None
         if wanted is not None:
             wanted.setdefault(_string(strings.table, name), None)
@@ -196,12 +204,59 @@ def _read_symbols(reader: _Reader, tags: dict[int, int], strings: _Strings, *, e
         imports=tuple(imported),
         exports=tuple(exported or ()),
         complete=True,
-        method="dynamic",
+        method=method,
         count=count,
-        table=sym_at,
+        table=at,
         strings=strings.at,
         strings_end=strings.at + strings.size,
     )
+
+
+SHT_STRTAB, SHT_DYNAMIC = 3, 6
+
+
+def sections_at_end(layout: ElfLayout, size: int) -> bool:
+    """Whether ``layout``'s section header table lies in the second half of the object, inside a
+    loadable segment: where patchelf writes it, at the start of the segment it adds for the tables
+    it moves (torch's own libraries: ``read_by_sections``)."""
+    end = layout.shoff + layout.shnum * layout.shentsize
+    return bool(layout.shnum) and size // 2 <= layout.shoff and end <= size and any(s.offset <= layout.shoff and end <= s.end for s in layout.loads)
+
+
+def read_by_sections(layout: ElfLayout, fetch: Callable[[int, int], bytes | None], size: int, *, exports: bool = False) -> Structure | Need | None:
+    """The dynamic symbols of an object whose section headers lie beside its moved tables
+    (``sections_at_end``), through its ``.dynsym`` section header, checked against the program
+    headers: the ``.dynamic`` section is where ``PT_DYNAMIC`` is, as long, and the symbol and
+    string tables' addresses map to their offsets through the loadable segments holding them. What
+    the loader reads is then where the section headers say. None when they are elsewhere, or
+    disagree (``read_structure`` reads the object then); a ``Need`` as ``read_structure``'s. The
+    needed libraries are not read (``complete=False``): for a library's exports only."""
+    dyn = layout.dynamic
+    if dyn is None or not sections_at_end(layout, size):
+        return None
+    reader = _Reader(layout, fetch, size)
+    raw = reader.region(layout.shoff, layout.shnum * layout.shentsize, "the section headers")
+    if isinstance(raw, Need):
+        return raw
+    headers = _section_headers(raw, layout, at=0)  # name, type, flags, addr, offset, size, link, info, addralign, entsize
+    syms = _Symbols(layout)
+    dynamic = [h for h in headers if h[1] == SHT_DYNAMIC]
+    table = next((h for h in headers if h[1] == SHT_DYNSYM), None)
+    if table is None or len(dynamic) != 1 or (dynamic[0][4], dynamic[0][5]) != (dyn.offset, dyn.filesz):
+        return None
+    linked = headers[table[6]] if table[6] < len(headers) else None
+    if linked is None or linked[1] != SHT_STRTAB or table[9] != syms.size or not table[5] or table[5] % syms.size:
+        return None
+    if any(layout.file_offset(h[3]) != h[4] or h[4] + h[5] > size or h[5] > MAX_TABLE for h in (table, linked)):
+        return None
+    strings = reader.region(linked[4], linked[5], "the string table")
+    if isinstance(strings, Need):
+        return strings
+    entries = reader.region(table[4], table[5], "the dynamic symbol table")
+    if isinstance(entries, Need):
+        return entries
+    found = _named(syms, entries, table[5] // syms.size, table[4], _Strings(linked[4], linked[5], strings), exports=exports, method="sections")
+    return reader.structure(ElfLibraries(needed=(), method="dynamic", complete=False), found)
 
 
 MAX_TABLE = 1 << 31  # a string or symbol table larger than this is garbage

@@ -62,7 +62,8 @@ class DynamicSymbols:
     how many leading bytes at least finish it (the table's position is known), or ``None`` when
     more bytes would not tell (the table could not be bounded: a layout this reader does not know).
     ``method``: how the table was found: ``dynamic`` (DT_SYMTAB/DT_STRTAB of ``.dynamic``),
-    ``sections`` (section headers, whole file), ``scan`` (by validation, right after the program
+    ``sections`` (section headers: of the whole file, or checked against the program headers,
+    ``elf.structure.read_by_sections``), ``scan`` (by validation, right after the program
     headers and notes), ``static`` (no dynamic segment: nothing imported).
     """
 
@@ -285,14 +286,16 @@ def _table_from_sections(data: bytes | bytearray, layout: ElfLayout, syms: _Symb
     return None
 
 
-def _section_headers(data: bytes | bytearray, layout: ElfLayout) -> list[tuple[int, ...]]:
+def _section_headers(data: bytes | bytearray, layout: ElfLayout, at: int | None = None) -> list[tuple[int, ...]]:
     """The section headers (name, type, flags, addr, offset, size, link, info, addralign, entsize
-    each); none when the object has none, or they are not all in ``data``."""
+    each); none when the object has none, or they are not all in ``data``. ``at``: where the table
+    is in ``data`` (``data`` is the whole file from its start by default)."""
     e = ">" if layout.big_endian else "<"
     shdr = struct.Struct(e + ("IIQQQQIIQQ" if layout.bits == 64 else "10I"))
-    if not layout.shnum or layout.shentsize < shdr.size or layout.shoff + layout.shnum * layout.shentsize > len(data):
+    start = layout.shoff if at is None else at
+    if not layout.shnum or layout.shentsize < shdr.size or start + layout.shnum * layout.shentsize > len(data):
         return []
-    return [shdr.unpack_from(data, layout.shoff + i * layout.shentsize) for i in range(layout.shnum)]
+    return [shdr.unpack_from(data, start + i * layout.shentsize) for i in range(layout.shnum)]
 
 
 def _table_by_scan(data: bytes | bytearray, layout: ElfLayout, syms: _Symbols) -> _Table:
