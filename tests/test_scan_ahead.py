@@ -115,7 +115,7 @@ def test_the_scans_collected_after_resolution_run_on_the_scan_ahead_pool():
 def test_the_first_scan_whose_verdict_reads_torchs_exports_starts_the_follow_up_once() -> None:
     """``follow``: the first wheel whose verdict against the kept torch would read its exports (a
     version-locked wheel: C++ imports of torch, no stable-ABI floor deciding first) starts the job
-    (the exports' read) on the scan pool, once however many such wheels there are; a stable-ABI
+    (the exports' read) on a thread of its own, once however many such wheels there are; a stable-ABI
     wheel, a per-CUDA-major twin of another major and a pure wheel start nothing."""
     from resolve_gpu_stack.data.definitions import load_definitions
     from resolve_gpu_stack.model.abi import MemberAbi
@@ -147,3 +147,32 @@ def test_the_first_scan_whose_verdict_reads_torchs_exports_starts_the_follow_up_
         ahead.scan_all(files)  # (what the framework step does; close then waits for the follow-up)
     assert ran == ["exports"]
     assert [asks_for_exports(n, None, a, torch, policy) for n, a in answers.items()] == [True, False, False, False]
+
+
+def test_the_follow_up_starts_at_once_while_the_scans_queue() -> None:
+    """The exports' read is what a plan waits for last: it never waits behind scans queued on a
+    busy pool (here one thread, held by a slow scan)."""
+    import threading
+
+    release, ran = threading.Event(), threading.Event()
+    locked = WheelAbi(kind="torch", why="links libtorch")
+
+    def classify(f: IndexFile) -> WheelAbi:
+        if f.filename.startswith("slow"):
+            release.wait(10)
+        return locked if f.filename.startswith("k") else WheelAbi(kind="none", why="pure")
+
+    files = [
+        IndexFile(
+            filename=f"{n}-1.0-cp312-cp312-linux_x86_64.whl", url=f"https://x.example/{n}.whl", name=canonicalize_name(n), version=Version("1.0"), index="pypi"
+        )
+        for n in ("k", "slow1", "slow2")
+    ]
+    with ScanAhead(classify, threads=1) as ahead:
+        ahead.follow(lambda f, abi: ran.set if abi is locked else None)
+        for f in files:
+            ahead.start(f)
+        try:
+            assert ran.wait(5), "the follow-up waited behind the queued scans"
+        finally:
+            release.set()

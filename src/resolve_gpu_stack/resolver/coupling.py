@@ -102,11 +102,13 @@ class ScanAhead:
         self._closed = False
         self._watch: Callable[[IndexFile, WheelAbi], Callable[[], object] | None] | None = None
         self._followed = False
+        self._job: threading.Thread | None = None
 
     def follow(self, watch: Callable[[IndexFile, WheelAbi], Callable[[], object] | None]) -> None:
         """After each scan started ahead, ask ``watch`` whether its result calls for more work (the
         kept torch's exports, when a wheel imports its C++ symbols): the first job it returns runs on
-        this pool, overlapping the crawl like the scans (``close`` waits for it)."""
+        a thread of its own at once (not queued behind the scans: the plan waits for it),
+        overlapping the crawl like the scans (``close`` waits for it)."""
         self._watch = watch
 
     def _scan(self, file: IndexFile) -> WheelAbi:
@@ -117,7 +119,8 @@ class ScanAhead:
             if job is not None:
                 with self._lock:  # (close takes it before it shuts the pool down)
                     if not (self._followed or self._closed):
-                        self._pool.submit(job)
+                        self._job = threading.Thread(target=job, name="scan-ahead-job", daemon=True)
+                        self._job.start()
                     self._followed = True
         return abi
 
@@ -156,6 +159,8 @@ class ScanAhead:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._job is not None:
+            self._job.join()
 
     def __enter__(self) -> ScanAhead:
         return self
