@@ -132,3 +132,17 @@ def test_once_the_two_inflations_agree_the_rest_is_inflated_once_and_given_whole
     assert produced[0] >= tail and produced[1] < tail // 2, produced  # (it ran until the first pieces agreed)
     given = _check(data, runs)
     assert runs[-1][0] + len(runs[-1][1]) == len(data) and given > tail - 2 * deflateseek.STEP
+
+
+def test_a_tail_that_holds_only_the_streams_last_block_is_entered_there(backend: str) -> None:
+    """The last block's start is looked for after every other block's (a long tail never starts
+    inside it): a tail that holds nothing else is still entered, at it."""
+    first, last = _object_like(MB, 11), _object_like(12 * 2**10, 12)  # one block
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    c.compress(first)
+    c.flush(zlib.Z_FULL_FLUSH)  # the block ends, on a byte, and nothing after it refers back
+    tail = c.compress(last) + c.flush()
+    assert list(deflateseek.block_starts(tail, search=len(tail))) == []  # no block but the last
+    entry = deflateseek.enter(tail, len(first) + len(last), search=len(tail))
+    assert entry is not None and entry.out_start == len(first) and not entry.start.stored
+    assert _check(first + last, deflateseek.exact_regions(entry, [(len(first), len(first) + len(last))])) == len(last)

@@ -7,7 +7,9 @@ which a reader entering at a block has not got. So:
 
 - ``block_starts``: where a block may start in compressed bytes: a stored block's ``LEN``/``NLEN``
   pair, or a dynamic Huffman header whose code-length code is complete; either must inflate a
-  first piece without an error.
+  first piece without an error. The stream's last block is looked for apart, after the others:
+  in any tail longer than a block it lies far past where the search stops, and a header's final
+  bit halves the candidates each pass tries (a tail's search is most of the CPU of entering it).
 - ``enter``: the first of them from which the bytes inflate to the end of the stream, ending
   exactly where the bytes end. Its output's length, which no window changes, places every byte of
   it: the member's size minus what is left. A position that is not a block start fails on the way
@@ -22,6 +24,7 @@ which a reader entering at a block has not got. So:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -151,10 +154,11 @@ def _trial(data: bytes, start: BlockStart) -> bool:
     return True
 
 
-def _dynamic_header(k: int) -> re.Pattern[bytes]:
-    """Two bytes whose bits from ``k`` on begin a block of dynamic codes (its header's type bits,
-    read after its final bit, are 0 then 1; they are bits ``k + 1`` and ``k + 2``)."""
-    valid = [(w & 0xFF, w >> 8) for w in range(1 << 16) if (w >> k) & 6 == 4]  # the condition is one on each byte
+def _dynamic_header(k: int, last: bool) -> re.Pattern[bytes]:
+    """Two bytes whose bits from ``k`` on begin a block of dynamic codes (bit ``k``: whether it is
+    the stream's last block, ``last``; then its type bits, 0 then 1)."""
+    head = 5 if last else 4
+    valid = [(w & 0xFF, w >> 8) for w in range(1 << 16) if (w >> k) & 7 == head]  # the condition is one on each byte
     first, second = sorted({f for f, _ in valid}), sorted({t for _, t in valid})
 
     def one_of(values: list[int]) -> bytes:
@@ -163,18 +167,19 @@ def _dynamic_header(k: int) -> re.Pattern[bytes]:
     return re.compile(b"(?=" + one_of(first) + one_of(second) + b")", re.DOTALL)
 
 
-_DYNAMIC_HEADERS = [_dynamic_header(k) for k in range(8)]
+_DYNAMIC_HEADERS = {last: [_dynamic_header(k, last) for k in range(8)] for last in (False, True)}
 
 
-def block_starts(data: bytes, *, search: int) -> Iterator[BlockStart]:
+def block_starts(data: bytes, *, search: int, last: bool = False) -> Iterator[BlockStart]:
     """Candidate block starts in the first ``search`` bytes of ``data``, in order (see the module
     docstring); each inflates its first ``TRIAL`` bytes without an error. Looked for
-    ``SEARCH_STEP`` bytes at a time: the first start is found without looking far past it."""
+    ``SEARCH_STEP`` bytes at a time: the first start is found without looking far past it.
+    ``last``: where the stream's last block may start (of dynamic codes) instead."""
     end = max(0, min(search, len(data) - 16))
     for lo in range(0, end, SEARCH_STEP):
         hi = min(end, lo + SEARCH_STEP)
-        found = [BlockStart(i, stored=True) for i in _stored_lengths(data, lo, hi)]
-        for k, first in enumerate(_DYNAMIC_HEADERS):
+        found = [] if last else [BlockStart(i, stored=True) for i in _stored_lengths(data, lo, hi)]
+        for k, first in enumerate(_DYNAMIC_HEADERS[last]):
             for m in first.finditer(data, lo, hi):
                 i = m.start()
                 if _complete_code_lengths(int.from_bytes(data[i : i + 11], "little") >> (k + 3)):
@@ -197,7 +202,10 @@ def enter(data: bytes, size: int, *, search: int) -> Entry | None:
     """``data`` (a member's last compressed bytes; ``size``: its inflated size) entered at the
     first block start in its first ``search`` bytes from which it inflates to its end; None when
     none does."""
-    for followed, start in enumerate(block_starts(data, search=search)):
+    # the blocks before the last first: the last one begins far into any tail longer than a block
+    # (zlib's are at most about 100 KB), and looking for both at once costs twice the search
+    candidates = itertools.chain(block_starts(data, search=search), block_starts(data, search=search, last=True))
+    for followed, start in enumerate(candidates):
         try:
             length = sum(len(out) for out in _outputs(data, start, 0))
         except _NotAStream:
