@@ -345,6 +345,19 @@ def hostile_wheels() -> dict[str, bytes]:
     }
 
 
+_PHDR64 = struct.Struct("<IIQQQQQQ")
+_SHDR64 = struct.Struct("<IIQQQQIIQQ")
+
+
+def _headers64(out: bytes | bytearray) -> tuple[int, list[list[int]], list[list[int]]]:
+    """(where the program headers are, the program headers, the section headers) of a 64-bit
+    little-endian object, each header a list of its fields."""
+    f = struct.unpack_from("<16sHHIQQQIHHHHHH", out, 0)
+    phoff, shoff, phnum, shnum = f[5], f[6], f[10], f[12]
+    phdrs = [list(_PHDR64.unpack_from(out, phoff + i * _PHDR64.size)) for i in range(phnum)]
+    return phoff, phdrs, [list(_SHDR64.unpack_from(out, shoff + i * _SHDR64.size)) for i in range(shnum)]
+
+
 def move_dynamic(
     data: bytes, *, pad: int = 0, split: bool = False, strip_sections: bool = True, seed: int = 0, zeros: bool = False, filler: bytes | None = None
 ) -> bytes:
@@ -356,16 +369,11 @@ def move_dynamic(
     own and one more empty one (8 ``PT_LOAD``s, the string table in the 6th, as in
     ``torchvision/image_stable.so``'s 9); ``strip_sections``: no section headers."""
     out = bytearray(data)
-    ehdr = struct.Struct("<16sHHIQQQIHHHHHH")
-    phdr = struct.Struct("<IIQQQQQQ")
-    shdr = struct.Struct("<IIQQQQIIQQ")
-    f = ehdr.unpack_from(out, 0)
-    phoff, shoff, phnum, shnum = f[5], f[6], f[10], f[12]
-    sections = [shdr.unpack_from(out, shoff + i * shdr.size) for i in range(shnum)]
+    phdr = _PHDR64
+    phoff, phdrs, sections = _headers64(out)
     by_type = {s[1]: s for s in sections}
     dynsym = by_type[11]
     tables = {"gnu_hash": by_type[0x6FFFFFF6], "dynsym": dynsym, "dynstr": sections[dynsym[6]], "dynamic": by_type[6]}
-    phdrs = [list(phdr.unpack_from(out, phoff + i * phdr.size)) for i in range(phnum)]
     top = max(p[3] + p[6] for p in phdrs if p[0] == 1)
     body = bytearray(filler if filler is not None else _random(pad, seed) if not zeros else bytes(pad))
     placed: dict[str, tuple[int, int]] = {}  # name -> (file offset, vaddr)
@@ -417,17 +425,13 @@ def patchelf_layout(data: bytes, *, before: int, gap: int, seed: int = 0, stale_
     ``.dynstr``. The originals are zeroed. ``stale_dynamic``: the ``.dynamic`` section header
     left where the section was (section headers that disagree with the program headers)."""
     out = bytearray(data)
-    ehdr = struct.Struct("<16sHHIQQQIHHHHHH")
-    phdr = struct.Struct("<IIQQQQQQ")
-    shdr = struct.Struct("<IIQQQQIIQQ")
-    f = ehdr.unpack_from(out, 0)
-    phoff, shoff, phnum, shnum = f[5], f[6], f[10], f[12]
-    sections = [list(shdr.unpack_from(out, shoff + i * shdr.size)) for i in range(shnum)]
+    phdr, shdr = _PHDR64, _SHDR64
+    phoff, phdrs, sections = _headers64(out)
+    shnum = len(sections)
     index = {s[1]: i for i, s in enumerate(sections)}
     dynsym = index[11]
     moved = {"dynamic": index[6], "gnu_hash": index[0x6FFFFFF6], "dynsym": dynsym, "dynstr": sections[dynsym][6]}
     originals = {name: bytes(out[sections[i][4] : sections[i][4] + sections[i][5]]) for name, i in moved.items()}
-    phdrs = [list(phdr.unpack_from(out, phoff + i * phdr.size)) for i in range(phnum)]
     vbase = -(-max(p[3] + p[6] for p in phdrs if p[0] == 1) // 0x1000) * 0x1000 + 0x100000
     for i in moved.values():
         out[sections[i][4] : sections[i][4] + sections[i][5]] = bytes(sections[i][5])

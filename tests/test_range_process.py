@@ -168,3 +168,17 @@ def test_a_classifier_made_without_a_second_process_scans_here(world, server):
     with HttpFetcher(cache=None, timeout=10) as fetcher:
         assert RangeClassifier(fetcher.transport, None, DEFS.abi)(kernel) == here(kernel)
         assert fetcher.range_process is not None and fetcher.range_process.pid is None, "a classifier not given it started it"
+
+
+def test_answers_that_come_in_another_order_count_what_the_child_counted() -> None:
+    """Two scans end in the child at once: the later snapshot of its counts may reach this process
+    first. What is counted here is the child's own total, never less."""
+    from resolve_gpu_stack.net.rangeproc import ChildSettings, RangeProcess
+    from resolve_gpu_stack.net.transport import FetchStats
+    from resolve_gpu_stack.net.urlpolicy import Credentials
+
+    stats = FetchStats()
+    child = RangeProcess(ChildSettings(transport={}, connections=1, scan_budget=1, log_level=logging.INFO), credentials=Credentials(None), stats=stats)
+    for counts in ({"requests": 3, "bytes_received": 900}, {"requests": 5, "bytes_received": 1500}, {"requests": 4, "bytes_received": 1200}):
+        child._take(("done", 0, None, {**counts, "retries": 0, "full_downloads": 0}))  # the pipe's handler, as the listener calls it
+    assert (stats.requests, stats.bytes_received) == (5, 1500)

@@ -289,8 +289,8 @@ class ElfStream:
                 self._want(Need(at, 0))
 
     def _start_tail(self, layout: ElfLayout) -> None:
-        """Read the member's end first: the segment of ``PT_DYNAMIC`` and those after it (see the
-        module docstring); a first guess at the compressed bytes they take."""
+        """Read the member's end first: what ``_end_windows`` keeps (see the module docstring); a
+        first guess at the compressed bytes it takes."""
         self._tail_tried = True
         regions = [(w.start, w.end) for w in self._end_windows(layout)]
         first = min((a for a, _ in regions), default=0)

@@ -224,10 +224,12 @@ class RangeProcess:
             logging.getLogger(name).log(level, "%s", text)
 
     def _count(self, counts: dict[str, int]) -> None:
-        """Add what the child's transport counted since its last answer to this process's stats."""
+        """Add what the child's transport counted since its last answer to this process's stats.
+        Its counts only grow, but two answers may come in another order than they were taken: the
+        highest of each is what it has counted."""
         with self._lock:
-            more = {key: value - self._counted.get(key, 0) for key, value in counts.items()}
-            self._counted = counts
+            more = {key: max(0, value - self._counted.get(key, 0)) for key, value in counts.items()}
+            self._counted = {key: max(value, self._counted.get(key, 0)) for key, value in counts.items()}
         self._stats.add(**more)
 
     def _end(self) -> None:

@@ -50,8 +50,9 @@ class Need:
 
 @dataclass(frozen=True, slots=True)
 class Structure:
-    """What ``read_structure`` read: the needed libraries (always complete) and, when asked, the
-    dynamic symbols (complete); ``regions``: the file ranges it used."""
+    """What ``read_structure`` read: the needed libraries (always complete; ``read_by_sections``
+    reads none and says so, ``complete=False``) and, when asked, the dynamic symbols (complete);
+    ``regions``: the file ranges it used."""
 
     libraries: ElfLibraries
     symbols: DynamicSymbols | None
