@@ -241,9 +241,7 @@ class ElfStream:
                     return
                 self.layout = elf.read_layout(head)
                 self._plan_windows(self.layout)
-            found = self._by_sections(self.layout) if self._sections else None
-            if found is None:
-                found = elf.read_structure(self.layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
+            found = self._read_structure(self.layout)
         except ElfError as exc:
             self.error = str(exc)
             return
@@ -266,17 +264,20 @@ class ElfStream:
         byte up to where the stream is, or starts ahead of it)."""
         return any(w.start <= need.offset and need.end <= w.end and (w.start >= self._pos or w.start + len(w.buf) == self._pos) for w in self._windows)
 
-    def _by_sections(self, layout: ElfLayout) -> Structure | Need | None:
-        """``elf.read_by_sections``; when it cannot (no section headers at the end, or they
-        disagree with the program headers), the member is read by ``PT_DYNAMIC`` from then on: its
-        windows kept, its end read for them if it was not."""
-        found = elf.read_by_sections(layout, self._get, self.size, exports=self._exports)
-        if found is None:
+    def _read_structure(self, layout: ElfLayout) -> Structure | Need:
+        """The structure from the bytes at hand, or what it needs next: through the section headers
+        while ``sections`` (``elf.read_by_sections``); when they cannot tell (none at the end, or
+        they disagree with the program headers), by ``PT_DYNAMIC`` from then on, the windows it
+        needs kept and the end read for them if it was not."""
+        found = elf.read_by_sections(layout, self._get, self.size, exports=self._exports) if self._sections else None
+        if found is not None:
+            return found
+        if self._sections:
             self._sections = False
             if self._inflater is not None:
                 self._windows += _dynamic_windows(layout)
                 self._tail_tried = self.compressed_size < SEEK_MIN
-        return found
+        return elf.read_structure(layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
 
     def _want_tables(self, layout: ElfLayout, need: Need) -> None:
         """Keep ``need`` and, once ``.dynamic`` is at hand, every table it points to, at once (one

@@ -2,7 +2,8 @@
 structure, the HTTP client's work per range, deflate block searches) would otherwise take turns
 with the resolve's for one interpreter lock, run beside it on another core.
 
-``RangeProcess`` starts ``python -m resolve_gpu_stack.net.rangeproc`` at its first job and, until
+``RangeProcess`` starts ``python -m resolve_gpu_stack.net.rangechild`` (the child's side) at its
+first job and, until
 the child says it is ready, answers None: the caller reads in this process, so a command never
 waits for the child to start (a plan with one scan pays nothing for it). Once ready, each job goes
 to the child over a pipe (pickles framed by length; the child is our own, started from our own
@@ -21,6 +22,8 @@ progress stay here; the child has no cache.
   the speed of one process.
 - The child ignores Ctrl-C (the terminal sends it to the whole group) and ends when its pipe does:
   at ``close``, or when this process ends however it ends.
+
+This module is this process's side and the messages both sides read; it imports no reader.
 """
 
 from __future__ import annotations
@@ -28,13 +31,12 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-import signal
 import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -42,14 +44,13 @@ from typing import IO, Any
 from ..data.rules import AbiRules
 from ..model import IndexFile
 from ..rules.abi import TorchExports
-from ..urls import without_fragment
 from .transport import FetchStats
 from .urlpolicy import Credentials, OriginCredentials
 
 log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("!I")
-CHILD_THREADS = 32  # jobs the child runs at once: each scan is a few round trips
+CHILD = "resolve_gpu_stack.net.rangechild"  # the child's module (``python -m``)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,34 +64,34 @@ class ChildSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class _ScanJob:
+class ScanJob:
     file: IndexFile
     tail: tuple[int, bytes, int] | None  # the zip tail a METADATA read left, when there was one
     rules: AbiRules
 
 
 @dataclass(frozen=True, slots=True)
-class _ExportsJob:
+class ExportsJob:
     version: str
     file: IndexFile
     budget: int | None
 
 
 @dataclass(frozen=True, slots=True)
-class _Job:
+class Job:
     id: int
-    work: _ScanJob | _ExportsJob
+    work: ScanJob | ExportsJob
     credentials: OriginCredentials
 
 
-def _send(stream: IO[bytes], lock: threading.Lock, message: object) -> None:
+def send(stream: IO[bytes], lock: threading.Lock, message: object) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     with lock:
         stream.write(_FRAME.pack(len(data)) + data)
         stream.flush()
 
 
-def _receive(stream: IO[bytes]) -> object | None:
+def receive(stream: IO[bytes]) -> object | None:
     """The next message, or None at the pipe's end."""
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
@@ -130,12 +131,12 @@ class RangeProcess:
     def scan(self, file: IndexFile, tail: tuple[int, bytes, int] | None, rules: AbiRules) -> tuple[Any, bool] | None:
         """(the ``ScanRecord``, whether it is final) of a fresh scan of ``file`` in the child; None:
         scan it here (the child is not ready, or gone)."""
-        answer = self._run(_ScanJob(file, tail, rules))
+        answer = self._run(ScanJob(file, tail, rules))
         return (answer[0], answer[1]) if isinstance(answer, tuple) else None
 
     def exports(self, version: str, file: IndexFile, budget: int | None) -> TorchExports | None:
         """A fresh read of the exports of torch ``version``'s wheel ``file`` in the child; None: read them here."""
-        answer = self._run(_ExportsJob(version, file, budget))
+        answer = self._run(ExportsJob(version, file, budget))
         return answer if isinstance(answer, TorchExports) else None
 
     def start(self, *, wait: float = 0.0) -> bool:
@@ -156,18 +157,18 @@ class RangeProcess:
         """How many jobs the child answered."""
         return self._answered
 
-    def _run(self, work: _ScanJob | _ExportsJob) -> Any:
+    def _run(self, work: ScanJob | ExportsJob) -> Any:
         with self._lock:
             child = self._start()
             if child is None or not self._ready.is_set():
                 return None
             self._next += 1
-            job = _Job(self._next, work, self._credentials.remembered())
+            job = Job(self._next, work, self._credentials.remembered())
             future: Future[Any] = Future()
             self._jobs[job.id] = future
         try:
             assert child.stdin is not None
-            _send(child.stdin, self._pipe_lock, job)
+            send(child.stdin, self._pipe_lock, job)
         except (OSError, ValueError):
             self._end()
         try:
@@ -184,9 +185,9 @@ class RangeProcess:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH")]))
             try:
-                self._child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                self._child = subprocess.Popen([sys.executable, "-m", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 assert self._child.stdin is not None
-                _send(self._child.stdin, self._pipe_lock, self._settings)
+                send(self._child.stdin, self._pipe_lock, self._settings)
             except (OSError, ValueError) as exc:
                 log.info("range reads stay in this process: the second process did not start (%s)", exc)
                 self._gone = True
@@ -197,7 +198,7 @@ class RangeProcess:
     def _listen(self, child: subprocess.Popen[bytes]) -> None:
         assert child.stdout is not None
         try:
-            while (message := _receive(child.stdout)) is not None:
+            while (message := receive(child.stdout)) is not None:
                 self._take(message)
         except Exception as exc:  # an answer that cannot be read: the child is trusted no further
             log.info("range reads back in this process: the second process answered what cannot be read (%s)", exc)
@@ -262,95 +263,3 @@ class RangeProcess:
 
 class _Gone(Exception):
     pass
-
-
-# -- the child -------------------------------------------------------------------------------
-
-
-class _Forward(logging.Handler):
-    """Log records sent to the parent, which logs them as its own."""
-
-    def __init__(self, send: Callable[[object], None]) -> None:
-        super().__init__()
-        self._send_message = send
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self._send_message(("log", record.levelno, record.name, record.getMessage()))
-        except (OSError, ValueError):  # the parent is gone
-            pass
-
-
-def serve() -> None:
-    """The child's loop: settings, then jobs, on stdin; answers on stdout."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    inbox = sys.stdin.buffer
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nothing printed by accident reaches the pipe
-    lock = threading.Lock()
-
-    def send(message: object) -> None:
-        _send(out, lock, message)
-
-    settings = _receive(inbox)
-    if not isinstance(settings, ChildSettings):
-        return
-    root = logging.getLogger()
-    root.addHandler(_Forward(send))
-    root.setLevel(settings.log_level)
-
-    from .classify import RangeClassifier
-    from .exports import WheelExports
-    from .metadata import TailMemo
-    from .transport import Transport
-
-    transport = Transport(**settings.transport)
-    transport.on_retry = lambda text: send(("retry", text))
-    tails = TailMemo()
-    classifiers: dict[AbiRules, RangeClassifier] = {}
-
-    def classifier(rules: AbiRules) -> RangeClassifier:
-        with lock:
-            if rules not in classifiers:
-                classifiers[rules] = RangeClassifier(
-                    transport,
-                    None,
-                    rules,
-                    say=lambda text: send(("say", text)),
-                    connections=settings.connections,
-                    tails=tails,
-                    scan_budget=settings.scan_budget,
-                )
-            return classifiers[rules]
-
-    def run(job: _Job) -> None:
-        transport.credentials.restore(job.credentials)
-        work = job.work
-        answer: object = None  # a failure of ours: the parent reads it itself (and says what fails)
-        try:
-            if isinstance(work, _ScanJob):
-                if work.tail is not None:
-                    tails.put(without_fragment(work.file.url), *work.tail)
-                answer = classifier(work.rules).read(work.file)
-            else:
-                answer = WheelExports(transport, None, budget=work.budget).read(work.version, work.file)
-        except Exception as exc:
-            log.debug("%s: read in the parent instead (%r)", work.file.filename, exc)
-        stats = transport.stats
-        counts = {"requests": stats.requests, "bytes_received": stats.bytes_received, "retries": stats.retries, "full_downloads": stats.full_downloads}
-        send(("done", job.id, answer, counts))
-
-    send(("ready",))
-    pool = ThreadPoolExecutor(max_workers=CHILD_THREADS, thread_name_prefix="range-child")
-    while isinstance(job := _receive(inbox), _Job):
-        if isinstance(job.work, _ExportsJob):  # the plan waits on them: never queued behind the scans
-            threading.Thread(target=run, args=(job,), name="range-exports", daemon=True).start()
-        else:
-            pool.submit(run, job)
-    os._exit(0)  # the pipe ended: the parent is done with us, or gone; scans in flight are dropped
-
-
-if __name__ == "__main__":  # as a module: the classes pickled are the package's, not this script's copies
-    from resolve_gpu_stack.net import rangeproc
-
-    rangeproc.serve()

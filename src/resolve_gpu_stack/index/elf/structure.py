@@ -239,17 +239,11 @@ def read_by_sections(layout: ElfLayout, fetch: Callable[[int, int], bytes | None
     raw = reader.region(layout.shoff, layout.shnum * layout.shentsize, "the section headers")
     if isinstance(raw, Need):
         return raw
-    headers = _section_headers(raw, layout, at=0)  # name, type, flags, addr, offset, size, link, info, addralign, entsize
     syms = _Symbols(layout)
-    dynamic = [h for h in headers if h[1] == SHT_DYNAMIC]
-    table = next((h for h in headers if h[1] == SHT_DYNSYM), None)
-    if table is None or len(dynamic) != 1 or (dynamic[0][4], dynamic[0][5]) != (dyn.offset, dyn.filesz):
+    tables = _agreeing_tables(_section_headers(raw, layout, at=0), layout, dyn, size, syms)
+    if tables is None:
         return None
-    linked = headers[table[6]] if table[6] < len(headers) else None
-    if linked is None or linked[1] != SHT_STRTAB or table[9] != syms.size or not table[5] or table[5] % syms.size:
-        return None
-    if any(layout.file_offset(h[3]) != h[4] or h[4] + h[5] > size or h[5] > MAX_TABLE for h in (table, linked)):
-        return None
+    table, linked = tables
     strings = reader.region(linked[4], linked[5], "the string table")
     if isinstance(strings, Need):
         return strings
@@ -258,6 +252,33 @@ def read_by_sections(layout: ElfLayout, fetch: Callable[[int, int], bytes | None
         return entries
     found = _named(syms, entries, table[5] // syms.size, table[4], _Strings(linked[4], linked[5], strings), exports=exports, method="sections")
     return reader.structure(ElfLibraries(needed=(), method="dynamic", complete=False), found)
+
+
+def _agreeing_tables(
+    headers: list[tuple[int, ...]], layout: ElfLayout, dyn: Segment, size: int, syms: _Symbols
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The ``.dynsym`` section header and its string table's (each: name, type, flags, addr,
+    offset, size, link, info, addralign, entsize), when the headers agree with the program headers
+    (see ``read_by_sections``); None when they do not."""
+    pair = _symbol_sections(headers, syms)
+    if pair is None or [(h[4], h[5]) for h in headers if h[1] == SHT_DYNAMIC] != [(dyn.offset, dyn.filesz)]:
+        return None
+    return pair if all(_mapped(h, layout, size) for h in pair) else None
+
+
+def _symbol_sections(headers: list[tuple[int, ...]], syms: _Symbols) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The ``.dynsym`` section header, of whole entries, and the string table's it links to."""
+    table = next((h for h in headers if h[1] == SHT_DYNSYM), None)
+    if table is None or table[6] >= len(headers) or table[9] != syms.size or not table[5] or table[5] % syms.size:
+        return None
+    linked = headers[table[6]]
+    return (table, linked) if linked[1] == SHT_STRTAB else None
+
+
+def _mapped(header: tuple[int, ...], layout: ElfLayout, size: int) -> bool:
+    """Whether a section header's address maps to its offset through a loadable segment, and the
+    section lies inside the object."""
+    return layout.file_offset(header[3]) == header[4] and header[4] + header[5] <= size and header[5] <= MAX_TABLE
 
 
 MAX_TABLE = 1 << 31  # a string or symbol table larger than this is garbage
