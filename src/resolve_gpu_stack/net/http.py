@@ -136,6 +136,9 @@ class HttpFetcher:
         and the zip tails its METADATA reads left); each scan also goes to ``record``."""
         from .classify import RangeClassifier
 
+        beside = self.range_process
+        if beside is not None:  # started now, it is ready by the first scans (it takes about 0.45 s)
+            beside.start()
         return RangeClassifier(
             self.transport,
             self.cache,
@@ -145,7 +148,7 @@ class HttpFetcher:
             connections=self.concurrency,
             tails=self.tails,
             scan_budget=self._scan_budget,
-            beside=self.range_process,
+            beside=beside,
         )
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:

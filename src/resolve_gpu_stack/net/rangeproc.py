@@ -2,7 +2,8 @@
 structure, the HTTP client's work per range, deflate block searches) would otherwise take turns
 with the resolve's for one interpreter lock, run beside it on another core.
 
-``RangeProcess`` starts ``python -m resolve_gpu_stack.net.rangechild`` (the child's side) at its
+``RangeProcess`` starts ``python -m resolve_gpu_stack.net.rangechild`` (the child's side) at
+``start`` (``HttpFetcher.classifier`` calls it, so the child is ready by the first scans) or at its
 first job and, until
 the child says it is ready, answers None: the caller reads in this process, so a command never
 waits for the child to start (a plan with one scan pays nothing for it). Once ready, each job goes
@@ -247,6 +248,8 @@ class RangeProcess:
             self._gone = True
         if child is None:
             return
+        if not self._ready.is_set():  # still starting: it has read nothing, there is nothing to end cleanly
+            child.kill()
         try:
             assert child.stdin is not None
             child.stdin.close()  # the child ends at its pipe's end
