@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from server import Fault, IndexServer
 
+from resolve_gpu_stack.index import inflate
 from resolve_gpu_stack.net import deadline
-from resolve_gpu_stack.net.client import Client, ConnectError, EnvironmentProxies, Timeout, environment_proxies
+from resolve_gpu_stack.net.client import Client, ConnectError, DecodingError, EnvironmentProxies, Timeout, environment_proxies
 from resolve_gpu_stack.net.transport import Transport
 
 BODY = b"<html><body>" + b"<a href='x-1.0.tar.gz'>x-1.0.tar.gz</a><br>\n" * 200 + b"</body></html>\n"
@@ -236,7 +237,12 @@ def _raw_deflate(data: bytes) -> bytes:
         ("br", lambda d: d),  # a coding we do not decode: passed as sent
     ],
 )
-def test_bodies_are_decoded(srv: IndexServer, encoding: str, encode) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("backend", ["isal", "zlib"])
+def test_bodies_are_decoded(srv: IndexServer, encoding: str, encode, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """By either inflater (ISA-L's where the wheel is installed, zlib's otherwise)."""
+    if backend == "isal" and inflate._isal is None:
+        pytest.skip("isal is not installed")
+    monkeypatch.setattr(inflate, "BACKEND", backend)
     sent = encode(BODY)
     srv.script("/page.html", [Fault(body=sent, headers={"Content-Encoding": encoding})])
     client = Client(timeout=5, max_connections=4, user_agent="t", environ={})
@@ -244,6 +250,22 @@ def test_bodies_are_decoded(srv: IndexServer, encoding: str, encode) -> None:  #
         resp = client.send(srv.url + "page.html", {})
         assert b"".join(resp.iter_bytes()) == (BODY if encoding != "br" else sent)
         assert resp.num_bytes_downloaded == len(sent)  # bytes as sent
+        resp.close()
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("backend", ["isal", "zlib"])
+def test_a_body_that_is_not_what_its_encoding_says_is_a_decoding_error(srv: IndexServer, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if backend == "isal" and inflate._isal is None:
+        pytest.skip("isal is not installed")
+    monkeypatch.setattr(inflate, "BACKEND", backend)
+    srv.script("/page.html", [Fault(body=gzip.compress(BODY)[:12] + b"not deflate data" * 64, headers={"Content-Encoding": "gzip"})])
+    client = Client(timeout=5, max_connections=4, user_agent="t", environ={})
+    try:
+        resp = client.send(srv.url + "page.html", {})
+        with pytest.raises(DecodingError):
+            b"".join(resp.iter_bytes())
         resp.close()
     finally:
         client.close()

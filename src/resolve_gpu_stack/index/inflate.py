@@ -29,6 +29,8 @@ class Inflater(Protocol):
 
     def decompress(self, data: bytes | memoryview, max_length: int = 0, /) -> bytes: ...
 
+    def flush(self, length: int = ..., /) -> bytes: ...
+
     @property
     def unconsumed_tail(self) -> bytes: ...
 
@@ -47,8 +49,14 @@ def raw_inflater(window: bytes | None = None) -> Inflater:
     """A decompressor of raw deflate data (no zlib or gzip header), as zip members hold it, by
     ``BACKEND`` (a test sets it to "zlib" to read the same member both ways). ``window``: the
     output taken to precede the data (a stream entered in its middle, ``deflateseek.py``)."""
+    return inflater(-zlib.MAX_WBITS, window)
+
+
+def inflater(wbits: int, window: bytes | None = None) -> Inflater:
+    """A decompressor of ``wbits``' format, as ``zlib.decompressobj`` reads it (``-15``: raw,
+    ``15``: zlib-wrapped, ``31``: gzip; an HTTP body's ``Content-Encoding``), by ``BACKEND``."""
     extra = {} if window is None else {"zdict": window}
     if BACKEND == "isal" and _isal is not None:
-        inflater: Inflater = _isal.decompressobj(-zlib.MAX_WBITS, **extra)
-        return inflater
-    return zlib.decompressobj(-zlib.MAX_WBITS, **extra)
+        found: Inflater = _isal.decompressobj(wbits, **extra)
+        return found
+    return zlib.decompressobj(wbits, **extra)

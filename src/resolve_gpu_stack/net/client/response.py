@@ -7,6 +7,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Protocol, overload
 
+from ...index.inflate import INFLATE_ERRORS, inflater
 from .connection import CHUNK
 from .errors import DecodingError, ReadError, Timeout, TransportError
 
@@ -52,17 +53,17 @@ class _Deflate:
     """``deflate`` as servers send it: zlib-wrapped, or raw (tried when the first bytes are not zlib's)."""
 
     def __init__(self) -> None:
-        self.inflater = zlib.decompressobj()
+        self.inflater: _Inflater = inflater(zlib.MAX_WBITS)
         self.first = True
 
     def decompress(self, data: bytes, max_length: int = 0, /) -> bytes:
         first, self.first = self.first, False
         try:
             return self.inflater.decompress(data, max_length)
-        except zlib.error:
+        except INFLATE_ERRORS:
             if not first:
                 raise
-            self.inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+            self.inflater = inflater(-zlib.MAX_WBITS)
             return self.inflater.decompress(data, max_length)
 
     @property
@@ -79,7 +80,7 @@ def _decoders(encoding: str | None) -> list[_Inflater]:
     for value in reversed((encoding or "").split(",")):
         coding = value.strip().lower()
         if coding in ("gzip", "x-gzip"):
-            out.append(zlib.decompressobj(zlib.MAX_WBITS | 16))
+            out.append(inflater(zlib.MAX_WBITS | 16))
         elif coding == "deflate":
             out.append(_Deflate())
     return out
@@ -144,7 +145,7 @@ class Response:
             for data in self.iter_raw():
                 yield from _decode(decoders, data)
             yield from _flush(decoders)
-        except zlib.error as exc:
+        except INFLATE_ERRORS as exc:
             raise DecodingError(str(exc)) from None
 
     def close(self, *, reuse: bool = True) -> None:
