@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import tomllib
 from abi_world import NIGHTLY, TAG, build_abi_world, have_cxx
-from elfbuild import move_dynamic
+from elfbuild import move_dynamic, patchelf_layout
 from server import Fault, IndexServer
 from wheels import build_wheel
 from world import _Entry
@@ -60,12 +60,21 @@ DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--instal
 END_FIRST = 8 * 2**20  # incompressible bytes before the kept torch's moved tables: its libtorch_cpu.so is read from its end
 
 
-@pytest.fixture(scope="module", params=["stubs", "read from its end"])
+LAYOUTS = {
+    "stubs": None,
+    "read from its end": lambda data: move_dynamic(data, pad=END_FIRST, seed=19),
+    # as released: the section headers beside the moved tables, .dynamic 8 MB before them
+    "through its section headers": lambda data: patchelf_layout(data, before=END_FIRST, gap=END_FIRST, seed=19),
+}
+
+
+@pytest.fixture(scope="module", params=list(LAYOUTS))
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """The world, and the same world whose kept torch has patchelf's layout behind 8 MB of data:
-    every door reads that torch's exports from the library's end (``index/elfstream.py``)."""
+    """The world, and the same world whose kept torch has patchelf's layout behind 8 MB of data
+    (its section headers stripped, or beside the tables as in a released torch): every door reads
+    that torch's exports from the library's end (``index/elfstream.py``)."""
     root = tmp_path_factory.mktemp("abidoors")
-    torch_lib = (lambda data: move_dynamic(data, pad=END_FIRST, seed=19)) if request.param != "stubs" else None
+    torch_lib = LAYOUTS[request.param]
     world, _ = build_abi_world(root, torch_lib=torch_lib)
     with IndexServer(world.root) as srv:
         world.write(srv.url)
