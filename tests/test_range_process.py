@@ -146,13 +146,13 @@ def test_a_child_that_cannot_start_leaves_every_scan_here(world, server, monkeyp
 
 
 @pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
-def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path):
+def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path, caplog):
     lib = compile_extension(tmp_path, "lib.so", torch_stubs(tmp_path / "libs"), calls=("cxx_check", "shim_device"))
     wheel = tmp_path / "torch-2.15.0-cp312-cp312-linux_x86_64.whl"
     wheel.write_bytes(wheel_bytes({"torch/lib/libtorch_cpu.so": lib, "torch/__init__.py": b""}))
     with IndexServer(tmp_path) as srv:
         file = IndexFile(filename=wheel.name, url=srv.url + wheel.name, name=canonicalize_name("torch"), version=Version("2.15.0"), size=wheel.stat().st_size)
-        with HttpFetcher(cache=None, timeout=10) as fetcher:
+        with HttpFetcher(cache=None, timeout=10) as fetcher, caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.exports"):
             child = fetcher.range_process
             assert child is not None and child.start(wait=READY)
             found = fetcher.exports_reader()("2.15.0", file)
@@ -161,6 +161,9 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path)
             alone = WheelExports(fetcher.transport, None)("2.15.0", file)
     assert found.symbols is not None and found.symbols == frozenset(dynamic_symbols(lib, exports=True).exports) == alone.symbols
     assert "bytes read" in found.source
+    # the child's record comes back as it was made, its arguments with it (as -v and a handler read it)
+    made = [r for r in caplog.records if r.name == "resolve_gpu_stack.net.exports" and "bytes read" in r.msg]
+    assert made and made[0].args[0] == wheel.name and made[0].args[1] == len(found.symbols), [r.getMessage() for r in caplog.records]
 
 
 def test_a_classifier_made_without_a_second_process_scans_here(world, server):

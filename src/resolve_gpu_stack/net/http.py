@@ -171,13 +171,13 @@ class HttpFetcher:
             return None
         with self._pool_lock:
             if self._beside is None:
-                from .rangeproc import ChildSettings, RangeProcess
+                from .rangeproc import ChildSettings, RangeProcess, lowest_log_level
 
                 settings = ChildSettings(
                     transport=self._transport_settings,
                     connections=self.concurrency,
                     scan_budget=self._scan_budget,
-                    log_level=logging.getLogger().getEffectiveLevel(),
+                    log_level=lowest_log_level(),
                 )
                 self._beside = RangeProcess(
                     settings, credentials=self.transport.credentials, stats=self.transport.stats, say=self.progress, on_retry=self.transport.on_retry

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import queue
 import signal
 import sys
@@ -34,7 +35,9 @@ CHILD_THREADS = 32  # scans run at once: each is a few round trips
 
 
 class _Forward(logging.Handler):
-    """Log records sent to the parent, which logs them as its own."""
+    """Log records sent to the parent, which logs them as its own: their message and arguments as
+    they were (a handler there reads them as it would a record of its own), or the message made
+    here when an argument does not pickle."""
 
     def __init__(self, say: Callable[[object], None]) -> None:
         super().__init__()
@@ -42,7 +45,10 @@ class _Forward(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self._say(("log", record.levelno, record.name, record.getMessage()))
+            try:
+                self._say(("log", record.levelno, record.name, record.msg, record.args))
+            except (pickle.PicklingError, TypeError, AttributeError):
+                self._say(("log", record.levelno, record.name, record.getMessage(), ()))
         except (OSError, ValueError):  # the parent is gone
             pass
 

@@ -85,6 +85,14 @@ class Job:
     credentials: OriginCredentials
 
 
+def lowest_log_level() -> int:
+    """The lowest level at which any logger of this package logs here (the root's, or one a caller
+    set lower): what the child forwards, for this process's loggers to filter as their own."""
+    package = __name__.partition(".")[0]
+    loggers = [lg for name, lg in logging.Logger.manager.loggerDict.items() if name.startswith(package) and isinstance(lg, logging.Logger)]
+    return min([logging.getLogger(package).getEffectiveLevel(), *(lg.getEffectiveLevel() for lg in loggers)])
+
+
 def send(stream: IO[bytes], lock: threading.Lock, message: object) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     with lock:
@@ -222,8 +230,8 @@ class RangeProcess:
         elif kind == "retry" and self._on_retry is not None:
             self._on_retry(rest[0])
         elif kind == "log":
-            level, name, text = rest
-            logging.getLogger(name).log(level, "%s", text)
+            level, name, msg, args = rest
+            logging.getLogger(name).log(level, msg, *(args if isinstance(args, tuple) else (args,)))
 
     def _count(self, counts: dict[str, int]) -> None:
         """Add what the child's transport counted since its last answer to this process's stats.
