@@ -212,11 +212,11 @@ class RangeClassifier:
     def read(self, file: IndexFile) -> tuple[ScanRecord, bool]:
         """A fresh scan of ``file`` (no cache): the record, and whether it is final (kept). In the
         second process when it is ready, else here."""
-        url = without_fragment(file.url)
-        held = self._tails.get(url) if self._tails is not None else None
-        answer = self._beside.scan(file, held, self._rules) if self._beside is not None else None
-        if answer is not None:
-            return answer
+        if self._beside is not None:
+            held = self._tails.get(without_fragment(file.url)) if self._tails is not None else None
+            answer = self._beside.scan(file, held, self._rules)
+            if answer is not None:
+                return answer
         record, final, _ = self._scan(file)
         return record, final
 

@@ -165,8 +165,9 @@ class HttpFetcher:
 
     @property
     def range_process(self) -> RangeProcess | None:
-        """The second process scans and exports reads run in (one per fetcher, started at its
-        first job; ``net/rangeproc.py``); None when this fetcher was made without one."""
+        """The second process scans and exports reads run in (one per fetcher, started by
+        ``classifier`` or its first job; ``net/rangeproc.py``); None when this fetcher was made
+        without one."""
         if self._transport_settings is None:
             return None
         with self._pool_lock:

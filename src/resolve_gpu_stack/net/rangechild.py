@@ -59,14 +59,15 @@ class _Child:
     def __init__(self, settings: ChildSettings, out: IO[bytes]) -> None:
         self._settings = settings
         self._out = out
-        self._lock = threading.Lock()
+        self._pipe = threading.Lock()
+        self._lock = threading.Lock()  # the classifiers
         self.transport = Transport(**settings.transport)
         self.transport.on_retry = lambda text: self.say(("retry", text))
         self._tails = TailMemo()
         self._classifiers: dict[AbiRules, RangeClassifier] = {}
 
     def say(self, message: object) -> None:
-        send(self._out, self._lock, message)
+        send(self._out, self._pipe, message)
 
     def _classifier(self, rules: AbiRules) -> RangeClassifier:
         with self._lock:
