@@ -185,3 +185,22 @@ def test_answers_that_come_in_another_order_count_what_the_child_counted() -> No
     for counts in ({"requests": 3, "bytes_received": 900}, {"requests": 5, "bytes_received": 1500}, {"requests": 4, "bytes_received": 1200}):
         child._take(("done", 0, None, {**counts, "retries": 0, "full_downloads": 0}))  # the pipe's handler, as the listener calls it
     assert (stats.requests, stats.bytes_received) == (5, 1500)
+
+
+def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(world, server, monkeypatch):
+    """A plan of small wheels reads them here, sooner than a child would start; once the wheels
+    asked to read reach ``START_AFTER`` bytes, the child is started (and the reads asked before it
+    is ready are still made here, with the same answers)."""
+    from resolve_gpu_stack.net import rangeproc
+
+    kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
+    assert (kernel.size or 0) + (helper.size or 0) < rangeproc.START_AFTER
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        classify = fetcher.classifier(DEFS)
+        assert classify(kernel) == here(kernel) and classify(helper) == here(helper)
+        assert fetcher.range_process is not None and fetcher.range_process.pid is None, "small wheels started the child"
+    monkeypatch.setattr(rangeproc, "START_AFTER", (kernel.size or 0) + 1)
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        classify = fetcher.classifier(DEFS)
+        assert classify(kernel) == here(kernel) and fetcher.range_process is not None and fetcher.range_process.pid is None
+        assert classify(helper) == here(helper) and fetcher.range_process.pid is not None, "the child did not start"

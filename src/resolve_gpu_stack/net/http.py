@@ -137,8 +137,6 @@ class HttpFetcher:
         from .classify import RangeClassifier
 
         beside = self.range_process
-        if beside is not None:  # started now, it is ready by the first scans (it takes about 0.45 s)
-            beside.start()
         return RangeClassifier(
             self.transport,
             self.cache,
