@@ -19,6 +19,7 @@ from ..rules.versions import public
 from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
 from .framework import FrameworkFacts
+from .kept_closure import KeptClosure
 from .requirement import Cand, Key, contains
 from .sources import source_origin
 from .torch_selection import TorchSelection
@@ -36,6 +37,8 @@ class PlanContext:
     facts: FrameworkFacts | None = None  # couplings found, overrides, framework notes
     offers: Callable[[NormalizedName], Sequence[Offer]] | None = None  # what was offered, with the page each file came from
     flashinfer_pins: tuple[str, ...] = ()  # requirements that held flashinfer-python below its newest complete version
+    kept_wheel: IndexFile | None = None  # the kept torch's own wheel where its index has it (PyPI's torch): its row's file
+    closure: KeptClosure | None = None  # the kept torch's closure, held exactly
 
 
 def action(version: Version, installed: Version | None) -> Action:
@@ -125,13 +128,16 @@ def _row(key: Key, cand: Cand, parents: Sequence[str], dependencies: Sequence[st
             sdist=SourceDist(url=sdist.url, filename=sdist.filename, sha256=sdist.sha256, size=sdist.size, origin=source_origin(ctx.request, cand.name)),
         )
     mismatch = f"; ABI MISMATCH, planned anyway (--abi-mismatch warn): {found.mismatch}" if found.mismatch else ""
+    if cand.file is None and cand.name == TORCH and cand.installed and ctx.kept_wheel is not None and ctx.kept_wheel.version == cand.version:
+        cand = replace(cand, file=ctx.kept_wheel)  # kept: its own wheel and hash, so a lock lists it and `uv pip sync` keeps it
+    kept_own = cand.file is not None and cand.file is ctx.kept_wheel
     return LockedPackage(
         name=cand.name,
         version=cand.version,
         action=action(cand.version, installed),
         coupling=found.coupling,
         reason=reason(cand, parents, found.evidence, ctx) + mismatch,
-        **_file_fields(cand.file),
+        **(_file_fields(cand.file) if not kept_own else {**_file_fields(cand.file), "index": "installed"}),
         simple_index=simple_index(cand.file, ctx),
         installed_version=installed,
         dependencies=tuple(dependencies),  # type: ignore[arg-type]
@@ -190,10 +196,12 @@ def simple_index(f: IndexFile | None, ctx: PlanContext) -> str | None:
 
 def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest) -> list[str]:
     kept = next((p for p in packages if p.name == TORCH and p.action is Action.KEEP), None)
-    if kept is None or kept.url is not None or request.installed_requires.get(TORCH):
+    if kept is None or request.installed_requires.get(TORCH):
         return []
     if torch_origin(kept.version) == "pypi":  # a declared torch of `pip install torch` (routing.toml kept)
         return [f"torch {kept.version} is kept: PyPI's build (no +cuNNN label), known from its own wheel on PyPI's torch page; its family comes from PyPI too"]
+    if kept.url is not None:
+        return []
     return [f"torch {kept.version} is kept; it is not on the index any more, so its own dependencies were not re-checked"]
 
 
@@ -223,6 +231,9 @@ def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> st
         return "== flashinfer-python (exact match required at import)"
     if cand.name == fi.jit_cache or fi.is_provider(cand.name):
         return f"== flashinfer-python public version + CUDA label; {why}"
+    pin = ctx.closure.get(cand.name) if ctx.closure is not None else None
+    if pin is not None and pin.version == cand.version:
+        return f"kept with torch: {pin.pinned_by} pins {pin.pin}" + (f"; {why}" if ctx.facts is not None else "")
     via = ", ".join(sorted(set(parents))) or "--with"
     prefix = "installed version kept; " if cand.installed else ""
     return f"{prefix}required by {via}" + (f"; {why}" if ctx.facts is not None else "")

@@ -34,6 +34,7 @@ from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
+from .kept_closure import KeptClosure, conflict_words
 from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
@@ -41,7 +42,7 @@ from .provider import StackProvider
 from .requirement import WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
-from .torch_pins import kept_torch_wheel, with_declared_torch_cuda, with_torch_pins
+from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
 if TYPE_CHECKING:
@@ -94,13 +95,17 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series, torch_from=origin
     )
     floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
-    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit)
-    pinned, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in
-    if pinned is not request:  # a declared torch's exact pins came with it: the same pages, candidates rebuilt
+    keeps = kept is not None and torch.allowed == (kept,)  # the plan keeps the torch: its closure with it
+    probed = probed_closure(request) if keeps and request.target.interpreter is not None else None
+    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed)
+    pinned, closure, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in
+    if not keeps:
+        pin_notes = pin_notes[:1] if pinned is not request else []  # what was taken as installed; the closure is not held
+    if pinned is not request:  # a declared torch's closure came with it: the same pages, candidates rebuilt
         request = pinned
-        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, previous=w.factory)
+        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, previous=w.factory, closure=closure if keeps else None)
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
-    result = _run_resolvelib(w.provider, requirements, factory, flashinfer)
+    result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure if keeps else None)
 
     abi_torch = _abi_torch(result.mapping, torch, exports, own)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
@@ -113,17 +118,31 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         *floor_notes,
         *_provider_notes(result, request, defs, w.dependencies, factory),
     ]
-    plan_ctx = PlanContext(request=request, defs=defs, torch=torch, flashinfer=flashinfer, components=components, facts=facts, offers=factory.offers)
+    plan_ctx = PlanContext(
+        request=request,
+        defs=defs,
+        torch=torch,
+        flashinfer=flashinfer,
+        components=components,
+        facts=facts,
+        offers=factory.offers,
+        kept_wheel=own,
+        closure=closure if keeps else None,
+    )
     return _checked(build_plan(result, plan_ctx, notes), defs, None if request.allow_downgrade else torch.installed)
 
 
 def _run_resolvelib(
-    provider: StackProvider, requirements: list[Req], factory: CandidateFactory, flashinfer: FlashInferSelection | None = None
+    provider: StackProvider,
+    requirements: list[Req],
+    factory: CandidateFactory,
+    flashinfer: FlashInferSelection | None = None,
+    closure: KeptClosure | None = None,
 ) -> Result[Req, Cand, Key]:
     try:
         return provider.resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise _explain_impossible(exc, factory, flashinfer) from None
+        raise _closure_conflict(exc, closure) or _explain_impossible(exc, factory, flashinfer) from None
     except ResolutionTooDeep as exc:
         raise NoPlanError(
             f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION"
@@ -289,6 +308,7 @@ def _wire(
     *,
     fit: TargetFit,
     previous: CandidateFactory | None = None,
+    closure: KeptClosure | None = None,
 ) -> _Wiring:
     """The candidate factory, the FlashInfer selection, the overrides and the provider for
     ``request``, with the closure of its root requirements prefetched (and, with ``ahead``, the
@@ -308,7 +328,7 @@ def _wire(
     )
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
-    requirements = overrides.roots(_requirements(request, defs, floors))
+    requirements = overrides.roots([*_requirements(request, defs, floors), *_closure_roots(closure)])
     if previous is not None:
         prefetcher.levels(requirements)
     else:
@@ -418,6 +438,46 @@ def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[F
         req = r.requirement
         out.append(Req(name=r.name, specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
     return out
+
+
+CLOSURE_PARENT = "(the kept torch's closure)"
+
+
+def _closure_roots(closure: KeptClosure | None) -> list[Req]:
+    """The kept torch's closure held exactly: a root requirement ``NAME==VERSION`` per pin found
+    installed or on its index (a user's ``--override`` on the name replaces it: ``Overrides.roots``)."""
+    if closure is None:
+        return []
+    return [
+        Req(name=p.name, specifier=SpecifierSet(f"=={p.version}"), extras=p.extras, parent=CLOSURE_PARENT, text=f"{p.name}=={p.version} ({p.words()})")
+        for p in closure.pins
+        if p.found
+    ]
+
+
+def _closure_conflict(exc: ResolutionImpossible, closure: KeptClosure | None) -> NoPlanError | None:  # type: ignore[type-arg,unused-ignore]
+    """A requirement that needs another version of a package the kept torch pins, named as such:
+    ``humming-kernels 0.1.19 needs nvidia-cuda-runtime>=13.5; torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
+    if closure is None:
+        return None
+    conflicts = []
+    for cause in exc.causes:
+        req: Req = cause.requirement
+        pin = closure.get(req.name)
+        if pin is None or cause.parent is None or contains(req.specifier, pin.version):
+            continue
+        conflicts.append(conflict_words(str(cause.parent), req.text or f"{req.name}{req.specifier}", pin))
+    if not conflicts:
+        return None
+    names = sorted({canonicalize_name(c.requirement.name) for c in exc.causes if closure.get(c.requirement.name) is not None})
+    return NoPlanError(
+        f"the plan would move the kept torch's closure: {'; '.join(dict.fromkeys(conflicts))}",
+        reasons=sorted(set(conflicts)),
+        hint=(
+            f"torch {closure.torch} and what it pins move only when you say so: keep an older release of the package that needs more, "
+            f"or override the pin (--override '{names[0]}>=...') if you accept other CUDA libraries under torch {closure.torch}"
+        ),
+    )
 
 
 def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, flashinfer: FlashInferSelection | None = None) -> NoPlanError:  # type: ignore[type-arg,unused-ignore]

@@ -1,17 +1,21 @@
-"""What a declared target with an installed torch also has: the versions that torch pins exactly.
+"""What a target with an installed torch also has: the versions that torch pins exactly (its closure).
 
 An environment with a torch wheel installed has that wheel's exact ``==`` requirements installed
-with it (a nightly torch pins ``triton==3.7.0+git9c288bc5``): pip and uv install them together.
-A declared target (``--installed torch==...``, a configured target) names only torch, so these
-pins are read from the METADATA of that exact torch wheel on the index and taken as installed, as
-if the user had listed them. A name the user did list keeps the user's version.
+with it (a nightly torch pins ``triton==3.7.0+git9c288bc5``; PyPI's torch 2.15.0 pins
+``cuda-toolkit[cublas,cudart,...]==13.2.2``, whose extras pin ``nvidia-cuda-runtime==13.2.86.*``):
+pip and uv install them together. A declared target (``--installed torch==...``, a configured
+target) names only torch, so these pins are read from the METADATA of that exact torch wheel on the
+index, followed through the pinned packages' METADATA there (``kept_closure``), and taken as
+installed, as if the user had listed them. A name the user did list keeps the user's version. A
+real interpreter's closure is read from its installed dists the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName
 from packaging.version import InvalidVersion, Version
 
@@ -23,29 +27,97 @@ from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel, kept_torch_cuda
 from ..model.request import TORCH, ResolveRequest
 from ..rules.fit import TargetFit
+from .kept_closure import KeptClosure, read_closure
 
 
-def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> tuple[ResolveRequest, list[str]]:
-    """``request`` with the installed torch's exact pins added to its declared target's installed
-    set, and a note for each. Unchanged for a real interpreter (its installed set is read from it),
-    without an installed torch, or when that torch's wheel is not on the index."""
+def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> tuple[ResolveRequest, KeptClosure | None, list[str]]:
+    """``request`` with its declared target's installed set holding the kept torch's closure
+    (``kept_closure``: what torch pins exactly, through the extras it asks for), that closure, and a
+    note for what was taken as installed and each pin that could not be followed. A real
+    interpreter's closure is read from its installed dists (``probed_closure``); None without an
+    installed torch or when that torch's wheel is not on the index."""
     installed = request.installed_torch
     target = request.target
-    if installed is None or target.interpreter is not None or request.installed_requires.get(TORCH):
-        return request, []
+    if installed is None:
+        return request, None, []
+    if target.interpreter is not None or request.installed_requires.get(TORCH):
+        closure = probed_closure(request)
+        return request, closure, list(closure.unread) if closure is not None else []
     wheel = kept_torch_wheel(finder, ctx, fit, installed)
     if wheel is None:
-        return request, []
+        return request, None, []
     try:
         requires = finder.metadata(wheel).requires_dist
     except CrawlError as err:
-        return request, [f"the METADATA of the installed torch {installed} could not be read ({err.cause}): only what --installed names is taken as installed"]
-    pins = {name: version for name, version in exact_pins(requires, target, finder.requires_dist).items() if name not in target.installed}
-    if not pins:
-        return request, []
-    listed = ", ".join(f"{name} {version}" for name, version in sorted(pins.items()))
+        return (
+            request,
+            None,
+            [f"the METADATA of the installed torch {installed} could not be read ({err.cause}): only what --installed names is taken as installed"],
+        )
+    closure = read_closure(
+        installed,
+        requires,
+        target.markers,
+        version_of=lambda name, spec: target.installed.get(name) or _newest_on_index(finder, ctx, fit, name, spec),
+        requires_of=lambda name, version: _requires_on_index(finder, ctx, fit, name, version),
+        parse=finder.requires_dist,
+    )
+    added = {pin.name: pin.version for pin in closure.pins if pin.name not in target.installed}
+    notes = list(closure.unread)
+    if not added:
+        return request, closure, notes
+    listed = closure_words(closure, added)
     note = f"taken as installed (kept) with torch {installed}, which pins them exactly: {listed}"
-    return replace(request, target=replace(target, installed={**target.installed, **pins})), [note]
+    return replace(request, target=replace(target, installed={**target.installed, **added})), closure, [note, *notes]
+
+
+def probed_closure(request: ResolveRequest) -> KeptClosure | None:
+    """The closure of a real interpreter's torch, from its installed dists' METADATA (what is not
+    installed is not part of what it keeps: the plan installs it as torch requires)."""
+    installed = request.installed_torch
+    if installed is None:
+        return None
+    have = request.target.installed
+    return read_closure(
+        installed,
+        request.installed_requires.get(TORCH, ()),
+        request.target.markers,
+        version_of=lambda name, spec: v if (v := have.get(name)) is not None and spec.contains(v, prereleases=True) else None,
+        requires_of=lambda name, version: request.installed_requires.get(name) if have.get(name) == version else None,
+        where="installed",
+    )
+
+
+def closure_words(closure: KeptClosure, names: Mapping[NormalizedName, Version]) -> str:
+    """``cuda-toolkit 13.2.2, nvidia-cuda-runtime 13.2.86 (by cuda-toolkit 13.2.2[cudart])``: the pins of ``names``."""
+    direct = f"torch {closure.torch}"
+    out = []
+    for pin in sorted((p for p in closure.pins if p.name in names), key=lambda p: p.name):
+        by = pin.pinned_by.removeprefix(direct + "'s ")
+        out.append(f"{pin.name} {pin.version}" + ("" if pin.pinned_by == direct else f" (by {by})"))
+    return ", ".join(out)
+
+
+def _newest_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: NormalizedName, spec: SpecifierSet) -> Version | None:
+    """The newest version of ``name`` in ``spec`` with a wheel for this target on its index."""
+    try:
+        offers, _ = finder.offers(name, ctx)
+    except ResolveGpuStackError:
+        return None
+    return max(
+        (o.file.version for o in offers if o.file.is_wheel and fit.tag_rank(o.file) is not None and spec.contains(o.file.version, prereleases=True)),
+        default=None,
+    )
+
+
+def _requires_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: NormalizedName, version: Version) -> tuple[str, ...] | None:
+    """The Requires-Dist of ``name`` ``version``'s best wheel for this target on its index."""
+    try:
+        offers, _ = finder.offers(name, ctx)
+        wheel = _best(fit, [o.file for o in offers if o.file.version == version])
+        return finder.metadata(wheel).requires_dist if wheel is not None else None
+    except ResolveGpuStackError:
+        return None
 
 
 def with_declared_torch_cuda(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> ResolveRequest:

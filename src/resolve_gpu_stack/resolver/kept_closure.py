@@ -1,0 +1,144 @@
+"""The kept torch's closure: what its Requires-Dist pins exactly, followed through the extras it asks for.
+
+PyPI's torch 2.15.0 requires ``cuda-toolkit[cublas,cudart,...,nvrtc,...]==13.2.2``, and
+cuda-toolkit 13.2.2's extras pin ``nvidia-cuda-runtime==13.2.86.*``, ``nvidia-cuda-nvrtc==13.2.86.*``
+and the rest: the CUDA libraries torch was built and tested with. Installed with torch, they are
+part of the torch a user keeps. The closure is read from METADATA only (a probed environment: its
+installed dists; a declared target: the wheels on their index, or a snapshot's), recursively
+wherever a requirement pins exactly (``==V`` or ``==V.*``), and the plan holds it exactly: another
+version of one of them is a conflict named as such (``conflict_words``), unless the user overrides it.
+
+Pure: the METADATA and the versions come from the caller's two look-ups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import NormalizedName
+from packaging.version import Version
+
+from ..index.parse import RequiresDist, parse_requires_dist
+
+VersionOf = Callable[[NormalizedName, SpecifierSet], "Version | None"]
+"""The version of NAME that SPECIFIER holds: the installed one, or the newest its index serves for the target."""
+RequiresOf = Callable[[NormalizedName, Version], "Sequence[str] | None"]
+"""The Requires-Dist of NAME at VERSION (None: its METADATA could not be read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClosurePin:
+    """One package the kept torch pins, directly or through a pinned package's extras."""
+
+    name: NormalizedName
+    version: Version  # the version held
+    pin: str  # the requirement as its pinner wrote it: ``nvidia-cuda-runtime==13.2.86.*``
+    pinned_by: str  # ``torch 2.15.0``, ``torch 2.15.0's cuda-toolkit 13.2.2``
+    extras: frozenset[str] = frozenset()
+    found: bool = True  # its version was found (installed, or on its index); False: known from an exact pin alone
+
+    def words(self) -> str:
+        """``torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
+        return f"{self.pinned_by} pins {self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeptClosure:
+    """The kept torch's closure: every package it pins exactly, in the order they were met."""
+
+    torch: Version
+    pins: tuple[ClosurePin, ...] = ()
+    unread: tuple[str, ...] = ()  # what could not be followed, in words (a note each)
+
+    def get(self, name: NormalizedName) -> ClosurePin | None:
+        return next((p for p in self.pins if p.name == name), None)
+
+    def versions(self) -> dict[NormalizedName, Version]:
+        return {p.name: p.version for p in self.pins}
+
+
+def exact_specifier(specifier: SpecifierSet) -> bool:
+    """Whether ``specifier`` pins one version (``==V``, ``==V.*``, ``===V``) and nothing else."""
+    specs = list(specifier)
+    return len(specs) == 1 and specs[0].operator in ("==", "===")
+
+
+def read_closure(
+    torch: Version,
+    requires: Sequence[str],
+    markers: Mapping[str, str],
+    *,
+    version_of: VersionOf,
+    requires_of: RequiresOf,
+    parse: Callable[[str], RequiresDist | None] = parse_requires_dist,
+    where: str = "on its index",
+) -> KeptClosure:
+    """The closure of torch ``torch`` whose Requires-Dist is ``requires``, on a target with ``markers``.
+
+    ``where``: where ``version_of`` looks, in words (``installed``, ``on its index``). An exact pin
+    whose version ``version_of`` does not find is held at the pinned version when the pin
+    names one (``==13.2.2``), else left out with a note; a pinned package whose METADATA cannot be read
+    is held without its own pins, with a note."""
+    pins: dict[NormalizedName, ClosurePin] = {}
+    unread: list[str] = []
+    followed: dict[NormalizedName, frozenset[str]] = {}  # the extras each pinned package was read with
+    queue: list[tuple[str, Sequence[str], frozenset[str]]] = [(f"torch {torch}", requires, frozenset())]
+    while queue:
+        pinner, lines, extras = queue.pop(0)
+        for line in lines:
+            req = parse(line)
+            if req is None or req.url or not exact_specifier(req.specifier) or not _applies(req, markers, extras):
+                continue
+            pin = pins.get(req.name) or _pin(req, pinner, version_of)
+            if pin is None:
+                unread.append(f"{pinner} pins {req.text}, and no version of {req.name} matching it is {where}: it is not held with torch")
+                continue
+            seen = followed.get(req.name)
+            wanted = frozenset(req.extras) | (seen or frozenset())
+            pins[req.name] = ClosurePin(name=pin.name, version=pin.version, pin=pin.pin, pinned_by=pin.pinned_by, extras=wanted, found=pin.found)
+            if seen is not None and wanted == seen:
+                continue
+            followed[req.name] = wanted
+            own = requires_of(pin.name, pin.version) if pin.found else None
+            if own is None:
+                why = "its METADATA could not be read" if pin.found else f"it is not {where}"
+                unread.append(f"{pin.name} {pin.version}, pinned by {pin.pinned_by}: {why}, so what it pins is not held with torch")
+                continue
+            queue.append((f"{pin.pinned_by}'s {pin.name} {pin.version}", own, wanted))
+    return KeptClosure(torch=torch, pins=tuple(pins.values()), unread=tuple(unread))
+
+
+def _pin(req: RequiresDist, pinner: str, version_of: VersionOf) -> ClosurePin | None:
+    found = version_of(req.name, req.specifier)
+    if found is not None:
+        return ClosurePin(name=req.name, version=found, pin=req.text, pinned_by=pinner)
+    spec = next(iter(req.specifier))
+    if spec.version.endswith(".*"):
+        return None
+    try:
+        return ClosurePin(name=req.name, version=Version(spec.version), pin=req.text, pinned_by=pinner, found=False)
+    except ValueError:
+        return None
+
+
+def _applies(req: RequiresDist, markers: Mapping[str, str], extras: frozenset[str]) -> bool:
+    """Whether ``req``'s marker holds on the target, for the base requirements or one of ``extras``."""
+    if req.marker is None:
+        return True
+    for extra in ("", *sorted(extras)):
+        try:
+            if req.marker.evaluate({**markers, "extra": extra}):
+                return True
+        except Exception:  # an undefined comparison: the marker does not hold  # noqa: BLE001
+            continue
+    return False
+
+
+def conflict_words(requirer: str, requirement: str, pin: ClosurePin) -> str:
+    """``humming-kernels 0.1.19 needs nvidia-cuda-runtime>=13.5; torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
+    return f"{requirer} needs {requirement}; {pin.words()}"
+
+
+__all__ = ["ClosurePin", "KeptClosure", "RequiresOf", "VersionOf", "conflict_words", "exact_specifier", "read_closure"]
