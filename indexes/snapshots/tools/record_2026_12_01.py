@@ -58,7 +58,7 @@ def relative_plan(text: str) -> str:
     whichever PyPI URL it is given)."""
     plan: dict[str, Any] = json.loads(text)
     for row in plan.get("packages", []):
-        if row.get("index") == "pypi" and row.get("url"):
+        if row.get("index") in ("pypi", "installed") and row.get("url"):  # installed: the kept torch, by its own wheel on PyPI
             row["url"] = urlsplit(row["url"]).path
     return json.dumps(plan, indent=2) + "\n"
 

@@ -186,9 +186,30 @@ def _rendered(
         if settings.sources.snapshot is not None:
             plan = _placed(settings, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
+    texts += _overrides_texts(plan, paths, command=command)
     for path, _ in texts:
         _make_folder(path)
     return texts
+
+
+def _overrides_texts(plan: LockPlan, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
+    """Beside each constraints file, the overrides file uv needs with it (``lock.constraints.render_overrides``):
+    a framework's own pins the plan overrode would otherwise make ``uv pip install -c`` unsatisfiable."""
+    from ..lock.constraints import overrides_path, render_overrides
+    from ..lock.files import lock_format
+
+    out = []
+    for path in paths:
+        if lock_format(path)[0] != "constraints":
+            continue
+        beside = overrides_path(path)
+        if any(beside.resolve() == p.resolve() for p in paths):
+            raise UsageError(
+                f"{common.shown(beside)} is both an output and the overrides file of {common.shown(path)}",
+                hint=f"a constraints file gets its overrides file beside it ({beside.name}): name the outputs apart",
+            )
+        out.append((beside, render_overrides(plan, command=command, constraints=path.name)))
+    return out
 
 
 def _every_uncached(settings: LockSettings, plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
@@ -307,8 +328,14 @@ def _make_folder(path: Path) -> None:
 def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False) -> None:
     if quiet:  # -q: nothing but errors
         return
+    from ..lock.constraints import overrides_path
+
     for path in paths:
         O.say(f"{label}wrote {common.shown(path)}")
+    for path in paths:
+        beside = overrides_path(path)
+        if path.name.endswith(".txt") and beside in paths:
+            O.say(f"{label}apply the constraints with their overrides: uv pip install -c {common.shown(path)} --overrides {common.shown(beside)} PACKAGE...")
 
 
 # -- every configured target -----------------------------------------------------------------------

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import NormalizedName, canonicalize_name
 
 from ..model import Action, Coupling, LockPlan, TargetSummary
 from ..model.inputs import inputs_digest
@@ -49,6 +50,54 @@ def render_constraints(plan: LockPlan, *, command: str) -> str:
     for pkg in packages:
         lines.append(f"{pkg.name}=={pkg.version}  # index={pkg.index} action={pkg.action.value} coupling={pkg.coupling.value}")
     return "\n".join(lines) + "\n"
+
+
+# -- the overrides file beside it --------------------------------------------------------------
+OVERRIDES_HEADER = "# Overrides for the constraints file beside it, written by resolve-gpu-stack via the following command:"
+
+
+def overrides_path(constraints: Path) -> Path:
+    """The overrides file written beside a constraints file: ``constraints-vllm.txt`` ->
+    ``overrides-vllm.txt``, ``deps.txt`` -> ``deps.overrides.txt``."""
+    name = constraints.name
+    if "constraints" in name:
+        return constraints.with_name(name.replace("constraints", "overrides", 1))
+    return constraints.with_name(f"{name.removesuffix('.txt')}.overrides.txt")
+
+
+def render_overrides(plan: LockPlan, *, command: str, constraints: str) -> str:
+    """The requirements the plan overrode (a framework's ``torch==2.14.0`` pin under the kept
+    torch), as uv's ``--overrides`` file: ``name==version`` at the plan's version, one per name.
+    With only the constraints file, ``uv pip install -c constraints.txt vllm`` meets the framework's
+    own pin beside the plan's and finds no solution; with both, uv installs the plan."""
+    versions = {p.name: p.version for p in plan.packages}
+    lines = [
+        OVERRIDES_HEADER,
+        f"#    {_one_line(command)}",
+        f"# inputs-digest: {plan.inputs_digest or inputs_digest(plan.inputs)}",
+        f"# use both: uv pip install -c {constraints} --overrides {overrides_path(Path(constraints)).name} PACKAGE...",
+        "",
+    ]
+    done: dict[str, str] = {}
+    for override in plan.overrides:
+        name = _requirement_name(override.requirement)
+        if name is None or name in done:
+            continue
+        version = versions.get(name)
+        done[name] = (
+            f"{name}=={version}  # {_one_line(override.package)} requires {_one_line(override.requirement)}: {_one_line(override.reason)}"
+            if version is not None
+            else f"# {name}: {_one_line(override.package)} requires {_one_line(override.requirement)}, left out of the plan ({_one_line(override.reason)}); an overrides file cannot drop it"
+        )
+    lines += [done[name] for name in sorted(done)]
+    return "\n".join(lines) + "\n"
+
+
+def _requirement_name(text: str) -> NormalizedName | None:
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return None
 
 
 # -- read --------------------------------------------------------------------------------------
@@ -157,4 +206,4 @@ def _read_pin_line(r: LockReader, line: str, n: int) -> LockedEntry:
     )
 
 
-__all__ = ["CONSTRAINTS_HEADER", "INDEX_COMMENT", "read_constraints", "render_constraints"]
+__all__ = ["CONSTRAINTS_HEADER", "INDEX_COMMENT", "OVERRIDES_HEADER", "overrides_path", "read_constraints", "render_constraints", "render_overrides"]

@@ -8,11 +8,12 @@ more of a wheel (a sha256 of 64 hex digits, a file name a file system keeps). Cr
 (``user:pass@`` in any URL) never reach a file: every string is scrubbed before it is written.
 
 Layout: one ``[[packages]]`` entry per package that has a wheel to install, and one per *kept*
-package (already installed, e.g. a nightly torch) whose wheel and sha256 are known: listed at its
+package (already installed: a nightly torch, PyPI's torch by its own wheel there, the closure it
+pins exactly) whose wheel and sha256 are known: listed at its
 exact installed version and hash, uv finds it satisfied and leaves it alone, with ``uv pip install
 -r`` and ``uv pip sync`` alike (``sync`` uninstalls whatever is not listed). A kept package
 without a known wheel and hash (gone from the index, or a nightly not hashed yet) cannot be listed:
-``kept-unlisted`` in the tool table names it, a note says what that means, and ``check`` warns.
+``kept-unlisted`` in the tool table names it with its reason, a note says what that means, and ``check`` warns.
 Everything else uv does not need (couplings, the torch pin, the FlashInfer group, the resolver
 inputs and their digest) is in ``[tool.resolve-gpu-stack]``; its packages are ``model.codec``'s
 package dicts.
@@ -135,10 +136,17 @@ def kept_unlisted(packages: list[LockedPackage] | tuple[LockedPackage, ...]) -> 
 
 
 KEPT_UNLISTED_WHY = (
-    "kept (installed) but not in [[packages]]: no wheel with a sha256 is known for them (gone from the index, or a "
-    "nightly not hashed yet), so `uv pip sync` of this lock would uninstall them; use `uv pip install -r`, or relock "
-    "online (with a snapshot: with the wheels in the wheel cache) to list them"
+    "kept (installed) but not in [[packages]]: PEP 751 lists a wheel with its sha256, and for these none is known "
+    "(see reasons), so `uv pip sync` of this lock would uninstall them; use `uv pip install -r`, or relock online "
+    "(with a snapshot: with the wheels in the wheel cache) to list them"
 )
+
+
+def kept_unlisted_reason(pkg: LockedPackage) -> str:
+    """Why a kept package has no ``[[packages]]`` entry, as true as the plan knows it."""
+    if not pkg.url:
+        return f"no wheel of {pkg.name} {pkg.version} was found on its index (gone from it, or a build it never served)"
+    return f"its index lists {pkg.filename or 'its wheel'} without a sha256, and the wheel could not be downloaded to hash it"
 
 
 def _wheel(pkg: LockedPackage) -> PackageWheel:
@@ -225,7 +233,13 @@ def _tool_table(plan: LockPlan, packages: list[LockedPackage], *, name: str | No
             "cuda-label": plan.cuda_label,
             "flashinfer": _flashinfer_group(plan, packages),
             "indexes": {k: plan.indexes[k] for k in sorted(plan.indexes)},
-            "kept-unlisted": {"packages": unlisted, "why": KEPT_UNLISTED_WHY} if unlisted else None,
+            "kept-unlisted": {
+                "packages": unlisted,
+                "why": KEPT_UNLISTED_WHY,
+                "reasons": {p.name: kept_unlisted_reason(p) for p in packages if p.name in unlisted},
+            }
+            if unlisted
+            else None,
             "notes": list(plan.notes),
             "overrides": [override_to_dict(o) for o in plan.overrides] or None,
             "inputs": {k: inputs[k] for k in sorted(inputs)},

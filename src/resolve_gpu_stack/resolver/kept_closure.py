@@ -73,11 +73,11 @@ def read_closure(
     version_of: VersionOf,
     requires_of: RequiresOf,
     parse: Callable[[str], RequiresDist | None] = parse_requires_dist,
-    where: str = "on its index",
+    where: str = "found on its index",
 ) -> KeptClosure:
     """The closure of torch ``torch`` whose Requires-Dist is ``requires``, on a target with ``markers``.
 
-    ``where``: where ``version_of`` looks, in words (``installed``, ``on its index``). An exact pin
+    ``where``: where ``version_of`` looks, in words (``installed``, ``found on its index``). An exact pin
     whose version ``version_of`` does not find is held at the pinned version when the pin
     names one (``==13.2.2``), else left out with a note; a pinned package whose METADATA cannot be read
     is held without its own pins, with a note."""
@@ -93,7 +93,7 @@ def read_closure(
                 continue
             pin = pins.get(req.name) or _pin(req, pinner, version_of)
             if pin is None:
-                unread.append(f"{pinner} pins {req.text}, and no version of {req.name} matching it is {where}: it is not held with torch")
+                unread.append(f"{pinner} pins {req.text}, and no version of {req.name} matching it was {where}: it is not held with torch")
                 continue
             seen = followed.get(req.name)
             wanted = frozenset(req.extras) | (seen or frozenset())
@@ -103,7 +103,7 @@ def read_closure(
             followed[req.name] = wanted
             own = requires_of(pin.name, pin.version) if pin.found else None
             if own is None:
-                why = "its METADATA could not be read" if pin.found else f"it is not {where}"
+                why = "its METADATA could not be read" if pin.found else f"it was not {where}"
                 unread.append(f"{pin.name} {pin.version}, pinned by {pin.pinned_by}: {why}, so what it pins is not held with torch")
                 continue
             queue.append((f"{pin.pinned_by}'s {pin.name} {pin.version}", own, wanted))

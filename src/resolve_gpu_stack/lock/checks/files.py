@@ -14,7 +14,7 @@ from ...errors import LockFileError
 from ...model import Action, LockedPackage, LockPlan
 from ...urls import strip_credentials
 from ..locked import LockedEntry, LockedFile
-from ..pylock import plan_from_lock
+from ..pylock import kept_unlisted_reason, plan_from_lock
 from .builds import build_findings
 from .finding import LOCATION, WARNING, Finding, error_at, without_path
 from .urls import credential_findings, is_below, wheel_problem, wheel_url_problem
@@ -51,18 +51,16 @@ def _unplanned(path: Path, locked: LockedFile, err: LockFileError) -> Finding:
 def kept_unlisted_findings(path: Path, plan: LockPlan, entries: Mapping[Any, Any]) -> list[Finding]:
     """A warning for each kept package the pylock could not list (no wheel with a sha256): ``uv pip
     sync`` of the lock would uninstall it."""
-    names = sorted(p.name for p in plan.packages if p.action is Action.KEEP and p.name not in entries)
-    if not names:
-        return []
+    kept = sorted((p for p in plan.packages if p.action is Action.KEEP and p.name not in entries), key=lambda p: p.name)
     return [
         Finding(
             level=WARNING,
             path=path,
-            package=name,
-            message="kept but not listed in [[packages]] (no wheel with a sha256 is known for it, or it is gone from the index): `uv pip sync` of this lock would uninstall it",
+            package=pkg.name,
+            message=f"kept but not listed in [[packages]] ({kept_unlisted_reason(pkg)}): `uv pip sync` of this lock would uninstall it",
             hint="apply this lock with `uv pip install -r`, or relock online (or with the wheel in the wheel cache) so that it is listed",
         )
-        for name in names
+        for pkg in kept
     ]
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ...data.definitions import RouteContext
@@ -62,7 +62,20 @@ Lookup = Callable[[str, RouteContext, "set[str]"], "list[IndexFile]"]
 
 def finder_lookup(finder: Finder) -> Lookup:
     """Files offered for a package, through a ``Finder`` (full pages, shared with a re-resolve)."""
-    return lambda name, ctx, _filenames: [o.file for o in finder.offers(name, ctx)[0]]
+    return lambda name, ctx, filenames: _with_kept(finder, name, ctx, filenames, [o.file for o in finder.offers(name, ctx)[0]])
+
+
+def _with_kept(finder: Finder, name: str, ctx: RouteContext, filenames: set[str], found: list[IndexFile]) -> list[IndexFile]:
+    """``found``, and each of ``filenames`` it lacks that is a kept release's wheel where that release
+    was published (PyPI's torch, listed in a lock by its own wheel: routing.toml ``kept``)."""
+    have = {f.filename for f in found}
+    for filename in sorted(filenames - have):
+        try:
+            version = parse_wheel_filename(filename)[1]
+        except InvalidWheelFilename:
+            continue
+        found = [*found, *(o.file for o in finder.kept_release(name, version, ctx) if o.file.filename == filename)]
+    return found
 
 
 def listed_lookup(finder: Finder, plans: Iterable[LockPlan] = ()) -> Lookup:
@@ -79,7 +92,7 @@ def listed_lookup(finder: Finder, plans: Iterable[LockPlan] = ()) -> Lookup:
 
     def lookup(name: str, ctx: RouteContext, filenames: set[str]) -> list[IndexFile]:
         rows = wanted.get(canonicalize_name(name), set()) | filenames
-        return [o.file for o in finder.listed(name, ctx, rows) if o.file.filename in filenames]
+        return _with_kept(finder, name, ctx, filenames, [o.file for o in finder.listed(name, ctx, rows) if o.file.filename in filenames])
 
     return lookup
 
