@@ -37,7 +37,8 @@ class ClosurePin:
     pin: str  # the requirement as its pinner wrote it: ``nvidia-cuda-runtime==13.2.86.*``
     pinned_by: str  # ``torch 2.15.0``, ``torch 2.15.0's cuda-toolkit 13.2.2``
     extras: frozenset[str] = frozenset()
-    found: bool = True  # its version was found (installed, or on its index); False: known from an exact pin alone
+    found: bool = True  # its version was found (installed, or on its index) and meets the pin: held; False: not held
+    named: bool = False  # its version came from the target (installed, or on its index), not from the pin's text
 
     def words(self) -> str:
         """``torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
@@ -97,11 +98,15 @@ def read_closure(
                 continue
             seen = followed.get(req.name)
             wanted = frozenset(req.extras) | (seen or frozenset())
-            pins[req.name] = ClosurePin(name=pin.name, version=pin.version, pin=pin.pin, pinned_by=pin.pinned_by, extras=wanted, found=pin.found)
+            pins[req.name] = ClosurePin(
+                name=pin.name, version=pin.version, pin=pin.pin, pinned_by=pin.pinned_by, extras=wanted, found=pin.found, named=pin.named
+            )
             if seen is not None and wanted == seen:
                 continue
             followed[req.name] = wanted
             own = requires_of(pin.name, pin.version) if pin.found else None
+            if own is None and pin.named and not pin.found:
+                continue  # the target has another version than the pin: its word, not followed
             if own is None:
                 why = "its METADATA could not be read" if pin.found else f"it was not {where}"
                 unread.append(f"{pin.name} {pin.version}, pinned by {pin.pinned_by}: {why}, so what it pins is not held with torch")
@@ -112,8 +117,8 @@ def read_closure(
 
 def _pin(req: RequiresDist, pinner: str, version_of: VersionOf) -> ClosurePin | None:
     found = version_of(req.name, req.specifier)
-    if found is not None:
-        return ClosurePin(name=req.name, version=found, pin=req.text, pinned_by=pinner)
+    if found is not None:  # outside the pin: the target says so (a version the user named); not held
+        return ClosurePin(name=req.name, version=found, pin=req.text, pinned_by=pinner, found=req.specifier.contains(found, prereleases=True), named=True)
     spec = next(iter(req.specifier))
     if spec.version.endswith(".*"):
         return None

@@ -232,7 +232,7 @@ def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> st
     if cand.name == fi.jit_cache or fi.is_provider(cand.name):
         return f"== flashinfer-python public version + CUDA label; {why}"
     pin = ctx.closure.get(cand.name) if ctx.closure is not None else None
-    if pin is not None and pin.version == cand.version:
+    if pin is not None and pin.found and pin.version == cand.version:
         return f"kept with torch: {pin.pinned_by} pins {pin.pin}" + (f"; {why}" if ctx.facts is not None else "")
     via = ", ".join(sorted(set(parents))) or "--with"
     prefix = "installed version kept; " if cand.installed else ""
