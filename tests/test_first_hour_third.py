@@ -117,28 +117,31 @@ def planned_flashinfer(capsys, *argv: str) -> dict[str, dict]:
 
 
 @needs_linux
-def test_an_installed_flashinfer_is_kept_with_a_reason_that_says_so_and_names_the_newer(fi_world, tmp_path, capsys):
-    rows = planned_flashinfer(capsys, *declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"))
+def test_an_installed_flashinfer_is_kept_on_request_with_a_reason_that_says_so_and_names_the_newer(fi_world, tmp_path, capsys):
+    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    rows = planned_flashinfer(capsys, *argv, "--flashinfer", "installed")
     assert rows["flashinfer-python"]["version"] == "0.6.4" and rows["flashinfer-python"]["action"] == "keep"
     reason = rows["flashinfer-python"]["reason"]
     assert "newest FlashInfer with" not in reason.split(";")[0]  # it was: "newest FlashInfer ..." for 0.6.4
-    assert reason.startswith("installed version kept") and "0.6.5" in reason and "--flashinfer latest" in reason
+    assert reason.startswith("installed version kept (--flashinfer installed)") and "0.6.5" in reason and "--flashinfer latest" in reason
 
 
 @needs_linux
-def test_flashinfer_latest_typed_means_the_newest(fi_world, tmp_path, capsys):
-    rows = planned_flashinfer(capsys, *declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"), "--flashinfer", "latest")
-    assert {n: (r["version"], r["action"]) for n, r in rows.items()} == {
-        "flashinfer-python": ("0.6.5", "upgrade"),
-        "flashinfer-cubin": ("0.6.5", "upgrade"),
-        "flashinfer-jit-cache": ("0.6.5+cu130", "install"),
-    }
-    assert rows["flashinfer-python"]["reason"].startswith("newest FlashInfer with")
+def test_flashinfer_latest_default_or_typed_means_the_newest(fi_world, tmp_path, capsys):
+    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    for extra in ((), ("--flashinfer", "latest")):  # issue 52: the default is what --help says, typed or not
+        rows = planned_flashinfer(capsys, *argv, *extra)
+        assert {n: (r["version"], r["action"]) for n, r in rows.items()} == {
+            "flashinfer-python": ("0.6.5", "upgrade"),
+            "flashinfer-cubin": ("0.6.5", "upgrade"),
+            "flashinfer-jit-cache": ("0.6.5+cu130", "install"),
+        }
+        assert rows["flashinfer-python"]["reason"].startswith("newest FlashInfer with")
 
 
 @needs_linux
 def test_a_newer_cubin_beside_an_older_python_aligns_up(fi_world, tmp_path, capsys):
-    argv = declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.5")
+    argv = [*declared(fi_world, tmp_path, "flashinfer-python==0.6.4", "flashinfer-cubin==0.6.5"), "--flashinfer", "installed"]
     rows = planned_flashinfer(capsys, *argv)
     assert (rows["flashinfer-python"]["version"], rows["flashinfer-python"]["action"]) == ("0.6.5", "upgrade")
     assert (rows["flashinfer-cubin"]["version"], rows["flashinfer-cubin"]["action"]) == ("0.6.5", "keep")  # it was: downgraded to 0.6.4

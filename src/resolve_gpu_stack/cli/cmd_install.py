@@ -293,7 +293,7 @@ def _summary(report: InstallReport) -> list[str]:
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     lines = [("dry run, nothing changed: " if report.dry_run else "") + summary, *(_moves(report) if report.dry_run else ())]
     if report.dry_run and set(counts) <= {"keep"}:
-        return [f"dry run: nothing would change, every package is kept ({summary})"]
+        return [f"dry run: nothing would change, every package is kept ({summary})", *_moves(report)]
     return lines + ([download_line(report)] if report.download is not None and report.download.files else [])
 
 
@@ -308,11 +308,14 @@ def _report_cells(row: InstallRow, *, dry_run: bool) -> list[str]:
 
 
 def _moves(report: InstallReport) -> list[str]:
-    """Why torch and each FlashInfer component a dry run would change moves."""
+    """Why torch and each FlashInfer component a dry run would change moves, and why a kept
+    FlashInfer stays where a newer one exists (its reason names the newer)."""
+    from ..resolver.planning import UPGRADE_WORDS
+
     return [
-        f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None else row.version}: {row.reason}"
+        f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None and row.before != row.version else row.version}: {row.reason}"
         for row in report.rows
-        if row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch")
+        if (row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch")) or (row.action.value == "keep" and UPGRADE_WORDS in row.reason)
     ]
 
 

@@ -8,7 +8,6 @@ the functions that use them.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shlex
 import sys
@@ -174,8 +173,6 @@ def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = Non
     if "gpus" not in typed and not is_declared(options.typed, env):
         values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
     request = S.build_request(values, target=target, installed_requires=requires)
-    if "flashinfer" in typed:  # typed, `latest` means the newest, not "what is installed, if it fits"
-        request = dataclasses.replace(request, flashinfer=dataclasses.replace(request.flashinfer, typed=True))
     from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
     return with_sources(request, options, env, say)

@@ -21,7 +21,7 @@ Schema (every key optional unless said otherwise)::
     torch = "nightly"        # nightly | test | stable | installed | a version or specifier
     cuda = "cu130"           # CUDA label (default: the installed torch's)
     change-cuda = false      # allow cuda to move torch to another label
-    flashinfer = "latest"    # latest | nightly | none | a version
+    flashinfer = "latest"    # latest | installed | nightly | none | a version
     jit-cache = true         # include flashinfer-jit-cache
     cubin = true             # include flashinfer-cubin
     with = []                # extra requirements, e.g. ["torchvision"]

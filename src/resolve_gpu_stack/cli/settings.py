@@ -303,8 +303,9 @@ SETTINGS: tuple[Setting, ...] = (
         key="flashinfer",
         group=RESOLVE_GROUP,
         parse=_flashinfer,
-        metavar="VERSION|latest|nightly|none",
-        help="FlashInfer version (default latest: the newest with every component for this target)",
+        metavar="VERSION|latest|installed|nightly|none",
+        help="FlashInfer version: latest (default: the newest with every component for this target, an installed one upgraded), "
+        "installed (keep an installed FlashInfer that fits, else the newest), nightly, none, or a version",
     ),
     Setting(
         name="jit_cache",

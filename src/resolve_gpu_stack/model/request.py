@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 TORCH = NormalizedName("torch")
 TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
-FLASHINFER_CHOICES = ("latest", "nightly", "none")
+FLASHINFER_CHOICES = ("latest", "installed", "nightly", "none")
 ABI_MISMATCH_CHOICES = ("error", "warn")
 
 
@@ -80,13 +80,12 @@ class TorchChoice:
 
 @dataclass(frozen=True, slots=True)
 class FlashInferChoice:
-    """``--flashinfer``: ``latest``, ``nightly``, ``none`` or an exact version. ``typed``: given on
-    the command line (an explicit ``--flashinfer latest`` means the newest; the default keeps an
-    installed FlashInfer that satisfies the request, as uv does for a bare requirement)."""
+    """``--flashinfer``: ``latest`` (the default: the newest, an installed FlashInfer upgraded),
+    ``installed`` (keep an installed FlashInfer that fits, as uv keeps a bare requirement; the
+    newest when none is), ``nightly``, ``none`` or an exact version."""
 
     text: str
     version: Version | None = None
-    typed: bool = field(default=False, compare=False)
 
     @classmethod
     def parse(cls, text: str) -> FlashInferChoice:
@@ -95,7 +94,7 @@ class FlashInferChoice:
             return cls(text=choice)
         version = _version(choice)
         if version is None:
-            raise UsageError(f"--flashinfer {choice!r} is not a version", hint="use latest, nightly, none, or a version like 0.6.5")
+            raise UsageError(f"--flashinfer {choice!r} is not a version", hint="use latest, installed, nightly, none, or a version like 0.6.5")
         return cls(text=choice, version=version)
 
     @property

@@ -20,7 +20,7 @@ from .coupling import Found
 from .flashinfer_selection import FlashInferSelection
 from .framework import FrameworkFacts
 from .kept_closure import KeptClosure
-from .requirement import Cand, Key, contains
+from .requirement import Cand, Key, Req, contains
 from .sources import source_origin
 from .torch_selection import TorchSelection
 
@@ -62,7 +62,7 @@ def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     plan = LockPlan(
         target=TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(ctx.torch.cuda)),
         packages=packages,
-        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_framework_notes(packages, ctx)])),
+        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_flashinfer_note(packages, ctx), *_framework_notes(packages, ctx)])),
         flashinfer_version=fi_version,
         cuda_label=label,
         inputs=request.inputs(defs.recorded_urls()),
@@ -85,9 +85,22 @@ def _flashinfer_pins(result: Any, ctx: PlanContext) -> tuple[str, ...]:
 
 
 def _held_below(result: Any, key: Key, newest: Version) -> tuple[str, ...]:
-    """The requirements on ``key`` in resolvelib's result that exclude ``newest``, in their own words."""
-    criterion = getattr(result, "criteria", {}).get(key)
-    held = [info.requirement for info in getattr(criterion, "information", ()) if not contains(info.requirement.specifier, newest)]
+    """The requirements on ``key`` in resolvelib's result that exclude ``newest``, in their own words.
+    A package with extras requires its own base at its own version (``flashinfer-python[cu13] 0.7.2
+    requires flashinfer-python==0.7.2``): what held it there is what pinned that extras node (a
+    framework's ``flashinfer-python[cu13]==0.7.2``), named instead."""
+    criteria = getattr(result, "criteria", {})
+    held: list[Req] = []
+    for info in getattr(criteria.get(key), "information", ()):
+        req = info.requirement
+        if contains(req.specifier, newest):
+            continue
+        parent = getattr(info, "parent", None)
+        if parent is not None and parent.name == key.name and parent.extras:
+            origins = [i.requirement for i in getattr(criteria.get(Key(parent.name, parent.extras)), "information", ())]
+            held += [o for o in origins if not contains(o.specifier, newest)] or [req]
+        else:
+            held.append(req)
     return tuple(dict.fromkeys(f"{req.parent} requires {req}" if req.parent else str(req) for req in held))
 
 
@@ -205,19 +218,44 @@ def _kept_torch_note(packages: Sequence[LockedPackage], request: ResolveRequest)
     return [f"torch {kept.version} is kept; it is not on the index any more, so its own dependencies were not re-checked"]
 
 
+UPGRADE_WORDS = "`--flashinfer latest` upgrades"  # a kept FlashInfer's reason, where a newer one exists
+
+
 def _flashinfer_choice(cand: Cand, ctx: PlanContext) -> str:
-    """Why this FlashInfer version: the newest with every component, the user's --flashinfer, or
-    the requirement (a framework's pin) that held it below the newest."""
+    """Why this FlashInfer version: the newest with every component, the user's --flashinfer
+    (``installed``: the installed one kept), or the requirement (a framework's pin) that held it
+    below the newest."""
     complete = f"with {', '.join(ctx.components)} for {ctx.torch.cuda}"
+    newest = newer_flashinfer(cand.version, ctx)
     if ctx.request.flashinfer.version is not None:
         return f"--flashinfer {ctx.request.flashinfer} asked for it; {complete}"
-    newest = max(ctx.flashinfer.versions) if ctx.flashinfer is not None and ctx.flashinfer.versions else None
     if ctx.flashinfer_pins:
         return f"{'; '.join(ctx.flashinfer_pins)}, so {cand.version}, not the newest FlashInfer {complete} ({newest})"
-    if newest is not None and cand.version < newest:  # a bare request keeps what is installed, as uv does
+    if newest is not None and ctx.request.flashinfer.text == "installed":  # kept, as uv keeps a bare requirement
         kept = "installed version kept" if cand.installed else "the installed FlashInfer's version, aligned"
-        return f"{kept} (it meets --flashinfer {ctx.request.flashinfer}); the newest FlashInfer {complete} is {newest}: `--flashinfer latest` upgrades"
+        return f"{kept} (--flashinfer installed); the newest FlashInfer {complete} is {newest}: {UPGRADE_WORDS}"
     return f"newest FlashInfer {complete}"
+
+
+def newer_flashinfer(version: Version, ctx: PlanContext) -> Version | None:
+    """The newest FlashInfer with every component, when it is newer than the plan's ``version``."""
+    newest = max(ctx.flashinfer.versions, default=None) if ctx.flashinfer is not None else None
+    return newest if newest is not None and version < newest else None
+
+
+def _flashinfer_note(packages: Sequence[LockedPackage], ctx: PlanContext) -> list[str]:
+    """A newer FlashInfer the plan did not take, and why: said beside the table, not only in a reason."""
+    fi = next((p for p in packages if p.name == ctx.defs.flashinfer.python), None)
+    newest = newer_flashinfer(fi.version, ctx) if fi is not None else None
+    if fi is None or newest is None:
+        return []
+    if ctx.flashinfer_pins:
+        why = "; ".join(ctx.flashinfer_pins)
+    elif ctx.request.flashinfer.version is not None:
+        why = f"--flashinfer {ctx.request.flashinfer}"
+    else:
+        why = f"--flashinfer installed keeps the installed one: {UPGRADE_WORDS}"
+    return [f"{fi.name} {newest} is newer than the plan's {fi.version} ({why})"]
 
 
 def reason(cand: Cand, parents: Sequence[str], why: str, ctx: PlanContext) -> str:

@@ -348,10 +348,11 @@ def _policy(request: ResolveRequest, defs: Definitions, torch: TorchSelection, f
 
 
 def _flashinfer_first(request: ResolveRequest, defs: Definitions) -> Version | tuple[()] | None:
-    """flashinfer-python's first candidate: with ``--flashinfer`` typed, the newest (``()``); else,
-    where an installed FlashInfer component is newer than the installed flashinfer-python, its
-    version (alignment goes up, not down); else None: the installed version, as for any package."""
-    if request.flashinfer.typed:
+    """flashinfer-python's first candidate: the newest (``()``), unless ``--flashinfer installed``
+    keeps an installed one: then, where an installed FlashInfer component is newer than the
+    installed flashinfer-python, its version (alignment goes up, not down); else None: the
+    installed version, as for any package (the newest when none is installed)."""
+    if request.flashinfer.text != "installed":
         return ()
     installed = request.target.installed
     python = installed.get(defs.flashinfer.python)
