@@ -303,8 +303,11 @@ def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions
 
 
 def _print(report: dict[str, Any], out: Any) -> None:
-    size = report["file_size"]
-    share = f", {report['bytes_read']:,} bytes read ({100 * report['bytes_read'] / size:.1f}%)" if size else ""
+    size, read = report["file_size"], report["bytes_read"]
+    if str(report["source"]).startswith(("http://", "https://")):  # every byte received: bodies, status lines, headers (may pass the file's size)
+        share = f", {read:,} bytes received over HTTP (headers included) for a file of {size:,} bytes" if size else ""
+    else:
+        share = f", {read:,} of its {size:,} bytes read ({100 * read / size:.1f}%)" if size else ""
     out.write(f"{report['wheel']}: {report['kind']}{share}\n  {report['why']}\n")
     for m in report["members"]:
         out.writelines(f"{line}\n" for line in _member_lines(m))

@@ -315,7 +315,8 @@ def _moves(report: InstallReport) -> list[str]:
     return [
         f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None and row.before != row.version else row.version}: {row.reason}"
         for row in report.rows
-        if (row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch")) or (row.action.value == "keep" and UPGRADE_WORDS in row.reason)
+        if (row.action.value != "keep" and (row.name.startswith("flashinfer") or row.name == "torch"))
+        or (row.action.value == "keep" and UPGRADE_WORDS in row.reason)
     ]
 
 

@@ -200,7 +200,8 @@ def _floor_error(request: ResolveRequest, floors: Sequence[Floor], wanted: Seque
             if request.flashinfer.text == "nightly"
             else "allow pre-releases (--flashinfer nightly) or drop the --require-api / --gpu that raises the floor"
         )
-    return NoPlanError(f"{top} (floor {top.version}); {blocker}", reasons=[f"{f}: {f.source}" for f in floors if f.version > min(wanted)][:6], hint=hint)
+    best = pin if pin is not None else max(wanted)  # the floors it meets are no reason (a satisfied GPU floor is no bullet)
+    return NoPlanError(f"{top} (floor {top.version}); {blocker}", reasons=[f"{f}: {f.source}" for f in floors if f.version > best][:6], hint=hint)
 
 
 def _floor_notes(floors: Sequence[Floor], wanted: Sequence[Version]) -> tuple[str, ...]:

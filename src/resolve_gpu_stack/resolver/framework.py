@@ -177,11 +177,23 @@ def _override(
         return Override(package=package, requirement=r.requirement, replaced_by=f"torch=={torch.version}", reason=why)
     if r.kind == FAMILY:
         got = chosen.get(r.name)
+        if got is not None and _meets(r.requirement, got.version):
+            return None  # the build for the kept torch is the pinned one: nothing was replaced (no `torchcodec==0.17.0 -> torchcodec==0.17.0`)
         by = f"{r.name}=={got.version}" if got is not None else f"{r.name} (not in the plan)"
         how = _family_how(got, built_for.get(r.name), torch_requirement(got) if got is not None else None)
         return Override(package=package, requirement=r.requirement, replaced_by=by, reason=f"the {r.name} build for the kept torch, from its index ({how})")
     reason = {USER: "--override", FLASHINFER: f"--flashinfer {request.flashinfer} is the user's word"}.get(r.kind)
     return Override(package=package, requirement=r.requirement, replaced_by=r.replacement, reason=reason) if reason else None
+
+
+def _meets(requirement: str, version: Version) -> bool:
+    """Whether ``version`` satisfies ``requirement`` as its package states it (an unreadable one: no)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(requirement).specifier.contains(version, prereleases=True)
+    except InvalidRequirement:
+        return False
 
 
 def _family_how(got: Cand | None, built_for: str | None, requires: str | None) -> str:

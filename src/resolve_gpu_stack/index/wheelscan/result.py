@@ -268,4 +268,5 @@ def _stable_words(members: tuple[MemberAbi, ...]) -> list[str]:
     if not stable:
         return []
     shim = sum(m.shim for m in stable)
-    return [f"{len(stable)} import only the C shim ({shim} function(s), e.g. {', '.join(stable[0].shim_examples) or 'none'})"]
+    examples = next((m.shim_examples for m in stable if m.shim_examples), ())  # the first member with any (a member may link torch and import none)
+    return [f"{len(stable)} import only the C shim ({shim} function(s)" + (f", e.g. {', '.join(examples)})" if examples else ")")]
