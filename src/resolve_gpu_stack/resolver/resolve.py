@@ -501,10 +501,41 @@ def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, fl
             reasons=sorted(set(reasons)),
             hint=f"check the spelling of {', '.join(missing)} (in --with, or in what requires it); a package of another index needs --package-index NAME=URL",
         )
+    blocked = [words for cause in exc.causes if (words := _unusable(factory, cause.requirement)) is not None]
+    if blocked:  # nothing to relax: the package has no wheel, or only pre-releases nobody asked for
+        return NoPlanError(
+            "; ".join(dict.fromkeys(what for what, _ in blocked)), reasons=sorted(set(reasons)), hint="; ".join(dict.fromkeys(how for _, how in blocked))
+        )
     return NoPlanError(
         f"no plan satisfies every requirement on {', '.join(names)}",
         reasons=sorted(set(reasons)),
         hint="relax a --with pin or pick another --flashinfer / --torch",
+    )
+
+
+def _unusable(factory: CandidateFactory, req: Req) -> tuple[str, str] | None:
+    """(what, how) when ``req``'s package offers nothing a pin could reach: its index lists only
+    sdists (no wheel to install: build one, or serve wheels built for this torch), or this target's
+    wheels are all pre-releases (taken only when a specifier names one, as PEP 440 says). None otherwise."""
+    name = req.name
+    cands = factory.candidates(name)
+    if not cands:
+        files = [o.file for o in factory.listed(name)]
+        sdists = sorted((f for f in files if not f.is_wheel), key=lambda f: f.version)
+        if not files or len(sdists) < len(files):
+            return None
+        return (
+            f"{name} has no wheel on its index, only source distributions ({sdists[-1].filename}{', ...' if len(sdists) > 1 else ''})",
+            f"build it against this torch with --build {name}, or serve wheels built for this torch from an index of your own "
+            f"(--package-index {name}=URL); see docs/guides/building.md",
+        )
+    pres = [c.version for c in cands if c.version.is_prerelease]
+    if len(pres) < len(cands) or req.specifier.prereleases:
+        return None
+    newest = max(pres)
+    return (
+        f"{name} has only pre-releases for this target ({describe_versions(pres)}), and a pre-release is taken only when a specifier names one",
+        f"allow it with a pre-release in the requirement: --with '{name}>={newest}' (or =={newest})",
     )
 
 
