@@ -148,3 +148,40 @@ def test_inspect_gives_examples_from_a_member_that_has_them_and_says_what_its_by
     head = out.splitlines()[:2]
     assert "e.g. none" not in out and "(2 function(s), e.g. aoti_torch_get_device, aoti_torch_empty_strided)" in head[1]
     assert head[0].endswith(f"{wheel.stat().st_size:,} of its {wheel.stat().st_size:,} bytes read (100.0%)")
+
+
+# -- 2. the tool's environment and the target are two ---------------------------------------------------
+
+
+def test_the_readme_names_the_tool_s_environment_and_the_target_apart():
+    readme = (REPO / "README.md").read_text()
+    first = readme.split("```sh\n", 1)[1].splitlines()[0]
+    assert first.startswith("python3 -m venv .venv && .venv/bin/pip install -e .")  # the tool's own environment
+    machine = [line for line in readme.splitlines() if line.startswith("resolve-gpu-stack install --python")]
+    assert machine and all("--python ~/gpu/bin/python" in line for line in machine)  # it was: --python .venv/bin/python, the tool's own
+    words = " ".join(readme.split())
+    assert "**the tool's own**" in words and "**the target**" in words
+    for guide in ("serving-frameworks.md", "installing.md", "troubleshooting.md"):
+        text = (REPO / "docs" / "guides" / guide).read_text()
+        assert not [line for line in text.splitlines() if "resolve-gpu-stack" in line and "--python .venv/bin/python" in line], guide
+
+
+def test_the_tool_s_own_environment_as_the_target_is_named_so(tmp_path, capsys):
+    """The README's first command puts the tool in .venv; `install --python .venv/bin/python` then
+    targets the tool's own environment (no torch): the error says which interpreter, and whose."""
+    own = str(Path(sys.prefix) / "bin" / "python")
+    code, out, err = run_cli(capsys, "install", "--python", own, "--dry-run", "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"))
+    assert code == 2 and out == ""
+    assert f"error: no CUDA label: {own} is resolve-gpu-stack's own environment ({sys.prefix}), and it has no torch" in err
+    hint = err.split("hint: ", 1)[1]
+    assert "--python /path/to/venv/bin/python" in hint and "uv tool install ." in hint
+    assert "install a CUDA build of torch in that environment" not in err  # it was: advice to put torch into the tool's environment
+
+
+@needs_linux
+def test_another_environment_without_torch_is_named_in_the_error(tmp_path, uv_env, capsys):
+    python = make_venv(tmp_path / "target", uv_env)
+    code, out, err = run_cli(capsys, "--python", python, "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"))
+    assert code == 2 and out == ""
+    assert f"error: no CUDA label: the target {python} has no torch and --cuda was not given" in err
+    assert "own environment" not in err

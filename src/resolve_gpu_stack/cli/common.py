@@ -143,13 +143,16 @@ def make_parts(
 # -- the target and the request --------------------------------------------------------------------
 
 
-def target_of(typed: S.TypedSettings, env: Mapping[str, str], probe: Any = None) -> tuple[Target, dict[Any, tuple[str, ...]]]:
+def target_of(typed: S.TypedSettings, env: Mapping[str, str], probe: Any = None, *, for_plan: bool = False) -> tuple[Target, dict[Any, tuple[str, ...]]]:
     """(Target, installed requirements by name) from --python/--platform/--installed.
 
     ``probe``: an ``env.probe.ProbeRun`` of exactly the interpreter ``--python`` names, already
-    started by the caller (``install`` probes once, and installs against that same environment)."""
+    started by the caller (``install`` probes once, and installs against that same environment).
+    ``for_plan``: a plan is made for it, so the tool's own environment with no torch (and no
+    --cuda) is refused, naming it (the README's `.venv` is the tool's; the target is another)."""
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from ..model.declared import declared_target
+    from ..model.request import TORCH
 
     python = typed.get("python")
     if python is not None:
@@ -161,15 +164,29 @@ def target_of(typed: S.TypedSettings, env: Mapping[str, str], probe: Any = None)
     if typed.get("platform") or typed.get("installed"):
         raise UsageError("--platform and --installed describe a declared target", hint="use them with --python X.Y, not with an interpreter path")
     environment = probe.result() if probe is not None else inspect_environment(value)
+    if for_plan and typed.get("cuda") is None and TORCH not in environment.target.installed and _is_own(environment.prefix):
+        raise UsageError(
+            f"no CUDA label: {value} is resolve-gpu-stack's own environment ({environment.prefix}), and it has no torch",
+            hint="name the environment that holds the torch you keep with --python /path/to/venv/bin/python (the tool is best installed "
+            "apart: `uv tool install .`); or pass --cuda cuNNN to plan a torch into this one",
+        )
     requires = {name: tuple(d.requires_dist) for name, d in environment.distributions.items()}
     return environment.target, requires
+
+
+def _is_own(prefix: str) -> bool:
+    """Whether an environment's prefix is the one this tool runs in."""
+    try:
+        return Path(prefix).resolve() == Path(sys.prefix).resolve()
+    except OSError:
+        return False
 
 
 def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = None) -> ResolveRequest:
     """The request of the settings typed, the table's defaults for the rest (``probe``: see ``target_of``)."""
     typed = {name: raw for name, raw in options.typed.raw.items() if S.BY_NAME[name].on_request}
     values = {**S.defaults(), **S.parse(typed)}
-    target, requires = target_of(options.typed, env, probe)
+    target, requires = target_of(options.typed, env, probe, for_plan=True)
     if "gpus" not in typed and not is_declared(options.typed, env):
         values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
     request = S.build_request(values, target=target, installed_requires=requires)

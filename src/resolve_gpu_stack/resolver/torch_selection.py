@@ -65,8 +65,10 @@ def _no_cuda_label(request: ResolveRequest) -> UsageError:
             "read: PyPI's torch page has no wheel of that release for this target, and the PyTorch index keeps torch in one folder per CUDA label",
             hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
         )
+    where = f"the target {request.target.interpreter}" if request.target.interpreter else "the target"
+    what = "no torch" if installed is None else f"torch {installed}, with no +cuNNN label, CUDA runtime pin or torch/version.py naming CUDA,"
     return UsageError(
-        "no CUDA label: the target has no torch with a +cuNNN label, a CUDA runtime pin or a torch/version.py naming CUDA, and --cuda was not given",
+        f"no CUDA label: {where} has {what} and --cuda was not given",
         # --installed declares a target's torch; it is refused with an interpreter (which has its own)
         hint="pass --cuda cu130"
         + (" (or --installed torch==VERSION+cuNNN)" if request.target.interpreter is None else ", or install a CUDA build of torch in that environment"),
