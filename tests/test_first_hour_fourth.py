@@ -185,3 +185,67 @@ def test_another_environment_without_torch_is_named_in_the_error(tmp_path, uv_en
     assert code == 2 and out == ""
     assert f"error: no CUDA label: the target {python} has no torch and --cuda was not given" in err
     assert "own environment" not in err
+
+
+# -- 5. a gate is quiet ------------------------------------------------------------------------------
+
+
+def test_check_quiet_is_one_line_for_the_repository_s_own_warnings(capsys, monkeypatch):
+    """The repository's committed locks have 4 warnings (a kept torch and triton with no sha256):
+    `check` lists them; `check -q`, run by a pre-commit hook on every commit, says one line."""
+    monkeypatch.chdir(REPO)
+    code, _, err = run_cli(capsys, "check")
+    assert code == 0 and err.count("warning: ") == 4
+    code, out, err = run_cli(capsys, "check", "-q")
+    assert code == 0 and out == ""
+    assert err.splitlines() == ["ok: 4 lock files consistent and fresh, 4 warnings (`resolve-gpu-stack check` without -q shows them)"]  # it was: 8 lines
+
+
+def test_a_refused_connection_is_one_line_per_url(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: every connection is refused
+    base = f"http://127.0.0.1:{port}/"
+    flags = ["--index", f"pytorch={base}whl/", "--index", f"flashinfer={base}fi/", "--index", f"pypi={base}simple/"]
+    code, out, err = run_cli(capsys, "--python", "3.12", "--installed", f"torch=={NIGHTLY}", *flags, "--cache-dir", str(tmp_path / "c"))
+    assert code != 0 and out == ""
+    retries = [line for line in err.splitlines() if line.startswith("retrying ")]
+    urls = [line.split()[1] for line in retries]
+    assert retries and len(urls) == len(set(urls)), err  # it was: a line per attempt, 4 per URL
+    assert all("attempt 2 of 5" in line for line in retries)
+
+
+@pytest.fixture
+def abi_venv(tmp_path: Path, uv_env):
+    from abi_world import build_abi_world, have_cxx
+    from test_abi_doors import GOOD, venv_with_the_kept_torch
+
+    if not have_cxx():
+        pytest.skip("needs a C++ compiler")
+    world, _ = build_abi_world(tmp_path / "abi")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        python, _ = venv_with_the_kept_torch(world, srv, tmp_path / "venv", uv_env)
+        pins = [f"{name}==1.0" for name in GOOD]
+        subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--index-url", f"{srv.url}simple/", *pins], check=True, env=uv_env)
+        yield python
+
+
+@pytest.mark.slow
+def test_doctor_summarizes_the_symbol_caveats_and_lists_them_with_v_and_in_json(abi_venv, capsys):
+    code, out, err = run_cli(capsys, "doctor", "--python", abi_venv, "--format", "json")
+    check = next(c for c in json.loads(out)["checks"] if c["name"] == "torch-abi-symbols")
+    notes = check["details"]["notes"]
+    assert check["status"] == "warn" and len(notes) == 3, check  # builds-ext, locked-ok, pinned-ok
+    assert all(n not in check["message"] for n in notes[1:])  # one example, not every caveat in a cell
+    assert check["message"].startswith("4 package(s) fit the installed torch;")
+    code, out, _ = run_cli(capsys, "doctor", "--python", abi_venv, "--format", "table")
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "torch-abi-symbols" in line)
+    end = next(i for i, line in enumerate(lines) if "torch-abi-import" in line)
+    cell = " ".join(" ".join(line.split("│")[3].split()) for line in lines[start:end] if line.count("│") >= 4)
+    assert "locked-ok 1.0: its 2 C++ imports" not in cell and "all 3: `doctor -v`" in cell  # the summary only (it was: every caveat, 40 lines)
+    code, out, _ = run_cli(capsys, "doctor", "--python", abi_venv, "--format", "table", "-v")
+    assert all(f"torch-abi-symbols: {n}" in " ".join(out.split()) for n in notes)

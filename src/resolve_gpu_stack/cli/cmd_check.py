@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--today", type=_day, metavar="YYYY-MM-DD", help="judge nightly retention as of this day (default: today)")
     O.add_index_flags(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only errors (warnings: one line that counts them)")
     p.add_argument(
         "--format",
         choices=("text", "json"),
@@ -248,14 +248,17 @@ def _pylocks_of(path: Path, pylocks: Sequence[Checked], config: ProjectConfig | 
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     """Print the findings and the verdict (diagnostics: stderr); the exit status."""
-    from ..lock.check import ERROR, NOTE
+    from ..lock.check import ERROR, WARNING
 
     for finding in findings:
-        if not (quiet and finding.level == NOTE):  # -q: problems only
+        if not quiet or finding.level == ERROR:  # -q: errors only (a pre-commit hook runs it on every commit)
             print(finding.render(common.shown(finding.path)), file=sys.stderr)
     errors = sum(f.level == ERROR for f in findings)
+    warnings = sum(f.level == WARNING for f in findings)
     if errors or not quiet:
         print(_verdict(findings, count), file=sys.stderr)
+    elif warnings:  # the warnings in one line, not theirs
+        print(f"{_verdict(findings, count)} (`resolve-gpu-stack check` without -q shows them)", file=sys.stderr)
     return 1 if errors else 0
 
 

@@ -134,7 +134,7 @@ def run(settings: DoctorSettings, env: Mapping[str, str]) -> int:
     if common.output_format(settings.output) == "json":
         print_json(report, sys.stdout)
     else:
-        print_table(python, checks, sys.stdout)
+        print_table(python, checks, sys.stdout, verbose=settings.output.verbose)
     return 0 if report["ok"] else 1
 
 
@@ -207,7 +207,9 @@ def query_gpus(explicit: str | None, env: Mapping[str, str], timeout: float = 30
 _STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "bold red"}
 
 
-def print_table(python: str, checks: Sequence[Check], out: TextIO) -> None:
+def print_table(python: str, checks: Sequence[Check], out: TextIO, *, verbose: bool = False) -> None:
+    """The checks as a table, a message each (a summary where a check has many caveats: with
+    ``verbose``, each caveat on a line of its own below the table)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -223,6 +225,9 @@ def print_table(python: str, checks: Sequence[Check], out: TextIO) -> None:
         style = _STYLE.get(c.status, "")
         table.add_row(c.name, f"[{style}]{c.status}[/]", escape(c.message))
     console.print(table)
+    for c in checks:
+        for note in c.details.get("notes", ()) if verbose else ():
+            console.print(f"  {c.name}: {note}", markup=False)
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("pass", "warn", "skip", "fail")}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     verdict = "[green]ok[/]" if doctor_ok(checks) else "[bold red]FAILED[/]"

@@ -279,5 +279,17 @@ def progress_printer(output: OutputOptions) -> Callable[[str], None] | None:
 
 
 def retry_printer(output: OutputOptions) -> Callable[[str], None] | None:
-    """Each retry as it happens, on stderr (terminal or not); nothing with -q."""
-    return None if output.quiet else say
+    """A retry as it happens, on stderr (terminal or not), once per URL in a command: the transport
+    says the first retry of a request (``retrying URL in ..., attempt 2 of 5``) and any long wait;
+    a URL requested again later does not say its first retry again. Nothing with -q."""
+    if output.quiet:
+        return None
+    seen: set[str] = set()
+
+    def once(text: str) -> None:
+        url = text.split(" ", 2)[1] if text.startswith("retrying ") and ", attempt 2 of " in text else text
+        if url not in seen:
+            seen.add(url)
+            say(text)
+
+    return once

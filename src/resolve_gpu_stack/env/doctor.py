@@ -342,8 +342,18 @@ def _check_abi_symbols(verdicts: Sequence[StaticVerdict]) -> Check:
     if fails:
         return Check(name, FAIL, "; ".join(fails) + " (not imported)", details)
     notes = [f"{v.package}: {v.verdict.note}" for v in verdicts if v.verdict.note]
-    fit = ", ".join(v.package for v in verdicts)
-    return Check(name, WARN if notes else PASS, f"{fit} fit the installed torch" + (f"; {'; '.join(notes)}" if notes else ""), details)
+    if not notes:
+        return Check(name, PASS, f"{', '.join(v.package for v in verdicts)} fit the installed torch", details)
+    # a summary, not a cell of forty lines: every caveat is in the details (JSON; the table's -v)
+    noted = [v.package for v in verdicts if v.verdict.note]
+    message = f"{len(verdicts)} package(s) fit the installed torch; {len(noted)} with a caveat ({_names(noted)}), e.g. {notes[0]}" + (
+        "" if len(notes) == 1 else f"; all {len(notes)}: `doctor -v`, or `--format json` (details.notes)"
+    )
+    return Check(name, WARN, message, {**details, "notes": notes})
+
+
+def _names(names: Sequence[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 # -- 4c. torch-ABI-bound packages import --------------------------------------------------------------

@@ -55,6 +55,7 @@ T = TypeVar("T")
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 10
 DRAIN_BYTES = 64 * 1024  # an unread body up to this size is read to keep its connection
+LONG_WAIT = 5.0  # seconds: a retry that waits this long is said, even after the first of its URL
 
 
 USER_AGENT = f"resolve-gpu-stack/{__version__}"
@@ -371,7 +372,7 @@ class Transport:
                 delay = exc.wait if exc.wait is not None else self.backoff(n)
                 self.stats.add(retries=1)
                 log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)
-                if self.on_retry is not None:  # a long wait is not silent (the CLI prints it on stderr)
+                if self.on_retry is not None and (n == 1 or delay >= LONG_WAIT):  # one line per URL; a long wait is not silent either
                     self.on_retry(f"retrying {redact_url(url)} in {delay:.1f} s ({exc.cause}), attempt {n + 1} of {attempts}")
                 time.sleep(delay)
             finally:
