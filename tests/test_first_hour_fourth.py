@@ -80,6 +80,15 @@ def test_an_installed_older_flashinfer_is_upgraded_by_default_and_kept_on_reques
     fi = next(p for p in json.loads(out)["packages"] if p["name"] == "flashinfer-python")
     assert (fi["version"], fi["action"]) == ("0.6.5", "upgrade")
 
+    # installed as kept, then nothing would change: the summary still names the newer release
+    code, _, err = run_cli(capsys, "install", *target, "--flashinfer", "installed", "--format", "json")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "install", *target, "--dry-run", "--flashinfer", "installed", "--format", "table")
+    assert code == 0, err
+    words = " ".join(out.split())
+    assert "dry run: nothing would change, every package is kept" in words  # it was the whole story, 0.6.5 unsaid
+    assert "flashinfer-python keep 0.6.4: installed version kept (--flashinfer installed)" in words and "is 0.6.5: `--flashinfer latest` upgrades" in words
+
 
 # -- 3. --with NAME for what has no wheel, or only pre-releases ------------------------------------------
 
