@@ -149,7 +149,7 @@ def test_no_progress_display_until_something_downloads_and_none_for_a_dry_run(mo
     assert "x.whl" in terminal.getvalue()
 
 
-def test_check_quiet_prints_problems_only(capsys):
+def test_check_quiet_prints_errors_only_and_counts_the_warnings(capsys):
     from resolve_gpu_stack.cli.cmd_check import _report
     from resolve_gpu_stack.lock.check import ERROR, NOTE, WARNING, Finding
 
@@ -159,9 +159,10 @@ def test_check_quiet_prints_problems_only(capsys):
     ]
     assert _report(findings, 1, quiet=True) == 0
     err = capsys.readouterr().err
-    assert "an old nightly" in err and "not an output" not in err and "ok:" not in err
+    assert err.splitlines() == ["ok: 1 lock file consistent and fresh, 1 warning (`resolve-gpu-stack check` without -q shows them)"]  # issue 52: one line
     assert _report([*findings, Finding(level=ERROR, path=Path("a"), message="broken")], 1, quiet=True) == 1
-    assert "check failed: 1 problem" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "broken" in err and "check failed: 1 problem" in err and "an old nightly" not in err and "not an output" not in err
 
 
 # -- tables that fit --------------------------------------------------------------------------------
