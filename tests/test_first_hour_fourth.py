@@ -200,14 +200,18 @@ def test_another_environment_without_torch_is_named_in_the_error(tmp_path, uv_en
 
 
 def test_check_quiet_is_one_line_for_the_repository_s_own_warnings(capsys, monkeypatch):
-    """The repository's committed locks have 4 warnings (a kept torch and triton with no sha256):
-    `check` lists them; `check -q`, run by a pre-commit hook on every commit, says one line."""
+    """The repository's committed locks have warnings (4 on the day of the report: kept wheels with
+    no sha256): `check` lists them; `check -q`, run by a pre-commit hook on every commit, says one line."""
     monkeypatch.chdir(REPO)
     code, _, err = run_cli(capsys, "check")
-    assert code == 0 and err.count("warning: ") == 4
+    warnings = err.count("warning: ")
+    assert code == 0 and warnings >= 1
     code, out, err = run_cli(capsys, "check", "-q")
     assert code == 0 and out == ""
-    assert err.splitlines() == ["ok: 4 lock files consistent and fresh, 4 warnings (`resolve-gpu-stack check` without -q shows them)"]  # it was: 8 lines
+    [line] = err.splitlines()  # it was: 8 lines, every warning and its hint
+    assert line.startswith("ok: 4 lock files consistent and fresh, ") and line.endswith(
+        f"{warnings} warning{'s' * (warnings != 1)} (`resolve-gpu-stack check` without -q shows them)"
+    )
 
 
 def test_a_refused_connection_is_one_line_per_url(tmp_path, capsys):
