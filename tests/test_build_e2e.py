@@ -235,13 +235,17 @@ def test_a_cuda_toolkit_of_another_major_is_refused_before_the_build(tmp_path, u
 def test_dry_run_shows_the_build_and_builds_nothing(built_world, tmp_path, uv_env, capsys):
     world, srv, sdist = built_world
     venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
-    rc, out, err = run_cli(
-        capsys, "install", "--dry-run", "--python", venv, "--with", sdist.name, "--build", sdist.name, *common(srv, tmp_path / "cache"), "--format", "json"
-    )
+    # --build NAME alone implies the package (issue 49): planned as if --with NAME, never a silent no-op
+    rc, out, err = run_cli(capsys, "install", "--dry-run", "--python", venv, "--build", sdist.name, *common(srv, tmp_path / "cache"), "--format", "json")
     assert rc == 0, err
     row = next(p for p in json.loads(out)["packages"] if p["name"] == sdist.name)
     assert row["action"] == "build" and row["size"] == sdist.size  # what it would download: the sdist
     assert not (tmp_path / "cache" / "wheels" / "builds").exists()
+    # a name no index has, or one also left out: a clear error, nothing planned
+    rc, out, err = run_cli(capsys, "install", "--dry-run", "--python", venv, "--build", "no-such-kernel", *common(srv, tmp_path / "cache"))
+    assert rc != 0 and out == "" and "no-such-kernel: no such package on its index" in err and "Traceback" not in err
+    rc, out, err = run_cli(capsys, "resolve", "--python", venv, "--build", sdist.name, "--without", sdist.name, *common(srv, tmp_path / "cache"))
+    assert rc == 2 and f"--build {sdist.name} and --without {sdist.name}" in err
 
 
 def test_an_sdist_that_is_not_the_one_its_index_lists_is_refused_before_anything_is_built(built_world, tmp_path, uv_env, capsys):

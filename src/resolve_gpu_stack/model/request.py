@@ -188,7 +188,10 @@ class ResolveRequest:
         for name in self.without:
             if not name.strip() or any(c in name for c in "<>=!~;[ "):
                 raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
-        self.build_specs  # noqa: B018 -- every --build value parses
+        left_out = self.build_names & self.without_names  # every --build value parses
+        if left_out:
+            name = sorted(left_out)[0]
+            raise UsageError(f"--build {name} and --without {name}: a package cannot be both built and left out", hint="drop one of them")
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
             raise UsageError(
                 f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)"
@@ -211,6 +214,13 @@ class ResolveRequest:
     @property
     def build_names(self) -> frozenset[NormalizedName]:
         return frozenset(s.name for s in self.build_specs)
+
+    @property
+    def build_roots(self) -> tuple[NormalizedName, ...]:
+        """The ``--build`` names no ``--with`` names: each is a requirement of the plan of its own
+        (``--build NAME`` implies the package; never a silent no-op)."""
+        asked = {r.name for r in self.with_}
+        return tuple(sorted(n for n in self.build_names if n not in asked))
 
     @classmethod
     def build(

@@ -17,6 +17,7 @@ from packaging.version import Version
 from ..model import IndexFile
 
 WITH_PARENT = "(requested with --with)"  # the parent of a requirement the user named with --with
+BUILD_PARENT = "(requested with --build)"  # the parent of a --build NAME no --with names: the package is implied
 
 
 def contains(spec: SpecifierSet, version: Version) -> bool:

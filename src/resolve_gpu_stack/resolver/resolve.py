@@ -39,7 +39,7 @@ from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .requirement import WITH_PARENT, Cand, Key, Req, contains
+from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
 from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
@@ -438,6 +438,9 @@ def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[F
     for r in request.with_:
         req = r.requirement
         out.append(Req(name=r.name, specifier=req.specifier, extras=frozenset(req.extras), parent=WITH_PARENT, text=str(req)))
+    # --build NAME implies the package: planned as if --with NAME (an unconstrained root changes
+    # nothing where something else already requires it)
+    out += [Req(name=n, specifier=SpecifierSet(), parent=BUILD_PARENT, text=f"{n} (--build)") for n in request.build_roots]
     return out
 
 

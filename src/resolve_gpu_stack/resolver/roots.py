@@ -40,7 +40,7 @@ def first_round(request: ResolveRequest, components: Sequence[str], ctx: RouteCo
     """The names whose pages the first round reads (torch's unless PyPI's is kept), and the
     context it reads them under: the legacy AOT page needs torch's series, guessed from the
     installed torch (read later if the chosen torch has another series)."""
-    names = [*([] if keeps_pypis_torch(request) else [TORCH]), *components, *(r.name for r in request.with_)]
+    names = [*([] if keeps_pypis_torch(request) else [TORCH]), *components, *(r.name for r in request.with_), *request.build_roots]
     installed = request.installed_torch
     if installed is None:
         return names, ctx
