@@ -44,7 +44,7 @@ import os as _os
 
 _lib = _ctypes.CDLL(_os.path.join(_os.path.dirname(__file__), "lib", "libtorch.so"), mode=_ctypes.RTLD_GLOBAL)
 __version__ = "{version}"
-from . import cuda  # noqa: E402,F401 -- as the real torch: torch.cuda.get_arch_list() after import torch
+from . import _C, cuda  # noqa: E402,F401 -- as the real torch: torch.cuda.get_arch_list() after import torch
 '''
 HEADER = "namespace c10 { int stand_in_add(int a, int b); }\n"
 
@@ -86,9 +86,27 @@ def have_cxx() -> bool:
 TORCH_ARCHS = ("sm_90", "sm_120", "compute_120")  # what the stand-in's torch.cuda.get_arch_list() says
 
 
-def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = (), archs: tuple[str, ...] = TORCH_ARCHS) -> BuiltWheel:
+STAND_IN_CUDA = """import torch
+
+
+def is_available():
+    return False  # no GPU, no driver here
+
+
+def get_arch_list():
+    if not is_available():
+        return []
+    flags = torch._C._cuda_getArchFlags()
+    return [] if flags is None else flags.split()
+"""
+
+
+def stand_in_torch(
+    directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = (), archs: tuple[str, ...] = TORCH_ARCHS, arch_flags: str | None = None
+) -> BuiltWheel:
     """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++), and
-    whose ``torch.cuda.get_arch_list()`` gives ``archs``."""
+    whose ``torch._C._cuda_getArchFlags()`` gives ``archs`` (or the text ``arch_flags``; "": none,
+    as a CPU torch), its ``torch.cuda.get_arch_list()`` [] as a real torch's without a GPU."""
     assert CXX is not None
     work = directory / f"torch-src-{version}"
     work.mkdir(parents=True, exist_ok=True)
@@ -98,7 +116,10 @@ def stand_in_torch(directory: Path, version: str = NIGHTLY, *, requires: tuple[s
         "torch/__init__.py": TORCH_INIT.format(version=version).encode(),
         "torch/lib/libtorch.so": (work / "libtorch.so").read_bytes(),
         "torch/include/stand_in.h": HEADER.encode(),
-        "torch/cuda/__init__.py": f"def get_arch_list():\n    return {list(archs)!r}\n".encode(),
+        # as a real torch < 2.10 on a machine without a GPU or driver: get_arch_list() is [] (it asks
+        # is_available() first); the flags it was compiled with are in torch._C._cuda_getArchFlags()
+        "torch/cuda/__init__.py": STAND_IN_CUDA.encode(),
+        "torch/_C/__init__.py": f"def _cuda_getArchFlags():\n    return {arch_flags if arch_flags is not None else ' '.join(archs)!r} or None\n".encode(),
     }
     return build_wheel(directory, "torch", version, f"{PY}-{PY}-{PLAT}", list(requires), files=files)
 
@@ -290,11 +311,11 @@ def serve_wheel_file(world: World, path: Path, page: str = "simple") -> BuiltWhe
     return wheel
 
 
-def build_world(root: Path, *, sdists: tuple[Sdist, ...] = (), torch_version: str = NIGHTLY) -> World:
+def build_world(root: Path, *, sdists: tuple[Sdist, ...] = (), torch_version: str = NIGHTLY, arch_flags: str | None = None) -> World:
     """The PyTorch nightly index with the stand-in torch, a PyPI with setuptools, the sdists, and a
     PyPI torch of another version that must never be used."""
     w = World(root / "www")
-    torch = stand_in_torch(w.root / "whl" / "nightly" / "cu130", torch_version)
+    torch = stand_in_torch(w.root / "whl" / "nightly" / "cu130", torch_version, arch_flags=arch_flags)
     (torch.path.parent / (torch.filename + ".metadata")).write_bytes(torch.metadata)
     w._add("whl/nightly/cu130/torch/", "pytorch", _Entry(torch, f"whl/nightly/cu130/{torch.filename}", sidecar=True))
     serve_wheel_file(w, repacked_setuptools(root / "setuptools"))

@@ -95,6 +95,14 @@ def test_torch_arch_list_reads_the_real_archs():
     assert B.arch_list_of([]) == ""
 
 
+def test_torchs_compile_time_arch_flags_are_read_in_either_spelling():
+    assert B.archs_of_flags("sm_80 sm_90 sm_100 sm_120 compute_120") == ["sm_80", "sm_90", "sm_100", "sm_120", "compute_120"]
+    gencode = "-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=[sm_100a,compute_100a]"
+    assert B.archs_of_flags(gencode) == ["sm_90a", "sm_100a", "compute_100a"]
+    assert B.arch_list_of(B.archs_of_flags(gencode)) == "9.0a;10.0a"
+    assert B.archs_of_flags("") == B.archs_of_flags(None) == []
+
+
 def test_a_torch_that_cannot_say_its_archs_is_refused_naming_gpu(tmp_path):
     with pytest.raises(B.BuildError, match="no --gpu and no GPU") as err:
         B.torch_arch_list(sys.executable, {"PATH": os.environ["PATH"]}, B.Version(NIGHTLY))  # no torch here
@@ -277,10 +285,39 @@ def test_without_gpu_the_build_uses_torchs_archs_and_the_dry_run_says_what_it_ne
         rc, _, err = run_cli(capsys, *argv, "--dry-run")
         assert rc == 0, err
         assert f"{sdist.name} 1.0: a build needs the CUDA 13 toolkit (found: 13.0 at {tmp_path / 'cuda'})" in err
-        assert "TORCH_CUDA_ARCH_LIST the archs the kept torch was built for (no --gpu, no GPU seen)" in err and "MAX_JOBS=" in err and "GiB" in err
+        # read from the venv's torch without a GPU: its get_arch_list() is [] there, its compile-time flags are not
+        said = f"TORCH_CUDA_ARCH_LIST 9.0;12.0, the archs torch {NIGHTLY} was built for (read from torch._C._cuda_getArchFlags(); PTX-only compute_120 left out"
+        assert said in err and "MAX_JOBS=" in err and "GiB" in err
         rc, out, err = run_cli(capsys, *argv, "--format", "json")
     assert rc == 0, err
-    assert "built for the archs torch" in err and "(9.0;12.0)" in err
+    assert "built for the archs torch" in err and "(9.0;12.0, from torch._C._cuda_getArchFlags(); PTX-only compute_120 left out)" in err
     [record] = (tmp_path / "cache" / "wheels" / "builds").glob("*.json")
     built = json.loads(record.read_text())["provenance"]
     assert built["arch-list"] == "9.0;12.0" and "TORCH_CUDA_ARCH_LIST='9.0;12.0'" in built["command"]
+
+
+@needs_builds
+@pytest.mark.parametrize("cuda", [False, True], ids=["cpu-only-extension", "cuda-extension"])
+def test_a_torch_that_lists_no_arch_builds_a_cpu_extension_and_refuses_a_cuda_one_naming_gpu(tmp_path, uv_env, capsys, monkeypatch, cuda):
+    files = {"ext_kernel/kernel.cu": "__global__ void k() {}\n"} if cuda else {}
+    sdist = extension_sdist(tmp_path / "sdists", files=files)
+    world = build_world(tmp_path, sdists=(sdist,), arch_flags="")  # a torch whose flags list no arch
+    monkeypatch.setenv("PATH", f"{fake_toolkit(tmp_path / 'cuda') / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
+        argv = ["install", "--python", venv, "--build", sdist.name, *common(srv, tmp_path / "cache")]
+        rc, _, err = run_cli(capsys, *argv, "--dry-run")
+        assert rc == 0 and "a CUDA extension needs --gpu SM, a CPU-only one none" in err, err
+        rc, _, err = run_cli(capsys, *argv)
+    records = list((tmp_path / "cache" / "wheels" / "builds").glob("*.json"))
+    if cuda:
+        assert rc == 1 and "cannot say which GPU archs it was built for" in err and "--gpu sm90" in err and "Traceback" not in err
+        assert records == []
+    else:
+        assert rc == 0, err
+        assert "no CUDA source in it (no .cu file, no CUDAExtension): built with no GPU arch list" in err
+        assert len(records) == 1

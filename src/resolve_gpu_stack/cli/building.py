@@ -81,10 +81,11 @@ def build_machine(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> Bui
     )
 
 
-def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> list[str]:
+def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan, *, python: str | None = None) -> list[str]:
     """What each build row of ``plan`` needs, in words (the dry run says it before anything is
-    built): the CUDA toolkit of torch's major (and which was found), the GPU archs, MAX_JOBS and
-    the memory those jobs take, link stubs on a machine without a driver."""
+    built): the CUDA toolkit of torch's major (and which was found), the GPU archs (with neither
+    ``--gpu`` nor a GPU: those the kept torch in ``python``'s environment was compiled for, read
+    without a GPU), MAX_JOBS and the memory those jobs take, link stubs on a machine without a driver."""
     from ..env.build import pending
     from ..env.buildmachine import MEMORY_PER_JOB, available_memory
     from ..model.cuda import CudaLabel
@@ -104,12 +105,27 @@ def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> list[
         cuda = f"the CUDA {label.major} toolkit ({state}: {toolkit.version} at {toolkit.home})"
         if machine.stubs is not None:
             cuda += f", no driver here: libcuda from {machine.stubs}"
-    archs = machine.arch_list or "the archs the kept torch was built for (no --gpu, no GPU seen)"
+    archs = machine.arch_list or _torch_archs_said(python, env, plan)
     memory = available_memory()
     gib = 2**30
     jobs = f"MAX_JOBS={machine.max_jobs} (about {machine.max_jobs * MEMORY_PER_JOB // gib} GiB of memory"
     jobs += f"; {memory / gib:.0f} GiB available now)" if memory is not None else ")"
     return [f"{p.name} {p.version}: a build needs {cuda}, TORCH_CUDA_ARCH_LIST {archs}, {jobs}" for p in rows]
+
+
+def _torch_archs_said(python: str | None, env: Mapping[str, str], plan: LockPlan) -> str:
+    """The arch list a build will use with neither ``--gpu`` nor a GPU, in words: the kept torch's
+    own (read from the target's torch when the target is here), or that a CUDA build needs --gpu."""
+    said = "the archs the kept torch was built for (no --gpu, no GPU seen)"
+    if python is None or plan.torch is None:
+        return said
+    from ..env.build import read_torch_archs
+
+    got = read_torch_archs(python, {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
+    if not got.arch_list:
+        return f"none: torch {plan.torch.version} cannot say which archs it was built for ({got.why}); a CUDA extension needs --gpu SM, a CPU-only one none"
+    ptx = f"; PTX-only {', '.join(got.ptx)} left out" if got.ptx else ""
+    return f"{got.arch_list}, the archs torch {plan.torch.version} was built for (read from {got.source}{ptx}; no --gpu, no GPU seen)"
 
 
 def build_requirements(

@@ -127,7 +127,7 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
         if not settings.output.quiet and any(p.action is Action.BUILD for p in plan.packages):
             from .building import build_needs  # what each build needs: toolkit, archs, jobs, memory
 
-            for line in build_needs(settings.uv, env, plan):
+            for line in build_needs(settings.uv, env, plan, python=python):
                 O.say(line)
         return 0
     snapshot = settings.sources.snapshot

@@ -64,7 +64,7 @@ from packaging.version import Version
 from ..atomic import atomic_write
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
-from ..index.sdist import BuildSystem, SdistError, read_build_system
+from ..index.sdist import BuildSystem, SdistError, read_build_system, uses_cuda
 from ..index.wheelscan import scan_file
 from ..index.zipmeta import ZipError
 from ..model import Action, BuildProvenance, LockedPackage, LockPlan, SourceDist
@@ -278,13 +278,8 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
         tmp = Path(tmp_name)
         python = _build_environment(tmp, plan, ctx, requirements, log, fetched.path, system, janitor)
         if not ctx.machine.arch_list and CudaLabel.of_torch(torch) is not None:  # no --gpu, no GPU seen: torch's own archs
-            archs = torch_arch_list(python, _build_env(ctx.machine, tmp), torch)
-            ctx = dataclasses.replace(ctx, machine=dataclasses.replace(ctx.machine, arch_list=archs))
+            ctx = dataclasses.replace(ctx, machine=_with_torch_archs(pkg, ctx, python, tmp, torch, fetched.path))
             command = _command(ctx.machine, sdist.origin.reference if sdist.origin is not None else sdist.filename)
-            if ctx.say is not None:
-                ctx.say(
-                    f"note: {pkg.name} {pkg.version}: no --gpu and no GPU seen: built for the archs torch {torch} was built for ({archs}); --gpu SM builds for yours only"
-                )
         out = tmp / "out"
         cmd = [
             ctx.machine.uv,
@@ -565,6 +560,7 @@ def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, s
 
 
 _SM = re.compile(r"sm_(\d+)(\d)([af]?)$")
+_ARCH_TOKEN = re.compile(r"\b(?:sm|compute)_\d+[af]?\b")
 
 
 def arch_list_of(torch_archs: Sequence[str]) -> str:
@@ -574,23 +570,114 @@ def arch_list_of(torch_archs: Sequence[str]) -> str:
     return arch_list(caps)
 
 
+def archs_of_flags(flags: str | None) -> list[str]:
+    """The archs in ``torch._C._cuda_getArchFlags()``'s text, in either spelling torch has given it:
+    a space-separated list (``"sm_80 sm_90 compute_90"``) or nvcc's own flags (``"-gencode
+    arch=compute_90a,code=sm_90a ..."``, where each ``code=`` names what is compiled)."""
+    if not flags:
+        return []
+    codes = re.findall(r"code=\[?([^\s\]]+)", flags)
+    text = " ".join(c.replace(",", " ") for c in codes) if codes else flags
+    return list(dict.fromkeys(_ARCH_TOKEN.findall(text)))
+
+
+# The archs the build environment's torch was compiled for, read without a GPU: torch.cuda.get_arch_list()
+# gives [] where no GPU or driver is (torch < 2.10 asks is_available()), torch._C._cuda_getArchFlags() does not.
+_TORCH_ARCHS = """
+import json, torch
+archs, source = [], "torch.cuda.get_arch_list()"
+try:
+    archs = [str(a) for a in torch.cuda.get_arch_list()]
+except Exception:
+    pass
+if not archs:
+    get = getattr(torch._C, "_cuda_getArchFlags", None)
+    flags = get() if get is not None else None
+    archs, source = ([str(flags)] if flags else []), "torch._C._cuda_getArchFlags()"
+print(json.dumps({"archs": archs, "source": source}))
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TorchArchs:
+    """The archs a torch was compiled for (``arch_list``: TORCH_CUDA_ARCH_LIST; "" when it cannot
+    say), where they were read (``source``), and the PTX-only entries left out (``ptx``)."""
+
+    arch_list: str
+    source: str
+    ptx: tuple[str, ...] = ()
+    why: str = ""  # why none could be read
+
+
+def read_torch_archs(interpreter: str, env: Mapping[str, str]) -> TorchArchs:
+    """The archs the kept torch in ``interpreter``'s environment was compiled for, read without a
+    GPU or a driver (``_TORCH_ARCHS``); never raises."""
+    proc = subprocess.run(
+        [interpreter, "-I", "-B", "-c", _TORCH_ARCHS],
+        capture_output=True,
+        text=True,
+        env={**env, "CUDA_VISIBLE_DEVICES": ""},
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        raw = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout.strip() else {}
+        entries = [str(a) for a in raw.get("archs", [])]
+        source = str(raw.get("source", ""))
+    except (ValueError, TypeError, AttributeError, IndexError):
+        entries, source = [], ""
+    archs = archs_of_flags(" ".join(entries))
+    found = arch_list_of(archs)
+    why = ""
+    if not found:
+        why = (
+            proc.stderr.strip().splitlines()[-1]
+            if proc.returncode != 0 and proc.stderr.strip()
+            else "it lists none (a CPU torch, or one compiled for PTX only)"
+        )
+    return TorchArchs(arch_list=found, source=source, ptx=tuple(a for a in archs if a.startswith("compute_")), why=why)
+
+
 def torch_arch_list(interpreter: str, env: Mapping[str, str], torch: Version) -> str:
     """The archs the build environment's (kept) torch was built for, as TORCH_CUDA_ARCH_LIST; a
     ``BuildError`` naming ``--gpu`` when it cannot say (torch's own default would ask for a GPU
     and fail inside torch on a machine without one)."""
-    code = "import json, torch; print(json.dumps(list(torch.cuda.get_arch_list())))"
-    proc = subprocess.run([interpreter, "-I", "-B", "-c", code], capture_output=True, text=True, env=dict(env), check=False, stdin=subprocess.DEVNULL)
+    got = read_torch_archs(interpreter, env)
+    if not got.arch_list:
+        raise no_archs_error(torch, got.why)
+    return got.arch_list
+
+
+def _with_torch_archs(pkg: LockedPackage, ctx: BuildContext, python: str, tmp: Path, torch: Version, archive: Path) -> BuildMachine:
+    """The build machine with the archs the kept torch was compiled for (no --gpu, no GPU seen),
+    said; a CPU-only extension (no CUDA source in its archive) needs none; a CUDA one whose torch
+    cannot say is refused naming --gpu, before torch's own default fails inside torch."""
+    got = read_torch_archs(python, _build_env(ctx.machine, tmp))
+    if got.arch_list:
+        if ctx.say is not None:
+            ptx = f"; PTX-only {', '.join(got.ptx)} left out" if got.ptx else ""
+            ctx.say(
+                f"note: {pkg.name} {pkg.version}: no --gpu and no GPU seen: built for the archs torch {torch} was built for "
+                f"({got.arch_list}, from {got.source}{ptx}); --gpu SM builds for yours only"
+            )
+        return dataclasses.replace(ctx.machine, arch_list=got.arch_list)
     try:
-        archs = arch_list_of(json.loads(proc.stdout.strip().splitlines()[-1])) if proc.returncode == 0 and proc.stdout.strip() else ""
-    except (ValueError, TypeError):
-        archs = ""
-    if not archs:
-        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "it lists none"
-        raise BuildError(
-            f"no --gpu and no GPU on this machine, and torch {torch} cannot say which GPU archs it was built for ({why})",
-            hint="say which GPUs the build is for: --gpu sm90 (repeatable; e.g. --gpu sm90 --gpu sm120); nothing was built",
-        )
-    return archs
+        with archive.open("rb") as fh:
+            cuda = uses_cuda(fh, archive.name)
+    except SdistError:
+        cuda = True
+    if cuda:
+        raise no_archs_error(torch, got.why)
+    if ctx.say is not None:
+        ctx.say(f"note: {pkg.name} {pkg.version}: no CUDA source in it (no .cu file, no CUDAExtension): built with no GPU arch list")
+    return ctx.machine
+
+
+def no_archs_error(torch: Version, why: str) -> BuildError:
+    return BuildError(
+        f"no --gpu and no GPU on this machine, and torch {torch} cannot say which GPU archs it was built for ({why})",
+        hint="say which GPUs the build is for: --gpu sm90 (repeatable; e.g. --gpu sm90 --gpu sm120); nothing was built",
+    )
 
 
 def _interpreter_for(python: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tarfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
@@ -84,6 +85,38 @@ def _build_system(table: object) -> BuildSystem:
     return BuildSystem(requires=tuple(requires), backend=backend, backend_path=tuple(path))
 
 
+_CUDA_SOURCES = (".cu", ".cuh")
+_CUDA_WORDS = (b"CUDAExtension", b"CUDA_HOME", b"enable_language(CUDA", b"LANGUAGES CXX CUDA", b"LANGUAGES CUDA")
+_BUILD_SCRIPTS = ("setup.py", "CMakeLists.txt")
+
+
+def uses_cuda(fileobj: IO[bytes], filename: str) -> bool:
+    """Whether the sdist compiles CUDA code: a ``.cu``/``.cuh`` file, or a ``setup.py`` or
+    ``CMakeLists.txt`` that names CUDA (``CUDAExtension``, ``enable_language(CUDA)``). A CPU-only
+    extension needs no GPU arch list."""
+    try:
+        if filename.endswith(".zip"):
+            with zipfile.ZipFile(fileobj) as zf:
+                return any(_names_cuda(i.filename, i.file_size, lambda i=i: zf.read(i)) for i in zf.infolist())  # type: ignore[misc]
+        if filename.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(fileobj=fileobj, mode="r:gz") as tar:
+                for info in tar:
+                    member = tar.extractfile(info) if info.isfile() else None
+                    if member is not None and _names_cuda(info.name, info.size, member.read):
+                        return True
+                return False
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise SdistError(f"not a readable sdist ({type(exc).__name__}: {exc})") from None
+    raise SdistError(f"{filename!r} is not an sdist (.tar.gz or .zip)")
+
+
+def _names_cuda(name: str, size: int, read: Callable[[], bytes]) -> bool:
+    leaf = name.rsplit("/", 1)[-1]
+    if leaf.endswith(_CUDA_SOURCES):
+        return True
+    return leaf in _BUILD_SCRIPTS and size <= MAX_MEMBER_BYTES and any(w in read() for w in _CUDA_WORDS)
+
+
 def _top_level(name: str, leaf: str) -> bool:
     parts = name.strip("/").split("/")
     return len(parts) == 2 and parts[1] == leaf and parts[0] not in ("", ".", "..")
@@ -114,4 +147,14 @@ def _zip_member(fileobj: IO[bytes], leaf: str) -> bytes | None:
     return None
 
 
-__all__ = ["LEGACY_BACKEND", "LEGACY_REQUIRES", "MAX_MEMBER_BYTES", "BuildSystem", "SdistError", "read_build_system", "read_member", "read_pkg_info"]
+__all__ = [
+    "LEGACY_BACKEND",
+    "LEGACY_REQUIRES",
+    "MAX_MEMBER_BYTES",
+    "BuildSystem",
+    "SdistError",
+    "read_build_system",
+    "read_member",
+    "read_pkg_info",
+    "uses_cuda",
+]
