@@ -211,7 +211,8 @@ class SourceRepo:
         return self.repo / self.subdirectory
 
     def reference(self, rev: str | None = None) -> str:
-        return f"{self.name} @ git+file://{self.repo}@{rev or self.tag}#subdirectory={self.subdirectory}"
+        sub = f"#subdirectory={self.subdirectory}" if self.subdirectory else ""
+        return f"{self.name} @ git+file://{self.repo}@{rev or self.tag}{sub}"
 
 
 def git(repo: Path, *args: str) -> str:
@@ -243,6 +244,44 @@ def extension_repo(directory: Path, name: str = "src-kernel", version: str = "1.
     git(root, "commit", "-q", "-m", "first")
     git(root, "tag", tag)
     return SourceRepo(repo=root, subdirectory=subdirectory, tag=tag, name=name, version=version, module=module)
+
+
+SETUP_PY_COMPUTED = """import os
+import torch  # the build environment's torch: the kept one, for the metadata too
+from setuptools import Extension, setup
+
+root = os.path.dirname(torch.__file__)
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "{module}", "VERSION.txt")) as fh:
+    base = fh.read().strip()
+setup(
+    name="{name}",
+    version=base + ".post" + str(6 * 7),  # computed here: no static metadata anywhere
+    install_requires=[],
+    packages=["{module}"],
+    ext_modules=[Extension("{module}._C", ["{module}/_C.cpp"], include_dirs=[os.path.join(root, "include")],
+                           library_dirs=[os.path.join(root, "lib")], libraries=["torch"], language="c++")],
+)
+"""
+
+
+def setup_py_repo(directory: Path, name: str = "dyn-kernel", base: str = "2.1", *, tag: str = "v2.1") -> SourceRepo:
+    """A git repository (tag ``tag``) at the root of which is a setup.py project whose version is
+    computed in setup.py (``<base>.post42``): no PKG-INFO, no [project] table, only [build-system]."""
+    module, members = _extension_members(name, base, requires=("setuptools>=70.1", "torch"), broken=False, sleep=0.0, install_requires=(), filler=0)
+    del members["PKG-INFO"]
+    members["setup.py"] = SETUP_PY_COMPUTED.format(name=name, module=module)
+    members[f"{module}/VERSION.txt"] = base + "\n"
+    members["MANIFEST.in"] = f"include {module}/VERSION.txt\n"
+    root = directory / "repo"
+    for member, text in members.items():
+        (root / member).parent.mkdir(parents=True, exist_ok=True)
+        (root / member).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    git(root, "tag", tag)
+    return SourceRepo(repo=root, subdirectory="", tag=tag, name=name, version=f"{base}.post42", module=module)
 
 
 def _filler(n: int) -> str:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, torch_wheel
+from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, setup_py_repo, torch_wheel
 from server import IndexServer
 from test_build_e2e import HERE, common, run_cli
 from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
@@ -233,3 +233,81 @@ def test_a_revision_resolves_to_its_commit_as_git_does(tmp_path):
     assert commit("a" * 40) == "a" * 40
     with pytest.raises(BuildError, match="has no revision 'v2'"):
         commit("v2")
+
+
+def _metadata_records(cache: Path) -> list[Path]:
+    return sorted((cache / "wheels" / "builds" / "metadata").glob("*.json"))
+
+
+@pytest.mark.slow
+@needs_builds
+def test_a_setup_py_tree_with_a_computed_version_builds_from_git_and_a_folder_locks_and_builds_once(tmp_path, uv_env, capsys, monkeypatch):
+    """Issue 49, "done when": a setup.py tree whose version is computed in setup.py (no static
+    metadata anywhere) is read through PEP 517 in a build environment with the kept torch, once
+    per tree; ``git+file://REPO@TAG`` and ``file:///TREE`` build, install, lock with provenance,
+    and a second run builds nothing."""
+    src = setup_py_repo(tmp_path / "src")
+    world = build_world(tmp_path)
+    commit = git(src.repo, "rev-parse", "v2.1^{commit}")
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        cache = tmp_path / "cache"
+        venv = make_venv(tmp_path / "a", uv_env, torch_wheel(world))
+        torch_before = dist_info_bytes(venv, "torch")
+
+        argv = ["install", "--python", venv, "--build", src.reference(), *common(srv, cache), "--format", "json"]
+        rc, out, err = run_cli(capsys, *argv)
+        assert rc == 0, err
+        assert "its metadata is dynamic: asking its build backend" in err
+        row = {p["name"]: p for p in json.loads(out)["packages"]}[src.name]
+        assert row["action"] == "build" and row["after"] == "2.1.post42"
+        assert run_in(venv, f"import {src.module}; print({src.module}.add(2, 3))") == str(5 + ADD_OFFSET)
+        assert run_in(venv, f"import importlib.metadata as m; print(m.version('{src.name}'))") == "2.1.post42"
+        assert dist_info_bytes(venv, "torch") == torch_before
+        records, metadata = _records(cache), _metadata_records(cache)
+        assert len(records) == 1 and len(metadata) == 1
+
+        # the same tree as a folder: the same files, the same metadata and build (nothing asked, nothing built)
+        tree = ["install", "--python", venv, "--build", f"{src.name} @ file://{src.repo}", *common(srv, cache)]
+        rc, _, err = run_cli(capsys, *tree)
+        assert rc == 0, err
+        assert "its metadata is dynamic" not in err and _records(cache) == records and _metadata_records(cache) == metadata
+
+        # lock for the declared target: the kept torch's wheel answers the metadata; provenance recorded
+        lock = tmp_path / "locks" / "pylock.node.toml"
+        declared = ["--python", PYTHON, "--platform", HERE, "--installed", f"torch=={NIGHTLY}"]
+        rc, _, err = run_cli(capsys, "lock", *declared, "--build", src.reference(), *common(srv, cache), "-o", str(lock))
+        assert rc == 0, err
+        doc = load_toml(lock, error=LockFileError)
+        built = next(p for p in doc["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == src.name)
+        assert built["version"] == "2.1.post42" and built["sdist"]["origin"]["commit"] == commit
+        assert built["sdist"]["filename"] == f"{src.module}-2.1.post42.tar.gz"
+        monkeypatch.chdir(tmp_path)
+        rc, out, err = run_cli(capsys, "check", str(lock))
+        assert rc == 0, out + err
+
+        # a second lock builds nothing and asks nothing: no compiler on PATH, git asked for the tag's commit only
+        locked = _records(cache)
+        monkeypatch.setenv("PATH", _no_compiler(tmp_path))
+        rc, _, err = run_cli(capsys, "lock", *declared, "--build", src.reference(), *common(srv, cache), "-o", str(lock))
+        monkeypatch.setenv("PATH", uv_env["PATH"])
+        assert rc == 0, err
+        assert _records(cache) == locked and "its metadata is dynamic" not in err
+        assert (tmp_path / "git.log").read_text().split() == ["ls-remote"]
+
+        # a change to what setup.py computes the version from is another tree: asked again, another version
+        (src.repo / src.module / "VERSION.txt").write_text("2.2\n")
+        rc, out, err = run_cli(capsys, "install", "--python", venv, "--build", f"{src.name} @ file://{src.repo}", *common(srv, cache), "--format", "json")
+        assert rc == 0, err
+        assert {p["name"]: p for p in json.loads(out)["packages"]}[src.name]["after"] == "2.2.post42"
+        assert len(_metadata_records(cache)) == len(metadata) + 1  # the new tree's, asked once
+
+
+@needs_builds
+def test_a_dynamic_tree_with_no_kept_torch_is_a_clear_error(tmp_path, uv_env, capsys):
+    src = setup_py_repo(tmp_path / "src")
+    world = build_world(tmp_path)
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        rc, out, err = run_cli(capsys, "resolve", "--python", PYTHON, "--build", f"{src.name} @ file://{src.repo}", *common(srv, tmp_path / "cache"))
+    assert rc != 0 and out == "" and "its metadata is dynamic" in err and "--installed torch==VERSION" in err and "Traceback" not in err

@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import printable
@@ -18,7 +18,7 @@ from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..env.build import BuildRequirements
+    from ..env.build import BuildContext, BuildRequirements
     from ..env.buildmachine import BuildMachine
     from ..env.probe import Environment
     from ..model import LockPlan
@@ -33,17 +33,28 @@ def build_plan_of(
     default uv). ``environment``: the probed target of ``install`` (its own torch is used, through a
     ``.pth``); None for a declared target (``lock``: the kept torch's wheel is installed into the
     build environment)."""
-    from ..env.build import DEFAULT_DEADLINE, BuildContext, build_plan, pending
-    from ..model.declared import declared_target
-    from .downloads import download_fetcher, download_progress, wheel_cache
+    from ..env.build import build_plan, pending
 
     if not pending(plan):
         return plan
+    with build_context(options, env, plan, defs, uv=uv, environment=environment) as ctx:
+        return build_plan(plan, ctx)
+
+
+@contextlib.contextmanager
+def build_context(
+    options: ResolveOptions, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, uv: str | None = None, environment: Environment | None = None
+) -> Iterator[BuildContext]:
+    """The ``BuildContext`` of ``plan``'s builds (see ``build_plan_of``), its fetchers open for the block."""
+    from ..env.build import DEFAULT_DEADLINE, BuildContext
+    from ..model.declared import declared_target
+    from .downloads import download_fetcher, download_progress, wheel_cache
+
     machine = build_machine(uv, env, plan)
     tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
     quiet = options.output.quiet
     with download_fetcher(options.network, defs) as fetcher, download_progress(options.output) as downloads, contextlib.ExitStack() as closing:
-        ctx = BuildContext(
+        yield BuildContext(
             cache=wheel_cache(options.network),
             machine=machine,
             requirements=build_requirements(options, defs, plan, environment, closing),
@@ -58,7 +69,6 @@ def build_plan_of(
             say=None if quiet else O.say,
             deadline=S.parse({"build_timeout": options.typed.raw_of("build_timeout")})["build_timeout"] or DEFAULT_DEADLINE,
         )
-        return build_plan(plan, ctx)
 
 
 def build_machine(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:

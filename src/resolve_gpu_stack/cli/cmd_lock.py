@@ -426,7 +426,7 @@ def _lock_one(
     try:
         from .sources import with_sources  # build = ["NAME @ URL"]: the trees fetched
 
-        plan = parts.resolve(with_sources(resolve_request(target), settings, env, O.say))
+        plan = parts.resolve(with_sources(resolve_request(target), settings, env, O.say, defs=parts.defs))
         inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
         return _rendered(settings, env, plan, parts.defs, target.outputs, command=command)

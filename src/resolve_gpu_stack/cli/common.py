@@ -182,8 +182,9 @@ def _is_own(prefix: str) -> bool:
         return False
 
 
-def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = None) -> ResolveRequest:
-    """The request of the settings typed, the table's defaults for the rest (``probe``: see ``target_of``)."""
+def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = None, defs: Definitions | None = None) -> ResolveRequest:
+    """The request of the settings typed, the table's defaults for the rest (``probe``: see ``target_of``;
+    ``defs``: the indexes a dynamic source tree's build environment is made from)."""
     typed = {name: raw for name, raw in options.typed.raw.items() if S.BY_NAME[name].on_request}
     values = {**S.defaults(), **S.parse(typed)}
     target, requires = target_of(options.typed, env, probe, for_plan=True)
@@ -192,7 +193,8 @@ def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = Non
     request = S.build_request(values, target=target, installed_requires=requires)
     from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
-    return with_sources(request, options, env, say)
+    environment = probe.result() if probe is not None and request.target.interpreter is not None else None
+    return with_sources(request, options, env, say, defs=defs, environment=environment)
 
 
 def is_declared(typed: S.TypedSettings, env: Mapping[str, str]) -> bool:
@@ -216,7 +218,7 @@ def run_resolve(
     """(plan, definitions) for the settings, through the command's session (``fetcher``: a source it
     made, e.g. a recorder; ``probe``: see ``target_of``)."""
     defs = defs or definitions(options.sources, env)
-    request = request_of(options, env, probe)
+    request = request_of(options, env, probe, defs)
     with make_parts(options.network, options.sources, defs, fetcher=fetcher) as parts:
         plan = parts.resolve(request)
     _warn_unused_without(options.output, request, plan)

@@ -7,15 +7,33 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from packaging.utils import NormalizedName
+
+    from ..data.definitions import Definitions
+    from ..env.probe import Environment
+    from ..env.sources import TreeMetadata
+    from ..model import LockPlan
     from ..model.request import ResolveRequest
     from ..model.source import SourceTree
-    from .options import CommandOptions
+    from .options import ResolveOptions
 
 
-def with_sources(request: ResolveRequest, options: CommandOptions, env: Mapping[str, str], say: Callable[[str], None]) -> ResolveRequest:
+def with_sources(
+    request: ResolveRequest,
+    options: ResolveOptions,
+    env: Mapping[str, str],
+    say: Callable[[str], None],
+    *,
+    defs: Definitions | None = None,
+    environment: Environment | None = None,
+) -> ResolveRequest:
     """``request`` with its ``--build 'NAME @ URL'`` trees fetched (git, or a local folder) into
     the wheel cache and read (``env/sources.py``), each asked for as a requirement of its own
-    (``NAME==VERSION``, as pip takes a direct reference). Unchanged without one."""
+    (``NAME==VERSION``, as pip takes a direct reference). Unchanged without one. A tree whose
+    metadata is dynamic is asked in a build environment with the kept torch (``environment``'s
+    own, the probed target of ``install``; else its wheel, from ``defs``' PyTorch index)."""
     specs = [s for s in request.build_specs if s.source is not None]
     if not specs:
         return request
@@ -23,11 +41,42 @@ def with_sources(request: ResolveRequest, options: CommandOptions, env: Mapping[
     from ..net.download import WheelCache
 
     cache = WheelCache.under(options.network.cache_dir)  # as downloads.wheel_cache (which imports common)
-    trees = tuple(fetch_source(s, cache, env) for s in specs)
+
+    def metadata_of(name: NormalizedName, archive: Path, digest: str) -> TreeMetadata:
+        from ..env.build import source_metadata
+        from .building import build_context
+        from .common import definitions
+
+        plan = _kept_torch_plan(request, name)
+        with build_context(options, env, plan, defs or definitions(options.sources, env), environment=environment) as ctx:
+            return source_metadata(name, archive, digest, plan, ctx)
+
+    trees = tuple(fetch_source(s, cache, env, metadata_of) for s in specs)
     if not options.output.quiet:
         for t in trees:
             say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
     return _with_trees(request, trees)
+
+
+def _kept_torch_plan(request: ResolveRequest, name: NormalizedName) -> LockPlan:
+    """The plan of a build environment before the resolve: the target and the kept torch (the
+    installed one, or ``--installed torch==V`` of a declared target)."""
+    from packaging.utils import canonicalize_name
+
+    from ..errors import BuildError
+    from ..model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
+    from ..model.cuda import CudaLabel
+
+    torch = request.installed_torch
+    if torch is None:
+        raise BuildError(
+            f"--build {name}: its metadata is dynamic (setup.py), asked of its build backend in a build environment with the kept torch, and no torch is kept",
+            hint="name the torch the build is for: --installed torch==VERSION (with --python X.Y), or --python PATH of an environment that has it",
+        )
+    label = request.cuda or CudaLabel.of_torch(torch)
+    row = LockedPackage(name=canonicalize_name("torch"), version=torch, action=Action.KEEP, index="installed", coupling=Coupling.TORCH)
+    target = TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(label) if label is not None else None)
+    return LockPlan(target=target, packages=(row,))
 
 
 def _with_trees(request: ResolveRequest, trees: tuple[SourceTree, ...]) -> ResolveRequest:

@@ -243,7 +243,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     if sdist is None:
         raise BuildError(f"{pkg.name} {pkg.version}: a build row without an sdist")
     if sdist.origin is not None:  # a source tree (--build 'NAME @ URL')
-        fetched = _source_archive(pkg.name, sdist, ctx)
+        fetched = _source_archive(pkg.name, pkg.version, sdist, ctx)
     else:
         fetched = fetch_verified(
             sdist.url,
@@ -348,7 +348,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     return dataclasses.replace(_row(pkg, stored, provenance), abi=check.abi or pkg.abi)
 
 
-def _source_archive(name: NormalizedName, sdist: SourceDist, ctx: BuildContext) -> FetchedWheel:
+def _source_archive(name: NormalizedName, version: Version, sdist: SourceDist, ctx: BuildContext) -> FetchedWheel:
     """The archive of a source tree (``--build 'NAME @ URL'``): in the wheel cache since it was
     fetched, else fetched again from its origin (git: the locked commit) and checked to be the
     same files."""
@@ -362,7 +362,8 @@ def _source_archive(name: NormalizedName, sdist: SourceDist, ctx: BuildContext) 
     origin = sdist.origin
     if origin.kind == "git" and origin.commit:
         origin = dataclasses.replace(origin, rev=origin.commit)
-    tree = fetch_source(BuildSpec(name=name, source=origin), ctx.cache, ctx.machine.env)
+    # the tree's version is the row's: a dynamic tree's metadata needs no build environment again
+    tree = fetch_source(BuildSpec(name=name, source=origin), ctx.cache, ctx.machine.env, lambda *_: (version, (), None))
     if sdist.sha256 and tree.sha256 != sdist.sha256:
         raise BuildError(
             f"the source {sdist.origin.reference} is not the tree recorded (its files' sha256 is {tree.sha256}, the plan's {sdist.sha256})",
@@ -496,41 +497,62 @@ def _install_requirements(work: Path, ctx: BuildContext, requirements: Sequence[
     return {p.name for p in env_plan.packages}
 
 
-_BACKEND_REQUIRES = """
-import importlib, json, os, sys
-answer, backend, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+_BACKEND_HOOK = """
+import importlib, json, os, sys, zipfile
+answer, backend, hook_name, out, paths = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 sys.path[:0] = [os.path.abspath(p) for p in paths]
 name, _, attr = backend.partition(":")
 hook = importlib.import_module(name)
 for part in filter(None, attr.split(".")):
     hook = getattr(hook, part)
-get = getattr(hook, "get_requires_for_build_wheel", None)
-requires = list(get({})) if get is not None else []
-os.write(answer, json.dumps(requires).encode())
+if hook_name == "requires":
+    get = getattr(hook, "get_requires_for_build_wheel", None)
+    data = json.dumps(list(get({})) if get is not None else []).encode()
+else:  # PEP 517 metadata: prepare_metadata_for_build_wheel, else the METADATA of the wheel it builds
+    prepare = getattr(hook, "prepare_metadata_for_build_wheel", None)
+    if prepare is not None:
+        with open(os.path.join(out, prepare(out, {}), "METADATA"), "rb") as fh:
+            data = fh.read()
+    else:
+        with zipfile.ZipFile(os.path.join(out, hook.build_wheel(out, {}))) as whl:
+            data = whl.read(next(n for n in whl.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")))
+with os.fdopen(answer, "wb") as fh:
+    fh.write(data)
 """
 
 
-def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, system: BuildSystem, tmp: Path, log: Path, janitor: Janitor) -> list[str]:
-    """The backend's ``get_requires_for_build_wheel`` (PEP 517), asked in the build environment,
-    in the sdist unpacked under ``tmp`` (its output goes to the log; the answer on a pipe of its own)."""
+def _unpacked(archive: Path, tmp: Path) -> Path:
+    """The sdist ``archive`` unpacked under ``tmp`` (once): the project's folder."""
     src = tmp / "requires-src"
-    src.mkdir()
-    try:
-        with tarfile.open(archive) if archive.name.endswith((".tar.gz", ".tgz")) else zipfile.ZipFile(archive) as unpacked:
-            if isinstance(unpacked, tarfile.TarFile):
-                unpacked.extractall(src, filter="data")
-            else:
-                unpacked.extractall(src)
-    except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
-        raise BuildError(f"{archive.name}: cannot unpack it ({exc})") from None
+    if not src.is_dir():
+        src.mkdir()
+        try:
+            with tarfile.open(archive) if archive.name.endswith((".tar.gz", ".tgz")) else zipfile.ZipFile(archive) as unpacked:
+                if isinstance(unpacked, tarfile.TarFile):
+                    unpacked.extractall(src, filter="data")
+                else:
+                    unpacked.extractall(src)
+        except (tarfile.TarError, zipfile.BadZipFile, OSError) as exc:
+            raise BuildError(f"{archive.name}: cannot unpack it ({exc})") from None
     tops = [p for p in src.iterdir() if p.is_dir()]
-    root = tops[0] if len(tops) == 1 else src
+    return tops[0] if len(tops) == 1 else src
+
+
+def _backend_hook(
+    interpreter: str, env: Mapping[str, str], archive: Path, system: BuildSystem, tmp: Path, log: Path, janitor: Janitor, hook: str
+) -> tuple[int, bytes]:
+    """(exit status, answer) of a PEP 517 hook (``requires``: get_requires_for_build_wheel;
+    ``metadata``: prepare_metadata_for_build_wheel) asked in the build environment, in the sdist
+    unpacked under ``tmp`` (its output goes to the log; the answer on a pipe of its own)."""
+    root = _unpacked(archive, tmp)
+    out = tmp / f"hook-{hook}"
+    out.mkdir(exist_ok=True)
     read, write = os.pipe()
     with open_log(log, "ab") as fh:
-        fh.write(b"$ get_requires_for_build_wheel (PEP 517)\n")
+        fh.write(f"$ {'get_requires_for_build_wheel' if hook == 'requires' else 'prepare_metadata_for_build_wheel'} (PEP 517)\n".encode())
         fh.flush()
         proc = subprocess.Popen(
-            [interpreter, "-c", _BACKEND_REQUIRES, str(write), system.backend, *system.backend_path],
+            [interpreter, "-c", _BACKEND_HOOK, str(write), system.backend, hook, str(out), *system.backend_path],
             cwd=root,
             env=dict(env),
             stdin=subprocess.DEVNULL,
@@ -548,6 +570,12 @@ def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, s
         except BaseException:
             stop_process(proc)
             raise
+    return code, data
+
+
+def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, system: BuildSystem, tmp: Path, log: Path, janitor: Janitor) -> list[str]:
+    """The backend's ``get_requires_for_build_wheel`` (PEP 517), asked in the build environment."""
+    code, data = _backend_hook(interpreter, env, archive, system, tmp, log, janitor, "requires")
     if code != 0:
         raise BuildError(f"the build backend {system.backend} of {archive.name} failed to say what it needs (exit {code}); the build log: {log}")
     try:
@@ -557,6 +585,65 @@ def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, s
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         raise BuildError(f"the build backend {system.backend} of {archive.name} answered get_requires_for_build_wheel with no list of requirements")
     return requires
+
+
+# -- the metadata of a tree whose metadata is dynamic ------------------------------------------------
+
+METADATA_SCHEMA = 1
+
+
+def source_metadata(name: NormalizedName, archive: Path, digest: str, plan: LockPlan, ctx: BuildContext) -> tuple[Version, tuple[str, ...], str | None]:
+    """(version, Requires-Dist, Requires-Python) of the source tree ``archive`` (sha256 ``digest``)
+    whose metadata is dynamic (setup.py computing its version, ``[project] dynamic``): its build
+    backend's ``prepare_metadata_for_build_wheel`` (PEP 517; the METADATA of the wheel it builds
+    when it has no such hook), asked in a build environment made as for its build (the kept torch
+    of ``plan``, the backend's requirements). Kept in ``<wheel cache>/builds/metadata/`` by the
+    tree's digest, the kept torch, Python and platform: asked once."""
+    torch = plan.torch
+    assert torch is not None
+    key_text = json.dumps(
+        {"schema": METADATA_SCHEMA, "sha256": digest, "torch": str(torch.version), "python": plan.target.python, "platform": plan.target.platform},
+        sort_keys=True,
+    )
+    key = hashlib.sha256(key_text.encode()).hexdigest()
+    record = ctx.cache.root / "builds" / "metadata" / f"{key}.json"
+    try:
+        raw = json.loads(record.read_text())
+        return Version(str(raw["version"])), tuple(str(r) for r in raw["requires-dist"]), raw.get("requires-python")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        with archive.open("rb") as fh:
+            system = read_build_system(fh, archive.name)
+    except SdistError as exc:
+        raise BuildError(f"--build {name}: {exc.message}") from None
+    requirements = _without_torch(system.requires, archive.name)
+    logs = ctx.cache.root / "builds" / "logs"
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = logs / f"{name}-metadata-{key[:12]}.log"
+    if ctx.say is not None:
+        ctx.say(f"{name}: its metadata is dynamic: asking its build backend ({system.backend}) in a build environment with torch {torch.version}")
+    with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-build-") as tmp_name, Janitor(Path(tmp_name)) as janitor:
+        tmp = Path(tmp_name)
+        python = _build_environment(tmp, plan, ctx, requirements, log, archive, system, janitor)
+        code, data = _backend_hook(python, _build_env(ctx.machine, tmp), archive, system, tmp, log, janitor, "metadata")
+    if code != 0 or not data:
+        raise BuildError(
+            f"--build {name}: its build backend {system.backend} failed to give its metadata (exit {code}); the log: {log}",
+            hint="the tree's setup.py must run in a build environment with the kept torch and its [build-system] requires",
+        )
+    from ..index.parse import parse_metadata
+
+    try:
+        meta = parse_metadata(data, source=f"{name}'s prepare_metadata_for_build_wheel")
+    except ResolveGpuStackError as exc:
+        raise BuildError(f"--build {name}: the metadata its build backend gave does not parse ({exc.message}); the log: {log}") from None
+    if meta.name != name:
+        raise BuildError(f"--build {name}: the tree is the project {meta.name!r}, not {name!r}")
+    answer = (meta.version, tuple(meta.requires_dist), meta.requires_python)
+    record_data = {"name": name, "version": str(meta.version), "requires-dist": list(meta.requires_dist), "requires-python": meta.requires_python}
+    atomic_write(record, json.dumps(record_data, sort_keys=True), make_parents=True)
+    return answer
 
 
 _SM = re.compile(r"sm_(\d+)(\d)([af]?)$")
@@ -789,6 +876,7 @@ __all__ = [
     "max_jobs",
     "parse_nvcc_version",
     "pending",
+    "source_metadata",
     "run_logged",
     "verify_built_wheel",
 ]

@@ -21,11 +21,11 @@ import json
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..atomic import atomic_write
@@ -35,18 +35,26 @@ from ..model.source import BuildSpec, SourceTree
 from ..net.download import WheelCache, store_local
 from ..net.gitsource import GIT_TIMEOUT, git, git_env, resolve_commit, tree_archive
 
+# (version, Requires-Dist, Requires-Python) of a project
+TreeMetadata = tuple[Version, tuple[str, ...], str | None]
+# the metadata of a tree whose metadata is dynamic (setup.py, [project] dynamic), asked of its build
+# backend in a build environment (PEP 517 prepare_metadata_for_build_wheel: ``env/build.py``'s
+# ``source_metadata``): (name, the tree's archive, the archive's sha256) -> its metadata
+MetadataOf = Callable[[NormalizedName, Path, str], TreeMetadata]
 
-def fetch_source(spec: BuildSpec, cache: WheelCache, env: Mapping[str, str]) -> SourceTree:
+
+def fetch_source(spec: BuildSpec, cache: WheelCache, env: Mapping[str, str], metadata_of: MetadataOf | None = None) -> SourceTree:
     """``spec``'s tree fetched, archived into ``cache`` and read (see the module docstring). A git
     commit archived before is not cloned again: ``git ls-remote`` names the revision's commit, and
-    the record of that commit's tree (``<cache>/sources/``) gives its archive while it is cached."""
+    the record of that commit's tree (``<cache>/sources/``) gives its archive while it is cached.
+    A tree whose metadata is dynamic is asked through ``metadata_of`` (None: refused, saying so)."""
     origin = spec.source
     assert origin is not None
     if origin.kind == "git":
         known = _recorded(cache, spec, origin, env)
         if known is not None:
             return known
-    tree = _fetch(spec, origin, cache, env)
+    tree = _fetch(spec, origin, cache, env, metadata_of)
     if tree.origin.kind == "git":
         _record(cache, tree)
     return tree
@@ -97,7 +105,7 @@ def _recorded(cache: WheelCache, spec: BuildSpec, origin: SourceOrigin, env: Map
         return None
 
 
-def _fetch(spec: BuildSpec, origin: SourceOrigin, cache: WheelCache, env: Mapping[str, str]) -> SourceTree:
+def _fetch(spec: BuildSpec, origin: SourceOrigin, cache: WheelCache, env: Mapping[str, str], metadata_of: MetadataOf | None) -> SourceTree:
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-source-") as tmp_name:
         tmp = Path(tmp_name)
         if origin.kind == "git":
@@ -109,7 +117,17 @@ def _fetch(spec: BuildSpec, origin: SourceOrigin, cache: WheelCache, env: Mappin
                 raise BuildError(
                     f"--build {spec.name} @ file://{origin.url}: no such folder", hint="name the folder of the project's pyproject.toml or setup.py"
                 )
-        version, requires, requires_python = read_tree_metadata(root, spec.name)
+        static = read_tree_metadata(root, spec.name)
+        if static is None:  # dynamic: its build backend says (PEP 517), in a build environment, cached by the files' digest
+            if metadata_of is None:
+                raise BuildError(
+                    f"--build {spec.name}: the tree at {root} declares its version or dependencies dynamically (setup.py, [project] dynamic)",
+                    hint="give its pyproject.toml a static [project] name, version and dependencies, or build its sdist (uv build --sdist) and --build NAME from an index",
+                )
+            probe = tmp / f"{spec.name.replace('-', '_')}-source.tar.gz"
+            probe.write_bytes(tree_archive(root, probe.name[: -len(".tar.gz")]))
+            static = metadata_of(spec.name, probe, hashlib.sha256(probe.read_bytes()).hexdigest())
+        version, requires, requires_python = static
         archive = tmp / f"{spec.name.replace('-', '_')}-{version}.tar.gz"
         archive.write_bytes(tree_archive(root, archive.name[: -len(".tar.gz")]))
         digest = hashlib.sha256(archive.read_bytes()).hexdigest()
@@ -163,9 +181,10 @@ def _checkout(origin: SourceOrigin, tmp: Path, env: Mapping[str, str]) -> tuple[
     return commit, root
 
 
-def read_tree_metadata(root: Path, name: str) -> tuple[Version, tuple[str, ...], str | None]:
+def read_tree_metadata(root: Path, name: str) -> TreeMetadata | None:
     """(version, Requires-Dist, Requires-Python) of the project in ``root``: static ``[project]``
-    metadata (PEP 621), else the tree's ``PKG-INFO``."""
+    metadata (PEP 621), else the tree's ``PKG-INFO``; None when it is dynamic (its build backend
+    must say: ``MetadataOf``)."""
     from ..data.toml import parse_toml
     from ..index.parse import parse_metadata
 
@@ -195,10 +214,7 @@ def read_tree_metadata(root: Path, name: str) -> tuple[Version, tuple[str, ...],
         if meta.name != canonicalize_name(name):
             raise BuildError(f"--build {name}: the tree at {root} is the project {meta.name!r}, not {name!r}")
         return meta.version, meta.requires_dist, meta.requires_python
-    raise BuildError(
-        f"--build {name}: the tree at {root} declares its version or dependencies dynamically (setup.py, [project] dynamic)",
-        hint="give its pyproject.toml a static [project] name, version and dependencies, or build its sdist (uv build --sdist) and --build NAME from an index",
-    )
+    return None
 
 
-__all__ = ["fetch_source", "read_tree_metadata"]
+__all__ = ["MetadataOf", "TreeMetadata", "fetch_source", "read_tree_metadata"]
