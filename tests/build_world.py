@@ -101,6 +101,69 @@ def get_arch_list():
 """
 
 
+# torch.utils.cpp_extension as the real one behaves where it matters to a build machine: CUDA_HOME is
+# $CUDA_HOME, else the folder above the bin/ of the nvcc on PATH (a wrapper script in /usr/local/bin
+# gives /usr/local: the tool must set CUDA_HOME); the arch flags come from TORCH_CUDA_ARCH_LIST, and with
+# none set and no GPU visible it fails as torch does (IndexError in _get_cuda_arch_flags); .cu sources
+# are compiled by $CUDA_HOME/bin/nvcc with those flags.
+STAND_IN_CPP_EXTENSION = """import os
+import shutil
+import subprocess
+
+from setuptools import Extension
+from setuptools.command.build_ext import build_ext
+
+
+def _find_cuda_home():
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home is None:
+        nvcc = shutil.which("nvcc")
+        home = os.path.dirname(os.path.dirname(nvcc)) if nvcc else None
+    return home
+
+
+CUDA_HOME = _find_cuda_home()
+
+
+def _get_cuda_arch_flags():
+    archs = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if not archs:
+        arch_list = []  # torch: the archs of the visible GPUs; none here
+        return ["-gencode=arch=compute_%s,code=sm_%s" % (arch_list[-1], arch_list[-1])]
+    flags = []
+    for arch in archs.replace(" ", ";").split(";"):
+        num = arch.replace("+PTX", "").replace(".", "")
+        flags.append("-gencode=arch=compute_%s,code=sm_%s" % (num, num))
+        if arch.endswith("+PTX"):
+            flags.append("-gencode=arch=compute_%s,code=compute_%s" % (num, num))
+    return flags
+
+
+def CUDAExtension(name, sources, *args, **kwargs):
+    kwargs["library_dirs"] = kwargs.get("library_dirs", []) + [os.path.join(CUDA_HOME, "lib64")]
+    kwargs["libraries"] = kwargs.get("libraries", []) + ["cudart_static", "rt", "pthread", "dl"]
+    kwargs.setdefault("language", "c++")
+    return Extension(name, sources, *args, **kwargs)
+
+
+class BuildExtension(build_ext):
+    def build_extensions(self):
+        compiler = self.compiler
+        compiler.src_extensions += [".cu"]
+        original = compiler._compile
+
+        def _compile(obj, src, ext, cc_args, extra_postargs, pp_opts):
+            if not src.endswith(".cu"):
+                return original(obj, src, ext, cc_args, extra_postargs, pp_opts)
+            command = [os.path.join(CUDA_HOME, "bin", "nvcc"), "-c", src, "-o", obj, "-Xcompiler", "-fPIC", *pp_opts, *_get_cuda_arch_flags()]
+            print(" ".join(command), flush=True)
+            subprocess.check_call(command)
+
+        compiler._compile = _compile
+        super().build_extensions()
+"""
+
+
 def stand_in_torch(
     directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = (), archs: tuple[str, ...] = TORCH_ARCHS, arch_flags: str | None = None
 ) -> BuiltWheel:
@@ -119,6 +182,8 @@ def stand_in_torch(
         # as a real torch < 2.10 on a machine without a GPU or driver: get_arch_list() is [] (it asks
         # is_available() first); the flags it was compiled with are in torch._C._cuda_getArchFlags()
         "torch/cuda/__init__.py": STAND_IN_CUDA.encode(),
+        "torch/utils/__init__.py": b"",
+        "torch/utils/cpp_extension.py": STAND_IN_CPP_EXTENSION.encode(),
         "torch/_C/__init__.py": f"def _cuda_getArchFlags():\n    return {arch_flags if arch_flags is not None else ' '.join(archs)!r} or None\n".encode(),
     }
     return build_wheel(directory, "torch", version, f"{PY}-{PY}-{PLAT}", list(requires), files=files)
