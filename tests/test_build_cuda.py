@@ -103,7 +103,15 @@ def fatbin_entries(so: Path) -> list[tuple[str, int]]:
     return out
 
 
-def test_a_cu_extension_builds_through_the_tool_on_a_driverless_machine_with_sass_for_the_arch_asked(tmp_path, uv_env, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    ("gpu", "sass", "archs"),
+    [(("--gpu", "sm90"), [("sass", 90)], "9.0"), ((), [("sass", 90), ("sass", 120)], "9.0;12.0")],
+    ids=["gpu-asked", "torchs-own-archs"],
+)
+def test_a_cu_extension_builds_through_the_tool_on_a_driverless_machine_with_sass_for_the_archs(tmp_path, uv_env, capsys, monkeypatch, gpu, sass, archs):
+    """``--gpu sm90``: SASS for sm_90 and nothing else; no ``--gpu`` (no GPU, no driver): the archs
+    the kept torch was compiled for (its get_arch_list() is [] here, its compile-time flags say
+    sm_90 sm_120 compute_120), said, and never torch's own failure."""
     assert TOOLKIT is not None
     sdist = extension_sdist(
         tmp_path / "sdists",
@@ -122,23 +130,23 @@ def test_a_cu_extension_builds_through_the_tool_on_a_driverless_machine_with_sas
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
-        rc, out, err = run_cli(
-            capsys, "install", "--python", venv, "--build", "cuda-kernel", "--gpu", "sm90", *common(srv, tmp_path / "cache"), "--format", "json"
-        )
+        rc, out, err = run_cli(capsys, "install", "--python", venv, "--build", "cuda-kernel", *gpu, *common(srv, tmp_path / "cache"), "--format", "json")
     assert rc == 0, err
     assert {p["name"]: p for p in json.loads(out)["packages"]}["cuda-kernel"]["action"] == "build"
     # loadable here, without a driver; its host code calls into the stand-in libtorch and into the .cu file's code
     assert run_in(venv, "import cuda_kernel._C as c; print(c.add(2, 3), c.answer())") == f"{5 + ADD_OFFSET} 7"
     site = Path(run_in(venv, "import cuda_kernel, os; print(os.path.dirname(cuda_kernel.__file__))"))
     [so] = site.glob("_C*.so")
-    assert fatbin_entries(so) == [("sass", 90)]  # SASS for sm_90, the arch asked for, and nothing else
+    assert fatbin_entries(so) == sass  # SASS for the archs asked for (or torch's own), and nothing else
     cuobjdump = shutil.which("cuobjdump") or str(TOOLKIT.home / "bin" / "cuobjdump")
     if Path(cuobjdump).is_file():
         listed = subprocess.run([cuobjdump, "--list-elf", str(so)], capture_output=True, text=True, check=True).stdout
-        assert "sm_90" in listed
+        assert all(f"sm_{sm}" in listed for _, sm in sass)
     [record] = (tmp_path / "cache" / "wheels" / "builds").glob("*.json")
     built = json.loads(record.read_text())
-    assert built["provenance"]["nvcc"] == TOOLKIT.version and built["provenance"]["arch-list"] == "9.0"
+    assert built["provenance"]["nvcc"] == TOOLKIT.version and built["provenance"]["arch-list"] == archs
     log = Path(built["log"]).read_text()
     assert f"{TOOLKIT.home.resolve()}/bin/nvcc -c" in log or f"{TOOLKIT.home}/bin/nvcc -c" in log  # CUDA_HOME: the real toolkit, not the wrapper's folder
-    assert "-gencode=arch=compute_90,code=sm_90" in log
+    assert all(f"-gencode=arch=compute_{sm},code=sm_{sm}" in log for _, sm in sass)
+    if not gpu:
+        assert f"built for the archs torch 2.12.0.dev20260307+cu130 was built for ({archs}, from torch._C._cuda_getArchFlags()" in err
