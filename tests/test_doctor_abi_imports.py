@@ -14,6 +14,7 @@ from wheels import build_wheel
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.env.abi_imports import import_packages, torch_abi_packages
+from resolve_gpu_stack.env.buildmachine import has_cuda_driver
 from resolve_gpu_stack.env.doctor import run_checks
 from resolve_gpu_stack.env.probe import inspect_environment
 
@@ -54,3 +55,62 @@ def test_doctor_imports_torch_abi_packages_and_names_one_built_for_another_torch
     else:
         assert check.status == "fail"
         assert "sgl-kernel 0.3.21 is built for another torch" in check.message and "undefined symbol: c10_stub" in check.message
+
+
+def _so(directory, name: str, body: str, *links: str, flags: tuple[str, ...] = ()) -> bytes:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}.c").write_text(body)
+    _cc(["-shared", "-fPIC", f"-Wl,-soname,{name}", "-o", name, f"{name}.c", "-L", str(directory), "-Wl,--no-as-needed", *links, *flags], directory)
+    return (directory / name).read_bytes()
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="this host has the NVIDIA driver: the driverless path is not what runs here")
+def test_doctor_on_a_driverless_host_judges_driver_bound_binaries_from_their_symbols_and_exits_5(tmp_path, uv_env, capsys):
+    """Issue 49: a build or CI host has no NVIDIA driver. A package whose .so needs libcuda.so.1 is
+    judged from its symbols and not imported; one that needs it through another library fails
+    its import on libcuda, which is said as no driver (a skip), never as an undefined symbol or a
+    failure; exit 5 (nothing failed, not everything checked), in seconds."""
+    import json
+    import time
+
+    from resolve_gpu_stack.cli.app import main
+
+    build = tmp_path / "build"
+    c10 = libc10(build / "libs", "c10_stub")
+    _so(build / "libs", "libcuda.so.1", "int cuInit(int f) { return f; }\n")  # link-time stub only: never installed
+    (build / "libs" / "libcuda.so").symlink_to("libcuda.so.1")
+    direct = _so(
+        build / "libs", "common_ops.so", "int c10_stub(void); int cuInit(int);\nint entry(void) { return c10_stub() + cuInit(0); }\n", "-lc10", "-lcuda"
+    )
+    helper = _so(build / "libs", "libhelper.so", "int cuInit(int);\nint helper(void) { return cuInit(0); }\n", "-lcuda")
+    via = _so(
+        build / "libs",
+        "ops.so",
+        "int c10_stub(void); int helper(void);\nint entry(void) { return c10_stub() + helper(); }\n",
+        "-lc10",
+        "-lhelper",
+        flags=("-Wl,-rpath,$ORIGIN/../torch/lib",),
+    )
+    wheels = tmp_path / "w"
+    torch_files = {"torch/__init__.py": b"", "torch/lib/libc10.so": c10, "torch/lib/libhelper.so": helper}  # a library of another package needs libcuda
+    torch = build_wheel(wheels, "torch", "2.12.0", f"{PY}-{PY}-{PLAT}", files=torch_files)
+    kernel = build_wheel(wheels, "sgl-kernel", "0.3.21", f"{PY}-{PY}-{PLAT}", files={"sgl_kernel/__init__.py": LOADER, "sgl_kernel/common_ops.so": direct})
+    loader_b = b"import ctypes, os\nctypes.CDLL(os.path.join(os.path.dirname(__file__), 'ops.so'))\n"
+    other = build_wheel(wheels, "deep-ep", "1.0", f"{PY}-{PY}-{PLAT}", files={"deep_ep/__init__.py": loader_b, "deep_ep/ops.so": via})
+    python = make_venv(tmp_path / "venv", uv_env, torch.path)
+    subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(kernel.path), str(other.path)], check=True, env=uv_env)
+    capsys.readouterr()
+    started = time.monotonic()
+    rc = main(["doctor", "--python", python, "--nvidia-smi", str(tmp_path / "none"), "--format", "json"])
+    took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert rc == 5, (out, err)
+    imports = checks["torch-abi-import"]
+    assert imports["status"] == "skip" and "no NVIDIA driver on this host" in imports["message"], imports
+    assert "sgl-kernel 0.3.21" in imports["details"]["no-driver"]  # not imported at all: its .so needs libcuda.so.1
+    tried = {i["package"]: i["error"] for i in imports["details"]["imports"]}
+    assert "sgl-kernel 0.3.21" not in tried and "libcuda.so.1: cannot open shared object file" in (tried["deep-ep 1.0"] or "")
+    assert "undefined symbol" not in imports["message"]
+    assert checks["torch-abi-symbols"]["status"] in ("pass", "warn") and "sgl-kernel 0.3.21" in checks["torch-abi-symbols"]["message"]
+    assert took < 15

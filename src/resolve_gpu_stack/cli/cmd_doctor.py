@@ -2,7 +2,8 @@
 
 The edge of ``doctor``: runs the target interpreter (inspection, ``import flashinfer``) and
 nvidia-smi, then hands the facts to the pure checks in ``doctor.py`` and prints the verdicts.
-Exit 0 when no check failed (warn and skip are not failures), 1 otherwise.
+Exit 0 when no check failed (warn and skip are not failures), 1 otherwise; 5 when nothing failed
+but this host has no NVIDIA driver and a package that needs it was judged from its symbols only.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "aligned (cubin == python, jit-cache == <python>+cuNNN with torch's CUDA major), apache-tvm-ffi "
             "in range, no torch-ABI-bound package built for another torch, `import flashinfer` with "
             "FlashInfer's own version checks on, and jit-cache kernels for every GPU nvidia-smi lists. "
-            "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise."
+            "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise, 5 when nothing failed but a host "
+            "without the NVIDIA driver could not check what needs it (its binaries judged from their symbols, not imported)."
         ),
     )
     S.add_flags(
@@ -93,7 +95,8 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
 def run(settings: DoctorSettings, env: Mapping[str, str]) -> int:
     from ..data.definitions import load_definitions
     from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
-    from ..env.doctor import needs_import, report_json, run_checks
+    from ..env.buildmachine import has_cuda_driver
+    from ..env.doctor import NO_DRIVER_EXIT, driverless, needs_import, report_json, run_checks
     from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
     from .render import print_json
 
@@ -120,7 +123,12 @@ def run(settings: DoctorSettings, env: Mapping[str, str]) -> int:
     # cannot run is not imported (importing a mismatched extension can crash the interpreter)
     abi_symbols = static_verdicts(environment, defs)
     refused = {v.name for v in abi_symbols if v.verdict.refusal is not None}
-    abi_imports = import_packages(python, [p for p in torch_abi_packages(environment, defs) if p.name not in refused], env, timeout=timeout)
+    bound = [p for p in torch_abi_packages(environment, defs) if p.name not in refused]
+    # a host without the NVIDIA driver (a build or CI machine): what needs libcuda is judged from its
+    # symbols (above) and not imported: its import could only fail, on the driver, after seconds each
+    driver = has_cuda_driver()
+    not_imported = [f"{p.name} {p.version}" for p in bound if p.needs_driver is not None and not driver]
+    abi_imports = import_packages(python, [p for p in bound if f"{p.name} {p.version}" not in not_imported], env, timeout=timeout)
     checks = run_checks(
         environment,
         defs,
@@ -129,13 +137,16 @@ def run(settings: DoctorSettings, env: Mapping[str, str]) -> int:
         require_api=apis,
         abi_imports=abi_imports,
         abi_symbols=abi_symbols,
+        not_imported=not_imported,
     )
     report = report_json(python, checks)
     if common.output_format(settings.output) == "json":
         print_json(report, sys.stdout)
     else:
         print_table(python, checks, sys.stdout, verbose=settings.output.verbose)
-    return 0 if report["ok"] else 1
+    if not report["ok"]:
+        return 1
+    return NO_DRIVER_EXIT if driverless(checks) else 0
 
 
 def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = (), defs: Definitions | None = None) -> ImportResult:

@@ -62,6 +62,7 @@ class AbiPackage:
     version: str
     why: str
     modules: tuple[str, ...]
+    needs_driver: str | None = None  # a shared object of it that needs the NVIDIA driver's libcuda (its name): no import without one
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +162,12 @@ class ImportOutcome:
     def undefined_symbol(self) -> bool:
         return self.error is not None and "undefined symbol" in self.error
 
+    @property
+    def no_driver(self) -> bool:
+        """The import failed because the NVIDIA driver's libcuda is not on this host (a build or CI
+        machine), not because the binary is wrong."""
+        return self.error is not None and "libcuda.so" in self.error and "cannot open shared object file" in self.error
+
 
 def torch_abi_packages(env: Environment, defs: Definitions) -> list[AbiPackage]:
     """Every installed package besides torch that is bound to torch's ABI, by name."""
@@ -171,8 +178,31 @@ def torch_abi_packages(env: Environment, defs: Definitions) -> list[AbiPackage]:
         files = installed_files(dist)
         why = _bound(dist, files, defs)
         if why is not None:
-            out.append(AbiPackage(name=dist.name, version=str(dist.version), why=why, modules=top_level_modules(files, dist)))
+            out.append(
+                AbiPackage(name=dist.name, version=str(dist.version), why=why, modules=top_level_modules(files, dist), needs_driver=_driver_library(files))
+            )
     return out
+
+
+DRIVER_LIBRARY = "libcuda.so"  # the NVIDIA driver's own library (libcuda.so.1): present only where the driver is
+
+
+def _driver_library(files: Sequence[Path]) -> str | None:
+    """The first of ``files``' shared objects that needs the driver's libcuda (DT_NEEDED), by name."""
+    for path in files:
+        if is_shared_object(path.name) and any(n.startswith(DRIVER_LIBRARY) for n in _needed(path)):
+            return path.name
+    return None
+
+
+def _needed(path: Path) -> tuple[str, ...]:
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            data = fh.read(READ_BYTES)
+        return elf.needed_libraries(data, file_size=size).needed
+    except (OSError, elf.ElfError):
+        return ()
 
 
 def _bound(dist: InstalledDistribution, files: Sequence[Path], defs: Definitions) -> str | None:

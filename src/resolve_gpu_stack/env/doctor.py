@@ -359,21 +359,32 @@ def _names(names: Sequence[str], shown: int = 4) -> str:
 # -- 4c. torch-ABI-bound packages import --------------------------------------------------------------
 
 
-def _check_abi_imports(outcomes: Sequence[ImportOutcome]) -> Check:
-    """Each installed torch-ABI-bound package imported in the target (``env/abi_imports.py``)."""
+def _check_abi_imports(outcomes: Sequence[ImportOutcome], not_imported: Sequence[str] = ()) -> Check:
+    """Each installed torch-ABI-bound package imported in the target (``env/abi_imports.py``);
+    ``not_imported``: the packages left unimported because they need the NVIDIA driver and this
+    host has none (their shared objects were judged from their symbols: ``torch-abi-symbols``). An
+    import that fails for want of the driver's libcuda is no failure either: a skip, said apart
+    from an ``undefined symbol`` (a binary built for another torch)."""
     name = "torch-abi-import"
-    if not outcomes:
-        return Check(name, PASS, "no torch-ABI-bound packages to import besides torch", {"imports": []})
-    details = {"imports": [{"package": o.package, "module": o.module, "error": o.error} for o in outcomes]}
+    details = {"imports": [{"package": o.package, "module": o.module, "error": o.error} for o in outcomes], "no-driver": list(not_imported)}
+    if not outcomes and not not_imported:
+        return Check(name, PASS, "no torch-ABI-bound packages to import besides torch", details)
     fails = []
+    driverless = [*not_imported]
     for o in outcomes:
         if o.undefined_symbol:
             fails.append(f"{o.package} is built for another torch: import {o.module} failed with an undefined symbol ({o.error})")
+        elif o.no_driver:
+            driverless.append(o.package)
         elif o.error is not None:
             fails.append(f"{o.package}: import {o.module} failed: {o.error}")
     if fails:
         return Check(name, FAIL, "; ".join(fails), details)
-    return Check(name, PASS, f"imported {', '.join(sorted({o.package for o in outcomes}))}", details)
+    imported = sorted({o.package for o in outcomes} - set(driverless))
+    if driverless:
+        said = f"no NVIDIA driver on this host: {', '.join(sorted(set(driverless)))} need{'s' if len(set(driverless)) == 1 else ''} libcuda.so.1, so {'it was' if len(set(driverless)) == 1 else 'they were'} judged from {'its' if len(set(driverless)) == 1 else 'their'} symbols only, not imported"
+        return Check(name, SKIP, said + (f"; imported {', '.join(imported)}" if imported else ""), details)
+    return Check(name, PASS, f"imported {', '.join(imported)}", details)
 
 
 # -- 5. import --------------------------------------------------------------------------------------
@@ -386,6 +397,9 @@ def _check_import(s: Stack, result: ImportResult | None) -> Check:
         return Check(name, SKIP, why, {})
     note = f" ({DISABLE_VERSION_CHECK} is set in your environment; it was removed for this check)" if result.env_bypass else ""
     details = {"version": result.version, "error": result.error, "version_check_bypass_in_env": result.env_bypass}
+    if not result.ok and result.error is not None and "libcuda.so" in result.error and "cannot open shared object file" in result.error:
+        said = f"no NVIDIA driver on this host: import flashinfer needs libcuda.so.1 ({result.error}); not a fault of the install{note}"
+        return Check(name, SKIP, said, {**details, "no-driver": ["flashinfer"]})
     if not result.ok:
         return Check(name, FAIL, f"import flashinfer failed: {result.error or 'no error text'}{note}", details)
     installed = s.python.version if s.python else None
@@ -505,13 +519,14 @@ def run_checks(
     require_api: Sequence[str] = (),
     abi_imports: Sequence[ImportOutcome] | None = None,
     abi_symbols: Sequence[StaticVerdict] | None = None,
+    not_imported: Sequence[str] = (),
 ) -> list[Check]:
     """Every check, in a fixed order. ``import_result``/``gpus`` None: that check is skipped. With
     ``require_api``, a last check that the imported module has each API (per visible GPU's floor).
     ``abi_imports`` / ``abi_symbols`` None: the torch-ABI import / symbol check is left out (a
-    caller that ran none)."""
+    caller that ran none); ``not_imported``: the packages not imported for want of the NVIDIA driver."""
     s = installed_stack(env, defs)
-    abi = ([] if abi_symbols is None else [_check_abi_symbols(abi_symbols)]) + ([] if abi_imports is None else [_check_abi_imports(abi_imports)])
+    abi = ([] if abi_symbols is None else [_check_abi_symbols(abi_symbols)]) + ([] if abi_imports is None else [_check_abi_imports(abi_imports, not_imported)])
     api = [check_apis(s, import_result, require_api, gpus)] if require_api else []
     return [
         _check_torch(s),
@@ -524,6 +539,14 @@ def run_checks(
         _check_gpu(s, gpus),
         *api,
     ]
+
+
+NO_DRIVER_EXIT = 5  # nothing failed, but what needs the NVIDIA driver was not checked: this host has none
+
+
+def driverless(checks: Iterable[Check]) -> bool:
+    """Whether a check was skipped because this host has no NVIDIA driver (``NO_DRIVER_EXIT``)."""
+    return any(c.status == SKIP and c.details.get("no-driver") for c in checks)
 
 
 def needs_import(env: Environment, defs: Definitions) -> bool:
@@ -542,12 +565,14 @@ def report_json(python: str, checks: Sequence[Check]) -> dict[str, Any]:
 
 
 __all__ = [
+    "NO_DRIVER_EXIT",
     "Check",
     "Gpu",
     "GpuQuery",
     "ImportResult",
     "SCHEMA",
     "doctor_ok",
+    "driverless",
     "needs_import",
     "parse_nvidia_smi",
     "provider_arch",
