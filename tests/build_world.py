@@ -165,20 +165,28 @@ class BuildExtension(build_ext):
 
 
 def stand_in_torch(
-    directory: Path, version: str = NIGHTLY, *, requires: tuple[str, ...] = (), archs: tuple[str, ...] = TORCH_ARCHS, arch_flags: str | None = None
+    directory: Path,
+    version: str = NIGHTLY,
+    *,
+    requires: tuple[str, ...] = (),
+    archs: tuple[str, ...] = TORCH_ARCHS,
+    arch_flags: str | None = None,
+    abi: str = "",
 ) -> BuiltWheel:
     """A torch wheel for this interpreter whose ``torch/lib/libtorch.so`` is real (g++), and
     whose ``torch._C._cuda_getArchFlags()`` gives ``archs`` (or the text ``arch_flags``; "": none,
-    as a CPU torch), its ``torch.cuda.get_arch_list()`` [] as a real torch's without a GPU."""
+    as a CPU torch), its ``torch.cuda.get_arch_list()`` [] as a real torch's without a GPU. ``abi``:
+    an inline namespace around its C++ symbols (another torch's ABI: an extension built against it
+    fails to load on the others with an undefined symbol)."""
     assert CXX is not None
     work = directory / f"torch-src-{version}"
     work.mkdir(parents=True, exist_ok=True)
-    (work / "lib.cpp").write_text(LIBTORCH_CPP)
+    (work / "lib.cpp").write_text(_in_abi(LIBTORCH_CPP, abi))
     subprocess.run([CXX, "-shared", "-fPIC", "-Wl,-soname,libtorch.so", "-o", str(work / "libtorch.so"), str(work / "lib.cpp")], check=True)
     files = {
         "torch/__init__.py": TORCH_INIT.format(version=version).encode(),
         "torch/lib/libtorch.so": (work / "libtorch.so").read_bytes(),
-        "torch/include/stand_in.h": HEADER.encode(),
+        "torch/include/stand_in.h": _in_abi(HEADER, abi).encode(),
         # as a real torch < 2.10 on a machine without a GPU or driver: get_arch_list() is [] (it asks
         # is_available() first); the flags it was compiled with are in torch._C._cuda_getArchFlags()
         "torch/cuda/__init__.py": STAND_IN_CUDA.encode(),
@@ -187,6 +195,11 @@ def stand_in_torch(
         "torch/_C/__init__.py": f"def _cuda_getArchFlags():\n    return {arch_flags if arch_flags is not None else ' '.join(archs)!r} or None\n".encode(),
     }
     return build_wheel(directory, "torch", version, f"{PY}-{PY}-{PLAT}", list(requires), files=files)
+
+
+def _in_abi(cpp: str, abi: str) -> str:
+    """``cpp``'s ``namespace c10 {`` in an inline namespace ``abi`` (its symbols' names change, its source not)."""
+    return cpp.replace("namespace c10 { ", f"namespace c10 {{ inline namespace {abi} {{ ", 1).replace("}\n", "} }\n", 1) if abi else cpp
 
 
 @dataclass(frozen=True)
@@ -423,7 +436,7 @@ def build_world(root: Path, *, sdists: tuple[Sdist, ...] = (), torch_version: st
     (torch.path.parent / (torch.filename + ".metadata")).write_bytes(torch.metadata)
     w._add("whl/nightly/cu130/torch/", "pytorch", _Entry(torch, f"whl/nightly/cu130/{torch.filename}", sidecar=True))
     serve_wheel_file(w, repacked_setuptools(root / "setuptools"))
-    decoy = stand_in_torch(root / "decoy", "2.5.0")  # a PyPI torch: routing must never read its page
+    decoy = stand_in_torch(root / "decoy", "2.5.0", abi="v250")  # a PyPI torch of another ABI: routing must never read its page
     serve_wheel_file(w, decoy.path)
     for sdist in sdists:
         serve_sdist(w, sdist)

@@ -193,14 +193,26 @@ def test_default_groups_gain_the_stacks_group(before, after):
 
 
 def test_build_settings_for_packages_built_against_torch_come_and_go():
-    """The seam for packages the plan builds against its torch (action ``build``): without build
-    isolation, with the environment's torch as a build dependency; gone when the plan has none."""
-    built = replace(tables(plan()), lists={**tables(plan()).lists, "no-build-isolation-package": ("flash-attn",)})
-    uv = tomllib.loads(first := apply(PROJECT, built))["tool"]["uv"]
-    assert uv["no-build-isolation-package"] == ["flash-attn"]
+    """The seam for packages the plan builds against its torch (action ``build``): in uv's isolated
+    build environment with the environment's torch as a build dependency (match-runtime), its arch
+    list as a build variable, its source tree as its source; gone when the plan has none (and a
+    previous export's no-build-isolation-package with them)."""
+    built = replace(
+        tables(plan()),
+        built=("flash-attn",),
+        build_variables={"flash-attn": {"TORCH_CUDA_ARCH_LIST": "9.0;12.0"}},
+        trees={"flash-attn": (({"git": "https://example.org/fa.git", "rev": "a" * 40, "subdirectory": "hopper"}, None),)},
+    )
+    old = PROJECT.replace("[tool.uv]\n", '[tool.uv]\nno-build-isolation-package = ["flash-attn"]\n')
+    old = old + '\n[tool.resolve-gpu-stack.uv-export]\nno-build-isolation-package = ["flash-attn"]\n'
+    uv = tomllib.loads(first := apply(old, built))["tool"]["uv"]
+    assert "no-build-isolation-package" not in uv
     assert uv["extra-build-dependencies"] == {"flash-attn": [{"requirement": "torch", "match-runtime": True}]}
+    assert uv["extra-build-variables"] == {"flash-attn": {"TORCH_CUDA_ARCH_LIST": "9.0;12.0"}}
+    assert uv["sources"]["flash-attn"] == {"git": "https://example.org/fa.git", "rev": "a" * 40, "subdirectory": "hopper"}
     uv = tomllib.loads(apply(first, tables(plan())))["tool"]["uv"]
-    assert "no-build-isolation-package" not in uv and "extra-build-dependencies" not in uv
+    assert not {"no-build-isolation-package", "extra-build-dependencies", "extra-build-variables"} & set(uv)
+    assert "flash-attn" not in uv.get("sources", {})
 
 
 @pytest.mark.parametrize(

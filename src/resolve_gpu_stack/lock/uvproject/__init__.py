@@ -16,8 +16,12 @@ What one export writes (each key only when there is something to say):
 * ``override-dependencies``: the plan's overrides (a framework's torch pin replaced by the kept
   torch, a torch-family pin by the build for it, the user's ``--override``), and each ``--without``
   package as an override that never applies (uv's way to drop a requirement);
-* ``no-build-isolation-package`` and ``extra-build-dependencies`` (torch, ``match-runtime``): the
-  packages the plan builds against its torch (rows whose action is ``build``);
+* ``extra-build-dependencies`` (torch, ``match-runtime``) and ``extra-build-variables``
+  (``TORCH_CUDA_ARCH_LIST``: the archs built for, or the plan's ``--gpu``) for the packages the plan
+  builds against its torch (rows whose action is ``build``), built in uv's isolated build
+  environment with the environment's torch (``no-build-isolation-package`` is not written: without
+  isolation uv ignores extra-build-dependencies and needs the build backend in the project), and
+  ``[tool.uv.sources]`` of each one built from a source tree (git at the locked commit, or a folder);
 * ``[[tool.uv.index]]``: one ``explicit`` index per simple-API base a package of a non-PyPI index
   came from (the PyTorch channel and CUDA folder, FlashInfer's CUDA folder), and
   ``[tool.uv.sources]`` pinning each such package to it. PyPI packages get no source: uv's own

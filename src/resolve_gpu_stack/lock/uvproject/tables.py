@@ -63,11 +63,17 @@ class UvTables:
     sources: Mapping[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)  # package -> ((index name, marker), ...)
     targets: tuple[RecordedTarget, ...] = ()
     warnings: tuple[str, ...] = ()
+    trees: Mapping[str, tuple[tuple[Mapping[str, str], str | None], ...]] = field(default_factory=dict)  # package -> ((uv source, marker), ...)
+    build_variables: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # package -> variables its build gets (the arch list)
+
+    built: tuple[str, ...] = ()  # the packages built against the plan's torch
 
     @property
     def extra_build(self) -> tuple[str, ...]:
-        """The packages that get torch (match-runtime) as a build dependency: those built without isolation."""
-        return self.lists.get("no-build-isolation-package", ())
+        """The packages that get torch (match-runtime) as a build dependency: those built against the
+        plan's torch, in uv's own isolated build environment (without isolation uv ignores
+        extra-build-dependencies and needs the backend installed in the project)."""
+        return self.built
 
 
 # -- a plan in uv's words ----------------------------------------------------------------------------
@@ -86,7 +92,72 @@ def uv_tables(targets: Sequence[ExportTarget], flashinfer: FlashInferRules) -> U
         indexes=tuple(sorted((UvIndex(name, url) for url, name in names.items()), key=lambda i: i.name)),
         sources=_sources_of(marked, names),
         targets=tuple(_recorded(t, marker) for t, marker in marked),
-        warnings=_kept_unlisted(targets),
+        warnings=(*_kept_unlisted(targets), *_no_arch_list(targets)),
+        trees=_trees_of(marked),
+        built=tuple(sorted({p.name for t, _ in marked for p in built_against_torch(t.plan)})),
+        build_variables=_build_variables(targets),
+    )
+
+
+def tree_source(p: LockedPackage) -> dict[str, str] | None:
+    """uv's ``[tool.uv.sources]`` entry of a package built from a source tree: the git URL at the
+    locked commit (and its folder), or the local folder; None for anything else."""
+    origin = p.sdist.origin if p.action is Action.BUILD and p.sdist is not None else None
+    if origin is None:
+        return None
+    if origin.kind == "git":
+        out = {"git": origin.url, "rev": origin.commit or origin.rev or "HEAD"}
+        return {**out, "subdirectory": origin.subdirectory} if origin.subdirectory else out
+    return {"path": origin.url}
+
+
+def _trees_of(marked: Sequence[tuple[ExportTarget, str | None]]) -> dict[str, tuple[tuple[Mapping[str, str], str | None], ...]]:
+    """package -> its source tree for each target (by marker) that builds it from one, folded to
+    one entry when every such target builds it from the same tree."""
+    by_package: dict[str, list[tuple[Mapping[str, str], str | None]]] = {}
+    for t, marker in marked:
+        for p in t.plan.packages:
+            if (source := tree_source(p)) is not None:
+                by_package.setdefault(p.name, []).append((source, marker))
+    out: dict[str, tuple[tuple[Mapping[str, str], str | None], ...]] = {}
+    for name, entries in sorted(by_package.items()):
+        distinct = {tuple(sorted(s.items())) for s, _ in entries}
+        out[name] = ((entries[0][0], None),) if len(distinct) == 1 and len(entries) == len(marked) else tuple(entries)
+    return out
+
+
+def arch_list_of(plan: LockPlan, p: LockedPackage) -> str | None:
+    """TORCH_CUDA_ARCH_LIST a build of ``p`` used (its provenance), else the plan's ``--gpu`` list."""
+    if p.provenance is not None and p.provenance.arch_list:
+        return p.provenance.arch_list
+    gpus = plan.inputs.get("gpus")
+    if not isinstance(gpus, (list, tuple)) or not gpus:
+        return None
+    from ...model.gpu import GpuArch
+
+    caps = {GpuArch.parse(str(g)).capability for g in gpus}
+    return ";".join(sorted(caps, key=lambda c: tuple(int(n) for n in re.findall(r"\d+", c))))
+
+
+def _build_variables(targets: Sequence[ExportTarget]) -> dict[str, dict[str, str]]:
+    """package -> the variables uv gives its build: the arch list it is built for (one per package:
+    the first target's where targets differ)."""
+    out: dict[str, dict[str, str]] = {}
+    for t in targets:
+        for p in built_against_torch(t.plan):
+            archs = arch_list_of(t.plan, p)
+            if archs and p.name not in out:
+                out[p.name] = {"TORCH_CUDA_ARCH_LIST": archs}
+    return dict(sorted(out.items()))
+
+
+def _no_arch_list(targets: Sequence[ExportTarget]) -> tuple[str, ...]:
+    return tuple(
+        f"{_label(t)}{p.name} is built against torch, but the plan names no GPU: uv builds it for the archs torch finds (a machine without a GPU "
+        "has none); export with --gpu SM to write TORCH_CUDA_ARCH_LIST into [tool.uv.extra-build-variables]"
+        for t in targets
+        for p in built_against_torch(t.plan)
+        if not arch_list_of(t.plan, p)
     )
 
 
@@ -95,7 +166,7 @@ def _lists(marked: Sequence[tuple[ExportTarget, str | None]]) -> dict[str, tuple
     return {
         "constraint-dependencies": tuple(_per_target([(m, [f"{p.name}=={p.version}" for p in t.plan.packages]) for t, m in marked])),
         "override-dependencies": tuple(_per_target([(m, _overrides(t.plan)) for t, m in marked])),
-        "no-build-isolation-package": tuple(sorted({p.name for t, _ in marked for p in built_against_torch(t.plan)})),
+        "no-build-isolation-package": (),  # built in isolation with the runtime torch (extra-build-dependencies); a previous export's entries go
     }
 
 
@@ -128,8 +199,8 @@ def _kept_unlisted(targets: Sequence[ExportTarget]) -> tuple[str, ...]:
 
 
 def built_against_torch(plan: LockPlan) -> list[LockedPackage]:
-    """The plan's rows built from source against its torch (action ``build``): uv must build them
-    without isolation, with the torch of the environment (``match-runtime``)."""
+    """The plan's rows built from source against its torch (action ``build``): uv builds them with
+    the torch of the environment as a build dependency (``match-runtime``)."""
     return [p for p in plan.packages if p.action is Action.BUILD]
 
 
@@ -138,9 +209,12 @@ def _label(t: ExportTarget) -> str:
 
 
 def _roots(plan: LockPlan, fi: FlashInferRules) -> list[str]:
-    """What the dependency group names: torch, the FlashInfer components the plan has, and each
-    ``--with`` requirement as typed (without its version: the constraints pin it)."""
+    """What the dependency group names: torch, the FlashInfer components the plan has, each
+    package it builds, and each ``--with`` requirement as typed (without its version: the
+    constraints pin it)."""
     out: list[str] = [p.name for p in plan.packages if p.name == "torch" or fi.members(p.name)]
+    asked = {_name_of(str(t)) for t in _inputs(plan, "with")}
+    out += [p.name for p in built_against_torch(plan) if p.name not in asked]  # --build NAME: the package is asked for
     for text in _inputs(plan, "with"):
         try:
             req = Requirement(str(text))

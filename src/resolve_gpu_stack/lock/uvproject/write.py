@@ -47,8 +47,11 @@ def apply_tables(text: str, tables: UvTables, *, command: str, where: str = "pyp
     for key in LISTS:
         notes += _merge_list(uv, key, list(tables.lists.get(key, ())), old.get(key) or [])
     _merge_extra_build(uv, tables.extra_build, old.get("extra-build-dependencies") or [])
+    _merge_build_variables(uv, tables.build_variables, old.get("extra-build-variables") or [])
     renamed, owned = _merge_indexes(uv, tables.indexes, old.get("indexes") or [])
-    notes += _merge_sources(uv, tables.sources, renamed, old.get("sources") or [])
+    values = {name: _source_value(choices, renamed) for name, choices in tables.sources.items()}
+    values.update({name: _tree_value(choices) for name, choices in tables.trees.items()})
+    notes += _merge_sources(uv, dict(sorted(values.items())), old.get("sources") or [])
     record = _record(tables, command=command, indexes=owned)
     _set(_table(tool, TOOL, super_table=True), RECORD, record, as_table=True)
     out = tomlkit.dumps(doc)
@@ -259,6 +262,26 @@ def _merge_extra_build(uv: Any, names: Sequence[str], ours: list[str]) -> None:
         del uv["extra-build-dependencies"]
 
 
+def _merge_build_variables(uv: Any, wanted: Mapping[str, Mapping[str, str]], ours: list[str]) -> None:
+    """``[tool.uv.extra-build-variables]``: each built package's variables (its arch list), the
+    previous export's entries that are no more removed, the user's own kept."""
+    import tomlkit
+
+    current = uv.get("extra-build-variables")
+    if current is None and not wanted:
+        return
+    table = _table(uv, "extra-build-variables")
+    for name in ours:
+        if name not in wanted and name in table:
+            del table[name]
+    for name, variables in wanted.items():
+        entry = tomlkit.inline_table()
+        entry.update(dict(variables))
+        _set(table, name, entry)
+    if not len(table):
+        del uv["extra-build-variables"]
+
+
 def _normal_url(url: str) -> str:
     return url.rstrip("/") + "/"
 
@@ -314,7 +337,8 @@ def _add_indexes(entries: Any, wanted: Sequence[UvIndex], ours: list[str]) -> tu
     return renamed, owned
 
 
-def _merge_sources(uv: Any, wanted: Mapping[str, tuple[tuple[str, str | None], ...]], renamed: Mapping[str, str], ours: list[str]) -> list[str]:
+def _merge_sources(uv: Any, wanted: Mapping[str, Any], ours: list[str]) -> list[str]:
+    """``[tool.uv.sources]``: each package's value (``wanted``), the previous export's that are no more removed."""
     table = uv.get("sources")
     if table is None and not wanted:
         return []
@@ -322,7 +346,7 @@ def _merge_sources(uv: Any, wanted: Mapping[str, tuple[tuple[str, str | None], .
     for name in ours:
         if name not in wanted and name in table:
             del table[name]
-    notes = [note for name, choices in wanted.items() if (note := _put_source(table, name, _source_value(choices, renamed), ours)) is not None]
+    notes = [note for name, value in wanted.items() if (note := _put_source(table, name, value, ours)) is not None]
     if not len(table):
         del uv["sources"]
     return notes
@@ -336,7 +360,8 @@ def _put_source(table: Any, name: str, value: Any, ours: list[str]) -> str | Non
         return None
     table[name] = value
     if current is not None and name not in ours:
-        return f"replaced your [tool.uv.sources] entry for {name} ({current}) by the plan's index"
+        kind = "index" if isinstance(_plain(value), dict) and "index" in _plain(value) else "source"
+        return f"replaced your [tool.uv.sources] entry for {name} ({current}) by the plan's {kind}"
     return None
 
 
@@ -354,6 +379,21 @@ def _source_value(choices: tuple[tuple[str, str | None], ...], renamed: Mapping[
     return values[0] if len(values) == 1 else _array(values)
 
 
+def _tree_value(choices: tuple[tuple[Mapping[str, str], str | None], ...]) -> Any:
+    """A built package's ``[tool.uv.sources]`` value: its tree (git at the locked commit, or a
+    folder), or one per target marker."""
+    import tomlkit
+
+    values = []
+    for source, marker in choices:
+        entry = tomlkit.inline_table()
+        entry.update(dict(source))
+        if marker:
+            entry["marker"] = marker
+        values.append(entry)
+    return values[0] if len(values) == 1 else _array(values)
+
+
 def _record(tables: UvTables, *, command: str, indexes: list[str]) -> dict[str, Any]:
     """The record: what this export wrote, and per target what ``check`` compares uv.lock with."""
     record: dict[str, Any] = {
@@ -362,8 +402,9 @@ def _record(tables: UvTables, *, command: str, indexes: list[str]) -> dict[str, 
         "environments": list(tables.environments),
         **{key: list(tables.lists.get(key, ())) for key in LISTS},
         "extra-build-dependencies": list(tables.extra_build),
+        "extra-build-variables": sorted(tables.build_variables),
         "indexes": sorted(indexes),
-        "sources": sorted(tables.sources),
+        "sources": sorted({*tables.sources, *tables.trees}),
         "target": [_record_target(t) for t in tables.targets],
     }
     return {k: v for k, v in record.items() if v or k in ("command", "group", "target")}
