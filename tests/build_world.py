@@ -362,6 +362,39 @@ def setup_py_repo(directory: Path, name: str = "dyn-kernel", base: str = "2.1", 
     return SourceRepo(repo=root, subdirectory="", tag=tag, name=name, version=f"{base}.post42", module=module)
 
 
+# setup.py reads its version as setuptools-scm does in an archive: from .git_archival.txt's describe-name
+SETUP_PY_SCM = """import os
+from setuptools import setup
+
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, ".git_archival.txt")) as fh:
+    fields = dict(line.split(": ", 1) for line in fh.read().splitlines() if ": " in line)
+tag, distance, _ = fields["describe-name"].rsplit("-", 2)
+base = tag.lstrip("v")
+setup(name="{name}", version=base if distance == "0" else base + ".post" + distance, packages=["{module}"])
+"""
+
+
+def scm_repo(directory: Path, name: str = "scm-kernel", *, tag: str = "v3.0") -> SourceRepo:
+    """A git repository of a pure setup.py project whose version comes from git history as
+    setuptools-scm reads it in an archive (``.git_archival.txt``; the repository has none: the tool
+    keeps what the version needs): tag ``tag``, then one more commit on ``main``."""
+    module = canonicalize_name(name).replace("-", "_")
+    root = directory / "repo"
+    (root / module).mkdir(parents=True)
+    (root / module / "__init__.py").write_text("")
+    (root / "setup.py").write_text(SETUP_PY_SCM.format(name=name, module=module))
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=70.1"]\nbuild-backend = "setuptools.build_meta"\n')
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    git(root, "tag", tag)
+    (root / "NEWS").write_text("after the tag\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "second")
+    return SourceRepo(repo=root, subdirectory="", tag=tag, name=name, version=tag.lstrip("v"), module=module)
+
+
 def _filler(n: int) -> str:
     """C++ that takes the compiler a while: ``n`` instantiations of a recursive template."""
     if not n:

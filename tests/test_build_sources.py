@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, setup_py_repo, torch_wheel
+from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, scm_repo, setup_py_repo, torch_wheel
 from server import IndexServer
 from test_build_e2e import HERE, common, run_cli
 from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
@@ -267,8 +267,12 @@ def test_a_setup_py_tree_with_a_computed_version_builds_from_git_and_a_folder_lo
         records, metadata = _records(cache), _metadata_records(cache)
         assert len(records) == 1 and len(metadata) == 1
 
-        # the same tree as a folder: the same files, the same metadata and build (nothing asked, nothing built)
+        # the same tree as a folder: its own tree (the git archive also keeps what a git-history version needs),
+        # asked and built once; a second run asks nothing and builds nothing
         tree = ["install", "--python", venv, "--build", f"{src.name} @ file://{src.repo}", *common(srv, cache)]
+        rc, _, err = run_cli(capsys, *tree)
+        assert rc == 0, err
+        records, metadata = _records(cache), _metadata_records(cache)
         rc, _, err = run_cli(capsys, *tree)
         assert rc == 0, err
         assert "its metadata is dynamic" not in err and _records(cache) == records and _metadata_records(cache) == metadata
@@ -311,3 +315,23 @@ def test_a_dynamic_tree_with_no_kept_torch_is_a_clear_error(tmp_path, uv_env, ca
         world.write(srv.url)
         rc, out, err = run_cli(capsys, "resolve", "--python", PYTHON, "--build", f"{src.name} @ file://{src.repo}", *common(srv, tmp_path / "cache"))
     assert rc != 0 and out == "" and "its metadata is dynamic" in err and "--installed torch==VERSION" in err and "Traceback" not in err
+
+
+@needs_builds
+def test_a_version_read_from_git_history_as_setuptools_scm_does_is_the_revisions(tmp_path, uv_env, capsys):
+    """A setup.py that reads its version from git history (setuptools-scm's way in an archive:
+    .git_archival.txt, which the repository does not have) gets the tag's version at the tag and
+    the distance past it on the branch: the archive keeps what the version needs."""
+    src = scm_repo(tmp_path / "src")
+    world = build_world(tmp_path)
+    declared = ["--python", PYTHON, "--platform", HERE, "--installed", f"torch=={NIGHTLY}"]
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        versions = {}
+        for rev in ("v3.0", "main"):
+            rc, out, err = run_cli(
+                capsys, "resolve", *declared, "--build", f"{src.name} @ git+file://{src.repo}@{rev}", *common(srv, tmp_path / "cache"), "--format", "json"
+            )
+            assert rc == 0, err
+            versions[rev] = {p["name"]: p["version"] for p in json.loads(out)["packages"]}[src.name]
+    assert versions == {"v3.0": "3.0", "main": "3.0.post1"}

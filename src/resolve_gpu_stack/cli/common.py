@@ -194,7 +194,7 @@ def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = Non
     from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
     environment = probe.result() if probe is not None and request.target.interpreter is not None else None
-    return with_sources(request, options, env, say, defs=defs, environment=environment)
+    return with_sources(request, options, env, say, defs=defs or definitions(options.sources, env), environment=environment)
 
 
 def is_declared(typed: S.TypedSettings, env: Mapping[str, str]) -> bool:

@@ -5,16 +5,16 @@ wheel cache, THE HTTP fetcher for wheels, the download progress bar, and filling
 
 from __future__ import annotations
 
-import shutil
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import common
+from .buildenv import find_uv as find_uv  # its home is buildenv.py (which imports no module that imports common)
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -24,19 +24,6 @@ if TYPE_CHECKING:
     from ..net.wheelcache import WheelCache
     from .assemble import NetworkOptions
     from .options import OutputOptions, ResolveOptions
-
-
-def find_uv(uv: str | None, env: Mapping[str, str]) -> str:
-    """``--uv PATH`` (checked now, before anything is downloaded), or the default uv when None (also
-    for a command without ``--uv``)."""
-    from ..env.install import find_uv as default_uv
-
-    if uv is None:
-        return default_uv(env)
-    found = shutil.which(uv, path=env.get("PATH"))
-    if found is None:
-        raise UsageError(f"--uv {uv}: not an executable", hint="pass the path of the uv executable, or leave --uv out to use the uv installed with this tool")
-    return found
 
 
 def wheel_cache(network: NetworkOptions) -> WheelCache:

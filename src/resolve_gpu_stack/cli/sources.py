@@ -26,7 +26,7 @@ def with_sources(
     env: Mapping[str, str],
     say: Callable[[str], None],
     *,
-    defs: Definitions | None = None,
+    defs: Definitions,
     environment: Environment | None = None,
 ) -> ResolveRequest:
     """``request`` with its ``--build 'NAME @ URL'`` trees fetched (git, or a local folder) into
@@ -44,11 +44,10 @@ def with_sources(
 
     def metadata_of(name: NormalizedName, archive: Path, digest: str) -> TreeMetadata:
         from ..env.build import source_metadata
-        from .building import build_context
-        from .common import definitions
+        from .buildenv import build_context
 
         plan = _kept_torch_plan(request, name)
-        with build_context(options, env, plan, defs or definitions(options.sources, env), environment=environment) as ctx:
+        with build_context(options, env, plan, defs, environment=environment) as ctx:
             return source_metadata(name, archive, digest, plan, ctx)
 
     trees = tuple(fetch_source(s, cache, env, metadata_of) for s in specs)

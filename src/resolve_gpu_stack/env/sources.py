@@ -6,6 +6,8 @@ commit, or a local (possibly patched) checkout, made into an sdist-like archive 
   subdirectory. A second run asks ``git ls-remote`` for the revision's commit and, when that
   commit's archive is in the cache (``<cache>/sources/`` records it), clones nothing.
 - a local tree: its regular files, less version-control and build outputs (``_SKIPPED``).
+- a git tree whose metadata is dynamic gets a ``.git_archival.txt`` (commit, date, ``git describe``)
+  when it has none: a version setuptools-scm reads from git history is read from it in the archive.
 
 The archive is deterministic (sorted members, fixed times and owners, gzip without a time): its
 sha256 is a digest of the tree's files, so a patch gives another archive, another build key, another
@@ -118,6 +120,8 @@ def _fetch(spec: BuildSpec, origin: SourceOrigin, cache: WheelCache, env: Mappin
                     f"--build {spec.name} @ file://{origin.url}: no such folder", hint="name the folder of the project's pyproject.toml or setup.py"
                 )
         static = read_tree_metadata(root, spec.name)
+        if static is None and origin.kind == "git" and origin.commit:
+            _keep_git_version(tmp / "repo", origin.commit, root, env)
         if static is None:  # dynamic: its build backend says (PEP 517), in a build environment, cached by the files' digest
             if metadata_of is None:
                 raise BuildError(
@@ -179,6 +183,27 @@ def _checkout(origin: SourceOrigin, tmp: Path, env: Mapping[str, str]) -> tuple[
     if not root.is_dir():
         raise BuildError(f"{where}: commit {commit[:12]} has no folder {origin.subdirectory!r}")
     return commit, root
+
+
+ARCHIVAL = ".git_archival.txt"
+
+
+def _keep_git_version(repo: Path, commit: str, root: Path, env: Mapping[str, str]) -> None:
+    """What a version read from git history needs, kept in the archive of a dynamic tree: the
+    commit, its date and ``git describe`` of it, as setuptools-scm reads them from an archive
+    (``.git_archival.txt``, the file its docs have projects add and ``git archive`` fills in). A
+    tree that has one keeps its own; the same commit and tags give the same file."""
+    if (root / ARCHIVAL).exists():
+        return
+    where = f"{repo}@{commit[:12]}"
+    lines = [f"node: {commit}", f"node-date: {git(['log', '-1', '--format=%cI', commit], env, where, cwd=repo).strip()}"]
+    try:
+        described = git(["describe", "--tags", "--long", "--match", "*[0-9]*", commit], env, where, cwd=repo).strip()
+    except BuildError:
+        described = ""  # no tag reaches the commit: setuptools-scm makes a 0.1.dev version of the node
+    if described:
+        lines.append(f"describe-name: {described}")
+    (root / ARCHIVAL).write_text("".join(f"{line}\n" for line in lines))
 
 
 def read_tree_metadata(root: Path, name: str) -> TreeMetadata | None:
