@@ -623,10 +623,17 @@ def source_metadata(name: NormalizedName, archive: Path, digest: str, plan: Lock
     log = logs / f"{name}-metadata-{key[:12]}.log"
     if ctx.say is not None:
         ctx.say(f"{name}: its metadata is dynamic: asking its build backend ({system.backend}) in a build environment with torch {torch.version}")
+    before = target_state(ctx.site_dirs)
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-build-") as tmp_name, Janitor(Path(tmp_name)) as janitor:
         tmp = Path(tmp_name)
         python = _build_environment(tmp, plan, ctx, requirements, log, archive, system, janitor)
         code, data = _backend_hook(python, _build_env(ctx.machine, tmp), archive, system, tmp, log, janitor, "metadata")
+    written = changed_paths(before, target_state(ctx.site_dirs))
+    if written:
+        raise BuildError(
+            f"asking {name}'s build backend for its metadata wrote into the target environment ({', '.join(written[:5])}); the log: {log}",
+            hint="the target is never written by a build; remove what it wrote, and report the package's build script",
+        )
     if code != 0 or not data:
         raise BuildError(
             f"--build {name}: its build backend {system.backend} failed to give its metadata (exit {code}); the log: {log}",
