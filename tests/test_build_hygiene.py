@@ -101,6 +101,8 @@ def test_torchs_compile_time_arch_flags_are_read_in_either_spelling():
     assert B.archs_of_flags(gencode) == ["sm_90a", "sm_100a", "compute_100a"]
     assert B.arch_list_of(B.archs_of_flags(gencode)) == "9.0a;10.0a"
     assert B.archs_of_flags("") == B.archs_of_flags(None) == []
+    # as the CUDA wheel of torch 2.14.1 holds it (its libtorch_cuda.so's string)
+    assert B.arch_list_of(B.archs_of_flags("sm_75 sm_80 sm_86 sm_90 sm_100 sm_120")) == "7.5;8.0;8.6;9.0;10.0;12.0"
 
 
 def test_a_torch_that_cannot_say_its_archs_is_refused_naming_gpu(tmp_path):
