@@ -35,7 +35,6 @@ import logging
 import os
 import pickle
 import struct
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -47,6 +46,7 @@ from typing import IO, Any
 from ..data.rules import AbiRules
 from ..model import IndexFile
 from ..rules.abi import TorchExports
+from . import process
 from .transport import FetchStats
 from .urlpolicy import Credentials, OriginCredentials
 
@@ -132,7 +132,7 @@ class RangeProcess:
         self._on_retry = on_retry
         self._lock = threading.Lock()
         self._pipe_lock = threading.Lock()
-        self._child: subprocess.Popen[bytes] | None = None
+        self._child: process.Popen[bytes] | None = None
         self._ready = threading.Event()
         self._gone = False
         self._jobs: dict[int, Future[Any]] = {}
@@ -192,7 +192,7 @@ class RangeProcess:
         except _Gone:
             return None
 
-    def _start(self) -> subprocess.Popen[bytes] | None:
+    def _start(self) -> process.Popen[bytes] | None:
         """The child, started now if it was not (under ``_lock``); None once it is gone."""
         if self._gone:
             return None
@@ -204,7 +204,7 @@ class RangeProcess:
                 env["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
             try:
-                self._child = subprocess.Popen([sys.executable, "-m", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                self._child = process.start([sys.executable, "-m", CHILD], stdin=process.PIPE, stdout=process.PIPE, env=env)
                 assert self._child.stdin is not None
                 send(self._child.stdin, self._pipe_lock, self._settings)
             except (OSError, ValueError) as exc:
@@ -214,7 +214,7 @@ class RangeProcess:
             threading.Thread(target=self._listen, args=(self._child,), name="range-process", daemon=True).start()
         return self._child
 
-    def _listen(self, child: subprocess.Popen[bytes]) -> None:
+    def _listen(self, child: process.Popen[bytes]) -> None:
         assert child.stdout is not None
         try:
             while (message := receive(child.stdout)) is not None:
@@ -275,7 +275,7 @@ class RangeProcess:
             pass
         try:
             child.wait(timeout=2)
-        except subprocess.TimeoutExpired:
+        except process.TimeoutExpired:
             child.kill()
             child.wait()
         if child.stdout is not None:
