@@ -13,6 +13,7 @@ rich) stay inside ``run``, so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -21,7 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import ResolveGpuStackError
+from ..errors import ResolveGpuStackError, WriteError
 from .common import configure_logging, refuse_long_numbers_in
 
 if TYPE_CHECKING:
@@ -193,11 +194,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResolveGpuStackError as err:
         _print_error(err)
         return err.exit_code
+    except OSError as exc:
+        if exc.errno not in _WRITE_FAULTS:
+            raise
+        fault = _write_fault(exc)
+        _print_error(fault)
+        return fault.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         if as_program:
             _exit_now(130)
         return 130
+    except Terminated:
+        print("terminated (SIGTERM): nothing half-written was kept", file=sys.stderr)
+        _exit_now(143)
+        return 143
+
+
+_WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+
+
+def _write_fault(exc: OSError) -> WriteError:
+    """A file that could not be written (a full disk, a read-only folder, no permission) that no
+    module said more about: exit 4, naming the file, never a traceback."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return WriteError(
+        f"cannot write{where}: {exc.strerror or exc}",
+        hint="free space there, or point --cache-dir (or XDG_CACHE_HOME, TMPDIR) at a writable folder with room; nothing half-written was kept",
+    )
 
 
 def _parse(argv: list[str]) -> argparse.Namespace | int:
@@ -218,10 +242,27 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
     return args
 
 
+class Terminated(BaseException):
+    """SIGTERM reached the program (``timeout``, a CI cancel, systemd, ``kill``): raised in the
+    main thread so that it unwinds as Ctrl-C does, each atomic write removing its temporary file
+    (``.pylock.NAME.toml.NNNNNNNN.tmp`` beside a lock) on the way; then exit 143."""
+
+
 def _catch_interrupts() -> None:
-    """Ctrl-C through ``_on_interrupt`` (not where SIGINT is ignored)."""
+    """Ctrl-C through ``_on_interrupt`` (not where SIGINT is ignored), SIGTERM through
+    ``_on_terminate`` (where it has its default action)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_interrupt)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_terminate)
+
+
+def _on_terminate(signum: int, frame: object) -> None:
+    """SIGTERM: as Ctrl-C, but ``Terminated`` (exit 143)."""
+    http = sys.modules.get("resolve_gpu_stack.net.http")
+    if http is not None:
+        http.INTERRUPTED.set()
+    raise Terminated
 
 
 def _on_interrupt(signum: int, frame: object) -> None:

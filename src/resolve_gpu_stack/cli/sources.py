@@ -20,10 +20,11 @@ def with_sources(request: ResolveRequest, options: CommandOptions, env: Mapping[
     if not specs:
         return request
     from ..env.sources import fetch_source
-    from ..net.download import WheelCache
+    from .common import command_session
 
-    cache = WheelCache.under(options.network.cache_dir)  # as downloads.wheel_cache (which imports common)
-    trees = tuple(fetch_source(s, cache, env) for s in specs)
+    with command_session(options.network) as session:  # the command's own (app.py opens it): its cache folder outlives this block
+        cache = session.wheel_cache()
+        trees = tuple(fetch_source(s, cache, env) for s in specs)
     if not options.output.quiet:
         for t in trees:
             say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
