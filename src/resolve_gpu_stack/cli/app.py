@@ -157,7 +157,8 @@ flashinfer.ai; the rest from PyPI).
 
 Exit codes: 0 plan found (or check passed), 1 no plan exists / check failed (a refused torch
 downgrade included), 2 usage error, 3 an index could not be reached or answered garbage,
-4 an output file could not be written (then none of the outputs was written).
+4 an output file could not be written (then none of the outputs was written), 130 Ctrl-C,
+143 SIGTERM (no half-written file left either way).
 """
 
 
