@@ -20,9 +20,9 @@ def with_sources(request: ResolveRequest, options: CommandOptions, env: Mapping[
     if not specs:
         return request
     from ..env.sources import fetch_source
-    from .common import command_session
+    from .assemble import Session, command_session
 
-    with command_session(options.network) as session:  # the command's own (app.py opens it): its cache folder outlives this block
+    with command_session(lambda: Session(options.network)) as session:  # the command's own (app.py opens it): its cache folder outlives this block
         cache = session.wheel_cache()
         trees = tuple(fetch_source(s, cache, env) for s in specs)
     if not options.output.quiet:

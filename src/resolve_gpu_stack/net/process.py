@@ -7,7 +7,7 @@ The rules it keeps:
 - A value from outside (a lock, a URL, a config file, a source tree, the command line) reaches a
   program as data, never as an option: after ``--``, after ``-c CODE`` (Python hands the rest to
   the script as ``sys.argv``), as the value of the option that takes it (``--python PATH``), or
-  refused by ``operand`` when it starts with ``-`` where none of those forms exists.
+  an absolute path of our own making (a wheel in the cache, a temporary folder).
 - git (``git``) gets a repository URL, a revision and a subdirectory only once they have passed
   ``model.source.git_source_problem`` (schemes ``https``, ``http``, ``ssh``, ``git``, ``file``;
   no ``ext::``/``fd::``/``helper::address`` forms, no scp-like ``host:path``, no leading ``-``;
@@ -137,14 +137,6 @@ def git(args: Sequence[str], env: Mapping[str, str] | None, what: str, cwd: Path
     return proc.stdout.decode("utf-8", "replace") if text else proc.stdout
 
 
-def operand(value: str, what: str) -> str:
-    """``value`` as a program's operand where the program has no ``--``: refused when it would be
-    read as an option."""
-    if value.startswith("-"):
-        raise BuildError(f"{what} {value!r} starts with '-': it would be read as an option", hint="name it without a leading '-' (./-name for a file)")
-    return value
-
-
 @overload
 def run(
     argv: Sequence[str],
@@ -268,7 +260,6 @@ __all__ = [
     "git",
     "git_argv",
     "git_environment",
-    "operand",
     "run",
     "start",
 ]
