@@ -363,3 +363,48 @@ def test_a_hostile_build_spec_is_refused_on_the_command_line_and_in_a_config(loc
         assert rc == 2, (spec, out)
         assert named in out and "Traceback" not in out, out
         assert not m.exists() and not (folder / "pylock.node.toml").exists()
+
+
+@pytest.mark.slow
+@needs_builds
+def test_a_tree_naming_a_filter_and_a_user_config_defining_it_run_nothing(locked: Locked, tmp_path: Path) -> None:
+    """A repository whose ``.gitattributes`` names a filter that the user's own ``~/.gitconfig``
+    defines as a command (plain ``git archive`` runs it), plus a hook path and an fsmonitor there:
+    ``--build`` from it fetches the tree with none of them run, and the tree is as committed."""
+    marker = tmp_path / "MARKER"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        f'[filter "evil"]\n\tsmudge = "touch {marker}; cat"\n\tclean = cat\n\trequired = true\n'
+        f'[core]\n\tfsmonitor = "touch {marker}"\n\thooksPath = {tmp_path / "hooks"}\n'
+    )
+    (tmp_path / "hooks").mkdir()
+    for hook in ("post-checkout", "post-merge", "reference-transaction"):
+        (tmp_path / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (tmp_path / "hooks" / hook).chmod(0o755)
+    src = extension_repo(tmp_path / "src")
+    (src.repo / ".gitattributes").write_text("* filter=evil\n")
+    git(src.repo, "add", "-A")
+    git(src.repo, "commit", "-q", "-m", "attributes")
+    git(src.repo, "tag", "-f", src.tag)
+    # that configuration really runs the filter for plain git
+    plain = subprocess.run(
+        ["git", "-C", str(src.repo), "archive", "--format=tar", "HEAD"], env={**os.environ, "HOME": str(home)}, capture_output=True, check=False
+    )
+    assert plain.returncode == 0 and marker.exists()
+    marker.unlink()
+    declared = ["--python", PYTHON, "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
+    rc, out = cli(
+        "resolve",
+        *declared,
+        *index_flags(locked.srv_url),
+        "--build",
+        src.reference(),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        cwd=tmp_path,
+        env={**os.environ, "HOME": str(home)},
+    )
+    assert "Traceback" not in out, out
+    assert not marker.exists(), out
+    assert rc == 0 and f"{src.name} {src.version}: source" in out, out
