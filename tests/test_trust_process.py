@@ -96,6 +96,7 @@ def test_the_lint_finds_what_it_looks_for(tmp_path: Path) -> None:
         ("-oProxyCommand=x:repo", None, None, "starts with '-'"),
         ("ssh://-oProxyCommand=touch%20M/x", None, None, "host or user starting with '-'"),
         ("ssh://user@-oProxyCommand=x/x", None, None, "host or user starting with '-'"),
+        ("ssh://%2DoProxyCommand=x/x", None, None, "host or user starting with '-'"),
         ("ftp://host/x", None, None, "uses 'ftp'"),
         ("https:///x", None, None, "names no host"),
         ("https://host/x y", None, None, "not SCHEME://HOST/PATH"),

@@ -44,8 +44,9 @@ def git_source_problem(url: str, rev: str | None = None, subdirectory: str | Non
         return f"the git URL {url!r} is not SCHEME://HOST/PATH (a transport such as ext:: or fd::, an scp-like host:path and spaces are refused)"
     if match["scheme"] not in GIT_SCHEMES:
         return f"the git URL {url!r} uses {match['scheme']!r}: a git source is one of {', '.join(GIT_SCHEMES)}"
-    host = match["netloc"].rpartition("@")[2]
-    if host.startswith("-") or match["netloc"].startswith("-"):
+    netloc = unquote(match["netloc"])  # as ssh would be handed it, percent-escapes read
+    host = netloc.rpartition("@")[2]
+    if host.startswith("-") or netloc.startswith("-"):
         return f"the git URL {url!r} names a host or user starting with '-': ssh would read it as an option"
     if match["scheme"] != "file" and not host:
         return f"the git URL {url!r} names no host"
