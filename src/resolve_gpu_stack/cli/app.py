@@ -201,15 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         fault = _write_fault(exc)
         _print_error(fault)
         return fault.exit_code
+    except Terminated:
+        print("terminated (SIGTERM): nothing half-written was kept", file=sys.stderr)
+        _exit_now(143)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         if as_program:
             _exit_now(130)
         return 130
-    except Terminated:
-        print("terminated (SIGTERM): nothing half-written was kept", file=sys.stderr)
-        _exit_now(143)
-        return 143
 
 
 _WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
@@ -243,9 +243,10 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
     return args
 
 
-class Terminated(BaseException):
+class Terminated(KeyboardInterrupt):
     """SIGTERM reached the program (``timeout``, a CI cancel, systemd, ``kill``): raised in the
-    main thread so that it unwinds as Ctrl-C does, each atomic write removing its temporary file
+    main thread so that it unwinds as Ctrl-C does (a ``KeyboardInterrupt``: no worker stuck in a
+    stalled read is waited for), each atomic write removing its temporary file
     (``.pylock.NAME.toml.NNNNNNNN.tmp`` beside a lock) on the way; then exit 143."""
 
 
