@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import tomlkit
-from build_world import NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags
+from build_world import NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, torch_wheel
 from server import IndexServer
 from test_install_e2e import _glibc_ok
 
@@ -233,6 +233,8 @@ class Locked:
     marker: Path
     srv_url: str
     name: str
+    torch: Path
+    reference: str
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +267,9 @@ def locked(tmp_path_factory: pytest.TempPathFactory):
             cwd=root,
         )
         assert rc == 0, out
-        yield Locked(root=root, lock=lock, repo=src.repo, marker=root / "MARKER", srv_url=srv.url, name=src.name)
+        yield Locked(
+            root=root, lock=lock, repo=src.repo, marker=root / "MARKER", srv_url=srv.url, name=src.name, torch=torch_wheel(world), reference=src.reference()
+        )
 
 
 def _hostile_lock(locked: Locked, tmp: Path, url: str, rev: str | None, subdirectory: str | None) -> Path:
@@ -409,3 +413,24 @@ def test_a_tree_naming_a_filter_and_a_user_config_defining_it_run_nothing(locked
     assert "Traceback" not in out, out
     assert not marker.exists(), out
     assert rc == 0 and f"{src.name} {src.version}: source" in out, out
+
+
+@pytest.mark.slow
+@needs_builds
+def test_a_build_from_a_folder_with_stdlib_shadowing_files_runs_none_of_them(locked: Locked, tmp_path: Path, uv_env: dict[str, str]) -> None:
+    """``install --build`` run in a cloned repository holding ``sysconfig.py``, ``queue.py`` and
+    the like: the build environment's probes (its site folder, its torch) and the range child start
+    isolated; the package is built and imports; none of those files ran."""
+    from test_install_e2e import make_venv
+    from test_range_process import hostile_folder
+
+    clone = tmp_path / "clone"
+    ran = hostile_folder(clone)
+    for name in ("sysconfig", "json", "tempfile"):
+        (clone / f"{name}.py").write_text(f"open({str(ran / name)!r}, 'w').close()\nraise ImportError('shadowed {name} ran')\n")
+    python = make_venv(tmp_path / "venv", uv_env, locked.torch)
+    argv = ["install", "--python", python, "--build", locked.reference, *index_flags(locked.srv_url), "--flashinfer", "none"]
+    rc, out = cli(*argv, "--cache-dir", str(tmp_path / "cache"), cwd=clone)
+    assert sorted(p.name for p in ran.iterdir()) == [], out
+    assert rc == 0 and "Traceback" not in out, out
+    assert run_in(python, "import src_kernel; print(src_kernel.add(2, 3))")

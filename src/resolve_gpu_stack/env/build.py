@@ -465,7 +465,7 @@ def _build_environment(
         ) from None
     interpreter = str(venv / "bin" / "python")
     if ctx.site_dirs:
-        site = Path(process.run([interpreter, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True, check=True).stdout.strip())
+        site = Path(process.run([interpreter, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True, check=True).stdout.strip())
         (site / "_resolve_gpu_stack_target.pth").write_text("".join(f"{d}\n" for d in dict.fromkeys(ctx.site_dirs)))
     with open_log(log, "wb") as fh:
         fh.write(f"# build environment: {venv}\n# kept torch from: {', '.join(ctx.site_dirs) or 'its wheel, installed below'}\n".encode())
@@ -599,7 +599,7 @@ def _interpreter_for(python: str) -> str:
 def _torch_site(interpreter: str, env: Mapping[str, str]) -> Path | None:
     """The folder that holds the build environment's ``torch`` package (its libraries are there)."""
     code = "import importlib.util, os; s = importlib.util.find_spec('torch'); print(os.path.dirname(os.path.dirname(s.origin)) if s and s.origin else '')"
-    proc = process.run([interpreter, "-c", code], text=True, env=dict(env))
+    proc = process.run([interpreter, "-I", "-c", code], text=True, env=dict(env))
     where = proc.stdout.strip()
     return Path(where) if proc.returncode == 0 and where else None
 
