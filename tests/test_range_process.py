@@ -287,3 +287,22 @@ def test_the_console_script_runs_nothing_from_the_current_folder(world, server, 
         proc = subprocess.run([str(tool), *args], cwd=tmp_path / "clone", capture_output=True, text=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in ran.iterdir()) == []
+
+
+def test_the_isolated_child_keeps_the_bytecode_folder_this_process_keeps(server, tmp_path, monkeypatch):
+    """``-I`` ignores ``PYTHONPYCACHEPREFIX``: the folder this process keeps its bytecode in
+    (``__main__.keep_bytecode``) reaches the child as ``-X pycache_prefix``, and the child's
+    modules are compiled there; where this process writes none, the child is started with ``-B``."""
+    from resolve_gpu_stack.net import rangeproc
+
+    kept = tmp_path / "bytecode"
+    monkeypatch.setattr(sys, "pycache_prefix", str(kept))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    argv = rangeproc.child_command(str(tmp_path))
+    assert argv[1:4] == ["-I", "-X", f"pycache_prefix={kept}"] and str(tmp_path) not in argv
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        assert fetcher.range_process is not None and fetcher.range_process.start(wait=READY)
+    assert list(kept.rglob("rangechild.*.pyc")), "the child compiled nothing into the kept folder"
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert rangeproc.child_command(str(tmp_path))[1:3] == ["-I", "-B"]
