@@ -170,6 +170,21 @@ def test_a_cache_folder_that_fills_up_during_the_run_is_one_line_or_exit_4_never
     assert stopped, "no run filled its cache folder: the case was not tried"
 
 
+def test_a_full_output_folder_is_exit_4_never_a_traceback(served, tmp_path: Path) -> None:
+    """``snapshot --output`` and ``wheelhouse -o`` into a folder with no room left: exit 4 naming
+    the fault, with a hint; never a traceback."""
+    srv, python, lock, _ = served
+    out = tmp_path / "full"
+    with full(out):
+        for door, argv in {
+            "snapshot": ["snapshot", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "good-cache"), "--output", str(out / "snap")],
+            "wheelhouse": ["wheelhouse", str(lock), "-o", str(out / "house"), "--cache-dir", str(tmp_path / "good-cache")],
+        }.items():
+            rc, _, err = cli(*argv, cwd=tmp_path)
+            assert rc == 4, (door, err)
+            assert "No space left on device" in err and "hint:" in err and "Traceback" not in err, (door, err)
+
+
 def test_sigterm_during_a_lock_write_removes_its_temporary_file(served, tmp_path: Path) -> None:
     """``lock -o PATH`` stopped by SIGTERM once its temporary file is beside PATH (the rename
     waits: PATH is a FIFO whose old contents the commit reads first): exit 143, no

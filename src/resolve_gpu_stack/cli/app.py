@@ -212,16 +212,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-_WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+_WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})  # only ever a write: a full disk, a read-only file system
 
 
 def _write_fault(exc: OSError) -> WriteError:
-    """A file that could not be written (a full disk, a read-only folder, no permission) that no
-    module said more about: exit 4, naming the file, never a traceback."""
-    where = f" {exc.filename}" if exc.filename else ""
+    """A file that could not be written (a full disk, a read-only file system) that no module
+    said more about: exit 4, naming the file, never a traceback."""
+    where = str(exc.filename) if exc.filename else "a file"
     return WriteError(
-        f"cannot write{where}: {exc.strerror or exc}",
-        hint="free space there, or point --cache-dir (or XDG_CACHE_HOME, TMPDIR) at a writable folder with room; nothing half-written was kept",
+        f"cannot write {where}: {exc.strerror or exc}",
+        hint="free space on (or choose another) output folder, cache folder (--cache-dir, XDG_CACHE_HOME) or TMPDIR, and run it again",
     )
 
 

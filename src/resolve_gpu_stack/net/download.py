@@ -181,7 +181,7 @@ def fetch_verified(
         ) from None
 
 
-_STORE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})  # the cache folder, not the network
+_STORE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES})  # the cache folder, not the network
 
 
 def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache, *, intact: bool) -> bool:
