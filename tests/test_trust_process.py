@@ -211,6 +211,8 @@ def test_git_environment_keeps_only_what_git_needs() -> None:
         & got.keys()
     )
     assert got["GIT_CONFIG_NOSYSTEM"] == "1" and got["GIT_CONFIG_GLOBAL"] == "/dev/null" and got["GIT_TERMINAL_PROMPT"] == "0"
+    assert process.git_environment({"PATH": "/bin"})["GIT_SSH_COMMAND"] == "ssh -o BatchMode=yes"  # never a prompt on the terminal
+    assert "GIT_SSH_COMMAND" not in process.git_environment({"PATH": "/bin", "GIT_SSH": "/usr/local/bin/myssh"})
     argv = process.git_argv(["ls-remote"])
     assert argv[-1] == "ls-remote" and "protocol.allow=never" in argv and "core.hooksPath=/dev/null" in argv and "core.fsmonitor=false" in argv
 

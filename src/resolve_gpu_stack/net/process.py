@@ -86,9 +86,12 @@ GIT_KEPT = frozenset(
 
 def git_environment(env: Mapping[str, str] | None) -> dict[str, str]:
     """git's environment from ``env`` (None: this process's): only ``GIT_KEPT``, then no system
-    or global config file, only the allowed protocols, never a prompt, messages in English."""
+    or global config file, only the allowed protocols, never a prompt (ssh in batch mode unless
+    the user names their own ssh command), messages in English."""
     base = os.environ if env is None else env
     kept = {k: v for k, v in base.items() if k in GIT_KEPT}
+    if "GIT_SSH_COMMAND" not in kept and "GIT_SSH" not in kept:
+        kept["GIT_SSH_COMMAND"] = "ssh -o BatchMode=yes"  # ssh asks on the terminal, not stdin: never a host-key or password prompt
     return {
         **kept,
         "GIT_CONFIG_NOSYSTEM": "1",
