@@ -54,7 +54,7 @@ from .urlpolicy import Credentials, OriginCredentials
 log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("!I")
-CHILD = "resolve_gpu_stack.net.rangechild"  # the child's module (``python -m``)
+CHILD = "resolve_gpu_stack.net.rangechild"  # the child's module (its ``serve`` is what ``_CHILD_MAIN`` runs)
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding resolve_gpu_stack: the child imports the same code
 # the child's start: its import path set before anything is imported (``sys.argv[1:]``), then its loop
 _CHILD_MAIN = f"import sys; sys.path[:] = sys.argv[1:]; from {CHILD} import serve; serve()"
