@@ -42,7 +42,9 @@ def _no_compiler(tmp: Path) -> str:
     empty = tmp / "bin-git-only"
     empty.mkdir(exist_ok=True)
     git_wrapper = empty / "git"
-    git_wrapper.write_text(f'#!/bin/sh\necho "$1" >> {tmp / "git.log"}\nexec /usr/bin/git "$@"\n')
+    # the subcommand: the first word after the fixed ``-c KEY=VALUE`` pairs (net/process.py's GIT_CONFIG)
+    subcommand = 'skip=; for a in "$@"; do if [ -n "$skip" ]; then skip=; continue; fi; if [ "$a" = -c ]; then skip=1; continue; fi; echo "$a"; break; done'
+    git_wrapper.write_text(f'#!/bin/sh\n{subcommand} >> {tmp / "git.log"}\nexec /usr/bin/git "$@"\n')
     git_wrapper.chmod(0o755)
     return str(empty)
 

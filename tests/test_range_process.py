@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from elfbuild import compile_extension, have_cc, have_cxx, torch_stubs, wheel_bytes
@@ -204,3 +205,104 @@ def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(wo
         classify = fetcher.classifier(DEFS)
         assert classify(kernel) == here(kernel) and fetcher.range_process is not None and fetcher.range_process.pid is None
         assert classify(helper) == here(helper) and fetcher.range_process.pid is not None, "the child did not start"
+
+
+# a stdlib module shadowed in the current folder (a cloned repository's ``queue.py``): each writes a
+# marker when it runs; the child imports every one of these (and the CLI most of them)
+SHADOWED = ("queue", "selectors", "pickle", "struct", "threading", "socket", "ssl", "signal", "zipfile", "zlib", "logging", "concurrent", "http", "email")
+
+
+def hostile_folder(folder: Path) -> Path:
+    """A folder whose ``queue.py``, ``selectors.py``, ... (and ``logging/``, ``http/`` packages) mark ``folder/ran/``."""
+    ran = folder / "ran"
+    ran.mkdir(parents=True)
+    for name in SHADOWED:
+        code = f"open({str(ran / name)!r}, 'w').close()\nraise ImportError('shadowed {name} ran')\n"
+        if name in ("logging", "concurrent", "http", "email"):
+            (folder / name).mkdir()
+            (folder / name / "__init__.py").write_text(code)
+        else:
+            (folder / f"{name}.py").write_text(code)
+    return ran
+
+
+def test_the_child_never_imports_from_the_current_folder_or_pythonpath(world, server, tmp_path, monkeypatch):
+    """Started from a folder holding ``queue.py``, ``selectors.py`` and other stdlib names, with
+    PYTHONPATH naming it too: the child starts isolated, is ready, answers scans, and none of them ran."""
+    ran = hostile_folder(tmp_path / "clone")
+    monkeypatch.chdir(tmp_path / "clone")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "clone"))
+    kernel = wheel_file(world, server, "sgl-kernel")
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        assert fetcher.range_process is not None
+        ready = fetcher.range_process.start(wait=READY)
+        assert sorted(p.name for p in ran.iterdir()) == []
+        assert ready, "the child did not start"
+        assert fetcher.classifier(DEFS)(kernel) == here(kernel)
+        assert fetcher.range_process.answered >= 1
+    assert sorted(p.name for p in ran.iterdir()) == []
+
+
+def test_a_resolve_that_starts_the_child_runs_nothing_from_the_current_folder(world, server, tmp_path, monkeypatch, capsys):
+    """A real resolve through the CLI (the child started at its first wheel: ``START_AFTER`` 0),
+    run in a folder with stdlib-shadowing files: the plan is made, the child was started (isolated,
+    from the package's folder) and answered, nothing of the folder ran."""
+    from build_world import index_flags
+
+    from resolve_gpu_stack.cli import app as cli
+    from resolve_gpu_stack.net import process, rangeproc
+
+    ran = hostile_folder(tmp_path / "clone")
+    monkeypatch.chdir(tmp_path / "clone")
+    monkeypatch.setattr(rangeproc, "START_AFTER", 0)
+    started: list[list[str]] = []
+    real_start = process.start
+
+    def watched(argv, **kw):  # type: ignore[no-untyped-def]
+        started.append(list(argv))
+        return real_start(argv, **kw)
+
+    monkeypatch.setattr(rangeproc.process, "start", watched)
+    argv = ["resolve", "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130"]
+    rc = cli.main([*argv, *index_flags(server.url), "--flashinfer", "none", "--with", "cuda-helper", "--cache-dir", str(tmp_path / "cache")])
+    out, err = capsys.readouterr()
+    assert sorted(p.name for p in ran.iterdir()) == []
+    assert rc == 0, err
+    assert "cuda-helper" in out
+    [child] = [a for a in started if "-c" in a and any(rangeproc.CHILD in w for w in a)]
+    assert child[1] == "-I" and str(tmp_path / "clone") not in child
+    assert sorted(p.name for p in ran.iterdir()) == []
+
+
+def test_the_console_script_runs_nothing_from_the_current_folder(world, server, tmp_path):
+    """``resolve-gpu-stack`` (the console script) run from a folder with stdlib-shadowing files."""
+    import subprocess
+
+    from build_world import index_flags
+
+    ran = hostile_folder(tmp_path / "clone")
+    tool = Path(sys.executable).with_name("resolve-gpu-stack")
+    argv = ["resolve", "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130"]
+    for args in (["--help"], [*argv, *index_flags(server.url), "--flashinfer", "none", "--with", "cuda-helper", "--cache-dir", str(tmp_path / "cache")]):
+        proc = subprocess.run([str(tool), *args], cwd=tmp_path / "clone", capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in ran.iterdir()) == []
+
+
+def test_the_isolated_child_keeps_the_bytecode_folder_this_process_keeps(server, tmp_path, monkeypatch):
+    """``-I`` ignores ``PYTHONPYCACHEPREFIX``: the folder this process keeps its bytecode in
+    (``__main__.keep_bytecode``) reaches the child as ``-X pycache_prefix``, and the child's
+    modules are compiled there; where this process writes none, the child is started with ``-B``."""
+    from resolve_gpu_stack.net import rangeproc
+
+    kept = tmp_path / "bytecode"
+    monkeypatch.setattr(sys, "pycache_prefix", str(kept))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    argv = rangeproc.child_command(str(tmp_path))
+    assert argv[1:4] == ["-I", "-X", f"pycache_prefix={kept}"] and str(tmp_path) not in argv
+    with HttpFetcher(cache=None, timeout=10) as fetcher:
+        assert fetcher.range_process is not None and fetcher.range_process.start(wait=READY)
+    assert list(kept.rglob("rangechild.*.pyc")), "the child compiled nothing into the kept folder"
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert rangeproc.child_command(str(tmp_path))[1:3] == ["-I", "-B"]

@@ -13,6 +13,7 @@ rich) stay inside ``run``, so ``--help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -21,7 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import ResolveGpuStackError
+from ..errors import ResolveGpuStackError, WriteError
 from .common import configure_logging, refuse_long_numbers_in
 
 if TYPE_CHECKING:
@@ -157,7 +158,8 @@ flashinfer.ai; the rest from PyPI).
 Exit codes: 0 plan found (or check passed), 1 no plan exists / check failed (a refused torch
 downgrade included), 2 usage error, 3 an index could not be reached or answered garbage,
 4 an output file could not be written (then none of the outputs was written), 5 doctor: nothing
-failed, but this host has no NVIDIA driver and what needs it was judged from its symbols only.
+failed, but this host has no NVIDIA driver and what needs it was judged from its symbols only,
+130 Ctrl-C, 143 SIGTERM (no half-written file left either way).
 """
 
 
@@ -194,11 +196,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResolveGpuStackError as err:
         _print_error(err)
         return err.exit_code
+    except OSError as exc:
+        if exc.errno not in _WRITE_FAULTS:
+            raise
+        fault = _write_fault(exc)
+        _print_error(fault)
+        return fault.exit_code
+    except Terminated:
+        print("terminated (SIGTERM): nothing half-written was kept", file=sys.stderr)
+        _exit_now(143)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         if as_program:
             _exit_now(130)
         return 130
+
+
+_WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})  # only ever a write: a full disk, a read-only file system
+
+
+def _write_fault(exc: OSError) -> WriteError:
+    """A file that could not be written (a full disk, a read-only file system) that no module
+    said more about: exit 4, naming the file, never a traceback."""
+    where = str(exc.filename) if exc.filename else "a file"
+    return WriteError(
+        f"cannot write {where}: {exc.strerror or exc}",
+        hint="free space on (or choose another) output folder, cache folder (--cache-dir, XDG_CACHE_HOME) or TMPDIR, and run it again",
+    )
 
 
 def _parse(argv: list[str]) -> argparse.Namespace | int:
@@ -219,10 +244,28 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
     return args
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the program (``timeout``, a CI cancel, systemd, ``kill``): raised in the
+    main thread so that it unwinds as Ctrl-C does (a ``KeyboardInterrupt``: no worker stuck in a
+    stalled read is waited for), each atomic write removing its temporary file
+    (``.pylock.NAME.toml.NNNNNNNN.tmp`` beside a lock) on the way; then exit 143."""
+
+
 def _catch_interrupts() -> None:
-    """Ctrl-C through ``_on_interrupt`` (not where SIGINT is ignored)."""
+    """Ctrl-C through ``_on_interrupt`` (not where SIGINT is ignored), SIGTERM through
+    ``_on_terminate`` (where it has its default action)."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_interrupt)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_terminate)
+
+
+def _on_terminate(signum: int, frame: object) -> None:
+    """SIGTERM: as Ctrl-C, but ``Terminated`` (exit 143)."""
+    http = sys.modules.get("resolve_gpu_stack.net.http")
+    if http is not None:
+        http.INTERRUPTED.set()
+    raise Terminated
 
 
 def _on_interrupt(signum: int, frame: object) -> None:

@@ -209,10 +209,52 @@ class Session:
         self._wheel_cache: WheelCache | None = None
         self._closing: list[Callable[[], None]] = []
         self._lock = threading.Lock()
+        self._cache_lock = threading.Lock()
+        self._cache_dir: Path | None = None
+
+    # -- the cache folder -----------------------------------------------------------------------
+    def cache_dir(self) -> Path:
+        """The cache folder this command uses: ``--cache-dir`` (else the default) when it can be
+        written; else, said in one line, a temporary folder of this command's, removed when it
+        ends (the command goes on without caching). Neither: ``WriteError`` (exit 4)."""
+        with self._cache_lock:
+            if self._cache_dir is None:
+                self._cache_dir = self._usable_cache_dir()
+            return self._cache_dir
+
+    def _usable_cache_dir(self) -> Path:
+        import shutil
+        import sys
+        import tempfile
+
+        from ..errors import WriteError
+        from ..net.cache import cache_write_problem
+
+        root = self.network.cache_dir
+        why = cache_write_problem(root)
+        if why is None:
+            return root
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix="resolve-gpu-stack-cache-"))
+            also = cache_write_problem(tmp)
+        except OSError as exc:
+            tmp, also = None, exc.strerror or str(exc)
+        if tmp is None or also is not None:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise WriteError(
+                f"the cache folder {root} cannot be written ({why}), nor a temporary folder ({also})",
+                hint="point --cache-dir (or XDG_CACHE_HOME) at a writable folder with free space, or set TMPDIR to one",
+            )
+        print(f"warning: the cache folder {root} cannot be written ({why}); this run caches nothing (it uses {tmp}, removed at its end)", file=sys.stderr)
+        with self._lock:
+            self._closing.insert(0, lambda: shutil.rmtree(tmp, ignore_errors=True))  # closed last
+        return tmp
 
     # -- the one HTTP fetcher -------------------------------------------------------------------
     def live(self) -> HttpFetcher:
         """The command's HTTP fetcher (its one connection pool), made on first use."""
+        root = self.cache_dir()  # not under ``_lock``: a temporary folder's removal is registered under it
         with self._lock:
             if self._live is None:
                 from ..net.cache import HttpCache
@@ -220,7 +262,7 @@ class Session:
 
                 n = self.network
                 self._live = HttpFetcher(
-                    cache=HttpCache(n.cache_dir, write_behind=True),  # written off the fetching threads, flushed at close
+                    cache=HttpCache(root, write_behind=True),  # written off the fetching threads, flushed at close
                     timeout=n.timeout,
                     allow_insecure_hosts=n.allow_insecure_hosts,
                     progress=n.progress,
@@ -245,7 +287,7 @@ class Session:
         if self._wheel_cache is None:
             from ..net.wheelcache import WheelCache
 
-            self._wheel_cache = WheelCache.under(self.network.cache_dir)
+            self._wheel_cache = WheelCache.under(self.cache_dir())
         return self._wheel_cache
 
     # -- sources and resolve parts --------------------------------------------------------------

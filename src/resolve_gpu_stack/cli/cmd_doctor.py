@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import UsageError
+from ..net import process
 from . import common
 from . import options as O
 from . import settings as S
@@ -164,16 +164,14 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
         try:
-            proc = subprocess.run(
+            proc = process.run(
                 [python, "-c", _IMPORT, *_api_argument(apis, defs)],
-                capture_output=True,
                 text=True,
                 timeout=timeout,
                 env=child_env,
                 cwd=cwd,
-                stdin=subprocess.DEVNULL,
             )
-        except subprocess.TimeoutExpired:
+        except process.TimeoutExpired:
             return ImportResult(ok=False, error=f"did not finish within {timeout:g}s", env_bypass=bypass)
         except OSError as exc:
             return ImportResult(ok=False, error=f"cannot run {python}: {exc.strerror or exc}", env_bypass=bypass)

@@ -38,9 +38,7 @@ def with_sources(
     if not specs:
         return request
     from ..env.sources import fetch_source
-    from ..net.download import WheelCache
-
-    cache = WheelCache.under(options.network.cache_dir)  # as downloads.wheel_cache (which imports common)
+    from .assemble import Session, command_session
 
     def metadata_of(name: NormalizedName, archive: Path, digest: str) -> TreeMetadata:
         from ..env.build import source_metadata
@@ -50,7 +48,9 @@ def with_sources(
         with build_context(options, env, plan, defs, environment=environment) as ctx:
             return source_metadata(name, archive, digest, plan, ctx)
 
-    trees = tuple(fetch_source(s, cache, env, metadata_of) for s in specs)
+    with command_session(lambda: Session(options.network)) as session:  # the command's own (app.py opens it): its cache folder outlives this block
+        cache = session.wheel_cache()
+        trees = tuple(fetch_source(s, cache, env, metadata_of) for s in specs)
     if not options.output.quiet:
         for t in trees:
             say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")

@@ -7,12 +7,12 @@ which honours uv.toml and uv's own defaults). The URL is never written into the 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import UsageError
+from ..net import process
 
 
 def uv_binary(explicit: str | None = None) -> str:
@@ -58,15 +58,14 @@ def _from_pip_config(env: Mapping[str, str]) -> str | None:
 
 def _from_uv(env: Mapping[str, str], uv: str) -> str | None:
     try:
-        out = subprocess.run(
+        out = process.run(
             [uv, "pip", "compile", "-", "--emit-index-url", "--no-header", "--quiet", "--python", sys.executable],
             input="",
-            capture_output=True,
             text=True,
             timeout=30,
             env={**env, "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"},
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, process.SubprocessError):
         return None
     for line in out.stdout.splitlines():
         if line.startswith("--index-url "):

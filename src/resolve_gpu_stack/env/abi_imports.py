@@ -18,7 +18,6 @@ binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from ..model import Coupling
 from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.cuda import CudaLabel
+from ..net import process
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
 from .exports import installed_torch_exports, mapped_symbols
 from .probe import Environment, InstalledDistribution
@@ -294,10 +294,8 @@ def import_packages(python: str, packages: Sequence[AbiPackage], env: Mapping[st
 def _import_one(python: str, pkg: AbiPackage, env: Mapping[str, str], cwd: str, timeout: float) -> list[ImportOutcome]:
     label = f"{pkg.name} {pkg.version}"
     try:
-        proc = subprocess.run(
-            [python, "-c", _SCRIPT, *pkg.modules], capture_output=True, text=True, timeout=timeout, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
+        proc = process.run([python, "-c", _SCRIPT, *pkg.modules], text=True, timeout=timeout, env=dict(env), cwd=cwd)
+    except process.TimeoutExpired:
         return [ImportOutcome(package=label, module=m, error=f"did not finish within {timeout:g}s") for m in pkg.modules]
     except OSError as exc:
         return [ImportOutcome(package=label, module=m, error=f"cannot run {python}: {exc.strerror or exc}") for m in pkg.modules]

@@ -47,7 +47,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -72,6 +71,7 @@ from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
 from ..model.codec import provenance_from_dict, provenance_to_dict
 from ..model.cuda import CudaLabel
+from ..net import process
 from ..net.download import Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
 from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
@@ -461,11 +461,7 @@ def _build_environment(
         ) from None
     interpreter = str(venv / "bin" / "python")
     if ctx.site_dirs:
-        site = Path(
-            subprocess.run(
-                [interpreter, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
-            ).stdout.strip()
-        )
+        site = Path(process.run([interpreter, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True, check=True).stdout.strip())
         (site / "_resolve_gpu_stack_target.pth").write_text("".join(f"{d}\n" for d in dict.fromkeys(ctx.site_dirs)))
     with open_log(log, "wb") as fh:
         fh.write(f"# build environment: {venv}\n# kept torch from: {', '.join(ctx.site_dirs) or 'its wheel, installed below'}\n".encode())
@@ -551,15 +547,15 @@ def _backend_hook(
     with open_log(log, "ab") as fh:
         fh.write(f"$ {'get_requires_for_build_wheel' if hook == 'requires' else 'prepare_metadata_for_build_wheel'} (PEP 517)\n".encode())
         fh.flush()
-        proc = subprocess.Popen(
+        proc = process.start(
             [interpreter, "-c", _BACKEND_HOOK, str(write), system.backend, hook, str(out), *system.backend_path],
             cwd=root,
             env=dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=process.DEVNULL,
             stdout=fh,
             stderr=fh,
             pass_fds=(write,),
-            start_new_session=True,
+            new_session=True,
         )
         os.close(write)
         janitor.watch(proc.pid)
@@ -706,14 +702,7 @@ class TorchArchs:
 def read_torch_archs(interpreter: str, env: Mapping[str, str]) -> TorchArchs:
     """The archs the kept torch in ``interpreter``'s environment was compiled for, read without a
     GPU or a driver (``_TORCH_ARCHS``); never raises."""
-    proc = subprocess.run(
-        [interpreter, "-I", "-B", "-c", _TORCH_ARCHS],
-        capture_output=True,
-        text=True,
-        env={**env, "CUDA_VISIBLE_DEVICES": ""},
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = process.run([interpreter, "-I", "-B", "-c", _TORCH_ARCHS], text=True, env={**env, "CUDA_VISIBLE_DEVICES": ""})
     try:
         raw = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout.strip() else {}
         entries = [str(a) for a in raw.get("archs", [])]
@@ -784,7 +773,7 @@ def _interpreter_for(python: str) -> str:
 def _torch_site(interpreter: str, env: Mapping[str, str]) -> Path | None:
     """The folder that holds the build environment's ``torch`` package (its libraries are there)."""
     code = "import importlib.util, os; s = importlib.util.find_spec('torch'); print(os.path.dirname(os.path.dirname(s.origin)) if s and s.origin else '')"
-    proc = subprocess.run([interpreter, "-c", code], capture_output=True, text=True, env=dict(env), check=False)
+    proc = process.run([interpreter, "-I", "-c", code], text=True, env=dict(env))
     where = proc.stdout.strip()
     return Path(where) if proc.returncode == 0 and where else None
 
@@ -803,7 +792,7 @@ def _check_torch(interpreter: str, env: Mapping[str, str], plan: LockPlan, site_
     the build imports (found as ``import`` finds it, not read from metadata) is the kept torch's
     own file (in the target's site folders for a probed target), and its metadata is that version."""
     want = plan.torch.version if plan.torch is not None else None
-    proc = subprocess.run([interpreter, "-I", "-B", "-c", _TORCH_CHECK], capture_output=True, text=True, env=dict(env), check=False)
+    proc = process.run([interpreter, "-I", "-B", "-c", _TORCH_CHECK], text=True, env=dict(env))
     try:
         found = json.loads(proc.stdout) if proc.returncode == 0 else {}
     except ValueError:

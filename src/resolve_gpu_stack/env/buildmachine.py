@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from packaging.version import Version
 
 from ..errors import BuildError
 from ..model.cuda import CudaLabel
+from ..net import process
 
 MEMORY_PER_JOB = 4 * 2**30  # a CUDA compile job takes GBs (abi.md, last section): MAX_JOBS is memory / this, at most the cores
 
@@ -63,8 +63,8 @@ def find_cuda_toolkit(env: Mapping[str, str]) -> CudaToolkit | None:
 
 def _ask_nvcc(nvcc: Path, args: Sequence[str]) -> str:
     try:
-        proc = subprocess.run([str(nvcc), *args], capture_output=True, text=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
+        proc = process.run([str(nvcc), *args], text=True, timeout=30)
+    except (OSError, process.SubprocessError):
         return ""
     return proc.stdout + proc.stderr
 

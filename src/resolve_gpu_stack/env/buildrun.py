@@ -8,7 +8,6 @@ import contextlib
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from ..errors import BuildError
+from ..net import process
 
 
 class BuildProgress(Protocol):
@@ -82,13 +82,12 @@ class Janitor:
     def __init__(self, tmp: Path) -> None:
         read, self._write = os.pipe()
         try:
-            self._proc = subprocess.Popen(
+            self._proc = process.start(
                 [sys.executable, "-I", "-c", _JANITOR, str(tmp)],
                 stdin=read,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
+                stdout=process.DEVNULL,
+                stderr=process.DEVNULL,
+                new_session=True,
             )
         finally:
             os.close(read)
@@ -168,13 +167,13 @@ def run_logged(
     with open_log(log, "ab" if append else "wb") as fh:
         fh.write(f"$ {shlex.join(cmd)}\n".encode())
         fh.flush()
-        proc = subprocess.Popen(
+        proc = process.start(
             list(cmd),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stdin=process.DEVNULL,
+            stdout=process.PIPE,
+            stderr=process.STDOUT,
             env=dict(env),
-            start_new_session=True,
+            new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509 -- async-signal-safe: one prctl
         )
         if janitor is not None:
@@ -195,7 +194,7 @@ def run_logged(
                 try:
                     code = proc.wait(timeout=every)
                     break
-                except subprocess.TimeoutExpired:
+                except process.TimeoutExpired:
                     if deadline is not None and time.monotonic() - start > deadline:
                         stop_process(proc)
                         raise BuildError(
@@ -218,7 +217,7 @@ def run_logged(
         raise BuildError(f"{label} failed (exit {code}); the build log: {log}", hint=f"its last lines:\n{tail}")
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: process.Popen[bytes]) -> None:
     """The process and everything it started: SIGTERM to its group, SIGKILL after 5 s."""
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
@@ -228,7 +227,7 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
         try:
             proc.wait(timeout=wait)
             return
-        except subprocess.TimeoutExpired:
+        except process.TimeoutExpired:
             continue
 
 

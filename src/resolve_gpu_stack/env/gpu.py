@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
+
+from ..net import process
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,8 @@ def query_nvidia_smi(explicit: str | None, env: Mapping[str, str], timeout: floa
     if not os.path.isfile(tool):
         return GpuQuery(tool=tool, found=False)
     try:
-        proc = subprocess.run([tool, *SMI_QUERY], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+        proc = process.run([tool, *SMI_QUERY], text=True, timeout=timeout)
+    except process.TimeoutExpired:
         return GpuQuery(tool=tool, error=f"no answer within {timeout:g}s")
     except OSError as exc:
         return GpuQuery(tool=tool, error=f"cannot run it: {exc.strerror or exc}")

@@ -31,7 +31,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +42,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import LockFileError, UsageError, UvError
 from ..model import Action, LockedPackage, LockPlan
+from ..net import process
 from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
 from ..urls import strip_credentials
 from .probe import Environment, InstalledDistribution, inspect_environment
@@ -431,7 +431,7 @@ def _link(source: Path, link: Path) -> None:
 
 def _run_uv(args: list[str], env: Mapping[str, str], *, what: str) -> str:
     try:
-        proc = subprocess.run(args, env=dict(env), capture_output=True, text=True, check=False)
+        proc = process.run(args, env=dict(env), text=True)
     except OSError as exc:
         raise UvError(f"cannot run {args[0]}: {exc.strerror or exc}", hint="pass --uv /path/to/uv") from None
     output = strip_credentials(proc.stderr + ("\n" + proc.stdout if proc.stdout else ""))

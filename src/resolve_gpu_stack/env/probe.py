@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from ..errors import UsageError
 from ..model import Target
 from ..model.cuda import TorchCuda, kept_torch_cuda
 from ..model.declared import PYTHON_VERSION_RE, cpython_tag_list, linux_platform_tags, parse_python_version
+from ..net import process
 
 PythonFlagKind = Literal["version", "interpreter"]
 
@@ -246,8 +246,8 @@ class ProbeRun:
         self._result: Environment | None = None
         try:
             # -I: isolated, like uv's own probe: no PYTHONPATH, no user site, no cwd on sys.path.
-            self._proc: subprocess.Popen[str] | None = subprocess.Popen(
-                [str(where), "-I", "-c", _PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
+            self._proc: process.Popen[str] | None = process.start(
+                [str(where), "-I", "-c", _PROBE], stdout=process.PIPE, stderr=process.PIPE, stdin=process.DEVNULL, text=True
             )
         except OSError as exc:
             raise UsageError(f"Python interpreter {path}: cannot run it: {exc.strerror or exc}") from exc
@@ -264,11 +264,11 @@ class ProbeRun:
             raise UsageError(f"Python interpreter {self.path}: its probe failed before")
         try:
             out, err = proc.communicate(timeout=self._timeout)
-        except subprocess.TimeoutExpired as exc:
+        except process.TimeoutExpired as exc:
             proc.kill()
             proc.communicate()
             raise UsageError(f"Python interpreter {self.path}: did not answer within {self._timeout:g}s") from exc
-        return _probe_facts(self.path, subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        return _probe_facts(self.path, process.CompletedProcess(proc.args, proc.returncode, out, err))
 
     def close(self) -> None:
         """Stop a probe whose result is no longer wanted."""
@@ -284,7 +284,7 @@ def start_probe(path: str | Path, *, timeout: float = 60) -> ProbeRun:
     return ProbeRun(path, timeout)
 
 
-def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def _probe_facts(path: str | Path, proc: process.CompletedProcess[str]) -> dict[str, Any]:
     """The facts the probe printed after its sentinel; a UsageError saying why there are none."""
     lines = [line for line in proc.stdout.splitlines() if line.startswith(_SENTINEL)]
     if proc.returncode != 0 or not lines:
@@ -300,7 +300,7 @@ def _probe_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> di
     return facts
 
 
-def _no_facts(path: str | Path, proc: subprocess.CompletedProcess[str]) -> UsageError:
+def _no_facts(path: str | Path, proc: process.CompletedProcess[str]) -> UsageError:
     """Why a probe printed no facts: too old a Python, not a Python interpreter, or one that does not work."""
     if proc.returncode != 0 and "-I" in proc.stderr and "option" in proc.stderr.lower():
         return UsageError(f"Python interpreter {path}: too old (no -I option); the target must be Python 3.8 or newer")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import subprocess
+import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping
@@ -35,7 +35,8 @@ from ..errors import BuildError
 from ..model import SourceOrigin
 from ..model.source import BuildSpec, SourceTree
 from ..net.download import WheelCache, store_local
-from ..net.gitsource import GIT_TIMEOUT, git, git_env, resolve_commit, tree_archive
+from ..net.gitsource import resolve_commit, tree_archive
+from ..net.process import checked_git_source, git
 
 # (version, Requires-Dist, Requires-Python) of a project
 TreeMetadata = tuple[Version, tuple[str, ...], str | None]
@@ -152,39 +153,39 @@ def _fetch(spec: BuildSpec, origin: SourceOrigin, cache: WheelCache, env: Mappin
 def _checkout(origin: SourceOrigin, tmp: Path, env: Mapping[str, str]) -> tuple[str, Path]:
     """(commit, the project's folder) of a git source, its files under ``tmp``."""
     repo = tmp / "repo"
-    where = f"{origin.url}@{origin.rev or 'HEAD'}"
-    git(["clone", "--quiet", "--no-checkout", "--", origin.url, str(repo)], env, where)
     rev = origin.rev or "HEAD"
+    where = f"{origin.url}@{rev}"
+    checked_git_source(origin.url, origin.rev, origin.subdirectory)
+    git(["clone", "--quiet", "--no-checkout", "--template=", "--", origin.url, str(repo)], env, where)
     try:
-        commit = git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], env, where, cwd=repo).strip()
+        commit = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], env, where, cwd=repo).strip()
     except BuildError:
         commit = ""
     if not commit:
         try:
-            commit = git(["rev-parse", "--verify", "--quiet", f"origin/{rev}^{{commit}}"], env, where, cwd=repo).strip()
+            commit = git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"origin/{rev}^{{commit}}"], env, where, cwd=repo).strip()
         except BuildError:
             raise BuildError(f"{origin.url} has no revision {rev!r}", hint="name a tag, a branch or a commit that the repository has") from None
+    if not _HEX.fullmatch(commit):
+        raise BuildError(f"{where}: git named {commit!r} as its commit")
     tree = tmp / "tree"
     tree.mkdir()
-    data = subprocess.run(
-        ["git", "archive", "--format=tar", commit, *([origin.subdirectory] if origin.subdirectory else [])],
-        cwd=repo,
-        env=git_env(env),
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=GIT_TIMEOUT,
-        check=False,
-    )
-    if data.returncode != 0:
-        raise BuildError(f"{where}: git archive failed: {data.stderr.decode(errors='replace').strip()[-400:]}", hint="is the subdirectory in that commit?")
-    with tarfile.open(fileobj=io.BytesIO(data.stdout)) as tar:
-        tar.extractall(tree, filter="data")
+    try:
+        archive = git(["archive", "--format=tar", commit, "--", *([origin.subdirectory] if origin.subdirectory else [])], env, where, cwd=repo, text=False)
+    except BuildError as exc:
+        raise BuildError(exc.message, hint="is the subdirectory in that commit?") from None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+    except tarfile.TarError as exc:
+        raise BuildError(f"{where}: git archive gave no readable tar ({exc})") from None
     root = tree / origin.subdirectory if origin.subdirectory else tree
     if not root.is_dir():
         raise BuildError(f"{where}: commit {commit[:12]} has no folder {origin.subdirectory!r}")
     return commit, root
 
 
+_HEX = re.compile(r"[0-9a-f]{40,64}")
 ARCHIVAL = ".git_archival.txt"
 
 

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from .abi import ABI_KEY_TYPES, ABI_KEYS, AbiVerdict
 from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, SourceOrigin, TargetSummary
+from .source import git_source_problem
 
 E = TypeVar("E", bound=enum.Enum)
 
@@ -279,9 +280,16 @@ def _origin(raw: Mapping[str, Any] | None, where: str) -> SourceOrigin | None:
     kind = f.get("kind", str, required=True)
     if kind not in ("git", "directory"):
         raise f.fail(f"source kind {kind!r} is not git or directory")
-    return SourceOrigin(
+    origin = SourceOrigin(
         kind=kind, url=f.get("url", str, required=True), rev=f.get("rev", str), commit=f.get("commit", str), subdirectory=f.get("subdirectory", str)
     )
+    if kind == "git":
+        problem = git_source_problem(origin.url, origin.rev, origin.subdirectory) or (
+            git_source_problem(origin.url, origin.commit) if origin.commit is not None else None
+        )
+        if problem is not None:
+            raise f.fail(problem)
+    return origin
 
 
 def provenance_from_dict(raw: Mapping[str, Any] | None, where: str) -> BuildProvenance | None:

@@ -8,6 +8,7 @@ files (whose sha256 is the build's input: a patch gives another build) and the m
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
@@ -17,6 +18,46 @@ from packaging.version import Version
 
 from ..errors import UsageError
 from .plan import SourceOrigin
+
+GIT_SCHEMES = ("https", "http", "ssh", "git", "file")  # git's transports a source may name: no ext::, fd::, helper::address
+_GIT_URL = re.compile(r"(?P<scheme>[a-z]+)://(?P<netloc>[^/?#]*)(?P<path>/[^?#]*)?")
+# a revision as ``git check-ref-format`` allows a name (or a commit): no leading '-', no '..', no
+# component starting with '.', no '@{', nothing git reads as revision syntax (~^:?*[\\), no space
+_REV_BAD = re.compile(r"^-|\.\.|(^|/)\.|@\{|[~^:?*\[\\\s\x00-\x1f\x7f]|\.lock(/|$)|/$|//|^@$")
+_SUBDIR_BAD_CHARS = re.compile(r"[\\\x00-\x1f\x7f]")
+
+
+def git_source_problem(url: str, rev: str | None = None, subdirectory: str | None = None) -> str | None:
+    """What makes a git source unsafe to hand to git, naming the value; None when it is sound.
+
+    - ``url``: ``SCHEME://HOST/PATH`` with SCHEME in ``GIT_SCHEMES`` (no ``ext::``/``fd::``/
+      ``helper::address`` transport, no scp-like ``host:path``), no leading ``-`` in it or its
+      host or user, no space or control character;
+    - ``rev``: a tag, branch or commit name (``git check-ref-format``'s grammar: no leading ``-``,
+      no ``..``, no ``@{``, no component starting with ``.``, none of ``~^:?*[\\``, no space);
+    - ``subdirectory``: a relative folder (no leading ``/`` or ``-``, no ``..`` component, no
+      component starting with ``-``, no control character)."""
+    match = _GIT_URL.fullmatch(url)
+    if url.startswith("-"):
+        return f"the git URL {url!r} starts with '-': git would read it as an option"
+    if match is None or any(c.isspace() or not c.isprintable() for c in url):
+        return f"the git URL {url!r} is not SCHEME://HOST/PATH (a transport such as ext:: or fd::, an scp-like host:path and spaces are refused)"
+    if match["scheme"] not in GIT_SCHEMES:
+        return f"the git URL {url!r} uses {match['scheme']!r}: a git source is one of {', '.join(GIT_SCHEMES)}"
+    netloc = unquote(match["netloc"])  # as ssh would be handed it, percent-escapes read
+    host = netloc.rpartition("@")[2]
+    if host.startswith("-") or netloc.startswith("-"):
+        return f"the git URL {url!r} names a host or user starting with '-': ssh would read it as an option"
+    if match["scheme"] != "file" and not host:
+        return f"the git URL {url!r} names no host"
+    if rev is not None and (not rev or _REV_BAD.search(rev)):
+        return f"the git revision {rev!r} is not a tag, branch or commit name (no leading '-', no '..', no '@{{', none of ~^:?*[\\ or spaces)"
+    if subdirectory is not None:
+        parts = subdirectory.split("/")
+        if not subdirectory or subdirectory.startswith("/") or ".." in parts or any(p.startswith("-") for p in parts) or _SUBDIR_BAD_CHARS.search(subdirectory):
+            return f"the subdirectory {subdirectory!r} must be a relative folder inside the repository (no leading '/' or '-', no '..')"
+    return None
+
 
 _HINT = "write a package name (--build sgl-kernel), or a direct reference: 'NAME @ git+URL@REV#subdirectory=DIR' or 'NAME @ file:///path/to/tree'"
 
@@ -50,8 +91,8 @@ def parse_source_url(url: str, text: str) -> SourceOrigin:
     parts = urlsplit(url)
     fragment = dict(p.split("=", 1) for p in parts.fragment.split("&") if "=" in p)
     subdirectory = fragment.get("subdirectory") or None
-    if subdirectory is not None and (subdirectory.startswith("/") or ".." in subdirectory.split("/")):
-        raise UsageError(f"--build {text!r}: subdirectory {subdirectory!r} must be a relative folder inside the repository", hint=_HINT)
+    if subdirectory is not None and (problem := git_source_problem("file:///", None, subdirectory)) is not None:
+        raise UsageError(f"--build {text!r}: {problem}", hint=_HINT)
     if parts.scheme.startswith("git+"):
         return _git_source(parts, text, subdirectory)
     if parts.scheme == "file":
@@ -62,8 +103,8 @@ def parse_source_url(url: str, text: str) -> SourceOrigin:
 def _git_source(parts: SplitResult, text: str, subdirectory: str | None) -> SourceOrigin:
     """A ``git+SCHEME://...[@REV]`` source: the repository, the revision asked for."""
     scheme = parts.scheme[len("git+") :]
-    if scheme not in ("file", "https", "http", "ssh"):
-        raise UsageError(f"--build {text!r}: git over {scheme!r} is not supported", hint="use git+https://, git+ssh:// or git+file://")
+    if scheme not in GIT_SCHEMES:
+        raise UsageError(f"--build {text!r}: git over {scheme!r} is not supported", hint="use git+https://, git+ssh://, git+git:// or git+file://")
     path, rev = parts.path, None
     if "@" in path.rsplit("/", 1)[-1]:
         path, rev = path.rsplit("@", 1)
@@ -72,7 +113,11 @@ def _git_source(parts: SplitResult, text: str, subdirectory: str | None) -> Sour
         raise UsageError(
             f"--build: a git URL with credentials in it ({scheme}://...@...)", hint="give git its credentials through its own helper, never in the URL"
         )
-    return SourceOrigin(kind="git", url=repo, rev=rev or None, subdirectory=subdirectory)
+    rev = rev or None
+    problem = git_source_problem(repo, rev, subdirectory)
+    if problem is not None:
+        raise UsageError(f"--build {text!r}: {problem}", hint=_HINT)
+    return SourceOrigin(kind="git", url=repo, rev=rev, subdirectory=subdirectory)
 
 
 def _folder_source(parts: SplitResult, text: str, subdirectory: str | None) -> SourceOrigin:
@@ -101,4 +146,4 @@ class SourceTree:
     requires_python: str | None = None
 
 
-__all__ = ["BuildSpec", "SourceTree", "parse_build_spec", "parse_source_url"]
+__all__ = ["GIT_SCHEMES", "BuildSpec", "git_source_problem", "SourceTree", "parse_build_spec", "parse_source_url"]

@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -84,6 +85,23 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(home) / ".cache" / APP_NAME
 
 
+def cache_write_problem(root: Path) -> str | None:
+    """Why the cache folder ``root`` cannot be written now (a read-only folder or file system, a
+    full disk, no permission), or None: the folder made if missing, a small file written there and
+    removed. A command asks once, before it caches anything."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".tmp-probe-", dir=root)
+        try:
+            os.write(fd, bytes(4096))
+        finally:
+            os.close(fd)
+            os.unlink(name)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 cache_url = bare_url  # the URL as a cache key: no ``user:password@``, no fragment (see urls.py)
 
 
@@ -104,6 +122,8 @@ class HttpCache:
         self._root = str(self.root)
         self._code: str | None = None  # code_identity(), worked out on the first result asked for
         self._behind = _WriteBehind() if write_behind else None
+        self._write_lock = threading.Lock()
+        self._unwritable = False  # a write failed (a full or read-only folder): nothing more is tried
         sweep_stale(self.root)  # killed runs' temp files, week-old partial downloads
 
     def flush(self) -> None:
@@ -267,6 +287,8 @@ class HttpCache:
         self._write_now(kind, key, header, body)
 
     def _write_now(self, kind: str, key: str, header: Mapping[str, object], body: bytes) -> None:
+        if self._unwritable:
+            return
         path = self._path(kind, key)
         record = {**header, "key": key, "sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
         data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8") + b"\n" + body
@@ -274,8 +296,11 @@ class HttpCache:
             # no fsync: an entry is checked on every read (its size and sha256), so one torn by a
             # crash is a miss; the entry's folder is made when the first try finds it missing
             atomic_write(path, data, mode=0o600, make_parents=True)
-        except OSError as exc:  # a full or read-only cache must not fail the run
-            log.warning("cannot write cache entry %s: %s", path, exc.strerror or exc)
+        except OSError as exc:  # a full or read-only cache must not fail the run: said once, then nothing more is written
+            with self._write_lock:
+                said, self._unwritable = self._unwritable, True
+            if not said:
+                log.warning("cannot write cache entry %s: %s; this run caches nothing more", path, exc.strerror or exc)
 
 
 _Entry = tuple[Mapping[str, object], bytes] | None  # what a read of a handed-over entry returns (None: dropped)

@@ -19,6 +19,7 @@ is dropped with its ``urls/`` record and downloaded again.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import logging
 import os
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol, TypeVar
 
 from ..atomic import exclusive_temp
-from ..errors import CrawlError, IntegrityError, LockFileError, WheelNotCached
+from ..errors import CrawlError, IntegrityError, LockFileError, WheelNotCached, WriteError
 from ..model import Action, LockedPackage, LockPlan
 from ..urls import redact_url, without_fragment
 from .wheelcache import WHEEL_MODE, FetchedWheel, WheelCache, check_learned, copy_hashed, file_sha256, unlink, wheel_filename
@@ -166,10 +167,21 @@ def fetch_verified(
             hint="add --live-fallback to download what the wheel cache lacks (once: the cache keeps it), or drop --snapshot",
         )
     cap = MAX_UNLISTED_BYTES if expected is None and size is None else None
-    with cache.locked(url):
-        streamed = _Streamed()
-        resumed = _download(url, name, size=size, cap=cap, cache=cache, fetcher=fetcher, progress=progress, streamed=streamed)
-        return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed, streamed=streamed.result())
+    try:
+        with cache.locked(url):
+            streamed = _Streamed()
+            resumed = _download(url, name, size=size, cap=cap, cache=cache, fetcher=fetcher, progress=progress, streamed=streamed)
+            return _verify_and_store(url, name, expected=expected, size=size, cache=cache, resumed=resumed, streamed=streamed.result())
+    except OSError as exc:
+        if exc.errno not in _STORE_FAULTS:
+            raise
+        raise WriteError(
+            f"{name}: cannot store it in the wheel cache {cache.root}: {exc.strerror or exc}",
+            hint="free space there, or point --cache-dir (or XDG_CACHE_HOME) at a folder with room; what was downloaded of it is resumed next time",
+        ) from None
+
+
+_STORE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EACCES})  # the cache folder, not the network
 
 
 def _learned_hit_is_good(hit: FetchedWheel, url: str, name: str, cache: WheelCache, *, intact: bool) -> bool:

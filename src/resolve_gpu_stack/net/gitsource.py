@@ -1,4 +1,4 @@
-"""A source tree's git and its archive (I/O: git subprocesses, disk), below ``lock/`` (``check``
+"""A source tree's git and its archive (I/O: git through ``net/process.py``, disk), below ``lock/`` (``check``
 asks whether a locked commit or tree is still what its source names) and ``env/sources.py``.
 
 The archive is deterministic (sorted members, fixed times and owners, gzip without a time): its
@@ -13,38 +13,17 @@ import hashlib
 import io
 import os
 import re
-import subprocess
 import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from ..errors import BuildError
 from ..model import SourceOrigin
+from .process import checked_git_source, git
 
 MTIME = 1767225600  # every member's time: 2026-01-01 (the archive depends on the files only)
 _SKIPPED = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "build", "dist", ".eggs", ".tox", ".nox", ".mypy_cache", ".pytest_cache"})
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-GIT_TIMEOUT = 600.0
-
-
-def git_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    """git's environment (``env``; None: this process's): never a prompt (a build has no
-    terminal), the user's config otherwise."""
-    return {**(os.environ if env is None else env), "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "LC_ALL": "C"}
-
-
-def git(args: list[str], env: Mapping[str, str] | None, what: str, cwd: Path | None = None) -> str:
-    try:
-        proc = subprocess.run(
-            ["git", *args], cwd=cwd, env=git_env(env), capture_output=True, text=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL, check=False
-        )
-    except FileNotFoundError:
-        raise BuildError(f"{what}: git is not installed", hint="install git, or build from a local tree: --build 'NAME @ file:///path'") from None
-    except subprocess.TimeoutExpired:
-        raise BuildError(f"{what}: git did not finish in {GIT_TIMEOUT:.0f} s") from None
-    if proc.returncode != 0:
-        raise BuildError(f"{what}: git {args[0]} failed: {proc.stderr.strip()[-400:]}")
-    return proc.stdout
 
 
 def resolve_commit(origin: SourceOrigin, env: Mapping[str, str] | None = None) -> str:
@@ -52,7 +31,8 @@ def resolve_commit(origin: SourceOrigin, env: Mapping[str, str] | None = None) -
     rev = origin.rev or "HEAD"
     if _COMMIT.fullmatch(rev):
         return rev
-    out = git(["ls-remote", origin.url, rev, f"{rev}^{{}}"], env, f"{origin.url}@{rev}")  # the second: an annotated tag peeled
+    checked_git_source(origin.url, rev, origin.subdirectory)
+    out = git(["ls-remote", "--", origin.url, rev, f"{rev}^{{}}"], env, f"{origin.url}@{rev}")  # the second: an annotated tag peeled
     refs: dict[str, str] = {}
     for line in out.splitlines():
         sha, _, ref = line.partition("\t")
@@ -94,4 +74,4 @@ def tree_digest(origin: SourceOrigin, filename: str) -> str:
     return hashlib.sha256(tree_archive(Path(origin.url), filename.removesuffix(".tar.gz"))).hexdigest()
 
 
-__all__ = ["GIT_TIMEOUT", "git", "git_env", "resolve_commit", "tree_archive", "tree_digest"]
+__all__ = ["resolve_commit", "tree_archive", "tree_digest"]

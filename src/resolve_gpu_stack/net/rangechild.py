@@ -1,5 +1,5 @@
-"""The range process's own side (``net/rangeproc.py`` starts it as ``python -m
-resolve_gpu_stack.net.rangechild``): its settings, then jobs, on stdin; answers, notes, retries and
+"""The range process's own side (``net/rangeproc.py`` starts it isolated, ``python -I -c`` with a
+fixed import path, and runs ``serve``): its settings, then jobs, on stdin; answers, notes, retries and
 log records on stdout, each a pickle framed by length.
 
 Scans run on ``CHILD_THREADS`` threads, each exports read on a thread of its own (the plan waits

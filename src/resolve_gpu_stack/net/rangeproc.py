@@ -2,7 +2,8 @@
 structure, the HTTP client's work per range, deflate block searches) would otherwise take turns
 with the resolve's for one interpreter lock, run beside it on another core.
 
-``RangeProcess`` starts ``python -m resolve_gpu_stack.net.rangechild`` (the child's side) at
+``RangeProcess`` starts ``resolve_gpu_stack.net.rangechild`` (the child's side; isolated, see
+``child_command``: a ``queue.py`` in the current folder never runs) at
 ``start``, or once the wheels asked to read add up to ``START_AFTER`` bytes: the scans' cost
 follows what they inflate, and a plan of small wheels (the loopback worlds: the 215-package one's
 29 scans in 0.4 s) reads them here sooner than a child would start and pay for itself; today's
@@ -35,7 +36,6 @@ import logging
 import os
 import pickle
 import struct
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -47,13 +47,17 @@ from typing import IO, Any
 from ..data.rules import AbiRules
 from ..model import IndexFile
 from ..rules.abi import TorchExports
+from . import process
 from .transport import FetchStats
 from .urlpolicy import Credentials, OriginCredentials
 
 log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("!I")
-CHILD = "resolve_gpu_stack.net.rangechild"  # the child's module (``python -m``)
+CHILD = "resolve_gpu_stack.net.rangechild"  # the child's module (its ``serve`` is what ``_CHILD_MAIN`` runs)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding resolve_gpu_stack: the child imports the same code
+# the child's start: its import path set before anything is imported (``sys.argv[1:]``), then its loop
+_CHILD_MAIN = f"import sys; sys.path[:] = sys.argv[1:]; from {CHILD} import serve; serve()"
 START_AFTER = 16 * 2**20  # bytes of wheels asked to read before the child starts: less is read here sooner than it starts
 
 
@@ -132,7 +136,7 @@ class RangeProcess:
         self._on_retry = on_retry
         self._lock = threading.Lock()
         self._pipe_lock = threading.Lock()
-        self._child: subprocess.Popen[bytes] | None = None
+        self._child: process.Popen[bytes] | None = None
         self._ready = threading.Event()
         self._gone = False
         self._jobs: dict[int, Future[Any]] = {}
@@ -192,19 +196,14 @@ class RangeProcess:
         except _Gone:
             return None
 
-    def _start(self) -> subprocess.Popen[bytes] | None:
+    def _start(self) -> process.Popen[bytes] | None:
         """The child, started now if it was not (under ``_lock``); None once it is gone."""
         if self._gone:
             return None
         if self._child is None:
-            package_root = Path(__file__).resolve().parents[2]  # the folder holding resolve_gpu_stack: the child imports the same code
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(package_root), env.get("PYTHONPATH")]))
-            if sys.pycache_prefix is not None and not sys.dont_write_bytecode:  # the bytecode this process keeps (``__main__.keep_bytecode``)
-                env["PYTHONPYCACHEPREFIX"] = sys.pycache_prefix
-                env.pop("PYTHONDONTWRITEBYTECODE", None)
             try:
-                self._child = subprocess.Popen([sys.executable, "-m", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                argv = child_command(os.getcwd())
+                self._child = process.start(argv, stdin=process.PIPE, stdout=process.PIPE, cwd=PACKAGE_ROOT)
                 assert self._child.stdin is not None
                 send(self._child.stdin, self._pipe_lock, self._settings)
             except (OSError, ValueError) as exc:
@@ -214,7 +213,7 @@ class RangeProcess:
             threading.Thread(target=self._listen, args=(self._child,), name="range-process", daemon=True).start()
         return self._child
 
-    def _listen(self, child: subprocess.Popen[bytes]) -> None:
+    def _listen(self, child: process.Popen[bytes]) -> None:
         assert child.stdout is not None
         try:
             while (message := receive(child.stdout)) is not None:
@@ -275,11 +274,24 @@ class RangeProcess:
             pass
         try:
             child.wait(timeout=2)
-        except subprocess.TimeoutExpired:
+        except process.TimeoutExpired:
             child.kill()
             child.wait()
         if child.stdout is not None:
             child.stdout.close()
+
+
+def child_command(cwd: str) -> list[str]:
+    """How the child starts: isolated (``-I``: no ``PYTHON*`` variable, no user site, neither the
+    current folder nor the script's on ``sys.path``), from ``PACKAGE_ROOT`` (its working folder),
+    its import path this process's less the current folder ``cwd`` and relative entries (this
+    package's folder first), keeping the bytecode this process keeps (``-X pycache_prefix``, as
+    ``__main__.keep_bytecode`` chose; ``-B`` where this process writes none)."""
+    path = [str(PACKAGE_ROOT), *(p for p in sys.path if p and os.path.isabs(p) and os.path.realpath(p) != os.path.realpath(cwd))]
+    bytecode = ["-X", f"pycache_prefix={sys.pycache_prefix}"] if sys.pycache_prefix is not None and not sys.dont_write_bytecode else []
+    if sys.dont_write_bytecode:
+        bytecode = ["-B"]
+    return [sys.executable, "-I", *bytecode, "-c", _CHILD_MAIN, *dict.fromkeys(path)]
 
 
 class _Gone(Exception):
