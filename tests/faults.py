@@ -92,6 +92,11 @@ class StoryRun:
     def constraints_path(self) -> Path:
         return self.root / "out" / "constraints.txt"
 
+    @property
+    def overrides_path(self) -> Path:
+        """The overrides file ``lock`` writes beside the constraints file."""
+        return self.root / "out" / "overrides.txt"
+
     def argv(self, command: str = "lock", *extra: str, base: str | None = None) -> list[str]:
         argv = [command, *TARGET, *index_flags(base or self.srv.url), "--cache-dir", str(self.cache), "--timeout", str(self.timeout), *self.extra, *extra]
         if command == "lock":
@@ -114,7 +119,7 @@ class StoryRun:
         return cache_problems(self.cache, self.world.root)
 
     def outputs(self) -> dict[str, bytes | None]:
-        return {p.name: (p.read_bytes() if p.exists() else None) for p in (self.lock_path, self.constraints_path)}
+        return {p.name: (p.read_bytes() if p.exists() else None) for p in (self.lock_path, self.constraints_path, self.overrides_path)}
 
 
 @contextmanager

@@ -21,9 +21,14 @@ import pytest
 from faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, run_cli, story_run
 from server import Fault, IndexServer
 
+from resolve_gpu_stack.lock.constraints import OVERRIDES_HEADER
 from resolve_gpu_stack.net.transport import Transport
 
-OLD = {"pylock.x.toml": b"# the lock from yesterday\n", "constraints.txt": b"# yesterday's constraints\n"}
+OLD = {
+    "pylock.x.toml": b"# the lock from yesterday\n",
+    "constraints.txt": b"# yesterday's constraints\n",
+    "overrides.txt": b"# yesterday's overrides\n",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +57,8 @@ def assert_good_lock(run: StoryRun, rc: int, err: str) -> None:
     assert 'version = "0.6.5+cu130"' in text and "99.0.0" not in text
     assert "flashinfer-jit-cache==0.6.5+cu130" in run.constraints_path.read_text()
     assert run.cache_problems() == []
-    assert sorted(p.name for p in run.lock_path.parent.iterdir()) == ["constraints.txt", "pylock.x.toml"]
+    assert run.overrides_path.read_text().startswith(OVERRIDES_HEADER), "lock writes the overrides file beside the constraints"
+    assert sorted(p.name for p in run.lock_path.parent.iterdir()) == ["constraints.txt", "overrides.txt", "pylock.x.toml"]
 
 
 def assert_clean_failure(run: StoryRun, rc: int, out: str, err: str, *, code: int, url_path: str | None, words: tuple[str, ...]) -> None:
