@@ -7,6 +7,7 @@ venvs whose (fake) installed torch stays byte-identical. Nothing leaves 127.0.0.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -236,8 +237,17 @@ def test_install_lock_refuses_another_target_unless_forced(house, tmp_path, uv_e
     with pytest.raises(UsageError) as refused:
         install_lock(out / "pylock.arm.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), fetcher=fetcher, env=uv_env)
     said = str(refused.value)
-    assert "here triton is not installed" in said and 'the lock\'s environments (platform_machine == "aarch64"' in said and "exclude Python" in said
+    # what is installed comes first: the lock keeps the kept torch's closure (cuda-toolkit and the
+    # nvidia-* pins its extras hold, triton), none of it installed here; the lock's environments and
+    # Python follow among the rest
+    for name in ("cuda-toolkit", "triton"):
+        assert f"{name}: the lock keeps the installed {name} " in said and f"here {name} is not installed" in said, said
+    assert re.search(r"; and \d+ more$", said), said
     assert "no flag installs" in (refused.value.hint or "")  # the kept packages differ: --force-target would not pass it either
+    assert installed(venv) == before
+    with pytest.raises(UsageError, match="here triton is not installed") as forced:
+        install_lock(out / "pylock.arm.toml", python=venv, uv=UV, wheel_cache=WheelCache(tmp_path / "c"), fetcher=fetcher, env=uv_env, force_target=True)
+    assert "no flag installs" in (forced.value.hint or "")
     assert installed(venv) == before
     bare = make_venv(tmp_path / "bare", uv_env)  # no torch: the lock keeps one
     with pytest.raises(UsageError, match="keeps the installed torch"):
