@@ -436,3 +436,36 @@ def test_a_build_from_a_folder_with_stdlib_shadowing_files_runs_none_of_them(loc
     assert sorted(p.name for p in ran.iterdir()) == [], out
     assert rc == 0 and "Traceback" not in out, out
     assert run_in(python, "import src_kernel; print(src_kernel.add(2, 3))")
+
+
+HOSTILE_UV_TOML = """\
+required-version = ">=99"
+python-preference = "only-managed"
+python-downloads = "never"
+index-url = "http://127.0.0.1:9/simple"
+link-mode = "symlink"
+"""
+
+
+@pytest.mark.slow
+@needs_builds
+def test_a_build_from_a_folder_with_a_hostile_uv_toml_is_not_shaped_by_it(locked: Locked, tmp_path: Path, uv_env: dict[str, str]) -> None:
+    """``install --build`` run in a project whose ``uv.toml`` asks for another uv, managed Pythons
+    only and an index on a closed port: every uv run of the build (its venv, its requirements, the
+    build, the install into the target) passes ``--no-config``; the package is built and imports."""
+    from test_install_e2e import make_venv
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "uv.toml").write_text(HOSTILE_UV_TOML)
+    python = make_venv(tmp_path / "venv", uv_env, locked.torch)
+    # that configuration really stops a uv run from this folder that reads it
+    plain = subprocess.run(
+        [UV, "venv", "-q", "--python", python, str(tmp_path / "plain")], cwd=project, env=uv_env, capture_output=True, text=True, check=False
+    )
+    assert plain.returncode != 0 and "required uv version" in plain.stderr.lower(), plain.stderr
+    argv = ["install", "--python", python, "--build", locked.reference, *index_flags(locked.srv_url), "--flashinfer", "none"]
+    rc, out = cli(*argv, "--cache-dir", str(tmp_path / "cache"), cwd=project)
+    assert rc == 0 and "Traceback" not in out, out
+    assert run_in(python, "import src_kernel; print(src_kernel.add(2, 3))")
+    assert (project / "uv.toml").read_text() == HOSTILE_UV_TOML and sorted(p.name for p in project.iterdir()) == ["uv.toml"]

@@ -453,7 +453,8 @@ def _build_environment(
     env = _build_env(ctx.machine, tmp)
     python = ctx.python or _interpreter_for(plan.target.python)
     try:
-        _run_uv([ctx.machine.uv, "venv", "-q", "--python", python, str(venv)], env, what=f"uv venv --python {python}")
+        # --no-config: a uv.toml or [tool.uv] in the current folder (required-version, python-preference) never shapes it
+        _run_uv([ctx.machine.uv, "venv", "-q", "--no-config", "--python", python, str(venv)], env, what=f"uv venv --python {python}")
     except ResolveGpuStackError as exc:
         raise BuildError(
             f"cannot make a build environment of Python {python} on this machine: {exc.message}",
