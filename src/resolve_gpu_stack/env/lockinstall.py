@@ -111,8 +111,9 @@ def _refuse_broken(path: Path, checked: Checked, errors: list[Finding]) -> None:
 
 
 def _refuse_other_target(path: Path, held: list[Finding], environment: Environment) -> None:
-    """``UsageError`` for a lock made for another target: what is installed (no flag relaxes it),
-    then the whole lock, then each wheel."""
+    """``UsageError`` for a lock made for another target: the whole lock first (its Python and
+    platform: the cause a user looks for), then what is installed (no flag relaxes it), then each
+    wheel."""
     if not held:
         return
     relaxable = not any(f.rule == INSTALLED for f in held)
@@ -121,7 +122,7 @@ def _refuse_other_target(path: Path, held: list[Finding], environment: Environme
         if relaxable
         else "lock for this interpreter as it is: no flag installs a lock over packages it does not keep or move from (torch above all)"
     )
-    held.sort(key=lambda f: (f.rule != INSTALLED, f.package is not None))
+    held.sort(key=lambda f: (f.package is not None, f.rule != INSTALLED))
     raise UsageError(f"{path} was made for another target than {environment.interpreter}: " + _listed(held), hint=hint)
 
 
