@@ -89,7 +89,11 @@ class _Tail:
 class ElfStream:
     """See the module docstring. ``symbols``: whether (or, given the libraries, whether) to read the
     dynamic symbol table; ``exports``: keep the defined names too. ``chunk``: compressed bytes per
-    read of a deflated member."""
+    read of a deflated member. ``seek``: whether a member may be read from its end first (see the
+    module docstring). A verdict that lets a wheel in never rests on such a read: an entry point
+    that inflates cleanly to the member's end is not proven a real block boundary (a forger hides
+    a second, self-consistent chain of blocks in stored data), so the wheel scan passes False;
+    the kept torch's exports are read so."""
 
     def __init__(
         self,
@@ -101,6 +105,7 @@ class ElfStream:
         exports: bool = False,
         sections: bool = False,
         chunk: int = CHUNK,
+        seek: bool = True,
     ) -> None:
         if method not in (STORED, DEFLATED):
             raise ElfError(f"compression method {method} is not supported for range reads")
@@ -124,7 +129,8 @@ class ElfStream:
         self._pos = 0  # inflated offset of the stream
         self._cpos = 0  # compressed offset of the stream
         self._tail: _Tail | None = None  # the member's end being read (see the module docstring)
-        self._tail_tried = method != DEFLATED or compressed_size < SEEK_MIN
+        self._seek = seek
+        self._tail_tried = not seek or method != DEFLATED or compressed_size < SEEK_MIN
 
     @property
     def done(self) -> bool:
@@ -276,7 +282,7 @@ class ElfStream:
             self._sections = False
             if self._inflater is not None:
                 self._windows += _dynamic_windows(layout)
-                self._tail_tried = self.compressed_size < SEEK_MIN
+                self._tail_tried = not self._seek or self.compressed_size < SEEK_MIN
         return elf.read_structure(layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
 
     def _want_tables(self, layout: ElfLayout, need: Need) -> None:

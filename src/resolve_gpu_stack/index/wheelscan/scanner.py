@@ -346,7 +346,7 @@ class WheelScanner:
         m.next_offset = m.data_start
         if m.entry.name not in self._reread:
             return piece
-        m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch), None
+        m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch, seek=False), None
         if piece:
             self._feed_stream(m, m.stream, m.data_start, bytes(piece))
         return None
@@ -379,7 +379,7 @@ class WheelScanner:
         links = bool(m.libraries and m.libraries.torch_libs) or bool(elf.torch_libs(m.names))
         if not links and not self._tied and stop != "cap":  # an untied wheel's member that gave its names is judged by them
             return False
-        stream = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch)
+        stream = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch, seek=False)
         started = self._clock()
         stream.resume(bytes(m.buf), m.inflater, m.read)
         self._exempt += self._clock() - started
