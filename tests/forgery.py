@@ -25,10 +25,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
+import shutil
 import struct
+import subprocess
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+from wheels import metadata_text
 
 MISSING = b"_ZN3c1016stand_in_missingEv"  # c10::stand_in_missing()
 RENAMED = b"_ZN3zzz16stand_in_missingEv"  # the same length, in no torch namespace
@@ -235,6 +239,27 @@ def _fake_header_ends(zone: bytearray, count: int) -> list[int]:
     return ends
 
 
+def readelf_symbols(path: Path) -> tuple[list[str], list[str]] | None:
+    """(imports, exports) of the shared object at ``path`` as GNU readelf reads them through
+    ``PT_DYNAMIC`` (``--use-dynamic --symbols``: no section headers needed), version suffixes cut; None
+    where readelf is not installed. An ELF reader independent of ours."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return None
+    # (readelf prints nothing for a path after "--": an absolute path cannot be read as an option)
+    proc = subprocess.run([readelf, "-W", "--use-dynamic", "--symbols", str(path.resolve())], capture_output=True, text=True, check=False)
+    imports, exports = [], []
+    for line in proc.stdout.splitlines():
+        fields = line.split()
+        if len(fields) < 8 or not fields[0].rstrip(":").isdigit():
+            continue
+        name = fields[7].split("@", 1)[0]
+        if not name:
+            continue
+        (imports if fields[6] == "UND" else exports).append(name)
+    return imports, exports
+
+
 def compile_forged(folder: Path) -> bytes:
     """The object that truly imports ``c10::stand_in_missing()`` (``folder``: compile_objects' own,
     holding the torch stubs it links)."""
@@ -257,20 +282,31 @@ def zip_with(members: list[tuple[str, bytes, bytes | None]]) -> bytes:
             given = c.compress(data) + c.flush()
         nb, crc, offset = name.encode(), zlib.crc32(data), len(out)
         out += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", 20, 0, 0, 8, 0, 0, crc, len(given), len(data), len(nb), 0) + nb + given
-        central += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0, crc, len(given), len(data), len(nb), 0, 0, 0, 0, 0o100644 << 16, offset) + nb
+        central += (
+            struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0, crc, len(given), len(data), len(nb), 0, 0, 0, 0, 0o100644 << 16, offset) + nb
+        )
     n = len(members)
     return bytes(out + central + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n, n, len(central), len(out), 0))
 
 
-def forged_wheel(directory: Path, lib: bytes, *, name: str = "evilkern", version: str = "1.0", tag: str = "cp310-abi3-manylinux_2_28_x86_64") -> tuple[Path, Forged]:
-    """A real wheel (METADATA, WHEEL, RECORD) whose ``<name>/_C.so`` is ``forged_member(lib)``."""
+def forged_wheel(
+    directory: Path,
+    lib: bytes,
+    *,
+    name: str = "evilkern",
+    version: str = "1.0",
+    tag: str = "cp310-abi3-manylinux_2_28_x86_64",
+    requires: tuple[str, ...] = ("torch",),
+) -> tuple[Path, Forged]:
+    """A real wheel (METADATA with ``requires``, WHEEL, RECORD) whose ``<name>/_C.so`` is
+    ``forged_member(lib)``. Its METADATA requires torch: the scan reads its member by structure."""
     forged = forged_member(lib)
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files: list[tuple[str, bytes, bytes | None]] = [
         (f"{dist}/__init__.py", b"", None),
         (f"{dist}/_C.so", forged.data, forged.deflated),
-        (f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n".encode(), None),
+        (f"{info}/METADATA", metadata_text(name, version, requires), None),
         (f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: forgery\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(), None),
     ]
     record = "".join(f"{p},{_record_hash(d)},{len(d)}\n" for p, d, _ in files) + f"{info}/RECORD,,\n"
@@ -281,4 +317,4 @@ def forged_wheel(directory: Path, lib: bytes, *, name: str = "evilkern", version
     return path, forged
 
 
-__all__ = ["MISSING", "RENAMED", "Forged", "compile_forged", "forged_member", "forged_wheel", "zip_with"]
+__all__ = ["MISSING", "RENAMED", "Forged", "compile_forged", "forged_member", "forged_wheel", "readelf_symbols", "zip_with"]

@@ -191,8 +191,20 @@ def _check_output_flag(settings: InstallSettings) -> None:
 
 def _uv_downloads(settings: InstallSettings, plan: LockPlan, defs: Definitions) -> bool:
     """Whether uv may download the plan's wheels itself: online, no lock to write, every wheel
-    hashed by its index, and no credentials given in an --index URL (those are ours to send)."""
-    return settings.sources.snapshot is None and settings.write_lock is None and _all_hashed(plan) and not _credentials_in(defs)
+    hashed by its index, no credentials given in an --index URL (those are ours to send), and no
+    compiled wheel to install (its verdict is confirmed from its verified file first:
+    ``env/confirm.py``)."""
+    return (
+        settings.sources.snapshot is None and settings.write_lock is None and _all_hashed(plan) and not _credentials_in(defs) and not compiled_to_install(plan)
+    )
+
+
+def compiled_to_install(plan: LockPlan) -> bool:
+    """Whether ``plan`` installs a compiled wheel (one whose verdict is confirmed before install)."""
+    from ..env.confirm import is_compiled
+    from ..model import Action
+
+    return any(p.action is not Action.KEEP and is_compiled(p.filename) for p in plan.packages)
 
 
 def _command() -> str:
@@ -226,6 +238,7 @@ def _install_downloaded(
             offline=offline,
             env=env,
             environment=environment,
+            defs=defs,
         )
     return dataclasses.replace(report, lock_path=lock_path) if lock_path is not None else report
 

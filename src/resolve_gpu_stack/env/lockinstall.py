@@ -26,10 +26,13 @@ lock, and installs, overlapping all three: as fast as plain uv. Around it, what 
   never holds any). Where a wheel is fetched from is not ``check``'s business here: a wheelhouse
   moves every wheel, and its sha256 still decides.
 
-Two cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
+Three cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
 ``install.install_plan``): ``force_target`` with a Python or platform misfit (the plan is
-re-targeted to the interpreter as it is: uv's reading of the lock would refuse it), and
-``offline`` with wheels that are not local files (only our wheel cache can answer for them).
+re-targeted to the interpreter as it is: uv's reading of the lock would refuse it), ``offline``
+with wheels that are not local files (only our wheel cache can answer for them), and a lock that
+installs a compiled wheel: its verdict is re-derived from its verified file, read from its start,
+before anything is installed (``env/confirm.py``: a verdict recorded in a lock is a claim, not
+evidence).
 """
 
 from __future__ import annotations
@@ -175,7 +178,10 @@ def install_lock(
         probe.close()
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
-    if not misfit and (local or not offline):
+    from .confirm import is_compiled
+
+    confirm = not dry_run and any(p.action is not Action.KEEP and is_compiled(p.filename) for p in plan.packages)
+    if not misfit and not confirm and (local or not offline):
         report = _install_with_uv(
             path,
             plan,
@@ -204,6 +210,7 @@ def install_lock(
             offline=offline,
             env=env,
             environment=environment,
+            defs=defs,
         )
     return dataclasses.replace(report, lock_path=str(path))
 
