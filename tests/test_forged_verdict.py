@@ -205,3 +205,22 @@ def test_install_refuses_it_at_the_plan_and_an_untied_copy_at_the_verified_file(
     assert code == 1 and out == "" and "Traceback" not in err, err
     assert "evilguess 1.0: planned as " in err and "read from its start: locked, refused" in err and WHY in err, err
     assert installed_names(python, uv_env) == have
+
+
+def test_wheelhouse_refuses_a_lock_whose_verdict_the_file_does_not_hold(forged, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``evilguess``'s lock says it needs no torch (the plan's scan guessed from the names in its
+    first bytes); the wheelhouse reads the verified file by structure before it publishes anything:
+    it links torch, and the export is refused, no page and no lock written. (The kept torch is on
+    the nodes, not here: a version-locked wheel's imports are confirmed by ``install --lock``.)"""
+    world, srv, _, _ = forged
+    flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
+    lock = tmp_path / "pylock.guess.toml"
+    code, _, err = cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
+    assert code == 0, err
+    row = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
+    assert "abi" not in row and row["coupling"] == "agnostic", row
+    house = tmp_path / "house"
+    code, out, err = cli(capsys, "wheelhouse", str(lock), "--output", str(house), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert "wheelhouse refused" in err and "evilguess 1.0: planned as agnostic" in err and "read from its start: locked" in err, err
+    assert not (house / lock.name).exists() and not list(house.glob("simple/*/index.html"))

@@ -217,7 +217,9 @@ def _zips(draw: st.DrawFn) -> tuple[bytes, dict[str, bytes]]:
     members = {}
     for i in range(draw(st.integers(1, 6))):
         size = draw(st.integers(0, 70 * KB))
-        members[f"pkg/{i}-{draw(st.text('abc_é', min_size=1, max_size=8))}.so"] = random.Random(draw(st.integers(0, 99))).randbytes(size)[: size // 2] + bytes(size - size // 2)
+        members[f"pkg/{i}-{draw(st.text('abc_é', min_size=1, max_size=8))}.so"] = random.Random(draw(st.integers(0, 99))).randbytes(size)[: size // 2] + bytes(
+            size - size // 2
+        )
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, data in members.items():
@@ -241,7 +243,12 @@ def test_the_zip_reader_reads_what_zipfile_reads_or_refuses(made, cut) -> None: 
         assert {e.name for e in entries} == set(infos)
         for e in entries:
             info = infos[e.name]
-            assert (e.compressed_size, e.uncompressed_size, e.header_offset, e.method) == (info.compress_size, info.file_size, info.header_offset, info.compress_type)
+            assert (e.compressed_size, e.uncompressed_size, e.header_offset, e.method) == (
+                info.compress_size,
+                info.file_size,
+                info.header_offset,
+                info.compress_type,
+            )
             try:
                 expected = zf.read(e.name)
             except (zipfile.BadZipFile, zlib.error, EOFError):

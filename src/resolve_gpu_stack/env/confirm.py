@@ -11,7 +11,9 @@ names in its first bytes: every member's libraries from its dynamic section), ju
 (``rules/abi.judge``: the kept torch's exports read from its libraries on disk; a torch the plan
 installs from its downloaded wheel), and compared with the verdict the plan carries. A wheel the
 plan lets in that the file's own reading refuses, or reads as another kind, refuses the install,
-naming both readings (``VerdictMismatch``, exit 1); nothing is installed.
+naming both readings (``VerdictMismatch``, exit 1); nothing is installed. ``wheelhouse`` does the
+same for every lock it publishes, before it writes a page or a lock (the kept torch is on the
+nodes: a version-locked wheel's imports are confirmed there, by ``install --lock``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from ..index import zipmeta
 from ..index.elf import ElfError, torch_libs
 from ..index.elfstream import ElfStream
 from ..index.wheelscan import scan_file
-from ..model import Action, LockedPackage, LockPlan
+from ..model import Action, Coupling, LockedPackage, LockPlan
 from ..model.abi import UNKNOWN, AbiVerdict, WheelAbi
 from ..model.cuda import CudaLabel
-from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
+from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, asks_for_exports, judge, torch_floor
 from .exports import installed_torch_exports
 from .probe import Environment
 
@@ -47,6 +49,7 @@ class Confirmed:
 
     package: str  # "evilkern 1.0"
     recorded: AbiVerdict | None
+    coupling: Coupling
     local: AbiVerdict
     agrees: bool
 
@@ -56,9 +59,14 @@ def is_compiled(filename: str | None) -> bool:
     return bool(filename) and filename is not None and filename.endswith(".whl") and not filename.endswith("-any.whl")
 
 
-def confirm_verdicts(plan: LockPlan, files: Mapping[str, Path], environment: Environment, defs: Definitions) -> list[Confirmed]:
+def confirm_verdicts(
+    plan: LockPlan, files: Mapping[str, Path], environment: Environment | None, defs: Definitions, *, doing: str = "install"
+) -> list[Confirmed]:
     """Every compiled wheel of ``plan`` in ``files`` (package name -> its verified file) judged from
-    that file; ``VerdictMismatch`` when one the plan lets in does not hold there."""
+    that file; ``VerdictMismatch`` when one the plan lets in does not hold there. ``environment``:
+    the target (its torch's exports on disk); None (a wheelhouse, made away from its nodes): the
+    plan's own torch, its exports from its wheel when the plan installs it, else not at hand (a
+    version-locked wheel's imports are then confirmed by ``install --lock`` on each node)."""
     torch = _torch_of(plan, files, environment)
     policy = AbiPolicy.of(defs.abi)
     out = []
@@ -68,33 +76,47 @@ def confirm_verdicts(plan: LockPlan, files: Mapping[str, Path], environment: Env
             continue
         abi, floor = local_abi(path, defs)
         local = judge(pkg.name, abi, torch, policy, version=pkg.version, requires_floor=floor)
-        out.append(Confirmed(package=f"{pkg.name} {pkg.version}", recorded=pkg.abi, local=local, agrees=_agrees(pkg, local)))
+        unread = torch is not None and asks_for_exports(pkg.name, pkg.version, abi, torch, policy) and not _exports_at_hand(torch)
+        out.append(
+            Confirmed(
+                package=f"{pkg.name} {pkg.version}", recorded=pkg.abi, coupling=pkg.coupling, local=local, agrees=_agrees(pkg, local, exports_unread=unread)
+            )
+        )
     wrong = [c for c in out if not c.agrees]
     if wrong:
         raise VerdictMismatch(
-            f"install refused: {len(wrong)} compiled wheel{'s' * (len(wrong) != 1)} read from the downloaded file "
-            "do not run as the plan says (nothing was installed)",
-            reasons=[f"{c.package}: planned as {describe(c.recorded)}; its verified file, read from its start: {describe(c.local)}" for c in wrong],
+            f"{doing} refused: {len(wrong)} compiled wheel{'s' * (len(wrong) != 1)} read from the downloaded file "
+            f"do not run as the plan says (nothing was {'installed' if doing == 'install' else 'published'})",
+            reasons=[f"{c.package}: planned as {describe(c.recorded, c.coupling)}; its verified file, read from its start: {describe(c.local)}" for c in wrong],
             hint="the index served range reads that disagree with the file, or the lock was edited: resolve again, and report the wheel",
         )
     return out
 
 
-def _agrees(pkg: LockedPackage, local: AbiVerdict) -> bool:
+def _exports_at_hand(torch: AbiTorch) -> bool:
+    return torch.exports is not None and torch.exports().symbols is not None
+
+
+def _agrees(pkg: LockedPackage, local: AbiVerdict, *, exports_unread: bool = False) -> bool:
     """Whether the file's reading lets ``pkg`` in as the plan does: a plan that lets it in (no
     verdict, or one without a refusal, unless planned despite it with ``--abi-mismatch warn``)
-    needs the file's verdict without a refusal, and of the same kind."""
+    needs the file's verdict without a refusal, and of the same kind (``exports_unread``: the
+    torch's exports are not at hand, so a version-locked wheel's kind alone is confirmed)."""
     recorded = pkg.abi
     if recorded is not None and recorded.refusal is not None:
         return True  # planned despite a refusal (--abi-mismatch warn): nothing rests on "runs"
-    if local.refusal is not None:
-        return False
-    return recorded is None or recorded.kind == local.kind or local.kind is None and recorded.kind is None
+    if recorded is None:  # a plan that judged it needing no torch says so by its coupling (the torch family, by the data, claims no kind)
+        claims_kind = pkg.coupling in (Coupling.AGNOSTIC, Coupling.CUDA) and local.kind is not None
+    else:
+        claims_kind = recorded.kind != local.kind
+    if exports_unread:
+        return not claims_kind
+    return local.refusal is None and not claims_kind
 
 
-def describe(verdict: AbiVerdict | None) -> str:
+def describe(verdict: AbiVerdict | None, coupling: Coupling | None = None) -> str:
     if verdict is None:
-        return "not judged (no verdict recorded)"
+        return f"{coupling.value if coupling is not None else 'not judged'} (no verdict recorded)"
     kind = verdict.kind.value if verdict.kind is not None else "no torch linked"
     return f"{kind}, {'runs' if verdict.refusal is None else 'refused: ' + verdict.refusal}"
 
@@ -122,15 +144,17 @@ def _requires(zf: zipfile.ZipFile) -> list[str]:
     return [line.split(":", 1)[1].strip() for line in head.splitlines() if line.lower().startswith("requires-dist:")]
 
 
-def _torch_of(plan: LockPlan, files: Mapping[str, Path], environment: Environment) -> AbiTorch | None:
+def _torch_of(plan: LockPlan, files: Mapping[str, Path], environment: Environment | None) -> AbiTorch | None:
     """The torch the plan's wheels will run on: the one the plan installs (its exports from its
     downloaded wheel), else the one installed (from its libraries on disk); None: no torch."""
     row = next((p for p in plan.packages if p.name == TORCH), None)
-    installed = environment.distributions.get(TORCH)
+    installed = environment.distributions.get(TORCH) if environment is not None else None
     if row is not None and row.action is not Action.KEEP:
         version, wheel, site = row.version, files.get(TORCH), None
     elif installed is not None:
         version, wheel, site = installed.version, None, installed.location
+    elif row is not None:  # a wheelhouse: the kept torch is on the nodes, not here
+        version, wheel, site = row.version, None, None
     else:
         return None
     memo: list[TorchExports] = []
