@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from server import IndexServer
@@ -116,7 +117,7 @@ def test_wheelhouse_cli_errors(tmp_path: Path, capsys):
 
 @pytest.mark.slow
 @needs_linux
-def test_install_lock_downloads_each_wheel_once_and_never_torch(tmp_path: Path, uv_env, capsys):
+def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_path: Path, uv_env, capsys):
     world = build_world(tmp_path / "www")
     ci = make_venv(tmp_path / "ci", uv_env, torch_wheel(world, NIGHTLY))
     lock = tmp_path / "pylock.x.toml"
@@ -142,25 +143,32 @@ def test_install_lock_downloads_each_wheel_once_and_never_torch(tmp_path: Path, 
             capsys, "install", "--lock", str(lock), "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json"
         )
         assert rc == 0, err
-        wheels = [p for m, p, _ in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
+        gets = [(p, _agent(h)) for m, p, h in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
+        wheels = [p for p, agent in gets if agent == "uv"]
+        ours = [unquote(p.rsplit("/", 1)[-1]) for p, agent in gets if agent != "uv"]
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
     want = {r["name"] for r in rows.values() if r["action"] != "keep"}
     assert len(wheels) == len(set(wheels)) == len(want) and not any("/torch-" in p for p in wheels)
     assert {n for n in want if any(p.rsplit("/", 1)[-1].startswith(n.replace("-", "_") + "-") for p in wheels)} == want
     assert rows["torch"]["action"] == "keep" and dist_info_bytes(node, "torch") == torch_before
     assert all(installed(node)[n] == r["version"] for n, r in rows.items())
-    # the lock installs compiled wheels (flashinfer-jit-cache): each went through our own wheel
-    # cache, verified, and its verdict was read again from that file before uv ran (issue 48)
-    cached = {p.name for p in (tmp_path / "node-cache").rglob("*.whl")}
-    assert any(n.startswith("flashinfer_jit_cache-") for n in cached), cached
+    # uv fetched every wheel itself; the compiled ones (a platform tag) were fetched by us first,
+    # once each, their verdicts read again from the verified files before uv ran (issue 48)
+    compiled = sorted(unquote(p.rsplit("/", 1)[-1]) for p in wheels if not p.endswith("-any.whl"))
+    assert compiled and sorted(ours) == compiled, (ours, compiled)
+    assert sorted(p.name for p in (tmp_path / "node-cache").rglob("*.whl")) == compiled
+
+
+def _agent(headers: dict[str, str]) -> str:
+    return next((v for k, v in headers.items() if k.lower() == "user-agent"), "").split("/", 1)[0]
 
 
 @pytest.mark.slow
 @needs_linux
-def test_cold_install_downloads_each_wheel_once(tmp_path: Path, uv_env, capsys):
-    """`install` (resolving): each wheel downloaded once; a plan of compiled wheels by us, each
-    verdict confirmed from the verified file before uv installs (a plan of pure wheels whose index
-    gave every sha256 goes to uv as a temporary pylock, as `install --lock` does); torch untouched."""
+def test_cold_install_hands_a_fully_hashed_plan_to_uv(tmp_path: Path, uv_env, capsys):
+    """`install` (resolving): when every wheel to install has its index's sha256, the plan goes to
+    uv as a temporary pylock, as `install --lock` does: each wheel downloaded once, by uv, while it
+    installs; torch untouched."""
     world = build_world(tmp_path / "www")
     node = make_venv(tmp_path / "node", uv_env, torch_wheel(world, NIGHTLY))
     torch_before = dist_info_bytes(node, "torch")
@@ -177,9 +185,10 @@ def test_cold_install_downloads_each_wheel_once(tmp_path: Path, uv_env, capsys):
         whole = [(p, h) for m, p, h in srv.log[seen:] if m == "GET" and p.endswith(".whl") and not any(k.lower() == "range" for k in h)]
         wheels = [p for p, _ in whole]
         agents = {next((v for k, v in h.items() if k.lower() == "user-agent"), "").split("/", 1)[0] for _, h in whole}
-    # the plan installs compiled wheels (flashinfer-jit-cache): each is downloaded by us, verified, its
-    # verdict read again from that file, and uv installs from it (issue 48); still once each
-    assert agents == {"resolve-gpu-stack"}, agents
+    assert agents == {"uv", "resolve-gpu-stack"}, agents  # uv downloaded them while installing; we, the compiled ones, before it (issue 48)
+    ours = [p for p, h in whole if _agent(h) != "uv"]
+    wheels = [p for p, h in whole if _agent(h) == "uv"]
+    assert ours and all(not p.endswith("-any.whl") for p in ours) and len(ours) == len(set(ours))
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
     want = {r["name"] for r in rows.values() if r["action"] != "keep"}
     assert want and len(wheels) == len(set(wheels)) == len(want) and not any("/torch-" in p for p in wheels)

@@ -143,18 +143,21 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
     if not built and _uv_downloads(settings, plan, defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
         # (a temporary pylock, as `install --lock` does), after its dry run is checked.
+        from ..env.confirm import Confirming
         from ..env.lockinstall import install_plan_via_uv
 
-        report = install_plan_via_uv(
-            plan,
-            python=python,
-            uv=uv,
-            environment=probe.result(),
-            wheel_cache=cache,
-            insecure=settings.network.allow_insecure_hosts,
-            env=env,
-            command=_command(),
-        )
+        with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
+            report = install_plan_via_uv(
+                plan,
+                python=python,
+                uv=uv,
+                environment=probe.result(),
+                wheel_cache=cache,
+                insecure=settings.network.allow_insecure_hosts,
+                env=env,
+                command=_command(),
+                confirming=Confirming(defs=defs, wheel_cache=cache, fetcher=fetcher, progress=progress),
+            )
     else:
         try:
             report = _install_downloaded(settings, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
@@ -191,20 +194,8 @@ def _check_output_flag(settings: InstallSettings) -> None:
 
 def _uv_downloads(settings: InstallSettings, plan: LockPlan, defs: Definitions) -> bool:
     """Whether uv may download the plan's wheels itself: online, no lock to write, every wheel
-    hashed by its index, no credentials given in an --index URL (those are ours to send), and no
-    compiled wheel to install (its verdict is confirmed from its verified file first:
-    ``env/confirm.py``)."""
-    return (
-        settings.sources.snapshot is None and settings.write_lock is None and _all_hashed(plan) and not _credentials_in(defs) and not compiled_to_install(plan)
-    )
-
-
-def compiled_to_install(plan: LockPlan) -> bool:
-    """Whether ``plan`` installs a compiled wheel (one whose verdict is confirmed before install)."""
-    from ..env.confirm import is_compiled
-    from ..model import Action
-
-    return any(p.action is not Action.KEEP and is_compiled(p.filename) for p in plan.packages)
+    hashed by its index, and no credentials given in an --index URL (those are ours to send)."""
+    return settings.sources.snapshot is None and settings.write_lock is None and _all_hashed(plan) and not _credentials_in(defs)
 
 
 def _command() -> str:

@@ -18,6 +18,7 @@ nodes: a version-locked wheel's imports are confirmed there, by ``install --lock
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from ..index.wheelscan import scan_file
 from ..model import Action, Coupling, LockedPackage, LockPlan
 from ..model.abi import UNKNOWN, AbiVerdict, WheelAbi
 from ..model.cuda import CudaLabel
+from ..net.download import Downloader, DownloadProgress, WheelCache
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, asks_for_exports, judge, torch_floor
 from .exports import installed_torch_exports
 from .probe import Environment
@@ -57,6 +59,53 @@ class Confirmed:
 def is_compiled(filename: str | None) -> bool:
     """Whether a wheel's tag says it holds compiled code (not ``py3-none-any``)."""
     return bool(filename) and filename is not None and filename.endswith(".whl") and not filename.endswith("-any.whl")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confirming:
+    """What confirming a plan's compiled wheels before uv installs them takes (``install`` and
+    ``install --lock`` hand the plan to uv, which downloads it again: the same bytes, by sha256)."""
+
+    defs: Definitions
+    wheel_cache: WheelCache
+    fetcher: Downloader | None
+    progress: DownloadProgress | None = None
+    offline: bool = False
+
+    def confirm(self, plan: LockPlan, base: Path, environment: Environment) -> list[Confirmed]:
+        """Fetch and verify every compiled wheel ``plan`` installs (one whose ``path`` or
+        ``file:`` URL is local, relative to ``base``, read where it lies once its sha256 is the
+        locked one: a file that is not is uv's to refuse), then ``confirm_verdicts``."""
+        from ..net.download import fetch_packages
+        from .lockinstall import local_wheel_path
+
+        files: dict[str, Path] = {}
+        remote = []
+        for pkg in plan.packages:
+            if pkg.action is Action.KEEP or not pkg.url or not is_compiled(pkg.filename):
+                continue
+            local = local_wheel_path(pkg.url, base)
+            if local is None:
+                remote.append(pkg)
+            elif pkg.sha256 and _sha256_of(local) == pkg.sha256.lower():
+                files[pkg.name] = local
+        if not files and not remote:
+            return []
+        with self.wheel_cache.in_use():
+            fetched = fetch_packages(remote, cache=self.wheel_cache, fetcher=self.fetcher, progress=self.progress, offline=self.offline)
+            files.update({name: wheel.path for name, wheel in fetched.items()})
+            return confirm_verdicts(plan, files, environment, self.defs)
+
+
+def _sha256_of(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(2**20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def confirm_verdicts(
@@ -207,4 +256,4 @@ def _member_exports(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterable[str]
     return found.symbols.exports
 
 
-__all__ = ["Confirmed", "confirm_verdicts", "describe", "is_compiled", "local_abi", "wheel_exports"]
+__all__ = ["Confirmed", "Confirming", "confirm_verdicts", "describe", "is_compiled", "local_abi", "wheel_exports"]

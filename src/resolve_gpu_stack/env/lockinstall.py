@@ -26,13 +26,15 @@ lock, and installs, overlapping all three: as fast as plain uv. Around it, what 
   never holds any). Where a wheel is fetched from is not ``check``'s business here: a wheelhouse
   moves every wheel, and its sha256 still decides.
 
-Three cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
+Before uv runs, every compiled wheel the lock installs is fetched and verified by us too (a local
+one read where it lies) and its verdict re-derived from that file, read from its start
+(``env/confirm.py``: a verdict recorded in a lock is a claim, not evidence): one the file does not
+hold refuses the lock with nothing installed. uv then installs the same bytes (their sha256).
+
+Two cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
 ``install.install_plan``): ``force_target`` with a Python or platform misfit (the plan is
-re-targeted to the interpreter as it is: uv's reading of the lock would refuse it), ``offline``
-with wheels that are not local files (only our wheel cache can answer for them), and a lock that
-installs a compiled wheel: its verdict is re-derived from its verified file, read from its start,
-before anything is installed (``env/confirm.py``: a verdict recorded in a lock is a claim, not
-evidence).
+re-targeted to the interpreter as it is: uv's reading of the lock would refuse it), and
+``offline`` with wheels that are not local files (only our wheel cache can answer for them).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from .probe import Environment, start_probe
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..net.http import HttpFetcher
+    from .confirm import Confirming
 
 
 def local_wheel_path(url: str, base: Path) -> Path | None:
@@ -178,10 +181,9 @@ def install_lock(
         probe.close()
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
-    from .confirm import is_compiled
+    if not misfit and (local or not offline):
+        from .confirm import Confirming
 
-    confirm = not dry_run and any(p.action is not Action.KEEP and is_compiled(p.filename) for p in plan.packages)
-    if not misfit and not confirm and (local or not offline):
         report = _install_with_uv(
             path,
             plan,
@@ -193,6 +195,7 @@ def install_lock(
             insecure=fetcher.transport.allow_insecure_hosts,
             wheel_cache=wheel_cache,
             env=env,
+            confirming=Confirming(defs=defs, wheel_cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline),
         )
         return dataclasses.replace(report, lock_path=str(path))
     with wheel_cache.in_use():
@@ -225,6 +228,7 @@ def install_plan_via_uv(
     insecure: tuple[str, ...] = (),
     env: Mapping[str, str] | None = None,
     command: str = "resolve-gpu-stack install",
+    confirming: Confirming | None = None,
 ) -> InstallReport:
     """A freshly resolved ``plan`` (every wheel to install with its index's sha256) installed the
     way ``install_lock`` installs a lock: written as a temporary pylock and handed to uv, which
@@ -246,6 +250,7 @@ def install_plan_via_uv(
             insecure=insecure,
             wheel_cache=wheel_cache,
             env=env,
+            confirming=confirming,
         )
 
 
@@ -270,12 +275,16 @@ def _install_with_uv(
     insecure: tuple[str, ...],
     wheel_cache: WheelCache,
     env: Mapping[str, str] | None,
+    confirming: Confirming | None = None,
 ) -> InstallReport:
     """The lock as it is, to uv (``installable`` said so: kept packages, listed or not, are
-    installed here at their kept versions)."""
+    installed here at their kept versions); unless ``dry_run``, its compiled wheels' verdicts
+    confirmed from their verified files first (``confirming``)."""
     for pkg in plan.packages:
         if pkg.action is not Action.KEEP and pkg.url and local_wheel_path(pkg.url, path.parent) is None:
             check_url_allowed(pkg.url, insecure)  # uv would fetch plain http from anywhere
+    if confirming is not None and not dry_run:
+        confirming.confirm(plan, path.parent, environment)
     uv_env = uv_environment(dict(os.environ if env is None else env))
     download = download_summary(plan, wheel_cache) if dry_run else None
     return run_uv_checked(
