@@ -127,7 +127,8 @@ def test_resolve_lock_candidates_and_inspect_refuse_it(forged, capsys, tmp_path)
     assert code == 0, err
     [row] = json.loads(out)["files"]
     assert row["fits_target"] is False and row["abi"].startswith("locked"), row
-    for subject in ("evilkern==1.0", str(path)):  # by URL (range reads), and the local file
+    untied = next(path.parent.glob("evilguess-*.whl"))  # a local file is read by structure: no guess from names
+    for subject in ("evilkern==1.0", str(path), str(untied)):  # by URL (range reads), and local files
         code, out, err = cli(capsys, "inspect", subject, *target, "--format", "json")
         report = json.loads(out)
         assert code == 1 and "Traceback" not in err, (subject, err)
