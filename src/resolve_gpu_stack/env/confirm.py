@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,19 +72,18 @@ class Confirming:
     progress: DownloadProgress | None = None
     offline: bool = False
 
-    def confirm(self, plan: LockPlan, base: Path, environment: Environment) -> list[Confirmed]:
-        """Fetch and verify every compiled wheel ``plan`` installs (one whose ``path`` or
-        ``file:`` URL is local, relative to ``base``, read where it lies once its sha256 is the
-        locked one: a file that is not is uv's to refuse), then ``confirm_verdicts``."""
+    def confirm(self, plan: LockPlan, local_path: Callable[[str], Path | None], environment: Environment) -> list[Confirmed]:
+        """Fetch and verify every compiled wheel ``plan`` installs (one whose URL ``local_path``
+        finds on disk, a lock's ``path``, read where it lies once its sha256 is the locked one: a
+        file that is not is uv's to refuse), then ``confirm_verdicts``."""
         from ..net.download import fetch_packages
-        from .lockinstall import local_wheel_path
 
         files: dict[str, Path] = {}
         remote = []
         for pkg in plan.packages:
             if pkg.action is Action.KEEP or not pkg.url or not is_compiled(pkg.filename):
                 continue
-            local = local_wheel_path(pkg.url, base)
+            local = local_path(pkg.url)
             if local is None:
                 remote.append(pkg)
             elif pkg.sha256 and _sha256_of(local) == pkg.sha256.lower():

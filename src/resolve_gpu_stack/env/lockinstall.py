@@ -284,7 +284,7 @@ def _install_with_uv(
         if pkg.action is not Action.KEEP and pkg.url and local_wheel_path(pkg.url, path.parent) is None:
             check_url_allowed(pkg.url, insecure)  # uv would fetch plain http from anywhere
     if confirming is not None and not dry_run:
-        confirming.confirm(plan, path.parent, environment)
+        confirming.confirm(plan, lambda url: local_wheel_path(url, path.parent), environment)
     uv_env = uv_environment(dict(os.environ if env is None else env))
     download = download_summary(plan, wheel_cache) if dry_run else None
     return run_uv_checked(
