@@ -225,3 +225,22 @@ def test_wheelhouse_refuses_a_lock_whose_verdict_the_file_does_not_hold(forged, 
     assert code == 1 and out == "" and "Traceback" not in err, err
     assert "wheelhouse refused" in err and "evilguess 1.0: planned as agnostic" in err and "read from its start: locked" in err, err
     assert not (house / lock.name).exists() and not list(house.glob("simple/*/index.html"))
+
+
+def test_a_verdict_replayed_from_an_older_readers_record_is_locked_and_checked_as_provisional(capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The bundled 2026-12-01 snapshot's scans were recorded by the reader that entered members
+    near their end (schema 3): a lock made from it records ``abi-read = "recorded"`` on each
+    verdict, and ``check`` notes them as provisional (install reads them again from the files)."""
+    snapshot = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-12-01"
+    monkeypatch.chdir(tmp_path)
+    argv = ["--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", "torch==2.15.0", "--torch", "installed"]
+    argv += ["--with", "sglang", "--no-cubin", "--no-jit-cache", "--snapshot", str(snapshot), "--cache-dir", str(tmp_path / "c")]
+    code, _, err = cli(capsys, "lock", *argv, "-o", "pylock.sglang.toml")
+    assert code == 0, err
+    packages = tomllib.loads((tmp_path / "pylock.sglang.toml").read_text())["tool"]["resolve-gpu-stack"]["packages"]
+    provisional = sorted(p["name"] for p in packages if p.get("abi-read") == "recorded")
+    assert "sglang-kernel" in provisional, provisional
+    code, out, err = cli(capsys, "check", "pylock.sglang.toml")
+    assert code == 0, err
+    said = out + err
+    assert "sglang-kernel" in said and "its verdict is provisional" in said, said

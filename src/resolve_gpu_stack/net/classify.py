@@ -29,14 +29,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..data.rules import AbiRules
 from ..errors import CrawlError
 from ..index import zipmeta
 from ..model import IndexFile
-from ..model.abi import UNKNOWN, WheelAbi
+from ..model.abi import READ_RECORDED, UNKNOWN, WheelAbi
 from ..resolver.coupling import WheelClassifier
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache, cache_url
@@ -102,8 +102,11 @@ class ScanRecord:
         if not isinstance(data, Mapping) or data.get("schema") not in schemas:
             return None
         try:
+            abi = WheelAbi.from_dict(data)
+            if data.get("schema") != SCAN_SCHEMA:  # an older reader's: provisional (``model/abi.py``, READS)
+                abi = replace(abi, read=READ_RECORDED)
             return cls(
-                abi=WheelAbi.from_dict(data),
+                abi=abi,
                 bytes_read=int(data.get("bytes_read", 0)),
                 reads=int(data.get("reads", 0)),
                 file_size=int(data.get("file_size", 0)),
