@@ -55,6 +55,7 @@ def test_package_dict_has_every_field_in_one_order() -> None:
         "abi-builds",
         "abi-refusal",
         "abi-note",
+        "abi-read",
         "sdist",
         "built",
     ]
@@ -68,6 +69,9 @@ def test_an_abi_verdict_round_trips_and_a_bad_one_names_the_package() -> None:
     verdict = AbiVerdict(kind=AbiKind.STABLE, against="2.12.0.dev20260307+cu130", floor="2.10", cuda_majors=(13,))
     ext = dataclasses.replace(plan.packages[0], name="xformers", abi=verdict)
     assert package_from_dict(json.loads(json.dumps(package_to_dict(ext))), "x").abi == verdict
+    provisional = dataclasses.replace(verdict, read="recorded")  # replayed from an older reader's record (issue 48)
+    ext = dataclasses.replace(ext, abi=provisional)
+    assert package_from_dict(json.loads(json.dumps(package_to_dict(ext))), "x").abi == provisional
     with pytest.raises(CodecError, match="xformers.*not a valid AbiKind|xformers.*bad ABI verdict"):
         package_from_dict({**package_to_dict(ext), "abi": "sideways"}, "x")
     with pytest.raises(CodecError, match="'cuda-majors' must be an array"):

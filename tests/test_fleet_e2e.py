@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from server import IndexServer
@@ -142,15 +143,24 @@ def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_pat
             capsys, "install", "--lock", str(lock), "--python", node, "--uv", UV, "--cache-dir", str(tmp_path / "node-cache"), "--format", "json"
         )
         assert rc == 0, err
-        wheels = [p for m, p, _ in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
+        gets = [(p, _agent(h)) for m, p, h in srv.log[seen:] if m == "GET" and p.endswith(".whl")]
+        wheels = [p for p, agent in gets if agent == "uv"]
+        ours = [unquote(p.rsplit("/", 1)[-1]) for p, agent in gets if agent != "uv"]
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
     want = {r["name"] for r in rows.values() if r["action"] != "keep"}
     assert len(wheels) == len(set(wheels)) == len(want) and not any("/torch-" in p for p in wheels)
     assert {n for n in want if any(p.rsplit("/", 1)[-1].startswith(n.replace("-", "_") + "-") for p in wheels)} == want
     assert rows["torch"]["action"] == "keep" and dist_info_bytes(node, "torch") == torch_before
     assert all(installed(node)[n] == r["version"] for n, r in rows.items())
-    # nothing went through our own wheel cache: uv fetched the wheels itself
-    assert not [p for p in (tmp_path / "node-cache").rglob("*.whl")]
+    # uv fetched every wheel itself; the compiled ones (a platform tag) were fetched by us first,
+    # once each, their verdicts read again from the verified files before uv ran (issue 48)
+    compiled = sorted(unquote(p.rsplit("/", 1)[-1]) for p in wheels if not p.endswith("-any.whl"))
+    assert compiled and sorted(ours) == compiled, (ours, compiled)
+    assert sorted(p.name for p in (tmp_path / "node-cache").rglob("*.whl")) == compiled
+
+
+def _agent(headers: dict[str, str]) -> str:
+    return next((v for k, v in headers.items() if k.lower() == "user-agent"), "").split("/", 1)[0]
 
 
 @pytest.mark.slow
@@ -175,7 +185,10 @@ def test_cold_install_hands_a_fully_hashed_plan_to_uv(tmp_path: Path, uv_env, ca
         whole = [(p, h) for m, p, h in srv.log[seen:] if m == "GET" and p.endswith(".whl") and not any(k.lower() == "range" for k in h)]
         wheels = [p for p, _ in whole]
         agents = {next((v for k, v in h.items() if k.lower() == "user-agent"), "").split("/", 1)[0] for _, h in whole}
-    assert agents == {"uv"}, agents  # uv downloaded them while installing, not our downloader before it
+    assert agents == {"uv", "resolve-gpu-stack"}, agents  # uv downloaded them while installing; we, the compiled ones, before it (issue 48)
+    ours = [p for p, h in whole if _agent(h) != "uv"]
+    wheels = [p for p, h in whole if _agent(h) == "uv"]
+    assert ours and all(not p.endswith("-any.whl") for p in ours) and len(ours) == len(set(ours))
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
     want = {r["name"] for r in rows.values() if r["action"] != "keep"}
     assert want and len(wheels) == len(set(wheels)) == len(want) and not any("/torch-" in p for p in wheels)

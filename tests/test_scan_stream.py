@@ -81,35 +81,36 @@ def _member_data(data: bytes) -> tuple[int, int]:
     return entry.header_offset + 30 + name_len + extra_len, entry.compressed_size
 
 
-def test_a_member_whose_tables_lie_12_mb_in_is_read_in_a_few_requests(served: tuple[IndexServer, dict[str, bytes]]) -> None:
+def test_a_member_whose_tables_lie_12_mb_in_is_read_from_its_start_in_one_streamed_range(served: tuple[IndexServer, dict[str, bytes]]) -> None:
+    """The verdict rests on a read from the member's start (issue 48: an entry near the end that
+    inflates cleanly is not proven a real block boundary; ``test_forged_verdict.py``): the 12 MB
+    before the tables are read, in one streamed range, not one request a MB. (Read from its end,
+    this scan took 2.6 MB: its security costs the 10 MB between.)"""
     srv, wheels = served
     srv.log.clear()
     classify, kind, why = _scan(srv, FAR, wheels[FAR])
     assert kind == "torch" and "torchCheckFail" in why, why  # its libraries and symbols read from the moved tables
     ranges = _ranges(srv, FAR, len(wheels[FAR]))
-    # the zip's tail, the member's first bytes, then the member's end (its PT_DYNAMIC is there):
-    # not one request a MB, and not the 12 MB before the tables
-    assert len(ranges) <= 5, ranges
+    assert len(ranges) <= 4, ranges  # the zip's tail, the member's first bytes, the rest of it streamed
     start, size = _member_data(wheels[FAR])
     assert size > 12 * MB
-    assert classify.stats.bytes_read < 3 * MB, ranges
-    assert any(end == start + size for _, end in ranges[1:]), ranges  # its end was read
+    assert size <= classify.stats.bytes_read < size + MB, ranges
+    assert all(end - begin < size // 2 or begin <= start + MB for begin, end in ranges), ranges  # never entered at its end
 
 
-def test_a_member_whose_dynamic_section_is_at_its_end_is_read_from_its_two_ends(served: tuple[IndexServer, dict[str, bytes]]) -> None:
+def test_a_member_whose_dynamic_section_is_at_its_end_is_read_from_its_start(served: tuple[IndexServer, dict[str, bytes]]) -> None:
     """Every object a linker writes has ``.dynamic`` in its last segment, behind its code and data.
     A wheel tied to torch (by its METADATA) whose member's first bytes name no torch library reads
-    that member's needed libraries there (tilelang's 24.6 MB member was inflated whole for it):
-    from the member's end, entered in the middle of the deflate stream, not from its start."""
+    that member's needed libraries there, from its start: a verdict of "needs no torch" lets a wheel
+    in as surely as "runs", and rests on the same read (issue 48)."""
     srv, wheels = served
     srv.log.clear()
     classify, kind, why = _scan(srv, LINKED, wheels[LINKED])
     assert kind == "none", why
     start, size = _member_data(wheels[LINKED])
     assert size > 12 * MB
-    assert classify.stats.bytes_read < 4 * MB
-    ranges = _ranges(srv, LINKED, len(wheels[LINKED]))
-    assert any(end == start + size for _, end in ranges[1:]), ranges  # its end was read
+    assert size <= classify.stats.bytes_read < size + MB
+    assert len(_ranges(srv, LINKED, len(wheels[LINKED]))) <= 4
 
 
 def test_the_connection_is_left_once_the_tables_are_read(served: tuple[IndexServer, dict[str, bytes]]) -> None:

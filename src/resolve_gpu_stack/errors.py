@@ -94,6 +94,11 @@ class NoPlanError(ResolveGpuStackError):
         return self.message + "\n" + "\n".join(f"  - {r}" for r in self.reasons)
 
 
+class VerdictMismatch(NoPlanError):
+    """A compiled wheel the plan lets in does not run as the plan says when read from its verified
+    file (``env/confirm.py``): the install is refused, both readings named."""
+
+
 class DowngradeRefused(NoPlanError):
     """The request would take torch backwards."""
 

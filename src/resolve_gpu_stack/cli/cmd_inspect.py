@@ -113,7 +113,8 @@ def _read_local(path: Path, defs: Definitions) -> tuple[str, str, WheelScan | No
     name = _name_of(path.name)
     with path.open("rb") as fh:
         try:
-            scan = scan_file(fh, size, cap=64 * 2**20, max_inflated=256 * 2**20)
+            # on disk: every member by its structure, from its start (never a guess from the names in its first bytes)
+            scan = scan_file(fh, size, cap=64 * 2**20, max_inflated=256 * 2**20, structural=True)
         except zipmeta.ZipError as exc:
             return str(path), name, None, WheelAbi(kind=UNKNOWN, why=f"not a readable wheel ({exc})"), {"bytes_read": 0, "file_size": size}, ()
         try:

@@ -143,18 +143,21 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
     if not built and _uv_downloads(settings, plan, defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
         # (a temporary pylock, as `install --lock` does), after its dry run is checked.
+        from ..env.confirm import Confirming
         from ..env.lockinstall import install_plan_via_uv
 
-        report = install_plan_via_uv(
-            plan,
-            python=python,
-            uv=uv,
-            environment=probe.result(),
-            wheel_cache=cache,
-            insecure=settings.network.allow_insecure_hosts,
-            env=env,
-            command=_command(),
-        )
+        with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
+            report = install_plan_via_uv(
+                plan,
+                python=python,
+                uv=uv,
+                environment=probe.result(),
+                wheel_cache=cache,
+                insecure=settings.network.allow_insecure_hosts,
+                env=env,
+                command=_command(),
+                confirming=Confirming(defs=defs, wheel_cache=cache, fetcher=fetcher, progress=progress),
+            )
     else:
         try:
             report = _install_downloaded(settings, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
@@ -226,6 +229,7 @@ def _install_downloaded(
             offline=offline,
             env=env,
             environment=environment,
+            defs=defs,
         )
     return dataclasses.replace(report, lock_path=lock_path) if lock_path is not None else report
 

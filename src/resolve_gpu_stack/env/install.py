@@ -48,6 +48,7 @@ from ..urls import strip_credentials
 from .probe import Environment, InstalledDistribution, inspect_environment
 
 if TYPE_CHECKING:
+    from ..data.definitions import Definitions
     from ..net.http import HttpFetcher
 
 REPORT_SCHEMA = "resolve-gpu-stack/install/v1"
@@ -332,11 +333,13 @@ def install_plan(
     offline: bool = False,
     env: Mapping[str, str] | None = None,
     environment: Environment | None = None,
+    defs: Definitions | None = None,
 ) -> InstallReport:
     """Install the plan into the environment of ``python`` with uv (see the module docstring).
 
     ``environment``: ``python``'s environment as the caller just inspected it (one probe less);
-    inspected here when None.
+    inspected here when None. Every compiled wheel's verdict is confirmed from its verified file
+    before uv runs (``env/confirm.py``; ``defs``: the rules it is judged by, default the bundled).
     """
     env = dict(os.environ if env is None else env)
     before_env = environment if environment is not None else inspect_environment(python)
@@ -349,6 +352,10 @@ def install_plan(
             rows = _rows(plan, before, None if dry_run else before)
             return InstallReport(python=python, dry_run=dry_run, rows=rows)
         fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
+        from ..data.definitions import load_definitions
+        from .confirm import confirm_verdicts  # (the scanner: loaded when there is something to install)
+
+        confirm_verdicts(plan, {name: wheel.path for name, wheel in fetched.items()}, before_env, defs if defs is not None else load_definitions())
         with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
             args = _uv_args(
                 Path(tmp), uv=uv, python=python, todo=todo, fetched=fetched, constraints=constraints_text(plan, before), overrides=overrides_text(plan)

@@ -26,6 +26,11 @@ lock, and installs, overlapping all three: as fast as plain uv. Around it, what 
   never holds any). Where a wheel is fetched from is not ``check``'s business here: a wheelhouse
   moves every wheel, and its sha256 still decides.
 
+Before uv runs, every compiled wheel the lock installs is fetched and verified by us too (a local
+one read where it lies) and its verdict re-derived from that file, read from its start
+(``env/confirm.py``: a verdict recorded in a lock is a claim, not evidence): one the file does not
+hold refuses the lock with nothing installed. uv then installs the same bytes (their sha256).
+
 Two cases keep the older path (every wheel fetched into the wheel cache and verified by us, then
 ``install.install_plan``): ``force_target`` with a Python or platform misfit (the plan is
 re-targeted to the interpreter as it is: uv's reading of the lock would refuse it), and
@@ -54,6 +59,7 @@ from .probe import Environment, start_probe
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..net.http import HttpFetcher
+    from .confirm import Confirming
 
 
 def local_wheel_path(url: str, base: Path) -> Path | None:
@@ -177,6 +183,8 @@ def install_lock(
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
     local = _all_local(plan, path.parent)
     if not misfit and (local or not offline):
+        from .confirm import Confirming
+
         report = _install_with_uv(
             path,
             plan,
@@ -188,6 +196,7 @@ def install_lock(
             insecure=fetcher.transport.allow_insecure_hosts,
             wheel_cache=wheel_cache,
             env=env,
+            confirming=Confirming(defs=defs, wheel_cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline),
         )
         return dataclasses.replace(report, lock_path=str(path))
     with wheel_cache.in_use():
@@ -205,6 +214,7 @@ def install_lock(
             offline=offline,
             env=env,
             environment=environment,
+            defs=defs,
         )
     return dataclasses.replace(report, lock_path=str(path))
 
@@ -219,6 +229,7 @@ def install_plan_via_uv(
     insecure: tuple[str, ...] = (),
     env: Mapping[str, str] | None = None,
     command: str = "resolve-gpu-stack install",
+    confirming: Confirming | None = None,
 ) -> InstallReport:
     """A freshly resolved ``plan`` (every wheel to install with its index's sha256) installed the
     way ``install_lock`` installs a lock: written as a temporary pylock and handed to uv, which
@@ -240,6 +251,7 @@ def install_plan_via_uv(
             insecure=insecure,
             wheel_cache=wheel_cache,
             env=env,
+            confirming=confirming,
         )
 
 
@@ -264,12 +276,16 @@ def _install_with_uv(
     insecure: tuple[str, ...],
     wheel_cache: WheelCache,
     env: Mapping[str, str] | None,
+    confirming: Confirming | None = None,
 ) -> InstallReport:
     """The lock as it is, to uv (``installable`` said so: kept packages, listed or not, are
-    installed here at their kept versions)."""
+    installed here at their kept versions); unless ``dry_run``, its compiled wheels' verdicts
+    confirmed from their verified files first (``confirming``)."""
     for pkg in plan.packages:
         if pkg.action is not Action.KEEP and pkg.url and local_wheel_path(pkg.url, path.parent) is None:
             check_url_allowed(pkg.url, insecure)  # uv would fetch plain http from anywhere
+    if confirming is not None and not dry_run:
+        confirming.confirm(plan, lambda url: local_wheel_path(url, path.parent), environment)
     uv_env = uv_environment(dict(os.environ if env is None else env))
     download = download_summary(plan, wheel_cache) if dry_run else None
     return run_uv_checked(

@@ -149,6 +149,7 @@ def export_wheelhouse(
         else:
             placed = [one(w) for w in todo]
     files = [_with_locks(reused[n], wanted[n]) for n in reused] + [_with_locks(f, wanted[f.wheel.filename]) for f in placed]
+    _confirm(read, output)
     written = _write_pages(output, files)
     lock_names, warnings = _write_locks(output, read, base_url)
     written += lock_names
@@ -164,6 +165,19 @@ def export_wheelhouse(
         pruned=tuple(pruned),
         warnings=tuple(warnings),
     )
+
+
+def _confirm(read: Sequence[tuple[Path, LockedFile]], output: Path) -> None:
+    """Every compiled wheel's verdict in each lock, read again from the verified file placed in
+    ``files/`` (``env/confirm.py``), before a page or a lock is written: ``VerdictMismatch``."""
+    from ..data.definitions import load_definitions
+    from .confirm import confirm_verdicts
+
+    defs = load_definitions()
+    for _, locked in read:
+        plan = plan_from_lock(locked)
+        files: dict[str, Path] = {p.name: output / FILES / p.filename for p in plan.packages if p.filename and (output / FILES / p.filename).is_file()}
+        confirm_verdicts(plan, files, None, defs, doing="wheelhouse")
 
 
 def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, LockedEntry]]:

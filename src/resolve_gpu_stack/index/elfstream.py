@@ -12,8 +12,9 @@ the member's compressed bytes: pure, the caller does the reading.
   of the stream. A region asked for behind the stream that was not kept costs one more pass from
   the start (at most ``MAX_PASSES``). The stream stops where the last region ends: the cost is
   what the data needs, the memory held is the regions.
-- A deflated member of at least ``SEEK_MIN`` compressed bytes whose ``PT_DYNAMIC`` lies in its
-  second half (a linker puts ``.dynamic`` in the last segment; patchelf puts torch's string table
+- With ``seek`` (the kept torch's exports; never a wheel's verdict, which a forged chain of
+  blocks hidden in stored data would fool: issue 48), a deflated member of at least ``SEEK_MIN``
+  compressed bytes whose ``PT_DYNAMIC`` lies in its second half (a linker puts ``.dynamic`` in the last segment; patchelf puts torch's string table
   after it) is read from its end first. Its last compressed bytes (at most ``MAX_TAIL``) are
   entered in the middle of the stream at a block start (``deflateseek.py``) and give the segment
   of ``PT_DYNAMIC`` and those after it, where no byte depends on the window the entry point
@@ -89,7 +90,11 @@ class _Tail:
 class ElfStream:
     """See the module docstring. ``symbols``: whether (or, given the libraries, whether) to read the
     dynamic symbol table; ``exports``: keep the defined names too. ``chunk``: compressed bytes per
-    read of a deflated member."""
+    read of a deflated member. ``seek``: whether a member may be read from its end first (see the
+    module docstring). A verdict that lets a wheel in never rests on such a read: an entry point
+    that inflates cleanly to the member's end is not proven a real block boundary (a forger hides
+    a second, self-consistent chain of blocks in stored data), so the wheel scan passes False;
+    the kept torch's exports are read so."""
 
     def __init__(
         self,
@@ -101,6 +106,7 @@ class ElfStream:
         exports: bool = False,
         sections: bool = False,
         chunk: int = CHUNK,
+        seek: bool = True,
     ) -> None:
         if method not in (STORED, DEFLATED):
             raise ElfError(f"compression method {method} is not supported for range reads")
@@ -124,7 +130,8 @@ class ElfStream:
         self._pos = 0  # inflated offset of the stream
         self._cpos = 0  # compressed offset of the stream
         self._tail: _Tail | None = None  # the member's end being read (see the module docstring)
-        self._tail_tried = method != DEFLATED or compressed_size < SEEK_MIN
+        self._seek = seek
+        self._tail_tried = not seek or method != DEFLATED or compressed_size < SEEK_MIN
 
     @property
     def done(self) -> bool:
@@ -276,7 +283,7 @@ class ElfStream:
             self._sections = False
             if self._inflater is not None:
                 self._windows += _dynamic_windows(layout)
-                self._tail_tried = self.compressed_size < SEEK_MIN
+                self._tail_tried = not self._seek or self.compressed_size < SEEK_MIN
         return elf.read_structure(layout, self._get, self.size, symbols=self._symbols, exports=self._exports)
 
     def _want_tables(self, layout: ElfLayout, need: Need) -> None:

@@ -25,6 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: How a scan was reached (a lock's ``abi-read``): every member read from its start (range reads
+#: of the index's file, or a file on disk), or replayed from a record by the wheel's sha256 that an
+#: older reader made (a snapshot's schema 2 or 3: it may rest on a member entered near its end, or
+#: on the library names in its first bytes): provisional, ``check`` says so, install reads it again.
+READ_START = "start"
+READ_RECORDED = "recorded"
+READS = (READ_START, READ_RECORDED)
+
 #: The ``kind`` of a ``WheelAbi``: torch-linked, CUDA-only, neither, or not known.
 TORCH = "torch"
 CUDA = "cuda"
@@ -42,6 +50,7 @@ ABI_KEY_TYPES: Mapping[str, type] = {
     "abi-builds": list,
     "abi-refusal": str,
     "abi-note": str,
+    "abi-read": str,
 }
 ABI_KEYS = tuple(ABI_KEY_TYPES)
 
@@ -86,6 +95,7 @@ class WheelAbi:
     why: str
     members: tuple[MemberAbi, ...] = ()
     cuda_majors: tuple[int, ...] = ()
+    read: str = READ_START  # how its members were read (``READS``)
 
     def __post_init__(self) -> None:
         if self.kind not in WHEEL_KINDS:
@@ -108,6 +118,7 @@ class WheelAbi:
             "why": self.why,
             "cuda-majors": list(self.cuda_majors),
             "members": [_member_to_dict(m) for m in self.members],
+            **({"read": self.read} if self.read != READ_START else {}),
         }
 
     @classmethod
@@ -118,6 +129,7 @@ class WheelAbi:
             why=str(data["why"]),
             cuda_majors=tuple(int(v) for v in data.get("cuda-majors", ())),
             members=tuple(_member_from_dict(m) for m in data.get("members", ())),
+            read=_read_of(data.get("read", READ_START)),
         )
 
 
@@ -170,6 +182,7 @@ class AbiVerdict:
     builds: tuple[str, ...] = ()  # builds: the torch series it has builds for
     refusal: str | None = None
     note: str | None = None
+    read: str | None = None  # how the scan it judges was reached (``READS``; None: a lock made before it was recorded)
 
     @property
     def runs(self) -> bool:
@@ -185,6 +198,7 @@ class AbiVerdict:
             "abi-builds": list(self.builds) or None,
             "abi-refusal": self.refusal,
             "abi-note": self.note,
+            "abi-read": self.read,
         }
 
     @classmethod
@@ -202,11 +216,33 @@ class AbiVerdict:
             builds=tuple(str(v) for v in data.get("abi-builds") or ()),
             refusal=_opt_str(data.get("abi-refusal")),
             note=_opt_str(data.get("abi-note")),
+            read=None if data.get("abi-read") is None else _read_of(data.get("abi-read")),
         )
+
+
+def _read_of(value: object) -> str:
+    if value not in READS:
+        raise ValueError(f"abi-read {value!r} is not one of {', '.join(READS)}")
+    return str(value)
 
 
 def _opt_str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-__all__ = ["ABI_KEYS", "ABI_KEY_TYPES", "CUDA", "NONE", "TORCH", "UNKNOWN", "WHEEL_KINDS", "AbiKind", "AbiVerdict", "MemberAbi", "WheelAbi"]
+__all__ = [
+    "ABI_KEYS",
+    "ABI_KEY_TYPES",
+    "CUDA",
+    "NONE",
+    "READS",
+    "READ_RECORDED",
+    "READ_START",
+    "TORCH",
+    "UNKNOWN",
+    "WHEEL_KINDS",
+    "AbiKind",
+    "AbiVerdict",
+    "MemberAbi",
+    "WheelAbi",
+]

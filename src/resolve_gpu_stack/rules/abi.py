@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.rules import AbiRules
 from ..model import IndexFile
-from ..model.abi import CUDA, NONE, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
+from ..model.abi import CUDA, NONE, READ_START, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .versions import torch_series
 
 SHOWN = 3  # symbols named in a refusal
@@ -97,6 +97,25 @@ class AbiPolicy:
 
 
 def judge(
+    name: str,
+    abi: WheelAbi,
+    torch: AbiTorch | None,
+    policy: AbiPolicy,
+    *,
+    version: Version | None = None,
+    requires_floor: str | None = None,
+    declared_series: str | None = None,
+) -> AbiVerdict:
+    """The verdict on wheel ``name`` (at ``version``) whose scan is ``abi``, against ``torch`` (None:
+    no torch in the plan). ``requires_floor``: the lowest torch its own ``torch>=`` requirement
+    admits; ``declared_series``: the torch series its version label names (``+cu130torch2.12``).
+    A scan replayed from an older reader's record carries that into the verdict (``read``: a lock's
+    ``abi-read``, which ``check`` notes as provisional)."""
+    verdict = _judged(name, abi, torch, policy, version=version, requires_floor=requires_floor, declared_series=declared_series)
+    return verdict if abi.read == READ_START else replace(verdict, read=abi.read)
+
+
+def _judged(
     name: str,
     abi: WheelAbi,
     torch: AbiTorch | None,

@@ -58,6 +58,9 @@ class WheelScanner:
     readable ELF object makes the wheel ``unknown``, with the error in its ``MemberScan``.
     ``clock`` (seconds) measures the scanner's own work against ``time_limit``: by default the CPU
     time of the calling thread, so that other work on a busy machine is not counted against it.
+    ``structural``: every member's libraries are read from its dynamic section, as for a wheel tied
+    to torch, never guessed from the names in its first bytes (a guess a forger can steer: install's
+    confirmation of a verdict from the verified file, ``env/confirm.py``).
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class WheelScanner:
         max_inflated: int = MAX_INFLATED,
         time_limit: float = TIME_LIMIT,
         clock: Callable[[], float] = time.thread_time,
+        structural: bool = False,
     ) -> None:
         if file_size <= 0 or cap <= 0 or first_chunk <= 0 or parallel <= 0 or max_members <= 0 or max_inflated <= 0:
             raise ValueError("file_size, cap, first_chunk, parallel, max_members and max_inflated must be positive")
@@ -100,6 +104,7 @@ class WheelScanner:
         self._metadata: ZipEntry | None = None  # the wheel's METADATA, while it is not read
         self._metadata_held = bytearray()  # its first bytes, while a streamed read brings the rest
         self.tie: str | None = "its METADATA was not read"  # ``torch_tie``
+        self._structural = structural  # every member's libraries from its dynamic section, never a guess from names (a local file's confirmation)
         self._stopped: str | None = None
         self._entries: dict[str, ZipEntry] = {}
         self._reread: set[str] = set()  # members read again by structure, from their start
@@ -346,7 +351,7 @@ class WheelScanner:
         m.next_offset = m.data_start
         if m.entry.name not in self._reread:
             return piece
-        m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch), None
+        m.stream, m.inflater = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch, seek=False), None
         if piece:
             self._feed_stream(m, m.stream, m.data_start, bytes(piece))
         return None
@@ -379,7 +384,7 @@ class WheelScanner:
         links = bool(m.libraries and m.libraries.torch_libs) or bool(elf.torch_libs(m.names))
         if not links and not self._tied and stop != "cap":  # an untied wheel's member that gave its names is judged by them
             return False
-        stream = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch)
+        stream = ElfStream(m.entry.method, m.entry.uncompressed_size, m.entry.compressed_size, symbols=_links_torch, seek=False)
         started = self._clock()
         stream.resume(bytes(m.buf), m.inflater, m.read)
         self._exempt += self._clock() - started
@@ -391,7 +396,7 @@ class WheelScanner:
     @property
     def _tied(self) -> bool:
         """Whether the wheel may link torch: its METADATA or name (``torch_tie``), or a member that does."""
-        return self.tie is not None or self._evidence is not None
+        return self._structural or self.tie is not None or self._evidence is not None
 
     def _reopen(self) -> None:
         """Once the wheel is tied to torch, the members already finished on a guess from their

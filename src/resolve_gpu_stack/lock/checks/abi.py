@@ -1,4 +1,5 @@
-"""Compiled wheels: each recorded ABI verdict must hold for the lock's torch and CUDA."""
+"""Compiled wheels: each recorded ABI verdict must hold for the lock's torch and CUDA; a verdict
+replayed from an older reader's record (``abi-read = "recorded"``) is noted as provisional."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from ...model import Action, Coupling, LockedPackage, LockPlan
-from .finding import WARNING, Expected, Finding, error_at, regenerate_hint
+from ...model.abi import READ_RECORDED
+from .finding import NOTE, WARNING, Expected, Finding, error_at, regenerate_hint
+
+PROVISIONAL = (
+    "its verdict is provisional: replayed from an older reader's scan record (abi-read = recorded), which may rest on "
+    "a member entered near its end or on the names in its first bytes; install reads it again from the verified file"
+)
 
 if TYPE_CHECKING:
     from ...model.abi import AbiVerdict
@@ -23,6 +30,8 @@ def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected
     out: list[Finding] = []
     for pkg in plan.packages:
         message = _abi_problem(pkg, plan.torch) if pkg.action is not Action.KEEP else None
+        if message is None and pkg.action is not Action.KEEP and pkg.abi is not None and pkg.abi.read == READ_RECORDED:
+            out.append(Finding(level=NOTE, path=path, message=PROVISIONAL, package=pkg.name))
         if message is None:
             continue
         if inputs.get("abi-mismatch") == "warn":
