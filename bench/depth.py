@@ -142,17 +142,21 @@ def round_trips(times: list[float], latency: float) -> list[int]:
     return trips
 
 
-def per_level(log: TimedLog, start: int, latency: float, level: dict[str, int]) -> tuple[int, dict[int, int], int]:
-    """The critical path's round trips, the round trip by which each level was asked for, and the
-    requests of this run."""
+def per_level(log: TimedLog, start: int, latency: float, level: dict[str, int]) -> tuple[int, dict[int, int], int, dict[int, int]]:
+    """The critical path's round trips, the round trip by which each level was asked for (every
+    request; and without range requests: pages, ``.metadata`` files and HEADs), and the requests
+    of this run."""
     entries, times = log[start:], log.times[start:]
     trips = round_trips(times, latency)
     by_level: dict[int, int] = {}
-    for (_, path, _), trip in zip(entries, trips, strict=True):
+    unranged: dict[int, int] = {}
+    for (_, path, headers), trip in zip(entries, trips, strict=True):
         lv = level.get(request_name(path))
         if lv is not None:
             by_level[lv] = max(by_level.get(lv, 0), trip)
-    return max(trips, default=0), by_level, len(entries)
+            if "Range" not in headers and "range" not in headers:
+                unranged[lv] = max(unranged.get(lv, 0), trip)
+    return max(trips, default=0), by_level, len(entries), unranged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         story = build_named(args.world, tmp / "www", pypi_sidecars=not args.old_world)
         walls: dict[tuple[str, float], list[float]] = {}
-        counts: dict[tuple[str, float], list[tuple[int, dict[int, int], int]]] = {}
+        counts: dict[tuple[str, float], list[tuple[int, dict[int, int], int, dict[int, int]]]] = {}
         levels: dict[str, int] = {}
         with IndexServer(tmp / "www") as srv:
             srv.log = TimedLog()
@@ -196,10 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         for latency in latencies:
             print(f"  at {latency * 1000:.0f} ms, from the server's log (medians of {args.repeat}):")
-            print("    level  packages  floor  " + "  ".join(f"{side:>5}" for side in sides))
+            print(
+                "    level  packages  floor  " + "  ".join(f"{side:>5}" for side in sides) + "  " + "  ".join(f"{side + ' w/o ranges':>16}" for side in sides)
+            )
             for lv in range(1, depth + 1):
                 row = [statistics.median(c[1].get(lv, 0) for c in counts[(side, latency)]) for side in sides]
-                print(f"    {lv:5}  {sum(1 for v in levels.values() if v == lv):8}  {2 * lv:5}  " + "  ".join(f"{x:5.0f}" for x in row))
+                row += [statistics.median(c[3].get(lv, 0) for c in counts[(side, latency)]) for side in sides]
+                cells = [f"{x:5.0f}" for x in row[: len(sides)]] + [f"{x:16.0f}" for x in row[len(sides) :]]
+                print(f"    {lv:5}  {sum(1 for v in levels.values() if v == lv):8}  {2 * lv:5}  " + "  ".join(cells))
             for side in sides:
                 runs = counts[(side, latency)]
                 total = statistics.median(c[0] for c in runs)
