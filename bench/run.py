@@ -1,9 +1,10 @@
 """The benchmark (issue 6): the resolver side by side with `uv pip compile`, on loopback worlds.
 
     python bench/run.py            full run (a few minutes on 2 cores)
-    python bench/run.py --quick    CI: every measurement once or twice, small wheels (< 1 minute)
+    python bench/run.py --quick    CI: every measurement once, on small pages and small wheels (< 1 minute on a quiet machine)
+    python bench/run.py --only small,wide --baseline main   this tree and main's in the same turns as uv
 
-No network: it builds its worlds (benchworld.py) under a temporary directory, serves them with
+No network: it builds its worlds (benchworld.py: PyPI-shaped, issue 53) under a temporary directory, serves them with
 tests/server.py on 127.0.0.1, runs every measurement in a subprocess (bench/worker.py, or uv),
 prints a table of medians and writes every figure to bench/results/latest.json. Peak memory is
 each subprocess's ``ru_maxrss`` as reported by ``os.wait4``.
@@ -322,6 +323,10 @@ class Bench:
                     f"{world or 'large'} cold {latency * 1000:.0f} ms #{i + 1}: ours {ours[-1]['wall']:.3f} s ({ours[-1]['requests']} req), uv {uv[-1]['wall']:.3f} s ({uv[-1]['requests']} req){extra}"
                 )
             self.check_same_closure(ours[0], uv[0], f"{world or 'large'} cold at {latency * 1000:.0f} ms")
+            if uv[0]["pypi_wheels_read"]:  # every PyPI wheel has its PEP 658 sidecar on its page
+                self.failures.append(
+                    f"{world or 'large'} cold at {latency * 1000:.0f} ms: uv read {uv[0]['pypi_wheels_read']} PyPI wheel(s) itself: the world is not PyPI-shaped"
+                )
             key = f"{world + '_' if world else ''}cold_{int(latency * 1000)}ms"
             fig = {
                 "ours": _summary(ours),
@@ -550,7 +555,8 @@ def read_constraints(path: Path) -> dict[str, str]:
 
 def compile_with_uv(cmd: list[str], srv: IndexServer, cache: Path, work: Path) -> dict:
     """Run a ``uv pip compile`` command (writing ``work/requirements.txt``) on an empty ``cache``:
-    its wall, CPU, peak RSS, the requests and bytes the server saw, and the pins it wrote."""
+    its wall, CPU, peak RSS, the requests and bytes the server saw, the PyPI wheels it read itself
+    (HEAD, range or whole: none where each has its sidecar), and the pins it wrote."""
     env = dict(os.environ, UV_CACHE_DIR=str(cache), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", NO_COLOR="1")
     n0, b0 = len(srv.log), srv.bytes_sent
     proc = run_measured(cmd, env=env, cwd=work)
@@ -561,7 +567,16 @@ def compile_with_uv(cmd: list[str], srv: IndexServer, cache: Path, work: Path) -
         if line and not line.startswith((" ", "#")) and "==" in line:
             name, _, version = line.partition("==")
             pins[name.strip()] = version.split(";")[0].strip()
-    return {"wall": proc.wall, "cpu": proc.cpu, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "maxrss_mb": proc.maxrss_mb, "packages": pins}
+    wheels_read = sum(1 for _, path, _ in srv.log[n0:] if path.startswith("/files/") and path.split("?")[0].endswith(".whl"))
+    return {
+        "wall": proc.wall,
+        "cpu": proc.cpu,
+        "requests": len(srv.log) - n0,
+        "bytes": srv.bytes_sent - b0,
+        "maxrss_mb": proc.maxrss_mb,
+        "pypi_wheels_read": wheels_read,
+        "packages": pins,
+    }
 
 
 UV_CONFIGS = ("explicit", "extra-index")
