@@ -200,6 +200,7 @@ class Bench:
             from ab import source_dir
 
             self.trees = {"ours": ROOT / "src", "baseline": source_dir(args.baseline, tmp)}
+            run_measured([PY, "-m", "compileall", "-q", str(self.trees["baseline"])])  # its bytecode, as ours has it (main())
             self.results["baseline"] = {"rev": args.baseline, "src": str(self.trees["baseline"])}
 
     # -- helpers -------------------------------------------------------------------------------
