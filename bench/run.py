@@ -848,10 +848,18 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args, tmp)
     t0 = time.perf_counter()
     ran: list[str] = []
+    took: dict[str, float] = {}  # each group's seconds (world builds included), for CI's log
+    last = [t0]
+
+    def done(name: str) -> None:
+        ran.append(name)
+        now = time.perf_counter()
+        took[name], last[0] = now - last[0], now
+
     try:
         if want("parse"):
             bench.parsing()
-            ran.append("parse")
+            done("parse")
         if want("cold") or want("warm") or want("scale"):
             t = time.perf_counter()
             story = build_story(tmp / "www", shape=QUICK_LARGE) if args.quick else build_story(tmp / "www")
@@ -864,7 +872,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, fn in (("cold", bench.cold_and_uv), ("warm", bench.warm), ("scale", bench.scale)):
                     if want(name):
                         fn(srv, story)
-                        ran.append(name)
+                        done(name)
         for name in ("small", "wide"):
             if want(name):
                 world = quick_world(name, tmp / f"www-{name}") if args.quick else build_named(name, tmp / f"www-{name}")
@@ -873,7 +881,7 @@ def main(argv: list[str] | None = None) -> int:
                     bench.results[f"{name}_world"] = {"pages": len(world.world.pages), "rows": sum(len(e) for e in world.world.pages.values())}
                     say(f"{name} world: {len(world.world.pages)} pages, {bench.results[f'{name}_world']['rows']} rows")
                     bench.cold_and_uv(srv, world, name)
-                ran.append(name)
+                done(name)
         if want("nginx") and not (nginx_available() or "nginx" in only):
             say("nginx is not installed: the nginx group is skipped (apt-get install nginx-light)")
         elif want("nginx"):  # the 0 ms figures again, served by nginx instead of Python
@@ -883,13 +891,13 @@ def main(argv: list[str] | None = None) -> int:
                     world.world.write(ngx.url)
                     say(f"{name} world served by nginx")
                     bench.cold_and_uv(ngx, world, f"{name}_nginx", latencies=(0.0,))
-            ran.append("nginx")
+            done("nginx")
         if want("metadata"):
             bench.metadata()
-            ran.append("metadata")
+            done("metadata")
         if want("help"):
             bench.help_time()
-            ran.append("help")
+            done("help")
     except Exception as exc:  # noqa: BLE001 - report and fail
         bench.failures.append(f"{type(exc).__name__}: {exc}")
     finally:
@@ -898,12 +906,15 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     bench.results["ran"] = ran
+    bench.results["group_seconds"] = took
     bench.results["failures"] = bench.failures
     bench.results["total_seconds"] = time.perf_counter() - t0
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(bench.results, indent=1, default=str) + "\n")
     print(table(bench.results))
-    print(f"\n{len(ran)} measurement groups ran in {bench.results['total_seconds']:.0f} s; figures in {args.json}")
+    print(
+        f"\n{len(ran)} measurement groups ran in {bench.results['total_seconds']:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in took.items())}; load average {_load():.1f}); figures in {args.json}"
+    )
     for f in bench.failures:
         print(f"FAILED: {f}")
     return 1 if bench.failures else 0
