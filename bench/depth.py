@@ -1,7 +1,7 @@
 """The depth of a cold resolve's critical path, in round trips, against the world's floor.
 
     python bench/depth.py [--world wide] [--repeat 3] [--latencies 400] [--sides ours,uv]
-                          [--uv-config explicit|extra-index] [--old-world]
+                          [--uv-config explicit|extra-index] [--old-world] [--src REV_OR_SRC]
 
 Serves one world of ``run.py`` (``tests/server.py``, the time of every request kept) at each
 latency and runs ours and ``uv pip compile`` (the answer given, uv configured as ``run.py``
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +40,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
-from run import TARGET, UV_CONFIGS, _find_uv, cli_command, compile_with_uv, resolve_words, run_measured, uv_command  # noqa: E402
+from run import TARGET, UV_CONFIGS, _find_uv, cli_command, compile_with_uv, resolve_words, run_measured, tree_command, uv_command  # noqa: E402
 from server import IndexServer  # noqa: E402
 
 ENVIRONMENT = {
@@ -66,11 +67,11 @@ class TimedLog(list[Any]):
         super().append(item)
 
 
-def ours(srv: IndexServer, story: Story, cache: Path) -> tuple[float, dict[str, str]]:
+def ours(srv: IndexServer, story: Story, cache: Path, src: Path | None = None) -> tuple[float, dict[str, str]]:
     import json
 
     indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
-    proc = run_measured([*cli_command(), *resolve_words(story, indexes, cache)])
+    proc = run_measured([*(tree_command(src) if src else cli_command()), *resolve_words(story, indexes, cache)])
     if proc.rc:
         raise SystemExit(f"resolve failed ({proc.rc}): {proc.err[-2000:]}")
     return proc.wall, {p["name"]: p["version"] for p in json.loads(proc.out)["packages"]}
@@ -167,11 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sides", default="ours,uv", help="ours, uv or both (default)")
     ap.add_argument("--uv-config", choices=UV_CONFIGS, default="explicit", help="how uv is given the indexes (run.py's --uv-config)")
     ap.add_argument("--old-world", action="store_true", help="the world as it was before issue 53 (no PEP 658 sidecar on PyPI's wheels)")
+    ap.add_argument("--src", help="run ours from this tree (a git revision or a src folder) instead of this checkout's console script")
     args = ap.parse_args(argv)
     latencies = [float(x) / 1000 for x in args.latencies.split(",") if x.strip()]
     sides = [s.strip() for s in args.sides.split(",") if s.strip() in ("ours", "uv")]
     tmp = Path(tempfile.mkdtemp(prefix="rgs-depth-"))
     exe = _find_uv()
+    src: Path | None = None
+    if args.src:
+        from ab import source_dir
+
+        src = source_dir(args.src, tmp)
     try:
         story = build_named(args.world, tmp / "www", pypi_sidecars=not args.old_world)
         walls: dict[tuple[str, float], list[float]] = {}
@@ -186,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                     for side in sides:
                         cache, start = tmp / f"cache-{side}-{latency}-{i}", len(srv.log)
                         if side == "ours":
-                            wall, plan = ours(srv, story, cache)
+                            wall, plan = ours(srv, story, cache, src)
                         else:
                             wall, plan = uv(srv, story, cache, tmp / f"uv-{latency}-{i}", exe, args.uv_config)
                         levels = levels or graph_levels(story, plan)
@@ -223,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {side}, from the wall: {a:.3f} s at {low * 1000:.0f} ms, {b:.3f} s at {high * 1000:.0f} ms: depth {(b - a) / (high - low):.1f} round trips"
                 )
     finally:
+        for tree in tmp.glob("tree-*"):  # --src's checkout (ab.source_dir)
+            subprocess.run(["git", "-C", str(HERE.parent), "worktree", "remove", "--force", str(tree)], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
