@@ -15,6 +15,17 @@ every row; only the padding inside the large wheels of the metadata world is a s
 - ``build_story(root, wide=WIDE)``: story 1 plus ``servekit``, a framework whose requirements pull
   in 165 more projects over six levels (some native, some shared with story 1): a closure of 215.
 - ``pytorch_page_body(rows)`` / ``pypi_json_body(files)``: page bodies for the parsing figures.
+
+Every world is PyPI-shaped (``PypiShapedWorld``, issue 53): each PyPI wheel has its PEP 658
+``.metadata`` sidecar, named with its sha256 on both of its pages (PEP 691 JSON with
+``core-metadata`` and ``data-dist-info-metadata``, ``upload-time``, ``versions``; PEP 503 HTML with
+``data-core-metadata`` and ``data-dist-info-metadata``); the PyTorch index answers in its own HTML
+template only (``data-upload-time`` on every row, no JSON), carries verbatim copies of the PyPI
+pages of the dependencies it mirrors (``PYTORCH_MIRRORS``), and answers 404 for every other name;
+FlashInfer's index is its GitHub-pages dialect (absolute release URLs with ``#sha256=``, no
+sidecars, no ``data-*``) and answers 404 for names it does not host. ``pypi_sidecars=False``
+builds the shape the worlds had before issue 53 (no sidecar for any PyPI wheel, no mirrored
+pages, no upload times on the PyTorch index), kept only for ``reconcile.py``.
 """
 
 from __future__ import annotations
@@ -28,13 +39,14 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from packaging.utils import canonicalize_name  # noqa: E402
 from wheels import BuiltWheel, metadata_text  # noqa: E402
-from world import World, _Entry, _pytorch_page  # noqa: E402
+from world import World, _Entry, _flashinfer_page, _pytorch_page  # noqa: E402
 
 CUDA = "cu130"
 TRITON = "3.7.0+git9c288bc5"
@@ -266,6 +278,110 @@ def _wide_packages(count: int) -> list[Pkg]:
     return pkgs
 
 
+# The dependencies the PyTorch nightly index mirrors from PyPI's pages (indexes.md 1.1: its
+# PACKAGE_LINKS_ALLOW_LIST, copied verbatim into every variant folder; the real list is longer).
+PYTORCH_MIRRORS = ("cuda-toolkit", "cuda-bindings", "numpy", "sympy", "filelock", "networkx", "fsspec", "typing-extensions")
+
+
+def _html_attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+class PypiShapedWorld(World):
+    """A ``World`` whose pages have the shape of the real indexes (see the module docstring)."""
+
+    def __init__(self, root: Path, *, pypi_sidecars: bool = True) -> None:
+        super().__init__(root)
+        self.pypi_sidecars = pypi_sidecars
+
+    def pypi(self, name: str, version: str, **kwargs: Any) -> BuiltWheel:
+        wheel = super().pypi(name, version, **kwargs)
+        if self.pypi_sidecars:
+            entry = self.pages[f"simple/{canonicalize_name(name)}/"][-1]
+            entry.sidecar = True
+            (self.root / (entry.rel_path + ".metadata")).write_bytes(wheel.metadata)
+        return wheel
+
+    def write(self, base: str) -> None:
+        if not self.pypi_sidecars:  # the worlds before issue 53
+            super().write(base)
+            return
+        for page, entries in self.pages.items():
+            out = self.root / page
+            out.mkdir(parents=True, exist_ok=True)
+            name = page.rstrip("/").rsplit("/", 1)[-1]
+            kind = self.dialect[page]
+            if kind == "pytorch":
+                (out / "index.html").write_text(_pytorch_page_timed(name, entries))
+            elif kind == "flashinfer":
+                (out / "index.html").write_text(_flashinfer_page(name, entries, base))
+            else:
+                html = _pypi_page_html(name, entries, base)
+                (out / "index.html").write_text(html)
+                (out / "index.json").write_text(_pypi_page_json(name, entries, base))
+                if name in PYTORCH_MIRRORS:  # the PyTorch index's verbatim copy (HTML only)
+                    mirror = self.root / f"whl/nightly/{CUDA}/{name}"
+                    mirror.mkdir(parents=True, exist_ok=True)
+                    (mirror / "index.html").write_text(html)
+
+
+def _upload_time(entry: _Entry) -> str:
+    """A nightly's upload time from its date (``.devYYYYMMDD``); a fixed one for the rest."""
+    _, _, rest = entry.wheel.filename.partition(".dev")
+    day = rest[:8] if rest[:8].isdigit() else "20260301"
+    return f"{day[:4]}-{day[4:6]}-{day[6:]}T08:14:51Z"
+
+
+def _pytorch_page_timed(name: str, entries: list[_Entry]) -> str:
+    """PyTorch's template (``world._pytorch_page``) with ``data-upload-time`` after the metadata
+    attributes, as manage_v2.py writes it since 2026-04 (indexes.md 1.4)."""
+    text = _pytorch_page(name, entries)
+    for e in entries:
+        text = text.replace(f">{e.wheel.filename}</a>", f' data-upload-time="{_upload_time(e)}">{e.wheel.filename}</a>', 1)
+    return text
+
+
+def _pypi_page_json(name: str, entries: list[_Entry], base: str) -> str:
+    """PyPI's PEP 691 page: absolute file URLs, both metadata keys with the sidecar's sha256."""
+    files = []
+    for e in entries:
+        meta = {"sha256": hashlib.sha256(e.wheel.metadata).hexdigest()} if e.sidecar else False
+        files.append(
+            {
+                "core-metadata": meta,
+                "data-dist-info-metadata": meta,
+                "filename": e.wheel.filename,
+                "hashes": {"sha256": e.wheel.sha256},
+                "provenance": None,
+                "requires-python": e.requires_python,
+                "size": e.wheel.size,
+                "upload-time": e.upload_time,
+                "url": base + e.rel_path,
+                "yanked": e.yanked if e.yanked else (True if e.yanked == "" else False),
+            }
+        )
+    versions = list(dict.fromkeys(e.wheel.filename.split("-")[1] for e in entries))
+    return json.dumps({"meta": {"api-version": "1.1", "_last-serial": 1}, "name": name, "versions": versions, "files": files})
+
+
+def _pypi_page_html(name: str, entries: list[_Entry], base: str) -> str:
+    """PyPI's PEP 503 page: absolute hrefs with ``#sha256=``, ``data-requires-python`` and both
+    metadata attributes."""
+    rows = []
+    for e in entries:
+        attrs = f' data-requires-python="{_html_attr(e.requires_python)}"' if e.requires_python else ""
+        if e.yanked is not None:
+            attrs += f' data-yanked="{_html_attr(e.yanked)}"'
+        if e.sidecar:
+            digest = hashlib.sha256(e.wheel.metadata).hexdigest()
+            attrs += f' data-dist-info-metadata="sha256={digest}" data-core-metadata="sha256={digest}"'
+        rows.append(f'    <a href="{base}{e.rel_path}#sha256={e.wheel.sha256}"{attrs}>{e.wheel.filename}</a><br />')
+    return (
+        '<!DOCTYPE html>\n<html>\n  <head>\n    <meta name="pypi:repository-version" content="1.1">\n'
+        f"    <title>Links for {name}</title>\n  </head>\n  <body>\n    <h1>Links for {name}</h1>\n" + "\n".join(rows) + "\n  </body>\n</html>\n"
+    )
+
+
 @dataclass
 class Story:
     world: World
@@ -291,10 +407,11 @@ def build_story(
     big: int = 0,
     half_sidecars: bool = False,
     wide: int = 0,
+    pypi_sidecars: bool = True,
 ) -> Story:
     """Story 1's world; see the module docstring. ``big`` > 0 makes the metadata world; ``wide`` > 0
     adds that many projects under ``servekit`` (``WIDE``: the 215-package closure)."""
-    w = World(root)
+    w = PypiShapedWorld(root, pypi_sidecars=pypi_sidecars)
     sizes: dict[str, int] = {}
     days = shape.days if days is None else days
     pythons = shape.pythons if pythons is None else pythons
@@ -349,15 +466,16 @@ def build_story(
 WORLDS = ("large", "small", "wide")  # the cold-resolve worlds of run.py, ab.py and probe.py
 
 
-def build_named(name: str, root: Path) -> Story:
-    """One of ``WORLDS``: story 1 on large pages, on small pages, or with the 215-package closure."""
+def build_named(name: str, root: Path, *, pypi_sidecars: bool = True) -> Story:
+    """One of ``WORLDS``: story 1 on large pages, on small pages, or with the 215-package closure
+    (``pypi_sidecars=False``: in the shape before issue 53, for ``reconcile.py``)."""
     if name == "small":
-        return build_story(root, shape=SMALL)
+        return build_story(root, shape=SMALL, pypi_sidecars=pypi_sidecars)
     if name == "wide":
-        return build_story(root, wide=WIDE)
+        return build_story(root, wide=WIDE, pypi_sidecars=pypi_sidecars)
     if name != "large":
         raise ValueError(f"no world {name!r}: {', '.join(WORLDS)}")
-    return build_story(root)
+    return build_story(root, pypi_sidecars=pypi_sidecars)
 
 
 def _add_pytorch(w: World, wheel: BuiltWheel, wheel_dir: str, sidecar: bool) -> None:

@@ -272,7 +272,10 @@ def uv_compile(srv, plan: dict, cache: Path, work: Path, uv: str) -> dict:
     (work / "requirements.in").write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
     overrides = [o["replaced_by"] for o in plan["overrides"]] + [f"{n}; sys_platform == 'never'" for n in WITHOUT]
     (work / "overrides.txt").write_text("\n".join(dict.fromkeys(overrides)) + "\n")
-    cmd = uv_command(uv, srv.url, work, extra=("--override", "overrides.txt"))
+    # --extra-index-url, not run.py's explicit indexes: the overrides name the kept torch, and uv
+    # looks an override up on the default index only (a `--override` file takes no
+    # [tool.uv.sources]); this world is the recorded snapshot, not a PyPI-shaped one.
+    cmd = uv_command(uv, srv.url, work, extra=("--override", "overrides.txt"), config="extra-index")
     return compile_with_uv(cmd, srv, cache, work)
 
 

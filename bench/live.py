@@ -1,7 +1,7 @@
 """Live speed on today's PyPI (issue 29 item 5): ``--with sglang`` (or vllm) on PyPI's torch 2.15.0,
 side by side with ``uv pip compile`` of the same framework with torch overridden to 2.15.0.
 
-    python bench/live.py [--framework sglang|vllm] [--runs N]
+    python bench/live.py [--framework sglang|vllm] [--runs N] [--no-bytecode] [--baseline REV]
 
 Each round runs, alternated, in fresh cache folders:
 
@@ -17,8 +17,16 @@ Each round runs, alternated, in fresh cache folders:
   x86_64-manylinux_2_34 --override (torch==2.15.0)`` of the framework, ``--no-cache`` / on a warmed
   cache (``UV_PYTHON_DOWNLOADS=never``: uv would otherwise try to fetch an interpreter first).
 
-Medians, and the ratios ours / uv. PyPI's URL comes from uv's / pip's configuration. The network's
-own variance is in every figure: read them as a range, not a point. Writes bench/results/live.json.
+- ``ours cold, no bytecode`` (``--no-bytecode``): the cold run from a copy of the package laid out
+  as an install without bytecode runs under ``PYTHONDONTWRITEBYTECODE=1`` (``run.BareInstall``; its
+  first run, which compiles what the console script keeps, is not counted);
+- ``baseline cold`` (``--baseline REV``): the cold run of another tree (a git revision or a src
+  folder), by its console-script function, in the same rounds.
+
+Medians, the ratios ours / uv of the medians and of each round (a round's ours and uv ran within
+seconds of each other), and the network's range: uv's cold runs, slowest / fastest. PyPI's URL
+comes from uv's / pip's configuration. The network's own variance is in every figure: read them as
+a range, not a point. Writes bench/results/live.json.
 Skips (exit 0) when PyPI cannot be reached; exit 1 when a run fails.
 """
 
@@ -39,6 +47,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(HERE))
 
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
@@ -56,9 +65,9 @@ def timed(cmd: list[str], env: dict[str, str], stdin: str | None = None) -> tupl
     return took, done.stdout
 
 
-def ours(framework: str, pypi: str, cache: Path, env: dict[str, str]) -> tuple[float, int]:
+def ours(framework: str, pypi: str, cache: Path, env: dict[str, str], exe: list[str] | None = None) -> tuple[float, int]:
     cmd = [
-        str(BIN / "resolve-gpu-stack"),
+        *(exe or [str(BIN / "resolve-gpu-stack")]),
         "resolve",
         *TARGET,
         "--with",
@@ -86,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", default="sglang", choices=("sglang", "vllm"))
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-bytecode", action="store_true", help="also the cold run from an install without bytecode under PYTHONDONTWRITEBYTECODE=1")
+    ap.add_argument("--baseline", metavar="REV", help="also the cold run of REV's tree (a git revision or a src folder), in the same rounds")
     args = ap.parse_args(argv)
     env = dict(os.environ)
     try:
@@ -95,10 +106,26 @@ def main(argv: list[str] | None = None) -> int:
     except (ResolveGpuStackError, OSError) as exc:
         print(f"skipped: PyPI cannot be reached ({exc})")
         return 0
-    figures: dict[str, list[float]] = {k: [] for k in ("ours cold", "ours cold, exports known", "ours warm", "uv cold", "uv warm")}
+    names = ["ours cold", "ours cold, exports known", "ours warm", "uv cold", "uv warm"]
+    names += ["ours cold, no bytecode"] * args.no_bytecode + ["baseline cold"] * bool(args.baseline)
+    figures: dict[str, list[float]] = {k: [] for k in names}
     sizes: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        extra: dict[str, tuple[list[str], dict[str, str]]] = {}  # figure -> (command, environment)
+        if args.no_bytecode:
+            from run import BareInstall
+
+            bare = BareInstall(work / "install-bare", compiled=False)
+            extra["ours cold, no bytecode"] = (bare.command(), {**bare.env(), "PYTHONDONTWRITEBYTECODE": "1"})
+            extra["ours cold, no bytecode"][1].pop("PYTHONPYCACHEPREFIX", None)
+        if args.baseline:
+            from ab import source_dir
+            from run import tree_command
+
+            extra["baseline cold"] = (tree_command(source_dir(args.baseline, work)), env)
+        for name, (exe, extra_env) in extra.items():  # compiles what each keeps; not counted
+            ours(args.framework, pypi, work / f"first-{len(name)}", extra_env, exe)
         overrides = work / "overrides.txt"
         overrides.write_text("torch==2.15.0\n")
         uv_cache = work / "uv-warm"
@@ -117,9 +144,14 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copytree(cold / "exports-v1", known / "exports-v1")
             figures["ours cold, exports known"].append(ours(args.framework, pypi, known, env)[0])
             shutil.rmtree(known)
+            for name, (exe, extra_env) in extra.items():
+                figures[name].append(ours(args.framework, pypi, work / f"{name.split()[0]}-{len(name)}-{i}", extra_env, exe)[0])
             print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in figures.items()), flush=True)
+        for tree in work.glob("tree-*"):  # --baseline's checkout (ab.source_dir)
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
     med = {k: statistics.median(v) for k, v in figures.items()}
     ratios = {
+        **{name.removesuffix(" cold").replace("ours cold, ", "cold, "): med[name] / med["uv cold"] for name in extra},
         "cold": med["ours cold"] / med["uv cold"],
         "cold, exports known": med["ours cold, exports known"] / med["uv cold"],
         "warm": med["ours warm"] / med["uv warm"],
@@ -130,9 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {k:26} median {v:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in figures[k])})")
     for k, r in ratios.items():
         print(f"  ratio {k:20} {r:.2f}x")
+    rounds = [o / u for o, u in zip(figures["ours cold"], figures["uv cold"], strict=True)]
+    uv_cold = figures["uv cold"]
+    print(
+        f"  each round's cold ratio: {', '.join(f'{r:.2f}x' for r in rounds)}; the network's range: uv cold {min(uv_cold):.2f}-{max(uv_cold):.2f} s ({max(uv_cold) / min(uv_cold):.2f}x)"
+    )
     out = HERE / "results" / "live.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"framework": args.framework, "runs": figures, "medians": med, "ratios": ratios, "packages": sizes}, indent=1) + "\n")
+    out.write_text(
+        json.dumps({"framework": args.framework, "runs": figures, "medians": med, "ratios": ratios, "round_ratios": rounds, "packages": sizes}, indent=1) + "\n"
+    )
     return 0
 
 

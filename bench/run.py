@@ -1,9 +1,10 @@
 """The benchmark (issue 6): the resolver side by side with `uv pip compile`, on loopback worlds.
 
     python bench/run.py            full run (a few minutes on 2 cores)
-    python bench/run.py --quick    CI: every measurement once or twice, small wheels (< 1 minute)
+    python bench/run.py --quick    CI: every measurement once, on small pages and small wheels (< 1 minute on a quiet machine)
+    python bench/run.py --only small,wide --baseline main   this tree and main's in the same turns as uv
 
-No network: it builds its worlds (benchworld.py) under a temporary directory, serves them with
+No network: it builds its worlds (benchworld.py: PyPI-shaped, issue 53) under a temporary directory, serves them with
 tests/server.py on 127.0.0.1, runs every measurement in a subprocess (bench/worker.py, or uv),
 prints a table of medians and writes every figure to bench/results/latest.json. Peak memory is
 each subprocess's ``ru_maxrss`` as reported by ``os.wait4``.
@@ -33,7 +34,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from benchworld import CUDA, Story, build_named, build_story  # noqa: E402
+from benchworld import CUDA, SMALL, WIDE, Shape, Story, build_named, build_story  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
 from server import IndexServer  # noqa: E402
 from static_server import nginx_available  # noqa: E402
@@ -180,19 +181,37 @@ class Bench:
     def __init__(self, args: argparse.Namespace, tmp: Path) -> None:
         self.args = args
         self.tmp = tmp
-        self.repeat = args.repeat or (2 if args.quick else 5)
-        self.results: dict = {"quick": args.quick, "repeat": self.repeat, "machine": _machine(), "rss_method": RSS_METHOD}
+        self.repeat = args.repeat or (1 if args.quick else 5)
+        self.uv_config = args.uv_config
+        self.results: dict = {
+            "quick": args.quick,
+            "repeat": self.repeat,
+            "machine": _machine(),
+            "rss_method": RSS_METHOD,
+            "uv_config": self.uv_config,
+            "world_shape": "PyPI-shaped (benchworld.PypiShapedWorld)",
+        }
         self.failures: list[str] = []
         self.uv = _find_uv()
+        # --baseline REV: that tree's console-script function beside this tree's, both run the same
+        # way (this interpreter, each tree's src first on sys.path), in the same turns as uv
+        self.trees: dict[str, Path] = {}
+        if args.baseline:
+            from ab import source_dir
+
+            self.trees = {"ours": ROOT / "src", "baseline": source_dir(args.baseline, tmp)}
+            run_measured([PY, "-m", "compileall", "-q", str(self.trees["baseline"])])  # its bytecode, as ours has it (main())
+            self.results["baseline"] = {"rev": args.baseline, "src": str(self.trees["baseline"])}
 
     # -- helpers -------------------------------------------------------------------------------
     def fresh(self, prefix: str) -> Path:
         return Path(tempfile.mkdtemp(prefix=prefix, dir=self.tmp))
 
-    def ours(self, srv: IndexServer, story: Story, cache: Path, targets=None, install: BareInstall | None = None) -> dict:
+    def ours(self, srv: IndexServer, story: Story, cache: Path, targets=None, install: BareInstall | None = None, tree: str = "") -> dict:
         """The command a user runs: `resolve` for one target, `lock` with a config for several;
-        ``install``: run from that copy of the package (with or without bytecode)."""
-        exe = install.command() if install else cli_command()
+        ``install``: run from that copy of the package (with or without bytecode); ``tree``: run
+        that tree of ``--baseline``'s pair (``ours`` or ``baseline``) by its console-script function."""
+        exe = install.command() if install else tree_command(self.trees[tree]) if tree else cli_command()
         indexes = {"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"}
         if targets is None:
             cmd = [*exe, *resolve_words(story, indexes, cache)]
@@ -256,7 +275,7 @@ class Bench:
     def uv_compile(self, srv: IndexServer, story: Story, cache: Path) -> dict:
         work = self.fresh("uv-")
         (work / "requirements.in").write_text(story.uv_requirements())
-        return compile_with_uv(uv_command(self.uv, srv.url, work), srv, cache, work)
+        return compile_with_uv(uv_command(self.uv, srv.url, work, config=self.uv_config), srv, cache, work)
 
     def check_same_closure(self, ours: dict, uv: dict, where: str) -> None:
         mine = ours["plans"][0]
@@ -280,37 +299,51 @@ class Bench:
         """Cold resolves, ours and uv's in turns at 0 and 50 ms; in-process runs for the breakdown
         (the large world); without and with bytecode from a copied install (the small world, also
         served by nginx)."""
-        installs = self.installs() if world in ("small", "small_nginx") else {}
+        bytecode_worlds = ("small", "small_nginx") if self.args.quick else ("small", "small_nginx", "wide", "wide_nginx")
+        installs = self.installs() if world in bytecode_worlds else {}
         if installs:  # the first run of a fresh install without bytecode compiles (and keeps) it
             first = self.ours(srv, story, self.fresh("cache-"), install=installs["no_bytecode"])
             self.results[f"{world}_first_run_no_bytecode"] = {"wall": first["wall"], "cpu": first["cpu"]}
             say(f"{world}: first run of the install without bytecode {first['wall']:.3f} s")
         for latency in latencies:
             srv.latency = latency
+            load_before = _load()
             ours, uv = [], []
             bare: dict[str, list[dict]] = {name: [] for name in installs}
+            if self.trees:
+                bare["baseline"] = []
             for i in range(self.repeat):
-                ours.append(self.ours(srv, story, self.fresh("cache-")))
+                ours.append(self.ours(srv, story, self.fresh("cache-"), tree="ours" if self.trees else ""))
                 uv.append(self.uv_compile(srv, story, self.fresh("uvcache-")))
                 for name, install in installs.items():
                     bare[name].append(self.ours(srv, story, self.fresh("cache-"), install=install))
+                if self.trees:
+                    bare["baseline"].append(self.ours(srv, story, self.fresh("cache-"), tree="baseline"))
                 extra = "".join(f", {name} {runs[-1]['wall']:.3f} s" for name, runs in bare.items())
                 say(
                     f"{world or 'large'} cold {latency * 1000:.0f} ms #{i + 1}: ours {ours[-1]['wall']:.3f} s ({ours[-1]['requests']} req), uv {uv[-1]['wall']:.3f} s ({uv[-1]['requests']} req){extra}"
                 )
             self.check_same_closure(ours[0], uv[0], f"{world or 'large'} cold at {latency * 1000:.0f} ms")
+            if uv[0]["pypi_wheels_read"]:  # every PyPI wheel has its PEP 658 sidecar on its page
+                self.failures.append(
+                    f"{world or 'large'} cold at {latency * 1000:.0f} ms: uv read {uv[0]['pypi_wheels_read']} PyPI wheel(s) itself: the world is not PyPI-shaped"
+                )
             key = f"{world + '_' if world else ''}cold_{int(latency * 1000)}ms"
             fig = {
                 "ours": _summary(ours),
                 "uv": _summary(uv),
                 "closure": len(ours[0]["plans"][0]),
                 "ratio_wall": med([o["wall"] for o in ours]) / med([u["wall"] for u in uv]),
+                "ratios_in_turns": [o["wall"] / u["wall"] for o, u in zip(ours, uv, strict=True)],
+                "load_average": [load_before, _load()],
             }
             for name, runs in bare.items():
                 if runs[0]["plans"] != ours[0]["plans"]:
                     self.failures.append(f"{world} cold at {latency * 1000:.0f} ms: the {name} install's plan differs")
                 fig[name] = _summary(runs)
                 fig[f"{name}_ratio_wall"] = fig[name]["wall"] / fig["uv"]["wall"]
+            if "baseline" in fig:
+                fig["ours_vs_baseline"] = fig["ours"]["wall"] / fig["baseline"]["wall"]
             if world == "":
                 inproc = [self.inprocess(srv, story, self.fresh("cache-")) for _ in range(self.repeat)]
                 if inproc[0]["plans"][0] != ours[0]["plans"][0]:
@@ -376,7 +409,7 @@ class Bench:
         srv.latency = 0.0
 
     def metadata(self) -> None:
-        big = (256 if self.args.quick else 512) * 2**20  # torch; the jit-cache wheels are half that
+        big = (64 if self.args.quick else 512) * 2**20  # torch; the jit-cache wheels are half that
         root = self.tmp / "www-big"
         t = time.perf_counter()
         story = build_story(root, days=6, pythons=("cp310-cp310", "cp311-cp311", "cp312-cp312", "cp313-cp313"), big=big, half_sidecars=True)
@@ -419,7 +452,7 @@ class Bench:
     def help_time(self) -> None:
         exe = Path(PY).parent / "resolve-gpu-stack"
         cmd = [str(exe), "--help"] if exe.exists() else [PY, "-m", "resolve_gpu_stack", "--help"]
-        reps = 5 if self.args.quick else 15
+        reps = 2 if self.args.quick else 15
         helps, passes, versions, checks = [], [], [], []
         for _ in range(reps):
             helps.append(run_measured(cmd))
@@ -459,6 +492,34 @@ def resolve_words(story: Story, indexes: dict[str, str], cache: Path) -> list[st
     return ["resolve", *target, *with_, *index, "--cache-dir", str(cache), "--format", "json", "-q"]
 
 
+# A tree's console-script function (``__main__.run``: it keeps bytecode where an install has
+# none), or ``cli.run`` / ``cli.main`` in trees older than it, with that tree's src first on sys.path.
+TREE_ENTRY = (
+    "import sys; sys.path.insert(0, {src!r})\n"
+    "try:\n    from resolve_gpu_stack.__main__ import run\n"
+    "except ImportError:\n    from resolve_gpu_stack import cli; run = getattr(cli, 'run', cli.main)\n"
+    "sys.exit(run())"
+)
+
+
+def tree_command(src: Path) -> list[str]:
+    """The command of a checkout's ``src`` run as its console script runs (``--baseline``)."""
+    return [PY, "-c", TREE_ENTRY.format(src=str(src))]
+
+
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+QUICK_LARGE = Shape(days=3, versions=3)  # --quick: every tag of every wheel (the scale figure's six targets), few releases
+
+
+def quick_world(name: str, root: Path) -> Story:
+    """``--quick``'s worlds: the same closures on small pages (two releases a project, two
+    platforms a native one), so CI builds them in seconds; the figures are not the full run's."""
+    return build_story(root, shape=SMALL, wide=WIDE if name == "wide" else 0)
+
+
 def cli_command() -> list[str]:
     exe = Path(PY).parent / "resolve-gpu-stack"
     return [str(exe)] if exe.exists() else [PY, "-m", "resolve_gpu_stack"]
@@ -495,7 +556,8 @@ def read_constraints(path: Path) -> dict[str, str]:
 
 def compile_with_uv(cmd: list[str], srv: IndexServer, cache: Path, work: Path) -> dict:
     """Run a ``uv pip compile`` command (writing ``work/requirements.txt``) on an empty ``cache``:
-    its wall, CPU, peak RSS, the requests and bytes the server saw, and the pins it wrote."""
+    its wall, CPU, peak RSS, the requests and bytes the server saw, the PyPI wheels it read itself
+    (HEAD, range or whole: none where each has its sidecar), and the pins it wrote."""
     env = dict(os.environ, UV_CACHE_DIR=str(cache), UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", NO_COLOR="1")
     n0, b0 = len(srv.log), srv.bytes_sent
     proc = run_measured(cmd, env=env, cwd=work)
@@ -506,39 +568,81 @@ def compile_with_uv(cmd: list[str], srv: IndexServer, cache: Path, work: Path) -
         if line and not line.startswith((" ", "#")) and "==" in line:
             name, _, version = line.partition("==")
             pins[name.strip()] = version.split(";")[0].strip()
-    return {"wall": proc.wall, "cpu": proc.cpu, "requests": len(srv.log) - n0, "bytes": srv.bytes_sent - b0, "maxrss_mb": proc.maxrss_mb, "packages": pins}
+    wheels_read = sum(1 for _, path, _ in srv.log[n0:] if path.startswith("/files/") and path.split("?")[0].endswith(".whl"))
+    return {
+        "wall": proc.wall,
+        "cpu": proc.cpu,
+        "requests": len(srv.log) - n0,
+        "bytes": srv.bytes_sent - b0,
+        "maxrss_mb": proc.maxrss_mb,
+        "pypi_wheels_read": wheels_read,
+        "packages": pins,
+    }
 
 
-def uv_command(uv: str, base: str, work: Path, extra: tuple[str, ...] = ()) -> list[str]:
-    """`uv pip compile` of story 1 with its answer given, for Python 3.12 on x86_64 manylinux_2_28.
+UV_CONFIGS = ("explicit", "extra-index")
+# The names uv's PyTorch guide pins to the PyTorch index (with the Triton build torch requires: the
+# guide adds the ROCm/XPU Triton to the dependencies with the same source) and FlashInfer's.
+PYTORCH_FAMILY = ("torch", "triton", "torchvision", "torchaudio")
+FLASHINFER_ONLY = ("flashinfer-jit-cache",)
 
-    uv's default index strategy (first-index) with the PyTorch nightly cu130 and FlashInfer cu130
-    indexes as extra indexes (searched before PyPI, the default index), as a user would type it;
-    `extra` goes after the output file (frameworks.py: its overrides).
+
+def uv_project(base: str, requirements: list[str]) -> str:
+    """The answer as a ``pyproject.toml`` configured as uv's PyTorch guide tells users: the PyTorch
+    and FlashInfer indexes ``explicit = true``, only the torch family (and FlashInfer's jit-cache)
+    pinned to them in ``[tool.uv.sources]``, PyPI the default index for everything else. This is
+    the routing our ``indexes/routing.toml`` does, so neither tool asks an index for a name the
+    other would not ask it for."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    names = {canonicalize_name(Requirement(r).name) for r in requirements}
+    deps = list(requirements)
+    if "torch" in names and "triton" not in names:
+        deps.append("triton")  # torch's Triton build lives on the PyTorch index only
+        names.add("triton")
+    sources = [f'{n} = {{ index = "pytorch" }}' for n in PYTORCH_FAMILY if n in names]
+    sources += [f'{n} = {{ index = "flashinfer" }}' for n in FLASHINFER_ONLY if n in names]
+    return (
+        '[project]\nname = "answer"\nversion = "0"\nrequires-python = ">=3.10"\n'
+        f"dependencies = {json.dumps(deps)}\n\n[tool.uv.sources]\n" + "\n".join(sources) + "\n\n"
+        f'[[tool.uv.index]]\nname = "pytorch"\nurl = "{base}whl/nightly/{CUDA}/"\nexplicit = true\n\n'
+        f'[[tool.uv.index]]\nname = "flashinfer"\nurl = "{base}fi/{CUDA}/"\nexplicit = true\n\n'
+        f'[[tool.uv.index]]\nname = "pypi"\nurl = "{base}simple/"\ndefault = true\n'
+    )
+
+
+def uv_config_file(base: str) -> str:
+    """``uv_project``'s three indexes as a ``uv.toml`` (``--config-file``): the benchmark runs uv
+    with ``UV_NO_CONFIG=1`` (no user or system configuration), under which uv reads the indexes of a
+    ``pyproject.toml`` only as requirements' sources, not as its index list."""
+    return (
+        f'[[index]]\nname = "pytorch"\nurl = "{base}whl/nightly/{CUDA}/"\nexplicit = true\n\n'
+        f'[[index]]\nname = "flashinfer"\nurl = "{base}fi/{CUDA}/"\nexplicit = true\n\n'
+        f'[[index]]\nname = "pypi"\nurl = "{base}simple/"\ndefault = true\n'
+    )
+
+
+def uv_command(uv: str, base: str, work: Path, extra: tuple[str, ...] = (), config: str = "explicit") -> list[str]:
+    """`uv pip compile` of the answer in ``work/requirements.in``, for Python 3.12 on x86_64
+    manylinux_2_28; ``extra`` goes after the output file (frameworks.py: its overrides).
+
+    ``config="explicit"`` (every figure since issue 53): ``uv_project``'s ``pyproject.toml``,
+    written into ``work`` and compiled. ``config="extra-index"`` (the figures before issue 53, kept
+    for ``reconcile.py``): the PyTorch nightly cu130 and FlashInfer cu130 indexes as
+    ``--extra-index-url`` with uv's default first-index strategy: every name is looked up on the
+    PyTorch index, then FlashInfer's, then PyPI, one after the other, until one has it.
     """
-    return [
-        uv,
-        "pip",
-        "compile",
-        "requirements.in",
-        "-o",
-        "requirements.txt",
-        *extra,
-        "--quiet",
-        "--no-header",
-        "--python",
-        PY,
-        "--python-version",
-        TARGET[0],
-        "--python-platform",
-        TARGET[1],
-        "--index-url",
-        base + "simple/",
-        "--extra-index-url",
-        base + f"whl/nightly/{CUDA}/",
-        "--extra-index-url",
-        base + f"fi/{CUDA}/",
-    ]
+    common = ["-o", "requirements.txt", *extra, "--quiet", "--no-header", "--python", PY, "--python-version", TARGET[0], "--python-platform", TARGET[1]]
+    if config == "explicit":
+        lines = [line.split("#", 1)[0].strip() for line in (work / "requirements.in").read_text().splitlines()]
+        (work / "pyproject.toml").write_text(uv_project(base, [line for line in lines if line]))
+        (work / "uv.toml").write_text(uv_config_file(base))
+        return [uv, "pip", "compile", "pyproject.toml", *common, "--config-file", "uv.toml"]
+    if config != "extra-index":
+        raise ValueError(f"no uv configuration {config!r}: {', '.join(UV_CONFIGS)}")
+    indexes = ["--index-url", base + "simple/", "--extra-index-url", base + f"whl/nightly/{CUDA}/", "--extra-index-url", base + f"fi/{CUDA}/"]
+    return [uv, "pip", "compile", "requirements.in", *common, *indexes]
 
 
 def _summary(runs: list[dict]) -> dict:
@@ -595,14 +699,15 @@ def table(r: dict) -> str:
                 label,
                 f"{p['rows']:,} rows, {p['bytes'] / 2**20:.2f} MB: {p['seconds'] * 1000:.1f} ms = {p['rows_per_s']:,.0f} rows/s, {p['mb_per_s']:.1f} MB/s; RSS {p['maxrss_mb']:.0f} MB",
             )
-    # issue 33: story 1 <= 1.5x uv at 0 ms, <= 0.7x at 50 ms (what a user on a network sees), the
-    # same without bytecode (and at most 50 ms slower than with it); the 215-package closure <= 1.0x
-    # at 0 ms and <= 0.8x at 50 ms. "nginx": the same 0 ms figures served by nginx.
+    # issue 53 (PyPI-shaped worlds, uv configured as its PyTorch guide says): story 1 <= 0.7x uv at
+    # 50 ms (what a user on a network sees), the 215-package closure <= 0.8x; the 0 ms lines
+    # reported against <= 1.2x; the same without bytecode (and at most 50 ms slower than with
+    # it). "nginx": the same 0 ms figures served by nginx.
     worlds = (("", "large pages"), ("small", "small pages"), ("wide", "215-package closure"))
     worlds += tuple((f"{w}_nginx", f"{label}, nginx") for w, label in worlds[1:])
     for world, label in worlds:
         wide = world.startswith("wide")
-        for lat, limit in ((0, 1.0 if wide else 1.5), (50, 0.8 if wide else 0.7)):
+        for lat, limit in ((0, 1.2), (50, 0.8 if wide else 0.7)):
             c = r.get(f"{world + '_' if world else ''}cold_{lat}ms")
             if not c:
                 continue
@@ -620,12 +725,19 @@ def table(r: dict) -> str:
                 f"{u['wall']:.3f} s wall, {u['cpu']:.2f} s CPU, {u['requests']:.0f} req, {u['bytes'] / 2**20:.2f} MB, {u['maxrss_mb']:.0f} MB RSS",
             )
             target = f"<= {limit:.1f}x"
+            turns = c.get("ratios_in_turns") or [c["ratio_wall"]]
+            load = c.get("load_average")
             add(
                 f"{label}, cold {lat} ms: ours / uv ({c['closure']} packages)",
-                f"{c['ratio_wall']:.2f}x",
+                f"{c['ratio_wall']:.2f}x (each turn {min(turns):.2f}-{max(turns):.2f}x{f'; load {load[0]:.1f} -> {load[1]:.1f}' if load else ''})",
                 target,
                 ok(c["ratio_wall"] <= limit) if target else "",
             )
+            if "baseline" in c:
+                add(
+                    f"{label}, cold {lat} ms: baseline {r['baseline']['rev']} (same turns)",
+                    f"{c['baseline']['wall']:.3f} s wall ({c['baseline_ratio_wall']:.2f}x uv); this tree / baseline {c['ours_vs_baseline']:.3f}",
+                )
             if "no_bytecode" in c:
                 b, n = c["compiled"], c["no_bytecode"]
                 add(
@@ -698,8 +810,17 @@ def table(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="CI mode: fewer repetitions, smaller large wheels")
-    ap.add_argument("--repeat", type=int, help="runs per measurement (default 5, quick 2)")
+    ap.add_argument(
+        "--quick", action="store_true", help="CI mode: one run per figure, small pages and smaller wheels (every measurement runs; no timing is asserted)"
+    )
+    ap.add_argument("--repeat", type=int, help="runs per measurement, ours and uv in turns (default 5, quick 1)")
+    ap.add_argument(
+        "--uv-config",
+        choices=UV_CONFIGS,
+        default="explicit",
+        help="how uv is given the three indexes: explicit (default: uv's PyTorch guide, the routing ours does) or extra-index (--extra-index-url, first-index: the figures before issue 53)",
+    )
+    ap.add_argument("--baseline", metavar="REV", help="also run REV's tree (a git revision or a src folder) in the same turns: this tree / baseline per figure")
     ap.add_argument("--json", type=Path, default=HERE / "results" / "latest.json", help="where to write every figure")
     ap.add_argument(
         "--only",
@@ -727,13 +848,21 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args, tmp)
     t0 = time.perf_counter()
     ran: list[str] = []
+    took: dict[str, float] = {}  # each group's seconds (world builds included), for CI's log
+    last = [t0]
+
+    def done(name: str) -> None:
+        ran.append(name)
+        now = time.perf_counter()
+        took[name], last[0] = now - last[0], now
+
     try:
         if want("parse"):
             bench.parsing()
-            ran.append("parse")
+            done("parse")
         if want("cold") or want("warm") or want("scale"):
             t = time.perf_counter()
-            story = build_story(tmp / "www")
+            story = build_story(tmp / "www", shape=QUICK_LARGE) if args.quick else build_story(tmp / "www")
             bench.results["world_build_seconds"] = time.perf_counter() - t
             with IndexServer(tmp / "www") as srv:
                 story.world.write(srv.url)
@@ -743,44 +872,49 @@ def main(argv: list[str] | None = None) -> int:
                 for name, fn in (("cold", bench.cold_and_uv), ("warm", bench.warm), ("scale", bench.scale)):
                     if want(name):
                         fn(srv, story)
-                        ran.append(name)
+                        done(name)
         for name in ("small", "wide"):
             if want(name):
-                world = build_named(name, tmp / f"www-{name}")
+                world = quick_world(name, tmp / f"www-{name}") if args.quick else build_named(name, tmp / f"www-{name}")
                 with IndexServer(tmp / f"www-{name}") as srv:
                     world.world.write(srv.url)
                     bench.results[f"{name}_world"] = {"pages": len(world.world.pages), "rows": sum(len(e) for e in world.world.pages.values())}
                     say(f"{name} world: {len(world.world.pages)} pages, {bench.results[f'{name}_world']['rows']} rows")
                     bench.cold_and_uv(srv, world, name)
-                ran.append(name)
+                done(name)
         if want("nginx") and not (nginx_available() or "nginx" in only):
             say("nginx is not installed: the nginx group is skipped (apt-get install nginx-light)")
         elif want("nginx"):  # the 0 ms figures again, served by nginx instead of Python
             for name in ("small", "wide"):
-                world = build_named(name, tmp / f"www-nginx-{name}")
+                world = quick_world(name, tmp / f"www-nginx-{name}") if args.quick else build_named(name, tmp / f"www-nginx-{name}")
                 with NginxServer(tmp / f"www-nginx-{name}", tmp / f"nginx-{name}") as ngx:
                     world.world.write(ngx.url)
                     say(f"{name} world served by nginx")
                     bench.cold_and_uv(ngx, world, f"{name}_nginx", latencies=(0.0,))
-            ran.append("nginx")
+            done("nginx")
         if want("metadata"):
             bench.metadata()
-            ran.append("metadata")
+            done("metadata")
         if want("help"):
             bench.help_time()
-            ran.append("help")
+            done("help")
     except Exception as exc:  # noqa: BLE001 - report and fail
         bench.failures.append(f"{type(exc).__name__}: {exc}")
     finally:
+        for tree in tmp.glob("tree-*"):  # --baseline's checkout (ab.source_dir)
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     bench.results["ran"] = ran
+    bench.results["group_seconds"] = took
     bench.results["failures"] = bench.failures
     bench.results["total_seconds"] = time.perf_counter() - t0
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(bench.results, indent=1, default=str) + "\n")
     print(table(bench.results))
-    print(f"\n{len(ran)} measurement groups ran in {bench.results['total_seconds']:.0f} s; figures in {args.json}")
+    print(
+        f"\n{len(ran)} measurement groups ran in {bench.results['total_seconds']:.0f} s ({', '.join(f'{k} {v:.0f} s' for k, v in took.items())}; load average {_load():.1f}); figures in {args.json}"
+    )
     for f in bench.failures:
         print(f"FAILED: {f}")
     return 1 if bench.failures else 0
