@@ -77,7 +77,12 @@ def _node(world, path: Path, uv_env: dict[str, str], torch: str = NIGHTLY) -> st
     """A node as a real one is: the nightly torch installed with the exact pins it brought (the
     packages a lock for ``--installed torch==...`` keeps with it)."""
     python = make_venv(path, uv_env, torch_wheel(world, torch))
-    pins = [*(world.root / "whl" / "nightly").glob("triton-*.whl"), *(world.root / "files").glob("cuda_toolkit-*.whl")]
+    files = world.root / "files"
+    pins = [
+        *(world.root / "whl" / "nightly").glob("triton-*.whl"),
+        *files.glob("cuda_toolkit-*.whl"),  # and what its extras pin (torch asks for cudart and nvrtc)
+        *(w for w in files.glob("nvidia_cuda_*.whl") if w.name.endswith("x86_64.whl")),
+    ]
     subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", *map(str, pins)], check=True, env=uv_env)
     return python
 
