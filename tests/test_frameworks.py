@@ -101,11 +101,19 @@ def test_framework_binary_pinning_another_torch_is_named(world):
     assert "built for torch==2.9.0" in why and NIGHTLY.split("+")[0] in why
 
 
-def test_automatic_override_off_walks_back_with_a_note(world):
-    plan, _ = run(world, with_=("sglang",), auto_torch_override=False)
-    assert versions(plan)["sglang"] == "0.5.2"
-    assert not plan.overrides
-    assert any(n.startswith("sglang 0.5.2 is planned; newer 0.5.9 passed over") for n in plan.notes)
+def test_automatic_override_off_never_walks_back_unasked(world):
+    """sglang 0.5.9 pins torch==2.9.1; without the automatic override the plan cannot have it, and
+    sglang 0.5.2 is never planned in its place without the user's word: the error names 0.5.9, the
+    pin in its way, and the ways out; asking for 0.5.2 plans it."""
+    with pytest.raises(NoPlanError) as err:
+        run(world, with_=("sglang",), auto_torch_override=False)
+    e = err.value
+    assert str(e).startswith("sglang 0.5.9: the newest release for this target cannot be planned; sglang 0.5.2 would be planned instead")
+    assert any(r.startswith("because sglang 0.5.9 requires torch==2.9.1") for r in e.reasons), e.reasons
+    assert any("we can conclude that sglang 0.5.9 cannot be planned" in r for r in e.reasons), e.reasons
+    assert "--with 'sglang==0.5.2'" in (e.hint or "") and "--override" in (e.hint or "")
+    plan, _ = run(world, with_=("sglang==0.5.2",), auto_torch_override=False)
+    assert versions(plan)["sglang"] == "0.5.2" and not plan.overrides
     assert plan.inputs["auto-torch-override"] is False
 
 

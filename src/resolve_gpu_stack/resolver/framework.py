@@ -21,13 +21,12 @@ from ..model.abi import AbiKind, WheelAbi
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
 from ..rules.fit import RejectReason
-from ..rules.versions import describe_versions
 from .builds import WayFacts, ways_for
 from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
 from .dependencies import Dependencies
-from .factory import CandidateFactory, Policy
+from .factory import CandidateFactory
 from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides, Replaced
-from .requirement import Cand, Key, Req
+from .requirement import Cand, Key
 
 Pkg = tuple[NormalizedName, Version]
 
@@ -216,22 +215,6 @@ def dropped_extra_notes(deps: Dependencies, cands: Iterable[Cand], torch: Cand |
         for (pkg, extra), unmet in sorted(deps.dropped_extras.items())
         if pkg in planned
     )
-
-
-def passed_over_notes(roots: Sequence[Req], mapping: Mapping[Key, Cand], factory: CandidateFactory, policy: Policy) -> tuple[str, ...]:
-    """For each requested package planned below its newest fitting release: which were passed over."""
-    notes = []
-    for req in roots:
-        cand = mapping.get(Key(req.name))
-        if cand is None or req.name == TORCH:
-            continue
-        newer = [c.version for c in factory.matches(req.name, [req], policy) if c.version > cand.version]
-        if newer:
-            notes.append(
-                f"{req.name} {cand.version} is planned; newer {describe_versions(newer)} passed over: their requirements conflict with the rest "
-                f"of the plan (ask for --with '{req.name}=={max(newer)}' to see the conflict)"
-            )
-    return tuple(notes)
 
 
 JUDGED = frozenset({RejectReason.TORCH_ABI, RejectReason.CUDA, RejectReason.ABI})  # the tool's own judgement, not the target's tags

@@ -29,7 +29,7 @@ from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource, asks_for_exports
 from ..rules.fit import TargetFit
 from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
 from ..rules.versions import describe_versions, public
-from . import builds, framework
+from . import builds, framework, walkback
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
@@ -106,6 +106,9 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, previous=w.factory, closure=closure if keeps else None)
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure if keeps else None)
+    named = [r for r in requirements if r.parent == WITH_PARENT]
+    if walked := walkback.walk_backs(named, result.mapping, factory, w.policy):  # no walk-back without the user's word
+        raise walkback.refuse(walked, functools.partial(_why_not_newest, w, requirements, flashinfer))
 
     abi_torch = _abi_torch(result.mapping, torch, exports, own)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
@@ -147,6 +150,18 @@ def _run_resolvelib(
         raise NoPlanError(
             f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION"
         ) from None
+
+
+def _why_not_newest(w: _Wiring, requirements: Sequence[Req], flashinfer: FlashInferSelection | None, wb: walkback.WalkBack) -> NoPlanError | None:
+    """Why no plan has ``wb``'s newest release: the resolver's explanation of the request with that
+    release asked for exactly (None: such a plan exists; the resolution preferred another)."""
+    exact = SpecifierSet(f"=={wb.newest}")
+    pinned = [replace(r, specifier=exact, text=f"{r.name}=={wb.newest}") if r is wb.root else r for r in requirements]
+    try:
+        _run_resolvelib(w.provider, pinned, w.factory, flashinfer)
+    except NoPlanError as err:
+        return err
+    return None
 
 
 def _checked(plan: LockPlan, defs: Definitions, torch_floor: Version | None) -> LockPlan:
@@ -206,7 +221,7 @@ def _framework_facts(
         *without_notes,
         *_unused_without(request, overrides, cands),
         *framework.dropped_extra_notes(deps, cands, torch),
-        *framework.passed_over_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
+        *walkback.kept_newer_notes([r for r in roots if r.parent == WITH_PARENT], mapping, factory, policy),
         *framework.walked_back_notes(cands, factory, defs.pytorch_family),
         *built.notes,
     )
@@ -493,7 +508,7 @@ def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, fl
         req: Req = cause.requirement
         parent = f"{cause.parent}" if cause.parent is not None else (req.parent or "the request")
         available = [c.version for c in factory.candidates(req.name)]
-        reasons.append(f"{parent} requires {req}; available for this target: {describe_versions(available)}")
+        reasons.append(f"{parent} requires {req}{_unserved(factory, req)}; available for this target: {describe_versions(available)}")
     names = sorted({c.requirement.name for c in exc.causes})
     missing = [n for n in names if _not_on_its_index(factory, n)]
     if missing:
@@ -540,6 +555,16 @@ def _unusable(factory: CandidateFactory, req: Req) -> tuple[str, str] | None:
         f"{name} has only pre-releases for this target ({describe_versions(pres)}), and a pre-release is taken only when a specifier names one",
         f"allow it with a pre-release in the requirement: --with '{name}>={newest}' (or =={newest})",
     )
+
+
+def _unserved(factory: CandidateFactory, req: Req) -> str:
+    """``, which no index serves (PAGE)`` when no file on any page read for ``req``'s package, for
+    any target, is a release it allows (a pin on a version nobody published); else nothing. Not
+    for torch: its pages are its channel's, and the torch selection words what they lack."""
+    if req.name == TORCH or not req.specifier or any(contains(req.specifier, o.file.version) for o in factory.listed(req.name)):
+        return ""
+    pages = ", ".join(dict.fromkeys(v.location.url for v in factory.visits.get(req.name, ()))) or "its index"
+    return f", which no index serves (read: {pages})"
 
 
 def _component_gap(exc: ResolutionImpossible, factory: CandidateFactory, flashinfer: FlashInferSelection | None) -> NoPlanError | None:  # type: ignore[type-arg,unused-ignore]
