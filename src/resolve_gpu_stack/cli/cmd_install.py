@@ -248,10 +248,10 @@ def _credentials_in(defs: Definitions) -> bool:
 
 
 def emit_report(output: O.OutputOptions, report: InstallReport) -> None:
-    from .render import print_json
+    from .render import print_json, story_json
 
     if common.output_format(output) == "json":
-        print_json(report.to_json(), sys.stdout)
+        print_json({**report.to_json(), **story_json(report.notes, report.overrides)}, sys.stdout)
     else:
         print_report_table(report, sys.stdout)
 
@@ -267,7 +267,7 @@ def print_report_table(report: InstallReport, out: TextIO) -> None:
     """
     from rich.console import Console
 
-    from .render import Column, fitted_table, print_fitted
+    from .render import Column, fitted_table, print_fitted, print_story
 
     console = Console(file=out, highlight=False, soft_wrap=False)
     unchanged = all(row.action.value == "keep" for row in report.rows)
@@ -286,6 +286,7 @@ def print_report_table(report: InstallReport, out: TextIO) -> None:
     print_fitted(console, table, width)
     for line in _summary(report):
         console.print(line, markup=False, soft_wrap=True)
+    print_story(console, report.notes, report.overrides)
 
 
 def _summary(report: InstallReport) -> list[str]:

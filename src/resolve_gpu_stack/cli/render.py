@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..index.finder import PageVisit
-from ..model import LockedPackage, LockPlan
-from ..model.codec import plan_to_dict
+from ..model import LockedPackage, LockPlan, Override
+from ..model.codec import override_to_dict, plan_to_dict
 from ..urls import redact_url
 
 if TYPE_CHECKING:
@@ -86,10 +86,47 @@ def plan_to_json(plan: LockPlan) -> dict[str, Any]:
         "target": data["target"],
         "flashinfer": {"version": data["flashinfer-version"], "cuda_label": data["cuda-label"]},
         "packages": [_json_package(p) for p in data["packages"]],
-        "notes": data["notes"],
-        "overrides": [{key: o[field] for key, field in _JSON_OVERRIDE_KEYS.items()} for o in data["overrides"]],
+        **story_json(plan.notes, plan.overrides),
         "inputs_digest": data["inputs-digest"],
     }
+
+
+# -- the plan's story: one renderer for every door ---------------------------------------------------
+
+
+def story_json(notes: Sequence[str], overrides: Sequence[Override]) -> dict[str, Any]:
+    """The plan's story (its notes: choices, walk-backs, downgrades with the requirement that forces
+    each; its overrides) as every JSON output carries it: ``resolve``, ``install`` (dry run and
+    real, ``--lock`` too)."""
+    return {
+        "notes": list(notes),
+        "overrides": [{key: o[field] for key, field in _JSON_OVERRIDE_KEYS.items()} for o in map(override_to_dict, overrides)],
+    }
+
+
+def story_lines(notes: Sequence[str], overrides: Sequence[Override]) -> list[str]:
+    """The plan's story as lines of text, as every table and message shows it: ``resolve``,
+    ``install``, ``export uv`` (on stderr), the lock's notes."""
+    lines = []
+    if notes:
+        lines += ["Notes", *(f"  - {note}" for note in notes)]
+    if overrides:
+        lines += ["Overrides", *(f"  - {override_words(o)}" for o in overrides)]
+    return lines
+
+
+def override_words(o: Override) -> str:
+    """One override in words: ``sglang: torch==2.9.1 -> torch==2.15.0 (the installed torch is kept)``."""
+    return f"{o.package}: {o.requirement} -> {o.replaced_by} ({o.reason})"
+
+
+def print_story(console: Any, notes: Sequence[str], overrides: Sequence[Override]) -> None:
+    """``story_lines`` on a rich console, the section heads in bold, the rest as typed (no markup)."""
+    for line in story_lines(notes, overrides):
+        if line.startswith(" "):
+            console.print(line, markup=False)
+        else:
+            console.print(f"[bold]{line}[/]")
 
 
 def print_json(data: Any, out: TextIO) -> None:
@@ -134,14 +171,7 @@ def print_plan_table(plan: LockPlan, out: TextIO) -> None:
     for p in plan.packages:
         counts[p.action.value] = counts.get(p.action.value, 0) + 1
     console.print(", ".join(f"{n} {a}" for a, n in sorted(counts.items())))
-    if plan.notes:
-        console.print("[bold]Notes[/]")
-        for note in plan.notes:
-            console.print(f"  - {note}", markup=False)
-    if plan.overrides:
-        console.print("[bold]Overrides[/]")
-        for o in plan.overrides:
-            console.print(f"  - {o.package}: {o.requirement} -> {o.replaced_by} ({o.reason})", markup=False)
+    print_story(console, plan.notes, plan.overrides)
 
 
 # -- tables that fit -------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import LockFileError, UsageError, UvError
-from ..model import Action, LockedPackage, LockPlan
+from ..model import Action, LockedPackage, LockPlan, Override
 from ..net import process
 from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
 from ..urls import strip_credentials
@@ -124,6 +124,8 @@ class InstallReport:
     uv_changes: tuple[str, ...] = ()  # uv's own lines (the real run's)
     lock_path: str | None = None
     download: DownloadSummary | None = None  # a dry run's preview of the downloads
+    notes: tuple[str, ...] = ()  # the plan's story (its notes and overrides), told as every door tells it (cli/render.py)
+    overrides: tuple[Override, ...] = ()
 
     @property
     def changed(self) -> tuple[InstallRow, ...]:
@@ -318,7 +320,7 @@ def preview_plan(plan: LockPlan, *, python: str, wheel_cache: WheelCache) -> Ins
     environment = inspect_environment(python)
     check_environment(plan, environment)
     rows = _rows(plan, dict(environment.target.installed), None)
-    return InstallReport(python=python, dry_run=True, rows=rows, download=download_summary(plan, wheel_cache))
+    return InstallReport(python=python, dry_run=True, rows=rows, download=download_summary(plan, wheel_cache), notes=plan.notes, overrides=plan.overrides)
 
 
 def install_plan(
@@ -350,7 +352,7 @@ def install_plan(
         todo = files_to_fetch(plan)
         if not todo:
             rows = _rows(plan, before, None if dry_run else before)
-            return InstallReport(python=python, dry_run=dry_run, rows=rows)
+            return InstallReport(python=python, dry_run=dry_run, rows=rows, notes=plan.notes, overrides=plan.overrides)
         fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
         from ..data.definitions import load_definitions
         from .confirm import confirm_verdicts  # (the scanner: loaded when there is something to install)
@@ -380,12 +382,22 @@ def run_uv_checked(
     dry = _run_uv([*args, "--dry-run"], env, what="uv pip install --dry-run")
     check_uv_changes(parse_uv_changes(dry), plan, before)
     if dry_run:
-        return InstallReport(python=python, dry_run=True, rows=_rows(plan, before, None), uv_changes=_change_lines(dry), download=download)
+        return InstallReport(
+            python=python,
+            dry_run=True,
+            rows=_rows(plan, before, None),
+            uv_changes=_change_lines(dry),
+            download=download,
+            notes=plan.notes,
+            overrides=plan.overrides,
+        )
     real = _run_uv(list(args), env, what="uv pip install")
     after_env = inspect_environment(python)
     after = dict(after_env.target.installed)
     _check_after(plan, after, kept, after_env)
-    return InstallReport(python=python, dry_run=False, rows=_rows(plan, before, after), uv_changes=_change_lines(real))
+    return InstallReport(
+        python=python, dry_run=False, rows=_rows(plan, before, after), uv_changes=_change_lines(real), notes=plan.notes, overrides=plan.overrides
+    )
 
 
 def _uv_args(

@@ -54,7 +54,7 @@ def action(version: Version, installed: Version | None) -> Action:
 def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     """The plan for a resolvelib ``result`` (its ``mapping`` and ``graph``, keyed by ``Key``)."""
     ctx = replace(ctx, flashinfer_pins=_flashinfer_pins(result, ctx))
-    packages = _rows(result, ctx)
+    packages, downgrades = _with_downgrade_causes(result, _rows(result, ctx))
     fi_python = next((p for p in packages if p.name == ctx.defs.flashinfer.python), None)
     fi_version = fi_python.version if fi_python else None
     label = ctx.flashinfer.label(fi_version) if ctx.flashinfer is not None else None
@@ -62,7 +62,7 @@ def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     plan = LockPlan(
         target=TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(ctx.torch.cuda)),
         packages=packages,
-        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_flashinfer_note(packages, ctx), *_framework_notes(packages, ctx)])),
+        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_flashinfer_note(packages, ctx), *_framework_notes(packages, ctx), *downgrades])),
         flashinfer_version=fi_version,
         cuda_label=label,
         inputs=request.inputs(defs.recorded_urls()),
@@ -102,6 +102,30 @@ def _held_below(result: Any, key: Key, newest: Version) -> tuple[str, ...]:
         else:
             held.append(req)
     return tuple(dict.fromkeys(f"{req.parent} requires {req}" if req.parent else str(req) for req in held))
+
+
+def _with_downgrade_causes(result: Any, packages: tuple[LockedPackage, ...]) -> tuple[tuple[LockedPackage, ...], list[str]]:
+    """Every downgrade (torch's is refused elsewhere) with the requirement that forces it, the
+    package and its specifier, in its row's reason and in a note of the plan's story:
+    ``cuda-bindings 13.5.0 -> 13.4.4: required by X 1.0 (cuda-bindings<13.5)``."""
+    rows, notes = [], []
+    for p in packages:
+        if p.action is not Action.DOWNGRADE or p.installed_version is None:
+            rows.append(p)
+            continue
+        why = "; ".join(_forcing(result, Key(p.name), p.installed_version)) or (
+            f"the installed {p.installed_version} is not offered for this target (no file of it on its index), and nothing newer is"
+        )
+        notes.append(f"{p.name} {p.installed_version} -> {p.version}: {why}")
+        rows.append(replace(p, reason=f"downgraded from {p.installed_version}: {why}; {p.reason}"))
+    return tuple(rows), notes
+
+
+def _forcing(result: Any, key: Key, installed: Version) -> list[str]:
+    """The requirements on ``key`` in resolvelib's result that exclude ``installed``: ``required by PARENT (SPEC)``."""
+    criterion = getattr(result, "criteria", {}).get(key)
+    held = [info.requirement for info in getattr(criterion, "information", ()) if not contains(info.requirement.specifier, installed)]
+    return list(dict.fromkeys(f"required by {req.parent or 'the request'} ({req})" for req in held))
 
 
 def _rows(result: Any, ctx: PlanContext) -> tuple[LockedPackage, ...]:
