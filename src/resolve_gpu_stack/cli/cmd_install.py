@@ -121,6 +121,7 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
         plan, defs = common.run_resolve(settings, env, probe=probe)
     finally:
         probe.close()
+    _gate_installed(plan, defs, probe.result(), quiet=settings.output.quiet)
     cache = wheel_cache(settings.network)
     if settings.dry_run:
         emit_report(settings.output, preview_plan(plan, python=python, wheel_cache=cache))
@@ -165,6 +166,15 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
             raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or {_lock_route(snapshot, python)}") from None
     emit_report(settings.output, report)
     return 0
+
+
+def _gate_installed(plan: LockPlan, defs: Definitions, environment: Environment, *, quiet: bool) -> None:
+    """The install door's gate (``env/install.gate_installed``); a package kept by --keep-broken said on stderr."""
+    from ..env.install import gate_installed
+
+    for note in gate_installed(plan, defs, environment):
+        if not quiet and note not in plan.notes:
+            O.say(f"note: {note}")
 
 
 def _lock_route(snapshot: Path | None, python: str) -> str:

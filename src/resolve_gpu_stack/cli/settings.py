@@ -359,7 +359,7 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--no-auto-torch-override",
         key="auto-torch-override",
         group=RESOLVE_GROUP,
-        help="do not override a package's torch pin (or torch-family pin) by the selected torch: such a package is walked back or fails",
+        help="do not override a package's torch pin (or torch-family pin) by the selected torch: a package you named then fails naming the pin (never walked back unasked); a dependency may be walked back",
     ),
     Setting(
         name="without",
@@ -405,6 +405,18 @@ SETTINGS: tuple[Setting, ...] = (
         parse=_abi_mismatch,
         metavar="{error,warn}",
         help="a torch-ABI wheel built for another torch: error (default: no plan) or warn (plan it, flagged)",
+    ),
+    Setting(
+        name="keep_broken",
+        kind="list",
+        default=(),
+        flag="--keep-broken",
+        key="keep-broken",
+        group=RESOLVE_GROUP,
+        metavar="NAME",
+        help="an installed package the plan knows will not work beside it (a FlashInfer component out of line with flashinfer-python, "
+        "a compiled package whose imports the kept torch lacks) stops the command before anything is installed; "
+        "--keep-broken NAME keeps it as it is, said in a note (repeatable)",
     ),
     Setting(
         name="gpus",

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from ..errors import LockFileError, UsageError, UvError
+from ..errors import LockFileError, NoPlanError, UsageError, UvError
 from ..model import Action, LockedPackage, LockPlan, Override
 from ..net import process
 from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
@@ -198,6 +198,30 @@ def _planned(change: UvChange, pkg: LockedPackage | None, installed: Mapping[Nor
     if change.op == "-":
         return change.version is not None and change.version == installed.get(change.name)
     return pkg.action is Action.BUILD and change.version in (None, pkg.version)  # "~": a rebuilt wheel over its version
+
+
+def gate_installed(plan: LockPlan, defs: Definitions, environment: Environment) -> tuple[str, ...]:
+    """The install doors re-check the plan at the gate (``rules/gate.py``) with what only the
+    environment's files tell: each installed compiled package the plan leaves as it is, judged from
+    its shared objects against the kept torch (``abi_imports.static_verdicts``, as ``doctor``
+    does), and the FlashInfer components it leaves out of line. One that cannot work stops the
+    install before anything changes (``NoPlanError`` naming it and the ways out), unless the plan's
+    request kept it (``--keep-broken NAME``): the notes that say so are returned."""
+    from ..rules.gate import broken_message, gate
+    from .abi_imports import static_verdicts
+
+    torch = plan.torch
+    keeps_torch = torch is not None and torch.action is Action.KEEP
+    raw = plan.inputs.get("keep-broken")
+    keep = frozenset(canonicalize_name(str(n)) for n in raw) if isinstance(raw, (list, tuple)) else frozenset()
+    refusals = (
+        {canonicalize_name(v.name): v.verdict.refusal for v in static_verdicts(environment, defs) if v.verdict.refusal is not None} if keeps_torch else {}
+    )
+    verdict = gate(plan, defs, installed=environment.target.installed, keep=keep, installed_refusals=refusals)
+    if verdict.broken:
+        message, reasons, hint = broken_message(verdict.broken)
+        raise NoPlanError(message, reasons=reasons, hint=hint)
+    return verdict.kept_notes()
 
 
 def check_environment(plan: LockPlan, environment: Environment) -> None:

@@ -53,7 +53,7 @@ from ..lock.pylock import plan_from_lock
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..net.download import DownloadProgress, WheelCache, store_local
 from ..net.urlpolicy import check_url_allowed
-from .install import InstallReport, download_summary, install_plan, run_uv_checked, uv_environment
+from .install import InstallReport, download_summary, gate_installed, install_plan, run_uv_checked, uv_environment
 from .probe import Environment, start_probe
 
 if TYPE_CHECKING:
@@ -181,6 +181,7 @@ def install_lock(
     finally:
         probe.close()
     plan, misfit = installable(path, check_lock(path, defs, target=environment.target), environment, force_target=force_target)
+    gate_installed(plan, defs, environment)  # what the lock would leave broken here is named before anything is installed
     local = _all_local(plan, path.parent)
     if not misfit and (local or not offline):
         from .confirm import Confirming

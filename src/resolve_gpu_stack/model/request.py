@@ -176,6 +176,7 @@ class ResolveRequest:
     auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
     without: tuple[str, ...] = ()  # package names left out of the plan, with what only they need
     abi_mismatch: str = "error"  # a torch-ABI wheel built for another torch: "error" (no plan) | "warn"
+    keep_broken: tuple[str, ...] = ()  # installed packages known not to work with the plan, kept as they are by the user's word
     gpus: tuple[GpuArch, ...] = ()  # the GPUs the target runs on; () = any GPU
     require_api: tuple[str, ...] = ()  # FlashInfer APIs the user needs (``mm_mxfp8``, ``mm_mxfp8:cutlass``)
     all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
@@ -192,6 +193,9 @@ class ResolveRequest:
         if left_out:
             name = sorted(left_out)[0]
             raise UsageError(f"--build {name} and --without {name}: a package cannot be both built and left out", hint="drop one of them")
+        for name in self.keep_broken:
+            if not name.strip() or any(c in name for c in "<>=!~;[ "):
+                raise UsageError(f"--keep-broken {name!r} is not a package name", hint="name the installed package only, e.g. --keep-broken flashinfer-cubin")
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
             raise UsageError(
                 f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)"
@@ -200,6 +204,10 @@ class ResolveRequest:
     @property
     def override_requirements(self) -> tuple[Requirement, ...]:
         return tuple(r.requirement for r in self.overrides)
+
+    @property
+    def keep_broken_names(self) -> frozenset[NormalizedName]:
+        return frozenset(canonicalize_name(n.strip()) for n in self.keep_broken)
 
     @property
     def without_names(self) -> frozenset[NormalizedName]:
@@ -290,6 +298,8 @@ class ResolveRequest:
             out["without"] = sorted(self.without_names)
         if self.abi_mismatch != "error":
             out["abi-mismatch"] = self.abi_mismatch
+        if self.keep_broken:
+            out["keep-broken"] = sorted(self.keep_broken_names)
         if self.build_packages:
             out["build"] = sorted(self.build_names)
         if self.build_sources:  # the tree built (its commit, its files' digest): a patch is another plan

@@ -27,7 +27,8 @@ from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource, asks_for_exports
 from ..rules.fit import TargetFit
-from ..rules.invariants import plan_violations, synthetic_note, synthetic_rows
+from ..rules.gate import broken_message, gate
+from ..rules.invariants import synthetic_note, synthetic_rows
 from ..rules.versions import describe_versions, public
 from . import builds, framework, walkback
 from .coupling import Found, ScanAhead, WheelClassifier
@@ -132,7 +133,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         kept_wheel=own,
         closure=closure if keeps else None,
     )
-    return _checked(build_plan(result, plan_ctx, notes), defs, None if request.allow_downgrade else torch.installed)
+    return _checked(build_plan(result, plan_ctx, notes), defs, request, None if request.allow_downgrade else torch.installed)
 
 
 def _run_resolvelib(
@@ -164,14 +165,19 @@ def _why_not_newest(w: _Wiring, requirements: Sequence[Req], flashinfer: FlashIn
     return None
 
 
-def _checked(plan: LockPlan, defs: Definitions, torch_floor: Version | None) -> LockPlan:
-    """``plan`` with a note per stand-in digest, once it keeps every invariant (else a bug: said as such)."""
+def _checked(plan: LockPlan, defs: Definitions, request: ResolveRequest, torch_floor: Version | None) -> LockPlan:
+    """``plan`` with a note per stand-in digest, once it passes the gate (``rules/gate.py``): an
+    invariant broken is a bug, said as such; an installed package the plan would leave broken is
+    an error naming it and the ways out, or, kept by ``--keep-broken``, a note."""
     if synthetic := synthetic_rows(plan.packages):
         plan = replace(plan, notes=(*plan.notes, *map(synthetic_note, synthetic)))
-    violations = plan_violations(plan, defs, torch_floor=torch_floor, require_hashes=False)
-    if violations:
-        raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in violations])
-    return plan
+    verdict = gate(plan, defs, installed=request.target.installed, keep=request.keep_broken_names, torch_floor=torch_floor)
+    if verdict.bugs:
+        raise NoPlanError("the plan breaks the stack's invariants (a bug; please report it)", reasons=[str(v) for v in verdict.bugs])
+    if verdict.broken:
+        message, reasons, hint = broken_message(verdict.broken)
+        raise NoPlanError(message, reasons=reasons, hint=hint)
+    return replace(plan, notes=(*plan.notes, *verdict.kept_notes())) if verdict.kept else plan
 
 
 def _override_rules(request: ResolveRequest, defs: Definitions, torch: TorchSelection) -> OverrideRules:
