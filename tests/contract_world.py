@@ -6,7 +6,9 @@ symbol torch 2.15.0 lacks) and what it lacks:
 - vllm 0.34.0 pinning ``flashinfer-python==0.7.3``, which no index serves (0.33.0 plans);
 - nvidia-cuda-runtime 13.5.37, newer than the 13.2.51 torch's cuda-toolkit pins, and
   humming-kernels 1.0 requiring ``nvidia-cuda-runtime>=13.5``;
-- flashinfer-cubin 0.6.4, to install beside flashinfer-python 0.6.5 (a misaligned cubin).
+- flashinfer-cubin 0.6.4, to install beside flashinfer-python 0.6.5 (a misaligned cubin);
+- pins-runtime 1.0 requiring ``nvidia-cuda-runtime<13.5``: with 13.5.37 installed, a downgrade
+  whose cause the plan names.
 """
 
 from __future__ import annotations
@@ -25,4 +27,5 @@ def build_contract_world(root: Path) -> tuple[World, dict[str, bytes]]:
     w.pypi("nvidia-cuda-runtime", "13.5.37", tag=f"py3-none-{X86}")
     w.pypi("humming-kernels", "1.0", requires=["nvidia-cuda-runtime>=13.5"])
     w.pypi("flashinfer-cubin", "0.6.4")
+    w.pypi("pins-runtime", "1.0", requires=["nvidia-cuda-runtime<13.5"])
     return w, objects

@@ -218,7 +218,9 @@ def test_the_walk_back_refusal_reaches_install_before_anything_changes(world, ca
     python = make_venv(world, tmp_path / "venv")
     before = installed(python)
     for dry in (["--dry-run"], []):
-        code, out, err = cli(capsys, "install", "--python", python, "--torch", "installed", "--with", "vllm", "--no-jit-cache", *index_flags(world, tmp_path), *dry)
+        code, out, err = cli(
+            capsys, "install", "--python", python, "--torch", "installed", "--with", "vllm", "--no-jit-cache", *index_flags(world, tmp_path), *dry
+        )
         assert code == 1 and out == "", err
         assert "vllm 0.34.0" in err and "flashinfer-python==0.7.3" in err and "--with 'vllm==0.33.0'" in err, err
     assert installed(python) == before
@@ -274,7 +276,9 @@ def test_the_users_word_keeps_a_misaligned_cubin_said_in_a_note(world, capsys, t
 
 
 def test_the_plan_brings_a_misaligned_cubin_in_line_when_it_may(world, capsys, tmp_path, cubin_venv) -> None:
-    code, out, err = cli(capsys, "install", "--dry-run", "--python", cubin_venv, "--torch", "installed", "--no-jit-cache", *index_flags(world, tmp_path), "--format", "json")
+    code, out, err = cli(
+        capsys, "install", "--dry-run", "--python", cubin_venv, "--torch", "installed", "--no-jit-cache", *index_flags(world, tmp_path), "--format", "json"
+    )
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
     assert (rows["flashinfer-cubin"]["before"], rows["flashinfer-cubin"]["version"]) == ("0.6.4", "0.6.5")
@@ -290,10 +294,26 @@ def test_install_lock_names_a_misaligned_cubin_the_lock_leaves(world, capsys, tm
     data_cubin = [p for p in data["packages"] if p["name"] == "flashinfer-cubin"]
     assert data_cubin and data_cubin[0]["version"] == "0.6.5"
     lock_nocubin = tmp_path / "pylock.nocubin.toml"
-    code, _, err = cli(capsys, "lock", "--python", cubin_venv, "--torch", "installed", "--no-cubin", "--no-jit-cache", "--keep-broken", "flashinfer-cubin", *index_flags(world, tmp_path), "-o", str(lock_nocubin))
+    code, _, err = cli(
+        capsys,
+        "lock",
+        "--python",
+        cubin_venv,
+        "--torch",
+        "installed",
+        "--no-cubin",
+        "--no-jit-cache",
+        "--keep-broken",
+        "flashinfer-cubin",
+        *index_flags(world, tmp_path),
+        "-o",
+        str(lock_nocubin),
+    )
     assert code == 0, err
     before = installed(cubin_venv)
-    code, out, err = cli(capsys, "install", "--lock", str(lock_nocubin), "--python", cubin_venv, "--cache-dir", str(tmp_path / "c"), "--dry-run", "--format", "json")
+    code, out, err = cli(
+        capsys, "install", "--lock", str(lock_nocubin), "--python", cubin_venv, "--cache-dir", str(tmp_path / "c"), "--dry-run", "--format", "json"
+    )
     assert code == 0, err  # the lock carries the user's word
     assert any("flashinfer-cubin 0.6.4 (installed, left as it is)" in n for n in json.loads(out)["notes"])
     assert installed(cubin_venv) == before
@@ -313,3 +333,53 @@ def test_an_installed_companion_whose_imports_torch_lacks_stops_install(world, c
     code, out, err = cli(capsys, "install", "--dry-run", *flags, "--keep-broken", "oldfw")
     assert code == 0, err
     assert "oldfw 2.0 (installed, left as it is)" in err, err
+
+
+# -- every door tells the same story ----------------------------------------------------------------
+
+
+def test_every_door_tells_the_same_story_overrides_notes_and_each_downgrades_cause(world, capsys, tmp_path) -> None:
+    """sglang 0.5.23 pins torch==2.14.1 (overridden: torch 2.15.0 is kept); pins-runtime 1.0 forces
+    nvidia-cuda-runtime 13.5.37 (installed) down to 13.2.51. resolve, install --dry-run (JSON and
+    table), install, the lock's notes and export uv tell the same notes and overrides, and the
+    downgrade names the requirement that forces it."""
+    python = make_venv(world, tmp_path / "venv", "nvidia-cuda-runtime==13.5.37")
+    flags = ["--python", python, "--torch", "installed", "--with", "sglang", "--with", "pins-runtime", "--no-jit-cache", *index_flags(world, tmp_path)]
+    code, out, err = cli(capsys, "resolve", *flags, "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    story = {"notes": plan["notes"], "overrides": plan["overrides"]}
+    downgrade = next(n for n in plan["notes"] if n.startswith("nvidia-cuda-runtime 13.5.37 -> 13.2.51: "))
+    assert "required by pins-runtime 1.0 (nvidia-cuda-runtime<13.5)" in downgrade, downgrade
+    row = next(p for p in plan["packages"] if p["name"] == "nvidia-cuda-runtime")
+    assert row["action"] == "downgrade" and "required by pins-runtime 1.0 (nvidia-cuda-runtime<13.5)" in row["reason"]
+    assert ("sglang", "torch==2.14.1", "torch==2.15.0") in {(o["package"], o["requirement"], o["replaced_by"]) for o in plan["overrides"]}
+
+    code, out, err = cli(capsys, "install", "--dry-run", *flags, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert {"notes": report["notes"], "overrides": report["overrides"]} == story
+    code, out, err = cli(capsys, "install", "--dry-run", *flags, "--format", "table")
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "Overrides" in out and "sglang: torch==2.14.1 -> torch==2.15.0 (the installed torch is kept)" in flat, out
+    assert " ".join(downgrade.split()) in flat, out
+
+    lock = tmp_path / "pylock.story.toml"
+    code, _, err = cli(capsys, "lock", *flags, "-o", str(lock))
+    assert code == 0, err
+    tool = tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]
+    assert downgrade in tool["notes"] and {(o["package"], o["requirement"]) for o in tool["overrides"]} >= {("sglang", "torch==2.14.1")}
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(f'[project]\nname = "app"\nversion = "0"\nrequires-python = ">={PY}"\n')
+    code, _, err = cli(capsys, "export", "uv", *flags, "--project", str(project), "--dry-run")
+    assert code == 0, err
+    assert downgrade in err and "sglang: torch==2.14.1 -> torch==2.15.0 (the installed torch is kept)" in err, err
+
+    code, out, err = cli(capsys, "install", *flags, "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert {"notes": report["notes"], "overrides": report["overrides"]} == story
+    assert installed(python)["nvidia-cuda-runtime"] == "13.2.51" and installed(python)["torch"] == TORCH

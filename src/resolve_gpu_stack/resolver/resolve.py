@@ -108,7 +108,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure if keeps else None)
     named = [r for r in requirements if r.parent == WITH_PARENT]
-    if walked := walkback.walk_backs(named, result.mapping, factory, w.policy):  # no walk-back without the user's word
+    if walked := walkback.walk_backs(named, result.mapping, factory, w.policy, defs.pytorch_family):  # no walk-back without the user's word
         raise walkback.refuse(walked, functools.partial(_why_not_newest, w, requirements, flashinfer))
 
     abi_torch = _abi_torch(result.mapping, torch, exports, own)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..errors import NoPlanError
@@ -32,14 +33,18 @@ class WalkBack:
     refusal: str | None = None  # the judgement's words, when it refused ``newest`` before resolving
 
 
-def walk_backs(roots: Sequence[Req], mapping: Mapping[Key, Cand], factory: CandidateFactory, policy: Policy) -> list[WalkBack]:
+def walk_backs(
+    roots: Sequence[Req], mapping: Mapping[Key, Cand], factory: CandidateFactory, policy: Policy, family: frozenset[NormalizedName] = frozenset()
+) -> list[WalkBack]:
     """The named packages (``roots``) the plan has below their newest release for this target:
     newer releases that the resolution passed over (a conflict) or the judgement refused (a build
-    for another torch or CUDA). What the target has installed is kept, as uv keeps it."""
+    for another torch or CUDA). What the target has installed is kept, as uv keeps it; the torch
+    family (``family``) is not walked back but matched: its build for the plan's torch is chosen
+    among many, newer or not."""
     out = []
     for req in roots:
         cand = mapping.get(Key(req.name))
-        if cand is None or req.name == TORCH or cand.installed:
+        if cand is None or req.name == TORCH or req.name in family or cand.installed:
             continue
         public = Version(cand.version.public)  # another label of the planned release is no walk-back
         passed = [c.version for c in factory.matches(req.name, [req], policy) if Version(c.version.public) > public]
