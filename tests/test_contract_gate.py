@@ -208,7 +208,9 @@ def test_a_named_framework_is_never_walked_back_unasked(world, capsys, tmp_path,
     assert code == 1 and rows is None, err
     assert "vllm 0.34.0: the newest release for this target cannot be planned; vllm 0.33.0 would be planned instead" in err, err
     assert "because vllm 0.34.0 requires flashinfer-python==0.7.3, which no index serves" in err, err
-    assert "we can conclude that vllm 0.34.0 cannot be planned" in err and "--with 'vllm==0.33.0'" in err and "--override" in err, err
+    assert (
+        "we can conclude that vllm 0.34.0 cannot be planned" in err and "--with 'vllm==0.33.0'" in err and "--override 'flashinfer-python==VERSION'" in err
+    ), err
     code, rows, err = run_door(door, capsys, world, tmp_path, [*flags, "--with", "vllm==0.33.0"], monkeypatch)
     assert code == 0, err
     assert rows is not None and version_of(rows, "vllm") == "0.33.0" and version_of(rows, "torch") in (TORCH, None)

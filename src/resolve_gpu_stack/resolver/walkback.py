@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from packaging.utils import NormalizedName
 from packaging.version import Version
@@ -31,6 +32,14 @@ class WalkBack:
     planned: Version
     newest: Version  # the newest release for the target that the user's specifier admits
     refusal: str | None = None  # the judgement's words, when it refused ``newest`` before resolving
+
+
+class WhyNot(NamedTuple):
+    """Why no plan has a walked-back package's newest release: the resolver's error for a request
+    asking for exactly it, and the packages whose requirements cannot all hold there."""
+
+    error: NoPlanError
+    blocked: tuple[NormalizedName, ...] = ()
 
 
 def walk_backs(
@@ -74,7 +83,7 @@ def kept_newer_notes(roots: Sequence[Req], mapping: Mapping[Key, Cand], factory:
     return tuple(notes)
 
 
-def refuse(walked: Sequence[WalkBack], why_not: Callable[[WalkBack], NoPlanError | None]) -> NoPlanError:
+def refuse(walked: Sequence[WalkBack], why_not: Callable[[WalkBack], WhyNot | None], *, auto_torch_override: bool = True) -> NoPlanError:
     """The error naming each walk-back: the newest release, the precise cause (``why_not``: the
     resolver's explanation of a plan with exactly that release, or None when it found one), and the
     ways out (the older release asked for explicitly; an override of the requirement in the way)."""
@@ -82,24 +91,24 @@ def refuse(walked: Sequence[WalkBack], why_not: Callable[[WalkBack], NoPlanError
     ways: list[str] = []
     for wb in walked:
         name, newest = wb.root.name, wb.newest
+        ways.append(f"{name}: accept the older release explicitly: --with '{name}=={wb.planned}' (or --with '{name}<{newest}')")
         if wb.refusal is not None:
             reasons.append(f"because {name} {newest} is {wb.refusal}, we can conclude that {name} {newest} cannot be planned on this torch")
-        else:
-            err = why_not(wb)
-            if err is None:
-                reasons.append(
-                    f"{name} {newest} plans on its own, but not beside the rest of the request: ask for it with --with '{name}=={newest}' to see the plan"
-                )
-            else:
-                reasons += [f"because {r}" for r in err.reasons]
-                reasons.append(f"so {err.message}, and we can conclude that {name} {newest} cannot be planned")
-        ways.append(f"{name}: accept the older release explicitly: --with '{name}=={wb.planned}' (or --with '{name}<{newest}')")
-        if wb.refusal is None:
-            ways.append(f"{name}: or replace the requirement in the way of {name} {newest}: --override 'NAME==VERSION' (its requirement on NAME is replaced)")
-        else:
             ways.append(
                 f"{name}: or a build of {name} {newest} for the kept torch: --build {name}, or an index of per-torch builds (--package-index {name}=URL)"
             )
+            continue
+        why = why_not(wb)
+        if why is None:
+            reasons.append(
+                f"{name} {newest} plans on its own, but not beside the rest of the request: ask for it with --with '{name}=={newest}' to see the plan"
+            )
+            continue
+        # the request's own unversioned roots ("(requested) requires torch (nightly)") add nothing to the cause
+        causes = [r for r in why.error.reasons if not r.startswith("(requested) requires")] or why.error.reasons
+        reasons += [f"because {r}" for r in causes]
+        reasons.append(f"so {why.error.message}, and we can conclude that {name} {newest} cannot be planned")
+        ways += [f"{name}: {way}" for way in _overrides_out(why.blocked, auto_torch_override)]
     names = ", ".join(f"{wb.root.name} {wb.newest}" for wb in walked)
     planned = ", ".join(f"{wb.root.name} {wb.planned}" for wb in walked)
     return NoPlanError(
@@ -108,3 +117,11 @@ def refuse(walked: Sequence[WalkBack], why_not: Callable[[WalkBack], NoPlanError
         reasons=reasons,
         hint="the ways out:\n  " + "\n  ".join(ways),
     )
+
+
+def _overrides_out(blocked: Sequence[NormalizedName], auto_torch_override: bool) -> list[str]:
+    """The overrides that would lift the requirements in the way (torch's: the automatic override)."""
+    out = [f"or replace every requirement on {b}: --override '{b}==VERSION' (uv's override)" for b in blocked if b != TORCH]
+    if TORCH in blocked and not auto_torch_override:
+        out.append("or let the kept torch stand in for its torch pin where its binaries run: leave out --no-auto-torch-override")
+    return out or ["or replace the requirement in the way: --override 'NAME==VERSION' (uv's override)"]
