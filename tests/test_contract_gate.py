@@ -136,7 +136,7 @@ def _config_target(flags: list[str]) -> str:
     for flag in it:
         if flag in ("--no-cubin", "--no-jit-cache"):
             keys[flag.removeprefix("--no-")] = False
-        elif flag in ("--installed", "--with"):
+        elif flag in ("--installed", "--with", "--keep-broken"):
             keys.setdefault(flag[2:], []).append(next(it))  # type: ignore[union-attr]
         else:
             keys[flag[2:]] = next(it)
@@ -385,3 +385,23 @@ def test_every_door_tells_the_same_story_overrides_notes_and_each_downgrades_cau
     report = json.loads(out)
     assert {"notes": report["notes"], "overrides": report["overrides"]} == story
     assert installed(python)["nvidia-cuda-runtime"] == "13.2.51" and installed(python)["torch"] == TORCH
+
+
+# -- trap: an installed jit-cache of another CUDA major than the kept torch's -----------------------
+
+
+@pytest.mark.parametrize("door", DECLARED_DOORS)
+def test_an_installed_jit_cache_of_another_cuda_major_is_named_or_brought_in_line(world, capsys, tmp_path, monkeypatch, door) -> None:
+    """torch 2.15.0 is CUDA 13.2; flashinfer-jit-cache 0.6.5+cu128 (CUDA 12) is installed. Under
+    --no-jit-cache the plan leaves it: every door stops naming it; --keep-broken keeps it, said in a
+    note; without --no-jit-cache the plan brings it in line (+cu130)."""
+    target = [*DECLARED, "--installed", f"torch=={TORCH}", "--installed", "flashinfer-jit-cache==0.6.5+cu128", "--torch", "installed"]
+    code, rows, err = run_door(door, capsys, world, tmp_path, [*target, "--no-jit-cache"], monkeypatch)
+    assert code == 1 and rows is None, err
+    assert "flashinfer-jit-cache 0.6.5+cu128: installed, and known not to work with the plan" in err and "CUDA major" in err, err
+    assert "leave out --no-jit-cache" in err and "--keep-broken flashinfer-jit-cache" in err, err
+    code, rows, err = run_door(door, capsys, world, tmp_path, [*target, "--no-jit-cache", "--keep-broken", "flashinfer-jit-cache"], monkeypatch)
+    assert code == 0, err
+    code, rows, err = run_door(door, capsys, world, tmp_path, target, monkeypatch)
+    assert code == 0, err
+    assert rows is not None and version_of(rows, "flashinfer-jit-cache") == "0.6.5+cu130"
