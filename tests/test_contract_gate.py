@@ -33,7 +33,6 @@ DECLARED = ["--python", PY, "--platform", "x86_64-manylinux_2_28"]
 NIGHTLY_OLD = "2.12.0.dev20260305+cu130"
 STABLE = "2.10.0+cu130"
 KEPT_TORCH = pytest.mark.xfail(strict=True, reason="fixed by kept-torch")
-KEPT_CLOSURE = pytest.mark.xfail(strict=True, reason="fixed by kept-closure")
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +184,6 @@ def test_a_stable_torch_under_torch_nightly_is_kept_or_the_command_stops_naming_
 # -- trap: a PyPI torch whose cuda-toolkit extras pin a runtime older than another package wants --
 
 
-@KEPT_CLOSURE
 @pytest.mark.parametrize("door", DECLARED_DOORS)
 def test_torchs_closure_is_held_or_the_conflict_is_named(world, capsys, tmp_path, monkeypatch, door) -> None:
     flags = [*DECLARED, "--installed", f"torch=={TORCH}", "--torch", "installed", "--with", "humming-kernels", "--no-jit-cache"]

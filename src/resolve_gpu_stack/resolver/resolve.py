@@ -109,7 +109,9 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure if keeps else None)
     named = [r for r in requirements if r.parent == WITH_PARENT]
     if walked := walkback.walk_backs(named, result.mapping, factory, w.policy, defs.pytorch_family):  # no walk-back without the user's word
-        raise walkback.refuse(walked, functools.partial(_why_not_newest, w, requirements, flashinfer), auto_torch_override=request.auto_torch_override)
+        raise walkback.refuse(
+            walked, functools.partial(_why_not_newest, w, requirements, flashinfer, closure if keeps else None), auto_torch_override=request.auto_torch_override
+        )
 
     abi_torch = _abi_torch(result.mapping, torch, exports, own)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
@@ -153,16 +155,19 @@ def _run_resolvelib(
         ) from None
 
 
-def _why_not_newest(w: _Wiring, requirements: Sequence[Req], flashinfer: FlashInferSelection | None, wb: walkback.WalkBack) -> walkback.WhyNot | None:
+def _why_not_newest(
+    w: _Wiring, requirements: Sequence[Req], flashinfer: FlashInferSelection | None, closure: KeptClosure | None, wb: walkback.WalkBack
+) -> walkback.WhyNot | None:
     """Why no plan has ``wb``'s newest release: the resolver's explanation of the request with that
-    release asked for exactly (None: such a plan exists; the resolution preferred another)."""
+    release asked for exactly, the kept torch's closure moved first (None: such a plan exists; the
+    resolution preferred another)."""
     exact = SpecifierSet(f"=={wb.newest}")
     pinned = [replace(r, specifier=exact, text=f"{r.name}=={wb.newest}") if r is wb.root else r for r in requirements]
     try:
         w.provider.resolve(pinned, max_rounds=5000)
     except ResolutionImpossible as exc:
         blocked = tuple(sorted({c.requirement.name for c in exc.causes} - {wb.root.name}))
-        return walkback.WhyNot(_explain_impossible(exc, w.factory, flashinfer), blocked)
+        return walkback.WhyNot(_closure_conflict(exc, closure) or _explain_impossible(exc, w.factory, flashinfer), blocked)
     except ResolutionTooDeep:
         return walkback.WhyNot(NoPlanError("the resolver gave up backtracking on it"))
     return None
