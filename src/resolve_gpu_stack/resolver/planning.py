@@ -62,7 +62,9 @@ def build_plan(result: Any, ctx: PlanContext, notes: Sequence[str]) -> LockPlan:
     plan = LockPlan(
         target=TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(ctx.torch.cuda)),
         packages=packages,
-        notes=tuple(dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_flashinfer_note(packages, ctx), *_framework_notes(packages, ctx), *downgrades])),
+        notes=tuple(
+            dict.fromkeys([*notes, *_kept_torch_note(packages, request), *_flashinfer_note(packages, ctx), *_framework_notes(packages, ctx), *downgrades])
+        ),
         flashinfer_version=fi_version,
         cuda_label=label,
         inputs=request.inputs(defs.recorded_urls()),
