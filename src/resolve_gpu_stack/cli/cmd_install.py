@@ -121,7 +121,7 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
         plan, defs = common.run_resolve(settings, env, probe=probe)
     finally:
         probe.close()
-    _gate_installed(plan, defs, probe.result(), quiet=settings.output.quiet)
+    plan = _gate_installed(plan, defs, probe.result())
     cache = wheel_cache(settings.network)
     if settings.dry_run:
         emit_report(settings.output, preview_plan(plan, python=python, wheel_cache=cache))
@@ -168,13 +168,13 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
     return 0
 
 
-def _gate_installed(plan: LockPlan, defs: Definitions, environment: Environment, *, quiet: bool) -> None:
-    """The install door's gate (``env/install.gate_installed``); a package kept by --keep-broken said on stderr."""
+def _gate_installed(plan: LockPlan, defs: Definitions, environment: Environment) -> LockPlan:
+    """``plan`` past the install door's gate (``env/install.gate_installed``), with a note for each
+    package kept broken by --keep-broken that only the environment's files told (the report tells it)."""
     from ..env.install import gate_installed
 
-    for note in gate_installed(plan, defs, environment):
-        if not quiet and note not in plan.notes:
-            O.say(f"note: {note}")
+    extra = tuple(note for note in gate_installed(plan, defs, environment) if note not in plan.notes)
+    return dataclasses.replace(plan, notes=(*plan.notes, *extra)) if extra else plan
 
 
 def _lock_route(snapshot: Path | None, python: str) -> str:
