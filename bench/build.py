@@ -37,6 +37,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -144,13 +146,13 @@ def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[s
         )
 
     def requirements(reqs):
-        with HttpFetcher(cache=None, timeout=30) as fetcher:
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=30)), cache=None) as fetcher:
             return resolve(request(tuple(reqs)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
 
-    with HttpFetcher(cache=None, timeout=30) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=30)), cache=None) as fetcher:
         plan = resolve(request((ext,), (ext,)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
     machine = BuildMachine(uv=UV, arch_list="", max_jobs=os.cpu_count() or 1, toolkit=None, env=env)
-    with HttpFetcher(cache=None, timeout=30) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=30)), cache=None) as fetcher:
         ctx = BuildContext(
             cache=WheelCache.under(cache),
             machine=machine,

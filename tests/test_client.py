@@ -23,6 +23,7 @@ from server import Fault, IndexServer
 from resolve_gpu_stack.index import inflate
 from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.client import Client, ConnectError, DecodingError, EnvironmentProxies, Timeout, environment_proxies
+from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.transport import Transport
 
 BODY = b"<html><body>" + b"<a href='x-1.0.tar.gz'>x-1.0.tar.gz</a><br>\n" * 200 + b"</body></html>\n"
@@ -211,7 +212,7 @@ def test_the_transport_honours_proxies_from_the_environment_only_with_trust_env(
         monkeypatch.delenv("no_proxy", raising=False)
         monkeypatch.delenv("NO_PROXY", raising=False)
         for trust_env, through in ((True, 1), (False, 1)):  # the second request went direct
-            transport = Transport(retries=0, trust_env=trust_env)
+            transport = Transport(TransportSettings(retries=0, trust_env=trust_env))
             try:
                 resp, _ = transport.open(srv.url + "page.html", {})
                 assert transport.read_body(resp, srv.url, 2**20, "page") == BODY

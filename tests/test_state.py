@@ -18,6 +18,7 @@ from resolve_gpu_stack.model.codec import plan_to_dict
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 NIGHTLY = "2.12.0.dev20260307+cu130"
@@ -137,10 +138,10 @@ def test_resolves_in_parallel_threads_give_the_plans_they_give_in_turn(tmp_path:
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
-        with HttpFetcher(cache=None, timeout=10) as fetcher:
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
             finder = Finder(fetcher, defs)
             in_turn = [plan_to_dict(resolve_with(finder, defs, r)) for r in requests]
         for shared in (True, False):
-            with HttpFetcher(cache=None, timeout=10) as fetcher:
+            with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
                 assert _at_once(fetcher, defs, requests, shared=shared) == in_turn, f"shared finder: {shared}"
     assert len({str(p["packages"]) for p in in_turn}) == len(requests)  # four different plans, not one four times

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..net.settings import FetchSettings
+
 if TYPE_CHECKING:
     from packaging.version import Version
 
@@ -190,12 +192,9 @@ class NetworkOptions:
     ``on_retry``: told each retry as it is scheduled."""
 
     cache_dir: Path
-    timeout: float = 30.0
-    allow_insecure_hosts: tuple[str, ...] = ()
+    fetch: FetchSettings = field(default_factory=FetchSettings)  # the fetcher's, its transport's and the range child's settings
     progress: Callable[[str], None] | None = None
     on_retry: Callable[[str], None] | None = None
-    system_certs: bool = False  # --system-certs: the system trust store (truststore) instead of certifi's
-    scan_budget: int | None = None  # --scan-budget: most bytes read to scan one torch-tied wheel (None: the classifier's default)
 
 
 class Session:
@@ -262,13 +261,10 @@ class Session:
 
                 n = self.network
                 self._live = HttpFetcher(
+                    n.fetch,
                     cache=HttpCache(root, write_behind=True),  # written off the fetching threads, flushed at close
-                    timeout=n.timeout,
-                    allow_insecure_hosts=n.allow_insecure_hosts,
                     progress=n.progress,
                     on_retry=n.on_retry,
-                    system_certs=n.system_certs,
-                    scan_budget=n.scan_budget,
                 )
                 self._closing.append(self._live.close)
             return self._live

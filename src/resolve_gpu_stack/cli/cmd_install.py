@@ -153,7 +153,7 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
                 uv=uv,
                 environment=probe.result(),
                 wheel_cache=cache,
-                insecure=settings.network.allow_insecure_hosts,
+                insecure=settings.network.fetch.transport.allow_insecure_hosts,
                 env=env,
                 command=_command(),
                 confirming=Confirming(defs=defs, wheel_cache=cache, fetcher=fetcher, progress=progress),
