@@ -181,11 +181,11 @@ def _check_uv_projects(projects: list[tuple[Path, Path]], bundled: Definitions) 
 
 
 def _uv_sync_findings(pyproject: Path) -> list[Finding]:
-    """Warnings on what `uv sync` would do to the project's .venv beyond the plan (see ``cmd_export.uv_sync_warnings``)."""
+    """Warnings on what `uv sync` would do to the project's .venv beyond the plan (see ``uvsync.uv_sync_warnings``)."""
     from ..data.toml import read_text
     from ..lock.check import WARNING, Finding
     from ..lock.uvproject import read_export
-    from .cmd_export import uv_sync_warnings
+    from .uvsync import uv_sync_warnings
 
     try:
         record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))

@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import shlex
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
-from ..urls import redact_url
 from . import common
 from . import options as O
 from . import settings as S
+from .targets import discover_configured, own_target, selected_targets, source_words
+from .uvsync import uv_sync_warnings
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -117,46 +117,8 @@ def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
     return 0
 
 
-def uv_sync_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
-    """What `uv sync` in the project ``folder`` would do to the environment that holds the kept torch,
-    beyond the plan: a ``.python-version`` for another Python than the plan's makes it replace the
-    whole ``.venv`` (torch with it); a torch there installed from a file (``direct_url.json``) is
-    reinstalled from the index at the same version (its files change)."""
-    out = _python_pin_warnings(folder, pythons)
-    for record in sorted((folder / ".venv").glob("lib/python*/site-packages/torch-*.dist-info/direct_url.json")):
-        try:
-            url = json.loads(record.read_text()).get("url", "")
-        except (OSError, ValueError, AttributeError):
-            url = ""
-        version = record.parent.name.removeprefix("torch-").removesuffix(".dist-info")
-        out.append(
-            f"torch {version} in {common.shown(folder / '.venv')} was installed from a file ({redact_url(str(url)) or 'direct_url.json'}): `uv sync` "
-            "reinstalls it from the plan's index, the same version with other files; let it, or keep this environment out of `uv sync`"
-        )
-    return out
-
-
-def _python_pin_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
-    """A ``.python-version`` in ``folder`` for another Python than the plan's: `uv sync` would
-    replace the whole ``.venv``."""
-    minors = {".".join(p.split(".")[:2]) for p in pythons}
-    pin = folder / ".python-version"
-    try:
-        pinned = pin.read_text().strip().splitlines()[0].strip() if pin.is_file() else ""
-    except (OSError, UnicodeDecodeError, IndexError):
-        pinned = ""
-    if not pinned or not minors or any(pinned == m or pinned.startswith(m + ".") for m in minors):
-        return []
-    return [
-        f"{common.shown(pin)} asks for Python {pinned}, the plan is for Python {', '.join(sorted(minors))}: `uv sync` would make a new "
-        f".venv for {pinned}, replacing the whole environment, the kept torch with it; pin the plan's Python first: `uv python pin {sorted(minors)[0]}`"
-    ]
-
-
 def _config(settings: ExportSettings) -> ProjectConfig | None:
     """The config whose targets to export, or None: one plan from the flags (as ``lock`` decides)."""
-    from .cmd_lock import discover_configured, own_target
-
     if own_target(settings.typed) and not settings.configured.asked:
         return None
     return discover_configured(settings.configured)
@@ -165,7 +127,6 @@ def _config(settings: ExportSettings) -> ProjectConfig | None:
 def _flags_plan(settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
     """The plan of the flags, the command that exports it again, the definitions it was resolved with."""
     from ..lock.uvproject import ExportTarget
-    from .cmd_lock import source_words
 
     plan, defs = common.run_resolve(settings, env)
     words = [*S.words(settings.typed.raw), *source_words(settings.sources)]
@@ -177,7 +138,6 @@ def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, st
     export: nothing is written, a project's tables are all or nothing), the command that exports
     them again, the definitions they were resolved with."""
     from ..lock.uvproject import ExportTarget
-    from .cmd_lock import selected_targets
     from .config import resolve_definitions, resolve_request
 
     names = settings.configured.targets
