@@ -56,7 +56,7 @@ def _fleet_world(root: Path):
 
 @pytest.fixture
 def fetcher():
-    """The download fetcher ``install_lock`` is handed (the command's is ``download_fetcher``'s)."""
+    """The download fetcher ``install_lock`` is handed (the command's is its session's ``download_fetcher``)."""
     with HttpFetcher(cache=None) as f:
         yield f
 

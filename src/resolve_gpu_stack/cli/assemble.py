@@ -4,7 +4,9 @@ A ``Session`` is made once per command from its network settings (``NetworkOptio
 the command's one HTTP fetcher (one connection pool, one retry policy; no other place in the package
 makes one), and hands out every part a command reads the network and the caches through:
 resolve parts (live, a snapshot's replay, a snapshot extended live, a recording), the fetcher
-downloads go through, the wheel cache. It closes what it made when the command ends.
+downloads go through, the wheel cache. ``app.py`` makes it for each command and hands it to the
+command's ``run``, which passes it on to whatever reads through it: nothing finds it ambient. It
+closes what it made when the command ends.
 
 ``ResolveParts`` are a resolve's parts: the source (``net.source.Source``), the finder, the wheel
 classifier, the source of the kept torch's exports and the store of computed plans (``HttpCache``;
@@ -22,9 +24,7 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -338,23 +338,4 @@ class Session:
         self.close()
 
 
-_CURRENT: ContextVar[Session | None] = ContextVar("resolve_gpu_stack_session", default=None)
-
-
-@contextmanager
-def command_session(make: Callable[[], Session]) -> Iterator[Session]:
-    """The session of the command run inside (``cli/app.py`` opens one per command): the current
-    one when there is one, else ``make()``'s, current until the block ends, then closed."""
-    current = _CURRENT.get()
-    if current is not None:
-        yield current
-        return
-    with make() as session:
-        token = _CURRENT.set(session)
-        try:
-            yield session
-        finally:
-            _CURRENT.reset(token)
-
-
-__all__ = ["NetworkOptions", "ResolveParts", "Session", "command_session", "parts_of", "resolve_parts"]
+__all__ = ["NetworkOptions", "ResolveParts", "Session", "parts_of", "resolve_parts"]

@@ -29,6 +29,7 @@ from .uvsync import uv_sync_warnings
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..lock.uvproject import ExportTarget
+    from .assemble import Session
     from .config import ProjectConfig
 
 PYPROJECT = "pyproject.toml"
@@ -75,7 +76,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
     return ExportSettings(**O.resolve_fields(args, env), project=args.project, dry_run=args.dry_run, configured=O.config_options(args))
 
 
-def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
+def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> int:
     from ..data.toml import read_text
     from ..lock.files import write_texts
     from ..lock.uvproject import apply_tables, parse_project, uv_tables
@@ -90,7 +91,7 @@ def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
         )
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
-    targets, command, defs = _plans(config, settings, env) if config is not None else _flags_plan(settings, env)
+    targets, command, defs = _plans(config, settings, env, session) if config is not None else _flags_plan(settings, env, session)
     applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
     quiet = settings.output.quiet
     if not quiet:
@@ -124,16 +125,16 @@ def _config(settings: ExportSettings) -> ProjectConfig | None:
     return discover_configured(settings.configured)
 
 
-def _flags_plan(settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+def _flags_plan(settings: ExportSettings, env: Mapping[str, str], session: Session) -> tuple[list[ExportTarget], str, Definitions]:
     """The plan of the flags, the command that exports it again, the definitions it was resolved with."""
     from ..lock.uvproject import ExportTarget
 
-    plan, defs = common.run_resolve(settings, env)
+    plan, defs = common.run_resolve(settings, env, session)
     words = [*S.words(settings.typed.raw), *source_words(settings.sources)]
     return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)]), defs
 
 
-def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, str], session: Session) -> tuple[list[ExportTarget], str, Definitions]:
     """Every selected target's plan through one finder (the first target without a plan fails the
     export: nothing is written, a project's tables are all or nothing), the command that exports
     them again, the definitions they were resolved with."""
@@ -144,7 +145,7 @@ def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, st
     config, targets, extra = selected_targets(config, settings, names)
     defs = resolve_definitions(config, env)
     out = []
-    with common.make_parts(settings.network, settings.sources, defs, snapshot=config.snapshot) as parts:
+    with common.make_parts(session, settings.sources, defs, snapshot=config.snapshot) as parts:
         for target in targets:
             try:
                 out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))
