@@ -408,16 +408,14 @@ def test_at_most_max_connections_in_flight(srv: IndexServer) -> None:
 def test_a_request_whose_deadline_passed_before_it_was_sent_is_a_timeout(srv: IndexServer) -> None:
     """(After a long chain of redirects, say): a ``Timeout`` naming the deadline, never a bare
     TimeoutError the transport would not know."""
-    from resolve_gpu_stack.net import deadline
-
     client = Client(timeout=5, max_connections=4, user_agent="t", environ={})
     try:
-        deadline.start(0.01)
+        passed = deadline.Deadline(seconds=0.01)
         time.sleep(0.05)
         with pytest.raises(Timeout, match="no complete answer within"):
-            client.send(srv.url + "page.html", {})
+            client.send(srv.url + "page.html", {}, deadline=passed)
+        client.send(srv.url + "page.html", {}, deadline=deadline.Deadline(seconds=60)).close()  # the next request has its own
     finally:
-        deadline.start(60)
         client.close()
 
 

@@ -167,7 +167,7 @@ def test_a_retry_goes_out_on_a_fresh_connection(world: tuple[IndexServer, Hostil
 
 
 def test_the_headers_and_the_body_have_their_own_deadline() -> None:
-    deadline = deadlines.start(1.0, min_rate=1000)
+    deadline = deadlines.Deadline(seconds=1.0, min_rate=1000)
     deadline.received += 10**9  # bytes before the headers end (an endless 1xx stream) earn nothing
     assert deadline.left() <= 1.0
     deadline.body_phase()

@@ -131,6 +131,35 @@ def _at_once(fetcher: HttpFetcher, defs, requests: list[ResolveRequest], *, shar
     return out
 
 
+# -- a lint: state found, not passed ----------------------------------------------------------------
+
+# Each thread-local left, and why it is not passed: none may be added without a reason here.
+THREAD_LOCALS_KEPT = {"net/transport.py": "_Attempt: whether this thread's attempt is a retry (a fresh connection), set by Transport.retrying"}
+
+
+def ambient_state(source: str) -> list[str]:
+    """What a module finds instead of being passed: a ``ContextVar``, or a ``threading.local``
+    (made, or subclassed)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] == "ContextVar" or ast.unparse(node.func) == "threading.local"):
+            found.append(f"line {node.lineno}: {ast.unparse(node.func)}(...)")
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b) in ("threading.local", "local") for b in node.bases):
+            found.append(f"line {node.lineno}: class {node.name}({', '.join(ast.unparse(b) for b in node.bases)})")
+    return found
+
+
+def test_the_session_and_the_deadline_are_passed_not_found():
+    """A command's session (``cli/app.py`` hands it to ``run``) and a request's deadline
+    (``Transport.open`` hands it to the client) are parameters: no ContextVar in ``src/``, and no
+    thread-local but the ones listed, each with its reason."""
+    found = {str(p.relative_to(SRC)): hits for p in sorted(SRC.rglob("*.py")) if (hits := ambient_state(p.read_text()))}
+    assert set(found) == set(THREAD_LOCALS_KEPT), found
+    assert ambient_state("import contextvars\nS = contextvars.ContextVar('s')\n") and ambient_state(
+        "import threading\nclass L(threading.local):\n    x = 1\n"
+    )  # the lint finds each kind
+
+
 def test_resolves_in_parallel_threads_give_the_plans_they_give_in_turn(tmp_path: Path):
     world = build_story_world(tmp_path / "www")
     torch_nightly(world, "20260307", arch=ARM)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..index.parse import MAX_METADATA_BYTES
+from .deadline import MIN_TRANSFER_RATE
 
 USER_AGENT = f"resolve-gpu-stack/{__version__}"
 SCAN_BUDGET = 256 * 2**20  # a wheel tied to torch (its METADATA, name or a member): its members are read to their dynamic sections
@@ -36,6 +37,7 @@ class TransportSettings:
     max_retry_after: float = 60.0  # a server's Retry-After is honoured up to this many seconds
     trust_env: bool = True  # proxies and trust stores from the environment
     system_certs: bool = False  # --system-certs: the system trust store (truststore) instead of certifi's
+    min_transfer_rate: float = MIN_TRANSFER_RATE  # bytes per second a body earns a second more of its deadline by
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

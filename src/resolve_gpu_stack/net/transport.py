@@ -218,7 +218,7 @@ class Transport:
         """
         current = url
         seen = [strip_userinfo(url)]
-        deadlines.start(self.deadline)
+        deadline = deadlines.Deadline(seconds=self.deadline, min_rate=self.settings.min_transfer_rate)  # this request's, every hop and the body included
         for _ in range(MAX_REDIRECTS + 1):
             self.check_allowed(current)
             hop_headers = dict(headers)
@@ -229,7 +229,7 @@ class Transport:
             try:
                 prepared = self._client.check(target)  # an invalid URL is not a request sent
                 self.stats.add(requests=1)
-                resp = self._client.send(prepared, hop_headers, fresh=self._attempt.fresh)
+                resp = self._client.send(prepared, hop_headers, fresh=self._attempt.fresh, deadline=deadline)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except HostNotFound as exc:  # DNS: said once, not retried
@@ -237,7 +237,7 @@ class Transport:
             except ConfigurationError as exc:  # a setting at fault (proxy URL, trust store, certificate): never retried
                 raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:
-                self._raise_past_deadline(current, exc)
+                self._raise_past_deadline(current, exc, deadline)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
             log.debug("GET %s -> %d", target, resp.status_code)
             location = resp.headers.get("location")
@@ -279,7 +279,7 @@ class Transport:
         except DecodingError as exc:
             raise CrawlError(redact_url(url), f"cannot decode the {what}: {exc}") from None
         except TransportError as exc:
-            self._raise_past_deadline(url, exc)
+            self._raise_past_deadline(url, exc, resp.deadline)
             self._raise_short(resp, expected, exc)
         self._raise_short(resp, expected, None)
 
@@ -312,9 +312,8 @@ class Transport:
             digest.update(chunk)
         return n
 
-    def _raise_past_deadline(self, url: str, exc: TransportError) -> None:
-        """A timeout because the request's deadline passed is final: a ``CrawlError`` naming it."""
-        deadline = deadlines.current()
+    def _raise_past_deadline(self, url: str, exc: TransportError, deadline: deadlines.Deadline | None) -> None:
+        """A timeout because the request's ``deadline`` passed is final: a ``CrawlError`` naming it."""
         if isinstance(exc, _Timeout) and deadline is not None and deadline.expired:
             raise CrawlError(
                 redact_url(url),
