@@ -96,7 +96,7 @@ class ResolveParts:
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
             from ..resolver.resolve import resolve
 
-            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target))
             if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
             return plan
@@ -174,12 +174,6 @@ def resolve_parts(
 
     finder = finder if finder is not None else Finder(source, defs)
     return ResolveParts(defs=defs, source=source, finder=finder, store=store, owns_source=owns_source)
-
-
-def parts_of(source: Source, defs: Definitions) -> dict[str, Any]:
-    """``resolve()``'s judging arguments for ``source`` (its classifier and its exports reader),
-    for callers that hold a finder of their own."""
-    return {"classifier": source.classifier(defs), "exports": source.exports_reader()}
 
 
 # -- the session -----------------------------------------------------------------------------------
@@ -338,4 +332,4 @@ class Session:
         self.close()
 
 
-__all__ = ["NetworkOptions", "ResolveParts", "Session", "parts_of", "resolve_parts"]
+__all__ = ["NetworkOptions", "ResolveParts", "Session", "resolve_parts"]
