@@ -37,6 +37,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
@@ -119,15 +121,13 @@ class Phases:
 
 def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[str, str]) -> tuple[dict[str, float], dict[str, float]]:
     """The tool's build of the plan's build row, cold then cached: (phases + total, hit total)."""
-    from resolve_gpu_stack.cli.assemble import parts_of
+    from resolve_gpu_stack.cli.assemble import resolve_parts
     from resolve_gpu_stack.data.definitions import load_definitions
     from resolve_gpu_stack.env.build import BuildContext, BuildMachine, build_plan
     from resolve_gpu_stack.env.probe import inspect_environment
-    from resolve_gpu_stack.index.finder import Finder
     from resolve_gpu_stack.model.request import FlashInferChoice, ResolveRequest, TorchChoice
     from resolve_gpu_stack.net.download import WheelCache
     from resolve_gpu_stack.net.http import HttpFetcher
-    from resolve_gpu_stack.resolver.resolve import resolve
 
     defs = load_definitions().with_index_urls({"pytorch": srv.url + "whl/", "flashinfer": srv.url + "fi/", "pypi": srv.url + "simple/"})
     environment = inspect_environment(target)
@@ -144,13 +144,13 @@ def tool_build(srv: IndexServer, target: str, ext: str, cache: Path, env: dict[s
         )
 
     def requirements(reqs):
-        with HttpFetcher(cache=None, timeout=30) as fetcher:
-            return resolve(request(tuple(reqs)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=30)), cache=None) as fetcher:
+            return resolve_parts(defs, fetcher, owns_source=False).resolve(request(tuple(reqs)))
 
-    with HttpFetcher(cache=None, timeout=30) as fetcher:
-        plan = resolve(request((ext,), (ext,)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None)
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=30)), cache=None) as fetcher:
+        plan = resolve_parts(defs, fetcher, owns_source=False).resolve(request((ext,), (ext,)))
     machine = BuildMachine(uv=UV, arch_list="", max_jobs=os.cpu_count() or 1, toolkit=None, env=env)
-    with HttpFetcher(cache=None, timeout=30) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=30)), cache=None) as fetcher:
         ctx = BuildContext(
             cache=WheelCache.under(cache),
             machine=machine,

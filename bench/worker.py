@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+
 T0 = time.perf_counter()
 
 import json  # noqa: E402
@@ -112,7 +114,7 @@ def resolve_job(job: dict) -> dict:
     imported = time.perf_counter()
     base = job["base"]
     defs = load_definitions().with_index_urls({"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"})
-    inner = HttpFetcher(cache=HttpCache(Path(job["cache"])) if job.get("cache") else None, timeout=60)
+    inner = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=60)), cache=HttpCache(Path(job["cache"])) if job.get("cache") else None)
     fetcher = MeteredFetcher(inner)
     parts = resolve_parts(defs, fetcher, store=inner.cache)
     plans, per_target = [], []

@@ -18,6 +18,7 @@ from world import World
 from resolve_gpu_stack.cli.config import load_config, resolve_definitions, resolve_request
 from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import RecordingFetcher
 
 X86 = "manylinux_2_28_x86_64"
@@ -94,7 +95,7 @@ def record_snapshot(project: Path, destination: Path) -> None:
     config = load_config(project / "pyproject.toml")
     defs = resolve_definitions(config, {})
     bases = {n: d.url for n, d in defs.indexes.items()}
-    recorder = RecordingFetcher(HttpFetcher(cache=None, timeout=10), destination, bases)
+    recorder = RecordingFetcher(HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None), destination, bases)
     try:
         finder = Finder(recorder, defs)
         for target in config.targets:

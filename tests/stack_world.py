@@ -16,6 +16,7 @@ from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.model import LockPlan
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"
@@ -109,7 +110,7 @@ def serve(world: World) -> Iterator[tuple[IndexServer, Definitions, Finder]]:
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
-        fetcher = HttpFetcher(cache=None, timeout=10)
+        fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
         try:
             yield srv, defs, Finder(fetcher, defs)
         finally:

@@ -368,7 +368,6 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
                 defs,
                 classifier=FileClassifier(world.root),
                 exports=finder.fetcher.exports_reader(),
-                store=None,
             )
         plan = resolve(
             ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)),
@@ -376,7 +375,6 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
             defs,
             classifier=FileClassifier(world.root),
             exports=finder.fetcher.exports_reader(),
-            store=None,
         )
     assert "sgl-kernel 0.3.21" in str(refused.value)
     got = {p.name: p for p in plan.packages}

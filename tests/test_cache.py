@@ -145,12 +145,13 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from resolve_gpu_stack.net.cache import HttpCache
     from resolve_gpu_stack.net.http import HttpFetcher
+    from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
     from resolve_gpu_stack.data.definitions import IndexDefinition
 
     base, root = sys.argv[1], Path(sys.argv[2])
     index = IndexDefinition(name="t", url=base, dialect="html", hosts=("*",), channels={})
     urls = [f"{base}p{i}/" for i in range(40)]
-    with HttpFetcher(cache=HttpCache(root), concurrency=8, backoff_base=0.01) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(max_connections=8, backoff_base=0.01)), cache=HttpCache(root)) as fetcher:
         for _ in range(3):
             got = fetcher.fetch_pages(urls, index=index)
             for i, url in enumerate(urls):

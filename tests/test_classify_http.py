@@ -21,6 +21,7 @@ from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.classify import RECORDED_SCHEMAS, SCAN_SCHEMA, RangeClassifier, ReplayClassifier, ScanRecord, budget, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.metadata import TailMemo
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
 from resolve_gpu_stack.urls import without_fragment
 
@@ -57,7 +58,7 @@ def wheel_file(world, srv, name: str, *, hashed: bool = True) -> IndexFile:
 
 
 def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path):
-    fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
+    fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=HttpCache(tmp_path / "cache"))
     try:
         classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS.abi)
         kernel = wheel_file(world, server, "sgl-kernel")
@@ -80,7 +81,7 @@ def test_range_reads_classify_torch_abi_and_cuda_wheels(world, server, tmp_path)
 
 def test_a_scan_starts_from_the_tail_read_for_metadata(world, server):
     """The METADATA range read's tail is the scan's first read: no second tail request, same answer."""
-    fetcher = HttpFetcher(cache=None, timeout=10)
+    fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
     try:
         kernel = wheel_file(world, server, "sgl-kernel")
         fetcher.fetch_metadata([kernel])
@@ -88,7 +89,7 @@ def test_a_scan_starts_from_the_tail_read_for_metadata(world, server):
         found = fetcher.classifier(DEFS)(kernel)
         tails = [h for _, _, h in server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))) if h.get("Range", "").startswith("bytes=-")]
         assert len(tails) == 1, "the scan asked for the tail again"
-        fresh = HttpFetcher(cache=None, timeout=10)
+        fresh = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
         try:
             assert RangeClassifier(fresh.transport, None, DEFS.abi)(kernel) == found
         finally:
@@ -111,7 +112,7 @@ def test_tail_memo_keeps_the_newest_tails_within_its_bytes():
 
 def test_bytes_read_counts_every_byte_received_headers_included(world, server):
     """Before: only the bodies were counted (4-48% under what crossed the wire)."""
-    fetcher = HttpFetcher(cache=None, timeout=10)
+    fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
     try:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         record = classify.scan(wheel_file(world, server, "sgl-kernel"))
@@ -124,7 +125,7 @@ def test_bytes_read_counts_every_byte_received_headers_included(world, server):
 
 
 def test_the_budget_stops_a_scan_and_says_so(world, server):
-    fetcher = HttpFetcher(cache=None, timeout=10)
+    fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
     try:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi, budget=lambda size: 100)
         found = classify(wheel_file(world, server, "sgl-kernel"))
@@ -141,7 +142,7 @@ def test_budget_is_a_share_of_the_wheel_with_a_floor_and_a_cap():
 
 def test_a_range_ignoring_server_is_not_downloaded_and_not_cached(world, server, tmp_path):
     server.ignore_ranges = True
-    fetcher = HttpFetcher(cache=HttpCache(tmp_path / "cache"), timeout=10)
+    fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=HttpCache(tmp_path / "cache"))
     said: list[str] = []
     try:
         classify = RangeClassifier(fetcher.transport, fetcher.cache, DEFS.abi, say=said.append)
@@ -162,7 +163,7 @@ def test_scan_key_is_the_sha256_else_url_and_size(world, server):
 
 def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path):
     bases = world.index_urls(server.url)
-    recorder = RecordingFetcher(HttpFetcher(cache=None, timeout=10), tmp_path / "snap", bases)
+    recorder = RecordingFetcher(HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None), tmp_path / "snap", bases)
     classify = recorder.classifier(DEFS)
     kernel = wheel_file(world, server, "sgl-kernel")
     live = classify(kernel)

@@ -21,6 +21,7 @@ from resolve_gpu_stack.index.wheelscan.scanner import _merged
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.classify import RangeClassifier, within_budget
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 DEFS = load_definitions()
 
@@ -103,7 +104,7 @@ def _file(srv: _Counting) -> IndexFile:
 
 
 def test_one_wheels_member_ranges_are_requested_concurrently(counting: _Counting) -> None:
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         found = classify(_file(counting))
     assert found.kind == "cuda", found.why
@@ -115,7 +116,7 @@ def test_one_wheels_member_ranges_are_requested_concurrently(counting: _Counting
 def test_members_close_together_are_read_in_one_request(close_members: _Counting) -> None:
     """scipy's layout (a hundred small members, a few KB apart): one request for the round's heads,
     not one a member; the bytes in between are counted."""
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         found = classify(_file(close_members))
     assert found.kind == "cuda", found.why
@@ -133,7 +134,7 @@ def test_a_rounds_near_ranges_are_joined_largest_span_first() -> None:
 
 
 def test_connections_bound_the_requests_in_flight(counting: _Counting) -> None:
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi, connections=3)
         found = classify(_file(counting))
     assert found.kind == "cuda"
@@ -150,7 +151,7 @@ def test_a_round_keeps_the_budget_for_the_first_member() -> None:
 
 def test_a_tight_budget_reads_no_more_than_it(counting: _Counting) -> None:
     limit = 16 * 1024 + 4000  # the tail, then a member or two
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi, budget=lambda size: limit)
         found = classify(_file(counting))
     # nothing ties this CUDA wheel to torch (its METADATA, its name): the members read decide, and

@@ -286,6 +286,7 @@ def test_typed_settings_round_trip_through_their_words():
 
 def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_path):
     from resolve_gpu_stack.cli import cmd_resolve
+    from resolve_gpu_stack.cli.assemble import Session
     from resolve_gpu_stack.cli.common import request_of
     from resolve_gpu_stack.cli.config import load_config, resolve_request
 
@@ -298,8 +299,9 @@ def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_pat
         ["resolve", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--cuda", "cu130", "--no-jit-cache", "--with", "torchvision"]
     )
     options = cmd_resolve.read(args, {})
-    assert request_of(options, {}) == from_config
-    assert from_config.inputs({}) == request_of(options, {}).inputs({})
+    with Session(options.network) as session:
+        assert request_of(options, {}, session) == from_config
+        assert from_config.inputs({}) == request_of(options, {}, session).inputs({})
 
 
 def test_a_bad_config_value_is_a_usage_error_naming_file_target_and_key(capsys, tmp_path):

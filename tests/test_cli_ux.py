@@ -12,7 +12,7 @@ import pytest
 from conftest import SNAPSHOT
 
 import resolve_gpu_stack
-from resolve_gpu_stack.cli.app import main
+from resolve_gpu_stack.cli.app import COMMANDS, _parse, build_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
@@ -286,3 +286,34 @@ def test_a_platform_below_torchs_glibc_is_explained_as_a_platform_problem(capsys
     assert "error: the installed torch 2.12.0.dev20260307+cu130 has no wheel for Python 3.12 on x86_64-manylinux_2_17" in err
     assert "manylinux_2_28_x86_64" in err and "--platform" in err
     assert "jit-cache" not in err
+
+
+def _has_network_flags(command: str) -> bool:
+    sub = next(a for a in build_parser(command)._actions if a.dest == "command")
+    return "--scan-budget" in sub.choices[command].format_help()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", [name for name in COMMANDS if _has_network_flags(name)])
+def test_every_network_flag_reaches_the_fetchers_settings_as_typed(command):
+    """A network flag is one row of ``settings.NETWORK``: each command that reads the network reads
+    it into the one frozen ``FetchSettings`` its fetcher, transport and range child are made from."""
+    from dataclasses import fields
+
+    from resolve_gpu_stack.cli import settings as S
+    from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+
+    assert {s.name for s in S.NETWORK if s.into == "transport"} <= {f.name for f in fields(TransportSettings)}
+    assert {s.name for s in S.NETWORK if s.into == "fetch"} <= {f.name for f in fields(FetchSettings)}
+    words = ["--timeout", "7.5", "--system-certs", "--scan-budget", "2M", "--allow-insecure-host", "a.test", "--allow-insecure-host", "b.test"]
+    needed = {"candidates": ["torch"], "inspect": ["torch"], "snapshot": ["--output", "snap"], "export": ["uv"], "wheelhouse": ["x.lock", "-o", "out"]}.get(
+        command, []
+    )
+    argv = [command, *needed, *words]
+    args = _parse(argv)
+    assert not isinstance(args, int)
+    network = COMMANDS[command].read(args, {"HOME": "/nonexistent"}).network
+    assert network.fetch == FetchSettings(
+        transport=TransportSettings(timeout=7.5, system_certs=True, allow_insecure_hosts=("a.test", "b.test")), scan_budget=2 * 2**20
+    )
+    untyped = COMMANDS[command].read(_parse([command, *needed]), {"HOME": "/nonexistent"})  # type: ignore[arg-type]
+    assert untyped.network.fetch == FetchSettings()

@@ -23,6 +23,7 @@ from server import Fault, IndexServer
 from resolve_gpu_stack.index import inflate
 from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.client import Client, ConnectError, DecodingError, EnvironmentProxies, Timeout, environment_proxies
+from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.transport import Transport
 
 BODY = b"<html><body>" + b"<a href='x-1.0.tar.gz'>x-1.0.tar.gz</a><br>\n" * 200 + b"</body></html>\n"
@@ -211,7 +212,7 @@ def test_the_transport_honours_proxies_from_the_environment_only_with_trust_env(
         monkeypatch.delenv("no_proxy", raising=False)
         monkeypatch.delenv("NO_PROXY", raising=False)
         for trust_env, through in ((True, 1), (False, 1)):  # the second request went direct
-            transport = Transport(retries=0, trust_env=trust_env)
+            transport = Transport(TransportSettings(retries=0, trust_env=trust_env))
             try:
                 resp, _ = transport.open(srv.url + "page.html", {})
                 assert transport.read_body(resp, srv.url, 2**20, "page") == BODY
@@ -407,16 +408,14 @@ def test_at_most_max_connections_in_flight(srv: IndexServer) -> None:
 def test_a_request_whose_deadline_passed_before_it_was_sent_is_a_timeout(srv: IndexServer) -> None:
     """(After a long chain of redirects, say): a ``Timeout`` naming the deadline, never a bare
     TimeoutError the transport would not know."""
-    from resolve_gpu_stack.net import deadline
-
     client = Client(timeout=5, max_connections=4, user_agent="t", environ={})
     try:
-        deadline.start(0.01)
+        passed = deadline.Deadline(seconds=0.01)
         time.sleep(0.05)
         with pytest.raises(Timeout, match="no complete answer within"):
-            client.send(srv.url + "page.html", {})
+            client.send(srv.url + "page.html", {}, deadline=passed)
+        client.send(srv.url + "page.html", {}, deadline=deadline.Deadline(seconds=60)).close()  # the next request has its own
     finally:
-        deadline.start(60)
         client.close()
 
 

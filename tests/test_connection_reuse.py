@@ -12,6 +12,7 @@ from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 
 def test_connections_survive_304_and_404(tmp_path: Path, monkeypatch):
@@ -28,7 +29,7 @@ def test_connections_survive_304_and_404(tmp_path: Path, monkeypatch):
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
         pages = [srv.url + "simple/numpy/", srv.url + "simple/no-such-project/", srv.url + "simple/packaging/"]
-        with HttpFetcher(cache=HttpCache(tmp_path / "cache"), concurrency=1) as fetcher:
+        with HttpFetcher(FetchSettings(transport=TransportSettings(max_connections=1)), cache=HttpCache(tmp_path / "cache")) as fetcher:
             for _ in range(3):  # 200, 404, 200; then 304, 404, 304; twice
                 for url in pages:
                     fetcher.fetch_pages([url], index=defs.indexes["pypi"])

@@ -14,6 +14,7 @@ from test_faults_e2e import ALWAYS, assert_clean_failure, old_locks
 
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.net import deadline
+from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.transport import Transport
 
 
@@ -29,7 +30,7 @@ def run(tmp_path: Path):
 
 
 def test_the_deadline_is_derived_from_the_timeout() -> None:
-    transport = Transport(timeout=2.0, trust_env=False)
+    transport = Transport(TransportSettings(timeout=2.0, trust_env=False))
     try:
         assert transport.deadline == 2.0 * deadline.REQUEST_DEADLINE_FACTOR == 8.0
     finally:
@@ -61,10 +62,9 @@ def test_a_trickled_answer_ends_at_the_deadline(run: StoryRun, capsys, what: str
 def test_a_slow_but_steady_download_earns_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """1 KiB every 0.1 s (10 KiB/s) for 3 s, over a 1 s deadline: the transfer-rate credit (2 KiB/s
     here) keeps it going; the same answer a byte at a time does not."""
-    monkeypatch.setattr(deadline, "MIN_TRANSFER_RATE", 2048)
     body = bytes(range(256)) * 120  # 30 KiB
     (tmp_path / "f.bin").write_bytes(body)
-    transport = Transport(timeout=0.25, retries=0, trust_env=False)
+    transport = Transport(TransportSettings(timeout=0.25, retries=0, trust_env=False, min_transfer_rate=2048))
     with IndexServer(tmp_path) as srv:
         url = srv.url + "f.bin"
         srv.script("/f.bin", [Fault(trickle=0.1, trickle_size=1024), Fault(trickle=0.1)])

@@ -124,3 +124,54 @@ def test_every_relative_link_names_a_file():
 
 def test_the_readme_is_read_in_five_minutes():
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def thread_sites() -> set[tuple[str, str]]:
+    """(file under src/resolve_gpu_stack, thread name) of every ``threading.Thread(`` and
+    ``ThreadPoolExecutor(`` in the code; a thread without a name is named ``?``."""
+    import ast
+
+    src = REPO / "src" / "resolve_gpu_stack"
+    sites = set()
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or ast.unparse(node.func) not in (
+                "threading.Thread",
+                "Thread",
+                "ThreadPoolExecutor",
+                "futures.ThreadPoolExecutor",
+            ):
+                continue
+            named = next((k.value for k in node.keywords if k.arg in ("name", "thread_name_prefix")), None)
+            if isinstance(named, ast.Constant):
+                name = str(named.value)
+            elif isinstance(named, ast.JoinedStr):
+                name = "".join(
+                    str(v.value) if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+                    for v in named.values
+                    if isinstance(v, (ast.Constant, ast.FormattedValue))
+                )
+            else:
+                name = "?"
+            sites.add((str(path.relative_to(src)), name))
+    return sites
+
+
+def test_the_concurrency_page_names_every_place_a_thread_starts():
+    """docs/internals/concurrency.md's table is where threads start: each row a file and the name
+    its threads get, no more, no fewer than the code has."""
+    page = (REPO / "docs" / "internals" / "concurrency.md").read_text()
+    rows = set(re.findall(r"^\| `([\w/]+\.py)` \| `([^`]+)` \|", page, re.M))
+    assert rows == thread_sites(), (
+        f"in the code, not on the page: {sorted(thread_sites() - rows)}; on the page, not in the code: {sorted(rows - thread_sites())}"
+    )
+    count = re.search(r"Threads start at the (\w+) sites", page)
+    assert count is not None and count.group(1) == NUMBERS[len(rows)]
+
+
+NUMBERS = {
+    n: w
+    for n, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+}

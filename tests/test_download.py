@@ -15,6 +15,7 @@ from resolve_gpu_stack.errors import CrawlError, IntegrityError
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from resolve_gpu_stack.net.download import WheelCache, fetch_wheel, fill_hashes
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.stream import StreamAnswer, open_stream
 from resolve_gpu_stack.net.transport import Transport
 
@@ -24,7 +25,7 @@ CUT = 100_000
 
 @pytest.fixture
 def fetcher():
-    f = HttpFetcher(cache=None, timeout=10, retries=2, backoff_base=0.01)
+    f = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10, retries=2, backoff_base=0.01)), cache=None)
     yield f
     f.close()
 
@@ -72,7 +73,7 @@ def test_cut_off_download_resumes_with_range_in_a_retry(index_server, fetcher, c
 
 def test_a_later_call_continues_the_partial_file(index_server, cache, wheel):
     index_server.script(path_of(wheel), [Fault(truncate_to=CUT)])
-    once = HttpFetcher(cache=None, timeout=10, retries=0)
+    once = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10, retries=0)), cache=None)
     try:
         with pytest.raises(CrawlError, match="truncated"):
             fetch_wheel(url_of(index_server, wheel), sha256=wheel.sha256, size=wheel.size, cache=cache, fetcher=once)
@@ -253,7 +254,7 @@ class TransportDownloader:
 
 def test_a_bare_transport_downloads_and_resumes_without_an_http_fetcher(index_server, cache, wheel):
     index_server.script(path_of(wheel), [Fault(truncate_to=CUT)])
-    transport = Transport(timeout=10, retries=2, backoff_base=0.01)
+    transport = Transport(TransportSettings(timeout=10, retries=2, backoff_base=0.01))
     try:
         path = fetch_wheel(url_of(index_server, wheel), sha256=wheel.sha256, size=wheel.size, cache=cache, fetcher=TransportDownloader(transport))
     finally:

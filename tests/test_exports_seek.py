@@ -22,6 +22,7 @@ from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.classify import STREAM_PIECE
 from resolve_gpu_stack.net.exports import WheelExports
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 MB = 2**20
 LIB = "torch/lib/libtorch_cpu.so"
@@ -59,7 +60,7 @@ def _exports(srv: IndexServer, name: str, *, budget: int | None = None) -> tuple
     path = Path(srv.root) / f"torch-{name}.whl"
     file = IndexFile(filename=path.name, url=srv.url + path.name, name="torch", version=Version("2.15.0"), size=path.stat().st_size)
     before = srv.bytes_sent
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         found = WheelExports(fetcher.transport, None, budget=budget)("2.15.0", file)
     return found.symbols, found.source, srv.bytes_sent - before
 

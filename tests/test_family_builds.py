@@ -22,7 +22,7 @@ from wheels import build_wheel
 from world import World, _Entry
 
 from resolve_gpu_stack.cli.app import main
-from resolve_gpu_stack.cli.assemble import parts_of
+from resolve_gpu_stack.cli.assemble import resolve_parts
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.errors import IndexDefinitionError, NoPlanError
 from resolve_gpu_stack.index.finder import Finder
@@ -31,6 +31,7 @@ from resolve_gpu_stack.model.cuda import CudaLabel
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.resolver.resolve import resolve
 from resolve_gpu_stack.rules.fit import RejectReason, family_date_mismatch, per_torch_mismatch
 
@@ -124,10 +125,8 @@ def test_a_framework_pin_on_torchao_and_torchcodec_is_met_by_the_nightly_of_the_
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
-        with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(
-                ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)), Finder(fetcher, defs), defs, **parts_of(fetcher, defs), store=None
-            )
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+            plan = resolve_parts(defs, fetcher, owns_source=False).resolve(ResolveRequest.build(target=target, flashinfer="none", with_=("servefw",)))
         asked = [path for method, path, _ in srv.log if method == "GET"]
     got = {p.name: p for p in plan.packages}
     assert str(got["torchao"].version) == "0.17.0.dev20260307+cu130" and got["torchao"].index == "pytorch"
@@ -149,13 +148,9 @@ def test_no_nightly_of_the_kept_torchs_day_is_a_clear_no_plan(tmp_path):
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
-        with HttpFetcher(cache=None, timeout=10) as fetcher, pytest.raises(NoPlanError) as err:
-            resolve(
-                ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",)),
-                Finder(fetcher, defs),
-                defs,
-                **parts_of(fetcher, defs),
-                store=None,
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher, pytest.raises(NoPlanError) as err:
+            resolve_parts(defs, fetcher, owns_source=False).resolve(
+                ResolveRequest.build(target=target, torch="installed", flashinfer="none", with_=("torchao",))
             )
     assert "torchao" in str(err.value)
 
@@ -196,8 +191,8 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         defs = DEFS.with_index_urls(world.index_urls(srv.url))
         # PyPI's own build pins torch 2.8; binaries decide, pins do not (issue 28): its C++ imports
         # are all exported by the kept torch, so it is planned, the pin reported as overridden
-        with HttpFetcher(cache=None, timeout=10) as fetcher:
-            pypi = resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(), store=None)
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+            pypi = resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader())
         own = pypi.package("flash-attn")
         assert own is not None and str(own.version) == "2.8.3" and not own.abi_mismatch
         assert "flash-attn pins torch==2.8.0; kept 2.9.1+cu128: its compiled parts import only symbols 2.9.1+cu128 exports" in own.reason
@@ -205,8 +200,8 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         srv.log.clear()
         # with the index of per-torch builds configured for flash-attn
         builds = defs.with_package_indexes({"flash-attn": f"{srv.url}builds/"})
-        with HttpFetcher(cache=None, timeout=10) as fetcher:
-            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader(), store=None)
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader())
         asked = [path for method, path, _ in srv.log if method == "GET"]
     fa = plan.package("flash-attn")
     assert str(fa.version) == "2.8.3+cu12torch2.9cxx11abitrue" and fa.index == "package:flash-attn"

@@ -45,7 +45,6 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
                 defs,
                 classifier=FileClassifier(world.root),
                 exports=finder.fetcher.exports_reader(),
-                store=None,
             )
         out["defs"] = defs
     return out

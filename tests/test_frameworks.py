@@ -29,7 +29,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 def run(world, **kw):
     classifier = FileClassifier(world.root)
     with serve(world) as (_, defs, finder):
-        plan = resolve(ResolveRequest.build(target=TARGET, **kw), finder, defs, classifier=classifier, exports=finder.fetcher.exports_reader(), store=None)
+        plan = resolve(ResolveRequest.build(target=TARGET, **kw), finder, defs, classifier=classifier, exports=finder.fetcher.exports_reader())
     return plan, classifier
 
 

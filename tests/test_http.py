@@ -14,7 +14,9 @@ import socket
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.utils import canonicalize_name
@@ -28,6 +30,7 @@ from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.pages import JSON_ACCEPT
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.urlpolicy import Credentials, check_redirect, check_url_allowed, is_loopback, page_content_type, parse_retry_after
 from resolve_gpu_stack.urls import bare_url, origin, without_fragment
 
@@ -53,13 +56,13 @@ def _page(root: Path, path: str, body: bytes = PAGE, name: str = "index.html") -
 def make_fetcher(tmp_path: Path) -> Iterator[MakeFetcher]:
     made: list[HttpFetcher] = []
 
-    def make(**kw: object) -> HttpFetcher:
-        kw.setdefault("cache", None)
-        kw.setdefault("backoff_base", 0.01)
-        kw.setdefault("timeout", 5.0)
-        kw.setdefault("trust_env", False)
-        kw.setdefault("netrc_path", tmp_path / "no-netrc")
-        fetcher = HttpFetcher(**kw)  # type: ignore[arg-type]
+    def make(*, cache: HttpCache | None = None, progress: Callable[[str], None] | None = None, **kw: Any) -> HttpFetcher:
+        """A fetcher with quick retries and no netrc or environment; ``kw``: fields of its
+        ``TransportSettings`` or ``FetchSettings``."""
+        transport = {"backoff_base": 0.01, "timeout": 5.0, "trust_env": False, "netrc_path": tmp_path / "no-netrc"}
+        transport |= {k: v for k, v in kw.items() if k in {f.name for f in fields(TransportSettings)}}
+        fetch = {k: v for k, v in kw.items() if k not in transport}
+        fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(**transport), **fetch), cache=cache, progress=progress)
         made.append(fetcher)
         return fetcher
 
@@ -128,7 +131,7 @@ def test_many_pages_are_fetched_concurrently(srv: IndexServer, make_fetcher: Mak
     said: list[str] = []
     urls = [f"{srv.url}simple/p{i}/" for i in range(16)]
     start = time.monotonic()
-    got = make_fetcher(concurrency=16, progress=said.append).fetch_pages(urls, index=_index(srv.url))
+    got = make_fetcher(max_connections=16, progress=said.append).fetch_pages(urls, index=_index(srv.url))
     assert time.monotonic() - start < 2  # 16 x 0.25 s one after the other would be 4 s
     assert [got[u].page.content for u in urls] == [f"<html><body>{i}</body></html>".encode() for i in range(16)]  # type: ignore[union-attr]
     assert said == ["fetching 16 pages from test"]
@@ -374,7 +377,7 @@ def test_threads_fetching_into_one_cache(srv: IndexServer, make_fetcher: MakeFet
     errors: list[BaseException] = []
 
     def run() -> None:
-        fetcher = make_fetcher(cache=cache, concurrency=4)
+        fetcher = make_fetcher(cache=cache, max_connections=4)
         try:
             for _ in range(3):
                 got = fetcher.fetch_pages(urls, index=_index(srv.url))

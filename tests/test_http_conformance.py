@@ -26,6 +26,7 @@ from stack_world import build_story_world
 from resolve_gpu_stack.errors import CrawlError, printable
 from resolve_gpu_stack.net import deadline as deadlines
 from resolve_gpu_stack.net.client import EnvironmentProxies
+from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.tls import LazyTrustContext
 from resolve_gpu_stack.net.transport import Transport
 
@@ -124,7 +125,7 @@ def world(tmp_path: Path) -> Iterator[tuple[IndexServer, HostileRelay]]:
 
 def test_a_connection_is_never_reused_after_an_unexpected_status(world: tuple[IndexServer, HostileRelay]) -> None:
     _, relay = world
-    transport = Transport(timeout=5, retries=0, trust_env=False)
+    transport = Transport(TransportSettings(timeout=5, retries=0, trust_env=False))
     try:
         assert get(transport, relay.url + "a.html") == b"<a>a</a>"
         assert get(transport, relay.url + "b.html") == b"<a>b</a>"
@@ -142,7 +143,7 @@ def test_a_connection_is_never_reused_after_an_unexpected_status(world: tuple[In
 def test_a_102_is_never_the_answer_and_the_connection_stays_in_step(world: tuple[IndexServer, HostileRelay]) -> None:
     _, relay = world
     relay.mode = "info1n"
-    transport = Transport(timeout=5, retries=0, trust_env=False)
+    transport = Transport(TransportSettings(timeout=5, retries=0, trust_env=False))
     try:
         for _ in range(3):
             assert get(transport, relay.url + "a.html") == b"<a>a</a>"
@@ -154,7 +155,7 @@ def test_a_102_is_never_the_answer_and_the_connection_stays_in_step(world: tuple
 
 def test_a_retry_goes_out_on_a_fresh_connection(world: tuple[IndexServer, HostileRelay]) -> None:
     _, relay = world
-    transport = Transport(timeout=5, retries=4, trust_env=False, backoff_base=0.01)
+    transport = Transport(TransportSettings(timeout=5, retries=4, trust_env=False, backoff_base=0.01))
     try:
         assert get(transport, relay.url + "a.html") == b"<a>a</a>"
         relay.mode = "ka_rst"
@@ -166,7 +167,7 @@ def test_a_retry_goes_out_on_a_fresh_connection(world: tuple[IndexServer, Hostil
 
 
 def test_the_headers_and_the_body_have_their_own_deadline() -> None:
-    deadline = deadlines.start(1.0, min_rate=1000)
+    deadline = deadlines.Deadline(seconds=1.0, min_rate=1000)
     deadline.received += 10**9  # bytes before the headers end (an endless 1xx stream) earn nothing
     assert deadline.left() <= 1.0
     deadline.body_phase()
@@ -229,7 +230,7 @@ def closed_port() -> int:
 def test_a_proxy_that_is_not_http_or_https_is_refused_once_naming_it(monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
     proxy = f"{scheme}://user:secret@127.0.0.1:{closed_port()}"
     monkeypatch.setenv("https_proxy", proxy)
-    transport = Transport(timeout=5, retries=4)
+    transport = Transport(TransportSettings(timeout=5, retries=4))
     try:
         with pytest.raises(CrawlError) as caught:
             get(transport, "https://files.example/x")
@@ -252,7 +253,7 @@ def test_an_https_proxy_carries_https_in_a_tunnel_and_plain_http(tls_server: str
         authed = proxy.url.replace("https://", "https://alice:s3cret@")
         monkeypatch.setenv("https_proxy", authed)
         monkeypatch.setenv("http_proxy", authed)
-        transport = Transport(timeout=5, retries=0)
+        transport = Transport(TransportSettings(timeout=5, retries=0))
         try:
             assert get(transport, tls_server) == b"<a>ok</a>"
             assert get(transport, tls_server) == b"<a>ok</a>"  # the tunnelled TLS-in-TLS connection is kept
@@ -264,7 +265,7 @@ def test_an_https_proxy_carries_https_in_a_tunnel_and_plain_http(tls_server: str
         assert lines[0] == f"CONNECT 127.0.0.1:{port} HTTP/1.1" and lines.count(lines[0]) == 1
         assert lines[1] == f"GET {plain.url}p.html HTTP/1.1" and all(auth and auth.startswith("Basic ") for _, auth in proxy.seen)
         monkeypatch.delenv("SSL_CERT_FILE")  # the proxy's certificate is verified too (certifi has no test CA)
-        transport = Transport(timeout=5, retries=4)
+        transport = Transport(TransportSettings(timeout=5, retries=4))
         try:
             named = re.escape(f"certificate verify failed for the proxy https://***@127.0.0.1:{proxy.url.rsplit(':', 1)[1]}")
             with pytest.raises(CrawlError, match=named) as caught:
@@ -279,7 +280,7 @@ def test_a_proxy_that_cannot_be_reached_is_named_not_the_origin(monkeypatch: pyt
     monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{port}")
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
-    transport = Transport(timeout=5, retries=0)
+    transport = Transport(TransportSettings(timeout=5, retries=0))
     try:
         with pytest.raises(CrawlError, match=f"cannot reach the proxy http://127.0.0.1:{port}"):
             get(transport, "http://localhost:9/x")
@@ -301,7 +302,7 @@ def tls_server(tmp_path: Path, cert: tuple[Path, Path]) -> Iterator[str]:
 def test_a_self_signed_certificate_fails_at_once(tls_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
-    transport = Transport(timeout=5, retries=4)
+    transport = Transport(TransportSettings(timeout=5, retries=4))
     began = time.monotonic()
     try:
         with pytest.raises(CrawlError, match="certificate verify failed for 127.0.0.1") as caught:
@@ -317,7 +318,7 @@ def test_the_trust_store_settings_are_named_when_they_cannot_be_loaded(tls_serve
     for name, value in (("SSL_CERT_FILE", missing), ("SSL_CERT_DIR", tmp_path / "no-such-folder")):
         monkeypatch.delenv("SSL_CERT_FILE", raising=False)
         monkeypatch.setenv(name, str(value))
-        transport = Transport(timeout=5, retries=4)
+        transport = Transport(TransportSettings(timeout=5, retries=4))
         try:
             with pytest.raises(CrawlError, match=f"{name}={value} cannot be loaded as a trust store") as caught:
                 get(transport, tls_server)
@@ -326,7 +327,7 @@ def test_the_trust_store_settings_are_named_when_they_cannot_be_loaded(tls_serve
         assert transport.stats.retries == 0 and caught.value.hint and name in caught.value.hint
     monkeypatch.delenv("SSL_CERT_DIR")
     monkeypatch.setenv("SSL_CERT_FILE", str(cert[0]))  # the bundle that has it: trusted
-    transport = Transport(timeout=5)
+    transport = Transport(TransportSettings(timeout=5))
     try:
         assert get(transport, tls_server) == b"<a>ok</a>"
     finally:
@@ -345,7 +346,7 @@ def test_a_missing_ssl_cert_file_through_the_command(tls_server: str, tmp_path: 
 def test_system_certs_use_the_system_trust_store(tls_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)
     monkeypatch.delenv("SSL_CERT_DIR", raising=False)
-    transport = Transport(timeout=5, retries=4, system_certs=True)
+    transport = Transport(TransportSettings(timeout=5, retries=4, system_certs=True))
     try:
         ctx = transport.tls_context  # not certifi's: the OS verifier, or on Linux the distribution's bundle
         assert not isinstance(ctx, LazyTrustContext) or ctx.system
@@ -398,7 +399,7 @@ http {{ access_log off; gzip on; gzip_min_length 1; gzip_types text/html; keepal
 
 
 def test_nginx_pages_ranges_404_and_kept_connections(nginx: str) -> None:
-    transport = Transport(timeout=5, retries=0, trust_env=False)
+    transport = Transport(TransportSettings(timeout=5, retries=0, trust_env=False))
     try:
         page = get(transport, nginx + "simple/demo/")  # gzip-encoded by nginx, decoded here
         assert page == NGINX_PAGE

@@ -5,6 +5,7 @@ import circle inside it, the pure floors import no I/O library and touch no file
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -232,6 +233,19 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_circle_inside_a_floor() -> None:
     assert circles(import_graph()) == []
     assert circles({"net.a": {"net.b"}, "net.b": {"net.a"}, "net.c": {"net.a"}}) == [["net.a", "net.b"]]  # the check finds one
+
+
+def commands_importing_commands(graph: dict[str, set[str]]) -> list[str]:
+    """``cli.cmd_a -> cli.cmd_b`` for each command module that imports another (lazily too)."""
+    command = re.compile(r"^cli\.cmd_\w+$")
+    return sorted(f"{a} -> {b}" for a, edges in graph.items() if command.match(a) for b in edges if command.match(b) and b != a)
+
+
+def test_no_command_imports_another() -> None:
+    """What commands share (config-target selection, the uv sync warnings, downloads, the session)
+    lives below them in cli/; a command module is never another's library."""
+    assert commands_importing_commands(import_graph()) == []
+    assert commands_importing_commands({"cli.cmd_a": {"cli.cmd_b", "cli.targets"}, "cli.cmd_b": set()}) == ["cli.cmd_a -> cli.cmd_b"]  # the check finds one
 
 
 @pytest.mark.parametrize("floor", ["lock", "env"])

@@ -18,6 +18,7 @@ from resolve_gpu_stack.index.finder import Finder
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
@@ -95,11 +96,11 @@ def story(tmp_path: Path):
     return build_story_world(tmp_path / "www")
 
 
-def _resolve(world, *, concurrent: bool, latency: float = 0.0, **fetcher_kw):
+def _resolve(world, *, concurrent: bool, latency: float = 0.0):
     with IndexServer(world.root, latency=latency) as srv:
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
-        rec = Recorder(HttpFetcher(cache=None, timeout=10, **fetcher_kw), concurrent)
+        rec = Recorder(HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None), concurrent)
         try:
             plan = resolve_with(Finder(rec, defs), defs, story_request())
         finally:
@@ -143,7 +144,7 @@ def test_a_page_that_fails_is_not_asked_again(story):
         story.write(srv.url)
         srv.script("/simple/numpy/", [Fault(status=503)] * 20)
         defs = load_definitions().with_index_urls(story.index_urls(srv.url))
-        fetcher = HttpFetcher(cache=None, timeout=10, retries=2, backoff_base=0.01)
+        fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10, retries=2, backoff_base=0.01)), cache=None)
         try:
             with pytest.raises(CrawlError) as err:
                 resolve_with(Finder(fetcher, defs), defs, story_request())
@@ -166,7 +167,7 @@ def test_second_target_follows_a_sibling_wheels_requirements_without_waiting(tmp
     with IndexServer(world.root, latency=0.05) as srv:
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
-        rec = Recorder(HttpFetcher(cache=None, timeout=10), True)
+        rec = Recorder(HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None), True)
         finder = Finder(rec, defs)
         try:
             first = resolve_with(finder, defs, story_request())
@@ -201,7 +202,7 @@ def test_the_first_pages_are_asked_for_before_the_resolver_loads_and_read_once(s
         request = story_request()
         known = known_first_round(request, defs)
         assert known is not None
-        fetcher = HttpFetcher(cache=None, timeout=10)
+        fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
         try:
             plan = resolve_with(Recording(fetcher, defs), defs, request)
         finally:

@@ -25,6 +25,7 @@ from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.classify import RangeClassifier
 from resolve_gpu_stack.net.exports import WheelExports
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
 
@@ -60,7 +61,7 @@ def wheel_file(world, srv: IndexServer, name: str, *, base: str | None = None) -
 
 def here(file: IndexFile) -> object:
     """The scan made in this process, by a fetcher with no second process."""
-    with HttpFetcher(cache=None, timeout=10, range_process=False) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10), range_process=False), cache=None) as fetcher:
         assert fetcher.range_process is None
         return fetcher.classifier(DEFS)(file)
 
@@ -69,7 +70,7 @@ def test_a_scan_in_the_second_process_answers_what_this_one_would(world, server,
     caplog.set_level(logging.DEBUG, logger="resolve_gpu_stack")
     said: list[str] = []
     kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
-    with HttpFetcher(cache=None, timeout=10, progress=said.append) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None, progress=said.append) as fetcher:
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY), "the second process did not get ready"
         classify = fetcher.classifier(DEFS)
@@ -92,7 +93,7 @@ def test_a_scan_over_an_index_with_credentials_carries_them_to_the_second_proces
     server.auth = ("alice", "s3cret")
     host = server.url.split("://", 1)[1]
     kernel = wheel_file(world, server, "sgl-kernel")
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         fetcher.credentials.remember(f"http://alice:s3cret@{host}simple/")  # as an index URL with user:token@ is
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY)
@@ -103,9 +104,25 @@ def test_a_scan_over_an_index_with_credentials_carries_them_to_the_second_proces
     assert statuses and "401" not in statuses
 
 
+def test_the_second_process_reads_with_this_fetchers_own_settings(world, server):
+    """The fetcher's frozen ``TransportSettings`` reach the child as that value: its requests go out
+    as this process's would (here: the user agent), with no dict in between."""
+    kernel = wheel_file(world, server, "sgl-kernel")
+    settings = FetchSettings(transport=TransportSettings(timeout=10, user_agent="house-test/1", max_connections=2))
+    with HttpFetcher(settings, cache=None) as fetcher:
+        child = fetcher.range_process
+        assert child is not None and child.start(wait=READY)
+        found = fetcher.classifier(DEFS)(kernel)
+        assert child.answered == 1, "the scan was not made in the second process"
+    assert found.kind == "torch", found.why
+    path = kernel.url.removeprefix(server.url.rstrip("/"))
+    agents = {headers.get("User-Agent") for _, seen, headers in server.log if seen == path}
+    assert agents == {"house-test/1"}
+
+
 def test_a_child_that_dies_leaves_its_scans_to_this_process(world, server):
     kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY)
         classify = fetcher.classifier(DEFS)
@@ -121,7 +138,7 @@ def test_a_child_that_dies_leaves_its_scans_to_this_process(world, server):
 
 def test_ctrl_c_sent_to_the_whole_group_does_not_end_the_child(world, server):
     kernel = wheel_file(world, server, "sgl-kernel")
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY) and child.pid is not None
         os.kill(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends it
@@ -138,7 +155,7 @@ def test_ctrl_c_sent_to_the_whole_group_does_not_end_the_child(world, server):
 def test_a_child_that_cannot_start_leaves_every_scan_here(world, server, monkeypatch):
     kernel = wheel_file(world, server, "sgl-kernel")
     monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         child = fetcher.range_process
         assert child is not None and not child.start(wait=1.0)
         monkeypatch.undo()
@@ -153,12 +170,15 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
     wheel.write_bytes(wheel_bytes({"torch/lib/libtorch_cpu.so": lib, "torch/__init__.py": b""}))
     with IndexServer(tmp_path) as srv:
         file = IndexFile(filename=wheel.name, url=srv.url + wheel.name, name=canonicalize_name("torch"), version=Version("2.15.0"), size=wheel.stat().st_size)
-        with HttpFetcher(cache=None, timeout=10) as fetcher, caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.exports"):
+        with (
+            HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher,
+            caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.exports"),
+        ):
             child = fetcher.range_process
             assert child is not None and child.start(wait=READY)
             found = fetcher.exports_reader()("2.15.0", file)
             assert child.answered == 1
-        with HttpFetcher(cache=None, timeout=10, range_process=False) as fetcher:
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10), range_process=False), cache=None) as fetcher:
             alone = WheelExports(fetcher.transport, None)("2.15.0", file)
     assert found.symbols is not None and found.symbols == frozenset(dynamic_symbols(lib, exports=True).exports) == alone.symbols
     assert "bytes read" in found.source
@@ -169,7 +189,7 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
 
 def test_a_classifier_made_without_a_second_process_scans_here(world, server):
     kernel = wheel_file(world, server, "sgl-kernel")
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         assert RangeClassifier(fetcher.transport, None, DEFS.abi)(kernel) == here(kernel)
         assert fetcher.range_process is not None and fetcher.range_process.pid is None, "a classifier not given it started it"
 
@@ -182,7 +202,11 @@ def test_answers_that_come_in_another_order_count_what_the_child_counted() -> No
     from resolve_gpu_stack.net.urlpolicy import Credentials
 
     stats = FetchStats()
-    child = RangeProcess(ChildSettings(transport={}, connections=1, scan_budget=1, log_level=logging.INFO), credentials=Credentials(None), stats=stats)
+    child = RangeProcess(
+        ChildSettings(fetch=FetchSettings(transport=TransportSettings(max_connections=1), scan_budget=1), log_level=logging.INFO),
+        credentials=Credentials(None),
+        stats=stats,
+    )
     for counts in ({"requests": 3, "bytes_received": 900}, {"requests": 5, "bytes_received": 1500}, {"requests": 4, "bytes_received": 1200}):
         child._take(("done", 0, None, {**counts, "retries": 0, "full_downloads": 0}))  # the pipe's handler, as the listener calls it
     assert (stats.requests, stats.bytes_received) == (5, 1500)
@@ -196,12 +220,12 @@ def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(wo
 
     kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
     assert (kernel.size or 0) + (helper.size or 0) < rangeproc.START_AFTER
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = fetcher.classifier(DEFS)
         assert classify(kernel) == here(kernel) and classify(helper) == here(helper)
         assert fetcher.range_process is not None and fetcher.range_process.pid is None, "small wheels started the child"
     monkeypatch.setattr(rangeproc, "START_AFTER", (kernel.size or 0) + 1)
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = fetcher.classifier(DEFS)
         assert classify(kernel) == here(kernel) and fetcher.range_process is not None and fetcher.range_process.pid is None
         assert classify(helper) == here(helper) and fetcher.range_process.pid is not None, "the child did not start"
@@ -233,7 +257,7 @@ def test_the_child_never_imports_from_the_current_folder_or_pythonpath(world, se
     monkeypatch.chdir(tmp_path / "clone")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "clone"))
     kernel = wheel_file(world, server, "sgl-kernel")
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         assert fetcher.range_process is not None
         ready = fetcher.range_process.start(wait=READY)
         assert sorted(p.name for p in ran.iterdir()) == []
@@ -300,7 +324,7 @@ def test_the_isolated_child_keeps_the_bytecode_folder_this_process_keeps(server,
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     argv = rangeproc.child_command(str(tmp_path))
     assert argv[1:4] == ["-I", "-X", f"pycache_prefix={kept}"] and str(tmp_path) not in argv
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         assert fetcher.range_process is not None and fetcher.range_process.start(wait=READY)
     assert list(kept.rglob("rangechild.*.pyc")), "the child compiled nothing into the kept folder"
     monkeypatch.setattr(sys, "pycache_prefix", None)

@@ -17,6 +17,7 @@ from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.resolver import reuse as resultcache
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
@@ -33,7 +34,7 @@ class Runner:
 
     def __call__(self, req: ResolveRequest | None = None):
         mark = len(self.srv.log)
-        fetcher = HttpFetcher(cache=HttpCache(self.cache), timeout=10)
+        fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=HttpCache(self.cache))
         try:
             plan = resolve_with(Finder(fetcher, self.defs), self.defs, req or request(), store=fetcher.cache)
         finally:
@@ -132,7 +133,7 @@ def test_a_page_that_now_fails_is_the_full_resolve_error(story):
 
     story()
     story.srv.script("/simple/numpy/", [Fault(status=503)] * 30)
-    fetcher = HttpFetcher(cache=HttpCache(story.cache), timeout=10, retries=1, backoff_base=0.01)
+    fetcher = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10, retries=1, backoff_base=0.01)), cache=HttpCache(story.cache))
     try:
         with pytest.raises(CrawlError) as err:
             resolve_with(Finder(fetcher, story.defs), story.defs, request(), store=fetcher.cache)

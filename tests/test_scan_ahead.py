@@ -53,7 +53,6 @@ def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypat
             defs,
             classifier=noting,
             exports=finder.fetcher.exports_reader(),
-            store=None,
         )
     assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
     assert any(t.startswith("scan-ahead") for t in noting.threads)

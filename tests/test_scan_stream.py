@@ -22,6 +22,7 @@ from resolve_gpu_stack.index.zipmeta import find_eocd, parse_central_directory
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.classify import RangeClassifier
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 DEFS = load_definitions()
 MB = 2**20
@@ -57,7 +58,7 @@ def _file(srv: IndexServer, name: str, data: bytes) -> IndexFile:
 
 
 def _scan(srv: IndexServer, name: str, data: bytes) -> tuple[RangeClassifier, str, str]:
-    with HttpFetcher(cache=None, timeout=10) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         classify = RangeClassifier(fetcher.transport, None, DEFS.abi)
         found = classify(_file(srv, name, data))
     return classify, found.kind, found.why

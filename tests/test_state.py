@@ -18,6 +18,7 @@ from resolve_gpu_stack.model.codec import plan_to_dict
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 NIGHTLY = "2.12.0.dev20260307+cu130"
@@ -130,6 +131,35 @@ def _at_once(fetcher: HttpFetcher, defs, requests: list[ResolveRequest], *, shar
     return out
 
 
+# -- a lint: state found, not passed ----------------------------------------------------------------
+
+# Each thread-local left, and why it is not passed: none may be added without a reason here.
+THREAD_LOCALS_KEPT = {"net/transport.py": "_Attempt: whether this thread's attempt is a retry (a fresh connection), set by Transport.retrying"}
+
+
+def ambient_state(source: str) -> list[str]:
+    """What a module finds instead of being passed: a ``ContextVar``, or a ``threading.local``
+    (made, or subclassed)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] == "ContextVar" or ast.unparse(node.func) == "threading.local"):
+            found.append(f"line {node.lineno}: {ast.unparse(node.func)}(...)")
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b) in ("threading.local", "local") for b in node.bases):
+            found.append(f"line {node.lineno}: class {node.name}({', '.join(ast.unparse(b) for b in node.bases)})")
+    return found
+
+
+def test_the_session_and_the_deadline_are_passed_not_found():
+    """A command's session (``cli/app.py`` hands it to ``run``) and a request's deadline
+    (``Transport.open`` hands it to the client) are parameters: no ContextVar in ``src/``, and no
+    thread-local but the ones listed, each with its reason."""
+    found = {str(p.relative_to(SRC)): hits for p in sorted(SRC.rglob("*.py")) if (hits := ambient_state(p.read_text()))}
+    assert set(found) == set(THREAD_LOCALS_KEPT), found
+    assert ambient_state("import contextvars\nS = contextvars.ContextVar('s')\n") and ambient_state(
+        "import threading\nclass L(threading.local):\n    x = 1\n"
+    )  # the lint finds each kind
+
+
 def test_resolves_in_parallel_threads_give_the_plans_they_give_in_turn(tmp_path: Path):
     world = build_story_world(tmp_path / "www")
     torch_nightly(world, "20260307", arch=ARM)
@@ -137,10 +167,10 @@ def test_resolves_in_parallel_threads_give_the_plans_they_give_in_turn(tmp_path:
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         defs = load_definitions().with_index_urls(world.index_urls(srv.url))
-        with HttpFetcher(cache=None, timeout=10) as fetcher:
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
             finder = Finder(fetcher, defs)
             in_turn = [plan_to_dict(resolve_with(finder, defs, r)) for r in requests]
         for shared in (True, False):
-            with HttpFetcher(cache=None, timeout=10) as fetcher:
+            with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
                 assert _at_once(fetcher, defs, requests, shared=shared) == in_turn, f"shared finder: {shared}"
     assert len({str(p["packages"]) for p in in_turn}) == len(requests)  # four different plans, not one four times

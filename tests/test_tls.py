@@ -10,6 +10,7 @@ import pytest
 from server import IndexServer
 
 from resolve_gpu_stack.errors import CrawlError
+from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.tls import LazyTrustContext
 from resolve_gpu_stack.net.transport import Transport
 
@@ -61,7 +62,7 @@ def test_first_https_request_loads_ssl_cert_file_and_verifies(tmp_path: Path, ce
     monkeypatch.setenv("SSL_CERT_FILE", str(cert[0]))
     srv, url = _tls_server(tmp_path, cert)
     with srv:
-        transport = Transport(retries=0)
+        transport = Transport(TransportSettings(retries=0))
         try:
             context = _pool_context(transport)
             assert not context.loaded
@@ -75,7 +76,7 @@ def test_without_trust_env_the_cert_file_is_not_trusted(tmp_path: Path, cert, mo
     monkeypatch.setenv("SSL_CERT_FILE", str(cert[0]))
     srv, url = _tls_server(tmp_path, cert)
     with srv:
-        transport = Transport(retries=0, trust_env=False)
+        transport = Transport(TransportSettings(retries=0, trust_env=False))
         try:
             with pytest.raises(CrawlError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
                 transport.retrying(url, lambda: _get(transport, url))

@@ -26,6 +26,7 @@ from resolve_gpu_stack.index.parse import parse_page
 from resolve_gpu_stack.model import IndexPage
 from resolve_gpu_stack.net.download import WheelCache
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
 ARM = "manylinux_2_28_aarch64"
 STACK = {
@@ -55,7 +56,7 @@ def _fleet_world(root: Path):
 
 @pytest.fixture
 def fetcher():
-    """The download fetcher ``install_lock`` is handed (the command's is ``download_fetcher``'s)."""
+    """The download fetcher ``install_lock`` is handed (the command's is its session's ``download_fetcher``)."""
     with HttpFetcher(cache=None) as f:
         yield f
 
@@ -101,7 +102,7 @@ def house(tmp_path: Path, uv_env, capsys):
 def _fetcher():
     from resolve_gpu_stack.net.http import HttpFetcher
 
-    return HttpFetcher(cache=None, timeout=10)
+    return HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
 
 
 def _servers():

@@ -53,12 +53,12 @@ class Command:
         return settings
 
     def run(self, settings: CommandOptions, env: Mapping[str, str]) -> int:
-        """Run the command inside its session (``assemble.Session``: every part it reads the
-        network and the caches through), made with its network settings and closed when it ends."""
-        from .common import command_session
+        """Run the command in its session (``assemble.Session``: every part it reads the network
+        and the caches through), made with its network settings, handed to it, and closed when it ends."""
+        from .assemble import Session
 
-        with command_session(settings.network):
-            code: int = self.module.run(settings, env)
+        with Session(settings.network) as session:
+            code: int = self.module.run(settings, env, session)
         return code
 
 

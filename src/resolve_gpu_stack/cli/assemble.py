@@ -4,7 +4,9 @@ A ``Session`` is made once per command from its network settings (``NetworkOptio
 the command's one HTTP fetcher (one connection pool, one retry policy; no other place in the package
 makes one), and hands out every part a command reads the network and the caches through:
 resolve parts (live, a snapshot's replay, a snapshot extended live, a recording), the fetcher
-downloads go through, the wheel cache. It closes what it made when the command ends.
+downloads go through, the wheel cache. ``app.py`` makes it for each command and hands it to the
+command's ``run``, which passes it on to whatever reads through it: nothing finds it ambient. It
+closes what it made when the command ends.
 
 ``ResolveParts`` are a resolve's parts: the source (``net.source.Source``), the finder, the wheel
 classifier, the source of the kept torch's exports and the store of computed plans (``HttpCache``;
@@ -22,12 +24,12 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..net.settings import FetchSettings
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -94,7 +96,7 @@ class ResolveParts:
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
             from ..resolver.resolve import resolve
 
-            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), store=None)
+            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target))
             if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
             return plan
@@ -174,12 +176,6 @@ def resolve_parts(
     return ResolveParts(defs=defs, source=source, finder=finder, store=store, owns_source=owns_source)
 
 
-def parts_of(source: Source, defs: Definitions) -> dict[str, Any]:
-    """``resolve()``'s judging arguments for ``source`` (its classifier and its exports reader),
-    for callers that hold a finder of their own."""
-    return {"classifier": source.classifier(defs), "exports": source.exports_reader()}
-
-
 # -- the session -----------------------------------------------------------------------------------
 
 
@@ -190,12 +186,9 @@ class NetworkOptions:
     ``on_retry``: told each retry as it is scheduled."""
 
     cache_dir: Path
-    timeout: float = 30.0
-    allow_insecure_hosts: tuple[str, ...] = ()
+    fetch: FetchSettings = field(default_factory=FetchSettings)  # the fetcher's, its transport's and the range child's settings
     progress: Callable[[str], None] | None = None
     on_retry: Callable[[str], None] | None = None
-    system_certs: bool = False  # --system-certs: the system trust store (truststore) instead of certifi's
-    scan_budget: int | None = None  # --scan-budget: most bytes read to scan one torch-tied wheel (None: the classifier's default)
 
 
 class Session:
@@ -262,13 +255,10 @@ class Session:
 
                 n = self.network
                 self._live = HttpFetcher(
+                    n.fetch,
                     cache=HttpCache(root, write_behind=True),  # written off the fetching threads, flushed at close
-                    timeout=n.timeout,
-                    allow_insecure_hosts=n.allow_insecure_hosts,
                     progress=n.progress,
                     on_retry=n.on_retry,
-                    system_certs=n.system_certs,
-                    scan_budget=n.scan_budget,
                 )
                 self._closing.append(self._live.close)
             return self._live
@@ -342,23 +332,4 @@ class Session:
         self.close()
 
 
-_CURRENT: ContextVar[Session | None] = ContextVar("resolve_gpu_stack_session", default=None)
-
-
-@contextmanager
-def command_session(make: Callable[[], Session]) -> Iterator[Session]:
-    """The session of the command run inside (``cli/app.py`` opens one per command): the current
-    one when there is one, else ``make()``'s, current until the block ends, then closed."""
-    current = _CURRENT.get()
-    if current is not None:
-        yield current
-        return
-    with make() as session:
-        token = _CURRENT.set(session)
-        try:
-            yield session
-        finally:
-            _CURRENT.reset(token)
-
-
-__all__ = ["NetworkOptions", "ResolveParts", "Session", "command_session", "parts_of", "resolve_parts"]
+__all__ = ["NetworkOptions", "ResolveParts", "Session", "resolve_parts"]

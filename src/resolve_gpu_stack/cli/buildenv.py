@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError, printable
 from . import options as O
 from . import settings as S
-from .assemble import Session, command_session
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from ..env.probe import Environment
     from ..model import LockPlan
     from ..net.download import DownloadProgress
-    from .assemble import ResolveParts
+    from .assemble import ResolveParts, Session
     from .options import ResolveOptions
 
 
@@ -48,6 +47,7 @@ def find_uv(uv: str | None, env: Mapping[str, str]) -> str:
 def build_context(
     options: ResolveOptions,
     env: Mapping[str, str],
+    session: Session,
     plan: LockPlan,
     defs: Definitions,
     *,
@@ -55,7 +55,8 @@ def build_context(
     environment: Environment | None = None,
     downloads: DownloadProgress | None = None,
 ) -> Iterator[BuildContext]:
-    """The ``BuildContext`` of ``plan``'s builds, its fetcher open for the block: ``uv``: ``--uv``
+    """The ``BuildContext`` of ``plan``'s builds through the command's ``session`` (its wheel cache,
+    its download fetcher, its resolve parts for the build requirements, open for the block): ``uv``: ``--uv``
     (None: the default uv); ``environment``: the probed target of ``install`` (its own torch is used,
     through a ``.pth``), None for a declared target (the kept torch's wheel is installed into the
     build environment); ``downloads``: the progress of its downloads (None: not shown)."""
@@ -65,11 +66,11 @@ def build_context(
     machine = build_machine(uv, env, plan)
     tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
     quiet = options.output.quiet
-    with command_session(lambda: Session(options.network)) as session, contextlib.ExitStack() as closing:
+    with contextlib.ExitStack() as closing:
         yield BuildContext(
             cache=session.wheel_cache(),
             machine=machine,
-            requirements=build_requirements(options, defs, plan, environment, closing),
+            requirements=build_requirements(options, session, defs, plan, environment, closing),
             target_tags=tags,
             abi=defs.abi,
             site_dirs=(environment.purelib, environment.platlib) if environment is not None else (),
@@ -103,7 +104,7 @@ def build_machine(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> Bui
 
 
 def build_requirements(
-    options: ResolveOptions, defs: Definitions, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
+    options: ResolveOptions, session: Session, defs: Definitions, plan: LockPlan, environment: Environment | None, closing: contextlib.ExitStack
 ) -> BuildRequirements:
     """The build environment's plan: the sdist's build requirements (torch taken out) resolved by
     our resolver for the target, FlashInfer left out, with the kept torch: kept as installed on a
@@ -140,8 +141,7 @@ def build_requirements(
             flashinfer=FlashInferChoice.parse("none"),
             with_=requested(tuple(requirements), "--with"),
         )
-        if not made:  # the command's session (as common.make_parts)
-            session = closing.enter_context(command_session(lambda: Session(options.network)))
+        if not made:  # from the command's session (as common.make_parts)
             parts = session.resolve_parts(defs, snapshot=options.sources.snapshot, live_fallback=options.sources.live_fallback)
             made.append(closing.enter_context(parts))
         return made[0].resolve(request)

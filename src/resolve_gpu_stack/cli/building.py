@@ -11,11 +11,19 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..env.probe import Environment
     from ..model import LockPlan
+    from .assemble import Session
     from .options import ResolveOptions
 
 
 def build_plan_of(
-    options: ResolveOptions, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, uv: str | None = None, environment: Environment | None = None
+    options: ResolveOptions,
+    env: Mapping[str, str],
+    session: Session,
+    plan: LockPlan,
+    defs: Definitions,
+    *,
+    uv: str | None = None,
+    environment: Environment | None = None,
 ) -> LockPlan:
     """``plan`` with its build rows built (or found in the wheel cache). ``uv``: ``--uv`` (None: the
     default uv). ``environment``: the probed target of ``install`` (its own torch is used, through a
@@ -27,7 +35,10 @@ def build_plan_of(
 
     if not pending(plan):
         return plan
-    with download_progress(options.output) as downloads, build_context(options, env, plan, defs, uv=uv, environment=environment, downloads=downloads) as ctx:
+    with (
+        download_progress(options.output) as downloads,
+        build_context(options, env, session, plan, defs, uv=uv, environment=environment, downloads=downloads) as ctx,
+    ):
         return build_plan(plan, ctx)
 
 

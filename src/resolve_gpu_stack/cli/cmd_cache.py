@@ -28,6 +28,7 @@ from . import options as O
 
 if TYPE_CHECKING:
     from ..net.cache import Usage
+    from .assemble import Session
 
 DEFAULT_DAYS = 7.0
 
@@ -73,7 +74,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> CacheSettings:
     return CacheSettings(**O.command_fields(args, env), action=args.action, older_than=args.older_than)
 
 
-def run(settings: CacheSettings, env: Mapping[str, str]) -> int:
+def run(settings: CacheSettings, env: Mapping[str, str], session: Session) -> int:
     from ..net import cache
 
     root, action = settings.network.cache_dir, settings.action

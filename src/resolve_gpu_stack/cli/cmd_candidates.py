@@ -6,10 +6,14 @@ import argparse
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import common
 from . import options as O
 from . import settings as S
+
+if TYPE_CHECKING:
+    from .assemble import Session
 
 _HELP = {
     "torch": "PyTorch channel for pytorch-index packages: nightly (default), test, stable (installed or a version: its channel)",
@@ -38,7 +42,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> CandidatesSettings
     return CandidatesSettings(**O.resolve_fields(args, env), package=args.package)
 
 
-def run(settings: CandidatesSettings, env: Mapping[str, str]) -> int:
+def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) -> int:
     from ..index.parse import parse_metadata
     from ..model import IndexFile
     from ..model.abi import AbiVerdict
@@ -54,7 +58,7 @@ def run(settings: CandidatesSettings, env: Mapping[str, str]) -> int:
     defs = common.definitions(settings.sources, env)
     target, _ = common.target_of(settings.typed, env)
     torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
-    with common.make_parts(settings.network, settings.sources, defs) as parts:
+    with common.make_parts(session, settings.sources, defs) as parts:
 
         def verdict(file: IndexFile) -> AbiVerdict | None:
             """A compiled wheel judged as the resolver judges it: what it imports, against the target's torch."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..lock.check import Checked, Expected, Finding
     from ..lock.locked import LockedFile
     from ..model import LockPlan
-    from .assemble import ResolveParts
+    from .assemble import ResolveParts, Session
     from .config import ProjectConfig, TargetConfig
 
     Judged = tuple[Checked, Expected | None]  # a lock file checked offline, and what the config says it is made from
@@ -97,7 +97,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> CheckSettings:
     )
 
 
-def run(settings: CheckSettings, env: Mapping[str, str]) -> int:
+def run(settings: CheckSettings, env: Mapping[str, str], session: Session) -> int:
     from ..data.definitions import load_definitions
     from .config import discover_config, effective
 
@@ -116,7 +116,7 @@ def run(settings: CheckSettings, env: Mapping[str, str]) -> int:
     today = settings.today or dt.date.today()
     findings, results = _check_files(files, today, bundled, locks)
     findings += _against_siblings(results, config, today, bundled, locks)
-    findings += _against_index(settings, config, results, bundled, env)
+    findings += _against_index(settings, config, results, bundled, env, session)
     findings += _check_uv_projects(projects, bundled)
     count = len(files) + len(projects)
     if settings.output.format == "json":
@@ -181,11 +181,11 @@ def _check_uv_projects(projects: list[tuple[Path, Path]], bundled: Definitions) 
 
 
 def _uv_sync_findings(pyproject: Path) -> list[Finding]:
-    """Warnings on what `uv sync` would do to the project's .venv beyond the plan (see ``cmd_export.uv_sync_warnings``)."""
+    """Warnings on what `uv sync` would do to the project's .venv beyond the plan (see ``uvsync.uv_sync_warnings``)."""
     from ..data.toml import read_text
     from ..lock.check import WARNING, Finding
     from ..lock.uvproject import read_export
-    from .cmd_export import uv_sync_warnings
+    from .uvsync import uv_sync_warnings
 
     try:
         record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
@@ -350,7 +350,7 @@ def _recorded_command(path: Path, locks: Locks) -> str | None:
 
 
 def _against_index(
-    settings: CheckSettings, config: ProjectConfig | None, results: Sequence[Judged], bundled: Definitions, env: Mapping[str, str]
+    settings: CheckSettings, config: ProjectConfig | None, results: Sequence[Judged], bundled: Definitions, env: Mapping[str, str], session: Session
 ) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
     from ..lock.check import ERROR, Finding
@@ -367,7 +367,7 @@ def _against_index(
                 hint="fix 'snapshot' in the config, or record it with `resolve-gpu-stack snapshot`",
             )
         ]
-    return _verify(settings, env, config, results, pylocks, bundled)
+    return _verify(settings, env, session, config, results, pylocks, bundled)
 
 
 def _is_pylock(checked: Checked) -> bool:
@@ -382,6 +382,7 @@ def _pylock_plan(checked: Checked) -> LockPlan | None:
 def _verify(
     settings: CheckSettings,
     env: Mapping[str, str],
+    session: Session,
     config: ProjectConfig,
     results: Sequence[Judged],
     pylocks: Sequence[tuple[Path, LockPlan]],
@@ -393,7 +394,7 @@ def _verify(
 
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env, bundled)
-    with common.make_parts(settings.network, settings.sources, defs, snapshot=config.snapshot) as parts:
+    with common.make_parts(session, settings.sources, defs, snapshot=config.snapshot) as parts:
         # offline: parse only the rows the locks use; online: full pages, shared with the re-resolve
         lookup = finder_lookup(parts.finder) if settings.online else listed_lookup(parts.finder, [plan for _, plan in pylocks])
         out = [f for path, plan in pylocks for f in verify_files(path, plan, lookup, source=source)]

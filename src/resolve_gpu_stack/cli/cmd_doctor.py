@@ -25,6 +25,7 @@ from . import settings as S
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..env.doctor import Check, GpuQuery, ImportResult
+    from .assemble import Session
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
 _API_SENTINEL = "RESOLVE-GPU-STACK-DOCTOR-API:"
@@ -92,7 +93,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
     return DoctorSettings(**O.command_fields(args, env), typed=S.typed(args), nvidia_smi=args.nvidia_smi, timeout=args.import_timeout)
 
 
-def run(settings: DoctorSettings, env: Mapping[str, str]) -> int:
+def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> int:
     from ..data.definitions import load_definitions
     from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
     from ..env.buildmachine import has_cuda_driver

@@ -12,23 +12,24 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import shlex
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
-from ..urls import redact_url
 from . import common
 from . import options as O
 from . import settings as S
+from .targets import discover_configured, own_target, selected_targets, source_words
+from .uvsync import uv_sync_warnings
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..lock.uvproject import ExportTarget
+    from .assemble import Session
     from .config import ProjectConfig
 
 PYPROJECT = "pyproject.toml"
@@ -75,7 +76,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
     return ExportSettings(**O.resolve_fields(args, env), project=args.project, dry_run=args.dry_run, configured=O.config_options(args))
 
 
-def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
+def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> int:
     from ..data.toml import read_text
     from ..lock.files import write_texts
     from ..lock.uvproject import apply_tables, parse_project, uv_tables
@@ -90,7 +91,7 @@ def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
         )
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
-    targets, command, defs = _plans(config, settings, env) if config is not None else _flags_plan(settings, env)
+    targets, command, defs = _plans(config, settings, env, session) if config is not None else _flags_plan(settings, env, session)
     applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
     quiet = settings.output.quiet
     if not quiet:
@@ -122,74 +123,34 @@ def run(settings: ExportSettings, env: Mapping[str, str]) -> int:
     return 0
 
 
-def uv_sync_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
-    """What `uv sync` in the project ``folder`` would do to the environment that holds the kept torch,
-    beyond the plan: a ``.python-version`` for another Python than the plan's makes it replace the
-    whole ``.venv`` (torch with it); a torch there installed from a file (``direct_url.json``) is
-    reinstalled from the index at the same version (its files change)."""
-    out = _python_pin_warnings(folder, pythons)
-    for record in sorted((folder / ".venv").glob("lib/python*/site-packages/torch-*.dist-info/direct_url.json")):
-        try:
-            url = json.loads(record.read_text()).get("url", "")
-        except (OSError, ValueError, AttributeError):
-            url = ""
-        version = record.parent.name.removeprefix("torch-").removesuffix(".dist-info")
-        out.append(
-            f"torch {version} in {common.shown(folder / '.venv')} was installed from a file ({redact_url(str(url)) or 'direct_url.json'}): `uv sync` "
-            "reinstalls it from the plan's index, the same version with other files; let it, or keep this environment out of `uv sync`"
-        )
-    return out
-
-
-def _python_pin_warnings(folder: Path, pythons: Collection[str]) -> list[str]:
-    """A ``.python-version`` in ``folder`` for another Python than the plan's: `uv sync` would
-    replace the whole ``.venv``."""
-    minors = {".".join(p.split(".")[:2]) for p in pythons}
-    pin = folder / ".python-version"
-    try:
-        pinned = pin.read_text().strip().splitlines()[0].strip() if pin.is_file() else ""
-    except (OSError, UnicodeDecodeError, IndexError):
-        pinned = ""
-    if not pinned or not minors or any(pinned == m or pinned.startswith(m + ".") for m in minors):
-        return []
-    return [
-        f"{common.shown(pin)} asks for Python {pinned}, the plan is for Python {', '.join(sorted(minors))}: `uv sync` would make a new "
-        f".venv for {pinned}, replacing the whole environment, the kept torch with it; pin the plan's Python first: `uv python pin {sorted(minors)[0]}`"
-    ]
-
-
 def _config(settings: ExportSettings) -> ProjectConfig | None:
     """The config whose targets to export, or None: one plan from the flags (as ``lock`` decides)."""
-    from .cmd_lock import discover_configured, own_target
-
     if own_target(settings.typed) and not settings.configured.asked:
         return None
     return discover_configured(settings.configured)
 
 
-def _flags_plan(settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+def _flags_plan(settings: ExportSettings, env: Mapping[str, str], session: Session) -> tuple[list[ExportTarget], str, Definitions]:
     """The plan of the flags, the command that exports it again, the definitions it was resolved with."""
     from ..lock.uvproject import ExportTarget
-    from .cmd_lock import source_words
 
-    plan, defs = common.run_resolve(settings, env)
+    plan, defs = common.run_resolve(settings, env, session)
     words = [*S.words(settings.typed.raw), *source_words(settings.sources)]
     return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)]), defs
 
 
-def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, str]) -> tuple[list[ExportTarget], str, Definitions]:
+def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, str], session: Session) -> tuple[list[ExportTarget], str, Definitions]:
     """Every selected target's plan through one finder (the first target without a plan fails the
     export: nothing is written, a project's tables are all or nothing), the command that exports
     them again, the definitions they were resolved with."""
     from ..lock.uvproject import ExportTarget
-    from .cmd_lock import selected_targets
     from .config import resolve_definitions, resolve_request
 
     names = settings.configured.targets
     config, targets, extra = selected_targets(config, settings, names)
     defs = resolve_definitions(config, env)
     out = []
-    with common.make_parts(settings.network, settings.sources, defs, snapshot=config.snapshot) as parts:
+    with common.make_parts(session, settings.sources, defs, snapshot=config.snapshot) as parts:
         for target in targets:
             try:
                 out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))

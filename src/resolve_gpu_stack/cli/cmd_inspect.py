@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..index.wheelscan import MemberScan, WheelScan
     from ..model import IndexFile, Target
     from ..model.abi import AbiVerdict, MemberAbi, WheelAbi
-    from .assemble import ResolveParts
+    from .assemble import ResolveParts, Session
 
 INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
 SHOWN = 3
@@ -62,14 +62,14 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> InspectSettings:
     return InspectSettings(**O.resolve_fields(args, env), wheel=args.wheel)
 
 
-def run(settings: InspectSettings, env: Mapping[str, str]) -> int:
+def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> int:
     from ..model.request import TORCH
 
     cuda = S.parse({"cuda": settings.typed.raw_of("cuda")})["cuda"]  # through the settings table: a bad --cuda is a usage error
     target, _ = common.target_of(settings.typed, env)
     wheel = settings.wheel
     defs = common.definitions(settings.sources, env, need_pypi="==" in wheel and "://" not in wheel)
-    with common.make_parts(settings.network, settings.sources, defs) as parts:
+    with common.make_parts(session, settings.sources, defs) as parts:
         source, name, scan, abi, cost, requires = _read(wheel, parts, target)
         torch = target.installed.get(TORCH)
         verdict = parts.judge(name, abi, requires, target, cuda) if torch is not None else None

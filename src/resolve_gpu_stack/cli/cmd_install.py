@@ -20,7 +20,7 @@ from ..errors import UsageError, WheelNotCached
 from . import common
 from . import options as O
 from . import settings as S
-from .downloads import download_fetcher, download_progress, find_uv, wheel_cache
+from .downloads import download_progress, find_uv
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..env.probe import Environment
     from ..model import LockPlan
     from ..net.wheelcache import WheelCache
+    from .assemble import Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,9 +104,9 @@ def interpreter_of(settings: InstallSettings, env: Mapping[str, str]) -> str:
     return value
 
 
-def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
+def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> int:
     if settings.lock is not None or settings.force_target:
-        return run_lock(settings, env)
+        return run_lock(settings, env, session)
     from ..env.install import preview_plan
     from ..env.probe import start_probe
     from ..model import Action
@@ -118,11 +119,11 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
     # environment (uv's dry run and the check after the install still see the environment as it is).
     probe = start_probe(python)
     try:
-        plan, defs = common.run_resolve(settings, env, probe=probe)
+        plan, defs = common.run_resolve(settings, env, session, probe=probe)
     finally:
         probe.close()
     plan = _gate_installed(plan, defs, probe.result())
-    cache = wheel_cache(settings.network)
+    cache = session.wheel_cache()
     if settings.dry_run:
         emit_report(settings.output, preview_plan(plan, python=python, wheel_cache=cache))
         if not settings.output.quiet and any(p.action is Action.BUILD for p in plan.packages):
@@ -140,28 +141,29 @@ def run(settings: InstallSettings, env: Mapping[str, str]) -> int:
     if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)
         from .building import build_plan_of
 
-        plan = build_plan_of(settings, env, plan, defs, uv=settings.uv, environment=probe.result())
+        plan = build_plan_of(settings, env, session, plan, defs, uv=settings.uv, environment=probe.result())
     if not built and _uv_downloads(settings, plan, defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
         # (a temporary pylock, as `install --lock` does), after its dry run is checked.
         from ..env.confirm import Confirming
         from ..env.lockinstall import install_plan_via_uv
 
-        with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
+        fetcher = session.download_fetcher(defs)
+        with download_progress(settings.output) as progress:
             report = install_plan_via_uv(
                 plan,
                 python=python,
                 uv=uv,
                 environment=probe.result(),
                 wheel_cache=cache,
-                insecure=settings.network.allow_insecure_hosts,
+                insecure=settings.network.fetch.transport.allow_insecure_hosts,
                 env=env,
                 command=_command(),
                 confirming=Confirming(defs=defs, wheel_cache=cache, fetcher=fetcher, progress=progress),
             )
     else:
         try:
-            report = _install_downloaded(settings, env, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
+            report = _install_downloaded(settings, env, session, plan, defs, python=python, uv=uv, cache=cache, environment=probe.result())
         except WheelNotCached as err:
             raise WheelNotCached(err.url, err.cause, hint=f"{err.hint}; or {_lock_route(snapshot, python)}") from None
     emit_report(settings.output, report)
@@ -213,7 +215,16 @@ def _command() -> str:
 
 
 def _install_downloaded(
-    settings: InstallSettings, env: Mapping[str, str], plan: LockPlan, defs: Definitions, *, python: str, uv: str, cache: WheelCache, environment: Environment
+    settings: InstallSettings,
+    env: Mapping[str, str],
+    session: Session,
+    plan: LockPlan,
+    defs: Definitions,
+    *,
+    python: str,
+    uv: str,
+    cache: WheelCache,
+    environment: Environment,
 ) -> InstallReport:
     """The plan's wheels downloaded and verified by us (hashes filled in, ``-o`` written), then installed."""
     from ..env.install import install_plan
@@ -222,7 +233,8 @@ def _install_downloaded(
 
     offline = settings.sources.downloads_off
     lock_path = None
-    with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
+    fetcher = session.download_fetcher(defs)
+    with download_progress(settings.output) as progress:
         plan = fill_hashes(plan, cache=cache, fetcher=fetcher, progress=progress, offline=offline)
         if settings.write_lock is not None:
             lock_path = str(write_lock(plan, settings.write_lock, command=_command()))
@@ -392,7 +404,7 @@ def lock_conflicts(settings: InstallSettings) -> list[str]:
     return typed + [flag for flag, given in other if given]
 
 
-def run_lock(settings: InstallSettings, env: Mapping[str, str]) -> int:
+def run_lock(settings: InstallSettings, env: Mapping[str, str], session: Session) -> int:
     """``install --lock PYLOCK [--force-target]``."""
     from ..data.definitions import load_definitions
     from ..env.lockinstall import install_lock
@@ -410,18 +422,17 @@ def run_lock(settings: InstallSettings, env: Mapping[str, str]) -> int:
         raise UsageError(f"--lock {lock}: no such file", hint="pass a pylock.<name>.toml written by `resolve-gpu-stack lock` or `wheelhouse`")
     python = interpreter_of(settings, env)
     uv = find_uv(settings.uv, env)
-    cache = wheel_cache(settings.network)
     defs = load_definitions()
-    with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output, dry_run=settings.dry_run) as progress:
+    with download_progress(settings.output, dry_run=settings.dry_run) as progress:
         report = install_lock(
             lock,
             python=python,
             uv=uv,
-            wheel_cache=cache,
+            wheel_cache=session.wheel_cache(),
             defs=defs,
             dry_run=settings.dry_run,
             force_target=settings.force_target,
-            fetcher=fetcher,
+            fetcher=session.download_fetcher(defs),
             progress=progress,
             env=env,
         )

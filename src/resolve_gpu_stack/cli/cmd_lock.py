@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,12 +28,12 @@ from ..errors import CrawlError, ResolveGpuStackError, UsageError, WheelNotCache
 from ..urls import redact_url
 from . import common
 from . import options as O
-from . import settings as S
+from .targets import discover_configured, own_target, selected_targets
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..model import LockPlan
-    from .assemble import ResolveParts
+    from .assemble import ResolveParts, Session
     from .config import ProjectConfig, TargetConfig
 
 
@@ -89,9 +88,9 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> LockSettings:
     )
 
 
-def run(settings: LockSettings, env: Mapping[str, str]) -> int:
+def run(settings: LockSettings, env: Mapping[str, str], session: Session) -> int:
     config = _config_to_lock(settings)
-    return lock_targets(config, settings, env) if config is not None else _run_single(settings, env)
+    return lock_targets(config, settings, env, session) if config is not None else _run_single(settings, env, session)
 
 
 def _config_to_lock(settings: LockSettings) -> ProjectConfig | None:
@@ -116,53 +115,34 @@ def _config_to_lock(settings: LockSettings) -> ProjectConfig | None:
     return config
 
 
-def own_target(typed: S.TypedSettings) -> bool:
-    """--python/--platform/--installed: the flags describe a target of their own (``lock``, ``export``)."""
-    return any(typed.get(name) for name in ("python", "platform", "installed"))
-
-
-def discover_configured(configured: O.ConfigOptions) -> ProjectConfig | None:
-    """The config ``--config`` names, else the nearest one; None without one, unless ``--target``
-    names a configured target (a usage error then)."""
-    from .config import discover_config
-
-    config = discover_config(configured.config)
-    if config is None and configured.targets:
-        raise UsageError(
-            "--target names a configured target, but no config was found",
-            hint="add [tool.resolve-gpu-stack] to pyproject.toml (or a gpu-stack.toml), or pass --config FILE",
-        )
-    return config
-
-
 # -- one plan from flags ---------------------------------------------------------------------------
 
 
-def _run_single(settings: LockSettings, env: Mapping[str, str]) -> int:
+def _run_single(settings: LockSettings, env: Mapping[str, str], session: Session) -> int:
     from .downloads import check_output_names
 
     check_output_names(settings.outputs)  # a bad name fails before anything is resolved
-    plan, defs = common.run_resolve(settings, env)
+    plan, defs = common.run_resolve(settings, env, session)
     if not settings.outputs:
         common.emit_plan(settings.output, plan)
         return 0
     command = common.command_line(sys.argv[1:] if sys.argv[1:] else ["lock"])
-    _write_outputs(settings, env, plan, defs, settings.outputs, command=command)
+    _write_outputs(settings, env, session, plan, defs, settings.outputs, command=command)
     return 0
 
 
 def _write_outputs(
-    settings: LockSettings, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str, label: str = ""
+    settings: LockSettings, env: Mapping[str, str], session: Session, plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str, label: str = ""
 ) -> None:
     """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
     from ..lock.files import write_texts
 
-    written = write_texts(_rendered(settings, env, plan, defs, paths, command=command))
+    written = write_texts(_rendered(settings, env, session, plan, defs, paths, command=command))
     _say_written(written, label, quiet=settings.output.quiet)
 
 
 def _rendered(
-    settings: LockSettings, env: Mapping[str, str], plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str
+    settings: LockSettings, env: Mapping[str, str], session: Session, plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str
 ) -> list[tuple[Path, str]]:
     """(path, text) of each output; nothing is written yet. Folders are created here. ``settings.sources.snapshot``
     is the snapshot the plan was resolved from, if any."""
@@ -174,17 +154,17 @@ def _rendered(
             raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
     from .building import build_plan_of
 
-    plan = build_plan_of(settings, env, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
+    plan = build_plan_of(settings, env, session, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
         if not settings.allow_synthetic:  # before any download: no download makes a stand-in digest real
             refuse_synthetic(plan.packages, settings.sources.snapshot, doing="lock")
         try:
-            plan = fill_plan_hashes(settings, plan, defs)
+            plan = fill_plan_hashes(settings, session, plan, defs)
         except WheelNotCached as err:  # a PyTorch nightly row has no sha256 on its index: a pylock needs the wheel once
-            raise _every_uncached(settings, plan, err) from None
-        plan = _learn_kept_hashes(settings, plan, defs)
+            raise _every_uncached(session, plan, err) from None
+        plan = _learn_kept_hashes(settings, session, plan, defs)
         if settings.sources.snapshot is not None:
-            plan = _placed(settings, plan, defs)
+            plan = _placed(settings, session, plan, defs)
     texts = [(path, render_lock(plan, path, command=command)) for path in paths]
     texts += _overrides_texts(plan, paths, command=command)
     for path, _ in texts:
@@ -212,13 +192,12 @@ def _overrides_texts(plan: LockPlan, paths: Sequence[Path], *, command: str) -> 
     return out
 
 
-def _every_uncached(settings: LockSettings, plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
+def _every_uncached(session: Session, plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
     """The error of a pylock that needs wheels the wheel cache lacks while downloads are off (a
     snapshot replay): every such wheel named (not only the first met), and the routes that work."""
     from ..net.download import fetch_verified, files_to_fetch
-    from .downloads import wheel_cache
 
-    cache = wheel_cache(settings.network)
+    cache = session.wheel_cache()
     missing = []
     for pkg in files_to_fetch(plan):
         if pkg.sha256:
@@ -236,7 +215,7 @@ def _every_uncached(settings: LockSettings, plan: LockPlan, err: WheelNotCached)
     )
 
 
-def _placed(settings: LockSettings, plan: LockPlan, defs: Definitions) -> LockPlan:
+def _placed(settings: LockSettings, session: Session, plan: LockPlan, defs: Definitions) -> LockPlan:
     """A plan replayed from a snapshot names PyPI files by PyPI's own layout (``/packages/...``
     below the host of the configured PyPI). A configured PyPI whose simple API is not at
     ``/simple/`` (devpi's ``/root/pypi/+simple/``, Artifactory's ``/api/pypi/NAME/simple``) lays
@@ -254,7 +233,7 @@ def _placed(settings: LockSettings, plan: LockPlan, defs: Definitions) -> LockPl
         return plan
     if not any(p.index == "pypi" and p.url for p in plan.packages):
         return plan
-    with common.make_parts(settings.network, settings.sources, defs, live=True) as parts:
+    with common.make_parts(session, settings.sources, defs, live=True) as parts:
         placement = place_files(plan, listed_lookup(parts.finder, [plan]), index="pypi")
     if not placement.unplaced:
         return placement.plan
@@ -269,7 +248,7 @@ def _placed(settings: LockSettings, plan: LockPlan, defs: Definitions) -> LockPl
     return replace(placement.plan, notes=(*placement.plan.notes, note))
 
 
-def _learn_kept_hashes(settings: LockSettings, plan: LockPlan, defs: Definitions) -> LockPlan:
+def _learn_kept_hashes(settings: LockSettings, session: Session, plan: LockPlan, defs: Definitions) -> LockPlan:
     """The plan with a sha256 for each kept package whose index row has none (a nightly torch or
     triton), learned once through the wheel cache (downloaded when online; with --snapshot only a
     cached wheel counts). Listed at its installed version and hash, uv finds a kept package
@@ -280,15 +259,15 @@ def _learn_kept_hashes(settings: LockSettings, plan: LockPlan, defs: Definitions
     from ..model import Action
     from ..net.download import fetch_verified
     from ..net.wheelcache import FetchedWheel
-    from .downloads import download_fetcher, download_progress, wheel_cache
+    from .downloads import download_progress
 
     missing = [(p, url) for p in plan.packages if p.action is Action.KEEP and (url := p.url) and not p.sha256]
     if not missing:
         return plan
     offline = settings.sources.downloads_off
-    cache = wheel_cache(settings.network)
+    cache, fetcher = session.wheel_cache(), session.download_fetcher(defs)
     learned: dict[str, FetchedWheel] = {}
-    with download_fetcher(settings.network, defs) as fetcher, download_progress(settings.output) as progress:
+    with download_progress(settings.output) as progress:
         for pkg, url in missing:
             try:
                 learned[pkg.name] = fetch_verified(
@@ -341,32 +320,7 @@ def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False)
 # -- every configured target -----------------------------------------------------------------------
 
 
-def source_words(sources: O.SourceOptions, config: ProjectConfig | None = None) -> list[str]:
-    """The --snapshot/--index words of the command line, as a regenerate command records them
-    (a snapshot relative to the config's folder, when there is a config)."""
-    words: list[str] = []
-    if sources.snapshot is not None:
-        words += ["--snapshot", config.relative(sources.snapshot.resolve()) if config is not None else str(sources.snapshot)]
-    for flag, items in (("--index", sources.indexes), ("--package-index", sources.package_indexes)):
-        for item in items:
-            name, _, url = item.partition("=")
-            words += [flag, f"{name}={redact_url(url)}"]
-    return words
-
-
-def selected_targets(config: ProjectConfig, options: O.ResolveOptions, names: Sequence[str]) -> tuple[ProjectConfig, list[TargetConfig], str]:
-    """(the config with --snapshot/--index applied, the targets ``names`` (--target) select with the
-    typed settings over theirs, the command-line words a regenerate command repeats)."""
-    from .config import effective, with_overrides
-
-    overrides = options.typed.raw  # the settings the user typed win over the config's
-    sources = options.sources
-    config = effective(config, snapshot=sources.snapshot, indexes=common.index_overrides(sources), package_indexes=common.package_index_overrides(sources))
-    targets = [with_overrides(t, overrides) for t in config.select(names)]
-    return config, targets, " ".join(map(shlex.quote, [*S.words(overrides), *source_words(sources, config)]))
-
-
-def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str, str]) -> int:
+def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str, str], session: Session) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
     from ..data.definitions import load_definitions
     from .config import resolve_definitions
@@ -379,10 +333,10 @@ def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str
     settings = dataclasses.replace(settings, sources=dataclasses.replace(settings.sources, snapshot=config.snapshot))  # the config's, unless --snapshot
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
-    with common.make_parts(settings.network, settings.sources, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
+    with common.make_parts(session, settings.sources, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL
         for target in targets:
             command = " ".join(w for w in (config.regenerate_command(target), extra) if w)
-            texts = _lock_one(config, target, parts, settings, env, command, bundled)
+            texts = _lock_one(config, target, parts, settings, env, session, command, bundled)
             failed += texts is None
             if texts is not None:
                 staged.append((f"{target.name}: ", texts))
@@ -414,7 +368,14 @@ def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet
 
 
 def _lock_one(
-    config: ProjectConfig, target: TargetConfig, parts: ResolveParts, settings: LockSettings, env: Mapping[str, str], command: str, bundled: Definitions
+    config: ProjectConfig,
+    target: TargetConfig,
+    parts: ResolveParts,
+    settings: LockSettings,
+    env: Mapping[str, str],
+    session: Session,
+    command: str,
+    bundled: Definitions,
 ) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
     from dataclasses import replace
@@ -426,10 +387,10 @@ def _lock_one(
     try:
         from .sources import with_sources  # build = ["NAME @ URL"]: the trees fetched
 
-        plan = parts.resolve(with_sources(resolve_request(target), settings, env, O.say, defs=parts.defs))
+        plan = parts.resolve(with_sources(resolve_request(target), settings, env, session, O.say, defs=parts.defs))
         inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
-        return _rendered(settings, env, plan, parts.defs, target.outputs, command=command)
+        return _rendered(settings, env, session, plan, parts.defs, target.outputs, command=command)
     except (CrawlError, WriteError):
         raise
     except ResolveGpuStackError as err:

@@ -7,9 +7,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import common
 from . import options as O
+
+if TYPE_CHECKING:
+    from .assemble import Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,15 +39,14 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> SnapshotSettings:
     return SnapshotSettings(**O.resolve_fields(args, env), folder=args.output, exclude_newer=args.exclude_newer)
 
 
-def run(settings: SnapshotSettings, env: Mapping[str, str]) -> int:
+def run(settings: SnapshotSettings, env: Mapping[str, str], session: Session) -> int:
     from ..net.snapshot import FileCut
 
     defs = common.definitions(settings.sources, env, replay=False)
     target, _ = common.target_of(settings.typed, env)
     cut = FileCut(frozenset({target.python_version}), frozenset({target.machine}))  # PyPI pages: only files for the recorded targets
-    with common.command_session(settings.network) as session:
-        recorder = session.recording(defs, settings.folder, extend=settings.sources.snapshot, exclude_newer=settings.exclude_newer, cut=cut)
-        plan, _ = common.run_resolve(settings, env, fetcher=recorder, defs=defs)
+    recorder = session.recording(defs, settings.folder, extend=settings.sources.snapshot, exclude_newer=settings.exclude_newer, cut=cut)
+    plan, _ = common.run_resolve(settings, env, session, fetcher=recorder, defs=defs)
     common.emit_plan(settings.output, plan)
     print(f"recorded {recorder.recorded} pages and metadata files into {settings.folder}", file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ from . import options as O
 
 if TYPE_CHECKING:
     from ..env.wheelhouse import WheelhouseReport
+    from .assemble import Session
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,9 +115,9 @@ def _base_url_parts(url: str) -> tuple[SplitResult, str | None]:
 _EXAMPLE = "e.g. --base-url https://mirror.example/wheelhouse"
 
 
-def run(settings: WheelhouseSettings, env: Mapping[str, str]) -> int:
+def run(settings: WheelhouseSettings, env: Mapping[str, str], session: Session) -> int:
     from ..env.wheelhouse import export_wheelhouse
-    from .downloads import download_fetcher, download_progress, wheel_cache
+    from .downloads import download_progress
 
     base_url = check_base_url(settings.base_url)
     output = settings.folder.absolute()
@@ -129,10 +130,16 @@ def run(settings: WheelhouseSettings, env: Mapping[str, str]) -> int:
             f"{settings.folder} holds a lock given to export; the wheelhouse rewrites its locks there",
             hint="export the locks CI wrote (elsewhere) into the wheelhouse folder",
         )
-    cache = wheel_cache(settings.network)
-    with download_fetcher(settings.network) as fetcher, download_progress(settings.output) as progress:
+    with download_progress(settings.output) as progress:
         report = export_wheelhouse(
-            locks, output, wheel_cache=cache, fetcher=fetcher, base_url=base_url, progress=progress, offline=settings.offline, prune=settings.prune
+            locks,
+            output,
+            wheel_cache=session.wheel_cache(),
+            fetcher=session.download_fetcher(),
+            base_url=base_url,
+            progress=progress,
+            offline=settings.offline,
+            prune=settings.prune,
         )
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -12,7 +12,7 @@ import logging
 import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..model.request import ResolveRequest
     from ..model.target import Target
     from ..net.source import Source
-    from .assemble import NetworkOptions, ResolveParts, Session
+    from .assemble import ResolveParts, Session
     from .options import OutputOptions, ResolveOptions, SourceOptions
 
 
@@ -114,29 +114,17 @@ def replay_pypi_url(env: Mapping[str, str]) -> str:
         return placeholder
 
 
-def command_session(network: NetworkOptions) -> AbstractContextManager[Session]:
-    """The session of the command being run (``app.py`` opens one per command); outside a command,
-    one made with ``network`` for the block, closed when it ends."""
-    from .assemble import Session
-    from .assemble import command_session as current_or
-
-    return current_or(lambda: Session(network))
-
-
 @contextmanager
 def make_parts(
-    network: NetworkOptions, sources: SourceOptions, defs: Definitions, *, snapshot: Path | None = None, fetcher: Source | None = None, live: bool = False
+    session: Session, sources: SourceOptions, defs: Definitions, *, snapshot: Path | None = None, fetcher: Source | None = None, live: bool = False
 ) -> Iterator[ResolveParts]:
-    """A resolve's parts (``assemble.ResolveParts``) from the command's session: over ``fetcher``
+    """A resolve's parts (``assemble.ResolveParts``) from the command's ``session``: over ``fetcher``
     when given; live when ``live``; else the replay of ``snapshot`` (else ``--snapshot``), with what
     it lacks fetched live under ``--live-fallback``; else live, the HTTP cache then keeping the
     computed plans (a replay is as fast as reusing). Use it in a ``with`` block."""
     if snapshot is None and not live:
         snapshot = sources.snapshot
-    with (
-        command_session(network) as session,
-        session.resolve_parts(defs, source=fetcher, snapshot=snapshot, live_fallback=sources.live_fallback) as parts,
-    ):
+    with session.resolve_parts(defs, source=fetcher, snapshot=snapshot, live_fallback=sources.live_fallback) as parts:
         yield parts
 
 
@@ -182,9 +170,10 @@ def _is_own(prefix: str) -> bool:
         return False
 
 
-def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = None, defs: Definitions | None = None) -> ResolveRequest:
+def request_of(options: ResolveOptions, env: Mapping[str, str], session: Session, probe: Any = None, defs: Definitions | None = None) -> ResolveRequest:
     """The request of the settings typed, the table's defaults for the rest (``probe``: see ``target_of``;
-    ``defs``: the indexes a dynamic source tree's build environment is made from)."""
+    ``defs``: the indexes a dynamic source tree's build environment is made from); a ``--build 'NAME @ URL'``
+    tree fetched through the command's ``session``."""
     typed = {name: raw for name, raw in options.typed.raw.items() if S.BY_NAME[name].on_request}
     values = {**S.defaults(), **S.parse(typed)}
     target, requires = target_of(options.typed, env, probe, for_plan=True)
@@ -194,7 +183,7 @@ def request_of(options: ResolveOptions, env: Mapping[str, str], probe: Any = Non
     from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
     environment = probe.result() if probe is not None and request.target.interpreter is not None else None
-    return with_sources(request, options, env, say, defs=defs or definitions(options.sources, env), environment=environment)
+    return with_sources(request, options, env, session, say, defs=defs or definitions(options.sources, env), environment=environment)
 
 
 def is_declared(typed: S.TypedSettings, env: Mapping[str, str]) -> bool:
@@ -213,13 +202,18 @@ def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def run_resolve(
-    options: ResolveOptions, env: Mapping[str, str], fetcher: Source | None = None, defs: Definitions | None = None, probe: ProbeRun | None = None
+    options: ResolveOptions,
+    env: Mapping[str, str],
+    session: Session,
+    fetcher: Source | None = None,
+    defs: Definitions | None = None,
+    probe: ProbeRun | None = None,
 ) -> tuple[LockPlan, Definitions]:
-    """(plan, definitions) for the settings, through the command's session (``fetcher``: a source it
-    made, e.g. a recorder; ``probe``: see ``target_of``)."""
+    """(plan, definitions) for the settings, through the command's ``session`` (``fetcher``: a source
+    it made, e.g. a recorder; ``probe``: see ``target_of``)."""
     defs = defs or definitions(options.sources, env)
-    request = request_of(options, env, probe, defs)
-    with make_parts(options.network, options.sources, defs, fetcher=fetcher) as parts:
+    request = request_of(options, env, session, probe, defs)
+    with make_parts(session, options.sources, defs, fetcher=fetcher) as parts:
         plan = parts.resolve(request)
     _warn_unused_without(options.output, request, plan)
     return plan, defs

@@ -1,6 +1,7 @@
 """What every command that downloads or installs shares, on its settings values: the uv to run, the
-wheel cache, THE HTTP fetcher for wheels, the download progress bar, and filling a plan's hashes. Used by
-``install``, ``install --lock``, ``lock``, ``wheelhouse`` and ``--build``; imports no command.
+download progress bar, and filling a plan's hashes through the command's session (its wheel cache
+and its one HTTP fetcher, ``assemble.Session``). Used by ``install``, ``install --lock``, ``lock``,
+``wheelhouse`` and ``--build``; imports no command.
 """
 
 from __future__ import annotations
@@ -20,25 +21,8 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..model import LockedPackage, LockPlan
     from ..net.download import DownloadProgress
-    from ..net.http import HttpFetcher
-    from ..net.wheelcache import WheelCache
-    from .assemble import NetworkOptions
+    from .assemble import Session
     from .options import OutputOptions, ResolveOptions
-
-
-def wheel_cache(network: NetworkOptions) -> WheelCache:
-    """The wheel cache of the command's session."""
-    with common.command_session(network) as session:
-        return session.wheel_cache()
-
-
-@contextmanager
-def download_fetcher(network: NetworkOptions, defs: Definitions | None = None) -> Iterator[HttpFetcher]:
-    """THE HTTP fetcher for wheels (install, install --lock, wheelhouse, --build): the session's
-    one fetcher (the network settings, retries reported as they happen), knowing the credentials of
-    the configured indexes (``defs``) when given. The session closes it, not this block."""
-    with common.command_session(network) as session:
-        yield session.download_fetcher(defs)
 
 
 @contextmanager
@@ -73,15 +57,15 @@ def download_progress(output: OutputOptions, *, dry_run: bool = False) -> Iterat
             bar.stop()
 
 
-def fill_plan_hashes(options: ResolveOptions, plan: LockPlan, defs: Definitions) -> LockPlan:
-    """``download.fill_hashes`` with the cache, network and progress settings of ``options``.
+def fill_plan_hashes(options: ResolveOptions, session: Session, plan: LockPlan, defs: Definitions) -> LockPlan:
+    """``download.fill_hashes`` through the ``session``'s wheel cache and download fetcher, with the progress settings of ``options``.
 
     With ``--snapshot`` (and no ``--live-fallback``) nothing is downloaded: only wheels already in the wheel cache count.
     """
     from ..net.download import fill_hashes
 
-    with download_fetcher(options.network, defs) as fetcher, download_progress(options.output) as progress:
-        return fill_hashes(plan, cache=wheel_cache(options.network), fetcher=fetcher, progress=progress, offline=options.sources.downloads_off)
+    with download_progress(options.output) as progress:
+        return fill_hashes(plan, cache=session.wheel_cache(), fetcher=session.download_fetcher(defs), progress=progress, offline=options.sources.downloads_off)
 
 
 def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
@@ -95,7 +79,7 @@ def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
             raise UsageError(f"-o {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
 
 
-__all__ = ["check_output_names", "download_fetcher", "download_progress", "fill_plan_hashes", "find_uv", "wheel_cache"]
+__all__ = ["check_output_names", "download_progress", "fill_plan_hashes", "find_uv"]
 
 
 def refuse_synthetic(packages: Iterable[LockedPackage], snapshot: Path | None, *, doing: str) -> None:

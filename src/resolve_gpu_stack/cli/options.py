@@ -68,22 +68,10 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_network_flags(g: argparse._ArgumentGroup) -> None:
-    """The cache and HTTP flags every command that downloads shares."""
+    """The cache and HTTP flags every command that downloads shares: the cache folder, then the
+    rows of the network settings table (``settings.NETWORK``)."""
     g.add_argument("--cache-dir", metavar="DIR", type=directory_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
-    g.add_argument("--allow-insecure-host", metavar="HOST", action="append", default=[], help="allow plain http:// to HOST (loopback is always allowed)")
-    g.add_argument("--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="per-request timeout (default 30)")
-    g.add_argument(
-        "--system-certs",
-        action="store_true",
-        help="verify https against the system trust store (the distribution's CA bundle on Linux, the OS verifier elsewhere) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
-    )
-    g.add_argument(
-        "--scan-budget",
-        type=byte_count,
-        default=None,
-        metavar="BYTES",
-        help="most bytes read to scan one compiled wheel tied to torch, to its members' dynamic sections (default 256M; K, M, G suffixes)",
-    )
+    S.add_network_flags(g)
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -111,30 +99,6 @@ def local_file(text: str) -> Path:
     if "://" in text:
         raise argparse.ArgumentTypeError(f"{redact_url(text)} is a URL; a local file is needed (download it first, e.g. `curl -fO URL`)")
     return absolute_path(text)
-
-
-def byte_count(text: str) -> int:
-    """``--scan-budget``: a positive number of bytes, with an optional K, M or G (binary) suffix."""
-    units = {"K": 2**10, "M": 2**20, "G": 2**30}
-    number, unit = (text[:-1], units[text[-1].upper()]) if text[-1:].upper() in units else (text, 1)
-    try:
-        value = int(number) * unit
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes (e.g. 268435456 or 256M)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of bytes")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """``--timeout``: a positive number of seconds (a usage error otherwise, exit 2)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of seconds")
-    return value
 
 
 # -- the groups ------------------------------------------------------------------------------------
@@ -228,12 +192,9 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
     output = output_options(args)
     return NetworkOptions(
         cache_dir=getattr(args, "cache_dir", None) or default_cache_dir(env),
-        timeout=getattr(args, "timeout", 30.0),
-        allow_insecure_hosts=tuple(getattr(args, "allow_insecure_host", None) or ()),
+        fetch=S.fetch_settings(args),
         progress=progress_printer(output),
         on_retry=retry_printer(output),
-        system_certs=getattr(args, "system_certs", False),
-        scan_budget=getattr(args, "scan_budget", None),
     )
 
 

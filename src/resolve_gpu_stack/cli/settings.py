@@ -13,13 +13,17 @@ text a user wrote into the model value. From this table, and nowhere else, come
 * the one builder ``values -> ResolveRequest``: ``build_request``.
 
 Adding a setting means adding one row here (and its field in ``ResolveRequest``).
+
+The network settings have a table of their own (``NETWORK``): each row a flag of every command that
+reads the network, and the field of the fetcher's frozen settings (``net/settings.py``) it sets;
+they are no config keys. Adding one means a row there, its field, and its use.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,6 +32,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from ..model.request import ResolveRequest
     from ..model.target import Target
+    from ..net.settings import FetchSettings
 
 Kind = Literal["str", "optional", "bool", "list"]
 
@@ -455,6 +460,97 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME: Mapping[str, Setting] = MappingProxyType({s.name: s for s in SETTINGS})
 BY_KEY: Mapping[str, Setting] = MappingProxyType({s.key: s for s in SETTINGS})
 TARGET_FLAGS = tuple(s.name for s in SETTINGS if s.group == TARGET_GROUP)
+
+
+# -- the network settings: what a command's fetcher, its transport and the range child are made of --
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``: a positive number of seconds (a usage error otherwise, exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of seconds")
+    return value
+
+
+def byte_count(text: str) -> int:
+    """``--scan-budget``: a positive number of bytes, with an optional K, M or G (binary) suffix."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    number, unit = (text[:-1], units[text[-1].upper()]) if text[-1:].upper() in units else (text, 1)
+    try:
+        value = int(number) * unit
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of bytes (e.g. 268435456 or 256M)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text}: must be a positive number of bytes")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkSetting:
+    """One network flag and the field of the fetcher's frozen settings it sets (``net/settings.py``):
+    a ``TransportSettings`` field (``into="transport"``: the range child gets it too) or a
+    ``FetchSettings`` one. Not typed: that value's default."""
+
+    name: str  # the field's name
+    into: Literal["transport", "fetch"]
+    flag: str
+    help: str
+    kind: Literal["value", "bool", "list"] = "value"
+    parse: Callable[[str], Any] = str  # argparse's ``type``: a bad value is a usage error (exit 2)
+    metavar: str | None = None
+
+
+NETWORK: tuple[NetworkSetting, ...] = (
+    NetworkSetting(
+        name="allow_insecure_hosts",
+        into="transport",
+        flag="--allow-insecure-host",
+        kind="list",
+        metavar="HOST",
+        help="allow plain http:// to HOST (loopback is always allowed)",
+    ),
+    NetworkSetting(name="timeout", into="transport", flag="--timeout", parse=positive_seconds, metavar="SECONDS", help="per-request timeout (default 30)"),
+    NetworkSetting(
+        name="system_certs",
+        into="transport",
+        flag="--system-certs",
+        kind="bool",
+        help="verify https against the system trust store (the distribution's CA bundle on Linux, the OS verifier elsewhere) instead of certifi's bundle (SSL_CERT_FILE / SSL_CERT_DIR win over both)",
+    ),
+    NetworkSetting(
+        name="scan_budget",
+        into="fetch",
+        flag="--scan-budget",
+        parse=byte_count,
+        metavar="BYTES",
+        help="most bytes read to scan one compiled wheel tied to torch, to its members' dynamic sections (default 256M; K, M, G suffixes)",
+    ),
+)
+
+
+def add_network_flags(group: argparse._ArgumentGroup) -> None:
+    """The flags of the network settings table; every default is None (not typed: the settings' default)."""
+    for s in NETWORK:
+        if s.kind == "bool":
+            group.add_argument(s.flag, dest=s.name, action="store_const", const=True, default=None, help=s.help)
+        elif s.kind == "list":
+            group.add_argument(s.flag, dest=s.name, action="append", default=None, type=s.parse, metavar=s.metavar, help=s.help)
+        else:
+            group.add_argument(s.flag, dest=s.name, default=None, type=s.parse, metavar=s.metavar, help=s.help)
+
+
+def fetch_settings(args: argparse.Namespace) -> FetchSettings:
+    """The network flags typed on ``args`` as the fetcher's frozen settings (a command without
+    them: the defaults)."""
+    from ..net.settings import FetchSettings, TransportSettings
+
+    typed: dict[NetworkSetting, Any] = {s: tuple(v) if s.kind == "list" else v for s in NETWORK if (v := getattr(args, s.name, None)) is not None}
+    transport = replace(TransportSettings(), **{s.name: v for s, v in typed.items() if s.into == "transport"})
+    return replace(FetchSettings(transport=transport), **{s.name: v for s, v in typed.items() if s.into == "fetch"})
 
 
 # -- argparse ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..model import LockPlan
     from ..model.request import ResolveRequest
     from ..model.source import SourceTree
+    from .assemble import Session
     from .options import ResolveOptions
 
 
@@ -24,13 +25,14 @@ def with_sources(
     request: ResolveRequest,
     options: ResolveOptions,
     env: Mapping[str, str],
+    session: Session,
     say: Callable[[str], None],
     *,
     defs: Definitions,
     environment: Environment | None = None,
 ) -> ResolveRequest:
     """``request`` with its ``--build 'NAME @ URL'`` trees fetched (git, or a local folder) into
-    the wheel cache and read (``env/sources.py``), each asked for as a requirement of its own
+    the ``session``'s wheel cache and read (``env/sources.py``), each asked for as a requirement of its own
     (``NAME==VERSION``, as pip takes a direct reference). Unchanged without one. A tree whose
     metadata is dynamic is asked in a build environment with the kept torch (``environment``'s
     own, the probed target of ``install``; else its wheel, from ``defs``' PyTorch index)."""
@@ -38,19 +40,16 @@ def with_sources(
     if not specs:
         return request
     from ..env.sources import fetch_source
-    from .assemble import Session, command_session
 
     def metadata_of(name: NormalizedName, archive: Path, digest: str) -> TreeMetadata:
         from ..env.build import source_metadata
         from .buildenv import build_context
 
         plan = _kept_torch_plan(request, name)
-        with build_context(options, env, plan, defs, environment=environment) as ctx:
+        with build_context(options, env, session, plan, defs, environment=environment) as ctx:
             return source_metadata(name, archive, digest, plan, ctx)
 
-    with command_session(lambda: Session(options.network)) as session:  # the command's own (app.py opens it): its cache folder outlives this block
-        cache = session.wheel_cache()
-        trees = tuple(fetch_source(s, cache, env, metadata_of) for s in specs)
+    trees = tuple(fetch_source(s, session.wheel_cache(), env, metadata_of) for s in specs)
     if not options.output.quiet:
         for t in trees:
             say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")

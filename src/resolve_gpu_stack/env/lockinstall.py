@@ -167,7 +167,7 @@ def install_lock(
     """Install exactly the lock at ``path`` into ``python``'s environment (see the module docstring).
 
     ``defs``: the index definitions the lock is checked with (default: the bundled ones).
-    ``fetcher`` (the caller's: ``cli/downloads.download_fetcher`` for the command) downloads the
+    ``fetcher`` (the caller's: the command session's ``download_fetcher``) downloads the
     lock's http(s) wheels when they are not handed to uv, and names the hosts plain http may reach;
     ``offline`` takes every wheel from the wheel cache or local files.
     """

@@ -42,6 +42,7 @@ from ..urls import redact_url, without_fragment
 from .cache import HttpCache, cache_url
 from .client import Response
 from .metadata import TailMemo
+from .settings import SCAN_BUDGET
 from .transport import Transport, content_range
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ BUDGET_SHARE = 0.02  # of a wheel's bytes
 BUDGET_FLOOR = 4 * 2**20  # a ceiling, not a charge: a wheel of many members (numpy: 22, 2.3 MB of 16.6 MB) may need it
 BUDGET_CAP = 16 * 2**20
 IGNORED_RANGE = "the server ignored Range"  # in the why of a scan a server's whole-file answer ended
-SCAN_BUDGET = 256 * 2**20  # a wheel tied to torch (its METADATA, name or a member): its members are read to their dynamic sections
 MAX_PARALLEL = 64  # members read at once in one wheel: a wheel's first round asks for their heads together
 ROUND_SHARE = 0.5  # of the budget left: what members after the first may take in one round (and what those read by their structure ask for together)
 STREAM_PIECE = 512 * 2**10  # bytes of a streamed range fed to the scanner at a time (it is left, its connection closed, once nothing more in it is wanted)
@@ -486,7 +486,6 @@ def _unrecorded(raw: Mapping[str, Any] | None) -> str:
 
 __all__ = [
     "IGNORED_RANGE",
-    "SCAN_BUDGET",
     "BUDGET_CAP",
     "BUDGET_FLOOR",
     "BUDGET_SHARE",

@@ -14,9 +14,11 @@ request's deadline, counted in two phases:
 A read past the deadline fails as a timeout, which ``transport.Transport`` reports as "no complete
 answer within N s".
 
-The deadline is per thread: ``Transport.open`` starts one, and the body is read in the same
-thread. ``client/`` connects with ``clamp``-ed timeouts and wraps each connected socket (TLS
-included) in a ``DeadlineSocket``; proxied requests keep the deadline too. ``connect_host`` sends
+The deadline is passed, never found: ``Transport.open`` makes one per request and hands it to
+``client.Client.send``, which gives it to the connection serving the request (connects, the proxy
+tunnel and TLS use ``clamp``-ed timeouts; each connected socket, TLS included, is wrapped in a
+``DeadlineSocket`` that reads its connection's current deadline), and to the ``Response`` whose
+body is read under it; proxied requests keep the deadline too. ``connect_host`` sends
 ``*.localhost`` names to 127.0.0.1 instead of asking DNS.
 """
 
@@ -31,13 +33,6 @@ from typing import Any
 
 REQUEST_DEADLINE_FACTOR = 4  # the deadline is this many times --timeout (30 s: 120 s)
 MIN_TRANSFER_RATE = 16 * 1024  # bytes per second: each such many bytes received earn a second more
-
-
-class _Local(threading.local):
-    deadline: Deadline | None = None
-
-
-_local = _Local()
 
 
 @dataclass
@@ -73,22 +68,9 @@ class Deadline:
         return f"no complete answer within {self.seconds:g} s"
 
 
-def start(seconds: float, min_rate: float | None = None) -> Deadline:
-    """Begin a request's deadline in this thread (replacing the last one)."""
-    deadline = Deadline(seconds=seconds, min_rate=MIN_TRANSFER_RATE if min_rate is None else min_rate)
-    _local.deadline = deadline
-    return deadline
-
-
-def current() -> Deadline | None:
-    """This thread's deadline, or None when no request set one."""
-    return _local.deadline
-
-
-def clamp(timeout: float) -> float:
-    """``timeout``, shortened to what is left of this thread's deadline; ``TimeoutError`` naming
-    the deadline when none is left."""
-    deadline = current()
+def clamp(timeout: float, deadline: Deadline | None) -> float:
+    """``timeout``, shortened to what is left of ``deadline`` (a request's; None: no deadline);
+    ``TimeoutError`` naming the deadline when none is left."""
     if deadline is None:
         return timeout
     left = deadline.left()
@@ -164,24 +146,25 @@ class _Reader(io.RawIOBase):
 
 class DeadlineSocket:
     """A connected socket (plain or TLS) whose every read and write waits at most ``timeout`` and
-    at most until this thread's deadline, and whose reads earn the deadline its transfer credit."""
+    at most until the deadline of the request it serves (``deadline``, set by its connection for
+    each request), and whose reads earn that deadline its transfer credit."""
 
-    def __init__(self, sock: socket.socket | Any, timeout: float) -> None:  # a socket, or what reads and writes like one
+    def __init__(self, sock: socket.socket | Any, timeout: float, deadline: Deadline | None = None) -> None:  # a socket, or what reads and writes like one
         self.sock = sock
         self.timeout = timeout
+        self.deadline = deadline
         self._readers = 0  # open makefile()s: as with a socket's own, the socket closes after the last
         self._closing = False
 
     def recv_into(self, buffer: memoryview) -> int:
-        self.sock.settimeout(clamp(self.timeout))
+        self.sock.settimeout(clamp(self.timeout, self.deadline))
         n = self.sock.recv_into(buffer)
-        deadline = current()
-        if deadline is not None:
-            deadline.received += n
+        if self.deadline is not None:
+            self.deadline.received += n
         return n
 
     def sendall(self, data: bytes) -> None:
-        self.sock.settimeout(clamp(self.timeout))
+        self.sock.settimeout(clamp(self.timeout, self.deadline))
         self.sock.sendall(data)
 
     def makefile(self, mode: str = "rb", buffering: int | None = None) -> io.BufferedReader:
@@ -205,4 +188,4 @@ class DeadlineSocket:
             self.sock.close()
 
 
-__all__ = ["MIN_TRANSFER_RATE", "REQUEST_DEADLINE_FACTOR", "Deadline", "DeadlineSocket", "clamp", "connect_host", "current", "start"]
+__all__ = ["MIN_TRANSFER_RATE", "REQUEST_DEADLINE_FACTOR", "Deadline", "DeadlineSocket", "clamp", "connect_host"]

@@ -12,6 +12,7 @@
 - ``stream.open_stream``: whole files for ``download.py`` (``open_stream`` and ``retrying``);
 - a thread pool, so pages and METADATA files are fetched concurrently.
 
+Made from one ``settings.FetchSettings`` (its transport's settings, the caps, the scan budget).
 Bodies are streamed and capped (``max_page_bytes``, ``max_metadata_bytes``); nothing is
 buffered without a bound except a whole wheel, which goes to a temporary file. Every URL that
 reaches a message, a log line or the cache has its credentials stripped.
@@ -24,16 +25,15 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import partial
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ..index.parse import MAX_METADATA_BYTES
 from ..model import IndexFile, PageResponse
 from .cache import HttpCache
 from .metadata import MetadataReader, TailMemo
 from .pages import PageReader
+from .settings import FetchSettings
 from .stream import StreamAnswer, open_stream
-from .transport import USER_AGENT, FetchStats, Transport
+from .transport import FetchStats, Transport
 from .urlpolicy import Credentials
 
 if TYPE_CHECKING:
@@ -58,50 +58,22 @@ class HttpFetcher:
 
     def __init__(
         self,
+        settings: FetchSettings | None = None,
         *,
         cache: HttpCache | None,
-        timeout: float = 30.0,
-        retries: int = 4,
-        concurrency: int = 32,  # uv uses 50; 16 made a 50-page round four waves at WAN latency
-        allow_insecure_hosts: Sequence[str] = (),
-        netrc_path: Path | None = None,
         progress: Callable[[str], None] | None = None,
         on_retry: Callable[[str], None] | None = None,
-        max_page_bytes: int = 64 * 2**20,
-        max_metadata_bytes: int = MAX_METADATA_BYTES,
-        user_agent: str = USER_AGENT,
-        backoff_base: float = 0.2,
-        max_backoff: float = 10.0,
-        max_retry_after: float = 60.0,
-        trust_env: bool = True,
-        system_certs: bool = False,
-        scan_budget: int | None = None,
-        range_process: bool = True,
     ) -> None:
+        self.settings = settings = settings or FetchSettings()
         self.cache = cache
-        self.scan_budget = scan_budget  # RangeClassifier's (None: its default)
-        self.concurrency = max(1, concurrency)
+        self.concurrency = settings.connections
         self.progress = progress
-        transport: dict[str, Any] = dict(
-            timeout=timeout,
-            retries=retries,
-            max_connections=self.concurrency,
-            allow_insecure_hosts=tuple(allow_insecure_hosts),
-            netrc_path=netrc_path,
-            user_agent=user_agent,
-            backoff_base=backoff_base,
-            max_backoff=max_backoff,
-            max_retry_after=max_retry_after,
-            trust_env=trust_env,
-            system_certs=system_certs,
-        )
-        self.transport = Transport(**transport)
-        self._transport_settings = transport if range_process else None  # what a second process's transport is built from (None: no second process)
+        self.transport = Transport(settings.transport)
         self._beside: RangeProcess | None = None
         self.transport.on_retry = on_retry  # told each retry, as it is scheduled
-        self._pages = PageReader(self.transport, cache, max_bytes=max_page_bytes)
+        self._pages = PageReader(self.transport, cache, max_bytes=settings.max_page_bytes)
         self.tails = TailMemo()  # zip tails of native wheels read for METADATA: the classifier starts from them
-        self._metadata = MetadataReader(self.transport, cache, max_bytes=max_metadata_bytes, say=self._say, tails=self.tails)
+        self._metadata = MetadataReader(self.transport, cache, max_bytes=settings.max_metadata_bytes, say=self._say, tails=self.tails)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._abandoned = False
@@ -145,7 +117,7 @@ class HttpFetcher:
             record=record,
             connections=self.concurrency,
             tails=self.tails,
-            scan_budget=self._scan_budget,
+            scan_budget=self.settings.scan_budget,
             beside=beside,
         )
 
@@ -156,30 +128,22 @@ class HttpFetcher:
         return WheelExports(self.transport, self.cache, record=record, say=self.progress, beside=self.range_process)
 
     @property
-    def _scan_budget(self) -> int:
-        from .classify import SCAN_BUDGET
-
-        return self.scan_budget or SCAN_BUDGET
-
-    @property
     def range_process(self) -> RangeProcess | None:
         """The second process scans and exports reads run in (one per fetcher, started by
         ``classifier`` or its first job; ``net/rangeproc.py``); None when this fetcher was made
         without one."""
-        if self._transport_settings is None:
+        if not self.settings.range_process:
             return None
         with self._pool_lock:
             if self._beside is None:
                 from .rangeproc import ChildSettings, RangeProcess, lowest_log_level
 
-                settings = ChildSettings(
-                    transport=self._transport_settings,
-                    connections=self.concurrency,
-                    scan_budget=self._scan_budget,
-                    log_level=lowest_log_level(),
-                )
                 self._beside = RangeProcess(
-                    settings, credentials=self.transport.credentials, stats=self.transport.stats, say=self.progress, on_retry=self.transport.on_retry
+                    ChildSettings(fetch=self.settings, log_level=lowest_log_level()),
+                    credentials=self.transport.credentials,
+                    stats=self.transport.stats,
+                    say=self.progress,
+                    on_retry=self.transport.on_retry,
                 )
             return self._beside
 

@@ -61,7 +61,7 @@ class _Child:
         self._out = out
         self._pipe = threading.Lock()
         self._lock = threading.Lock()  # the classifiers
-        self.transport = Transport(**settings.transport)
+        self.transport = Transport(settings.fetch.transport)
         self.transport.on_retry = lambda text: self.say(("retry", text))
         self._tails = TailMemo()
         self._classifiers: dict[AbiRules, RangeClassifier] = {}
@@ -77,9 +77,9 @@ class _Child:
                     None,
                     rules,
                     say=lambda text: self.say(("say", text)),
-                    connections=self._settings.connections,
+                    connections=self._settings.fetch.connections,
                     tails=self._tails,
-                    scan_budget=self._settings.scan_budget,
+                    scan_budget=self._settings.fetch.scan_budget,
                 )
             return self._classifiers[rules]
 

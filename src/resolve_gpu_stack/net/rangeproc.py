@@ -18,7 +18,7 @@ progress stay here; the child has no cache.
 - What the child says (a scan's notes, retries, log records at this process's level) comes back on
   the pipe and is said, counted (its requests and bytes join this transport's ``FetchStats``) and
   logged here.
-- The child builds its transport from this one's settings (timeouts, retries, TLS, proxies from
+- The child builds its transport from this one's ``TransportSettings`` (timeouts, retries, TLS, proxies from
   the environment, the netrc file); each job carries the credentials remembered for URLs, by
   origin, and they only ever cross the pipe.
 - A child that cannot start, dies or answers what cannot be read answers None from then on: its
@@ -48,6 +48,7 @@ from ..data.rules import AbiRules
 from ..model import IndexFile
 from ..rules.abi import TorchExports
 from . import process
+from .settings import FetchSettings
 from .transport import FetchStats
 from .urlpolicy import Credentials, OriginCredentials
 
@@ -65,9 +66,7 @@ START_AFTER = 16 * 2**20  # bytes of wheels asked to read before the child start
 class ChildSettings:
     """What the child builds its transport and readers from: this process's own."""
 
-    transport: dict[str, Any]  # ``Transport``'s keyword arguments
-    connections: int
-    scan_budget: int
+    fetch: FetchSettings  # its transport's settings, connections and scan budget: this process's fetcher's
     log_level: int
 
 

@@ -33,13 +33,11 @@ import random
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Protocol, TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from .. import __version__
 from ..errors import CrawlError, IntegrityError, printable
 from ..urls import bare_url, redact_url, strip_userinfo
 from . import deadline as deadlines
@@ -47,6 +45,7 @@ from .client import Client, ConfigurationError, DecodingError, HostNotFound, Inv
 from .client import ConnectError as _ConnectError
 from .client import ConnectTimeout as _ConnectTimeout
 from .client import Timeout as _Timeout
+from .settings import TransportSettings
 from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
 
 log = logging.getLogger(__name__)
@@ -56,9 +55,6 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 10
 DRAIN_BYTES = 64 * 1024  # an unread body up to this size is read to keep its connection
 LONG_WAIT = 5.0  # seconds: a retry that waits this long is said, even after the first of its URL
-
-
-USER_AGENT = f"resolve-gpu-stack/{__version__}"
 
 
 @dataclass
@@ -179,33 +175,27 @@ class _Attempt(threading.local):
 class Transport:
     """GETs by policy over one shared ``client.Client``. Safe to use from several threads."""
 
-    def __init__(
-        self,
-        *,
-        timeout: float = 30.0,
-        retries: int = 4,
-        max_connections: int = 32,
-        allow_insecure_hosts: Sequence[str] = (),
-        netrc_path: Path | None = None,
-        user_agent: str = USER_AGENT,
-        backoff_base: float = 0.2,
-        max_backoff: float = 10.0,
-        max_retry_after: float = 60.0,
-        trust_env: bool = True,
-        system_certs: bool = False,
-    ) -> None:
-        self.timeout = timeout
-        self.deadline = deadlines.REQUEST_DEADLINE_FACTOR * timeout  # seconds per request, redirects and body included
-        self.retries = max(0, retries)
-        self.allow_insecure_hosts = tuple(allow_insecure_hosts)
-        self.backoff_base = backoff_base
-        self.max_backoff = max_backoff
-        self.max_retry_after = max_retry_after
+    def __init__(self, settings: TransportSettings | None = None) -> None:
+        settings = settings or TransportSettings()
+        self.settings = settings
+        self.timeout = settings.timeout
+        self.deadline = deadlines.REQUEST_DEADLINE_FACTOR * settings.timeout  # seconds per request, redirects and body included
+        self.retries = max(0, settings.retries)
+        self.allow_insecure_hosts = settings.allow_insecure_hosts
+        self.backoff_base = settings.backoff_base
+        self.max_backoff = settings.max_backoff
+        self.max_retry_after = settings.max_retry_after
         self.stats = FetchStats()
-        self.credentials = Credentials(netrc_path)
+        self.credentials = Credentials(settings.netrc_path)
         self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
         self._attempt = _Attempt()  # per thread: a retry goes out on a fresh connection
-        self._client = Client(timeout=timeout, max_connections=max_connections, user_agent=user_agent, trust_env=trust_env, system_certs=system_certs)
+        self._client = Client(
+            timeout=settings.timeout,
+            max_connections=settings.max_connections,
+            user_agent=settings.user_agent,
+            trust_env=settings.trust_env,
+            system_certs=settings.system_certs,
+        )
 
     @property
     def tls_context(self) -> ssl.SSLContext:
@@ -228,7 +218,7 @@ class Transport:
         """
         current = url
         seen = [strip_userinfo(url)]
-        deadlines.start(self.deadline)
+        deadline = deadlines.Deadline(seconds=self.deadline, min_rate=self.settings.min_transfer_rate)  # this request's, every hop and the body included
         for _ in range(MAX_REDIRECTS + 1):
             self.check_allowed(current)
             hop_headers = dict(headers)
@@ -239,7 +229,7 @@ class Transport:
             try:
                 prepared = self._client.check(target)  # an invalid URL is not a request sent
                 self.stats.add(requests=1)
-                resp = self._client.send(prepared, hop_headers, fresh=self._attempt.fresh)
+                resp = self._client.send(prepared, hop_headers, fresh=self._attempt.fresh, deadline=deadline)
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except HostNotFound as exc:  # DNS: said once, not retried
@@ -247,7 +237,7 @@ class Transport:
             except ConfigurationError as exc:  # a setting at fault (proxy URL, trust store, certificate): never retried
                 raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:
-                self._raise_past_deadline(current, exc)
+                self._raise_past_deadline(current, exc, deadline)
                 raise Retryable(_transport_cause(exc, self.timeout)) from None
             log.debug("GET %s -> %d", target, resp.status_code)
             location = resp.headers.get("location")
@@ -289,7 +279,7 @@ class Transport:
         except DecodingError as exc:
             raise CrawlError(redact_url(url), f"cannot decode the {what}: {exc}") from None
         except TransportError as exc:
-            self._raise_past_deadline(url, exc)
+            self._raise_past_deadline(url, exc, resp.deadline)
             self._raise_short(resp, expected, exc)
         self._raise_short(resp, expected, None)
 
@@ -322,9 +312,8 @@ class Transport:
             digest.update(chunk)
         return n
 
-    def _raise_past_deadline(self, url: str, exc: TransportError) -> None:
-        """A timeout because the request's deadline passed is final: a ``CrawlError`` naming it."""
-        deadline = deadlines.current()
+    def _raise_past_deadline(self, url: str, exc: TransportError, deadline: deadlines.Deadline | None) -> None:
+        """A timeout because the request's ``deadline`` passed is final: a ``CrawlError`` naming it."""
         if isinstance(exc, _Timeout) and deadline is not None and deadline.expired:
             raise CrawlError(
                 redact_url(url),
@@ -384,4 +373,4 @@ class Transport:
         return min(self.max_backoff, self.backoff_base * 2.0 ** (attempt - 1)) * random.uniform(0.5, 1.5)
 
 
-__all__ = ["USER_AGENT", "Digest", "FetchStats", "Retryable", "Transport", "content_range", "declared_length", "is_identity", "raise_if_gone"]
+__all__ = ["Digest", "FetchStats", "Retryable", "Transport", "content_range", "declared_length", "is_identity", "raise_if_gone"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -46,28 +46,17 @@ from .sources import source_file, source_metadata
 from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
-if TYPE_CHECKING:
-    from .reuse import ResultStore
 
-
-def resolve(
-    request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource, store: ResultStore | None
-) -> LockPlan:
-    """The plan for ``request``. With a ``store`` (``HttpFetcher``'s cache), a plan computed
-    earlier from the same inputs is returned when every page and METADATA file it came from is
-    unchanged (see reuse.py). ``classifier`` tells what a native wheel's shared objects import;
+def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource) -> LockPlan:
+    """The plan for ``request``, resolved (a plan stored for the same inputs is reused one floor up,
+    by ``cli/assemble.ResolveParts.resolve`` through ``reuse.reused_or``). ``classifier`` tells what a native wheel's shared objects import;
     ``exports`` what the plan's torch exports (read only when a version-locked wheel asks). Every
     compiled wheel the data does not cover is judged by them (``rules/abi.py``).
 
     Reentrant: what one resolve remembers lives in its own objects (the candidate factory, the
     target's ``TargetFit``) or in the finder, which several resolves may share, in turn or at once."""
-    from . import reuse
-
-    def compute() -> LockPlan:
-        with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
-            return _resolve(request, finder, defs, ahead, exports)
-
-    return reuse.reused_or(finder, store, request, defs, compute)
+    with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
+        return _resolve(request, finder, defs, ahead, exports)
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:

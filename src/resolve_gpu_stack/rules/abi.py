@@ -29,6 +29,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..data.rules import AbiRules
+from ..index.demangle import demangle
 from ..model import IndexFile
 from ..model.abi import CUDA, NONE, READ_START, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .versions import torch_series
@@ -87,7 +88,6 @@ class AbiPolicy:
     @classmethod
     def of(cls, rules: AbiRules) -> AbiPolicy:
         """The policy of the data's ``[abi]`` rules, with the demangler for messages."""
-        from ..index.abi import demangle
 
         def loads_none(name: str, version: Version | None, torch: Version) -> str | None:
             row = rules.loads_no_builds(name, version, torch)

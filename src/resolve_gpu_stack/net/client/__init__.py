@@ -27,7 +27,7 @@ Chosen by measurement (``bench/httpclients.py``, figures in bench/README.md): on
 - TLS with the trust store loaded at the first handshake (``tls.LazyTrustContext``), the host name
   checked; a certificate that does not verify, or a trust store setting that cannot be read, is a
   ``ConfigurationError``, never worth a retry;
-- every connect, read and write kept to this thread's deadline (``deadline.DeadlineSocket``);
+- every connect, read and write kept to the deadline of the request it serves (``deadline.DeadlineSocket``);
 - bodies decoded (``Content-Encoding`` gzip, deflate; others passed as sent) in steps of at most
   ``DECODE_STEP`` bytes, so a compressed bomb is stopped by the reader's cap, not by memory.
 

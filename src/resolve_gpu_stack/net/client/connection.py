@@ -137,6 +137,13 @@ class Connection(http.client.HTTPConnection):
         self.route = route
         self.tls = tls
         self.idle_since = 0.0
+        self.deadline: deadlines.Deadline | None = None  # the request's being served (``serve``)
+
+    def serve(self, deadline: deadlines.Deadline | None) -> None:
+        """From now on, serve the request whose deadline is ``deadline`` (None: idle in the pool)."""
+        self.deadline = deadline
+        if isinstance(self.sock, deadlines.DeadlineSocket):
+            self.sock.deadline = deadline
 
     response_class = _FinalResponse
 
@@ -145,19 +152,19 @@ class Connection(http.client.HTTPConnection):
         proxy = _proxy_of(route)
         named = f"the proxy {redact_url(route.proxy or '')}"
         host, port = (proxy.hostname or "", proxy.port or DEFAULT_PORTS[proxy.scheme]) if proxy is not None else (route.host, route.port)
-        sock = _open_tcp(host, port, self.read_timeout, proxy, named)
+        sock = _open_tcp(host, port, self.read_timeout, proxy, named, self.deadline)
         checking = named  # whose certificate a failing handshake was checking
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if proxy is not None and proxy.scheme == "https":  # TLS to the proxy itself
-                sock.settimeout(deadlines.clamp(self.read_timeout))
+                sock.settimeout(deadlines.clamp(self.read_timeout, self.deadline))
                 sock = self.tls.wrap_socket(sock, server_hostname=host)
             checking = route.host
             wire = self._to_origin(sock, proxy, named)
         except BaseException as exc:
             sock.close()
             raise _handshake_failure(exc, checking, self.tls) from None
-        self.sock = deadlines.DeadlineSocket(wire, self.read_timeout)
+        self.sock = deadlines.DeadlineSocket(wire, self.read_timeout, self.deadline)
 
     def _to_origin(self, sock: socket.socket, proxy: SplitResult | None, named: str) -> _Wire:
         """What requests go through, from a socket connected (to the origin, or to the proxy):
@@ -165,10 +172,10 @@ class Connection(http.client.HTTPConnection):
         when the proxy is https)."""
         route = self.route
         if proxy is not None and route.scheme == "https":
-            _tunnel(sock, route, proxy_authorization(route.proxy or ""), self.read_timeout, named)
+            _tunnel(sock, route, proxy_authorization(route.proxy or ""), self.read_timeout, named, self.deadline)
         if route.scheme != "https":
             return sock
-        sock.settimeout(deadlines.clamp(self.read_timeout))
+        sock.settimeout(deadlines.clamp(self.read_timeout, self.deadline))
         if isinstance(sock, ssl.SSLSocket):  # TLS inside the proxy's TLS
             return _TunnelledTLS(sock, self.tls, route.host)
         return self.tls.wrap_socket(sock, server_hostname=route.host)
@@ -185,10 +192,10 @@ def _proxy_of(route: Route) -> SplitResult | None:
     return proxy
 
 
-def _open_tcp(host: str, port: int, timeout: float, proxy: SplitResult | None, named: str) -> socket.socket:
-    """A TCP connection to ``host:port`` (the origin, or the proxy ``named``) within the deadline."""
+def _open_tcp(host: str, port: int, timeout: float, proxy: SplitResult | None, named: str, deadline: deadlines.Deadline | None) -> socket.socket:
+    """A TCP connection to ``host:port`` (the origin, or the proxy ``named``) within ``deadline``."""
     try:
-        return deadlines.open_tcp(host, port, deadlines.clamp(timeout))
+        return deadlines.open_tcp(host, port, deadlines.clamp(timeout, deadline))
     except TimeoutError as exc:
         raise ConnectTimeout(_via(proxy, named, str(exc) or "connect timed out")) from None
     except socket.gaierror as exc:
@@ -289,14 +296,14 @@ def _via(proxy: object, named: str, cause: str) -> str:
     return cause if proxy is None else f"cannot reach {named}: {cause}"
 
 
-def _tunnel(sock: socket.socket, route: Route, authorization: str | None, timeout: float, named: str) -> None:
+def _tunnel(sock: socket.socket, route: Route, authorization: str | None, timeout: float, named: str, deadline: deadlines.Deadline | None) -> None:
     """``CONNECT host:port`` through a proxy; returns once it said 2xx (its answer read whole)."""
     lines = [f"CONNECT {route.netloc} HTTP/1.1", f"Host: {route.netloc}"] + ([f"Proxy-Authorization: {authorization}"] if authorization else [])
-    sock.settimeout(deadlines.clamp(timeout))
+    sock.settimeout(deadlines.clamp(timeout, deadline))
     sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
     answer = b""
     while b"\r\n\r\n" not in answer:
-        sock.settimeout(deadlines.clamp(timeout))
+        sock.settimeout(deadlines.clamp(timeout, deadline))
         data = sock.recv(4096)
         if not data or len(answer) > 65536:
             raise ConnectError(f"{named} closed the tunnel before answering CONNECT")

@@ -52,21 +52,21 @@ class Client:
         (scheme, host, port)."""
         return self._route(url)
 
-    def send(self, url: str | Prepared, headers: Mapping[str, str], *, fresh: bool = False) -> Response:
+    def send(self, url: str | Prepared, headers: Mapping[str, str], *, fresh: bool = False, deadline: deadlines.Deadline | None = None) -> Response:
         """GET ``url`` (no credentials in it; redirects are not followed; or what ``check`` made of
         it): the answer, streamed. ``fresh``: on a new connection, never one from the pool (a
-        retry). A pooled connection that breaks before the status line is replaced by a fresh one
-        once (the server closed it as the request went out)."""
+        retry). ``deadline``: the request's (``deadline.py``): every socket operation of this hop
+        and of its body's reads waits at most until it. A pooled connection that breaks before
+        the status line is replaced by a fresh one once (the server closed it as the request went out)."""
         route, target = url if isinstance(url, Prepared) else self._route(url)
-        self._take_slot()
+        self._take_slot(deadline)
         merged = self._headers(route, headers)
-        deadline = deadlines.current()
         if deadline is not None:
             deadline.headers_phase()
         conn: Connection | None = None
         try:
             conn = None if fresh else self._checkout(route)
-            conn, raw = self._exchange(conn, route, route.request_target(target), merged)
+            conn, raw = self._exchange(conn, route, route.request_target(target), merged, deadline)
             if deadline is not None:
                 deadline.body_phase()
         except BaseException as exc:
@@ -85,12 +85,12 @@ class Client:
                 self._checkin(answered, complete and not raw.will_close and answered.sock is not None)
                 self._slots.release()
 
-        return Response(raw, release)
+        return Response(raw, release, deadline)
 
-    def _take_slot(self) -> None:
-        """One of the pool's ``max_connections`` slots, waited for within the request's deadline."""
+    def _take_slot(self, deadline: deadlines.Deadline | None) -> None:
+        """One of the pool's ``max_connections`` slots, waited for within the request's ``deadline``."""
         try:
-            wait = deadlines.clamp(self.timeout)
+            wait = deadlines.clamp(self.timeout, deadline)
         except TimeoutError as exc:  # the request's deadline passed before it was sent (a long redirect chain)
             raise Timeout(str(exc)) from None
         if not self._slots.acquire(timeout=wait):
@@ -110,16 +110,20 @@ class Client:
                 merged["Proxy-Authorization"] = auth
         return merged
 
-    def _exchange(self, pooled: Connection | None, route: Route, target: str, headers: dict[str, str]) -> tuple[Connection, http.client.HTTPResponse]:
-        """The request sent and its answer's status line and headers read, on ``pooled`` or a new
-        connection; a pooled one that breaks before its answer is replaced by a new one, once. A
-        new connection that fails is closed here."""
+    def _exchange(
+        self, pooled: Connection | None, route: Route, target: str, headers: dict[str, str], deadline: deadlines.Deadline | None
+    ) -> tuple[Connection, http.client.HTTPResponse]:
+        """The request sent and its answer's status line and headers read under ``deadline``, on
+        ``pooled`` or a new connection; a pooled one that breaks before its answer is replaced by a
+        new one, once. A new connection that fails is closed here."""
         if pooled is not None:
+            pooled.serve(deadline)
             try:
                 return pooled, _ask(pooled, target, headers)
             except (ConnectionError, http.client.BadStatusLine):  # RemoteDisconnected is both
                 pooled.close()  # a pooled connection broke before its answer: once more, on a new one
         conn = Connection(route, self.timeout, self.tls)
+        conn.serve(deadline)
         try:
             return conn, _ask(conn, target, headers)
         except BaseException:
@@ -174,6 +178,7 @@ class Client:
     def _checkin(self, conn: Connection, reusable: bool) -> None:
         """Keep ``conn`` for the next request to its route, or close it; at most as many idle
         connections are kept as may be in use (the oldest goes)."""
+        conn.serve(None)  # idle: no request's deadline
         if not reusable:
             conn.close()
             return

@@ -5,11 +5,14 @@ from __future__ import annotations
 import http.client
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Protocol, overload
+from typing import TYPE_CHECKING, Protocol, overload
 
 from ...index.inflate import INFLATE_ERRORS, inflater
 from .connection import CHUNK
 from .errors import DecodingError, ReadError, Timeout, TransportError
+
+if TYPE_CHECKING:
+    from ..deadline import Deadline
 
 
 # -- answers -------------------------------------------------------------------------------------
@@ -106,8 +109,9 @@ def _flush(decoders: list[_Inflater]) -> Iterator[bytes]:
 class Response:
     """An open streamed answer: read ``iter_bytes`` (or ``iter_raw``), then ``close`` it."""
 
-    def __init__(self, raw: http.client.HTTPResponse, release: Callable[[bool], None]) -> None:
+    def __init__(self, raw: http.client.HTTPResponse, release: Callable[[bool], None], deadline: Deadline | None = None) -> None:
         self.status_code = raw.status
+        self.deadline = deadline  # the request's (``deadline.py``): its body is read under it too
         self.reason_phrase = raw.reason
         self.headers = Headers(raw.getheaders())
         self.num_bytes_downloaded = 0  # body bytes as sent (before Content-Encoding is undone)
