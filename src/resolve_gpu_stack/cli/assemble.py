@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from ..data.definitions import Definitions
+    from ..errors import CrawlError
     from ..index.finder import Finder
     from ..model import IndexFile, LockPlan, Target
     from ..model.abi import AbiVerdict, WheelAbi
@@ -99,7 +100,12 @@ class ResolveParts:
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
             return plan
 
-        return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
+        from ..errors import CrawlError
+
+        try:
+            return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
+        except CrawlError as exc:
+            raise _fitting_offline_hint(exc, request) from None
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
@@ -362,3 +368,21 @@ def command_session(make: Callable[[], Session]) -> Iterator[Session]:
 
 
 __all__ = ["NetworkOptions", "ResolveParts", "Session", "command_session", "parts_of", "resolve_parts"]
+
+
+def _fitting_offline_hint(exc: CrawlError, request: ResolveRequest) -> CrawlError:
+    """``exc`` with the no-network hint naming the bundled snapshot that fits ``request``'s kept
+    torch (``indexes/snapshots/bundled.toml``); any other error as it is."""
+    from ..data.snapshots import bundled_path, bundled_snapshots, offline_hint
+    from ..model.channel import torch_origin
+    from ..net.transport import NO_NETWORK_HINT
+
+    if exc.hint != NO_NETWORK_HINT:
+        return exc
+    path = bundled_path()
+    if not path.is_file():  # an installed tool carries no snapshots
+        return exc
+    hint = offline_hint(bundled_snapshots(path), torch_origin(request.installed_torch))
+    if hint is None:
+        return exc
+    return type(exc)(exc.url, exc.cause, hint=hint, unreachable=exc.unreachable)

@@ -294,7 +294,7 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
     table, width = fitted_table(console, _CANDIDATE_COLUMNS, cells(lambda h: h), narrower=cells(_short_hash), title_justify="left")
     print_fitted(console, table, width)
     for v in visits:
-        state = f"{v.files} files" if v.found else "404 (no such page)"
+        state = f"{v.files} files" if v.found else "not read" if v.warnings else "404 (no such page)"
         console.print(f"{v.location.url}: {state}", markup=False)
         for w in v.warnings:
             console.print(f"  warning: {w}", markup=False)

@@ -294,7 +294,7 @@ def _claims(route: Route, name: str) -> bool:
 
 # -- loading indexes/*.toml -------------------------------------------------------------------
 
-INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
+INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels", "optional", "without")
 ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy", "kept")
 COUPLING_KEYS = ("packages", "coupling", "why", "versions", "local")
 ABI_KEYS = (
@@ -364,6 +364,8 @@ def _load_index(path: Path, expected: str) -> IndexDefinition:
         channels=channels,
         retention_days=retention,
         cuda_labels=r.strings(doc, "cuda-labels", "top level") or (),
+        optional=bool(r.get(doc, "optional", bool, "top level")),
+        without=r.get(doc, "without", str, "top level") or "",
     )
 
 

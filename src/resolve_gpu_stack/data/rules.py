@@ -50,6 +50,8 @@ class IndexDefinition:
     retention_days: int = 0
     cuda_labels: tuple[str, ...] = ()
     layout: str | None = None  # a mirror layout of routing.toml [layouts] (--index NAME=flat:URL); None: the index's own paths
+    optional: bool = False  # a plan needs it only for what it must take from there: unreachable, what only it has is left out
+    without: str = ""  # what a plan without it costs the user, in words (said with the warning)
 
     def page_url(self, path: str) -> str:
         """The URL of a page below this index, without the base URL's ``user:token@``: page URLs

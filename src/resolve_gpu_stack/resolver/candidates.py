@@ -6,6 +6,7 @@ resolver could pick for this target and torch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ from ..model.request import TORCH
 from ..rules.fit import Rejection, RejectReason
 from .coupling import is_native
 from .factory import Judge
+from .reachability import host_of, required_unreachable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,12 @@ def list_candidates(
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
+    down = finder.unreadable(name, ctx)  # an optional index (FlashInfer's) that cannot be read
+    if down and not any(v.found for v in visits):
+        raise required_unreachable(name, down, defs)
+    if down:
+        loc, exc = down[0]
+        log.warning("the %s index's host %s cannot be read (%s): %s's files there are not listed", loc.index, host_of(loc), exc.cause, name)
     rows = []
     for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
         why = judge(name, offer.file)

@@ -8,6 +8,7 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,6 +40,7 @@ from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
+from .reachability import leave_out_unreachable
 from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
@@ -47,6 +49,8 @@ from .torch_selection import TorchSelection, select_torch, target_words, torch_c
 
 if TYPE_CHECKING:
     from .reuse import ResultStore
+
+log = logging.getLogger(__name__)
 
 
 def resolve(
@@ -83,6 +87,10 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     # one (its own release, on PyPI's page, is what the selection checks the target against)
     pypi_kept = keeps_pypis_torch(request)
     _prefetch_roots(finder, request, components, ctx)
+    reach = leave_out_unreachable(finder, defs, components, [r.name for r in request.with_], ctx)  # an optional host down
+    components = reach.components
+    if reach.warning is not None:
+        log.warning("%s", reach.warning)
     torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
     own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
@@ -112,6 +120,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
     notes = [
+        *((reach.warning,) if reach.warning is not None else ()),
         *torch.notes,
         *pin_notes,
         *(flashinfer.notes if flashinfer else ()),
