@@ -236,6 +236,7 @@ def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
             "fits_target": r.fits,
             "why_not": r.why_not,
             "abi": r.abi,
+            "built_for": r.built_for,
         }
         for r in rows
     ]
@@ -251,6 +252,7 @@ _CANDIDATE_COLUMNS = (
     Column("index", drop=3),
     Column("sha256"),
     Column("size", drop=4, justify="right"),
+    Column("built for", drop=1),
     Column("fits"),
 )
 
@@ -285,6 +287,7 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
                 r.index,
                 digest(r.sha256) if r.sha256 else (f"no hash (metadata sha256 {digest(r.metadata_sha256)})" if r.metadata_sha256 else "no hash"),
                 f"{r.size:,}" if r.size else "",
+                escape(r.built_for or ""),
                 ("yes" if r.fits else escape(f"no: {r.why_not}")) + (escape(f" ({r.abi})") if r.abi else ""),
             )
             for r in rows

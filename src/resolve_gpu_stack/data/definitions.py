@@ -35,6 +35,7 @@ from .rules import (
     IndexDefinition,
     NoBuildsFrom,
     PageLocation,
+    PerTorchDialect,
     PerTorchRule,
     Route,
     RouteContext,
@@ -520,16 +521,27 @@ def _no_builds(r: TomlReader, row: Mapping[str, Any], where: str) -> NoBuildsFro
 
 
 def _per_torch(r: TomlReader, doc: Mapping[str, Any]) -> PerTorchRule | None:
-    """``[per-torch]``: ``local`` (a regular expression with the groups cuda and torch, optionally
-    cxx11abi) and ``cxx11-abi-since`` (a torch version)."""
+    """``[per-torch]``: ``cxx11-abi-since`` (a torch version) and ``[[per-torch.dialect]]`` rows,
+    each a ``name``, a ``local`` regular expression (with the named groups torch or torch_major and
+    torch_minor; cuda or cuda_major and cuda_minor; optionally cxx11abi) and its ``source``."""
     table = r.get(doc, "per-torch", dict, "top level")
     if table is None:
         return None
-    r.unknown_keys(table, ("local", "cxx11-abi-since"), "per-torch")
-    text = r.get(table, "local", str, "per-torch", required=True)
-    pattern = _regex(r, text, "local", "per-torch", groups=("cuda", "torch"), no_groups="'local' must have the named groups cuda and torch")
+    r.unknown_keys(table, ("dialect", "cxx11-abi-since"), "per-torch")
     since = r.version(r.get(table, "cxx11-abi-since", str, "per-torch", required=True), "per-torch 'cxx11-abi-since'")
-    return PerTorchRule(local=pattern, cxx11_abi_since=since)
+    dialects = []
+    for i, row in enumerate(r.tables(table, "dialect", "per-torch")):
+        where = f"per-torch.dialect #{i + 1}"
+        r.unknown_keys(row, ("name", "local", "source"), where)
+        text = r.get(row, "local", str, where, required=True)
+        pattern = _regex(r, text, "local", where)
+        names = set(pattern.groupindex)
+        if not ({"torch"} <= names or {"torch_major", "torch_minor"} <= names) or not ({"cuda"} <= names or {"cuda_major", "cuda_minor"} <= names):
+            raise r.fail(where, "'local' must have the named groups torch (or torch_major and torch_minor) and cuda (or cuda_major and cuda_minor)")
+        dialects.append(PerTorchDialect(name=r.get(row, "name", str, where, required=True), local=pattern, source=r.get(row, "source", str, where) or ""))
+    if not dialects:
+        raise r.fail("per-torch", "no [[per-torch.dialect]]: at least one dialect is needed")
+    return PerTorchRule(dialects=tuple(dialects), cxx11_abi_since=since)
 
 
 def _regex(r: TomlReader, text: str, key: str, where: str, *, groups: tuple[str, ...] = (), no_groups: str = "") -> re.Pattern[str]:

@@ -40,6 +40,7 @@ class CandidateRow:
     fits: bool
     why_not: str | None
     abi: str | None = None  # a compiled wheel's ABI verdict in words (kind, and why it cannot run or what to know)
+    built_for: str | None = None  # what a per-torch build's label says it was built for: "torch 2.9, CUDA 12.8"
 
 
 def list_candidates(
@@ -64,7 +65,7 @@ def list_candidates(
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
-    down = finder.unreadable(name, ctx)  # an optional index (FlashInfer's) that cannot be read
+    down = finder.unreadable(name, ctx) if not all(v.found for v in visits) else []  # an optional index (FlashInfer's) that cannot be read
     if down and not any(v.found for v in visits):
         raise required_unreachable(name, down, defs)
     if down:
@@ -78,11 +79,21 @@ def list_candidates(
             if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None
             else None
         )
-        rows.append(_row(offer.file, why, scanned))
+        rows.append(_row(offer.file, why, scanned, _built_for(defs, offer.file)))
     return rows, visits
 
 
-def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None) -> CandidateRow:
+def _built_for(defs: Definitions, f: IndexFile) -> str | None:
+    """What ``f``'s local label says it was built for (components.toml ``[per-torch]``), in words."""
+    said = defs.per_torch.built_for(f.version.local) if defs.per_torch is not None else None
+    if said is None:
+        return None
+    cuda = f"CUDA {said.cuda}" if len(said.cuda) <= 2 else f"CUDA {said.cuda[:-1]}.{said.cuda[-1]}"
+    abi = {"true": ", C++11 ABI", "false": ", old C++ ABI"}.get(said.cxx11abi or "", "")
+    return f"torch {said.torch}, {cuda}{abi}"
+
+
+def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None, built_for: str | None = None) -> CandidateRow:
     if why is None and f.is_yanked:
         why = Rejection(RejectReason.YANKED)
     if why is None and verdict is not None and verdict.refusal is not None:
@@ -101,6 +112,7 @@ def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None)
         fits=why is None,
         why_not=why.reason.value if why else None,
         abi=_abi_words(verdict) if verdict is not None else None,
+        built_for=built_for,
     )
 
 

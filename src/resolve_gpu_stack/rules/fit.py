@@ -157,17 +157,18 @@ def family_date_mismatch(rule: str | None, file_version: Version, torch: Version
 
 
 def per_torch_mismatch(rule: PerTorchRule | None, file_version: Version, torch: Version | None, cuda: CudaLabel | None) -> Rejection | None:
-    """A build whose local label names its torch (components.toml ``[per-torch]``:
-    ``+cu12torch2.9cxx11abiTRUE``) fits a released torch of that series, a CUDA it runs under,
-    and torch's C++11 ABI setting; None when the label names no torch, or it fits."""
-    m = rule.local.match(file_version.local or "") if rule is not None and file_version.local else None
-    if m is None or rule is None:
+    """A build whose local label names its torch (components.toml ``[per-torch]``, in any of its
+    dialects: ``+cu12torch2.9cxx11abiTRUE``, ``+cu.12.8.torch.2.11``, ``+pt29cu128``) fits a
+    released torch of that series, a CUDA it runs under, and torch's C++11 ABI setting; None when
+    the label names no torch, or it fits."""
+    built_for = rule.built_for(file_version.local) if rule is not None else None
+    if built_for is None or rule is None:
         return None
     built = f"+{file_version.local}"
     return (
-        _series_mismatch(built, m.group("torch"), torch)
-        or _build_cuda_mismatch(built, m.group("cuda"), cuda)
-        or _cxx11_mismatch(built, m.groupdict().get("cxx11abi"), torch, rule)
+        _series_mismatch(built, built_for.torch, torch)
+        or _build_cuda_mismatch(built, built_for.cuda, cuda)
+        or _cxx11_mismatch(built, built_for.cxx11abi, torch, rule)
     )
 
 
