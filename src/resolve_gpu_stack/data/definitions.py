@@ -31,6 +31,7 @@ from .rules import (
     AbiRules,
     ArchRow,
     CouplingRule,
+    FlashInferExtra,
     FlashInferRules,
     IndexDefinition,
     NoBuildsFrom,
@@ -437,7 +438,7 @@ def _coupling(r: TomlReader, raw: Mapping[str, Any], where: str) -> CouplingRule
 
 
 def _flashinfer(r: TomlReader, doc: Mapping[str, Any]) -> FlashInferRules:
-    """``[flashinfer]`` and ``[[jit-cache-archs]]`` (``[flashinfer.extras]`` is not read here)."""
+    """``[flashinfer]`` (with ``[flashinfer.extras]``) and ``[[jit-cache-archs]]``."""
     fi = r.get(doc, "flashinfer", dict, "top level", required=True)
 
     def name(key: str) -> NormalizedName:
@@ -456,7 +457,25 @@ def _flashinfer(r: TomlReader, doc: Mapping[str, Any]) -> FlashInferRules:
         providers_since=version("providers-since"),
         arch_table=tuple(_arch_row(r, row, f"jit-cache-archs #{i + 1}") for i, row in enumerate(r.tables(doc, "jit-cache-archs", "components"))),
         components=_components(r, fi, (name("python"), name("cubin"), name("jit-cache"))),
+        extras=_flashinfer_extras(r, fi),
     )
+
+
+def _flashinfer_extras(r: TomlReader, fi: Mapping[str, Any]) -> tuple[FlashInferExtra, ...]:
+    """``[flashinfer.extras]``: extra name -> ``{ when-cuda-major = N, since = "V", when-torch = "pypi" }``."""
+    table = r.get(fi, "extras", dict, "flashinfer") or {}
+    out = []
+    for extra in table:
+        where = f"flashinfer.extras.{extra}"
+        row = r.get(table, extra, dict, "flashinfer.extras", required=True)
+        r.unknown_keys(row, ("when-cuda-major", "when-torch", "since"), where)
+        major = r.get(row, "when-cuda-major", int, where, required=True)
+        since = r.version(r.get(row, "since", str, where, required=True), f"{where} 'since'")
+        torch_from = r.get(row, "when-torch", str, where)
+        if torch_from not in (None, "pypi", "pytorch"):
+            raise r.fail(where, f"'when-torch' {torch_from!r} is not one of pypi, pytorch")
+        out.append(FlashInferExtra(name=extra, cuda_major=major, since=since, torch_from=torch_from))
+    return tuple(out)
 
 
 def _components(r: TomlReader, fi: Mapping[str, Any], named: tuple[NormalizedName, ...]) -> tuple[NormalizedName, ...]:

@@ -180,6 +180,17 @@ class PerTorchRule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FlashInferExtra:
+    """components.toml ``[flashinfer.extras]``: flashinfer-python's extra ``name`` is asked for when
+    torch's CUDA major is ``cuda_major`` (its nvidia-cutlass-dsl build for that CUDA), from ``since`` on."""
+
+    name: str
+    cuda_major: int
+    since: Version  # the first release publishing it (a release before it is resolved without it)
+    torch_from: str | None = None  # "pypi" | "pytorch" | None (any): only for a torch published there
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FlashInferRules:
     python: NormalizedName
     cubin: NormalizedName
@@ -190,6 +201,12 @@ class FlashInferRules:
     providers_since: Version
     arch_table: tuple[ArchRow, ...] = ()
     components: tuple[NormalizedName, ...] = ()  # python, cubin, jit-cache: install order
+    extras: tuple[FlashInferExtra, ...] = ()  # [flashinfer.extras]: the extra for torch's CUDA major
+
+    def extras_for(self, cuda_major: int | None, torch_from: str | None = None) -> tuple[FlashInferExtra, ...]:
+        """The extras of flashinfer-python a torch of CUDA ``cuda_major``, published at
+        ``torch_from`` (``pypi`` / ``pytorch``), asks for."""
+        return tuple(e for e in self.extras if e.cuda_major == cuda_major and e.torch_from in (None, torch_from))
 
     def is_provider(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.providers)

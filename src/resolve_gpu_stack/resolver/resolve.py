@@ -337,7 +337,7 @@ def _wire(
     )
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
-    requirements = overrides.roots([*_requirements(request, defs, floors), *_closure_roots(closure)])
+    requirements = overrides.roots([*_requirements(request, defs, floors, torch.cuda, ctx.torch_from), *_closure_roots(closure)])
     if previous is not None:
         prefetcher.levels(requirements)
     else:
@@ -435,10 +435,15 @@ def _prerelease_packages(request: ResolveRequest, torch: TorchSelection, defs: D
     return frozenset(out)
 
 
-def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[Floor] = ()) -> list[Req]:
+def _requirements(
+    request: ResolveRequest, defs: Definitions, floors: Sequence[Floor] = (), cuda: CudaLabel | None = None, torch_from: str | None = None
+) -> list[Req]:
     out = [Req(name=TORCH, specifier=SpecifierSet(), parent="(requested)", text=f"torch ({request.torch})")]
     if request.flashinfer.wanted:
-        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
+        extras = frozenset(e.name for e in defs.flashinfer.extras_for(cuda.major if cuda is not None else None, torch_from))  # [flashinfer.extras]
+        shown = f"[{','.join(sorted(extras))}]" if extras else ""
+        text = f"flashinfer-python{shown} ({request.flashinfer})"
+        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), extras=extras, parent="(requested)", text=text))
     if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
         top = max(floors, key=lambda f: f.version)
         out.append(
