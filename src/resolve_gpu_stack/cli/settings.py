@@ -154,6 +154,12 @@ def _overrides_file(text: str) -> tuple[Any, ...]:
     return tuple(items)
 
 
+def _exclude_newer(text: str) -> str:
+    from ..model.request import parse_day
+
+    return parse_day(text)
+
+
 def _abi_mismatch(text: str) -> str:
     from ..model.request import ABI_MISMATCH_CHOICES
 
@@ -405,6 +411,17 @@ SETTINGS: tuple[Setting, ...] = (
         parse=_abi_mismatch,
         metavar="{error,warn}",
         help="a torch-ABI wheel built for another torch: error (default: no plan) or warn (plan it, flagged)",
+    ),
+    Setting(
+        name="exclude_newer",
+        kind="optional",
+        default=None,
+        flag="--exclude-newer",
+        key="exclude-newer",
+        group=RESOLVE_GROUP,
+        parse=_exclude_newer,
+        metavar="YYYY-MM-DD",
+        help="only files uploaded on or before this day (UTC, PEP 700 upload times); a page without upload times is said, not cut",
     ),
     Setting(
         name="gpus",

@@ -87,6 +87,8 @@ class PageVisit:
     found: bool
     files: int = 0
     warnings: tuple[str, ...] = ()
+    status: str | None = None  # PEP 792 project status the page gives ("archived", "quarantined", "deprecated")
+    status_reason: str | None = None
 
 
 class Finder:
@@ -397,7 +399,8 @@ class Finder:
                 continue
             found, refused = self._page_offers(wanted, loc, parsed)
             offers += found
-            visits.append(PageVisit(location=loc, found=True, files=len(found), warnings=tuple(parsed.warnings) + tuple(refused)))
+            warnings = tuple(parsed.warnings) + tuple(refused)
+            visits.append(PageVisit(location=loc, found=True, files=len(found), warnings=warnings, status=parsed.status, status_reason=parsed.status_reason))
         return offers, visits
 
     def _page_offers(self, wanted: NormalizedName, loc: PageLocation, parsed: ParsedPage) -> tuple[list[Offer], list[str]]:

@@ -53,6 +53,7 @@ def list_candidates(
     cuda: CudaLabel | None = None,
     flashinfer_channel: str = "stable",
     verdict: Callable[[IndexFile], AbiVerdict | None] | None = None,
+    exclude_newer: str | None = None,
 ) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
@@ -62,12 +63,16 @@ def list_candidates(
     torch = target.installed.get(TORCH)
     label = cuda or (target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch))  # the one rule
     ctx = RouteContext.of_torch(torch, str(label) if label else None, torch_channel=torch_channel, flashinfer_channel=flashinfer_channel)
-    judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
+    judge = Judge(defs=defs, target=target, torch=torch, cuda=label, exclude_newer=exclude_newer)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
     down = finder.unreadable(name, ctx) if not all(v.found for v in visits) else []  # an optional index (FlashInfer's) that cannot be read
     if down and not any(v.found for v in visits):
         raise required_unreachable(name, down, defs)
+    for visit in visits:
+        if visit.status is not None:
+            said = f": {visit.status_reason}" if visit.status_reason else ""
+            log.warning("%s: its index marks the project %s (PEP 792)%s", name, visit.status, said)
     if down:
         loc, exc = down[0]
         log.warning("the %s index's host %s cannot be read (%s): %s's files there are not listed", loc.index, host_of(loc), exc.cause, name)

@@ -126,6 +126,8 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
         *(flashinfer.notes if flashinfer else ()),
         *floor_notes,
         *_provider_notes(result, request, defs, w.dependencies, factory),
+        *_undated_notes(request, result.mapping),
+        *_status_notes(factory, result.mapping),
     ]
     plan_ctx = PlanContext(
         request=request,
@@ -324,9 +326,12 @@ def _wire(
     scans of the native wheels it meets started). ``previous``: the first wiring's factory; its
     crawl already read these pages and judged their files, so this wiring shares its verdicts and
     goes level by level on one thread: threads only cost here."""
-    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit)
+    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit, exclude_newer=request.exclude_newer)
     if previous is None:
-        factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires, build=request.build_names)
+        asked = frozenset(canonicalize_name(r.name) for r in request.with_)  # a quarantined project is taken only when named
+        factory = CandidateFactory(
+            finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires, build=request.build_names, asked=asked
+        )
     else:
         factory = previous.rebased(judge, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
@@ -393,6 +398,35 @@ def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, 
     return [
         f"{defs.flashinfer.jit_cache} {shim.version}: {len(skipped)} of its providers are not needed for {gpus} and are "
         f"left out ({', '.join(skipped)}); {saved}; --all-gpu-archs plans them all"
+    ]
+
+
+def _status_notes(factory: CandidateFactory, mapping: Mapping[Key, Cand]) -> list[str]:
+    """A warning per planned package its index gives a PEP 792 status (archived, deprecated; a
+    quarantined one asked for by name), said once on stderr too."""
+    out = []
+    for name in sorted({key.name for key in mapping}):
+        visit = factory.status(name) if factory.has_offers(name) else None
+        if visit is not None and visit.status is not None:
+            why = f": {visit.status_reason}" if visit.status_reason else ""
+            note = f"{name}: its index marks the project {visit.status} (PEP 792){why}"
+            log.warning("%s", note)
+            out.append(note)
+    return out
+
+
+def _undated_notes(request: ResolveRequest, mapping: Mapping[Key, Cand]) -> list[str]:
+    """With ``--exclude-newer``: the plan's files whose page carries no upload times (PEP 700: the
+    PyTorch index's and FlashInfer's HTML pages do not), which it could not cut, per index."""
+    if request.exclude_newer is None:
+        return []
+    undated: dict[str, list[str]] = {}
+    for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0])):
+        if not key.extras and cand.file is not None and cand.file.upload_time is None:
+            undated.setdefault(cand.file.index, []).append(cand.name)
+    return [
+        f"--exclude-newer {request.exclude_newer}: the {index} index's pages carry no upload times, so these were not cut: {', '.join(names)}"
+        for index, names in sorted(undated.items())
     ]
 
 
@@ -502,6 +536,15 @@ def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, fl
     gap = _component_gap(exc, factory, flashinfer)
     if gap is not None:
         return gap
+    quarantined = [(n, q) for n in sorted({c.requirement.name for c in exc.causes}) if (q := factory.quarantined(n)) is not None]
+    if quarantined:
+        name, why = quarantined[0]
+        parents = sorted({str(c.parent) if c.parent is not None else (c.requirement.parent or "the request") for c in exc.causes if c.requirement.name == name})
+        return NoPlanError(
+            f"{name}: its index marks the project quarantined (PEP 792: considered unsafe for use, e.g. malware); none of its files is planned",
+            reasons=[f"required by {', '.join(parents)}", *([f"the index says: {why.detail}"] if why.detail else [])],
+            hint=f"leave out what requires it (--without {name}), or, only if you trust it, name it: --with {name}",
+        )
     reasons = []
     for cause in exc.causes:
         req: Req = cause.requirement

@@ -28,6 +28,17 @@ class RejectReason(str, enum.Enum):
     CUDA = "built for another CUDA"
     ABI = "its shared objects cannot be shown to run with this torch"
     SPECIFIER = "outside the requested range"
+    NEWER = "uploaded after --exclude-newer"
+    QUARANTINED = "quarantined by its index (PEP 792)"
+
+
+def uploaded_after(upload_time: str | None, day: str | None) -> Rejection | None:
+    """A file uploaded after ``day`` (``--exclude-newer YYYY-MM-DD``: files uploaded on or before
+    that day, UTC, by PEP 700's upload-time) is no candidate; a file without an upload time is
+    not cut (its page is said, ``resolver/reachability``'s sibling note)."""
+    if day is None or upload_time is None or upload_time[:10] <= day:
+        return None
+    return Rejection(RejectReason.NEWER, f"uploaded {upload_time[:10]}, after {day}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,4 +235,14 @@ def _label_mismatch(local: str | None, cuda: CudaLabel) -> Rejection | None:
     return None
 
 
-__all__ = ["RejectReason", "Rejection", "TargetFit", "cuda_mismatch", "family_date_mismatch", "nightly_date", "per_torch_mismatch", "torch_abi_mismatch"]
+__all__ = [
+    "RejectReason",
+    "Rejection",
+    "TargetFit",
+    "uploaded_after",
+    "cuda_mismatch",
+    "family_date_mismatch",
+    "nightly_date",
+    "per_torch_mismatch",
+    "torch_abi_mismatch",
+]
