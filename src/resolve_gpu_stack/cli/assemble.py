@@ -140,10 +140,26 @@ class ResolveParts:
         torch = target.installed.get(canonicalize_name("torch"))
         if torch is None:
             return None
-        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda  # the one rule (a probed torch)
+        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda or self._declared_cuda(target, torch)  # the one rule
         exports = self.exports_for(target)
         subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
         return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
+
+    def _declared_cuda(self, target: Target, torch: Version) -> CudaLabel | None:
+        """A declared torch without a ``+cuNNN`` label (PyPI's): its CUDA from its own wheel's
+        METADATA (its runtime pin, the one rule), as the resolver knows it; None when unread."""
+        from ..errors import CrawlError
+        from ..model.cuda import kept_torch_cuda
+
+        wheel = self._torch_file(target, torch, None) if torch.local is None else None
+        if wheel is None:
+            return None
+        try:
+            requires = self.finder.metadata(wheel).requires_dist
+        except CrawlError:
+            return None
+        found = kept_torch_cuda(torch, requires, target.markers)
+        return found.label if found is not None else None
 
     def _torch_file(self, target: Target, torch: Version, label: CudaLabel | None) -> IndexFile | None:
         """The installed torch's own wheel (a declared target reads its exports there)."""
