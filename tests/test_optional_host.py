@@ -190,3 +190,12 @@ def test_bundled_snapshots_are_read_from_data_and_a_bad_row_is_named(tmp_path) -
     (tmp_path / "snapshots" / "bundled.toml").write_text('[[snapshot]]\npath = "x"\ntorch-from = "conda"\nfits = "y"\n')
     with pytest.raises(IndexDefinitionError, match="snapshot #1.*'torch-from' 'conda'"):
         bundled_snapshots(bundled_path(tmp_path))
+
+
+def test_flashinfer_nightly_lives_on_the_down_host_alone_an_error_naming_it(down, capsys, caplog, tmp_path) -> None:
+    modes, python = down
+    urls = modes["refused"]
+    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--flashinfer", "nightly", *flags(urls, tmp_path))
+    assert code == 3 and out == "", err
+    assert f"flashinfer-python was asked for (--flashinfer nightly) and lives on the flashinfer index, whose host {host(urls)} cannot be read" in err
+    assert "--flashinfer latest" in err and "Traceback" not in err

@@ -34,15 +34,22 @@ def host_of(location: PageLocation) -> str:
     return urlsplit(location.url).netloc.rpartition("@")[2]
 
 
-def leave_out_unreachable(finder: Finder, defs: Definitions, components: Sequence[NormalizedName], asked: Collection[str], ctx: RouteContext) -> LeftOut:
+def leave_out_unreachable(
+    finder: Finder, defs: Definitions, components: Sequence[NormalizedName], asked: Collection[str], ctx: RouteContext, *, flashinfer: str = ""
+) -> LeftOut:
     """``components`` less those with a page on an optional index that could not be read, unless
-    asked for by name (``asked``: the ``--with`` names), which raises naming the host."""
+    asked for by name (``asked``: the ``--with`` names), which raises naming the host; so does
+    flashinfer-python when every page of it is there (``flashinfer``: the ``--flashinfer`` choice,
+    ``nightly``: FlashInfer's own index alone has them)."""
     kept: list[NormalizedName] = []
     gone: list[NormalizedName] = []
     down: list[tuple[PageLocation, CrawlError]] = []
     named = {canonicalize_name(n) for n in asked}
     for name in components:
         failed = finder.unreadable(name, ctx)
+        if name == defs.flashinfer.python and failed and len(failed) == _pages(defs, name, ctx):
+            hint = "--flashinfer latest takes its releases from PyPI; --flashinfer none plans without FlashInfer"
+            raise required_unreachable(name, failed, defs, asked_as=f"asked for (--flashinfer {flashinfer or 'nightly'})", leave_out=hint)
         if not failed or name == defs.flashinfer.python:
             kept.append(name)
             continue
@@ -59,14 +66,22 @@ def leave_out_unreachable(finder: Finder, defs: Definitions, components: Sequenc
     return LeftOut(components=tuple(kept), left_out=tuple(gone), warning=_warning(gone, down, defs))
 
 
-def required_unreachable(name: str, failed: Sequence[tuple[PageLocation, CrawlError]], defs: Definitions) -> CrawlError:
-    """The error of a part asked for by name whose optional index cannot be read: it names the host."""
+def _pages(defs: Definitions, name: str, ctx: RouteContext) -> int:
+    """How many pages (legacy ones aside) ``name`` is read from under ``ctx``."""
+    return sum(not loc.route.legacy for loc in defs.pages_for(name, ctx))
+
+
+def required_unreachable(
+    name: str, failed: Sequence[tuple[PageLocation, CrawlError]], defs: Definitions, *, asked_as: str = "asked for by name", leave_out: str = ""
+) -> CrawlError:
+    """The error of a part asked for whose optional index cannot be read: it names the host."""
     loc, exc = failed[0]
     index = defs.indexes[loc.index]
     return CrawlError(
         loc.url,
-        f"{name} was asked for by name and lives on the {index.name} index, whose host {host_of(loc)} cannot be read: {exc.cause}",
-        hint=f"try again when {host_of(loc)} answers, point --index {index.name}=URL at a mirror, or leave {name} out (a plan without it is made)",
+        f"{name} was {asked_as} and lives on the {index.name} index, whose host {host_of(loc)} cannot be read: {exc.cause}",
+        hint=f"try again when {host_of(loc)} answers, point --index {index.name}=URL at a mirror, or "
+        + (leave_out or f"leave {name} out (a plan without it is made)"),
     )
 
 

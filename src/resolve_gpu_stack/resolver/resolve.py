@@ -87,7 +87,7 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     # one (its own release, on PyPI's page, is what the selection checks the target against)
     pypi_kept = keeps_pypis_torch(request)
     _prefetch_roots(finder, request, components, ctx)
-    reach = leave_out_unreachable(finder, defs, components, [r.name for r in request.with_], ctx)  # an optional host down
+    reach = leave_out_unreachable(finder, defs, components, [r.name for r in request.with_], ctx, flashinfer=str(request.flashinfer))  # a host down
     components = reach.components
     if reach.warning is not None:
         log.warning("%s", reach.warning)
