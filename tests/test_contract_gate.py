@@ -234,7 +234,6 @@ def test_a_cuda_12_only_wheel_is_refused_by_resolve_on_pypis_torch(world, capsys
     assert code == 1 and rows is None and "xformers" in err and "CUDA" in err, err
 
 
-@KEPT_TORCH
 def test_inspect_gives_resolves_verdict_on_the_cuda_12_only_wheel_without_cuda(world, capsys, tmp_path) -> None:
     code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *DECLARED, "--installed", f"torch=={TORCH}", *index_flags(world, tmp_path), "--format", "json")
     assert json.loads(out)["verdict"]["runs"] is False, out

@@ -122,10 +122,12 @@ def test_a_bad_definition_names_file_table_and_key(indexes: Path, file: str, old
         load_definitions(indexes)
 
 
-def test_flashinfer_extras_are_not_loaded(indexes: Path) -> None:
-    # [flashinfer.extras] is data for another reader: its shape is not checked here.
-    _edit(indexes / "components.toml", 'cu13 = { when-cuda-major = 13, since = "0.6.8rc1" }', 'anything = "goes"')
-    assert load_definitions(indexes).flashinfer.python == "flashinfer-python"
+def test_flashinfer_extras_are_loaded_and_a_bad_row_is_named(indexes: Path) -> None:
+    # [flashinfer.extras] (issue 50): the extra of torch's CUDA major, read and checked
+    assert [e.name for e in load_definitions(indexes).flashinfer.extras_for(13, "pypi")] == ["cu13"]
+    _edit(indexes / "components.toml", 'cu13 = { when-cuda-major = 13, since = "0.6.8rc1", when-torch = "pypi" }', 'anything = "goes"')
+    with pytest.raises(IndexDefinitionError, match="flashinfer.extras"):
+        load_definitions(indexes)
 
 
 def test_the_bundled_definitions_load() -> None:

@@ -319,24 +319,31 @@ def test_twins_per_cuda_major_are_builds_the_one_for_torchs_major_decides(kind: 
 # -- indexes/verify_today.py on the loopback world ------------------------------------------------------
 
 
-def test_verify_today_checks_each_verdict_against_the_symbols(today, capsys) -> None:
-    """The truth script on a PyPI of today's shape: the kept torch's exports are read from PyPI's
-    own 2.15.0 wheel, so every version-locked verdict is verified; each kind and verdict agrees
-    with what the members import, the twins are named by the data, and no coupling row claims the
-    family's PyPI releases."""
+def test_verify_today_checks_each_verdict_against_binutils(today, capsys, monkeypatch) -> None:
+    """The truth script on a PyPI of today's shape (issue 50): pip downloads each newest wheel,
+    binutils (readelf, nm) read its members and the venv torch's real libraries, and every verdict
+    of the tool, asked without --cuda (inspect; resolve for the frameworks), agrees with them."""
     import importlib.util
+    import shutil
 
+    if shutil.which("readelf") is None or shutil.which("nm") is None:
+        pytest.skip("needs binutils (readelf, nm)")
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
     spec = importlib.util.spec_from_file_location("verify_today", Path(__file__).resolve().parents[1] / "indexes" / "verify_today.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["verify_today"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
-    world, srv, _, _ = today
+    world, srv, _, venv = today
     urls = world.index_urls(srv.url)
-    assert module.main(["--pypi", urls["pypi"], "--pytorch", urls["pytorch"], "--python", f"{sys.version_info.major}.{sys.version_info.minor}"]) == 0
+    [lib] = venv.glob("lib/python*/site-packages/torch/lib")
+    only = ["vllm", "sglang==0.5.23", "sglang-kernel", "sgl-deep-ep", "torch-memory-saver", "xformers", "torchvision", "torchaudio", "torchcodec", "torchao"]
+    argv = ["--pypi", urls["pypi"], "--index", f"pytorch={urls['pytorch']}", "--index", f"flashinfer={urls['flashinfer']}", "--torch-lib", str(lib)]
+    code = module.main([*argv, *(w for o in only for w in ("--only", o)), "--python", f"{sys.version_info.major}.{sys.version_info.minor}"])
     out = capsys.readouterr().out
-    assert "verdicts agreeing with the wheels' symbols: 10/10 (0 unverified)" in out, out
-    assert "agree      xformers 0.0.35: needs CUDA 12" in out
+    assert code == 0, out
+    assert "verdicts agreeing with binutils: 12/12 (0 unverified)" in out, out
+    assert "agree      inspect  xformers 0.0.35: needs CUDA 12, torch has CUDA 13" in out, out
 
 
 def test_a_family_members_floor_is_a_floor_and_a_release_is_not_a_nightly() -> None:

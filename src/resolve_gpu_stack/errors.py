@@ -59,16 +59,19 @@ class CrawlError(ResolveGpuStackError):
     """An index could not be reached, or answered something unusable. Always names the URL."""
 
     exit_code = 3
+    unreachable = False  # the host did not answer (refused, timed out, 5xx after retries): not an answer about the URL
 
-    def __init__(self, url: str, cause: str, *, hint: str | None = None) -> None:
+    def __init__(self, url: str, cause: str, *, hint: str | None = None, unreachable: bool = False) -> None:
         url, cause = printable(url), printable(cause, lines=True)
         super().__init__(f"{url}: {cause}", hint=hint)
         self.url = url
         self.cause = cause
+        self.unreachable = unreachable or self.unreachable
 
 
 class SnapshotMiss(CrawlError):
-    """Replaying a snapshot asked for a URL that the snapshot does not hold."""
+    """Replaying a snapshot asked for a URL that the snapshot does not hold (``unreachable``: the
+    page was not recorded, as good as a host down offline), or an entry it cannot read."""
 
 
 class WheelNotCached(CrawlError):

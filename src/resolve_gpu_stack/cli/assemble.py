@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from ..data.definitions import Definitions
+    from ..errors import CrawlError
     from ..index.finder import Finder
     from ..model import IndexFile, LockPlan, Target
     from ..model.abi import AbiVerdict, WheelAbi
@@ -101,7 +102,12 @@ class ResolveParts:
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
             return plan
 
-        return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
+        from ..errors import CrawlError
+
+        try:
+            return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
+        except CrawlError as exc:
+            raise _fitting_offline_hint(exc, request) from None
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
@@ -136,10 +142,26 @@ class ResolveParts:
         torch = target.installed.get(canonicalize_name("torch"))
         if torch is None:
             return None
-        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda  # the one rule (a probed torch)
+        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda or self._declared_cuda(target, torch)  # the one rule
         exports = self.exports_for(target)
         subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
         return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
+
+    def _declared_cuda(self, target: Target, torch: Version) -> CudaLabel | None:
+        """A declared torch without a ``+cuNNN`` label (PyPI's): its CUDA from its own wheel's
+        METADATA (its runtime pin, the one rule), as the resolver knows it; None when unread."""
+        from ..errors import CrawlError
+        from ..model.cuda import kept_torch_cuda
+
+        wheel = self._torch_file(target, torch, None) if torch.local is None else None
+        if wheel is None:
+            return None
+        try:
+            requires = self.finder.metadata(wheel).requires_dist
+        except CrawlError:
+            return None
+        found = kept_torch_cuda(torch, requires, target.markers)
+        return found.label if found is not None else None
 
     def _torch_file(self, target: Target, torch: Version, label: CudaLabel | None) -> IndexFile | None:
         """The installed torch's own wheel (a declared target reads its exports there)."""
@@ -333,3 +355,21 @@ class Session:
 
 
 __all__ = ["NetworkOptions", "ResolveParts", "Session", "resolve_parts"]
+
+
+def _fitting_offline_hint(exc: CrawlError, request: ResolveRequest) -> CrawlError:
+    """``exc`` with the no-network hint naming the bundled snapshot that fits ``request``'s kept
+    torch (``indexes/snapshots/bundled.toml``); any other error as it is."""
+    from ..data.snapshots import bundled_path, bundled_snapshots, offline_hint
+    from ..model.channel import torch_origin
+    from ..net.transport import NO_NETWORK_HINT
+
+    if exc.hint != NO_NETWORK_HINT:
+        return exc
+    path = bundled_path()
+    if not path.is_file():  # an installed tool carries no snapshots
+        return exc
+    hint = offline_hint(bundled_snapshots(path), torch_origin(request.installed_torch))
+    if hint is None:
+        return exc
+    return type(exc)(exc.url, exc.cause, hint=hint, unreachable=exc.unreachable)

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.",
     )
     p.add_argument("package")
-    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer"], help=_HELP)
+    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer", "exclude_newer"], help=_HELP)
     O.add_index_flags(p)
     O.add_output_flags(p)
 
@@ -52,9 +52,9 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
 
     # through the settings table, as every command (a bad --cuda is a usage error); the target
     # settings go to target_of, which also takes an interpreter path
-    mine = ("torch", "flashinfer", "cuda")
+    mine = ("torch", "flashinfer", "cuda", "exclude_newer")
     values = {**S.defaults(), **S.parse({k: v for k, v in settings.typed.raw.items() if k in mine})}
-    torch, flashinfer, cuda = (values[k] for k in mine)
+    torch, flashinfer, cuda, exclude_newer = (values[k] for k in mine)
     defs = common.definitions(settings.sources, env)
     target, _ = common.target_of(settings.typed, env)
     torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
@@ -67,7 +67,15 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
             return parts.judge(file.name, parts.classifier(file), requires, target, cuda)
 
         rows, visits = list_candidates(
-            parts.finder, defs, target, settings.package, torch_channel=torch_channel, cuda=cuda, flashinfer_channel=flashinfer.channel, verdict=verdict
+            parts.finder,
+            defs,
+            target,
+            settings.package,
+            torch_channel=torch_channel,
+            cuda=cuda,
+            flashinfer_channel=flashinfer.channel,
+            verdict=verdict,
+            exclude_newer=exclude_newer,
         )
     print_candidates(rows, visits, common.output_format(settings.output), sys.stdout, package=settings.package)
     return 0

@@ -26,13 +26,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     O.add_resolve_flags(p)
     O.add_output_flags(p)
     p.add_argument("--output", type=Path, required=True, metavar="DIR")
-    p.add_argument("--exclude-newer", metavar="YYYY-MM-DD", help="cut recorded PyPI pages to files uploaded on or before this day")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotSettings(O.ResolveOptions):
     folder: Path  # --output DIR: the snapshot recorded (``sources.snapshot``: the one it extends)
-    exclude_newer: str | None = None
+    exclude_newer: str | None = None  # --exclude-newer (the settings table's row): recorded PyPI pages are cut to it too
 
 
 def read(args: argparse.Namespace, env: Mapping[str, str]) -> SnapshotSettings:

@@ -266,6 +266,7 @@ def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
             "fits_target": r.fits,
             "why_not": r.why_not,
             "abi": r.abi,
+            "built_for": r.built_for,
         }
         for r in rows
     ]
@@ -281,6 +282,7 @@ _CANDIDATE_COLUMNS = (
     Column("index", drop=3),
     Column("sha256"),
     Column("size", drop=4, justify="right"),
+    Column("built for", drop=1),
     Column("fits"),
 )
 
@@ -315,6 +317,7 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
                 r.index,
                 digest(r.sha256) if r.sha256 else (f"no hash (metadata sha256 {digest(r.metadata_sha256)})" if r.metadata_sha256 else "no hash"),
                 f"{r.size:,}" if r.size else "",
+                escape(r.built_for or ""),
                 ("yes" if r.fits else escape(f"no: {r.why_not}")) + (escape(f" ({r.abi})") if r.abi else ""),
             )
             for r in rows
@@ -324,7 +327,7 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
     table, width = fitted_table(console, _CANDIDATE_COLUMNS, cells(lambda h: h), narrower=cells(_short_hash), title_justify="left")
     print_fitted(console, table, width)
     for v in visits:
-        state = f"{v.files} files" if v.found else "404 (no such page)"
+        state = f"{v.files} files" if v.found else "not read" if v.warnings else "404 (no such page)"
         console.print(f"{v.location.url}: {state}", markup=False)
         for w in v.warnings:
             console.print(f"  warning: {w}", markup=False)

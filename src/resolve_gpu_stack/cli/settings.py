@@ -159,6 +159,12 @@ def _overrides_file(text: str) -> tuple[Any, ...]:
     return tuple(items)
 
 
+def _exclude_newer(text: str) -> str:
+    from ..model.request import parse_day
+
+    return parse_day(text)
+
+
 def _abi_mismatch(text: str) -> str:
     from ..model.request import ABI_MISMATCH_CHOICES
 
@@ -422,6 +428,17 @@ SETTINGS: tuple[Setting, ...] = (
         help="an installed package the plan knows will not work beside it (a FlashInfer component out of line with flashinfer-python, "
         "a compiled package whose imports the kept torch lacks) stops the command before anything is installed; "
         "--keep-broken NAME keeps it as it is, said in a note (repeatable)",
+    ),
+    Setting(
+        name="exclude_newer",
+        kind="optional",
+        default=None,
+        flag="--exclude-newer",
+        key="exclude-newer",
+        group=RESOLVE_GROUP,
+        parse=_exclude_newer,
+        metavar="YYYY-MM-DD",
+        help="only files uploaded on or before this day (UTC, PEP 700 upload times); a page without upload times is said, not cut",
     ),
     Setting(
         name="gpus",

@@ -31,10 +31,12 @@ from .rules import (
     AbiRules,
     ArchRow,
     CouplingRule,
+    FlashInferExtra,
     FlashInferRules,
     IndexDefinition,
     NoBuildsFrom,
     PageLocation,
+    PerTorchDialect,
     PerTorchRule,
     Route,
     RouteContext,
@@ -294,7 +296,7 @@ def _claims(route: Route, name: str) -> bool:
 
 # -- loading indexes/*.toml -------------------------------------------------------------------
 
-INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels")
+INDEX_KEYS = ("name", "url", "dialect", "hosts", "channels", "retention-days", "cuda-labels", "optional", "without")
 ROUTE_KEYS = ("packages", "index", "page", "versions", "when", "legacy", "kept")
 COUPLING_KEYS = ("packages", "coupling", "why", "versions", "local")
 ABI_KEYS = (
@@ -364,6 +366,8 @@ def _load_index(path: Path, expected: str) -> IndexDefinition:
         channels=channels,
         retention_days=retention,
         cuda_labels=r.strings(doc, "cuda-labels", "top level") or (),
+        optional=bool(r.get(doc, "optional", bool, "top level")),
+        without=r.get(doc, "without", str, "top level") or "",
     )
 
 
@@ -434,7 +438,7 @@ def _coupling(r: TomlReader, raw: Mapping[str, Any], where: str) -> CouplingRule
 
 
 def _flashinfer(r: TomlReader, doc: Mapping[str, Any]) -> FlashInferRules:
-    """``[flashinfer]`` and ``[[jit-cache-archs]]`` (``[flashinfer.extras]`` is not read here)."""
+    """``[flashinfer]`` (with ``[flashinfer.extras]``) and ``[[jit-cache-archs]]``."""
     fi = r.get(doc, "flashinfer", dict, "top level", required=True)
 
     def name(key: str) -> NormalizedName:
@@ -453,7 +457,25 @@ def _flashinfer(r: TomlReader, doc: Mapping[str, Any]) -> FlashInferRules:
         providers_since=version("providers-since"),
         arch_table=tuple(_arch_row(r, row, f"jit-cache-archs #{i + 1}") for i, row in enumerate(r.tables(doc, "jit-cache-archs", "components"))),
         components=_components(r, fi, (name("python"), name("cubin"), name("jit-cache"))),
+        extras=_flashinfer_extras(r, fi),
     )
+
+
+def _flashinfer_extras(r: TomlReader, fi: Mapping[str, Any]) -> tuple[FlashInferExtra, ...]:
+    """``[flashinfer.extras]``: extra name -> ``{ when-cuda-major = N, since = "V", when-torch = "pypi" }``."""
+    table = r.get(fi, "extras", dict, "flashinfer") or {}
+    out = []
+    for extra in table:
+        where = f"flashinfer.extras.{extra}"
+        row = r.get(table, extra, dict, "flashinfer.extras", required=True)
+        r.unknown_keys(row, ("when-cuda-major", "when-torch", "since"), where)
+        major = r.get(row, "when-cuda-major", int, where, required=True)
+        since = r.version(r.get(row, "since", str, where, required=True), f"{where} 'since'")
+        torch_from = r.get(row, "when-torch", str, where)
+        if torch_from not in (None, "pypi", "pytorch"):
+            raise r.fail(where, f"'when-torch' {torch_from!r} is not one of pypi, pytorch")
+        out.append(FlashInferExtra(name=extra, cuda_major=major, since=since, torch_from=torch_from))
+    return tuple(out)
 
 
 def _components(r: TomlReader, fi: Mapping[str, Any], named: tuple[NormalizedName, ...]) -> tuple[NormalizedName, ...]:
@@ -518,16 +540,27 @@ def _no_builds(r: TomlReader, row: Mapping[str, Any], where: str) -> NoBuildsFro
 
 
 def _per_torch(r: TomlReader, doc: Mapping[str, Any]) -> PerTorchRule | None:
-    """``[per-torch]``: ``local`` (a regular expression with the groups cuda and torch, optionally
-    cxx11abi) and ``cxx11-abi-since`` (a torch version)."""
+    """``[per-torch]``: ``cxx11-abi-since`` (a torch version) and ``[[per-torch.dialect]]`` rows,
+    each a ``name``, a ``local`` regular expression (with the named groups torch or torch_major and
+    torch_minor; cuda or cuda_major and cuda_minor; optionally cxx11abi) and its ``source``."""
     table = r.get(doc, "per-torch", dict, "top level")
     if table is None:
         return None
-    r.unknown_keys(table, ("local", "cxx11-abi-since"), "per-torch")
-    text = r.get(table, "local", str, "per-torch", required=True)
-    pattern = _regex(r, text, "local", "per-torch", groups=("cuda", "torch"), no_groups="'local' must have the named groups cuda and torch")
+    r.unknown_keys(table, ("dialect", "cxx11-abi-since"), "per-torch")
     since = r.version(r.get(table, "cxx11-abi-since", str, "per-torch", required=True), "per-torch 'cxx11-abi-since'")
-    return PerTorchRule(local=pattern, cxx11_abi_since=since)
+    dialects = []
+    for i, row in enumerate(r.tables(table, "dialect", "per-torch")):
+        where = f"per-torch.dialect #{i + 1}"
+        r.unknown_keys(row, ("name", "local", "source"), where)
+        text = r.get(row, "local", str, where, required=True)
+        pattern = _regex(r, text, "local", where)
+        names = set(pattern.groupindex)
+        if not ({"torch"} <= names or {"torch_major", "torch_minor"} <= names) or not ({"cuda"} <= names or {"cuda_major", "cuda_minor"} <= names):
+            raise r.fail(where, "'local' must have the named groups torch (or torch_major and torch_minor) and cuda (or cuda_major and cuda_minor)")
+        dialects.append(PerTorchDialect(name=r.get(row, "name", str, where, required=True), local=pattern, source=r.get(row, "source", str, where) or ""))
+    if not dialects:
+        raise r.fail("per-torch", "no [[per-torch.dialect]]: at least one dialect is needed")
+    return PerTorchRule(dialects=tuple(dialects), cxx11_abi_since=since)
 
 
 def _regex(r: TomlReader, text: str, key: str, where: str, *, groups: tuple[str, ...] = (), no_groups: str = "") -> re.Pattern[str]:

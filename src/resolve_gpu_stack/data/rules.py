@@ -50,6 +50,8 @@ class IndexDefinition:
     retention_days: int = 0
     cuda_labels: tuple[str, ...] = ()
     layout: str | None = None  # a mirror layout of routing.toml [layouts] (--index NAME=flat:URL); None: the index's own paths
+    optional: bool = False  # a plan needs it only for what it must take from there: unreachable, what only it has is left out
+    without: str = ""  # what a plan without it costs the user, in words (said with the warning)
 
     def page_url(self, path: str) -> str:
         """The URL of a page below this index, without the base URL's ``user:token@``: page URLs
@@ -130,13 +132,62 @@ class CouplingRule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PerTorchRule:
-    """components.toml ``[per-torch]``: how a build says its torch in its local version label
-    (``+cu12torch2.9cxx11abiTRUE``, ``+cu130torch2.12``), and since which torch the torch wheels
-    use the C++11 ABI."""
+class BuiltFor:
+    """What a per-torch build's local label says it was built for."""
 
-    local: re.Pattern[str]  # named groups: cuda, torch, cxx11abi (optional)
+    torch: str  # the torch series, "2.9"
+    cuda: str  # CUDA digits: "12" (a major) or "128" (major and minor: a label)
+    cxx11abi: str | None = None  # "true" | "false" | None (the label does not say)
+    dialect: str = ""  # the name of the components.toml [[per-torch.dialect]] that read it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerTorchDialect:
+    """One way of writing the torch and CUDA of a build in its local label (components.toml
+    ``[[per-torch.dialect]]``): a regular expression over the label as PEP 440 normalizes it, with
+    the named groups torch (``2.9``) or torch_major and torch_minor, cuda (``12``, ``128``) or
+    cuda_major and cuda_minor, and optionally cxx11abi (``true``/``false``)."""
+
+    name: str
+    local: re.Pattern[str]
+    source: str = ""
+
+    def read(self, label: str) -> BuiltFor | None:
+        m = self.local.match(label)
+        if m is None:
+            return None
+        groups = m.groupdict()
+        torch = groups.get("torch") or f"{int(groups['torch_major'])}.{int(groups['torch_minor'])}"
+        cuda = groups.get("cuda") or f"{int(groups['cuda_major'])}{int(groups['cuda_minor'])}"
+        return BuiltFor(torch=torch, cuda=cuda, cxx11abi=groups.get("cxx11abi"), dialect=self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerTorchRule:
+    """components.toml ``[per-torch]``: the dialects in which a build says its torch in its local
+    version label (``+cu12torch2.9cxx11abiTRUE``, ``+cu128torch2.9``, ``+cu.12.8.torch.2.11``,
+    ``+pt29cu128``), and since which torch the torch wheels use the C++11 ABI."""
+
+    dialects: tuple[PerTorchDialect, ...]
     cxx11_abi_since: Version
+
+    def built_for(self, label: str | None) -> BuiltFor | None:
+        """What ``label`` (a normalized local version) says its build was built for; None when no
+        dialect reads it (a label naming no torch: ``cu130``, or none)."""
+        if not label:
+            return None
+        return next((b for d in self.dialects if (b := d.read(label)) is not None), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlashInferExtra:
+    """components.toml ``[flashinfer.extras]``: flashinfer-python's extra ``name`` is asked for when
+    torch's CUDA major is ``cuda_major`` (its nvidia-cutlass-dsl build for that CUDA), from ``since`` on."""
+
+    name: str
+    cuda_major: int
+    since: Version  # the first release publishing it (a release before it is resolved without it)
+    torch_from: str | None = None  # "pypi" | "pytorch" | None (any): only for a torch published there
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +201,12 @@ class FlashInferRules:
     providers_since: Version
     arch_table: tuple[ArchRow, ...] = ()
     components: tuple[NormalizedName, ...] = ()  # python, cubin, jit-cache: install order
+    extras: tuple[FlashInferExtra, ...] = ()  # [flashinfer.extras]: the extra for torch's CUDA major
+
+    def extras_for(self, cuda_major: int | None, torch_from: str | None = None) -> tuple[FlashInferExtra, ...]:
+        """The extras of flashinfer-python a torch of CUDA ``cuda_major``, published at
+        ``torch_from`` (``pypi`` / ``pytorch``), asks for."""
+        return tuple(e for e in self.extras if e.cuda_major == cuda_major and e.torch_from in (None, torch_from))
 
     def is_provider(self, name: str) -> bool:
         return fnmatch.fnmatchcase(name, self.providers)

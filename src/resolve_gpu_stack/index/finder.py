@@ -87,6 +87,8 @@ class PageVisit:
     found: bool
     files: int = 0
     warnings: tuple[str, ...] = ()
+    status: str | None = None  # PEP 792 project status the page gives ("archived", "quarantined", "deprecated")
+    status_reason: str | None = None
 
 
 class Finder:
@@ -339,6 +341,28 @@ class Finder:
                 out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version]
         return out
 
+    def unread_pages(self) -> tuple[str, ...]:
+        """The URLs of the pages that could not be read (their retries spent), so far."""
+        with self._lock:
+            return tuple(self._failed)
+
+    def unreadable(self, name: str, ctx: RouteContext) -> list[tuple[PageLocation, CrawlError]]:
+        """The pages of ``name`` on an optional index (``IndexDefinition.optional``) whose host could
+        not be reached (``CrawlError.unreachable``: refused, timed out, 5xx after retries, not in
+        the snapshot replayed), each with its error; legacy pages are not counted (optional anyway).
+        A page whose host answered wrongly (403, garbage) raises. Each page is read once."""
+        out: list[tuple[PageLocation, CrawlError]] = []
+        for loc in self.definitions.pages_for(name, ctx):
+            if loc.route.legacy or not self.definitions.indexes[loc.index].optional:
+                continue
+            try:
+                self._answer(loc)
+            except CrawlError as exc:
+                if not exc.unreachable:  # the host answered, wrongly (403, garbage): that is an error, said where the page is read
+                    raise
+                out.append((loc, exc))
+        return out
+
     def _read_offers(self, wanted: NormalizedName, ctx: RouteContext, tags: frozenset[Tag] | None, sdists: bool) -> tuple[list[Offer], list[PageVisit]]:
         locations = self.definitions.pages_for(wanted, ctx)
         source = self._sources.get(wanted)
@@ -357,6 +381,12 @@ class Finder:
                 # snapshot without the page) says nothing of it either. Both are said as a warning;
                 # the plan's note names no cause that differs between a live run and its replay.
                 # Required pages raise.
+                if exc.unreachable and self.definitions.indexes[loc.index].optional and not loc.route.legacy:
+                    # an optional index (flashinfer.toml ``optional``) that cannot be read: what it
+                    # alone has is absent; the resolver says so once (resolver/reachability.py)
+                    log.info("%s: %s (an optional index; treated as absent)", loc.url, exc.cause)
+                    visits.append(PageVisit(location=loc, found=False, warnings=(f"could not be read: {exc.cause}",)))
+                    continue
                 if not loc.route.legacy:
                     raise
                 denied = exc.cause.startswith(("401", "403"))
@@ -369,7 +399,8 @@ class Finder:
                 continue
             found, refused = self._page_offers(wanted, loc, parsed)
             offers += found
-            visits.append(PageVisit(location=loc, found=True, files=len(found), warnings=tuple(parsed.warnings) + tuple(refused)))
+            warnings = tuple(parsed.warnings) + tuple(refused)
+            visits.append(PageVisit(location=loc, found=True, files=len(found), warnings=warnings, status=parsed.status, status_reason=parsed.status_reason))
         return offers, visits
 
     def _page_offers(self, wanted: NormalizedName, loc: PageLocation, parsed: ParsedPage) -> tuple[list[Offer], list[str]]:

@@ -17,6 +17,7 @@ class _Page(msgspec.Struct):
     name: Any = None
     files: list[msgspec.Raw] | None = None
     projects: Any = None
+    project_status: Any = msgspec.field(default=None, name="project-status")  # PEP 792
 
 
 class _Filename(msgspec.Struct):
@@ -28,15 +29,15 @@ _FILENAME = msgspec.json.Decoder(_Filename)
 _ANY = msgspec.json.Decoder()
 
 
-def decode_page(text: str) -> tuple[object, object, list[msgspec.Raw] | None, object] | None:
-    """``(meta, name, files, projects)`` of a page, its rows undecoded; None when ``msgspec``
+def decode_page(text: str) -> tuple[object, object, list[msgspec.Raw] | None, object, object] | None:
+    """``(meta, name, files, projects, project-status)`` of a page, its rows undecoded; None when ``msgspec``
     refuses it (not an object, ``files`` not a list, or JSON it is stricter about than the standard
     library, such as ``NaN``): the caller reads it whole."""
     try:
         page = _PAGE.decode(text)
     except (msgspec.DecodeError, RecursionError):
         return None
-    return page.meta, page.name, page.files, page.projects
+    return page.meta, page.name, page.files, page.projects, page.project_status
 
 
 def row_filename(row: msgspec.Raw) -> object:

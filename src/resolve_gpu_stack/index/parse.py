@@ -364,6 +364,8 @@ class _AnchorCollector:
         self.headings: dict[str, list[str]] = {}
         self.base: str | None = None
         self.api_version: str | None = None
+        self.status: str | None = None  # PEP 792: <meta name="pypi:project-status">
+        self.status_reason: str | None = None
         self._open: _Anchor | None = None
         self._after: _Anchor | None = None
         self._heading: str | None = None
@@ -382,6 +384,10 @@ class _AnchorCollector:
             values = dict(attrs)
             if values.get("name") == "pypi:repository-version":
                 self.api_version = values.get("content")
+            elif values.get("name") == "pypi:project-status":
+                self.status = values.get("content")
+            elif values.get("name") == "pypi:project-status-reason":
+                self.status_reason = values.get("content")
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "a" and self._open is not None:
@@ -447,6 +453,8 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
         subdirs=tuple(dict.fromkeys(subdirs)),
         warnings=ctx.warnings(),
         title=" ".join("".join(title_parts).split()) or None,
+        status=_status(collector.status),
+        status_reason=_reason(collector.status, collector.status_reason),
     )
 
 
@@ -606,7 +614,30 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
             ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page", hint="the URL may be a JSON API endpoint rather than the simple index"
         )
     found = (_json_file(entry, i, ctx) for i, entry in _json_rows(data, ctx.only, ctx.keep))
-    return ParsedPage(url=ctx.url, files=tuple(dict.fromkeys(f for f in found if f is not None)), warnings=ctx.warnings(), title=_json_text(data.name))
+    status = data.project_status if isinstance(data.project_status, dict) else {}
+    return ParsedPage(
+        url=ctx.url,
+        files=tuple(dict.fromkeys(f for f in found if f is not None)),
+        warnings=ctx.warnings(),
+        title=_json_text(data.name),
+        status=_status(_json_text(status.get("status"))),
+        status_reason=_reason(_json_text(status.get("status")), _json_text(status.get("reason"))),
+    )
+
+
+PROJECT_STATUSES = ("active", "archived", "quarantined", "deprecated")  # PEP 792
+
+
+def _status(status: str | None) -> str | None:
+    """A page's PEP 792 status, lower case; ``active`` and none are None. A status the PEP does not
+    name is kept as given (an index may add one: said, never acted on)."""
+    text = (status or "").strip().lower()
+    return None if not text or text == "active" else text[:40]
+
+
+def _reason(status: str | None, reason: str | None) -> str | None:
+    """The status's reason, on one line, clipped; None without a status."""
+    return (" ".join((reason or "").split())[:300] or None) if _status(status) is not None else None
 
 
 def _json_projects(projects: list[Any]) -> tuple[str, ...]:
@@ -652,6 +683,7 @@ class _JsonTop(NamedTuple):
     name: object
     files: list[Any] | None
     projects: object
+    project_status: object = None
     filename: Callable[[Any], object] = _decoded_filename
     decode: Callable[[Any], object] = _decoded
 
@@ -686,7 +718,7 @@ def _json_whole(text: str, ctx: _Context) -> _JsonTop:
     if not isinstance(whole, dict):
         raise CrawlError(ctx.url, f"the JSON is a {type(whole).__name__}, not a PEP 691 object with 'files'")
     files = whole.get("files")
-    return _JsonTop(whole.get("meta"), whole.get("name"), files if isinstance(files, list) else None, whole.get("projects"))
+    return _JsonTop(whole.get("meta"), whole.get("name"), files if isinstance(files, list) else None, whole.get("projects"), whole.get("project-status"))
 
 
 def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:

@@ -67,6 +67,8 @@ class ParsedPage:
     subdirs: tuple[str, ...] = ()  # directory listings ("cu130/", "torch2.5")
     warnings: tuple[str, ...] = ()
     title: str | None = None
+    status: str | None = None  # PEP 792 project status ("archived", "quarantined", "deprecated"); None: active
+    status_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -182,6 +182,7 @@ class ResolveRequest:
     all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
     build_packages: tuple[str, ...] = ()  # --build NAME (from its sdist) or --build 'NAME @ URL' (from a source tree)
     build_sources: tuple[SourceTree, ...] = ()  # the --build 'NAME @ URL' trees, fetched at the edge (``env/sources.py``)
+    exclude_newer: str | None = None  # --exclude-newer YYYY-MM-DD: only files uploaded on or before that day (PEP 700)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "with_", requested(self.with_, "--with"))
@@ -196,6 +197,8 @@ class ResolveRequest:
         for name in self.keep_broken:
             if not name.strip() or any(c in name for c in "<>=!~;[ "):
                 raise UsageError(f"--keep-broken {name!r} is not a package name", hint="name the installed package only, e.g. --keep-broken flashinfer-cubin")
+        if self.exclude_newer is not None:
+            object.__setattr__(self, "exclude_newer", parse_day(self.exclude_newer))
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
             raise UsageError(
                 f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)"
@@ -302,6 +305,8 @@ class ResolveRequest:
             out["keep-broken"] = sorted(self.keep_broken_names)
         if self.build_packages:
             out["build"] = sorted(self.build_names)
+        if self.exclude_newer is not None:
+            out["exclude-newer"] = self.exclude_newer
         if self.build_sources:  # the tree built (its commit, its files' digest): a patch is another plan
             out["build-sources"] = {t.name: {"source": t.origin.reference, "sha256": t.sha256} for t in sorted(self.build_sources, key=lambda t: t.name)}
         return out
@@ -317,6 +322,20 @@ class ResolveRequest:
         if self.all_gpu_archs:
             out["all-gpu-archs"] = True
         return out
+
+
+def parse_day(text: str) -> str:
+    """``--exclude-newer``'s day, ``YYYY-MM-DD``; ``UsageError`` otherwise."""
+    import datetime
+
+    try:
+        return datetime.date.fromisoformat(text.strip()).isoformat() if len(text.strip()) == 10 else _not_a_day(text)
+    except ValueError:
+        return _not_a_day(text)
+
+
+def _not_a_day(text: str) -> str:
+    raise UsageError(f"--exclude-newer {text!r} is not a day (YYYY-MM-DD)", hint="e.g. --exclude-newer 2026-12-01: files uploaded on or before that day (UTC)")
 
 
 def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, ...]:

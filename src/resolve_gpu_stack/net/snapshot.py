@@ -172,6 +172,7 @@ class SnapshotFetcher:
                 url,
                 f"not in snapshot {self.root} (key {key})",
                 hint="add --live-fallback to fetch what the snapshot lacks, record it again with `resolve-gpu-stack snapshot`, or drop --snapshot to go online",
+                unreachable=True,
             )
         return entry
 

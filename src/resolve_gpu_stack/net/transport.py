@@ -233,7 +233,7 @@ class Transport:
             except InvalidURL as exc:
                 raise CrawlError(redact_url(current), f"invalid URL: {exc}") from None
             except HostNotFound as exc:  # DNS: said once, not retried
-                raise CrawlError(redact_url(current), str(exc), hint=no_network_hint(current)) from None
+                raise CrawlError(redact_url(current), str(exc), hint=no_network_hint(current), unreachable=True) from None
             except ConfigurationError as exc:  # a setting at fault (proxy URL, trust store, certificate): never retried
                 raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:
@@ -357,7 +357,7 @@ class Transport:
                 return attempt()
             except Retryable as exc:
                 if n == attempts:
-                    raise CrawlError(redact_url(url), exc.final(attempts)) from None
+                    raise CrawlError(redact_url(url), exc.final(attempts), unreachable=True) from None
                 delay = exc.wait if exc.wait is not None else self.backoff(n)
                 self.stats.add(retries=1)
                 log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)

@@ -6,6 +6,7 @@ resolver could pick for this target and torch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ from ..model.request import TORCH
 from ..rules.fit import Rejection, RejectReason
 from .coupling import is_native
 from .factory import Judge
+from .reachability import host_of, required_unreachable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,7 @@ class CandidateRow:
     fits: bool
     why_not: str | None
     abi: str | None = None  # a compiled wheel's ABI verdict in words (kind, and why it cannot run or what to know)
+    built_for: str | None = None  # what a per-torch build's label says it was built for: "torch 2.9, CUDA 12.8"
 
 
 def list_candidates(
@@ -48,6 +53,7 @@ def list_candidates(
     cuda: CudaLabel | None = None,
     flashinfer_channel: str = "stable",
     verdict: Callable[[IndexFile], AbiVerdict | None] | None = None,
+    exclude_newer: str | None = None,
 ) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
@@ -57,9 +63,19 @@ def list_candidates(
     torch = target.installed.get(TORCH)
     label = cuda or (target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch))  # the one rule
     ctx = RouteContext.of_torch(torch, str(label) if label else None, torch_channel=torch_channel, flashinfer_channel=flashinfer_channel)
-    judge = Judge(defs=defs, target=target, torch=torch, cuda=label)
+    judge = Judge(defs=defs, target=target, torch=torch, cuda=label, exclude_newer=exclude_newer)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
+    down = finder.unreadable(name, ctx) if not all(v.found for v in visits) else []  # an optional index (FlashInfer's) that cannot be read
+    if down and not any(v.found for v in visits):
+        raise required_unreachable(name, down, defs)
+    for visit in visits:
+        if visit.status is not None:
+            said = f": {visit.status_reason}" if visit.status_reason else ""
+            log.warning("%s: its index marks the project %s (PEP 792)%s", name, visit.status, said)
+    if down:
+        loc, exc = down[0]
+        log.warning("the %s index's host %s cannot be read (%s): %s's files there are not listed", loc.index, host_of(loc), exc.cause, name)
     rows = []
     for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
         why = judge(name, offer.file)
@@ -68,11 +84,21 @@ def list_candidates(
             if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None
             else None
         )
-        rows.append(_row(offer.file, why, scanned))
+        rows.append(_row(offer.file, why, scanned, _built_for(defs, offer.file)))
     return rows, visits
 
 
-def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None) -> CandidateRow:
+def _built_for(defs: Definitions, f: IndexFile) -> str | None:
+    """What ``f``'s local label says it was built for (components.toml ``[per-torch]``), in words."""
+    said = defs.per_torch.built_for(f.version.local) if defs.per_torch is not None else None
+    if said is None:
+        return None
+    cuda = f"CUDA {said.cuda}" if len(said.cuda) <= 2 else f"CUDA {said.cuda[:-1]}.{said.cuda[-1]}"
+    abi = {"true": ", C++11 ABI", "false": ", old C++ ABI"}.get(said.cxx11abi or "", "")
+    return f"torch {said.torch}, {cuda}{abi}"
+
+
+def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None, built_for: str | None = None) -> CandidateRow:
     if why is None and f.is_yanked:
         why = Rejection(RejectReason.YANKED)
     if why is None and verdict is not None and verdict.refusal is not None:
@@ -91,6 +117,7 @@ def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None)
         fits=why is None,
         why_not=why.reason.value if why else None,
         abi=_abi_words(verdict) if verdict is not None else None,
+        built_for=built_for,
     )
 
 

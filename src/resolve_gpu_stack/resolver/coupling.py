@@ -180,7 +180,7 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Abi
     for a scanned native wheel, its ABI verdict against ``torch`` (``rules/abi.py``)."""
     version = torch.version if torch is not None else None
     pin = torch_pin(reqs)
-    local = _local_torch(cand.version)
+    local = _local_torch(cand.version, defs)
     built_for = local or (_pin_text(pin) if pin is not None else None)
     data = defs.coupling_rule(cand.name, cand.version)
     if data is not None:
@@ -200,6 +200,9 @@ def _judged(cand: Cand, reqs: Sequence[Req], torch: AbiTorch | None, scan: Wheel
     verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
     recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal else None  # nothing to record for a wheel needing neither
     evidence, mismatch = _evidence(scan, verdict), verdict.refusal
+    if mismatch is not None and local is not None and torch is not None and _local_mismatch(local, torch.version) is None:
+        # the label names the kept torch's series, the symbols refuse it: the label lied
+        mismatch = f"its label +{cand.version.local} says torch {local}, but its symbols refuse it (the label lied): {mismatch}"
     pin = torch_pin(reqs)
     if pin is not None:  # binaries decide, pins do not: the pin is reported, the verdict decides
         version = torch.version if torch is not None else None
@@ -263,7 +266,12 @@ def _requires_floor(reqs: Sequence[Req]) -> str | None:
     return requires_floor((s.operator, s.version) for r in reqs if r.name == TORCH for s in r.specifier)
 
 
-def _local_torch(version: Version) -> str | None:
+def _local_torch(version: Version, defs: Definitions) -> str | None:
+    """The torch series a build's local label names, in any dialect of components.toml
+    ``[per-torch]`` (``+cu12torch2.9cxx11abiTRUE``, ``+cu.12.8.torch.2.11``, ``+pt29cu128``)."""
+    said = defs.per_torch.built_for(version.local) if defs.per_torch is not None else None
+    if said is not None:
+        return said.torch
     m = _LOCAL_TORCH.search(version.local or "")
     return m.group(1) if m else None
 

@@ -21,7 +21,7 @@ from ..index.finder import Finder, Offer, PageVisit
 from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH
-from ..rules.fit import Rejection, TargetFit, cuda_mismatch, family_date_mismatch, per_torch_mismatch, torch_abi_mismatch
+from ..rules.fit import Rejection, RejectReason, TargetFit, cuda_mismatch, family_date_mismatch, per_torch_mismatch, torch_abi_mismatch, uploaded_after
 from .requirement import Cand, Containment, Req
 
 
@@ -50,6 +50,7 @@ class Judge:
     torch: Version | None  # the torch the plan will have (for torch-ABI-bound wheels)
     cuda: CudaLabel | None  # torch's CUDA (for torch and CUDA-bound wheels); None: not checked
     fit: TargetFit = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    exclude_newer: str | None = None  # --exclude-newer YYYY-MM-DD: files uploaded after it are no candidates
 
     def __post_init__(self) -> None:
         if self.fit is None or not self.fit.judges_like(self.target):
@@ -58,10 +59,11 @@ class Judge:
     def judges_like(self, other: Judge) -> bool:
         """Whether ``other`` gives every file the same verdict: the same rules, torch, CUDA, tags
         and Python (what is installed on the target plays no part in a verdict)."""
-        return self.defs is other.defs and self.torch == other.torch and self.cuda == other.cuda and self.fit.judges_like(other.target)
+        same = self.defs is other.defs and self.torch == other.torch and self.cuda == other.cuda and self.exclude_newer == other.exclude_newer
+        return same and self.fit.judges_like(other.target)
 
     def __call__(self, name: str, file: IndexFile) -> Rejection | None:
-        why = self.fit(file)
+        why = self.fit(file) or uploaded_after(file.upload_time, self.exclude_newer)
         if why is not None:
             return why
         coupling, reason = self.defs.coupling(name, file.version)
@@ -95,8 +97,10 @@ class CandidateFactory:
         torch_allowed: tuple[Version, ...] | None = None,
         installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None,
         build: frozenset[NormalizedName] = frozenset(),
+        asked: frozenset[NormalizedName] = frozenset(),
     ) -> None:
         self.finder = finder
+        self.asked = asked  # the names asked for by name (--with): a quarantined project is taken only then
         self.judge = judge
         self.ctx = ctx
         self.torch_allowed = torch_allowed
@@ -118,7 +122,9 @@ class CandidateFactory:
         has more installed: a kept torch's exact pins joined it), the offers, the page visits and
         the verdicts are shared, and only the candidate lists (installed first) are rebuilt;
         otherwise a fresh factory."""
-        new = CandidateFactory(self.finder, judge, self.ctx, torch_allowed=self.torch_allowed, installed_requires=installed_requires, build=self.build)
+        new = CandidateFactory(
+            self.finder, judge, self.ctx, torch_allowed=self.torch_allowed, installed_requires=installed_requires, build=self.build, asked=self.asked
+        )
         if self.judge.judges_like(judge):
             new._offers, new.visits, new.rejections, new._judged, new._sdists = self._offers, self.visits, self.rejections, self._judged, self._sdists
         return new
@@ -148,6 +154,19 @@ class CandidateFactory:
         this target's wheels, and sdists for a ``--build`` name): its whole page, for what is said
         of the other files (a refusal's build hints, FlashInfer's published versions)."""
         return [] if self._keeps_pypis_torch(name) else self.finder.offers(name, self.ctx)[0]
+
+    def status(self, name: NormalizedName) -> PageVisit | None:
+        """The page that gives ``name`` a PEP 792 status (archived, quarantined, deprecated), if any."""
+        self.offers(name)
+        return next((v for v in self.visits.get(name, ()) if v.status is not None), None)
+
+    def quarantined(self, name: NormalizedName) -> Rejection | None:
+        """Every file of a project its index marks quarantined (PEP 792: unsafe for use, e.g.
+        malware) is refused, unless it was asked for by name (``--with NAME``)."""
+        visit = self.status(name)
+        if visit is None or visit.status != "quarantined" or name in self.asked:
+            return None
+        return Rejection(RejectReason.QUARANTINED, visit.status_reason or "")
 
     def _keeps_pypis_torch(self, name: NormalizedName) -> bool:
         """Whether ``name`` is torch and the only torch allowed is the kept one, PyPI's build (no
@@ -242,8 +261,12 @@ class CandidateFactory:
         best: dict[Version, tuple[int, IndexFile]] = {}
         rejected: list[tuple[IndexFile, Rejection]] = []
         sdists: dict[Version, IndexFile] = {}
+        quarantined = self.quarantined(name)
         for offer in self.offers(name):
             f = offer.file
+            if quarantined is not None:
+                rejected.append((f, quarantined))
+                continue
             if not f.is_wheel and name in self.build:
                 why = self.judge.fit.python_rejection(f)
                 if why is None:

@@ -100,7 +100,7 @@ def _held_below(result: Any, key: Key, newest: Version) -> tuple[str, ...]:
         parent = getattr(info, "parent", None)
         if parent is not None and parent.name == key.name and parent.extras:
             origins = [i.requirement for i in getattr(criteria.get(Key(parent.name, parent.extras)), "information", ())]
-            held += [o for o in origins if not contains(o.specifier, newest)] or [req]
+            held += [o for o in origins if not contains(o.specifier, newest)]  # none: nothing held the extra (a bare [cu13] root)
         else:
             held.append(req)
     return tuple(dict.fromkeys(f"{req.parent} requires {req}" if req.parent else str(req) for req in held))

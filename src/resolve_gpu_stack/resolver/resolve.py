@@ -8,6 +8,7 @@ thin ``provider``, the plan (``planning``) and its invariants (``policy.plan_vio
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -40,11 +41,14 @@ from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
+from .reachability import leave_out_unreachable
 from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
 from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
+
+log = logging.getLogger(__name__)
 
 
 def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource) -> LockPlan:
@@ -73,6 +77,10 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     # one (its own release, on PyPI's page, is what the selection checks the target against)
     pypi_kept = keeps_pypis_torch(request)
     _prefetch_roots(finder, request, components, ctx)
+    reach = leave_out_unreachable(finder, defs, components, [r.name for r in request.with_], ctx, flashinfer=str(request.flashinfer))  # a host down
+    components = reach.components
+    if reach.warning is not None:
+        log.warning("%s", reach.warning)
     torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
     own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
@@ -107,11 +115,14 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     if request.abi_mismatch == "error":
         framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
     notes = [
+        *((reach.warning,) if reach.warning is not None else ()),
         *torch.notes,
         *pin_notes,
         *(flashinfer.notes if flashinfer else ()),
         *floor_notes,
         *_provider_notes(result, request, defs, w.dependencies, factory),
+        *_undated_notes(request, result.mapping),
+        *_status_notes(factory, result.mapping),
     ]
     plan_ctx = PlanContext(
         request=request,
@@ -333,9 +344,12 @@ def _wire(
     scans of the native wheels it meets started). ``previous``: the first wiring's factory; its
     crawl already read these pages and judged their files, so this wiring shares its verdicts and
     goes level by level on one thread: threads only cost here."""
-    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit)
+    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit, exclude_newer=request.exclude_newer)
     if previous is None:
-        factory = CandidateFactory(finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires, build=request.build_names)
+        asked = frozenset(canonicalize_name(r.name) for r in request.with_)  # a quarantined project is taken only when named
+        factory = CandidateFactory(
+            finder, judge, ctx, torch_allowed=torch.allowed, installed_requires=request.installed_requires, build=request.build_names, asked=asked
+        )
     else:
         factory = previous.rebased(judge, installed_requires=request.installed_requires)
     flashinfer = _select_flashinfer(request, defs, torch, factory, components, floors) if request.flashinfer.wanted else None
@@ -346,7 +360,7 @@ def _wire(
     )
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
-    requirements = overrides.roots([*_requirements(request, defs, floors), *_closure_roots(closure)])
+    requirements = overrides.roots([*_requirements(request, defs, floors, torch.cuda, ctx.torch_from), *_closure_roots(closure)])
     if previous is not None:
         prefetcher.levels(requirements)
     else:
@@ -405,6 +419,35 @@ def _provider_notes(result: object, request: ResolveRequest, defs: Definitions, 
     ]
 
 
+def _status_notes(factory: CandidateFactory, mapping: Mapping[Key, Cand]) -> list[str]:
+    """A warning per planned package its index gives a PEP 792 status (archived, deprecated; a
+    quarantined one asked for by name), said once on stderr too."""
+    out = []
+    for name in sorted({key.name for key in mapping}):
+        visit = factory.status(name) if factory.has_offers(name) else None
+        if visit is not None and visit.status is not None:
+            why = f": {visit.status_reason}" if visit.status_reason else ""
+            note = f"{name}: its index marks the project {visit.status} (PEP 792){why}"
+            log.warning("%s", note)
+            out.append(note)
+    return out
+
+
+def _undated_notes(request: ResolveRequest, mapping: Mapping[Key, Cand]) -> list[str]:
+    """With ``--exclude-newer``: the plan's files whose page carries no upload times (PEP 700: the
+    PyTorch index's and FlashInfer's HTML pages do not), which it could not cut, per index."""
+    if request.exclude_newer is None:
+        return []
+    undated: dict[str, list[str]] = {}
+    for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0])):
+        if not key.extras and cand.file is not None and cand.file.upload_time is None:
+            undated.setdefault(cand.file.index, []).append(cand.name)
+    return [
+        f"--exclude-newer {request.exclude_newer}: the {index} index's pages carry no upload times, so these were not cut: {', '.join(names)}"
+        for index, names in sorted(undated.items())
+    ]
+
+
 def _saved(sizes: Sequence[int | None]) -> str:
     known = [n for n in sizes if n is not None]
     return f"saves {_size(sum(known))}" + ("" if len(known) == len(sizes) else f" (and {len(sizes) - len(known)} of unknown size)")
@@ -444,10 +487,15 @@ def _prerelease_packages(request: ResolveRequest, torch: TorchSelection, defs: D
     return frozenset(out)
 
 
-def _requirements(request: ResolveRequest, defs: Definitions, floors: Sequence[Floor] = ()) -> list[Req]:
+def _requirements(
+    request: ResolveRequest, defs: Definitions, floors: Sequence[Floor] = (), cuda: CudaLabel | None = None, torch_from: str | None = None
+) -> list[Req]:
     out = [Req(name=TORCH, specifier=SpecifierSet(), parent="(requested)", text=f"torch ({request.torch})")]
     if request.flashinfer.wanted:
-        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), parent="(requested)", text=f"flashinfer-python ({request.flashinfer})"))
+        extras = frozenset(e.name for e in defs.flashinfer.extras_for(cuda.major if cuda is not None else None, torch_from))  # [flashinfer.extras]
+        shown = f"[{','.join(sorted(extras))}]" if extras else ""
+        text = f"flashinfer-python{shown} ({request.flashinfer})"
+        out.append(Req(name=defs.flashinfer.python, specifier=SpecifierSet(), extras=extras, parent="(requested)", text=text))
     if floors:  # the floor as a requirement, so a framework's lower pin fails naming it
         top = max(floors, key=lambda f: f.version)
         out.append(
@@ -506,6 +554,15 @@ def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, fl
     gap = _component_gap(exc, factory, flashinfer)
     if gap is not None:
         return gap
+    quarantined = [(n, q) for n in sorted({c.requirement.name for c in exc.causes}) if (q := factory.quarantined(n)) is not None]
+    if quarantined:
+        name, why = quarantined[0]
+        parents = sorted({str(c.parent) if c.parent is not None else (c.requirement.parent or "the request") for c in exc.causes if c.requirement.name == name})
+        return NoPlanError(
+            f"{name}: its index marks the project quarantined (PEP 792: considered unsafe for use, e.g. malware); none of its files is planned",
+            reasons=[f"required by {', '.join(parents)}", *([f"the index says: {why.detail}"] if why.detail else [])],
+            hint=f"leave out what requires it (--without {name}), or, only if you trust it, name it: --with {name}",
+        )
     reasons = []
     for cause in exc.causes:
         req: Req = cause.requirement

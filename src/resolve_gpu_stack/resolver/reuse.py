@@ -86,7 +86,8 @@ def reused_or(finder: Finder, store: ResultStore | None, request: object, defs: 
     plan = reuse(finder, store, key)
     if plan is None:
         plan = compute()
-        remember(finder, store, key, plan)
+        if not finder.unread_pages():  # a plan made while a page could not be read (a host down) is not kept
+            remember(finder, store, key, plan)
     return plan
 
 

@@ -28,6 +28,17 @@ class RejectReason(str, enum.Enum):
     CUDA = "built for another CUDA"
     ABI = "its shared objects cannot be shown to run with this torch"
     SPECIFIER = "outside the requested range"
+    NEWER = "uploaded after --exclude-newer"
+    QUARANTINED = "quarantined by its index (PEP 792)"
+
+
+def uploaded_after(upload_time: str | None, day: str | None) -> Rejection | None:
+    """A file uploaded after ``day`` (``--exclude-newer YYYY-MM-DD``: files uploaded on or before
+    that day, UTC, by PEP 700's upload-time) is no candidate; a file without an upload time is
+    not cut (its page is said, ``resolver/reachability``'s sibling note)."""
+    if day is None or upload_time is None or upload_time[:10] <= day:
+        return None
+    return Rejection(RejectReason.NEWER, f"uploaded {upload_time[:10]}, after {day}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,17 +168,18 @@ def family_date_mismatch(rule: str | None, file_version: Version, torch: Version
 
 
 def per_torch_mismatch(rule: PerTorchRule | None, file_version: Version, torch: Version | None, cuda: CudaLabel | None) -> Rejection | None:
-    """A build whose local label names its torch (components.toml ``[per-torch]``:
-    ``+cu12torch2.9cxx11abiTRUE``) fits a released torch of that series, a CUDA it runs under,
-    and torch's C++11 ABI setting; None when the label names no torch, or it fits."""
-    m = rule.local.match(file_version.local or "") if rule is not None and file_version.local else None
-    if m is None or rule is None:
+    """A build whose local label names its torch (components.toml ``[per-torch]``, in any of its
+    dialects: ``+cu12torch2.9cxx11abiTRUE``, ``+cu.12.8.torch.2.11``, ``+pt29cu128``) fits a
+    released torch of that series, a CUDA it runs under, and torch's C++11 ABI setting; None when
+    the label names no torch, or it fits."""
+    built_for = rule.built_for(file_version.local) if rule is not None else None
+    if built_for is None or rule is None:
         return None
     built = f"+{file_version.local}"
     return (
-        _series_mismatch(built, m.group("torch"), torch)
-        or _build_cuda_mismatch(built, m.group("cuda"), cuda)
-        or _cxx11_mismatch(built, m.groupdict().get("cxx11abi"), torch, rule)
+        _series_mismatch(built, built_for.torch, torch)
+        or _build_cuda_mismatch(built, built_for.cuda, cuda)
+        or _cxx11_mismatch(built, built_for.cxx11abi, torch, rule)
     )
 
 
@@ -223,4 +235,14 @@ def _label_mismatch(local: str | None, cuda: CudaLabel) -> Rejection | None:
     return None
 
 
-__all__ = ["RejectReason", "Rejection", "TargetFit", "cuda_mismatch", "family_date_mismatch", "nightly_date", "per_torch_mismatch", "torch_abi_mismatch"]
+__all__ = [
+    "RejectReason",
+    "Rejection",
+    "TargetFit",
+    "uploaded_after",
+    "cuda_mismatch",
+    "family_date_mismatch",
+    "nightly_date",
+    "per_torch_mismatch",
+    "torch_abi_mismatch",
+]
