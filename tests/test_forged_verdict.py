@@ -138,10 +138,20 @@ def test_resolve_lock_candidates_and_inspect_refuse_it(forged, capsys, tmp_path)
 def _poisoned_cache(cache: Path, path: Path) -> None:
     """The scan cache as the end-first reader left it: evilkern's scan read by entering the member
     near its end (what a tool before this fix recorded), under the wheel's sha256."""
-    from resolve_gpu_stack.data.definitions import load_definitions
-    from resolve_gpu_stack.index.wheelscan import scanner as scanner_module
     from resolve_gpu_stack.net.cache import HttpCache
     from resolve_gpu_stack.net.classify import ScanRecord
+
+    data = path.read_bytes()
+    abi = _end_first_abi(path)
+    http = HttpCache(cache)
+    http.put_scan(f"sha256={hashlib.sha256(data).hexdigest()}", json.dumps(ScanRecord(abi=abi).to_dict(), sort_keys=True).encode())
+    http.close()
+
+
+def _end_first_abi(path: Path):  # type: ignore[no-untyped-def]
+    """evilkern's scan as the end-first reader made it: "runs" on the kept torch (the forged reading)."""
+    from resolve_gpu_stack.data.definitions import load_definitions
+    from resolve_gpu_stack.index.wheelscan import scanner as scanner_module
 
     data = path.read_bytes()
     real = scanner_module.ElfStream
@@ -156,9 +166,7 @@ def _poisoned_cache(cache: Path, path: Path) -> None:
     finally:
         scanner_module.ElfStream = real  # type: ignore[misc]
     assert abi.kind == "torch" and MISSING.decode() not in abi.cxx  # the forged reading
-    http = HttpCache(cache)
-    http.put_scan(f"sha256={hashlib.sha256(data).hexdigest()}", json.dumps(ScanRecord(abi=abi).to_dict(), sort_keys=True).encode())
-    http.close()
+    return abi
 
 
 @pytest.mark.slow

@@ -211,6 +211,7 @@ class NetworkOptions:
     fetch: FetchSettings = field(default_factory=FetchSettings)  # the fetcher's, its transport's and the range child's settings
     progress: Callable[[str], None] | None = None
     on_retry: Callable[[str], None] | None = None
+    scan_records: str | None = None  # --scan-records / scan-records: a records URL, "none" (None: the shipped records only)
 
 
 class Session:
@@ -266,6 +267,25 @@ class Session:
             self._closing.insert(0, lambda: shutil.rmtree(tmp, ignore_errors=True))  # closed last
         return tmp
 
+    def use_scan_records(self, setting: str) -> None:
+        """A config's ``scan-records`` (the flag, when typed, wins: the caller checks): the records
+        the fetcher's classifier reads, whether or not the fetcher is made yet."""
+        import dataclasses
+
+        with self._lock:
+            self.network = dataclasses.replace(self.network, scan_records=setting)
+            live = self._live
+        if live is not None:
+            live.scan_records = self._records(live)
+
+    def _records(self, live: HttpFetcher) -> Callable[[str], Any] | None:
+        from ..net.records import ScanRecords
+        from .settings import BY_NAME
+
+        n = self.network
+        records = BY_NAME["scan_records"].parse(n.scan_records) if n.scan_records is not None else None
+        return ScanRecords.configured(records, live.transport, say=n.progress)
+
     # -- the one HTTP fetcher -------------------------------------------------------------------
     def live(self) -> HttpFetcher:
         """The command's HTTP fetcher (its one connection pool), made on first use."""
@@ -282,6 +302,7 @@ class Session:
                     progress=n.progress,
                     on_retry=n.on_retry,
                 )
+                self._live.scan_records = self._records(self._live)
                 self._closing.append(self._live.close)
             return self._live
 

@@ -195,6 +195,7 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
         fetch=S.fetch_settings(args),
         progress=progress_printer(output),
         on_retry=retry_printer(output),
+        scan_records=getattr(args, "scan_records", None),  # parsed by the session (a bad one: exit 2 there)
     )
 
 

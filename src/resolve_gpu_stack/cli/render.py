@@ -46,6 +46,7 @@ _JSON_ABI_KEYS = {
     "builds": "abi-builds",
     "refusal": "abi-refusal",
     "note": "abi-note",
+    "read": "abi-read",  # recorded: replayed from a scan record, provisional (install reads the file again)
 }
 
 

@@ -191,6 +191,21 @@ def _apis(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+def _records_url(text: str) -> str:
+    """``--scan-records``: an http(s) URL of a folder of scan records, or ``none``."""
+    from urllib.parse import urlsplit
+
+    value = text.strip()
+    if value == "none":
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(
+            f"--scan-records {text!r} is not an http(s) URL", hint="the URL of a folder of <sha256>.json scan records (a wheelhouse's records/), or none"
+        )
+    return value
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -462,6 +477,19 @@ SETTINGS: tuple[Setting, ...] = (
         parse=_apis,
         metavar="NAME",
         help="a FlashInfer API the plan must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): raises FlashInfer's floor",
+    ),
+    Setting(
+        name="scan_records",
+        kind="optional",
+        default=None,
+        flag="--scan-records",
+        key="scan-records",
+        group=RESOLVE_GROUP,
+        parse=_records_url,
+        metavar="URL",
+        help="a folder of scan records (<sha256>.json) on a web server, e.g. a wheelhouse's URL/records/: a compiled wheel "
+        "with a record there is not read by range (its verdict is provisional; install reads it again); none: not even the "
+        "records the tool ships",
     ),
     Setting(
         name="all_gpu_archs",

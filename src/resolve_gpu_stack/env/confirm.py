@@ -54,6 +54,8 @@ class Confirmed:
     coupling: Coupling
     local: AbiVerdict
     agrees: bool
+    abi: WheelAbi | None = None  # what the file's members import, read from its start (a wheelhouse publishes it as a scan record)
+    filename: str | None = None
 
 
 def is_compiled(filename: str | None) -> bool:
@@ -127,7 +129,13 @@ def confirm_verdicts(
         unread = torch is not None and asks_for_exports(pkg.name, pkg.version, abi, torch, policy) and not _exports_at_hand(torch)
         out.append(
             Confirmed(
-                package=f"{pkg.name} {pkg.version}", recorded=pkg.abi, coupling=pkg.coupling, local=local, agrees=_agrees(pkg, local, exports_unread=unread)
+                package=f"{pkg.name} {pkg.version}",
+                recorded=pkg.abi,
+                coupling=pkg.coupling,
+                local=local,
+                agrees=_agrees(pkg, local, exports_unread=unread),
+                abi=abi,
+                filename=path.name,
             )
         )
     wrong = [c for c in out if not c.agrees]

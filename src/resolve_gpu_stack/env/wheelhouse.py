@@ -65,6 +65,7 @@ from ..lock.wheelhouse import (
     root_json,
     total_bytes,
 )
+from ..model.abi import WheelAbi
 from ..net.cache import TEMP_MAX_AGE_S, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
 from ..net.wheelcache import wheel_metadata
@@ -149,8 +150,9 @@ def export_wheelhouse(
         else:
             placed = [one(w) for w in todo]
     files = [_with_locks(reused[n], wanted[n]) for n in reused] + [_with_locks(f, wanted[f.wheel.filename]) for f in placed]
-    _confirm(read, output)
+    scans = _confirm(read, output)
     written = _write_pages(output, files)
+    written += _write_records(output, files, scans)
     lock_names, warnings = _write_locks(output, read, base_url)
     written += lock_names
     if _write_if_changed(output, output / MANIFEST, manifest_json(files, [p.name for p, _ in read])):
@@ -167,17 +169,40 @@ def export_wheelhouse(
     )
 
 
-def _confirm(read: Sequence[tuple[Path, LockedFile]], output: Path) -> None:
+def _confirm(read: Sequence[tuple[Path, LockedFile]], output: Path) -> dict[str, WheelAbi]:
     """Every compiled wheel's verdict in each lock, read again from the verified file placed in
-    ``files/`` (``env/confirm.py``), before a page or a lock is written: ``VerdictMismatch``."""
+    ``files/`` (``env/confirm.py``), before a page or a lock is written: ``VerdictMismatch``.
+    What each file's members import, by file name (its scan record)."""
     from ..data.definitions import load_definitions
     from .confirm import confirm_verdicts
 
     defs = load_definitions()
+    scans: dict[str, WheelAbi] = {}
     for _, locked in read:
         plan = plan_from_lock(locked)
         files: dict[str, Path] = {p.name: output / FILES / p.filename for p in plan.packages if p.filename and (output / FILES / p.filename).is_file()}
-        confirm_verdicts(plan, files, None, defs, doing="wheelhouse")
+        for confirmed in confirm_verdicts(plan, files, None, defs, doing="wheelhouse"):
+            if confirmed.abi is not None and confirmed.filename is not None:
+                scans[confirmed.filename] = confirmed.abi
+    return scans
+
+
+def _write_records(output: Path, files: Sequence[LockedEntry], scans: Mapping[str, WheelAbi]) -> list[str]:
+    """``records/<sha256>.json``: the scan record of each compiled wheel read from its start
+    (``net/records.py``), for nodes that resolve with ``--scan-records URL/records/``."""
+    from ..net.classify import ScanRecord
+    from ..net.records import RECORDS_FOLDER, publishable, record_name, record_text
+
+    written = []
+    for f in files:
+        abi = scans.get(f.wheel.filename)
+        record = ScanRecord(abi=abi, file_size=f.wheel.size or 0) if abi is not None else None
+        if record is None or not f.wheel.sha256 or not publishable(record):
+            continue
+        leaf = f"{RECORDS_FOLDER}/{record_name(f.wheel.sha256)}"
+        if _write_if_changed(output, output / leaf, record_text(f.wheel.sha256, f.wheel.filename, f.wheel.size or 0, record)):
+            written.append(leaf)
+    return written
 
 
 def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, LockedEntry]]:

@@ -13,6 +13,8 @@ requests (``index/wheelscan/``), never the whole wheel; the answer cached by the
   others' while together they take at most ``ROUND_SHARE`` of the budget left (``within_budget``:
   the largest member, the likeliest to link torch, keeps room to be read on). At most
   ``connections`` range requests of this classifier are in flight together (the transport's).
+  Before reading, a scan record of the wheel's sha256 (``records``: ``net/records.py``), when
+  one is configured or shipped, answers it, as recorded provenance (install confirms it).
 - ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of (or a
   scan recorded before imports were read) is ``unknown``, never agnostic, and never an error.
 
@@ -128,6 +130,7 @@ class ScanStats:
     wheel_bytes: int = 0  # the scanned wheels' sizes, together
     seconds: float = 0.0
     not_scanned: int = 0  # range ignored, budget reached, unreadable
+    recorded: int = 0  # answered by a scan record by the wheel's sha256 (``net/records.py``), nothing read
 
 
 class _Tally:
@@ -162,8 +165,10 @@ class RangeClassifier:
         tails: TailMemo | None = None,
         scan_budget: int = SCAN_BUDGET,
         beside: RangeProcess | None = None,
+        records: Callable[[str], ScanRecord | None] | None = None,
     ) -> None:
         self._transport = transport
+        self._records = records  # scan records by sha256 (``net/records.py``): recorded provenance, install confirms
         self._rules = rules
         self._beside = beside  # scans run in this second process once it is ready (``net/rangeproc.py``)
         self._tails = tails  # tails already read for METADATA: a scan starts from one without a request
@@ -192,6 +197,13 @@ class RangeClassifier:
                 self._tally.add(cached=1)
                 self._recorded(key, record)
                 return record
+        if self._records is not None and file.sha256:  # the sha256 the page or the lock gave: the one a record may answer for
+            found = self._records(file.sha256)
+            if found is not None:
+                self._tally.add(recorded=1)
+                log.info("%s: %s from its scan record (nothing read)", file.filename, found.abi.kind)
+                self._recorded(key, found)
+                return found
         started = time.perf_counter()
         record, final = self.read(file)
         seconds = time.perf_counter() - started

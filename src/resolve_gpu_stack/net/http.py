@@ -67,6 +67,7 @@ class HttpFetcher:
         self.settings = settings = settings or FetchSettings()
         self.cache = cache
         self.concurrency = settings.connections
+        self.scan_records: Callable[[str], ScanRecord | None] | None = None  # scan records by sha256 (``net/records.py``), set by the session
         self.progress = progress
         self.transport = Transport(settings.transport)
         self._beside: RangeProcess | None = None
@@ -119,6 +120,7 @@ class HttpFetcher:
             tails=self.tails,
             scan_budget=self.settings.scan_budget,
             beside=beside,
+            records=self.scan_records,
         )
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Refresh the scan records the tool ships (``indexes/records/<sha256>.json``, ``net/records.py``).
+
+For each compiled wheel of today's serving stack (``verify_today.py``'s rows: the SGLang and vLLM
+closures' native wheels and the torch family's PyPI releases, for ``TARGET``), the wheel the
+target would take is found on its index, its ``.so`` members are read by range requests from their
+starts (the scanner of ``resolve``; a few hundred KB to a few MB of each wheel, never the whole
+wheel) and its record is written under the sha256 the index page gives. A scan that does not
+finish, or a wheel whose page gives no sha256, is said and not written: no record is a guess.
+
+    .venv/bin/python indexes/scan_records.py [--pypi URL] [NAME==VERSION ...]
+
+PyPI's URL comes from uv/pip configuration (or --pypi). Offline, it says so and exits 0.
+``verify_today.py`` checks the same wheels' verdicts against their symbols; run both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import MappingProxyType
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "indexes"))
+
+from verify_today import ROWS, TARGET  # noqa: E402
+
+from resolve_gpu_stack.cli import common  # noqa: E402
+from resolve_gpu_stack.cli import settings as S  # noqa: E402
+from resolve_gpu_stack.cli.assemble import NetworkOptions, Session  # noqa: E402
+from resolve_gpu_stack.cli.cmd_inspect import _best_wheel  # noqa: E402
+from resolve_gpu_stack.cli.options import SourceOptions  # noqa: E402
+from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
+from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
+from resolve_gpu_stack.net.classify import RangeClassifier  # noqa: E402
+from resolve_gpu_stack.net.records import NO_RECORDS, publishable, record_name, record_text  # noqa: E402
+
+OUT = REPO / "indexes" / "records"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pypi", help="PyPI's simple URL (default: from uv/pip configuration)")
+    ap.add_argument("--python", default="3.12", help="the declared target's Python (default 3.12)")
+    ap.add_argument("--out", type=Path, default=OUT, help="where the records go (default indexes/records/)")
+    ap.add_argument("wheels", nargs="*", metavar="NAME==VERSION", help="default: verify_today.py's rows")
+    args = ap.parse_args(argv)
+    try:
+        pypi = args.pypi or discover_pypi_url(os.environ)
+    except ResolveGpuStackError as exc:
+        print(f"skipped: {exc}")
+        return 0
+    wanted = args.wheels or [f"{r.name}=={r.version}" for r in ROWS]
+    typed = S.TypedSettings(MappingProxyType({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)}))
+    target, _ = common.target_of(typed, os.environ)
+    written = 0
+    with tempfile.TemporaryDirectory() as cache:
+        network = NetworkOptions(cache_dir=Path(cache), timeout=60.0, scan_records=NO_RECORDS)  # nothing answered by a record: every wheel read
+        with Session(network) as session:
+            defs = common.definitions(SourceOptions(indexes=(f"pypi={pypi}",)), os.environ)
+            parts = session.resolve_parts(defs)
+            classifier = parts.classifier
+            assert isinstance(classifier, RangeClassifier)
+            for text in wanted:
+                try:
+                    file = _best_wheel(text, parts, target)
+                    record = classifier.scan(file)
+                except ResolveGpuStackError as exc:
+                    if not written:
+                        print(f"skipped (offline?): {text}: {exc}")
+                        return 0
+                    print(f"not recorded  {text}: {exc}")
+                    continue
+                if not file.sha256 or not publishable(record):
+                    print(f"not recorded  {file.filename}: {'no sha256 on its page' if not file.sha256 else record.abi.why}")
+                    continue
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / record_name(file.sha256)).write_text(record_text(file.sha256, file.filename, file.size or record.file_size, record))
+                written += 1
+                print(f"recorded      {file.filename}: {record.abi.kind}, {record.bytes_read} of {record.file_size} bytes in {record.reads} requests")
+    print(f"{written} records in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

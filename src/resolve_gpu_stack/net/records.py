@@ -1,0 +1,216 @@
+"""Scan records: a compiled wheel's scan as a fact about its bytes, kept by its sha256 and read
+wherever that sha256 is seen again (``docs/concepts/abi-scan.md``, "Scan once for the world").
+
+A record is one static file, ``<sha256>.json`` (schema ``scan-record/v1``): the wheel's sha256,
+its file name and size, and its scan (``classify.ScanRecord``: each member's needed torch
+libraries, its C-shim and C++ torch imports, its CUDA majors, how it was read). Where they come from:
+
+- the scan cache of this machine (``HttpCache`` kind ``scans-v1``; ``classify.RangeClassifier``
+  reads it first: every project on the machine shares it);
+- the records the tool ships (``_records/`` in the package, ``indexes/records/`` in the source
+  tree), made from today's popular native wheels by ``indexes/scan_records.py``;
+- one records URL (``--scan-records`` / config ``scan-records``): a folder of such files on any
+  web server; a wheelhouse writes its wheels' records to ``records/`` beside ``files/``.
+
+A record is used only for the sha256 it names, looked up by the sha256 the index page or the lock
+gave for the wheel (a wheel without one is scanned), and only if its scan read every member from
+its start (``read`` = ``start``, the current scan schema) and finished: never a guess, never a
+scan stopped by its budget. Whatever a record says is *recorded* provenance (``READ_RECORDED``:
+a lock writes ``abi-read = "recorded"``, ``check`` calls the verdict provisional) and install
+reads every compiled wheel again from its verified file (``env/confirm.py``), so a hostile
+records server can at worst make a plan that install refuses. A records URL that cannot be read
+(down, 5xx, not a record) is passed over: the wheel is scanned as if there were none.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import CrawlError
+from ..model.abi import READ_RECORDED, READ_START, UNKNOWN
+from ..urls import redact_url
+from .classify import SCAN_SCHEMA, ScanRecord
+from .transport import Transport
+
+log = logging.getLogger(__name__)
+
+RECORD_SCHEMA = "resolve-gpu-stack/scan-record/v1"
+RECORDS_FOLDER = "records"  # a wheelhouse's, beside files/ and simple/
+MAX_RECORD_BYTES = 4 * 2**20  # a record of a wheel with thousands of C++ imports is a few hundred KB
+NO_RECORDS = "none"  # --scan-records none: no records read from anywhere but this machine's scans
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def record_name(sha256: str) -> str:
+    """The file name of the record of the wheel whose sha256 is ``sha256`` (lowercase hex)."""
+    return f"{sha256.lower()}.json"
+
+
+def is_sha256(text: str) -> bool:
+    return bool(_SHA256.match(text))
+
+
+def publishable(record: ScanRecord) -> bool:
+    """Whether ``record`` may be written as a record for others: finished, and read from its start."""
+    return record.abi.kind != UNKNOWN and record.abi.read == READ_START
+
+
+def record_document(sha256: str, filename: str, size: int, record: ScanRecord) -> dict[str, Any]:
+    """The ``scan-record/v1`` object of one wheel (``publishable(record)`` must hold)."""
+    if not is_sha256(sha256.lower()) or not publishable(record):
+        raise ValueError(f"{filename}: not a record to publish (sha256 {sha256!r}, read {record.abi.read!r}, kind {record.abi.kind!r})")
+    return {"schema": RECORD_SCHEMA, "sha256": sha256.lower(), "filename": filename, "size": size, "scan": record.to_dict()}
+
+
+def record_text(sha256: str, filename: str, size: int, record: ScanRecord) -> str:
+    return json.dumps(record_document(sha256, filename, size, record), sort_keys=True, indent=1) + "\n"
+
+
+def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
+    """The record in ``raw`` for the wheel whose sha256 is ``sha256``, as *recorded* provenance, or
+    (None, why not): not JSON, another schema, another sha256, a scan not read from its start or
+    not finished."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, "not JSON"
+    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+        return None, f"not a {RECORD_SCHEMA} record"
+    if str(data.get("sha256", "")).lower() != sha256.lower():
+        return None, "it names another sha256"
+    scan = data.get("scan")
+    if not isinstance(scan, Mapping) or scan.get("read", READ_START) != READ_START:
+        return None, "its scan was not read from the members' starts"
+    record = ScanRecord.from_dict(scan, (SCAN_SCHEMA,))
+    if record is None:
+        return None, f"its scan is not of schema {SCAN_SCHEMA}"
+    if record.abi.kind == UNKNOWN:
+        return None, "its scan did not finish"
+    return replace(record, abi=replace(record.abi, read=READ_RECORDED)), ""
+
+
+def shipped_folder() -> Path | None:
+    """The records the tool ships: ``_records/`` in an installed package, ``indexes/records/`` in
+    the source tree (an editable install)."""
+    package = Path(__file__).resolve().parents[1]
+    for folder in (package / "_records", package.parents[1] / "indexes" / "records"):
+        if folder.is_dir():
+            return folder
+    return None
+
+
+class ScanRecords:
+    """Records by sha256 from the shipped folder, then one records URL (see the module docstring).
+    ``__call__(sha256)`` answers the record (recorded provenance) or None; each sha256 is asked for
+    once per instance. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        folders: Iterable[Path] = (),
+        url: str | None = None,
+        transport: Transport | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self._folders = tuple(folders)
+        self._url = url.rstrip("/") + "/" if url else None
+        self._transport = transport
+        self._say = say
+        self._lock = threading.Lock()
+        self._known: dict[str, ScanRecord | None] = {}
+        self._url_down = False
+        self.hits = 0
+
+    @classmethod
+    def configured(cls, setting: str | None, transport: Transport | None, *, say: Callable[[str], None] | None = None) -> ScanRecords | None:
+        """The records of the setting ``setting`` (a URL, ``none``, or None: the shipped ones only)."""
+        if setting == NO_RECORDS:
+            return None
+        shipped = shipped_folder()
+        if setting is None and shipped is None:
+            return None
+        return cls(folders=(shipped,) if shipped is not None else (), url=setting, transport=transport, say=say)
+
+    def __call__(self, sha256: str) -> ScanRecord | None:
+        sha256 = sha256.lower()
+        if not is_sha256(sha256):
+            return None
+        with self._lock:
+            if sha256 in self._known:
+                return self._known[sha256]
+        found = self._find(sha256)
+        with self._lock:
+            self._known[sha256] = found
+            self.hits += found is not None
+        return found
+
+    def _find(self, sha256: str) -> ScanRecord | None:
+        name = record_name(sha256)
+        for folder in self._folders:
+            try:
+                raw = (folder / name).read_bytes()
+            except OSError:
+                continue
+            record, why = parse_record(sha256, raw)
+            if record is not None:
+                return record
+            log.info("%s: %s", folder / name, why)
+        if self._url is None or self._transport is None or self._url_down:
+            return None
+        url = self._url + name
+        try:
+            raw_or_none = self._get(url)
+        except CrawlError as exc:
+            self._url_down = True  # once: the wheels are scanned as if there were no records
+            self._note(f"the scan records at {redact_url(self._url)} cannot be read ({exc.message}); scanning instead")
+            return None
+        if raw_or_none is None:
+            return None
+        record, why = parse_record(sha256, raw_or_none)
+        if record is None:
+            self._note(f"{redact_url(url)}: not used ({why}); scanning instead")
+        return record
+
+    def _get(self, url: str) -> bytes | None:
+        transport = self._transport
+        assert transport is not None
+
+        def attempt() -> bytes | None:
+            resp, _ = transport.open(url, {"Accept": "application/json"})
+            try:
+                if resp.status_code in (404, 410):
+                    return None
+                transport.check_status(resp, url, ok=(200, 203))
+                return transport.read_body(resp, url, MAX_RECORD_BYTES, "scan record")
+            finally:
+                transport.finish(resp)
+
+        return transport.retrying(url, attempt)
+
+    def _note(self, message: str) -> None:
+        log.info("%s", message)
+        if self._say is not None:
+            self._say(message)
+
+
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "NO_RECORDS",
+    "RECORDS_FOLDER",
+    "RECORD_SCHEMA",
+    "ScanRecords",
+    "is_sha256",
+    "parse_record",
+    "publishable",
+    "record_document",
+    "record_name",
+    "record_text",
+    "shipped_folder",
+]
