@@ -217,7 +217,7 @@ def child(argv: list[str], stats_path: str) -> int:
 
 
 # -- the driver -----------------------------------------------------------------------------------
-def ours(srv, cache: Path, work: Path) -> dict:
+def ours(srv, cache: Path, work: Path, extra: tuple[str, ...] = ()) -> dict:
     from run import PY, run_measured
 
     argv = [
@@ -239,6 +239,7 @@ def ours(srv, cache: Path, work: Path) -> dict:
         "--format",
         "json",
         "-q",
+        *extra,
     ]
     stats = work / f"stats-{time.monotonic_ns()}.json"
     n0, b0 = len(srv.log), srv.bytes_sent

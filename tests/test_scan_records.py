@@ -26,7 +26,7 @@ from test_forged_verdict import forged as forged  # the module-scoped world with
 
 from resolve_gpu_stack.model.abi import READ_RECORDED, WheelAbi
 from resolve_gpu_stack.net.classify import ScanRecord
-from resolve_gpu_stack.net.records import RECORD_SCHEMA, ScanRecords, parse_record, record_document, record_name, record_text, shipped_folder
+from resolve_gpu_stack.net.records import RECORD_SCHEMA, ScanRecords, cached_records, parse_record, record_document, record_name, record_text, shipped_folder
 
 needs_cxx = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -148,6 +148,10 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
         code, out, err = cli(capsys, "resolve", *argv, "--cache-dir", str(tmp_path / "a"))
         assert code == 0, err
         assert _ranges(srv), "the wheels are read by range without records"
+        # what a team exports from its own scan cache: the same records the wheelhouse wrote
+        exported = {sha: record for sha, record in cached_records(tmp_path / "a")}
+        assert {p.name.removesuffix(".json") for p in (house / "records").glob("*.json")} <= set(exported)
+        assert all(r.abi.read == "start" for r in exported.values())
         srv.log.clear()
         records = ["--scan-records", base + "records/"]
         code, out, err = cli(capsys, "resolve", *argv, *records, "--cache-dir", str(tmp_path / "b"))

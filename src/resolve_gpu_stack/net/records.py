@@ -36,6 +36,7 @@ from typing import Any
 from ..errors import CrawlError
 from ..model.abi import READ_RECORDED, READ_START, UNKNOWN
 from ..urls import redact_url
+from .cache import SCANS
 from .classify import SCAN_SCHEMA, ScanRecord
 from .transport import Transport
 
@@ -62,14 +63,42 @@ def publishable(record: ScanRecord) -> bool:
     return record.abi.kind != UNKNOWN and record.abi.read == READ_START
 
 
-def record_document(sha256: str, filename: str, size: int, record: ScanRecord) -> dict[str, Any]:
-    """The ``scan-record/v1`` object of one wheel (``publishable(record)`` must hold)."""
+def record_document(sha256: str, filename: str | None, size: int, record: ScanRecord) -> dict[str, Any]:
+    """The ``scan-record/v1`` object of one wheel (``publishable(record)`` must hold); ``filename``:
+    for people (None: not known, as in a record exported from a scan cache)."""
     if not is_sha256(sha256.lower()) or not publishable(record):
-        raise ValueError(f"{filename}: not a record to publish (sha256 {sha256!r}, read {record.abi.read!r}, kind {record.abi.kind!r})")
-    return {"schema": RECORD_SCHEMA, "sha256": sha256.lower(), "filename": filename, "size": size, "scan": record.to_dict()}
+        raise ValueError(f"{filename or sha256}: not a record to publish (sha256 {sha256!r}, read {record.abi.read!r}, kind {record.abi.kind!r})")
+    named = {"filename": filename} if filename else {}
+    return {"schema": RECORD_SCHEMA, "sha256": sha256.lower(), **named, "size": size, "scan": record.to_dict()}
 
 
-def record_text(sha256: str, filename: str, size: int, record: ScanRecord) -> str:
+def cached_records(cache_root: Path) -> list[tuple[str, ScanRecord]]:
+    """The publishable scans in the scan cache at ``cache_root`` that are keyed by a sha256, each
+    entry checked as the cache checks it (what a team exports to host its records)."""
+    import json as _json
+
+    from .cache import HttpCache
+
+    cache = HttpCache(cache_root)
+    out = []
+    folder = cache_root / SCANS
+    for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+        try:
+            with path.open("rb") as fh:
+                head = _json.loads(fh.readline())
+        except (OSError, ValueError):
+            continue
+        key = head.get("key") if isinstance(head, dict) else None
+        if not isinstance(key, str) or not key.startswith("sha256=") or not is_sha256(key[7:]):
+            continue
+        raw = cache.get_scan(key)
+        record = ScanRecord.from_dict(_json.loads(raw)) if raw is not None else None
+        if record is not None and publishable(record):
+            out.append((key[7:], record))
+    return out
+
+
+def record_text(sha256: str, filename: str | None, size: int, record: ScanRecord) -> str:
     return json.dumps(record_document(sha256, filename, size, record), sort_keys=True, indent=1) + "\n"
 
 
@@ -206,6 +235,7 @@ __all__ = [
     "RECORDS_FOLDER",
     "RECORD_SCHEMA",
     "ScanRecords",
+    "cached_records",
     "is_sha256",
     "parse_record",
     "publishable",
