@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,6 +155,10 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
         assert all(r.abi.read == "start" for r in exported.values())
         srv.log.clear()
         records = ["--scan-records", base + "records/"]
+        with pytest.MonkeyPatch.context() as mp:  # progress lines go to a terminal
+            mp.setattr(sys.stderr, "isatty", lambda: True)
+            code, out, err = cli(capsys, "resolve", *argv[:-2], *records, "--cache-dir", str(tmp_path / "t"))
+        assert code == 0 and "judged from it, by their sha256" in err and "provisional" in err, err  # said once, on stderr
         code, out, err = cli(capsys, "resolve", *argv, *records, "--cache-dir", str(tmp_path / "b"))
         assert code == 0, err
         assert _ranges(srv) == [], _ranges(srv)
