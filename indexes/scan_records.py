@@ -38,6 +38,7 @@ from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
 from resolve_gpu_stack.net.classify import RangeClassifier  # noqa: E402
 from resolve_gpu_stack.net.records import NO_RECORDS, publishable, record_name, record_text  # noqa: E402
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings  # noqa: E402
 
 OUT = REPO / "indexes" / "records"
 
@@ -59,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     target, _ = common.target_of(typed, os.environ)
     written = 0
     with tempfile.TemporaryDirectory() as cache:
-        network = NetworkOptions(cache_dir=Path(cache), timeout=60.0, scan_records=NO_RECORDS)  # nothing answered by a record: every wheel read
+        network = NetworkOptions(
+            cache_dir=Path(cache), fetch=FetchSettings(transport=TransportSettings(timeout=60.0)), scan_records=NO_RECORDS
+        )  # nothing answered by a record: every wheel read
         with Session(network) as session:
             defs = common.definitions(SourceOptions(indexes=(f"pypi={pypi}",)), os.environ)
             parts = session.resolve_parts(defs)

@@ -333,8 +333,7 @@ def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str
     settings = dataclasses.replace(settings, sources=dataclasses.replace(settings.sources, snapshot=config.snapshot))  # the config's, unless --snapshot
     records = next((t.settings["scan_records"] for t in targets if t.settings.get("scan_records")), None)  # the config's scan-records (the flag wins)
     if records is not None and settings.network.scan_records is None:
-        with common.command_session(settings.network) as session:  # the command's own (app.py opened it)
-            session.use_scan_records(records)
+        session.use_scan_records(records)
     failed = 0
     staged: list[tuple[str, list[tuple[Path, str]]]] = []
     with common.make_parts(session, settings.sources, defs) as parts:  # one crawl for all targets: pages and metadata are memoized by URL

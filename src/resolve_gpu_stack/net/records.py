@@ -180,7 +180,9 @@ class ScanRecords:
             self.hits += found is not None
             first = found is not None and self.hits == 1
         if first:
-            self._note("compiled wheels with a scan record are judged from it, by their sha256, not read: their verdicts are provisional (install reads each from its verified file)")
+            self._note(
+                "compiled wheels with a scan record are judged from it, by their sha256, not read: their verdicts are provisional (install reads each from its verified file)"
+            )
         return found
 
     def _find(self, sha256: str) -> ScanRecord | None:
