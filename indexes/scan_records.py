@@ -8,7 +8,12 @@ starts (the scanner of ``resolve``; a few hundred KB to a few MB of each wheel, 
 wheel) and its record is written under the sha256 the index page gives. A scan that does not
 finish, or a wheel whose page gives no sha256, is said and not written: no record is a guess.
 
-    .venv/bin/python indexes/scan_records.py [--pypi URL] [NAME==VERSION ...]
+    .venv/bin/python indexes/scan_records.py [--pypi URL] [--with FRAMEWORK ...] [NAME==VERSION ...]
+
+Then, for each ``--with`` framework (default: ``FRAMEWORKS``), a cold ``resolve`` of it for the
+same target with no records (``--scan-records none``) in a fresh cache, and every finished scan
+of that cache keyed by a sha256 (``net.records.cached_records``: the closure's native wheels and
+the candidates judged on the way) is written too, named by the plan's file name where it has one.
 
 PyPI's URL comes from uv/pip configuration (or --pypi). Offline, it says so and exits 0.
 ``verify_today.py`` checks the same wheels' verdicts against their symbols; run both.
@@ -41,6 +46,7 @@ from resolve_gpu_stack.net.records import NO_RECORDS, publishable, record_name, 
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings  # noqa: E402
 
 OUT = REPO / "indexes" / "records"
+FRAMEWORKS = ("sglang", "vllm==0.33.0")  # today's closures (issue 53's live runs); vllm 0.34.0 needs a FlashInfer no index serves
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pypi", help="PyPI's simple URL (default: from uv/pip configuration)")
     ap.add_argument("--python", default="3.12", help="the declared target's Python (default 3.12)")
     ap.add_argument("--out", type=Path, default=OUT, help="where the records go (default indexes/records/)")
+    ap.add_argument("--with", dest="frameworks", action="append", metavar="FRAMEWORK", help=f"default: {', '.join(FRAMEWORKS)}")
     ap.add_argument("wheels", nargs="*", metavar="NAME==VERSION", help="default: verify_today.py's rows")
     args = ap.parse_args(argv)
     try:
@@ -55,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     except ResolveGpuStackError as exc:
         print(f"skipped: {exc}")
         return 0
-    wanted = args.wheels or [f"{r.name}=={r.version}" for r in ROWS]
+    wanted = args.wheels or [f"{r.name}=={r.version}" for r in ROWS if r.version]  # the rows without one: newest today, in the closures below
     typed = S.TypedSettings(MappingProxyType({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)}))
     target, _ = common.target_of(typed, os.environ)
     written = 0
@@ -73,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                     file = _best_wheel(text, parts, target)
                     record = classifier.scan(file)
                 except ResolveGpuStackError as exc:
-                    if not written:
+                    if not written and text == wanted[0]:
                         print(f"skipped (offline?): {text}: {exc}")
                         return 0
                     print(f"not recorded  {text}: {exc}")
@@ -85,8 +92,38 @@ def main(argv: list[str] | None = None) -> int:
                 (args.out / record_name(file.sha256)).write_text(record_text(file.sha256, file.filename, file.size or record.file_size, record))
                 written += 1
                 print(f"recorded      {file.filename}: {record.abi.kind}, {record.bytes_read} of {record.file_size} bytes in {record.reads} requests")
+    for framework in args.frameworks or FRAMEWORKS:
+        written += _framework(framework, args, pypi)
     print(f"{written} records in {args.out}")
     return 0
+
+
+def _framework(framework: str, args: argparse.Namespace, pypi: str) -> int:
+    """The records of a cold resolve of ``framework`` for the target (see the module docstring)."""
+    import contextlib
+    import io
+    import json
+
+    from resolve_gpu_stack.cli.app import main as cli
+    from resolve_gpu_stack.net.records import cached_records
+
+    with tempfile.TemporaryDirectory() as cache:
+        argv = ["resolve", "--python", args.python, *TARGET[:4], "--torch", "installed", "--no-cubin", "--no-jit-cache", "--with", framework]
+        argv += ["--index", f"pypi={pypi}", "--cache-dir", cache, "--scan-records", NO_RECORDS, "--format", "json", "-q"]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli(argv)
+        if code != 0:
+            print(f"not recorded  --with {framework}: exit {code}: {err.getvalue().strip()[:300]}")
+            return 0
+        plan = json.loads(out.getvalue())["packages"]
+        names = {p["sha256"]: p["url"].split("#", 1)[0].rsplit("/", 1)[-1] for p in plan if p.get("sha256") and p.get("url")}
+        records = cached_records(Path(cache))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for sha, record in records:
+        (args.out / record_name(sha)).write_text(record_text(sha, names.get(sha), record.file_size, record))
+    print(f"recorded      --with {framework}: {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels)")
+    return len(records)
 
 
 if __name__ == "__main__":
