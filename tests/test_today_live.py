@@ -42,11 +42,11 @@ def rows(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in plan["packages"]}
 
 
-@pytest.mark.parametrize(("framework", "companions"), [("sglang", ("sglang-kernel", "torch-memory-saver")), ("vllm", ())])
+@pytest.mark.parametrize(("framework", "asked", "companions"), [("sglang", "sglang", ("sglang-kernel", "torch-memory-saver")), ("vllm", "vllm==0.33.0", ())])
 def test_today_the_framework_plans_on_pypis_torch_its_pin_overridden(
-    pypi: str, framework: str, companions: tuple[str, ...], capsys: pytest.CaptureFixture[str], cache: Path
+    pypi: str, framework: str, asked: str, companions: tuple[str, ...], capsys: pytest.CaptureFixture[str], cache: Path
 ) -> None:
-    code = main(["resolve", *TARGET, "--with", framework, "--index", f"pypi={pypi}", "--cache-dir", str(cache), "--format", "json"])
+    code = main(["resolve", *TARGET, "--with", asked, "--index", f"pypi={pypi}", "--cache-dir", str(cache), "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     plan = json.loads(out)
@@ -57,6 +57,28 @@ def test_today_the_framework_plans_on_pypis_torch_its_pin_overridden(
     for name in companions:
         assert got[name]["abi"] is None or got[name]["abi"]["refusal"] is None, got[name]
     assert all(r["index"] != "pytorch" for r in plan["packages"])
+
+
+def newest(pypi: str, name: str) -> str:
+    """The newest final release of ``name`` on the live index, read by the test itself (PEP 691)."""
+    from packaging.version import Version
+
+    request = urllib.request.Request(f"{pypi.rstrip('/')}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        versions = [Version(v) for v in json.load(answer)["versions"]]
+    return str(max(v for v in versions if not v.is_prerelease))
+
+
+def test_today_plain_vllm_is_its_newest_release_or_a_named_stop(pypi: str, capsys: pytest.CaptureFixture[str], cache: Path) -> None:
+    """No walk-back in silence: vllm 0.34.0 pins flashinfer-python==0.7.3, which no index served on
+    2026-12-07; the plan is the newest vllm or a non-zero exit that names it, the cause and a way out."""
+    code = main(["resolve", *TARGET, "--with", "vllm", "--index", f"pypi={pypi}", "--cache-dir", str(cache), "--format", "json"])
+    out, err = capsys.readouterr()
+    top = newest(pypi, "vllm")
+    if code == 0:
+        assert rows(json.loads(out))["vllm"]["version"] == top, out
+    else:
+        assert code == 1 and f"vllm {top}" in err and "--with 'vllm==" in err, err
 
 
 def test_inspect_reads_the_exports_of_pypis_torch_and_runs_sglang_kernel(pypi: str, capsys: pytest.CaptureFixture[str], cache: Path) -> None:
