@@ -89,3 +89,16 @@ def test_inspect_reads_the_exports_of_pypis_torch_and_runs_sglang_kernel(pypi: s
     assert code == 0, err
     verdict = json.loads(out)["verdict"]
     assert verdict["runs"] is True and "C++ imports of torch are all exported by torch 2.15.0" in verdict["note"], verdict
+
+
+def test_today_pypis_torch_keeps_its_cuda_runtime_under_vllm(pypi: str, capsys: pytest.CaptureFixture[str], cache: Path) -> None:
+    """The kept torch's closure, live: torch 2.15.0's cuda-toolkit 13.2.2 pins nvidia-cuda-runtime and
+    -nvrtc at 13.2.86.*; vLLM's closure (humming-kernels, nvidia-cuda-nvcc 13.5) never moves them."""
+    code = main(["resolve", *TARGET, "--with", "vllm==0.33.0", "--index", f"pypi={pypi}", "--cache-dir", str(cache), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    got = rows(json.loads(out))
+    assert (got["cuda-toolkit"]["version"], got["cuda-toolkit"]["action"]) == ("13.2.2", "keep")
+    for name in ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc"):
+        assert got[name]["version"].startswith("13.2.86") and got[name]["action"] == "keep", got[name]
+        assert "torch 2.15.0's cuda-toolkit 13.2.2 pins" in got[name]["reason"], got[name]
