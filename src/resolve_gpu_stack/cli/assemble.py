@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..errors import CrawlError
     from ..index.finder import Finder
+    from ..index.sdist import SdistMetadata
     from ..model import IndexFile, LockPlan, Target
     from ..model.abi import AbiVerdict, WheelAbi
     from ..model.cuda import CudaLabel
@@ -86,9 +87,11 @@ class ResolveParts:
                 self._made[what] = make()
             return self._made[what]
 
-    def resolve(self, request: ResolveRequest) -> LockPlan:
+    def resolve(self, request: ResolveRequest, *, sdist_metadata: SdistMetadata | None = None) -> LockPlan:
         """The plan for ``request``: the one stored for the same inputs when nothing it came from
-        changed (``resolver.reuse``), else resolved (the resolver and resolvelib load only then)."""
+        changed (``resolver.reuse``), else resolved (the resolver and resolvelib load only then).
+        ``sdist_metadata``: the build backend's word on a ``--build`` sdist whose PKG-INFO is not
+        static (``cli/sources.py``'s ``sdist_metadata_of``)."""
         from ..resolver import reuse
 
         def compute() -> LockPlan:
@@ -97,7 +100,7 @@ class ResolveParts:
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
             from ..resolver.resolve import resolve
 
-            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target))
+            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), sdist_metadata=sdist_metadata)
             if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
             return plan

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,9 +23,11 @@ from . import options as O
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
+    from ..index.sdist import SdistMetadata
     from ..lock.check import Checked, Expected, Finding
     from ..lock.locked import LockedFile
     from ..model import LockPlan
+    from ..model.request import ResolveRequest
     from .assemble import ResolveParts, Session
     from .config import ProjectConfig, TargetConfig
 
@@ -399,11 +401,23 @@ def _verify(
         lookup = finder_lookup(parts.finder) if settings.online else listed_lookup(parts.finder, [plan for _, plan in pylocks])
         out = [f for path, plan in pylocks for f in verify_files(path, plan, lookup, source=source)]
         if settings.online:
-            out += _drift(config, results, parts, source)
+            from .sources import sdist_metadata_of  # a --build sdist whose PKG-INFO is not static: as its lock asked
+
+            def backend(request: ResolveRequest) -> SdistMetadata | None:
+                options = O.ResolveOptions(output=settings.output, network=settings.network, sources=settings.sources)
+                return sdist_metadata_of(request, options, env, session, defs=defs)
+
+            out += _drift(config, results, parts, source, backend)
         return out
 
 
-def _drift(config: ProjectConfig, results: Sequence[Judged], parts: ResolveParts, source: str) -> list[Finding]:
+def _drift(
+    config: ProjectConfig,
+    results: Sequence[Judged],
+    parts: ResolveParts,
+    source: str,
+    backend: Callable[[ResolveRequest], SdistMetadata | None] | None = None,
+) -> list[Finding]:
     from ..lock.check import WARNING, Finding, drift, regenerate_hint
 
     out: list[Finding] = []
@@ -415,7 +429,7 @@ def _drift(config: ProjectConfig, results: Sequence[Judged], parts: ResolveParts
             out.append(Finding(level="note", path=checked.path, message="not an output of a configured target: drift not checked"))
             continue
         if expected.target not in fresh_plans:
-            fresh_plans[expected.target], failure = _re_resolve(config, expected.target, parts)
+            fresh_plans[expected.target], failure = _re_resolve(config, expected.target, parts, backend)
             if failure:
                 out.append(Finding(level=WARNING, path=checked.path, message=f"re-resolving target {expected.target!r} failed: {failure}"))
         fresh = fresh_plans[expected.target]
@@ -424,12 +438,16 @@ def _drift(config: ProjectConfig, results: Sequence[Judged], parts: ResolveParts
     return out
 
 
-def _re_resolve(config: ProjectConfig, name: str, parts: ResolveParts) -> tuple[LockPlan | None, str | None]:
-    """(the fresh plan of target ``name``, None) or (None, why it failed)."""
+def _re_resolve(
+    config: ProjectConfig, name: str, parts: ResolveParts, backend: Callable[[ResolveRequest], SdistMetadata | None] | None = None
+) -> tuple[LockPlan | None, str | None]:
+    """(the fresh plan of target ``name``, None) or (None, why it failed); ``backend``: the way to
+    a ``--build`` sdist's metadata when its PKG-INFO is not static (``cli/sources.py``)."""
     from .config import resolve_request
 
     try:
-        return parts.resolve(resolve_request(config.select([name])[0])), None
+        request = resolve_request(config.select([name])[0])
+        return parts.resolve(request, sdist_metadata=backend(request) if backend is not None else None), None
     except CrawlError:
         raise
     except ResolveGpuStackError as err:

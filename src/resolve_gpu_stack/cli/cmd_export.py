@@ -145,6 +145,7 @@ def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, st
     them again, the definitions they were resolved with."""
     from ..lock.uvproject import ExportTarget
     from .config import resolve_definitions, resolve_request
+    from .sources import sdist_metadata_of
 
     names = settings.configured.targets
     config, targets, extra = selected_targets(config, settings, names)
@@ -153,7 +154,9 @@ def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, st
     with common.make_parts(session, settings.sources, defs, snapshot=config.snapshot) as parts:
         for target in targets:
             try:
-                out.append(ExportTarget(name=target.name, plan=parts.resolve(resolve_request(target))))
+                request = resolve_request(target)
+                backend = sdist_metadata_of(request, settings, env, session, defs=defs)  # a --build sdist whose PKG-INFO is not static
+                out.append(ExportTarget(name=target.name, plan=parts.resolve(request, sdist_metadata=backend)))
             except CrawlError:
                 raise
             except ResolveGpuStackError as err:

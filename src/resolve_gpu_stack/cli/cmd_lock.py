@@ -388,9 +388,10 @@ def _lock_one(
 
     label = f"{target.name}: "
     try:
-        from .sources import with_sources  # build = ["NAME @ URL"]: the trees fetched
+        from .sources import sdist_metadata_of, with_sources  # build = ["NAME @ URL"]: the trees fetched
 
-        plan = parts.resolve(with_sources(resolve_request(target), settings, env, session, O.say, defs=parts.defs))
+        request = with_sources(resolve_request(target), settings, env, session, O.say, defs=parts.defs)
+        plan = parts.resolve(request, sdist_metadata=sdist_metadata_of(request, settings, env, session, defs=parts.defs))
         inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
         return _rendered(settings, env, session, plan, parts.defs, target.outputs, command=command)

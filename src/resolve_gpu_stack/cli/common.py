@@ -213,8 +213,12 @@ def run_resolve(
     it made, e.g. a recorder; ``probe``: see ``target_of``)."""
     defs = defs or definitions(options.sources, env)
     request = request_of(options, env, session, probe, defs)
+    from .sources import sdist_metadata_of  # --build NAME whose sdist's PKG-INFO is not static
+
+    environment = probe.result() if probe is not None and request.target.interpreter is not None else None
+    backend = sdist_metadata_of(request, options, env, session, defs=defs, environment=environment)
     with make_parts(session, options.sources, defs, fetcher=fetcher) as parts:
-        plan = parts.resolve(request)
+        plan = parts.resolve(request, sdist_metadata=backend)
     _warn_unused_without(options.output, request, plan)
     return plan, defs
 

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..env.probe import Environment
     from ..env.sources import TreeMetadata
-    from ..model import LockPlan
+    from ..index.sdist import SdistMetadata
+    from ..model import IndexFile, LockPlan, WheelMetadata
     from ..model.request import ResolveRequest
     from ..model.source import SourceTree
     from .assemble import Session
@@ -54,6 +55,71 @@ def with_sources(
         for t in trees:
             say(f"{t.name} {t.version}: source {t.origin.reference} ({t.sha256[:12]})")
     return _with_trees(request, trees)
+
+
+def sdist_metadata_of(
+    request: ResolveRequest,
+    options: ResolveOptions,
+    env: Mapping[str, str],
+    session: Session,
+    *,
+    defs: Definitions,
+    environment: Environment | None = None,
+) -> SdistMetadata | None:
+    """The resolve's way to the metadata of a ``--build NAME`` sdist from an index whose PKG-INFO is
+    not static (core metadata < 2.2, or Requires-Dist / Requires-Python / Provides-Extra listed as
+    Dynamic; ``index/sdist.py``): the sdist downloaded into the ``session``'s wheel cache (sha256
+    checked; the build uses the same file) and its build backend asked ``prepare_metadata_for_build_wheel``
+    in a build environment with the kept torch (``env/build.py``'s ``source_metadata``: once per the
+    sdist's sha256, the kept torch, Python and platform). None without such a ``--build`` name."""
+    if not any(s.source is None for s in request.build_specs):
+        return None
+    import threading
+
+    asked: dict[str, WheelMetadata] = {}  # by sdist URL: several wirings of one resolve ask once
+    lock = threading.Lock()
+
+    def metadata(file: IndexFile, pkg_info: WheelMetadata) -> WheelMetadata:
+        with lock:
+            if file.url not in asked:
+                asked[file.url] = _backend_metadata(file, pkg_info)
+            return asked[file.url]
+
+    def _backend_metadata(file: IndexFile, pkg_info: WheelMetadata) -> WheelMetadata:
+        from ..env.build import cached_source_metadata, source_metadata
+        from ..errors import BuildError
+        from ..model import WheelMetadata
+        from ..net.download import fetch_verified
+        from .buildenv import build_context
+
+        plan = _kept_torch_plan(request, file.name)
+        known = cached_source_metadata(session.wheel_cache(), file.sha256, plan) if file.sha256 else None  # asked before: nothing made
+        if known is None:
+            with build_context(options, env, session, plan, defs, environment=environment) as ctx:
+                fetched = fetch_verified(
+                    file.url,
+                    sha256=file.sha256,
+                    size=file.size,
+                    cache=ctx.cache,
+                    fetcher=ctx.fetcher,
+                    filename=file.filename,
+                    progress=ctx.downloads,
+                    offline=ctx.offline,
+                )
+                known = source_metadata(file.name, fetched.path, fetched.sha256, plan, ctx)
+        version, requires, requires_python = known
+        if version != file.version:
+            raise BuildError(f"--build {file.name}: the build backend of {file.filename} says it is version {version}, not {file.version}")
+        return WheelMetadata(
+            name=file.name,
+            version=version,
+            requires_dist=requires,
+            requires_python=requires_python,
+            provides_extra=pkg_info.provides_extra,
+            metadata_version=pkg_info.metadata_version,
+        )
+
+    return metadata
 
 
 def _kept_torch_plan(request: ResolveRequest, name: NormalizedName) -> LockPlan:

@@ -589,6 +589,28 @@ def _backend_requires(interpreter: str, env: Mapping[str, str], archive: Path, s
 METADATA_SCHEMA = 1
 
 
+def _metadata_record(cache: WheelCache, digest: str, plan: LockPlan) -> Path:
+    """Where the metadata a build backend gave for the archive ``digest`` is kept: by the digest,
+    the kept torch of ``plan``, its Python and platform."""
+    torch = plan.torch
+    assert torch is not None
+    key_text = json.dumps(
+        {"schema": METADATA_SCHEMA, "sha256": digest, "torch": str(torch.version), "python": plan.target.python, "platform": plan.target.platform},
+        sort_keys=True,
+    )
+    return cache.root / "builds" / "metadata" / f"{hashlib.sha256(key_text.encode()).hexdigest()}.json"
+
+
+def cached_source_metadata(cache: WheelCache, digest: str, plan: LockPlan) -> tuple[Version, tuple[str, ...], str | None] | None:
+    """What ``source_metadata`` answered before for the archive ``digest`` and ``plan``'s kept torch,
+    Python and platform (None: never asked, or its record is unreadable); no build environment."""
+    try:
+        raw = json.loads(_metadata_record(cache, digest, plan).read_text())
+        return Version(str(raw["version"])), tuple(str(r) for r in raw["requires-dist"]), raw.get("requires-python")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def source_metadata(name: NormalizedName, archive: Path, digest: str, plan: LockPlan, ctx: BuildContext) -> tuple[Version, tuple[str, ...], str | None]:
     """(version, Requires-Dist, Requires-Python) of the source tree ``archive`` (sha256 ``digest``)
     whose metadata is dynamic (setup.py computing its version, ``[project] dynamic``): its build
@@ -598,17 +620,11 @@ def source_metadata(name: NormalizedName, archive: Path, digest: str, plan: Lock
     tree's digest, the kept torch, Python and platform: asked once."""
     torch = plan.torch
     assert torch is not None
-    key_text = json.dumps(
-        {"schema": METADATA_SCHEMA, "sha256": digest, "torch": str(torch.version), "python": plan.target.python, "platform": plan.target.platform},
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_text.encode()).hexdigest()
-    record = ctx.cache.root / "builds" / "metadata" / f"{key}.json"
-    try:
-        raw = json.loads(record.read_text())
-        return Version(str(raw["version"])), tuple(str(r) for r in raw["requires-dist"]), raw.get("requires-python")
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    known = cached_source_metadata(ctx.cache, digest, plan)
+    if known is not None:
+        return known
+    record = _metadata_record(ctx.cache, digest, plan)
+    key = record.stem
     try:
         with archive.open("rb") as fh:
             system = read_build_system(fh, archive.name)

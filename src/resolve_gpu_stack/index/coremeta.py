@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 # The header fields the resolver reads: those used once (a repeated one is unusable) and the lists.
-_SINGLE_FIELDS = frozenset({"name", "version", "requires-python"})
-_LIST_FIELDS = frozenset({"requires-dist", "provides-extra"})
+_SINGLE_FIELDS = frozenset({"metadata-version", "name", "version", "requires-python"})
+_LIST_FIELDS = frozenset({"requires-dist", "provides-extra", "dynamic"})
 _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _HEADER_LINE = re.compile(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")  # the email parser's headerRE
 

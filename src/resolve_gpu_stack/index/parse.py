@@ -190,7 +190,13 @@ def parse_metadata(raw: bytes, *, source: str) -> WheelMetadata:
         requires_dist=tuple(r.strip() for r in fields.get("requires-dist", ()) if r.strip()),
         requires_python=(requires_python.strip() if isinstance(requires_python, str) else "") or None,
         provides_extra=tuple(e.strip() for e in fields.get("provides-extra", ()) if e.strip()),
+        metadata_version=_text(fields.get("metadata-version")),
+        dynamic=tuple(d.strip().lower() for d in fields.get("dynamic", ()) if d.strip()),
     )
+
+
+def _text(value: str | list[str] | None) -> str | None:
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,41 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
+from packaging.version import InvalidVersion, Version
+
 from ..errors import ResolveGpuStackError
+from ..model import IndexFile, WheelMetadata
 
 MAX_MEMBER_BYTES = 5 * 2**20
 # PEP 517: a project without [build-system] is built by setuptools' legacy backend, with at least
 # setuptools>=40.8.0 installed (setuptools >= 70.1 builds wheels without the `wheel` package).
 LEGACY_REQUIRES = ("setuptools>=40.8.0",)
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
+
+
+# The fields of an sdist's PKG-INFO the resolve uses, which only core metadata 2.2+ (PEP 643) says
+# are static: a 2.2+ PKG-INFO that lists none of them as Dynamic is the metadata its wheels will
+# have; an older one (or one that lists them) may say nothing of what its setup.py computes. As uv
+# trusts an sdist's PKG-INFO (its uv-pypi-types ``parse_pkg_info``).
+STATIC_SINCE = Version("2.2")
+STATIC_BEFORE = Version("3")  # a major this reader does not know: its build backend says
+RESOLVE_FIELDS = frozenset({"requires-dist", "requires-python", "provides-extra"})
+
+# The metadata of an sdist whose PKG-INFO is not static, asked of its build backend (PEP 517
+# ``prepare_metadata_for_build_wheel``, in a build environment with the kept torch): (the sdist's
+# file on its index, what its PKG-INFO says) -> what its backend says. Injected into the resolve
+# from the floor that can make a build environment (``cli/sources.py``'s ``sdist_metadata_of``).
+SdistMetadata = Callable[[IndexFile, WheelMetadata], WheelMetadata]
+
+
+def pkg_info_is_static(meta: WheelMetadata) -> bool:
+    """Whether an sdist's PKG-INFO (read into ``meta``) may be trusted for the resolve: core metadata
+    2.x from 2.2 on, with none of Requires-Dist, Requires-Python, Provides-Extra listed as Dynamic."""
+    try:
+        version = Version(meta.metadata_version or "0")
+    except InvalidVersion:
+        return False
+    return STATIC_SINCE <= version < STATIC_BEFORE and not RESOLVE_FIELDS & set(meta.dynamic)
 
 
 class SdistError(ResolveGpuStackError):
@@ -151,10 +179,15 @@ __all__ = [
     "LEGACY_BACKEND",
     "LEGACY_REQUIRES",
     "MAX_MEMBER_BYTES",
+    "RESOLVE_FIELDS",
+    "STATIC_BEFORE",
+    "STATIC_SINCE",
     "BuildSystem",
     "SdistError",
+    "SdistMetadata",
     "read_build_system",
     "read_member",
+    "pkg_info_is_static",
     "read_pkg_info",
     "uses_cuda",
 ]

@@ -56,6 +56,10 @@ class WheelMetadata:
     requires_dist: tuple[str, ...] = ()
     requires_python: str | None = None
     provides_extra: tuple[str, ...] = ()
+    # Metadata-Version and Dynamic (PEP 643, core metadata 2.2): what an sdist's PKG-INFO may leave
+    # to its build backend (``index/sdist.py``'s ``pkg_info_is_static``)
+    metadata_version: str | None = None
+    dynamic: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

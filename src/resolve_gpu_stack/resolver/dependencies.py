@@ -18,10 +18,12 @@ from ..rules.versions import jit_cache_version
 from .factory import Policy
 from .overrides import Overrides
 from .requirement import Cand, Req
+from .sources import SOURCE_INDEX
 
 if TYPE_CHECKING:
     from ..data.gpus import GpuTable
     from ..index.parse import RequiresDist
+    from ..index.sdist import SdistMetadata
     from ..model.gpu import GpuArch
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class Dependencies:
         overrides: Overrides | None = None,
         gpus: tuple[GpuArch, ...] = (),
         gpu_table: Callable[[], GpuTable] | None = None,
+        sdist_metadata: SdistMetadata | None = None,
     ) -> None:
         self.finder = finder
         self.target = target
@@ -51,6 +54,9 @@ class Dependencies:
 
         self.gpus = gpus  # () = any GPU: every provider the shim lists
         self.gpu_table = gpu_table
+        # a --build package's sdist whose PKG-INFO is not static: its build backend's metadata
+        self.sdist_metadata = sdist_metadata
+        self._built_metadata: dict[str, tuple[str, ...]] = {}
         # a marker's verdict on the target, per extras: by the parsed marker (the finder parses each
         # Requires-Dist line once) and by its text (many releases' lines repeat one marker)
         self._verdicts: dict[tuple[int, frozenset[str]], tuple[Marker, bool]] = {}
@@ -141,7 +147,17 @@ class Dependencies:
     def _requires_dist(self, cand: Cand) -> tuple[str, ...]:
         if cand.file is None:
             return tuple(self.policy.installed_requires.get(cand.name, ()))
-        return self.finder.metadata(cand.file).requires_dist
+        meta = self.finder.metadata(cand.file)
+        if cand.file.is_wheel or self.sdist_metadata is None or cand.file.index == SOURCE_INDEX:
+            return meta.requires_dist
+        from ..index.sdist import pkg_info_is_static
+
+        if pkg_info_is_static(meta):
+            return meta.requires_dist
+        known = self._built_metadata.get(cand.file.url)
+        if known is None:
+            known = self._built_metadata[cand.file.url] = self.sdist_metadata(cand.file, meta).requires_dist
+        return known
 
     def _marker_ok(self, marker: Marker | None, extras: frozenset[str]) -> bool:
         if marker is None:

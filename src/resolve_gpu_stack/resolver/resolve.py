@@ -11,7 +11,7 @@ import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -48,22 +48,37 @@ from .sources import source_file, source_metadata
 from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
 from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
 
+if TYPE_CHECKING:
+    from ..index.sdist import SdistMetadata
+
 log = logging.getLogger(__name__)
 
 
-def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, classifier: WheelClassifier, exports: ExportsSource) -> LockPlan:
+def resolve(
+    request: ResolveRequest,
+    finder: Finder,
+    defs: Definitions,
+    *,
+    classifier: WheelClassifier,
+    exports: ExportsSource,
+    sdist_metadata: SdistMetadata | None = None,
+) -> LockPlan:
     """The plan for ``request``, resolved (a plan stored for the same inputs is reused one floor up,
     by ``cli/assemble.ResolveParts.resolve`` through ``reuse.reused_or``). ``classifier`` tells what a native wheel's shared objects import;
     ``exports`` what the plan's torch exports (read only when a version-locked wheel asks). Every
-    compiled wheel the data does not cover is judged by them (``rules/abi.py``).
+    compiled wheel the data does not cover is judged by them (``rules/abi.py``). ``sdist_metadata``:
+    what the build backend of a ``--build`` package's sdist says, when its PKG-INFO is not static
+    (``index/sdist.py``); without it, the PKG-INFO is taken as it is.
 
     Reentrant: what one resolve remembers lives in its own objects (the candidate factory, the
     target's ``TargetFit``) or in the finder, which several resolves may share, in turn or at once."""
     with ScanAhead(classifier) as ahead:  # scans start during the closure crawl
-        return _resolve(request, finder, defs, ahead, exports)
+        return _resolve(request, finder, defs, ahead, exports, sdist_metadata)
 
 
-def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
+def _resolve(
+    request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource, sdist_metadata: SdistMetadata | None = None
+) -> LockPlan:
     choice = request.torch.for_installed(request.installed_torch)
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
     request = with_declared_torch_cuda(request, finder, RouteContext(torch_channel=choice.channel, flashinfer_channel=request.flashinfer.channel), fit)
@@ -95,13 +110,26 @@ def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classif
     floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
     keeps = kept is not None and torch.allowed == (kept,)  # the plan keeps the torch: its closure with it
     probed = probed_closure(request) if keeps and request.target.interpreter is not None else None
-    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed)
+    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed, sdist_metadata=sdist_metadata)
     pinned, closure, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in
     if not keeps:
         pin_notes = pin_notes[:1] if pinned is not request else []  # what was taken as installed; the closure is not held
     if pinned is not request:  # a declared torch's closure came with it: the same pages, candidates rebuilt
         request = pinned
-        w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, previous=w.factory, closure=closure if keeps else None)
+        w = _wire(
+            request,
+            defs,
+            finder,
+            torch,
+            ctx,
+            components,
+            floors,
+            classifier,
+            fit=fit,
+            previous=w.factory,
+            closure=closure if keeps else None,
+            sdist_metadata=sdist_metadata,
+        )
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
     result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure if keeps else None)
     named = [r for r in requirements if r.parent == WITH_PARENT]
@@ -338,6 +366,7 @@ def _wire(
     fit: TargetFit,
     previous: CandidateFactory | None = None,
     closure: KeptClosure | None = None,
+    sdist_metadata: SdistMetadata | None = None,
 ) -> _Wiring:
     """The candidate factory, the FlashInfer selection, the overrides and the provider for
     ``request``, with the closure of its root requirements prefetched (and, with ``ahead``, the
@@ -356,7 +385,14 @@ def _wire(
     policy = _policy(request, defs, torch, flashinfer, components)
     overrides = Overrides(_override_rules(request, defs, torch))
     dependencies = Dependencies(
-        finder, request.target, defs.flashinfer, policy, overrides, gpus=() if request.all_gpu_archs else request.gpus, gpu_table=defs.gpu_table
+        finder,
+        request.target,
+        defs.flashinfer,
+        policy,
+        overrides,
+        gpus=() if request.all_gpu_archs else request.gpus,
+        gpu_table=defs.gpu_table,
+        sdist_metadata=sdist_metadata,
     )
     hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
