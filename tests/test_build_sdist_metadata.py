@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import tomllib
 from build_world import NIGHTLY, PYTHON, build_world, extension_sdist, run_in, torch_wheel
 from server import IndexServer
 from test_build_e2e import HERE, common, run_cli
@@ -155,6 +156,16 @@ def test_a_config_lock_asks_the_backend_and_check_online_sees_no_drift(tmp_path,
         shutil.rmtree(cache / "results-v1")  # the stored plans: check re-resolves for real
         rc, out, err = run_cli(capsys, "check", "--online", "--cache-dir", str(cache))
         assert rc == 0 and "drift" not in out + err, out + err
+        assert ASKED not in err and len(_metadata_records(cache)) == 1
+
+        # export uv of the config's target: setup.py's dependency among the exported constraints, nothing asked
+        shutil.rmtree(cache / "results-v1")
+        exported = tmp_path / "exported"
+        exported.mkdir()
+        (exported / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.10"\n')
+        rc, out, err = run_cli(capsys, "export", "uv", "--project", str(exported), "--cache-dir", str(cache))
+        assert rc == 0, out + err
+        assert "dep-old==1.0" in tomllib.loads((exported / "pyproject.toml").read_text())["tool"]["uv"]["constraint-dependencies"]
         assert ASKED not in err and len(_metadata_records(cache)) == 1
 
 
