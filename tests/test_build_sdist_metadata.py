@@ -191,3 +191,18 @@ def test_an_sdist_whose_pkg_info_is_not_static_with_no_kept_torch_is_a_clear_err
             *common(srv, tmp_path / "cache"),
         )
     assert rc != 0 and out == "" and "its metadata is dynamic" in err and "--installed torch==VERSION" in err and "Traceback" not in err
+
+
+@needs_builds
+def test_a_backend_that_says_another_version_than_the_sdists_is_a_clear_error(tmp_path, uv_env, capsys):
+    liar = extension_sdist(
+        tmp_path / "liar",
+        "liar-kernel",
+        files={"PKG-INFO": "Metadata-Version: 2.1\nName: liar-kernel\nVersion: 1.0\n\n"},
+        prelude='import setuptools\n_setup = setuptools.setup\nsetuptools.setup = lambda **kw: _setup(**{**kw, "version": "2.0"})',
+    )
+    world = build_world(tmp_path, sdists=(liar,))
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        rc, out, err = run_cli(capsys, "resolve", "--with", "liar-kernel", "--build", "liar-kernel", *DECLARED, *common(srv, tmp_path / "cache"))
+    assert rc != 0 and out == "" and "says it is version 2.0, not 1.0" in err and "Traceback" not in err
