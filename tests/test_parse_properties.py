@@ -233,6 +233,9 @@ METADATA_LINES = st.lists(
                 "Requires-Python: >=3.10",
                 "Requires-Python:",
                 "Metadata-Version: 2.1",
+                "Metadata-Version: 2.2",
+                "Dynamic: Requires-Dist",
+                "dynamic: license",
                 "From someone",
                 "From : x",
                 " continued",
@@ -257,7 +260,15 @@ def _packaging_fields(raw: bytes) -> tuple[dict[str, object], set[str]]:
     from packaging.metadata import parse_email
 
     parsed, unparsed = parse_email(raw)
-    names = {"name": "name", "version": "version", "requires_python": "requires-python", "requires_dist": "requires-dist", "provides_extra": "provides-extra"}
+    names = {
+        "metadata_version": "metadata-version",
+        "name": "name",
+        "version": "version",
+        "requires_python": "requires-python",
+        "requires_dist": "requires-dist",
+        "provides_extra": "provides-extra",
+        "dynamic": "dynamic",
+    }
     return {names[k]: v for k, v in parsed.items() if k in names}, {k for k in unparsed if k in names.values()}
 
 
