@@ -46,7 +46,7 @@ from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
 from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
-from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
+from .torch_selection import TorchSelection, kept_way_out, select_torch, target_words, torch_cuda
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,17 @@ def resolve(request: ResolveRequest, finder: Finder, defs: Definitions, *, class
 
 
 def _resolve(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
-    choice = request.torch.for_installed(request.installed_torch)
+    """The plan; a plan that cannot be made on a torch kept by default says how to let torch move."""
+    try:
+        return _resolve_on(request, finder, defs, classifier, exports)
+    except NoPlanError as err:
+        if request.keeps_torch_by_default and kept_way_out(request) not in err.reasons:
+            err.reasons.append(kept_way_out(request))
+        raise
+
+
+def _resolve_on(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource) -> LockPlan:
+    choice = request.torch_choice
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
     request = with_declared_torch_cuda(request, finder, RouteContext(torch_channel=choice.channel, flashinfer_channel=request.flashinfer.channel), fit)
     cuda = torch_cuda(request)

@@ -33,7 +33,7 @@ def keeps_pypis_torch(request: ResolveRequest) -> bool:
     label): it installs no torch, so the PyTorch index is not asked for one (its own release, on
     PyPI's page, is what the selection checks the target against)."""
     kept = request.installed_torch
-    return kept is not None and request.torch.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
+    return kept is not None and request.torch_choice.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
 
 
 def first_round(request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> tuple[list[str], RouteContext]:
@@ -57,7 +57,7 @@ def known_first_round(request: ResolveRequest, defs: Definitions) -> tuple[list[
     if request.build_sources or not cuda_known:
         return None
     try:
-        choice = request.torch.for_installed(installed)
+        choice = request.torch_choice
         cuda = torch_cuda(request)
     except (ResolveGpuStackError, ValueError):
         return None
