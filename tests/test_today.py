@@ -420,3 +420,22 @@ def test_the_family_follows_pypis_torch_through_every_door(today, capsys, tmp_pa
     read = [str(line) for line in srv.log]
     assert any("/simple/torchvision/" in line for line in read), read[:5]
     assert not [line for line in read if "/whl/" in line and "torchvision" in line], "the PyTorch index's torchvision page was read"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "probed"])
+def test_inspect_and_resolve_judge_a_cuda12_wheel_with_the_same_kept_torch(today, capsys, tmp_path, declared) -> None:
+    """Issue 47: xformers 0.0.35's ``.so`` needs ``libcudart.so.12``; PyPI's torch 2.15.0 has no
+    label and is CUDA 13.2 by its cuda-toolkit pin. With no ``--cuda``, ``inspect`` and ``resolve
+    --with xformers`` judge it against the same kept torch (cu132, from its pin): it cannot run."""
+    world, srv, python, _ = today
+    target = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"] if declared else ["--python", python]
+    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "json")
+    report = json.loads(out)
+    assert code == 1, (out, err)
+    assert report["torch"] == TORCH and report["torch_cuda"]["label"] == "cu132" and "cuda-toolkit" in report["torch_cuda"]["from"], report
+    assert report["verdict"]["runs"] is False and "CUDA 12" in report["verdict"]["refusal"], report["verdict"]
+    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "table")
+    assert code == 1 and f"verdict against torch {TORCH} (cu132: its METADATA pins cuda-toolkit" in out, out
+    code, out, err = cli(capsys, "resolve", *target, "--with", "xformers", *flags(world, srv, tmp_path))
+    assert code == 1 and out == "", out
+    assert "xformers 0.0.35" in err and "CUDA 12" in err, err

@@ -53,7 +53,7 @@ def known_first_round(request: ResolveRequest, defs: Definitions) -> tuple[list[
     request is one ``resolve`` refuses (it says why)."""
     installed = request.installed_torch
     target = request.target
-    cuda_known = installed is None or installed.local is not None or request.cuda is not None or target.interpreter is not None or target.torch_cuda is not None
+    cuda_known = installed is None or request.installed_torch_cuda is not None or request.cuda is not None or target.interpreter is not None
     if request.build_sources or not cuda_known:
         return None
     try:
