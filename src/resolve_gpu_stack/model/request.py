@@ -296,16 +296,22 @@ class ResolveRequest:
         return TORCH in self.upgrade_package
 
     @property
+    def moves_torch(self) -> bool:
+        """Whether the command line has a word that lets a ``--torch`` channel move the installed
+        torch: ``--upgrade-package torch``, ``--allow-downgrade``, ``--change-cuda``."""
+        return self.upgrade_torch or self.allow_downgrade or self.change_cuda
+
+    @property
     def torch_choice(self) -> TorchChoice:
         """``--torch`` as the plan is made with it: the installed torch kept unless the command
         line names a move (``TorchChoice.for_kept``)."""
-        return self.torch.for_kept(self.installed_torch, upgrade=self.upgrade_torch)
+        return self.torch.for_kept(self.installed_torch, upgrade=self.moves_torch)
 
     @property
     def keeps_torch_by_default(self) -> bool:
         """A channel (``--torch nightly``, the default) with a torch installed and no word to move
         it: torch is kept, and the channel says nothing of torch."""
-        return self.installed_torch is not None and self.torch.kind is TorchKind.CHANNEL and not self.upgrade_torch
+        return self.installed_torch is not None and self.torch.kind is TorchKind.CHANNEL and not self.moves_torch
 
     def components(self) -> list[str]:
         """The FlashInfer components asked for, in install order."""
@@ -332,6 +338,7 @@ class ResolveRequest:
             "components": self.components(),
             "with": sorted(self.with_),
             "allow-downgrade": self.allow_downgrade,
+            **({"change-cuda": True} if self.change_cuda else {}),
             **({"upgrade-package": list(self.upgrade_package)} if self.upgrade_package else {}),
             "indexes": dict(sorted(index_urls.items())),
             **self._framework_inputs(),
@@ -385,6 +392,19 @@ def parse_day(text: str) -> str:
 
 def _not_a_day(text: str) -> str:
     raise UsageError(f"--exclude-newer {text!r} is not a day (YYYY-MM-DD)", hint="e.g. --exclude-newer 2026-12-01: files uploaded on or before that day (UTC)")
+
+
+def torch_move_named(inputs: Mapping[str, object], installed: Version) -> bool:
+    """Whether a plan's recorded ``inputs`` (``ResolveRequest.inputs``) name a move of the
+    installed torch: the check ``install`` makes before anything reaches uv."""
+    upgrade = inputs.get("upgrade-package")
+    words = (isinstance(upgrade, (list, tuple)) and TORCH in upgrade) or inputs.get("allow-downgrade") is True or inputs.get("change-cuda") is True
+    text = inputs.get("torch")
+    try:
+        choice = TorchChoice.parse(text if isinstance(text, str) else "nightly")
+    except UsageError:
+        return False
+    return choice.for_kept(installed, upgrade=bool(words)).kind is not TorchKind.INSTALLED
 
 
 def parse_upgrade_packages(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:

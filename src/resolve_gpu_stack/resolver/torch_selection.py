@@ -96,9 +96,11 @@ def select_torch(
         fitting.add(installed)
     if not fitting:
         raise _no_torch(request, cuda, visits, everything)
-    notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
-    if installed is not None and request.keeps_torch_by_default:
-        notes = (*notes, *kept_notes(request, installed, _fitting(request.torch, cuda, fit, offers)))
+    if installed is not None and request.keeps_torch_by_default:  # kept: what the channel has is said, not taken
+        offered = _fitting(request.torch, cuda, fit, offers)
+        notes = (*_newer_without_wheel(request.torch, cuda, request.target, everything, max(offered | fitting)), *kept_notes(request, installed, offered))
+    else:
+        notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
     _refuse_excluding_override(request, fitting, installed)
