@@ -439,3 +439,43 @@ def test_inspect_and_resolve_judge_a_cuda12_wheel_with_the_same_kept_torch(today
     code, out, err = cli(capsys, "resolve", *target, "--with", "xformers", *flags(world, srv, tmp_path))
     assert code == 1 and out == "", out
     assert "xformers 0.0.35" in err and "CUDA 12" in err, err
+
+
+def test_a_stable_torch_under_the_default_nightly_is_kept_at_every_door_with_a_note(today, capsys, tmp_path) -> None:
+    """Issue 47: no ``--torch`` (``nightly``) and PyPI's stable torch 2.15.0 in the venv (or declared):
+    ``resolve``, ``lock -o``, ``install --dry-run`` and ``export uv`` keep it; the plan's notes say
+    that the channel chose FlashInfer and the rest for the torch kept, and how to move it."""
+    world, srv, python, _ = today
+    channel_note = f"torch {TORCH} (a stable build) is kept: --torch nightly chooses FlashInfer and the rest for it"
+    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
+    for target in (["--python", python], declared):
+        code, out, err = cli(capsys, "resolve", *target, *flags(world, srv, tmp_path), "--format", "json")
+        assert code == 0, err
+        plan = json.loads(out)
+        assert_kept_cu132(plan)
+        assert any(n.startswith(channel_note) and "--upgrade-package torch" in n for n in plan["notes"]), plan["notes"]
+    lock = tmp_path / "pylock.toml"
+    code, _, err = cli(capsys, "lock", "--python", python, *flags(world, srv, tmp_path), "-o", str(lock))
+    assert code == 0, err
+    text = lock.read_text()
+    assert channel_note in text
+    assert tomllib.loads(text)["tool"]["resolve-gpu-stack"]["target"]["cuda"] == "cu132"
+    code, out, err = cli(capsys, "install", "--python", python, "--dry-run", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert rows(json.loads(out))["torch"]["action"] == "keep"
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n')
+    code, _, err = cli(capsys, "export", "uv", "--python", python, *flags(world, srv, tmp_path), "--project", str(project))
+    assert code == 0, err
+    assert f"torch=={TORCH}" in (project / "pyproject.toml").read_text()
+
+
+@pytest.mark.slow
+def test_a_real_install_with_no_torch_flag_leaves_pypis_torch_byte_identical(today, capsys, tmp_path) -> None:
+    world, srv, python, venv = today
+    before = torch_bytes(venv)
+    code, out, err = cli(capsys, "install", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert rows(json.loads(out))["torch"]["action"] == "keep"
+    assert torch_bytes(venv) == before

@@ -98,8 +98,12 @@ class KeptTorch:
         CUDA (read by the probe) and folder, or a declared version's label. A declared torch
         without a label learns its CUDA and wheel from its index (``resolver/kept.py``)."""
         version = target.installed.get(TORCH)
-        if version is None:
-            return None
+        return None if version is None else cls.installed(version, target, requires_dist)
+
+    @classmethod
+    def installed(cls, version: Version, target: Target, requires_dist: tuple[str, ...] = ()) -> KeptTorch:
+        """Torch ``version`` as ``target`` has it installed (its distribution, read by a probe):
+        its CUDA by the one rule."""
         cuda = target.torch_cuda or kept_torch_cuda(version, requires_dist, target.markers)
         return cls(version=version, cuda=cuda, requires_dist=requires_dist, installed_at=target.installed_at.get(TORCH))
 
