@@ -56,7 +56,7 @@ def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan, *, pytho
     if not rows or plan.torch is None:
         return []
     machine = build_machine(uv, env, plan)
-    label = CudaLabel.of_torch(plan.torch.version)
+    label = CudaLabel.of_torch(plan.torch.version) or CudaLabel.parse(plan.target.cuda)  # a PyPI torch has no label: its plan's CUDA
     toolkit = machine.toolkit
     if label is None:
         cuda = "no CUDA toolkit (a CPU torch)"
