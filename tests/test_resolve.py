@@ -102,6 +102,24 @@ def test_stable_channel_keeps_an_installed_nightly_with_a_note(story):
     assert "--torch stable chooses FlashInfer and the rest for it" in note and "--upgrade-package torch" in note
 
 
+def test_a_stable_torch_under_the_default_nightly_is_kept_with_a_note(story):
+    plan, _ = plan_for(story, target=target(installed=["torch==2.10.0+cu130"]))
+    torch = plan.package("torch")
+    assert torch.action is Action.KEEP and str(torch.version) == "2.10.0+cu130"
+    [note] = [n for n in plan.notes if "torch 2.10.0+cu130" in n]
+    assert note.startswith("torch 2.10.0+cu130 (a stable build) is kept: --torch nightly chooses FlashInfer and the rest for it")
+    assert "--upgrade-package torch moves it to the newest nightly build" in note
+    plan, _ = plan_for(story, target=target(installed=["torch==2.10.0+cu130"]), upgrade_package=("torch",))
+    assert str(plan.package("torch").version) == NIGHTLY and plan.package("torch").action is Action.UPGRADE
+
+
+def test_a_plan_that_cannot_be_made_on_the_kept_torch_names_the_way_to_move_it(story):
+    with pytest.raises(NoPlanError) as err:
+        plan_for(story, target=target(installed=["torch==2.12.0.dev20260305+cu130"]), with_=("flashinfer-python==0.0.1",))
+    assert err.value.exit_code == 1
+    assert any("keeps the installed torch 2.12.0.dev20260305+cu130" in r and "--upgrade-package torch" in r for r in err.value.reasons), err.value.reasons
+
+
 def test_stable_with_nightly_installed_and_the_word_is_refused_as_downgrade(story):
     with pytest.raises(DowngradeRefused) as err:
         plan_for(story, torch="stable", upgrade_package=("torch",))

@@ -117,7 +117,7 @@ def kept_notes(request: ResolveRequest, installed: Version, offered: set[Version
     kept_channel = torch_channel(installed)
     if kept_channel != channel:
         notes.append(f"torch {installed} (a {kept_channel} build) is kept: --torch {channel} chooses FlashInfer and the rest for it, not another torch; {move}")
-    newer = max((v for v in offered if v > installed and not _lower(v, installed, public_only=False)), default=None)
+    newer = max((v for v in offered if v > installed and torch_channel(v) == channel), default=None)
     if newer is not None and kept_channel == channel:
         notes.append(f"torch {installed} is kept though {newer} is published ({channel}): {move}")
     elif newer is not None:
