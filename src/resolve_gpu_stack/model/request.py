@@ -394,17 +394,27 @@ def _not_a_day(text: str) -> str:
     raise UsageError(f"--exclude-newer {text!r} is not a day (YYYY-MM-DD)", hint="e.g. --exclude-newer 2026-12-01: files uploaded on or before that day (UTC)")
 
 
-def torch_move_named(inputs: Mapping[str, object], installed: Version) -> bool:
-    """Whether a plan's recorded ``inputs`` (``ResolveRequest.inputs``) name a move of the
-    installed torch: the check ``install`` makes before anything reaches uv."""
+def recorded_torch_choice(inputs: Mapping[str, object]) -> TorchChoice | None:
+    """The torch choice a plan was made with, from its recorded ``inputs``
+    (``ResolveRequest.inputs``: ``torch``, ``installed-torch`` and the words that move it), as
+    ``ResolveRequest.torch_choice`` made it; None when they do not say (or this version cannot read them)."""
+    text = inputs.get("torch")
+    installed = inputs.get("installed-torch")
     upgrade = inputs.get("upgrade-package")
     words = (isinstance(upgrade, (list, tuple)) and TORCH in upgrade) or inputs.get("allow-downgrade") is True or inputs.get("change-cuda") is True
-    text = inputs.get("torch")
+    if not isinstance(text, str):
+        return None
     try:
-        choice = TorchChoice.parse(text if isinstance(text, str) else "nightly")
-    except UsageError:
-        return False
-    return choice.for_kept(installed, upgrade=bool(words)).kind is not TorchKind.INSTALLED
+        return TorchChoice.parse(text).for_kept(Version(installed) if isinstance(installed, str) else None, upgrade=bool(words))
+    except (UsageError, InvalidVersion):
+        return None
+
+
+def torch_move_named(inputs: Mapping[str, object], installed: Version) -> bool:
+    """Whether a plan's recorded ``inputs`` name a move of the installed torch ``installed``: the
+    check ``install`` makes before anything reaches uv (no inputs recorded: nothing named)."""
+    choice = recorded_torch_choice({"torch": "nightly", **inputs, "installed-torch": str(installed)})
+    return choice is not None and choice.kind is not TorchKind.INSTALLED
 
 
 def parse_upgrade_packages(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
