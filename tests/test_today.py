@@ -449,10 +449,12 @@ def test_a_stable_torch_under_the_default_nightly_is_kept_at_every_door_with_a_n
     channel_note = f"torch {TORCH} (a stable build) is kept: --torch nightly chooses FlashInfer and the rest for it"
     declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
     for target in (["--python", python], declared):
+        asked = len(srv.log)
         code, out, err = cli(capsys, "resolve", *target, *flags(world, srv, tmp_path), "--format", "json")
         assert code == 0, err
         plan = json.loads(out)
         assert_kept_cu132(plan)
+        assert not [str(line) for line in srv.log[asked:] if "/whl/" in str(line)], "the PyTorch index was read for a kept PyPI torch"
         assert any(n.startswith(channel_note) and "--upgrade-package torch" in n for n in plan["notes"]), plan["notes"]
     lock = tmp_path / "pylock.toml"
     code, _, err = cli(capsys, "lock", "--python", python, *flags(world, srv, tmp_path), "-o", str(lock))
