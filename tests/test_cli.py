@@ -67,6 +67,12 @@ def test_table_output_names_actions_and_notes(capsys):
     assert "flashinfer-jit-cache" in out and "0.6.5+cu130" in out and "keep" in out and "Notes" in out
 
 
+def test_upgrade_package_names_only_torch_at_the_command_line(capsys):
+    code, out, err = run(capsys, [*STORY, "--upgrade-package", "numpy"])
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "--upgrade-package 'numpy': only torch is kept as installed unless named" in err and "hint:" in err
+
+
 def test_stable_over_nightly_keeps_it_with_a_note_and_with_the_word_is_a_refused_downgrade(capsys):
     code, out, err = run(capsys, [*STORY, "--torch", "stable", "--format", "json"])
     assert code == 0, err
