@@ -129,9 +129,13 @@ def test_stable_with_nightly_installed_and_the_word_is_refused_as_downgrade(stor
 
 
 def test_allow_downgrade_lets_stable_through(story):
-    plan, _ = plan_for(story, torch="stable", allow_downgrade=True)  # --allow-downgrade is a word to move it
+    plan, _ = plan_for(story, torch="stable", allow_downgrade=True, upgrade_package=("torch",))
     torch = plan.package("torch")
     assert str(torch.version) == "2.10.0+cu130" and torch.action is Action.DOWNGRADE
+    # --allow-downgrade alone names no move: the nightly is kept
+    plan, _ = plan_for(story, torch="stable", allow_downgrade=True)
+    torch = plan.package("torch")
+    assert str(torch.version) == NIGHTLY and torch.action is Action.KEEP
 
 
 def test_upgrade_package_names_only_torch():

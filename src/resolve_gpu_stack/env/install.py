@@ -19,8 +19,7 @@ How uv is called, and why:
   override of a kept package (a framework's torch pin replaced by the kept torch) is the
   constraints file's pin already: a kept package has no wheel hash to give.
 - The installed torch moves only when the command line named the move (the plan's recorded inputs:
-  an exact ``--torch VERSION``, ``--upgrade-package torch``, ``--allow-downgrade``,
-  ``--change-cuda``): a plan that changes torch without it is refused before uv runs
+  an exact ``--torch VERSION``, ``--upgrade-package torch``, ``--change-cuda``): a plan that changes torch without it is refused before uv runs
   (``check_torch_named``), whatever made it.
 - ``uv pip install --dry-run`` runs first with the same arguments; if uv would add, remove or
   change anything the plan does not say (a ``- torch==...`` line while torch is kept), nothing is

@@ -298,8 +298,9 @@ class ResolveRequest:
     @property
     def moves_torch(self) -> bool:
         """Whether the command line has a word that lets a ``--torch`` channel move the installed
-        torch: ``--upgrade-package torch``, ``--allow-downgrade``, ``--change-cuda``."""
-        return self.upgrade_torch or self.allow_downgrade or self.change_cuda
+        torch: ``--upgrade-package torch``, or ``--change-cuda`` (another CUDA build is another
+        torch). ``--allow-downgrade`` only lets a named move go lower."""
+        return self.upgrade_torch or self.change_cuda
 
     @property
     def torch_choice(self) -> TorchChoice:
@@ -338,7 +339,6 @@ class ResolveRequest:
             "components": self.components(),
             "with": sorted(self.with_),
             "allow-downgrade": self.allow_downgrade,
-            **({"change-cuda": True} if self.change_cuda else {}),
             **({"upgrade-package": list(self.upgrade_package)} if self.upgrade_package else {}),
             "indexes": dict(sorted(index_urls.items())),
             **self._framework_inputs(),
@@ -399,15 +399,20 @@ def recorded_torch_choice(inputs: Mapping[str, object]) -> TorchChoice | None:
     (``ResolveRequest.inputs``: ``torch``, ``installed-torch`` and the words that move it), as
     ``ResolveRequest.torch_choice`` made it; None when they do not say (or this version cannot read them)."""
     text = inputs.get("torch")
-    installed = inputs.get("installed-torch")
+    recorded = inputs.get("installed-torch")
     upgrade = inputs.get("upgrade-package")
-    words = (isinstance(upgrade, (list, tuple)) and TORCH in upgrade) or inputs.get("allow-downgrade") is True or inputs.get("change-cuda") is True
     if not isinstance(text, str):
         return None
     try:
-        return TorchChoice.parse(text).for_kept(Version(installed) if isinstance(installed, str) else None, upgrade=bool(words))
+        installed = Version(recorded) if isinstance(recorded, str) else None
+        choice = TorchChoice.parse(text)
     except (UsageError, InvalidVersion):
         return None
+    # a --cuda other than the installed torch's label was accepted only with --change-cuda: that word
+    asked = inputs.get("cuda")
+    cuda = CudaLabel.parse(asked) if isinstance(asked, str) else None
+    moved_cuda = cuda is not None and installed is not None and CudaLabel.of_torch(installed) not in (None, cuda)
+    return choice.for_kept(installed, upgrade=(isinstance(upgrade, (list, tuple)) and TORCH in upgrade) or moved_cuda)
 
 
 def torch_move_named(inputs: Mapping[str, object], installed: Version) -> bool:
