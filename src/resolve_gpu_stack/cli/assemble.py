@@ -132,11 +132,14 @@ class ResolveParts:
     def kept_torch(self, target: Target, requires: tuple[str, ...] = (), cuda: CudaLabel | None = None) -> KeptTorch | None:
         """``target``'s kept torch (``resolver/kept.py``), made once for these parts: its CUDA by
         the one rule (a declared torch without label: its wheel's METADATA, its runtime pin; else
-        ``cuda``), its wheel on its index. None: the target has no torch."""
+        ``cuda``), a declared torch's wheel on its index (its exports are read there). None: the
+        target has no torch."""
         from ..resolver.kept import kept_torch
 
         key = f"kept:{target.interpreter}:{target.platform}:{target.python_full_version}:{sorted(target.installed.items())}:{cuda}"
-        made: KeptTorch | None = self._once(key, lambda: kept_torch(target, self.finder, requires=requires, cuda=cuda)[0])
+        # a probed torch is known from its files (its exports read on disk): no index page is read for it here
+        finder = self.finder if target.interpreter is None else None
+        made: KeptTorch | None = self._once(key, lambda: kept_torch(target, finder, requires=requires, cuda=cuda)[0])
         return made
 
     def judge(self, name: str, abi: WheelAbi, requires_dist: Sequence[str], kept: KeptTorch | None, target: Target) -> AbiVerdict | None:
