@@ -481,3 +481,20 @@ def test_a_real_install_with_no_torch_flag_leaves_pypis_torch_byte_identical(tod
     assert code == 0, err
     assert rows(json.loads(out))["torch"]["action"] == "keep"
     assert torch_bytes(venv) == before
+
+
+def test_doctor_judges_an_installed_cuda12_wheel_on_pypis_torch_as_resolve_does(today, capsys, tmp_path) -> None:
+    """doctor judges installed compiled packages against the same kept torch (cu132 by its pin, no
+    label): xformers 0.0.35 installed beside PyPI's torch 2.15.0 needs CUDA 12, and fails the check."""
+    world, srv, _, _ = today
+    venv = tmp_path / "venv"
+    env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+    python = str(venv / "bin" / "python")
+    for index, req in ((f"{srv.url}pypi-torch/", f"torch=={TORCH}"), (f"{srv.url}simple/", "xformers==0.0.35")):
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--index-url", index, req], check=True, env=env, capture_output=True)
+    code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    symbols = checks["torch-abi-symbols"]
+    assert code == 1 and symbols["status"] == "fail", symbols
+    assert "xformers 0.0.35" in symbols["message"] and "CUDA 12" in symbols["message"], symbols["message"]
