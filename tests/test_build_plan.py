@@ -33,6 +33,7 @@ from resolve_gpu_stack.lock.locked import LockedFile
 from resolve_gpu_stack.lock.pylock import plan_from_lock, read_pylock, render_pylock
 from resolve_gpu_stack.model import Action, BuildProvenance, Coupling, IndexFile, LockedPackage, LockPlan, SourceDist, TargetSummary
 from resolve_gpu_stack.model.codec import package_from_dict, package_to_dict
+from resolve_gpu_stack.model.cuda import CudaLabel
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.resolver.builds import WayFacts, plan_builds, ways_for
@@ -127,11 +128,15 @@ def test_the_toolkit_found_first_is_cuda_home_and_its_major_must_be_torchs(tmp_p
     (bin_dir / "nvcc").chmod(0o755)
     toolkit = find_cuda_toolkit({"CUDA_HOME": str(bin_dir.parent), "PATH": ""})
     assert toolkit is not None and (toolkit.version, toolkit.major, toolkit.home) == ("12.4", 12, bin_dir.parent)
-    assert check_toolkit(Version("2.9.1+cu128"), toolkit) is None
-    assert check_toolkit(Version("2.9.1"), None) is None  # a CPU torch needs no toolkit
-    assert "no CUDA toolkit found" in (check_toolkit(Version(NIGHTLY), None) or "")
+    cu128, cu130 = CudaLabel(12, 8), CudaLabel(13, 0)
+    assert check_toolkit(Version("2.9.1+cu128"), cu128, toolkit) is None
+    assert check_toolkit(Version("2.9.1"), None, None) is None  # a CPU torch needs no toolkit
+    assert "no CUDA toolkit found" in (check_toolkit(Version(NIGHTLY), cu130, None) or "")
     with pytest.raises(BuildError, match=r"toolkit found is 12.4 .* torch 2.12.0.dev20260307\+cu130 is built for CUDA 13.0"):
-        check_toolkit(Version(NIGHTLY), CudaToolkit(home=bin_dir.parent, nvcc=bin_dir / "nvcc", version="12.4"))
+        check_toolkit(Version(NIGHTLY), cu130, CudaToolkit(home=bin_dir.parent, nvcc=bin_dir / "nvcc", version="12.4"))
+    # PyPI's torch has no label: its CUDA is its plan's (its runtime pin), and the toolkit must match it too
+    with pytest.raises(BuildError, match=r"torch 2.15.0 is built for CUDA 13.2"):
+        check_toolkit(Version("2.15.0"), CudaLabel(13, 2), CudaToolkit(home=bin_dir.parent, nvcc=bin_dir / "nvcc", version="12.4"))
 
 
 def test_a_builds_key_changes_with_each_input_it_depends_on():

@@ -67,8 +67,20 @@ def test_table_output_names_actions_and_notes(capsys):
     assert "flashinfer-jit-cache" in out and "0.6.5+cu130" in out and "keep" in out and "Notes" in out
 
 
-def test_stable_over_nightly_is_a_refused_downgrade(capsys):
-    code, _, err = run(capsys, [*STORY, "--torch", "stable"])
+def test_upgrade_package_names_only_torch_at_the_command_line(capsys):
+    code, out, err = run(capsys, [*STORY, "--upgrade-package", "numpy"])
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "--upgrade-package 'numpy': only torch is kept as installed unless named" in err and "hint:" in err
+
+
+def test_stable_over_nightly_keeps_it_with_a_note_and_with_the_word_is_a_refused_downgrade(capsys):
+    code, out, err = run(capsys, [*STORY, "--torch", "stable", "--format", "json"])
+    assert code == 0, err
+    plan = json.loads(out)
+    torch = next(p for p in plan["packages"] if p["name"] == "torch")
+    assert torch["action"] == "keep" and torch["version"] == "2.12.0.dev20260307+cu130"
+    assert any("(a nightly build) is kept: --torch stable chooses FlashInfer and the rest for it" in n for n in plan["notes"]), plan["notes"]
+    code, _, err = run(capsys, [*STORY, "--torch", "stable", "--upgrade-package", "torch"])
     assert code == 1
     assert "would downgrade torch from 2.12.0.dev20260307+cu130 to 2.10.0+cu130" in err
     assert "hint:" in err and "Traceback" not in err
@@ -316,10 +328,11 @@ def test_a_bad_config_value_is_a_usage_error_naming_file_target_and_key(capsys, 
 def test_a_typed_flag_overrides_the_config_and_an_untyped_one_does_not(capsys, tmp_path):
     path = tmp_path / "gpu-stack.toml"
     path.write_text(
-        f'snapshot = "{SNAPSHOT}"\n[[target]]\nname = "t"\npython = "3.12"\ntorch = "stable"\ninstalled = ["torch==2.12.0.dev20260307+cu130"]\noutput = "t.txt"\n'
+        f'snapshot = "{SNAPSHOT}"\n[[target]]\nname = "t"\npython = "3.12"\ntorch = "stable"\nupgrade-package = ["torch"]\n'
+        'installed = ["torch==2.12.0.dev20260307+cu130"]\noutput = "t.txt"\n'
     )
     code, _, err = run(capsys, ["lock", "--config", str(path)])
-    assert code == 1 and "would downgrade torch" in err  # the config's torch = "stable"
+    assert code == 1 and "would downgrade torch" in err  # the config's torch = "stable", and its word to move torch
     assert not (tmp_path / "t.txt").exists()
     code, _, err = run(capsys, ["lock", "--config", str(path), "--torch", "nightly"])
     assert code == 0, err

@@ -32,7 +32,6 @@ PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 DECLARED = ["--python", PY, "--platform", "x86_64-manylinux_2_28"]
 NIGHTLY_OLD = "2.12.0.dev20260305+cu130"
 STABLE = "2.10.0+cu130"
-KEPT_TORCH = pytest.mark.xfail(strict=True, reason="fixed by kept-torch")
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +159,6 @@ def version_of(rows: dict[str, dict], name: str) -> str | None:
 # -- trap: a newer nightly, no --torch ------------------------------------------------------------
 
 
-@KEPT_TORCH
 @pytest.mark.parametrize("door", DECLARED_DOORS)
 def test_a_newer_nightly_never_replaces_the_kept_one_unasked(world, capsys, tmp_path, monkeypatch, door) -> None:
     code, rows, err = run_door(door, capsys, world, tmp_path, [*DECLARED, "--installed", f"torch=={NIGHTLY_OLD}"], monkeypatch)
@@ -171,7 +169,6 @@ def test_a_newer_nightly_never_replaces_the_kept_one_unasked(world, capsys, tmp_
 # -- trap: a stable torch under --torch nightly ----------------------------------------------------
 
 
-@KEPT_TORCH
 @pytest.mark.parametrize("door", DECLARED_DOORS)
 def test_a_stable_torch_under_torch_nightly_is_kept_or_the_command_stops_naming_torch(world, capsys, tmp_path, monkeypatch, door) -> None:
     code, rows, err = run_door(door, capsys, world, tmp_path, [*DECLARED, "--installed", f"torch=={STABLE}", "--torch", "nightly"], monkeypatch)

@@ -229,14 +229,74 @@ def test_dry_run_changes_nothing_and_says_what_would(stack, tmp_path, uv_env, ca
 
 @pytest.mark.slow
 @needs_linux
-def test_older_nightly_is_upgraded_through_uv(stack, tmp_path, uv_env, capsys):
+def test_an_older_nightly_is_kept_byte_identical_unless_the_move_is_named(stack, tmp_path, uv_env, capsys):
+    """Issue 47: no --torch flag (nightly by default) and a newer nightly on the index: install keeps
+    the installed nightly, its dist-info (RECORD included) byte-identical; --upgrade-package torch,
+    the word to move it, upgrades it through uv."""
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, OLDER))
-    rc, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    before = dist_info_bytes(python, "torch")
+    flags = [*index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
+    rc, out, err = run_cli(capsys, "install", "--python", python, "--dry-run", *flags)
+    assert rc == 0, err
+    assert {p["name"]: p for p in json.loads(out)["packages"]}["torch"]["action"] == "keep"
+    rc, out, err = run_cli(capsys, "install", "--python", python, *flags)
+    assert rc == 0, err
+    rows = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert rows["torch"]["action"] == "keep" and rows["torch"]["after"] == OLDER, rows["torch"]
+    assert installed(python)["torch"] == OLDER and installed(python)["flashinfer-python"] == "0.6.5"
+    assert dist_info_bytes(python, "torch") == before and "RECORD" in before
+    rc, out, err = run_cli(capsys, "install", "--python", python, "--upgrade-package", "torch", *flags)
     assert rc == 0, err
     rows = {p["name"]: p for p in json.loads(out)["packages"]}
     assert rows["torch"]["action"] == "upgrade" and (rows["torch"]["before"], rows["torch"]["after"]) == (OLDER, NIGHTLY)
     assert installed(python)["torch"] == NIGHTLY
+
+
+@pytest.mark.slow
+@needs_linux
+def test_an_exact_torch_version_moves_torch_through_uv(stack, tmp_path, uv_env, capsys):
+    world, srv = stack
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, OLDER))
+    rc, out, err = run_cli(
+        capsys, "install", "--python", python, "--torch", NIGHTLY, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json"
+    )
+    assert rc == 0, err
+    rows = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert rows["torch"]["action"] == "upgrade" and (rows["torch"]["before"], rows["torch"]["after"]) == (OLDER, NIGHTLY)
+    assert installed(python)["torch"] == NIGHTLY
+
+
+@pytest.mark.slow
+@needs_linux
+def test_a_torch_move_nobody_named_never_reaches_uv(tmp_path, uv_env):
+    """The install door checks again: a plan that moves torch, its recorded inputs without the word
+    (an exact --torch, --upgrade-package torch), is refused before uv runs; nothing changes."""
+    from dataclasses import replace
+
+    from stack_world import resolve_with, serve
+
+    from resolve_gpu_stack.env.install import install_plan
+    from resolve_gpu_stack.env.probe import inspect_environment
+    from resolve_gpu_stack.errors import UsageError
+    from resolve_gpu_stack.model.request import ResolveRequest
+    from resolve_gpu_stack.net.wheelcache import WheelCache
+
+    world = build_world(tmp_path / "www")
+    python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, OLDER))
+    before = dist_info_bytes(python, "torch")
+    environment = inspect_environment(python)
+    with serve(world) as (srv, defs, finder):
+        plan = resolve_with(finder, defs, ResolveRequest.build(target=environment.target, torch=NIGHTLY))
+        assert plan.torch is not None and plan.torch.action is Action.UPGRADE
+        unnamed = replace(plan, inputs={**plan.inputs, "torch": "nightly"})
+        asked = len(srv.log)
+        cache = WheelCache.under(tmp_path / "cache")
+        with pytest.raises(UsageError) as err:
+            install_plan(unnamed, python=python, uv=UV, wheel_cache=cache, dry_run=False, env=uv_env, environment=environment)
+        assert "does not name that move" in err.value.message and "--upgrade-package torch" in (err.value.hint or "")
+        assert len(srv.log) == asked  # refused before any download, let alone uv
+    assert installed(python)["torch"] == OLDER and dist_info_bytes(python, "torch") == before
 
 
 @pytest.mark.slow

@@ -136,7 +136,11 @@ def test_kept_packages_must_be_installed_exactly_and_a_moved_torch_must_be_the_o
     ("action", "version", "inputs", "said"),
     [
         (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY}, "its inputs do not allow a downgrade"),
-        (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY, "allow-downgrade": True}, None),
+        (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY, "allow-downgrade": True, "torch": OLDER}, None),
+        (Action.DOWNGRADE, OLDER, {"installed-torch": NIGHTLY, "allow-downgrade": True, "torch": "nightly"}, "its inputs do not name that move"),
+        (Action.UPGRADE, NIGHTLY, {"installed-torch": OLDER, "torch": "nightly"}, "its inputs do not name that move"),
+        (Action.UPGRADE, NIGHTLY, {"installed-torch": OLDER, "torch": "nightly", "upgrade-package": ["torch"]}, None),
+        (Action.UPGRADE, NIGHTLY, {"installed-torch": OLDER, "torch": NIGHTLY}, None),
         (Action.CHANGE, "2.12.0.dev20260307+cu128", {"installed-torch": NIGHTLY, "cuda": "cu130"}, "its inputs ask for no such CUDA label"),
         (Action.CHANGE, "2.12.0.dev20260307+cu128", {"installed-torch": NIGHTLY, "cuda": "cu128"}, None),
         (

@@ -72,25 +72,76 @@ def test_closure_respects_tvm_ffi_exclusions_python_and_yanked(story):
     assert "optree" not in got
 
 
-def test_older_nightly_installed_is_upgraded_to_newest(story):
+def test_older_nightly_installed_is_kept_without_the_word_to_move_it(story):
+    """No --torch (nightly by default): the installed nightly is kept, and a note names the newer one and how to move to it."""
     plan, _ = plan_for(story, target=target(installed=["torch==2.12.0.dev20260305+cu130"]))
+    torch = plan.package("torch")
+    assert str(torch.version) == "2.12.0.dev20260305+cu130" and torch.action is Action.KEEP
+    note = next(n for n in plan.notes if n.startswith("torch 2.12.0.dev20260305+cu130 is kept though"))
+    assert f"{NIGHTLY} is published (nightly)" in note and "--upgrade-package torch" in note
+
+
+def test_upgrade_package_torch_moves_an_older_nightly_to_the_newest(story):
+    plan, _ = plan_for(story, target=target(installed=["torch==2.12.0.dev20260305+cu130"]), upgrade_package=("torch",))
     torch = plan.package("torch")
     assert str(torch.version) == NIGHTLY and torch.action is Action.UPGRADE
     assert str(torch.installed_version) == "2.12.0.dev20260305+cu130"
+    assert not any("is kept though" in n for n in plan.notes)
 
 
-def test_stable_with_nightly_installed_is_refused_as_downgrade(story):
+def test_exact_torch_version_moves_torch(story):
+    plan, _ = plan_for(story, torch=NIGHTLY, target=target(installed=["torch==2.12.0.dev20260305+cu130"]))
+    assert str(plan.package("torch").version) == NIGHTLY and plan.package("torch").action is Action.UPGRADE
+
+
+def test_stable_channel_keeps_an_installed_nightly_with_a_note(story):
+    """--torch stable without the word: the nightly is kept, FlashInfer follows it, a note says the channel differs."""
+    plan, _ = plan_for(story, torch="stable")
+    assert plan.package("torch").action is Action.KEEP and str(plan.package("torch").version) == NIGHTLY
+    note = next(n for n in plan.notes if "(a nightly build) is kept" in n)
+    assert "--torch stable chooses FlashInfer and the rest for it" in note and "--upgrade-package torch" in note
+
+
+def test_a_stable_torch_under_the_default_nightly_is_kept_with_a_note(story):
+    plan, _ = plan_for(story, target=target(installed=["torch==2.10.0+cu130"]))
+    torch = plan.package("torch")
+    assert torch.action is Action.KEEP and str(torch.version) == "2.10.0+cu130"
+    [note] = [n for n in plan.notes if "torch 2.10.0+cu130" in n]
+    assert note.startswith("torch 2.10.0+cu130 (a stable build) is kept: --torch nightly chooses FlashInfer and the rest for it")
+    assert "--upgrade-package torch moves it to the newest nightly build" in note
+    plan, _ = plan_for(story, target=target(installed=["torch==2.10.0+cu130"]), upgrade_package=("torch",))
+    assert str(plan.package("torch").version) == NIGHTLY and plan.package("torch").action is Action.UPGRADE
+
+
+def test_a_plan_that_cannot_be_made_on_the_kept_torch_names_the_way_to_move_it(story):
+    with pytest.raises(NoPlanError) as err:
+        plan_for(story, target=target(installed=["torch==2.12.0.dev20260305+cu130"]), with_=("flashinfer-python==0.0.1",))
+    assert err.value.exit_code == 1
+    assert any("keeps the installed torch 2.12.0.dev20260305+cu130" in r and "--upgrade-package torch" in r for r in err.value.reasons), err.value.reasons
+
+
+def test_stable_with_nightly_installed_and_the_word_is_refused_as_downgrade(story):
     with pytest.raises(DowngradeRefused) as err:
-        plan_for(story, torch="stable")
+        plan_for(story, torch="stable", upgrade_package=("torch",))
     msg = str(err.value)
     assert "downgrade torch from 2.12.0.dev20260307+cu130 to 2.10.0+cu130" in msg
     assert "--torch installed" in err.value.hint and err.value.exit_code == 1
 
 
 def test_allow_downgrade_lets_stable_through(story):
-    plan, _ = plan_for(story, torch="stable", allow_downgrade=True)
+    plan, _ = plan_for(story, torch="stable", allow_downgrade=True, upgrade_package=("torch",))
     torch = plan.package("torch")
     assert str(torch.version) == "2.10.0+cu130" and torch.action is Action.DOWNGRADE
+    # --allow-downgrade alone names no move: the nightly is kept
+    plan, _ = plan_for(story, torch="stable", allow_downgrade=True)
+    torch = plan.package("torch")
+    assert str(torch.version) == NIGHTLY and torch.action is Action.KEEP
+
+
+def test_upgrade_package_names_only_torch():
+    with pytest.raises(UsageError) as err:
+        ResolveRequest.build(target=target(), upgrade_package=("flashinfer-python",))
+    assert "only torch" in err.value.message
 
 
 def test_torch_installed_keeps_exactly(story):

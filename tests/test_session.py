@@ -92,7 +92,7 @@ def test_inspect_through_a_recording_judges_as_live(served, tmp_path):
                 [file] = [o.file for o in parts.finder.offers(name, RouteContext())[0] if str(o.file.version) == "1.0"][:1]
                 record, scan = parts.classifier.inspect(file)
                 assert scan is not None and record.abi.kind != "unknown"
-                verdict = parts.judge(name, record.abi, (), target)
+                verdict = parts.judge(name, record.abi, (), parts.kept_torch(target), target)
                 assert verdict is not None and (verdict.kind.value if verdict.kind else None, verdict.runs) == (kind, runs), name
     manifest = json.loads((tmp_path / "rec" / "manifest.json").read_text())
     assert any(key.startswith("pypi:locked-bad/") for key in manifest["pages"])

@@ -420,3 +420,81 @@ def test_the_family_follows_pypis_torch_through_every_door(today, capsys, tmp_pa
     read = [str(line) for line in srv.log]
     assert any("/simple/torchvision/" in line for line in read), read[:5]
     assert not [line for line in read if "/whl/" in line and "torchvision" in line], "the PyTorch index's torchvision page was read"
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["declared", "probed"])
+def test_inspect_and_resolve_judge_a_cuda12_wheel_with_the_same_kept_torch(today, capsys, tmp_path, declared) -> None:
+    """Issue 47: xformers 0.0.35's ``.so`` needs ``libcudart.so.12``; PyPI's torch 2.15.0 has no
+    label and is CUDA 13.2 by its cuda-toolkit pin. With no ``--cuda``, ``inspect`` and ``resolve
+    --with xformers`` judge it against the same kept torch (cu132, from its pin): it cannot run."""
+    world, srv, python, _ = today
+    target = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"] if declared else ["--python", python]
+    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "json")
+    report = json.loads(out)
+    assert code == 1, (out, err)
+    assert report["torch"] == TORCH and report["torch_cuda"]["label"] == "cu132" and "cuda-toolkit" in report["torch_cuda"]["from"], report
+    assert report["verdict"]["runs"] is False and "CUDA 12" in report["verdict"]["refusal"], report["verdict"]
+    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "table")
+    assert code == 1 and f"verdict against torch {TORCH} (cu132: its METADATA pins cuda-toolkit" in out, out
+    code, out, err = cli(capsys, "resolve", *target, "--with", "xformers", *flags(world, srv, tmp_path))
+    assert code == 1 and out == "", out
+    assert "xformers 0.0.35" in err and "CUDA 12" in err, err
+
+
+def test_a_stable_torch_under_the_default_nightly_is_kept_at_every_door_with_a_note(today, capsys, tmp_path) -> None:
+    """Issue 47: no ``--torch`` (``nightly``) and PyPI's stable torch 2.15.0 in the venv (or declared):
+    ``resolve``, ``lock -o``, ``install --dry-run`` and ``export uv`` keep it; the plan's notes say
+    that the channel chose FlashInfer and the rest for the torch kept, and how to move it."""
+    world, srv, python, _ = today
+    channel_note = f"torch {TORCH} (a stable build) is kept: --torch nightly chooses FlashInfer and the rest for it"
+    declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
+    for target in (["--python", python], declared):
+        asked = len(srv.log)
+        code, out, err = cli(capsys, "resolve", *target, *flags(world, srv, tmp_path), "--format", "json")
+        assert code == 0, err
+        plan = json.loads(out)
+        assert_kept_cu132(plan)
+        assert not [str(line) for line in srv.log[asked:] if "/whl/" in str(line)], "the PyTorch index was read for a kept PyPI torch"
+        assert any(n.startswith(channel_note) and "--upgrade-package torch" in n for n in plan["notes"]), plan["notes"]
+    lock = tmp_path / "pylock.toml"
+    code, _, err = cli(capsys, "lock", "--python", python, *flags(world, srv, tmp_path), "-o", str(lock))
+    assert code == 0, err
+    text = lock.read_text()
+    assert channel_note in text
+    assert tomllib.loads(text)["tool"]["resolve-gpu-stack"]["target"]["cuda"] == "cu132"
+    code, out, err = cli(capsys, "install", "--python", python, "--dry-run", *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert rows(json.loads(out))["torch"]["action"] == "keep"
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n')
+    code, _, err = cli(capsys, "export", "uv", "--python", python, *flags(world, srv, tmp_path), "--project", str(project))
+    assert code == 0, err
+    assert f"torch=={TORCH}" in (project / "pyproject.toml").read_text()
+
+
+@pytest.mark.slow
+def test_a_real_install_with_no_torch_flag_leaves_pypis_torch_byte_identical(today, capsys, tmp_path) -> None:
+    world, srv, python, venv = today
+    before = torch_bytes(venv)
+    code, out, err = cli(capsys, "install", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+    assert code == 0, err
+    assert rows(json.loads(out))["torch"]["action"] == "keep"
+    assert torch_bytes(venv) == before
+
+
+def test_doctor_judges_an_installed_cuda12_wheel_on_pypis_torch_as_resolve_does(today, capsys, tmp_path) -> None:
+    """doctor judges installed compiled packages against the same kept torch (cu132 by its pin, no
+    label): xformers 0.0.35 installed beside PyPI's torch 2.15.0 needs CUDA 12, and fails the check."""
+    world, srv, _, _ = today
+    venv = tmp_path / "venv"
+    env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
+    python = str(venv / "bin" / "python")
+    for index, req in ((f"{srv.url}pypi-torch/", f"torch=={TORCH}"), (f"{srv.url}simple/", "xformers==0.0.35")):
+        subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--index-url", index, req], check=True, env=env, capture_output=True)
+    code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    symbols = checks["torch-abi-symbols"]
+    assert code == 1 and symbols["status"] == "fail", symbols
+    assert "xformers 0.0.35" in symbols["message"] and "CUDA 12" in symbols["message"], symbols["message"]

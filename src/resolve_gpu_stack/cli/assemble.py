@@ -32,8 +32,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..net.settings import FetchSettings
 
 if TYPE_CHECKING:
-    from packaging.version import Version
-
     from ..data.definitions import Definitions
     from ..errors import CrawlError
     from ..index.finder import Finder
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
     from ..model import IndexFile, LockPlan, Target
     from ..model.abi import AbiVerdict, WheelAbi
     from ..model.cuda import CudaLabel
+    from ..model.kept import KeptTorch
     from ..model.request import ResolveRequest
     from ..net.classify import InspectingClassifier
     from ..net.http import HttpFetcher
@@ -133,50 +132,31 @@ class ResolveParts:
 
         return source
 
-    def judge(self, name: str, abi: WheelAbi, requires_dist: Sequence[str], target: Target, cuda: CudaLabel | None = None) -> AbiVerdict | None:
-        """The verdict on wheel ``name`` (what it imports: ``abi``; its ``Requires-Dist``) against
-        ``target``'s installed torch (None: the target has none): its CUDA from its label (else
-        ``cuda``), its exports from disk (a probed target) or its wheel on the PyTorch index."""
-        from packaging.utils import canonicalize_name
+    def kept_torch(self, target: Target, requires: tuple[str, ...] = (), cuda: CudaLabel | None = None) -> KeptTorch | None:
+        """``target``'s kept torch (``resolver/kept.py``), made once for these parts: its CUDA by
+        the one rule (a declared torch without label: its wheel's METADATA, its runtime pin; else
+        ``cuda``), a declared torch's wheel on its index (its exports are read there). None: the
+        target has no torch."""
+        from ..resolver.kept import kept_torch
 
-        from ..model.cuda import CudaLabel
+        key = f"kept:{target.interpreter}:{target.platform}:{target.python_full_version}:{sorted(target.installed.items())}:{cuda}"
+        # a probed torch is known from its files (its exports read on disk): no index page is read for it here
+        finder = self.finder if target.interpreter is None else None
+        made: KeptTorch | None = self._once(key, lambda: kept_torch(target, finder, requires=requires, cuda=cuda)[0])
+        return made
+
+    def judge(self, name: str, abi: WheelAbi, requires_dist: Sequence[str], kept: KeptTorch | None, target: Target) -> AbiVerdict | None:
+        """The verdict on wheel ``name`` (what it imports: ``abi``; its ``Requires-Dist``) against
+        the kept torch (None: the target has none): its CUDA, its exports from disk (a probed
+        target) or from its wheel (``kept.wheel``: PyPI's, or the PyTorch index's)."""
         from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
 
-        torch = target.installed.get(canonicalize_name("torch"))
-        if torch is None:
+        if kept is None:
             return None
-        label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) or cuda or self._declared_cuda(target, torch)  # the one rule
         exports = self.exports_for(target)
-        subject = AbiTorch(version=torch, cuda_major=label.major if label else None, exports=lambda: exports(torch, self._torch_file(target, torch, label)))
+        label = kept.label
+        subject = AbiTorch(version=kept.version, cuda_major=label.major if label else None, exports=lambda: exports(kept.version, kept.wheel))
         return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
-
-    def _declared_cuda(self, target: Target, torch: Version) -> CudaLabel | None:
-        """A declared torch without a ``+cuNNN`` label (PyPI's): its CUDA from its own wheel's
-        METADATA (its runtime pin, the one rule), as the resolver knows it; None when unread."""
-        from ..errors import CrawlError
-        from ..model.cuda import kept_torch_cuda
-
-        wheel = self._torch_file(target, torch, None) if torch.local is None else None
-        if wheel is None:
-            return None
-        try:
-            requires = self.finder.metadata(wheel).requires_dist
-        except CrawlError:
-            return None
-        found = kept_torch_cuda(torch, requires, target.markers)
-        return found.label if found is not None else None
-
-    def _torch_file(self, target: Target, torch: Version, label: CudaLabel | None) -> IndexFile | None:
-        """The installed torch's own wheel (a declared target reads its exports there)."""
-        from ..data.definitions import RouteContext
-        from ..model.request import TorchChoice
-        from ..resolver.torch_pins import kept_torch_wheel
-        from ..rules.fit import TargetFit
-
-        if target.interpreter is not None:
-            return None
-        ctx = RouteContext(torch_channel=TorchChoice.parse("installed").for_installed(torch).channel, cuda=str(label) if label else None)
-        return kept_torch_wheel(self.finder, ctx, TargetFit(target), torch, label)
 
     def close(self) -> None:
         if self.owns_source:

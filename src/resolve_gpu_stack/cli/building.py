@@ -49,14 +49,14 @@ def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan, *, pytho
     without a GPU), MAX_JOBS and the memory those jobs take, link stubs on a machine without a driver."""
     from ..env.build import pending
     from ..env.buildmachine import MEMORY_PER_JOB, available_memory
-    from ..model.cuda import CudaLabel
+    from ..rules.invariants import plan_torch_cuda
     from .buildenv import build_machine
 
     rows = pending(plan)
     if not rows or plan.torch is None:
         return []
     machine = build_machine(uv, env, plan)
-    label = CudaLabel.of_torch(plan.torch.version)
+    label = plan_torch_cuda(plan)  # a PyPI torch has no label: its plan's CUDA
     toolkit = machine.toolkit
     if label is None:
         cuda = "no CUDA toolkit (a CPU torch)"

@@ -56,15 +56,16 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
     values = {**S.defaults(), **S.parse({k: v for k, v in settings.typed.raw.items() if k in mine})}
     torch, flashinfer, cuda, exclude_newer = (values[k] for k in mine)
     defs = common.definitions(settings.sources, env)
-    target, _ = common.target_of(settings.typed, env)
-    torch_channel = torch.for_installed(target.installed.get(TORCH)).channel
+    target, installed_requires = common.target_of(settings.typed, env)
+    torch_channel = torch.for_kept(target.installed.get(TORCH)).channel  # an installed torch is kept: the rest follow its channel
     with common.make_parts(session, settings.sources, defs) as parts:
+        kept = parts.kept_torch(target, installed_requires.get(TORCH, ()), cuda)
 
         def verdict(file: IndexFile) -> AbiVerdict | None:
             """A compiled wheel judged as the resolver judges it: what it imports, against the target's torch."""
             metadata = parts.source.fetch_metadata([file]).get(file.url, b"")
             requires = parse_metadata(metadata, source=file.url).requires_dist if metadata else ()
-            return parts.judge(file.name, parts.classifier(file), requires, target, cuda)
+            return parts.judge(file.name, parts.classifier(file), requires, kept, target)
 
         rows, visits = list_candidates(
             parts.finder,
@@ -76,6 +77,7 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
             flashinfer_channel=flashinfer.channel,
             verdict=verdict,
             exclude_newer=exclude_newer,
+            kept=kept,
         )
     print_candidates(rows, visits, common.output_format(settings.output), sys.stdout, package=settings.package)
     return 0

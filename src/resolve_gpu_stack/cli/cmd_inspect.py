@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..index.wheelscan import MemberScan, WheelScan
     from ..model import IndexFile, Target
     from ..model.abi import AbiVerdict, MemberAbi, WheelAbi
+    from ..model.kept import KeptTorch
     from .assemble import ResolveParts, Session
 
 INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
@@ -66,14 +67,16 @@ def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> 
     from ..model.request import TORCH
 
     cuda = S.parse({"cuda": settings.typed.raw_of("cuda")})["cuda"]  # through the settings table: a bad --cuda is a usage error
-    target, _ = common.target_of(settings.typed, env)
+    target, installed_requires = common.target_of(settings.typed, env)
     wheel = settings.wheel
-    defs = common.definitions(settings.sources, env, need_pypi="==" in wheel and "://" not in wheel)
+    # a declared torch without label is known from its own wheel (PyPI's page): its CUDA by its runtime pin, as resolve knows it
+    declared_pypi_torch = target.interpreter is None and any(v.local is None for n, v in target.installed.items() if n == TORCH)
+    defs = common.definitions(settings.sources, env, need_pypi=("==" in wheel and "://" not in wheel) or declared_pypi_torch)
     with common.make_parts(session, settings.sources, defs) as parts:
-        source, name, scan, abi, cost, requires = _read(wheel, parts, target)
-        torch = target.installed.get(TORCH)
-        verdict = parts.judge(name, abi, requires, target, cuda) if torch is not None else None
-    report = _report(wheel, source, scan, abi, cost, verdict, torch, parts.defs)
+        kept = parts.kept_torch(target, installed_requires.get(TORCH, ()), cuda)
+        source, name, scan, abi, cost, requires = _read(wheel, parts, target, kept)
+        verdict = parts.judge(name, abi, requires, kept, target)
+    report = _report(wheel, source, scan, abi, cost, verdict, kept, parts.defs)
     if common.output_format(settings.output) == "json":
         from .render import print_json
 
@@ -83,7 +86,9 @@ def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> 
     return 1 if verdict is not None and verdict.refusal is not None else 0
 
 
-def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
+def _read(
+    text: str, parts: ResolveParts, target: Target, kept: KeptTorch | None
+) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
     """(where it was read, the project name its file name gives (the data's rows are keyed by it), the
     finished scan or None, what it imports, bytes read / file size, its Requires-Dist)."""
     path = Path(text)
@@ -95,7 +100,7 @@ def _read(text: str, parts: ResolveParts, target: Target) -> tuple[str, str, Whe
         return _read_local(path, parts.defs)
     from ..net.classify import IGNORED_RANGE
 
-    file = _remote_file(text, parts, target)
+    file = _remote_file(text, parts, target, kept)
     record, scan = parts.classifier.inspect(file)
     if scan is None and IGNORED_RANGE in record.abi.why:  # its METADATA would cost the whole wheel: not read (nothing downloaded)
         return file.url, str(file.name), None, record.abi, {"bytes_read": record.bytes_read, "file_size": record.file_size}, ()
@@ -125,9 +130,9 @@ def _read_local(path: Path, defs: Definitions) -> tuple[str, str, WheelScan | No
     return str(path), name, scan, scan.abi(defs.abi), {"bytes_read": scan.bytes_read, "file_size": size}, requires
 
 
-def _remote_file(text: str, parts: ResolveParts, target: Target) -> IndexFile:
+def _remote_file(text: str, parts: ResolveParts, target: Target, kept: KeptTorch | None) -> IndexFile:
     """The wheel a URL names, or the best wheel of NAME==VERSION for the target on its own index."""
-    return _file_at(text) if "://" in text else _best_wheel(text, parts, target)
+    return _file_at(text) if "://" in text else _best_wheel(text, parts, target, kept)
 
 
 def _file_at(url: str) -> IndexFile:
@@ -144,19 +149,14 @@ def _file_at(url: str) -> IndexFile:
     return IndexFile(filename=filename, url=url, name=name, version=version, tags=frozenset(tags))
 
 
-def _best_wheel(text: str, parts: ResolveParts, target: Target) -> IndexFile:
+def _best_wheel(text: str, parts: ResolveParts, target: Target, kept: KeptTorch | None) -> IndexFile:
     """The wheel of ``NAME==VERSION`` with the target's best tag, on the package's own index."""
-    from packaging.utils import canonicalize_name
-
     from ..data.definitions import RouteContext
-    from ..model.cuda import CudaLabel
     from ..rules.fit import TargetFit
 
     name, pin = _name_and_version(text)
-    torch = target.installed.get(canonicalize_name("torch"))
-    label = target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch) if torch is not None else None
     # the package's own index for this target: the torch family follows its torch (routing.toml)
-    offers, _ = parts.finder.offers(name, RouteContext.of_torch(torch, str(label) if label else None))
+    offers, _ = parts.finder.offers(name, RouteContext.of_kept(kept))
     fitting = [o.file for o in offers if pin in (str(o.file.version), o.file.version.public)]
     fit = TargetFit(target)
     ranked = sorted((f for f in fitting if fit(f) is None), key=lambda f: fit.tag_rank(f) or 0)
@@ -207,7 +207,7 @@ def _name_of(filename: str) -> str:
 
 
 def _report(
-    asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, torch: Any, defs: Definitions
+    asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, kept: KeptTorch | None, defs: Definitions
 ) -> dict[str, Any]:
     return {
         "schema": INSPECT_SCHEMA,
@@ -220,7 +220,8 @@ def _report(
         "cuda_majors": list(abi.cuda_majors),
         "builds": list(abi.builds),
         "members": _member_reports(scan, abi, defs),
-        "torch": None if torch is None else str(torch),
+        "torch": None if kept is None else str(kept.version),
+        "torch_cuda": None if kept is None or kept.cuda is None else {"label": str(kept.cuda.label), "from": kept.cuda.words()},
         "verdict": None
         if verdict is None
         else {
@@ -346,7 +347,9 @@ def _verdict_lines(report: dict[str, Any]) -> list[str]:
     kind = verdict["abi"] or "no torch linked"
     floor = f", torch >= {verdict['floor']}" if verdict["floor"] else ""
     head = "runs" if verdict["runs"] else "cannot run"
-    return [f"verdict against torch {report['torch']}: {head} ({kind}{floor})", *(f"  {line}" for line in (verdict["refusal"], verdict["note"]) if line)]
+    cuda = report["torch_cuda"]
+    torch = f"torch {report['torch']}" + (f" ({cuda['label']}: {cuda['from']})" if cuda else "")
+    return [f"verdict against {torch}: {head} ({kind}{floor})", *(f"  {line}" for line in (verdict["refusal"], verdict["note"]) if line)]
 
 
 __all__ = ["INSPECT_SCHEMA", "register", "run"]

@@ -108,6 +108,12 @@ def _torch(text: str) -> Any:
     return TorchChoice.parse(text)
 
 
+def _upgrade_packages(items: Sequence[str]) -> tuple[str, ...]:
+    from ..model.request import parse_upgrade_packages
+
+    return parse_upgrade_packages(tuple(items))
+
+
 def _flashinfer(text: str) -> Any:
     from ..model.request import FlashInferChoice
 
@@ -310,7 +316,21 @@ SETTINGS: tuple[Setting, ...] = (
         group=RESOLVE_GROUP,
         parse=_torch,
         metavar="CHANNEL|SPEC",
-        help="nightly (default: the newest nightly with a wheel for this target), test, stable, installed (keep exactly what is installed), or a version/specifier",
+        help="nightly (default), test, stable: the channel FlashInfer and the rest follow, and with no torch installed the newest torch of it "
+        "with a wheel for this target; an installed torch is kept (a note says when its channel differs or a newer one exists) unless "
+        "--upgrade-package torch; installed (keep exactly what is installed); or a version/specifier (an exact version moves torch to it)",
+    ),
+    Setting(
+        name="upgrade_package",
+        kind="list",
+        default=(),
+        flag="--upgrade-package",
+        key="upgrade-package",
+        group=RESOLVE_GROUP,
+        parse=_upgrade_packages,
+        metavar="torch",
+        help="move the installed torch to the newest of --torch's channel with a wheel for this target (uv's word; without it an "
+        "installed torch is kept; never lower than installed unless --allow-downgrade)",
     ),
     Setting(
         name="allow_downgrade",

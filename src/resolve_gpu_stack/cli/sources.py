@@ -129,7 +129,6 @@ def _kept_torch_plan(request: ResolveRequest, name: NormalizedName) -> LockPlan:
 
     from ..errors import BuildError
     from ..model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
-    from ..model.cuda import CudaLabel
 
     torch = request.installed_torch
     if torch is None:
@@ -137,7 +136,8 @@ def _kept_torch_plan(request: ResolveRequest, name: NormalizedName) -> LockPlan:
             f"--build {name}: its metadata is dynamic (setup.py), asked of its build backend in a build environment with the kept torch, and no torch is kept",
             hint="name the torch the build is for: --installed torch==VERSION (with --python X.Y), or --python PATH of an environment that has it",
         )
-    label = request.cuda or CudaLabel.of_torch(torch)
+    kept = request.kept_torch  # its CUDA by the one rule: a probed PyPI torch has no label, its pin or version.py says
+    label = request.cuda or (kept.label if kept is not None else None)
     row = LockedPackage(name=canonicalize_name("torch"), version=torch, action=Action.KEEP, index="installed", coupling=Coupling.TORCH)
     target = TargetSummary(python=request.target.python_version, platform=request.target.platform, cuda=str(label) if label is not None else None)
     return LockPlan(target=target, packages=(row,))

@@ -19,6 +19,7 @@ from ..errors import IndexDefinitionError
 from ..model import Coupling
 from ..model.channel import FLASHINFER_CHANNEL_NAMES, TORCH_CHANNEL_NAMES, torch_origin
 from ..model.channel import torch_channel as channel_of
+from ..model.kept import KeptTorch
 from ..urls import strip_userinfo
 
 INDEX_NAMES = ("pytorch", "flashinfer", "pypi")
@@ -98,6 +99,15 @@ class RouteContext:
     flashinfer_channel: str = "stable"  # stable | nightly
     torch_series: str | None = None  # "2.12"
     torch_from: str = "pytorch"  # where the plan's torch was published (model.channel.torch_origin)
+
+    @classmethod
+    def of_kept(cls, kept: KeptTorch | None, *, torch_channel: str | None = None, flashinfer_channel: str = "stable") -> RouteContext:
+        """The routing of a target whose kept torch is ``kept`` (None: none): its CUDA, channel,
+        series and where it was published (the family follows it)."""
+        label = kept.label if kept is not None else None
+        return cls.of_torch(
+            kept.version if kept is not None else None, str(label) if label else None, torch_channel=torch_channel, flashinfer_channel=flashinfer_channel
+        )
 
     @classmethod
     def of_torch(cls, torch: Version | None, cuda: str | None, *, torch_channel: str | None = None, flashinfer_channel: str = "stable") -> RouteContext:

@@ -33,7 +33,7 @@ from ..index.wheelscan import is_shared_object
 from ..model import Coupling
 from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
 from ..model.abi import TORCH as TORCH_LINKED
-from ..model.cuda import CudaLabel
+from ..model.kept import KeptTorch
 from ..net import process
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
 from .exports import installed_torch_exports, mapped_symbols
@@ -82,7 +82,7 @@ def static_verdicts(env: Environment, defs: Definitions) -> list[StaticVerdict]:
     torch = env.distributions.get(TORCH)
     if torch is None:
         return []
-    label = CudaLabel.of_torch(torch.version)
+    label = KeptTorch.installed(torch.version, env.target, tuple(torch.requires_dist)).label  # PyPI's torch: its runtime pin, its version.py
     exports_memo: list[TorchExports] = []
 
     def exports() -> TorchExports:

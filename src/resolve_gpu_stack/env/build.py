@@ -260,7 +260,8 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     if hit is not None:
         return hit(pkg)
     torch = Version(inputs.torch)
-    warning = check_toolkit(torch, ctx.machine.toolkit)
+    label = CudaLabel.of_torch(torch) or CudaLabel.parse(inputs.cuda)  # the plan's torch's CUDA: a PyPI torch has no label, its plan says
+    warning = check_toolkit(torch, label, ctx.machine.toolkit)
     if warning and ctx.say is not None:
         ctx.say(f"warning: {pkg.name} {pkg.version}: {warning}")
     try:
@@ -277,7 +278,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-build-") as tmp_name, Janitor(Path(tmp_name)) as janitor:
         tmp = Path(tmp_name)
         python = _build_environment(tmp, plan, ctx, requirements, log, fetched.path, system, janitor)
-        if not ctx.machine.arch_list and CudaLabel.of_torch(torch) is not None:  # no --gpu, no GPU seen: torch's own archs
+        if not ctx.machine.arch_list and label is not None:  # no --gpu, no GPU seen: torch's own archs
             ctx = dataclasses.replace(ctx, machine=_with_torch_archs(pkg, ctx, python, tmp, torch, fetched.path))
             command = _command(ctx.machine, sdist.origin.reference if sdist.origin is not None else sdist.filename)
         out = tmp / "out"
@@ -314,7 +315,6 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
         wheels = sorted(out.glob("*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"building {pkg.name} {pkg.version} made {len(wheels)} wheels, not one; the build log: {log}")
-        label = CudaLabel.of_torch(torch)
         check = verify_built_wheel(
             wheels[0],
             name=pkg.name,

@@ -153,10 +153,9 @@ class BuildMachine:
         return next((d for d in (self.toolkit.home / "lib64" / "stubs", self.toolkit.home / "lib" / "stubs") if d.is_dir()), None)
 
 
-def check_toolkit(torch: Version, toolkit: CudaToolkit | None) -> str | None:
-    """``BuildError`` when the CUDA toolkit found is of another major than torch's CUDA (an
-    extension built by it would not load); a warning (returned) when a CUDA torch finds none."""
-    label = CudaLabel.of_torch(torch)
+def check_toolkit(torch: Version, label: CudaLabel | None, toolkit: CudaToolkit | None) -> str | None:
+    """``BuildError`` when the CUDA toolkit found is of another major than torch's CUDA ``label``
+    (an extension built by it would not load); a warning (returned) when a CUDA torch finds none."""
     if label is None:
         return None
     if toolkit is None:

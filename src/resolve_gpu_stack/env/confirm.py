@@ -37,6 +37,7 @@ from ..model.abi import UNKNOWN, AbiVerdict, WheelAbi
 from ..model.cuda import CudaLabel
 from ..net.download import Downloader, DownloadProgress, WheelCache
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, asks_for_exports, judge, torch_floor
+from ..rules.invariants import plan_torch_cuda
 from .exports import installed_torch_exports
 from .probe import Environment
 
@@ -225,7 +226,7 @@ def _torch_of(plan: LockPlan, files: Mapping[str, Path], environment: Environmen
                 memo.append(TorchExports(version=str(version), symbols=None, source="neither its wheel nor its folder is at hand"))
         return memo[0]
 
-    label = CudaLabel.of_torch(version)
+    label = CudaLabel.of_torch(version) or plan_torch_cuda(plan)  # PyPI's torch has no label: the plan's CUDA (its runtime pin)
     return AbiTorch(version=version, cuda_major=label.major if label else None, exports=exports)
 
 

@@ -13,7 +13,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName
 
 from ..data.definitions import Definitions
-from ..model.cuda import CudaLabel, TorchCuda, kept_torch_cuda
+from ..model.cuda import CudaLabel, TorchCuda
+from ..model.kept import KeptTorch
 from .probe import Environment, InstalledDistribution
 
 PASS, WARN, SKIP, FAIL = "pass", "warn", "skip", "fail"
@@ -88,7 +89,8 @@ def installed_stack(env: Environment, defs: Definitions) -> Stack:
     dists = env.distributions
     fi = defs.flashinfer
     torch = dists.get(TORCH)
-    kept = (env.target.torch_cuda or kept_torch_cuda(torch.version, torch.requires_dist, env.target.markers)) if torch else None
+    kept_torch = KeptTorch.installed(torch.version, env.target, tuple(torch.requires_dist)) if torch else None  # the one value every door reads
+    kept = kept_torch.cuda if kept_torch is not None else None
     providers = tuple(sorted((d for n, d in dists.items() if fi.is_provider(n)), key=lambda d: d.name))
     return Stack(
         env=env,

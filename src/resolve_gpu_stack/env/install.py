@@ -18,6 +18,9 @@ How uv is called, and why:
   at the plan's version with its hash (uv's ``--require-hashes`` wants one on every line). An
   override of a kept package (a framework's torch pin replaced by the kept torch) is the
   constraints file's pin already: a kept package has no wheel hash to give.
+- The installed torch moves only when the command line named the move (the plan's recorded inputs:
+  an exact ``--torch VERSION``, ``--upgrade-package torch``, ``--change-cuda``): a plan that changes torch without it is refused before uv runs
+  (``check_torch_named``), whatever made it.
 - ``uv pip install --dry-run`` runs first with the same arguments; if uv would add, remove or
   change anything the plan does not say (a ``- torch==...`` line while torch is kept), nothing is
   run and ``UvError`` quotes uv's line.
@@ -224,8 +227,26 @@ def gate_installed(plan: LockPlan, defs: Definitions, environment: Environment) 
     return verdict.kept_notes()
 
 
+def check_torch_named(plan: LockPlan, installed: Mapping[NormalizedName, Version]) -> None:
+    """Refuse (``UsageError``, nothing changed) a plan that changes the installed torch when its
+    recorded inputs do not name that move (``model.request.torch_move_named``): the kept torch
+    moves only on the user's word, checked again at the hand-off to uv."""
+    from ..model.request import torch_move_named
+
+    have = installed.get(TORCH)
+    torch = plan.torch
+    if have is None or torch is None or (torch.action is Action.KEEP and torch.version == have) or torch_move_named(plan.inputs, have):
+        return
+    raise UsageError(
+        f"the plan changes the installed torch {have} to {torch.version} ({torch.action.value}), but the command line does not name that move; nothing was changed",
+        hint=f"keep torch: resolve again without that change; to move it, say so: --torch {torch.version} or --upgrade-package torch",
+    )
+
+
 def check_environment(plan: LockPlan, environment: Environment) -> None:
-    """The plan must have been made for this interpreter, and the environment must not have moved."""
+    """The plan must have been made for this interpreter, and the environment must not have moved,
+    and the installed torch moves only when the command line named it (``check_torch_named``)."""
+    check_torch_named(plan, environment.target.installed)
     target = environment.target
     if plan.target.python and _minor(plan.target.python) != target.python_version:
         raise UsageError(
@@ -402,6 +423,7 @@ def run_uv_checked(
     ``env``: uv's environment, scrubbed (``uv_environment``).
     """
     before = dict(before_env.target.installed)
+    check_torch_named(plan, before)  # the hand-off: a torch move nobody asked for never reaches uv
     kept = {p.name: _dist_info_digest(before_env.distributions.get(p.name)) for p in plan.packages if p.action is Action.KEEP}
     dry = _run_uv([*args, "--dry-run"], env, what="uv pip install --dry-run")
     check_uv_changes(parse_uv_changes(dry), plan, before)
@@ -544,6 +566,7 @@ __all__ = [
     "InstallRow",
     "UvChange",
     "check_environment",
+    "check_torch_named",
     "check_uv_changes",
     "constraints_text",
     "download_summary",

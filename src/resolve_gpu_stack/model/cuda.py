@@ -97,10 +97,10 @@ def cuda_of_requires(requires_dist: Iterable[str], markers: Mapping[str, str]) -
 class TorchCuda:
     """A kept torch's CUDA and where it was read: ``label`` (its ``+cuNNN``), ``pin`` (its METADATA
     pins the CUDA runtime: ``evidence`` is that requirement), ``version.py`` (``torch.version.cuda``
-    of the installed files)."""
+    of the installed files), ``declared`` (``--cuda`` names a declared torch's build)."""
 
     label: CudaLabel
-    source: str  # "label" | "pin" | "version.py"
+    source: str  # "label" | "pin" | "version.py" | "declared"
     evidence: str = ""
 
     def words(self) -> str:
@@ -109,6 +109,8 @@ class TorchCuda:
             return f"its +{self.label} label"
         if self.source == "pin":
             return f"its METADATA pins {self.evidence}"
+        if self.source == "declared":
+            return f"--cuda {self.label}"
         return f"its torch/version.py says cuda = '{self.label.major}.{self.label.minor}'"
 
 

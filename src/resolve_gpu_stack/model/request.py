@@ -19,7 +19,8 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
-from .cuda import CudaLabel, TorchCuda, kept_torch_cuda
+from .cuda import CudaLabel, TorchCuda
+from .kept import KeptTorch
 from .target import Target
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 TORCH = NormalizedName("torch")
 TORCH_CHANNELS = ("nightly", "test", "stable", "installed")
+UPGRADABLE = (TORCH,)  # --upgrade-package NAME: the packages a plan keeps as installed unless named
 FLASHINFER_CHOICES = ("latest", "installed", "nightly", "none")
 ABI_MISMATCH_CHOICES = ("error", "warn")
 
@@ -70,12 +72,33 @@ class TorchChoice:
             )
         return TorchChoice(text=self.text, kind=self.kind, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
 
+    def for_kept(self, installed: Version | None, *, upgrade: bool = False) -> TorchChoice:
+        """The choice a plan is made with when the target has torch ``installed``: torch moves only
+        when the user names the move. An exact version (``--torch 2.13.0``) or a specifier the
+        installed torch does not meet names it; a channel (``nightly``, the default) with
+        ``upgrade`` (``--upgrade-package torch``) asks for its newest. Otherwise the installed torch
+        is kept, on its own channel (the channel then decides nothing of torch: FlashInfer and the
+        rest follow the torch kept)."""
+        if installed is None or self.kind is TorchKind.INSTALLED:
+            return self.for_installed(installed)
+        if self.kind is TorchKind.CHANNEL and upgrade:
+            return self
+        if self.kind is TorchKind.SPECIFIER and (upgrade or _exact(self.specifier) or not self.specifier.contains(installed, prereleases=True)):
+            return self  # named: that version, or a range the installed torch is outside of (never lower, still)
+        return TorchChoice(text=self.text, kind=TorchKind.INSTALLED, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
+
     @property
     def allows_prereleases(self) -> bool:
         return self.channel in ("nightly", "test") or bool(self.specifier.prereleases)
 
     def __str__(self) -> str:
         return self.text
+
+
+def _exact(spec: SpecifierSet) -> bool:
+    """One ``==`` version without a wildcard: the user named the torch."""
+    items = list(spec)
+    return len(items) == 1 and items[0].operator in ("==", "===") and not items[0].version.endswith(".*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +194,7 @@ class ResolveRequest:
     cubin: bool = True
     with_: tuple[Requested, ...] = ()  # --with (texts given here are parsed once, in __post_init__)
     allow_downgrade: bool = False
+    upgrade_package: tuple[str, ...] = ()  # --upgrade-package torch: the user's word to move the kept torch to its channel's newest
     installed_requires: Mapping[NormalizedName, tuple[str, ...]] = field(default_factory=dict)
     overrides: tuple[Requested, ...] = ()  # --override REQ (uv's meaning: replaces every requirement on that name)
     auto_torch_override: bool = True  # a torch pin the selected torch cannot meet is overridden by it
@@ -183,6 +207,7 @@ class ResolveRequest:
     build_packages: tuple[str, ...] = ()  # --build NAME (from its sdist) or --build 'NAME @ URL' (from a source tree)
     build_sources: tuple[SourceTree, ...] = ()  # the --build 'NAME @ URL' trees, fetched at the edge (``env/sources.py``)
     exclude_newer: str | None = None  # --exclude-newer YYYY-MM-DD: only files uploaded on or before that day (PEP 700)
+    kept: KeptTorch | None = None  # the target's torch, made once at the edge (``resolver/kept.py``); None: what the target alone says
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "with_", requested(self.with_, "--with"))
@@ -199,6 +224,7 @@ class ResolveRequest:
                 raise UsageError(f"--keep-broken {name!r} is not a package name", hint="name the installed package only, e.g. --keep-broken flashinfer-cubin")
         if self.exclude_newer is not None:
             object.__setattr__(self, "exclude_newer", parse_day(self.exclude_newer))
+        object.__setattr__(self, "upgrade_package", parse_upgrade_packages(self.upgrade_package))
         if self.abi_mismatch not in ABI_MISMATCH_CHOICES:
             raise UsageError(
                 f"--abi-mismatch {self.abi_mismatch!r} is not one of {', '.join(ABI_MISMATCH_CHOICES)}", hint="use error (no plan) or warn (plan it, flagged)"
@@ -251,13 +277,42 @@ class ResolveRequest:
         return self.target.installed.get(TORCH)
 
     @property
+    def kept_torch(self) -> KeptTorch | None:
+        """The target's torch: the one made at the edge, else what the target alone says of it."""
+        if self.kept is not None and self.kept.version == self.installed_torch:
+            return self.kept
+        return KeptTorch.of_target(self.target, self.installed_requires.get(TORCH, ()))
+
+    @property
     def installed_torch_cuda(self) -> TorchCuda | None:
         """The kept torch's CUDA by the one rule (``model.cuda.kept_torch_cuda``): its label, its
         runtime pin, its ``version.py``."""
-        installed = self.installed_torch
-        if installed is None:
-            return None
-        return self.target.torch_cuda or kept_torch_cuda(installed, self.installed_requires.get(TORCH, ()), self.target.markers)
+        kept = self.kept_torch
+        return kept.cuda if kept is not None else None
+
+    @property
+    def upgrade_torch(self) -> bool:
+        """``--upgrade-package torch``: the user's word to move the kept torch to the newest of ``--torch``'s channel."""
+        return TORCH in self.upgrade_package
+
+    @property
+    def moves_torch(self) -> bool:
+        """Whether the command line has a word that lets a ``--torch`` channel move the installed
+        torch: ``--upgrade-package torch``, or ``--change-cuda`` (another CUDA build is another
+        torch). ``--allow-downgrade`` only lets a named move go lower."""
+        return self.upgrade_torch or self.change_cuda
+
+    @property
+    def torch_choice(self) -> TorchChoice:
+        """``--torch`` as the plan is made with it: the installed torch kept unless the command
+        line names a move (``TorchChoice.for_kept``)."""
+        return self.torch.for_kept(self.installed_torch, upgrade=self.moves_torch)
+
+    @property
+    def keeps_torch_by_default(self) -> bool:
+        """A channel (``--torch nightly``, the default) with a torch installed and no word to move
+        it: torch is kept, and the channel says nothing of torch."""
+        return self.installed_torch is not None and self.torch.kind is TorchKind.CHANNEL and not self.moves_torch
 
     def components(self) -> list[str]:
         """The FlashInfer components asked for, in install order."""
@@ -284,6 +339,7 @@ class ResolveRequest:
             "components": self.components(),
             "with": sorted(self.with_),
             "allow-downgrade": self.allow_downgrade,
+            **({"upgrade-package": list(self.upgrade_package)} if self.upgrade_package else {}),
             "indexes": dict(sorted(index_urls.items())),
             **self._framework_inputs(),
             **self._gpu_inputs(),
@@ -336,6 +392,51 @@ def parse_day(text: str) -> str:
 
 def _not_a_day(text: str) -> str:
     raise UsageError(f"--exclude-newer {text!r} is not a day (YYYY-MM-DD)", hint="e.g. --exclude-newer 2026-12-01: files uploaded on or before that day (UTC)")
+
+
+def recorded_torch_choice(inputs: Mapping[str, object]) -> TorchChoice | None:
+    """The torch choice a plan was made with, from its recorded ``inputs``
+    (``ResolveRequest.inputs``: ``torch``, ``installed-torch`` and the words that move it), as
+    ``ResolveRequest.torch_choice`` made it; None when they do not say (or this version cannot read them)."""
+    text = inputs.get("torch")
+    recorded = inputs.get("installed-torch")
+    upgrade = inputs.get("upgrade-package")
+    if not isinstance(text, str):
+        return None
+    try:
+        installed = Version(recorded) if isinstance(recorded, str) else None
+        choice = TorchChoice.parse(text)
+    except (UsageError, InvalidVersion):
+        return None
+    # a --cuda other than the installed torch's label was accepted only with --change-cuda: that word
+    asked = inputs.get("cuda")
+    cuda = CudaLabel.parse(asked) if isinstance(asked, str) else None
+    moved_cuda = cuda is not None and installed is not None and CudaLabel.of_torch(installed) not in (None, cuda)
+    return choice.for_kept(installed, upgrade=(isinstance(upgrade, (list, tuple)) and TORCH in upgrade) or moved_cuda)
+
+
+def torch_move_named(inputs: Mapping[str, object], installed: Version) -> bool:
+    """Whether a plan's recorded ``inputs`` name a move of the installed torch ``installed``: the
+    check ``install`` makes before anything reaches uv (no inputs recorded: nothing named)."""
+    choice = recorded_torch_choice({"torch": "nightly", **inputs, "installed-torch": str(installed)})
+    return choice is not None and choice.kind is not TorchKind.INSTALLED
+
+
+def parse_upgrade_packages(items: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """``--upgrade-package NAME`` (uv's word; repeatable): the canonical names, each one a plan
+    keeps as installed unless named (only ``torch``: every other package already takes its newest
+    fitting release unless pinned)."""
+    out: list[str] = []
+    for text in items:
+        name = canonicalize_name(text.strip()) if text.strip() and not any(c in text for c in "<>=!~;[ @") else None
+        if name not in UPGRADABLE:
+            raise UsageError(
+                f"--upgrade-package {text!r}: only torch is kept as installed unless named",
+                hint="--upgrade-package torch moves the kept torch to the newest of --torch's channel; other packages: --with 'NAME>=VERSION'",
+            )
+        if name not in out:
+            out.append(name)
+    return tuple(out)
 
 
 def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, ...]:

@@ -16,7 +16,7 @@ from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
 from ..model import CudaLabel, IndexFile, Target
 from ..model.abi import AbiVerdict
-from ..model.request import TORCH
+from ..model.kept import KeptTorch
 from ..rules.fit import Rejection, RejectReason
 from .coupling import is_native
 from .factory import Judge
@@ -54,14 +54,16 @@ def list_candidates(
     flashinfer_channel: str = "stable",
     verdict: Callable[[IndexFile], AbiVerdict | None] | None = None,
     exclude_newer: str | None = None,
+    kept: KeptTorch | None = None,
 ) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
-    coupling against ``cuda`` or the installed torch's label, yanked); a fitting compiled wheel the
+    coupling against ``cuda`` or the kept torch's CUDA, yanked); a fitting compiled wheel the
     data does not cover is also judged by what it imports (``verdict``: the resolver's ABI
     judgement, against the target's torch) and does not fit when that refuses it."""
-    torch = target.installed.get(TORCH)
-    label = cuda or (target.torch_cuda.label if target.torch_cuda else CudaLabel.of_torch(torch))  # the one rule
+    kept = kept if kept is not None else KeptTorch.of_target(target)
+    torch = kept.version if kept is not None else None
+    label = cuda or (kept.label if kept is not None else None)  # the one rule, read once (``KeptTorch``)
     ctx = RouteContext.of_torch(torch, str(label) if label else None, torch_channel=torch_channel, flashinfer_channel=flashinfer_channel)
     judge = Judge(defs=defs, target=target, torch=torch, cuda=label, exclude_newer=exclude_newer)
     name = canonicalize_name(package)

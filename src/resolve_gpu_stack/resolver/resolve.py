@@ -36,6 +36,7 @@ from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
+from .kept import with_kept
 from .kept_closure import KeptClosure, conflict_words
 from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
@@ -45,8 +46,8 @@ from .reachability import leave_out_unreachable
 from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
-from .torch_pins import kept_torch_wheel, probed_closure, with_declared_torch_cuda, with_torch_pins
-from .torch_selection import TorchSelection, select_torch, target_words, torch_cuda
+from .torch_pins import probed_closure, with_torch_pins
+from .torch_selection import TorchSelection, kept_way_out, select_torch, target_words, torch_cuda
 
 if TYPE_CHECKING:
     from ..index.sdist import SdistMetadata
@@ -79,9 +80,22 @@ def resolve(
 def _resolve(
     request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource, sdist_metadata: SdistMetadata | None = None
 ) -> LockPlan:
-    choice = request.torch.for_installed(request.installed_torch)
+    """The plan; a plan that cannot be made on a torch kept by default says how to let torch move."""
+    try:
+        return _resolve_on(request, finder, defs, classifier, exports, sdist_metadata)
+    except NoPlanError as err:
+        if request.keeps_torch_by_default and kept_way_out(request) not in err.reasons:
+            err.reasons.append(kept_way_out(request))
+        raise
+
+
+def _resolve_on(
+    request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource, sdist_metadata: SdistMetadata | None
+) -> LockPlan:
+    choice = request.torch_choice
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
-    request = with_declared_torch_cuda(request, finder, RouteContext(torch_channel=choice.channel, flashinfer_channel=request.flashinfer.channel), fit)
+    if request.installed_torch is not None and request.installed_torch_cuda is None and request.cuda is None:
+        request = with_kept(request, finder, fit)  # a declared torch without label: its CUDA is its METADATA's (its runtime pin)
     cuda = torch_cuda(request)
     kept = request.installed_torch
     ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_from=torch_origin(kept))
@@ -96,9 +110,10 @@ def _resolve(
     components = reach.components
     if reach.warning is not None:
         log.warning("%s", reach.warning)
+    request = with_kept(request, finder, fit)  # the kept torch, made once: its wheel on the pages just read
     torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
-    own = kept_torch_wheel(finder, ctx, fit, kept, cuda) if kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
+    own = request.kept.wheel if request.kept is not None and kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
     if kept is not None and own is not None and torch.allowed == (kept,):  # the plan's torch: its exports read during the crawl, once a scan asks
         classifier.follow(_exports_ahead(kept, own, torch, exports, AbiPolicy.of(defs.abi)))
 

@@ -33,7 +33,7 @@ def keeps_pypis_torch(request: ResolveRequest) -> bool:
     label): it installs no torch, so the PyTorch index is not asked for one (its own release, on
     PyPI's page, is what the selection checks the target against)."""
     kept = request.installed_torch
-    return kept is not None and request.torch.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
+    return kept is not None and request.torch_choice.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
 
 
 def first_round(request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> tuple[list[str], RouteContext]:
@@ -53,11 +53,11 @@ def known_first_round(request: ResolveRequest, defs: Definitions) -> tuple[list[
     request is one ``resolve`` refuses (it says why)."""
     installed = request.installed_torch
     target = request.target
-    cuda_known = installed is None or installed.local is not None or request.cuda is not None or target.interpreter is not None or target.torch_cuda is not None
+    cuda_known = installed is None or request.installed_torch_cuda is not None or request.cuda is not None or target.interpreter is not None
     if request.build_sources or not cuda_known:
         return None
     try:
-        choice = request.torch.for_installed(installed)
+        choice = request.torch_choice
         cuda = torch_cuda(request)
     except (ResolveGpuStackError, ValueError):
         return None

@@ -24,7 +24,7 @@ from ..errors import CrawlError, ResolveGpuStackError
 from ..index.finder import Finder
 from ..index.parse import RequiresDist, parse_requires_dist
 from ..model import IndexFile, Target
-from ..model.cuda import CudaLabel, kept_torch_cuda
+from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
 from ..rules.fit import TargetFit
 from .kept_closure import KeptClosure, read_closure
@@ -118,26 +118,6 @@ def _requires_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: 
         return finder.metadata(wheel).requires_dist if wheel is not None else None
     except ResolveGpuStackError:
         return None
-
-
-def with_declared_torch_cuda(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> ResolveRequest:
-    """``request`` whose declared torch without a ``+cuNNN`` label (and no ``--cuda``) has its CUDA
-    from that release's METADATA (its runtime pin, the one rule), read from its own wheel (PyPI's,
-    routing.toml ``kept``; or an index mirrored flat: ``--index pytorch=flat:URL``). Unchanged
-    otherwise: the torch selection then asks for ``--cuda``, saying why."""
-    installed = request.installed_torch
-    target = request.target
-    if installed is None or installed.local is not None or request.cuda is not None or target.interpreter is not None or target.torch_cuda is not None:
-        return request
-    wheel = kept_torch_wheel(finder, ctx, fit, installed)
-    if wheel is None:
-        return request
-    try:
-        requires = finder.metadata(wheel).requires_dist
-    except CrawlError:
-        return request
-    found = kept_torch_cuda(installed, requires, target.markers)
-    return request if found is None else replace(request, target=replace(target, torch_cuda=found))
 
 
 def kept_torch_wheel(finder: Finder, ctx: RouteContext, fit: TargetFit, version: Version, label: CudaLabel | None = None) -> IndexFile | None:

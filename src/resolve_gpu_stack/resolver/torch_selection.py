@@ -11,6 +11,7 @@ from packaging.version import Version
 from ..errors import DowngradeRefused, NoPlanError, UsageError
 from ..index.finder import Offer, PageVisit
 from ..model import CudaLabel, IndexFile, Target
+from ..model.channel import torch_channel
 from ..model.request import ResolveRequest, TorchChoice, TorchKind
 from ..rules.fit import TargetFit
 from ..rules.versions import describe_versions, public, torch_series
@@ -81,7 +82,7 @@ def select_torch(
     """Torch versions fitting the target, the request and ``cuda``, never lower than the
     installed torch (unless ``--allow-downgrade``); the newest first. ``fit``: the resolve's
     ``TargetFit`` for ``request.target`` (a fresh one when not given)."""
-    choice = request.torch.for_installed(request.installed_torch)
+    choice = request.torch_choice
     installed = request.installed_torch
     fit = fit if fit is not None else TargetFit(request.target)
     everything = {o.file.version for o in offers}
@@ -95,11 +96,41 @@ def select_torch(
         fitting.add(installed)
     if not fitting:
         raise _no_torch(request, cuda, visits, everything)
-    notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
+    if installed is not None and request.keeps_torch_by_default:  # kept: what the channel has is said, not taken
+        offered = _fitting(request.torch, cuda, fit, offers)
+        notes = (*_newer_without_wheel(request.torch, cuda, request.target, everything, max(offered | fitting)), *kept_notes(request, installed, offered))
+    else:
+        notes = _newer_without_wheel(choice, cuda, request.target, everything, max(fitting))
     if installed is not None and not request.allow_downgrade:
         fitting = _not_lower(fitting, installed, request)
     _refuse_excluding_override(request, fitting, installed)
     return TorchSelection(choice=choice, cuda=cuda, installed=installed, allowed=tuple(sorted(fitting, reverse=True)), notes=notes)
+
+
+def kept_notes(request: ResolveRequest, installed: Version, offered: set[Version]) -> tuple[str, ...]:
+    """What keeping the installed torch under ``--torch CHANNEL`` (no word to move it) leaves out:
+    the channel it is not of, a newer build of that channel (``offered``: the channel's torch
+    versions with a wheel for the target)."""
+    channel = request.torch.channel
+    move = f"--upgrade-package torch moves it to the newest {channel} build, --torch VERSION to one you name"
+    notes = []
+    kept_channel = torch_channel(installed)
+    if kept_channel != channel:
+        notes.append(f"torch {installed} (a {kept_channel} build) is kept: --torch {channel} chooses FlashInfer and the rest for it, not another torch; {move}")
+    newer = max((v for v in offered if v > installed and torch_channel(v) == channel), default=None)
+    if newer is not None and kept_channel == channel:
+        notes.append(f"torch {installed} is kept though {newer} is published ({channel}): {move}")
+    elif newer is not None:
+        notes.append(f"the newest {channel} torch with a wheel for {target_words(request.target)} is {newer}")
+    return tuple(notes)
+
+
+def kept_way_out(request: ResolveRequest) -> str:
+    """How an error made on a torch kept by default names the way to move it."""
+    return (
+        f"the plan keeps the installed torch {request.installed_torch} (--torch {request.torch.channel} without --upgrade-package torch): "
+        f"to let torch move, add --upgrade-package torch (the newest {request.torch.channel} build) or name one with --torch VERSION"
+    )
 
 
 def _no_torch(request: ResolveRequest, cuda: CudaLabel, visits: Sequence[PageVisit], everything: set[Version]) -> NoPlanError:
@@ -209,7 +240,7 @@ def _not_lower(fitting: set[Version], installed: Version, request: ResolveReques
         raise DowngradeRefused(
             f"--torch {request.torch} would downgrade torch from {installed} to {best}",
             reasons=[f"torch is never taken backwards (PEP 440: {best} < {installed})"],
-            hint="keep it with --torch installed, "
+            hint="keep it (drop --upgrade-package torch, or --torch installed), "
             + ("" if request.torch.channel == "nightly" and request.torch.kind is TorchKind.CHANNEL else "ask for a newer channel (--torch nightly), ")
             + "or pass --allow-downgrade if you really mean it",
         )

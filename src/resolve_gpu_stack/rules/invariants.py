@@ -38,8 +38,9 @@ def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version |
     """
     out = _duplicates(plan) + flashinfer_alignment(plan, defs)
     torch = plan.torch
+    torch_cuda = plan_torch_cuda(plan)
     for pkg in plan.packages:
-        out += _torch_abi(pkg, torch, defs)
+        out += _torch_abi(pkg, torch, torch_cuda, defs)
         out += _download(pkg, require_hashes=require_hashes)
         out += _ownership(pkg, defs, plan)
     if torch is not None and torch_floor is not None and torch.version < torch_floor:
@@ -91,7 +92,7 @@ def flashinfer_alignment(plan: LockPlan, defs: Definitions) -> list[Violation]:
     cubin = plan.package(fi.cubin)
     if cubin is not None and str(cubin.version) != str(py_v):
         out.append(Violation(fi.cubin, f"version {cubin.version} != flashinfer-python {py_v} (must match exactly)"))
-    torch_cuda = (CudaLabel.of_torch(plan.torch.version) or CudaLabel.parse(plan.target.cuda)) if plan.torch else None  # a PyPI torch: no label
+    torch_cuda = plan_torch_cuda(plan)
     for pkg in plan.packages:
         if pkg.name == fi.jit_cache or fi.is_provider(pkg.name):
             message = _misalignment_message(pkg.version, py_v, torch_cuda, plan.cuda_label)
@@ -116,7 +117,13 @@ def _misalignment_message(v: Version, py_v: Version, torch_cuda: CudaLabel | Non
     return None
 
 
-def _torch_abi(pkg: LockedPackage, torch: LockedPackage | None, defs: Definitions) -> list[Violation]:
+def plan_torch_cuda(plan: LockPlan) -> CudaLabel | None:
+    """The CUDA of a plan's torch: its label, else the plan's target CUDA (a PyPI torch has no label:
+    its runtime pin gave the plan's CUDA)."""
+    return (CudaLabel.of_torch(plan.torch.version) or CudaLabel.parse(plan.target.cuda)) if plan.torch else None
+
+
+def _torch_abi(pkg: LockedPackage, torch: LockedPackage | None, torch_cuda: CudaLabel | None, defs: Definitions) -> list[Violation]:
     if torch is None or pkg.name == torch.name:
         return []
     coupling, why = defs.coupling(pkg.name, pkg.version)
@@ -126,7 +133,7 @@ def _torch_abi(pkg: LockedPackage, torch: LockedPackage | None, defs: Definition
         )
         if rej is not None:
             return [Violation(pkg.name, f"{pkg.version} is {rej.detail}")]
-    per_torch = per_torch_mismatch(defs.per_torch, pkg.version, torch.version, CudaLabel.of_torch(torch.version))
+    per_torch = per_torch_mismatch(defs.per_torch, pkg.version, torch.version, torch_cuda)
     return [Violation(pkg.name, per_torch.detail)] if per_torch is not None else []
 
 

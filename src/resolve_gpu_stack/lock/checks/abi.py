@@ -12,6 +12,8 @@ from packaging.version import Version
 
 from ...model import Action, Coupling, LockedPackage, LockPlan
 from ...model.abi import READ_RECORDED
+from ...model.cuda import CudaLabel
+from ...rules.invariants import plan_torch_cuda
 from .finding import NOTE, WARNING, Expected, Finding, error_at, regenerate_hint
 
 PROVISIONAL = (
@@ -31,7 +33,7 @@ def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected
     the lock's inputs record the user's word (``abi-mismatch = "warn"``): then a warning."""
     out: list[Finding] = []
     for pkg in plan.packages:
-        message = _abi_problem(pkg, plan.torch) if pkg.action is not Action.KEEP else None
+        message = _abi_problem(pkg, plan.torch, plan_torch_cuda(plan)) if pkg.action is not Action.KEEP else None
         if message is None and pkg.action is not Action.KEEP and pkg.abi is not None and pkg.abi.read == READ_RECORDED:
             out.append(Finding(level=NOTE, path=path, message=PROVISIONAL, package=pkg.name))
         if message is None:
@@ -44,12 +46,13 @@ def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected
     return out
 
 
-def _abi_problem(pkg: LockedPackage, torch: LockedPackage | None) -> str | None:
-    """Why ``pkg`` cannot be shown to run with the lock's ``torch``: its recorded verdict fails, its
-    scan did not finish, or (no verdict recorded) a torch-ABI wheel built for another torch."""
+def _abi_problem(pkg: LockedPackage, torch: LockedPackage | None, cuda: CudaLabel | None) -> str | None:
+    """Why ``pkg`` cannot be shown to run with the lock's ``torch`` (of CUDA ``cuda``, the lock's
+    target: a PyPI torch has no label): its recorded verdict fails, its scan did not finish, or (no
+    verdict recorded) a torch-ABI wheel built for another torch."""
     version = torch.version if torch is not None else None
     if pkg.abi is not None:
-        return _verdict_problem(pkg.abi, version)
+        return _verdict_problem(pkg.abi, version, cuda)
     if pkg.coupling is Coupling.UNKNOWN:
         return "compiled code whose scan did not finish: it cannot be shown to run with the lock's torch"
     if pkg.coupling is Coupling.TORCH_ABI and (pkg.abi_mismatch or _built_for_another(pkg.built_for, version)):
@@ -58,13 +61,12 @@ def _abi_problem(pkg: LockedPackage, torch: LockedPackage | None) -> str | None:
     return None
 
 
-def _verdict_problem(abi: AbiVerdict, torch: Version | None) -> str | None:
-    """Why a recorded ABI verdict does not hold for ``torch`` (and its CUDA label's major)."""
-    from ...model.cuda import CudaLabel
+def _verdict_problem(abi: AbiVerdict, torch: Version | None, cuda: CudaLabel | None) -> str | None:
+    """Why a recorded ABI verdict does not hold for ``torch`` (and its CUDA's major: its label, else
+    the lock's target CUDA, which the kept torch's runtime pin gave: ``plan_torch_cuda``)."""
     from ...rules.abi import recorded_verdict_fails
 
-    label = CudaLabel.of_torch(torch)
-    why = recorded_verdict_fails(abi, torch, label.major if label else None)
+    why = recorded_verdict_fails(abi, torch, cuda.major if cuda else None)
     return f"cannot be shown to run with the lock's torch: {why}" if why else None
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
 
 from ...data.definitions import RouteContext
 from ...errors import UsageError
@@ -40,15 +39,11 @@ def route_context(plan: LockPlan) -> RouteContext:
 def recorded_channels(inputs: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(the torch channel, the FlashInfer channel) the recorded inputs resolved under; None for one
     they do not say (or say in a way this version cannot read)."""
-    from ...model.request import FlashInferChoice, TorchChoice
+    from ...model.request import FlashInferChoice, recorded_torch_choice
 
-    torch = flashinfer = None
-    try:
-        if isinstance(inputs.get("torch"), str):
-            installed = inputs.get("installed-torch")
-            torch = TorchChoice.parse(inputs["torch"]).for_installed(Version(installed) if isinstance(installed, str) else None).channel
-    except (UsageError, InvalidVersion):
-        pass
+    flashinfer = None
+    choice = recorded_torch_choice(inputs)  # a kept torch's own channel unless the inputs named a move
+    torch = choice.channel if choice is not None else None
     try:
         if isinstance(inputs.get("flashinfer"), str):
             flashinfer = FlashInferChoice.parse(inputs["flashinfer"]).channel

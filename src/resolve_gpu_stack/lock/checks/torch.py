@@ -47,12 +47,20 @@ def _same_version(text: str, version: Version | None) -> bool:
 
 def torch_move_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected: Expected | None) -> list[Finding]:
     """A torch the lock moves (upgrade, change, downgrade) is moved from the installed torch the
-    lock was made for, and only as far as its inputs allow: lowered only with ``allow-downgrade``,
-    moved to another CUDA build only when its ``cuda`` input asks for that label."""
+    lock was made for, and only as far as its inputs allow: only when they name the move (an exact
+    ``torch``, ``upgrade-package``: ``model.request.torch_move_named``), lowered only with
+    ``allow-downgrade``, moved to another CUDA build only when its ``cuda`` input asks for that label."""
+    from ...model.request import torch_move_named
+
     torch, installed = plan.torch, inputs.get("installed-torch")
     if torch is None or torch.action in (Action.KEEP, Action.INSTALL):
         return []
     broken = (
+        (
+            torch.installed_version is not None and not torch_move_named(inputs, torch.installed_version),
+            f"the lock moves torch from {torch.installed_version} to {torch.version}, and its inputs do not name that move "
+            "(an exact --torch VERSION, or --upgrade-package torch): the installed torch is kept unless the command line says so",
+        ),
         (
             isinstance(installed, str) and not _same_version(installed, torch.installed_version),
             f"the lock moves torch from {torch.installed_version or 'nothing'}, but the installed torch it was made for is {installed}",
