@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -153,9 +154,11 @@ def make_hook_repo(dest: Path, env: dict[str, str]) -> str:
             dest.joinpath(rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
     shutil.copytree(REPO / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (dest / "indexes").mkdir()
-    for toml in (REPO / "indexes").glob("*.toml"):
-        shutil.copy2(toml, dest / "indexes" / toml.name)
+    # what the wheel force-includes (the indexes' data, the shipped scan records), as pyproject says
+    forced = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    for rel in forced:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (REPO / rel).is_dir() else shutil.copy2)(REPO / rel, dest / rel)
     git(dest, "init", "-q", "-b", "main", env=env)
     git(dest, "add", "-A", env=env)
     git(dest, "commit", "-q", "-m", "hook repo", env=env)
