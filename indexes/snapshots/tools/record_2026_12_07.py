@@ -14,7 +14,8 @@ naming the host and what was left out), and flashinfer.ai could not be reached f
 
 Each story is resolved live by ``resolve-gpu-stack snapshot --exclude-newer 2026-12-07``, which
 records every page and METADATA file it reads (cut to the files uploaded on or before that day that
-serve the recorded target), the scans of the native wheels and the exports of PyPI's torch wheel
+serve the recorded target), the scans of the native wheels (each read from its wheel: ``--scan-records
+none``) and the exports of PyPI's torch wheel
 (keyed by its sha256). The plan the live run printed is written to ``plans/STORY.json``, PyPI's
 file URLs cut to their path and the reason FlashInfer's host could not be read cut (live: the name
 did not resolve; replayed: the snapshot has no page of it), so that
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as cache:  # a cold cache: a plan reused from it would read no page
         for i, (story, (_, expected)) in enumerate(STORIES.items()):
             extend = ["--snapshot", str(work)] if i else []
-            cmd = [str(tool), "snapshot", *extend, "--output", str(work), *story_argv(story), "--cache-dir", cache, "--format", "json"]
+            cmd = [str(tool), "snapshot", *extend, "--output", str(work), *story_argv(story), "--cache-dir", cache, "--scan-records", "none", "--format", "json"]
             print("+", " ".join(cmd[1:]), file=sys.stderr)
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if done.returncode != expected:
