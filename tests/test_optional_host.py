@@ -165,7 +165,7 @@ OFFLINE = ["--index", "pypi=https://pypi.invalid/simple/", "--index", "flashinfe
 
 @pytest.mark.parametrize(
     ("installed", "snapshot"),
-    [(["torch==2.15.0", "--cuda", "cu132", "--torch", "installed"], "2026-12-01"), (["torch==2.12.0.dev20260307+cu130"], "2026-03-07")],
+    [(["torch==2.15.0", "--cuda", "cu132", "--torch", "installed"], "2026-12-07"), (["torch==2.12.0.dev20260307+cu130"], "2026-03-07")],
 )
 def test_the_offline_hint_names_the_snapshot_that_fits_the_kept_torch(capsys, caplog, tmp_path, installed, snapshot) -> None:
     """No host resolves (``.invalid``): FlashInfer's is left out with one warning, PyPI's is an
@@ -175,7 +175,7 @@ def test_the_offline_hint_names_the_snapshot_that_fits_the_kept_torch(capsys, ca
     assert code == 3 and out == "", err
     hint = next(line for line in err.splitlines() if line.startswith("hint:"))
     assert f"indexes/snapshots/{snapshot}" in hint, err
-    other = {"2026-12-01": "2026-03-07", "2026-03-07": "2026-12-01"}[snapshot]
+    other = {"2026-12-07": "2026-03-07", "2026-03-07": "2026-12-07"}[snapshot]
     assert other not in hint
 
 

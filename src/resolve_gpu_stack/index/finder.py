@@ -21,6 +21,7 @@ from ..data.definitions import Definitions, IndexDefinition, PageLocation, Route
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
 from .parse import ParseMemo, RequiresDist, RowFilter, is_json_page, parse_metadata, parse_page
+from .variants import SET_ASIDE
 
 log = logging.getLogger(__name__)
 
@@ -526,6 +527,9 @@ def _except(files: Mapping[str, IndexFile], urls: Sequence[str]) -> list[IndexFi
 
 
 def _log_skipped(loc: PageLocation, parsed: ParsedPage) -> None:
+    variants = sum(1 for w in parsed.warnings if w.endswith(SET_ASIDE) and ": a variant wheel (" in w)
+    if variants:  # said, not only logged: a release may be passed over for them
+        log.warning("%s: %d variant wheel%s (PEP 825, a draft) %s; the plain wheels are planned", loc.url, variants, "s" * (variants != 1), SET_ASIDE)
     if parsed.warnings:
         more = len(parsed.warnings) - 1
         log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")

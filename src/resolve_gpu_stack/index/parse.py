@@ -50,6 +50,7 @@ from . import htmlfast
 from .coremeta import core_metadata_fields
 from .pagejoin import UNSAFE_CHARS, join, redact
 from .pagejoin import join_redacted as _join_redact
+from .variants import set_aside, variant_wheel
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 MAX_METADATA_BYTES = 5 * 1024 * 1024
@@ -248,7 +249,10 @@ class RowFilter:
         if not filename.endswith(".whl"):
             return not self.sdists and _file_kind(filename) is not None
         parts = filename[:-4].split("-")
-        return len(parts) in (5, 6) and not self._fits("-".join(parts[-3:]))
+        if len(parts) not in (5, 6) or self._fits("-".join(parts[-3:])):
+            return False
+        variant = variant_wheel(filename) if len(parts) == 6 else None  # its tags are one part further left
+        return variant is None or self.tags.isdisjoint(variant.tags)
 
     def _fits(self, part: str) -> bool:
         known = self._known.get(part)
@@ -540,7 +544,7 @@ def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None
             return _subdir(ctx.url, link.partition("?")[0])  # slash-less directory ("torch2.5")
         filename, kind = text, "dist"  # e.g. /download?id=3 with the filename as the link text
     if kind != "dist":
-        ctx.warn(f"{_clip(filename)}: not a wheel or sdist; skipped")
+        ctx.warn(set_aside(filename) or f"{_clip(filename)}: not a wheel or sdist; skipped")
         return None
     return _html_file(a, filename, link, fragment, ctx)
 
@@ -566,7 +570,7 @@ def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Contex
     try:
         name, version, tags, is_wheel = _filename(filename, ctx)
     except ValueError as exc:
-        ctx.warn(f"{exc}; skipped")
+        ctx.warn(set_aside(filename) or f"{exc}; skipped")
         return None
     attrs = a.attrs
     digest = _fragment_sha256(fragment)
@@ -735,7 +739,7 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     try:
         name, version, tags, is_wheel = _filename(filename, ctx)
     except ValueError as exc:
-        ctx.warn(f"{exc}; skipped")
+        ctx.warn(set_aside(filename) or f"{exc}; skipped")
         return None
     link, _, fragment = joined.partition("#")
     hashes = entry.get("hashes")
