@@ -23,11 +23,11 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+import tomllib
 from lock_project import build_lock_world, config_text, record_snapshot, serve_world
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
