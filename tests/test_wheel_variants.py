@@ -134,3 +134,82 @@ def test_variant_file_names_are_read_by_the_draft_grammar() -> None:
     assert variant_wheel("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64-a23456789abcdefgh.whl") is None  # 17 characters
     assert variant_wheel("torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl") is None  # a plain wheel
     assert is_variants_json("torch-2.15.0-variants.json") and not is_variants_json("torch-2.15.0.json")
+
+
+def _rules():  # type: ignore[no-untyped-def]
+    from resolve_gpu_stack.data.definitions import load_definitions
+
+    rules = load_definitions().variants
+    assert rules is not None
+    return rules
+
+
+def _target(cuda: str = "cu132", gpus: tuple[str, ...] = ("sm90", "sm120"), torch: str | None = TORCH):  # type: ignore[no-untyped-def]
+    from packaging.version import Version
+
+    from resolve_gpu_stack.index.variants import VariantTarget
+    from resolve_gpu_stack.model.cuda import CudaLabel
+    from resolve_gpu_stack.model.gpu import GpuArch
+
+    return VariantTarget(CudaLabel.parse(cuda), tuple(GpuArch.parse(g) for g in gpus), None if torch is None else Version(torch))
+
+
+def test_the_variant_matching_the_targets_cuda_gpus_and_torch_is_picked_by_the_bundled_rules() -> None:
+    from packaging.version import Version
+
+    from resolve_gpu_stack.index.variants import pick_variant, read_variants_json
+
+    series = ".".join(map(str, Version(TORCH).release[:2]))
+    doc = {
+        "variants": {
+            "cu132": {"nvidia": {"cuda_version_lower_bound": ["13.2"], "sm_arch": ["9.0", "12.0"]}, "abi_dependency": {"torch": [series]}},
+            "cu140": {"nvidia": {"cuda_version_lower_bound": ["14.0"]}, "abi_dependency": {"torch": [series]}},
+            "torch01": {"nvidia": {"cuda_version_lower_bound": ["13.0"]}, "abi_dependency": {"torch": ["0.1"]}},
+            "sm100": {"nvidia": {"sm_arch": ["100"]}},
+            "tpu": {"tpu": {"version": ["v5"]}},
+            "null": {},
+        }
+    }
+    variants = read_variants_json(json.dumps(doc))
+    label, why = pick_variant(variants, _target(), _rules())
+    assert label == "cu132", why
+    assert "not the target's CUDA 13.2" in why["cu140"]
+    assert "not the kept torch" in why["torch01"]
+    assert "does not serve sm90, sm120" in why["sm100"]
+    assert "does not judge" in why["tpu"]
+    assert "more specific" in why["null"]
+    # an older CUDA on the target: the cu132 build is not for it; null (no properties) is what fits
+    label, why = pick_variant(variants, _target(cuda="cu128"), _rules())
+    assert label == "null" and "not the target's CUDA 12.8" in why["cu132"]
+    # one --gpu the build does not serve: not planned for that set
+    label, why = pick_variant({k: variants[k] for k in ("cu132", "sm100")}, _target(gpus=("sm100",)), _rules())
+    assert label == "sm100" and "does not serve sm100" in why["cu132"]
+    # nothing fits: no label, every reason said
+    label, why = pick_variant({"cu140": variants["cu140"]}, _target(), _rules())
+    assert label is None and set(why) == {"cu140"}
+
+
+def test_a_variants_json_that_is_not_pep_825s_shape_is_a_clear_error() -> None:
+    from resolve_gpu_stack.index.variants import VariantsJsonError, read_variants_json
+
+    for bad, said in (
+        ("{", "not JSON"),
+        ("[]", "no 'variants' object"),
+        ('{"variants": {"CU132": {}}}', "a label of 1 to 16"),
+        ('{"variants": {"cu132": {"nvidia": []}}}', "is not an object"),
+        ('{"variants": {"cu132": {"nvidia": {"sm_arch": "90"}}}}', "not a non-empty list of strings"),
+    ):
+        with pytest.raises(VariantsJsonError, match=said):
+            read_variants_json(bad)
+
+
+def test_a_variants_rule_that_is_not_well_formed_is_refused_naming_the_row(tmp_path: Path) -> None:
+    from resolve_gpu_stack.data.definitions import load_definitions
+    from resolve_gpu_stack.data.toml import data_dir
+    from resolve_gpu_stack.errors import IndexDefinitionError
+
+    shutil.copytree(data_dir(), tmp_path / "d")
+    comp = tmp_path / "d" / "components.toml"
+    comp.write_text(comp.read_text() + '\n[[variants.property]]\nnamespace = "x"\nfeature = "y"\njudge = "guess"\nvalue = "."\n')
+    with pytest.raises(IndexDefinitionError, match=r"variants.property #5.*'judge' 'guess' is not one of"):
+        load_definitions(tmp_path / "d")

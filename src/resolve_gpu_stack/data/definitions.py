@@ -28,6 +28,7 @@ from .rules import (
     INDEX_NAMES,
     PACKAGE_INDEX_PREFIX,
     TEMPLATE_VARIABLES,
+    VARIANT_JUDGES,
     AbiRules,
     ArchRow,
     CouplingRule,
@@ -40,6 +41,8 @@ from .rules import (
     PerTorchRule,
     Route,
     RouteContext,
+    VariantProperty,
+    VariantRules,
     expand_page,
     package_index_name,
 )
@@ -85,6 +88,7 @@ class Definitions:
     pytorch_family: frozenset[NormalizedName] = frozenset()  # components.toml [pytorch] family
     family_built_for: Mapping[NormalizedName, str] = field(default_factory=dict)  # [pytorch] built-for: member -> "date" (else "pin")
     per_torch: PerTorchRule | None = None  # components.toml [per-torch]: builds that name their torch in the local label
+    variants: VariantRules | None = None  # components.toml [variants]: the variant properties judged (PEP 850, a draft)
     layouts: Mapping[str, str] = field(default_factory=dict)  # routing.toml [layouts]: name -> page template
     source: Path | None = None
     gpus: GpuSource | None = None  # gpus.toml (None: definitions without a GPU table)
@@ -337,6 +341,7 @@ def load_definitions(directory: Path | None = None) -> Definitions:
         pytorch_family=family,
         family_built_for=_family_built_for(comp, doc, family),
         per_torch=_per_torch(comp, doc),
+        variants=_variants(comp, doc),
         layouts=layouts,
         source=directory,
         gpus=GpuSource(str(directory / GPUS_FILE), read_text(directory / GPUS_FILE)),
@@ -561,6 +566,45 @@ def _per_torch(r: TomlReader, doc: Mapping[str, Any]) -> PerTorchRule | None:
     if not dialects:
         raise r.fail("per-torch", "no [[per-torch.dialect]]: at least one dialect is needed")
     return PerTorchRule(dialects=tuple(dialects), cxx11_abi_since=since)
+
+
+_VARIANT_GROUPS = {"cuda-at-least": ("major", "minor"), "cuda-at-most": ("major", "minor"), "gpu-served": ("major", "minor"), "torch-series": ("release",)}
+
+
+def _variants(r: TomlReader, doc: Mapping[str, Any]) -> VariantRules | None:
+    """``[variants]``: ``[[variants.property]]`` rows, each a ``namespace``, a ``feature``, a
+    ``judge`` (one of VARIANT_JUDGES), a ``value`` regular expression with the named groups that
+    judge reads (major and minor; release for torch-series) and its ``source``."""
+    table = r.get(doc, "variants", dict, "top level")
+    if table is None:
+        return None
+    r.unknown_keys(table, ("property",), "variants")
+    rows = []
+    for i, row in enumerate(r.tables(table, "property", "variants")):
+        where = f"variants.property #{i + 1}"
+        r.unknown_keys(row, ("namespace", "feature", "judge", "value", "source"), where)
+        judge = r.get(row, "judge", str, where, required=True)
+        if judge not in VARIANT_JUDGES:
+            raise r.fail(where, f"'judge' {judge!r} is not one of {', '.join(VARIANT_JUDGES)}")
+        groups = _VARIANT_GROUPS[judge]
+        value = _regex(
+            r,
+            r.get(row, "value", str, where, required=True),
+            "value",
+            where,
+            groups=groups,
+            no_groups=f"'value' must have the named groups {', '.join(groups)}",
+        )
+        rows.append(
+            VariantProperty(
+                namespace=r.get(row, "namespace", str, where, required=True),
+                feature=r.get(row, "feature", str, where, required=True),
+                judge=judge,
+                value=value,
+                source=r.get(row, "source", str, where) or "",
+            )
+        )
+    return VariantRules(tuple(rows))
 
 
 def _regex(r: TomlReader, text: str, key: str, where: str, *, groups: tuple[str, ...] = (), no_groups: str = "") -> re.Pattern[str]:

@@ -318,3 +318,32 @@ __all__ = [
     "RouteContext",
     "expand_page",
 ]
+
+
+VARIANT_JUDGES = ("cuda-at-least", "cuda-at-most", "gpu-served", "torch-series")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariantProperty:
+    """One variant property the tool can judge (components.toml ``[[variants.property]]``): its
+    ``namespace :: feature`` (PEP 850) and how its values are compared with the target: one of
+    ``VARIANT_JUDGES`` (cuda-at-least: the target's CUDA is at least the value; cuda-at-most: at
+    most; gpu-served: every ``--gpu`` is one of the values, read by ``value``; torch-series: the kept
+    torch's release begins with the value). A feature's values are alternatives (any one suffices)."""
+
+    namespace: str
+    feature: str
+    judge: str
+    value: re.Pattern[str]  # reads one value: the named group(s) the judge needs
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class VariantRules:
+    """components.toml ``[variants]``: the properties the tool judges; any other is not judged,
+    and a variant that has one is not planned."""
+
+    properties: tuple[VariantProperty, ...]
+
+    def rule(self, namespace: str, feature: str) -> VariantProperty | None:
+        return next((p for p in self.properties if (p.namespace, p.feature) == (namespace, feature)), None)

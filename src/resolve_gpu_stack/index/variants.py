@@ -14,12 +14,18 @@ where it has them. docs/reference/wheel-variants.md says what is read and what i
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
+
+from ..data.rules import VariantRules
+from ..model.cuda import CudaLabel
+from ..model.gpu import GpuArch
 
 # PEP 825: "1 to 16 characters ... lowercase ASCII letters, digits, underscores and dots"
 _LABEL = re.compile(r"[0-9a-z._]{1,16}")
@@ -68,4 +74,118 @@ def set_aside(filename: str) -> str | None:
     return None
 
 
-__all__ = ["SET_ASIDE", "VariantWheel", "is_variants_json", "set_aside", "variant_wheel"]
+# label -> namespace -> feature -> the values (alternatives), as {name}-{version}-variants.json says
+Properties = Mapping[str, Mapping[str, tuple[str, ...]]]
+
+
+class VariantsJsonError(ValueError):
+    """A ``{name}-{version}-variants.json`` that is not PEP 825's shape."""
+
+
+def read_variants_json(text: str | bytes) -> dict[str, Properties]:
+    """Each variant label's properties from a release's ``variants.json`` (PEP 825: a top-level
+    ``variants`` object, label -> namespace -> feature -> list of values). Anything else raises
+    ``VariantsJsonError`` saying what is wrong; nothing else of the file is needed to judge."""
+    try:
+        doc = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise VariantsJsonError(f"not JSON: {exc}") from None
+    variants = doc.get("variants") if isinstance(doc, dict) else None
+    if not isinstance(variants, dict):
+        raise VariantsJsonError("no 'variants' object")
+    out: dict[str, Properties] = {}
+    for label, namespaces in variants.items():
+        if not isinstance(label, str) or not _LABEL.fullmatch(label) or not isinstance(namespaces, dict):
+            raise VariantsJsonError(f"variant {label!r}: a label of 1 to 16 of [0-9a-z._] mapping to an object is needed")
+        props: dict[str, dict[str, tuple[str, ...]]] = {}
+        for namespace, features in namespaces.items():
+            if not isinstance(features, dict):
+                raise VariantsJsonError(f"variant {label!r}: namespace {namespace!r} is not an object")
+            for feature, values in features.items():
+                if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+                    raise VariantsJsonError(f"variant {label!r}: {namespace} :: {feature} is not a non-empty list of strings")
+                props.setdefault(namespace, {})[feature] = tuple(values)
+        out[label] = props
+    return out
+
+
+@dataclass(frozen=True)
+class VariantTarget:
+    """What a variant is judged against: the target's CUDA, its ``--gpu`` set and the kept torch."""
+
+    cuda: CudaLabel | None
+    gpus: tuple[GpuArch, ...]
+    torch: Version | None
+
+
+def judge_variant(properties: Mapping[str, Mapping[str, tuple[str, ...]]], target: VariantTarget, rules: VariantRules) -> str | None:
+    """None when every property of a variant holds for ``target`` by ``rules`` (components.toml
+    ``[variants]``), else why not. A feature's values are alternatives: one that holds suffices."""
+    for namespace, features in sorted(properties.items()):
+        for feature, values in sorted(features.items()):
+            prop = f"{namespace} :: {feature}"
+            rule = rules.rule(namespace, feature)
+            if rule is None:
+                return f"{prop} is a property the tool does not judge"
+            reads = [rule.value.fullmatch(v) for v in values]
+            if not all(reads):
+                return f"{prop} :: {', '.join(values)}: not read as {rule.judge} expects"
+            read = [m for m in reads if m is not None]
+            if rule.judge in ("cuda-at-least", "cuda-at-most"):
+                if target.cuda is None:
+                    return f"{prop}: the target's CUDA is not known"
+                bounds = [CudaLabel(int(m["major"]), int(m["minor"])) for m in read]
+                ok = any(target.cuda >= b if rule.judge == "cuda-at-least" else target.cuda <= b for b in bounds)
+                if not ok:
+                    return f"{prop} :: {', '.join(values)}: not the target's CUDA {target.cuda.major}.{target.cuda.minor}"
+            elif rule.judge == "gpu-served":
+                if not target.gpus:
+                    return f"{prop}: no --gpu given to judge it"
+                archs = {GpuArch(int(m["major"]), int(m["minor"])) for m in read}
+                missing = [str(g) for g in target.gpus if g not in archs]
+                if missing:
+                    return f"{prop} :: {', '.join(values)}: does not serve {', '.join(missing)}"
+            elif rule.judge == "torch-series":
+                if target.torch is None:
+                    return f"{prop}: no torch is kept"
+                if not any(_in_series(target.torch, m["release"]) for m in read):
+                    return f"{prop} :: {', '.join(values)}: not the kept torch {target.torch}"
+    return None
+
+
+def _in_series(torch: Version, release: str) -> bool:
+    try:
+        wanted = Version(release).release
+    except InvalidVersion:
+        return False
+    return torch.release[: len(wanted)] == wanted
+
+
+def pick_variant(variants: Mapping[str, Properties], target: VariantTarget, rules: VariantRules) -> tuple[str | None, dict[str, str]]:
+    """The label of the variant to plan among ``variants`` (one release's), and why each other is
+    not: the matching variant with the most properties (the most specific build) wins, ``null``
+    (no properties) last; ties go to the label's order. ``(None, reasons)`` when none matches."""
+    reasons = {label: why for label, props in variants.items() if (why := judge_variant(props, target, rules)) is not None}
+    fits = [label for label in variants if label not in reasons]
+    if not fits:
+        return None, reasons
+    best = max(fits, key=lambda label: (sum(len(f) for f in variants[label].values()), [-ord(c) for c in label]))
+    for label in fits:
+        if label != best:
+            reasons[label] = f"matches, but {best!r} is more specific"
+    return best, reasons
+
+
+__all__ = [
+    "SET_ASIDE",
+    "Properties",
+    "VariantTarget",
+    "VariantWheel",
+    "VariantsJsonError",
+    "is_variants_json",
+    "judge_variant",
+    "pick_variant",
+    "read_variants_json",
+    "set_aside",
+    "variant_wheel",
+]
