@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from resolve_gpu_stack.data.gpus import ApiRow, load_gpu_table  # noqa: E402
 from resolve_gpu_stack.index.zipmeta import TAIL_BYTES, find_eocd, inflate_member, member_span, parse_central_directory  # noqa: E402
+from resolve_gpu_stack.net.settings import TransportSettings  # noqa: E402
 from resolve_gpu_stack.net.transport import Transport  # noqa: E402
 
 PACKAGE = "flashinfer-python"
@@ -235,7 +236,7 @@ class Http:
     CAP = 64 * 1024 * 1024
 
     def __init__(self, timeout: float) -> None:
-        self.transport = Transport(timeout=timeout, retries=1)
+        self.transport = Transport(TransportSettings(timeout=timeout, retries=1))
 
     def get(self, url: str, headers: Mapping[str, str] | None = None) -> tuple[int, Mapping[str, str], bytes, str]:
         def attempt() -> tuple[int, Mapping[str, str], bytes, str]:

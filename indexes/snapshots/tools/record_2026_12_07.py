@@ -92,7 +92,20 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as cache:  # a cold cache: a plan reused from it would read no page
         for i, (story, (_, expected)) in enumerate(STORIES.items()):
             extend = ["--snapshot", str(work)] if i else []
-            cmd = [str(tool), "snapshot", *extend, "--output", str(work), *story_argv(story), "--cache-dir", cache, "--scan-records", "none", "--format", "json"]
+            cmd = [
+                str(tool),
+                "snapshot",
+                *extend,
+                "--output",
+                str(work),
+                *story_argv(story),
+                "--cache-dir",
+                cache,
+                "--scan-records",
+                "none",
+                "--format",
+                "json",
+            ]
             print("+", " ".join(cmd[1:]), file=sys.stderr)
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if done.returncode != expected:

@@ -26,6 +26,7 @@ from resolve_gpu_stack.model import IndexFile, IndexPage
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.classify import SCAN_SCHEMA, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import Manifest
 
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     defs = load_definitions()
     scans = manifest.data.setdefault("scans", {})
     read = total = 0
-    with HttpFetcher(cache=HttpCache(args.cache_dir) if args.cache_dir else None, timeout=60) as fetcher:
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=60)), cache=HttpCache(args.cache_dir) if args.cache_dir else None) as fetcher:
         classify = fetcher.classifier(defs)
         for key in sorted(scans):
             old = scans[key]
