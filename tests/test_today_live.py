@@ -102,3 +102,18 @@ def test_today_pypis_torch_keeps_its_cuda_runtime_under_vllm(pypi: str, capsys: 
     for name in ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc"):
         assert got[name]["version"].startswith("13.2.86") and got[name]["action"] == "keep", got[name]
         assert "torch 2.15.0's cuda-toolkit 13.2.2 pins" in got[name]["reason"], got[name]
+
+
+def test_story_2_on_sm100_never_walks_sglang_back_in_silence(pypi: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """User story 2 (mm_mxfp8 on sm100, the March nightly kept) with --with sglang: sglang 0.5.9
+    pins flashinfer_python==0.6.3, below the API's floor (0.6.4); the command stops naming 0.5.9, both
+    requirements and the way out, never a plan of sglang 0.5.2 with exit 0."""
+    snapshot = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
+    argv = ["resolve", "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130"]
+    argv += ["--snapshot", str(snapshot), "--live-fallback", "--index", f"pypi={pypi}", "--cache-dir", str(tmp_path / "c")]
+    code = main([*argv, "--require-api", "mm_mxfp8", "--gpu", "sm100", "--with", "sglang"])
+    _, err = capsys.readouterr()
+    assert code == 1, err
+    assert "sglang 0.5.9: the newest release for this target cannot be planned" in err, err
+    assert "mm_mxfp8 on sm100 needs FlashInfer >= 0.6.4" in err and "sglang 0.5.9 requires flashinfer_python==0.6.3" in err, err
+    assert "--with 'sglang==0.5.2'" in err, err
