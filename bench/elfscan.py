@@ -4,7 +4,7 @@
 
 Builds (C compiler needed) shared objects padded with ``--size`` MB of random bytes in
 ``.rodata`` (so ``.dynamic`` lies past them, as in a kernel library), packs them into wheels and
-classifies each through ``index.wheelscan.scan_wheel`` with an in-memory ``read(start, end)``.
+classifies each through ``scan.wheelscan.scan_wheel`` with an in-memory ``read(start, end)``.
 Two of them also export ``--symbols`` functions with long names, which makes their dynamic string
 table about 1 MB with the needed names at its end, as in a real kernel library (sgl-kernel's
 ``common_ops``: 850 KB from byte 177 KB). Prints, per wheel: its size, the bytes and range reads the scan needed, the share of the wheel
@@ -34,8 +34,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from elfbuild import CUDART, CountingReader, compile_so, have_cc, hostile_wheels, stub_libraries, wheel_bytes  # noqa: E402
 
 from resolve_gpu_stack.data.definitions import load_definitions  # noqa: E402
-from resolve_gpu_stack.index.wheelscan import WheelScanner, scan_wheel  # noqa: E402
-from resolve_gpu_stack.index.zipmeta import ZipError  # noqa: E402
+from resolve_gpu_stack.scan.wheelscan import WheelScanner, scan_wheel  # noqa: E402
+from resolve_gpu_stack.scan.zipmeta import ZipError  # noqa: E402
 
 TORCH = ("libtorch_cpu.so", "libc10.so", CUDART)
 
@@ -85,7 +85,7 @@ def real_wheels(paths: list[Path]) -> None:
     for path in paths:
         reader = FileReader(path)
         size = path.stat().st_size
-        scanner = WheelScanner(size, parallel=64)  # as net/classify.py drives it
+        scanner = WheelScanner(size, parallel=64)  # as net/scan/classify.py drives it
         rounds = 0
         t0 = time.perf_counter()
         while ranges := scanner.next_ranges():

@@ -1,6 +1,6 @@
 """Live: the kept torch's exports read from its wheel on PyPI, with no cache, two ways in turns:
 each large library read from its end first (entered in the middle of its deflate stream,
-``index/elfstream.py``), and from its start only (``elfstream.SEEK_MIN`` raised past every
+``scan/elfstream.py``), and from its start only (``elfstream.SEEK_MIN`` raised past every
 library). The bytes, the seconds and the symbols of each read; the symbols must agree.
 
     python bench/exports.py [--version 2.15.0] [--runs 3]
@@ -26,10 +26,10 @@ from packaging.version import Version  # noqa: E402
 
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
-from resolve_gpu_stack.index import elfstream  # noqa: E402
 from resolve_gpu_stack.model import IndexFile  # noqa: E402
-from resolve_gpu_stack.net.exports import WheelExports  # noqa: E402
+from resolve_gpu_stack.net.scan.exports import WheelExports  # noqa: E402
 from resolve_gpu_stack.net.transport import Transport  # noqa: E402
+from resolve_gpu_stack.scan import elfstream  # noqa: E402
 
 WHEEL = "cp312-cp312-manylinux_2_28_x86_64.whl"
 

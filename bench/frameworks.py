@@ -147,7 +147,7 @@ def scan_wheel(path: Path, scan: dict) -> None:
         m = re.match(r"(\d+) shared object", why)
         members += [(f"pkg/_ext{i}.so", synthetic_elf(bits=64, big=False, needed=("libc.so.6",)), False) for i in range(int(m.group(1)) if m else 0)]
     elif kind == "unknown":  # a stored .so whose dynamic section lies past the budget
-        from resolve_gpu_stack.net.classify import budget
+        from resolve_gpu_stack.net.scan.classify import budget
 
         members.append(("pkg/lib/libbig.so", synthetic_elf(bits=64, big=False, needed=("libc.so.6",), gap=budget(size) + 2**20), True))
     dist, version = path.name.split("-")[:2]

@@ -38,7 +38,7 @@ PY = sys.executable
 HTTP = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "urllib3")
 # modules a plain resolve (no native wheel, no --snapshot, no GPU flag) should not load
 NOT_FOR_A_PLAIN_RESOLVE = {
-    "the ABI scanner": ("index.elf", "index.wheelscan", "index.demangle", "index.abi", "net.exports", "env.exports"),
+    "the ABI scanner": ("scan.elf", "scan.wheelscan", "scan.demangle", "scan.abi", "net.scan.exports", "env.exports"),
     "snapshots": ("net.snapshot",),
     "GPU data": ("data.gpus", "model.gpu", "env.gpu"),
     "the install and lock floors": ("env.install", "env.lockinstall", "env.wheelhouse", "env.build", "lock.pylock", "lock.check", "lock.uvproject"),

@@ -9,7 +9,7 @@ PEP 658 sidecar, so every range request is a scan; their native wheels hold no `
 there is the zip's tail and directory).
 
 *Without*: ``--scan-records none`` (no record from anywhere: every native wheel read by range).
-*With*: the records of a first cold run's scan cache (``net.records.cached_records``) served as
+*With*: the records of a first cold run's scan cache (``net.scan.records.cached_records``) served as
 static files beside the world, ``--scan-records URL/records/``. Each run has a fresh cache. Printed
 per latency: wall (median), range requests, requests and bytes served, scans read by range.
 Writes bench/results/records.json.
@@ -41,7 +41,7 @@ def main() -> int:
     import run
     from server import IndexServer
 
-    from resolve_gpu_stack.net.records import cached_records, record_name, record_text
+    from resolve_gpu_stack.net.scan.records import cached_records, record_name, record_text
 
     results: dict = {"repeat": args.repeat, "machine": run._machine()}
     with tempfile.TemporaryDirectory(prefix="rgs-bench-records-") as tmpdir:

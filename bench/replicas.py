@@ -50,7 +50,7 @@ RESOLVE_IMPORTS = "import resolve_gpu_stack.cli.app, resolve_gpu_stack.cli.cmd_r
 LIBRARIES = {
     "METADATA: packaging.metadata (email)": "import packaging.metadata",
     "HTML: html.parser": "import html.parser",
-    "demangler: ctypes + the C++ runtime, one name": "from resolve_gpu_stack.index.demangle import demangle; demangle('_ZNK2at6Tensor5numelEv')",
+    "demangler: ctypes + the C++ runtime, one name": "from resolve_gpu_stack.scan.demangle import demangle; demangle('_ZNK2at6Tensor5numelEv')",
 }
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Refresh the scan records the tool ships (``indexes/records/<sha256>.json``, ``net/records.py``).
+"""Refresh the scan records the tool ships (``indexes/records/<sha256>.json``, ``net/scan/records.py``).
 
 For each compiled wheel of today's serving stack (``verify_today.py``'s rows: the SGLang and vLLM
 closures' native wheels and the torch family's PyPI releases, for ``TARGET``), the wheel the
@@ -12,7 +12,7 @@ finish, or a wheel whose page gives no sha256, is said and not written: no recor
 
 Then, for each ``--with`` framework (default: ``FRAMEWORKS``), a cold ``resolve`` of it for the
 same target with no records (``--scan-records none``) in a fresh cache, and every finished scan
-of that cache keyed by a sha256 (``net.records.cached_records``: the closure's native wheels and
+of that cache keyed by a sha256 (``net.scan.records.cached_records``: the closure's native wheels and
 the candidates judged on the way) is written too, named by the plan's file name where it has one.
 
 PyPI's URL comes from uv/pip configuration (or --pypi). Offline, it says so and exits 0.
@@ -41,8 +41,8 @@ from resolve_gpu_stack.cli.cmd_inspect import _best_wheel  # noqa: E402
 from resolve_gpu_stack.cli.options import SourceOptions  # noqa: E402
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
-from resolve_gpu_stack.net.classify import RangeClassifier  # noqa: E402
-from resolve_gpu_stack.net.records import NO_RECORDS, publishable, record_name, record_text  # noqa: E402
+from resolve_gpu_stack.net.scan.classify import RangeClassifier  # noqa: E402
+from resolve_gpu_stack.net.scan.records import NO_RECORDS, publishable, record_name, record_text  # noqa: E402
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings  # noqa: E402
 
 OUT = REPO / "indexes" / "records"
@@ -105,7 +105,7 @@ def _framework(framework: str, args: argparse.Namespace, pypi: str) -> int:
     import json
 
     from resolve_gpu_stack.cli.app import main as cli
-    from resolve_gpu_stack.net.records import cached_records
+    from resolve_gpu_stack.net.scan.records import cached_records
 
     with tempfile.TemporaryDirectory() as cache:
         argv = ["resolve", "--python", args.python, *TARGET[:4], "--torch", "installed", "--no-cubin", "--no-jit-cache", "--with", framework]

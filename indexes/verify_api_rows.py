@@ -42,9 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from resolve_gpu_stack.data.gpus import ApiRow, load_gpu_table  # noqa: E402
-from resolve_gpu_stack.index.zipmeta import TAIL_BYTES, find_eocd, inflate_member, member_span, parse_central_directory  # noqa: E402
 from resolve_gpu_stack.net.settings import TransportSettings  # noqa: E402
 from resolve_gpu_stack.net.transport import Transport  # noqa: E402
+from resolve_gpu_stack.scan.zipmeta import TAIL_BYTES, find_eocd, inflate_member, member_span, parse_central_directory  # noqa: E402
 
 PACKAGE = "flashinfer-python"
 MAX_MEMBER = 8 * 1024 * 1024  # a Python module of flashinfer is well under this

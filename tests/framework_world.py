@@ -16,9 +16,9 @@ from wheels import build_wheel
 from world import World, _Entry
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index.wheelscan import scan_wheel
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.model.abi import WheelAbi
+from resolve_gpu_stack.scan.wheelscan import scan_wheel
 
 SGLANG_REQUIRES = [
     "torch==2.9.1",

@@ -38,7 +38,7 @@ from wheels import build_wheel
 from world import _Entry
 
 from resolve_gpu_stack.cli.app import main
-from resolve_gpu_stack.net.classify import SCAN_SCHEMA
+from resolve_gpu_stack.net.scan.classify import SCAN_SCHEMA
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -72,7 +72,7 @@ LAYOUTS = {
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """The world, and the same world whose kept torch has patchelf's layout behind 8 MB of data
     (its section headers stripped, or beside the tables as in a released torch): every door reads
-    that torch's exports from the library's end (``index/elfstream.py``)."""
+    that torch's exports from the library's end (``scan/elfstream.py``)."""
     root = tmp_path_factory.mktemp("abidoors")
     torch_lib = LAYOUTS[request.param]
     world, _ = build_abi_world(root, torch_lib=torch_lib)
@@ -143,10 +143,10 @@ def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys
 def test_the_kept_torchs_exports_are_read_from_the_librarys_end_when_its_tables_are_there(served, capsys, caplog, tmp_path):
     world, srv, _ = served
     argv = ["resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json", *withs("locked-ok")]
-    with caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.exports"):
+    with caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.scan.exports"):
         code, _, err = cli(capsys, *argv)
     assert code == 0, err
-    read = next(int(r.args[2]) for r in caplog.records if r.name == "resolve_gpu_stack.net.exports" and "bytes read" in r.msg)
+    read = next(int(r.args[2]) for r in caplog.records if r.name == "resolve_gpu_stack.net.scan.exports" and "bytes read" in r.msg)
     # the stubs are a few KB; behind 8 MB of data, a read from the start would take all of it
     assert read < END_FIRST // 2, read
 

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index import elf
-from resolve_gpu_stack.index.abi import split_imports
-from resolve_gpu_stack.index.wheelscan import WheelScan, scan_wheel
 from resolve_gpu_stack.model.abi import TORCH, UNKNOWN
+from resolve_gpu_stack.scan import elf
+from resolve_gpu_stack.scan.abi import split_imports
+from resolve_gpu_stack.scan.wheelscan import WheelScan, scan_wheel
 
 DATA = Path(__file__).resolve().parent / "data" / "abi"
 WHEELS = ["xformers-0.0.35", "vllm_gguf_plugin-0.0.5", "torch_c_dlpack_ext-0.1.5", "torch_memory_saver-0.0.9", "sgl_kernel-0.3.21"]

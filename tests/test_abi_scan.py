@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index import elf
-from resolve_gpu_stack.index.elf import ElfError, dynamic_symbols
-from resolve_gpu_stack.index.wheelscan import WheelScan, WheelScanner, scan_wheel
-from resolve_gpu_stack.index.zipmeta import ZipError
 from resolve_gpu_stack.model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi
+from resolve_gpu_stack.scan import elf
+from resolve_gpu_stack.scan.elf import ElfError, dynamic_symbols
+from resolve_gpu_stack.scan.wheelscan import WheelScan, WheelScanner, scan_wheel
+from resolve_gpu_stack.scan.zipmeta import ZipError
 
 RULES = load_definitions().abi
 PAD = 3 * 2**20  # random bytes in .rodata: .dynamic lands past them, as in a kernel library

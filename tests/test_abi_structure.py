@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from elfbuild import compile_extension, have_cxx, move_dynamic, torch_stubs
 
-from resolve_gpu_stack.index import elf, inflate
-from resolve_gpu_stack.index.elfstream import KEEP_PREFIX, ElfStream
+from resolve_gpu_stack.scan import elf, inflate
+from resolve_gpu_stack.scan.elfstream import KEEP_PREFIX, ElfStream
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 

@@ -30,7 +30,7 @@ from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
 from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.data.toml import load_toml
 from resolve_gpu_stack.errors import LockFileError
-from resolve_gpu_stack.index import elf
+from resolve_gpu_stack.scan import elf
 
 UV = str(Path(sys.executable).with_name("uv"))
 HERE = f"{platform.machine()}-manylinux_{'_'.join(platform.libc_ver()[1].split('.')[:2])}"  # this machine, as a declared platform

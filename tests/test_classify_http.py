@@ -1,4 +1,4 @@
-"""The wheel classifier over HTTP (net/classify.py): range reads of real wheels with ELF members on
+"""The wheel classifier over HTTP (net/scan/classify.py): range reads of real wheels with ELF members on
 a loopback server, the cache by sha256, the byte budget, a range-ignoring server, snapshot record and
 replay of scans, and the CLI path (flags, plan JSON, the table) end to end."""
 
@@ -18,9 +18,9 @@ from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.model.abi import WheelAbi
 from resolve_gpu_stack.net.cache import HttpCache
-from resolve_gpu_stack.net.classify import RECORDED_SCHEMAS, SCAN_SCHEMA, RangeClassifier, ReplayClassifier, ScanRecord, budget, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.metadata import TailMemo
+from resolve_gpu_stack.net.scan.classify import RECORDED_SCHEMAS, SCAN_SCHEMA, RangeClassifier, ReplayClassifier, ScanRecord, budget, scan_key
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
 from resolve_gpu_stack.urls import without_fragment

@@ -17,11 +17,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index.wheelscan.scanner import _merged
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net.classify import RangeClassifier, within_budget
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan.classify import RangeClassifier, within_budget
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+from resolve_gpu_stack.scan.wheelscan.scanner import _merged
 
 DEFS = load_definitions()
 

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from server import Fault, IndexServer
 
-from resolve_gpu_stack.index import inflate
 from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.client import Client, ConnectError, DecodingError, EnvironmentProxies, Timeout, environment_proxies
 from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.transport import Transport
+from resolve_gpu_stack.scan import inflate
 
 BODY = b"<html><body>" + b"<a href='x-1.0.tar.gz'>x-1.0.tar.gz</a><br>\n" * 200 + b"</body></html>\n"
 

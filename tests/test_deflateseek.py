@@ -1,4 +1,4 @@
-"""A raw deflate stream entered in its middle (index/deflateseek.py): the bytes given are the
+"""A raw deflate stream entered in its middle (scan/deflateseek.py): the bytes given are the
 member's own, at the offsets the stream's length places them, and a byte copied from the unknown
 window before the entry point is a gap, never a wrong byte. Both inflaters."""
 
@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from resolve_gpu_stack.index import deflateseek, inflate
+from resolve_gpu_stack.scan import deflateseek, inflate
 
 MB = 2**20
 

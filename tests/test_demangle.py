@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index import demangle as demangle_module
-from resolve_gpu_stack.index.abi import entity_identifier, split_imports
-from resolve_gpu_stack.index.demangle import _runtime, demangle
+from resolve_gpu_stack.scan import demangle as demangle_module
+from resolve_gpu_stack.scan.abi import entity_identifier, split_imports
+from resolve_gpu_stack.scan.demangle import _runtime, demangle
 
 PAIRS = [line.split("\t") for line in (Path(__file__).resolve().parent / "data" / "abi" / "demangle.tsv").read_text().splitlines()]
 RULES = load_definitions().abi

@@ -1,6 +1,6 @@
 """doctor imports every installed torch-ABI-bound package (issue 11, item 5): a binary whose libc10
 symbol the installed torch lacks fails with an undefined symbol, reported as built for another
-torch and named; the package is found torch-ABI-bound from its installed ``.so`` (index/elf/),
+torch and named; the package is found torch-ABI-bound from its installed ``.so`` (scan/elf/),
 its METADATA saying nothing about torch. Real ELF objects, a real venv, real imports."""
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index import elf, wheelscan
-from resolve_gpu_stack.index.elf import ElfError, ElfTruncated, needed_libraries, read_layout
-from resolve_gpu_stack.index.wheelscan import WheelScanner, scan_wheel
-from resolve_gpu_stack.index.zipmeta import ZipError
+from resolve_gpu_stack.scan import elf, wheelscan
+from resolve_gpu_stack.scan.elf import ElfError, ElfTruncated, needed_libraries, read_layout
+from resolve_gpu_stack.scan.wheelscan import WheelScanner, scan_wheel
+from resolve_gpu_stack.scan.zipmeta import ZipError
 
 TORCH = ("libtorch_cpu.so", "libc10.so")
 PAD = 4 * 2**20  # random bytes in .rodata: .dynamic lands past them, as in a kernel library

@@ -1,5 +1,5 @@
-"""The kept torch's exports read from its library's two ends (index/elfstream.py over
-index/deflateseek.py): a released ``libtorch_cpu.so`` has its dynamic section and string table
+"""The kept torch's exports read from its library's two ends (scan/elfstream.py over
+scan/deflateseek.py): a released ``libtorch_cpu.so`` has its dynamic section and string table
 in the last fifth of 448 MB, and inflating the member up to them read 510 MB of the torch wheel.
 Over a real loopback server: the same exports as the whole object gives, for a few MB of the
 member; a layout the tail does not hold is read from the start as before; the budget holds."""
@@ -15,14 +15,14 @@ from elfbuild import compile_extension, have_cxx, move_dynamic, patchelf_layout,
 from packaging.version import Version
 from server import IndexServer
 
-from resolve_gpu_stack.index import elf, elfstream, zipmeta
-from resolve_gpu_stack.index.elf.symbols import dynamic_symbols
-from resolve_gpu_stack.index.elfstream import ElfStream
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net.classify import STREAM_PIECE
-from resolve_gpu_stack.net.exports import WheelExports
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan.classify import STREAM_PIECE
+from resolve_gpu_stack.net.scan.exports import WheelExports
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+from resolve_gpu_stack.scan import elf, elfstream, zipmeta
+from resolve_gpu_stack.scan.elf.symbols import dynamic_symbols
+from resolve_gpu_stack.scan.elfstream import ElfStream
 
 MB = 2**20
 LIB = "torch/lib/libtorch_cpu.so"

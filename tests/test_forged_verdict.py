@@ -28,9 +28,9 @@ from test_abi_doors import DECLARED, cli, index_flags, installed_names, venv_wit
 from wheels import BuiltWheel, metadata_text
 from world import _Entry
 
-from resolve_gpu_stack.index import deflateseek, zipmeta
-from resolve_gpu_stack.index.elfstream import ElfStream
-from resolve_gpu_stack.index.wheelscan import scan_wheel
+from resolve_gpu_stack.scan import deflateseek, zipmeta
+from resolve_gpu_stack.scan.elfstream import ElfStream
+from resolve_gpu_stack.scan.wheelscan import scan_wheel
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -139,7 +139,7 @@ def _poisoned_cache(cache: Path, path: Path) -> None:
     """The scan cache as the end-first reader left it: evilkern's scan read by entering the member
     near its end (what a tool before this fix recorded), under the wheel's sha256."""
     from resolve_gpu_stack.net.cache import HttpCache
-    from resolve_gpu_stack.net.classify import ScanRecord
+    from resolve_gpu_stack.net.scan.classify import ScanRecord
 
     data = path.read_bytes()
     abi = _end_first_abi(path)
@@ -151,7 +151,7 @@ def _poisoned_cache(cache: Path, path: Path) -> None:
 def _end_first_abi(path: Path):  # type: ignore[no-untyped-def]
     """evilkern's scan as the end-first reader made it: "runs" on the kept torch (the forged reading)."""
     from resolve_gpu_stack.data.definitions import load_definitions
-    from resolve_gpu_stack.index.wheelscan import scanner as scanner_module
+    from resolve_gpu_stack.scan.wheelscan import scanner as scanner_module
 
     data = path.read_bytes()
     real = scanner_module.ElfStream

@@ -16,7 +16,7 @@ from test_abi_real import WHEELS, SparseWheel, fixture
 
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index.abi import split_imports
+from resolve_gpu_stack.scan.abi import split_imports
 
 RULES = load_definitions().abi
 NO_INDEX = ["--index", "pytorch=http://127.0.0.1:9/whl/", "--index", "pypi=http://127.0.0.1:9/simple/", "--timeout", "2"]

@@ -15,8 +15,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 
 # Bottom to top. A module may import from its own floor and from any floor below it.
-FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "rules", "resolver", "net", "lock", "env", "cli"]
-PURE = ["errors", "urls", "model", "data", "index", "rules", "resolver"]
+FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "scan", "rules", "resolver", "net", "lock", "env", "cli"]
+PURE = ["errors", "urls", "model", "data", "index", "scan", "rules", "resolver"]
 IO_MODULES = {"httpx", "urllib3", "subprocess", "socket", "requests", "urllib.request", "http.client", "shutil", "tempfile", "glob", "fcntl", "mmap"}
 # The one pure module that reads files: the knowledge files this package ships (indexes/*.toml).
 READS_BUNDLED_DATA = {"data/toml.py"}

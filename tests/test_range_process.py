@@ -1,4 +1,4 @@
-"""Range reads in a second process (net/rangeproc.py): a real child process reading real wheels
+"""Range reads in a second process (net/scan/rangeproc.py): a real child process reading real wheels
 from a loopback server answers the same scans and exports as this process would, with its
 requests counted, its logs and notes passed on and the index's credentials carried; a child that
 cannot start, or dies, or is sent Ctrl-C leaves nothing wrong: its reads are made here."""
@@ -20,12 +20,12 @@ from packaging.version import Version
 from server import IndexServer
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index.elf.symbols import dynamic_symbols
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net.classify import RangeClassifier
-from resolve_gpu_stack.net.exports import WheelExports
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan.classify import RangeClassifier
+from resolve_gpu_stack.net.scan.exports import WheelExports
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+from resolve_gpu_stack.scan.elf.symbols import dynamic_symbols
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
 
@@ -172,7 +172,7 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
         file = IndexFile(filename=wheel.name, url=srv.url + wheel.name, name=canonicalize_name("torch"), version=Version("2.15.0"), size=wheel.stat().st_size)
         with (
             HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher,
-            caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.exports"),
+            caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.scan.exports"),
         ):
             child = fetcher.range_process
             assert child is not None and child.start(wait=READY)
@@ -183,7 +183,7 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
     assert found.symbols is not None and found.symbols == frozenset(dynamic_symbols(lib, exports=True).exports) == alone.symbols
     assert "bytes read" in found.source
     # the child's record comes back as it was made, its arguments with it (as -v and a handler read it)
-    made = [r for r in caplog.records if r.name == "resolve_gpu_stack.net.exports" and "bytes read" in r.msg]
+    made = [r for r in caplog.records if r.name == "resolve_gpu_stack.net.scan.exports" and "bytes read" in r.msg]
     assert made and made[0].args[0] == wheel.name and made[0].args[1] == len(found.symbols), [r.getMessage() for r in caplog.records]
 
 
@@ -197,7 +197,7 @@ def test_a_classifier_made_without_a_second_process_scans_here(world, server):
 def test_answers_that_come_in_another_order_count_what_the_child_counted() -> None:
     """Two scans end in the child at once: the later snapshot of its counts may reach this process
     first. What is counted here is the child's own total, never less."""
-    from resolve_gpu_stack.net.rangeproc import ChildSettings, RangeProcess
+    from resolve_gpu_stack.net.scan.rangeproc import ChildSettings, RangeProcess
     from resolve_gpu_stack.net.transport import FetchStats
     from resolve_gpu_stack.net.urlpolicy import Credentials
 
@@ -216,7 +216,7 @@ def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(wo
     """A plan of small wheels reads them here, sooner than a child would start; once the wheels
     asked to read reach ``START_AFTER`` bytes, the child is started (and the reads asked before it
     is ready are still made here, with the same answers)."""
-    from resolve_gpu_stack.net import rangeproc
+    from resolve_gpu_stack.net.scan import rangeproc
 
     kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
     assert (kernel.size or 0) + (helper.size or 0) < rangeproc.START_AFTER
@@ -274,7 +274,8 @@ def test_a_resolve_that_starts_the_child_runs_nothing_from_the_current_folder(wo
     from build_world import index_flags
 
     from resolve_gpu_stack.cli import app as cli
-    from resolve_gpu_stack.net import process, rangeproc
+    from resolve_gpu_stack.net import process
+    from resolve_gpu_stack.net.scan import rangeproc
 
     ran = hostile_folder(tmp_path / "clone")
     monkeypatch.chdir(tmp_path / "clone")
@@ -317,7 +318,7 @@ def test_the_isolated_child_keeps_the_bytecode_folder_this_process_keeps(server,
     """``-I`` ignores ``PYTHONPYCACHEPREFIX``: the folder this process keeps its bytecode in
     (``__main__.keep_bytecode``) reaches the child as ``-X pycache_prefix``, and the child's
     modules are compiled there; where this process writes none, the child is started with ``-B``."""
-    from resolve_gpu_stack.net import rangeproc
+    from resolve_gpu_stack.net.scan import rangeproc
 
     kept = tmp_path / "bytecode"
     monkeypatch.setattr(sys, "pycache_prefix", str(kept))

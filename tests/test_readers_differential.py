@@ -24,9 +24,9 @@ from forgery import MISSING, compile_forged, forged_member, readelf_symbols
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from resolve_gpu_stack.index import deflateseek, zipmeta
-from resolve_gpu_stack.index.elf import ElfError
-from resolve_gpu_stack.index.elfstream import ElfStream
+from resolve_gpu_stack.scan import deflateseek, zipmeta
+from resolve_gpu_stack.scan.elf import ElfError
+from resolve_gpu_stack.scan.elfstream import ElfStream
 
 pytestmark = pytest.mark.skipif(not have_cxx() or readelf_symbols(Path("/dev/null")) is None, reason="needs a C++ compiler and GNU readelf")
 

@@ -1,7 +1,7 @@
 """Issue 53 item 2: a compiled wheel is scanned once for the world.
 
 A scan is a fact about a wheel's bytes, kept as a ``scan-record/v1`` file named by its sha256
-(``net/records.py``). ``wheelhouse`` writes its wheels' records to ``records/``; a fleet node that
+(``net/scan/records.py``). ``wheelhouse`` writes its wheels' records to ``records/``; a fleet node that
 resolves against the served wheelhouse with ``--scan-records URL/records/`` reads no wheel by
 range (counted on the loopback server), and ``install --lock`` from it reads none either. A hostile
 records server that says "runs" for a wheel that does not (the forged ``evilkern`` of issue 48)
@@ -26,8 +26,17 @@ from test_forged_verdict import WHY, _assert_refused, _end_first_abi
 from test_forged_verdict import forged as forged  # the module-scoped world with the forged evilkern
 
 from resolve_gpu_stack.model.abi import READ_RECORDED, WheelAbi
-from resolve_gpu_stack.net.classify import ScanRecord
-from resolve_gpu_stack.net.records import RECORD_SCHEMA, ScanRecords, cached_records, parse_record, record_document, record_name, record_text, shipped_folder
+from resolve_gpu_stack.net.scan.classify import ScanRecord
+from resolve_gpu_stack.net.scan.records import (
+    RECORD_SCHEMA,
+    ScanRecords,
+    cached_records,
+    parse_record,
+    record_document,
+    record_name,
+    record_text,
+    shipped_folder,
+)
 
 needs_cxx = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 

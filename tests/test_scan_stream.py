@@ -17,12 +17,12 @@ from packaging.version import Version
 from server import Fault, IndexServer
 
 from resolve_gpu_stack.data.definitions import load_definitions
-from resolve_gpu_stack.index.wheelscan import WheelScanner
-from resolve_gpu_stack.index.zipmeta import find_eocd, parse_central_directory
 from resolve_gpu_stack.model import IndexFile
-from resolve_gpu_stack.net.classify import RangeClassifier
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan.classify import RangeClassifier
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
+from resolve_gpu_stack.scan.wheelscan import WheelScanner
+from resolve_gpu_stack.scan.zipmeta import find_eocd, parse_central_directory
 
 DEFS = load_definitions()
 MB = 2**20

@@ -366,7 +366,7 @@ def test_the_scan_lists_cuda_twins_that_link_no_torch_so_the_one_for_torchs_majo
     decides: planned on a CUDA 13 torch, never refused as "needs CUDA 12 and CUDA 13"."""
     from elfbuild import synthetic_elf, wheel_bytes
 
-    from resolve_gpu_stack.index.wheelscan import scan_wheel
+    from resolve_gpu_stack.scan.wheelscan import scan_wheel
 
     members = {
         f"torch_memory_saver/{SAVER}_{mode}{mark}.abi3.so": synthetic_elf(bits=64, big=False, needed=(f"libcudart.so.{major}", "libc.so.6"))

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from wheels import build_wheel, metadata_text
 
-from resolve_gpu_stack.index import zipmeta
-from resolve_gpu_stack.index.zipmeta import (
+from resolve_gpu_stack.scan import zipmeta
+from resolve_gpu_stack.scan.zipmeta import (
     MemberTooLarge,
     NeedMoreBytes,
     ZipError,
@@ -266,7 +266,7 @@ def test_a_name_filter_steps_over_the_other_entries_and_still_checks_every_heade
     """``names``: the entries a reader takes (METADATA, the shared objects) come out exactly as in a
     full read; the rest are stepped over, and a broken header among them is still an error that
     counts every entry before it."""
-    from resolve_gpu_stack.index.wheelscan.result import may_be_scanned
+    from resolve_gpu_stack.scan.wheelscan.result import may_be_scanned
 
     members = {f"demo/mod{i}.py": b"x = 1\n" for i in range(300)} | {
         "demo/_c.cpython-312-x86_64-linux-gnu.so": b"\x7fELF",

@@ -24,7 +24,7 @@ from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index.parse import parse_page
 from resolve_gpu_stack.model import IndexFile, IndexPage
 from resolve_gpu_stack.net.cache import HttpCache
-from resolve_gpu_stack.net.classify import SCAN_SCHEMA, scan_key
+from resolve_gpu_stack.net.scan.classify import SCAN_SCHEMA, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import Manifest

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from ..model.cuda import CudaLabel
     from ..model.kept import KeptTorch
     from ..model.request import ResolveRequest
-    from ..net.classify import InspectingClassifier
     from ..net.http import HttpFetcher
+    from ..net.scan.classify import InspectingClassifier
     from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
     from ..net.source import Source
     from ..net.wheelcache import WheelCache
@@ -262,7 +262,7 @@ class Session:
             live.scan_records = self._records(live)
 
     def _records(self, live: HttpFetcher) -> Callable[[str], Any] | None:
-        from ..net.records import ScanRecords
+        from ..net.scan.records import ScanRecords
         from .settings import BY_NAME
 
         n = self.network

@@ -25,10 +25,10 @@ from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..index.wheelscan import MemberScan, WheelScan
     from ..model import IndexFile, Target
     from ..model.abi import AbiVerdict, MemberAbi, WheelAbi
     from ..model.kept import KeptTorch
+    from ..scan.wheelscan import MemberScan, WheelScan
     from .assemble import ResolveParts, Session
 
 INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
@@ -98,7 +98,7 @@ def _read(
         if path.suffix != ".whl":
             raise UsageError(f"{text} is not a wheel (a wheel's file name ends in .whl)", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
         return _read_local(path, parts.defs)
-    from ..net.classify import IGNORED_RANGE
+    from ..net.scan.classify import IGNORED_RANGE
 
     file = _remote_file(text, parts, target, kept)
     record, scan = parts.classifier.inspect(file)
@@ -109,10 +109,10 @@ def _read(
 
 
 def _read_local(path: Path, defs: Definitions) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
-    from ..index import zipmeta
     from ..index.parse import MAX_METADATA_BYTES
-    from ..index.wheelscan import scan_file
     from ..model.abi import UNKNOWN, WheelAbi
+    from ..scan import zipmeta
+    from ..scan.wheelscan import scan_file
 
     size = path.stat().st_size
     name = _name_of(path.name)
@@ -241,7 +241,7 @@ def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) ->
     symbols were all read are ``abi.members`` (``scan.abi`` split them, in scan order); those of a
     member whose symbols were read in part are split here. No scan (a snapshot's recorded one): the
     torch-linked members as recorded."""
-    from ..index.abi import member_abi
+    from ..scan.abi import member_abi
 
     if scan is None:
         return [_recorded_member_report(m) for m in abi.members]
@@ -258,7 +258,7 @@ def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) ->
 
 def _recorded_member_report(m: MemberAbi) -> dict[str, Any]:
     """A torch-linked member as a recorded scan keeps it (what it needs beyond torch and CUDA is not kept)."""
-    from ..index.abi import demangle
+    from ..scan.abi import demangle
 
     return {
         "name": m.name,
@@ -278,7 +278,7 @@ def _recorded_member_report(m: MemberAbi) -> dict[str, Any]:
 def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> dict[str, Any]:
     """One shared object of the wheel: what it needs, what it imports of torch (``described``; None:
     its symbols were not read), whether it was read."""
-    from ..index.abi import demangle
+    from ..scan.abi import demangle
 
     libs = m.libraries
     return {

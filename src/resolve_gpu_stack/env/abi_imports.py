@@ -9,7 +9,7 @@ there is not imported (an import of a mismatched extension can crash the interpr
 
 A package is torch-ABI-bound when the data says so (``indexes/components.toml``), when its METADATA
 pins torch exactly and it ships shared objects, or when one of its installed shared objects needs
-``libtorch*`` / ``libc10*`` (its dynamic section read with ``index/elf/``, from the first bytes of
+``libtorch*`` / ``libc10*`` (its dynamic section read with ``scan/elf/``, from the first bytes of
 the file). Each such package's top-level modules are then imported in the target, one interpreter
 per package (a crash in one hides no other): an ``undefined symbol`` ImportError is the mark of a
 binary built for another torch. ``doctor`` reports the outcomes (``env/doctor.py``).
@@ -27,15 +27,15 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions
-from ..index import elf
-from ..index.abi import member_abi
-from ..index.wheelscan import is_shared_object
 from ..model import Coupling
 from ..model.abi import CUDA, UNKNOWN, AbiVerdict, MemberAbi, WheelAbi
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.kept import KeptTorch
 from ..net import process
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, judge, torch_floor
+from ..scan import elf
+from ..scan.abi import member_abi
+from ..scan.wheelscan import is_shared_object
 from .exports import installed_torch_exports, mapped_symbols
 from .probe import Environment, InstalledDistribution
 

@@ -64,8 +64,6 @@ from ..atomic import atomic_write
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
 from ..index.sdist import BuildSystem, SdistError, read_build_system, uses_cuda
-from ..index.wheelscan import scan_file
-from ..index.zipmeta import ZipError
 from ..model import Action, BuildProvenance, LockedPackage, LockPlan, SourceDist
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
@@ -75,6 +73,8 @@ from ..net import process
 from ..net.download import Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
 from ..net.wheelcache import file_sha256
 from ..rules.abi import AbiPolicy, AbiTorch, judge
+from ..scan.wheelscan import scan_file
+from ..scan.zipmeta import ZipError
 from .buildmachine import (
     BuildMachine,
     CudaToolkit,

@@ -1,11 +1,11 @@
 """The verdict that let each compiled wheel into a plan, re-derived from the file that is installed
 (I/O edge: the wheel cache on disk, the target's torch on disk).
 
-A plan's verdicts come from range reads of the index's file (``net/classify.py``), a snapshot, or a
+A plan's verdicts come from range reads of the index's file (``net/scan/classify.py``), a snapshot, or a
 lock a pull request may have edited. None of those bytes is the file uv installs: that one is
 downloaded whole and checked against its sha256 (``net/download.py``). So before anything is
 installed (``install``, ``install --lock``), every compiled wheel (a platform tag, not ``-any``) is
-read again from that verified file, from its start, locally (``index/wheelscan.scan_file``, the
+read again from that verified file, from its start, locally (``scan/wheelscan.scan_file``, the
 scan every door uses, never entered at a member's end, and here never judging a member by the
 names in its first bytes: every member's libraries from its dynamic section), judged against the torch it will run on
 (``rules/abi.judge``: the kept torch's exports read from its libraries on disk; a torch the plan
@@ -28,16 +28,16 @@ from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions
 from ..errors import VerdictMismatch
-from ..index import zipmeta
-from ..index.elf import ElfError, torch_libs
-from ..index.elfstream import ElfStream
-from ..index.wheelscan import scan_file
 from ..model import Action, Coupling, LockedPackage, LockPlan
 from ..model.abi import UNKNOWN, AbiVerdict, WheelAbi
 from ..model.cuda import CudaLabel
 from ..net.download import Downloader, DownloadProgress, WheelCache
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, asks_for_exports, judge, torch_floor
 from ..rules.invariants import plan_torch_cuda
+from ..scan import zipmeta
+from ..scan.elf import ElfError, torch_libs
+from ..scan.elfstream import ElfStream
+from ..scan.wheelscan import scan_file
 from .exports import installed_torch_exports
 from .probe import Environment
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import mmap
 from pathlib import Path
 
-from ..index import elf
 from ..rules.abi import TorchExports
+from ..scan import elf
 
 
 def torch_libraries(site: Path) -> list[Path]:

@@ -189,9 +189,9 @@ def _confirm(read: Sequence[tuple[Path, LockedFile]], output: Path) -> dict[str,
 
 def _write_records(output: Path, files: Sequence[LockedEntry], scans: Mapping[str, WheelAbi]) -> list[str]:
     """``records/<sha256>.json``: the scan record of each compiled wheel read from its start
-    (``net/records.py``), for nodes that resolve with ``--scan-records URL/records/``."""
-    from ..net.classify import ScanRecord
-    from ..net.records import RECORDS_FOLDER, publishable, record_name, record_text
+    (``net/scan/records.py``), for nodes that resolve with ``--scan-records URL/records/``."""
+    from ..net.scan.classify import ScanRecord
+    from ..net.scan.records import RECORDS_FOLDER, publishable, record_name, record_text
 
     written = []
     for f in files:

@@ -38,9 +38,9 @@ from .urlpolicy import Credentials
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions, IndexDefinition
-    from .classify import RangeClassifier, ScanRecord
-    from .exports import WheelExports
-    from .rangeproc import RangeProcess
+    from .scan.classify import RangeClassifier, ScanRecord
+    from .scan.exports import WheelExports
+    from .scan.rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -67,7 +67,7 @@ class HttpFetcher:
         self.settings = settings = settings or FetchSettings()
         self.cache = cache
         self.concurrency = settings.connections
-        self.scan_records: Callable[[str], ScanRecord | None] | None = None  # scan records by sha256 (``net/records.py``), set by the session
+        self.scan_records: Callable[[str], ScanRecord | None] | None = None  # scan records by sha256 (``net/scan/records.py``), set by the session
         self.progress = progress
         self.transport = Transport(settings.transport)
         self._beside: RangeProcess | None = None
@@ -107,7 +107,7 @@ class HttpFetcher:
     def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> RangeClassifier:
         """The wheel classifier that reads through this fetcher (its transport, cache, connections
         and the zip tails its METADATA reads left); each scan also goes to ``record``."""
-        from .classify import RangeClassifier
+        from .scan.classify import RangeClassifier
 
         beside = self.range_process
         return RangeClassifier(
@@ -125,20 +125,20 @@ class HttpFetcher:
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
         """What a torch wheel exports, by range reads through this fetcher (cached)."""
-        from .exports import WheelExports
+        from .scan.exports import WheelExports
 
         return WheelExports(self.transport, self.cache, record=record, say=self.progress, beside=self.range_process)
 
     @property
     def range_process(self) -> RangeProcess | None:
         """The second process scans and exports reads run in (one per fetcher, started by
-        ``classifier`` or its first job; ``net/rangeproc.py``); None when this fetcher was made
+        ``classifier`` or its first job; ``net/scan/rangeproc.py``); None when this fetcher was made
         without one."""
         if not self.settings.range_process:
             return None
         with self._pool_lock:
             if self._beside is None:
-                from .rangeproc import ChildSettings, RangeProcess, lowest_log_level
+                from .scan.rangeproc import ChildSettings, RangeProcess, lowest_log_level
 
                 self._beside = RangeProcess(
                     ChildSettings(fetch=self.settings, log_level=lowest_log_level()),

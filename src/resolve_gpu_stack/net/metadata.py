@@ -3,7 +3,7 @@
 In order: the on-disk cache (a wheel is immutable: no request); the ``<wheel>.metadata`` sidecar
 when the page advertised one (its digest checked; a 403, 404 or 410 there means: read the wheel,
 logged at INFO); else range reads of the remote zip (its tail,
-central directory and METADATA member, via ``index/zipmeta.py``); else, when the server ignores
+central directory and METADATA member, via ``scan/zipmeta.py``); else, when the server ignores
 ``Range``, the whole wheel streamed to a temporary file (size and sha256 checked), said in a
 warning. Nothing unverified is cached. Whatever the zip bytes are, a failure to read them is a
 ``CrawlError`` (or ``IntegrityError``) naming the URL, never what ``zipfile`` or zlib raised.
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import CrawlError, IntegrityError
-from ..index import zipmeta
 from ..model import IndexFile
+from ..scan import zipmeta
 from ..urls import redact_url, without_fragment
 from .cache import HttpCache
 from .client import Response
@@ -60,7 +60,7 @@ class _Whole:
 
 class TailMemo:
     """The zip tails METADATA range reads received, by wheel URL (without fragment), kept in
-    memory for the classifier (``net/classify.py``): a native wheel's scan starts from the same
+    memory for the classifier (``net/scan/classify.py``): a native wheel's scan starts from the same
     tail, so it need not ask for it again. Bounded: the oldest tails go past ``max_bytes``.
     Thread-safe."""
 

@@ -13,7 +13,7 @@ Layout of a snapshot directory::
 KEY is ``<index>:<path relative to that index's base URL>`` for URLs on an index's own host
 (``pytorch:nightly/cu130/torch/``, ``pypi:../packages/ab/cd/x.whl``), else the absolute URL. Keys
 therefore survive ``--index NAME=URL``: a snapshot replays against any base URL. SCAN-KEY is a
-native wheel's ``sha256=<hex>`` (``net/classify.py``): the scan of its shared objects, recorded
+native wheel's ``sha256=<hex>`` (``net/scan/classify.py``): the scan of its shared objects, recorded
 so that a replay classifies it offline.
 """
 
@@ -42,8 +42,8 @@ from ..urls import strip_userinfo, without_fragment
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..rules.abi import ExportsSource
-    from .classify import InspectingClassifier, ReplayClassifier, ScanRecord
-    from .exports import ReplayExports
+    from .scan.classify import InspectingClassifier, ReplayClassifier, ScanRecord
+    from .scan.exports import ReplayExports
     from .source import Source
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
@@ -218,13 +218,13 @@ class SnapshotFetcher:
         self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: InspectingClassifier | None = None
     ) -> ReplayClassifier:
         """The recorded scans (``live`` scans what the snapshot lacks, when it is extended)."""
-        from .classify import ReplayClassifier
+        from .scan.classify import ReplayClassifier
 
         return ReplayClassifier(self.scan_entry, live=live, record=record)
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None, live: ExportsSource | None = None) -> ReplayExports:
         """The recorded exports of torch wheels (``live`` reads what the snapshot lacks)."""
-        from .exports import ReplayExports, recorded_exports
+        from .scan.exports import ReplayExports, recorded_exports
 
         return ReplayExports(recorded_exports(self.manifest.data["exports"], lambda rel: self._read(rel, rel)), live=live, record=record)
 
@@ -318,7 +318,7 @@ class RecordingFetcher:
 
     def record_exports(self, key: str, symbols: frozenset[str]) -> None:
         """A torch wheel's exports, in a file of their own (saved with the manifest on ``close``)."""
-        from .exports import encode_exports
+        from .scan.exports import encode_exports
 
         rel = _storage_path("exports", key) + ".exports"
         atomic_write(self.root / rel, encode_exports(symbols), make_parents=True)

@@ -18,7 +18,7 @@ from ..index.finder import Fetcher
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..rules.abi import ExportsSource
-    from .classify import InspectingClassifier, ScanRecord
+    from .scan.classify import InspectingClassifier, ScanRecord
 
 
 class Source(Fetcher, Protocol):

@@ -45,8 +45,8 @@ from packaging.version import Version
 
 from ..atomic import atomic_write
 from ..errors import CrawlError, IntegrityError
-from ..index import zipmeta
 from ..index.parse import MAX_METADATA_BYTES, parse_filename, parse_metadata
+from ..scan import zipmeta
 from ..urls import bare_url, redact_url
 from .cache import wheels_in_use
 

@@ -4,7 +4,7 @@ In order: the data (``indexes/components.toml``) wins; a METADATA that pins torc
 one minor series) makes the package torch-bound (``torch-abi`` when the wheel also ships native
 code); a native wheel (tags other than ``none-any``) the data does not cover is scanned by an
 injected ``WheelClassifier`` (the net layer reads its ``.so`` members' first bytes with range
-requests, ``index/wheelscan/``) and judged against the plan's torch by what its shared objects
+requests, ``scan/wheelscan/``) and judged against the plan's torch by what its shared objects
 import (``rules/abi.py``: stable ABI, version-locked, per-torch builds, CUDA major); a pure wheel
 is ``agnostic``. A scan that did not finish is ``unknown``, never ``agnostic``.
 

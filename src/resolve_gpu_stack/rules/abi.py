@@ -29,9 +29,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..data.rules import AbiRules
-from ..index.demangle import demangle
 from ..model import IndexFile
 from ..model.abi import CUDA, NONE, READ_START, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
+from ..scan.demangle import demangle
 from .versions import torch_series
 
 SHOWN = 3  # symbols named in a refusal
@@ -342,7 +342,7 @@ def ties_to_torch(name: str, requirement_names: Iterable[str]) -> bool:
     """The rule for a scan that did not finish: a package is tied to torch when its name says torch
     or its METADATA requires torch. Only a tied package's unknown is worth a build from its sdist;
     an untied one (scipy: a large native wheel whose dynamic sections lie past the budget) is
-    judged by what its members name (``index/wheelscan/``'s ``torch_tie``, the same rule)."""
+    judged by what its members name (``scan/wheelscan/``'s ``torch_tie``, the same rule)."""
     return "torch" in canonicalize_name(name) or any(canonicalize_name(n) == "torch" for n in requirement_names)
 
 

@@ -7,7 +7,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol, overload
 
-from ...index.inflate import INFLATE_ERRORS, inflater
+from ...scan.inflate import INFLATE_ERRORS, inflater
 from .connection import CHUNK
 from .errors import DecodingError, ReadError, Timeout, TransportError
 

@@ -33,12 +33,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import CrawlError
-from ..model.abi import READ_RECORDED, READ_START, UNKNOWN
-from ..urls import redact_url
-from .cache import SCANS
+from ...errors import CrawlError
+from ...model.abi import READ_RECORDED, READ_START, UNKNOWN
+from ...urls import redact_url
+from ..cache import SCANS
+from ..transport import Transport
 from .classify import SCAN_SCHEMA, ScanRecord
-from .transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def cached_records(cache_root: Path) -> list[tuple[str, ScanRecord]]:
     entry checked as the cache checks it (what a team exports to host its records)."""
     import json as _json
 
-    from .cache import HttpCache
+    from ..cache import HttpCache
 
     cache = HttpCache(cache_root)
     out = []
@@ -128,7 +128,7 @@ def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
 def shipped_folder() -> Path | None:
     """The records the tool ships: ``_records/`` in an installed package, ``indexes/records/`` in
     the source tree (an editable install)."""
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[2]
     for folder in (package / "_records", package.parents[1] / "indexes" / "records"):
         if folder.is_dir():
             return folder

@@ -1,5 +1,5 @@
 """The resolver's wheel classifier over HTTP: a native wheel's ``.so`` members read with range
-requests (``index/wheelscan/``), never the whole wheel; the answer cached by the wheel's sha256.
+requests (``scan/wheelscan/``), never the whole wheel; the answer cached by the wheel's sha256.
 
 - ``RangeClassifier``: live. The cache (``HttpCache`` kind ``scans-v1``) first, keyed by the
   wheel's sha256 (its URL and size when the page gave no hash); else range reads through the
@@ -13,7 +13,7 @@ requests (``index/wheelscan/``), never the whole wheel; the answer cached by the
   others' while together they take at most ``ROUND_SHARE`` of the budget left (``within_budget``:
   the largest member, the likeliest to link torch, keeps room to be read on). At most
   ``connections`` range requests of this classifier are in flight together (the transport's).
-  Before reading, a scan record of the wheel's sha256 (``records``: ``net/records.py``), when
+  Before reading, a scan record of the wheel's sha256 (``records``: ``net/scan/records.py``), when
   one is configured or shipped, answers it, as recorded provenance (install confirms it).
 - ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of (or a
   scan recorded before imports were read) is ``unknown``, never agnostic, and never an error.
@@ -34,21 +34,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..data.rules import AbiRules
-from ..errors import CrawlError
-from ..index import zipmeta
-from ..model import IndexFile
-from ..model.abi import READ_RECORDED, UNKNOWN, WheelAbi
-from ..resolver.coupling import WheelClassifier
-from ..urls import redact_url, without_fragment
-from .cache import HttpCache, cache_url
-from .client import Response
-from .metadata import TailMemo
-from .settings import SCAN_BUDGET
-from .transport import Transport, content_range
+from ...data.rules import AbiRules
+from ...errors import CrawlError
+from ...model import IndexFile
+from ...model.abi import READ_RECORDED, UNKNOWN, WheelAbi
+from ...resolver.coupling import WheelClassifier
+from ...scan import zipmeta
+from ...urls import redact_url, without_fragment
+from ..cache import HttpCache, cache_url
+from ..client import Response
+from ..metadata import TailMemo
+from ..settings import SCAN_BUDGET
+from ..transport import Transport, content_range
 
 if TYPE_CHECKING:
-    from ..index.wheelscan import WheelScan, WheelScanner
+    from ...scan.wheelscan import WheelScan, WheelScanner
     from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class ScanStats:
     wheel_bytes: int = 0  # the scanned wheels' sizes, together
     seconds: float = 0.0
     not_scanned: int = 0  # range ignored, budget reached, unreadable
-    recorded: int = 0  # answered by a scan record by the wheel's sha256 (``net/records.py``), nothing read
+    recorded: int = 0  # answered by a scan record by the wheel's sha256 (``net/scan/records.py``), nothing read
 
 
 class _Tally:
@@ -168,9 +168,9 @@ class RangeClassifier:
         records: Callable[[str], ScanRecord | None] | None = None,
     ) -> None:
         self._transport = transport
-        self._records = records  # scan records by sha256 (``net/records.py``): recorded provenance, install confirms
+        self._records = records  # scan records by sha256 (``net/scan/records.py``): recorded provenance, install confirms
         self._rules = rules
-        self._beside = beside  # scans run in this second process once it is ready (``net/rangeproc.py``)
+        self._beside = beside  # scans run in this second process once it is ready (``net/scan/rangeproc.py``)
         self._tails = tails  # tails already read for METADATA: a scan starts from one without a request
         self._cache = cache
         self._say = say
@@ -247,7 +247,7 @@ class RangeClassifier:
     def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool, WheelScan | None]:
         """(the record, whether it is final: a refused range or a failed read is not cached, the
         finished scan)."""
-        from ..index.wheelscan import WheelScanner, first_tail  # loaded with the first scan, not at start-up
+        from ...scan.wheelscan import WheelScanner, first_tail  # loaded with the first scan, not at start-up
 
         url = without_fragment(file.url)
         read = RangeReader(self._transport, url)

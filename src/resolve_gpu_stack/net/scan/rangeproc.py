@@ -2,7 +2,7 @@
 structure, the HTTP client's work per range, deflate block searches) would otherwise take turns
 with the resolve's for one interpreter lock, run beside it on another core.
 
-``RangeProcess`` starts ``resolve_gpu_stack.net.rangechild`` (the child's side; isolated, see
+``RangeProcess`` starts ``resolve_gpu_stack.net.scan.rangechild`` (the child's side; isolated, see
 ``child_command``: a ``queue.py`` in the current folder never runs) at
 ``start``, or once the wheels asked to read add up to ``START_AFTER`` bytes: the scans' cost
 follows what they inflate, and a plan of small wheels (the loopback worlds: the 215-package one's
@@ -44,19 +44,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..data.rules import AbiRules
-from ..model import IndexFile
-from ..rules.abi import TorchExports
-from . import process
-from .settings import FetchSettings
-from .transport import FetchStats
-from .urlpolicy import Credentials, OriginCredentials
+from ...data.rules import AbiRules
+from ...model import IndexFile
+from ...rules.abi import TorchExports
+from .. import process
+from ..settings import FetchSettings
+from ..transport import FetchStats
+from ..urlpolicy import Credentials, OriginCredentials
 
 log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("!I")
-CHILD = "resolve_gpu_stack.net.rangechild"  # the child's module (its ``serve`` is what ``_CHILD_MAIN`` runs)
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding resolve_gpu_stack: the child imports the same code
+CHILD = "resolve_gpu_stack.net.scan.rangechild"  # the child's module (its ``serve`` is what ``_CHILD_MAIN`` runs)
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding resolve_gpu_stack: the child imports the same code
 # the child's start: its import path set before anything is imported (``sys.argv[1:]``), then its loop
 _CHILD_MAIN = f"import sys; sys.path[:] = sys.argv[1:]; from {CHILD} import serve; serve()"
 START_AFTER = 16 * 2**20  # bytes of wheels asked to read before the child starts: less is read here sooner than it starts

@@ -1,4 +1,4 @@
-"""The range process's own side (``net/rangeproc.py`` starts it isolated, ``python -I -c`` with a
+"""The range process's own side (``net/scan/rangeproc.py`` starts it isolated, ``python -I -c`` with a
 fixed import path, and runs ``serve``): its settings, then jobs, on stdin; answers, notes, retries and
 log records on stdout, each a pickle framed by length.
 
@@ -21,13 +21,13 @@ import threading
 from collections.abc import Callable
 from typing import IO
 
-from ..data.rules import AbiRules
-from ..urls import without_fragment
+from ...data.rules import AbiRules
+from ...urls import without_fragment
+from ..metadata import TailMemo
+from ..transport import Transport
 from .classify import RangeClassifier
 from .exports import WheelExports
-from .metadata import TailMemo
 from .rangeproc import ChildSettings, ExportsJob, Job, ScanJob, receive, send
-from .transport import Transport
 
 log = logging.getLogger(__name__)
 

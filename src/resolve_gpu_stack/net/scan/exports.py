@@ -1,7 +1,7 @@
 """What a torch exports, read from its wheel by range requests (a declared target has no torch on
 disk): the defined dynamic symbols of the wheel's ``torch/lib/libtorch*.so`` / ``libc10*.so``.
 
-Each library is read by its structure (``index/elfstream.py``): its dynamic section, string, hash
+Each library is read by its structure (``scan/elfstream.py``): its dynamic section, string, hash
 and symbol tables where its program headers say they are. In a released torch, ``PT_DYNAMIC`` is
 in the last fifth of a 448 MB ``libtorch_cpu.so`` and the string table in its last 6 MB (patchelf
 rewrote it), its symbol table in its first MBs. So the library is read from its end (entered in
@@ -26,17 +26,17 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CrawlError
-from ..index import zipmeta
-from ..model import IndexFile
-from ..rules.abi import TorchExports
-from ..urls import without_fragment
-from .cache import HttpCache
+from ...errors import CrawlError
+from ...model import IndexFile
+from ...rules.abi import TorchExports
+from ...scan import zipmeta
+from ...urls import without_fragment
+from ..cache import HttpCache
+from ..transport import Transport
 from .classify import STREAM_PIECE, RangeReader, RangesUnavailable, scan_key
-from .transport import Transport
 
 if TYPE_CHECKING:
-    from ..index.elfstream import ElfStream
+    from ...scan.elfstream import ElfStream
     from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
@@ -117,12 +117,12 @@ class WheelExports:
 
     def read(self, version: str, file: IndexFile) -> TorchExports:
         """A fresh read of ``file``'s exports (no cache): in the second process when it is ready
-        (``net/rangeproc.py``), else here."""
+        (``net/scan/rangeproc.py``), else here."""
         answer = self._beside.exports(version, file, self._budget) if self._beside is not None else None
         return answer if answer is not None else self._fresh(version, file)
 
     def _fresh(self, version: str, file: IndexFile) -> TorchExports:
-        from ..index import elf  # the ELF reader loads when a torch's exports are first read, not at start-up
+        from ...scan import elf  # the ELF reader loads when a torch's exports are first read, not at start-up
 
         started = time.perf_counter()
         try:
@@ -148,7 +148,7 @@ class WheelExports:
         else:
             directory = read.range(eocd.cd_offset, eocd.cd_offset + eocd.cd_size)
         entries = zipmeta.parse_central_directory(directory, eocd, names=lambda raw: raw.startswith(_TORCH_LIB))
-        from ..index import elf
+        from ...scan import elf
 
         libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR) :]])]
         if not libraries:
@@ -185,8 +185,8 @@ class WheelExports:
 
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
         """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
-        from ..index import elf
-        from ..index.elfstream import ElfStream
+        from ...scan import elf
+        from ...scan.elfstream import ElfStream
 
         head = read.range(entry.header_offset, min(entry.header_offset + zipmeta.LOCAL_HEADER_SIZE + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
         data_start = zipmeta.local_data_start(head)
