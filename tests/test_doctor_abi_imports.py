@@ -114,3 +114,32 @@ def test_doctor_on_a_driverless_host_judges_driver_bound_binaries_from_their_sym
     assert "undefined symbol" not in imports["message"]
     assert checks["torch-abi-symbols"]["status"] in ("pass", "warn") and "sgl-kernel 0.3.21" in checks["torch-abi-symbols"]["message"]
     assert took < 15
+
+
+def test_installed_builds_per_cuda_major_are_judged_as_the_wheel_is(tmp_path, uv_env):
+    """torch-memory-saver ships each hook once per CUDA major (``..._cu12``, ``..._cu13``, and an
+    unmarked build of CUDA 12), none linking torch. The plan takes it on a CUDA 13 torch (the CUDA 13
+    builds decide); the installed package must be judged the same way, or the next install and
+    doctor call it broken (seen live on PyPI's torch 2.15.0, 2026-12-07). A package with CUDA 12
+    builds only is still refused."""
+    from resolve_gpu_stack.env.abi_imports import static_verdicts
+
+    libs = tmp_path / "build" / "libs"
+    _so(libs, "libcudart.so.12", "int cudaFree12(void *p) { return 0; }\n")
+    _so(libs, "libcudart.so.13", "int cudaFree13(void *p) { return 0; }\n")
+    (libs / "libcudart12.so").symlink_to("libcudart.so.12")
+    (libs / "libcudart13.so").symlink_to("libcudart.so.13")
+    cu12 = _so(libs, "hook_cu12.so", "int cudaFree12(void *p);\nint hook(void) { return cudaFree12(0); }\n", "-lcudart12")
+    cu13 = _so(libs, "hook_cu13.so", "int cudaFree13(void *p);\nint hook(void) { return cudaFree13(0); }\n", "-lcudart13")
+    wheels = tmp_path / "w"
+    torch = build_wheel(wheels, "torch", "2.12.0+cu130", f"{PY}-{PY}-{PLAT}", files={"torch/__init__.py": b""})
+    twins = {"saver_hook_cu12.abi3.so": cu12, "saver_hook_cu13.abi3.so": cu13, "saver_hook.abi3.so": cu12, "saver/__init__.py": b""}
+    saver = build_wheel(wheels, "saver", "0.0.10", f"{PY}-abi3-{PLAT}", files=twins)
+    old = build_wheel(wheels, "oldsaver", "0.0.1", f"{PY}-abi3-{PLAT}", files={"oldsaver_hook.abi3.so": cu12, "oldsaver/__init__.py": b""})
+    python = make_venv(tmp_path / "venv", uv_env, torch.path)
+    subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(saver.path), str(old.path)], check=True, env=uv_env)
+
+    verdicts = {v.name: v.verdict for v in static_verdicts(inspect_environment(python), DEFS)}
+    assert verdicts["saver"] is not None and verdicts["saver"].refusal is None, verdicts["saver"]
+    assert "the CUDA 13 ones decide" in (verdicts["saver"].note or ""), verdicts["saver"]
+    assert verdicts["oldsaver"] is not None and "needs CUDA 12" in (verdicts["oldsaver"].refusal or ""), verdicts["oldsaver"]

@@ -120,6 +120,7 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
     """What ``dist``'s shared objects import (None: none links torch or needs CUDA)."""
     base = dist.location.resolve() if dist.location is not None else None
     members: list[MemberAbi] = []
+    cuda_only: list[MemberAbi] = []  # each member that needs CUDA without linking torch, with its majors (as the wheel scan keeps them)
     names: list[str] = []
     unreadable: list[str] = []
     majors: set[int] = set()
@@ -138,6 +139,7 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
             members.append(member_abi(name, libs, symbols, defs.abi))
             names.append(name)
         elif libs.cuda_libs:
+            cuda_only.append(MemberAbi(name=name, cuda_majors=libs.cuda_majors))
             names.append(name)
     if unreadable:
         return WheelAbi(kind=UNKNOWN, why="; ".join(unreadable)), tuple(names), tuple(unreadable)
@@ -148,7 +150,9 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
             (),
         )
     if majors:
-        return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", cuda_majors=tuple(sorted(majors))), tuple(names), ()
+        # twins per CUDA major (``torch_memory_saver_hook_mode_preload_cu12`` / ``_cu13``) are told
+        # apart by their members, as rules.abi does for the wheel: the build for torch's major decides
+        return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", members=tuple(cuda_only), cuda_majors=tuple(sorted(majors))), tuple(names), ()
     return None, (), ()
 
 
