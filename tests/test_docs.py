@@ -104,6 +104,24 @@ def test_every_offline_command_runs(page: str, line: str, promised: int | None, 
     assert code in expected and "Traceback" not in err, f"{page}: `{line}` -> {code}: {err}"
 
 
+# a failure a page shows on purpose that reads no index (a usage error): run, with the exit code it names
+SAID_TO_FAIL = [
+    (p, line, promised) for p, line, promised in COMMAND_LINES if promised is not None and (p, line, promised) not in OFFLINE and "--snapshot" not in line
+]
+
+
+@pytest.mark.parametrize(("page", "line", "promised"), SAID_TO_FAIL, ids=[f"{p}:{i}" for i, (p, _, _) in enumerate(SAID_TO_FAIL)])
+def test_every_failure_a_page_shows_fails_as_it_says(page: str, line: str, promised: int, tmp_path, monkeypatch, capsys):
+    """`inspect README.md`, `install --lock URL`: the exit code the page names, a message, no traceback."""
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(shlex.split(line)[1:])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 2
+    _, err = capsys.readouterr()
+    assert code == promised and err.strip() and "Traceback" not in err, f"{page}: `{line}` -> {code}: {err}"
+
+
 def test_the_offline_commands_include_the_quick_starts():
     lines = [line for _, line, _ in OFFLINE]
     assert any(line.startswith("resolve-gpu-stack --python 3.12") for line in lines)

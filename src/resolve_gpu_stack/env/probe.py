@@ -107,7 +107,8 @@ def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[Py
 
     1. ``3.<minor>[.<micro>][t]`` (``3.12``, ``3.12.4``, ``3.13t``) is a *version*, even if a file of
        that name exists (write ``./3.12`` to mean the file);
-    2. anything containing a path separator is an *interpreter path* (checked when inspected);
+    2. anything containing a path separator is an *interpreter path* (checked when inspected; a
+       leading ``~`` is the home folder, as the shell reads it unquoted);
     3. an existing file is an *interpreter path*;
     4. a name found on ``search_path`` (a PATH string; the process PATH when None), such as
        ``python3.12``, is an *interpreter* and is returned as the full path found;
@@ -125,6 +126,8 @@ def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[Py
             )
         return "version", text
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
+    if text.startswith("~"):  # a quoted `'~/gpu/bin/python'` reaches us unexpanded: read as the shell would
+        text = os.path.expanduser(text)
     if any(sep in text for sep in separators) or Path(text).is_file():
         return "interpreter", text
     found = shutil.which(text, path=search_path)

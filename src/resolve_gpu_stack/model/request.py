@@ -62,17 +62,20 @@ class TorchChoice:
         channel = next((c for c in ("test", "nightly") if c in channels), "stable")
         return cls(text=choice, kind=TorchKind.SPECIFIER, channel=channel, specifier=spec)
 
-    def for_installed(self, installed: Version | None) -> TorchChoice:
-        """The choice with ``installed`` made concrete: that exact version, on its channel."""
+    def for_installed(self, installed: Version | None, *, where: str | None = None) -> TorchChoice:
+        """The choice with ``installed`` made concrete: that exact version, on its channel
+        (``where``: the target interpreter's path, named when it has no torch)."""
         if self.kind is not TorchKind.INSTALLED:
             return self
         if installed is None:
+            target = f"the target {where}" if where else "the target"
             raise UsageError(
-                "--torch installed, but the target has no torch installed", hint="use --torch nightly|stable|VERSION, or declare --installed torch==VERSION"
+                f"--torch installed, but {target} has no torch installed",
+                hint="install the torch you keep there, or use --torch nightly|stable|VERSION, or declare --installed torch==VERSION",
             )
         return TorchChoice(text=self.text, kind=self.kind, channel=torch_channel(installed), specifier=SpecifierSet(f"=={installed}"))
 
-    def for_kept(self, installed: Version | None, *, upgrade: bool = False) -> TorchChoice:
+    def for_kept(self, installed: Version | None, *, upgrade: bool = False, where: str | None = None) -> TorchChoice:
         """The choice a plan is made with when the target has torch ``installed``: torch moves only
         when the user names the move. An exact version (``--torch 2.13.0``) or a specifier the
         installed torch does not meet names it; a channel (``nightly``, the default) with
@@ -80,7 +83,7 @@ class TorchChoice:
         is kept, on its own channel (the channel then decides nothing of torch: FlashInfer and the
         rest follow the torch kept)."""
         if installed is None or self.kind is TorchKind.INSTALLED:
-            return self.for_installed(installed)
+            return self.for_installed(installed, where=where)
         if self.kind is TorchKind.CHANNEL and upgrade:
             return self
         if self.kind is TorchKind.SPECIFIER and (upgrade or _exact(self.specifier) or not self.specifier.contains(installed, prereleases=True)):
@@ -306,7 +309,7 @@ class ResolveRequest:
     def torch_choice(self) -> TorchChoice:
         """``--torch`` as the plan is made with it: the installed torch kept unless the command
         line names a move (``TorchChoice.for_kept``)."""
-        return self.torch.for_kept(self.installed_torch, upgrade=self.moves_torch)
+        return self.torch.for_kept(self.installed_torch, upgrade=self.moves_torch, where=self.target.interpreter)
 
     @property
     def keeps_torch_by_default(self) -> bool:

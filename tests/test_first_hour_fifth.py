@@ -1,0 +1,34 @@
+"""The first hour, fifth pass (issue 52 item 7): each miss a new user met walking the guides, through
+the command line the page shows."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache")}
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run([sys.executable, "-m", "resolve_gpu_stack", *argv], capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["resolve", "--torch", "installed", "--with", "sglang"], ["install", "--dry-run"]])
+def test_a_quoted_home_path_names_the_target_the_page_means(tmp_path: Path, argv: list[str]):
+    """README and the serving guide write `--python ~/gpu/bin/python`; a newcomer who quotes it (or
+    writes `--python=~/...`, where no shell expands it) got "no such file" for a folder named `~`
+    under the current one. A leading `~` is the home folder, as the shell reads it unquoted."""
+    target = tmp_path / "home" / "gpu" / "bin" / "python"
+    target.parent.mkdir(parents=True)
+    target.symlink_to(sys.executable)
+    done = cli(tmp_path / "home", argv[0], "--python", "~/gpu/bin/python", *argv[1:], "--format", "json")
+    assert "no such file" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert str(target) in done.stdout + done.stderr  # the interpreter it read (a torch-less one: said so)
+    docs = (REPO / "README.md").read_text(encoding="utf-8") + (REPO / "docs/guides/serving-frameworks.md").read_text(encoding="utf-8")
+    assert "--python ~/gpu/bin/python" in docs  # the target the pages name
