@@ -32,3 +32,18 @@ def test_a_quoted_home_path_names_the_target_the_page_means(tmp_path: Path, argv
     assert str(target) in done.stdout + done.stderr  # the interpreter it read (a torch-less one: said so)
     docs = (REPO / "README.md").read_text(encoding="utf-8") + (REPO / "docs/guides/serving-frameworks.md").read_text(encoding="utf-8")
     assert "--python ~/gpu/bin/python" in docs  # the target the pages name
+
+
+def test_an_unreachable_index_names_the_snapshot_to_replay(tmp_path: Path):
+    """Troubleshooting's `cannot resolve HOST` section: with no network, the hint names the snapshot
+    bundled.toml lists first for PyPI's torch (2026-12-07), as the page says; a torch whose CUDA
+    could not be read says its page may not have answered, and names the same way out."""
+    indexes = [f"{name}=https://{name}.invalid/simple/" for name in ("pypi", "pytorch", "flashinfer")]
+    target = ["--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", "torch==2.15.0", *(w for i in indexes for w in ("--index", i))]
+    done = cli(tmp_path, *target, "--cuda", "cu132")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "indexes/snapshots/2026-12-07" in done.stderr, done.stderr
+    page = (REPO / "docs/guides/troubleshooting.md").read_text(encoding="utf-8")
+    assert "`2026-12-07` for PyPI's torch" in page
+    done = cli(tmp_path, *target)
+    assert done.returncode == 2 and "did not answer" in done.stderr and "--snapshot" in done.stderr, done.stderr

@@ -63,8 +63,10 @@ def _no_cuda_label(request: ResolveRequest) -> UsageError:
     if installed is not None and request.target.interpreter is None:
         return UsageError(
             f"no CUDA label: the declared torch {installed} has no +cuNNN label, and its METADATA (which pins its CUDA runtime) could not be "
-            "read: PyPI's torch page has no wheel of that release for this target, and the PyTorch index keeps torch in one folder per CUDA label",
-            hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN",
+            "read: PyPI's torch page has no wheel of that release for this target (or did not answer: see the warnings above), and the PyTorch "
+            "index keeps torch in one folder per CUDA label",
+            hint=f"pass --cuda cuNNN (a torch from PyPI pins its CUDA runtime: cuda-toolkit==13.2.2 is cu132), or declare --installed torch=={installed}+cuNNN; "
+            "with no network, replay a recorded snapshot (--snapshot DIR)",
         )
     where = f"the target {request.target.interpreter}" if request.target.interpreter else "the target"
     what = "no torch" if installed is None else f"torch {installed}, with no +cuNNN label, CUDA runtime pin or torch/version.py naming CUDA,"
