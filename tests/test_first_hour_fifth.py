@@ -47,3 +47,13 @@ def test_an_unreachable_index_names_the_snapshot_to_replay(tmp_path: Path):
     assert "`2026-12-07` for PyPI's torch" in page
     done = cli(tmp_path, *target)
     assert done.returncode == 2 and "did not answer" in done.stderr and "--snapshot" in done.stderr, done.stderr
+
+
+def test_the_installing_guide_names_every_exit_of_doctor():
+    """The installing guide said doctor exits 0 or 1; a host without the NVIDIA driver exits 5
+    (``NO_DRIVER_EXIT``, held end to end by tests/test_doctor_abi_imports.py): the page names it."""
+    from resolve_gpu_stack.env.doctor import NO_DRIVER_EXIT
+
+    page = (REPO / "docs/guides/installing.md").read_text(encoding="utf-8")
+    doctor = page[page.index("## Doctor") :]
+    assert f"; {NO_DRIVER_EXIT} when nothing failed but the host has no NVIDIA driver" in " ".join(doctor.split())
