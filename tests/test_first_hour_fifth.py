@@ -57,3 +57,24 @@ def test_the_installing_guide_names_every_exit_of_doctor():
     page = (REPO / "docs/guides/installing.md").read_text(encoding="utf-8")
     doctor = page[page.index("## Doctor") :]
     assert f"; {NO_DRIVER_EXIT} when nothing failed but the host has no NVIDIA driver" in " ".join(doctor.split())
+
+
+def test_the_readme_says_the_overrides_file_a_constraints_lock_writes(tmp_path: Path):
+    """README's `lock ... -o constraints.txt` writes overrides.txt beside it (the kept torch over a
+    framework's pin reaches uv as an override): a file the page did not name appeared."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if "-o constraints.txt" in line)
+    assert "overrides.txt" in line
+    snap = REPO / "indexes/snapshots/2026-03-07"
+    argv = ["lock", "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(snap)]
+    done = subprocess.run(
+        [sys.executable, "-m", "resolve_gpu_stack", *argv, "-o", "constraints.txt"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "overrides.txt").is_file() and "wrote overrides.txt" in done.stderr + done.stdout
