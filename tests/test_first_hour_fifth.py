@@ -78,3 +78,35 @@ def test_the_readme_says_the_overrides_file_a_constraints_lock_writes(tmp_path: 
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "overrides.txt").is_file() and "wrote overrides.txt" in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("door", [[], ["lock", "-o", "pylock.gpu.toml"]])
+def test_a_kept_nightly_under_stable_names_the_downgrade_word(tmp_path: Path, door: list[str]):
+    """The kept-torch page's table: `--torch stable` keeps an installed nightly, with a note naming the
+    move. The note said `--upgrade-package torch` moves it; a newcomer who ran that was refused (a
+    stable 2.10.0 is lower than the 2.12 nightly). The note names --allow-downgrade for that case."""
+    snap = REPO / "indexes/snapshots/2026-03-07"
+    target = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(snap)]
+    done = subprocess.run(
+        [sys.executable, "-m", "resolve_gpu_stack", *door[:1], *target, "--torch", "stable", *door[1:], "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "pylock.gpu.toml").read_text(encoding="utf-8") if door else ""  # lock -o records the plan's notes in the lock
+    said = " ".join((done.stdout + done.stderr + written).split())
+    assert "(a nightly build) is kept: --torch stable" in said and "--upgrade-package torch moves it to the newest stable build (with --allow-downgrade" in said
+    refused = subprocess.run(
+        [sys.executable, "-m", "resolve_gpu_stack", *target, "--torch", "stable", "--upgrade-package", "torch"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert refused.returncode == 1 and "would downgrade torch" in refused.stderr and "--allow-downgrade" in refused.stderr, refused.stderr

@@ -117,7 +117,11 @@ def kept_notes(request: ResolveRequest, installed: Version, offered: set[Version
     move = f"--upgrade-package torch moves it to the newest {channel} build, --torch VERSION to one you name"
     notes = []
     kept_channel = torch_channel(installed)
-    if kept_channel != channel:
+    if kept_channel != channel:  # another channel's newest may be lower than the kept build (a stable 2.11 under a 2.12 nightly)
+        move = (
+            f"--upgrade-package torch moves it to the newest {channel} build (with --allow-downgrade where that is lower than "
+            f"{installed}: torch is never taken backwards unasked), --torch VERSION to one you name"
+        )
         notes.append(f"torch {installed} (a {kept_channel} build) is kept: --torch {channel} chooses FlashInfer and the rest for it, not another torch; {move}")
     newer = max((v for v in offered if v > installed and torch_channel(v) == channel), default=None)
     if newer is not None and kept_channel == channel:
