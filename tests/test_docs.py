@@ -120,6 +120,50 @@ def test_every_failure_a_page_shows_fails_as_it_says(page: str, line: str, promi
     assert code == promised and err.strip() and "Traceback" not in err, f"{page}: `{line}` -> {code}: {err}"
 
 
+# every other line of a guide's or the README's ``sh`` block, and the test that runs it (the file, and
+# what in it runs the line): a block added without a test fails below
+OTHER_LINES = {
+    "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/resolve-gpu-stack": ("test_docs.py", "test_every_offline_command_runs"),
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest": ("test_docs.py", "the suite itself"),
+    "uv pip install --python /opt/venv/bin/python -r": ("test_wheelhouse_e2e.py", '"-r", str(out / "pylock.x86.toml")'),
+    "uv pip install -c constraints-vllm.txt --overrides overrides-vllm.txt": ("test_kept_closure.py", '"-c", str(constraints), "--overrides"'),
+    "URL=https://github.com/OWNER/resolve-gpu-stack": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "cat > .pre-commit-config.yaml": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "repos:": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "- repo: $URL": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "rev: $(git ls-remote": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "hooks:": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "- id: resolve-gpu-stack-check": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "EOF": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "pre-commit run --all-files": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
+    "python -m venv ~/gpu": ("test_install_e2e.py", "def make_venv"),
+    "~/gpu/bin/pip install torch": ("test_install_e2e.py", "def make_venv"),
+    ".venv/bin/python indexes/verify_today.py": ("test_today.py", "test_verify_today_checks_each_verdict_against_binutils"),
+    "uv init demo && cd demo": ("test_export_uv.py", "as `uv init` writes it"),
+    "uv venv && uv pip install torch": ("test_export_uv.py", 'uv(["venv"'),
+    "uv lock && uv sync": ("test_export_uv.py", '"sync"'),
+}
+
+
+def test_every_other_line_of_a_guide_block_names_the_test_that_runs_it():
+    """Lines of ``sh`` blocks that are not ``resolve-gpu-stack`` commands (venvs, uv, pre-commit,
+    the verify scripts): each has a row above, and the test file it names holds what runs it."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs" / "guides").glob("*.md")), *sorted((REPO / "docs" / "concepts").glob("*.md"))]
+    missing = []
+    for page in pages:
+        for block in re.findall(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                text = line.strip()
+                if not text or text.startswith(("#", "resolve-gpu-stack ")):
+                    continue
+                row = next((v for k, v in OTHER_LINES.items() if text.startswith(k)), None)
+                if row is None:
+                    missing.append(f"{page.relative_to(REPO)}: {text}")
+                elif row[1] != "the suite itself":
+                    assert row[1] in (REPO / "tests" / row[0]).read_text(encoding="utf-8"), row
+    assert not missing, "lines of guide blocks no test runs (add the test and its row to OTHER_LINES):\n" + "\n".join(missing)
+
+
 def test_the_offline_commands_include_the_quick_starts():
     lines = [line for _, line, _ in OFFLINE]
     assert any(line.startswith("resolve-gpu-stack --python 3.12") for line in lines)
