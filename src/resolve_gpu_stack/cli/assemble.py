@@ -373,7 +373,8 @@ def _fitting_offline_hint(exc: CrawlError, request: ResolveRequest) -> CrawlErro
     path = bundled_path()
     if not path.is_file():  # an installed tool carries no snapshots
         return exc
-    hint = offline_hint(bundled_snapshots(path), torch_origin(request.installed_torch))
+    kept = request.kept_torch  # where the kept torch was published: the snapshot of its origin
+    hint = offline_hint(bundled_snapshots(path), kept.origin if kept is not None else torch_origin(None))
     if hint is None:
         return exc
     return type(exc)(exc.url, exc.cause, hint=hint, unreachable=exc.unreachable)

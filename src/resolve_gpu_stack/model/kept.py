@@ -10,10 +10,9 @@ CUDA, index, wheel and exports from it instead of deriving them again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from .channel import torch_channel, torch_origin
@@ -22,6 +21,38 @@ from .index import IndexFile
 from .target import Target
 
 TORCH = NormalizedName("torch")
+
+
+@dataclass(frozen=True, slots=True)
+class ClosurePin:
+    """One package the kept torch pins, directly or through a pinned package's extras."""
+
+    name: NormalizedName
+    version: Version  # the version held
+    pin: str  # the requirement as its pinner wrote it: ``nvidia-cuda-runtime==13.2.86.*``
+    pinned_by: str  # ``torch 2.15.0``, ``torch 2.15.0's cuda-toolkit 13.2.2``
+    extras: frozenset[str] = frozenset()
+    found: bool = True  # its version was found (installed, or on its index) and meets the pin: held; False: not held
+    named: bool = False  # its version came from the target (installed, or on its index), not from the pin's text
+
+    def words(self) -> str:
+        """``torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
+        return f"{self.pinned_by} pins {self.version}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeptClosure:
+    """The kept torch's closure: every package it pins exactly, in the order they were met."""
+
+    torch: Version
+    pins: tuple[ClosurePin, ...] = ()
+    unread: tuple[str, ...] = ()  # what could not be followed, in words (a note each)
+
+    def get(self, name: NormalizedName) -> ClosurePin | None:
+        return next((p for p in self.pins if p.name == name), None)
+
+    def versions(self) -> dict[NormalizedName, Version]:
+        return {p.name: p.version for p in self.pins}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,8 +68,10 @@ class KeptTorch:
     ``requires_dist``: its METADATA's ``Requires-Dist`` (installed, or its wheel's).
     ``installed_at``: a probed interpreter's folder holding its distribution (its exports are read
     from its libraries there); None for a declared torch (read from ``wheel``).
-    ``closure``: the exact requirements installed with it (``"nvidia-cuda-runtime==13.2.86"``),
-    its extras expanded, held as it is (filled by ``resolver/kept.py``; () when not known).
+    ``closure``: what it pins exactly, its extras followed (``nvidia-cuda-runtime 13.2.86``), held
+    as it is: attached once per request by the resolver (``resolver/kept.py`` for a probed torch,
+    from its installed dists; ``resolver/torch_pins.py`` for a declared one, from its index, after
+    the crawl); None when not (yet) read. Every reader of the closure reads it here.
     """
 
     version: Version
@@ -46,7 +79,7 @@ class KeptTorch:
     wheel: IndexFile | None = None
     requires_dist: tuple[str, ...] = ()
     installed_at: str | None = None
-    closure: tuple[str, ...] = ()
+    closure: KeptClosure | None = None
 
     @property
     def label(self) -> CudaLabel | None:
@@ -108,13 +141,4 @@ class KeptTorch:
         return cls(version=version, cuda=cuda, requires_dist=requires_dist, installed_at=target.installed_at.get(TORCH))
 
 
-def kept_names(closure: tuple[str, ...]) -> Mapping[NormalizedName, str]:
-    """``closure``'s requirements by canonical name (``name==version`` -> ``version``)."""
-    out: dict[NormalizedName, str] = {}
-    for text in closure:
-        name, _, version = text.partition("==")
-        out[canonicalize_name(name.split("[", 1)[0].strip())] = version.strip()
-    return out
-
-
-__all__ = ["KeptTorch", "kept_names"]
+__all__ = ["ClosurePin", "KeptClosure", "KeptTorch"]

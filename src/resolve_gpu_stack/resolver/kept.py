@@ -15,11 +15,12 @@ from ..data.definitions import RouteContext
 from ..errors import CrawlError
 from ..index.finder import Finder
 from ..model import Target
+from ..model.channel import torch_origin
 from ..model.cuda import CudaLabel, TorchCuda, kept_torch_cuda
 from ..model.kept import KeptTorch
 from ..model.request import TORCH, ResolveRequest
 from ..rules.fit import TargetFit
-from .torch_pins import kept_torch_wheel
+from .torch_pins import kept_torch_wheel, probed_closure
 
 
 def kept_torch(
@@ -55,6 +56,20 @@ def kept_torch(
     return _named(replace(kept, requires_dist=found, cuda=base.cuda or kept_torch_cuda(base.version, found, target.markers)), target, cuda), ()
 
 
+def route_context(request: ResolveRequest, cuda: CudaLabel) -> RouteContext:
+    """The route context of a request's first crawl, read from its kept torch: the channel asked,
+    the plan's CUDA (``cuda``, ``torch_selection.torch_cuda``) and where the kept torch was
+    published (``KeptTorch.origin``: PyPI's pages for a release without a label). Raises as
+    ``request.torch_choice`` does for a request ``resolve`` refuses."""
+    kept = request.kept_torch
+    return RouteContext(
+        torch_channel=request.torch_choice.channel,
+        cuda=str(cuda),
+        flashinfer_channel=request.flashinfer.channel,
+        torch_from=kept.origin if kept is not None else torch_origin(None),
+    )
+
+
 def _named(kept: KeptTorch | None, target: Target, cuda: CudaLabel | None) -> KeptTorch | None:
     """``kept`` with ``--cuda`` as its CUDA where nothing else names it (a declared torch without
     label whose METADATA was not read): the user said which build it is."""
@@ -64,12 +79,25 @@ def _named(kept: KeptTorch | None, target: Target, cuda: CudaLabel | None) -> Ke
 
 
 def with_kept(request: ResolveRequest, finder: Finder, fit: TargetFit | None = None) -> ResolveRequest:
-    """``request`` with its ``KeptTorch`` made (unchanged when it has one for its torch, or no torch)."""
+    """``request`` with its ``KeptTorch`` made (unchanged when it has one for its torch, or no torch).
+    A probed torch's closure comes with it, read from the installed dists (``probed_closure``); a
+    declared torch's is attached after the crawl (``torch_pins.with_torch_pins``)."""
     installed = request.installed_torch
-    if installed is None or (request.kept is not None and request.kept.version == installed):
+    if installed is None:
         return request
+    if request.kept is not None and request.kept.version == installed:
+        return _with_probed_closure(request, request.kept)
     kept, _ = kept_torch(request.target, finder, fit, requires=request.installed_requires.get(TORCH, ()), cuda=request.cuda)
-    return request if kept is None else replace(request, kept=kept)
+    return request if kept is None else _with_probed_closure(request, kept)
 
 
-__all__ = ["kept_torch", "with_kept"]
+def _with_probed_closure(request: ResolveRequest, kept: KeptTorch) -> ResolveRequest:
+    """``request`` holding ``kept``, with its closure read from the installed dists where the target
+    says what is installed (a probed interpreter, or dists whose METADATA was read)."""
+    probed = request.target.interpreter is not None or bool(request.installed_requires.get(TORCH))
+    if probed and kept.closure is None:
+        kept = replace(kept, closure=probed_closure(request))
+    return request if kept is request.kept else replace(request, kept=kept)
+
+
+__all__ = ["kept_torch", "route_context", "with_kept"]

@@ -14,50 +14,18 @@ Pure: the METADATA and the versions come from the caller's two look-ups.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..index.parse import RequiresDist, parse_requires_dist
+from ..model.kept import ClosurePin, KeptClosure
 
 VersionOf = Callable[[NormalizedName, SpecifierSet], "Version | None"]
 """The version of NAME that SPECIFIER holds: the installed one, or the newest its index serves for the target."""
 RequiresOf = Callable[[NormalizedName, Version], "Sequence[str] | None"]
 """The Requires-Dist of NAME at VERSION (None: its METADATA could not be read)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClosurePin:
-    """One package the kept torch pins, directly or through a pinned package's extras."""
-
-    name: NormalizedName
-    version: Version  # the version held
-    pin: str  # the requirement as its pinner wrote it: ``nvidia-cuda-runtime==13.2.86.*``
-    pinned_by: str  # ``torch 2.15.0``, ``torch 2.15.0's cuda-toolkit 13.2.2``
-    extras: frozenset[str] = frozenset()
-    found: bool = True  # its version was found (installed, or on its index) and meets the pin: held; False: not held
-    named: bool = False  # its version came from the target (installed, or on its index), not from the pin's text
-
-    def words(self) -> str:
-        """``torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
-        return f"{self.pinned_by} pins {self.version}"
-
-
-@dataclass(frozen=True, slots=True)
-class KeptClosure:
-    """The kept torch's closure: every package it pins exactly, in the order they were met."""
-
-    torch: Version
-    pins: tuple[ClosurePin, ...] = ()
-    unread: tuple[str, ...] = ()  # what could not be followed, in words (a note each)
-
-    def get(self, name: NormalizedName) -> ClosurePin | None:
-        return next((p for p in self.pins if p.name == name), None)
-
-    def versions(self) -> dict[NormalizedName, Version]:
-        return {p.name: p.version for p in self.pins}
 
 
 def exact_specifier(specifier: SpecifierSet) -> bool:

@@ -36,7 +36,7 @@ from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
-from .kept import with_kept
+from .kept import route_context, with_kept
 from .kept_closure import KeptClosure, conflict_words
 from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
@@ -46,7 +46,7 @@ from .reachability import leave_out_unreachable
 from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
-from .torch_pins import probed_closure, with_torch_pins
+from .torch_pins import with_torch_pins
 from .torch_selection import TorchSelection, kept_way_out, select_torch, target_words, torch_cuda
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _resolve_on(
         request = with_kept(request, finder, fit)  # a declared torch without label: its CUDA is its METADATA's (its runtime pin)
     cuda = torch_cuda(request)
     kept = request.installed_torch
-    ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_from=torch_origin(kept))
+    ctx = route_context(request, cuda)
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     for tree in request.build_sources:  # --build 'NAME @ URL': the tree's archive is the package's only file
         finder.add_source(source_file(tree), source_metadata(tree))
@@ -118,19 +118,21 @@ def _resolve_on(
         classifier.follow(_exports_ahead(kept, own, torch, exports, AbiPolicy.of(defs.abi)))
 
     # the family follows its torch (routing.toml): PyPI's for a kept release without a label
-    origin = torch_origin(kept) if kept is not None and torch.allowed[:1] == (kept,) else torch_origin(None)
+    origin = request.kept.origin if request.kept is not None and kept is not None and torch.allowed[:1] == (kept,) else torch_origin(None)
     ctx = RouteContext(
         torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series, torch_from=origin
     )
     floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
     keeps = kept is not None and torch.allowed == (kept,)  # the plan keeps the torch: its closure with it
-    probed = probed_closure(request) if keeps and request.target.interpreter is not None else None
+    probed = request.kept.closure if keeps and request.kept is not None and request.target.interpreter is not None else None
     w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed, sdist_metadata=sdist_metadata)
-    pinned, closure, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in
+    pinned, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in; the closure on request.kept
+    moved = pinned.target is not request.target  # a declared torch's closure taken as installed
+    request = pinned
+    closure = request.kept.closure if keeps and request.kept is not None else None  # the one closure every step below reads
     if not keeps:
-        pin_notes = pin_notes[:1] if pinned is not request else []  # what was taken as installed; the closure is not held
-    if pinned is not request:  # a declared torch's closure came with it: the same pages, candidates rebuilt
-        request = pinned
+        pin_notes = pin_notes[:1] if moved else []  # what was taken as installed; the closure is not held
+    if moved:  # a declared torch's closure came with it: the same pages, candidates rebuilt
         w = _wire(
             request,
             defs,
@@ -142,16 +144,14 @@ def _resolve_on(
             classifier,
             fit=fit,
             previous=w.factory,
-            closure=closure if keeps else None,
+            closure=closure,
             sdist_metadata=sdist_metadata,
         )
     factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
-    result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure if keeps else None)
+    result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure)
     named = [r for r in requirements if r.parent == WITH_PARENT]
     if walked := walkback.walk_backs(named, result.mapping, factory, w.policy, defs.pytorch_family):  # no walk-back without the user's word
-        raise walkback.refuse(
-            walked, functools.partial(_why_not_newest, w, requirements, flashinfer, closure if keeps else None), auto_torch_override=request.auto_torch_override
-        )
+        raise walkback.refuse(walked, functools.partial(_why_not_newest, w, requirements, flashinfer, closure), auto_torch_override=request.auto_torch_override)
 
     abi_torch = _abi_torch(result.mapping, torch, exports, own)
     facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
@@ -176,7 +176,7 @@ def _resolve_on(
         facts=facts,
         offers=factory.offers,
         kept_wheel=own,
-        closure=closure if keeps else None,
+        closure=closure,
     )
     return _checked(build_plan(result, plan_ctx, notes), defs, request, None if request.allow_downgrade else torch.installed)
 

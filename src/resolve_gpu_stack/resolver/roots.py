@@ -20,9 +20,9 @@ from dataclasses import replace
 from ..data.definitions import Definitions, RouteContext
 from ..errors import ResolveGpuStackError
 from ..index.finder import Finder
-from ..model.channel import torch_origin
 from ..model.request import TORCH, ResolveRequest, TorchKind
 from ..rules.versions import torch_series
+from .kept import route_context
 from .torch_selection import torch_cuda
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,8 @@ def keeps_pypis_torch(request: ResolveRequest) -> bool:
     """Whether ``request`` keeps PyPI's torch with ``--torch installed`` (a release without a local
     label): it installs no torch, so the PyTorch index is not asked for one (its own release, on
     PyPI's page, is what the selection checks the target against)."""
-    kept = request.installed_torch
-    return kept is not None and request.torch_choice.kind is TorchKind.INSTALLED and torch_origin(kept) == "pypi"
+    kept = request.kept_torch
+    return kept is not None and request.torch_choice.kind is TorchKind.INSTALLED and kept.origin == "pypi"
 
 
 def first_round(request: ResolveRequest, components: Sequence[str], ctx: RouteContext) -> tuple[list[str], RouteContext]:
@@ -57,11 +57,9 @@ def known_first_round(request: ResolveRequest, defs: Definitions) -> tuple[list[
     if request.build_sources or not cuda_known:
         return None
     try:
-        choice = request.torch_choice
-        cuda = torch_cuda(request)
+        ctx = route_context(request, torch_cuda(request))
     except (ResolveGpuStackError, ValueError):
         return None
-    ctx = RouteContext(torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_from=torch_origin(installed))
     components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
     return first_round(request, components, ctx)
 

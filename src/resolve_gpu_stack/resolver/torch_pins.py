@@ -30,28 +30,28 @@ from ..rules.fit import TargetFit
 from .kept_closure import KeptClosure, read_closure
 
 
-def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> tuple[ResolveRequest, KeptClosure | None, list[str]]:
-    """``request`` with its declared target's installed set holding the kept torch's closure
-    (``kept_closure``: what torch pins exactly, through the extras it asks for), that closure, and a
-    note for what was taken as installed and each pin that could not be followed. A real
-    interpreter's closure is read from its installed dists (``probed_closure``); None without an
-    installed torch or when that torch's wheel is not on the index."""
+def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> tuple[ResolveRequest, list[str]]:
+    """``request`` with its kept torch's closure attached (``KeptTorch.closure``: what torch pins
+    exactly, through the extras it asks for) and, for a declared target, its installed set holding
+    that closure; a note for what was taken as installed and each pin that could not be followed.
+    A real interpreter's closure came with its ``KeptTorch`` (``resolver/kept.py``, from its
+    installed dists); a declared one is read here, once, from the index. The closure stays None
+    without an installed torch or when that torch's wheel is not on the index."""
     installed = request.installed_torch
     target = request.target
-    if installed is None:
-        return request, None, []
+    kept = request.kept
+    if installed is None or kept is None or kept.version != installed:
+        return request, []
     if target.interpreter is not None or request.installed_requires.get(TORCH):
-        closure = probed_closure(request)
-        return request, closure, list(closure.unread) if closure is not None else []
+        return request, list(kept.closure.unread) if kept.closure is not None else []
     wheel = kept_torch_wheel(finder, ctx, fit, installed)
     if wheel is None:
-        return request, None, []
+        return request, []
     try:
         requires = finder.metadata(wheel).requires_dist
     except CrawlError as err:
         return (
             request,
-            None,
             [f"the METADATA of the installed torch {installed} could not be read ({err.cause}): only what --installed names is taken as installed"],
         )
     closure = read_closure(
@@ -62,13 +62,14 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, 
         requires_of=lambda name, version: _requires_on_index(finder, ctx, fit, name, version),
         parse=finder.requires_dist,
     )
+    request = replace(request, kept=replace(kept, closure=closure))
     added = {pin.name: pin.version for pin in closure.pins if pin.name not in target.installed}
     notes = list(closure.unread)
     if not added:
-        return request, closure, notes
+        return request, notes
     listed = closure_words(closure, added)
     note = f"taken as installed (kept) with torch {installed}, which pins them exactly: {listed}"
-    return replace(request, target=replace(target, installed={**target.installed, **added})), closure, [note, *notes]
+    return replace(request, target=replace(target, installed={**target.installed, **added})), [note, *notes]
 
 
 def probed_closure(request: ResolveRequest) -> KeptClosure | None:
