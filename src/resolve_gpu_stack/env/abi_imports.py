@@ -152,7 +152,11 @@ def _installed_abi(dist: InstalledDistribution, defs: Definitions) -> tuple[Whee
     if majors:
         # twins per CUDA major (``torch_memory_saver_hook_mode_preload_cu12`` / ``_cu13``) are told
         # apart by their members, as rules.abi does for the wheel: the build for torch's major decides
-        return WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", members=tuple(cuda_only), cuda_majors=tuple(sorted(majors))), tuple(names), ()
+        return (
+            WheelAbi(kind=CUDA, why="installed shared objects need a CUDA runtime", members=tuple(cuda_only), cuda_majors=tuple(sorted(majors))),
+            tuple(names),
+            (),
+        )
     return None, (), ()
 
 

@@ -84,8 +84,9 @@ def _resolve(
     try:
         return _resolve_on(request, finder, defs, classifier, exports, sdist_metadata)
     except NoPlanError as err:
-        if request.keeps_torch_by_default and kept_way_out(request) not in err.reasons:
-            err.reasons.append(kept_way_out(request))
+        way = kept_way_out(request)
+        if request.keeps_torch_by_default and way not in (err.hint or ""):  # a way out, not a reason: with the hint's
+            err.hint = f"{err.hint}\n  {way}" if err.hint else way
         raise
 
 
