@@ -143,3 +143,27 @@ def test_installed_builds_per_cuda_major_are_judged_as_the_wheel_is(tmp_path, uv
     assert verdicts["saver"] is not None and verdicts["saver"].refusal is None, verdicts["saver"]
     assert "the CUDA 13 ones decide" in (verdicts["saver"].note or ""), verdicts["saver"]
     assert verdicts["oldsaver"] is not None and "needs CUDA 12" in (verdicts["oldsaver"].refusal or ""), verdicts["oldsaver"]
+
+
+def test_imports_share_one_interpreter_and_a_failure_is_checked_alone(tmp_path, uv_env):
+    """doctor imports every torch-bound package in one interpreter (torch loaded once), and gives a
+    package that failed there, or that the interpreter never reached (a crash), one of its own: the
+    crash is the crasher's alone, the packages after it still import, and an ordinary import error
+    is the failing package's own (read again alone)."""
+    from resolve_gpu_stack.env.abi_imports import AbiPackage
+
+    wheels = tmp_path / "w"
+    crasher = build_wheel(wheels, "crasher", "1.0", files={"crasher/__init__.py": b"import os\nos._exit(3)\n"})
+    fine = build_wheel(wheels, "fine", "1.0", files={"fine/__init__.py": b""})
+    broken = build_wheel(wheels, "broken", "1.0", files={"broken/__init__.py": b"import not_there_at_all\n"})
+    python = make_venv(tmp_path / "venv", uv_env)
+    paths = [str(w.path) for w in (crasher, fine, broken)]
+    subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", *paths], check=True, env=uv_env)
+
+    def pkg(name: str) -> AbiPackage:
+        return AbiPackage(name=name, version="1.0", why="test", modules=(name,))
+
+    got = {o.package: o.error for o in import_packages(python, [pkg("broken"), pkg("crasher"), pkg("fine")], uv_env, timeout=60)}
+    assert "exited with status 3" in (got["crasher 1.0"] or ""), got
+    assert got["fine 1.0"] is None, got  # never reached in the shared interpreter: imported alone
+    assert "No module named 'not_there_at_all'" in (got["broken 1.0"] or ""), got

@@ -94,6 +94,8 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
 
 
 def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
     from ..data.definitions import load_definitions
     from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
     from ..env.buildmachine import has_cuda_driver
@@ -119,17 +121,21 @@ def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> i
     apis: tuple[str, ...] = S.parse({"require_api": settings.typed.raw_of("require_api")})["require_api"]
     environment = inspect_environment(python)
     defs = load_definitions()
-    import_result = probe_import(python, env, timeout, apis, defs) if needs_import(environment, defs) else None
-    # every installed compiled package against the installed torch from its symbols first: one that
-    # cannot run is not imported (importing a mismatched extension can crash the interpreter)
-    abi_symbols = static_verdicts(environment, defs)
-    refused = {v.name for v in abi_symbols if v.verdict.refusal is not None}
-    bound = [p for p in torch_abi_packages(environment, defs) if p.name not in refused]
-    # a host without the NVIDIA driver (a build or CI machine): what needs libcuda is judged from its
-    # symbols (above) and not imported: its import could only fail, on the driver, after seconds each
-    driver = has_cuda_driver()
-    not_imported = [f"{p.name} {p.version}" for p in bound if p.needs_driver is not None and not driver]
-    abi_imports = import_packages(python, [p for p in bound if f"{p.name} {p.version}" not in not_imported], env, timeout=timeout)
+    # flashinfer's import probe runs in its own interpreter beside the rest (each takes seconds:
+    # on the live SGLang stack 8 s for flashinfer, 12 s for sglang's imports)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="doctor-flashinfer-import") as pool:
+        flashinfer = pool.submit(probe_import, python, env, timeout, apis, defs) if needs_import(environment, defs) else None
+        # every installed compiled package against the installed torch from its symbols first: one that
+        # cannot run is not imported (importing a mismatched extension can crash the interpreter)
+        abi_symbols = static_verdicts(environment, defs)
+        refused = {v.name for v in abi_symbols if v.verdict.refusal is not None}
+        bound = [p for p in torch_abi_packages(environment, defs) if p.name not in refused]
+        # a host without the NVIDIA driver (a build or CI machine): what needs libcuda is judged from its
+        # symbols (above) and not imported: its import could only fail, on the driver, after seconds each
+        driver = has_cuda_driver()
+        not_imported = [f"{p.name} {p.version}" for p in bound if p.needs_driver is not None and not driver]
+        abi_imports = import_packages(python, [p for p in bound if f"{p.name} {p.version}" not in not_imported], env, timeout=timeout)
+        import_result = flashinfer.result() if flashinfer is not None else None
     checks = run_checks(
         environment,
         defs,
