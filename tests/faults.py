@@ -35,7 +35,8 @@ NEW_NIGHTLY = "2.12.0.dev20260307+cu130"
 TORCH_FILE = f"torch-{NEW_NIGHTLY}-cp312-cp312-manylinux_2_28_x86_64.whl"
 # The installed torch is an older nightly, and the word to move it is given: the plan upgrades it,
 # so the lock downloads the new one.
-TARGET = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={OLD_NIGHTLY}", "--upgrade-package", "torch"]
+LISTING = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={OLD_NIGHTLY}"]  # candidates, inspect: the target only
+TARGET = [*LISTING, "--upgrade-package", "torch"]  # the stories move the older nightly, by name
 
 
 @dataclass(frozen=True)

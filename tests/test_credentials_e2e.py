@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from faults import TARGET, run_cli, story_run
+from faults import LISTING, TARGET, run_cli, story_run
 from server import IndexServer
 
 USER = "alice"
@@ -87,7 +87,9 @@ def test_token_never_leaks_from_resolve_lock_check_snapshot(tmp_path: Path, caps
         step("lock", *common, "-o", str(out_dir / "pylock.x.toml"), "-o", str(out_dir / "constraints.txt"))
         step("check", str(out_dir / "pylock.x.toml"), str(out_dir / "constraints.txt"))
         step("snapshot", *common, "--output", str(tmp_path / "run" / "snap"), "--format", "json")
-        step("candidates", "flashinfer-jit-cache", *[a for a in common if a != "--verbose"], "--format", "json")
+        # candidates lists one package's builds for the target's torch: no resolve flags (--verbose, --upgrade-package)
+        listing = [*LISTING, *index, "--cache-dir", str(run.cache)]
+        step("candidates", "flashinfer-jit-cache", *listing, "--format", "json")
         assert (out_dir / "pylock.x.toml").is_file() and (tmp_path / "run" / "snap" / "manifest.json").is_file()
         # the token did reach the server, on every request
         assert run.srv.log and all(h.get("Authorization") == "Basic " + secrets()[1].decode() for _, _, h in run.srv.log)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from faults import TARGET, StoryRun, index_flags, run_cli
+from faults import LISTING, TARGET, StoryRun, index_flags, run_cli
 from hostile import ESC_REASON, HostileRelay, TlsProxy
 from server import IndexServer
 from stack_world import build_story_world
@@ -85,7 +85,8 @@ def test_a_reason_phrase_with_escape_sequences_is_shown_escaped(tmp_path: Path, 
             assert raw not in err and raw not in out
         assert "418 \\x1b[32mok\\x1b[0m\\x1b]0;pwned\\x07\\x00" in err
         for command in ("resolve", "candidates"):
-            argv = [command, *(["torch"] if command == "candidates" else []), *TARGET, *index_flags(relay.url), "--cache-dir", str(run.cache)]
+            target = LISTING if command == "candidates" else TARGET  # candidates lists builds: no --upgrade-package
+            argv = [command, *(["torch"] if command == "candidates" else []), *target, *index_flags(relay.url), "--cache-dir", str(run.cache)]
             for fmt in ("json", "table"):
                 rc, out, err = run_cli(capsys, *argv, "--format", fmt)
                 assert rc == 3, (command, fmt, err)

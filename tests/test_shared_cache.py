@@ -28,7 +28,17 @@ pytestmark = [
 ]
 
 PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
-DECLARED = ["--python", PYTHON_VERSION, "--platform", f"{platform.machine()}-manylinux_2_28", "--installed", f"torch=={test_install.OLDER}"]
+# the older nightly moved to the newest by name (the plan downloads the new torch's wheel to hash it)
+DECLARED = [
+    "--python",
+    PYTHON_VERSION,
+    "--platform",
+    f"{platform.machine()}-manylinux_2_28",
+    "--installed",
+    f"torch=={test_install.OLDER}",
+    "--upgrade-package",
+    "torch",
+]
 
 
 def program_env(tmp_path: Path) -> dict[str, str]:
