@@ -89,23 +89,13 @@ def sdist_metadata_of(
         from ..env.build import cached_source_metadata, source_metadata
         from ..errors import BuildError
         from ..model import WheelMetadata
-        from ..net.download import fetch_verified
         from .buildenv import build_context
 
         plan = _kept_torch_plan(request, file.name)
         known = cached_source_metadata(session.wheel_cache(), file.sha256, plan) if file.sha256 else None  # asked before: nothing made
         if known is None:
             with build_context(options, env, session, plan, defs, environment=environment) as ctx:
-                fetched = fetch_verified(
-                    file.url,
-                    sha256=file.sha256,
-                    size=file.size,
-                    cache=ctx.cache,
-                    fetcher=ctx.fetcher,
-                    filename=file.filename,
-                    progress=ctx.downloads,
-                    offline=ctx.offline,
-                )
+                fetched = ctx.fetch(file.url, sha256=file.sha256, size=file.size, filename=file.filename)
                 known = source_metadata(file.name, fetched.path, fetched.sha256, plan, ctx)
         version, requires, requires_python = known
         if version != file.version:

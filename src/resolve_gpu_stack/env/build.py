@@ -200,6 +200,12 @@ class BuildContext:
     say: Callable[[str], None] | None = None  # a note or warning for the user (stderr)
     deadline: float | None = DEFAULT_DEADLINE  # seconds one build may run (--build-timeout); None: no deadline
 
+    def fetch(self, url: str, *, sha256: str | None, size: int | None, filename: str | None) -> FetchedWheel:
+        """A file this context's builds need (an sdist), fetched into its cache and verified."""
+        return fetch_verified(
+            url, sha256=sha256, size=size, cache=self.cache, fetcher=self.fetcher, filename=filename, progress=self.downloads, offline=self.offline
+        )
+
 
 def pending(plan: LockPlan) -> list[LockedPackage]:
     """The plan's build rows that have no wheel yet."""
@@ -245,16 +251,7 @@ def build_one(pkg: LockedPackage, plan: LockPlan, ctx: BuildContext) -> LockedPa
     if sdist.origin is not None:  # a source tree (--build 'NAME @ URL')
         fetched = _source_archive(pkg.name, pkg.version, sdist, ctx)
     else:
-        fetched = fetch_verified(
-            sdist.url,
-            sha256=sdist.sha256,
-            size=sdist.size,
-            cache=ctx.cache,
-            fetcher=ctx.fetcher,
-            filename=sdist.filename,
-            progress=ctx.downloads,
-            offline=ctx.offline,
-        )
+        fetched = ctx.fetch(sdist.url, sha256=sdist.sha256, size=sdist.size, filename=sdist.filename)
     inputs = build_inputs(pkg, plan, ctx, fetched.sha256)
     hit = _cached(ctx.cache, inputs)
     if hit is not None:
