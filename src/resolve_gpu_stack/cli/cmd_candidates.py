@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.",
     )
     p.add_argument("package")
-    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer", "exclude_newer"], help=_HELP)
+    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer", "exclude_newer", "wheel_variants", "gpus"], help=_HELP)
     O.add_index_flags(p)
     O.add_output_flags(p)
 
@@ -52,9 +52,9 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
 
     # through the settings table, as every command (a bad --cuda is a usage error); the target
     # settings go to target_of, which also takes an interpreter path
-    mine = ("torch", "flashinfer", "cuda", "exclude_newer")
+    mine = ("torch", "flashinfer", "cuda", "exclude_newer", "wheel_variants", "gpus")
     values = {**S.defaults(), **S.parse({k: v for k, v in settings.typed.raw.items() if k in mine})}
-    torch, flashinfer, cuda, exclude_newer = (values[k] for k in mine)
+    torch, flashinfer, cuda, exclude_newer, wheel_variants, gpus = (values[k] for k in mine)
     defs = common.definitions(settings.sources, env)
     target, installed_requires = common.target_of(settings.typed, env)
     torch_channel = torch.for_kept(target.installed.get(TORCH)).channel  # an installed torch is kept: the rest follow its channel
@@ -78,6 +78,7 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
             verdict=verdict,
             exclude_newer=exclude_newer,
             kept=kept,
+            variant_gpus=tuple(gpus) if wheel_variants else None,
         )
     print_candidates(rows, visits, common.output_format(settings.output), sys.stdout, package=settings.package)
     return 0

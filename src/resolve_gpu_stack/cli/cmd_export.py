@@ -78,6 +78,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
 
 def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> int:
     from ..data.toml import read_text
+    from ..index.variants import variant_refusal
     from ..lock.files import write_texts
     from ..lock.uvproject import apply_tables, parse_project, uv_tables
 
@@ -92,6 +93,9 @@ def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> i
     before = read_text(path, error=UsageError)
     parse_project(before, common.shown(path))  # a broken pyproject fails before anything is resolved
     targets, command, defs = _plans(config, settings, env, session) if config is not None else _flags_plan(settings, env, session)
+    refusal = variant_refusal(((p.name, p.filename) for t in targets for p in t.plan.packages), doing="export uv")
+    if refusal is not None:  # uv would resolve the export itself, and cannot install a variant wheel: nothing is written
+        raise refusal
     applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
     quiet = settings.output.quiet
     if not quiet:

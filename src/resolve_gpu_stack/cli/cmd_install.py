@@ -109,6 +109,7 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
         return run_lock(settings, env, session)
     from ..env.install import preview_plan
     from ..env.probe import start_probe
+    from ..index.variants import variant_refusal
     from ..model import Action
 
     _check_output_flag(settings)
@@ -124,7 +125,10 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
         probe.close()
     plan = _gate_installed(plan, defs, probe.result())
     cache = session.wheel_cache()
+    refusal = variant_refusal(((p.name, p.filename) for p in plan.packages if p.action is not Action.KEEP), doing="install")
     if settings.dry_run:
+        if refusal is not None:  # the plan is shown; the install itself would stop here
+            O.say(f"warning: install (not a dry run) will refuse this plan: {refusal}")
         emit_report(settings.output, preview_plan(plan, python=python, wheel_cache=cache))
         if not settings.output.quiet and any(p.action is Action.BUILD for p in plan.packages):
             from .building import build_needs  # what each build needs: toolkit, archs, jobs, memory
@@ -132,6 +136,8 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
             for line in build_needs(settings.uv, env, plan, python=python):
                 O.say(line)
         return 0
+    if refusal is not None:  # uv cannot install a variant wheel: stopped before anything is downloaded or changed
+        raise refusal
     snapshot = settings.sources.snapshot
     if snapshot is not None:  # before any download: no wheel matches a stand-in digest (it was: downloaded, then an integrity error)
         from .downloads import refuse_synthetic

@@ -268,6 +268,8 @@ def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
             "why_not": r.why_not,
             "abi": r.abi,
             "built_for": r.built_for,
+            "variant": r.variant,
+            "variant_properties": r.variant_properties,
         }
         for r in rows
     ]
@@ -286,6 +288,13 @@ _CANDIDATE_COLUMNS = (
     Column("built for", drop=1),
     Column("fits"),
 )
+
+
+def _variant_words(r: CandidateRow) -> str:
+    """A variant wheel's label and properties, for the table's "built for" column."""
+    if r.variant is None:
+        return ""
+    return f"variant {r.variant}" + (f": {r.variant_properties}" if r.variant_properties else "")
 
 
 def _short_hash(digest: str) -> str:
@@ -318,7 +327,7 @@ def print_candidates(rows: list[CandidateRow], visits: list[PageVisit], fmt: str
                 r.index,
                 digest(r.sha256) if r.sha256 else (f"no hash (metadata sha256 {digest(r.metadata_sha256)})" if r.metadata_sha256 else "no hash"),
                 f"{r.size:,}" if r.size else "",
-                escape(r.built_for or ""),
+                escape(r.built_for or _variant_words(r)),
                 ("yes" if r.fits else escape(f"no: {r.why_not}")) + (escape(f" ({r.abi})") if r.abi else ""),
             )
             for r in rows

@@ -476,6 +476,17 @@ SETTINGS: tuple[Setting, ...] = (
         help="only files uploaded on or before this day (UTC, PEP 700 upload times); a page without upload times is said, not cut",
     ),
     Setting(
+        name="wheel_variants",
+        kind="bool",
+        default=False,
+        flag="--wheel-variants",
+        key="wheel-variants",
+        group=RESOLVE_GROUP,
+        help="judge variant wheels (PEP 817/825/850, drafts) by their release's variants.json against the target's CUDA, "
+        "--gpu set and kept torch, and plan the most specific that matches (off: a plain wheel is planned); uv cannot "
+        "install one, so install, export uv and a lock refuse a plan holding one (docs/reference/wheel-variants.md)",
+    ),
+    Setting(
         name="gpus",
         kind="list",
         default=(),

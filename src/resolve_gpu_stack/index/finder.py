@@ -21,7 +21,7 @@ from ..data.definitions import Definitions, IndexDefinition, PageLocation, Route
 from ..errors import CrawlError
 from ..model import IndexFile, PageResponse, ParsedPage, WheelMetadata
 from .parse import ParseMemo, RequiresDist, RowFilter, is_json_page, parse_metadata, parse_page
-from .variants import SET_ASIDE
+from .variants import Properties, VariantsJsonError, read_variants_json
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,7 @@ class Finder:
         # (page URL, file names or a wheel tag filter) -> the rows of it they keep (``listed``, ``offers``)
         self._subsets: dict[tuple[str, tuple[str, frozenset[str] | tuple[frozenset[Tag], bool]]], ParsedPage | None] = {}
         self._sources: dict[NormalizedName, IndexFile] = {}  # --build 'NAME @ URL': the tree's archive, the package's only file
+        self._variant_docs: dict[tuple[str, str], dict[str, Properties] | str] = {}  # (variants.json URL, sha256) -> labels' properties, or why not
 
     def add_source(self, file: IndexFile, metadata: WheelMetadata) -> None:
         """A source tree fetched at the edge (``--build 'NAME @ URL'``): from now on the only file
@@ -339,7 +340,8 @@ class Finder:
                 log.warning("%s: %s (the kept %s %s is known only as declared)", loc.url, exc.cause, wanted, version)
                 continue
             if parsed is not None:
-                out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version]
+                # a variant wheel is not the kept release as installed (its label is a build of its own)
+                out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version and o.file.variant is None]
         return out
 
     def unread_pages(self) -> tuple[str, ...]:
@@ -425,7 +427,7 @@ class Finder:
         offers: list[Offer] = []
         refused: list[str] = []
         hosts: dict[str, bool] = {}  # origin -> allowed (a page's files share one or two)
-        for f in parsed.files:
+        for f in (*parsed.files, *parsed.variants):
             if f.name != wanted:
                 if f.is_wheel:  # an sdist name is ambiguous ("mpmath-all-0.17.tar.gz"); a wheel's is not
                     refused.append(f"{f.filename}: names package {f.name!r}, not {wanted!r}; ignored")
@@ -451,6 +453,46 @@ class Finder:
             if parsed is not None:
                 out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.filename in only]
         return out
+
+    # -- wheel variants (PEP 825, a draft) ----------------------------------------------------
+    def variant_properties(self, file: IndexFile) -> Properties | str:
+        """The properties of the variant wheel ``file`` by its release's ``variants.json`` (the one
+        its page links), or why they cannot be known: no variants.json linked, none with a sha256,
+        one that cannot be read, does not match its sha256, is not PEP 825's shape, or does not
+        list the label. Each variants.json is read once (a few hundred bytes)."""
+        ref = file.variant
+        if ref is None:
+            return f"{file.filename} is not a variant wheel"
+        meta = f"{file.name}-{file.version}-variants.json"
+        if ref.json_url is None:
+            return f"its release links no {meta} (PEP 825): its properties are not known"
+        if ref.json_sha256 is None:
+            return f"{meta} is linked without a sha256: not trusted"
+        key = (ref.json_url, ref.json_sha256)
+        doc = self._variant_docs.get(key)
+        if doc is None:
+            doc = self._variant_docs[key] = self._read_variants_json(ref.json_url, ref.json_sha256, meta, file.index)
+        if isinstance(doc, str):
+            return doc
+        props = doc.get(ref.label)
+        if props is None:
+            return f"{meta} does not list the label {ref.label!r}"
+        return props
+
+    def _read_variants_json(self, url: str, sha256: str, meta: str, index: str) -> dict[str, Properties] | str:
+        try:
+            answer = self.fetcher.fetch_pages([url], index=self.definitions.indexes[index]).get(url)
+        except CrawlError as exc:
+            return f"{meta} could not be read: {exc.cause}"
+        if answer is None or answer.page is None:
+            return f"{meta} is linked but not served (404)"
+        got = hashlib.sha256(answer.page.content).hexdigest()
+        if got != sha256:
+            return f"{meta} does not match the sha256 its page gives (got {got[:12]}..., expected {sha256[:12]}...): not trusted"
+        try:
+            return read_variants_json(answer.page.content)
+        except VariantsJsonError as exc:
+            return f"{meta} is not PEP 825's shape: {exc}"
 
     # -- metadata ----------------------------------------------------------------------------
     def prefetch_metadata(self, files: Iterable[IndexFile]) -> None:
@@ -527,9 +569,6 @@ def _except(files: Mapping[str, IndexFile], urls: Sequence[str]) -> list[IndexFi
 
 
 def _log_skipped(loc: PageLocation, parsed: ParsedPage) -> None:
-    variants = sum(1 for w in parsed.warnings if w.endswith(SET_ASIDE) and ": a variant wheel (" in w)
-    if variants:  # said, not only logged: a release may be passed over for them
-        log.warning("%s: %d variant wheel%s (PEP 825, a draft) %s; the plain wheels are planned", loc.url, variants, "s" * (variants != 1), SET_ASIDE)
     if parsed.warnings:
         more = len(parsed.warnings) - 1
         log.info("%s: %s%s", loc.url, parsed.warnings[0], f" (and {more} more link{'s' * (more != 1)} skipped)" if more else "")

@@ -25,7 +25,7 @@ import codecs
 import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
@@ -45,12 +45,12 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from ..errors import CrawlError
-from ..model import IndexFile, IndexPage, ParsedPage, WheelMetadata
+from ..model import IndexFile, IndexPage, ParsedPage, VariantRef, WheelMetadata
 from . import htmlfast
 from .coremeta import core_metadata_fields
 from .pagejoin import UNSAFE_CHARS, join, redact
 from .pagejoin import join_redacted as _join_redact
-from .variants import set_aside, variant_wheel
+from .variants import is_variants_json, variant_wheel, variants_json_release
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 MAX_METADATA_BYTES = 5 * 1024 * 1024
@@ -247,7 +247,7 @@ class RowFilter:
         if filename is None:
             return False
         if not filename.endswith(".whl"):
-            return not self.sdists and _file_kind(filename) is not None
+            return not self.sdists and _file_kind(filename) is not None and not is_variants_json(filename)
         parts = filename[:-4].split("-")
         if len(parts) not in (5, 6) or self._fits("-".join(parts[-3:])):
             return False
@@ -317,6 +317,8 @@ class _Context:
         # parsed once per page (see _join_redacted and _filename).
         self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
         self.names: dict[tuple[str, str], tuple[NormalizedName, Version]] = {}  # wheel name and version parts
+        # PEP 825: each release's {name}-{version}-variants.json linked here -> (its URL, its sha256)
+        self.variants_json: dict[tuple[NormalizedName, Version], tuple[str, str | None]] = {}
 
     def warn(self, line: str) -> None:
         if len(self.lines) < MAX_WARNINGS:
@@ -457,9 +459,11 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
     base = redact(join(ctx.url, collector.base) or ctx.url) if collector.base else ctx.url
     files, subdirs = _anchors_read(collector.anchors, base, ctx)
     title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
+    plain, variants = _split_variants(dict.fromkeys(files), ctx)
     return ParsedPage(
         url=ctx.url,
-        files=tuple(dict.fromkeys(files)),
+        files=plain,
+        variants=variants,
         subdirs=tuple(dict.fromkeys(subdirs)),
         warnings=ctx.warnings(),
         title=" ".join("".join(title_parts).split()) or None,
@@ -544,7 +548,10 @@ def _read_anchor(a: _Anchor, base: str, ctx: _Context) -> IndexFile | str | None
             return _subdir(ctx.url, link.partition("?")[0])  # slash-less directory ("torch2.5")
         filename, kind = text, "dist"  # e.g. /download?id=3 with the filename as the link text
     if kind != "dist":
-        ctx.warn(set_aside(filename) or f"{_clip(filename)}: not a wheel or sdist; skipped")
+        if is_variants_json(filename):
+            _remember_variants_json(filename, link, _fragment_sha256(fragment), ctx)
+        else:
+            ctx.warn(f"{_clip(filename)}: not a wheel or sdist; skipped")
         return None
     return _html_file(a, filename, link, fragment, ctx)
 
@@ -568,9 +575,9 @@ def _subdir(page_url: str, link: str) -> str | None:
 
 def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Context) -> IndexFile | None:
     try:
-        name, version, tags, is_wheel = _filename(filename, ctx)
+        name, version, tags, is_wheel, variant = _dist_filename(filename, ctx)
     except ValueError as exc:
-        ctx.warn(set_aside(filename) or f"{exc}; skipped")
+        ctx.warn(f"{exc}; skipped")
         return None
     attrs = a.attrs
     digest = _fragment_sha256(fragment)
@@ -590,6 +597,7 @@ def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Contex
         has_metadata=has_metadata,
         upload_time=(attrs.get("data-upload-time") or "").strip() or None,
         untested=_is_untested(attrs, a.tail),
+        variant=variant,
     )
 
 
@@ -625,9 +633,11 @@ def _parse_json(text: str, ctx: _Context) -> ParsedPage:
         )
     found = (_json_file(entry, i, ctx) for i, entry in _json_rows(data, ctx.only, ctx.keep))
     status = data.project_status if isinstance(data.project_status, dict) else {}
+    plain, variants = _split_variants(dict.fromkeys(f for f in found if f is not None), ctx)
     return ParsedPage(
         url=ctx.url,
-        files=tuple(dict.fromkeys(f for f in found if f is not None)),
+        files=plain,
+        variants=variants,
         warnings=ctx.warnings(),
         title=_json_text(data.name),
         status=_status(_json_text(status.get("status"))),
@@ -736,16 +746,19 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     if located is None:
         return None
     entry, filename, joined = located
-    try:
-        name, version, tags, is_wheel = _filename(filename, ctx)
-    except ValueError as exc:
-        ctx.warn(set_aside(filename) or f"{exc}; skipped")
-        return None
     link, _, fragment = joined.partition("#")
     hashes = entry.get("hashes")
     digest = hashes.get("sha256") if isinstance(hashes, dict) else None
     if digest is None:
         digest = _fragment_sha256(fragment)
+    if is_variants_json(filename):
+        _remember_variants_json(filename, link, digest if isinstance(digest, str) else None, ctx)
+        return None
+    try:
+        name, version, tags, is_wheel, variant = _dist_filename(filename, ctx)
+    except ValueError as exc:
+        ctx.warn(f"{exc}; skipped")
+        return None
     has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
     size, requires_python = entry.get("size"), entry.get("requires-python")
     return IndexFile(
@@ -763,6 +776,7 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         metadata_sha256=metadata_sha256,
         has_metadata=has_metadata,
         upload_time=_json_text(entry.get("upload-time")),
+        variant=variant,
     )
 
 
@@ -830,6 +844,41 @@ def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, fr
     if plain and is_wheel:
         tags = _remember(filename, name, version, tags, ctx)
     return name, version, tags, is_wheel
+
+
+def _dist_filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool, VariantRef | None]:
+    """``_filename``, or a variant wheel's parts (PEP 825: one part more, its label) with its
+    label; ``ValueError`` for a name that is neither."""
+    try:
+        return (*_filename(filename, ctx), None)
+    except ValueError:
+        found = variant_wheel(filename)
+        if found is None:
+            raise
+        return found.name, found.version, found.tags, True, VariantRef(label=found.label)
+
+
+def _remember_variants_json(filename: str, link: str, sha256: str | None, ctx: _Context) -> None:
+    """A release's ``variants.json`` linked on this page, for its variant wheels (``_split_variants``)."""
+    release = variants_json_release(filename)
+    if release is None:
+        ctx.warn(f"{_clip(filename)}: not a variants.json name (PEP 825: NAME-VERSION-variants.json); skipped")
+        return
+    digest = sha256 if sha256 is not None and _SHA256_HEX.fullmatch(sha256) else None
+    ctx.variants_json.setdefault(release, (link, digest.lower() if digest else None))
+
+
+def _split_variants(files: Iterable[IndexFile], ctx: _Context) -> tuple[tuple[IndexFile, ...], tuple[IndexFile, ...]]:
+    """(the plain files, the variant wheels, each given its release's variants.json linked here)."""
+    plain: list[IndexFile] = []
+    variants: list[IndexFile] = []
+    for f in files:
+        if f.variant is None:
+            plain.append(f)
+            continue
+        url, digest = ctx.variants_json.get((f.name, f.version), (None, None))
+        variants.append(replace(f, variant=VariantRef(label=f.variant.label, json_url=url, json_sha256=digest)))
+    return tuple(plain), tuple(variants)
 
 
 def _remember(filename: str, name: NormalizedName, version: Version, tags: frozenset[Tag], ctx: _Context) -> frozenset[Tag]:

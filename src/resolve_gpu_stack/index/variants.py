@@ -1,4 +1,4 @@
-"""Wheel variants (PEP 817 / PEP 825, drafts): their file names and index metadata, recognised.
+"""Wheel variants (PEP 817 / PEP 825, drafts): their file names and index metadata, read and judged.
 
 A variant wheel's name carries one more part than a plain wheel's, its *variant label*
 (``{name}-{version}(-{build})?-{python}-{abi}-{platform}-{label}.whl``; a label is 1 to 16 of
@@ -6,31 +6,38 @@ A variant wheel's name carries one more part than a plain wheel's, its *variant 
 links a ``{name}-{version}-variants.json`` beside them that maps each label to its properties
 (PEP 825 as of its 2026-05-11 clarifications; PEP 850 for the providers and ``abi_dependency``).
 
-Installers that do not implement the drafts (pip; uv without its ``wheel-variants`` preview) cannot
-install a variant wheel: its name does not parse as a wheel's. So a plan names none: each is set
-aside with the reason (``SET_ASIDE`` in the page's warnings), and a release's plain wheels are taken
-where it has them. docs/reference/wheel-variants.md says what is read and what is not yet.
+The parser keeps variant wheels apart from the plain files (``ParsedPage.variants``), each with
+its release's variants.json; the finder offers them; the resolver judges them (``judge_variant``,
+by the data rules of components.toml ``[variants]``) only behind ``--wheel-variants``, and refuses
+them otherwise. Installers that do not implement the drafts (pip; uv without its preview) cannot
+install a variant wheel: ``is_variant_filename`` is how the doors that hand a plan or a lock to one
+know it. docs/reference/wheel-variants.md says what is read and what is not yet.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from packaging.tags import Tag
-from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ..data.rules import VariantRules
+from ..errors import ResolveGpuStackError, UvError
 from ..model.cuda import CudaLabel
 from ..model.gpu import GpuArch
 
 # PEP 825: "1 to 16 characters ... lowercase ASCII letters, digits, underscores and dots"
 _LABEL = re.compile(r"[0-9a-z._]{1,16}")
 _VARIANTS_JSON = re.compile(r"[^-/]+-[^-/]+-variants\.json")
-SET_ASIDE = "set aside: pip and uv without its wheel-variants preview cannot install a variant wheel"
+# what a door that hands a plan to uv or a lock to a plain installer says of a variant wheel
+NOT_INSTALLABLE = "uv (without its wheel-variants preview, which this tool does not drive) and pip cannot install a variant wheel (PEP 825, a draft)"
+# a lock is read by any PEP 751 installer, and PEP 751 (as packaging reads it) names plain wheels only
+NOT_LOCKABLE = f"a lock names plain wheels only (PEP 751, as packaging validates it), and {NOT_INSTALLABLE}"
+WAY_OUT = "drop --wheel-variants (config: wheel-variants = false) to plan the release's plain wheel, or install the variant wheel by hand with an installer that implements PEP 825"
 
 
 @dataclass(frozen=True)
@@ -62,16 +69,24 @@ def is_variants_json(filename: str) -> bool:
     return _VARIANTS_JSON.fullmatch(filename) is not None
 
 
-def set_aside(filename: str) -> str | None:
-    """The page warning for a variant wheel or a release's variant metadata, else None."""
-    if len(filename) > 255:
+def variants_json_release(filename: str) -> tuple[NormalizedName, Version] | None:
+    """The (name, version) whose variant metadata ``filename`` is (``{name}-{version}-variants.json``)."""
+    if not is_variants_json(filename):
         return None
-    found = variant_wheel(filename)
-    if found is not None:
-        return f"{filename}: a variant wheel (label {found.label!r}; PEP 825, a draft): {SET_ASIDE}"
-    if is_variants_json(filename):
-        return f"{filename}: the variant metadata of a release (PEP 825, a draft): not read; its variant wheels are {SET_ASIDE}"
-    return None
+    name, version, _ = filename.split("-", 2)
+    try:
+        return canonicalize_name(name, validate=True), Version(version)
+    except (InvalidVersion, ValueError):
+        return None
+
+
+def is_variant_filename(filename: str) -> bool:
+    """Whether ``filename`` names a variant wheel: not a plain wheel's name, and one by PEP 825."""
+    try:
+        parse_wheel_filename(filename)
+    except (InvalidWheelFilename, ValueError):
+        return variant_wheel(filename) is not None
+    return False
 
 
 # label -> namespace -> feature -> the values (alternatives), as {name}-{version}-variants.json says
@@ -161,6 +176,31 @@ def _in_series(torch: Version, release: str) -> bool:
     return torch.release[: len(wanted)] == wanted
 
 
+def variant_refusal(
+    rows: Iterable[tuple[str, str | None]], *, doing: str, because: str = NOT_INSTALLABLE, error: type[ResolveGpuStackError] = UvError
+) -> ResolveGpuStackError | None:
+    """The error for a plan that holds variant wheels (``rows``: each package's name and wheel file
+    name) when ``doing`` (install, export uv, write a lock) would hand them to an installer that
+    cannot install one (``because``); None when it holds none. Raised before anything changes."""
+    found = sorted(f"{name} ({filename})" for name, filename in rows if filename and is_variant_filename(filename))
+    if not found:
+        return None
+    return error(f"cannot {doing}: the plan holds variant wheel{'s' * (len(found) != 1)}: {', '.join(found)}; {because}", hint=WAY_OUT)
+
+
+def specificity(properties: Properties) -> int:
+    """How specific a variant is: the number of its features (``null``: 0). The most specific
+    matching variant is planned."""
+    return sum(len(features) for features in properties.values())
+
+
+def properties_text(properties: Properties) -> str:
+    """A variant's properties as PEP 825 writes them, ``namespace :: feature :: value``, joined by
+    ``; `` (a feature's alternatives by ``, ``); ``(none)`` for the null variant."""
+    rows = [f"{ns} :: {feature} :: {', '.join(values)}" for ns, features in sorted(properties.items()) for feature, values in sorted(features.items())]
+    return "; ".join(rows) or "(none)"
+
+
 def pick_variant(variants: Mapping[str, Properties], target: VariantTarget, rules: VariantRules) -> tuple[str | None, dict[str, str]]:
     """The label of the variant to plan among ``variants`` (one release's), and why each other is
     not: the matching variant with the most properties (the most specific build) wins, ``null``
@@ -169,7 +209,7 @@ def pick_variant(variants: Mapping[str, Properties], target: VariantTarget, rule
     fits = [label for label in variants if label not in reasons]
     if not fits:
         return None, reasons
-    best = max(fits, key=lambda label: (sum(len(f) for f in variants[label].values()), [-ord(c) for c in label]))
+    best = max(fits, key=lambda label: (specificity(variants[label]), [-ord(c) for c in label]))
     for label in fits:
         if label != best:
             reasons[label] = f"matches, but {best!r} is more specific"
@@ -177,7 +217,9 @@ def pick_variant(variants: Mapping[str, Properties], target: VariantTarget, rule
 
 
 __all__ = [
-    "SET_ASIDE",
+    "NOT_INSTALLABLE",
+    "NOT_LOCKABLE",
+    "WAY_OUT",
     "Properties",
     "VariantTarget",
     "VariantWheel",
@@ -185,7 +227,11 @@ __all__ = [
     "is_variants_json",
     "judge_variant",
     "pick_variant",
+    "is_variant_filename",
+    "properties_text",
     "read_variants_json",
-    "set_aside",
+    "specificity",
+    "variant_refusal",
     "variant_wheel",
+    "variants_json_release",
 ]

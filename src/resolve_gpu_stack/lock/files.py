@@ -14,6 +14,7 @@ from pathlib import Path
 from ..atomic import sweep_stale, sync_folder, write_temp
 from ..data.toml import read_text, refuse_long_numbers
 from ..errors import LockFileError, UsageError, WriteError
+from ..index.variants import NOT_LOCKABLE, variant_refusal
 from ..model import LockPlan
 from .constraints import read_constraints, render_constraints
 from .locked import LockedFile
@@ -47,8 +48,12 @@ def read_lock(path: Path) -> LockedFile:
 
 
 def render_lock(plan: LockPlan, path: Path, *, command: str) -> str:
-    """The text of ``path`` for the plan, in the format its file name asks for."""
+    """The text of ``path`` for the plan, in the format its file name asks for. A plan holding a
+    variant wheel (``--wheel-variants``) makes no lock: no installer a lock is for can install one."""
     kind, name = lock_format(path)
+    refusal = variant_refusal(((p.name, p.filename) for p in plan.packages), doing=f"write {path.name}", because=NOT_LOCKABLE, error=LockFileError)
+    if refusal is not None:
+        raise refusal
     return render_pylock(plan, name=name, command=command) if kind == "pylock" else render_constraints(plan, command=command)
 
 

@@ -37,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.toml import parse_toml
 from ..errors import LockFileError, UsageError
+from ..index.variants import NOT_LOCKABLE, WAY_OUT, is_variant_filename
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..model.codec import (
     FILE_KEYS,
@@ -330,7 +331,11 @@ def _validated(r: LockReader, doc: Mapping[str, Any]) -> Pylock:
     try:
         return Pylock.from_dict(doc)
     except PylockValidationError as exc:
-        raise r.fail("PEP 751", " ".join(str(exc).split()) + _package_named(doc, exc.context)) from None
+        said = " ".join(str(exc).split())
+        named = re.match(r"Invalid wheel filename '([^']{1,300})'", said)
+        if named is not None and is_variant_filename(named[1]):  # one a --wheel-variants plan may hold: said as such
+            said += f": a variant wheel (PEP 825, a draft); {NOT_LOCKABLE}; {WAY_OUT}"
+        raise r.fail("PEP 751", said + _package_named(doc, exc.context)) from None
 
 
 def _package_named(doc: Mapping[str, Any], context: str | None) -> str:

@@ -11,7 +11,7 @@
 
 from .abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .cuda import CudaLabel
-from .index import IndexFile, IndexPage, PageResponse, ParsedPage, WheelMetadata
+from .index import IndexFile, IndexPage, PageResponse, ParsedPage, VariantRef, WheelMetadata
 from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, SourceOrigin, TargetSummary
 from .target import Target
 
@@ -35,5 +35,6 @@ __all__ = [
     "SourceOrigin",
     "Target",
     "TargetSummary",
+    "VariantRef",
     "WheelMetadata",
 ]

@@ -19,6 +19,16 @@ class IndexPage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class VariantRef:
+    """What makes a file a variant wheel (PEP 825, a draft): its label, and the release's
+    ``{name}-{version}-variants.json`` linked on the same page (None when the page links none)."""
+
+    label: str
+    json_url: str | None = None
+    json_sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IndexFile:
     """One distribution file linked from an index page.
 
@@ -41,6 +51,7 @@ class IndexFile:
     has_metadata: bool = False  # the page advertises a <url>.metadata sidecar
     upload_time: str | None = None  # RFC 3339 as served
     untested: bool = False  # FlashInfer nightly "(untested)" marker
+    variant: VariantRef | None = None  # a variant wheel (PEP 825): its label; None for every other file
 
     @property
     def is_yanked(self) -> bool:
@@ -69,6 +80,7 @@ class ParsedPage:
     url: str
     files: tuple[IndexFile, ...] = ()
     subdirs: tuple[str, ...] = ()  # directory listings ("cu130/", "torch2.5")
+    variants: tuple[IndexFile, ...] = ()  # variant wheels (PEP 825, a draft), each with its release's variants.json
     warnings: tuple[str, ...] = ()
     title: str | None = None
     status: str | None = None  # PEP 792 project status ("archived", "quarantined", "deprecated"); None: active

@@ -210,6 +210,7 @@ class ResolveRequest:
     build_packages: tuple[str, ...] = ()  # --build NAME (from its sdist) or --build 'NAME @ URL' (from a source tree)
     build_sources: tuple[SourceTree, ...] = ()  # the --build 'NAME @ URL' trees, fetched at the edge (``env/sources.py``)
     exclude_newer: str | None = None  # --exclude-newer YYYY-MM-DD: only files uploaded on or before that day (PEP 700)
+    wheel_variants: bool = False  # --wheel-variants: variant wheels (PEP 825, a draft) judged and the matching one planned
     kept: KeptTorch | None = None  # the target's torch, made once at the edge (``resolver/kept.py``); None: what the target alone says
 
     def __post_init__(self) -> None:
@@ -366,6 +367,8 @@ class ResolveRequest:
             out["build"] = sorted(self.build_names)
         if self.exclude_newer is not None:
             out["exclude-newer"] = self.exclude_newer
+        if self.wheel_variants:
+            out["wheel-variants"] = True
         if self.build_sources:  # the tree built (its commit, its files' digest): a patch is another plan
             out["build-sources"] = {t.name: {"source": t.origin.reference, "sha256": t.sha256} for t in sorted(self.build_sources, key=lambda t: t.name)}
         return out

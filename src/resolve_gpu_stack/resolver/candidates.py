@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.utils import canonicalize_name
 
 from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
+from ..index.variants import VariantTarget, properties_text
 from ..model import CudaLabel, IndexFile, Target
 from ..model.abi import AbiVerdict
+from ..model.gpu import GpuArch
 from ..model.kept import KeptTorch
 from ..rules.fit import Rejection, RejectReason
 from .coupling import is_native
-from .factory import Judge
+from .factory import Judge, variant_verdict
 from .reachability import host_of, required_unreachable
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,8 @@ class CandidateRow:
     why_not: str | None
     abi: str | None = None  # a compiled wheel's ABI verdict in words (kind, and why it cannot run or what to know)
     built_for: str | None = None  # what a per-torch build's label says it was built for: "torch 2.9, CUDA 12.8"
+    variant: str | None = None  # a variant wheel's label (PEP 825, a draft)
+    variant_properties: str | None = None  # its properties by its release's variants.json (read with --wheel-variants)
 
 
 def list_candidates(
@@ -55,17 +59,21 @@ def list_candidates(
     verdict: Callable[[IndexFile], AbiVerdict | None] | None = None,
     exclude_newer: str | None = None,
     kept: KeptTorch | None = None,
+    variant_gpus: tuple[GpuArch, ...] | None = None,
 ) -> tuple[list[CandidateRow], list[PageVisit]]:
     """Every file the owning indexes offer for ``package``, newest first, each judged as the
     resolver's candidate factory judges it (target, torch ABI against the installed torch, CUDA
     coupling against ``cuda`` or the kept torch's CUDA, yanked); a fitting compiled wheel the
     data does not cover is also judged by what it imports (``verdict``: the resolver's ABI
-    judgement, against the target's torch) and does not fit when that refuses it."""
+    judgement, against the target's torch) and does not fit when that refuses it. ``variant_gpus``
+    (``--wheel-variants``, with the ``--gpu`` set): each variant wheel is judged by its release's
+    variants.json as the resolver judges it, its properties shown; None: variant wheels are refused."""
     kept = kept if kept is not None else KeptTorch.of_target(target)
     torch = kept.version if kept is not None else None
     label = cuda or (kept.label if kept is not None else None)  # the one rule, read once (``KeptTorch``)
     ctx = RouteContext.of_torch(torch, str(label) if label else None, torch_channel=torch_channel, flashinfer_channel=flashinfer_channel)
-    judge = Judge(defs=defs, target=target, torch=torch, cuda=label, exclude_newer=exclude_newer)
+    variants = VariantTarget(label, variant_gpus, torch) if variant_gpus is not None else None
+    judge = Judge(defs=defs, target=target, torch=torch, cuda=label, exclude_newer=exclude_newer, variants=variants)
     name = canonicalize_name(package)
     offers, visits = finder.offers(package, ctx)
     down = finder.unreadable(name, ctx) if not all(v.found for v in visits) else []  # an optional index (FlashInfer's) that cannot be read
@@ -81,12 +89,19 @@ def list_candidates(
     rows = []
     for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
         why = judge(name, offer.file)
+        if why is None:
+            why = variant_verdict(finder, judge, offer.file)[0]
         scanned = (
             verdict(offer.file)
             if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None
             else None
         )
-        rows.append(_row(offer.file, why, scanned, _built_for(defs, offer.file)))
+        row = _row(offer.file, why, scanned, _built_for(defs, offer.file))
+        if offer.file.variant is not None:
+            props = finder.variant_properties(offer.file) if variants is not None else None
+            shown = properties_text(props) if props is not None and not isinstance(props, str) else None
+            row = replace(row, variant=offer.file.variant.label, variant_properties=shown)
+        rows.append(row)
     return rows, visits
 
 
@@ -117,7 +132,7 @@ def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None,
         upload_time=f.upload_time,
         yanked=f.is_yanked,
         fits=why is None,
-        why_not=why.reason.value if why else None,
+        why_not=(str(why) if why.reason in (RejectReason.VARIANT, RejectReason.VARIANT_METADATA) else why.reason.value) if why else None,
         abi=_abi_words(verdict) if verdict is not None else None,
         built_for=built_for,
     )

@@ -9,6 +9,7 @@ resolver would reject.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,11 +19,14 @@ from packaging.version import Version
 
 from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, Offer, PageVisit
+from ..index.variants import VariantTarget, judge_variant, specificity
 from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH
 from ..rules.fit import Rejection, RejectReason, TargetFit, cuda_mismatch, family_date_mismatch, per_torch_mismatch, torch_abi_mismatch, uploaded_after
 from .requirement import Cand, Containment, Req
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +55,7 @@ class Judge:
     cuda: CudaLabel | None  # torch's CUDA (for torch and CUDA-bound wheels); None: not checked
     fit: TargetFit = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
     exclude_newer: str | None = None  # --exclude-newer YYYY-MM-DD: files uploaded after it are no candidates
+    variants: VariantTarget | None = None  # --wheel-variants: what a variant wheel is judged against; None: none is planned
 
     def __post_init__(self) -> None:
         if self.fit is None or not self.fit.judges_like(self.target):
@@ -60,6 +65,7 @@ class Judge:
         """Whether ``other`` gives every file the same verdict: the same rules, torch, CUDA, tags
         and Python (what is installed on the target plays no part in a verdict)."""
         same = self.defs is other.defs and self.torch == other.torch and self.cuda == other.cuda and self.exclude_newer == other.exclude_newer
+        same = same and self.variants == other.variants
         return same and self.fit.judges_like(other.target)
 
     def __call__(self, name: str, file: IndexFile) -> Rejection | None:
@@ -75,6 +81,27 @@ class Judge:
             or per_torch_mismatch(self.defs.per_torch, file.version, self.torch, self.cuda)
             or cuda_mismatch(coupling, file.version, self.cuda, label_required=labelled)
         )
+
+
+def variant_verdict(finder: Finder, judge: Judge, file: IndexFile) -> tuple[Rejection | None, int]:
+    """A variant wheel judged (PEP 825, a draft; the plain files pass: ``(None, 0)``): refused
+    without ``--wheel-variants`` (naming it); with it, by its properties in its release's
+    variants.json (read through the finder, hash-checked) against ``judge.variants`` by the data
+    rules (components.toml ``[variants]``). With the verdict, how specific a fitting variant is
+    (its number of features): among a release's fitting files the most specific is planned."""
+    ref = file.variant
+    if ref is None:
+        return None, 0
+    if judge.variants is None:
+        return Rejection(RejectReason.VARIANT, f"label {ref.label!r}: judged and planned only with --wheel-variants"), 0
+    props = finder.variant_properties(file)
+    if isinstance(props, str):
+        return Rejection(RejectReason.VARIANT_METADATA, f"label {ref.label!r}: {props}"), 0
+    rules = judge.defs.variants
+    why = judge_variant(props, judge.variants, rules) if rules is not None else "the data has no [variants] rules"
+    if why is not None:
+        return Rejection(RejectReason.VARIANT, f"label {ref.label!r}: {why}"), 0
+    return None, specificity(props)
 
 
 class CandidateFactory:
@@ -258,7 +285,7 @@ class CandidateFactory:
         judged = self._judged.get(name)
         if judged is not None:
             return judged
-        best: dict[Version, tuple[int, IndexFile]] = {}
+        best: dict[Version, tuple[tuple[int, int, int, str], IndexFile]] = {}
         rejected: list[tuple[IndexFile, Rejection]] = []
         sdists: dict[Version, IndexFile] = {}
         quarantined = self.quarantined(name)
@@ -275,13 +302,18 @@ class CandidateFactory:
                 rejected.append((f, why))
                 continue
             why = self.judge(name, f)
+            spec = 0
+            if why is None and f.variant is not None:
+                why, spec = variant_verdict(self.finder, self.judge, f)
             if why is not None:
                 rejected.append((f, why))
                 continue
-            rank = self.judge.fit.tag_rank(f) or 0
+            # the best tag; then the most specific variant, a plain wheel before the null variant
+            rank = (self.judge.fit.tag_rank(f) or 0, -spec, f.variant is not None, f.variant.label if f.variant else "")
             if f.version not in best or rank < best[f.version][0]:
                 best[f.version] = (rank, f)
         self.rejections[name] = rejected
+        _say_variants_refused(name, rejected, self.judge)
         if sdists:
             self._sdists[name] = sdists
         judged = self._judged[name] = {v: f for v, (_, f) in best.items()} | {v: f for v, f in sdists.items() if v not in best}
@@ -294,6 +326,45 @@ class CandidateFactory:
         if not any(c.installed for c in cands) and name in self.installed_requires:
             cands.insert(0, Cand(name=name, version=installed, file=None, installed=True))
         return cands
+
+
+def _say_variants_refused(name: NormalizedName, rejected: Sequence[tuple[IndexFile, Rejection]], judge: Judge) -> None:
+    """A package's variant wheels refused, said once as a warning (a release may be passed over
+    for them): without ``--wheel-variants``, how many; with it, a variants.json that could not be
+    used (a variant that does not match is said by ``candidates``, not here)."""
+    if judge.variants is None:
+        count = sum(1 for _, why in rejected if why.reason is RejectReason.VARIANT)
+        if count:
+            log.warning(
+                "%s: %d variant wheel%s (PEP 825, a draft) not planned: judged only with --wheel-variants, and uv cannot install one",
+                name,
+                count,
+                "s" * (count != 1),
+            )
+        return
+    for detail in dict.fromkeys(why.detail.partition(": ")[2] for _, why in rejected if why.reason is RejectReason.VARIANT_METADATA):
+        log.warning("%s: %s; its variant wheels are not planned", name, detail)
+
+
+def variant_words(name: NormalizedName, rejected: Sequence[tuple[IndexFile, Rejection]], judge: Judge) -> tuple[str, str] | None:
+    """(what, how) when ``name`` has no candidate and variant wheels were refused: only variant
+    wheels are offered without ``--wheel-variants``, or none of them fits with it. None otherwise."""
+    refused = [(f, why) for f, why in rejected if why.reason in (RejectReason.VARIANT, RejectReason.VARIANT_METADATA)]
+    if not refused:
+        return None
+    labels = ", ".join(dict.fromkeys(f.variant.label for f, _ in refused if f.variant is not None))
+    if judge.variants is None:
+        return (
+            f"{name}: its index offers this target only variant wheels (PEP 825, a draft; labels {labels}), planned only with --wheel-variants",
+            f"pass --wheel-variants to judge them against the target's CUDA, --gpu set and torch (uv cannot install one: install refuses such a plan), "
+            f"or serve a plain wheel of {name}",
+        )
+    said = "; ".join(dict.fromkeys(why.detail for _, why in refused))
+    return (
+        f"{name}: none of its variant wheels (PEP 825, a draft) fits this target: {said}",
+        "a variant is planned only when every property holds for the target (docs/reference/wheel-variants.md); give the --gpu set it serves, "
+        "drop --wheel-variants for a plain wheel, or serve a plain wheel or a variant that fits",
+    )
 
 
 @dataclass(frozen=True, slots=True)

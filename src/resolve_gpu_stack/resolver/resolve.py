@@ -21,6 +21,7 @@ from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
+from ..index.variants import VariantTarget
 from ..model import Coupling, IndexFile, LockPlan
 from ..model.abi import AbiKind, WheelAbi
 from ..model.channel import torch_origin
@@ -34,7 +35,7 @@ from ..rules.versions import describe_versions, public
 from . import builds, framework, walkback
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
-from .factory import CandidateFactory, Judge, Policy
+from .factory import CandidateFactory, Judge, Policy, variant_words
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .kept import route_context, with_kept
 from .kept_closure import KeptClosure, conflict_words
@@ -389,7 +390,8 @@ def _wire(
     scans of the native wheels it meets started). ``previous``: the first wiring's factory; its
     crawl already read these pages and judged their files, so this wiring shares its verdicts and
     goes level by level on one thread: threads only cost here."""
-    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit, exclude_newer=request.exclude_newer)
+    variants = VariantTarget(torch.cuda, () if request.all_gpu_archs else request.gpus, torch.newest) if request.wheel_variants else None
+    judge = Judge(defs=defs, target=request.target, torch=torch.newest, cuda=torch.cuda, fit=fit, exclude_newer=request.exclude_newer, variants=variants)
     if previous is None:
         asked = frozenset(canonicalize_name(r.name) for r in request.with_)  # a quarantined project is taken only when named
         factory = CandidateFactory(
@@ -650,6 +652,9 @@ def _unusable(factory: CandidateFactory, req: Req) -> tuple[str, str] | None:
     name = req.name
     cands = factory.candidates(name)
     if not cands:
+        variants = variant_words(name, factory.rejections.get(name, ()), factory.judge)
+        if variants is not None:
+            return variants
         files = [o.file for o in factory.listed(name)]
         sdists = sorted((f for f in files if not f.is_wheel), key=lambda f: f.version)
         if not files or len(sdists) < len(files):

@@ -30,6 +30,8 @@ class RejectReason(str, enum.Enum):
     SPECIFIER = "outside the requested range"
     NEWER = "uploaded after --exclude-newer"
     QUARANTINED = "quarantined by its index (PEP 792)"
+    VARIANT = "a variant wheel (PEP 825, a draft)"
+    VARIANT_METADATA = "a variant wheel whose variants.json cannot be used"
 
 
 def uploaded_after(upload_time: str | None, day: str | None) -> Rejection | None:
