@@ -243,6 +243,23 @@ def test_real_uv_refuses_the_variant_wheels_without_its_preview(world, uv_env) -
     assert "varkern-1.1-variants.json" in preview.stderr and "Failed to parse variant metadata" not in preview.stderr, preview.stderr
 
 
+def test_a_snapshot_records_the_variants_json_and_replays_the_variant_plan_offline(world, capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    w, srv, _ = world
+    snap = tmp_path / "snap"
+    # varbad's variants.json is not JSON: recorded as served (not read as a page), judged on replay
+    base = [*flags(w, srv, tmp_path), "--wheel-variants", "--with", "varkern", "--with", "varbad", "--format", "json"]
+    code, out, err = cli(capsys, "snapshot", "--output", str(snap), *base)
+    assert code == 0, err
+    live = {p["name"]: p for p in json.loads(out)["packages"]}
+    assert file_of(live["varkern"]) == VARKERN and file_of(live["varbad"]) == "varbad-1.0-py3-none-any.whl", live
+    before = len(srv.log)
+    got = planned(capsys, "--snapshot", str(snap), *base[:-2])
+    assert (file_of(got["varkern"]), got["varkern"]["sha256"], got["varkern"]["abi"]) == (VARKERN, live["varkern"]["sha256"], live["varkern"]["abi"])
+    assert file_of(got["varbad"]) == "varbad-1.0-py3-none-any.whl"
+    assert len(srv.log) == before  # replayed: nothing was asked of the server, the variants.json included
+
+
 # -- candidates ------------------------------------------------------------------------------------
 
 

@@ -362,7 +362,9 @@ def relativize_file_urls(body: bytes, content_type: str, page_url: str) -> bytes
         return out + (f"#{u.fragment}" if u.fragment else "")
 
     if "json" in content_type:
-        data = json.loads(body)
+        data = _project_page(body)
+        if data is None:
+            return body
         for f in data.get("files", []):
             if isinstance(f, dict) and isinstance(f.get("url"), str):
                 f["url"] = rel(f["url"])
@@ -497,15 +499,26 @@ def cut_to_targets(body: bytes, content_type: str, cut: FileCut) -> bytes:
 
 def _keep_files(body: bytes, content_type: str, keep: Callable[[dict[str, Any]], bool]) -> bytes:
     """A PEP 691 JSON page with the files ``keep`` says yes to (its ``versions`` cut to match)."""
-    if "json" not in content_type:
+    data = _project_page(body) if "json" in content_type else None
+    if data is None:
         return body
-    data = json.loads(body)
     files = data.get("files", [])
     data["files"] = [f for f in files if not isinstance(f, dict) or keep(f)]
     if isinstance(data.get("versions"), list):
         versions = _versions_of(str(f.get("filename", "")) for f in data["files"] if isinstance(f, dict))
         data["versions"] = [v for v in data["versions"] if v in versions]
     return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _project_page(body: bytes) -> dict[str, Any] | None:
+    """A PEP 691 project page's JSON object (one with a ``files`` list), else None: a JSON body
+    that is no project page (a release's variants.json, PEP 825; or broken JSON) is recorded byte
+    for byte, so its sha256 still holds on replay and a broken one is judged where it is read."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
 
 
 def _versions_of(filenames: Iterable[str]) -> set[str]:
