@@ -319,6 +319,7 @@ class _Context:
         self.names: dict[tuple[str, str], tuple[NormalizedName, Version]] = {}  # wheel name and version parts
         # PEP 825: each release's {name}-{version}-variants.json linked here -> (its URL, its sha256)
         self.variants_json: dict[tuple[NormalizedName, Version], tuple[str, str | None]] = {}
+        self.has_variants = False  # a variant wheel was read (``_split_variants`` has work)
 
     def warn(self, line: str) -> None:
         if len(self.lines) < MAX_WARNINGS:
@@ -855,6 +856,7 @@ def _dist_filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Versio
         found = variant_wheel(filename)
         if found is None:
             raise
+        ctx.has_variants = True
         return found.name, found.version, found.tags, True, VariantRef(label=found.label)
 
 
@@ -869,7 +871,10 @@ def _remember_variants_json(filename: str, link: str, sha256: str | None, ctx: _
 
 
 def _split_variants(files: Iterable[IndexFile], ctx: _Context) -> tuple[tuple[IndexFile, ...], tuple[IndexFile, ...]]:
-    """(the plain files, the variant wheels, each given its release's variants.json linked here)."""
+    """(the plain files, the variant wheels, each given its release's variants.json linked here);
+    a page without variant wheels (nearly all) as it is."""
+    if not ctx.has_variants:
+        return tuple(files), ()
     plain: list[IndexFile] = []
     variants: list[IndexFile] = []
     for f in files:
