@@ -47,7 +47,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, Ind
     """The world served, and a venv holding PyPI's torch 2.15.0 stand-in (its CUDA 13.2 by its pins)."""
     root = tmp_path_factory.mktemp("variants")
     w, objects = build_today_world(root)
-    for name in ("varkern", "varlie", "varsm", "varbad", "varhash", "varopt"):
+    for name in ("varkern", "varlie", "varsm", "varbad", "varhash", "varopt", "varnojson", "varnohash"):
         w.pypi(name, "1.0")  # each has a plain release below its variant one
     with IndexServer(w.root) as srv:
         w.write(srv.url)
@@ -65,6 +65,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, Ind
         add_variants(w, "varhash", "1.1", ("cu132",), variants_doc({"cu132": CU132}), sha256="0" * 64)
         opt = {"cu132": {"abi_dependency": {"torch": ["--index-url=http://127.0.0.1:9/evil"]}}, "--index-url": {}}
         add_variants(w, "varopt", "1.1", ("cu132",), variants_doc(opt))
+        add_variants(w, "varnojson", "1.1", ("cu132",), variants_doc({"cu132": CU132}), link_json=False)
+        add_variants(w, "varnohash", "1.1", ("cu132",), variants_doc({"cu132": CU132}), json_hash=False)
         venv = root / "venv"
         env = {**os.environ, "PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
@@ -284,6 +286,12 @@ def test_candidates_lists_each_variant_with_its_properties_and_whether_it_matche
         row = rows[f"{stem}-{label}.whl"]
         assert row["variant"] == label and row["fits_target"] is False, row
         assert row["why_not"] == f"a variant wheel (PEP 825, a draft): label '{label}': judged and planned only with --wheel-variants", row
+    # --gpu decides among sm_arch variants here too
+    code, out, err = cli(capsys, "candidates", "varsm", *flags(w, srv, tmp_path), "--wheel-variants", "--gpu", "sm90", "--format", "json")
+    assert code == 0, err
+    fits = {r["variant"]: (r["fits_target"], r["why_not"]) for r in json.loads(out)["files"] if r["variant"]}
+    assert fits["sm90"] == (True, None) and fits["null"] == (True, None), fits
+    assert fits["sm100"][0] is False and "nvidia :: sm_arch :: 10.0: does not serve sm90" in fits["sm100"][1], fits
     # the table says it too
     code, out, err = cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--wheel-variants", "--format", "table")
     assert code == 0, err
@@ -299,6 +307,8 @@ def test_candidates_lists_each_variant_with_its_properties_and_whether_it_matche
         ("varbad", "varbad-1.1-variants.json is not PEP 825's shape: not JSON"),
         ("varhash", "varhash-1.1-variants.json does not match the sha256 its page gives"),
         ("varopt", "varopt-1.1-variants.json is not PEP 825's shape: variant '--index-url': a label of 1 to 16 of [0-9a-z._]"),
+        ("varnojson", "its release links no varnojson-1.1-variants.json (PEP 825): its properties are not known"),
+        ("varnohash", "varnohash-1.1-variants.json is linked without a sha256: not trusted"),
     ],
 )
 def test_a_hostile_variants_json_plans_no_variant_and_says_why(world, capsys, caplog, tmp_path, monkeypatch, name, said) -> None:

@@ -53,11 +53,14 @@ def add_variants(
     *,
     so: bytes | None = None,
     sha256: str | None = None,
+    link_json: bool = True,
+    json_hash: bool = True,
 ) -> list[str]:
     """Variant wheels of ``name`` ``version`` (one per label: the same wheel, its file name with the
     label; compiled with ``so`` as its extension, pure without), and ``doc`` as the release's
     variants.json, linked from the written PyPI page of ``name`` (HTML and JSON) with its sha256
-    (``sha256`` instead: a page that lies about it)."""
+    (``sha256`` instead: a page that lies about it; ``json_hash`` False: linked without one;
+    ``link_json`` False: not linked at all)."""
     module = name.replace("-", "_")
     files = {f"{module}/__init__.py": b"", f"{module}/_C.abi3.so": so} if so is not None else None
     built = build_wheel(w.root / "variant-build" / name, name, version, NATIVE if so is not None else "py3-none-any", files=files)
@@ -71,16 +74,19 @@ def add_variants(
     (out / meta).write_text(doc)
     page = w.root / "simple" / name
     page.mkdir(parents=True, exist_ok=True)
-    rows = [*names, meta]
+    rows = [*names, meta] if link_json else names
     digests = {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in rows}
     if sha256 is not None:
         digests[meta] = sha256
     html_path, json_path = page / "index.html", page / "index.json"
     html = html_path.read_text() if html_path.exists() else "<!DOCTYPE html>\n<html>\n  <body>\n  </body>\n</html>\n"
-    links = "".join(f'    <a href="../../files/{f}#sha256={digests[f]}">{f}</a><br />\n' for f in rows)
+    hashed = {f: digests[f] for f in rows if json_hash or f != meta}
+    links = "".join(f'    <a href="../../files/{f}{"#sha256=" + hashed[f] if f in hashed else ""}">{f}</a><br />\n' for f in rows)
     html_path.write_text(html.replace("  </body>", links + "  </body>", 1))
     data = json.loads(json_path.read_text()) if json_path.exists() else {"meta": {"api-version": "1.1"}, "name": name, "files": []}
-    data["files"] += [{"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": digests[f]}, "upload-time": "2026-12-05T00:00:00Z"} for f in rows]
+    data["files"] += [
+        {"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": hashed[f]} if f in hashed else {}, "upload-time": "2026-12-05T00:00:00Z"} for f in rows
+    ]
     json_path.write_text(json.dumps(data))
     return names
 
