@@ -137,9 +137,14 @@ def test_with_the_flag_the_matching_variant_is_planned_and_confirmed_by_the_scan
     monkeypatch.chdir(tmp_path)
     w, srv, _ = world
     base = [*flags(w, srv, tmp_path), "--wheel-variants"]
-    got = planned(capsys, *base, "--with", "varkern")["varkern"]
+    code, out, err = cli(capsys, "resolve", *base, "--with", "varkern", "--format", "json")
+    assert code == 0, err
+    plan = json.loads(out)
+    got = {p["name"]: p for p in plan["packages"]}["varkern"]
     # cu132 (CUDA >= 13.2, torch 2.15) over null (fits, less specific) and cu140 (CUDA 14.0)
     assert (got["version"], file_of(got)) == ("1.1", VARKERN), got
+    said = f"varkern 1.1: the variant wheel 'cu132' (PEP 825, a draft; abi_dependency :: torch :: {SERIES}; nvidia :: cuda_version_lower_bound :: 13.2)"
+    assert any(n.startswith(said) and n.endswith("install, export uv and lock refuse this plan") for n in plan["notes"]), plan["notes"]
     assert got["abi"] is not None and got["abi"]["kind"] == "locked" and got["abi"]["refusal"] is None, got["abi"]  # scanned like any compiled wheel
     # the scan still decides: properties that say torch 2.15 do not let in a build that needs other symbols
     code, _, err = cli(capsys, "resolve", *base, "--with", "varlie")

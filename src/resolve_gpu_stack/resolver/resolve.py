@@ -21,7 +21,7 @@ from resolvelib.resolvers import ResolutionImpossible, ResolutionTooDeep, Result
 from ..data.definitions import Definitions, RouteContext
 from ..errors import CrawlError, NoPlanError
 from ..index.finder import Finder
-from ..index.variants import VariantTarget
+from ..index.variants import VariantTarget, properties_text
 from ..model import Coupling, IndexFile, LockPlan
 from ..model.abi import AbiKind, WheelAbi
 from ..model.channel import torch_origin
@@ -168,6 +168,7 @@ def _resolve_on(
         *_provider_notes(result, request, defs, w.dependencies, factory),
         *_undated_notes(request, result.mapping),
         *_status_notes(factory, result.mapping),
+        *_variant_notes(factory, result.mapping),
     ]
     plan_ctx = PlanContext(
         request=request,
@@ -484,6 +485,23 @@ def _status_notes(factory: CandidateFactory, mapping: Mapping[Key, Cand]) -> lis
             note = f"{name}: its index marks the project {visit.status} (PEP 792){why}"
             log.warning("%s", note)
             out.append(note)
+    return out
+
+
+def _variant_notes(factory: CandidateFactory, mapping: Mapping[Key, Cand]) -> list[str]:
+    """With ``--wheel-variants``: each variant wheel planned, its label and properties, and what
+    the doors that hand a plan on do with it."""
+    out = []
+    for key, cand in sorted(mapping.items(), key=lambda kv: str(kv[0])):
+        ref = cand.file.variant if cand.file is not None and not key.extras else None
+        if ref is None or cand.file is None:
+            continue
+        props = factory.finder.variant_properties(cand.file)
+        said = properties_text(props) if not isinstance(props, str) else props
+        out.append(
+            f"{cand.name} {cand.version}: the variant wheel {ref.label!r} (PEP 825, a draft; {said}), planned by --wheel-variants; "
+            "uv cannot install a variant wheel, so install, export uv and lock refuse this plan"
+        )
     return out
 
 
