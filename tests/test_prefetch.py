@@ -4,6 +4,7 @@ retries a page that already failed. Real HTTP on 127.0.0.1 over the story world.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -224,3 +225,50 @@ def test_no_read_ahead_where_an_index_decides_the_first_pages(story):
     unlabelled = ResolveRequest(target=declared_target("3.12", "x86_64-manylinux_2_28", ["torch==2.12.0.dev20260307"]))
     assert known_first_round(unlabelled, defs) is None
     assert known_first_round(story_request(), defs) is not None
+
+
+class _Arrivals(list):  # type: ignore[type-arg]
+    """``IndexServer.log`` that keeps when each request arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def append(self, item) -> None:  # type: ignore[no-untyped-def]
+        self.times.append(time.monotonic())
+        super().append(item)
+
+
+SIDECAR_WAIT = 3.0  # seconds the server holds the native wheel's METADATA sidecar
+
+
+@pytest.mark.parametrize("door", ["resolve", "lock"])
+def test_a_native_wheels_scan_does_not_wait_for_its_sidecar(tmp_path: Path, capsys, door: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 53: the page row says the wheel is native, so its scan (a range read of its zip's
+    tail) is asked for while its PEP 658 sidecar is still being answered, not a round trip after:
+    the server holds the sidecar SIDECAR_WAIT seconds and the tail's request arrives before it
+    answers. The verdict is the scan's, the same as when the two are read one after the other."""
+    from elfbuild import synthetic_elf
+    from test_abi_doors import DECLARED, cli, index_flags
+    from wheels import build_wheel
+    from world import _Entry
+
+    world = build_story_world(tmp_path / "www", hostile=False)
+    so = synthetic_elf(bits=64, big=False, needed=("libc.so.6",))
+    wheel = build_wheel(world.root / "files", "fastext", "1.0", "cp310-abi3-manylinux_2_28_x86_64", (), files={"fastext/__init__.py": b"", "fastext/_C.so": so})
+    world._add("simple/fastext/", "pypi", _Entry(wheel, "files/" + wheel.filename, sidecar=True, upload_time="2026-01-01T00:00:00Z"))
+    with IndexServer(world.root) as srv:
+        srv.log = _Arrivals()
+        world.write(srv.url)
+        srv.script(f"/files/{wheel.filename}.metadata", [Fault(delay=SIDECAR_WAIT)])
+        out_args = ["-o", str(tmp_path / "pylock.toml")] if door == "lock" else ["--format", "json"]
+        code, out, err = cli(capsys, door, *DECLARED, *index_flags(world, srv), "--with", "fastext", "--cache-dir", str(tmp_path / "cache"), *out_args)
+        assert code == 0, err
+        log, times = list(srv.log), srv.log.times
+    asked = [(t, path, headers) for t, (_, path, headers) in zip(times, log, strict=True) if wheel.filename in path]
+    sidecar = next(t for t, path, _ in asked if path.endswith(".metadata"))
+    tail = next(t for t, path, headers in asked if path.endswith(".whl") and any(k.lower() == "range" for k in headers))
+    assert tail < sidecar + SIDECAR_WAIT, (tail - sidecar, [p for _, p, _ in asked])
+    if door == "resolve":
+        plan = {p["name"]: p for p in json.loads(out)["packages"]}
+        assert plan["fastext"]["coupling"] == "agnostic" and "1 shared object(s) need neither torch nor CUDA" in plan["fastext"]["reason"], plan["fastext"]

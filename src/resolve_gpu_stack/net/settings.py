@@ -28,7 +28,8 @@ class TransportSettings:
 
     timeout: float = 30.0  # --timeout: seconds per read; the deadline per request is a multiple (``deadline.py``)
     retries: int = 4
-    max_connections: int = 32  # uv uses 50; 16 made a 50-page round four waves at WAN latency
+    # uv uses 50; 16 made a 50-page round four waves at WAN latency, 32 a 215-package closure 19 round trips where 96 makes 15 (bench/README.md)
+    max_connections: int = 96
     allow_insecure_hosts: tuple[str, ...] = ()  # --allow-insecure-host: plain http:// allowed there
     netrc_path: Path | None = None  # None: $NETRC, else ~/.netrc
     user_agent: str = USER_AGENT

@@ -53,7 +53,7 @@ class Found:
     torch_tie: bool = True  # its name or METADATA ties it to torch (``rules.abi.ties_to_torch``): a build from its sdist may help
 
 
-CLASSIFY_THREADS = 32  # each scan is a few sequential round trips: as many at once as the transport has connections
+CLASSIFY_THREADS = 96  # each scan is a few sequential round trips: as many at once as the transport has connections
 
 _LOCAL_TORCH = re.compile(r"torch(\d+(?:\.\d+)*)")
 
@@ -169,9 +169,10 @@ class ScanAhead:
         self.close()
 
 
-def wants_scan(cand: Cand, reqs: Sequence[Req], defs: Definitions) -> bool:
+def wants_scan(cand: Cand, defs: Definitions) -> bool:
     """Whether ``cand``'s coupling is left to a scan of its wheel: a native wheel the data does not
-    cover, whether or not its METADATA pins torch (binaries decide, pins do not)."""
+    cover, whether or not its METADATA pins torch (binaries decide, pins do not): known from the
+    page's row alone, before the METADATA is read."""
     return cand.file is not None and is_native(cand.file) and defs.coupling_rule(cand.name, cand.version) is None
 
 

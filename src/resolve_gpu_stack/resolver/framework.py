@@ -22,7 +22,7 @@ from ..model.request import TORCH, ResolveRequest
 from ..rules.abi import AbiPolicy, AbiTorch
 from ..rules.fit import RejectReason
 from .builds import WayFacts, ways_for
-from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, is_native, wants_scan
+from .coupling import Found, ScanAhead, WheelClassifier, classify_all, find_coupling, wants_scan
 from .dependencies import Dependencies
 from .factory import CandidateFactory
 from .overrides import FAMILY, FLASHINFER, TORCH_PIN, USER, WITHOUT, Overrides, Replaced
@@ -52,7 +52,7 @@ def couplings(
     """Every package's coupling and verdict; the classifier is asked only about native wheels the
     data and the METADATA leave open."""
     reqs = {(c.name, c.version): deps.requirements(c, frozenset()) for c in cands}
-    to_scan = [c.file for c in cands if c.file is not None and wants_scan(c, reqs[(c.name, c.version)], defs)]
+    to_scan = [c.file for c in cands if c.file is not None and wants_scan(c, defs)]
     scans: dict[str, WheelAbi] = classify_all(to_scan, classifier)
     return {
         (c.name, c.version): find_coupling(c, reqs[(c.name, c.version)], defs, torch, scans.get(c.file.url) if c.file is not None else None, policy)
@@ -60,12 +60,12 @@ def couplings(
     }
 
 
-def scan_early(ahead: ScanAhead, deps: Dependencies, defs: Definitions) -> Callable[[Cand], None]:
-    """The closure crawl's hook: start the scan of a candidate ``couplings`` would ask about (its
-    METADATA is in when the crawl calls it), so the scans overlap the crawl and the resolution."""
+def scan_early(ahead: ScanAhead, defs: Definitions) -> Callable[[Cand], None]:
+    """The closure crawl's hook: start the scan of a candidate ``couplings`` would ask about (the
+    page's row says whether: ``wants_scan``), so the scans overlap the crawl and the resolution."""
 
     def offer(cand: Cand) -> None:
-        if cand.file is not None and is_native(cand.file) and wants_scan(cand, deps.requirements(cand, frozenset()), defs):
+        if cand.file is not None and wants_scan(cand, defs):
             ahead.start(cand.file)
 
     return offer

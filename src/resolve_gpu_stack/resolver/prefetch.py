@@ -18,14 +18,17 @@ from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
 from .requirement import Cand, Req
 
-CRAWL_THREADS = 32  # as many as HttpFetcher has connections
+CRAWL_THREADS = 96  # as many as HttpFetcher has connections (``TransportSettings.max_connections``)
 
 _Seen = set[tuple[str, Version, frozenset[str]]]
 
 
 class Prefetcher:
-    """``on_candidate``: told each candidate the crawl follows, once its METADATA is in (the
-    framework step starts its wheel's scan then, ``framework.scan_early``)."""
+    """``on_candidate``: told each candidate the crawl follows (the framework step starts its
+    wheel's scan then, ``framework.scan_early``): as soon as it is picked when its page offers a
+    PEP 658 sidecar, so a native wheel's scan reads its zip's tail in the same round trip as the
+    sidecar; else once its METADATA is in, read from that same tail by range (``TailMemo``), which
+    the scan then starts from without a request of its own."""
 
     def __init__(self, factory: CandidateFactory, deps: Dependencies, policy: Policy, *, on_candidate: Callable[[Cand], None] | None = None) -> None:
         self.factory = factory
@@ -72,10 +75,13 @@ class Prefetcher:
                         seen.add((cand.name, cand.version, req.extras))
                     for dep in self._guess(cand, req.extras):
                         submit(dep)
+                    ahead = cand.file is not None and cand.file.has_metadata  # its scan reads a tail the METADATA's read does not
+                    if ahead and self.on_candidate is not None:
+                        self.on_candidate(cand)
                     if cand.file is not None:
                         self.finder.prefetch_metadata([cand.file])
                     deps = self.deps.of(cand, req.extras)
-                    if self.on_candidate is not None:
+                    if not ahead and self.on_candidate is not None:
                         self.on_candidate(cand)
                 except ResolveGpuStackError:
                     return  # the resolver's own lookup raises it, with its context

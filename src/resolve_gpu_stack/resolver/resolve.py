@@ -413,7 +413,7 @@ def _wire(
         gpu_table=defs.gpu_table,
         sdist_metadata=sdist_metadata,
     )
-    hook = framework.scan_early(ahead, dependencies, defs) if ahead is not None else None
+    hook = framework.scan_early(ahead, defs) if ahead is not None else None
     prefetcher = Prefetcher(factory, dependencies, policy, on_candidate=hook)
     requirements = overrides.roots([*_requirements(request, defs, floors, torch.cuda, ctx.torch_from), *_closure_roots(closure)])
     if previous is not None:

@@ -161,7 +161,7 @@ class RangeClassifier:
         say: Callable[[str], None] | None = None,
         record: Callable[[str, ScanRecord], None] | None = None,
         budget: Callable[[int], int] = budget,
-        connections: int = 32,
+        connections: int = 96,
         tails: TailMemo | None = None,
         scan_budget: int = SCAN_BUDGET,
         beside: RangeProcess | None = None,
