@@ -9,6 +9,7 @@ wheel) and its record is written under the sha256 the index page gives. A scan t
 finish, or a wheel whose page gives no sha256, is said and not written: no record is a guess.
 
     .venv/bin/python indexes/scan_records.py [--pypi URL] [--with FRAMEWORK ...] [NAME==VERSION ...]
+    .venv/bin/python indexes/scan_records.py --index DIR   # DIR/index.json: DIR's records in one file (to host them)
 
 Then, for each ``--with`` framework (default: ``FRAMEWORKS``), a cold ``resolve`` of it for the
 same target with no records (``--scan-records none``) in a fresh cache, and every finished scan
@@ -42,7 +43,7 @@ from resolve_gpu_stack.cli.options import SourceOptions  # noqa: E402
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
 from resolve_gpu_stack.net.scan.classify import RangeClassifier  # noqa: E402
-from resolve_gpu_stack.net.scan.records import NO_RECORDS, publishable, record_name, record_text  # noqa: E402
+from resolve_gpu_stack.net.scan.records import INDEX_NAME, NO_RECORDS, folder_index, publishable, record_name, record_text  # noqa: E402
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings  # noqa: E402
 
 OUT = REPO / "indexes" / "records"
@@ -56,7 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=OUT, help="where the records go (default indexes/records/)")
     ap.add_argument("--with", dest="frameworks", action="append", metavar="FRAMEWORK", help=f"default: {', '.join(FRAMEWORKS)}")
     ap.add_argument("wheels", nargs="*", metavar="NAME==VERSION", help="default: verify_today.py's rows")
+    ap.add_argument(
+        "--index",
+        type=Path,
+        metavar="DIR",
+        help="only write DIR/index.json (schema scan-records/v1): DIR's records in one file, read by a node with one request",
+    )
     args = ap.parse_args(argv)
+    if args.index is not None:
+        text, count = folder_index(args.index)
+        (args.index / INDEX_NAME).write_text(text)
+        print(f"{count} records in {args.index / INDEX_NAME}")
+        return 0
     try:
         pypi = args.pypi or discover_pypi_url(os.environ)
     except ResolveGpuStackError as exc:

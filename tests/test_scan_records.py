@@ -28,9 +28,13 @@ from test_forged_verdict import forged as forged  # the module-scoped world with
 from resolve_gpu_stack.model.abi import READ_RECORDED, WheelAbi
 from resolve_gpu_stack.net.scan.classify import ScanRecord
 from resolve_gpu_stack.net.scan.records import (
+    INDEX_NAME,
+    INDEX_SCHEMA,
     RECORD_SCHEMA,
     ScanRecords,
     cached_records,
+    index_text,
+    parse_index,
     parse_record,
     record_document,
     record_name,
@@ -145,6 +149,14 @@ def test_wheelhouse_writes_the_records_of_its_compiled_wheels(fleet) -> None:  #
         validate(doc)
         assert doc["filename"] == filename and doc["sha256"] == sha == hashlib.sha256((house / "files" / filename).read_bytes()).hexdigest()
         assert doc["scan"]["kind"] == "torch" and "read" not in doc["scan"]
+    # and all of them in one file, each record under the sha256 it names (a node reads it with one request)
+    index = json.loads((house / "records" / INDEX_NAME).read_text())
+    validate(index)
+    written = sorted(sha for sha in compiled.values() if (house / "records" / record_name(sha)).is_file())
+    assert [r["sha256"] for r in index["records"]] == written and written
+    for doc in index["records"]:
+        validate(doc)
+        assert doc == json.loads((house / "records" / record_name(doc["sha256"])).read_text())
 
 
 @needs_cxx
@@ -160,7 +172,7 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
         assert _ranges(srv), "the wheels are read by range without records"
         # what a team exports from its own scan cache: the same records the wheelhouse wrote
         exported = {sha: record for sha, record in cached_records(tmp_path / "a")}
-        assert {p.name.removesuffix(".json") for p in (house / "records").glob("*.json")} <= set(exported)
+        assert {p.name.removesuffix(".json") for p in (house / "records").glob("*.json") if p.name != INDEX_NAME} <= set(exported)
         assert all(r.abi.read == "start" for r in exported.values())
         srv.log.clear()
         records = ["--scan-records", base + "records/"]
@@ -168,15 +180,18 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
             mp.setattr(sys.stderr, "isatty", lambda: True)
             code, out, err = cli(capsys, "resolve", *argv[:-2], *records, "--cache-dir", str(tmp_path / "t"))
         assert code == 0 and "judged from it, by their sha256" in err and "provisional" in err, err  # said once, on stderr
+        srv.log.clear()
         code, out, err = cli(capsys, "resolve", *argv, *records, "--cache-dir", str(tmp_path / "b"))
         assert code == 0, err
         assert _ranges(srv) == [], _ranges(srv)
+        # the folder's records in one request (its index.json), not one request per compiled wheel
+        assert [p for _, p, _ in srv.log if "/records/" in p] == ["/records/" + INDEX_NAME], srv.log
         plan = {p["name"]: p for p in json.loads(out)["packages"]}
         node_lock = tmp_path / "pylock.node.toml"
         code, _, err = cli(capsys, "lock", *argv, *records, "--cache-dir", str(tmp_path / "c"), "-o", str(node_lock))
         assert code == 0, err
         assert _ranges(srv) == [], _ranges(srv)
-        assert any(p.endswith(".json") and "/records/" in p for _, p, _ in srv.log)
+        assert any(p.endswith(INDEX_NAME) and "/records/" in p for _, p, _ in srv.log)
         # a config lock: the records URL as the config key scan-records
         project = tmp_path / "project"
         project.mkdir()
@@ -267,8 +282,38 @@ def test_records_from_a_server_that_is_down_or_lies_about_the_sha256_are_passed_
     liar.mkdir()
     doc = record_document("0" * 64, path.name, 1, ScanRecord(abi=_end_first_abi(path)))
     (liar / record_name(sha)).write_text(json.dumps(doc))
-    with IndexServer(liar) as records:
-        for url in (records.url.rstrip("/") + "/", "http://127.0.0.1:9/records/"):
-            flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--scan-records", url]
+    (liar / INDEX_NAME).write_text("<html>login</html>")  # not an index: the records are read one by one
+    indexed = tmp_path / "indexed"  # an index holding the lying record: used only for the sha256 it names
+    indexed.mkdir()
+    (indexed / INDEX_NAME).write_text(json.dumps({"schema": INDEX_SCHEMA, "records": [doc]}))
+    with IndexServer(liar) as records, IndexServer(indexed) as index_only:
+        for n, url in enumerate((records.url.rstrip("/") + "/", index_only.url.rstrip("/") + "/", "http://127.0.0.1:9/records/")):
+            flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / f"c{n}"), "--scan-records", url]  # each scans (no cached scan)
             code, out, err = cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
             _assert_refused(code, err)
+        assert [p for _, p, _ in records.log] == ["/" + INDEX_NAME, "/" + record_name(sha)], records.log
+        assert [p for _, p, _ in index_only.log] == ["/" + INDEX_NAME], index_only.log
+
+
+def test_a_records_folder_is_indexed_for_hosting_with_only_the_records_it_would_use(tmp_path: Path) -> None:
+    """``indexes/scan_records.py --index DIR`` (a team hosting its records): DIR/index.json holds
+    DIR's records that a node would use, each under the sha256 it names; a record filed under
+    another sha256, or not read from its start, is left out. Read back, each answers only for its own."""
+    import subprocess
+
+    good = record_document(SHA, "demo-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", 10, ScanRecord(abi=ABI))
+    (tmp_path / record_name(SHA)).write_text(json.dumps(good))
+    (tmp_path / record_name("cd" * 32)).write_text(json.dumps(good))  # names another sha256 than its file's
+    partial = json.loads(json.dumps(good).replace(SHA, "ef" * 32))
+    partial["scan"]["read"] = "recorded"
+    (tmp_path / record_name("ef" * 32)).write_text(json.dumps(partial))
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(repo / "indexes" / "scan_records.py"), "--index", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "1 records in" in done.stdout, done.stdout + done.stderr
+    index = json.loads((tmp_path / INDEX_NAME).read_text())
+    validate(index)
+    assert index["records"] == [good] and (tmp_path / INDEX_NAME).read_text() == index_text([good])
+    found, why = parse_index((tmp_path / INDEX_NAME).read_bytes())
+    assert found is not None and why == "" and set(found) == {SHA} and found[SHA].abi.read == READ_RECORDED
+    assert parse_index(b"<html>login</html>") == (None, "not JSON")
+    assert parse_index(json.dumps(good).encode())[0] is None

@@ -189,19 +189,25 @@ def _confirm(read: Sequence[tuple[Path, LockedFile]], output: Path) -> dict[str,
 
 def _write_records(output: Path, files: Sequence[LockedEntry], scans: Mapping[str, WheelAbi]) -> list[str]:
     """``records/<sha256>.json``: the scan record of each compiled wheel read from its start
-    (``net/scan/records.py``), for nodes that resolve with ``--scan-records URL/records/``."""
+    (``net/scan/records.py``), for nodes that resolve with ``--scan-records URL/records/``; and
+    ``records/index.json``, all of them in one file (a node reads it with one request)."""
     from ..net.scan.classify import ScanRecord
-    from ..net.scan.records import RECORDS_FOLDER, publishable, record_name, record_text
+    from ..net.scan.records import INDEX_NAME, RECORDS_FOLDER, index_text, publishable, record_document, record_name, record_text
 
     written = []
+    documents = []
     for f in files:
         abi = scans.get(f.wheel.filename)
         record = ScanRecord(abi=abi, file_size=f.wheel.size or 0) if abi is not None else None
         if record is None or not f.wheel.sha256 or not publishable(record):
             continue
+        documents.append(record_document(f.wheel.sha256, f.wheel.filename, f.wheel.size or 0, record))
         leaf = f"{RECORDS_FOLDER}/{record_name(f.wheel.sha256)}"
         if _write_if_changed(output, output / leaf, record_text(f.wheel.sha256, f.wheel.filename, f.wheel.size or 0, record)):
             written.append(leaf)
+    leaf = f"{RECORDS_FOLDER}/{INDEX_NAME}"
+    if documents and _write_if_changed(output, output / leaf, index_text(documents)):
+        written.append(leaf)
     return written
 
 

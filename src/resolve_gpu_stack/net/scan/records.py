@@ -10,11 +10,14 @@ libraries, its C-shim and C++ torch imports, its CUDA majors, how it was read). 
 - the records the tool ships (``_records/`` in the package, ``indexes/records/`` in the source
   tree), made from today's popular native wheels by ``indexes/scan_records.py``;
 - one records URL (``--scan-records`` / config ``scan-records``): a folder of such files on any
-  web server; a wheelhouse writes its wheels' records to ``records/`` beside ``files/``.
+  web server; a wheelhouse writes its wheels' records to ``records/`` beside ``files/``. A folder
+  may also hold ``index.json`` (schema ``scan-records/v1``): every record of the folder in one
+  file, read with one request at the first lookup instead of one request per wheel; a folder
+  without one (404) is read record by record.
 
-A record is used only for the sha256 it names, looked up by the sha256 the index page or the lock
-gave for the wheel (a wheel without one is scanned), and only if its scan read every member from
-its start (``read`` = ``start``, the current scan schema) and finished: never a guess, never a
+A record is used only for the sha256 it names (in an ``index.json``, each record for the sha256
+it names itself), looked up by the sha256 the index page or the lock gave for the wheel (a wheel
+without one is scanned), and only if its scan read every member from its start (``read`` = ``start``, the current scan schema) and finished: never a guess, never a
 scan stopped by its budget. Whatever a record says is *recorded* provenance (``READ_RECORDED``:
 a lock writes ``abi-read = "recorded"``, ``check`` calls the verdict provisional) and install
 reads every compiled wheel again from its verified file (``env/confirm.py``), so a hostile
@@ -43,8 +46,11 @@ from .classify import SCAN_SCHEMA, ScanRecord
 log = logging.getLogger(__name__)
 
 RECORD_SCHEMA = "resolve-gpu-stack/scan-record/v1"
+INDEX_SCHEMA = "resolve-gpu-stack/scan-records/v1"
 RECORDS_FOLDER = "records"  # a wheelhouse's, beside files/ and simple/
+INDEX_NAME = "index.json"  # a records folder's records in one file (never a sha256's name)
 MAX_RECORD_BYTES = 4 * 2**20  # a record of a wheel with thousands of C++ imports is a few hundred KB
+MAX_INDEX_BYTES = 64 * 2**20  # the shipped records of today's popular native wheels are 0.5 MB together
 NO_RECORDS = "none"  # --scan-records none: no records read from anywhere but this machine's scans
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -102,6 +108,48 @@ def record_text(sha256: str, filename: str | None, size: int, record: ScanRecord
     return json.dumps(record_document(sha256, filename, size, record), sort_keys=True, indent=1) + "\n"
 
 
+def index_text(documents: Iterable[Mapping[str, Any]]) -> str:
+    """A records folder's ``index.json``: its ``scan-record/v1`` documents (``record_document``),
+    by sha256."""
+    ordered = sorted(documents, key=lambda d: str(d["sha256"]))
+    return json.dumps({"schema": INDEX_SCHEMA, "records": ordered}, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def folder_index(folder: Path) -> tuple[str, int]:
+    """The ``index.json`` text of a folder of ``<sha256>.json`` records (those ``parse_record``
+    would use for the sha256 their file is named by; the others are left out), and how many it holds."""
+    documents = []
+    for path in sorted(folder.glob("*.json")):
+        sha256 = path.name.removesuffix(".json")
+        if not is_sha256(sha256):
+            continue
+        raw = path.read_bytes()
+        if parse_record(sha256, raw)[0] is not None:
+            documents.append(json.loads(raw))
+    return index_text(documents), len(documents)
+
+
+def parse_index(raw: bytes) -> tuple[dict[str, ScanRecord] | None, str]:
+    """The records of an ``index.json``, each by the sha256 it names (and only if it is a record
+    ``parse_record`` would use for that sha256: the others are left out, said in the log), or
+    (None, why not): not JSON, not a ``scan-records/v1`` index."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, "not JSON"
+    if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA or not isinstance(data.get("records"), list):
+        return None, f"not a {INDEX_SCHEMA} index"
+    found: dict[str, ScanRecord] = {}
+    for doc in data["records"]:
+        sha256 = str(doc.get("sha256", "")).lower() if isinstance(doc, dict) else ""
+        record, why = _from_document(sha256, doc) if is_sha256(sha256) else (None, "no sha256")
+        if record is None:
+            log.info("%s: an entry of the index left out: %s", sha256 or "?", why)
+            continue
+        found[sha256] = record
+    return found, ""
+
+
 def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
     """The record in ``raw`` for the wheel whose sha256 is ``sha256``, as *recorded* provenance, or
     (None, why not): not JSON, another schema, another sha256, a scan not read from its start or
@@ -110,6 +158,11 @@ def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None, "not JSON"
+    return _from_document(sha256, data)
+
+
+def _from_document(sha256: str, data: object) -> tuple[ScanRecord | None, str]:
+    """``parse_record`` of a decoded document."""
     if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
         return None, f"not a {RECORD_SCHEMA} record"
     if str(data.get("sha256", "")).lower() != sha256.lower():
@@ -155,6 +208,9 @@ class ScanRecords:
         self._lock = threading.Lock()
         self._known: dict[str, ScanRecord | None] = {}
         self._url_down = False
+        self._index_lock = threading.Lock()  # the first lookups wait for the one read of index.json
+        self._index: dict[str, ScanRecord] | None = None  # the URL's index.json, once read
+        self._index_read = False
         self.hits = 0
 
     @classmethod
@@ -198,13 +254,13 @@ class ScanRecords:
             log.info("%s: %s", folder / name, why)
         if self._url is None or self._transport is None or self._url_down:
             return None
-        url = self._url + name
-        try:
-            raw_or_none = self._get(url)
-        except CrawlError as exc:
-            self._url_down = True  # once: the wheels are scanned as if there were no records
-            self._note(f"the scan records at {redact_url(self._url)} cannot be read ({exc.message}); scanning instead")
+        index = self._url_index()
+        if index is not None:
+            return index.get(sha256)  # the folder's records, all of them: no request per wheel
+        if self._url_down:
             return None
+        url = self._url + name
+        raw_or_none = self._read(url, MAX_RECORD_BYTES, "scan record")
         if raw_or_none is None:
             return None
         record, why = parse_record(sha256, raw_or_none)
@@ -212,7 +268,33 @@ class ScanRecords:
             self._note(f"{redact_url(url)}: not used ({why}); scanning instead")
         return record
 
-    def _get(self, url: str) -> bytes | None:
+    def _url_index(self) -> dict[str, ScanRecord] | None:
+        """The records URL's ``index.json``, read once (the lookups that come while it is read wait
+        for it); None where the folder has none (404), or one that is not an index (said once):
+        its records are then read one by one."""
+        with self._index_lock:
+            if not self._index_read:
+                self._index_read = True
+                assert self._url is not None
+                url = self._url + INDEX_NAME
+                raw = self._read(url, MAX_INDEX_BYTES, "scan records index")
+                if raw is not None:
+                    self._index, why = parse_index(raw)
+                    if self._index is None:
+                        self._note(f"{redact_url(url)}: not used ({why}); reading the records one by one")
+            return self._index
+
+    def _read(self, url: str, limit: int, what: str) -> bytes | None:
+        """The body at ``url`` (None: 404 or 410); a URL that cannot be read marks the records URL
+        down, once: the wheels are scanned as if there were no records."""
+        try:
+            return self._get(url, limit, what)
+        except CrawlError as exc:
+            self._url_down = True
+            self._note(f"the scan records at {redact_url(self._url or url)} cannot be read ({exc.message}); scanning instead")
+            return None
+
+    def _get(self, url: str, limit: int, what: str) -> bytes | None:
         transport = self._transport
         assert transport is not None
 
@@ -222,7 +304,7 @@ class ScanRecords:
                 if resp.status_code in (404, 410):
                     return None
                 transport.check_status(resp, url, ok=(200, 203))
-                return transport.read_body(resp, url, MAX_RECORD_BYTES, "scan record")
+                return transport.read_body(resp, url, limit, what)
             finally:
                 transport.finish(resp)
 
@@ -235,13 +317,19 @@ class ScanRecords:
 
 
 __all__ = [
+    "INDEX_NAME",
+    "INDEX_SCHEMA",
+    "MAX_INDEX_BYTES",
     "MAX_RECORD_BYTES",
     "NO_RECORDS",
     "RECORDS_FOLDER",
     "RECORD_SCHEMA",
     "ScanRecords",
     "cached_records",
+    "folder_index",
+    "index_text",
     "is_sha256",
+    "parse_index",
     "parse_record",
     "publishable",
     "record_document",
