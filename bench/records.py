@@ -10,8 +10,10 @@ there is the zip's tail and directory).
 
 *Without*: ``--scan-records none`` (no record from anywhere: every native wheel read by range).
 *With*: the records of a first cold run's scan cache (``net.scan.records.cached_records``) served as
-static files beside the world, ``--scan-records URL/records/``. Each run has a fresh cache. Printed
-per latency: wall (median), range requests, requests and bytes served, scans read by range.
+static files beside the world, ``--scan-records URL/records/``, one request per compiled wheel;
+*indexed*: the same folder with its ``index.json`` (``records.folder_index``), one request in all.
+Each run has a fresh cache. Printed per latency: wall (median), range requests, requests to the
+records folder, requests and bytes served, scans read by range.
 Writes bench/results/records.json.
 """
 
@@ -41,7 +43,7 @@ def main() -> int:
     import run
     from server import IndexServer
 
-    from resolve_gpu_stack.net.scan.records import cached_records, record_name, record_text
+    from resolve_gpu_stack.net.scan.records import INDEX_NAME, cached_records, folder_index, record_name, record_text
 
     results: dict = {"repeat": args.repeat, "machine": run._machine()}
     with tempfile.TemporaryDirectory(prefix="rgs-bench-records-") as tmpdir:
@@ -70,6 +72,7 @@ def main() -> int:
                     "requests": len(log),
                     "bytes": srv.bytes_sent - b0,
                     "range_requests": sum(1 for _, p, h in log if p.endswith(".whl") and "Range" in h),
+                    "records_requests": sum(1 for _, p, _ in log if p.startswith("/records")),
                     "classify_files": 0,
                     "plan": json.loads(proc.out),
                 }
@@ -81,33 +84,45 @@ def main() -> int:
             first = Path(tempfile.mkdtemp(dir=tmp))
             resolve(srv, first, tmp, ("--scan-records", "none"))  # the run whose scans become the records
             records = cached_records(first)
-            (root / "records").mkdir()
-            for sha, record in records:
-                (root / "records" / record_name(sha)).write_text(record_text(sha, None, record.file_size, record))
+            for folder in ("records", "records-indexed"):
+                (root / folder).mkdir()
+                for sha, record in records:
+                    (root / folder / record_name(sha)).write_text(record_text(sha, None, record.file_size, record))
+            (root / "records-indexed" / INDEX_NAME).write_text(folder_index(root / "records-indexed")[0])
             results["records"] = len(records)
             say(f"{len(records)} records from a cold run's scan cache")
             for ms in (int(x) for x in args.latencies.split(",")):
                 srv.latency = ms / 1000
-                runs: dict[str, list[dict]] = {"without": [], "with": []}
+                runs: dict[str, list[dict]] = {"without": [], "with": [], "indexed": []}
+                kinds = (
+                    ("without", ("--scan-records", "none")),
+                    ("with", ("--scan-records", f"{srv.url}records/")),
+                    ("indexed", ("--scan-records", f"{srv.url}records-indexed/")),
+                )
                 for i in range(args.repeat):
-                    for kind, extra in (("without", ("--scan-records", "none")), ("with", ("--scan-records", f"{srv.url}records/"))):
+                    for kind, extra in kinds:
                         o = resolve(srv, Path(tempfile.mkdtemp(dir=tmp)), tmp, extra)
                         plan = {p["name"]: p["version"] for p in o.pop("plan")["packages"]}
                         o["closure"] = len(plan)
                         runs[kind].append(o)
                         say(
-                            f"{ms} ms #{i + 1} {kind:7}: {o['wall']:.2f} s, {o['range_requests']} range requests, {o['requests']} requests, "
+                            f"{ms} ms #{i + 1} {kind:7}: {o['wall']:.2f} s, {o['range_requests']} range requests, {o['records_requests']} to the records, {o['requests']} requests, "
                             f"{o['bytes']:,} B served"
                         )
                 fig = {
-                    k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "requests", "range_requests", "bytes", "classify_files")}
+                    k: {
+                        m: statistics.median(r[m] for r in v)
+                        for m in ("wall", "cpu", "requests", "range_requests", "records_requests", "bytes", "classify_files")
+                    }
                     for k, v in runs.items()
                 }
                 fig["with_over_without_wall"] = fig["with"]["wall"] / fig["without"]["wall"]
+                fig["indexed_over_without_wall"] = fig["indexed"]["wall"] / fig["without"]["wall"]
                 results[f"cold_{ms}ms"] = fig
                 say(
                     f"{ms} ms (median of {args.repeat}): without {fig['without']['wall']:.2f} s / {fig['without']['range_requests']:.0f} range requests; "
-                    f"with {fig['with']['wall']:.2f} s / {fig['with']['range_requests']:.0f} range requests ({fig['with_over_without_wall']:.2f}x)"
+                    f"with {fig['with']['wall']:.2f} s / {fig['with']['range_requests']:.0f} range requests / {fig['with']['records_requests']:.0f} to the records ({fig['with_over_without_wall']:.2f}x); "
+                    f"indexed {fig['indexed']['wall']:.2f} s / {fig['indexed']['range_requests']:.0f} range requests / {fig['indexed']['records_requests']:.0f} to the records ({fig['indexed_over_without_wall']:.2f}x)"
                 )
     out = HERE / "results"
     out.mkdir(exist_ok=True)
