@@ -142,7 +142,8 @@ def _complete_code_lengths(bits: int) -> bool:
 
 
 # four 3-bit code lengths -> their share of a complete code, in 128ths (a length of 0: no code)
-_KRAFT = [sum(128 >> n for n in ((x >> (3 * i)) & 7 for i in range(4)) if n) for x in range(1 << 12)]
+_SHARE = [0, *(128 >> n for n in range(1, 8))]  # one 3-bit code length's share
+_KRAFT = [_SHARE[x & 7] + _SHARE[x >> 3 & 7] + _SHARE[x >> 6 & 7] + _SHARE[x >> 9] for x in range(1 << 12)]
 
 
 def _trial(data: bytes, start: BlockStart) -> bool:
@@ -158,10 +159,13 @@ def _dynamic_header(k: int, last: bool) -> re.Pattern[bytes]:
     """Two bytes whose bits from ``k`` on begin a block of dynamic codes (bit ``k``: whether it is
     the stream's last block, ``last``; then its type bits, 0 then 1)."""
     head = 5 if last else 4
-    valid = [(w & 0xFF, w >> 8) for w in range(1 << 16) if (w >> k) & 7 == head]  # the condition is one on each byte
-    first, second = sorted({f for f, _ in valid}), sorted({t for _, t in valid})
+    low = min(3, 8 - k)  # the condition is one on each byte: the header's first ``low`` bits in the first, the rest in the second
+    first = [f for f in range(256) if (f >> k) & ((1 << low) - 1) == head & ((1 << low) - 1)]
+    second = [s for s in range(256) if s & ((1 << (3 - low)) - 1) == head >> low]
 
     def one_of(values: list[int]) -> bytes:
+        if len(values) == 256:
+            return b"."  # any byte (DOTALL): a class of 256 bytes costs its compile ~1 ms
         return b"[" + b"".join(re.escape(bytes([v])) for v in values) + b"]"
 
     return re.compile(b"(?=" + one_of(first) + one_of(second) + b")", re.DOTALL)
