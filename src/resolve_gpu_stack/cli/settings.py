@@ -518,9 +518,9 @@ SETTINGS: tuple[Setting, ...] = (
         group=RESOLVE_GROUP,
         parse=_records_url,
         metavar="URL",
-        help="a folder of scan records (<sha256>.json) on a web server, e.g. a wheelhouse's URL/records/: a compiled wheel "
-        "with a record there is not read by range (its verdict is provisional; install reads it again); none: not even the "
-        "records the tool ships",
+        help="a folder of scan records (<sha256>.json, and index.json: all of them in one request) on a web server, e.g. a "
+        "wheelhouse's URL/records/: a compiled wheel with a record there is not read by range (its verdict is provisional; "
+        "install reads it again); none: not even the records the tool ships",
     ),
     Setting(
         name="all_gpu_archs",
