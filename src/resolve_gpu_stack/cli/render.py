@@ -116,6 +116,14 @@ def story_lines(notes: Sequence[str], overrides: Sequence[Override]) -> list[str
     return lines
 
 
+def say_story(notes: Sequence[str], overrides: Sequence[Override], say: Callable[[str], None], *, label: str = "") -> None:
+    """``story_lines`` said line by line (on stderr, by the commands whose output is a file: ``lock``
+    with ``-o`` or a config's targets, ``export uv``), each after ``label`` (a config target's
+    ``NAME: ``), so that they tell the story ``resolve`` prints."""
+    for line in story_lines(notes, overrides):
+        say(f"{label}{line}")
+
+
 def override_words(o: Override) -> str:
     """One override in words: ``sglang: torch==2.9.1 -> torch==2.15.0 (the installed torch is kept)``."""
     return f"{o.package}: {o.requirement} -> {o.replaced_by} ({o.reason})"
