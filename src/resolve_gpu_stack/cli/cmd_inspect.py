@@ -228,7 +228,8 @@ def _report(
         if verdict is None
         else {
             "abi": verdict.kind.value if verdict.kind is not None else None,
-            "runs": verdict.runs,
+            "runs": None if verdict.unverified and verdict.runs else verdict.runs,  # a guess from the names in first bytes: never "runs"
+            "read": verdict.read or "start",
             "floor": verdict.floor,
             "cuda_majors": list(verdict.cuda_majors),
             "builds": list(verdict.builds),
