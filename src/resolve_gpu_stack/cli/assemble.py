@@ -24,7 +24,8 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,6 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..net.settings import FetchSettings
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from ..data.definitions import Definitions
     from ..errors import CrawlError
     from ..index.finder import Finder
@@ -109,7 +112,8 @@ class ResolveParts:
         try:
             return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
         except CrawlError as exc:
-            raise _fitting_offline_hint(exc, request) from None
+            kept = request.kept_torch
+            raise fitting_offline_hint(exc, kept.version if kept is not None else None) from None
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
@@ -358,12 +362,24 @@ class Session:
         self.close()
 
 
-__all__ = ["NetworkOptions", "ResolveParts", "Session", "resolve_parts"]
+__all__ = ["NetworkOptions", "ResolveParts", "Session", "fitting_offline_hint", "offline_hinted", "resolve_parts"]
 
 
-def _fitting_offline_hint(exc: CrawlError, request: ResolveRequest) -> CrawlError:
-    """``exc`` with the no-network hint naming the bundled snapshot that fits ``request``'s kept
-    torch (``indexes/snapshots/bundled.toml``); any other error as it is."""
+@contextmanager
+def offline_hinted(torch: Version | None) -> Iterator[None]:
+    """A ``CrawlError`` raised inside, with ``fitting_offline_hint`` for the target's ``torch``
+    (``candidates``, ``inspect``: every door that reads an index names the snapshot that fits)."""
+    from ..errors import CrawlError
+
+    try:
+        yield
+    except CrawlError as exc:
+        raise fitting_offline_hint(exc, torch) from None
+
+
+def fitting_offline_hint(exc: CrawlError, torch: Version | None) -> CrawlError:
+    """``exc`` with the no-network hint naming the bundled snapshot that fits the kept ``torch``
+    (``indexes/snapshots/bundled.toml``; None: the target has none); any other error as it is."""
     from ..data.snapshots import bundled_path, bundled_snapshots, offline_hint
     from ..model.channel import torch_origin
     from ..net.transport import NO_NETWORK_HINT
@@ -373,8 +389,7 @@ def _fitting_offline_hint(exc: CrawlError, request: ResolveRequest) -> CrawlErro
     path = bundled_path()
     if not path.is_file():  # an installed tool carries no snapshots
         return exc
-    kept = request.kept_torch  # where the kept torch was published: the snapshot of its origin
-    hint = offline_hint(bundled_snapshots(path), kept.origin if kept is not None else torch_origin(None))
+    hint = offline_hint(bundled_snapshots(path), torch_origin(torch))  # where the kept torch was published: the snapshot of its origin
     if hint is None:
         return exc
     return type(exc)(exc.url, exc.cause, hint=hint, unreachable=exc.unreachable)

@@ -58,7 +58,9 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
     defs = common.definitions(settings.sources, env)
     target, installed_requires = common.target_of(settings.typed, env)
     torch_channel = torch.for_kept(target.installed.get(TORCH)).channel  # an installed torch is kept: the rest follow its channel
-    with common.make_parts(session, settings.sources, defs) as parts:
+    from .assemble import offline_hinted
+
+    with common.make_parts(session, settings.sources, defs) as parts, offline_hinted(target.installed.get(TORCH)):
         kept = parts.kept_torch(target, installed_requires.get(TORCH, ()), cuda)
 
         def verdict(file: IndexFile) -> AbiVerdict | None:

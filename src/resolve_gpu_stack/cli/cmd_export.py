@@ -99,11 +99,10 @@ def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> i
     applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
     quiet = settings.output.quiet
     if not quiet:
-        from .render import story_lines
+        from .render import say_story
 
         for t in targets:  # the plan's story, as `resolve` and `install` tell it
-            for line in story_lines(t.plan.notes, t.plan.overrides):
-                print(f"{t.name}: {line}" if t.name else line, file=sys.stderr)
+            say_story(t.plan.notes, t.plan.overrides, O.say, label=f"{t.name}: " if t.name else "")
         for note in applied.notes:
             print(f"note: {note}", file=sys.stderr)
         for warning in uv_sync_warnings(folder, {t.plan.target.python for t in targets}):

@@ -72,7 +72,9 @@ def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> 
     # a declared torch without label is known from its own wheel (PyPI's page): its CUDA by its runtime pin, as resolve knows it
     declared_pypi_torch = target.interpreter is None and any(v.local is None for n, v in target.installed.items() if n == TORCH)
     defs = common.definitions(settings.sources, env, need_pypi=("==" in wheel and "://" not in wheel) or declared_pypi_torch)
-    with common.make_parts(session, settings.sources, defs) as parts:
+    from .assemble import offline_hinted
+
+    with common.make_parts(session, settings.sources, defs) as parts, offline_hinted(target.installed.get(TORCH)):
         kept = parts.kept_torch(target, installed_requires.get(TORCH, ()), cuda)
         source, name, scan, abi, cost, requires = _read(wheel, parts, target, kept)
         verdict = parts.judge(name, abi, requires, kept, target)
@@ -226,7 +228,8 @@ def _report(
         if verdict is None
         else {
             "abi": verdict.kind.value if verdict.kind is not None else None,
-            "runs": verdict.runs,
+            "runs": None if verdict.unverified and verdict.runs else verdict.runs,  # a guess from the names in first bytes: never "runs"
+            "read": verdict.read or "start",
             "floor": verdict.floor,
             "cuda_majors": list(verdict.cuda_majors),
             "builds": list(verdict.builds),

@@ -126,9 +126,18 @@ def _run_single(settings: LockSettings, env: Mapping[str, str], session: Session
     if not settings.outputs:
         common.emit_plan(settings.output, plan)
         return 0
+    _say_story(settings, plan)
     command = common.command_line(sys.argv[1:] if sys.argv[1:] else ["lock"])
     _write_outputs(settings, env, session, plan, defs, settings.outputs, command=command)
     return 0
+
+
+def _say_story(settings: LockSettings, plan: LockPlan, label: str = "") -> None:
+    """The plan's story on stderr (the lock's notes hold it too), as `resolve` prints it; nothing with -q."""
+    from .render import say_story
+
+    if not settings.output.quiet:
+        say_story(plan.notes, plan.overrides, O.say, label=label)
 
 
 def _write_outputs(
@@ -394,6 +403,7 @@ def _lock_one(
         plan = parts.resolve(request, sdist_metadata=sdist_metadata_of(request, settings, env, session, defs=parts.defs))
         inputs = lock_inputs(config, target, bundled)
         plan = replace(plan, inputs=inputs, inputs_digest=inputs_digest(inputs))
+        _say_story(settings, plan, label)
         return _rendered(settings, env, session, plan, parts.defs, target.outputs, command=command)
     except (CrawlError, WriteError):
         raise

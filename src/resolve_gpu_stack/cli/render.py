@@ -46,12 +46,12 @@ _JSON_ABI_KEYS = {
     "builds": "abi-builds",
     "refusal": "abi-refusal",
     "note": "abi-note",
-    "read": "abi-read",  # recorded: replayed from a scan record, provisional (install reads the file again)
+    "read": "abi-read",  # recorded: replayed from a scan record, provisional; names: judged from the library names in first bytes, unverified (install reads the file again)
 }
 
 
 def _json_package(p: dict[str, Any]) -> dict[str, Any]:
-    abi = {key: p[field] for key, field in _JSON_ABI_KEYS.items()} if p["abi"] is not None or p["cuda-majors"] else None
+    abi = {key: p[field] for key, field in _JSON_ABI_KEYS.items()} if p["abi"] is not None or p["cuda-majors"] or p["abi-read"] else None
     out = {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"]), "abi": abi}
     if p["sdist"] is not None:  # a build row (--build NAME): the sdist it is built from, and once built, how
         out["sdist"] = p["sdist"]
@@ -65,6 +65,8 @@ def coupling_words(p: LockedPackage) -> str:
     abi = p.abi
     if abi is not None and abi.cuda_majors:
         words += " CUDA " + "+".join(str(m) for m in abi.cuda_majors)
+    if abi is not None and abi.unverified:  # judged from the library names in its first bytes: install reads it again
+        words += " UNVERIFIED"
     return words + (" ABI MISMATCH" if p.abi_mismatch else "")
 
 
@@ -114,6 +116,14 @@ def story_lines(notes: Sequence[str], overrides: Sequence[Override]) -> list[str
     if overrides:
         lines += ["Overrides", *(f"  - {override_words(o)}" for o in overrides)]
     return lines
+
+
+def say_story(notes: Sequence[str], overrides: Sequence[Override], say: Callable[[str], None], *, label: str = "") -> None:
+    """``story_lines`` said line by line (on stderr, by the commands whose output is a file: ``lock``
+    with ``-o`` or a config's targets, ``export uv``), each after ``label`` (a config target's
+    ``NAME: ``), so that they tell the story ``resolve`` prints."""
+    for line in story_lines(notes, overrides):
+        say(f"{label}{line}")
 
 
 def override_words(o: Override) -> str:

@@ -175,6 +175,8 @@ def describe(verdict: AbiVerdict | None, coupling: Coupling | None = None) -> st
     if verdict is None:
         return f"{coupling.value if coupling is not None else 'not judged'} (no verdict recorded)"
     kind = verdict.kind.value if verdict.kind is not None else "no torch linked"
+    if verdict.unverified and verdict.refusal is None:  # a guess from the names in its first bytes: never said to run
+        return f"{coupling.value if coupling is not None else kind}, unverified (judged from the library names in its first bytes)"
     return f"{kind}, {'runs' if verdict.refusal is None else 'refused: ' + verdict.refusal}"
 
 

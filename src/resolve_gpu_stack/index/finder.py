@@ -109,7 +109,7 @@ class Finder:
         self._row_filters: dict[tuple[frozenset[Tag], bool], RowFilter] = {}  # (a target's tags, sdists) -> its rows (no target is held)
         self._first_filter: dict[str, tuple[frozenset[Tag], bool]] = {}  # page URL -> the filter it was first read with
         self._page_offer_memo: dict[tuple[NormalizedName, PageLocation], tuple[ParsedPage, list[Offer], list[str]]] = {}
-        self._kept: dict[tuple[NormalizedName, Version, RouteContext], list[Offer]] = {}  # kept_release's answers
+        self._kept: dict[tuple[NormalizedName, Version, tuple[PageLocation, ...]], list[Offer]] = {}  # kept_release's answers, by the pages read
         self._lock = threading.Lock()
         self._inflight: dict[str, threading.Event] = {}  # page or wheel URL being fetched now
         self._answers: dict[str, tuple[PageResponse, str]] = {}  # every page read (and its index), parsed when asked for
@@ -325,15 +325,18 @@ class Finder:
         METADATA, its exports), never offered as a candidate. Empty when no route says so, or when
         the page cannot be read (said in the log: the kept release is then known only as declared)."""
         wanted = canonicalize_name(name)
-        key = (wanted, version, ctx)
+        # by the pages read, not the context: the kept torch is known (resolver/kept.py) and planned
+        # (resolver/resolve.py) under two contexts that route to the same page, read and warned of once
+        locations = tuple(self.definitions.pages_for(wanted, ctx, kept=True))
+        key = (wanted, version, locations)
         known = self._kept.get(key)
         if known is None:
-            known = self._kept[key] = self._read_kept(wanted, version, ctx)
+            known = self._kept[key] = self._read_kept(wanted, version, locations)
         return list(known)
 
-    def _read_kept(self, wanted: NormalizedName, version: Version, ctx: RouteContext) -> list[Offer]:
+    def _read_kept(self, wanted: NormalizedName, version: Version, locations: tuple[PageLocation, ...]) -> list[Offer]:
         out: list[Offer] = []
-        for loc in self.definitions.pages_for(wanted, ctx, kept=True):
+        for loc in locations:
             try:
                 parsed = self.page(loc)
             except CrawlError as exc:

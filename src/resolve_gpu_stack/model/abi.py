@@ -29,9 +29,19 @@ from typing import Any
 #: of the index's file, or a file on disk), or replayed from a record by the wheel's sha256 that an
 #: older reader made (a snapshot's schema 2 or 3: it may rest on a member entered near its end, or
 #: on the library names in its first bytes): provisional, ``check`` says so, install reads it again.
+#: ``names``: a wheel nothing ties to torch (``scan/wheelscan`` ``torch_tie``) whose members were
+#: judged by the library names in their first bytes, their dynamic sections not reached: a guess a
+#: forger can steer, so unverified (never shown as "runs"); install and wheelhouse read it again
+#: from the verified file, by structure.
+#: ``names`` in words, wherever a verdict that rests on it is shown (plan, candidates, inspect, check, install).
+UNVERIFIED = (
+    "unverified: judged from the library names in the first bytes of its shared objects, their dynamic sections not read, "
+    "and nothing ties it to torch; install reads it again from the verified file"
+)
 READ_START = "start"
 READ_RECORDED = "recorded"
-READS = (READ_START, READ_RECORDED)
+READ_NAMES = "names"
+READS = (READ_START, READ_RECORDED, READ_NAMES)
 
 #: The ``kind`` of a ``WheelAbi``: torch-linked, CUDA-only, neither, or not known.
 TORCH = "torch"
@@ -188,6 +198,11 @@ class AbiVerdict:
     def runs(self) -> bool:
         return self.refusal is None
 
+    @property
+    def unverified(self) -> bool:
+        """Whether it rests on a guess from the library names in the wheel's first bytes (``READ_NAMES``)."""
+        return self.read == READ_NAMES
+
     def to_dict(self) -> dict[str, Any]:
         """The lock's keys (``ABI_KEYS``; None where unset: TOML writers drop them)."""
         return {
@@ -206,7 +221,7 @@ class AbiVerdict:
         """None when ``data`` records no verdict; ``ValueError`` when it records a bad one."""
         kind = data.get("abi")
         majors = data.get("cuda-majors")
-        if kind is None and majors is None:
+        if kind is None and majors is None and data.get("abi-read") != READ_NAMES:  # an unverified "no torch" is recorded as such
             return None
         return cls(
             kind=None if kind is None else AbiKind(str(kind)),

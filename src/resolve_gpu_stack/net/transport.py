@@ -91,11 +91,12 @@ class Retryable(Exception):
     ``CrawlError``; it never leaves ``retrying``.
     """
 
-    def __init__(self, cause: str, *, wait: float | None = None, status: bool = False) -> None:
+    def __init__(self, cause: str, *, wait: float | None = None, status: bool = False, unanswered: bool = False) -> None:
         super().__init__(cause)
         self.cause = cause
         self.wait = wait
         self.status = status
+        self.unanswered = unanswered  # the host gave no answer at all (refused, timed out, reset before one): offline, or nothing listening
 
     def final(self, attempts: int) -> str:
         if attempts == 1:
@@ -238,7 +239,7 @@ class Transport:
                 raise CrawlError(redact_url(current), str(exc), hint=exc.hint) from None
             except TransportError as exc:
                 self._raise_past_deadline(current, exc, deadline)
-                raise Retryable(_transport_cause(exc, self.timeout)) from None
+                raise Retryable(_transport_cause(exc, self.timeout), unanswered=True) from None
             log.debug("GET %s -> %d", target, resp.status_code)
             location = resp.headers.get("location")
             if resp.status_code not in REDIRECTS or not location:
@@ -357,7 +358,9 @@ class Transport:
                 return attempt()
             except Retryable as exc:
                 if n == attempts:
-                    raise CrawlError(redact_url(url), exc.final(attempts), unreachable=True) from None
+                    # a host that never answered is offline as much as one whose name does not resolve: the same way out
+                    hint = no_network_hint(url) if exc.unanswered else None
+                    raise CrawlError(redact_url(url), exc.final(attempts), hint=hint, unreachable=True) from None
                 delay = exc.wait if exc.wait is not None else self.backoff(n)
                 self.stats.add(retries=1)
                 log.debug("%s: %s; retry %d of %d in %.2f s", redact_url(url), exc.cause, n, self.retries, delay)

@@ -16,7 +16,7 @@ from ..data.definitions import Definitions, RouteContext
 from ..index.finder import Finder, PageVisit
 from ..index.variants import VariantTarget, properties_text
 from ..model import CudaLabel, IndexFile, Target
-from ..model.abi import AbiVerdict
+from ..model.abi import UNVERIFIED, AbiVerdict
 from ..model.gpu import GpuArch
 from ..model.kept import KeptTorch
 from ..rules.fit import Rejection, RejectReason
@@ -141,4 +141,6 @@ def _row(f: IndexFile, why: Rejection | None, verdict: AbiVerdict | None = None,
 def _abi_words(verdict: AbiVerdict) -> str:
     """A wheel's ABI verdict in a few words: its kind, and its refusal or note."""
     kind = verdict.kind.value if verdict.kind is not None else "cuda" if verdict.cuda_majors else "no torch"
+    if verdict.unverified:  # a guess from the library names in its first bytes: never shown as fitting on its word alone
+        kind += f" ({UNVERIFIED})"
     return kind + (f": {verdict.refusal}" if verdict.refusal else f": {verdict.note}" if verdict.note else "")

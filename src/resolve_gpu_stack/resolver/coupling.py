@@ -199,7 +199,8 @@ def find_coupling(cand: Cand, reqs: Sequence[Req], defs: Definitions, torch: Abi
 def _judged(cand: Cand, reqs: Sequence[Req], torch: AbiTorch | None, scan: WheelAbi, policy: AbiPolicy, *, local: str | None, built_for: str | None) -> Found:
     """A native wheel the data and its METADATA leave open: its scan judged against ``torch``."""
     verdict = judge(cand.name, scan, torch, policy, version=cand.version, requires_floor=_requires_floor(reqs), declared_series=local)
-    recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal else None  # nothing to record for a wheel needing neither
+    # nothing to record for a wheel needing neither, unless that rests on a guess (unverified: said in the plan and the lock)
+    recorded = verdict if verdict.kind is not None or verdict.cuda_majors or verdict.refusal or verdict.unverified else None
     evidence, mismatch = _evidence(scan, verdict), verdict.refusal
     if mismatch is not None and local is not None and torch is not None and _local_mismatch(local, torch.version) is None:
         # the label names the kept torch's series, the symbols refuse it: the label lied

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from ...model import Action, Coupling, LockedPackage, LockPlan
-from ...model.abi import READ_RECORDED
+from ...model.abi import READ_RECORDED, UNVERIFIED
 from ...model.cuda import CudaLabel
 from ...rules.invariants import plan_torch_cuda
 from .finding import NOTE, WARNING, Expected, Finding, error_at, regenerate_hint
@@ -36,6 +36,8 @@ def abi_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], expected
         message = _abi_problem(pkg, plan.torch, plan_torch_cuda(plan)) if pkg.action is not Action.KEEP else None
         if message is None and pkg.action is not Action.KEEP and pkg.abi is not None and pkg.abi.read == READ_RECORDED:
             out.append(Finding(level=NOTE, path=path, message=PROVISIONAL, package=pkg.name))
+        if message is None and pkg.action is not Action.KEEP and pkg.abi is not None and pkg.abi.unverified:
+            out.append(Finding(level=NOTE, path=path, message=f"its verdict is {UNVERIFIED} (abi-read = names)", package=pkg.name))
         if message is None:
             continue
         if inputs.get("abi-mismatch") == "warn":

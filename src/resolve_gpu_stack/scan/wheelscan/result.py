@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ...data.rules import AbiRules
-from ...model.abi import CUDA, NONE, TORCH, UNKNOWN, MemberAbi, WheelAbi
+from ...model.abi import CUDA, NONE, READ_NAMES, READ_START, TORCH, UNKNOWN, MemberAbi, WheelAbi
 from ..abi import demangle, entity_identifier, member_abi
 from ..elf import DynamicSymbols, ElfLibraries
 
@@ -182,7 +182,8 @@ class WheelScan:
         """What the shared objects import, judged by ``rules`` (``model/abi.py``): ``TORCH`` (some
         member links torch: every such member with its imports), ``CUDA``, ``NONE``, or ``UNKNOWN``
         when a member's libraries, or a torch-linked member's symbols, could not be read (or the
-        wheel's limits stopped the scan): never a guess."""
+        wheel's limits stopped the scan). A wheel nothing ties to torch judged by the names in its
+        members' first bytes (``judged_by_names``) is ``CUDA`` or ``NONE`` read ``names``: unverified."""
         majors = self.cuda_majors
         torch_members = [m for m in self.members if m.links_torch]
         described = tuple(_member_abi(m, rules) for m in torch_members if m.symbols_complete)
@@ -198,11 +199,12 @@ class WheelScan:
         majors = self.cuda_majors
         if not self.members:
             return WheelAbi(kind=NONE, why="no shared objects in the wheel")
+        read = READ_START if self.decided else READ_NAMES  # judged by the names in first bytes (``judged_by_names``): unverified
         if not self.needs_cuda:
-            return WheelAbi(kind=NONE, why=self._plain_reason())
+            return WheelAbi(kind=NONE, why=self._plain_reason(), read=read)
         # each member that needs CUDA, with its majors: twins per CUDA major (rules.abi) are told apart by them
         cuda = tuple(MemberAbi(name=m.name, cuda_majors=m.libraries.cuda_majors) for m in self.members if m.libraries and m.libraries.cuda_libs)
-        return WheelAbi(kind=CUDA, why=self._plain_reason(), members=cuda, cuda_majors=majors)
+        return WheelAbi(kind=CUDA, why=self._plain_reason(), members=cuda, cuda_majors=majors, read=read)
 
     @property
     def decided(self) -> bool:
