@@ -2,8 +2,8 @@
 """Refresh the scan records the tool ships (``indexes/records/<sha256>.json``, ``net/scan/records.py``).
 
 For each compiled wheel of today's serving stack (``verify_today.py``'s rows: the SGLang and vLLM
-closures' native wheels and the torch family's PyPI releases, for ``TARGET``), the wheel the
-target would take is found on its index, its ``.so`` members are read by range requests from their
+closures' native wheels and the torch family's PyPI releases, for ``TARGET``; a row that names no
+version: its newest release pip finds today), the wheel the target would take is found on its index, its ``.so`` members are read by range requests from their
 starts (the scanner of ``resolve``; a few hundred KB to a few MB of each wheel, never the whole
 wheel) and its record is written under the sha256 the index page gives. A scan that does not
 finish, or a wheel whose page gives no sha256, is said and not written: no record is a guess.
@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "indexes"))
 
-from verify_today import ROWS, TARGET  # noqa: E402
+from verify_today import ROWS, TARGET, pip_versions  # noqa: E402
 
 from resolve_gpu_stack.cli import common  # noqa: E402
 from resolve_gpu_stack.cli import settings as S  # noqa: E402
@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     except ResolveGpuStackError as exc:
         print(f"skipped: {exc}")
         return 0
-    wanted = args.wheels or [f"{r.name}=={r.version}" for r in ROWS if r.version]  # the rows without one: newest today, in the closures below
+    wanted = args.wheels or [f"{r.name}=={r.version or _newest(r.name, pypi, args.python)}" for r in ROWS]
+    wanted = [w for w in wanted if not w.endswith("==")]  # a row pip finds no release of: said there
     typed = S.TypedSettings(MappingProxyType({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)}))
-    target, _ = common.target_of(typed, os.environ)
+    target, installed_requires = common.target_of(typed, os.environ)
     written = 0
     with tempfile.TemporaryDirectory() as cache:
         network = NetworkOptions(
@@ -87,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             parts = session.resolve_parts(defs)
             classifier = parts.classifier
             assert isinstance(classifier, RangeClassifier)
+            kept = parts.kept_torch(target, installed_requires.get("torch", ()))  # PyPI's torch: its family is PyPI's (routing.toml)
             for text in wanted:
                 try:
-                    file = _best_wheel(text, parts, target)
+                    file = _best_wheel(text, parts, target, kept)
                     record = classifier.scan(file)
                 except ResolveGpuStackError as exc:
                     if not written and text == wanted[0]:
@@ -108,6 +110,18 @@ def main(argv: list[str] | None = None) -> int:
         written += _framework(framework, args, pypi)
     print(f"{written} records in {args.out}")
     return 0
+
+
+def _newest(name: str, pypi: str, python: str) -> str:
+    """The newest release pip finds of ``name`` today ('' when none: said)."""
+    try:
+        versions = pip_versions(name, [pypi], python)
+    except RuntimeError as exc:
+        versions = []
+        print(f"not recorded  {name}: {exc}")
+    if not versions:
+        print(f"not recorded  {name}: pip finds no release")
+    return versions[0] if versions else ""
 
 
 def _framework(framework: str, args: argparse.Namespace, pypi: str) -> int:
