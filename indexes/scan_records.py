@@ -15,6 +15,9 @@ Then, for each ``--with`` framework (default: ``FRAMEWORKS``), a cold ``resolve`
 same target with no records (``--scan-records none``) in a fresh cache, and every finished scan
 of that cache keyed by a sha256 (``net.scan.records.cached_records``: the closure's native wheels and
 the candidates judged on the way) is written too, named by the plan's file name where it has one.
+A record already there (the same sha256: the same bytes) is kept as it is, unless ``--rewrite`` (a
+scan's member order and, for a wheel it stops reading at its budget, its byte counts differ from
+run to run).
 
 PyPI's URL comes from uv/pip configuration (or --pypi). Offline, it says so and exits 0.
 ``verify_today.py`` checks the same wheels' verdicts against their symbols; run both.
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="only write DIR/index.json (schema scan-records/v1): DIR's records in one file, read by a node with one request",
     )
+    ap.add_argument("--rewrite", action="store_true", help="write a record again where one of that sha256 is there (default: kept as it is)")
     args = ap.parse_args(argv)
     if args.index is not None:
         text, count = folder_index(args.index)
@@ -101,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 if not file.sha256 or not publishable(record):
                     print(f"not recorded  {file.filename}: {'no sha256 on its page' if not file.sha256 else record.abi.why}")
+                    continue
+                if (args.out / record_name(file.sha256)).exists() and not args.rewrite:
+                    print(f"kept          {file.filename}: its record is there")
                     continue
                 args.out.mkdir(parents=True, exist_ok=True)
                 (args.out / record_name(file.sha256)).write_text(record_text(file.sha256, file.filename, file.size or record.file_size, record))
@@ -146,10 +153,11 @@ def _framework(framework: str, args: argparse.Namespace, pypi: str) -> int:
         names = {p["sha256"]: p["url"].split("#", 1)[0].rsplit("/", 1)[-1] for p in plan if p.get("sha256") and p.get("url")}
         records = cached_records(Path(cache))
     args.out.mkdir(parents=True, exist_ok=True)
-    for sha, record in records:
+    new = [(sha, record) for sha, record in records if args.rewrite or not (args.out / record_name(sha)).exists()]
+    for sha, record in new:
         (args.out / record_name(sha)).write_text(record_text(sha, names.get(sha), record.file_size, record))
-    print(f"recorded      --with {framework}: {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels)")
-    return len(records)
+    print(f"recorded      --with {framework}: {len(new)} new of {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels)")
+    return len(new)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,12 @@ framework, ``resolve --torch installed --with NAME==VERSION`` (exit 0 exactly wh
 it runs and every exact pin of the wheel's METADATA outside the torch family, whose pins the tool
 replaces, is a version pip finds on the indexes; a refusal must name the package or the missing pin).
 
-    .venv/bin/python indexes/verify_today.py [--pypi URL] [--torch-lib DIR | --fetch-torch] [--only NAME[==V] ...] [--python X.Y] [--json FILE]
+    .venv/bin/python indexes/verify_today.py [--pypi URL] [--torch-lib DIR | --fetch-torch] [--only NAME[==V] ...] [--python X.Y] [--records] [--json FILE]
+
+``inspect`` reads each wheel as it is now, and so does ``resolve`` (``--scan-records none``; with
+``--records`` it may answer from the scan records the tool ships). Where the tool ships a record of
+the downloaded wheel (``indexes/records/<sha256>.json``, refreshed by ``scan_records.py``), that
+record is compared with binutils too: its members, their CUDA majors and their very imports.
 
 Running it live downloads the wheels (vllm's is hundreds of MB). PyPI's URL comes from uv/pip
 configuration (or --pypi). Offline, it says so and exits 0. Exit 1 when a verdict disagrees with the
@@ -40,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import email.parser
+import hashlib
 import io
 import json
 import os
@@ -55,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+RECORDS = REPO / "indexes" / "records"  # the scan records the tool ships, by the wheel's sha256
 sys.path.insert(0, str(REPO / "src"))
 
 TORCH = "2.15.0"  # PyPI's torch today: no +cuNNN label, CUDA 13.2 by its cuda-toolkit pin
@@ -289,6 +296,41 @@ def compare_members(truths: Sequence[MemberTruth], reported: Sequence[Mapping[st
     return None
 
 
+def compare_record(truth: Truth, document: Mapping[str, Any]) -> tuple[str, str]:
+    """A shipped scan record of the same wheel (``indexes/records/<sha256>.json``) against binutils:
+    its kind and CUDA majors, and per member the torch libraries, CUDA majors, the very C++ and THP
+    imports and the count of C-shim imports."""
+    scan = document.get("scan") or {}
+    kind = "torch" if any(m.links_torch for m in truth.members) else ("cuda" if truth.cuda_majors else "none")
+    if scan.get("kind") != kind:
+        return "disagree", f"the record says {scan.get('kind')}, readelf says {kind}"
+    if sorted(scan.get("cuda-majors") or []) != list(truth.cuda_majors):
+        return "disagree", f"the record says CUDA {scan.get('cuda-majors')}, readelf says {list(truth.cuda_majors)}"
+    listed = {str(m.get("name")): m for m in scan.get("members") or []}
+    for member in truth.members:
+        said = listed.get(member.name)
+        if said is None:
+            if member.links_torch:
+                return "disagree", f"the record does not list {member.name}, which links torch (readelf)"
+            continue
+        if bool(said.get("torch-libs")) != member.links_torch or sorted(said.get("cuda-majors") or []) != list(member.cuda_majors):
+            return "disagree", f"the record says {member.name} needs {said.get('torch-libs')} and CUDA {said.get('cuda-majors')}, readelf says otherwise"
+        if member.links_torch:
+            recorded, read = set(said.get("cxx") or []), member.cxx | member.thp
+            if recorded != read:
+                odd = sorted(recorded ^ read)[0]
+                return (
+                    "disagree",
+                    f"the record's imports of {member.name} are not nm's: {len(recorded - read)} only recorded, {len(read - recorded)} only read, e.g. {odd}",
+                )
+            if said.get("shim") != len(member.shim):
+                return "disagree", f"the record counts {said.get('shim')} C-shim imports in {member.name}, nm {len(member.shim)}"
+    unknown = sorted(set(listed) - {m.name for m in truth.members})
+    if unknown:
+        return "disagree", f"the record lists {unknown[0]}, which is no shared object of the wheel"
+    return "agree", f"its {len(listed)} recorded members are binutils' reading"
+
+
 def compare_inspect(truth: Truth, report: Mapping[str, Any]) -> tuple[str, str]:
     """(agree | disagree | unverified, why): the tool's ``inspect`` report against the oracle."""
     if "error" in report:
@@ -435,11 +477,21 @@ def version_of(wheel: Path) -> str:
 
 
 def run_rows(
-    rows: Iterable[Row], pypi: str, flags: Sequence[str], exports: set[str] | None, work: Path, *, python: str = PYTHON, indexes: Sequence[str] = ()
+    rows: Iterable[Row],
+    pypi: str,
+    flags: Sequence[str],
+    exports: set[str] | None,
+    work: Path,
+    *,
+    python: str = PYTHON,
+    indexes: Sequence[str] = (),
+    records: Path = RECORDS,
+    resolve_flags: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Each row's wheel downloaded, read by binutils, and the tool's ``inspect`` (and, for a
-    framework, ``resolve``) compared with that; ``flags``: the tool's index, cache and --python;
-    ``indexes``: the URLs of the other indexes the tool is given (pip reads them beside ``pypi``)."""
+    """Each row's wheel downloaded, read by binutils, and the tool's ``inspect`` (a fresh read of
+    the wheel), its shipped record of that wheel where ``records`` has one, and, for a framework,
+    ``resolve`` (with ``resolve_flags``) compared with that; ``flags``: the tool's index, cache and
+    --python; ``indexes``: the URLs of the other indexes the tool is given (pip reads them too)."""
     results: list[dict[str, Any]] = []
     where = [pypi, *indexes]
     for row in rows:
@@ -454,6 +506,7 @@ def run_rows(
             print(f"{'unverified':10} {'download':8} {spec}: {results[-1]['why']}")
             continue
         version = version_of(wheel)
+        first = len(results)
         member_dir = Path(tempfile.mkdtemp(dir=work))
         truth = wheel_truth(wheel, exports, member_dir)
         facts = {"oracle": {"kind": truth.kind, "cuda_majors": list(truth.cuda_majors), "runs": truth.runs}}
@@ -467,17 +520,22 @@ def run_rows(
         verdict = report.get("verdict") or {}
         said = {"kind": verdict.get("abi"), "cuda_majors": report.get("cuda_majors") or [], "runs": bool(verdict.get("runs", True)) if verdict else True}
         results.append({"package": f"{row.name} {version}", "door": "inspect", "status": status, "why": why, **facts, "tool": said})
+        record = records / f"{hashlib.sha256(wheel.read_bytes()).hexdigest()}.json"
+        if record.is_file():
+            status, why = compare_record(truth, json.loads(record.read_text()))
+            results.append({"package": f"{row.name} {version}", "door": "record", "status": status, "why": why})
         if row.framework:
             try:
                 missing = missing_pins(exact_pins(wheel, python), where, python)
             except RuntimeError as exc:
                 results.append({"package": f"{row.name} {version}", "door": "resolve", "status": "unverified", "why": str(exc)[:300]})
             else:
-                code, _, err = tool(["resolve", "--torch", "installed", "--flashinfer", "none", "--with", f"{row.name}=={version}", *flags, *TARGET])
+                argv = ["resolve", "--torch", "installed", "--flashinfer", "none", "--with", f"{row.name}=={version}", *flags, *resolve_flags]
+                code, _, err = tool([*argv, *TARGET])
                 status, why = compare_resolve(truth, row.name, code, err, missing)
                 row_facts = {"oracle": {**facts["oracle"], "missing_pins": missing}, "tool": {"exit": code}}
                 results.append({"package": f"{row.name} {version}", "door": "resolve", "status": status, "why": why, **row_facts})
-        for r in results[-2 if row.framework else -1 :]:
+        for r in results[first:]:
             print(f"{r['status']:10} {r['door']:8} {r['package']}: {r['why']}")
     return results
 
@@ -504,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=PYTHON, help=f"the declared target's Python (default {PYTHON})")
     ap.add_argument("--index", action="append", default=[], metavar="NAME=URL", help="another index for the tool (a mirror of the PyTorch or FlashInfer index)")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--records", action="store_true", help="let resolve answer from the shipped scan records (default: it reads every wheel now)")
     args = ap.parse_args(argv)
     from resolve_gpu_stack.cli.userconfig import discover_pypi_url
     from resolve_gpu_stack.errors import ResolveGpuStackError
@@ -535,7 +594,16 @@ def main(argv: list[str] | None = None) -> int:
             print("note: no torch libraries (--torch-lib DIR or --fetch-torch): locked wheels' C++ imports are unverified")
         flags = ["--python", args.python, "--index", f"pypi={pypi}", *(w for i in args.index for w in ("--index", i))]
         flags += ["--cache-dir", str(work / "cache"), "--timeout", "60"]
-        results = run_rows(rows, pypi, flags, exports, work, python=args.python, indexes=[i.split("=", 1)[1] for i in args.index])
+        results = run_rows(
+            rows,
+            pypi,
+            flags,
+            exports,
+            work,
+            python=args.python,
+            indexes=[i.split("=", 1)[1] for i in args.index],
+            resolve_flags=[] if args.records else ["--scan-records", "none"],
+        )
     if results and all(r["door"] == "download" for r in results):
         print("skipped (offline?): no wheel could be downloaded")
         return 0

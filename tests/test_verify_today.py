@@ -319,8 +319,14 @@ def test_scan_records_writes_a_record_of_each_rows_wheel_as_the_kept_pypi_torch_
         world.write(srv.url)
         argv = ["--pypi", f"{srv.url}simple/", "--python", python, "--out", str(out), "--with", "sglang==0.5.23"]
         code = records.main([*argv, "sglang-kernel==0.4.10", "torchvision==0.29.2", "sglang-kernel==9.9"])
-    printed = capsys.readouterr().out
-    assert code == 0, printed
+        printed = capsys.readouterr().out
+        assert code == 0, printed
+        before = {f.name: f.read_bytes() for f in out.glob("*.json")}
+        assert records.main([*argv, "sglang-kernel==0.4.10"]) == 0  # again: the records of the same bytes are kept as they are
+        again = capsys.readouterr().out
+    assert "kept          sglang_kernel-0.4.10-cp39-abi3-manylinux_2_28_x86_64.whl: its record is there" in again, again
+    assert "recorded      --with sglang==0.5.23: 0 new of " in again, again
+    assert {f.name: f.read_bytes() for f in out.glob("*.json")} == before
     sha = {e.wheel.filename: e.wheel.sha256 for page in world.pages.values() for e in page}
     for filename in ("sglang_kernel-0.4.10-cp39-abi3-manylinux_2_28_x86_64.whl", "torchvision-0.29.2-py3-none-manylinux_2_28_x86_64.whl"):
         assert f"recorded      {filename}" in printed, printed
@@ -329,3 +335,14 @@ def test_scan_records_writes_a_record_of_each_rows_wheel_as_the_kept_pypi_torch_
     assert "not recorded  sglang-kernel==9.9: sglang-kernel 9.9: no wheel for" in printed, printed  # no such release: said, nothing written
     assert len(list(out.glob("*.json"))) > 2
     assert "recorded      --with sglang==0.5.23" in printed
+    # verify_today compares a shipped record with binutils' reading of the same wheel, member by member
+    path = {e.wheel.filename: e.wheel.path for page in world.pages.values() for e in page}
+    kernel = "sglang_kernel-0.4.10-cp39-abi3-manylinux_2_28_x86_64.whl"
+    truth = V.wheel_truth(path[kernel], None, tmp_path)
+    document = json.loads((out / f"{sha[kernel]}.json").read_text())
+    assert V.compare_record(truth, document) == ("agree", "its 1 recorded members are binutils' reading")
+    [member] = document["scan"]["members"]
+    forged = {**document, "scan": {**document["scan"], "members": [{**member, "cxx": member["cxx"][1:]}]}}
+    status, why = V.compare_record(truth, forged)
+    assert status == "disagree" and "0 only recorded, 1 only read" in why, why
+    assert V.compare_record(truth, {**document, "scan": {**document["scan"], "members": []}})[0] == "disagree"
