@@ -3,9 +3,10 @@
 
 For each compiled wheel of today's serving stack (``verify_today.py``'s rows: the SGLang and vLLM
 closures' native wheels and the torch family's PyPI releases, for ``TARGET``; a row that names no
-version: its newest release pip finds today), the wheel the target would take is found on its index, its ``.so`` members are read by range requests from their
-starts (the scanner of ``resolve``; a few hundred KB to a few MB of each wheel, never the whole
-wheel) and its record is written under the sha256 the index page gives. A scan that does not
+version: its newest release pip finds today), the wheel the target would take is found on its
+index, its ``.so`` members are read by range requests from their starts (the scanner of
+``resolve``; a few hundred KB to a few MB of each wheel, never the whole wheel) and its record is
+written under the sha256 the index page gives. A scan that does not
 finish, or a wheel whose page gives no sha256, is said and not written: no record is a guess.
 
     .venv/bin/python indexes/scan_records.py [--pypi URL] [--with FRAMEWORK ...] [NAME==VERSION ...]
