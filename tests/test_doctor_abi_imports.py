@@ -210,3 +210,38 @@ def test_doctor_keeps_the_targets_bytecode_in_its_own_folder_where_the_target_wr
         assert {p.parent.name + "/" + p.name.split(".", 1)[0] for p in kept} >= {"torch/__init__", "sgl_kernel/__init__"}
     else:
         assert kept == []  # the user's own prefix (and PYTHONDONTWRITEBYTECODE: nothing written), or the target's own bytecode
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="this host has the NVIDIA driver: the driverless path is not what runs here")
+def test_a_binary_whose_dynamic_section_lies_past_its_first_megabytes_is_still_found_needing_torch_and_the_driver(tmp_path, uv_env, capsys):
+    """A kernel library that patchelf (auditwheel) rewrote keeps its dynamic section and names at
+    the end of the file: sglang-kernel's 1.1 GB ``flash_ops.abi3.so`` on the live SGLang stack,
+    where a read of the first 2 MiB found neither its libtorch nor its libcuda.so.1. Its needed
+    libraries are read from the file mapped, wherever they lie: torch-bound, driver-bound, and so
+    judged from its symbols, not imported, on a host without the driver."""
+    from elfbuild import move_dynamic
+
+    build = tmp_path / "build"
+    c10 = libc10(build / "libs", "c10_stub")
+    _so(build / "libs", "libcuda.so.1", "int cuInit(int f) { return f; }\n")
+    (build / "libs" / "libcuda.so").symlink_to("libcuda.so.1")
+    ops = _so(build / "libs", "flash_ops.so", "int c10_stub(void); int cuInit(int);\nint entry(void) { return c10_stub() + cuInit(0); }\n", "-lc10", "-lcuda")
+    moved = move_dynamic(ops, pad=3 * 2**20, zeros=True)
+    wheels = tmp_path / "w"
+    torch = build_wheel(wheels, "torch", "2.12.0", f"{PY}-{PY}-{PLAT}", files={"torch/__init__.py": b"", "torch/lib/libc10.so": c10})
+    kernel = build_wheel(wheels, "late-kernel", "1.0", f"{PY}-{PY}-{PLAT}", files={"late_kernel/__init__.py": b"", "late_kernel/flash_ops.so": moved})
+    python = make_venv(tmp_path / "venv", uv_env, torch.path)
+    subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(kernel.path)], check=True, env=uv_env)
+    [bound] = torch_abi_packages(inspect_environment(python), DEFS)
+    assert (bound.name, bound.why, bound.modules, bound.needs_driver) == ("late-kernel", "flash_ops.so needs libc10.so", ("late_kernel",), "flash_ops.so")
+    import json
+
+    from resolve_gpu_stack.cli.app import main
+
+    capsys.readouterr()
+    rc = main(["doctor", "--python", python, "--nvidia-smi", str(tmp_path / "none"), "--format", "json"])
+    out, err = capsys.readouterr()
+    imports = {c["name"]: c for c in json.loads(out)["checks"]}["torch-abi-import"]
+    assert rc == 5, (out, err)
+    assert imports["details"]["no-driver"] == ["late-kernel 1.0"] and imports["details"]["imports"] == [], imports
+    assert "late-kernel 1.0 needs libcuda.so.1, so it was judged from its symbols only, not imported" in imports["message"]
