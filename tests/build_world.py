@@ -140,7 +140,8 @@ def _get_cuda_arch_flags():
 
 
 def CUDAExtension(name, sources, *args, **kwargs):
-    kwargs["library_dirs"] = kwargs.get("library_dirs", []) + [os.path.join(CUDA_HOME, "lib64")]
+    lib = "lib64" if os.path.exists(os.path.join(CUDA_HOME, "lib64")) or not os.path.exists(os.path.join(CUDA_HOME, "lib")) else "lib"  # as torch's
+    kwargs["library_dirs"] = kwargs.get("library_dirs", []) + [os.path.join(CUDA_HOME, lib)]
     kwargs["libraries"] = kwargs.get("libraries", []) + ["cudart_static", "rt", "pthread", "dl"]
     kwargs.setdefault("language", "c++")
     return Extension(name, sources, *args, **kwargs)

@@ -32,10 +32,12 @@ def _skip_reason() -> str | None:
     if not (have_cxx() and _glibc_ok() and Path(UV).exists()):
         return "needs Linux, g++ and uv"
     if TOOLKIT is None:
-        return "no CUDA toolkit here (nvcc): .ci/run does not install one (see docs/guides/building.md)"
+        return "no CUDA toolkit here (nvcc; .ci/run installs NVIDIA's nvcc wheels where it has none: see docs/guides/building.md)"
     if TOOLKIT.major != 13:
         return f"the stand-in torch is a cu130 build; the toolkit here is CUDA {TOOLKIT.version}"
-    if not (TOOLKIT.home / "lib64" / "libcudart_static.a").is_file() and not list(TOOLKIT.home.glob("targets/*/lib/libcudart_static.a")):
+    if not any((TOOLKIT.home / lib / "libcudart_static.a").is_file() for lib in ("lib64", "lib")) and not list(
+        TOOLKIT.home.glob("targets/*/lib/libcudart_static.a")
+    ):
         return f"the toolkit at {TOOLKIT.home} has no libcudart_static.a"
     return None
 

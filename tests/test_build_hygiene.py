@@ -32,6 +32,7 @@ from test_install_e2e import _glibc_ok, make_venv
 from wheels import build_wheel
 
 from resolve_gpu_stack.env import build as B
+from resolve_gpu_stack.env.buildmachine import has_cuda_driver
 
 UV = str(Path(sys.executable).with_name("uv"))
 needs_builds = pytest.mark.skipif(not (have_cxx() and _glibc_ok() and Path(UV).exists()), reason="needs Linux, g++ and uv")
@@ -47,9 +48,9 @@ def _script(path: Path, text: str) -> Path:
     return path
 
 
-def fake_toolkit(root: Path, version: str = "13.0", *, dryrun: bool = True) -> Path:
+def fake_toolkit(root: Path, version: str = "13.0", *, dryrun: bool = True, stubs: str | None = "lib64/stubs") -> Path:
     """A CUDA toolkit tree: bin/nvcc answers --version (and -dryrun with its TOP, as nvcc does),
-    include/cuda_runtime_api.h, lib64/stubs/libcuda.so."""
+    include/cuda_runtime_api.h, ``stubs``/libcuda.so (None: no stubs, as NVIDIA's nvcc wheels)."""
     top = f'  *-dryrun*) echo "#\\$ _HERE_={root}/bin"; echo "#\\$ TOP={root}/bin/.." >&2 ;;\n' if dryrun else ""
     _script(
         root / "bin" / "nvcc",
@@ -57,8 +58,9 @@ def fake_toolkit(root: Path, version: str = "13.0", *, dryrun: bool = True) -> P
     )
     (root / "include").mkdir(parents=True)
     (root / "include" / "cuda_runtime_api.h").write_text("/* fake */\n")
-    (root / "lib64" / "stubs").mkdir(parents=True)
-    (root / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
+    if stubs is not None:
+        (root / stubs).mkdir(parents=True)
+        (root / stubs / "libcuda.so").write_bytes(b"")
     return root
 
 
@@ -87,6 +89,32 @@ def test_without_a_driver_the_build_links_against_the_toolkit_stubs(tmp_path):
     bare = B.BuildMachine(uv="uv", arch_list="9.0", max_jobs=1, toolkit=toolkit, env={"LIBRARY_PATH": "/x"}, driver=False)
     assert B._build_env(bare, tmp_path)["LIBRARY_PATH"] == f"{tmp_path / 'cuda' / 'lib64' / 'stubs'}{os.pathsep}/x"
     assert "LIBRARY_PATH" not in B._build_env(B.BuildMachine(uv="uv", arch_list="9.0", max_jobs=1, toolkit=toolkit, env={}), tmp_path)
+
+
+# where toolkits keep the libcuda stub: the runfile/.deb layout (lib64 a link to targets/<arch>/lib),
+# one without the lib64 link (conda's, a copied targets/ tree), and NVIDIA's nvcc wheels (bin, include,
+# lib, nvvm: no stubs at all)
+STUB_LAYOUTS = {"lib64": "lib64/stubs", "targets-only": "targets/x86_64-linux/lib/stubs", "wheels": None}
+
+
+@pytest.mark.parametrize("layout", STUB_LAYOUTS, ids=list(STUB_LAYOUTS))
+def test_a_driverless_machine_finds_the_stubs_where_the_toolkit_keeps_them(tmp_path, layout):
+    stubs = STUB_LAYOUTS[layout]
+    root = fake_toolkit(tmp_path / "cuda", stubs=stubs)
+    if layout == "wheels":
+        (root / "lib").mkdir()
+        (root / "lib" / "libcudart.so.13").write_bytes(b"")
+    else:
+        (root / "lib64" / "other").mkdir(parents=True, exist_ok=True)  # a lib64 without stubs in it is passed over
+    toolkit = B.find_cuda_toolkit({"PATH": str(root / "bin")})
+    bare = B.BuildMachine(uv="uv", arch_list="9.0", max_jobs=1, toolkit=toolkit, env={}, driver=False)
+    env = B._build_env(bare, tmp_path)
+    if stubs is None:
+        assert bare.stubs is None and bare.stubless and "LIBRARY_PATH" not in env
+    else:
+        assert bare.stubs == root / stubs and not bare.stubless and env["LIBRARY_PATH"] == str(root / stubs)
+    with_driver = B.BuildMachine(uv="uv", arch_list="9.0", max_jobs=1, toolkit=toolkit, env={})
+    assert with_driver.stubs is None and not with_driver.stubless
 
 
 def test_torch_arch_list_reads_the_real_archs():
@@ -323,3 +351,28 @@ def test_a_torch_that_lists_no_arch_builds_a_cpu_extension_and_refuses_a_cuda_on
         assert rc == 0, err
         assert "no CUDA source in it (no .cu file, no CUDAExtension): built with no GPU arch list" in err
         assert len(records) == 1
+
+
+@needs_builds
+@pytest.mark.skipif(has_cuda_driver(), reason="this host has the NVIDIA driver: no stubs are needed")
+@pytest.mark.parametrize("layout", ["targets-only", "wheels"])
+def test_the_dry_run_on_a_driverless_machine_names_the_stubs_or_their_absence(tmp_path, uv_env, capsys, monkeypatch, layout):
+    """The dry run says where libcuda comes from on a machine without the driver: the toolkit's
+    ``targets/<arch>/lib/stubs`` where it has no lib64 link, or, for a toolkit with no stub at all
+    (NVIDIA's nvcc wheels), that an extension linking -lcuda will not link."""
+    sdist = extension_sdist(tmp_path / "sdists")
+    world = build_world(tmp_path, sdists=(sdist,))
+    root = fake_toolkit(tmp_path / "cuda", stubs=STUB_LAYOUTS[layout])
+    monkeypatch.setenv("PATH", f"{root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        venv = make_venv(tmp_path / "venv", uv_env, torch_wheel(world))
+        rc, _, err = run_cli(capsys, "install", "--python", venv, "--build", sdist.name, "--gpu", "sm90", *common(srv, tmp_path / "cache"), "--dry-run")
+    assert rc == 0, err
+    said = f"a build needs the CUDA 13 toolkit (found: 13.0 at {root})"
+    if layout == "wheels":
+        assert f"{said}, no driver here and no libcuda stub in the toolkit" in err and "-lcuda will not link" in err
+    else:
+        assert f"{said}, no driver here: libcuda from {root / 'targets' / 'x86_64-linux' / 'lib' / 'stubs'}" in err

@@ -167,3 +167,81 @@ def test_imports_share_one_interpreter_and_a_failure_is_checked_alone(tmp_path, 
     assert "exited with status 3" in (got["crasher 1.0"] or ""), got
     assert got["fine 1.0"] is None, got  # never reached in the shared interpreter: imported alone
     assert "No module named 'not_there_at_all'" in (got["broken 1.0"] or ""), got
+
+
+@pytest.mark.parametrize("case", ["no-bytecode", "users-prefix", "compiled"])
+def test_doctor_keeps_the_targets_bytecode_in_its_own_folder_where_the_target_writes_none(tmp_path, uv_env, case):
+    """Issue 49 (doctor in seconds): where ``PYTHONDONTWRITEBYTECODE`` is set (container images set
+    it) and the target's torch was installed without bytecode, every import check would compile the
+    stack from source at every run (the live SGLang stack: 23 s of CPU, 10 s from bytecode). The
+    import checks then keep the target's bytecode in the program's own folder, never beside the
+    target's sources; a ``PYTHONPYCACHEPREFIX`` of the user's own, or a target that has its
+    bytecode, is left as it is. The verdicts are the same. Through the real command, a process."""
+    import json
+    import os
+    import sys
+
+    build = tmp_path / "build"
+    c10 = libc10(build / "libs", "c10_stub")
+    ops = compile_so(build, "common_ops.so", build / "libs", links=("libc10.so",), flags=("-Wl,-rpath,$ORIGIN/../torch/lib",))
+    wheels = tmp_path / "w"
+    torch = build_wheel(wheels, "torch", "2.12.0", f"{PY}-{PY}-{PLAT}", files={"torch/__init__.py": b"", "torch/lib/libc10.so": c10})
+    loader = b"import torch\n" + LOADER
+    kernel = build_wheel(wheels, "sgl-kernel", "0.3.21", f"{PY}-{PY}-{PLAT}", files={"sgl_kernel/__init__.py": loader, "sgl_kernel/common_ops.so": ops})
+    python = make_venv(tmp_path / "venv", uv_env, torch.path)
+    subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(kernel.path)], check=True, env=uv_env)
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    if case == "compiled":
+        subprocess.run([python, "-m", "compileall", "-q", str(site / "torch")], check=True, env={**uv_env, "PYTHONDONTWRITEBYTECODE": ""})
+    assert not list(site.glob("sgl_kernel/**/*.pyc"))
+    cache, users = tmp_path / "cache", tmp_path / "users-prefix"
+    env = {**uv_env, "PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": str(cache), "PYTHONPYCACHEPREFIX": str(users) if case == "users-prefix" else ""}
+    env = {k: v for k, v in env.items() if v}
+    cmd = [sys.executable, "-m", "resolve_gpu_stack", "doctor", "--python", python, "--nvidia-smi", str(tmp_path / "none"), "--format", "json"]
+    runs = [subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path) for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first == second
+    imports = {c["name"]: c for c in first["checks"]}["torch-abi-import"]
+    assert imports["status"] == "pass" and "sgl-kernel 0.3.21" in imports["message"], imports
+    kept = list((cache / "resolve-gpu-stack" / "bytecode").glob(f"**{os.path.realpath(site)}/**/*.pyc"))
+    assert not list(site.glob("sgl_kernel/**/*.pyc"))  # the target is never written
+    if case == "no-bytecode":
+        assert {p.parent.name + "/" + p.name.split(".", 1)[0] for p in kept} >= {"torch/__init__", "sgl_kernel/__init__"}
+    else:
+        assert kept == []  # the user's own prefix (and PYTHONDONTWRITEBYTECODE: nothing written), or the target's own bytecode
+
+
+@pytest.mark.skipif(has_cuda_driver(), reason="this host has the NVIDIA driver: the driverless path is not what runs here")
+def test_a_binary_whose_dynamic_section_lies_past_its_first_megabytes_is_still_found_needing_torch_and_the_driver(tmp_path, uv_env, capsys):
+    """A kernel library that patchelf (auditwheel) rewrote keeps its dynamic section and names at
+    the end of the file: sglang-kernel's 1.1 GB ``flash_ops.abi3.so`` on the live SGLang stack,
+    where a read of the first 2 MiB found neither its libtorch nor its libcuda.so.1. Its needed
+    libraries are read from the file mapped, wherever they lie: torch-bound, driver-bound, and so
+    judged from its symbols, not imported, on a host without the driver."""
+    from elfbuild import move_dynamic
+
+    build = tmp_path / "build"
+    c10 = libc10(build / "libs", "c10_stub")
+    _so(build / "libs", "libcuda.so.1", "int cuInit(int f) { return f; }\n")
+    (build / "libs" / "libcuda.so").symlink_to("libcuda.so.1")
+    ops = _so(build / "libs", "flash_ops.so", "int c10_stub(void); int cuInit(int);\nint entry(void) { return c10_stub() + cuInit(0); }\n", "-lc10", "-lcuda")
+    moved = move_dynamic(ops, pad=3 * 2**20, zeros=True)
+    wheels = tmp_path / "w"
+    torch = build_wheel(wheels, "torch", "2.12.0", f"{PY}-{PY}-{PLAT}", files={"torch/__init__.py": b"", "torch/lib/libc10.so": c10})
+    kernel = build_wheel(wheels, "late-kernel", "1.0", f"{PY}-{PY}-{PLAT}", files={"late_kernel/__init__.py": b"", "late_kernel/flash_ops.so": moved})
+    python = make_venv(tmp_path / "venv", uv_env, torch.path)
+    subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(kernel.path)], check=True, env=uv_env)
+    [bound] = torch_abi_packages(inspect_environment(python), DEFS)
+    assert (bound.name, bound.why, bound.modules, bound.needs_driver) == ("late-kernel", "flash_ops.so needs libc10.so", ("late_kernel",), "flash_ops.so")
+    import json
+
+    from resolve_gpu_stack.cli.app import main
+
+    capsys.readouterr()
+    rc = main(["doctor", "--python", python, "--nvidia-smi", str(tmp_path / "none"), "--format", "json"])
+    out, err = capsys.readouterr()
+    imports = {c["name"]: c for c in json.loads(out)["checks"]}["torch-abi-import"]
+    assert rc == 5, (out, err)
+    assert imports["details"]["no-driver"] == ["late-kernel 1.0"] and imports["details"]["imports"] == [], imports
+    assert "late-kernel 1.0 needs libcuda.so.1, so it was judged from its symbols only, not imported" in imports["message"]

@@ -64,6 +64,15 @@ def _made_private(path: str, *, follow: bool) -> str | None:
     return None
 
 
+def bytecode_folder(environ: Mapping[str, str]) -> tuple[str, str | None]:
+    """The program's bytecode folder (made, 0700) and why it may not be used (None: it is the
+    user's alone). ``doctor`` keeps the target's bytecode there too, where the target writes none."""
+    # the default cache folder, as net.cache.default_cache_dir finds it (that module is not loaded yet)
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "resolve-gpu-stack", BYTECODE_FOLDER), private_folder(base, ("resolve-gpu-stack", BYTECODE_FOLDER))
+
+
 def keep_bytecode(environ: Mapping[str, str], argv: Sequence[str] = ()) -> str | None:
     """Point ``sys.pycache_prefix`` at the program's bytecode folder when no bytecode would be
     read or written otherwise and the folder is the user's alone (see the module docstring); the
@@ -75,11 +84,7 @@ def keep_bytecode(environ: Mapping[str, str], argv: Sequence[str] = ()) -> str |
     here = os.path.dirname(os.path.abspath(__file__))
     if os.path.exists(os.path.join(here, "cli", "__pycache__", f"app.{tag}.pyc")):
         return None  # the installer compiled the package
-    # the default cache folder, as net.cache.default_cache_dir finds it (that module is not loaded yet)
-    xdg = environ.get("XDG_CACHE_HOME", "")
-    base = xdg if os.path.isabs(xdg) else os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache")
-    folder = os.path.join(base, "resolve-gpu-stack", BYTECODE_FOLDER)
-    why = private_folder(base, ("resolve-gpu-stack", BYTECODE_FOLDER))
+    folder, why = bytecode_folder(environ)
     if why is not None:
         if "-v" in argv or "--verbose" in argv:
             print(f"resolve-gpu-stack: not keeping bytecode in {folder}: {why}", file=sys.stderr)

@@ -67,6 +67,8 @@ def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan, *, pytho
         cuda = f"the CUDA {label.major} toolkit ({state}: {toolkit.version} at {toolkit.home})"
         if machine.stubs is not None:
             cuda += f", no driver here: libcuda from {machine.stubs}"
+        elif machine.stubless:
+            cuda += ", no driver here and no libcuda stub in the toolkit (lib64/stubs, lib/stubs, targets/*/lib/stubs): an extension that links -lcuda will not link"
     archs = machine.arch_list or _torch_archs_said(python, env, plan)
     memory = available_memory()
     gib = 2**30

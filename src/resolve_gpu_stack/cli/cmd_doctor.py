@@ -25,6 +25,7 @@ from . import settings as S
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..env.doctor import Check, GpuQuery, ImportResult
+    from ..env.probe import Environment
     from .assemble import Session
 
 _SENTINEL = "RESOLVE-GPU-STACK-DOCTOR:"
@@ -121,6 +122,7 @@ def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> i
     apis: tuple[str, ...] = S.parse({"require_api": settings.typed.raw_of("require_api")})["require_api"]
     environment = inspect_environment(python)
     defs = load_definitions()
+    env = import_environment(env, environment)
     # flashinfer's import probe runs in its own interpreter beside the rest (each takes seconds:
     # on the live SGLang stack 8 s for flashinfer, 12 s for sglang's imports)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="doctor-flashinfer-import") as pool:
@@ -154,6 +156,30 @@ def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> i
     if not report["ok"]:
         return 1
     return NO_DRIVER_EXIT if driverless(checks) else 0
+
+
+def import_environment(env: Mapping[str, str], environment: Environment) -> Mapping[str, str]:
+    """The environment the import checks run the target in: ``env`` itself, unless the target would
+    compile every module from source on every run: ``PYTHONDONTWRITEBYTECODE`` set (as container
+    images set it), no ``PYTHONPYCACHEPREFIX`` of the user's own, and torch installed without its
+    bytecode. There the target's bytecode is kept where the program keeps its own
+    (``~/.cache/resolve-gpu-stack/bytecode``, the user's alone: ``__main__.bytecode_folder``),
+    never beside its sources: the live SGLang stack's imports took 23 s of CPU each run from source,
+    10 s from bytecode. Python checks each ``.pyc`` against its source's size and mtime as it does
+    in ``__pycache__``: what is imported is the same code."""
+    from packaging.utils import canonicalize_name
+
+    from ..__main__ import bytecode_folder
+
+    if not env.get("PYTHONDONTWRITEBYTECODE") or env.get("PYTHONPYCACHEPREFIX"):
+        return env
+    torch = environment.distributions.get(canonicalize_name("torch"))
+    if torch is None or torch.location is None or (torch.location / "torch" / "__pycache__").is_dir():
+        return env  # no torch to import, or an install that compiled its bytecode: read as it is
+    folder, why = bytecode_folder(env)
+    if why is not None:
+        return env
+    return {**{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPYCACHEPREFIX": folder}
 
 
 def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = (), defs: Definitions | None = None) -> ImportResult:

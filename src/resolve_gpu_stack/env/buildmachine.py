@@ -147,10 +147,24 @@ class BuildMachine:
 
     @property
     def stubs(self) -> Path | None:
-        """The toolkit's link stubs (``lib64/stubs/libcuda.so``) a build links against without a driver."""
+        """The folder of the toolkit's link stub ``libcuda.so`` a build links against without a driver:
+        ``lib64/stubs``, ``lib/stubs`` (where nvcc's own profile looks), else
+        ``targets/<arch>/lib/stubs`` (a toolkit without the ``lib64`` link); None with a driver, or
+        where the toolkit has none (NVIDIA's nvcc wheels carry no stubs)."""
         if self.driver or self.toolkit is None:
             return None
-        return next((d for d in (self.toolkit.home / "lib64" / "stubs", self.toolkit.home / "lib" / "stubs") if d.is_dir()), None)
+        return stubs_folder(self.toolkit.home)
+
+    @property
+    def stubless(self) -> bool:
+        """No driver here and no libcuda stub in the toolkit: an extension that links ``-lcuda`` cannot link."""
+        return not self.driver and self.toolkit is not None and self.stubs is None
+
+
+def stubs_folder(home: Path) -> Path | None:
+    """The first folder of a CUDA toolkit at ``home`` that holds the link stub ``libcuda.so``."""
+    candidates = [home / "lib64" / "stubs", home / "lib" / "stubs", *sorted(home.glob("targets/*/lib/stubs"))]
+    return next((d for d in candidates if (d / "libcuda.so").is_file()), None)
 
 
 def check_toolkit(torch: Version, label: CudaLabel | None, toolkit: CudaToolkit | None) -> str | None:
