@@ -307,3 +307,18 @@ def test_a_scan_made_before_the_structural_reader_is_scanned_again_but_a_snapsho
     assert ScanRecord.from_dict(old) is None
     replayed = ScanRecord.from_dict(old, RECORDED_SCHEMAS)
     assert replayed is not None and replayed.abi.kind == "none"
+
+
+def test_a_scan_cached_before_guesses_were_marked_is_scanned_again_but_a_snapshots_replays_as_it_did() -> None:
+    """Scan schema 4 wrote a guess from the names in first bytes without ``read = names``: the
+    cache drops such an entry (scanned again); a snapshot's schema-4 scans replay as they always
+    have (read from the start), the older readers' (2, 3) as recorded."""
+    old = {"schema": 4, **WheelAbi(kind="none", why="1 of 1 shared object(s) not read to their dynamic section").to_dict()}
+    assert SCAN_SCHEMA == 5 and "read" not in old
+    assert ScanRecord.from_dict(old) is None
+    replayed = ScanRecord.from_dict(old, RECORDED_SCHEMAS)
+    assert replayed is not None and replayed.abi.read == "start"
+    assert [r.abi.read for r in (ScanRecord.from_dict({**old, "schema": n}, RECORDED_SCHEMAS) for n in (2, 3)) if r is not None] == ["recorded"] * 2
+    current = ScanRecord(abi=WheelAbi(kind="none", why="guess", read="names")).to_dict()
+    back = ScanRecord.from_dict(current)
+    assert current["schema"] == SCAN_SCHEMA and back is not None and back.abi.read == "names"

@@ -28,6 +28,8 @@ from test_abi_doors import DECLARED, cli, index_flags, installed_names, venv_wit
 from wheels import BuiltWheel, metadata_text
 from world import _Entry
 
+from resolve_gpu_stack.net.cache import HttpCache
+from resolve_gpu_stack.net.scan.classify import SCAN_SCHEMA
 from resolve_gpu_stack.scan import deflateseek, zipmeta
 from resolve_gpu_stack.scan.elfstream import ElfStream
 from resolve_gpu_stack.scan.wheelscan import scan_wheel
@@ -294,3 +296,57 @@ def test_an_untied_wheels_verdict_from_first_bytes_is_unverified_at_every_plan_d
 def _check_findings(capsys, lock: Path, world, srv, tmp_path: Path) -> list[dict]:  # type: ignore[no-untyped-def]
     _, out, _ = cli(capsys, "check", str(lock), *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json")
     return list(json.loads(out)["findings"])
+
+
+def _as_schema_4_wrote_it(entry: bytes) -> bytes:
+    """A scan cache entry as the reader before ``read = names`` wrote it: scan schema 4, no ``read``
+    key (a guess from the names in first bytes said nothing of it)."""
+    data = json.loads(entry)
+    assert data["schema"] == SCAN_SCHEMA and data.pop("read") == "names", data
+    return json.dumps({**data, "schema": 4}, sort_keys=True).encode()
+
+
+def test_a_guess_cached_before_it_was_marked_is_scanned_again_and_unverified(forged, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A user's scan cache made before guesses were marked holds evilguess's "no torch" without a
+    ``read`` key. It is not taken as read from the start: resolve (JSON, table), lock -o and
+    candidates scan the wheel again (range reads on the loopback server) and say unverified."""
+    world, srv, _, _ = forged
+    [wheel] = sorted((world.root / "files").glob("evilguess-1.0-*.whl"))
+    key = f"sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+    fresh = tmp_path / "fresh"
+    code, _, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(fresh), "--with", "evilguess", "--format", "json")
+    assert code == 0, err
+    written = HttpCache(fresh).get_scan(key)
+    assert written is not None
+    old = _as_schema_4_wrote_it(written)
+
+    def seeded(name: str) -> list[str]:
+        cache = tmp_path / name
+        HttpCache(cache).put_scan(key, old)
+        assert HttpCache(cache).get_scan(key) == old
+        return ["--cache-dir", str(cache)]
+
+    def ranges_on_the_wheel() -> int:
+        return sum(1 for _, path, headers in srv.log if path.endswith(wheel.name) and any(k.lower() == "range" for k in headers))
+
+    flags = [*DECLARED, *index_flags(world, srv)]
+    before = ranges_on_the_wheel()
+    code, out, err = cli(capsys, "resolve", *flags, *seeded("c1"), "--with", "evilguess", "--format", "json")
+    assert code == 0, err
+    row = next(p for p in json.loads(out)["packages"] if p["name"] == "evilguess")
+    assert row["abi"] is not None and row["abi"]["read"] == "names" and row["abi"]["refusal"] is None, row
+    assert ranges_on_the_wheel() > before  # scanned again, not answered by the old entry
+    again = HttpCache(tmp_path / "c1").get_scan(key)
+    assert again is not None and json.loads(again)["schema"] == SCAN_SCHEMA and json.loads(again)["read"] == "names"
+    code, out, err = cli(capsys, "resolve", *flags, *seeded("c2"), "--with", "evilguess", "--format", "table")
+    assert code == 0, err
+    assert next(line for line in out.splitlines() if " evilguess " in f" {line} ").split()[-1] == "UNVERIFIED", out
+    lock = tmp_path / "pylock.guess.toml"
+    code, _, err = cli(capsys, "lock", *flags, *seeded("c3"), "--with", "evilguess", "-o", str(lock))
+    assert code == 0, err
+    locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
+    assert locked["abi-read"] == "names", locked
+    code, out, err = cli(capsys, "candidates", "evilguess", *DECLARED[:6], *index_flags(world, srv), *seeded("c4"), "--format", "json")
+    assert code == 0, err
+    [candidate] = json.loads(out)["files"]
+    assert "unverified" in candidate["abi"], candidate

@@ -25,7 +25,7 @@ from test_abi_doors import DECLARED, cli, index_flags, installed_names, venv_wit
 from test_forged_verdict import WHY, _assert_refused, _end_first_abi
 from test_forged_verdict import forged as forged  # the module-scoped world with the forged evilkern
 
-from resolve_gpu_stack.model.abi import READ_RECORDED, WheelAbi
+from resolve_gpu_stack.model.abi import READ_NAMES, READ_RECORDED, MemberAbi, WheelAbi
 from resolve_gpu_stack.net.scan.classify import ScanRecord
 from resolve_gpu_stack.net.scan.records import (
     INDEX_NAME,
@@ -105,6 +105,79 @@ def test_the_shipped_records_are_real_records_of_their_sha256() -> None:
     lookup = ScanRecords(folders=(folder,))
     sha = files[0].name.removesuffix(".json")
     assert lookup(sha) is not None and lookup("00" * 32) is None and lookup.hits == 1
+
+
+def _schema_4(doc: dict) -> dict:  # type: ignore[type-arg]
+    """``doc`` as the reader before ``read = names`` wrote it (scan schema 4)."""
+    doc["scan"]["schema"] = 4
+    return doc
+
+
+def test_a_schema_4_record_of_no_torch_is_unverified_for_its_reader_did_not_mark_a_guess() -> None:
+    """Scan schema 4's reader wrote a wheel nothing ties to torch, judged by the library names in
+    its members' first bytes, with no ``read`` key: its "none" or "cuda" may be that guess, so it
+    is read as unverified (names); its "torch" (read by structure) and schema 5's stay recorded."""
+    torch = WheelAbi(kind="torch", why="x.so needs libc10.so", members=(MemberAbi(name="x.so", torch_libs=("libc10.so",), shim=1),))
+    cuda = WheelAbi(kind="cuda", why="needs CUDA", members=(MemberAbi(name="x.so", cuda_majors=(12,)),), cuda_majors=(12,))
+    for abi, old, new in ((ABI, READ_NAMES, READ_RECORDED), (cuda, READ_NAMES, READ_RECORDED), (torch, READ_RECORDED, READ_RECORDED)):
+        doc = record_document(SHA, "demo.whl", 10, ScanRecord(abi=abi))
+        validate(doc)
+        assert doc["scan"]["schema"] == 5 and "read" not in doc["scan"]
+        record, why = parse_record(SHA, json.dumps(doc).encode())
+        assert record is not None and record.abi.read == new, why
+        validate(_schema_4(doc))
+        record, why = parse_record(SHA, json.dumps(doc).encode())
+        assert record is not None and record.abi.kind == abi.kind and record.abi.read == old, why
+
+
+def test_every_shipped_record_of_a_guess_is_read_as_unverified() -> None:
+    """The shipped records made before guesses were marked (scan schema 4): each "none" or "cuda"
+    whose why says a member was not read to its dynamic section is read as unverified; those
+    whose every member was read are schema 5, recorded."""
+    folder = shipped_folder()
+    assert folder is not None
+    reads: dict[str, int] = {}
+    for path in sorted(folder.glob("*.json")):
+        doc = json.loads(path.read_text())
+        record, why = parse_record(doc["sha256"], path.read_bytes())
+        assert record is not None, (path.name, why)
+        guess = "nothing ties it to torch" in doc["scan"]["why"]  # the partial scan's words (``wheelscan/result.py``)
+        assert (record.abi.read == READ_NAMES) == guess, (path.name, doc["scan"]["schema"], record.abi)
+        reads[record.abi.read] = reads.get(record.abi.read, 0) + 1
+    assert reads.get(READ_NAMES, 0) > 0 and reads.get(READ_RECORDED, 0) > 0, reads
+
+
+@needs_cxx
+def test_a_schema_4_record_of_an_untied_wheel_plans_it_unverified_without_reading_it(forged, capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A records folder (a wheelhouse or a team's, made before guesses were marked) holds
+    evilguess's "no torch" as scan schema 4: resolve and lock -o use it (its members are not read
+    by range, as they are without it) and mark the verdict unverified, as a fresh scan of the guess does."""
+    world, srv, _, _ = forged
+    [wheel] = sorted((world.root / "files").glob("evilguess-1.0-*.whl"))
+    data = wheel.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    abi = WheelAbi(kind="none", why="1 shared object(s) need neither torch nor CUDA libraries; 1 of 1 shared object(s) not read to their dynamic section")
+    folder = tmp_path / "records"
+    folder.mkdir()
+    (folder / record_name(sha)).write_text(json.dumps(_schema_4(record_document(sha, wheel.name, len(data), ScanRecord(abi=abi)))))
+    with IndexServer(folder) as records:
+        flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--scan-records", records.url.rstrip("/") + "/"]
+        before = [p for p in _ranges(srv) if p.endswith(wheel.name)]
+        code, out, err = cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "json")
+        assert code == 0, err
+        row = next(p for p in json.loads(out)["packages"] if p["name"] == "evilguess")
+        assert row["abi"] is not None and row["abi"]["read"] == "names", row
+        lock = tmp_path / "pylock.guess.toml"
+        code, _, err = cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
+        assert code == 0, err
+        locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
+        assert locked["abi-read"] == "names", locked
+        answered = [p for p in _ranges(srv) if p.endswith(wheel.name)][len(before) :]  # its METADATA's tail, nothing more
+        assert any(p.endswith(record_name(sha)) for _, p, _ in records.log), records.log
+    code, _, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c2"), "--with", "evilguess", "--format", "json")
+    assert code == 0, err
+    scanned = [p for p in _ranges(srv) if p.endswith(wheel.name)][len(before) + len(answered) :]  # without the record: its tail, then its members
+    assert len(answered) < len(scanned), (answered, scanned)
 
 
 def test_a_bad_records_url_is_a_usage_error(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -1,8 +1,8 @@
 """The resolver's wheel classifier over HTTP: a native wheel's ``.so`` members read with range
 requests (``scan/wheelscan/``), never the whole wheel; the answer cached by the wheel's sha256.
 
-- ``RangeClassifier``: live. The cache (``HttpCache`` kind ``scans-v1``) first, keyed by the
-  wheel's sha256 (its URL and size when the page gave no hash); else range reads through the
+- ``RangeClassifier``: live. The cache (``HttpCache`` kind ``scans-v1``, entries of the current
+  ``SCAN_SCHEMA`` only: an older one is scanned again) first, keyed by the wheel's sha256 (its URL and size when the page gave no hash); else range reads through the
   ``Transport`` (its policy, credentials and retries), at most ``budget(size)`` bytes per wheel:
   2% of the wheel, at least ``floor`` (the zip's tail and directory alone take tens of KB) and
   at most ``cap``. A server that answers a range with the whole file (200) is left at once: the
@@ -75,13 +75,18 @@ def scan_key(file: IndexFile) -> str:
     return f"url={cache_url(without_fragment(file.url))} size={file.size if file.size is not None else ''}"
 
 
-SCAN_SCHEMA = 4  # 1: a coupling kind without imports (read as not scanned); 2: the wheel's imports; 3: read by structure; 4: never entered at a member's end
+SCAN_SCHEMA = 5  # 1: a coupling kind without imports (read as not scanned); 2: the wheel's imports; 3: read by structure; 4: never entered at a member's end; 5: a guess from names says so (``read = names``)
 # A snapshot's records of schemas 2 and 3 replay as recorded (the bundled snapshots); the cache
 # scans an older entry again: the reader before structure took "no torch in the first bytes" for an
 # answer, and schema 3's may rest on a member entered near its end, which a forged chain of deflate
-# blocks fools (issue 48). (Whatever a plan's verdict rests on, install reads it again from the
-# verified file: ``env/confirm.py``.)
-RECORDED_SCHEMAS = (2, 3, SCAN_SCHEMA)
+# blocks fools (issue 48). Schema 4's reader wrote a wheel nothing ties to torch judged by the
+# library names in its members' first bytes without ``read = names``: its "cuda" or "none" may be
+# such a guess, so the cache scans it again (schema 5 marks the guess) and a scan record of schema
+# 4 (``records.py``) reads it as unverified; a snapshot's replays as it always has. (Whatever a
+# plan's verdict rests on, install reads it again from the verified file: ``env/confirm.py``.)
+OLDER_READERS = (2, 3)  # replayed as recorded (``READ_RECORDED``)
+UNMARKED_GUESSES = 4  # its "cuda" or "none" may be a guess from names that does not say so
+RECORDED_SCHEMAS = (*OLDER_READERS, UNMARKED_GUESSES, SCAN_SCHEMA)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,7 +110,7 @@ class ScanRecord:
             return None
         try:
             abi = WheelAbi.from_dict(data)
-            if data.get("schema") != SCAN_SCHEMA:  # an older reader's: provisional (``model/abi.py``, READS)
+            if data.get("schema") in OLDER_READERS:  # an older reader's: provisional (``model/abi.py``, READS)
                 abi = replace(abi, read=READ_RECORDED)
             return cls(
                 abi=abi,
@@ -503,8 +508,10 @@ __all__ = [
     "BUDGET_SHARE",
     "InspectingClassifier",
     "MAX_PARALLEL",
+    "OLDER_READERS",
     "RECORDED_SCHEMAS",
     "SCAN_SCHEMA",
+    "UNMARKED_GUESSES",
     "RangeClassifier",
     "ReplayClassifier",
     "ScanRecord",

@@ -17,9 +17,12 @@ libraries, its C-shim and C++ torch imports, its CUDA majors, how it was read). 
 
 A record is used only for the sha256 it names (in an ``index.json``, each record for the sha256
 it names itself), looked up by the sha256 the index page or the lock gave for the wheel (a wheel
-without one is scanned), and only if its scan read every member from its start (``read`` = ``start``, the current scan schema) and finished: never a guess, never a
+without one is scanned), and only if its scan read every member from its start (``read`` = ``start``, scan schema 5 or 4) and finished: never a guess, never a
 scan stopped by its budget. Whatever a record says is *recorded* provenance (``READ_RECORDED``:
-a lock writes ``abi-read = "recorded"``, ``check`` calls the verdict provisional) and install
+a lock writes ``abi-read = "recorded"``, ``check`` calls the verdict provisional), except a
+"cuda" or "none" scan of schema 4, whose reader wrote a guess from the library names in the
+first bytes of a wheel nothing ties to torch without saying so: it is unverified
+(``READ_NAMES``, as a fresh scan of such a guess says). Install
 reads every compiled wheel again from its verified file (``env/confirm.py``), so a hostile
 records server can at worst make a plan that install refuses. A records URL that cannot be read
 (down, 5xx, not a record) is passed over: the wheel is scanned as if there were none.
@@ -37,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CrawlError
-from ...model.abi import READ_RECORDED, READ_START, UNKNOWN
+from ...model.abi import CUDA, NONE, READ_NAMES, READ_RECORDED, READ_START, UNKNOWN
 from ...urls import redact_url
 from ..cache import SCANS
 from ..transport import Transport
-from .classify import SCAN_SCHEMA, ScanRecord
+from .classify import SCAN_SCHEMA, UNMARKED_GUESSES, ScanRecord
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ INDEX_NAME = "index.json"  # a records folder's records in one file (never a sha
 MAX_RECORD_BYTES = 4 * 2**20  # a record of a wheel with thousands of C++ imports is a few hundred KB
 MAX_INDEX_BYTES = 64 * 2**20  # the shipped records of today's popular native wheels are 0.5 MB together
 NO_RECORDS = "none"  # --scan-records none: no records read from anywhere but this machine's scans
+RECORD_SCAN_SCHEMAS = (UNMARKED_GUESSES, SCAN_SCHEMA)  # a record's scan; schema 4's "cuda" or "none" is read as unverified
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -170,12 +174,19 @@ def _from_document(sha256: str, data: object) -> tuple[ScanRecord | None, str]:
     scan = data.get("scan")
     if not isinstance(scan, Mapping) or scan.get("read", READ_START) != READ_START:
         return None, "its scan was not read from the members' starts"
-    record = ScanRecord.from_dict(scan, (SCAN_SCHEMA,))
+    record = ScanRecord.from_dict(scan, RECORD_SCAN_SCHEMAS)
     if record is None:
-        return None, f"its scan is not of schema {SCAN_SCHEMA}"
+        return None, f"its scan is not of schema {' or '.join(map(str, RECORD_SCAN_SCHEMAS))}"
     if record.abi.kind == UNKNOWN:
         return None, "its scan did not finish"
-    return replace(record, abi=replace(record.abi, read=READ_RECORDED)), ""
+    return replace(record, abi=replace(record.abi, read=_read_of(scan.get("schema"), record.abi.kind))), ""
+
+
+def _read_of(schema: object, kind: str) -> str:
+    """How a record's verdict was reached: recorded, or, for a "cuda" or "none" scan of schema 4
+    (whose reader did not mark a guess from the library names in a wheel's first bytes: it may be
+    one), unverified (``READ_NAMES``)."""
+    return READ_NAMES if schema == UNMARKED_GUESSES and kind in (CUDA, NONE) else READ_RECORDED
 
 
 def shipped_folder() -> Path | None:
