@@ -260,27 +260,109 @@ def _parsed(argv):
     return build_parser().parse_args(argv)
 
 
+# a value each setting's parser takes (a row added to the table needs one here)
+SAMPLES = {
+    "python": "3.12",
+    "platform": "aarch64-manylinux_2_28",
+    "installed": ("torch==2.12.0+cu130", "numpy==2.1.0"),
+    "cuda": "cu129",
+    "change_cuda": True,
+    "torch": "stable",
+    "upgrade_package": ("torch",),
+    "allow_downgrade": True,
+    "flashinfer": "0.6.5",
+    "jit_cache": False,
+    "cubin": False,
+    "with_": ("torchvision", "numpy<3"),
+    "overrides": ("numpy<3", "triton==3.5.0"),
+    "auto_torch_override": False,
+    "without": ("sgl-kernel", "triton"),
+    "build_packages": ("flash-attn", "causal-conv1d"),
+    "build_timeout": "7200",
+    "abi_mismatch": "warn",
+    "keep_broken": ("flashinfer-cubin", "vllm"),
+    "exclude_newer": "2026-12-01",
+    "wheel_variants": True,
+    "gpus": ("sm120", "sm_90"),
+    "require_api": ("bmm_mxfp8",),
+    "scan_records": "none",
+    "all_gpu_archs": True,
+}
+
+
 @pytest.mark.parametrize("command", ["resolve", "lock", "install", "snapshot"])
-def test_every_setting_is_a_flag_of_the_resolving_commands(command):
+def test_every_setting_is_a_flag_of_the_resolving_commands(command, tmp_path):
+    """Each row is a flag of every resolving command, parsed once at the edge into its model value
+    (never kept raw), and said again by the words that gave it."""
     from resolve_gpu_stack.cli import settings
 
+    overrides = tmp_path / "overrides.txt"
+    overrides.write_text("torch==2.12.0\n")
+    samples = {**SAMPLES, "overrides_file": str(overrides)}
+    assert set(samples) == set(settings.BY_NAME)
     extra = ["--output", "x"] if command == "snapshot" else []
-    args = _parsed([command, *extra])
-    assert settings.typed(args).raw == {}  # nothing typed: nothing overrides a config
+    nothing = settings.typed(_parsed([command, *extra]))
+    assert nothing.values == {} and nothing.words == ()  # nothing typed: nothing overrides a config
     for s in settings.SETTINGS:
-        value = ("a", "b") if s.kind == "list" else (not s.default if s.kind == "bool" else "v")
-        typed = settings.typed(_parsed([command, *extra, *s.words(value)]))
-        assert typed.raw == {s.name: value}, s.flag
+        words = s.words(samples[s.name])
+        typed = settings.typed(_parsed([command, *extra, *words]))
+        assert set(typed.values) == {s.name} and typed.words == tuple(words), s.flag
+        value = typed.values[s.name]
+        assert value == s.parse(samples[s.name]), s.flag
+
+
+def test_each_rows_model_value_is_its_request_fields(tmp_path):
+    """The one builder takes the parsed values as they are: each request field holds exactly the
+    model value its row's parser made (of its own type: a TorchChoice, a CudaLabel, Requested, ...)."""
+    import dataclasses
+
+    from resolve_gpu_stack.cli import settings
+    from resolve_gpu_stack.model.request import ResolveRequest
+
+    overrides = tmp_path / "overrides.txt"
+    overrides.write_text("torch==2.12.0\n")
+    values = {**settings.defaults(), **settings.parse({**SAMPLES, "overrides_file": str(overrides)})}
+    values["build_packages"] = ()  # --build and --without name other packages here, but keep the request small
+    request = settings.build_request(values, target=settings.declared(values))
+    hints = {f.name: f.type for f in dataclasses.fields(ResolveRequest)}
+    for s in settings.SETTINGS:
+        if not s.on_request or s.joins is not None or s.name == "overrides":
+            continue
+        assert getattr(request, s.name) == values[s.name], s.flag
+        expected = hints[s.name]
+        if values[s.name] not in ((), None):
+            assert type(values[s.name] if not isinstance(values[s.name], tuple) else values[s.name][0]).__name__ in expected, (s.flag, expected)
+    assert request.overrides == (*values["overrides"], *values["overrides_file"])  # --overrides FILE joins --override
+
+
+def test_the_target_settings_are_parsed_into_their_models_once():
+    """--python, --platform, --installed: the edge's models (a version or an interpreter named; a
+    platform; the pins), which the declared target is made from without parsing the texts again."""
+    from packaging.version import Version
+
+    from resolve_gpu_stack.cli import settings
+    from resolve_gpu_stack.model.declared import NamedInterpreter, Platform, PythonVersion
+
+    argv = ["resolve", "--python", "3.13t", "--platform", "aarch64-manylinux_2_28", "--installed", "Torch==2.12.0+cu130"]
+    typed = settings.typed(_parsed(argv))
+    assert typed.python == PythonVersion("3.13t", 13, None, True) and typed.declares
+    assert typed.platform == Platform("aarch64-manylinux_2_28", "aarch64", 28)
+    assert typed.installed == {"torch": Version("2.12.0+cu130")}
+    target = settings.declared({**settings.defaults(), **typed.values})
+    assert (target.python_version, target.platform, dict(target.installed)) == ("3.13", "aarch64-manylinux_2_28", {"torch": Version("2.12.0+cu130")})
+    assert "cp313t" in {t.abi for t in target.tags}
+    interpreter = settings.typed(_parsed(["resolve", "--python", "python3.12"]))
+    assert interpreter.python == NamedInterpreter("python3.12") and not interpreter.declares
 
 
 def test_typed_settings_round_trip_through_their_words():
     from resolve_gpu_stack.cli import settings
 
     argv = ["lock", "--torch", "stable", "--no-jit-cache", "--with", "torchvision", "--with", "numpy<3", "--cuda", "cu129", "--change-cuda", "--python", "3.13"]
-    typed = settings.typed(_parsed(argv)).raw
-    assert typed == {"python": "3.13", "cuda": "cu129", "change_cuda": True, "torch": "stable", "jit_cache": False, "with_": ("torchvision", "numpy<3")}
-    assert settings.typed(_parsed(["lock", *settings.words(typed)])).raw == typed
-    assert settings.words(typed) == [
+    typed = settings.typed(_parsed(argv))
+    assert set(typed.values) == {"python", "cuda", "change_cuda", "torch", "jit_cache", "with_"}
+    assert settings.typed(_parsed(["lock", *typed.words])) == typed
+    assert list(typed.words) == [
         "--python",
         "3.13",
         "--cuda",

@@ -6,6 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from resolve_gpu_stack.cli.config import (
     discover_config,
@@ -16,8 +17,10 @@ from resolve_gpu_stack.cli.config import (
     lock_inputs,
     with_overrides,
 )
+from resolve_gpu_stack.cli.settings import parse
 from resolve_gpu_stack.errors import UsageError
 from resolve_gpu_stack.model.cuda import CudaLabel
+from resolve_gpu_stack.model.declared import Platform, PythonVersion
 from resolve_gpu_stack.model.inputs import inputs_digest
 from resolve_gpu_stack.model.request import FlashInferChoice, TorchChoice
 
@@ -83,7 +86,7 @@ def test_full_pyproject_table_parses_with_defaults_merged_and_paths_resolved(tmp
     assert cfg.indexes == {"pytorch": "https://mirror.example/whl/"}  # normalized base URL
     x86, arm = cfg.targets
     s = x86.settings
-    assert (x86.name, s["python"], s["platform"], str(s["cuda"]), s["cubin"], s["with_"]) == (
+    assert (x86.name, str(s["python"]), str(s["platform"]), str(s["cuda"]), s["cubin"], s["with_"]) == (
         "x86_64-py312",
         "3.12",
         "x86_64-manylinux_2_28",
@@ -91,12 +94,13 @@ def test_full_pyproject_table_parses_with_defaults_merged_and_paths_resolved(tmp
         True,
         (),
     )
-    assert s["installed"] == ("torch==2.12.0.dev20260307+cu130",)
-    # parsed once, into the model's values
+    assert s["installed"] == {"torch": Version("2.12.0.dev20260307+cu130")}
+    # parsed once, into the model's values (the declared target's parts too: never re-parsed by declared_target)
+    assert s["python"] == PythonVersion("3.12", 12) and s["platform"] == Platform("x86_64-manylinux_2_28", "x86_64", 28)
     assert s["torch"] == TorchChoice.parse("nightly") and s["cuda"] == CudaLabel(13, 0) and s["flashinfer"] == FlashInferChoice.parse("latest")
     assert x86.outputs == (tmp_path / "constraints/pylock.x86_64-py312.toml", tmp_path / "constraints/x86_64-py312.txt")
     # a target's own keys win over [defaults]; a string output is one file
-    assert (arm.settings["python"], arm.settings["cubin"], arm.settings["with_"], str(arm.settings["cuda"])) == ("3.13", False, ("torchvision",), "cu130")
+    assert (str(arm.settings["python"]), arm.settings["cubin"], arm.settings["with_"], str(arm.settings["cuda"])) == ("3.13", False, ("torchvision",), "cu130")
     assert arm.outputs == (tmp_path / "constraints/pylock.aarch64-py313.toml",)
     assert cfg.target_for_output(Path(tmp_path / "constraints" / ".." / "constraints/x86_64-py312.txt")) is x86
     assert cfg.target_for_output(tmp_path / "other.txt") is None
@@ -116,7 +120,7 @@ def test_gpu_stack_toml_uses_top_level_keys(tmp_path):
     )
     cfg = discover_config(None, cwd=tmp_path)
     assert cfg is not None and cfg.path == path and cfg.table is None
-    assert cfg.targets[0].settings["python"] == "3.11" and cfg.targets[0].outputs == (tmp_path / "locks/pylock.a.toml",)
+    assert str(cfg.targets[0].settings["python"]) == "3.11" and cfg.targets[0].outputs == (tmp_path / "locks/pylock.a.toml",)
     assert cfg.regenerate_command(cfg.targets[0]) == "resolve-gpu-stack lock --target a"
 
 
@@ -242,7 +246,8 @@ def test_command_line_overrides_win_and_change_the_inputs_digest(tmp_path):
     assert base["snapshot"] == "indexes/snapshots/2026-03-07"
     assert base["components"] == ["flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"]
 
-    stable = with_overrides(x86, {"torch": "stable", "cubin": False, "with_": ["torchvision"]})
+    # the command line's values, parsed at the edge (``settings.typed``), win over the config's
+    stable = with_overrides(x86, parse({"torch": "stable", "cubin": False, "with_": ("torchvision",)}))
     assert (stable.settings["torch"].text, stable.settings["cubin"], stable.settings["with_"], stable.name, stable.outputs) == (
         "stable",
         False,

@@ -186,12 +186,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     command = COMMANDS[args.command]
-    settings = command.read(args, os.environ)
+    try:
+        refuse_long_numbers_in(argv)  # before any word is parsed
+        settings = command.read(args, os.environ)  # every setting parsed once, here: a bad value is a usage error now
+    except ResolveGpuStackError as err:
+        _print_error(err)
+        return err.exit_code
     configure_logging(settings.output)
     if as_program:
         _catch_interrupts()
     try:
-        refuse_long_numbers_in(argv)
         return command.run(settings, os.environ)
     except ResolveGpuStackError as err:
         _print_error(err)

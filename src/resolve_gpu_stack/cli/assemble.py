@@ -267,11 +267,9 @@ class Session:
 
     def _records(self, live: HttpFetcher) -> Callable[[str], Any] | None:
         from ..net.scan.records import ScanRecords
-        from .settings import BY_NAME
 
-        n = self.network
-        records = BY_NAME["scan_records"].parse(n.scan_records) if n.scan_records is not None else None
-        return ScanRecords.configured(records, live.transport, say=n.progress)
+        n = self.network  # its scan_records parsed at the edge (``options.network_options``, a config's by its table row)
+        return ScanRecords.configured(n.scan_records, live.transport, say=n.progress)
 
     # -- the one HTTP fetcher -------------------------------------------------------------------
     def live(self) -> HttpFetcher:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError, printable
 from . import options as O
-from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -80,7 +79,7 @@ def build_context(
             downloads=downloads,
             progress=ProgressLine(quiet=quiet),
             say=None if quiet else O.say,
-            deadline=S.parse({"build_timeout": options.typed.raw_of("build_timeout")})["build_timeout"] or DEFAULT_DEADLINE,
+            deadline=options.typed.build_timeout or DEFAULT_DEADLINE,
         )
 
 

@@ -50,13 +50,20 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
     from ..resolver.candidates import list_candidates
     from .render import print_candidates
 
-    # through the settings table, as every command (a bad --cuda is a usage error); the target
-    # settings go to target_of, which also takes an interpreter path
-    mine = ("torch", "flashinfer", "cuda", "exclude_newer", "wheel_variants", "gpus")
-    values = {**S.defaults(), **S.parse({k: v for k, v in settings.typed.raw.items() if k in mine})}
-    torch, flashinfer, cuda, exclude_newer, wheel_variants, gpus = (values[k] for k in mine)
+    # parsed at the edge by the settings table, as every command (a bad --cuda is a usage error);
+    # the target settings go to target_of, which also takes an interpreter path; the rest reach
+    # this command as the request's typed fields
     defs = common.definitions(settings.sources, env)
     target, installed_requires = common.target_of(settings.typed, env)
+    request = S.build_request({**S.defaults(), **settings.typed.values}, target=target, installed_requires=installed_requires)
+    torch, flashinfer, cuda, exclude_newer, wheel_variants, gpus = (
+        request.torch,
+        request.flashinfer,
+        request.cuda,
+        request.exclude_newer,
+        request.wheel_variants,
+        request.gpus,
+    )
     torch_channel = torch.for_kept(target.installed.get(TORCH)).channel  # an installed torch is kept: the rest follow its channel
     from .assemble import offline_hinted
 

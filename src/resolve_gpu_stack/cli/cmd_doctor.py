@@ -101,16 +101,15 @@ def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> i
     from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
     from ..env.buildmachine import has_cuda_driver
     from ..env.doctor import NO_DRIVER_EXIT, driverless, needs_import, report_json, run_checks
-    from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
+    from ..env.probe import default_interpreter, inspect_environment, locate_interpreter
+    from ..model.declared import PythonVersion
     from .render import print_json
 
-    flag = settings.typed.get("python")
+    flag = settings.typed.python
+    if isinstance(flag, PythonVersion):
+        raise UsageError(f"doctor checks a real environment; --python {flag} is a version", hint="pass the interpreter's path, e.g. --python .venv/bin/python")
     if flag is not None:
-        kind, python = parse_python_flag(flag, search_path=env.get("PATH"))
-        if kind == "version":
-            raise UsageError(
-                f"doctor checks a real environment; --python {flag} is a version", hint="pass the interpreter's path, e.g. --python .venv/bin/python"
-            )
+        python = locate_interpreter(flag, search_path=env.get("PATH"))
     else:
         python = default_interpreter(env)
     # absolute now: the import check runs in an empty temporary folder, where a relative
@@ -119,7 +118,7 @@ def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> i
     timeout = settings.timeout
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout:g}: must be a positive number of seconds")
-    apis: tuple[str, ...] = S.parse({"require_api": settings.typed.raw_of("require_api")})["require_api"]
+    apis = settings.typed.names("require_api")
     environment = inspect_environment(python)
     defs = load_definitions()
     env = import_environment(env, environment)

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
 from . import common
 from . import options as O
-from . import settings as S
 from .targets import discover_configured, own_target, selected_targets, source_words
 from .uvsync import uv_sync_warnings
 
@@ -138,7 +137,7 @@ def _flags_plan(settings: ExportSettings, env: Mapping[str, str], session: Sessi
     from ..lock.uvproject import ExportTarget
 
     plan, defs = common.run_resolve(settings, env, session)
-    words = [*S.words(settings.typed.raw), *source_words(settings.sources)]
+    words = [*settings.typed.words, *source_words(settings.sources)]
     return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)]), defs
 
 

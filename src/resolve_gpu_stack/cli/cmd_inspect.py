@@ -66,7 +66,7 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> InspectSettings:
 def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> int:
     from ..model.request import TORCH
 
-    cuda = S.parse({"cuda": settings.typed.raw_of("cuda")})["cuda"]  # through the settings table: a bad --cuda is a usage error
+    cuda = settings.typed.cuda  # parsed at the edge by the settings table: a bad --cuda is a usage error there
     target, installed_requires = common.target_of(settings.typed, env)
     wheel = settings.wheel
     # a declared torch without label is known from its own wheel (PyPI's page): its CUDA by its runtime pin, as resolve knows it

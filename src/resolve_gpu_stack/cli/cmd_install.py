@@ -82,9 +82,10 @@ def interpreter_of(settings: InstallSettings, env: Mapping[str, str]) -> str:
     Like uv: with no ``--python``, the active virtual environment, and never the system's
     interpreter unless ``--system`` says so.
     """
-    from ..env.probe import active_venv_interpreter, default_interpreter, parse_python_flag
+    from ..env.probe import active_venv_interpreter, default_interpreter, locate_interpreter
+    from ..model.declared import PythonVersion
 
-    flag = settings.typed.get("python")
+    flag = settings.typed.python
     if flag is None:
         venv = active_venv_interpreter(env)
         if venv is not None:
@@ -95,13 +96,12 @@ def interpreter_of(settings: InstallSettings, env: Mapping[str, str]) -> str:
                 hint="activate one (uv venv && . .venv/bin/activate), pass --python .venv/bin/python, or pass --system",
             )
         return default_interpreter(env)
-    kind, value = parse_python_flag(flag, search_path=env.get("PATH"))
-    if kind == "version":
+    if isinstance(flag, PythonVersion):
         raise UsageError(
             f"install needs a real interpreter, not a declared Python version ({flag})",
             hint="pass --python /path/to/venv/bin/python, or activate the virtual environment",
         )
-    return value
+    return locate_interpreter(flag, search_path=env.get("PATH"))
 
 
 def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> int:
@@ -111,10 +111,13 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
     from ..env.probe import start_probe
     from ..index.variants import variant_refusal
     from ..model import Action
+    from ..model.declared import NamedInterpreter
 
     _check_output_flag(settings)
     python = interpreter_of(settings, env)
-    settings = dataclasses.replace(settings, typed=settings.typed.replaced(python=python))  # resolve for exactly the interpreter we install into
+    settings = dataclasses.replace(
+        settings, typed=settings.typed.replaced("python", NamedInterpreter(python))
+    )  # resolve for exactly the interpreter we install into
     uv = find_uv(settings.uv, env)
     # One probe for the whole run: the resolver's target and the install's "before" are the same
     # environment (uv's dry run and the check after the install still see the environment as it is).
@@ -399,7 +402,7 @@ def add_lock_flags(p: argparse.ArgumentParser) -> None:
 
 def lock_conflicts(settings: InstallSettings) -> list[str]:
     """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
-    typed = [S.BY_NAME[name].flag for name in settings.typed.raw if name != "python"]
+    typed = [S.BY_NAME[name].flag for name in settings.typed.values if name != "python"]
     sources = settings.sources
     other = (
         ("--index", bool(sources.indexes)),

@@ -28,6 +28,7 @@ from ..errors import CrawlError, ResolveGpuStackError, UsageError, WheelNotCache
 from ..urls import redact_url
 from . import common
 from . import options as O
+from . import settings as S
 from .targets import discover_configured, own_target, selected_targets
 
 if TYPE_CHECKING:
@@ -340,7 +341,7 @@ def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str
     bundled = load_definitions()  # read once: resolved with, and what each target's inputs digest is computed under (lock_inputs)
     defs = resolve_definitions(config, env, bundled)
     settings = dataclasses.replace(settings, sources=dataclasses.replace(settings.sources, snapshot=config.snapshot))  # the config's, unless --snapshot
-    records = next((t.settings["scan_records"] for t in targets if t.settings.get("scan_records")), None)  # the config's scan-records (the flag wins)
+    records = next((r for t in targets if (r := S.text_of(t.settings, "scan_records"))), None)  # the config's scan-records (the flag wins)
     if records is not None and settings.network.scan_records is None:
         session.use_scan_records(records)
     failed = 0

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import IndexDefinitionError, UsageError
 from ..urls import normalize_base_url, redact_url
@@ -22,6 +22,8 @@ from . import settings as S
 from .options import say
 
 if TYPE_CHECKING:
+    from packaging.utils import NormalizedName
+
     from ..data.definitions import Definitions
     from ..env.probe import ProbeRun
     from ..model import LockPlan
@@ -131,28 +133,27 @@ def make_parts(
 # -- the target and the request --------------------------------------------------------------------
 
 
-def target_of(typed: S.TypedSettings, env: Mapping[str, str], probe: Any = None, *, for_plan: bool = False) -> tuple[Target, dict[Any, tuple[str, ...]]]:
+def target_of(
+    typed: S.TypedSettings, env: Mapping[str, str], probe: ProbeRun | None = None, *, for_plan: bool = False
+) -> tuple[Target, dict[NormalizedName, tuple[str, ...]]]:
     """(Target, installed requirements by name) from --python/--platform/--installed.
 
     ``probe``: an ``env.probe.ProbeRun`` of exactly the interpreter ``--python`` names, already
     started by the caller (``install`` probes once, and installs against that same environment).
     ``for_plan``: a plan is made for it, so the tool's own environment with no torch (and no
     --cuda) is refused, naming it (the README's `.venv` is the tool's; the target is another)."""
-    from ..env.probe import default_interpreter, inspect_environment, parse_python_flag
-    from ..model.declared import declared_target
+    from ..env.probe import default_interpreter, inspect_environment, locate_interpreter
+    from ..model.declared import PythonVersion, declared_target
     from ..model.request import TORCH
 
-    python = typed.get("python")
-    if python is not None:
-        kind, value = parse_python_flag(python, search_path=env.get("PATH"))
-    else:
-        kind, value = "interpreter", default_interpreter(env)
-    if kind == "version":
-        return declared_target(value, typed.raw_of("platform"), typed.raw_of("installed")), {}
-    if typed.get("platform") or typed.get("installed"):
+    python = typed.python
+    if isinstance(python, PythonVersion):
+        return declared_target(python, typed.platform, typed.installed), {}
+    value = locate_interpreter(python, search_path=env.get("PATH")) if python is not None else default_interpreter(env)
+    if "platform" in typed or "installed" in typed:
         raise UsageError("--platform and --installed describe a declared target", hint="use them with --python X.Y, not with an interpreter path")
     environment = probe.result() if probe is not None else inspect_environment(value)
-    if for_plan and typed.get("cuda") is None and TORCH not in environment.target.installed and _is_own(environment.prefix):
+    if for_plan and typed.cuda is None and TORCH not in environment.target.installed and _is_own(environment.prefix):
         raise UsageError(
             f"no CUDA label: {value} is resolve-gpu-stack's own environment ({environment.prefix}), and it has no torch",
             hint="name the environment that holds the torch you keep with --python /path/to/venv/bin/python (the tool is best installed "
@@ -170,28 +171,21 @@ def _is_own(prefix: str) -> bool:
         return False
 
 
-def request_of(options: ResolveOptions, env: Mapping[str, str], session: Session, probe: Any = None, defs: Definitions | None = None) -> ResolveRequest:
+def request_of(
+    options: ResolveOptions, env: Mapping[str, str], session: Session, probe: ProbeRun | None = None, defs: Definitions | None = None
+) -> ResolveRequest:
     """The request of the settings typed, the table's defaults for the rest (``probe``: see ``target_of``;
     ``defs``: the indexes a dynamic source tree's build environment is made from); a ``--build 'NAME @ URL'``
     tree fetched through the command's ``session``."""
-    typed = {name: raw for name, raw in options.typed.raw.items() if S.BY_NAME[name].on_request}
-    values = {**S.defaults(), **S.parse(typed)}
+    values = {**S.defaults(), **options.typed.values}
     target, requires = target_of(options.typed, env, probe, for_plan=True)
-    if "gpus" not in typed and not is_declared(options.typed, env):
-        values["gpus"] = S.parse({"gpus": local_gpus(env)})["gpus"]
+    if "gpus" not in options.typed and not options.typed.declares:
+        values["gpus"] = S.BY_NAME["gpus"].parse(local_gpus(env))
     request = S.build_request(values, target=target, installed_requires=requires)
     from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
     environment = probe.result() if probe is not None and request.target.interpreter is not None else None
     return with_sources(request, options, env, session, say, defs=defs or definitions(options.sources, env), environment=environment)
-
-
-def is_declared(typed: S.TypedSettings, env: Mapping[str, str]) -> bool:
-    """Whether ``--python`` declares a version (else the target is a real interpreter, probed)."""
-    from ..env.probe import parse_python_flag
-
-    python = typed.get("python")
-    return python is not None and parse_python_flag(python, search_path=env.get("PATH"))[0] == "version"
 
 
 def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from ..data.definitions import INDEX_NAMES, Definitions, load_definitions
 from ..data.toml import TomlReader, load_toml, type_name
@@ -84,7 +84,7 @@ class TargetConfig:
     and where its lock files go."""
 
     name: str
-    settings: Mapping[str, Any]  # field name -> model value (TorchChoice, CudaLabel, ...)
+    settings: Mapping[str, S.Value]  # field name -> model value (TorchChoice, CudaLabel, ...)
     outputs: tuple[Path, ...] = ()  # absolute
 
 
@@ -136,11 +136,11 @@ class ProjectConfig:
 # -- finding the file ----------------------------------------------------------------------------
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> dict[str, object]:
     return load_toml(path, error=UsageError)
 
 
-def _pyproject_table(path: Path) -> dict[str, Any] | None:
+def _pyproject_table(path: Path) -> dict[str, object] | None:
     doc = _read_toml(path)
     tool = doc.get("tool")
     if not isinstance(tool, dict) or TOOL not in tool:
@@ -206,31 +206,30 @@ class _Reader(TomlReader):
         parts = [p for p in (self.table, sub) if p]
         return f"[{'.'.join(parts)}]" if parts else "top level"
 
-    def string_list(self, value: Any, key: str, where: str) -> tuple[str, ...]:
+    def string_list(self, value: object, key: str, where: str) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(where, f"{key!r} must be an array of strings, not {type_name(value)}")
         return tuple(value)
 
 
-_TOML_KIND = {"str": str, "optional": str, "bool": bool}
-
-
-def _settings(r: _Reader, where: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+def _settings(r: _Reader, where: str, raw: Mapping[str, object]) -> dict[str, S.Value]:
     """The resolver settings of a target or of the defaults table, type-checked and parsed into
     model values (field name -> value) by the table's parsers. An error names the KEY, never a flag."""
-    out: dict[str, Any] = {}
+    out: dict[str, S.Value] = {}
     for key, setting in S.BY_KEY.items():
         if key not in raw:
             continue
-        value: Any
+        value: S.Raw
         if setting.kind == "list":
             value = r.string_list(raw[key], key, where)
+        elif setting.kind == "bool":
+            value = r.get(raw, key, bool, where)
         else:
-            value = r.get(raw, key, _TOML_KIND[setting.kind], where)
-        if setting.names_file:
+            value = r.get(raw, key, str, where)
+        if setting.names_file and isinstance(value, str):
             value = str(_inside(r, where, key, value))
         try:
-            out[setting.name] = setting.parse(value)
+            out[setting.name] = setting.configured(setting.parse(value))
         except UsageError as exc:
             raise r.fail(where, f"{key}: {exc.message.replace(setting.flag + ' ', '', 1)}", hint=exc.hint) from None
     return out
@@ -247,7 +246,7 @@ def _inside(r: _Reader, where: str, key: str, value: str) -> Path:
     return path
 
 
-def _outputs(r: _Reader, where: str, raw: Any, root: Path) -> tuple[Path, ...]:
+def _outputs(r: _Reader, where: str, raw: object, root: Path) -> tuple[Path, ...]:
     items = r.string_list([raw] if isinstance(raw, str) else raw, "output", where)
     if not items:
         raise r.fail(where, "'output' names no file", hint='e.g. output = ["constraints/pylock.NAME.toml"]')
@@ -264,7 +263,7 @@ def _outputs(r: _Reader, where: str, raw: Any, root: Path) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def _indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
+def _indexes(r: _Reader, doc: Mapping[str, object]) -> dict[str, str]:
     where = r.section()
     table = r.get(doc, "indexes", dict, where) or {}
     out = {}
@@ -285,7 +284,7 @@ def _indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _package_indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
+def _package_indexes(r: _Reader, doc: Mapping[str, object]) -> dict[str, str]:
     """``package-indexes = { NAME = URL }``: checked as ``--package-index`` is (and never with credentials)."""
     where = r.section()
     table = r.get(doc, "package-indexes", dict, where) or {}
@@ -308,7 +307,7 @@ def _package_indexes(r: _Reader, doc: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConfig:
+def _parse(path: Path, doc: Mapping[str, object], table: str | None) -> ProjectConfig:
     r = _Reader(path, table)
     root = path.parent
     r.unknown_keys(doc, _TOP_KEYS, r.section())
@@ -340,7 +339,7 @@ def _parse(path: Path, doc: Mapping[str, Any], table: str | None) -> ProjectConf
     )
 
 
-def _target_tables(r: _Reader, doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _target_tables(r: _Reader, doc: Mapping[str, object]) -> list[Mapping[str, object]]:
     raw_targets = doc.get("target")
     if raw_targets is None:
         raise r.fail(
@@ -351,7 +350,7 @@ def _target_tables(r: _Reader, doc: Mapping[str, Any]) -> list[Mapping[str, Any]
     return raw_targets
 
 
-def _parse_target(r: _Reader, n: int, raw: Mapping[str, Any], defaults: Mapping[str, Any], defaults_given: set[str], root: Path) -> TargetConfig:
+def _parse_target(r: _Reader, n: int, raw: Mapping[str, object], defaults: Mapping[str, S.Value], defaults_given: set[str], root: Path) -> TargetConfig:
     where = r.section("target") + f" #{n}"
     name = r.get(raw, "name", str, where, required=True)
     if not _NAME_RE.match(name):
@@ -369,14 +368,15 @@ def _parse_target(r: _Reader, n: int, raw: Mapping[str, Any], defaults: Mapping[
 # -- overrides from the command line ---------------------------------------------------------------
 
 
-def with_overrides(target: TargetConfig, overrides: Mapping[str, Any]) -> TargetConfig:
-    """``target`` with the raw values the command line gave (field name -> text, bool or list of
-    texts), parsed by the table's parsers; an error names the flag the user typed."""
+def with_overrides(target: TargetConfig, overrides: Mapping[str, S.Value]) -> TargetConfig:
+    """``target`` with the model values the command line gave (``TypedSettings.values``: parsed at
+    the edge), each checked as a configured target's (``--python`` a version); an error names the
+    flag the user typed."""
     unknown = set(overrides) - set(S.BY_NAME)
     if unknown:
         raise ValueError(f"not overridable: {sorted(unknown)}")
-    raw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in overrides.items()}
-    return replace(target, settings=MappingProxyType({**target.settings, **S.parse(raw)}))
+    checked = {name: S.BY_NAME[name].configured(value) for name, value in overrides.items()}
+    return replace(target, settings=MappingProxyType({**target.settings, **checked}))
 
 
 def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str | None) -> tuple[ProjectConfig, TargetConfig] | None:
@@ -400,7 +400,7 @@ def recorded_overrides(config: ProjectConfig, target: TargetConfig, command: str
         sources = source_options(args)
         indexes = common.index_overrides(sources)
         package_indexes = common.package_index_overrides(sources)
-        target = with_overrides(target, S.typed(args).raw)
+        target = with_overrides(target, S.typed(args).values)
     except (UsageError, ValueError):
         return None
     snapshot = (config.root / sources.snapshot) if sources.snapshot is not None else None

@@ -195,7 +195,7 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
         fetch=S.fetch_settings(args),
         progress=progress_printer(output),
         on_retry=retry_printer(output),
-        scan_records=getattr(args, "scan_records", None),  # parsed by the session (a bad one: exit 2 there)
+        scan_records=S.records_url(records) if (records := getattr(args, "scan_records", None)) is not None else None,  # a bad one: exit 2
     )
 
 

@@ -24,7 +24,7 @@ def _cell(text: object) -> str:
 
 
 def _default(setting: S.Setting) -> str:
-    if setting.kind == "list":
+    if isinstance(setting.default, tuple):
         return "(none)" if not setting.default else ", ".join(f"`{v}`" for v in setting.default)
     if setting.default is None:
         return "(none)"

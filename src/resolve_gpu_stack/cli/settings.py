@@ -6,8 +6,8 @@ text a user wrote into the model value. From this table, and nowhere else, come
 
 * the argparse flags of ``resolve``/``lock``/``install``/``snapshot`` (and the target flags of
   ``candidates``/``doctor``): ``add_flags``; every flag defaults to None, so "not typed" is visible;
-* the settings a user typed on the command line: ``typed``; their words in a regenerate command:
-  ``words``;
+* the settings a user typed on the command line, parsed once, here, into their model values, with
+  the words that gave them (what a regenerate command repeats): ``typed``;
 * the config keys, their TOML types and their validation (``cli/config.py`` reads them through
   ``SETTINGS``);
 * the one builder ``values -> ResolveRequest``: ``build_request``.
@@ -25,16 +25,32 @@ import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..model.request import ResolveRequest
+    from packaging.utils import NormalizedName
+    from packaging.version import Version
+
+    from ..model.cuda import CudaLabel
+    from ..model.declared import NamedInterpreter, Platform, PythonVersion
+    from ..model.gpu import GpuArch
+    from ..model.request import FlashInferChoice, Requested, ResolveRequest, TorchChoice
     from ..model.target import Target
     from ..net.settings import FetchSettings
 
 Kind = Literal["str", "optional", "bool", "list"]
+
+# What a user writes for a setting (a flag's text, a config key's TOML value): a text, a switch, or
+# texts (a repeated flag, a TOML array).
+Raw: TypeAlias = "str | bool | tuple[str, ...]"
+# What a row's parser makes of it: the model value (``ResolveRequest``'s field, or a part of the
+# declared target). None: an optional setting not given.
+Value: TypeAlias = (
+    "PythonVersion | NamedInterpreter | Platform | Mapping[NormalizedName, Version] | CudaLabel | TorchChoice | FlashInferChoice"
+    " | tuple[Requested, ...] | tuple[GpuArch, ...] | tuple[str, ...] | str | bool | float | None"
+)
 
 TARGET_GROUP = "target (markers and tags are the target's, never this machine's)"
 RESOLVE_GROUP = "what to resolve"
@@ -44,39 +60,39 @@ DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 # The parsers import the model when called: --help builds the flags from this table and stays light.
 
 
-def _declared_python(text: str) -> str:
-    """A declared Python version (never an interpreter path), range-checked."""
-    from ..env.probe import parse_python_flag
+def _python(text: str) -> PythonVersion | NamedInterpreter:
+    """``--python``: a version to declare (range-checked) or an interpreter to inspect (found then)."""
+    from ..model.declared import parse_python
 
-    try:
-        kind, value = parse_python_flag(text, search_path="")
-    except UsageError:
-        if text.strip().startswith("3."):
-            raise  # a version out of range (too old, free-threaded before 3.13)
-        kind, value = "interpreter", text
-    if kind != "version":
+    return parse_python(text)
+
+
+def _declared_python(value: Value) -> Value:
+    """A configured target's ``python`` (a config key, or ``--python`` over a configured target): a
+    declared version, never an interpreter."""
+    from ..model.declared import PythonVersion
+
+    if value is not None and not isinstance(value, PythonVersion):
         raise UsageError(
-            f"--python {text!r} is not a Python version",
+            f"--python {str(value)!r} is not a Python version",
             hint="use 3.<minor>[.<micro>][t], e.g. 3.12; a configured target is declared, never an interpreter path",
         )
     return value
 
 
-def _platform(text: str) -> str:
-    from ..model.declared import declared_target
+def _platform(text: str) -> Platform:
+    from ..model.declared import Platform
 
-    declared_target("3.12", text)  # the platform checks of a declared target (the version is irrelevant)
-    return text.strip()
-
-
-def _installed(items: Sequence[str]) -> tuple[str, ...]:
-    from ..model.declared import parse_installed
-
-    parse_installed(items)
-    return tuple(items)
+    return Platform.parse(text)
 
 
-def _requirements(items: Sequence[str]) -> tuple[Any, ...]:
+def _installed(items: Sequence[str]) -> Mapping[NormalizedName, Version]:
+    from ..model.declared import installed_pins
+
+    return installed_pins(items)
+
+
+def _requirements(items: Sequence[str]) -> tuple[Requested, ...]:
     from ..model.request import requested
 
     return requested(tuple(items), "--with")
@@ -102,7 +118,7 @@ def _build_timeout(text: str | None) -> float | None:
     return value
 
 
-def _torch(text: str) -> Any:
+def _torch(text: str) -> TorchChoice:
     from ..model.request import TorchChoice
 
     return TorchChoice.parse(text)
@@ -114,19 +130,19 @@ def _upgrade_packages(items: Sequence[str]) -> tuple[str, ...]:
     return parse_upgrade_packages(tuple(items))
 
 
-def _flashinfer(text: str) -> Any:
+def _flashinfer(text: str) -> FlashInferChoice:
     from ..model.request import FlashInferChoice
 
     return FlashInferChoice.parse(text)
 
 
-def _cuda(text: str | None) -> Any:
+def _cuda(text: str | None) -> CudaLabel | None:
     from ..model.request import parse_cuda
 
     return parse_cuda(text)
 
 
-def _overrides(items: Sequence[str]) -> tuple[Any, ...]:
+def _overrides(items: Sequence[str]) -> tuple[Requested, ...]:
     from ..model.request import requested
 
     return requested(tuple(items), "--override")
@@ -135,7 +151,7 @@ def _overrides(items: Sequence[str]) -> tuple[Any, ...]:
 MAX_OVERRIDES_BYTES = 1 << 20
 
 
-def _overrides_file(text: str) -> tuple[Any, ...]:
+def _overrides_file(text: str) -> tuple[Requested, ...]:
     """The requirements of a requirements-style file (parsed once, here: ``Requested`` values as
     ``--override`` gives them): one a line, ``#`` comments and blank lines skipped. A regular file
     of at most ``MAX_OVERRIDES_BYTES``; an error names the file and the line number and never
@@ -180,7 +196,7 @@ def _abi_mismatch(text: str) -> str:
     return value
 
 
-def _gpus(items: Sequence[str]) -> Any:
+def _gpus(items: Sequence[str]) -> tuple[GpuArch, ...]:
     from ..model.request import parse_gpu_list
 
     return parse_gpu_list(tuple(items))
@@ -197,7 +213,7 @@ def _apis(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _records_url(text: str) -> str:
+def records_url(text: str) -> str:
     """``--scan-records``: an http(s) URL of a folder of scan records, or ``none``."""
     from urllib.parse import urlsplit
 
@@ -212,23 +228,25 @@ def _records_url(text: str) -> str:
     return value
 
 
-def _same(value: Any) -> Any:
+def _same(value: Value) -> Value:
     return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setting:
     """One resolver setting. ``parse`` turns the raw value (a str, a bool or a tuple of str) into
-    the model value and raises ``UsageError`` naming ``flag`` when it cannot."""
+    the model value and raises ``UsageError`` naming ``flag`` when it cannot; ``configured`` checks
+    a configured target's model value (a config key, or a flag over a configured target)."""
 
     name: str  # field name: ResolveRequest's, or python/platform/installed for the declared target
     kind: Kind
-    default: Any
+    default: Raw | None
     flag: str  # for a bool that defaults to True, the negative flag (--no-jit-cache)
     key: str  # config key
     help: str
     group: str  # argparse group
-    parse: Callable[[Any], Any] = _same
+    parse: Callable[..., Value] = _same  # Raw -> Value; each row's parser takes its kind's raw value
+    configured: Callable[[Value], Value] = _same
     metavar: str | None = None
     joins: str | None = None  # a list setting whose field this one's parsed items are added to (--overrides FILE)
     names_file: bool = False  # the value is a file to read: a config's is relative to its folder and must lie inside it
@@ -238,11 +256,11 @@ class Setting:
         """A field of ``ResolveRequest``, or added to one (the others describe the declared target)."""
         return (self.joins or self.name) in _request_fields()
 
-    def words(self, raw: Any) -> list[str]:
+    def words(self, raw: Raw) -> list[str]:
         """The command-line words that give ``raw``."""
-        if self.kind == "bool":
+        if isinstance(raw, bool):
             return [self.flag] if raw != self.default else []
-        if self.kind == "list":
+        if isinstance(raw, tuple):
             return [w for item in raw for w in (self.flag, item)]
         return [self.flag, raw]
 
@@ -261,7 +279,8 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--python",
         key="python",
         group=TARGET_GROUP,
-        parse=_declared_python,
+        parse=_python,
+        configured=_declared_python,
         metavar="PATH|X.Y",
         help="an interpreter to inspect, or a Python version to declare (default: the active virtual environment, else python3)",
     ),
@@ -516,7 +535,7 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--scan-records",
         key="scan-records",
         group=RESOLVE_GROUP,
-        parse=_records_url,
+        parse=records_url,
         metavar="URL",
         help="a folder of scan records (<sha256>.json, and index.json: all of them in one request) on a web server, e.g. a "
         "wheelhouse's URL/records/: a compiled wheel with a record there is not read by range (its verdict is provisional; "
@@ -576,7 +595,7 @@ class NetworkSetting:
     flag: str
     help: str
     kind: Literal["value", "bool", "list"] = "value"
-    parse: Callable[[str], Any] = str  # argparse's ``type``: a bad value is a usage error (exit 2)
+    parse: Callable[[str], str | float | int] = str  # argparse's ``type``: a bad value is a usage error (exit 2)
     metavar: str | None = None
 
 
@@ -652,37 +671,104 @@ def add_flags(parser: argparse.ArgumentParser, names: Iterable[str] | None = Non
 
 @dataclass(frozen=True, slots=True)
 class TypedSettings:
-    """The settings the user typed, as raw values (lists as tuples) by field name, in table order:
-    what overrides a config's values and what a regenerate command repeats (``words``). Parsed
-    where they are used (``parse``), so a bad value is said where it always was."""
+    """The settings the user typed, parsed once at the edge (``typed``) into their model values, by
+    field name, in table order: what overrides a config's values; and the words that gave them (what
+    a regenerate command repeats). A setting not typed is absent (its default is the table's)."""
 
-    raw: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    values: Mapping[str, Value] = field(default_factory=lambda: MappingProxyType({}))
+    words: tuple[str, ...] = ()
 
-    def get(self, name: str) -> Any:
-        """What was typed for setting ``name`` (None: not typed)."""
-        return self.raw.get(name)
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
 
-    def raw_of(self, name: str) -> Any:
-        """The raw value of one setting: what was typed, else the table's default."""
-        value = self.raw.get(name)
-        return BY_NAME[name].default if value is None else value
+    def value(self, name: str) -> Value:
+        """The model value of one setting: what was typed, else the table's default's."""
+        return self.values[name] if name in self.values else default(name)
 
-    def replaced(self, **raw: Any) -> TypedSettings:
-        """These settings with ``raw`` typed over them (``install``: ``--python`` the interpreter it installs into)."""
-        return TypedSettings(MappingProxyType({s.name: v for s in SETTINGS if (v := raw.get(s.name, self.raw.get(s.name))) is not None}))
+    def replaced(self, name: str, value: Value) -> TypedSettings:
+        """These settings with ``value`` typed for ``name`` (``install``: ``--python`` the interpreter it installs into)."""
+        return TypedSettings(
+            MappingProxyType({s.name: v for s in SETTINGS if (v := value if s.name == name else self.values.get(s.name)) is not None}), self.words
+        )
+
+    # -- the rows a command reads by itself (the rest reach it through ``build_request``) --
+
+    @property
+    def python(self) -> PythonVersion | NamedInterpreter | None:
+        """``--python``: a declared version, an interpreter named, or None (not typed)."""
+        from ..model.declared import NamedInterpreter, PythonVersion
+
+        value = self.values.get("python")
+        return value if isinstance(value, PythonVersion | NamedInterpreter) else None
+
+    @property
+    def declares(self) -> bool:
+        """Whether ``--python`` declares a version (else the target is a real interpreter, probed)."""
+        from ..model.declared import PythonVersion
+
+        return isinstance(self.values.get("python"), PythonVersion)
+
+    @property
+    def platform(self) -> Platform:
+        from ..model.declared import Platform
+
+        value = self.value("platform")
+        if not isinstance(value, Platform):
+            raise TypeError(f"platform: {value!r}")
+        return value
+
+    @property
+    def installed(self) -> Mapping[NormalizedName, Version]:
+        value = self.value("installed")
+        if not isinstance(value, Mapping):
+            raise TypeError(f"installed: {value!r}")
+        return value
+
+    @property
+    def cuda(self) -> CudaLabel | None:
+        from ..model.cuda import CudaLabel
+
+        value = self.values.get("cuda")
+        return value if isinstance(value, CudaLabel) else None
+
+    @property
+    def build_timeout(self) -> float | None:
+        value = self.values.get("build_timeout")
+        return value if isinstance(value, float) else None
+
+    def names(self, name: str) -> tuple[str, ...]:
+        """A list setting of plain texts (``require_api``, ``without``, ...), typed or default."""
+        return names_of({name: self.value(name)}, name)
+
+
+def text_of(values: Mapping[str, Value], name: str) -> str | None:
+    """A setting whose model value is a text (``scan_records``, ``exclude_newer``, ...), or None."""
+    value = values.get(name)
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name}: {value!r}")
+    return value
+
+
+def names_of(values: Mapping[str, Value], name: str) -> tuple[str, ...]:
+    """A list setting of plain texts (``require_api``, ``without``, ...)."""
+    value = values.get(name)
+    if not isinstance(value, tuple) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"{name}: {value!r}")
+    return tuple(str(v) for v in value)
 
 
 def typed(args: argparse.Namespace) -> TypedSettings:
-    """The settings the user typed on the parsed command line ``args``."""
-    out: dict[str, Any] = {}
+    """The settings the user typed on the parsed command line ``args``, parsed (a bad value is a
+    ``UsageError`` naming its flag, here, before anything runs), with the words that gave them."""
+    raw: dict[str, Raw] = {}
     for s in SETTINGS:
         value = getattr(args, s.name, None)
         if value is not None:
-            out[s.name] = tuple(value) if s.kind == "list" else value
-    return TypedSettings(MappingProxyType(out))
+            raw[s.name] = tuple(value) if s.kind == "list" else value
+    return TypedSettings(MappingProxyType(parse(raw)), tuple(words(raw)))
 
 
-def words(raw: Mapping[str, Any]) -> list[str]:
+def words(raw: Mapping[str, Raw]) -> list[str]:
     """The command-line words that give the settings ``raw`` (field name -> raw value), in table order."""
     return [w for s in SETTINGS if s.name in raw for w in s.words(raw[s.name])]
 
@@ -690,29 +776,41 @@ def words(raw: Mapping[str, Any]) -> list[str]:
 # -- values and the request ----------------------------------------------------------------------
 
 
-def parse(raw: Mapping[str, Any]) -> dict[str, Any]:
+def parse(raw: Mapping[str, Raw]) -> dict[str, Value]:
     """Model values of the raw settings given (field name -> value)."""
     return {name: BY_NAME[name].parse(value) for name, value in raw.items()}
 
 
-def defaults() -> dict[str, Any]:
+def default(name: str) -> Value:
+    """The model value of one setting's default."""
+    s = BY_NAME[name]
+    return s.parse(s.default) if s.default is not None else None
+
+
+def defaults() -> dict[str, Value]:
     """The model value of every setting's default."""
-    return {s.name: s.parse(s.default) if s.default is not None else None for s in SETTINGS}
+    return {s.name: default(s.name) for s in SETTINGS}
 
 
-def declared(values: Mapping[str, Any]) -> Target:
-    """The declared target of complete settings (``python`` a version)."""
-    from ..model.declared import declared_target
+def declared(values: Mapping[str, Value]) -> Target:
+    """The declared target of complete settings (``python`` a version, ``platform`` and ``installed`` parsed)."""
+    from ..model.declared import Platform, PythonVersion, declared_target
 
-    return declared_target(values["python"], values["platform"], values["installed"])
+    python, platform, installed = values["python"], values["platform"], values["installed"]
+    if not isinstance(python, PythonVersion) or not isinstance(platform, Platform) or not isinstance(installed, Mapping):
+        raise TypeError(f"not a declared target: {python!r}, {platform!r}, {installed!r}")
+    return declared_target(python, platform, installed)
 
 
-def build_request(values: Mapping[str, Any], *, target: Target, installed_requires: Mapping[Any, tuple[str, ...]] | None = None) -> ResolveRequest:
+def build_request(values: Mapping[str, Value], *, target: Target, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None) -> ResolveRequest:
     """THE builder: complete model values (``defaults`` overlaid) -> ``ResolveRequest``."""
     from ..model.request import ResolveRequest
 
     on_request = {s.name: values[s.name] for s in SETTINGS if s.on_request and s.joins is None}
     for s in SETTINGS:
-        if s.joins is not None and values.get(s.name):
-            on_request[s.joins] = (*on_request[s.joins], *values[s.name])
-    return ResolveRequest(target=target, installed_requires=dict(installed_requires or {}), **on_request)
+        joined, into = values.get(s.name), on_request.get(s.joins or "")
+        if s.joins is not None and isinstance(joined, tuple) and joined and isinstance(into, tuple):
+            on_request[s.joins] = (*into, *joined)
+    # each row's parser gives its field's type (tests/test_cli.py: test_each_rows_model_value_is_its_request_fields
+    # checks every row against ResolveRequest's annotations); mypy cannot see it through a mapping keyed by the table
+    return ResolveRequest(target=target, installed_requires=dict(installed_requires or {}), **on_request)  # type: ignore[arg-type]

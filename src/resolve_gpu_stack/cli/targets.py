@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def own_target(typed: S.TypedSettings) -> bool:
     """--python/--platform/--installed: the flags describe a target of their own (``lock``, ``export``)."""
-    return any(typed.get(name) for name in ("python", "platform", "installed"))
+    return any(name in typed for name in ("python", "platform", "installed"))
 
 
 def discover_configured(configured: O.ConfigOptions) -> ProjectConfig | None:
@@ -56,11 +56,11 @@ def selected_targets(config: ProjectConfig, options: O.ResolveOptions, names: Se
     typed settings over theirs, the command-line words a regenerate command repeats)."""
     from .config import effective, with_overrides
 
-    overrides = options.typed.raw  # the settings the user typed win over the config's
+    typed = options.typed  # the settings the user typed win over the config's
     sources = options.sources
     config = effective(config, snapshot=sources.snapshot, indexes=common.index_overrides(sources), package_indexes=common.package_index_overrides(sources))
-    targets = [with_overrides(t, overrides) for t in config.select(names)]
-    return config, targets, " ".join(map(shlex.quote, [*S.words(overrides), *source_words(sources, config)]))
+    targets = [with_overrides(t, typed.values) for t in config.select(names)]
+    return config, targets, " ".join(map(shlex.quote, [*typed.words, *source_words(sources, config)]))
 
 
 __all__ = ["discover_configured", "own_target", "selected_targets", "source_words"]

@@ -23,14 +23,10 @@ from packaging.version import InvalidVersion, Version
 from ..errors import UsageError
 from ..model import Target
 from ..model.cuda import TorchCuda, kept_torch_cuda
-from ..model.declared import PYTHON_VERSION_RE, cpython_tag_list, linux_platform_tags, parse_python_version
+from ..model.declared import NamedInterpreter, PythonVersion, cpython_tag_list, linux_platform_tags, parse_python
 from ..net import process
 
 PythonFlagKind = Literal["version", "interpreter"]
-
-# The newest CPython minor version there is (3.15 is in development in 2026): a declared target
-# above it is a typo, not a Python any index has wheels for.
-NEWEST_KNOWN_MINOR = 15
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +102,19 @@ def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[Py
     The rule, in order:
 
     1. ``3.<minor>[.<micro>][t]`` (``3.12``, ``3.12.4``, ``3.13t``) is a *version*, even if a file of
-       that name exists (write ``./3.12`` to mean the file);
+       that name exists (write ``./3.12`` to mean the file): ``model.declared.parse_python``, the
+       edge's parse;
+    2. - 5. anything else names an interpreter, found by ``locate_interpreter``.
+    """
+    flag = parse_python(value)
+    if isinstance(flag, PythonVersion):
+        return "version", flag.text
+    return "interpreter", locate_interpreter(flag, search_path=search_path)
+
+
+def locate_interpreter(named: NamedInterpreter, *, search_path: str | None = None) -> str:
+    """The interpreter ``--python`` names (parsed at the edge: not a version), found:
+
     2. anything containing a path separator is an *interpreter path* (checked when inspected; a
        leading ``~`` is the home folder, as the shell reads it unquoted);
     3. an existing file is an *interpreter path*;
@@ -114,27 +122,17 @@ def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[Py
        ``python3.12``, is an *interpreter* and is returned as the full path found;
     5. anything else is a UsageError.
     """
-    text = value.strip()
-    if not text:
-        raise UsageError("--python needs a value: a version like 3.12 or a path to an interpreter")
-    if PYTHON_VERSION_RE.match(text):
-        _, minor, _, _ = parse_python_version(text)  # range checks
-        if minor > NEWEST_KNOWN_MINOR:  # refused up front, not after a crawl that finds no wheel for it
-            raise UsageError(
-                f"unknown Python version {text}: the newest CPython there is (or is in development) is 3.{NEWEST_KNOWN_MINOR}",
-                hint="give the target's version, e.g. --python 3.12, or the path of its interpreter",
-            )
-        return "version", text
+    text = named.text
     separators = {os.sep, "/"} | ({os.altsep} if os.altsep else set())
     if text.startswith("~"):  # a quoted `'~/gpu/bin/python'` reaches us unexpanded: read as the shell would
         text = os.path.expanduser(text)
     if any(sep in text for sep in separators) or Path(text).is_file():
-        return "interpreter", text
+        return text
     found = shutil.which(text, path=search_path)
     if found:
-        return "interpreter", found
+        return found
     raise UsageError(
-        f"--python {value!r} is neither a Python version (like 3.12 or 3.13t) nor an interpreter on PATH",
+        f"--python {named.text!r} is neither a Python version (like 3.12 or 3.13t) nor an interpreter on PATH",
         hint="give a version such as 3.12, or a path such as .venv/bin/python",
     )
 
@@ -444,6 +442,7 @@ __all__ = [
     "default_interpreter",
     "inspect_environment",
     "inspect_interpreter",
+    "locate_interpreter",
     "parse_python_flag",
     "start_probe",
 ]

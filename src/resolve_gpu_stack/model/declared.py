@@ -8,7 +8,9 @@ tag helpers here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import NormalizedName, canonicalize_name
@@ -44,6 +46,76 @@ def parse_python_version(python: str) -> tuple[int, int, int | None, bool]:
     if threaded and minor < 13:
         raise UsageError(f"Python {python}: free-threaded builds exist only for Python 3.13 and newer")
     return 3, minor, micro, threaded
+
+
+# The newest CPython minor version there is (3.15 is in development in 2026): a declared target
+# above it is a typo, not a Python any index has wheels for.
+NEWEST_KNOWN_MINOR = 15
+
+
+@dataclass(frozen=True, slots=True)
+class PythonVersion:
+    """A declared Python version (``--python 3.13t``, a config's ``python``), parsed once at the edge:
+    the text as typed (stripped: what a lock records and a message quotes) and its parts."""
+
+    text: str
+    minor: int
+    micro: int | None = None
+    threaded: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> PythonVersion:
+        """A malformed, too old, impossible or unknown (above 3.NEWEST_KNOWN_MINOR) version is a UsageError."""
+        _, minor, micro, threaded = parse_python_version(text)
+        if minor > NEWEST_KNOWN_MINOR:  # refused up front, not after a crawl that finds no wheel for it
+            raise UsageError(
+                f"unknown Python version {text.strip()}: the newest CPython there is (or is in development) is 3.{NEWEST_KNOWN_MINOR}",
+                hint="give the target's version, e.g. --python 3.12, or the path of its interpreter",
+            )
+        return cls(text=text.strip(), minor=minor, micro=micro, threaded=threaded)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class NamedInterpreter:
+    """``--python`` naming an interpreter rather than a version: a path, or a name found on PATH
+    when the target is inspected (``env.probe.locate_interpreter``). The text as typed."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_python(text: str) -> PythonVersion | NamedInterpreter:
+    """``--python``: ``3.<minor>[.<micro>][t]`` is a version (range-checked), even if a file of that
+    name exists (``./3.12`` means the file); anything else names an interpreter (found when inspected)."""
+    value = text.strip()
+    if not value:
+        raise UsageError("--python needs a value: a version like 3.12 or a path to an interpreter")
+    if PYTHON_VERSION_RE.match(value):
+        return PythonVersion.parse(value)
+    return NamedInterpreter(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """A declared platform (``--platform x86_64-manylinux_2_28``), parsed once at the edge: the text
+    as typed (stripped), its machine and its glibc minor (None: plain ``linux_<machine>`` wheels only)."""
+
+    text: str
+    machine: str
+    glibc_minor: int | None
+
+    @classmethod
+    def parse(cls, text: str) -> Platform:
+        machine, glibc_minor = _parse_platform(text)
+        return cls(text=text.strip(), machine=machine, glibc_minor=glibc_minor)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def _parse_platform(platform: str) -> tuple[str, int | None]:
@@ -123,30 +195,44 @@ def parse_installed(specs: Iterable[str]) -> dict[NormalizedName, Version]:
     return installed
 
 
-def declared_target(python: str, platform: str, installed: Sequence[str] = ()) -> Target:
-    """A target described by flags: ``declared_target("3.12", "x86_64-manylinux_2_28")``."""
-    major, minor, micro, threaded = parse_python_version(python)
-    machine, glibc_minor = _parse_platform(platform)
-    glibc = (2, glibc_minor) if glibc_minor is not None else None
-    abi = f"cp{major}{minor}{'t' if threaded else ''}"
-    tags = cpython_tag_list(major, minor, [abi], linux_platform_tags(machine, glibc))
-    markers = _linux_markers(machine, major, minor, micro or 0)
+def installed_pins(specs: Iterable[str]) -> Mapping[NormalizedName, Version]:
+    """``--installed`` parsed once (``parse_installed``), frozen: what a declared target already has."""
+    return MappingProxyType(parse_installed(specs))
+
+
+def declared_target(python: str | PythonVersion, platform: str | Platform, installed: Sequence[str] | Mapping[NormalizedName, Version] = ()) -> Target:
+    """A target described by flags: ``declared_target("3.12", "x86_64-manylinux_2_28")``. Values the
+    edge parsed (``PythonVersion``, ``Platform``, installed pins) are used as they are; a text is parsed."""
+    py = python if isinstance(python, PythonVersion) else PythonVersion(python.strip(), *parse_python_version(python)[1:])
+    where = platform if isinstance(platform, Platform) else Platform.parse(platform)
+    pins = dict(installed) if isinstance(installed, Mapping) else parse_installed(installed)
+    major, minor = 3, py.minor
+    glibc = (2, where.glibc_minor) if where.glibc_minor is not None else None
+    abi = f"cp{major}{minor}{'t' if py.threaded else ''}"
+    tags = cpython_tag_list(major, minor, [abi], linux_platform_tags(where.machine, glibc))
+    markers = _linux_markers(where.machine, major, minor, py.micro or 0)
     return Target(
         python_version=f"{major}.{minor}",
         python_full_version=markers["python_full_version"],
-        platform=platform.strip(),
+        platform=where.text,
         tags=tags,
         markers=markers,
-        installed=parse_installed(installed),
+        installed=pins,
         interpreter=None,
     )
 
 
 __all__ = [
+    "NEWEST_KNOWN_MINOR",
     "PYTHON_VERSION_RE",
+    "NamedInterpreter",
+    "Platform",
+    "PythonVersion",
     "cpython_tag_list",
     "declared_target",
+    "installed_pins",
     "linux_platform_tags",
     "parse_installed",
+    "parse_python",
     "parse_python_version",
 ]
