@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from ..net.settings import FetchSettings
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from ..model.kept import KeptTorch
     from ..model.request import ResolveRequest
     from ..net.http import HttpFetcher
-    from ..net.scan.classify import InspectingClassifier
+    from ..net.scan.classify import InspectingClassifier, ScanRecord
     from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
     from ..net.source import Source
     from ..net.wheelcache import WheelCache
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from ..rules.abi import ExportsSource, TorchExports
 
 _S = TypeVar("_S", bound="Source")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -69,25 +70,24 @@ class ResolveParts:
     store: ResultStore | None = None
     owns_source: bool = True
     _disk: dict[str, TorchExports] = field(default_factory=dict)
-    _made: dict[str, Any] = field(default_factory=dict)
+    _made: dict[str, object] = field(default_factory=dict)  # what ``_once`` made, by name
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def classifier(self) -> InspectingClassifier:
-        made: InspectingClassifier = self._once("classifier", lambda: self.source.classifier(self.defs))
-        return made
+        return self._once("classifier", lambda: self.source.classifier(self.defs))
 
     @property
     def exports(self) -> ExportsSource:
-        made: ExportsSource = self._once("exports", lambda: self.source.exports_reader())
-        return made
+        return self._once("exports", lambda: self.source.exports_reader())
 
-    def _once(self, what: str, make: Callable[[], Any]) -> Any:
-        """``make()``, the first time ``what`` is asked for (by any thread); after that, the same."""
+    def _once(self, what: str, make: Callable[[], _T]) -> _T:
+        """``make()``, the first time ``what`` is asked for (by any thread); after that, the same
+        (each ``what`` is made by one ``make``: its type)."""
         with self._lock:
             if what not in self._made:
                 self._made[what] = make()
-            return self._made[what]
+            return cast("_T", self._made[what])
 
     def resolve(self, request: ResolveRequest, *, sdist_metadata: SdistMetadata | None = None) -> LockPlan:
         """The plan for ``request``: the one stored for the same inputs when nothing it came from
@@ -124,7 +124,7 @@ class ResolveParts:
         where = target.installed_at.get(torch)
         installed = target.installed.get(torch)
 
-        def source(version: Any, file: IndexFile | None) -> TorchExports:
+        def source(version: Version, file: IndexFile | None) -> TorchExports:
             if where is not None and installed == version:
                 from ..env.exports import installed_torch_exports  # the ELF reader: only when a torch on disk is read
 
@@ -265,7 +265,7 @@ class Session:
         if live is not None:
             live.scan_records = self._records(live)
 
-    def _records(self, live: HttpFetcher) -> Callable[[str], Any] | None:
+    def _records(self, live: HttpFetcher) -> Callable[[str], ScanRecord | None] | None:
         from ..net.scan.records import ScanRecords
 
         n = self.network  # its scan_records parsed at the edge (``options.network_options``, a config's by its table row)

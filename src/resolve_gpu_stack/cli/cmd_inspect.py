@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from ..errors import UsageError
 from ..urls import redact_url
@@ -33,6 +33,55 @@ if TYPE_CHECKING:
 
 INSPECT_SCHEMA = "resolve-gpu-stack/inspect/v1"
 SHOWN = 3
+
+
+class MemberReport(TypedDict):
+    """One shared object of the report (schemas/inspect-v1.json's ``members``)."""
+
+    name: str
+    needed: list[str] | None  # None: its dynamic section was not read
+    torch_libraries: list[str]
+    cuda_majors: list[int]
+    shim_imports: int | None  # None: its symbols were not read
+    shim_examples: list[str]
+    cxx_imports: int | None
+    cxx_examples: list[str]
+    build: str | None
+    read: bool
+    error: str | None
+
+
+# "from" is a keyword: the functional form
+TorchCudaReport = TypedDict("TorchCudaReport", {"label": str, "from": str})
+
+
+class VerdictReport(TypedDict):
+    abi: str | None
+    runs: bool | None  # None: a guess from the names in the first bytes, never "runs"
+    read: str
+    floor: str | None
+    cuda_majors: list[int]
+    builds: list[str]
+    refusal: str | None
+    note: str | None
+
+
+class InspectReport(TypedDict):
+    """The ``resolve-gpu-stack/inspect/v1`` object."""
+
+    schema: str
+    wheel: str
+    source: str
+    kind: str
+    why: str
+    bytes_read: int
+    file_size: int
+    cuda_majors: list[int]
+    builds: list[str]
+    members: list[MemberReport]
+    torch: str | None
+    torch_cuda: TorchCudaReport | None
+    verdict: VerdictReport | None
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -210,7 +259,7 @@ def _name_of(filename: str) -> str:
 
 def _report(
     asked: str, source: str, scan: WheelScan | None, abi: WheelAbi, cost: dict[str, int], verdict: AbiVerdict | None, kept: KeptTorch | None, defs: Definitions
-) -> dict[str, Any]:
+) -> InspectReport:
     return {
         "schema": INSPECT_SCHEMA,
         "wheel": asked,
@@ -239,7 +288,7 @@ def _report(
     }
 
 
-def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) -> list[dict[str, Any]]:
+def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) -> list[MemberReport]:
     """Every shared object the scan considered. The imports of the torch-linked members whose
     symbols were all read are ``abi.members`` (``scan.abi`` split them, in scan order); those of a
     member whose symbols were read in part are split here. No scan (a snapshot's recorded one): the
@@ -259,7 +308,7 @@ def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) ->
     return out
 
 
-def _recorded_member_report(m: MemberAbi) -> dict[str, Any]:
+def _recorded_member_report(m: MemberAbi) -> MemberReport:
     """A torch-linked member as a recorded scan keeps it (what it needs beyond torch and CUDA is not kept)."""
     from ..scan.abi import demangle
 
@@ -278,7 +327,7 @@ def _recorded_member_report(m: MemberAbi) -> dict[str, Any]:
     }
 
 
-def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> dict[str, Any]:
+def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> MemberReport:
     """One shared object of the wheel: what it needs, what it imports of torch (``described``; None:
     its symbols were not read), whether it was read."""
     from ..scan.abi import demangle
@@ -286,28 +335,20 @@ def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions
     libs = m.libraries
     return {
         "name": m.name,
-        **(
-            {"needed": list(libs.needed), "torch_libraries": list(libs.torch_libs), "cuda_majors": list(libs.cuda_majors)}
-            if libs
-            else {"needed": None, "torch_libraries": [], "cuda_majors": []}
-        ),
-        **(
-            {
-                "shim_imports": described.shim,
-                "shim_examples": list(described.shim_examples[:SHOWN]),
-                "cxx_imports": len(described.cxx),
-                "cxx_examples": [demangle(s) for s in described.cxx[:SHOWN]],
-            }
-            if described is not None
-            else {"shim_imports": None, "shim_examples": [], "cxx_imports": None, "cxx_examples": []}
-        ),
+        "needed": list(libs.needed) if libs else None,
+        "torch_libraries": list(libs.torch_libs) if libs else [],
+        "cuda_majors": list(libs.cuda_majors) if libs else [],
+        "shim_imports": described.shim if described is not None else None,
+        "shim_examples": list(described.shim_examples[:SHOWN]) if described is not None else [],
+        "cxx_imports": len(described.cxx) if described is not None else None,
+        "cxx_examples": [demangle(s) for s in described.cxx[:SHOWN]] if described is not None else [],
         "build": described.build if described is not None else defs.abi.build_of(m.name),
         "read": m.conclusive and (not m.links_torch or m.symbols_complete),
         "error": m.error,
     }
 
 
-def _print(report: dict[str, Any], out: Any) -> None:
+def _print(report: InspectReport, out: TextIO) -> None:
     size, read = report["file_size"], report["bytes_read"]
     if str(report["source"]).startswith(("http://", "https://")):  # every byte received: bodies, status lines, headers (may pass the file's size)
         share = f", {read:,} bytes received over HTTP (headers included) for a file of {size:,} bytes" if size else ""
@@ -319,7 +360,7 @@ def _print(report: dict[str, Any], out: Any) -> None:
     out.writelines(f"{line}\n" for line in _verdict_lines(report))
 
 
-def _member_lines(m: dict[str, Any]) -> list[str]:
+def _member_lines(m: MemberReport) -> list[str]:
     """A member of the report in words: its name, then what is known of it."""
     lines = [f"  {m['name']}"]
     if m["error"]:
@@ -335,7 +376,7 @@ def _member_lines(m: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _torch_imports_line(m: dict[str, Any]) -> str:
+def _torch_imports_line(m: MemberReport) -> str:
     if m["shim_imports"] is None:
         return "    torch imports: not read"
     shim = f"{m['shim_imports']} C-shim" + (f" ({', '.join(m['shim_examples'])})" if m["shim_examples"] else "")
@@ -343,7 +384,7 @@ def _torch_imports_line(m: dict[str, Any]) -> str:
     return f"    torch imports: {shim}, {cxx}"
 
 
-def _verdict_lines(report: dict[str, Any]) -> list[str]:
+def _verdict_lines(report: InspectReport) -> list[str]:
     verdict = report["verdict"]
     if verdict is None:
         return ["verdict: the target has no torch to judge it against (pass --installed torch==VERSION, or --python PATH)"]

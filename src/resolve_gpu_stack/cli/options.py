@@ -10,8 +10,9 @@ value: these groups (read by ``output_options``, ``source_options``, ``config_op
 ``ResolveOptions``, plus the command's own fields. Nothing after that reads the Namespace: the
 shared helpers (``common``, ``downloads``, ``building``, ``sources``) take these values.
 
-The readers only copy what was typed (a value is checked where it is used, as before: the order
-of the errors a user sees does not change). Light at import time (``--help`` imports it).
+The resolver settings are parsed here, once, into their model values (``settings.typed``: a bad
+value is a usage error before the command runs); nothing downstream parses a setting again. The
+other readers copy what was typed. Light at import time (``--help`` imports it).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO, TypeAlias, TypedDict
 
 from ..index.finder import PageVisit
 from ..model import LockedPackage, LockPlan, Override
@@ -13,12 +13,19 @@ from ..model.codec import override_to_dict, plan_to_dict
 from ..urls import redact_url
 
 if TYPE_CHECKING:
-    from rich.console import JustifyMethod
+    from rich.box import Box
+    from rich.console import Console, JustifyMethod
     from rich.table import Table
+    from typing_extensions import Unpack  # Python 3.10's typing has none (a type only)
 
     from ..resolver.candidates import CandidateRow  # a type only: resolving does not load the candidates command
 
 PLAN_SCHEMA = "resolve-gpu-stack/plan/v1"
+
+# A JSON value, as ``json.dumps`` writes it: what the JSON outputs are made of (a fixed shape is a
+# TypedDict of these, e.g. ``cmd_inspect.InspectReport``).
+Json: TypeAlias = "dict[str, Json] | list[Json] | str | int | float | bool | None"
+JsonObject: TypeAlias = "dict[str, Json]"
 
 
 # The plan JSON's own keys for a package, from model.codec's (schema resolve-gpu-stack/plan/v1).
@@ -50,9 +57,9 @@ _JSON_ABI_KEYS = {
 }
 
 
-def _json_package(p: dict[str, Any]) -> dict[str, Any]:
-    abi = {key: p[field] for key, field in _JSON_ABI_KEYS.items()} if p["abi"] is not None or p["cuda-majors"] or p["abi-read"] else None
-    out = {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"]), "abi": abi}
+def _json_package(p: Mapping[str, Json]) -> JsonObject:
+    abi: Json = {key: p[field] for key, field in _JSON_ABI_KEYS.items()} if p["abi"] is not None or p["cuda-majors"] or p["abi-read"] else None
+    out: JsonObject = {**{key: p[field] for key, field in _JSON_PACKAGE_KEYS.items()}, "abi_mismatch": bool(p["abi-mismatch"]), "abi": abi}
     if p["sdist"] is not None:  # a build row (--build NAME): the sdist it is built from, and once built, how
         out["sdist"] = p["sdist"]
         out["built"] = p["built"]
@@ -81,7 +88,7 @@ def _abi_words(p: LockedPackage) -> str:
     return f" (built for torch {p.built_for})" if p.built_for else ""
 
 
-def plan_to_json(plan: LockPlan) -> dict[str, Any]:
+def plan_to_json(plan: LockPlan) -> JsonObject:
     """The plan as the ``resolve-gpu-stack/plan/v1`` object: ``model.codec``'s dict under that schema's keys."""
     data = plan_to_dict(plan)
     return {
@@ -97,7 +104,7 @@ def plan_to_json(plan: LockPlan) -> dict[str, Any]:
 # -- the plan's story: one renderer for every door ---------------------------------------------------
 
 
-def story_json(notes: Sequence[str], overrides: Sequence[Override]) -> dict[str, Any]:
+def story_json(notes: Sequence[str], overrides: Sequence[Override]) -> JsonObject:
     """The plan's story (its notes: choices, walk-backs, downgrades with the requirement that forces
     each; its overrides) as every JSON output carries it: ``resolve``, ``install`` (dry run and
     real, ``--lock`` too)."""
@@ -131,7 +138,7 @@ def override_words(o: Override) -> str:
     return f"{o.package}: {o.requirement} -> {o.replaced_by} ({o.reason})"
 
 
-def print_story(console: Any, notes: Sequence[str], overrides: Sequence[Override]) -> None:
+def print_story(console: Console, notes: Sequence[str], overrides: Sequence[Override]) -> None:
     """``story_lines`` on a rich console, the section heads in bold, the rest as typed (no markup)."""
     for line in story_lines(notes, overrides):
         if line.startswith(" "):
@@ -140,7 +147,8 @@ def print_story(console: Any, notes: Sequence[str], overrides: Sequence[Override
             console.print(f"[bold]{line}[/]")
 
 
-def print_json(data: Any, out: TextIO) -> None:
+def print_json(data: Mapping[str, object], out: TextIO) -> None:
+    """One JSON object (a ``JsonObject``, or a TypedDict of JSON values), indented, on ``out``."""
     out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
@@ -201,12 +209,26 @@ class Column:
     whole: bool = False  # never wrapped: shown whole, or (``drop``) left out (a wheel's tags folded over three lines read as three tags)
 
 
+class TableArgs(TypedDict, total=False):
+    """What a fitted table passes on to rich's ``Table``."""
+
+    title: str | None
+    title_justify: JustifyMethod
+    box: Box | None
+    pad_edge: bool
+
+
 _WRAPPED_MIN = 12  # the narrowest a wrapping column gets before it is dropped
 
 
 def fitted_table(
-    console: Any, columns: Sequence[Column], rows: Sequence[Sequence[str]], *, narrower: Sequence[Sequence[str]] | None = None, **table_args: Any
-) -> tuple[Any, int]:
+    console: Console,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    *,
+    narrower: Sequence[Sequence[str]] | None = None,
+    **table_args: Unpack[TableArgs],
+) -> tuple[Table, int]:
     """(a rich Table, the width to print it at) for ``console``'s width.
 
     ``narrower``: the same rows in shorter words, shown instead when ``rows`` do not fit whole
@@ -233,7 +255,7 @@ def fitted_table(
     return _table([columns[i] for i in shown], [widths[i] for i in shown], [[row[i] for i in shown] for row in rows], table_args), max(console.width, needed())
 
 
-def _table(columns: Sequence[Column], widths: Sequence[int], rows: Sequence[Sequence[str]], table_args: Mapping[str, Any]) -> Table:
+def _table(columns: Sequence[Column], widths: Sequence[int], rows: Sequence[Sequence[str]], table_args: TableArgs) -> Table:
     """The rich Table of the columns shown, a kept or whole one at its own width, the others folding."""
     from rich.table import Table
 
@@ -249,19 +271,28 @@ def _table(columns: Sequence[Column], widths: Sequence[int], rows: Sequence[Sequ
     return table
 
 
-def print_fitted(console: Any, table: Any, width: int) -> None:
+_COLOR_SYSTEMS: Mapping[str, Literal["standard", "256", "truecolor", "windows"]] = {
+    "standard": "standard",
+    "256": "256",
+    "truecolor": "truecolor",
+    "windows": "windows",
+}  # a console's color system, as rich names it, passed on to a wider one
+
+
+def print_fitted(console: Console, table: Table, width: int) -> None:
     """Print at ``width``; wider than the console means a console of that width (the terminal wraps)."""
     from rich.console import Console
 
     if width > console.width:
-        console = Console(file=console.file, highlight=False, soft_wrap=False, width=width, color_system=console.color_system)
+        colors = _COLOR_SYSTEMS.get(console.color_system or "")
+        console = Console(file=console.file, highlight=False, soft_wrap=False, width=width, color_system=colors)
     console.print(table)
 
 
 # -- candidates ------------------------------------------------------------------------------------
 
 
-def _json(rows: list[CandidateRow]) -> list[dict[str, Any]]:
+def _json(rows: list[CandidateRow]) -> list[Json]:
     return [
         {
             "filename": r.filename,
@@ -311,7 +342,7 @@ def _short_hash(digest: str) -> str:
     return digest if len(digest) <= 13 else digest[:12] + "…"
 
 
-def candidates_to_json(package: str, rows: list[CandidateRow], visits: list[PageVisit]) -> dict[str, Any]:
+def candidates_to_json(package: str, rows: list[CandidateRow], visits: list[PageVisit]) -> JsonObject:
     return {
         "schema": CANDIDATES_SCHEMA,
         "package": package,
