@@ -322,7 +322,6 @@ def test_each_rows_model_value_is_its_request_fields(tmp_path):
     overrides = tmp_path / "overrides.txt"
     overrides.write_text("torch==2.12.0\n")
     values = {**settings.defaults(), **settings.parse({**SAMPLES, "overrides_file": str(overrides)})}
-    values["build_packages"] = ()  # --build and --without name other packages here, but keep the request small
     request = settings.build_request(values, target=settings.declared(values))
     hints = {f.name: f.type for f in dataclasses.fields(ResolveRequest)}
     for s in settings.SETTINGS:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ..model.declared import NamedInterpreter, Platform, PythonVersion
     from ..model.gpu import GpuArch
     from ..model.request import FlashInferChoice, Requested, ResolveRequest, TorchChoice
+    from ..model.source import BuildSpec
     from ..model.target import Target
     from ..net.settings import FetchSettings
 
@@ -49,7 +50,7 @@ Raw: TypeAlias = "str | bool | tuple[str, ...]"
 # declared target). None: an optional setting not given.
 Value: TypeAlias = (
     "PythonVersion | NamedInterpreter | Platform | Mapping[NormalizedName, Version] | CudaLabel | TorchChoice | FlashInferChoice"
-    " | tuple[Requested, ...] | tuple[GpuArch, ...] | tuple[str, ...] | str | bool | float | None"
+    " | tuple[Requested, ...] | tuple[GpuArch, ...] | tuple[BuildSpec, ...] | tuple[str, ...] | str | bool | float | None"
 )
 
 TARGET_GROUP = "target (markers and tags are the target's, never this machine's)"
@@ -98,12 +99,10 @@ def _requirements(items: Sequence[str]) -> tuple[Requested, ...]:
     return requested(tuple(items), "--with")
 
 
-def _build_specs(items: Sequence[str]) -> tuple[str, ...]:
+def _build_specs(items: Sequence[str]) -> tuple[BuildSpec, ...]:
     from ..model.source import parse_build_spec
 
-    for text in items:
-        parse_build_spec(text)
-    return tuple(t.strip() for t in items)
+    return tuple(parse_build_spec(text) for text in items)
 
 
 def _build_timeout(text: str | None) -> float | None:

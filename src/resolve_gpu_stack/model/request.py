@@ -207,7 +207,9 @@ class ResolveRequest:
     gpus: tuple[GpuArch, ...] = ()  # the GPUs the target runs on; () = any GPU
     require_api: tuple[str, ...] = ()  # FlashInfer APIs the user needs (``mm_mxfp8``, ``mm_mxfp8:cutlass``)
     all_gpu_archs: bool = False  # plan every provider a jit-cache shim lists, whatever the GPUs
-    build_packages: tuple[str, ...] = ()  # --build NAME (from its sdist) or --build 'NAME @ URL' (from a source tree)
+    build_packages: tuple[
+        BuildSpec, ...
+    ] = ()  # --build NAME (from its sdist) or --build 'NAME @ URL' (from a source tree); texts given here are parsed once, in __post_init__
     build_sources: tuple[SourceTree, ...] = ()  # the --build 'NAME @ URL' trees, fetched at the edge (``env/sources.py``)
     exclude_newer: str | None = None  # --exclude-newer YYYY-MM-DD: only files uploaded on or before that day (PEP 700)
     wheel_variants: bool = False  # --wheel-variants: variant wheels (PEP 825, a draft) judged and the matching one planned
@@ -216,6 +218,10 @@ class ResolveRequest:
     def __post_init__(self) -> None:
         object.__setattr__(self, "with_", requested(self.with_, "--with"))
         object.__setattr__(self, "overrides", requested(self.overrides, "--override"))
+        if any(isinstance(b, str) for b in self.build_packages):  # the edge gives BuildSpec values (cli/settings.py); a text is parsed here, once
+            from .source import parse_build_spec
+
+            object.__setattr__(self, "build_packages", tuple(parse_build_spec(b) if isinstance(b, str) else b for b in self.build_packages))
         for name in self.without:
             if not name.strip() or any(c in name for c in "<>=!~;[ "):
                 raise UsageError(f"--without {name!r} is not a package name", hint="name the package only, e.g. --without sgl-kernel")
@@ -248,9 +254,7 @@ class ResolveRequest:
 
     @property
     def build_specs(self) -> tuple[BuildSpec, ...]:
-        from .source import parse_build_spec
-
-        return tuple(parse_build_spec(text) for text in self.build_packages)
+        return self.build_packages
 
     @property
     def build_names(self) -> frozenset[NormalizedName]:
