@@ -55,7 +55,7 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
     # this command as the request's typed fields
     defs = common.definitions(settings.sources, env)
     target, installed_requires = common.target_of(settings.typed, env)
-    request = S.build_request({**S.defaults(), **settings.typed.values}, target=target, installed_requires=installed_requires)
+    request = S.build_request(S.complete(settings.typed.values), target=target, installed_requires=installed_requires)
     torch, flashinfer, cuda, exclude_newer, wheel_variants, gpus = (
         request.torch,
         request.flashinfer,

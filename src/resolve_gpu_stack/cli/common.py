@@ -177,7 +177,7 @@ def request_of(
     """The request of the settings typed, the table's defaults for the rest (``probe``: see ``target_of``;
     ``defs``: the indexes a dynamic source tree's build environment is made from); a ``--build 'NAME @ URL'``
     tree fetched through the command's ``session``."""
-    values = {**S.defaults(), **options.typed.values}
+    values = S.complete(options.typed.values)
     target, requires = target_of(options.typed, env, probe, for_plan=True)
     if "gpus" not in options.typed and not options.typed.declares:
         values["gpus"] = S.BY_NAME["gpus"].parse(local_gpus(env))

@@ -791,6 +791,12 @@ def defaults() -> dict[str, Value]:
     return {s.name: default(s.name) for s in SETTINGS}
 
 
+def complete(values: Mapping[str, Value]) -> dict[str, Value]:
+    """``values`` (what was typed, parsed) with the model value of every other setting's default
+    (a typed one's default is not parsed)."""
+    return {s.name: values[s.name] if s.name in values else default(s.name) for s in SETTINGS}
+
+
 def declared(values: Mapping[str, Value]) -> Target:
     """The declared target of complete settings (``python`` a version, ``platform`` and ``installed`` parsed)."""
     from ..model.declared import Platform, PythonVersion, declared_target
