@@ -20,11 +20,11 @@ from resolve_gpu_stack.env.probe import (
     default_interpreter,
     inspect_environment,
     inspect_interpreter,
-    parse_python_flag,
+    locate_interpreter,
 )
 from resolve_gpu_stack.errors import UsageError
 from resolve_gpu_stack.model.cuda import cuda_label_text
-from resolve_gpu_stack.model.declared import declared_target, linux_platform_tags, parse_installed
+from resolve_gpu_stack.model.declared import NamedInterpreter, PythonVersion, declared_target, linux_platform_tags, parse_installed, parse_python
 
 
 def _tag(text: str) -> Tag:
@@ -253,23 +253,30 @@ def _executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
     return path
 
 
-def test_parse_python_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _python_flag(text: str, search_path: str | None = None) -> tuple[str, str]:
+    """--python as the CLI takes it: parsed at the edge (a version, or an interpreter named), an interpreter then found."""
+    flag = parse_python(text)
+    return ("version", flag.text) if isinstance(flag, PythonVersion) else ("interpreter", locate_interpreter(flag, search_path=search_path))
+
+
+def test_python_flag_is_a_version_or_an_interpreter_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bindir = tmp_path / "bin"
     python312 = _executable(bindir / "python3.12")
-    assert parse_python_flag("3.12") == ("version", "3.12")
-    assert parse_python_flag("3.13t") == ("version", "3.13t")
-    assert parse_python_flag("3.12.4") == ("version", "3.12.4")
-    assert parse_python_flag("/usr/bin/python3") == ("interpreter", "/usr/bin/python3")
-    assert parse_python_flag(".venv/bin/python") == ("interpreter", ".venv/bin/python")
-    assert parse_python_flag("python3.12", search_path=str(bindir)) == ("interpreter", str(python312))
+    assert parse_python("3.13t") == PythonVersion("3.13t", 13, None, True) and parse_python("python3.12") == NamedInterpreter("python3.12")
+    assert _python_flag("3.12") == ("version", "3.12")
+    assert _python_flag("3.13t") == ("version", "3.13t")
+    assert _python_flag("3.12.4") == ("version", "3.12.4")
+    assert _python_flag("/usr/bin/python3") == ("interpreter", "/usr/bin/python3")
+    assert _python_flag(".venv/bin/python") == ("interpreter", ".venv/bin/python")
+    assert _python_flag("python3.12", search_path=str(bindir)) == ("interpreter", str(python312))
     monkeypatch.chdir(tmp_path)
     _executable(tmp_path / "mypython")
-    assert parse_python_flag("mypython", search_path="") == ("interpreter", "mypython")
+    assert _python_flag("mypython", search_path="") == ("interpreter", "mypython")
     _executable(tmp_path / "3.12")  # a version wins over a file of the same name
-    assert parse_python_flag("3.12") == ("version", "3.12")
-    for bad in ("python9.9", "3.7", ""):
+    assert _python_flag("3.12") == ("version", "3.12")
+    for bad in ("python9.9", "3.7", "3.99", ""):
         with pytest.raises(UsageError):
-            parse_python_flag(bad, search_path=str(bindir))
+            _python_flag(bad, search_path=str(bindir))
 
 
 def test_default_interpreter(tmp_path: Path) -> None:

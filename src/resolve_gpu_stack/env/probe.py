@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from packaging.tags import Tag, compatible_tags, generic_tags, mac_platforms
 from packaging.utils import NormalizedName, canonicalize_name
@@ -23,10 +23,8 @@ from packaging.version import InvalidVersion, Version
 from ..errors import UsageError
 from ..model import Target
 from ..model.cuda import TorchCuda, kept_torch_cuda
-from ..model.declared import NamedInterpreter, PythonVersion, cpython_tag_list, linux_platform_tags, parse_python
+from ..model.declared import NamedInterpreter, cpython_tag_list, linux_platform_tags
 from ..net import process
-
-PythonFlagKind = Literal["version", "interpreter"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,24 +94,12 @@ def default_interpreter(env: Mapping[str, str]) -> str:
     )
 
 
-def parse_python_flag(value: str, *, search_path: str | None = None) -> tuple[PythonFlagKind, str]:
-    """Decide whether ``--python VALUE`` is a version to declare or an interpreter to inspect.
-
-    The rule, in order:
-
-    1. ``3.<minor>[.<micro>][t]`` (``3.12``, ``3.12.4``, ``3.13t``) is a *version*, even if a file of
-       that name exists (write ``./3.12`` to mean the file): ``model.declared.parse_python``, the
-       edge's parse;
-    2. - 5. anything else names an interpreter, found by ``locate_interpreter``.
-    """
-    flag = parse_python(value)
-    if isinstance(flag, PythonVersion):
-        return "version", flag.text
-    return "interpreter", locate_interpreter(flag, search_path=search_path)
-
-
 def locate_interpreter(named: NamedInterpreter, *, search_path: str | None = None) -> str:
-    """The interpreter ``--python`` names (parsed at the edge: not a version), found:
+    """The interpreter ``--python`` names, found. The edge parsed the flag (``model.declared.parse_python``):
+
+    1. ``3.<minor>[.<micro>][t]`` is a *version*, even if a file of that name exists (write
+       ``./3.12`` to mean the file): a declared target, never found here; anything else is a
+       ``NamedInterpreter``, and
 
     2. anything containing a path separator is an *interpreter path* (checked when inspected; a
        leading ``~`` is the home folder, as the shell reads it unquoted);
@@ -438,11 +424,9 @@ __all__ = [
     "active_venv_interpreter",
     "InstalledDistribution",
     "ProbeRun",
-    "PythonFlagKind",
     "default_interpreter",
     "inspect_environment",
     "inspect_interpreter",
     "locate_interpreter",
-    "parse_python_flag",
     "start_probe",
 ]
