@@ -212,6 +212,48 @@ def test_doctor_keeps_the_targets_bytecode_in_its_own_folder_where_the_target_wr
         assert kept == []  # the user's own prefix (and PYTHONDONTWRITEBYTECODE: nothing written), or the target's own bytecode
 
 
+def test_doctors_kept_bytecode_never_hides_a_reinstalled_file_of_the_same_size_and_mtime(tmp_path, uv_env):
+    """Python trusts a ``.pyc`` whose source has the size and mtime it recorded; an installer that
+    writes a changed file of the same size with the wheel's (or the same second's) timestamp would
+    then have the doctor import the code that was there before. The kept bytecode is one folder per
+    installed state (the digest of every RECORD): after a reinstall the doctor imports what is
+    installed now, here a package whose new release fails at import."""
+    import json
+    import os
+    import sys
+
+    build = tmp_path / "build"
+    c10 = libc10(build / "libs", "c10_stub")
+    ops = compile_so(build, "common_ops.so", build / "libs", links=("libc10.so",), flags=("-Wl,-rpath,$ORIGIN/../torch/lib",))
+    wheels = tmp_path / "w"
+    torch = build_wheel(wheels, "torch", "2.12.0", f"{PY}-{PY}-{PLAT}", files={"torch/__init__.py": b"", "torch/lib/libc10.so": c10})
+
+    def kernel(version: str, tail: bytes):  # noqa: ANN202
+        files = {"sgl_kernel/__init__.py": b"import torch\n" + LOADER + tail, "sgl_kernel/common_ops.so": ops}
+        return build_wheel(wheels, "sgl-kernel", version, f"{PY}-{PY}-{PLAT}", files=files)
+
+    good, bad = kernel("0.3.21", b"OK = 1  \n"), kernel("0.3.22", b"OK = 1/0\n")
+    python = make_venv(tmp_path / "venv", uv_env, torch.path)
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    install = [UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", "--reinstall"]
+    subprocess.run([*install, str(good.path)], check=True, env=uv_env)
+    source = site / "sgl_kernel" / "__init__.py"
+    stamp = source.stat()
+    env = {k: v for k, v in {**uv_env, "PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}.items() if k != "PYTHONPYCACHEPREFIX"}
+    cmd = [sys.executable, "-m", "resolve_gpu_stack", "doctor", "--python", python, "--nvidia-smi", str(tmp_path / "none"), "--format", "json"]
+
+    def import_check() -> dict:
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+        return {c["name"]: c for c in json.loads(run.stdout)["checks"]}["torch-abi-import"]
+
+    assert import_check()["status"] == "pass"
+    subprocess.run([*install, str(bad.path)], check=True, env=uv_env)
+    assert source.stat().st_size == stamp.st_size
+    os.utime(source, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # the same size and mtime as the file before
+    check = import_check()
+    assert check["status"] == "fail" and "ZeroDivisionError" in json.dumps(check), check
+
+
 @pytest.mark.skipif(has_cuda_driver(), reason="this host has the NVIDIA driver: the driverless path is not what runs here")
 def test_a_binary_whose_dynamic_section_lies_past_its_first_megabytes_is_still_found_needing_torch_and_the_driver(tmp_path, uv_env, capsys):
     """A kernel library that patchelf (auditwheel) rewrote keeps its dynamic section and names at

@@ -9,11 +9,15 @@ but this host has no NVIDIA driver and a package that needs it was judged from i
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ..errors import UsageError
@@ -164,8 +168,11 @@ def import_environment(env: Mapping[str, str], environment: Environment) -> Mapp
     bytecode. There the target's bytecode is kept where the program keeps its own
     (``~/.cache/resolve-gpu-stack/bytecode``, the user's alone: ``__main__.bytecode_folder``),
     never beside its sources: the live SGLang stack's imports took 23 s of CPU each run from source,
-    10 s from bytecode. Python checks each ``.pyc`` against its source's size and mtime as it does
-    in ``__pycache__``: what is imported is the same code."""
+    10 s from bytecode. Python checks a ``.pyc`` against its source's size and mtime only, and an
+    installer may write a changed file of the same size within the same second (or with the wheel's
+    own timestamps): so the folder is one per installed state, named by the digest of every
+    distribution's name, version and RECORD (the sha256 of each installed file), and the folders of
+    the same environment's earlier states are removed. What is imported is the installed code."""
     from packaging.utils import canonicalize_name
 
     from ..__main__ import bytecode_folder
@@ -178,7 +185,25 @@ def import_environment(env: Mapping[str, str], environment: Environment) -> Mapp
     folder, why = bytecode_folder(env)
     if why is not None:
         return env
-    return {**{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPYCACHEPREFIX": folder}
+    state = _installed_state(environment)
+    place = Path(folder) / "environments" / hashlib.sha256(environment.prefix.encode()).hexdigest()[:16]
+    for earlier in place.glob("*"):
+        if earlier.name != state:
+            shutil.rmtree(earlier, ignore_errors=True)
+    return {**{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPYCACHEPREFIX": str(place / state)}
+
+
+def _installed_state(environment: Environment) -> str:
+    """A digest of what is installed: each distribution's name, version and RECORD (the sha256 and
+    size of each of its files; a distribution without one, by its name and version)."""
+    digest = hashlib.sha256()
+    for name, dist in sorted(environment.distributions.items()):
+        digest.update(f"{name}=={dist.version}\n".encode())
+        record = dist.record
+        if record is not None:
+            with contextlib.suppress(OSError):
+                digest.update(record.read_bytes())
+    return digest.hexdigest()[:24]
 
 
 def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequence[str] = (), defs: Definitions | None = None) -> ImportResult:
