@@ -33,11 +33,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
-from run import PROC_ENV, PY, Proc, resolve_words, run_measured  # noqa: E402
+from run import PROC_ENV, PY, TREE_ENTRY, Proc, resolve_words, run_measured  # noqa: E402
 from server import IndexServer  # noqa: E402
-
-# the console script's function where the tree has one (it sets up the collector), else main()
-ENTRY = "import sys; sys.path.insert(0, {src!r}); from resolve_gpu_stack import cli; sys.exit(getattr(cli, 'run', cli.main)())"
 
 
 def source_dir(spec: str, tmp: Path) -> Path:
@@ -57,7 +54,7 @@ def command(src: Path, base: str, story: Story, cache: Path) -> list[str]:
     return [
         PY,
         "-c",
-        ENTRY.format(src=str(src)),
+        TREE_ENTRY.format(src=str(src)),  # as the console script starts: __main__.run where the tree has it
         *resolve_words(story, indexes, cache),
     ]
 

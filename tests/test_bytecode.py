@@ -147,3 +147,89 @@ def test_a_pyc_in_a_folder_others_may_write_is_never_run(install: Path, tmp_path
     assert folder.stat().st_mode & 0o777 == mode  # the user's folder is not changed behind their back
     loud = run_program(install, tmp_path, "--version", "--verbose", PLANT_MARK=str(mark))
     assert not mark.exists() and f"is writable by others (mode {mode:o})" in loud.stderr
+
+
+# -- the methods @dataclass writes, compiled once (issue 53, second CPU pass) --------------------
+def methods_file(tmp_path: Path) -> Path:
+    found = sorted((tmp_path / "xdg" / "resolve-gpu-stack" / "bytecode").rglob(f"dataclass-methods.{TAG}.marshal"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+def test_the_dataclass_methods_are_kept_by_the_first_run_and_read_by_the_next(install: Path, tmp_path: Path) -> None:
+    first = run_program(install, tmp_path, "resolve", "--help")
+    assert first.returncode == 0, first.stderr
+    kept_file = methods_file(tmp_path)
+    assert "resolve_gpu_stack" in kept_file.parts and kept_file.stat().st_mode & 0o077 == 0  # beside the package's own bytecode, the user's alone
+    stamp = kept_file.stat().st_mtime_ns
+    second = run_program(install, tmp_path, "resolve", "--help")
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert kept_file.stat().st_mtime_ns == stamp, "every text the second run needed was kept: nothing written"
+    assert not list(install.rglob("*.marshal")), "nothing beside the sources"
+
+
+@pytest.mark.skipif(TAG is None, reason="this interpreter writes no bytecode")
+@pytest.mark.parametrize("content", [b"", b"not a table at all", b"\x00" * 64, "magic, then not a table"])
+def test_a_methods_file_that_is_not_this_interpreters_table_is_not_read_and_is_written_again(install: Path, tmp_path: Path, content: bytes | str) -> None:
+    import importlib.util
+    import marshal
+
+    first = run_program(install, tmp_path, "--help")
+    assert first.returncode == 0, first.stderr
+    kept_file = methods_file(tmp_path)
+    kept_file.write_bytes(importlib.util.MAGIC_NUMBER + marshal.dumps([1, 2]) if isinstance(content, str) else content)
+    again = run_program(install, tmp_path, "--help")
+    assert again.returncode == 0 and again.stdout == first.stdout and again.stderr == first.stderr
+    table = marshal.loads(kept_file.read_bytes()[len(importlib.util.MAGIC_NUMBER) :])
+    assert isinstance(table, dict) and table, "the run wrote a good table in its place"
+
+
+def test_a_class_made_from_kept_code_behaves_as_one_compiled_from_its_text(tmp_path: Path) -> None:
+    """Two processes each make the same frozen, slotted, ordered dataclass: the second from the
+    code the first kept. Everything the generated methods do is the same."""
+    script = r"""
+import dataclasses, json, sys
+from resolve_gpu_stack.__main__ import MethodCode
+memo = MethodCode.attach(sys.argv[1])
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class Row:
+    name: str
+    version: tuple[int, ...] = (1, 0)
+    notes: list[str] = dataclasses.field(default_factory=list, compare=False, repr=False)
+
+a, b = Row(name="torch"), Row(name="torch", version=(2, 1), notes=["x"])
+try:
+    a.name = "other"
+    frozen = "no error"
+except dataclasses.FrozenInstanceError as exc:
+    frozen = type(exc).__name__
+try:
+    Row("positional")
+    kw = "no error"
+except TypeError as exc:
+    kw = str(exc)
+facts = [repr(a), repr(b), a == Row(name="torch", notes=["y"]), a < b, hash(a) == hash(Row(name="torch")), frozen, kw, Row.__init__.__code__.co_filename, a.notes]
+memo.detach()
+print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save()}))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(SRC.parent)
+    init = tmp_path / "pkg" / "__init__.py"
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    init.write_text("")
+
+    def make() -> dict:
+        done = subprocess.run([sys.executable, "-c", script, str(init)], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        import json
+
+        return json.loads(done.stdout)
+
+    first, second = make(), make()
+    assert first["compiled"] > 0 and first["saved"] is True  # compiled here, and kept
+    assert second["compiled"] == 0 and second["saved"] is False  # every method from the kept code
+    assert second["facts"] == first["facts"]
+    assert first["facts"][:5] == ["Row(name='torch', version=(1, 0))", "Row(name='torch', version=(2, 1))", True, True, True]
+    assert first["facts"][5] == "FrozenInstanceError" and "takes 1 positional argument" in first["facts"][6]

@@ -15,16 +15,39 @@ included): it is used only when it and every folder above it up to the cache roo
 (``$XDG_CACHE_HOME``) are owned by the user and writable by no one else. The folders the program
 makes are made 0700 whatever the umask. Anything else (another owner, a group- or world-writable
 folder, a file in the way): the program runs from source, with no bytecode kept; ``-v`` says why.
+
+Then ``MethodCode.attach`` keeps what ``@dataclass`` compiles. It writes the source of each model
+class's ``__init__``, ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__`` and ``__delattr__``
+and compiles it every time the class is made: at every start, ~130 classes on a resolve's path,
+~700 compilations of text that never changes, a third of the imports' CPU (bench/README.md,
+"Issue 53, second CPU pass"). While attached, ``dataclasses`` calls an ``exec`` that runs the code
+kept for that exact text: one file beside the package's bytecode (where ``__init__``'s ``.pyc``
+lies, so under the folder above when it is used), headed by the interpreter's bytecode magic,
+read at the start and written again (whole, ``atomic_write``) at the end of a run that compiled a
+text it did not hold, only where bytecode is written and into a folder already there. Each class
+gets the code ``compile`` gives for that very text with the flags ``exec`` would have used
+(``dataclasses`` has no ``__future__`` import), so its methods are the same. The file is trusted
+as the ``.pyc`` files beside it are (Python runs those); one missing, unreadable, of another
+interpreter or not a table of code is not read.
 """
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
+import importlib.util
+import marshal
 import os
 import stat
 import sys
+import types
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 BYTECODE_FOLDER = "bytecode"
+METHODS_STEM = "dataclass-methods"
+MOST_KEPT = 4096  # texts; past it a save keeps only what its run used (an old tree's classes go)
 
 
 def private_folder(base: str, parts: Sequence[str]) -> str | None:
@@ -94,12 +117,89 @@ def keep_bytecode(environ: Mapping[str, str], argv: Sequence[str] = ()) -> str |
     return folder
 
 
+def code_file(package_init: str) -> str | None:
+    """Where the code of ``package_init``'s package is kept: beside its ``__init__`` bytecode."""
+    tag = sys.implementation.cache_tag
+    if tag is None:
+        return None
+    try:
+        pyc = importlib.util.cache_from_source(package_init)
+    except (NotImplementedError, ValueError):
+        return None
+    return os.path.join(os.path.dirname(pyc), f"{METHODS_STEM}.{tag}.marshal")
+
+
+def _read(path: str) -> dict[str, types.CodeType]:
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(importlib.util.MAGIC_NUMBER)) != importlib.util.MAGIC_NUMBER:
+                return {}
+            table = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(table, dict):
+        return {}
+    return {k: v for k, v in table.items() if isinstance(k, str) and isinstance(v, types.CodeType)}
+
+
+class MethodCode:
+    """The ``exec`` ``dataclasses`` calls while it is attached: known texts run their kept code."""
+
+    def __init__(self, path: str, kept: Mapping[str, types.CodeType]) -> None:
+        self.path = path
+        self.kept = dict(kept)
+        self.used: dict[str, types.CodeType] = {}
+        self.compiled = 0  # texts not kept: compiled here, written by ``save``
+
+    @classmethod
+    def attach(cls, package_init: str) -> MethodCode | None:
+        """Give ``dataclasses`` this ``exec`` (None where it cannot be done the same way)."""
+        path = code_file(package_init)
+        if path is None or "exec" in vars(dataclasses) or hasattr(dataclasses, "annotations"):
+            return None  # another hook, or a dataclasses compiled with a __future__ flag exec would inherit
+        memo = cls(path, _read(path))
+        dataclasses.exec = memo.exec  # type: ignore[attr-defined]  # a module global shadows the builtin
+        return memo
+
+    def detach(self) -> None:
+        if vars(dataclasses).get("exec") == self.exec:
+            del dataclasses.exec  # type: ignore[attr-defined]
+
+    def exec(self, source: Any, globals: dict[str, Any] | None = None, locals: Mapping[str, object] | None = None, /) -> None:
+        if isinstance(source, str):
+            code = self.kept.get(source)
+            if code is None:
+                code = compile(source, "<string>", "exec", dont_inherit=True)
+                self.compiled += 1
+            self.used[source] = code
+            source = code
+        builtins.exec(source, globals, locals)
+
+    def save(self) -> bool:
+        """Write the table when this run compiled a text it did not hold; whether it was written."""
+        if not self.compiled or sys.dont_write_bytecode or not os.path.isdir(os.path.dirname(self.path)):
+            return False  # nothing new, no bytecode written, or no bytecode there: nothing is made for this
+        from .atomic import atomic_write
+
+        table = {**self.kept, **self.used} if len(self.kept) + self.compiled <= MOST_KEPT else self.used
+        try:
+            atomic_write(Path(self.path), importlib.util.MAGIC_NUMBER + marshal.dumps(table), mode=0o600)
+        except (OSError, ValueError):
+            return False
+        return True
+
+
 def run() -> int:
     """The console script."""
     keep_bytecode(os.environ, sys.argv[1:])
+    methods = MethodCode.attach(os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"))
     from .cli import run as cli_run
 
-    return cli_run()
+    try:
+        return cli_run()
+    finally:
+        if methods is not None:
+            methods.save()
 
 
 if __name__ == "__main__":
