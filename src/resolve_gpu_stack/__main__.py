@@ -126,7 +126,8 @@ def code_file(package_init: str) -> str | None:
         pyc = importlib.util.cache_from_source(package_init)
     except (NotImplementedError, ValueError):
         return None
-    return os.path.join(os.path.dirname(pyc), f"{METHODS_STEM}.{tag}.marshal")
+    optimized = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""  # as a .pyc's name says -O
+    return os.path.join(os.path.dirname(pyc), f"{METHODS_STEM}.{tag}{optimized}.marshal")
 
 
 def _read(path: str) -> dict[str, types.CodeType]:
