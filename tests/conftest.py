@@ -12,11 +12,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from server import IndexServer  # noqa: E402
 
-import resolve_gpu_stack.cli.render as render  # noqa: E402
+# The fixtures test modules of several folders share, defined beside their helpers in support/.
+from support.abi_doors import forged  # noqa: E402, F401  (the abi world with the forged evilkern, per module)
+from support.install_world import exported  # noqa: E402, F401  (a lock exported once as a wheelhouse)
+from support.lock_faults import run  # noqa: E402, F401  (the story world served, a cache dir and a lock path)
+from support.uv_world import repo  # noqa: E402, F401  (demo-a/b/c wheels on a loopback index)
 
-REPO = Path(__file__).resolve().parents[1]
-SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-03-07"
-DATA = Path(__file__).parent / "data"
+import resolve_gpu_stack.cli.render as render  # noqa: E402
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from support.paths import REPO
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS = REPO / "schemas"
 SCHEMA_ID = re.compile(r"^resolve-gpu-stack/(?P<name>[a-z][a-z0-9-]*)/v(?P<version>\d+)$")
 
 

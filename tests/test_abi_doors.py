@@ -24,8 +24,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -34,15 +32,14 @@ import tomllib
 from abi_world import NIGHTLY, TAG, build_abi_world, have_cxx
 from elfbuild import move_dynamic, patchelf_layout
 from server import Fault, IndexServer
+from support.abi_doors import DECLARED, GOOD, cli, index_flags, installed_names, uv, venv_with_the_kept_torch, withs
 from wheels import build_wheel
 from world import _Entry
 
-from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.net.scan.classify import SCAN_SCHEMA
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
-GOOD = ("stable-ext", "locked-ok", "builds-ext", "pinned-ok")
 BAD = ("stable-cu12", "locked-bad", "cuda-only")
 EXPECTED = {  # name -> (abi kind, runs)
     "stable-ext": ("stable", True),
@@ -54,7 +51,6 @@ EXPECTED = {  # name -> (abi kind, runs)
     "cuda-only": (None, False),
 }
 WHY = {"stable-cu12": ("CUDA 12", "CUDA 13"), "locked-bad": ("c10::detail::torchInternalAssertFail(", "does not export"), "cuda-only": ("CUDA 12",)}
-DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
 
 
 END_FIRST = 8 * 2**20  # incompressible bytes before the kept torch's moved tables: its libtorch_cpu.so is read from its end
@@ -79,20 +75,6 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         yield world, srv, root
-
-
-def index_flags(world, srv) -> list[str]:  # type: ignore[no-untyped-def]
-    return [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def withs(*names: str) -> list[str]:
-    return [w for n in names for w in ("--with", n)]
 
 
 def plan_verdicts(plan: dict) -> dict[str, tuple[str | None, bool]]:
@@ -226,27 +208,6 @@ def test_a_snapshot_records_scans_and_exports_and_replays_the_same_verdicts_offl
     (snap / "manifest.json").write_text(json.dumps(manifest))
     code, _, err = cli(capsys, "resolve", "--snapshot", str(snap), *flags)
     assert code == 1 and "locked-ok 1.0" in err and "not in the snapshot" in err
-
-
-def uv(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    from resolve_gpu_stack.env.install import find_uv
-
-    return subprocess.run([find_uv(env), *args], capture_output=True, text=True, env=env, check=True)
-
-
-def venv_with_the_kept_torch(world, srv, venv: Path, uv_env: dict[str, str]) -> tuple[str, dict[Path, bytes]]:  # type: ignore[no-untyped-def]
-    """A real venv holding the world's torch nightly (its stub libraries); its python and those
-    libraries' bytes, to show they are never touched."""
-    uv("venv", "-q", "--python", sys.executable, str(venv), env=uv_env)
-    python = str(venv / "bin" / "python")
-    uv("pip", "install", "-q", "--python", python, "--no-deps", "--index-url", f"{srv.url}whl/nightly/cu130/", f"torch=={NIGHTLY}", env=uv_env)
-    torch_files = sorted((venv / "lib").glob("python*/site-packages/torch/lib/*.so"))
-    assert [p.name for p in torch_files] == ["libc10.so", "libtorch_cpu.so"]
-    return python, {p: p.read_bytes() for p in torch_files}
-
-
-def installed_names(python: str, env: dict[str, str]) -> set[str]:
-    return {row["name"] for row in json.loads(uv("pip", "list", "--python", python, "--format", "json", env=env).stdout)}
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from build_world import ADD_OFFSET, build_world, extension_sdist, have_cxx, run_in, torch_wheel
 from server import IndexServer
-from test_build_e2e import common, run_cli
-from test_install_e2e import _glibc_ok, make_venv
+from support.building import common, run_cli
+from support.install_world import _glibc_ok, make_venv
 
 from resolve_gpu_stack.env.buildmachine import find_cuda_toolkit
 

@@ -14,18 +14,18 @@ import json
 import platform
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 from build_world import NIGHTLY, build_world, extension_repo, git, have_cxx, setup_py_repo, torch_wheel
 from framework_world import build_framework_world
 from server import IndexServer
-from test_build_e2e import common, run_cli
-from test_install_e2e import _glibc_ok, make_venv
+from support.building import common, run_cli
+from support.install_world import _glibc_ok, make_venv
+from support.paths import REPO
 
 from resolve_gpu_stack.cli.app import main
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "building.md"
+GUIDE = REPO / "docs" / "guides" / "building.md"
 UPSTREAM = "https://github.com/sgl-project/sglang"
 
 

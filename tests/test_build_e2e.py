@@ -15,38 +15,22 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_sdist, have_cxx, index_flags, run_in, torch_wheel
+from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_sdist, have_cxx, run_in, torch_wheel
 from server import IndexServer
-from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
+from support.building import HERE, TOOL, UV, _build_processes_gone, common, run_cli
+from support.install_world import _glibc_ok, dist_info_bytes, make_venv
 
-from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.data.toml import load_toml
 from resolve_gpu_stack.errors import LockFileError
 from resolve_gpu_stack.scan import elf
 
-UV = str(Path(sys.executable).with_name("uv"))
-HERE = f"{platform.machine()}-manylinux_{'_'.join(platform.libc_ver()[1].split('.')[:2])}"  # this machine, as a declared platform
-TOOL = Path(sys.executable).with_name("resolve-gpu-stack")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (have_cxx() and _glibc_ok() and Path(UV).exists()), reason="needs Linux, g++ and uv")]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def common(srv: IndexServer, cache: Path) -> list[str]:
-    return [*index_flags(srv.url), "--flashinfer", "none", "--cache-dir", str(cache)]
 
 
 def _so_needs(python: str, module: str) -> tuple[str, ...]:
@@ -194,25 +178,6 @@ def test_ctrl_c_stops_the_build_and_leaves_no_half_wheel(tmp_path, uv_env):
     assert not list((cache / "wheels" / "sha256").rglob("slow_kernel-*.whl")) and not list((cache / "wheels" / "builds").glob("*.json"))
     assert "slow_kernel" not in run_in(venv, "import importlib.metadata as m; print([d.metadata['Name'] for d in m.distributions()])")
     assert _build_processes_gone(scratch, "slow-kernel") == []  # the build's process group was stopped
-
-
-def _build_processes_gone(scratch: Path, name: str, within: float = 10.0) -> list[str]:
-    """The processes of a build still running (their command lines) once ``within`` seconds have
-    passed: a process being reaped can stay in /proc a moment under load, so this waits for them
-    to go (and returns at once when none is there)."""
-    end = time.monotonic() + within
-    while True:
-        left = [c for p in Path("/proc").glob("[0-9]*") if (c := _cmdline(p)) and (str(scratch) in c or name in c)]
-        if not left or time.monotonic() > end:
-            return left
-        time.sleep(0.1)
-
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def test_a_cuda_toolkit_of_another_major_is_refused_before_the_build(tmp_path, uv_env, capsys, monkeypatch):

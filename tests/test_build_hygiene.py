@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 from build_world import NIGHTLY, build_world, extension_sdist, have_cxx, serve_wheel_file, torch_wheel
 from server import IndexServer
-from test_build_e2e import TOOL, _build_processes_gone, common, run_cli
-from test_install_e2e import _glibc_ok, make_venv
+from support.building import TOOL, _build_processes_gone, common, run_cli
+from support.install_world import _glibc_ok, make_venv
 from wheels import build_wheel
 
 from resolve_gpu_stack.env import build as B

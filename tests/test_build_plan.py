@@ -12,7 +12,6 @@ import shutil
 import tarfile
 import zipfile
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from build_world import extension_sdist, serve_sdist
@@ -21,6 +20,7 @@ from framework_world import FileClassifier, build_framework_world
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from stack_world import serve
+from support.paths import SNAPSHOT
 from wheels import build_wheel
 
 from resolve_gpu_stack.cli.app import main
@@ -390,9 +390,6 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
     assert str(got["sglang"].version) == "0.5.9" and got["torch"].action is Action.KEEP
     assert str(got["torchaudio"].version) == "2.11.0.dev20260307+cu130"
     assert any(o.requirement == "torch==2.9.1" for o in plan.overrides)
-
-
-SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
 
 
 def test_on_the_bundled_snapshot_build_plans_the_sdist_pypi_has_and_refuses_the_one_it_lacks(capsys):

@@ -14,9 +14,8 @@ import pytest
 import tomllib
 from build_world import NIGHTLY, PYTHON, build_world, extension_sdist, run_in, torch_wheel
 from server import IndexServer
-from test_build_e2e import HERE, common, run_cli
-from test_build_sources import needs_builds
-from test_install_e2e import make_venv
+from support.building import HERE, common, needs_builds, run_cli
+from support.install_world import make_venv
 
 from resolve_gpu_stack.data.toml import load_toml
 from resolve_gpu_stack.errors import LockFileError

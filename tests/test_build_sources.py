@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, scm_repo, setup_py_repo, torch_wheel
+from build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, index_flags, run_in, scm_repo, setup_py_repo, torch_wheel
 from server import IndexServer
-from test_build_e2e import HERE, common, run_cli
-from test_install_e2e import _glibc_ok, dist_info_bytes, make_venv
+from support.building import HERE, common, needs_builds, run_cli
+from support.install_world import dist_info_bytes, make_venv
 
 from resolve_gpu_stack.data.toml import load_toml
 from resolve_gpu_stack.errors import LockFileError
 from resolve_gpu_stack.model import SourceDist, SourceOrigin
 from resolve_gpu_stack.model.codec import _sdist, sdist_to_dict
 from resolve_gpu_stack.model.source import parse_build_spec
-
-UV = str(Path(sys.executable).with_name("uv"))
-needs_builds = pytest.mark.skipif(not (have_cxx() and _glibc_ok() and Path(UV).exists()), reason="needs Linux, g++ and uv")
 
 
 def _records(cache: Path) -> list[Path]:

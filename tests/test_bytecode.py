@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import SRC
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 TAG = sys.implementation.cache_tag
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from server import IndexServer
-from test_install_e2e import NIGHTLY, UV, _glibc_ok, build_world, index_flags, installed, make_venv, torch_wheel
+from support.install_world import NIGHTLY, UV, _glibc_ok, build_world, index_flags, installed, make_venv, torch_wheel
 
 TOOL = Path(sys.executable).with_name("resolve-gpu-stack")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not _glibc_ok() or not Path(UV).exists(), reason="needs Linux with glibc >= 2.28 and uv")]

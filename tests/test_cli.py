@@ -6,9 +6,9 @@ import json
 import socket
 
 import pytest
-from conftest import SNAPSHOT
 from server import IndexServer
 from stack_world import build_story_world
+from support.paths import SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main
 

@@ -9,12 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOT
+from support.paths import REPO, SNAPSHOT
 
 import resolve_gpu_stack
 from resolve_gpu_stack.cli.app import COMMANDS, _parse, build_parser, main
 
-REPO = Path(__file__).resolve().parents[1]
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_lockfile import COMMAND, make_plan, with_package
+from support.plans import COMMAND, make_plan, with_package
 
 from resolve_gpu_stack.cli.render import PLAN_SCHEMA, plan_to_json
 from resolve_gpu_stack.lock.pylock import plan_from_lock, read_pylock, render_pylock

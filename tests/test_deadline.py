@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faults import PATHS, StoryRun, story_run
+from faults import PATHS, StoryRun
 from server import Fault, IndexServer
-from test_faults_e2e import ALWAYS, assert_clean_failure, old_locks
+from support.lock_faults import ALWAYS, assert_clean_failure, old_locks
 
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.net import deadline
@@ -21,12 +21,6 @@ from resolve_gpu_stack.net.transport import Transport
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
-
-
-@pytest.fixture
-def run(tmp_path: Path):
-    with story_run(tmp_path) as r:
-        yield r
 
 
 def test_the_deadline_is_derived_from_the_timeout() -> None:

@@ -4,18 +4,17 @@ cannot be; and the split of a member's imports by the [abi] rules of components.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.paths import DATA
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.scan import demangle as demangle_module
 from resolve_gpu_stack.scan.abi import entity_identifier, split_imports
 from resolve_gpu_stack.scan.demangle import _runtime, demangle
 
-PAIRS = [line.split("\t") for line in (Path(__file__).resolve().parent / "data" / "abi" / "demangle.tsv").read_text().splitlines()]
+PAIRS = [line.split("\t") for line in (DATA / "abi" / "demangle.tsv").read_text().splitlines()]
 RULES = load_definitions().abi
 
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from resolve_gpu_stack.cli import reference
 from resolve_gpu_stack.cli import settings as S
 from resolve_gpu_stack.cli.app import COMMANDS, build_parser, main
 
-REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", *(REPO / "docs").rglob("*.md")])
 
 
@@ -133,8 +132,8 @@ OTHER_LINES = {
     "- id: resolve-gpu-stack-check": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
     "EOF": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
     "pre-commit run --all-files": ("test_precommit.py", "test_the_remote_route_with_a_commit_as_rev_on_a_copy_with_no_tags"),
-    "python -m venv ~/gpu": ("test_install_e2e.py", "def make_venv"),
-    "~/gpu/bin/pip install torch": ("test_install_e2e.py", "def make_venv"),
+    "python -m venv ~/gpu": ("support/install_world.py", "def make_venv"),
+    "~/gpu/bin/pip install torch": ("support/install_world.py", "def make_venv"),
     ".venv/bin/python indexes/verify_today.py": ("test_today.py", "test_verify_today_checks_each_verdict_against_binutils"),
     "uv init demo && cd demo": ("test_export_uv.py", "as `uv init` writes it"),
     "uv venv && uv pip install torch": ("test_export_uv.py", 'uv(["venv"'),

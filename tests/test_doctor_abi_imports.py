@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from elfbuild import _cc, compile_so, have_cc
-from test_install_e2e import PLAT, PY, UV, make_venv
+from support.install_world import PLAT, PY, UV, make_venv
 from wheels import build_wheel
 
 from resolve_gpu_stack.data.definitions import load_definitions

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,8 +17,8 @@ import pytest
 from framework_world import build_framework_world
 from server import IndexServer
 from stack_world import build_story_world
-from test_install_e2e import NIGHTLY, PY, build_world, dist_info_bytes, index_flags, installed, needs_linux, run_cli
-from test_lockfile_uv import UV, clean_env
+from support.install_world import NIGHTLY, PY, build_world, dist_info_bytes, index_flags, installed, needs_linux, run_cli
+from support.uv_world import uv, uv_env
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,17 +40,6 @@ dependencies = [
 [tool.ruff]
 line-length = 100  # keep: not ours
 """
-
-
-def uv(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([UV, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"uv {' '.join(args)}\n{done.stdout}\n{done.stderr}"
-    return done
-
-
-def uv_env(tmp_path: Path, srv: IndexServer) -> dict[str, str]:
-    """No uv configuration but the test's: PyPI is the loopback world's (uv's default index)."""
-    return {**clean_env(tmp_path), "UV_DEFAULT_INDEX": f"{srv.url}simple/"}
 
 
 def project_with_kept_torch(tmp_path: Path, srv: IndexServer, env: dict[str, str], text: str = PROJECT) -> tuple[Path, str]:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from build_world import ADD_OFFSET, NIGHTLY, build_world, extension_repo, git, have_cxx, index_flags, run_in
 from server import IndexServer
-from test_build_e2e import run_cli
-from test_export_uv import uv, uv_env
-from test_install_e2e import _glibc_ok, dist_info_bytes
+from support.building import run_cli
+from support.install_world import _glibc_ok, dist_info_bytes
+from support.uv_world import uv, uv_env
 
 if sys.version_info >= (3, 11):
     import tomllib

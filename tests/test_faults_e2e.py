@@ -15,65 +15,20 @@ import json
 import os
 import time
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, run_cli, story_run
 from server import Fault, IndexServer
+from support.lock_faults import ALWAYS, assert_clean_failure, assert_good_lock, old_locks
 
-from resolve_gpu_stack.lock.constraints import OVERRIDES_HEADER
 from resolve_gpu_stack.net.transport import Transport
-
-OLD = {
-    "pylock.x.toml": b"# the lock from yesterday\n",
-    "constraints.txt": b"# yesterday's constraints\n",
-    "overrides.txt": b"# yesterday's overrides\n",
-}
 
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries without the exponential wait (Retry-After is still honoured: it does not use this)."""
     monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
-
-
-@pytest.fixture
-def run(tmp_path: Path):
-    with story_run(tmp_path) as r:
-        yield r
-
-
-def old_locks(run: StoryRun) -> None:
-    run.lock_path.parent.mkdir(parents=True, exist_ok=True)
-    for name, data in OLD.items():
-        (run.lock_path.parent / name).write_bytes(data)
-
-
-def assert_good_lock(run: StoryRun, rc: int, err: str) -> None:
-    assert rc == 0, err
-    text = run.lock_path.read_text()
-    torch_sha = hashlib.sha256(run.served(PATHS.wheel)).hexdigest()
-    assert torch_sha in text, "the lock must hold the sha256 of the real torch wheel"
-    assert 'version = "0.6.5+cu130"' in text and "99.0.0" not in text
-    assert "flashinfer-jit-cache==0.6.5+cu130" in run.constraints_path.read_text()
-    assert run.cache_problems() == []
-    assert run.overrides_path.read_text().startswith(OVERRIDES_HEADER), "lock writes the overrides file beside the constraints"
-    assert sorted(p.name for p in run.lock_path.parent.iterdir()) == ["constraints.txt", "overrides.txt", "pylock.x.toml"]
-
-
-def assert_clean_failure(run: StoryRun, rc: int, out: str, err: str, *, code: int, url_path: str | None, words: tuple[str, ...]) -> None:
-    """One clear error naming the URL and the cause; nothing corrupted, nothing written."""
-    assert rc == code, err
-    assert "Traceback" not in err and out == ""
-    errors = [line for line in err.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, err
-    if url_path is not None:
-        assert url_path in errors[0] or quote(url_path) in errors[0], errors[0]
-    for word in words:
-        assert word in err, f"{word!r} not in {err!r}"
-    assert run.outputs() == OLD, "a failed run must leave the old lock files byte-identical"
-    assert sorted(p.name for p in run.lock_path.parent.iterdir()) == sorted(OLD), "no temp lock file"
-    assert run.cache_problems() == []
 
 
 LOCATIONS = ("page", "metadata", "range", "wheel")
@@ -144,8 +99,6 @@ def test_server_ignoring_range_downloads_whole_wheels_and_says_so(run: StoryRun,
 
 # -- faults that do not go away: one clear error, exit 3 -----------------------------------------
 
-# A fault "that does not go away" answers every request for its URL (more than any run asks).
-ALWAYS = 40
 
 PERSISTENT = [
     # (where, fault, timeout, words in the error)

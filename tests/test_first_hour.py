@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOT
 from packaging.version import Version
 from server import IndexServer
 from stack_world import build_story_world
+from support.paths import REPO, SNAPSHOT
 
 import resolve_gpu_stack
 from resolve_gpu_stack.cli.app import main
@@ -26,7 +26,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-REPO = Path(__file__).resolve().parents[1]
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
 
 

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from support.paths import REPO
 
 
 def cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from build_world import extension_sdist, serve_sdist
-from conftest import SNAPSHOT
 from elfbuild import synthetic_elf, wheel_bytes
 from server import IndexServer
-from test_install_e2e import NIGHTLY, UV, build_world, index_flags, make_venv, needs_linux, run_cli, torch_wheel
+from support.install_world import NIGHTLY, UV, build_world, index_flags, make_venv, needs_linux, run_cli, torch_wheel
+from support.paths import REPO, SNAPSHOT
 
-REPO = Path(__file__).resolve().parents[1]
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--snapshot", str(SNAPSHOT)]
 TODAY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", "torch==2.15.0", "--torch", "installed", "--no-cubin", "--no-jit-cache"]
 TODAY += ["--snapshot", str(REPO / "indexes" / "snapshots" / "2026-12-01")]
@@ -233,7 +232,7 @@ def test_a_refused_connection_is_one_line_per_url(tmp_path, capsys):
 @pytest.fixture
 def abi_venv(tmp_path: Path, uv_env):
     from abi_world import build_abi_world, have_cxx
-    from test_abi_doors import GOOD, venv_with_the_kept_torch
+    from support.abi_doors import GOOD, venv_with_the_kept_torch
 
     if not have_cxx():
         pytest.skip("needs a C++ compiler")

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import REPO, SNAPSHOT
 from server import IndexServer
 from stack_world import ABI3, FI_REQUIRES
-from test_install_e2e import NIGHTLY, PLAT, UV, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
-from test_install_preview import fake_python
+from support.install_world import NIGHTLY, PLAT, UV, build_world, fake_python, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.paths import REPO, SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main
 

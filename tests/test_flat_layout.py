@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.data.rules import RouteContext
@@ -69,7 +70,7 @@ def test_a_bad_layout_is_a_usage_error(url, message):
 
 
 def test_layouts_are_data(tmp_path: Path):
-    src = Path(__file__).resolve().parents[1] / "indexes"
+    src = REPO / "indexes"
     shutil.copytree(src, tmp_path / "indexes")
     routing = tmp_path / "indexes" / "routing.toml"
     routing.write_text(routing.read_text().replace('flat = "{name}/"', 'flat = "{name}/"\nby-cuda = "{cuda}/{name}/"'))

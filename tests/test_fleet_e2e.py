@@ -16,7 +16,7 @@ from urllib.parse import unquote
 import pytest
 from server import IndexServer
 from static_server import stdlib_server
-from test_install_e2e import NIGHTLY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.install_world import NIGHTLY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
 
 STACK = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "triton", "apache-tvm-ffi", "numpy")
 

@@ -21,12 +21,10 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from abi_world import NIGHTLY, build_abi_world, have_cxx
-from forgery import MISSING, RENAMED, compile_forged, forged_wheel, readelf_symbols
-from server import IndexServer
-from test_abi_doors import DECLARED, cli, index_flags, installed_names, venv_with_the_kept_torch
-from wheels import BuiltWheel, metadata_text
-from world import _Entry
+from abi_world import NIGHTLY, have_cxx
+from forgery import MISSING, RENAMED, readelf_symbols
+from support.abi_doors import DECLARED, WHY, _assert_refused, _end_first_abi, cli, index_flags, installed_names, venv_with_the_kept_torch
+from support.paths import REPO
 
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.scan.classify import SCAN_SCHEMA
@@ -36,27 +34,7 @@ from resolve_gpu_stack.scan.wheelscan import scan_wheel
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
-WHY = "c10::stand_in_missing()"
 MB = 2**20
-
-
-@pytest.fixture(scope="module")
-def forged(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """The abi world with ``evilkern`` 1.0 (the forged wheel) on its PyPI, served."""
-    root = tmp_path_factory.mktemp("forged")
-    world, _ = build_abi_world(root)
-    lib = compile_forged(root / "objects")
-    path, member = forged_wheel(world.root / "files", lib)
-    # the same object in a wheel nothing ties to torch (no Requires-Dist: torch): see the last test
-    untied, _ = forged_wheel(world.root / "files", lib, name="evilguess", requires=())
-    for name, wheel_path in (("evilkern", path), ("evilguess", untied)):
-        data = wheel_path.read_bytes()
-        meta = metadata_text(name, "1.0", ("torch",) if name == "evilkern" else ())
-        wheel = BuiltWheel(path=wheel_path, filename=wheel_path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), metadata=meta)
-        world._add(f"simple/{name}/", "pypi", _Entry(wheel, "files/" + wheel_path.name, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
-    with IndexServer(world.root) as srv:
-        world.write(srv.url)
-        yield world, srv, path, member
 
 
 def _fed(size: int, comp: bytes, *, seek: bool) -> ElfStream:
@@ -109,11 +87,6 @@ def test_the_wheel_scan_reads_the_member_from_its_start(forged) -> None:  # type
     assert abi.kind == "torch" and MISSING.decode() in abi.cxx and RENAMED.decode() not in abi.cxx
 
 
-def _assert_refused(code: int, err: str) -> None:
-    assert code == 1 and "Traceback" not in err, err
-    assert "evilkern 1.0" in err and WHY in err and "does not export" in err, err
-
-
 def test_resolve_lock_candidates_and_inspect_refuse_it(forged, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
     world, srv, path, _ = forged
     flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
@@ -148,27 +121,6 @@ def _poisoned_cache(cache: Path, path: Path) -> None:
     http = HttpCache(cache)
     http.put_scan(f"sha256={hashlib.sha256(data).hexdigest()}", json.dumps(ScanRecord(abi=abi).to_dict(), sort_keys=True).encode())
     http.close()
-
-
-def _end_first_abi(path: Path):  # type: ignore[no-untyped-def]
-    """evilkern's scan as the end-first reader made it: "runs" on the kept torch (the forged reading)."""
-    from resolve_gpu_stack.data.definitions import load_definitions
-    from resolve_gpu_stack.scan.wheelscan import scanner as scanner_module
-
-    data = path.read_bytes()
-    real = scanner_module.ElfStream
-
-    def end_first(*args, **kwargs):  # type: ignore[no-untyped-def]
-        kwargs["seek"] = True
-        return real(*args, **kwargs)
-
-    scanner_module.ElfStream = end_first  # type: ignore[assignment,misc]
-    try:
-        abi = scan_wheel(lambda a, b: data[a:b], len(data)).abi(load_definitions().abi)
-    finally:
-        scanner_module.ElfStream = real  # type: ignore[misc]
-    assert abi.kind == "torch" and MISSING.decode() not in abi.cxx  # the forged reading
-    return abi
 
 
 @pytest.mark.slow
@@ -241,7 +193,7 @@ def test_a_verdict_replayed_from_an_older_readers_record_is_locked_and_checked_a
     """The bundled 2026-12-01 snapshot's scans were recorded by the reader that entered members
     near their end (schema 3): a lock made from it records ``abi-read = "recorded"`` on each
     verdict, and ``check`` notes them as provisional (install reads them again from the files)."""
-    snapshot = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-12-01"
+    snapshot = REPO / "indexes" / "snapshots" / "2026-12-01"
     monkeypatch.chdir(tmp_path)
     argv = ["--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", "torch==2.15.0", "--torch", "installed"]
     argv += ["--with", "sglang", "--no-cubin", "--no-jit-cache", "--snapshot", str(snapshot), "--cache-dir", str(tmp_path / "c")]

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from test_install_e2e import OLDER, PLAT, PY, installed, make_venv
+from support.install_world import OLDER, PLAT, PY, installed, make_venv
 from wheels import build_wheel
 
 from resolve_gpu_stack.env.install import _uv_args, constraints_text, overrides_text

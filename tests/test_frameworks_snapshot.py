@@ -9,13 +9,12 @@ for torch 2.4-2.9 and none for 2.12 (a note, not a refusal)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from support.paths import SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main
 
-SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
 NIGHTLY = "2.12.0.dev20260307+cu130"
 STORY = ["resolve", "--snapshot", str(SNAPSHOT), "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
 SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13"]  # FlashInfer follows the framework's pin (0.6.3)

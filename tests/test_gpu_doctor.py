@@ -8,17 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_doctor import (
-    NIGHTLY,
-    TVM_RANGE_061,
-    _doctor,
-    _script,
-    _venv_with,
-    checks_of,
-    dist,
-    smi,
-    stack,
-)
+from support.doctor_venvs import NIGHTLY, TVM_RANGE_061, _doctor, _script, _venv_with, checks_of, dist, smi, stack
 
 from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.env.doctor import ImportResult

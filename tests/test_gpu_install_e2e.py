@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from server import IndexServer
 from stack_world import ABI3
-from test_install_e2e import NIGHTLY, PLAT, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.install_world import NIGHTLY, PLAT, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
 from world import World
 
 PROVIDERS = ("sm90a", "sm100a", "sm120a", "sm120f")

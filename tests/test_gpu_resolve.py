@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from stack_world import ABI3, X86, build_story_world
-from test_resolve import plan_for, versions
+from support.plans import plan_for, versions
 
 from resolve_gpu_stack.errors import NoPlanError
 from resolve_gpu_stack.model.gpu import GpuArch
@@ -72,7 +72,7 @@ def test_gpu_cuda_floor_against_torch_cuda(tmp_path: Path):
 
 
 def _target(*installed: str):
-    from test_resolve import target
+    from support.plans import target
 
     return target(installed=installed)
 
@@ -136,7 +136,7 @@ def test_all_gpu_archs_and_any_gpu_plan_every_provider(world07):
 
 
 def test_request_inputs_only_when_set():
-    from test_resolve import target
+    from support.plans import target
 
     base = ResolveRequest.build(target=target()).inputs({})
     assert "gpus" not in base

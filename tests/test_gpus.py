@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from support.paths import REPO
 
 from resolve_gpu_stack.data.gpus import default_gpu_table, floor_for_api, floor_for_arch, load_gpu_table
 from resolve_gpu_stack.data.toml import load_toml
@@ -31,7 +32,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-REPO = Path(__file__).resolve().parents[1]
 GPUS_TOML = REPO / "indexes" / "gpus.toml"
 
 # The provider list a 0.7 shim names (issue 12).

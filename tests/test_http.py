@@ -22,6 +22,7 @@ import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from server import Fault, IndexServer
+from support.paths import SRC
 from wheels import BuiltWheel, build_wheel, metadata_text
 
 from resolve_gpu_stack.data.definitions import IndexDefinition
@@ -726,7 +727,7 @@ def test_url_text_helpers_live_in_urls() -> None:
     assert origin("https://h.example:8443/") == ("https", "h.example", 8443)
 
 
-NET = Path(__file__).resolve().parent.parent / "src" / "resolve_gpu_stack" / "net"
+NET = SRC / "net"
 
 
 @pytest.mark.parametrize("module", sorted(p.name for p in NET.glob("*.py")))

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_abi_real import WHEELS, SparseWheel, fixture
+from support.real_wheels import WHEELS, SparseWheel, fixture
 
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.data.definitions import load_definitions

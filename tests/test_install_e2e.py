@@ -9,61 +9,34 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from server import IndexServer
-from stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES
+from stack_world import ABI3
+from support.install_world import (
+    NIGHTLY,
+    OLDER,
+    PLAT,
+    PY,
+    UV,
+    build_world,
+    dist_info_bytes,
+    index_flags,
+    installed,
+    make_venv,
+    needs_linux,
+    run_cli,
+    torch_wheel,
+)
 from wheels import build_wheel
-from world import World
 
-from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.env.install import check_uv_changes, parse_uv_changes
 from resolve_gpu_stack.errors import UvError
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
-
-PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
-PLAT = f"manylinux_2_28_{platform.machine()}"
-NIGHTLY = "2.12.0.dev20260307+cu130"
-OLDER = "2.12.0.dev20260306+cu130"
-UV = str(Path(sys.executable).with_name("uv"))
-
-
-def _glibc_ok() -> bool:
-    libc, version = platform.libc_ver()
-    if sys.platform != "linux" or libc != "glibc":
-        return False
-    major, minor = (int(x) for x in version.split(".")[:2])
-    return (major, minor) >= (2, 28)
-
-
-needs_linux = pytest.mark.skipif(not _glibc_ok() or not Path(UV).exists(), reason="needs Linux with glibc >= 2.28 and uv next to this interpreter")
-
-
-def build_world(root: Path) -> World:
-    """Torch nightlies with their triton pin, the FlashInfer trio, and the closure on a PyPI."""
-    w = World(root)
-    for version in (OLDER, NIGHTLY):
-        w.pytorch("torch", version, tag=f"{PY}-{PY}-{PLAT}", requires=[r.format(hash="9c288bc5") for r in TORCH_REQUIRES], requires_python=">=3.10")
-    w.pytorch("triton", "3.7.0+git9c288bc5", tag=f"{PY}-{PY}-{PLAT}", at_root=True)
-    for v in ("0.6.4", "0.6.5"):
-        w.pypi("flashinfer-python", v, requires=FI_REQUIRES, requires_python=">=3.10")
-        w.pypi("flashinfer-cubin", v)
-        for label in ("cu129", "cu130"):
-            w.flashinfer("flashinfer-jit-cache", f"{v}+{label}", tag=f"{ABI3}-{PLAT}", page=f"{label}/flashinfer-jit-cache")
-    for v in ("0.1.7", "0.2.0"):
-        w.pypi("apache-tvm-ffi", v)
-    for name, v in (("numpy", "2.2.0"), ("packaging", "25.0"), ("filelock", "3.17.0"), ("typing-extensions", "4.12.2")):
-        w.pypi(name, v)
-    w.pypi("cuda-toolkit", "13.0.2", requires=["nvidia-cuda-runtime==13.0.96; extra == 'cudart'", "nvidia-cuda-nvrtc==13.0.88; extra == 'nvrtc'"])
-    w.pypi("nvidia-cuda-runtime", "13.0.96", tag=f"py3-none-{PLAT}")
-    w.pypi("nvidia-cuda-nvrtc", "13.0.88", tag=f"py3-none-{PLAT}")
-    return w
 
 
 @pytest.fixture
@@ -72,45 +45,6 @@ def stack(tmp_path: Path, uv_env):
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         yield world, srv
-
-
-def make_venv(path: Path, env: dict[str, str], torch_wheel: Path | None = None) -> str:
-    subprocess.run([UV, "venv", "-q", "--python", sys.executable, str(path)], check=True, env=env)
-    python = str(path / "bin" / "python")
-    if torch_wheel is not None:
-        subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--offline", str(torch_wheel)], check=True, env=env)
-    return python
-
-
-def torch_wheel(world: World, version: str) -> Path:
-    [path] = (world.root / "whl" / "nightly" / "cu130").glob(f"torch-{version}-*.whl")
-    return path
-
-
-def installed(python: str) -> dict[str, str]:
-    """What the venv has, read by the venv's own interpreter (not by the code under test)."""
-    code = "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
-    out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout
-    return {str(canonicalize_name(k)): v for k, v in json.loads(out).items()}
-
-
-def dist_info_bytes(python: str, name: str) -> dict[str, bytes]:
-    site = Path(
-        subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
-    )
-    [info] = site.glob(f"{name}-*.dist-info")
-    return {str(p.relative_to(info)): p.read_bytes() for p in sorted(info.rglob("*")) if p.is_file()}
-
-
-def index_flags(srv: IndexServer) -> list[str]:
-    return ["--index", f"pytorch={srv.url}whl/", "--index", f"flashinfer={srv.url}fi/", "--index", f"pypi={srv.url}simple/"]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.mark.slow

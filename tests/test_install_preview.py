@@ -8,59 +8,15 @@ from __future__ import annotations
 import json
 import os
 import socket
-import stat
 from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOT
+from support.install_world import fake_python
+from support.paths import SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main
-from resolve_gpu_stack.env.probe import _SENTINEL
 
 NIGHTLY = "2.12.0.dev20260307+cu130"
-
-
-def fake_python(root: Path, installed: dict[str, str]) -> Path:
-    facts = {
-        "ok": True,
-        "version_info": [3, 12, 9, "final", 0],
-        "implementation": "cpython",
-        "executable": str(root / "bin" / "python"),
-        "prefix": str(root),
-        "base_prefix": "/usr",
-        "real_prefix": None,
-        "sysconfig_platform": "linux-x86_64",
-        "machine": "x86_64",
-        "maxsize_64": True,
-        "glibc": "2.28",
-        "free_threaded": False,
-        "debug": False,
-        "soabi": "cpython-312-x86_64-linux-gnu",
-        "purelib": str(root / "lib"),
-        "platlib": str(root / "lib"),
-        "markers": {
-            "implementation_name": "cpython",
-            "implementation_version": "3.12.9",
-            "os_name": "posix",
-            "platform_machine": "x86_64",
-            "platform_release": "6.0",
-            "platform_system": "Linux",
-            "platform_version": "#1",
-            "python_full_version": "3.12.9",
-            "platform_python_implementation": "CPython",
-            "python_version": "3.12",
-            "sys_platform": "linux",
-        },
-        "distributions": [
-            {"name": n, "version": v, "requires": [], "path": None, "location": str(root / "lib"), "installer": "uv"} for n, v in installed.items()
-        ],
-        "problems": [],
-    }
-    python = root / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text(f"#!/bin/sh\ncat <<'EOF'\n\n{_SENTINEL}{json.dumps(facts)}\nEOF\n")
-    python.chmod(python.stat().st_mode | stat.S_IXUSR)
-    return python
 
 
 @pytest.fixture(autouse=True)

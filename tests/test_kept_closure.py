@@ -19,7 +19,7 @@ import tomllib
 from closure_world import CLOSURE, TORCH, closure_venv, closure_world, records
 from packaging.version import Version
 from server import IndexServer
-from test_lockfile_uv import UV, clean_env, installed, ok, run
+from support.uv_world import UV, clean_env, installed, ok, run
 
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.resolver.kept_closure import read_closure

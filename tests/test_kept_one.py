@@ -10,11 +10,9 @@ of reading ``request.kept.closure``, fails here with the file and line.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
-
-SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
+from support.paths import SRC
 
 # the function -> the modules that may call it (its makers)
 MAKERS: dict[str, frozenset[str]] = {

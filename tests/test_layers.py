@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
+from support.paths import SRC
 
 # Bottom to top. A module may import from its own floor and from any floor below it.
 FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "scan", "rules", "resolver", "net", "lock", "env", "cli"]

@@ -24,7 +24,7 @@ import pytest
 import tomli_w
 from packaging.version import Version
 from server import IndexServer
-from test_install_e2e import NIGHTLY, OLDER, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.install_world import NIGHTLY, OLDER, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
 
 from resolve_gpu_stack.data.toml import parse_toml
 from resolve_gpu_stack.lock.files import read_lock, write_lock

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
+from support.plans import COMMAND, SHA, TORCH, make_plan, with_package
 
 from resolve_gpu_stack.errors import LockFileError, UsageError
 from resolve_gpu_stack.lock import files as lockfile
@@ -28,87 +29,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TORCH = "2.12.0.dev20260307+cu130"
-SHA = {n: hashlib.sha256(n.encode()).hexdigest() for n in ("fi", "cubin", "jit", "torch", "triton")}
-COMMAND = "resolve-gpu-stack lock --output pylock.gpu.toml"
-
-
-def make_plan(**changes: object) -> LockPlan:
-    packages = (
-        LockedPackage(
-            name="torch",
-            version=Version(TORCH),
-            action=Action.KEEP,
-            index="installed",
-            coupling=Coupling.TORCH,
-            reason="installed nightly, never changed",
-            installed_version=Version(TORCH),
-            url="https://download.pytorch.org/whl/nightly/cu130/torch-2.12.0.dev20260307%2Bcu130-cp312-cp312-manylinux_2_28_x86_64.whl",
-            filename="torch-2.12.0.dev20260307+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
-            sha256=SHA["torch"],
-            size=900_000_000,
-            upload_time="2026-03-07T08:12:34Z",
-        ),
-        LockedPackage(
-            name="flashinfer-python",
-            version=Version("0.6.16"),
-            action=Action.UPGRADE,
-            index="pypi",
-            coupling=Coupling.AGNOSTIC,
-            reason="requested",
-            installed_version=Version("0.6.10"),
-            url="https://files.pypi.example/packages/flashinfer_python-0.6.16-py3-none-any.whl",
-            filename="flashinfer_python-0.6.16-py3-none-any.whl",
-            sha256=SHA["fi"],
-            size=4_000_000,
-            upload_time="2026-03-01T10:00:00.250000Z",
-            requires_python=">=3.10",
-            dependencies=("torch", "apache-tvm-ffi"),
-        ),
-        LockedPackage(
-            name="flashinfer-jit-cache",
-            version=Version("0.6.16+cu130"),
-            action=Action.INSTALL,
-            index="flashinfer",
-            coupling=Coupling.CUDA,
-            reason="largest label <= cu130",
-            url="https://flashinfer.ai/whl/cu130/flashinfer-jit-cache/flashinfer_jit_cache-0.6.16%2Bcu130-cp39-abi3-manylinux_2_28_x86_64.whl",
-            filename="flashinfer_jit_cache-0.6.16+cu130-cp39-abi3-manylinux_2_28_x86_64.whl",
-            sha256=SHA["jit"],
-        ),
-        LockedPackage(
-            name="flashinfer-cubin",
-            version=Version("0.6.16"),
-            action=Action.CHANGE,
-            index="flashinfer",
-            coupling=Coupling.AGNOSTIC,
-            reason="must equal flashinfer-python",
-            url="https://flashinfer.ai/whl/flashinfer-cubin/flashinfer_cubin-0.6.16-py3-none-any.whl",
-            filename="flashinfer_cubin-0.6.16-py3-none-any.whl",
-            sha256=SHA["cubin"],
-            size=10,
-            installed_version=Version("0.6.16"),
-        ),
-    )
-    inputs = {
-        "request": ["flashinfer-python"],
-        "torch_channel": "nightly",
-        "flashinfer_channel": "stable",
-        "allow_downgrade": False,
-        "snapshot": {"date": "2026-03-07", "pages": 12},
-    }
-    plan = LockPlan(
-        target=TargetSummary(python="3.12", platform="x86_64-manylinux_2_28", cuda="cu130"),
-        packages=packages,
-        notes=("torch kept at the installed nightly", "jit-cache: cu130"),
-        flashinfer_version=Version("0.6.16"),
-        cuda_label="cu130",
-        inputs=inputs,
-        inputs_digest=inputs_digest(inputs),
-        indexes={"pytorch": "https://download.pytorch.org/whl/", "flashinfer": "https://flashinfer.ai/whl/", "pypi": "https://pypi.example/simple/"},
-    )
-    return replace(plan, **changes)
-
 
 def sorted_plan(plan: LockPlan) -> LockPlan:
     return replace(plan, packages=tuple(sorted(plan.packages, key=lambda p: p.name)))
@@ -118,10 +38,6 @@ def pkg(plan: LockPlan, name: str) -> LockedPackage:
     found = plan.package(name)
     assert found is not None
     return found
-
-
-def with_package(plan: LockPlan, name: str, **changes: object) -> LockPlan:
-    return replace(plan, packages=tuple(replace(p, **changes) if p.name == name else p for p in plan.packages))
 
 
 # -- inputs digest -------------------------------------------------------------------------------

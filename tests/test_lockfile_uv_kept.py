@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_lockfile_uv import UV, clean_env, demo_plan, installed, ok, run, uv_venv
-from test_lockfile_uv import repo as repo  # a fixture
+from support.uv_world import UV, clean_env, demo_plan, installed, ok, run, uv_venv
+from support.uv_world import repo as repo
 
 from resolve_gpu_stack.lock.files import read_lock, write_lock
 from resolve_gpu_stack.lock.pylock import plan_from_lock

@@ -24,6 +24,7 @@ import pytest
 import tomllib
 from abi_world import have_cxx
 from server import IndexServer
+from support.paths import REPO
 from today_world import TORCH, build_today_world
 
 from resolve_gpu_stack.cli.app import main
@@ -184,7 +185,7 @@ def test_bundled_snapshots_are_read_from_data_and_a_bad_row_is_named(tmp_path) -
     from resolve_gpu_stack.errors import IndexDefinitionError
 
     rows = bundled_snapshots(bundled_path())
-    assert {r.torch_from for r in rows} == {"pypi", "pytorch"} and all((Path(__file__).parents[1] / r.path).is_dir() for r in rows)
+    assert {r.torch_from for r in rows} == {"pypi", "pytorch"} and all((REPO / r.path).is_dir() for r in rows)
     assert offline_hint((), "pypi") is None
     (tmp_path / "snapshots").mkdir()
     (tmp_path / "snapshots" / "bundled.toml").write_text('[[snapshot]]\npath = "x"\ntorch-from = "conda"\nfits = "y"\n')

@@ -5,18 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
 from packaging.tags import Tag
 from packaging.version import Version
+from support.paths import DATA
 
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.index.parse import MAX_WARNINGS, PEP691_JSON, parse_filename, parse_metadata, parse_page
 from resolve_gpu_stack.model import IndexPage, ParsedPage
 
-SAMPLES = Path(__file__).parent / "data" / "samples"
+SAMPLES = DATA / "samples"
 R2 = "https://download-r2.pytorch.org/whl"
 GH = "https://github.com/flashinfer-ai/flashinfer/releases/download"
 

@@ -19,6 +19,7 @@ import pytest
 from abi_world import have_cxx
 from packaging.version import Version
 from server import IndexServer
+from support.paths import REPO
 from today_world import TORCH, build_today_world
 from wheels import build_wheel
 from world import World, _Entry
@@ -158,7 +159,7 @@ def test_a_dialect_without_the_groups_it_needs_is_refused_naming_its_row(tmp_pat
 
     from resolve_gpu_stack.errors import IndexDefinitionError
 
-    src = Path(__file__).parents[1] / "indexes"
+    src = REPO / "indexes"
     for f in src.glob("*.toml"):
         shutil.copy(f, tmp_path / f.name)
     text = (tmp_path / "components.toml").read_text()

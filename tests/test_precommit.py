@@ -32,12 +32,12 @@ from lock_project import build_lock_world, config_text, record_snapshot, serve_w
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from support.paths import REPO
 
 import resolve_gpu_stack
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 PRE_COMMIT = VENV_BIN / "pre-commit"
 TOOL = VENV_BIN / "resolve-gpu-stack"

@@ -18,6 +18,7 @@ from framework_world import build_framework_world
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from server import IndexServer
+from support.hostile_inputs import hostile_folder
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.model import IndexFile
@@ -229,25 +230,6 @@ def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(wo
         classify = fetcher.classifier(DEFS)
         assert classify(kernel) == here(kernel) and fetcher.range_process is not None and fetcher.range_process.pid is None
         assert classify(helper) == here(helper) and fetcher.range_process.pid is not None, "the child did not start"
-
-
-# a stdlib module shadowed in the current folder (a cloned repository's ``queue.py``): each writes a
-# marker when it runs; the child imports every one of these (and the CLI most of them)
-SHADOWED = ("queue", "selectors", "pickle", "struct", "threading", "socket", "ssl", "signal", "zipfile", "zlib", "logging", "concurrent", "http", "email")
-
-
-def hostile_folder(folder: Path) -> Path:
-    """A folder whose ``queue.py``, ``selectors.py``, ... (and ``logging/``, ``http/`` packages) mark ``folder/ran/``."""
-    ran = folder / "ran"
-    ran.mkdir(parents=True)
-    for name in SHADOWED:
-        code = f"open({str(ran / name)!r}, 'w').close()\nraise ImportError('shadowed {name} ran')\n"
-        if name in ("logging", "concurrent", "http", "email"):
-            (folder / name).mkdir()
-            (folder / name / "__init__.py").write_text(code)
-        else:
-            (folder / f"{name}.py").write_text(code)
-    return ran
 
 
 def test_the_child_never_imports_from_the_current_folder_or_pythonpath(world, server, tmp_path, monkeypatch):

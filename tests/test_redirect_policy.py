@@ -9,10 +9,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from faults import PATHS, StoryRun, run_cli, story_run
+from faults import PATHS, StoryRun, run_cli
 from server import Fault, IndexServer
 from stack_world import build_story_world
-from test_faults_e2e import ALWAYS, assert_clean_failure, old_locks
+from support.lock_faults import ALWAYS, assert_clean_failure, old_locks
 
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.net.transport import Transport
@@ -44,12 +44,6 @@ def outside(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     return attempts
-
-
-@pytest.fixture
-def run(tmp_path: Path):
-    with story_run(tmp_path) as r:
-        yield r
 
 
 TARGETS = [

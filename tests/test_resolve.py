@@ -5,29 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stack_world import ABI3, FI_REQUIRES, X86, build_story_world, resolve_with, serve
+from stack_world import ABI3, FI_REQUIRES, X86, build_story_world
+from support.plans import NIGHTLY, plan_for, target, versions
 
 from resolve_gpu_stack.errors import DowngradeRefused, NoPlanError, UsageError
 from resolve_gpu_stack.model import Action, Coupling
-from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
-
-NIGHTLY = "2.12.0.dev20260307+cu130"
-
-
-def target(installed=(f"torch=={NIGHTLY}",), platform="x86_64-manylinux_2_28", python="3.12"):
-    return declared_target(python, platform, list(installed))
-
-
-def plan_for(world, **kw):
-    kw.setdefault("target", target())
-    with serve(world) as (srv, defs, finder):
-        plan = resolve_with(finder, defs, ResolveRequest.build(**kw))
-        return plan, srv
-
-
-def versions(plan):
-    return {p.name: str(p.version) for p in plan.packages}
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ import gc
 from pathlib import Path
 
 import pytest
+from support.paths import SNAPSHOT
 
 from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.resolver import resolve
 from resolve_gpu_stack.resolver.factory import CandidateFactory
 from resolve_gpu_stack.resolver.requirement import Req
 from resolve_gpu_stack.rules.fit import TargetFit
-
-SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
 
 
 def _config(root: Path, *, withs: int = 1, targets: int = 1) -> Path:

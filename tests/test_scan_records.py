@@ -21,9 +21,8 @@ import tomllib
 from abi_world import build_abi_world, have_cxx
 from output_schemas import validate
 from server import IndexServer
-from test_abi_doors import DECLARED, cli, index_flags, installed_names, venv_with_the_kept_torch, withs
-from test_forged_verdict import WHY, _assert_refused, _end_first_abi
-from test_forged_verdict import forged as forged  # the module-scoped world with the forged evilkern
+from support.abi_doors import DECLARED, WHY, _assert_refused, _end_first_abi, cli, index_flags, installed_names, venv_with_the_kept_torch, withs
+from support.abi_doors import forged as forged
 
 from resolve_gpu_stack.model.abi import READ_NAMES, READ_RECORDED, MemberAbi, WheelAbi
 from resolve_gpu_stack.net.scan.classify import ScanRecord

@@ -11,11 +11,10 @@ import copy
 import json
 import re
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import SNAPSHOT
 from output_schemas import SCHEMA_ID, SCHEMAS, schema_file, validate, validator
+from support.paths import REPO, SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main
 
@@ -24,7 +23,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-REPO = Path(__file__).resolve().parents[1]
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
 
 

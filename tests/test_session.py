@@ -16,6 +16,7 @@ import pytest
 from abi_world import NIGHTLY, build_abi_world, have_cxx
 from output_schemas import validate
 from server import IndexServer
+from support.paths import REPO
 
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.cli.assemble import NetworkOptions, Session
@@ -23,7 +24,6 @@ from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.net import client
 
-REPO = Path(__file__).resolve().parents[1]
 DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
 EXPECTED = {"stable-ext": ("stable", True), "locked-ok": ("locked", True), "locked-bad": ("locked", False), "stable-cu12": ("stable", False)}
 needs_cxx = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
@@ -131,7 +131,7 @@ def test_lock_with_a_build_opens_one_connection_pool(tmp_path, uv_env, capsys, m
     from build_world import NIGHTLY as BUILD_NIGHTLY
     from build_world import PYTHON, build_world, extension_sdist, index_flags
     from build_world import have_cxx as build_cxx
-    from test_build_e2e import HERE, UV
+    from support.building import HERE, UV
 
     if not (build_cxx() and Path(UV).exists()):
         pytest.skip("needs g++ and uv")

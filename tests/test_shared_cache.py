@@ -17,13 +17,12 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from faults import cache_problems
 from server import IndexServer
-
-test_install = pytest.importorskip("test_install_e2e")
+from support import install_world
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not test_install._glibc_ok() or not Path(test_install.UV).exists(), reason="needs Linux with glibc >= 2.28 and uv next to this interpreter"
+        not install_world._glibc_ok() or not Path(install_world.UV).exists(), reason="needs Linux with glibc >= 2.28 and uv next to this interpreter"
     ),
 ]
 
@@ -35,7 +34,7 @@ DECLARED = [
     "--platform",
     f"{platform.machine()}-manylinux_2_28",
     "--installed",
-    f"torch=={test_install.OLDER}",
+    f"torch=={install_world.OLDER}",
     "--upgrade-package",
     "torch",
 ]
@@ -77,12 +76,12 @@ def flip(path: Path, at: int = -10) -> None:
 
 def test_concurrent_runs_share_one_cache_and_a_corrupted_cache_is_fetched_again(tmp_path: Path) -> None:
     env = program_env(tmp_path)
-    world = test_install.build_world(tmp_path / "www")
+    world = install_world.build_world(tmp_path / "www")
     cache = tmp_path / "cache"
     with IndexServer(world.root, latency=0.03) as srv:
         world.write(srv.url)
-        python = test_install.make_venv(tmp_path / "venv", env, test_install.torch_wheel(world, test_install.NIGHTLY))
-        flags = [*test_install.index_flags(srv), "--cache-dir", str(cache), "--format", "json"]
+        python = install_world.make_venv(tmp_path / "venv", env, install_world.torch_wheel(world, install_world.NIGHTLY))
+        flags = [*install_world.index_flags(srv), "--cache-dir", str(cache), "--format", "json"]
 
         # -- four processes at once on one empty cache: two resolves, an install, a lock that
         #    downloads the same unhashed nightly wheels as the install
@@ -100,7 +99,7 @@ def test_concurrent_runs_share_one_cache_and_a_corrupted_cache_is_fetched_again(
         planned = {(p["name"], p["version"], p["action"]) for p in plan_a["packages"]}
         report = json.loads(results[2][1])
         assert {(p["name"], p["version"], p["action"]) for p in report["packages"]} == planned
-        assert test_install.installed(python)["flashinfer-jit-cache"] == "0.6.5+cu130"
+        assert install_world.installed(python)["flashinfer-jit-cache"] == "0.6.5+cu130"
         assert (tmp_path / "pylock.x.toml").is_file()
         assert cache_problems(cache, world.root) == []
         assert not list((cache / "wheels" / "partial").glob("*.part"))
@@ -133,14 +132,14 @@ def test_interrupted_download_leaves_no_temp_file_and_the_next_run_finishes_it(t
     from server import Fault
 
     env = program_env(tmp_path)
-    world = test_install.build_world(tmp_path / "www")
+    world = install_world.build_world(tmp_path / "www")
     cache = tmp_path / "cache"
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        [torch] = (world.root / "whl" / "nightly" / "cu130").glob(f"torch-{test_install.NIGHTLY}-*.whl")
+        [torch] = (world.root / "whl" / "nightly" / "cu130").glob(f"torch-{install_world.NIGHTLY}-*.whl")
         path = f"/whl/nightly/cu130/{torch.name}"
         srv.script(path, [Fault(stall_after=torch.stat().st_size // 2, delay=2.0)])
-        flags = [*test_install.index_flags(srv), "--cache-dir", str(cache)]
+        flags = [*install_world.index_flags(srv), "--cache-dir", str(cache)]
         proc = start(["lock", *DECLARED, *flags, "-o", "pylock.x.toml"], env, tmp_path)
         deadline = time.monotonic() + 60
         while not gets(srv, 0, path) and time.monotonic() < deadline:

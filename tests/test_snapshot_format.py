@@ -3,7 +3,7 @@ digest keeps only what resolving reads."""
 
 from __future__ import annotations
 
-from conftest import SNAPSHOT
+from support.paths import SNAPSHOT
 
 from resolve_gpu_stack.index.parse import parse_metadata
 from resolve_gpu_stack.net.snapshot import RESOLVER_FIELDS, reduce_metadata, snapshot_key

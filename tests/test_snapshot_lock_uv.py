@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from server import IndexServer
-from test_install_e2e import NIGHTLY, UV, build_world, installed, make_venv, needs_linux, run_cli
+from support.install_world import NIGHTLY, UV, build_world, installed, make_venv, needs_linux, run_cli
 
 if sys.version_info >= (3, 11):
     import tomllib

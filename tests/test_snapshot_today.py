@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.paths import REPO
 
 from resolve_gpu_stack.cli.app import main
 
@@ -25,7 +26,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-12-01"
 
 

@@ -24,13 +24,13 @@ from packaging.requirements import Requirement
 from packaging.tags import Tag
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
+from support.paths import REPO
 
 from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
 from resolve_gpu_stack.errors import IntegrityError, SnapshotMiss
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.snapshot import SnapshotFetcher, snapshot_key
 
-REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-03-07"
 GENERATOR = REPO / "indexes" / "snapshots" / "tools" / "reconstruct_2026_03_07.py"
 PYTORCH = "https://download.pytorch.org/whl/"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from server import IndexServer
 from stack_world import ARM, build_story_world, resolve_with, torch_nightly
+from support.paths import SRC
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index.finder import Finder
@@ -20,7 +21,6 @@ from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 NIGHTLY = "2.12.0.dev20260307+cu130"
 
 # -- a lint: module-level memos --------------------------------------------------------------------

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 from lock_project import build_lock_world, config_text, record_snapshot, serve_world
+from support.paths import REPO
 
 from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.net.snapshot import synthetic_digests
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 BUNDLED = ROOT / "indexes" / "snapshots" / "2026-03-07"
 JIT = "flashinfer_jit_cache-0.6.5+cu130-cp39-abi3-manylinux_2_28_x86_64.whl"
 

@@ -21,6 +21,7 @@ import tomllib
 from abi_world import have_cxx
 from packaging.version import Version
 from server import IndexServer
+from support.paths import REPO
 from today_world import TORCH, build_today_world
 
 from resolve_gpu_stack.cli.app import main
@@ -329,7 +330,7 @@ def test_verify_today_checks_each_verdict_against_binutils(today, capsys, monkey
     if shutil.which("readelf") is None or shutil.which("nm") is None:
         pytest.skip("needs binutils (readelf, nm)")
     monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
-    spec = importlib.util.spec_from_file_location("verify_today", Path(__file__).resolve().parents[1] / "indexes" / "verify_today.py")
+    spec = importlib.util.spec_from_file_location("verify_today", REPO / "indexes" / "verify_today.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["verify_today"] = module  # its dataclasses look their module up

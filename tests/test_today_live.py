@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.paths import REPO
 
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url
@@ -108,7 +109,7 @@ def test_story_2_on_sm100_never_walks_sglang_back_in_silence(pypi: str, capsys: 
     """User story 2 (mm_mxfp8 on sm100, the March nightly kept) with --with sglang: sglang 0.5.9
     pins flashinfer_python==0.6.3, below the API's floor (0.6.4); the command stops naming 0.5.9, both
     requirements and the way out, never a plan of sglang 0.5.2 with exit 0."""
-    snapshot = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
+    snapshot = REPO / "indexes" / "snapshots" / "2026-03-07"
     argv = ["resolve", "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130"]
     argv += ["--snapshot", str(snapshot), "--live-fallback", "--index", f"pypi={pypi}", "--cache-dir", str(tmp_path / "c")]
     code = main([*argv, "--require-api", "mm_mxfp8", "--gpu", "sm100", "--with", "sglang"])

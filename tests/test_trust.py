@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from faults import run_cli
+from support.paths import SNAPSHOT
 
 SECRET = "s3cr3t-9f8e"
-SNAPSHOT = Path(__file__).resolve().parents[1] / "indexes" / "snapshots" / "2026-03-07"
 DECLARED = ["--python", "3.12", "--cuda", "cu130"]
 
 

@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import logging
-import struct
 import zipfile
 from pathlib import Path
 from urllib.parse import unquote
@@ -17,7 +16,8 @@ from urllib.parse import unquote
 import pytest
 from faults import NEW_NIGHTLY, PATHS, TORCH_FILE, StoryRun, partial_files, replace_pypi_wheel, story_run, wheel_with_metadata
 from server import Fault
-from test_faults_e2e import ALWAYS, assert_clean_failure, assert_good_lock, old_locks
+from support.hostile_inputs import corrupt_wheel
+from support.lock_faults import ALWAYS, assert_clean_failure, assert_good_lock, old_locks
 
 from resolve_gpu_stack.net import download
 from resolve_gpu_stack.net.transport import Transport
@@ -28,12 +28,6 @@ NUMPY_FILE = PATHS.range.rsplit("/", 1)[1]
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
-
-
-@pytest.fixture
-def run(tmp_path: Path):
-    with story_run(tmp_path) as r:
-        yield r
 
 
 def learnt_records(run: StoryRun, filename: str = TORCH_FILE) -> list[dict]:
@@ -123,44 +117,6 @@ def write_old_record(cache: download.WheelCache, url: str, sha256: str, size: in
 
 
 # -- 5. every failure while reading a wheel is the documented error ---------------------------------
-
-
-def _cd_entry(data: bytes, name: bytes) -> int:
-    """Offset of the central-directory entry for member ``name``."""
-    end = data.rfind(b"PK\x05\x06")
-    p = struct.unpack_from("<L", data, end + 16)[0]
-    while data[p : p + 4] == b"PK\x01\x02":
-        n, e, c = struct.unpack_from("<3H", data, p + 28)
-        if data[p + 46 : p + 46 + n] == name:
-            return p
-        p += 46 + n + e + c
-    raise KeyError(name)
-
-
-def corrupt_wheel(data: bytes, how: str) -> bytes:
-    """``data`` (a wheel) with its METADATA member (or another member's name) broken ``how``."""
-    zf = zipfile.ZipFile(io.BytesIO(data))
-    info = next(i for i in zf.infolist() if i.filename.endswith(".dist-info/METADATA"))
-    name = info.filename.encode()
-    out = bytearray(data)
-    local, central = info.header_offset, _cd_entry(data, name)
-    if how == "bad-deflate":  # zipfile: zlib.error
-        start = local + 30 + len(name) + struct.unpack_from("<H", data, local + 28)[0]
-        out[start : start + info.compress_size] = b"\xff" * info.compress_size
-    elif how == "unknown-method":  # zipfile: NotImplementedError
-        struct.pack_into("<H", out, local + 8, 99)
-        struct.pack_into("<H", out, central + 10, 99)
-    elif how == "encrypted":  # zipfile: RuntimeError
-        struct.pack_into("<H", out, local + 6, 1)
-        struct.pack_into("<H", out, central + 8, 1)
-    elif how == "non-utf8-name":  # zipfile: UnicodeDecodeError (another member's name)
-        other = next(i for i in zf.infolist() if i.filename != info.filename)
-        p = _cd_entry(data, other.filename.encode())
-        struct.pack_into("<H", out, p + 8, 0x800)
-        out[p + 46] = 0xFF
-    else:
-        raise ValueError(how)
-    return bytes(out)
 
 
 CORRUPTIONS = ("bad-deflate", "unknown-method", "encrypted", "non-utf8-name")

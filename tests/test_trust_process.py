@@ -19,7 +19,8 @@ import pytest
 import tomlkit
 from build_world import NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, torch_wheel
 from server import IndexServer
-from test_install_e2e import _glibc_ok
+from support.install_world import _glibc_ok
+from support.paths import SRC
 
 from resolve_gpu_stack.errors import BuildError
 from resolve_gpu_stack.model import SourceOrigin
@@ -27,7 +28,6 @@ from resolve_gpu_stack.model.source import git_source_problem
 from resolve_gpu_stack.net import process
 from resolve_gpu_stack.net.gitsource import resolve_commit
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 TOOL = Path(sys.executable).with_name("resolve-gpu-stack")
 UV = str(Path(sys.executable).with_name("uv"))
 
@@ -245,7 +245,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory):
     its index served on 127.0.0.1 for the test's life."""
     if not (have_cxx() and _glibc_ok() and Path(UV).exists()):
         pytest.skip("needs Linux, g++ and uv")
-    from test_build_e2e import HERE
+    from support.building import HERE
 
     root = tmp_path_factory.mktemp("trust-process")
     src = extension_repo(root / "src")
@@ -423,8 +423,8 @@ def test_a_build_from_a_folder_with_stdlib_shadowing_files_runs_none_of_them(loc
     """``install --build`` run in a cloned repository holding ``sysconfig.py``, ``queue.py`` and
     the like: the build environment's probes (its site folder, its torch) and the range child start
     isolated; the package is built and imports; none of those files ran."""
-    from test_install_e2e import make_venv
-    from test_range_process import hostile_folder
+    from support.hostile_inputs import hostile_folder
+    from support.install_world import make_venv
 
     clone = tmp_path / "clone"
     ran = hostile_folder(clone)
@@ -453,7 +453,7 @@ def test_a_build_from_a_folder_with_a_hostile_uv_toml_is_not_shaped_by_it(locked
     """``install --build`` run in a project whose ``uv.toml`` asks for another uv, managed Pythons
     only and an index on a closed port: every uv run of the build (its venv, its requirements, the
     build, the install into the target) passes ``--no-config``; the package is built and imports."""
-    from test_install_e2e import make_venv
+    from support.install_world import make_venv
 
     project = tmp_path / "project"
     project.mkdir()

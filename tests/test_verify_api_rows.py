@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from framework_world import pypi_native
 from server import IndexServer
+from support.paths import REPO
 from world import World
 
-REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("verify_api_rows", REPO / "indexes" / "verify_api_rows.py")
 assert _spec is not None and _spec.loader is not None
 verify_api_rows = importlib.util.module_from_spec(_spec)

@@ -18,12 +18,12 @@ import pytest
 from abi_world import ASSERT_FAIL, TAG, _compile, compile_objects, have_cxx
 from framework_world import pypi_native
 from server import IndexServer
+from support.paths import REPO
 from today_world import build_today_world
 from wheels import build_wheel
 
 from resolve_gpu_stack.cli.app import main as cli
 
-REPO = Path(__file__).resolve().parents[1]
 pytestmark = [
     pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects"),
     pytest.mark.skipif(shutil.which("readelf") is None or shutil.which("nm") is None, reason="needs binutils (readelf, nm)"),

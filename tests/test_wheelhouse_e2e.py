@@ -17,7 +17,7 @@ import pytest
 from server import IndexServer
 from stack_world import ABI3, TORCH_REQUIRES
 from static_server import nginx, nginx_available, stdlib_server
-from test_install_e2e import NIGHTLY, PLAT, PY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli
+from support.install_world import NIGHTLY, PLAT, PY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli
 
 from resolve_gpu_stack.env.lockinstall import install_lock
 from resolve_gpu_stack.env.wheelhouse import export_wheelhouse

@@ -11,40 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from server import IndexServer
-from test_install_e2e import NIGHTLY, build_world, index_flags, run_cli
-from test_trust_e2e import corrupt_wheel
+from support.hostile_inputs import corrupt_wheel
+from support.install_world import export
 
 from resolve_gpu_stack.data.toml import parse_toml
-
-MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-@pytest.fixture
-def exported(tmp_path: Path, capsys, monkeypatch):
-    """(lock, wheelhouse, cache, server url): a lock for a declared target, exported once; the
-    server stays up (every wheel is in the cache, so re-exports need it for nothing)."""
-    monkeypatch.chdir(tmp_path)
-    world = build_world(tmp_path / "www")
-    lock, house, cache = tmp_path / "locks" / "pylock.x.toml", tmp_path / "house", tmp_path / "cache"
-    with IndexServer(world.root) as srv:
-        world.write(srv.url)
-        rc, _, err = run_cli(
-            capsys, "lock", "--python", MINOR, "--installed", f"torch=={NIGHTLY}", *index_flags(srv), "--cache-dir", str(cache), "-o", str(lock)
-        )
-        assert rc == 0, err
-        rc, _, err = export(capsys, lock, house, cache)
-        assert rc == 0, err
-        yield lock, house, cache, srv.url
-
-
-def export(capsys, lock: Path, house: Path, cache: Path, *flags: str) -> tuple[int, str, str]:
-    return run_cli(capsys, "wheelhouse", str(lock), "-o", str(house), "--cache-dir", str(cache), "--format", "json", *flags)
 
 
 def tree(root: Path) -> dict[str, bytes | str]:

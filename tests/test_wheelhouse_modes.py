@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from test_wheelhouse_hostile import export
-from test_wheelhouse_hostile import exported as exported  # the fixture
+from support.install_world import export
+from support.install_world import exported as exported
 
 
 def published(house: Path) -> list[Path]:
