@@ -8,7 +8,7 @@ same httpx, packaging and resolvelib, each from its own tree (``sys.path``) and 
 ``indexes/``, byte-compiled once before the first measured run. One world of ``run.py`` (story 1
 on large pages, the default; on small pages; or the 215-package closure) is served once; the runs alternate A, B, A, B, ..., each a fresh CLI process on an empty cache
 (``--warm``: on a cache its tree filled first), so a slow minute of the machine costs both sides.
-The server is ``tests/server.py`` (backlog 1024, HTTP/1.1 keep-alive, ``TCP_NODELAY``), or with
+The server is ``tests/support/server.py`` (backlog 1024, HTTP/1.1 keep-alive, ``TCP_NODELAY``), or with
 ``--nginx`` (0 ms only) nginx serving the same world (``fairserver.py``).
 
 On the project's 2-core VM one run of a cold resolve varies by +-10% from minute to minute: two
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
 from run import PROC_ENV, PY, TREE_ENTRY, Proc, resolve_words, run_measured  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 
 def source_dir(spec: str, tmp: Path) -> Path:
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, default=0.0, help="milliseconds the server waits before each answer (default 0)")
     ap.add_argument("--warm", action="store_true", help="measure on a cache each side filled first")
     ap.add_argument("--world", choices=WORLDS, default="large", help="story 1 on large pages (default), on small pages, or the 215-package closure")
-    ap.add_argument("--nginx", action="store_true", help="serve the world with nginx (0 ms only) instead of tests/server.py")
+    ap.add_argument("--nginx", action="store_true", help="serve the world with nginx (0 ms only) instead of tests/support/server.py")
     args = ap.parse_args(argv)
     if args.nginx and args.latency:
         ap.error("--nginx serves without added latency")
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name, src in sides.items():
                     runs[name].append(measure(src, srv.url, story, tmp / f"cache-{name}", warm=args.warm))
         kind = "warm" if args.warm else "cold"
-        served = "nginx" if args.nginx else "tests/server.py"
+        served = "nginx" if args.nginx else "tests/support/server.py"
         print(f"{kind} resolve, {args.world} world, at {args.latency:g} ms ({served}), {args.runs} runs each, in turns")
         for name, src in sides.items():
             spec = args.a if name == "A" else args.b

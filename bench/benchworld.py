@@ -1,6 +1,6 @@
-"""The benchmark's worlds: story 1 at realistic size, served from disk by ``tests/server.py``.
+"""The benchmark's worlds: story 1 at realistic size, served from disk by ``tests/support/server.py``.
 
-Built on ``tests/world.py`` (the same page dialects the resolver tests use) with real wheels for
+Built on ``tests/support/world.py`` (the same page dialects the resolver tests use) with real wheels for
 every row; only the padding inside the large wheels of the metadata world is a sparse hole.
 
 - ``build_story(root)``: the PyTorch nightly cu130 ``torch/`` page with 60 dates x 7 Pythons x 3
@@ -45,8 +45,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from packaging.utils import canonicalize_name  # noqa: E402
-from wheels import BuiltWheel, metadata_text  # noqa: E402
-from world import World, _Entry, _flashinfer_page, _pytorch_page  # noqa: E402
+from support.wheels import BuiltWheel, metadata_text  # noqa: E402
+from support.world import World, _Entry, _flashinfer_page, _pytorch_page  # noqa: E402
 
 CUDA = "cu130"
 TRITON = "3.7.0+git9c288bc5"

@@ -3,9 +3,9 @@
     python bench/build.py            3 runs each, a small and a heavier extension
     python bench/build.py --quick    1 run each, the small extension only
 
-No network and no GPU: tests/build_world.py makes the world (a stand-in torch nightly whose
+No network and no GPU: tests/support/build_world.py makes the world (a stand-in torch nightly whose
 ``torch/lib/libtorch.so`` is compiled here, an sdist whose setup.py imports torch and compiles a
-C++ extension linking libtorch, setuptools repacked from this environment), tests/server.py serves
+C++ extension linking libtorch, setuptools repacked from this environment), tests/support/server.py serves
 it on 127.0.0.1, and a venv holds the stand-in torch (the probed target). For each extension:
 
 1. by hand (the baseline: what a team's build script does): ``uv venv``, a ``.pth`` to the
@@ -44,8 +44,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from build_world import NIGHTLY, build_world, extension_sdist, have_cxx, index_flags, repacked_setuptools, torch_wheel  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.build_world import NIGHTLY, build_world, extension_sdist, have_cxx, index_flags, repacked_setuptools, torch_wheel  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 UV = str(Path(sys.executable).with_name("uv"))
 TOOL = str(Path(sys.executable).with_name("resolve-gpu-stack"))

@@ -3,7 +3,7 @@
     python bench/depth.py [--world wide] [--repeat 3] [--latencies 400] [--sides ours,uv]
                           [--uv-config explicit|extra-index] [--old-world] [--src REV_OR_SRC]
 
-Serves one world of ``run.py`` (``tests/server.py``, the time of every request kept) at each
+Serves one world of ``run.py`` (``tests/support/server.py``, the time of every request kept) at each
 latency and runs ours and ``uv pip compile`` (the answer given, uv configured as ``run.py``
 configures it) in turns on empty caches.
 
@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from run import TARGET, UV_CONFIGS, _find_uv, cli_command, compile_with_uv, resolve_words, run_measured, tree_command, uv_command  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 ENVIRONMENT = {
     "python_version": TARGET[0],

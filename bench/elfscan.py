@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from elfbuild import CUDART, CountingReader, compile_so, have_cc, hostile_wheels, stub_libraries, wheel_bytes  # noqa: E402
+from support.elfbuild import CUDART, CountingReader, compile_so, have_cc, hostile_wheels, stub_libraries, wheel_bytes  # noqa: E402
 
 from resolve_gpu_stack.data.definitions import load_definitions  # noqa: E402
 from resolve_gpu_stack.scan.wheelscan import WheelScanner, scan_wheel  # noqa: E402

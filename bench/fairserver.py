@@ -1,11 +1,11 @@
-"""nginx serving a benchmark world, with the interface of ``tests/server.py``'s ``IndexServer`` that
+"""nginx serving a benchmark world, with the interface of ``tests/support/server.py``'s ``IndexServer`` that
 the benchmarks read (``url``, ``log``, ``bytes_sent``, ``latency``): for 0 ms figures, so the cost of
 a Python server's own CPU on the shared cores is visible beside them.
 
 The settings are the fair ones ``IndexServer`` has too: a listen backlog of 1024, HTTP/1.1 keep-alive
 (up to 10,000 requests a connection), ``TCP_NODELAY``, and one worker process (a loopback server on a
 2-core machine: a second would take the client's core). PEP 691: ``simple/<name>/index.json`` to a
-client that asks for JSON, ``index.html`` otherwise (``tests/static_server.py``'s rules). nginx adds
+client that asks for JSON, ``index.html`` otherwise (``tests/support/static_server.py``'s rules). nginx adds
 no latency: ``latency`` must stay 0.
 """
 
@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from types import TracebackType
 
-from static_server import NGINX_RULES, _wait_for, free_port, nginx_available
+from support.static_server import NGINX_RULES, _wait_for, free_port, nginx_available
 
 LOG_FORMAT = "'$request_method $request_uri $status $body_bytes_sent'"
 

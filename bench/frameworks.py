@@ -5,7 +5,7 @@ on loopback, against `uv pip compile` of the same pinned set; and the ELF classi
     python bench/frameworks.py --quick    1 run per figure, 50 ms only
 
 The world: every page and METADATA file the snapshot `indexes/snapshots/2026-03-07` recorded,
-served by tests/server.py (latency per response), absolute hrefs rewritten to the loopback host
+served by tests/support/server.py (latency per response), absolute hrefs rewritten to the loopback host
 (`/whl/`, `/fi/`, `/_ext/<host>/...`). The snapshot holds no wheels: each wheel it has a recorded
 scan of becomes a sparse wheel of the recorded size whose `.so` members need what the recorded
 scan found (libtorch/libc10, the CUDA libraries it names, or neither; a stored member whose dynamic
@@ -132,7 +132,7 @@ def scan_wheel(path: Path, scan: dict) -> None:
     """A sparse wheel of the recorded size whose shared objects say what the recorded scan (schema 2)
     found: each torch-linked member needs its torch libraries and imports its recorded C++ symbols;
     a CUDA wheel's member needs the CUDA libraries named; the others need libc only."""
-    from elfbuild import synthetic_elf
+    from support.elfbuild import synthetic_elf
 
     kind, why, size = scan["kind"], scan.get("why", ""), int(scan["file_size"])
     members: list[tuple[str, bytes, bool]] = []  # (name, data, stored)
@@ -289,7 +289,7 @@ def main() -> int:
     if args.child:
         return child(args.child[1:], args.child[0])
     import run
-    from server import IndexServer
+    from support.server import IndexServer
 
     repeat = args.repeat or (1 if args.quick else 3)
     latencies = (0.05,) if args.quick else (0.05, 0.0)

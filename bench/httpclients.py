@@ -6,7 +6,7 @@ httpx, urllib3 (the client pip uses) and the standard library's ``http.client``,
 
 The workload is the resolver's: many small GETs over a few kept-alive connections to one host,
 a page of a few KB, a METADATA range read (``Range: bytes=-N``, 206). A loopback server
-(tests/server.py, in this process) serves them; each client runs in its own process, which
+(tests/support/server.py, in this process) serves them; each client runs in its own process, which
 reports its own CPU time (``time.process_time``) for ``--requests`` sequential requests after
 one warm-up request (the connection is open). Import time: the wall time of ``python -c "import
 X"`` minus that of ``python -c pass``, medians of ``--runs`` fresh processes, bytecode compiled.
@@ -103,7 +103,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
-    from server import IndexServer
+    from support.server import IndexServer
 
     tmp = Path(tempfile.mkdtemp(prefix="rgs-http-"))
     (tmp / "page").mkdir()

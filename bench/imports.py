@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, build_named  # noqa: E402
 from probe import command  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 PY = sys.executable
 HTTP = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi", "urllib3")

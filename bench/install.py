@@ -3,7 +3,7 @@
     python bench/install.py            realistic sizes (jit-cache 800 MB, cubin 300 MB, ~1.5 GB)
     python bench/install.py --quick    ten times smaller
 
-One loopback server (tests/server.py) with a bandwidth cap (200 MB/s for all connections) and
+One loopback server (tests/support/server.py) with a bandwidth cap (200 MB/s for all connections) and
 20 ms latency per request serves a world of the stack built for this interpreter (its cpXY tag
 and machine; random, incompressible wheel bodies); torch is installed (a tiny wheel) and kept.
 Every measurement runs in a subprocess into a fresh venv with a fresh uv cache:
@@ -34,9 +34,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from run import RSS_METHOD, Proc, run_measured  # noqa: E402
-from server import IndexServer  # noqa: E402
-from stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES  # noqa: E402
-from world import World  # noqa: E402
+from support.server import IndexServer  # noqa: E402
+from support.stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES  # noqa: E402
+from support.world import World  # noqa: E402
 
 PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
 MACHINE = os.uname().machine
@@ -50,7 +50,7 @@ SIZES_MB = {"flashinfer-jit-cache": 800, "flashinfer-cubin": 300, "flashinfer-py
 
 def build(root: Path, scale: float) -> World:
     """The story-1 stack for this interpreter, with padded (incompressible) large wheels."""
-    from wheels import build_wheel
+    from support.wheels import build_wheel
 
     def pad(name: str) -> int:
         return int(SIZES_MB.get(name, 0) * MB * scale)

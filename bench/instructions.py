@@ -4,7 +4,7 @@
     python bench/instructions.py --trees A B [--world ...]   # two trees' resolves instead (ab.py's A and B)
 
 On a shared machine wall and CPU time move with the load; the instructions a run executes move by
-about 1%. Serves the world (``tests/server.py``, 0 ms), runs ``valgrind --tool=callgrind`` on our
+about 1%. Serves the world (``tests/support/server.py``, 0 ms), runs ``valgrind --tool=callgrind`` on our
 CLI resolve and on ``uv pip compile`` (the answer given), each on an empty cache, and prints the
 instructions each executed (all threads; for uv, without the interpreter it starts to query) and
 the ratio.
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from ab import command, source_dir  # noqa: E402
 from benchworld import WORLDS, build_named  # noqa: E402
 from run import PROC_ENV, _find_uv, cli_command, resolve_words, uv_command  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 
 def counted(cmd: list[str], env: dict[str, str], cwd: Path | None = None) -> int:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from benchworld import WORLDS, build_named  # noqa: E402
 from run import SCALE_TARGETS, TARGET, cli_command, lock_config, resolve_words  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 
 def command(kind: str, srv: IndexServer, story, tmp: Path, n: int) -> tuple[list[str], Path | None]:

@@ -3,7 +3,7 @@
     python bench/reconcile.py [--world wide] [--repeat 5] [--latencies 50,0]
 
 Builds one world twice, in the shape it had before issue 53 (no PEP 658 sidecar for any PyPI
-wheel) and PyPI-shaped (``benchworld.PypiShapedWorld``), serves each with ``tests/server.py`` and
+wheel) and PyPI-shaped (``benchworld.PypiShapedWorld``), serves each with ``tests/support/server.py`` and
 runs, in turns on empty caches: ours on each world, and ``uv pip compile`` on each world with each
 of ``run.py``'s uv configurations (``extra-index``: ``--extra-index-url`` with uv's default
 first-index strategy, as before issue 53; ``explicit``: uv's PyTorch guide). Prints, per latency,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from run import UV_CONFIGS, _find_uv, _load, cli_command, compile_with_uv, resolve_words, run_measured, uv_command  # noqa: E402
-from server import JSON_TYPE, IndexServer  # noqa: E402
+from support.server import JSON_TYPE, IndexServer  # noqa: E402
 
 KINDS = ("page", "404", "metadata", "HEAD", "range", "wheel")
 

@@ -41,7 +41,7 @@ def main() -> int:
     args = ap.parse_args()
     import frameworks
     import run
-    from server import IndexServer
+    from support.server import IndexServer
 
     from resolve_gpu_stack.net.scan.records import INDEX_NAME, cached_records, folder_index, record_name, record_text
 

@@ -3,7 +3,7 @@
     python bench/replicas.py [--worlds large,small,wide] [--repeat 7]
 
 For each world of ``run.py`` a cold resolve runs in-process (the CLI's ``main``, served by
-``tests/server.py``) with a recorder on each replica, so the inputs are exactly what a run feeds
+``tests/support/server.py``) with a recorder on each replica, so the inputs are exactly what a run feeds
 them: every METADATA file read (``parse.core_metadata_fields``, the copy of
 ``packaging.metadata.parse_email``), every HTML page (``htmlfast.tokens``, the fast path before
 ``html.parser``) and every href joined (``parse._join_redacted``, the fast path before
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from benchworld import WORLDS, build_named  # noqa: E402
 from run import PY, resolve_words  # noqa: E402
-from server import IndexServer  # noqa: E402
+from support.server import IndexServer  # noqa: E402
 
 # what a cold resolve imports before any of these libraries would be (the CLI's resolve path)
 RESOLVE_IMPORTS = "import resolve_gpu_stack.cli.app, resolve_gpu_stack.cli.cmd_resolve, resolve_gpu_stack.index.parse, resolve_gpu_stack.net.transport"

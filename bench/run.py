@@ -5,7 +5,7 @@
     python bench/run.py --only small,wide --baseline main   this tree and main's in the same turns as uv
 
 No network: it builds its worlds (benchworld.py: PyPI-shaped, issue 53) under a temporary directory, serves them with
-tests/server.py on 127.0.0.1, runs every measurement in a subprocess (bench/worker.py, or uv),
+tests/support/server.py on 127.0.0.1, runs every measurement in a subprocess (bench/worker.py, or uv),
 prints a table of medians and writes every figure to bench/results/latest.json. Peak memory is
 each subprocess's ``ru_maxrss`` as reported by ``os.wait4``.
 
@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import CUDA, SMALL, WIDE, Shape, Story, build_named, build_story  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
-from server import IndexServer  # noqa: E402
-from static_server import nginx_available  # noqa: E402
+from support.server import IndexServer  # noqa: E402
+from support.static_server import nginx_available  # noqa: E402
 
 PY = sys.executable
 TARGET = ("3.12", "x86_64-manylinux_2_28")

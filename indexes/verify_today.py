@@ -37,7 +37,7 @@ record is compared with binutils too: its members, their CUDA majors and their v
 
 Running it live downloads the wheels (vllm's is hundreds of MB). PyPI's URL comes from uv/pip
 configuration (or --pypi). Offline, it says so and exits 0. Exit 1 when a verdict disagrees with the
-oracle. ``tests/test_verify_today.py`` checks the oracle's logic offline on real compiled objects.
+oracle. ``tests/data/test_verify_today.py`` checks the oracle's logic offline on real compiled objects.
 """
 
 from __future__ import annotations

@@ -10,12 +10,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from server import IndexServer  # noqa: E402
-
 # The fixtures test modules of several folders share, defined beside their helpers in support/.
 from support.abi_doors import forged  # noqa: E402, F401  (the abi world with the forged evilkern, per module)
 from support.install_world import exported  # noqa: E402, F401  (a lock exported once as a wheelhouse)
 from support.lock_faults import run  # noqa: E402, F401  (the story world served, a cache dir and a lock path)
+from support.server import IndexServer  # noqa: E402
 from support.uv_world import repo  # noqa: E402, F401  (demo-a/b/c wheels on a loopback index)
 
 import resolve_gpu_stack.cli.render as render  # noqa: E402
@@ -78,7 +77,7 @@ def cert(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture(autouse=True)
 def every_json_output_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every JSON object a command prints (``render.print_json``) matches its schema in schemas/."""
-    from output_schemas import validate
+    from support.output_schemas import validate
 
     printed = render.print_json
 

@@ -13,7 +13,7 @@ import re
 import sys
 
 import pytest
-from output_schemas import SCHEMA_ID, SCHEMAS, schema_file, validate, validator
+from support.output_schemas import SCHEMA_ID, SCHEMAS, schema_file, validate, validator
 from support.paths import REPO, SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main

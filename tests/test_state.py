@@ -9,9 +9,9 @@ import ast
 import threading
 from pathlib import Path
 
-from server import IndexServer
-from stack_world import ARM, build_story_world, resolve_with, torch_nightly
 from support.paths import SRC
+from support.server import IndexServer
+from support.stack_world import ARM, build_story_world, resolve_with, torch_nightly
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.index.finder import Finder

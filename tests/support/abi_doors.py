@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from abi_world import NIGHTLY, build_abi_world
-from forgery import MISSING, compile_forged, forged_wheel
-from server import IndexServer
-from wheels import BuiltWheel, metadata_text
-from world import _Entry
 
 from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.scan.wheelscan import scan_wheel
+from support.abi_world import NIGHTLY, build_abi_world
+from support.forgery import MISSING, compile_forged, forged_wheel
+from support.server import IndexServer
+from support.wheels import BuiltWheel, metadata_text
+from support.world import _Entry
 
 GOOD = ("stable-ext", "locked-ok", "builds-ext", "pinned-ok")
 

@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-from build_world import (
+
+from resolve_gpu_stack.cli import app as cli
+from support.build_world import (
     have_cxx,
     index_flags,
 )
-from server import IndexServer
-
-from resolve_gpu_stack.cli import app as cli
 from support.install_world import _glibc_ok
+from support.server import IndexServer
 
 UV = str(Path(sys.executable).with_name("uv"))
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from packaging.utils import canonicalize_name
-from server import IndexServer
-from stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES
-from world import World
 
 from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.env.probe import _SENTINEL
+from support.server import IndexServer
+from support.stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES
+from support.world import World
 
 PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
 

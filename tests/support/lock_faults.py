@@ -8,9 +8,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from faults import PATHS, StoryRun, story_run
 
 from resolve_gpu_stack.lock.constraints import OVERRIDES_HEADER
+from support.faults import PATHS, StoryRun, story_run
 
 OLD = {
     "pylock.x.toml": b"# the lock from yesterday\n",

@@ -7,5 +7,5 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
 SRC = REPO / "src" / "resolve_gpu_stack"
-DATA = TESTS / "data"
+DATA = TESTS / "support" / "data"
 SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-03-07"

@@ -6,12 +6,12 @@ import hashlib
 from dataclasses import replace
 
 from packaging.version import Version
-from stack_world import resolve_with, serve
 
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.inputs import inputs_digest
 from resolve_gpu_stack.model.request import ResolveRequest
+from support.stack_world import resolve_with, serve
 
 TORCH = "2.12.0.dev20260307+cu130"
 

@@ -1,5 +1,5 @@
 """The five real wheels of ../shared/reference/abi.md, kept as their facts and the heads of their members
-(tests/data/abi), read back as sparse wheels."""
+(tests/support/data/abi), read back as sparse wheels."""
 
 from __future__ import annotations
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from server import IndexServer
 from uv import find_uv_bin
-from wheels import BuiltWheel, build_wheel
 
 from resolve_gpu_stack.model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from resolve_gpu_stack.model.inputs import inputs_digest
+from support.server import IndexServer
+from support.wheels import BuiltWheel, build_wheel
 
 UV = find_uv_bin()
 

@@ -9,7 +9,7 @@ it reads (cut to files uploaded on or before 2026-12-01), the range-read scans o
 and the exports of PyPI's torch wheel (read once: its symbol table sits at about 443 MB of
 ``libtorch_cpu.so``). The plan the live run printed is written to ``plans/STORY.json`` beside them,
 with PyPI's file URLs cut to their path (the snapshot keeps them relative: PyPI's URL is the user's
-configuration), so that ``tests/test_snapshot_today.py`` can check that replaying the snapshot
+configuration), so that ``tests/e2e/test_snapshot_today.py`` can check that replaying the snapshot
 offline prints the same plan, byte for byte.
 
 Everything recorded is real: with a kept PyPI torch nothing is read from the PyTorch index (the

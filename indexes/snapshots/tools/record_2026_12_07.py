@@ -19,7 +19,7 @@ none``) and the exports of PyPI's torch wheel
 (keyed by its sha256). The plan the live run printed is written to ``plans/STORY.json``, PyPI's
 file URLs cut to their path and the reason FlashInfer's host could not be read cut (live: the name
 did not resolve; replayed: the snapshot has no page of it), so that
-``tests/test_snapshot_2026_12_07.py`` can check that a replay prints the same plan, byte for byte.
+``tests/e2e/test_snapshot_2026_12_07.py`` can check that a replay prints the same plan, byte for byte.
 
     .venv/bin/python indexes/snapshots/tools/record_2026_12_07.py [--output DIR]
 

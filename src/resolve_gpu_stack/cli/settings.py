@@ -816,6 +816,6 @@ def build_request(values: Mapping[str, Value], *, target: Target, installed_requ
         joined, into = values.get(s.name), on_request.get(s.joins or "")
         if s.joins is not None and isinstance(joined, tuple) and joined and isinstance(into, tuple):
             on_request[s.joins] = (*into, *joined)
-    # each row's parser gives its field's type (tests/test_cli.py: test_each_rows_model_value_is_its_request_fields
+    # each row's parser gives its field's type (tests/cli/test_cli.py: test_each_rows_model_value_is_its_request_fields
     # checks every row against ResolveRequest's annotations); mypy cannot see it through a mapping keyed by the table
     return ResolveRequest(target=target, installed_requires=dict(installed_requires or {}), **on_request)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ def core_metadata_fields(raw: bytes) -> tuple[dict[str, str | list[str]], frozen
     split at CR, LF or CRLF, the block ending at the first line that is no header (a blank line
     or not), a folded line joined to its header with its line break, ``From `` lines and lines
     starting with ``:`` skipped, a value not valid UTF-8 unusable
-    (``tests/test_parse_properties.py`` holds the two to the same answers)."""
+    (``tests/index/test_parse_properties.py`` holds the two to the same answers)."""
     values, bad = _field_values(_headers(raw.decode("ascii", "surrogateescape")))
     fields: dict[str, str | list[str]] = {}
     for name, found in values.items():

@@ -10,7 +10,7 @@ below, a comment with a ``-`` in it, ``<?...>``, ``<![CDATA[``, or an element wh
 ``html.parser`` reads raw (``script``, ``style``, ...; ``title`` only when its text has no
 ``<``). On what it accepts, ``HTMLParser`` gives the same calls (tag and attribute names in lower
 case, values without quotes, a ``<x/>`` as a start tag and an end tag), except that it may cut
-text into more pieces, which the collector joins (``tests/test_parse_fastpaths.py`` holds the
+text into more pieces, which the collector joins (``tests/index/test_parse_fastpaths.py`` holds the
 two to the same anchors, headings and base on random plain and not-so-plain pages).
 """
 

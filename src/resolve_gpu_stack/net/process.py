@@ -1,5 +1,5 @@
 """Every process the program starts (I/O edge: the one module that imports ``subprocess``;
-``tests/test_trust_process.py`` fails any other ``subprocess``, ``os.system``, ``os.exec*``,
+``tests/net/test_trust_process.py`` fails any other ``subprocess``, ``os.system``, ``os.exec*``,
 ``os.spawn*``, ``os.popen``, ``os.posix_spawn*`` or ``asyncio.create_subprocess*`` in ``src/``).
 
 The rules it keeps:

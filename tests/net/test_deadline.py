@@ -1,0 +1,78 @@
+"""Issue 15 item 2: an overall deadline per request. A server that trickles its headers or its
+body a byte at a time never trips the per-read timeout; the deadline (REQUEST_DEADLINE_FACTOR x
+--timeout, plus credit for bytes received) ends it, names it, and does not retry it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.faults import PATHS, StoryRun
+from support.lock_faults import ALWAYS, assert_clean_failure, old_locks
+from support.server import Fault, IndexServer
+
+from resolve_gpu_stack.errors import CrawlError
+from resolve_gpu_stack.net import deadline
+from resolve_gpu_stack.net.settings import TransportSettings
+from resolve_gpu_stack.net.transport import Transport
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
+
+
+def test_the_deadline_is_derived_from_the_timeout() -> None:
+    transport = Transport(TransportSettings(timeout=2.0, trust_env=False))
+    try:
+        assert transport.deadline == 2.0 * deadline.REQUEST_DEADLINE_FACTOR == 8.0
+    finally:
+        transport.close()
+
+
+TRICKLES = {
+    "body": lambda: Fault(trickle=0.05),
+    "headers": lambda: Fault(trickle_headers=0.05),
+}
+
+
+@pytest.mark.parametrize("where", ["page", "wheel"])
+@pytest.mark.parametrize("what", list(TRICKLES))
+def test_a_trickled_answer_ends_at_the_deadline(run: StoryRun, capsys, what: str, where: str) -> None:
+    """20 bytes a second, each read well within --timeout 0.5: the 2 s deadline ends the request."""
+    old_locks(run)
+    path = getattr(PATHS, where)
+    run.timeout = 0.5
+    run.srv.script(path, [TRICKLES[what]()] * ALWAYS)
+    began = time.monotonic()
+    rc, out, err = run.lock(capsys)
+    took = time.monotonic() - began
+    assert_clean_failure(run, rc, out, err, code=3, url_path=path, words=("no complete answer within 2 s", "x --timeout 0.5 s"))
+    assert len(run.gets(path)) == 1, "a request past its deadline is not retried"
+    assert took < 2 + 3, f"took {took:.1f} s"
+
+
+def test_a_slow_but_steady_download_earns_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """1 KiB every 0.1 s (10 KiB/s) for 3 s, over a 1 s deadline: the transfer-rate credit (2 KiB/s
+    here) keeps it going; the same answer a byte at a time does not."""
+    body = bytes(range(256)) * 120  # 30 KiB
+    (tmp_path / "f.bin").write_bytes(body)
+    transport = Transport(TransportSettings(timeout=0.25, retries=0, trust_env=False, min_transfer_rate=2048))
+    with IndexServer(tmp_path) as srv:
+        url = srv.url + "f.bin"
+        srv.script("/f.bin", [Fault(trickle=0.1, trickle_size=1024), Fault(trickle=0.1)])
+        resp, _ = transport.open(url, {})
+        try:
+            assert transport.read_body(resp, url, 2**20, "file") == body
+        finally:
+            transport.finish(resp)
+        resp, _ = transport.open(url, {})
+        began = time.monotonic()
+        try:
+            with pytest.raises(CrawlError, match="no complete answer within 1 s"):
+                transport.read_body(resp, url, 2**20, "file")
+        finally:
+            transport.finish(resp)
+        assert time.monotonic() - began < 2.5
+    transport.close()

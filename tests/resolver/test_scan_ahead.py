@@ -1,0 +1,177 @@
+"""Native wheels' scans start while the closure is crawled (issue 11 item 7), and the framework
+step collects them instead of scanning again; the plan is the same as with scans after resolution."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from support.elfbuild import have_cc
+from support.framework_world import FileClassifier, build_framework_world
+from support.stack_world import serve
+
+from resolve_gpu_stack.model import IndexFile
+from resolve_gpu_stack.model.abi import WheelAbi
+from resolve_gpu_stack.model.declared import declared_target
+from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.resolver import framework
+from resolve_gpu_stack.resolver.coupling import ScanAhead, classify_all
+from resolve_gpu_stack.resolver.resolve import resolve
+
+pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
+
+TARGET = declared_target("3.12", "x86_64-manylinux_2_28", ["torch==2.12.0.dev20260307+cu130"])
+
+
+class ThreadNoting(FileClassifier):
+    def __init__(self, root) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(root)
+        self.threads: list[str] = []
+
+    def __call__(self, file: IndexFile) -> WheelAbi:
+        self.threads.append(threading.current_thread().name)
+        return super().__call__(file)
+
+
+def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypatch):
+    world = build_framework_world(tmp_path / "fw")
+    seen_at_collect: list[int] = []
+    original = framework.classify_all
+
+    def collect(files, classifier):  # type: ignore[no-untyped-def]
+        seen_at_collect.append(classifier.started)  # the ScanAhead resolve wrapped the classifier in
+        return original(files, classifier)
+
+    monkeypatch.setattr(framework, "classify_all", collect)
+    noting = ThreadNoting(world.root)
+    with serve(world) as (_, defs, finder):
+        plan = resolve(
+            ResolveRequest.build(target=TARGET, with_=("sglang",), without=("sgl-kernel",)),
+            finder,
+            defs,
+            classifier=noting,
+            exports=finder.fetcher.exports_reader(),
+        )
+    assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
+    assert any(t.startswith("scan-ahead") for t in noting.threads)
+    assert len(noting.asked) == len(set(noting.asked))  # never scanned twice
+    assert any(a.startswith("cuda_helper-") for a in noting.asked)
+    helper = plan.package("cuda-helper")
+    assert "libcudart.so.13" in helper.reason
+
+
+def test_scan_ahead_answers_a_started_scan_and_scans_the_rest_when_asked():
+    calls: list[str] = []
+    gate = threading.Event()
+
+    def classifier(file: IndexFile) -> WheelAbi:
+        calls.append(file.filename)
+        if file.filename.startswith("early"):
+            gate.wait(5)
+        return WheelAbi(kind="unknown", why=file.filename)
+
+    def wheel(name: str) -> IndexFile:
+        fn = f"{name}-1.0-cp312-cp312-linux_x86_64.whl"
+        return IndexFile(filename=fn, url=f"http://x/{fn}", name=canonicalize_name(name), version=Version("1.0"))
+
+    with ScanAhead(classifier) as ahead:
+        ahead.start(wheel("early"))
+        ahead.start(wheel("early"))  # once per URL
+        gate.set()
+        got = classify_all([wheel("early"), wheel("late")], ahead)
+        assert ahead.started == 1
+    assert sorted(calls) == sorted(["early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"])
+    assert {c.why for c in got.values()} == {"early-1.0-cp312-cp312-linux_x86_64.whl", "late-1.0-cp312-cp312-linux_x86_64.whl"}
+    ahead.start(wheel("after"))  # closed: nothing more starts
+    assert ahead.started == 1
+
+
+def test_the_scans_collected_after_resolution_run_on_the_scan_ahead_pool():
+    """One pool scans (README, concurrency): the wheels ``couplings`` still asks about once the plan
+    is known start on the resolve's ``ScanAhead`` pool, not on a pool of their own."""
+    threads: dict[str, str] = {}
+
+    def classifier(file: IndexFile) -> WheelAbi:
+        threads[file.filename] = threading.current_thread().name
+        return WheelAbi(kind="unknown", why=file.filename)
+
+    files = [
+        IndexFile(filename=f"p{i}-1.0-cp312-cp312-linux_x86_64.whl", url=f"http://x/p{i}.whl", name=canonicalize_name(f"p{i}"), version=Version("1.0"))
+        for i in range(4)
+    ]
+    with ScanAhead(classifier) as ahead:
+        ahead.start(files[0])
+        got = classify_all([*files, files[1]], ahead)
+    assert sorted(got) == sorted(f.url for f in files)
+    assert len(threads) == 4 and all(name.startswith("scan-ahead") for name in threads.values())
+    with ScanAhead(classifier) as closed:
+        pass
+    assert classify_all(files[:1], closed)[files[0].url].why == files[0].filename  # closed: scanned on the calling thread
+
+
+def test_the_first_scan_whose_verdict_reads_torchs_exports_starts_the_follow_up_once() -> None:
+    """``follow``: the first wheel whose verdict against the kept torch would read its exports (a
+    version-locked wheel: C++ imports of torch, no stable-ABI floor deciding first) starts the job
+    (the exports' read) on a thread of its own, once however many such wheels there are; a stable-ABI
+    wheel, a per-CUDA-major twin of another major and a pure wheel start nothing."""
+    from resolve_gpu_stack.data.definitions import load_definitions
+    from resolve_gpu_stack.model.abi import MemberAbi
+    from resolve_gpu_stack.rules.abi import AbiPolicy, AbiTorch, asks_for_exports
+
+    policy = AbiPolicy.of(load_definitions().abi)
+    torch = AbiTorch(version=Version("2.15.0"), cuda_major=13)
+    locked = WheelAbi(kind="torch", why="links libtorch", members=(MemberAbi(name="k.so", torch_libs=("libtorch.so",), cxx=("_ZN3c104warnEv",)),))
+    stable = WheelAbi(kind="torch", why="stable ABI", members=(MemberAbi(name="s.so", torch_libs=("libtorch.so",), shim=3),))
+    refused = WheelAbi(kind="torch", why="CUDA 12", members=(MemberAbi(name="r.so", torch_libs=("libtorch.so",), cuda_majors=(12,), cxx=("_ZN3c104warnEv",)),))
+    answers = {"k": locked, "s": stable, "r": refused, "n": WheelAbi(kind="none", why="pure")}
+    ran: list[str] = []
+    files = [
+        IndexFile(
+            filename=f"{n}-1.0-cp312-cp312-linux_x86_64.whl",
+            url=f"https://x.example/{n}.whl",
+            name=canonicalize_name(n),
+            version=Version("1.0"),
+            tags=frozenset(),
+            is_wheel=True,
+            index="pypi",
+        )
+        for n in ("n", "s", "r", "k1", "k2", "k3")
+    ]
+    with ScanAhead(lambda f: answers[f.filename[0]]) as ahead:
+        ahead.follow(lambda f, abi: (lambda: ran.append("exports")) if asks_for_exports(f.name, f.version, abi, torch, policy) else None)
+        for f in files:
+            ahead.start(f)
+        ahead.scan_all(files)  # (what the framework step does; close then waits for the follow-up)
+    assert ran == ["exports"]
+    assert [asks_for_exports(n, None, a, torch, policy) for n, a in answers.items()] == [True, False, False, False]
+
+
+def test_the_follow_up_starts_at_once_while_the_scans_queue() -> None:
+    """The exports' read is what a plan waits for last: it never waits behind scans queued on a
+    busy pool (here one thread, held by a slow scan)."""
+    import threading
+
+    release, ran = threading.Event(), threading.Event()
+    locked = WheelAbi(kind="torch", why="links libtorch")
+
+    def classify(f: IndexFile) -> WheelAbi:
+        if f.filename.startswith("slow"):
+            release.wait(10)
+        return locked if f.filename.startswith("k") else WheelAbi(kind="none", why="pure")
+
+    files = [
+        IndexFile(
+            filename=f"{n}-1.0-cp312-cp312-linux_x86_64.whl", url=f"https://x.example/{n}.whl", name=canonicalize_name(n), version=Version("1.0"), index="pypi"
+        )
+        for n in ("k", "slow1", "slow2")
+    ]
+    with ScanAhead(classify, threads=1) as ahead:
+        ahead.follow(lambda f, abi: ran.set if abi is locked else None)
+        for f in files:
+            ahead.start(f)
+        try:
+            assert ran.wait(5), "the follow-up waited behind the queued scans"
+        finally:
+            release.set()
