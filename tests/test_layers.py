@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.paths import SRC
+from support.paths import SRC, TESTS
 
 # Bottom to top. A module may import from its own floor and from any floor below it.
 FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "scan", "rules", "resolver", "net", "lock", "env", "cli"]
@@ -264,3 +264,29 @@ def test_help_imports_nothing_heavy():
     code = "import sys; from resolve_gpu_stack.cli import build_parser; build_parser().format_help(); print(sorted(m for m in ('http.client','ssl','resolvelib','rich','packaging') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+# The tests' own layout mirrors the house: a folder per floor of src/, e2e/ for the door tests that
+# cross floors, support/ for what they share, and at the root only the checks of the whole house.
+TEST_FOLDERS = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} | {"e2e"}
+HOUSE_CHECKS = {"test_layers.py", "test_state.py", "test_docs.py", "test_schemas.py", "test_bytecode.py"}
+
+
+def test_every_test_file_lies_in_the_folder_of_its_floor() -> None:
+    """A test file at the root of tests/ (beside the house's own checks), in support/ or in a folder
+    that is no floor of src/ is out of place: move it where it belongs (testfloors-move.sh)."""
+    stray = [str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py") if p.parent == TESTS and p.name not in HOUSE_CHECKS]
+    stray += [str(p.relative_to(TESTS)) for p in TESTS.rglob("test_*.py") if p.parent != TESTS and p.relative_to(TESTS).parts[0] not in TEST_FOLDERS]
+    assert not stray, f"test files outside the folders that mirror src/: {stray}"
+    assert len({p.name for p in TESTS.rglob("test_*.py")}) == len(list(TESTS.rglob("test_*.py"))), "two test files of one name (pytest imports them by name)"
+
+
+def test_no_test_module_is_imported_as_a_library() -> None:
+    """What tests share lives in support/ (and its fixtures are registered in conftest.py): no test
+    module, support module or conftest imports a test module or conftest."""
+    found = []
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.split(".")[0].startswith("test_") or n == "conftest"]
+    assert not found, f"test modules imported as libraries (move what they share to support/): {found}"
