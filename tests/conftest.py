@@ -87,3 +87,11 @@ def every_json_output_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
         printed(data, out)
 
     monkeypatch.setattr(render, "print_json", checked)
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries without the exponential wait (Retry-After is still honoured: it does not use this)."""
+    from resolve_gpu_stack.net.transport import Transport
+
+    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)

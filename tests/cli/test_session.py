@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from support.abi_world import NIGHTLY, build_abi_world, have_cxx
+from support.doors import index_flags, run_cli
 from support.output_schemas import validate
 from support.paths import REPO
 from support.server import IndexServer
 
-from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.cli.assemble import NetworkOptions, Session
 from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
 from resolve_gpu_stack.model.declared import declared_target
@@ -27,12 +27,6 @@ from resolve_gpu_stack.net import client
 DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
 EXPECTED = {"stable-ext": ("stable", True), "locked-ok": ("locked", True), "locked-bad": ("locked", False), "stable-cu12": ("stable", False)}
 needs_cxx = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +38,8 @@ def served(tmp_path_factory: pytest.TempPathFactory):
         yield world, srv
 
 
-def index_flags(world, srv) -> list[str]:  # type: ignore[no-untyped-def]
-    return [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
-
-
 def inspect_verdict(capsys: pytest.CaptureFixture[str], name: str, *flags: str) -> tuple[str | None, bool]:
-    code, out, err = cli(capsys, "inspect", f"{name}==1.0", *DECLARED, *flags, "--format", "json")
+    code, out, err = run_cli(capsys, "inspect", f"{name}==1.0", *DECLARED, *flags, "--format", "json")
     assert "Traceback" not in err, err
     report = json.loads(out)
     verdict = (report["verdict"]["abi"], report["verdict"]["runs"])
@@ -60,19 +50,19 @@ def inspect_verdict(capsys: pytest.CaptureFixture[str], name: str, *flags: str) 
 @needs_cxx
 def test_inspect_gives_the_same_verdict_live_from_a_snapshot_and_with_live_fallback(served, capsys, tmp_path):
     world, srv = served
-    live = [*index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
+    live = [*index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
     assert {n: inspect_verdict(capsys, n, *live) for n in EXPECTED} == EXPECTED
     snap = tmp_path / "snap"
     recorded = ("stable-ext", "locked-ok")
     withs = [w for n in recorded for w in ("--with", n)]
-    code, _, err = cli(capsys, "snapshot", "--output", str(snap), *DECLARED, "--flashinfer", "none", *withs, *live, "--format", "json")
+    code, _, err = run_cli(capsys, "snapshot", "--output", str(snap), *DECLARED, "--flashinfer", "none", *withs, *live, "--format", "json")
     assert code == 0, err
     before = len(srv.log)
-    replayed = [*index_flags(world, srv), "--snapshot", str(snap), "--cache-dir", str(tmp_path / "c2")]
+    replayed = [*index_flags(srv.url), "--snapshot", str(snap), "--cache-dir", str(tmp_path / "c2")]
     assert {n: inspect_verdict(capsys, n, *replayed) for n in recorded} == {n: EXPECTED[n] for n in recorded}
     assert len(srv.log) == before  # the scans and the torch's exports came from the snapshot
     # a package the snapshot lacks: a miss said as one, no traceback; fetched live with --live-fallback
-    code, _, err = cli(capsys, "inspect", "locked-bad==1.0", *DECLARED, *replayed, "--format", "json")
+    code, _, err = run_cli(capsys, "inspect", "locked-bad==1.0", *DECLARED, *replayed, "--format", "json")
     assert code != 0 and "not in snapshot" in err and "Traceback" not in err
     assert inspect_verdict(capsys, "locked-bad", *replayed, "--live-fallback") == EXPECTED["locked-bad"]
     assert len(srv.log) > before
@@ -103,7 +93,7 @@ def test_the_readmes_inspect_of_a_kept_snapshot_gives_a_verdict(capsys):
     build cannot run on the cu130 nightly), read from the snapshot's recorded scan, no traceback."""
     snapshot = REPO / "indexes" / "snapshots" / "2026-03-07"
     argv = ["inspect", "sgl-kernel==0.3.21", "--python", "3.12", "--platform", "x86_64-manylinux_2_28"]
-    code, out, err = cli(capsys, *argv, "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(snapshot), "--format", "json")
+    code, out, err = run_cli(capsys, *argv, "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(snapshot), "--format", "json")
     assert code == 1, err
     report = json.loads(out)
     validate(report)
@@ -129,9 +119,10 @@ def test_lock_with_a_build_opens_one_connection_pool(tmp_path, uv_env, capsys, m
     """``lock --build``: the plan's resolve, the build environment's resolve, the kept torch's and
     the sdist's downloads all go through the command's one pool (they were three)."""
     from support.build_world import NIGHTLY as BUILD_NIGHTLY
-    from support.build_world import PYTHON, build_world, extension_sdist, index_flags
+    from support.build_world import PYTHON, build_world, extension_sdist
     from support.build_world import have_cxx as build_cxx
     from support.building import HERE, UV
+    from support.doors import index_flags
 
     if not (build_cxx() and Path(UV).exists()):
         pytest.skip("needs g++ and uv")
@@ -146,7 +137,7 @@ def test_lock_with_a_build_opens_one_connection_pool(tmp_path, uv_env, capsys, m
         declared = ["--python", PYTHON, "--platform", HERE, "--installed", f"torch=={BUILD_NIGHTLY}"]
         lock = tmp_path / "pylock.node.toml"
         argv = ["lock", *declared, "--with", sdist.name, "--build", sdist.name, *index_flags(srv.url), "--flashinfer", "none"]
-        code, _, err = cli(capsys, *argv, "--cache-dir", str(tmp_path / "c"), "-o", str(lock))
+        code, _, err = run_cli(capsys, *argv, "--cache-dir", str(tmp_path / "c"), "-o", str(lock))
         assert code == 0, err
         downloads = [p for m, p, _ in srv.log if m == "GET" and p.endswith((".whl", ".tar.gz")) and "Range" not in p]
     assert downloads and CountedClient.made == 1

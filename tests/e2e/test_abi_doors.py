@@ -29,8 +29,9 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from support.abi_doors import DECLARED, GOOD, cli, index_flags, installed_names, uv, venv_with_the_kept_torch, withs
+from support.abi_doors import DECLARED, GOOD, installed_names, uv, venv_with_the_kept_torch, withs
 from support.abi_world import NIGHTLY, TAG, build_abi_world, have_cxx
+from support.doors import index_flags, run_cli
 from support.elfbuild import move_dynamic, patchelf_layout
 from support.server import Fault, IndexServer
 from support.wheels import build_wheel
@@ -96,8 +97,8 @@ def assert_refused(err: str, name: str) -> None:
 
 def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys, tmp_path):
     world, srv, _ = served
-    base = ["resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json"]
-    code, out, err = cli(capsys, *base, *withs(*GOOD))
+    base = ["resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), "--format", "json"]
+    code, out, err = run_cli(capsys, *base, *withs(*GOOD))
     assert code == 0, err
     plan = json.loads(out)
     assert plan_verdicts(plan) == {n: EXPECTED[n] for n in GOOD}
@@ -111,11 +112,11 @@ def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys
     assert "pinned-ok pins torch==2.11.0; kept " + NIGHTLY in rows["pinned-ok"]["reason"]
     assert ("pinned-ok", "torch==2.11.0") in {(o["package"], o["requirement"]) for o in plan["overrides"]}
     for name in BAD:
-        code, out, err = cli(capsys, *base, *withs(name))
+        code, out, err = run_cli(capsys, *base, *withs(name))
         assert code == 1 and out == "", err
         assert_refused(err, name)
     # --abi-mismatch warn keeps its meaning: planned, flagged in JSON and the table
-    code, out, err = cli(capsys, *base, *withs(*BAD), "--abi-mismatch", "warn")
+    code, out, err = run_cli(capsys, *base, *withs(*BAD), "--abi-mismatch", "warn")
     assert code == 0, err
     plan = json.loads(out)
     assert plan_verdicts(plan) == {n: EXPECTED[n] for n in BAD}
@@ -124,9 +125,9 @@ def test_resolve_plans_the_runnable_and_refuses_the_rest_with_why(served, capsys
 
 def test_the_kept_torchs_exports_are_read_from_the_librarys_end_when_its_tables_are_there(served, capsys, caplog, tmp_path):
     world, srv, _ = served
-    argv = ["resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json", *withs("locked-ok")]
+    argv = ["resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), "--format", "json", *withs("locked-ok")]
     with caplog.at_level(logging.INFO, logger="resolve_gpu_stack.net.scan.exports"):
-        code, _, err = cli(capsys, *argv)
+        code, _, err = run_cli(capsys, *argv)
     assert code == 0, err
     read = next(int(r.args[2]) for r in caplog.records if r.name == "resolve_gpu_stack.net.scan.exports" and "bytes read" in r.msg)
     # the stubs are a few KB; behind 8 MB of data, a read from the start would take all of it
@@ -138,7 +139,7 @@ def test_lock_o_and_a_config_lock_record_the_same_verdicts_and_check_holds_them(
     urls = world.index_urls(srv.url)
     monkeypatch.chdir(tmp_path)
     cache = ["--cache-dir", str(tmp_path / "c")]
-    code, _, err = cli(capsys, "lock", *DECLARED, *index_flags(world, srv), *cache, *withs(*GOOD), "-o", "pylock.flags.toml")
+    code, _, err = run_cli(capsys, "lock", *DECLARED, *index_flags(srv.url), *cache, *withs(*GOOD), "-o", "pylock.flags.toml")
     assert code == 0, err
     by_flags = lock_verdicts(tmp_path / "pylock.flags.toml")
     assert by_flags == {n: EXPECTED[n] for n in GOOD}
@@ -150,38 +151,38 @@ def test_lock_o_and_a_config_lock_record_the_same_verdicts_and_check_holds_them(
         f'[[tool.resolve-gpu-stack.target]]\nname = "bad"\nplatform = "x86_64-manylinux_2_28"\ninstalled = ["torch=={NIGHTLY}"]\n'
         f'with = ["locked-bad"]\noutput = ["pylock.bad.toml"]\n'
     )
-    code, _, err = cli(capsys, "lock", *cache)
+    code, _, err = run_cli(capsys, "lock", *cache)
     assert code == 1, err  # one target has no plan: its lock is not written, the other's is
     assert_refused(err, "locked-bad")
     assert not (tmp_path / "pylock.bad.toml").exists()
     assert lock_verdicts(tmp_path / "pylock.good.toml") == by_flags
-    code, _, err = cli(capsys, "check", "--target", "good")
+    code, _, err = run_cli(capsys, "check", "--target", "good")
     assert code == 0, err
-    code, _, err = cli(capsys, "check", "--target", "good", "--online", *cache)
+    code, _, err = run_cli(capsys, "check", "--target", "good", "--online", *cache)
     assert code == 0, err
     # a verdict edited to hold for another torch fails the check, naming the package
     lock = tmp_path / "pylock.good.toml"
     lock.write_text(lock.read_text().replace(f'abi-torch = "{NIGHTLY}"', 'abi-torch = "2.11.0+cu130"', 1))
-    code, _, err = cli(capsys, "check", "--target", "good")
+    code, _, err = run_cli(capsys, "check", "--target", "good")
     assert code == 1 and "made against torch 2.11.0+cu130" in err
 
 
 def test_candidates_and_inspect_judge_as_the_resolver_does(served, capsys, tmp_path):
     world, srv, _ = served
-    flags = [*DECLARED[:6], *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
+    flags = [*DECLARED[:6], *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
     for name, (kind, runs) in EXPECTED.items():
-        code, out, err = cli(capsys, "candidates", name, *flags, "--format", "json")
+        code, out, err = run_cli(capsys, "candidates", name, *flags, "--format", "json")
         assert code == 0, err
         [row] = json.loads(out)["files"]
         assert row["fits_target"] is runs, row
         assert (row["abi"] or "").startswith(kind or "cuda"), row
-        code, out, err = cli(capsys, "inspect", f"{name}==1.0", *flags, "--format", "json")
+        code, out, err = run_cli(capsys, "inspect", f"{name}==1.0", *flags, "--format", "json")
         report = json.loads(out)
         assert code == (0 if runs else 1), err
         assert report["schema"] == "resolve-gpu-stack/inspect/v1" and (report["verdict"]["abi"], report["verdict"]["runs"]) == (kind, runs)
         if not runs:
             assert all(w in report["verdict"]["refusal"] for w in WHY[name])
-    code, out, _ = cli(capsys, "inspect", "locked-bad==1.0", *flags, "--format", "table")
+    code, out, _ = run_cli(capsys, "inspect", "locked-bad==1.0", *flags, "--format", "table")
     assert (
         "c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)"
         in out
@@ -192,21 +193,21 @@ def test_candidates_and_inspect_judge_as_the_resolver_does(served, capsys, tmp_p
 def test_a_snapshot_records_scans_and_exports_and_replays_the_same_verdicts_offline(served, capsys, tmp_path):
     world, srv, _ = served
     snap = tmp_path / "snap"
-    flags = [*DECLARED, *index_flags(world, srv), *withs(*GOOD), "--format", "json"]
-    code, out, err = cli(capsys, "snapshot", "--output", str(snap), *flags, "--cache-dir", str(tmp_path / "c"))
+    flags = [*DECLARED, *index_flags(srv.url), *withs(*GOOD), "--format", "json"]
+    code, out, err = run_cli(capsys, "snapshot", "--output", str(snap), *flags, "--cache-dir", str(tmp_path / "c"))
     assert code == 0, err
     live = plan_verdicts(json.loads(out))
     manifest = json.loads((snap / "manifest.json").read_text())
     assert manifest["exports"] and all(v["schema"] == SCAN_SCHEMA for v in manifest["scans"].values())
     before = len(srv.log)
-    code, out, err = cli(capsys, "resolve", "--snapshot", str(snap), *flags)
+    code, out, err = run_cli(capsys, "resolve", "--snapshot", str(snap), *flags)
     assert code == 0, err
     assert plan_verdicts(json.loads(out)) == live == {n: EXPECTED[n] for n in GOOD}
     assert len(srv.log) == before  # replayed: nothing was asked of the server
     # the kept torch's exports not in the snapshot: a version-locked wheel cannot be shown to run
     manifest["exports"] = {}
     (snap / "manifest.json").write_text(json.dumps(manifest))
-    code, _, err = cli(capsys, "resolve", "--snapshot", str(snap), *flags)
+    code, _, err = run_cli(capsys, "resolve", "--snapshot", str(snap), *flags)
     assert code == 1 and "locked-ok 1.0" in err and "not in the snapshot" in err
 
 
@@ -215,18 +216,18 @@ def test_install_dry_run_install_and_doctor_judge_against_the_torch_on_disk(serv
     world, srv, _ = served
     python, before = venv_with_the_kept_torch(world, srv, tmp_path / "venv", uv_env)
     torch_files = sorted(before)
-    flags = ["--python", python, "--flashinfer", "none", *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, "install", "--dry-run", *flags, *withs(*GOOD), "--format", "json")
+    flags = ["--python", python, "--flashinfer", "none", *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, "install", "--dry-run", *flags, *withs(*GOOD), "--format", "json")
     assert code == 0, err
-    code, _, err = cli(capsys, "install", *flags, *withs("locked-bad"), "--format", "json")
+    code, _, err = run_cli(capsys, "install", *flags, *withs("locked-bad"), "--format", "json")
     assert code == 1
     assert_refused(err, "locked-bad")
-    code, out, err = cli(capsys, "install", *flags, *withs(*GOOD), "--format", "json")
+    code, out, err = run_cli(capsys, "install", *flags, *withs(*GOOD), "--format", "json")
     assert code == 0, err
     assert {p: p.read_bytes() for p in torch_files} == before
     # locked-bad installed behind the tool's back: doctor refuses it from its symbols, never imports it
     uv("pip", "install", "-q", "--python", python, "--no-deps", "--index-url", f"{srv.url}simple/", "locked-bad==1.0", env=uv_env)
-    code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
+    code, out, err = run_cli(capsys, "doctor", "--python", python, "--format", "json")
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     symbols = checks["torch-abi-symbols"]
     assert symbols["status"] == "fail" and "locked-bad 1.0" in symbols["message"] and "torchInternalAssertFail" in symbols["message"]
@@ -246,9 +247,9 @@ def test_wheelhouse_publishes_the_verdicts_and_install_lock_holds_a_node_to_them
     python, before = venv_with_the_kept_torch(world, srv, tmp_path / "node", uv_env)
     cache = ["--cache-dir", str(tmp_path / "c")]
     lock = tmp_path / "pylock.node.toml"
-    code, _, err = cli(capsys, "lock", "--python", python, "--flashinfer", "none", *index_flags(world, srv), *cache, *withs(*GOOD), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", "--python", python, "--flashinfer", "none", *index_flags(srv.url), *cache, *withs(*GOOD), "-o", str(lock))
     assert code == 0, err
-    code, _, err = cli(capsys, "wheelhouse", str(lock), "--output", str(tmp_path / "house"), *cache, "--format", "json")
+    code, _, err = run_cli(capsys, "wheelhouse", str(lock), "--output", str(tmp_path / "house"), *cache, "--format", "json")
     assert code == 0, err
     published = tmp_path / "house" / lock.name
     assert lock_verdicts(published) == lock_verdicts(lock) == {n: EXPECTED[n] for n in GOOD}
@@ -257,10 +258,10 @@ def test_wheelhouse_publishes_the_verdicts_and_install_lock_holds_a_node_to_them
     edited.write_text(published.read_text().replace(f'abi-torch = "{NIGHTLY}"', 'abi-torch = "2.11.0+cu130"', 1))
     node_cache = ["--cache-dir", str(tmp_path / "node-cache")]
     have = installed_names(python, uv_env)
-    code, out, err = cli(capsys, "install", "--lock", str(edited), "--python", python, *node_cache, "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--lock", str(edited), "--python", python, *node_cache, "--format", "json")
     assert code == 1 and out == "" and "made against torch 2.11.0+cu130" in err, err
     assert installed_names(python, uv_env) == have
-    code, out, err = cli(capsys, "install", "--lock", str(published), "--python", python, *node_cache, "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--lock", str(published), "--python", python, *node_cache, "--format", "json")
     assert code == 0, err
     assert set(GOOD) <= installed_names(python, uv_env)
     assert {p: p.read_bytes() for p in before} == before
@@ -288,16 +289,16 @@ def test_range_reads_answering_503_leave_the_wheel_unknown_and_refused(tmp_path,
     with IndexServer(world.root) as srv:  # type: ignore[attr-defined]
         world.write(srv.url)  # type: ignore[attr-defined]
         srv.script(path, [Fault(status=503, headers={"Retry-After": "0"}) for _ in range(50)])
-        code, out, err = cli(
-            capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("flaky-ext"), "--format", "json"
+        code, out, err = run_cli(
+            capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), *withs("flaky-ext"), "--format", "json"
         )
         assert code == 1 and out == "", err
         assert "flaky-ext 1.0" in err and "scan did not finish" in err and "503" in err
-        code, out, err = cli(
+        code, out, err = run_cli(
             capsys,
             "resolve",
             *DECLARED,
-            *index_flags(world, srv),
+            *index_flags(srv.url),
             "--cache-dir",
             str(tmp_path / "c"),
             *withs("flaky-ext"),
@@ -319,8 +320,8 @@ def test_a_torch_whose_server_ignores_range_leaves_a_locked_wheel_unshown_not_a_
         world.write(srv.url)
         torch = next(e for e in world.pages["whl/nightly/cu130/torch/"] if NIGHTLY in e.wheel.filename)
         srv.script("/" + torch.rel_path, [Fault(ignore_range=True) for _ in range(20)])
-        code, out, err = cli(
-            capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("locked-ok"), "--format", "json"
+        code, out, err = run_cli(
+            capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), *withs("locked-ok"), "--format", "json"
         )
     assert code == 1 and out == "" and "Traceback" not in err, err
     assert "locked-ok 1.0" in err and "exports could not be read" in err and "ignored Range" in err
@@ -329,12 +330,12 @@ def test_a_torch_whose_server_ignores_range_leaves_a_locked_wheel_unshown_not_a_
 def test_a_snapshot_without_the_scan_is_unknown_and_refused(served, capsys, tmp_path):
     world, srv, _ = served
     snap = tmp_path / "snap"
-    flags = [*DECLARED, *index_flags(world, srv), *withs("stable-ext"), "--format", "json"]
-    assert cli(capsys, "snapshot", "--output", str(snap), *flags, "--cache-dir", str(tmp_path / "c"))[0] == 0
+    flags = [*DECLARED, *index_flags(srv.url), *withs("stable-ext"), "--format", "json"]
+    assert run_cli(capsys, "snapshot", "--output", str(snap), *flags, "--cache-dir", str(tmp_path / "c"))[0] == 0
     manifest = json.loads((snap / "manifest.json").read_text())
     manifest["scans"] = {}
     (snap / "manifest.json").write_text(json.dumps(manifest))
-    code, _, err = cli(capsys, "resolve", "--snapshot", str(snap), *flags)
+    code, _, err = run_cli(capsys, "resolve", "--snapshot", str(snap), *flags)
     assert code == 1 and "stable-ext 1.0" in err and "not in snapshot" in err and "agnostic" not in err
 
 
@@ -347,7 +348,7 @@ def test_a_zip_directory_past_the_budget_is_unknown_and_refused(tmp_path, capsys
     world, _ = _one_wheel_world(tmp_path, "many-ext", members, sidecar=True)
     with IndexServer(world.root) as srv:  # type: ignore[attr-defined]
         world.write(srv.url)  # type: ignore[attr-defined]
-        code, _, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("many-ext"), "--format", "json")
+        code, _, err = run_cli(capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), *withs("many-ext"), "--format", "json")
     assert code == 1 and "many-ext 1.0" in err and "budget" in err and "scan did not finish" in err
 
 
@@ -364,13 +365,13 @@ def test_the_two_so_wheel_and_the_hostile_wheel_give_verdicts_not_tracebacks(ser
     world, _ = _one_wheel_world(tmp_path / "two", "two-ext", two, sidecar=True)
     with IndexServer(world.root) as srv:  # type: ignore[attr-defined]
         world.write(srv.url)  # type: ignore[attr-defined]
-        code, out, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), *withs("two-ext"), "--format", "json")
+        code, out, err = run_cli(capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), *withs("two-ext"), "--format", "json")
     assert code == 1 and "Traceback" not in err and "two-ext 1.0" in err  # locked, and the story's torch wheel here has no libraries
     hostile = next(iter(hostile_wheels().values()))
     path = tmp_path / "hostile-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     path.write_bytes(_with_metadata(hostile, "hostile"))
     started = time.monotonic()
-    code, out, err = cli(capsys, "inspect", str(path), *DECLARED[:6], "--format", "json")
+    code, out, err = run_cli(capsys, "inspect", str(path), *DECLARED[:6], "--format", "json")
     assert time.monotonic() - started < 5 and "Traceback" not in err
     assert json.loads(out)["kind"] == "unknown"
 

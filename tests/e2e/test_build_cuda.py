@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from support.build_world import ADD_OFFSET, build_world, extension_sdist, have_cxx, run_in, torch_wheel
-from support.building import common, run_cli
+from support.building import common
+from support.doors import run_cli
 from support.install_world import _glibc_ok, make_venv
 from support.server import IndexServer
 

@@ -17,7 +17,8 @@ import shlex
 
 import pytest
 from support.build_world import NIGHTLY, build_world, extension_repo, git, have_cxx, setup_py_repo, torch_wheel
-from support.building import common, run_cli
+from support.building import common
+from support.doors import run_cli
 from support.framework_world import build_framework_world
 from support.install_world import _glibc_ok, make_venv
 from support.paths import REPO

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from support.build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_sdist, have_cxx, run_in, torch_wheel
-from support.building import HERE, TOOL, UV, _build_processes_gone, common, run_cli
+from support.building import HERE, TOOL, UV, _build_processes_gone, common
+from support.doors import run_cli
 from support.install_world import _glibc_ok, dist_info_bytes, make_venv
 from support.server import IndexServer
 

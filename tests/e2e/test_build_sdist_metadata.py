@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import tomllib
 from support.build_world import NIGHTLY, PYTHON, build_world, extension_sdist, run_in, torch_wheel
-from support.building import HERE, common, needs_builds, run_cli
+from support.building import HERE, common, needs_builds
+from support.doors import run_cli
 from support.install_world import make_venv
 from support.server import IndexServer
 

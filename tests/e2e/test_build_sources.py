@@ -16,8 +16,9 @@ import os
 from pathlib import Path
 
 import pytest
-from support.build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, index_flags, run_in, scm_repo, setup_py_repo, torch_wheel
-from support.building import HERE, common, needs_builds, run_cli
+from support.build_world import ADD_OFFSET, NIGHTLY, PYTHON, build_world, extension_repo, git, run_in, scm_repo, setup_py_repo, torch_wheel
+from support.building import HERE, common, needs_builds
+from support.doors import index_flags, run_cli
 from support.install_world import dist_info_bytes, make_venv
 from support.server import IndexServer
 

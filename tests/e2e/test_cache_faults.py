@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.install_world import NIGHTLY, UV, _glibc_ok, build_world, index_flags, installed, make_venv, torch_wheel
+from support.doors import index_flags
+from support.install_world import NIGHTLY, UV, _glibc_ok, build_world, installed, make_venv, torch_wheel
 from support.server import IndexServer
 
 TOOL = Path(sys.executable).with_name("resolve-gpu-stack")
@@ -85,7 +86,7 @@ def cli(*argv: str, cwd: Path) -> tuple[int, str, str]:
 
 def doors(tmp: Path, srv: IndexServer, python: str, cache: Path, lock: Path, torch_file: Path) -> dict[str, tuple[list[str], Path]]:
     """Every door that caches something (and ``check``), with the folder it runs in: each exits 0 as with a good cache."""
-    flags = [*index_flags(srv), "--cache-dir", str(cache)]
+    flags = [*index_flags(srv.url), "--cache-dir", str(cache)]
     project = tmp / "project"  # export uv edits its pyproject.toml; a config lock reads its gpu-stack.toml
     project.mkdir(exist_ok=True)
     (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0.1"\n')
@@ -121,7 +122,7 @@ def served(tmp_path: Path, uv_env: dict[str, str]) -> Iterator[tuple[IndexServer
         torch = torch_wheel(world, NIGHTLY)
         python = make_venv(tmp_path / "venv", uv_env, torch)
         lock = tmp_path / "locks" / "pylock.node.toml"
-        rc, _, err = cli("lock", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "good-cache"), "-o", str(lock), cwd=tmp_path)
+        rc, _, err = cli("lock", "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "good-cache"), "-o", str(lock), cwd=tmp_path)
         assert rc == 0, err
         yield srv, python, lock, torch
 
@@ -160,7 +161,7 @@ def test_a_cache_folder_that_fills_up_during_the_run_is_one_line_or_exit_4_never
     for room in (8 * 1024, 24 * 1024, 48 * 1024):
         folder = tmp_path / f"cache-{room}"
         with full(folder, room=room):
-            rc, out, err = cli("install", "--python", python, *index_flags(srv), "--cache-dir", str(folder), cwd=tmp_path)
+            rc, out, err = cli("install", "--python", python, *index_flags(srv.url), "--cache-dir", str(folder), cwd=tmp_path)
             assert "Traceback" not in err and err.count("cannot write cache entry") <= 1, err
             assert rc in (0, 4), err
             if rc == 4:
@@ -177,7 +178,7 @@ def test_a_full_output_folder_is_exit_4_never_a_traceback(served, tmp_path: Path
     out = tmp_path / "full"
     with full(out):
         for door, argv in {
-            "snapshot": ["snapshot", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "good-cache"), "--output", str(out / "snap")],
+            "snapshot": ["snapshot", "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "good-cache"), "--output", str(out / "snap")],
             "wheelhouse": ["wheelhouse", str(lock), "-o", str(out / "house"), "--cache-dir", str(tmp_path / "good-cache")],
         }.items():
             rc, _, err = cli(*argv, cwd=tmp_path)
@@ -195,7 +196,7 @@ def test_sigterm_during_a_lock_write_removes_its_temporary_file(served, tmp_path
     target = out / "pylock.node.toml"
     os.mkfifo(target)
     proc = subprocess.Popen(
-        [str(TOOL), "lock", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "good-cache"), "-o", str(target)],
+        [str(TOOL), "lock", "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "good-cache"), "-o", str(target)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

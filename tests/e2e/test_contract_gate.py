@@ -21,10 +21,9 @@ import pytest
 import tomllib
 from support.abi_world import have_cxx
 from support.contract_world import build_contract_world
+from support.doors import index_flags, run_cli
 from support.server import IndexServer
 from support.today_world import TORCH
-
-from resolve_gpu_stack.cli.app import main
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -43,15 +42,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, In
         yield w, srv, root
 
 
-def index_flags(world: tuple[object, IndexServer, Path], tmp: Path) -> list[str]:
-    w, srv, _ = world
-    return [*(x for n, u in w.index_urls(srv.url).items() for x in ("--index", f"{n}={u}")), "--cache-dir", str(tmp / "c")]  # type: ignore[attr-defined]
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+def world_flags(world: tuple[object, IndexServer, Path], tmp: Path) -> list[str]:
+    _, srv, _ = world
+    return [*index_flags(srv.url), "--cache-dir", str(tmp / "c")]
 
 
 def make_venv(world: tuple[object, IndexServer, Path], where: Path, *packages: str) -> str:
@@ -78,13 +71,13 @@ Door = Callable[..., tuple[int, "dict[str, dict] | None", str]]
 
 
 def door_resolve(capsys, world, tmp: Path, flags: list[str]):  # type: ignore[no-untyped-def]
-    code, out, err = cli(capsys, "resolve", *flags, *index_flags(world, tmp), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *flags, *world_flags(world, tmp), "--format", "json")
     return code, ({p["name"]: p for p in json.loads(out)["packages"]} if code == 0 else None), err
 
 
 def door_lock(capsys, world, tmp: Path, flags: list[str]):  # type: ignore[no-untyped-def]
     lock = tmp / "pylock.gate.toml"
-    code, _, err = cli(capsys, "lock", *flags, *index_flags(world, tmp), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, *world_flags(world, tmp), "-o", str(lock))
     assert lock.exists() == (code == 0), err  # a refused plan writes nothing
     return code, (_lock_rows(lock) if code == 0 else None), err
 
@@ -95,11 +88,11 @@ def door_config_lock(capsys, world, tmp: Path, flags: list[str], monkeypatch: py
     indexes = ", ".join(f'{n} = "{u}"' for n, u in w.index_urls(srv.url).items())  # type: ignore[attr-defined]
     (tmp / "pyproject.toml").write_text(f"[tool.resolve-gpu-stack]\nindexes = {{ {indexes} }}\n\n{_config_target(flags)}")
     monkeypatch.chdir(tmp)
-    code, _, err = cli(capsys, "lock", "--cache-dir", str(tmp / "c"))
+    code, _, err = run_cli(capsys, "lock", "--cache-dir", str(tmp / "c"))
     lock = tmp / "pylock.node.toml"
     assert lock.exists() == (code == 0), err
     if code == 0:
-        checked, _, check_err = cli(capsys, "check", "--target", "node")
+        checked, _, check_err = run_cli(capsys, "check", "--target", "node")
         assert checked == 0, check_err
     return code, (_lock_rows(lock) if code == 0 else None), err
 
@@ -109,7 +102,7 @@ def door_export_uv(capsys, world, tmp: Path, flags: list[str]):  # type: ignore[
     project.mkdir(exist_ok=True)
     before = f'[project]\nname = "app"\nversion = "0"\nrequires-python = ">={PY}"\n'
     (project / "pyproject.toml").write_text(before)
-    code, _, err = cli(capsys, "export", "uv", *flags, *index_flags(world, tmp), "--project", str(project))
+    code, _, err = run_cli(capsys, "export", "uv", *flags, *world_flags(world, tmp), "--project", str(project))
     text = (project / "pyproject.toml").read_text()
     if code != 0:
         assert text == before, "a refused plan changes nothing"
@@ -215,8 +208,8 @@ def test_the_walk_back_refusal_reaches_install_before_anything_changes(world, ca
     python = make_venv(world, tmp_path / "venv")
     before = installed(python)
     for dry in (["--dry-run"], []):
-        code, out, err = cli(
-            capsys, "install", "--python", python, "--torch", "installed", "--with", "vllm", "--no-jit-cache", *index_flags(world, tmp_path), *dry
+        code, out, err = run_cli(
+            capsys, "install", "--python", python, "--torch", "installed", "--with", "vllm", "--no-jit-cache", *world_flags(world, tmp_path), *dry
         )
         assert code == 1 and out == "", err
         assert "vllm 0.34.0" in err and "flashinfer-python==0.7.3" in err and "--with 'vllm==0.33.0'" in err, err
@@ -232,7 +225,9 @@ def test_a_cuda_12_only_wheel_is_refused_by_resolve_on_pypis_torch(world, capsys
 
 
 def test_inspect_gives_resolves_verdict_on_the_cuda_12_only_wheel_without_cuda(world, capsys, tmp_path) -> None:
-    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *DECLARED, "--installed", f"torch=={TORCH}", *index_flags(world, tmp_path), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "inspect", "xformers==0.0.35", *DECLARED, "--installed", f"torch=={TORCH}", *world_flags(world, tmp_path), "--format", "json"
+    )
     assert json.loads(out)["verdict"]["runs"] is False, out
 
 
@@ -253,7 +248,7 @@ def test_a_misaligned_installed_cubin_is_named_before_anything_is_installed(worl
     before = installed(cubin_venv)
     flags = ["--python", cubin_venv, "--torch", "installed", "--no-cubin", "--no-jit-cache"]
     if door.startswith("install"):
-        code, out, err = cli(capsys, *door.split(), *flags, *index_flags(world, tmp_path), "--format", "json")
+        code, out, err = run_cli(capsys, *door.split(), *flags, *world_flags(world, tmp_path), "--format", "json")
         assert out == ""
     else:
         code, _, err = run_door(door, capsys, world, tmp_path, flags, None)
@@ -265,15 +260,15 @@ def test_a_misaligned_installed_cubin_is_named_before_anything_is_installed(worl
 
 def test_the_users_word_keeps_a_misaligned_cubin_said_in_a_note(world, capsys, tmp_path, cubin_venv) -> None:
     flags = ["--python", cubin_venv, "--torch", "installed", "--no-cubin", "--no-jit-cache", "--keep-broken", "flashinfer-cubin"]
-    code, out, err = cli(capsys, "install", "--dry-run", *flags, *index_flags(world, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--dry-run", *flags, *world_flags(world, tmp_path), "--format", "json")
     assert code == 0, err
     report = json.loads(out)
     assert any(n.startswith("flashinfer-cubin 0.6.4 (installed, left as it is)") and "--keep-broken" in n for n in report["notes"]), report["notes"]
 
 
 def test_the_plan_brings_a_misaligned_cubin_in_line_when_it_may(world, capsys, tmp_path, cubin_venv) -> None:
-    code, out, err = cli(
-        capsys, "install", "--dry-run", "--python", cubin_venv, "--torch", "installed", "--no-jit-cache", *index_flags(world, tmp_path), "--format", "json"
+    code, out, err = run_cli(
+        capsys, "install", "--dry-run", "--python", cubin_venv, "--torch", "installed", "--no-jit-cache", *world_flags(world, tmp_path), "--format", "json"
     )
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
@@ -282,7 +277,7 @@ def test_the_plan_brings_a_misaligned_cubin_in_line_when_it_may(world, capsys, t
 
 def test_install_lock_names_a_misaligned_cubin_the_lock_leaves(world, capsys, tmp_path, cubin_venv) -> None:
     lock = tmp_path / "pylock.node.toml"
-    code, _, err = cli(capsys, "lock", "--python", cubin_venv, "--torch", "installed", "--no-jit-cache", *index_flags(world, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", "--python", cubin_venv, "--torch", "installed", "--no-jit-cache", *world_flags(world, tmp_path), "-o", str(lock))
     assert code == 0, err
     # the lock aligns the cubin; the venv moves back to the misaligned one after the lock was made
     text = lock.read_text()
@@ -290,7 +285,7 @@ def test_install_lock_names_a_misaligned_cubin_the_lock_leaves(world, capsys, tm
     data_cubin = [p for p in data["packages"] if p["name"] == "flashinfer-cubin"]
     assert data_cubin and data_cubin[0]["version"] == "0.6.5"
     lock_nocubin = tmp_path / "pylock.nocubin.toml"
-    code, _, err = cli(
+    code, _, err = run_cli(
         capsys,
         "lock",
         "--python",
@@ -301,13 +296,13 @@ def test_install_lock_names_a_misaligned_cubin_the_lock_leaves(world, capsys, tm
         "--no-jit-cache",
         "--keep-broken",
         "flashinfer-cubin",
-        *index_flags(world, tmp_path),
+        *world_flags(world, tmp_path),
         "-o",
         str(lock_nocubin),
     )
     assert code == 0, err
     before = installed(cubin_venv)
-    code, out, err = cli(
+    code, out, err = run_cli(
         capsys, "install", "--lock", str(lock_nocubin), "--python", cubin_venv, "--cache-dir", str(tmp_path / "c"), "--dry-run", "--format", "json"
     )
     assert code == 0, err  # the lock carries the user's word
@@ -320,13 +315,13 @@ def test_an_installed_companion_whose_imports_torch_lacks_stops_install(world, c
     real) names it before anything changes; --keep-broken oldfw keeps it, said in a note."""
     python = make_venv(world, tmp_path / "venv", "oldfw==2.0")
     before = installed(python)
-    flags = ["--python", python, "--torch", "installed", "--no-jit-cache", *index_flags(world, tmp_path), "--format", "json"]
+    flags = ["--python", python, "--torch", "installed", "--no-jit-cache", *world_flags(world, tmp_path), "--format", "json"]
     for dry in (["--dry-run"], []):
-        code, out, err = cli(capsys, "install", *dry, *flags)
+        code, out, err = run_cli(capsys, "install", *dry, *flags)
         assert code == 1 and out == "", err
         assert "oldfw 2.0: installed, and known not to work with the plan" in err and "torchInternalAssertFail" in err and "--keep-broken oldfw" in err, err
     assert installed(python) == before
-    code, out, err = cli(capsys, "install", "--dry-run", *flags, "--keep-broken", "oldfw")
+    code, out, err = run_cli(capsys, "install", "--dry-run", *flags, "--keep-broken", "oldfw")
     assert code == 0, err
     assert any(n.startswith("oldfw 2.0 (installed, left as it is)") and "--keep-broken oldfw" in n for n in json.loads(out)["notes"]), out
 
@@ -340,8 +335,8 @@ def test_every_door_tells_the_same_story_overrides_notes_and_each_downgrades_cau
     table), install, the lock's notes and export uv tell the same notes and overrides, and the
     downgrade names the requirement that forces it."""
     python = make_venv(world, tmp_path / "venv", "nvidia-cuda-runtime==13.5.37")
-    flags = ["--python", python, "--torch", "installed", "--with", "sglang", "--with", "pins-runtime", "--no-jit-cache", *index_flags(world, tmp_path)]
-    code, out, err = cli(capsys, "resolve", *flags, "--format", "json")
+    flags = ["--python", python, "--torch", "installed", "--with", "sglang", "--with", "pins-runtime", "--no-jit-cache", *world_flags(world, tmp_path)]
+    code, out, err = run_cli(capsys, "resolve", *flags, "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     story = {"notes": plan["notes"], "overrides": plan["overrides"]}
@@ -351,18 +346,18 @@ def test_every_door_tells_the_same_story_overrides_notes_and_each_downgrades_cau
     assert row["action"] == "downgrade" and "required by pins-runtime 1.0 (nvidia-cuda-runtime<13.5)" in row["reason"]
     assert ("sglang", "torch==2.14.1", "torch==2.15.0") in {(o["package"], o["requirement"], o["replaced_by"]) for o in plan["overrides"]}
 
-    code, out, err = cli(capsys, "install", "--dry-run", *flags, "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--dry-run", *flags, "--format", "json")
     assert code == 0, err
     report = json.loads(out)
     assert {"notes": report["notes"], "overrides": report["overrides"]} == story
-    code, out, err = cli(capsys, "install", "--dry-run", *flags, "--format", "table")
+    code, out, err = run_cli(capsys, "install", "--dry-run", *flags, "--format", "table")
     assert code == 0, err
     flat = " ".join(out.split())
     assert "Overrides" in out and "sglang: torch==2.14.1 -> torch==2.15.0 (the installed torch is kept)" in flat, out
     assert " ".join(downgrade.split()) in flat, out
 
     lock = tmp_path / "pylock.story.toml"
-    code, _, err = cli(capsys, "lock", *flags, "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, "-o", str(lock))
     assert code == 0, err
     tool = tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]
     assert downgrade in tool["notes"] and {(o["package"], o["requirement"]) for o in tool["overrides"]} >= {("sglang", "torch==2.14.1")}
@@ -370,11 +365,11 @@ def test_every_door_tells_the_same_story_overrides_notes_and_each_downgrades_cau
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text(f'[project]\nname = "app"\nversion = "0"\nrequires-python = ">={PY}"\n')
-    code, _, err = cli(capsys, "export", "uv", *flags, "--project", str(project), "--dry-run")
+    code, _, err = run_cli(capsys, "export", "uv", *flags, "--project", str(project), "--dry-run")
     assert code == 0, err
     assert downgrade in err and "sglang: torch==2.14.1 -> torch==2.15.0 (the installed torch is kept)" in err, err
 
-    code, out, err = cli(capsys, "install", *flags, "--format", "json")
+    code, out, err = run_cli(capsys, "install", *flags, "--format", "json")
     assert code == 0, err
     report = json.loads(out)
     assert {"notes": report["notes"], "overrides": report["overrides"]} == story

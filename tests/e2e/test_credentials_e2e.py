@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.faults import LISTING, TARGET, run_cli, story_run
+from support.doors import run_cli
+from support.faults import LISTING, TARGET, story_run
 from support.server import IndexServer
 
 USER = "alice"

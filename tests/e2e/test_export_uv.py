@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.doors import index_flags, run_cli
 from support.framework_world import build_framework_world
-from support.install_world import NIGHTLY, PY, build_world, dist_info_bytes, index_flags, installed, needs_linux, run_cli
+from support.install_world import NIGHTLY, PY, build_world, dist_info_bytes, installed, needs_linux
 from support.server import IndexServer
 from support.stack_world import build_story_world
 from support.uv_world import uv, uv_env
@@ -77,7 +78,7 @@ def test_export_uv_then_uv_lock_and_sync_reproduce_the_plan_and_keep_torch(tmp_p
         env = uv_env(tmp_path, srv)
         project, python = project_with_kept_torch(tmp_path, srv, env)
         torch_before = dist_info_bytes(python, "torch")
-        flags = ["--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache")]
+        flags = ["--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache")]
         plan = exported_plan(capsys, *flags)
 
         rc, _, err = run_cli(capsys, "export", "uv", *flags, "--project", str(project))
@@ -124,7 +125,7 @@ def test_export_uv_of_sglang_on_the_kept_torch(tmp_path, capsys):
         env = uv_env(tmp_path, srv)
         project, python = project_with_kept_torch(tmp_path, srv, env, PROJECT.replace('"flashinfer-python",  # the kernels we serve with', '"sglang"'))
         torch_before = dist_info_bytes(python, "torch")
-        flags = ["--python", python, "--with", "sglang", "--without", "sgl-kernel", *index_flags(srv), "--cache-dir", str(tmp_path / "cache")]
+        flags = ["--python", python, "--with", "sglang", "--without", "sgl-kernel", *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache")]
         plan = exported_plan(capsys, *flags)
         assert {o["replaced_by"] for o in plan["overrides"]} >= {f"torch=={NIGHTLY}", "torchaudio==2.11.0.dev20260307+cu130"}
 

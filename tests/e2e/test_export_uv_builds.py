@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.build_world import ADD_OFFSET, NIGHTLY, build_world, extension_repo, git, have_cxx, index_flags, run_in
-from support.building import run_cli
+from support.build_world import ADD_OFFSET, NIGHTLY, build_world, extension_repo, git, have_cxx, run_in
+from support.doors import index_flags, run_cli
 from support.install_world import _glibc_ok, dist_info_bytes
 from support.server import IndexServer
 from support.uv_world import uv, uv_env

@@ -18,17 +18,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from support.faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, run_cli, story_run
+from support.doors import run_cli
+from support.faults import PATHS, StoryRun, cache_problems, gzipped, partial_files, story_run
 from support.lock_faults import ALWAYS, assert_clean_failure, assert_good_lock, old_locks
 from support.server import Fault, IndexServer
 
-from resolve_gpu_stack.net.transport import Transport
-
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retries without the exponential wait (Retry-After is still honoured: it does not use this)."""
-    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
+pytestmark = pytest.mark.usefixtures("fast_backoff")  # retries without the exponential wait (conftest.py)
 
 
 LOCATIONS = ("page", "metadata", "range", "wheel")
@@ -322,7 +317,7 @@ def test_install_resumes_a_reset_download_and_a_dead_one_changes_nothing(tmp_pat
         world.write(srv.url)
         torch = test_install.torch_wheel(world, test_install.NIGHTLY)
         cache = tmp_path / "cache"
-        flags = [*test_install.index_flags(srv), "--cache-dir", str(cache), "--format", "json"]
+        flags = [*test_install.index_flags(srv.url), "--cache-dir", str(cache), "--format", "json"]
         python = test_install.make_venv(tmp_path / "venv", env, torch)
         rc, _, err = run_cli(capsys, "resolve", "--python", python, *flags)  # METADATA now in the cache:
         assert rc == 0, err  # the install's only request for the jit-cache wheel is its download
@@ -341,7 +336,7 @@ def test_install_resumes_a_reset_download_and_a_dead_one_changes_nothing(tmp_pat
         other = test_install.make_venv(tmp_path / "other", env, torch)
         before = test_install.installed(other)
         srv.script(path, [Fault(status=503)] * ALWAYS)
-        rc, out, err = run_cli(capsys, "install", "--python", other, *test_install.index_flags(srv), "--cache-dir", str(warm), "--format", "json")
+        rc, out, err = run_cli(capsys, "install", "--python", other, *test_install.index_flags(srv.url), "--cache-dir", str(warm), "--format", "json")
         assert rc == 3 and out == "", err
         assert f"{jit.name}: 503 Service Unavailable after 5 attempts" in err
         assert test_install.installed(other) == before

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from support.build_world import extension_sdist, serve_sdist
+from support.doors import index_flags, run_cli
 from support.elfbuild import synthetic_elf, wheel_bytes
-from support.install_world import NIGHTLY, UV, build_world, index_flags, make_venv, needs_linux, run_cli, torch_wheel
+from support.install_world import NIGHTLY, UV, build_world, make_venv, needs_linux, torch_wheel
 from support.paths import REPO, SNAPSHOT
 from support.server import IndexServer
 
@@ -37,7 +38,7 @@ def world(tmp_path: Path):
 def declared(srv: IndexServer, tmp_path: Path, *installed: str) -> list[str]:
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     flags = [w for spec in (f"torch=={NIGHTLY}", *installed) for w in ("--installed", spec)]
-    return ["--python", py, "--platform", f"{platform.machine()}-manylinux_2_28", *flags, *index_flags(srv), "--cache-dir", str(tmp_path / "c")]
+    return ["--python", py, "--platform", f"{platform.machine()}-manylinux_2_28", *flags, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
 
 
 # -- 1. FlashInfer's default is what --help says -----------------------------------------------------
@@ -58,7 +59,7 @@ def test_an_installed_older_flashinfer_is_upgraded_by_default_and_kept_on_reques
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(w, NIGHTLY))
     pins = ["flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4"]
     subprocess.run([UV, "pip", "install", "-q", "--python", python, "--no-deps", "--index-url", f"{srv.url}simple/", *pins], check=True, env=uv_env)
-    target = ["--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "c")]
+    target = ["--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
 
     code, out, err = run_cli(capsys, "install", *target, "--dry-run", "--format", "table")
     assert code == 0, err

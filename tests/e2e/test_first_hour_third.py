@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from support.install_world import NIGHTLY, PLAT, UV, build_world, fake_python, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.doors import index_flags, run_cli
+from support.install_world import NIGHTLY, PLAT, UV, build_world, fake_python, installed, make_venv, needs_linux, torch_wheel
 from support.paths import REPO, SNAPSHOT
 from support.server import IndexServer
 from support.stack_world import ABI3, FI_REQUIRES
@@ -37,7 +38,7 @@ def snapshot_of_a_venv(tmp_path: Path, uv_env, capsys):
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
-        target = ["--python", python, *index_flags(srv)]
+        target = ["--python", python, *index_flags(srv.url)]
         code, _, err = run_cli(capsys, "snapshot", *target, "--cache-dir", str(tmp_path / "c0"), "--output", str(tmp_path / "snap"), "--format", "json")
         assert code == 0, err
         yield srv, python, [*target, "--snapshot", str(tmp_path / "snap")]
@@ -96,7 +97,7 @@ def declared(srv, tmp_path: Path, *installed: str) -> list[str]:
         "--platform",
         f"{platform.machine()}-manylinux_2_28",
         *flags,
-        *index_flags(srv),
+        *index_flags(srv.url),
         "--cache-dir",
         str(tmp_path / "c"),
         "--format",
@@ -211,7 +212,7 @@ def test_a_uv_that_says_nothing_is_not_said_to_have_said_something(tmp_path, uv_
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
-        code, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "c"), "--uv", "/bin/false")
+        code, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), "--uv", "/bin/false")
     assert code != 0 and "Traceback" not in err
     assert "see uv's message above" not in err  # it was: there was none
     assert "said nothing" in err and "--uv /path/to/uv" in err

@@ -14,7 +14,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from support.install_world import NIGHTLY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.doors import index_flags, run_cli
+from support.install_world import NIGHTLY, UV, build_world, dist_info_bytes, installed, make_venv, needs_linux, torch_wheel
 from support.server import IndexServer
 from support.static_server import stdlib_server
 
@@ -34,7 +35,7 @@ def test_fleet_recipe_lock_wheelhouse_and_two_nodes(tmp_path: Path, uv_env, caps
     # CI: lock against the real indexes, export the wheelhouse
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        rc, _, err = run_cli(capsys, "lock", "--python", ci, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
+        rc, _, err = run_cli(capsys, "lock", "--python", ci, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
         assert rc == 0, err
         rc, out, err = run_cli(capsys, "wheelhouse", str(lock), "--output", str(house), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
         assert rc == 0, err
@@ -123,7 +124,7 @@ def test_install_lock_hands_the_lock_to_uv_and_downloads_each_wheel_once(tmp_pat
     lock = tmp_path / "pylock.x.toml"
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        rc, _, err = run_cli(capsys, "lock", "--python", ci, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
+        rc, _, err = run_cli(capsys, "lock", "--python", ci, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json", "-o", str(lock))
         assert rc == 0, err
         node = make_venv(tmp_path / "node", uv_env, torch_wheel(world, NIGHTLY))
         torch_before, before = dist_info_bytes(node, "torch"), installed(node)
@@ -179,7 +180,9 @@ def test_cold_install_hands_a_fully_hashed_plan_to_uv(tmp_path: Path, uv_env, ca
         triton = next((world.root / "whl" / "nightly").glob("triton-*.whl"))
         subprocess.run([UV, "pip", "install", "-q", "--python", node, "--no-deps", "--offline", str(triton)], check=True, env=uv_env)
         seen = len(srv.log)
-        rc, out, err = run_cli(capsys, "install", "--python", node, *index_flags(srv), "--uv", UV, "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+        rc, out, err = run_cli(
+            capsys, "install", "--python", node, *index_flags(srv.url), "--uv", UV, "--cache-dir", str(tmp_path / "cache"), "--format", "json"
+        )
         assert rc == 0, err
         # whole-file GETs (the resolve itself reads METADATA with Range requests), and who sent them
         whole = [(p, h) for m, p, h in srv.log[seen:] if m == "GET" and p.endswith(".whl") and not any(k.lower() == "range" for k in h)]

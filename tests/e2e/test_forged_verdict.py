@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from support.abi_doors import DECLARED, WHY, _assert_refused, _end_first_abi, cli, index_flags, installed_names, venv_with_the_kept_torch
+from support.abi_doors import DECLARED, WHY, _assert_refused, _end_first_abi, installed_names, venv_with_the_kept_torch
 from support.abi_world import NIGHTLY, have_cxx
+from support.doors import index_flags, run_cli
 from support.forgery import MISSING, RENAMED, readelf_symbols
 from support.paths import REPO
 
@@ -89,22 +90,22 @@ def test_the_wheel_scan_reads_the_member_from_its_start(forged) -> None:  # type
 
 def test_resolve_lock_candidates_and_inspect_refuse_it(forged, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
     world, srv, path, _ = forged
-    flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
+    flags = [*DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
     _assert_refused(code, err)
     assert out == ""
     lock = tmp_path / "pylock.evil.toml"
-    code, _, err = cli(capsys, "lock", *flags, "--with", "evilkern", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, "--with", "evilkern", "-o", str(lock))
     _assert_refused(code, err)
     assert not lock.exists()
-    target = [*DECLARED[:6], *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, "candidates", "evilkern", *target, "--format", "json")
+    target = [*DECLARED[:6], *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, "candidates", "evilkern", *target, "--format", "json")
     assert code == 0, err
     [row] = json.loads(out)["files"]
     assert row["fits_target"] is False and row["abi"].startswith("locked"), row
     untied = next(path.parent.glob("evilguess-*.whl"))  # a local file is read by structure: no guess from names
     for subject in ("evilkern==1.0", str(path), str(untied)):  # by URL (range reads), and local files
-        code, out, err = cli(capsys, "inspect", subject, *target, "--format", "json")
+        code, out, err = run_cli(capsys, "inspect", subject, *target, "--format", "json")
         report = json.loads(out)
         assert code == 1 and "Traceback" not in err, (subject, err)
         assert report["verdict"]["runs"] is False and WHY in report["verdict"]["refusal"], (subject, report["verdict"])
@@ -132,22 +133,22 @@ def test_install_and_install_lock_read_the_verdict_again_from_the_verified_file(
     python, before = venv_with_the_kept_torch(world, srv, tmp_path / "venv", uv_env)
     cache = tmp_path / "c"
     _poisoned_cache(cache, path)
-    flags = ["--python", python, "--flashinfer", "none", *index_flags(world, srv), "--cache-dir", str(cache)]
+    flags = ["--python", python, "--flashinfer", "none", *index_flags(srv.url), "--cache-dir", str(cache)]
     lock = tmp_path / "pylock.evil.toml"
-    code, _, err = cli(capsys, "lock", *flags, "--with", "evilkern", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, "--with", "evilkern", "-o", str(lock))
     assert code == 0, err  # the poisoned verdict: "runs"
     packages = tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"]
     row = next(p for p in packages if p["name"] == "evilkern")
     assert row["abi"] == "locked" and "abi-refusal" not in row and row["abi-torch"] == NIGHTLY
     have = installed_names(python, uv_env)
     for argv in (["install", *flags, "--with", "evilkern"], ["install", "--lock", str(lock), "--python", python, "--cache-dir", str(cache)]):
-        code, out, err = cli(capsys, *argv, "--format", "json")
+        code, out, err = run_cli(capsys, *argv, "--format", "json")
         assert code == 1 and out == "" and "Traceback" not in err, err
         assert "evilkern 1.0: planned as locked, runs" in err and WHY in err and "read from its start" in err, err
         assert installed_names(python, uv_env) == have
     assert {p: p.read_bytes() for p in before} == before
     # the dry runs download nothing: the plan's verdict shows, the install is what is guarded
-    code, _, err = cli(capsys, "install", "--dry-run", *flags, "--with", "evilkern", "--format", "json")
+    code, _, err = run_cli(capsys, "install", "--dry-run", *flags, "--with", "evilkern", "--format", "json")
     assert code == 0, err
 
 
@@ -159,12 +160,12 @@ def test_install_refuses_it_at_the_plan_and_an_untied_copy_at_the_verified_file(
     every member of the verified file by its structure, and refuses it, naming both readings."""
     world, srv, _, _ = forged
     python, _ = venv_with_the_kept_torch(world, srv, tmp_path / "venv", uv_env)
-    flags = ["--python", python, "--flashinfer", "none", *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
+    flags = ["--python", python, "--flashinfer", "none", *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
     have = installed_names(python, uv_env)
     for extra in (["--dry-run"], []):
-        code, out, err = cli(capsys, "install", *flags, *extra, "--with", "evilkern", "--format", "json")
+        code, out, err = run_cli(capsys, "install", *flags, *extra, "--with", "evilkern", "--format", "json")
         _assert_refused(code, err)
-    code, out, err = cli(capsys, "install", *flags, "--with", "evilguess", "--format", "json")
+    code, out, err = run_cli(capsys, "install", *flags, "--with", "evilguess", "--format", "json")
     assert code == 1 and out == "" and "Traceback" not in err, err
     assert "evilguess 1.0: planned as " in err and "read from its start: locked, refused" in err and WHY in err, err
     assert installed_names(python, uv_env) == have
@@ -176,14 +177,14 @@ def test_wheelhouse_refuses_a_lock_whose_verdict_the_file_does_not_hold(forged, 
     it links torch, and the export is refused, no page and no lock written. (The kept torch is on
     the nodes, not here: a version-locked wheel's imports are confirmed by ``install --lock``.)"""
     world, srv, _, _ = forged
-    flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
+    flags = [*DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
     lock = tmp_path / "pylock.guess.toml"
-    code, _, err = cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
     assert code == 0, err
     row = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
     assert "abi" not in row and row["coupling"] == "agnostic", row
     house = tmp_path / "house"
-    code, out, err = cli(capsys, "wheelhouse", str(lock), "--output", str(house), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    code, out, err = run_cli(capsys, "wheelhouse", str(lock), "--output", str(house), "--cache-dir", str(tmp_path / "c"), "--format", "json")
     assert code == 1 and out == "" and "Traceback" not in err, err
     assert "wheelhouse refused" in err and "evilguess 1.0: planned as agnostic" in err and "read from its start: locked" in err, err
     assert not (house / lock.name).exists() and not list(house.glob("simple/*/index.html"))
@@ -197,12 +198,12 @@ def test_a_verdict_replayed_from_an_older_readers_record_is_locked_and_checked_a
     monkeypatch.chdir(tmp_path)
     argv = ["--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", "torch==2.15.0", "--torch", "installed"]
     argv += ["--with", "sglang", "--no-cubin", "--no-jit-cache", "--snapshot", str(snapshot), "--cache-dir", str(tmp_path / "c")]
-    code, _, err = cli(capsys, "lock", *argv, "-o", "pylock.sglang.toml")
+    code, _, err = run_cli(capsys, "lock", *argv, "-o", "pylock.sglang.toml")
     assert code == 0, err
     packages = tomllib.loads((tmp_path / "pylock.sglang.toml").read_text())["tool"]["resolve-gpu-stack"]["packages"]
     provisional = sorted(p["name"] for p in packages if p.get("abi-read") == "recorded")
     assert "sglang-kernel" in provisional, provisional
-    code, out, err = cli(capsys, "check", "pylock.sglang.toml")
+    code, out, err = run_cli(capsys, "check", "pylock.sglang.toml")
     assert code == 0, err
     said = out + err
     assert "sglang-kernel" in said and "its verdict is provisional" in said, said

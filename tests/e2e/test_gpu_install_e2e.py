@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from support.install_world import NIGHTLY, PLAT, build_world, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.doors import index_flags, run_cli
+from support.install_world import NIGHTLY, PLAT, build_world, installed, make_venv, needs_linux, torch_wheel
 from support.server import IndexServer
 from support.stack_world import ABI3
 from support.world import World
@@ -60,7 +61,7 @@ def test_install_for_sm120_installs_the_shim_and_one_provider(world07, tmp_path,
     gpu_flags = ["--gpu", "sm120"] if how == "--gpu" else []
     if how == "nvidia-smi":  # a probed target's default GPUs come from nvidia-smi on PATH
         monkeypatch.setenv("PATH", f"{smi}{os.pathsep}{os.environ['PATH']}")
-    rc, out, err = run_cli(capsys, "install", "--python", python, *gpu_flags, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    rc, out, err = run_cli(capsys, "install", "--python", python, *gpu_flags, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
     assert rc == 0, err
     got = installed(python)
     assert got["flashinfer-jit-cache"] == "0.7.0+cu130" and got["flashinfer-jit-cache-sm120a"] == "0.7.0+cu130"

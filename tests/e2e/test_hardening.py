@@ -14,7 +14,8 @@ from urllib.parse import quote
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.faults import PATHS, TARGET, StoryRun, index_flags, replace_pypi_wheel, run_cli, story_run, wheel_with_metadata
+from support.doors import index_flags, run_cli
+from support.faults import PATHS, TARGET, StoryRun, replace_pypi_wheel, story_run, wheel_with_metadata
 from support.stack_world import ABI3, ARM, X86, torch_nightly
 from support.world import World
 

@@ -15,21 +15,8 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from support.install_world import (
-    NIGHTLY,
-    OLDER,
-    PLAT,
-    PY,
-    UV,
-    build_world,
-    dist_info_bytes,
-    index_flags,
-    installed,
-    make_venv,
-    needs_linux,
-    run_cli,
-    torch_wheel,
-)
+from support.doors import index_flags, run_cli
+from support.install_world import NIGHTLY, OLDER, PLAT, PY, UV, build_world, dist_info_bytes, installed, make_venv, needs_linux, torch_wheel
 from support.server import IndexServer
 from support.stack_world import ABI3
 from support.wheels import build_wheel
@@ -71,7 +58,7 @@ def test_install_keeps_torch_byte_identical_and_aligns_flashinfer(stack, tmp_pat
         "nightly",
         "--python",
         python,
-        *index_flags(srv),
+        *index_flags(srv.url),
         "--cache-dir",
         str(tmp_path / "cache"),
         "--format",
@@ -130,7 +117,7 @@ def test_tampered_wheel_is_refused_and_nothing_is_installed(stack, tmp_path, uv_
     assert tampered.path == jit and tampered.sha256 != published
     before = installed(python)
     cache = tmp_path / "cache"
-    rc, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv), "--cache-dir", str(cache), "--format", "json")
+    rc, out, err = run_cli(capsys, "install", "--python", python, *index_flags(srv.url), "--cache-dir", str(cache), "--format", "json")
     assert rc == 3 and out == ""
     assert "sha256 mismatch" in err and jit.name in err and published in err and tampered.sha256 in err
     assert installed(python) == before
@@ -144,7 +131,9 @@ def test_dry_run_changes_nothing_and_says_what_would(stack, tmp_path, uv_env, ca
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
     before = installed(python)
-    rc, out, err = run_cli(capsys, "install", "--dry-run", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    rc, out, err = run_cli(
+        capsys, "install", "--dry-run", "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"
+    )
     assert rc == 0, err
     assert installed(python) == before
     report = json.loads(out)
@@ -170,7 +159,7 @@ def test_an_older_nightly_is_kept_byte_identical_unless_the_move_is_named(stack,
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, OLDER))
     before = dist_info_bytes(python, "torch")
-    flags = [*index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
+    flags = [*index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
     rc, out, err = run_cli(capsys, "install", "--python", python, "--dry-run", *flags)
     assert rc == 0, err
     assert {p["name"]: p for p in json.loads(out)["packages"]}["torch"]["action"] == "keep"
@@ -193,7 +182,7 @@ def test_an_exact_torch_version_moves_torch_through_uv(stack, tmp_path, uv_env, 
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, OLDER))
     rc, out, err = run_cli(
-        capsys, "install", "--python", python, "--torch", NIGHTLY, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json"
+        capsys, "install", "--python", python, "--torch", NIGHTLY, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"
     )
     assert rc == 0, err
     rows = {p["name"]: p for p in json.loads(out)["packages"]}
@@ -241,10 +230,10 @@ def test_install_refuses_the_system_python_unless_told(stack, tmp_path, uv_env, 
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
     monkeypatch.setenv("PATH", f"{Path(python).parent}{os.pathsep}{os.environ['PATH']}")
-    rc, out, err = run_cli(capsys, "install", *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    rc, out, err = run_cli(capsys, "install", *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
     assert rc == 2 and "no virtual environment is active" in err and "--system" in err
     assert srv.log == [] and "flashinfer-python" not in installed(python)
-    rc, out, err = run_cli(capsys, "install", "--system", *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
+    rc, out, err = run_cli(capsys, "install", "--system", *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json")
     assert rc == 0, err
     assert installed(python)["flashinfer-python"] == "0.6.5" and installed(python)["torch"] == NIGHTLY
 
@@ -253,7 +242,7 @@ def test_install_refuses_the_system_python_unless_told(stack, tmp_path, uv_env, 
 @needs_linux
 def test_declared_python_is_a_usage_error_for_install(stack, capsys):
     _, srv = stack
-    rc, out, err = run_cli(capsys, "install", "--python", "3.12", *index_flags(srv))
+    rc, out, err = run_cli(capsys, "install", "--python", "3.12", *index_flags(srv.url))
     assert rc == 2 and "real interpreter" in err and srv.log == []
 
 
@@ -263,7 +252,7 @@ def test_written_pylock_installs_with_plain_uv_into_a_fresh_venv(stack, tmp_path
     world, srv = stack
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
     lock = tmp_path / "pylock.gpu.toml"
-    rc, _, err = run_cli(capsys, "lock", "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "-o", str(lock))
+    rc, _, err = run_cli(capsys, "lock", "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "-o", str(lock))
     assert rc == 0, err
     fresh = make_venv(tmp_path / "fresh", uv_env)
     subprocess.run([UV, "pip", "install", "-q", "--python", fresh, "-r", str(lock)], check=True, env=uv_env, capture_output=True)
@@ -353,7 +342,7 @@ def test_uv_failures_are_uv_errors_with_uvs_message_and_no_credentials(stack, tm
     python = make_venv(tmp_path / "venv", uv_env, torch_wheel(world, NIGHTLY))
     before = installed(python)
     rc, out, err = run_cli(
-        capsys, "install", "--uv", str(tmp_path / "no-such-uv"), "--python", python, *index_flags(srv), "--cache-dir", str(tmp_path / "cache")
+        capsys, "install", "--uv", str(tmp_path / "no-such-uv"), "--python", python, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache")
     )
     assert rc == 2 and "--uv" in err and "no-such-uv" in err
     assert installed(python) == before and srv.log == []  # refused before any request

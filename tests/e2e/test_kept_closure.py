@@ -18,10 +18,10 @@ import pytest
 import tomllib
 from packaging.version import Version
 from support.closure_world import CLOSURE, TORCH, closure_venv, closure_world, records
+from support.doors import index_flags, run_cli
 from support.server import IndexServer
 from support.uv_world import UV, clean_env, installed, ok, run
 
-from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.resolver.kept_closure import read_closure
 
 PYVER = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -78,14 +78,8 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 
 
 def flags(world, srv, tmp_path: Path) -> list[str]:  # type: ignore[no-untyped-def]
-    urls = [x for n, u in world.index_urls(srv.url).items() for x in ("--index", f"{n}={u}")]
+    urls = index_flags(srv.url)
     return [*urls, "--cache-dir", str(tmp_path / "c"), "--flashinfer", "none", "--torch", "installed"]
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def rows(plan: dict) -> dict[str, dict]:  # type: ignore[type-arg]
@@ -99,7 +93,7 @@ def target(request, world) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_declared_and_probed_targets_plan_the_same_closure_held_exactly(world, target, capsys, tmp_path) -> None:
     w, srv, _, _ = world
-    code, out, err = cli(capsys, "resolve", *target, "--with", "uses-runtime", *flags(w, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *target, "--with", "uses-runtime", *flags(w, srv, tmp_path), "--format", "json")
     assert code == 0, err
     got = rows(json.loads(out))
     for name, version in CLOSURE.items():
@@ -114,7 +108,7 @@ def test_a_requirement_that_moves_the_closure_is_a_named_conflict_at_every_door(
     if door[0] == "install" and target is DECLARED:
         pytest.skip("install needs a real interpreter")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in door]
-    code, out, err = cli(capsys, *argv, *target, "--with", "hungry", *flags(w, srv, tmp_path))
+    code, out, err = run_cli(capsys, *argv, *target, "--with", "hungry", *flags(w, srv, tmp_path))
     assert code == 1, (out, err)
     assert CONFLICT in err and "Traceback" not in err
     assert not list(tmp_path.glob("*.t*"))  # nothing written
@@ -123,7 +117,7 @@ def test_a_requirement_that_moves_the_closure_is_a_named_conflict_at_every_door(
 def test_an_override_the_user_asked_for_moves_it(world, target, capsys, tmp_path) -> None:
     w, srv, _, _ = world
     argv = ["resolve", *target, "--with", "hungry", "--override", "nvidia-cuda-runtime>=13.5", *flags(w, srv, tmp_path), "--format", "json"]
-    code, out, err = cli(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
     got = rows(json.loads(out))
     assert got["nvidia-cuda-runtime"]["version"] == "13.5.37" and got["torch"]["action"] == "keep"
@@ -133,7 +127,7 @@ def test_the_pylock_lists_torch_and_its_closure_with_their_hashes_and_check_acce
     w, srv, _, _ = world
     monkeypatch.chdir(tmp_path)  # not the checkout: no bundled snapshot stands in for the world's indexes
     lock = tmp_path / "pylock.x.toml"
-    code, _, err = cli(capsys, "lock", *target, "--with", "fw", *flags(w, srv, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *target, "--with", "fw", *flags(w, srv, tmp_path), "-o", str(lock))
     assert code == 0, err
     doc = tomllib.loads(lock.read_text())
     listed = {p["name"]: p for p in doc["packages"]}
@@ -141,13 +135,13 @@ def test_the_pylock_lists_torch_and_its_closure_with_their_hashes_and_check_acce
         assert listed[name]["version"] == version and len(listed[name]["wheels"][0]["hashes"]["sha256"]) == 64, listed.get(name)
         assert listed[name]["wheels"][0]["size"] > 0
     assert "kept-unlisted" not in doc["tool"]["resolve-gpu-stack"]
-    code, _, err = cli(capsys, "check", str(lock))
+    code, _, err = run_cli(capsys, "check", str(lock))
     assert code == 0, err
 
 
 def test_lock_writes_the_overrides_file_beside_the_constraints_and_says_how_to_use_both(world, capsys, tmp_path) -> None:
     w, srv, python, _ = world
-    code, _, err = cli(capsys, "lock", "--python", python, "--with", "fw", *flags(w, srv, tmp_path), "-o", str(tmp_path / "constraints-fw.txt"))
+    code, _, err = run_cli(capsys, "lock", "--python", python, "--with", "fw", *flags(w, srv, tmp_path), "-o", str(tmp_path / "constraints-fw.txt"))
     assert code == 0, err
     overrides = (tmp_path / "overrides-fw.txt").read_text()
     assert [line.split("  #")[0] for line in overrides.splitlines() if line and not line.startswith("#")] == ["torch==2.15.0"]
@@ -155,7 +149,7 @@ def test_lock_writes_the_overrides_file_beside_the_constraints_and_says_how_to_u
     assert "uv pip install -c" in err and "--overrides" in err and "overrides-fw.txt" in err
     # an output named like the overrides file is refused before anything is written
     out = tmp_path / "two"
-    code, _, err = cli(capsys, "lock", "--python", python, *flags(w, srv, tmp_path), "-o", str(out / "constraints.txt"), "-o", str(out / "overrides.txt"))
+    code, _, err = run_cli(capsys, "lock", "--python", python, *flags(w, srv, tmp_path), "-o", str(out / "constraints.txt"), "-o", str(out / "overrides.txt"))
     assert code == 2 and "overrides file" in err and not out.exists()
 
 
@@ -164,7 +158,7 @@ def test_real_uv_sync_install_r_and_install_c_with_overrides_leave_torch_and_its
     w, srv, python, venv = world
     before = records(venv)
     pylock, constraints = tmp_path / "pylock.x.toml", tmp_path / "constraints.txt"
-    code, _, err = cli(capsys, "lock", "--python", python, "--with", "fw", *flags(w, srv, tmp_path), "-o", str(pylock), "-o", str(constraints))
+    code, _, err = run_cli(capsys, "lock", "--python", python, "--with", "fw", *flags(w, srv, tmp_path), "-o", str(pylock), "-o", str(constraints))
     assert code == 0, err
     env = clean_env(tmp_path)
     index = ["--index-url", f"{srv.url}simple/"]

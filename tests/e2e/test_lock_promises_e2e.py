@@ -23,7 +23,8 @@ from urllib.parse import quote
 import pytest
 import tomli_w
 from packaging.version import Version
-from support.install_world import NIGHTLY, OLDER, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli, torch_wheel
+from support.doors import index_flags, run_cli
+from support.install_world import NIGHTLY, OLDER, UV, build_world, dist_info_bytes, installed, make_venv, needs_linux, torch_wheel
 from support.server import IndexServer
 
 from resolve_gpu_stack.data.toml import parse_toml
@@ -63,7 +64,7 @@ def _declared_lock(capsys, srv: IndexServer, tmp_path: Path, name: str = "x") ->
         OLD_GLIBC,
         "--installed",
         f"torch=={NIGHTLY}",
-        *index_flags(srv),
+        *index_flags(srv.url),
         "--cache-dir",
         str(tmp_path / "cache"),
         "-o",
@@ -136,7 +137,7 @@ def test_an_edited_torch_downgrade_lock_is_refused_with_torch_byte_identical(ser
     world, srv = served
     node = make_venv(tmp_path / "node", uv_env, torch_wheel(world, NIGHTLY))
     lock = tmp_path / "pylock.node.toml"
-    rc, _, err = run_cli(capsys, "lock", "--python", node, *index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "-o", str(lock))
+    rc, _, err = run_cli(capsys, "lock", "--python", node, *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "-o", str(lock))
     assert rc == 0, err
     plan = plan_from_lock(read_lock(lock))
     older = torch_wheel(world, OLDER)
@@ -283,6 +284,6 @@ def test_install_with_a_relative_cache_dir_hands_uv_links_that_resolve(served, t
     world, srv = served
     node = make_venv(tmp_path / "node", uv_env, torch_wheel(world, NIGHTLY))
     monkeypatch.chdir(tmp_path)
-    rc, out, err = run_cli(capsys, "install", "--python", node, *index_flags(srv), "--uv", UV, "--cache-dir", "rel/cache", "--format", "json")
+    rc, out, err = run_cli(capsys, "install", "--python", node, *index_flags(srv.url), "--uv", UV, "--cache-dir", "rel/cache", "--format", "json")
     assert rc == 0, err
     assert installed(node)["triton"] == "3.7.0+git9c288bc5" and [p for p in (tmp_path / "rel" / "cache" / "wheels" / "sha256").rglob("triton-*.whl")]

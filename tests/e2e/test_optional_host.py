@@ -23,11 +23,10 @@ from pathlib import Path
 import pytest
 import tomllib
 from support.abi_world import have_cxx
+from support.doors import run_cli
 from support.paths import REPO
 from support.server import IndexServer
 from support.today_world import TORCH, build_today_world
-
-from resolve_gpu_stack.cli.app import main
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -77,12 +76,6 @@ def flags(urls: dict[str, str], tmp_path: Path) -> list[str]:
     return [*(w for n, u in urls.items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c")]
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def warnings(err: str, caplog: pytest.LogCaptureFixture) -> list[str]:
     """The warnings said: logged (the CLI prints them on stderr) or printed on stderr (retry
     progress lines are not warnings). Read once: the log is cleared for the next command."""
@@ -105,7 +98,7 @@ def assert_one_warning(err: str, caplog: pytest.LogCaptureFixture, urls: dict[st
 def test_resolve_plans_without_what_only_the_down_host_has_with_one_warning(down, capsys, caplog, tmp_path, mode) -> None:
     modes, python = down
     urls = modes[mode]
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "sglang", *flags(urls, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "sglang", *flags(urls, tmp_path), "--format", "json")
     assert code == 0, err
     assert_one_warning(err, caplog, urls)
     plan = json.loads(out)
@@ -119,13 +112,13 @@ def test_lock_and_install_dry_run_degrade_the_same_way(down, capsys, caplog, tmp
     modes, python = down
     urls = modes["refused"]
     lock = tmp_path / "pylock.toml"
-    code, _, err = cli(capsys, "lock", "--python", python, "--torch", "installed", "--with", "sglang", *flags(urls, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", "--python", python, "--torch", "installed", "--with", "sglang", *flags(urls, tmp_path), "-o", str(lock))
     assert code == 0, err
     assert_one_warning(err, caplog, urls)
     names = {p["name"] for p in tomllib.loads(lock.read_text())["packages"]}
     assert {"sglang", "flashinfer-python"} <= names and not names & {"flashinfer-cubin", "flashinfer-jit-cache"}
     argv = ["install", "--python", python, "--torch", "installed", "--with", "sglang", "--dry-run", *flags(urls, tmp_path)]
-    code, out, err = cli(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
     assert_one_warning(err, caplog, urls)
     assert "flashinfer-jit-cache" not in out.replace("planned without flashinfer-cubin, flashinfer-jit-cache", "")
@@ -134,16 +127,16 @@ def test_lock_and_install_dry_run_degrade_the_same_way(down, capsys, caplog, tmp
 def test_candidates_lists_what_can_be_read_and_refuses_a_name_only_the_down_host_has(down, capsys, caplog, tmp_path) -> None:
     modes, python = down
     urls = modes["refused"]
-    code, out, err = cli(capsys, "candidates", "sglang", "--python", python, "--torch", "installed", *flags(urls, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "sglang", "--python", python, "--torch", "installed", *flags(urls, tmp_path), "--format", "json")
     assert code == 0 and warnings(err, caplog) == [], err
     # flashinfer-cubin lives on PyPI up to 0.6.13 and on FlashInfer's host after: its PyPI rows, one warning
-    code, out, err = cli(capsys, "candidates", "flashinfer-cubin", "--python", python, *flags(urls, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "flashinfer-cubin", "--python", python, *flags(urls, tmp_path), "--format", "json")
     assert code == 0, err
     assert [r["version"] for r in json.loads(out)["files"]] == ["0.6.5"]
     [line] = warnings(err, caplog)
     assert f"host {host(urls)} cannot be read" in line
     # flashinfer-jit-cache lives there alone: asked for by name, an error naming the host
-    code, out, err = cli(capsys, "candidates", "flashinfer-jit-cache", "--python", python, "--cuda", "cu132", *flags(urls, tmp_path))
+    code, out, err = run_cli(capsys, "candidates", "flashinfer-jit-cache", "--python", python, "--cuda", "cu132", *flags(urls, tmp_path))
     assert code == 3 and out == "", err
     assert f"whose host {host(urls)} cannot be read" in err and "Traceback" not in err, err
 
@@ -154,7 +147,7 @@ def test_a_part_asked_for_by_name_is_an_error_naming_the_host(down, capsys, capl
     urls = modes["503"]
     out_flags = ["-o", str(tmp_path / "pylock.toml")] if command == "lock" else []
     argv = [command, "--python", python, "--torch", "installed", "--with", "sglang", "--with", "flashinfer-jit-cache", *flags(urls, tmp_path), *out_flags]
-    code, out, err = cli(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 3 and out == "", err
     assert f"flashinfer-jit-cache was asked for by name and lives on the flashinfer index, whose host {host(urls)} cannot be read" in err, err
     assert "503" in err and "Traceback" not in err
@@ -172,7 +165,7 @@ def test_the_offline_hint_names_the_snapshot_that_fits_the_kept_torch(capsys, ca
     """No host resolves (``.invalid``): FlashInfer's is left out with one warning, PyPI's is an
     error whose hint names the bundled snapshot recorded for a torch like the kept one."""
     argv = ["resolve", "--python", "3.12", "--platform", "x86_64-manylinux_2_34", "--installed", *installed, *OFFLINE, "--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 3 and out == "", err
     hint = next(line for line in err.splitlines() if line.startswith("hint:"))
     assert f"indexes/snapshots/{snapshot}" in hint, err
@@ -196,7 +189,7 @@ def test_bundled_snapshots_are_read_from_data_and_a_bad_row_is_named(tmp_path) -
 def test_flashinfer_nightly_lives_on_the_down_host_alone_an_error_naming_it(down, capsys, caplog, tmp_path) -> None:
     modes, python = down
     urls = modes["refused"]
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--flashinfer", "nightly", *flags(urls, tmp_path))
+    code, out, err = run_cli(capsys, "resolve", "--python", python, "--torch", "installed", "--flashinfer", "nightly", *flags(urls, tmp_path))
     assert code == 3 and out == "", err
     assert f"flashinfer-python was asked for (--flashinfer nightly) and lives on the flashinfer index, whose host {host(urls)} cannot be read" in err
     assert "--flashinfer latest" in err and "Traceback" not in err

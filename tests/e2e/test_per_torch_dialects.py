@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 from support.abi_world import have_cxx
+from support.doors import index_flags, run_cli
 from support.paths import REPO
 from support.server import IndexServer
 from support.today_world import TORCH, build_today_world
 from support.wheels import build_wheel
 from support.world import World, _Entry
 
-from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.data.definitions import load_definitions
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
@@ -74,18 +74,12 @@ def flags(w: World, srv: IndexServer, tmp_path: Path, page: str) -> list[str]:
         "installed",
         "--flashinfer",
         "none",
-        *(x for n, u in w.index_urls(srv.url).items() for x in ("--index", f"{n}={u}")),
+        *index_flags(srv.url),
         "--package-index",
         f"flash-attn={srv.url}{page}/",
         "--cache-dir",
         str(tmp_path / "c"),
     ]
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(
@@ -115,9 +109,9 @@ def test_the_build_for_the_kept_torch_and_its_cuda_is_planned_not_the_highest(wo
     highest = max(Version(f"2.8.3+{x}") for x in (right, *others))
     assert highest != Version(f"2.8.3+{right}")  # without the dialect, the highest would win
     for door in (["resolve"], ["lock", "-o", str(tmp_path / f"pylock.{i}.toml")]):
-        code, out, err = cli(capsys, *door, "--with", "flash-attn", *flags(w, srv, tmp_path, f"builds-{i}"), "--format", "json")
+        code, out, err = run_cli(capsys, *door, "--with", "flash-attn", *flags(w, srv, tmp_path, f"builds-{i}"), "--format", "json")
         assert code == 0, err
-    plan = json.loads(cli(capsys, "resolve", "--with", "flash-attn", *flags(w, srv, tmp_path, f"builds-{i}"), "--format", "json")[1])
+    plan = json.loads(run_cli(capsys, "resolve", "--with", "flash-attn", *flags(w, srv, tmp_path, f"builds-{i}"), "--format", "json")[1])
     fa = {p["name"]: p for p in plan["packages"]}["flash-attn"]
     assert Version(fa["version"]) == Version(f"2.8.3+{right}") and fa["index"] == "package:flash-attn", fa
     assert fa["built_for"] == "2.15" and fa["abi"]["kind"] == "locked" and fa["abi"]["refusal"] is None, fa
@@ -131,24 +125,24 @@ def test_candidates_shows_each_builds_torch(world, capsys, tmp_path, dialect) ->
     right, _ = DIALECTS[dialect]
     argv = ["candidates", "flash-attn", *flags(w, srv, tmp_path, f"builds-{i}")]
     argv = [a for a in argv if a not in ("--torch", "installed", "--flashinfer", "none")]
-    code, out, err = cli(capsys, *argv, "--cuda", "cu132", "--format", "json")
+    code, out, err = run_cli(capsys, *argv, "--cuda", "cu132", "--format", "json")
     assert code == 0, err
     rows = {r["version"]: r for r in json.loads(out)["files"]}
     assert len(rows) == 4 and all(r["built_for"] is not None and r["built_for"].startswith("torch 2.1") for r in rows.values()), rows
     fitting = [v for v, r in rows.items() if r["fits_target"]]
     assert [Version(v) for v in fitting] == [Version(f"2.8.3+{right}")], rows
     assert rows[str(Version(f"2.8.3+{right}"))]["built_for"].startswith("torch 2.15, CUDA 13")
-    code, out, err = cli(capsys, *argv, "--cuda", "cu132")
+    code, out, err = run_cli(capsys, *argv, "--cuda", "cu132")
     assert code == 0 and "built for" in out and "torch 2.16" in out, out
 
 
 def test_a_label_that_lies_is_refused_by_its_symbols_saying_so(world, capsys, tmp_path) -> None:
     w, srv = world
-    code, out, err = cli(capsys, "resolve", "--with", "flash-attn", *flags(w, srv, tmp_path, "builds-liar"))
+    code, out, err = run_cli(capsys, "resolve", "--with", "flash-attn", *flags(w, srv, tmp_path, "builds-liar"))
     assert code == 1 and out == "", err
     assert "flash-attn 2.8.4+cu.13.0.torch.2.15" in err and "the label lied" in err, err
     # asked for the older build, the one whose label tells the truth is planned
-    code, out, err = cli(capsys, "resolve", "--with", "flash-attn<2.8.4", *flags(w, srv, tmp_path, "builds-liar"), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", "--with", "flash-attn<2.8.4", *flags(w, srv, tmp_path, "builds-liar"), "--format", "json")
     assert code == 0, err
     fa = {p["name"]: p for p in json.loads(out)["packages"]}["flash-attn"]
     assert fa["version"] == "2.8.3+cu.13.0.torch.2.15", fa

@@ -81,7 +81,7 @@ def test_concurrent_runs_share_one_cache_and_a_corrupted_cache_is_fetched_again(
     with IndexServer(world.root, latency=0.03) as srv:
         world.write(srv.url)
         python = install_world.make_venv(tmp_path / "venv", env, install_world.torch_wheel(world, install_world.NIGHTLY))
-        flags = [*install_world.index_flags(srv), "--cache-dir", str(cache), "--format", "json"]
+        flags = [*install_world.index_flags(srv.url), "--cache-dir", str(cache), "--format", "json"]
 
         # -- four processes at once on one empty cache: two resolves, an install, a lock that
         #    downloads the same unhashed nightly wheels as the install
@@ -139,7 +139,7 @@ def test_interrupted_download_leaves_no_temp_file_and_the_next_run_finishes_it(t
         [torch] = (world.root / "whl" / "nightly" / "cu130").glob(f"torch-{install_world.NIGHTLY}-*.whl")
         path = f"/whl/nightly/cu130/{torch.name}"
         srv.script(path, [Fault(stall_after=torch.stat().st_size // 2, delay=2.0)])
-        flags = [*install_world.index_flags(srv), "--cache-dir", str(cache)]
+        flags = [*install_world.index_flags(srv.url), "--cache-dir", str(cache)]
         proc = start(["lock", *DECLARED, *flags, "-o", "pylock.x.toml"], env, tmp_path)
         deadline = time.monotonic() + 60
         while not gets(srv, 0, path) and time.monotonic() < deadline:

@@ -18,9 +18,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.doors import run_cli
 from support.paths import REPO
-
-from resolve_gpu_stack.cli.app import main
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,12 +37,6 @@ def recorder() -> ModuleType:
     return module
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def rows(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in plan["packages"]}
 
@@ -53,7 +46,7 @@ def test_replaying_todays_snapshot_prints_the_live_plan_byte_for_byte(
     story: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     rec = recorder()
-    code, out, err = cli(capsys, *rec.story_argv(story), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    code, out, err = run_cli(capsys, *rec.story_argv(story), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
     assert code == 0, err
     assert rec.relative_plan(out) == (SNAPSHOT / "plans" / f"{story}.json").read_text()
     # FlashInfer's host unreadable: one warning, naming the host and what was left out
@@ -64,7 +57,7 @@ def test_replaying_todays_snapshot_prints_the_live_plan_byte_for_byte(
 
 def test_vllm_newest_stops_naming_its_pin_no_index_serves_and_the_ways_out(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rec = recorder()
-    code, out, err = cli(capsys, *rec.story_argv("vllm-newest"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    code, out, err = run_cli(capsys, *rec.story_argv("vllm-newest"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
     assert code == 1 and out == "", (code, out)
     recorded = (SNAPSHOT / "plans" / "vllm-newest.txt").read_text()
     error = recorded[recorded.index("error:") :]

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.install_world import NIGHTLY, UV, build_world, installed, make_venv, needs_linux, run_cli
+from support.doors import run_cli
+from support.install_world import NIGHTLY, UV, build_world, installed, make_venv, needs_linux
 from support.server import IndexServer
 
 if sys.version_info >= (3, 11):

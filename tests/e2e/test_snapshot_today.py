@@ -17,9 +17,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.doors import run_cli
 from support.paths import REPO
-
-from resolve_gpu_stack.cli.app import main
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,12 +36,6 @@ def recorder() -> ModuleType:
     return module
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def rows(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["name"]: r for r in plan["packages"]}
 
@@ -50,7 +43,7 @@ def rows(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.mark.parametrize("story", ["sglang", "vllm"])
 def test_replaying_the_december_snapshot_prints_the_live_plan_byte_for_byte(story: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rec = recorder()
-    code, out, err = cli(capsys, *rec.story_argv(story), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    code, out, err = run_cli(capsys, *rec.story_argv(story), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json")
     assert code == 0, err
     recorded = (SNAPSHOT / "plans" / f"{story}.json").read_text()
     assert rec.relative_plan(out) == recorded
@@ -80,14 +73,14 @@ def test_vllm_on_pypis_torch_plans_its_stable_abi_release_over_its_pin() -> None
 def test_inspect_and_lock_read_the_kept_torchs_exports_from_the_snapshot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rec = recorder()
     declared = list(rec.TARGET[:6])  # --python, --platform, --installed torch==2.15.0
-    code, out, err = cli(
+    code, out, err = run_cli(
         capsys, "inspect", "sglang-kernel==0.4.10", *declared, "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "--format", "json"
     )
     assert code == 0, err
     verdict = json.loads(out)["verdict"]
     assert verdict["runs"] is True and "122 C++ imports of torch are all exported by torch 2.15.0" in verdict["note"]
     lock = tmp_path / "pylock.sglang.toml"
-    code, out, err = cli(capsys, "lock", *rec.story_argv("sglang"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "-o", str(lock))
+    code, out, err = run_cli(capsys, "lock", *rec.story_argv("sglang"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"), "-o", str(lock))
     assert code == 0, err
     packages = {p["name"]: p for p in tomllib.loads(lock.read_text())["packages"]}
     assert packages["sglang"]["version"] == "0.5.23" and packages["sglang-kernel"]["version"] == "0.4.10"
@@ -104,7 +97,7 @@ def test_export_uv_of_the_vllm_story_takes_everything_from_pypi_and_says_nothing
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0.1.0"\nrequires-python = ">=3.12"\ndependencies = []\n')
     monkeypatch.chdir(project)
-    code, out, err = cli(capsys, "export", "uv", *rec.story_argv("vllm"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"))
+    code, out, err = run_cli(capsys, "export", "uv", *rec.story_argv("vllm"), "--snapshot", str(SNAPSHOT), "--cache-dir", str(tmp_path / "c"))
     assert code == 0, err
     assert "no index lists it" not in err, err
     doc = tomllib.loads((project / "pyproject.toml").read_text())

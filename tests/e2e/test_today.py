@@ -20,11 +20,11 @@ import pytest
 import tomllib
 from packaging.version import Version
 from support.abi_world import have_cxx
+from support.doors import index_flags, run_cli
 from support.paths import REPO
 from support.server import IndexServer
 from support.today_world import TORCH, build_today_world
 
-from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.model.abi import CUDA as CUDA_KIND
 from resolve_gpu_stack.model.abi import TORCH as TORCH_KIND
@@ -75,13 +75,7 @@ def today(tmp_path_factory: pytest.TempPathFactory):
 
 
 def flags(world, srv, tmp_path: Path) -> list[str]:  # type: ignore[no-untyped-def]
-    return [*(w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c")]
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return [*index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
 
 
 def torch_bytes(venv: Path) -> dict[Path, bytes]:
@@ -105,14 +99,14 @@ def test_resolve_keeps_pypis_torch_as_cu132_and_plans_jit_cache_cu130(today, cap
     """``--torch installed`` (and ``--cuda cu132`` with it, and ``--torch stable``): the kept torch is
     PyPI's 2.15.0, never swapped for the index's labelled twin 2.15.0+cu132."""
     world, srv, python, _ = today
-    code, out, err = cli(capsys, "resolve", "--python", python, *extra, *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", "--python", python, *extra, *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     assert_kept_cu132(json.loads(out))
 
 
 def test_another_cuda_than_the_pins_is_refused_naming_the_pin(today, capsys, tmp_path) -> None:
     world, srv, python, _ = today
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--cuda", "cu130", *flags(world, srv, tmp_path))
+    code, out, err = run_cli(capsys, "resolve", "--python", python, "--torch", "installed", "--cuda", "cu130", *flags(world, srv, tmp_path))
     assert code == 2 and out == ""
     assert "built for cu132" in err and "cuda-toolkit[cublas,cudart]==13.2.2" in err, err
 
@@ -124,17 +118,17 @@ def test_a_declared_torch_without_label_is_known_from_its_release_on_pypi_else_a
     world, srv, _, _ = today
     declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
     for extra in ([], ["--torch", "installed"], ["--cuda", "cu132", "--torch", "installed"]):
-        code, out, err = cli(capsys, "resolve", *declared, *extra, *flags(world, srv, tmp_path), "--format", "json")
+        code, out, err = run_cli(capsys, "resolve", *declared, *extra, *flags(world, srv, tmp_path), "--format", "json")
         assert code == 0, (extra, err)
         assert_kept_cu132(json.loads(out))
     missing = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.15.1"]
-    code, out, err = cli(capsys, "resolve", *missing, *flags(world, srv, tmp_path))
+    code, out, err = run_cli(capsys, "resolve", *missing, *flags(world, srv, tmp_path))
     assert code == 2 and out == ""
     assert "no +cuNNN label" in err and "PyPI's torch page has no wheel of that release" in err and "--cuda" in err, err
     # where the PyTorch index is mirrored flat from such a page, it says cu132 the same way
     urls = {**world.index_urls(srv.url), "pytorch": f"flat:{srv.url}pypi-torch/"}
     mirror = [*(w for n, u in urls.items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c2")]
-    code, out, err = cli(capsys, "resolve", *declared, "--torch", "installed", *mirror, "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *declared, "--torch", "installed", *mirror, "--format", "json")
     assert code == 0, err
     assert_kept_cu132(json.loads(out))
 
@@ -150,38 +144,38 @@ def test_lock_config_lock_check_and_export_uv_keep_it(today, capsys, tmp_path, m
     monkeypatch.chdir(tmp_path)
     cache = ["--cache-dir", str(tmp_path / "c")]
     lock = tmp_path / "pylock.toml"
-    code, _, err = cli(capsys, "lock", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "-o", str(lock))
     assert code == 0, err
-    code, _, err = cli(capsys, "lock", *cache)
+    code, _, err = run_cli(capsys, "lock", *cache)
     assert code == 0, err
     for path in (lock, tmp_path / "pylock.node.toml"):
         data = tomllib.loads(path.read_text())
         assert data["tool"]["resolve-gpu-stack"]["target"]["cuda"] == "cu132"
         assert {p["name"]: p["version"] for p in data["packages"]}["flashinfer-jit-cache"] == "0.6.5+cu130"
-    code, _, err = cli(capsys, "check", "--target", "node")
+    code, _, err = run_cli(capsys, "check", "--target", "node")
     assert code == 0, err
-    code, _, err = cli(capsys, "check", "--target", "node", "--online", *cache)
+    code, _, err = run_cli(capsys, "check", "--target", "node", "--online", *cache)
     assert code == 0, err
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n')
-    code, _, err = cli(capsys, "export", "uv", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "--project", str(project))
+    code, _, err = run_cli(capsys, "export", "uv", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "--project", str(project))
     assert code == 0, err
     assert f"torch=={TORCH}" in (project / "pyproject.toml").read_text()
 
 
 def test_doctor_inspect_and_candidates_judge_on_cu132(today, capsys, tmp_path) -> None:
     world, srv, python, _ = today
-    code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
+    code, out, err = run_cli(capsys, "doctor", "--python", python, "--format", "json")
     torch = {c["name"]: c for c in json.loads(out)["checks"]}["torch"]
     assert torch["status"] == "pass" and torch["details"]["cuda"] == "cu132", torch
     assert "cuda-toolkit[cublas,cudart]==13.2.2" in torch["message"]
     # the CUDA 13 twin decides on the kept torch's CUDA 13.2; the C++ imports are read against its files
     for wheel, kind in (("torch-memory-saver==0.0.10", "stable"), ("sglang-kernel==0.4.10", "locked")):
-        code, out, err = cli(capsys, "inspect", wheel, "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+        code, out, err = run_cli(capsys, "inspect", wheel, "--python", python, *flags(world, srv, tmp_path), "--format", "json")
         verdict = json.loads(out)["verdict"]
         assert code == 0 and (verdict["abi"], verdict["runs"]) == (kind, True), (out, err)
-    code, out, err = cli(capsys, "candidates", "torch-memory-saver", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "torch-memory-saver", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     [row] = json.loads(out)["files"]
     assert row["fits_target"] is True, row
@@ -193,19 +187,21 @@ def test_install_and_install_lock_leave_torch_byte_identical(today, capsys, tmp_
     before = torch_bytes(venv)
     assert any(p.name == "libtorch_cpu.so" for p in before)
     lock = tmp_path / "pylock.toml"
-    code, _, err = cli(capsys, "lock", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "-o", str(lock))
     assert code == 0, err
-    code, out, err = cli(capsys, "install", "--lock", str(lock), "--python", python, "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--lock", str(lock), "--python", python, "--cache-dir", str(tmp_path / "c"), "--format", "json")
     assert code == 0, err
     assert torch_bytes(venv) == before
-    code, out, err = cli(capsys, "install", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--python", python, "--torch", "installed", *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     assert torch_bytes(venv) == before
     listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True, env=uv_env).stdout
     have = {r["name"]: r["version"] for r in json.loads(listed)}
     assert have["torch"] == TORCH and have["flashinfer-jit-cache"] == "0.6.5+cu130"
     # sglang on it: its torch==2.14.1 pin is overridden in the install too, torch untouched
-    code, out, err = cli(capsys, "install", "--python", python, "--torch", "installed", "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "install", "--python", python, "--torch", "installed", "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json"
+    )
     assert code == 0, err
     assert torch_bytes(venv) == before
     listed = subprocess.run([python, "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True, env=uv_env).stdout
@@ -218,7 +214,9 @@ def test_install_and_install_lock_leave_torch_byte_identical(today, capsys, tmp_
 
 def test_with_sglang_plans_the_newest_on_the_kept_torch_its_pin_reported_as_overridden(today, capsys, tmp_path) -> None:
     world, srv, python, _ = today
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "resolve", "--python", python, "--torch", "installed", "--with", "sglang", *flags(world, srv, tmp_path), "--format", "json"
+    )
     assert code == 0, err
     plan = json.loads(out)
     assert_kept_cu132(plan)
@@ -235,7 +233,7 @@ def test_with_sglang_plans_the_newest_on_the_kept_torch_its_pin_reported_as_over
 
 def test_with_vllm_plans_the_stable_abi_release_over_its_pin(today, capsys, tmp_path) -> None:
     world, srv, python, _ = today
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "vllm", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "vllm", *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     vllm = rows(plan)["vllm"]
@@ -250,11 +248,13 @@ def test_a_newest_release_that_cannot_run_fails_naming_it_never_the_old_one_unas
     could run: exit 1 naming 2.0 and its blocker, and how to accept the older one."""
     world, srv, python, _ = today
     out_flags = ["-o", str(tmp_path / "pylock.toml")] if command == "lock" else []
-    code, out, err = cli(capsys, command, "--python", python, "--torch", "installed", "--with", "oldfw", *flags(world, srv, tmp_path), *out_flags)
+    code, out, err = run_cli(capsys, command, "--python", python, "--torch", "installed", "--with", "oldfw", *flags(world, srv, tmp_path), *out_flags)
     assert code == 1 and out == "", err
     assert "oldfw 2.0" in err and "torchInternalAssertFail" in err and "--with 'oldfw<2.0'" in err, err
     assert not (tmp_path / "pylock.toml").exists()
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "oldfw<2.0", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "resolve", "--python", python, "--torch", "installed", "--with", "oldfw<2.0", *flags(world, srv, tmp_path), "--format", "json"
+    )
     assert code == 0, err
     assert rows(json.loads(out))["oldfw"]["version"] == "1.0"
 
@@ -268,18 +268,20 @@ def test_a_declared_pypi_torch_reads_its_exports_from_its_own_wheel(today, capsy
     urls = {**world.index_urls(srv.url), "pytorch": srv.url + pytorch_index}
     index = [*(w for n, u in urls.items() for w in ("--index", f"{n}={u}")), "--cache-dir", str(tmp_path / "c")]
     declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}", "--torch", "installed"]
-    code, out, err = cli(capsys, "resolve", *declared, "--with", "sglang", "--no-jit-cache", *index, "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *declared, "--with", "sglang", "--no-jit-cache", *index, "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     assert plan["target"]["cuda"] == "cu132" and rows(plan)["torch"]["action"] == "keep"
     assert rows(plan)["sglang-kernel"]["abi"]["refusal"] is None and "exported by torch 2.15.0" in rows(plan)["sglang-kernel"]["abi"]["note"]
-    code, out, err = cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared[:6], *index, "--format", "json")
+    code, out, err = run_cli(capsys, "inspect", "sglang-kernel==0.4.10", *declared[:6], *index, "--format", "json")
     assert code == 0 and json.loads(out)["verdict"]["runs"] is True, (out, err)
 
 
 def test_a_dependency_walked_back_past_a_refused_release_is_named_in_the_notes(today, capsys, tmp_path) -> None:
     world, srv, python, _ = today
-    code, out, err = cli(capsys, "resolve", "--python", python, "--torch", "installed", "--with", "uses-dep", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "resolve", "--python", python, "--torch", "installed", "--with", "uses-dep", *flags(world, srv, tmp_path), "--format", "json"
+    )
     assert code == 0, err
     plan = json.loads(out)
     assert rows(plan)["kernel-dep"]["version"] == "1.0"
@@ -391,12 +393,12 @@ def test_the_family_follows_pypis_torch_through_every_door(today, capsys, tmp_pa
     world, srv, _, _ = today
     declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}", "--torch", "installed"]
     cache = ["--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, "resolve", *declared, "--with", "torchvision", "--no-jit-cache", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *declared, "--with", "torchvision", "--no-jit-cache", *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     row = rows(json.loads(out))["torchvision"]
     assert (row["version"], row["index"], row["coupling"]) == ("0.29.2", "pypi", "torch-stable"), row
     lock = tmp_path / "pylock.fam.toml"
-    code, _, err = cli(capsys, "lock", *declared, "--with", "torchvision", "--no-jit-cache", *flags(world, srv, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *declared, "--with", "torchvision", "--no-jit-cache", *flags(world, srv, tmp_path), "-o", str(lock))
     assert code == 0, err
     indexes = ", ".join(f'{n} = "{u}"' for n, u in world.index_urls(srv.url).items())
     (tmp_path / "pyproject.toml").write_text(
@@ -406,16 +408,16 @@ def test_the_family_follows_pypis_torch_through_every_door(today, capsys, tmp_pa
     )
     monkeypatch.chdir(tmp_path)
     before = tomllib.loads(lock.read_text())["packages"]
-    code, _, err = cli(capsys, "lock", *cache)
+    code, _, err = run_cli(capsys, "lock", *cache)
     assert code == 0, err
     assert tomllib.loads(lock.read_text())["packages"] == before  # the config lock plans the same
     for extra in ([], ["--online", *cache]):
-        code, _, err = cli(capsys, "check", *extra)
+        code, _, err = run_cli(capsys, "check", *extra)
         assert code == 0, err
-    code, out, err = cli(capsys, "candidates", "torchvision", *declared[:6], *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "torchvision", *declared[:6], *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0 and "0.29.2" in out, err
     house = tmp_path / "house"
-    code, _, err = cli(capsys, "wheelhouse", str(lock), "-o", str(house), *cache)
+    code, _, err = run_cli(capsys, "wheelhouse", str(lock), "-o", str(house), *cache)
     assert code == 0, err
     assert any(p.name.startswith("torchvision-0.29.2") for p in house.rglob("*.whl"))
     read = [str(line) for line in srv.log]
@@ -430,14 +432,14 @@ def test_inspect_and_resolve_judge_a_cuda12_wheel_with_the_same_kept_torch(today
     --with xformers`` judge it against the same kept torch (cu132, from its pin): it cannot run."""
     world, srv, python, _ = today
     target = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"] if declared else ["--python", python]
-    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "json")
     report = json.loads(out)
     assert code == 1, (out, err)
     assert report["torch"] == TORCH and report["torch_cuda"]["label"] == "cu132" and "cuda-toolkit" in report["torch_cuda"]["from"], report
     assert report["verdict"]["runs"] is False and "CUDA 12" in report["verdict"]["refusal"], report["verdict"]
-    code, out, err = cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "table")
+    code, out, err = run_cli(capsys, "inspect", "xformers==0.0.35", *target, *flags(world, srv, tmp_path), "--format", "table")
     assert code == 1 and f"verdict against torch {TORCH} (cu132: its METADATA pins cuda-toolkit" in out, out
-    code, out, err = cli(capsys, "resolve", *target, "--with", "xformers", *flags(world, srv, tmp_path))
+    code, out, err = run_cli(capsys, "resolve", *target, "--with", "xformers", *flags(world, srv, tmp_path))
     assert code == 1 and out == "", out
     assert "xformers 0.0.35" in err and "CUDA 12" in err, err
 
@@ -451,25 +453,25 @@ def test_a_stable_torch_under_the_default_nightly_is_kept_at_every_door_with_a_n
     declared = ["--python", "3.11", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={TORCH}"]
     for target in (["--python", python], declared):
         asked = len(srv.log)
-        code, out, err = cli(capsys, "resolve", *target, *flags(world, srv, tmp_path), "--format", "json")
+        code, out, err = run_cli(capsys, "resolve", *target, *flags(world, srv, tmp_path), "--format", "json")
         assert code == 0, err
         plan = json.loads(out)
         assert_kept_cu132(plan)
         assert not [str(line) for line in srv.log[asked:] if "/whl/" in str(line)], "the PyTorch index was read for a kept PyPI torch"
         assert any(n.startswith(channel_note) and "--upgrade-package torch" in n for n in plan["notes"]), plan["notes"]
     lock = tmp_path / "pylock.toml"
-    code, _, err = cli(capsys, "lock", "--python", python, *flags(world, srv, tmp_path), "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", "--python", python, *flags(world, srv, tmp_path), "-o", str(lock))
     assert code == 0, err
     text = lock.read_text()
     assert channel_note in text
     assert tomllib.loads(text)["tool"]["resolve-gpu-stack"]["target"]["cuda"] == "cu132"
-    code, out, err = cli(capsys, "install", "--python", python, "--dry-run", *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--python", python, "--dry-run", *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     assert rows(json.loads(out))["torch"]["action"] == "keep"
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n')
-    code, _, err = cli(capsys, "export", "uv", "--python", python, *flags(world, srv, tmp_path), "--project", str(project))
+    code, _, err = run_cli(capsys, "export", "uv", "--python", python, *flags(world, srv, tmp_path), "--project", str(project))
     assert code == 0, err
     assert f"torch=={TORCH}" in (project / "pyproject.toml").read_text()
 
@@ -478,7 +480,7 @@ def test_a_stable_torch_under_the_default_nightly_is_kept_at_every_door_with_a_n
 def test_a_real_install_with_no_torch_flag_leaves_pypis_torch_byte_identical(today, capsys, tmp_path) -> None:
     world, srv, python, venv = today
     before = torch_bytes(venv)
-    code, out, err = cli(capsys, "install", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "install", "--python", python, *flags(world, srv, tmp_path), "--format", "json")
     assert code == 0, err
     assert rows(json.loads(out))["torch"]["action"] == "keep"
     assert torch_bytes(venv) == before
@@ -494,7 +496,7 @@ def test_doctor_judges_an_installed_cuda12_wheel_on_pypis_torch_as_resolve_does(
     python = str(venv / "bin" / "python")
     for index, req in ((f"{srv.url}pypi-torch/", f"torch=={TORCH}"), (f"{srv.url}simple/", "xformers==0.0.35")):
         subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--index-url", index, req], check=True, env=env, capture_output=True)
-    code, out, err = cli(capsys, "doctor", "--python", python, "--format", "json")
+    code, out, err = run_cli(capsys, "doctor", "--python", python, "--format", "json")
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     symbols = checks["torch-abi-symbols"]
     assert code == 1 and symbols["status"] == "fail", symbols

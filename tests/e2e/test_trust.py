@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support.faults import run_cli
+from support.doors import run_cli
 from support.paths import SNAPSHOT
 
 SECRET = "s3cr3t-9f8e"

@@ -20,14 +20,11 @@ from support.lock_faults import ALWAYS, assert_clean_failure, assert_good_lock, 
 from support.server import Fault
 
 from resolve_gpu_stack.net import download
-from resolve_gpu_stack.net.transport import Transport
 
 NUMPY_FILE = PATHS.range.rsplit("/", 1)[1]
 
 
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
+pytestmark = pytest.mark.usefixtures("fast_backoff")  # retries without the exponential wait (conftest.py)
 
 
 def learnt_records(run: StoryRun, filename: str = TORCH_FILE) -> list[dict]:

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.install_world import NIGHTLY, PLAT, PY, UV, build_world, dist_info_bytes, index_flags, installed, make_venv, needs_linux, run_cli
+from support.doors import index_flags, run_cli
+from support.install_world import NIGHTLY, PLAT, PY, UV, build_world, dist_info_bytes, installed, make_venv, needs_linux
 from support.server import IndexServer
 from support.stack_world import ABI3, TORCH_REQUIRES
 from support.static_server import nginx, nginx_available, stdlib_server
@@ -70,7 +71,7 @@ def house(tmp_path: Path, uv_env, capsys):
     locks = tmp_path / "locks"
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        common = [*index_flags(srv), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
+        common = [*index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
         rc, _, err = run_cli(capsys, "lock", "--python", node, *common, "-o", str(locks / "pylock.x86.toml"))
         assert rc == 0, err
         minor = f"{sys.version_info.major}.{sys.version_info.minor}"

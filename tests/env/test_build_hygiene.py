@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 from support.build_world import NIGHTLY, build_world, extension_sdist, have_cxx, serve_wheel_file, torch_wheel
-from support.building import TOOL, _build_processes_gone, common, run_cli
+from support.building import TOOL, _build_processes_gone, common
+from support.doors import run_cli
 from support.install_world import _glibc_ok, make_venv
 from support.server import IndexServer
 from support.wheels import build_wheel

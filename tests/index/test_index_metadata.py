@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import tomllib
 from support.abi_world import have_cxx
+from support.doors import index_flags, run_cli
 from support.server import IndexServer
 from support.today_world import TORCH, build_today_world
 from support.world import World
-
-from resolve_gpu_stack.cli.app import main
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -61,26 +60,20 @@ def flags(w: World, srv: IndexServer, tmp_path: Path) -> list[str]:
         "x86_64-manylinux_2_28",
         "--installed",
         f"torch=={TORCH}",
-        *(x for n, u in w.index_urls(srv.url).items() for x in ("--index", f"{n}={u}")),
+        *index_flags(srv.url),
         "--cache-dir",
         str(tmp_path / "c"),
     ]
-
-
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_exclude_newer_cuts_files_uploaded_after_the_day_at_resolve_and_lock(world, capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # no project config around
     w, srv = world
     base = ["--torch", "installed", "--with", "sglang", *flags(w, srv, tmp_path)]
-    code, out, err = cli(capsys, "resolve", *base, "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *base, "--format", "json")
     assert code == 0, err
     assert {p["name"]: p["version"] for p in json.loads(out)["packages"]}["sglang"] == "0.5.24"
-    code, out, err = cli(capsys, "resolve", *base, "--exclude-newer", "2026-12-01", "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *base, "--exclude-newer", "2026-12-01", "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     got = {p["name"]: p["version"] for p in plan["packages"]}
@@ -89,41 +82,41 @@ def test_exclude_newer_cuts_files_uploaded_after_the_day_at_resolve_and_lock(wor
     [note] = [n for n in plan["notes"] if n.startswith("--exclude-newer 2026-12-01")]
     assert "the flashinfer index's pages carry no upload times" in note and "flashinfer-jit-cache" in note, note
     lock = tmp_path / "pylock.toml"
-    code, _, err = cli(capsys, "lock", *base, "--exclude-newer", "2026-12-01", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *base, "--exclude-newer", "2026-12-01", "-o", str(lock))
     assert code == 0, err
     data = tomllib.loads(lock.read_text())
     assert {p["name"]: p["version"] for p in data["packages"]}["sglang"] == "0.5.23"
     assert "2026-12-01" in json.dumps(data["tool"]["resolve-gpu-stack"]), data["tool"]["resolve-gpu-stack"]  # the lock records it (its inputs, its command)
-    code, out, err = cli(capsys, "check", str(lock))
+    code, out, err = run_cli(capsys, "check", str(lock))
     assert code == 0, out + err
 
 
 def test_exclude_newer_at_candidates_and_a_bad_day(world, capsys, tmp_path) -> None:
     w, srv = world
-    code, out, err = cli(capsys, "candidates", "sglang", *flags(w, srv, tmp_path), "--exclude-newer", "2026-12-01", "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "sglang", *flags(w, srv, tmp_path), "--exclude-newer", "2026-12-01", "--format", "json")
     assert code == 0, err
     rows = {r["version"]: r for r in json.loads(out)["files"]}
     assert rows["0.5.24"]["fits_target"] is False and rows["0.5.24"]["why_not"] == "uploaded after --exclude-newer", rows["0.5.24"]
     assert rows["0.5.23"]["fits_target"] is True
-    code, out, err = cli(capsys, "resolve", *flags(w, srv, tmp_path), "--exclude-newer", "yesterday")
+    code, out, err = run_cli(capsys, "resolve", *flags(w, srv, tmp_path), "--exclude-newer", "yesterday")
     assert code == 2 and out == "" and "--exclude-newer 'yesterday' is not a day (YYYY-MM-DD)" in err and "Traceback" not in err, err
 
 
 def test_project_status_archived_is_a_warning_quarantined_is_refused_unless_named(world, capsys, caplog, tmp_path) -> None:
     w, srv = world
     base = ["--torch", "installed", "--flashinfer", "none", *flags(w, srv, tmp_path)]
-    code, out, err = cli(capsys, "resolve", *base, "--with", "archived-lib", "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *base, "--with", "archived-lib", "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     assert {p["name"] for p in plan["packages"]} >= {"archived-lib"}
     note = "archived-lib: its index marks the project archived (PEP 792): superseded by new-lib"
     assert note in plan["notes"] and note in [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     # quarantined: none of its files is planned, the error names it and what required it
-    code, out, err = cli(capsys, "resolve", *base, "--with", "uses-bad")
+    code, out, err = run_cli(capsys, "resolve", *base, "--with", "uses-bad")
     assert code == 1 and out == "", err
     assert "bad-lib: its index marks the project quarantined (PEP 792" in err and "uses-bad 1.0" in err and "malware reported" in err, err
     # asked for by name, it is planned, said as a warning
-    code, out, err = cli(capsys, "resolve", *base, "--with", "uses-bad", "--with", "bad-lib", "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *base, "--with", "uses-bad", "--with", "bad-lib", "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     assert "bad-lib" in {p["name"] for p in plan["packages"]}

@@ -30,12 +30,11 @@ from pathlib import Path
 import pytest
 import tomllib
 from support.abi_world import have_cxx
+from support.doors import run_cli
 from support.server import IndexServer
 from support.today_world import TORCH, build_today_world
 from support.variants_world import CU132, CU140, SERIES, add_variants, variants_doc
 from support.world import World
-
-from resolve_gpu_stack.cli.app import main
 
 pytestmark = pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 
@@ -85,14 +84,8 @@ def flags(w: World, srv: IndexServer, tmp_path: Path) -> list[str]:
     return [*target, "--torch", "installed", "--flashinfer", "none", *indexes(w, srv, tmp_path)]
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def planned(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, dict[str, object]]:
-    code, out, err = cli(capsys, "resolve", *argv, "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *argv, "--format", "json")
     assert code == 0, err
     return {p["name"]: p for p in json.loads(out)["packages"]}
 
@@ -119,12 +112,12 @@ def test_without_the_flag_a_plain_wheel_is_planned_or_the_reason_names_the_flag(
     assert said == ["varkern: 3 variant wheels (PEP 825, a draft) not planned: judged only with --wheel-variants, and uv cannot install one"], said
     # the lock a plain installer reads names the plain wheel, never a variant
     lock = tmp_path / "pylock.toml"
-    code, _, err = cli(capsys, "lock", *base, "--with", "varkern", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *base, "--with", "varkern", "-o", str(lock))
     assert code == 0, err
     [pkg] = [p for p in tomllib.loads(lock.read_text())["packages"] if p["name"] == "varkern"]
     assert pkg["version"] == "1.0" and [x["name"] for x in pkg["wheels"]] == ["varkern-1.0-py3-none-any.whl"]
     # a package published as variant wheels only: no plan, and the reason names the flag
-    code, _, err = cli(capsys, "resolve", *base, "--with", "varonly")
+    code, _, err = run_cli(capsys, "resolve", *base, "--with", "varonly")
     assert code == 1 and "Traceback" not in err
     assert "varonly: its index offers this target only variant wheels (PEP 825, a draft; labels cu140), planned only with --wheel-variants" in err, err
     assert "hint: pass --wheel-variants" in err, err
@@ -137,7 +130,7 @@ def test_with_the_flag_the_matching_variant_is_planned_and_confirmed_by_the_scan
     monkeypatch.chdir(tmp_path)
     w, srv, _ = world
     base = [*flags(w, srv, tmp_path), "--wheel-variants"]
-    code, out, err = cli(capsys, "resolve", *base, "--with", "varkern", "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *base, "--with", "varkern", "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     got = {p["name"]: p for p in plan["packages"]}["varkern"]
@@ -147,14 +140,14 @@ def test_with_the_flag_the_matching_variant_is_planned_and_confirmed_by_the_scan
     assert any(n.startswith(said) and n.endswith("install, export uv and lock refuse this plan") for n in plan["notes"]), plan["notes"]
     assert got["abi"] is not None and got["abi"]["kind"] == "locked" and got["abi"]["refusal"] is None, got["abi"]  # scanned like any compiled wheel
     # the scan still decides: properties that say torch 2.15 do not let in a build that needs other symbols
-    code, _, err = cli(capsys, "resolve", *base, "--with", "varlie")
+    code, _, err = run_cli(capsys, "resolve", *base, "--with", "varlie")
     assert code == 1 and "varlie 1.1" in err and "which torch 2.15.0 does not export" in err, err
     # --gpu picks among sm_arch variants; with no --gpu, only the null variant can be shown to fit
     for gpu, label in (("sm90", "sm90"), ("sm_100", "sm100"), (None, "null")):
         row = planned(capsys, *base, *(("--gpu", gpu) if gpu else ()), "--with", "varsm")["varsm"]
         assert file_of(row) == f"varsm-1.1-py3-none-any-{label}.whl", (gpu, row)
     # none fits: the reason says why each is not planned
-    code, _, err = cli(capsys, "resolve", *base, "--with", "varonly")
+    code, _, err = run_cli(capsys, "resolve", *base, "--with", "varonly")
     assert code == 1 and "Traceback" not in err
     assert (
         "varonly: none of its variant wheels (PEP 825, a draft) fits this target: label 'cu140': nvidia :: cuda_version_lower_bound :: 14.0: not the target's CUDA 13.2"
@@ -167,7 +160,7 @@ def test_no_lock_names_a_variant_and_check_and_install_lock_refuse_one_named_by_
     w, srv, venv = world
     lock = tmp_path / "pylock.toml"
     # lock -o: the plan is made (resolve shows it), but no lock is written: PEP 751 names plain wheels
-    code, _, err = cli(capsys, "lock", *flags(w, srv, tmp_path), "--wheel-variants", "--with", "varkern", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags(w, srv, tmp_path), "--wheel-variants", "--with", "varkern", "-o", str(lock))
     assert code == 1 and "Traceback" not in err, err
     assert f"cannot write pylock.toml: the plan holds variant wheel: varkern ({VARKERN}); a lock names plain wheels only" in err, err
     assert "hint: drop --wheel-variants" in err and not lock.exists(), err
@@ -179,21 +172,21 @@ def test_no_lock_names_a_variant_and_check_and_install_lock_refuse_one_named_by_
         f'installed = ["torch=={TORCH}"]\ntorch = "installed"\nflashinfer = "none"\nwith = ["varkern"]\nwheel-variants = true\n'
         f'output = ["pylock.node.toml"]\n'
     )
-    code, _, err = cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
+    code, _, err = run_cli(capsys, "lock", "--cache-dir", str(tmp_path / "c"))
     assert code == 1 and "cannot write pylock.node.toml: the plan holds variant wheel" in err, err
     assert not (tmp_path / "pylock.node.toml").exists()
     # a lock naming one by hand (the plain lock, its wheel swapped): check and install --lock refuse it
-    code, _, err = cli(capsys, "lock", *flags(w, srv, tmp_path), "--with", "varkern", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags(w, srv, tmp_path), "--with", "varkern", "-o", str(lock))
     assert code == 0, err
     text = lock.read_text()
     assert "varkern-1.0-py3-none-any.whl" in text
     lock.write_text(text.replace("varkern-1.0-py3-none-any.whl", VARKERN).replace('version = "1.0"', 'version = "1.1"'))
-    code, out, err = cli(capsys, "check", str(lock))
+    code, out, err = run_cli(capsys, "check", str(lock))
     assert code == 1 and "Traceback" not in err, (out, err)
     assert f"Invalid wheel filename '{VARKERN}'" in out + err and "a variant wheel (PEP 825, a draft); a lock names plain wheels only" in out + err, (out, err)
     before = site_files(venv)
     python = str(venv / "bin" / "python")
-    code, out, err = cli(capsys, "install", "--lock", str(lock), "--python", python, "--force-target", "--cache-dir", str(tmp_path / "c"))
+    code, out, err = run_cli(capsys, "install", "--lock", str(lock), "--python", python, "--force-target", "--cache-dir", str(tmp_path / "c"))
     assert code == 1 and "Traceback" not in err, err
     assert "refused before anything was installed" in err and f"Invalid wheel filename '{VARKERN}'" in err and "a variant wheel (PEP 825, a draft)" in err, err
     assert site_files(venv) == before
@@ -206,18 +199,18 @@ def test_install_dry_run_shows_the_variant_and_install_refuses_it_before_any_cha
     python = str(venv / "bin" / "python")
     base = ["--python", python, "--torch", "installed", "--flashinfer", "none", *indexes(w, srv, tmp_path), "--with", "varkern"]
     before = site_files(venv)
-    code, out, err = cli(capsys, "install", *base, "--wheel-variants", "--dry-run", "--format", "json")
+    code, out, err = run_cli(capsys, "install", *base, "--wheel-variants", "--dry-run", "--format", "json")
     assert code == 0, err
     rows = {r["name"]: r for r in json.loads(out)["packages"]}
     assert rows["varkern"]["version"] == "1.1", rows["varkern"]
     assert "install (not a dry run) will refuse this plan" in err and VARKERN in err, err
-    code, out, err = cli(capsys, "install", *base, "--wheel-variants")
+    code, out, err = run_cli(capsys, "install", *base, "--wheel-variants")
     assert code == 1 and "Traceback" not in err, err
     assert f"cannot install: the plan holds variant wheel: varkern ({VARKERN})" in err and "uv" in err, err
     assert "hint: drop --wheel-variants" in err, err
     assert site_files(venv) == before
     # without the flag, the plain release installs
-    code, out, err = cli(capsys, "install", *base, "--format", "json")
+    code, out, err = run_cli(capsys, "install", *base, "--format", "json")
     assert code == 0, err
     assert any("varkern-1.0.dist-info" in str(p) for p in site_files(venv)), "varkern 1.0 not installed"
 
@@ -229,7 +222,7 @@ def test_export_uv_refuses_a_plan_holding_a_variant_and_writes_nothing(world, ca
     project.mkdir()
     text = '[project]\nname = "app"\nversion = "0"\nrequires-python = ">=3.11"\n'
     (project / "pyproject.toml").write_text(text)
-    code, _, err = cli(capsys, "export", "uv", *flags(w, srv, tmp_path), "--wheel-variants", "--with", "varkern", "--project", str(project))
+    code, _, err = run_cli(capsys, "export", "uv", *flags(w, srv, tmp_path), "--wheel-variants", "--with", "varkern", "--project", str(project))
     assert code == 1 and "Traceback" not in err, err
     assert f"cannot export uv: the plan holds variant wheel: varkern ({VARKERN})" in err, err
     assert (project / "pyproject.toml").read_text() == text
@@ -256,7 +249,7 @@ def test_a_snapshot_records_the_variants_json_and_replays_the_variant_plan_offli
     snap = tmp_path / "snap"
     # varbad's variants.json is not JSON: recorded as served (not read as a page), judged on replay
     base = [*flags(w, srv, tmp_path), "--wheel-variants", "--with", "varkern", "--with", "varbad", "--format", "json"]
-    code, out, err = cli(capsys, "snapshot", "--output", str(snap), *base)
+    code, out, err = run_cli(capsys, "snapshot", "--output", str(snap), *base)
     assert code == 0, err
     live = {p["name"]: p for p in json.loads(out)["packages"]}
     assert file_of(live["varkern"]) == VARKERN and file_of(live["varbad"]) == "varbad-1.0-py3-none-any.whl", live
@@ -272,7 +265,7 @@ def test_a_snapshot_records_the_variants_json_and_replays_the_variant_plan_offli
 
 def test_candidates_lists_each_variant_with_its_properties_and_whether_it_matches(world, capsys, tmp_path) -> None:
     w, srv, _ = world
-    code, out, err = cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--wheel-variants", "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--wheel-variants", "--format", "json")
     assert code == 0, err
     rows = {r["filename"]: r for r in json.loads(out)["files"]}
     stem = "varkern-1.1-cp39-abi3-manylinux_2_28_x86_64"
@@ -284,7 +277,7 @@ def test_candidates_lists_each_variant_with_its_properties_and_whether_it_matche
     assert (null["variant"], null["variant_properties"], null["fits_target"]) == ("null", "(none)", True), null
     assert rows["varkern-1.0-py3-none-any.whl"]["variant"] is None
     # without the flag: each listed with its label, none fits, the flag named
-    code, out, err = cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--format", "json")
     assert code == 0, err
     rows = {r["filename"]: r for r in json.loads(out)["files"]}
     for label in ("cu132", "cu140", "null"):
@@ -292,13 +285,13 @@ def test_candidates_lists_each_variant_with_its_properties_and_whether_it_matche
         assert row["variant"] == label and row["fits_target"] is False, row
         assert row["why_not"] == f"a variant wheel (PEP 825, a draft): label '{label}': judged and planned only with --wheel-variants", row
     # --gpu decides among sm_arch variants here too
-    code, out, err = cli(capsys, "candidates", "varsm", *flags(w, srv, tmp_path), "--wheel-variants", "--gpu", "sm90", "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "varsm", *flags(w, srv, tmp_path), "--wheel-variants", "--gpu", "sm90", "--format", "json")
     assert code == 0, err
     fits = {r["variant"]: (r["fits_target"], r["why_not"]) for r in json.loads(out)["files"] if r["variant"]}
     assert fits["sm90"] == (True, None) and fits["null"] == (True, None), fits
     assert fits["sm100"][0] is False and "nvidia :: sm_arch :: 10.0: does not serve sm90" in fits["sm100"][1], fits
     # the table says it too
-    code, out, err = cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--wheel-variants", "--format", "table")
+    code, out, err = run_cli(capsys, "candidates", "varkern", *flags(w, srv, tmp_path), "--wheel-variants", "--format", "table")
     assert code == 0, err
     assert "variant cu140: abi_dependency :: torch" in " ".join(out.split()), out
 
@@ -324,7 +317,7 @@ def test_a_hostile_variants_json_plans_no_variant_and_says_why(world, capsys, ca
     assert (got["version"], file_of(got)) == ("1.0", f"{name}-1.0-py3-none-any.whl"), got
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and r.getMessage().startswith(f"{name}: ")]
     assert any(said in m and m.endswith("its variant wheels are not planned") for m in warned), warned
-    code, out, err = cli(capsys, "candidates", name, *base, "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", name, *base, "--format", "json")
     assert code == 0, err
     [row] = [r for r in json.loads(out)["files"] if r["variant"] is not None]
     assert row["fits_target"] is False and said in row["why_not"], row

@@ -17,10 +17,7 @@ from resolve_gpu_stack.net import deadline
 from resolve_gpu_stack.net.settings import TransportSettings
 from resolve_gpu_stack.net.transport import Transport
 
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
+pytestmark = pytest.mark.usefixtures("fast_backoff")  # retries without the exponential wait (conftest.py)
 
 
 def test_the_deadline_is_derived_from_the_timeout() -> None:

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from support.faults import LISTING, TARGET, StoryRun, index_flags, run_cli
+from support.doors import index_flags, run_cli
+from support.faults import LISTING, TARGET, StoryRun
 from support.hostile import ESC_REASON, HostileRelay, TlsProxy
 from support.server import IndexServer
 from support.stack_world import build_story_world

@@ -253,7 +253,7 @@ def test_a_resolve_that_starts_the_child_runs_nothing_from_the_current_folder(wo
     """A real resolve through the CLI (the child started at its first wheel: ``START_AFTER`` 0),
     run in a folder with stdlib-shadowing files: the plan is made, the child was started (isolated,
     from the package's folder) and answered, nothing of the folder ran."""
-    from support.build_world import index_flags
+    from support.doors import index_flags
 
     from resolve_gpu_stack.cli import app as cli
     from resolve_gpu_stack.net import process
@@ -285,7 +285,7 @@ def test_the_console_script_runs_nothing_from_the_current_folder(world, server, 
     """``resolve-gpu-stack`` (the console script) run from a folder with stdlib-shadowing files."""
     import subprocess
 
-    from support.build_world import index_flags
+    from support.doors import index_flags
 
     ran = hostile_folder(tmp_path / "clone")
     tool = Path(sys.executable).with_name("resolve-gpu-stack")

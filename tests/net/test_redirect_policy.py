@@ -9,19 +9,16 @@ import socket
 from pathlib import Path
 
 import pytest
-from support.faults import PATHS, StoryRun, run_cli
+from support.doors import run_cli
+from support.faults import PATHS, StoryRun
 from support.lock_faults import ALWAYS, assert_clean_failure, old_locks
 from support.server import Fault, IndexServer
 from support.stack_world import build_story_world
 
 from resolve_gpu_stack.errors import CrawlError
-from resolve_gpu_stack.net.transport import Transport
 from resolve_gpu_stack.net.urlpolicy import check_redirect
 
-
-@pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Transport, "backoff", lambda self, attempt: 0.01)
+pytestmark = pytest.mark.usefixtures("fast_backoff")  # retries without the exponential wait (conftest.py)
 
 
 @pytest.fixture

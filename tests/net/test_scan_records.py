@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from support.abi_doors import DECLARED, WHY, _assert_refused, _end_first_abi, cli, index_flags, installed_names, venv_with_the_kept_torch, withs
+from support.abi_doors import DECLARED, WHY, _assert_refused, _end_first_abi, installed_names, venv_with_the_kept_torch, withs
 from support.abi_doors import forged as forged
 from support.abi_world import build_abi_world, have_cxx
+from support.doors import index_flags, run_cli
 from support.output_schemas import validate
 from support.server import IndexServer
 
@@ -180,7 +181,7 @@ def test_a_schema_4_record_of_an_untied_wheel_plans_it_unverified_without_readin
 
 
 def test_a_bad_records_url_is_a_usage_error(capsys) -> None:  # type: ignore[no-untyped-def]
-    code, out, err = cli(capsys, "resolve", *DECLARED, "--scan-records", "file:///etc/", "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *DECLARED, "--scan-records", "file:///etc/", "--format", "json")
     assert code == 2 and "--scan-records" in err and "http(s) URL" in err and "Traceback" not in err
 
 
@@ -202,7 +203,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
 
     with IndexServer(world.root) as srv, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         world.write(srv.url)
-        flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(root / "ci-cache")]
+        flags = [*DECLARED, *index_flags(srv.url), "--cache-dir", str(root / "ci-cache")]
         assert main(["lock", *flags, *withs("stable-ext", "builds-ext"), "-o", str(lock)]) == 0, err.getvalue()
         assert main(["wheelhouse", str(lock), "--output", str(house), "--cache-dir", str(root / "ci-cache")]) == 0, err.getvalue()
     return world, lock, house, root / "ci-cache"
@@ -239,7 +240,7 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
         base = srv.url.rstrip("/") + "/"
         argv = [*DECLARED, *_flat(base), *withs("stable-ext", "builds-ext"), "--format", "json"]
         # without the records: the node scans the wheels by range (what the records save)
-        code, out, err = cli(capsys, "resolve", *argv, "--cache-dir", str(tmp_path / "a"))
+        code, out, err = run_cli(capsys, "resolve", *argv, "--cache-dir", str(tmp_path / "a"))
         assert code == 0, err
         assert _ranges(srv), "the wheels are read by range without records"
         # what a team exports from its own scan cache: the same records the wheelhouse wrote
@@ -250,17 +251,17 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
         records = ["--scan-records", base + "records/"]
         with pytest.MonkeyPatch.context() as mp:  # progress lines go to a terminal
             mp.setattr(sys.stderr, "isatty", lambda: True)
-            code, out, err = cli(capsys, "resolve", *argv[:-2], *records, "--cache-dir", str(tmp_path / "t"))
+            code, out, err = run_cli(capsys, "resolve", *argv[:-2], *records, "--cache-dir", str(tmp_path / "t"))
         assert code == 0 and "judged from it, by their sha256" in err and "provisional" in err, err  # said once, on stderr
         srv.log.clear()
-        code, out, err = cli(capsys, "resolve", *argv, *records, "--cache-dir", str(tmp_path / "b"))
+        code, out, err = run_cli(capsys, "resolve", *argv, *records, "--cache-dir", str(tmp_path / "b"))
         assert code == 0, err
         assert _ranges(srv) == [], _ranges(srv)
         # the folder's records in one request (its index.json), not one request per compiled wheel
         assert [p for _, p, _ in srv.log if "/records/" in p] == ["/records/" + INDEX_NAME], srv.log
         plan = {p["name"]: p for p in json.loads(out)["packages"]}
         node_lock = tmp_path / "pylock.node.toml"
-        code, _, err = cli(capsys, "lock", *argv, *records, "--cache-dir", str(tmp_path / "c"), "-o", str(node_lock))
+        code, _, err = run_cli(capsys, "lock", *argv, *records, "--cache-dir", str(tmp_path / "c"), "-o", str(node_lock))
         assert code == 0, err
         assert _ranges(srv) == [], _ranges(srv)
         assert any(p.endswith(INDEX_NAME) and "/records/" in p for _, p, _ in srv.log)
@@ -272,7 +273,7 @@ def test_a_fleet_node_resolving_with_the_wheelhouse_records_reads_no_wheel_by_ra
             f'scan-records = "{base}records/"\n\n[[tool.resolve-gpu-stack.target]]\nname = "node"\nplatform = "x86_64-manylinux_2_28"\n'
             f'installed = ["torch=={DECLARED[5].split("==")[1]}"]\nwith = ["stable-ext", "builds-ext"]\noutput = ["pylock.node.toml"]\n'
         )
-        code, _, err = cli(capsys, "lock", "--config", str(project / "pyproject.toml"), *_flat(base), "--cache-dir", str(tmp_path / "d"))
+        code, _, err = run_cli(capsys, "lock", "--config", str(project / "pyproject.toml"), *_flat(base), "--cache-dir", str(tmp_path / "d"))
         assert code == 0, err
         assert _ranges(srv) == [], _ranges(srv)
         configured = {p["name"]: p for p in tomllib.loads((project / "pylock.node.toml").read_text())["tool"]["resolve-gpu-stack"]["packages"]}
@@ -295,10 +296,10 @@ def test_install_lock_on_a_fleet_node_reads_no_wheel_by_range(fleet, capsys, tmp
     house = tmp_path / "house"
     house.mkdir()
     with IndexServer(house) as srv:
-        code, _, err = cli(capsys, "wheelhouse", str(lock), "--output", str(house), "--base-url", srv.url, "--offline", "--cache-dir", str(ci_cache))
+        code, _, err = run_cli(capsys, "wheelhouse", str(lock), "--output", str(house), "--base-url", srv.url, "--offline", "--cache-dir", str(ci_cache))
         assert code == 0, err
         assert list((house / "records").glob("*.json"))
-        code, out, err = cli(
+        code, out, err = run_cli(
             capsys, "install", "--lock", str(house / lock.name), "--python", python, "--force-target", "--cache-dir", str(tmp_path / "node"), "--format", "json"
         )
         assert code == 0, err
@@ -324,20 +325,20 @@ def test_a_hostile_records_server_can_make_a_plan_that_install_refuses(forged, c
     (hostile / record_name(sha)).write_text(record_text(sha, path.name, len(data), ScanRecord(abi=_end_first_abi(path))))
     python, before = venv_with_the_kept_torch(world, srv, tmp_path / "venv", uv_env)
     with IndexServer(hostile) as records:
-        flags = ["--python", python, "--flashinfer", "none", *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
+        flags = ["--python", python, "--flashinfer", "none", *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
         flags += ["--scan-records", records.url.rstrip("/") + "/"]
-        code, out, err = cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
+        code, out, err = run_cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
         assert code == 0, err
         row = next(p for p in json.loads(out)["packages"] if p["name"] == "evilkern")
         assert row["abi"]["kind"] == "locked" and row["abi"]["refusal"] is None and row["abi"]["read"] == "recorded", row
         lock = tmp_path / "pylock.evil.toml"
-        code, _, err = cli(capsys, "lock", *flags, "--with", "evilkern", "-o", str(lock))
+        code, _, err = run_cli(capsys, "lock", *flags, "--with", "evilkern", "-o", str(lock))
         assert code == 0, err
-        code, out, err = cli(capsys, "check", str(lock))
+        code, out, err = run_cli(capsys, "check", str(lock))
         assert "evilkern" in out + err and "provisional" in out + err
         have = installed_names(python, uv_env)
         for argv in (["install", *flags, "--with", "evilkern"], ["install", "--lock", str(lock), "--python", python, "--cache-dir", str(tmp_path / "c")]):
-            code, out, err = cli(capsys, *argv, "--format", "json")
+            code, out, err = run_cli(capsys, *argv, "--format", "json")
             assert code == 1 and out == "" and "Traceback" not in err, err
             assert "evilkern 1.0: planned as locked, runs" in err and WHY in err and "read from its start" in err, err
             assert installed_names(python, uv_env) == have
@@ -360,8 +361,8 @@ def test_records_from_a_server_that_is_down_or_lies_about_the_sha256_are_passed_
     (indexed / INDEX_NAME).write_text(json.dumps({"schema": INDEX_SCHEMA, "records": [doc]}))
     with IndexServer(liar) as records, IndexServer(indexed) as index_only:
         for n, url in enumerate((records.url.rstrip("/") + "/", index_only.url.rstrip("/") + "/", "http://127.0.0.1:9/records/")):
-            flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / f"c{n}"), "--scan-records", url]  # each scans (no cached scan)
-            code, out, err = cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
+            flags = [*DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / f"c{n}"), "--scan-records", url]  # each scans (no cached scan)
+            code, out, err = run_cli(capsys, "resolve", *flags, "--with", "evilkern", "--format", "json")
             _assert_refused(code, err)
         assert [p for _, p, _ in records.log] == ["/" + INDEX_NAME, "/" + record_name(sha)], records.log
         assert [p for _, p, _ in index_only.log] == ["/" + INDEX_NAME], index_only.log

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 import tomlkit
-from support.build_world import NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, index_flags, run_in, torch_wheel
+from support.build_world import NIGHTLY, PYTHON, build_world, extension_repo, git, have_cxx, run_in, torch_wheel
+from support.doors import index_flags
 from support.install_world import _glibc_ok
 from support.paths import SRC
 from support.server import IndexServer

@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from support.doors import index_flags
 from support.elfbuild import compile_extension, have_cxx, move_dynamic, torch_stubs
 
 from resolve_gpu_stack.scan import elf, inflate
@@ -165,7 +166,7 @@ def test_a_declared_target_judges_locked_wheels_by_the_exports_of_a_rewritten_li
     from resolve_gpu_stack.cli.app import main
 
     world, srv = moved_torch
-    flags = [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
+    flags = index_flags(srv.url)
     declared = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
     cache = ["--cache-dir", str(tmp_path / "c")]
     assert main(["resolve", *declared, *flags, *cache, "--with", "locked-ok", "--format", "json"]) == 0
@@ -212,7 +213,7 @@ def _resolve(world, srv, capsys, tmp_path, *names: str, extra: tuple[str, ...] =
 
     from resolve_gpu_stack.cli.app import main
 
-    flags = [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
+    flags = index_flags(srv.url)
     declared = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
     code = main(["resolve", *declared, *flags, "--cache-dir", str(tmp_path / "c"), *extra, *[w for n in names for w in ("--with", n)], "--format", "json"])
     out, err = capsys.readouterr()

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from resolve_gpu_stack.cli.app import main
 from resolve_gpu_stack.scan.wheelscan import scan_wheel
 from support.abi_world import NIGHTLY, build_abi_world
 from support.forgery import MISSING, compile_forged, forged_wheel
@@ -23,16 +22,6 @@ GOOD = ("stable-ext", "locked-ok", "builds-ext", "pinned-ok")
 
 
 DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}", "--flashinfer", "none"]
-
-
-def index_flags(world, srv) -> list[str]:  # type: ignore[no-untyped-def]
-    return [w for n, u in world.index_urls(srv.url).items() for w in ("--index", f"{n}={u}")]
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def withs(*names: str) -> list[str]:

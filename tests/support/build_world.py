@@ -478,10 +478,6 @@ def build_world(root: Path, *, sdists: tuple[Sdist, ...] = (), torch_version: st
     return w
 
 
-def index_flags(url: str) -> list[str]:
-    return ["--index", f"pytorch={url}whl/", "--index", f"flashinfer={url}fi/", "--index", f"pypi={url}simple/"]
-
-
 def torch_wheel(world: World) -> Path:
     [path] = (world.root / "whl" / "nightly" / "cu130").glob("torch-*.whl")
     return path

@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from resolve_gpu_stack.cli import app as cli
-from support.build_world import (
-    have_cxx,
-    index_flags,
-)
+from support.build_world import have_cxx
+from support.doors import index_flags
 from support.install_world import _glibc_ok
 from support.server import IndexServer
 
@@ -25,13 +22,6 @@ HERE = f"{platform.machine()}-manylinux_{'_'.join(platform.libc_ver()[1].split('
 
 
 TOOL = Path(sys.executable).with_name("resolve-gpu-stack")
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def common(srv: IndexServer, cache: Path) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from resolve_gpu_stack.cli import app as cli
+from support.doors import index_flags, run_cli
 from support.server import IndexServer
 from support.stack_world import build_story_world
 from support.world import World
@@ -53,17 +53,6 @@ class Paths:
 
 
 PATHS = Paths()
-
-
-def index_flags(base: str) -> list[str]:
-    return ["--index", f"pytorch={base}whl/", "--index", f"flashinfer={base}fi/", "--index", f"pypi={base}simple/"]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def gzipped(data: bytes) -> bytes:

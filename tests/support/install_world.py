@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from resolve_gpu_stack.cli import app as cli
 from resolve_gpu_stack.env.probe import _SENTINEL
+from support.doors import index_flags, run_cli
 from support.server import IndexServer
 from support.stack_world import ABI3, FI_REQUIRES, TORCH_REQUIRES
 from support.world import World
@@ -94,17 +94,6 @@ def dist_info_bytes(python: str, name: str) -> dict[str, bytes]:
     return {str(p.relative_to(info)): p.read_bytes() for p in sorted(info.rglob("*")) if p.is_file()}
 
 
-def index_flags(srv: IndexServer) -> list[str]:
-    return ["--index", f"pytorch={srv.url}whl/", "--index", f"flashinfer={srv.url}fi/", "--index", f"pypi={srv.url}simple/"]
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
 def fake_python(root: Path, installed: dict[str, str]) -> Path:
     facts = {
         "ok": True,
@@ -161,7 +150,7 @@ def exported(tmp_path: Path, capsys, monkeypatch):
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         rc, _, err = run_cli(
-            capsys, "lock", "--python", MINOR, "--installed", f"torch=={NIGHTLY}", *index_flags(srv), "--cache-dir", str(cache), "-o", str(lock)
+            capsys, "lock", "--python", MINOR, "--installed", f"torch=={NIGHTLY}", *index_flags(srv.url), "--cache-dir", str(cache), "-o", str(lock)
         )
         assert rc == 0, err
         rc, _, err = export(capsys, lock, house, cache)

@@ -107,7 +107,7 @@ class World:
 
     # -- writing -------------------------------------------------------------------------------
     def index_urls(self, base: str) -> dict[str, str]:
-        return {"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"}
+        return index_urls(base)
 
     def write(self, base: str) -> None:
         for page, entries in self.pages.items():
@@ -173,3 +173,8 @@ def _pypi_json(name: str, entries: list[_Entry]) -> str:
         for e in entries
     ]
     return json.dumps({"meta": {"api-version": "1.1"}, "name": name, "files": files})
+
+
+def index_urls(base: str) -> dict[str, str]:
+    """Every world's three indexes, served at ``base``: PyTorch's, FlashInfer's and a PyPI."""
+    return {"pytorch": base + "whl/", "flashinfer": base + "fi/", "pypi": base + "simple/"}
