@@ -288,5 +288,7 @@ def test_no_test_module_is_imported_as_a_library() -> None:
     for path in TESTS.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("importorskip", "import_module"):
+                names = [a.value for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.split(".")[0].startswith("test_") or n == "conftest"]
     assert not found, f"test modules imported as libraries (move what they share to support/): {found}"

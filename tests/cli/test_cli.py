@@ -6,19 +6,12 @@ import json
 import socket
 
 import pytest
+from support.doors import run_cli
 from support.paths import SNAPSHOT
 from support.server import IndexServer
 from support.stack_world import build_story_world
 
-from resolve_gpu_stack.cli.app import main
-
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
-
-
-def run(capsys, argv):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +29,7 @@ def no_network(monkeypatch):
 
 
 def test_readme_main_command_resolves_story_1_offline(capsys):
-    code, out, err = run(capsys, [*STORY, "--format", "json"])
+    code, out, err = run_cli(capsys, *STORY, "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     assert plan["schema"] == "resolve-gpu-stack/plan/v1"
@@ -56,56 +49,54 @@ def test_readme_main_command_resolves_story_1_offline(capsys):
 
 
 def test_lock_is_the_same_command(capsys):
-    _, out1, _ = run(capsys, [*STORY, "--format", "json"])
-    _, out2, _ = run(capsys, ["lock", *STORY, "--format", "json"])
+    _, out1, _ = run_cli(capsys, *STORY, "--format", "json")
+    _, out2, _ = run_cli(capsys, "lock", *STORY, "--format", "json")
     assert json.loads(out1) == json.loads(out2)
 
 
 def test_table_output_names_actions_and_notes(capsys):
-    code, out, _ = run(capsys, [*STORY, "--format", "table"])
+    code, out, _ = run_cli(capsys, *STORY, "--format", "table")
     assert code == 0
     assert "flashinfer-jit-cache" in out and "0.6.5+cu130" in out and "keep" in out and "Notes" in out
 
 
 def test_upgrade_package_names_only_torch_at_the_command_line(capsys):
-    code, out, err = run(capsys, [*STORY, "--upgrade-package", "numpy"])
+    code, out, err = run_cli(capsys, *STORY, "--upgrade-package", "numpy")
     assert code == 2 and out == "" and "Traceback" not in err
     assert "--upgrade-package 'numpy': only torch is kept as installed unless named" in err and "hint:" in err
 
 
 def test_stable_over_nightly_keeps_it_with_a_note_and_with_the_word_is_a_refused_downgrade(capsys):
-    code, out, err = run(capsys, [*STORY, "--torch", "stable", "--format", "json"])
+    code, out, err = run_cli(capsys, *STORY, "--torch", "stable", "--format", "json")
     assert code == 0, err
     plan = json.loads(out)
     torch = next(p for p in plan["packages"] if p["name"] == "torch")
     assert torch["action"] == "keep" and torch["version"] == "2.12.0.dev20260307+cu130"
     assert any("(a nightly build) is kept: --torch stable chooses FlashInfer and the rest for it" in n for n in plan["notes"]), plan["notes"]
-    code, _, err = run(capsys, [*STORY, "--torch", "stable", "--upgrade-package", "torch"])
+    code, _, err = run_cli(capsys, *STORY, "--torch", "stable", "--upgrade-package", "torch")
     assert code == 1
     assert "would downgrade torch from 2.12.0.dev20260307+cu130 to 2.10.0+cu130" in err
     assert "hint:" in err and "Traceback" not in err
 
 
 def test_aarch64_and_torchvision_from_the_snapshot(capsys):
-    code, out, err = run(
+    code, out, err = run_cli(
         capsys,
-        [
-            "--python",
-            "3.12",
-            "--platform",
-            "aarch64-manylinux_2_28",
-            "--installed",
-            "torch==2.12.0.dev20260306+cu130",
-            "--snapshot",
-            str(SNAPSHOT),
-            "--format",
-            "json",
-        ],
+        "--python",
+        "3.12",
+        "--platform",
+        "aarch64-manylinux_2_28",
+        "--installed",
+        "torch==2.12.0.dev20260306+cu130",
+        "--snapshot",
+        str(SNAPSHOT),
+        "--format",
+        "json",
     )
     assert code == 0, err
     pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
     assert pkgs["flashinfer-jit-cache"]["url"].endswith("aarch64.whl")
-    code, out, err = run(capsys, [*STORY, "--with", "torchvision", "--format", "json"])
+    code, out, err = run_cli(capsys, *STORY, "--with", "torchvision", "--format", "json")
     assert code == 0, err
     pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
     assert pkgs["torchvision"]["version"] == "0.26.0.dev20260307+cu130" and pkgs["torchvision"]["coupling"] == "torch-abi"
@@ -123,7 +114,7 @@ def test_aarch64_and_torchvision_from_the_snapshot(capsys):
     ],
 )
 def test_usage_errors_exit_2_with_a_message(capsys, argv, message):
-    code, _, err = run(capsys, [*STORY, *argv])
+    code, _, err = run_cli(capsys, *STORY, *argv)
     assert code == 2
     assert message in err and "Traceback" not in err
 
@@ -131,12 +122,14 @@ def test_usage_errors_exit_2_with_a_message(capsys, argv, message):
 def test_platform_with_an_interpreter_path_is_a_usage_error(capsys):
     import sys
 
-    code, _, err = run(capsys, ["--python", sys.executable, "--platform", "aarch64-manylinux_2_28", "--snapshot", str(SNAPSHOT)])
+    code, _, err = run_cli(capsys, "--python", sys.executable, "--platform", "aarch64-manylinux_2_28", "--snapshot", str(SNAPSHOT))
     assert code == 2 and "declared target" in err
 
 
 def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
-    code, out, err = run(capsys, ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    code, out, err = run_cli(
+        capsys, "candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["schema"] == "resolve-gpu-stack/candidates/v1" and data["package"] == "flashinfer-jit-cache"
@@ -159,23 +152,23 @@ def test_candidates_lists_jit_cache_builds_with_sha256(capsys):
     [("--cuda", "cuda13", "is not a CUDA label"), ("--torch", "weekly", "neither a channel nor a version"), ("--flashinfer", "newest", "is not a version")],
 )
 def test_candidates_reads_its_flags_through_the_settings_table(capsys, flag, value, says):
-    code, _, err = run(capsys, ["candidates", "flashinfer-jit-cache", flag, value, "--python", "3.12", "--snapshot", str(SNAPSHOT)])
+    code, _, err = run_cli(capsys, "candidates", "flashinfer-jit-cache", flag, value, "--python", "3.12", "--snapshot", str(SNAPSHOT))
     assert code == 2 and says in err
 
 
 def test_inspect_reads_cuda_through_the_settings_table(capsys):
-    code, _, err = run(capsys, ["inspect", "flashinfer-jit-cache==0.6.5+cu130", "--cuda", "bogus", *STORY])
+    code, _, err = run_cli(capsys, "inspect", "flashinfer-jit-cache==0.6.5+cu130", "--cuda", "bogus", *STORY)
     assert code == 2 and "--cuda 'bogus' is not a CUDA label" in err
 
 
 def test_candidates_lists_torch_nightlies_with_no_hash_but_metadata_digests(capsys):
-    code, out, _ = run(
-        capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"]
+    code, out, _ = run_cli(
+        capsys, "candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "table"
     )
     assert code == 0
     assert "no hash (metadata sha256 " in out and "2.12.0.dev20260307+cu130" in out
-    code, out, _ = run(
-        capsys, ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"]
+    code, out, _ = run_cli(
+        capsys, "candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"
     )
     rows = json.loads(out)["files"]
     linux = [r for r in rows if "manylinux" in r["tags"]]
@@ -188,31 +181,29 @@ def test_unreachable_index_exits_3(capsys, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     base = f"http://127.0.0.1:{port}/"
-    code, _, err = run(
+    code, _, err = run_cli(
         capsys,
-        [
-            "--python",
-            "3.12",
-            "--cuda",
-            "cu130",
-            "--timeout",
-            "1",
-            "--cache-dir",
-            str(tmp_path / "c"),
-            "--index",
-            f"pytorch={base}whl/",
-            "--index",
-            f"flashinfer={base}fi/",
-            "--index",
-            f"pypi={base}simple/",
-        ],
+        "--python",
+        "3.12",
+        "--cuda",
+        "cu130",
+        "--timeout",
+        "1",
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "--index",
+        f"pytorch={base}whl/",
+        "--index",
+        f"flashinfer={base}fi/",
+        "--index",
+        f"pypi={base}simple/",
     )
     assert code == 3
     assert f"127.0.0.1:{port}" in err and "Traceback" not in err
 
 
 def test_snapshot_miss_names_the_url(capsys):
-    code, _, err = run(capsys, ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--cuda", "cu128", "--snapshot", str(SNAPSHOT)])
+    code, _, err = run_cli(capsys, "--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--cuda", "cu128", "--snapshot", str(SNAPSHOT))
     assert code == 3
     assert "https://download.pytorch.org/whl/nightly/cu128/torch/" in err and "not in snapshot" in err
 
@@ -225,16 +216,15 @@ def test_snapshot_record_then_replay_with_the_network_closed(capsys, tmp_path):
         urls = world.index_urls(srv.url)
         index_flags = [f for name, url in urls.items() for f in ("--index", f"{name}={url}")]
         target = ["--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130"]
-        code, live, err = run(capsys, ["snapshot", "--output", str(out_dir), *target, *index_flags, "--cache-dir", str(tmp_path / "c"), "--format", "json"])
+        code, live, err = run_cli(capsys, "snapshot", "--output", str(out_dir), *target, *index_flags, "--cache-dir", str(tmp_path / "c"), "--format", "json")
         assert code == 0, err
         assert "recorded" in err
     # the server is gone: replay must not need it
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert manifest["indexes"]["pypi"] is None  # the PyPI URL is never written into a snapshot
     assert any(entry.get("status") == 404 for entry in manifest["pages"].values())
-    code, replayed, err = run(
-        capsys,
-        [*target, "--snapshot", str(out_dir), "--index", f"pytorch={urls['pytorch']}", "--index", f"flashinfer={urls['flashinfer']}", "--format", "json"],
+    code, replayed, err = run_cli(
+        capsys, *target, "--snapshot", str(out_dir), "--index", f"pytorch={urls['pytorch']}", "--index", f"flashinfer={urls['flashinfer']}", "--format", "json"
     )
     assert code == 0, err
     strip = lambda plan: {(p["name"], p["version"], p["action"]) for p in json.loads(plan)["packages"]}  # noqa: E731
@@ -245,7 +235,7 @@ def test_snapshot_record_then_replay_with_the_network_closed(capsys, tmp_path):
 
 
 def test_help_explains_commands(capsys):
-    code, out, _ = run(capsys, ["--help"])
+    code, out, _ = run_cli(capsys, "--help")
     assert code == 0
     for word in ("resolve", "lock", "candidates", "snapshot", "Exit codes"):
         assert word in out
@@ -400,7 +390,7 @@ def test_one_builder_makes_the_same_request_from_flags_and_from_a_config(tmp_pat
 def test_a_bad_config_value_is_a_usage_error_naming_file_target_and_key(capsys, tmp_path):
     path = tmp_path / "gpu-stack.toml"
     path.write_text('[[target]]\nname = "t"\npython = "3.12"\ntorch = "sideways"\noutput = "t.txt"\n')
-    code, _, err = run(capsys, ["lock", "--config", str(path)])
+    code, _, err = run_cli(capsys, "lock", "--config", str(path))
     assert code == 2
     assert f"{path}: [target] 't': torch: 'sideways' is neither a channel nor a version" in err
     assert "--torch" not in err.splitlines()[0]
@@ -412,10 +402,10 @@ def test_a_typed_flag_overrides_the_config_and_an_untyped_one_does_not(capsys, t
         f'snapshot = "{SNAPSHOT}"\n[[target]]\nname = "t"\npython = "3.12"\ntorch = "stable"\nupgrade-package = ["torch"]\n'
         'installed = ["torch==2.12.0.dev20260307+cu130"]\noutput = "t.txt"\n'
     )
-    code, _, err = run(capsys, ["lock", "--config", str(path)])
+    code, _, err = run_cli(capsys, "lock", "--config", str(path))
     assert code == 1 and "would downgrade torch" in err  # the config's torch = "stable", and its word to move torch
     assert not (tmp_path / "t.txt").exists()
-    code, _, err = run(capsys, ["lock", "--config", str(path), "--torch", "nightly"])
+    code, _, err = run_cli(capsys, "lock", "--config", str(path), "--torch", "nightly")
     assert code == 0, err
     text = (tmp_path / "t.txt").read_text()
     assert "torch==2.12.0.dev20260307+cu130" in text and "--target t --torch nightly" in text
@@ -423,9 +413,9 @@ def test_a_typed_flag_overrides_the_config_and_an_untyped_one_does_not(capsys, t
 
 def test_candidates_torch_installed_reads_the_installed_torch_channel(capsys):
     argv = ["candidates", "torch", "--python", "3.12", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT), "--format", "json"]
-    code, nightly, _ = run(capsys, argv)
+    code, nightly, _ = run_cli(capsys, *argv)
     assert code == 0
-    code, installed, err = run(capsys, [*argv, "--torch", "installed"])
+    code, installed, err = run_cli(capsys, *argv, "--torch", "installed")
     assert code == 0, err
     assert json.loads(installed) == json.loads(nightly)
 
@@ -486,7 +476,7 @@ def _pylock(tmp_path, capsys, *extra: str) -> dict:
     from resolve_gpu_stack.data.toml import load_toml
 
     path = tmp_path / "pylock.x.toml"
-    code, _, err = run(capsys, ["lock", *STORY, *extra, "-o", str(path)])
+    code, _, err = run_cli(capsys, "lock", *STORY, *extra, "-o", str(path))
     assert code == 0, err
     return load_toml(path, error=AssertionError)
 
@@ -511,7 +501,7 @@ def test_readme_story_1_lock_works_offline_as_written(tmp_path, capsys):
     note = next(n for n in tool["notes"] if n.startswith("taken as installed (kept) with torch 2.12.0.dev20260307+cu130, which pins them exactly: "))
     assert "triton 3.7.0+git9c288bc5" in note and "nvidia-nccl-cu13 2.29.7" in note
     # the pin is the installed torch's: naming triton installed at another version keeps the user's
-    code, out, err = run(capsys, [*STORY, "--installed", "triton==3.6.0", "--format", "json"])
+    code, out, err = run_cli(capsys, *STORY, "--installed", "triton==3.6.0", "--format", "json")
     assert code == 0, err
     pkgs = {p["name"]: p for p in json.loads(out)["packages"]}
     assert pkgs["triton"]["action"] == "upgrade" and pkgs["triton"]["version"] == "3.7.0+git9c288bc5"
@@ -546,7 +536,7 @@ def test_offline_lock_names_the_kept_packages_it_cannot_list(tmp_path, capsys):
     assert unlisted["packages"] == ["torch", "triton"] and "uv pip sync" in unlisted["why"]
     assert not listed & {"torch", "triton"}
     assert {"nvidia-nccl-cu13", "cuda-toolkit"} <= listed  # kept too, but their PyPI rows carry a sha256
-    code, _, err = run(capsys, ["check", str(tmp_path / "pylock.x.toml"), "--today", "2026-03-08"])
+    code, _, err = run_cli(capsys, "check", str(tmp_path / "pylock.x.toml"), "--today", "2026-03-08")
     assert code == 0, err
     assert "torch: kept but not listed in [[packages]]" in err and "triton: kept but not listed" in err
 
@@ -579,7 +569,7 @@ def test_snapshot_placeholder_only_when_asked_for_or_no_pypi_at_all(tmp_path, ca
 
     monkeypatch.setattr(userconfig, "discover_pypi_url", nothing)
     path = tmp_path / "pylock.y.toml"
-    code, _, err = run(capsys, ["lock", *STORY, "-o", str(path)])
+    code, _, err = run_cli(capsys, "lock", *STORY, "-o", str(path))
     assert code == 0, err
     assert f"warning: no PyPI index is configured (uv/pip): PyPI files from the snapshot get the placeholder base {placeholder}" in err
     assert f'index = "{placeholder}"' in path.read_text()

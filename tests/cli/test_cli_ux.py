@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.doors import run_cli
 from support.paths import REPO, SNAPSHOT
 
 import resolve_gpu_stack
@@ -17,17 +18,11 @@ from resolve_gpu_stack.cli.app import COMMANDS, _parse, build_parser, main
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
 
 
-def run(capsys, argv):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 # -- 12: --version, mistyped commands and flags --------------------------------------------------------
 
 
 def test_version_comes_from_one_place(capsys):
-    code, out, _ = run(capsys, ["--version"])
+    code, out, _ = run_cli(capsys, "--version")
     assert code == 0
     assert out.strip() == f"resolve-gpu-stack {resolve_gpu_stack.__version__}"
     assert importlib.metadata.version("resolve-gpu-stack") == resolve_gpu_stack.__version__
@@ -37,7 +32,7 @@ def test_version_comes_from_one_place(capsys):
 
 
 def test_a_mistyped_command_lists_the_commands(capsys):
-    code, out, err = run(capsys, ["chek"])
+    code, out, err = run_cli(capsys, "chek")
     assert code == 2 and out == ""
     assert "unknown command 'chek'; did you mean 'check'?" in err
     from resolve_gpu_stack.cli.app import COMMANDS
@@ -54,7 +49,7 @@ def test_a_mistyped_command_lists_the_commands(capsys):
     ],
 )
 def test_a_mistyped_flag_gets_a_suggestion(capsys, argv, wrong, right):
-    code, out, err = run(capsys, argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 2 and out == ""
     assert f"{wrong}: did you mean {right}?" in err
 
@@ -71,7 +66,7 @@ def test_candidates_table_at_80_columns_keeps_every_version_whole(capsys, monkey
     from resolve_gpu_stack.cli import render
 
     monkeypatch.setenv("COLUMNS", "80")
-    code, out, _ = run(capsys, ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json"])
+    code, out, _ = run_cli(capsys, "candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT), "--format", "json")
     data = json.loads(out)
     versions = {f["version"] for f in data["files"]}
     seen: list[str] = []
@@ -100,14 +95,14 @@ def broken_lock(tmp_path, monkeypatch) -> Path:
 
 
 def test_check_prints_its_findings_on_stderr(capsys, broken_lock):
-    code, out, err = run(capsys, ["check", str(broken_lock)])
+    code, out, err = run_cli(capsys, "check", str(broken_lock))
     assert code == 1 and out == ""
     assert "error: pylock.x.toml: PEP 751: Version in 'flashinfer_cubin-0.6.5-py3-none-any.whl' is not consistent with package version '0.6.4'" in err
     assert "(flashinfer-cubin)" in err and "check failed: 1 problem" in err
 
 
 def test_check_json_is_one_schema_object_on_stdout(capsys, broken_lock):
-    code, out, err = run(capsys, ["check", str(broken_lock), "--format", "json"])
+    code, out, err = run_cli(capsys, "check", str(broken_lock), "--format", "json")
     report = json.loads(out)
     assert code == 1 and err == ""
     assert report["schema"] == "resolve-gpu-stack/check/v1" and report["ok"] is False
@@ -119,7 +114,7 @@ def test_check_json_is_one_schema_object_on_stdout(capsys, broken_lock):
         and "package version '0.6.4'" in finding["message"]
         and "(flashinfer-cubin)" in finding["message"]
     )
-    code, out, _ = run(capsys, ["check", str(REPO / "constraints" / "pylock.x86_64-py312-cu130.toml"), "--format", "json"])
+    code, out, _ = run_cli(capsys, "check", str(REPO / "constraints" / "pylock.x86_64-py312-cu130.toml"), "--format", "json")
     assert code == 0 and json.loads(out)["ok"] is True
 
 
@@ -127,10 +122,10 @@ def test_check_json_is_one_schema_object_on_stdout(capsys, broken_lock):
 
 
 def test_quiet_lock_prints_nothing_but_errors(capsys, tmp_path):
-    code, out, err = run(capsys, ["lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-q", "-o", str(tmp_path / "gpu.txt")])
+    code, out, err = run_cli(capsys, "lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-q", "-o", str(tmp_path / "gpu.txt"))
     assert code == 0 and (tmp_path / "gpu.txt").is_file()
     assert err == "" and out == ""
-    code, _, err = run(capsys, ["lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-o", str(tmp_path / "gpu.txt")])
+    code, _, err = run_cli(capsys, "lock", *STORY, "--installed", "triton==3.7.0+git9c288bc5", "-o", str(tmp_path / "gpu.txt"))
     assert code == 0 and "wrote " in err  # without -q it says so
 
 
@@ -144,11 +139,11 @@ def test_verbose_says_skipped_links_once_per_page(capsys, caplog):
     def said() -> list[str]:
         return [r.getMessage() for r in caplog.records if "/simple/tqdm/" in r.getMessage() and "skipped" in r.getMessage()]
 
-    code, _, err = run(capsys, ["candidates", "tqdm", *STORY, "--format", "json", "-v"])
+    code, _, err = run_cli(capsys, "candidates", "tqdm", *STORY, "--format", "json", "-v")
     assert code == 0, err
     assert len(said()) == 1 and re.search(r"\(and \d+ more links skipped\)", said()[0]), said()
     caplog.clear()
-    code, _, err = run(capsys, [*STORY, "--format", "json", "-v"])
+    code, _, err = run_cli(capsys, *STORY, "--format", "json", "-v")
     assert code == 0, err
     assert said() == []
 
@@ -203,13 +198,13 @@ def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
             *[f for name, url in urls.items() for f in ("--index", f"{name}={url}")],
         ]
         srv.script(page, [Fault(status=503), Fault(status=503)])
-        code, _, err = run(capsys, [*flags, "--cache-dir", str(tmp_path / "c1")])
+        code, _, err = run_cli(capsys, *flags, "--cache-dir", str(tmp_path / "c1"))
         assert code == 0, err
         lines = [line for line in err.splitlines() if line.startswith("retrying ")]
         assert len(lines) == 1, err  # one line per URL (issue 52 item 5): its second, short retry is not another line
         assert re.fullmatch(rf"retrying {re.escape(srv.url.rstrip('/') + page)} in \d+\.\d s \(503 Service Unavailable\), attempt 2 of 5", lines[0]), lines
         srv.script(page, [Fault(status=503)])
-        code, _, err = run(capsys, [*flags, "--cache-dir", str(tmp_path / "c2"), "-q"])
+        code, _, err = run_cli(capsys, *flags, "--cache-dir", str(tmp_path / "c2"), "-q")
         assert code == 0 and "retrying" not in err
 
 
@@ -218,11 +213,11 @@ def test_each_retry_is_shown_as_it_happens_and_not_with_quiet(capsys, tmp_path):
 
 def test_lock_outside_a_project_says_there_is_nothing_to_lock(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, ["lock"])
+    code, out, err = run_cli(capsys, "lock")
     assert code == 2 and out == ""
     assert "error: nothing to lock: no config (pyproject.toml with [tool.resolve-gpu-stack], or gpu-stack.toml)" in err
     assert "-o FILE" in err
-    code, _, check_err = run(capsys, ["check"])
+    code, _, check_err = run_cli(capsys, "check")
     assert code == 2 and "nothing to check: no config" in check_err  # the same words as check's
 
 
@@ -232,11 +227,11 @@ def test_lock_outside_a_project_says_there_is_nothing_to_lock(capsys, tmp_path, 
 def test_no_cuda_label_hint_does_not_suggest_installed_for_an_interpreter(capsys):
     import sys
 
-    code, _, err = run(capsys, ["--python", sys.executable, "--snapshot", str(SNAPSHOT)])  # this venv: no torch
+    code, _, err = run_cli(capsys, "--python", sys.executable, "--snapshot", str(SNAPSHOT))  # this venv: no torch
     assert code == 2 and "no CUDA label" in err and "resolve-gpu-stack's own environment" in err  # the tool's: issue 52 item 2
     hint = next(line for line in err.splitlines() if line.startswith("hint:"))
     assert "--installed" not in hint and "--cuda cuNNN" in hint  # --installed is refused with an interpreter
-    code, _, err = run(capsys, ["--python", "3.12", "--snapshot", str(SNAPSHOT)])  # a declared target: it fits there
+    code, _, err = run_cli(capsys, "--python", "3.12", "--snapshot", str(SNAPSHOT))  # a declared target: it fits there
     assert code == 2 and "--installed torch==VERSION+cuNNN" in err
 
 
@@ -265,7 +260,7 @@ def test_downgrade_hint_does_not_suggest_the_channel_that_was_asked_for(torch, s
     ],
 )
 def test_impossible_pythons_are_refused_up_front_in_one_line(capsys, argv, message):
-    code, out, err = run(capsys, [*argv, "--snapshot", str(SNAPSHOT)])
+    code, out, err = run_cli(capsys, *argv, "--snapshot", str(SNAPSHOT))
     assert code == 2 and out == ""
     assert err.startswith(f"error: {message}") and len(err.splitlines()) == 2, err  # the error and its hint
     assert "RESOLVE-GPU-STACK-PROBE" not in err and "import json" not in err
@@ -274,13 +269,13 @@ def test_impossible_pythons_are_refused_up_front_in_one_line(capsys, argv, messa
 @pytest.mark.parametrize("command", ["resolve", "lock", "candidates", "check"])
 def test_a_negative_timeout_is_refused_like_doctor_does(capsys, command):
     argv = [command, *(["torch"] if command == "candidates" else []), "--timeout", "-1"]
-    code, out, err = run(capsys, argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 2 and "--timeout: -1: must be a positive number of seconds" in err
 
 
 def test_a_platform_below_torchs_glibc_is_explained_as_a_platform_problem(capsys):
     argv = ["--python", "3.12", "--platform", "x86_64-manylinux_2_17", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
-    code, out, err = run(capsys, argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 1 and out == ""
     assert "error: the installed torch 2.12.0.dev20260307+cu130 has no wheel for Python 3.12 on x86_64-manylinux_2_17" in err
     assert "manylinux_2_28_x86_64" in err and "--platform" in err

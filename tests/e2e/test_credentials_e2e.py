@@ -110,16 +110,17 @@ def test_token_never_leaks_from_resolve_lock_check_snapshot(tmp_path: Path, caps
 def test_token_never_leaks_from_install_and_doctor_with_verbose_logging(tmp_path: Path) -> None:
     """The real program in subprocesses (real stderr logging at DEBUG, httpx's included):
     lock, install into a venv, check and doctor; then grep every file of the run, the venv included."""
-    test_install = pytest.importorskip("test_install_e2e")
-    if not test_install._glibc_ok() or not Path(test_install.UV).exists():
+    from support import install_world
+
+    if not install_world._glibc_ok() or not Path(install_world.UV).exists():
         pytest.skip("needs Linux with glibc >= 2.28 and uv next to this interpreter")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_", "VIRTUAL_ENV"))}
     env.update({"HOME": str(tmp_path / "home"), "UV_CACHE_DIR": str(tmp_path / "uv-cache"), "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1"})
-    world = test_install.build_world(tmp_path / "www")
+    world = install_world.build_world(tmp_path / "www")
     with IndexServer(world.root) as srv:
         world.write(srv.url)
         srv.auth = (USER, TOKEN)
-        python = test_install.make_venv(tmp_path / "venv", env, test_install.torch_wheel(world, test_install.NIGHTLY))
+        python = install_world.make_venv(tmp_path / "venv", env, install_world.torch_wheel(world, install_world.NIGHTLY))
         index = [
             "--index",
             f"pytorch={with_credentials(srv.url)}whl/",

@@ -303,22 +303,24 @@ def test_install_resumes_a_reset_download_and_a_dead_one_changes_nothing(tmp_pat
     install completes; a download that never works is one clear error and the venv is untouched."""
     import shutil
 
-    test_install = pytest.importorskip("test_install_e2e")
-    if not test_install._glibc_ok() or not Path(test_install.UV).exists():
+    from support import install_world
+    from support.doors import index_flags
+
+    if not install_world._glibc_ok() or not Path(install_world.UV).exists():
         pytest.skip("needs Linux with glibc >= 2.28 and uv next to this interpreter")
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
     env = dict(os.environ)
-    world = test_install.build_world(tmp_path / "www")
-    [jit] = (world.root / "releases" / "download" / "v0.6.5").glob(f"flashinfer_jit_cache-0.6.5+cu130-*{test_install.PLAT}.whl")
+    world = install_world.build_world(tmp_path / "www")
+    [jit] = (world.root / "releases" / "download" / "v0.6.5").glob(f"flashinfer_jit_cache-0.6.5+cu130-*{install_world.PLAT}.whl")
     path = "/releases/download/v0.6.5/" + jit.name
     with IndexServer(world.root) as srv:
         world.write(srv.url)
-        torch = test_install.torch_wheel(world, test_install.NIGHTLY)
+        torch = install_world.torch_wheel(world, install_world.NIGHTLY)
         cache = tmp_path / "cache"
-        flags = [*test_install.index_flags(srv.url), "--cache-dir", str(cache), "--format", "json"]
-        python = test_install.make_venv(tmp_path / "venv", env, torch)
+        flags = [*index_flags(srv.url), "--cache-dir", str(cache), "--format", "json"]
+        python = install_world.make_venv(tmp_path / "venv", env, torch)
         rc, _, err = run_cli(capsys, "resolve", "--python", python, *flags)  # METADATA now in the cache:
         assert rc == 0, err  # the install's only request for the jit-cache wheel is its download
         warm = tmp_path / "warm-cache"
@@ -328,16 +330,16 @@ def test_install_resumes_a_reset_download_and_a_dead_one_changes_nothing(tmp_pat
         mark = len(srv.log)
         rc, out, err = run_cli(capsys, "install", "--python", python, *flags)
         assert rc == 0, err
-        assert test_install.installed(python)["flashinfer-jit-cache"] == "0.6.5+cu130"
+        assert install_world.installed(python)["flashinfer-jit-cache"] == "0.6.5+cu130"
         asked = [h.get("Range") for m, p, h in srv.log[mark:] if unquote(urlsplit(p).path) == path]
         assert len(asked) == 3 and asked[0] is None and asked[2] and asked[2].startswith("bytes=")  # resumed
         assert cache_problems(cache, world.root) == []
 
-        other = test_install.make_venv(tmp_path / "other", env, torch)
-        before = test_install.installed(other)
+        other = install_world.make_venv(tmp_path / "other", env, torch)
+        before = install_world.installed(other)
         srv.script(path, [Fault(status=503)] * ALWAYS)
-        rc, out, err = run_cli(capsys, "install", "--python", other, *test_install.index_flags(srv.url), "--cache-dir", str(warm), "--format", "json")
+        rc, out, err = run_cli(capsys, "install", "--python", other, *index_flags(srv.url), "--cache-dir", str(warm), "--format", "json")
         assert rc == 3 and out == "", err
         assert f"{jit.name}: 503 Service Unavailable after 5 attempts" in err
-        assert test_install.installed(other) == before
+        assert install_world.installed(other) == before
         assert cache_problems(warm, world.root) == []

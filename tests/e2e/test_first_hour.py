@@ -7,14 +7,14 @@ import io
 import json
 import re
 import shutil
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from support.doors import run_cli
 from support.paths import REPO, SNAPSHOT
-from support.server import IndexServer
+from support.server import IndexServer, closed_port
 from support.stack_world import build_story_world
 
 import resolve_gpu_stack
@@ -29,28 +29,16 @@ else:  # pragma: no cover - exercised on 3.10 only
 STORY = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130", "--snapshot", str(SNAPSHOT)]
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- the override, and hints that fit --------------------------------------------------------------
 
 
 def test_an_override_that_excludes_the_kept_torch_says_so_before_anything_else(capsys):
-    code, out, err = run(capsys, *STORY, "--override", "torch<2")
+    code, out, err = run_cli(capsys, *STORY, "--override", "torch<2")
     assert code == 1 and out == ""
     assert "error: --override 'torch<2' conflicts with the installed torch 2.12.0.dev20260307+cu130, which is kept" in err
     assert "not in snapshot" not in err  # it was: a snapshot miss of an unrelated FlashInfer version
@@ -58,12 +46,12 @@ def test_an_override_that_excludes_the_kept_torch_says_so_before_anything_else(c
 
 
 def test_an_override_the_kept_torch_meets_is_fine(capsys):
-    code, _, err = run(capsys, *STORY, "--override", "torch>=2.12.0.dev20260307", "--format", "json")
+    code, _, err = run_cli(capsys, *STORY, "--override", "torch>=2.12.0.dev20260307", "--format", "json")
     assert code == 0, err
 
 
 def test_a_flashinfer_version_that_does_not_exist_is_not_told_to_drop_the_jit_cache(capsys):
-    code, _, err = run(capsys, *STORY, "--flashinfer", "9.9.9")
+    code, _, err = run_cli(capsys, *STORY, "--flashinfer", "9.9.9")
     assert code == 1
     assert "no flashinfer-python wheel fits Python 3.12 on x86_64-manylinux_2_28 at 9.9.9" in err
     hint = err.split("hint: ", 1)[1]
@@ -105,7 +93,7 @@ def test_no_internal_reference_numbers_reach_a_user():
 def test_an_output_name_is_refused_before_anything_is_resolved(capsys, tmp_path, monkeypatch, argv):
     monkeypatch.chdir(tmp_path)
     dead = f"http://127.0.0.1:{closed_port()}/"
-    code, _, err = run(capsys, *argv, "--index", f"pytorch={dead}", "--index", f"flashinfer={dead}", "--index", f"pypi={dead}simple/")
+    code, _, err = run_cli(capsys, *argv, "--index", f"pytorch={dead}", "--index", f"flashinfer={dead}", "--index", f"pypi={dead}simple/")
     assert code == 2, err
     assert "not a lock file name" in err and "127.0.0.1" not in err  # no index was asked
 
@@ -168,7 +156,7 @@ def test_check_quiet_prints_errors_only_and_counts_the_warnings(capsys):
 
 
 def test_the_plan_table_fits_80_columns_and_keeps_names_and_versions_whole(capsys, monkeypatch):
-    code, out, _ = run(capsys, *STORY, "--format", "json")
+    code, out, _ = run_cli(capsys, *STORY, "--format", "json")
     rows = {(p["name"], p["version"]) for p in json.loads(out)["packages"]}
     monkeypatch.setenv("COLUMNS", "80")
     terminal = Terminal()
@@ -182,7 +170,7 @@ def test_the_plan_table_fits_80_columns_and_keeps_names_and_versions_whole(capsy
 
 def test_candidates_shorten_hashes_on_a_narrow_terminal(capsys, monkeypatch):
     argv = ["candidates", "flashinfer-jit-cache", "--cuda", "cu130", "--python", "3.12", "--snapshot", str(SNAPSHOT)]
-    full = json.loads(run(capsys, *argv, "--format", "json")[1])["files"][0]["sha256"]
+    full = json.loads(run_cli(capsys, *argv, "--format", "json")[1])["files"][0]["sha256"]
     for columns, shown in (("80", full[:12] + "…"), ("300", full)):
         monkeypatch.setenv("COLUMNS", columns)
         terminal = Terminal()
@@ -197,7 +185,7 @@ def test_candidates_shorten_hashes_on_a_narrow_terminal(capsys, monkeypatch):
 
 
 def test_short_version_flag(capsys):
-    code, out, _ = run(capsys, "-V")
+    code, out, _ = run_cli(capsys, "-V")
     assert code == 0 and out.strip() == f"resolve-gpu-stack {resolve_gpu_stack.__version__}"
 
 
@@ -229,18 +217,20 @@ def served_snapshot(tmp_path, capsys):
         world.write(srv.url)
         indexes = ["--index", f"pytorch={srv.url}whl/", "--index", f"flashinfer={srv.url}fi/", "--index", f"pypi={srv.url}simple/"]
         target = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130"]
-        code, _, err = run(capsys, "snapshot", *target, *indexes, "--cache-dir", str(tmp_path / "c0"), "--output", str(tmp_path / "snap"), "--format", "json")
+        code, _, err = run_cli(
+            capsys, "snapshot", *target, *indexes, "--cache-dir", str(tmp_path / "c0"), "--output", str(tmp_path / "snap"), "--format", "json"
+        )
         assert code == 0, err
         yield srv, [*target, *indexes, "--snapshot", str(tmp_path / "snap")]
 
 
 def test_live_fallback_fetches_what_the_snapshot_lacks(capsys, tmp_path, served_snapshot):
     srv, argv = served_snapshot
-    code, _, err = run(capsys, *argv, "--flashinfer", "0.6.4", "--format", "json")  # 0.6.5 was recorded
+    code, _, err = run_cli(capsys, *argv, "--flashinfer", "0.6.4", "--format", "json")  # 0.6.5 was recorded
     assert code == 3
     assert "not in snapshot" in err and "--live-fallback" in err
     srv.log.clear()
-    code, out, err = run(capsys, *argv, "--flashinfer", "0.6.4", "--live-fallback", "--cache-dir", str(tmp_path / "c1"), "--format", "json")
+    code, out, err = run_cli(capsys, *argv, "--flashinfer", "0.6.4", "--live-fallback", "--cache-dir", str(tmp_path / "c1"), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["flashinfer"]["version"] == "0.6.4"
     assert srv.log and not any(path.endswith("/torch/") for _, path, _ in srv.log)  # only what the snapshot lacks
@@ -248,7 +238,7 @@ def test_live_fallback_fetches_what_the_snapshot_lacks(capsys, tmp_path, served_
 
 def test_live_fallback_is_a_flag_of_every_command_with_a_snapshot(capsys):
     for command in ("resolve", "lock", "install", "snapshot", "candidates", "check", "export"):
-        code, out, _ = run(capsys, command, "--help")
+        code, out, _ = run_cli(capsys, command, "--help")
         assert code == 0 and "--live-fallback" in out, command
 
 
@@ -279,7 +269,7 @@ def test_a_snapshot_lock_places_pypi_files_on_a_mirrors_own_layout(capsys, tmp_p
     with IndexServer(tmp_path / "mirror") as mirror:
         monkeypatch.setenv("PIP_INDEX_URL", f"{mirror.url}root/pypi/+simple/")  # the user's PyPI is the mirror
         lock = tmp_path / "pylock.x.toml"
-        code, _, err = run(capsys, "lock", *argv, "--cache-dir", str(tmp_path / "c2"), "-o", str(lock))
+        code, _, err = run_cli(capsys, "lock", *argv, "--cache-dir", str(tmp_path / "c2"), "-o", str(lock))
         assert code == 0, err
         doc = tomllib.loads(lock.read_text())
         pypi = [p for p in doc["packages"] if p["index"].startswith(mirror.url)]
@@ -289,7 +279,7 @@ def test_a_snapshot_lock_places_pypi_files_on_a_mirrors_own_layout(capsys, tmp_p
             path = tmp_path / "mirror" / wheel["url"][len(mirror.url) :]
             assert path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == wheel["hashes"]["sha256"]
     # the mirror is gone: the lock says which files it could not place
-    code, _, err = run(capsys, "lock", *argv, "--cache-dir", str(tmp_path / "c3"), "--timeout", "1", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *argv, "--cache-dir", str(tmp_path / "c3"), "--timeout", "1", "-o", str(lock))
     assert code == 0, err
     assert "warning:" in err and "could not be placed on" in err
     assert any("could not be placed" in n for n in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["notes"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.doors import run_cli
 from support.paths import SNAPSHOT
 
 from resolve_gpu_stack.cli.app import main
@@ -21,14 +22,8 @@ SGLANG = [*STORY, "--with", "sglang", "--override", "cuda-python>=13"]  # FlashI
 COMPANIONS = ("sgl-kernel", "torch-memory-saver")  # cannot be shown to run on the kept torch; torchao and torchcodec come from the PyTorch index
 
 
-def run(capsys, argv: list[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_sglang_refuses_with_sgl_kernel_named_and_why(capsys):
-    code, out, err = run(capsys, [*SGLANG, "--format", "json"])
+    code, out, err = run_cli(capsys, *SGLANG, "--format", "json")
     assert code == 1 and out == ""
     kernel = next(line for line in err.splitlines() if line.startswith("  - sgl-kernel 0.3.21 (required by sglang 0.5.9): "))
     assert "needs CUDA 12" in kernel and "built for CUDA 13" in kernel  # sgl-kernel 0.3.21 is a CUDA 12 build (libcudart.so.12)
@@ -110,7 +105,7 @@ def test_a_wheel_of_builds_for_older_torches_is_planned_with_a_note(sglang_plan)
 
 
 def test_vllm_names_its_own_binary_as_built_for_another_torch(capsys):
-    code, _, err = run(capsys, [*STORY, "--with", "vllm", "--flashinfer", "0.6.5", "--format", "json"])
+    code, _, err = run_cli(capsys, *STORY, "--with", "vllm", "--flashinfer", "0.6.5", "--format", "json")
     assert code == 1
     assert "vllm 0.11.2 (required by the request): built for torch==2.9.0, torch is 2.12.0.dev20260307+cu130" in err
     assert "--without vllm" in err

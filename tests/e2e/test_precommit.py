@@ -13,13 +13,10 @@ a closed port, so any attempt to reach the network fails.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import importlib.metadata
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +30,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support.lock_project import build_lock_world, config_text, record_snapshot, serve_world
 from support.paths import REPO
+from support.server import closed_port
+from support.wheels import record_hash
 
 import resolve_gpu_stack
 
@@ -46,10 +45,6 @@ REGENERATE = "resolve-gpu-stack lock --target x86_64-py312"
 
 
 # -- an offline wheelhouse from the installed distributions ---------------------------------------
-
-
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
 def repack(dist: importlib.metadata.Distribution, out: Path) -> Path:
@@ -79,7 +74,7 @@ def repack(dist: importlib.metadata.Distribution, out: Path) -> Path:
                 arcname = name
             data = Path(dist.locate_file(file)).read_bytes()
             zf.writestr(zipfile.ZipInfo(arcname, date_time=(2026, 1, 1, 0, 0, 0)), data)
-            record.append(f"{arcname},{_record_hash(data)},{len(data)}")
+            record.append(f"{arcname},{record_hash(data)},{len(data)}")
         record.append(f"{dist_info}/RECORD,,")
         zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
     return path
@@ -115,12 +110,6 @@ def build_wheelhouse(out: Path) -> None:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:

@@ -21,7 +21,7 @@ import pytest
 from support.doors import index_flags, run_cli
 from support.faults import LISTING, TARGET, StoryRun
 from support.hostile import ESC_REASON, HostileRelay, TlsProxy
-from support.server import IndexServer
+from support.server import IndexServer, closed_port
 from support.stack_world import build_story_world
 
 from resolve_gpu_stack.errors import CrawlError, printable
@@ -222,12 +222,6 @@ def test_no_proxy_ports_and_star() -> None:
 
 
 # -- proxies and TLS: a setting at fault is named, and never retried --------------------------------------
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("scheme", ["socks5", "socks5h", "ftp"])
 def test_a_proxy_that_is_not_http_or_https_is_refused_once_naming_it(monkeypatch: pytest.MonkeyPatch, scheme: str) -> None:
     proxy = f"{scheme}://user:secret@127.0.0.1:{closed_port()}"

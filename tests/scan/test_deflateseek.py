@@ -8,6 +8,7 @@ import random
 import zlib
 
 import pytest
+from support.forgery import low_entropy
 
 from resolve_gpu_stack.scan import deflateseek, inflate
 
@@ -27,11 +28,6 @@ def _deflated(data: bytes, level: int = 6) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def _low_entropy(n: int, seed: int) -> bytes:
-    """Random bytes of 16 values: Huffman-coded in dynamic blocks, few matches."""
-    return random.Random(seed).randbytes(n).translate(bytes(b"abcdefghijklmnop"[i % 16] for i in range(256)))
-
-
 def _object_like(n: int, seed: int) -> bytes:
     """Text and code-like runs with repeats (back-references) between random bytes."""
     rng = random.Random(seed)
@@ -49,7 +45,7 @@ def _check(data: bytes, runs: list[tuple[int, bytes]]) -> int:
     return sum(len(p) for _, p in runs)
 
 
-@pytest.mark.parametrize(("make", "share"), [(_object_like, 0.5), (_low_entropy, 0.0)])
+@pytest.mark.parametrize(("make", "share"), [(_object_like, 0.5), (low_entropy, 0.0)])
 @pytest.mark.parametrize("cut", [0.3, 0.7])
 def test_a_stream_entered_in_its_middle_gives_the_members_own_bytes_where_they_are(make, share: float, cut: float, backend: str) -> None:  # type: ignore[no-untyped-def]
     """What is given is right; how much of it the window leaves is the data's (16 byte values
@@ -100,7 +96,7 @@ def test_regions_are_given_only_where_asked(backend: str) -> None:
 
 def test_garbage_and_a_stream_that_does_not_end_are_not_entered(backend: str) -> None:
     assert deflateseek.enter(random.Random(6).randbytes(256 * 2**10), 10 * MB, search=32 * 2**10) is None
-    data = _low_entropy(2 * MB, 7)
+    data = low_entropy(2 * MB, 7)
     comp = _deflated(data)
     assert deflateseek.enter(comp[len(comp) // 2 : -1000], len(data), search=256 * 2**10) is None  # cut before its end
     assert deflateseek.enter(comp[len(comp) // 2 :] + b"\x00" * 64, len(data), search=256 * 2**10) is None  # bytes after its end

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 from support.elfbuild import compile_extension, have_cxx, move_dynamic, patchelf_layout, torch_stubs, wheel_bytes
+from support.forgery import low_entropy
 from support.server import IndexServer
 
 from resolve_gpu_stack.model import IndexFile
@@ -28,10 +29,6 @@ MB = 2**20
 LIB = "torch/lib/libtorch_cpu.so"
 
 
-def _low_entropy(n: int, seed: int) -> bytes:
-    return random.Random(seed).randbytes(n).translate(bytes(b"abcdefghijklmnop"[i % 16] for i in range(256)))
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServer, dict[str, bytes]]]:
     if not have_cxx():
@@ -42,7 +39,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServ
         # incompressible pad: stored blocks before the tables
         "stored": move_dynamic(lib, pad=24 * MB, seed=1),
         # a pad of 16 byte values: dynamic Huffman blocks before the tables
-        "dynamic": move_dynamic(lib, filler=_low_entropy(24 * MB, 2)),
+        "dynamic": move_dynamic(lib, filler=low_entropy(24 * MB, 2)),
         # the tables where the linker put them, 12 MB of data after them: not for the tail
         "early": lib + random.Random(3).randbytes(12 * MB),
         # torch's own layout: .dynamic past the middle, 12 MB on, the section headers and the moved tables

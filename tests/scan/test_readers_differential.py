@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from support.elfbuild import compile_extension, have_cxx, move_dynamic, patchelf_layout, torch_stubs
-from support.forgery import MISSING, compile_forged, forged_member, readelf_symbols
+from support.forgery import MISSING, compile_forged, forged_member, low_entropy, readelf_symbols
 
 from resolve_gpu_stack.scan import deflateseek, zipmeta
 from resolve_gpu_stack.scan.elf import ElfError
@@ -179,10 +179,6 @@ def test_the_forged_family_is_read_as_the_full_inflation_reads_it(objects, pad, 
     assert MISSING.decode() in stream.structure.symbols.imports
 
 
-def _low_entropy(n: int, seed: int) -> bytes:
-    return random.Random(seed).randbytes(n).translate(bytes(b"abcdefghijklmnop"[i % 16] for i in range(256)))
-
-
 @FAST
 @given(
     n=st.integers(64 * KB, 1536 * KB),
@@ -199,7 +195,7 @@ def test_a_stream_entered_in_its_middle_gives_only_the_members_own_bytes(n, seed
     if entropy == "random":
         data = rng.randbytes(n)
     elif entropy == "low":
-        data = _low_entropy(n, seed)
+        data = low_entropy(n, seed)
     else:
         words = [rng.randbytes(rng.randint(3, 30)) for _ in range(200)]
         data = b"".join(rng.choice(words) for _ in range(n // 16))[:n]

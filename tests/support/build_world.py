@@ -8,7 +8,6 @@ own installed setuptools (no network, nothing large in the repository).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib.metadata
 import io
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from support.wheels import BuiltWheel, build_wheel
+from support.wheels import BuiltWheel, build_wheel, record_hash
 from support.world import World, _Entry
 
 PY = f"cp{sys.version_info.major}{sys.version_info.minor}"
@@ -420,10 +419,6 @@ def serve_sdist(world: World, sdist: Sdist, page: str = "simple") -> None:
     world._add(f"{page}/{canonicalize_name(sdist.name)}/", "pypi", entry)
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def repacked_setuptools(out: Path) -> Path:
     """The wheel this test environment's setuptools was installed from, rebuilt from its RECORD
     (the build backend the loopback PyPI serves: no network)."""
@@ -443,7 +438,7 @@ def repacked_setuptools(out: Path) -> Path:
                 continue
             data = Path(str(dist.locate_file(file))).read_bytes()
             zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), data)
-            record.append(f"{name},{_record_hash(data)},{len(data)}")
+            record.append(f"{name},{record_hash(data)},{len(data)}")
         record.append(f"{dist_info}/RECORD,,")
         zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
     return path

@@ -22,8 +22,6 @@ of the fake one's output comes from the fake chain itself: windows of 0x00 and o
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import random
 import shutil
 import struct
@@ -32,7 +30,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.wheels import metadata_text
+from support.wheels import metadata_text, record_hash
 
 MISSING = b"_ZN3c1016stand_in_missingEv"  # c10::stand_in_missing()
 RENAMED = b"_ZN3zzz16stand_in_missingEv"  # the same length, in no torch namespace
@@ -268,10 +266,6 @@ def compile_forged(folder: Path) -> bytes:
     return _compile(folder, "forged.so", SOURCE, links=("libtorch_cpu.so", "libc10.so"))
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def zip_with(members: list[tuple[str, bytes, bytes | None]]) -> bytes:
     """A zip of ``(name, data, raw deflate data or None)``: deflated members, their data as given
     (None: zlib's), with true CRCs and sizes."""
@@ -309,7 +303,7 @@ def forged_wheel(
         (f"{info}/METADATA", metadata_text(name, version, requires), None),
         (f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: forgery\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(), None),
     ]
-    record = "".join(f"{p},{_record_hash(d)},{len(d)}\n" for p, d, _ in files) + f"{info}/RECORD,,\n"
+    record = "".join(f"{p},{record_hash(d)},{len(d)}\n" for p, d, _ in files) + f"{info}/RECORD,,\n"
     files.append((f"{info}/RECORD", record.encode(), None))
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{dist}-{version}-{tag}.whl"
@@ -318,3 +312,8 @@ def forged_wheel(
 
 
 __all__ = ["MISSING", "RENAMED", "Forged", "compile_forged", "forged_member", "forged_wheel", "readelf_symbols", "zip_with"]
+
+
+def low_entropy(n: int, seed: int) -> bytes:
+    """Random bytes of 16 values: Huffman-coded in dynamic blocks, few matches."""
+    return random.Random(seed).randbytes(n).translate(bytes(b"abcdefghijklmnop"[i % 16] for i in range(256)))

@@ -342,3 +342,10 @@ class IndexServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound for a moment, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

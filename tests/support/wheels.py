@@ -21,7 +21,8 @@ class BuiltWheel:
     metadata: bytes
 
 
-def _record_hash(data: bytes) -> str:
+def record_hash(data: bytes) -> str:
+    """A RECORD line's hash of ``data`` (PEP 376: urlsafe base64 of the sha256, unpadded)."""
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
@@ -69,7 +70,7 @@ def build_wheel(
     wheel_meta = f"Wheel-Version: 1.0\nGenerator: resolve-gpu-stack-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
     members[f"{dist_info}/METADATA"] = meta
     members[f"{dist_info}/WHEEL"] = wheel_meta
-    record = "".join(f"{p},{_record_hash(d)},{len(d)}\n" for p, d in members.items()) + f"{dist_info}/RECORD,,\n"
+    record = "".join(f"{p},{record_hash(d)},{len(d)}\n" for p, d in members.items()) + f"{dist_info}/RECORD,,\n"
     members[f"{dist_info}/RECORD"] = record.encode()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
