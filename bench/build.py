@@ -44,7 +44,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.build_world import NIGHTLY, build_world, extension_sdist, have_cxx, index_flags, repacked_setuptools, torch_wheel  # noqa: E402
+from support.build_world import NIGHTLY, build_world, extension_sdist, have_cxx, repacked_setuptools, torch_wheel  # noqa: E402
+from support.doors import index_flags  # noqa: E402
 from support.server import IndexServer  # noqa: E402
 
 UV = str(Path(sys.executable).with_name("uv"))
