@@ -1,3 +1,8 @@
+"""The fixtures every test folder shares. Test files lie in folders that mirror the floors of src/
+(e2e/ for the door tests that cross floors); what they share lives in the support/ package, imported
+as ``support.<module>`` with tests/ on sys.path (put there below). Fixtures defined beside their
+helpers in support/ are registered here, so any folder may ask for them."""
+
 from __future__ import annotations
 
 import os
@@ -10,7 +15,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-# The fixtures test modules of several folders share, defined beside their helpers in support/.
 from support.abi_doors import forged  # noqa: E402, F401  (the abi world with the forged evilkern, per module)
 from support.install_world import exported  # noqa: E402, F401  (a lock exported once as a wheelhouse)
 from support.lock_faults import run  # noqa: E402, F401  (the story world served, a cache dir and a lock path)
