@@ -411,7 +411,7 @@ def test_lock_o_and_a_configs_lock_say_every_note_and_override_resolve_prints(wo
     overrides ``resolve`` prints under its table, ``lock -o`` and a config's ``lock`` say on stderr,
     line for line (a config's lines after its target's name), as the lock's notes record them."""
     flags = STORY_REQUESTS[request_name]
-    code, out, err = cli(capsys, "resolve", *flags, *index_flags(world, tmp_path), "--format", "table")
+    code, out, err = run_cli(capsys, "resolve", *flags, *world_flags(world, tmp_path), "--format", "table")
     assert code == 0, err
     told = out[out.index("Notes") :] if "Notes" in out else ""
     lines = [line for line in (" ".join(raw.split()) for raw in told.splitlines()) if line]
@@ -440,7 +440,7 @@ def test_lock_o_and_a_configs_lock_say_every_note_and_override_resolve_prints(wo
 
 
 def _json_out(capsys, flags: list[str], world, tmp: Path) -> str:  # type: ignore[no-untyped-def]
-    code, out, err = cli(capsys, "resolve", *flags, *index_flags(world, tmp), "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *flags, *world_flags(world, tmp), "--format", "json")
     assert code == 0, err
     return out
 

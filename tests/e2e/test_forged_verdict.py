@@ -217,16 +217,16 @@ def test_an_untied_wheels_verdict_from_first_bytes_is_unverified_at_every_plan_d
     check (a note), candidates, inspect by name (``runs`` null). Install and wheelhouse read it
     again from the verified file (the tests above)."""
     world, srv, _, _ = forged
-    flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "json")
+    flags = [*DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "json")
     assert code == 0, err
     row = next(p for p in json.loads(out)["packages"] if p["name"] == "evilguess")
     assert row["abi"] is not None and row["abi"]["read"] == "names" and row["abi"]["refusal"] is None, row
-    code, out, err = cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "table")
+    code, out, err = run_cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "table")
     assert code == 0, err
     assert next(line for line in out.splitlines() if " evilguess " in f" {line} ").split()[-1] == "UNVERIFIED", out
     lock = tmp_path / "pylock.guess.toml"
-    code, _, err = cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
     assert code == 0, err
     locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
     assert locked["abi-read"] == "names" and "abi-refusal" not in locked, locked
@@ -236,18 +236,18 @@ def test_an_untied_wheels_verdict_from_first_bytes_is_unverified_at_every_plan_d
     assert [f["level"] for f in mine] == ["note"] and mine[0]["message"].startswith(
         "its verdict is unverified: judged from the library names in the first bytes"
     ), mine
-    target = [*DECLARED[:6], *index_flags(world, srv), "--cache-dir", str(tmp_path / "c")]
-    code, out, err = cli(capsys, "candidates", "evilguess", *target, "--format", "json")
+    target = [*DECLARED[:6], *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, "candidates", "evilguess", *target, "--format", "json")
     assert code == 0, err
     [candidate] = json.loads(out)["files"]
     assert candidate["abi"].startswith("no torch (unverified: judged from the library names"), candidate
-    code, out, err = cli(capsys, "inspect", "evilguess==1.0", *target, "--format", "json")
+    code, out, err = run_cli(capsys, "inspect", "evilguess==1.0", *target, "--format", "json")
     verdict = json.loads(out)["verdict"]
     assert verdict["runs"] is None and verdict["read"] == "names", verdict
 
 
 def _check_findings(capsys, lock: Path, world, srv, tmp_path: Path) -> list[dict]:  # type: ignore[no-untyped-def]
-    _, out, _ = cli(capsys, "check", str(lock), *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--format", "json")
+    _, out, _ = run_cli(capsys, "check", str(lock), *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), "--format", "json")
     return list(json.loads(out)["findings"])
 
 

@@ -23,6 +23,7 @@ from support.abi_doors import forged as forged
 from support.abi_world import build_abi_world, have_cxx
 from support.doors import index_flags, run_cli
 from support.output_schemas import validate
+from support.paths import REPO
 from support.server import IndexServer
 
 from resolve_gpu_stack.model.abi import READ_NAMES, READ_RECORDED, MemberAbi, WheelAbi
@@ -380,8 +381,7 @@ def test_a_records_folder_is_indexed_for_hosting_with_only_the_records_it_would_
     partial = json.loads(json.dumps(good).replace(SHA, "ef" * 32))
     partial["scan"]["read"] = "recorded"
     (tmp_path / record_name("ef" * 32)).write_text(json.dumps(partial))
-    repo = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, str(repo / "indexes" / "scan_records.py"), "--index", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, str(REPO / "indexes" / "scan_records.py"), "--index", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "1 records in" in done.stdout, done.stdout + done.stderr
     index = json.loads((tmp_path / INDEX_NAME).read_text())
     validate(index)

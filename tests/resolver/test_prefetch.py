@@ -248,7 +248,8 @@ def test_a_native_wheels_scan_does_not_wait_for_its_sidecar(tmp_path: Path, caps
     tail) is asked for while its PEP 658 sidecar is still being answered, not a round trip after:
     the server holds the sidecar SIDECAR_WAIT seconds and the tail's request arrives before it
     answers. The verdict is the scan's, the same as when the two are read one after the other."""
-    from support.abi_doors import DECLARED, cli, index_flags
+    from support.abi_doors import DECLARED
+    from support.doors import index_flags, run_cli
     from support.elfbuild import synthetic_elf
     from support.wheels import build_wheel
     from support.world import _Entry
@@ -262,7 +263,7 @@ def test_a_native_wheels_scan_does_not_wait_for_its_sidecar(tmp_path: Path, caps
         world.write(srv.url)
         srv.script(f"/files/{wheel.filename}.metadata", [Fault(delay=SIDECAR_WAIT)])
         out_args = ["-o", str(tmp_path / "pylock.toml")] if door == "lock" else ["--format", "json"]
-        code, out, err = cli(capsys, door, *DECLARED, *index_flags(world, srv), "--with", "fastext", "--cache-dir", str(tmp_path / "cache"), *out_args)
+        code, out, err = run_cli(capsys, door, *DECLARED, *index_flags(srv.url), "--with", "fastext", "--cache-dir", str(tmp_path / "cache"), *out_args)
         assert code == 0, err
         log, times = list(srv.log), srv.log.times
     asked = [(t, path, headers) for t, (_, path, headers) in zip(times, log, strict=True) if wheel.filename in path]
