@@ -1,4 +1,4 @@
-"""The abi world at every door: the declared target, the CLI runner, a venv holding the kept torch, and
+"""The abi world at every door: the declared target, a venv holding the kept torch (by uv), and
 the same world with the forged ``evilkern`` beside it (the ``forged`` fixture)."""
 
 from __future__ import annotations
