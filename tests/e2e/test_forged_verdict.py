@@ -267,7 +267,7 @@ def test_a_guess_cached_before_it_was_marked_is_scanned_again_and_unverified(for
     [wheel] = sorted((world.root / "files").glob("evilguess-1.0-*.whl"))
     key = f"sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}"
     fresh = tmp_path / "fresh"
-    code, _, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(fresh), "--with", "evilguess", "--format", "json")
+    code, _, err = run_cli(capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(fresh), "--with", "evilguess", "--format", "json")
     assert code == 0, err
     written = HttpCache(fresh).get_scan(key)
     assert written is not None
@@ -282,24 +282,24 @@ def test_a_guess_cached_before_it_was_marked_is_scanned_again_and_unverified(for
     def ranges_on_the_wheel() -> int:
         return sum(1 for _, path, headers in srv.log if path.endswith(wheel.name) and any(k.lower() == "range" for k in headers))
 
-    flags = [*DECLARED, *index_flags(world, srv)]
+    flags = [*DECLARED, *index_flags(srv.url)]
     before = ranges_on_the_wheel()
-    code, out, err = cli(capsys, "resolve", *flags, *seeded("c1"), "--with", "evilguess", "--format", "json")
+    code, out, err = run_cli(capsys, "resolve", *flags, *seeded("c1"), "--with", "evilguess", "--format", "json")
     assert code == 0, err
     row = next(p for p in json.loads(out)["packages"] if p["name"] == "evilguess")
     assert row["abi"] is not None and row["abi"]["read"] == "names" and row["abi"]["refusal"] is None, row
     assert ranges_on_the_wheel() > before  # scanned again, not answered by the old entry
     again = HttpCache(tmp_path / "c1").get_scan(key)
     assert again is not None and json.loads(again)["schema"] == SCAN_SCHEMA and json.loads(again)["read"] == "names"
-    code, out, err = cli(capsys, "resolve", *flags, *seeded("c2"), "--with", "evilguess", "--format", "table")
+    code, out, err = run_cli(capsys, "resolve", *flags, *seeded("c2"), "--with", "evilguess", "--format", "table")
     assert code == 0, err
     assert next(line for line in out.splitlines() if " evilguess " in f" {line} ").split()[-1] == "UNVERIFIED", out
     lock = tmp_path / "pylock.guess.toml"
-    code, _, err = cli(capsys, "lock", *flags, *seeded("c3"), "--with", "evilguess", "-o", str(lock))
+    code, _, err = run_cli(capsys, "lock", *flags, *seeded("c3"), "--with", "evilguess", "-o", str(lock))
     assert code == 0, err
     locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
     assert locked["abi-read"] == "names", locked
-    code, out, err = cli(capsys, "candidates", "evilguess", *DECLARED[:6], *index_flags(world, srv), *seeded("c4"), "--format", "json")
+    code, out, err = run_cli(capsys, "candidates", "evilguess", *DECLARED[:6], *index_flags(srv.url), *seeded("c4"), "--format", "json")
     assert code == 0, err
     [candidate] = json.loads(out)["files"]
     assert "unverified" in candidate["abi"], candidate

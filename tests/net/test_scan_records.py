@@ -162,20 +162,20 @@ def test_a_schema_4_record_of_an_untied_wheel_plans_it_unverified_without_readin
     folder.mkdir()
     (folder / record_name(sha)).write_text(json.dumps(_schema_4(record_document(sha, wheel.name, len(data), ScanRecord(abi=abi)))))
     with IndexServer(folder) as records:
-        flags = [*DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c"), "--scan-records", records.url.rstrip("/") + "/"]
+        flags = [*DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), "--scan-records", records.url.rstrip("/") + "/"]
         before = [p for p in _ranges(srv) if p.endswith(wheel.name)]
-        code, out, err = cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "json")
+        code, out, err = run_cli(capsys, "resolve", *flags, "--with", "evilguess", "--format", "json")
         assert code == 0, err
         row = next(p for p in json.loads(out)["packages"] if p["name"] == "evilguess")
         assert row["abi"] is not None and row["abi"]["read"] == "names", row
         lock = tmp_path / "pylock.guess.toml"
-        code, _, err = cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
+        code, _, err = run_cli(capsys, "lock", *flags, "--with", "evilguess", "-o", str(lock))
         assert code == 0, err
         locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "evilguess")
         assert locked["abi-read"] == "names", locked
         answered = [p for p in _ranges(srv) if p.endswith(wheel.name)][len(before) :]  # its METADATA's tail, nothing more
         assert any(p.endswith(record_name(sha)) for _, p, _ in records.log), records.log
-    code, _, err = cli(capsys, "resolve", *DECLARED, *index_flags(world, srv), "--cache-dir", str(tmp_path / "c2"), "--with", "evilguess", "--format", "json")
+    code, _, err = run_cli(capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c2"), "--with", "evilguess", "--format", "json")
     assert code == 0, err
     scanned = [p for p in _ranges(srv) if p.endswith(wheel.name)][len(before) + len(answered) :]  # without the record: its tail, then its members
     assert len(answered) < len(scanned), (answered, scanned)
