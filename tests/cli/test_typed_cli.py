@@ -12,8 +12,9 @@ import tokenize
 from pathlib import Path
 
 import pytest
+from support.paths import SNAPSHOT, SRC
 
-CLI = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack" / "cli"
+CLI = SRC / "cli"
 
 # The one left, and why: settings.fetch_settings fills the network settings (TransportSettings,
 # FetchSettings) from the NETWORK table's rows by name, through dataclasses.replace(**...): the
@@ -48,8 +49,6 @@ def test_the_count_sees_an_any(tmp_path):
 
 # -- parsed once, at the edge ------------------------------------------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
-SNAPSHOT = REPO / "indexes" / "snapshots" / "2026-03-07"
 TARGET = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", "torch==2.12.0.dev20260307+cu130"]
 
 
