@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     wanted = args.wheels or [f"{r.name}=={r.version or _newest(r.name, pypi, args.python)}" for r in ROWS]
     wanted = [w for w in wanted if not w.endswith("==")]  # a row pip finds no release of: said there
-    typed = S.TypedSettings(MappingProxyType({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)}))
+    typed = S.TypedSettings(MappingProxyType(S.parse({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)})))
     target, installed_requires = common.target_of(typed, os.environ)
     written = 0
     with tempfile.TemporaryDirectory() as temporary:
