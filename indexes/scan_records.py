@@ -23,7 +23,8 @@ its record names (file name and sha256) found on PyPI, downloaded, verified, rea
 Then, for each ``--with`` framework (default: ``FRAMEWORKS``), a cold ``resolve`` of it for the
 same target with no records (``--scan-records none``) in a fresh cache, and every finished scan
 of that cache keyed by a sha256 (``net.scan.records.cached_records``: the closure's native wheels and
-the candidates judged on the way) is written too, named by the plan's file name where it has one.
+the candidates judged on the way) is written too, named by the plan's file name where it has one;
+the plan's wheels whose verdict is a guess from names are read whole first, as above.
 A record already there (the same sha256: the same bytes) is kept as it is, unless ``--rewrite`` (a
 scan's member order and, for a wheel it stops reading at its budget, its byte counts differ from
 run to run).
@@ -250,12 +251,44 @@ def _framework(framework: str, args: argparse.Namespace, pypi: str) -> int:
         plan = json.loads(out.getvalue())["packages"]
         names = {p["sha256"]: p["url"].split("#", 1)[0].rsplit("/", 1)[-1] for p in plan if p.get("sha256") and p.get("url")}
         records = cached_records(Path(cache))
+    guesses = [p for p in plan if isinstance(p.get("abi"), dict) and p["abi"].get("read") == READ_NAMES and p.get("sha256") and p.get("url")]
+    whole = _read_whole(guesses, args, pypi)  # the plan's guesses from names, read from their whole files
+    records += whole
     args.out.mkdir(parents=True, exist_ok=True)
     new = [(sha, record) for sha, record in records if args.rewrite or not (args.out / record_name(sha)).exists()]
     for sha, record in new:
         (args.out / record_name(sha)).write_text(record_text(sha, names.get(sha), record.file_size, record))
-    print(f"recorded      --with {framework}: {len(new)} new of {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels)")
+    print(
+        f"recorded      --with {framework}: {len(new)} new of {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels;"
+        f" {len(whole)} of its {len(guesses)} guesses from names read whole)"
+    )
     return len(new)
+
+
+def _read_whole(rows: list[dict[str, Any]], args: argparse.Namespace, pypi: str) -> list[tuple[str, ScanRecord]]:
+    """The whole readings of the plan rows ``rows`` (each downloaded, verified against the plan's
+    sha256 and size, read from its start); one that cannot be had is said and left out."""
+    from dataclasses import replace
+
+    from resolve_gpu_stack.cli.cmd_inspect import _file_at
+
+    out: list[tuple[str, ScanRecord]] = []
+    with tempfile.TemporaryDirectory() as temporary:
+        network = NetworkOptions(cache_dir=args.cache_dir or Path(temporary), fetch=FetchSettings(transport=TransportSettings(timeout=60.0)))
+        with Session(network) as session:
+            defs = common.definitions(SourceOptions(indexes=(f"pypi={pypi}",)), os.environ)
+            for row in rows:
+                try:
+                    file = replace(_file_at(str(row["url"])), sha256=str(row["sha256"]), size=row.get("size"))
+                    record = _whole(file, session, defs)
+                except ResolveGpuStackError as exc:
+                    print(f"not recorded  {row.get('name')} {row.get('version')}: {exc}")
+                    continue
+                if not publishable(record):
+                    print(f"not recorded  {file.filename}: {_unpublishable(record)}")
+                    continue
+                out.append((str(row["sha256"]).lower(), record))
+    return out
 
 
 if __name__ == "__main__":

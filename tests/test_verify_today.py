@@ -367,7 +367,8 @@ def test_scan_records_reads_a_guess_whole_and_never_writes_one(tmp_path: Path, m
     reading of every member from its start (torch, the member's imports). ``evilfake``'s page gives
     a sha256 its file does not have: its guess cannot be read whole, and nothing is written. With
     ``--guesses``, a records folder's schema-4 guesses are replaced by the same whole readings; the
-    one whose file cannot be had is said and left as it is."""
+    one whose file cannot be had is said and left as it is. A cold resolve's plan (``--with``) is
+    read the same way."""
     from forgery import compile_forged, forged_wheel
     from wheels import BuiltWheel, metadata_text
     from world import _Entry
@@ -406,6 +407,15 @@ def test_scan_records_reads_a_guess_whole_and_never_writes_one(tmp_path: Path, m
         for path in out.glob("*.json"):  # nothing written is a guess
             record, why = parse_record(path.name.removesuffix(".json"), path.read_bytes())
             assert record is not None and record.abi.read != READ_NAMES, (path.name, why)
+        # a cold resolve's plan (--with): its guesses from names are read whole too, never written as guesses
+        plans = tmp_path / "plans"
+        argv = ["--pypi", f"{srv.url}simple/", "--python", python, "--out", str(plans), "--with", "evilguess", "--with", "evilfake"]
+        assert records.main([*argv, "sglang-kernel==0.4.10"]) == 0
+        printed = capsys.readouterr().out
+        assert "recorded      --with evilguess: 1 new of 1 scans (1 of the plan's wheels; 1 of its 1 guesses from names read whole)" in printed, printed
+        assert "recorded      --with evilfake: 0 new of 0 scans (0 of the plan's wheels; 0 of its 1 guesses from names read whole)" in printed, printed
+        assert json.loads((plans / f"{guess.sha256}.json").read_text())["scan"] == scan
+        assert not (plans / f"{fake.sha256}.json").exists()
         # --guesses: a folder's schema-4 guesses (as shipped before guesses were marked) read whole
         old = tmp_path / "old"
         old.mkdir()
