@@ -5,17 +5,26 @@ For each compiled wheel of today's serving stack (``verify_today.py``'s rows: th
 closures' native wheels and the torch family's PyPI releases, for ``TARGET``; a row that names no
 version: its newest release pip finds today), the wheel the target would take is found on its
 index, its ``.so`` members are read by range requests from their starts (the scanner of
-``resolve``; a few hundred KB to a few MB of each wheel, never the whole wheel) and its record is
-written under the sha256 the index page gives. A scan that does not
-finish, or a wheel whose page gives no sha256, is said and not written: no record is a guess.
+``resolve``; a few hundred KB to a few MB of each wheel) and its record is written under the sha256
+the index page gives. A wheel nothing ties to torch, whose range scan judged a member by the library
+names in its first bytes (``read = names``: a guess), is downloaded whole instead, verified against
+that sha256 and size, and every member read from its start to its dynamic section as install's
+confirmation reads it (``env/confirm.local_abi``). A scan that does not finish, a wheel whose page
+gives no sha256, or one whose whole file cannot be had, is said and not written: no record is a guess.
 
     .venv/bin/python indexes/scan_records.py [--pypi URL] [--with FRAMEWORK ...] [NAME==VERSION ...]
     .venv/bin/python indexes/scan_records.py --index DIR   # DIR/index.json: DIR's records in one file (to host them)
+    .venv/bin/python indexes/scan_records.py --guesses [--out DIR]   # DIR's records that are guesses, read again whole
+
+``--guesses``: every record in ``--out`` read as unverified (a "cuda" or "none" of scan schema 4,
+written before guesses were marked) is replaced by the reading of its wheel's whole file: the file
+its record names (file name and sha256) found on PyPI, downloaded, verified, read from its start.
 
 Then, for each ``--with`` framework (default: ``FRAMEWORKS``), a cold ``resolve`` of it for the
 same target with no records (``--scan-records none``) in a fresh cache, and every finished scan
 of that cache keyed by a sha256 (``net.scan.records.cached_records``: the closure's native wheels and
-the candidates judged on the way) is written too, named by the plan's file name where it has one.
+the candidates judged on the way) is written too, named by the plan's file name where it has one;
+the plan's wheels whose verdict is a guess from names are read whole first, as above.
 A record already there (the same sha256: the same bytes) is kept as it is, unless ``--rewrite`` (a
 scan's member order and, for a wheel it stops reading at its budget, its byte counts differ from
 run to run).
@@ -27,11 +36,15 @@ PyPI's URL comes from uv/pip configuration (or --pypi). Offline, it says so and 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -45,9 +58,22 @@ from resolve_gpu_stack.cli.assemble import NetworkOptions, Session  # noqa: E402
 from resolve_gpu_stack.cli.cmd_inspect import _best_wheel  # noqa: E402
 from resolve_gpu_stack.cli.options import SourceOptions  # noqa: E402
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
+from resolve_gpu_stack.data.definitions import Definitions, RouteContext  # noqa: E402
+from resolve_gpu_stack.env.confirm import local_abi  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
-from resolve_gpu_stack.net.scan.classify import RangeClassifier  # noqa: E402
-from resolve_gpu_stack.net.scan.records import INDEX_NAME, NO_RECORDS, folder_index, publishable, record_name, record_text  # noqa: E402
+from resolve_gpu_stack.model import IndexFile  # noqa: E402
+from resolve_gpu_stack.model.abi import READ_NAMES  # noqa: E402
+from resolve_gpu_stack.net.download import fetch_verified  # noqa: E402
+from resolve_gpu_stack.net.scan.classify import RangeClassifier, ScanRecord  # noqa: E402
+from resolve_gpu_stack.net.scan.records import (  # noqa: E402
+    INDEX_NAME,
+    NO_RECORDS,
+    folder_index,
+    parse_record,
+    publishable,
+    record_name,
+    record_text,
+)
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings  # noqa: E402
 
 OUT = REPO / "indexes" / "records"
@@ -68,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only write DIR/index.json (schema scan-records/v1): DIR's records in one file, read by a node with one request",
     )
     ap.add_argument("--rewrite", action="store_true", help="write a record again where one of that sha256 is there (default: kept as it is)")
+    ap.add_argument(
+        "--guesses",
+        action="store_true",
+        help="only replace --out's records that are guesses (read as unverified) by the reading of their wheels' whole files",
+    )
+    ap.add_argument("--cache-dir", type=Path, help="the cache (wheels downloaded whole stay there; default: a temporary folder)")
     args = ap.parse_args(argv)
     if args.index is not None:
         text, count = folder_index(args.index)
@@ -81,12 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     wanted = args.wheels or [f"{r.name}=={r.version or _newest(r.name, pypi, args.python)}" for r in ROWS]
     wanted = [w for w in wanted if not w.endswith("==")]  # a row pip finds no release of: said there
-    typed = S.TypedSettings(MappingProxyType({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)}))
+    typed = S.TypedSettings(MappingProxyType(S.parse({"python": args.python, "platform": TARGET[1], "installed": (TARGET[3],)})))
     target, installed_requires = common.target_of(typed, os.environ)
     written = 0
-    with tempfile.TemporaryDirectory() as cache:
+    with tempfile.TemporaryDirectory() as temporary:
+        cache = args.cache_dir or Path(temporary)
         network = NetworkOptions(
-            cache_dir=Path(cache), fetch=FetchSettings(transport=TransportSettings(timeout=60.0)), scan_records=NO_RECORDS
+            cache_dir=cache, fetch=FetchSettings(transport=TransportSettings(timeout=60.0)), scan_records=NO_RECORDS
         )  # nothing answered by a record: every wheel read
         with Session(network) as session:
             defs = common.definitions(SourceOptions(indexes=(f"pypi={pypi}",)), os.environ)
@@ -94,10 +127,14 @@ def main(argv: list[str] | None = None) -> int:
             classifier = parts.classifier
             assert isinstance(classifier, RangeClassifier)
             kept = parts.kept_torch(target, installed_requires.get("torch", ()))  # PyPI's torch: its family is PyPI's (routing.toml)
+            if args.guesses:
+                return _guesses(args.out, session, defs, parts, kept)
             for text in wanted:
                 try:
                     file = _best_wheel(text, parts, target, kept)
                     record = classifier.scan(file)
+                    if record.abi.read == READ_NAMES and file.sha256:  # a guess from the names in its first bytes: read it whole
+                        record = _whole(file, session, defs)
                 except ResolveGpuStackError as exc:
                     if not written and text == wanted[0]:
                         print(f"skipped (offline?): {text}: {exc}")
@@ -105,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"not recorded  {text}: {exc}")
                     continue
                 if not file.sha256 or not publishable(record):
-                    print(f"not recorded  {file.filename}: {'no sha256 on its page' if not file.sha256 else record.abi.why}")
+                    print(f"not recorded  {file.filename}: {'no sha256 on its page' if not file.sha256 else _unpublishable(record)}")
                     continue
                 if (args.out / record_name(file.sha256)).exists() and not args.rewrite:
                     print(f"kept          {file.filename}: its record is there")
@@ -117,6 +154,67 @@ def main(argv: list[str] | None = None) -> int:
     for framework in args.frameworks or FRAMEWORKS:
         written += _framework(framework, args, pypi)
     print(f"{written} records in {args.out}")
+    return 0
+
+
+def _unpublishable(record: ScanRecord) -> str:
+    """Why ``record`` is not written (``publishable`` does not hold)."""
+    if record.abi.read == READ_NAMES:
+        return f"a guess from the library names in its first bytes, not read whole ({record.abi.why})"
+    return record.abi.why
+
+
+def _whole(file: IndexFile, session: Session, defs: Definitions) -> ScanRecord:
+    """``file`` downloaded whole, verified against its page's sha256 and size, and every member
+    read from its start to its dynamic section (install's confirmation's reading: ``local_abi``)."""
+    fetched = fetch_verified(
+        file.url, sha256=file.sha256, size=file.size, cache=session.wheel_cache(), fetcher=session.download_fetcher(defs), filename=file.filename
+    )
+    abi, _ = local_abi(fetched.path, defs)
+    return ScanRecord(abi=abi, bytes_read=fetched.size, reads=1, file_size=fetched.size)
+
+
+def _snapshot_project(sha256: str) -> str | None:
+    """The project whose page in a bundled snapshot (``indexes/snapshots/*/pages/INDEX/PROJECT/``)
+    lists a file of ``sha256`` (a record exported from a scan cache names no file)."""
+    for page in sorted((REPO / "indexes" / "snapshots").glob("*/pages/*/*/index.json")):
+        if sha256 in page.read_text(errors="replace"):
+            return page.parent.name
+    return None
+
+
+def _guesses(out: Path, session: Session, defs: Definitions, parts: Any, kept: Any) -> int:
+    """``--guesses``: each record in ``out`` read as unverified replaced by its wheel's whole reading
+    (the file of its name and sha256 on its index); one that cannot be is said and left as it is."""
+    replaced = left = 0
+    for path in sorted(out.glob("*.json")):
+        sha256 = path.name.removesuffix(".json")
+        old, _ = parse_record(sha256, path.read_bytes())
+        if old is None or old.abi.read != READ_NAMES:
+            continue
+        filename = str(json.loads(path.read_text()).get("filename") or "")
+        try:
+            name = parse_wheel_filename(filename)[0] if filename else _snapshot_project(sha256)
+            if name is None:
+                raise ResolveGpuStackError("the record names no file, and no bundled snapshot's page lists its sha256")
+            offers, _ = parts.finder.offers(name, RouteContext.of_kept(kept))
+            file = next((o.file for o in offers if (o.file.sha256 or "").lower() == sha256 and filename in ("", o.file.filename)), None)
+            if file is None:
+                raise ResolveGpuStackError(f"no file {filename or name} of sha256 {sha256} on its index")
+            record = _whole(file, session, defs)
+        except (ResolveGpuStackError, InvalidWheelFilename) as exc:
+            print(f"not recorded  {filename or path.name}: {exc}")
+            left += 1
+            continue
+        filename = file.filename
+        if not publishable(record):
+            print(f"not recorded  {filename}: {_unpublishable(record)}")
+            left += 1
+            continue
+        path.write_text(record_text(sha256, filename, file.size or record.file_size, record))
+        replaced += 1
+        print(f"recorded      {filename}: {record.abi.kind}, read whole ({record.file_size} bytes)")
+    print(f"{replaced} guesses replaced by whole readings, {left} left as they are, in {out}")
     return 0
 
 
@@ -153,12 +251,44 @@ def _framework(framework: str, args: argparse.Namespace, pypi: str) -> int:
         plan = json.loads(out.getvalue())["packages"]
         names = {p["sha256"]: p["url"].split("#", 1)[0].rsplit("/", 1)[-1] for p in plan if p.get("sha256") and p.get("url")}
         records = cached_records(Path(cache))
+    guesses = [p for p in plan if isinstance(p.get("abi"), dict) and p["abi"].get("read") == READ_NAMES and p.get("sha256") and p.get("url")]
+    whole = _read_whole(guesses, args, pypi)  # the plan's guesses from names, read from their whole files
+    records += whole
     args.out.mkdir(parents=True, exist_ok=True)
     new = [(sha, record) for sha, record in records if args.rewrite or not (args.out / record_name(sha)).exists()]
     for sha, record in new:
         (args.out / record_name(sha)).write_text(record_text(sha, names.get(sha), record.file_size, record))
-    print(f"recorded      --with {framework}: {len(new)} new of {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels)")
+    print(
+        f"recorded      --with {framework}: {len(new)} new of {len(records)} scans ({sum(sha in names for sha, _ in records)} of the plan's wheels;"
+        f" {len(whole)} of its {len(guesses)} guesses from names read whole)"
+    )
     return len(new)
+
+
+def _read_whole(rows: list[dict[str, Any]], args: argparse.Namespace, pypi: str) -> list[tuple[str, ScanRecord]]:
+    """The whole readings of the plan rows ``rows`` (each downloaded, verified against the plan's
+    sha256 and size, read from its start); one that cannot be had is said and left out."""
+    from dataclasses import replace
+
+    from resolve_gpu_stack.cli.cmd_inspect import _file_at
+
+    out: list[tuple[str, ScanRecord]] = []
+    with tempfile.TemporaryDirectory() as temporary:
+        network = NetworkOptions(cache_dir=args.cache_dir or Path(temporary), fetch=FetchSettings(transport=TransportSettings(timeout=60.0)))
+        with Session(network) as session:
+            defs = common.definitions(SourceOptions(indexes=(f"pypi={pypi}",)), os.environ)
+            for row in rows:
+                try:
+                    file = replace(_file_at(str(row["url"])), sha256=str(row["sha256"]), size=row.get("size"))
+                    record = _whole(file, session, defs)
+                except ResolveGpuStackError as exc:
+                    print(f"not recorded  {row.get('name')} {row.get('version')}: {exc}")
+                    continue
+                if not publishable(record):
+                    print(f"not recorded  {file.filename}: {_unpublishable(record)}")
+                    continue
+                out.append((str(row["sha256"]).lower(), record))
+    return out
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ it, the tool is asked without ``--cuda``)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import io
 import json
@@ -346,3 +347,89 @@ def test_scan_records_writes_a_record_of_each_rows_wheel_as_the_kept_pypi_torch_
     status, why = V.compare_record(truth, forged)
     assert status == "disagree" and "0 only recorded, 1 only read" in why, why
     assert V.compare_record(truth, {**document, "scan": {**document["scan"], "members": []}})[0] == "disagree"
+
+
+def _scan_records_module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("scan_records", REPO / "indexes" / "scan_records.py")
+    assert spec is not None and spec.loader is not None
+    records = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "verify_today", V)
+    spec.loader.exec_module(records)
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    return records
+
+
+def test_scan_records_reads_a_guess_whole_and_never_writes_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``evilguess``: a wheel nothing ties to torch whose ``.so`` (linking libtorch_cpu and libc10,
+    importing a name the torch lacks) lies behind 6 MiB of padding: its range scan judges it by the
+    library names in its first bytes ("none", ``read = names``: a guess). ``scan_records.py`` does
+    not write that: it downloads the whole file, verified against its page's sha256, and writes the
+    reading of every member from its start (torch, the member's imports). ``evilfake``'s page gives
+    a sha256 its file does not have: its guess cannot be read whole, and nothing is written. With
+    ``--guesses``, a records folder's schema-4 guesses are replaced by the same whole readings; the
+    one whose file cannot be had is said and left as it is. A cold resolve's plan (``--with``) is
+    read the same way."""
+    from forgery import compile_forged, forged_wheel
+    from wheels import BuiltWheel, metadata_text
+    from world import _Entry
+
+    from resolve_gpu_stack.model.abi import READ_NAMES, WheelAbi
+    from resolve_gpu_stack.net.scan.classify import ScanRecord
+    from resolve_gpu_stack.net.scan.records import parse_record, record_document
+
+    records = _scan_records_module(monkeypatch)
+    world, _ = build_today_world(tmp_path / "w")
+    lib = compile_forged(tmp_path / "w" / "objects")
+    tag = "cp39-abi3-manylinux_2_28_x86_64"
+    wheels = {}
+    for name in ("evilguess", "evilfake"):
+        path, _ = forged_wheel(world.root / "files", lib, name=name, requires=(), tag=tag)
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest() if name == "evilguess" else "0f" * 32  # evilfake's page lies about its bytes
+        wheels[name] = BuiltWheel(path=path, filename=path.name, sha256=sha, size=len(data), metadata=metadata_text(name, "1.0", ()))
+        world._add(f"simple/{name}/", "pypi", _Entry(wheels[name], "files/" + path.name, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
+    out = tmp_path / "records"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        argv = ["--pypi", f"{srv.url}simple/", "--python", python, "--out", str(out), "--with", "sglang==0.5.23"]
+        assert records.main([*argv, "evilguess==1.0", "evilfake==1.0"]) == 0
+        printed = capsys.readouterr().out
+        guess, fake = wheels["evilguess"], wheels["evilfake"]
+        written = json.loads((out / f"{guess.sha256}.json").read_text())
+        scan = written["scan"]
+        assert f"recorded      {guess.filename}: torch" in printed, printed
+        assert scan["schema"] == 5 and "read" not in scan and scan["kind"] == "torch" and scan["bytes_read"] == guess.size, scan
+        [member] = scan["members"]
+        assert member["name"] == "evilguess/_C.so" and "libc10.so" in member["torch-libs"], member
+        assert any("stand_in_missing" in s for s in member["cxx"]), member
+        assert "not recorded  evilfake==1.0:" in printed and not (out / f"{fake.sha256}.json").exists(), printed
+        for path in out.glob("*.json"):  # nothing written is a guess
+            record, why = parse_record(path.name.removesuffix(".json"), path.read_bytes())
+            assert record is not None and record.abi.read != READ_NAMES, (path.name, why)
+        # a cold resolve's plan (--with): its guesses from names are read whole too, never written as guesses
+        plans = tmp_path / "plans"
+        argv = ["--pypi", f"{srv.url}simple/", "--python", python, "--out", str(plans), "--with", "evilguess", "--with", "evilfake"]
+        assert records.main([*argv, "sglang-kernel==0.4.10"]) == 0
+        printed = capsys.readouterr().out
+        assert "recorded      --with evilguess: 1 new of 1 scans (1 of the plan's wheels; 1 of its 1 guesses from names read whole)" in printed, printed
+        assert "recorded      --with evilfake: 0 new of 0 scans (0 of the plan's wheels; 0 of its 1 guesses from names read whole)" in printed, printed
+        assert json.loads((plans / f"{guess.sha256}.json").read_text())["scan"] == scan
+        assert not (plans / f"{fake.sha256}.json").exists()
+        # --guesses: a folder's schema-4 guesses (as shipped before guesses were marked) read whole
+        old = tmp_path / "old"
+        old.mkdir()
+        abi = WheelAbi(kind="none", why="1 of 1 shared object(s) not read to their dynamic section, and nothing ties it to torch")
+        for wheel in (guess, fake):
+            doc = record_document(wheel.sha256, wheel.filename, wheel.size, ScanRecord(abi=abi))
+            doc["scan"]["schema"] = 4
+            (old / f"{wheel.sha256}.json").write_text(json.dumps(doc))
+        fake_before = (old / f"{fake.sha256}.json").read_bytes()
+        assert records.main(["--pypi", f"{srv.url}simple/", "--python", python, "--out", str(old), "--guesses"]) == 0
+        printed = capsys.readouterr().out
+    assert "1 guesses replaced by whole readings, 1 left as they are" in printed, printed
+    assert f"not recorded  {fake.filename}:" in printed and (old / f"{fake.sha256}.json").read_bytes() == fake_before
+    replaced = json.loads((old / f"{guess.sha256}.json").read_text())
+    assert replaced["scan"] == scan, replaced
+    record, _ = parse_record(guess.sha256, (old / f"{guess.sha256}.json").read_bytes())
+    assert record is not None and record.abi.kind == "torch" and record.abi.read != READ_NAMES
