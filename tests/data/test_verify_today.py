@@ -369,9 +369,9 @@ def test_scan_records_reads_a_guess_whole_and_never_writes_one(tmp_path: Path, m
     ``--guesses``, a records folder's schema-4 guesses are replaced by the same whole readings; the
     one whose file cannot be had is said and left as it is. A cold resolve's plan (``--with``) is
     read the same way."""
-    from forgery import compile_forged, forged_wheel
-    from wheels import BuiltWheel, metadata_text
-    from world import _Entry
+    from support.forgery import compile_forged, forged_wheel
+    from support.wheels import BuiltWheel, metadata_text
+    from support.world import _Entry
 
     from resolve_gpu_stack.model.abi import READ_NAMES, WheelAbi
     from resolve_gpu_stack.net.scan.classify import ScanRecord
