@@ -28,6 +28,7 @@ from resolve_gpu_stack.cli.userconfig import discover_pypi_url
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.errors import CrawlError
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import Manifest
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     read = size = reads = planned_read = planned_size = 0
     started = time.perf_counter()
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=60)), cache=None) as fetcher:
-        classify = fetcher.classifier(defs)
+        classify = readers.range_classifier(fetcher.scan_access(), defs.abi)
         try:
             records = [(key, classify.scan(files[key])) for key in keys]
         except CrawlError as exc:

@@ -9,6 +9,7 @@ snapshot gives a verdict (it used to end in a traceback). A command opens one co
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from resolve_gpu_stack.cli.assemble import NetworkOptions, Session
 from resolve_gpu_stack.data.definitions import RouteContext, load_definitions
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.net import client
+from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
 
 DECLARED = ["--python", "3.12", "--platform", "x86_64-manylinux_2_28", "--installed", f"torch=={NIGHTLY}"]
 EXPECTED = {"stable-ext": ("stable", True), "locked-ok": ("locked", True), "locked-bad": ("locked", False), "stable-cu12": ("stable", False)}
@@ -81,11 +84,34 @@ def test_inspect_through_a_recording_judges_as_live(served, tmp_path):
             for name, (kind, runs) in EXPECTED.items():
                 [file] = [o.file for o in parts.finder.offers(name, RouteContext())[0] if str(o.file.version) == "1.0"][:1]
                 record, scan = parts.classifier.inspect(file)
-                assert scan is not None and record.abi.kind != "unknown"
+                assert scan is not None and record.abi.kind != "unknown" and parts.classifier(file) == record.abi  # judged as inspected
                 verdict = parts.judge(name, record.abi, (), parts.kept_torch(target), target)
                 assert verdict is not None and (verdict.kind.value if verdict.kind else None, verdict.runs) == (kind, runs), name
     manifest = json.loads((tmp_path / "rec" / "manifest.json").read_text())
     assert any(key.startswith("pypi:locked-bad/") for key in manifest["pages"])
+    # the recorder is told what the scan read: each wheel's scan, and the kept torch's exports the locked ones were judged on
+    assert len(manifest["scans"]) == len(EXPECTED) and all(entry["kind"] != "unknown" for entry in manifest["scans"].values())
+    assert [entry["symbols"] > 0 for entry in manifest["exports"].values()] == [True]
+
+
+SCAN_PARTS = {"RangeClassifier", "ReplayClassifier", "WheelExports", "ReplayExports"}
+
+
+def made_in(path: Path) -> set[str]:
+    """The scan parts a module constructs (a call of the class by its name)."""
+    calls = (node.func for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call))
+    return {func.id for func in calls if isinstance(func, ast.Name) and func.id in SCAN_PARTS}
+
+
+def test_sources_offer_scan_access_and_one_place_makes_the_classifier_and_exports_reader():
+    """Issue 51: no source makes a classifier or an exports reader; each says what a scan reads
+    through (``scan_access``), and ``net/scan/readers.py`` alone makes both from that (the range
+    child makes its live pair in its own process)."""
+    src = REPO / "src" / "resolve_gpu_stack"
+    makers = {str(p.relative_to(src)): found for p in sorted(src.rglob("*.py")) if (found := made_in(p))}
+    assert makers == {"net/scan/rangechild.py": {"RangeClassifier", "WheelExports"}, "net/scan/readers.py": SCAN_PARTS}
+    for kind in (HttpFetcher, SnapshotFetcher, FallbackFetcher, RecordingFetcher):
+        assert callable(kind.scan_access) and not {"classifier", "exports_reader"} & set(dir(kind)), kind.__name__
 
 
 def test_the_readmes_inspect_of_a_kept_snapshot_gives_a_verdict(capsys):

@@ -19,6 +19,7 @@ from resolve_gpu_stack.lock.pylock import plan_from_lock, render_pylock
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.inputs import inputs_digest
 from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.resolver.resolve import resolve
 
 if sys.version_info >= (3, 11):
@@ -44,7 +45,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory):
                 finder,
                 defs,
                 classifier=FileClassifier(world.root),
-                exports=finder.fetcher.exports_reader(),
+                exports=readers.exports_reader(finder.fetcher.scan_access()),
             )
         out["defs"] = defs
     return out

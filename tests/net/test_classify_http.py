@@ -20,6 +20,7 @@ from resolve_gpu_stack.model.abi import WheelAbi
 from resolve_gpu_stack.net.cache import HttpCache
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.metadata import TailMemo
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.net.scan.classify import RECORDED_SCHEMAS, SCAN_SCHEMA, RangeClassifier, ReplayClassifier, ScanRecord, budget, scan_key
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import RecordingFetcher, SnapshotFetcher
@@ -86,7 +87,7 @@ def test_a_scan_starts_from_the_tail_read_for_metadata(world, server):
         kernel = wheel_file(world, server, "sgl-kernel")
         fetcher.fetch_metadata([kernel])
         asked = len(server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))))
-        found = fetcher.classifier(DEFS)(kernel)
+        found = readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel)
         tails = [h for _, _, h in server.requests_for(kernel.url.removeprefix(server.url.rstrip("/"))) if h.get("Range", "").startswith("bytes=-")]
         assert len(tails) == 1, "the scan asked for the tail again"
         fresh = HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None)
@@ -164,14 +165,14 @@ def test_scan_key_is_the_sha256_else_url_and_size(world, server):
 def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path):
     bases = world.index_urls(server.url)
     recorder = RecordingFetcher(HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None), tmp_path / "snap", bases)
-    classify = recorder.classifier(DEFS)
+    classify = readers.classifier(recorder.scan_access(), DEFS.abi)
     kernel = wheel_file(world, server, "sgl-kernel")
     live = classify(kernel)
     recorder.close()
     manifest = json.loads((tmp_path / "snap" / "manifest.json").read_text())
     recorded = manifest["scans"][f"sha256={kernel.sha256}"]
     assert recorded["kind"] == "torch" and recorded["schema"] == SCAN_SCHEMA and recorded["members"][0]["cxx"]
-    replay = SnapshotFetcher(tmp_path / "snap", bases).classifier(DEFS)
+    replay = readers.classifier(SnapshotFetcher(tmp_path / "snap", bases).scan_access(), DEFS.abi)
     assert isinstance(replay, ReplayClassifier)
     assert replay(kernel) == live
     # a wheel the snapshot has no scan of: a note, not a crash
@@ -180,7 +181,7 @@ def test_snapshot_records_scans_and_replays_them_offline(world, server, tmp_path
     # a scan recorded before imports were read (schema 1) is unknown too, never agnostic
     manifest["scans"][f"sha256={kernel.sha256}"] = {"kind": "agnostic", "evidence": "old"}
     (tmp_path / "snap" / "manifest.json").write_text(json.dumps(manifest))
-    old = SnapshotFetcher(tmp_path / "snap", bases).classifier(DEFS)(kernel)
+    old = readers.classifier(SnapshotFetcher(tmp_path / "snap", bases).scan_access(), DEFS.abi)(kernel)
     assert old.kind == "unknown" and "re-record" in old.why
 
 

@@ -23,6 +23,7 @@ from support.server import IndexServer
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.net.scan.classify import RangeClassifier
 from resolve_gpu_stack.net.scan.exports import WheelExports
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
@@ -64,7 +65,7 @@ def here(file: IndexFile) -> object:
     """The scan made in this process, by a fetcher with no second process."""
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10), range_process=False), cache=None) as fetcher:
         assert fetcher.range_process is None
-        return fetcher.classifier(DEFS)(file)
+        return readers.classifier(fetcher.scan_access(), DEFS.abi)(file)
 
 
 def test_a_scan_in_the_second_process_answers_what_this_one_would(world, server, caplog):
@@ -74,7 +75,7 @@ def test_a_scan_in_the_second_process_answers_what_this_one_would(world, server,
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None, progress=said.append) as fetcher:
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY), "the second process did not get ready"
-        classify = fetcher.classifier(DEFS)
+        classify = readers.classifier(fetcher.scan_access(), DEFS.abi)
         found, found_helper = classify(kernel), classify(helper)
         assert child.answered == 2, "the scans were not made in the second process"
         assert child.pid is not None and child.pid != os.getpid()
@@ -98,7 +99,7 @@ def test_a_scan_over_an_index_with_credentials_carries_them_to_the_second_proces
         fetcher.credentials.remember(f"http://alice:s3cret@{host}simple/")  # as an index URL with user:token@ is
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY)
-        found = fetcher.classifier(DEFS)(kernel)
+        found = readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel)
         assert child.answered == 1
     assert found.kind == "torch" and found.cxx, found.why
     statuses = [status for _, status, _ in server.requests_for(kernel.url.removeprefix(server.url.rstrip("/")))]
@@ -113,7 +114,7 @@ def test_the_second_process_reads_with_this_fetchers_own_settings(world, server)
     with HttpFetcher(settings, cache=None) as fetcher:
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY)
-        found = fetcher.classifier(DEFS)(kernel)
+        found = readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel)
         assert child.answered == 1, "the scan was not made in the second process"
     assert found.kind == "torch", found.why
     path = kernel.url.removeprefix(server.url.rstrip("/"))
@@ -126,7 +127,7 @@ def test_a_child_that_dies_leaves_its_scans_to_this_process(world, server):
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
         child = fetcher.range_process
         assert child is not None and child.start(wait=READY)
-        classify = fetcher.classifier(DEFS)
+        classify = readers.classifier(fetcher.scan_access(), DEFS.abi)
         assert classify(helper) == here(helper) and child.answered == 1
         assert child.pid is not None
         os.kill(child.pid, signal.SIGKILL)
@@ -144,7 +145,7 @@ def test_ctrl_c_sent_to_the_whole_group_does_not_end_the_child(world, server):
         assert child is not None and child.start(wait=READY) and child.pid is not None
         os.kill(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends it
         time.sleep(0.2)
-        assert fetcher.classifier(DEFS)(kernel) == here(kernel)
+        assert readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel) == here(kernel)
         assert child.answered == 1, "the child ended on SIGINT: this process decides"
         pid = child.pid
     with pytest.raises(ProcessLookupError):  # closed with its fetcher: gone, no zombie left to signal
@@ -160,7 +161,7 @@ def test_a_child_that_cannot_start_leaves_every_scan_here(world, server, monkeyp
         child = fetcher.range_process
         assert child is not None and not child.start(wait=1.0)
         monkeypatch.undo()
-        assert fetcher.classifier(DEFS)(kernel) == here(kernel)
+        assert readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel) == here(kernel)
         assert child.answered == 0
 
 
@@ -177,7 +178,7 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
         ):
             child = fetcher.range_process
             assert child is not None and child.start(wait=READY)
-            found = fetcher.exports_reader()("2.15.0", file)
+            found = readers.exports_reader(fetcher.scan_access())("2.15.0", file)
             assert child.answered == 1
         with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10), range_process=False), cache=None) as fetcher:
             alone = WheelExports(fetcher.transport, None)("2.15.0", file)
@@ -222,12 +223,12 @@ def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(wo
     kernel, helper = wheel_file(world, server, "sgl-kernel"), wheel_file(world, server, "cuda-helper")
     assert (kernel.size or 0) + (helper.size or 0) < rangeproc.START_AFTER
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
-        classify = fetcher.classifier(DEFS)
+        classify = readers.classifier(fetcher.scan_access(), DEFS.abi)
         assert classify(kernel) == here(kernel) and classify(helper) == here(helper)
         assert fetcher.range_process is not None and fetcher.range_process.pid is None, "small wheels started the child"
     monkeypatch.setattr(rangeproc, "START_AFTER", (kernel.size or 0) + 1)
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
-        classify = fetcher.classifier(DEFS)
+        classify = readers.classifier(fetcher.scan_access(), DEFS.abi)
         assert classify(kernel) == here(kernel) and fetcher.range_process is not None and fetcher.range_process.pid is None
         assert classify(helper) == here(helper) and fetcher.range_process.pid is not None, "the child did not start"
 
@@ -244,7 +245,7 @@ def test_the_child_never_imports_from_the_current_folder_or_pythonpath(world, se
         ready = fetcher.range_process.start(wait=READY)
         assert sorted(p.name for p in ran.iterdir()) == []
         assert ready, "the child did not start"
-        assert fetcher.classifier(DEFS)(kernel) == here(kernel)
+        assert readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel) == here(kernel)
         assert fetcher.range_process.answered >= 1
     assert sorted(p.name for p in ran.iterdir()) == []
 

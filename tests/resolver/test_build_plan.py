@@ -36,6 +36,7 @@ from resolve_gpu_stack.model.codec import package_from_dict, package_to_dict
 from resolve_gpu_stack.model.cuda import CudaLabel
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.resolver.builds import WayFacts, plan_builds, ways_for
 from resolve_gpu_stack.resolver.coupling import Found
 from resolve_gpu_stack.resolver.requirement import Cand
@@ -372,14 +373,14 @@ def test_with_sglang_build_sgl_kernel_plans_sglang_with_sgl_kernel_to_build(tmp_
                 finder,
                 defs,
                 classifier=FileClassifier(world.root),
-                exports=finder.fetcher.exports_reader(),
+                exports=readers.exports_reader(finder.fetcher.scan_access()),
             )
         plan = resolve(
             ResolveRequest.build(target=target, with_=("sglang",), build_packages=("sgl-kernel",)),
             finder,
             defs,
             classifier=FileClassifier(world.root),
-            exports=finder.fetcher.exports_reader(),
+            exports=readers.exports_reader(finder.fetcher.scan_access()),
         )
     assert "sgl-kernel 0.3.21" in str(refused.value)
     got = {p.name: p for p in plan.packages}

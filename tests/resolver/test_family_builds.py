@@ -31,6 +31,7 @@ from resolve_gpu_stack.model.cuda import CudaLabel
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.http import HttpFetcher
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.resolver.resolve import resolve
 from resolve_gpu_stack.rules.fit import RejectReason, family_date_mismatch, per_torch_mismatch
@@ -192,7 +193,7 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         # PyPI's own build pins torch 2.8; binaries decide, pins do not (issue 28): its C++ imports
         # are all exported by the kept torch, so it is planned, the pin reported as overridden
         with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
-            pypi = resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=fetcher.exports_reader())
+            pypi = resolve(request, Finder(fetcher, defs), defs, classifier=FileClassifier(world.root), exports=readers.exports_reader(fetcher.scan_access()))
         own = pypi.package("flash-attn")
         assert own is not None and str(own.version) == "2.8.3" and not own.abi_mismatch
         assert "flash-attn pins torch==2.8.0; kept 2.9.1+cu128: its compiled parts import only symbols 2.9.1+cu128 exports" in own.reason
@@ -201,7 +202,9 @@ def test_a_per_torch_local_label_build_is_chosen_over_pypis_build_for_another_to
         # with the index of per-torch builds configured for flash-attn
         builds = defs.with_package_indexes({"flash-attn": f"{srv.url}builds/"})
         with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
-            plan = resolve(request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=fetcher.exports_reader())
+            plan = resolve(
+                request, Finder(fetcher, builds), builds, classifier=FileClassifier(world.root), exports=readers.exports_reader(fetcher.scan_access())
+            )
         asked = [path for method, path, _ in srv.log if method == "GET"]
     fa = plan.package("flash-attn")
     assert str(fa.version) == "2.8.3+cu12torch2.9cxx11abitrue" and fa.index == "package:flash-attn"

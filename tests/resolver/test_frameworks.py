@@ -13,6 +13,7 @@ from resolve_gpu_stack.errors import NoPlanError, UsageError
 from resolve_gpu_stack.model import Action, Coupling, Override
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.resolver.resolve import resolve
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
@@ -29,7 +30,9 @@ def world(tmp_path_factory: pytest.TempPathFactory):
 def run(world, **kw):
     classifier = FileClassifier(world.root)
     with serve(world) as (_, defs, finder):
-        plan = resolve(ResolveRequest.build(target=TARGET, **kw), finder, defs, classifier=classifier, exports=finder.fetcher.exports_reader())
+        plan = resolve(
+            ResolveRequest.build(target=TARGET, **kw), finder, defs, classifier=classifier, exports=readers.exports_reader(finder.fetcher.scan_access())
+        )
     return plan, classifier
 
 

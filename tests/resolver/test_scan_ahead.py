@@ -16,6 +16,7 @@ from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.model.abi import WheelAbi
 from resolve_gpu_stack.model.declared import declared_target
 from resolve_gpu_stack.model.request import ResolveRequest
+from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.resolver import framework
 from resolve_gpu_stack.resolver.coupling import ScanAhead, classify_all
 from resolve_gpu_stack.resolver.resolve import resolve
@@ -52,7 +53,7 @@ def test_scans_start_during_the_crawl_and_are_collected_once(tmp_path, monkeypat
             finder,
             defs,
             classifier=noting,
-            exports=finder.fetcher.exports_reader(),
+            exports=readers.exports_reader(finder.fetcher.scan_access()),
         )
     assert seen_at_collect and seen_at_collect[0] >= 1  # cuda-helper's scan began before the plan was known
     assert any(t.startswith("scan-ahead") for t in noting.threads)

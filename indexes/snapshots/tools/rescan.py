@@ -28,6 +28,7 @@ from resolve_gpu_stack.net.scan.classify import SCAN_SCHEMA, scan_key
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.settings import FetchSettings, TransportSettings
 from resolve_gpu_stack.net.snapshot import Manifest
+from resolve_gpu_stack.net.scan import readers
 
 
 def recorded_files(root: Path, manifest: Manifest, bases: dict[str, str]) -> dict[str, IndexFile]:
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     scans = manifest.data.setdefault("scans", {})
     read = total = 0
     with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=60)), cache=HttpCache(args.cache_dir) if args.cache_dir else None) as fetcher:
-        classify = fetcher.classifier(defs)
+        classify = readers.range_classifier(fetcher.scan_access(), defs.abi)
         for key in sorted(scans):
             old = scans[key]
             file = files.get(key)

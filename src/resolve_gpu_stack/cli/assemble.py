@@ -13,8 +13,9 @@ classifier, the source of the kept torch's exports and the store of computed pla
 none for a snapshot: a replay is as fast as reusing). Every command that resolves (``resolve``, ``lock`` with
 flags or a config, ``check --online``, ``install`` and its dry run, ``snapshot``) and every one that
 judges a compiled wheel (``candidates``, ``inspect``) gets them from here, so they all judge the
-same: a resolve cannot be made without a classifier, and the classifier is the one its fetcher
-supplies (live range reads, a snapshot's recorded scans, or both when a snapshot is extended).
+same: a resolve cannot be made without a classifier, and the classifier is the one made from what
+its source offers a scan (``net/scan/readers.py``: live range reads, a snapshot's recorded scans,
+or both when a snapshot is extended).
 
 The torch exports a version-locked wheel is checked against come from the installed torch's
 libraries on disk when the target is a probed interpreter that has that torch, else from the
@@ -60,8 +61,9 @@ _T = TypeVar("_T")
 class ResolveParts:
     """The parts every resolve of one command shares (one crawl, one classifier, one exports
     reader, one store); ``close`` when done (``with`` works). ``resolve`` may be called from
-    several threads at once. The classifier and the exports reader are the source's, made when
-    first asked for (``check`` verifying hashes never loads the wheel scanner's modules).
+    several threads at once. The classifier and the exports reader are made by ``net/scan/readers.py``
+    from what the source offers a scan (its ``scan_access``), when first asked for (``check``
+    verifying hashes never loads the wheel scanner's modules).
     ``owns_source``: whether ``close`` closes the source (not when a ``Session`` holds it)."""
 
     defs: Definitions
@@ -75,11 +77,22 @@ class ResolveParts:
 
     @property
     def classifier(self) -> InspectingClassifier:
-        return self._once("classifier", lambda: self.source.classifier(self.defs))
+        return self._scan_readers()[0]
 
     @property
     def exports(self) -> ExportsSource:
-        return self._once("exports", lambda: self.source.exports_reader())
+        return self._scan_readers()[1]
+
+    def _scan_readers(self) -> tuple[InspectingClassifier, ExportsSource]:
+        """The classifier and the exports reader, made together from the source's ``scan_access``."""
+
+        def make() -> tuple[InspectingClassifier, ExportsSource]:
+            from ..net.scan import readers  # the scan's network half (http.client): not for --help, nor for a command that judges no wheel
+
+            access = self.source.scan_access()
+            return readers.classifier(access, self.defs.abi), readers.exports_reader(access)
+
+        return self._once("scan", make)
 
     def _once(self, what: str, make: Callable[[], _T]) -> _T:
         """``make()``, the first time ``what`` is asked for (by any thread); after that, the same

@@ -37,9 +37,9 @@ from .transport import FetchStats, Transport
 from .urlpolicy import Credentials
 
 if TYPE_CHECKING:
-    from ..data.definitions import Definitions, IndexDefinition
-    from .scan.classify import RangeClassifier, ScanRecord
-    from .scan.exports import WheelExports
+    from ..data.definitions import IndexDefinition
+    from .scan.access import ScanAccess
+    from .scan.classify import ScanRecord
     from .scan.rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
@@ -103,37 +103,29 @@ class HttpFetcher:
             self._say(f"reading the metadata of {len(todo)} wheels")
         return self._run_all({f.url: partial(self._metadata.fetch, f) for f in todo})
 
-    # -- what a resolve judges with (cli/assemble.py) ---------------------------------------------
-    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> RangeClassifier:
-        """The wheel classifier that reads through this fetcher (its transport, cache, connections
-        and the zip tails its METADATA reads left); each scan also goes to ``record``."""
-        from .scan.classify import RangeClassifier
+    # -- what a scan reads through (net/scan/readers.py makes the classifier and exports reader) -------
+    def scan_access(self) -> ScanAccess:
+        """Range reads through this fetcher: its transport, cache and connections, the zip tails its
+        METADATA reads left, its scan budget, its second process and the scan records set on it."""
+        from .scan.access import RangeAccess, ScanAccess
 
-        beside = self.range_process
-        return RangeClassifier(
-            self.transport,
-            self.cache,
-            defs.abi,
-            say=self.progress,
-            record=record,
-            connections=self.concurrency,
+        ranges = RangeAccess(
+            transport=self.transport,
+            cache=self.cache,
             tails=self.tails,
+            connections=self.concurrency,
             scan_budget=self.settings.scan_budget,
-            beside=beside,
+            say=self.progress,
+            beside=self.range_process,
             records=self.scan_records,
         )
-
-    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
-        """What a torch wheel exports, by range reads through this fetcher (cached)."""
-        from .scan.exports import WheelExports
-
-        return WheelExports(self.transport, self.cache, record=record, say=self.progress, beside=self.range_process)
+        return ScanAccess(ranges=ranges)
 
     @property
     def range_process(self) -> RangeProcess | None:
-        """The second process scans and exports reads run in (one per fetcher, started by
-        ``classifier`` or its first job; ``net/scan/rangeproc.py``); None when this fetcher was made
-        without one."""
+        """The second process scans and exports reads run in (one per fetcher, made for the first
+        ``scan_access`` and started by its first job; ``net/scan/rangeproc.py``); None when this
+        fetcher was made without one."""
         if not self.settings.range_process:
             return None
         with self._pool_lock:

@@ -26,7 +26,7 @@ import posixpath
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
@@ -40,10 +40,7 @@ from ..model.codec import parse_datetime
 from ..urls import strip_userinfo, without_fragment
 
 if TYPE_CHECKING:
-    from ..data.definitions import Definitions
-    from ..rules.abi import ExportsSource
-    from .scan.classify import InspectingClassifier, ReplayClassifier, ScanRecord
-    from .scan.exports import ReplayExports
+    from .scan.access import ScanAccess
     from .source import Source
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
@@ -214,19 +211,21 @@ class SnapshotFetcher:
         entry = self.manifest.data["scans"].get(key)
         return entry if isinstance(entry, dict) else None
 
-    def classifier(
-        self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: InspectingClassifier | None = None
-    ) -> ReplayClassifier:
-        """The recorded scans (``live`` scans what the snapshot lacks, when it is extended)."""
-        from .scan.classify import ReplayClassifier
+    def exports_entry(self, key: str) -> bytes | None:
+        """The recorded exports of a torch wheel (``classify.scan_key``), as stored, or None."""
+        entry = self.manifest.data["exports"].get(key)
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            return None
+        try:
+            return self._read(entry["file"], entry["file"])
+        except SnapshotMiss:  # a file gone or outside the snapshot: not recorded
+            return None
 
-        return ReplayClassifier(self.scan_entry, live=live, record=record)
+    def scan_access(self) -> ScanAccess:
+        """The recorded scans and exports (nothing is read: what the snapshot lacks is not known)."""
+        from .scan.access import RecordedScans, ScanAccess
 
-    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None, live: ExportsSource | None = None) -> ReplayExports:
-        """The recorded exports of torch wheels (``live`` reads what the snapshot lacks)."""
-        from .scan.exports import ReplayExports, recorded_exports
-
-        return ReplayExports(recorded_exports(self.manifest.data["exports"], lambda rel: self._read(rel, rel)), live=live, record=record)
+        return ScanAccess(recorded=RecordedScans(scans=self.scan_entry, exports=self.exports_entry))
 
     def close(self) -> None:
         pass
@@ -311,27 +310,21 @@ class RecordingFetcher:
         self.manifest.save()
         return out
 
-    def record_scan(self, key: str, record: ScanRecord) -> None:
-        """A native wheel's scan (called from the classifier's threads; saved on ``close``)."""
+    def record_scan(self, key: str, entry: Mapping[str, Any]) -> None:
+        """A native wheel's scan, as stored (called from the classifier's threads; saved on ``close``)."""
         with self._lock:
-            self.manifest.data["scans"][key] = record.to_dict()
+            self.manifest.data["scans"][key] = dict(entry)
 
-    def record_exports(self, key: str, symbols: frozenset[str]) -> None:
-        """A torch wheel's exports, in a file of their own (saved with the manifest on ``close``)."""
-        from .scan.exports import encode_exports
-
+    def record_exports(self, key: str, data: bytes, *, symbols: int) -> None:
+        """A torch wheel's exports, as stored, in a file of their own (saved with the manifest on ``close``)."""
         rel = _storage_path("exports", key) + ".exports"
-        atomic_write(self.root / rel, encode_exports(symbols), make_parents=True)
+        atomic_write(self.root / rel, data, make_parents=True)
         with self._lock:
-            self.manifest.data["exports"][key] = {"file": rel, "symbols": len(symbols)}
+            self.manifest.data["exports"][key] = {"file": rel, "symbols": symbols}
 
-    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> InspectingClassifier:
-        """The inner fetcher's classifier, every scan recorded into this snapshot."""
-        return self.inner.classifier(defs, record=self.record_scan)
-
-    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
-        """The inner fetcher's exports reader, every torch wheel's exports recorded into this snapshot."""
-        return self.inner.exports_reader(record=self.record_exports)
+    def scan_access(self) -> ScanAccess:
+        """The inner source's, every scan and every torch's exports recorded into this snapshot."""
+        return replace(self.inner.scan_access(), recorder=self)
 
     def close(self) -> None:
         with self._lock:
@@ -412,13 +405,9 @@ class FallbackFetcher:
             out.update(self.live.fetch_metadata(missing))
         return out
 
-    def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> InspectingClassifier:
-        """The recorded scans; live range reads for what the snapshot lacks."""
-        return self.replay.classifier(defs, record=record, live=self.live.classifier(defs, record=record))
-
-    def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> ExportsSource:
-        """The recorded exports; live range reads for what the snapshot lacks."""
-        return self.replay.exports_reader(record=record, live=self.live.exports_reader(record=record))
+    def scan_access(self) -> ScanAccess:
+        """The recorded scans and exports; range reads through the live source for what the snapshot lacks."""
+        return replace(self.live.scan_access(), recorded=self.replay.scan_access().recorded)
 
     def close(self) -> None:
         self.live.close()

@@ -18,8 +18,8 @@ requests (``scan/wheelscan/``), never the whole wheel; the answer cached by the 
 - ``ReplayClassifier``: a snapshot's recorded scans; a wheel the snapshot has no scan of (or a
   scan recorded before imports were read) is ``unknown``, never agnostic, and never an error.
 
-Each fetcher supplies its own classifier (``HttpFetcher.classifier``, ``SnapshotFetcher``'s, ...):
-what a command judges with follows from where it reads. A scan answers a ``model.abi.WheelAbi``:
+``readers.classifier`` makes the one a source's ``ScanAccess`` calls for (``access.py``: range
+reads, recorded scans, or both): what a command judges with follows from where it reads. A scan answers a ``model.abi.WheelAbi``:
 what the wheel's shared objects import; ``rules/abi.py`` judges it against a torch.
 """
 

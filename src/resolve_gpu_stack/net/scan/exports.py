@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -230,19 +230,4 @@ class ReplayExports:
         return TorchExports(version=str(version), symbols=None, source=f"the exports of {what} are not in the snapshot")
 
 
-def recorded_exports(table: Mapping[str, Any], read: Callable[[str], bytes]) -> Callable[[str], bytes | None]:
-    """A ``lookup`` over a snapshot manifest's ``exports`` table (key -> {"file": rel})."""
-
-    def lookup(key: str) -> bytes | None:
-        entry = table.get(key)
-        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-            return None
-        try:
-            return read(entry["file"])
-        except (OSError, CrawlError):
-            return None
-
-    return lookup
-
-
-__all__ = ["ReplayExports", "WheelExports", "decode_exports", "encode_exports", "recorded_exports"]
+__all__ = ["ReplayExports", "WheelExports", "decode_exports", "encode_exports"]
