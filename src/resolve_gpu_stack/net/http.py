@@ -31,6 +31,7 @@ from ..model import IndexFile, PageResponse
 from .cache import HttpCache
 from .metadata import MetadataReader, TailMemo
 from .pages import PageReader
+from .scan.access import RangeAccess, ScanAccess
 from .settings import FetchSettings
 from .stream import StreamAnswer, open_stream
 from .transport import FetchStats, Transport
@@ -38,7 +39,6 @@ from .urlpolicy import Credentials
 
 if TYPE_CHECKING:
     from ..data.definitions import IndexDefinition
-    from .scan.access import ScanAccess
     from .scan.classify import ScanRecord
     from .scan.rangeproc import RangeProcess
 
@@ -107,8 +107,6 @@ class HttpFetcher:
     def scan_access(self) -> ScanAccess:
         """Range reads through this fetcher: its transport, cache and connections, the zip tails its
         METADATA reads left, its scan budget, its second process and the scan records set on it."""
-        from .scan.access import RangeAccess, ScanAccess
-
         ranges = RangeAccess(
             transport=self.transport,
             cache=self.cache,

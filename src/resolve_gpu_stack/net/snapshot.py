@@ -38,9 +38,9 @@ from ..index.finder import index_by_index
 from ..model import IndexFile, IndexPage, PageResponse
 from ..model.codec import parse_datetime
 from ..urls import strip_userinfo, without_fragment
+from .scan.access import RecordedScans, ScanAccess
 
 if TYPE_CHECKING:
-    from .scan.access import ScanAccess
     from .source import Source
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
@@ -223,8 +223,6 @@ class SnapshotFetcher:
 
     def scan_access(self) -> ScanAccess:
         """The recorded scans and exports (nothing is read: what the snapshot lacks is not known)."""
-        from .scan.access import RecordedScans, ScanAccess
-
         return ScanAccess(recorded=RecordedScans(scans=self.scan_entry, exports=self.exports_entry))
 
     def close(self) -> None:
