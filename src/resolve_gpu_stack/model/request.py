@@ -7,6 +7,7 @@ lock records as an input and what a message quotes. Nothing downstream parses it
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel, TorchCuda
+from .gpu import parse_gpus
 from .kept import KeptTorch
 from .target import Target
 
@@ -392,8 +394,6 @@ class ResolveRequest:
 
 def parse_day(text: str) -> str:
     """``--exclude-newer``'s day, ``YYYY-MM-DD``; ``UsageError`` otherwise."""
-    import datetime
-
     try:
         return datetime.date.fromisoformat(text.strip()).isoformat() if len(text.strip()) == 10 else _not_a_day(text)
     except ValueError:
@@ -455,7 +455,6 @@ def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, .
         items = [items]
     if not any(i.strip() for i in items):
         return ()
-    from .gpu import parse_gpus
 
     return parse_gpus(items)
 

@@ -9,6 +9,7 @@ read, ``demangle`` gives the name back unchanged; it never raises.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 
 MAX_INPUT = 16 * 2**10  # longer names are given back as they are
@@ -25,8 +26,6 @@ def demangle(name: str) -> str:
 
 def _runtime() -> Callable[[str], str | None] | None:
     """The runtime's ``__cxa_demangle`` (and the C library's ``free``) as a function; None without one."""
-    import ctypes  # here: a resolve that names no symbol does not load it
-
     for library in RUNTIMES:
         try:
             cxa = ctypes.CDLL(library).__cxa_demangle
@@ -42,8 +41,6 @@ def _runtime() -> Callable[[str], str | None] | None:
 
 
 def _caller(cxa: Callable[..., int | None], free: Callable[[int], None]) -> Callable[[str], str | None]:
-    import ctypes
-
     def call(name: str) -> str | None:
         status = ctypes.c_int(0)
         out = cxa(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
