@@ -31,6 +31,9 @@ from ..model import IndexFile, PageResponse
 from .cache import HttpCache
 from .metadata import MetadataReader, TailMemo
 from .pages import PageReader
+from .scan.classify import RangeClassifier
+from .scan.exports import WheelExports
+from .scan.rangeproc import ChildSettings, RangeProcess, lowest_log_level
 from .settings import FetchSettings
 from .stream import StreamAnswer, open_stream
 from .transport import FetchStats, Transport
@@ -38,9 +41,7 @@ from .urlpolicy import Credentials
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions, IndexDefinition
-    from .scan.classify import RangeClassifier, ScanRecord
-    from .scan.exports import WheelExports
-    from .scan.rangeproc import RangeProcess
+    from .scan.classify import ScanRecord
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -107,8 +108,6 @@ class HttpFetcher:
     def classifier(self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None) -> RangeClassifier:
         """The wheel classifier that reads through this fetcher (its transport, cache, connections
         and the zip tails its METADATA reads left); each scan also goes to ``record``."""
-        from .scan.classify import RangeClassifier
-
         beside = self.range_process
         return RangeClassifier(
             self.transport,
@@ -125,8 +124,6 @@ class HttpFetcher:
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None) -> WheelExports:
         """What a torch wheel exports, by range reads through this fetcher (cached)."""
-        from .scan.exports import WheelExports
-
         return WheelExports(self.transport, self.cache, record=record, say=self.progress, beside=self.range_process)
 
     @property
@@ -138,8 +135,6 @@ class HttpFetcher:
             return None
         with self._pool_lock:
             if self._beside is None:
-                from .scan.rangeproc import ChildSettings, RangeProcess, lowest_log_level
-
                 self._beside = RangeProcess(
                     ChildSettings(fetch=self.settings, log_level=lowest_log_level()),
                     credentials=self.transport.credentials,

@@ -27,28 +27,32 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from email.parser import BytesHeaderParser
+from email.policy import compat32
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..atomic import atomic_write
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import index_by_index
+from ..index.parse import parse_filename
 from ..model import IndexFile, IndexPage, PageResponse
 from ..model.codec import parse_datetime
 from ..urls import strip_userinfo, without_fragment
+from .scan.classify import ReplayClassifier
+from .scan.exports import ReplayExports, encode_exports, recorded_exports
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..rules.abi import ExportsSource
-    from .scan.classify import InspectingClassifier, ReplayClassifier, ScanRecord
-    from .scan.exports import ReplayExports
+    from .scan.classify import InspectingClassifier, ScanRecord
     from .source import Source
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
-# Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
-PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
 
 
 def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None) -> str:
@@ -218,14 +222,10 @@ class SnapshotFetcher:
         self, defs: Definitions, *, record: Callable[[str, ScanRecord], None] | None = None, live: InspectingClassifier | None = None
     ) -> ReplayClassifier:
         """The recorded scans (``live`` scans what the snapshot lacks, when it is extended)."""
-        from .scan.classify import ReplayClassifier
-
         return ReplayClassifier(self.scan_entry, live=live, record=record)
 
     def exports_reader(self, *, record: Callable[[str, frozenset[str]], None] | None = None, live: ExportsSource | None = None) -> ReplayExports:
         """The recorded exports of torch wheels (``live`` reads what the snapshot lacks)."""
-        from .scan.exports import ReplayExports, recorded_exports
-
         return ReplayExports(recorded_exports(self.manifest.data["exports"], lambda rel: self._read(rel, rel)), live=live, record=record)
 
     def close(self) -> None:
@@ -318,8 +318,6 @@ class RecordingFetcher:
 
     def record_exports(self, key: str, symbols: frozenset[str]) -> None:
         """A torch wheel's exports, in a file of their own (saved with the manifest on ``close``)."""
-        from .scan.exports import encode_exports
-
         rel = _storage_path("exports", key) + ".exports"
         atomic_write(self.root / rel, encode_exports(symbols), make_parents=True)
         with self._lock:
@@ -457,7 +455,6 @@ class FileCut:
     def keeps(self, filename: str) -> bool:
         if not filename.endswith(".whl"):
             return True
-        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
         try:
             tags = parse_wheel_filename(filename)[3]
@@ -523,8 +520,6 @@ def _project_page(body: bytes) -> dict[str, Any] | None:
 
 def _versions_of(filenames: Iterable[str]) -> set[str]:
     """The versions the files of a page are (a filename that does not parse names none)."""
-    from ..index.parse import parse_filename
-
     versions = set()
     for name in filenames:
         try:
@@ -542,9 +537,6 @@ RESOLVER_FIELDS = ("Metadata-Version", "Name", "Version", "Requires-Python", "Pr
 
 def reduce_metadata(raw: bytes) -> bytes:
     """``raw`` METADATA with only ``RESOLVER_FIELDS`` (in that order, values unfolded), no body."""
-    from email.parser import BytesHeaderParser
-    from email.policy import compat32
-
     headers = BytesHeaderParser(policy=compat32).parsebytes(raw)
     lines = []
     for field in RESOLVER_FIELDS:
