@@ -7,6 +7,7 @@ which honours uv.toml and uv's own defaults). The URL is never written into the 
 
 from __future__ import annotations
 
+import configparser
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +20,7 @@ def uv_binary(explicit: str | None = None) -> str:
     if explicit:
         return explicit
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # optional: a missing or broken uv wheel is said, not a traceback at start-up
 
         return find_uv_bin()
     except Exception as exc:  # the uv wheel is missing or broken
@@ -42,7 +43,6 @@ def _from_pip_config(env: Mapping[str, str]) -> str | None:
     for path in _pip_config_files(env):
         if not path.is_file():
             continue  # (configparser is loaded only for a pip.conf there is)
-        import configparser
 
         parser = configparser.ConfigParser()
         try:

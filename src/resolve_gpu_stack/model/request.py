@@ -23,6 +23,7 @@ from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel, TorchCuda
 from .gpu import parse_gpus
 from .kept import KeptTorch
+from .source import parse_build_spec
 from .target import Target
 
 if TYPE_CHECKING:
@@ -221,8 +222,6 @@ class ResolveRequest:
         object.__setattr__(self, "with_", requested(self.with_, "--with"))
         object.__setattr__(self, "overrides", requested(self.overrides, "--override"))
         if any(isinstance(b, str) for b in self.build_packages):  # the edge gives BuildSpec values (cli/settings.py); a text is parsed here, once
-            from .source import parse_build_spec
-
             object.__setattr__(self, "build_packages", tuple(parse_build_spec(b) if isinstance(b, str) else b for b in self.build_packages))
         for name in self.without:
             if not name.strip() or any(c in name for c in "<>=!~;[ "):
