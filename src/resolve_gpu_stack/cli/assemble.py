@@ -46,7 +46,6 @@ from ..net.http import HttpFetcher
 from ..net.scan.records import ScanRecords
 from ..net.settings import FetchSettings
 from ..net.transport import NO_NETWORK_HINT
-from ..net.wheelcache import WheelCache
 from ..resolver import reuse
 from ..resolver.kept import kept_torch
 from ..resolver.resolve import resolve
@@ -66,6 +65,7 @@ if TYPE_CHECKING:
     from ..net.scan.classify import InspectingClassifier, ScanRecord
     from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
     from ..net.source import Source
+    from ..net.wheelcache import WheelCache
     from ..resolver.reuse import ResultStore
     from ..rules.abi import ExportsSource, TorchExports
 
@@ -290,6 +290,8 @@ class Session:
     def wheel_cache(self) -> WheelCache:
         """The wheel cache under the cache folder."""
         if self._wheel_cache is None:
+            from ..net.wheelcache import WheelCache  # builds and downloads only: +10 M instructions (~2 ms) on a resolve (callgrind)
+
             self._wheel_cache = WheelCache.under(self.cache_dir())
         return self._wheel_cache
 

@@ -7,7 +7,6 @@ which honours uv.toml and uv's own defaults). The URL is never written into the 
 
 from __future__ import annotations
 
-import configparser
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,7 +41,8 @@ def _from_pip_config(env: Mapping[str, str]) -> str | None:
     found = None
     for path in _pip_config_files(env):
         if not path.is_file():
-            continue  # (configparser is loaded only for a pip.conf there is)
+            continue
+        import configparser  # a pip.conf there is only: +8.6 M instructions (~1.7 ms) on a resolve (callgrind)
 
         parser = configparser.ConfigParser()
         try:

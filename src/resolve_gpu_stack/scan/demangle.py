@@ -9,7 +9,6 @@ read, ``demangle`` gives the name back unchanged; it never raises.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
 
 MAX_INPUT = 16 * 2**10  # longer names are given back as they are
@@ -26,21 +25,22 @@ def demangle(name: str) -> str:
 
 def _runtime() -> Callable[[str], str | None] | None:
     """The runtime's ``__cxa_demangle`` (and the C library's ``free``) as a function; None without one."""
+    import ctypes  # a name to demangle (a message) only: +7 M instructions (~1.4 ms) on a plain resolve (callgrind)
+
     for library in RUNTIMES:
         try:
             cxa = ctypes.CDLL(library).__cxa_demangle
             free = ctypes.CDLL(None).free
         except (OSError, AttributeError):
             continue
-        cxa.restype = ctypes.c_void_p
-        cxa.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-        free.restype = None
-        free.argtypes = [ctypes.c_void_p]
-        return _caller(cxa, free)
-    return None
+        break
+    else:
+        return None
+    cxa.restype = ctypes.c_void_p
+    cxa.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free.restype = None
+    free.argtypes = [ctypes.c_void_p]
 
-
-def _caller(cxa: Callable[..., int | None], free: Callable[[int], None]) -> Callable[[str], str | None]:
     def call(name: str) -> str | None:
         status = ctypes.c_int(0)
         out = cxa(name.encode("utf-8", "surrogateescape"), None, None, ctypes.byref(status))
