@@ -23,14 +23,11 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 from ..urls import redact_url
 from . import settings as S
-
-if TYPE_CHECKING:
-    from .assemble import NetworkOptions
-
+from .assemble import NetworkOptions
 
 # -- flags -----------------------------------------------------------------------------------------
 
@@ -189,7 +186,6 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
     """The network flags (``add_network_flags``) as one value; a command without them gets the defaults."""
     # the cache and the network parts: +36 ms (net.cache) and +710 ms (assemble) on --help
     from ..net.cache import default_cache_dir
-    from .assemble import NetworkOptions
 
     output = output_options(args)
     return NetworkOptions(

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from uv import find_uv_bin
+
 from ..errors import UsageError
 from ..net import process
 
@@ -19,8 +21,6 @@ def uv_binary(explicit: str | None = None) -> str:
     if explicit:
         return explicit
     try:
-        from uv import find_uv_bin  # optional: a missing or broken uv wheel is said, not a traceback at start-up
-
         return find_uv_bin()
     except Exception as exc:  # the uv wheel is missing or broken
         raise UsageError(f"cannot find the bundled uv binary: {exc}", hint="reinstall resolve-gpu-stack, or pass --uv PATH") from None
