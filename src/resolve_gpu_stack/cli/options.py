@@ -23,11 +23,14 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ..urls import redact_url
 from . import settings as S
-from .assemble import NetworkOptions
+
+if TYPE_CHECKING:
+    from .assemble import NetworkOptions
+
 
 # -- flags -----------------------------------------------------------------------------------------
 
@@ -186,6 +189,7 @@ def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> Network
     """The network flags (``add_network_flags``) as one value; a command without them gets the defaults."""
     # the cache and the network parts: +36 ms (net.cache) and +710 ms (assemble) on --help
     from ..net.cache import default_cache_dir
+    from .assemble import NetworkOptions
 
     output = output_options(args)
     return NetworkOptions(

@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 
-from ..env.sources import fetch_source
 from ..errors import BuildError
 from ..model import Action, Coupling, LockedPackage, LockPlan, TargetSummary, WheelMetadata
 from ..model.request import requested
-from .buildenv import build_context
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,6 +50,8 @@ def with_sources(
         return request
     # the build machinery, for a --build only (every resolve comes here): +94 ms
     from ..env.build import source_metadata
+    from ..env.sources import fetch_source
+    from .buildenv import build_context
 
     def metadata_of(name: NormalizedName, archive: Path, digest: str) -> TreeMetadata:
         plan = _kept_torch_plan(request, name)
@@ -84,6 +84,7 @@ def sdist_metadata_of(
         return None
     # the build machinery, for a --build only (every resolve comes here): +94 ms
     from ..env.build import cached_source_metadata, source_metadata
+    from .buildenv import build_context
 
     asked: dict[str, WheelMetadata] = {}  # by sdist URL: several wirings of one resolve ask once
     lock = threading.Lock()
