@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from faults import TARGET, index_flags, story_run
-
 SRC = Path(__file__).resolve().parents[1] / "src" / "resolve_gpu_stack"
 
 # function-level imports in src/: fewer than this, a ceiling that only comes down. Issue 51 asks for
@@ -145,6 +143,8 @@ _KEPT_BACK = (
 def test_a_plain_resolve_loads_none_of_what_is_kept_back(tmp_path: Path) -> None:
     """``resolve --format json`` on a live loopback world (no --build, --snapshot, --gpu, table)
     runs to its plan without importing the modules whose imports are kept in functions."""
+    from faults import TARGET, index_flags, story_run
+
     code = (
         "import sys, json\n"
         "from resolve_gpu_stack.cli import main\n"
