@@ -41,6 +41,8 @@ NOT_FOR_A_PLAIN_RESOLVE = {
     "the ABI scanner": ("scan.elf", "scan.wheelscan", "scan.demangle", "scan.abi", "net.scan.exports", "env.exports"),
     "snapshots": ("net.snapshot",),
     "GPU data": ("data.gpus", "model.gpu", "env.gpu"),
+    "rich tables (JSON here)": ("cli.tables",),
+    "the build machinery": ("env.build", "cli.buildenv"),
     "the install and lock floors": ("env.install", "env.lockinstall", "env.wheelhouse", "env.build", "lock.pylock", "lock.check", "lock.uvproject"),
     "other commands": (
         "cli.cmd_install",

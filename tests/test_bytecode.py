@@ -45,7 +45,7 @@ def test_an_install_without_bytecode_compiles_once_into_the_cache(install: Path,
     assert first.returncode == 0, first.stderr
     written = kept(tmp_path)
     ours = [p for p in written if "resolve_gpu_stack" in p.parts]
-    assert any(p.name == f"app.{TAG}.pyc" for p in ours) and any(p.name == f"cmd_resolve.{TAG}.pyc" for p in ours)
+    assert any(p.name == f"app.{TAG}.pyc" for p in ours) and any(p.name == f"commands.{TAG}.pyc" for p in ours)  # every command's flags
     assert any(p.name == f"argparse.{TAG}.pyc" for p in written)  # what loads after it, the standard library's too
     assert not list(install.rglob("__pycache__")), "nothing is written beside the sources"
     stamps = {p: p.stat().st_mtime_ns for p in written}

@@ -1,19 +1,21 @@
 """The command line: the parser and ``main``. The only place that reads flags, the environment and
 config files is this floor (``cli/``).
 
-Each command lives in its own module with ``register(subparsers)`` (its flags), ``read(args, env)``
-(the parsed flags read once into the command's frozen settings value, see ``options``: the only
-code that reads the ``argparse.Namespace``) and ``run(settings, env) -> int``; ``COMMANDS`` is the
-static table of them. A command's module is imported when that command is parsed or run
-(``Command``): a resolve does not load ``doctor``'s or ``install``'s modules, and the program's
-own ``--help`` loads them all. Their heavy imports (http.client and ssl, resolvelib,
-rich) stay inside ``run``, so ``--help`` stays fast.
+Each command's flags are ``commands.register_<command>(subparsers)``; the rest of it lives in its
+own module, ``cmd_<command>``: ``read(args, env)`` (the parsed flags read once into the command's
+frozen settings value, see ``options``: the only code that reads the ``argparse.Namespace``) and
+``run(settings, env, session) -> int``. ``COMMANDS`` is the static table of them. A command's module
+is imported once its command line is parsed (``Command``): ``--help`` and ``COMMAND --help`` load no
+command module (so none of http.client and ssl, resolvelib, packaging, rich), and a resolve does
+not load ``doctor``'s or ``install``'s.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
+import logging
 import os
 import signal
 import sys
@@ -22,19 +24,22 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..errors import ResolveGpuStackError, WriteError
-from .common import configure_logging, refuse_long_numbers_in
+from ..errors import ResolveGpuStackError, UsageError, WriteError
+from ..urls import redact_url
+from . import commands as C
 
 if TYPE_CHECKING:
-    from .options import CommandOptions
+    from .options import CommandOptions, OutputOptions
 
 
 class Command:
-    """A command of the table: its module (``register``, ``run``), imported on first use."""
+    """A command of the table: its flags (``commands.register_<command>``) and its module
+    (``cmd_<command>``: ``read``, ``run``), imported once its command line is parsed."""
 
-    __slots__ = ("_load", "_module")
+    __slots__ = ("_load", "_module", "register")
 
-    def __init__(self, load: Callable[[], ModuleType]) -> None:
+    def __init__(self, register: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None], load: Callable[[], ModuleType]) -> None:
+        self.register = register
         self._load = load
         self._module: ModuleType | None = None
 
@@ -44,9 +49,6 @@ class Command:
             self._module = self._load()
         return self._module
 
-    def register(self, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-        self.module.register(sub)
-
     def read(self, args: argparse.Namespace, env: Mapping[str, str]) -> CommandOptions:
         """The command's settings value: the one read of its parsed flags."""
         settings: CommandOptions = self.module.read(args, env)
@@ -55,92 +57,99 @@ class Command:
     def run(self, settings: CommandOptions, env: Mapping[str, str]) -> int:
         """Run the command in its session (``assemble.Session``: every part it reads the network
         and the caches through), made with its network settings, handed to it, and closed when it ends."""
-        from .assemble import Session
+        from .assemble import Session  # the network and resolve parts: +710 ms on --help
 
         with Session(settings.network) as session:
             code: int = self.module.run(settings, env, session)
         return code
 
 
+# Each command's module is imported only once its command line is parsed: `--help` and `COMMAND --help`
+# parse with the flags alone (``commands``), and a run loads its own command's dependencies, no other's.
+# The figure on each line: what importing that module would add to `resolve-gpu-stack --help` (timed in
+# a fresh process after the modules --help loads; median of 5, a loaded 2-core machine; see
+# docs/internals/performance.md, "Start-up").
+
+
 def _resolve() -> ModuleType:
-    from . import cmd_resolve
+    from . import cmd_resolve  # +204 ms on --help
 
     return cmd_resolve
 
 
 def _candidates() -> ModuleType:
-    from . import cmd_candidates
+    from . import cmd_candidates  # +217 ms on --help
 
     return cmd_candidates
 
 
 def _inspect() -> ModuleType:
-    from . import cmd_inspect
+    from . import cmd_inspect  # +510 ms on --help
 
     return cmd_inspect
 
 
 def _snapshot() -> ModuleType:
-    from . import cmd_snapshot
+    from . import cmd_snapshot  # +522 ms on --help
 
     return cmd_snapshot
 
 
 def _lock() -> ModuleType:
-    from . import cmd_lock
+    from . import cmd_lock  # +1171 ms on --help
 
     return cmd_lock
 
 
 def _export() -> ModuleType:
-    from . import cmd_export
+    from . import cmd_export  # +534 ms on --help
 
     return cmd_export
 
 
 def _install() -> ModuleType:
-    from . import cmd_install
+    from . import cmd_install  # +1000 ms on --help
 
     return cmd_install
 
 
 def _wheelhouse() -> ModuleType:
-    from . import cmd_wheelhouse
+    from . import cmd_wheelhouse  # +1205 ms on --help
 
     return cmd_wheelhouse
 
 
 def _doctor() -> ModuleType:
-    from . import cmd_doctor
+    from . import cmd_doctor  # +808 ms on --help
 
     return cmd_doctor
 
 
 def _check() -> ModuleType:
-    from . import cmd_check
+    from . import cmd_check  # +440 ms on --help
 
     return cmd_check
 
 
 def _cache() -> ModuleType:
-    from . import cmd_cache
+    from . import cmd_cache  # +269 ms on --help
 
     return cmd_cache
 
 
-# command name -> its module, loaded on first use; the order is the order of --help
+# command name -> its flags and its module, loaded once its command line is parsed; the order is the order of --help
 COMMANDS: dict[str, Command] = {
-    "resolve": Command(_resolve),
-    "candidates": Command(_candidates),
-    "inspect": Command(_inspect),
-    "snapshot": Command(_snapshot),
-    "lock": Command(_lock),
-    "export": Command(_export),
-    "install": Command(_install),
-    "wheelhouse": Command(_wheelhouse),
-    "doctor": Command(_doctor),
-    "check": Command(_check),
-    "cache": Command(_cache),
+    "resolve": Command(C.register_resolve, _resolve),
+    "candidates": Command(C.register_candidates, _candidates),
+    "inspect": Command(C.register_inspect, _inspect),
+    "snapshot": Command(C.register_snapshot, _snapshot),
+    "lock": Command(C.register_lock, _lock),
+    "export": Command(C.register_export, _export),
+    "install": Command(C.register_install, _install),
+    "wheelhouse": Command(C.register_wheelhouse, _wheelhouse),
+    "doctor": Command(C.register_doctor, _doctor),
+    "check": Command(C.register_check, _check),
+    "cache": Command(C.register_cache, _cache),
 }
 
 DESCRIPTION = """\
@@ -215,6 +224,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if as_program:
             _exit_now(130)
         return 130
+
+
+def refuse_long_numbers_in(argv: Sequence[str]) -> None:
+    """A command-line word holding an absurdly long number (``--python 3.<5000 digits>``) is a
+    usage error before anything parses it."""
+    from ..data.toml import refuse_long_numbers  # the model and packaging: +94 ms on --help
+
+    for word in argv:
+        refuse_long_numbers(word, f"argument {redact_url(word)[:40]!r}...", error=UsageError)
+
+
+def configure_logging(output: OutputOptions) -> None:
+    level = logging.DEBUG if output.verbose else (logging.ERROR if output.quiet else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
 _WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})  # only ever a write: a full disk, a read-only file system
@@ -297,8 +320,6 @@ def _exit_now(code: int) -> None:
 
 def _unknown_command(word: str) -> int:
     """A first word that is no command (``chek``): say so, suggest the nearest, list them all."""
-    import difflib  # only for a word that is no command
-
     close = difflib.get_close_matches(word, list(COMMANDS), n=1)
     print(f"resolve-gpu-stack: error: unknown command {word!r}" + (f"; did you mean {close[0]!r}?" if close else ""), file=sys.stderr)
     print(f"commands: {', '.join(COMMANDS)} (no command: resolve); see resolve-gpu-stack --help", file=sys.stderr)
@@ -315,8 +336,6 @@ def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse
 
 def unrecognized_message(unknown: Sequence[str], parser: argparse.ArgumentParser) -> str:
     """argparse's "unrecognized arguments", with the nearest real flag for each mistyped one."""
-    import difflib  # only for a command line with a mistake in it
-
     flags = [opt for action in parser._actions for opt in action.option_strings if opt.startswith("--")]
     hints = []
     for arg in unknown:

@@ -24,6 +24,10 @@ fetcher (the torch wheel by range reads, or a snapshot's record).
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,21 +35,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
+from packaging.utils import canonicalize_name
+
+from ..data.snapshots import bundled_path, bundled_snapshots, offline_hint
+from ..env.exports import installed_torch_exports
+from ..errors import CrawlError, WriteError
+from ..index.finder import Finder
+from ..model.channel import torch_origin
+from ..net.cache import HttpCache, cache_write_problem
+from ..net.http import HttpFetcher
+from ..net.scan.records import ScanRecords
 from ..net.settings import FetchSettings
+from ..net.transport import NO_NETWORK_HINT
+from ..resolver import reuse
+from ..resolver.kept import kept_torch
+from ..resolver.resolve import resolve
+from ..resolver.roots import read_ahead
+from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
     from ..data.definitions import Definitions
-    from ..errors import CrawlError
-    from ..index.finder import Finder
     from ..index.sdist import SdistMetadata
     from ..model import IndexFile, LockPlan, Target
     from ..model.abi import AbiVerdict, WheelAbi
     from ..model.cuda import CudaLabel
     from ..model.kept import KeptTorch
     from ..model.request import ResolveRequest
-    from ..net.http import HttpFetcher
     from ..net.scan.classify import InspectingClassifier, ScanRecord
     from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
     from ..net.source import Source
@@ -107,20 +124,14 @@ class ResolveParts:
         changed (``resolver.reuse``), else resolved (the resolver and resolvelib load only then).
         ``sdist_metadata``: the build backend's word on a ``--build`` sdist whose PKG-INFO is not
         static (``cli/sources.py``'s ``sdist_metadata_of``)."""
-        from ..resolver import reuse
 
         def compute() -> LockPlan:
-            from ..resolver.roots import read_ahead
-
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
-            from ..resolver.resolve import resolve
 
             plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), sdist_metadata=sdist_metadata)
             if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
             return plan
-
-        from ..errors import CrawlError
 
         try:
             return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
@@ -131,16 +142,12 @@ class ResolveParts:
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
         interpreter), else through the source."""
-        from packaging.utils import canonicalize_name
-
         torch = canonicalize_name("torch")
         where = target.installed_at.get(torch)
         installed = target.installed.get(torch)
 
         def source(version: Version, file: IndexFile | None) -> TorchExports:
             if where is not None and installed == version:
-                from ..env.exports import installed_torch_exports  # the ELF reader: only when a torch on disk is read
-
                 key = f"{where}:{version}"
                 if key not in self._disk:
                     self._disk[key] = installed_torch_exports(Path(where), str(version))
@@ -154,8 +161,6 @@ class ResolveParts:
         the one rule (a declared torch without label: its wheel's METADATA, its runtime pin; else
         ``cuda``), a declared torch's wheel on its index (its exports are read there). None: the
         target has no torch."""
-        from ..resolver.kept import kept_torch
-
         key = f"kept:{target.interpreter}:{target.platform}:{target.python_full_version}:{sorted(target.installed.items())}:{cuda}"
         # a probed torch is known from its files (its exports read on disk): no index page is read for it here
         finder = self.finder if target.interpreter is None else None
@@ -166,8 +171,6 @@ class ResolveParts:
         """The verdict on wheel ``name`` (what it imports: ``abi``; its ``Requires-Dist``) against
         the kept torch (None: the target has none): its CUDA, its exports from disk (a probed
         target) or from its wheel (``kept.wheel``: PyPI's, or the PyTorch index's)."""
-        from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
-
         if kept is None:
             return None
         exports = self.exports_for(target)
@@ -192,8 +195,6 @@ def resolve_parts(
     """The parts around ``source`` (live, recording, a snapshot, or a snapshot extended live),
     keeping computed plans in ``store`` (the live fetcher's cache) when given; ``finder``: one
     already reading through ``source`` (its pages shared), else a new one."""
-    from ..index.finder import Finder
-
     finder = finder if finder is not None else Finder(source, defs)
     return ResolveParts(defs=defs, source=source, finder=finder, store=store, owns_source=owns_source)
 
@@ -239,13 +240,6 @@ class Session:
             return self._cache_dir
 
     def _usable_cache_dir(self) -> Path:
-        import shutil
-        import sys
-        import tempfile
-
-        from ..errors import WriteError
-        from ..net.cache import cache_write_problem
-
         root = self.network.cache_dir
         why = cache_write_problem(root)
         if why is None:
@@ -270,8 +264,6 @@ class Session:
     def use_scan_records(self, setting: str) -> None:
         """A config's ``scan-records`` (the flag, when typed, wins: the caller checks): the records
         the fetcher's classifier reads, whether or not the fetcher is made yet."""
-        import dataclasses
-
         with self._lock:
             self.network = dataclasses.replace(self.network, scan_records=setting)
             live = self._live
@@ -279,8 +271,6 @@ class Session:
             live.scan_records = self._records(live)
 
     def _records(self, live: HttpFetcher) -> Callable[[str], ScanRecord | None] | None:
-        from ..net.scan.records import ScanRecords
-
         n = self.network  # its scan_records parsed at the edge (``options.network_options``, a config's by its table row)
         return ScanRecords.configured(n.scan_records, live.transport, say=n.progress)
 
@@ -290,9 +280,6 @@ class Session:
         root = self.cache_dir()  # not under ``_lock``: a temporary folder's removal is registered under it
         with self._lock:
             if self._live is None:
-                from ..net.cache import HttpCache
-                from ..net.http import HttpFetcher  # http.client and ssl: not for --help
-
                 n = self.network
                 self._live = HttpFetcher(
                     n.fetch,
@@ -316,7 +303,7 @@ class Session:
     def wheel_cache(self) -> WheelCache:
         """The wheel cache under the cache folder."""
         if self._wheel_cache is None:
-            from ..net.wheelcache import WheelCache
+            from ..net.wheelcache import WheelCache  # builds and downloads only: +10 M instructions (~2 ms) on a resolve (callgrind)
 
             self._wheel_cache = WheelCache.under(self.cache_dir())
         return self._wheel_cache
@@ -324,7 +311,7 @@ class Session:
     # -- sources and resolve parts --------------------------------------------------------------
     def replay(self, root: Path, defs: Definitions) -> SnapshotFetcher:
         """A replay of the snapshot at ``root`` (no network)."""
-        from ..net.snapshot import SnapshotFetcher
+        from ..net.snapshot import SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
 
         return self._held(SnapshotFetcher(root, {n: d.url for n, d in defs.indexes.items()}))
 
@@ -333,7 +320,7 @@ class Session:
     ) -> RecordingFetcher:
         """A recorder into the snapshot ``output`` of what is read live (``extend``: a snapshot
         replayed first, only what it lacks fetched live)."""
-        from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher
+        from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
 
         bases = {n: d.url for n, d in defs.indexes.items()}
         inner: Source = FallbackFetcher(SnapshotFetcher(extend, bases), self.live()) if extend is not None else self.live()
@@ -349,7 +336,8 @@ class Session:
         if snapshot is None:
             fetcher = self.live()
             return resolve_parts(defs, fetcher, store=fetcher.cache, owns_source=False)
-        from ..net.snapshot import FallbackFetcher
+
+        from ..net.snapshot import FallbackFetcher  # a snapshot only: +20 ms on a live resolve
 
         replay = self.replay(snapshot, defs)
         return resolve_parts(defs, FallbackFetcher(replay, self.live()) if live_fallback else replay, owns_source=False)
@@ -380,8 +368,6 @@ __all__ = ["NetworkOptions", "ResolveParts", "Session", "fitting_offline_hint", 
 def offline_hinted(torch: Version | None) -> Iterator[None]:
     """A ``CrawlError`` raised inside, with ``fitting_offline_hint`` for the target's ``torch``
     (``candidates``, ``inspect``: every door that reads an index names the snapshot that fits)."""
-    from ..errors import CrawlError
-
     try:
         yield
     except CrawlError as exc:
@@ -391,10 +377,6 @@ def offline_hinted(torch: Version | None) -> Iterator[None]:
 def fitting_offline_hint(exc: CrawlError, torch: Version | None) -> CrawlError:
     """``exc`` with the no-network hint naming the bundled snapshot that fits the kept ``torch``
     (``indexes/snapshots/bundled.toml``; None: the target has none); any other error as it is."""
-    from ..data.snapshots import bundled_path, bundled_snapshots, offline_hint
-    from ..model.channel import torch_origin
-    from ..net.transport import NO_NETWORK_HINT
-
     if exc.hint != NO_NETWORK_HINT:
         return exc
     path = bundled_path()

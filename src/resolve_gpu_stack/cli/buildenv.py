@@ -15,13 +15,19 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..env.build import DEFAULT_DEADLINE, BuildContext
+from ..env.buildmachine import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
+from ..env.install import find_uv as default_uv
 from ..errors import UsageError, printable
+from ..model.cuda import CudaLabel
+from ..model.declared import declared_target
+from ..model.gpu import GpuArch
+from ..model.request import FlashInferChoice, ResolveRequest, TorchChoice, requested
 from . import options as O
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..env.build import BuildContext, BuildRequirements
-    from ..env.buildmachine import BuildMachine
+    from ..env.build import BuildRequirements
     from ..env.probe import Environment
     from ..model import LockPlan
     from ..net.download import DownloadProgress
@@ -32,8 +38,6 @@ if TYPE_CHECKING:
 def find_uv(uv: str | None, env: Mapping[str, str]) -> str:
     """``--uv PATH`` (checked now, before anything is downloaded), or the default uv when None (also
     for a command without ``--uv``)."""
-    from ..env.install import find_uv as default_uv
-
     if uv is None:
         return default_uv(env)
     found = shutil.which(uv, path=env.get("PATH"))
@@ -59,9 +63,6 @@ def build_context(
     (None: the default uv); ``environment``: the probed target of ``install`` (its own torch is used,
     through a ``.pth``), None for a declared target (the kept torch's wheel is installed into the
     build environment); ``downloads``: the progress of its downloads (None: not shown)."""
-    from ..env.build import DEFAULT_DEADLINE, BuildContext
-    from ..model.declared import declared_target
-
     machine = build_machine(uv, env, plan)
     tags = environment.target.tags if environment is not None else declared_target(plan.target.python, plan.target.platform).tags
     quiet = options.output.quiet
@@ -86,9 +87,6 @@ def build_context(
 def build_machine(uv: str | None, env: Mapping[str, str], plan: LockPlan) -> BuildMachine:
     """What this machine brings: uv (``--uv``, else the default), TORCH_CUDA_ARCH_LIST from the plan's GPUs (``--gpu``, or what
     nvidia-smi lists for a probed target), MAX_JOBS (the user's, else cores and memory), the CUDA toolkit."""
-    from ..env.buildmachine import BuildMachine, arch_list, available_memory, find_cuda_toolkit, has_cuda_driver, max_jobs
-    from ..model.gpu import GpuArch
-
     gpus = plan.inputs.get("gpus") or []
     caps = [GpuArch.parse(str(g)).capability for g in gpus] if isinstance(gpus, (list, tuple)) else []
     jobs = env.get("MAX_JOBS", "")
@@ -114,10 +112,6 @@ def build_requirements(
     made: list[ResolveParts] = []  # at most one
 
     def resolve_requirements(requirements: Sequence[str]) -> LockPlan:
-        from ..model.cuda import CudaLabel
-        from ..model.declared import declared_target
-        from ..model.request import FlashInferChoice, ResolveRequest, TorchChoice, requested
-
         torch = plan.torch
         assert torch is not None
         if environment is not None:

@@ -7,6 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..env.build import build_plan, pending, read_torch_archs
+from ..env.buildmachine import MEMORY_PER_JOB, available_memory
+from ..rules.invariants import plan_torch_cuda
+from .buildenv import build_context, build_machine
+from .downloads import download_progress
+
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..env.probe import Environment
@@ -29,10 +35,6 @@ def build_plan_of(
     default uv). ``environment``: the probed target of ``install`` (its own torch is used, through a
     ``.pth``); None for a declared target (``lock``: the kept torch's wheel is installed into the
     build environment)."""
-    from ..env.build import build_plan, pending
-    from .buildenv import build_context
-    from .downloads import download_progress
-
     if not pending(plan):
         return plan
     with (
@@ -47,11 +49,6 @@ def build_needs(uv: str | None, env: Mapping[str, str], plan: LockPlan, *, pytho
     built): the CUDA toolkit of torch's major (and which was found), the GPU archs (with neither
     ``--gpu`` nor a GPU: those the kept torch in ``python``'s environment was compiled for, read
     without a GPU), MAX_JOBS and the memory those jobs take, link stubs on a machine without a driver."""
-    from ..env.build import pending
-    from ..env.buildmachine import MEMORY_PER_JOB, available_memory
-    from ..rules.invariants import plan_torch_cuda
-    from .buildenv import build_machine
-
     rows = pending(plan)
     if not rows or plan.torch is None:
         return []
@@ -83,7 +80,6 @@ def _torch_archs_said(python: str | None, env: Mapping[str, str], plan: LockPlan
     said = "the archs the kept torch was built for (no --gpu, no GPU seen)"
     if python is None or plan.torch is None:
         return said
-    from ..env.build import read_torch_archs
 
     got = read_torch_archs(python, {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYTHONHOME")})
     if not got.arch_list:

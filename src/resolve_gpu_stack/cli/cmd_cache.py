@@ -15,7 +15,6 @@ running command uses are left alone (``in_use``). A kind folder that is a symbol
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,43 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from . import common
+from ..net import cache
+from ..net.cache import CACHE_SCHEMA
+from . import common, render
 from . import options as O
+from .commands import DEFAULT_DAYS
 
 if TYPE_CHECKING:
     from ..net.cache import Usage
     from .assemble import Session
-
-DEFAULT_DAYS = 7.0
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "cache",
-        help="show the cache's size per kind, prune what was not used lately, or clean it",
-        description=(
-            "info (default): the cache directory and its files and bytes per kind. prune: remove abandoned temp files, "
-            "partial downloads and stored results older than --older-than days and wheels not used for as long "
-            "(pages, METADATA and scans stay). clean: remove every entry. Wheels a running command uses are left alone; "
-            "a cache folder that is a symbolic link is refused."
-        ),
-    )
-    p.add_argument("action", nargs="?", choices=("info", "prune", "clean"), default="info")
-    p.add_argument(
-        "--older-than", type=_days, default=DEFAULT_DAYS, metavar="DAYS", help=f"prune: what was not used for this many days (default {DEFAULT_DAYS:g})"
-    )
-    p.add_argument("--cache-dir", metavar="DIR", type=O.absolute_path, help="the cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
-    p.add_argument("--format", choices=("table", "json"), help="output format (default: table on a terminal, json otherwise)")
-
-
-def _days(text: str) -> float:
-    try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of days") from None
-    if not math.isfinite(days) or days < 0 or days > 100_000:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r}: give a number of days between 0 and 100000")
-    return days
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +46,6 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> CacheSettings:
 
 
 def run(settings: CacheSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..net import cache
-
     root, action = settings.network.cache_dir, settings.action
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root} is not a directory", hint="pass --cache-dir DIR")
@@ -87,17 +56,13 @@ def run(settings: CacheSettings, env: Mapping[str, str], session: Session) -> in
     else:
         kinds = cache.cache_usage(root)
     if common.output_format(settings.output) == "json":
-        from .render import print_json
-
-        print_json(cache_json(root, action, kinds), sys.stdout)
+        render.print_json(cache_json(root, action, kinds), sys.stdout)
     else:
         _print_table(root, action, kinds)
     return 0
 
 
 def cache_json(root: Path, action: str, kinds: Sequence[Usage]) -> dict[str, object]:
-    from ..net.cache import CACHE_SCHEMA
-
     return {
         "schema": CACHE_SCHEMA,
         "cache_dir": str(root),

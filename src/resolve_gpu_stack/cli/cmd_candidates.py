@@ -8,29 +8,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..index.parse import parse_metadata
+from ..model import IndexFile
+from ..model.abi import AbiVerdict
+from ..model.request import TORCH
+from ..resolver.candidates import list_candidates
 from . import common
 from . import options as O
 from . import settings as S
+from .assemble import offline_hinted
+from .tables import print_candidates
 
 if TYPE_CHECKING:
     from .assemble import Session
-
-_HELP = {
-    "torch": "PyTorch channel for pytorch-index packages: nightly (default), test, stable (installed or a version: its channel)",
-    "flashinfer": "latest (stable pages, the default) or nightly",
-}
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "candidates",
-        help="list what every owning index offers for a package",
-        description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.",
-    )
-    p.add_argument("package")
-    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer", "exclude_newer", "wheel_variants", "gpus"], help=_HELP)
-    O.add_index_flags(p)
-    O.add_output_flags(p)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,13 +33,6 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> CandidatesSettings
 
 
 def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..index.parse import parse_metadata
-    from ..model import IndexFile
-    from ..model.abi import AbiVerdict
-    from ..model.request import TORCH
-    from ..resolver.candidates import list_candidates
-    from .render import print_candidates
-
     # parsed at the edge by the settings table, as every command (a bad --cuda is a usage error);
     # the target settings go to target_of, which also takes an interpreter path; the rest reach
     # this command as the request's typed fields
@@ -65,7 +48,6 @@ def run(settings: CandidatesSettings, env: Mapping[str, str], session: Session) 
         request.gpus,
     )
     torch_channel = torch.for_kept(target.installed.get(TORCH)).channel  # an installed torch is kept: the rest follow its channel
-    from .assemble import offline_hinted
 
     with common.make_parts(session, settings.sources, defs) as parts, offline_hinted(target.installed.get(TORCH)):
         kept = parts.kept_torch(target, installed_requires.get(TORCH, ()), cuda)

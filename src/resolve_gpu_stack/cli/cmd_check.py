@@ -17,14 +17,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data.definitions import load_definitions
+from ..data.toml import read_text
 from ..errors import CrawlError, LockFileError, ResolveGpuStackError, UsageError
-from . import common
+from ..lock.check import (
+    ERROR,
+    WARNING,
+    Expected,
+    Finding,
+    check_lock,
+    drift,
+    finder_lookup,
+    listed_lookup,
+    regenerate_hint,
+    sibling_findings,
+    uv_project_findings,
+    verify_files,
+)
+from ..lock.files import read_lock
+from ..lock.uvproject import RECORD, read_export
+from ..model.inputs import inputs_digest
+from . import common, render
 from . import options as O
+from .config import discover_config, effective, lock_inputs, recorded_overrides, resolve_definitions, resolve_request
+from .sources import sdist_metadata_of
+from .uvsync import uv_sync_warnings
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..index.sdist import SdistMetadata
-    from ..lock.check import Checked, Expected, Finding
+    from ..lock.check import Checked
     from ..lock.locked import LockedFile
     from ..model import LockPlan
     from ..model.request import ResolveRequest
@@ -32,49 +54,6 @@ if TYPE_CHECKING:
     from .config import ProjectConfig, TargetConfig
 
     Judged = tuple[Checked, Expected | None]  # a lock file checked offline, and what the config says it is made from
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "check",
-        help="check lock files: invariants, hashes, freshness against the config, nightly retention",
-        description=(
-            "Check lock files (default: every output of every configured target). Each must parse and hold every "
-            "invariant (FlashInfer components aligned, jit-cache label = torch's CUDA major, no torch-ABI wheel for "
-            "another torch, a sha256 for every file, each package from the index that owns it, no duplicates, no "
-            "credentials), be fresh (its inputs digest equals the config's for its target) and never record a torch "
-            "below the installed one. Nightlies past the index's retention are warnings. A uv project `export uv` wrote into "
-            "has its uv.lock checked against the exported plan: every planned package at its version, the kept torch, "
-            "each package from its index, FlashInfer aligned. No network unless --online."
-        ),
-    )
-    p.add_argument(
-        "files",
-        nargs="*",
-        type=Path,
-        metavar="FILE",
-        help="pylock*.toml, constraints *.txt or uv.lock files (default: the configured outputs, and the uv.lock of a project `export uv` wrote into)",
-    )
-    p.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
-    p.add_argument("--target", action="append", default=[], metavar="NAME", help="check only this configured target's outputs (repeatable)")
-    p.add_argument("--online", action="store_true", help="also re-resolve each target (network, or the configured snapshot) and report drift; writes nothing")
-    p.add_argument("--today", type=_day, metavar="YYYY-MM-DD", help="judge nightly retention as of this day (default: today)")
-    O.add_index_flags(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors (warnings: one line that counts them)")
-    p.add_argument(
-        "--format",
-        choices=("text", "json"),
-        default="text",
-        help="text: findings and the verdict on stderr (default); json: one resolve-gpu-stack/check/v1 object on stdout",
-    )
-
-
-def _day(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,9 +79,6 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> CheckSettings:
 
 
 def run(settings: CheckSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..data.definitions import load_definitions
-    from .config import discover_config, effective
-
     config = discover_config(settings.configured.config)
     if config is not None:
         config = effective(config, snapshot=settings.sources.snapshot, indexes=common.index_overrides(settings.sources))
@@ -137,8 +113,6 @@ class Locks:
         self._read: dict[Path, LockedFile | LockFileError] = {}
 
     def __call__(self, path: Path) -> LockedFile:
-        from ..lock.files import read_lock
-
         if path not in self._read:
             try:
                 self._read[path] = read_lock(path)
@@ -168,8 +142,6 @@ def _uv_projects(settings: CheckSettings, config: ProjectConfig | None) -> list[
 
 def _has_export(pyproject: Path) -> bool:
     """Whether `export uv` wrote into this pyproject.toml (a cheap look; the check reads it properly)."""
-    from ..lock.uvproject import RECORD
-
     try:
         return f".{RECORD}]" in pyproject.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -177,18 +149,11 @@ def _has_export(pyproject: Path) -> bool:
 
 
 def _check_uv_projects(projects: list[tuple[Path, Path]], bundled: Definitions) -> list[Finding]:
-    from ..lock.check import uv_project_findings
-
     return [f for pyproject, lock in projects for f in [*uv_project_findings(pyproject, lock, bundled), *_uv_sync_findings(pyproject)]]
 
 
 def _uv_sync_findings(pyproject: Path) -> list[Finding]:
     """Warnings on what `uv sync` would do to the project's .venv beyond the plan (see ``uvsync.uv_sync_warnings``)."""
-    from ..data.toml import read_text
-    from ..lock.check import WARNING, Finding
-    from ..lock.uvproject import read_export
-    from .uvsync import uv_sync_warnings
-
     try:
         record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
     except ResolveGpuStackError:
@@ -199,8 +164,6 @@ def _uv_sync_findings(pyproject: Path) -> list[Finding]:
 
 def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs: Definitions, locks: Locks) -> tuple[list[Finding], list[Judged]]:
     """Offline checks of each file: (findings, [(CheckedLock, Expected or None)] of those that exist)."""
-    from ..lock.check import ERROR, Finding, check_lock, regenerate_hint
-
     results: list[Judged] = []
     findings: list[Finding] = []
     for path, expected in files:
@@ -216,8 +179,6 @@ def _check_files(files: list[tuple[Path, Expected | None]], today: dt.date, defs
 def _against_siblings(results: Sequence[Judged], config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list[Finding]:
     """Each constraints file against the pylock of the same target written with it (checked here,
     or read from the target's outputs when only the ``.txt`` was named)."""
-    from ..lock.check import sibling_findings
-
     out: list[Finding] = []
     pylocks = [c for c, _ in results if _is_pylock(c)]
     for checked, _ in results:
@@ -236,8 +197,6 @@ def _written_with(digest: str | None, pylocks: Sequence[Checked]) -> Checked | N
 
 def _pylocks_of(path: Path, pylocks: Sequence[Checked], config: ProjectConfig | None, today: dt.date, defs: Definitions, locks: Locks) -> list[Checked]:
     """The pylocks checked here, and those of the configured target that writes ``path`` (checked now)."""
-    from ..lock.check import check_lock
-
     target = config.target_for_output(path) if config is not None else None
     known = {c.path.resolve() for c in pylocks}
     more = [
@@ -250,8 +209,6 @@ def _pylocks_of(path: Path, pylocks: Sequence[Checked], config: ProjectConfig | 
 
 def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
     """Print the findings and the verdict (diagnostics: stderr); the exit status."""
-    from ..lock.check import ERROR, WARNING
-
     for finding in findings:
         if not quiet or finding.level == ERROR:  # -q: errors only (a pre-commit hook runs it on every commit)
             print(finding.render(common.shown(finding.path)), file=sys.stderr)
@@ -266,8 +223,6 @@ def _report(findings: list[Finding], count: int, *, quiet: bool) -> int:
 
 def _verdict(findings: list[Finding], count: int) -> str:
     """The last line of a check: how many problems in how many files, or that every file is fine."""
-    from ..lock.check import ERROR, WARNING
-
     errors = sum(f.level == ERROR for f in findings)
     files = f"{count} lock file{'s' * (count != 1)}"
     if errors:
@@ -281,11 +236,8 @@ CHECK_SCHEMA = "resolve-gpu-stack/check/v1"
 
 def _report_json(findings: list[Finding], count: int) -> int:
     """The findings and the verdict as one JSON object on stdout; the exit status."""
-    from ..lock.check import ERROR, WARNING
-    from .render import print_json
-
     errors = sum(f.level == ERROR for f in findings)
-    print_json(
+    render.print_json(
         {
             "schema": CHECK_SCHEMA,
             "ok": errors == 0,
@@ -328,10 +280,6 @@ def _expected_of(config: ProjectConfig | None, path: Path, bundled: Definitions,
 def _expected(config: ProjectConfig, target: TargetConfig, path: Path, bundled: Definitions, locks: Locks) -> Expected:
     """What the config says ``path`` should be made from: the target's settings, with the flags its
     lock command recorded (``lock --target x --no-cubin``) applied as ``lock`` applied them."""
-    from ..lock.check import Expected
-    from ..model.inputs import inputs_digest
-    from .config import lock_inputs, recorded_overrides
-
     name, command = target.name, config.regenerate_command(target)
     recorded = recorded_overrides(config, target, _recorded_command(path, locks))
     if recorded is not None:
@@ -355,8 +303,6 @@ def _against_index(
     settings: CheckSettings, config: ProjectConfig | None, results: Sequence[Judged], bundled: Definitions, env: Mapping[str, str], session: Session
 ) -> list[Finding]:
     """Hashes against the snapshot (offline) or the live indexes (--online), and drift (--online)."""
-    from ..lock.check import ERROR, Finding
-
     pylocks = [(c.path, plan) for c, _ in results if (plan := _pylock_plan(c)) is not None]
     if config is None or not (settings.online or (config.snapshot is not None and pylocks)):
         return []  # (--online without a config was refused before)
@@ -391,9 +337,6 @@ def _verify(
     bundled: Definitions,
 ) -> list[Finding]:
     """Every pylock's files against the index pages; with --online, also each target's drift."""
-    from ..lock.check import finder_lookup, listed_lookup, verify_files
-    from .config import resolve_definitions
-
     source = f"snapshot {config.relative(config.snapshot)}/" if config.snapshot is not None else "the live index"
     defs = resolve_definitions(config, env, bundled)
     with common.make_parts(session, settings.sources, defs, snapshot=config.snapshot) as parts:
@@ -401,7 +344,6 @@ def _verify(
         lookup = finder_lookup(parts.finder) if settings.online else listed_lookup(parts.finder, [plan for _, plan in pylocks])
         out = [f for path, plan in pylocks for f in verify_files(path, plan, lookup, source=source)]
         if settings.online:
-            from .sources import sdist_metadata_of  # a --build sdist whose PKG-INFO is not static: as its lock asked
 
             def backend(request: ResolveRequest) -> SdistMetadata | None:
                 options = O.ResolveOptions(output=settings.output, network=settings.network, sources=settings.sources)
@@ -418,7 +360,6 @@ def _drift(
     source: str,
     backend: Callable[[ResolveRequest], SdistMetadata | None] | None = None,
 ) -> list[Finding]:
-    from ..lock.check import WARNING, Finding, drift, regenerate_hint
 
     out: list[Finding] = []
     fresh_plans: dict[str, LockPlan | None] = {}
@@ -443,8 +384,6 @@ def _re_resolve(
 ) -> tuple[LockPlan | None, str | None]:
     """(the fresh plan of target ``name``, None) or (None, why it failed); ``backend``: the way to
     a ``--build`` sdist's metadata when its PKG-INFO is not static (``cli/sources.py``)."""
-    from .config import resolve_request
-
     try:
         request = resolve_request(config.select([name])[0])
         return parts.resolve(request, sdist_metadata=backend(request) if backend is not None else None), None

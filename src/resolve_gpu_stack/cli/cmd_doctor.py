@@ -11,24 +11,39 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from packaging.utils import canonicalize_name
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..__main__ import bytecode_folder
+from ..data.definitions import load_definitions
+from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
+from ..env.buildmachine import has_cuda_driver
+from ..env.doctor import DISABLE_VERSION_CHECK, NO_DRIVER_EXIT, ImportResult, doctor_ok, driverless, needs_import, report_json, run_checks
+from ..env.gpu import query_nvidia_smi
+from ..env.probe import default_interpreter, inspect_environment, locate_interpreter
 from ..errors import UsageError
+from ..model.declared import PythonVersion
 from ..net import process
-from . import common
+from . import common, render
 from . import options as O
 from . import settings as S
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..env.doctor import Check, GpuQuery, ImportResult
+    from ..env.doctor import Check, GpuQuery
     from ..env.probe import Environment
     from .assemble import Session
 
@@ -58,35 +73,6 @@ if len(sys.argv) > 1:
 """
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "doctor",
-        help="verify the installed torch + FlashInfer stack (versions, CUDA labels, GPU kernels, import)",
-        description=(
-            "Verify a target environment past 'it imports': torch's CUDA build, FlashInfer's components "
-            "aligned (cubin == python, jit-cache == <python>+cuNNN with torch's CUDA major), apache-tvm-ffi "
-            "in range, no torch-ABI-bound package built for another torch, `import flashinfer` with "
-            "FlashInfer's own version checks on, and jit-cache kernels for every GPU nvidia-smi lists. "
-            "Nothing is downloaded. Exit 0 when no check failed, 1 otherwise, 5 when nothing failed but a host "
-            "without the NVIDIA driver could not check what needs it (its binaries judged from their symbols, not imported)."
-        ),
-    )
-    S.add_flags(
-        p,
-        ["python", "require_api"],
-        help={
-            "python": "the interpreter to check (default: the active virtual environment, else python3)",
-            "require_api": "a FlashInfer API the environment must have, e.g. mm_mxfp8 or mm_mxfp8:cutlass (repeatable): "
-            "imported and looked up in the target, and checked against each GPU's floor",
-        },
-    )
-    p.add_argument("--nvidia-smi", dest="nvidia_smi", metavar="PATH", help="the nvidia-smi to run (default: the one on PATH; none: the GPU check is skipped)")
-    p.add_argument(
-        "--timeout", dest="import_timeout", type=float, default=120.0, metavar="SECONDS", help="limit for `import flashinfer` in the target (default 120)"
-    )
-    O.add_output_flags(p)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DoctorSettings(O.CommandOptions):
     typed: S.TypedSettings = field(default_factory=S.TypedSettings)  # --python, --require-api
@@ -99,16 +85,6 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> DoctorSettings:
 
 
 def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> int:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ..data.definitions import load_definitions
-    from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
-    from ..env.buildmachine import has_cuda_driver
-    from ..env.doctor import NO_DRIVER_EXIT, driverless, needs_import, report_json, run_checks
-    from ..env.probe import default_interpreter, inspect_environment, locate_interpreter
-    from ..model.declared import PythonVersion
-    from .render import print_json
-
     flag = settings.typed.python
     if isinstance(flag, PythonVersion):
         raise UsageError(f"doctor checks a real environment; --python {flag} is a version", hint="pass the interpreter's path, e.g. --python .venv/bin/python")
@@ -153,7 +129,7 @@ def run(settings: DoctorSettings, env: Mapping[str, str], session: Session) -> i
     )
     report = report_json(python, checks)
     if common.output_format(settings.output) == "json":
-        print_json(report, sys.stdout)
+        render.print_json(report, sys.stdout)
     else:
         print_table(python, checks, sys.stdout, verbose=settings.output.verbose)
     if not report["ok"]:
@@ -173,10 +149,6 @@ def import_environment(env: Mapping[str, str], environment: Environment) -> Mapp
     own timestamps): so the folder is one per installed state, named by the digest of every
     distribution's name, version and RECORD (the sha256 of each installed file), and the folders of
     the same environment's earlier states are removed. What is imported is the installed code."""
-    from packaging.utils import canonicalize_name
-
-    from ..__main__ import bytecode_folder
-
     if not env.get("PYTHONDONTWRITEBYTECODE") or env.get("PYTHONPYCACHEPREFIX"):
         return env
     torch = environment.distributions.get(canonicalize_name("torch"))
@@ -215,8 +187,6 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
     of the environment (PYTHONPATH, user site) is kept: this imports what the user's programs would.
     The working directory is an empty folder, so a source checkout in the cwd cannot shadow the install.
     """
-    from ..env.doctor import DISABLE_VERSION_CHECK, ImportResult
-
     child_env = {k: v for k, v in env.items() if k != DISABLE_VERSION_CHECK}
     bypass = bool(env.get(DISABLE_VERSION_CHECK))
     with tempfile.TemporaryDirectory(prefix="rgs-doctor-") as cwd:
@@ -243,8 +213,6 @@ def probe_import(python: str, env: Mapping[str, str], timeout: float, apis: Sequ
 def _api_argument(apis: Sequence[str], defs: Definitions | None = None) -> list[str]:
     """The import script's argument: [name, symbol, backend] of each API (none: no argument); the
     APIs' rows from ``defs``' GPU table."""
-    import json
-
     if not apis:
         return []
     if defs is None:
@@ -254,8 +222,6 @@ def _api_argument(apis: Sequence[str], defs: Definitions | None = None) -> list[
 
 
 def _api_answer(stdout: str, apis: Sequence[str]) -> tuple[tuple[str, bool], ...]:
-    import json
-
     lines = [line[len(_API_SENTINEL) :] for line in stdout.splitlines() if line.startswith(_API_SENTINEL)]
     if not apis or not lines:
         return ()
@@ -265,8 +231,6 @@ def _api_answer(stdout: str, apis: Sequence[str]) -> tuple[tuple[str, bool], ...
 
 def query_gpus(explicit: str | None, env: Mapping[str, str], timeout: float = 30) -> GpuQuery | None:
     """The GPUs nvidia-smi lists; None when there is no nvidia-smi (the GPU check is then skipped)."""
-    from ..env.gpu import query_nvidia_smi
-
     return query_nvidia_smi(explicit, env, timeout)
 
 
@@ -276,12 +240,6 @@ _STYLE = {"pass": "green", "warn": "yellow", "skip": "dim", "fail": "bold red"}
 def print_table(python: str, checks: Sequence[Check], out: TextIO, *, verbose: bool = False) -> None:
     """The checks as a table, a message each (a summary where a check has many caveats: with
     ``verbose``, each caveat on a line of its own below the table)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from ..env.doctor import doctor_ok
-
     console = Console(file=out, highlight=False)
     table = Table(title=f"doctor: {python}", title_justify="left")
     table.add_column("check", no_wrap=True)

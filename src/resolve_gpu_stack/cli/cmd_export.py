@@ -19,49 +19,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data.toml import read_text
 from ..errors import CrawlError, ResolveGpuStackError, UsageError
+from ..index.variants import variant_refusal
+from ..lock.files import write_texts
+from ..lock.uvproject import ExportTarget, apply_tables, parse_project, uv_tables
 from . import common
 from . import options as O
+from .config import resolve_definitions, resolve_request
+from .render import say_story
+from .sources import sdist_metadata_of
 from .targets import discover_configured, own_target, selected_targets, source_words
 from .uvsync import uv_sync_warnings
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..lock.uvproject import ExportTarget
     from .assemble import Session
     from .config import ProjectConfig
 
 PYPROJECT = "pyproject.toml"
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "export",
-        help="write the plan into a uv project's pyproject.toml ([tool.uv]), so that `uv lock` and `uv sync` keep it",
-        description=(
-            "Resolve (one plan from the flags, or every configured target: --config/--target as for `lock`) and write into "
-            "the project's pyproject.toml the uv tables that make `uv lock` and `uv sync` reproduce the plan: explicit "
-            "indexes and sources (torch and its family from the PyTorch channel and CUDA folder the plan uses, "
-            "flashinfer-jit-cache from FlashInfer's index), a dependency group with the stack's roots, constraints pinning "
-            "every planned package, the overrides (a framework's torch pins), build settings for packages built against "
-            "torch, and the target environments. Only these keys change; formatting and comments stay; a second run "
-            "changes nothing. `check` then verifies uv.lock against it."
-        ),
-    )
-    p.add_argument("tool", choices=("uv",), metavar="uv", help="the project tool to export to (uv)")
-    O.add_resolve_flags(p)
-    g = p.add_argument_group("the project")
-    g.add_argument(
-        "--project",
-        type=Path,
-        metavar="DIR",
-        help="the uv project's folder, with its pyproject.toml (default: the config's folder, else the current directory)",
-    )
-    g.add_argument("--dry-run", action="store_true", help="print the change to pyproject.toml as a diff; write nothing")
-    g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
-    g.add_argument("--target", action="append", default=[], metavar="NAME", help="export only this configured target (repeatable; default: all)")
-    p.add_argument("-v", "--verbose", action="store_true", help="log requests and decisions to stderr")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only errors")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,11 +52,6 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> ExportSettings:
 
 
 def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..data.toml import read_text
-    from ..index.variants import variant_refusal
-    from ..lock.files import write_texts
-    from ..lock.uvproject import apply_tables, parse_project, uv_tables
-
     config = _config(settings)
     folder = settings.project if settings.project is not None else (config.root if config is not None else Path.cwd())
     path = folder / PYPROJECT
@@ -98,8 +69,6 @@ def run(settings: ExportSettings, env: Mapping[str, str], session: Session) -> i
     applied = apply_tables(before, uv_tables(targets, defs.flashinfer), command=command, where=common.shown(path))
     quiet = settings.output.quiet
     if not quiet:
-        from .render import say_story
-
         for t in targets:  # the plan's story, as `resolve` and `install` tell it
             say_story(t.plan.notes, t.plan.overrides, O.say, label=f"{t.name}: " if t.name else "")
         for note in applied.notes:
@@ -134,8 +103,6 @@ def _config(settings: ExportSettings) -> ProjectConfig | None:
 
 def _flags_plan(settings: ExportSettings, env: Mapping[str, str], session: Session) -> tuple[list[ExportTarget], str, Definitions]:
     """The plan of the flags, the command that exports it again, the definitions it was resolved with."""
-    from ..lock.uvproject import ExportTarget
-
     plan, defs = common.run_resolve(settings, env, session)
     words = [*settings.typed.words, *source_words(settings.sources)]
     return [ExportTarget(name="", plan=plan)], " ".join(["resolve-gpu-stack export uv", *map(shlex.quote, words)]), defs
@@ -145,10 +112,6 @@ def _plans(config: ProjectConfig, settings: ExportSettings, env: Mapping[str, st
     """Every selected target's plan through one finder (the first target without a plan fails the
     export: nothing is written, a project's tables are all or nothing), the command that exports
     them again, the definitions they were resolved with."""
-    from ..lock.uvproject import ExportTarget
-    from .config import resolve_definitions, resolve_request
-    from .sources import sdist_metadata_of
-
     names = settings.configured.targets
     config, targets, extra = selected_targets(config, settings, names)
     defs = resolve_definitions(config, env)

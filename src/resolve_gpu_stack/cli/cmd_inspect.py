@@ -17,16 +17,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypedDict
 
-from ..errors import UsageError
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from ..data.definitions import RouteContext
+from ..errors import CrawlError, UsageError
+from ..index.parse import MAX_METADATA_BYTES, parse_metadata
+from ..model import IndexFile
+from ..model.abi import UNKNOWN, WheelAbi
+from ..model.request import TORCH
+from ..net.scan.classify import IGNORED_RANGE
+from ..rules.fit import TargetFit
+from ..scan import zipmeta
+from ..scan.abi import demangle, member_abi
+from ..scan.wheelscan import scan_file
 from ..urls import redact_url
-from . import common
+from . import common, render
 from . import options as O
-from . import settings as S
+from .assemble import offline_hinted
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
-    from ..model import IndexFile, Target
-    from ..model.abi import AbiVerdict, MemberAbi, WheelAbi
+    from ..model import Target
+    from ..model.abi import AbiVerdict, MemberAbi
     from ..model.kept import KeptTorch
     from ..scan.wheelscan import MemberScan, WheelScan
     from .assemble import ResolveParts, Session
@@ -84,25 +97,6 @@ class InspectReport(TypedDict):
     verdict: VerdictReport | None
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "inspect",
-        help="can this compiled wheel run on my torch? what each .so imports, and the verdict",
-        description=(
-            "Read a wheel's .so members (their first bytes only) and print, per member, the libraries it needs, its imports of the "
-            "LibTorch stable C shim and of torch's C++ namespaces (three examples, demangled), its CUDA majors and the torch a "
-            "per-torch build member is for; then the verdict against the target's torch: stable ABI (runs on every torch at or above "
-            "its floor), version-locked (runs on a torch that exports each of its C++ imports), one build per torch, or unknown. "
-            "WHEEL is a file, an http(s) URL, or NAME==VERSION (the best wheel for the target on the index that owns NAME). "
-            "Exit 0: it can run (or the target has no torch); 1: it cannot."
-        ),
-    )
-    p.add_argument("wheel", metavar="WHEEL|URL|NAME==VERSION")
-    S.add_flags(p, [*S.TARGET_FLAGS])
-    O.add_index_flags(p)
-    O.add_output_flags(p)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InspectSettings(O.ResolveOptions):
     wheel: str  # a file, a URL or NAME==VERSION
@@ -113,15 +107,12 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> InspectSettings:
 
 
 def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..model.request import TORCH
-
     cuda = settings.typed.cuda  # parsed at the edge by the settings table: a bad --cuda is a usage error there
     target, installed_requires = common.target_of(settings.typed, env)
     wheel = settings.wheel
     # a declared torch without label is known from its own wheel (PyPI's page): its CUDA by its runtime pin, as resolve knows it
     declared_pypi_torch = target.interpreter is None and any(v.local is None for n, v in target.installed.items() if n == TORCH)
     defs = common.definitions(settings.sources, env, need_pypi=("==" in wheel and "://" not in wheel) or declared_pypi_torch)
-    from .assemble import offline_hinted
 
     with common.make_parts(session, settings.sources, defs) as parts, offline_hinted(target.installed.get(TORCH)):
         kept = parts.kept_torch(target, installed_requires.get(TORCH, ()), cuda)
@@ -129,9 +120,7 @@ def run(settings: InspectSettings, env: Mapping[str, str], session: Session) -> 
         verdict = parts.judge(name, abi, requires, kept, target)
     report = _report(wheel, source, scan, abi, cost, verdict, kept, parts.defs)
     if common.output_format(settings.output) == "json":
-        from .render import print_json
-
-        print_json(report, sys.stdout)
+        render.print_json(report, sys.stdout)
     else:
         _print(report, sys.stdout)
     return 1 if verdict is not None and verdict.refusal is not None else 0
@@ -149,7 +138,6 @@ def _read(
         if path.suffix != ".whl":
             raise UsageError(f"{text} is not a wheel (a wheel's file name ends in .whl)", hint="give a wheel file, an http(s) URL, or NAME==VERSION")
         return _read_local(path, parts.defs)
-    from ..net.scan.classify import IGNORED_RANGE
 
     file = _remote_file(text, parts, target, kept)
     record, scan = parts.classifier.inspect(file)
@@ -160,11 +148,6 @@ def _read(
 
 
 def _read_local(path: Path, defs: Definitions) -> tuple[str, str, WheelScan | None, WheelAbi, dict[str, int], tuple[str, ...]]:
-    from ..index.parse import MAX_METADATA_BYTES
-    from ..model.abi import UNKNOWN, WheelAbi
-    from ..scan import zipmeta
-    from ..scan.wheelscan import scan_file
-
     size = path.stat().st_size
     name = _name_of(path.name)
     with path.open("rb") as fh:
@@ -188,10 +171,6 @@ def _remote_file(text: str, parts: ResolveParts, target: Target, kept: KeptTorch
 
 def _file_at(url: str) -> IndexFile:
     """The wheel at ``url``, from its file name."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    from ..model import IndexFile
-
     filename = url.split("#", 1)[0].split("?", 1)[0].rsplit("/", 1)[-1]
     try:
         name, version, _, tags = parse_wheel_filename(filename)
@@ -202,9 +181,6 @@ def _file_at(url: str) -> IndexFile:
 
 def _best_wheel(text: str, parts: ResolveParts, target: Target, kept: KeptTorch | None) -> IndexFile:
     """The wheel of ``NAME==VERSION`` with the target's best tag, on the package's own index."""
-    from ..data.definitions import RouteContext
-    from ..rules.fit import TargetFit
-
     name, pin = _name_and_version(text)
     # the package's own index for this target: the torch family follows its torch (routing.toml)
     offers, _ = parts.finder.offers(name, RouteContext.of_kept(kept))
@@ -222,9 +198,6 @@ def _best_wheel(text: str, parts: ResolveParts, target: Target, kept: KeptTorch 
 
 def _name_and_version(text: str) -> tuple[str, str]:
     """``NAME==VERSION`` read: (the canonical name, the version as typed)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     try:
         req = Requirement(text)
     except InvalidRequirement as exc:
@@ -236,9 +209,6 @@ def _name_and_version(text: str) -> tuple[str, str]:
 
 
 def _requires_dist(metadata: bytes, source: str) -> tuple[str, ...]:
-    from ..errors import CrawlError
-    from ..index.parse import parse_metadata
-
     if not metadata:
         return ()
     try:
@@ -249,8 +219,6 @@ def _requires_dist(metadata: bytes, source: str) -> tuple[str, ...]:
 
 def _name_of(filename: str) -> str:
     """The project name in a local wheel's file name ("" when it is not a wheel file name)."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
     try:
         return str(parse_wheel_filename(filename)[0])
     except InvalidWheelFilename:
@@ -293,8 +261,6 @@ def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) ->
     symbols were all read are ``abi.members`` (``scan.abi`` split them, in scan order); those of a
     member whose symbols were read in part are split here. No scan (a snapshot's recorded one): the
     torch-linked members as recorded."""
-    from ..scan.abi import member_abi
-
     if scan is None:
         return [_recorded_member_report(m) for m in abi.members]
     described = iter(abi.members)
@@ -310,8 +276,6 @@ def _member_reports(scan: WheelScan | None, abi: WheelAbi, defs: Definitions) ->
 
 def _recorded_member_report(m: MemberAbi) -> MemberReport:
     """A torch-linked member as a recorded scan keeps it (what it needs beyond torch and CUDA is not kept)."""
-    from ..scan.abi import demangle
-
     return {
         "name": m.name,
         "needed": None,
@@ -330,8 +294,6 @@ def _recorded_member_report(m: MemberAbi) -> MemberReport:
 def _member_report(m: MemberScan, described: MemberAbi | None, defs: Definitions) -> MemberReport:
     """One shared object of the wheel: what it needs, what it imports of torch (``described``; None:
     its symbols were not read), whether it was read."""
-    from ..scan.abi import demangle
-
     libs = m.libraries
     return {
         "name": m.name,
@@ -396,4 +358,4 @@ def _verdict_lines(report: InspectReport) -> list[str]:
     return [f"verdict against {torch}: {head} ({kind}{floor})", *(f"  {line}" for line in (verdict["refusal"], verdict["note"]) if line)]
 
 
-__all__ = ["INSPECT_SCHEMA", "register", "run"]
+__all__ = ["INSPECT_SCHEMA", "run"]

@@ -11,16 +11,35 @@ import argparse
 import dataclasses
 import shlex
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from rich.console import Console
+from rich.markup import escape
+
+from ..data.definitions import load_definitions
+from ..env.confirm import Confirming
+from ..env.install import gate_installed, install_plan, preview_plan
+from ..env.lockinstall import install_lock, install_plan_via_uv
+from ..env.probe import active_venv_interpreter, default_interpreter, locate_interpreter, start_probe
 from ..errors import UsageError, WheelNotCached
-from . import common
+from ..index.variants import variant_refusal
+from ..lock.files import write_lock
+from ..model import Action
+from ..model.declared import NamedInterpreter, PythonVersion
+from ..net.download import fill_hashes
+from ..resolver.planning import UPGRADE_WORDS
+from ..urls import has_credentials
+from . import common, render
 from . import options as O
 from . import settings as S
-from .downloads import download_progress, find_uv
+from .building import build_needs, build_plan_of
+from .downloads import check_output_names, download_progress, find_uv, refuse_synthetic
+from .render import print_story, story_json
+from .tables import Column, fitted_table, print_fitted
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
@@ -29,29 +48,6 @@ if TYPE_CHECKING:
     from ..model import LockPlan
     from ..net.wheelcache import WheelCache
     from .assemble import Session
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "install",
-        help="resolve, download and verify every wheel, and install with uv (torch is never touched)",
-        description=(
-            "Resolve for the target interpreter (--python PATH, default: the active virtual environment; "
-            "with none active, --system installs into python3 on PATH), download every wheel to install "
-            "into the wheel cache and check its sha256, then install them with uv. The installed torch is "
-            "never reinstalled or replaced; uv's dry run is checked first and the install is refused if uv "
-            "would touch anything the plan does not say."
-        ),
-    )
-    O.add_resolve_flags(p)
-    O.add_output_flags(p)
-    p.add_argument(
-        "--dry-run", action="store_true", help="download nothing: print per package installed -> planned, why, and the bytes an install would download"
-    )
-    p.add_argument("--system", action="store_true", help="with no virtual environment active and no --python, install into python3 on PATH (as uv's --system)")
-    p.add_argument("--uv", metavar="PATH", help="the uv executable (default: the uv installed with this tool, else uv on PATH)")
-    p.add_argument("-o", "--output", type=Path, metavar="LOCKFILE", help="also write the plan, with every sha256, to pylock.<name>.toml or a constraints *.txt")
-    add_lock_flags(p)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,9 +78,6 @@ def interpreter_of(settings: InstallSettings, env: Mapping[str, str]) -> str:
     Like uv: with no ``--python``, the active virtual environment, and never the system's
     interpreter unless ``--system`` says so.
     """
-    from ..env.probe import active_venv_interpreter, default_interpreter, locate_interpreter
-    from ..model.declared import PythonVersion
-
     flag = settings.typed.python
     if flag is None:
         venv = active_venv_interpreter(env)
@@ -107,11 +100,6 @@ def interpreter_of(settings: InstallSettings, env: Mapping[str, str]) -> str:
 def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> int:
     if settings.lock is not None or settings.force_target:
         return run_lock(settings, env, session)
-    from ..env.install import preview_plan
-    from ..env.probe import start_probe
-    from ..index.variants import variant_refusal
-    from ..model import Action
-    from ..model.declared import NamedInterpreter
 
     _check_output_flag(settings)
     python = interpreter_of(settings, env)
@@ -134,8 +122,6 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
             O.say(f"warning: install (not a dry run) will refuse this plan: {refusal}")
         emit_report(settings.output, preview_plan(plan, python=python, wheel_cache=cache))
         if not settings.output.quiet and any(p.action is Action.BUILD for p in plan.packages):
-            from .building import build_needs  # what each build needs: toolkit, archs, jobs, memory
-
             for line in build_needs(settings.uv, env, plan, python=python):
                 O.say(line)
         return 0
@@ -143,19 +129,13 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
         raise refusal
     snapshot = settings.sources.snapshot
     if snapshot is not None:  # before any download: no wheel matches a stand-in digest (it was: downloaded, then an integrity error)
-        from .downloads import refuse_synthetic
-
         refuse_synthetic([p for p in plan.packages if p.action is not Action.KEEP], snapshot, doing="install")
     built = any(p.action is Action.BUILD for p in plan.packages)
     if built:  # --build: each build row gets its wheel, built against this environment's torch (or found in the wheel cache)
-        from .building import build_plan_of
-
         plan = build_plan_of(settings, env, session, plan, defs, uv=settings.uv, environment=probe.result())
     if not built and _uv_downloads(settings, plan, defs):
         # Every wheel has its index's sha256: uv downloads, checks and installs them overlapped
         # (a temporary pylock, as `install --lock` does), after its dry run is checked.
-        from ..env.confirm import Confirming
-        from ..env.lockinstall import install_plan_via_uv
 
         fetcher = session.download_fetcher(defs)
         with download_progress(settings.output) as progress:
@@ -182,8 +162,6 @@ def run(settings: InstallSettings, env: Mapping[str, str], session: Session) -> 
 def _gate_installed(plan: LockPlan, defs: Definitions, environment: Environment) -> LockPlan:
     """``plan`` past the install door's gate (``env/install.gate_installed``), with a note for each
     package kept broken by --keep-broken that only the environment's files told (the report tells it)."""
-    from ..env.install import gate_installed
-
     extra = tuple(note for note in gate_installed(plan, defs, environment) if note not in plan.notes)
     return dataclasses.replace(plan, notes=(*plan.notes, *extra)) if extra else plan
 
@@ -208,7 +186,6 @@ def _check_output_flag(settings: InstallSettings) -> None:
             "--dry-run writes nothing, -o included (a lock needs every wheel's sha256, which may mean downloads)",
             hint="write the lock with `resolve-gpu-stack lock -o FILE`",
         )
-    from .downloads import check_output_names
 
     check_output_names([settings.write_lock])
 
@@ -236,10 +213,6 @@ def _install_downloaded(
     environment: Environment,
 ) -> InstallReport:
     """The plan's wheels downloaded and verified by us (hashes filled in, ``-o`` written), then installed."""
-    from ..env.install import install_plan
-    from ..lock.files import write_lock
-    from ..net.download import fill_hashes
-
     offline = settings.sources.downloads_off
     lock_path = None
     fetcher = session.download_fetcher(defs)
@@ -267,22 +240,16 @@ def _install_downloaded(
 
 def _all_hashed(plan: LockPlan) -> bool:
     """Whether every wheel the plan installs has a sha256 from its index (no download needed to learn one)."""
-    from ..model import Action
-
     return all(p.sha256 for p in plan.packages if p.action is not Action.KEEP)
 
 
 def _credentials_in(defs: Definitions) -> bool:
-    from ..urls import has_credentials
-
     return any(has_credentials(d.url) for d in defs.indexes.values() if d.url)
 
 
 def emit_report(output: O.OutputOptions, report: InstallReport) -> None:
-    from .render import print_json, story_json
-
     if common.output_format(output) == "json":
-        print_json({**report.to_json(), **story_json(report.notes, report.overrides)}, sys.stdout)
+        render.print_json({**report.to_json(), **story_json(report.notes, report.overrides)}, sys.stdout)
     else:
         print_report_table(report, sys.stdout)
 
@@ -296,10 +263,6 @@ def print_report_table(report: InstallReport, out: TextIO) -> None:
 
     Names and versions are never cut: at a narrow width the index and size columns wrap or go.
     """
-    from rich.console import Console
-
-    from .render import Column, fitted_table, print_fitted, print_story
-
     console = Console(file=out, highlight=False, soft_wrap=False)
     unchanged = all(row.action.value == "keep" for row in report.rows)
     title = f"{('Nothing would change' if unchanged else 'Would change') if report.dry_run else 'Installed'} in {report.python}"
@@ -323,8 +286,6 @@ def print_report_table(report: InstallReport, out: TextIO) -> None:
 def _summary(report: InstallReport) -> list[str]:
     """Below the table: how many packages each action touches; for a dry run why torch and each
     FlashInfer component move; the download total."""
-    from collections import Counter
-
     counts = Counter(row.action.value for row in report.rows)
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     lines = [("dry run, nothing changed: " if report.dry_run else "") + summary, *(_moves(report) if report.dry_run else ())]
@@ -335,8 +296,6 @@ def _summary(report: InstallReport) -> list[str]:
 
 def _report_cells(row: InstallRow, *, dry_run: bool) -> list[str]:
     """One row of the install report: name, action, before, after (planned for a dry run), index, size (dry run)."""
-    from rich.markup import escape
-
     style = _STYLE.get(row.action.value, "")
     after = str(row.version) if dry_run else (str(row.after) if row.after is not None else "-")
     cells = [escape(row.name), f"[{style}]{row.action.value}[/]", str(row.before) if row.before is not None else "-", after, row.index]
@@ -346,8 +305,6 @@ def _report_cells(row: InstallRow, *, dry_run: bool) -> list[str]:
 def _moves(report: InstallReport) -> list[str]:
     """Why torch and each FlashInfer component a dry run would change moves, and why a kept
     FlashInfer stays where a newer one exists (its reason names the newer)."""
-    from ..resolver.planning import UPGRADE_WORDS
-
     return [
         f"  {row.name} {row.action.value} {f'{row.before} -> {row.version}' if row.before is not None and row.before != row.version else row.version}: {row.reason}"
         for row in report.rows
@@ -383,23 +340,6 @@ def download_line(report: InstallReport) -> str:
 # -- install --lock FILE: exactly a lock, nothing resolved ----------------------------------------
 
 
-def add_lock_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("installing a lock (no resolving: the resolver and index flags do not apply)")
-    g.add_argument(
-        "--lock",
-        type=O.local_file,
-        metavar="PYLOCK",
-        help="install exactly this pylock.<name>.toml (written by `lock`, `install -o` or `wheelhouse`): "
-        "uv fetches its wheels from their own URLs or paths and checks them against its sha256 and sizes; nothing is resolved and no index is read",
-    )
-    g.add_argument(
-        "--force-target",
-        action="store_true",
-        help="with --lock: install a lock whose wheels or Python do not fit this interpreter "
-        "(Python and platform only: the packages a lock keeps, torch above all, must be installed here exactly as locked, forced or not)",
-    )
-
-
 def lock_conflicts(settings: InstallSettings) -> list[str]:
     """The resolver flags typed with ``--lock`` (they would be silently ignored: refused instead)."""
     typed = [S.BY_NAME[name].flag for name in settings.typed.values if name != "python"]
@@ -415,9 +355,6 @@ def lock_conflicts(settings: InstallSettings) -> list[str]:
 
 def run_lock(settings: InstallSettings, env: Mapping[str, str], session: Session) -> int:
     """``install --lock PYLOCK [--force-target]``."""
-    from ..data.definitions import load_definitions
-    from ..env.lockinstall import install_lock
-
     lock = settings.lock
     if lock is None:
         raise UsageError("--force-target only applies to --lock PYLOCK", hint="pass --lock pylock.<name>.toml, or leave --force-target out")

@@ -20,15 +20,30 @@ import argparse
 import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
+from ..data.definitions import load_definitions
+from ..data.snapshots import PLACEHOLDER_BASE
 from ..errors import CrawlError, ResolveGpuStackError, UsageError, WheelNotCached, WriteError
+from ..lock.check import listed_lookup, place_files
+from ..lock.constraints import overrides_path, render_overrides
+from ..lock.files import lock_format, render_lock, write_texts
+from ..model import Action
+from ..model.inputs import inputs_digest
+from ..net.download import fetch_verified, files_to_fetch
+from ..net.wheelcache import FetchedWheel
 from ..urls import redact_url
 from . import common
 from . import options as O
 from . import settings as S
+from .building import build_plan_of
+from .config import lock_inputs, resolve_definitions, resolve_request
+from .downloads import check_output_names, download_progress, fill_plan_hashes, refuse_synthetic
+from .render import say_story
+from .sources import sdist_metadata_of, with_sources
 from .targets import discover_configured, own_target, selected_targets
 
 if TYPE_CHECKING:
@@ -36,39 +51,6 @@ if TYPE_CHECKING:
     from ..model import LockPlan
     from .assemble import ResolveParts, Session
     from .config import ProjectConfig, TargetConfig
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "lock",
-        help="resolve and write the lock files of every configured target, or of one plan with -o",
-        description=(
-            "With a project config ([tool.resolve-gpu-stack] in pyproject.toml, or gpu-stack.toml, found in the "
-            "current directory or a parent): resolve every configured target (or those named with --target), "
-            "sharing one crawl, and write each target's outputs. Flags given here override the config's values. "
-            "With -o: resolve one plan from the flags and write it as a PEP 751 pylock.<name>.toml or a pip/uv "
-            "constraints file (*.txt). With --python/--platform/--installed and no -o, print the plan like `resolve`; "
-            "with none of these and no config, there is nothing to lock (exit 2)."
-        ),
-    )
-    O.add_resolve_flags(p)
-    O.add_output_flags(p)
-    p.add_argument(
-        "-o", "--output", type=Path, action="append", default=[], metavar="FILE", help="pylock.<name>.toml or *.txt (repeatable); the config is not read"
-    )
-    g = p.add_argument_group("project config")
-    g.add_argument("--config", type=Path, metavar="FILE", help="the config file (default: search the current directory and its parents)")
-    g.add_argument("--target", action="append", default=[], metavar="NAME", help="lock only this configured target (repeatable)")
-    g.add_argument(
-        "--allow-synthetic",
-        action="store_true",
-        help="write pylock rows whose sha256 is a stand-in of a reconstructed snapshot (refused otherwise: such a lock cannot install; for tests and demos)",
-    )
-    g.add_argument(
-        "--allow-outside-project",
-        action="store_true",
-        help="let the config write outputs outside its own folder (refused otherwise: a config from an untrusted repository must not overwrite your files)",
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,8 +102,6 @@ def _config_to_lock(settings: LockSettings) -> ProjectConfig | None:
 
 
 def _run_single(settings: LockSettings, env: Mapping[str, str], session: Session) -> int:
-    from .downloads import check_output_names
-
     check_output_names(settings.outputs)  # a bad name fails before anything is resolved
     plan, defs = common.run_resolve(settings, env, session)
     if not settings.outputs:
@@ -135,8 +115,6 @@ def _run_single(settings: LockSettings, env: Mapping[str, str], session: Session
 
 def _say_story(settings: LockSettings, plan: LockPlan, label: str = "") -> None:
     """The plan's story on stderr (the lock's notes hold it too), as `resolve` prints it; nothing with -q."""
-    from .render import say_story
-
     if not settings.output.quiet:
         say_story(plan.notes, plan.overrides, O.say, label=label)
 
@@ -145,8 +123,6 @@ def _write_outputs(
     settings: LockSettings, env: Mapping[str, str], session: Session, plan: LockPlan, defs: Definitions, paths: Sequence[Path], *, command: str, label: str = ""
 ) -> None:
     """Write one plan to each of ``paths`` (the format follows each file name), all or none."""
-    from ..lock.files import write_texts
-
     written = write_texts(_rendered(settings, env, session, plan, defs, paths, command=command))
     _say_written(written, label, quiet=settings.output.quiet)
 
@@ -156,13 +132,9 @@ def _rendered(
 ) -> list[tuple[Path, str]]:
     """(path, text) of each output; nothing is written yet. Folders are created here. ``settings.sources.snapshot``
     is the snapshot the plan was resolved from, if any."""
-    from ..lock.files import render_lock
-    from .downloads import fill_plan_hashes, refuse_synthetic
-
     for path in paths:
         if path.is_dir():
             raise WriteError(f"cannot write {common.shown(path)}: it is a directory", hint="name a file (pylock.<name>.toml or *.txt)")
-    from .building import build_plan_of
 
     plan = build_plan_of(settings, env, session, plan, defs)  # --build: build rows get their wheel (built once; the wheel cache keeps it)
     if any(path.name.endswith(".toml") for path in paths):  # a pylock needs a sha256 for every wheel it lists
@@ -185,9 +157,6 @@ def _rendered(
 def _overrides_texts(plan: LockPlan, paths: Sequence[Path], *, command: str) -> list[tuple[Path, str]]:
     """Beside each constraints file, the overrides file uv needs with it (``lock.constraints.render_overrides``):
     a framework's own pins the plan overrode would otherwise make ``uv pip install -c`` unsatisfiable."""
-    from ..lock.constraints import overrides_path, render_overrides
-    from ..lock.files import lock_format
-
     out = []
     for path in paths:
         if lock_format(path)[0] != "constraints":
@@ -205,8 +174,6 @@ def _overrides_texts(plan: LockPlan, paths: Sequence[Path], *, command: str) -> 
 def _every_uncached(session: Session, plan: LockPlan, err: WheelNotCached) -> WheelNotCached:
     """The error of a pylock that needs wheels the wheel cache lacks while downloads are off (a
     snapshot replay): every such wheel named (not only the first met), and the routes that work."""
-    from ..net.download import fetch_verified, files_to_fetch
-
     cache = session.wheel_cache()
     missing = []
     for pkg in files_to_fetch(plan):
@@ -232,12 +199,6 @@ def _placed(settings: LockSettings, session: Session, plan: LockPlan, defs: Defi
     files out its own way: each is looked up on its page there and takes the URL given there; one
     that cannot be placed keeps the recorded layout, and the lock and stderr say so. Nothing to do
     for PyPI's layout or the snapshot's placeholder PyPI."""
-    from dataclasses import replace
-    from urllib.parse import urlsplit
-
-    from ..lock.check import listed_lookup, place_files
-    from ..net.snapshot import PLACEHOLDER_BASE
-
     pypi = defs.indexes["pypi"].url
     if not pypi or pypi == PLACEHOLDER_BASE.format(name="pypi") or urlsplit(pypi).path.rstrip("/") == "/simple":
         return plan
@@ -264,13 +225,6 @@ def _learn_kept_hashes(settings: LockSettings, session: Session, plan: LockPlan,
     cached wheel counts). Listed at its installed version and hash, uv finds a kept package
     satisfied and ``uv pip sync`` keeps it. One that cannot be hashed stays unlisted (the pylock
     names it under ``kept-unlisted``, and ``check`` warns)."""
-    from dataclasses import replace
-
-    from ..model import Action
-    from ..net.download import fetch_verified
-    from ..net.wheelcache import FetchedWheel
-    from .downloads import download_progress
-
     missing = [(p, url) for p in plan.packages if p.action is Action.KEEP and (url := p.url) and not p.sha256]
     if not missing:
         return plan
@@ -317,7 +271,6 @@ def _make_folder(path: Path) -> None:
 def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False) -> None:
     if quiet:  # -q: nothing but errors
         return
-    from ..lock.constraints import overrides_path
 
     for path in paths:
         O.say(f"{label}wrote {common.shown(path)}")
@@ -332,9 +285,6 @@ def _say_written(paths: Sequence[Path], label: str = "", *, quiet: bool = False)
 
 def lock_targets(config: ProjectConfig, settings: LockSettings, env: Mapping[str, str], session: Session) -> int:
     """Resolve the selected targets through one finder and write their outputs. 1 if any failed."""
-    from ..data.definitions import load_definitions
-    from .config import resolve_definitions
-
     config, targets, extra = selected_targets(config, settings, settings.configured.targets)
     if not settings.allow_outside_project:
         _refuse_outside(config, targets)
@@ -373,8 +323,6 @@ def _refuse_outside(config: ProjectConfig, targets: Sequence[TargetConfig]) -> N
 
 def _write_staged(staged: Sequence[tuple[str, list[tuple[Path, str]]]], *, quiet: bool = False) -> None:
     """Every output of every target that has a plan, in one all-or-nothing write."""
-    from ..lock.files import write_texts
-
     write_texts([item for _, texts in staged for item in texts])
     for label, texts in staged:
         _say_written([path for path, _ in texts], label, quiet=quiet)
@@ -391,15 +339,8 @@ def _lock_one(
     bundled: Definitions,
 ) -> list[tuple[Path, str]] | None:
     """Resolve one target and render its outputs; None (with the error printed) when it has no plan."""
-    from dataclasses import replace
-
-    from ..model.inputs import inputs_digest
-    from .config import lock_inputs, resolve_request
-
     label = f"{target.name}: "
     try:
-        from .sources import sdist_metadata_of, with_sources  # build = ["NAME @ URL"]: the trees fetched
-
         request = with_sources(resolve_request(target), settings, env, session, O.say, defs=parts.defs)
         plan = parts.resolve(request, sdist_metadata=sdist_metadata_of(request, settings, env, session, defs=parts.defs))
         inputs = lock_inputs(config, target, bundled)

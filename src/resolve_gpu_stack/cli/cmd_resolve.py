@@ -13,16 +13,6 @@ if TYPE_CHECKING:
     from .assemble import Session
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "resolve",
-        help="print the plan (the default command)",
-        description="Resolve and print the plan: per package keep / install / upgrade, from where, and why.",
-    )
-    O.add_resolve_flags(p)
-    O.add_output_flags(p)
-
-
 def read(args: argparse.Namespace, env: Mapping[str, str]) -> O.ResolveOptions:
     return O.ResolveOptions(**O.resolve_fields(args, env))
 

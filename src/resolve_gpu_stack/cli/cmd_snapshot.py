@@ -9,23 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..net.snapshot import FileCut
 from . import common
 from . import options as O
 
 if TYPE_CHECKING:
     from .assemble import Session
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "snapshot",
-        help="record every page and metadata file a resolve reads",
-        description="Run the resolver and record every page and METADATA file it reads (404s included) into DIR, with a manifest. Replay with --snapshot DIR. "
-        "With --snapshot OLD it extends a snapshot: OLD is replayed, what it lacks is fetched live (as --live-fallback does), and both are recorded into DIR.",
-    )
-    O.add_resolve_flags(p)
-    O.add_output_flags(p)
-    p.add_argument("--output", type=Path, required=True, metavar="DIR")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,8 +28,6 @@ def read(args: argparse.Namespace, env: Mapping[str, str]) -> SnapshotSettings:
 
 
 def run(settings: SnapshotSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..net.snapshot import FileCut
-
     defs = common.definitions(settings.sources, env, replay=False)
     target, _ = common.target_of(settings.typed, env)
     cut = FileCut(frozenset({target.python_version}), frozenset({target.machine}))  # PyPI pages: only files for the recorded targets

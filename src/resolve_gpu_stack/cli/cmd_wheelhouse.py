@@ -16,44 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, urlsplit
 
+from ..env.wheelhouse import export_wheelhouse
 from ..errors import UsageError
+from ..net.urlpolicy import is_loopback
 from ..urls import has_credentials, redact_url
-from . import common
+from . import common, render
 from . import options as O
+from .downloads import download_progress
 
 if TYPE_CHECKING:
     from ..env.wheelhouse import WheelhouseReport
     from .assemble import Session
-
-
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "wheelhouse",
-        help="export locks as a static package index any web server serves (a fleet's mirror)",
-        description=(
-            "Download every wheel the locks install (verified against their sha256, resumable, from the wheel cache when "
-            "there) into DIR/files/, write a PEP 503/691 simple index of them under DIR/simple/, each lock rewritten into DIR/ "
-            "(its wheels under --base-url, else as paths relative to the lock) and the manifest DIR/wheelhouse.json. "
-            "A rerun only fetches and writes what changed. Nodes then run `install --lock DIR/pylock.<name>.toml`, "
-            "`uv pip install -r DIR/pylock.<name>.toml`, or resolve with --index NAME=flat:URL/simple/."
-        ),
-    )
-    p.add_argument("locks", nargs="+", type=Path, metavar="LOCK", help="pylock.<name>.toml files (several targets share one wheelhouse)")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="the wheelhouse folder (created; an earlier export there is updated)")
-    p.add_argument(
-        "--base-url",
-        metavar="URL",
-        help="the URL DIR will be served at (https, or http on loopback; no query or fragment): "
-        "the rewritten locks then name URL/files/<wheel> (default: relative paths)",
-    )
-    p.add_argument(
-        "--prune",
-        action="store_true",
-        help="delete wheels and pages no lock given here installs any more (only in a folder an export made: never through a link, never outside DIR)",
-    )
-    p.add_argument("--offline", action="store_true", help="take every wheel from the wheel cache or local files; download nothing")
-    O.add_network_flags(p.add_argument_group("network"))
-    O.add_output_flags(p)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +48,6 @@ def check_base_url(url: str | None) -> str | None:
     """``--base-url``: written into every lock, so an https URL (or plain http to loopback) with a
     host, no credentials, no query or fragment (they would swallow every wheel path after them),
     no whitespace or control characters. Never shown back with a password in it."""
-    from ..net.urlpolicy import is_loopback
-
     if url is None:
         return None
     shown = redact_url(url)
@@ -116,9 +87,6 @@ _EXAMPLE = "e.g. --base-url https://mirror.example/wheelhouse"
 
 
 def run(settings: WheelhouseSettings, env: Mapping[str, str], session: Session) -> int:
-    from ..env.wheelhouse import export_wheelhouse
-    from .downloads import download_progress
-
     base_url = check_base_url(settings.base_url)
     output = settings.folder.absolute()
     locks = list(settings.locks)
@@ -158,10 +126,8 @@ def summary(report: WheelhouseReport) -> str:
 
 
 def emit_report(output: O.OutputOptions, report: WheelhouseReport) -> None:
-    from .render import print_json
-
     if common.output_format(output) == "json":
-        print_json(report.to_json(), sys.stdout)
+        render.print_json(report.to_json(), sys.stdout)
         return
     for f in report.files:
         state = "fetched" if f.wheel.filename in report.fetched else "kept"

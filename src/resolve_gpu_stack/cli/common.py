@@ -8,7 +8,6 @@ the functions that use them.
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,10 +15,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..data.definitions import load_definitions
+from ..data.snapshots import PLACEHOLDER_BASE
+from ..env.gpu import query_nvidia_smi, visible_archs
+from ..env.probe import default_interpreter, inspect_environment, locate_interpreter
 from ..errors import IndexDefinitionError, UsageError
+from ..model.declared import PythonVersion, declared_target
+from ..model.request import TORCH
+from ..resolver.resolve import unused_without_note
 from ..urls import normalize_base_url, redact_url
+from . import render, userconfig
 from . import settings as S
 from .options import say
+from .sources import sdist_metadata_of, with_sources
 
 if TYPE_CHECKING:
     from packaging.utils import NormalizedName
@@ -32,23 +40,6 @@ if TYPE_CHECKING:
     from ..net.source import Source
     from .assemble import ResolveParts, Session
     from .options import OutputOptions, ResolveOptions, SourceOptions
-
-
-# -- the command line ------------------------------------------------------------------------------
-
-
-def refuse_long_numbers_in(argv: Sequence[str]) -> None:
-    """A command-line word holding an absurdly long number (``--python 3.<5000 digits>``) is a
-    usage error before anything parses it."""
-    from ..data.toml import refuse_long_numbers
-
-    for word in argv:
-        refuse_long_numbers(word, f"argument {redact_url(word)[:40]!r}...", error=UsageError)
-
-
-def configure_logging(output: OutputOptions) -> None:
-    level = logging.DEBUG if output.verbose else (logging.ERROR if output.quiet else logging.WARNING)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
 # -- indexes and fetchers --------------------------------------------------------------------------
@@ -85,15 +76,12 @@ def index_overrides(sources: SourceOptions) -> dict[str, str]:
 def definitions(sources: SourceOptions, env: Mapping[str, str], *, need_pypi: bool = True, replay: bool = True) -> Definitions:
     """Index definitions with --index overrides; PyPI's URL from uv/pip configuration (a snapshot
     replays its PyPI pages under it: see ``replay_pypi_url``)."""
-    from ..data.definitions import load_definitions
-    from .userconfig import discover_pypi_url
-
     overrides = index_overrides(sources)
     if "pypi" not in overrides:
         if sources.snapshot is not None and replay:
             overrides["pypi"] = replay_pypi_url(env)
         elif need_pypi:
-            overrides["pypi"] = discover_pypi_url(env)
+            overrides["pypi"] = userconfig.discover_pypi_url(env)
     return load_definitions().with_index_urls(overrides).with_package_indexes(package_index_overrides(sources))
 
 
@@ -101,11 +89,8 @@ def replay_pypi_url(env: Mapping[str, str]) -> str:
     """The PyPI base a snapshot's PyPI pages are replayed under: the user's PyPI (uv/pip
     configuration, else uv's default), so that the recorded relative file URLs become URLs that
     install; the snapshot's placeholder only when no PyPI can be found at all (then said on stderr)."""
-    from ..net.snapshot import PLACEHOLDER_BASE
-    from .userconfig import discover_pypi_url
-
     try:
-        return discover_pypi_url(env)
+        return userconfig.discover_pypi_url(env)
     except UsageError:
         placeholder = PLACEHOLDER_BASE.format(name="pypi")
         print(
@@ -142,10 +127,6 @@ def target_of(
     started by the caller (``install`` probes once, and installs against that same environment).
     ``for_plan``: a plan is made for it, so the tool's own environment with no torch (and no
     --cuda) is refused, naming it (the README's `.venv` is the tool's; the target is another)."""
-    from ..env.probe import default_interpreter, inspect_environment, locate_interpreter
-    from ..model.declared import PythonVersion, declared_target
-    from ..model.request import TORCH
-
     python = typed.python
     if isinstance(python, PythonVersion):
         return declared_target(python, typed.platform, typed.installed), {}
@@ -182,7 +163,6 @@ def request_of(
     if "gpus" not in options.typed and not options.typed.declares:
         values["gpus"] = S.BY_NAME["gpus"].parse(local_gpus(env))
     request = S.build_request(values, target=target, installed_requires=requires)
-    from .sources import with_sources  # --build 'NAME @ URL': the trees fetched (nothing without one)
 
     environment = probe.result() if probe is not None and request.target.interpreter is not None else None
     return with_sources(request, options, env, session, say, defs=defs or definitions(options.sources, env), environment=environment)
@@ -190,8 +170,6 @@ def request_of(
 
 def local_gpus(env: Mapping[str, str]) -> tuple[str, ...]:
     """A probed target's default GPUs: the compute capabilities nvidia-smi lists (none without it)."""
-    from ..env.gpu import query_nvidia_smi, visible_archs
-
     return visible_archs(query_nvidia_smi(None, env))
 
 
@@ -207,7 +185,6 @@ def run_resolve(
     it made, e.g. a recorder; ``probe``: see ``target_of``)."""
     defs = defs or definitions(options.sources, env)
     request = request_of(options, env, session, probe, defs)
-    from .sources import sdist_metadata_of  # --build NAME whose sdist's PKG-INFO is not static
 
     environment = probe.result() if probe is not None and request.target.interpreter is not None else None
     backend = sdist_metadata_of(request, options, env, session, defs=defs, environment=environment)
@@ -219,8 +196,6 @@ def run_resolve(
 
 def _warn_unused_without(output: OutputOptions, request: ResolveRequest, plan: LockPlan) -> None:
     """A ``--without`` that left nothing out is said on stderr too (a misspelt name would otherwise go unseen)."""
-    from ..resolver.resolve import unused_without_note
-
     if output.quiet:
         return
     for name in sorted(request.without_names):
@@ -236,11 +211,11 @@ def output_format(output: OutputOptions) -> str:
 
 
 def emit_plan(output: OutputOptions, plan: LockPlan) -> None:
-    from .render import plan_to_json, print_json, print_plan_table
-
     if output_format(output) == "json":
-        print_json(plan_to_json(plan), sys.stdout)
+        render.print_json(render.plan_to_json(plan), sys.stdout)
     else:
+        from .tables import print_plan_table  # rich, for a table only: +57 ms on a plain resolve printing JSON
+
         print_plan_table(plan, sys.stdout)
 
 

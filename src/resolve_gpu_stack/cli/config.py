@@ -56,17 +56,17 @@ from types import MappingProxyType
 from typing import NoReturn
 
 from ..data.definitions import INDEX_NAMES, Definitions, load_definitions
+from ..data.snapshots import PLACEHOLDER_BASE
 from ..data.toml import TomlReader, load_toml, type_name
 from ..errors import IndexDefinitionError, UsageError
 from ..lock.files import lock_format
 from ..lock.uvproject import RECORD
 from ..model.request import ResolveRequest
-from ..net.snapshot import PLACEHOLDER_BASE
 from ..urls import has_credentials, normalize_base_url
-from . import common
+from . import common, userconfig
 from . import settings as S
+from .common import replay_pypi_url
 from .options import add_resolve_flags, source_options
-from .userconfig import discover_pypi_url
 
 TOOL = "resolve-gpu-stack"
 PYPROJECT = "pyproject.toml"
@@ -447,11 +447,9 @@ def resolve_definitions(config: ProjectConfig, env: Mapping[str, str], bundled: 
     it, so that the lock's PyPI URLs install; the placeholder only when the config asks for it or
     no PyPI is configured at all). ``index_urls`` (the digest's) does not depend on this.
     ``bundled``: the bundled definitions when the caller has read them already."""
-    from .common import replay_pypi_url
-
     urls = dict(config.indexes)
     if "pypi" not in urls:
-        urls["pypi"] = replay_pypi_url(env) if config.snapshot is not None else discover_pypi_url(env)
+        urls["pypi"] = replay_pypi_url(env) if config.snapshot is not None else userconfig.discover_pypi_url(env)
     return (bundled if bundled is not None else load_definitions()).with_index_urls(urls).with_package_indexes(config.package_indexes)
 
 

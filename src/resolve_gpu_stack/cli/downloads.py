@@ -13,7 +13,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
+
+from ..errors import LockFileError, ResolveGpuStackError, UsageError
+from ..lock.files import lock_format
+from ..net.download import fill_hashes
+from ..net.snapshot import synthetic_digests
+from ..rules.invariants import synthetic_rows
 from . import common
 from .buildenv import find_uv as find_uv  # its home is buildenv.py (which imports no module that imports common)
 
@@ -32,8 +39,6 @@ def download_progress(output: OutputOptions, *, dry_run: bool = False) -> Iterat
     if output.quiet or dry_run or not sys.stderr.isatty():
         yield None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn())
     bar = Progress(*columns, console=Console(file=sys.stderr), transient=False)
@@ -62,8 +67,6 @@ def fill_plan_hashes(options: ResolveOptions, session: Session, plan: LockPlan, 
 
     With ``--snapshot`` (and no ``--live-fallback``) nothing is downloaded: only wheels already in the wheel cache count.
     """
-    from ..net.download import fill_hashes
-
     with download_progress(options.output) as progress:
         return fill_hashes(plan, cache=session.wheel_cache(), fetcher=session.download_fetcher(defs), progress=progress, offline=options.sources.downloads_off)
 
@@ -71,8 +74,6 @@ def fill_plan_hashes(options: ResolveOptions, session: Session, plan: LockPlan, 
 def check_output_names(paths: list[Path] | tuple[Path, ...]) -> None:
     """Each output is a lock file name (pylock.<name>.toml or *.txt) and not a folder: said up
     front, as a usage error, not after a resolve."""
-    from ..lock.files import lock_format
-
     for path in paths:
         lock_format(path)
         if path.is_dir():
@@ -86,10 +87,6 @@ def refuse_synthetic(packages: Iterable[LockedPackage], snapshot: Path | None, *
     """A lock must not pin, and an install must not download, a stand-in digest of a reconstructed
     snapshot (no real wheel can match it); exit 1 naming the rows, before anything is downloaded or
     written (``doing``: "lock" or "install")."""
-    from ..errors import LockFileError, ResolveGpuStackError
-    from ..net.snapshot import synthetic_digests
-    from ..rules.invariants import synthetic_rows
-
     rows = synthetic_rows(packages, synthetic_digests(snapshot))
     if not rows:
         return

@@ -187,6 +187,7 @@ def config_options(args: argparse.Namespace) -> ConfigOptions:
 
 def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> NetworkOptions:
     """The network flags (``add_network_flags``) as one value; a command without them gets the defaults."""
+    # the cache and the network parts: +36 ms (net.cache) and +710 ms (assemble) on --help
     from ..net.cache import default_cache_dir
     from .assemble import NetworkOptions
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from urllib.parse import urlsplit
 
 from ..errors import UsageError
 
@@ -58,12 +60,13 @@ RESOLVE_GROUP = "what to resolve"
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
 
 
-# The parsers import the model when called: --help builds the flags from this table and stays light.
+# The parsers import the model when called: --help builds the flags from this table and stays light
+# (each figure: what that import would add to --help; see app.py's command table for how it was timed).
 
 
 def _python(text: str) -> PythonVersion | NamedInterpreter:
     """``--python``: a version to declare (range-checked) or an interpreter to inspect (found then)."""
-    from ..model.declared import parse_python
+    from ..model.declared import parse_python  # +73 ms on --help
 
     return parse_python(text)
 
@@ -71,7 +74,7 @@ def _python(text: str) -> PythonVersion | NamedInterpreter:
 def _declared_python(value: Value) -> Value:
     """A configured target's ``python`` (a config key, or ``--python`` over a configured target): a
     declared version, never an interpreter."""
-    from ..model.declared import PythonVersion
+    from ..model.declared import PythonVersion  # +73 ms on --help
 
     if value is not None and not isinstance(value, PythonVersion):
         raise UsageError(
@@ -82,25 +85,25 @@ def _declared_python(value: Value) -> Value:
 
 
 def _platform(text: str) -> Platform:
-    from ..model.declared import Platform
+    from ..model.declared import Platform  # +73 ms on --help
 
     return Platform.parse(text)
 
 
 def _installed(items: Sequence[str]) -> Mapping[NormalizedName, Version]:
-    from ..model.declared import installed_pins
+    from ..model.declared import installed_pins  # +73 ms on --help
 
     return installed_pins(items)
 
 
 def _requirements(items: Sequence[str]) -> tuple[Requested, ...]:
-    from ..model.request import requested
+    from ..model.request import requested  # +111 ms on --help
 
     return requested(tuple(items), "--with")
 
 
 def _build_specs(items: Sequence[str]) -> tuple[BuildSpec, ...]:
-    from ..model.source import parse_build_spec
+    from ..model.source import parse_build_spec  # +82 ms on --help
 
     return tuple(parse_build_spec(text) for text in items)
 
@@ -118,31 +121,31 @@ def _build_timeout(text: str | None) -> float | None:
 
 
 def _torch(text: str) -> TorchChoice:
-    from ..model.request import TorchChoice
+    from ..model.request import TorchChoice  # +111 ms on --help
 
     return TorchChoice.parse(text)
 
 
 def _upgrade_packages(items: Sequence[str]) -> tuple[str, ...]:
-    from ..model.request import parse_upgrade_packages
+    from ..model.request import parse_upgrade_packages  # +111 ms on --help
 
     return parse_upgrade_packages(tuple(items))
 
 
 def _flashinfer(text: str) -> FlashInferChoice:
-    from ..model.request import FlashInferChoice
+    from ..model.request import FlashInferChoice  # +111 ms on --help
 
     return FlashInferChoice.parse(text)
 
 
 def _cuda(text: str | None) -> CudaLabel | None:
-    from ..model.request import parse_cuda
+    from ..model.request import parse_cuda  # +111 ms on --help
 
     return parse_cuda(text)
 
 
 def _overrides(items: Sequence[str]) -> tuple[Requested, ...]:
-    from ..model.request import requested
+    from ..model.request import requested  # +111 ms on --help
 
     return requested(tuple(items), "--override")
 
@@ -155,10 +158,8 @@ def _overrides_file(text: str) -> tuple[Requested, ...]:
     ``--override`` gives them): one a line, ``#`` comments and blank lines skipped. A regular file
     of at most ``MAX_OVERRIDES_BYTES``; an error names the file and the line number and never
     quotes the line (a file named by mistake may hold a secret)."""
-    from pathlib import Path
-
-    from ..data.toml import read_text
-    from ..model.request import Requested
+    from ..data.toml import read_text  # +94 ms on --help
+    from ..model.request import Requested  # +111 ms on --help
 
     path = Path(text).expanduser()
     hint = "name a file with one requirement a line, e.g. torch==2.12.0 (the line is not shown: the file might hold a secret)"
@@ -181,13 +182,13 @@ def _overrides_file(text: str) -> tuple[Requested, ...]:
 
 
 def _exclude_newer(text: str) -> str:
-    from ..model.request import parse_day
+    from ..model.request import parse_day  # +111 ms on --help
 
     return parse_day(text)
 
 
 def _abi_mismatch(text: str) -> str:
-    from ..model.request import ABI_MISMATCH_CHOICES
+    from ..model.request import ABI_MISMATCH_CHOICES  # +111 ms on --help
 
     value = text.strip()
     if value not in ABI_MISMATCH_CHOICES:
@@ -196,7 +197,7 @@ def _abi_mismatch(text: str) -> str:
 
 
 def _gpus(items: Sequence[str]) -> tuple[GpuArch, ...]:
-    from ..model.request import parse_gpu_list
+    from ..model.request import parse_gpu_list  # +111 ms on --help
 
     return parse_gpu_list(tuple(items))
 
@@ -204,7 +205,7 @@ def _gpus(items: Sequence[str]) -> tuple[GpuArch, ...]:
 def _apis(items: Sequence[str]) -> tuple[str, ...]:
     if not items:
         return ()  # the GPU table (gpus.toml) is read only when an API is named
-    from ..data.gpus import default_gpu_table
+    from ..data.gpus import default_gpu_table  # +124 ms on --help
 
     table = default_gpu_table()
     for name in items:
@@ -214,8 +215,6 @@ def _apis(items: Sequence[str]) -> tuple[str, ...]:
 
 def records_url(text: str) -> str:
     """``--scan-records``: an http(s) URL of a folder of scan records, or ``none``."""
-    from urllib.parse import urlsplit
-
     value = text.strip()
     if value == "none":
         return value
@@ -265,7 +264,7 @@ class Setting:
 
 
 def _request_fields() -> frozenset[str]:
-    from ..model.request import ResolveRequest
+    from ..model.request import ResolveRequest  # +111 ms on --help
 
     return frozenset(f.name for f in fields(ResolveRequest) if f.init)
 
@@ -640,7 +639,7 @@ def add_network_flags(group: argparse._ArgumentGroup) -> None:
 def fetch_settings(args: argparse.Namespace) -> FetchSettings:
     """The network flags typed on ``args`` as the fetcher's frozen settings (a command without
     them: the defaults)."""
-    from ..net.settings import FetchSettings, TransportSettings
+    from ..net.settings import FetchSettings, TransportSettings  # +147 ms on --help
 
     typed: dict[NetworkSetting, Any] = {s: tuple(v) if s.kind == "list" else v for s in NETWORK if (v := getattr(args, s.name, None)) is not None}
     transport = replace(TransportSettings(), **{s.name: v for s, v in typed.items() if s.into == "transport"})
@@ -695,7 +694,7 @@ class TypedSettings:
     @property
     def python(self) -> PythonVersion | NamedInterpreter | None:
         """``--python``: a declared version, an interpreter named, or None (not typed)."""
-        from ..model.declared import NamedInterpreter, PythonVersion
+        from ..model.declared import NamedInterpreter, PythonVersion  # +73 ms on --help
 
         value = self.values.get("python")
         return value if isinstance(value, PythonVersion | NamedInterpreter) else None
@@ -703,13 +702,13 @@ class TypedSettings:
     @property
     def declares(self) -> bool:
         """Whether ``--python`` declares a version (else the target is a real interpreter, probed)."""
-        from ..model.declared import PythonVersion
+        from ..model.declared import PythonVersion  # +73 ms on --help
 
         return isinstance(self.values.get("python"), PythonVersion)
 
     @property
     def platform(self) -> Platform:
-        from ..model.declared import Platform
+        from ..model.declared import Platform  # +73 ms on --help
 
         value = self.value("platform")
         if not isinstance(value, Platform):
@@ -725,7 +724,7 @@ class TypedSettings:
 
     @property
     def cuda(self) -> CudaLabel | None:
-        from ..model.cuda import CudaLabel
+        from ..model.cuda import CudaLabel  # +73 ms on --help (the model package, as model.declared)
 
         value = self.values.get("cuda")
         return value if isinstance(value, CudaLabel) else None
@@ -799,7 +798,7 @@ def complete(values: Mapping[str, Value]) -> dict[str, Value]:
 
 def declared(values: Mapping[str, Value]) -> Target:
     """The declared target of complete settings (``python`` a version, ``platform`` and ``installed`` parsed)."""
-    from ..model.declared import Platform, PythonVersion, declared_target
+    from ..model.declared import Platform, PythonVersion, declared_target  # +73 ms on --help
 
     python, platform, installed = values["python"], values["platform"], values["installed"]
     if not isinstance(python, PythonVersion) or not isinstance(platform, Platform) or not isinstance(installed, Mapping):
@@ -809,7 +808,7 @@ def declared(values: Mapping[str, Value]) -> Target:
 
 def build_request(values: Mapping[str, Value], *, target: Target, installed_requires: Mapping[NormalizedName, tuple[str, ...]] | None = None) -> ResolveRequest:
     """THE builder: complete model values (``defaults`` overlaid) -> ``ResolveRequest``."""
-    from ..model.request import ResolveRequest
+    from ..model.request import ResolveRequest  # +111 ms on --help
 
     on_request = {s.name: values[s.name] for s in SETTINGS if s.on_request and s.joins is None}
     for s in SETTINGS:

@@ -3,8 +3,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
+
+from packaging.utils import canonicalize_name
+
+from ..errors import BuildError
+from ..model import Action, Coupling, LockedPackage, LockPlan, TargetSummary, WheelMetadata
+from ..model.request import requested
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -15,7 +23,7 @@ if TYPE_CHECKING:
     from ..env.probe import Environment
     from ..env.sources import TreeMetadata
     from ..index.sdist import SdistMetadata
-    from ..model import IndexFile, LockPlan, WheelMetadata
+    from ..model import IndexFile
     from ..model.request import ResolveRequest
     from ..model.source import SourceTree
     from .assemble import Session
@@ -40,12 +48,12 @@ def with_sources(
     specs = [s for s in request.build_specs if s.source is not None]
     if not specs:
         return request
+    # the build machinery, for a --build only (every resolve comes here): +94 ms
+    from ..env.build import source_metadata
     from ..env.sources import fetch_source
+    from .buildenv import build_context
 
     def metadata_of(name: NormalizedName, archive: Path, digest: str) -> TreeMetadata:
-        from ..env.build import source_metadata
-        from .buildenv import build_context
-
         plan = _kept_torch_plan(request, name)
         with build_context(options, env, session, plan, defs, environment=environment) as ctx:
             return source_metadata(name, archive, digest, plan, ctx)
@@ -74,7 +82,9 @@ def sdist_metadata_of(
     sdist's sha256, the kept torch, Python and platform). None without such a ``--build`` name."""
     if not any(s.source is None for s in request.build_specs):
         return None
-    import threading
+    # the build machinery, for a --build only (every resolve comes here): +94 ms
+    from ..env.build import cached_source_metadata, source_metadata
+    from .buildenv import build_context
 
     asked: dict[str, WheelMetadata] = {}  # by sdist URL: several wirings of one resolve ask once
     lock = threading.Lock()
@@ -86,11 +96,6 @@ def sdist_metadata_of(
             return asked[file.url]
 
     def _backend_metadata(file: IndexFile, pkg_info: WheelMetadata) -> WheelMetadata:
-        from ..env.build import cached_source_metadata, source_metadata
-        from ..errors import BuildError
-        from ..model import WheelMetadata
-        from .buildenv import build_context
-
         plan = _kept_torch_plan(request, file.name)
         known = cached_source_metadata(session.wheel_cache(), file.sha256, plan) if file.sha256 else None  # asked before: nothing made
         if known is None:
@@ -115,11 +120,6 @@ def sdist_metadata_of(
 def _kept_torch_plan(request: ResolveRequest, name: NormalizedName) -> LockPlan:
     """The plan of a build environment before the resolve: the target and the kept torch (the
     installed one, or ``--installed torch==V`` of a declared target)."""
-    from packaging.utils import canonicalize_name
-
-    from ..errors import BuildError
-    from ..model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
-
     torch = request.installed_torch
     if torch is None:
         raise BuildError(
@@ -135,10 +135,6 @@ def _kept_torch_plan(request: ResolveRequest, name: NormalizedName) -> LockPlan:
 
 def _with_trees(request: ResolveRequest, trees: tuple[SourceTree, ...]) -> ResolveRequest:
     """``request`` with the fetched ``trees``, each asked for at its version (unless asked already)."""
-    import dataclasses
-
-    from ..model.request import requested
-
     asked = {r.name for r in request.with_}
     extra = tuple(f"{t.name}=={t.version}" for t in trees if t.name not in asked)
     return dataclasses.replace(request, build_sources=trees, with_=(*request.with_, *requested(extra, "--with")))

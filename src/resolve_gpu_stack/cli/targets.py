@@ -14,6 +14,7 @@ from ..urls import redact_url
 from . import common
 from . import options as O
 from . import settings as S
+from .config import discover_config, effective, with_overrides
 
 if TYPE_CHECKING:
     from .config import ProjectConfig, TargetConfig
@@ -27,8 +28,6 @@ def own_target(typed: S.TypedSettings) -> bool:
 def discover_configured(configured: O.ConfigOptions) -> ProjectConfig | None:
     """The config ``--config`` names, else the nearest one; None without one, unless ``--target``
     names a configured target (a usage error then)."""
-    from .config import discover_config
-
     config = discover_config(configured.config)
     if config is None and configured.targets:
         raise UsageError(
@@ -54,8 +53,6 @@ def source_words(sources: O.SourceOptions, config: ProjectConfig | None = None) 
 def selected_targets(config: ProjectConfig, options: O.ResolveOptions, names: Sequence[str]) -> tuple[ProjectConfig, list[TargetConfig], str]:
     """(the config with --snapshot/--index applied, the targets ``names`` (--target) select with the
     typed settings over theirs, the command-line words a regenerate command repeats)."""
-    from .config import effective, with_overrides
-
     typed = options.typed  # the settings the user typed win over the config's
     sources = options.sources
     config = effective(config, snapshot=sources.snapshot, indexes=common.index_overrides(sources), package_indexes=common.package_index_overrides(sources))

@@ -70,7 +70,7 @@ class GpuSource:
 
     def table(self) -> GpuTable:
         if not self._table:
-            from .gpus import read_gpu_table
+            from .gpus import read_gpu_table  # --gpu/--api only: +18 ms on a plain resolve
 
             self._table.append(read_gpu_table(parse_toml(self.text, self.where), self.where))
         return self._table[0]

@@ -16,6 +16,7 @@ compatibility rule in ``model/gpu.py`` is refused, so table and code cannot drif
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,6 @@ class GpuTable:
         for row in self.apis:
             if row.name == name:
                 return row
-        import difflib
 
         known = [row.name for row in self.apis]
         close = difflib.get_close_matches(name, known, n=1)

@@ -14,6 +14,9 @@ from .toml import TomlReader, data_dir, load_toml
 BUNDLED = Path("snapshots") / "bundled.toml"
 TORCH_FROM = ("pypi", "pytorch")
 
+# Base URL replayed for an index a snapshot has pages of but the user gave no URL for (pypi).
+PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BundledSnapshot:

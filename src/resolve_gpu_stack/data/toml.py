@@ -12,6 +12,7 @@ the knowledge files this package ships are read here and nowhere else in the pur
 
 from __future__ import annotations
 
+import difflib
 import enum
 import os
 import re
@@ -172,8 +173,6 @@ class TomlReader:
         """Refuse a key that is not in ``allowed``, suggesting the closest known one."""
         for key in table:
             if key not in allowed:
-                import difflib  # only for a key that is wrong
-
                 close = difflib.get_close_matches(key, list(allowed), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
                 raise self.fail(where, f"unknown key {key!r}", hint=hint)

@@ -63,12 +63,14 @@ from packaging.version import Version
 from ..atomic import atomic_write
 from ..data.rules import AbiRules
 from ..errors import BuildError, ResolveGpuStackError
+from ..index.parse import parse_metadata
 from ..index.sdist import BuildSystem, SdistError, read_build_system, uses_cuda
 from ..model import Action, BuildProvenance, LockedPackage, LockPlan, SourceDist
 from ..model.abi import TORCH as TORCH_LINKED
 from ..model.abi import AbiVerdict
 from ..model.codec import provenance_from_dict, provenance_to_dict
 from ..model.cuda import CudaLabel
+from ..model.source import BuildSpec
 from ..net import process
 from ..net.download import Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_packages, fetch_verified, fill_hashes, store_local
 from ..net.wheelcache import file_sha256
@@ -88,6 +90,7 @@ from .buildmachine import (
 from .buildrun import BuildProgress, Janitor, open_log, run_logged, sigterm_stops_builds, stop_process
 from .exports import installed_torch_exports
 from .install import _run_uv, _uv_args, uv_environment
+from .sources import fetch_source
 
 BUILD_SCHEMA = 1  # what goes into a build's key; a new schema builds again
 DEFAULT_DEADLINE = 6 * 3600.0  # a build's deadline by default: generous (a flash-attn build for many archs takes hours)
@@ -353,8 +356,6 @@ def _source_archive(name: NormalizedName, version: Version, sdist: SourceDist, c
     hit = ctx.cache.lookup(sdist.sha256 or "", sdist.filename, sdist.size) if sdist.sha256 else None
     if hit is not None:
         return hit
-    from ..model.source import BuildSpec
-    from .sources import fetch_source
 
     origin = sdist.origin
     if origin.kind == "git" and origin.commit:
@@ -649,7 +650,6 @@ def source_metadata(name: NormalizedName, archive: Path, digest: str, plan: Lock
             f"--build {name}: its build backend {system.backend} failed to give its metadata (exit {code}); the log: {log}",
             hint="the tree's setup.py must run in a build environment with the kept torch and its [build-system] requires",
         )
-    from ..index.parse import parse_metadata
 
     try:
         meta = parse_metadata(data, source=f"{name}'s prepare_metadata_for_build_wheel")

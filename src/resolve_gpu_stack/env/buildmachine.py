@@ -3,6 +3,7 @@ build may run at once (cores and memory), and whether the toolkit can build for 
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import re
 import shutil
@@ -100,8 +101,6 @@ def toolkit_root(nvcc: Path) -> Path:
 
 def has_cuda_driver() -> bool:
     """Whether this machine has the NVIDIA driver's ``libcuda`` (a build machine often has none)."""
-    import ctypes.util
-
     return Path("/proc/driver/nvidia").exists() or ctypes.util.find_library("cuda") is not None
 
 

@@ -5,6 +5,7 @@ builds and removes their temporary folder when the tool dies."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
@@ -137,8 +138,6 @@ def sigterm_stops_builds() -> Iterator[None]:
 def _die_with_parent() -> None:
     """In the build's first process (before exec): SIGKILL when the tool dies (Linux)."""
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass

@@ -31,7 +31,7 @@ from ..errors import VerdictMismatch
 from ..model import Action, Coupling, LockedPackage, LockPlan
 from ..model.abi import UNKNOWN, AbiVerdict, WheelAbi
 from ..model.cuda import CudaLabel
-from ..net.download import Downloader, DownloadProgress, WheelCache
+from ..net.download import Downloader, DownloadProgress, WheelCache, fetch_packages
 from ..rules.abi import AbiPolicy, AbiTorch, TorchExports, asks_for_exports, judge, torch_floor
 from ..rules.invariants import plan_torch_cuda
 from ..scan import zipmeta
@@ -79,8 +79,6 @@ class Confirming:
         """Fetch and verify every compiled wheel ``plan`` installs (one whose URL ``local_path``
         finds on disk, a lock's ``path``, read where it lies once its sha256 is the locked one: a
         file that is not is uv's to refuse), then ``confirm_verdicts``."""
-        from ..net.download import fetch_packages
-
         files: dict[str, Path] = {}
         remote = []
         for pkg in plan.packages:

@@ -43,11 +43,16 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..data.definitions import load_definitions
 from ..errors import LockFileError, NoPlanError, UsageError, UvError
 from ..model import Action, LockedPackage, LockPlan, Override
+from ..model.request import torch_move_named
 from ..net import process
 from ..net.download import DownloadProgress, FetchedWheel, WheelCache, fetch_packages, files_to_fetch, fill_hashes
+from ..rules.gate import broken_message, gate
 from ..urls import strip_credentials
+from .abi_imports import static_verdicts
+from .confirm import confirm_verdicts
 from .probe import Environment, InstalledDistribution, inspect_environment
 
 if TYPE_CHECKING:
@@ -210,9 +215,6 @@ def gate_installed(plan: LockPlan, defs: Definitions, environment: Environment) 
     does), and the FlashInfer components it leaves out of line. One that cannot work stops the
     install before anything changes (``NoPlanError`` naming it and the ways out), unless the plan's
     request kept it (``--keep-broken NAME``): the notes that say so are returned."""
-    from ..rules.gate import broken_message, gate
-    from .abi_imports import static_verdicts
-
     torch = plan.torch
     keeps_torch = torch is not None and torch.action is Action.KEEP
     raw = plan.inputs.get("keep-broken")
@@ -231,8 +233,6 @@ def check_torch_named(plan: LockPlan, installed: Mapping[NormalizedName, Version
     """Refuse (``UsageError``, nothing changed) a plan that changes the installed torch when its
     recorded inputs do not name that move (``model.request.torch_move_named``): the kept torch
     moves only on the user's word, checked again at the hand-off to uv."""
-    from ..model.request import torch_move_named
-
     have = installed.get(TORCH)
     torch = plan.torch
     if have is None or torch is None or (torch.action is Action.KEEP and torch.version == have) or torch_move_named(plan.inputs, have):
@@ -321,7 +321,7 @@ def uv_environment(env: Mapping[str, str]) -> dict[str, str]:
 def find_uv(env: Mapping[str, str]) -> str:
     """The uv installed with this tool, else ``uv`` on PATH."""
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # optional: without the uv wheel, uv on PATH
 
         return find_uv_bin()
     except (ImportError, FileNotFoundError):
@@ -399,8 +399,6 @@ def install_plan(
             rows = _rows(plan, before, None if dry_run else before)
             return InstallReport(python=python, dry_run=dry_run, rows=rows, notes=plan.notes, overrides=plan.overrides)
         fetched = fetch_packages(todo, cache=wheel_cache, fetcher=fetcher, progress=progress, offline=offline)
-        from ..data.definitions import load_definitions
-        from .confirm import confirm_verdicts  # (the scanner: loaded when there is something to install)
 
         confirm_verdicts(plan, {name: wheel.path for name, wheel in fetched.items()}, before_env, defs if defs is not None else load_definitions())
         with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:

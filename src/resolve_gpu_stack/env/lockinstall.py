@@ -41,25 +41,27 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from ..data.definitions import load_definitions
 from ..errors import LockFileError, UsageError
 from ..lock.check import ERROR, INSTALLED, LOCATION, TARGET, Checked, Finding, check_lock
-from ..lock.files import read_lock
+from ..lock.files import read_lock, write_lock
 from ..lock.pylock import plan_from_lock
 from ..model import Action, LockedPackage, LockPlan, TargetSummary
 from ..net.download import DownloadProgress, WheelCache, store_local
 from ..net.urlpolicy import check_url_allowed
+from .confirm import Confirming
 from .install import InstallReport, download_summary, gate_installed, install_plan, run_uv_checked, uv_environment
 from .probe import Environment, start_probe
 
 if TYPE_CHECKING:
     from ..data.definitions import Definitions
     from ..net.http import HttpFetcher
-    from .confirm import Confirming
 
 
 def local_wheel_path(url: str, base: Path) -> Path | None:
@@ -172,8 +174,6 @@ def install_lock(
     ``offline`` takes every wheel from the wheel cache or local files.
     """
     if defs is None:
-        from ..data.definitions import load_definitions
-
         defs = load_definitions()
     probe = start_probe(python)
     try:
@@ -184,8 +184,6 @@ def install_lock(
     gate_installed(plan, defs, environment)  # what the lock would leave broken here is named before anything is installed
     local = _all_local(plan, path.parent)
     if not misfit and (local or not offline):
-        from .confirm import Confirming
-
         report = _install_with_uv(
             path,
             plan,
@@ -235,10 +233,6 @@ def install_plan_via_uv(
     """A freshly resolved ``plan`` (every wheel to install with its index's sha256) installed the
     way ``install_lock`` installs a lock: written as a temporary pylock and handed to uv, which
     downloads, checks and installs overlapped; uv's dry run checked first, everything checked after."""
-    import tempfile
-
-    from ..lock.files import write_lock
-
     with tempfile.TemporaryDirectory(prefix="resolve-gpu-stack-install-") as tmp:
         path = write_lock(plan, Path(tmp) / "pylock.install.toml", command=command)
         return _install_with_uv(

@@ -31,7 +31,9 @@ from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..atomic import atomic_write
+from ..data.toml import parse_toml
 from ..errors import BuildError
+from ..index.parse import parse_metadata
 from ..model import SourceOrigin
 from ..model.source import BuildSpec, SourceTree
 from ..net.download import WheelCache, store_local
@@ -211,9 +213,6 @@ def read_tree_metadata(root: Path, name: str) -> TreeMetadata | None:
     """(version, Requires-Dist, Requires-Python) of the project in ``root``: static ``[project]``
     metadata (PEP 621), else the tree's ``PKG-INFO``; None when it is dynamic (its build backend
     must say: ``MetadataOf``)."""
-    from ..data.toml import parse_toml
-    from ..index.parse import parse_metadata
-
     pyproject = root / "pyproject.toml"
     project: dict[str, object] = {}
     if pyproject.is_file():

@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..atomic import atomic_write, exclusive_temp, sweep_stale
+from ..data.definitions import load_definitions
 from ..errors import LockFileError, UsageError, WriteError
 from ..lock.files import read_lock, write_texts
 from ..lock.locked import LockedEntry, LockedFile, LockedWheel
@@ -68,8 +69,11 @@ from ..lock.wheelhouse import (
 from ..model.abi import WheelAbi
 from ..net.cache import TEMP_MAX_AGE_S, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
+from ..net.scan.classify import ScanRecord
+from ..net.scan.records import INDEX_NAME, RECORDS_FOLDER, index_text, publishable, record_document, record_name, record_text
 from ..net.wheelcache import wheel_metadata
 from ..urls import strip_credentials
+from .confirm import confirm_verdicts
 from .lockinstall import local_wheel_path
 
 REPORT_SCHEMA = "resolve-gpu-stack/wheelhouse-report/v1"  # `wheelhouse --format json`
@@ -173,9 +177,6 @@ def _confirm(read: Sequence[tuple[Path, LockedFile]], output: Path) -> dict[str,
     """Every compiled wheel's verdict in each lock, read again from the verified file placed in
     ``files/`` (``env/confirm.py``), before a page or a lock is written: ``VerdictMismatch``.
     What each file's members import, by file name (its scan record)."""
-    from ..data.definitions import load_definitions
-    from .confirm import confirm_verdicts
-
     defs = load_definitions()
     scans: dict[str, WheelAbi] = {}
     for _, locked in read:
@@ -191,9 +192,6 @@ def _write_records(output: Path, files: Sequence[LockedEntry], scans: Mapping[st
     """``records/<sha256>.json``: the scan record of each compiled wheel read from its start
     (``net/scan/records.py``), for nodes that resolve with ``--scan-records URL/records/``; and
     ``records/index.json``, all of them in one file (a node reads it with one request)."""
-    from ..net.scan.classify import ScanRecord
-    from ..net.scan.records import INDEX_NAME, RECORDS_FOLDER, index_text, publishable, record_document, record_name, record_text
-
     written = []
     documents = []
     for f in files:

@@ -17,6 +17,7 @@ from typing import IO
 
 from packaging.version import InvalidVersion, Version
 
+from ..data.toml import parse_toml
 from ..errors import ResolveGpuStackError
 from ..model import IndexFile, WheelMetadata
 
@@ -89,7 +90,6 @@ def read_build_system(fileobj: IO[bytes], filename: str) -> BuildSystem:
     raw = read_member(fileobj, filename, "pyproject.toml")
     if raw is None:
         return BuildSystem(requires=LEGACY_REQUIRES, backend=LEGACY_BACKEND)
-    from ..data.toml import parse_toml
 
     try:
         doc = parse_toml(raw.decode("utf-8"), "pyproject.toml", error=SdistError)

@@ -7,6 +7,7 @@ lock records as an input and what a message quotes. Nothing downstream parses it
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ from packaging.version import InvalidVersion, Version
 from ..errors import UsageError
 from .channel import flashinfer_channel, torch_channel
 from .cuda import CudaLabel, TorchCuda
+from .gpu import parse_gpus
 from .kept import KeptTorch
+from .source import parse_build_spec
 from .target import Target
 
 if TYPE_CHECKING:
@@ -219,8 +222,6 @@ class ResolveRequest:
         object.__setattr__(self, "with_", requested(self.with_, "--with"))
         object.__setattr__(self, "overrides", requested(self.overrides, "--override"))
         if any(isinstance(b, str) for b in self.build_packages):  # the edge gives BuildSpec values (cli/settings.py); a text is parsed here, once
-            from .source import parse_build_spec
-
             object.__setattr__(self, "build_packages", tuple(parse_build_spec(b) if isinstance(b, str) else b for b in self.build_packages))
         for name in self.without:
             if not name.strip() or any(c in name for c in "<>=!~;[ "):
@@ -392,8 +393,6 @@ class ResolveRequest:
 
 def parse_day(text: str) -> str:
     """``--exclude-newer``'s day, ``YYYY-MM-DD``; ``UsageError`` otherwise."""
-    import datetime
-
     try:
         return datetime.date.fromisoformat(text.strip()).isoformat() if len(text.strip()) == 10 else _not_a_day(text)
     except ValueError:
@@ -455,7 +454,6 @@ def parse_gpu_list(items: tuple[str, ...] | list[str] | str) -> tuple[GpuArch, .
         items = [items]
     if not any(i.strip() for i in items):
         return ()
-    from .gpu import parse_gpus
 
     return parse_gpus(items)
 

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from .. import __version__
 from ..atomic import atomic_write, stale_temp
 from ..atomic import sweep_stale as sweep_temps_in
 from ..errors import UsageError
@@ -388,7 +389,6 @@ def code_identity() -> str:
     for path in sorted(here.rglob("*.py")):
         st = path.stat()
         parts.append(f"{path.relative_to(here)}:{st.st_size}:{st.st_mtime_ns}")
-    from .. import __version__  # the one place the version lives (the distribution's is read from it)
 
     parts.append(__version__)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -550,7 +550,7 @@ def wheels_in_use(wheels: Path, *, exclusive: bool = False) -> Iterator[bool]:
     when a running command holds it). Yields True when held; where there is no ``fcntl`` (or the
     folder cannot hold the lock file) it yields True without a lock."""
     try:
-        import fcntl
+        import fcntl  # platform: POSIX only
     except ImportError:  # pragma: no cover - not POSIX
         yield True
         return

@@ -32,6 +32,7 @@ from .cache import HttpCache
 from .metadata import MetadataReader, TailMemo
 from .pages import PageReader
 from .scan.access import RangeAccess, ScanAccess
+from .scan.rangeproc import ChildSettings, RangeProcess, lowest_log_level
 from .settings import FetchSettings
 from .stream import StreamAnswer, open_stream
 from .transport import FetchStats, Transport
@@ -40,7 +41,6 @@ from .urlpolicy import Credentials
 if TYPE_CHECKING:
     from ..data.definitions import IndexDefinition
     from .scan.classify import ScanRecord
-    from .scan.rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -128,8 +128,6 @@ class HttpFetcher:
             return None
         with self._pool_lock:
             if self._beside is None:
-                from .scan.rangeproc import ChildSettings, RangeProcess, lowest_log_level
-
                 self._beside = RangeProcess(
                     ChildSettings(fetch=self.settings, log_level=lowest_log_level()),
                     credentials=self.transport.credentials,

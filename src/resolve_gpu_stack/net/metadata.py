@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -239,7 +240,7 @@ class MetadataReader:
     def _sdist_metadata(self, url: str, file: IndexFile) -> bytes:
         """An sdist's PKG-INFO: the whole archive streamed to a temporary file (size and sha256
         checked against the page, at most ``MAX_SDIST_BYTES``), PKG-INFO read from it."""
-        from ..index.sdist import SdistError, read_pkg_info
+        from ..index.sdist import SdistError, read_pkg_info  # an sdist only (--build NAME): +4 ms on a plain resolve
 
         transport = self._transport
         cap = min(file.size, MAX_SDIST_BYTES) if file.size is not None else MAX_SDIST_BYTES
@@ -251,7 +252,6 @@ class MetadataReader:
                 raise_if_gone(resp, url, "sdist")
                 transport.check_status(resp, url, ok=(200,))
                 digest = hashlib.sha256()
-                import tempfile  # only for an sdist, or a wheel read whole
 
                 with tempfile.TemporaryFile(prefix="resolve-gpu-stack-sdist-") as tmp:
                     n = transport.stream_to(resp, url, tmp, digest, "sdist", limit=cap, over_limit=f"the server sent more than {said}; stopped")
@@ -277,7 +277,6 @@ class MetadataReader:
         cap = file.size if file.size is not None else MAX_WHOLE_WHEEL
         said = f"the {file.size} bytes its index page lists" if file.size is not None else f"the {MAX_WHOLE_WHEEL}-byte cap for a whole wheel"
         digest = hashlib.sha256()
-        import tempfile
 
         with tempfile.TemporaryFile(prefix="resolve-gpu-stack-") as tmp:  # unlinked: nothing is left behind, whatever happens
             n = self._transport.stream_to(

@@ -39,6 +39,7 @@ from subprocess import DEVNULL, PIPE, STDOUT, CompletedProcess, Popen, Subproces
 from typing import IO, Literal, overload
 
 from ..errors import BuildError
+from ..model.source import git_source_problem
 
 GIT_TIMEOUT = 600.0
 GIT_PROTOCOLS = ("https", "http", "ssh", "git", "file")
@@ -113,8 +114,6 @@ def git_argv(args: Sequence[str]) -> list[str]:
 def checked_git_source(url: str, rev: str | None = None, subdirectory: str | None = None) -> None:
     """Refuse (``BuildError``, naming the value) a repository URL, revision or subdirectory that
     ``model.source.git_source_problem`` refuses: checked again here, whatever checked it before."""
-    from ..model.source import git_source_problem  # packaging: not for --help
-
     problem = git_source_problem(url, rev, subdirectory)
     if problem is not None:
         raise BuildError(problem, hint="a git source is git+https://, git+ssh://, git+git:// or git+file:// URL, a tag, branch or commit, a relative folder")

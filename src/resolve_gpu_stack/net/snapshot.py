@@ -27,14 +27,19 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from email.parser import BytesHeaderParser
+from email.policy import compat32
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ..atomic import atomic_write
 from ..data.definitions import IndexDefinition
 from ..errors import IntegrityError, SnapshotMiss, UsageError
 from ..index.finder import index_by_index
+from ..index.parse import parse_filename
 from ..model import IndexFile, IndexPage, PageResponse
 from ..model.codec import parse_datetime
 from ..urls import strip_userinfo, without_fragment
@@ -44,8 +49,6 @@ if TYPE_CHECKING:
     from .source import Source
 
 SCHEMA = "resolve-gpu-stack/snapshot/v1"
-# Base URL replayed for an index the snapshot has pages of but the user gave no URL for (pypi).
-PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
 
 
 def snapshot_key(url: str, bases: Mapping[str, str], *, index: str | None = None) -> str:
@@ -444,7 +447,6 @@ class FileCut:
     def keeps(self, filename: str) -> bool:
         if not filename.endswith(".whl"):
             return True
-        from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
         try:
             tags = parse_wheel_filename(filename)[3]
@@ -510,8 +512,6 @@ def _project_page(body: bytes) -> dict[str, Any] | None:
 
 def _versions_of(filenames: Iterable[str]) -> set[str]:
     """The versions the files of a page are (a filename that does not parse names none)."""
-    from ..index.parse import parse_filename
-
     versions = set()
     for name in filenames:
         try:
@@ -529,9 +529,6 @@ RESOLVER_FIELDS = ("Metadata-Version", "Name", "Version", "Requires-Python", "Pr
 
 def reduce_metadata(raw: bytes) -> bytes:
     """``raw`` METADATA with only ``RESOLVER_FIELDS`` (in that order, values unfolded), no body."""
-    from email.parser import BytesHeaderParser
-    from email.policy import compat32
-
     headers = BytesHeaderParser(policy=compat32).parsebytes(raw)
     lines = []
     for field in RESOLVER_FIELDS:

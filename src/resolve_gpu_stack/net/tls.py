@@ -26,6 +26,8 @@ import sys
 import threading
 from typing import Any
 
+import certifi
+
 SYSTEM_CERTS_HINT = "--system-certs uses the system trust store"
 
 
@@ -53,7 +55,7 @@ def trust_context(*, trust_env: bool = True, system: bool = False) -> ssl.SSLCon
         if sys.platform.startswith("linux"):
             return LazyTrustContext(trust_env=trust_env, system=True)
         try:
-            import truststore
+            import truststore  # platform: the OS verifier of macOS and Windows
         except ImportError:
             return LazyTrustContext(trust_env=trust_env, system=True)
         return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -126,8 +128,6 @@ class LazyTrustContext(ssl.SSLContext):
                 elif self.system:
                     _load_system_store(self)
                 else:
-                    import certifi
-
                     self.load_verify_locations(cafile=certifi.where())
             except (OSError, ssl.SSLError) as exc:
                 if name is None:

@@ -9,6 +9,7 @@ every redirect hop; they live here so they can be tested (and reasoned about) wi
 from __future__ import annotations
 
 import base64
+import email.utils
 import ipaddress
 import json
 import logging
@@ -128,7 +129,6 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     value = value.strip()
     if value.isdigit():
         return float(value)
-    import email.utils  # an HTTP-date Retry-After is rare: the email package loads only then
 
     try:
         when = email.utils.parsedate_to_datetime(value)

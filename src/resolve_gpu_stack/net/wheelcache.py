@@ -194,7 +194,7 @@ class WheelCache:
         lock_path = self.root / "locks" / (self.url_key(url) + ".lock")
         lock_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            import fcntl
+            import fcntl  # platform: POSIX only
         except ImportError:  # pragma: no cover - not POSIX
             yield
             return

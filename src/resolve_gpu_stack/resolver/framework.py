@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
@@ -187,8 +188,6 @@ def _override(
 
 def _meets(requirement: str, version: Version) -> bool:
     """Whether ``version`` satisfies ``requirement`` as its package states it (an unreadable one: no)."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     try:
         return Requirement(requirement).specifier.contains(version, prereleases=True)
     except InvalidRequirement:

@@ -25,7 +25,7 @@ def demangle(name: str) -> str:
 
 def _runtime() -> Callable[[str], str | None] | None:
     """The runtime's ``__cxa_demangle`` (and the C library's ``free``) as a function; None without one."""
-    import ctypes  # here: a resolve that names no symbol does not load it
+    import ctypes  # a name to demangle (a message) only: +7 M instructions (~1.4 ms) on a plain resolve (callgrind)
 
     for library in RUNTIMES:
         try:
@@ -33,16 +33,13 @@ def _runtime() -> Callable[[str], str | None] | None:
             free = ctypes.CDLL(None).free
         except (OSError, AttributeError):
             continue
-        cxa.restype = ctypes.c_void_p
-        cxa.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-        free.restype = None
-        free.argtypes = [ctypes.c_void_p]
-        return _caller(cxa, free)
-    return None
-
-
-def _caller(cxa: Callable[..., int | None], free: Callable[[int], None]) -> Callable[[str], str | None]:
-    import ctypes
+        break
+    else:
+        return None
+    cxa.restype = ctypes.c_void_p
+    cxa.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free.restype = None
+    free.argtypes = [ctypes.c_void_p]
 
     def call(name: str) -> str | None:
         status = ctypes.c_int(0)

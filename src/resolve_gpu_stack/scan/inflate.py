@@ -15,7 +15,7 @@ from typing import Protocol
 
 def _load_isal() -> ModuleType | None:
     try:
-        from isal import isal_zlib
+        from isal import isal_zlib  # optional: no isal wheel on some platforms
     except ImportError:  # a platform without an isal wheel: zlib, the same bytes, slower
         return None
     return isal_zlib

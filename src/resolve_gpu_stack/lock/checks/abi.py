@@ -13,6 +13,7 @@ from packaging.version import Version
 from ...model import Action, Coupling, LockedPackage, LockPlan
 from ...model.abi import READ_RECORDED, UNVERIFIED
 from ...model.cuda import CudaLabel
+from ...rules.abi import recorded_verdict_fails
 from ...rules.invariants import plan_torch_cuda
 from .finding import NOTE, WARNING, Expected, Finding, error_at, regenerate_hint
 
@@ -66,8 +67,6 @@ def _abi_problem(pkg: LockedPackage, torch: LockedPackage | None, cuda: CudaLabe
 def _verdict_problem(abi: AbiVerdict, torch: Version | None, cuda: CudaLabel | None) -> str | None:
     """Why a recorded ABI verdict does not hold for ``torch`` (and its CUDA's major: its label, else
     the lock's target CUDA, which the kept torch's runtime pin gave: ``plan_torch_cuda``)."""
-    from ...rules.abi import recorded_verdict_fails
-
     why = recorded_verdict_fails(abi, torch, cuda.major if cuda else None)
     return f"cannot be shown to run with the lock's torch: {why}" if why else None
 

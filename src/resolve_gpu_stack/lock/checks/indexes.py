@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from ...data.definitions import RouteContext
-from ...errors import UsageError
+from ...errors import CrawlError, IntegrityError, UsageError
 from ...model import Action, IndexFile, LockedPackage, LockPlan
 from ...model.channel import flashinfer_channel, torch_channel, torch_origin
+from ...model.request import FlashInferChoice, recorded_torch_choice
 from .finding import WARNING, Finding, error_at
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ def route_context(plan: LockPlan) -> RouteContext:
 def recorded_channels(inputs: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(the torch channel, the FlashInfer channel) the recorded inputs resolved under; None for one
     they do not say (or say in a way this version cannot read)."""
-    from ...model.request import FlashInferChoice, recorded_torch_choice
-
     flashinfer = None
     choice = recorded_torch_choice(inputs)  # a kept torch's own channel unless the inputs named a move
     torch = choice.channel if choice is not None else None
@@ -106,8 +105,6 @@ def place_files(plan: LockPlan, lookup: Lookup, *, index: str) -> Placement:
     name (a mirror's own layout, not the one a snapshot recorded), when the page lists it with the
     same sha256. A page that cannot be read stops the look-ups (every file left is unplaced, with
     that reason); a page that lists another sha256 for the file is an ``IntegrityError``."""
-    from ...errors import CrawlError, IntegrityError
-
     ctx = route_context(plan)
     placed: dict[str, str] = {}
     unplaced: list[tuple[LockedPackage, str]] = []
@@ -157,8 +154,6 @@ def _differs(offered: str | None, locked: str | None) -> bool:
 
 def verify_files(path: Path, plan: LockPlan, lookup: Lookup, *, source: str) -> list[Finding]:
     """Each wheel the lock downloads must still be offered, with the sha256 and size locked."""
-    from ...errors import CrawlError
-
     out: list[Finding] = []
     ctx = route_context(plan)
     for pkg in plan.packages:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from ...errors import ResolveGpuStackError
 from ...model import SourceDist, SourceOrigin
+from ...net.gitsource import resolve_commit, tree_digest
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -28,8 +29,6 @@ def source_problems(sdist: SourceDist) -> tuple[list[str], list[str]]:
 
 def _git_problems(sdist: SourceDist, origin: SourceOrigin) -> tuple[list[str], list[str]]:
     """A git source: the lock holds a commit, the sdist URL is it, the revision still names it."""
-    from ...net.gitsource import resolve_commit
-
     if not (origin.commit and _COMMIT.fullmatch(origin.commit)):
         return [f"its source {origin.url} records no commit (a lock holds a commit, never a moving revision)"], []
     if sdist.url != origin.reference:
@@ -45,8 +44,6 @@ def _git_problems(sdist: SourceDist, origin: SourceOrigin) -> tuple[list[str], l
 
 def _tree_problems(sdist: SourceDist, origin: SourceOrigin) -> tuple[list[str], list[str]]:
     """A local source tree: its files' digest is still the one locked."""
-    from ...net.gitsource import tree_digest
-
     try:
         digest = tree_digest(origin, sdist.filename)
     except OSError as exc:

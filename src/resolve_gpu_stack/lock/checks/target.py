@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ...errors import UsageError
 from ...model import Action, LockPlan, Target
+from ...model.declared import declared_target
 from ..locked import LockedFile
 from ..select import select
 from .finding import INSTALLED, TARGET, WARNING, Finding, error_at
@@ -48,8 +49,6 @@ def target_findings(path: Path, locked: LockedFile, plan: LockPlan, target: Targ
 def declared_target_of(python: str, platform: str) -> Target | None:
     """The target a lock or an export records, as a declared target (None when it is not one this
     tool can declare: a probed target's platform, a malformed version)."""
-    from ...model.declared import declared_target
-
     try:
         return declared_target(python, platform)
     except (ValueError, UsageError):

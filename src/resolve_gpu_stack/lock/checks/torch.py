@@ -9,6 +9,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from ...model import Action, LockPlan
+from ...model.request import torch_move_named
 from .finding import Expected, Finding, error_at, regenerate_hint
 
 
@@ -50,8 +51,6 @@ def torch_move_findings(path: Path, plan: LockPlan, inputs: Mapping[str, Any], e
     lock was made for, and only as far as its inputs allow: only when they name the move (an exact
     ``torch``, ``upgrade-package``: ``model.request.torch_move_named``), lowered only with
     ``allow-downgrade``, moved to another CUDA build only when its ``cuda`` input asks for that label."""
-    from ...model.request import torch_move_named
-
     torch, installed = plan.torch, inputs.get("installed-torch")
     if torch is None or torch.action in (Action.KEEP, Action.INSTALL):
         return []

@@ -10,6 +10,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from ...model import LockedPackage
+from ...net.urlpolicy import is_loopback
 from ...urls import origin, strip_credentials
 from ..locked import LockedFile
 from .finding import Finding, error_at
@@ -19,8 +20,6 @@ def wheel_url_problem(url: str, base: str, hosts: Iterable[str]) -> str | None:
     """Why a locked wheel URL is not one its index (at ``base``, sending files to ``hosts``) gives,
     or None: https on the index's own origin or a listed host; plain http only on loopback or on
     the index's own (plain http) origin."""
-    from ...net.urlpolicy import is_loopback
-
     try:
         parts = urlsplit(url)
         here, own = origin(url), origin(base)

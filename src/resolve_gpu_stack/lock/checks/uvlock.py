@@ -9,6 +9,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ...data.definitions import Definitions
+from ...data.toml import read_text
 from ...errors import LockFileError
 from ...model import Action, Coupling, LockedPackage, LockPlan, TargetSummary
 from ...rules.invariants import flashinfer_alignment
@@ -25,8 +26,6 @@ def uv_project_findings(pyproject: Path, lock: Path, defs: Definitions) -> list[
     at its planned version in each target's fork, a kept package at its kept version, each sourced
     package from the index the plan took it from, FlashInfer aligned; and the entries the export
     wrote still in ``[tool.uv]``. Each drift is one finding naming the package."""
-    from ...data.toml import read_text
-
     try:
         record = read_export(read_text(pyproject, error=LockFileError), str(pyproject))
     except LockFileError as err:

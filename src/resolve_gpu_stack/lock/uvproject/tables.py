@@ -13,6 +13,7 @@ from packaging.utils import canonicalize_name
 from ...data.rules import FlashInferRules
 from ...model import Action, LockedPackage, LockPlan
 from ...model.channel import torch_origin
+from ...model.gpu import GpuArch
 from ...urls import strip_credentials
 from ..pylock import target_marker
 
@@ -133,7 +134,6 @@ def arch_list_of(plan: LockPlan, p: LockedPackage) -> str | None:
     gpus = plan.inputs.get("gpus")
     if not isinstance(gpus, (list, tuple)) or not gpus:
         return None
-    from ...model.gpu import GpuArch
 
     caps = {GpuArch.parse(str(g)).capability for g in gpus}
     return ";".join(sorted(caps, key=lambda c: tuple(int(n) for n in re.findall(r"\d+", c))))

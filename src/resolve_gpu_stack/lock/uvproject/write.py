@@ -6,10 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import tomlkit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from tomlkit.exceptions import TOMLKitError
 
 from ...data.toml import parse_toml
 from ...errors import UsageError
@@ -34,8 +36,6 @@ class Applied:
 def apply_tables(text: str, tables: UvTables, *, command: str, where: str = "pyproject.toml") -> Applied:
     """``text`` (a pyproject.toml) with ``tables`` written in, the previous export's entries
     replaced, everything else as it was (formatting and comments included)."""
-    import tomlkit
-
     doc = parse_project(text, where)
     old = _plain(_record_table(doc)) or {}
     notes: list[str] = [*tables.warnings, *_python_notes(doc, tables)]
@@ -60,9 +60,6 @@ def apply_tables(text: str, tables: UvTables, *, command: str, where: str = "pyp
 
 def parse_project(text: str, where: str) -> Any:
     """A pyproject.toml as a tomlkit document; not TOML, or no ``[project]``: ``UsageError``."""
-    import tomlkit
-    from tomlkit.exceptions import TOMLKitError
-
     parse_toml(text, where, error=UsageError)  # the bounds every TOML we read gets (digits, nesting)
     try:
         doc = tomlkit.parse(text)
@@ -78,8 +75,6 @@ def _plain(value: Any) -> Any:
 
 
 def _table(parent: Any, key: str, *, super_table: bool = False) -> Any:
-    import tomlkit
-
     if key not in parent:
         parent[key] = tomlkit.table(is_super_table=super_table)
     return parent[key]
@@ -92,8 +87,6 @@ def _record_table(doc: Any) -> Any:
 
 
 def _array(items: Sequence[Any]) -> Any:
-    import tomlkit
-
     arr = tomlkit.array()
     arr.extend(items)
     if len(items) > 1:
@@ -103,7 +96,6 @@ def _array(items: Sequence[Any]) -> Any:
 
 def _set(parent: Any, key: str, value: Any, *, as_table: bool = False) -> None:
     """``parent[key] = value`` unless it already holds that value; an empty value removes the key."""
-
     if _plain(parent.get(key)) == value:
         return
     if not value:
@@ -117,8 +109,6 @@ def _set(parent: Any, key: str, value: Any, *, as_table: bool = False) -> None:
 
 
 def _new_table(parent: Any, key: str) -> Any:
-    import tomlkit
-
     parent[key] = tomlkit.table()
     return parent[key]
 
@@ -136,8 +126,6 @@ def _update(table: Any, value: Mapping[str, Any]) -> None:
 
 def _put(table: Any, key: str, current: Any, value: Any) -> None:
     """``table[key]`` (now ``current``) made to hold ``value``."""
-    import tomlkit
-
     rows = isinstance(value, list) and bool(value) and isinstance(value[0], dict)
     if rows and isinstance(current, list) and len(current) == len(value):
         for row, wanted in zip(current, value):
@@ -245,8 +233,6 @@ def _conflicts(key: str, theirs: list[str], wanted: list[str]) -> list[str]:
 
 
 def _merge_extra_build(uv: Any, names: Sequence[str], ours: list[str]) -> None:
-    import tomlkit
-
     current = uv.get("extra-build-dependencies")
     if current is None and not names:
         return
@@ -265,8 +251,6 @@ def _merge_extra_build(uv: Any, names: Sequence[str], ours: list[str]) -> None:
 def _merge_build_variables(uv: Any, wanted: Mapping[str, Mapping[str, str]], ours: list[str]) -> None:
     """``[tool.uv.extra-build-variables]``: each built package's variables (its arch list), the
     previous export's entries that are no more removed, the user's own kept."""
-    import tomlkit
-
     current = uv.get("extra-build-variables")
     if current is None and not wanted:
         return
@@ -290,8 +274,6 @@ def _merge_indexes(uv: Any, wanted: Sequence[UvIndex], ours: list[str]) -> tuple
     """The explicit indexes, in ``[[tool.uv.index]]``. An index of the user's with the same URL is
     used as it is (not ours); a name the user took gets a suffix. Returns (our name -> the name
     used, the names this export owns)."""
-    import tomlkit
-
     entries = uv.get("index")
     if entries is None:
         entries = tomlkit.aot()
@@ -317,8 +299,6 @@ def _drop_stale_indexes(entries: Any, wanted: Sequence[UvIndex], ours: list[str]
 def _add_indexes(entries: Any, wanted: Sequence[UvIndex], ours: list[str]) -> tuple[dict[str, str], list[str]]:
     """Each wanted index: the user's of its URL when there is one, else ours (under a name the
     user has not taken), added when missing. (our name -> the name used, the names ours)."""
-    import tomlkit
-
     theirs = {str(e.get("name")): _normal_url(str(e.get("url"))) for e in entries if e.get("name") not in ours}
     by_url = {url: name for name, url in theirs.items()}
     present = {str(e.get("name")) for e in entries}
@@ -367,8 +347,6 @@ def _put_source(table: Any, name: str, value: Any, ours: list[str]) -> str | Non
 
 def _source_value(choices: tuple[tuple[str, str | None], ...], renamed: Mapping[str, str]) -> Any:
     """A package's ``[tool.uv.sources]`` value: ``{index = ...}``, or one per target marker."""
-    import tomlkit
-
     values = []
     for index, marker in choices:
         entry = tomlkit.inline_table()
@@ -382,8 +360,6 @@ def _source_value(choices: tuple[tuple[str, str | None], ...], renamed: Mapping[
 def _tree_value(choices: tuple[tuple[Mapping[str, str], str | None], ...]) -> Any:
     """A built package's ``[tool.uv.sources]`` value: its tree (git at the locked commit, or a
     folder), or one per target marker."""
-    import tomlkit
-
     values = []
     for source, marker in choices:
         entry = tomlkit.inline_table()
@@ -411,8 +387,6 @@ def _record(tables: UvTables, *, command: str, indexes: list[str]) -> dict[str, 
 
 
 def _record_target(t: RecordedTarget) -> dict[str, Any]:
-    import tomlkit
-
     sources = None
     if t.sources:
         sources = tomlkit.inline_table()

@@ -40,6 +40,7 @@ from ...model import IndexFile
 from ...model.abi import READ_RECORDED, UNKNOWN, WheelAbi
 from ...resolver.coupling import WheelClassifier
 from ...scan import zipmeta
+from ...scan.wheelscan import WheelScanner, first_tail
 from ...urls import redact_url, without_fragment
 from ..cache import HttpCache, cache_url
 from ..client import Response
@@ -48,7 +49,7 @@ from ..settings import SCAN_BUDGET
 from ..transport import Transport, content_range
 
 if TYPE_CHECKING:
-    from ...scan.wheelscan import WheelScan, WheelScanner
+    from ...scan.wheelscan import WheelScan
     from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
@@ -252,8 +253,6 @@ class RangeClassifier:
     def _scan(self, file: IndexFile) -> tuple[ScanRecord, bool, WheelScan | None]:
         """(the record, whether it is final: a refused range or a failed read is not cached, the
         finished scan)."""
-        from ...scan.wheelscan import WheelScanner, first_tail  # loaded with the first scan, not at start-up
-
         url = without_fragment(file.url)
         read = RangeReader(self._transport, url)
         try:

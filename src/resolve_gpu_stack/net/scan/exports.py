@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any
 from ...errors import CrawlError
 from ...model import IndexFile
 from ...rules.abi import TorchExports
-from ...scan import zipmeta
+from ...scan import elf, zipmeta
+from ...scan.elfstream import ElfStream
 from ...urls import without_fragment
 from ..cache import HttpCache
 from ..transport import Transport
 from .classify import STREAM_PIECE, RangeReader, RangesUnavailable, scan_key
 
 if TYPE_CHECKING:
-    from ...scan.elfstream import ElfStream
     from .rangeproc import RangeProcess
 
 log = logging.getLogger(__name__)
@@ -122,8 +122,6 @@ class WheelExports:
         return answer if answer is not None else self._fresh(version, file)
 
     def _fresh(self, version: str, file: IndexFile) -> TorchExports:
-        from ...scan import elf  # the ELF reader loads when a torch's exports are first read, not at start-up
-
         started = time.perf_counter()
         try:
             symbols, read = self._read_wheel(file)
@@ -148,7 +146,6 @@ class WheelExports:
         else:
             directory = read.range(eocd.cd_offset, eocd.cd_offset + eocd.cd_size)
         entries = zipmeta.parse_central_directory(directory, eocd, names=lambda raw: raw.startswith(_TORCH_LIB))
-        from ...scan import elf
 
         libraries = [e for e in entries if e.name.startswith(TORCH_LIB_DIR) and elf.torch_libs([e.name[len(TORCH_LIB_DIR) :]])]
         if not libraries:
@@ -185,9 +182,6 @@ class WheelExports:
 
     def _member_exports(self, read: RangeReader, entry: zipmeta.ZipEntry, data_limit: int) -> tuple[str, ...]:
         """The defined dynamic symbols of ``entry``, read by its structure (see the module docstring)."""
-        from ...scan import elf
-        from ...scan.elfstream import ElfStream
-
         head = read.range(entry.header_offset, min(entry.header_offset + zipmeta.LOCAL_HEADER_SIZE + 2 * zipmeta.LOCAL_EXTRA_SLACK, data_limit))
         data_start = zipmeta.local_data_start(head)
         if data_start is None:

@@ -31,6 +31,7 @@ records server can at worst make a plan that install refuses. A records URL that
 from __future__ import annotations
 
 import json
+import json as _json
 import logging
 import re
 import threading
@@ -42,7 +43,7 @@ from typing import Any
 from ...errors import CrawlError
 from ...model.abi import CUDA, NONE, READ_NAMES, READ_RECORDED, READ_START, UNKNOWN
 from ...urls import redact_url
-from ..cache import SCANS
+from ..cache import SCANS, HttpCache
 from ..transport import Transport
 from .classify import SCAN_SCHEMA, UNMARKED_GUESSES, ScanRecord
 
@@ -85,10 +86,6 @@ def record_document(sha256: str, filename: str | None, size: int, record: ScanRe
 def cached_records(cache_root: Path) -> list[tuple[str, ScanRecord]]:
     """The publishable scans in the scan cache at ``cache_root`` that are keyed by a sha256, each
     entry checked as the cache checks it (what a team exports to host its records)."""
-    import json as _json
-
-    from ..cache import HttpCache
-
     cache = HttpCache(cache_root)
     out = []
     folder = cache_root / SCANS
