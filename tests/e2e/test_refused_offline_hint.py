@@ -16,6 +16,8 @@ import pytest
 
 from resolve_gpu_stack.cli.app import main
 
+pytestmark = pytest.mark.usefixtures("fast_backoff")  # the retries without their waits: the hint is what is tested
+
 PLATFORM = ["--platform", "x86_64-manylinux_2_28"]
 NIGHTLY_TARGET = ["--python", "3.12", *PLATFORM, "--installed", "torch==2.15.0+cu130"]  # a PyTorch-index build
 PYPI_TARGET = ["--python", "3.12", *PLATFORM, "--installed", "torch==2.15.0", "--cuda", "cu132"]  # PyPI's torch
