@@ -33,20 +33,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
-from run import PROC_ENV, PY, TREE_ENTRY, Proc, resolve_words, run_measured  # noqa: E402
+from run import PROC_ENV, PY, TREE_ENTRY, Proc, resolve_words, run_measured, source_dir  # noqa: E402
 from support.server import IndexServer  # noqa: E402
-
-
-def source_dir(spec: str, tmp: Path) -> Path:
-    """``spec`` as a ``src`` directory: a path as given, or a revision checked out under ``tmp``."""
-    path = Path(spec)
-    if (path / "resolve_gpu_stack").is_dir():
-        return path.resolve()
-    tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
-    done = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), spec], capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"{spec!r} is neither a src directory nor a revision: {done.stderr.strip()}")
-    return tree / "src"
 
 
 def command(src: Path, base: str, story: Story, cache: Path) -> list[str]:

@@ -57,6 +57,18 @@ class Proc:
 PROC_ENV: dict[str, str] = {}  # set in main(): where the children keep their bytecode
 
 
+def source_dir(spec: str, tmp: Path) -> Path:
+    """``spec`` as a ``src`` directory: a path as given, or a revision checked out under ``tmp``."""
+    path = Path(spec)
+    if (path / "resolve_gpu_stack").is_dir():
+        return path.resolve()
+    tree = tmp / f"tree-{len(list(tmp.glob('tree-*')))}"
+    done = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), spec], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{spec!r} is neither a src directory nor a revision: {done.stderr.strip()}")
+    return tree / "src"
+
+
 def _gnu_time() -> str | None:
     if not Path("/usr/bin/time").is_file():
         return None
@@ -197,8 +209,6 @@ class Bench:
         # way (this interpreter, each tree's src first on sys.path), in the same turns as uv
         self.trees: dict[str, Path] = {}
         if args.baseline:
-            from ab import source_dir
-
             self.trees = {"ours": ROOT / "src", "baseline": source_dir(args.baseline, tmp)}
             run_measured([PY, "-m", "compileall", "-q", str(self.trees["baseline"])])  # its bytecode, as ours has it (main())
             self.results["baseline"] = {"rev": args.baseline, "src": str(self.trees["baseline"])}

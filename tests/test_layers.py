@@ -14,7 +14,7 @@ import pytest
 from support.paths import SRC, TESTS
 
 # Bottom to top. A module may import from its own floor and from any floor below it.
-FLOORS = ["errors", "urls", "atomic", "model", "data", "index", "scan", "rules", "resolver", "net", "lock", "env", "cli"]
+FLOORS = ["errors", "urls", "atomic", "pycache", "model", "data", "index", "scan", "rules", "resolver", "net", "lock", "env", "cli"]
 PURE = ["errors", "urls", "model", "data", "index", "scan", "rules", "resolver"]
 IO_MODULES = {"httpx", "urllib3", "subprocess", "socket", "requests", "urllib.request", "http.client", "shutil", "tempfile", "glob", "fcntl", "mmap"}
 # The one pure module that reads files: the knowledge files this package ships (indexes/*.toml).

@@ -27,7 +27,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..__main__ import bytecode_folder
 from ..data.definitions import load_definitions
 from ..env.abi_imports import import_packages, static_verdicts, torch_abi_packages
 from ..env.buildmachine import has_cuda_driver
@@ -37,6 +36,7 @@ from ..env.probe import default_interpreter, inspect_environment, locate_interpr
 from ..errors import UsageError
 from ..model.declared import PythonVersion
 from ..net import process
+from ..pycache import bytecode_folder
 from . import common, render
 from . import options as O
 from . import settings as S
@@ -142,7 +142,7 @@ def import_environment(env: Mapping[str, str], environment: Environment) -> Mapp
     compile every module from source on every run: ``PYTHONDONTWRITEBYTECODE`` set (as container
     images set it), no ``PYTHONPYCACHEPREFIX`` of the user's own, and torch installed without its
     bytecode. There the target's bytecode is kept where the program keeps its own
-    (``~/.cache/resolve-gpu-stack/bytecode``, the user's alone: ``__main__.bytecode_folder``),
+    (``~/.cache/resolve-gpu-stack/bytecode``, the user's alone: ``pycache.bytecode_folder``),
     never beside its sources: the live SGLang stack's imports took 23 s of CPU each run from source,
     10 s from bytecode. Python checks a ``.pyc`` against its source's size and mtime only, and an
     installer may write a changed file of the same size within the same second (or with the wheel's
