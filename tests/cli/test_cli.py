@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 
 import pytest
 from support.doors import run_cli
@@ -299,6 +301,27 @@ def test_every_setting_is_a_flag_of_the_resolving_commands(command, tmp_path):
         assert set(typed.values) == {s.name} and typed.words == tuple(words), s.flag
         value = typed.values[s.name]
         assert value == s.parse(samples[s.name]), s.flag
+
+
+def test_each_parser_belongs_to_a_row_and_help_needs_none():
+    """The rows (``cli/flags.py``) and their parsers (``cli/settings.py``) are one table: every
+    parser is a row's, the settings are the rows in their order, and ``--help`` builds every flag
+    from the rows alone, without the parsers' module (nor the model it imports)."""
+    from resolve_gpu_stack.cli import flags, settings
+
+    assert set(settings.PARSERS) | set(settings.CONFIGURED) <= set(settings.BY_NAME)  # no parser for a misspelt row
+    assert [s.name for s in settings.SETTINGS] == [f.name for f in flags.FLAGS]
+    assert all(s.parse is settings.PARSERS[s.name] for s in settings.SETTINGS if s.name in settings.PARSERS)
+    code = (
+        "import sys\n"
+        "from resolve_gpu_stack.cli import main\n"
+        "for argv in (['--help'], ['resolve', '--help'], ['lock', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in sys.modules if m in ('resolve_gpu_stack.cli.settings', 'resolve_gpu_stack.model', 'packaging')), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "--flashinfer" in done.stdout and "--exclude-newer" in done.stdout  # the rows' flags were shown
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
 
 
 def test_each_rows_model_value_is_its_request_fields(tmp_path):

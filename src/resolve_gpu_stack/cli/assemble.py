@@ -44,6 +44,7 @@ from ..index.finder import Finder
 from ..model.channel import torch_origin
 from ..net.cache import HttpCache, cache_write_problem
 from ..net.http import HttpFetcher
+from ..net.scan import readers
 from ..net.scan.records import ScanRecords
 from ..net.settings import FetchSettings
 from ..net.transport import NO_NETWORK_HINT
@@ -104,8 +105,6 @@ class ResolveParts:
         """The classifier and the exports reader, made together from the source's ``scan_access``."""
 
         def make() -> tuple[InspectingClassifier, ExportsSource]:
-            from ..net.scan import readers  # the scan's network half (http.client): not for --help, nor for a command that judges no wheel
-
             access = self.source.scan_access()
             return readers.classifier(access, self.defs.abi), readers.exports_reader(access)
 

@@ -40,6 +40,7 @@ from ..model.inputs import inputs_digest
 from . import common, render
 from . import options as O
 from .config import discover_config, effective, lock_inputs, recorded_overrides, resolve_definitions, resolve_request
+from .settings import TypedSettings
 from .sources import sdist_metadata_of
 from .uvsync import uv_sync_warnings
 
@@ -346,7 +347,7 @@ def _verify(
         if settings.online:
 
             def backend(request: ResolveRequest) -> SdistMetadata | None:
-                options = O.ResolveOptions(output=settings.output, network=settings.network, sources=settings.sources)
+                options = O.ResolveOptions(output=settings.output, network=settings.network, sources=settings.sources, typed=TypedSettings())
                 return sdist_metadata_of(request, options, env, session, defs=defs)
 
             out += _drift(config, results, parts, source, backend)

@@ -2,7 +2,7 @@
 need. The rest of a command (``read``: its parsed flags read once into its frozen settings value;
 ``run``) is in ``cmd_<command>.py``, which the command table (``app.COMMANDS``) imports only once
 that command's line is parsed; this module imports only the light option modules (``options``,
-``settings``), so ``--help`` loads no command's dependencies.
+``flags``), so ``--help`` loads no command's dependencies.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import flags as S
 from . import options as O
-from . import settings as S
 
 if TYPE_CHECKING:
     import datetime as dt

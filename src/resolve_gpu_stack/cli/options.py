@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from ..urls import redact_url
-from . import settings as S
+from . import flags
 
 if TYPE_CHECKING:
     from .assemble import NetworkOptions
+    from .settings import TypedSettings
 
 
 # -- flags -----------------------------------------------------------------------------------------
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 def add_resolve_flags(p: argparse.ArgumentParser) -> None:
     """Every resolver setting (from the settings table), then the index flags."""
-    S.add_flags(p)
+    flags.add_flags(p)
     add_index_flags(p)
 
 
@@ -72,7 +73,7 @@ def add_network_flags(g: argparse._ArgumentGroup) -> None:
     """The cache and HTTP flags every command that downloads shares: the cache folder, then the
     rows of the network settings table (``settings.NETWORK``)."""
     g.add_argument("--cache-dir", metavar="DIR", type=directory_path, help="the HTTP and wheel cache (default: $XDG_CACHE_HOME/resolve-gpu-stack)")
-    S.add_network_flags(g)
+    flags.add_network_flags(g)
 
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
@@ -162,7 +163,7 @@ class ResolveOptions(CommandOptions):
     settings typed (the settings table's; a command registers those it takes)."""
 
     sources: SourceOptions = field(default_factory=SourceOptions)
-    typed: S.TypedSettings = field(default_factory=S.TypedSettings)
+    typed: TypedSettings
 
 
 # -- the readers: the only code that reads a parsed command line ----------------------------------
@@ -187,17 +188,18 @@ def config_options(args: argparse.Namespace) -> ConfigOptions:
 
 def network_options(args: argparse.Namespace, env: Mapping[str, str]) -> NetworkOptions:
     """The network flags (``add_network_flags``) as one value; a command without them gets the defaults."""
-    # the cache and the network parts: +36 ms (net.cache) and +710 ms (assemble) on --help
+    # the cache and the network parts: +36 ms (net.cache), +710 ms (assemble) and +182 ms (settings: the model) on --help
     from ..net.cache import default_cache_dir
     from .assemble import NetworkOptions
+    from .settings import fetch_settings
 
     output = output_options(args)
     return NetworkOptions(
         cache_dir=getattr(args, "cache_dir", None) or default_cache_dir(env),
-        fetch=S.fetch_settings(args),
+        fetch=fetch_settings(args),
         progress=progress_printer(output),
         on_retry=retry_printer(output),
-        scan_records=S.records_url(records) if (records := getattr(args, "scan_records", None)) is not None else None,  # a bad one: exit 2
+        scan_records=flags.records_url(records) if (records := getattr(args, "scan_records", None)) is not None else None,  # a bad one: exit 2
     )
 
 
@@ -212,7 +214,7 @@ class ResolveFields(CommandFields):
     """The fields of ``ResolveOptions``."""
 
     sources: SourceOptions
-    typed: S.TypedSettings
+    typed: TypedSettings
 
 
 def command_fields(args: argparse.Namespace, env: Mapping[str, str]) -> CommandFields:
@@ -220,7 +222,9 @@ def command_fields(args: argparse.Namespace, env: Mapping[str, str]) -> CommandF
 
 
 def resolve_fields(args: argparse.Namespace, env: Mapping[str, str]) -> ResolveFields:
-    return {"output": output_options(args), "network": network_options(args, env), "sources": source_options(args), "typed": S.typed(args)}
+    from .settings import typed  # the settings' parsers, the model: +182 ms on --help
+
+    return {"output": output_options(args), "network": network_options(args, env), "sources": source_options(args), "typed": typed(args)}
 
 
 # -- printing --------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def settings_page() -> str:
         "",
         "# Settings",
         "",
-        "Every resolver setting is one row of the settings table (`src/resolve_gpu_stack/cli/settings.py`):",
+        "Every resolver setting is one row of the settings table (`src/resolve_gpu_stack/cli/flags.py`, its parser in `cli/settings.py`):",
         "the same setting is a flag of `resolve`, `lock`, `install`, `snapshot` and `export uv`, and a key of a",
         "`[[target]]` (or the top level) of a project's `gpu-stack.toml`. A flag typed on the command line wins over",
         "the config's key. A bool that defaults to true is turned off by its `--no-...` flag.",
