@@ -51,9 +51,11 @@ def _imports(stream: ElfStream) -> list[str]:
     return [s for s in stream.structure.symbols.imports if "stand_in_missing" in s]
 
 
-def test_the_forgery_imports_the_missing_name_and_fools_a_read_entered_at_the_end(forged, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The truth (a plain inflation, and readelf/nm where installed) and the attack (the end-first
-    reader enters the hidden chain, both windows agree, it reads the renamed table)."""
+def test_the_forgery_imports_the_missing_name_and_no_longer_fools_a_read_entered_at_the_end(forged, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The truth (a plain inflation, and readelf/nm where installed) and the attack: the hidden
+    chain inflates to the end after either window, the same bytes, so the window check alone let
+    the end-first reader take the renamed table (before 2026-12-07). A second block start, inflated
+    on its own, does not give those bytes: none is given, and the end-first reader reads the truth."""
     _, _, _, member = forged
     assert zlib.decompressobj(-15).decompress(member.deflated) == member.data
     so = tmp_path / "forged.so"
@@ -74,8 +76,8 @@ def test_the_forgery_imports_the_missing_name_and_fools_a_read_entered_at_the_en
     entry = deflateseek.enter(member.deflated[-2 * MB :], len(member.data), search=deflateseek.SEARCH_STEP * 64)
     assert entry is not None and entry.start.stored
     given = b"".join(b for _, b in deflateseek.exact_regions(entry, [member.tables]))
-    assert RENAMED in given  # the window check holds: it proves no byte depends on the window, not the entry
-    assert _imports(_fed(len(member.data), member.deflated, seek=True)) == [RENAMED.decode()]  # the attack
+    assert RENAMED not in given  # the window check holds for the chain; the witness does not agree
+    assert _imports(_fed(len(member.data), member.deflated, seek=True)) == [MISSING.decode()]  # the attack fails
     assert _imports(_fed(len(member.data), member.deflated, seek=False)) == [MISSING.decode()]  # read from the start
 
 

@@ -77,11 +77,18 @@ def _assert_refused(code: int, err: str) -> None:
 
 
 def _end_first_abi(path: Path):  # type: ignore[no-untyped-def]
-    """evilkern's scan as the end-first reader made it: "runs" on the kept torch (the forged reading)."""
+    """evilkern's scan as a lying reader records it: "runs" on the kept torch. The end-first reader
+    of a tool before 2026-12-07 made exactly this of the forged member (it entered the fake chain
+    and gave its bytes as the member's); today that reading needs a second block start inflating
+    to the same bytes, which the fake chain does not give, so it reads the truth: the lie is made
+    here from the honest scan, ``MISSING`` dropped from what the member imports."""
+    from dataclasses import replace
+
     from resolve_gpu_stack.data.definitions import load_definitions
     from resolve_gpu_stack.scan.wheelscan import scanner as scanner_module
 
     data = path.read_bytes()
+    defs = load_definitions().abi
     real = scanner_module.ElfStream
 
     def end_first(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -90,8 +97,12 @@ def _end_first_abi(path: Path):  # type: ignore[no-untyped-def]
 
     scanner_module.ElfStream = end_first  # type: ignore[assignment,misc]
     try:
-        abi = scan_wheel(lambda a, b: data[a:b], len(data)).abi(load_definitions().abi)
+        entered = scan_wheel(lambda a, b: data[a:b], len(data)).abi(defs)
     finally:
         scanner_module.ElfStream = real  # type: ignore[misc]
+    assert MISSING.decode() in entered.cxx  # the end-first reading is no longer fooled
+    honest = scan_wheel(lambda a, b: data[a:b], len(data)).abi(defs)
+    members = tuple(replace(m, cxx=tuple(s for s in m.cxx if s != MISSING.decode())) for m in honest.members)
+    abi = replace(honest, members=members)
     assert abi.kind == "torch" and MISSING.decode() not in abi.cxx  # the forged reading
     return abi

@@ -61,6 +61,8 @@ class Entry:
     data: bytes
     start: BlockStart
     out_start: int
+    witness: BlockStart | None = None  # a later block start that inflates to the end too
+    witness_out: int = 0  # where its output begins in the member
 
 
 class _NotAStream(Exception):
@@ -209,22 +211,60 @@ def enter(data: bytes, size: int, *, search: int) -> Entry | None:
     # the blocks before the last first: the last one begins far into any tail longer than a block
     # (zlib's are at most about 100 KB), and looking for both at once costs twice the search
     candidates = itertools.chain(block_starts(data, search=search), block_starts(data, search=search, last=True))
+    found: list[tuple[BlockStart, int]] = []
     for followed, start in enumerate(candidates):
         try:
             length = sum(len(out) for out in _outputs(data, start, 0))
         except _NotAStream:
             length = None
-        if length is not None and length <= size:
-            return Entry(data, start, size - length)
+        if length is not None and length <= size and (not found or length < size - found[0][1]):
+            found.append((start, size - length))
+            if len(found) == 2:
+                break
         if followed + 1 >= MAX_FOLLOWED:
             break
-    return None
+    if not found:
+        return None
+    (start, out_start), *witness = found
+    return Entry(data, start, out_start, *witness[0]) if witness else Entry(data, start, out_start)
 
 
 def exact_regions(entry: Entry, regions: Sequence[tuple[int, int]]) -> list[tuple[int, bytes]]:
     """The bytes of ``regions`` (``(start, end)`` offsets in the member) that ``entry``'s output
-    holds and that do not depend on the window before it, as ``(offset, bytes)`` runs in order
-    (see the module docstring)."""
+    holds, that do not depend on the window before it, and that its witness (a later block start,
+    inflated on its own) gives too, as ``(offset, bytes)`` runs in order (see the module docstring).
+
+    The witness: bits that are no block start can inflate without an error to the stream's end,
+    their first codes garbage and the rest in step with the true blocks (Huffman codes fall back
+    into step; fixed codes almost at once), so an entry alone cannot tell its first bytes from
+    the member's. Two entries at different bits that inflate to the same bytes at the same offsets
+    are both in step there: only those bytes are given (none without a witness)."""
+    if entry.witness is None:
+        return []
+    mine = _window_free(entry.data, entry.start, entry.out_start, regions)
+    theirs = dict(_window_free(entry.data, entry.witness, entry.witness_out, regions))
+    agreed: list[tuple[int, bytearray]] = []
+    for at, buf in mine:
+        for their_at, their_buf in theirs.items():
+            lo, hi = max(at, their_at), min(at + len(buf), their_at + len(their_buf))
+            # compared BLOCK bytes at a time, aligned to the member's offsets, as the windows are
+            cut = lo
+            while cut < hi:
+                stop = min(hi, (cut // BLOCK + 1) * BLOCK)
+                piece = buf[cut - at : stop - at]
+                if piece == their_buf[cut - their_at : stop - their_at]:
+                    if agreed and agreed[-1][0] + len(agreed[-1][1]) == cut:
+                        agreed[-1][1].extend(piece)
+                    else:
+                        agreed.append((cut, bytearray(piece)))
+                cut = stop
+    return [(at, bytes(buf)) for at, buf in agreed]
+
+
+def _window_free(data: bytes, start: BlockStart, out_start: int, regions: Sequence[tuple[int, int]]) -> list[tuple[int, bytes]]:
+    """The bytes of ``regions`` that ``data`` inflated from ``start`` (its output placed at
+    ``out_start``) gives alike after a window of ``0x00`` and one of ``0xFF``."""
+    entry = Entry(data, start, out_start)
     wanted = _merged(regions, entry.out_start)
     runs: list[tuple[int, bytearray]] = []
     pos = entry.out_start
