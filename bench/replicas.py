@@ -4,7 +4,7 @@
 
 For each world of ``run.py`` a cold resolve runs in-process (the CLI's ``main``, served by
 ``tests/support/server.py``) with a recorder on each replica, so the inputs are exactly what a run feeds
-them: every METADATA file read (``parse.core_metadata_fields``, the copy of
+them: every METADATA file read (``metadata.core_metadata_fields``, the copy of
 ``packaging.metadata.parse_email``), every HTML page (``htmlfast.tokens``, the fast path before
 ``html.parser``) and every href joined (``parse._join_redacted``, the fast path before
 ``urljoin``). Each input set is then read both ways, in turns, ``--repeat`` times (medians):
@@ -57,10 +57,10 @@ LIBRARIES = {
 def record(world: str, tmp: Path) -> dict[str, list]:
     """A cold CLI resolve of ``world`` in-process; the inputs each replica saw."""
     from resolve_gpu_stack import cli
-    from resolve_gpu_stack.index import htmlfast, parse
+    from resolve_gpu_stack.index import htmlfast, metadata, parse
 
     seen: dict[str, list] = {"metadata": [], "html": [], "joins": []}
-    originals = (parse.core_metadata_fields, htmlfast.tokens, parse._join_redacted)
+    originals = (metadata.core_metadata_fields, htmlfast.tokens, parse._join_redacted)
 
     def fields(raw: bytes):  # type: ignore[no-untyped-def]
         seen["metadata"].append(raw)
@@ -75,7 +75,7 @@ def record(world: str, tmp: Path) -> dict[str, list]:
         return originals[2](base, href, ctx)
 
     story = build_named(world, tmp / f"www-{world}")
-    parse.core_metadata_fields, htmlfast.tokens, parse._join_redacted = fields, tokens, join
+    metadata.core_metadata_fields, htmlfast.tokens, parse._join_redacted = fields, tokens, join
     try:
         with IndexServer(tmp / f"www-{world}") as srv:
             story.world.write(srv.url)
@@ -85,7 +85,7 @@ def record(world: str, tmp: Path) -> dict[str, list]:
             if rc:
                 raise SystemExit(f"{world}: the resolve failed ({rc})")
     finally:
-        parse.core_metadata_fields, htmlfast.tokens, parse._join_redacted = originals
+        metadata.core_metadata_fields, htmlfast.tokens, parse._join_redacted = originals
     return seen
 
 

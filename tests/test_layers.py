@@ -269,7 +269,7 @@ def test_help_imports_nothing_heavy():
 # The tests' own layout mirrors the house: a folder per floor of src/, e2e/ for the door tests that
 # cross floors, support/ for what they share, and at the root only the checks of the whole house.
 TEST_FOLDERS = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").is_file()} | {"e2e"}
-HOUSE_CHECKS = {"test_layers.py", "test_state.py", "test_docs.py", "test_schemas.py", "test_bytecode.py", "test_head_imports.py"}
+HOUSE_CHECKS = {"test_layers.py", "test_state.py", "test_docs.py", "test_schemas.py", "test_bytecode.py", "test_head_imports.py", "test_complexity.py"}
 
 
 def test_every_test_file_lies_in_the_folder_of_its_floor() -> None:

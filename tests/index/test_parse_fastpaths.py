@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resolve_gpu_stack.index.pagejoin import join as _join
-from resolve_gpu_stack.index.parse import _Context, _filename, _join_redacted, parse_filename, redact
+from resolve_gpu_stack.index.pagejoin import redact
+from resolve_gpu_stack.index.pagerows import _Context, _filename, _join_redacted, parse_filename
 
 BASES = [
     "https://pypi.example/simple/numpy/",

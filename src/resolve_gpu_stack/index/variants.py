@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from packaging.tags import Tag
@@ -138,34 +138,70 @@ def judge_variant(properties: Mapping[str, Mapping[str, tuple[str, ...]]], targe
     ``[variants]``), else why not. A feature's values are alternatives: one that holds suffices."""
     for namespace, features in sorted(properties.items()):
         for feature, values in sorted(features.items()):
-            prop = f"{namespace} :: {feature}"
-            rule = rules.rule(namespace, feature)
-            if rule is None:
-                return f"{prop} is a property the tool does not judge"
-            reads = [rule.value.fullmatch(v) for v in values]
-            if not all(reads):
-                return f"{prop} :: {', '.join(values)}: not read as {rule.judge} expects"
-            read = [m for m in reads if m is not None]
-            if rule.judge in ("cuda-at-least", "cuda-at-most"):
-                if target.cuda is None:
-                    return f"{prop}: the target's CUDA is not known"
-                bounds = [CudaLabel(int(m["major"]), int(m["minor"])) for m in read]
-                ok = any(target.cuda >= b if rule.judge == "cuda-at-least" else target.cuda <= b for b in bounds)
-                if not ok:
-                    return f"{prop} :: {', '.join(values)}: not the target's CUDA {target.cuda.major}.{target.cuda.minor}"
-            elif rule.judge == "gpu-served":
-                if not target.gpus:
-                    return f"{prop}: no --gpu given to judge it"
-                archs = {GpuArch(int(m["major"]), int(m["minor"])) for m in read}
-                missing = [str(g) for g in target.gpus if g not in archs]
-                if missing:
-                    return f"{prop} :: {', '.join(values)}: does not serve {', '.join(missing)}"
-            elif rule.judge == "torch-series":
-                if target.torch is None:
-                    return f"{prop}: no torch is kept"
-                if not any(_in_series(target.torch, m["release"]) for m in read):
-                    return f"{prop} :: {', '.join(values)}: not the kept torch {target.torch}"
+            why = _judge_property(namespace, feature, values, target, rules)
+            if why is not None:
+                return why
     return None
+
+
+def _judge_property(namespace: str, feature: str, values: tuple[str, ...], target: VariantTarget, rules: VariantRules) -> str | None:
+    """None when one of a feature's ``values`` holds for ``target`` by its rule, else why not."""
+    prop = f"{namespace} :: {feature}"
+    rule = rules.rule(namespace, feature)
+    if rule is None:
+        return f"{prop} is a property the tool does not judge"
+    reads = [rule.value.fullmatch(v) for v in values]
+    if not all(reads):
+        return f"{prop} :: {', '.join(values)}: not read as {rule.judge} expects"
+    judge = _JUDGES.get(rule.judge)
+    return judge(prop, values, [m for m in reads if m is not None], target) if judge is not None else None
+
+
+def _judge_cuda_at_least(prop: str, values: tuple[str, ...], read: list[re.Match[str]], target: VariantTarget) -> str | None:
+    return _judge_cuda(prop, values, read, target, at_least=True)
+
+
+def _judge_cuda_at_most(prop: str, values: tuple[str, ...], read: list[re.Match[str]], target: VariantTarget) -> str | None:
+    return _judge_cuda(prop, values, read, target, at_least=False)
+
+
+def _judge_cuda(prop: str, values: tuple[str, ...], read: list[re.Match[str]], target: VariantTarget, *, at_least: bool) -> str | None:
+    """``cuda-at-least`` / ``cuda-at-most``: the target's CUDA is at least (most) one of the bounds."""
+    if target.cuda is None:
+        return f"{prop}: the target's CUDA is not known"
+    bounds = [CudaLabel(int(m["major"]), int(m["minor"])) for m in read]
+    if not any(target.cuda >= b if at_least else target.cuda <= b for b in bounds):
+        return f"{prop} :: {', '.join(values)}: not the target's CUDA {target.cuda.major}.{target.cuda.minor}"
+    return None
+
+
+def _judge_gpu_served(prop: str, values: tuple[str, ...], read: list[re.Match[str]], target: VariantTarget) -> str | None:
+    """``gpu-served``: every ``--gpu`` is among the architectures the variant serves."""
+    if not target.gpus:
+        return f"{prop}: no --gpu given to judge it"
+    archs = {GpuArch(int(m["major"]), int(m["minor"])) for m in read}
+    missing = [str(g) for g in target.gpus if g not in archs]
+    if missing:
+        return f"{prop} :: {', '.join(values)}: does not serve {', '.join(missing)}"
+    return None
+
+
+def _judge_torch_series(prop: str, values: tuple[str, ...], read: list[re.Match[str]], target: VariantTarget) -> str | None:
+    """``torch-series``: the kept torch is of one of the variant's release series."""
+    if target.torch is None:
+        return f"{prop}: no torch is kept"
+    if not any(_in_series(target.torch, m["release"]) for m in read):
+        return f"{prop} :: {', '.join(values)}: not the kept torch {target.torch}"
+    return None
+
+
+# each judge components.toml [variants] may name (``VARIANT_JUDGES``), by that name
+_JUDGES: Mapping[str, Callable[[str, tuple[str, ...], list[re.Match[str]], VariantTarget], str | None]] = {
+    "cuda-at-least": _judge_cuda_at_least,
+    "cuda-at-most": _judge_cuda_at_most,
+    "gpu-served": _judge_gpu_served,
+    "torch-series": _judge_torch_series,
+}
 
 
 def _in_series(torch: Version, release: str) -> bool:

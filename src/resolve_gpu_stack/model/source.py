@@ -37,6 +37,11 @@ def git_source_problem(url: str, rev: str | None = None, subdirectory: str | Non
       no ``..``, no ``@{``, no component starting with ``.``, none of ``~^:?*[\\``, no space);
     - ``subdirectory``: a relative folder (no leading ``/`` or ``-``, no ``..`` component, no
       component starting with ``-``, no control character)."""
+    return _git_url_problem(url) or _git_rev_problem(rev) or _git_subdirectory_problem(subdirectory)
+
+
+def _git_url_problem(url: str) -> str | None:
+    """What makes ``url`` unsafe as a git source URL (see ``git_source_problem``); None when sound."""
     match = _GIT_URL.fullmatch(url)
     if url.startswith("-"):
         return f"the git URL {url!r} starts with '-': git would read it as an option"
@@ -50,12 +55,23 @@ def git_source_problem(url: str, rev: str | None = None, subdirectory: str | Non
         return f"the git URL {url!r} names a host or user starting with '-': ssh would read it as an option"
     if match["scheme"] != "file" and not host:
         return f"the git URL {url!r} names no host"
+    return None
+
+
+def _git_rev_problem(rev: str | None) -> str | None:
+    """What makes ``rev`` unsafe as a git revision (see ``git_source_problem``); None when sound or absent."""
     if rev is not None and (not rev or _REV_BAD.search(rev)):
         return f"the git revision {rev!r} is not a tag, branch or commit name (no leading '-', no '..', no '@{{', none of ~^:?*[\\ or spaces)"
-    if subdirectory is not None:
-        parts = subdirectory.split("/")
-        if not subdirectory or subdirectory.startswith("/") or ".." in parts or any(p.startswith("-") for p in parts) or _SUBDIR_BAD_CHARS.search(subdirectory):
-            return f"the subdirectory {subdirectory!r} must be a relative folder inside the repository (no leading '/' or '-', no '..')"
+    return None
+
+
+def _git_subdirectory_problem(subdirectory: str | None) -> str | None:
+    """What makes ``subdirectory`` unsafe as a folder in the repository; None when sound or absent."""
+    if subdirectory is None:
+        return None
+    parts = subdirectory.split("/")
+    if not subdirectory or subdirectory.startswith("/") or ".." in parts or any(p.startswith("-") for p in parts) or _SUBDIR_BAD_CHARS.search(subdirectory):
+        return f"the subdirectory {subdirectory!r} must be a relative folder inside the repository (no leading '/' or '-', no '..')"
     return None
 
 

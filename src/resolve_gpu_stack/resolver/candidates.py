@@ -10,9 +10,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from packaging.utils import canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 
-from ..data.definitions import Definitions, RouteContext
+from ..data.definitions import Definitions, PageLocation, RouteContext
+from ..errors import CrawlError
 from ..index.finder import Finder, PageVisit
 from ..index.variants import VariantTarget, properties_text
 from ..model import CudaLabel, IndexFile, Target
@@ -79,6 +80,16 @@ def list_candidates(
     down = finder.unreadable(name, ctx) if not all(v.found for v in visits) else []  # an optional index (FlashInfer's) that cannot be read
     if down and not any(v.found for v in visits):
         raise required_unreachable(name, down, defs)
+    _warn_of_visits(name, visits, down)
+    rows = [
+        _judged_row(finder, defs, judge, verdict, name, offer.file, show_variants=variants is not None)
+        for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True)
+    ]
+    return rows, visits
+
+
+def _warn_of_visits(name: NormalizedName, visits: list[PageVisit], down: list[tuple[PageLocation, CrawlError]]) -> None:
+    """Log what an index says of the project (PEP 792 status) and an optional index that cannot be read."""
     for visit in visits:
         if visit.status is not None:
             said = f": {visit.status_reason}" if visit.status_reason else ""
@@ -86,23 +97,29 @@ def list_candidates(
     if down:
         loc, exc = down[0]
         log.warning("the %s index's host %s cannot be read (%s): %s's files there are not listed", loc.index, host_of(loc), exc.cause, name)
-    rows = []
-    for offer in sorted(offers, key=lambda o: (o.file.version, o.file.filename), reverse=True):
-        why = judge(name, offer.file)
-        if why is None:
-            why = variant_verdict(finder, judge, offer.file)[0]
-        scanned = (
-            verdict(offer.file)
-            if verdict is not None and why is None and is_native(offer.file) and defs.coupling_rule(name, offer.file.version) is None
-            else None
-        )
-        row = _row(offer.file, why, scanned, _built_for(defs, offer.file))
-        if offer.file.variant is not None:
-            props = finder.variant_properties(offer.file) if variants is not None else None
-            shown = properties_text(props) if props is not None and not isinstance(props, str) else None
-            row = replace(row, variant=offer.file.variant.label, variant_properties=shown)
-        rows.append(row)
-    return rows, visits
+
+
+def _judged_row(
+    finder: Finder,
+    defs: Definitions,
+    judge: Judge,
+    verdict: Callable[[IndexFile], AbiVerdict | None] | None,
+    name: NormalizedName,
+    f: IndexFile,
+    *,
+    show_variants: bool,
+) -> CandidateRow:
+    """``f``'s row, judged as the resolver judges it (see ``list_candidates``)."""
+    why = judge(name, f)
+    if why is None:
+        why = variant_verdict(finder, judge, f)[0]
+    scanned = verdict(f) if verdict is not None and why is None and is_native(f) and defs.coupling_rule(name, f.version) is None else None
+    row = _row(f, why, scanned, _built_for(defs, f))
+    if f.variant is None:
+        return row
+    props = finder.variant_properties(f) if show_variants else None
+    shown = properties_text(props) if props is not None and not isinstance(props, str) else None
+    return replace(row, variant=f.variant.label, variant_properties=shown)
 
 
 def _built_for(defs: Definitions, f: IndexFile) -> str | None:

@@ -31,20 +31,21 @@ from ..rules.abi import AbiPolicy, AbiTorch, ExportsSource, asks_for_exports
 from ..rules.fit import TargetFit
 from ..rules.gate import broken_message, gate
 from ..rules.invariants import synthetic_note, synthetic_rows
-from ..rules.versions import describe_versions, public
+from ..rules.versions import public
 from . import builds, framework, walkback
 from .coupling import Found, ScanAhead, WheelClassifier
 from .dependencies import Dependencies
-from .factory import CandidateFactory, Judge, Policy, variant_words
+from .explain import closure_conflict, explain_impossible
+from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .kept import route_context, with_kept
-from .kept_closure import KeptClosure, conflict_words
+from .kept_closure import KeptClosure
 from .overrides import WITHOUT, OverrideRules, Overrides
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
-from .reachability import leave_out_unreachable
-from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req, contains
+from .reachability import LeftOut, leave_out_unreachable
+from .requirement import BUILD_PARENT, WITH_PARENT, Cand, Key, Req
 from .roots import first_round, keeps_pypis_torch
 from .sources import source_file, source_metadata
 from .torch_pins import with_torch_pins
@@ -94,38 +95,122 @@ def _resolve(
 def _resolve_on(
     request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource, sdist_metadata: SdistMetadata | None
 ) -> LockPlan:
-    choice = request.torch_choice
     fit = TargetFit(request.target)  # this target's tag ranks, shared by the torch selection and both wirings
+    sel = _select(request, finder, defs, classifier, exports, fit)
+    floors, floor_notes = flashinfer_floors(sel.request, defs.gpu_table) if sel.request.flashinfer.wanted else ((), ())
+    wired = _wired(sel, finder, defs, floors, classifier, fit, sdist_metadata)
+    request, w, closure = wired.request, wired.wiring, wired.closure
+    result = _run_resolvelib(w.provider, w.requirements, w.factory, w.flashinfer, closure)
+    _refuse_walk_backs(request, defs, w, result, closure)
+
+    abi_torch = _abi_torch(result.mapping, sel.torch, exports, sel.own)
+    facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, w.factory, w.policy, w.requirements, classifier, abi_torch)
+    if request.abi_mismatch == "error":
+        framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
+    notes = [
+        *((sel.reach.warning,) if sel.reach.warning is not None else ()),
+        *sel.torch.notes,
+        *wired.pin_notes,
+        *(w.flashinfer.notes if w.flashinfer else ()),
+        *floor_notes,
+        *_provider_notes(result, request, defs, w.dependencies, w.factory),
+        *_undated_notes(request, result.mapping),
+        *_status_notes(w.factory, result.mapping),
+        *_variant_notes(w.factory, result.mapping),
+    ]
+    plan_ctx = PlanContext(
+        request=request,
+        defs=defs,
+        torch=sel.torch,
+        flashinfer=w.flashinfer,
+        components=sel.reach.components,
+        facts=facts,
+        offers=w.factory.offers,
+        kept_wheel=sel.own,
+        closure=closure,
+    )
+    return _checked(build_plan(result, plan_ctx, notes), defs, request, None if request.allow_downgrade else sel.torch.installed)
+
+
+class _Selected(NamedTuple):
+    """The first steps of a resolve: the request with its kept torch made, the torch selected."""
+
+    request: ResolveRequest
+    kept: Version | None  # the installed torch the request names
+    torch: TorchSelection
+    reach: LeftOut  # the FlashInfer components planned, less those of an index that cannot be read
+    own: IndexFile | None  # a kept torch from PyPI: its own wheel
+    ctx: RouteContext  # the family's route context: it follows its torch (routing.toml)
+
+
+def _select(request: ResolveRequest, finder: Finder, defs: Definitions, classifier: ScanAhead, exports: ExportsSource, fit: TargetFit) -> _Selected:
+    """The first crawl (torch, the FlashInfer components, --with names) and the torch selection;
+    the kept torch's exports read ahead, once a scan asks, when the plan keeps PyPI's torch."""
     if request.installed_torch is not None and request.installed_torch_cuda is None and request.cuda is None:
         request = with_kept(request, finder, fit)  # a declared torch without label: its CUDA is its METADATA's (its runtime pin)
     cuda = torch_cuda(request)
     kept = request.installed_torch
     ctx = route_context(request, cuda)
-    components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
-    for tree in request.build_sources:  # --build 'NAME @ URL': the tree's archive is the package's only file
-        finder.add_source(source_file(tree), source_metadata(tree))
     # `--torch installed` keeping PyPI's torch installs no torch: the PyTorch index is not asked for
     # one (its own release, on PyPI's page, is what the selection checks the target against)
     pypi_kept = keeps_pypis_torch(request)
-    _prefetch_roots(finder, request, components, ctx)
-    reach = leave_out_unreachable(finder, defs, components, [r.name for r in request.with_], ctx, flashinfer=str(request.flashinfer))  # a host down
-    components = reach.components
-    if reach.warning is not None:
-        log.warning("%s", reach.warning)
+    reach = _first_crawl(request, finder, defs, ctx)
     request = with_kept(request, finder, fit)  # the kept torch, made once: its wheel on the pages just read
     torch_offers, torch_visits = (finder.kept_release(TORCH, kept, ctx), []) if pypi_kept and kept is not None else finder.offers(TORCH, ctx)
     torch = select_torch(request, cuda, torch_offers, torch_visits, fit=fit)
     own = request.kept.wheel if request.kept is not None and kept is not None and kept.local is None else None  # PyPI's torch: its own wheel
     if kept is not None and own is not None and torch.allowed == (kept,):  # the plan's torch: its exports read during the crawl, once a scan asks
         classifier.follow(_exports_ahead(kept, own, torch, exports, AbiPolicy.of(defs.abi)))
+    return _Selected(request, kept, torch, reach, own, _family_context(request, kept, torch, cuda))
 
-    # the family follows its torch (routing.toml): PyPI's for a kept release without a label
+
+def _first_crawl(request: ResolveRequest, finder: Finder, defs: Definitions, ctx: RouteContext) -> LeftOut:
+    """The --build source trees added, the roots' pages read in one round, and the FlashInfer
+    components planned, less those on an optional index that cannot be read (a host down: warned)."""
+    components = defs.flashinfer.requested(cubin=request.cubin, jit_cache=request.jit_cache) if request.flashinfer.wanted else ()
+    for tree in request.build_sources:  # --build 'NAME @ URL': the tree's archive is the package's only file
+        finder.add_source(source_file(tree), source_metadata(tree))
+    _prefetch_roots(finder, request, components, ctx)
+    reach = leave_out_unreachable(finder, defs, components, [r.name for r in request.with_], ctx, flashinfer=str(request.flashinfer))  # a host down
+    if reach.warning is not None:
+        log.warning("%s", reach.warning)
+    return reach
+
+
+def _family_context(request: ResolveRequest, kept: Version | None, torch: TorchSelection, cuda: CudaLabel) -> RouteContext:
+    """The route context of the family: it follows its torch (routing.toml): PyPI's for a kept release without a label."""
     origin = request.kept.origin if request.kept is not None and kept is not None and torch.allowed[:1] == (kept,) else torch_origin(None)
-    ctx = RouteContext(
-        torch_channel=choice.channel, cuda=str(cuda), flashinfer_channel=request.flashinfer.channel, torch_series=torch.series, torch_from=origin
+    return RouteContext(
+        torch_channel=request.torch_choice.channel,
+        cuda=str(cuda),
+        flashinfer_channel=request.flashinfer.channel,
+        torch_series=torch.series,
+        torch_from=origin,
     )
-    floors, floor_notes = flashinfer_floors(request, defs.gpu_table) if request.flashinfer.wanted else ((), ())
-    keeps = kept is not None and torch.allowed == (kept,)  # the plan keeps the torch: its closure with it
+
+
+class _Wired(NamedTuple):
+    """The request with the kept torch's pins, its wiring, the closure held and the pins' notes."""
+
+    request: ResolveRequest
+    wiring: _Wiring
+    closure: KeptClosure | None
+    pin_notes: list[str]
+
+
+def _wired(
+    sel: _Selected,
+    finder: Finder,
+    defs: Definitions,
+    floors: Sequence[Floor],
+    classifier: ScanAhead,
+    fit: TargetFit,
+    sdist_metadata: SdistMetadata | None,
+) -> _Wired:
+    """The wiring of the selected request; wired again, on the same pages, when a declared torch's
+    closure came with its pins."""
+    request, torch, ctx, components = sel.request, sel.torch, sel.ctx, sel.reach.components
+    keeps = sel.kept is not None and torch.allowed == (sel.kept,)  # the plan keeps the torch: its closure with it
     probed = request.kept.closure if keeps and request.kept is not None and request.target.interpreter is not None else None
     w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed, sdist_metadata=sdist_metadata)
     pinned, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in; the closure on request.kept
@@ -149,39 +234,16 @@ def _resolve_on(
             closure=closure,
             sdist_metadata=sdist_metadata,
         )
-    factory, flashinfer, requirements = w.factory, w.flashinfer, w.requirements
-    result = _run_resolvelib(w.provider, requirements, factory, flashinfer, closure)
-    named = [r for r in requirements if r.parent == WITH_PARENT]
-    if walked := walkback.walk_backs(named, result.mapping, factory, w.policy, defs.pytorch_family):  # no walk-back without the user's word
-        raise walkback.refuse(walked, functools.partial(_why_not_newest, w, requirements, flashinfer, closure), auto_torch_override=request.auto_torch_override)
+    return _Wired(request, w, closure, pin_notes)
 
-    abi_torch = _abi_torch(result.mapping, torch, exports, own)
-    facts = _framework_facts(request, defs, result.mapping, w.dependencies, w.overrides, factory, w.policy, requirements, classifier, abi_torch)
-    if request.abi_mismatch == "error":
-        framework.refuse_mismatches(facts.found, _parent_names(result), _torch_of(result.mapping), facts.ways)
-    notes = [
-        *((reach.warning,) if reach.warning is not None else ()),
-        *torch.notes,
-        *pin_notes,
-        *(flashinfer.notes if flashinfer else ()),
-        *floor_notes,
-        *_provider_notes(result, request, defs, w.dependencies, factory),
-        *_undated_notes(request, result.mapping),
-        *_status_notes(factory, result.mapping),
-        *_variant_notes(factory, result.mapping),
-    ]
-    plan_ctx = PlanContext(
-        request=request,
-        defs=defs,
-        torch=torch,
-        flashinfer=flashinfer,
-        components=components,
-        facts=facts,
-        offers=factory.offers,
-        kept_wheel=own,
-        closure=closure,
-    )
-    return _checked(build_plan(result, plan_ctx, notes), defs, request, None if request.allow_downgrade else torch.installed)
+
+def _refuse_walk_backs(request: ResolveRequest, defs: Definitions, w: _Wiring, result: Result[Req, Cand, Key], closure: KeptClosure | None) -> None:
+    """Raise when the plan walks back a package named with --with: no walk-back without the user's word."""
+    named = [r for r in w.requirements if r.parent == WITH_PARENT]
+    if walked := walkback.walk_backs(named, result.mapping, w.factory, w.policy, defs.pytorch_family):
+        raise walkback.refuse(
+            walked, functools.partial(_why_not_newest, w, w.requirements, w.flashinfer, closure), auto_torch_override=request.auto_torch_override
+        )
 
 
 def _run_resolvelib(
@@ -194,7 +256,7 @@ def _run_resolvelib(
     try:
         return provider.resolve(requirements, max_rounds=5000)
     except ResolutionImpossible as exc:
-        raise _closure_conflict(exc, closure) or _explain_impossible(exc, factory, flashinfer) from None
+        raise closure_conflict(exc, closure) or explain_impossible(exc, factory, flashinfer) from None
     except ResolutionTooDeep as exc:
         raise NoPlanError(
             f"gave up after {exc.args[0] if exc.args else 'many'} rounds of backtracking", hint="pin more of the closure with --with NAME==VERSION"
@@ -213,7 +275,7 @@ def _why_not_newest(
         w.provider.resolve(pinned, max_rounds=5000)
     except ResolutionImpossible as exc:
         blocked = tuple(sorted({c.requirement.name for c in exc.causes} - {wb.root.name}))
-        return walkback.WhyNot(_closure_conflict(exc, closure) or _explain_impossible(exc, w.factory, flashinfer), blocked)
+        return walkback.WhyNot(closure_conflict(exc, closure) or explain_impossible(exc, w.factory, flashinfer), blocked)
     except ResolutionTooDeep:
         return walkback.WhyNot(NoPlanError("the resolver gave up backtracking on it"))
     return None
@@ -595,137 +657,3 @@ def _closure_roots(closure: KeptClosure | None) -> list[Req]:
         for p in closure.pins
         if p.found
     ]
-
-
-def _closure_conflict(exc: ResolutionImpossible, closure: KeptClosure | None) -> NoPlanError | None:  # type: ignore[type-arg,unused-ignore]
-    """A requirement that needs another version of a package the kept torch pins, named as such:
-    ``humming-kernels 0.1.19 needs nvidia-cuda-runtime>=13.5; torch 2.15.0's cuda-toolkit 13.2.2 pins 13.2.86``."""
-    if closure is None:
-        return None
-    conflicts = []
-    for cause in exc.causes:
-        req: Req = cause.requirement
-        pin = closure.get(req.name)
-        if pin is None or cause.parent is None or contains(req.specifier, pin.version):
-            continue
-        conflicts.append(conflict_words(str(cause.parent), req.text or f"{req.name}{req.specifier}", pin))
-    if not conflicts:
-        return None
-    names = sorted({canonicalize_name(c.requirement.name) for c in exc.causes if closure.get(c.requirement.name) is not None})
-    return NoPlanError(
-        f"the plan would move the kept torch's closure: {'; '.join(dict.fromkeys(conflicts))}",
-        reasons=sorted(set(conflicts)),
-        hint=(
-            f"torch {closure.torch} and what it pins move only when you say so: keep an older release of the package that needs more, "
-            f"or override the pin (--override '{names[0]}>=...') if you accept other CUDA libraries under torch {closure.torch}"
-        ),
-    )
-
-
-def _explain_impossible(exc: ResolutionImpossible, factory: CandidateFactory, flashinfer: FlashInferSelection | None = None) -> NoPlanError:  # type: ignore[type-arg,unused-ignore]
-    gap = _component_gap(exc, factory, flashinfer)
-    if gap is not None:
-        return gap
-    quarantined = [(n, q) for n in sorted({c.requirement.name for c in exc.causes}) if (q := factory.quarantined(n)) is not None]
-    if quarantined:
-        name, why = quarantined[0]
-        parents = sorted({str(c.parent) if c.parent is not None else (c.requirement.parent or "the request") for c in exc.causes if c.requirement.name == name})
-        return NoPlanError(
-            f"{name}: its index marks the project quarantined (PEP 792: considered unsafe for use, e.g. malware); none of its files is planned",
-            reasons=[f"required by {', '.join(parents)}", *([f"the index says: {why.detail}"] if why.detail else [])],
-            hint=f"leave out what requires it (--without {name}), or, only if you trust it, name it: --with {name}",
-        )
-    reasons = []
-    for cause in exc.causes:
-        req: Req = cause.requirement
-        parent = f"{cause.parent}" if cause.parent is not None else (req.parent or "the request")
-        available = [c.version for c in factory.candidates(req.name)]
-        reasons.append(f"{parent} requires {req}{_unserved(factory, req)}; available for this target: {describe_versions(available)}")
-    names = sorted({c.requirement.name for c in exc.causes})
-    missing = [n for n in names if _not_on_its_index(factory, n)]
-    if missing:
-        pages = [v.location for n in missing for v in factory.visits.get(n, ())]
-        where = ", ".join(f"{loc.url} ({loc.index})" for loc in pages) or "its index"
-        return NoPlanError(
-            f"{', '.join(missing)}: no such package on its index ({where} answered 404)",
-            reasons=sorted(set(reasons)),
-            hint=f"check the spelling of {', '.join(missing)} (in --with, or in what requires it); a package of another index needs --package-index NAME=URL",
-        )
-    blocked = [words for cause in exc.causes if (words := _unusable(factory, cause.requirement)) is not None]
-    if blocked:  # nothing to relax: the package has no wheel, or only pre-releases nobody asked for
-        return NoPlanError(
-            "; ".join(dict.fromkeys(what for what, _ in blocked)), reasons=sorted(set(reasons)), hint="; ".join(dict.fromkeys(how for _, how in blocked))
-        )
-    return NoPlanError(
-        f"no plan satisfies every requirement on {', '.join(names)}",
-        reasons=sorted(set(reasons)),
-        hint="relax a --with pin or pick another --flashinfer / --torch",
-    )
-
-
-def _unusable(factory: CandidateFactory, req: Req) -> tuple[str, str] | None:
-    """(what, how) when ``req``'s package offers nothing a pin could reach: its index lists only
-    sdists (no wheel to install: build one, or serve wheels built for this torch), or this target's
-    wheels are all pre-releases (taken only when a specifier names one, as PEP 440 says). None otherwise."""
-    name = req.name
-    cands = factory.candidates(name)
-    if not cands:
-        variants = variant_words(name, factory.rejections.get(name, ()), factory.judge)
-        if variants is not None:
-            return variants
-        files = [o.file for o in factory.listed(name)]
-        sdists = sorted((f for f in files if not f.is_wheel), key=lambda f: f.version)
-        if not files or len(sdists) < len(files):
-            return None
-        return (
-            f"{name} has no wheel on its index, only source distributions ({sdists[-1].filename}{', ...' if len(sdists) > 1 else ''})",
-            f"build it against this torch with --build {name}, or serve wheels built for this torch from an index of your own "
-            f"(--package-index {name}=URL); see docs/guides/building.md",
-        )
-    pres = [c.version for c in cands if c.version.is_prerelease]
-    if len(pres) < len(cands) or req.specifier.prereleases:
-        return None
-    newest = max(pres)
-    return (
-        f"{name} has only pre-releases for this target ({describe_versions(pres)}), and a pre-release is taken only when a specifier names one",
-        f"allow it with a pre-release in the requirement: --with '{name}>={newest}' (or =={newest})",
-    )
-
-
-def _unserved(factory: CandidateFactory, req: Req) -> str:
-    """``, which no index serves (PAGE)`` when no file on any page read for ``req``'s package, for
-    any target, is a release it allows (a pin on a version nobody published); else nothing. Not
-    for torch: its pages are its channel's, and the torch selection words what they lack."""
-    if req.name == TORCH or not req.specifier or any(contains(req.specifier, o.file.version) for o in factory.listed(req.name)):
-        return ""
-    pages = ", ".join(dict.fromkeys(v.location.url for v in factory.visits.get(req.name, ()))) or "its index"
-    return f", which no index serves (read: {pages})"
-
-
-def _component_gap(exc: ResolutionImpossible, factory: CandidateFactory, flashinfer: FlashInferSelection | None) -> NoPlanError | None:  # type: ignore[type-arg,unused-ignore]
-    """A requirement on flashinfer-python that only versions missing a component meet: blamed on that
-    component (``flashinfer-cubin`` has no 0.6.3), not on flashinfer-python, which has it."""
-    if flashinfer is None or not flashinfer.left_out:
-        return None
-    fi = factory.judge.defs.flashinfer
-    leave_out: dict[str, str] = {fi.cubin: "--no-cubin", fi.jit_cache: "--no-jit-cache"}
-    for cause in exc.causes:
-        req: Req = cause.requirement
-        gaps = [s for v, s in sorted(flashinfer.left_out.items(), reverse=True) if req.name == fi.python and contains(req.specifier, v)]
-        if not gaps or any(contains(req.specifier, v) for v in flashinfer.versions):
-            continue
-        parent = f"{cause.parent}" if cause.parent is not None else (req.parent or "the request")
-        missing = sorted({c for s in gaps for c in s.components})
-        flags = [leave_out[c] for c in missing if c in leave_out]
-        return NoPlanError(
-            f"{parent} requires {req}, and {' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no wheel at {', '.join(str(s.version) for s in gaps)}",
-            reasons=[s.why for s in gaps][:6],
-            hint=" or ".join([f"leave it out with {f}" for f in flags] + ["relax that pin"]),
-        )
-    return None
-
-
-def _not_on_its_index(factory: CandidateFactory, name: NormalizedName) -> bool:
-    """Whether every page read for ``name`` answered 404: the package does not exist there."""
-    visits = factory.visits.get(name, ())
-    return bool(visits) and not any(v.found for v in visits) and not factory.candidates(name)
