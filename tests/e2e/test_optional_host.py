@@ -193,3 +193,60 @@ def test_flashinfer_nightly_lives_on_the_down_host_alone_an_error_naming_it(down
     assert code == 3 and out == "", err
     assert f"flashinfer-python was asked for (--flashinfer nightly) and lives on the flashinfer index, whose host {host(urls)} cannot be read" in err
     assert "--flashinfer latest" in err and "Traceback" not in err
+
+
+class _Toggle(http.server.BaseHTTPRequestHandler):
+    """FlashInfer's host: 503 to everything while ``down``, then 404 (an answer: the host is back)."""
+
+    down = True
+
+    def do_GET(self) -> None:
+        self.send_response(503 if _Toggle.down else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, fmt: str, *args: object) -> None:  # quiet
+        pass
+
+
+def test_a_plan_made_while_flashinfers_host_was_down_is_reused_while_it_stays_down(tmp_path: Path, capsys, caplog, fast_backoff) -> None:  # type: ignore[no-untyped-def]
+    """The warm path on a machine that cannot reach FlashInfer's host (an air-gapped fleet reading
+    PyPI through a mirror): the plan made without its parts is stored with the pages that could not
+    be read, and reused while they still cannot; once the host answers, the plan is made again."""
+    world, _ = build_today_world(tmp_path / "w")
+    toggle = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Toggle)
+    threading.Thread(target=toggle.serve_forever, daemon=True).start()
+    try:
+        with IndexServer(world.root) as srv:
+            world.write(srv.url)
+            urls = {**world.index_urls(srv.url), "flashinfer": f"http://127.0.0.1:{toggle.server_address[1]}/"}
+            argv = [
+                "resolve",
+                "--python",
+                f"{sys.version_info.major}.{sys.version_info.minor}",
+                "--platform",
+                "x86_64-manylinux_2_28",
+                "--installed",
+                f"torch=={TORCH}",
+                "--cuda",
+                "cu132",
+            ]
+            argv += ["--torch", "installed", "--with", "sglang", "--format", "json", *flags(urls, tmp_path)]
+            said = []
+            for down in (True, True, False):
+                _Toggle.down = down
+                caplog.clear()
+                with caplog.at_level("INFO", logger="resolve_gpu_stack"):
+                    code, out, err = run_cli(capsys, *argv)
+                said.append((code, json.loads(out)["packages"] if code == 0 else err, "reusing the stored plan" in caplog.text))
+                host_warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "index's host" in r.getMessage()]
+                assert len(host_warned) == (1 if down else 0), host_warned  # the warm run warns as the cold one did
+    finally:
+        toggle.shutdown()
+        toggle.server_close()
+    (cold_code, cold, cold_reused), (warm_code, warm, warm_reused), (_, back, back_reused) = said
+    assert cold_code == warm_code == 0, said
+    assert not cold_reused and warm_reused and warm == cold  # reused while the host stays down
+    # the host answers again (404 to every page here): made again, not reused, and that index's
+    # answer is what the plan now rests on (no jit-cache there: the plan as asked cannot be made)
+    assert not back_reused and "no flashinfer-jit-cache" in back, back

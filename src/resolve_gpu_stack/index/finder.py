@@ -92,6 +92,9 @@ class PageVisit:
     status_reason: str | None = None
 
 
+UNREACHABLE = "unreachable"  # a page's digest in a stored plan made while its optional host was down
+
+
 class Finder:
     """Reads pages through a fetcher, parses them, applies routing, and memoizes everything: what
     it read, and what parsing it learned (``memo``: wheel tag parts, Requires-Dist lines). One per
@@ -105,6 +108,7 @@ class Finder:
         self._metadata: dict[str, WheelMetadata] = {}
         self._metadata_errors: dict[str, CrawlError] = {}  # wheel URL -> the error its retries ended in
         self._failed: dict[str, CrawlError] = {}  # page URL -> why it could not be read
+        self._failed_on: dict[str, str] = {}  # page URL -> the index it was read from
         self._offers: dict[tuple[NormalizedName, RouteContext, frozenset[Tag] | None, bool], tuple[list[Offer], list[PageVisit]]] = {}
         self._row_filters: dict[tuple[frozenset[Tag], bool], RowFilter] = {}  # (a target's tags, sdists) -> its rows (no target is held)
         self._first_filter: dict[str, tuple[frozenset[Tag], bool]] = {}  # page URL -> the filter it was first read with
@@ -206,6 +210,7 @@ class Finder:
         except CrawlError as exc:
             if exc.url in wanted:
                 self._failed[exc.url] = exc
+                self._failed_on[exc.url] = wanted[exc.url].name
             raise
 
     def _keep(self, responses: Mapping[str, PageResponse], wanted: Mapping[str, IndexDefinition]) -> None:
@@ -291,12 +296,24 @@ class Finder:
         kept: parsed later if the resolver asks for it."""
         wanted: dict[str, str | None] = {}
         by_index: dict[str, list[str]] = {}
+        down: list[tuple[str, str]] = []
         for index, url, digest in pages:
             if index not in self.definitions.indexes:
                 return False
+            if digest == UNREACHABLE:
+                down.append((index, url))
+                continue
             wanted[url] = digest
             if url not in self.page_digests:
                 by_index.setdefault(index, []).append(url)
+        for index, url in down:  # still down: the plan made without it holds; answering now: it does not
+            try:
+                self._read_all([([url], self.definitions.indexes[index])])
+            except CrawlError as exc:
+                if not exc.unreachable:
+                    return False
+                continue
+            return False
         self._read_all([(urls, self.definitions.indexes[index]) for index, urls in by_index.items()])
         if any(self.page_digests[url][1] != digest for url, digest in wanted.items()):
             return False
@@ -351,6 +368,19 @@ class Finder:
         """The URLs of the pages that could not be read (their retries spent), so far."""
         with self._lock:
             return tuple(self._failed)
+
+    def unreachable_pages(self) -> list[tuple[str, str]] | None:
+        """``(index, URL)`` of every page not read because an optional index's host did not answer
+        (a plan made without them holds as long as that host stays down); None when a page could not
+        be read for another reason, or on an index the plan cannot do without."""
+        with self._lock:
+            failed = [(self._failed_on.get(url), url, exc) for url, exc in self._failed.items()]
+        out: list[tuple[str, str]] = []
+        for index, url, exc in failed:
+            if index is None or index not in self.definitions.indexes or not self.definitions.indexes[index].optional or not exc.unreachable:
+                return None
+            out.append((index, url))
+        return sorted(out)
 
     def unreadable(self, name: str, ctx: RouteContext) -> list[tuple[PageLocation, CrawlError]]:
         """The pages of ``name`` on an optional index (``IndexDefinition.optional``) whose host could

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from packaging.utils import canonicalize_name
@@ -28,14 +28,14 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.definitions import Definitions
 from ..errors import CrawlError
-from ..index.finder import Finder
+from ..index.finder import UNREACHABLE, Finder
 from ..model import IndexFile, LockPlan
 from ..model.canonical import digest
 from ..model.codec import plan_from_dict, plan_to_dict
 
 log = logging.getLogger(__name__)
 
-SCHEMA = 4  # 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch; 4: with sdist / built (--build), the code is the store's
+SCHEMA = 5  # 5: with the warnings said and the pages of a host that was down; 2: the plan in model.codec's shape; 3: with overrides, built_for, abi_mismatch; 4: with sdist / built (--build), the code is the store's
 
 
 class ResultStore(Protocol):
@@ -52,8 +52,9 @@ def result_key(request: object, defs: Definitions) -> str:
     return digest({"schema": SCHEMA, "request": request, "definitions": defs.digest})
 
 
-def reuse(finder: Finder, store: ResultStore, key: str) -> LockPlan | None:
-    """The stored plan for ``key`` when every page and METADATA file it came from is unchanged."""
+def reuse(finder: Finder, store: ResultStore, key: str) -> tuple[LockPlan, list[str]] | None:
+    """The stored plan for ``key``, and the warnings said when it was made, when every page and
+    METADATA file it came from is unchanged."""
     raw = store.get_result(key)
     if raw is None:
         return None
@@ -64,6 +65,7 @@ def reuse(finder: Finder, store: ResultStore, key: str) -> LockPlan | None:
         pages = [(str(i), str(u), d if d is None else str(d)) for i, u, d in entry["pages"]]
         metadata = [(_file_from(f), str(d)) for f, d in entry["metadata"]]
         plan = plan_from_dict(entry["plan"])
+        warnings = [str(w) for w in entry.get("warnings", [])]
     except (ValueError, KeyError, TypeError, InvalidVersion) as exc:
         log.info("ignoring an unreadable stored plan (%s)", exc)
         return None
@@ -72,7 +74,7 @@ def reuse(finder: Finder, store: ResultStore, key: str) -> LockPlan | None:
             return None
     except CrawlError:
         return None  # resolve in full: it raises the error if it needs what could not be read
-    return plan
+    return plan, warnings
 
 
 def reused_or(finder: Finder, store: ResultStore | None, request: object, defs: Definitions, compute: Callable[[], LockPlan]) -> LockPlan:
@@ -83,23 +85,55 @@ def reused_or(finder: Finder, store: ResultStore | None, request: object, defs: 
     if store is None:
         return compute()
     key = result_key(request, defs)
-    plan = reuse(finder, store, key)
-    if plan is None:
+    stored = reuse(finder, store, key)
+    if stored is not None:
+        plan, warnings = stored
+        log.info("reusing the stored plan: every page and METADATA file it came from is unchanged (and every host that was down still is)")
+        for warning in warnings:  # what the run that made it warned of, said again: a warm run tells the same
+            log.warning("%s", warning)
+        return plan
+    said = _Said()
+    package = logging.getLogger(__name__.partition(".")[0])
+    package.addHandler(said)
+    try:
         plan = compute()
-        if not finder.unread_pages():  # a plan made while a page could not be read (a host down) is not kept
-            remember(finder, store, key, plan)
+    finally:
+        package.removeHandler(said)
+    # a plan made while a page could not be read is not kept, unless only an optional index's
+    # host was down (FlashInfer's): kept with those pages, reused while the host stays down
+    down = finder.unreachable_pages()
+    if down is not None:
+        remember(finder, store, key, plan, down, said.messages)
     return plan
 
 
-def remember(finder: Finder, store: ResultStore, key: str, plan: LockPlan) -> None:
-    """Store ``plan`` with the digests of every page and METADATA file the finder read."""
+class _Said(logging.Handler):
+    """The warnings logged while a plan is made (by any thread), to be said again when it is reused."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message not in self.messages:
+            self.messages.append(message)
+
+
+def remember(finder: Finder, store: ResultStore, key: str, plan: LockPlan, down: Sequence[tuple[str, str]] = (), warnings: Sequence[str] = ()) -> None:
+    """Store ``plan`` with the digests of every page and METADATA file the finder read, the pages
+    ``down`` (``(index, URL)``: their optional host did not answer) as ``UNREACHABLE``, and the
+    ``warnings`` said while it was made."""
     metadata = sorted(((_file_record(f), d) for f, d in dict(finder.metadata_digests).values()), key=lambda r: str(r[0]["url"]))
+    pages: list[tuple[str, str, str | None]] = [(index, url, digest) for url, (index, digest) in dict(finder.page_digests).items()]
+    pages += [(index, url, UNREACHABLE) for index, url in down]
     entry = {
         "schema": SCHEMA,
         "key": key,
-        "pages": sorted([index, url, digest] for url, (index, digest) in dict(finder.page_digests).items()),
+        "pages": [list(p) for p in sorted(pages, key=lambda p: (p[0], p[1]))],
         "metadata": [[record, digest] for record, digest in metadata],
         "plan": plan_to_dict(plan),
+        "warnings": list(warnings),
     }
     store.put_result(key, json.dumps(entry, sort_keys=True, separators=(",", ":")).encode())
 
