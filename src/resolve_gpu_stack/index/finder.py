@@ -364,11 +364,6 @@ class Finder:
                 out += [o for o in self._page_offers(wanted, loc, parsed)[0] if o.file.version == version and o.file.variant is None]
         return out
 
-    def unread_pages(self) -> tuple[str, ...]:
-        """The URLs of the pages that could not be read (their retries spent), so far."""
-        with self._lock:
-            return tuple(self._failed)
-
     def unreachable_pages(self) -> list[tuple[str, str]] | None:
         """``(index, URL)`` of every page not read because an optional index's host did not answer
         (a plan made without them holds as long as that host stays down); None when a page could not

@@ -9,10 +9,14 @@ package's version and the size and mtime of each module), so code that changed n
 another's plans. A later resolve with the same key asks the indexes again for every recorded page, in
 one round of conditional requests (304 when unchanged), re-reads every METADATA file (from the
 cache, where it is verified), and returns the stored plan only when every digest matches.
+A page an optional index's host did not answer for (FlashInfer's, issue 50) is kept as
+``UNREACHABLE``: the plan made without it holds while the host still does not answer. The warnings
+said while the plan was made are kept too, and said again when it is reused.
 Otherwise it resolves in full, with what it just read already in hand.
 
 The entry holds no credentials: page URLs never carry them (``IndexDefinition.page_url``),
-wheel URLs neither (``parse``), and the key is a digest. An entry that cannot be read is
+wheel URLs neither (``parse``), the warnings are what the log said (which never carries them), and
+the key is a digest. An entry that cannot be read is
 ignored (a miss).
 """
 
