@@ -26,6 +26,7 @@ from support.building import HERE, TOOL, UV, _build_processes_gone, common
 from support.doors import run_cli
 from support.install_world import _glibc_ok, dist_info_bytes, make_venv
 from support.server import IndexServer
+from support.terminal import foreground
 
 from resolve_gpu_stack.data.toml import load_toml
 from resolve_gpu_stack.errors import LockFileError
@@ -163,6 +164,7 @@ def test_ctrl_c_stops_the_build_and_leaves_no_half_wheel(tmp_path, uv_env):
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            preexec_fn=foreground,
         )
         logs = cache / "wheels" / "builds" / "logs"
         deadline = time.monotonic() + 60

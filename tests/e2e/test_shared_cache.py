@@ -18,6 +18,7 @@ import pytest
 from support import install_world
 from support.faults import cache_problems
 from support.server import IndexServer
+from support.terminal import foreground
 
 pytestmark = [
     pytest.mark.slow,
@@ -47,7 +48,9 @@ def program_env(tmp_path: Path) -> dict[str, str]:
 
 
 def start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "resolve_gpu_stack", *argv], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "resolve_gpu_stack", *argv], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=foreground
+    )
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
