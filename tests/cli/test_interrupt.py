@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.terminal import foreground
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
 
@@ -98,7 +99,7 @@ def test_ctrl_c_during_a_stalled_read_acts_within_a_second(tmp_path: Path) -> No
     pid, fd = pty.fork()
     if pid == 0:  # the child: the CLI, with the pty as its controlling terminal
         os.chdir(work)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a shell's background job inherits SIGINT ignored
+        foreground()  # a shell's background job inherits SIGINT ignored
         os.execve(argv[0], argv, env)
     try:
         assert server.accepted.wait(30), "the CLI never connected"
@@ -162,7 +163,7 @@ def test_ctrl_c_during_stalled_wheel_downloads_acts_within_a_second(tmp_path: Pa
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(work)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        foreground()
         os.execve(argv[0], argv, env)
     try:
         assert server.accepted.wait(30), "the CLI never connected"

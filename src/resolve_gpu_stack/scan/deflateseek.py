@@ -247,17 +247,8 @@ def exact_regions(entry: Entry, regions: Sequence[tuple[int, int]]) -> list[tupl
     for at, buf in mine:
         for their_at, their_buf in theirs.items():
             lo, hi = max(at, their_at), min(at + len(buf), their_at + len(their_buf))
-            # compared BLOCK bytes at a time, aligned to the member's offsets, as the windows are
-            cut = lo
-            while cut < hi:
-                stop = min(hi, (cut // BLOCK + 1) * BLOCK)
-                piece = buf[cut - at : stop - at]
-                if piece == their_buf[cut - their_at : stop - their_at]:
-                    if agreed and agreed[-1][0] + len(agreed[-1][1]) == cut:
-                        agreed[-1][1].extend(piece)
-                    else:
-                        agreed.append((cut, bytearray(piece)))
-                cut = stop
+            if lo < hi:  # compared as the two windows are: BLOCK bytes at a time, on the member's offsets
+                _keep_equal(agreed, [(lo, hi)], lo, buf[lo - at : hi - at], their_buf[lo - their_at : hi - their_at])
     return [(at, bytes(buf)) for at, buf in agreed]
 
 
