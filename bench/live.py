@@ -1,7 +1,7 @@
 """Live speed on today's PyPI (issue 29 item 5): ``--with sglang`` (or vllm) on PyPI's torch 2.15.0,
 side by side with ``uv pip compile`` of the same framework with torch overridden to 2.15.0.
 
-    python bench/live.py [--framework sglang|vllm] [--runs N] [--no-bytecode] [--baseline REV]
+    python bench/live.py [--framework sglang|vllm|'vllm==0.33.0'] [--runs N] [--no-bytecode] [--baseline REV]
 
 Each round runs, alternated, in fresh cache folders:
 
@@ -10,6 +10,8 @@ Each round runs, alternated, in fresh cache folders:
   empty cache: every page, METADATA file and scan, and torch 2.15.0's exports (its ``libtorch_cpu.so``
   inflated up to its dynamic table at about 443 MB: what a version-locked companion is checked
   against, read once per torch build);
+- ``ours cold, no records``: the cold run with ``--scan-records none``: no scan record from anywhere,
+  not even the ones the tool ships (every compiled wheel read by range);
 - ``ours cold, exports known``: an empty cache but for the exports of that torch build (a second
   project or venv on the same machine, or a fleet node given the wheelhouse's exports);
 - ``ours warm``: the same command again on the cold run's cache;
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -65,7 +68,7 @@ def timed(cmd: list[str], env: dict[str, str], stdin: str | None = None) -> tupl
     return took, done.stdout
 
 
-def ours(framework: str, pypi: str, cache: Path, env: dict[str, str], exe: list[str] | None = None) -> tuple[float, int]:
+def ours(framework: str, pypi: str, cache: Path, env: dict[str, str], exe: list[str] | None = None, extra: tuple[str, ...] = ()) -> tuple[float, int]:
     cmd = [
         *(exe or [str(BIN / "resolve-gpu-stack")]),
         "resolve",
@@ -79,6 +82,7 @@ def ours(framework: str, pypi: str, cache: Path, env: dict[str, str], exe: list[
         "--format",
         "json",
         "-q",
+        *extra,
     ]
     took, out = timed(cmd, env)
     return took, len(json.loads(out)["packages"])
@@ -93,7 +97,7 @@ def uv(framework: str, pypi: str, cache: Path | None, overrides: Path, env: dict
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", default="sglang", choices=("sglang", "vllm"))
+    ap.add_argument("--framework", default="sglang", help="a requirement: sglang, vllm, or one release such as vllm==0.33.0 (default sglang)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-bytecode", action="store_true", help="also the cold run from an install without bytecode under PYTHONDONTWRITEBYTECODE=1")
     ap.add_argument("--baseline", metavar="REV", help="also the cold run of REV's tree (a git revision or a src folder), in the same rounds")
@@ -101,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     try:
         pypi = discover_pypi_url(env)
-        with urllib.request.urlopen(pypi.rstrip("/") + f"/{args.framework}/", timeout=10):
+        project = re.split(r"[<>=!~ ;\[]", args.framework, maxsplit=1)[0]
+        with urllib.request.urlopen(pypi.rstrip("/") + f"/{project}/", timeout=10):
             pass
     except (ResolveGpuStackError, OSError) as exc:
         print(f"skipped: PyPI cannot be reached ({exc})")
         return 0
-    names = ["ours cold", "ours cold, exports known", "ours warm", "uv cold", "uv warm"]
+    names = ["ours cold", "ours cold, no records", "ours cold, exports known", "ours warm", "uv cold", "uv warm"]
     names += ["ours cold, no bytecode"] * args.no_bytecode + ["baseline cold"] * bool(args.baseline)
     figures: dict[str, list[float]] = {k: [] for k in names}
     sizes: dict[str, int] = {}
@@ -136,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["ours cold"].append(took)
             figures["uv cold"].append(uv(args.framework, pypi, None, overrides, env)[0])
             figures["ours warm"].append(ours(args.framework, pypi, cold, env)[0])
+            figures["ours cold, no records"].append(ours(args.framework, pypi, work / f"bare{i}", env, extra=("--scan-records", "none"))[0])
             took, sizes["uv"] = uv(args.framework, pypi, uv_cache, overrides, env)
             figures["uv warm"].append(took)
             known = work / f"known{i}"
@@ -153,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {
         **{name.removesuffix(" cold").replace("ours cold, ", "cold, "): med[name] / med["uv cold"] for name in extra},
         "cold": med["ours cold"] / med["uv cold"],
+        "cold, no records": med["ours cold, no records"] / med["uv cold"],
         "cold, exports known": med["ours cold, exports known"] / med["uv cold"],
         "warm": med["ours warm"] / med["uv warm"],
         "warm vs uv cold": med["ours warm"] / med["uv cold"],
