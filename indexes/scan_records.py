@@ -29,6 +29,14 @@ A record already there (the same sha256: the same bytes) is kept as it is, unles
 scan's member order and, for a wheel it stops reading at its budget, its byte counts differ from
 run to run).
 
+``--torch NAME==VERSION`` (repeatable; e.g. ``torch==2.15.0``): the exports records of that torch's
+Linux wheels on PyPI (every CPython, x86_64 and aarch64): each wheel's libraries' exports read in
+full by range (``net/scan/exports.WheelExports``, as ``resolve`` reads a kept torch's), and its
+record written as ``<sha256>.exports.json`` holding the answer for the C++ torch imports of the
+records in ``--out`` only (``answers-for``, and of those the ``missing``): what a verdict on those
+wheels needs, a few KB per build instead of ~0.7 MB of every name (``records.exports_document``).
+Run it after the scan records: a wheel whose imports are not all in that set reads the exports.
+
 PyPI's URL comes from uv/pip configuration (or --pypi). Offline, it says so and exits 0.
 ``verify_today.py`` checks the same wheels' verdicts against their symbols; run both.
 """
@@ -66,8 +74,11 @@ from resolve_gpu_stack.model.abi import READ_NAMES  # noqa: E402
 from resolve_gpu_stack.net.download import fetch_verified  # noqa: E402
 from resolve_gpu_stack.net.scan.classify import RangeClassifier, ScanRecord  # noqa: E402
 from resolve_gpu_stack.net.scan.records import (  # noqa: E402
+    EXPORTS_SUFFIX,
     INDEX_NAME,
     NO_RECORDS,
+    exports_record_name,
+    exports_text,
     folder_index,
     parse_record,
     publishable,
@@ -99,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only replace --out's records that are guesses (read as unverified) by the reading of their wheels' whole files",
     )
+    ap.add_argument("--torch", action="append", metavar="NAME==VERSION", help="write the exports records of this torch's Linux wheels instead")
     ap.add_argument("--cache-dir", type=Path, help="the cache (wheels downloaded whole stay there; default: a temporary folder)")
     args = ap.parse_args(argv)
     if args.index is not None:
@@ -129,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             kept = parts.kept_torch(target, installed_requires.get("torch", ()))  # PyPI's torch: its family is PyPI's (routing.toml)
             if args.guesses:
                 return _guesses(args.out, session, defs, parts, kept)
+            if args.torch:
+                return _torch_exports(args.torch, args.out, parts, kept)
             for text in wanted:
                 try:
                     file = _best_wheel(text, parts, target, kept)
@@ -215,6 +229,52 @@ def _guesses(out: Path, session: Session, defs: Definitions, parts: Any, kept: A
         replaced += 1
         print(f"recorded      {filename}: {record.abi.kind}, read whole ({record.file_size} bytes)")
     print(f"{replaced} guesses replaced by whole readings, {left} left as they are, in {out}")
+    return 0
+
+
+def universe(out: Path) -> frozenset[str]:
+    """The C++ torch imports of the scan records in ``out`` (what a verdict on those wheels asks a torch)."""
+    names: set[str] = set()
+    for path in sorted(out.glob("*.json")):
+        sha256 = path.name.removesuffix(".json")
+        record = parse_record(sha256, path.read_bytes())[0] if not path.name.endswith(EXPORTS_SUFFIX) else None
+        if record is not None:
+            names |= {s for m in record.abi.members if m.links_torch for s in m.cxx}
+    return frozenset(names)
+
+
+def _torch_exports(pins: list[str], out: Path, parts: Any, kept: Any) -> int:
+    """``--torch``: the exports records of each pin's Linux wheels (see the module docstring)."""
+    import hashlib
+
+    from packaging.version import Version
+
+    from resolve_gpu_stack.net.scan.exports import encode_exports
+
+    names = universe(out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{len(names)} C++ torch imports in the records of {out}")
+    for pin in pins:
+        project, version = pin.split("==", 1)
+        offers = parts.finder.kept_release(project, Version(version), RouteContext.of_kept(kept))  # PyPI's page (routing.toml's kept routes)
+        files = [
+            o.file
+            for o in offers
+            if str(o.file.version) == version and o.file.filename.endswith(("_x86_64.whl", "_aarch64.whl")) and "manylinux" in o.file.filename
+        ]
+        by_content: dict[str, list[str]] = {}
+        for file in sorted(files, key=lambda f: f.filename):
+            found = parts.exports(Version(version), file)
+            if found.symbols is None or not file.sha256:
+                print(f"not recorded  {file.filename}: {found.source if found.symbols is None else 'no sha256 on its page'}")
+                continue
+            by_content.setdefault(hashlib.sha256(encode_exports(found.symbols)).hexdigest()[:12], []).append(file.filename)
+            text = exports_text(file.sha256, file.filename, file.size or 0, found.symbols, universe=names)
+            (out / exports_record_name(file.sha256)).write_text(text)
+            missing = len(names - found.symbols)
+            print(f"recorded      {file.filename}: {len(found.symbols)} exports; of {len(names)} names, {missing} missing ({len(text)} bytes)")
+        for digest, same in by_content.items():
+            print(f"exports {digest}: {len(same)} wheels: {', '.join(same)}")
     return 0
 
 

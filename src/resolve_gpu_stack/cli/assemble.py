@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from ..model.cuda import CudaLabel
     from ..model.kept import KeptTorch
     from ..model.request import ResolveRequest
-    from ..net.scan.classify import InspectingClassifier, ScanRecord
+    from ..net.scan.classify import InspectingClassifier
     from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
     from ..net.source import Source
     from ..net.wheelcache import WheelCache
@@ -267,11 +267,14 @@ class Session:
             self.network = dataclasses.replace(self.network, scan_records=setting)
             live = self._live
         if live is not None:
-            live.scan_records = self._records(live)
+            self._use_records(live)
 
-    def _records(self, live: HttpFetcher) -> Callable[[str], ScanRecord | None] | None:
+    def _use_records(self, live: HttpFetcher) -> None:
+        """The fetcher's scan records and torch exports records: the configured ones."""
         n = self.network  # its scan_records parsed at the edge (``options.network_options``, a config's by its table row)
-        return ScanRecords.configured(n.scan_records, live.transport, say=n.progress)
+        records = ScanRecords.configured(n.scan_records, live.transport, say=n.progress)
+        live.scan_records = records
+        live.exports_records = records.exports if records is not None else None
 
     # -- the one HTTP fetcher -------------------------------------------------------------------
     def live(self) -> HttpFetcher:
@@ -286,7 +289,7 @@ class Session:
                     progress=n.progress,
                     on_retry=n.on_retry,
                 )
-                self._live.scan_records = self._records(self._live)
+                self._use_records(self._live)
                 self._closing.append(self._live.close)
             return self._live
 

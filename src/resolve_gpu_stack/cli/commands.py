@@ -47,7 +47,7 @@ def register_candidates(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         description="List the files each owning index offers for PACKAGE: version, tags, index, sha256 or 'no hash', size, and whether it fits the target.",
     )
     p.add_argument("package")
-    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer", "exclude_newer", "wheel_variants", "gpus"], help=_CANDIDATES_HELP)
+    S.add_flags(p, [*S.TARGET_FLAGS, "torch", "flashinfer", "exclude_newer", "wheel_variants", "gpus", "scan_records"], help=_CANDIDATES_HELP)
     O.add_index_flags(p)
     O.add_output_flags(p)
 
@@ -69,7 +69,7 @@ def register_inspect(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         ),
     )
     p.add_argument("wheel", metavar="WHEEL|URL|NAME==VERSION")
-    S.add_flags(p, [*S.TARGET_FLAGS])
+    S.add_flags(p, [*S.TARGET_FLAGS, "scan_records"])
     O.add_index_flags(p)
     O.add_output_flags(p)
 

@@ -70,10 +70,21 @@ from ..model.abi import WheelAbi
 from ..net.cache import TEMP_MAX_AGE_S, is_temp_name
 from ..net.download import DEFAULT_WORKERS, Downloader, DownloadProgress, FetchedWheel, WheelCache, fetch_verified, store_local
 from ..net.scan.classify import ScanRecord
-from ..net.scan.records import INDEX_NAME, RECORDS_FOLDER, index_text, publishable, record_document, record_name, record_text
+from ..net.scan.records import (
+    INDEX_NAME,
+    RECORDS_FOLDER,
+    exports_document,
+    exports_record_name,
+    index_text,
+    parse_exports,
+    publishable,
+    record_document,
+    record_name,
+    record_text,
+)
 from ..net.wheelcache import wheel_metadata
 from ..urls import strip_credentials
-from .confirm import confirm_verdicts
+from .confirm import confirm_verdicts, wheel_exports
 from .lockinstall import local_wheel_path
 
 REPORT_SCHEMA = "resolve-gpu-stack/wheelhouse-report/v1"  # `wheelhouse --format json`
@@ -203,10 +214,40 @@ def _write_records(output: Path, files: Sequence[LockedEntry], scans: Mapping[st
         leaf = f"{RECORDS_FOLDER}/{record_name(f.wheel.sha256)}"
         if _write_if_changed(output, output / leaf, record_text(f.wheel.sha256, f.wheel.filename, f.wheel.size or 0, record)):
             written.append(leaf)
+    torches = _torch_exports(output, files)
+    for doc in torches:
+        leaf = f"{RECORDS_FOLDER}/{exports_record_name(doc['sha256'])}"
+        if _write_if_changed(output, output / leaf, json.dumps(doc, sort_keys=True) + "\n"):
+            written.append(leaf)
     leaf = f"{RECORDS_FOLDER}/{INDEX_NAME}"
-    if documents and _write_if_changed(output, output / leaf, index_text(documents)):
+    if (documents or torches) and _write_if_changed(output, output / leaf, index_text(documents, torches)):
         written.append(leaf)
     return written
+
+
+def _torch_exports(output: Path, files: Sequence[LockedEntry]) -> list[dict[str, Any]]:
+    """The full exports record (``exports-record/v1``) of each torch wheel the wheelhouse serves
+    (the one its locks install, or keep on the nodes), read from its verified file in ``files/``
+    (every library of ``torch/lib``, as install's confirmation reads it): a node judging a
+    version-locked wheel against that torch reads none of its wheel. A record already there for
+    that sha256 is kept; a wheel whose exports cannot be read gets none."""
+    out = []
+    for f in files:
+        if f.name != "torch" or not f.wheel.sha256:
+            continue
+        sha256 = f.wheel.sha256.lower()
+        there = output / RECORDS_FOLDER / exports_record_name(sha256)
+        try:
+            kept, _ = parse_exports(sha256, there.read_bytes())
+        except OSError:
+            kept = None
+        if kept is not None and kept.universe is None:
+            out.append(json.loads(there.read_text(encoding="utf-8")))
+            continue
+        found = wheel_exports(output / FILES / f.wheel.filename, str(f.version))
+        if found.symbols:
+            out.append(exports_document(sha256, f.wheel.filename, f.wheel.size or 0, found.symbols))
+    return out
 
 
 def _prepare(output: Path, *, prune: bool) -> tuple[bool, dict[str, LockedEntry]]:

@@ -41,6 +41,7 @@ from .urlpolicy import Credentials
 if TYPE_CHECKING:
     from ..data.definitions import IndexDefinition
     from .scan.classify import ScanRecord
+    from .scan.exports import ExportsRecord
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,6 +69,7 @@ class HttpFetcher:
         self.cache = cache
         self.concurrency = settings.connections
         self.scan_records: Callable[[str], ScanRecord | None] | None = None  # scan records by sha256 (``net/scan/records.py``), set by the session
+        self.exports_records: Callable[[str], ExportsRecord | None] | None = None  # torch wheels' exports records by sha256, set with them
         self.progress = progress
         self.transport = Transport(settings.transport)
         self._beside: RangeProcess | None = None
@@ -116,6 +118,7 @@ class HttpFetcher:
             say=self.progress,
             beside=self.range_process,
             records=self.scan_records,
+            exports_records=self.exports_records,
         )
         return ScanAccess(ranges=ranges)
 

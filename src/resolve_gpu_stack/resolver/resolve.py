@@ -386,11 +386,15 @@ def _exports_ahead(
     kept: Version, own: IndexFile, torch: TorchSelection, exports: ExportsSource, policy: AbiPolicy
 ) -> Callable[[IndexFile, WheelAbi], Callable[[], object] | None]:
     """``ScanAhead.follow``'s watch: the read of the kept torch's exports (from ``own``, its wheel),
-    once a scanned wheel's verdict against that torch would read them (a version-locked wheel)."""
+    once a scanned wheel's verdict against that torch would read them (a version-locked wheel);
+    none where an exports record of that wheel answers for the wheel's C++ imports."""
     against = AbiTorch(version=kept, cuda_major=torch.cuda.major if torch.cuda is not None else None)
 
     def watch(file: IndexFile, abi: WheelAbi) -> Callable[[], object] | None:
-        return functools.partial(exports, kept, own) if asks_for_exports(file.name, file.version, abi, against, policy) else None
+        if not asks_for_exports(file.name, file.version, abi, against, policy):
+            return None
+        names = tuple(sorted({s for m in abi.members if m.links_torch for s in m.cxx}))  # an exports record for other names: the wheel read ahead too
+        return lambda: exports(kept, own).covering(names)
 
     return watch
 

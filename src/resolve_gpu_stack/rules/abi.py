@@ -21,7 +21,7 @@ The refusal is the verdict's ``refusal``; whether a refusal blocks the plan is t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -42,17 +42,36 @@ class TorchExports:
     """The dynamic symbols a torch's libraries define (what an extension may import from it).
 
     ``symbols`` None: not known, ``source`` says why; else ``source`` says where they were read.
+    ``universe``: the names this answer is for (None: every name; a partial record's set, of which
+    ``symbols`` are the exported ones); ``wider``: the answer for every name, read when a verdict
+    asks about a name outside ``universe`` (None: none to be had).
     """
 
     version: str
     symbols: frozenset[str] | None
     source: str
+    universe: frozenset[str] | None = None
+    wider: Callable[[], TorchExports] | None = field(default=None, compare=False, repr=False)
+
+    def answers(self, names: Iterable[str]) -> bool:
+        """Whether this answer says, for each of ``names``, whether torch exports it."""
+        return self.universe is None or all(n in self.universe for n in names)
+
+    def covering(self, names: Sequence[str]) -> TorchExports:
+        """An answer for each of ``names``: this one, else the wider one (read now), else not known."""
+        if self.answers(names):
+            return self
+        if self.wider is not None:
+            return self.wider()
+        return TorchExports(version=self.version, symbols=None, source=f"{self.source} answers only for {len(self.universe or ())} names")
 
     def missing(self, names: Iterable[str]) -> tuple[str, ...]:
-        """The names among ``names`` that this torch does not export (all of them when unknown)."""
+        """The names among ``names`` that this torch does not export (all of them when unknown,
+        or when this answer is not for them: ``covering`` first)."""
         if self.symbols is None:
             return tuple(names)
-        return tuple(n for n in names if n not in self.symbols)
+        universe = self.universe
+        return tuple(n for n in names if n not in self.symbols or (universe is not None and n not in universe))
 
 
 class ExportsSource(Protocol):
@@ -253,7 +272,7 @@ def asks_for_exports(name: str, version: Version | None, abi: WheelAbi, torch: A
 
 
 def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[str, str]:
-    exports = torch.exports() if torch.exports is not None else None
+    exports = torch.exports().covering(cxx) if torch.exports is not None else None
     example = policy.demangle(cxx[0])
     if exports is None or exports.symbols is None:
         why = exports.source if exports is not None else "no source of them for this target"

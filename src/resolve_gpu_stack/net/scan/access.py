@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..metadata import TailMemo
     from ..transport import Transport
     from .classify import ScanRecord
+    from .exports import ExportsRecord
     from .rangeproc import RangeProcess
 
 
@@ -47,6 +48,7 @@ class RangeAccess:
     say: Callable[[str], None] | None = None
     beside: RangeProcess | None = None
     records: Callable[[str], ScanRecord | None] | None = None  # scan records by sha256
+    exports_records: Callable[[str], ExportsRecord | None] | None = None  # torch wheels' exports records by sha256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,12 +18,14 @@ wheel that cannot be read answers ``symbols=None`` with why, never a guess.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CrawlError
@@ -67,6 +69,16 @@ def decode_exports(data: bytes, *, limit: int = 512 * 2**20) -> frozenset[str] |
         return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportsRecord:
+    """A torch wheel's exports as a record holds them: ``symbols``, the names it exports among
+    ``universe`` (None: among all names, a full record); ``filename``: for messages."""
+
+    symbols: frozenset[str]
+    universe: frozenset[str] | None
+    filename: str | None = None
+
+
 class WheelExports:
     """``ExportsSource`` over HTTP: a torch wheel's exports by range reads, cached. Thread-safe;
     each wheel is read at most once per process."""
@@ -80,7 +92,9 @@ class WheelExports:
         say: Callable[[str], None] | None = None,
         budget: int | None = None,
         beside: RangeProcess | None = None,
+        records: Callable[[str], ExportsRecord | None] | None = None,
     ) -> None:
+        self._records = records  # exports records by the torch wheel's sha256 (``records.py``)
         self._beside = beside  # reads run in this second process once it is ready
         self._transport = transport
         self._cache = cache
@@ -106,6 +120,19 @@ class WheelExports:
             if symbols is not None:
                 self._recorded(key, symbols)
                 return TorchExports(version=version, symbols=symbols, source=f"{file.filename} (cached)")
+        found = self._records(file.sha256) if self._records is not None and file.sha256 else None
+        if found is not None and found.universe is None:
+            log.info("%s: %d exports from its exports record", file.filename, len(found.symbols))
+            self._recorded(key, found.symbols)
+            return TorchExports(version=version, symbols=found.symbols, source=f"{file.filename} (its exports record, by its sha256)")
+        if found is not None:  # the answer for the names it holds; every other name read from the wheel, once asked
+            wider = functools.cache(lambda: self._wheel(version, file, key))
+            source = f"{file.filename} (its exports record for {len(found.universe or ())} names, by its sha256)"
+            return TorchExports(version=version, symbols=found.symbols, source=source, universe=found.universe, wider=wider)
+        return self._wheel(version, file, key)
+
+    def _wheel(self, version: str, file: IndexFile, key: str) -> TorchExports:
+        """``file``'s exports read from its libraries, cached (and recorded) by ``key``."""
         if self._say is not None:
             self._say(f"reading the exports of {file.filename} (its libraries' symbol tables, by range requests)")
         found = self.read(version, file)
@@ -224,4 +251,4 @@ class ReplayExports:
         return TorchExports(version=str(version), symbols=None, source=f"the exports of {what} are not in the snapshot")
 
 
-__all__ = ["ReplayExports", "WheelExports", "decode_exports", "encode_exports"]
+__all__ = ["ExportsRecord", "ReplayExports", "WheelExports", "decode_exports", "encode_exports"]

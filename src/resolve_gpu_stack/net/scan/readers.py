@@ -63,7 +63,9 @@ def _wheel_exports(access: ScanAccess) -> WheelExports:
     ranges = access.ranges
     if ranges is None:
         raise ValueError("this source reads no wheel by range requests")
-    return WheelExports(ranges.transport, ranges.cache, record=_exports_to(access.recorder), say=ranges.say, beside=ranges.beside)
+    # a snapshot being recorded keeps every torch's whole exports (its replay reads nothing): no partial record answers there
+    records = ranges.exports_records if access.recorder is None else None
+    return WheelExports(ranges.transport, ranges.cache, record=_exports_to(access.recorder), say=ranges.say, beside=ranges.beside, records=records)
 
 
 def _scans_to(recorder: ScanRecorder | None) -> Callable[[str, ScanRecord], None] | None:

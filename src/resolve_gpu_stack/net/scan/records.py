@@ -15,6 +15,16 @@ libraries, its C-shim and C++ torch imports, its CUDA majors, how it was read). 
   file, read with one request at the first lookup instead of one request per wheel; a folder
   without one (404) is read record by record.
 
+A torch wheel's exports (what its ``torch/lib`` libraries define: what a version-locked wheel's C++
+imports are checked against, ``rules/abi.TorchExports``) are a record too: ``<sha256>.exports.json``
+(schema ``exports-record/v1``), beside the scan records and in an ``index.json``'s ``exports``, looked
+up by the sha256 of the torch wheel whose exports a verdict needs (``exports.WheelExports``). It is
+made only from a full read of that wheel's libraries and says either all of them (``exports``:
+the names deflated, base64: a wheelhouse's torch) or, for the torch builds the tool ships,
+its answer for a named set of symbols only (``answers-for`` and, of those, the ``missing``: the C++
+torch imports of the shipped scan records, ``indexes/scan_records.py --torch``); such a partial record
+answers a verdict whose imports are all in its set, and the wheel is read for any other.
+
 A record is used only for the sha256 it names (in an ``index.json``, each record for the sha256
 it names itself), looked up by the sha256 the index page or the lock gave for the wheel (a wheel
 without one is scanned), and only if its scan read every member from its start (``read`` = ``start``, scan schema 5 or 4) and finished: never a guess, never a
@@ -30,6 +40,8 @@ records server can at worst make a plan that install refuses. A records URL that
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import json as _json
 import logging
@@ -46,11 +58,16 @@ from ...urls import redact_url
 from ..cache import SCANS, HttpCache
 from ..transport import Transport
 from .classify import SCAN_SCHEMA, UNMARKED_GUESSES, ScanRecord
+from .exports import ExportsRecord, decode_exports, encode_exports
 
 log = logging.getLogger(__name__)
 
 RECORD_SCHEMA = "resolve-gpu-stack/scan-record/v1"
 INDEX_SCHEMA = "resolve-gpu-stack/scan-records/v1"
+EXPORTS_SCHEMA = "resolve-gpu-stack/exports-record/v1"
+EXPORTS_SUFFIX = ".exports.json"
+MAX_EXPORTS_BYTES = 16 * 2**20  # a full record of torch 2.15.0 is ~1 MB (712 KB deflated, base64)
+MAX_EXPORTS_NAMES = 2**21  # names one record may hold (torch 2.15.0 exports 103,705)
 RECORDS_FOLDER = "records"  # a wheelhouse's, beside files/ and simple/
 INDEX_NAME = "index.json"  # a records folder's records in one file (never a sha256's name)
 MAX_RECORD_BYTES = 4 * 2**20  # a record of a wheel with thousands of C++ imports is a few hundred KB
@@ -67,6 +84,75 @@ def record_name(sha256: str) -> str:
 
 def is_sha256(text: str) -> bool:
     return bool(_SHA256.match(text))
+
+
+def exports_record_name(sha256: str) -> str:
+    """The file name of the exports record of the torch wheel whose sha256 is ``sha256``."""
+    return f"{sha256.lower()}{EXPORTS_SUFFIX}"
+
+
+def exports_document(sha256: str, filename: str | None, size: int, symbols: frozenset[str], *, universe: frozenset[str] | None = None) -> dict[str, Any]:
+    """The ``exports-record/v1`` object of one torch wheel, from a full read of its libraries'
+    exports (``symbols``): all of them, or (``universe``) the answer for those names only."""
+    if not is_sha256(sha256.lower()) or not symbols:
+        raise ValueError(f"{filename or sha256}: not an exports record to publish (sha256 {sha256!r}, {len(symbols)} names)")
+    named = {"filename": filename} if filename else {}
+    head = {"schema": EXPORTS_SCHEMA, "sha256": sha256.lower(), **named, "size": size, "count": len(symbols)}
+    if universe is None:
+        return {**head, "exports": base64.b64encode(encode_exports(symbols)).decode("ascii")}
+    return {**head, "answers-for": sorted(universe), "missing": sorted(universe - symbols)}
+
+
+def exports_text(sha256: str, filename: str | None, size: int, symbols: frozenset[str], *, universe: frozenset[str] | None = None) -> str:
+    doc = exports_document(sha256, filename, size, symbols, universe=universe)
+    return json.dumps(doc, sort_keys=True, indent=None if universe is None else 1) + "\n"
+
+
+def parse_exports(sha256: str, raw: bytes) -> tuple[ExportsRecord | None, str]:
+    """The exports record in ``raw`` for the torch wheel whose sha256 is ``sha256``, or (None, why
+    not): not JSON, another schema or sha256, names that are not a list of strings or not deflated
+    names, a ``missing`` name outside ``answers-for``."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting past the decoder's depth
+        return None, "not JSON"
+    return _exports_of(sha256, data)
+
+
+def _exports_of(sha256: str, data: object) -> tuple[ExportsRecord | None, str]:
+    """``parse_exports`` of a decoded document."""
+    if not isinstance(data, dict) or data.get("schema") != EXPORTS_SCHEMA:
+        return None, f"not a {EXPORTS_SCHEMA} record"
+    if str(data.get("sha256", "")).lower() != sha256.lower():
+        return None, "it names another sha256"
+    filename = data.get("filename") if isinstance(data.get("filename"), str) else None
+    if "exports" in data:
+        symbols = _deflated_names(data["exports"])
+        if not symbols:
+            return None, "its exports are not deflated names"
+        return ExportsRecord(symbols=symbols, universe=None, filename=filename), ""
+    universe, missing = _names(data.get("answers-for")), _names(data.get("missing"))
+    if universe is None or missing is None or not universe:
+        return None, "neither its exports nor the names it answers for"
+    if not missing <= universe:
+        return None, "it says a name is missing that it does not answer for"
+    return ExportsRecord(symbols=universe - missing, universe=universe, filename=filename), ""
+
+
+def _deflated_names(value: object) -> frozenset[str] | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        data = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return decode_exports(data, limit=MAX_EXPORTS_BYTES * 8)
+
+
+def _names(value: object) -> frozenset[str] | None:
+    if not isinstance(value, list) or len(value) > MAX_EXPORTS_NAMES or not all(isinstance(v, str) and v for v in value):
+        return None
+    return frozenset(value)
 
 
 def publishable(record: ScanRecord) -> bool:
@@ -109,37 +195,49 @@ def record_text(sha256: str, filename: str | None, size: int, record: ScanRecord
     return json.dumps(record_document(sha256, filename, size, record), sort_keys=True, indent=1) + "\n"
 
 
-def index_text(documents: Iterable[Mapping[str, Any]]) -> str:
+def index_text(documents: Iterable[Mapping[str, Any]], exports: Iterable[Mapping[str, Any]] = ()) -> str:
     """A records folder's ``index.json``: its ``scan-record/v1`` documents (``record_document``),
-    by sha256."""
+    by sha256, and its ``exports-record/v1`` documents (``exports_document``), when it has some."""
     ordered = sorted(documents, key=lambda d: str(d["sha256"]))
-    return json.dumps({"schema": INDEX_SCHEMA, "records": ordered}, sort_keys=True, separators=(",", ":")) + "\n"
+    torches = sorted(exports, key=lambda d: str(d["sha256"]))
+    body: dict[str, Any] = {"schema": INDEX_SCHEMA, "records": ordered, **({"exports": torches} if torches else {})}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def folder_index(folder: Path) -> tuple[str, int]:
     """The ``index.json`` text of a folder of ``<sha256>.json`` records (those ``parse_record``
     would use for the sha256 their file is named by; the others are left out), and how many it holds."""
-    documents = []
+    documents, exports = [], []
     for path in sorted(folder.glob("*.json")):
-        sha256 = path.name.removesuffix(".json")
+        sha256 = path.name.removesuffix(EXPORTS_SUFFIX) if path.name.endswith(EXPORTS_SUFFIX) else path.name.removesuffix(".json")
         if not is_sha256(sha256):
             continue
         raw = path.read_bytes()
-        if parse_record(sha256, raw)[0] is not None:
+        if path.name.endswith(EXPORTS_SUFFIX):
+            if parse_exports(sha256, raw)[0] is not None:
+                exports.append(json.loads(raw))
+        elif parse_record(sha256, raw)[0] is not None:
             documents.append(json.loads(raw))
-    return index_text(documents), len(documents)
+    return index_text(documents, exports), len(documents) + len(exports)
 
 
 def parse_index(raw: bytes) -> tuple[dict[str, ScanRecord] | None, str]:
     """The records of an ``index.json``, each by the sha256 it names (and only if it is a record
     ``parse_record`` would use for that sha256: the others are left out, said in the log), or
     (None, why not): not JSON, not a ``scan-records/v1`` index."""
+    found, _, why = parse_index_all(raw)
+    return found, why
+
+
+def parse_index_all(raw: bytes) -> tuple[dict[str, ScanRecord] | None, dict[str, ExportsRecord], str]:
+    """``parse_index``, and the index's exports records (``exports``), each by the sha256 it names
+    and only if ``parse_exports`` would use it for that sha256."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None, "not JSON"
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting past the decoder's depth
+        return None, {}, "not JSON"
     if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA or not isinstance(data.get("records"), list):
-        return None, f"not a {INDEX_SCHEMA} index"
+        return None, {}, f"not a {INDEX_SCHEMA} index"
     found: dict[str, ScanRecord] = {}
     for doc in data["records"]:
         sha256 = str(doc.get("sha256", "")).lower() if isinstance(doc, dict) else ""
@@ -148,7 +246,16 @@ def parse_index(raw: bytes) -> tuple[dict[str, ScanRecord] | None, str]:
             log.info("%s: an entry of the index left out: %s", sha256 or "?", why)
             continue
         found[sha256] = record
-    return found, ""
+    torches: dict[str, ExportsRecord] = {}
+    listed = data.get("exports")
+    for doc in listed if isinstance(listed, list) else ():
+        sha256 = str(doc.get("sha256", "")).lower() if isinstance(doc, dict) else ""
+        exports, why = _exports_of(sha256, doc) if is_sha256(sha256) else (None, "no sha256")
+        if exports is None:
+            log.info("%s: an exports record of the index left out: %s", sha256 or "?", why)
+            continue
+        torches[sha256] = exports
+    return found, torches, ""
 
 
 def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
@@ -157,7 +264,7 @@ def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
     not finished."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting past the decoder's depth
         return None, "not JSON"
     return _from_document(sha256, data)
 
@@ -218,6 +325,8 @@ class ScanRecords:
         self._url_down = False
         self._index_lock = threading.Lock()  # the first lookups wait for the one read of index.json
         self._index: dict[str, ScanRecord] | None = None  # the URL's index.json, once read
+        self._index_exports: dict[str, ExportsRecord] = {}  # its exports records
+        self._exports_known: dict[str, ExportsRecord | None] = {}
         self._index_read = False
         self.hits = 0
 
@@ -247,6 +356,47 @@ class ScanRecords:
             self._note(
                 "compiled wheels with a scan record are judged from it, by their sha256, not read: their verdicts are provisional (install reads each from its verified file)"
             )
+        return found
+
+    def exports(self, sha256: str) -> ExportsRecord | None:
+        """The exports record of the torch wheel whose sha256 is ``sha256`` (shipped, then the
+        records URL: its ``index.json``'s, else ``<sha256>.exports.json``), or None; each asked for
+        once per instance. A record that is not one for that sha256 is passed over (the log says why)."""
+        sha256 = sha256.lower()
+        if not is_sha256(sha256):
+            return None
+        with self._lock:
+            if sha256 in self._exports_known:
+                return self._exports_known[sha256]
+        found = self._find_exports(sha256)
+        with self._lock:
+            self._exports_known[sha256] = found
+        return found
+
+    def _find_exports(self, sha256: str) -> ExportsRecord | None:
+        name = exports_record_name(sha256)
+        for folder in self._folders:
+            try:
+                raw = (folder / name).read_bytes()
+            except OSError:
+                continue
+            found, why = parse_exports(sha256, raw)
+            if found is not None:
+                return found
+            log.info("%s: %s", folder / name, why)
+        if self._url is None or self._transport is None or self._url_down:
+            return None
+        if self._url_index() is not None:
+            return self._index_exports.get(sha256)
+        if self._url_down:
+            return None
+        url = self._url + name
+        raw_or_none = self._read(url, MAX_EXPORTS_BYTES, "exports record")
+        if raw_or_none is None:
+            return None
+        found, why = parse_exports(sha256, raw_or_none)
+        if found is None:
+            self._note(f"{redact_url(url)}: not used ({why}); reading torch's exports from its wheel instead")
         return found
 
     def _find(self, sha256: str) -> ScanRecord | None:
@@ -287,7 +437,7 @@ class ScanRecords:
                 url = self._url + INDEX_NAME
                 raw = self._read(url, MAX_INDEX_BYTES, "scan records index")
                 if raw is not None:
-                    self._index, why = parse_index(raw)
+                    self._index, self._index_exports, why = parse_index_all(raw)
                     if self._index is None:
                         self._note(f"{redact_url(url)}: not used ({why}); reading the records one by one")
             return self._index
@@ -325,6 +475,9 @@ class ScanRecords:
 
 
 __all__ = [
+    "EXPORTS_SCHEMA",
+    "EXPORTS_SUFFIX",
+    "ExportsRecord",
     "INDEX_NAME",
     "INDEX_SCHEMA",
     "MAX_INDEX_BYTES",
@@ -334,10 +487,15 @@ __all__ = [
     "RECORD_SCHEMA",
     "ScanRecords",
     "cached_records",
+    "exports_document",
+    "exports_record_name",
+    "exports_text",
     "folder_index",
     "index_text",
     "is_sha256",
+    "parse_exports",
     "parse_index",
+    "parse_index_all",
     "parse_record",
     "publishable",
     "record_document",
