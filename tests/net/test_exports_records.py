@@ -203,7 +203,9 @@ def test_resolve_and_lock_judge_from_an_exports_record_without_reading_torch(wor
         code, out, err = run_cli(capsys, "resolve", *flags, *url, "--cache-dir", str(tmp_path / "b"))
         assert code == 0, err
         assert _torch_ranges(srv, torch) == [], _torch_ranges(srv, torch)
-        assert _verdict(out, "locked-ok") == read and read["refusal"] is None and read["kind"] == "locked"
+        got = _verdict(out, "locked-ok")
+        assert read["refusal"] is None and read["kind"] == "locked" and read["read"] is None, read
+        assert got == {**read, "read": "recorded"}, got  # resting on a record: provisional (install reads torch's libraries again)
         asked = [p for _, p, _ in records.log]
         assert asked[0] == "/" + INDEX_NAME and asked.count("/" + exports_record_name(sha)) == 1, asked  # no index there (404): record by record
         lock = tmp_path / "pylock.ok.toml"
@@ -211,7 +213,9 @@ def test_resolve_and_lock_judge_from_an_exports_record_without_reading_torch(wor
         assert code == 0, err
         assert _torch_ranges(srv, torch) == []
         locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "locked-ok")
-        assert locked["abi"] == "locked" and "abi-refusal" not in locked, locked
+        assert locked["abi"] == "locked" and "abi-refusal" not in locked and locked["abi-read"] == "recorded", locked
+        code, out, err = run_cli(capsys, "check", str(lock))
+        assert "locked-ok" in out + err and "provisional" in out + err, out + err
         # locked-bad imports what torch does not export: refused from the record, still nothing read
         code, out, err = run_cli(capsys, "resolve", *DECLARED, *index_flags(srv.url), *withs("locked-bad"), *url, "--cache-dir", str(tmp_path / "d"))
         assert code == 1 and "torchInternalAssertFail" in err and "does not export" in err, err
@@ -410,3 +414,30 @@ def test_a_snapshot_recorded_with_a_partial_record_keeps_torchs_whole_exports(wo
     code, out, err = run_cli(capsys, "resolve", "--snapshot", str(snap), *flags)
     assert code == 0 and _verdict(out, "locked-ok")["refusal"] is None, err
     assert len(srv.log) == before
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_a_hostile_exports_record_can_make_a_plan_that_install_refuses(world, capsys, tmp_path: Path, uv_env) -> None:  # type: ignore[no-untyped-def]
+    """A records server that says torch exports ``torchInternalAssertFail`` (for torch's own
+    sha256): a declared target's lock lets locked-bad in, its verdict recorded (provisional);
+    ``install --lock`` on a node with that torch reads the verified file against the torch on disk
+    and refuses it, naming both readings; nothing is installed."""
+    srv, torch, sha, symbols = world
+    folder = _records(tmp_path, "hostile", {exports_record_name(sha): exports_text(sha, torch.name, 0, symbols | {ASSERT_FAIL})})
+    lock = tmp_path / "pylock.bad.toml"
+    with IndexServer(folder) as records:
+        argv = [*DECLARED, *index_flags(srv.url), *withs("locked-bad"), "--scan-records", records.url.rstrip("/") + "/", "--cache-dir", str(tmp_path / "c")]
+        code, _, err = run_cli(capsys, "lock", *argv, "-o", str(lock))
+        assert code == 0, err
+    locked = next(p for p in tomllib.loads(lock.read_text())["tool"]["resolve-gpu-stack"]["packages"] if p["name"] == "locked-bad")
+    assert locked["abi"] == "locked" and "abi-refusal" not in locked and locked["abi-read"] == "recorded", locked
+    python, before = venv_with_the_kept_torch(None, srv, tmp_path / "venv", uv_env)
+    have = installed_names(python, uv_env)
+    code, out, err = run_cli(
+        capsys, "install", "--lock", str(lock), "--python", python, "--force-target", "--cache-dir", str(tmp_path / "c"), "--format", "json"
+    )
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert "locked-bad 1.0: planned as locked, runs" in err and "torchInternalAssertFail" in err and "read from its start" in err, err
+    assert installed_names(python, uv_env) == have
+    assert {p: p.read_bytes() for p in before} == before

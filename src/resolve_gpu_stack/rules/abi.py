@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..data.rules import AbiRules
 from ..model import IndexFile
-from ..model.abi import CUDA, NONE, READ_START, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
+from ..model.abi import CUDA, NONE, READ_RECORDED, READ_START, TORCH, AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from ..scan.demangle import demangle
 from .versions import torch_series
 
@@ -44,7 +44,8 @@ class TorchExports:
     ``symbols`` None: not known, ``source`` says why; else ``source`` says where they were read.
     ``universe``: the names this answer is for (None: every name; a partial record's set, of which
     ``symbols`` are the exported ones); ``wider``: the answer for every name, read when a verdict
-    asks about a name outside ``universe`` (None: none to be had).
+    asks about a name outside ``universe`` (None: none to be had). ``recorded``: the answer is an
+    exports record's (a verdict resting on it is recorded provenance, as one on a scan record).
     """
 
     version: str
@@ -52,6 +53,7 @@ class TorchExports:
     source: str
     universe: frozenset[str] | None = None
     wider: Callable[[], TorchExports] | None = field(default=None, compare=False, repr=False)
+    recorded: bool = False  # from an exports record (by the torch wheel's sha256), not a read of the libraries: a verdict on it is provisional
 
     def answers(self, names: Iterable[str]) -> bool:
         """Whether this answer says, for each of ``names``, whether torch exports it."""
@@ -233,7 +235,11 @@ def _judge_members(
     refusal = _cuda_refusal(majors, torch) or (_floor_refusal(floor, torch) if floor is not None else _series_refusal(declared_series, torch))
     if refusal is not None:
         return _with(base, refusal=refusal)
-    return base if floor is not None else _with(base, **_locked(cxx, torch, policy))
+    if floor is not None:
+        return base
+    found, recorded = _locked(cxx, torch, policy)
+    verdict = _with(base, **found)
+    return replace(verdict, read=READ_RECORDED) if recorded else verdict
 
 
 def _imports(members: Sequence[MemberAbi]) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -271,7 +277,9 @@ def asks_for_exports(name: str, version: Version | None, abi: WheelAbi, torch: A
     return bool(asked)
 
 
-def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[str, str]:
+def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> tuple[dict[str, str], bool]:
+    """The refusal or note of a version-locked wheel importing ``cxx``, and whether it rests on an
+    exports record."""
     exports = torch.exports().covering(cxx) if torch.exports is not None else None
     example = policy.demangle(cxx[0])
     if exports is None or exports.symbols is None:
@@ -279,14 +287,14 @@ def _locked(cxx: tuple[str, ...], torch: AbiTorch, policy: AbiPolicy) -> dict[st
         return {
             "refusal": f"imports {len(cxx)} C++ symbol{'s' * (len(cxx) != 1)} of torch (e.g. `{example}`), and torch {torch.version}'s exports "
             f"could not be read ({why}): it cannot be shown to run"
-        }
+        }, False
     missing = exports.missing(cxx)
     if missing:
         shown = ", ".join(f"`{policy.demangle(s)}`" for s in missing[:SHOWN])
         more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
-        return {"refusal": f"needs {shown}{more}, which torch {torch.version} does not export (built for another torch)"}
+        return {"refusal": f"needs {shown}{more}, which torch {torch.version} does not export (built for another torch)"}, exports.recorded
     imports = f"its {len(cxx)} C++ imports of torch are all" if len(cxx) != 1 else "its one C++ import of torch is"
-    return {"note": f"{imports} exported by torch {torch.version}; their layouts are not checked (`resolve-gpu-stack doctor` imports it)"}
+    return {"note": f"{imports} exported by torch {torch.version}; their layouts are not checked (`resolve-gpu-stack doctor` imports it)"}, exports.recorded
 
 
 def _judge_builds(

@@ -1,6 +1,6 @@
 """Compiled wheels: each recorded ABI verdict must hold for the lock's torch and CUDA; a verdict
 replayed from a scan record (``abi-read = "recorded"``: an older reader's, a records URL's, the
-shipped ones) is noted as provisional."""
+shipped ones), or judged against torch's exports from an exports record, is noted as provisional."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from .finding import NOTE, WARNING, Expected, Finding, error_at, regenerate_hint
 PROVISIONAL = (
     "its verdict is provisional: replayed from a scan record (abi-read = recorded: an older reader's, which may rest on "
     "a member entered near its end or on the names in its first bytes, or one a records URL or the tool's shipped records "
-    "gave by the wheel's sha256); install reads it again from the verified file"
+    "gave by the wheel's sha256, or torch's exports from such a record, by the torch wheel's sha256); install reads it "
+    "again from the verified file"
 )
 
 if TYPE_CHECKING:

@@ -124,11 +124,11 @@ class WheelExports:
         if found is not None and found.universe is None:
             log.info("%s: %d exports from its exports record", file.filename, len(found.symbols))
             self._recorded(key, found.symbols)
-            return TorchExports(version=version, symbols=found.symbols, source=f"{file.filename} (its exports record, by its sha256)")
+            return TorchExports(version=version, symbols=found.symbols, source=f"{file.filename} (its exports record, by its sha256)", recorded=True)
         if found is not None:  # the answer for the names it holds; every other name read from the wheel, once asked
             wider = functools.cache(lambda: self._wheel(version, file, key))
             source = f"{file.filename} (its exports record for {len(found.universe or ())} names, by its sha256)"
-            return TorchExports(version=version, symbols=found.symbols, source=source, universe=found.universe, wider=wider)
+            return TorchExports(version=version, symbols=found.symbols, source=source, universe=found.universe, wider=wider, recorded=True)
         return self._wheel(version, file, key)
 
     def _wheel(self, version: str, file: IndexFile, key: str) -> TorchExports:
