@@ -329,6 +329,23 @@ def test_scan_records_writes_a_record_of_each_rows_wheel_as_the_kept_pypi_torch_
     assert "recorded      --with sglang==0.5.23: 0 new of " in again, again
     assert {f.name: f.read_bytes() for f in out.glob("*.json")} == before
     sha = {e.wheel.filename: e.wheel.sha256 for page in world.pages.values() for e in page}
+    # --torch: PyPI's torch's exports record, the answer for the C++ imports of the records in --out
+    from resolve_gpu_stack.env.confirm import wheel_exports
+    from resolve_gpu_stack.net.scan.records import exports_record_name, parse_exports, parse_record
+
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        assert records.main(["--pypi", f"{srv.url}simple/", "--python", python, "--out", str(out), "--torch", "torch==2.15.0"]) == 0
+        said = capsys.readouterr().out
+    [torch] = [e.wheel for e in world.pages["simple/torch/"] if e.wheel.filename.startswith("torch-2.15.0-")]
+    assert f"recorded      {torch.filename}" in said, said
+    imports = {
+        s for f in out.glob("*.json") if not f.name.endswith(".exports.json") for m in parse_record(f.stem, f.read_bytes())[0].abi.members for s in m.cxx
+    }  # type: ignore[union-attr]
+    found, why = parse_exports(torch.sha256, (out / exports_record_name(torch.sha256)).read_bytes())
+    exported = wheel_exports(torch.path, "2.15.0").symbols
+    assert found is not None and imports and found.universe == imports and exported is not None, why
+    assert found.symbols == imports & exported and found.universe == imports  # the rest: "missing"
     for filename in ("sglang_kernel-0.4.10-cp39-abi3-manylinux_2_28_x86_64.whl", "torchvision-0.29.2-py3-none-manylinux_2_28_x86_64.whl"):
         assert f"recorded      {filename}" in printed, printed
         written = json.loads((out / f"{sha[filename]}.json").read_text())
