@@ -7,13 +7,13 @@ Each round runs, alternated, in fresh cache folders:
 
 - ``ours cold``: ``resolve-gpu-stack resolve --python 3.12 --platform x86_64-manylinux_2_34
   --installed torch==2.15.0 --torch installed --with FRAMEWORK --no-cubin --no-jit-cache`` with an
-  empty cache: every page, METADATA file and scan, and torch 2.15.0's exports (its ``libtorch_cpu.so``
-  inflated up to its dynamic table at about 443 MB: what a version-locked companion is checked
-  against, read once per torch build);
-- ``ours cold, no records``: the cold run with ``--scan-records none``: no scan record from anywhere,
-  not even the ones the tool ships (every compiled wheel read by range);
-- ``ours cold, exports known``: an empty cache but for the exports of that torch build (a second
-  project or venv on the same machine, or a fleet node given the wheelhouse's exports);
+  empty cache: every page and METADATA file; each compiled wheel's scan and torch 2.15.0's exports
+  (what a version-locked companion is checked against) answered by the records the tool ships where
+  it has them, else read by range;
+- ``ours cold, no records``: the cold run with ``--scan-records none``: no scan or exports record from
+  anywhere, not even the ones the tool ships (every compiled wheel and torch's exports read by range);
+- ``ours cold, exports known``: an empty cache but for the exports of that torch build, as the run
+  without records read them (a second project or venv on the same machine);
 - ``ours warm``: the same command again on the cold run's cache;
 - ``uv cold`` / ``uv warm``: ``uv pip compile --python-version 3.12 --python-platform
   x86_64-manylinux_2_34 --override (torch==2.15.0)`` of the framework, ``--no-cache`` / on a warmed
@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             figures["uv warm"].append(took)
             known = work / f"known{i}"
             known.mkdir()
-            if (cold / "exports-v1").is_dir():  # (a closure with no version-locked wheel reads no exports)
-                shutil.copytree(cold / "exports-v1", known / "exports-v1")
+            read = work / f"bare{i}" / "exports-v1"  # the run without records read them (the shipped exports records answer the cold run)
+            if read.is_dir():  # (a closure with no version-locked wheel reads no exports)
+                shutil.copytree(read, known / "exports-v1")
             figures["ours cold, exports known"].append(ours(args.framework, pypi, known, env)[0])
             shutil.rmtree(known)
             for name, (exe, extra_env) in extra.items():
