@@ -334,13 +334,28 @@ def test_a_wheelhouse_carries_its_torchs_full_record_and_a_node_reads_no_wheel(w
     assert [d["sha256"] for d in index["exports"]] == [sha] and index["exports"][0] == doc
     with IndexServer(house) as node:
         base = node.url.rstrip("/") + "/"
-        argv = [*DECLARED, *[w for n in ("pytorch", "flashinfer", "pypi") for w in ("--index", f"{n}=flat:{base}simple/")], *withs("locked-ok", "stable-ext")]
+        flat = [w for n in ("pytorch", "flashinfer", "pypi") for w in ("--index", f"{n}=flat:{base}simple/")]
+        argv = [*DECLARED, *flat, *withs("locked-ok", "stable-ext")]
         code, out, err = run_cli(capsys, "resolve", *argv, "--scan-records", base + "records/", "--cache-dir", str(tmp_path / "n"), "--format", "json")
         assert code == 0, err
         ranges = [p for _, p, headers in node.log if any(k.lower() == "range" for k in headers)]
         assert ranges == [], ranges
         assert _verdict(out, "locked-ok")["refusal"] is None
         assert [p for _, p, _ in node.log if "/records/" in p] == ["/records/" + INDEX_NAME], node.log
+        # a config lock: the records URL as the config key scan-records
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text(
+            f'[tool.resolve-gpu-stack]\n\n[tool.resolve-gpu-stack.defaults]\npython = "3.12"\nflashinfer = "none"\n'
+            f'scan-records = "{base}records/"\n\n[[tool.resolve-gpu-stack.target]]\nname = "node"\nplatform = "x86_64-manylinux_2_28"\n'
+            f'installed = ["torch=={NIGHTLY}"]\nwith = ["locked-ok", "stable-ext"]\noutput = ["pylock.node.toml"]\n'
+        )
+        code, _, err = run_cli(capsys, "lock", "--config", str(project / "pyproject.toml"), *flat, "--cache-dir", str(tmp_path / "d"))
+        assert code == 0, err
+        ranges = [p for _, p, headers in node.log if any(k.lower() == "range" for k in headers)]
+        assert ranges == [], ranges
+        configured = {p["name"]: p for p in tomllib.loads((project / "pylock.node.toml").read_text())["tool"]["resolve-gpu-stack"]["packages"]}
+        assert configured["locked-ok"]["abi"] == "locked" and configured["locked-ok"]["abi-read"] == "recorded", configured["locked-ok"]
         # without the records the node reads torch's libraries (and the wheels) by range
         code, out, err = run_cli(capsys, "resolve", *argv, "--scan-records", "none", "--cache-dir", str(tmp_path / "m"), "--format", "json")
         assert code == 0, err
