@@ -73,3 +73,30 @@ def test_a_slow_but_steady_download_earns_time(tmp_path: Path, monkeypatch: pyte
             transport.finish(resp)
         assert time.monotonic() - began < 2.5
     transport.close()
+
+
+def test_a_stalled_read_ends_at_the_deadline_after_reads_at_the_full_timeout() -> None:
+    """The socket keeps the per-read timeout while the deadline is far (it is told once, not at
+    every read), and is given what is left once the deadline is nearer: reads that went at the
+    full timeout leave no longer wait behind."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    try:
+        due = deadline.Deadline(seconds=1.0, min_rate=1e9)
+        due.body_phase()
+        sock = deadline.DeadlineSocket(ours, 0.5, due)
+        buffer = memoryview(bytearray(64))
+        for _ in range(3):  # reads well within the deadline: at the 0.5 s timeout
+            theirs.sendall(b"x" * 16)
+            assert sock.recv_into(buffer) == 16
+        assert ours.gettimeout() == 0.5
+        time.sleep(0.7)  # 0.3 s of the deadline left, less than the timeout
+        with pytest.raises(TimeoutError):
+            sock.recv_into(buffer)  # the peer is silent: the read waited what was left, not 0.5 s
+        assert (ours.gettimeout() or 0) < 0.31
+        with pytest.raises(TimeoutError, match="no complete answer within 1 s"):
+            sock.recv_into(buffer)  # past the deadline: no wait at all
+    finally:
+        ours.close()
+        theirs.close()

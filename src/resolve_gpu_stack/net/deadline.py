@@ -155,16 +155,27 @@ class DeadlineSocket:
         self.deadline = deadline
         self._readers = 0  # open makefile()s: as with a socket's own, the socket closes after the last
         self._closing = False
+        self._waits: float | None = None  # the timeout the socket was last given
+
+    def _wait_at_most(self) -> None:
+        """Give the socket the wait of its next operation: ``timeout``, less when the request's
+        deadline is nearer. The socket is told only when that changes: ``settimeout`` is a system
+        call that lets go of the GIL (a wake-up of another thread), and a body read is thousands of
+        reads (one a TLS record) at the same ``timeout`` until its deadline draws near."""
+        wait = clamp(self.timeout, self.deadline)
+        if wait != self._waits:
+            self.sock.settimeout(wait)
+            self._waits = wait
 
     def recv_into(self, buffer: memoryview) -> int:
-        self.sock.settimeout(clamp(self.timeout, self.deadline))
+        self._wait_at_most()
         n = self.sock.recv_into(buffer)
         if self.deadline is not None:
             self.deadline.received += n
         return n
 
     def sendall(self, data: bytes) -> None:
-        self.sock.settimeout(clamp(self.timeout, self.deadline))
+        self._wait_at_most()
         self.sock.sendall(data)
 
     def makefile(self, mode: str = "rb", buffering: int | None = None) -> io.BufferedReader:

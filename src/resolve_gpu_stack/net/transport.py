@@ -289,6 +289,16 @@ class Transport:
         expected = declared_length(resp)
         if is_identity(resp) and expected is not None and expected > cap:
             raise CrawlError(redact_url(url), f"{what} is {expected} bytes, over the {cap}-byte cap")
+        size = resp.sized if is_identity(resp) else None
+        if size is not None and size <= cap:  # one read into one buffer of the declared size
+            try:
+                data = resp.read_sized()
+            except TransportError as exc:
+                self._raise_past_deadline(url, exc, resp.deadline)
+                self._raise_short(resp, expected, exc)
+                raise
+            self._raise_short(resp, expected, None)
+            return data
         chunks: list[bytes] = []
         got = 0
         for chunk in self.iter_body(resp, url, what):

@@ -131,13 +131,15 @@ class Connection(http.client.HTTPConnection):
     """One kept-alive connection of the pool: TCP (direct, or to a proxy, tunnelled for https),
     TLS where the route is https, every socket operation under the request's deadline."""
 
-    def __init__(self, route: Route, timeout: float, tls: ssl.SSLContext) -> None:
+    def __init__(self, route: Route, timeout: float, tls: ssl.SSLContext, resume: ssl.SSLSession | None = None) -> None:
         super().__init__(route.host, route.port, timeout=timeout)
         self.read_timeout = timeout
         self.route = route
         self.tls = tls
+        self.resume = resume  # a TLS session of an earlier connection of this route, offered to the origin (``tls_session``)
         self.idle_since = 0.0
         self.deadline: deadlines.Deadline | None = None  # the request's being served (``serve``)
+        self.session_taken = False  # whether the pool took this connection's TLS session (``Client._keep_session``)
 
     def serve(self, deadline: deadlines.Deadline | None) -> None:
         """From now on, serve the request whose deadline is ``deadline`` (None: idle in the pool)."""
@@ -146,6 +148,26 @@ class Connection(http.client.HTTPConnection):
             self.sock.deadline = deadline
 
     response_class = _FinalResponse
+
+    def _origin_tls(self) -> ssl.SSLSocket | ssl.SSLObject | None:
+        """The TLS to the origin (not to an ``https://`` proxy): None for plain http."""
+        wire = self.sock.sock if isinstance(self.sock, deadlines.DeadlineSocket) else None
+        if self.route.scheme != "https" or wire is None:
+            return None
+        return wire.tls if isinstance(wire, _TunnelledTLS) else wire if isinstance(wire, ssl.SSLSocket) else None
+
+    def tls_session(self) -> ssl.SSLSession | None:
+        """This connection's TLS session to the origin, when the server gave a ticket to resume it
+        with (TLS 1.3 sends it after the handshake: ask once an answer was read); else None."""
+        tls = self._origin_tls()
+        session = tls.session if tls is not None else None
+        return session if session is not None and session.has_ticket else None
+
+    @property
+    def resumed(self) -> bool:
+        """Whether the TLS to the origin resumed an earlier connection's session (no certificate sent)."""
+        tls = self._origin_tls()
+        return tls is not None and bool(tls.session_reused)
 
     def connect(self) -> None:
         route = self.route
@@ -177,8 +199,8 @@ class Connection(http.client.HTTPConnection):
             return sock
         sock.settimeout(deadlines.clamp(self.read_timeout, self.deadline))
         if isinstance(sock, ssl.SSLSocket):  # TLS inside the proxy's TLS
-            return _TunnelledTLS(sock, self.tls, route.host)
-        return self.tls.wrap_socket(sock, server_hostname=route.host)
+            return _TunnelledTLS(sock, self.tls, route.host, self.resume)
+        return self.tls.wrap_socket(sock, server_hostname=route.host, session=self.resume)
 
 
 def _proxy_of(route: Route) -> SplitResult | None:
@@ -241,10 +263,10 @@ class _TunnelledTLS:
     """TLS to the origin carried inside the TLS connection to an ``https://`` proxy (a CONNECT
     tunnel): ``ssl.SSLObject`` over memory buffers, its records sent through the outer socket."""
 
-    def __init__(self, outer: ssl.SSLSocket, context: ssl.SSLContext, server_hostname: str) -> None:
+    def __init__(self, outer: ssl.SSLSocket, context: ssl.SSLContext, server_hostname: str, session: ssl.SSLSession | None = None) -> None:
         self.outer = outer
         self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.tls = context.wrap_bio(self._in, self._out, server_hostname=server_hostname)
+        self.tls = context.wrap_bio(self._in, self._out, server_hostname=server_hostname, session=session)
         self._run(self.tls.do_handshake)
 
     def _run(self, step: Callable[[], T]) -> T:
@@ -272,7 +294,7 @@ class _TunnelledTLS:
 
     def recv_into(self, buffer: memoryview) -> int:
         try:
-            data = self._run(lambda: self.tls.read(len(buffer)))
+            data = self._run(lambda: self.tls.read(min(len(buffer), CHUNK)))  # a record is at most 16 KB: never a buffer of the caller's size
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
             return 0
         buffer[: len(data)] = data

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import os
 import select
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -44,6 +45,10 @@ class Client:
         self.max_connections = max(1, max_connections)
         self._slots = threading.BoundedSemaphore(self.max_connections)
         self._idle: list[Connection] = []  # oldest first
+        # each https route's latest TLS session with a ticket: a new connection of the same route (the
+        # same host, port and proxy; this client's one trust context) resumes it, skipping the
+        # certificate's transfer and check (which that session's handshake made for this host name)
+        self._sessions: dict[Route, ssl.SSLSession] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -81,6 +86,8 @@ class Client:
         def release(complete: bool) -> None:
             try:
                 raw.close()
+                if complete:
+                    self._keep_session(answered)
             finally:
                 self._checkin(answered, complete and not raw.will_close and answered.sock is not None)
                 self._slots.release()
@@ -122,7 +129,9 @@ class Client:
                 return pooled, _ask(pooled, target, headers)
             except (ConnectionError, http.client.BadStatusLine):  # RemoteDisconnected is both
                 pooled.close()  # a pooled connection broke before its answer: once more, on a new one
-        conn = Connection(route, self.timeout, self.tls)
+        with self._lock:
+            resume = self._sessions.get(route) if route.scheme == "https" else None
+        conn = Connection(route, self.timeout, self.tls, resume)
         conn.serve(deadline)
         try:
             return conn, _ask(conn, target, headers)
@@ -130,9 +139,21 @@ class Client:
             conn.close()
             raise
 
+    def _keep_session(self, conn: Connection) -> None:
+        """Keep ``conn``'s TLS session for its route's next new connection (asked once per
+        connection, after its first complete answer: a TLS 1.3 ticket comes after the handshake)."""
+        if conn.session_taken or conn.route.scheme != "https":
+            return
+        conn.session_taken = True
+        session = conn.tls_session()
+        if session is not None:
+            with self._lock:
+                self._sessions[conn.route] = session
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self._sessions.clear()
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()

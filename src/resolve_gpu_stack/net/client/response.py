@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol, overload
 
 from ...scan.inflate import INFLATE_ERRORS, inflater
@@ -16,6 +17,19 @@ if TYPE_CHECKING:
 
 
 # -- answers -------------------------------------------------------------------------------------
+@contextmanager
+def _read_errors() -> Iterator[None]:
+    """A failure reading a body, as ``TransportError``: ``Timeout`` or ``ReadError``."""
+    try:
+        yield
+    except TransportError:
+        raise
+    except TimeoutError as exc:
+        raise Timeout(str(exc) or "timed out") from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise ReadError(str(exc) or type(exc).__name__) from None
+
+
 class Headers:
     """An answer's headers by name, in any case (repeated ones joined with ", ")."""
 
@@ -124,20 +138,39 @@ class Response:
 
     def iter_raw(self) -> Iterator[bytes]:
         """The body as sent, in chunks."""
-        try:
+        with _read_errors():
             while True:
                 data = self._raw.read1(CHUNK)
                 if not data:
                     break
                 self.num_bytes_downloaded += len(data)
                 yield data
-        except TransportError:
-            raise
-        except TimeoutError as exc:
-            raise Timeout(str(exc) or "timed out") from None
-        except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise ReadError(str(exc) or type(exc).__name__) from None
         self.is_stream_consumed = True
+
+    @property
+    def sized(self) -> int | None:
+        """The bytes of the body still to come as sent, when the answer declared them
+        (``Content-Length``, not chunked); else None."""
+        raw = self._raw
+        return None if raw.chunked else raw.length
+
+    def read_sized(self) -> bytes:
+        """The rest of a ``sized`` body as sent, in one buffer of that size: the buffered reader
+        fills it straight from the socket, a TLS record at a time, with no chunks to copy into a
+        joined whole (half the memory written, and no Python step per record above the socket's).
+        A body the server cut short comes back short: the caller compares ``num_bytes_downloaded``
+        with what was declared."""
+        want = self.sized
+        if want is None:
+            raise ValueError("the body's size was not declared")
+        data = b""
+        if want:
+            with _read_errors():
+                data = self._raw.read(want)
+        self.num_bytes_downloaded += len(data)
+        if len(data) == want:
+            self.is_stream_consumed = True
+        return data
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The body with its ``Content-Encoding`` undone (gzip, deflate), in chunks."""
