@@ -127,10 +127,11 @@ class Response:
         self.status_code = raw.status
         self.deadline = deadline  # the request's (``deadline.py``): its body is read under it too
         self.reason_phrase = raw.reason
-        self.headers = Headers(raw.getheaders())
+        pairs = raw.getheaders()  # each value passes email's header policy: asked once
+        self.headers = Headers(pairs)
         self.num_bytes_downloaded = 0  # body bytes as sent (before Content-Encoding is undone)
         # the status line and headers as received: "HTTP/1.1 206 Partial Content\r\n", "Name: value\r\n" each, "\r\n"
-        self.header_bytes = len(f"HTTP/1.1 {raw.status} {raw.reason}\r\n") + sum(len(k) + len(v) + 4 for k, v in raw.getheaders()) + 2
+        self.header_bytes = len(f"HTTP/1.1 {raw.status} {raw.reason}\r\n") + sum(len(k) + len(v) + 4 for k, v in pairs) + 2
         self.is_stream_consumed = False
         self.is_closed = False
         self._raw = raw
