@@ -16,6 +16,8 @@ the connections it opened (and how many resumed a TLS session) and the thread CP
 ``Transport.open`` (connects included), ``Transport.read_body`` and ``Connection.connect``.
 Trees alternate run by run (``A B A B ...``); medians are printed. ``--plain``: http instead of TLS.
 
+``--body MB``: instead, one body of MB megabytes read 10 times in a row (the CPU per byte).
+
 ``--baseline`` is a folder holding ``src/`` (or ``resolve_gpu_stack/``) or a git revision
 (exported with ``git archive``); without it only this tree runs.
 """
@@ -161,6 +163,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", type=int, default=96)
     ap.add_argument("--plain", action="store_true", help="http, not TLS")
+    ap.add_argument("--body", type=int, metavar="MB", help="instead of the crawl: one body of MB megabytes read 10 times, one request at a time")
     ap.add_argument(
         "--wrap", default="", help="a command the child runs under, {tree} replaced by the tree's name (e.g. 'perf stat -x, --append -o ps-{tree}')"
     )
@@ -170,6 +173,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="rgs-clientcpu-"))
     try:
         jobs = world(tmp / "www", random.Random(53))
+        if args.body:
+            (tmp / "www" / "body.bin").write_bytes(os.urandom(args.body * 2**20))
+            jobs = [[("body.bin", "")] * 10]
         cert, key = (None, None) if args.plain else make_cert(tmp)
         trees = {"this": ROOT / "src"}
         if args.baseline:
@@ -200,9 +206,10 @@ def main() -> int:
             server.wait()
         load = os.getloadavg()[0]
         first = next(iter(results.values()))[0]
+        shape = f"of a {args.body} MB body" if args.body else f"({PAGES} pages, {PAGE_BYTES >> 20} MB; {RANGES} ranges, {RANGE_BYTES >> 20} MB)"
         print(
-            f"{first['requests']} GETs ({PAGES} pages, {PAGE_BYTES >> 20} MB; {RANGES} ranges, {RANGE_BYTES >> 20} MB) over "
-            f"{'http' if args.plain else 'TLS'} from {args.workers} threads; medians of {args.runs}, trees in turns; load {load:.1f}"
+            f"{first['requests']} GETs {shape} over {'http' if args.plain else 'TLS'} from {args.workers} threads; "
+            f"medians of {args.runs}, trees in turns; load {load:.1f}"
         )
         print(
             f"{'tree':10s} {'CPU s':>7s} {'user':>6s} {'sys':>6s} {'ctx sw':>7s} {'wall s':>7s} {'conns':>6s} {'resumed':>7s} {'open':>6s} {'body':>6s} {'connect':>7s}"

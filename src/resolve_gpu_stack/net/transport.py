@@ -8,8 +8,9 @@
 - ``check_status``: 429/5xx are retryable (``Retry-After`` honoured, capped), 401/403 say what to
   do about credentials, anything else unexpected is a ``CrawlError`` naming the URL (``raise_if_gone``:
   a 404/410 for a file an index lists);
-- ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered, and a
-  reset, a timeout or a body shorter than announced is retryable;
+- ``read_body`` / ``iter_body`` / ``stream_to``: bodies streamed, capped where buffered (a body
+  of declared length, not encoded, in one read into a buffer of that size), and a reset, a
+  timeout or a body shorter than announced is retryable;
 - a deadline per request (``deadline.py``: ``REQUEST_DEADLINE_FACTOR`` x ``timeout`` for the
   headers from the first byte sent, 1xx interim answers included; as much again for the body, plus
   credit for its bytes): a server that trickles its answer ends in "no complete answer within N

@@ -26,10 +26,13 @@ Chosen by measurement (``bench/httpclients.py``, figures in bench/README.md): on
   certificate check is named in the error;
 - TLS with the trust store loaded at the first handshake (``tls.LazyTrustContext``), the host name
   checked; a certificate that does not verify, or a trust store setting that cannot be read, is a
-  ``ConfigurationError``, never worth a retry;
+  ``ConfigurationError``, never worth a retry; a new connection offers the TLS session (its
+  ticket) of the last connection of its route (host, port, proxy) of this client, so a server
+  that takes it skips the certificate; never offered to another host name, port or client;
 - every connect, read and write kept to the deadline of the request it serves (``deadline.DeadlineSocket``);
 - bodies decoded (``Content-Encoding`` gzip, deflate; others passed as sent) in steps of at most
-  ``DECODE_STEP`` bytes, so a compressed bomb is stopped by the reader's cap, not by memory.
+  ``DECODE_STEP`` bytes, so a compressed bomb is stopped by the reader's cap, not by memory; a body
+  of declared length read whole into one buffer of that size (``Response.read_sized``).
 
 The parts: ``pool.py`` (``Client``), ``connection.py`` (a connection, its proxy tunnel and TLS),
 ``response.py`` (an answer and its decoding), ``proxies.py``, ``errors.py``.
