@@ -219,6 +219,18 @@ def test_truncated_body_is_retried_then_reported(srv: IndexServer, make_fetcher:
         _get(make_fetcher(retries=1), srv.url + "simple/demo/")
 
 
+def test_a_page_reset_mid_body_is_retried_whole_then_reported_with_what_came(srv: IndexServer, make_fetcher: MakeFetcher) -> None:
+    """A page of declared length is read into one buffer: a reset part-way loses that buffer, the
+    page is asked again and comes whole; the last failure says how far the body came."""
+    body = b"<html><body>" + b"<a href='x-1.0.tar.gz'>x-1.0.tar.gz</a><br>\n" * 30000 + b"</body></html>"
+    _page(srv.root, "simple/demo", body)
+    srv.script("/simple/demo/", [Fault(reset_after=300_000)])
+    assert _get(make_fetcher(), srv.url + "simple/demo/").page.content == body  # type: ignore[union-attr]
+    srv.script("/simple/demo/", [Fault(reset_after=300_000)] * 2)
+    with pytest.raises(CrawlError, match=rf"body truncated: \d+ of {len(body)} bytes \(tried 2 times\)"):
+        _get(make_fetcher(retries=1), srv.url + "simple/demo/")
+
+
 # -- pages: what is not an index page ------------------------------------------------------------
 @pytest.mark.parametrize(
     ("ctype", "body"),

@@ -166,8 +166,16 @@ class Response:
             raise ValueError("the body's size was not declared")
         data = b""
         if want:
-            with _read_errors():
-                data = self._raw.read(want)
+            before = self.deadline.received if self.deadline is not None else 0
+            try:
+                with _read_errors():
+                    data = self._raw.read(want)
+            except TransportError:
+                # what was read is lost with the buffer: count what the socket gave meanwhile (the
+                # body's bytes but those read ahead with the headers) for "truncated: N of M"
+                if self.deadline is not None:
+                    self.num_bytes_downloaded += min(want, max(0, self.deadline.received - before))
+                raise
         self.num_bytes_downloaded += len(data)
         if len(data) == want:
             self.is_stream_consumed = True
