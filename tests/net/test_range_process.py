@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -187,6 +188,33 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
     # the child's record comes back as it was made, its arguments with it (as -v and a handler read it)
     made = [r for r in caplog.records if r.name == "resolve_gpu_stack.net.scan.exports" and "bytes read" in r.msg]
     assert made and made[0].args[0] == wheel.name and made[0].args[1] == len(found.symbols), [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
+def test_torch_exports_asked_before_the_child_is_started_wait_for_it_and_are_read_there(tmp_path, monkeypatch):
+    """The shipped scan records answer every scan of a live resolve: the kept torch's exports are
+    the first read it asks for, and the child is not started yet. They wait for it (its start is
+    short beside their read) instead of taking this process's CPU; a child that ends before it is
+    ready leaves them here at once (not after the wait), with the same answer."""
+    from resolve_gpu_stack.net.scan import rangeproc
+
+    lib = compile_extension(tmp_path, "lib.so", torch_stubs(tmp_path / "libs"), calls=("cxx_check", "shim_device"))
+    wheel = tmp_path / "torch-2.15.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_bytes(wheel_bytes({"torch/lib/libtorch_cpu.so": lib, "torch/__init__.py": b""}))
+    monkeypatch.setattr(rangeproc, "START_AFTER", 1)  # the wheel is as large as a real torch's, for the child's rule
+    with IndexServer(tmp_path) as srv:
+        file = IndexFile(filename=wheel.name, url=srv.url + wheel.name, name=canonicalize_name("torch"), version=Version("2.15.0"), size=wheel.stat().st_size)
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+            child = fetcher.range_process
+            assert child is not None and child.pid is None
+            found = readers.exports_reader(fetcher.scan_access())("2.15.0", file)
+            assert child.pid is not None and child.answered == 1, "the exports were read here"
+        monkeypatch.setattr(sys, "executable", shutil.which("false") or "/bin/false")  # starts, and ends before it is ready
+        monkeypatch.setattr(rangeproc, "EXPORTS_WAIT", 3600.0)  # waited out, this test would not end
+        with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+            here_found = readers.exports_reader(fetcher.scan_access())("2.15.0", file)
+            assert fetcher.range_process is not None and fetcher.range_process.pid is not None and fetcher.range_process.answered == 0
+    assert found.symbols is not None and found.symbols == here_found.symbols == frozenset(dynamic_symbols(lib, exports=True).exports)
 
 
 def test_a_classifier_made_without_a_second_process_scans_here(world, server):

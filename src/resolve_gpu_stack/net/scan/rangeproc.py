@@ -8,8 +8,10 @@ with the resolve's for one interpreter lock, run beside it on another core.
 follows what they inflate, and a plan of small wheels (the loopback worlds: the 215-package one's
 29 scans in 0.4 s) reads them here sooner than a child would start and pay for itself; today's
 SGLang closure passes it within its first scans (a 91 MB wheel among them). Until the child says it is ready
-(0.1-0.2 s alone, with the bytecode this process keeps), each read answers None and the caller
-reads in this process, so a command never waits for the child to start. Once ready, each job goes
+(0.1-0.2 s alone, with the bytecode this process keeps), each scan answers None and the caller
+reads in this process, so a scan never waits for the child to start; a torch's exports, asked for
+once and ~0.9 s of CPU, wait for it up to ``EXPORTS_WAIT`` seconds (with the shipped scan records
+they are the first read a live resolve asks for, before any scan has started the child). Once ready, each job goes
 to the child over a pipe (pickles framed by length; the child is our own, started from our own
 interpreter, and nothing else writes to the pipe): ``scan`` answers the scan's ``ScanRecord`` and
 whether it is final, ``exports`` a ``TorchExports``. The cache, a snapshot's record and the
@@ -60,6 +62,11 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the folder holding resolve
 # the child's start: its import path set before anything is imported (``sys.argv[1:]``), then its loop
 _CHILD_MAIN = f"import sys; sys.path[:] = sys.argv[1:]; from {CHILD} import serve; serve()"
 START_AFTER = 16 * 2**20  # bytes of wheels asked to read before the child starts: less is read here sooner than it starts
+# seconds a torch's exports wait for the child to get ready (0.1-0.2 s alone): their read is ~0.9 s of
+# CPU, most of it Python holding this process's lock for that long while the crawl needs it
+# (torch 2.15.0 read here in a live resolve: 1.7-2.3 s, and the crawl slowed by as much); a child
+# not ready by then, or gone, leaves them to this process
+EXPORTS_WAIT = 3.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,6 +144,7 @@ class RangeProcess:
         self._pipe_lock = threading.Lock()
         self._child: process.Popen[bytes] | None = None
         self._ready = threading.Event()
+        self._settled = threading.Event()  # ready, or gone: what a job waiting for it waits for
         self._gone = False
         self._jobs: dict[int, Future[Any]] = {}
         self._next = 0
@@ -152,7 +160,7 @@ class RangeProcess:
 
     def exports(self, version: str, file: IndexFile, budget: int | None) -> TorchExports | None:
         """A fresh read of the exports of torch ``version``'s wheel ``file`` in the child; None: read them here."""
-        answer = self._run(ExportsJob(version, file, budget))
+        answer = self._run(ExportsJob(version, file, budget), wait=EXPORTS_WAIT)
         return answer if isinstance(answer, TorchExports) else None
 
     def start(self, *, wait: float = 0.0) -> bool:
@@ -160,7 +168,7 @@ class RangeProcess:
         whether it is (jobs go to it from then on)."""
         with self._lock:
             started = self._start() is not None
-        return started and self._ready.wait(wait)
+        return started and self._settled.wait(wait) and self._ready.is_set()
 
     @property
     def pid(self) -> int | None:
@@ -173,13 +181,20 @@ class RangeProcess:
         """How many jobs the child answered."""
         return self._answered
 
-    def _run(self, work: ScanJob | ExportsJob) -> Any:
+    def _run(self, work: ScanJob | ExportsJob, *, wait: float = 0.0) -> Any:
+        """``work``'s answer from the child; None: read it here. ``wait``: seconds to wait for a
+        child that is starting (a scan waits for none: it is read here sooner)."""
         with self._lock:
             self._asked += work.file.size or 0
             if self._child is None and self._asked < START_AFTER:
                 return None
             child = self._start()
-            if child is None or not self._ready.is_set():
+            if child is None:
+                return None
+        if not self._ready.is_set() and not (wait > 0 and self._settled.wait(wait) and self._ready.is_set()):
+            return None
+        with self._lock:
+            if self._gone:
                 return None
             self._next += 1
             job = Job(self._next, work, self._credentials.remembered())
@@ -208,6 +223,7 @@ class RangeProcess:
             except (OSError, ValueError) as exc:
                 log.info("range reads stay in this process: the second process did not start (%s)", exc)
                 self._gone = True
+                self._settled.set()
                 return None
             threading.Thread(target=self._listen, args=(self._child,), name="range-process", daemon=True).start()
         return self._child
@@ -233,6 +249,7 @@ class RangeProcess:
                 future.set_result(answer)
         elif kind == "ready":
             self._ready.set()
+            self._settled.set()
         elif kind == "say" and self._say is not None:
             self._say(rest[0])
         elif kind == "retry" and self._on_retry is not None:
@@ -254,6 +271,7 @@ class RangeProcess:
         with self._lock:
             self._gone = True
             jobs, self._jobs = self._jobs, {}
+        self._settled.set()
         for future in jobs.values():
             future.set_exception(_Gone())
 
@@ -262,6 +280,7 @@ class RangeProcess:
         with self._lock:
             child, self._child = self._child, None
             self._gone = True
+        self._settled.set()
         if child is None:
             return
         if not self._ready.is_set():  # still starting: it has read nothing, there is nothing to end cleanly
