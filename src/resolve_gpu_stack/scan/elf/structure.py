@@ -20,11 +20,15 @@ from .layout import (
     _string,
 )
 from .symbols import (
+    _NAMED_BINDS,
     DT_GNU_HASH,
     DT_HASH,
     DT_SYMENT,
     DT_SYMTAB,
+    SHN_UNDEF,
     SHT_DYNSYM,
+    STT_FILE,
+    STT_SECTION,
     DynamicSymbols,
     SymbolMethod,
     _section_headers,
@@ -194,7 +198,48 @@ def _read_symbols(reader: _Reader, tags: dict[int, int], strings: _Strings, *, e
 
 
 def _named(syms: _Symbols, entries: bytes, count: int, at: int, strings: _Strings, *, exports: bool, method: SymbolMethod) -> DynamicSymbols:
-    """The symbols of the ``count`` entries ``entries`` (the table at ``at``), named from ``strings``."""
+    """The symbols of the ``count`` entries ``entries`` (the table at ``at``), named from ``strings``.
+
+    What ``_wanted`` keeps, by the offsets of their names first (a torch library's 76,000 entries
+    in a loop that names nothing), then each distinct offset named once: from the table decoded
+    once when it is ASCII (mangled names are), else name by name as ``_string`` does. A table an
+    offset is outside of, or not ending in NUL, is named entry by entry, failing where
+    ``_string`` fails."""
+    imported: list[int] = []
+    exported: list[int] = []
+    for name, info, shndx in syms.rows(entries, syms.size, max(0, count - 1)):
+        if name and info >> 4 in _NAMED_BINDS:
+            if shndx == SHN_UNDEF:
+                imported.append(name)
+            elif exports and info & 0xF not in (STT_SECTION, STT_FILE):
+                exported.append(name)
+    table = strings.table
+    if max(imported, default=0) >= len(table) or max(exported, default=0) >= len(table) or ((imported or exported) and table[-1:] != b"\0"):
+        return _named_one_by_one(syms, entries, count, at, strings, exports=exports, method=method)
+    name_of = _names_of(table)
+    return DynamicSymbols(
+        imports=tuple(dict.fromkeys(map(name_of, dict.fromkeys(imported)))),
+        exports=tuple(dict.fromkeys(map(name_of, dict.fromkeys(exported)))),
+        complete=True,
+        method=method,
+        count=count,
+        table=at,
+        strings=strings.at,
+        strings_end=strings.at + strings.size,
+    )
+
+
+def _names_of(table: bytes) -> Callable[[int], str]:
+    """The name at an offset of ``table`` (inside it, the table ending in NUL), as ``_string``
+    gives it."""
+    if table.isascii():
+        text = table.decode("ascii")
+        return lambda offset: text[offset : text.index("\0", offset)]
+    return lambda offset: _string(table, offset)
+
+
+def _named_one_by_one(syms: _Symbols, entries: bytes, count: int, at: int, strings: _Strings, *, exports: bool, method: SymbolMethod) -> DynamicSymbols:
+    """``_named`` entry by entry (each name read, or failed, as ``_string`` does)."""
     imported: dict[str, None] = {}
     exported: dict[str, None] | None = {} if exports else None
     for name, info, shndx in syms.rows(entries, syms.size, max(0, count - 1)):

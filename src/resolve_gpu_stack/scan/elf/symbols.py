@@ -96,6 +96,7 @@ class _Symbols:
         e = ">" if layout.big_endian else "<"
         self.bits = layout.bits
         self.entry = struct.Struct(e + ("IBBHQQ" if layout.bits == 64 else "IIIBBH"))
+        self.row = struct.Struct(e + ("IBxH16x" if layout.bits == 64 else "I8xBxH"))  # (name, info, shndx) alone
         self.size = self.entry.size
         self.word = 8 if layout.bits == 64 else 4
         self.u32 = struct.Struct(e + "I")
@@ -114,10 +115,7 @@ class _Symbols:
 
     def rows(self, data: bytes | bytearray, pos: int, count: int) -> Iterator[tuple[int, int, int]]:
         """(name, info, shndx) of the ``count`` entries from ``pos`` (all in ``data``), unpacked in one pass."""
-        view = memoryview(data)[pos : pos + count * self.size]
-        if self.bits == 64:  # name, info, other, shndx, value, size
-            return ((f[0], f[1], f[3]) for f in self.entry.iter_unpack(view))
-        return ((f[0], f[3], f[5]) for f in self.entry.iter_unpack(view))  # name, value, size, info, other, shndx
+        return self.row.iter_unpack(memoryview(data)[pos : pos + count * self.size])
 
     def plausible(self, name: int, info: int, shndx: int, value: int, size: int) -> bool:
         """Whether an entry can be a real dynamic symbol (not the null entry)."""
