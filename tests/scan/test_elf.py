@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.elfbuild import CUDART, CountingReader, compile_so, have_cc, stub_libraries, synthetic_elf, wheel_bytes
+from support.elfbuild import CUDART, CountingReader, compile_extension, compile_so, have_cc, have_cxx, stub_libraries, synthetic_elf, torch_stubs, wheel_bytes
 
 from resolve_gpu_stack.data.definitions import load_definitions
 from resolve_gpu_stack.scan import elf, wheelscan
 from resolve_gpu_stack.scan.elf import ElfError, ElfTruncated, needed_libraries, read_layout
+from resolve_gpu_stack.scan.elf.symbols import dynamic_symbols
 from resolve_gpu_stack.scan.wheelscan import WheelScanner, scan_wheel
 from resolve_gpu_stack.scan.zipmeta import ZipError
 
@@ -414,3 +415,20 @@ def test_a_local_header_offset_past_the_data_is_a_member_error() -> None:
     data[cd + 42 : cd + 46] = (cd - 10).to_bytes(4, "little")  # inside the central directory
     result = scan_wheel(CountingReader(bytes(data)), len(data))
     assert result.kind == "unknown" and "past the members' data" in (result.members[0].error or "")
+
+
+@pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
+@pytest.mark.parametrize("name_byte", [b"\xe9", b"\xff"])
+def test_a_symbol_name_not_ascii_is_named_as_the_other_reader_names_it(tmp_path, name_byte: bytes) -> None:  # type: ignore[no-untyped-def]
+    """The names of a table are read from it decoded once when it is ASCII (a torch library's
+    76,000); a table with a byte that is not is read name by name, its bytes decoded as UTF-8
+    with replacement, as the reader by validation (``dynamic_symbols``) reads it."""
+    lib = bytearray(compile_extension(tmp_path, "lib.so", torch_stubs(tmp_path / "libs"), calls=("cxx_check", "shim_device")))
+    at = lib.find(b"\x00PyInit_lib\x00")
+    assert at > 0, "the object names no PyInit_lib"
+    lib[at + 1 : at + 2] = name_byte  # its first letter
+    data = bytes(lib)
+    found = elf.read_structure(elf.read_layout(data[: elf.HEAD_BYTES]), lambda o, n: data[o : o + n], len(data), exports=True)
+    assert isinstance(found, elf.Structure) and found.symbols is not None
+    assert found.symbols.exports == dynamic_symbols(data, exports=True).exports
+    assert any("\ufffd" in s for s in found.symbols.exports)
