@@ -313,7 +313,7 @@ class ElfStream:
         from where it is; or read twice as much of the end, while that is less than half of the
         member and at most ``MAX_TAIL`` (the compressed tail is held while it is read)."""
         data = bytes(tail.piece) + tail.held
-        found = deflateseek.enter(data, self.size, search=SEARCH)
+        found = deflateseek.enter(data, self.size, search=SEARCH, keep_from=min((a for a, _ in tail.regions), default=None))
         self._tail = None
         if found is None:  # no block start inflates to the end: not a deflate stream to enter (more of it will not be)
             return
