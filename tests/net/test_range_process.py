@@ -192,8 +192,9 @@ def test_torch_exports_read_in_the_second_process_are_the_librarys_own(tmp_path,
 
 @pytest.mark.skipif(not have_cxx(), reason="needs a C++ compiler to build the shared objects")
 def test_torch_exports_asked_before_the_child_is_started_wait_for_it_and_are_read_there(tmp_path, monkeypatch):
-    """The shipped scan records answer every scan of a live resolve: the kept torch's exports are
-    the first read it asks for, and the child is not started yet. They wait for it (its start is
+    """Scan records answer every scan of a resolve and none holds the kept torch's exports (a
+    nightly's, a private build's): they are the first read it asks for, and the child is not
+    started yet. They wait for it (its start is
     short beside their read) instead of taking this process's CPU; a child that ends before it is
     ready leaves them here at once (not after the wait), with the same answer."""
     from resolve_gpu_stack.net.scan import rangeproc

@@ -10,8 +10,9 @@ follows what they inflate, and a plan of small wheels (the loopback worlds: the 
 SGLang closure passes it within its first scans (a 91 MB wheel among them). Until the child says it is ready
 (0.1-0.2 s alone, with the bytecode this process keeps), each scan answers None and the caller
 reads in this process, so a scan never waits for the child to start; a torch's exports, asked for
-once and ~0.9 s of CPU, wait for it up to ``EXPORTS_WAIT`` seconds (with the shipped scan records
-they are the first read a live resolve asks for, before any scan has started the child). Once ready, each job goes
+once and ~0.9 s of CPU, wait for it up to ``EXPORTS_WAIT`` seconds (where scan records answer every
+scan and none holds that torch's exports, a nightly's or a private build's, they are the first read a
+resolve asks for, before any scan has started the child). Once ready, each job goes
 to the child over a pipe (pickles framed by length; the child is our own, started from our own
 interpreter, and nothing else writes to the pipe): ``scan`` answers the scan's ``ScanRecord`` and
 whether it is final, ``exports`` a ``TorchExports``. The cache, a snapshot's record and the
