@@ -131,6 +131,42 @@ def test_once_the_two_inflations_agree_the_rest_is_inflated_once_and_given_whole
     assert runs[-1][0] + len(runs[-1][1]) == len(data) and given > tail - 2 * deflateseek.STEP
 
 
+@pytest.mark.parametrize("keep_from", [6 * MB, 7 * MB + 123])
+def test_the_end_kept_while_an_entry_was_followed_gives_the_same_bytes_without_inflating_it_again(
+    backend: str, monkeypatch: pytest.MonkeyPatch, keep_from: int
+) -> None:
+    """Entered with ``keep_from`` (the first byte that will be asked for), the output's end is
+    kept as each entry is followed to the end: once the two windows agree, the rest of what is
+    asked comes from it, byte for byte what inflating on gives, and is not inflated again."""
+    data = _object_like(8 * MB, 8)
+    comp = _deflated(data)
+    asked = [(keep_from, keep_from + MB), (keep_from + MB + 5000, len(data) + 4096)]
+    plain = deflateseek.enter(comp[len(comp) // 2 :], len(data), search=MB)
+    keeping = deflateseek.enter(comp[len(comp) // 2 :], len(data), search=MB, keep_from=keep_from)
+    assert plain is not None and keeping is not None
+    assert (keeping.start, keeping.out_start, keeping.witness, keeping.witness_out) == (plain.start, plain.out_start, plain.witness, plain.witness_out)
+    assert keeping.tail == data[keep_from:] and keeping.witness_tail == data[keep_from:]
+    produced = [0]
+
+    class Counting:
+        def __init__(self, window: bytes | None) -> None:
+            self._inner = inflate.raw_inflater(window)
+
+        def decompress(self, data: bytes | memoryview, max_length: int = 0) -> bytes:
+            out = self._inner.decompress(data, max_length)
+            produced[0] += len(out)
+            return out
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+    monkeypatch.setattr(deflateseek, "raw_inflater", Counting)
+    runs = deflateseek.exact_regions(keeping, asked)
+    from_kept = produced[0]
+    assert runs == deflateseek.exact_regions(plain, asked) and _check(data, runs) > 0
+    assert from_kept < produced[0] - from_kept, (from_kept, produced[0] - from_kept)
+
+
 def test_a_tail_that_holds_only_the_streams_last_block_is_entered_there(backend: str) -> None:
     """The last block's start is looked for after every other block's (a long tail never starts
     inside it): a tail that holds nothing else is still entered, at it."""

@@ -313,7 +313,11 @@ class ElfStream:
         from where it is; or read twice as much of the end, while that is less than half of the
         member and at most ``MAX_TAIL`` (the compressed tail is held while it is read)."""
         data = bytes(tail.piece) + tail.held
-        found = deflateseek.enter(data, self.size, search=SEARCH, keep_from=min((a for a, _ in tail.regions), default=None))
+        first = min((a for a, _ in tail.regions), default=self.size)
+        # the output from the first region on is held while an entry is followed, as long as it is
+        # no more than one window holds (a member's size is its zip entry's word: no more memory for a larger claim)
+        keep_from = first if self.size - first <= KEEP_SEGMENT + READ_PAST else None
+        found = deflateseek.enter(data, self.size, search=SEARCH, keep_from=keep_from)
         self._tail = None
         if found is None:  # no block start inflates to the end: not a deflate stream to enter (more of it will not be)
             return
