@@ -6,7 +6,7 @@ naming the filename and what is wrong with it (``parse.py`` states the whole con
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -117,6 +117,15 @@ class RowFilter:
         variant = variant_wheel(filename) if len(parts) == 6 else None  # its tags are one part further left
         return variant is None or self.tags.isdisjoint(variant.tags)
 
+    def kept(self, filenames: Sequence[str | None]) -> list[int]:
+        """The positions in ``filenames`` (a page's rows' filenames, in order) of the rows
+        ``passes_over`` does not skip: each distinct tail after a name's second "-" (a plain
+        wheel's tag part and ".whl", or a version and a suffix) judged once, and a name whose tail
+        says nothing on its own (not a plain wheel) judged by ``passes_over``."""
+        tails = [name.split("-", 2)[-1] if name is not None else "" for name in filenames]
+        verdicts = {tail: self._fits(tail[:-4]) if tail.endswith(".whl") and tail.count("-") == 2 else None for tail in set(tails)}
+        return [i for i, tail in enumerate(tails) if (fits := verdicts[tail]) or (fits is None and not self.passes_over(filenames[i]))]
+
     def _fits(self, part: str) -> bool:
         known = self._known.get(part)
         if known is None:
@@ -151,7 +160,8 @@ class _Context:
         # Rows of one page share a link directory, a name, versions and tags: each is joined or
         # parsed once per page (see _join_redacted and _filename).
         self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
-        self.names: dict[tuple[str, str], tuple[NormalizedName, Version]] = {}  # wheel name and version parts
+        self.names: dict[str, NormalizedName] = {}  # a wheel's name part -> its name
+        self.versions: dict[str, Version] = {}  # a wheel's version part -> its version
         # PEP 825: each release's {name}-{version}-variants.json linked here -> (its URL, its sha256)
         self.variants_json: dict[tuple[NormalizedName, Version], tuple[str, str | None]] = {}
         self.has_variants = False  # a variant wheel was read (``_split_variants`` has work)
@@ -174,24 +184,36 @@ def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
 
 
 def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
-    """``parse_filename``, with a wheel's name/version parts parsed once per page and its tag part
-    once per ``ParseMemo`` (``ctx.tag_sets``).
+    """``parse_filename``, with a wheel's name part and version part each parsed once per page and
+    its tag part once per ``ParseMemo`` (``ctx.tag_sets``).
 
     A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
-    its own by ``parse_wheel_filename``, so a filename whose parts were all seen (valid) before
-    gives the same answer without parsing them again.
+    its own by ``parse_wheel_filename``, so a filename whose parts were each seen (valid, in the
+    same position) before gives the same answer without parsing them again.
     """
     plain = filename.endswith(".whl") and filename.count("-") == 4 and "/" not in filename and "\\" not in filename
     if plain and not UNSAFE_CHARS.search(filename):
         name_part, version_part, tag_part = filename[:-4].split("-", 2)
-        known = ctx.names.get((name_part, version_part))
+        known = ctx.names.get(name_part)
         tags = ctx.tag_sets.get(tag_part)
         if known is not None and tags is not None:
-            return known[0], known[1], tags, True
+            version = ctx.versions.get(version_part) or _version(version_part, ctx)
+            if version is not None:
+                return known, version, tags, True
     name, version, tags, is_wheel = parse_filename(filename)
     if plain and is_wheel:
         tags = _remember(filename, name, version, tags, ctx)
     return name, version, tags, is_wheel
+
+
+def _version(part: str, ctx: _Context) -> Version | None:
+    """A wheel's version part parsed as ``parse_wheel_filename`` parses it, and kept for the page;
+    None when it does not parse (the full parse then says why)."""
+    try:
+        version = ctx.versions[part] = Version(part)
+    except InvalidVersion:
+        return None
+    return version
 
 
 def _dist_filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool, VariantRef | None]:
@@ -236,7 +258,8 @@ def _split_variants(files: Iterable[IndexFile], ctx: _Context) -> tuple[tuple[In
 def _remember(filename: str, name: NormalizedName, version: Version, tags: frozenset[Tag], ctx: _Context) -> frozenset[Tag]:
     """Keep a plain wheel filename's parsed parts for the rows after it; the shared tag set."""
     name_part, version_part, tag_part = filename[:-4].split("-", 2)
-    ctx.names[(name_part, version_part)] = (name, version)
+    ctx.names[name_part] = name
+    ctx.versions[version_part] = version
     return ctx.tag_sets.setdefault(tag_part, tags)
 
 

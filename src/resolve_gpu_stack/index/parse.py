@@ -24,7 +24,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import unquote
@@ -108,7 +108,7 @@ def parse_page(
     ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, keep)
     text = _decode(page, ctx)
     if _reads_as_json(text.lstrip("\ufeff \t\r\n")[:1], page.content_type):
-        return _parse_json(text, ctx)
+        return _parse_json(text, ctx, memo)
     return _parse_html(text, ctx)
 
 
@@ -411,15 +411,18 @@ def _is_untested(attrs: dict[str, str | None], tail: list[str]) -> bool:
 
 
 # -- JSON (PEP 691) -----------------------------------------------------------------------------
-def _parse_json(text: str, ctx: _Context) -> ParsedPage:
-    data = _json_object(text, ctx)
+def _parse_json(text: str, ctx: _Context, memo: ParseMemo | None) -> ParsedPage:
+    data = _json_object(text, ctx, memo)
     if data.files is None and isinstance(data.projects, list):  # PEP 691 root: a directory listing
         return ParsedPage(url=ctx.url, subdirs=_json_projects(data.projects) if ctx.only is None else (), warnings=ctx.warnings())
     if data.files is None:
         raise CrawlError(
             ctx.url, "the JSON has no 'files' list; it is not a PEP 691 project page", hint="the URL may be a JSON API endpoint rather than the simple index"
         )
-    found = (_json_file(entry, i, ctx) for i, entry in _json_rows(data, ctx.only, ctx.keep))
+    rows = _json_rows(data, ctx.only, ctx.keep)
+    if rows is None:  # a row kept that msgspec does not decode (a number beyond its range): the page read whole
+        rows = _json_rows(_json_whole(text, ctx), ctx.only, ctx.keep) or []
+    found = (_json_file(entry, i, ctx) for i, entry in rows)
     status = data.project_status if isinstance(data.project_status, dict) else {}
     plain, variants = _split_variants(dict.fromkeys(f for f in found if f is not None), ctx)
     return ParsedPage(
@@ -454,16 +457,21 @@ def _json_projects(projects: list[Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(canonicalize_name(n) + "/" for n in names if isinstance(n, str) and n.strip()))
 
 
-def _json_rows(data: _JsonTop, only: Collection[str] | None, keep: RowFilter | None) -> Iterable[tuple[int, object]]:
+def _json_rows(data: _JsonTop, only: Collection[str] | None, keep: RowFilter | None) -> list[tuple[int, object]] | None:
     """The rows to read, numbered and decoded; with ``only`` (or ``keep``), every other row (every
-    row it passes over) is skipped on its filename alone, before it is decoded."""
-    assert data.files is not None
-    for i, row in enumerate(data.files):
-        if only is not None or keep is not None:
-            filename = _text_or_none(data.filename(row))
-            if (only is not None and filename not in only) or (keep is not None and keep.passes_over(filename)):
-                continue
-        yield i, data.decode(row)
+    row it passes over) is skipped on its filename alone, before it is decoded. None when a row
+    left raw does not decode on its own (``jsonrows.decode_rows``)."""
+    files = data.files
+    if files is None:
+        return []
+    positions: Sequence[int] = range(len(files))
+    if only is not None or keep is not None:
+        names = data.filenames if data.filenames is not None else [_text_or_none(data.filename(row)) for row in files]
+        if keep is not None:
+            positions = keep.kept(names)
+        if only is not None:
+            positions = [i for i in positions if names[i] in only]
+    return data.decode(files, positions)
 
 
 def _text_or_none(value: object) -> str | None:
@@ -479,31 +487,36 @@ def _decoded_filename(row: object) -> object:
     return row.get("filename") if isinstance(row, dict) else None
 
 
-def _decoded(row: object) -> object:
-    return row
+def _decoded(rows: list[Any], positions: Sequence[int]) -> list[tuple[int, object]]:
+    return [(i, rows[i]) for i in positions]
 
 
 class _JsonTop(NamedTuple):
-    """A PEP 691 page's top level; its rows, and how to read a row's filename and the row (decoded
-    already, or left raw by ``jsonrows`` until the filter keeps it)."""
+    """A PEP 691 page's top level; its rows, and how to read a row's filename and the rows kept
+    (decoded already, or left raw by ``jsonrows`` until the filter keeps them)."""
 
     meta: object
     name: object
     files: list[Any] | None
     projects: object
     project_status: object = None
+    filenames: list[str | None] | None = None  # each row's filename, read ahead (``jsonrows``)
     filename: Callable[[Any], object] = _decoded_filename
-    decode: Callable[[Any], object] = _decoded
+    decode: Callable[[list[Any], Sequence[int]], list[tuple[int, object]] | None] = _decoded
 
 
 FAST_MIN = 2**20  # bytes: a page this large is decoded row by row (``jsonrows``; 67% of today's SGLang closure's 76 MB of pages)
 
 
-def _json_object(text: str, ctx: _Context) -> _JsonTop:
+def _json_object(text: str, ctx: _Context, memo: ParseMemo | None) -> _JsonTop:
     """The page's JSON object, its API version checked. A page of ``FAST_MIN`` bytes or more is
-    decoded row by row (``jsonrows``), the rest and what that refuses whole by ``json``, whose
-    errors say what is wrong."""
-    data = _json_rowwise(text) if len(text) >= FAST_MIN else None
+    decoded row by row (``jsonrows``), and so is every page after one such in the crawl (``memo``:
+    ``msgspec`` is imported then); the rest and what that refuses whole by ``json``, whose errors
+    say what is wrong."""
+    rowwise = len(text) >= FAST_MIN or (memo is not None and memo.rowwise)
+    data = _json_rowwise(text) if rowwise else None
+    if rowwise and memo is not None:
+        memo.rowwise = True
     if data is None:
         data = _json_whole(text, ctx)
     meta = data.meta
@@ -515,7 +528,10 @@ def _json_rowwise(text: str) -> _JsonTop | None:
     from . import jsonrows  # msgspec: imported with the first large page, not at start-up (+13 ms on a plain resolve)
 
     top = jsonrows.decode_page(text)
-    return None if top is None else _JsonTop(*top, filename=jsonrows.row_filename, decode=jsonrows.decode_row)
+    if top is None:
+        return None
+    filenames = jsonrows.row_filenames(text) if top[2] is not None else None
+    return _JsonTop(*top, filenames=filenames, filename=jsonrows.row_filename, decode=jsonrows.decode_rows)
 
 
 def _json_whole(text: str, ctx: _Context) -> _JsonTop:
