@@ -31,6 +31,7 @@ MAX_WARNINGS = 50  # per page; the rest are counted in one last line
 
 
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
+_SDIST_SUFFIXES = (".tar.gz", ".zip")
 
 
 # Files that are not distributions we install: a link to one is skipped with a warning.
@@ -119,12 +120,19 @@ class RowFilter:
 
     def kept(self, filenames: Sequence[str | None]) -> list[int]:
         """The positions in ``filenames`` (a page's rows' filenames, in order) of the rows
-        ``passes_over`` does not skip: each distinct tail after a name's second "-" (a plain
-        wheel's tag part and ".whl", or a version and a suffix) judged once, and a name whose tail
-        says nothing on its own (not a plain wheel) judged by ``passes_over``."""
+        ``passes_over`` does not skip. A name's tail after its second "-" is judged once per page
+        (``_tail_kept``); a name whose tail says nothing on its own, by ``passes_over``."""
         tails = [name.split("-", 2)[-1] if name is not None else "" for name in filenames]
-        verdicts = {tail: self._fits(tail[:-4]) if tail.endswith(".whl") and tail.count("-") == 2 else None for tail in set(tails)}
-        return [i for i, tail in enumerate(tails) if (fits := verdicts[tail]) or (fits is None and not self.passes_over(filenames[i]))]
+        verdicts = {tail: self._tail_kept(tail) for tail in set(tails)}
+        return [i for i, tail in enumerate(tails) if (kept := verdicts[tail]) or (kept is None and not self.passes_over(filenames[i]))]
+
+    def _tail_kept(self, tail: str) -> bool | None:
+        """``not passes_over(name)`` for every name with this tail after its second "-": a plain
+        wheel's (its tag part and ".whl": ``_fits``), an sdist's (a version and its suffix:
+        ``sdists``); None for any other tail (the whole name decides)."""
+        if tail.endswith(".whl"):
+            return self._fits(tail[:-4]) if tail.count("-") == 2 else None
+        return self.sdists if tail.endswith(_SDIST_SUFFIXES) else None
 
     def _fits(self, part: str) -> bool:
         known = self._known.get(part)
