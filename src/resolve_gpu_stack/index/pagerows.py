@@ -98,12 +98,13 @@ class RowFilter:
     a few) and, with ``sdists``, the other distribution files. A wheel filename whose tag part does
     not parse is kept: the full read says what is wrong with it."""
 
-    __slots__ = ("tags", "sdists", "_known")
+    __slots__ = ("tags", "sdists", "_known", "_tails")
 
     def __init__(self, tags: frozenset[Tag], *, sdists: bool = True) -> None:
         self.tags = tags
         self.sdists = sdists
-        self._known: dict[str, bool] = {}
+        self._known: dict[str, bool] = {}  # a tag part -> whether it fits
+        self._tails: dict[str, bool | None] = {}  # a filename's tail -> ``_tail_kept``
 
     def passes_over(self, filename: str | None) -> bool:
         """Whether the row of ``filename`` (an href's last segment, a JSON row's ``filename``) is
@@ -120,10 +121,12 @@ class RowFilter:
 
     def kept(self, filenames: Sequence[str | None]) -> list[int]:
         """The positions in ``filenames`` (a page's rows' filenames, in order) of the rows
-        ``passes_over`` does not skip. A name's tail after its second "-" is judged once per page
+        ``passes_over`` does not skip. A name's tail after its second "-" is judged once
         (``_tail_kept``); a name whose tail says nothing on its own, by ``passes_over``."""
         tails = [name.split("-", 2)[-1] if name is not None else "" for name in filenames]
-        verdicts = {tail: self._tail_kept(tail) for tail in set(tails)}
+        verdicts = self._tails
+        for tail in set(tails).difference(verdicts):
+            verdicts[tail] = self._tail_kept(tail)
         return [i for i, tail in enumerate(tails) if (kept := verdicts[tail]) or (kept is None and not self.passes_over(filenames[i]))]
 
     def _tail_kept(self, tail: str) -> bool | None:
@@ -147,7 +150,7 @@ class RowFilter:
 
 class _Context:
     """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), memos
-    (``tag_sets``: the caller's ``ParseMemo.tag_sets``, or this page's own)."""
+    (``tag_sets``, ``versions``: the caller's ``ParseMemo``'s, or this page's own)."""
 
     def __init__(
         self,
@@ -156,6 +159,7 @@ class _Context:
         only: Collection[str] | None = None,
         tag_sets: dict[str, frozenset[Tag]] | None = None,
         keep: RowFilter | None = None,
+        versions: dict[str, Version] | None = None,
     ) -> None:
         self.url = url
         self.keep = keep
@@ -169,7 +173,7 @@ class _Context:
         # parsed once per page (see _join_redacted and _filename).
         self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
         self.names: dict[str, NormalizedName] = {}  # a wheel's name part -> its name
-        self.versions: dict[str, Version] = {}  # a wheel's version part -> its version
+        self.versions: dict[str, Version] = {} if versions is None else versions  # a wheel's version part -> its version
         # PEP 825: each release's {name}-{version}-variants.json linked here -> (its URL, its sha256)
         self.variants_json: dict[tuple[NormalizedName, Version], tuple[str, str | None]] = {}
         self.has_variants = False  # a variant wheel was read (``_split_variants`` has work)
@@ -192,8 +196,8 @@ def _join_redacted(base: str, href: str, ctx: _Context) -> str | None:
 
 
 def _filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Version, frozenset[Tag], bool]:
-    """``parse_filename``, with a wheel's name part and version part each parsed once per page and
-    its tag part once per ``ParseMemo`` (``ctx.tag_sets``).
+    """``parse_filename``, with a wheel's name part parsed once per page, its version part and its
+    tag part once per ``ParseMemo`` (``ctx.versions``, ``ctx.tag_sets``).
 
     A wheel filename without a build tag is ``name-version-tags.whl``; each part is checked on
     its own by ``parse_wheel_filename``, so a filename whose parts were each seen (valid, in the
@@ -245,6 +249,12 @@ def _remember_variants_json(filename: str, link: str, sha256: str | None, ctx: _
         return
     digest = sha256 if sha256 is not None and _SHA256_HEX.fullmatch(sha256) else None
     ctx.variants_json.setdefault(release, (link, digest.lower() if digest else None))
+
+
+def _unique(files: list[IndexFile]) -> Iterable[IndexFile]:
+    """The files, each once, in order (a page may link one file twice). Equal files have the same
+    URL, so a page whose URLs all differ (nearly every page) has none to drop: no file is hashed."""
+    return files if len({f.url for f in files}) == len(files) else dict.fromkeys(files)
 
 
 def _split_variants(files: Iterable[IndexFile], ctx: _Context) -> tuple[tuple[IndexFile, ...], tuple[IndexFile, ...]]:

@@ -32,7 +32,7 @@ from urllib.parse import unquote
 from packaging.utils import canonicalize_name
 
 from ..errors import CrawlError
-from ..model import IndexFile, IndexPage, ParsedPage
+from ..model import IndexFile, IndexPage, ParsedPage, index_file
 from . import htmlfast
 from .coremeta import core_metadata_fields as core_metadata_fields
 from .metadata import MAX_METADATA_BYTES as MAX_METADATA_BYTES
@@ -55,6 +55,7 @@ from .pagerows import (
     _requires_python,
     _sha256,
     _split_variants,
+    _unique,
 )
 from .pagerows import parse_filename as parse_filename
 from .variants import is_variants_json
@@ -105,7 +106,7 @@ def parse_page(
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, keep)
+    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, keep, memo.versions if memo is not None else {})
     text = _decode(page, ctx)
     if _reads_as_json(text.lstrip("\ufeff \t\r\n")[:1], page.content_type):
         return _parse_json(text, ctx, memo)
@@ -255,7 +256,7 @@ def _parse_html(text: str, ctx: _Context) -> ParsedPage:
     base = redact(join(ctx.url, collector.base) or ctx.url) if collector.base else ctx.url
     files, subdirs = _anchors_read(collector.anchors, base, ctx)
     title_parts = collector.headings.get("title") or collector.headings.get("h1") or []
-    plain, variants = _split_variants(dict.fromkeys(files), ctx)
+    plain, variants = _split_variants(_unique(files), ctx)
     return ParsedPage(
         url=ctx.url,
         files=plain,
@@ -370,22 +371,23 @@ def _html_file(a: _Anchor, filename: str, link: str, fragment: str, ctx: _Contex
     attrs = a.attrs
     digest = _fragment_sha256(fragment)
     has_metadata, metadata_sha256 = _html_metadata(attrs, filename, ctx)
-    return IndexFile(
-        filename=filename,
-        url=link,
-        name=name,
-        version=version,
-        tags=tags,
-        is_wheel=is_wheel,
-        index=ctx.index,
-        sha256=_sha256(digest, filename, "sha256", ctx) if digest is not None else None,
-        requires_python=_requires_python(attrs.get("data-requires-python"), filename, ctx),
-        yanked=(attrs["data-yanked"] or "") if "data-yanked" in attrs else None,
-        metadata_sha256=metadata_sha256,
-        has_metadata=has_metadata,
-        upload_time=(attrs.get("data-upload-time") or "").strip() or None,
-        untested=_is_untested(attrs, a.tail),
-        variant=variant,
+    return index_file(
+        filename,
+        link,
+        name,
+        version,
+        tags,
+        is_wheel,
+        ctx.index,
+        _sha256(digest, filename, "sha256", ctx) if digest is not None else None,
+        None,  # size: not in the HTML dialect
+        _requires_python(attrs.get("data-requires-python"), filename, ctx),
+        (attrs["data-yanked"] or "") if "data-yanked" in attrs else None,
+        metadata_sha256,
+        has_metadata,
+        (attrs.get("data-upload-time") or "").strip() or None,
+        _is_untested(attrs, a.tail),
+        variant,
     )
 
 
@@ -424,7 +426,7 @@ def _parse_json(text: str, ctx: _Context, memo: ParseMemo | None) -> ParsedPage:
         rows = _json_rows(_json_whole(text, ctx), ctx.only, ctx.keep) or []
     found = (_json_file(entry, i, ctx) for i, entry in rows)
     status = data.project_status if isinstance(data.project_status, dict) else {}
-    plain, variants = _split_variants(dict.fromkeys(f for f in found if f is not None), ctx)
+    plain, variants = _split_variants(_unique([f for f in found if f is not None]), ctx)
     return ParsedPage(
         url=ctx.url,
         files=plain,
@@ -553,9 +555,9 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     link, _, fragment = joined.partition("#")
     hashes = entry.get("hashes")
     digest = hashes.get("sha256") if isinstance(hashes, dict) else None
-    if digest is None:
+    if digest is None and fragment:
         digest = _fragment_sha256(fragment)
-    if is_variants_json(filename):
+    if filename.endswith(".json") and is_variants_json(filename):
         _remember_variants_json(filename, link, digest if isinstance(digest, str) else None, ctx)
         return None
     try:
@@ -565,22 +567,23 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         return None
     has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
     size, requires_python = entry.get("size"), entry.get("requires-python")
-    return IndexFile(
-        filename=filename,
-        url=link,
-        name=name,
-        version=version,
-        tags=tags,
-        is_wheel=is_wheel,
-        index=ctx.index,
-        sha256=_sha256(digest, filename, "sha256", ctx) if digest is not None else None,
-        size=size if type(size) is int and size >= 0 else None,  # not a bool
-        requires_python=_requires_python(requires_python if isinstance(requires_python, str) else None, filename, ctx),
-        yanked=_json_yanked(entry.get("yanked")),
-        metadata_sha256=metadata_sha256,
-        has_metadata=has_metadata,
-        upload_time=_json_text(entry.get("upload-time")),
-        variant=variant,
+    return index_file(
+        filename,
+        link,
+        name,
+        version,
+        tags,
+        is_wheel,
+        ctx.index,
+        _sha256(digest, filename, "sha256", ctx) if digest is not None else None,
+        size if type(size) is int and size >= 0 else None,  # not a bool
+        _requires_python(requires_python if isinstance(requires_python, str) else None, filename, ctx),
+        _json_yanked(entry.get("yanked")),
+        metadata_sha256,
+        has_metadata,
+        _json_text(entry.get("upload-time")),
+        False,  # untested: FlashInfer's HTML only
+        variant,
     )
 
 
@@ -590,11 +593,11 @@ def _json_location(entry: object, i: int, ctx: _Context) -> tuple[dict[str, Any]
         ctx.warn(f"files[{i}] is not an object; skipped")
         return None
     filename, href = entry.get("filename"), entry.get("url")
-    if not isinstance(filename, str) or not isinstance(href, str) or not href.strip():
+    if not isinstance(filename, str) or not isinstance(href, str) or not (stripped := href.strip()):
         ctx.warn(f"files[{i}] lacks a 'filename' or 'url' string; skipped")
         return None
-    joined = _join_redacted(ctx.url, href.strip(), ctx)
-    if joined is None or _download_path(joined) is None:
+    joined = _join_redacted(ctx.url, stripped, ctx)
+    if joined is None or (not joined.startswith("https://") and _download_path(joined) is None):
         ctx.warn(f"{_clip(filename)}: unusable url {_clip(redact(href))!r}; skipped")
         return None
     return entry, filename, joined

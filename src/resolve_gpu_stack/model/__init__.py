@@ -11,7 +11,7 @@
 
 from .abi import AbiKind, AbiVerdict, MemberAbi, WheelAbi
 from .cuda import CudaLabel
-from .index import IndexFile, IndexPage, PageResponse, ParsedPage, VariantRef, WheelMetadata
+from .index import IndexFile, IndexPage, PageResponse, ParsedPage, VariantRef, WheelMetadata, index_file
 from .plan import Action, BuildProvenance, Coupling, LockedPackage, LockPlan, Override, SourceDist, SourceOrigin, TargetSummary
 from .target import Target
 
@@ -37,4 +37,5 @@ __all__ = [
     "TargetSummary",
     "VariantRef",
     "WheelMetadata",
+    "index_file",
 ]
