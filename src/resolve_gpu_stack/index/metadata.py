@@ -99,18 +99,19 @@ class ParseMemo:
     extra, every wiring and every target; their specifiers are then shared objects too).
 
     ``versions``: a wheel filename's version part -> its version (the same releases' numbers come
-    back on many pages: "1.0.0").
+    back on many pages: "1.0.0"); ``specifiers``: a requires-python text -> whether it parses.
     ``rowwise``: a PEP 691 page has been read row by row (``parse.FAST_MIN``): ``msgspec`` is
     imported, so every later JSON page is read so too (the same rows, for less CPU).
 
     Safe to share between threads: a race computes a value twice, and both are equal.
     """
 
-    __slots__ = ("tag_sets", "versions", "_requires", "rowwise")
+    __slots__ = ("tag_sets", "versions", "specifiers", "_requires", "rowwise")
 
     def __init__(self) -> None:
         self.tag_sets: dict[str, frozenset[Tag]] = {}
         self.versions: dict[str, Version] = {}
+        self.specifiers: dict[str, bool] = {}
         self.rowwise = False
         self._requires: dict[str, RequiresDist | None] = {}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, parse_tag
@@ -148,32 +149,32 @@ class RowFilter:
         return known
 
 
+class _Memos(Protocol):
+    """What a crawl remembers across its pages (``metadata.ParseMemo``)."""
+
+    tag_sets: dict[str, frozenset[Tag]]
+    versions: dict[str, Version]
+    specifiers: dict[str, bool]
+
+
 class _Context:
     """Per-call state: the page URL, the index name, warnings (at most ``MAX_WARNINGS``), memos
-    (``tag_sets``, ``versions``: the caller's ``ParseMemo``'s, or this page's own)."""
+    (``tag_sets``, ``versions``, ``specifiers``: the caller's ``ParseMemo``'s, or this page's own)."""
 
-    def __init__(
-        self,
-        url: str,
-        index: str,
-        only: Collection[str] | None = None,
-        tag_sets: dict[str, frozenset[Tag]] | None = None,
-        keep: RowFilter | None = None,
-        versions: dict[str, Version] | None = None,
-    ) -> None:
+    def __init__(self, url: str, index: str, only: Collection[str] | None = None, *, keep: RowFilter | None = None, memo: _Memos | None = None) -> None:
         self.url = url
         self.keep = keep
-        self.tag_sets: dict[str, frozenset[Tag]] = {} if tag_sets is None else tag_sets
+        self.tag_sets: dict[str, frozenset[Tag]] = {} if memo is None else memo.tag_sets
+        self.versions: dict[str, Version] = {} if memo is None else memo.versions  # a wheel's version part -> its version
+        self.specifiers: dict[str, bool] = {} if memo is None else memo.specifiers  # requires-python text -> valid (rows repeat it)
         self.index = index
         self.only = None if only is None else frozenset(only)
         self.lines: list[str] = []
         self.dropped = 0
-        self.specifiers: dict[str, bool] = {}  # requires-python text -> valid (rows repeat it)
         # Rows of one page share a link directory, a name, versions and tags: each is joined or
         # parsed once per page (see _join_redacted and _filename).
         self.joins: dict[tuple[str, str], str] = {}  # (base, link directory) -> redacted join, "" if none
         self.names: dict[str, NormalizedName] = {}  # a wheel's name part -> its name
-        self.versions: dict[str, Version] = {} if versions is None else versions  # a wheel's version part -> its version
         # PEP 825: each release's {name}-{version}-variants.json linked here -> (its URL, its sha256)
         self.variants_json: dict[tuple[NormalizedName, Version], tuple[str, str | None]] = {}
         self.has_variants = False  # a variant wheel was read (``_split_variants`` has work)

@@ -106,7 +106,7 @@ def parse_page(
     """
     if page is None:
         return ParsedPage(url="")
-    ctx = _Context(redact(page.url), index, only, memo.tag_sets if memo is not None else {}, keep, memo.versions if memo is not None else {})
+    ctx = _Context(redact(page.url), index, only, keep=keep, memo=memo)
     text = _decode(page, ctx)
     if _reads_as_json(text.lstrip("\ufeff \t\r\n")[:1], page.content_type):
         return _parse_json(text, ctx, memo)
