@@ -1,8 +1,9 @@
-"""A large PEP 691 page decoded row by row: its rows are left undecoded (``msgspec.Raw``) and a
-row is decoded only once its filename says its target may use it (``parse._json_rows``). Pure.
+"""A PEP 691 page decoded row by row: its rows are left undecoded (``msgspec.Raw``), every row's
+filename is read in one more pass over the page (``row_filenames``), and the rows the target's
+filter keeps are decoded then, at once (``decode_rows``; ``parse._json_rows``). Pure.
 
-Imported for the first page of at least ``parse.FAST_MIN`` bytes only: importing ``msgspec`` costs
-about 28 ms, which a few small pages never win back.
+Imported for the first page of at least ``parse.FAST_MIN`` bytes only (then every later page of the
+crawl is read so): importing ``msgspec`` costs about 28 ms, which a few small pages never win back.
 """
 
 from __future__ import annotations
