@@ -51,7 +51,7 @@ def _fast_join(base: str, href: str, joins: Joins) -> str | None:
     """``join_redacted``'s shortcuts (see there); None: take the general path."""
     pre, _, fragment = href.partition("#")
     base_scheme = "https" if base.startswith("https://") else "http" if base.startswith("http://") else None
-    if base_scheme is None or UNSAFE_CHARS.search(fragment):
+    if base_scheme is None or (fragment and UNSAFE_CHARS.search(fragment)):
         return None
     tail = "#" + fragment if fragment else ""  # urljoin re-assembles the URL: an empty "#" goes
     if _ABSOLUTE.fullmatch(pre) and href.isascii():

@@ -233,7 +233,7 @@ def _dist_filename(filename: str, ctx: _Context) -> tuple[NormalizedName, Versio
     """``_filename``, or a variant wheel's parts (PEP 825: one part more, its label) with its
     label; ``ValueError`` for a name that is neither."""
     try:
-        return (*_filename(filename, ctx), None)
+        return _filename(filename, ctx) + (None,)
     except ValueError:
         found = variant_wheel(filename)
         if found is None:
@@ -300,8 +300,8 @@ def _fragment_sha256(fragment: str) -> str | None:
 
 
 def _sha256(value: object, filename: str, what: str, ctx: _Context) -> str | None:
-    if isinstance(value, str) and _SHA256_HEX.fullmatch(value.strip()):
-        return value.strip().lower()
+    if isinstance(value, str) and len(digest := value.strip()) == 64 and _SHA256_HEX.fullmatch(digest):
+        return digest.lower()
     ctx.warn(f"{_clip(filename)}: {what} {_clip(str(value))!r} is not 64 hex digits; ignored")
     return None
 

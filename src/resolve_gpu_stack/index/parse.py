@@ -552,8 +552,9 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
     if located is None:
         return None
     entry, filename, joined = located
+    get = entry.get
     link, _, fragment = joined.partition("#")
-    hashes = entry.get("hashes")
+    hashes = get("hashes")
     digest = hashes.get("sha256") if isinstance(hashes, dict) else None
     if digest is None and fragment:
         digest = _fragment_sha256(fragment)
@@ -566,7 +567,7 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         ctx.warn(f"{exc}; skipped")
         return None
     has_metadata, metadata_sha256 = _json_metadata(entry, filename, ctx)
-    size, requires_python = entry.get("size"), entry.get("requires-python")
+    size, requires_python = get("size"), get("requires-python")
     return index_file(
         filename,
         link,
@@ -578,10 +579,10 @@ def _json_file(entry: object, i: int, ctx: _Context) -> IndexFile | None:
         _sha256(digest, filename, "sha256", ctx) if digest is not None else None,
         size if type(size) is int and size >= 0 else None,  # not a bool
         _requires_python(requires_python if isinstance(requires_python, str) else None, filename, ctx),
-        _json_yanked(entry.get("yanked")),
+        _json_yanked(get("yanked")),
         metadata_sha256,
         has_metadata,
-        _json_text(entry.get("upload-time")),
+        _json_text(get("upload-time")),
         False,  # untested: FlashInfer's HTML only
         variant,
     )
