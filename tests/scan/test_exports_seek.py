@@ -7,6 +7,9 @@ member; a layout the tail does not hold is read from the start as before; the bu
 from __future__ import annotations
 
 import random
+import shutil
+import subprocess
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +19,8 @@ from support.elfbuild import compile_extension, have_cxx, move_dynamic, patchelf
 from support.forgery import low_entropy
 from support.server import IndexServer
 
+from resolve_gpu_stack.env.confirm import wheel_exports
+from resolve_gpu_stack.env.exports import library_exports
 from resolve_gpu_stack.model import IndexFile
 from resolve_gpu_stack.net.http import HttpFetcher
 from resolve_gpu_stack.net.scan.classify import STREAM_PIECE
@@ -46,9 +51,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexServ
         "sections": patchelf_layout(lib, before=16 * MB, gap=12 * MB, seed=4),
         # the same, its .dynamic section header left where the section was: they disagree with PT_DYNAMIC
         "stale": patchelf_layout(lib, before=16 * MB, gap=12 * MB, seed=4, stale_dynamic=True),
+        # the aarch64 builds' layout: the program headers moved too, past the middle (4 MB before the end here)
+        "headers": patchelf_layout(lib, before=16 * MB, gap=4 * MB, seed=5, headers_at=2 * MB),
     }
     for name, data in objects.items():
         (root / f"torch-{name}.whl").write_bytes(wheel_bytes({LIB: data, "torch/__init__.py": b""}))
+    (root / "torch-headers-stored.whl").write_bytes(wheel_bytes({LIB: objects["headers"], "torch/__init__.py": b""}, method=zipfile.ZIP_STORED))
     with IndexServer(root) as srv:
         yield srv, objects
 
@@ -174,3 +182,67 @@ def test_tables_that_copy_bytes_from_before_the_entry_point_are_read_from_the_st
     assert stream.structure is not None and stream.structure.symbols is not None, stream.error
     assert frozenset(stream.structure.symbols.exports) == _truth(data)
     assert stream.consumed > len(comp)  # the end was read, then all of it from the start
+
+
+def test_program_headers_moved_near_the_end_are_read_there_by_range_and_from_disk(served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """torch 2.15.0's aarch64 builds: the program header table 419 MB into the 514 MB
+    ``libtorch_cuda.so`` (199 MB into ``libtorch_cpu.so``), in a segment of its own, the section
+    headers and the string table at the end; the first 4 KB hold only the ELF header. Their
+    exports are those of the library before the move, read by range from the member's end
+    (deflated: one entered read, not the bytes before the headers; stored: a few range reads),
+    from the wheel on disk, and from the library on disk."""
+    srv, objects = served
+    data, lib_before = objects["headers"], objects["early"][: -12 * MB]
+    phoff, _ = elf.program_header_table(data[:4096])
+    assert phoff > len(data) // 2 and elf.read_layout(data[:4096], table=data[phoff : phoff + 4096]).shoff > phoff
+    with pytest.raises(elf.ElfTruncated):
+        elf.read_layout(data[:4096])
+    truth = _truth(lib_before)
+    assert truth and _truth(data) == truth
+    if shutil.which("nm"):  # binutils agrees, through the section headers
+        (tmp_path / "lib.so").write_bytes(data)
+        listed = subprocess.run(["nm", "-D", "--defined-only", "--format=posix", str(tmp_path / "lib.so")], capture_output=True, text=True, check=True)
+        assert {line.split(" ")[0].split("@")[0] for line in listed.stdout.splitlines()} == truth
+
+    symbols, source, sent = _exports(srv, "headers")
+    assert symbols == truth, source
+    assert sent < _compressed(srv, "headers") // 2, f"{sent} bytes sent: the member was read from its start (80% of it lies before its headers)"
+    stored, stored_source, stored_sent = _exports(srv, "headers-stored")
+    assert stored == truth, stored_source
+    assert stored_sent < MB, stored_sent
+
+    import zlib
+
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    comp = c.compress(data) + c.flush()
+    stream = _fed(data, comp, sections=True)
+    found = stream.structure
+    assert found is not None and found.symbols is not None, stream.error
+    assert (found.symbols.method, stream.passes, frozenset(found.symbols.exports)) == ("sections", 1, truth)
+    assert stream.consumed < len(comp) // 2
+    monkeypatch.setattr(elfstream, "SEEK_MIN", 2**40)  # from the start only: the headers kept as the stream passes them
+    streamed = _fed(data, comp, sections=True)
+    assert streamed.structure is not None and streamed.structure.symbols is not None, streamed.error
+    assert frozenset(streamed.structure.symbols.exports) == truth and streamed.passes == 1
+
+    for name in ("headers", "headers-stored"):  # install --lock's torch wheel at hand
+        found_on_disk = wheel_exports(Path(srv.root) / f"torch-{name}.whl", "2.15.0")
+        assert found_on_disk.symbols == truth, found_on_disk.source
+    (tmp_path / "libtorch_cpu.so").write_bytes(data)  # the installed torch
+    assert frozenset(library_exports(tmp_path / "libtorch_cpu.so")) == truth
+
+
+def test_program_headers_past_the_end_or_impossible_are_an_error_not_a_guess(served) -> None:  # type: ignore[no-untyped-def]
+    """An ELF header pointing its program headers past the object's end, or at a count no object
+    has: an error naming it, by range and from the stream."""
+    import struct
+    import zlib
+
+    _, objects = served
+    data = bytearray(objects["headers"])
+    for field, value, why in ((32, len(data) - 100, "run past the end"), (56, 0xFFFF, "program header count")):
+        bad = bytearray(data)
+        struct.pack_into("<Q" if field == 32 else "<H", bad, field, value)
+        c = zlib.compressobj(6, zlib.DEFLATED, -15)
+        stream = _fed(bytes(bad), c.compress(bytes(bad)) + c.flush(), sections=True)
+        assert stream.structure is None and why in (stream.error or ""), stream.error

@@ -417,13 +417,16 @@ def move_dynamic(
     return bytes(out)
 
 
-def patchelf_layout(data: bytes, *, before: int, gap: int, seed: int = 0, stale_dynamic: bool = False) -> bytes:
+def patchelf_layout(data: bytes, *, before: int, gap: int, seed: int = 0, stale_dynamic: bool = False, headers_at: int | None = None) -> bytes:
     """A 64-bit little-endian object laid out as patchelf leaves a released ``libtorch_cpu.so``:
     ``.dynamic`` in a segment ``before`` bytes past the file's end, then ``gap`` bytes (what lies
     between it and the new last segment: 91 MB in torch 2.15.0's), then a last ``PT_LOAD`` that
     begins with the section header table (updated) and holds ``.gnu.hash``, ``.dynsym`` and
     ``.dynstr``. The originals are zeroed. ``stale_dynamic``: the ``.dynamic`` section header
-    left where the section was (section headers that disagree with the program headers)."""
+    left where the section was (section headers that disagree with the program headers).
+    ``headers_at``: the program header table moved too, ``headers_at`` bytes after ``.dynamic``,
+    at the start of a ``PT_LOAD`` of its own that the ``gap`` bytes fill (as in torch 2.15.0's
+    aarch64 builds: 419 MB into the 514 MB ``libtorch_cuda.so``); the original table zeroed."""
     out = bytearray(data)
     phdr, shdr = _PHDR64, _SHDR64
     phoff, phdrs, sections = _headers64(out)
@@ -443,6 +446,11 @@ def patchelf_layout(data: bytes, *, before: int, gap: int, seed: int = 0, stale_
     placed: dict[str, int] = {}
     dyn_at = page(len(out) + len(body))
     body += bytes(dyn_at - len(out) - len(body)) + originals["dynamic"]
+    moved_phdrs = None
+    if headers_at is not None:
+        body += _random(headers_at, seed + 2)
+        moved_phdrs = page(len(out) + len(body))
+        body += bytes(moved_phdrs - len(out) - len(body)) + bytes(len(phdrs) * phdr.size)
     body += _random(gap, seed + 1)
     last = page(len(out) + len(body))
     body += bytes(last - len(out) - len(body)) + bytes(shnum * shdr.size)
@@ -465,11 +473,18 @@ def patchelf_layout(data: bytes, *, before: int, gap: int, seed: int = 0, stale_
             struct.pack_into("<qQ", out, pos, tag, vbase + placed[tags[tag]])
     spare = [i for i, p in enumerate(phdrs) if p[0] not in (1, 2)]
     size_dyn, size_last = len(originals["dynamic"]), len(out) - last
-    for i, (off, size) in zip(spare, [(dyn_at, size_dyn), (last, size_last)], strict=False):
+    added = [(dyn_at, size_dyn), (last, size_last)] + ([(moved_phdrs, last - moved_phdrs)] if moved_phdrs is not None else [])
+    if len(spare) < len(added):
+        raise ValueError(f"{len(spare)} program headers to reuse, {len(added)} segments to add")
+    for i, (off, size) in zip(spare, added, strict=False):
         phdrs[i] = [1, 4 | 2, off, vbase + off, vbase + off, size, size, 0x1000]
     for p in phdrs:
         if p[0] == 2:
             p[2:7] = [dyn_at, vbase + dyn_at, vbase + dyn_at, size_dyn, size_dyn]
+    if moved_phdrs is not None:
+        out[phoff : phoff + len(phdrs) * phdr.size] = bytes(len(phdrs) * phdr.size)
+        phoff = moved_phdrs
+        struct.pack_into("<Q", out, 32, phoff)  # e_phoff
     for i, p in enumerate(phdrs):
         phdr.pack_into(out, phoff + i * phdr.size, *p)
     return bytes(out)

@@ -132,6 +132,7 @@ class ElfStream:
         self._tail: _Tail | None = None  # the member's end being read (see the module docstring)
         self._seek = seek
         self._tail_tried = not seek or method != DEFLATED or compressed_size < SEEK_MIN
+        self._headers_at_end = False  # the end was read first for the program headers (``_wait_for_headers``)
 
     @property
     def done(self) -> bool:
@@ -243,11 +244,14 @@ class ElfStream:
         """Read the structure as far as the bytes at hand go; want what it needs next."""
         try:
             if self.layout is None:
-                head = self._get(0, min(self.size, elf.HEAD_BYTES))
-                if head is None:
+                layout = elf.layout_from(self._get, self.size)
+                if isinstance(layout, Need):
+                    self._wait_for_headers(layout)
                     return
-                self.layout = elf.read_layout(head)
-                self._plan_windows(self.layout)
+                self.layout = layout
+                if self._headers_at_end:  # the end was read for the headers: it may be read once more for what they point to
+                    self._tail_tried, self._headers_at_end = False, False
+                self._plan_windows(layout)
             found = self._read_structure(self.layout)
         except ElfError as exc:
             self.error = str(exc)
@@ -262,8 +266,29 @@ class ElfStream:
             return  # a stored member: the next range read fetches it
         self._want_tables(self.layout, found)
         if not self._tail_tried and found.offset >= self.size // 2:
-            self._start_tail(self.layout)
+            self._start_tail([(w.start, w.end) for w in self._end_windows(self.layout)])
         elif found.offset < self._pos and not self._keeping(found):  # behind the stream, and not kept
+            self._restart_or_fail()
+
+    def _wait_for_headers(self, need: Need) -> None:
+        """Want the program headers (``need``) where the ELF header says they are: past the first
+        bytes, patchelf moved them (near the end: the aarch64 builds of torch). A stored member
+        reads them by range; a deflated one keeps them as the stream passes, or reads its end
+        first (``seek``), keeping the section headers there too when ``sections``, as
+        ``_end_windows`` would (what else the end holds is known once the headers are)."""
+        self._need = need
+        if self._inflater is None or need.offset == 0:
+            return  # a stored member reads it by range; or the first bytes are not in yet
+        self._want(need)
+        if not self._tail_tried and need.offset >= self.size // 2:
+            regions = [(need.offset, need.end)]
+            head = self._get(0, min(self.size, elf.HEAD_BYTES))
+            shoff, length = elf.section_header_table(head) if head is not None and self._sections else (0, 0)
+            if length and self.size // 2 <= shoff and shoff + length <= self.size:
+                regions.append((shoff, min(self.size, shoff + KEEP_SEGMENT) + READ_PAST))
+            self._start_tail(regions)
+            self._headers_at_end = True
+        elif need.offset < self._pos and not self._keeping(need):
             self._restart_or_fail()
 
     def _keeping(self, need: Need) -> bool:
@@ -296,11 +321,10 @@ class ElfStream:
             for at in elf.table_offsets(layout, raw):
                 self._want(Need(at, 0))
 
-    def _start_tail(self, layout: ElfLayout) -> None:
-        """Read the member's end first: what ``_end_windows`` keeps (see the module docstring); a
-        first guess at the compressed bytes it takes."""
+    def _start_tail(self, regions: list[tuple[int, int]]) -> None:
+        """Read the member's end first, for ``regions`` (what ``_end_windows`` keeps, or the
+        program headers: see the module docstring); a first guess at the compressed bytes it takes."""
         self._tail_tried = True
-        regions = [(w.start, w.end) for w in self._end_windows(layout)]
         first = min((a for a, _ in regions), default=0)
         if first < self.size // 2:
             return

@@ -51,12 +51,14 @@ from .layout import (
     cuda_majors,
     find_sonames,
     needed_libraries,
+    program_header_table,
     read_layout,
     scan_sonames,
+    section_header_table,
     string_table_end,
     torch_libs,
 )
-from .structure import CHAIN_STEP, HEAD_BYTES, MAX_TABLE, Need, Structure, read_by_sections, read_structure, sections_at_end, table_offsets
+from .structure import CHAIN_STEP, HEAD_BYTES, MAX_TABLE, Need, Structure, layout_from, read_by_sections, read_structure, sections_at_end, table_offsets
 from .symbols import (
     DT_GNU_HASH,
     DT_HASH,
@@ -141,11 +143,14 @@ __all__ = [
     "cuda_majors",
     "dynamic_symbols",
     "find_sonames",
+    "layout_from",
     "needed_libraries",
+    "program_header_table",
     "read_by_sections",
     "read_layout",
     "read_structure",
     "scan_sonames",
+    "section_header_table",
     "sections_at_end",
     "string_table_end",
     "table_offsets",

@@ -38,6 +38,8 @@ SONAME_RE = re.compile(rb"\x00(lib[A-Za-z0-9_.+\-]{0,%d}?\.so(?:\.[0-9]+)*)(?=\x
 _NOT_IN_STRINGS = re.compile(rb"[\x01-\x1f]")
 
 Method = Literal["dynamic", "scan"]
+_PHDR_FORMAT = {32: "8I", 64: "IIQQQQQQ"}  # a program header's fields
+_PHDR_SIZE = {bits: struct.calcsize("<" + f) for bits, f in _PHDR_FORMAT.items()}
 
 
 class ElfError(ValueError):
@@ -144,22 +146,22 @@ def cuda_majors(names: Iterable[str]) -> tuple[int, ...]:
     return tuple(sorted({int(m.group(1)) for n in names if (m := _CUDA_MAJOR_LIB.match(n))}))
 
 
-def read_layout(data: bytes | bytearray) -> ElfLayout:
-    """The ELF header and program headers at the start of ``data``.
+def read_layout(data: bytes | bytearray, *, table: bytes | bytearray | None = None) -> ElfLayout:
+    """The ELF header at the start of ``data`` and its program headers: in ``data`` too, or in
+    ``table`` (the program header table's own bytes, read where ``program_header_table`` says:
+    patchelf may move the table near the end of the file, as in the aarch64 builds of torch).
 
     Raises ``ElfError`` for bytes that are not ELF or an impossible header, and its subclass
-    ``ElfTruncated`` when ``data`` ends before the program header table (give more bytes).
+    ``ElfTruncated`` when ``data`` (or ``table``) ends before the program header table (give more bytes).
     """
-    bits, big = _identification(data)
+    bits, big, fields, header_size = _header(data)
     end = ">" if big else "<"
-    header = struct.Struct(end + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
-    if len(data) < header.size:
-        raise ElfTruncated(f"truncated ELF: {len(data)} bytes, the header is {header.size}")
-    fields = header.unpack_from(data, 0)
     phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-    phdr = struct.Struct(end + ("8I" if bits == 32 else "IIQQQQQQ"))
-    headers_end = _program_headers_end(len(data), bits, header.size, phdr.size, phoff, phentsize, phnum)
-    segments = tuple(_segment(phdr.unpack_from(data, phoff + i * phentsize), bits) for i in range(phnum))
+    phdr = struct.Struct(end + _PHDR_FORMAT[bits])
+    given = len(data) if table is None else phoff + len(table)
+    headers_end = _program_headers_end(given, bits, header_size, phdr.size, phoff, phentsize, phnum)
+    source, base = (data, phoff) if table is None else (table, 0)
+    segments = tuple(_segment(phdr.unpack_from(source, base + i * phentsize), bits) for i in range(phnum))
     return ElfLayout(
         bits=bits,
         big_endian=big,
@@ -169,6 +171,31 @@ def read_layout(data: bytes | bytearray) -> ElfLayout:
         shentsize=fields[11],
         shnum=fields[12],
     )
+
+
+def program_header_table(data: bytes | bytearray) -> tuple[int, int]:
+    """``(offset, size)`` of the program header table the ELF header at the start of ``data``
+    points to (``ElfError``: an impossible one; ``ElfTruncated``: ``data`` ends before the header)."""
+    bits, _big, fields, header_size = _header(data)
+    phoff, phentsize, phnum = fields[5], fields[9], fields[10]
+    headers_end = _program_headers_bound(bits, header_size, _PHDR_SIZE[bits], phoff, phentsize, phnum)
+    return phoff, headers_end - phoff
+
+
+def section_header_table(data: bytes | bytearray) -> tuple[int, int]:
+    """``(offset, size)`` of the section header table the ELF header at the start of ``data``
+    points to (``(0, 0)``: none); ``ElfTruncated`` when ``data`` ends before the header."""
+    _bits, _big, fields, _size = _header(data)
+    return (fields[6], fields[11] * fields[12]) if fields[12] else (0, 0)
+
+
+def _header(data: bytes | bytearray) -> tuple[int, bool, tuple[int, ...], int]:
+    """(bits, big-endian, the ELF header's fields, its size) of the ELF header at the start of ``data``."""
+    bits, big = _identification(data)
+    header = struct.Struct((">" if big else "<") + ("16sHHIIIIIHHHHHH" if bits == 32 else "16sHHIQQQIHHHHHH"))
+    if len(data) < header.size:
+        raise ElfTruncated(f"truncated ELF: {len(data)} bytes, the header is {header.size}")
+    return bits, big, header.unpack_from(data, 0), header.size
 
 
 def _identification(data: bytes | bytearray) -> tuple[int, bool]:
@@ -187,16 +214,21 @@ def _identification(data: bytes | bytearray) -> tuple[int, bool]:
 
 def _program_headers_end(size: int, bits: int, header_size: int, entry_size: int, phoff: int, phentsize: int, phnum: int) -> int:
     """Where the program header table ends, once it is known to be possible and inside the bytes."""
+    headers_end = _program_headers_bound(bits, header_size, entry_size, phoff, phentsize, phnum)
+    if size < headers_end:
+        raise ElfTruncated(f"truncated ELF: program headers end at {headers_end}, {size} bytes given")
+    return headers_end
+
+
+def _program_headers_bound(bits: int, header_size: int, entry_size: int, phoff: int, phentsize: int, phnum: int) -> int:
+    """Where the program header table ends, once it is known to be possible."""
     if phnum == PN_XNUM or phnum > MAX_PHNUM:
         raise ElfError(f"unsupported program header count {phnum}")
     if phnum and phentsize < entry_size:
         raise ElfError(f"program header entries of {phentsize} bytes, {entry_size} expected for {bits}-bit ELF")
     if phnum and phoff < header_size:
         raise ElfError(f"program headers at offset {phoff} overlap the ELF header")
-    headers_end = phoff + phnum * phentsize
-    if size < headers_end:
-        raise ElfTruncated(f"truncated ELF: program headers end at {headers_end}, {size} bytes given")
-    return headers_end
+    return int(phoff + phnum * phentsize)
 
 
 def _segment(f: tuple[int, ...], bits: int) -> Segment:

@@ -18,6 +18,8 @@ from .layout import (
     Segment,
     _address_offset,
     _string,
+    program_header_table,
+    read_layout,
 )
 from .symbols import (
     _NAMED_BINDS,
@@ -61,6 +63,24 @@ class Structure:
     libraries: ElfLibraries
     symbols: DynamicSymbols | None
     regions: tuple[tuple[int, int], ...] = ()
+
+
+def layout_from(fetch: Callable[[int, int], bytes | None], size: int) -> ElfLayout | Need:
+    """The ELF header and program headers of an object of ``size`` bytes, wherever the program
+    headers lie: in its first ``HEAD_BYTES`` as linkers put them, or anywhere else (patchelf moves
+    them into the segment it adds near the end, as in the aarch64 builds of torch: 419 MB into
+    ``libtorch_cuda.so``). ``fetch`` as ``read_structure``'s: the ``Need`` to fetch first when
+    the bytes are not at hand. Raises ``ElfError`` for a table past the object's end."""
+    head = fetch(0, min(size, HEAD_BYTES))
+    if head is None:
+        return Need(0, min(size, HEAD_BYTES))
+    offset, length = program_header_table(head)
+    if offset + length <= len(head):
+        return read_layout(head)
+    if offset + length > size:
+        raise ElfError(f"the program headers ({length} bytes at {offset}) run past the end of the {size}-byte object")
+    table = fetch(offset, length)
+    return Need(offset, length) if table is None else read_layout(head, table=table)
 
 
 def read_structure(
