@@ -124,34 +124,37 @@ def torch_files(objects: dict[str, bytes]) -> dict[str, bytes]:
     }
 
 
-def pypi_native(w: World, name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = ()) -> BuiltWheel:
-    wheel = build_wheel(w.root / "files", name, version, TAG, requires, files=files)
+def pypi_native(w: World, name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (), *, tag: str = TAG) -> BuiltWheel:
+    wheel = build_wheel(w.root / "files", name, version, tag, requires, files=files)
     w._add(f"simple/{name}/", "pypi", _Entry(wheel, "files/" + wheel.filename, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
     return wheel
 
 
-def build_abi_world(root: Path, *, torch_lib: Callable[[bytes], bytes] | None = None) -> tuple[World, dict[str, bytes]]:
+def build_abi_world(root: Path, *, torch_lib: Callable[[bytes], bytes] | None = None, tag: str = TAG) -> tuple[World, dict[str, bytes]]:
     """The story world with a kept torch whose libraries are real, and the six compiled packages;
-    ``torch_lib`` rewrites the kept torch's ``libtorch_cpu.so`` (``elfbuild.move_dynamic``)."""
+    ``torch_lib`` rewrites the kept torch's ``libtorch_cpu.so`` (``elfbuild.move_dynamic``);
+    ``tag``: the wheel tag of the kept torch and the packages (an aarch64 one for a declared
+    aarch64 target: the objects are this machine's, read the same)."""
     objects = compile_objects(root / "objects")
     if torch_lib is not None:
         objects["libtorch_cpu.so"] = torch_lib(objects["libtorch_cpu.so"])
     w = build_story_world(root / "www", hostile=False)
     w.pages["whl/nightly/cu130/torch/"] = [e for e in w.pages["whl/nightly/cu130/torch/"] if NIGHTLY not in e.wheel.filename]
-    w.pytorch("torch", NIGHTLY, tag=TAG, requires=["filelock"], requires_python=">=3.10", files=torch_files(objects))
-    pypi_native(w, "stable-ext", "1.0", {"stable_ext/__init__.py": b"", "stable_ext/_C.abi3.so": objects["stable.so"]}, ("torch>=2.10",))
-    pypi_native(w, "stable-cu12", "1.0", {"stable_cu12/__init__.py": b"", "stable_cu12/_C.abi3.so": objects["stable12.so"]}, ("torch>=2.10",))
-    pypi_native(w, "locked-ok", "1.0", {"locked_ok/__init__.py": b"", "locked_ok/_C.so": objects["locked_ok.so"]})
-    pypi_native(w, "locked-bad", "1.0", {"locked_bad/__init__.py": b"", "locked_bad/_C.so": objects["locked_bad.so"]})
+    w.pytorch("torch", NIGHTLY, tag=tag, requires=["filelock"], requires_python=">=3.10", files=torch_files(objects))
+    pypi_native(w, "stable-ext", "1.0", {"stable_ext/__init__.py": b"", "stable_ext/_C.abi3.so": objects["stable.so"]}, ("torch>=2.10",), tag=tag)
+    pypi_native(w, "stable-cu12", "1.0", {"stable_cu12/__init__.py": b"", "stable_cu12/_C.abi3.so": objects["stable12.so"]}, ("torch>=2.10",), tag=tag)
+    pypi_native(w, "locked-ok", "1.0", {"locked_ok/__init__.py": b"", "locked_ok/_C.so": objects["locked_ok.so"]}, tag=tag)
+    pypi_native(w, "locked-bad", "1.0", {"locked_bad/__init__.py": b"", "locked_bad/_C.so": objects["locked_bad.so"]}, tag=tag)
     # a framework pinning another torch whose binary runs on the kept one (sglang 0.5.23's shape, issue 28)
-    pypi_native(w, "pinned-ok", "1.0", {"pinned_ok/__init__.py": b"", "pinned_ok/_C.so": objects["locked_ok.so"]}, ("torch==2.11.0",))
+    pypi_native(w, "pinned-ok", "1.0", {"pinned_ok/__init__.py": b"", "pinned_ok/_C.so": objects["locked_ok.so"]}, ("torch==2.11.0",), tag=tag)
     pypi_native(
         w,
         "builds-ext",
         "1.0",
         {"builds_ext/__init__.py": b"", **{f"builds_ext/libaddon_torch{n}-cpu.so": objects[f"libaddon_torch{n}-cpu.so"] for n in ("27", "28", "29")}},
+        tag=tag,
     )
-    pypi_native(w, "cuda-only", "1.0", {"cuda_only/__init__.py": b"", "cuda_only/_helper.so": objects["cuda_only.so"]})
+    pypi_native(w, "cuda-only", "1.0", {"cuda_only/__init__.py": b"", "cuda_only/_helper.so": objects["cuda_only.so"]}, tag=tag)
     return w, objects
 
 
