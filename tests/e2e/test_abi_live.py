@@ -59,3 +59,41 @@ def test_inspect_agrees_with_readelf_on_every_member(requirement: str, tmp_path:
             # the lib*.so names of its string table (ld-linux-x86-64.so.2 is not one)
             assert got["needed"] in (truth, [n for n in truth if n.startswith("lib")]), name
     assert sum(1 for m in members.values() if m["torch_libraries"]) == WHEELS[requirement]
+
+
+# torch 2.15.0's aarch64 build for CPython 3.12: the defined dynamic symbols of its nine torch
+# libraries together, as `nm -D --defined-only` lists them on the extracted files (its
+# libtorch_cuda.so has its program headers 419 MB into the library, libtorch_cpu.so 199 MB)
+AARCH64_WHEEL, AARCH64_EXPORTS = "torch-2.15.0-cp312-cp312-manylinux_2_28_aarch64.whl", 74253
+
+
+def test_the_aarch64_torch_wheels_exports_are_read_by_range() -> None:
+    """The real aarch64 torch wheel of the configured PyPI, its exports read by range requests
+    (its libraries' ends entered mid-stream): every one of them, as binutils counts them."""
+    import urllib.request
+
+    from packaging.version import Version
+
+    from resolve_gpu_stack.cli.userconfig import discover_pypi_url
+    from resolve_gpu_stack.errors import ResolveGpuStackError
+    from resolve_gpu_stack.model import IndexFile
+    from resolve_gpu_stack.net.scan.exports import WheelExports
+    from resolve_gpu_stack.net.transport import Transport
+
+    try:
+        page = discover_pypi_url(dict(os.environ)).rstrip("/") + "/torch/"
+        request = urllib.request.Request(page, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            row = next((f for f in json.load(answer)["files"] if f["filename"] == AARCH64_WHEEL), None)
+    except (ResolveGpuStackError, OSError, ValueError) as exc:
+        pytest.skip(f"PyPI cannot be reached: {exc}")
+    if row is None:
+        pytest.skip(f"{AARCH64_WHEEL} is not on the configured PyPI")
+    file = IndexFile(filename=AARCH64_WHEEL, url=row["url"], name="torch", version=Version("2.15.0"), sha256=row["hashes"].get("sha256"), size=row["size"])
+    transport = Transport()
+    try:
+        found = WheelExports(transport, None)("2.15.0", file)
+    finally:
+        transport.close()
+    assert found.symbols is not None and len(found.symbols) == AARCH64_EXPORTS, found.source
+    assert transport.stats.bytes_received < file.size // 4, found.source  # the libraries' ends, not the 484 MB wheel
