@@ -27,6 +27,13 @@ the member's compressed bytes: pure, the caller does the reading.
   checks it against the program headers): its end is read from the headers on, not from
   ``PT_DYNAMIC``'s segment (91 MB before them in torch 2.15.0's ``libtorch_cpu.so``). Headers
   that disagree send the member back to ``PT_DYNAMIC``, as above.
+- The program headers are read where the ELF header says (``elf.layout_from``): a linker puts them
+  in the first bytes; BOLT moved torch 2.15.0's aarch64 builds' into the segment it adds, 419 MB
+  into the 514 MB ``libtorch_cuda.so``. A stored member reads them by range; a deflated one with
+  ``seek`` whose headers lie in its second half reads its end first for them and, with
+  ``sections``, the section headers (one entered read, what the end holds is kept; once the
+  headers are known the end may be read once more for what they point to); else the stream keeps
+  them as it passes.
 
     reader = ElfStream(entry.method, entry.uncompressed_size, entry.compressed_size)
     while (span := reader.wanted()) is not None:   # compressed offsets in the member's data
