@@ -3,7 +3,7 @@ each large library read from its end first (entered in the middle of its deflate
 ``scan/elfstream.py``), and from its start only (``elfstream.SEEK_MIN`` raised past every
 library). The bytes, the seconds and the symbols of each read; the symbols must agree.
 
-    python bench/exports.py [--version 2.15.0] [--runs 3]
+    python bench/exports.py [--version 2.15.0] [--runs 3] [--wheel cp312-cp312-manylinux_2_28_aarch64]
 
 PyPI's URL comes from uv's / pip's configuration. Skips (exit 0) when PyPI cannot be reached.
 """
@@ -31,15 +31,15 @@ from resolve_gpu_stack.net.scan.exports import WheelExports  # noqa: E402
 from resolve_gpu_stack.net.transport import Transport  # noqa: E402
 from resolve_gpu_stack.scan import elfstream  # noqa: E402
 
-WHEEL = "cp312-cp312-manylinux_2_28_x86_64.whl"
+WHEEL = "cp312-cp312-manylinux_2_28_x86_64"
 
 
-def torch_wheel(pypi: str, version: str) -> IndexFile:
-    """The cp312 x86_64 wheel of torch ``version`` on PyPI's JSON simple page."""
+def torch_wheel(pypi: str, version: str, tag: str = WHEEL) -> IndexFile:
+    """The wheel of torch ``version`` with ``tag`` (cp312 x86_64 by default) on PyPI's JSON simple page."""
     request = urllib.request.Request(pypi.rstrip("/") + "/torch/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         files = json.load(answer)["files"]
-    row = next(f for f in files if f["filename"] == f"torch-{version}-{WHEEL}")
+    row = next(f for f in files if f["filename"] == f"torch-{version}-{tag}.whl")
     return IndexFile(filename=row["filename"], url=row["url"], name="torch", version=Version(version), sha256=row["hashes"].get("sha256"), size=row["size"])
 
 
@@ -63,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--version", default="2.15.0")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--wheel", default=WHEEL, help=f"the wheel's tags (default {WHEEL}; its aarch64 build: cp312-cp312-manylinux_2_28_aarch64)")
     args = ap.parse_args(argv)
     try:
-        file = torch_wheel(discover_pypi_url(dict(os.environ)), args.version)
+        file = torch_wheel(discover_pypi_url(dict(os.environ)), args.version, args.wheel)
     except (ResolveGpuStackError, OSError) as exc:
         print(f"skipped: PyPI cannot be reached ({exc})")
         return 0
