@@ -279,7 +279,7 @@ class ElfStream:
 
     def _wait_for_headers(self, need: Need) -> None:
         """Want the program headers (``need``) where the ELF header says they are: past the first
-        bytes, patchelf moved them (near the end: the aarch64 builds of torch). A stored member
+        bytes, a tool moved them (BOLT, near the end: the aarch64 builds of torch). A stored member
         reads them by range; a deflated one keeps them as the stream passes, or reads its end
         first (``seek``), keeping the section headers there too when ``sections``, as
         ``_end_windows`` would (what else the end holds is known once the headers are)."""
