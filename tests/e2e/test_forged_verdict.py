@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -79,6 +80,48 @@ def test_the_forgery_imports_the_missing_name_and_no_longer_fools_a_read_entered
     assert RENAMED not in given  # the window check holds for the chain; the witness does not agree
     assert _imports(_fed(len(member.data), member.deflated, seek=True)) == [MISSING.decode()]  # the attack fails
     assert _imports(_fed(len(member.data), member.deflated, seek=False)) == [MISSING.decode()]  # read from the start
+
+
+def _raw_member(path: Path, name: str) -> tuple[bytes, bytes]:
+    """(the member ``name``'s inflated bytes, its raw deflate data) of the wheel at ``path``."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(name)
+        data = zf.read(name)
+    blob = path.read_bytes()
+    local = info.header_offset
+    start = local + 30 + int.from_bytes(blob[local + 26 : local + 28], "little") + int.from_bytes(blob[local + 28 : local + 30], "little")
+    return data, blob[start : start + info.compress_size]
+
+
+def test_a_witness_is_no_proof_of_a_block_boundary_so_the_wheel_scan_reads_from_the_start(forged, capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``evilpair``: the same object, its hidden chain with two fake stored headers in each real
+    stored block. Entering its last 2 MB, the first block start is a fake one and the second, the
+    witness, is fake too: they agree, and the bytes given are the renamed table (an end-first read
+    of a wheel would say "runs"). So a wheel's verdict never rests on a member's end (issue 53,
+    tilelang's 33.7 MB read from its start): the scan and every door read the truth."""
+    from resolve_gpu_stack.data.definitions import load_definitions
+
+    world, srv, path, _ = forged
+    pair = next(path.parent.glob("evilpair-*.whl"))
+    data, raw = _raw_member(pair, "evilpair/_C.so")
+    assert zlib.decompressobj(-15).decompress(raw) == data and MISSING in data and RENAMED not in data  # the truth
+    entry = deflateseek.enter(raw[-2 * MB :], len(data), search=deflateseek.SEARCH_STEP * 64)
+    assert entry is not None and entry.witness is not None
+    name = data.rfind(MISSING)  # in the tables at the member's end (patchelf's layout)
+    given = deflateseek.exact_regions(entry, [(name, name + len(MISSING))])
+    assert given == [(name, RENAMED)]  # both block starts are the forger's: they agree on its name
+    assert _imports(_fed(len(data), raw, seek=True)) == [RENAMED.decode()]  # an end-first read is fooled
+    assert _imports(_fed(len(data), raw, seek=False)) == [MISSING.decode()]
+    whole = pair.read_bytes()
+    abi = scan_wheel(lambda a, b: whole[a:b], len(whole)).abi(load_definitions().abi)
+    assert MISSING.decode() in abi.cxx and RENAMED.decode() not in abi.cxx
+    target = [*DECLARED[:6], *index_flags(srv.url), "--cache-dir", str(tmp_path / "c")]
+    code, out, err = run_cli(capsys, "inspect", "evilpair==1.0", *target, "--format", "json")  # by URL: range reads
+    report = json.loads(out)
+    assert code == 1 and "Traceback" not in err, err
+    assert report["verdict"]["runs"] is False and WHY in report["verdict"]["refusal"], report["verdict"]
+    code, out, err = run_cli(capsys, "resolve", *DECLARED, *index_flags(srv.url), "--cache-dir", str(tmp_path / "c"), "--with", "evilpair", "--format", "json")
+    assert code == 1 and out == "" and "evilpair 1.0" in err and WHY in err and "Traceback" not in err, err
 
 
 def test_the_wheel_scan_reads_the_member_from_its_start(forged) -> None:  # type: ignore[no-untyped-def]

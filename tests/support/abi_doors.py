@@ -61,9 +61,11 @@ def forged(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
     path, member = forged_wheel(world.root / "files", lib)
     # the same object in a wheel nothing ties to torch (no Requires-Dist: torch): see the last test
     untied, _ = forged_wheel(world.root / "files", lib, name="evilguess", requires=())
-    for name, wheel_path in (("evilkern", path), ("evilguess", untied)):
+    # two fake block starts in each real stored block: a witness agrees with the fake entry
+    pair, _ = forged_wheel(world.root / "files", lib, name="evilpair", fakes_per_real=2)
+    for name, wheel_path in (("evilkern", path), ("evilguess", untied), ("evilpair", pair)):
         data = wheel_path.read_bytes()
-        meta = metadata_text(name, "1.0", ("torch",) if name == "evilkern" else ())
+        meta = metadata_text(name, "1.0", () if name == "evilguess" else ("torch",))
         wheel = BuiltWheel(path=wheel_path, filename=wheel_path.name, sha256=hashlib.sha256(data).hexdigest(), size=len(data), metadata=meta)
         world._add(f"simple/{name}/", "pypi", _Entry(wheel, "files/" + wheel_path.name, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
     with IndexServer(world.root) as srv:

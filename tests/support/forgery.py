@@ -163,9 +163,12 @@ class Forged:
     tables: tuple[int, int]  # where the tables lie in ``data``
 
 
-def forged_member(lib: bytes, *, pad: int = PAD, seed: int = 48, fake_blocks: int = FAKE_BLOCKS) -> Forged:
+def forged_member(lib: bytes, *, pad: int = PAD, seed: int = 48, fake_blocks: int = FAKE_BLOCKS, fakes_per_real: int = 1) -> Forged:
     """``lib`` (an object importing ``MISSING``) laid out behind ``pad`` bytes, and its forged
-    deflate stream (see the module docstring)."""
+    deflate stream (see the module docstring). ``fakes_per_real``: fake stored headers inside each
+    real stored block (2: a reader searching a tail for block starts meets two fake ones, an entry
+    and a second that agrees with it, before any real one; the fake payloads are then short enough
+    for two to fit in one real block)."""
     from support.elfbuild import move_dynamic
 
     rng = random.Random(seed)
@@ -186,7 +189,7 @@ def forged_member(lib: bytes, *, pad: int = PAD, seed: int = 48, fake_blocks: in
     fake_at = -1
     last_len = FAKE_LEN // 2  # the last fake block is short: the real block around it holds FB too
     for j in range(fake_blocks):
-        length = last_len if j == fake_blocks - 1 else FAKE_LEN
+        length = (last_len if j == fake_blocks - 1 else FAKE_LEN) // fakes_per_real
         fake_header = b"\x00" + struct.pack("<HH", length, length ^ 0xFFFF)
         if j == 0:
             fake_at = len(zone) + 1
@@ -196,7 +199,7 @@ def forged_member(lib: bytes, *, pad: int = PAD, seed: int = 48, fake_blocks: in
         zone += b"\x00" * 5 + rng.randbytes(payload_filler) + (tables if j == fake_blocks - 1 else b"")
     zone += fb
     # real headers: R_j sits at fake header j's end; real block j runs to R_{j+1} (the last one to H)
-    starts = [i for i in _fake_header_ends(zone, fake_blocks)]
+    starts = _fake_header_ends(zone, fake_blocks)[::fakes_per_real]
     bounds = [*starts, len(zone)]
     for j, at in enumerate(starts):
         length = bounds[j + 1] - (at + 5)
@@ -291,10 +294,11 @@ def forged_wheel(
     version: str = "1.0",
     tag: str = "cp310-abi3-manylinux_2_28_x86_64",
     requires: tuple[str, ...] = ("torch",),
+    fakes_per_real: int = 1,
 ) -> tuple[Path, Forged]:
     """A real wheel (METADATA with ``requires``, WHEEL, RECORD) whose ``<name>/_C.so`` is
-    ``forged_member(lib)``. Its METADATA requires torch: the scan reads its member by structure."""
-    forged = forged_member(lib)
+    ``forged_member(lib, fakes_per_real=...)``. Its METADATA requires torch: the scan reads its member by structure."""
+    forged = forged_member(lib, fake_blocks=FAKE_BLOCKS * fakes_per_real, fakes_per_real=fakes_per_real)  # the same length of hidden chain
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     files: list[tuple[str, bytes, bytes | None]] = [
