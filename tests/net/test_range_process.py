@@ -262,6 +262,29 @@ def test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough(wo
         assert classify(helper) == here(helper) and fetcher.range_process.pid is not None, "the child did not start"
 
 
+def test_a_large_wheels_scan_asked_before_the_child_is_ready_waits_for_it_and_is_read_there(world, server, monkeypatch):
+    """A wheel of ``START_AFTER`` bytes or more (sglang's, 39 MB) is the one whose scan starts the
+    child: its scan waits for the child (read here, it took 1.7 s beside the crawl) and is made
+    there, with the answer this process gives; a child that ends before it is ready leaves it here
+    at once (not after the wait), with the same answer. (A smaller wheel's scan waits for none:
+    ``test_the_child_starts_only_once_the_wheels_asked_to_read_are_large_enough``.)"""
+    from resolve_gpu_stack.net.scan import rangeproc
+
+    kernel = wheel_file(world, server, "sgl-kernel")
+    monkeypatch.setattr(rangeproc, "START_AFTER", kernel.size or 0)  # the kernel is as large as sglang's wheel, for the rule
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+        child = fetcher.range_process
+        assert child is not None and child.pid is None
+        classify = readers.classifier(fetcher.scan_access(), DEFS.abi)
+        assert classify(kernel) == here(kernel)
+        assert child.pid is not None and child.answered == 1, "the large wheel was scanned here"
+    monkeypatch.setattr(sys, "executable", shutil.which("false") or "/bin/false")  # starts, and ends before it is ready
+    monkeypatch.setattr(rangeproc, "EXPORTS_WAIT", 3600.0)  # waited out, this test would not end
+    with HttpFetcher(FetchSettings(transport=TransportSettings(timeout=10)), cache=None) as fetcher:
+        assert readers.classifier(fetcher.scan_access(), DEFS.abi)(kernel) == here(kernel)
+        assert fetcher.range_process is not None and fetcher.range_process.pid is not None and fetcher.range_process.answered == 0
+
+
 def test_the_child_never_imports_from_the_current_folder_or_pythonpath(world, server, tmp_path, monkeypatch):
     """Started from a folder holding ``queue.py``, ``selectors.py`` and other stdlib names, with
     PYTHONPATH naming it too: the child starts isolated, is ready, answers scans, and none of them ran."""

@@ -9,7 +9,10 @@ follows what they inflate, and a plan of small wheels (the loopback worlds: the 
 29 scans in 0.4 s) reads them here sooner than a child would start and pay for itself; today's
 SGLang closure passes it within its first scans (a 91 MB wheel among them). Until the child says it is ready
 (0.1-0.2 s alone, with the bytecode this process keeps), each scan answers None and the caller
-reads in this process, so a scan never waits for the child to start; a torch's exports, asked for
+reads in this process, so a small scan never waits for the child to start. A wheel of at least
+``START_AFTER`` bytes (the one whose scan starts the child, in today's SGLang closure) waits for it
+up to ``EXPORTS_WAIT`` seconds: read here, sglang 0.5.23's 18.8 MB took 1.7 s beside the crawl (0.24 s
+alone), and its verdict is what asks for the kept torch's exports. A torch's exports, asked for
 once and ~0.9 s of CPU, wait for it up to ``EXPORTS_WAIT`` seconds (where scan records answer every
 scan and none holds that torch's exports, a nightly's or a private build's, they are the first read a
 resolve asks for, before any scan has started the child). Once ready, each job goes
@@ -66,7 +69,7 @@ START_AFTER = 16 * 2**20  # bytes of wheels asked to read before the child start
 # seconds a torch's exports wait for the child to get ready (0.1-0.2 s alone): their read is ~0.9 s of
 # CPU, most of it Python holding this process's lock for that long while the crawl needs it
 # (torch 2.15.0 read here in a live resolve: 1.7-2.3 s, and the crawl slowed by as much); a child
-# not ready by then, or gone, leaves them to this process
+# not ready by then, or gone, leaves them to this process. A wheel of START_AFTER bytes or more waits as long.
 EXPORTS_WAIT = 3.0
 
 
@@ -155,8 +158,10 @@ class RangeProcess:
 
     def scan(self, file: IndexFile, tail: tuple[int, bytes, int] | None, rules: AbiRules) -> tuple[Any, bool] | None:
         """(the ``ScanRecord``, whether it is final) of a fresh scan of ``file`` in the child; None:
-        scan it here (the child is not ready, or gone)."""
-        answer = self._run(ScanJob(file, tail, rules))
+        scan it here (the child is not ready, or gone). A wheel of at least ``START_AFTER`` bytes
+        waits for a child that is starting (see the module docstring)."""
+        wait = EXPORTS_WAIT if (file.size or 0) >= START_AFTER else 0.0
+        answer = self._run(ScanJob(file, tail, rules), wait=wait)
         return (answer[0], answer[1]) if isinstance(answer, tuple) else None
 
     def exports(self, version: str, file: IndexFile, budget: int | None) -> TorchExports | None:
@@ -184,7 +189,7 @@ class RangeProcess:
 
     def _run(self, work: ScanJob | ExportsJob, *, wait: float = 0.0) -> Any:
         """``work``'s answer from the child; None: read it here. ``wait``: seconds to wait for a
-        child that is starting (a scan waits for none: it is read here sooner)."""
+        child that is starting (a small scan waits for none: it is read here sooner)."""
         with self._lock:
             self._asked += work.file.size or 0
             if self._child is None and self._asked < START_AFTER:
