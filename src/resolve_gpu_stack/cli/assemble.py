@@ -50,7 +50,6 @@ from ..net.settings import FetchSettings
 from ..net.transport import NO_NETWORK_HINT
 from ..resolver import reuse
 from ..resolver.kept import kept_torch
-from ..resolver.resolve import resolve
 from ..resolver.roots import read_ahead
 from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
 
@@ -65,7 +64,7 @@ if TYPE_CHECKING:
     from ..model.kept import KeptTorch
     from ..model.request import ResolveRequest
     from ..net.scan.classify import InspectingClassifier
-    from ..net.snapshot import FileCut, RecordingFetcher, SnapshotFetcher
+    from ..net.snapshot import FallbackFetcher, FileCut, RecordingFetcher, SnapshotFetcher
     from ..net.source import Source
     from ..net.wheelcache import WheelCache
     from ..resolver.reuse import ResultStore
@@ -126,6 +125,9 @@ class ResolveParts:
 
         def compute() -> LockPlan:
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
+            # the resolver after the first requests are sent, its import overlapping their round trip (and
+            # none on a reused plan): at the head it delayed them by ~10 ms of a cold start (bench/README.md, "Head start")
+            from ..resolver.resolve import resolve
 
             plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), sdist_metadata=sdist_metadata)
             if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
@@ -313,20 +315,18 @@ class Session:
     # -- sources and resolve parts --------------------------------------------------------------
     def replay(self, root: Path, defs: Definitions) -> SnapshotFetcher:
         """A replay of the snapshot at ``root`` (no network)."""
-        from ..net.snapshot import SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
-
-        return self._held(SnapshotFetcher(root, {n: d.url for n, d in defs.indexes.items()}))
+        replay, _, _ = _snapshot_fetchers()
+        return self._held(replay(root, {n: d.url for n, d in defs.indexes.items()}))
 
     def recording(
         self, defs: Definitions, output: Path, *, extend: Path | None = None, exclude_newer: str | None = None, cut: FileCut | None = None
     ) -> RecordingFetcher:
         """A recorder into the snapshot ``output`` of what is read live (``extend``: a snapshot
         replayed first, only what it lacks fetched live)."""
-        from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
-
+        replay, fallback, recorder = _snapshot_fetchers()
         bases = {n: d.url for n, d in defs.indexes.items()}
-        inner: Source = FallbackFetcher(SnapshotFetcher(extend, bases), self.live()) if extend is not None else self.live()
-        return self._held(RecordingFetcher(inner, output, bases, exclude_newer=exclude_newer, cut=cut))
+        inner: Source = fallback(replay(extend, bases), self.live()) if extend is not None else self.live()
+        return self._held(recorder(inner, output, bases, exclude_newer=exclude_newer, cut=cut))
 
     def resolve_parts(self, defs: Definitions, *, source: Source | None = None, snapshot: Path | None = None, live_fallback: bool = False) -> ResolveParts:
         """A resolve's parts: over ``source`` when given; else the replay of ``snapshot``, what it
@@ -339,10 +339,9 @@ class Session:
             fetcher = self.live()
             return resolve_parts(defs, fetcher, store=fetcher.cache, owns_source=False)
 
-        from ..net.snapshot import FallbackFetcher  # a snapshot only: +20 ms on a live resolve
-
+        _, fallback, _ = _snapshot_fetchers()
         replay = self.replay(snapshot, defs)
-        return resolve_parts(defs, FallbackFetcher(replay, self.live()) if live_fallback else replay, owns_source=False)
+        return resolve_parts(defs, fallback(replay, self.live()) if live_fallback else replay, owns_source=False)
 
     def _held(self, source: _S) -> _S:
         with self._lock:
@@ -361,6 +360,13 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _snapshot_fetchers() -> tuple[type[SnapshotFetcher], type[FallbackFetcher], type[RecordingFetcher]]:
+    """The snapshot's fetchers: its replay, a replay extended live, a recorder."""
+    from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
+
+    return SnapshotFetcher, FallbackFetcher, RecordingFetcher
 
 
 __all__ = ["NetworkOptions", "ResolveParts", "Session", "fitting_offline_hint", "offline_hinted", "resolve_parts"]

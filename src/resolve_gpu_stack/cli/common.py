@@ -22,7 +22,7 @@ from ..env.probe import default_interpreter, inspect_environment, locate_interpr
 from ..errors import IndexDefinitionError, UsageError
 from ..model.declared import PythonVersion, declared_target
 from ..model.request import TORCH
-from ..resolver.resolve import unused_without_note
+from ..resolver.overrides import unused_without_note  # not resolver.resolve: this module loads before the first request, the resolver after it
 from ..urls import normalize_base_url, redact_url
 from . import render, userconfig
 from . import settings as S

@@ -31,6 +31,11 @@ FAMILY = "family"  # the torch-family build matching the selected torch
 WITHOUT = "without"  # --without: dropped
 
 
+def unused_without_note(name: str) -> str:
+    """The note of a ``--without NAME`` that left nothing out (the CLI also says it as a warning)."""
+    return f"--without {name}: no package of the plan requires {name}, so nothing was left out (is the name right?)"
+
+
 @dataclass(frozen=True, slots=True)
 class Replaced:
     """One replaced requirement of one candidate."""

@@ -40,7 +40,7 @@ from .factory import CandidateFactory, Judge, Policy
 from .flashinfer_selection import FlashInferOffer, FlashInferSelection, Floor, flashinfer_floors, legacy_notes, select_flashinfer
 from .kept import route_context, with_kept
 from .kept_closure import KeptClosure
-from .overrides import WITHOUT, OverrideRules, Overrides
+from .overrides import WITHOUT, OverrideRules, Overrides, unused_without_note
 from .planning import PlanContext, build_plan
 from .prefetch import Prefetcher
 from .provider import StackProvider
@@ -348,11 +348,6 @@ def _framework_facts(
         *built.notes,
     )
     return framework.FrameworkFacts(found=built.found, overrides=words, notes=notes, builds=built.sdists, ways=_ways(built.found, request, defs, factory))
-
-
-def unused_without_note(name: str) -> str:
-    """The note of a ``--without NAME`` that left nothing out (the CLI also says it as a warning)."""
-    return f"--without {name}: no package of the plan requires {name}, so nothing was left out (is the name right?)"
 
 
 def _unused_without(request: ResolveRequest, overrides: Overrides, cands: Sequence[Cand]) -> list[str]:
