@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import tomllib
@@ -176,3 +178,54 @@ def test_real_uv_sync_install_r_and_install_c_with_overrides_leave_torch_and_its
         assert records(venv) == before, argv
     have = installed(Path(python), env)
     assert {n: have[n] for n in CLOSURE} == CLOSURE and have["fw"] == "1.0"
+
+
+# -- read beside the crawl -------------------------------------------------------------------------
+
+LATENCY = 0.25  # seconds before each answer: far more than the CPU between an answer and the request it leads to
+
+
+class _Arrivals(list):  # type: ignore[type-arg]
+    """``IndexServer.log`` that keeps when each request arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def append(self, item: object) -> None:
+        self.times.append(time.monotonic())
+        super().append(item)
+
+
+def _round_trips(arrivals: _Arrivals) -> dict[str, int]:
+    """Each path's round trip: 1 + the highest of the requests answered before it arrived (an
+    answer comes ``LATENCY`` after its request; a request arriving sooner cannot be led by it)."""
+    times = arrivals.times
+    trips: dict[int, int] = {}
+    for i in sorted(range(len(times)), key=times.__getitem__):
+        trips[i] = 1 + max((trips[j] for j in trips if times[j] + LATENCY <= times[i]), default=0)
+    return {urlsplit(arrivals[i][1]).path: trip for i, trip in sorted(trips.items(), key=lambda it: it[1])}
+
+
+@pytest.mark.parametrize(
+    "door", [["resolve", "--format", "json"], ["lock", "-o", "{tmp}/pylock.x.toml"]]
+)  # install probes a real interpreter: its closure is on disk
+def test_a_declared_torchs_closure_is_read_beside_the_crawl_its_siblings_together(door, capsys, tmp_path) -> None:
+    # The closure of a declared PyPI torch (cuda-toolkit, then the runtime and nvrtc its extras
+    # pin) is read on a thread of its own while the crawl runs, each level's pages in one round and
+    # their METADATA in the next: not one package after another once the crawl has ended.
+    w = closure_world(tmp_path / "www")
+    with IndexServer(w.root, latency=LATENCY) as srv:
+        srv.log = _Arrivals()
+        w.write(srv.url)
+        words = [word.format(tmp=tmp_path) for word in door]
+        code, _, err = run_cli(capsys, *words, *DECLARED, "--with", "uses-runtime", *flags(w, srv, tmp_path))
+        assert code == 0, err
+        trips = _round_trips(srv.log)
+    closure = [trips[f"/files/{name}-13.2.86-py3-none-manylinux_2_28_x86_64.whl"] for name in ("nvidia_cuda_runtime", "nvidia_cuda_nvrtc")]
+    toolkit = trips["/files/cuda_toolkit-13.2.2-py3-none-any.whl"]
+    assert closure == [toolkit + 2, toolkit + 2], trips  # the two cuda-toolkit pins' METADATA in one round, right after their pages
+    # torch's page and METADATA, the first pages, then the closure's three levels beside the crawl: 7
+    # round trips (read after the crawl, one package after another: 11); one more is allowed for a
+    # machine so loaded that a step took longer than a round trip
+    assert max(trips.values()) <= 8, sorted((t, p) for p, t in trips.items())

@@ -26,6 +26,9 @@ VersionOf = Callable[[NormalizedName, SpecifierSet], "Version | None"]
 """The version of NAME that SPECIFIER holds: the installed one, or the newest its index serves for the target."""
 RequiresOf = Callable[[NormalizedName, Version], "Sequence[str] | None"]
 """The Requires-Dist of NAME at VERSION (None: its METADATA could not be read)."""
+ReadAhead = Callable[["Sequence[RequiresDist]"], None]
+"""Told the exact pins of one Requires-Dist before they are followed one by one (to read what
+``version_of`` and ``requires_of`` will ask for at once: siblings in one round, not one after another)."""
 
 
 def exact_specifier(specifier: SpecifierSet) -> bool:
@@ -43,23 +46,27 @@ def read_closure(
     requires_of: RequiresOf,
     parse: Callable[[str], RequiresDist | None] = parse_requires_dist,
     where: str = "found on its index",
+    ahead: ReadAhead | None = None,
 ) -> KeptClosure:
     """The closure of torch ``torch`` whose Requires-Dist is ``requires``, on a target with ``markers``.
 
     ``where``: where ``version_of`` looks, in words (``installed``, ``found on its index``). An exact pin
     whose version ``version_of`` does not find is held at the pinned version when the pin
     names one (``==13.2.2``), else left out with a note; a pinned package whose METADATA cannot be read
-    is held without its own pins, with a note."""
+    is held without its own pins, with a note. ``ahead``: told each Requires-Dist's exact pins
+    that hold on the target before they are followed (the look-ups then find what it read)."""
     pins: dict[NormalizedName, ClosurePin] = {}
     unread: list[str] = []
     followed: dict[NormalizedName, frozenset[str]] = {}  # the extras each pinned package was read with
     queue: list[tuple[str, Sequence[str], frozenset[str]]] = [(f"torch {torch}", requires, frozenset())]
     while queue:
         pinner, lines, extras = queue.pop(0)
-        for line in lines:
-            req = parse(line)
-            if req is None or req.url or not exact_specifier(req.specifier) or not _applies(req, markers, extras):
-                continue
+        exact = [
+            req for line in lines if (req := parse(line)) is not None and not req.url and exact_specifier(req.specifier) and _applies(req, markers, extras)
+        ]
+        if ahead is not None and exact:
+            ahead(exact)
+        for req in exact:
             pin = pins.get(req.name) or _pin(req, pinner, version_of)
             if pin is None:
                 unread.append(f"{pinner} pins {req.text}, and no version of {req.name} matching it was {where}: it is not held with torch")

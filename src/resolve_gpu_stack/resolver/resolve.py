@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
     from ..index.sdist import SdistMetadata
 
 log = logging.getLogger(__name__)
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
 
 def resolve(
@@ -212,8 +216,11 @@ def _wired(
     request, torch, ctx, components = sel.request, sel.torch, sel.ctx, sel.reach.components
     keeps = sel.kept is not None and torch.allowed == (sel.kept,)  # the plan keeps the torch: its closure with it
     probed = request.kept.closure if keeps and request.kept is not None and request.target.interpreter is not None else None
-    w = _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed, sdist_metadata=sdist_metadata)
-    pinned, pin_notes = with_torch_pins(request, finder, ctx, fit)  # after the crawl: the torch METADATA is in; the closure on request.kept
+    w, (pinned, pin_notes) = _beside(  # the kept torch's closure (its pins' pages and METADATA, one after another) read while the crawl runs
+        lambda: _wire(request, defs, finder, torch, ctx, components, floors, classifier, fit=fit, closure=probed, sdist_metadata=sdist_metadata),
+        lambda: with_torch_pins(request, finder, ctx, fit),
+        together=finder.fetcher.concurrent_calls,
+    )
     moved = pinned.target is not request.target  # a declared torch's closure taken as installed
     request = pinned
     closure = request.kept.closure if keeps and request.kept is not None else None  # the one closure every step below reads
@@ -235,6 +242,19 @@ def _wired(
             sdist_metadata=sdist_metadata,
         )
     return _Wired(request, w, closure, pin_notes)
+
+
+def _beside(main: Callable[[], _A], other: Callable[[], _B], *, together: bool) -> tuple[_A, _B]:
+    """``(main(), other())``. With ``together`` (a fetcher that takes calls from several threads),
+    ``other`` runs on a thread of its own while ``main`` runs: two readers of the same finder that
+    need nothing of each other, so each gives what it gives alone. An error of ``main`` is raised
+    once ``other`` has ended (its result unused), one of ``other`` after ``main`` has ended."""
+    if not together:
+        return main(), other()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kept-closure") as pool:
+        beside = pool.submit(other)
+        first = main()
+        return first, beside.result()
 
 
 def _refuse_walk_backs(request: ResolveRequest, defs: Definitions, w: _Wiring, result: Result[Req, Cand, Key], closure: KeptClosure | None) -> None:

@@ -12,7 +12,7 @@ real interpreter's closure is read from its installed dists the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
@@ -61,6 +61,7 @@ def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, 
         version_of=lambda name, spec: target.installed.get(name) or _newest_on_index(finder, ctx, fit, name, spec),
         requires_of=lambda name, version: _requires_on_index(finder, ctx, fit, name, version),
         parse=finder.requires_dist,
+        ahead=lambda pins: _read_ahead(finder, ctx, fit, target, pins),
     )
     request = replace(request, kept=replace(kept, closure=closure))
     added = {pin.name: pin.version for pin in closure.pins if pin.name not in target.installed}
@@ -111,11 +112,36 @@ def _newest_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: No
     )
 
 
-def _requires_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: NormalizedName, version: Version) -> tuple[str, ...] | None:
-    """The Requires-Dist of ``name`` ``version``'s best wheel for this target on its index."""
+def _read_ahead(finder: Finder, ctx: RouteContext, fit: TargetFit, target: Target, pins: Sequence[RequiresDist]) -> None:
+    """Read at once what the closure's look-ups of ``pins`` will ask for: their pages in one round,
+    then the METADATA of each one's wheel of the version ``_newest_on_index`` picks in another
+    (one after the other, a chain of cuda-toolkit's dozen pins was two round trips each)."""
+    finder.prefetch([p.name for p in pins if p.name not in target.installed], ctx)
+    wheels = []
+    for pin in pins:
+        version = target.installed.get(pin.name) or _newest_on_index(finder, ctx, fit, pin.name, pin.specifier)
+        wheel = _wheel_of(finder, ctx, fit, pin.name, version) if version is not None else None
+        if wheel is not None:
+            wheels.append(wheel)
+    try:
+        finder.prefetch_metadata(wheels)
+    except ResolveGpuStackError:
+        return  # the look-up of that METADATA says it, as without reading ahead
+
+
+def _wheel_of(finder: Finder, ctx: RouteContext, fit: TargetFit, name: NormalizedName, version: Version) -> IndexFile | None:
+    """``name`` ``version``'s best wheel for this target on its index."""
     try:
         offers, _ = finder.offers(name, ctx)
-        wheel = _best(fit, [o.file for o in offers if o.file.version == version])
+    except ResolveGpuStackError:
+        return None
+    return _best(fit, [o.file for o in offers if o.file.version == version])
+
+
+def _requires_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: NormalizedName, version: Version) -> tuple[str, ...] | None:
+    """The Requires-Dist of ``name`` ``version``'s best wheel for this target on its index."""
+    wheel = _wheel_of(finder, ctx, fit, name, version)
+    try:
         return finder.metadata(wheel).requires_dist if wheel is not None else None
     except ResolveGpuStackError:
         return None
