@@ -61,9 +61,7 @@ def read_closure(
     queue: list[tuple[str, Sequence[str], frozenset[str]]] = [(f"torch {torch}", requires, frozenset())]
     while queue:
         pinner, lines, extras = queue.pop(0)
-        exact = [
-            req for line in lines if (req := parse(line)) is not None and not req.url and exact_specifier(req.specifier) and _applies(req, markers, extras)
-        ]
+        exact = [req for line in lines if (req := parse(line)) is not None and not req.url and exact_specifier(req.specifier) and applies(req, markers, extras)]
         if ahead is not None and exact:
             ahead(exact)
         for req in exact:
@@ -103,7 +101,7 @@ def _pin(req: RequiresDist, pinner: str, version_of: VersionOf) -> ClosurePin | 
         return None
 
 
-def _applies(req: RequiresDist, markers: Mapping[str, str], extras: frozenset[str]) -> bool:
+def applies(req: RequiresDist, markers: Mapping[str, str], extras: frozenset[str]) -> bool:
     """Whether ``req``'s marker holds on the target, for the base requirements or one of ``extras``."""
     if req.marker is None:
         return True

@@ -27,7 +27,7 @@ from ..model import IndexFile, Target
 from ..model.cuda import CudaLabel
 from ..model.request import TORCH, ResolveRequest
 from ..rules.fit import TargetFit
-from .kept_closure import KeptClosure, read_closure
+from .kept_closure import KeptClosure, applies, exact_specifier, read_closure
 
 
 def with_torch_pins(request: ResolveRequest, finder: Finder, ctx: RouteContext, fit: TargetFit) -> tuple[ResolveRequest, list[str]]:
@@ -115,18 +115,43 @@ def _newest_on_index(finder: Finder, ctx: RouteContext, fit: TargetFit, name: No
 def _read_ahead(finder: Finder, ctx: RouteContext, fit: TargetFit, target: Target, pins: Sequence[RequiresDist]) -> None:
     """Read at once what the closure's look-ups of ``pins`` will ask for: their pages in one round,
     then the METADATA of each one's wheel of the version ``_newest_on_index`` picks in another
-    (one after the other, a chain of cuda-toolkit's dozen pins was two round trips each)."""
-    finder.prefetch([p.name for p in pins if p.name not in target.installed], ctx)
-    wheels = []
-    for pin in pins:
-        version = target.installed.get(pin.name) or _newest_on_index(finder, ctx, fit, pin.name, pin.specifier)
-        wheel = _wheel_of(finder, ctx, fit, pin.name, version) if version is not None else None
+    (one after the other, a chain of cuda-toolkit's dozen pins was two round trips each). Then the
+    same for what those pins require by a range (``nvidia-nvjitlink>=13.2.86``): the closure does
+    not follow them, the wiring that takes it as installed does, once the crawl has ended."""
+    read = _read_newest(finder, ctx, fit, target, pins)
+    ranges = {req.name: req for pin, wheel in read for req in _ranges(finder, wheel, target, frozenset(pin.extras))}
+    _read_newest(finder, ctx, fit, target, list(ranges.values()))
+
+
+def _read_newest(finder: Finder, ctx: RouteContext, fit: TargetFit, target: Target, reqs: Sequence[RequiresDist]) -> list[tuple[RequiresDist, IndexFile]]:
+    """The pages of ``reqs`` in one round, then the METADATA of each one's wheel of the installed
+    version, else the newest its specifier holds, in another; each requirement with that wheel."""
+    finder.prefetch([r.name for r in reqs if r.name not in target.installed], ctx)
+    read = []
+    for req in reqs:
+        version = target.installed.get(req.name) or _newest_on_index(finder, ctx, fit, req.name, req.specifier)
+        wheel = _wheel_of(finder, ctx, fit, req.name, version) if version is not None else None
         if wheel is not None:
-            wheels.append(wheel)
+            read.append((req, wheel))
     try:
-        finder.prefetch_metadata(wheels)
+        finder.prefetch_metadata(wheel for _, wheel in read)
     except ResolveGpuStackError:
-        return  # the look-up of that METADATA says it, as without reading ahead
+        return []  # the look-up of that METADATA says it, as without reading ahead
+    return read
+
+
+def _ranges(finder: Finder, wheel: IndexFile, target: Target, extras: frozenset[str]) -> list[RequiresDist]:
+    """What ``wheel`` requires by a range (not an exact pin) on ``target`` with ``extras``, of packages it does not have."""
+    try:
+        lines = finder.metadata(wheel).requires_dist
+    except ResolveGpuStackError:
+        return []
+    reqs = (finder.requires_dist(line) for line in lines)
+    return [
+        r
+        for r in reqs
+        if r is not None and not r.url and not exact_specifier(r.specifier) and r.name not in target.installed and applies(r, target.markers, extras)
+    ]
 
 
 def _wheel_of(finder: Finder, ctx: RouteContext, fit: TargetFit, name: NormalizedName, version: Version) -> IndexFile | None:
