@@ -145,34 +145,16 @@ class MethodCode:
 
 
 def run() -> int:
-    """The console script. Once the command has returned (its session closed: every cache entry
-    written, every fetcher and child process closed) and the kept code is saved, the process ends
-    at once (``leave``)."""
+    """The console script."""
     keep_bytecode(os.environ, sys.argv[1:])
     methods = MethodCode.attach(os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"))
     from .cli import run as cli_run  # after keep_bytecode: else ~200 ms of compiling at every start (see above)
 
     try:
-        code = cli_run()
+        return cli_run()
     finally:
         if methods is not None:
             methods.save()
-    return leave(code)
-
-
-def leave(code: int) -> int:
-    """End the process with ``code`` now, once stdout and stderr are flushed, without the
-    interpreter's shutdown: nothing of the program is left to run by then, and that shutdown
-    wakes and joins every idle worker thread of the connection pool and tears down ~340 modules
-    (~6 ms of a cold resolve's wall, bench/README.md, "Head start"). A stream that cannot be
-    flushed (a closed pipe, a full disk): ``code`` is returned, and the interpreter's own
-    shutdown reports it as it always has."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return code
-    os._exit(code)
 
 
 if __name__ == "__main__":

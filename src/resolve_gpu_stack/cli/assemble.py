@@ -126,7 +126,7 @@ class ResolveParts:
         def compute() -> LockPlan:
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
             # the resolver after the first requests are sent, its import overlapping their round trip (and
-            # none on a reused plan): at the head it delayed them by ~10 ms of a cold start (bench/README.md, "Head start")
+            # none on a reused plan): ~10 ms of a cold start at the head, before them (bench/README.md, "Head start")
             from ..resolver.resolve import resolve
 
             plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), sdist_metadata=sdist_metadata)
