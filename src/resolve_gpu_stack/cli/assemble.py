@@ -50,6 +50,7 @@ from ..net.settings import FetchSettings
 from ..net.transport import NO_NETWORK_HINT
 from ..resolver import reuse
 from ..resolver.kept import kept_torch
+from ..resolver.resolve import resolve
 from ..resolver.roots import read_ahead
 from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
 
@@ -125,10 +126,6 @@ class ResolveParts:
 
         def compute() -> LockPlan:
             ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
-            # the resolver after the first requests are sent, its import overlapping their round trip (and
-            # none on a reused plan): ~10 ms of a cold start at the head, before them (bench/README.md, "Head start")
-            from ..resolver.resolve import resolve
-
             plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), sdist_metadata=sdist_metadata)
             if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
                 ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
