@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
-from run import PROC_ENV, PY, TREE_ENTRY, Proc, resolve_words, run_measured, source_dir  # noqa: E402
+from run import PROC_ENV, PY, TREE_ENTRY, Proc, remove_checkouts, resolve_words, run_measured, source_dir  # noqa: E402
 from support.server import IndexServer  # noqa: E402
 
 
@@ -95,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(p.wall for p in runs["B"]) / statistics.median(p.wall for p in runs["A"])
         print(f"  B / A: {ratio:.3f} (wall medians)")
     finally:
-        for src in sides.values():
-            if src.parent.parent == tmp:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src.parent)], capture_output=True)
+        remove_checkouts(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

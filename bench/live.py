@@ -52,6 +52,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(HERE))
 
+from run import remove_checkouts  # noqa: E402
+
 from resolve_gpu_stack.cli.userconfig import discover_pypi_url  # noqa: E402
 from resolve_gpu_stack.errors import ResolveGpuStackError  # noqa: E402
 
@@ -154,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, (exe, extra_env) in extra.items():
                 figures[name].append(ours(args.framework, pypi, work / f"{name.split()[0]}-{len(name)}-{i}", extra_env, exe)[0])
             print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in figures.items()), flush=True)
-        for tree in work.glob("tree-*"):  # --baseline's checkout (ab.source_dir)
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        remove_checkouts(work)  # --baseline's checkout
     med = {k: statistics.median(v) for k, v in figures.items()}
     ratios = {
         **{name.removesuffix(" cold").replace("ours cold, ", "cold, "): med[name] / med["uv cold"] for name in extra},

@@ -69,6 +69,12 @@ def source_dir(spec: str, tmp: Path) -> Path:
     return tree / "src"
 
 
+def remove_checkouts(tmp: Path) -> None:
+    """Remove the revisions ``source_dir`` checked out under ``tmp`` (git's record of them too)."""
+    for tree in tmp.glob("tree-*"):
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
 def _gnu_time() -> str | None:
     if not Path("/usr/bin/time").is_file():
         return None
@@ -911,8 +917,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - report and fail
         bench.failures.append(f"{type(exc).__name__}: {exc}")
     finally:
-        for tree in tmp.glob("tree-*"):  # --baseline's checkout (ab.source_dir)
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        remove_checkouts(tmp)  # --baseline's checkout
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     bench.results["ran"] = ran
