@@ -55,37 +55,52 @@ def read_closure(
     names one (``==13.2.2``), else left out with a note; a pinned package whose METADATA cannot be read
     is held without its own pins, with a note. ``ahead``: told each Requires-Dist's exact pins
     that hold on the target before they are followed (the look-ups then find what it read)."""
-    pins: dict[NormalizedName, ClosurePin] = {}
-    unread: list[str] = []
-    followed: dict[NormalizedName, frozenset[str]] = {}  # the extras each pinned package was read with
+    walk = _Walk(version_of, requires_of, where)
     queue: list[tuple[str, Sequence[str], frozenset[str]]] = [(f"torch {torch}", requires, frozenset())]
     while queue:
         pinner, lines, extras = queue.pop(0)
         exact = [req for line in lines if (req := parse(line)) is not None and not req.url and exact_specifier(req.specifier) and applies(req, markers, extras)]
         if ahead is not None and exact:
             ahead(exact)
-        for req in exact:
-            pin = pins.get(req.name) or _pin(req, pinner, version_of)
-            if pin is None:
-                unread.append(f"{pinner} pins {req.text}, and no version of {req.name} matching it was {where}: it is not held with torch")
-                continue
-            seen = followed.get(req.name)
-            wanted = frozenset(req.extras) | (seen or frozenset())
-            pins[req.name] = ClosurePin(
-                name=pin.name, version=pin.version, pin=pin.pin, pinned_by=pin.pinned_by, extras=wanted, found=pin.found, named=pin.named
-            )
-            if seen is not None and wanted == seen:
-                continue
-            followed[req.name] = wanted
-            own = requires_of(pin.name, pin.version) if pin.found else None
-            if own is None and pin.named and not pin.found:
-                continue  # the target has another version than the pin: its word, not followed
-            if own is None:
-                why = "its METADATA could not be read" if pin.found else f"it was not {where}"
-                unread.append(f"{pin.name} {pin.version}, pinned by {pin.pinned_by}: {why}, so what it pins is not held with torch")
-                continue
-            queue.append((f"{pin.pinned_by}'s {pin.name} {pin.version}", own, wanted))
-    return KeptClosure(torch=torch, pins=tuple(pins.values()), unread=tuple(unread))
+        queue.extend(step for req in exact if (step := walk.follow(req, pinner)) is not None)
+    return KeptClosure(torch=torch, pins=tuple(walk.pins.values()), unread=tuple(walk.unread))
+
+
+class _Walk:
+    """One closure being read: the pins so far, what could not be read, and the extras each pinned
+    package was followed with."""
+
+    def __init__(self, version_of: VersionOf, requires_of: RequiresOf, where: str) -> None:
+        self.version_of = version_of
+        self.requires_of = requires_of
+        self.where = where
+        self.pins: dict[NormalizedName, ClosurePin] = {}
+        self.unread: list[str] = []
+        self.followed: dict[NormalizedName, frozenset[str]] = {}
+
+    def follow(self, req: RequiresDist, pinner: str) -> tuple[str, Sequence[str], frozenset[str]] | None:
+        """Hold ``req`` (an exact pin of ``pinner``'s); what its package pins in turn, to be read
+        (None: nothing new to read, or a note said why not)."""
+        pin = self.pins.get(req.name) or _pin(req, pinner, self.version_of)
+        if pin is None:
+            self.unread.append(f"{pinner} pins {req.text}, and no version of {req.name} matching it was {self.where}: it is not held with torch")
+            return None
+        seen = self.followed.get(req.name)
+        wanted = frozenset(req.extras) | (seen or frozenset())
+        self.pins[req.name] = ClosurePin(
+            name=pin.name, version=pin.version, pin=pin.pin, pinned_by=pin.pinned_by, extras=wanted, found=pin.found, named=pin.named
+        )
+        if seen is not None and wanted == seen:
+            return None
+        self.followed[req.name] = wanted
+        own = self.requires_of(pin.name, pin.version) if pin.found else None
+        if own is None and pin.named and not pin.found:
+            return None  # the target has another version than the pin: its word, not followed
+        if own is None:
+            why = "its METADATA could not be read" if pin.found else f"it was not {self.where}"
+            self.unread.append(f"{pin.name} {pin.version}, pinned by {pin.pinned_by}: {why}, so what it pins is not held with torch")
+            return None
+        return (f"{pin.pinned_by}'s {pin.name} {pin.version}", own, wanted)
 
 
 def _pin(req: RequiresDist, pinner: str, version_of: VersionOf) -> ClosurePin | None:
