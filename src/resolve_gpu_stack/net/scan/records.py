@@ -50,7 +50,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ...errors import CrawlError
 from ...model.abi import CUDA, NONE, READ_NAMES, READ_RECORDED, READ_START, UNKNOWN
@@ -60,6 +60,7 @@ from ..transport import Transport
 from .classify import SCAN_SCHEMA, UNMARKED_GUESSES, ScanRecord
 from .exports import ExportsRecord, decode_exports, encode_exports
 
+_Found = TypeVar("_Found")
 log = logging.getLogger(__name__)
 
 RECORD_SCHEMA = "resolve-gpu-stack/scan-record/v1"
@@ -374,57 +375,58 @@ class ScanRecords:
         return found
 
     def _find_exports(self, sha256: str) -> ExportsRecord | None:
-        name = exports_record_name(sha256)
+        return self._look_up(
+            sha256,
+            exports_record_name(sha256),
+            parse_exports,
+            lambda s: self._index_exports.get(s),
+            MAX_EXPORTS_BYTES,
+            "exports record",
+            "reading torch's exports from its wheel instead",
+        )
+
+    def _find(self, sha256: str) -> ScanRecord | None:
+        return self._look_up(
+            sha256, record_name(sha256), parse_record, lambda s: (self._url_index() or {}).get(s), MAX_RECORD_BYTES, "scan record", "scanning instead"
+        )
+
+    def _look_up(
+        self,
+        sha256: str,
+        name: str,
+        parse: Callable[[str, bytes], tuple[_Found | None, str]],
+        indexed: Callable[[str], _Found | None],
+        cap: int,
+        what: str,
+        instead: str,
+    ) -> _Found | None:
+        """The record ``name`` of ``sha256`` (``parse`` checks it is one for that sha256): from the
+        shipped folders, else from the records URL, by its ``index.json`` (``indexed``: no request
+        per wheel) or, without one, the file itself; a record the URL gives that is not one is said
+        (what is done ``instead``)."""
         for folder in self._folders:
             try:
                 raw = (folder / name).read_bytes()
             except OSError:
                 continue
-            found, why = parse_exports(sha256, raw)
+            found, why = parse(sha256, raw)
             if found is not None:
                 return found
             log.info("%s: %s", folder / name, why)
         if self._url is None or self._transport is None or self._url_down:
             return None
         if self._url_index() is not None:
-            return self._index_exports.get(sha256)
+            return indexed(sha256)
         if self._url_down:
             return None
         url = self._url + name
-        raw_or_none = self._read(url, MAX_EXPORTS_BYTES, "exports record")
+        raw_or_none = self._read(url, cap, what)
         if raw_or_none is None:
             return None
-        found, why = parse_exports(sha256, raw_or_none)
+        found, why = parse(sha256, raw_or_none)
         if found is None:
-            self._note(f"{redact_url(url)}: not used ({why}); reading torch's exports from its wheel instead")
+            self._note(f"{redact_url(url)}: not used ({why}); {instead}")
         return found
-
-    def _find(self, sha256: str) -> ScanRecord | None:
-        name = record_name(sha256)
-        for folder in self._folders:
-            try:
-                raw = (folder / name).read_bytes()
-            except OSError:
-                continue
-            record, why = parse_record(sha256, raw)
-            if record is not None:
-                return record
-            log.info("%s: %s", folder / name, why)
-        if self._url is None or self._transport is None or self._url_down:
-            return None
-        index = self._url_index()
-        if index is not None:
-            return index.get(sha256)  # the folder's records, all of them: no request per wheel
-        if self._url_down:
-            return None
-        url = self._url + name
-        raw_or_none = self._read(url, MAX_RECORD_BYTES, "scan record")
-        if raw_or_none is None:
-            return None
-        record, why = parse_record(sha256, raw_or_none)
-        if record is None:
-            self._note(f"{redact_url(url)}: not used ({why}); scanning instead")
-        return record
 
     def _url_index(self) -> dict[str, ScanRecord] | None:
         """The records URL's ``index.json``, read once (the lookups that come while it is read wait
