@@ -22,15 +22,11 @@ from .layout import (
     read_layout,
 )
 from .symbols import (
-    _NAMED_BINDS,
     DT_GNU_HASH,
     DT_HASH,
     DT_SYMENT,
     DT_SYMTAB,
-    SHN_UNDEF,
     SHT_DYNSYM,
-    STT_FILE,
-    STT_SECTION,
     DynamicSymbols,
     SymbolMethod,
     _section_headers,
@@ -228,11 +224,9 @@ def _named(syms: _Symbols, entries: bytes, count: int, at: int, strings: _String
     imported: list[int] = []
     exported: list[int] = []
     for name, info, shndx in syms.rows(entries, syms.size, max(0, count - 1)):
-        if name and info >> 4 in _NAMED_BINDS:
-            if shndx == SHN_UNDEF:
-                imported.append(name)
-            elif exports and info & 0xF not in (STT_SECTION, STT_FILE):
-                exported.append(name)
+        wanted = _wanted(info, shndx, imported, exported if exports else None) if name else None
+        if wanted is not None:
+            wanted.append(name)
     table = strings.table
     if max(imported, default=0) >= len(table) or max(exported, default=0) >= len(table) or ((imported or exported) and table[-1:] != b"\0"):
         return _named_one_by_one(syms, entries, count, at, strings, exports=exports, method=method)

@@ -6,7 +6,7 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from .layout import (
     DT_STRSZ,
@@ -533,7 +533,10 @@ def _extent(data: bytes | bytearray, t: _Table, syms: _Symbols, *, whole: bool) 
     return table_end, t.count if table_end <= size else max(0, (size - t.symtab) // syms.size)
 
 
-def _wanted(info: int, shndx: int, imported: dict[str, None], exported: dict[str, None] | None) -> dict[str, None] | None:
+_Kept = TypeVar("_Kept", dict[str, None], list[int])  # names kept, or the offsets of names to read
+
+
+def _wanted(info: int, shndx: int, imported: _Kept, exported: _Kept | None) -> _Kept | None:
     """Where a named symbol goes: ``imported`` when undefined, ``exported`` (when asked) when
     defined and not a section or file symbol; None for a local one or one not asked for."""
     if info >> 4 not in _NAMED_BINDS:
