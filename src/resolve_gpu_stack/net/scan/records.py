@@ -113,19 +113,14 @@ def parse_exports(sha256: str, raw: bytes) -> tuple[ExportsRecord | None, str]:
     """The exports record in ``raw`` for the torch wheel whose sha256 is ``sha256``, or (None, why
     not): not JSON, another schema or sha256, names that are not a list of strings or not deflated
     names, a ``missing`` name outside ``answers-for``."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting past the decoder's depth
-        return None, "not JSON"
-    return _exports_of(sha256, data)
+    return _decoded(sha256, raw, _exports_of)
 
 
 def _exports_of(sha256: str, data: object) -> tuple[ExportsRecord | None, str]:
     """``parse_exports`` of a decoded document."""
-    if not isinstance(data, dict) or data.get("schema") != EXPORTS_SCHEMA:
-        return None, f"not a {EXPORTS_SCHEMA} record"
-    if str(data.get("sha256", "")).lower() != sha256.lower():
-        return None, "it names another sha256"
+    data = _document(data, EXPORTS_SCHEMA, sha256)
+    if isinstance(data, str):
+        return None, data
     filename = data.get("filename") if isinstance(data.get("filename"), str) else None
     if "exports" in data:
         symbols = _deflated_names(data["exports"])
@@ -263,19 +258,32 @@ def parse_record(sha256: str, raw: bytes) -> tuple[ScanRecord | None, str]:
     """The record in ``raw`` for the wheel whose sha256 is ``sha256``, as *recorded* provenance, or
     (None, why not): not JSON, another schema, another sha256, a scan not read from its start or
     not finished."""
+    return _decoded(sha256, raw, _from_document)
+
+
+def _decoded(sha256: str, raw: bytes, of: Callable[[str, object], tuple[_Found | None, str]]) -> tuple[_Found | None, str]:
+    """``of`` the JSON document in ``raw``, or (None, "not JSON")."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nesting past the decoder's depth
         return None, "not JSON"
-    return _from_document(sha256, data)
+    return of(sha256, data)
+
+
+def _document(data: object, schema: str, sha256: str) -> dict[str, Any] | str:
+    """``data`` as a ``schema`` document naming ``sha256``, or why it is not one."""
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        return f"not a {schema} record"
+    if str(data.get("sha256", "")).lower() != sha256.lower():
+        return "it names another sha256"
+    return data
 
 
 def _from_document(sha256: str, data: object) -> tuple[ScanRecord | None, str]:
     """``parse_record`` of a decoded document."""
-    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
-        return None, f"not a {RECORD_SCHEMA} record"
-    if str(data.get("sha256", "")).lower() != sha256.lower():
-        return None, "it names another sha256"
+    data = _document(data, RECORD_SCHEMA, sha256)
+    if isinstance(data, str):
+        return None, data
     scan = data.get("scan")
     if not isinstance(scan, Mapping) or scan.get("read", READ_START) != READ_START:
         return None, "its scan was not read from the members' starts"
