@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .layout import (
@@ -231,16 +231,7 @@ def _named(syms: _Symbols, entries: bytes, count: int, at: int, strings: _String
     if max(imported, default=0) >= len(table) or max(exported, default=0) >= len(table) or ((imported or exported) and table[-1:] != b"\0"):
         return _named_one_by_one(syms, entries, count, at, strings, exports=exports, method=method)
     name_of = _names_of(table)
-    return DynamicSymbols(
-        imports=tuple(dict.fromkeys(map(name_of, dict.fromkeys(imported)))),
-        exports=tuple(dict.fromkeys(map(name_of, dict.fromkeys(exported)))),
-        complete=True,
-        method=method,
-        count=count,
-        table=at,
-        strings=strings.at,
-        strings_end=strings.at + strings.size,
-    )
+    return _complete(map(name_of, dict.fromkeys(imported)), map(name_of, dict.fromkeys(exported)), count, at, strings, method)
 
 
 def _names_of(table: bytes) -> Callable[[int], str]:
@@ -260,9 +251,15 @@ def _named_one_by_one(syms: _Symbols, entries: bytes, count: int, at: int, strin
         wanted = _wanted(info, shndx, imported, exported) if name else None
         if wanted is not None:
             wanted.setdefault(_string(strings.table, name), None)
+    return _complete(imported, exported or (), count, at, strings, method)
+
+
+def _complete(imports: Iterable[str], exports: Iterable[str], count: int, at: int, strings: _Strings, method: SymbolMethod) -> DynamicSymbols:
+    """The whole table's symbols: ``imports`` and ``exports`` named (each once, in order) from
+    ``strings``, of the ``count`` entries at ``at``."""
     return DynamicSymbols(
-        imports=tuple(imported),
-        exports=tuple(exported or ()),
+        imports=tuple(dict.fromkeys(imports)),
+        exports=tuple(dict.fromkeys(exports)),
         complete=True,
         method=method,
         count=count,
