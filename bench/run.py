@@ -137,6 +137,16 @@ def run_measured(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path
         return Proc(wall, cpu, rss, p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
 
 
+def _wheel_data() -> dict[str, str]:
+    """pyproject.toml's force-include table: each data file or folder of the source tree (the
+    indexes' TOML files, the shipped scan records) and where the wheel puts it."""
+    import tomllib
+
+    with (ROOT / "pyproject.toml").open("rb") as fh:
+        table: dict[str, str] = tomllib.load(fh)["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    return table
+
+
 class BareInstall:
     """The package and its runtime dependencies copied as an installer lays them out (our modules,
     ``_indexes``, each dependency's files), with no bytecode (``compiled=False``: as ``uv pip
@@ -153,9 +163,12 @@ class BareInstall:
         self.dest, self.compiled = dest, compiled
         self.xdg = dest.parent / f"{dest.name}-xdg"
         shutil.copytree(ROOT / "src" / "resolve_gpu_stack", dest / "resolve_gpu_stack", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        (dest / "resolve_gpu_stack" / "_indexes").mkdir()
-        for toml in (ROOT / "indexes").glob("*.toml"):
-            shutil.copy2(toml, dest / "resolve_gpu_stack" / "_indexes" / toml.name)
+        for source, target in _wheel_data().items():  # the data the wheel carries, where it carries it (pyproject.toml)
+            (dest / target).parent.mkdir(parents=True, exist_ok=True)
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, dest / target)
+            else:
+                shutil.copy2(ROOT / source, dest / target)
         todo, seen = ["resolve-gpu-stack"], set()
         while todo:
             dist = metadata.distribution(todo.pop())
