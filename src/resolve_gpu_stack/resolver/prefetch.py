@@ -10,13 +10,14 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName
 from packaging.version import Version
 
 from ..errors import CrawlError, ResolveGpuStackError
 from .dependencies import Dependencies
 from .factory import CandidateFactory, Policy
-from .requirement import Cand, Req
+from .requirement import Cand, Req, contains
 
 CRAWL_THREADS = 96  # as many as HttpFetcher has connections (``TransportSettings.max_connections``)
 
@@ -58,38 +59,51 @@ class Prefetcher:
         seen: _Seen = set()
         lock = threading.Lock()
         futures: list[Future[None]] = []
+        asked = _Asked()
         with ThreadPoolExecutor(max_workers=CRAWL_THREADS, thread_name_prefix="closure") as pool:
 
-            def submit(req: Req) -> None:
+            def submit(req: Req, path: _Path) -> None:
                 with lock:
-                    futures.append(pool.submit(visit, req))
+                    futures.append(pool.submit(visit, req, path))
 
-            def visit(req: Req) -> None:
+            def offer(cand: Cand, path: _Path) -> None:
+                """``on_candidate``, unless a requirement met so far rules ``cand`` (or a
+                candidate it was reached through) out: its scan waits for a path that does not."""
+                if self.on_candidate is not None and asked.offer(cand, path):
+                    self.on_candidate(cand)
+
+            def visit(req: Req, path: _Path) -> None:
+                asked.add(req)
                 try:
                     cand = self._best(req)
                     if cand is None:
                         return
                     with lock:
                         if (cand.name, cand.version, req.extras) in seen:
-                            return
-                        seen.add((cand.name, cand.version, req.extras))
+                            again = True
+                        else:
+                            again = False
+                            seen.add((cand.name, cand.version, req.extras))
+                    if again:
+                        offer(cand, path)  # a scan held back on another path starts on this one
+                        return
                     for dep in self._guess(cand, req.extras):
-                        submit(dep)
+                        submit(dep, (*path, cand))
                     ahead = cand.file is not None and cand.file.has_metadata  # its scan reads a tail the METADATA's read does not
-                    if ahead and self.on_candidate is not None:
-                        self.on_candidate(cand)
+                    if ahead:
+                        offer(cand, path)
                     if cand.file is not None:
                         self.finder.prefetch_metadata([cand.file])
                     deps = self.deps.of(cand, req.extras)
-                    if not ahead and self.on_candidate is not None:
-                        self.on_candidate(cand)
+                    if not ahead:
+                        offer(cand, path)
                 except ResolveGpuStackError:
                     return  # the resolver's own lookup raises it, with its context
                 for dep in deps:
-                    submit(dep)
+                    submit(dep, (*path, cand))
 
             for req in roots:
-                submit(req)
+                submit(req, ())
             done = 0
             while True:  # a task queues its children before it ends: all are queued once the last ends
                 with lock:
@@ -114,27 +128,32 @@ class Prefetcher:
 
     def levels(self, roots: Sequence[Req], *, max_rounds: int = 16) -> None:
         seen: _Seen = set()
-        reqs = list(roots)
+        asked = _Asked()
+        reqs: list[tuple[Req, _Path]] = [(r, ()) for r in roots]
         for _ in range(max_rounds):
             if not reqs:
                 return
             try:
-                self.finder.prefetch(sorted({r.name for r in reqs if not self.factory.has_offers(r.name)}), self.factory.ctx)
+                self.finder.prefetch(sorted({r.name for r, _ in reqs if not self.factory.has_offers(r.name)}), self.factory.ctx)
             except CrawlError:
                 return
-            picks = self._picks(reqs, seen)
-            self.warm_metadata([c for c, _ in picks])
+            for req, _ in reqs:
+                asked.add(req)
+            paths = {id(req): path for req, path in reqs}
+            picks = self._picks([r for r, _ in reqs], seen)
+            self.warm_metadata([c for c, _, _ in picks])
             reqs = []
-            for cand, extras in picks:
+            for cand, extras, req in picks:
+                path = paths[id(req)]
                 try:
-                    reqs += self.deps.of(cand, extras)
+                    reqs += [(dep, (*path, cand)) for dep in self.deps.of(cand, extras)]
                 except CrawlError:
                     continue
-                if self.on_candidate is not None:
+                if self.on_candidate is not None and asked.offer(cand, path):
                     self.on_candidate(cand)
 
-    def _picks(self, reqs: Sequence[Req], seen: _Seen) -> list[tuple[Cand, frozenset[str]]]:
-        picks: list[tuple[Cand, frozenset[str]]] = []
+    def _picks(self, reqs: Sequence[Req], seen: _Seen) -> list[tuple[Cand, frozenset[str], Req]]:
+        picks: list[tuple[Cand, frozenset[str], Req]] = []
         for req in reqs:
             try:
                 cand = self._best(req)
@@ -143,7 +162,7 @@ class Prefetcher:
             if cand is None or (cand.name, cand.version, req.extras) in seen:
                 continue
             seen.add((cand.name, cand.version, req.extras))
-            picks.append((cand, req.extras))
+            picks.append((cand, req.extras, req))
         return picks
 
     def warm(self, names: Iterable[NormalizedName]) -> None:
@@ -169,3 +188,36 @@ class Prefetcher:
                 self.finder.prefetch_metadata(files)
             except CrawlError:
                 pass
+
+
+_Path = tuple[Cand, ...]  # the candidates a requirement was reached through, from a root
+
+
+class _Asked:
+    """The requirements the crawl met so far, by name: a candidate one of them rules out (numpy
+    2.5.5 once ``numpy<2.5`` is met; a release reached only through such a candidate) is
+    unlikely to be the plan's, and its scan is held back (``offer``). A scan held back starts
+    when the candidate is met again on a path nothing rules out, else the plan's couplings scan
+    it if the plan keeps it after all. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._specs: dict[NormalizedName, set[SpecifierSet]] = {}
+        self._offered: set[tuple[NormalizedName, Version]] = set()
+
+    def add(self, req: Req) -> None:
+        with self._lock:
+            self._specs.setdefault(req.name, set()).add(req.specifier)
+
+    def offer(self, cand: Cand, path: _Path) -> bool:
+        """Whether ``cand``'s scan starts now: nothing met so far rules it or its path out, and it
+        was not offered before."""
+        with self._lock:
+            key = (cand.name, cand.version)
+            if key in self._offered or any(self._ruled_out(c) for c in (*path, cand)):
+                return False
+            self._offered.add(key)
+            return True
+
+    def _ruled_out(self, cand: Cand) -> bool:
+        return any(not contains(spec, cand.version) for spec in self._specs.get(cand.name, ()))
