@@ -73,11 +73,12 @@ class Prefetcher:
                     self.on_candidate(cand)
 
             def visit(req: Req, path: _Path) -> None:
-                asked.add(req)
+                asked.add(req, path)
                 try:
                     cand = self._best(req)
                     if cand is None:
                         return
+                    asked.met(cand)
                     with lock:
                         if (cand.name, cand.version, req.extras) in seen:
                             again = True
@@ -85,7 +86,10 @@ class Prefetcher:
                             again = False
                             seen.add((cand.name, cand.version, req.extras))
                     if again:
-                        offer(cand, path)  # a scan held back on another path starts on this one
+                        if self.on_candidate is not None and asked.released(cand, path):  # held back on another path, not on this one
+                            self.on_candidate(cand)
+                            for dep in self.deps.of(cand, req.extras):  # (read already) what it leads to, met again on this path
+                                submit(dep, (*path, cand))
                         return
                     for dep in self._guess(cand, req.extras):
                         submit(dep, (*path, cand))
@@ -137,12 +141,14 @@ class Prefetcher:
                 self.finder.prefetch(sorted({r.name for r, _ in reqs if not self.factory.has_offers(r.name)}), self.factory.ctx)
             except CrawlError:
                 return
-            for req, _ in reqs:
-                asked.add(req)
+            for req, via in reqs:
+                asked.add(req, via)
             paths = {id(req): path for req, path in reqs}
             picks = self._picks([r for r, _ in reqs], seen)
             self.warm_metadata([c for c, _, _ in picks])
             reqs = []
+            for cand, _, _ in picks:
+                asked.met(cand)
             for cand, extras, req in picks:
                 path = paths[id(req)]
                 try:
@@ -194,30 +200,75 @@ _Path = tuple[Cand, ...]  # the candidates a requirement was reached through, fr
 
 
 class _Asked:
-    """The requirements the crawl met so far, by name: a candidate one of them rules out (numpy
-    2.5.5 once ``numpy<2.5`` is met; a release reached only through such a candidate) is
-    unlikely to be the plan's, and its scan is held back (``offer``). A scan held back starts
-    when the candidate is met again on a path nothing rules out, else the plan's couplings scan
-    it if the plan keeps it after all. Thread-safe."""
+    """The requirements the crawl met so far, by name, each with the candidates it was reached
+    through: a candidate one of them rules out (numpy 2.4.6 once ``numpy<2.4`` is met and 2.3.5
+    meets every requirement; a release reached only through such a candidate) is unlikely to be
+    the plan's, and its scan is held back (``offer``). A requirement of a candidate itself ruled
+    out rules nothing out (cutlass-dsl 4.8.1's ``libs-base==4.8.1``, once sglang's
+    ``cutlass-dsl==4.8.0`` is met), nor do requirements no release met so far satisfies together
+    (sglang's ``kernels<0.15`` and a transformers' ``kernels>=0.19.1``: the resolver drops one of
+    their parents, which the crawl cannot tell). A scan held back starts when the candidate is met
+    again on a path nothing rules out (its own held back below it with it), else the plan's
+    couplings scan it if the plan keeps it after all. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._specs: dict[NormalizedName, set[SpecifierSet]] = {}
+        self._specs: dict[NormalizedName, dict[SpecifierSet, list[Cand | None]]] = {}  # the parents each was met from (None: a root)
+        self._versions: dict[NormalizedName, set[Version]] = {}  # the releases the crawl met
         self._offered: set[tuple[NormalizedName, Version]] = set()
+        self._held: set[tuple[NormalizedName, Version]] = set()
+        self._contains: dict[tuple[SpecifierSet, Version], bool] = {}
 
-    def add(self, req: Req) -> None:
+    def _in(self, spec: SpecifierSet, version: Version) -> bool:
+        """``contains``, remembered (the same few requirements are asked about each release again and again)."""
+        key = (spec, version)
+        found = self._contains.get(key)
+        if found is None:
+            found = self._contains[key] = contains(spec, version)
+        return found
+
+    def add(self, req: Req, path: _Path) -> None:
         with self._lock:
-            self._specs.setdefault(req.name, set()).add(req.specifier)
+            parents = self._specs.setdefault(req.name, {}).setdefault(req.specifier, [])
+            parent = path[-1] if path else None
+            if parent not in parents:
+                parents.append(parent)
+
+    def met(self, cand: Cand) -> None:
+        with self._lock:
+            self._versions.setdefault(cand.name, set()).add(cand.version)
 
     def offer(self, cand: Cand, path: _Path) -> bool:
         """Whether ``cand``'s scan starts now: nothing met so far rules it or its path out, and it
         was not offered before."""
         with self._lock:
             key = (cand.name, cand.version)
-            if key in self._offered or any(self._ruled_out(c) for c in (*path, cand)):
+            if key in self._offered:
+                return False
+            if any(self._ruled_out(c) for c in (*path, cand)):
+                self._held.add(key)
                 return False
             self._offered.add(key)
+            self._held.discard(key)
             return True
 
-    def _ruled_out(self, cand: Cand) -> bool:
-        return any(not contains(spec, cand.version) for spec in self._specs.get(cand.name, ()))
+    def released(self, cand: Cand, path: _Path) -> bool:
+        """Whether ``cand``, held back on an earlier path, is met now on ``path``, which nothing
+        rules out: its scan starts (``offer``), and what was reached through it is to be met again."""
+        with self._lock:
+            if (cand.name, cand.version) not in self._held:
+                return False
+        return self.offer(cand, path)
+
+    def _ruled_out(self, cand: Cand, *, deep: bool = True) -> bool:
+        """Whether the requirements met rule ``cand`` out: one met from a root, or from a parent
+        no requirement rules out (``deep``; the parent's own are taken as they are), while some
+        release met so far meets all of those."""
+        counted = [
+            spec
+            for spec, parents in self._specs.get(cand.name, {}).items()
+            if not deep or any(p is None or not self._ruled_out(p, deep=False) for p in parents)
+        ]
+        if all(self._in(spec, cand.version) for spec in counted):
+            return False
+        return any(all(self._in(spec, v) for spec in counted) for v in self._versions.get(cand.name, ()))
