@@ -7,6 +7,8 @@ import json
 import threading
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from support.elfbuild import have_cc
@@ -20,6 +22,7 @@ from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.resolver import framework
 from resolve_gpu_stack.resolver.coupling import ScanAhead, classify_all
+from resolve_gpu_stack.resolver.requirement import Cand, Req
 from resolve_gpu_stack.resolver.resolve import resolve
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
@@ -236,3 +239,56 @@ def test_a_release_a_requirement_met_before_rules_out_is_not_scanned_ahead(ruled
     else:
         text = (tmp_path / "pylock.toml").read_text()
         assert 'name = "ext-x"\nversion = "1.0"' in text and 'name = "ext-y"\nversion = "1.0"' in text
+
+
+def _cand(text: str) -> Cand:
+    name, version = text.split()
+    return Cand(name=canonicalize_name(name), version=Version(version), file=None)
+
+
+def _req(text: str) -> Req:
+    parsed = Requirement(text)
+    return Req(name=canonicalize_name(parsed.name), specifier=SpecifierSet(str(parsed.specifier)))
+
+
+def test_which_scans_the_crawl_holds_back() -> None:
+    """The crawl's rule (``prefetch._Asked``), on the shapes today's SGLang closure has: a release a
+    requirement met so far rules out waits, and what it alone leads to; a ruled-out parent's pin
+    rules nothing out; requirements no release met satisfies together rule nothing out; a release
+    held back and met again on a clean path is offered then, once."""
+    from resolve_gpu_stack.resolver.prefetch import _Asked
+
+    asked = _Asked()
+    root, sglang = (), (_cand("sglang 0.5.23"),)
+    for c in ("sglang 0.5.23", "numpy 2.5.5", "numpy 2.3.5"):
+        asked.met(_cand(c))
+    asked.add(_req("numpy"), sglang)
+    assert asked.offer(_cand("numpy 2.5.5"), sglang)  # nothing bounds numpy yet: the newest is scanned
+    asked.add(_req("numpy<2.4"), (_cand("mistral-common 1.13.1"),))
+    assert not asked.offer(_cand("numpy 2.4.6"), sglang), "numpy<2.4 was met and 2.3.5 meets all: 2.4.6 waits"
+    assert asked.offer(_cand("numpy 2.3.5"), root) and not asked.offer(_cand("numpy 2.3.5"), root)  # once
+    # cutlass: sglang pins 4.8.0; 4.8.1 (met first) pins its libs to 4.8.1: that pin rules nothing out
+    for c in ("nvidia-cutlass-dsl 4.8.1", "nvidia-cutlass-dsl 4.8.0", "libs-base 4.8.1", "libs-base 4.8.0"):
+        asked.met(_cand(c))
+    asked.add(_req("nvidia-cutlass-dsl==4.8.0"), sglang)
+    dsl481 = (*sglang, _cand("nvidia-cutlass-dsl 4.8.1"))
+    asked.add(_req("libs-base==4.8.1"), dsl481)
+    assert not asked.offer(_cand("libs-base 4.8.1"), dsl481), "reached only through a ruled-out release"
+    asked.add(_req("libs-base==4.8.0"), (*sglang, _cand("nvidia-cutlass-dsl 4.8.0")))
+    assert asked.offer(_cand("libs-base 4.8.0"), (*sglang, _cand("nvidia-cutlass-dsl 4.8.0")))
+    # kernels: sglang's <0.15 against a transformers' >=0.19.1: no release meets both, neither waits
+    for c in ("kernels 0.14.1", "kernels 0.19.1", "transformers 5.25.0"):
+        asked.met(_cand(c))
+    asked.add(_req("kernels<0.15"), sglang)
+    asked.add(_req("kernels>=0.19.1"), (_cand("transformers 5.25.0"),))
+    assert asked.offer(_cand("kernels 0.14.1"), sglang) and asked.offer(_cand("kernels 0.19.1"), (_cand("transformers 5.25.0"),))
+    # a release first met below a ruled-out one waits; met again on a clean path, it is released
+    asked.met(_cand("charset-normalizer 3.5.3"))
+    fi074 = (*sglang, _cand("flashinfer-python 0.7.4"))
+    asked.met(_cand("flashinfer-python 0.7.4"))
+    asked.met(_cand("flashinfer-python 0.7.2"))
+    asked.add(_req("flashinfer-python==0.7.2"), sglang)
+    assert not asked.released(_cand("charset-normalizer 3.5.3"), sglang), "never held: nothing to release"
+    assert not asked.offer(_cand("charset-normalizer 3.5.3"), fi074)
+    assert asked.released(_cand("charset-normalizer 3.5.3"), (_cand("requests 2.33.0"),))
+    assert not asked.released(_cand("charset-normalizer 3.5.3"), (_cand("requests 2.33.0"),))  # once
