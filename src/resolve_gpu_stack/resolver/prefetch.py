@@ -29,7 +29,9 @@ class Prefetcher:
     wheel's scan then, ``framework.scan_early``): as soon as it is picked when its page offers a
     PEP 658 sidecar, so a native wheel's scan reads its zip's tail in the same round trip as the
     sidecar; else once its METADATA is in, read from that same tail by range (``TailMemo``), which
-    the scan then starts from without a request of its own."""
+    the scan then starts from without a request of its own. Not told, until it is met on a path
+    nothing rules out, a candidate a requirement met so far rules out (``_Asked``): the plan
+    would most likely not keep it, and its scan would be wasted."""
 
     def __init__(self, factory: CandidateFactory, deps: Dependencies, policy: Policy, *, on_candidate: Callable[[Cand], None] | None = None) -> None:
         self.factory = factory
