@@ -3,9 +3,12 @@ step collects them instead of scanning again; the plan is the same as with scans
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from support.elfbuild import have_cc
@@ -19,6 +22,7 @@ from resolve_gpu_stack.model.request import ResolveRequest
 from resolve_gpu_stack.net.scan import readers
 from resolve_gpu_stack.resolver import framework
 from resolve_gpu_stack.resolver.coupling import ScanAhead, classify_all
+from resolve_gpu_stack.resolver.requirement import Cand, Req
 from resolve_gpu_stack.resolver.resolve import resolve
 
 pytestmark = pytest.mark.skipif(not have_cc(), reason="needs a C compiler to build the ELF objects")
@@ -176,3 +180,115 @@ def test_the_follow_up_starts_at_once_while_the_scans_queue() -> None:
             assert ran.wait(5), "the follow-up waited behind the queued scans"
         finally:
             release.set()
+
+
+@pytest.fixture(scope="module")
+def ruled_out(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The abi world with ``app`` (``ext-x<2`` and ``app-part``) and ``app-part`` (``ext-x``):
+    ext-x 2.0, the newest, is what ``app-part`` alone would take, and ``app``'s ``<2`` rules it out
+    before the crawl meets it; ext-x 2.0 pins ext-y 2.0, 1.0 pins 1.0. Each ext wheel holds an object
+    needing neither torch nor CUDA at its start, then 256 KB of random bytes, then its METADATA: a scan reads from the
+    start, METADATA's read from the end."""
+    from support.abi_world import build_abi_world, have_cxx
+    from support.server import IndexServer
+    from support.wheels import build_wheel
+    from support.world import _Entry
+
+    if not have_cxx():
+        pytest.skip("needs a C++ compiler to build the shared objects")
+    root = tmp_path_factory.mktemp("ruled-out")
+    world, objects = build_abi_world(root)
+    for name, pins in (("ext-x", "ext-y=={v}"), ("ext-y", None)):
+        for v in ("1.0", "2.0"):
+            dist = name.replace("-", "_")
+            files = {f"{dist}/_helper.so": objects["libc10.so"], f"{dist}/__init__.py": b""}
+            wheel = build_wheel(
+                world.root / "files", name, v, "cp312-cp312-manylinux_2_28_x86_64", [pins.format(v=v)] if pins else [], files=files, padding=256 * 2**10
+            )
+            world._add(f"simple/{name}/", "pypi", _Entry(wheel, "files/" + wheel.filename, sidecar=False, upload_time="2026-01-01T00:00:00Z"))
+    world.pypi("app", "1.0", requires=["ext-x<2", "app-part"])
+    world.pypi("app-part", "1.0", requires=["ext-x"])
+    with IndexServer(world.root) as srv:
+        world.write(srv.url)
+        yield world, srv
+
+
+@pytest.mark.parametrize("door", ["resolve", "lock"])
+def test_a_release_a_requirement_met_before_rules_out_is_not_scanned_ahead(ruled_out, capsys, tmp_path, door) -> None:
+    """The crawl follows each requirement's best release (ext-x 2.0 for ``app-part``'s ``ext-x``),
+    but a release a requirement met so far rules out (``app``'s ``ext-x<2``), and what it alone
+    leads to (ext-y 2.0), are not scanned ahead: no byte of their objects is read. The plan keeps
+    ext-x 1.0 and ext-y 1.0, scanned (their objects read, their verdict told)."""
+    from support.abi_doors import DECLARED
+    from support.doors import index_flags, run_cli
+
+    world, srv = ruled_out
+    srv.log.clear()
+    argv = ["lock", "-o", str(tmp_path / "pylock.toml")] if door == "lock" else ["resolve", "--format", "json"]
+    code, out, err = run_cli(capsys, *argv, *DECLARED, "--with", "app", *index_flags(srv.url), "--cache-dir", str(tmp_path / "cache"), "--scan-records", "none")
+    assert code == 0, err
+    heads = {path.rsplit("/", 1)[-1] for method, path, headers in srv.log if method == "GET" and headers.get("Range", "").startswith("bytes=0-")}
+    assert {"ext_x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "ext_y-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"} <= heads, heads
+    assert not {h for h in heads if "-2.0-" in h}, f"a release ruled out was scanned: {heads}"
+    read = {path.rsplit("/", 1)[-1] for method, path, _ in srv.log if method == "GET" and "ext_x-2.0" in path}
+    assert read, "the crawl never met ext-x 2.0: the test shows nothing"
+    if door == "resolve":
+        plan = {p["name"]: p for p in json.loads(out)["packages"]}
+        assert (plan["ext-x"]["version"], plan["ext-y"]["version"]) == ("1.0", "1.0")
+        assert all("need neither torch nor CUDA" in plan[n]["reason"] for n in ("ext-x", "ext-y")), plan["ext-x"]["reason"]
+    else:
+        text = (tmp_path / "pylock.toml").read_text()
+        assert 'name = "ext-x"\nversion = "1.0"' in text and 'name = "ext-y"\nversion = "1.0"' in text
+
+
+def _cand(text: str) -> Cand:
+    name, version = text.split()
+    return Cand(name=canonicalize_name(name), version=Version(version), file=None)
+
+
+def _req(text: str) -> Req:
+    parsed = Requirement(text)
+    return Req(name=canonicalize_name(parsed.name), specifier=SpecifierSet(str(parsed.specifier)))
+
+
+def test_which_scans_the_crawl_holds_back() -> None:
+    """The crawl's rule (``prefetch._Asked``), on the shapes today's SGLang closure has: a release a
+    requirement met so far rules out waits, and what it alone leads to; a ruled-out parent's pin
+    rules nothing out; requirements no release met satisfies together rule nothing out; a release
+    held back and met again on a clean path is offered then, once."""
+    from resolve_gpu_stack.resolver.prefetch import _Asked
+
+    asked = _Asked()
+    root, sglang = (), (_cand("sglang 0.5.23"),)
+    for c in ("sglang 0.5.23", "numpy 2.5.5", "numpy 2.3.5"):
+        asked.met(_cand(c))
+    asked.add(_req("numpy"), sglang)
+    assert asked.offer(_cand("numpy 2.5.5"), sglang)  # nothing bounds numpy yet: the newest is scanned
+    asked.add(_req("numpy<2.4"), (_cand("mistral-common 1.13.1"),))
+    assert not asked.offer(_cand("numpy 2.4.6"), sglang), "numpy<2.4 was met and 2.3.5 meets all: 2.4.6 waits"
+    assert asked.offer(_cand("numpy 2.3.5"), root) and not asked.offer(_cand("numpy 2.3.5"), root)  # once
+    # cutlass: sglang pins 4.8.0; 4.8.1 (met first) pins its libs to 4.8.1: that pin rules nothing out
+    for c in ("nvidia-cutlass-dsl 4.8.1", "nvidia-cutlass-dsl 4.8.0", "libs-base 4.8.1", "libs-base 4.8.0"):
+        asked.met(_cand(c))
+    asked.add(_req("nvidia-cutlass-dsl==4.8.0"), sglang)
+    dsl481 = (*sglang, _cand("nvidia-cutlass-dsl 4.8.1"))
+    asked.add(_req("libs-base==4.8.1"), dsl481)
+    assert not asked.offer(_cand("libs-base 4.8.1"), dsl481), "reached only through a ruled-out release"
+    asked.add(_req("libs-base==4.8.0"), (*sglang, _cand("nvidia-cutlass-dsl 4.8.0")))
+    assert asked.offer(_cand("libs-base 4.8.0"), (*sglang, _cand("nvidia-cutlass-dsl 4.8.0")))
+    # kernels: sglang's <0.15 against a transformers' >=0.19.1: no release meets both, neither waits
+    for c in ("kernels 0.14.1", "kernels 0.19.1", "transformers 5.25.0"):
+        asked.met(_cand(c))
+    asked.add(_req("kernels<0.15"), sglang)
+    asked.add(_req("kernels>=0.19.1"), (_cand("transformers 5.25.0"),))
+    assert asked.offer(_cand("kernels 0.14.1"), sglang) and asked.offer(_cand("kernels 0.19.1"), (_cand("transformers 5.25.0"),))
+    # a release first met below a ruled-out one waits; met again on a clean path, it is released
+    asked.met(_cand("charset-normalizer 3.5.3"))
+    fi074 = (*sglang, _cand("flashinfer-python 0.7.4"))
+    asked.met(_cand("flashinfer-python 0.7.4"))
+    asked.met(_cand("flashinfer-python 0.7.2"))
+    asked.add(_req("flashinfer-python==0.7.2"), sglang)
+    assert not asked.released(_cand("charset-normalizer 3.5.3"), sglang), "never held: nothing to release"
+    assert not asked.offer(_cand("charset-normalizer 3.5.3"), fi074)
+    assert asked.released(_cand("charset-normalizer 3.5.3"), (_cand("requests 2.33.0"),))
+    assert not asked.released(_cand("charset-normalizer 3.5.3"), (_cand("requests 2.33.0"),))  # once

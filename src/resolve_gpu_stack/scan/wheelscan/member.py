@@ -32,6 +32,7 @@ class Member:
     known_by: Stop | None = None  # how they became known
     symbols: DynamicSymbols | None = None  # the latest read of its dynamic symbols
     target: int = 0  # inflated bytes the member's symbol table says it needs (0: not known)
+    aimed: bool = False  # its symbol table was looked for to aim its reads (``_aim``)
     stream: ElfStream | None = None  # reading by structure (``elfstream``), once the first bytes did not tell
 
     @property
@@ -195,7 +196,13 @@ def _symbols(m: Member, whole: bool, cap: int) -> Outcome | None:
 
 def _aim(m: Member) -> None:
     """How far to read a member whose libraries are not known yet: as far as its symbol table's
-    names and the library names after them (``target``), when the table can be read."""
+    names and the library names after them (``target``), when the table can be read. A table its
+    first bytes did not show is not looked for again: each search goes over every byte inflated
+    so far, on every read (libgfortran's six searches in numpy's and scipy's wheels, 2-6 ms each;
+    a scan's Python spent ~15% in them), and its reads grow by doubling instead."""
+    if m.aimed and not m.target:
+        return
+    m.aimed = True
     try:
         syms = elf.dynamic_symbols(m.buf)
     except ElfError:
