@@ -16,7 +16,7 @@ an identity is never reused for another while it is remembered).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -113,14 +113,20 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         information: Mapping[Key, Iterable[Information]],
         backtrack_causes: Sequence[Information],
     ) -> Preference:
-        infos = list(information[identifier])
-        key = (identifier, tuple(id(info.requirement) for info in infos))
+        return self.preference_of(identifier, information[identifier], lambda: candidates[identifier])
+
+    def preference_of(self, identifier: Key, information: Iterable[Information], candidates: Callable[[], Iterable[Cand]]) -> Preference:
+        """``get_preference`` from the identifier's criterion itself (its information, and its
+        candidates, counted only when ``find_matches`` did not count them): what ``rounds`` asks,
+        without the views of every criterion resolvelib's call is given."""
+        infos = list(information)
+        key = (identifier, tuple([id(info.requirement) for info in infos]))
         known = self._preferences.get(key)
         if known is not None:
             return known[0]
         counted = self._counts.get(key)
         if counted is None:  # not asked with exactly these requirements: count what resolvelib holds
-            return Preference.of(identifier, infos, sum(1 for _ in candidates[identifier]))
+            return Preference.of(identifier, infos, sum(1 for _ in candidates()))
         preference = Preference.of(identifier, infos, counted[0])
         self._preferences[key] = (preference, infos)
         return preference

@@ -14,12 +14,14 @@ where its internals are not those of resolvelib 1.x.
 
 from __future__ import annotations
 
+import collections
+import functools
 import operator
 from collections.abc import Iterable
 from typing import Any
 
 from resolvelib import AbstractProvider, BaseReporter, Resolver
-from resolvelib.resolvers import Result
+from resolvelib.resolvers import RequirementsConflicted, ResolutionImpossible, ResolutionTooDeep, Result
 
 from .requirement import Cand, Key, Req
 
@@ -27,11 +29,14 @@ Provider = AbstractProvider[Req, Cand, Key]  # the StackProvider (provider.py ca
 
 try:
     from resolvelib.resolvers import resolution as _resolution
-    from resolvelib.structs import IteratorMapping
+    from resolvelib.structs import IteratorMapping, State
 
     _BASE: Any = _resolution.Resolution
     _build_result: Any = _resolution._build_result
     _ORIGINAL: Any = _BASE._is_current_pin_satisfying
+    # resolvelib 1.2's loop (optimistic backjumping): run here with its two scans of every criterion
+    # per round answered from the last answer per name; another 1.x layout runs resolvelib's own loop
+    _OWN_LOOP = hasattr(_BASE, "_rollback_states") and hasattr(_BASE, "_save_state")
 except (ImportError, AttributeError):  # another resolvelib layout: its own Resolver, unchanged
     _BASE = None
 
@@ -56,18 +61,127 @@ if _BASE is not None:
             super().__init__(provider, reporter)
             self._pin_answers: dict[tuple[int, int], tuple[bool, object, object]] = {}
             self._views: tuple[object, Any, Any] | None = None  # (a state's criteria, its candidates and information views)
+            self._preference_of: Any = getattr(provider, "preference_of", None)
+            self._answers: dict[Key, tuple[object, Cand, bool]] = {}  # name -> (the criterion, the pin, satisfied) last asked
 
-        def _get_preference(self, name: Key) -> object:
+        def _state_views(self, state: Any) -> tuple[object, Any, Any]:
+            views = self._views
+            if views is None or views[0] is not state.criteria:
+                views = self._views = (state.criteria, IteratorMapping(state.criteria, _CANDIDATES), IteratorMapping(state.criteria, _INFORMATION))
+            return views
+
+        def _get_preference(self, name: Key) -> Any:
             """resolvelib's question, with the same arguments; the two views of the criteria it
             passes (read through on every access) made once per state, not once per name asked
             (~7,000 a 215-package closure)."""
             state = self._states[-1]
-            views = self._views
-            if views is None or views[0] is not state.criteria:
-                views = self._views = (state.criteria, IteratorMapping(state.criteria, _CANDIDATES), IteratorMapping(state.criteria, _INFORMATION))
+            if self._preference_of is not None:  # the StackProvider's question asked of the criterion itself
+                criterion = state.criteria[name]
+                return self._preference_of(name, criterion.information, functools.partial(iter, criterion.candidates))
+            views = self._state_views(state)
             return self._p.get_preference(
                 identifier=name, resolutions=state.mapping, candidates=views[1], information=views[2], backtrack_causes=state.backtrack_causes
             )
+
+        def resolve(self, requirements: Iterable[Req], max_rounds: int) -> Any:
+            """resolvelib 1.2's ``Resolution.resolve``, step for step, but for its two scans of
+            every criterion a round (which names the current pins leave unsatisfied; which of the
+            satisfied ones the new pin broke): both read ``_unsatisfied``, which asks resolvelib's
+            question only for a name whose criterion or pin changed since it was last asked."""
+            if not _OWN_LOOP:
+                return super().resolve(requirements, max_rounds)
+            if self._states:
+                raise RuntimeError("already resolved")
+            self._r.starting()
+            self._states: list[Any] = [State(mapping=collections.OrderedDict(), criteria={}, backtrack_causes=[])]
+            for r in requirements:
+                try:
+                    self._add_to_criteria(self.state.criteria, r, parent=None)
+                except RequirementsConflicted as e:
+                    raise ResolutionImpossible(e.criterion.information) from e
+            self._push_new_state()
+            cutoff: int | None = None  # optimistic backjumping, as resolvelib runs it
+            start: int | None = None
+            for round_index in range(max_rounds):
+                self._r.starting_round(index=round_index)
+                if self._optimistic_backjumping_ratio and self._save_states is not None:
+                    if start is None:
+                        start = round_index
+                        cutoff = int((max_rounds - round_index) * self._optimistic_backjumping_ratio)
+                        if cutoff <= 0:
+                            self._rollback_states()
+                            continue
+                    elif cutoff is not None and round_index - start >= cutoff:
+                        self._rollback_states()
+                        continue
+                state = self._states[-1]
+                unsatisfied = self._unsatisfied(state)
+                if not unsatisfied:
+                    self._r.ending(state=state)
+                    return state
+                satisfied = set(state.criteria) - set(unsatisfied)
+                if len(unsatisfied) > 1:
+                    views = self._state_views(state)
+                    narrowed = list(
+                        self._p.narrow_requirement_selection(
+                            identifiers=unsatisfied,
+                            resolutions=state.mapping,
+                            candidates=views[1],
+                            information=views[2],
+                            backtrack_causes=state.backtrack_causes,
+                        )
+                    )
+                else:
+                    narrowed = unsatisfied
+                if not narrowed:
+                    raise RuntimeError("narrow_requirement_selection returned 0 names")
+                name = min(narrowed, key=self._get_preference) if len(narrowed) > 1 else narrowed[0]
+                failure = self._attempt_to_pin_criterion(name)
+                if failure:
+                    causes = self._extract_causes(failure)
+                    self._r.resolving_conflicts(causes=causes)
+                    try:
+                        success = self._backjump(causes)
+                    except ResolutionImpossible:
+                        if self._optimistic_backjumping_ratio and self._save_states:
+                            failed_optimistic = True
+                        else:
+                            raise
+                    else:
+                        failed_optimistic = bool(not success and self._optimistic_backjumping_ratio and self._save_states)
+                    if failed_optimistic and self._save_states:
+                        self._rollback_states()
+                    else:
+                        self.state.backtrack_causes[:] = causes
+                        if not success:
+                            raise ResolutionImpossible(self.state.backtrack_causes)
+                else:
+                    # the satisfied names the new pin broke: those of them now unsatisfied
+                    broken = {key for key in self._unsatisfied(self.state) if key in satisfied}
+                    self._remove_information_from_criteria(self.state.criteria, broken)
+                    self._push_new_state()
+                self._r.ending_round(index=round_index, state=self.state)
+            raise ResolutionTooDeep(max_rounds)
+
+        def _unsatisfied(self, state: Any) -> list[Key]:
+            """The names of ``state``'s criteria its pins do not satisfy, in the criteria's order
+            (resolvelib's ``_is_current_pin_satisfying`` over each): the answer per name is kept
+            with the criterion and pin it was given for, and asked again only when either changed
+            (resolvelib never changes a criterion or a pin; it makes new ones)."""
+            mapping = state.mapping
+            answers = self._answers
+            out: list[Key] = []
+            for key, criterion in state.criteria.items():
+                pin = mapping.get(key)
+                if pin is None:
+                    out.append(key)
+                    continue
+                known = answers.get(key)
+                if known is None or known[0] is not criterion or known[1] is not pin:
+                    known = answers[key] = (criterion, pin, _ORIGINAL(self, key, criterion))
+                if not known[2]:
+                    out.append(key)
+            return out
 
         def _is_current_pin_satisfying(self, name: Key, criterion: object) -> bool:
             try:
