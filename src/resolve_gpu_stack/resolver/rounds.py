@@ -62,6 +62,7 @@ if _BASE is not None:
             self._pin_answers: dict[tuple[int, int], tuple[bool, object, object]] = {}
             self._views: tuple[object, Any, Any] | None = None  # (a state's criteria, its candidates and information views)
             self._preference_of: Any = getattr(provider, "preference_of", None)
+            self._touched: list[Key] = []  # the names the last ``_get_updated_criteria`` touched
             self._answers: dict[Key, tuple[object, Cand, bool]] = {}  # name -> (the criterion, the pin, satisfied) last asked
 
         def _state_views(self, state: Any) -> tuple[object, Any, Any]:
@@ -102,6 +103,7 @@ if _BASE is not None:
             self._push_new_state()
             cutoff: int | None = None  # optimistic backjumping, as resolvelib runs it
             start: int | None = None
+            carried: tuple[object, list[Key]] | None = None  # (a state, its unsatisfied names) worked out the round before
             for round_index in range(max_rounds):
                 self._r.starting_round(index=round_index)
                 if self._optimistic_backjumping_ratio and self._save_states is not None:
@@ -115,7 +117,8 @@ if _BASE is not None:
                         self._rollback_states()
                         continue
                 state = self._states[-1]
-                unsatisfied = self._unsatisfied(state)
+                unsatisfied = carried[1] if carried is not None and carried[0] is state else self._unsatisfied(state)
+                carried = None
                 if not unsatisfied:
                     self._r.ending(state=state)
                     return state
@@ -156,12 +159,53 @@ if _BASE is not None:
                         if not success:
                             raise ResolutionImpossible(self.state.backtrack_causes)
                 else:
+                    after = self._after_pin(state, unsatisfied, satisfied, name)
                     # the satisfied names the new pin broke: those of them now unsatisfied
-                    broken = {key for key in self._unsatisfied(self.state) if key in satisfied}
+                    broken = {key for key in after if key in satisfied}
                     self._remove_information_from_criteria(self.state.criteria, broken)
                     self._push_new_state()
+                    if not broken:  # the new state is a copy of this one: its unsatisfied names are these
+                        carried = (self._states[-1], after)
                 self._r.ending_round(index=round_index, state=self.state)
             raise ResolutionTooDeep(max_rounds)
+
+        def _get_updated_criteria(self, candidate: Cand) -> Any:
+            """resolvelib's, with the names it adds to or changes in the criteria written down
+            (``_touched``): a pin changes no other criterion."""
+            criteria = self.state.criteria.copy()
+            self._touched = touched = []
+            for requirement in self._p.get_dependencies(candidate=candidate):
+                self._add_to_criteria(criteria, requirement, parent=candidate)
+                touched.append(self._p.identify(requirement_or_candidate=requirement))
+            return criteria
+
+        def _after_pin(self, state: Any, unsatisfied: list[Key], satisfied: set[Key], name: Key) -> list[Key]:
+            """``_unsatisfied(state)`` once ``name`` is pinned in it, worked out from the names
+            unsatisfied before (``unsatisfied``, the rest ``satisfied``), asking again only of the
+            pinned name and of the names the pin's requirements touched: no other criterion, and
+            no other pin, changed. Unpinned names stay unsatisfied; a pin that failed a
+            requirement still fails it (a criterion only gains requirements); the names the pin
+            added come last, in the order they were added, as they do in the criteria."""
+            touched = dict.fromkeys(self._touched)
+            touched[name] = None
+            mapping, criteria = state.mapping, state.criteria
+            answers = self._answers
+
+            def fails(key: Key) -> bool:
+                pin = mapping.get(key)
+                if pin is None:
+                    return True
+                criterion = criteria[key]
+                known = answers.get(key)
+                if known is None or known[0] is not criterion or known[1] is not pin:
+                    known = answers[key] = (criterion, pin, _ORIGINAL(self, key, criterion))
+                return not known[2]
+
+            if any(key in satisfied and fails(key) for key in touched):
+                return self._unsatisfied(state)  # a pin broken: the names in the criteria's order
+            after = [key for key in unsatisfied if key not in touched or fails(key)]
+            after += [key for key in touched if key not in satisfied and key not in unsatisfied and fails(key)]
+            return after
 
         def _unsatisfied(self, state: Any) -> list[Key]:
             """The names of ``state``'s criteria its pins do not satisfy, in the criteria's order
