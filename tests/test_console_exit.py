@@ -25,8 +25,10 @@ def console(tmp_path: Path, *args: str, before: str = "") -> subprocess.Complete
 
 
 def test_the_console_script_ends_with_all_it_printed_and_its_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    done = console(tmp_path, *STORY, "--format", "json")
+    said = "import atexit, sys; atexit.register(lambda: print('the callers handler ran', file=sys.stderr)); "
+    done = console(tmp_path, *STORY, "--format", "json", before=said)
     assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith("the callers handler ran\n")  # the interpreter's exit handlers still run
     code, out, _ = run_cli(capsys, *STORY, "--format", "json", "--cache-dir", str(tmp_path / "in-process"))
     assert code == 0 and done.stdout == out  # every byte, the last buffer's included
     assert json.loads(done.stdout)["schema"] == "resolve-gpu-stack/plan/v1"

@@ -161,23 +161,31 @@ def run() -> int:
 
 
 def leave(code: int) -> int:
-    """End the process with ``code`` now, once stdout and stderr are flushed, without the
-    interpreter's shutdown (which tears down ~340 modules: ~7 ms of a cold resolve's wall,
-    bench/README.md, "The tail"), when nothing else runs: no other thread is alive (a command's
-    workers, its cache writer and its kept-closure reader are joined when its session closes).
-    Otherwise, or when a stream cannot be flushed (a closed pipe, a full disk), ``code`` is
-    returned, and the interpreter ends as it always has: it waits for the threads, and reports
-    the stream's error."""
-    import threading  # loaded long before (the command's workers): a look-up
+    """End the process with ``code`` now, once the ``atexit`` handlers have run and stdout and
+    stderr are flushed, without the rest of the interpreter's shutdown (which tears down ~340
+    modules: ~7 ms of a cold resolve's wall, bench/README.md, "The tail"), when nothing else runs:
+    no other thread is alive (a command's workers, its cache writer and its kept-closure reader
+    are joined when its session closes). Otherwise, or when a stream cannot be flushed (a closed
+    pipe, a full disk), ``code`` is returned, and the interpreter ends as it always has: it waits
+    for the threads, and reports the stream's error."""
+    import atexit
+    import threading  # both loaded long before (the command's workers): look-ups
 
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 or not _flushed():
         return code
+    atexit._run_exitfuncs()  # what the interpreter would run first (logging's handlers closed, a caller's own)
+    if not _flushed():
+        return code
+    os._exit(code)
+
+
+def _flushed() -> bool:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):
-        return code
-    os._exit(code)
+    except (OSError, ValueError, AttributeError):  # AttributeError: no stream at all (None)
+        return False
+    return True
 
 
 if __name__ == "__main__":
