@@ -14,7 +14,6 @@ where its internals are not those of resolvelib 1.x.
 
 from __future__ import annotations
 
-import collections
 import functools
 import operator
 from collections.abc import Iterable
@@ -94,7 +93,9 @@ if _BASE is not None:
             if self._states:
                 raise RuntimeError("already resolved")
             self._r.starting()
-            self._states: list[Any] = [State(mapping=collections.OrderedDict(), criteria={}, backtrack_causes=[])]
+            # the pins in a dict, not an OrderedDict: the same order, the same popitem (the last pin) and
+            # move to the end (pop, then set), and a copy per round of ~200 pins 0.6 us, not 20 us
+            self._states: list[Any] = [State(mapping={}, criteria={}, backtrack_causes=[])]
             for r in requirements:
                 try:
                     self._add_to_criteria(self.state.criteria, r, parent=None)
