@@ -90,6 +90,32 @@ if _BASE is not None:
             question only for a name whose criterion or pin changed since it was last asked."""
             if not _OWN_LOOP:
                 return super().resolve(requirements, max_rounds)
+            self._start(requirements)
+            self._optimistic: tuple[int, int] | None = None  # (the round optimistic backjumping started, its cutoff)
+            carried: tuple[object, list[Key]] | None = None  # (a state, its unsatisfied names) worked out the round before
+            for round_index in range(max_rounds):
+                self._r.starting_round(index=round_index)
+                if self._optimism_ended(round_index, max_rounds):
+                    self._rollback_states()
+                    continue
+                state = self._states[-1]
+                unsatisfied = carried[1] if carried is not None and carried[0] is state else self._unsatisfied(state)
+                carried = None
+                if not unsatisfied:
+                    self._r.ending(state=state)
+                    return state
+                satisfied = set(state.criteria) - set(unsatisfied)
+                name = self._choose(state, unsatisfied)
+                failure = self._attempt_to_pin_criterion(name)
+                if failure:
+                    self._go_back(failure)
+                else:
+                    carried = self._pinned(state, unsatisfied, satisfied, name)
+                self._r.ending_round(index=round_index, state=self.state)
+            raise ResolutionTooDeep(max_rounds)
+
+        def _start(self, requirements: Iterable[Req]) -> None:
+            """The root state with the requirements' criteria, and the first state above it."""
             if self._states:
                 raise RuntimeError("already resolved")
             self._r.starting()
@@ -102,73 +128,63 @@ if _BASE is not None:
                 except RequirementsConflicted as e:
                     raise ResolutionImpossible(e.criterion.information) from e
             self._push_new_state()
-            cutoff: int | None = None  # optimistic backjumping, as resolvelib runs it
-            start: int | None = None
-            carried: tuple[object, list[Key]] | None = None  # (a state, its unsatisfied names) worked out the round before
-            for round_index in range(max_rounds):
-                self._r.starting_round(index=round_index)
-                if self._optimistic_backjumping_ratio and self._save_states is not None:
-                    if start is None:
-                        start = round_index
-                        cutoff = int((max_rounds - round_index) * self._optimistic_backjumping_ratio)
-                        if cutoff <= 0:
-                            self._rollback_states()
-                            continue
-                    elif cutoff is not None and round_index - start >= cutoff:
-                        self._rollback_states()
-                        continue
-                state = self._states[-1]
-                unsatisfied = carried[1] if carried is not None and carried[0] is state else self._unsatisfied(state)
-                carried = None
-                if not unsatisfied:
-                    self._r.ending(state=state)
-                    return state
-                satisfied = set(state.criteria) - set(unsatisfied)
-                if len(unsatisfied) > 1:
-                    views = self._state_views(state)
-                    narrowed = list(
-                        self._p.narrow_requirement_selection(
-                            identifiers=unsatisfied,
-                            resolutions=state.mapping,
-                            candidates=views[1],
-                            information=views[2],
-                            backtrack_causes=state.backtrack_causes,
-                        )
+
+        def _optimism_ended(self, round_index: int, max_rounds: int) -> bool:
+            """Whether optimistic backjumping, once started, has run out of rounds (its states are
+            then rolled back), as resolvelib counts them."""
+            if not self._optimistic_backjumping_ratio or self._save_states is None:
+                return False
+            if self._optimistic is None:
+                self._optimistic = (round_index, int((max_rounds - round_index) * self._optimistic_backjumping_ratio))
+                return self._optimistic[1] <= 0
+            return round_index - self._optimistic[0] >= self._optimistic[1]
+
+        def _choose(self, state: Any, unsatisfied: list[Key]) -> Key:
+            """The name to pin this round: the provider's narrowing of the unsatisfied names, then its preference."""
+            if len(unsatisfied) > 1:
+                views = self._state_views(state)
+                narrowed: list[Key] = list(
+                    self._p.narrow_requirement_selection(
+                        identifiers=unsatisfied,
+                        resolutions=state.mapping,
+                        candidates=views[1],
+                        information=views[2],
+                        backtrack_causes=state.backtrack_causes,
                     )
-                else:
-                    narrowed = unsatisfied
-                if not narrowed:
-                    raise RuntimeError("narrow_requirement_selection returned 0 names")
-                name = min(narrowed, key=self._get_preference) if len(narrowed) > 1 else narrowed[0]
-                failure = self._attempt_to_pin_criterion(name)
-                if failure:
-                    causes = self._extract_causes(failure)
-                    self._r.resolving_conflicts(causes=causes)
-                    try:
-                        success = self._backjump(causes)
-                    except ResolutionImpossible:
-                        if self._optimistic_backjumping_ratio and self._save_states:
-                            failed_optimistic = True
-                        else:
-                            raise
-                    else:
-                        failed_optimistic = bool(not success and self._optimistic_backjumping_ratio and self._save_states)
-                    if failed_optimistic and self._save_states:
-                        self._rollback_states()
-                    else:
-                        self.state.backtrack_causes[:] = causes
-                        if not success:
-                            raise ResolutionImpossible(self.state.backtrack_causes)
-                else:
-                    after = self._after_pin(state, unsatisfied, satisfied, name)
-                    # the satisfied names the new pin broke: those of them now unsatisfied
-                    broken = {key for key in after if key in satisfied}
-                    self._remove_information_from_criteria(self.state.criteria, broken)
-                    self._push_new_state()
-                    if not broken:  # the new state is a copy of this one: its unsatisfied names are these
-                        carried = (self._states[-1], after)
-                self._r.ending_round(index=round_index, state=self.state)
-            raise ResolutionTooDeep(max_rounds)
+                )
+            else:
+                narrowed = unsatisfied
+            if not narrowed:
+                raise RuntimeError("narrow_requirement_selection returned 0 names")
+            return min(narrowed, key=self._get_preference) if len(narrowed) > 1 else narrowed[0]
+
+        def _go_back(self, failure: list[Any]) -> None:
+            """No candidate of the name could be pinned: backjump (optimistically, then safely)."""
+            causes = self._extract_causes(failure)
+            self._r.resolving_conflicts(causes=causes)
+            try:
+                success = self._backjump(causes)
+            except ResolutionImpossible:
+                if not (self._optimistic_backjumping_ratio and self._save_states):
+                    raise
+                failed_optimistic = True
+            else:
+                failed_optimistic = bool(not success and self._optimistic_backjumping_ratio and self._save_states)
+            if failed_optimistic and self._save_states:
+                self._rollback_states()
+                return
+            self.state.backtrack_causes[:] = causes
+            if not success:
+                raise ResolutionImpossible(self.state.backtrack_causes)
+
+        def _pinned(self, state: Any, unsatisfied: list[Key], satisfied: set[Key], name: Key) -> tuple[object, list[Key]] | None:
+            """``name`` pinned: the information of the pins it broke dropped, a new state pushed;
+            (that state, its unsatisfied names) when no pin was broken (it is a copy of this one)."""
+            after = self._after_pin(state, unsatisfied, satisfied, name)
+            broken = {key for key in after if key in satisfied}  # the satisfied names the new pin broke
+            self._remove_information_from_criteria(self.state.criteria, broken)
+            self._push_new_state()
+            return None if broken else (self._states[-1], after)
 
         def _get_updated_criteria(self, candidate: Cand) -> Any:
             """resolvelib's, with the names it adds to or changes in the criteria written down
