@@ -14,7 +14,6 @@ where its internals are not those of resolvelib 1.x.
 
 from __future__ import annotations
 
-import functools
 import operator
 from collections.abc import Iterable
 from typing import Any
@@ -77,7 +76,7 @@ if _BASE is not None:
             state = self._states[-1]
             if self._preference_of is not None:  # the StackProvider's question asked of the criterion itself
                 criterion = state.criteria[name]
-                return self._preference_of(name, criterion.information, functools.partial(iter, criterion.candidates))
+                return self._preference_of(name, criterion.information, criterion.candidates.__iter__)
             views = self._state_views(state)
             return self._p.get_preference(
                 identifier=name, resolutions=state.mapping, candidates=views[1], information=views[2], backtrack_causes=state.backtrack_causes
