@@ -81,8 +81,12 @@ def resolved(resolve: Any, graph: Graph = GRAPH) -> tuple[object, list[Any]]:
     return dict(result.mapping), provider.asked
 
 
+@pytest.mark.parametrize("own_loop", [True, False], ids=["the loop here", "resolvelib's loop"])
 @pytest.mark.parametrize("roots", [[("app", frozenset({1}))], [("b", frozenset({2, 3})), ("a", frozenset({2, 3}))]])
-def test_the_rounds_resolve_as_resolvelib_does_and_ask_the_same_questions(roots: list[Req]) -> None:
+def test_the_rounds_resolve_as_resolvelib_does_and_ask_the_same_questions(roots: list[Req], own_loop: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways ``rounds`` runs: resolvelib 1.2's loop here, or (another 1.x layout) resolvelib's
+    own loop with the pin question answered once per (criterion, pin)."""
+    monkeypatch.setattr(rounds, "_OWN_LOOP", own_loop)
     theirs, asked_theirs = resolved(lambda p: Resolver(p, BaseReporter()).resolve(roots, max_rounds=200))
     ours, asked_ours = resolved(lambda p: rounds.resolve(p, roots, max_rounds=200))
     assert ours == theirs
@@ -125,7 +129,8 @@ def test_drawn_graphs_resolve_as_resolvelib_does_and_ask_the_same_questions(draw
     assert asked_ours == asked_theirs
 
 
-def test_a_pin_broken_by_a_later_pin_is_taken_back_as_resolvelib_does() -> None:
+@pytest.mark.parametrize("own_loop", [True, False], ids=["the loop here", "resolvelib's loop"])
+def test_a_pin_broken_by_a_later_pin_is_taken_back_as_resolvelib_does(own_loop: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """c (two candidates) is pinned first, at 2 (which asks for d); a's newest then asks for c 1
     only: c's pin is broken, what c 2 asked of d dropped (d's preference is then asked with no
     information), and c is pinned again."""
@@ -135,6 +140,7 @@ def test_a_pin_broken_by_a_later_pin_is_taken_back_as_resolvelib_does() -> None:
         "d": {3: [], 2: [], 1: []},
     }
     roots: list[Req] = [("a", frozenset({1, 2, 3})), ("c", frozenset({1, 2}))]
+    monkeypatch.setattr(rounds, "_OWN_LOOP", own_loop)
     theirs, asked_theirs = resolved(lambda p: Resolver(p, BaseReporter()).resolve(roots, max_rounds=50), graph)
     ours, asked_ours = resolved(lambda p: rounds.resolve(p, roots, max_rounds=50), graph)
     assert ours == theirs == {"a": ("a", 3), "c": ("c", 1)}
