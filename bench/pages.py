@@ -61,7 +61,7 @@ def save_set(out: Path, calls: list[dict[str, Any]]) -> None:
 def capture(out: Path, argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT / "src"))
     import resolve_gpu_stack.index.finder as finder
-    from resolve_gpu_stack.__main__ import run
+    from resolve_gpu_stack.cli import run  # not the console script's (__main__.run ends the process: nothing would be saved)
 
     calls: list[dict[str, Any]] = []
     original = finder.parse_page

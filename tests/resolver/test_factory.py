@@ -190,6 +190,27 @@ def test_the_preference_counts_what_find_matches_gave_without_counting_again():
     assert provider.get_preference(key, {}, {key: iter([object()])}, {key: iter([SimpleNamespace(requirement=other, parent=None)])}, []).candidate_count == 1
 
 
+def test_a_criterion_asked_again_is_answered_until_find_matches_asks_again():
+    """``preference_of`` (what ``rounds`` asks, ~30 times a round) answers the same criterion's
+    information list from memory; once find_matches is asked again for the name (after a
+    backtrack, with a candidate ruled out), the count is the new one, as ``get_preference`` says."""
+    provider = _provider([wheel("numpy", v, X86) for v in ("2.2.0", "2.1.0", "2.0.0", "1.26.4")])
+    key = Key(NormalizedName("numpy"))
+    req = Req(name=key.name, specifier=SpecifierSet(">=2"))
+    provider.find_matches(key, {key: iter([req])}, {key: iter([])})
+    information = [SimpleNamespace(requirement=req, parent=None)]
+
+    def uncounted() -> list[Cand]:
+        raise AssertionError("the candidates were counted again")
+
+    assert provider.preference_of(key, information, uncounted).candidate_count == 3
+    assert provider.preference_of(key, information, uncounted).candidate_count == 3
+    two = provider.find_matches(key, {key: iter([req])}, {key: iter([Cand(name=key.name, version=Version("2.2.0"), file=None)])})
+    assert [str(c.version) for c in two] == ["2.1.0", "2.0.0"]
+    assert provider.preference_of(key, information, uncounted).candidate_count == 2
+    assert provider.get_preference(key, {}, {}, {key: iter(information)}, []).candidate_count == 2
+
+
 def test_after_a_conflict_the_selection_narrows_to_what_it_was_about():
     name = NormalizedName
     keys = [Key(name("attrs")), Key(name("numpy")), Key(name("scipy")), Key(name("torch"))]

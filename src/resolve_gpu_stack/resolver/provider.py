@@ -16,7 +16,7 @@ an identity is never reused for another while it is remembered).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from packaging.specifiers import SpecifierSet
@@ -83,6 +83,8 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         self._counts: dict[tuple[Key, tuple[int, ...]], tuple[int, list[Req]]] = {}
         # the same key -> its preference (when the count came from find_matches), with the infos held
         self._preferences: dict[tuple[Key, tuple[int, ...]], tuple[Preference, list[Information]]] = {}
+        # identifier -> (the information list last asked with, held; its preference), until find_matches asks again
+        self._last_preference: dict[Key, tuple[object, Preference]] = {}
         # (id(requirement), id(candidate)) -> satisfied; ``_held`` keeps both alive (their ids unique)
         self._satisfied: dict[tuple[int, int], bool] = {}
         self._held: list[tuple[Req, Cand]] = []
@@ -113,17 +115,26 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         information: Mapping[Key, Iterable[Information]],
         backtrack_causes: Sequence[Information],
     ) -> Preference:
-        infos = list(information[identifier])
-        key = (identifier, tuple(id(info.requirement) for info in infos))
+        return self.preference_of(identifier, information[identifier], lambda: candidates[identifier])
+
+    def preference_of(self, identifier: Key, information: Iterable[Information], candidates: Callable[[], Iterable[Cand]]) -> Preference:
+        """``get_preference`` from the identifier's criterion itself (its information, and its
+        candidates, counted only when ``find_matches`` did not count them): what ``rounds`` asks,
+        without the views of every criterion resolvelib's call is given."""
+        last = self._last_preference.get(identifier)
+        if last is not None and last[0] is information:  # the same criterion's list, asked again (~30 times a round)
+            return last[1]
+        infos = list(information)
+        key = (identifier, tuple([id(info.requirement) for info in infos]))
         known = self._preferences.get(key)
-        if known is not None:
-            return known[0]
-        counted = self._counts.get(key)
-        if counted is None:  # not asked with exactly these requirements: count what resolvelib holds
-            return Preference.of(identifier, infos, sum(1 for _ in candidates[identifier]))
-        preference = Preference.of(identifier, infos, counted[0])
-        self._preferences[key] = (preference, infos)
-        return preference
+        if known is None:
+            counted = self._counts.get(key)
+            if counted is None:  # not asked with exactly these requirements: count what resolvelib holds
+                return Preference.of(identifier, infos, sum(1 for _ in candidates()))
+            known = self._preferences[key] = (Preference.of(identifier, infos, counted[0]), infos)
+        if isinstance(information, list):  # a criterion's own list (resolvelib makes a new one for new information)
+            self._last_preference[identifier] = (information, known[0])
+        return known[0]
 
     def find_matches(self, identifier: Key, requirements: Mapping[Key, Iterator[Req]], incompatibilities: Mapping[Key, Iterator[Cand]]) -> list[Cand]:
         reqs = list(requirements[identifier])
@@ -133,6 +144,7 @@ class StackProvider(AbstractProvider[Req, Cand, Key]):
         key = (identifier, tuple(map(id, reqs)))
         self._counts[key] = (len(out), reqs)
         self._preferences.pop(key, None)  # asked again (after a backtrack): the count may differ
+        self._last_preference.pop(identifier, None)
         if out and out[0].file is not None and self.prefetcher is not None:
             self.prefetcher.warm_metadata([out[0]])
         return out

@@ -39,10 +39,11 @@ def plan_violations(plan: LockPlan, defs: Definitions, *, torch_floor: Version |
     out = _duplicates(plan) + flashinfer_alignment(plan, defs)
     torch = plan.torch
     torch_cuda = plan_torch_cuda(plan)
+    owners = owner_context(plan)  # once a plan: its torch is looked up by name
     for pkg in plan.packages:
         out += _torch_abi(pkg, torch, torch_cuda, defs)
         out += _download(pkg, require_hashes=require_hashes)
-        out += _ownership(pkg, defs, plan)
+        out += _ownership(pkg, defs, owners)
     if torch is not None and torch_floor is not None and torch.version < torch_floor:
         out.append(Violation("torch", f"{torch.version} is lower than the installed {torch_floor} this lock was made for"))
     return out
@@ -148,23 +149,27 @@ def _download(pkg: LockedPackage, *, require_hashes: bool) -> list[Violation]:
     return out
 
 
-def _ownership(pkg: LockedPackage, defs: Definitions, plan: LockPlan) -> list[Violation]:
+def _ownership(pkg: LockedPackage, defs: Definitions, owners: RouteContext) -> list[Violation]:
     if pkg.sdist is not None and pkg.sdist.origin is not None:
         return []  # built from a source tree the user named (--build 'NAME @ URL'): no index owns it
-    owner = owner_of(defs, pkg.name, pkg.version, plan)
+    owner = defs.owner(pkg.name, pkg.version, owners)
     if pkg.index != "installed" and owner is not None and pkg.index != owner:
         return [Violation(pkg.name, f"comes from index {pkg.index!r}, but {owner!r} owns it")]
     return []
 
 
 def owner_of(defs: Definitions, name: str, version: Version, plan: LockPlan) -> str | None:
+    return defs.owner(name, version, owner_context(plan))
+
+
+def owner_context(plan: LockPlan) -> RouteContext:
+    """What the index that owns a package of ``plan`` depends on: its FlashInfer channel, CUDA and torch."""
     torch = plan.torch
-    ctx = RouteContext(
+    return RouteContext(
         flashinfer_channel=flashinfer_channel(plan.flashinfer_version),
         cuda=plan.target.cuda,
         torch_from=torch_origin(torch.version if torch is not None else None),
     )
-    return defs.owner(name, version, ctx)
 
 
 # -- synthetic digests (the reconstructed parts of a bundled snapshot) ------------------------
