@@ -19,6 +19,8 @@ from ..net import process
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
+    """One GPU as ``nvidia-smi`` reports it: its name and compute capability."""
+
     name: str
     compute_cap: tuple[int, int] | None  # None when nvidia-smi reported none (old driver: "[N/A]")
 

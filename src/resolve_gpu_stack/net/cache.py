@@ -108,6 +108,8 @@ cache_url = bare_url  # the URL as a cache key: no ``user:password@``, no fragme
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CachedPage:
+    """A page as the cache holds it: where its body came from, the body and its validators."""
+
     url: str  # the final URL the body came from (after redirects), without credentials
     content: bytes
     content_type: str

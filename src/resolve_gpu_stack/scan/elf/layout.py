@@ -53,6 +53,8 @@ class ElfTruncated(ElfError):
 
 @dataclass(frozen=True, slots=True)
 class Segment:
+    """A program header: where a segment lies in the file and in memory."""
+
     type: int
     flags: int
     offset: int  # in the file
