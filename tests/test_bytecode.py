@@ -211,6 +211,20 @@ try:
 except TypeError as exc:
     kw = str(exc)
 facts = [repr(a), repr(b), a == Row(name="torch", notes=["y"]), a < b, hash(a) == hash(Row(name="torch")), frozen, kw, Row.__init__.__code__.co_filename, a.notes]
+
+import collections, typing
+class Pin(typing.NamedTuple):
+    name: str
+    version: str = "1.0"
+Pair = collections.namedtuple("Pair", "left right", defaults=[None])
+try:
+    Pin()
+    missing = "no error"
+except TypeError as exc:
+    missing = str(exc)
+p = Pin("torch")
+facts += [repr(p), p._replace(version="2.0"), tuple(Pin._make(["a", "b"])), Pin.__new__.__code__.co_filename, Pin.__new__.__name__, missing]
+facts += [repr(Pair(1)), Pair(1, 2) == (1, 2), Pair._field_defaults, Pair.__new__.__doc__]
 memo.detach()
 print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save()}))
 """
@@ -233,3 +247,6 @@ print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save(
     assert second["facts"] == first["facts"]
     assert first["facts"][:5] == ["Row(name='torch', version=(1, 0))", "Row(name='torch', version=(2, 1))", True, True, True]
     assert first["facts"][5] == "FrozenInstanceError" and "takes 1 positional argument" in first["facts"][6]
+    assert first["facts"][9:13] == ["Pin(name='torch', version='1.0')", ["torch", "2.0"], ["a", "b"], "<string>"]  # namedtuple's __new__ too
+    assert first["facts"][13] == "__new__" and "missing 1 required positional argument: 'name'" in first["facts"][14]
+    assert first["facts"][15:] == ["Pair(left=1, right=None)", True, {"right": None}, "Create new instance of Pair(left, right)"]

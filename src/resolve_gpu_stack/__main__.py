@@ -26,14 +26,17 @@ lies, so under the folder above when it is used), headed by the interpreter's by
 read at the start and written again (whole, ``atomic_write``) at the end of a run that compiled a
 text it did not hold, only where bytecode is written and into a folder already there. Each class
 gets the code ``compile`` gives for that very text with the flags ``exec`` would have used
-(``dataclasses`` has no ``__future__`` import), so its methods are the same. The file is trusted
-as the ``.pyc`` files beside it are (Python runs those); one missing, unreadable, of another
-interpreter or not a table of code is not read.
+(``dataclasses`` has no ``__future__`` import), so its methods are the same. ``collections``
+likewise gets an ``eval`` for the ``__new__`` that ``namedtuple`` (and ``typing.NamedTuple``) writes
+and compiles for each class (~40 on a resolve's path, ~2 ms), kept in the same table under a key no
+source text can be (it starts with a NUL). The file is trusted as the ``.pyc`` files beside it are
+(Python runs those); one missing, unreadable, of another interpreter or not a table of code is not read.
 """
 
 from __future__ import annotations
 
 import builtins
+import collections
 import dataclasses
 import importlib.util
 import marshal
@@ -47,6 +50,7 @@ from typing import Any
 from .pycache import bytecode_folder  # a ground-floor module of plain os calls, compiled in ~1 ms: the folder keep_bytecode points at
 
 METHODS_STEM = "dataclass-methods"
+EVAL_KEY = "\x00eval\x00"  # before an eval text's key: no source holds a NUL, so it never meets an exec text
 MOST_KEPT = 4096  # texts; past it a save keeps only what its run used (an old tree's classes go)
 
 
@@ -99,7 +103,8 @@ def _read(path: str) -> dict[str, types.CodeType]:
 
 
 class MethodCode:
-    """The ``exec`` ``dataclasses`` calls while it is attached: known texts run their kept code."""
+    """The ``exec`` ``dataclasses`` calls, and the ``eval`` ``collections`` calls, while it is
+    attached: known texts run their kept code."""
 
     def __init__(self, path: str, kept: Mapping[str, types.CodeType]) -> None:
         self.path = path
@@ -109,27 +114,41 @@ class MethodCode:
 
     @classmethod
     def attach(cls, package_init: str) -> MethodCode | None:
-        """Give ``dataclasses`` this ``exec`` (None where it cannot be done the same way)."""
+        """Give ``dataclasses`` this ``exec``, and ``collections`` this ``eval`` (None where it cannot
+        be done the same way)."""
         path = code_file(package_init)
         if path is None or "exec" in vars(dataclasses) or hasattr(dataclasses, "annotations"):
             return None  # another hook, or a dataclasses compiled with a __future__ flag exec would inherit
         memo = cls(path, _read(path))
         dataclasses.exec = memo.exec  # type: ignore[attr-defined]  # a module global shadows the builtin
+        if "eval" not in vars(collections) and not hasattr(collections, "annotations"):
+            collections.eval = memo.eval  # type: ignore[attr-defined]  # namedtuple's __new__, the same way
         return memo
 
     def detach(self) -> None:
         if vars(dataclasses).get("exec") == self.exec:
             del dataclasses.exec  # type: ignore[attr-defined]
+        if vars(collections).get("eval") == self.eval:
+            del collections.eval  # type: ignore[attr-defined]
 
     def exec(self, source: Any, globals: dict[str, Any] | None = None, locals: Mapping[str, object] | None = None, /) -> None:
         if isinstance(source, str):
-            code = self.kept.get(source)
-            if code is None:
-                code = compile(source, "<string>", "exec", dont_inherit=True)
-                self.compiled += 1
-            self.used[source] = code
-            source = code
+            source = self._code(source, source, "exec")
         builtins.exec(source, globals, locals)
+
+    def eval(self, source: Any, globals: dict[str, Any] | None = None, locals: Mapping[str, object] | None = None, /) -> Any:
+        if isinstance(source, str):
+            source = self._code(EVAL_KEY + source, source, "eval")
+        return builtins.eval(source, globals, locals)
+
+    def _code(self, key: str, source: str, mode: str) -> types.CodeType:
+        """The kept code of ``key``, or ``source`` compiled as ``mode`` with no flags inherited."""
+        code = self.kept.get(key)
+        if code is None:
+            code = compile(source, "<string>", mode, dont_inherit=True)
+            self.compiled += 1
+        self.used[key] = code
+        return code
 
     def save(self) -> bool:
         """Write the table when this run compiled a text it did not hold; whether it was written."""
