@@ -250,3 +250,61 @@ print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save(
     assert first["facts"][9:13] == ["Pin(name='torch', version='1.0')", ["torch", "2.0"], ["a", "b"], "<string>"]  # namedtuple's __new__ too
     assert first["facts"][13] == "__new__" and "missing 1 required positional argument: 'name'" in first["facts"][14]
     assert first["facts"][15:] == ["Pair(left=1, right=None)", True, {"right": None}, "Create new instance of Pair(left, right)"]
+
+
+PATTERNS_SCRIPT = r"""
+import json, re, sys
+from resolve_gpu_stack.__main__ import MethodCode
+memo = MethodCode.attach(sys.argv[1])
+if sys.argv[2] == "tamper":  # every kept pattern's engine code made invalid
+    for key, parts in list(memo.kept.items()):
+        if isinstance(parts, tuple):
+            memo.kept[key] = (parts[0], [999999] * len(parts[1]), *parts[2:])
+made = [
+    (r"(?P<name>[A-Za-z][A-Za-z0-9._-]*)(?:\[(?P<extras>[^\]]*)\])?", 0, "torch[cuda]>=2"),
+    (r"(?i)^Requires-Dist:\s*(\S+)", re.MULTILINE, "x\nrequires-dist: numpy\n"),
+    (rb"\x00(lib[A-Za-z0-9_.+\-]{0,255}?\.so(?:\.[0-9]+)*)(?=\x00)", 0, b"\x00libtorch.so.2\x00"),
+    (r"(?<=v)\d+ # a version after v", re.VERBOSE, "v12"),
+    (r"straße", re.IGNORECASE, "STRASSE Straße"),
+]
+original = memo.patterns.original if memo.patterns is not None else None
+facts = []
+for text, flags, subject in made:
+    p = re.compile(text, flags)
+    m = p.search(subject)
+    facts.append([p.pattern if isinstance(p.pattern, str) else p.pattern.decode("latin-1"), int(p.flags), p.groups, dict(p.groupindex),
+                  None if m is None else [str(g) for g in m.groups()], m and str(m.group(0)), original is not None and p == original(text, flags)])
+memo.detach()
+print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save(), "hooked": original is not None}))
+"""
+
+
+def test_a_pattern_made_from_kept_parts_is_the_pattern_re_compiles(tmp_path: Path) -> None:
+    """Two processes compile the same patterns (text and bytes, named groups, inline and given
+    flags, a lookbehind, verbose, case folding): the second from the parts the first kept, without
+    parsing. Each is equal (``==``: flags and engine code) to what ``re`` compiles, and matches the
+    same. Kept parts the engine refuses (a tampered table) are compiled again, never used."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(SRC.parent)
+    init = tmp_path / "pkg" / "__init__.py"
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    init.write_text("")
+
+    def make(how: str = "") -> dict:
+        done = subprocess.run([sys.executable, "-c", PATTERNS_SCRIPT, str(init), how], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        import json
+
+        return json.loads(done.stdout)
+
+    first = make()
+    if not first["hooked"]:
+        pytest.skip("this interpreter's re has no re._compiler (Python 3.10): patterns are left alone")
+    second, tampered = make(), make("tamper")
+    assert first["compiled"] >= len(first["facts"]) and first["saved"] is True
+    assert second["compiled"] == 0 and second["saved"] is False  # every pattern from its kept parts
+    assert second["facts"] == first["facts"] == tampered["facts"]
+    assert tampered["compiled"] >= len(first["facts"])  # refused by the engine, compiled by re again
+    assert all(fact[-1] is True for fact in first["facts"])  # equal to re's own
+    assert first["facts"][0][3:5] == [{"name": 1, "extras": 2}, ["torch", "cuda"]]
+    assert first["facts"][4][5] == "Straße"

@@ -29,8 +29,14 @@ gets the code ``compile`` gives for that very text with the flags ``exec`` would
 (``dataclasses`` has no ``__future__`` import), so its methods are the same. ``collections``
 likewise gets an ``eval`` for the ``__new__`` that ``namedtuple`` (and ``typing.NamedTuple``) writes
 and compiles for each class (~40 on a resolve's path, ~2 ms), kept in the same table under a key no
-source text can be (it starts with a NUL). The file is trusted as the ``.pyc`` files beside it are
-(Python runs those); one missing, unreadable, of another interpreter or not a table of code is not read.
+source text can be (it starts with a NUL). And ``re`` gets a ``compile`` that keeps what its
+parser and code generator make of each pattern (~200 patterns before a resolve's first request,
+~10 ms of pure-Python parsing): the flags, the engine's code and the group names, which
+``_sre.compile`` turns into the pattern the parser would have given, under a key naming the
+interpreter's version and the engine's; a pattern is kept only if the pattern made from what is
+kept equals (``==``: flags and code) the one ``re`` made. The file is trusted as the ``.pyc`` files
+beside it are (Python runs those); one missing, unreadable, of another interpreter or not a table
+of code is not read.
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ import builtins
 import collections
 import dataclasses
 import gc
+import importlib
 import importlib.util
 import marshal
 import os
+import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -58,6 +66,7 @@ from .pycache import bytecode_folder  # a ground-floor module of plain os calls,
 RUN_GC_THRESHOLD = (100_000, 10, 10)
 METHODS_STEM = "dataclass-methods"
 EVAL_KEY = "\x00eval\x00"  # before an eval text's key: no source holds a NUL, so it never meets an exec text
+RE_KEY = "\x00re\x00"  # before a pattern's key (then the interpreter's and the engine's versions)
 MOST_KEPT = 4096  # texts; past it a save keeps only what its run used (an old tree's classes go)
 
 
@@ -95,7 +104,7 @@ def code_file(package_init: str) -> str | None:
     return os.path.join(os.path.dirname(pyc), f"{METHODS_STEM}.{tag}{optimized}.marshal")
 
 
-def _read(path: str) -> dict[str, types.CodeType]:
+def _read(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -106,18 +115,78 @@ def _read(path: str) -> dict[str, types.CodeType]:
         return {}
     if not isinstance(table, dict):
         return {}
-    return {k: v for k, v in table.items() if isinstance(k, str) and isinstance(v, types.CodeType)}
+    return {k: v for k, v in table.items() if isinstance(k, str) and (isinstance(v, types.CodeType) or (k.startswith(RE_KEY) and _pattern_parts_shape(v)))}
+
+
+def _pattern_parts_shape(value: object) -> bool:
+    """Whether ``value`` is shaped as ``_sre.compile``'s arguments after the pattern (the engine
+    itself refuses code that is not a valid program)."""
+    if not (isinstance(value, tuple) and len(value) == 5):
+        return False
+    flags, code, groups, groupindex, indexgroup = value
+    return (
+        isinstance(flags, int)
+        and isinstance(code, list)
+        and all(isinstance(c, int) for c in code)
+        and isinstance(groups, int)
+        and isinstance(groupindex, dict)
+        and isinstance(indexgroup, tuple)
+    )
+
+
+class PatternCode:
+    """``re``'s internals this start-up needs, where this interpreter has them as 3.11-3.13 do
+    (``re._compiler.compile`` parsing a pattern, generating its code, handing both to ``_sre``)."""
+
+    def __init__(self, compiler: Any, parser: Any, sre: Any, engine: int) -> None:
+        self.compiler, self.parser, self.sre = compiler, parser, sre
+        self.original = compiler.compile
+        self.prefix = f"{RE_KEY}{sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}.{sys.version_info[3]}:{engine}\x00"
+
+    @classmethod
+    def find(cls) -> PatternCode | None:
+        try:
+            compiler = importlib.import_module("re._compiler")
+            parser = importlib.import_module("re._parser")
+            constants = importlib.import_module("re._constants")
+            sre = importlib.import_module("_sre")
+        except ImportError:
+            return None  # Python 3.10: sre_compile, left alone
+        if not all(callable(getattr(m, n, None)) for m, n in ((compiler, "compile"), (compiler, "_code"), (parser, "parse"), (sre, "compile"))):
+            return None
+        return cls(compiler, parser, sre, int(getattr(constants, "MAGIC", 0)))
+
+    def key(self, pattern: str | bytes, flags: int) -> str:
+        text = pattern if isinstance(pattern, str) else pattern.decode("latin-1")  # bytes one for one
+        return f"{self.prefix}{type(pattern).__name__}:{int(flags)}\x00{text}"
+
+    def parts(self, pattern: str | bytes, flags: int) -> tuple[int, list[int], int, dict[str, int], tuple[str | None, ...]]:
+        """What ``re._compiler.compile`` hands ``_sre.compile`` after the pattern."""
+        parsed = self.parser.parse(pattern, flags)
+        code = self.compiler._code(parsed, flags)
+        groupindex = dict(parsed.state.groupdict)
+        indexgroup: list[str | None] = [None] * parsed.state.groups
+        for name, i in groupindex.items():
+            indexgroup[i] = name
+        return (
+            int(flags | parsed.state.flags),
+            [int(c) for c in code],
+            parsed.state.groups - 1,
+            groupindex,
+            tuple(indexgroup),
+        )  # plain ints: opcodes are an int subclass marshal refuses
 
 
 class MethodCode:
     """The ``exec`` ``dataclasses`` calls, and the ``eval`` ``collections`` calls, while it is
     attached: known texts run their kept code."""
 
-    def __init__(self, path: str, kept: Mapping[str, types.CodeType]) -> None:
+    def __init__(self, path: str, kept: Mapping[str, Any]) -> None:
         self.path = path
         self.kept = dict(kept)
-        self.used: dict[str, types.CodeType] = {}
+        self.used: dict[str, Any] = {}
         self.compiled = 0  # texts not kept: compiled here, written by ``save``
+        self.patterns: PatternCode | None = None  # re's, while attached
 
     @classmethod
     def attach(cls, package_init: str) -> MethodCode | None:
@@ -130,6 +199,9 @@ class MethodCode:
         dataclasses.exec = memo.exec  # type: ignore[attr-defined]  # a module global shadows the builtin
         if "eval" not in vars(collections) and not hasattr(collections, "annotations"):
             collections.eval = memo.eval  # type: ignore[attr-defined]  # namedtuple's __new__, the same way
+        memo.patterns = PatternCode.find()
+        if memo.patterns is not None:
+            memo.patterns.compiler.compile = memo.compile_pattern
         return memo
 
     def detach(self) -> None:
@@ -137,6 +209,8 @@ class MethodCode:
             del dataclasses.exec  # type: ignore[attr-defined]
         if vars(collections).get("eval") == self.eval:
             del collections.eval  # type: ignore[attr-defined]
+        if self.patterns is not None and self.patterns.compiler.compile == self.compile_pattern:
+            self.patterns.compiler.compile = self.patterns.original
 
     def exec(self, source: Any, globals: dict[str, Any] | None = None, locals: Mapping[str, object] | None = None, /) -> None:
         if isinstance(source, str):
@@ -147,6 +221,30 @@ class MethodCode:
         if isinstance(source, str):
             source = self._code(EVAL_KEY + source, source, "eval")
         return builtins.eval(source, globals, locals)
+
+    def compile_pattern(self, pattern: Any, flags: int = 0) -> Any:
+        """``re._compiler.compile``: a pattern kept is made by the engine from its parts, without
+        parsing; another is compiled by ``re`` and its parts kept when they make the same pattern."""
+        patterns = self.patterns
+        assert patterns is not None
+        if not isinstance(pattern, (str, bytes)) or flags & re.DEBUG:  # a parsed pattern, or one whose compiling prints
+            return patterns.original(pattern, flags)
+        key = patterns.key(pattern, flags)
+        parts = self.kept.get(key)
+        if parts is not None:
+            try:
+                kept = patterns.sre.compile(pattern, *parts)
+            except (RuntimeError, TypeError, ValueError, OverflowError):  # the engine refused it: not a valid program
+                kept = None
+            if kept is not None:
+                self.used[key] = parts
+                return kept
+        made = patterns.original(pattern, flags)
+        parts = patterns.parts(pattern, flags)
+        if patterns.sre.compile(pattern, *parts) == made:
+            self.used[key] = parts
+            self.compiled += 1
+        return made
 
     def _code(self, key: str, source: str, mode: str) -> types.CodeType:
         """The kept code of ``key``, or ``source`` compiled as ``mode`` with no flags inherited."""
