@@ -308,3 +308,38 @@ def test_a_pattern_made_from_kept_parts_is_the_pattern_re_compiles(tmp_path: Pat
     assert all(fact[-1] is True for fact in first["facts"])  # equal to re's own
     assert first["facts"][0][3:5] == [{"name": 1, "extras": 2}, ["torch", "cuda"]]
     assert first["facts"][4][5] == "Straße"
+
+
+def test_a_pattern_whose_text_changes_from_run_to_run_only_in_order_is_not_kept_again(tmp_path: Path) -> None:
+    """``email``'s header parser joins character classes from sets, so their order (and the text)
+    follows each process's string hashing. Such a text makes the same code as the one kept: it is
+    compiled (and matches), but not kept again, so the file is not written at every start."""
+    script = r"""
+import json, re, sys
+from resolve_gpu_stack.__main__ import MethodCode
+memo = MethodCode.attach(sys.argv[1])
+chars = sys.argv[2]
+p = re.compile("[^" + re.escape(chars) + "]+")
+print(json.dumps({"match": p.match("abc" + chars).group(), "compiled": memo.compiled, "saved": memo.save(), "hooked": memo.patterns is not None}))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(SRC.parent)
+    init = tmp_path / "pkg" / "__init__.py"
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    init.write_text("")
+
+    def make(chars: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", script, str(init), chars], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        import json
+
+        return json.loads(done.stdout)
+
+    first = make('(,:"?<@)=/];>')
+    if not first["hooked"]:
+        pytest.skip("this interpreter's re has no re._compiler (Python 3.10): patterns are left alone")
+    assert first["saved"] is True and first["match"] == "abc"
+    again = make('>;]/=)@<?":,(')  # the same class, another order
+    assert again == {"match": "abc", "compiled": 0, "saved": False, "hooked": True}
+    other = make('(,:"?<@)=/];>!')  # another class: kept
+    assert other["compiled"] == 1 and other["saved"] is True

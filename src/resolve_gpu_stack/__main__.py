@@ -134,6 +134,11 @@ def _pattern_parts_shape(value: object) -> bool:
     )
 
 
+def _hashable(parts: tuple[Any, ...]) -> tuple[Any, ...]:
+    flags, code, groups, groupindex, indexgroup = parts
+    return flags, tuple(code), groups, tuple(groupindex.items()), indexgroup
+
+
 class PatternCode:
     """``re``'s internals this start-up needs, where this interpreter has them as 3.11-3.13 do
     (``re._compiler.compile`` parsing a pattern, generating its code, handing both to ``_sre``)."""
@@ -187,6 +192,7 @@ class MethodCode:
         self.used: dict[str, Any] = {}
         self.compiled = 0  # texts not kept: compiled here, written by ``save``
         self.patterns: PatternCode | None = None  # re's, while attached
+        self._parts_kept: set[tuple[Any, ...]] | None = None  # the kept patterns' parts, once a pattern is compiled
 
     @classmethod
     def attach(cls, package_init: str) -> MethodCode | None:
@@ -241,10 +247,21 @@ class MethodCode:
                 return kept
         made = patterns.original(pattern, flags)
         parts = patterns.parts(pattern, flags)
-        if patterns.sre.compile(pattern, *parts) == made:
+        if patterns.sre.compile(pattern, *parts) == made and not self._kept_already(parts):
             self.used[key] = parts
             self.compiled += 1
         return made
+
+    def _kept_already(self, parts: tuple[Any, ...]) -> bool:
+        """Whether a pattern of other text with these very parts is kept: a text that differs from
+        run to run only in a character class's order (one joined from a set, whose order follows
+        the per-process string hashing, as ``email``'s header parser builds some) makes the same
+        code; kept every run, it would grow the file and write it again at every start."""
+        if self._parts_kept is None:
+            self._parts_kept = {_hashable(v) for k, v in {**self.kept, **self.used}.items() if k.startswith(RE_KEY)}
+        found = _hashable(parts) in self._parts_kept
+        self._parts_kept.add(_hashable(parts))
+        return found
 
     def _code(self, key: str, source: str, mode: str) -> types.CodeType:
         """The kept code of ``key``, or ``source`` compiled as ``mode`` with no flags inherited."""
