@@ -41,6 +41,7 @@ of code is not read.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import collections
 import dataclasses
@@ -51,6 +52,7 @@ import marshal
 import os
 import re
 import sys
+import threading  # for leave(): loaded by any command anyway (logging imports it)
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -311,9 +313,6 @@ def leave(code: int) -> int:
     are joined when its session closes). Otherwise, or when a stream cannot be flushed (a closed
     pipe, a full disk), ``code`` is returned, and the interpreter ends as it always has: it waits
     for the threads, and reports the stream's error."""
-    import atexit
-    import threading  # both loaded long before (the command's workers): look-ups
-
     if threading.active_count() > 1 or not _flushed():
         return code
     atexit._run_exitfuncs()  # what the interpreter would run first (logging's handlers closed, a caller's own)
