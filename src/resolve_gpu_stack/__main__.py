@@ -248,8 +248,12 @@ class MethodCode:
                 self.used[key] = parts
                 return kept
         made = patterns.original(pattern, flags)
-        parts = patterns.parts(pattern, flags)
-        if patterns.sre.compile(pattern, *parts) == made and not self._kept_already(parts):
+        try:
+            parts = patterns.parts(pattern, flags)
+            same = patterns.sre.compile(pattern, *parts) == made
+        except Exception:  # noqa: BLE001 - internals not shaped as 3.11-3.13's: the pattern re made, nothing kept
+            return made
+        if same and not self._kept_already(parts):
             self.used[key] = parts
             self.compiled += 1
         return made
