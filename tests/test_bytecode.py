@@ -211,6 +211,20 @@ try:
 except TypeError as exc:
     kw = str(exc)
 facts = [repr(a), repr(b), a == Row(name="torch", notes=["y"]), a < b, hash(a) == hash(Row(name="torch")), frozen, kw, Row.__init__.__code__.co_filename, a.notes]
+
+import collections, typing
+class Pin(typing.NamedTuple):
+    name: str
+    version: str = "1.0"
+Pair = collections.namedtuple("Pair", "left right", defaults=[None])
+try:
+    Pin()
+    missing = "no error"
+except TypeError as exc:
+    missing = str(exc)
+p = Pin("torch")
+facts += [repr(p), p._replace(version="2.0"), tuple(Pin._make(["a", "b"])), Pin.__new__.__code__.co_filename, Pin.__new__.__name__, missing]
+facts += [repr(Pair(1)), Pair(1, 2) == (1, 2), Pair._field_defaults, Pair.__new__.__doc__]
 memo.detach()
 print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save()}))
 """
@@ -233,3 +247,106 @@ print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save(
     assert second["facts"] == first["facts"]
     assert first["facts"][:5] == ["Row(name='torch', version=(1, 0))", "Row(name='torch', version=(2, 1))", True, True, True]
     assert first["facts"][5] == "FrozenInstanceError" and "takes 1 positional argument" in first["facts"][6]
+    assert first["facts"][9:13] == ["Pin(name='torch', version='1.0')", ["torch", "2.0"], ["a", "b"], "<string>"]  # namedtuple's __new__ too
+    assert first["facts"][13] == "__new__" and "missing 1 required positional argument: 'name'" in first["facts"][14]
+    assert first["facts"][15:] == ["Pair(left=1, right=None)", True, {"right": None}, "Create new instance of Pair(left, right)"]
+
+
+PATTERNS_SCRIPT = r"""
+import json, re, sys
+from resolve_gpu_stack.__main__ import MethodCode
+memo = MethodCode.attach(sys.argv[1])
+if sys.argv[2] == "tamper":  # every kept pattern's engine code made invalid
+    for key, parts in list(memo.kept.items()):
+        if isinstance(parts, tuple):
+            memo.kept[key] = (parts[0], [999999] * len(parts[1]), *parts[2:])
+if sys.argv[2] == "unlike" and memo.patterns is not None:  # an interpreter whose re internals are shaped otherwise
+    memo.kept = {k: v for k, v in memo.kept.items() if not isinstance(v, tuple)}
+    def unlike(*args):
+        raise AttributeError("'SubPattern' object has no attribute 'state'")
+    memo.patterns.parts = unlike
+made = [
+    (r"(?P<name>[A-Za-z][A-Za-z0-9._-]*)(?:\[(?P<extras>[^\]]*)\])?", 0, "torch[cuda]>=2"),
+    (r"(?i)^Requires-Dist:\s*(\S+)", re.MULTILINE, "x\nrequires-dist: numpy\n"),
+    (rb"\x00(lib[A-Za-z0-9_.+\-]{0,255}?\.so(?:\.[0-9]+)*)(?=\x00)", 0, b"\x00libtorch.so.2\x00"),
+    (r"(?<=v)\d+ # a version after v", re.VERBOSE, "v12"),
+    (r"straße", re.IGNORECASE, "STRASSE Straße"),
+]
+original = memo.patterns.original if memo.patterns is not None else None
+facts = []
+for text, flags, subject in made:
+    p = re.compile(text, flags)
+    m = p.search(subject)
+    facts.append([p.pattern if isinstance(p.pattern, str) else p.pattern.decode("latin-1"), int(p.flags), p.groups, dict(p.groupindex),
+                  None if m is None else [str(g) for g in m.groups()], m and str(m.group(0)), original is not None and p == original(text, flags)])
+memo.detach()
+print(json.dumps({"facts": facts, "compiled": memo.compiled, "saved": memo.save(), "hooked": original is not None}))
+"""
+
+
+def test_a_pattern_made_from_kept_parts_is_the_pattern_re_compiles(tmp_path: Path) -> None:
+    """Two processes compile the same patterns (text and bytes, named groups, inline and given
+    flags, a lookbehind, verbose, case folding): the second from the parts the first kept, without
+    parsing. Each is equal (``==``: flags and engine code) to what ``re`` compiles, and matches the
+    same. Kept parts the engine refuses (a tampered table) are compiled again, never used; where
+    ``re``'s internals are not shaped as expected, its own patterns are used and nothing is kept."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(SRC.parent)
+    init = tmp_path / "pkg" / "__init__.py"
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    init.write_text("")
+
+    def make(how: str = "") -> dict:
+        done = subprocess.run([sys.executable, "-c", PATTERNS_SCRIPT, str(init), how], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        import json
+
+        return json.loads(done.stdout)
+
+    first = make()
+    if not first["hooked"]:
+        pytest.skip("this interpreter's re has no re._compiler (Python 3.10): patterns are left alone")
+    second, tampered, unlike = make(), make("tamper"), make("unlike")
+    assert unlike["facts"] == first["facts"] and unlike["compiled"] == 0  # re's own patterns, nothing kept
+    assert first["compiled"] >= len(first["facts"]) and first["saved"] is True
+    assert second["compiled"] == 0 and second["saved"] is False  # every pattern from its kept parts
+    assert second["facts"] == first["facts"] == tampered["facts"]
+    assert tampered["compiled"] >= len(first["facts"])  # refused by the engine, compiled by re again
+    assert all(fact[-1] is True for fact in first["facts"])  # equal to re's own
+    assert first["facts"][0][3:5] == [{"name": 1, "extras": 2}, ["torch", "cuda"]]
+    assert first["facts"][4][5] == "Straße"
+
+
+def test_a_pattern_whose_text_changes_from_run_to_run_only_in_order_is_not_kept_again(tmp_path: Path) -> None:
+    """``email``'s header parser joins character classes from sets, so their order (and the text)
+    follows each process's string hashing. Such a text makes the same code as the one kept: it is
+    compiled (and matches), but not kept again, so the file is not written at every start."""
+    script = r"""
+import json, re, sys
+from resolve_gpu_stack.__main__ import MethodCode
+memo = MethodCode.attach(sys.argv[1])
+chars = sys.argv[2]
+p = re.compile("[^" + re.escape(chars) + "]+")
+print(json.dumps({"match": p.match("abc" + chars).group(), "compiled": memo.compiled, "saved": memo.save(), "hooked": memo.patterns is not None}))
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    env["PYTHONPATH"] = str(SRC.parent)
+    init = tmp_path / "pkg" / "__init__.py"
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    init.write_text("")
+
+    def make(chars: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", script, str(init), chars], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        import json
+
+        return json.loads(done.stdout)
+
+    first = make('(,:"?<@)=/];>')
+    if not first["hooked"]:
+        pytest.skip("this interpreter's re has no re._compiler (Python 3.10): patterns are left alone")
+    assert first["saved"] is True and first["match"] == "abc"
+    again = make('>;]/=)@<?":,(')  # the same class, another order
+    assert again == {"match": "abc", "compiled": 0, "saved": False, "hooked": True}
+    other = make('(,:"?<@)=/];>!')  # another class: kept
+    assert other["compiled"] == 1 and other["saved"] is True

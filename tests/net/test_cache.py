@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 from pathlib import Path
 
+from support.paths import SRC
 from support.server import IndexServer
 
 from resolve_gpu_stack.net.cache import HttpCache, cache_url, default_cache_dir, is_temp_name
@@ -275,3 +277,37 @@ def test_entries_lie_flat_and_an_earlier_versions_fanned_entry_is_still_read(tmp
     assert page is not None and page.etag == '"1"'
     HttpCache(tmp_path).drop_page(url)
     assert not fanned.exists() and HttpCache(tmp_path).get_page(url) is None
+
+
+_IDENTITY = "from resolve_gpu_stack.net.cache import code_identity; print(code_identity())"
+
+
+def _identity_of(src: Path) -> str:
+    """The code identity a program run from ``src`` (a copy of the package) works out."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IDENTITY], env={"PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_stored_results_belong_to_the_code_that_made_them(tmp_path: Path) -> None:
+    """A result is stored per code identity: an edit to any module, nested ones included, or a
+    module added, makes another identity (so a checkout's edit never reuses an older plan); files
+    that are not modules, and modules under a linked folder, do not count."""
+    src = tmp_path / "src"
+    shutil.copytree(SRC, src / "resolve_gpu_stack", ignore=shutil.ignore_patterns("__pycache__"))
+    package = src / "resolve_gpu_stack"
+    first = _identity_of(src)
+    assert len(first) == 64 and _identity_of(src) == first
+    (package / "notes.txt").write_text("not a module")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.py").write_text("")
+    (package / "linked").symlink_to(outside, target_is_directory=True)
+    assert _identity_of(src) == first
+    nested = package / "net" / "client" / "errors.py"
+    nested.write_text(nested.read_text() + "\n")
+    second = _identity_of(src)
+    assert second != first
+    (package / "model" / "extra.py").write_text("")
+    assert _identity_of(src) not in (first, second)

@@ -4,6 +4,9 @@ body a byte at a time never trips the per-read timeout; the deadline (REQUEST_DE
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -100,3 +103,34 @@ def test_a_stalled_read_ends_at_the_deadline_after_reads_at_the_full_timeout() -
     finally:
         ours.close()
         theirs.close()
+
+
+ASCII_NAMES = ["127.0.0.1", "localhost", "files.example.org.", "a" * 63 + ".example", "::1", ""]
+REFUSED_NAMES = ["a..example", ".example", "a" * 64, "x." + "a" * 64]
+
+
+@pytest.mark.parametrize("host", ASCII_NAMES)
+def test_an_ascii_host_is_looked_up_as_the_idna_codec_spells_it(host: str) -> None:
+    assert deadline.lookup_name(host) == host.encode("idna")
+
+
+@pytest.mark.parametrize("host", [*REFUSED_NAMES, "bücher.example"])
+def test_other_hosts_go_to_the_idna_codec_and_its_errors_stay(host: str) -> None:
+    assert deadline.lookup_name(host) == host
+    if host in REFUSED_NAMES:
+        with pytest.raises(UnicodeError):
+            socket.getaddrinfo(deadline.lookup_name(host), 80)
+
+
+def test_a_plain_http_connection_loads_no_idna_codec() -> None:
+    """The first connection of a plain-HTTP run asks for its address without the IDNA codec
+    (``encodings.idna``, ``stringprep``, ``unicodedata``): ~1.3 ms before the first request."""
+    code = (
+        "import socket, sys\n"
+        "from resolve_gpu_stack.net import deadline\n"
+        "server = socket.create_server(('127.0.0.1', 0))\n"
+        "deadline.open_tcp('127.0.0.1', server.getsockname()[1], 5.0).close()\n"
+        "print(sorted(m for m in ('encodings.idna', 'stringprep') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -109,8 +109,9 @@ def test_a_dot_localhost_index_connects_to_loopback_without_dns(tmp_path: Path, 
     real = socket.getaddrinfo
 
     def no_dns(host, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if isinstance(host, str) and host.rstrip(".").endswith(".localhost"):
-            asked.append(host)
+        name = host.decode("ascii") if isinstance(host, bytes) else host  # an ASCII name is asked as bytes
+        if isinstance(name, str) and name.rstrip(".").endswith(".localhost"):
+            asked.append(name)
             raise socket.gaierror(socket.EAI_NONAME, "test guard: *.localhost went to the resolver")
         return real(host, *args, **kwargs)
 

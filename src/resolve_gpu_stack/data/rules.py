@@ -43,6 +43,8 @@ ArchRow = tuple[SpecifierSet, Mapping[str, tuple[str, ...]], Mapping[str, tuple[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IndexDefinition:
+    """One logical index of ``indexes/<name>.toml``: where it is, its page dialect, hosts and channels."""
+
     name: str
     url: str  # base URL, ends with "/"; "" when not configured yet (pypi)
     dialect: str  # html | json-or-html
@@ -73,6 +75,8 @@ class IndexDefinition:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
+    """A ``routing.toml`` route: which packages are read from which index's page, for which versions."""
+
     patterns: tuple[str, ...]
     index: str
     page: str
@@ -134,6 +138,8 @@ class PageLocation:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CouplingRule:
+    """A ``components.toml`` coupling: how the packages it names are bound to the kept torch, and why."""
+
     patterns: tuple[str, ...]
     coupling: Coupling
     why: str
@@ -202,6 +208,8 @@ class FlashInferExtra:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FlashInferRules:
+    """``components.toml`` ``[flashinfer]``: FlashInfer's package names and the releases its rules change at."""
+
     python: NormalizedName
     cubin: NormalizedName
     jit_cache: NormalizedName

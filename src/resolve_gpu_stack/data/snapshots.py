@@ -20,6 +20,8 @@ PLACEHOLDER_BASE = "https://{name}.snapshot.invalid/simple/"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BundledSnapshot:
+    """A recorded snapshot shipped with the checkout, and what it was recorded for."""
+
     path: str  # relative to the checkout
     torch_from: str  # "pypi" | "pytorch": where the kept torch it was recorded for was published
     fits: str  # what it was recorded for, and the flags that replay it

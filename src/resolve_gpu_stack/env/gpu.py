@@ -19,6 +19,8 @@ from ..net import process
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
+    """One GPU as ``nvidia-smi`` reports it: its name and compute capability."""
+
     name: str
     compute_cap: tuple[int, int] | None  # None when nvidia-smi reported none (old driver: "[N/A]")
 
@@ -95,13 +97,14 @@ def visible_archs(query: GpuQuery | None) -> tuple[str, ...]:
 #   family   sm_XYf  runs on the family's X.z with z >= Y: 12.0f covers 12.0 and 12.1
 # Nothing runs across majors: sm_90 SASS never runs on sm_100 or sm_120.
 
-_ARCH_RE = re.compile(r"^(\d+)\.(\d+)([af]?)$")
-_PROVIDER_RE = re.compile(r"^(\d+)(\d)([af]?)$")
+# patterns compiled where first used (re's cache): a resolve without a GPU flag reads none
+_ARCH_RE = r"^(\d+)\.(\d+)([af]?)$"
+_PROVIDER_RE = r"^(\d+)(\d)([af]?)$"
 
 
 def sass_covers(target: str, cap: tuple[int, int]) -> bool:
     """Whether SASS built for ``target`` ("8.0", "9.0a", "12.0f") runs on compute capability ``cap``."""
-    m = _ARCH_RE.match(target.strip())
+    m = re.match(_ARCH_RE, target.strip())
     if m is None:
         raise ValueError(f"not a SASS target: {target!r} (expected like 8.0, 9.0a or 12.0f)")
     major, minor, suffix = int(m[1]), int(m[2]), m[3]
@@ -119,7 +122,7 @@ def provider_arch(name: str, pattern: str = "flashinfer-jit-cache-sm*") -> str |
     name = canonicalize_name(name)
     if not name.startswith(prefix):
         return None
-    m = _PROVIDER_RE.match(name[len(prefix) :])
+    m = re.match(_PROVIDER_RE, name[len(prefix) :])
     return f"{m[1]}.{m[2]}{m[3]}" if m else None
 
 

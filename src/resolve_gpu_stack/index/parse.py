@@ -159,6 +159,8 @@ def _charset(content_type: str, raw: bytes) -> str:
 # -- HTML ---------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class _Anchor:
+    """An ``<a>`` of an HTML page being read: its attributes, its text and the text after it."""
+
     attrs: dict[str, str | None]
     text: list[str] = field(default_factory=list)
     tail: list[str] = field(default_factory=list)  # text between </a> and the next tag

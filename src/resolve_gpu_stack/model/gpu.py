@@ -26,10 +26,11 @@ from ..errors import UsageError
 
 PROVIDER_PREFIX = "flashinfer-jit-cache-"
 
-_DOTTED_RE = re.compile(r"^([1-9]\d?)\.(\d)([af]?)$")
-_PREFIXED_RE = re.compile(r"^(?:sm|compute)_?([1-9]\d?)(\d)([af]?)$")
-_SEPARATORS_RE = re.compile(r"[,\s]+")
-_PROVIDER_TAG_RE = re.compile(r"^sm([1-9]\d?)(\d)([af]?)$")
+# patterns compiled where first used (re's cache): only --gpu, --require-api and doctor read these
+_DOTTED_RE = r"^([1-9]\d?)\.(\d)([af]?)$"
+_PREFIXED_RE = r"^(?:sm|compute)_?([1-9]\d?)(\d)([af]?)$"
+_SEPARATORS_RE = r"[,\s]+"
+_PROVIDER_TAG_RE = r"^sm([1-9]\d?)(\d)([af]?)$"
 
 GPU_FORMS = "sm120, sm_120, 12.0 or sm120a (the compute capability `nvidia-smi --query-gpu=compute_cap` prints)"
 VARIANT_FORMS = "sm120f, sm90a, sm80 or 12.0f"
@@ -49,7 +50,7 @@ _KIND_OF_SUFFIX = {"a": MatchKind.EXACT, "f": MatchKind.FAMILY, "": MatchKind.BA
 def _split(text: str) -> tuple[int, int, str] | None:
     """``"sm_120f"`` / ``"12.0f"`` / ``"compute_90a"`` -> (12, 0, "f"); None when not of that form."""
     cleaned = text.strip().lower()
-    m = _DOTTED_RE.match(cleaned) or _PREFIXED_RE.match(cleaned)
+    m = re.match(_DOTTED_RE, cleaned) or re.match(_PREFIXED_RE, cleaned)
     return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
 
 
@@ -137,7 +138,7 @@ def _items(values: str | Iterable[str]) -> list[str]:
     for text in texts:
         if not isinstance(text, str):
             raise UsageError(f"{text!r} is not a GPU architecture", hint=f"write it as {GPU_FORMS}")
-        out.extend(part for part in _SEPARATORS_RE.split(text) if part)
+        out.extend(part for part in re.split(_SEPARATORS_RE, text) if part)
     return out
 
 
@@ -174,7 +175,7 @@ def variant_of_provider(name: str, prefix: str = PROVIDER_PREFIX) -> ArchVariant
     base = canonicalize_name(prefix.rstrip("-_."))
     if not normalized.startswith(base + "-"):
         return None
-    m = _PROVIDER_TAG_RE.match(normalized[len(base) + 1 :])
+    m = re.match(_PROVIDER_TAG_RE, normalized[len(base) + 1 :])
     return ArchVariant(int(m.group(1)), int(m.group(2)), m.group(3)) if m else None
 
 

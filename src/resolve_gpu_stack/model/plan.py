@@ -120,6 +120,8 @@ class Override:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetSummary:
+    """The target a plan was made for, as its output names it."""
+
     python: str
     platform: str
     cuda: str | None

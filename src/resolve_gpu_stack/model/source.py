@@ -20,11 +20,12 @@ from ..errors import UsageError
 from .plan import SourceOrigin
 
 GIT_SCHEMES = ("https", "http", "ssh", "git", "file")  # git's transports a source may name: no ext::, fd::, helper::address
-_GIT_URL = re.compile(r"(?P<scheme>[a-z]+)://(?P<netloc>[^/?#]*)(?P<path>/[^?#]*)?")
+# patterns compiled where first used (re's cache): only a --build 'NAME @ URL' reads a git URL
+_GIT_URL = r"(?P<scheme>[a-z]+)://(?P<netloc>[^/?#]*)(?P<path>/[^?#]*)?"
 # a revision as ``git check-ref-format`` allows a name (or a commit): no leading '-', no '..', no
 # component starting with '.', no '@{', nothing git reads as revision syntax (~^:?*[\\), no space
-_REV_BAD = re.compile(r"^-|\.\.|(^|/)\.|@\{|[~^:?*\[\\\s\x00-\x1f\x7f]|\.lock(/|$)|/$|//|^@$")
-_SUBDIR_BAD_CHARS = re.compile(r"[\\\x00-\x1f\x7f]")
+_REV_BAD = r"^-|\.\.|(^|/)\.|@\{|[~^:?*\[\\\s\x00-\x1f\x7f]|\.lock(/|$)|/$|//|^@$"
+_SUBDIR_BAD_CHARS = r"[\\\x00-\x1f\x7f]"
 
 
 def git_source_problem(url: str, rev: str | None = None, subdirectory: str | None = None) -> str | None:
@@ -42,7 +43,7 @@ def git_source_problem(url: str, rev: str | None = None, subdirectory: str | Non
 
 def _git_url_problem(url: str) -> str | None:
     """What makes ``url`` unsafe as a git source URL (see ``git_source_problem``); None when sound."""
-    match = _GIT_URL.fullmatch(url)
+    match = re.fullmatch(_GIT_URL, url)
     if url.startswith("-"):
         return f"the git URL {url!r} starts with '-': git would read it as an option"
     if match is None or any(c.isspace() or not c.isprintable() for c in url):
@@ -60,7 +61,7 @@ def _git_url_problem(url: str) -> str | None:
 
 def _git_rev_problem(rev: str | None) -> str | None:
     """What makes ``rev`` unsafe as a git revision (see ``git_source_problem``); None when sound or absent."""
-    if rev is not None and (not rev or _REV_BAD.search(rev)):
+    if rev is not None and (not rev or re.search(_REV_BAD, rev)):
         return f"the git revision {rev!r} is not a tag, branch or commit name (no leading '-', no '..', no '@{{', none of ~^:?*[\\ or spaces)"
     return None
 
@@ -70,7 +71,7 @@ def _git_subdirectory_problem(subdirectory: str | None) -> str | None:
     if subdirectory is None:
         return None
     parts = subdirectory.split("/")
-    if not subdirectory or subdirectory.startswith("/") or ".." in parts or any(p.startswith("-") for p in parts) or _SUBDIR_BAD_CHARS.search(subdirectory):
+    if not subdirectory or subdirectory.startswith("/") or ".." in parts or any(p.startswith("-") for p in parts) or re.search(_SUBDIR_BAD_CHARS, subdirectory):
         return f"the subdirectory {subdirectory!r} must be a relative folder inside the repository (no leading '/' or '-', no '..')"
     return None
 

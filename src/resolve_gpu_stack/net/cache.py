@@ -108,6 +108,8 @@ cache_url = bare_url  # the URL as a cache key: no ``user:password@``, no fragme
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CachedPage:
+    """A page as the cache holds it: where its body came from, the body and its validators."""
+
     url: str  # the final URL the body came from (after redirects), without credentials
     content: bytes
     content_type: str
@@ -384,14 +386,22 @@ class _WriteBehind:
 def code_identity() -> str:
     """This package's version and the size and mtime of each of its modules, digested: what a
     stored result was computed by."""
-    here = Path(__file__).resolve().parents[1]
-    parts = []
-    for path in sorted(here.rglob("*.py")):
-        st = path.stat()
-        parts.append(f"{path.relative_to(here)}:{st.st_size}:{st.st_mtime_ns}")
-
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    parts = [f"{'/'.join(names)}:{st.st_size}:{st.st_mtime_ns}" for names, st in sorted(_python_files(here, ()))]
     parts.append(__version__)
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _python_files(folder: str, names: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], os.stat_result]]:
+    """Every ``*.py`` under ``folder`` (as ``Path.rglob`` finds them: not below a linked folder),
+    named by its parts below the top, with its ``stat``; ``os.scandir``: a start asks before its
+    first request, and ``rglob`` over ~190 modules cost ~2.5 ms of it."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".py"):
+                yield (*names, entry.name), entry.stat()
+            if entry.is_dir(follow_symlinks=False):
+                yield from _python_files(entry.path, (*names, entry.name))
 
 
 # -- keeping the cache directory tidy (the `cache` command, and a sweep at start) -------------------

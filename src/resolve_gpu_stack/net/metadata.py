@@ -43,6 +43,8 @@ SIDECAR_MISSING = frozenset({403, 404, 410})
 
 @dataclass(frozen=True, slots=True)
 class _Span:
+    """Bytes of a file read by range, from ``start``, and the whole file's size."""
+
     start: int
     data: bytes
     total: int  # size of the whole file
@@ -56,6 +58,8 @@ class _Span:
 
 @dataclass(frozen=True, slots=True)
 class _Whole:
+    """A wheel's METADATA taken from its whole download."""
+
     metadata: bytes  # read from a whole download: the server ignored Range
 
 

@@ -45,6 +45,8 @@ def uploaded_after(upload_time: str | None, day: str | None) -> Rejection | None
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
+    """Why a file does not fit a target: the reason and its detail."""
+
     reason: RejectReason
     detail: str = ""
 

@@ -23,6 +23,8 @@ from .fit import family_date_mismatch, per_torch_mismatch, torch_abi_mismatch
 
 @dataclass(frozen=True, slots=True)
 class Violation:
+    """A plan's broken invariant: the package and what is wrong."""
+
     package: str
     message: str
 

@@ -69,6 +69,8 @@ SEARCH = 128 * 2**10  # compressed bytes from a tail's start searched for a bloc
 
 @dataclass(slots=True)
 class _Window:
+    """Inflated bytes of a member kept from ``start``."""
+
     start: int
     end: int
     buf: bytearray = field(default_factory=bytearray)

@@ -59,6 +59,8 @@ class NeedMoreBytes(ZipError):
 
 @dataclass(frozen=True, slots=True)
 class EndOfCentralDirectory:
+    """A zip's end-of-central-directory record: where its central directory lies."""
+
     cd_offset: int  # absolute position of the central directory in the file
     cd_size: int
     entries: int
@@ -69,6 +71,8 @@ class EndOfCentralDirectory:
 
 @dataclass(frozen=True, slots=True)
 class ZipEntry:
+    """One central directory entry: a member's name, method, sizes and where it lies."""
+
     name: str
     method: int
     flags: int

@@ -130,6 +130,8 @@ def not_scanned(why: str, **cost: int) -> ScanRecord:
 
 @dataclass(frozen=True, slots=True)
 class ScanStats:
+    """What the scans of one run read and cost."""
+
     wheels: int = 0  # scanned over the network
     cached: int = 0
     bytes_read: int = 0

@@ -83,6 +83,8 @@ class ChildSettings:
 
 @dataclass(frozen=True, slots=True)
 class ScanJob:
+    """A wheel's ABI scan, for the range child."""
+
     file: IndexFile
     tail: tuple[int, bytes, int] | None  # the zip tail a METADATA read left, when there was one
     rules: AbiRules
@@ -90,6 +92,8 @@ class ScanJob:
 
 @dataclass(frozen=True, slots=True)
 class ExportsJob:
+    """A torch wheel's exports read, for the range child."""
+
     version: str
     file: IndexFile
     budget: int | None
@@ -97,6 +101,8 @@ class ExportsJob:
 
 @dataclass(frozen=True, slots=True)
 class Job:
+    """A job handed to the range child, with the credentials of its origin."""
+
     id: int
     work: ScanJob | ExportsJob
     credentials: OriginCredentials

@@ -24,12 +24,14 @@ IDENT_SIZE = 16
 MAX_NAME = 255  # longest library name the scan accepts
 MAX_PHNUM = 4096  # more program headers than any real object has: garbage
 
+# Library-name patterns (the next three), compiled where first used (re's cache): a resolve imports
+# the scan and may scan nothing.
 # Libraries of torch's C++ ABI: a .so needing one of these is built for one torch.
-_TORCH_LIB = re.compile(r"^lib(?:torch|c10)(?:_[A-Za-z0-9]+)*\.so(?:\.[0-9]+)*$")
+_TORCH_LIB = r"^lib(?:torch|c10)(?:_[A-Za-z0-9]+)*\.so(?:\.[0-9]+)*$"
 # CUDA toolkit libraries whose soname major is the CUDA major (libcufft, libcurand, libcusolver
 # number themselves on their own and are CUDA-bound without telling the major).
-_CUDA_MAJOR_LIB = re.compile(r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvrtc-builtins|nvJitLink|cupti)\.so\.([0-9]+)(?:\.[0-9]+)*$")
-_CUDA_LIB = re.compile(
+_CUDA_MAJOR_LIB = r"^lib(?:cudart|cublas|cublasLt|nvrtc|nvrtc-builtins|nvJitLink|cupti)\.so\.([0-9]+)(?:\.[0-9]+)*$"
+_CUDA_LIB = (
     r"^lib(?:cuda|cudart|cublas|cublasLt|nvrtc|nvrtc-builtins|nvJitLink|cupti|cufft|cufftw|curand|cusolver|cusolverMg"
     r"|cusparse|cusparseLt|cudnn[A-Za-z0-9_]*|nccl|nvshmem[A-Za-z0-9_]*|cufile|npp[a-z]*|nvToolsExt)\.so(?:\.[0-9]+)*$"
 )
@@ -53,6 +55,8 @@ class ElfTruncated(ElfError):
 
 @dataclass(frozen=True, slots=True)
 class Segment:
+    """A program header: where a segment lies in the file and in memory."""
+
     type: int
     flags: int
     offset: int  # in the file
@@ -133,17 +137,17 @@ class ElfLibraries:
 
 def torch_libs(names: Iterable[str]) -> tuple[str, ...]:
     """The names among ``names`` that are torch's C++ libraries (``libtorch*.so``, ``libc10*.so``)."""
-    return tuple(n for n in names if _TORCH_LIB.match(n))
+    return tuple(n for n in names if re.match(_TORCH_LIB, n))
 
 
 def cuda_libs(names: Iterable[str]) -> tuple[str, ...]:
     """The names among ``names`` that are CUDA libraries (driver, toolkit, cuDNN, NCCL, ...)."""
-    return tuple(n for n in names if _CUDA_LIB.match(n))
+    return tuple(n for n in names if re.match(_CUDA_LIB, n))
 
 
 def cuda_majors(names: Iterable[str]) -> tuple[int, ...]:
     """CUDA majors told by toolkit sonames: ``libcudart.so.12`` -> 12. Sorted, distinct."""
-    return tuple(sorted({int(m.group(1)) for n in names if (m := _CUDA_MAJOR_LIB.match(n))}))
+    return tuple(sorted({int(m.group(1)) for n in names if (m := re.match(_CUDA_MAJOR_LIB, n))}))
 
 
 def read_layout(data: bytes | bytearray, *, table: bytes | bytearray | None = None) -> ElfLayout:

@@ -82,6 +82,8 @@ class DynamicSymbols:
 
 @dataclass(frozen=True, slots=True)
 class _Table:
+    """Where a dynamic symbol table and its strings lie, and how it was found."""
+
     symtab: int  # file offsets
     strtab: int | None
     count: int | None

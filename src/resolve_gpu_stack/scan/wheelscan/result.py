@@ -85,6 +85,8 @@ def is_shared_object(name: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class MemberScan:
+    """What the scan read of one member and why it stopped."""
+
     name: str
     size: int  # inflated size, from the central directory
     stop: Stop
@@ -111,12 +113,16 @@ class MemberScan:
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
+    """The member and the torch library that made a wheel's verdict."""
+
     member: str
     library: str
 
 
 @dataclass(frozen=True, slots=True)
 class WheelScan:
+    """A wheel's scan: its kind, the members considered and what reading them cost."""
+
     kind: Kind
     members: tuple[MemberScan, ...]  # the shared objects, in the order they were considered
     bytes_read: int
