@@ -122,20 +122,29 @@ class ResolveParts:
         ``sdist_metadata``: the build backend's word on a ``--build`` sdist whose PKG-INFO is not
         static (``cli/sources.py``'s ``sdist_metadata_of``)."""
 
+        # the first pages, before the store is asked (a reused plan revalidates them too: waited for,
+        # not asked again) and while the resolver and the scanner load (``cli/resolving.py``)
+        ahead = read_ahead(self.finder, request, self.defs)
+        turns = _ShortTurns() if ahead is not None else None
+
         def compute() -> LockPlan:
-            ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver and the scanner load
-            resolving = _beside(_resolving) if ahead is not None else _resolving()
+            resolving = _resolving()
+            if turns is not None:
+                turns.end()
             classifier, exports = self.classifier, self.exports_for(request.target)
-            plan = resolving.plan(request, self.finder, self.defs, classifier=classifier, exports=exports, sdist_metadata=sdist_metadata)
-            if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
-                ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
-            return plan
+            return resolving.plan(request, self.finder, self.defs, classifier=classifier, exports=exports, sdist_metadata=sdist_metadata)
 
         try:
-            return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
+            plan = reuse.reused_or(self.finder, self.store, request, self.defs, compute)
         except CrawlError as exc:
             kept = request.kept_torch
             raise fitting_offline_hint(exc, kept.version if kept is not None else None) from None
+        finally:
+            if turns is not None:
+                turns.end()
+        if ahead is not None:  # done by now (the store's check or the resolver's first round waited for the same pages); never waited for
+            ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
+        return plan
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
@@ -378,21 +387,26 @@ def _snapshot_fetchers() -> tuple[type[SnapshotFetcher], type[FallbackFetcher], 
     return SnapshotFetcher, FallbackFetcher, RecordingFetcher
 
 
-def _beside(work: Callable[[], _T]) -> _T:
-    """``work()`` while the first round's requests go out on other threads: on the main thread (a
-    command's own resolve), with a switch interval of 0.2 ms, so that those threads (starting,
-    connecting, sending) are not kept from the GIL 5 ms at each turn while this one imports
-    (sending the first round took ~20 ms instead of ~5 under a ~35 ms import: ``bench/README.md``,
-    "The first requests before the rest is imported"). Only the main thread sets it, so that
-    resolves in several threads never leave another's setting behind."""
-    if threading.current_thread() is not threading.main_thread():
-        return work()
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(min(interval, 0.0002))
-    try:
-        return work()
-    finally:
-        sys.setswitchinterval(interval)
+class _ShortTurns:
+    """A switch interval of 0.2 ms from now until ``end``, on the main thread (a command's own
+    resolve), while the first round's requests go out on other threads: so that those threads
+    (starting, connecting, sending) are not kept from the GIL 5 ms at each turn while this one
+    imports the second half and asks the store (sending the first round took ~20 ms instead of
+    ~5 under a ~40 ms import: ``bench/README.md``, "The first requests before the rest is
+    imported"). Only the main thread sets it, so resolves in several threads never leave another's
+    setting behind."""
+
+    def __init__(self) -> None:
+        self._was: float | None = None
+        if threading.current_thread() is threading.main_thread():
+            self._was = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._was, 0.0002))
+
+    def end(self) -> None:
+        """The interval as it was (again: nothing)."""
+        if self._was is not None:
+            sys.setswitchinterval(self._was)
+            self._was = None
 
 
 def _resolving() -> type[Resolving]:
