@@ -17,6 +17,11 @@ same: a resolve cannot be made without a classifier, and the classifier is the o
 its source offers a scan (``net/scan/readers.py``: live range reads, a snapshot's recorded scans,
 or both when a snapshot is extended).
 
+What a resolve needs only once its first requests are out (the resolver and resolvelib, the
+scanner's readers, the scan records, the ABI judgement) is ``cli/resolving.py``, imported in one
+place (``_resolving``): a resolve starts its first round (``resolver/roots.py``'s ``read_ahead``)
+before, and the round trip overlaps that import; a reused plan and ``check`` never load it.
+
 The torch exports a version-locked wheel is checked against come from the installed torch's
 libraries on disk when the target is a probed interpreter that has that torch, else from the
 fetcher (the torch wheel by range reads, or a snapshot's record).
