@@ -130,12 +130,14 @@ class ResolveParts:
         # the first pages, before the store is asked (a reused plan revalidates them too: waited for,
         # not asked again) and while the resolver and the scanner load (``cli/resolving.py``)
         ahead = read_ahead(self.finder, request, self.defs)
-        turns = _ShortTurns() if ahead is not None else None
 
         def compute() -> LockPlan:
-            resolving = _resolving()
-            if turns is not None:
-                turns.end()
+            turns = _ShortTurns() if ahead is not None else None
+            try:
+                resolving = _resolving()
+            finally:
+                if turns is not None:
+                    turns.end()
             classifier, exports = self.classifier, self.exports_for(request.target)
             return resolving.plan(request, self.finder, self.defs, classifier=classifier, exports=exports, sdist_metadata=sdist_metadata)
 
@@ -144,9 +146,6 @@ class ResolveParts:
         except CrawlError as exc:
             kept = request.kept_torch
             raise fitting_offline_hint(exc, kept.version if kept is not None else None) from None
-        finally:
-            if turns is not None:
-                turns.end()
         if ahead is not None:  # done by now (the store's check or the resolver's first round waited for the same pages); never waited for
             ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
         return plan
@@ -396,7 +395,7 @@ class _ShortTurns:
     """A switch interval of 0.2 ms from now until ``end``, on the main thread (a command's own
     resolve), while the first round's requests go out on other threads: so that those threads
     (starting, connecting, sending) are not kept from the GIL 5 ms at each turn while this one
-    imports the second half and asks the store (sending the first round took ~20 ms instead of
+    imports the second half (sending the first round took ~20 ms instead of
     ~5 under a ~40 ms import: ``bench/README.md``, "The first requests before the rest is
     imported"). Only the main thread sets it, so resolves in several threads never leave another's
     setting behind."""
