@@ -132,12 +132,7 @@ class ResolveParts:
         ahead = read_ahead(self.finder, request, self.defs)
 
         def compute() -> LockPlan:
-            turns = _ShortTurns() if ahead is not None else None
-            try:
-                resolving = _resolving()
-            finally:
-                if turns is not None:
-                    turns.end()
+            resolving = _resolving()
             classifier, exports = self.classifier, self.exports_for(request.target)
             return resolving.plan(request, self.finder, self.defs, classifier=classifier, exports=exports, sdist_metadata=sdist_metadata)
 
@@ -389,28 +384,6 @@ def _snapshot_fetchers() -> tuple[type[SnapshotFetcher], type[FallbackFetcher], 
     from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
 
     return SnapshotFetcher, FallbackFetcher, RecordingFetcher
-
-
-class _ShortTurns:
-    """A switch interval of 0.2 ms from now until ``end``, on the main thread (a command's own
-    resolve), while the first round's requests go out on other threads: so that those threads
-    (starting, connecting, sending) are not kept from the GIL 5 ms at each turn while this one
-    imports the second half (sending the first round took ~20 ms instead of
-    ~5 under a ~40 ms import: ``bench/README.md``, "The first requests before the rest is
-    imported"). Only the main thread sets it, so resolves in several threads never leave another's
-    setting behind."""
-
-    def __init__(self) -> None:
-        self._was: float | None = None
-        if threading.current_thread() is threading.main_thread():
-            self._was = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._was, 0.0002))
-
-    def end(self) -> None:
-        """The interval as it was (again: nothing)."""
-        if self._was is not None:
-            sys.setswitchinterval(self._was)
-            self._was = None
 
 
 def _resolving() -> type[Resolving]:
