@@ -197,10 +197,15 @@ def test_a_resolve_sends_its_first_round_before_loading_the_resolver_and_a_reuse
 
     code = (
         "import sys, json, threading\n"
-        "ahead = []\n"
+        "ahead, started = [], []\n"
+        "start = threading.Thread.start\n"
+        "def starting(self):\n"
+        "    started.append(self.name)\n"
+        "    return start(self)\n"
+        "threading.Thread.start = starting\n"
         "def hook(event, args):\n"
         "    if event == 'import' and args[0] == 'resolve_gpu_stack.cli.resolving' and args[0] not in sys.modules and not ahead:\n"
-        "        ahead.append(sorted(t.name for t in threading.enumerate() if t.name == 'first-pages'))\n"
+        "        ahead.append([n for n in started if n == 'first-pages'])\n"
         "        ahead.append(sorted(m for m in sys.modules if m.startswith('resolve_gpu_stack.resolver.') or m == 'resolvelib'))\n"
         "sys.addaudithook(hook)\n"
         "from resolve_gpu_stack.cli import main\n"
@@ -218,7 +223,7 @@ def test_a_resolve_sends_its_first_round_before_loading_the_resolver_and_a_reuse
     assert warm.stdout == cold.stdout  # the same plan, reused
     said = json.loads(cold.stderr.strip().splitlines()[-1])
     (first_pages, resolver_then), loaded = said["ahead"], said["loaded"]
-    assert first_pages == ["first-pages"]  # the first round was on its way when the second half began to load
+    assert first_pages == ["first-pages"]  # the first round had been started when the second half began to load
     assert "resolve_gpu_stack.resolver.resolve" not in resolver_then and "resolvelib" not in resolver_then
     assert loaded == list(_SECOND_HALF)  # and it loaded, and resolved
     assert json.loads(warm.stderr.strip().splitlines()[-1]) == {"ahead": [], "loaded": []}
