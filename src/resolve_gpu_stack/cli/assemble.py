@@ -17,6 +17,11 @@ same: a resolve cannot be made without a classifier, and the classifier is the o
 its source offers a scan (``net/scan/readers.py``: live range reads, a snapshot's recorded scans,
 or both when a snapshot is extended).
 
+What a resolve needs only once its first requests are out (the resolver and resolvelib, the
+scanner's readers, the scan records, the ABI judgement) is ``cli/resolving.py``, imported in one
+place (``_resolving``): a resolve starts its first round (``resolver/roots.py``'s ``read_ahead``)
+before, and the round trip overlaps that import; a reused plan and ``check`` never load it.
+
 The torch exports a version-locked wheel is checked against come from the installed torch's
 libraries on disk when the target is a probed interpreter that has that torch, else from the
 fetcher (the torch wheel by range reads, or a snapshot's record).
@@ -38,21 +43,16 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from packaging.utils import canonicalize_name
 
 from ..data.snapshots import bundled_path, bundled_snapshots, offline_hint
-from ..env.exports import installed_torch_exports
 from ..errors import CrawlError, WriteError
 from ..index.finder import Finder
 from ..model.channel import torch_origin
 from ..net.cache import HttpCache, cache_write_problem
 from ..net.http import HttpFetcher
-from ..net.scan import readers
-from ..net.scan.records import ScanRecords
 from ..net.settings import FetchSettings
 from ..net.transport import NO_NETWORK_HINT
 from ..resolver import reuse
 from ..resolver.kept import kept_torch
-from ..resolver.resolve import resolve
 from ..resolver.roots import read_ahead
-from ..rules.abi import AbiPolicy, AbiTorch, judge, torch_floor
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from ..net.wheelcache import WheelCache
     from ..resolver.reuse import ResultStore
     from ..rules.abi import ExportsSource, TorchExports
+    from .resolving import Resolving
 
 _S = TypeVar("_S", bound="Source")
 _T = TypeVar("_T")
@@ -89,6 +90,7 @@ class ResolveParts:
     finder: Finder
     store: ResultStore | None = None
     owns_source: bool = True
+    before_scan: Callable[[], None] | None = None  # called before the first scan: the live fetcher's scan records (``Session``)
     _disk: dict[str, TorchExports] = field(default_factory=dict)
     _made: dict[str, object] = field(default_factory=dict)  # what ``_once`` made, by name
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -105,8 +107,9 @@ class ResolveParts:
         """The classifier and the exports reader, made together from the source's ``scan_access``."""
 
         def make() -> tuple[InspectingClassifier, ExportsSource]:
-            access = self.source.scan_access()
-            return readers.classifier(access, self.defs.abi), readers.exports_reader(access)
+            if self.before_scan is not None:
+                self.before_scan()
+            return _resolving().scan_readers(self.source, self.defs)
 
         return self._once("scan", make)
 
@@ -124,18 +127,23 @@ class ResolveParts:
         ``sdist_metadata``: the build backend's word on a ``--build`` sdist whose PKG-INFO is not
         static (``cli/sources.py``'s ``sdist_metadata_of``)."""
 
+        # the first pages, before the store is asked (a reused plan revalidates them too: waited for,
+        # not asked again) and while the resolver and the scanner load (``cli/resolving.py``)
+        ahead = read_ahead(self.finder, request, self.defs)
+
         def compute() -> LockPlan:
-            ahead = read_ahead(self.finder, request, self.defs)  # the first pages, while the resolver loads
-            plan = resolve(request, self.finder, self.defs, classifier=self.classifier, exports=self.exports_for(request.target), sdist_metadata=sdist_metadata)
-            if ahead is not None:  # done by now (the resolver's first round waited for the same pages); never waited for
-                ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
-            return plan
+            resolving = _resolving()
+            classifier, exports = self.classifier, self.exports_for(request.target)
+            return resolving.plan(request, self.finder, self.defs, classifier=classifier, exports=exports, sdist_metadata=sdist_metadata)
 
         try:
-            return reuse.reused_or(self.finder, self.store, request, self.defs, compute)
+            plan = reuse.reused_or(self.finder, self.store, request, self.defs, compute)
         except CrawlError as exc:
             kept = request.kept_torch
             raise fitting_offline_hint(exc, kept.version if kept is not None else None) from None
+        if ahead is not None:  # done by now (the store's check or the resolver's first round waited for the same pages); never waited for
+            ahead.join()  # on an error or Ctrl-C: it may be in a stalled read, and the fetcher's close deals with that
+        return plan
 
     def exports_for(self, target: Target) -> ExportsSource:
         """The exports of a torch: read on disk when ``target`` has that torch installed (a probed
@@ -148,7 +156,7 @@ class ResolveParts:
             if where is not None and installed == version:
                 key = f"{where}:{version}"
                 if key not in self._disk:
-                    self._disk[key] = installed_torch_exports(Path(where), str(version))
+                    self._disk[key] = _resolving().disk_exports(where, str(version))
                 return self._disk[key]
             return self.exports(version, file)
 
@@ -171,10 +179,7 @@ class ResolveParts:
         target) or from its wheel (``kept.wheel``: PyPI's, or the PyTorch index's)."""
         if kept is None:
             return None
-        exports = self.exports_for(target)
-        label = kept.label
-        subject = AbiTorch(version=kept.version, cuda_major=label.major if label else None, exports=lambda: exports(kept.version, kept.wheel))
-        return judge(name, abi, subject, AbiPolicy.of(self.defs.abi), requires_floor=torch_floor(requires_dist))
+        return _resolving().verdict(name, abi, requires_dist, kept, self.exports_for(target), self.defs)
 
     def close(self) -> None:
         if self.owns_source:
@@ -188,13 +193,20 @@ class ResolveParts:
 
 
 def resolve_parts(
-    defs: Definitions, source: Source, *, store: ResultStore | None = None, finder: Finder | None = None, owns_source: bool = True
+    defs: Definitions,
+    source: Source,
+    *,
+    store: ResultStore | None = None,
+    finder: Finder | None = None,
+    owns_source: bool = True,
+    before_scan: Callable[[], None] | None = None,
 ) -> ResolveParts:
     """The parts around ``source`` (live, recording, a snapshot, or a snapshot extended live),
     keeping computed plans in ``store`` (the live fetcher's cache) when given; ``finder``: one
-    already reading through ``source`` (its pages shared), else a new one."""
+    already reading through ``source`` (its pages shared), else a new one; ``before_scan``: called
+    before the first scan (a session's: the live fetcher's scan records)."""
     finder = finder if finder is not None else Finder(source, defs)
-    return ResolveParts(defs=defs, source=source, finder=finder, store=store, owns_source=owns_source)
+    return ResolveParts(defs=defs, source=source, finder=finder, store=store, owns_source=owns_source, before_scan=before_scan)
 
 
 # -- the session -----------------------------------------------------------------------------------
@@ -226,6 +238,7 @@ class Session:
         self._lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cache_dir: Path | None = None
+        self._records_set = False  # the live fetcher's scan records (``_records_before_scan``)
 
     # -- the cache folder -----------------------------------------------------------------------
     def cache_dir(self) -> Path:
@@ -264,16 +277,23 @@ class Session:
         the fetcher's classifier reads, whether or not the fetcher is made yet."""
         with self._lock:
             self.network = dataclasses.replace(self.network, scan_records=setting)
+            live = self._live if self._records_set else None
+            if live is not None:
+                self._use_records(live)
+
+    def _records_before_scan(self) -> None:
+        """The live fetcher's scan records and torch exports records, set once, before its first
+        scan (``ResolveParts.before_scan``): their modules load with the scanner's, after the first requests."""
+        with self._lock:
             live = self._live
-        if live is not None:
-            self._use_records(live)
+            if live is not None and not self._records_set:
+                self._use_records(live)
+                self._records_set = True
 
     def _use_records(self, live: HttpFetcher) -> None:
         """The fetcher's scan records and torch exports records: the configured ones."""
         n = self.network  # its scan_records parsed at the edge (``options.network_options``, a config's by its table row)
-        records = ScanRecords.configured(n.scan_records, live.transport, say=n.progress)
-        live.scan_records = records
-        live.exports_records = records.exports if records is not None else None
+        _resolving().use_records(live, n.scan_records, n.progress)
 
     # -- the one HTTP fetcher -------------------------------------------------------------------
     def live(self) -> HttpFetcher:
@@ -288,8 +308,7 @@ class Session:
                     progress=n.progress,
                     on_retry=n.on_retry,
                 )
-                self._use_records(self._live)
-                self._closing.append(self._live.close)
+                self._closing.append(self._live.close)  # its scan records: set before its first scan (``_records_before_scan``)
             return self._live
 
     def download_fetcher(self, defs: Definitions | None = None) -> HttpFetcher:
@@ -330,15 +349,16 @@ class Session:
         lacks fetched live with ``live_fallback``; else live, the HTTP cache then keeping the
         computed plans (a replay is as fast as reusing). The session closes their source (closing
         the parts does not)."""
+        scan = self._records_before_scan
         if source is not None:
-            return resolve_parts(defs, source, owns_source=False)
+            return resolve_parts(defs, source, owns_source=False, before_scan=scan)
         if snapshot is None:
             fetcher = self.live()
-            return resolve_parts(defs, fetcher, store=fetcher.cache, owns_source=False)
+            return resolve_parts(defs, fetcher, store=fetcher.cache, owns_source=False, before_scan=scan)
 
         _, fallback, _ = _snapshot_fetchers()
         replay = self.replay(snapshot, defs)
-        return resolve_parts(defs, fallback(replay, self.live()) if live_fallback else replay, owns_source=False)
+        return resolve_parts(defs, fallback(replay, self.live()) if live_fallback else replay, owns_source=False, before_scan=scan)
 
     def _held(self, source: _S) -> _S:
         with self._lock:
@@ -364,6 +384,15 @@ def _snapshot_fetchers() -> tuple[type[SnapshotFetcher], type[FallbackFetcher], 
     from ..net.snapshot import FallbackFetcher, RecordingFetcher, SnapshotFetcher  # a snapshot only: +20 ms on a live resolve
 
     return SnapshotFetcher, FallbackFetcher, RecordingFetcher
+
+
+def _resolving() -> type[Resolving]:
+    """The half of a resolve loaded once its first requests are out (``cli/resolving.py``)."""
+    # the resolver and resolvelib, the wheel scanner, the scan records, the ABI judgement: +40 ms of CPU before a
+    # resolve's first request (the import after the modules loaded by then, median of 7)
+    from .resolving import Resolving
+
+    return Resolving
 
 
 __all__ = ["NetworkOptions", "ResolveParts", "Session", "fitting_offline_hint", "offline_hinted", "resolve_parts"]

@@ -4,10 +4,10 @@
 follows from the request and the definitions alone, except where the request leaves torch's CUDA
 to an index (a declared torch without a ``+cuNNN`` label, whose CUDA its METADATA tells) or a
 ``--build`` tree replaces a package's pages. Everywhere else the command starts that round before
-it loads the resolver (``read_ahead``, from ``cli/assemble.py``), so the first round trip overlaps
-the import of the resolver, the classifier and resolvelib (~40-60 ms of a cold start); the
-resolver's own round then waits for those pages instead of asking again (the finder never reads a
-page twice at once).
+it asks the plan store and loads the resolver (``read_ahead``, from ``cli/assemble.py``), so the
+first round trip overlaps the import of the resolver, the scanner and resolvelib (``cli/resolving.py``:
+~40 ms of a cold start's CPU); the store's check of a reused plan and the resolver's own round then
+wait for those pages instead of asking again (the finder never reads a page twice at once).
 """
 
 from __future__ import annotations
