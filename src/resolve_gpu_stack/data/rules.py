@@ -75,6 +75,7 @@ class IndexDefinition:
     layout: str | None = None  # a mirror layout of routing.toml [layouts] (--index NAME=flat:URL); None: the index's own paths
     optional: bool = False  # a plan needs it only for what it must take from there: unreachable, what only it has is left out
     without: str = ""  # what a plan without it costs the user, in words (said with the warning)
+    _own_host: list[str] = field(default_factory=list, init=False, repr=False, compare=False)  # the base URL's host, split once: a memo
 
     def page_url(self, path: str) -> str:
         """The URL of a page below this index, without the base URL's ``user:token@``: page URLs
@@ -89,8 +90,9 @@ class IndexDefinition:
     def allows_host(self, url: str) -> bool:
         """Whether a file URL found on this index may be followed (its own host always may)."""
         host = (urlsplit(url).hostname or "").lower()
-        own = (urlsplit(self.url).hostname or "").lower()
-        return "*" in self.hosts or host == own or host in self.hosts
+        if not self._own_host:
+            self._own_host.append((urlsplit(self.url).hostname or "").lower())
+        return "*" in self.hosts or host == self._own_host[0] or host in self.hosts
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
