@@ -3,12 +3,15 @@ problem in a definition file names the file, the table and the key."""
 
 from __future__ import annotations
 
+import fnmatch
+import itertools
 import shutil
 from pathlib import Path
 
 import pytest
 
 from resolve_gpu_stack.data.definitions import RouteContext, data_dir, load_definitions
+from resolve_gpu_stack.data.rules import NamePatterns
 from resolve_gpu_stack.errors import IndexDefinitionError
 
 
@@ -193,3 +196,33 @@ def test_the_gpu_table_comes_with_the_definitions_and_is_part_of_their_data(inde
     (indexes / "gpus.toml").write_text("[[gpu]]\narch = 1\n")
     with pytest.raises(IndexDefinitionError, match="gpus.toml"):
         load_definitions(indexes).gpu_table()  # read with the definitions, parsed when first asked for
+
+
+def test_name_patterns_match_as_fnmatch_does() -> None:
+    """A route's, a coupling rule's and the providers' patterns, compiled once, name exactly the
+    packages ``fnmatch.fnmatchcase`` over each pattern names (case-sensitive; ``[``, ``?`` and ``*``)."""
+    d = load_definitions()
+    shipped = {p for r in d.routes for p in r.patterns} | {p for c in d.couplings for p in c.patterns} | {d.flashinfer.providers}
+    patterns = sorted(shipped | {"a[bc]*", "x?y", "[", "foo[", "a\\b", "*", "[!a]*"})
+    names = [
+        "torch",
+        "Torch",
+        "numpy",
+        "flashinfer-jit-cache",
+        "flashinfer-jit-cache-sm90",
+        "nvidia-cublas-cu12",
+        "abc",
+        "ab",
+        "xzy",
+        "[",
+        "foo[",
+        "a\\b",
+        "",
+        "x\ny",
+        "b",
+    ]
+    for k in (1, 2, 3):
+        for combo in itertools.combinations(patterns, k):
+            match = NamePatterns.of(combo)
+            for name in names:
+                assert match(name) == any(fnmatch.fnmatchcase(name, p) for p in combo), (combo, name)

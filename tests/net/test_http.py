@@ -318,6 +318,38 @@ def test_redirect_to_a_plain_http_host_is_refused_before_connecting(srv: IndexSe
     assert info.value.hint == "use https, or pass --allow-insecure-host mirror.example"
 
 
+def test_credentials_learned_after_a_request_apply_from_the_next_one(srv: IndexServer, make_fetcher: MakeFetcher) -> None:
+    """What a request to an origin was sent with is not kept for that origin once credentials for
+    it are learned (a page URL with ``user:token@``): the next file of that origin carries them."""
+    _page(srv.root, "simple/demo")
+    first = build_wheel(srv.root / "files", "demo", "1.0")
+    second = build_wheel(srv.root / "files", "other", "1.0")
+    fetcher = make_fetcher(retries=0)
+    before = _file(srv.url + "files/" + first.filename, first)
+    assert fetcher.fetch_metadata([before]) == {before.url: first.metadata}
+    srv.auth = ("alice", SECRET)
+    base = srv.url.replace("http://", f"http://alice:{SECRET}@") + "simple/"
+    assert fetcher.fetch_pages([base + "demo/"], index=_index(base))[base + "demo/"].found
+    after = _file(srv.url + "files/" + second.filename, second)
+    assert fetcher.fetch_metadata([after]) == {after.url: second.metadata}
+    sent = [e[2].get("Authorization") for e in srv.log]
+    assert sent[0] is None and sent[1:] == [_basic("alice", SECRET)] * (len(sent) - 1) and len(sent) >= 3
+
+
+def test_a_refused_origin_stays_refused_and_an_allowed_one_allowed(make_fetcher: MakeFetcher) -> None:
+    """The transport decides a URL's policy once per origin: a refusal is never remembered as a pass."""
+    transport = make_fetcher(allow_insecure_hosts=("mirror.example:8080",)).transport
+    for _ in range(2):
+        transport.check_allowed("http://mirror.example:8080/simple/a/")
+        transport.check_allowed("https://files.example/b.whl")
+        with pytest.raises(CrawlError, match="plain http is refused"):
+            transport.check_allowed("http://mirror.example/simple/a/")
+        with pytest.raises(CrawlError, match="plain http is refused"):
+            transport.check_allowed("http://mirror.example:8081/simple/a/")
+        with pytest.raises(CrawlError, match="cannot fetch a ftp: URL"):
+            transport.check_allowed("ftp://mirror.example:8080/simple/a/")
+
+
 def test_url_policy() -> None:
     for host in ("127.0.0.1", "127.9.9.9", "::1", "localhost", "LOCALHOST"):
         assert is_loopback(host)

@@ -6,7 +6,6 @@ values they are loaded into are in ``rules.py`` (re-exported here).
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -222,7 +221,7 @@ class Definitions:
         rules = self._rules_by_name.get(name)
         if rules is None:
             key = canonicalize_name(name)
-            rules = self._rules_by_name[name] = tuple(r for r in self.couplings if any(fnmatch.fnmatchcase(key, p) for p in r.patterns))
+            rules = self._rules_by_name[name] = tuple(r for r in self.couplings if r.names(key))
         return rules
 
     def recorded_urls(self) -> dict[str, str | None]:

@@ -47,7 +47,7 @@ from .client import ConnectError as _ConnectError
 from .client import ConnectTimeout as _ConnectTimeout
 from .client import Timeout as _Timeout
 from .settings import TransportSettings
-from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, parse_retry_after
+from .urlpolicy import CREDENTIALS_HINT, Credentials, check_redirect, check_url_allowed, origin_prefix, parse_retry_after
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -191,6 +191,7 @@ class Transport:
         self.credentials = Credentials(settings.netrc_path)
         self.on_retry: Callable[[str], None] | None = None  # told each retry, as it is scheduled
         self._attempt = _Attempt()  # per thread: a retry goes out on a fresh connection
+        self._allowed: set[str] = set()  # ``origin_prefix`` of every URL ``check_allowed`` let through: the verdict is the origin's
         self._client = Client(
             timeout=settings.timeout,
             max_connections=settings.max_connections,
@@ -208,8 +209,14 @@ class Transport:
         self._client.close()
 
     def check_allowed(self, url: str) -> None:
-        """Raise ``CrawlError`` for a URL this transport would never fetch (see ``urlpolicy``)."""
+        """Raise ``CrawlError`` for a URL this transport would never fetch (see ``urlpolicy``).
+        Asked twice for every page and once for every other request: decided once per origin."""
+        key = origin_prefix(url)
+        if key is not None and key in self._allowed:
+            return
         check_url_allowed(url, self.allow_insecure_hosts)
+        if key is not None:
+            self._allowed.add(key)
 
     # -- requests -------------------------------------------------------------------------------
     def open(self, url: str, headers: dict[str, str]) -> tuple[Response, str]:

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import logging
 import netrc
+import re
 import socket
 import threading
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..errors import CrawlError
-from ..urls import origin, redact_url
+from ..urls import has_credentials, origin, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,18 @@ JSON_TYPES = frozenset({"application/vnd.pypi.simple.v1+json", "application/json
 # Types a static host may give an index page; the body decides.
 SNIFFED_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream", "text/plain"})
 CREDENTIALS_HINT = "the index wants credentials: put them in the index URL (https://USER:TOKEN@host/...) or in ~/.netrc"
+
+
+# ``scheme://netloc`` of an http(s) URL as written (lower-case scheme): what ``urlsplit`` reads the
+# scheme, host, port and userinfo from, and all a verdict on the URL's origin depends on
+_ORIGIN_PREFIX = re.compile(r"https?://[^/?#]*")
+
+
+def origin_prefix(url: str) -> str | None:
+    """The ``http(s)://netloc`` an http(s) URL starts with, as written: two URLs with the same one
+    have the same scheme, host, port and credentials (``urlsplit``). None for any other URL."""
+    m = _ORIGIN_PREFIX.match(url)
+    return m[0] if m is not None else None
 
 
 def is_loopback(host: str) -> bool:
@@ -191,13 +204,20 @@ class Credentials:
         self._netrc: netrc.netrc | None = None
         self._loaded = False
         self._by_origin: dict[tuple[str, str, int], tuple[str, str]] = {}
+        # ``_lookup``'s answer by ``origin_prefix`` (every request asks; a page's files share an
+        # origin): emptied, and its generation moved on, whenever ``_by_origin`` changes
+        self._looked_up: dict[str, tuple[str, str] | None] = {}
+        self._generation = 0
         self._lock = threading.Lock()
 
     def remember(self, url: str) -> None:
+        if not has_credentials(url):  # no "@" after "scheme://": no user to remember (every page and file URL)
+            return
         parts = urlsplit(url)
         if parts.username is not None:
             with self._lock:
                 self._by_origin[origin(url)] = (unquote(parts.username), unquote(parts.password or ""))
+                self._forget_lookups()
 
     def remembered(self) -> OriginCredentials:
         """What ``remember`` recorded, by origin: for a second process's transport (``restore``)."""
@@ -208,6 +228,12 @@ class Credentials:
         """Remember ``pairs`` (another ``Credentials``' ``remembered``) as if their URLs were seen here."""
         with self._lock:
             self._by_origin.update(pairs)
+            self._forget_lookups()
+
+    def _forget_lookups(self) -> None:
+        """``_by_origin`` changed (the lock held): no look-up made before holds."""
+        self._looked_up.clear()
+        self._generation += 1
 
     def header_for(self, url: str) -> str | None:
         """The ``Authorization`` value for a request to ``url`` (its own origin only), or None."""
@@ -215,6 +241,20 @@ class Credentials:
         return None if pair is None else basic_authorization(*pair)
 
     def _lookup(self, url: str) -> tuple[str, str] | None:
+        key = origin_prefix(url)
+        if key is None:
+            return self._look_up(url)
+        with self._lock:
+            if key in self._looked_up:
+                return self._looked_up[key]
+            generation = self._generation
+        found = self._look_up(url)
+        with self._lock:
+            if generation == self._generation:  # nothing remembered meanwhile
+                self._looked_up[key] = found
+        return found
+
+    def _look_up(self, url: str) -> tuple[str, str] | None:
         parts = urlsplit(url)
         if parts.username is not None:
             return unquote(parts.username), unquote(parts.password or "")

@@ -65,8 +65,9 @@ class Prefetcher:
         with ThreadPoolExecutor(max_workers=CRAWL_THREADS, thread_name_prefix="closure") as pool:
 
             def submit(req: Req, path: _Path) -> None:
+                future = pool.submit(visit, req, path)  # outside the lock: it may start a thread, and wait for it to run
                 with lock:
-                    futures.append(pool.submit(visit, req, path))
+                    futures.append(future)  # before the task that submits it ends (``while`` below)
 
             def offer(cand: Cand, path: _Path) -> None:
                 """``on_candidate``, unless a requirement met so far rules ``cand`` (or a
