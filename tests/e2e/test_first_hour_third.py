@@ -277,7 +277,7 @@ def test_a_host_that_does_not_resolve_is_said_once_per_url_with_the_snapshot_hin
     real = socket.getaddrinfo
 
     def no_dns(host, *args, **kwargs):
-        if str(host).endswith(".invalid"):
+        if (host.decode("ascii") if isinstance(host, bytes) else str(host)).endswith(".invalid"):  # an ASCII name is asked as bytes
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return real(host, *args, **kwargs)
 
@@ -299,7 +299,7 @@ def test_a_wheel_host_that_does_not_resolve_is_not_sent_to_a_snapshot(tmp_path, 
     real = socket.getaddrinfo
 
     def loopback_only(host, *args, **kwargs):
-        if str(host) not in ("127.0.0.1", "localhost", "::1"):
+        if (host.decode("ascii") if isinstance(host, bytes) else str(host)) not in ("127.0.0.1", "localhost", "::1"):  # an ASCII name is asked as bytes
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return real(host, *args, **kwargs)
 

@@ -287,6 +287,7 @@ def mirror_host(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     looked_up: list[str] = []
 
     def fake(host, *args, **kwargs):
+        host = host.decode("ascii") if isinstance(host, bytes) else host  # an ASCII name is asked as bytes
         looked_up.append(str(host))
         if host == "mirror.example":
             host = "127.0.0.1"
