@@ -146,9 +146,6 @@ _KEPT_BACK = (
 def test_a_plain_resolve_loads_none_of_what_is_kept_back(tmp_path: Path) -> None:
     """``resolve --format json`` on a live loopback world (no --build, --snapshot, --gpu, table)
     runs to its plan without importing the modules whose imports are kept in functions."""
-    from support.doors import index_flags
-    from support.faults import TARGET, story_run
-
     code = (
         "import sys, json\n"
         "from resolve_gpu_stack.cli import main\n"
@@ -156,9 +153,7 @@ def test_a_plain_resolve_loads_none_of_what_is_kept_back(tmp_path: Path) -> None
         f"print(json.dumps([m for m in {_KEPT_BACK!r} if m in sys.modules]), file=sys.stderr)\n"
         "raise SystemExit(code)\n"
     )
-    with story_run(tmp_path, hostile=False) as story:
-        argv = [*TARGET, *index_flags(story.srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
-        done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    (done,) = _resolves_in_a_child(tmp_path, code)
     assert done.returncode == 0, done.stderr[-2000:]
     assert '"schema": "resolve-gpu-stack/plan/v1"' in done.stdout
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr[-2000:]
@@ -194,9 +189,6 @@ def test_a_resolve_sends_its_first_round_before_loading_the_resolver_and_a_reuse
     the resolver, resolvelib and the wheel scanner, so the round trip overlaps those imports; it
     still loads them and makes its plan. The same command again reuses the stored plan and loads
     none of them."""
-    from support.doors import index_flags
-    from support.faults import TARGET, story_run
-
     code = (
         "import sys, json, threading\n"
         "ahead, started = [], []\n"
@@ -215,10 +207,7 @@ def test_a_resolve_sends_its_first_round_before_loading_the_resolver_and_a_reuse
         f"print(json.dumps({{'ahead': ahead, 'loaded': [m for m in {_SECOND_HALF!r} if m in sys.modules]}}), file=sys.stderr)\n"
         "raise SystemExit(code)\n"
     )
-    with story_run(tmp_path, hostile=False) as story:
-        argv = [*TARGET, *index_flags(story.srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
-        cold = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
-        warm = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    cold, warm = _resolves_in_a_child(tmp_path, code, runs=2)
     assert cold.returncode == 0, cold.stderr[-2000:]
     assert warm.returncode == 0, warm.stderr[-2000:]
     assert '"schema": "resolve-gpu-stack/plan/v1"' in cold.stdout
@@ -229,3 +218,13 @@ def test_a_resolve_sends_its_first_round_before_loading_the_resolver_and_a_reuse
     assert "resolve_gpu_stack.resolver.resolve" not in resolver_then and "resolvelib" not in resolver_then
     assert loaded == list(_SECOND_HALF)  # and it loaded, and resolved
     assert json.loads(warm.stderr.strip().splitlines()[-1]) == {"ahead": [], "loaded": []}
+
+
+def _resolves_in_a_child(tmp_path: Path, code: str, runs: int = 1) -> list[subprocess.CompletedProcess[str]]:
+    """``python -c code`` resolving (JSON) on a loopback story world, ``runs`` times with one cache."""
+    from support.doors import index_flags
+    from support.faults import TARGET, story_run
+
+    with story_run(tmp_path, hostile=False) as story:
+        argv = [*TARGET, *index_flags(story.srv.url), "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
+        return [subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300) for _ in range(runs)]
