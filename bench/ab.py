@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
 from fairserver import NginxServer  # noqa: E402
-from run import PROC_ENV, PY, TREE_ENTRY, Proc, remove_checkouts, resolve_words, run_measured, source_dir  # noqa: E402
+from run import PROC_ENV, PY, TREE_ENTRY, Proc, remove_work, resolve_words, run_measured, source_dir  # noqa: E402
 from support.server import IndexServer  # noqa: E402
 
 
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(p.wall for p in runs["B"]) / statistics.median(p.wall for p in runs["A"])
         print(f"  B / A: {ratio:.3f} (wall medians)")
     finally:
-        remove_checkouts(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_work(tmp)
     return 0
 
 

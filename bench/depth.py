@@ -26,7 +26,6 @@ waits, the wall grows by one latency step per round trip: depth = (wall at L2 - 
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import tempfile
@@ -39,7 +38,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from benchworld import WORLDS, Story, build_named  # noqa: E402
-from run import TARGET, UV_CONFIGS, _find_uv, cli_command, compile_with_uv, remove_checkouts, resolve_words, run_measured, tree_command, uv_command  # noqa: E402
+from run import TARGET, UV_CONFIGS, _find_uv, cli_command, compile_with_uv, remove_work, resolve_words, run_measured, tree_command, uv_command  # noqa: E402
 from support.server import IndexServer  # noqa: E402
 
 ENVIRONMENT = {
@@ -229,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {side}, from the wall: {a:.3f} s at {low * 1000:.0f} ms, {b:.3f} s at {high * 1000:.0f} ms: depth {(b - a) / (high - low):.1f} round trips"
                 )
     finally:
-        remove_checkouts(tmp)  # --src's checkout
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_work(tmp)  # --src's checkout
     return 0
 
 

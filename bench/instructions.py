@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from ab import command, source_dir  # noqa: E402
 from benchworld import WORLDS, build_named  # noqa: E402
-from run import PROC_ENV, _find_uv, cli_command, remove_checkouts, resolve_words, uv_command  # noqa: E402
+from run import PROC_ENV, _find_uv, cli_command, remove_work, resolve_words, uv_command  # noqa: E402
 from support.server import IndexServer  # noqa: E402
 
 
@@ -75,8 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             uv = counted(uv_command(_find_uv(), srv.url, work), uv_env, cwd=work)
         print(f"{args.world} world, cold, 0 ms: ours {ours / 1e9:.2f} G instructions, uv {uv / 1e9:.2f} G: {ours / uv:.2f}x")
     finally:
-        remove_checkouts(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_work(tmp)
     return 0
 
 

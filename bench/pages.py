@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], help="live=DIR (pages capture saved), bench, samples, hostile (default: bench, samples, hostile)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
-    from run import remove_checkouts, source_dir
+    from run import remove_work, source_dir
 
     tmp = Path(tempfile.mkdtemp(prefix="rgs-pages-"))
     makers = {"bench": bench_set, "samples": samples_set, "hostile": hostile_set}
@@ -297,8 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                 for i in differ[:5]:
                     print(f"      page {i}: A {first['A']['page_results'][i]!r}; B {first['B']['page_results'][i]!r}")
     finally:
-        remove_checkouts(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_work(tmp)
     return 0
 
 

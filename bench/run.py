@@ -75,6 +75,12 @@ def remove_checkouts(tmp: Path) -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
 
 
+def remove_work(tmp: Path) -> None:
+    """Remove a script's work folder ``tmp``: the revisions checked out there first (``remove_checkouts``)."""
+    remove_checkouts(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _gnu_time() -> str | None:
     if not Path("/usr/bin/time").is_file():
         return None
